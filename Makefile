@@ -1,0 +1,84 @@
+# Tessel — the two commands a person needs, and a few more.
+#   make run    install what is missing, build (Release), start the service
+#   make test   install what is missing, build with -Werror, run every test
+#   make bench  the benchmark tables (tests/bench/README.md)
+# The variables the daemon reads (TESSEL_LISTEN, TESSEL_PORT,
+# TESSEL_DATA_DIR, TESSEL_THREADS, ...) pass straight through `make run`.
+
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE ?= cmake
+CUDA ?= AUTO
+BUILD ?= build
+TEST_BUILD ?= build-test
+ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+
+export TESSEL_LISTEN ?= 127.0.0.1
+export TESSEL_PORT ?= 8080
+export TESSEL_DATA_DIR ?= $(CURDIR)/data
+
+.PHONY: all deps deps-test build run test test-main test-asan test-fuzz \
+        test-browser test-docker bench clean format
+
+all: build
+
+deps:
+	@sh deps/install.sh build runtime
+
+deps-test:
+	@sh deps/install.sh build runtime test
+
+build: deps
+	$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTESSEL_CUDA=$(CUDA)
+	$(CMAKE) --build $(BUILD) -j $(JOBS) --target tesseld
+
+run: build
+	TESSEL_WEB_DIR=$(CURDIR)/web ./$(BUILD)/tesseld
+
+# The whole suite: the main build (-Werror) under CTest, the sanitizer build
+# of the unit and integration tests, the fuzz targets, the browser tests and
+# the Docker test (which reports itself skipped when no engine can start).
+test: deps-test
+	$(MAKE) test-main
+	$(MAKE) test-asan
+	$(MAKE) test-fuzz
+	$(MAKE) test-browser
+	$(MAKE) test-docker
+	@echo "make test: all suites passed"
+
+test-main:
+	$(CMAKE) -S . -B $(TEST_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DTESSEL_WERROR=ON -DTESSEL_CUDA=$(CUDA)
+	$(CMAKE) --build $(TEST_BUILD) -j $(JOBS)
+	cd $(TEST_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+test-asan:
+	$(CMAKE) -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug \
+	  -DTESSEL_WERROR=ON -DTESSEL_SANITIZE=ON -DTESSEL_CUDA=OFF
+	$(CMAKE) --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) -L 'unit|integration' --timeout 900
+
+test-fuzz:
+	CC=clang $(CMAKE) -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug \
+	  -DTESSEL_FUZZ=ON -DTESSEL_CUDA=OFF
+	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS)
+	cd $(FUZZ_BUILD) && ctest --output-on-failure -L fuzz
+
+test-browser: build
+	sh tests/browser/run.sh $(BUILD)/tesseld
+
+test-docker:
+	sh tests/docker/run.sh
+
+bench: build
+	$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTESSEL_CUDA=$(CUDA)
+	$(CMAKE) --build $(BUILD) -j $(JOBS)
+	sh tests/bench/run.sh $(BUILD)
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
+
+clean:
+	rm -rf $(BUILD) $(TEST_BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

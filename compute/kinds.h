@@ -1,0 +1,103 @@
+/* kinds.h — what a job kind (map, reduce, matmul, geodesic) provides, and
+ * the context a running job gets from the scheduler.
+ *
+ * A job's params are checked twice: at submit (`check`, cheap, no big
+ * allocation, fills the estimate that the router and the 413 limit use) and
+ * at run time (`prepare`, which builds the inputs, possibly after a restart
+ * from the stored params). `run` computes on one backend; the scheduler may
+ * call it several times on the same plan (backend "compare").
+ *
+ * Threads: check runs on an HTTP thread; prepare/run/release on a scheduler
+ * worker. run may call pool_for on ctx->pool and must stop between chunks
+ * once job_ctx_stopped(ctx) is true (returning T_ECANCELED or T_ETIMEOUT,
+ * whichever job_ctx_stop_code says).
+ */
+#ifndef TESSEL_COMPUTE_KINDS_H
+#define TESSEL_COMPUTE_KINDS_H
+
+#include <jansson.h>
+#include <stdatomic.h>
+
+#include "compute/arrayval.h"
+#include "compute/tarray.h"
+#include "util/err.h"
+
+typedef enum { K_MAP = 0, K_REDUCE, K_MATMUL, K_GEODESIC, K__COUNT } tkind;
+
+typedef enum {
+  B_AUTO = 0,
+  B_SERIAL,
+  B_CPU,
+  B_CUDA,
+  B_COMPARE,
+  B__COUNT
+} tbackend;
+const char *tbackend_name(tbackend b); /* "auto", "serial", ... */
+int tbackend_parse(const char *s);     /* -1 when unknown */
+
+struct pool;
+
+/* What the router and the limits need to know before anything runs. */
+typedef struct job_estimate {
+  tdtype out_dtype;
+  int out_ndim;
+  int64_t out_shape[T_MAXDIM];
+  int64_t out_bytes;  /* result size */
+  int64_t in_bytes;   /* bytes of input data to move (to a GPU) */
+  int64_t mem_bytes;  /* peak host memory the job needs (inputs + result) */
+  double work;        /* kind-specific unit: elements*ops, flops, pairs */
+  double ops_per_elem;/* map/reduce: VM instructions per element */
+} job_estimate;
+
+typedef struct job_ctx {
+  const char *job_id;
+  struct pool *pool;       /* CPU pool (run chunks with pool_for) */
+  int threads;             /* width to use: 1 for serial, pool size for cpu */
+  int device;              /* CUDA device index for B_CUDA */
+  atomic_int *stop;        /* 0 run; 1 canceled; 2 timed out */
+  _Atomic int64_t progress_done, progress_total;
+  /* Phase times in ms, added to by run (prepare is timed by the scheduler). */
+  double t_h2d, t_compute, t_d2h;
+  /* Allocate the result array. The scheduler backs big results by a mapped
+   * .npy file in the data dir (no extra copy to store them). The array is
+   * owned by the caller of run once run returns it. */
+  int (*result_alloc)(struct job_ctx *ctx, tdtype dt, int ndim,
+                      const int64_t *shape, tarray **out, terr *e);
+  void *ud; /* the scheduler's */
+} job_ctx;
+
+static inline int job_ctx_stopped(const job_ctx *c) {
+  return c->stop && atomic_load_explicit(c->stop, memory_order_relaxed) != 0;
+}
+static inline int job_ctx_stop_code(const job_ctx *c) {
+  int s = c->stop ? atomic_load(c->stop) : 0;
+  return s == 2 ? T_ETIMEOUT : T_ECANCELED;
+}
+static inline void job_ctx_progress(job_ctx *c, int64_t add) {
+  atomic_fetch_add_explicit(&c->progress_done, add, memory_order_relaxed);
+}
+
+typedef struct kind_ops {
+  tkind kind;
+  const char *name;
+  /* Tolerance for "compare": results agree when, elementwise,
+   * |a - b| <= atol + rtol * |b|. tolerance_doc says it in words. */
+  double rtol, atol;
+  const char *tolerance_doc;
+  int (*check)(const json_t *params, const tenv *env, job_estimate *est,
+               terr *e);
+  int (*prepare)(const json_t *params, const tenv *env, void **plan,
+                 terr *e);
+  /* b is B_SERIAL, B_CPU or B_CUDA. */
+  int (*run)(void *plan, tbackend b, job_ctx *ctx, tarray **result, terr *e);
+  void (*release)(void *plan);
+} kind_ops;
+
+/* The table: NULL when the name is unknown. */
+const kind_ops *kind_find(const char *name);
+const kind_ops *kind_get(tkind k);
+
+extern const kind_ops kind_map_ops, kind_reduce_ops, kind_matmul_ops,
+    kind_geodesic_ops;
+
+#endif

@@ -1,0 +1,172 @@
+/* store.h — the SQLite job and array store.
+ *
+ * One database file, <data_dir>/tessel.db, in WAL mode with numbered
+ * migrations (db/schema.c). Threading rule: ONE writer thread owns the only
+ * write connection and batches every write that is queued while it commits
+ * the previous batch into one transaction (group commit). Readers use a
+ * read-only connection per calling thread (thread-local, opened on first
+ * use), which WAL lets run beside the writer.
+ *
+ * Functions marked [sync] return after the write is committed (or failed);
+ * [async] ones queue the write and return at once — they are for frequent,
+ * loss-tolerant updates (progress), and are committed in order before any
+ * later [sync] write of the same thread returns.
+ *
+ * Ownership: store_job / store_array hold heap strings; fill them with the
+ * getters and release with store_job_clear / store_array_clear. Strings passed
+ * in are copied. All functions are safe to call from any thread.
+ */
+#ifndef TESSEL_DB_STORE_H
+#define TESSEL_DB_STORE_H
+
+#include <stdint.h>
+
+#include "util/err.h"
+#include "util/util.h"
+
+typedef struct store store;
+
+typedef enum {
+  JOB_QUEUED = 0,
+  JOB_RUNNING,
+  JOB_SUCCEEDED,
+  JOB_FAILED,
+  JOB_CANCELED,
+} job_status;
+const char *job_status_name(job_status s);   /* "queued", ... */
+int job_status_parse(const char *s);          /* -1 when unknown */
+static inline int job_status_final(job_status s) { return s >= JOB_SUCCEEDED; }
+
+typedef struct store_job {
+  char id[T_ID_MAX];
+  char *owner;             /* token name; "" when open */
+  char *kind;              /* "map" | "reduce" | "matmul" | "geodesic" */
+  char *params;            /* JSON text of params, as submitted */
+  job_status status;
+  char *backend_requested; /* "auto" | "serial" | "cpu" | "cuda" | "compare" */
+  char *backend_used;      /* "cpu", "cuda:0", ...; NULL until chosen */
+  char *backend_reason;    /* the router's words; NULL when none */
+  char *estimate;          /* JSON text: the router's estimates; NULL when none */
+  int priority;
+  char *label;             /* NULL when none */
+  char *request_id;        /* NULL when none */
+  char *body_hash;         /* sha256 hex of the canonical request body */
+  double timeout_s;
+  int64_t created_at, started_at, finished_at; /* wall ms; 0 = not yet */
+  char *timings;           /* JSON text {"queue":..,"prepare":..,...}; NULL */
+  int64_t progress_done, progress_total;
+  char *error_code;        /* NULL unless failed/canceled */
+  char *error_message;
+  char *result;            /* JSON text {"dtype","shape","bytes"}; NULL */
+  char *result_path;       /* .npy file under the data dir; NULL */
+  char *compare;           /* JSON text [{"backend","ms",...}]; NULL */
+  double max_abs_diff;     /* NaN when not compared */
+  int attempts;            /* times started (>1 after a recovery) */
+} store_job;
+
+typedef struct store_array {
+  char id[T_ID_MAX];
+  char *owner;
+  char *dtype;   /* "float64" | "float32" */
+  char *shape;   /* JSON text, e.g. "[100,10000]" */
+  int64_t bytes; /* data bytes */
+  char *sha256;  /* of the stored .npy file's data section + dtype + shape */
+  char *path;    /* .npy file */
+  int64_t created_at;
+} store_array;
+
+void store_job_clear(store_job *j);     /* frees strings, zeroes */
+void store_array_clear(store_array *a);
+
+/* Open (creating) <data_dir>/tessel.db, migrate, start the writer thread.
+ * *out is owned by the caller: store_close it. */
+int store_open(const char *data_dir, store **out, terr *e);
+/* Drain queued writes, stop the writer, close every connection. NULL ok. */
+void store_close(store *s);
+/* 1 when open and the writer is alive (for /readyz). */
+int store_ready(store *s);
+int store_schema_version(store *s);
+
+/* ---- jobs ---------------------------------------------------------------- */
+/* [sync] Insert a new job (status queued). When j->request_id is set and a
+ * job of the same owner already has it: same body_hash -> returns 0 with
+ * *existing = 1 and *j replaced by the stored job; different body_hash ->
+ * T_ECONFLICT. Otherwise *existing = 0. */
+int store_job_insert(store *s, store_job *j, int *existing, terr *e);
+/* Read a job. owner NULL: any owner; else another owner's job is
+ * T_ENOTFOUND. */
+int store_job_get(store *s, const char *id, const char *owner, store_job *out,
+                  terr *e);
+
+typedef struct store_job_filter {
+  const char *owner;   /* NULL: all */
+  int status;          /* -1: any */
+  const char *kind;    /* NULL: any */
+  const char *backend; /* NULL: any; matches requested or used ("cuda" matches "cuda:0") */
+  const char *label;   /* NULL: any; exact */
+  const char *cursor;  /* NULL: from the newest; else jobs with id < cursor */
+  int limit;           /* 1..1000 */
+} store_job_filter;
+/* Newest first. *jobs is a new array of *n jobs (free each with
+ * store_job_clear, then free the array); *next_cursor (T_ID_MAX) is "" when
+ * there are no more. */
+int store_job_list(store *s, const store_job_filter *f, store_job **jobs,
+                   int *n, char *next_cursor, terr *e);
+
+/* [sync] queued -> running; records start time, backend used, reason and
+ * estimate JSON (may be NULL); attempts += 1. */
+int store_job_start(store *s, const char *id, int64_t started_at,
+                    const char *backend_used, const char *reason,
+                    const char *estimate, terr *e);
+/* [async] progress. */
+void store_job_progress(store *s, const char *id, int64_t done, int64_t total);
+/* [sync] -> succeeded / failed / canceled with everything known at the end.
+ * Strings may be NULL. max_abs_diff NaN: none. */
+typedef struct store_job_end {
+  job_status status;
+  int64_t finished_at;
+  const char *timings, *result, *result_path, *compare;
+  double max_abs_diff;
+  const char *error_code, *error_message;
+  int64_t progress_done, progress_total;
+} store_job_end;
+int store_job_finish(store *s, const char *id, const store_job_end *end,
+                     terr *e);
+/* [sync] Put a job back to queued (recovery, or a backend retry). */
+int store_job_requeue(store *s, const char *id, terr *e);
+/* [sync] Delete a finished job's row. T_ECONFLICT when not finished,
+ * T_ENOTFOUND when absent or another owner's. On success *result_path
+ * (caller frees; may be NULL) is the file to remove. */
+int store_job_delete(store *s, const char *id, const char *owner,
+                     char **result_path, terr *e);
+/* Jobs left queued or running (by a dead process), highest priority first,
+ * FIFO within. Same allocation rule as store_job_list. */
+int store_job_unfinished(store *s, store_job **jobs, int *n, terr *e);
+/* [sync] Delete finished jobs whose finished_at < before_ms, and arrays
+ * created before before_ms that no unfinished job references; *paths gets
+ * their files (caller frees each and the array). */
+int store_expire(store *s, int64_t before_ms, char ***paths, int *npaths,
+                 terr *e);
+
+/* Per (kind, backend_used, status): count, and over succeeded jobs the
+ * p50/p95 of timings.compute and the sum of result bytes. New JSON text
+ * (caller frees): [{"kind","backend","status","count","p50_ms","p95_ms"}]. */
+int store_stats_json(store *s, const char *owner, char **json, terr *e);
+/* Job counts by status for /metrics and the dashboard: counts[5]. */
+int store_job_counts(store *s, const char *owner, int64_t counts[5], terr *e);
+
+/* ---- arrays -------------------------------------------------------------- */
+/* [sync] Insert; when an array of the same owner has the same sha256, returns
+ * 0 with *existing = 1 and *a replaced by the stored one. */
+int store_array_insert(store *s, store_array *a, int *existing, terr *e);
+int store_array_get(store *s, const char *id, const char *owner,
+                    store_array *out, terr *e);
+/* [sync] T_ECONFLICT when an unfinished job references it. *path: the file
+ * to remove (caller frees). */
+int store_array_delete(store *s, const char *id, const char *owner,
+                       char **path, terr *e);
+int store_array_list(store *s, const char *owner, const char *cursor,
+                     int limit, store_array **arrays, int *n,
+                     char *next_cursor, terr *e);
+
+#endif

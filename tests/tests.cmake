@@ -1,0 +1,71 @@
+# Test registration. Every file tests/unit/test_*.c is one executable and one
+# CTest test; tests/integration/test_*.c likewise, with libcurl and the path of
+# the daemon; tests/gpu/test_*.c exit 77 (CTest's "skipped") when no GPU is
+# present; tests/fuzz/fuzz_*.c are libFuzzer targets (TESSEL_FUZZ=ON, clang);
+# tests/bench/bench_*.c are benchmark programs, built but never run as tests.
+find_package(CURL REQUIRED)
+pkg_check_modules(PROJ IMPORTED_TARGET proj)
+
+set(TESSEL_TEST_FLAGS ${TESSEL_WARN} ${TESSEL_SAN_FLAGS})
+
+function(tessel_test_exe name src)
+  add_executable(${name} ${src})
+  target_compile_options(${name} PRIVATE ${TESSEL_TEST_FLAGS})
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+  target_link_libraries(${name} PRIVATE tessel_core CURL::libcurl)
+  if(PROJ_FOUND)
+    target_link_libraries(${name} PRIVATE PkgConfig::PROJ)
+    target_compile_definitions(${name} PRIVATE TESSEL_HAVE_PROJ=1)
+  endif()
+endfunction()
+
+if(NOT TESSEL_FUZZ)
+  file(GLOB UNIT_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/unit/test_*.c)
+  foreach(src ${UNIT_TESTS})
+    get_filename_component(n ${src} NAME_WE)
+    tessel_test_exe(unit_${n} ${src})
+    add_test(NAME unit/${n} COMMAND unit_${n})
+    set_tests_properties(unit/${n} PROPERTIES LABELS unit TIMEOUT 600 SKIP_RETURN_CODE 77)
+  endforeach()
+
+  file(GLOB INTEG_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/integration/test_*.c)
+  foreach(src ${INTEG_TESTS})
+    get_filename_component(n ${src} NAME_WE)
+    tessel_test_exe(integ_${n} ${src})
+    add_test(NAME integration/${n} COMMAND integ_${n} $<TARGET_FILE:tesseld>)
+    set_tests_properties(integration/${n} PROPERTIES LABELS integration TIMEOUT 900
+      SKIP_RETURN_CODE 77
+      ENVIRONMENT "TESSEL_WEB_DIR=${CMAKE_SOURCE_DIR}/web")
+  endforeach()
+
+  file(GLOB GPU_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/gpu/test_*.c)
+  foreach(src ${GPU_TESTS})
+    get_filename_component(n ${src} NAME_WE)
+    tessel_test_exe(gpu_${n} ${src})
+    add_test(NAME gpu/${n} COMMAND gpu_${n})
+    set_tests_properties(gpu/${n} PROPERTIES LABELS gpu TIMEOUT 900 SKIP_RETURN_CODE 77)
+  endforeach()
+
+  file(GLOB BENCHES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/bench/bench_*.c)
+  foreach(src ${BENCHES})
+    get_filename_component(n ${src} NAME_WE)
+    tessel_test_exe(${n} ${src})
+  endforeach()
+else()
+  set(TESSEL_FUZZ_SECONDS 5 CACHE STRING "Seconds each fuzz target runs under CTest")
+  file(GLOB FUZZERS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_*.c)
+  foreach(src ${FUZZERS})
+    get_filename_component(n ${src} NAME_WE)
+    add_executable(${n} ${src})
+    target_include_directories(${n} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+    target_compile_options(${n} PRIVATE -fsanitize=fuzzer,address,undefined -g)
+    target_link_options(${n} PRIVATE -fsanitize=fuzzer,address,undefined)
+    target_link_libraries(${n} PRIVATE tessel_core)
+    # New inputs go to the build tree; the committed seeds are only read.
+    file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/corpus/${n} ${CMAKE_SOURCE_DIR}/tests/fuzz/seeds/${n})
+    add_test(NAME fuzz/${n}
+      COMMAND ${n} -max_total_time=${TESSEL_FUZZ_SECONDS} -rss_limit_mb=2048 -timeout=10
+              ${CMAKE_BINARY_DIR}/corpus/${n} ${CMAKE_SOURCE_DIR}/tests/fuzz/seeds/${n})
+    set_tests_properties(fuzz/${n} PROPERTIES LABELS fuzz TIMEOUT 120)
+  endforeach()
+endif()

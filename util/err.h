@@ -1,0 +1,65 @@
+/* err.h — the one error type of Tessel.
+ *
+ * Every fallible function returns an int: 0 (T_OK) on success or one of the
+ * terr_code values below, and fills a caller-owned `terr` with the detail
+ * (field path, position, message). The code is mapped once, here, to an HTTP
+ * status and to the JSON error code of API.md. A NULL `terr *` is allowed
+ * everywhere: the detail is then dropped.
+ */
+#ifndef TESSEL_UTIL_ERR_H
+#define TESSEL_UTIL_ERR_H
+
+#include <stdarg.h>
+#include <stdint.h>
+
+typedef enum {
+  T_OK = 0,
+  T_EINVAL,      /* 400 invalid_argument */
+  T_EUNAUTH,     /* 401 unauthenticated */
+  T_ENOTFOUND,   /* 404 not_found */
+  T_EMETHOD,     /* 405 method_not_allowed */
+  T_ENOTACCEPT,  /* 406 not_acceptable */
+  T_ECONFLICT,   /* 409 conflict */
+  T_ETOOLARGE,   /* 413 payload_too_large */
+  T_EMEDIA,      /* 415 unsupported_media_type */
+  T_EBUSY,       /* 429 too_many_requests */
+  T_EUNAVAIL,    /* 503 unavailable */
+  T_EINTERNAL,   /* 500 internal */
+  T_ECANCELED,   /* job stopped by a cancel (job status "canceled") */
+  T_ETIMEOUT,    /* job ran past its timeout_s (job error "deadline_exceeded") */
+  T_ENOMEM,      /* out of memory (host or device): 500 / job error "resource_exhausted" */
+  T_EIO,         /* file or database I/O failed: 500 / job error "io_error" */
+  T_EDEVICE,     /* a GPU error: job error "device_error" */
+  T__COUNT
+} terr_code;
+
+#define TERR_FIELD_MAX 96
+#define TERR_MSG_MAX 320
+
+typedef struct terr {
+  terr_code code;
+  char field[TERR_FIELD_MAX]; /* e.g. "params.expr", "" when not about a field */
+  int64_t position;           /* index or character offset; -1 when none */
+  char message[TERR_MSG_MAX]; /* human text, already prefixed with the field */
+} terr;
+
+/* Reset to "no error". */
+void terr_clear(terr *e);
+
+/* Record an error and return `code`, so that callers can write
+ * `return terr_set(e, T_EINVAL, "params.expr", 5, "unknown name '%s'", n);`.
+ * The message is "field: text" when field is non-empty. pos < 0: no position. */
+int terr_set(terr *e, terr_code code, const char *field, int64_t pos,
+             const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+int terr_vset(terr *e, terr_code code, const char *field, int64_t pos,
+              const char *fmt, va_list ap);
+
+/* Prefix the field path: "inputs.x" becomes "params.inputs.x" after
+ * terr_prefix(e, "params"). Keeps the message consistent. */
+void terr_prefix(terr *e, const char *prefix);
+
+/* Mapping tables. Never NULL; unknown codes map to 500 / "internal". */
+int terr_http_status(terr_code code);
+const char *terr_code_name(terr_code code); /* "invalid_argument", ... */
+
+#endif

@@ -1,0 +1,132 @@
+/* util.c — clocks, ids, logging, number parsing, directories, SHA-256. */
+#include "util/util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <nettle/sha2.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+
+int t_log_level = T_LOG_INFO;
+
+double t_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+int64_t t_wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+char *t_rfc3339(int64_t wall_ms, char *buf, size_t len) {
+  time_t secs = (time_t)(wall_ms / 1000);
+  struct tm tm;
+  gmtime_r(&secs, &tm);
+  snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+           tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+           (int)(wall_ms % 1000));
+  return buf;
+}
+
+static const char b32[] = "0123456789abcdefghjkmnpqrstvwxyz"; /* Crockford, lower */
+
+char *t_id_new(char prefix, char *buf) {
+  static atomic_uint_fast64_t counter;
+  uint64_t ms = (uint64_t)t_wall_ms() & ((1ULL << 48) - 1);
+  uint64_t seq = atomic_fetch_add(&counter, 1);
+  uint64_t rnd = 0;
+  if (getrandom(&rnd, sizeof rnd, GRND_NONBLOCK) != sizeof rnd)
+    rnd = seq * 0x9E3779B97F4A7C15ULL;
+  /* 10 chars of time (50 bits), 6 of counter (30 bits), 10 of randomness. */
+  char *p = buf;
+  *p++ = prefix;
+  *p++ = '_';
+  for (int i = 9; i >= 0; i--) p[9 - i] = b32[(ms >> (5 * i)) & 31];
+  p += 10;
+  for (int i = 5; i >= 0; i--) p[5 - i] = b32[(seq >> (5 * i)) & 31];
+  p += 6;
+  for (int i = 9; i >= 0; i--) p[9 - i] = b32[(rnd >> (5 * i)) & 31];
+  p += 10;
+  *p = 0;
+  return buf;
+}
+
+int t_id_valid(char prefix, const char *s) {
+  if (!s || s[0] != prefix || s[1] != '_') return 0;
+  size_t n = strlen(s);
+  if (n != 28) return 0;
+  for (size_t i = 2; i < n; i++)
+    if (!strchr(b32, s[i])) return 0;
+  return 1;
+}
+
+void t_sha256_hex(const void *data, size_t len, char hex[65]) {
+  struct sha256_ctx ctx;
+  uint8_t digest[SHA256_DIGEST_SIZE];
+  sha256_init(&ctx);
+  sha256_update(&ctx, len, data);
+  sha256_digest(&ctx, sizeof digest, digest);
+  for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
+    snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+}
+
+void t_log(int level, const char *fmt, ...) {
+  if (level < t_log_level) return;
+  static const char *names[] = {"debug", "info", "warn", "error"};
+  char when[32], line[2048];
+  t_rfc3339(t_wall_ms(), when, sizeof when);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  /* One write per line so that lines from threads do not interleave. */
+  fprintf(stderr, "%s %-5s %s\n", when, names[level & 3], line);
+}
+
+int t_parse_i64(const char *s, int64_t *out) {
+  if (!s || !*s) return -1;
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || *end) return -1;
+  *out = v;
+  return 0;
+}
+
+int t_parse_f64(const char *s, double *out) {
+  if (!s || !*s) return -1;
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno == ERANGE && isinf(v)) return -1;
+  if (*end) return -1;
+  *out = v;
+  return 0;
+}
+
+int t_mkdirs(const char *path) {
+  char tmp[4096];
+  size_t n = strlen(path);
+  if (n == 0 || n >= sizeof tmp) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  memcpy(tmp, path, n + 1);
+  for (char *p = tmp + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = 0;
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+    *p = '/';
+  }
+  if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+  return 0;
+}

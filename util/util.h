@@ -1,0 +1,47 @@
+/* util.h — small shared helpers: clocks, ids, logging, hashing.
+ *
+ * Thread safety: every function here may be called from any thread.
+ */
+#ifndef TESSEL_UTIL_UTIL_H
+#define TESSEL_UTIL_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Monotonic time in milliseconds (fractional), for durations. */
+double t_now_ms(void);
+/* Wall-clock time, milliseconds since the Unix epoch. */
+int64_t t_wall_ms(void);
+/* RFC 3339 UTC with milliseconds, "2026-11-21T07:20:00.123Z", into buf
+ * (at least 32 bytes). Returns buf. */
+char *t_rfc3339(int64_t wall_ms, char *buf, size_t len);
+
+/* A new id "<prefix>_<26 chars>": 48-bit millisecond time then a per-process
+ * counter and randomness, Crockford base32, so ids sort by creation time.
+ * buf must hold at least T_ID_MAX bytes. */
+#define T_ID_MAX 40
+char *t_id_new(char prefix, char *buf);
+/* 1 when s looks like an id with this prefix (charset and length only). */
+int t_id_valid(char prefix, const char *s);
+
+/* SHA-256 of data, as 64 lowercase hex chars + NUL into hex[65]. */
+void t_sha256_hex(const void *data, size_t len, char hex[65]);
+
+/* Logging to stderr, one line each, with an RFC 3339 time and a level. */
+enum { T_LOG_DEBUG, T_LOG_INFO, T_LOG_WARN, T_LOG_ERROR };
+extern int t_log_level; /* messages below this level are dropped */
+void t_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define log_debug(...) t_log(T_LOG_DEBUG, __VA_ARGS__)
+#define log_info(...) t_log(T_LOG_INFO, __VA_ARGS__)
+#define log_warn(...) t_log(T_LOG_WARN, __VA_ARGS__)
+#define log_error(...) t_log(T_LOG_ERROR, __VA_ARGS__)
+
+/* Parse a whole string as a number; 0 on success, -1 on junk or overflow.
+ * (Use these, never atoi.) */
+int t_parse_i64(const char *s, int64_t *out);
+int t_parse_f64(const char *s, double *out);
+
+/* Create a directory and its parents (mode 0755); 0 or -1 (errno set). */
+int t_mkdirs(const char *path);
+
+#endif
