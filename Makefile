@@ -48,7 +48,7 @@ test: deps-test
 
 test-main:
 	$(CMAKE) -S . -B $(TEST_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DTESSEL_WERROR=ON -DTESSEL_CUDA=$(CUDA)
+	  -DTESSEL_WERROR=ON -DTESSEL_CUDA=$(CUDA) -DCMAKE_CUDA_ARCHITECTURES=90
 	$(CMAKE) --build $(TEST_BUILD) -j $(JOBS)
 	cd $(TEST_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
 

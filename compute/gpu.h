@@ -1,4 +1,4 @@
-/* gpu.h — the C face of the CUDA backend (compute/cuda/*.cu).
+/* gpu.h — the C face of the CUDA backend (the .cu files in compute/cuda/).
  *
  * The rest of Tessel sees only these functions, never CUDA types or <<<>>>.
  * They exist in every build: without a CUDA Toolkit at build time
