@@ -10,8 +10,9 @@
  * dimensions that every input walks the same way (dims d and d+1 merge when
  * stride[d] == stride[d+1] * shape[d+1] for every input), so that a
  * [1000, 1000] + [1000, 1000] sum is one flat run and [1000, 1000] + [1000]
- * keeps two dimensions. An input whose merged layout is one dimension of
- * stride 1 is read in place ("contig"); a one-element input is a scalar.
+ * keeps two dimensions. An input whose strides are the output's own
+ * C-order strides is read in place ("contig"); a one-element input is a
+ * scalar.
  */
 #include <string.h>
 
@@ -111,8 +112,15 @@ void expr_layout_build(int nin, const tarray *const *inputs, int ndim,
     l->shape[d] = msh[m - 1 - d];
     for (int i = 0; i < nin; i++) l->stride[i][d] = mst[i][m - 1 - d];
   }
+  /* contiguous: the input's strides are the output's C-order strides */
   for (int i = 0; i < nin; i++) {
     if (!inputs[i]) continue;
-    l->contig[i] = m == 0 || (m == 1 && l->stride[i][0] == 1);
+    int64_t s = 1;
+    int ok = 1;
+    for (int d = m - 1; d >= 0 && ok; d--) {
+      if (l->stride[i][d] != s) ok = 0;
+      s *= l->shape[d];
+    }
+    l->contig[i] = ok;
   }
 }
