@@ -80,6 +80,10 @@ const char *expr_canonical(const expr *x);
 int expr_emit_c(const expr *x, const char *ctype, const char *fn_prefix,
                 char *buf, size_t len);
 
+/* VM instructions the program runs per output element (after folding;
+ * at least 1). The cost models' ops_per_elem. */
+int expr_program_length(const expr *x);
+
 /* ---- broadcasting ----------------------------------------------------- */
 /* NumPy broadcasting of n shapes. 0, or T_EINVAL naming the first input
  * (by `names[i]`) that does not fit: "shapes [3] and [4] do not broadcast". */

@@ -324,3 +324,5 @@ int expr_input_index(const expr *x, const char *name) {
 }
 
 const char *expr_canonical(const expr *x) { return x->canon; }
+
+int expr_program_length(const expr *x) { return x->nins; }
