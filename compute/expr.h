@@ -84,6 +84,10 @@ int expr_emit_c(const expr *x, const char *ctype, const char *fn_prefix,
  * at least 1). The cost models' ops_per_elem. */
 int expr_program_length(const expr *x);
 
+/* The input the whole expression is (source "x", "(x)", "+x"), or -1.
+ * Lets reductions read such an input in place. */
+int expr_bare_input(const expr *x);
+
 /* ---- broadcasting ----------------------------------------------------- */
 /* NumPy broadcasting of n shapes. 0, or T_EINVAL naming the first input
  * (by `names[i]`) that does not fit: "shapes [3] and [4] do not broadcast". */

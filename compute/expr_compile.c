@@ -326,3 +326,10 @@ int expr_input_index(const expr *x, const char *name) {
 const char *expr_canonical(const expr *x) { return x->canon; }
 
 int expr_program_length(const expr *x) { return x->nins; }
+
+int expr_bare_input(const expr *x) {
+  const expr_ins *in = &x->prog[0];
+  return x->nins == 1 && in->op == EO_COPY && in->kind[0] == OPK_IN
+             ? in->idx[0]
+             : -1;
+}

@@ -27,7 +27,7 @@
  * cancellation. Results do not depend on it (every element is computed
  * the same way wherever the chunk boundaries fall). */
 #define MAP_CHUNK_MAX 65536
-#define MAP_CHUNK_MIN 8192
+#define MAP_CHUNK_MIN 32768
 
 typedef struct map_plan {
   kexpr k;

@@ -132,9 +132,10 @@ static void part_extreme(rpart *p, const double *v, int64_t m, int64_t j0,
   }
 }
 
-/* Fold m values (v is clobbered) whose first has index j0. */
-static void part_block(rpart *p, reduce_op op, double *v, int64_t m,
-                       int64_t j0) {
+/* Fold m values whose first has index j0; tmp (m doubles, may be v itself)
+ * holds var's and norm's squares. */
+static void part_block(rpart *p, reduce_op op, const double *v, int64_t m,
+                       int64_t j0, double *tmp) {
   switch (op) {
     case R_SUM:
     case R_MEAN:
@@ -153,8 +154,8 @@ static void part_block(rpart *p, reduce_op op, double *v, int64_t m,
     case R_VAR:
     case R_STD: {
       double mb = pairwise(v, m) / (double)m;
-      for (int64_t i = 0; i < m; i++) v[i] = (v[i] - mb) * (v[i] - mb);
-      var_merge(p, (double)m, mb, pairwise(v, m));
+      for (int64_t i = 0; i < m; i++) tmp[i] = (v[i] - mb) * (v[i] - mb);
+      var_merge(p, (double)m, mb, pairwise(tmp, m));
       break;
     }
     case R_NORM: {
@@ -171,8 +172,8 @@ static void part_block(rpart *p, reduce_op op, double *v, int64_t m,
         norm_merge(&p->scale, &p->ssq, INFINITY, 0);
       } else if (amax > 0) {
         double inv = 1.0 / amax;
-        for (int64_t i = 0; i < m; i++) v[i] = (v[i] * inv) * (v[i] * inv);
-        norm_merge(&p->scale, &p->ssq, amax, pairwise(v, m));
+        for (int64_t i = 0; i < m; i++) tmp[i] = (v[i] * inv) * (v[i] * inv);
+        norm_merge(&p->scale, &p->ssq, amax, pairwise(tmp, m));
       }
       break;
     }
@@ -266,6 +267,7 @@ typedef struct rwork {
   rpart *parts;      /* outer * pieces, when pieces > 1 */
   /* columns layout */
   int64_t colw, ncolb;
+  const double *direct; /* data to read in place of evaluating, or NULL */
   /* per-slot scratch */
   char *scratch;
   size_t stride, xscratch;
@@ -284,8 +286,12 @@ static void rows_range(const rwork *w, int slot, int64_t base, int64_t j0,
   double *buf = slot_buf(w, slot);
   for (int64_t j = j0; j < j1; j += RED_EVAL) {
     int64_t m = j1 - j < RED_EVAL ? j1 - j : RED_EVAL;
-    expr_eval_f64(r->x, r->inputs, r->ndim, r->shape, base + j, m, buf, xs);
-    part_block(p, r->op, buf, m, j);
+    const double *v = buf;
+    if (w->direct) /* the expression is one full-size float64 input */
+      v = w->direct + base + j;
+    else
+      expr_eval_f64(r->x, r->inputs, r->ndim, r->shape, base + j, m, buf, xs);
+    part_block(p, r->op, v, m, j, buf);
   }
 }
 
@@ -459,6 +465,10 @@ int reduce_cpu_run(const reduce_spec *r, tarray *out, job_ctx *ctx, int width,
     return 0;
   }
   if (nchunks < width) width = (int)nchunks;
+  int bare = expr_bare_input(r->x);
+  if (bare >= 0 && r->inputs[bare]->dtype == T_F64 &&
+      r->inputs[bare]->size == out->size * w.g.len)
+    w.direct = r->inputs[bare]->data;
   w.xscratch = (expr_scratch_size(r->x) + 63) & ~(size_t)63;
   size_t extra = RED_EVAL * sizeof(double) +
                  (size_t)w.colw * (2 * sizeof(double) + sizeof(int64_t));

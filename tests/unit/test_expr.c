@@ -236,6 +236,17 @@ TEST(test_inputs_and_folding) {
   expr_free(x);
   CHECK(expr_compile("where(1 > 2, x, y)", &x, &e) == 0);
   CHECK_STR(expr_canonical(x), "in1");
+  CHECK(expr_bare_input(x) == 1 && expr_program_length(x) == 1);
+  expr_free(x);
+  const char *bare[] = {"x", "(x)", "+x", "x+1", "2", "-x"};
+  const int want_bare[] = {0, 0, 0, -1, -1, -1};
+  for (int i = 0; i < 6; i++) {
+    CHECK(expr_compile(bare[i], &x, &e) == 0);
+    CHECK_MSG(x && expr_bare_input(x) == want_bare[i], "%s", bare[i]);
+    expr_free(x);
+  }
+  CHECK(expr_compile("x**2 + 2*x + 1", &x, &e) == 0);
+  CHECK(expr_program_length(x) == 4); /* square, mul, add, add */
   expr_free(x);
   expr_free(NULL);
 }
