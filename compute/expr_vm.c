@@ -17,8 +17,9 @@
 #include "compute/expr_int.h"
 #include "compute/expr_math.h"
 
-/* Elements per block. 4096 doubles (32 KiB) per register keeps a typical
- * program's working set in L2; see tests/bench/bench_map.c. */
+/* Elements per block: 2048 doubles (16 KiB) per register keeps a typical
+ * program's registers and input blocks in L1/L2 while a loop is long
+ * enough to amortise the per-instruction dispatch (tests/bench). */
 #define VM_BLOCK 2048
 _Static_assert(VM_BLOCK <= EXPR_BLOCK, "VM block above the documented max");
 

@@ -9,10 +9,13 @@
  * and the ratios cpu/numexpr and cpu/numpy. The peers run in
  * tests/bench/peers_map.py under /usr/bin/python3 (popen), on inputs of the
  * same distributions (x, b uniform [0, 1), a uniform [1, 2)).
+ * Map results go to one reused output array on every side (numexpr and
+ * NumPy with out=): the page faults of fresh allocations, very costly in
+ * a VM, are not what is measured.
  *
  * Each figure is the median of 5 samples; a sample repeats the call until
- * 20 ms have passed. Like a job, each tessel map call allocates a fresh
- * result (as NumPy and numexpr do) and splits it into the map kind's chunks
+ * 20 ms have passed. Each tessel map call splits the output into the map
+ * kind's chunks
  * (clamp(n / (4 * threads), 32 Ki, 64 Ki) elements); the chunks run on a
  * small persistent thread team defined here as pool_for (the engine is
  * measured, not the scheduler).
@@ -115,9 +118,11 @@ static void map_chunk(void *arg, int64_t c, int slot) {
 }
 
 static char *g_scratch;
+static tarray *g_out; /* reused output */
 static void tessel_map(const expr *x, const tarray *const *in, int nd,
                        const int64_t *sh, int width) {
-  tarray *out = tarray_new(T_F64, nd, sh);
+  (void)nd, (void)sh;
+  tarray *out = g_out;
   int64_t chunk = out->size / (4 * width);
   if (chunk < 32768) chunk = 32768;
   if (chunk > 65536) chunk = 65536;
@@ -128,7 +133,6 @@ static void tessel_map(const expr *x, const tarray *const *in, int nd,
     for (int64_t c = 0; c < nch; c++) map_chunk(&m, c, 0);
   else
     pool_for(NULL, width < nch ? width : (int)nch, nch, map_chunk, &m, NULL);
-  tarray_free(out);
 }
 
 static int g_pool;
@@ -244,8 +248,10 @@ int main(int argc, char **argv) {
   int threads = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 2;
   if (threads < 1 || threads > TEAM_MAX) threads = 2;
   team_start(threads);
-  fprintf(stderr, "peers (NumPy, numexpr) ...\n");
-  peers_run(threads, max);
+  if (!getenv("BENCH_NO_PEERS")) { /* set it for quick tessel-only runs */
+    fprintf(stderr, "peers (NumPy, numexpr) ...\n");
+    peers_run(threads, max);
+  }
   const char *maps[] = {"x*x", "x**2 + 2*x + 1", "-b/a", "sin(x)*exp(-x)"};
   const char *reds[] = {"sum(x**2)", "sum axis=1 [100,N/100]"};
   printf("%-24s %10s %9s %9s %9s %9s %8s %8s\n", "case", "N", "serial",
@@ -257,6 +263,7 @@ int main(int argc, char **argv) {
     int64_t sh[1] = {n};
     tarray *x = tarray_new(T_F64, 1, sh), *a = tarray_new(T_F64, 1, sh),
            *b = tarray_new(T_F64, 1, sh);
+    g_out = tarray_zeros(T_F64, 1, sh);
     uint64_t s = 7;
     for (int64_t i = 0; i < n; i++) {
       double u[3];
@@ -295,6 +302,7 @@ int main(int argc, char **argv) {
     tarray_free(x);
     tarray_free(a);
     tarray_free(b);
+    tarray_free(g_out);
   }
   printf("threads: %d (cpu, numexpr); ratios > 1: tessel faster\n", threads);
   return 0;
