@@ -213,11 +213,13 @@ static double peer_get(const char *peer, const char *cas, int64_t n) {
   return NAN;
 }
 
-static void peers_run(int threads, int64_t max) {
+/* The peers at size n, measured right after tessel at that size so that
+ * both see the same machine load. */
+static void peers_run(int threads, int64_t n) {
   char cmd[512], line[256];
   snprintf(cmd, sizeof cmd,
-           "/usr/bin/python3 %s/tests/bench/peers_map.py %d %lld",
-           TESSEL_SOURCE_DIR, threads, (long long)max);
+           "/usr/bin/python3 %s/tests/bench/peers_map.py %d %lld %lld",
+           TESSEL_SOURCE_DIR, threads, (long long)n, (long long)n);
   FILE *p = popen(cmd, "r");
   if (!p) {
     fprintf(stderr, "cannot run %s\n", cmd);
@@ -248,10 +250,6 @@ int main(int argc, char **argv) {
   int threads = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 2;
   if (threads < 1 || threads > TEAM_MAX) threads = 2;
   team_start(threads);
-  if (!getenv("BENCH_NO_PEERS")) { /* set it for quick tessel-only runs */
-    fprintf(stderr, "peers (NumPy, numexpr) ...\n");
-    peers_run(threads, max);
-  }
   const char *maps[] = {"x*x", "x**2 + 2*x + 1", "-b/a", "sin(x)*exp(-x)"};
   const char *reds[] = {"sum(x**2)", "sum axis=1 [100,N/100]"};
   printf("%-24s %10s %9s %9s %9s %9s %8s %8s\n", "case", "N", "serial",
@@ -275,9 +273,9 @@ int main(int argc, char **argv) {
       ((double *)a->data)[i] = 1 + u[1];
       ((double *)b->data)[i] = u[2];
     }
+    double ser[6], cpu[6];
     for (int c = 0; c < 6; c++) {
       const char *src = c < 4 ? maps[c] : c == 4 ? "x**2" : "x";
-      const char *cas = c < 4 ? maps[c] : reds[c - 4];
       expr *ex = NULL;
       terr e;
       if (expr_compile(src, &ex, &e)) return 1;
@@ -290,15 +288,19 @@ int main(int argc, char **argv) {
                .sh = {n, 0}};
       if (c == 5) j.nd = 2, j.sh[0] = 100, j.sh[1] = n / 100;
       j.width = 1;
-      double ser = measure(&j, n);
+      ser[c] = measure(&j, n);
       j.width = threads;
-      double cpu = measure(&j, n);
-      double np = peer_get("numpy", cas, n), nex = peer_get("numexpr", cas, n);
-      printf("%-24s %10lld %9.1f %9.1f %9.1f %9.1f %8.2f %8.2f\n", cas,
-             (long long)n, ser, cpu, np, nex, cpu / nex, cpu / np);
-      fflush(stdout);
+      cpu[c] = measure(&j, n);
       expr_free(ex);
     }
+    if (!getenv("BENCH_NO_PEERS")) peers_run(threads, n);
+    for (int c = 0; c < 6; c++) {
+      const char *cas = c < 4 ? maps[c] : reds[c - 4];
+      double np = peer_get("numpy", cas, n), nex = peer_get("numexpr", cas, n);
+      printf("%-24s %10lld %9.1f %9.1f %9.1f %9.1f %8.2f %8.2f\n", cas,
+             (long long)n, ser[c], cpu[c], np, nex, cpu[c] / nex, cpu[c] / np);
+    }
+    fflush(stdout);
     tarray_free(x);
     tarray_free(a);
     tarray_free(b);

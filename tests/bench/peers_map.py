@@ -3,7 +3,7 @@
 expressions, sizes and input distributions. Run by bench_map with
 /usr/bin/python3 (the Debian python that has numpy and numexpr).
 
-Usage: peers_map.py THREADS MAX_SIZE
+Usage: peers_map.py THREADS MAX_SIZE [MIN_SIZE=1000]  (sizes: powers of 10)
 Prints one line per measurement: "<peer>|<case>|<size>|<melem_per_s>",
 each the median of 5 timings (like bench_map.c: repeat a call until
 >= 20 ms have passed, per-call time = elapsed / calls). Map results go to a
@@ -19,6 +19,7 @@ import numpy as np
 
 THREADS = int(sys.argv[1])
 MAX = int(float(sys.argv[2]))
+MIN = int(float(sys.argv[3])) if len(sys.argv) > 3 else 1000
 numexpr.set_num_threads(THREADS)
 
 MAPS = ["x*x", "x**2 + 2*x + 1", "-b/a", "sin(x)*exp(-x)"]
@@ -53,7 +54,7 @@ def say(peer, case, n, t):
 
 def main():
     rng = np.random.default_rng(7)
-    n = 1000
+    n = MIN
     while n <= MAX:
         x = rng.random(n)
         a = 1.0 + rng.random(n)
