@@ -1,0 +1,662 @@
+/* http.c — the daemon and the life of a request.
+ *
+ * The server runs libmicrohttpd with
+ *   MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME (implies
+ *   MHD_USE_ITC, which MHD_quiesce_daemon needs) | MHD_USE_ERROR_LOG
+ *   (| MHD_USE_IPv6, or MHD_USE_DUAL_STACK for "::")
+ * and the options THREAD_POOL_SIZE (cfg.threads epoll workers, each owning
+ * its connections), CONNECTION_TIMEOUT, PER_IP_CONNECTION_LIMIT,
+ * CONNECTION_MEMORY_LIMIT (64 KiB: request line + headers), SOCK_ADDR,
+ * LISTENING_ADDRESS_REUSE, EXTERNAL_LOGGER (MHD's messages go to t_log),
+ * UNESCAPE_CALLBACK (identity: the path reaches us still %-encoded so that
+ * route.c can split it before decoding) and NOTIFY_COMPLETED.
+ *
+ * MHD calls the access handler (on_access) several times per request, on
+ * the worker thread that owns the connection:
+ *  1. headers read (*con_cls NULL): req_begin creates the request and
+ *     decides everything that needs no body: 503 when quiescing, 400 for a
+ *     bad path, 404 / 405, static files, 401, and 413 when Content-Length
+ *     is over the route's cap. Such an answer is queued at once, so MHD
+ *     never sends "100 Continue" and never reads the body.
+ *  2. body data: appended to r->body up to the cap; a chunked body that
+ *     goes over it is answered 413 right there. (An error answered while
+ *     body bytes are on their way is written on the socket by
+ *     req_raw_error: see there why.)
+ *  3. body done (*upload_data_size 0): the handler runs. If it answered,
+ *     the answer is queued; if it called http_defer, the connection is
+ *     suspended (no thread waits for it); otherwise it gets a 500.
+ *  4. after MHD_resume_connection (reply.c): the stored answer is queued.
+ * on_completed frees our reference and writes the access log line.
+ *
+ * Shutdown: http_server_quiesce closes the listening socket and makes
+ * every new request a 503 with "Connection: close". http_server_destroy
+ * then answers every suspended request 503 (claiming it, or forcing after
+ * a grace second when someone else holds the claim and does not answer),
+ * waits (at most 3 s) for those answers to be sent and for running
+ * handlers to return, and only then calls MHD_stop_daemon, which would
+ * abort on a connection still suspended.
+ */
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "server/http_int.h"
+
+#define MIB (1024 * 1024)
+#define BODY_MIN_CAP (64 * 1024)
+
+/* ---- MHD plumbing ------------------------------------------------------ */
+
+static void mhd_logger(void *cls, const char *fmt, va_list ap) {
+  char buf[512];
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  size_t n = strlen(buf);
+  while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) buf[--n] = 0;
+  /* A client that goes away, or a connection we close on purpose after
+   * answering on the socket (req_raw_error), is no news. */
+  if (strstr(buf, "closing connection") || strstr(buf, "connection closure") ||
+      strstr(buf, "Connection reset") || strstr(buf, "Broken pipe"))
+    log_debug("mhd: %s", buf);
+  else
+    log_warn("mhd: %s", buf);
+}
+
+/* Leave the path %-encoded (route.c decodes per segment, request.c the
+ * query arguments). MHD has already turned '+' into ' ' in arguments. */
+static size_t mhd_unescape_none(void *cls, struct MHD_Connection *c,
+                                char *s) {
+  return strlen(s);
+}
+
+/* Queue r's stored answer on its connection; the state becomes `state`. */
+static enum MHD_Result req_queue(http_req *r, struct MHD_Connection *c,
+                                 int state) {
+  pthread_mutex_lock(&r->mu);
+  struct MHD_Response *resp = r->resp;
+  int status = r->status;
+  r->resp = NULL;
+  r->state = state;
+  pthread_mutex_unlock(&r->mu);
+  if (!resp) return MHD_NO; /* not even an error could be built: close */
+  enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, resp);
+  MHD_destroy_response(resp);
+  if (ret != MHD_YES)
+    log_error("http: MHD refused the %d answer to %s %s (request %s)", status,
+              r->method, r->path, r->rid);
+  return ret;
+}
+
+/* An answer written on the socket itself, for when the client is sending
+ * (or may be sending) a body that we will not read:
+ *  - MHD 0.9.75 takes a response only before the body is read or after all
+ *    of it, so a chunked body that goes over the cap cannot be answered
+ *    through MHD;
+ *  - an answer queued through MHD before the body makes MHD close the
+ *    socket with the body unread, which sends a TCP RST that can destroy
+ *    the answer before the client reads it.
+ * So the error goes out here (a few hundred bytes into an empty send
+ * buffer: the request is still being received, MHD has nothing queued),
+ * the write side is shut (the client sees the answer, then EOF), and what
+ * the client still sends is read and dropped until it closes (curl and
+ * browsers stop sending on an error answer) or DRAIN_MAX bytes have been
+ * dropped, when MHD closes the connection. */
+#define DRAIN_MAX ((uint64_t)16 * MIB)
+static enum MHD_Result req_raw_error(http_req *r, struct MHD_Connection *c,
+                                     const terr *e) {
+  int status;
+  char *body = reply_error_body(r, e, &status);
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+  char *msg = NULL;
+  size_t blen = body ? strlen(body) : 0;
+  enum MHD_Result ret = MHD_NO;
+  if (!body || !ci) goto done;
+  pthread_mutex_lock(&r->mu);
+  size_t cap = blen + 512;
+  for (size_t i = 0; i < r->out_headers.n; i++)
+    cap += strlen(r->out_headers.v[i].k) + strlen(r->out_headers.v[i].v) + 4;
+  msg = malloc(cap);
+  size_t off = 0;
+  if (msg) {
+    const char *reason = MHD_get_reason_phrase_for((unsigned)status);
+    off = (size_t)snprintf(msg, cap,
+                           "HTTP/1.1 %d %s\r\n"
+                           "Content-Type: application/json; charset=utf-8\r\n"
+                           "Content-Length: %zu\r\nX-Request-Id: %s\r\n"
+                           "Connection: close\r\n",
+                           status, reason ? reason : "Error", blen, r->rid);
+    for (size_t i = 0; i < r->out_headers.n && off < cap; i++)
+      off += (size_t)snprintf(msg + off, cap - off, "%s: %s\r\n",
+                              r->out_headers.v[i].k, r->out_headers.v[i].v);
+    if (off + 2 + blen <= cap) {
+      memcpy(msg + off, "\r\n", 2);
+      memcpy(msg + off + 2, body, blen);
+      off += 2 + blen;
+    } else {
+      off = 0;
+    }
+  }
+  pthread_mutex_unlock(&r->mu);
+  if (!off) goto done;
+  size_t sent = 0;
+  while (sent < off) {
+    ssize_t w = send(ci->connect_fd, msg + sent, off - sent, MSG_NOSIGNAL);
+    if (w <= 0) break;
+    sent += (size_t)w;
+  }
+  if (sent < off) goto done; /* could not even say it: just close */
+  shutdown(ci->connect_fd, SHUT_WR);
+  pthread_mutex_lock(&r->mu);
+  r->status = status;
+  r->answered = 1;
+  r->state = REQ_EARLY;
+  r->raw_sent = 1;
+  pthread_mutex_unlock(&r->mu);
+  atomic_store(&r->claimed, 1);
+  atomic_store(&r->bytes_out, (uint64_t)blen);
+  ret = MHD_YES;
+done:
+  free(msg);
+  free(body);
+  return ret;
+}
+
+/* Answer e without reading the body: through MHD when no body bytes are
+ * on their way (none announced, or the client waits for "100 Continue"),
+ * on the socket otherwise (see req_raw_error). */
+static enum MHD_Result req_early_terr(http_req *r, struct MHD_Connection *c,
+                                      int mid_body, const terr *e) {
+  if (mid_body || r->body_coming) return req_raw_error(r, c, e);
+  http_reply_error(r, e);
+  return req_queue(r, c, REQ_EARLY);
+}
+
+/* req_early_terr with the error built here. */
+static enum MHD_Result req_early_error(http_req *r, struct MHD_Connection *c,
+                                       int mid_body, terr_code code,
+                                       const char *field, int64_t pos,
+                                       const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+static enum MHD_Result req_early_error(http_req *r, struct MHD_Connection *c,
+                                       int mid_body, terr_code code,
+                                       const char *field, int64_t pos,
+                                       const char *fmt, ...) {
+  terr e;
+  va_list ap;
+  va_start(ap, fmt);
+  terr_vset(&e, code, field, pos, fmt, ap);
+  va_end(ap);
+  return req_early_terr(r, c, mid_body, &e);
+}
+
+/* 1 when body bytes will arrive without us asking for them. */
+static int body_coming(const http_req *r) {
+  const char *te = http_header(r, "Transfer-Encoding");
+  const char *cl = http_header(r, "Content-Length");
+  const char *ex = http_header(r, "Expect");
+  if (ex && strcasestr(ex, "100-continue")) return 0;
+  return te || (cl && strcmp(cl, "0") != 0);
+}
+
+/* Step 1: everything that can be decided from the headers. */
+static enum MHD_Result req_begin(http_server *s, http_req *r,
+                                 struct MHD_Connection *c) {
+  terr e;
+  terr_clear(&e);
+  r->body_coming = body_coming(r);
+  if (atomic_load(&s->quiescing))
+    return req_early_error(r, c, 0, T_EUNAVAIL, "", -1,
+                           "the server is shutting down");
+  if (route_split(r->path, &r->segs, &e) != T_OK)
+    return req_early_terr(r, c, 0, &e);
+  if (r->bad_query)
+    return req_early_error(r, c, 0, T_EINVAL, "query", -1,
+                           "bad %%-escape or %%00 in the query");
+  route_find(&s->routes, r->method, &r->segs, &r->match);
+  const route_ent *rt = r->match.route;
+  if (!rt) {
+    if (r->match.path_known) {
+      http_add_header(r, "Allow", r->match.allow);
+      return req_early_error(r, c, 0, T_EMETHOD, "", -1,
+                             "%s is not allowed here (allowed: %s)", r->method,
+                             r->match.allow);
+    }
+    if (!s->web_dir_real)
+      return req_early_error(r, c, 0, T_ENOTFOUND, "", -1,
+                             "no route for %s %s", r->method, r->path);
+    if (static_serve(r, &e) == T_OK) return req_queue(r, c, REQ_EARLY);
+    return req_early_terr(r, c, 0, &e);
+  }
+  if ((rt->flags & HTTP_AUTH) && s->have_auth) {
+    const char *authz = http_header(r, "Authorization");
+    if (!auth_check(&s->auth, authz, r->owner)) {
+      http_add_header(r, "WWW-Authenticate",
+                      authz ? "Bearer realm=\"tessel\", error=\"invalid_token\""
+                            : "Bearer realm=\"tessel\"");
+      return req_early_error(
+          r, c, 0, T_EUNAUTH, "", -1, "%s",
+          authz ? "the bearer token is not valid"
+                : "this route needs \"Authorization: Bearer <token>\"");
+    }
+  }
+  r->body_limit = (uint64_t)((rt->flags & HTTP_UPLOAD) ? s->cfg.max_upload
+                                                       : s->cfg.max_body);
+  const char *cl = http_header(r, "Content-Length");
+  int64_t n = 0;
+  if (cl && !http_header(r, "Transfer-Encoding")) {
+    if (t_parse_i64(cl, &n) != 0 || n < 0)
+      return req_early_error(r, c, 0, T_EINVAL, "Content-Length", -1,
+                             "not a byte count");
+    if ((uint64_t)n > r->body_limit)
+      return req_early_error(
+          r, c, 0, T_ETOOLARGE, "", -1,
+          "the body is %lld bytes; this route takes at most %llu",
+          (long long)n, (unsigned long long)r->body_limit);
+    if (n > 0) {
+      r->body = malloc((size_t)n + 1);
+      if (!r->body)
+        return req_early_error(r, c, 0, T_ENOMEM, "", -1,
+                               "no memory for a %lld byte body", (long long)n);
+      r->body_cap = (size_t)n + 1;
+    }
+  }
+  return MHD_YES;
+}
+
+/* Step 2: a piece of the body. */
+static enum MHD_Result req_body(http_req *r, struct MHD_Connection *c,
+                                const char *data, size_t *size) {
+  size_t len = *size;
+  *size = 0;
+  if ((uint64_t)r->body_len + len > r->body_limit) {
+    free(r->body);
+    r->body = NULL;
+    r->body_len = r->body_cap = 0;
+    return req_early_error(
+        r, c, 1, T_ETOOLARGE, "", -1,
+        "the body is over %llu bytes, the most this route takes",
+        (unsigned long long)r->body_limit);
+  }
+  if (r->body_len + len + 1 > r->body_cap) {
+    size_t ncap = r->body_cap ? 2 * r->body_cap : BODY_MIN_CAP;
+    if (ncap < r->body_len + len + 1) ncap = r->body_len + len + 1;
+    if (ncap > r->body_limit + 1) ncap = (size_t)r->body_limit + 1;
+    char *nb = realloc(r->body, ncap);
+    if (!nb)
+      return req_early_error(r, c, 1, T_ENOMEM, "", -1,
+                             "no memory for the body");
+    r->body = nb;
+    r->body_cap = ncap;
+  }
+  memcpy(r->body + r->body_len, data, len);
+  r->body_len += len;
+  return MHD_YES;
+}
+
+/* Step 3: the whole body is here; run the handler. */
+static enum MHD_Result req_dispatch(http_server *s, http_req *r,
+                                    struct MHD_Connection *c) {
+  if (r->body) r->body[r->body_len] = 0;
+  /* Counted before `stopping` is read: destroy sets stopping, then waits
+   * for this count to drop, so no handler can defer behind its back. */
+  atomic_fetch_add(&s->active, 1);
+  if (atomic_load(&s->stopping)) {
+    reply_error(r, T_EUNAVAIL, "", -1, "the server is shutting down");
+    enum MHD_Result ret = req_queue(r, c, REQ_QUEUED);
+    atomic_fetch_sub(&s->active, 1);
+    return ret;
+  }
+  pthread_mutex_lock(&r->mu);
+  r->state = REQ_HANDLING;
+  pthread_mutex_unlock(&r->mu);
+  const route_ent *rt = r->match.route;
+  rt->h(r, rt->ud);
+  enum MHD_Result ret = MHD_YES;
+  pthread_mutex_lock(&r->mu);
+  if (r->resp) {
+    pthread_mutex_unlock(&r->mu);
+    ret = req_queue(r, c, REQ_QUEUED);
+  } else if (r->deferred) {
+    pthread_mutex_lock(&s->mu);
+    r->dnext = s->deferred;
+    r->dprev = NULL;
+    if (s->deferred) s->deferred->dprev = r;
+    s->deferred = r;
+    pthread_mutex_unlock(&s->mu);
+    r->state = REQ_SUSPENDED;
+    MHD_suspend_connection(c);
+    pthread_mutex_unlock(&r->mu);
+  } else {
+    pthread_mutex_unlock(&r->mu);
+    log_error("http: the handler of %s %s returned without answering",
+              rt->method, rt->pattern);
+    reply_error(r, T_EINTERNAL, "", -1, "the handler did not answer");
+    ret = req_queue(r, c, REQ_QUEUED);
+  }
+  atomic_fetch_sub(&s->active, 1);
+  return ret;
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *c,
+                                 const char *url, const char *method,
+                                 const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls) {
+  http_server *s = cls;
+  http_req *r = *con_cls;
+  if (!r) {
+    r = req_new(s, c, url, method);
+    if (!r) {
+      log_error("http: out of memory for a new request");
+      return MHD_NO;
+    }
+    *con_cls = r;
+    return req_begin(s, r, c);
+  }
+  pthread_mutex_lock(&r->mu);
+  int state = r->state;
+  pthread_mutex_unlock(&r->mu);
+  switch (state) {
+    case REQ_READING:
+      if (*upload_data_size) return req_body(r, c, upload_data, upload_data_size);
+      return req_dispatch(s, r, c);
+    case REQ_RESUMING:
+      return req_queue(r, c, REQ_QUEUED);
+    default:
+      if (r->raw_sent) { /* see req_raw_error */
+        r->discarded += *upload_data_size;
+        if (!*upload_data_size || r->discarded > DRAIN_MAX) return MHD_NO;
+      }
+      /* Answered early but MHD still hands us body bytes: drop them. */
+      *upload_data_size = 0;
+      return MHD_YES;
+  }
+}
+
+/* Copy s for a log line: at most 200 bytes, control bytes as '?'. */
+static void log_safe(char *out, size_t cap, const char *s) {
+  size_t i = 0;
+  for (; s[i] && i + 1 < cap && i < 200; i++)
+    out[i] = ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) ? '?' : s[i];
+  out[i] = 0;
+}
+
+static const char *term_name(enum MHD_RequestTerminationCode t) {
+  switch (t) {
+    case MHD_REQUEST_TERMINATED_COMPLETED_OK: return "";
+    case MHD_REQUEST_TERMINATED_WITH_ERROR: return " (aborted: error)";
+    case MHD_REQUEST_TERMINATED_TIMEOUT_REACHED: return " (aborted: timeout)";
+    case MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN: return " (aborted: shutdown)";
+    case MHD_REQUEST_TERMINATED_READ_ERROR: return " (aborted: read error)";
+    case MHD_REQUEST_TERMINATED_CLIENT_ABORT: return " (aborted: client)";
+    default: return " (aborted)";
+  }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+  http_server *s = cls;
+  http_req *r = *con_cls;
+  if (!r) return;
+  *con_cls = NULL;
+  pthread_mutex_lock(&r->mu);
+  int was_deferred = r->state == REQ_SUSPENDED || r->state == REQ_RESUMING ||
+                     (r->deferred && r->state == REQ_QUEUED);
+  r->state = REQ_DONE;
+  r->term = toe;
+  r->conn = NULL;
+  int status = r->status;
+  int unref_timer = timer_disarm(s->timer, r);
+  r->srv = NULL;
+  pthread_mutex_unlock(&r->mu);
+  atomic_store(&r->claimed, 1);
+  if (was_deferred) {
+    pthread_mutex_lock(&s->mu);
+    if (r->dprev || s->deferred == r) {
+      if (r->dprev) r->dprev->dnext = r->dnext;
+      else s->deferred = r->dnext;
+      if (r->dnext) r->dnext->dprev = r->dprev;
+      r->dnext = r->dprev = NULL;
+    }
+    pthread_mutex_unlock(&s->mu);
+  }
+  if (s->cfg.access_log) {
+    char m[32], p[256];
+    log_safe(m, sizeof m, r->method);
+    log_safe(p, sizeof p, r->path);
+    log_info("%s %s %d %lluB %.1fms %s owner=%s%s", m, p, status,
+             (unsigned long long)atomic_load(&r->bytes_out), t_now_ms() - r->t0,
+             r->rid, r->owner[0] ? r->owner : "-", term_name(toe));
+  }
+  if (unref_timer) http_req_unref(r);
+  http_req_unref(r);
+}
+
+/* ---- the server -------------------------------------------------------- */
+
+int http_server_create(const http_config *cfg, http_server **out, terr *e) {
+  *out = NULL;
+  http_server *s = calloc(1, sizeof *s);
+  if (!s) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  int rc = T_OK;
+  pthread_mutex_init(&s->mu, NULL);
+  if (cfg) s->cfg = *cfg;
+  s->cfg.token_file = s->cfg.web_dir = NULL; /* not kept: see below */
+  if (s->cfg.port < 0 || s->cfg.port > 65535) {
+    rc = terr_set(e, T_EINVAL, "port", -1, "port %d is not in 0..65535",
+                  s->cfg.port);
+    goto fail;
+  }
+  if (s->cfg.threads <= 0) s->cfg.threads = 4;
+  if (s->cfg.max_body <= 0) s->cfg.max_body = 16 * (int64_t)MIB;
+  if (s->cfg.max_upload <= 0) s->cfg.max_upload = 1024 * (int64_t)MIB;
+  if (s->cfg.conn_timeout_s <= 0) s->cfg.conn_timeout_s = 60;
+  if (s->cfg.per_ip_limit <= 0) s->cfg.per_ip_limit = 256;
+  s->listen = strdup(cfg && cfg->listen ? cfg->listen : "127.0.0.1");
+  if (!s->listen) {
+    rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
+    goto fail;
+  }
+  s->cfg.listen = s->listen;
+  if (cfg && cfg->token_file) {
+    rc = auth_load(cfg->token_file, &s->auth, e);
+    if (rc != T_OK) goto fail;
+    s->have_auth = 1;
+  }
+  if (cfg && cfg->web_dir) {
+    s->web_dir_real = realpath(cfg->web_dir, NULL);
+    if (!s->web_dir_real) {
+      rc = terr_set(e, T_EINVAL, "web_dir", -1, "%s: no such directory",
+                    cfg->web_dir);
+      goto fail;
+    }
+  }
+  *out = s;
+  return T_OK;
+fail:
+  http_server_destroy(s);
+  return rc;
+}
+
+int http_route(http_server *s, const char *method, const char *pattern,
+               http_handler h, void *ud, int flags) {
+  terr e;
+  if (s->d) {
+    log_error("http: route %s %s added after start: ignored", method, pattern);
+    return T_ECONFLICT;
+  }
+  int rc = route_add(&s->routes, method, pattern, h, ud, flags, &e);
+  if (rc != T_OK) log_error("http: route refused: %s", e.message);
+  return rc;
+}
+
+/* Fill ss from s->listen and the port; sets *v6 (1: IPv6, 2: "::"). */
+static int listen_addr(http_server *s, struct sockaddr_storage *ss,
+                       socklen_t *len, int *v6, terr *e) {
+  memset(ss, 0, sizeof *ss);
+  *v6 = 0;
+  char host[256];
+  const char *h = s->listen;
+  size_t hl = strlen(h);
+  if (hl >= sizeof host)
+    return terr_set(e, T_EINVAL, "listen", -1, "address too long");
+  if (h[0] == '[' && hl > 2 && h[hl - 1] == ']') {
+    memcpy(host, h + 1, hl - 2);
+    host[hl - 2] = 0;
+  } else {
+    memcpy(host, h, hl + 1);
+  }
+  struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+  struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+  if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons((uint16_t)s->cfg.port);
+    *len = sizeof *a4;
+    return T_OK;
+  }
+  if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons((uint16_t)s->cfg.port);
+    *len = sizeof *a6;
+    *v6 = IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr) ? 2 : 1;
+    return T_OK;
+  }
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_ADDRCONFIG;
+  int g = getaddrinfo(host, NULL, &hints, &res);
+  if (g != 0 || !res)
+    return terr_set(e, T_EINVAL, "listen", -1, "cannot resolve \"%s\": %s",
+                    host, gai_strerror(g));
+  memcpy(ss, res->ai_addr, res->ai_addrlen);
+  *len = res->ai_addrlen;
+  if (res->ai_family == AF_INET6) {
+    a6->sin6_port = htons((uint16_t)s->cfg.port);
+    *v6 = 1;
+  } else {
+    a4->sin_port = htons((uint16_t)s->cfg.port);
+  }
+  freeaddrinfo(res);
+  return T_OK;
+}
+
+int http_server_start(http_server *s, terr *e) {
+  if (s->d) return terr_set(e, T_ECONFLICT, "", -1, "already started");
+  struct sockaddr_storage ss;
+  socklen_t sl;
+  int v6;
+  int rc = listen_addr(s, &ss, &sl, &v6, e);
+  if (rc != T_OK) return rc;
+  if (!s->timer && (rc = timer_create_thread(&s->timer, e)) != T_OK) return rc;
+  unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+                   MHD_USE_ERROR_LOG;
+  if (v6 == 2) flags |= MHD_USE_DUAL_STACK;
+  else if (v6) flags |= MHD_USE_IPv6;
+  /* EXTERNAL_LOGGER first, so that MHD never prints on its own; a pool of
+   * one is no pool (MHD warns), the epoll thread then serves alone. */
+  struct MHD_OptionItem opts[16];
+  int no = 0;
+#define OPT(o, v, p) opts[no++] = (struct MHD_OptionItem){(o), (intptr_t)(v), (p)}
+  OPT(MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, s);
+  if (s->cfg.threads > 1)
+    OPT(MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->cfg.threads, NULL);
+  OPT(MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.conn_timeout_s, NULL);
+  OPT(MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->cfg.per_ip_limit, NULL);
+  OPT(MHD_OPTION_CONNECTION_MEMORY_LIMIT, 64 * 1024, NULL);
+  OPT(MHD_OPTION_SOCK_ADDR, 0, &ss);
+  OPT(MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL);
+  OPT(MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)mhd_unescape_none, s);
+  OPT(MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, s);
+  OPT(MHD_OPTION_END, 0, NULL);
+#undef OPT
+  s->d = MHD_start_daemon(flags, (uint16_t)s->cfg.port, NULL, NULL, on_access,
+                          s, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
+  (void)sl;
+  if (!s->d)
+    return terr_set(e, T_EIO, "listen", -1,
+                    "cannot listen on %s port %d (in use, or no such address)",
+                    s->listen, s->cfg.port);
+  const union MHD_DaemonInfo *info =
+      MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+  s->port = info ? info->port : s->cfg.port;
+  log_info("http: listening on %s port %d (%d threads)", s->listen, s->port,
+           s->cfg.threads);
+  return T_OK;
+}
+
+int http_port(const http_server *s) { return s ? s->port : 0; }
+
+void http_server_quiesce(http_server *s) {
+  if (!s || !s->d || atomic_exchange(&s->quiescing, 1)) return;
+  MHD_socket fd = MHD_quiesce_daemon(s->d);
+  if (fd != MHD_INVALID_SOCKET) close(fd);
+  log_info("http: quiesced: no new connections, new requests get 503");
+}
+
+/* Answer every suspended request 503 and wait until they are sent and no
+ * handler runs; at most ~3 s. */
+static void server_drain(http_server *s) {
+  double t0 = t_now_ms();
+  http_req **v = NULL;
+  size_t cap = 0;
+  for (;;) {
+    size_t n = 0;
+    pthread_mutex_lock(&s->mu);
+    for (http_req *r = s->deferred; r; r = r->dnext) {
+      if (n == cap) {
+        size_t ncap = cap ? 2 * cap : 64;
+        http_req **nv = realloc(v, ncap * sizeof *nv);
+        if (!nv) break;
+        v = nv;
+        cap = ncap;
+      }
+      http_req_ref(r);
+      v[n++] = r;
+    }
+    pthread_mutex_unlock(&s->mu);
+    int busy = atomic_load(&s->active) > 0;
+    if (n == 0 && !busy) break;
+    double waited = t_now_ms() - t0;
+    for (size_t i = 0; i < n; i++) {
+      http_req *r = v[i];
+      pthread_mutex_lock(&r->mu);
+      int answered = r->answered;
+      pthread_mutex_unlock(&r->mu);
+      /* The claim holder gets a second to answer before being overruled. */
+      if (!answered && (http_claim(r) || waited > 1000.0))
+        reply_error(r, T_EUNAVAIL, "", -1, "the server is shutting down");
+      http_req_unref(r);
+    }
+    if (waited > 3000.0) {
+      log_warn("http: %zu deferred requests still open at shutdown", n);
+      break;
+    }
+    usleep(5000);
+  }
+  free(v);
+}
+
+void http_server_destroy(http_server *s) {
+  if (!s) return;
+  if (s->d) {
+    http_server_quiesce(s);
+    atomic_store(&s->stopping, 1);
+    server_drain(s);
+    MHD_stop_daemon(s->d);
+    s->d = NULL;
+  }
+  timer_destroy(s->timer);
+  route_table_free(&s->routes);
+  auth_free(&s->auth);
+  free(s->web_dir_real);
+  free(s->listen);
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}
