@@ -50,6 +50,7 @@
 
 #define MIB (1024 * 1024)
 #define BODY_MIN_CAP (64 * 1024)
+#define BODY_PREALLOC ((size_t)16 * MIB)
 
 /* ---- MHD plumbing ------------------------------------------------------ */
 
@@ -219,6 +220,11 @@ static enum MHD_Result req_begin(http_server *s, http_req *r,
     return req_early_error(r, c, 0, T_EINVAL, "query", -1,
                            "bad %%-escape or %%00 in the query");
   route_find(&s->routes, r->method, &r->segs, &r->match);
+  /* The names point into the routing table: copy them, so that a request
+   * that outlives the server still answers http_param. */
+  for (int i = 0; i < r->match.nparam; i++)
+    if (!(r->match.pname[i] = r->pname_own[i] = strdup(r->match.pname[i])))
+      return req_early_error(r, c, 0, T_ENOMEM, "", -1, "out of memory");
   const route_ent *rt = r->match.route;
   if (!rt) {
     if (r->match.path_known) {
@@ -259,11 +265,14 @@ static enum MHD_Result req_begin(http_server *s, http_req *r,
           "the body is %lld bytes; this route takes at most %llu",
           (long long)n, (unsigned long long)r->body_limit);
     if (n > 0) {
-      r->body = malloc((size_t)n + 1);
+      /* Up to BODY_PREALLOC at once; a client that announces a large body
+       * and sends nothing does not get to reserve it. */
+      size_t want = (size_t)n + 1 > BODY_PREALLOC ? BODY_PREALLOC : (size_t)n + 1;
+      r->body = malloc(want);
       if (!r->body)
         return req_early_error(r, c, 0, T_ENOMEM, "", -1,
                                "no memory for a %lld byte body", (long long)n);
-      r->body_cap = (size_t)n + 1;
+      r->body_cap = want;
     }
   }
   return MHD_YES;

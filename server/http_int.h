@@ -169,6 +169,7 @@ struct http_req {
   char *method, *path; /* path without the query, still %-encoded */
   path_segs segs;
   route_match match;
+  char *pname_own[ROUTE_MAX_PARAMS]; /* copies of match.pname */
   http_hdrs headers, query;
   int bad_query; /* a query argument had a bad %-escape */
   char rid[72];

@@ -130,6 +130,7 @@ static void req_free(http_req *r) {
   free(r->method);
   free(r->path);
   path_segs_free(&r->segs);
+  for (int i = 0; i < ROUTE_MAX_PARAMS; i++) free(r->pname_own[i]);
   hdrs_free(&r->headers);
   hdrs_free(&r->query);
   hdrs_free(&r->out_headers);
