@@ -16,8 +16,10 @@
  *  1. headers read (*con_cls NULL): req_begin creates the request and
  *     decides everything that needs no body: 503 when quiescing, 400 for a
  *     bad path, 404 / 405, static files, 401, and 413 when Content-Length
- *     is over the route's cap. Such an answer is queued at once, so MHD
- *     never sends "100 Continue" and never reads the body.
+ *     is over the route's cap. Such an answer never reads the body: with
+ *     no body it is queued on MHD's next call (keeping the connection),
+ *     with "Expect: 100-continue" at once (MHD then never asks for the
+ *     body), and with body bytes on their way on the socket itself.
  *  2. body data: appended to r->body up to the cap; a chunked body that
  *     goes over it is answered 413 right there. (An error answered while
  *     body bytes are on their way is written on the socket by
@@ -168,6 +170,20 @@ done:
   return ret;
 }
 
+/* Send the answer stored while the headers were examined. With no body
+ * announced it waits for MHD's next call (the end of the empty body):
+ * queued now, MHD would close the connection after it, as it does for
+ * every answer given before the body; keep-alive survives this way. With a
+ * body announced the client is waiting for "100 Continue" (else
+ * req_raw_error answered): queue now, so that MHD never asks for it. */
+static enum MHD_Result req_early_queue(http_req *r, struct MHD_Connection *c) {
+  if (r->has_body) return req_queue(r, c, REQ_EARLY);
+  pthread_mutex_lock(&r->mu);
+  r->state = REQ_HELD;
+  pthread_mutex_unlock(&r->mu);
+  return MHD_YES;
+}
+
 /* Answer e without reading the body: through MHD when no body bytes are
  * on their way (none announced, or the client waits for "100 Continue"),
  * on the socket otherwise (see req_raw_error). */
@@ -175,7 +191,7 @@ static enum MHD_Result req_early_terr(http_req *r, struct MHD_Connection *c,
                                       int mid_body, const terr *e) {
   if (mid_body || r->body_coming) return req_raw_error(r, c, e);
   http_reply_error(r, e);
-  return req_queue(r, c, REQ_EARLY);
+  return req_early_queue(r, c);
 }
 
 /* req_early_terr with the error built here. */
@@ -196,13 +212,14 @@ static enum MHD_Result req_early_error(http_req *r, struct MHD_Connection *c,
   return req_early_terr(r, c, mid_body, &e);
 }
 
-/* 1 when body bytes will arrive without us asking for them. */
-static int body_coming(const http_req *r) {
+/* Is a body announced; will its bytes arrive without us asking for them? */
+static void body_expected(http_req *r) {
   const char *te = http_header(r, "Transfer-Encoding");
   const char *cl = http_header(r, "Content-Length");
   const char *ex = http_header(r, "Expect");
-  if (ex && strcasestr(ex, "100-continue")) return 0;
-  return te || (cl && strcmp(cl, "0") != 0);
+  int64_t n = 0;
+  r->has_body = te || (cl && (t_parse_i64(cl, &n) != 0 || n != 0));
+  r->body_coming = r->has_body && !(ex && strcasestr(ex, "100-continue"));
 }
 
 /* Step 1: everything that can be decided from the headers. */
@@ -210,7 +227,7 @@ static enum MHD_Result req_begin(http_server *s, http_req *r,
                                  struct MHD_Connection *c) {
   terr e;
   terr_clear(&e);
-  r->body_coming = body_coming(r);
+  body_expected(r);
   if (atomic_load(&s->quiescing))
     return req_early_error(r, c, 0, T_EUNAVAIL, "", -1,
                            "the server is shutting down");
@@ -236,7 +253,7 @@ static enum MHD_Result req_begin(http_server *s, http_req *r,
     if (!s->web_dir_real)
       return req_early_error(r, c, 0, T_ENOTFOUND, "", -1,
                              "no route for %s %s", r->method, r->path);
-    if (static_serve(r, &e) == T_OK) return req_queue(r, c, REQ_EARLY);
+    if (static_serve(r, &e) == T_OK) return req_early_queue(r, c);
     return req_early_terr(r, c, 0, &e);
   }
   if ((rt->flags & HTTP_AUTH) && s->have_auth) {
@@ -376,6 +393,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c,
       return req_dispatch(s, r, c);
     case REQ_RESUMING:
       return req_queue(r, c, REQ_QUEUED);
+    case REQ_HELD:
+      if (!*upload_data_size) return req_queue(r, c, REQ_QUEUED);
+      *upload_data_size = 0; /* body bytes that were not announced */
+      return MHD_YES;
     default:
       if (r->raw_sent) { /* see req_raw_error */
         r->discarded += *upload_data_size;

@@ -135,6 +135,7 @@ struct http_server {
 enum {
   REQ_READING,   /* headers seen, body being read */
   REQ_EARLY,     /* answered before the body was read */
+  REQ_HELD,      /* answered from the headers, no body: queued next call */
   REQ_HANDLING,  /* the handler runs on an MHD thread */
   REQ_SUSPENDED, /* handler returned, no answer yet: connection suspended */
   REQ_RESUMING,  /* answer stored, MHD_resume_connection called */
@@ -180,7 +181,8 @@ struct http_req {
   char *body;
   size_t body_len, body_cap;
   uint64_t body_limit;
-  int body_coming; /* body bytes will arrive unasked (no Expect: 100-...) */
+  int has_body;    /* Content-Length > 0 or Transfer-Encoding */
+  int body_coming; /* ... and it arrives unasked (no Expect: 100-continue) */
 
   /* The answer. */
   http_hdrs out_headers;          /* from http_add_header, until replied */

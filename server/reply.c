@@ -32,7 +32,8 @@ void reply_store(http_req *r, int status, struct MHD_Response *resp) {
   int unref_timer = 0;
   http_req_ref(r); /* r may complete as soon as the connection resumes */
   pthread_mutex_lock(&r->mu);
-  if (r->answered || r->state == REQ_DONE || r->state == REQ_EARLY) {
+  if (r->answered || r->state == REQ_DONE || r->state == REQ_EARLY ||
+      r->state == REQ_HELD) {
     int dup = r->answered;
     pthread_mutex_unlock(&r->mu);
     MHD_destroy_response(resp);

@@ -199,6 +199,7 @@ static void h_stream_cb(http_req *r, void *ud) {
 
 typedef struct resp {
   long status;
+  long nconn; /* new connections this transfer opened */
   CURLcode cc;
   char *body;
   size_t len, cap;
@@ -316,6 +317,7 @@ static resp do_req(const char *path, const req_opts *o) {
     curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
   r.cc = curl_easy_perform(c);
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+  curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &r.nconn);
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, NULL);
   curl_slist_free_all(hl);
   if (!o->reuse) curl_easy_cleanup(c);
@@ -796,6 +798,22 @@ TEST(test_static) {
   resp_free(&r);
 }
 
+/* Answers given from the headers alone (static files, 404, 401, 405)
+ * keep the connection open when no body was announced. */
+TEST(test_keep_alive) {
+  CURL *c = curl_easy_init();
+  const char *paths[] = {"/", "/app.js", "/missing.js", "/v1/echo/1/2",
+                         "/healthz", "/v1/err", "/%2e%2e/x"};
+  long want[] = {200, 200, 404, 401, 200, 400, 400};
+  for (int i = 0; i < 7; i++) {
+    resp r = do_req(paths[i], &(req_opts){.reuse = c});
+    CHECK_MSG(r.status == want[i], "%s: %ld", paths[i], r.status);
+    CHECK_MSG(i == 0 || r.nconn == 0, "%s opened a connection", paths[i]);
+    resp_free(&r);
+  }
+  curl_easy_cleanup(c);
+}
+
 typedef struct client_arg {
   int id, ok;
 } client_arg;
@@ -1080,6 +1098,7 @@ int main(void) {
   RUN(test_claim_race);
   RUN(test_streaming);
   RUN(test_static);
+  RUN(test_keep_alive);
   RUN(test_concurrent_clients);
   RUN(test_quiesce_and_shutdown);
   RUN(test_ipv6_listen);
