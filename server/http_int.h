@@ -1,7 +1,9 @@
 /* http_int.h — what the files of server/ share behind http.h.
  *
- * server/http.c    the MHD daemon, the access-handler state machine, the
- *                  completion callback and the access log;
+ * server/daemon.c  the server object and the MHD daemon: create, start,
+ *                  quiesce, destroy;
+ * server/http.c    the access-handler state machine, the completion
+ *                  callback and the access log;
  * server/request.c the request object: accessors, copies of headers and
  *                  query args, ref counting, defer / claim;
  * server/reply.c   building responses and handing them to the connection
@@ -196,6 +198,14 @@ struct http_req {
 
   http_req *dnext, *dprev; /* in srv->deferred (under srv->mu) */
 };
+
+/* http.c: MHD's access handler and completion callback. */
+enum MHD_Result http_on_access(void *cls, struct MHD_Connection *c,
+                               const char *url, const char *method,
+                               const char *version, const char *upload_data,
+                               size_t *upload_data_size, void **con_cls);
+void http_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                       enum MHD_RequestTerminationCode toe);
 
 /* request.c */
 http_req *req_new(http_server *s, struct MHD_Connection *c, const char *url,
