@@ -499,6 +499,8 @@ TEST(test_body_caps) {
   resp r = do_req("/v1/body", &o);
   CHECK_MSG(r.status == 413, "status %ld curl %d", r.status, (int)r.cc);
   CHECK_MSG(u.sent < (16u << 20), "sent %llu", (unsigned long long)u.sent);
+  printf("     413 (Content-Length 100 MiB): client produced %llu bytes\n",
+         (unsigned long long)u.sent);
   json_t *j = resp_json(&r);
   CHECK_STR(err_code(j), "payload_too_large");
   json_decref(j);
@@ -527,6 +529,8 @@ TEST(test_body_caps) {
   r = do_req("/v1/body", &o);
   CHECK_MSG(r.status == 413, "status %ld curl %d", r.status, (int)r.cc);
   CHECK_MSG(u.sent < (32u << 20), "sent %llu", (unsigned long long)u.sent);
+  printf("     413 (chunked, 64 MiB, cap 1 MiB): client produced %llu bytes\n",
+         (unsigned long long)u.sent);
   resp_free(&r);
   /* Under the cap, chunked and not, the bytes arrive intact. */
   for (int k = 0; k < 4; k++) {
