@@ -281,3 +281,8 @@ void http_server_destroy(http_server *s) {
   pthread_mutex_destroy(&s->mu);
   free(s);
 }
+
+void http_status_counts(const http_server *s, int64_t by_class[6]) {
+  for (int i = 0; i < 6; i++)
+    by_class[i] = s ? atomic_load(&((http_server *)s)->by_class[i]) : 0;
+}

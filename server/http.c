@@ -412,6 +412,7 @@ void http_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     }
     pthread_mutex_unlock(&s->mu);
   }
+  if (status >= 100 && status < 600) atomic_fetch_add(&s->by_class[status / 100], 1);
   if (s->cfg.access_log) {
     char m[32], p[256];
     log_safe(m, sizeof m, r->method);

@@ -131,6 +131,7 @@ struct http_server {
   atomic_int active;    /* handlers running (dispatch to post-handler) */
   pthread_mutex_t mu;   /* guards deferred */
   http_req *deferred;   /* suspended requests (list through dnext/dprev) */
+  _Atomic int64_t by_class[6]; /* responses by status class (index 1..5) */
 };
 
 /* Request states (http_req.state, under mu). */
