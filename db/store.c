@@ -20,6 +20,9 @@
  * that store_close closes those of threads still alive. Contract: store_close
  * runs after every other thread has stopped calling into this store.
  *
+ * WAL checkpoints (and so the fsyncs) run on a thread of their own, see
+ * store_ckpt.c, so that commits never wait for the disk.
+ *
  * Locks: s->mu guards the queue (qhead/qtail/progress/stopping/writer_gone)
  * and each op's done flag; s->rmu guards the reader registry. Neither is held
  * while SQL runs, and they are never held together.
@@ -242,6 +245,7 @@ static void *writer_main(void *arg) {
     s->progress = NULL; /* ops taken: later progress starts a new entry */
     pthread_mutex_unlock(&s->mu);
 
+    store__ckpt_writer(s);
     run_batch(s, batch);
     long long n = 0;
     for (store_wop *o = batch; o; o = o->next) n++;
@@ -369,6 +373,7 @@ int store_open(const char *data_dir, store **out, terr *e) {
   pthread_mutex_init(&s->rmu, NULL);
   pthread_cond_init(&s->work, NULL);
   have_locks = 1;
+  if ((rc = store__ckpt_start(s, e))) goto fail;
   atomic_store(&s->alive, 1);
   if (pthread_create(&s->writer, NULL, writer_main, s) != 0) {
     atomic_store(&s->alive, 0);
@@ -378,6 +383,7 @@ int store_open(const char *data_dir, store **out, terr *e) {
   *out = s;
   return 0;
 fail:
+  store__ckpt_stop(s);
   if (have_locks) {
     pthread_cond_destroy(&s->work);
     pthread_mutex_destroy(&s->rmu);
@@ -396,6 +402,7 @@ void store_close(store *s) {
   pthread_cond_signal(&s->work);
   pthread_mutex_unlock(&s->mu);
   pthread_join(s->writer, NULL); /* drains the queue first */
+  store__ckpt_stop(s);
   /* No destructor runs for this key after this; close what is left. */
   pthread_key_delete(s->rkey);
   pthread_mutex_lock(&s->rmu);

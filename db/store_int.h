@@ -74,14 +74,31 @@ struct store {
   pthread_mutex_t rmu;         /* guards the reader registry */
   store_conn *readers;         /* every open reader connection */
 
-  /* counters for the benchmark and tests (writer thread writes, relaxed) */
-  atomic_llong n_batches, n_ops;
+  /* the checkpointer (store_ckpt.c) */
+  sqlite3 *ckdb;               /* its own connection: checkpointer thread */
+  pthread_t ckpt_thread;
+  pthread_mutex_t ckmu;        /* guards ck_want, ck_stop */
+  pthread_cond_t ckcv;
+  int ck_want, ck_stop;
+  int wal_frames, ck_next;     /* writer thread only */
+
+  /* counters for the benchmark and tests (relaxed atomics) */
+  atomic_llong n_batches, n_ops, n_checkpoints;
 };
 
 /* schema.c: migrate the writer connection to the newest version. */
 int store__migrate(sqlite3 *db, int *version, terr *e);
 /* Apply the connection pragmas common to readers and the writer. */
 int store__pragmas(sqlite3 *db, int writer, terr *e);
+
+/* store_ckpt.c: start the checkpointer thread and route the writer
+ * connection's checkpoints to it (before the writer thread starts); stop it
+ * (after the writer thread exited). */
+int store__ckpt_start(store *s, terr *e);
+void store__ckpt_stop(store *s);
+/* Writer thread, between batches: when the WAL is long, finish a checkpoint
+ * so that the next transaction restarts the WAL. */
+void store__ckpt_writer(store *s);
 
 /* store.c */
 int store__stmt(store_conn *c, const char *sql, sqlite3_stmt **out, terr *e);
