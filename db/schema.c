@@ -64,15 +64,17 @@ static const migration migrations[] = {
      "  max_abs_diff REAL,\n" /* NULL: not compared */
      "  attempts INTEGER NOT NULL DEFAULT 0\n"
      ");\n"
-     /* Listing, newest first (ids sort by creation time), per filter. */
+     /* Listing, newest first (ids sort by creation time), per filter. The
+      * backend filter (requested = b OR used = b OR used LIKE 'b:%') is an
+      * OR over two columns that no index can order by id, so it walks
+      * jobs_owner_id (or the owner's status/kind/label index) newest first
+      * and stops at the page's limit: an index of its own measured unused
+      * by the planner and would only slow every insert. */
      "CREATE INDEX jobs_owner_id ON jobs(owner, id);\n"
      "CREATE INDEX jobs_owner_status_id ON jobs(owner, status, id);\n"
      "CREATE INDEX jobs_owner_kind_id ON jobs(owner, kind, id);\n"
      "CREATE INDEX jobs_owner_label_id ON jobs(owner, label, id)\n"
      "  WHERE label IS NOT NULL;\n"
-     "CREATE INDEX jobs_owner_breq_id ON jobs(owner, backend_requested, id);\n"
-     "CREATE INDEX jobs_owner_bused_id ON jobs(owner, backend_used, id)\n"
-     "  WHERE backend_used IS NOT NULL;\n"
      /* Idempotency: one job per (owner, request_id). */
      "CREATE UNIQUE INDEX jobs_owner_request ON jobs(owner, request_id)\n"
      "  WHERE request_id IS NOT NULL;\n"
