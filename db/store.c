@@ -23,11 +23,13 @@
  * WAL checkpoints (and so the fsyncs) run on a thread of their own, see
  * store_ckpt.c, so that commits never wait for the disk.
  *
- * Locks: s->mu guards the queue (qhead/qtail/progress/stopping/writer_gone)
- * and each op's done flag; s->rmu guards the reader registry. Neither is held
- * while SQL runs, and they are never held together.
+ * Locks: s->mu guards the queue (qhead/qtail/progress/stopping/writer_gone);
+ * s->rmu guards the reader registry. Neither is held while SQL runs, and they
+ * are never held together. A [sync] caller sleeps on a semaphore of its own
+ * that the writer posts after the commit (no lock, one wake-up per caller).
  */
 #include <errno.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,7 +214,10 @@ static void run_batch(store *s, store_wop *head) {
       in_txn = 1;
       txn_first = o;
     }
-    if (wexec(s, "SAVEPOINT op") != SQLITE_OK) {
+    /* A lone op needs no savepoint: its failure rolls back the whole
+     * transaction, which holds nothing else. */
+    int sp = o != head || o->next != NULL;
+    if (sp && wexec(s, "SAVEPOINT op") != SQLITE_OK) {
       o->rc = store__dberr(&o->err, s->w.db, "savepoint");
       continue;
     }
@@ -223,6 +228,13 @@ static void run_batch(store *s, store_wop *head) {
       fail_range(s, txn_first, o, "transaction rolled back");
       if (o->rc == 0) o->rc = store__dberr(&o->err, s->w.db, "rolled back");
       in_txn = 0;
+      continue;
+    }
+    if (!sp) {
+      if (o->rc != 0) { /* undo its partial work, commit nothing */
+        wexec(s, "ROLLBACK");
+        in_txn = 0;
+      }
       continue;
     }
     if (o->rc != 0) wexec(s, "ROLLBACK TO op");
@@ -247,22 +259,23 @@ static void *writer_main(void *arg) {
 
     store__ckpt_writer(s);
     run_batch(s, batch);
-    long long n = 0;
-    for (store_wop *o = batch; o; o = o->next) n++;
-    atomic_fetch_add_explicit(&s->n_batches, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->n_ops, n, memory_order_relaxed);
 
-    pthread_mutex_lock(&s->mu);
-    for (store_wop *o = batch, *next; o; o = next) {
-      next = o->next; /* a woken sync caller may free its op at once */
+    /* Wake each caller without holding s->mu, so that woken callers do not
+     * queue up on it. After sem_post the op may be gone (it lives on the
+     * caller's stack): read its link first. */
+    long long n = 0;
+    for (store_wop *o = batch, *next; o; o = next, n++) {
+      next = o->next;
       if (o->is_sync) {
-        o->done = 1;
-        pthread_cond_signal(o->cv);
+        sem_post(o->done);
       } else {
         if (o->rc) log_warn("store: async write failed: %s", o->err.message);
         free(o);
       }
     }
+    atomic_fetch_add_explicit(&s->n_batches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->n_ops, n, memory_order_relaxed);
+    pthread_mutex_lock(&s->mu);
   }
   s->writer_gone = 1;
   atomic_store(&s->alive, 0);
@@ -279,19 +292,20 @@ static void enqueue_locked(store *s, store_wop *o) {
 }
 
 int store__write(store *s, store_wfn fn, void *arg, terr *e) {
-  pthread_cond_t cv;
-  store_wop op = {.fn = fn, .arg = arg, .is_sync = 1, .cv = &cv};
-  pthread_cond_init(&cv, NULL);
+  sem_t done;
+  store_wop op = {.fn = fn, .arg = arg, .is_sync = 1, .done = &done};
+  sem_init(&done, 0, 0);
   pthread_mutex_lock(&s->mu);
   if (s->writer_gone || s->stopping) {
     pthread_mutex_unlock(&s->mu);
-    pthread_cond_destroy(&cv);
+    sem_destroy(&done);
     return terr_set(e, T_EUNAVAIL, "", -1, "store: closing");
   }
   enqueue_locked(s, &op);
-  while (!op.done) pthread_cond_wait(&cv, &s->mu);
   pthread_mutex_unlock(&s->mu);
-  pthread_cond_destroy(&cv);
+  while (sem_wait(&done) != 0) { /* EINTR: wait on */
+  }
+  sem_destroy(&done);
   if (op.rc && e) *e = op.err;
   return op.rc;
 }

@@ -6,7 +6,7 @@
  *
  * Writes: an operation fills a store_wop (its function and a pointer to its
  * arguments) and hands it to store__write (sync: the caller waits on the op's
- * own condition variable until the writer has committed the batch holding it;
+ * own semaphore until the writer has committed the batch holding it;
  * the arguments may live on the caller's stack) or to the progress queue
  * (async). The op function runs on the writer thread, inside a SAVEPOINT of
  * the batch's transaction, with the writer connection s->w; it returns 0 or a
@@ -23,6 +23,7 @@
 #define TESSEL_DB_STORE_INT_H
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
 
@@ -45,9 +46,8 @@ struct store_wop {
   void *arg;             /* operation arguments (caller owned) */
   int rc;                /* result, set by the writer */
   terr err;              /* detail of rc */
-  int is_sync;           /* 1: a caller waits on cv */
-  int done;              /* set by the writer under s->mu */
-  pthread_cond_t *cv;    /* the waiting caller's */
+  int is_sync;           /* 1: a caller waits on done */
+  sem_t *done;           /* the waiting caller's; posted after the commit */
   store_wop *next;       /* queue link (s->mu) */
   /* async progress payload (heap ops, owned by the queue then the writer) */
   char job_id[T_ID_MAX];

@@ -7,11 +7,14 @@
  *   naive  — the obvious design: a connection per thread with the same
  *            pragmas (WAL, synchronous=NORMAL, busy_timeout) and the same
  *            schema and SQL, one transaction (autocommit) per write.
- * Both run in the same process, one after the other, on fresh databases in a
- * mkdtemp directory (removed at the end), and the table prints jobs/s side by
- * side with the ratio, plus the store's mean writes per commit.
+ * Both run in the same process, alternating, on fresh databases in a
+ * mkdtemp directory (removed at the end). The table prints the median over
+ * the rounds of jobs/s side by side with the ratio, the CPU time (user +
+ * system, all threads) per job of each — steadier than wall time on a shared
+ * machine — and the store's mean writes per commit (group commit at work).
  *
- *   ./build/bench_store [seconds per cell, default 2] [data dir parent]
+ *   ./build/bench_store [seconds per cell, default 2] [rounds, default 1]
+ *                       [parent dir of the databases, default /tmp]
  */
 #include <math.h>
 #include <pthread.h>
@@ -20,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "db/store.h"
 #include "db/store_int.h" /* the writer's batch counters */
@@ -157,12 +161,20 @@ out:
 
 typedef struct cell {
   double jobs_per_s;
+  double cpu_us_per_job;
   long errors;
   double ops_per_commit;
 } cell;
 
+static double cpu_us(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 +
+         (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
 static cell run(int threads, int naive) {
-  cell c = {0, 0, 0};
+  cell c = {.errors = 0};
   char dir[300], dbpath[400];
   snprintf(dir, sizeof dir, "%s/r%d", g_root, g_seq++);
   snprintf(dbpath, sizeof dbpath, "%s/tessel.db", dir);
@@ -188,7 +200,7 @@ static cell run(int threads, int naive) {
   long long b0 = s ? atomic_load(&s->n_batches) : 0;
   long long o0 = s ? atomic_load(&s->n_ops) : 0;
   pthread_barrier_wait(&go);
-  double t0 = t_now_ms();
+  double t0 = t_now_ms(), c0 = cpu_us();
   long jobs = 0;
   for (int i = 0; i < threads; i++) {
     pthread_join(th[i], NULL);
@@ -197,6 +209,7 @@ static cell run(int threads, int naive) {
   }
   double ms = t_now_ms() - t0;
   c.jobs_per_s = (double)jobs / (ms / 1e3);
+  c.cpu_us_per_job = jobs ? (cpu_us() - c0) / (double)jobs : 0;
   if (s) {
     long long b = atomic_load(&s->n_batches) - b0;
     long long o = atomic_load(&s->n_ops) - o0;
@@ -209,33 +222,60 @@ static cell run(int threads, int naive) {
   return c;
 }
 
+static int cmp_cell(const void *a, const void *b) {
+  double x = ((const cell *)a)->jobs_per_s, y = ((const cell *)b)->jobs_per_s;
+  return (x > y) - (x < y);
+}
+
+/* The median round by jobs/s (errors summed over the rounds). */
+static cell median(cell *v, int n) {
+  long errors = 0;
+  for (int i = 0; i < n; i++) errors += v[i].errors;
+  qsort(v, (size_t)n, sizeof *v, cmp_cell);
+  cell m = v[n / 2];
+  m.errors = errors;
+  return m;
+}
+
 int main(int argc, char **argv) {
-  if (argc > 1 && (t_parse_f64(argv[1], &g_seconds) != 0 || g_seconds <= 0)) {
-    fprintf(stderr, "usage: %s [seconds > 0] [parent dir]\n", argv[0]);
+  int64_t rounds = 1;
+  if ((argc > 1 && (t_parse_f64(argv[1], &g_seconds) != 0 || g_seconds <= 0 ||
+                    g_seconds > 60)) ||
+      (argc > 2 && (t_parse_i64(argv[2], &rounds) != 0 || rounds < 1 ||
+                    rounds > 15))) {
+    fprintf(stderr, "usage: %s [seconds 0..60] [rounds 1..15] [parent dir]\n",
+            argv[0]);
     return 2;
   }
   snprintf(g_root, sizeof g_root, "%s/tessel_bench_store_XXXXXX",
-           argc > 2 ? argv[2] : "/tmp");
+           argc > 3 ? argv[3] : "/tmp");
   if (!mkdtemp(g_root)) {
     perror("mkdtemp");
     return 1;
   }
   t_log_level = T_LOG_WARN;
   printf("store throughput: jobs/s, each job = insert + start + finish, all"
-         " [sync]; %.1f s per cell; SQLite %s\n",
-         g_seconds, sqlite3_libversion());
-  printf("%8s | %12s | %12s | %8s | %14s | %s\n", "threads", "store",
-         "naive", "ratio", "writes/commit", "errors (store/naive)");
-  printf("---------+--------------+--------------+----------+----------------+"
-         "---------------------\n");
+         " [sync]; %.1f s per cell, median of %d round(s); SQLite %s\n",
+         g_seconds, (int)rounds, sqlite3_libversion());
+  printf("%7s | %9s | %9s | %7s | %12s | %12s | %13s | %s\n", "threads",
+         "store/s", "naive/s", "ratio", "store cpu/job", "naive cpu/job",
+         "writes/commit", "errors");
+  printf("--------+-----------+-----------+---------+---------------+"
+         "---------------+---------------+-------\n");
   int counts[] = {1, 4, 16};
   for (int i = 0; i < 3; i++) {
-    cell st = run(counts[i], 0);
-    cell nv = run(counts[i], 1);
-    printf("%8d | %12.0f | %12.0f | %7.2fx | %14.1f | %ld/%ld\n", counts[i],
-           st.jobs_per_s, nv.jobs_per_s,
-           nv.jobs_per_s > 0 ? st.jobs_per_s / nv.jobs_per_s : INFINITY,
-           st.ops_per_commit, st.errors, nv.errors);
+    cell st[15], nv[15];
+    for (int r = 0; r < rounds; r++) {
+      st[r] = run(counts[i], 0);
+      nv[r] = run(counts[i], 1);
+    }
+    cell a = median(st, (int)rounds), b = median(nv, (int)rounds);
+    printf("%7d | %9.0f | %9.0f | %6.2fx | %10.0f us | %10.0f us | %13.1f |"
+           " %ld/%ld\n",
+           counts[i], a.jobs_per_s, b.jobs_per_s,
+           b.jobs_per_s > 0 ? a.jobs_per_s / b.jobs_per_s : INFINITY,
+           a.cpu_us_per_job, b.cpu_us_per_job, a.ops_per_commit, a.errors,
+           b.errors);
     fflush(stdout);
   }
   char cmd[400];
