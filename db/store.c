@@ -264,7 +264,11 @@ static void *writer_main(void *arg) {
      * queue up on it. After sem_post the op may be gone (it lives on the
      * caller's stack): read its link first. */
     long long n = 0;
-    for (store_wop *o = batch, *next; o; o = next, n++) {
+    for (store_wop *o = batch; o; o = o->next) n++;
+    /* Counted before the wake-ups, so a caller sees its batch counted. */
+    atomic_fetch_add_explicit(&s->n_batches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->n_ops, n, memory_order_relaxed);
+    for (store_wop *o = batch, *next; o; o = next) {
       next = o->next;
       if (o->is_sync) {
         sem_post(o->done);
@@ -273,8 +277,6 @@ static void *writer_main(void *arg) {
         free(o);
       }
     }
-    atomic_fetch_add_explicit(&s->n_batches, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->n_ops, n, memory_order_relaxed);
     pthread_mutex_lock(&s->mu);
   }
   s->writer_gone = 1;
@@ -323,6 +325,10 @@ static int progress_fn(store *s, store_wop *o, terr *e) {
   return store__exec_stmt(&s->w, st, "progress", e);
 }
 
+/* [async] See store.h. Any thread; never blocks on the database. Coalesced
+ * with the job's pending update; applied only while the job is running (a
+ * late report after the finish changes nothing). Dropped when the store is
+ * closing or memory is short. */
 void store_job_progress(store *s, const char *id, int64_t done,
                         int64_t total) {
   if (!s || !id || strlen(id) >= T_ID_MAX) return;
@@ -351,6 +357,9 @@ out:
 
 /* ---- open / close ------------------------------------------------------- */
 
+/* See store.h. Creates data_dir (and parents) when missing. Errors: T_EINVAL
+ * (path), T_EIO (cannot create/open/migrate, with SQLite's words; also a
+ * database written by a newer build), T_EINTERNAL (threads). */
 int store_open(const char *data_dir, store **out, terr *e) {
   *out = NULL;
   if (!data_dir || !*data_dir)
@@ -409,6 +418,10 @@ fail:
   return rc;
 }
 
+/* See store.h. Waits for the queued writes (async progress included) to
+ * commit, stops the writer and the checkpointer, closes every connection
+ * (readers of threads still alive too) and truncates the WAL. Call it once no
+ * other thread uses the store. NULL ok. */
 void store_close(store *s) {
   if (!s) return;
   pthread_mutex_lock(&s->mu);
@@ -439,6 +452,8 @@ void store_close(store *s) {
   free(s);
 }
 
+/* 1 while the writer thread runs (any thread; for /readyz). */
 int store_ready(store *s) { return s && atomic_load(&s->alive); }
 
+/* The schema version the database was migrated to; 0 for NULL. */
 int store_schema_version(store *s) { return s ? s->version : 0; }

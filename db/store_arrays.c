@@ -23,6 +23,7 @@
 
 #define ARRAY_COLS "id, owner, dtype, shape, bytes, sha256, path, created_at"
 
+/* Free every string of *a and zero it. NULL ok. */
 void store_array_clear(store_array *a) {
   if (!a) return;
   free(a->owner);
@@ -172,6 +173,7 @@ int store_array_list(store *s, const char *owner, const char *cursor,
                      char *next_cursor, terr *e) {
   *arrays = NULL;
   *n = 0;
+  if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
   /* The caller may pass its cursor buffer as next_cursor: copy it first. */
   char cur[T_ID_MAX];
   if (cursor) {

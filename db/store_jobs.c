@@ -22,10 +22,12 @@
 static const char *const status_names[] = {"queued", "running", "succeeded",
                                            "failed", "canceled"};
 
+/* "queued", "running", ... ("unknown" out of range); static strings. */
 const char *job_status_name(job_status s) {
   return (unsigned)s < 5 ? status_names[s] : "unknown";
 }
 
+/* The job_status of a name, -1 when unknown or NULL. */
 int job_status_parse(const char *s) {
   if (!s) return -1;
   for (int i = 0; i < 5; i++)
@@ -33,6 +35,7 @@ int job_status_parse(const char *s) {
   return -1;
 }
 
+/* Free every string of *j and zero it (max_abs_diff NaN). NULL ok. */
 void store_job_clear(store_job *j) {
   if (!j) return;
   free(j->owner);
@@ -299,6 +302,7 @@ int store_job_list(store *s, const store_job_filter *f, store_job **jobs,
                    int *n, char *next_cursor, terr *e) {
   *jobs = NULL;
   *n = 0;
+  if (!s || !f) return terr_set(e, T_EINVAL, "", -1, "store: no filter");
   /* The caller may pass its cursor buffer as next_cursor: copy it first. */
   char cursor[T_ID_MAX];
   int has_cursor = f->cursor != NULL;
@@ -363,6 +367,7 @@ int store_job_list(store *s, const store_job_filter *f, store_job **jobs,
 int store_job_unfinished(store *s, store_job **jobs, int *n, terr *e) {
   *jobs = NULL;
   *n = 0;
+  if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
   store_conn *c;
   sqlite3_stmt *st;
   int rc = store__reader(s, &c, e);

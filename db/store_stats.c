@@ -49,6 +49,7 @@ static json_t *text_or_null(sqlite3_stmt *st, int i) {
  * compute time). */
 int store_stats_json(store *s, const char *owner, char **json, terr *e) {
   *json = NULL;
+  if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
   store_conn *c;
   sqlite3_stmt *q1 = NULL, *q2 = NULL;
   double *vals = NULL;
@@ -145,6 +146,7 @@ fail:
 int store_job_counts(store *s, const char *owner, int64_t counts[5],
                      terr *e) {
   memset(counts, 0, 5 * sizeof counts[0]);
+  if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
   store_conn *c;
   sqlite3_stmt *st;
   int rc = store__reader(s, &c, e);

@@ -14,11 +14,13 @@
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "db/store.h"
+#include "db/store_int.h" /* the writer's queue and counters, for batching */
 
 static char root[256];
 static int dir_seq;
@@ -888,9 +890,13 @@ TEST(test_concurrent_inserts) {
     f.cursor = cur;
   }
   CHECK(seen == T * PER && missing == 0);
-  /* The group commit did group: fewer transactions than writes (threads
-   * raced). Not a time assertion; with 8 writers at least some batching
-   * always happens, but do not insist when the machine serialised them. */
+  /* The worker threads exited: their reader connections were closed by the
+   * thread-exit destructor; only the main thread's (opened above) is left. */
+  int readers = 0;
+  pthread_mutex_lock(&s->rmu);
+  for (store_conn *r = s->readers; r; r = r->next) readers++;
+  pthread_mutex_unlock(&s->rmu);
+  CHECK(readers == 1);
   store_close(s);
 }
 
@@ -987,6 +993,100 @@ TEST(test_batch_isolation) {
   store_close(s);
 }
 
+/* A deterministic batch: a gate op holds the writer until four ops are
+ * queued behind it, so those four share one transaction. Two of them fail
+ * (a state conflict, and an SQL constraint error inside the INSERT); the
+ * other two must still commit, each caller getting its own code. */
+typedef struct gate {
+  atomic_int started;
+  int want;
+} gate;
+
+static int gate_fn(store *s, store_wop *op, terr *e) {
+  gate *g = op->arg;
+  atomic_store(&g->started, 1);
+  for (int tries = 0; tries < 5000; tries++) { /* at most ~5 s */
+    int n = 0;
+    pthread_mutex_lock(&s->mu);
+    for (store_wop *o = s->qhead; o; o = o->next) n++;
+    pthread_mutex_unlock(&s->mu);
+    if (n >= g->want) break;
+    usleep(1000);
+  }
+  return 0;
+}
+
+typedef struct batch_arg {
+  store *s;
+  gate *g;
+  int what; /* 0 gate, 1 good start, 2 conflicting start, 3 dup insert, 4 insert */
+  const char *id;
+  int rc;
+  char new_id[T_ID_MAX];
+} batch_arg;
+
+static void *batch_worker(void *p) {
+  batch_arg *a = p;
+  terr e;
+  if (a->what == 0) {
+    a->rc = store__write(a->s, gate_fn, a->g, &e);
+  } else if (a->what == 1 || a->what == 2) {
+    a->rc = store_job_start(a->s, a->id, 5, "cpu", NULL, NULL, &e);
+  } else {
+    store_job j;
+    job_init(&j, "b", "map");
+    if (a->what == 3) snprintf(j.id, sizeof j.id, "%s", a->id);
+    a->rc = store_job_insert(a->s, &j, NULL, &e);
+    snprintf(a->new_id, sizeof a->new_id, "%s", j.id);
+    store_job_clear(&j);
+  }
+  return NULL;
+}
+
+TEST(test_batch_one_transaction) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  char queued[T_ID_MAX], running[T_ID_MAX];
+  terr e;
+  CHECK(insert_job(s, "b", "map", 0, queued) == 0);
+  CHECK(insert_job(s, "b", "map", 0, running) == 0);
+  CHECK(store_job_start(s, running, 1, "cpu", NULL, NULL, &e) == 0);
+  gate g = {.want = 4};
+  batch_arg a[5];
+  pthread_t th[5];
+  long long b0 = atomic_load(&s->n_batches), o0 = atomic_load(&s->n_ops);
+  a[0] = (batch_arg){.s = s, .g = &g, .what = 0};
+  pthread_create(&th[0], NULL, batch_worker, &a[0]);
+  while (!atomic_load(&g.started)) usleep(100);
+  const char *ids[5] = {NULL, queued, running, queued, NULL};
+  for (int i = 1; i < 5; i++) {
+    a[i] = (batch_arg){.s = s, .g = &g, .what = i, .id = ids[i]};
+    pthread_create(&th[i], NULL, batch_worker, &a[i]);
+  }
+  for (int i = 0; i < 5; i++) pthread_join(th[i], NULL);
+  CHECK(a[0].rc == 0);
+  CHECK(a[1].rc == 0);           /* started */
+  CHECK(a[2].rc == T_ECONFLICT); /* already running */
+  CHECK(a[3].rc == T_ECONFLICT); /* duplicate id: UNIQUE constraint */
+  CHECK(a[4].rc == 0);           /* inserted */
+  CHECK(atomic_load(&s->n_batches) - b0 == 2);
+  CHECK(atomic_load(&s->n_ops) - o0 == 5);
+  store_job j;
+  CHECK(store_job_get(s, queued, NULL, &j, &e) == 0);
+  CHECK(j.status == JOB_RUNNING && j.started_at == 5);
+  store_job_clear(&j);
+  CHECK(store_job_get(s, running, NULL, &j, &e) == 0);
+  CHECK(j.started_at == 1 && j.attempts == 1); /* untouched */
+  store_job_clear(&j);
+  CHECK(store_job_get(s, a[4].new_id, "b", &j, &e) == 0);
+  store_job_clear(&j);
+  int64_t c[5];
+  CHECK(store_job_counts(s, "b", c, &e) == 0);
+  CHECK(c[JOB_QUEUED] == 1 && c[JOB_RUNNING] == 2);
+  store_close(s);
+}
+
 int main(void) {
   snprintf(root, sizeof root, "/tmp/tessel_store_XXXXXX");
   if (!mkdtemp(root)) {
@@ -1008,6 +1108,7 @@ int main(void) {
   RUN(test_concurrent_inserts);
   RUN(test_async_progress_threads);
   RUN(test_batch_isolation);
+  RUN(test_batch_one_transaction);
   rm_tree(root);
   return check_summary();
 }
