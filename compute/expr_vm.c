@@ -23,6 +23,17 @@
 #define VM_BLOCK 2048
 _Static_assert(VM_BLOCK <= EXPR_BLOCK, "VM block above the documented max");
 
+/* The instruction loops are built twice, for AVX2 and for the x86-64
+ * baseline, and picked at load time (GCC/Clang target_clones). Each
+ * instruction is one operation, so no multiply-add is contracted and both
+ * give the same bits. */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && \
+    (defined(__clang__) || __GNUC__ >= 8)
+#define VM_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define VM_CLONES
+#endif
+
 #define VT double
 #define VFSUF
 #define VSFX _f64

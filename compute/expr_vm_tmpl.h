@@ -123,7 +123,7 @@ static void VNAME(vm_where)(VNAME(vopnd) C, VNAME(vopnd) A, VNAME(vopnd) B,
     d[i] = c_[i & mc] != 0 ? a_[i & ma] : b_[i & mb];
 }
 
-static void VNAME(vm_exec)(const expr_ins *in, VNAME(vopnd) A,
+VM_CLONES static void VNAME(vm_exec)(const expr_ins *in, VNAME(vopnd) A,
                            VNAME(vopnd) B, VNAME(vopnd) C, int n, VT *d) {
   switch ((expr_op)in->op) {
     case EO_COPY: V_UN(a); break;
