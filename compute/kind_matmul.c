@@ -356,13 +356,16 @@ static void mm_panel(void *arg, int64_t chunk, int slot) {
   job_ctx_progress(t->ctx, 1);
 }
 
-/* Panels: at least 2 per thread (balance), small enough that a stop waits
- * for at most ~2 GFLOP per thread, at least 32 rows/columns each. */
+/* Panels. Each panel's gemm packs the whole of op(B) (row panels) again,
+ * so fewer panels cost less: one per thread while each stays under ~4
+ * GFLOP (~0.1 s on a core), else enough of that size, rounded up to a
+ * multiple of the thread count for balance, at least 32 rows each. */
 static void mm_panels(const mm_spec *s, int threads, mm_task *t) {
   t->by_cols = s->n > s->m;
   int64_t len = t->by_cols ? s->n : s->m;
   double flops = 2.0 * (double)s->m * (double)s->n * (double)s->k;
-  double want = fmax(2.0 * threads, ceil(flops / 2e9));
+  double want = ceil(flops / 4e9);
+  want = threads * ceil(fmax(want, threads) / threads);
   int64_t np = want > (double)len ? len : (int64_t)want;
   int64_t per = np > 0 ? (len + np - 1) / np : 1;
   if (per < 32) per = 32;
