@@ -151,6 +151,10 @@ static int mm_parse(const json_t *p, const tenv *env, mm_spec *s, terr *e) {
                     s->ta ? " (transposed)" : "", (long long)kb,
                     (long long)ka);
   s->k = ka;
+  if (s->m > INT32_MAX || s->n > INT32_MAX || s->k > INT32_MAX)
+    return terr_set(e, T_ETOOLARGE, "params", -1,
+                    "a dimension of a %s @ b %s is over 2^31 - 1 (the BLAS "
+                    "index limit)", sa, sb);
   /* output: logical dims, and which of them is the view's row / column */
   int rowdim = -1, coldim = -1;
   if (a->ndim == 2) s->out_shape[s->out_ndim++] = s->m, rowdim = 0;

@@ -294,6 +294,14 @@ TEST(errors) {
   terr e;
   CHECK(kind_matmul_ops.check(p, &env, &est, &e) == T_EINVAL);
   json_decref(p);
+  /* BLAS takes 32-bit dimensions: a longer one is refused at check */
+  tenv big = env;
+  big.max_elems = INT64_MAX;
+  p = json_loads("{\"a\": {\"random\": {\"shape\": [1, 2147483648]}}, "
+                 "\"b\": {\"random\": {\"shape\": [2147483648]}}}", 0, NULL);
+  CHECK(kind_matmul_ops.check(p, &big, &est, &e) == T_ETOOLARGE);
+  CHECK(strstr(e.message, "2^31 - 1") != NULL);
+  json_decref(p);
 }
 
 TEST(estimate_and_tolerance) {
