@@ -2,7 +2,8 @@
  * directly, in the same run.
  *
  * For each shape (squares, and the seeds' y = W @ X + b with b a column),
- * the inputs are built once from {"random"} values; then, best of REPS:
+ * the inputs are built once from {"random"} values; then, best of REPS
+ * rounds, each running the four variants in turn:
  *   tessel serial   kind_matmul_ops.run(B_SERIAL): one gemm on one thread
  *   openblas 1T     cblas_dgemm with openblas_set_num_threads(1), + bias
  *   tessel cpu      kind_matmul_ops.run(B_CPU), 2 threads, row panels
@@ -12,6 +13,7 @@
  * cpu / serial. Usage: bench_matmul [reps] [max_n]  (defaults 3, 2000).
  */
 #include <cblas.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +110,7 @@ int main(int argc, char **argv) {
   direct(w, w, NULL, 1, 2);
   tarray_free(w);
   printf("matmul float64, best of %d, GFLOP/s (2 m n k / time)\n", reps);
+  printf("ratio = Tessel GFLOP/s / OpenBLAS GFLOP/s at the same thread count\n");
   printf("%-7s %-16s | %8s %8s %6s | %8s %8s %6s | %7s\n", "form", "m x k x n",
          "ts-ser", "ob-1T", "ratio", "ts-cpu2", "ob-2T", "ratio", "cpu/ser");
   for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -134,8 +137,14 @@ int main(int argc, char **argv) {
     tarray *A = gen(m, k, 1), *B = gen(k, n, 2), *bias = NULL;
     if (shapes[s].bias) bias = gen(m, 1, 3);
     double flop = 2.0 * (double)m * (double)n * (double)k;
-    double ts = tessel(plan, B_SERIAL, p, reps), o1 = direct(A, B, bias, 1, reps);
-    double tc = tessel(plan, B_CPU, p, reps), o2 = direct(A, B, bias, 2, reps);
+    /* interleaved, so that a busy machine disturbs every variant alike */
+    double ts = 1e300, o1 = 1e300, tc = 1e300, o2 = 1e300;
+    for (int r = 0; r < reps; r++) {
+      ts = fmin(ts, tessel(plan, B_SERIAL, p, 1));
+      o1 = fmin(o1, direct(A, B, bias, 1, 1));
+      tc = fmin(tc, tessel(plan, B_CPU, p, 1));
+      o2 = fmin(o2, direct(A, B, bias, 2, 1));
+    }
     char dims[40];
     snprintf(dims, sizeof dims, "%lldx%lldx%lld", (long long)m, (long long)k, (long long)n);
     printf("%-7s %-16s | %8.1f %8.1f %6.2f | %8.1f %8.1f %6.2f | %7.2f\n",
