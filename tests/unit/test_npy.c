@@ -252,21 +252,29 @@ TEST(numpy_files) {
   }
   const char *dts[] = {"f8", "f4", "i8", "i4", "i2", "i1", "u8", "u4", "u2", "u1", "?"};
   const char *shapes[] = {"()", "(0,)", "(7,)", "(3, 4)", "(2, 0, 3)", "(2, 1, 3, 1)"};
-  for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-      char code[2048], p1[300], p2[300];
+  size_t nd = sizeof dts / sizeof dts[0], ns = sizeof shapes / sizeof shapes[0];
+  /* one NumPy process writes every file (each start costs ~0.2 s) */
+  char code[3000];
+  int off = snprintf(code, sizeof code, "import numpy as np\nfor d, t in enumerate([");
+  for (size_t d = 0; d < nd; d++) off += snprintf(code + off, sizeof code - (size_t)off, "'%s',", dts[d]);
+  off += snprintf(code + off, sizeof code - (size_t)off, "]):\n for s, sh in enumerate([");
+  for (size_t k = 0; k < ns; k++) off += snprintf(code + off, sizeof code - (size_t)off, "%s,", shapes[k]);
+  snprintf(code + off, sizeof code - (size_t)off,
+           "]):\n  n=int(np.prod(sh)); x=(np.arange(n)*37 %% 251 - 120).astype(t).reshape(sh)\n"
+           "  np.save('%s/np_%%d_%%d.npy' %% (d, s), x)\n"
+           "  np.save('%s/np_%%d_%%d_ref.npy' %% (d, s), x.astype(np.float64))\n",
+           tmpdir, tmpdir);
+  CHECK(run_py(code) == 0);
+  for (size_t d = 0; d < nd; d++)
+    for (size_t s = 0; s < ns; s++) {
+      char p1[300], p2[300];
       snprintf(p1, sizeof p1, "%s/np_%zu_%zu.npy", tmpdir, d, s);
       snprintf(p2, sizeof p2, "%s/np_%zu_%zu_ref.npy", tmpdir, d, s);
-      snprintf(code, sizeof code,
-               "import numpy as np; sh=%s; n=int(np.prod(sh));"
-               "x=(np.arange(n)*37 %% 251 - 120).astype('%s').reshape(sh);"
-               "np.save('%s', x); np.save('%s', x.astype(np.float64))",
-               shapes[s], dts[d], p1, p2);
-      CHECK(run_py(code) == 0);
       size_t l1, l2;
       char *b1 = read_file(p1, &l1), *b2 = read_file(p2, &l2);
       tarray *a = NULL, *r = NULL;
       terr e;
+      terr_clear(&e);
       CHECK_MSG(b1 && npy_parse(b1, l1, INT64_MAX, &a, &e) == 0, "%s %s: %s",
                 dts[d], shapes[s], e.message);
       CHECK(b2 && npy_parse(b2, l2, INT64_MAX, &r, &e) == 0);
@@ -290,11 +298,15 @@ TEST(numpy_files) {
       {"np.save(p, np.arange(3) + 1j)", "complex"},
       {"np.save(p, np.zeros(3, dtype=[('a', '<f8')]))", "structured"},
   };
-  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    char code[2048], p[300];
+  size_t nb = sizeof bad / sizeof bad[0];
+  off = snprintf(code, sizeof code, "import numpy as np\n");
+  for (size_t i = 0; i < nb; i++)
+    off += snprintf(code + off, sizeof code - (size_t)off, "p='%s/bad_%zu.npy'; %s\n",
+                    tmpdir, i, bad[i].make);
+  CHECK(run_py(code) == 0);
+  for (size_t i = 0; i < nb; i++) {
+    char p[300];
     snprintf(p, sizeof p, "%s/bad_%zu.npy", tmpdir, i);
-    snprintf(code, sizeof code, "import numpy as np; p='%s'; %s", p, bad[i].make);
-    CHECK(run_py(code) == 0);
     size_t l;
     char *b = read_file(p, &l);
     tarray *a = NULL;
