@@ -157,6 +157,14 @@ static int map_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
   return 0;
 }
 
+/* float32 results get float32 tolerances (see tolerance_doc). */
+static void map_tolerance(const void *plan, double *rtol, double *atol) {
+  const map_plan *p = plan;
+  int f32 = p->k.dt == T_F32;
+  *rtol = f32 ? 1e-5 : 1e-12;
+  *atol = f32 ? 1e-5 : 1e-12;
+}
+
 /* Why these tolerances (compare: |a - b| <= atol + rtol*|b|): serial and
  * cpu give identical bits (the same VM on the same elements). A GPU
  * differs by its libm (CUDA's sin/exp/pow are within 1-2 ulp, glibc's
@@ -169,8 +177,6 @@ const kind_ops kind_map_ops = {
     .name = "map",
     .rtol = 1e-12,
     .atol = 1e-12,
-    .rtol_f32 = 1e-5,
-    .atol_f32 = 1e-5,
     .tolerance_doc =
         "float64: |a-b| <= 1e-12 + 1e-12*|b|; float32: |a-b| <= 1e-5 + "
         "1e-5*|b|. CPU backends agree bit for bit; GPU math functions and "
@@ -181,4 +187,5 @@ const kind_ops kind_map_ops = {
     .prepare = map_prepare,
     .run = map_run,
     .release = map_release,
+    .tolerance = map_tolerance,
 };

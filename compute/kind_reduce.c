@@ -187,6 +187,14 @@ static int reduce_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
   return 0;
 }
 
+/* float32 results get float32 tolerances (see tolerance_doc). */
+static void reduce_tolerance(const void *plan, double *rtol, double *atol) {
+  const reduce_plan *p = plan;
+  int f32 = p->k.dt == T_F32 && p->op != R_ARGMIN && p->op != R_ARGMAX;
+  *rtol = f32 ? 1e-5 : 1e-9;
+  *atol = f32 ? 1e-6 : 1e-12;
+}
+
 /* Why these tolerances: serial and cpu agree bit for bit (fixed chunks,
  * merged in order). A GPU sums in another order (tree reductions); with
  * careful summation on both sides the difference is a few ulp of the sum
@@ -196,8 +204,6 @@ const kind_ops kind_reduce_ops = {
     .name = "reduce",
     .rtol = 1e-9,
     .atol = 1e-12,
-    .rtol_f32 = 1e-5,
-    .atol_f32 = 1e-6,
     .tolerance_doc =
         "float64: |a-b| <= 1e-12 + 1e-9*|b|; float32 results: |a-b| <= 1e-6 "
         "+ 1e-5*|b|. CPU backends agree bit for bit; a GPU adds in another "
@@ -208,4 +214,5 @@ const kind_ops kind_reduce_ops = {
     .prepare = reduce_prepare,
     .run = reduce_run,
     .release = reduce_release,
+    .tolerance = reduce_tolerance,
 };

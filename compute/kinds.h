@@ -86,8 +86,6 @@ typedef struct kind_ops {
   /* Tolerance for "compare": results agree when, elementwise,
    * |a - b| <= atol + rtol * |b|. tolerance_doc says it in words. */
   double rtol, atol;
-  /* The same for float32 results; 0 and 0: use rtol/atol. */
-  double rtol_f32, atol_f32;
   const char *tolerance_doc;
   int (*check)(const json_t *params, const tenv *env, job_estimate *est,
                terr *e);

@@ -9,9 +9,9 @@
  *   ulp (the reference rounds once, the VM twice); argmin/argmax exact;
  *   var 1e-13*(var + mean^2); std its square root's; norm 1e-14 relative.
  *
- * Threads: the tests run chunks through a small pthread pool_for defined
- * here (the real pool is another module), which hands chunks out in any
- * order; results must not change.
+ * Threads: the tests run chunks through the small pthread pool_for of
+ * pool_for_threads.h, which hands chunks out in any order; results must
+ * not change.
  */
 #include <math.h>
 #include <pthread.h>
@@ -24,45 +24,7 @@
 #include "compute/kind_expr.h"
 #include "compute/pool.h"
 
-/* ---- a test pool_for: width threads take chunks from a counter ---------- */
-typedef struct tp {
-  int64_t n;
-  atomic_llong next;
-  pool_chunk_fn fn;
-  void *arg;
-  atomic_int *stop;
-} tp;
-typedef struct tpa {
-  tp *t;
-  int slot;
-} tpa;
-static void *tp_main(void *v) {
-  tpa *a = v;
-  for (;;) {
-    if (a->t->stop && atomic_load(a->t->stop)) break;
-    int64_t c = atomic_fetch_add(&a->t->next, 1);
-    if (c >= a->t->n) break;
-    a->t->fn(a->t->arg, c, a->slot);
-  }
-  return NULL;
-}
-int pool_for(pool *p, int width, int64_t nchunks, pool_chunk_fn fn, void *arg,
-             atomic_int *stop) {
-  (void)p;
-  tp t = {.n = nchunks, .fn = fn, .arg = arg, .stop = stop};
-  atomic_init(&t.next, 0);
-  pthread_t th[16];
-  tpa a[16];
-  if (width > 16) width = 16;
-  for (int i = 1; i < width; i++) {
-    a[i] = (tpa){&t, i};
-    pthread_create(&th[i], NULL, tp_main, &a[i]);
-  }
-  a[0] = (tpa){&t, 0};
-  tp_main(&a[0]);
-  for (int i = 1; i < width; i++) pthread_join(th[i], NULL);
-  return stop ? atomic_load(stop) : 0;
-}
+#include "pool_for_threads.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 typedef long double ld;
@@ -82,7 +44,6 @@ static tarray *rand_arr(int nd, const int64_t *sh, double lo, double hi) {
   return a;
 }
 
-static int pseudo_pool; /* a non-NULL pool pointer for ctx.pool */
 
 /* Reduce src over inputs; out allocated here (caller frees). */
 static tarray *run_red(const char *src, const tarray *const *in, int ndim,
@@ -100,7 +61,7 @@ static tarray *run_red(const char *src, const tarray *const *in, int ndim,
   atomic_int stop = 0;
   job_ctx ctx;
   memset(&ctx, 0, sizeof ctx);
-  ctx.pool = width > 1 ? (pool *)&pseudo_pool : NULL;
+  ctx.pool = width > 1 ? TEST_POOL : NULL;
   ctx.threads = width;
   ctx.stop = &stop;
   int rc = reduce_cpu_run(&r, out, &ctx, width, &e);
@@ -456,7 +417,7 @@ TEST(test_stop) {
   ctx.stop = &stop;
   CHECK(reduce_cpu_run(&r, out, &ctx, 1, &e) == T_ETIMEOUT);
   stop = 1;
-  ctx.pool = (pool *)&pseudo_pool;
+  ctx.pool = TEST_POOL;
   CHECK(reduce_cpu_run(&r, out, &ctx, 2, &e) == T_ECANCELED);
   CHECK(atomic_load(&ctx.progress_done) == 0);
   tarray_free(out);
