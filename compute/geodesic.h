@@ -95,11 +95,14 @@ typedef struct geod_point {
 
 TESSEL_HD static inline double geod__sq(double x) { return x * x; }
 
+/* One call for both (CUDA and glibc's sincos with _GNU_SOURCE, which
+ * Tessel's build defines; else two calls). */
 TESSEL_HD static inline void geod__sincos(double x, double *s, double *c) {
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(_GNU_SOURCE)
   sincos(x, s, c);
 #else
-  __builtin_sincos(x, s, c);
+  *s = sin(x);
+  *c = cos(x);
 #endif
 }
 
