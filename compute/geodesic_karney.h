@@ -41,6 +41,14 @@
 
 #include "compute/geodesic.h"
 
+/* Rare paths (the antipodal start, meridians) are kept out of line on the
+ * GPU so that their registers do not count against the hot Newton loop. */
+#if defined(__CUDA_ARCH__)
+#define GEOD_COLD __noinline__
+#else
+#define GEOD_COLD
+#endif
+
 #define GEOD_MAXIT1 20 /* Newton steps before bisection only */
 #define GEOD_MAXIT2 (GEOD_MAXIT1 + DBL_MANT_DIG + 10)
 #define GEOD_TOL0 DBL_EPSILON
@@ -91,19 +99,23 @@ TESSEL_HD static inline double geod__a2m1(double eps) {
   double t = e2 * (0.25 + e2 * (9.0 / 64 + e2 * 25 / 256));
   return t * (1 - eps) - eps;
 }
-TESSEL_HD static inline void geod__c2(double eps, double *c) {
+/* c[l] = a1 c[l] - a2 C2_l(eps): turns the C1 coefficients in c into
+ * those of the combined series A1 I1 - A2 I2 in place (one array, fewer
+ * registers on the GPU). */
+TESSEL_HD static inline void geod__c12(double eps, double a1, double a2,
+                                       double *c) {
   double e2 = eps * eps, d = eps;
-  c[0] = d * (0.5 + e2 * (1.0 / 16 + e2 / 32));
+  c[0] = a1 * c[0] - a2 * (d * (0.5 + e2 * (1.0 / 16 + e2 / 32)));
   d *= eps;
-  c[1] = d * (3.0 / 16 + e2 * (1.0 / 32 + e2 * 35 / 2048));
+  c[1] = a1 * c[1] - a2 * (d * (3.0 / 16 + e2 * (1.0 / 32 + e2 * 35 / 2048)));
   d *= eps;
-  c[2] = d * (5.0 / 48 + e2 * 5 / 256);
+  c[2] = a1 * c[2] - a2 * (d * (5.0 / 48 + e2 * 5 / 256));
   d *= eps;
-  c[3] = d * (35.0 / 512 + e2 * 7 / 512);
+  c[3] = a1 * c[3] - a2 * (d * (35.0 / 512 + e2 * 7 / 512));
   d *= eps;
-  c[4] = d * (63.0 / 1280);
+  c[4] = a1 * c[4] - a2 * (d * (63.0 / 1280));
   d *= eps;
-  c[5] = d * (77.0 / 2048);
+  c[5] = a1 * c[5] - a2 * (d * (77.0 / 2048));
 }
 
 /* A3 and C3_l (eqs. 24-25) from the ellipsoid's coefficients. */
@@ -148,15 +160,13 @@ TESSEL_HD static inline double geod__m12b(double eps, double sig12,
                                           double dn1, double ssig2,
                                           double csig2, double dn2,
                                           double *m0) {
-  double c1[6], c2[6];
-  geod__c1(eps, c1);
-  geod__c2(eps, c2);
+  double c[6];
+  geod__c1(eps, c);
   double a1m1 = geod__a1m1(eps), a2m1 = geod__a2m1(eps);
-  double a1 = 1 + a1m1, a2 = 1 + a2m1;
-  for (int l = 0; l < 6; l++) c1[l] = a1 * c1[l] - a2 * c2[l];
+  geod__c12(eps, 1 + a1m1, 1 + a2m1, c);
   *m0 = a1m1 - a2m1;
-  double j12 = *m0 * sig12 + (geod__sinseries(ssig2, csig2, c1, 6) -
-                              geod__sinseries(ssig1, csig1, c1, 6));
+  double j12 = *m0 * sig12 + (geod__sinseries(ssig2, csig2, c, 6) -
+                              geod__sinseries(ssig1, csig1, c, 6));
   return dn2 * (csig1 * ssig2) - dn1 * (ssig1 * csig2) - csig1 * csig2 * j12;
 }
 
@@ -182,6 +192,56 @@ TESSEL_HD static inline double geod__astroid(double x, double y) {
   double uv = u < 0 ? q / (v - u) : u + v; /* u + v, no cancellation */
   double w = (uv - q) / (2 * v);
   return uv / (sqrt(uv + geod__sq(w)) + w);
+}
+
+/* The starting guess for nearly antipodal points (section 5, eqs. 53-57):
+ * scale to the astroid problem and solve it. */
+TESSEL_HD static inline GEOD_COLD void geod__start_antipodal(
+    const geod_ellipsoid *g, double sbet1, double cbet1, double dn1,
+    double sbet2, double cbet2, double dn2, double slam12, double clam12,
+    double sbet12a, double *psalp1, double *pcalp1) {
+  double salp1, calp1, somg12, comg12;
+  /* Nearly antipodal: scale to the astroid problem (eq. 53-54). */
+  double lam12x = atan2(-slam12, -clam12); /* lambda12 - pi */
+  double x, y, lamscale, betscale;
+  if (g->f >= 0) {
+    double k2 = geod__sq(sbet1) * g->ep2;
+    double eps = k2 / (2 * (1 + sqrt(1 + k2)) + k2);
+    lamscale = g->f * cbet1 * geod__a3(g, eps) * GEOD_PI;
+    betscale = lamscale * cbet1;
+    x = lam12x / lamscale;
+    y = sbet12a / betscale;
+  } else {
+    double cbet12a = cbet2 * cbet1 - sbet2 * sbet1;
+    double bet12a = atan2(sbet12a, cbet12a);
+    double m0;
+    double m12b = geod__m12b(g->n, GEOD_PI + bet12a, sbet1, -cbet1, dn1,
+                             sbet2, cbet2, dn2, &m0);
+    x = -1 + m12b / (cbet1 * cbet2 * m0 * GEOD_PI);
+    betscale = x < -0.01 ? sbet12a / x : -g->f * geod__sq(cbet1) * GEOD_PI;
+    lamscale = betscale / cbet1;
+    y = lam12x / lamscale;
+  }
+  if (y > -GEOD_TOL1 && x > -1 - GEOD_XTHRESH) {
+    /* On the cut (y ~ 0): the astroid degenerates; alpha1 from x. */
+    if (g->f >= 0) {
+      salp1 = fmin(1.0, -x);
+      calp1 = -sqrt(1 - geod__sq(salp1));
+    } else {
+      calp1 = fmax(x > -GEOD_TOL1 ? 0.0 : -1.0, x);
+      salp1 = sqrt(1 - geod__sq(calp1));
+    }
+  } else {
+    double k = geod__astroid(x, y);
+    double omg12a =
+        lamscale * (g->f >= 0 ? -x * k / (1 + k) : -y * (1 + k) / k);
+    geod__sincos(omg12a, &somg12, &comg12);
+    comg12 = -comg12;
+    salp1 = cbet2 * somg12; /* eq. 56 with omega12 near pi */
+    calp1 = sbet12a - cbet2 * sbet1 * geod__sq(somg12) / (1 - comg12);
+  }
+  *psalp1 = salp1;
+  *pcalp1 = calp1;
 }
 
 /* The starting azimuth alpha1 (section 5). Returns sig12 >= 0 when the
@@ -219,50 +279,10 @@ TESSEL_HD static inline double geod__start(const geod_ellipsoid *g,
   double csig12 = sbet1 * sbet2 + cbet1 * cbet2 * comg12;
   if (shortline && ssig12 < g->etol2) return atan2(ssig12, csig12);
 
-  if (fabs(g->n) > 0.1 || csig12 >= 0 ||
-      ssig12 >= 6 * fabs(g->n) * GEOD_PI * geod__sq(cbet1)) {
-    /* not nearly antipodal: the spherical guess is good */
-  } else {
-    /* Nearly antipodal: scale to the astroid problem (eq. 53-54). */
-    double lam12x = atan2(-slam12, -clam12); /* lambda12 - pi */
-    double x, y, lamscale, betscale;
-    if (g->f >= 0) {
-      double k2 = geod__sq(sbet1) * g->ep2;
-      double eps = k2 / (2 * (1 + sqrt(1 + k2)) + k2);
-      lamscale = g->f * cbet1 * geod__a3(g, eps) * GEOD_PI;
-      betscale = lamscale * cbet1;
-      x = lam12x / lamscale;
-      y = sbet12a / betscale;
-    } else {
-      double cbet12a = cbet2 * cbet1 - sbet2 * sbet1;
-      double bet12a = atan2(sbet12a, cbet12a);
-      double m0;
-      double m12b = geod__m12b(g->n, GEOD_PI + bet12a, sbet1, -cbet1, dn1,
-                               sbet2, cbet2, dn2, &m0);
-      x = -1 + m12b / (cbet1 * cbet2 * m0 * GEOD_PI);
-      betscale = x < -0.01 ? sbet12a / x : -g->f * geod__sq(cbet1) * GEOD_PI;
-      lamscale = betscale / cbet1;
-      y = lam12x / lamscale;
-    }
-    if (y > -GEOD_TOL1 && x > -1 - GEOD_XTHRESH) {
-      /* On the cut (y ~ 0): the astroid degenerates; alpha1 from x. */
-      if (g->f >= 0) {
-        salp1 = fmin(1.0, -x);
-        calp1 = -sqrt(1 - geod__sq(salp1));
-      } else {
-        calp1 = fmax(x > -GEOD_TOL1 ? 0.0 : -1.0, x);
-        salp1 = sqrt(1 - geod__sq(calp1));
-      }
-    } else {
-      double k = geod__astroid(x, y);
-      double omg12a =
-          lamscale * (g->f >= 0 ? -x * k / (1 + k) : -y * (1 + k) / k);
-      geod__sincos(omg12a, &somg12, &comg12);
-      comg12 = -comg12;
-      salp1 = cbet2 * somg12; /* eq. 56 with omega12 near pi */
-      calp1 = sbet12a - cbet2 * sbet1 * geod__sq(somg12) / (1 - comg12);
-    }
-  }
+  if (!(fabs(g->n) > 0.1 || csig12 >= 0 ||
+        ssig12 >= 6 * fabs(g->n) * GEOD_PI * geod__sq(cbet1)))
+    geod__start_antipodal(g, sbet1, cbet1, dn1, sbet2, cbet2, dn2, slam12,
+                          clam12, sbet12a, &salp1, &calp1);
   if (!(salp1 <= 0)) {
     geod__norm2(&salp1, &calp1);
   } else {
@@ -345,6 +365,28 @@ TESSEL_HD static inline double geod__dlambda12(const geod_ellipsoid *g,
   return m12b * g->f1 / (L->calp2 * cbet2);
 }
 
+/* A meridional line (lambda12 = 0 or 180 degrees, or point 1 at a pole):
+ * alpha1 = lambda12, alpha2 = 0. Returns 1 with the distance in *s12, or 0
+ * when the meridian is not the shortest path (prolate, sig12 > pi/2 with
+ * m12 < 0), which the general method then solves. */
+TESSEL_HD static inline GEOD_COLD int geod__meridian(
+    const geod_ellipsoid *g, double sbet1, double cbet1, double dn1,
+    double sbet2, double cbet2, double dn2, double clam12, double *s12) {
+  double ssig1 = sbet1, csig1 = clam12 * cbet1;
+  double ssig2 = sbet2, csig2 = cbet2;
+  double sig12 = atan2(fmax(0.0, csig1 * ssig2 - ssig1 * csig2),
+                       csig1 * csig2 + ssig1 * ssig2);
+  double m0;
+  double s12b = geod__s12b(g->n, sig12, ssig1, csig1, ssig2, csig2);
+  double m12b =
+      geod__m12b(g->n, sig12, ssig1, csig1, dn1, ssig2, csig2, dn2, &m0);
+  if (!(sig12 < 1 || m12b >= 0)) return 0;
+  if (sig12 < 3 * GEOD_TINY || (sig12 < GEOD_TOL0 && (s12b < 0 || m12b < 0)))
+    s12b = 0; /* coincident, or a round-off-negative short line */
+  *s12 = 0.0 + g->b * s12b;
+  return 1;
+}
+
 /* The geodesic distance (m) between two points prepared by
  * geod_point_prep on g. Symmetric to the last bit in its arguments. */
 TESSEL_HD static inline double geod_inverse_karney_pp(const geod_ellipsoid *g,
@@ -385,25 +427,10 @@ TESSEL_HD static inline double geod_inverse_karney_pp(const geod_ellipsoid *g,
     cbet2 = cbet1;
   }
 
-  if (lat1 == -90 || slam12 == 0) {
-    /* Meridional: alpha1 = lambda12, alpha2 = 0 (point 2 due north). */
-    double ssig1 = sbet1, csig1 = clam12 * cbet1;
-    double ssig2 = sbet2, csig2 = cbet2;
-    double sig12 = atan2(fmax(0.0, csig1 * ssig2 - ssig1 * csig2),
-                         csig1 * csig2 + ssig1 * ssig2);
-    double m0;
-    double s12b = geod__s12b(g->n, sig12, ssig1, csig1, ssig2, csig2);
-    double m12b = geod__m12b(g->n, sig12, ssig1, csig1, dn1, ssig2, csig2,
-                             dn2, &m0);
-    /* sig12 > pi/2 with m12 < 0 happens only on a prolate ellipsoid, where
-     * the meridian is then not the shortest path: solve it in general. */
-    if (sig12 < 1 || m12b >= 0) {
-      if (sig12 < 3 * GEOD_TINY ||
-          (sig12 < GEOD_TOL0 && (s12b < 0 || m12b < 0)))
-        s12b = 0; /* coincident, or a round-off-negative short line */
-      return 0.0 + g->b * s12b;
-    }
-  }
+  double s12;
+  if ((lat1 == -90 || slam12 == 0) &&
+      geod__meridian(g, sbet1, cbet1, dn1, sbet2, cbet2, dn2, clam12, &s12))
+    return s12;
 
   if (sbet1 == 0 && (g->f <= 0 || lon12s >= g->f * 180)) {
     /* Equatorial, and not close enough to antipodal for the geodesic to

@@ -252,8 +252,8 @@ int geod_params_check(const json_t *params, const tenv *env,
     if (rc) return rc;
     m = ti.shape[0];
   }
-  int ndim;
-  int64_t shape[2], elems;
+  int ndim = 0;
+  int64_t shape[2] = {0, 0}, elems = 0;
   rc = out_shape(&s, n, m, &ndim, shape, &elems, e);
   if (rc) return rc;
   int64_t npts = n + (s.targets ? m : 0);
@@ -307,8 +307,8 @@ int geod_params_prepare(const json_t *params, const tenv *env,
     if (!rc) rc = geod_points_validate(ta, "params.targets", e);
     if (rc) goto fail;
   }
-  int ndim;
-  int64_t shape[2], elems;
+  int ndim = 0;
+  int64_t shape[2] = {0, 0}, elems = 0;
   rc = out_shape(&s, pa->shape[0], ta ? ta->shape[0] : pa->shape[0], &ndim,
                  shape, &elems, e);
   if (!rc)

@@ -19,12 +19,14 @@
 #include <stdint.h>
 
 #include "compute/geodesic.h"
-#include "compute/tarray.h"
-#include "util/err.h"
 
+/* Tessel's C headers have no extern "C" guards of their own. */
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "compute/tarray.h"
+#include "util/err.h"
 
 typedef enum { GEOD_KARNEY = 0, GEOD_VINCENTY, GEOD_HAVERSINE } geod_method;
 

@@ -164,8 +164,15 @@ __device__ __forceinline__ double gg_pair(const gg_args &a,
   return s / a.unit;
 }
 
-template <int METHOD, int MODE, typename T>
-__global__ void __launch_bounds__(256)
+/* Kernel shapes: BY thread rows per 32-wide tile (each thread takes 32/BY
+ * rows), MINB the blocks per multiprocessor asked of the register
+ * allocator. GG_BY/GG_MINB are the default; the others exist for the
+ * benchmark's tuning run (cuda_geodesic_bench, karney, float64). */
+#define GG_BY 8
+#define GG_MINB 2
+
+template <int METHOD, int MODE, typename T, int BY, int MINB>
+__global__ void __launch_bounds__(GG_TILE *BY, MINB)
     gg_kernel(const __grid_constant__ gg_args a) {
   __shared__ double tile[GG_TILE][GG_TILE + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -180,8 +187,8 @@ __global__ void __launch_bounds__(256)
   if (jok) qj = a.q[j];
   long long nc = 0;
 #pragma unroll 1
-  for (int k = 0; k < GG_TILE / 8; k++) {
-    const int ir = ty + 8 * k;
+  for (int k = 0; k < GG_TILE / BY; k++) {
+    const int ir = ty + BY * k;
     const int64_t i = i0 + ir;
     const bool ok = jok && i < a.r1;
     const bool need = ok && (MODE == GG_ROWS || j > i);
@@ -206,25 +213,27 @@ __global__ void __launch_bounds__(256)
     __syncthreads();
     const int64_t ii = i0 + tx; /* the pair (ii, jj) goes to (jj, ii) */
 #pragma unroll
-    for (int k = 0; k < GG_TILE / 8; k++) {
-      const int64_t jj = j0 + ty + 8 * k;
+    for (int k = 0; k < GG_TILE / BY; k++) {
+      const int64_t jj = j0 + ty + BY * k;
       if (jj < a.m && ii < a.r1 && jj > ii)
-        out[jj * a.m + ii] = (T)tile[tx][ty + 8 * k];
+        out[jj * a.m + ii] = (T)tile[tx][ty + BY * k];
     }
   }
   if (METHOD == GEOD_VINCENTY && nc)
     atomicAdd(a.nonconv, (unsigned long long)nc);
 }
 
+template <int METHOD, int MODE, typename T, int BY, int MINB>
+static cudaError_t gg_go(dim3 grid, cudaStream_t s, const gg_args &a) {
+  gg_kernel<METHOD, MODE, T, BY, MINB><<<grid, dim3(GG_TILE, BY), 0, s>>>(a);
+  return cudaGetLastError();
+}
+
 template <int METHOD, int MODE>
 static cudaError_t gg_launch_t(dim3 grid, cudaStream_t s, const gg_args &a,
                                int f32) {
-  dim3 block(GG_TILE, 8);
-  if (f32)
-    gg_kernel<METHOD, MODE, float><<<grid, block, 0, s>>>(a);
-  else
-    gg_kernel<METHOD, MODE, double><<<grid, block, 0, s>>>(a);
-  return cudaGetLastError();
+  if (f32) return gg_go<METHOD, MODE, float, GG_BY, GG_MINB>(grid, s, a);
+  return gg_go<METHOD, MODE, double, GG_BY, GG_MINB>(grid, s, a);
 }
 
 template <int METHOD>
@@ -244,6 +253,25 @@ static cudaError_t gg_launch(int method, int mode, dim3 grid, cudaStream_t s,
     case GEOD_HAVERSINE:
       return gg_launch_m<GEOD_HAVERSINE>(mode, grid, s, a, f32);
     default: return gg_launch_m<GEOD_KARNEY>(mode, grid, s, a, f32);
+  }
+}
+
+/* The tuning variants (karney, float64, SYM or ROWS): 0 is the default. */
+#define GG_NVARIANT 5
+static const char *const gg_variant_names[GG_NVARIANT] = {
+    "32x8 threads, 2 blocks/SM (default)", "32x8 threads, 1 block/SM",
+    "32x4 threads, 8 rows each", "32x4 threads, 4 blocks/SM",
+    "32x8 threads, 3 blocks/SM"};
+
+template <int MODE>
+static cudaError_t gg_launch_variant(int variant, dim3 grid, cudaStream_t s,
+                                     const gg_args &a) {
+  switch (variant) {
+    case 1: return gg_go<GEOD_KARNEY, MODE, double, 8, 1>(grid, s, a);
+    case 2: return gg_go<GEOD_KARNEY, MODE, double, 4, 1>(grid, s, a);
+    case 3: return gg_go<GEOD_KARNEY, MODE, double, 4, 4>(grid, s, a);
+    case 4: return gg_go<GEOD_KARNEY, MODE, double, 8, 3>(grid, s, a);
+    default: return gg_go<GEOD_KARNEY, MODE, double, GG_BY, GG_MINB>(grid, s, a);
   }
 }
 
@@ -306,7 +334,7 @@ static int64_t gg_bands(const geod_plan *pl, int mode, size_t es, size_t cap,
     x->r1 = r1;
     x->off = off;
     if (mode == GG_COND) {
-      x->base0 = r < n - 1 ? geod_condensed_index(n, r, r + 1) : 0;
+      x->base0 = r < n - 1 ? geod_condensed_index(n, r, r + 1) : n * (n - 1) / 2;
       int64_t e1 = r1 < n ? (r1 < n - 1 ? geod_condensed_index(n, r1, r1 + 1)
                                         : n * (n - 1) / 2)
                           : n * (n - 1) / 2;
@@ -361,6 +389,22 @@ static void gg_memcpy(char *dst, const char *src, size_t len, int nthr) {
   }
 }
 
+/* T_EUNAVAIL when CUDA has no device at all, T_EDEVICE when `dev` is not
+ * one of them. */
+static int gg_check_dev(int dev, terr *e) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    return terr_set(e, T_EUNAVAIL, "backend", -1, "no CUDA device: %s",
+                    err != cudaSuccess ? cudaGetErrorString(err) : "none found");
+  }
+  if (dev < 0 || dev >= count || dev >= GG_MAXDEV)
+    return terr_set(e, T_EDEVICE, "", -1, "CUDA: no device %d (%d found)", dev,
+                    count);
+  return 0;
+}
+
 extern "C" int cuda_geodesic_probe(int dev, char *name, size_t name_len,
                                    terr *e) {
   int count = 0;
@@ -381,8 +425,8 @@ extern "C" int cuda_geodesic_probe(int dev, char *name, size_t name_len,
                      prop.minor);
   GG_TRY(cudaSetDevice(dev));
   /* Fails when the binary has no code for this architecture. */
-  GG_TRY(cudaFuncGetAttributes(&attr,
-                               gg_kernel<GEOD_KARNEY, GG_SYM, double>));
+  GG_TRY(cudaFuncGetAttributes(
+      &attr, gg_kernel<GEOD_KARNEY, GG_SYM, double, GG_BY, GG_MINB>));
 fail:
   if (rc && e && e->code == T_EDEVICE) e->code = T_EUNAVAIL;
   return rc;
@@ -399,6 +443,8 @@ extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
   gg_band *band = NULL;
   int64_t nb = 0, next = 0, look, chunks_total = 0, chunk_no = 0;
   size_t es = tdtype_size(pl->dtype), total, chunk, slot_bytes = 0;
+  /* Points: p holds n, or max(n, m) when the targets are p itself. */
+  size_t np = (size_t)(pl->q == pl->p && pl->m > pl->n ? pl->m : pl->n);
   size_t free_b = 0, total_b = 0, budget;
   int64_t pend_c = -1; /* chunk whose host copy is pending, its stage */
   size_t pend_off = 0, pend_len = 0;
@@ -409,8 +455,8 @@ extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
   long nproc;
 
   *nonconv = 0;
-  if (dev < 0 || dev >= GG_MAXDEV)
-    return terr_set(e, T_EDEVICE, "", -1, "CUDA: no device %d", dev);
+  rc = gg_check_dev(dev, e);
+  if (rc) return rc;
   total = (size_t)out->size * es;
   if (total == 0) return 0;
   chunk = pl->gpu_chunk_bytes > 0 ? (size_t)pl->gpu_chunk_bytes
@@ -428,8 +474,8 @@ extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
 
   /* Points up (small; pageable is fine), the Vincenty counter zeroed. */
   t0 = t_now_ms();
-  GG_TRY(cudaMalloc((void **)&dp, (size_t)pl->n * sizeof(geod_point)));
-  GG_TRY(cudaMemcpyAsync(dp, pl->p, (size_t)pl->n * sizeof(geod_point),
+  GG_TRY(cudaMalloc((void **)&dp, np * sizeof(geod_point)));
+  GG_TRY(cudaMemcpyAsync(dp, pl->p, np * sizeof(geod_point),
                          cudaMemcpyHostToDevice, d->s_comp));
   dq = dp;
   if (pl->q != pl->p) {
@@ -447,17 +493,24 @@ extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
   budget = (size_t)((double)free_b * 0.9);
   if (pl->gpu_mem_limit > 0 && (size_t)pl->gpu_mem_limit < budget)
     budget = (size_t)pl->gpu_mem_limit;
+  mode = GG_ROWS;
   if (!pl->has_targets && !pl->condensed && total <= budget) {
-    mode = GG_SYM;
-    size_t cap = (size_t)pl->m * es * GG_TILE;
-    nb = gg_bands(pl, mode, es, chunk > cap ? chunk : cap, &band);
-    if (nb < 0) {
-      rc = terr_set(e, T_ENOMEM, "", -1, "no memory for the band table");
-      goto fail;
+    /* Resident; if the allocation fails after all, passes. */
+    if (cudaMalloc((void **)&dout, total) == cudaSuccess) {
+      mode = GG_SYM;
+      size_t cap = (size_t)pl->m * es * GG_TILE;
+      nb = gg_bands(pl, mode, es, chunk > cap ? chunk : cap, &band);
+      if (nb < 0) {
+        rc = terr_set(e, T_ENOMEM, "", -1, "no memory for the band table");
+        goto fail;
+      }
+      look = GG_LOOK;
+    } else {
+      (void)cudaGetLastError();
+      dout = NULL;
     }
-    GG_TRY(cudaMalloc((void **)&dout, total));
-    look = GG_LOOK;
-  } else {
+  }
+  if (mode != GG_SYM) {
     mode = pl->condensed ? GG_COND : GG_ROWS;
     slot_bytes = budget / GG_NSLOT;
     if (slot_bytes > GG_SLOT_MAX) slot_bytes = GG_SLOT_MAX;
@@ -575,6 +628,158 @@ fail:
   if (dp) (void)cudaFree(dp);
   if (dnc) (void)cudaFree(dnc);
   free(band);
+  if (rc) (void)cudaGetLastError();
+  if (locked) pthread_mutex_unlock(&d->lock);
+  return rc;
+}
+
+static int gg_cmp_double(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return a < b ? -1 : a > b;
+}
+
+extern "C" const char *cuda_geodesic_variant_name(int variant) {
+  return variant >= 0 && variant < GG_NVARIANT ? gg_variant_names[variant]
+                                               : NULL;
+}
+
+extern "C" int cuda_geodesic_bench(int dev, const geod_plan *pl, int variant,
+                                   int reps, double *ms_median, double *pairs,
+                                   terr *e) {
+  int rc = 0, locked = 0, mode, f32 = pl->dtype == T_F32;
+  gg_dev *d = NULL;
+  geod_point *dp = NULL, *dq = NULL;
+  unsigned long long *dnc = NULL;
+  char *dout = NULL;
+  size_t es = tdtype_size(pl->dtype), total;
+  size_t np = (size_t)(pl->q == pl->p && pl->m > pl->n ? pl->m : pl->n);
+  double ms[64];
+  float t = 0;
+  gg_args a;
+  dim3 grid;
+
+  *ms_median = 0;
+  mode = pl->has_targets ? GG_ROWS : pl->condensed ? GG_COND : GG_SYM;
+  *pairs = geod_plan_pairs(pl);
+  if (reps < 1) reps = 1;
+  if (reps > 64) reps = 64;
+  if (variant < 0 || variant >= GG_NVARIANT ||
+      (variant && (pl->method != GEOD_KARNEY || f32 || mode == GG_COND)))
+    return terr_set(e, T_EINVAL, "", -1, "no kernel variant %d for this plan",
+                    variant);
+  rc = gg_check_dev(dev, e);
+  if (rc) return rc;
+  total = (size_t)(pl->condensed ? pl->shape[0] : pl->n * pl->m) * es;
+  pthread_once(&g_once, gg_init_locks);
+  d = &g_dev[dev];
+  pthread_mutex_lock(&d->lock);
+  locked = 1;
+  GG_TRY(cudaSetDevice(dev));
+  rc = gg_dev_ready(d, 0, e);
+  if (rc) goto fail;
+  GG_TRY(cudaMalloc((void **)&dp, np * sizeof(geod_point)));
+  GG_TRY(cudaMemcpy(dp, pl->p, np * sizeof(geod_point),
+                    cudaMemcpyHostToDevice));
+  dq = dp;
+  if (pl->q != pl->p) {
+    GG_TRY(cudaMalloc((void **)&dq, (size_t)pl->m * sizeof(geod_point)));
+    GG_TRY(cudaMemcpy(dq, pl->q, (size_t)pl->m * sizeof(geod_point),
+                      cudaMemcpyHostToDevice));
+  }
+  GG_TRY(cudaMalloc((void **)&dnc, sizeof *dnc));
+  GG_TRY(cudaMalloc((void **)&dout, total ? total : 1));
+  memset(&a, 0, sizeof a);
+  a.g = pl->ell;
+  a.p = dp;
+  a.q = dq;
+  a.radius = pl->radius_m;
+  a.unit = pl->unit;
+  a.n = pl->n;
+  a.m = pl->m;
+  a.r0 = 0;
+  a.r1 = pl->n;
+  a.c0 = 0;
+  a.out = dout;
+  a.nonconv = dnc;
+  grid = dim3((unsigned)((pl->m + GG_TILE - 1) / GG_TILE),
+              (unsigned)((pl->n + GG_TILE - 1) / GG_TILE));
+  for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
+    GG_TRY(cudaEventRecord(d->ev_t0, d->s_comp));
+    if (variant == 0)
+      GG_TRY(gg_launch(pl->method, mode, grid, d->s_comp, a, f32));
+    else if (mode == GG_SYM)
+      GG_TRY(gg_launch_variant<GG_SYM>(variant, grid, d->s_comp, a));
+    else
+      GG_TRY(gg_launch_variant<GG_ROWS>(variant, grid, d->s_comp, a));
+    GG_TRY(cudaEventRecord(d->ev_t1, d->s_comp));
+    GG_TRY(cudaEventSynchronize(d->ev_t1));
+    GG_TRY(cudaEventElapsedTime(&t, d->ev_t0, d->ev_t1));
+    if (r >= 0) ms[r] = t;
+  }
+  qsort(ms, (size_t)reps, sizeof ms[0], gg_cmp_double);
+  *ms_median = ms[reps / 2];
+fail:
+  if (d && d->ready) (void)cudaStreamSynchronize(d->s_comp);
+  if (dout) (void)cudaFree(dout);
+  if (dq && dq != dp) (void)cudaFree(dq);
+  if (dp) (void)cudaFree(dp);
+  if (dnc) (void)cudaFree(dnc);
+  if (rc) (void)cudaGetLastError();
+  if (locked) pthread_mutex_unlock(&d->lock);
+  return rc;
+}
+
+extern "C" int cuda_copy_baseline(int dev, size_t bytes, size_t chunk, int fd,
+                                  double *ms, terr *e) {
+  int rc = 0, locked = 0;
+  gg_dev *d = NULL;
+  char *dbuf = NULL;
+  int64_t nchunk, c;
+  double t0;
+  *ms = 0;
+  rc = gg_check_dev(dev, e);
+  if (rc) return rc;
+  if (chunk == 0) chunk = GG_CHUNK_DEFAULT;
+  pthread_once(&g_once, gg_init_locks);
+  d = &g_dev[dev];
+  pthread_mutex_lock(&d->lock);
+  locked = 1;
+  GG_TRY(cudaSetDevice(dev));
+  rc = gg_dev_ready(d, chunk, e);
+  if (rc) goto fail;
+  GG_TRY(cudaMalloc((void **)&dbuf, bytes));
+  GG_TRY(cudaMemsetAsync(dbuf, 0x5a, bytes, d->s_copy));
+  GG_TRY(cudaStreamSynchronize(d->s_copy));
+  nchunk = (int64_t)((bytes + chunk - 1) / chunk);
+  t0 = t_now_ms();
+  /* DMA of chunk c + 1 overlaps the write of chunk c. */
+  for (c = 0; c <= nchunk; c++) {
+    if (c < nchunk) {
+      size_t o = (size_t)c * chunk, len = bytes - o < chunk ? bytes - o : chunk;
+      GG_TRY(cudaMemcpyAsync(d->stage[c % GG_NSTAGE], dbuf + o, len,
+                             cudaMemcpyDeviceToHost, d->s_copy));
+      GG_TRY(cudaEventRecord(d->ev_copy[c % GG_NSTAGE], d->s_copy));
+    }
+    if (c > 0) {
+      int64_t p = c - 1;
+      size_t o = (size_t)p * chunk, len = bytes - o < chunk ? bytes - o : chunk;
+      GG_TRY(cudaEventSynchronize(d->ev_copy[p % GG_NSTAGE]));
+      const char *src = (const char *)d->stage[p % GG_NSTAGE];
+      while (len > 0) {
+        ssize_t w = write(fd, src, len);
+        if (w <= 0) {
+          rc = terr_set(e, T_EIO, "", -1, "write failed");
+          goto fail;
+        }
+        src += w;
+        len -= (size_t)w;
+      }
+    }
+  }
+  *ms = t_now_ms() - t0;
+fail:
+  if (d && d->ready) (void)cudaStreamSynchronize(d->s_copy);
+  if (dbuf) (void)cudaFree(dbuf);
   if (rc) (void)cudaGetLastError();
   if (locked) pthread_mutex_unlock(&d->lock);
   return rc;

@@ -29,6 +29,23 @@ int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
  * depend on the device layer's gpu_init). */
 int cuda_geodesic_probe(int dev, char *name, size_t name_len, terr *e);
 
+/* Benchmark: compute the plan's whole matrix into device memory (no copy
+ * back) reps times after a warm-up, and give the median kernel time in ms
+ * and the pairs evaluated (n (n - 1) / 2, or n m). variant 0 is the
+ * production kernel; 1 .. (see cuda_geodesic_variant_name, NULL past the
+ * last) other block shapes, for karney float64 only. The matrix must fit in
+ * device memory. */
+int cuda_geodesic_bench(int dev, const geod_plan *pl, int variant, int reps,
+                        double *ms_median, double *pairs, terr *e);
+const char *cuda_geodesic_variant_name(int variant);
+
+/* Benchmark peer: "just copy the result to the host and write it": a
+ * device buffer of `bytes` copied back through the same pinned staging in
+ * `chunk` pieces, each written to fd while the next is in flight. *ms: the
+ * wall time of the copies and writes (the caller adds any fsync). */
+int cuda_copy_baseline(int dev, size_t bytes, size_t chunk, int fd,
+                       double *ms, terr *e);
+
 #ifdef __cplusplus
 }
 #endif
