@@ -106,6 +106,18 @@ TESSEL_HD static inline void geod__sincos(double x, double *s, double *c) {
 #endif
 }
 
+/* a * b, never fused into a multiply-add with a neighbouring term (nvcc
+ * fuses by default; x86-64 C builds without -mfma cannot): for differences
+ * of products that must come out exactly zero when the operands are equal,
+ * e.g. sin(sigma2 - sigma1) of two equal points. */
+TESSEL_HD static inline double geod__mulx(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
 /* Scale (s, c) to unit length. The fast path is a plain square root; when
  * both components are so small that their squares underflow, hypot. */
 TESSEL_HD static inline void geod__norm2(double *s, double *c) {

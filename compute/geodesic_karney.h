@@ -374,7 +374,9 @@ TESSEL_HD static inline GEOD_COLD int geod__meridian(
     double sbet2, double cbet2, double dn2, double clam12, double *s12) {
   double ssig1 = sbet1, csig1 = clam12 * cbet1;
   double ssig2 = sbet2, csig2 = cbet2;
-  double sig12 = atan2(fmax(0.0, csig1 * ssig2 - ssig1 * csig2),
+  /* Unfused products: equal points give exactly sig12 = 0 (and s = 0). */
+  double sig12 = atan2(fmax(0.0, geod__mulx(csig1, ssig2) -
+                                     geod__mulx(ssig1, csig2)),
                        csig1 * csig2 + ssig1 * ssig2);
   double m0;
   double s12b = geod__s12b(g->n, sig12, ssig1, csig1, ssig2, csig2);
