@@ -15,9 +15,9 @@
 /* Nominal single-thread cost of one pair, in nanoseconds (2-core EPYC
  * build host, Release), reported as job_estimate.ops_per_elem so that the
  * router can weigh `work` (pairs) by method. */
-#define GEOD_COST_KARNEY_NS 450.0
-#define GEOD_COST_VINCENTY_NS 300.0
-#define GEOD_COST_HAVERSINE_NS 25.0
+#define GEOD_COST_KARNEY_NS 630.0
+#define GEOD_COST_VINCENTY_NS 310.0
+#define GEOD_COST_HAVERSINE_NS 27.0
 double geod_method_cost_ns(geod_method m);
 
 /* Submit-time check: options, shapes, the estimate; values when the
