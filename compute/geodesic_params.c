@@ -217,7 +217,7 @@ static int out_shape(const geod_spec *s, int64_t n, int64_t m, int *ndim,
                      int64_t *shape, int64_t *elems, terr *e) {
   if (s->condensed) {
     *ndim = 1;
-    if (n > 0 && (n - 1) > INT64_MAX / n)
+    if (n > 1 && (n - 1) > INT64_MAX / 8 / n) /* bytes must fit too */
       return terr_set(e, T_ETOOLARGE, "params.points", -1,
                       "%lld points: the result is too large", (long long)n);
     shape[0] = n * (n - 1) / 2;
