@@ -35,16 +35,19 @@ static void router_unit(const kind_ops *k, double *ns, const char **unit) {
   }
 }
 
-/* "1000 elements" / "2.1e+09 flops": the size in the words a user knows. */
+/* "1000 elements" / "5000 points": the size in the words a user knows
+ * (est->size when the kind gives it, else the work in its unit). */
 static void router_size_words(const kind_ops *k, const job_estimate *est,
                               const char *unit, char *buf, size_t len) {
   tkind kind = k ? k->kind : K_MAP;
-  if ((kind == K_MAP || kind == K_REDUCE) && est->ops_per_elem > 0) {
-    double elems = est->work / est->ops_per_elem;
-    snprintf(buf, len, elems < 1e6 ? "%.0f elements" : "%.3g elements", elems);
-  } else {
-    snprintf(buf, len, est->work < 1e6 ? "%.0f %s" : "%.3g %s", est->work, unit);
-  }
+  const char *what = kind == K_GEODESIC ? "points"
+                     : kind == K_MATMUL ? "m*k*n" : "elements";
+  if (est->size > 0)
+    snprintf(buf, len, "%lld %s", (long long)est->size, what);
+  else if ((kind == K_MAP || kind == K_REDUCE) && est->ops_per_elem > 0)
+    snprintf(buf, len, "%.0f elements", est->work / est->ops_per_elem);
+  else
+    snprintf(buf, len, "%.3g %s", est->work, unit);
 }
 
 int router_choose(const kind_ops *k, const job_estimate *est,

@@ -467,10 +467,17 @@ int sched_start(sched *s, terr *e) {
   free(jobs);
   if (n) log_info("scheduler: %d unfinished job(s) queued again", requeued);
 
+  /* Workers start with taking == 0 (they find nothing), so that no job runs
+   * before s->pool is set; then they are let in and woken. */
+  pool *p = pool_create(s->nthreads, sched_idle, s);
+  if (!p) goto fail_threads;
   pthread_mutex_lock(&s->mu);
-  s->taking = 1;
+  s->pool = p;
   s->started = 1;
+  s->taking = 1;
+  int wake = s->nqueued < s->nthreads ? s->nqueued : s->nthreads;
   pthread_mutex_unlock(&s->mu);
+  for (int i = 0; i < wake; i++) pool_notify(p);
   if (pthread_create(&s->monitor, NULL, sched_monitor, s) != 0)
     goto fail_threads;
   s->monitor_started = 1;
@@ -485,13 +492,12 @@ int sched_start(sched *s, terr *e) {
     }
     s->gpu_started++;
   }
-  s->pool = pool_create(s->nthreads, sched_idle, s);
-  if (!s->pool) goto fail_threads;
   log_info("scheduler: %d CPU worker(s), %d GPU worker(s)", s->nthreads,
            s->ngpu);
   return T_OK;
 
 fail_threads:
+  s->started = 1;
   sched_shutdown(s, 0);
   return terr_set(e, T_EINTERNAL, "", -1, "scheduler: cannot start threads");
 }

@@ -401,18 +401,21 @@ static int srun_resolve(srun *r, int device, terr *e) {
   return RESOLVE_GO;
 }
 
-/* The estimate as JSON text for store_job_start; caller frees. */
+/* The estimate as JSON text for store_job_start: the kind's figures and
+ * the router's, in one object. Caller frees. */
 static char *srun_estimate_json(const sjob *j) {
   if (!j->have_est) return NULL;
-  char shape[128];
-  tshape_str(j->est.out_ndim, j->est.out_shape, shape, sizeof shape);
-  json_t *o = json_pack("{s:f, s:s, s:s, s:I, s:I, s:I}", "work", j->est.work,
+  json_t *shape = json_array();
+  for (int i = 0; i < j->est.out_ndim; i++)
+    json_array_append_new(shape, json_integer(j->est.out_shape[i]));
+  json_t *o = json_pack("{s:I, s:f, s:s, s:o, s:I, s:I, s:I}", "size",
+                        (json_int_t)j->est.size, "work", j->est.work,
                         "out_dtype", tdtype_name(j->est.out_dtype),
                         "out_shape", shape, "out_bytes",
                         (json_int_t)j->est.out_bytes, "in_bytes",
                         (json_int_t)j->est.in_bytes, "mem_bytes",
                         (json_int_t)j->est.mem_bytes);
-  if (o && j->estimates) json_object_set(o, "router", j->estimates);
+  if (o && j->estimates) json_object_update_missing(o, j->estimates);
   char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
   json_decref(o);
   return text;
