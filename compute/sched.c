@@ -313,6 +313,15 @@ static void *sched_gpu_worker(void *arg) {
   return NULL;
 }
 
+/* The CLOCK_MONOTONIC time ms from now, for the timed waits (whose
+ * condvars use that clock: a wall-clock step changes no deadline). */
+static void abs_time_after(struct timespec *ts, double ms) {
+  clock_gettime(CLOCK_MONOTONIC, ts);
+  long long ns = (long long)ts->tv_nsec + (long long)(ms > 0 ? ms * 1e6 : 0);
+  ts->tv_sec += (time_t)(ns / 1000000000LL);
+  ts->tv_nsec = (long)(ns % 1000000000LL);
+}
+
 /* Deadlines and progress. Holds mu except while sleeping. */
 static void *sched_monitor(void *arg) {
   sched *s = arg;
@@ -346,12 +355,7 @@ static void *sched_monitor(void *arg) {
       continue;
     }
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    double wait_ms = wake - now;
-    if (wait_ms < 1) wait_ms = 1;
-    long long ns = (long long)ts.tv_nsec + (long long)(wait_ms * 1e6);
-    ts.tv_sec += (time_t)(ns / 1000000000LL);
-    ts.tv_nsec = (long)(ns % 1000000000LL);
+    abs_time_after(&ts, wake - now < 1 ? 1 : wake - now);
     pthread_cond_timedwait(&s->mon_cv, &s->mu, &ts);
   }
   pthread_mutex_unlock(&s->mu);
@@ -384,15 +388,20 @@ int sched_create(const sched_config *cfg, sched **out, terr *e) {
   s->nthreads = cfg->threads > 0 ? cfg->threads : (ncores > 0 ? (int)ncores : 1);
   s->ngpu = gpu_count();
   if (s->ngpu > GPU_MAX_DEVICES) s->ngpu = GPU_MAX_DEVICES;
-  s->inline_max = cfg->inline_result_max > 0 ? cfg->inline_result_max : 0;
+  s->inline_max = cfg->inline_result_max > 0 ? cfg->inline_result_max
+                                              : SCHED_INLINE_RESULT_DEFAULT;
   s->env_max_elems =
       cfg->max_job_mem_bytes > 0 ? cfg->max_job_mem_bytes / 4 : INT64_MAX;
   atomic_init(&s->tmp_counter, 0);
   pthread_mutex_init(&s->mu, NULL);
+  pthread_condattr_t mono;
+  pthread_condattr_init(&mono);
+  pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
   pthread_cond_init(&s->gpu_cv, NULL);
-  pthread_cond_init(&s->idle_cv, NULL);
-  pthread_cond_init(&s->mon_cv, NULL);
+  pthread_cond_init(&s->idle_cv, &mono);
+  pthread_cond_init(&s->mon_cv, &mono);
   pthread_cond_init(&s->fired_cv, NULL);
+  pthread_condattr_destroy(&mono);
   s->accepting = 1; /* reserve/enqueue work before start; workers wait */
   *out = s;
   return T_OK;
@@ -421,6 +430,11 @@ static int sched_add(sched *s, const store_job *sj, int reserved, terr *e) {
   }
   pthread_mutex_lock(&s->mu);
   if (reserved && s->reserved > 0) s->reserved--;
+  if (s->shut) { /* stays queued in the store for the next start */
+    pthread_mutex_unlock(&s->mu);
+    sjob_free(j);
+    return terr_set(e, T_EUNAVAIL, "", -1, "the service is shutting down");
+  }
   if (sched_find(s, j->id)) { /* already held: enqueue is idempotent */
     pthread_mutex_unlock(&s->mu);
     sjob_free(j);
@@ -490,7 +504,9 @@ int sched_start(sched *s, terr *e) {
       free(a);
       goto fail_threads;
     }
+    pthread_mutex_lock(&s->mu);
     s->gpu_started++;
+    pthread_mutex_unlock(&s->mu);
   }
   log_info("scheduler: %d CPU worker(s), %d GPU worker(s)", s->nthreads,
            s->ngpu);
@@ -515,12 +531,7 @@ void sched_shutdown(sched *s, double deadline_s) {
   double until = t_now_ms() + (deadline_s > 0 ? deadline_s * 1e3 : 0);
   while (s->nrunning > 0 && t_now_ms() < until) {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 20 * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
+    abs_time_after(&ts, until - t_now_ms());
     pthread_cond_timedwait(&s->idle_cv, &s->mu, &ts);
   }
   /* Still running: stop them, leaving them unfinished in the store. */
