@@ -481,7 +481,7 @@ void sched_run_job(sched *s, sjob *j, int device) {
   started_at = t_wall_ms();
   rc = store_job_start(s->cfg.st, j->id, started_at, used, j->reason,
                        estimate, &e);
-  if (rc == T_ECONFLICT) { /* no longer queued in the store: not ours */
+  if (rc == T_ECONFLICT || rc == T_ENOTFOUND) { /* canceled or deleted */
     log_info("scheduler: job %s is no longer queued; dropped", j->id);
     pthread_mutex_lock(&s->mu);
     sched_running_remove(s, j);
