@@ -1,6 +1,7 @@
-/* sched_int.h — the scheduler's private state, shared by its three files:
+/* sched_int.h — the scheduler's private state, shared by its four files:
  *
- *   sched.c       queue (heaps + id table), reserve/enqueue/cancel, the CPU
+ *   sched_queue.c the heaps and the id table, jobs from store rows
+ *   sched.c       queueing, reserve/enqueue/cancel, the CPU
  *                 idle callback and GPU worker threads, the deadline and
  *                 progress monitor, start/recovery/shutdown
  *   sched_run.c   running one job: estimate + router, store_job_start,
@@ -133,15 +134,23 @@ struct sched {
   int nhist, caphist;
 };
 
+/* sched_queue.c */
+int sjob_before(const sjob *a, const sjob *b); /* a runs first */
+int sjob_heap_push(sjob_heap *h, sjob *j);     /* [mu] 0 or T_ENOMEM */
+void sjob_heap_remove(sjob_heap *h, int i);    /* [mu] */
+sjob *sched_find(sched *s, const char *id);    /* [mu] NULL when not held */
+int sched_table_insert(sched *s, sjob *j);     /* [mu] 0 or T_ENOMEM */
+void sched_table_remove(sched *s, sjob *j);    /* [mu] */
+/* A job from its store row (strings copied); NULL on no memory. */
+sjob *sjob_new(const store_job *sj);
+void sjob_free(sjob *j);
+
 /* sched.c */
-sjob *sched_find(sched *s, const char *id);             /* [mu] */
-void sched_table_remove(sched *s, sjob *j);             /* [mu] */
 void sched_running_remove(sched *s, sjob *j);           /* [mu] */
 /* Put a taken job back into a queue (auto job routed to the other kind of
  * worker). Takes the lock. 0, or 1 when the job was canceled meanwhile (the
  * caller then ends it). */
 int sched_handover(sched *s, sjob *j, int queue);
-void sjob_free(sjob *j);
 
 /* sched_run.c: run a job taken by a worker; device -1 on a CPU worker. */
 void sched_run_job(sched *s, sjob *j, int device);

@@ -48,7 +48,7 @@ static void sleep_ms(double ms) {
 static atomic_long chunks_run;
 static atomic_int gate_open;
 static pthread_mutex_t order_mu = PTHREAD_MUTEX_INITIALIZER;
-static char order[256];
+static char order[4096];
 
 typedef struct splan {
   int64_t n;

@@ -121,6 +121,39 @@ TEST(test_priority_fifo) {
   fx_close(&f);
 }
 
+/* Many priorities, with queued cancels taking jobs out of the middle of
+ * the heap: the run order is (priority desc, submit order), no canceled
+ * job runs, none runs twice. */
+TEST(test_priority_many_with_cancels) {
+  fx f;
+  if (fx_open(&f, 1)) return;
+  order[0] = 0;
+  enum { N = 90 }; /* under the fixture's queue limit of 100 */
+  char gate[T_ID_MAX], ids[N][T_ID_MAX];
+  int prio[N];
+  CHECK(submit(&f, "gate", "{\"n\":1}", "cpu", 5, 0, gate) == 0);
+  CHECK(wait_status(&f, gate, JOB_RUNNING));
+  for (int i = 0; i < N; i++) {
+    char params[64];
+    prio[i] = (i * 7) % 10;
+    snprintf(params, sizeof params, "{\"n\":1,\"tag\":\"%d\"}", i);
+    CHECK(submit(&f, "record", params, "serial", prio[i], 0, ids[i]) == 0);
+  }
+  terr e;
+  for (int i = 0; i < N; i += 3) CHECK(sched_cancel(f.s, ids[i], NULL, &e) == 0);
+  atomic_store(&gate_open, 1);
+  wait_idle(&f);
+  char want[4096] = "";
+  size_t len = 0;
+  for (int p = 9; p >= 0; p--)
+    for (int i = 0; i < N; i++)
+      if (prio[i] == p && i % 3 != 0)
+        len += (size_t)snprintf(want + len, sizeof want - len, "%s%d",
+                                len ? " " : "", i);
+  CHECK_STR(order, want);
+  fx_close(&f);
+}
+
 /* ---- cancel ------------------------------------------------------------------- */
 TEST(test_cancel_queued) {
   fx f;
@@ -582,6 +615,7 @@ int main(void) {
   RUN(test_success_and_result_file);
   RUN(test_auto_router);
   RUN(test_priority_fifo);
+  RUN(test_priority_many_with_cancels);
   RUN(test_cancel_queued);
   RUN(test_cancel_running);
   RUN(test_timeout);
