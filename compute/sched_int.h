@@ -86,8 +86,10 @@ typedef struct swaiter {
   sjob *job;
   sched_wait_fn cb;
   void *arg;
-  int firing;
-  pthread_t thread; /* the thread calling cb, while firing */
+  int firing;       /* [mu] its job ended: in a worker's chain to call */
+  int calling;      /* [mu] cb is being called (or has been) */
+  int skip;         /* [mu] unwaited while firing: not to be called */
+  pthread_t thread; /* [mu] the thread calling cb, once calling */
   struct swaiter *prev, *next, *fnext;
 } swaiter;
 

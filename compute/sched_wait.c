@@ -4,12 +4,14 @@
  * Waiters: every registration is an swaiter in one list (s->waiters, under
  * sched.mu); a job only counts its own (nwaiters) so that ending a job with
  * none costs nothing. When a job ends, the worker marks its waiters
- * `firing` under the lock, calls them with no lock held, then unlists and
- * frees them and broadcasts fired_cv. sched_unwait removes a pending
- * registration (1), or waits on fired_cv until a firing one has returned
- * (0) — unless it is called from inside that very callback, where waiting
- * would deadlock; it then returns 0 at once. So once sched_unwait returns,
- * the callback is never called (again) and the caller may free `arg`.
+ * `firing` under the lock, then for each in turn marks it `calling`, calls
+ * it with no lock held, unlists and frees it and broadcasts fired_cv.
+ * sched_unwait: a pending registration is removed (1); a firing one whose
+ * call has not begun is marked `skip` and never called (1); one being
+ * called is waited for on fired_cv until its callback returned (0), unless
+ * sched_unwait runs inside that very callback, where waiting would
+ * deadlock (0 at once). So once sched_unwait returns, the callback is not
+ * running and will never be called, and the caller may free `arg`.
  * Finding a token walks the list: it holds one entry per request that is
  * waiting right now (a few hundred at most).
  *
@@ -106,7 +108,6 @@ swaiter *sched_release_locked(sched *s, sjob *j, int status, int counted,
     for (swaiter *w = s->waiters; w; w = w->next) {
       if (w->job != j) continue;
       w->firing = 1;
-      w->thread = pthread_self();
       w->job = NULL;
       w->fnext = chain;
       chain = w;
@@ -125,16 +126,22 @@ static void waiter_unlist(sched *s, swaiter *w) { /* [mu] */
 }
 
 void sched_fire(sched *s, swaiter *chain, const char *id) {
-  if (!chain) return;
-  for (swaiter *w = chain; w; w = w->fnext) w->cb(w->arg, id);
-  pthread_mutex_lock(&s->mu);
   for (swaiter *w = chain, *next; w; w = next) {
     next = w->fnext;
+    pthread_mutex_lock(&s->mu);
+    int skip = w->skip; /* unwaited while queued to fire: never call it */
+    if (!skip) {
+      w->calling = 1;
+      w->thread = pthread_self();
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!skip) w->cb(w->arg, id);
+    pthread_mutex_lock(&s->mu);
     waiter_unlist(s, w);
+    pthread_cond_broadcast(&s->fired_cv);
+    pthread_mutex_unlock(&s->mu);
     free(w);
   }
-  pthread_cond_broadcast(&s->fired_cv);
-  pthread_mutex_unlock(&s->mu);
 }
 
 /* ---- wait / unwait ------------------------------------------------------------ */
@@ -173,20 +180,20 @@ int sched_unwait(sched *s, uint64_t token) {
   if (!token) return 0;
   pthread_mutex_lock(&s->mu);
   swaiter *w = waiter_find(s, token);
-  if (w && !w->firing) {
+  int rc = 0;
+  if (w && !w->firing) { /* pending: remove it */
     waiter_unlist(s, w);
     if (w->job) w->job->nwaiters--;
-    pthread_mutex_unlock(&s->mu);
     free(w);
-    return 1;
-  }
-  if (w && pthread_equal(w->thread, pthread_self())) { /* from inside cb */
-    pthread_mutex_unlock(&s->mu);
-    return 0;
-  }
-  while (waiter_find(s, token)) pthread_cond_wait(&s->fired_cv, &s->mu);
+    rc = 1;
+  } else if (w && !w->calling && !w->skip) { /* about to fire: stop it */
+    w->skip = 1;
+    rc = 1;
+  } else if (w && w->calling && !pthread_equal(w->thread, pthread_self())) {
+    while (waiter_find(s, token)) pthread_cond_wait(&s->fired_cv, &s->mu);
+  } /* else: gone, skipped already, or called from inside its own cb */
   pthread_mutex_unlock(&s->mu);
-  return 0;
+  return rc;
 }
 
 /* ---- progress and counters --------------------------------------------------- */

@@ -304,6 +304,20 @@ static void on_end_unwait(void *arg, const char *id) {
   atomic_fetch_add(&w->calls, 1);
 }
 
+/* Two waiters of one job, each unwaiting the other from its callback:
+ * the first one called stops the second, which is then never called. */
+typedef struct pair_w {
+  sched *s;
+  uint64_t other;
+  atomic_int calls;
+  int rc;
+} pair_w;
+static void on_end_unwait_other(void *arg, const char *id) {
+  pair_w *w = arg;
+  w->rc = sched_unwait(w->s, w->other);
+  atomic_fetch_add(&w->calls, 1);
+}
+
 TEST(test_waiters) {
   fx f;
   if (fx_open(&f, 1)) return;
@@ -319,14 +333,25 @@ TEST(test_waiters) {
   w4.s = f.s;
   CHECK(sched_wait(f.s, a, on_end_unwait, &w4, &t4) == 0);
   w4.token = t4;
+  pair_w pa = {.s = f.s}, pb = {.s = f.s};
+  uint64_t ta, tb;
+  CHECK(sched_wait(f.s, a, on_end_unwait_other, &pa, &ta) == 0);
+  CHECK(sched_wait(f.s, a, on_end_unwait_other, &pb, &tb) == 0);
+  pa.other = tb;
+  pb.other = ta;
   CHECK(t1 && t2 && t1 != t2);
   CHECK(sched_unwait(f.s, t2) == 1); /* removed before it fired */
   CHECK(sched_unwait(f.s, t2) == 0);
   atomic_store(&gate_open, 1);
   store_job j;
   if (wait_final(&f, a, &j)) store_job_clear(&j);
-  for (int i = 0; i < 1000 && (atomic_load(&w1.calls) == 0 || atomic_load(&w4.calls) == 0); i++)
+  for (int i = 0; i < 1000 && (atomic_load(&w1.calls) == 0 ||
+                               atomic_load(&w4.calls) == 0 ||
+                               atomic_load(&pa.calls) + atomic_load(&pb.calls) == 0);
+       i++)
     sleep_ms(2);
+  /* unwait of a waiter being called blocks until its callback returned */
+  CHECK(sched_unwait(f.s, ta) == 0 && sched_unwait(f.s, tb) == 0);
   CHECK(sched_unwait(f.s, t1) == 0); /* fired */
   CHECK(atomic_load(&w1.calls) == 1);
   CHECK_STR(w1.id, a);
@@ -334,6 +359,8 @@ TEST(test_waiters) {
   CHECK(atomic_load(&w3.calls) == 1);
   CHECK_STR(w3.id, gate);
   CHECK(atomic_load(&w4.calls) == 1 && w4.unwait_rc == 0);
+  CHECK(atomic_load(&pa.calls) + atomic_load(&pb.calls) == 1);
+  CHECK((atomic_load(&pa.calls) ? pa.rc : pb.rc) == 1);
   /* Finished: nothing to wait for here. */
   uint64_t t5 = 99;
   CHECK(sched_wait(f.s, a, on_end, &w1, &t5) == 1);
