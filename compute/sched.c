@@ -42,7 +42,7 @@ static int sched_queue_for(const sched *s, const sjob *j) {
   return Q_CPU;
 }
 
-/* Push j into a queue and say whom to wake. [mu] */
+/* Push j into a queue (the caller wakes its workers). [mu] */
 static int sched_queue_push(sched *s, sjob *j, int queue) {
   int rc = sjob_heap_push(&s->q[queue], j);
   if (rc) return rc;
