@@ -152,7 +152,7 @@ static void *sched_gpu_worker(void *arg) {
   while (!s->quit) {
     sjob *j = NULL;
     if (s->taking)
-      j = sched_pop(s, Q_GPU, gpu_healthy(a.dev) ? Q_AUTO : -1);
+      j = sched_pop(s, Q_GPU, s->gpu.healthy(a.dev) ? Q_AUTO : -1);
     if (!j) {
       pthread_cond_wait(&s->gpu_cv, &s->mu);
       continue;
@@ -239,7 +239,14 @@ int sched_create(const sched_config *cfg, sched **out, terr *e) {
   s->cfg.calibration_path = s->calibration_path;
   long ncores = sysconf(_SC_NPROCESSORS_ONLN);
   s->nthreads = cfg->threads > 0 ? cfg->threads : (ncores > 0 ? (int)ncores : 1);
-  s->ngpu = gpu_count();
+  if (cfg->gpu_ops) {
+    s->gpu = *cfg->gpu_ops;
+  } else {
+    s->gpu = (sched_gpu_ops){gpu_count, gpu_healthy, gpu_note_result,
+                             gpu_lock, gpu_unlock, gpu_unavailable_reason};
+  }
+  s->cfg.gpu_ops = &s->gpu;
+  s->ngpu = s->gpu.count();
   if (s->ngpu > GPU_MAX_DEVICES) s->ngpu = GPU_MAX_DEVICES;
   s->inline_max = cfg->inline_result_max > 0 ? cfg->inline_result_max
                                               : SCHED_INLINE_RESULT_DEFAULT;

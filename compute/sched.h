@@ -27,6 +27,17 @@
 
 typedef struct sched sched;
 
+/* The GPU facade calls the scheduler makes (gpu.h). NULL in sched_config:
+ * the real ones; tests pass fakes to drive the GPU paths without a GPU. */
+typedef struct sched_gpu_ops {
+  int (*count)(void);
+  int (*healthy)(int dev);
+  void (*note_result)(int dev, int rc);
+  void (*lock)(int dev);
+  void (*unlock)(int dev);
+  const char *(*unavailable_reason)(void);
+} sched_gpu_ops;
+
 typedef struct sched_config {
   store *st;
   const char *data_dir;     /* results go to <data_dir>/results */
@@ -39,6 +50,7 @@ typedef struct sched_config {
   const char *calibration_path; /* router cost-model cache; NULL: none */
   /* Kind table lookup (kind_find in the daemon; tests pass their own). */
   const kind_ops *(*kind_lookup)(const char *name);
+  const sched_gpu_ops *gpu_ops; /* NULL: gpu.h's functions */
 } sched_config;
 
 int sched_create(const sched_config *cfg, sched **out, terr *e);

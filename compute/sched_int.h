@@ -104,6 +104,7 @@ typedef struct shist {
 
 struct sched {
   sched_config cfg; /* strings point at the copies below */
+  sched_gpu_ops gpu; /* cfg.gpu_ops or the real facade */
   char *data_dir, *results_dir, *calibration_path;
   int nthreads, ngpu;
   int64_t inline_max;   /* bytes; results up to this are heap + npy_write */

@@ -161,13 +161,13 @@ static int srun_backend(srun *r, void *plan, tbackend b, int device,
   job_ctx *ctx = &r->j->ctx;
   ctx_setup(r, ctx, b, device);
   *result = NULL;
-  if (b == B_CUDA) gpu_lock(device);
+  if (b == B_CUDA) r->s->gpu.lock(device);
   double t0 = t_now_ms();
   int rc = r->j->k->run(plan, b, ctx, result, e);
   *ms = t_now_ms() - t0;
   if (b == B_CUDA) {
-    gpu_unlock(device);
-    gpu_note_result(device, rc);
+    r->s->gpu.unlock(device);
+    r->s->gpu.note_result(device, rc); /* once per cuda run */
   }
   if (rc) {
     srun_drop_result(r, *result); /* a kind should not return one, but */
@@ -258,7 +258,7 @@ static int srun_agree(srun *r, const tarray *ref, const tarray *b,
 /* First healthy device for compare's cuda run; -1 when none. */
 static int srun_compare_device(sched *s) {
   for (int d = 0; d < s->ngpu; d++)
-    if (gpu_healthy(d)) return d;
+    if (s->gpu.healthy(d)) return d;
   return -1;
 }
 
@@ -345,7 +345,7 @@ enum { RESOLVE_GO = 0, RESOLVE_HANDED_OVER = -1 };
 
 static int srun_gpu_usable(sched *s) {
   for (int d = 0; d < s->ngpu; d++)
-    if (gpu_healthy(d)) return 1;
+    if (s->gpu.healthy(d)) return 1;
   return 0;
 }
 
@@ -389,7 +389,7 @@ static int srun_resolve(srun *r, int device, terr *e) {
   if (j->backend == B_CUDA && device < 0) {
     if (s->ngpu == 0)
       return terr_set(e, T_EUNAVAIL, "backend", -1, "no usable GPU: %s",
-                      gpu_unavailable_reason());
+                      s->gpu.unavailable_reason());
     return sched_handover(s, j, Q_GPU) == 0 ? RESOLVE_HANDED_OVER
            : atomic_load(&j->stop) ? T_ECANCELED
            : terr_set(e, T_ENOMEM, "", -1, "no memory to queue the job");

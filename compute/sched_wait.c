@@ -230,7 +230,7 @@ int sched_check(sched *s, const kind_ops *k, const json_t *params,
   if (b == B_CUDA && s->ngpu == 0)
     return terr_set(e, T_EUNAVAIL, "backend", -1,
                     "cuda requested but no usable GPU: %s",
-                    gpu_unavailable_reason());
+                    s->gpu.unavailable_reason());
   if (s->cfg.max_result_bytes > 0 && est->out_bytes > s->cfg.max_result_bytes)
     return terr_set(e, T_ETOOLARGE, "params", -1,
                     "the result would take %lld bytes; the limit is %lld",

@@ -1,23 +1,17 @@
 /* test_sched_gpu.c — the scheduler's GPU paths with two fake devices.
  *
- * In a build without CUDA this file defines every function of gpu.h itself
- * (so compute/gpu_none.c is never linked in): two devices, a health streak
- * per device kept like GPU_FAIL_LIMIT says, and a lock per device that
- * records its holder. The test kinds "run" on B_CUDA on the CPU; what is
- * checked is the scheduler: cuda jobs run on the GPU workers (cuda:0 /
+ * The fakes come in through cfg.gpu_ops (sched.h): two devices, a health
+ * streak per device kept like GPU_FAIL_LIMIT says, and a lock per device
+ * that records its holder. The test kinds "run" on B_CUDA on the CPU; what
+ * is checked is the scheduler: cuda jobs run on the GPU workers (cuda:0 /
  * cuda:1) holding the device lock; auto jobs the router sends to cuda are
  * handed over from a CPU worker and run there; compare adds a cuda run;
- * every cuda run is reported to gpu_note_result, and a device error fails
+ * every cuda run is reported to note_result once, and a device error fails
  * the job with device_error; unhealthy devices are left alone by auto and
  * compare; a running cuda job can be canceled; sched_check accepts cuda.
- * With CUDA built the real facade is linked instead, and this test skips.
  */
 #include "compute/gpu.h"
 #include "sched_fixture.h"
-
-#if TESSEL_HAVE_CUDA
-int main(void) { SKIP_ALL("fake GPUs need a build without CUDA"); }
-#else
 
 #define NDEV 2
 static pthread_mutex_t dev_mu[NDEV] = {PTHREAD_MUTEX_INITIALIZER,
@@ -26,13 +20,12 @@ static pthread_t dev_owner[NDEV]; /* written and read under dev_mu */
 static atomic_int dev_held[NDEV], streak[NDEV], notes[NDEV], last_rc[NDEV];
 static atomic_int hook_calls, hook_bad, hook_dev[NDEV];
 
-int gpu_init(void) { return 0; }
-void gpu_shutdown(void) {}
-int gpu_count(void) { return NDEV; }
-const char *gpu_unavailable_reason(void) { return ""; }
-json_t *gpu_devices_json(void) { return json_object(); }
-int gpu_healthy(int dev) { return atomic_load(&streak[dev]) < GPU_FAIL_LIMIT; }
-void gpu_note_result(int dev, int rc) {
+static int fake_count(void) { return NDEV; }
+static const char *fake_reason(void) { return ""; }
+static int fake_healthy(int dev) {
+  return atomic_load(&streak[dev]) < GPU_FAIL_LIMIT;
+}
+static void fake_note(int dev, int rc) {
   atomic_fetch_add(&notes[dev], 1);
   atomic_store(&last_rc[dev], rc);
   if (rc == T_EDEVICE)
@@ -40,14 +33,29 @@ void gpu_note_result(int dev, int rc) {
   else if (rc == T_OK)
     atomic_store(&streak[dev], 0);
 }
-void gpu_lock(int dev) {
+static void fake_lock(int dev) {
   pthread_mutex_lock(&dev_mu[dev]);
   dev_owner[dev] = pthread_self();
   atomic_store(&dev_held[dev], 1);
 }
-void gpu_unlock(int dev) {
+static void fake_unlock(int dev) {
   atomic_store(&dev_held[dev], 0);
   pthread_mutex_unlock(&dev_mu[dev]);
+}
+static const sched_gpu_ops fake_gpu = {fake_count, fake_healthy, fake_note,
+                                       fake_lock, fake_unlock, fake_reason};
+
+/* fx_open with the fake GPUs. */
+static int fx_open_gpu(fx *f, int threads) {
+  memset(f, 0, sizeof *f);
+  snprintf(f->dir, sizeof f->dir, "%s/d%d", root, dir_seq++);
+  terr e;
+  int rc = store_open(f->dir, &f->st, &e);
+  CHECK_MSG(rc == 0, "store_open: %s", e.message);
+  if (rc) return rc;
+  fx_config(f, threads);
+  f->cfg.gpu_ops = &fake_gpu;
+  return fx_start(f);
 }
 
 /* On every cuda run: a valid device whose lock this thread holds. */
@@ -75,7 +83,7 @@ static void reset_fakes(void) {
 TEST(test_gpu_workers_run_cuda_jobs) {
   reset_fakes();
   fx f;
-  if (fx_open(&f, 2)) return;
+  if (fx_open_gpu(&f, 2)) return;
   sched_stats st;
   sched_get_stats(f.s, &st);
   CHECK(st.gpu_workers == NDEV);
@@ -109,7 +117,7 @@ TEST(test_gpu_workers_run_cuda_jobs) {
 TEST(test_gpu_auto_handover) {
   reset_fakes();
   fx f;
-  if (fx_open(&f, 2)) return;
+  if (fx_open_gpu(&f, 2)) return;
   char big[T_ID_MAX], small[T_ID_MAX];
   /* 1e10 units of work, 80 bytes to move: the router picks cuda. */
   CHECK(submit(&f, "sleepy", "{\"n\":10,\"work\":1e10}", "auto", 5, 0, big) == 0);
@@ -135,7 +143,7 @@ TEST(test_gpu_auto_handover) {
 TEST(test_gpu_compare) {
   reset_fakes();
   fx f;
-  if (fx_open(&f, 2)) return;
+  if (fx_open_gpu(&f, 2)) return;
   char id[T_ID_MAX];
   CHECK(submit(&f, "sleepy", "{\"n\":50,\"value\":3}", "compare", 5, 0, id) == 0);
   store_job j;
@@ -160,7 +168,7 @@ TEST(test_gpu_compare) {
 TEST(test_gpu_errors_and_health) {
   reset_fakes();
   fx f;
-  if (fx_open(&f, 2)) return;
+  if (fx_open_gpu(&f, 2)) return;
   char id[T_ID_MAX];
   CHECK(submit(&f, "fail", "{\"n\":1}", "cuda", 5, 0, id) == 0);
   store_job j;
@@ -196,7 +204,7 @@ TEST(test_gpu_errors_and_health) {
 TEST(test_gpu_cancel_running) {
   reset_fakes();
   fx f;
-  if (fx_open(&f, 1)) return;
+  if (fx_open_gpu(&f, 1)) return;
   char id[T_ID_MAX];
   CHECK(submit(&f, "sleepy", "{\"n\":5000,\"ms\":1}", "cuda", 5, 0, id) == 0);
   CHECK(wait_status(&f, id, JOB_RUNNING));
@@ -231,4 +239,3 @@ int main(void) {
   rm_tree(root);
   return check_summary();
 }
-#endif
