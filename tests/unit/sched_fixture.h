@@ -11,6 +11,8 @@
  *   fail    fails at check / prepare / run ({"at": ...}) with T_EINVAL; on
  *           cuda it fails with T_EDEVICE (a GPU error)
  *   wrong   like sleepy, but the cpu result is off by 0.5 (compare)
+ *   loose   wrong, with a plan tolerance (kind_ops.tolerance) of atol 0.75
+ *           when params.loose is true
  *
  * Static functions: each test file uses a subset.
  */
@@ -53,7 +55,7 @@ static char order[4096];
 typedef struct splan {
   int64_t n;
   double ms, value, work;
-  int wrong;
+  int wrong, loose;
   const char *tag;
 } splan;
 
@@ -190,20 +192,40 @@ static int fail_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
   return terr_set(e, T_EINVAL, "params.x", 3, "bad value at run time");
 }
 
-static const kind_ops k_sleepy = {K_MAP, "sleepy", 0, 0, "exact", sleepy_check,
-                                  sleepy_prepare, sleepy_run, plan_release};
-static const kind_ops k_wrong = {K_MAP, "wrong", 1e-9, 1e-12, "near",
-                                 sleepy_check, wrong_prepare, sleepy_run,
-                                 plan_release};
-static const kind_ops k_gate = {K_MAP, "gate", 0, 0, "exact", sleepy_check,
-                                sleepy_prepare, gate_run, plan_release};
-static const kind_ops k_record = {K_MAP, "record", 0, 0, "exact", sleepy_check,
-                                  record_prepare, record_run, plan_release};
-static const kind_ops k_fail = {K_MAP, "fail", 0, 0, "exact", fail_check,
-                                fail_prepare, fail_run, plan_release};
+/* "wrong" with {"loose": true}: a plan tolerance (kind_ops.tolerance) wide
+ * enough to accept the cpu run's 0.5 error. */
+static int loose_prepare(const json_t *params, const tenv *env, void **plan,
+                         terr *e) {
+  int rc = wrong_prepare(params, env, plan, e);
+  ((splan *)*plan)->loose = json_is_true(json_object_get(params, "loose"));
+  return rc;
+}
+static void loose_tolerance(const void *plan, double *rtol, double *atol) {
+  if (((const splan *)plan)->loose) *atol = 0.75;
+}
+
+#define KIND(k_, name_, rtol_, atol_, check_, prepare_, run_)               \
+  {.kind = (k_), .name = (name_), .rtol = (rtol_), .atol = (atol_),         \
+   .tolerance_doc = "test", .check = (check_), .prepare = (prepare_),        \
+   .run = (run_), .release = plan_release}
+static const kind_ops k_sleepy =
+    KIND(K_MAP, "sleepy", 0, 0, sleepy_check, sleepy_prepare, sleepy_run);
+static const kind_ops k_wrong =
+    KIND(K_MAP, "wrong", 1e-9, 1e-12, sleepy_check, wrong_prepare, sleepy_run);
+static const kind_ops k_gate =
+    KIND(K_MAP, "gate", 0, 0, sleepy_check, sleepy_prepare, gate_run);
+static const kind_ops k_record =
+    KIND(K_MAP, "record", 0, 0, sleepy_check, record_prepare, record_run);
+static const kind_ops k_fail =
+    KIND(K_MAP, "fail", 0, 0, fail_check, fail_prepare, fail_run);
+static const kind_ops k_loose = {
+    .kind = K_MAP, .name = "loose", .rtol = 1e-9, .atol = 1e-12,
+    .tolerance_doc = "test", .check = sleepy_check, .prepare = loose_prepare,
+    .run = sleepy_run, .release = plan_release, .tolerance = loose_tolerance};
 
 static const kind_ops *test_kinds(const char *name) {
-  const kind_ops *all[] = {&k_sleepy, &k_wrong, &k_gate, &k_record, &k_fail};
+  const kind_ops *all[] = {&k_sleepy, &k_wrong, &k_gate, &k_record, &k_fail,
+                           &k_loose};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     if (strcmp(all[i]->name, name) == 0) return all[i];
   return NULL;

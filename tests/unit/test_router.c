@@ -9,9 +9,9 @@
 #include "check.h"
 #include "compute/router.h"
 
-static const kind_ops k_map = {K_MAP, "map", 0, 0, "", 0, 0, 0, 0};
-static const kind_ops k_matmul = {K_MATMUL, "matmul", 0, 0, "", 0, 0, 0, 0};
-static const kind_ops k_geo = {K_GEODESIC, "geodesic", 0, 0, "", 0, 0, 0, 0};
+static const kind_ops k_map = {.kind = K_MAP, .name = "map"};
+static const kind_ops k_matmul = {.kind = K_MATMUL, .name = "matmul"};
+static const kind_ops k_geo = {.kind = K_GEODESIC, .name = "geodesic"};
 
 static job_estimate est_of(double work, int64_t size, int64_t in_bytes,
                            int64_t out_bytes) {

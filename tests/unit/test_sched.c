@@ -446,6 +446,20 @@ TEST(test_compare) {
     CHECK(j.result_path == NULL);
     store_job_clear(&j);
   }
+  /* The plan's own tolerance (kind_ops.tolerance) decides. */
+  char loose[T_ID_MAX], strict[T_ID_MAX];
+  CHECK(submit(&f, "loose", "{\"n\":20,\"loose\":true}", "compare", 5, 0, loose) == 0);
+  CHECK(submit(&f, "loose", "{\"n\":20,\"loose\":false}", "compare", 5, 0, strict) == 0);
+  if (wait_final(&f, loose, &j)) {
+    CHECK_STR(job_status_name(j.status), "succeeded");
+    CHECK_NEAR(j.max_abs_diff, 0.5, 1e-12);
+    store_job_clear(&j);
+  }
+  if (wait_final(&f, strict, &j)) {
+    CHECK_STR(job_status_name(j.status), "failed");
+    CHECK(j.error_message && strstr(j.error_message, "1e-12 + 1e-09*|b|"));
+    store_job_clear(&j);
+  }
   CHECK(count_tmp_files(f.dir) == 0);
   fx_close(&f);
 }
