@@ -33,6 +33,9 @@
 #include "compute/sched_int.h"
 
 #define SRUN_MAX_ALLOCS 8
+/* JSON text for the store: compact, 9 significant digits (2.4, not
+ * 2.3999999999999999). */
+#define SRUN_JSON (JSON_COMPACT | JSON_REAL_PRECISION(9))
 #define SRUN_PATH_MAX 4096
 
 typedef struct salloc {
@@ -52,6 +55,9 @@ typedef struct srun {
   double max_abs_diff;
   double rtol, atol; /* compare's tolerance for this plan */
 } srun;
+
+/* A duration in ms, to the microsecond. */
+static json_t *ms_json(double ms) { return json_real(round(ms * 1e3) / 1e3); }
 
 /* ---- result arrays --------------------------------------------------------- */
 static int srun_result_alloc(job_ctx *ctx, tdtype dt, int ndim,
@@ -309,7 +315,8 @@ static int srun_compare(srun *r, void *plan, tarray **result, terr *e) {
       }
       break;
     }
-    json_t *entry = json_pack("{s:s, s:f}", "backend", runs[i].name, "ms", ms);
+    json_t *entry = json_pack("{s:s, s:o}", "backend", runs[i].name, "ms",
+                              ms_json(ms));
     if (runs[i].b == B_CPU)
       json_object_set_new(entry, "threads", json_integer(r->j->ctx.threads));
     if (i == 0) {
@@ -421,12 +428,11 @@ static char *srun_estimate_json(const sjob *j) {
                         (json_int_t)j->est.in_bytes, "mem_bytes",
                         (json_int_t)j->est.mem_bytes);
   if (o && j->estimates) json_object_update_missing(o, j->estimates);
-  char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+  char *text = o ? json_dumps(o, SRUN_JSON) : NULL;
   json_decref(o);
   return text;
 }
 
-static json_t *ms_json(double ms) { return json_real(round(ms * 1e3) / 1e3); }
 
 /* ---- end ------------------------------------------------------------------- */
 /* Release a job whose store row is already final (or left unfinished). */
@@ -445,7 +451,7 @@ void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
     double queue_ms = (double)(t_wall_ms() - j->created_at);
     json_t *t = json_pack("{s:o, s:o}", "queue", ms_json(queue_ms), "total",
                           ms_json(queue_ms));
-    char *timings = t ? json_dumps(t, JSON_COMPACT) : NULL;
+    char *timings = t ? json_dumps(t, SRUN_JSON) : NULL;
     json_decref(t);
     store_job_end end = {.status = (job_status)status,
                          .finished_at = t_wall_ms(), .timings = timings,
@@ -554,7 +560,7 @@ end:
                            "bytes",
                            (json_int_t)(result->size *
                                         (int64_t)tdtype_size(result->dtype)));
-    result_json = rj ? json_dumps(rj, JSON_COMPACT) : NULL;
+    result_json = rj ? json_dumps(rj, SRUN_JSON) : NULL;
     json_decref(rj);
     snprintf(final, sizeof final, "%s/%s.npy", s->results_dir, j->id);
     double t0s = t_now_ms();
@@ -579,9 +585,9 @@ end:
                         ms_json(r.t_compute), "d2h", ms_json(r.t_d2h),
                         "store", ms_json(r.t_store), "total",
                         ms_json(queue_ms + run_ms));
-  timings = t ? json_dumps(t, JSON_COMPACT) : NULL;
+  timings = t ? json_dumps(t, SRUN_JSON) : NULL;
   json_decref(t);
-  compare_json = r.compare ? json_dumps(r.compare, JSON_COMPACT) : NULL;
+  compare_json = r.compare ? json_dumps(r.compare, SRUN_JSON) : NULL;
   store_job_end end = {
       .status = (job_status)status, .finished_at = t_wall_ms(),
       .timings = timings, .result = result_json,
