@@ -40,7 +40,6 @@
 
 #include "compute/geodesic_kind.h"
 #include "compute/pool.h"
-#include "pool_shim.h" /* until compute/pool.c is merged */
 #include "util/util.h"
 
 #if TESSEL_HAVE_CUDA

@@ -17,7 +17,6 @@
 #include "compute/geodesic_gpu.h"
 #include "compute/geodesic_kind.h"
 #include "compute/pool.h"
-#include "pool_shim.h" /* until compute/pool.c is merged */
 #include "util/util.h"
 
 static pool *g_pool;
