@@ -243,10 +243,11 @@ static void reply_formatted(http_req *r, api_ctx *ctx, tarray *a, int fmt) {
     return;
   }
   if (fmt == FMT_CSV && a->ndim > 2) {
+    int ndim = a->ndim;
     tarray_free(a);
     api_reply_terr(r, T_ENOTACCEPT, "format",
                    "CSV holds 1-D or 2-D arrays; this one has %d dimensions: "
-                   "use npy or json", a->ndim);
+                   "use npy or json", ndim);
     return;
   }
   if (fmt == FMT_JSON && (double)a->size * 24.0 > (double)ctx->max_json_result) {
