@@ -189,6 +189,38 @@ test('a distance matrix shows a heatmap', LONG, async () => {
   await shot('detail-heatmap');
 });
 
+test('every preset builds a request the API accepts and runs', LONG, async () => {
+  await go('#/submit');
+  const ids = await page.$$eval('[data-preset]', (b) => b.map((x) => x.dataset.preset));
+  assert.ok(ids.length >= 5, 'the five seeds');
+  const jobs = [];
+  for (const id of ids) {
+    await page.click(`[data-preset="${id}"]`);
+    const body = JSON.parse(await page.textContent('#request-json'));
+    body.label = `bt-preset-${id}-${STAMP}`;
+    const res = await api('POST', '/v1/jobs', body);
+    assert.equal(res.status, 202, `${id}: ${JSON.stringify(res.body)}`);
+    jobs.push(res.body.id);
+  }
+  for (const id of jobs) {
+    const j = await waitJob(id, (x) => x.status !== 'queued' && x.status !== 'running', 110000);
+    assert.equal(j.status, 'succeeded', `${id}: ${JSON.stringify(j.error)}`);
+  }
+});
+
+test('a saved token is sent as a bearer token', LONG, async () => {
+  await go('#/jobs');
+  await page.click('#token-btn');
+  await page.fill('#token-input', 'bt-token-123');
+  const req = page.waitForRequest((r) => r.url().includes('/v1/') && r.headers().authorization === 'Bearer bt-token-123');
+  await page.click('#token-save');
+  await req;
+  assert.equal(await page.evaluate(() => localStorage.getItem('tessel.token')), 'bt-token-123');
+  await page.click('#token-btn');
+  await page.click('#token-clear');
+  assert.equal(await page.evaluate(() => localStorage.getItem('tessel.token')), null);
+});
+
 test('a bad expression shows the message the API gives', LONG, async () => {
   await go('#/submit');
   await pick('kind', 'map');

@@ -12,7 +12,7 @@
  */
 import {api, jobsApi, download, getToken} from '../api.js';
 import {h, clear, card, fmtMs, fmtBytes, fmtNum, fmtShape, fmtTime, fmtInt, statusBadge, isActive, poll,
-  errorBox, announce} from '../dom.js';
+  errorBox, announce, backendFamily} from '../dom.js';
 import {chartBox, timingsChart, compareChart, drawHeatmap, drawColorbar, chartsReady, PHASES} from '../charts.js';
 
 const PREVIEW_ROWS = 10;
@@ -94,6 +94,14 @@ export function mount(root, {params}) {
         elapsed !== null ? ` · ${fmtMs(elapsed)} elapsed` : '')));
   }
 
+  function renderTimingsPending(j) {
+    if (finalDone || timingsHost.dataset.pending === j.status) return;
+    timingsHost.dataset.pending = j.status;
+    clear(timingsHost).append(h('p', {class: 'empty'}, j.status === 'queued'
+      ? 'Waiting for a worker; the time of each phase is shown when the job ends.'
+      : 'Running; the time of each phase is shown when the job ends.'));
+  }
+
   function renderSummary(j) {
     const b = j.backend || {};
     const t = j.timings_ms || {};
@@ -131,8 +139,14 @@ export function mount(root, {params}) {
     c.canvas.id = 'compare-chart';
     const diff = typeof j.max_abs_diff === 'number'
       ? `The results agree: largest absolute difference between backends ${fmtNum(j.max_abs_diff, 3)}.` : '';
-    clear(compareHost).append(card('Serial vs parallel vs GPU', c.box, h('p', {class: 'muted'},
-      `The same inputs on every backend; speedups against serial are written on the bars. ${diff}`)));
+    const rows = j.compare.filter((x) => typeof x.ms === 'number');
+    const serial = rows.find((x) => backendFamily(x.backend) === 'serial');
+    const heads = serial ? rows.filter((x) => x !== serial).map((x) => h('div', {class: 'stat'},
+      h('span', {class: 'v'}, `${(serial.ms / x.ms).toFixed(serial.ms / x.ms >= 10 ? 0 : 1)}×`),
+      h('span', {class: 'l'}, `${x.backend}${x.threads ? ` (${x.threads} threads)` : ''} against serial: ` +
+        `${fmtMs(x.ms)} vs ${fmtMs(serial.ms)}`))) : [];
+    clear(compareHost).append(card('Serial vs parallel vs GPU', h('div', {class: 'speedups'}, heads), c.box,
+      h('p', {class: 'muted'}, `The same inputs on every backend; speedups against serial are written on the bars. ${diff}`)));
     if (chartsReady()) charts.push(compareChart(c.canvas, j.compare));
   }
 
@@ -171,6 +185,7 @@ export function mount(root, {params}) {
     renderHeader(j);
     renderProgress(j);
     renderSummary(j);
+    if (isActive(j)) renderTimingsPending(j);
     if (!paramsHost.firstChild) {
       paramsHost.append(card('Params', j.params ? h('pre', {class: 'json', tabindex: '0', 'aria-label': 'Params as JSON'},
         JSON.stringify(j.params, null, 2)) : h('p', {class: 'muted'}, 'The API did not include the params.')));
