@@ -199,7 +199,13 @@ export function mount(root, {params}) {
     }
   }
 
-  function showErr(x) { clear(err).append(errorBox(x)); }
+  function showErr(x) {
+    clear(err).append(errorBox(x));
+    if (x.status === 404) { /* deleted, or never was: nothing more to follow */
+      stop();
+      err.append(h('p', null, h('a', {href: '#/jobs'}, 'Back to the jobs.')));
+    }
+  }
   stop = poll(refresh, 500, showErr);
   return () => { stop(); charts.forEach((c) => c.destroy()); };
 }

@@ -12,7 +12,7 @@
  * from params where a job carries them.
  * Under each chart, a table: median time per size and backend, and the
  * speedup against serial. "Measure" submits three compare jobs of growing
- * size so an empty history fills in. Refreshes every 5 s.
+ * size so an empty history fills in. Refreshes every 10 s.
  */
 import {jobsApi, listAllJobs} from '../api.js';
 import {h, clear, card, fmtMs, fmtSize, poll, errorBox, announce, backendFamily, KINDS} from '../dom.js';
@@ -186,6 +186,6 @@ export function mount(root) {
     }
   }
 
-  const stop = poll(refresh, 5000, (x) => clear(err).append(errorBox(x)));
+  const stop = poll(refresh, 10000, (x) => clear(err).append(errorBox(x)));
   return () => { stop(); for (const c of Object.values(charts)) c.destroy(); };
 }
