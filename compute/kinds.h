@@ -67,6 +67,10 @@ typedef struct job_ctx {
   int (*result_alloc)(struct job_ctx *ctx, tdtype dt, int ndim,
                       const int64_t *shape, tarray **out, terr *e);
   void *ud; /* the scheduler's */
+  /* Set by run, recorded with the job by the scheduler (0 when unused):
+   * geodesic "vincenty", the pairs whose iteration did not converge (NaN in
+   * the result). */
+  int64_t nonconverged;
 } job_ctx;
 
 static inline int job_ctx_stopped(const job_ctx *c) {
@@ -94,6 +98,12 @@ typedef struct kind_ops {
   /* b is B_SERIAL, B_CPU or B_CUDA. */
   int (*run)(void *plan, tbackend b, job_ctx *ctx, tarray **result, terr *e);
   void (*release)(void *plan);
+  /* Optional (NULL: use rtol/atol above): the tolerance for this plan's
+   * results when it depends on the data or the dtype (matmul: float32 or
+   * float64, and the size of |a|.|b|, which a fixed rtol cannot follow where
+   * sums cancel). Called on the worker after prepare; same rule
+   * |a - b| <= atol + rtol * |b|. */
+  void (*tolerance)(const void *plan, double *rtol, double *atol);
 } kind_ops;
 
 /* The table: NULL when the name is unknown. */
