@@ -97,7 +97,8 @@ const PHASE_TEXT = {queue: 'queue', prepare: 'prepare', h2d: 'host → device', 
   d2h: 'device → host', store: 'store'};
 
 export function timingsChart(canvas, timings) {
-  const phases = PHASES.filter((p) => typeof timings[p] === 'number');
+  /* host<->device phases only when they took time (a GPU run) */
+  const phases = PHASES.filter((p) => typeof timings[p] === 'number' && (timings[p] > 0 || (p !== 'h2d' && p !== 'd2h')));
   const values = phases.map((p) => timings[p]);
   const colors = phases.map((p) => css(`--ph-${p}`));
   canvas.setAttribute('aria-label', 'Time per phase: ' +
@@ -201,10 +202,14 @@ export function perfChart(canvas, kind, series, medians, unit) {
   opts.animation = false;
   opts.plugins.legend.labels.filter = (item, data) => !data.datasets[item.datasetIndex].label.endsWith(' median');
   opts.plugins.tooltip.callbacks = {label: (c) => `${c.dataset.label}: ${fmtSize(c.raw.x)} ${unit} in ${fmtMs(c.raw.y)}`};
-  /* Label 1, 2 and 5 times a power of ten; leave the other log ticks bare. */
-  const logTick = (v) => {
-    const m = v / 10 ** Math.floor(Math.log10(v) + 1e-9);
-    return [1, 2, 5].some((k) => Math.abs(m - k) < 1e-6) ? fmtSize(v) : '';
+  /* Label 1, 2 and 5 times a power of ten over a few decades, only the
+   * powers of ten over many; leave the other log ticks bare. */
+  const logLabeler = (lo, hi) => {
+    const marks = Math.log10(hi / lo) > 3 ? [1] : [1, 2, 5];
+    return (v) => {
+      const m = v / 10 ** Math.floor(Math.log10(v) + 1e-9);
+      return marks.some((k) => Math.abs(m - k) < 1e-6);
+    };
   };
   /* Whole decades on both axes, so there is always a labelled tick. */
   const all = Object.values(series).flat();
@@ -212,11 +217,17 @@ export function perfChart(canvas, kind, series, medians, unit) {
   const xs = all.map((p) => p.x);
   const ys = all.map((p) => p.y);
   const msTick = (v) => (v >= 1000 ? `${v / 1000} s` : `${v} ms`);
+  const xLo = dec(Math.min(...xs), Math.floor);
+  const xHi = dec(Math.max(...xs), Math.ceil);
+  const yLo = dec(Math.min(...ys), Math.floor);
+  const yHi = dec(Math.max(...ys), Math.ceil);
+  const xMark = logLabeler(xLo, xHi);
+  const yMark = logLabeler(yLo, yHi);
   opts.scales = {
-    x: axis({type: 'logarithmic', min: dec(Math.min(...xs), Math.floor), max: dec(Math.max(...xs), Math.ceil), title: {display: true, text: `input size (${unit})`, color: css('--muted')},
-      ticks: {color: css('--muted'), maxRotation: 0, autoSkip: false, callback: logTick}}),
-    y: axis({type: 'logarithmic', min: dec(Math.min(...ys), Math.floor), max: dec(Math.max(...ys), Math.ceil), title: {display: true, text: 'milliseconds', color: css('--muted')},
-      ticks: {color: css('--muted'), autoSkip: false, callback: (v) => (logTick(v) ? msTick(v) : '')}}),
+    x: axis({type: 'logarithmic', min: xLo, max: xHi, title: {display: true, text: `input size (${unit})`, color: css('--muted')},
+      ticks: {color: css('--muted'), maxRotation: 0, autoSkip: false, callback: (v) => (xMark(v) ? fmtSize(v) : '')}}),
+    y: axis({type: 'logarithmic', min: yLo, max: yHi, title: {display: true, text: 'milliseconds', color: css('--muted')},
+      ticks: {color: css('--muted'), autoSkip: false, callback: (v) => (yMark(v) ? msTick(v) : '')}}),
   };
   return make(canvas, {type: 'scatter', data: {datasets}, options: opts});
 }

@@ -76,6 +76,7 @@ export function fmtBytes(b) {
 
 export function fmtSize(n) {
   if (n === null || n === undefined) return '—';
+  if (n >= 1e9 && n % 1e8 === 0) return (n / 1e9) + ' G';
   if (n >= 1e6 && n % 1e5 === 0) return (n / 1e6) + ' M';
   if (n >= 1e4 && n % 1e3 === 0) return (n / 1e3) + ' k';
   return nf.format(n);

@@ -143,8 +143,8 @@ export function mount(root, {params}) {
     const serial = rows.find((x) => backendFamily(x.backend) === 'serial');
     const heads = serial ? rows.filter((x) => x !== serial).map((x) => h('div', {class: 'stat'},
       h('span', {class: 'v'}, `${(serial.ms / x.ms).toFixed(serial.ms / x.ms >= 10 ? 0 : 1)}×`),
-      h('span', {class: 'l'}, `${x.backend}${x.threads ? ` (${x.threads} threads)` : ''} against serial: ` +
-        `${fmtMs(x.ms)} vs ${fmtMs(serial.ms)}`))) : [];
+      h('span', {class: 'l'}, `${x.backend}${x.threads ? ` (${x.threads} threads)` : ''} ` +
+        `${x.ms <= serial.ms ? 'faster' : 'slower'} than serial: ${fmtMs(x.ms)} vs ${fmtMs(serial.ms)}`))) : [];
     clear(compareHost).append(card('Serial vs parallel vs GPU', h('div', {class: 'speedups'}, heads), c.box,
       h('p', {class: 'muted'}, `The same inputs on every backend; speedups against serial are written on the bars. ${diff}`)));
     if (chartsReady()) charts.push(compareChart(c.canvas, j.compare));
