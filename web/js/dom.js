@@ -162,17 +162,22 @@ export function announce(text) {
 
 /* ---- polling ------------------------------------------------------------ */
 /* Run fn now and then every `ms` after each run ends (never two at once).
- * Returns stop(). A hidden tab polls every 5 s instead. Errors go to onError. */
+ * Returns stop(). A hidden tab polls every 5 s instead, and after an error
+ * every 3 s at most. Errors go to onError. */
 export function poll(fn, ms, onError) {
   let timer = null;
   let stopped = false;
   const ctl = new AbortController();
   async function tick() {
     if (stopped) return;
+    let failed = false;
     try { await fn(ctl.signal); } catch (e) {
-      if (e.name !== 'AbortError' && onError) onError(e);
+      failed = e.name !== 'AbortError';
+      if (failed && onError) onError(e);
     }
-    if (!stopped) timer = setTimeout(tick, document.hidden ? Math.max(ms, 5000) : ms);
+    /* after an error (offline, 401) ask again less often */
+    const wait = document.hidden ? Math.max(ms, 5000) : failed ? Math.max(ms, 3000) : ms;
+    if (!stopped) timer = setTimeout(tick, wait);
   }
   tick();
   return () => { stopped = true; clearTimeout(timer); ctl.abort(); };
