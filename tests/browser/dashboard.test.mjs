@@ -7,13 +7,19 @@
  * result preview, downloads), a distance matrix's heatmap, the message shown
  * for a bad expression (compared with what the API itself answers for the
  * same body), cancel and delete from the table, the filters, the performance
- * chart, keyboard labels, and at the end: no console errors. Tests run in
+ * chart, an array uploaded from the form, keyboard labels, a second server
+ * with tokens (the 401 as the API gives it, the token dialog, a download
+ * that carries the token; TESSEL_BIN), and at the end: no console errors. Tests run in
  * order and share jobs. Screenshots go to ARTIFACTS (tests/browser/artifacts).
  * Nothing here asserts a time; waits have generous limits for a slow CI.
  */
 import {test, before, after} from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
+import fs from 'node:fs';
+import os from 'node:os';
+import net from 'node:net';
+import {spawn} from 'node:child_process';
 import {chromium} from 'playwright-core';
 
 const BASE = process.env.TESSEL_URL;
@@ -221,6 +227,27 @@ test('a saved token is sent as a bearer token', LONG, async () => {
   assert.equal(await page.evaluate(() => localStorage.getItem('tessel.token')), null);
 });
 
+test('an array uploaded from the form feeds a job', LONG, async () => {
+  await go('#/submit');
+  await pick('kind', 'map');
+  await page.fill('input[data-field="params.expr"]', 'x * 10');
+  const mode = page.locator('.input-row select').first();
+  await mode.selectOption('array');
+  const csv = path.join(ART, 'upload.csv');
+  fs.writeFileSync(csv, 'v\n1\n2\n3\n');
+  await page.setInputFiles('.input-row input[type="file"]', csv);
+  await page.waitForSelector('text=/Uploaded upload.csv: a_/');
+  const sent = JSON.parse(await page.textContent('#request-json'));
+  assert.match(sent.params.inputs.x.array, /^a_/);
+  await pick('backend', 'cpu');
+  await page.click('button[type="submit"]');
+  await page.waitForURL(/#\/jobs\/j_/);
+  const id = decodeURIComponent(page.url().split('#/jobs/')[1]);
+  await waitJob(id, (j) => j.status === 'succeeded');
+  const res = await api('GET', `/v1/jobs/${id}/result?format=json`);
+  assert.deepEqual(res.body.data, [10, 20, 30]);
+});
+
 test('a bad expression shows the message the API gives', LONG, async () => {
   await go('#/submit');
   await pick('kind', 'map');
@@ -351,6 +378,61 @@ test('every control has a label and the keyboard reaches the pages', LONG, async
   await page.waitForURL(/#\/jobs$/);
   await page.waitForSelector('main h1:text("Jobs")');
   assert.equal(await page.evaluate(() => document.activeElement.tagName), 'H1', 'focus moves to the new page');
+});
+
+/* A second server, started with a token file: the 401 is shown as the API
+ * gives it, the token dialog fixes it, and downloads carry the token. */
+test('with tokens: the 401 banner, the token dialog, a download', LONG, async (t) => {
+  if (!process.env.TESSEL_BIN || !process.env.WEB_DIR) { t.skip('TESSEL_BIN or WEB_DIR not set'); return; }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tessel-bt-token-'));
+  fs.writeFileSync(path.join(dir, 'tokens'), 'alice:bt-secret-1\n');
+  const port = await new Promise((res) => { const s = net.createServer(); s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); }); });
+  const log = fs.openSync(path.join(ART, 'server-token.log'), 'w');
+  const srv = spawn(process.env.TESSEL_BIN, [], {stdio: ['ignore', log, log], env: {...process.env,
+    TESSEL_LISTEN: '127.0.0.1', TESSEL_PORT: String(port), TESSEL_DATA_DIR: dir,
+    TESSEL_TOKEN_FILE: path.join(dir, 'tokens'), TESSEL_WEB_DIR: process.env.WEB_DIR}});
+  const url = `http://127.0.0.1:${port}`;
+  const ctx = await browser.newContext({viewport: {width: 1366, height: 860}, acceptDownloads: true});
+  try {
+    for (let i = 0; ; i++) {
+      try { if ((await fetch(url + '/readyz')).ok) break; } catch { /* not yet */ }
+      if (i > 300) throw new Error('token server not ready');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const p2 = await ctx.newPage();
+    p2.on('pageerror', (e) => consoleErrors.push('page error (token): ' + e.message));
+    const direct = await fetch(url + '/v1/jobs');
+    const want = (await direct.json()).error;
+    assert.equal(direct.status, 401);
+    await p2.goto(`${url}/#/jobs`);
+    await p2.waitForSelector('#banner:not([hidden])');
+    await p2.waitForSelector('#jobs-error .error-box');
+    assert.equal((await p2.textContent('#jobs-error .error-message')).trim(), want.message);
+    assert.equal((await p2.textContent('#jobs-error .error-code')).trim(), want.code);
+    await p2.screenshot({path: path.join(ART, 'token-401.png')});
+    await p2.click('#banner button');
+    await p2.fill('#token-input', 'bt-secret-1');
+    await p2.click('#token-save');
+    await p2.waitForSelector('#banner', {state: 'hidden'});
+    await p2.waitForSelector('text=No jobs match these filters.');
+    const sub = await fetch(url + '/v1/jobs?wait=30', {method: 'POST', headers: {'Content-Type': 'application/json',
+      Authorization: 'Bearer bt-secret-1'}, body: JSON.stringify({kind: 'map', params: {expr: 'x + 1', inputs: {x: [1, 2]}}})});
+    const job = await sub.json();
+    assert.equal(job.status, 'succeeded');
+    await p2.waitForSelector(`tr[data-id="${job.id}"]`);
+    await p2.goto(`${url}/#/jobs/${job.id}`);
+    await p2.waitForSelector('a[data-format="csv"]');
+    const dl = p2.waitForEvent('download');
+    await p2.click('a[data-format="csv"]');
+    const file = await (await dl).path();
+    assert.deepEqual(fs.readFileSync(file, 'utf8').trim().split(/\r?\n/).map(Number), [2, 3]);
+  } finally {
+    await ctx.close();
+    srv.kill('SIGTERM');
+    await new Promise((r) => { if (srv.exitCode !== null) r(); else srv.once('exit', r); });
+    fs.closeSync(log);
+    fs.rmSync(dir, {recursive: true, force: true});
+  }
 });
 
 test('dark scheme screenshots', LONG, async () => {

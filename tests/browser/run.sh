@@ -79,7 +79,7 @@ if [ $ready -ne 1 ]; then
 fi
 
 status=0
-TESSEL_URL=$url CHROMIUM=$chromium ARTIFACTS=$art \
+TESSEL_URL=$url TESSEL_BIN=$bin WEB_DIR="$root/web" CHROMIUM=$chromium ARTIFACTS=$art \
   node --test --test-reporter=spec "$here/dashboard.test.mjs" || status=$?
 if [ $status -ne 0 ]; then
   echo "browser tests: failed; screenshots and the server log are in $art" >&2

@@ -34,8 +34,9 @@ export function arrayInput(opts) {
   const body = h('div', {class: 'av-fields'});
   const status = h('div');
   const el = h('div', {class: 'av', dataset: {field: opts.path}}, field(`${opts.name} from`, modeSel), body, status);
-  const listeners = new Set();
-  const fire = () => { for (const fn of listeners) fn(); };
+  /* Changes made by code (mode switch, upload) are announced like typing,
+   * so the form's live request preview hears them. */
+  const fire = () => el.dispatchEvent(new Event('input', {bubbles: true}));
 
   const inputs = {
     shape: h('input', {type: 'text', value: '1000000', spellcheck: 'false', dataset: {field: opts.path + '.random.shape'}}),
@@ -155,8 +156,6 @@ export function arrayInput(opts) {
     render();
   }
 
-  el.addEventListener('input', fire);
-  el.addEventListener('change', fire);
   set(opts.value);
-  return {el, get, set, onChange: (fn) => listeners.add(fn)};
+  return {el, get, set};
 }
