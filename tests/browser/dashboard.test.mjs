@@ -1,0 +1,461 @@
+/* dashboard.test.mjs — browser tests of the dashboard against the real server.
+ *
+ * run.sh starts tesseld (TESSEL_URL) and runs this file under node:test. One
+ * headless Debian Chromium (CHROMIUM), driven by playwright-core, visits the
+ * pages as a person would: the overview, a job submitted through the Submit
+ * form and followed in the live jobs table, its detail page (charts drawn,
+ * result preview, downloads), a distance matrix's heatmap, the message shown
+ * for a bad expression (compared with what the API itself answers for the
+ * same body), cancel and delete from the table, the filters, the performance
+ * chart, an array uploaded from the form, keyboard labels, a second server
+ * with tokens (the 401 as the API gives it, the token dialog, a download
+ * that carries the token; TESSEL_BIN), and at the end: no console errors. Tests run in
+ * order and share jobs. Screenshots go to ARTIFACTS (tests/browser/artifacts).
+ * Nothing here asserts a time; waits have generous limits for a slow CI.
+ */
+import {test, before, after} from 'node:test';
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import fs from 'node:fs';
+import os from 'node:os';
+import net from 'node:net';
+import {spawn} from 'node:child_process';
+import {chromium} from 'playwright-core';
+
+const BASE = process.env.TESSEL_URL;
+const ART = process.env.ARTIFACTS || 'artifacts';
+const STAMP = Date.now().toString(36);
+const LONG = {timeout: 120000};
+
+let browser;
+let page;
+let hasGpu = false;
+const consoleErrors = [];
+/* Failed fetches Chromium logs for answers the tests provoke on purpose. */
+const expectedStatuses = new Set();
+
+async function api(method, p, body) {
+  const res = await fetch(BASE + p, {method, headers: body ? {'Content-Type': 'application/json'} : {},
+    body: body ? JSON.stringify(body) : undefined});
+  const text = await res.text();
+  return {status: res.status, body: text ? JSON.parse(text) : null};
+}
+
+async function waitJob(id, pred, ms = 90000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const {body} = await api('GET', `/v1/jobs/${id}`);
+    if (pred(body)) return body;
+    if (Date.now() > end) throw new Error(`job ${id} stayed ${body.status}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+async function shot(name) {
+  await page.evaluate(() => window.scrollTo(0, 0)); /* the sticky header at the top */
+  await page.screenshot({path: path.join(ART, `${name}.png`), fullPage: true});
+}
+
+/* A fresh load of the page at hash (not a same-document hash change). */
+async function go(hash) {
+  await page.goto('about:blank');
+  await page.goto(`${BASE}/${hash}`);
+  await page.waitForSelector('main h1');
+}
+
+/* Choose a radio button the way a person does: by its label. */
+async function pick(name, value) {
+  const id = await page.getAttribute(`input[name="${name}"][value="${value}"]`, 'id');
+  await page.click(`label[for="${id}"]`);
+  assert.ok(await page.isChecked(`#${id}`), `${name} = ${value} is chosen`);
+}
+
+/* Pixels of a canvas that are not fully transparent, and how many colours. */
+async function canvasInk(selector) {
+  return page.$eval(selector, (c) => {
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let ink = 0;
+    const colours = new Set();
+    for (let i = 0; i < d.length; i += 4) {
+      if (d[i + 3] > 0) { ink += 1; if (colours.size < 64) colours.add((d[i] << 16) | (d[i + 1] << 8) | d[i + 2]); }
+    }
+    return {ink, colours: colours.size, w: c.width, h: c.height};
+  });
+}
+
+before(async () => {
+  assert.ok(BASE, 'TESSEL_URL is set by run.sh');
+  const dev = await api('GET', '/v1/devices');
+  hasGpu = !!(dev.body.cuda && dev.body.cuda.available && (dev.body.cuda.devices || []).length);
+  browser = await chromium.launch({executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-dev-shm-usage']});
+  const ctx = await browser.newContext({viewport: {width: 1366, height: 860}, colorScheme: 'light'});
+  page = await ctx.newPage();
+  page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });
+  page.on('pageerror', (e) => consoleErrors.push('page error: ' + e.message));
+});
+
+after(async () => { if (browser) await browser.close(); });
+
+test('the overview shows the CPU, the GPU or why there is none, and the queue', LONG, async () => {
+  await go('#/');
+  await page.waitForSelector('[data-device="cpu"] .v');
+  const threads = Number((await page.textContent('[data-device="cpu"] .v')).replace(/,/g, ''));
+  const dev = (await api('GET', '/v1/devices')).body;
+  assert.equal(threads, dev.cpu.threads, 'threads shown = threads the API reports');
+  if (hasGpu) {
+    assert.ok(await page.$('[data-device="cuda:0"] [role="meter"]'), 'GPU memory meter');
+  } else {
+    const text = await page.textContent('[data-device="none"]');
+    assert.match(text, /No GPU/);
+  }
+  await page.waitForSelector('[data-stat="queued"] .v');
+  assert.ok(await page.$('#main h1:text("Overview")'));
+  await shot('overview-empty');
+});
+
+test('the jobs table updates live, without a reload', LONG, async () => {
+  await go('#/jobs');
+  await page.evaluate(() => { window.__noReload = 1; });
+  const label = `bt-live-${STAMP}`;
+  const {status, body} = await api('POST', '/v1/jobs', {kind: 'map', backend: 'cpu', label,
+    params: {expr: 'x*2', inputs: {x: {range: {start: 0, stop: 1000}}}}});
+  assert.equal(status, 202);
+  await page.waitForSelector(`tr[data-id="${body.id}"][data-status="succeeded"]`, {timeout: 30000});
+  assert.equal(await page.evaluate(() => window.__noReload), 1, 'the page was not reloaded');
+  assert.match(await page.textContent(`tr[data-id="${body.id}"]`), new RegExp(label));
+});
+
+let formJob = null;
+
+test('a job submitted through the form finishes in the table', LONG, async () => {
+  await go('#/submit');
+  await page.click('[data-preset="square"]');
+  assert.equal(await page.getAttribute('[data-preset="square"]', 'aria-pressed'), 'true');
+  await pick('backend', 'compare');
+  await page.fill('input[data-field="label"]', `bt-form-${STAMP}`);
+  const sent = JSON.parse(await page.textContent('#request-json'));
+  assert.equal(sent.kind, 'map');
+  assert.equal(sent.backend, 'compare');
+  assert.deepEqual(sent.params.inputs.x, {range: {start: 0, stop: 1000000, step: 1}});
+  await shot('submit-form');
+  await page.click('button[type="submit"]');
+  await page.waitForURL(/#\/jobs\/j_/);
+  formJob = decodeURIComponent(page.url().split('#/jobs/')[1]);
+  await go('#/jobs');
+  await page.waitForSelector(`tr[data-id="${formJob}"][data-status="succeeded"]`, {timeout: 90000});
+  await shot('jobs-table');
+});
+
+test('the detail page draws the timings and the compare chart, previews and offers the result', LONG, async () => {
+  assert.ok(formJob, 'the form test made a job');
+  const job = await waitJob(formJob, (j) => j.status === 'succeeded');
+  await go(`#/jobs/${formJob}`);
+  await page.waitForSelector('#timings-chart');
+  await page.waitForSelector('#compare-chart');
+  await page.waitForSelector('#result-preview');
+  await page.waitForTimeout(600); /* chart animations end */
+  const t = await page.$eval('#timings-chart', (c) => window.Chart.getChart(c).data.datasets[0].data.length);
+  assert.ok(t >= 2, 'at least two phases drawn');
+  const cmp = await page.$eval('#compare-chart', (c) => {
+    const ch = window.Chart.getChart(c);
+    return {labels: ch.data.labels, values: ch.data.datasets[0].data, text: ch.data.datasets[0].valueLabels};
+  });
+  assert.equal(cmp.values.length, job.compare.length, 'one bar per backend compared');
+  assert.ok(cmp.labels.some((l) => l.startsWith('serial')) && cmp.labels.some((l) => l.startsWith('cpu')));
+  assert.ok(cmp.text.every((s) => /×$/.test(s)), 'speedups are written on the bars');
+  for (const sel of ['#timings-chart', '#compare-chart']) {
+    const ink = await canvasInk(sel);
+    assert.ok(ink.ink > 500 && ink.colours > 3, `${sel} has drawn pixels (${JSON.stringify(ink)})`);
+  }
+  /* x = 0..999999 squared: the first values are 0, 1, 4, 9 */
+  const cells = await page.$$eval('#result-preview td', (tds) => tds.slice(0, 4).map((td) => td.textContent));
+  assert.deepEqual(cells, ['0', '1', '4', '9']);
+  const href = await page.getAttribute('a[data-format="npy"]', 'href');
+  const npy = await page.request.get(BASE + href);
+  assert.equal(npy.status(), 200);
+  const buf = await npy.body();
+  assert.equal(buf.subarray(0, 6).toString('latin1'), '\x93NUMPY');
+  for (const f of ['csv', 'json']) assert.ok(await page.$(`a[data-format="${f}"]`), `${f} download`);
+  await shot('detail-compare');
+});
+
+test('a distance matrix shows a heatmap', LONG, async () => {
+  const {status, body} = await api('POST', '/v1/jobs', {kind: 'geodesic', backend: 'cpu', label: `bt-geo-${STAMP}`,
+    params: {points: {random: {shape: [240, 2], dist: 'uniform', low: -60, high: 60, seed: 3}}, units: 'km'}});
+  assert.equal(status, 202, JSON.stringify(body));
+  await waitJob(body.id, (j) => j.status === 'succeeded');
+  await go(`#/jobs/${body.id}`);
+  await page.waitForSelector('#heatmap[data-drawn="1"]', {timeout: 30000});
+  const ink = await canvasInk('#heatmap');
+  assert.ok(ink.ink === ink.w * ink.h, 'every heatmap pixel is painted');
+  assert.ok(ink.colours > 16, `the heatmap has many colours (${ink.colours})`);
+  /* the diagonal is zero: the first preview cell */
+  assert.equal((await page.$$eval('#result-preview tbody td', (t) => t[0].textContent)), '0');
+  await shot('detail-heatmap');
+});
+
+test('every preset builds a request the API accepts and runs', LONG, async () => {
+  await go('#/submit');
+  const ids = await page.$$eval('[data-preset]', (b) => b.map((x) => x.dataset.preset));
+  assert.ok(ids.length >= 5, 'the five seeds');
+  const jobs = [];
+  for (const id of ids) {
+    await page.click(`[data-preset="${id}"]`);
+    const body = JSON.parse(await page.textContent('#request-json'));
+    body.label = `bt-preset-${id}-${STAMP}`;
+    const res = await api('POST', '/v1/jobs', body);
+    assert.equal(res.status, 202, `${id}: ${JSON.stringify(res.body)}`);
+    jobs.push(res.body.id);
+  }
+  for (const id of jobs) {
+    const j = await waitJob(id, (x) => x.status !== 'queued' && x.status !== 'running', 110000);
+    assert.equal(j.status, 'succeeded', `${id}: ${JSON.stringify(j.error)}`);
+  }
+});
+
+test('a saved token is sent as a bearer token', LONG, async () => {
+  await go('#/jobs');
+  await page.click('#token-btn');
+  await page.fill('#token-input', 'bt-token-123');
+  const req = page.waitForRequest((r) => r.url().includes('/v1/') && r.headers().authorization === 'Bearer bt-token-123');
+  await page.click('#token-save');
+  await req;
+  assert.equal(await page.evaluate(() => localStorage.getItem('tessel.token')), 'bt-token-123');
+  await page.click('#token-btn');
+  await page.click('#token-clear');
+  assert.equal(await page.evaluate(() => localStorage.getItem('tessel.token')), null);
+});
+
+test('an array uploaded from the form feeds a job', LONG, async () => {
+  await go('#/submit');
+  await pick('kind', 'map');
+  await page.fill('input[data-field="params.expr"]', 'x * 10');
+  const mode = page.locator('.input-row select').first();
+  await mode.selectOption('array');
+  const csv = path.join(ART, 'upload.csv');
+  fs.writeFileSync(csv, 'v\n1\n2\n3\n');
+  await page.setInputFiles('.input-row input[type="file"]', csv);
+  await page.waitForSelector('text=/Uploaded upload.csv: a_/');
+  const sent = JSON.parse(await page.textContent('#request-json'));
+  assert.match(sent.params.inputs.x.array, /^a_/);
+  await pick('backend', 'cpu');
+  await page.click('button[type="submit"]');
+  await page.waitForURL(/#\/jobs\/j_/);
+  const id = decodeURIComponent(page.url().split('#/jobs/')[1]);
+  await waitJob(id, (j) => j.status === 'succeeded');
+  const res = await api('GET', `/v1/jobs/${id}/result?format=json`);
+  assert.deepEqual(res.body.data, [10, 20, 30]);
+});
+
+test('a bad expression shows the message the API gives', LONG, async () => {
+  await go('#/submit');
+  await pick('kind', 'map');
+  await page.fill('input[data-field="params.expr"]', 'x**2 + y');
+  const body = JSON.parse(await page.textContent('#request-json'));
+  const direct = await api('POST', '/v1/jobs', body);
+  assert.equal(direct.status, 400);
+  expectedStatuses.add(400);
+  await page.click('button[type="submit"]');
+  await page.waitForSelector('#submit-error .error-box');
+  assert.equal((await page.textContent('#submit-error .error-message')).trim(), direct.body.error.message);
+  assert.equal((await page.textContent('#submit-error .error-code')).trim(), direct.body.error.code);
+  if (direct.body.error.field) assert.match(await page.textContent('#submit-error .error-meta'), new RegExp(direct.body.error.field.replace(/\./g, '\\.')));
+  if (Number.isInteger(direct.body.error.position)) {
+    const caret = await page.textContent('#submit-error pre.caret');
+    assert.equal(caret.split('\n')[1].indexOf('^'), direct.body.error.position);
+  }
+  assert.equal(await page.getAttribute('input[data-field="params.expr"]', 'aria-invalid'), 'true');
+  assert.ok(page.url().includes('#/submit'), 'stays on the form');
+  await shot('submit-bad-expression');
+});
+
+test('without a GPU, backend cuda is refused with the API\'s 503 message', LONG, async (t) => {
+  if (hasGpu) { t.skip('this machine has a GPU'); return; }
+  await go('#/submit');
+  await page.click('[data-preset="square"]');
+  await pick('backend', 'cuda');
+  expectedStatuses.add(503);
+  await page.click('button[type="submit"]');
+  await page.waitForSelector('#submit-error .error-box');
+  assert.equal((await page.textContent('#submit-error .error-code')).trim(), 'unavailable');
+});
+
+let longJob = null;
+
+test('cancel from the table', LONG, async () => {
+  /* a job long enough to be caught running: 8,000 points, one thread */
+  const {status, body} = await api('POST', '/v1/jobs', {kind: 'geodesic', backend: 'serial', priority: 9,
+    label: `bt-cancel-${STAMP}`, params: {points: {random: {shape: [8000, 2], dist: 'uniform', low: -60, high: 60, seed: 5}},
+      layout: 'condensed', dtype: 'float32'}});
+  assert.equal(status, 202, JSON.stringify(body));
+  longJob = body.id;
+  await go('#/jobs');
+  const btn = `tr[data-id="${longJob}"] button[data-action="cancel"]`;
+  await page.waitForSelector(btn);
+  await page.click(btn);
+  await page.waitForSelector(`tr[data-id="${longJob}"][data-status="canceled"]`, {timeout: 60000});
+  const j = (await api('GET', `/v1/jobs/${longJob}`)).body;
+  assert.equal(j.status, 'canceled');
+});
+
+test('filters change the table and the address', LONG, async () => {
+  await go('#/jobs');
+  await page.waitForSelector('#jobs-table tbody tr');
+  await page.selectOption('select[name="kind"]', 'geodesic');
+  await page.waitForFunction(() => {
+    const rows = [...document.querySelectorAll('#jobs-table tbody tr')];
+    return rows.length > 0 && rows.every((r) => r.dataset.kind === 'geodesic');
+  });
+  assert.match(page.url(), /kind=geodesic/);
+  await page.selectOption('select[name="status"]', 'canceled');
+  await page.waitForFunction((id) => {
+    const rows = [...document.querySelectorAll('#jobs-table tbody tr')];
+    return rows.length === 1 && rows[0].dataset.id === id;
+  }, longJob);
+  await shot('jobs-filtered');
+  await page.selectOption('select[name="kind"]', 'map');
+  await page.waitForFunction(() => document.querySelectorAll('#jobs-table tbody tr').length === 0);
+  assert.ok(await page.isVisible('text=No jobs match these filters.'));
+  /* a reload keeps the filters */
+  await page.reload();
+  await page.waitForSelector('select[name="kind"]');
+  assert.equal(await page.inputValue('select[name="kind"]'), 'map');
+  assert.equal(await page.inputValue('select[name="status"]'), 'canceled');
+});
+
+test('delete from the table asks twice, then the job is gone', LONG, async () => {
+  await go('#/jobs?status=canceled');
+  const btn = `tr[data-id="${longJob}"] button[data-action="delete"]`;
+  await page.waitForSelector(btn);
+  await page.click(btn);
+  assert.equal((await page.textContent(btn)).trim(), 'Confirm delete');
+  assert.equal((await api('GET', `/v1/jobs/${longJob}`)).status, 200, 'one click deletes nothing');
+  await page.click(btn);
+  await page.waitForSelector(`tr[data-id="${longJob}"]`, {state: 'detached', timeout: 15000});
+  assert.equal((await api('GET', `/v1/jobs/${longJob}`)).status, 404);
+});
+
+test('the performance page plots time against size', LONG, async () => {
+  await go('#/perf');
+  await page.waitForSelector('#perf-chart-map', {timeout: 30000});
+  await page.waitForTimeout(300);
+  const pts = await page.$eval('#perf-chart-map', (c) => {
+    const ch = window.Chart.getChart(c);
+    return {types: [ch.options.scales.x.type, ch.options.scales.y.type],
+      n: ch.data.datasets.filter((d) => d.type === 'scatter').reduce((a, d) => a + d.data.length, 0),
+      backends: ch.data.datasets.filter((d) => d.type === 'scatter').map((d) => d.label)};
+  });
+  assert.deepEqual(pts.types, ['logarithmic', 'logarithmic']);
+  assert.ok(pts.n >= 3, `points from the recorded jobs (${pts.n})`);
+  assert.ok(pts.backends.includes('serial') && pts.backends.includes('cpu'), 'the compare job gave serial and cpu');
+  const ink = await canvasInk('#perf-chart-map');
+  assert.ok(ink.ink > 500);
+  assert.ok(await page.$('#perf-geodesic canvas'), 'geodesic chart from the heatmap job');
+  await shot('performance');
+});
+
+test('every control has a label and the keyboard reaches the pages', LONG, async () => {
+  for (const hash of ['#/', '#/jobs', '#/submit', '#/perf']) {
+    await go(hash);
+    await page.waitForTimeout(300);
+    const unlabelled = await page.$$eval('input, select, textarea, button', (els) => els
+      .filter((e) => e.offsetParent !== null && e.type !== 'hidden')
+      .filter((e) => !(e.labels && e.labels.length) && !e.getAttribute('aria-label') &&
+        !e.getAttribute('aria-labelledby') && !(e.tagName === 'BUTTON' && e.textContent.trim()))
+      .map((e) => e.outerHTML.slice(0, 80)));
+    assert.deepEqual(unlabelled, [], `unlabelled controls on ${hash}`);
+  }
+  await go('#/');
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement.id), 'skip-link');
+  /* Tab to the "Jobs" link and follow it with Enter */
+  for (let i = 0; i < 10; i++) {
+    await page.keyboard.press('Tab');
+    if (await page.evaluate(() => document.activeElement.dataset && document.activeElement.dataset.nav === 'jobs')) break;
+  }
+  await page.keyboard.press('Enter');
+  await page.waitForURL(/#\/jobs$/);
+  await page.waitForSelector('main h1:text("Jobs")');
+  assert.equal(await page.evaluate(() => document.activeElement.tagName), 'H1', 'focus moves to the new page');
+});
+
+/* A second server, started with a token file: the 401 is shown as the API
+ * gives it, the token dialog fixes it, and downloads carry the token. */
+test('with tokens: the 401 banner, the token dialog, a download', LONG, async (t) => {
+  if (!process.env.TESSEL_BIN || !process.env.WEB_DIR) { t.skip('TESSEL_BIN or WEB_DIR not set'); return; }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tessel-bt-token-'));
+  fs.writeFileSync(path.join(dir, 'tokens'), 'alice:bt-secret-1\n');
+  const port = await new Promise((res) => { const s = net.createServer(); s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); }); });
+  const log = fs.openSync(path.join(ART, 'server-token.log'), 'w');
+  const srv = spawn(process.env.TESSEL_BIN, [], {stdio: ['ignore', log, log], env: {...process.env,
+    TESSEL_LISTEN: '127.0.0.1', TESSEL_PORT: String(port), TESSEL_DATA_DIR: dir,
+    TESSEL_TOKEN_FILE: path.join(dir, 'tokens'), TESSEL_WEB_DIR: process.env.WEB_DIR}});
+  const url = `http://127.0.0.1:${port}`;
+  const ctx = await browser.newContext({viewport: {width: 1366, height: 860}, acceptDownloads: true});
+  try {
+    for (let i = 0; ; i++) {
+      try { if ((await fetch(url + '/readyz')).ok) break; } catch { /* not yet */ }
+      if (i > 300) throw new Error('token server not ready');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const p2 = await ctx.newPage();
+    p2.on('pageerror', (e) => consoleErrors.push('page error (token): ' + e.message));
+    const direct = await fetch(url + '/v1/jobs');
+    const want = (await direct.json()).error;
+    assert.equal(direct.status, 401);
+    await p2.goto(`${url}/#/jobs`);
+    await p2.waitForSelector('#banner:not([hidden])');
+    await p2.waitForSelector('#jobs-error .error-box');
+    assert.equal((await p2.textContent('#jobs-error .error-message')).trim(), want.message);
+    assert.equal((await p2.textContent('#jobs-error .error-code')).trim(), want.code);
+    await p2.screenshot({path: path.join(ART, 'token-401.png')});
+    await p2.click('#banner button');
+    await p2.fill('#token-input', 'bt-secret-1');
+    await p2.click('#token-save');
+    await p2.waitForSelector('#banner', {state: 'hidden'});
+    await p2.waitForSelector('text=No jobs match these filters.');
+    const sub = await fetch(url + '/v1/jobs?wait=30', {method: 'POST', headers: {'Content-Type': 'application/json',
+      Authorization: 'Bearer bt-secret-1'}, body: JSON.stringify({kind: 'map', params: {expr: 'x + 1', inputs: {x: [1, 2]}}})});
+    const job = await sub.json();
+    assert.equal(job.status, 'succeeded');
+    await p2.waitForSelector(`tr[data-id="${job.id}"]`);
+    await p2.goto(`${url}/#/jobs/${job.id}`);
+    await p2.waitForSelector('a[data-format="csv"]');
+    const dl = p2.waitForEvent('download');
+    await p2.click('a[data-format="csv"]');
+    const file = await (await dl).path();
+    assert.deepEqual(fs.readFileSync(file, 'utf8').trim().split(/\r?\n/).map(Number), [2, 3]);
+  } finally {
+    await ctx.close();
+    srv.kill('SIGTERM');
+    await new Promise((r) => { if (srv.exitCode !== null) r(); else srv.once('exit', r); });
+    fs.closeSync(log);
+    fs.rmSync(dir, {recursive: true, force: true});
+  }
+});
+
+test('dark scheme screenshots', LONG, async () => {
+  const ctx = await browser.newContext({viewport: {width: 1366, height: 860}, colorScheme: 'dark'});
+  const p2 = await ctx.newPage();
+  p2.on('pageerror', (e) => consoleErrors.push('page error (dark): ' + e.message));
+  await p2.goto(`${BASE}/#/jobs/${formJob}`);
+  await p2.waitForSelector('#compare-chart');
+  await p2.waitForTimeout(600);
+  const bg = await p2.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  assert.notEqual(bg, 'rgb(245, 246, 248)', 'the dark scheme applies');
+  await p2.screenshot({path: path.join(ART, 'detail-compare-dark.png'), fullPage: true});
+  await p2.goto(`${BASE}/#/`);
+  await p2.waitForSelector('[data-device="cpu"] .v');
+  await p2.waitForTimeout(2500);
+  await p2.screenshot({path: path.join(ART, 'overview-dark.png'), fullPage: true});
+  await ctx.close();
+});
+
+test('no console errors', async () => {
+  const unexpected = consoleErrors.filter((m) => {
+    const s = /status of (\d{3})/.exec(m);
+    return !(s && m.startsWith('Failed to load resource') && expectedStatuses.has(Number(s[1])));
+  });
+  assert.deepEqual(unexpected, []);
+});

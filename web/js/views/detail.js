@@ -1,0 +1,281 @@
+/* detail.js — one job: what was asked, how it is going, where the time went,
+ * what came out.
+ *
+ * GET /v1/jobs/{id} every 500 ms while the job is queued or running (a
+ * progress bar and the elapsed time), then once more work when it ends: the
+ * time per phase as a bar chart, for backend "compare" the serial vs cpu vs
+ * cuda bar chart with the speedups written on the bars, and a preview of
+ * the result from GET …/result?format=json&limit_rows=N (a table of the
+ * first rows; for a distance matrix also a heatmap of its top-left block on
+ * a canvas). Downloads (.npy, CSV, JSON) are links to the result route;
+ * with a token they go through fetch so the Authorization header is sent.
+ */
+import {api, jobsApi, download, getToken} from '../api.js';
+import {h, clear, card, fmtMs, fmtBytes, fmtNum, fmtShape, fmtTime, fmtInt, statusBadge, isActive, poll,
+  errorBox, announce, backendFamily} from '../dom.js';
+import {chartBox, timingsChart, compareChart, drawHeatmap, drawColorbar, chartsReady, PHASES} from '../charts.js';
+
+const PREVIEW_ROWS = 10;
+const PREVIEW_COLS = 8;
+const HEAT_MAX = 200;
+
+export function mount(root, {params}) {
+  const id = params.id;
+  const badge = h('span');
+  const labelEl = h('span', {class: 'sub'});
+  const actions = h('div', {class: 'actions'});
+  const err = h('div');
+  const progressHost = h('div');
+  const summary = h('dl', {class: 'kv', id: 'job-summary'});
+  const timingsHost = h('div', {id: 'timings'});
+  const compareHost = h('div', {class: 'span-all', id: 'compare'});
+  const resultHost = h('div', {class: 'span-all', id: 'result'});
+  const errorHost = h('div', {class: 'span-all'});
+  const paramsHost = h('div', {class: 'span-all'});
+  root.append(
+    h('div', {class: 'page-head'}, h('h1', null, 'Job ', h('span', {class: 'mono'}, id)), badge, labelEl, actions),
+    err,
+    h('div', {class: 'grid grid-2'},
+      h('div', {class: 'span-all'}, progressHost),
+      card('Summary', summary),
+      card('Time per phase', timingsHost),
+      errorHost, compareHost, resultHost, paramsHost));
+
+  const charts = [];
+  let finalDone = false;
+  let lastStatus = null;
+  let stop = () => {};
+  let actionSig = '';
+
+  function renderHeader(j) {
+    clear(badge).append(statusBadge(j.status));
+    labelEl.textContent = j.label || '';
+    const sig = isActive(j) ? 'active' : 'final';
+    if (sig === actionSig) return;
+    actionSig = sig;
+    clear(actions);
+    if (isActive(j)) {
+      actions.append(h('button', {type: 'button', class: 'btn', id: 'cancel-job', onclick: async (e) => {
+        e.currentTarget.disabled = true;
+        try { await jobsApi.cancel(id); announce('Cancel asked'); } catch (x) { showErr(x); }
+      }}, 'Cancel job'));
+    } else {
+      let armed = null;
+      const del = h('button', {type: 'button', class: 'btn btn-danger', id: 'delete-job'}, 'Delete');
+      del.addEventListener('click', async () => {
+        if (!armed) {
+          del.textContent = 'Confirm delete';
+          del.classList.add('confirm');
+          armed = setTimeout(() => { armed = null; del.textContent = 'Delete'; del.classList.remove('confirm'); }, 4000);
+          return;
+        }
+        clearTimeout(armed);
+        try { await jobsApi.remove(id); announce(`Deleted job ${id}`); location.hash = '#/jobs'; } catch (x) { showErr(x); }
+      });
+      actions.append(del);
+    }
+    actions.prepend(h('a', {class: 'btn', href: `#/submit?from=${encodeURIComponent(id)}`}, 'Run again…'));
+  }
+
+  function renderProgress(j) {
+    clear(progressHost);
+    if (!isActive(j)) return;
+    const p = j.progress || {};
+    const frac = p.total ? Math.min(1, p.done / p.total) : 0;
+    const since = j.started_at || j.created_at;
+    const elapsed = since ? Date.now() - new Date(since).getTime() : null;
+    const pid = 'progress-label';
+    progressHost.append(h('section', {class: 'card', 'aria-labelledby': pid},
+      h('h2', {class: 'card-title', id: pid}, j.status === 'queued' ? 'Waiting in the queue' : 'Running'),
+      h('progress', {id: 'job-progress', max: '1', value: j.status === 'queued' ? null : String(frac),
+        'aria-labelledby': pid, 'aria-valuetext': `${Math.round(frac * 100)} percent`}),
+      h('p', {class: 'muted', style: 'margin-top:8px'},
+        j.status === 'queued' ? 'queued' : `${fmtInt(p.done)} of ${fmtInt(p.total)} chunks · ${Math.round(frac * 100)}%`,
+        elapsed !== null ? ` · ${fmtMs(elapsed)} elapsed` : '')));
+  }
+
+  function renderTimingsPending(j) {
+    if (finalDone || timingsHost.dataset.pending === j.status) return;
+    timingsHost.dataset.pending = j.status;
+    clear(timingsHost).append(h('p', {class: 'empty'}, j.status === 'queued'
+      ? 'Waiting for a worker; the time of each phase is shown when the job ends.'
+      : 'Running; the time of each phase is shown when the job ends.'));
+  }
+
+  function renderSummary(j) {
+    const b = j.backend || {};
+    const t = j.timings_ms || {};
+    const rows = [
+      ['kind', j.kind], ['status', j.status], ['backend asked', b.requested], ['backend used', b.used || '—'],
+      ['why', b.reason || '—'], ['priority', j.priority], ['input size', j.size != null ? fmtInt(j.size) : '—'],
+      ['created', fmtTime(j.created_at)], ['started', fmtTime(j.started_at)], ['finished', fmtTime(j.finished_at)],
+      ['total time', fmtMs(t.total)],
+    ];
+    if (j.result) rows.push(['result', `${j.result.dtype}, ${fmtShape(j.result.shape)}, ${fmtBytes(j.result.bytes)}`]);
+    clear(summary);
+    for (const [k, v] of rows) summary.append(h('dt', null, k), h('dd', null, v ?? '—'));
+  }
+
+  function renderFinal(j) {
+    const t = j.timings_ms || {};
+    clear(timingsHost);
+    if (PHASES.some((p) => typeof t[p] === 'number') && chartsReady()) {
+      const c = chartBox('Time per phase', 230);
+      c.canvas.id = 'timings-chart';
+      timingsHost.append(c.box, h('p', {class: 'muted'}, `total ${fmtMs(t.total)}`));
+      charts.push(timingsChart(c.canvas, t));
+    } else {
+      timingsHost.append(h('p', {class: 'empty'}, 'No timings were recorded for this job.'));
+    }
+    if (Array.isArray(j.compare) && j.compare.length) renderCompare(j);
+    if (j.error && j.status !== 'succeeded') {
+      clear(errorHost).append(card(j.status === 'canceled' ? 'Canceled' : 'Error', errorBox(j.error)));
+    }
+    if (j.status === 'succeeded' && j.result) renderResult(j);
+  }
+
+  function renderCompare(j) {
+    const c = chartBox('Compute time by backend', 280);
+    c.canvas.id = 'compare-chart';
+    const diff = typeof j.max_abs_diff === 'number'
+      ? `The results agree: largest absolute difference between backends ${fmtNum(j.max_abs_diff, 3)}.` : '';
+    const rows = j.compare.filter((x) => typeof x.ms === 'number');
+    const serial = rows.find((x) => backendFamily(x.backend) === 'serial');
+    const heads = serial ? rows.filter((x) => x !== serial).map((x) => h('div', {class: 'stat'},
+      h('span', {class: 'v'}, `${(serial.ms / x.ms).toFixed(serial.ms / x.ms >= 10 ? 0 : 1)}×`),
+      h('span', {class: 'l'}, `${x.backend}${x.threads ? ` (${x.threads} threads)` : ''} ` +
+        `${x.ms <= serial.ms ? 'faster' : 'slower'} than serial: ${fmtMs(x.ms)} vs ${fmtMs(serial.ms)}`))) : [];
+    clear(compareHost).append(card('Serial vs parallel vs GPU', h('div', {class: 'speedups'}, heads), c.box,
+      h('p', {class: 'muted'}, `The same inputs on every backend; speedups against serial are written on the bars. ${diff}`)));
+    if (chartsReady()) charts.push(compareChart(c.canvas, j.compare));
+  }
+
+  async function renderResult(j) {
+    const r = j.result;
+    const shape = r.shape || [];
+    const body = h('div', {class: 'stack'});
+    const dl = h('div', {class: 'row'}, h('span', {class: 'muted'}, 'Download:'),
+      dlLink(j, 'npy', '.npy'), dlLink(j, 'csv', 'CSV', shape.length > 2 ? 'CSV holds 1-D or 2-D results' : null),
+      dlLink(j, 'json', 'JSON'));
+    clear(resultHost).append(card('Result', h('p', null, `${r.dtype}, shape ${fmtShape(shape)}, ${fmtBytes(r.bytes)}`),
+      dl, body));
+    /* A distance matrix gets a heatmap; a condensed one is asked for in
+     * the square layout (the API offers it for results without targets). */
+    const p = j.params || {};
+    const n = j.size || 0;
+    const condensed = j.kind === 'geodesic' && shape.length === 1 && !p.targets && n > 1;
+    const isMatrix = j.kind === 'geodesic' && (shape.length === 2 || condensed);
+    const full = condensed ? [n, n] : shape;
+    const cols = full.length >= 2 ? full[1] : 1;
+    const rows = isMatrix ? Math.min(full[0], HEAT_MAX, Math.max(16, Math.floor(300000 / Math.max(1, cols))))
+      : full.length === 1 ? 20 : PREVIEW_ROWS;
+    body.append(h('p', {class: 'muted'}, 'Loading a preview…'));
+    let res;
+    try {
+      res = await api.get(jobsApi.resultUrl(id, {format: 'json', limit_rows: rows, layout: condensed ? 'square' : ''}));
+    } catch (x) { clear(body).append(errorBox(x)); return; }
+    clear(body);
+    if (isMatrix) body.append(heatmap(res.data, full, j));
+    body.append(previewTable(res.data, full));
+  }
+
+  async function refresh(signal) {
+    const j = await jobsApi.get(id, {signal});
+    clear(err);
+    renderHeader(j);
+    renderProgress(j);
+    renderSummary(j);
+    if (isActive(j)) renderTimingsPending(j);
+    if (!paramsHost.firstChild) {
+      paramsHost.append(card('Params', j.params ? h('pre', {class: 'json', tabindex: '0', 'aria-label': 'Params as JSON'},
+        JSON.stringify(j.params, null, 2)) : h('p', {class: 'muted'}, 'The API did not include the params.')));
+    }
+    if (lastStatus && lastStatus !== j.status) announce(`Job ${j.status}`);
+    lastStatus = j.status;
+    if (!isActive(j) && !finalDone) {
+      finalDone = true;
+      stop();
+      renderFinal(j);
+    }
+  }
+
+  function showErr(x) {
+    clear(err).append(errorBox(x));
+    if (x.status === 404) { /* deleted, or never was: nothing more to follow */
+      stop();
+      err.append(h('p', null, h('a', {href: '#/jobs'}, 'Back to the jobs.')));
+    }
+  }
+  stop = poll(refresh, 500, showErr);
+  return () => { stop(); charts.forEach((c) => c.destroy()); };
+}
+
+function dlLink(j, format, text, disabledWhy) {
+  const href = jobsApi.resultUrl(j.id, {format});
+  const name = `${j.id}.${format}`;
+  if (disabledWhy) return h('button', {type: 'button', class: 'btn btn-sm', disabled: true, title: disabledWhy}, text);
+  return h('a', {class: 'btn btn-sm', href, download: name, dataset: {format}, onclick: (e) => {
+    if (!getToken()) return; /* a plain link streams big results straight to disk */
+    e.preventDefault();
+    download(href, name).catch((x) => e.target.after(errorBox(x)));
+  }}, text);
+}
+
+function heatmap(data, shape, j) {
+  const rows = Array.isArray(data) ? data : [];
+  const k = Math.min(rows.length, shape[1]);
+  const block = rows.slice(0, k).map((r) => r.slice(0, k));
+  const canvas = h('canvas', {class: 'heatmap', id: 'heatmap', role: 'img'});
+  const bar = h('canvas');
+  const lo = h('span');
+  const hi = h('span');
+  const units = (j.params && j.params.units) || 'm';
+  const caption = k < shape[0] ? `The first ${fmtInt(k)} of ${fmtInt(shape[0])} points` : `All ${fmtInt(k)} points`;
+  const wrap = h('figure', {class: 'heatmap-wrap', style: 'margin:0'}, canvas,
+    h('div', {class: 'colorbar'}, lo, bar, hi),
+    h('figcaption', {class: 'muted'}, `${caption}: distance from row point to column point (${units}).`));
+  requestAnimationFrame(() => {
+    const range = drawHeatmap(canvas, block);
+    drawColorbar(bar);
+    lo.textContent = fmtNum(range.lo, 3);
+    hi.textContent = fmtNum(range.hi, 3);
+    canvas.setAttribute('aria-label', `Heatmap of a ${k} by ${k} distance matrix, from ${fmtNum(range.lo, 3)} to ${fmtNum(range.hi, 3)} ${units}`);
+    canvas.dataset.drawn = '1';
+  });
+  return wrap;
+}
+
+function previewTable(data, shape) {
+  if (!Array.isArray(data)) {
+    return h('div', {class: 'stat preview', id: 'result-preview'}, h('span', {class: 'v'}, fmtNum(data, 8)),
+      h('span', {class: 'l'}, 'the result (a scalar)'));
+  }
+  const nd = shape.length;
+  const rows = data.slice(0, nd === 1 ? 20 : PREVIEW_ROWS);
+  const moreRows = (shape[0] || 0) > rows.length;
+  if (nd === 1) {
+    /* 1-D: rows of five values, each row labelled with its first index */
+    const per = 5;
+    const lines = [];
+    for (let i = 0; i < rows.length; i += per) lines.push(rows.slice(i, i + per));
+    return h('div', {class: 'table-wrap preview values-grid', id: 'result-preview'}, h('table', null,
+      h('caption', {class: 'sr-only'}, 'First values of the result'),
+      h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'index'),
+        Array.from({length: per}, (_, c) => h('th', {scope: 'col', class: 'num'}, `+${c}`)))),
+      h('tbody', null, lines.map((line, r) => h('tr', null, h('th', {scope: 'row'}, `[${r * per}]`),
+        line.map((v) => h('td', {class: 'num'}, fmtNum(v, 8))))),
+      moreRows ? h('tr', null, h('th', {scope: 'row', class: 'muted'}, '…'),
+        h('td', {class: 'muted', colspan: String(per)}, `${fmtInt(shape[0] - rows.length)} more values`)) : null)));
+  }
+  const ncol = Math.min(PREVIEW_COLS, shape[1] || 0);
+  const moreCols = (shape[1] || 0) > ncol;
+  const cell = (v) => (Array.isArray(v) ? JSON.stringify(v).slice(0, 40) + '…' : fmtNum(v, 6));
+  return h('div', {class: 'table-wrap preview', id: 'result-preview'}, h('table', null,
+    h('caption', {class: 'sr-only'}, 'First rows and columns of the result'),
+    h('thead', null, h('tr', null, h('th', {scope: 'col'}, ''),
+      Array.from({length: ncol}, (_, c) => h('th', {scope: 'col', class: 'num'}, `[:, ${c}]`)), moreCols ? h('th', null, '…') : null)),
+    h('tbody', null, rows.map((r, i) => h('tr', null, h('th', {scope: 'row'}, `[${i}]`),
+      r.slice(0, ncol).map((v) => h('td', {class: 'num'}, cell(v))), moreCols ? h('td', {class: 'muted'}, '…') : null)),
+    moreRows ? h('tr', null, h('th', {scope: 'row', class: 'muted'}, '…'),
+      h('td', {class: 'muted', colspan: String(ncol + (moreCols ? 1 : 0))}, `${fmtInt(shape[0] - rows.length)} more rows`)) : null)));
+}
