@@ -17,6 +17,13 @@ wanted=$(awk -v secs=" $sections " '
 
 missing=""
 for spec in $wanted; do
+  # "pkg@cmd": satisfied when the command is already on PATH (e.g. npm
+  # bundled with a nodejs from elsewhere, which Debian's npm would fight).
+  case "$spec" in
+    *@*)
+      if command -v "${spec#*@}" >/dev/null 2>&1; then continue; fi
+      spec=${spec%@*} ;;
+  esac
   deb=${spec%%|*}
   ubu=${spec#*|}
   pkg=$deb
