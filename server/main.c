@@ -218,7 +218,7 @@ int main(int argc, char **argv) {
       .default_timeout_s = (double)job_timeout,
       .max_result_bytes = max_result,
       .max_job_mem_bytes = max_result * 2 + max_elems * 8,
-      .inline_result_max = 1 << 16,
+      .inline_result_max = 0, /* the scheduler's measured crossover (16 MiB) */
       .calibration_path = calib,
       .kind_lookup = kind_find,
   };
