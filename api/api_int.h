@@ -30,6 +30,10 @@ json_t *api_array_json(const store_array *a);
 void api_reply_array_file(http_req *r, api_ctx *ctx, const char *path,
                           const char *layout_from, const char *layout_to);
 
+/* After a delete: remove the file (path may be NULL; freed here) and answer
+ * 200 {"id", "deleted": true}. */
+void api_reply_deleted(http_req *r, const char *id, char *path);
+
 /* Error helpers. */
 void api_reply_terr(http_req *r, int code, const char *field, const char *fmt,
                     ...) __attribute__((format(printf, 4, 5)));

@@ -184,9 +184,7 @@ static void handle_delete(http_req *r, void *ud) {
     http_reply_error(r, &e);
     return;
   }
-  if (path) unlink(path);
-  free(path);
-  http_reply_json(r, 200, json_pack("{s:s, s:b}", "id", id, "deleted", 1));
+  api_reply_deleted(r, id, path);
 }
 
 static void handle_list(http_req *r, void *ud) {

@@ -7,7 +7,9 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/api_int.h"
 #include "util/util.h"
@@ -70,6 +72,12 @@ void api_reply_terr(http_req *r, int code, const char *field, const char *fmt,
 static json_t *loads(const char *text) {
   if (!text || !*text) return NULL;
   return json_loads(text, 0, NULL);
+}
+
+void api_reply_deleted(http_req *r, const char *id, char *path) {
+  if (path) unlink(path);
+  free(path);
+  http_reply_json(r, 200, json_pack("{s:s, s:b}", "id", id, "deleted", 1));
 }
 
 static json_t *time_or_null(int64_t ms) {

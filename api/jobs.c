@@ -121,6 +121,22 @@ static int parse_wait(http_req *r, double *wait_s, terr *e) {
   return T_OK;
 }
 
+/* An optional string field of minlen..maxlen characters: *out is NULL when
+ * absent. */
+static int opt_string(json_t *body, const char *key, size_t minlen,
+                      size_t maxlen, const char **out, terr *e) {
+  json_t *v = json_object_get(body, key);
+  *out = NULL;
+  if (!v) return T_OK;
+  if (!json_is_string(v) || json_string_length(v) < minlen ||
+      json_string_length(v) > maxlen)
+    return terr_set(e, T_EINVAL, key, -1,
+                    "expected a string of %zu to %zu characters", minlen,
+                    maxlen);
+  *out = json_string_value(v);
+  return T_OK;
+}
+
 /* The envelope of a job submission, checked. */
 typedef struct submission {
   const kind_ops *kind;
@@ -172,23 +188,9 @@ static int parse_submission(json_t *body, submission *s, terr *e) {
                       "expected seconds, more than 0 and at most 86400");
     s->timeout_s = json_number_value(v);
   }
-  s->request_id = NULL;
-  v = json_object_get(body, "request_id");
-  if (v) {
-    if (!json_is_string(v) || json_string_length(v) == 0 ||
-        json_string_length(v) > 64)
-      return terr_set(e, T_EINVAL, "request_id", -1,
-                      "expected a string of 1 to 64 characters");
-    s->request_id = json_string_value(v);
-  }
-  s->label = NULL;
-  v = json_object_get(body, "label");
-  if (v) {
-    if (!json_is_string(v) || json_string_length(v) > 200)
-      return terr_set(e, T_EINVAL, "label", -1,
-                      "expected a string of at most 200 characters");
-    s->label = json_string_value(v);
-  }
+  if (opt_string(body, "request_id", 1, 64, &s->request_id, e) ||
+      opt_string(body, "label", 0, 200, &s->label, e))
+    return e->code;
   s->params = json_object_get(body, "params");
   if (!json_is_object(s->params))
     return terr_set(e, T_EINVAL, "params", -1, "required: a JSON object");
@@ -446,9 +448,7 @@ static void handle_delete(http_req *r, void *ud) {
     http_reply_error(r, &e);
     return;
   }
-  if (path) unlink(path);
-  free(path);
-  http_reply_json(r, 200, json_pack("{s:s, s:b}", "id", id, "deleted", 1));
+  api_reply_deleted(r, id, path);
 }
 
 static void handle_result(http_req *r, void *ud) {
