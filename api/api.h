@@ -18,6 +18,7 @@
 #include "server/http.h"
 
 typedef struct api_ctx {
+  http_server *srv;
   store *st;
   sched *sc;
   const char *data_dir;    /* arrays in <data_dir>/arrays */

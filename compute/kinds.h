@@ -47,6 +47,9 @@ typedef struct job_estimate {
   int64_t mem_bytes;  /* peak host memory the job needs (inputs + result) */
   double work;        /* kind-specific unit: elements*ops, flops, pairs */
   double ops_per_elem;/* map/reduce: VM instructions per element */
+  int64_t size;       /* the job's input size as people count it: elements of
+                         the largest input (map/reduce), m*k*n (matmul), points
+                         n (geodesic); shown per job and in performance charts */
 } job_estimate;
 
 typedef struct job_ctx {

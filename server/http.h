@@ -54,6 +54,9 @@ int http_route(http_server *s, const char *method, const char *pattern,
                http_handler h, void *ud, int flags);
 int http_server_start(http_server *s, terr *e);
 int http_port(const http_server *s); /* the bound port */
+/* Responses sent since start by status class: by_class[1] = 1xx ...
+ * by_class[5] = 5xx (index 0 unused). For /metrics. */
+void http_status_counts(const http_server *s, int64_t by_class[6]);
 /* Stop accepting; answer 503 to new requests; close idle connections. */
 void http_server_quiesce(http_server *s);
 void http_server_destroy(http_server *s);
