@@ -231,6 +231,9 @@ typedef int (*kcache_gen_fn)(void *arg, char *buf, size_t len);
 int kcache_get(devctx *d, const char *key, kcache_gen_fn gen, void *arg,
                const char *entry, CUfunction *fn, double *compile_ms, terr *e);
 void kcache_unload(devctx *d);
+/* Compile `src` for sm_<arch> with the options kcache uses and throw the
+ * result away (needs no GPU: tests use it to check generated kernels). */
+int kcache_compile_check(const char *src, int arch, double *ms, terr *e);
 /* Counters for tests and the benchmark. */
 typedef struct kcache_stats {
   int64_t compiles, mem_hits, disk_hits, module_hits;

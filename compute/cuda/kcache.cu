@@ -259,6 +259,17 @@ done:
   return rc;
 }
 
+int kcache_compile_check(const char *src, int arch, double *ms, terr *e) {
+  void *code = NULL;
+  size_t len = 0;
+  int is_ptx = 0;
+  double t0 = t_now_ms();
+  int rc = nvrtc_compile(src, arch, &code, &len, &is_ptx, e);
+  if (ms) *ms = t_now_ms() - t0;
+  free(code);
+  return rc;
+}
+
 /* ---- the entry point --------------------------------------------------- */
 
 static kc_mod *mod_find(devctx *d, const char *key) {
