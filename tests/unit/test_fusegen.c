@@ -59,7 +59,7 @@ TEST(map_kernels_compile) {
       s.ct = s.out_dt = dt ? T_F32 : T_F64;
       s.vec4 = 1;
       /* input 0 full, input 1 scalar or broadcast, others full; mixed dtypes */
-      for (int i = 0; i < s.nin; i++) {
+      for (int i = 0; i < s.nin && i < FUSE_MAX_IN; i++) {
         s.mode[i] = i == 1 ? (dt ? FM_BCAST : FM_SCALAR) : FM_FULL;
         s.in_dt[i] = (i % 2) ? T_F32 : T_F64;
       }
