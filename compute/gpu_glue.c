@@ -17,10 +17,17 @@ static int glue_stopped(void *c) {
 
 static void glue_progress(void *c, int64_t add) { job_ctx_progress(c, add); }
 
+static void glue_total(void *c, int64_t total) {
+  job_ctx *ctx = c;
+  atomic_store(&ctx->progress_done, 0);
+  atomic_store(&ctx->progress_total, total);
+}
+
 static void glue_job(job_ctx *ctx, gpu_job *j) {
   j->ctx = ctx;
   j->stopped = glue_stopped;
   j->progress = glue_progress;
+  j->progress_total = glue_total;
   j->t_h2d = &ctx->t_h2d;
   j->t_compute = &ctx->t_compute;
   j->t_d2h = &ctx->t_d2h;

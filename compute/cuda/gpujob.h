@@ -21,7 +21,9 @@ extern "C" {
 typedef struct gpu_job {
   void *ctx;                         /* the job_ctx, for the callbacks */
   int (*stopped)(void *ctx);         /* 0 run on; else the terr code to stop with */
-  void (*progress)(void *ctx, int64_t add); /* elements done */
+  /* Progress in elements: set the total once, then add as chunks end. */
+  void (*progress_total)(void *ctx, int64_t total);
+  void (*progress)(void *ctx, int64_t add);
   double *t_h2d, *t_compute, *t_d2h; /* phase times to add to (ms) */
 } gpu_job;
 

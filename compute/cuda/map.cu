@@ -284,6 +284,7 @@ int cuda_map(int dev, const expr *x, const tarray *const *inputs,
     m[i].es = tdtype_size(inputs[i]->dtype);
     if (sig.mode[i] == FM_BCAST) sig.ndim = out->ndim;
   }
+  job->progress_total(job->ctx, out->size);
   if (out->size == 0) goto done;
   if ((rc = job->stopped(job->ctx)) != 0) {
     terr_set(e, (terr_code)rc, "", -1, "stopped before start");

@@ -221,6 +221,7 @@ int cuda_matmul(int dev, const tarray *a, const tarray *b, const tarray *bias,
       goto fail;
     }
   }
+  job->progress_total(job->ctx, out->size);
   if (out->size == 0) goto done;
   T_TRY(operand_up(d, a, ids ? ids[0] : NULL, dt, &A, &ta_buf, job, e));
   T_TRY(operand_up(d, b, ids ? ids[1] : NULL, dt, &B, &tb_buf, job, e));

@@ -215,6 +215,7 @@ int cuda_reduce(int dev, reduce_op op, const expr *x,
                   (long long)out->size, dev);
     goto fail;
   }
+  job->progress_total(job->ctx, plan.outer * plan.L * plan.inner);
   if ((rc = job->stopped(job->ctx)) != 0) {
     terr_set(e, (terr_code)rc, "", -1, "stopped before start");
     goto fail;
