@@ -15,14 +15,14 @@
 #include "compute/tarray.h"
 
 /* SplitMix64: reproducible streams without global state. */
-static uint64_t tu_next(uint64_t *s) {
+static inline uint64_t tu_next(uint64_t *s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
 /* Uniform in [lo, hi), never exactly 0. */
-static double tu_uniform(uint64_t *s, double lo, double hi) {
+static inline double tu_uniform(uint64_t *s, double lo, double hi) {
   for (;;) {
     double u = (double)(tu_next(s) >> 11) * 0x1.0p-53;
     double v = lo + (hi - lo) * u;
@@ -30,7 +30,7 @@ static double tu_uniform(uint64_t *s, double lo, double hi) {
   }
 }
 
-static tarray *tu_random(tdtype dt, int ndim, const int64_t *shape,
+static inline tarray *tu_random(tdtype dt, int ndim, const int64_t *shape,
                          uint64_t seed, double lo, double hi) {
   tarray *a = tarray_new(dt, ndim, shape);
   uint64_t s = seed * 0x2545f4914f6cdd1dull + 1;
@@ -40,7 +40,7 @@ static tarray *tu_random(tdtype dt, int ndim, const int64_t *shape,
 }
 
 /* Every element NaN, so that an unwritten element cannot pass. */
-static tarray *tu_poisoned(tdtype dt, int ndim, const int64_t *shape) {
+static inline tarray *tu_poisoned(tdtype dt, int ndim, const int64_t *shape) {
   tarray *a = tarray_new(dt, ndim, shape);
   for (int64_t i = 0; a && i < a->size; i++) tarray_set(a, i, NAN);
   return a;
@@ -51,7 +51,7 @@ typedef struct tu_job {
   atomic_int stop;
 } tu_job;
 
-static void tu_job_init(tu_job *j, int dev) {
+static inline void tu_job_init(tu_job *j, int dev) {
   memset(j, 0, sizeof *j);
   atomic_init(&j->stop, 0);
   j->ctx.job_id = "j_test";
@@ -62,7 +62,7 @@ static void tu_job_init(tu_job *j, int dev) {
 
 /* max |a-b| / max(|b|, floor) over all elements; NaN anywhere in a where b
  * is not NaN gives +inf. */
-static double tu_max_rel(const tarray *a, const tarray *b, double floor) {
+static inline double tu_max_rel(const tarray *a, const tarray *b, double floor) {
   double worst = 0;
   if (!a || !b || a->size != b->size) return INFINITY;
   for (int64_t i = 0; i < a->size; i++) {
