@@ -130,8 +130,8 @@ devctx *dev_get(int dev);
 /* Take the device for a job: lock, make it current on this thread, set up
  * streams/pool on first use. On failure the lock is not held. */
 int dev_begin(int dev, devctx **out, terr *e);
-/* Record the job's outcome in the health counters (T_EDEVICE counts as a
- * failure, 0 resets the run) and unlock. */
+/* Release the job's resident entries and unlock. (Health is noted by the
+ * scheduler with gpu_note_result, once per job.) */
 void dev_end(devctx *d, int rc);
 /* Settings given to gpu_configure (data_dir may be ""). */
 const char *dev_data_dir(void);

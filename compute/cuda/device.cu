@@ -11,10 +11,9 @@
  * device, gpu_init records the reason and returns 0: the service runs on
  * the CPU.
  *
- * Health: each job's outcome on a device is noted (dev_end, or
- * gpu_note_result for callers outside this backend); GPU_FAIL_LIMIT device
- * errors in a row mark the device unhealthy, and the router's auto choice
- * then leaves it alone. A success resets the count.
+ * Health: the scheduler notes each GPU job's outcome (gpu_note_result);
+ * GPU_FAIL_LIMIT device errors in a row mark the device unhealthy, and the
+ * router's auto choice then leaves it alone. A success resets the count.
  *
  * Threads: gpu_init / gpu_shutdown run once, before the workers start and
  * after they stop. Everything else may be called from any thread: the
@@ -429,9 +428,9 @@ fail:
 }
 
 void dev_end(devctx *d, int rc) {
+  (void)rc; /* the scheduler notes health (gpu_note_result) */
   if (!d) return;
   resident_release_all(d);
-  gpu_note_result(d->index, rc);
   pthread_mutex_unlock(&d->lock);
 }
 
