@@ -1,4 +1,4 @@
-/* test_router.c — the router's cost model (compute/costmodel.c), without a
+/* test_costmodel.c — the router's cost model (compute/costmodel.c), without a
  * GPU: the model picks the backend with the smallest estimate and says so
  * with every figure; estimates grow with the work and the bytes; a GPU is
  * chosen for heavy work only when one is usable, and not when copying the
