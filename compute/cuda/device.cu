@@ -243,8 +243,11 @@ int gpu_init(void) {
       pthread_mutexattr_destroy(&ma);
       __atomic_store_n(&d->healthy, 1, __ATOMIC_SEQ_CST);
       __atomic_store_n(&d->fails_in_row, 0, __ATOMIC_SEQ_CST);
-      long per = ncpu / (n > 0 ? n : 1) / 2;
-      int gang_n = (int)(per < 2 ? 2 : per > 8 ? 8 : per);
+      /* The staging copies are bound by memory and page faults; they run
+       * only while the device's job waits on them, so each device gets
+       * its share of the cores (2..DEV_GANG_MAX). */
+      long per = ncpu / (n > 0 ? n : 1);
+      int gang_n = (int)(per < 2 ? 2 : per > DEV_GANG_MAX ? DEV_GANG_MAX : per);
       terr e;
       terr_clear(&e);
       if (setup_device(d, gang_n, &e) == 0) {

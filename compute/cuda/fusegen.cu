@@ -8,13 +8,17 @@
  * propagate NaN, round is half-to-even), the argument block (FUSE_ARGS_DECL,
  * the same declaration the host compiles) and the kernel:
  *
- *   map     tx_map: a grid-stride loop; each thread reads 4 elements of
- *           every full-size input (16-byte vector loads when vec4), keeps
- *           scalar inputs in registers, computes 4 outputs and stores them
- *           with one 16-byte store (vec4) — every input read once, the
- *           output written once, nothing else touches memory.
+ *   map     tx_map: a grid-stride loop; each thread reads two groups of 4
+ *           elements of every full-size input per step (16-byte streaming
+ *           vector loads when vec4: two groups keep enough bytes in flight
+ *           to reach the memory's rate with one input), keeps scalar inputs
+ *           in registers, computes 8 outputs and stores them with 16-byte
+ *           streaming stores — every input read once, the output written
+ *           once, nothing else touches memory.
  *   reduce  tx_rows (the reduced elements of an output are contiguous:
- *           blocks own parts of one output, warp-shuffle + shared-memory
+ *           blocks own parts of one output; each thread keeps 4 independent
+ *           states, one per load in flight, so that the float64 folds do
+ *           not wait on each other; then a warp-shuffle + shared-memory
  *           tree), tx_cols (the reduced axis has a stride: one thread per
  *           output column and part, coalesced across columns) and
  *           tx_combine (folds an output's parts in order, with the running
@@ -96,15 +100,15 @@ static const char prelude[] =
     "  if (m != 0) { if ((b < 0) != (m < 0)) m += b; } else { m = copysignf(0.0f, b); }\n"
     "  return m; }\n"
     "TXF void tx_ld4(const double *p, double *v) {\n"
-    "  double2 u = *(const double2 *)p, w = *(const double2 *)(p + 2);\n"
+    "  double2 u = __ldcs((const double2 *)p), w = __ldcs((const double2 *)(p + 2));\n"
     "  v[0] = u.x; v[1] = u.y; v[2] = w.x; v[3] = w.y; }\n"
     "TXF void tx_ld4(const float *p, float *v) {\n"
-    "  float4 u = *(const float4 *)p; v[0] = u.x; v[1] = u.y; v[2] = u.z; v[3] = u.w; }\n"
+    "  float4 u = __ldcs((const float4 *)p); v[0] = u.x; v[1] = u.y; v[2] = u.z; v[3] = u.w; }\n"
     "TXF void tx_st4(double *p, const double *v) {\n"
-    "  *(double2 *)p = make_double2(v[0], v[1]);\n"
-    "  *(double2 *)(p + 2) = make_double2(v[2], v[3]); }\n"
+    "  __stcs((double2 *)p, make_double2(v[0], v[1]));\n"
+    "  __stcs((double2 *)(p + 2), make_double2(v[2], v[3])); }\n"
     "TXF void tx_st4(float *p, const float *v) {\n"
-    "  *(float4 *)p = make_float4(v[0], v[1], v[2], v[3]); }\n"
+    "  __stcs((float4 *)p, make_float4(v[0], v[1], v[2], v[3])); }\n"
     XSTR(FUSE_ARGS_DECL(tx_args)) ";\n";
 
 /* ---- keys and classification ------------------------------------------- */
@@ -215,25 +219,32 @@ int fuse_gen_map(void *arg, char *buf, size_t len) {
           "  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
           "  long long tail = 0;\n");
   if (s->vec4) {
+    /* Two groups of 4 per thread per step (g = 0, 1, nthr groups apart, so
+     * both stay coalesced): 2 x 16..32 bytes of every input in flight. */
     put(&b, "  const long long n4 = n >> 2;\n"
-            "  for (long long q = t; q < n4; q += nthr) {\n"
-            "    const long long r = q << 2, j = a.start + r;\n");
-    for (int i = 0; i < s->nin; i++) put(&b, "    TC v%d[4];\n", i);
+            "  for (long long q0 = t; q0 < n4; q0 += 2 * nthr) {\n"
+            "    const bool two = q0 + nthr < n4;\n");
+    for (int i = 0; i < s->nin; i++) put(&b, "    TC v%d[8];\n", i);
+    put(&b, "    #pragma unroll\n    for (int g = 0; g < 2; g++) {\n"
+            "      if (g == 1 && !two) break;\n"
+            "      const long long j = a.start + ((q0 + g * nthr) << 2);\n");
     for (int i = 0; i < s->nin; i++) {
       if (s->mode[i] == FM_FULL) {
-        put(&b, "    { %s w[4]; tx_ld4(p%d + (j - a.off[%d]), w);"
-                " for (int u = 0; u < 4; u++) v%d[u] = (TC)w[u]; }\n",
+        put(&b, "      { %s w[4]; tx_ld4(p%d + (j - a.off[%d]), w);"
+                " for (int u = 0; u < 4; u++) v%d[4 * g + u] = (TC)w[u]; }\n",
             ctype_name(s->in_dt[i]), i, i, i);
       } else if (s->mode[i] == FM_SCALAR) {
-        put(&b, "    for (int u = 0; u < 4; u++) v%d[u] = s%d;\n", i, i);
+        put(&b, "      for (int u = 0; u < 4; u++) v%d[4 * g + u] = s%d;\n", i, i);
       }
     }
-    put(&b, "    #pragma unroll\n    for (int u = 0; u < 4; u++) {\n");
-    emit_loads(&b, s, "B", "j + u", "[u]", "      ");
-    put(&b, "    }\n    TC y[4];\n    #pragma unroll\n"
-            "    for (int u = 0; u < 4; u++) y[u] = ");
+    put(&b, "      #pragma unroll\n      for (int u = 0; u < 4; u++) {\n");
+    emit_loads(&b, s, "B", "j + u", "[4 * g + u]", "        ");
+    put(&b, "      }\n    }\n    TC y[8];\n    #pragma unroll\n"
+            "    for (int u = 0; u < 8; u++) y[u] = ");
     emit_call(&b, s, "[u]");
-    put(&b, ";\n    tx_st4(o + r, y);\n  }\n  tail = n4 << 2;\n");
+    put(&b, ";\n    tx_st4(o + (q0 << 2), y);\n"
+            "    if (two) tx_st4(o + ((q0 + nthr) << 2), y + 4);\n  }\n"
+            "  tail = n4 << 2;\n");
   }
   /* Scalar loop (the whole range, or the vec4 loop's last < 4 elements),
    * 4 independent elements per thread per step. */
@@ -344,7 +355,9 @@ int fuse_gen_reduce(void *arg, char *buf, size_t len) {
         "    const long long o = blk / P, p = blk - o * P;\n"
         "    const long long lb = a.l0 + p * a.nl / P, le = a.l0 + (p + 1) * a.nl / P;\n"
         "    const long long base = (a.o0 + o) * a.L;\n"
-        "    tx_st s; st_init(s);\n"
+        "    tx_st s, q[4];\n"
+        "    #pragma unroll\n"
+        "    for (int u = 0; u < 4; u++) st_init(q[u]);\n"
         "    for (long long l = lb + threadIdx.x; l < le; l += 4 * blockDim.x) {\n"
         "      double x[4];\n"
         "      #pragma unroll\n"
@@ -352,8 +365,9 @@ int fuse_gen_reduce(void *arg, char *buf, size_t len) {
         "        x[u] = ll < le ? (double)tx_val(a, base + ll) : 0.0; }\n"
         "      #pragma unroll\n"
         "      for (int u = 0; u < 4; u++) { long long ll = l + u * blockDim.x;\n"
-        "        if (ll < le) st_add(s, x[u], ll); }\n"
+        "        if (ll < le) st_add(q[u], x[u], ll); }\n"
         "    }\n"
+        "    s = q[0]; st_merge(s, q[1]); st_merge(s, q[2]); st_merge(s, q[3]);\n"
         "    for (int d = 16; d > 0; d >>= 1) { tx_st t = st_down(s, d); st_merge(s, t); }\n"
         "    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;\n"
         "    if (lane == 0) sh[w] = s;\n"
@@ -375,15 +389,18 @@ int fuse_gen_reduce(void *arg, char *buf, size_t len) {
         "    const long long c = t % inner, rest = t / inner, p = rest % P, o = rest / P;\n"
         "    const long long lb = a.l0 + p * a.nl / P, le = a.l0 + (p + 1) * a.nl / P;\n"
         "    const long long base = (a.o0 + o) * a.L;\n"
-        "    tx_st s; st_init(s);\n"
+        "    tx_st s, q[4];\n"
+        "    #pragma unroll\n"
+        "    for (int u = 0; u < 4; u++) st_init(q[u]);\n"
         "    for (long long l = lb; l < le; l += 4) {\n"
         "      double x[4];\n"
         "      #pragma unroll\n"
         "      for (int u = 0; u < 4; u++)\n"
         "        x[u] = l + u < le ? (double)tx_val(a, (base + l + u) * inner + c) : 0.0;\n"
         "      #pragma unroll\n"
-        "      for (int u = 0; u < 4; u++) if (l + u < le) st_add(s, x[u], l + u);\n"
+        "      for (int u = 0; u < 4; u++) if (l + u < le) st_add(q[u], x[u], l + u);\n"
         "    }\n"
+        "    s = q[0]; st_merge(s, q[1]); st_merge(s, q[2]); st_merge(s, q[3]);\n"
         "    ((tx_st *)a.part)[(o * inner + c) * P + p] = s;\n"
         "  }\n}\n");
   }

@@ -59,18 +59,21 @@ void matmul_destroy(devctx *d) {
 static int handle_of(devctx *d, cublasHandle_t *h, terr *e) {
   int rc = 0;
   if (!d->cublas) {
+    /* The stream and workspace are set once: cublasSetStream would reset
+     * the workspace to cuBLAS's own pool on every call. */
     cublasHandle_t nh = NULL;
     BLAS_TRY(cublasCreate(&nh));
     d->cublas = nh;
-    if (cudaMalloc(&d->cublas_ws, MM_WORKSPACE) == cudaSuccess)
+    BLAS_TRY(cublasSetStream(nh, d->s_comp));
+    if (cudaMalloc(&d->cublas_ws, MM_WORKSPACE) == cudaSuccess) {
       d->cublas_ws_bytes = MM_WORKSPACE;
-    else
+      BLAS_TRY(cublasSetWorkspace(nh, d->cublas_ws, d->cublas_ws_bytes));
+    } else {
       (void)cudaGetLastError(); /* cuBLAS then uses its own */
+      d->cublas_ws = NULL;
+    }
   }
   *h = (cublasHandle_t)d->cublas;
-  BLAS_TRY(cublasSetStream(*h, d->s_comp));
-  if (d->cublas_ws)
-    BLAS_TRY(cublasSetWorkspace(*h, d->cublas_ws, d->cublas_ws_bytes));
   return 0;
 fail:
   return rc;
@@ -152,7 +155,10 @@ fail:
   return rc;
 }
 
-/* One GEMM (or strided batch) on row-major data; see the file comment. */
+/* One GEMM (or strided batch) on row-major data; see the file comment.
+ * The 32-bit entry points when every dimension fits an int (cuBLAS picks
+ * its kernels the same way then as for callers of the classic API), the
+ * _64 ones otherwise. */
 static cublasStatus_t gemm(cublasHandle_t h, tdtype dt, int ta, int tb,
                            int64_t m, int64_t n, int64_t k, const void *A,
                            const void *B, void *C, int64_t batch, int64_t sa,
@@ -160,24 +166,39 @@ static cublasStatus_t gemm(cublasHandle_t h, tdtype dt, int ta, int tb,
   cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   int64_t lda = ta ? m : k, ldb = tb ? k : n;
+  const int64_t big = 0x7fffffff;
+  int small = m <= big && n <= big && k <= big && lda <= big && ldb <= big &&
+              batch <= big;
+  const double one = 1.0, bt = beta;
+  const float onef = 1.0f, btf = (float)beta;
   if (dt == T_F64) {
-    const double one = 1.0, bt = beta;
+    const double *a = (const double *)A, *b = (const double *)B;
+    double *c = (double *)C;
+    if (batch == 1 && small)
+      return cublasDgemm(h, opb, opa, (int)n, (int)m, (int)k, &one, b, (int)ldb,
+                         a, (int)lda, &bt, c, (int)n);
     if (batch == 1)
-      return cublasDgemm_64(h, opb, opa, n, m, k, &one, (const double *)B, ldb,
-                            (const double *)A, lda, &bt, (double *)C, n);
-    return cublasDgemmStridedBatched_64(h, opb, opa, n, m, k, &one,
-                                        (const double *)B, ldb, sb,
-                                        (const double *)A, lda, sa, &bt,
-                                        (double *)C, n, sc, batch);
+      return cublasDgemm_64(h, opb, opa, n, m, k, &one, b, ldb, a, lda, &bt, c, n);
+    if (small)
+      return cublasDgemmStridedBatched(h, opb, opa, (int)n, (int)m, (int)k, &one,
+                                       b, (int)ldb, sb, a, (int)lda, sa, &bt, c,
+                                       (int)n, sc, (int)batch);
+    return cublasDgemmStridedBatched_64(h, opb, opa, n, m, k, &one, b, ldb, sb,
+                                        a, lda, sa, &bt, c, n, sc, batch);
   }
-  const float one = 1.0f, bt = (float)beta;
+  const float *a = (const float *)A, *b = (const float *)B;
+  float *c = (float *)C;
+  if (batch == 1 && small)
+    return cublasSgemm(h, opb, opa, (int)n, (int)m, (int)k, &onef, b, (int)ldb,
+                       a, (int)lda, &btf, c, (int)n);
   if (batch == 1)
-    return cublasSgemm_64(h, opb, opa, n, m, k, &one, (const float *)B, ldb,
-                          (const float *)A, lda, &bt, (float *)C, n);
-  return cublasSgemmStridedBatched_64(h, opb, opa, n, m, k, &one,
-                                      (const float *)B, ldb, sb,
-                                      (const float *)A, lda, sa, &bt,
-                                      (float *)C, n, sc, batch);
+    return cublasSgemm_64(h, opb, opa, n, m, k, &onef, b, ldb, a, lda, &btf, c, n);
+  if (small)
+    return cublasSgemmStridedBatched(h, opb, opa, (int)n, (int)m, (int)k, &onef,
+                                     b, (int)ldb, sb, a, (int)lda, sa, &btf, c,
+                                     (int)n, sc, (int)batch);
+  return cublasSgemmStridedBatched_64(h, opb, opa, n, m, k, &onef, b, ldb, sb, a,
+                                      lda, sa, &btf, c, n, sc, batch);
 }
 
 int cuda_matmul(int dev, const tarray *a, const tarray *b, const tarray *bias,
