@@ -5,8 +5,10 @@
  *              "x*x + 2*x + 1", one thread, as instructions per second;
  *   vm_ops_n   the same on `threads` threads at once (each its own data),
  *              which includes what they share (memory bandwidth, caches);
- *   copy_n     memcpy of 8 MiB per thread on all threads (the GPU path's
- *              staging copies);
+ *   memory     one thread, then all at once: first writes to fresh memory
+ *              (page faults included: how results are filled), a read
+ *              pass (inputs), memcpy (the GPU path's staging copies);
+ *              128 MiB for one thread, 16 MiB each for all;
  *   gemm_1     OpenBLAS dgemm 192^3 on one thread (kind_matmul keeps
  *              OpenBLAS single-threaded and spreads panels itself);
  *   GPU        gpu_measure_rates on device 0 (pinned and pageable PCIe,
@@ -32,14 +34,16 @@
 #include "util/util.h"
 
 #define CAL_N 65536
-#define CAL_COPY ((size_t)8 << 20)
+#define CAL_MEM_1 ((size_t)128 << 20) /* one thread's memory test */
+#define CAL_MEM_T ((size_t)16 << 20)  /* each thread's, all at once */
+
+static volatile double g_sink; /* keeps the measured reads and copies */
 
 typedef struct cal_thread {
   const expr *x;
   int evals;        /* blocks of CAL_N to evaluate */
-  double ms;        /* wall of this thread's part */
-  double copy_ms;
-  int ok;
+  double ms;        /* VM: wall of this thread's part */
+  double fault_ms, read_ms, copy_ms;
   pthread_barrier_t *bar;
 } cal_thread;
 
@@ -65,24 +69,43 @@ static int vm_run(const expr *x, int evals, double *ms) {
   return rc;
 }
 
-static void *cal_main(void *p) {
-  cal_thread *t = p;
-  char *a = malloc(CAL_COPY), *b = malloc(CAL_COPY);
-  if (a && b) {
-    memset(a, 1, CAL_COPY);
-    memset(b, 2, CAL_COPY);
-  }
-  pthread_barrier_wait(t->bar);
-  t->ok = vm_run(t->x, t->evals, &t->ms) == 0;
-  pthread_barrier_wait(t->bar);
-  if (a && b) {
-    double t0 = t_now_ms();
-    memcpy(b, a, CAL_COPY);
-    t->copy_ms = t_now_ms() - t0;
-  }
+/* First writes to fresh memory, a read pass, a copy: ms of each. */
+static void mem_run(size_t bytes, double *fault_ms, double *read_ms,
+                    double *copy_ms, pthread_barrier_t *bar) {
+  double *a = NULL, *b = NULL;
+  size_t n = bytes / sizeof(double);
+  if (bar) pthread_barrier_wait(bar);
+  double t0 = t_now_ms();
+  a = malloc(bytes);
+  if (a) memset(a, 1, bytes);
+  *fault_ms = t_now_ms() - t0;
+  b = malloc(bytes);
+  if (b) memset(b, 2, bytes);
+  if (bar) pthread_barrier_wait(bar);
+  t0 = t_now_ms();
+  double s = 0;
+  for (size_t i = 0; a && i < n; i++) s += a[i];
+  *read_ms = t_now_ms() - t0;
+  if (bar) pthread_barrier_wait(bar);
+  t0 = t_now_ms();
+  if (a && b) memcpy(b, a, bytes);
+  *copy_ms = t_now_ms() - t0;
+  g_sink = s + (b ? b[n / 2] : 0);
   free(a);
   free(b);
+}
+
+static void *cal_main(void *p) {
+  cal_thread *t = p;
+  pthread_barrier_wait(t->bar);
+  double ms = 0;
+  if (vm_run(t->x, t->evals, &ms) == 0) t->ms = ms;
+  mem_run(CAL_MEM_T, &t->fault_ms, &t->read_ms, &t->copy_ms, t->bar);
   return NULL;
+}
+
+static double per_s(double bytes, double ms) {
+  return bytes / (ms > 1e-3 ? ms * 1e-3 : 1e-6);
 }
 
 static int measure_cpu(cm_rates *r, int threads, terr *e) {
@@ -97,6 +120,12 @@ static int measure_cpu(cm_rates *r, int threads, terr *e) {
   if (evals > 2000) evals = 2000;
   if (vm_run(x, evals, &ms)) goto oom;
   r->vm_ops_1 = ops * evals / (ms > 1e-3 ? ms * 1e-3 : 1e-6);
+  {
+    double f, rd, cp;
+    mem_run(CAL_MEM_1, &f, &rd, &cp, NULL);
+    r->fault_1 = per_s((double)CAL_MEM_1, f);
+    r->stream_1 = per_s((double)CAL_MEM_1, rd);
+  }
   {
     cal_thread *t = calloc((size_t)threads, sizeof *t);
     pthread_t *th = calloc((size_t)threads, sizeof *th);
@@ -115,17 +144,24 @@ static int measure_cpu(cm_rates *r, int threads, terr *e) {
     if (started == threads - 1) {
       cal_main(&t[0]);
       for (int i = 1; i < threads; i++) pthread_join(th[i], NULL);
-      double wall = 0, cwall = 0;
+      double wall = 0, fw = 0, rw = 0, cw = 0;
       for (int i = 0; i < threads; i++) {
-        if (t[i].ms > wall) wall = t[i].ms;
-        if (t[i].copy_ms > cwall) cwall = t[i].copy_ms;
+        wall = t[i].ms > wall ? t[i].ms : wall;
+        fw = t[i].fault_ms > fw ? t[i].fault_ms : fw;
+        rw = t[i].read_ms > rw ? t[i].read_ms : rw;
+        cw = t[i].copy_ms > cw ? t[i].copy_ms : cw;
       }
+      double all = (double)CAL_MEM_T * threads;
       r->vm_ops_n = ops * evals * threads / (wall > 1e-3 ? wall * 1e-3 : 1e-6);
-      r->copy_n = (double)CAL_COPY * threads / (cwall > 1e-3 ? cwall * 1e-3 : 1e-6);
-    } else { /* could not start threads: assume they would scale */
-      for (int i = 1; i <= started; i++) pthread_join(th[i], NULL);
-      r->vm_ops_n = r->vm_ops_1 * threads * 0.8;
-      r->copy_n = 8e9;
+      r->fault_n = per_s(all, fw);
+      r->stream_n = per_s(all, rw);
+      r->copy_n = per_s(all, cw);
+    } else { /* threads would not start (the barrier cannot be used) */
+      pthread_barrier_destroy(&bar);
+      free(t);
+      free(th);
+      expr_free(x);
+      return terr_set(e, T_EINTERNAL, "", -1, "calibration threads did not start");
     }
     pthread_barrier_destroy(&bar);
     free(t);
@@ -184,7 +220,8 @@ static void measure_gpu(cm_rates *r) {
   r->h2d_pageable = g.h2d_pageable;
   r->d2h_pageable = g.d2h_pageable;
   r->dev_bw = g.d2d;
-  r->gpu_fixed_s = g.launch_s + 2e-4;
+  r->gpu_fixed_s = g.launch_s + 3e-5;
+  r->gang = g.stage_threads;
   r->chunk_bytes = 32 << 20;
   json_t *dj = gpu_devices_json();
   json_int_t sms = json_integer_value(
@@ -221,7 +258,7 @@ int cm_calibrate(cm_rates *r, int threads, terr *e) {
   if (rc) return rc;
   measure_gemm(r);
   r->serial_fixed_s = 5e-6;
-  r->cpu_fixed_s = 2e-5 + 5e-6 * threads;
+  r->cpu_fixed_s = 1e-5 + 1.5e-6 * threads;
   measure_gpu(r);
   return 0;
 }

@@ -52,17 +52,20 @@ static double raw_s(const cm_rates *r, tkind kind, const job_estimate *est,
   switch (b) {
     case B_SERIAL:
     case B_CPU: {
+      int one = b == B_SERIAL;
       double per = kind == K_MATMUL     ? r->gemm_1
                    : kind == K_GEODESIC ? r->vm_ops_1 / CM_GEOD_CPU_OPS
                                         : r->vm_ops_1;
-      if (b == B_SERIAL) return r->serial_fixed_s + work / rate(per);
       /* all threads: the measured VM rate for VM work; gemm and geodesic
        * scale with the threads at the VM's measured efficiency */
       double eff = r->vm_ops_n / rate(r->vm_ops_1 * threads);
       if (eff > 1) eff = 1;
       double par = kind == K_MAP || kind == K_REDUCE ? r->vm_ops_n
                                                      : per * threads * eff;
-      return r->cpu_fixed_s + work / rate(par);
+      double comp = work / rate(one ? per : par);
+      double rd = kind == K_MATMUL ? 0 : in / rate(one ? r->stream_1 : r->stream_n);
+      double wr = out / rate(one ? r->fault_1 : r->fault_n);
+      return (one ? r->serial_fixed_s : r->cpu_fixed_s) + fmax(comp, rd) + wr;
     }
     case B_CUDA: {
       if (r->gpus <= 0) return INFINITY;
@@ -73,14 +76,17 @@ static double raw_s(const cm_rates *r, tkind kind, const job_estimate *est,
         dev = work * CM_GEOD_GPU_OPS / rate(r->gpu_ops) + out / rate(r->dev_bw);
       else
         dev = fmax((in + out) / rate(r->dev_bw), work / rate(r->gpu_ops));
+      double share = (double)(r->gang > 0 ? r->gang : 1) / threads;
+      if (share > 1) share = 1;
+      double cin = in / rate(r->copy_n * share);
+      double cout = out / rate(r->fault_n * share);
       double pin = in / rate(r->h2d), pout = out / rate(r->d2h);
-      double stage = (in + out) / rate(r->copy_n);
+      if (kind == K_MATMUL) /* copies in, then the product, then copies out */
+        return r->gpu_fixed_s + fmax(pin, cin) + dev + fmax(pout, cout);
       double chunk = fmin(in + out, r->chunk_bytes);
-      double latency = chunk / rate(fmin(r->h2d, r->copy_n));
-      if (kind == K_MATMUL) /* copies, then the product, then copies */
-        return r->gpu_fixed_s + fmax(pin, in / rate(r->copy_n)) + dev +
-               fmax(pout, out / rate(r->copy_n));
-      return r->gpu_fixed_s + fmax(fmax(pin, pout), fmax(stage, dev)) + latency;
+      double latency = chunk / rate(fmin(r->h2d, r->copy_n * share));
+      return r->gpu_fixed_s + fmax(fmax(pin, pout), fmax(cin + cout, dev)) +
+             latency;
     }
     default:
       return INFINITY;
@@ -175,8 +181,8 @@ int cm_model_choose(const cm_model *m, tkind kind, const job_estimate *est,
 /* ---- JSON -------------------------------------------------------------- */
 
 #define CM_FIELDS(X)                                                        \
-  X(vm_ops_1) X(vm_ops_n) X(copy_n) X(gemm_1) X(serial_fixed_s)             \
-  X(cpu_fixed_s)
+  X(vm_ops_1) X(vm_ops_n) X(copy_n) X(stream_1) X(stream_n) X(fault_1)      \
+  X(fault_n) X(gemm_1) X(serial_fixed_s) X(cpu_fixed_s)
 #define CM_GPU_FIELDS(X)                                                    \
   X(h2d) X(d2h) X(h2d_pageable) X(d2h_pageable) X(dev_bw) X(gpu_flops)      \
   X(gpu_ops) X(gpu_fixed_s) X(chunk_bytes)
@@ -185,6 +191,7 @@ json_t *cm_model_to_json(const cm_model *m) {
   json_t *o = json_object(), *r = json_object(), *c = json_object();
   json_object_set_new(r, "threads", json_integer(m->r.threads));
   json_object_set_new(r, "gpus", json_integer(m->r.gpus));
+  json_object_set_new(r, "gang", json_integer(m->r.gang));
 #define PUT(f) json_object_set_new(r, #f, json_real(m->r.f));
   CM_FIELDS(PUT)
   CM_GPU_FIELDS(PUT)
@@ -197,7 +204,7 @@ json_t *cm_model_to_json(const cm_model *m) {
                                     "observations", m->nobs[k][b]));
     json_object_set_new(c, kind_names[k], kb);
   }
-  json_object_set_new(o, "version", json_integer(1));
+  json_object_set_new(o, "version", json_integer(2));
   json_object_set_new(o, "rates", r);
   json_object_set_new(o, "corrections", c);
   return o;
@@ -207,10 +214,11 @@ int cm_model_from_json(const json_t *j, cm_model *m, terr *e) {
   cm_rates r;
   memset(&r, 0, sizeof r);
   const json_t *rj = json_object_get(j, "rates");
-  if (!json_is_object(rj) || json_integer_value(json_object_get(j, "version")) != 1)
-    return terr_set(e, T_EINVAL, "calibration", -1, "not a version 1 model");
+  if (!json_is_object(rj) || json_integer_value(json_object_get(j, "version")) != 2)
+    return terr_set(e, T_EINVAL, "calibration", -1, "not a version 2 model");
   r.threads = (int)json_integer_value(json_object_get(rj, "threads"));
   r.gpus = (int)json_integer_value(json_object_get(rj, "gpus"));
+  r.gang = (int)json_integer_value(json_object_get(rj, "gang"));
 #define GET(f)                                                              \
   r.f = json_number_value(json_object_get(rj, #f));                         \
   if (!(r.f > 0) || !isfinite(r.f))                                         \

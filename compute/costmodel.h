@@ -3,10 +3,13 @@
  *
  * A backend's time is fixed overheads + the larger of the pipelined stages
  * (bytes over measured copy rates, work over measured compute rates):
- *   serial  fixed + work / (one thread's rate)
- *   cpu     fixed + work / (all threads' rate)
+ *   serial  fixed + max(work / VM rate, input bytes / read rate)
+ *           + output bytes / first-touch rate (one thread's rates)
+ *   cpu     the same with all threads' rates
  *   cuda    fixed + max(PCIe in, PCIe out, host staging, on-device time)
- *           + one chunk's latency (the pipeline's fill and drain)
+ *           + one chunk's latency (the pipeline's fill and drain); host
+ *           staging = input bytes / copy rate + output bytes / first-touch
+ *           rate, at the staging gang's share of the threads
  * where work is the kind's unit (map/reduce: VM instructions; matmul:
  * flops; geodesic: pairs). The rates come from a self-benchmark of a few
  * tens of milliseconds at start (calibrate.c: the expression VM on one and
@@ -33,6 +36,10 @@ typedef struct cm_rates {
   double vm_ops_1;      /* expression VM instructions/s, one thread */
   double vm_ops_n;      /* ... all `threads` threads together */
   double copy_n;        /* host memcpy bytes/s, all threads (GPU staging) */
+  double stream_1, stream_n; /* host read bytes/s: one thread, all threads */
+  double fault_1, fault_n;   /* first writes to fresh memory (page faults
+                              * included), bytes/s: one thread, all */
+  int gang;             /* host threads that stage a GPU job's copies */
   double gemm_1;        /* OpenBLAS dgemm flops/s, one thread */
   double serial_fixed_s, cpu_fixed_s;
   int gpus;             /* usable GPUs when measured (0: no cuda figures) */

@@ -70,6 +70,7 @@ void gpu_resident_drop(const char *id);
 typedef struct gpu_rates {
   double h2d_pinned, d2h_pinned, h2d_pageable, d2h_pageable, d2d;
   double launch_s;
+  int stage_threads; /* host threads that stage this device's copies */
 } gpu_rates;
 int gpu_measure_rates(int dev, gpu_rates *r, terr *e);
 

@@ -57,6 +57,7 @@ int gpu_measure_rates(int dev, gpu_rates *r, terr *e) {
   devbuf a = {NULL, 0}, b = {NULL, 0};
   unsigned char *pageable = NULL;
   size_t n = CALIB_BYTES;
+  r->stage_threads = gang_size(d->gang);
   T_TRY(stage_ensure(d, e));
   if (n > d->slot[0].bytes) n = d->slot[0].bytes;
   T_TRY(devmem_alloc(d, n, &a, e));

@@ -189,6 +189,7 @@ void stage_destroy(devctx *d);
  * in which case gang_copy copies on the caller alone. */
 gang *gang_create(int n);
 void gang_destroy(gang *g);
+int gang_size(const gang *g); /* threads, the caller included */
 /* Copy every item, split across the gang; returns when all are done. */
 void gang_copy(gang *g, const gang_item *items, int n);
 

@@ -136,6 +136,8 @@ gang *gang_create(int n) {
   return g;
 }
 
+int gang_size(const gang *g) { return g ? g->n : 1; }
+
 void gang_destroy(gang *g) {
   if (!g) return;
   pthread_mutex_lock(&g->mu);

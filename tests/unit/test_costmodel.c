@@ -22,6 +22,11 @@ static cm_rates rates(int gpus) {
   r.vm_ops_1 = 1e9;
   r.vm_ops_n = 12e9;
   r.copy_n = 40e9;
+  r.stream_1 = 14e9;
+  r.stream_n = 150e9;
+  r.fault_1 = 2.5e9;
+  r.fault_n = 30e9;
+  r.gang = 16;
   r.gemm_1 = 40e9;
   r.serial_fixed_s = 5e-6;
   r.cpu_fixed_s = 1e-4;
@@ -160,6 +165,7 @@ TEST(calibrate_and_cache) {
   terr_clear(&e);
   CHECK(cm_calibrate(&r, 2, &e) == 0);
   CHECK(r.vm_ops_1 > 1e6 && r.vm_ops_n > 1e6 && r.copy_n > 1e7 && r.gemm_1 > 1e7);
+  CHECK(r.stream_1 > 1e7 && r.stream_n > 1e7 && r.fault_1 > 1e7 && r.fault_n > 1e7);
   CHECK(r.gpus == gpu_count());
   char dir[] = "/tmp/tessel-router-XXXXXX";
   CHECK(mkdtemp(dir) != NULL);
