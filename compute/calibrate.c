@@ -8,7 +8,7 @@
  *   memory     one thread, then all at once: first writes to fresh memory
  *              (page faults included: how results are filled), a read
  *              pass (inputs), memcpy (the GPU path's staging copies);
- *              128 MiB for one thread, 16 MiB each for all;
+ *              64 MiB for one thread, 16 MiB each for all;
  *   gemm_1     OpenBLAS dgemm 192^3 on one thread (kind_matmul keeps
  *              OpenBLAS single-threaded and spreads panels itself);
  *   GPU        gpu_measure_rates on device 0 (pinned and pageable PCIe,
@@ -34,7 +34,7 @@
 #include "util/util.h"
 
 #define CAL_N 65536
-#define CAL_MEM_1 ((size_t)128 << 20) /* one thread's memory test */
+#define CAL_MEM_1 ((size_t)64 << 20) /* one thread's memory test */
 #define CAL_MEM_T ((size_t)16 << 20)  /* each thread's, all at once */
 
 static volatile double g_sink; /* keeps the measured reads and copies */
