@@ -25,8 +25,8 @@
  * bandwidth; pcie% = (in/h2d + out/d2h at the pinned rates) over the warm
  * end-to-end time (so 100% = as fast as copying the data in and out once,
  * back to back; above 100% when the two directions overlap); blas% =
- * cuBLAS-direct time over Tessel's compute phase. Medians of up to 5 runs
- * (fewer for long ones); backends predicted to exceed 20 s are skipped
+ * cuBLAS-direct time over Tessel's compute phase. Medians of 15 runs for
+ * jobs predicted under 2 ms, 5 under 0.3 s, fewer for longer ones; backends predicted to exceed 20 s are skipped
  * ("-"). Inputs are ranges (1, 2, 3, ...: non-zero), matmul operands
  * uniform random. Prints the table last.
  */
@@ -92,8 +92,9 @@ static void ctx_init(job_ctx *c, atomic_int *stop, tbackend b) {
 /* Median wall ms of running the plan on b (result freed each time). */
 static double time_kind(const kind_ops *k, void *plan, tbackend b, double predict_ms) {
   if (predict_ms > SKIP_S * 1e3) return NAN;
-  int reps = predict_ms > 2000 ? 1 : predict_ms > 300 ? 3 : 5;
-  double t[5];
+  /* short runs are noisy: more of them */
+  int reps = predict_ms > 2000 ? 1 : predict_ms > 300 ? 3 : predict_ms > 2 ? 5 : 15;
+  double t[15];
   atomic_int stop;
   for (int i = 0; i < reps + (b == B_CUDA); i++) { /* cuda: one warm-up */
     job_ctx c;
@@ -322,7 +323,7 @@ static void run_case(const char *kind, const char *name, const char *params_text
   cm_model_choose(&g_model, k->kind, &est, 1, &r->chose, why, sizeof why, NULL);
   r->ms[B_SERIAL] = time_kind(k, plan, B_SERIAL, r->est_ms[B_SERIAL]);
   r->ms[B_CPU] = time_kind(k, plan, B_CPU, r->est_ms[B_CPU]);
-  r->ms[B_CUDA] = time_kind(k, plan, B_CUDA, 0);
+  r->ms[B_CUDA] = time_kind(k, plan, B_CUDA, r->est_ms[B_CUDA]);
   k->release(plan);
   json_decref(params);
   if (d) direct_times(d, r);
