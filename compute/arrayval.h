@@ -12,9 +12,17 @@
  *                     the referenced array exists and belongs to the owner;
  *                     nothing big is built.
  *   arrayval_resolve  at run time: builds (or maps) the data.
- * Random values come from a counter-based generator (SplitMix64 of
- * seed ^ index, Box-Muller for normal), so element i is the same whatever
- * the thread count or backend, and the GPU can generate the same values.
+ * Random values come from a counter-based generator, so element i is the
+ * same whatever the thread count or backend, and the GPU can generate the
+ * same values. Exactly (all arithmetic mod 2^64, G = 0x9E3779B97F4A7C15,
+ * mix = SplitMix64's output function):
+ *   key  = mix(seed + G)                      (SplitMix64's first output)
+ *   u(i) = (mix(key + (i + 1) * G) >> 11) * 2^-53          in [0, 1)
+ *   uniform: low + (high - low) * u(i)
+ *   normal:  Box-Muller over the pair p = i & ~1: r = sqrt(-2 ln(1 - u(p))),
+ *            t = 2 pi u(p + 1); even i -> mean + std r cos t,
+ *            odd i -> mean + std r sin t.
+ * Defaults: dist "uniform", low 0, high 1, mean 0, std 1, seed 0.
  */
 #ifndef TESSEL_COMPUTE_ARRAYVAL_H
 #define TESSEL_COMPUTE_ARRAYVAL_H

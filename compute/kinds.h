@@ -94,6 +94,12 @@ typedef struct kind_ops {
   /* b is B_SERIAL, B_CPU or B_CUDA. */
   int (*run)(void *plan, tbackend b, job_ctx *ctx, tarray **result, terr *e);
   void (*release)(void *plan);
+  /* Optional (NULL: use rtol/atol above): the tolerance for this plan's
+   * results when it depends on the data or the dtype (matmul: float32 or
+   * float64, and the size of |a|.|b|, which a fixed rtol cannot follow where
+   * sums cancel). Called on the worker after prepare; same rule
+   * |a - b| <= atol + rtol * |b|. */
+  void (*tolerance)(const void *plan, double *rtol, double *atol);
 } kind_ops;
 
 /* The table: NULL when the name is unknown. */

@@ -1,0 +1,186 @@
+/* schema.c — the database schema as numbered migrations, and the pragmas.
+ *
+ * Each migration is one SQL text with a number; the database records the
+ * highest applied number in PRAGMA user_version and keeps a history row per
+ * migration in schema_migrations. store__migrate runs, in one IMMEDIATE
+ * transaction, every migration newer than the file's version, so a database
+ * is always at a whole version. A file newer than this build is refused
+ * (T_EIO) rather than misread. Migrations are append-only: never edit a
+ * released one, add the next number.
+ *
+ * Durability: journal_mode=WAL with synchronous=NORMAL. A commit is in the
+ * WAL file when it returns, so a killed process loses nothing committed; on a
+ * power loss or OS crash the last commits before the loss may be lost (the
+ * WAL is fsynced only at checkpoints) but the database stays consistent.
+ *
+ * Times are integer wall-clock milliseconds; JSON documents (params, timings,
+ * result, compare, estimate) are stored as text; status as its name, so that
+ * the file reads well in the sqlite3 shell. There are no foreign keys: the
+ * only relation (a job's params naming an array) lives inside JSON text and
+ * is checked by the array operations, not by the schema.
+ */
+#include <stdio.h>
+
+#include "db/store_int.h"
+
+typedef struct migration {
+  int version;
+  const char *sql;
+} migration;
+
+static const migration migrations[] = {
+    {1,
+     "CREATE TABLE schema_migrations (\n"
+     "  version INTEGER PRIMARY KEY,\n"
+     "  applied_at INTEGER NOT NULL\n"
+     ");\n"
+     "CREATE TABLE jobs (\n"
+     "  id TEXT NOT NULL UNIQUE,\n"
+     "  owner TEXT NOT NULL,\n"
+     "  kind TEXT NOT NULL,\n"
+     "  params TEXT NOT NULL,\n"
+     "  status TEXT NOT NULL CHECK (status IN\n"
+     "    ('queued','running','succeeded','failed','canceled')),\n"
+     "  backend_requested TEXT NOT NULL,\n"
+     "  backend_used TEXT,\n"
+     "  backend_reason TEXT,\n"
+     "  estimate TEXT,\n"
+     "  priority INTEGER NOT NULL DEFAULT 0,\n"
+     "  label TEXT,\n"
+     "  request_id TEXT,\n"
+     "  body_hash TEXT,\n"
+     "  timeout_s REAL NOT NULL DEFAULT 0,\n"
+     "  created_at INTEGER NOT NULL,\n"
+     "  started_at INTEGER NOT NULL DEFAULT 0,\n"
+     "  finished_at INTEGER NOT NULL DEFAULT 0,\n"
+     "  timings TEXT,\n"
+     "  progress_done INTEGER NOT NULL DEFAULT 0,\n"
+     "  progress_total INTEGER NOT NULL DEFAULT 0,\n"
+     "  error_code TEXT,\n"
+     "  error_message TEXT,\n"
+     "  result TEXT,\n"
+     "  result_path TEXT,\n"
+     "  compare TEXT,\n"
+     "  max_abs_diff REAL,\n" /* NULL: not compared */
+     "  attempts INTEGER NOT NULL DEFAULT 0\n"
+     ");\n"
+     /* Listing, newest first (ids sort by creation time), per filter. The
+      * backend filter (requested = b OR used = b OR used LIKE 'b:%') is an
+      * OR over two columns that no index can order by id, so it walks
+      * jobs_owner_id (or the owner's status/kind/label index) newest first
+      * and stops at the page's limit: an index of its own measured unused
+      * by the planner and would only slow every insert. */
+     "CREATE INDEX jobs_owner_id ON jobs(owner, id);\n"
+     "CREATE INDEX jobs_owner_status_id ON jobs(owner, status, id);\n"
+     "CREATE INDEX jobs_owner_kind_id ON jobs(owner, kind, id);\n"
+     "CREATE INDEX jobs_owner_label_id ON jobs(owner, label, id)\n"
+     "  WHERE label IS NOT NULL;\n"
+     /* Idempotency: one job per (owner, request_id). */
+     "CREATE UNIQUE INDEX jobs_owner_request ON jobs(owner, request_id)\n"
+     "  WHERE request_id IS NOT NULL;\n"
+     /* Recovery and the scheduler: the unfinished ones, in run order. */
+     "CREATE INDEX jobs_unfinished ON jobs(priority DESC, created_at, id)\n"
+     "  WHERE status IN ('queued','running');\n"
+     /* Expiry. */
+     "CREATE INDEX jobs_finished_at ON jobs(finished_at)\n"
+     "  WHERE finished_at > 0;\n"
+     "CREATE TABLE arrays (\n"
+     "  id TEXT NOT NULL UNIQUE,\n"
+     "  owner TEXT NOT NULL,\n"
+     "  dtype TEXT NOT NULL,\n"
+     "  shape TEXT NOT NULL,\n"
+     "  bytes INTEGER NOT NULL,\n"
+     "  sha256 TEXT NOT NULL,\n"
+     "  path TEXT NOT NULL,\n"
+     "  created_at INTEGER NOT NULL\n"
+     ");\n"
+     "CREATE UNIQUE INDEX arrays_owner_sha ON arrays(owner, sha256);\n"
+     "CREATE INDEX arrays_owner_id ON arrays(owner, id);\n"
+     "CREATE INDEX arrays_created_at ON arrays(created_at);\n"},
+};
+#define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
+
+int store__pragmas(sqlite3 *db, int writer, terr *e) {
+  /* busy_timeout: readers may meet a checkpoint or recovery; another process
+   * opening the file may hold the write lock for a moment. */
+  const char *common =
+      "PRAGMA busy_timeout = 5000;"
+      "PRAGMA foreign_keys = ON;"
+      "PRAGMA temp_store = MEMORY;";
+  /* WAL + NORMAL: see the comment at the top of this file. The WAL is
+   * truncated to 64 MiB after checkpoints so it does not stay large. */
+  const char *wsql =
+      "PRAGMA journal_mode = WAL;"
+      "PRAGMA synchronous = NORMAL;"
+      "PRAGMA journal_size_limit = 67108864;"
+      "PRAGMA cache_size = -16384;";
+  const char *rsql = "PRAGMA query_only = ON;";
+  char *msg = NULL;
+  if (sqlite3_exec(db, common, NULL, NULL, &msg) != SQLITE_OK ||
+      sqlite3_exec(db, writer ? wsql : rsql, NULL, NULL, &msg) != SQLITE_OK) {
+    terr_set(e, T_EIO, "", -1, "store: pragmas: %s",
+             msg ? msg : sqlite3_errmsg(db));
+    sqlite3_free(msg);
+    return T_EIO;
+  }
+  return 0;
+}
+
+static int exec(sqlite3 *db, const char *sql, terr *e, const char *what) {
+  char *msg = NULL;
+  if (sqlite3_exec(db, sql, NULL, NULL, &msg) == SQLITE_OK) return 0;
+  terr_set(e, T_EIO, "", -1, "store: %s: %s", what,
+           msg ? msg : sqlite3_errmsg(db));
+  sqlite3_free(msg);
+  return T_EIO;
+}
+
+static int user_version(sqlite3 *db, int *v, terr *e) {
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) !=
+      SQLITE_OK)
+    return store__dberr(e, db, "read schema version");
+  int rc = sqlite3_step(st);
+  if (rc != SQLITE_ROW) {
+    store__dberr(e, db, "read schema version");
+    sqlite3_finalize(st);
+    return T_EIO;
+  }
+  *v = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  return 0;
+}
+
+int store__migrate(sqlite3 *db, int *version, terr *e) {
+  int rc = exec(db, "BEGIN IMMEDIATE", e, "migrate: begin");
+  if (rc) return rc;
+  int v = 0;
+  if ((rc = user_version(db, &v, e))) goto fail;
+  int newest = migrations[NMIGRATIONS - 1].version;
+  if (v > newest) {
+    rc = terr_set(e, T_EIO, "", -1,
+                  "store: database schema version %d is newer than this "
+                  "build's %d", v, newest);
+    goto fail;
+  }
+  for (int i = 0; i < NMIGRATIONS; i++) {
+    const migration *m = &migrations[i];
+    if (m->version <= v) continue;
+    char what[64], sql[160];
+    snprintf(what, sizeof what, "migration %d", m->version);
+    if ((rc = exec(db, m->sql, e, what))) goto fail;
+    snprintf(sql, sizeof sql,
+             "INSERT INTO schema_migrations(version, applied_at) "
+             "VALUES (%d, %lld); PRAGMA user_version = %d;",
+             m->version, (long long)t_wall_ms(), m->version);
+    if ((rc = exec(db, sql, e, what))) goto fail;
+    log_info("store: applied schema migration %d", m->version);
+    v = m->version;
+  }
+  if ((rc = exec(db, "COMMIT", e, "migrate: commit"))) goto fail;
+  *version = v;
+  return 0;
+fail:
+  sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+  return rc;
+}

@@ -1,0 +1,311 @@
+/* store_arrays.c — the uploaded-array rows: insert (deduplicated by sha256
+ * per owner), get, list, delete.
+ *
+ * The data itself is a .npy file under the data dir; the row holds its path
+ * and what describes it. Writes run on the writer thread (see store.c), each
+ * in its own savepoint, so the dedupe check and the insert, or the reference
+ * check and the delete, are one atomic step.
+ *
+ * A job references an array through {"array": "a_..."} inside its params
+ * JSON; the store finds references by searching the params text of the
+ * unfinished jobs for the id (ids are unique random-tailed strings, so a
+ * plain substring search has no false matches in practice). The partial
+ * index jobs_unfinished keeps that scan to the queued and running jobs.
+ *
+ * Ownership: store_array strings are heap copies released with
+ * store_array_clear; list arrays are freed by the caller.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/store_int.h"
+
+#define ARRAY_COLS "id, owner, dtype, shape, bytes, sha256, path, created_at"
+
+/* Free every string of *a and zero it. NULL ok. */
+void store_array_clear(store_array *a) {
+  if (!a) return;
+  free(a->owner);
+  free(a->dtype);
+  free(a->shape);
+  free(a->sha256);
+  free(a->path);
+  memset(a, 0, sizeof *a);
+}
+
+static int array_row(sqlite3_stmt *st, store_array *a) {
+  int oom = 0;
+  memset(a, 0, sizeof *a);
+  const unsigned char *id = sqlite3_column_text(st, 0);
+  snprintf(a->id, sizeof a->id, "%s", id ? (const char *)id : "");
+  a->owner = store__col_dup(st, 1, &oom);
+  a->dtype = store__col_dup(st, 2, &oom);
+  a->shape = store__col_dup(st, 3, &oom);
+  a->bytes = sqlite3_column_int64(st, 4);
+  a->sha256 = store__col_dup(st, 5, &oom);
+  a->path = store__col_dup(st, 6, &oom);
+  a->created_at = sqlite3_column_int64(st, 7);
+  if (oom) {
+    store_array_clear(a);
+    return T_ENOMEM;
+  }
+  return 0;
+}
+
+/* ---- insert -------------------------------------------------------------- */
+
+typedef struct ainsert_args {
+  const store_array *a;
+  store_array found;
+  int existing;
+} ainsert_args;
+
+static int ainsert_fn(store *s, store_wop *op, terr *e) {
+  ainsert_args *x = op->arg;
+  const store_array *a = x->a;
+  sqlite3_stmt *st;
+  int rc = store__stmt(&s->w,
+                       "SELECT " ARRAY_COLS " FROM arrays"
+                       " WHERE owner = ?1 AND sha256 = ?2",
+                       &st, e);
+  if (rc) return rc;
+  store__bind_text(st, 1, a->owner);
+  store__bind_text(st, 2, a->sha256);
+  int step = sqlite3_step(st);
+  if (step == SQLITE_ROW) {
+    rc = array_row(st, &x->found);
+    sqlite3_reset(st);
+    if (rc) return terr_set(e, rc, "", -1, "store: out of memory");
+    x->existing = 1;
+    return 0;
+  }
+  sqlite3_reset(st);
+  if (step != SQLITE_DONE) return store__dberr(e, s->w.db, "insert array");
+  if ((rc = store__stmt(&s->w,
+                        "INSERT INTO arrays (" ARRAY_COLS ")"
+                        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                        &st, e)))
+    return rc;
+  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
+  store__bind_text(st, 2, a->owner);
+  store__bind_text(st, 3, a->dtype);
+  store__bind_text(st, 4, a->shape);
+  sqlite3_bind_int64(st, 5, a->bytes);
+  store__bind_text(st, 6, a->sha256);
+  store__bind_text(st, 7, a->path);
+  sqlite3_bind_int64(st, 8, a->created_at);
+  step = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (step == SQLITE_DONE) return 0;
+  if ((sqlite3_extended_errcode(s->w.db) & 0xff) == SQLITE_CONSTRAINT)
+    return terr_set(e, T_ECONFLICT, "id", -1, "array %s: %s", a->id,
+                    sqlite3_errmsg(s->w.db));
+  return store__dberr(e, s->w.db, "insert array");
+}
+
+/* [sync] See store.h. dtype, shape, sha256 and path are required; an empty
+ * a->id gets a new "a_" id, a zero created_at the current time, a NULL owner
+ * "". On *existing = 1 the caller's file for the new upload is redundant
+ * (the stored a->path is the one to keep). */
+int store_array_insert(store *s, store_array *a, int *existing, terr *e) {
+  if (existing) *existing = 0;
+  if (!s || !a) return terr_set(e, T_EINVAL, "", -1, "store: no array");
+  if (!a->dtype) return terr_set(e, T_EINVAL, "dtype", -1, "missing");
+  if (!a->shape) return terr_set(e, T_EINVAL, "shape", -1, "missing");
+  if (!a->sha256) return terr_set(e, T_EINVAL, "sha256", -1, "missing");
+  if (!a->path) return terr_set(e, T_EINVAL, "path", -1, "missing");
+  if (!a->id[0]) t_id_new('a', a->id);
+  if (!a->created_at) a->created_at = t_wall_ms();
+  store_array tmp = *a;
+  if (!tmp.owner) tmp.owner = "";
+  ainsert_args x = {.a = &tmp};
+  int rc = store__write(s, ainsert_fn, &x, e);
+  if (rc) {
+    store_array_clear(&x.found); /* the commit may fail after a match */
+    return rc;
+  }
+  if (x.existing) {
+    store_array_clear(a);
+    *a = x.found;
+    if (existing) *existing = 1;
+  }
+  return 0;
+}
+
+/* ---- reads ----------------------------------------------------------------- */
+
+/* See store.h. owner NULL: any owner; another owner's array is
+ * T_ENOTFOUND. *out is filled only on success. */
+int store_array_get(store *s, const char *id, const char *owner,
+                    store_array *out, terr *e) {
+  memset(out, 0, sizeof *out);
+  if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
+  store_conn *c;
+  sqlite3_stmt *st;
+  int rc = store__reader(s, &c, e);
+  if (rc) return rc;
+  if ((rc = store__stmt(c, "SELECT " ARRAY_COLS " FROM arrays WHERE id = ?1",
+                        &st, e)))
+    return rc;
+  sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+  int step = sqlite3_step(st);
+  if (step == SQLITE_ROW) {
+    const char *o = (const char *)sqlite3_column_text(st, 1);
+    if (owner && (!o || strcmp(o, owner) != 0))
+      rc = terr_set(e, T_ENOTFOUND, "id", -1, "no array %s", id);
+    else if (array_row(st, out))
+      rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  } else if (step == SQLITE_DONE) {
+    rc = terr_set(e, T_ENOTFOUND, "id", -1, "no array %s", id);
+  } else {
+    rc = store__dberr(e, c->db, "get array");
+  }
+  sqlite3_reset(st);
+  return rc;
+}
+
+/* See store.h. Newest first; owner NULL: all; cursor NULL: from the newest;
+ * limit 1..1000. *arrays is a new array of *n (clear each, free the array);
+ * next_cursor (T_ID_MAX bytes) is "" on the last page. */
+int store_array_list(store *s, const char *owner, const char *cursor,
+                     int limit, store_array **arrays, int *n,
+                     char *next_cursor, terr *e) {
+  *arrays = NULL;
+  *n = 0;
+  if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
+  /* The caller may pass its cursor buffer as next_cursor: copy it first. */
+  char cur[T_ID_MAX];
+  if (cursor) {
+    snprintf(cur, sizeof cur, "%s", cursor);
+    cursor = cur;
+  }
+  next_cursor[0] = 0;
+  if (limit < 1 || limit > 1000)
+    return terr_set(e, T_EINVAL, "limit", limit, "must be 1..1000, got %d",
+                    limit);
+  static const char *const sqls[4] = {
+      "SELECT " ARRAY_COLS " FROM arrays ORDER BY id DESC LIMIT ?3",
+      "SELECT " ARRAY_COLS " FROM arrays WHERE owner = ?1"
+      " ORDER BY id DESC LIMIT ?3",
+      "SELECT " ARRAY_COLS " FROM arrays WHERE id < ?2"
+      " ORDER BY id DESC LIMIT ?3",
+      "SELECT " ARRAY_COLS " FROM arrays WHERE owner = ?1 AND id < ?2"
+      " ORDER BY id DESC LIMIT ?3",
+  };
+  store_conn *c;
+  sqlite3_stmt *st;
+  int rc = store__reader(s, &c, e);
+  if (rc) return rc;
+  if ((rc = store__stmt(c, sqls[(owner ? 1 : 0) + (cursor ? 2 : 0)], &st, e)))
+    return rc;
+  if (owner) sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
+  if (cursor) sqlite3_bind_text(st, 2, cursor, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 3, limit + 1);
+  store_array *v = NULL;
+  int cnt = 0, step;
+  v = calloc((size_t)limit + 1, sizeof *v);
+  if (!v) {
+    sqlite3_reset(st);
+    return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  }
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    if (array_row(st, &v[cnt])) {
+      rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+      goto fail;
+    }
+    cnt++;
+  }
+  if (step != SQLITE_DONE) {
+    rc = store__dberr(e, c->db, "list arrays");
+    goto fail;
+  }
+  sqlite3_reset(st);
+  if (cnt > limit) {
+    store_array_clear(&v[limit]);
+    cnt = limit;
+    snprintf(next_cursor, T_ID_MAX, "%s", v[cnt - 1].id);
+  }
+  *arrays = v;
+  *n = cnt;
+  return 0;
+fail:
+  sqlite3_reset(st);
+  for (int i = 0; i < cnt; i++) store_array_clear(&v[i]);
+  free(v);
+  return rc;
+}
+
+/* ---- delete ---------------------------------------------------------------- */
+
+typedef struct adelete_args {
+  const char *id, *owner;
+  char *path; /* out */
+} adelete_args;
+
+/* 1 when a queued or running job's params mention the id, 0 when none,
+ * negative on a database error. Runs on the writer connection. */
+static int array_referenced(store *s, const char *id, terr *e) {
+  sqlite3_stmt *st;
+  if (store__stmt(&s->w,
+                  "SELECT 1 FROM jobs WHERE status IN ('queued','running')"
+                  " AND instr(params, ?1) > 0 LIMIT 1",
+                  &st, e))
+    return -1;
+  sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+  int step = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (step == SQLITE_ROW) return 1;
+  if (step == SQLITE_DONE) return 0;
+  store__dberr(e, s->w.db, "array references");
+  return -1;
+}
+
+static int adelete_fn(store *s, store_wop *op, terr *e) {
+  adelete_args *a = op->arg;
+  sqlite3_stmt *st;
+  int rc = store__stmt(&s->w, "SELECT owner, path FROM arrays WHERE id = ?1",
+                       &st, e);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
+  int step = sqlite3_step(st);
+  if (step == SQLITE_DONE ||
+      (step == SQLITE_ROW && a->owner &&
+       strcmp((const char *)sqlite3_column_text(st, 0), a->owner) != 0)) {
+    rc = terr_set(e, T_ENOTFOUND, "id", -1, "no array %s", a->id);
+  } else if (step != SQLITE_ROW) {
+    rc = store__dberr(e, s->w.db, "delete array");
+  } else {
+    int oom = 0;
+    a->path = store__col_dup(st, 1, &oom);
+    if (oom) rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  }
+  sqlite3_reset(st);
+  if (rc) return rc;
+  int ref = array_referenced(s, a->id, e);
+  if (ref < 0) return T_EIO;
+  if (ref > 0)
+    return terr_set(e, T_ECONFLICT, "id", -1,
+                    "array %s is used by a queued or running job", a->id);
+  if ((rc = store__stmt(&s->w, "DELETE FROM arrays WHERE id = ?1", &st, e)))
+    return rc;
+  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
+  return store__exec_stmt(&s->w, st, "delete array", e);
+}
+
+/* [sync] See store.h. T_ENOTFOUND when absent or another owner's (owner
+ * NULL: any owner). On success *path (caller frees) is the file to remove. */
+int store_array_delete(store *s, const char *id, const char *owner,
+                       char **path, terr *e) {
+  if (path) *path = NULL;
+  if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
+  adelete_args a = {id, owner, NULL};
+  int rc = store__write(s, adelete_fn, &a, e);
+  if (rc) {
+    free(a.path);
+    return rc;
+  }
+  if (path) *path = a.path;
+  else free(a.path);
+  return 0;
+}

@@ -1,0 +1,118 @@
+/* store_ckpt.c — WAL checkpoints on a thread of their own.
+ *
+ * SQLite's default checkpoints run inside a COMMIT once the WAL passes 1000
+ * pages, on the committing thread; with synchronous=NORMAL that is where the
+ * only fsyncs happen (of the WAL and of the database), so the writer thread —
+ * and every [sync] caller waiting on it — would stall for them. Instead the
+ * writer connection has auto-checkpoints off and a WAL hook that, after a
+ * commit leaves the WAL at STORE_CKPT_FRAMES frames or more, wakes this
+ * thread, which runs a PASSIVE checkpoint on its own connection. In WAL mode
+ * a checkpoint runs beside the writer and the readers without blocking them;
+ * the WAL restarts from its beginning once a checkpoint has copied all of it.
+ *
+ * Threads: ckpt_main runs on s->ckpt_thread; wal_hook (inside COMMIT) and
+ * store__ckpt_writer (between batches) run on the writer thread and alone
+ * touch wal_frames and ck_next. s->ckmu guards ck_want and ck_stop.
+ */
+#include "db/store_int.h"
+
+/* Pages of WAL (4 KiB each) between two background checkpoints: SQLite's
+ * default auto-checkpoint size. */
+#define STORE_CKPT_FRAMES 1000
+/* WAL size at which the writer itself finishes a checkpoint (see below). */
+#define STORE_WAL_MAX_FRAMES (8 * STORE_CKPT_FRAMES)
+
+/* Writer thread, after each commit: frames = the WAL's size in pages. A
+ * checkpoint copies frames to the database but the WAL only restarts from
+ * its beginning when a write transaction starts with ALL frames copied, which
+ * a checkpointer racing a busy writer never sees; so the hook asks for one
+ * background checkpoint per STORE_CKPT_FRAMES of growth (not one per commit),
+ * and store__ckpt_writer lets the writer finish the job when the WAL gets
+ * long. */
+static int wal_hook(void *ctx, sqlite3 *db, const char *name, int frames) {
+  store *s = ctx;
+  if (frames < s->wal_frames) s->ck_next = STORE_CKPT_FRAMES; /* restarted */
+  s->wal_frames = frames;
+  if (frames < s->ck_next) return SQLITE_OK;
+  s->ck_next = frames + STORE_CKPT_FRAMES;
+  pthread_mutex_lock(&s->ckmu);
+  if (!s->ck_want) {
+    s->ck_want = 1;
+    pthread_cond_signal(&s->ckcv);
+  }
+  pthread_mutex_unlock(&s->ckmu);
+  return SQLITE_OK;
+}
+
+void store__ckpt_writer(store *s) {
+  if (s->wal_frames < STORE_WAL_MAX_FRAMES) return;
+  /* Most frames are already copied by the background checkpoints, so this
+   * copies the tail and syncs; the next write transaction then restarts the
+   * WAL (readers permitting). */
+  int log = 0, done = 0;
+  if (sqlite3_wal_checkpoint_v2(s->w.db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log,
+                                &done) == SQLITE_OK &&
+      log == done)
+    s->wal_frames = 0;
+  atomic_fetch_add_explicit(&s->n_checkpoints, 1, memory_order_relaxed);
+}
+
+static void *ckpt_main(void *arg) {
+  store *s = arg;
+  pthread_mutex_lock(&s->ckmu);
+  for (;;) {
+    while (!s->ck_want && !s->ck_stop) pthread_cond_wait(&s->ckcv, &s->ckmu);
+    if (s->ck_stop) break;
+    s->ck_want = 0;
+    pthread_mutex_unlock(&s->ckmu);
+    int log = 0, done = 0;
+    int rc = sqlite3_wal_checkpoint_v2(s->ckdb, NULL, SQLITE_CHECKPOINT_PASSIVE,
+                                       &log, &done);
+    if (rc != SQLITE_OK && rc != SQLITE_BUSY)
+      log_warn("store: checkpoint: %s", sqlite3_errmsg(s->ckdb));
+    atomic_fetch_add_explicit(&s->n_checkpoints, 1, memory_order_relaxed);
+    pthread_mutex_lock(&s->ckmu);
+  }
+  pthread_mutex_unlock(&s->ckmu);
+  return NULL;
+}
+
+int store__ckpt_start(store *s, terr *e) {
+  if (sqlite3_open_v2(s->path, &s->ckdb,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
+                      NULL) != SQLITE_OK) {
+    int rc = store__dberr(e, s->ckdb, "open checkpointer");
+    sqlite3_close(s->ckdb);
+    s->ckdb = NULL;
+    return rc;
+  }
+  sqlite3_busy_timeout(s->ckdb, 5000);
+  pthread_mutex_init(&s->ckmu, NULL);
+  pthread_cond_init(&s->ckcv, NULL);
+  if (pthread_create(&s->ckpt_thread, NULL, ckpt_main, s) != 0) {
+    pthread_cond_destroy(&s->ckcv);
+    pthread_mutex_destroy(&s->ckmu);
+    sqlite3_close(s->ckdb);
+    s->ckdb = NULL;
+    return terr_set(e, T_EINTERNAL, "", -1,
+                    "store: cannot start the checkpointer");
+  }
+  /* Only now hand checkpoints over: until here SQLite's own ran. */
+  s->ck_next = STORE_CKPT_FRAMES;
+  sqlite3_wal_hook(s->w.db, wal_hook, s);
+  return 0;
+}
+
+void store__ckpt_stop(store *s) {
+  if (!s->ckdb) return;
+  sqlite3_wal_hook(s->w.db, NULL, NULL); /* the writer has exited */
+  pthread_mutex_lock(&s->ckmu);
+  s->ck_stop = 1;
+  pthread_cond_signal(&s->ckcv);
+  pthread_mutex_unlock(&s->ckmu);
+  pthread_join(s->ckpt_thread, NULL);
+  pthread_cond_destroy(&s->ckcv);
+  pthread_mutex_destroy(&s->ckmu);
+  sqlite3_close(s->ckdb);
+  s->ckdb = NULL;
+}

@@ -1,0 +1,124 @@
+/* store_int.h — what the files of db/ share and nobody else sees.
+ *
+ * The store is split by concern: schema.c (migrations), store.c (open/close,
+ * the writer thread, connections and their statement caches), store_jobs.c,
+ * store_arrays.c and store_stats.c (the operations). They meet here.
+ *
+ * Writes: an operation fills a store_wop (its function and a pointer to its
+ * arguments) and hands it to store__write (sync: the caller waits on the op's
+ * own semaphore until the writer has committed the batch holding it;
+ * the arguments may live on the caller's stack) or to the progress queue
+ * (async). The op function runs on the writer thread, inside a SAVEPOINT of
+ * the batch's transaction, with the writer connection s->w; it returns 0 or a
+ * terr code (and then its savepoint is rolled back, nothing else).
+ *
+ * Reads: store__reader gives the calling thread's read-only connection to this
+ * store (opened on first use, closed at thread exit or store_close).
+ *
+ * Both kinds of connection cache prepared statements: store__stmt returns a
+ * reset statement with cleared bindings for an SQL text; call sqlite3_reset
+ * when done so that a read transaction never outlives the call.
+ */
+#ifndef TESSEL_DB_STORE_INT_H
+#define TESSEL_DB_STORE_INT_H
+
+#include <pthread.h>
+#include <semaphore.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+
+#include "db/store.h"
+
+/* A connection and its prepared statements (one thread uses it at a time). */
+typedef struct store_conn {
+  sqlite3 *db;
+  struct store_stmt *stmts; /* growable array, searched by hash + text */
+  int nstmts, capstmts;
+  struct store *owner_store; /* readers: for the registry */
+  struct store_conn *prev, *next; /* readers: registry links (s->rmu) */
+} store_conn;
+
+typedef struct store_wop store_wop;
+typedef int (*store_wfn)(store *s, store_wop *op, terr *e);
+
+struct store_wop {
+  store_wfn fn;
+  void *arg;             /* operation arguments (caller owned) */
+  int rc;                /* result, set by the writer */
+  terr err;              /* detail of rc */
+  int is_sync;           /* 1: a caller waits on done */
+  sem_t *done;           /* the waiting caller's; posted after the commit */
+  store_wop *next;       /* queue link (s->mu) */
+  /* async progress payload (heap ops, owned by the queue then the writer) */
+  char job_id[T_ID_MAX];
+  int64_t pdone, ptotal;
+  store_wop *pnext;      /* pending-progress list link (s->mu) */
+};
+
+struct store {
+  char path[4096];
+  int version;                 /* schema version after migration */
+  store_conn w;                /* the writer's connection: writer thread only
+                                  (and store_open/close around it) */
+  pthread_t writer;
+  atomic_int alive;            /* writer thread running */
+
+  pthread_mutex_t mu;          /* guards the queue fields below */
+  pthread_cond_t work;         /* signalled when the queue gets an op */
+  store_wop *qhead, *qtail;    /* FIFO of ops not yet taken by the writer */
+  store_wop *progress;         /* async progress ops in the queue, by job */
+  int stopping;                /* store_close asked; drain then exit */
+  int writer_gone;             /* the writer exited: writes fail at once */
+
+  pthread_key_t rkey;          /* this store's reader connection per thread */
+  pthread_mutex_t rmu;         /* guards the reader registry */
+  store_conn *readers;         /* every open reader connection */
+
+  /* the checkpointer (store_ckpt.c) */
+  sqlite3 *ckdb;               /* its own connection: checkpointer thread */
+  pthread_t ckpt_thread;
+  pthread_mutex_t ckmu;        /* guards ck_want, ck_stop */
+  pthread_cond_t ckcv;
+  int ck_want, ck_stop;
+  int wal_frames, ck_next;     /* writer thread only */
+
+  /* counters for the benchmark and tests (relaxed atomics) */
+  atomic_llong n_batches, n_ops, n_checkpoints;
+};
+
+/* schema.c: migrate the writer connection to the newest version. */
+int store__migrate(sqlite3 *db, int *version, terr *e);
+/* Apply the connection pragmas common to readers and the writer. */
+int store__pragmas(sqlite3 *db, int writer, terr *e);
+
+/* store_ckpt.c: start the checkpointer thread and route the writer
+ * connection's checkpoints to it (before the writer thread starts); stop it
+ * (after the writer thread exited). */
+int store__ckpt_start(store *s, terr *e);
+void store__ckpt_stop(store *s);
+/* Writer thread, between batches: when the WAL is long, finish a checkpoint
+ * so that the next transaction restarts the WAL. */
+void store__ckpt_writer(store *s);
+
+/* store.c */
+int store__stmt(store_conn *c, const char *sql, sqlite3_stmt **out, terr *e);
+int store__reader(store *s, store_conn **out, terr *e);
+int store__write(store *s, store_wfn fn, void *arg, terr *e);
+int store__dberr(terr *e, sqlite3 *db, const char *what);
+/* Step a statement that returns no row: 0 or T_EIO (statement is reset). */
+int store__exec_stmt(store_conn *c, sqlite3_stmt *st, const char *what,
+                     terr *e);
+
+/* Bind helpers: NULL strings bind NULL; text is copied (SQLITE_TRANSIENT is
+ * not needed: statements are stepped before the caller's string goes). */
+static inline int store__bind_text(sqlite3_stmt *st, int i, const char *v) {
+  return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC)
+           : sqlite3_bind_null(st, i);
+}
+/* A heap copy of a text column; NULL for SQL NULL. Sets *oom on failure. */
+char *store__col_dup(sqlite3_stmt *st, int i, int *oom);
+
+/* store_jobs.c: read a row selected with the job column list into *j. */
+int store__job_row(sqlite3_stmt *st, store_job *j);
+
+#endif

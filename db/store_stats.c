@@ -1,0 +1,241 @@
+/* store_stats.c — the aggregate views (per-group stats, counts by status)
+ * and expiry.
+ *
+ * store_stats_json makes two passes on one read snapshot (the second
+ * statement starts while the first is still active, so both see the same
+ * data): the counts per (kind, backend_used, status) with SQL GROUP BY, and
+ * the compute times of the succeeded jobs sorted by (kind, backend_used,
+ * time), which are merged with the first pass group by group to give
+ * p50/p95 by linear interpolation between the closest ranks (NumPy's default
+ * percentile). Memory: one group's compute times at a time.
+ *
+ * store_expire is one write op: it deletes the old finished jobs and the old
+ * unreferenced arrays with DELETE ... RETURNING, collecting the files the
+ * caller must remove.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/store_int.h"
+
+/* ---- stats ---------------------------------------------------------------- */
+
+static double percentile(const double *v, size_t n, double p) {
+  if (n == 0) return NAN;
+  double pos = p * (double)(n - 1);
+  size_t lo = (size_t)floor(pos);
+  size_t hi = lo + 1 < n ? lo + 1 : lo;
+  return v[lo] + (v[hi] - v[lo]) * (pos - (double)lo);
+}
+
+static int same_text(sqlite3_stmt *a, int ia, sqlite3_stmt *b, int ib) {
+  const char *x = (const char *)sqlite3_column_text(a, ia);
+  const char *y = (const char *)sqlite3_column_text(b, ib);
+  if (!x || !y) return x == y;
+  return strcmp(x, y) == 0;
+}
+
+static json_t *text_or_null(sqlite3_stmt *st, int i) {
+  const char *t = (const char *)sqlite3_column_text(st, i);
+  return t ? json_string(t) : json_null();
+}
+
+/* See store.h. owner NULL: all owners. *json is a new string (free() it):
+ * [{"kind","backend","status","count","p50_ms","p95_ms","result_bytes"}],
+ * backend null for jobs that never started, the last three null except for
+ * succeeded groups (p50/p95 null too when no job of the group recorded a
+ * compute time). */
+int store_stats_json(store *s, const char *owner, char **json, terr *e) {
+  *json = NULL;
+  if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
+  store_conn *c;
+  sqlite3_stmt *q1 = NULL, *q2 = NULL;
+  double *vals = NULL;
+  size_t nvals = 0, capvals = 0;
+  json_t *out = NULL;
+  int rc = store__reader(s, &c, e);
+  if (rc) return rc;
+  if ((rc = store__stmt(
+           c,
+           owner ? "SELECT kind, backend_used, status, count(*),"
+                   " sum(CASE WHEN status = 'succeeded' THEN"
+                   " json_extract(result, '$.bytes') END)"
+                   " FROM jobs WHERE owner = ?1"
+                   " GROUP BY kind, backend_used, status ORDER BY 1, 2, 3"
+                 : "SELECT kind, backend_used, status, count(*),"
+                   " sum(CASE WHEN status = 'succeeded' THEN"
+                   " json_extract(result, '$.bytes') END)"
+                   " FROM jobs"
+                   " GROUP BY kind, backend_used, status ORDER BY 1, 2, 3",
+           &q1, e)))
+    return rc;
+  if (owner) sqlite3_bind_text(q1, 1, owner, -1, SQLITE_STATIC);
+  out = json_array();
+  if (!out) goto oom;
+  int step1 = sqlite3_step(q1); /* opens the read snapshot q2 shares */
+  if ((rc = store__stmt(
+           c,
+           owner ? "SELECT kind, backend_used, c FROM (SELECT kind,"
+                   " backend_used, json_extract(timings, '$.compute') AS c"
+                   " FROM jobs WHERE status = 'succeeded' AND owner = ?1)"
+                   " WHERE c IS NOT NULL ORDER BY 1, 2, 3"
+                 : "SELECT kind, backend_used, c FROM (SELECT kind,"
+                   " backend_used, json_extract(timings, '$.compute') AS c"
+                   " FROM jobs WHERE status = 'succeeded')"
+                   " WHERE c IS NOT NULL ORDER BY 1, 2, 3",
+           &q2, e)))
+    goto fail;
+  if (owner) sqlite3_bind_text(q2, 1, owner, -1, SQLITE_STATIC);
+  int step2 = step1 == SQLITE_ROW ? sqlite3_step(q2) : SQLITE_DONE;
+  for (; step1 == SQLITE_ROW; step1 = sqlite3_step(q1)) {
+    const char *status = (const char *)sqlite3_column_text(q1, 2);
+    int succeeded = status && strcmp(status, "succeeded") == 0;
+    json_t *row = json_object();
+    if (!row || json_array_append_new(out, row)) goto oom;
+    json_object_set_new(row, "kind", text_or_null(q1, 0));
+    json_object_set_new(row, "backend", text_or_null(q1, 1));
+    json_object_set_new(row, "status", text_or_null(q1, 2));
+    json_object_set_new(row, "count", json_integer(sqlite3_column_int64(q1, 3)));
+    nvals = 0;
+    if (succeeded) {
+      /* q2 is in the same order: take this group's times. */
+      while (step2 == SQLITE_ROW && same_text(q1, 0, q2, 0) &&
+             same_text(q1, 1, q2, 1)) {
+        if (nvals == capvals) {
+          capvals = capvals ? 2 * capvals : 256;
+          double *nv = realloc(vals, capvals * sizeof *nv);
+          if (!nv) goto oom;
+          vals = nv;
+        }
+        vals[nvals++] = sqlite3_column_double(q2, 2);
+        step2 = sqlite3_step(q2);
+      }
+    }
+    json_object_set_new(row, "p50_ms", nvals ? json_real(percentile(vals, nvals, 0.50))
+                                             : json_null());
+    json_object_set_new(row, "p95_ms", nvals ? json_real(percentile(vals, nvals, 0.95))
+                                             : json_null());
+    json_object_set_new(row, "result_bytes",
+                        succeeded ? json_integer(sqlite3_column_int64(q1, 4))
+                                  : json_null());
+  }
+  if (step1 != SQLITE_DONE || (step2 != SQLITE_DONE && step2 != SQLITE_ROW)) {
+    rc = store__dberr(e, c->db, "stats");
+    goto fail;
+  }
+  sqlite3_reset(q1);
+  sqlite3_reset(q2);
+  *json = json_dumps(out, JSON_COMPACT);
+  json_decref(out);
+  free(vals);
+  if (!*json) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  return 0;
+oom:
+  rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+fail:
+  if (q1) sqlite3_reset(q1);
+  if (q2) sqlite3_reset(q2);
+  json_decref(out);
+  free(vals);
+  return rc;
+}
+
+/* See store.h. counts[] is indexed by job_status; owner NULL: all. */
+int store_job_counts(store *s, const char *owner, int64_t counts[5],
+                     terr *e) {
+  memset(counts, 0, 5 * sizeof counts[0]);
+  if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
+  store_conn *c;
+  sqlite3_stmt *st;
+  int rc = store__reader(s, &c, e);
+  if (rc) return rc;
+  if ((rc = store__stmt(c,
+                        owner ? "SELECT status, count(*) FROM jobs"
+                                " WHERE owner = ?1 GROUP BY status"
+                              : "SELECT status, count(*) FROM jobs"
+                                " GROUP BY status",
+                        &st, e)))
+    return rc;
+  if (owner) sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
+  int step;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    int sv = job_status_parse((const char *)sqlite3_column_text(st, 0));
+    if (sv >= 0) counts[sv] = sqlite3_column_int64(st, 1);
+  }
+  if (step != SQLITE_DONE) rc = store__dberr(e, c->db, "job counts");
+  sqlite3_reset(st);
+  return rc;
+}
+
+/* ---- expiry ------------------------------------------------------------------ */
+
+typedef struct expire_args {
+  int64_t before;
+  char **paths; /* out: heap strings */
+  int n, cap;
+} expire_args;
+
+static int push_path(expire_args *a, sqlite3_stmt *st, terr *e) {
+  if (sqlite3_column_type(st, 0) == SQLITE_NULL) return 0;
+  if (a->n == a->cap) {
+    int cap = a->cap ? 2 * a->cap : 32;
+    char **np = realloc(a->paths, (size_t)cap * sizeof *np);
+    if (!np) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+    a->paths = np;
+    a->cap = cap;
+  }
+  int oom = 0;
+  a->paths[a->n] = store__col_dup(st, 0, &oom);
+  if (oom) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  a->n++;
+  return 0;
+}
+
+static int delete_returning(store *s, expire_args *a, const char *sql,
+                            terr *e) {
+  sqlite3_stmt *st;
+  int rc = store__stmt(&s->w, sql, &st, e), step;
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, a->before);
+  while ((step = sqlite3_step(st)) == SQLITE_ROW)
+    if ((rc = push_path(a, st, e))) break;
+  if (!rc && step != SQLITE_DONE) rc = store__dberr(e, s->w.db, "expire");
+  sqlite3_reset(st);
+  return rc;
+}
+
+static int expire_fn(store *s, store_wop *op, terr *e) {
+  expire_args *a = op->arg;
+  int rc = delete_returning(
+      s, a,
+      "DELETE FROM jobs WHERE finished_at > 0 AND finished_at < ?1"
+      " AND status IN ('succeeded','failed','canceled') RETURNING result_path",
+      e);
+  if (rc) return rc;
+  return delete_returning(
+      s, a,
+      "DELETE FROM arrays WHERE created_at < ?1 AND NOT EXISTS"
+      " (SELECT 1 FROM jobs WHERE status IN ('queued','running')"
+      " AND instr(jobs.params, arrays.id) > 0) RETURNING path",
+      e);
+}
+
+/* [sync] See store.h. On failure nothing is deleted and *paths is NULL. */
+int store_expire(store *s, int64_t before_ms, char ***paths, int *npaths,
+                 terr *e) {
+  *paths = NULL;
+  *npaths = 0;
+  if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
+  expire_args a = {.before = before_ms};
+  int rc = store__write(s, expire_fn, &a, e);
+  if (rc) {
+    for (int i = 0; i < a.n; i++) free(a.paths[i]);
+    free(a.paths);
+    return rc;
+  }
+  *paths = a.paths;
+  *npaths = a.n;
+  return 0;
+}

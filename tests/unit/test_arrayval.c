@@ -1,0 +1,388 @@
+/* test_arrayval.c — the four array value forms.
+ *
+ * range: lengths and values bit-equal to numpy.arange for tricky float
+ * steps (NumPy run at test time through /usr/bin/python3 when present,
+ * else a fixed table of NumPy 1.24's answers). random: the generator equals
+ * an independent sequential SplitMix64, is reproducible by (seed, index)
+ * whatever the shape, and its uniform/normal moments and histogram lie
+ * within 5-sigma statistical bounds. array: a fake store (meta + load, one
+ * float32 array) and a store that refuses every id. Every refusal: code,
+ * field and message.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "compute/arrayval.h"
+
+#define GOOD_ID "a_0123456789abcdefghjkmnpqrs"
+
+static int fake_meta(void *ud, const char *owner, const char *id, tdtype *dt,
+                     int *ndim, int64_t *shape, terr *e) {
+  if (strcmp(id, GOOD_ID) != 0 || strcmp(owner, "alice") != 0)
+    return terr_set(e, T_ENOTFOUND, "", -1, "no such array");
+  *dt = T_F32;
+  *ndim = 2;
+  shape[0] = 2;
+  shape[1] = 3;
+  return 0;
+}
+
+static int fake_load(void *ud, const char *owner, const char *id, tarray **out,
+                     terr *e) {
+  int64_t sh[2] = {2, 3};
+  if (strcmp(id, GOOD_ID) != 0)
+    return terr_set(e, T_ENOTFOUND, "", -1, "no such array");
+  tarray *a = tarray_new(T_F32, 2, sh);
+  for (int i = 0; i < 6; i++) tarray_set(a, i, i + 0.5);
+  *out = a;
+  return 0;
+}
+
+static const tenv env = {.owner = "alice", .array_meta = fake_meta,
+                         .array_load = fake_load, .max_elems = 1000000};
+
+static int check_text(const char *text, arrayval_info *info, terr *e) {
+  json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
+  terr_clear(e);
+  if (!v) return -1;
+  int rc = arrayval_check(&env, v, "params.inputs.x", info, e);
+  json_decref(v);
+  return rc;
+}
+
+static tarray *resolve_text(const char *text, tdtype dt, terr *e) {
+  json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
+  tarray *a = NULL;
+  terr_clear(e);
+  if (v) arrayval_resolve(&env, v, "params.inputs.x", dt, &a, e);
+  json_decref(v);
+  return a;
+}
+
+/* ---- range ---------------------------------------------------------------- */
+
+static const double range_cases[][3] = {
+    {0, 0.3, 0.1}, {1, 1.3, 0.1}, {0, 1, 0.1}, {-1, 1, 0.2}, {10, 0, -0.3},
+    {0, 1e-300, 1e300}, {0, -1e-300, 1e300}, {1, 1, 1}, {5, 1, 1}, {0, 5, 1},
+    {0.5, 100.5, 0.7}, {1e16, 1e16 + 10, 1}, {0.1, 0.7, 0.1}, {-0.3, 0.6, 0.3},
+    {2.0, 2.3, 0.1}, {0, 10, 1.0 / 3}, {-5, 5, 0.01}};
+/* NumPy 1.24's lengths, for when it cannot be run */
+static const int64_t range_known[] = {3, 4, 10, 10, 34, 1, 0, 0, 0, 5,
+                                      143, 10, 6, 3, 3, 30, 1000};
+#define NRANGE (sizeof range_known / sizeof range_known[0])
+
+TEST(range_matches_numpy) {
+  char path[] = "/tmp/tessel_arange_XXXXXX";
+  int fd = mkstemp(path);
+  FILE *np = NULL;
+  if (fd >= 0 && access("/usr/bin/python3", X_OK) == 0) {
+    close(fd);
+    char cmd[4096];
+    int off = snprintf(cmd, sizeof cmd,
+                       "/usr/bin/python3 -c \"import numpy as np\nfor c in [");
+    for (size_t i = 0; i < NRANGE; i++)
+      off += snprintf(cmd + off, sizeof cmd - (size_t)off, "(%.17g,%.17g,%.17g),",
+                      range_cases[i][0], range_cases[i][1], range_cases[i][2]);
+    snprintf(cmd + off, sizeof cmd - (size_t)off,
+             "]:\n a=np.arange(*c, dtype=np.float64); print(len(a), "
+             "' '.join(x.hex() for x in a.tolist()))\" > %s 2>/dev/null", path);
+    if (system(cmd) == 0) np = fopen(path, "r");
+  } else if (fd >= 0) {
+    close(fd);
+  }
+  printf("  (reference: %s)\n", np ? "numpy at test time" : "fixed table");
+  for (size_t i = 0; i < NRANGE; i++) {
+    char text[256];
+    snprintf(text, sizeof text, "{\"range\": {\"start\": %.17g, \"stop\": %.17g, \"step\": %.17g}}",
+             range_cases[i][0], range_cases[i][1], range_cases[i][2]);
+    terr e;
+    arrayval_info info;
+    CHECK(check_text(text, &info, &e) == 0);
+    CHECK(info.form == AV_RANGE && info.ndim == 1 && info.dtype == T_F64);
+    tarray *a = resolve_text(text, T_F64, &e);
+    CHECK(a && a->size == info.size);
+    if (!np) {
+      CHECK_MSG(info.shape[0] == range_known[i], "case %zu: %lld vs %lld", i,
+                (long long)info.shape[0], (long long)range_known[i]);
+    } else {
+      long long n;
+      CHECK(fscanf(np, "%lld", &n) == 1);
+      CHECK_MSG(info.shape[0] == n, "case %zu: %lld vs numpy %lld", i,
+                (long long)info.shape[0], n);
+      for (long long k = 0; k < n; k++) {
+        char hex[64];
+        CHECK(fscanf(np, "%63s", hex) == 1);
+        double want = strtod(hex, NULL);
+        CHECK_MSG(a && k < a->size && tarray_get(a, k) == want,
+                  "case %zu element %lld: %.17g vs numpy %.17g", i, k,
+                  a && k < a->size ? tarray_get(a, k) : NAN, want);
+      }
+    }
+    tarray_free(a);
+  }
+  if (np) fclose(np);
+  unlink(path);
+  /* defaults: start 0, step 1; float32 output */
+  terr e;
+  tarray *a = resolve_text("{\"range\": {\"stop\": 4}}", T_F32, &e);
+  CHECK(a && a->dtype == T_F32 && a->size == 4 && tarray_get(a, 3) == 3);
+  tarray_free(a);
+}
+
+TEST(range_errors) {
+  struct { const char *text; int rc; const char *field; const char *msg; } bad[] = {
+      {"{\"range\": {\"start\": 0, \"stop\": 1, \"step\": 0}}", T_EINVAL, "params.inputs.x.range", "step must not be 0"},
+      {"{\"range\": {\"start\": 0, \"stop\": 1, \"stpe\": 1}}", T_EINVAL, "params.inputs.x.range.stpe", "unknown key 'stpe'"},
+      {"{\"range\": {\"start\": 0}}", T_EINVAL, "params.inputs.x.range", "\"stop\" is required"},
+      {"{\"range\": {\"stop\": \"5\"}}", T_EINVAL, "params.inputs.x.range.stop", "must be a number"},
+      {"{\"range\": {\"stop\": 5, \"step\": null}}", T_EINVAL, "params.inputs.x.range.step", "must be a number"},
+      {"{\"range\": [0, 5]}", T_EINVAL, "params.inputs.x.range", "must be an object"},
+      {"{\"range\": {\"start\": -1e308, \"stop\": 1e308, \"step\": 1}}", T_EINVAL, "params.inputs.x.range", "not finite"},
+      {"{\"range\": {\"stop\": 1e7}}", T_ETOOLARGE, "params.inputs.x.range", "over the limit"},
+      {"{\"rnge\": {\"stop\": 1}}", T_EINVAL, "params.inputs.x.rnge", "unknown key 'rnge'"},
+      {"{\"range\": {\"stop\": 1}, \"random\": {}}", T_EINVAL, "params.inputs.x", "exactly one"},
+      {"{\"range\": {\"stop\": 1}, \"x\": 1}", T_EINVAL, "params.inputs.x.x", "unknown key 'x'"},
+      {"{}", T_EINVAL, "params.inputs.x", "exactly one"},
+      {"\"a_0123456789abcdefghjkmnpqrs\"", T_EINVAL, "params.inputs.x", "not a string"},
+      {"true", T_EINVAL, "params.inputs.x", "not a boolean"},
+      {"null", T_EINVAL, "params.inputs.x", "not null"},
+      {"[[1, 2], [3]]", T_EINVAL, "params.inputs.x", "ragged array at [1]"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    terr e;
+    arrayval_info info;
+    int rc = check_text(bad[i].text, &info, &e);
+    CHECK_MSG(rc == bad[i].rc, "case %zu: rc %d (%s)", i, rc, e.message);
+    CHECK_STR(e.field, bad[i].field);
+    CHECK_MSG(strstr(e.message, bad[i].msg) != NULL, "case %zu: '%s' lacks '%s'",
+              i, e.message, bad[i].msg);
+    CHECK(resolve_text(bad[i].text, T_F64, &e) == NULL);
+  }
+}
+
+/* ---- random --------------------------------------------------------------- */
+
+/* An independent sequential SplitMix64 (Vigna's reference code). */
+static uint64_t sm_next(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+TEST(random_definition) {
+  uint64_t seeds[] = {0, 1, 42, 9007199254740992ULL};
+  for (int s = 0; s < 4; s++) {
+    uint64_t st = seeds[s];
+    uint64_t key = sm_next(&st);
+    uint64_t st2 = key;
+    double u[64];
+    for (int i = 0; i < 64; i++) {
+      u[i] = (double)(sm_next(&st2) >> 11) * 0x1p-53;
+      CHECK(arrayval_uniform(seeds[s], (uint64_t)i, 0, 1) == u[i]);
+      CHECK(arrayval_uniform(seeds[s], (uint64_t)i, -2, 6) == -2 + 8 * u[i]);
+    }
+    for (int i = 0; i < 64; i += 2) {
+      double r = sqrt(-2 * log(1 - u[i])), t = 2 * M_PI * u[i + 1];
+      CHECK_NEAR(arrayval_normal(seeds[s], (uint64_t)i, 0, 1), r * cos(t), 1e-15);
+      CHECK_NEAR(arrayval_normal(seeds[s], (uint64_t)i + 1, 3, 2), 3 + 2 * r * sin(t), 1e-14);
+    }
+  }
+}
+
+TEST(random_reproducible) {
+  terr e;
+  const char *t1 = "{\"random\": {\"shape\": [10, 100], \"seed\": 7}}";
+  const char *t2 = "{\"random\": {\"shape\": [1000], \"seed\": 7, \"dist\": \"uniform\", \"low\": 0, \"high\": 1}}";
+  const char *t3 = "{\"random\": {\"shape\": [1000], \"seed\": 8}}";
+  tarray *a = resolve_text(t1, T_F64, &e), *b = resolve_text(t1, T_F64, &e),
+         *c = resolve_text(t2, T_F64, &e), *d = resolve_text(t3, T_F64, &e);
+  CHECK(a && b && c && d);
+  if (a && b && c && d) {
+    CHECK(memcmp(a->data, b->data, 8000) == 0);
+    CHECK(memcmp(a->data, c->data, 8000) == 0); /* same (seed, i), other shape */
+    int same = 0;
+    for (int i = 0; i < 1000; i++) same += tarray_get(a, i) == tarray_get(d, i);
+    CHECK(same < 5);
+    for (int i = 0; i < 1000; i += 97)
+      CHECK(tarray_get(a, i) == arrayval_uniform(7, (uint64_t)i, 0, 1));
+  }
+  tarray_free(a); tarray_free(b); tarray_free(c); tarray_free(d);
+  /* normal: element i from (seed, i) alone, any shape; float32 is its cast */
+  a = resolve_text("{\"random\": {\"shape\": [5, 7], \"dist\": \"normal\", \"mean\": 1, \"std\": 3, \"seed\": 99}}", T_F64, &e);
+  b = resolve_text("{\"random\": {\"shape\": [35], \"dist\": \"normal\", \"mean\": 1, \"std\": 3, \"seed\": 99}}", T_F32, &e);
+  CHECK(a && b && b->dtype == T_F32);
+  for (int i = 0; a && b && i < 35; i++) {
+    CHECK(tarray_get(a, i) == arrayval_normal(99, (uint64_t)i, 1, 3));
+    CHECK((float)tarray_get(a, i) == (float)tarray_get(b, i));
+  }
+  tarray_free(a); tarray_free(b);
+  /* the default seed is 0 */
+  a = resolve_text("{\"random\": {\"shape\": [3]}}", T_F64, &e);
+  CHECK(a && tarray_get(a, 2) == arrayval_uniform(0, 2, 0, 1));
+  tarray_free(a);
+}
+
+TEST(random_statistics) {
+  terr e;
+  int64_t n = 400000;
+  tarray *a = resolve_text("{\"random\": {\"shape\": [400000], \"low\": -3, \"high\": 5, \"seed\": 123}}", T_F64, &e);
+  CHECK(a && a->size == n);
+  if (a) {
+    double sum = 0, sq = 0, lag = 0;
+    int64_t bins[16] = {0};
+    int inside = 1;
+    for (int64_t i = 0; i < n; i++) {
+      double x = tarray_get(a, i);
+      if (!(x >= -3 && x < 5)) inside = 0;
+      sum += x;
+      sq += (x - 1) * (x - 1);
+      if (i) lag += (x - 1) * (tarray_get(a, i - 1) - 1);
+      bins[(int)((x + 3) * 2)]++;
+    }
+    CHECK(inside);
+    double mean = sum / (double)n, var = sq / (double)n;
+    /* U(-3, 5): mean 1, variance 64/12, sd of the mean sqrt(64/12/n) */
+    CHECK_NEAR(mean, 1, 5 * sqrt(64.0 / 12 / (double)n));
+    CHECK_NEAR(var, 64.0 / 12, 5 * sqrt(64.0 / 180 * 64 / (double)n));
+    CHECK_NEAR(lag / (double)n / var, 0, 5 / sqrt((double)n));
+    double p = 1.0 / 16, want = (double)n * p, sd = sqrt((double)n * p * (1 - p));
+    for (int b = 0; b < 16; b++) CHECK_NEAR((double)bins[b], want, 5 * sd);
+  }
+  tarray_free(a);
+  a = resolve_text("{\"random\": {\"shape\": [400000], \"dist\": \"normal\", \"mean\": 2, \"std\": 0.5, \"seed\": 5}}", T_F64, &e);
+  CHECK(a);
+  if (a) {
+    double sum = 0, sq = 0, m4 = 0;
+    int64_t within1 = 0;
+    for (int64_t i = 0; i < n; i++) {
+      double z = (tarray_get(a, i) - 2) / 0.5;
+      sum += z;
+      sq += z * z;
+      m4 += z * z * z * z;
+      within1 += fabs(z) < 1;
+    }
+    CHECK_NEAR(sum / (double)n, 0, 5 / sqrt((double)n));
+    CHECK_NEAR(sq / (double)n, 1, 5 * sqrt(2.0 / (double)n));
+    CHECK_NEAR(m4 / (double)n, 3, 5 * sqrt(96.0 / (double)n));
+    double p = 0.682689492137086;
+    CHECK_NEAR((double)within1, (double)n * p, 5 * sqrt((double)n * p * (1 - p)));
+  }
+  tarray_free(a);
+}
+
+TEST(random_errors) {
+  struct { const char *body; int rc; const char *field; const char *msg; } bad[] = {
+      {"{}", T_EINVAL, "params.inputs.x.random.shape", "is required"},
+      {"{\"shape\": [0]}", T_EINVAL, "params.inputs.x.random.shape", "positive integer"},
+      {"{\"shape\": [-3]}", T_EINVAL, "params.inputs.x.random.shape", "positive integer"},
+      {"{\"shape\": [2.5]}", T_EINVAL, "params.inputs.x.random.shape", "positive integer"},
+      {"{\"shape\": 5}", T_EINVAL, "params.inputs.x.random.shape", "list"},
+      {"{\"shape\": [1,1,1,1,1,1,1,1,1]}", T_EINVAL, "params.inputs.x.random.shape", "at most 8"},
+      {"{\"shape\": [1000, 1001]}", T_ETOOLARGE, "params.inputs.x.random.shape", "more than 1000000"},
+      {"{\"shape\": [4611686018427387904, 4]}", T_ETOOLARGE, "params.inputs.x.random.shape", "more than"},
+      {"{\"shape\": [3], \"dist\": \"gauss\"}", T_EINVAL, "params.inputs.x.random.dist", "uniform"},
+      {"{\"shape\": [3], \"mean\": 1}", T_EINVAL, "params.inputs.x.random.mean", "only for dist \"normal\""},
+      {"{\"shape\": [3], \"dist\": \"normal\", \"low\": 1}", T_EINVAL, "params.inputs.x.random.low", "only for dist \"uniform\""},
+      {"{\"shape\": [3], \"low\": 2, \"high\": 1}", T_EINVAL, "params.inputs.x.random.high", ">= low"},
+      {"{\"shape\": [3], \"low\": -1.5e308, \"high\": 1.5e308}", T_EINVAL, "params.inputs.x.random.high", "finite"},
+      {"{\"shape\": [3], \"dist\": \"normal\", \"std\": -1}", T_EINVAL, "params.inputs.x.random.std", ">= 0"},
+      {"{\"shape\": [3], \"seed\": -1}", T_EINVAL, "params.inputs.x.random.seed", "integer from 0 to 2^53"},
+      {"{\"shape\": [3], \"seed\": 9007199254740994}", T_EINVAL, "params.inputs.x.random.seed", "2^53"},
+      {"{\"shape\": [3], \"seed\": 1.5}", T_EINVAL, "params.inputs.x.random.seed", "integer"},
+      {"{\"shape\": [3], \"seed\": \"1\"}", T_EINVAL, "params.inputs.x.random.seed", "integer"},
+      {"{\"shape\": [3], \"sed\": 1}", T_EINVAL, "params.inputs.x.random.sed", "unknown key 'sed'"},
+      {"[3]", T_EINVAL, "params.inputs.x.random", "must be an object"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char text[512];
+    snprintf(text, sizeof text, "{\"random\": %s}", bad[i].body);
+    terr e;
+    arrayval_info info;
+    int rc = check_text(text, &info, &e);
+    CHECK_MSG(rc == bad[i].rc, "case %zu: rc %d (%s)", i, rc, e.message);
+    CHECK_STR(e.field, bad[i].field);
+    CHECK_MSG(strstr(e.message, bad[i].msg) != NULL, "case %zu: '%s' lacks '%s'",
+              i, e.message, bad[i].msg);
+  }
+  /* the largest seed and a 0-d random are fine */
+  terr e;
+  arrayval_info info;
+  CHECK(check_text("{\"random\": {\"shape\": [], \"seed\": 9007199254740992}}", &info, &e) == 0);
+  CHECK(info.ndim == 0 && info.size == 1 && info.form == AV_RANDOM);
+}
+
+/* ---- array and inline ----------------------------------------------------- */
+
+static int refuse_meta(void *ud, const char *owner, const char *id,
+                       tdtype *dt, int *ndim, int64_t *shape, terr *e) {
+  return terr_set(e, T_ENOTFOUND, "", -1, "no");
+}
+
+TEST(array_form) {
+  terr e;
+  arrayval_info info;
+  CHECK(check_text("{\"array\": \"" GOOD_ID "\"}", &info, &e) == 0);
+  CHECK(info.form == AV_ARRAY && info.dtype == T_F32 && info.ndim == 2 &&
+        info.shape[1] == 3 && info.size == 6);
+  tarray *a = resolve_text("{\"array\": \"" GOOD_ID "\"}", T_F64, &e);
+  CHECK(a && a->dtype == T_F64 && a->size == 6 && tarray_get(a, 5) == 5.5);
+  tarray_free(a);
+  a = resolve_text("{\"array\": \"" GOOD_ID "\"}", T_F32, &e);
+  CHECK(a && a->dtype == T_F32 && tarray_get(a, 1) == 1.5);
+  tarray_free(a);
+  CHECK(check_text("{\"array\": \"a_0123456789abcdefghjkmnpqrt\"}", &info, &e) == T_ENOTFOUND);
+  CHECK_STR(e.message, "params.inputs.x: array a_0123456789abcdefghjkmnpqrt not found");
+  CHECK(check_text("{\"array\": \"a_nope\"}", &info, &e) == T_EINVAL);
+  CHECK_STR(e.field, "params.inputs.x.array");
+  CHECK(check_text("{\"array\": \"j_0123456789abcdefghjkmnpqrs\"}", &info, &e) == T_EINVAL);
+  CHECK(check_text("{\"array\": 5}", &info, &e) == T_EINVAL);
+  /* another owner's array is "not found" (the store says so) */
+  tenv other = env;
+  other.owner = "bob";
+  json_t *v = json_loads("{\"array\": \"" GOOD_ID "\"}", 0, NULL);
+  CHECK(arrayval_check(&other, v, "params.a", &info, &e) == T_ENOTFOUND);
+  CHECK_STR(e.message, "params.a: array " GOOD_ID " not found");
+  /* env refusing every id, and no env at all */
+  tenv none = {.owner = "", .array_meta = refuse_meta, .max_elems = 10};
+  CHECK(arrayval_check(&none, v, "params.a", &info, &e) == T_ENOTFOUND);
+  CHECK(arrayval_check(NULL, v, "params.a", &info, &e) == T_ENOTFOUND);
+  /* the size cap applies to uploads too */
+  tenv small = env;
+  small.max_elems = 5;
+  CHECK(arrayval_check(&small, v, "params.a", &info, &e) == T_ETOOLARGE);
+  json_decref(v);
+}
+
+TEST(inline_form) {
+  terr e;
+  arrayval_info info;
+  CHECK(check_text("2.5", &info, &e) == 0 && info.form == AV_INLINE && info.ndim == 0 && info.size == 1);
+  CHECK(check_text("[[1,2,3],[4,5,6]]", &info, &e) == 0 && info.ndim == 2 &&
+        info.shape[0] == 2 && info.size == 6 && info.dtype == T_F64);
+  tarray *a = resolve_text("[[1,2,3],[4,5,6]]", T_F32, &e);
+  CHECK(a && a->dtype == T_F32 && tarray_get(a, 5) == 6);
+  tarray_free(a);
+  json_t *v = json_loads("[1,2,3,4,5,6]", 0, NULL);
+  tenv small = env;
+  small.max_elems = 5;
+  CHECK(arrayval_check(&small, v, "params.b", &info, &e) == T_ETOOLARGE);
+  CHECK(arrayval_check(&small, NULL, "params.b", &info, &e) == T_EINVAL);
+  json_decref(v);
+}
+
+int main(void) {
+  RUN(range_matches_numpy);
+  RUN(range_errors);
+  RUN(random_definition);
+  RUN(random_reproducible);
+  RUN(random_statistics);
+  RUN(random_errors);
+  RUN(array_form);
+  RUN(inline_form);
+  return check_summary();
+}

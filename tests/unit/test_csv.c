@@ -1,0 +1,184 @@
+/* test_csv.c — the numbers-only CSV reader and writer.
+ *
+ * Shapes (1-D column, 1-D row, 2-D, empty), header detection, CRLF, blank
+ * trailing lines, every refusal with its row/column and byte offset, the
+ * element cap, non-finite handling, and write -> parse round trips that
+ * must be bit-exact (%.17g / %.9g).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "compute/tarray.h"
+
+static tarray *parse(const char *s, int64_t cap, int nonfinite, int *rc,
+                     terr *e) {
+  tarray *a = NULL;
+  terr_clear(e);
+  *rc = csv_parse(s, strlen(s), cap, nonfinite, &a, e);
+  return a;
+}
+
+TEST(shapes) {
+  terr e;
+  int rc;
+  tarray *a = parse("1,2,3\n4,5,6\n", 100, 0, &rc, &e);
+  CHECK(rc == 0 && a && a->ndim == 2 && a->shape[0] == 2 && a->shape[1] == 3);
+  CHECK(a && a->dtype == T_F64 && tarray_get(a, 5) == 6 && tarray_get(a, 1) == 2);
+  tarray_free(a);
+  a = parse("1\n2\n3", 100, 0, &rc, &e); /* no final newline */
+  CHECK(rc == 0 && a && a->ndim == 1 && a->shape[0] == 3 && tarray_get(a, 2) == 3);
+  tarray_free(a);
+  a = parse("1.5, -2e3 ,\t+.25\n", 100, 0, &rc, &e);
+  CHECK(rc == 0 && a && a->ndim == 1 && a->shape[0] == 3);
+  CHECK(a && tarray_get(a, 0) == 1.5 && tarray_get(a, 1) == -2000 &&
+        tarray_get(a, 2) == 0.25);
+  tarray_free(a);
+  a = parse("", 100, 0, &rc, &e);
+  CHECK(rc == 0 && a && a->ndim == 1 && a->shape[0] == 0);
+  tarray_free(a);
+  a = parse("x,y\n", 100, 0, &rc, &e); /* header only */
+  CHECK(rc == 0 && a && a->size == 0);
+  tarray_free(a);
+  a = parse("7", 100, 0, &rc, &e);
+  CHECK(rc == 0 && a && a->ndim == 1 && a->shape[0] == 1 && tarray_get(a, 0) == 7);
+  tarray_free(a);
+}
+
+TEST(header_crlf_blank) {
+  terr e;
+  int rc;
+  tarray *a = parse("a,b\r\n1,2\r\n3,4\r\n\r\n\n", 100, 0, &rc, &e);
+  CHECK_MSG(rc == 0, "%s", e.message);
+  CHECK(a && a->ndim == 2 && a->shape[0] == 2 && a->shape[1] == 2 &&
+        tarray_get(a, 3) == 4);
+  tarray_free(a);
+  /* pandas' index header: an empty first cell */
+  a = parse(",x\n0,1.5\n1,2.5\n", 100, 0, &rc, &e);
+  CHECK(rc == 0 && a && a->shape[0] == 2 && tarray_get(a, 3) == 2.5);
+  tarray_free(a);
+  /* a quoted header name with a comma inside counts as one column */
+  a = parse("\"lat, deg\",lon\n1,2\n", 100, 0, &rc, &e);
+  CHECK(rc == 0 && a && a->size == 2);
+  tarray_free(a);
+  /* header with the wrong column count */
+  a = parse("a,b,c\n1,2\n", 100, 0, &rc, &e);
+  CHECK(rc == T_EINVAL && !a && strstr(e.message, "header has 3"));
+  /* nan in the first line is a number, not a header */
+  a = parse("nan,1\n2,3\n", 100, 0, &rc, &e);
+  CHECK(rc == T_EINVAL && strstr(e.message, "row 1, column 1: NaN/Inf"));
+}
+
+TEST(errors_name_row_column) {
+  terr e;
+  int rc;
+  tarray *a = parse("1,2\n3,x\n", 100, 0, &rc, &e);
+  CHECK(rc == T_EINVAL && !a);
+  CHECK_MSG(strstr(e.message, "row 2, column 2: 'x' is not a number"), "%s", e.message);
+  CHECK(e.position == 6);
+  a = parse("1,2\n3,\"4\"\n", 100, 0, &rc, &e);
+  CHECK(rc == T_EINVAL && strstr(e.message, "row 2, column 2: quoted values are not supported"));
+  a = parse("1,2\n3,4,5\n", 100, 0, &rc, &e);
+  CHECK(rc == T_EINVAL && strstr(e.message, "row 2: 3 columns, expected 2"));
+  CHECK(e.position == 4);
+  a = parse("1,2\n\n3,4\n", 100, 0, &rc, &e);
+  CHECK(rc == T_EINVAL && strstr(e.message, "row 2: empty line"));
+  a = parse("1,,2\n", 100, 0, &rc, &e);
+  CHECK(rc == T_EINVAL && strstr(e.message, "row 1, column 2: empty cell"));
+  a = parse("1,2\n3,4\r5\n", 100, 0, &rc, &e);
+  CHECK(rc == T_EINVAL && strstr(e.message, "carriage return"));
+  /* (junk on the first line would be a header: put it on the second) */
+  const char *junk[] = {"1\n0x10\n", "1\n1e\n", "1\n1.2.3\n", "1\n--1\n", "1\n1 2\n",
+                        "1\n.\n", "1\ne5\n", "1\n1e5x\n", "1,2\n3,1e999\n"};
+  for (size_t i = 0; i < sizeof junk / sizeof junk[0]; i++) {
+    a = parse(junk[i], 100, 1, &rc, &e);
+    CHECK_MSG(rc == T_EINVAL && !a, "'%s' accepted", junk[i]);
+  }
+  /* the overflow case names the cell */
+  a = parse("1,2\n3,1e999\n", 100, 1, &rc, &e);
+  CHECK(strstr(e.message, "row 2, column 2") && strstr(e.message, "out of range"));
+}
+
+TEST(nonfinite_and_cap) {
+  terr e;
+  int rc;
+  tarray *a = parse("nan,inf\n-Infinity,1\n", 100, 0, &rc, &e);
+  CHECK(rc == T_EINVAL && !a && strstr(e.message, "row 1, column 1"));
+  a = parse("nan,inf\n-Infinity,1\n", 100, 1, &rc, &e);
+  CHECK(rc == 0 && a && isnan(tarray_get(a, 0)) && isinf(tarray_get(a, 1)) &&
+        tarray_get(a, 2) < 0);
+  tarray_free(a);
+  a = parse("1,2\n3,4\n5,6\n", 5, 0, &rc, &e);
+  CHECK(rc == T_ETOOLARGE && !a && strstr(e.message, "row 3, column 2"));
+  a = parse("1,2\n3,4\n5,6\n", 6, 0, &rc, &e);
+  CHECK(rc == 0 && a && a->size == 6);
+  tarray_free(a);
+  /* a long column, past the first buffer growth */
+  size_t n = 5000;
+  char *big = malloc(n * 8 + 1), *p = big;
+  for (size_t i = 0; i < n; i++) p += snprintf(p, 9, "%zu\n", i);
+  a = parse(big, 100000, 0, &rc, &e);
+  CHECK(rc == 0 && a && a->shape[0] == (int64_t)n && tarray_get(a, 4999) == 4999);
+  tarray_free(a);
+  a = parse(big, 4999, 0, &rc, &e);
+  CHECK(rc == T_ETOOLARGE && !a);
+  free(big);
+}
+
+static tarray *round_trip(const tarray *a) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  terr e;
+  int rc = csv_write(f, a, &e);
+  fclose(f);
+  tarray *b = NULL;
+  if (rc == 0) csv_parse(buf, len, INT64_MAX, 1, &b, &e);
+  free(buf);
+  return b;
+}
+
+TEST(write_round_trip) {
+  int64_t sh2[2] = {4, 3}, sh1[1] = {6};
+  tarray *a = tarray_new(T_F64, 2, sh2);
+  double vals[12] = {0.1, -1e-300, 1e300, 1.0 / 3, -0.0, 123456789.123456789,
+                     5e-324, 2.5, -7, NAN, INFINITY, -INFINITY};
+  memcpy(a->data, vals, sizeof vals);
+  tarray *b = round_trip(a);
+  CHECK(b && b->ndim == 2 && b->shape[0] == 4 && b->shape[1] == 3);
+  for (int i = 0; b && i < 9; i++) CHECK(tarray_get(b, i) == vals[i]);
+  CHECK(b && isnan(tarray_get(b, 9)) && tarray_get(b, 10) == INFINITY &&
+        tarray_get(b, 11) == -INFINITY);
+  tarray_free(b);
+  tarray *c = tarray_convert(a, T_F32);
+  b = round_trip(c);
+  for (int i = 0; b && i < 9; i++)
+    CHECK((float)tarray_get(b, i) == (float)tarray_get(c, i));
+  tarray_free(b);
+  tarray_free(c);
+  tarray_free(a);
+  a = tarray_new(T_F64, 1, sh1);
+  for (int i = 0; i < 6; i++) tarray_set(a, i, i * 0.7);
+  b = round_trip(a);
+  CHECK(b && b->ndim == 1 && b->shape[0] == 6 && tarray_get(b, 5) == 5 * 0.7);
+  tarray_free(b);
+  tarray_free(a);
+  /* 3-D is not CSV */
+  int64_t sh3[3] = {2, 2, 2};
+  a = tarray_zeros(T_F64, 3, sh3);
+  terr e;
+  FILE *f = fopen("/dev/null", "w");
+  CHECK(csv_write(f, a, &e) == T_ENOTACCEPT);
+  fclose(f);
+  tarray_free(a);
+}
+
+int main(void) {
+  RUN(shapes);
+  RUN(header_crlf_blank);
+  RUN(errors_name_row_column);
+  RUN(nonfinite_and_cap);
+  RUN(write_round_trip);
+  return check_summary();
+}

@@ -1,0 +1,831 @@
+/* test_store.c — unit tests of the SQLite job and array store (db/).
+ *
+ * Each test opens a store in its own fresh directory under a mkdtemp root
+ * (removed at the end) and checks one behaviour through the public API of
+ * db/store.h: migration and reopen, every field's round trip, owner
+ * isolation, idempotency, listing filters and paging, the job lifecycle,
+ * recovery order, deletes and conflicts, arrays, expiry, stats. The writer
+ * thread under concurrent callers is tested in test_store_threads.c.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "db/store.h"
+
+static char root[256];
+static int dir_seq;
+
+/* A fresh data dir for one test. */
+static void fresh_dir(char *buf, size_t n) {
+  snprintf(buf, n, "%s/d%d", root, dir_seq++);
+}
+
+static store *open_fresh(char *dir, size_t n) {
+  fresh_dir(dir, n);
+  store *s = NULL;
+  terr e;
+  terr_clear(&e);
+  int rc = store_open(dir, &s, &e);
+  CHECK_MSG(rc == 0, "store_open: %s", e.message);
+  return s;
+}
+
+static char *sdup(const char *x) { return x ? strdup(x) : NULL; }
+
+/* A queued job of `owner` with the usual fields. */
+static void job_init(store_job *j, const char *owner, const char *kind) {
+  memset(j, 0, sizeof *j);
+  j->owner = sdup(owner);
+  j->kind = sdup(kind);
+  j->params = sdup("{\"expr\":\"x+1\",\"inputs\":{\"x\":[1,2,3]}}");
+  j->backend_requested = sdup("auto");
+  j->max_abs_diff = NAN;
+}
+
+static int insert_job(store *s, const char *owner, const char *kind,
+                      int priority, char id_out[T_ID_MAX]) {
+  store_job j;
+  job_init(&j, owner, kind);
+  j.priority = priority;
+  int existing = -1;
+  terr e;
+  int rc = store_job_insert(s, &j, &existing, &e);
+  if (rc == 0 && id_out) snprintf(id_out, T_ID_MAX, "%s", j.id);
+  store_job_clear(&j);
+  return rc;
+}
+
+static store_job_end end_ok(int64_t at, const char *path) {
+  store_job_end x = {.status = JOB_SUCCEEDED,
+                     .finished_at = at,
+                     .timings = "{\"compute\":1.5,\"total\":2.0}",
+                     .result = "{\"dtype\":\"float64\",\"shape\":[3],\"bytes\":24}",
+                     .result_path = path,
+                     .max_abs_diff = NAN,
+                     .progress_done = 3,
+                     .progress_total = 3};
+  return x;
+}
+
+static void rm_tree(const char *path) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", path);
+}
+
+/* ---------------------------------------------------------------------- */
+
+TEST(test_open_migrate_reopen) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  CHECK(store_ready(s));
+  int v = store_schema_version(s);
+  CHECK(v >= 1);
+  char id[T_ID_MAX];
+  CHECK(insert_job(s, "alice", "map", 0, id) == 0);
+  store_close(s);
+  store_close(NULL); /* no-op */
+
+  /* The file records the version and the migration history. */
+  char path[400];
+  snprintf(path, sizeof path, "%s/tessel.db", dir);
+  sqlite3 *db;
+  CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+  sqlite3_stmt *st;
+  CHECK(sqlite3_prepare_v2(db, "SELECT (SELECT user_version FROM pragma_user_version),"
+                           " (SELECT max(version) FROM schema_migrations),"
+                           " (SELECT journal_mode FROM pragma_journal_mode)",
+                           -1, &st, NULL) == SQLITE_OK);
+  CHECK(sqlite3_step(st) == SQLITE_ROW);
+  CHECK(sqlite3_column_int(st, 0) == v);
+  CHECK(sqlite3_column_int(st, 1) == v);
+  CHECK_STR((const char *)sqlite3_column_text(st, 2), "wal");
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+
+  terr e;
+  CHECK(store_open(dir, &s, &e) == 0);
+  CHECK(store_schema_version(s) == v);
+  store_job j;
+  CHECK(store_job_get(s, id, "alice", &j, &e) == 0);
+  CHECK_STR(j.kind, "map");
+  store_job_clear(&j);
+  store_close(s);
+
+  /* A database from a newer build is refused, not misread. */
+  CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+  CHECK(sqlite3_exec(db, "PRAGMA user_version = 999", NULL, NULL, NULL) ==
+        SQLITE_OK);
+  sqlite3_close(db);
+  s = NULL;
+  CHECK(store_open(dir, &s, &e) == T_EIO);
+  CHECK(s == NULL);
+  CHECK(strstr(e.message, "999") != NULL);
+}
+
+TEST(test_roundtrip_every_field) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  store_job j;
+  memset(&j, 0, sizeof j);
+  j.owner = sdup("alice");
+  j.kind = sdup("geodesic");
+  j.params = sdup("{\"points\":[[0,0],[1,1]]}");
+  j.status = JOB_RUNNING; /* ignored: inserts are queued */
+  j.backend_requested = sdup("compare");
+  j.backend_used = sdup("cuda:0");
+  j.backend_reason = sdup("estimate cuda 12 ms, cpu 840 ms");
+  j.estimate = sdup("{\"cuda\":12,\"cpu\":840}");
+  j.priority = 7;
+  j.label = sdup("nightly \"run\" é");
+  j.request_id = sdup("req-1");
+  j.body_hash = sdup("abc123");
+  j.timeout_s = 12.5;
+  j.created_at = 1700000000123;
+  j.started_at = 1700000000200;
+  j.finished_at = 1700000000300;
+  j.timings = sdup("{\"compute\":9.8}");
+  j.progress_done = 48;
+  j.progress_total = 64;
+  j.error_code = sdup("io_error");
+  j.error_message = sdup("disk full");
+  j.result = sdup("{\"dtype\":\"float64\",\"shape\":[2,2],\"bytes\":32}");
+  j.result_path = sdup("/data/results/x.npy");
+  j.compare = sdup("[{\"backend\":\"cpu\",\"ms\":1.0}]");
+  j.max_abs_diff = 3.7e-9;
+  j.attempts = 2;
+  int existing = -1;
+  terr e;
+  CHECK(store_job_insert(s, &j, &existing, &e) == 0);
+  CHECK(existing == 0);
+  CHECK(t_id_valid('j', j.id));
+  CHECK(j.status == JOB_QUEUED);
+
+  store_job g;
+  CHECK(store_job_get(s, j.id, NULL, &g, &e) == 0);
+  CHECK_STR(g.id, j.id);
+  CHECK_STR(g.owner, "alice");
+  CHECK_STR(g.kind, "geodesic");
+  CHECK_STR(g.params, j.params);
+  CHECK(g.status == JOB_QUEUED);
+  CHECK_STR(g.backend_requested, "compare");
+  CHECK_STR(g.backend_used, "cuda:0");
+  CHECK_STR(g.backend_reason, j.backend_reason);
+  CHECK_STR(g.estimate, j.estimate);
+  CHECK(g.priority == 7);
+  CHECK_STR(g.label, j.label);
+  CHECK_STR(g.request_id, "req-1");
+  CHECK_STR(g.body_hash, "abc123");
+  CHECK(g.timeout_s == 12.5);
+  CHECK(g.created_at == 1700000000123);
+  CHECK(g.started_at == 1700000000200);
+  CHECK(g.finished_at == 1700000000300);
+  CHECK_STR(g.timings, j.timings);
+  CHECK(g.progress_done == 48 && g.progress_total == 64);
+  CHECK_STR(g.error_code, "io_error");
+  CHECK_STR(g.error_message, "disk full");
+  CHECK_STR(g.result, j.result);
+  CHECK_STR(g.result_path, j.result_path);
+  CHECK_STR(g.compare, j.compare);
+  CHECK(g.max_abs_diff == 3.7e-9);
+  CHECK(g.attempts == 2);
+  store_job_clear(&g);
+  store_job_clear(&j);
+
+  /* NULLs stay NULL, NaN stays NaN, defaults fill the rest. */
+  store_job m;
+  memset(&m, 0, sizeof m);
+  m.kind = sdup("map");
+  m.params = sdup("{}");
+  m.max_abs_diff = NAN;
+  int64_t before = t_wall_ms();
+  CHECK(store_job_insert(s, &m, NULL, &e) == 0);
+  CHECK(store_job_get(s, m.id, "", &g, &e) == 0); /* NULL owner is "" */
+  CHECK_STR(g.owner, "");
+  CHECK_STR(g.backend_requested, "auto");
+  CHECK(g.backend_used == NULL && g.label == NULL && g.request_id == NULL);
+  CHECK(g.timings == NULL && g.result == NULL && g.compare == NULL);
+  CHECK(isnan(g.max_abs_diff));
+  CHECK(g.created_at >= before && g.created_at <= t_wall_ms());
+  store_job_clear(&g);
+  store_job_clear(&m);
+
+  /* Bad input. */
+  memset(&m, 0, sizeof m);
+  m.params = sdup("{}");
+  CHECK(store_job_insert(s, &m, NULL, &e) == T_EINVAL);
+  CHECK_STR(e.field, "kind");
+  store_job_clear(&m);
+  store_close(s);
+}
+
+TEST(test_owner_isolation) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  char id[T_ID_MAX];
+  CHECK(insert_job(s, "alice", "map", 0, id) == 0);
+  store_job g;
+  terr e;
+  CHECK(store_job_get(s, id, "bob", &g, &e) == T_ENOTFOUND);
+  CHECK(e.code == T_ENOTFOUND);
+  CHECK(store_job_get(s, id, "alice", &g, &e) == 0);
+  store_job_clear(&g);
+  CHECK(store_job_get(s, "j_00000000000000000000000000", NULL, &g, &e) ==
+        T_ENOTFOUND);
+  /* Finished, but bob still cannot delete it. */
+  store_job_end x = end_ok(t_wall_ms(), NULL);
+  CHECK(store_job_finish(s, id, &x, &e) == 0);
+  char *path = (char *)1;
+  CHECK(store_job_delete(s, id, "bob", &path, &e) == T_ENOTFOUND);
+  CHECK(path == NULL);
+  store_job_filter f = {.owner = "bob", .status = -1, .limit = 10};
+  store_job *v;
+  int n;
+  char cur[T_ID_MAX];
+  CHECK(store_job_list(s, &f, &v, &n, cur, &e) == 0);
+  CHECK(n == 0);
+  free(v);
+  int64_t counts[5];
+  CHECK(store_job_counts(s, "bob", counts, &e) == 0);
+  CHECK(counts[JOB_SUCCEEDED] == 0);
+  CHECK(store_job_counts(s, "alice", counts, &e) == 0);
+  CHECK(counts[JOB_SUCCEEDED] == 1);
+  store_close(s);
+}
+
+TEST(test_idempotency) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  store_job a;
+  job_init(&a, "alice", "map");
+  a.request_id = sdup("r1");
+  a.body_hash = sdup("h1");
+  a.label = sdup("first");
+  int existing = -1;
+  terr e;
+  CHECK(store_job_insert(s, &a, &existing, &e) == 0);
+  CHECK(existing == 0);
+
+  /* Same key, same body: the original job comes back, no second row. */
+  store_job b;
+  job_init(&b, "alice", "map");
+  b.request_id = sdup("r1");
+  b.body_hash = sdup("h1");
+  CHECK(store_job_insert(s, &b, &existing, &e) == 0);
+  CHECK(existing == 1);
+  CHECK_STR(b.id, a.id);
+  CHECK_STR(b.label, "first");
+
+  /* Same key, another body: 409. */
+  store_job c;
+  job_init(&c, "alice", "map");
+  c.request_id = sdup("r1");
+  c.body_hash = sdup("h2");
+  CHECK(store_job_insert(s, &c, &existing, &e) == T_ECONFLICT);
+  CHECK(terr_http_status(e.code) == 409);
+  CHECK_STR(e.field, "request_id");
+  CHECK(existing == 0);
+
+  /* Same key under another owner: a separate job. */
+  store_job d;
+  job_init(&d, "bob", "map");
+  d.request_id = sdup("r1");
+  d.body_hash = sdup("h2");
+  CHECK(store_job_insert(s, &d, &existing, &e) == 0);
+  CHECK(existing == 0);
+  CHECK(strcmp(d.id, a.id) != 0);
+
+  int64_t counts[5];
+  CHECK(store_job_counts(s, NULL, counts, &e) == 0);
+  CHECK(counts[JOB_QUEUED] == 2);
+  /* A duplicate explicit id is a conflict too. */
+  store_job dupj;
+  job_init(&dupj, "alice", "map");
+  snprintf(dupj.id, sizeof dupj.id, "%s", a.id);
+  CHECK(store_job_insert(s, &dupj, NULL, &e) == T_ECONFLICT);
+  store_job_clear(&dupj);
+  store_job_clear(&a);
+  store_job_clear(&b);
+  store_job_clear(&c);
+  store_job_clear(&d);
+  store_close(s);
+}
+
+/* 25 jobs of alice in a known mix; checks each filter against a count
+ * computed here, and that paging visits every job once, newest first. */
+TEST(test_list_filters_paging) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  enum { N = 25 };
+  char ids[N][T_ID_MAX];
+  const char *kinds[] = {"map", "reduce", "matmul"};
+  const char *used[] = {"cpu", "cuda:0", "cuda:1", "serial", NULL};
+  terr e;
+  int want_kind_map = 0, want_cuda = 0, want_label = 0, want_failed = 0;
+  int want_queued_map = 1; /* bob's */
+  for (int i = 0; i < N; i++) {
+    store_job j;
+    job_init(&j, "alice", kinds[i % 3]);
+    free(j.backend_requested);
+    j.backend_requested = sdup(i % 7 == 0 ? "cuda" : "auto");
+    if (i % 4 == 0) j.label = sdup("L");
+    CHECK(store_job_insert(s, &j, NULL, &e) == 0);
+    snprintf(ids[i], T_ID_MAX, "%s", j.id);
+    store_job_clear(&j);
+    if (i > 0) CHECK(strcmp(ids[i], ids[i - 1]) > 0);
+    const char *u = used[i % 5];
+    if (u) CHECK(store_job_start(s, ids[i], t_wall_ms(), u, "r", NULL, &e) == 0);
+    if (i % 6 == 0 && u) {
+      store_job_end x = end_ok(t_wall_ms(), NULL);
+      x.status = JOB_FAILED;
+      x.error_code = "internal";
+      CHECK(store_job_finish(s, ids[i], &x, &e) == 0);
+      want_failed++;
+    }
+    want_kind_map += i % 3 == 0;
+    want_cuda += i % 7 == 0 || (u && strncmp(u, "cuda", 4) == 0);
+    want_label += i % 4 == 0;
+    want_queued_map += i % 3 == 0 && !u;
+  }
+  CHECK(insert_job(s, "bob", "map", 0, NULL) == 0);
+
+  /* Paging over > 2 pages, newest first, no gap and no repeat. */
+  store_job_filter f = {.owner = "alice", .status = -1, .limit = 7};
+  char cur[T_ID_MAX] = "";
+  int seen = 0, pages = 0;
+  for (;;) {
+    store_job *v;
+    int n;
+    CHECK(store_job_list(s, &f, &v, &n, cur, &e) == 0);
+    pages++;
+    for (int i = 0; i < n; i++) {
+      CHECK(seen < N);
+      if (seen < N) CHECK_STR(v[i].id, ids[N - 1 - seen]);
+      seen++;
+      store_job_clear(&v[i]);
+    }
+    free(v);
+    if (!cur[0] || pages > 10) break;
+    f.cursor = cur;
+  }
+  CHECK(seen == N);
+  CHECK(pages == 4);
+
+  struct {
+    store_job_filter f;
+    int want;
+  } cases[] = {
+      {{.owner = "alice", .status = -1, .kind = "map", .limit = 1000},
+       want_kind_map},
+      {{.owner = "alice", .status = -1, .backend = "cuda", .limit = 1000},
+       want_cuda},
+      {{.owner = "alice", .status = -1, .backend = "cuda:1", .limit = 1000},
+       N / 5},
+      {{.owner = "alice", .status = -1, .backend = "cud", .limit = 1000}, 0},
+      {{.owner = "alice", .status = -1, .label = "L", .limit = 1000},
+       want_label},
+      {{.owner = "alice", .status = JOB_FAILED, .limit = 1000}, want_failed},
+      {{.owner = NULL, .status = -1, .limit = 1000}, N + 1},
+      {{.owner = NULL, .status = JOB_QUEUED, .kind = "map", .limit = 1000},
+       want_queued_map},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    store_job *v;
+    int n;
+    CHECK(store_job_list(s, &cases[c].f, &v, &n, cur, &e) == 0);
+    CHECK_MSG(n == cases[c].want, "case %zu: %d != %d", c, n, cases[c].want);
+    CHECK(cur[0] == 0);
+    for (int i = n - 1; i >= 0; i--) { /* cleared from the end */
+      if (i > 0) CHECK(strcmp(v[i - 1].id, v[i].id) > 0);
+      if (cases[c].f.kind) CHECK_STR(v[i].kind, cases[c].f.kind);
+      if (cases[c].f.status >= 0) CHECK((int)v[i].status == cases[c].f.status);
+      if (cases[c].f.label) CHECK_STR(v[i].label, cases[c].f.label);
+      store_job_clear(&v[i]);
+    }
+    free(v);
+  }
+  store_job *v;
+  int n;
+  f.limit = 0;
+  CHECK(store_job_list(s, &f, &v, &n, cur, &e) == T_EINVAL);
+  CHECK_STR(e.field, "limit");
+  f.limit = 1001;
+  CHECK(store_job_list(s, &f, &v, &n, cur, &e) == T_EINVAL);
+  store_close(s);
+}
+
+TEST(test_lifecycle) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  char id[T_ID_MAX];
+  terr e;
+  CHECK(insert_job(s, "", "map", 0, id) == 0);
+  /* Finishing needs a final status. */
+  store_job_end bad = end_ok(1, NULL);
+  bad.status = JOB_RUNNING;
+  CHECK(store_job_finish(s, id, &bad, &e) == T_EINVAL);
+  /* Progress before the start is ignored (the job is not running). */
+  store_job_progress(s, id, 5, 10);
+  CHECK(store_job_start(s, id, 1000, "cpu", "only cpu", "{\"cpu\":1}", &e) ==
+        0);
+  CHECK(store_job_start(s, id, 1001, "cpu", NULL, NULL, &e) == T_ECONFLICT);
+  CHECK(strstr(e.message, "running") != NULL);
+  CHECK(store_job_start(s, "j_nope", 1, "cpu", NULL, NULL, &e) == T_ENOTFOUND);
+  store_job g;
+  CHECK(store_job_get(s, id, NULL, &g, &e) == 0);
+  CHECK(g.status == JOB_RUNNING && g.started_at == 1000 && g.attempts == 1);
+  CHECK(g.progress_done == 0);
+  CHECK_STR(g.backend_used, "cpu");
+  CHECK_STR(g.backend_reason, "only cpu");
+  CHECK_STR(g.estimate, "{\"cpu\":1}");
+  store_job_clear(&g);
+
+  store_job_progress(s, id, 2, 10);
+  store_job_progress(s, id, 7, 10); /* coalesced with the previous one */
+  char other[T_ID_MAX];
+  CHECK(insert_job(s, "", "map", 0, other) == 0); /* a later sync write */
+  CHECK(store_job_get(s, id, NULL, &g, &e) == 0);
+  CHECK(g.progress_done == 7 && g.progress_total == 10);
+  store_job_clear(&g);
+
+  store_job_end x = end_ok(2000, "/tmp/r.npy");
+  x.compare = "[{\"backend\":\"cpu\",\"ms\":1}]";
+  x.max_abs_diff = 1e-12;
+  CHECK(store_job_finish(s, id, &x, &e) == 0);
+  CHECK(store_job_finish(s, id, &x, &e) == T_ECONFLICT);
+  store_job_progress(s, id, 1, 10); /* after the end: ignored */
+  CHECK(store_job_requeue(s, id, &e) == T_ECONFLICT);
+  CHECK(store_job_get(s, id, NULL, &g, &e) == 0);
+  CHECK(g.status == JOB_SUCCEEDED && g.finished_at == 2000);
+  CHECK(g.progress_done == 3 && g.progress_total == 3);
+  CHECK_STR(g.timings, x.timings);
+  CHECK_STR(g.result, x.result);
+  CHECK_STR(g.result_path, "/tmp/r.npy");
+  CHECK_STR(g.compare, x.compare);
+  CHECK(g.max_abs_diff == 1e-12);
+  CHECK(g.error_code == NULL);
+  store_job_clear(&g);
+
+  /* A queued job may be canceled directly. */
+  store_job_end cx = {.status = JOB_CANCELED, .finished_at = 3000,
+                      .max_abs_diff = NAN, .error_code = "canceled",
+                      .error_message = "canceled by the client"};
+  CHECK(store_job_finish(s, other, &cx, &e) == 0);
+  CHECK(store_job_get(s, other, NULL, &g, &e) == 0);
+  CHECK(g.status == JOB_CANCELED);
+  CHECK_STR(g.error_code, "canceled");
+  CHECK(isnan(g.max_abs_diff));
+  CHECK(g.started_at == 0);
+  store_job_clear(&g);
+  store_close(s);
+}
+
+TEST(test_requeue_and_unfinished_order) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  terr e;
+  /* priorities in insert order; expect (priority desc, FIFO). */
+  int prio[] = {1, 5, 1, 9, 5, 1};
+  char ids[6][T_ID_MAX];
+  for (int i = 0; i < 6; i++) CHECK(insert_job(s, "", "map", prio[i], ids[i]) == 0);
+  char done_id[T_ID_MAX];
+  CHECK(insert_job(s, "", "map", 100, done_id) == 0);
+  store_job_end x = end_ok(t_wall_ms(), NULL);
+  CHECK(store_job_finish(s, done_id, &x, &e) == 0);
+  /* One runs (a dead process left it so): still unfinished. */
+  CHECK(store_job_start(s, ids[4], 10, "cuda:0", "r", NULL, &e) == 0);
+  store_job_progress(s, ids[4], 3, 9);
+
+  store_job *v;
+  int n;
+  CHECK(store_job_unfinished(s, &v, &n, &e) == 0);
+  int order[] = {3, 1, 4, 0, 2, 5};
+  CHECK(n == 6);
+  for (int i = 0; i < n && i < 6; i++) {
+    CHECK_STR(v[i].id, ids[order[i]]);
+    store_job_clear(&v[i]);
+  }
+  free(v);
+
+  CHECK(store_job_requeue(s, ids[4], &e) == 0);
+  store_job g;
+  CHECK(store_job_get(s, ids[4], NULL, &g, &e) == 0);
+  CHECK(g.status == JOB_QUEUED && g.started_at == 0 && g.backend_used == NULL);
+  CHECK(g.progress_done == 0 && g.attempts == 1);
+  store_job_clear(&g);
+  CHECK(store_job_start(s, ids[4], 20, "cpu", NULL, NULL, &e) == 0);
+  CHECK(store_job_get(s, ids[4], NULL, &g, &e) == 0);
+  CHECK(g.attempts == 2 && g.started_at == 20);
+  store_job_clear(&g);
+  CHECK(store_job_requeue(s, "j_missing", &e) == T_ENOTFOUND);
+  store_close(s);
+}
+
+TEST(test_delete_job) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  terr e;
+  char id[T_ID_MAX];
+  CHECK(insert_job(s, "alice", "map", 0, id) == 0);
+  CHECK(store_job_start(s, id, 1, "cpu", NULL, NULL, &e) == 0);
+  char *path = NULL;
+  CHECK(store_job_delete(s, id, "alice", &path, &e) == T_ECONFLICT);
+  CHECK(terr_http_status(e.code) == 409);
+  store_job_end x = end_ok(5, "/data/results/r1.npy");
+  CHECK(store_job_finish(s, id, &x, &e) == 0);
+  CHECK(store_job_delete(s, id, "alice", &path, &e) == 0);
+  CHECK_STR(path, "/data/results/r1.npy");
+  free(path);
+  store_job g;
+  CHECK(store_job_get(s, id, NULL, &g, &e) == T_ENOTFOUND);
+  CHECK(store_job_delete(s, id, NULL, &path, &e) == T_ENOTFOUND);
+  /* A failed job without a result: path NULL. */
+  CHECK(insert_job(s, "alice", "map", 0, id) == 0);
+  store_job_end f = {.status = JOB_FAILED, .finished_at = 9,
+                     .max_abs_diff = NAN, .error_code = "internal"};
+  CHECK(store_job_finish(s, id, &f, &e) == 0);
+  path = (char *)1;
+  CHECK(store_job_delete(s, id, NULL, &path, &e) == 0);
+  CHECK(path == NULL);
+  store_close(s);
+}
+
+static void array_init(store_array *a, const char *owner, const char *sha) {
+  memset(a, 0, sizeof *a);
+  a->owner = sdup(owner);
+  a->dtype = sdup("float64");
+  a->shape = sdup("[100,10]");
+  a->bytes = 8000;
+  a->sha256 = sdup(sha);
+  char p[128];
+  snprintf(p, sizeof p, "/data/arrays/%s.npy", sha);
+  a->path = sdup(p);
+}
+
+TEST(test_arrays) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  terr e;
+  store_array a;
+  array_init(&a, "alice", "s1");
+  int existing = -1;
+  CHECK(store_array_insert(s, &a, &existing, &e) == 0);
+  CHECK(existing == 0 && t_id_valid('a', a.id) && a.created_at > 0);
+
+  store_array b;
+  array_init(&b, "alice", "s1");
+  free(b.path);
+  b.path = sdup("/data/arrays/other.npy");
+  CHECK(store_array_insert(s, &b, &existing, &e) == 0);
+  CHECK(existing == 1);
+  CHECK_STR(b.id, a.id);
+  CHECK_STR(b.path, "/data/arrays/s1.npy");
+  store_array_clear(&b);
+  array_init(&b, "bob", "s1"); /* same data, other owner: its own row */
+  CHECK(store_array_insert(s, &b, &existing, &e) == 0);
+  CHECK(existing == 0 && strcmp(a.id, b.id) != 0);
+
+  store_array g;
+  CHECK(store_array_get(s, a.id, "alice", &g, &e) == 0);
+  CHECK_STR(g.dtype, "float64");
+  CHECK_STR(g.shape, "[100,10]");
+  CHECK(g.bytes == 8000 && g.created_at == a.created_at);
+  CHECK_STR(g.sha256, "s1");
+  store_array_clear(&g);
+  CHECK(store_array_get(s, a.id, "bob", &g, &e) == T_ENOTFOUND);
+
+  /* Referenced by a queued job: conflict; once it ends: deletable. */
+  store_job j;
+  job_init(&j, "alice", "map");
+  free(j.params);
+  char params[200];
+  snprintf(params, sizeof params,
+           "{\"expr\":\"x\",\"inputs\":{\"x\":{\"array\":\"%s\"}}}", a.id);
+  j.params = sdup(params);
+  CHECK(store_job_insert(s, &j, NULL, &e) == 0);
+  char *path = NULL;
+  CHECK(store_array_delete(s, a.id, "alice", &path, &e) == T_ECONFLICT);
+  CHECK(path == NULL);
+  CHECK(store_array_delete(s, a.id, "bob", &path, &e) == T_ENOTFOUND);
+  CHECK(store_job_start(s, j.id, 1, "cpu", NULL, NULL, &e) == 0);
+  CHECK(store_array_delete(s, a.id, "alice", &path, &e) == T_ECONFLICT);
+  store_job_end x = end_ok(2, NULL);
+  CHECK(store_job_finish(s, j.id, &x, &e) == 0);
+  store_job_clear(&j);
+
+  /* Listing with paging. */
+  for (int i = 0; i < 5; i++) {
+    store_array c;
+    char sha[16];
+    snprintf(sha, sizeof sha, "x%d", i);
+    array_init(&c, "alice", sha);
+    CHECK(store_array_insert(s, &c, NULL, &e) == 0);
+    store_array_clear(&c);
+  }
+  char cur[T_ID_MAX] = "";
+  int total = 0, pages = 0;
+  char prev[T_ID_MAX] = "~";
+  do {
+    store_array *v;
+    int n;
+    CHECK(store_array_list(s, "alice", pages ? cur : NULL, 4, &v, &n, cur,
+                           &e) == 0);
+    for (int i = 0; i < n; i++) {
+      CHECK(strcmp(v[i].id, prev) < 0);
+      snprintf(prev, sizeof prev, "%s", v[i].id);
+      CHECK_STR(v[i].owner, "alice");
+      store_array_clear(&v[i]);
+    }
+    free(v);
+    total += n;
+    pages++;
+  } while (cur[0] && pages < 10);
+  CHECK(total == 6 && pages == 2);
+
+  CHECK(store_array_delete(s, a.id, "alice", &path, &e) == 0);
+  CHECK_STR(path, "/data/arrays/s1.npy");
+  free(path);
+  CHECK(store_array_get(s, a.id, NULL, &g, &e) == T_ENOTFOUND);
+  CHECK(store_array_delete(s, a.id, NULL, &path, &e) == T_ENOTFOUND);
+  store_array_clear(&a);
+  store_array_clear(&b);
+  store_close(s);
+}
+
+TEST(test_expire) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  terr e;
+  char old_done[T_ID_MAX], new_done[T_ID_MAX], old_queued[T_ID_MAX];
+  CHECK(insert_job(s, "", "map", 0, old_done) == 0);
+  CHECK(insert_job(s, "", "map", 0, new_done) == 0);
+  store_job_end x = end_ok(1000, "/r/old.npy");
+  CHECK(store_job_finish(s, old_done, &x, &e) == 0);
+  x = end_ok(5000, "/r/new.npy");
+  CHECK(store_job_finish(s, new_done, &x, &e) == 0);
+
+  store_array kept_ref, old_free, fresh;
+  array_init(&kept_ref, "", "k");
+  kept_ref.created_at = 100;
+  array_init(&old_free, "", "o");
+  old_free.created_at = 100;
+  array_init(&fresh, "", "f");
+  fresh.created_at = 9000;
+  CHECK(store_array_insert(s, &kept_ref, NULL, &e) == 0);
+  CHECK(store_array_insert(s, &old_free, NULL, &e) == 0);
+  CHECK(store_array_insert(s, &fresh, NULL, &e) == 0);
+  store_job j;
+  job_init(&j, "", "map");
+  free(j.params);
+  char params[200];
+  snprintf(params, sizeof params, "{\"inputs\":{\"x\":{\"array\":\"%s\"}}}",
+           kept_ref.id);
+  j.params = sdup(params);
+  CHECK(store_job_insert(s, &j, NULL, &e) == 0);
+  snprintf(old_queued, sizeof old_queued, "%s", j.id);
+  store_job_clear(&j);
+
+  char **paths;
+  int np;
+  CHECK(store_expire(s, 3000, &paths, &np, &e) == 0);
+  CHECK(np == 2);
+  int saw_job = 0, saw_arr = 0;
+  for (int i = 0; i < np; i++) {
+    saw_job += strcmp(paths[i], "/r/old.npy") == 0;
+    saw_arr += strcmp(paths[i], "/data/arrays/o.npy") == 0;
+    free(paths[i]);
+  }
+  free(paths);
+  CHECK(saw_job == 1 && saw_arr == 1);
+  store_job g;
+  store_array ga;
+  CHECK(store_job_get(s, old_done, NULL, &g, &e) == T_ENOTFOUND);
+  CHECK(store_job_get(s, new_done, NULL, &g, &e) == 0);
+  store_job_clear(&g);
+  CHECK(store_job_get(s, old_queued, NULL, &g, &e) == 0);
+  store_job_clear(&g);
+  CHECK(store_array_get(s, kept_ref.id, NULL, &ga, &e) == 0);
+  store_array_clear(&ga);
+  CHECK(store_array_get(s, old_free.id, NULL, &ga, &e) == T_ENOTFOUND);
+  CHECK(store_array_get(s, fresh.id, NULL, &ga, &e) == 0);
+  store_array_clear(&ga);
+  /* Nothing left to expire at the same cutoff. */
+  CHECK(store_expire(s, 3000, &paths, &np, &e) == 0);
+  CHECK(np == 0 && paths == NULL);
+  store_array_clear(&kept_ref);
+  store_array_clear(&old_free);
+  store_array_clear(&fresh);
+  store_close(s);
+}
+
+/* Stats against values computed here: compute times 1..20 ms for map/cpu
+ * (p50 = 10.5, p95 = 19.05 by linear interpolation), 2 failed, 1 queued. */
+TEST(test_stats_counts) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  terr e;
+  for (int i = 1; i <= 20; i++) {
+    char id[T_ID_MAX], t[64];
+    CHECK(insert_job(s, "alice", "map", 0, id) == 0);
+    CHECK(store_job_start(s, id, 1, "cpu", NULL, NULL, &e) == 0);
+    snprintf(t, sizeof t, "{\"compute\":%d,\"total\":%d}", 21 - i, 30);
+    store_job_end x = end_ok(2, NULL);
+    x.timings = t;
+    CHECK(store_job_finish(s, id, &x, &e) == 0);
+  }
+  for (int i = 0; i < 2; i++) {
+    char id[T_ID_MAX];
+    CHECK(insert_job(s, "alice", "map", 0, id) == 0);
+    CHECK(store_job_start(s, id, 1, "cpu", NULL, NULL, &e) == 0);
+    store_job_end x = {.status = JOB_FAILED, .finished_at = 3,
+                       .max_abs_diff = NAN, .error_code = "internal"};
+    CHECK(store_job_finish(s, id, &x, &e) == 0);
+  }
+  CHECK(insert_job(s, "alice", "reduce", 0, NULL) == 0);
+  CHECK(insert_job(s, "bob", "map", 0, NULL) == 0);
+
+  int64_t c[5];
+  CHECK(store_job_counts(s, "alice", c, &e) == 0);
+  CHECK(c[JOB_QUEUED] == 1 && c[JOB_RUNNING] == 0 && c[JOB_SUCCEEDED] == 20);
+  CHECK(c[JOB_FAILED] == 2 && c[JOB_CANCELED] == 0);
+  CHECK(store_job_counts(s, NULL, c, &e) == 0);
+  CHECK(c[JOB_QUEUED] == 2);
+
+  char *js = NULL;
+  CHECK(store_stats_json(s, "alice", &js, &e) == 0);
+  if (js) {
+    json_t *root_j = json_loads(js, 0, NULL);
+    CHECK(json_is_array(root_j));
+    CHECK(json_array_size(root_j) == 3);
+    int found = 0;
+    size_t i;
+    json_t *row;
+    json_array_foreach(root_j, i, row) {
+      const char *kind = json_string_value(json_object_get(row, "kind"));
+      const char *st = json_string_value(json_object_get(row, "status"));
+      json_int_t count = json_integer_value(json_object_get(row, "count"));
+      if (kind && st && !strcmp(kind, "map") && !strcmp(st, "succeeded")) {
+        found++;
+        CHECK_STR(json_string_value(json_object_get(row, "backend")), "cpu");
+        CHECK(count == 20);
+        CHECK_NEAR(json_real_value(json_object_get(row, "p50_ms")), 10.5, 1e-12);
+        CHECK_NEAR(json_real_value(json_object_get(row, "p95_ms")), 19.05, 1e-12);
+        CHECK(json_integer_value(json_object_get(row, "result_bytes")) == 20 * 24);
+      } else if (kind && st && !strcmp(kind, "map") && !strcmp(st, "failed")) {
+        found++;
+        CHECK(count == 2);
+        CHECK(json_is_null(json_object_get(row, "p50_ms")));
+      } else if (kind && st && !strcmp(kind, "reduce")) {
+        found++;
+        CHECK(count == 1 && !strcmp(st, "queued"));
+        CHECK(json_is_null(json_object_get(row, "backend")));
+      }
+    }
+    CHECK(found == 3);
+    json_decref(root_j);
+    free(js);
+  }
+  CHECK(store_stats_json(s, "nobody", &js, &e) == 0);
+  CHECK_STR(js, "[]");
+  free(js);
+  store_close(s);
+}
+
+int main(void) {
+  snprintf(root, sizeof root, "/tmp/tessel_store_XXXXXX");
+  if (!mkdtemp(root)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  t_log_level = T_LOG_WARN;
+  RUN(test_open_migrate_reopen);
+  RUN(test_roundtrip_every_field);
+  RUN(test_owner_isolation);
+  RUN(test_idempotency);
+  RUN(test_list_filters_paging);
+  RUN(test_lifecycle);
+  RUN(test_requeue_and_unfinished_order);
+  RUN(test_delete_job);
+  RUN(test_arrays);
+  RUN(test_expire);
+  RUN(test_stats_counts);
+  rm_tree(root);
+  return check_summary();
+}

@@ -1,0 +1,362 @@
+/* test_store_threads.c — the store's threading: the writer thread's group
+ * commit and the per-thread readers under concurrent callers.
+ *
+ * Checks: 8 threads inserting at once lose and duplicate nothing and each
+ * reads its own write back at once; reader connections of exited threads are
+ * closed; async progress from many threads is committed before the same
+ * thread's next sync write returns, and by store_close's drain; a failing op
+ * in a batch fails alone (racing starts: exactly one wins); and, made
+ * deterministic with a gate op that holds the writer, four queued ops share
+ * ONE transaction while two of them fail with their own codes. Each test
+ * uses a fresh directory under a mkdtemp root, removed at the end.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "db/store.h"
+#include "db/store_int.h" /* the writer's queue and counters, for batching */
+
+static char root[256];
+static int dir_seq;
+
+/* A fresh data dir for one test. */
+static void fresh_dir(char *buf, size_t n) {
+  snprintf(buf, n, "%s/d%d", root, dir_seq++);
+}
+
+static store *open_fresh(char *dir, size_t n) {
+  fresh_dir(dir, n);
+  store *s = NULL;
+  terr e;
+  terr_clear(&e);
+  int rc = store_open(dir, &s, &e);
+  CHECK_MSG(rc == 0, "store_open: %s", e.message);
+  return s;
+}
+
+static char *sdup(const char *x) { return x ? strdup(x) : NULL; }
+
+/* A queued job of `owner` with the usual fields. */
+static void job_init(store_job *j, const char *owner, const char *kind) {
+  memset(j, 0, sizeof *j);
+  j->owner = sdup(owner);
+  j->kind = sdup(kind);
+  j->params = sdup("{\"expr\":\"x+1\",\"inputs\":{\"x\":[1,2,3]}}");
+  j->backend_requested = sdup("auto");
+  j->max_abs_diff = NAN;
+}
+
+static int insert_job(store *s, const char *owner, const char *kind,
+                      int priority, char id_out[T_ID_MAX]) {
+  store_job j;
+  job_init(&j, owner, kind);
+  j.priority = priority;
+  int existing = -1;
+  terr e;
+  int rc = store_job_insert(s, &j, &existing, &e);
+  if (rc == 0 && id_out) snprintf(id_out, T_ID_MAX, "%s", j.id);
+  store_job_clear(&j);
+  return rc;
+}
+
+static void rm_tree(const char *path) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", path);
+}
+
+/* ---- concurrency ------------------------------------------------------------ */
+
+typedef struct worker {
+  store *s;
+  int index, n;
+  char (*ids)[T_ID_MAX];
+  int errors;
+} worker;
+
+static void *insert_worker(void *p) {
+  worker *w = p;
+  for (int i = 0; i < w->n; i++) {
+    store_job j;
+    job_init(&j, "alice", "map");
+    char rid[32];
+    snprintf(rid, sizeof rid, "w%d-%d", w->index, i);
+    j.request_id = sdup(rid);
+    j.body_hash = sdup("h");
+    terr e;
+    if (store_job_insert(w->s, &j, NULL, &e) != 0) w->errors++;
+    snprintf(w->ids[i], T_ID_MAX, "%s", j.id);
+    /* Read back on this thread's own connection right after the commit. */
+    store_job g;
+    if (store_job_get(w->s, j.id, "alice", &g, &e) != 0) w->errors++;
+    store_job_clear(&g);
+    store_job_clear(&j);
+  }
+  return NULL;
+}
+
+static int cmp_id(const void *a, const void *b) {
+  return strcmp((const char *)a, (const char *)b);
+}
+
+TEST(test_concurrent_inserts) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  enum { T = 8, PER = 200 };
+  static char ids[T * PER][T_ID_MAX];
+  worker w[T];
+  pthread_t th[T];
+  for (int i = 0; i < T; i++) {
+    w[i] = (worker){s, i, PER, ids + i * PER, 0};
+    pthread_create(&th[i], NULL, insert_worker, &w[i]);
+  }
+  int errors = 0;
+  for (int i = 0; i < T; i++) {
+    pthread_join(th[i], NULL);
+    errors += w[i].errors;
+  }
+  CHECK(errors == 0);
+  qsort(ids, T * PER, T_ID_MAX, cmp_id);
+  int dups = 0;
+  for (int i = 1; i < T * PER; i++) dups += strcmp(ids[i - 1], ids[i]) == 0;
+  CHECK(dups == 0);
+  int64_t c[5];
+  terr e;
+  CHECK(store_job_counts(s, NULL, c, &e) == 0);
+  CHECK(c[JOB_QUEUED] == T * PER);
+  /* Every stored row is one of ours: list them all and look each up. */
+  store_job_filter f = {.owner = "alice", .status = -1, .limit = 1000};
+  char cur[T_ID_MAX];
+  int seen = 0, missing = 0;
+  for (int page = 0; page < 10; page++) {
+    store_job *v;
+    int n;
+    CHECK(store_job_list(s, &f, &v, &n, cur, &e) == 0);
+    for (int i = 0; i < n; i++) {
+      if (!bsearch(v[i].id, ids, T * PER, T_ID_MAX, cmp_id)) missing++;
+      store_job_clear(&v[i]);
+    }
+    free(v);
+    seen += n;
+    if (!cur[0]) break;
+    f.cursor = cur;
+  }
+  CHECK(seen == T * PER && missing == 0);
+  /* The worker threads exited: their reader connections were closed by the
+   * thread-exit destructor; only the main thread's (opened above) is left. */
+  int readers = 0;
+  pthread_mutex_lock(&s->rmu);
+  for (store_conn *r = s->readers; r; r = r->next) readers++;
+  pthread_mutex_unlock(&s->rmu);
+  CHECK(readers == 1);
+  store_close(s);
+}
+
+/* Progress from many threads, each followed by a sync write of the same
+ * thread: that later write returning means the progress is committed. */
+static void *progress_worker(void *p) {
+  worker *w = p;
+  for (int i = 1; i <= w->n; i++) {
+    store_job_progress(w->s, w->ids[0], i, w->n);
+    if (i % 10 == 0) {
+      terr e;
+      char id[T_ID_MAX];
+      if (insert_job(w->s, "p", "map", 0, id) != 0) w->errors++;
+      store_job g;
+      if (store_job_get(w->s, w->ids[0], NULL, &g, &e) != 0 ||
+          g.progress_done != i)
+        w->errors++;
+      store_job_clear(&g);
+    }
+  }
+  return NULL;
+}
+
+TEST(test_async_progress_threads) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  enum { T = 4, STEPS = 100 };
+  char ids[T][T_ID_MAX];
+  terr e;
+  worker w[T];
+  pthread_t th[T];
+  for (int i = 0; i < T; i++) {
+    CHECK(insert_job(s, "", "map", 0, ids[i]) == 0);
+    CHECK(store_job_start(s, ids[i], 1, "cpu", NULL, NULL, &e) == 0);
+    w[i] = (worker){s, i, STEPS, &ids[i], 0};
+    pthread_create(&th[i], NULL, progress_worker, &w[i]);
+  }
+  for (int i = 0; i < T; i++) {
+    pthread_join(th[i], NULL);
+    CHECK(w[i].errors == 0);
+  }
+  /* Progress queued last is still committed by store_close's drain. */
+  store_job_progress(s, ids[0], 12345, 99999);
+  store_close(s);
+  CHECK(store_open(dir, &s, &e) == 0);
+  store_job g;
+  CHECK(store_job_get(s, ids[0], NULL, &g, &e) == 0);
+  CHECK(g.progress_done == 12345 && g.progress_total == 99999);
+  store_job_clear(&g);
+  store_close(s);
+}
+
+/* A failing op in a batch does not fail the others: many threads race
+ * conflicting and valid writes; each gets its own answer. */
+static void *mixed_worker(void *p) {
+  worker *w = p;
+  for (int i = 0; i < w->n; i++) {
+    terr e;
+    /* start the shared job: exactly one thread may win it */
+    int rc = store_job_start(w->s, w->ids[0], 1, "cpu", NULL, NULL, &e);
+    if (rc == 0) w->errors += 1000; /* counted by the caller */
+    else if (rc != T_ECONFLICT) w->errors++;
+    if (insert_job(w->s, "m", "map", 0, NULL) != 0) w->errors++;
+  }
+  return NULL;
+}
+
+TEST(test_batch_isolation) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  char id[T_ID_MAX];
+  CHECK(insert_job(s, "", "map", 0, id) == 0);
+  enum { T = 6, PER = 50 };
+  worker w[T];
+  pthread_t th[T];
+  for (int i = 0; i < T; i++) {
+    w[i] = (worker){s, i, PER, &id, 0};
+    pthread_create(&th[i], NULL, mixed_worker, &w[i]);
+  }
+  int wins = 0, errors = 0;
+  for (int i = 0; i < T; i++) {
+    pthread_join(th[i], NULL);
+    wins += w[i].errors / 1000;
+    errors += w[i].errors % 1000;
+  }
+  CHECK(wins == 1);
+  CHECK(errors == 0);
+  int64_t c[5];
+  terr e;
+  CHECK(store_job_counts(s, "m", c, &e) == 0);
+  CHECK(c[JOB_QUEUED] == T * PER);
+  store_close(s);
+}
+
+/* A deterministic batch: a gate op holds the writer until four ops are
+ * queued behind it, so those four share one transaction. Two of them fail
+ * (a state conflict, and an SQL constraint error inside the INSERT); the
+ * other two must still commit, each caller getting its own code. */
+typedef struct gate {
+  atomic_int started;
+  int want;
+} gate;
+
+static int gate_fn(store *s, store_wop *op, terr *e) {
+  gate *g = op->arg;
+  atomic_store(&g->started, 1);
+  for (int tries = 0; tries < 5000; tries++) { /* at most ~5 s */
+    int n = 0;
+    pthread_mutex_lock(&s->mu);
+    for (store_wop *o = s->qhead; o; o = o->next) n++;
+    pthread_mutex_unlock(&s->mu);
+    if (n >= g->want) break;
+    usleep(1000);
+  }
+  return 0;
+}
+
+typedef struct batch_arg {
+  store *s;
+  gate *g;
+  int what; /* 0 gate, 1 good start, 2 conflicting start, 3 dup insert, 4 insert */
+  const char *id;
+  int rc;
+  char new_id[T_ID_MAX];
+} batch_arg;
+
+static void *batch_worker(void *p) {
+  batch_arg *a = p;
+  terr e;
+  if (a->what == 0) {
+    a->rc = store__write(a->s, gate_fn, a->g, &e);
+  } else if (a->what == 1 || a->what == 2) {
+    a->rc = store_job_start(a->s, a->id, 5, "cpu", NULL, NULL, &e);
+  } else {
+    store_job j;
+    job_init(&j, "b", "map");
+    if (a->what == 3) snprintf(j.id, sizeof j.id, "%s", a->id);
+    a->rc = store_job_insert(a->s, &j, NULL, &e);
+    snprintf(a->new_id, sizeof a->new_id, "%s", j.id);
+    store_job_clear(&j);
+  }
+  return NULL;
+}
+
+TEST(test_batch_one_transaction) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  char queued[T_ID_MAX], running[T_ID_MAX];
+  terr e;
+  CHECK(insert_job(s, "b", "map", 0, queued) == 0);
+  CHECK(insert_job(s, "b", "map", 0, running) == 0);
+  CHECK(store_job_start(s, running, 1, "cpu", NULL, NULL, &e) == 0);
+  gate g = {.want = 4};
+  batch_arg a[5];
+  pthread_t th[5];
+  long long b0 = atomic_load(&s->n_batches), o0 = atomic_load(&s->n_ops);
+  a[0] = (batch_arg){.s = s, .g = &g, .what = 0};
+  pthread_create(&th[0], NULL, batch_worker, &a[0]);
+  while (!atomic_load(&g.started)) usleep(100);
+  const char *ids[5] = {NULL, queued, running, queued, NULL};
+  for (int i = 1; i < 5; i++) {
+    a[i] = (batch_arg){.s = s, .g = &g, .what = i, .id = ids[i]};
+    pthread_create(&th[i], NULL, batch_worker, &a[i]);
+  }
+  for (int i = 0; i < 5; i++) pthread_join(th[i], NULL);
+  CHECK(a[0].rc == 0);
+  CHECK(a[1].rc == 0);           /* started */
+  CHECK(a[2].rc == T_ECONFLICT); /* already running */
+  CHECK(a[3].rc == T_ECONFLICT); /* duplicate id: UNIQUE constraint */
+  CHECK(a[4].rc == 0);           /* inserted */
+  CHECK(atomic_load(&s->n_batches) - b0 == 2);
+  CHECK(atomic_load(&s->n_ops) - o0 == 5);
+  store_job j;
+  CHECK(store_job_get(s, queued, NULL, &j, &e) == 0);
+  CHECK(j.status == JOB_RUNNING && j.started_at == 5);
+  store_job_clear(&j);
+  CHECK(store_job_get(s, running, NULL, &j, &e) == 0);
+  CHECK(j.started_at == 1 && j.attempts == 1); /* untouched */
+  store_job_clear(&j);
+  CHECK(store_job_get(s, a[4].new_id, "b", &j, &e) == 0);
+  store_job_clear(&j);
+  int64_t c[5];
+  CHECK(store_job_counts(s, "b", c, &e) == 0);
+  CHECK(c[JOB_QUEUED] == 1 && c[JOB_RUNNING] == 2);
+  store_close(s);
+}
+
+int main(void) {
+  snprintf(root, sizeof root, "/tmp/tessel_store_threads_XXXXXX");
+  if (!mkdtemp(root)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  t_log_level = T_LOG_WARN;
+  RUN(test_concurrent_inserts);
+  RUN(test_async_progress_threads);
+  RUN(test_batch_isolation);
+  RUN(test_batch_one_transaction);
+  rm_tree(root);
+  return check_summary();
+}
