@@ -11,13 +11,14 @@ CUDA ?= AUTO
 BUILD ?= build
 TEST_BUILD ?= build-test
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 
 export TESSEL_LISTEN ?= 127.0.0.1
 export TESSEL_PORT ?= 8080
 export TESSEL_DATA_DIR ?= $(CURDIR)/data
 
-.PHONY: all deps deps-test build run test test-main test-asan test-fuzz \
+.PHONY: all deps deps-test build run test test-main test-asan test-tsan test-fuzz \
         test-browser test-docker bench clean format
 
 all: build
@@ -60,6 +61,14 @@ test-asan:
 	  UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -L 'unit|integration' --timeout 900
 
+# ThreadSanitizer over the concurrent parts: the pool and the scheduler.
+test-tsan:
+	$(CMAKE) -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug \
+	  -DTESSEL_WERROR=ON -DTESSEL_TSAN=ON -DTESSEL_CUDA=OFF
+	$(CMAKE) --build $(TSAN_BUILD) -j $(JOBS) --target unit_test_pool unit_test_sched unit_test_sched_gpu
+	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  ctest --output-on-failure -R 'pool|sched' --timeout 600
+
 test-fuzz:
 	CC=clang $(CMAKE) -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug \
 	  -DTESSEL_FUZZ=ON -DTESSEL_CUDA=OFF
@@ -81,4 +90,4 @@ format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
 
 clean:
-	rm -rf $(BUILD) $(TEST_BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(TEST_BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

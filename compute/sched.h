@@ -15,6 +15,19 @@
  * Threads: every function may be called from any thread. Waiter callbacks
  * run on the worker that finished the job, with no scheduler lock held; they
  * must not block.
+ *
+ * The API's calls (see compute/env.h for the tenv):
+ *   submit  sched_check (400/413/503) -> sched_reserve (429 + Retry-After,
+ *           503) -> store_job_insert -> sched_enqueue; an insert that
+ *           fails, or finds the request_id's job (existing = 1), is
+ *           followed by sched_unreserve instead.
+ *   ?wait   sched_wait; 1 means finished: read the store. The callback
+ *           only resumes the connection. On the wait's timeout call
+ *           sched_unwait; once it returns, the callback never runs again.
+ *   cancel  sched_cancel, then read the store: canceled -> 200, still
+ *           running (stopping) -> 202; T_ECONFLICT -> 409.
+ *   get     a running job's live progress: sched_progress (the store's
+ *           copy lags by up to 200 ms).
  */
 #ifndef TESSEL_COMPUTE_SCHED_H
 #define TESSEL_COMPUTE_SCHED_H
@@ -26,6 +39,17 @@
 #include "util/err.h"
 
 typedef struct sched sched;
+
+/* The GPU facade calls the scheduler makes (gpu.h). NULL in sched_config:
+ * the real ones; tests pass fakes to drive the GPU paths without a GPU. */
+typedef struct sched_gpu_ops {
+  int (*count)(void);
+  int (*healthy)(int dev);
+  void (*note_result)(int dev, int rc);
+  void (*lock)(int dev);
+  void (*unlock)(int dev);
+  const char *(*unavailable_reason)(void);
+} sched_gpu_ops;
 
 typedef struct sched_config {
   store *st;
@@ -39,6 +63,7 @@ typedef struct sched_config {
   const char *calibration_path; /* router cost-model cache; NULL: none */
   /* Kind table lookup (kind_find in the daemon; tests pass their own). */
   const kind_ops *(*kind_lookup)(const char *name);
+  const sched_gpu_ops *gpu_ops; /* NULL: gpu.h's functions */
 } sched_config;
 
 int sched_create(const sched_config *cfg, sched **out, terr *e);

@@ -1,0 +1,613 @@
+/* sched_run.c — running one job on the worker that took it.
+ *
+ * Steps: parse the stored params, find the kind, estimate (kind check, with
+ * a tenv backed by the store), resolve the backend (the router for auto; an
+ * auto job routed to the other kind of worker is handed over and this
+ * worker is done with it), store_job_start, prepare (timed), run on one
+ * backend or, for compare, on each, then decide the end under the lock
+ * (a cancel or timeout that came in wins over a late success), write the
+ * result file, store_job_finish, release (waiters, stats).
+ *
+ * Result files: ctx->result_alloc gives heap memory for results of up to
+ * inline_result_max bytes (written with npy_write at the end) and, above,
+ * a mapped .npy created by tarray_create_npy under a temporary name
+ * <data>/results/<id>.npy.tmp<N>. Either way the file is renamed to
+ * <id>.npy only when complete, so a crash never leaves a partial file under
+ * the final name (sched_start removes stale temporaries). No fsync: a
+ * process crash is covered, a power loss right after a job is not.
+ *
+ * Threads: everything here runs on the worker that owns the job; sched.mu is
+ * taken only briefly (see sched_int.h) and never across a store write, a
+ * kind callback or a file write. result_alloc must be called from the
+ * thread that called run (not from inside pool_for chunks).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "compute/env.h"
+#include "compute/router.h"
+#include "compute/sched_int.h"
+
+#define SRUN_MAX_ALLOCS 8
+/* JSON text for the store: compact, 9 significant digits (2.4, not
+ * 2.3999999999999999). */
+#define SRUN_JSON (JSON_COMPACT | JSON_REAL_PRECISION(9))
+#define SRUN_PATH_MAX 4096
+
+typedef struct salloc {
+  tarray *a;                /* compared by address only (may be freed) */
+  char path[SRUN_PATH_MAX]; /* temporary file; "" for heap or once kept */
+} salloc;
+
+typedef struct srun {
+  sched *s;
+  sjob *j;
+  int device;
+  salloc allocs[SRUN_MAX_ALLOCS];
+  int nallocs;
+  tenv env;
+  double t_prepare, t_h2d, t_compute, t_d2h, t_store;
+  json_t *compare; /* [{"backend","ms",...}] */
+  double max_abs_diff;
+  double rtol, atol; /* compare's tolerance for this plan */
+} srun;
+
+/* A duration in ms, to the microsecond. */
+static json_t *ms_json(double ms) { return json_real(round(ms * 1e3) / 1e3); }
+
+/* ---- result arrays --------------------------------------------------------- */
+static int srun_result_alloc(job_ctx *ctx, tdtype dt, int ndim,
+                             const int64_t *shape, tarray **out, terr *e) {
+  srun *r = ctx->ud;
+  *out = NULL;
+  int64_t n = tshape_size(ndim, shape, INT64_MAX);
+  if (n < 0 || n > INT64_MAX / 8)
+    return terr_set(e, T_ETOOLARGE, "", -1, "result shape is too large");
+  if (r->nallocs == SRUN_MAX_ALLOCS)
+    return terr_set(e, T_EINTERNAL, "", -1, "too many result allocations");
+  salloc *al = &r->allocs[r->nallocs];
+  al->path[0] = 0;
+  int64_t bytes = n * (int64_t)tdtype_size(dt);
+  if (bytes <= r->s->inline_max) {
+    al->a = tarray_new(dt, ndim, shape);
+    if (!al->a)
+      return terr_set(e, T_ENOMEM, "", -1, "no memory for a result of %lld bytes",
+                      (long long)bytes);
+  } else {
+    snprintf(al->path, sizeof al->path, "%s/%s.npy.tmp%u", r->s->results_dir,
+             r->j->id, atomic_fetch_add(&r->s->tmp_counter, 1));
+    int rc = tarray_create_npy(al->path, dt, ndim, shape, &al->a, e);
+    if (rc) {
+      unlink(al->path);
+      al->path[0] = 0;
+      return rc;
+    }
+  }
+  r->nallocs++;
+  *out = al->a;
+  return T_OK;
+}
+
+static salloc *srun_find_alloc(srun *r, const tarray *a) {
+  for (int i = 0; i < r->nallocs; i++)
+    if (r->allocs[i].a == a && r->allocs[i].path[0]) return &r->allocs[i];
+  return NULL;
+}
+
+/* Free a result that is not kept (and its temporary file). */
+static void srun_drop_result(srun *r, tarray *a) {
+  if (!a) return;
+  salloc *al = srun_find_alloc(r, a);
+  tarray_free(a);
+  if (al) {
+    unlink(al->path);
+    al->path[0] = 0;
+  }
+}
+
+/* Make `a` the file <results>/<id>.npy; frees a. */
+static int srun_keep_result(srun *r, tarray *a, const char *final, terr *e) {
+  salloc *al = srun_find_alloc(r, a);
+  int rc = T_OK;
+  if (al) { /* mapped: the data is already in the file */
+    tarray_free(a);
+    if (rename(al->path, final) != 0)
+      rc = terr_set(e, T_EIO, "", -1, "cannot rename the result to %s: %s",
+                    final, strerror(errno));
+    else
+      al->path[0] = 0;
+    return rc;
+  }
+  char tmp[SRUN_PATH_MAX];
+  snprintf(tmp, sizeof tmp, "%s/%s.npy.tmp%u", r->s->results_dir, r->j->id,
+           atomic_fetch_add(&r->s->tmp_counter, 1));
+  FILE *f = fopen(tmp, "wb");
+  if (!f) {
+    rc = terr_set(e, T_EIO, "", -1, "cannot create %s: %s", tmp,
+                  strerror(errno));
+    goto done;
+  }
+  rc = npy_write(f, a, e);
+  if (fclose(f) != 0 && rc == T_OK)
+    rc = terr_set(e, T_EIO, "", -1, "cannot write %s: %s", tmp, strerror(errno));
+  if (rc == T_OK && rename(tmp, final) != 0)
+    rc = terr_set(e, T_EIO, "", -1, "cannot rename the result to %s: %s",
+                  final, strerror(errno));
+  if (rc) unlink(tmp);
+done:
+  tarray_free(a);
+  return rc;
+}
+
+/* Remove every temporary file still listed (failed or dropped runs). */
+static void srun_cleanup(srun *r) {
+  for (int i = 0; i < r->nallocs; i++)
+    if (r->allocs[i].path[0]) unlink(r->allocs[i].path);
+  r->nallocs = 0;
+}
+
+/* ---- one backend ------------------------------------------------------------ */
+static void ctx_setup(srun *r, job_ctx *ctx, tbackend b, int device) {
+  ctx->job_id = r->j->id;
+  ctx->pool = r->s->pool;
+  ctx->threads = b == B_SERIAL ? 1 : pool_threads(r->s->pool);
+  ctx->device = device;
+  ctx->stop = &r->j->stop;
+  ctx->t_h2d = ctx->t_compute = ctx->t_d2h = 0;
+  ctx->result_alloc = srun_result_alloc;
+  ctx->ud = r;
+}
+
+/* Run the plan on b; adds the phases to r; *ms gets the wall time. */
+static int srun_backend(srun *r, void *plan, tbackend b, int device,
+                        tarray **result, double *ms, terr *e) {
+  job_ctx *ctx = &r->j->ctx;
+  ctx_setup(r, ctx, b, device);
+  *result = NULL;
+  if (b == B_CUDA) r->s->gpu.lock(device);
+  double t0 = t_now_ms();
+  int rc = r->j->k->run(plan, b, ctx, result, e);
+  *ms = t_now_ms() - t0;
+  if (b == B_CUDA) {
+    r->s->gpu.unlock(device);
+    r->s->gpu.note_result(device, rc); /* once per cuda run */
+  }
+  if (rc) {
+    srun_drop_result(r, *result); /* a kind should not return one, but */
+    *result = NULL;
+  } else if (!*result) {
+    rc = terr_set(e, T_EINTERNAL, "", -1, "kind %s returned no result",
+                  r->j->k->name);
+  }
+  double phases = ctx->t_h2d + ctx->t_d2h;
+  r->t_h2d += ctx->t_h2d;
+  r->t_d2h += ctx->t_d2h;
+  r->t_compute += ctx->t_compute > 0 ? ctx->t_compute
+                  : (*ms > phases ? *ms - phases : 0);
+  return rc;
+}
+
+/* ---- compare ------------------------------------------------------------------ */
+typedef struct cmp_arg {
+  const tarray *ref, *b;
+  double rtol, atol;
+  int64_t chunk, n;
+  double maxdiff[64];
+  int64_t bad[64], first_bad[64];
+} cmp_arg;
+
+/* Elementwise |a-b| <= atol + rtol*|ref|; NaN agrees only with NaN. */
+static void cmp_chunk(void *arg, int64_t c, int slot) {
+  cmp_arg *a = arg;
+  int64_t lo = c * a->chunk, hi = lo + a->chunk < a->n ? lo + a->chunk : a->n;
+  double md = a->maxdiff[slot];
+  for (int64_t i = lo; i < hi; i++) {
+    double x = tarray_get(a->b, i), r = tarray_get(a->ref, i);
+    double d;
+    if (isnan(x) || isnan(r))
+      d = isnan(x) && isnan(r) ? 0 : INFINITY;
+    else
+      d = x == r ? 0 : fabs(x - r); /* equal infinities agree */
+    if (d > md) md = d;
+    if (!(d <= a->atol + a->rtol * fabs(r))) {
+      if (a->bad[slot]++ == 0 || i < a->first_bad[slot]) a->first_bad[slot] = i;
+    }
+  }
+  a->maxdiff[slot] = md;
+}
+
+/* 1 when b agrees with ref; *maxdiff, *bad (count), *first (index). */
+static int srun_agree(srun *r, const tarray *ref, const tarray *b,
+                      double *maxdiff, int64_t *bad, int64_t *first) {
+  *maxdiff = 0;
+  *bad = 0;
+  *first = -1;
+  int same = ref->ndim == b->ndim && ref->size == b->size;
+  for (int i = 0; same && i < ref->ndim; i++) same = ref->shape[i] == b->shape[i];
+  if (!same) {
+    *maxdiff = INFINITY;
+    *bad = 1;
+    return 0;
+  }
+  cmp_arg *a = calloc(1, sizeof *a);
+  if (!a) { /* no scratch: compare serially in a stack copy */
+    cmp_arg local;
+    memset(&local, 0, sizeof local);
+    local.ref = ref, local.b = b, local.rtol = r->rtol, local.atol = r->atol;
+    local.n = ref->size, local.chunk = ref->size;
+    cmp_chunk(&local, 0, 0);
+    *maxdiff = local.maxdiff[0];
+    *bad = local.bad[0];
+    *first = local.first_bad[0];
+    return *bad == 0;
+  }
+  a->ref = ref, a->b = b, a->rtol = r->rtol, a->atol = r->atol;
+  a->n = ref->size;
+  a->chunk = 1 << 16;
+  int width = pool_threads(r->s->pool);
+  if (width > 64) width = 64;
+  pool_for(r->s->pool, width, (a->n + a->chunk - 1) / a->chunk, cmp_chunk, a,
+           NULL);
+  for (int i = 0; i < width; i++) {
+    if (a->maxdiff[i] > *maxdiff) *maxdiff = a->maxdiff[i];
+    if (a->bad[i] && (*first < 0 || a->first_bad[i] < *first))
+      *first = a->first_bad[i];
+    *bad += a->bad[i];
+  }
+  free(a);
+  return *bad == 0;
+}
+
+/* First healthy device for compare's cuda run; -1 when none. */
+static int srun_compare_device(sched *s) {
+  for (int d = 0; d < s->ngpu; d++)
+    if (s->gpu.healthy(d)) return d;
+  return -1;
+}
+
+/* Progress over several runs: fold the last run into the base. */
+static void srun_progress_next(srun *r, int runs_left) {
+  sjob *j = r->j;
+  pthread_mutex_lock(&r->s->mu);
+  j->progress_base_done += atomic_exchange(&j->ctx.progress_done, 0);
+  j->progress_base_total += atomic_exchange(&j->ctx.progress_total, 0);
+  j->progress_runs_left = runs_left;
+  pthread_mutex_unlock(&r->s->mu);
+}
+
+static int srun_compare(srun *r, void *plan, tarray **result, terr *e) {
+  struct { tbackend b; int dev; char name[16]; } runs[3];
+  int n = 0;
+  runs[n].b = B_SERIAL, runs[n].dev = -1;
+  snprintf(runs[n++].name, sizeof runs[0].name, "serial");
+  runs[n].b = B_CPU, runs[n].dev = -1;
+  snprintf(runs[n++].name, sizeof runs[0].name, "cpu");
+  int dev = srun_compare_device(r->s);
+  if (dev >= 0) {
+    runs[n].b = B_CUDA, runs[n].dev = dev;
+    snprintf(runs[n++].name, sizeof runs[0].name, "cuda:%d", dev);
+  }
+  r->compare = json_array();
+  r->max_abs_diff = 0;
+  r->rtol = r->j->k->rtol;
+  r->atol = r->j->k->atol;
+  if (r->j->k->tolerance) /* data- or dtype-dependent (matmul) */
+    r->j->k->tolerance(plan, &r->rtol, &r->atol);
+  tarray *ref = NULL;
+  char disagree[TERR_MSG_MAX] = "";
+  size_t dlen = 0;
+  int rc = T_OK;
+  for (int i = 0; i < n; i++) {
+    if (i > 0) srun_progress_next(r, n - 1 - i);
+    tarray *res = NULL;
+    double ms;
+    rc = srun_backend(r, plan, runs[i].b, runs[i].dev, &res, &ms, e);
+    if (rc) {
+      if (!job_ctx_stopped(&r->j->ctx)) {
+        char msg[TERR_MSG_MAX];
+        snprintf(msg, sizeof msg, "compare: %s failed: %s", runs[i].name,
+                 e->message);
+        snprintf(e->message, sizeof e->message, "%s", msg);
+      }
+      break;
+    }
+    json_t *entry = json_pack("{s:s, s:o}", "backend", runs[i].name, "ms",
+                              ms_json(ms));
+    if (runs[i].b == B_CPU)
+      json_object_set_new(entry, "threads", json_integer(r->j->ctx.threads));
+    if (i == 0) {
+      ref = res;
+    } else {
+      double md;
+      int64_t bad, first;
+      if (!srun_agree(r, ref, res, &md, &bad, &first)) {
+        dlen += (size_t)snprintf(
+            disagree + dlen, dlen < sizeof disagree ? sizeof disagree - dlen : 0,
+            "%s%s and serial disagree at %lld element(s) (first at index "
+            "%lld), max |a-b| = %.3g",
+            dlen ? "; " : "", runs[i].name, (long long)bad, (long long)first,
+            md);
+        if (dlen >= sizeof disagree) dlen = sizeof disagree - 1;
+      }
+      if (md > r->max_abs_diff) r->max_abs_diff = md;
+      json_object_set_new(entry, "max_abs_diff",
+                          isfinite(md) ? json_real(md) : json_null());
+      srun_drop_result(r, res);
+    }
+    json_array_append_new(r->compare, entry);
+  }
+  if (rc == T_OK && disagree[0])
+    rc = terr_set(e, T_EINTERNAL, "", -1,
+                  "compare: %s (tolerance |a-b| <= %g + %g*|b|)", disagree,
+                  r->atol, r->rtol);
+  if (rc) {
+    srun_drop_result(r, ref);
+    ref = NULL;
+  }
+  *result = ref;
+  return rc;
+}
+
+/* ---- resolve: params, kind, estimate, backend ---------------------------- */
+enum { RESOLVE_GO = 0, RESOLVE_HANDED_OVER = -1 };
+
+static int srun_gpu_usable(sched *s) {
+  for (int d = 0; d < s->ngpu; d++)
+    if (s->gpu.healthy(d)) return 1;
+  return 0;
+}
+
+static int srun_resolve(srun *r, int device, terr *e) {
+  sched *s = r->s;
+  sjob *j = r->j;
+  if (!j->params) {
+    json_error_t jerr;
+    j->params = json_loads(j->params_text, 0, &jerr);
+    if (!j->params)
+      return terr_set(e, T_EINVAL, "params", jerr.position,
+                      "stored params are not valid JSON: %s", jerr.text);
+  }
+  if (!j->k && !(j->k = s->cfg.kind_lookup(j->kind)))
+    return terr_set(e, T_EINVAL, "kind", -1, "unknown kind '%s'", j->kind);
+  if (j->requested < 0)
+    return terr_set(e, T_EINVAL, "backend", -1, "unknown backend '%s'",
+                    j->backend_text);
+  if (!j->have_est) {
+    int rc = j->k->check(j->params, &r->env, &j->est, e);
+    if (rc) return rc;
+    j->have_est = 1;
+  }
+  if (j->backend == B_AUTO) {
+    tbackend chosen;
+    int usable = srun_gpu_usable(s);
+    router_choose(j->k, &j->est, usable, &chosen, j->reason, sizeof j->reason,
+                  &j->estimates);
+    if (j->requested == B_AUTO) {
+      j->backend = chosen;
+    } else {
+      j->backend = (tbackend)j->requested;
+      if (j->requested == B_COMPARE)
+        snprintf(j->reason, sizeof j->reason,
+                 "compare requested: serial, cpu%s", usable ? " and cuda" : "");
+      else
+        snprintf(j->reason, sizeof j->reason, "%s requested by the client",
+                 tbackend_name(j->backend));
+    }
+  }
+  if (j->backend == B_CUDA && device < 0) {
+    if (s->ngpu == 0)
+      return terr_set(e, T_EUNAVAIL, "backend", -1, "no usable GPU: %s",
+                      s->gpu.unavailable_reason());
+    return sched_handover(s, j, Q_GPU) == 0 ? RESOLVE_HANDED_OVER
+           : atomic_load(&j->stop) ? T_ECANCELED
+           : terr_set(e, T_ENOMEM, "", -1, "no memory to queue the job");
+  }
+  if (j->backend != B_CUDA && device >= 0)
+    return sched_handover(s, j, Q_CPU) == 0 ? RESOLVE_HANDED_OVER
+           : atomic_load(&j->stop) ? T_ECANCELED
+           : terr_set(e, T_ENOMEM, "", -1, "no memory to queue the job");
+  return RESOLVE_GO;
+}
+
+/* The estimate as JSON text for store_job_start: the kind's figures and
+ * the router's, in one object. Caller frees. */
+static char *srun_estimate_json(const sjob *j) {
+  if (!j->have_est) return NULL;
+  json_t *shape = json_array();
+  for (int i = 0; i < j->est.out_ndim; i++)
+    json_array_append_new(shape, json_integer(j->est.out_shape[i]));
+  json_t *o = json_pack("{s:I, s:f, s:s, s:o, s:I, s:I, s:I}", "size",
+                        (json_int_t)j->est.size, "work", j->est.work,
+                        "out_dtype", tdtype_name(j->est.out_dtype),
+                        "out_shape", shape, "out_bytes",
+                        (json_int_t)j->est.out_bytes, "in_bytes",
+                        (json_int_t)j->est.in_bytes, "mem_bytes",
+                        (json_int_t)j->est.mem_bytes);
+  if (o && j->estimates) json_object_update_missing(o, j->estimates);
+  char *text = o ? json_dumps(o, SRUN_JSON) : NULL;
+  json_decref(o);
+  return text;
+}
+
+
+/* ---- end ------------------------------------------------------------------- */
+/* Release a job whose store row is already final (or left unfinished). */
+static void srun_release(sched *s, sjob *j, int status, int counted,
+                         const char *backend, double run_ms) {
+  pthread_mutex_lock(&s->mu);
+  swaiter *chain = sched_release_locked(s, j, status, counted, backend, run_ms);
+  pthread_mutex_unlock(&s->mu);
+  sched_fire(s, chain, j->id);
+  sjob_free(j);
+}
+
+void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
+                         const char *msg) {
+  if (status >= 0) {
+    double queue_ms = (double)(t_wall_ms() - j->created_at);
+    json_t *t = json_pack("{s:o, s:o}", "queue", ms_json(queue_ms), "total",
+                          ms_json(queue_ms));
+    char *timings = t ? json_dumps(t, SRUN_JSON) : NULL;
+    json_decref(t);
+    store_job_end end = {.status = (job_status)status,
+                         .finished_at = t_wall_ms(), .timings = timings,
+                         .max_abs_diff = NAN, .error_code = code,
+                         .error_message = msg};
+    terr e;
+    if (store_job_finish(s->cfg.st, j->id, &end, &e) != T_OK)
+      log_error("scheduler: cannot finish job %s: %s", j->id, e.message);
+    free(timings);
+  }
+  srun_release(s, j, status, status >= 0, NULL, 0);
+}
+
+void sched_run_job(sched *s, sjob *j, int device) {
+  srun r;
+  memset(&r, 0, sizeof r);
+  r.s = s, r.j = j, r.device = device, r.max_abs_diff = NAN;
+  tenv_from_store(&r.env, s->cfg.st, j->owner, s->env_max_elems);
+  terr e;
+  terr_clear(&e);
+  void *plan = NULL;
+  tarray *result = NULL;
+  char used[32] = "", final[SRUN_PATH_MAX] = "";
+  char *estimate = NULL, *timings = NULL, *result_json = NULL,
+       *compare_json = NULL;
+  int64_t started_at = 0;
+  int started = 0, status, rc;
+
+  rc = srun_resolve(&r, device, &e);
+  if (rc == RESOLVE_HANDED_OVER) return; /* another worker owns it now */
+  if (rc || atomic_load(&j->stop)) goto end;
+
+  if (j->backend == B_CUDA)
+    snprintf(used, sizeof used, "cuda:%d", device);
+  else
+    snprintf(used, sizeof used, "%s", tbackend_name(j->backend));
+  estimate = srun_estimate_json(j);
+  started_at = t_wall_ms();
+  rc = store_job_start(s->cfg.st, j->id, started_at, used, j->reason,
+                       estimate, &e);
+  if (rc == T_ECONFLICT || rc == T_ENOTFOUND) { /* canceled or deleted */
+    log_info("scheduler: job %s is no longer queued; dropped", j->id);
+    pthread_mutex_lock(&s->mu);
+    sched_running_remove(s, j);
+    j->state = SJ_ENDING;
+    pthread_mutex_unlock(&s->mu);
+    srun_release(s, j, -1, 0, NULL, 0);
+    return;
+  }
+  if (rc) goto end;
+  started = 1;
+
+  double t0 = t_now_ms();
+  rc = j->k->prepare(j->params, &r.env, &plan, &e);
+  r.t_prepare = t_now_ms() - t0;
+  if (rc || atomic_load(&j->stop)) goto end;
+  if (j->backend == B_COMPARE) {
+    rc = srun_compare(&r, plan, &result, &e);
+  } else {
+    double ms;
+    rc = srun_backend(&r, plan, j->backend, device, &result, &ms, &e);
+  }
+
+end:
+  if (plan) j->k->release(plan);
+  /* Decide the end under the lock: from now on cancel answers 409. */
+  pthread_mutex_lock(&s->mu);
+  int stop = atomic_load(&j->stop);
+  sched_running_remove(s, j);
+  j->state = SJ_ENDING;
+  int64_t pdone = j->progress_base_done + atomic_load(&j->ctx.progress_done);
+  int64_t ptotal = j->progress_base_total + atomic_load(&j->ctx.progress_total);
+  pthread_mutex_unlock(&s->mu);
+
+  if (stop == SJ_STOP_SHUTDOWN && (rc || !result)) {
+    /* Stopped by shutdown: stays queued/running in the store. */
+    srun_drop_result(&r, result);
+    srun_cleanup(&r);
+    srun_release(s, j, -1, 0, NULL, 0);
+    goto out;
+  }
+  const char *code = NULL;
+  char msg[TERR_MSG_MAX] = "";
+  if (stop == 1) {
+    status = JOB_CANCELED, code = "canceled";
+    snprintf(msg, sizeof msg, "canceled by request");
+  } else if (stop == 2) {
+    status = JOB_FAILED, code = terr_code_name(T_ETIMEOUT);
+    double timeout = j->timeout_s > 0 ? j->timeout_s : s->cfg.default_timeout_s;
+    snprintf(msg, sizeof msg, "the job ran past its timeout of %g s", timeout);
+  } else if (rc) {
+    status = JOB_FAILED, code = terr_code_name((terr_code)rc);
+    snprintf(msg, sizeof msg, "%s", e.message[0] ? e.message : code);
+  } else {
+    status = JOB_SUCCEEDED;
+  }
+  if (status != JOB_SUCCEEDED) {
+    srun_drop_result(&r, result);
+    result = NULL;
+  } else {
+    json_t *shape = json_array();
+    for (int i = 0; i < result->ndim; i++)
+      json_array_append_new(shape, json_integer(result->shape[i]));
+    json_t *rj = json_pack("{s:s, s:o, s:I}", "dtype",
+                           tdtype_name(result->dtype), "shape", shape,
+                           "bytes",
+                           (json_int_t)(result->size *
+                                        (int64_t)tdtype_size(result->dtype)));
+    result_json = rj ? json_dumps(rj, SRUN_JSON) : NULL;
+    json_decref(rj);
+    snprintf(final, sizeof final, "%s/%s.npy", s->results_dir, j->id);
+    double t0s = t_now_ms();
+    int wrc = srun_keep_result(&r, result, final, &e);
+    result = NULL;
+    r.t_store = t_now_ms() - t0s;
+    if (wrc) {
+      status = JOB_FAILED, code = terr_code_name((terr_code)wrc);
+      snprintf(msg, sizeof msg, "%s", e.message);
+      final[0] = 0;
+      free(result_json);
+      result_json = NULL;
+    }
+  }
+  srun_cleanup(&r);
+
+  double queue_ms = started ? (double)(started_at - j->created_at) : 0;
+  double run_ms = t_now_ms() - j->taken_ms;
+  json_t *t = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "queue",
+                        ms_json(queue_ms), "prepare", ms_json(r.t_prepare),
+                        "h2d", ms_json(r.t_h2d), "compute",
+                        ms_json(r.t_compute), "d2h", ms_json(r.t_d2h),
+                        "store", ms_json(r.t_store), "total",
+                        ms_json(queue_ms + run_ms));
+  timings = t ? json_dumps(t, SRUN_JSON) : NULL;
+  json_decref(t);
+  compare_json = r.compare ? json_dumps(r.compare, SRUN_JSON) : NULL;
+  store_job_end end = {
+      .status = (job_status)status, .finished_at = t_wall_ms(),
+      .timings = timings, .result = result_json,
+      .result_path = final[0] ? final : NULL, .compare = compare_json,
+      .max_abs_diff = r.compare ? r.max_abs_diff : NAN, .error_code = code,
+      .error_message = code ? msg : NULL, .progress_done = pdone,
+      .progress_total = ptotal};
+  terr fe;
+  if (store_job_finish(s->cfg.st, j->id, &end, &fe) != T_OK) {
+    /* Stays running in the store: the next start runs it again. */
+    log_error("scheduler: cannot record the end of job %s: %s", j->id,
+              fe.message);
+    if (final[0]) unlink(final);
+  }
+  srun_release(s, j, status, 1, started ? used : NULL, run_ms);
+
+out:
+  json_decref(r.compare);
+  free(estimate);
+  free(timings);
+  free(result_json);
+  free(compare_json);
+}

@@ -1,0 +1,105 @@
+/* test_router.c — the size rule behind backend "auto" (compute/router.c):
+ * serial for work under 0.2 ms on one core, cuda for large work when a GPU
+ * is usable and its copies are cheap next to the CPU pool's time, cpu
+ * otherwise; the reason names the size in the kind's words; the estimates
+ * JSON carries the figures. Pure function: no store, no threads.
+ */
+#include <unistd.h>
+
+#include "check.h"
+#include "compute/router.h"
+
+static const kind_ops k_map = {.kind = K_MAP, .name = "map"};
+static const kind_ops k_matmul = {.kind = K_MATMUL, .name = "matmul"};
+static const kind_ops k_geo = {.kind = K_GEODESIC, .name = "geodesic"};
+
+static job_estimate est_of(double work, int64_t size, int64_t in_bytes,
+                           int64_t out_bytes) {
+  job_estimate e;
+  memset(&e, 0, sizeof e);
+  e.work = work;
+  e.size = size;
+  e.ops_per_elem = 1;
+  e.in_bytes = in_bytes;
+  e.out_bytes = out_bytes;
+  return e;
+}
+
+TEST(test_small_is_serial) {
+  job_estimate e = est_of(1000, 1000, 8000, 8000);
+  tbackend b = B_AUTO;
+  char reason[256];
+  json_t *est = NULL;
+  CHECK(router_choose(&k_map, &e, 1, &b, reason, sizeof reason, &est) == 0);
+  CHECK(b == B_SERIAL);
+  CHECK_STR(reason, "small job (1000 elements): serial avoids thread hand-off");
+  CHECK_STR(json_string_value(json_object_get(est, "model")), "size-rule");
+  CHECK_NEAR(json_number_value(json_object_get(est, "serial_ms")), 0.001, 1e-12);
+  CHECK(json_is_true(json_object_get(est, "gpu_available")));
+  json_decref(est);
+  /* Without the size, the elements come from work / ops_per_elem. */
+  e = est_of(600, 0, 0, 0);
+  e.ops_per_elem = 3;
+  router_choose(&k_map, &e, 0, &b, reason, sizeof reason, NULL);
+  CHECK(b == B_SERIAL && strstr(reason, "(200 elements)"));
+}
+
+TEST(test_large_goes_to_cuda_only_with_a_gpu) {
+  /* 1e10 element-ops = ~10 s on one core; 16 MB to move = ~1.6 ms. */
+  job_estimate e = est_of(1e10, 1000000, 8000000, 8000000);
+  tbackend b;
+  char reason[256];
+  router_choose(&k_map, &e, 1, &b, reason, sizeof reason, NULL);
+  CHECK(b == B_CUDA);
+  CHECK_MSG(strstr(reason, "large job (1000000 elements") != NULL, "%s", reason);
+  router_choose(&k_map, &e, 0, &b, reason, sizeof reason, NULL);
+  CHECK(b == B_CPU);
+  CHECK_MSG(strstr(reason, "no usable GPU") != NULL, "%s", reason);
+}
+
+TEST(test_copies_outweigh) {
+  /* 3e7 element-ops (~30 ms on a core) but 800 MB to move (~80 ms). */
+  job_estimate e = est_of(3e7, 50000000, 400000000, 400000000);
+  tbackend b;
+  char reason[256];
+  router_choose(&k_map, &e, 1, &b, reason, sizeof reason, NULL);
+  CHECK(b == B_CPU);
+  CHECK_MSG(strstr(reason, "would outweigh") != NULL, "%s", reason);
+}
+
+TEST(test_kind_units) {
+  tbackend b;
+  char reason[256];
+  json_t *est = NULL;
+  /* matmul: flops are cheap per unit, so 1e6 flops stay serial */
+  job_estimate e = est_of(2e6, 1000000, 0, 0);
+  router_choose(&k_matmul, &e, 0, &b, reason, sizeof reason, &est);
+  CHECK(b == B_SERIAL && strstr(reason, "1000000 m*k*n"));
+  CHECK_STR(json_string_value(json_object_get(est, "unit")), "flops");
+  json_decref(est);
+  /* geodesic: 1000 pairs of Karney are ~0.4 ms: not serial any more */
+  e = est_of(1000, 45, 720, 8000);
+  router_choose(&k_geo, &e, 0, &b, reason, sizeof reason, NULL);
+  CHECK(b == B_CPU && strstr(reason, "45 points"));
+  /* and a tiny geodesic job is serial */
+  e = est_of(10, 5, 80, 200);
+  router_choose(&k_geo, &e, 1, &b, reason, sizeof reason, NULL);
+  CHECK(b == B_SERIAL);
+}
+
+TEST(test_reason_fits_buffer) {
+  job_estimate e = est_of(1e9, 123456789, 0, 0);
+  tbackend b;
+  char reason[16];
+  router_choose(&k_map, &e, 1, &b, reason, sizeof reason, NULL);
+  CHECK(strlen(reason) == sizeof reason - 1);
+}
+
+int main(void) {
+  RUN(test_small_is_serial);
+  RUN(test_large_goes_to_cuda_only_with_a_gpu);
+  RUN(test_copies_outweigh);
+  RUN(test_kind_units);
+  RUN(test_reason_fits_buffer);
+  return check_summary();
+}

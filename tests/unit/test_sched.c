@@ -1,0 +1,674 @@
+/* test_sched.c — the scheduler against a real store in a temp dir, with
+ * the test kinds of sched_fixture.h passed through cfg.kind_lookup.
+ *
+ * Each test opens a fresh data dir (store + results) and a fresh scheduler.
+ * Checked: priority order and FIFO within; cancel of queued (at once) and
+ * running jobs (at a chunk boundary); timeout -> deadline_exceeded; queue
+ * limit -> T_EBUSY with Retry-After; waiters fire once and sched_unwait's
+ * contract; compare agree/disagree; the result file's header and data and
+ * no temporary left; failures carry the terr code and message; recovery of
+ * queued and running jobs with attempts counted; shutdown leaves running
+ * jobs unfinished for the next start; progress, stats and the histogram.
+ * No test asserts a duration; waits poll with a generous cap.
+ */
+#include "sched_fixture.h"
+
+/* ---- success, result files, timings ---------------------------------------- */
+TEST(test_success_and_result_file) {
+  fx f;
+  if (fx_open(&f, 2)) return;
+  char small[T_ID_MAX], big[T_ID_MAX], ser[T_ID_MAX];
+  /* 4 values = 32 bytes: heap + npy_write; 300 = 2400 bytes: mapped file. */
+  CHECK(submit(&f, "sleepy", "{\"n\":4,\"value\":10}", "cpu", 5, 0, small) == 0);
+  CHECK(submit(&f, "sleepy", "{\"n\":300,\"value\":0.5}", "cpu", 5, 0, big) == 0);
+  CHECK(submit(&f, "sleepy", "{\"n\":300,\"value\":-3}", "serial", 5, 0, ser) == 0);
+  store_job j;
+  const char *ids[3] = {small, big, ser};
+  int64_t ns[3] = {4, 300, 300};
+  double vals[3] = {10, 0.5, -3};
+  for (int i = 0; i < 3; i++) {
+    if (!wait_final(&f, ids[i], &j)) continue;
+    CHECK_STR(job_status_name(j.status), "succeeded");
+    CHECK_STR(j.backend_used, i == 2 ? "serial" : "cpu");
+    CHECK(j.attempts == 1);
+    CHECK(j.started_at >= j.created_at && j.finished_at >= j.started_at);
+    char want_path[400];
+    snprintf(want_path, sizeof want_path, "%s/results/%s.npy", f.dir, ids[i]);
+    CHECK_STR(j.result_path, want_path);
+    check_npy(want_path, ns[i], vals[i]);
+    json_t *r = json_loads(j.result ? j.result : "null", 0, NULL);
+    CHECK_STR(json_string_value(json_object_get(r, "dtype")), "float64");
+    CHECK(json_integer_value(json_array_get(json_object_get(r, "shape"), 0)) == ns[i]);
+    CHECK(json_integer_value(json_object_get(r, "bytes")) == ns[i] * 8);
+    json_decref(r);
+    const char *keys[] = {"queue", "prepare", "h2d", "compute", "d2h", "store", "total"};
+    for (int k = 0; k < 7; k++)
+      CHECK_MSG(timing(&j, keys[k]) >= 0, "timings.%s missing in %s", keys[k], j.timings);
+    CHECK(timing(&j, "total") >= timing(&j, "compute"));
+    CHECK(j.progress_done == ns[i] && j.progress_total == ns[i]);
+    CHECK(j.error_code == NULL);
+    CHECK(isnan(j.max_abs_diff));
+    json_t *est = json_loads(j.estimate ? j.estimate : "null", 0, NULL);
+    CHECK(json_integer_value(json_object_get(est, "size")) == ns[i]);
+    json_decref(est);
+    store_job_clear(&j);
+  }
+  CHECK(count_tmp_files(f.dir) == 0);
+  wait_idle(&f);
+  sched_stats st;
+  sched_get_stats(f.s, &st);
+  CHECK(st.finished_total[JOB_SUCCEEDED] == 3);
+  CHECK(st.queued == 0 && st.running == 0 && st.workers == 2 && st.accepting);
+  int64_t counts[SCHED_HIST_BUCKETS], n;
+  double sum;
+  sched_histogram(f.s, "sleepy", "cpu", counts, &sum, &n);
+  CHECK(n == 2 && counts[SCHED_HIST_BUCKETS - 1] <= 2 && sum > 0);
+  sched_histogram(f.s, NULL, NULL, counts, &sum, &n);
+  CHECK(n == 3);
+  for (int b = 1; b < SCHED_HIST_BUCKETS; b++) CHECK(counts[b] >= counts[b - 1]);
+  fx_close(&f);
+}
+
+/* ---- auto: the router's choice and reason are recorded ---------------------- */
+TEST(test_auto_router) {
+  fx f;
+  if (fx_open(&f, 2)) return;
+  char tiny[T_ID_MAX], large[T_ID_MAX];
+  CHECK(submit(&f, "sleepy", "{\"n\":1000}", "auto", 5, 0, tiny) == 0);
+  CHECK(submit(&f, "sleepy", "{\"n\":10,\"work\":1e9}", "auto", 5, 0, large) == 0);
+  store_job j;
+  if (wait_final(&f, tiny, &j)) {
+    CHECK_STR(j.backend_used, "serial");
+    CHECK_MSG(j.backend_reason && strstr(j.backend_reason, "small job (1000 elements)"),
+              "reason %s", j.backend_reason);
+    CHECK(j.status == JOB_SUCCEEDED);
+    store_job_clear(&j);
+  }
+  if (wait_final(&f, large, &j)) {
+    CHECK_STR(j.backend_used, "cpu"); /* no GPU in this build */
+    CHECK(j.backend_reason && strstr(j.backend_reason, "no usable GPU"));
+    json_t *est = json_loads(j.estimate ? j.estimate : "null", 0, NULL);
+    CHECK(json_number_value(json_object_get(est, "serial_ms")) > 100);
+    json_decref(est);
+    store_job_clear(&j);
+  }
+  fx_close(&f);
+}
+
+/* ---- priority order and FIFO within -------------------------------------------- */
+TEST(test_priority_fifo) {
+  fx f;
+  if (fx_open(&f, 1)) return;
+  order[0] = 0;
+  char gate[T_ID_MAX], ids[6][T_ID_MAX];
+  CHECK(submit(&f, "gate", "{\"n\":1}", "cpu", 5, 0, gate) == 0);
+  CHECK(wait_status(&f, gate, JOB_RUNNING));
+  const char *tags[6] = {"a1", "b5", "c5", "d9", "e1", "f5"};
+  int prio[6] = {1, 5, 5, 9, 1, 5};
+  for (int i = 0; i < 6; i++) {
+    char params[64];
+    snprintf(params, sizeof params, "{\"n\":1,\"tag\":\"%s\"}", tags[i]);
+    CHECK(submit(&f, "record", params, "serial", prio[i], 0, ids[i]) == 0);
+  }
+  sched_stats st;
+  sched_get_stats(f.s, &st);
+  CHECK(st.queued == 6 && st.running == 1);
+  atomic_store(&gate_open, 1);
+  store_job j;
+  for (int i = 0; i < 6; i++)
+    if (wait_final(&f, ids[i], &j)) store_job_clear(&j);
+  CHECK_STR(order, "d9 b5 c5 f5 a1 e1");
+  fx_close(&f);
+}
+
+/* Many priorities, with queued cancels taking jobs out of the middle of
+ * the heap: the run order is (priority desc, submit order), no canceled
+ * job runs, none runs twice. */
+TEST(test_priority_many_with_cancels) {
+  fx f;
+  if (fx_open(&f, 1)) return;
+  order[0] = 0;
+  enum { N = 90 }; /* under the fixture's queue limit of 100 */
+  char gate[T_ID_MAX], ids[N][T_ID_MAX];
+  int prio[N];
+  CHECK(submit(&f, "gate", "{\"n\":1}", "cpu", 5, 0, gate) == 0);
+  CHECK(wait_status(&f, gate, JOB_RUNNING));
+  for (int i = 0; i < N; i++) {
+    char params[64];
+    prio[i] = (i * 7) % 10;
+    snprintf(params, sizeof params, "{\"n\":1,\"tag\":\"%d\"}", i);
+    CHECK(submit(&f, "record", params, "serial", prio[i], 0, ids[i]) == 0);
+  }
+  terr e;
+  for (int i = 0; i < N; i += 3) CHECK(sched_cancel(f.s, ids[i], NULL, &e) == 0);
+  atomic_store(&gate_open, 1);
+  wait_idle(&f);
+  char want[4096] = "";
+  size_t len = 0;
+  for (int p = 9; p >= 0; p--)
+    for (int i = 0; i < N; i++)
+      if (prio[i] == p && i % 3 != 0)
+        len += (size_t)snprintf(want + len, sizeof want - len, "%s%d",
+                                len ? " " : "", i);
+  CHECK_STR(order, want);
+  fx_close(&f);
+}
+
+/* ---- cancel ------------------------------------------------------------------- */
+TEST(test_cancel_queued) {
+  fx f;
+  if (fx_open(&f, 1)) return;
+  char gate[T_ID_MAX], q[T_ID_MAX];
+  CHECK(submit(&f, "gate", "{\"n\":1}", "cpu", 5, 0, gate) == 0);
+  CHECK(wait_status(&f, gate, JOB_RUNNING));
+  CHECK(submit(&f, "sleepy", "{\"n\":3}", "cpu", 5, 0, q) == 0);
+  terr e;
+  CHECK(sched_cancel(f.s, q, "someone-else", &e) == T_ENOTFOUND);
+  CHECK(sched_cancel(f.s, q, "", &e) == 0);
+  /* Canceled at once: the store says so when cancel returns. */
+  store_job j;
+  CHECK(store_job_get(f.st, q, NULL, &j, &e) == 0);
+  CHECK(j.status == JOB_CANCELED);
+  CHECK_STR(j.error_code, "canceled");
+  CHECK(j.attempts == 0 && j.started_at == 0);
+  store_job_clear(&j);
+  CHECK(sched_cancel(f.s, q, NULL, &e) == T_ECONFLICT);
+  CHECK(sched_cancel(f.s, "j_00000000000000000000000000", NULL, &e) == T_ENOTFOUND);
+  int64_t d, t;
+  CHECK(sched_progress(f.s, q, &d, &t) == T_ENOTFOUND);
+  atomic_store(&gate_open, 1);
+  if (wait_final(&f, gate, &j)) {
+    CHECK(j.status == JOB_SUCCEEDED);
+    store_job_clear(&j);
+  }
+  wait_idle(&f);
+  sched_stats st;
+  sched_get_stats(f.s, &st);
+  CHECK(st.finished_total[JOB_CANCELED] == 1);
+  fx_close(&f);
+}
+
+TEST(test_cancel_running) {
+  fx f;
+  if (fx_open(&f, 2)) return;
+  char id[T_ID_MAX];
+  atomic_store(&chunks_run, 0);
+  CHECK(submit(&f, "sleepy", "{\"n\":5000,\"ms\":1}", "cpu", 5, 0, id) == 0);
+  int64_t d = 0, t = 0;
+  for (int i = 0; i < 5000 && d < 20; i++) {
+    if (sched_progress(f.s, id, &d, &t) != 0) break;
+    sleep_ms(1);
+  }
+  CHECK(d >= 20 && t == 5000);
+  terr e;
+  CHECK(sched_cancel(f.s, id, "", &e) == 0);
+  store_job j;
+  if (wait_final(&f, id, &j)) {
+    CHECK_STR(job_status_name(j.status), "canceled");
+    CHECK_STR(j.error_code, "canceled");
+    CHECK(j.result_path == NULL);
+    CHECK(j.progress_done >= 20 && j.progress_done < 5000);
+    store_job_clear(&j);
+  }
+  long ran = atomic_load(&chunks_run);
+  CHECK_MSG(ran < 5000, "%ld chunks ran", ran);
+  sleep_ms(20);
+  CHECK(atomic_load(&chunks_run) == ran); /* nothing runs after the end */
+  CHECK(count_tmp_files(f.dir) == 0);
+  char path[400];
+  snprintf(path, sizeof path, "%s/results/%s.npy", f.dir, id);
+  CHECK(access(path, F_OK) != 0);
+  fx_close(&f);
+}
+
+/* ---- timeout ------------------------------------------------------------------- */
+TEST(test_timeout) {
+  fx f;
+  if (fx_open(&f, 2)) return;
+  char id[T_ID_MAX], ok[T_ID_MAX];
+  atomic_store(&chunks_run, 0);
+  CHECK(submit(&f, "sleepy", "{\"n\":5000,\"ms\":1}", "cpu", 5, 0.1, id) == 0);
+  CHECK(submit(&f, "sleepy", "{\"n\":5}", "cpu", 5, 30, ok) == 0);
+  store_job j;
+  if (wait_final(&f, id, &j)) {
+    CHECK_STR(job_status_name(j.status), "failed");
+    CHECK_STR(j.error_code, "deadline_exceeded");
+    CHECK(j.error_message && strstr(j.error_message, "0.1 s"));
+    store_job_clear(&j);
+  }
+  CHECK(atomic_load(&chunks_run) < 5000);
+  if (wait_final(&f, ok, &j)) {
+    CHECK(j.status == JOB_SUCCEEDED);
+    store_job_clear(&j);
+  }
+  /* The default timeout applies to jobs that give none. */
+  sched_destroy(f.s);
+  f.cfg.default_timeout_s = 0.05;
+  if (fx_start(&f)) return;
+  CHECK(submit(&f, "gate", "{\"n\":1}", "cpu", 5, 0, id) == 0);
+  if (wait_final(&f, id, &j)) {
+    CHECK_STR(j.error_code, "deadline_exceeded");
+    store_job_clear(&j);
+  }
+  fx_close(&f);
+}
+
+/* ---- queue limit ---------------------------------------------------------------- */
+TEST(test_queue_limit) {
+  fx f;
+  memset(&f, 0, sizeof f);
+  snprintf(f.dir, sizeof f.dir, "%s/d%d", root, dir_seq++);
+  terr e;
+  CHECK(store_open(f.dir, &f.st, &e) == 0);
+  fx_config(&f, 1);
+  f.cfg.queue_limit = 2;
+  if (fx_start(&f)) return;
+  char gate[T_ID_MAX], a[T_ID_MAX], b[T_ID_MAX];
+  CHECK(submit(&f, "gate", "{\"n\":1}", "cpu", 5, 0, gate) == 0);
+  CHECK(wait_status(&f, gate, JOB_RUNNING));
+  CHECK(submit(&f, "sleepy", "{\"n\":1}", "cpu", 5, 0, a) == 0);
+  int retry = -1;
+  CHECK(sched_reserve(f.s, &retry, &e) == 0); /* one slot left: reserve it */
+  CHECK(sched_reserve(f.s, &retry, &e) == T_EBUSY);
+  CHECK(retry >= 1);
+  CHECK(e.code == T_EBUSY && strstr(e.message, "queue is full"));
+  sched_unreserve(f.s);
+  CHECK(submit(&f, "sleepy", "{\"n\":1}", "cpu", 5, 0, b) == 0);
+  CHECK(submit(&f, "sleepy", "{\"n\":1}", "cpu", 5, 0, b) == T_EBUSY);
+  atomic_store(&gate_open, 1);
+  store_job j;
+  if (wait_final(&f, b, &j)) store_job_clear(&j);
+  CHECK(sched_reserve(f.s, &retry, &e) == 0);
+  sched_unreserve(f.s);
+  fx_close(&f);
+}
+
+/* ---- waiters ---------------------------------------------------------------- */
+typedef struct wt {
+  atomic_int calls;
+  char id[T_ID_MAX];
+  sched *s;
+  uint64_t token;
+  int unwait_rc;
+} wt;
+
+static void on_end(void *arg, const char *id) {
+  wt *w = arg;
+  snprintf(w->id, sizeof w->id, "%s", id);
+  atomic_fetch_add(&w->calls, 1);
+}
+
+static void on_end_unwait(void *arg, const char *id) {
+  wt *w = arg;
+  w->unwait_rc = sched_unwait(w->s, w->token); /* from inside: no deadlock */
+  atomic_fetch_add(&w->calls, 1);
+}
+
+/* Two waiters of one job, each unwaiting the other from its callback:
+ * the first one called stops the second, which is then never called. */
+typedef struct pair_w {
+  sched *s;
+  uint64_t other;
+  atomic_int calls;
+  int rc;
+} pair_w;
+static void on_end_unwait_other(void *arg, const char *id) {
+  pair_w *w = arg;
+  w->rc = sched_unwait(w->s, w->other);
+  atomic_fetch_add(&w->calls, 1);
+}
+
+TEST(test_waiters) {
+  fx f;
+  if (fx_open(&f, 1)) return;
+  char gate[T_ID_MAX], a[T_ID_MAX];
+  CHECK(submit(&f, "gate", "{\"n\":1}", "cpu", 5, 0, gate) == 0);
+  CHECK(wait_status(&f, gate, JOB_RUNNING));
+  CHECK(submit(&f, "sleepy", "{\"n\":2}", "cpu", 5, 0, a) == 0);
+  wt w1 = {0}, w2 = {0}, w3 = {0}, w4 = {0};
+  uint64_t t1, t2, t3, t4;
+  CHECK(sched_wait(f.s, a, on_end, &w1, &t1) == 0);
+  CHECK(sched_wait(f.s, a, on_end, &w2, &t2) == 0);
+  CHECK(sched_wait(f.s, gate, on_end, &w3, &t3) == 0);
+  w4.s = f.s;
+  CHECK(sched_wait(f.s, a, on_end_unwait, &w4, &t4) == 0);
+  w4.token = t4;
+  pair_w pa = {.s = f.s}, pb = {.s = f.s};
+  uint64_t ta, tb;
+  CHECK(sched_wait(f.s, a, on_end_unwait_other, &pa, &ta) == 0);
+  CHECK(sched_wait(f.s, a, on_end_unwait_other, &pb, &tb) == 0);
+  pa.other = tb;
+  pb.other = ta;
+  CHECK(t1 && t2 && t1 != t2);
+  CHECK(sched_unwait(f.s, t2) == 1); /* removed before it fired */
+  CHECK(sched_unwait(f.s, t2) == 0);
+  atomic_store(&gate_open, 1);
+  store_job j;
+  if (wait_final(&f, a, &j)) store_job_clear(&j);
+  for (int i = 0; i < 1000 && (atomic_load(&w1.calls) == 0 ||
+                               atomic_load(&w4.calls) == 0 ||
+                               atomic_load(&pa.calls) + atomic_load(&pb.calls) == 0);
+       i++)
+    sleep_ms(2);
+  /* unwait of a waiter being called blocks until its callback returned */
+  CHECK(sched_unwait(f.s, ta) == 0 && sched_unwait(f.s, tb) == 0);
+  CHECK(sched_unwait(f.s, t1) == 0); /* fired */
+  CHECK(atomic_load(&w1.calls) == 1);
+  CHECK_STR(w1.id, a);
+  CHECK(atomic_load(&w2.calls) == 0);
+  CHECK(atomic_load(&w3.calls) == 1);
+  CHECK_STR(w3.id, gate);
+  CHECK(atomic_load(&w4.calls) == 1 && w4.unwait_rc == 0);
+  CHECK(atomic_load(&pa.calls) + atomic_load(&pb.calls) == 1);
+  CHECK((atomic_load(&pa.calls) ? pa.rc : pb.rc) == 1);
+  /* Finished: nothing to wait for here. */
+  uint64_t t5 = 99;
+  CHECK(sched_wait(f.s, a, on_end, &w1, &t5) == 1);
+  CHECK(sched_wait(f.s, "j_nope", on_end, &w1, &t5) == 1);
+  sleep_ms(10);
+  CHECK(atomic_load(&w1.calls) == 1);
+  fx_close(&f);
+}
+
+/* Many short jobs, each with a heap-allocated waiter that the "request"
+ * thread unwaits and frees at a random moment: the callback must never run
+ * after sched_unwait returned (ASan/TSan would see the freed arg). */
+typedef struct hw {
+  atomic_int fired;
+} hw;
+static void on_end_heap(void *arg, const char *id) {
+  hw *h = arg;
+  atomic_fetch_add(&h->fired, 1);
+}
+
+TEST(test_unwait_race) {
+  fx f;
+  if (fx_open(&f, 2)) return;
+  int fired = 0, removed = 0, bad = 0;
+  for (int i = 0; i < 60; i++) {
+    char id[T_ID_MAX];
+    if (submit(&f, "sleepy", "{\"n\":2}", "cpu", 5, 0, id)) break;
+    hw *h = calloc(1, sizeof *h);
+    uint64_t tok;
+    if (sched_wait(f.s, id, on_end_heap, h, &tok) == 1) {
+      free(h);
+      continue;
+    }
+    if (i % 3) sleep_ms(i % 5 == 0 ? 1 : 0.1);
+    int r = sched_unwait(f.s, tok);
+    int got = atomic_load(&h->fired);
+    if (r == 1) {
+      removed++;
+      bad += got != 0;
+    } else {
+      fired++;
+      bad += got != 1;
+    }
+    free(h);
+  }
+  CHECK(bad == 0);
+  CHECK(fired + removed > 0);
+  fx_close(&f);
+}
+
+/* ---- compare ----------------------------------------------------------------- */
+TEST(test_compare) {
+  fx f;
+  if (fx_open(&f, 2)) return;
+  char good[T_ID_MAX], bad[T_ID_MAX];
+  CHECK(submit(&f, "sleepy", "{\"n\":200,\"value\":1}", "compare", 5, 0, good) == 0);
+  CHECK(submit(&f, "wrong", "{\"n\":200,\"value\":1}", "compare", 5, 0, bad) == 0);
+  store_job j;
+  if (wait_final(&f, good, &j)) {
+    CHECK_STR(job_status_name(j.status), "succeeded");
+    CHECK_STR(j.backend_used, "compare");
+    CHECK(j.max_abs_diff == 0);
+    json_t *c = json_loads(j.compare ? j.compare : "null", 0, NULL);
+    CHECK(json_array_size(c) == 2); /* no GPU here: serial and cpu */
+    CHECK_STR(json_string_value(json_object_get(json_array_get(c, 0), "backend")), "serial");
+    CHECK_STR(json_string_value(json_object_get(json_array_get(c, 1), "backend")), "cpu");
+    CHECK(json_integer_value(json_object_get(json_array_get(c, 1), "threads")) == 2);
+    CHECK(json_number_value(json_object_get(json_array_get(c, 0), "ms")) >= 0);
+    json_decref(c);
+    check_npy(j.result_path ? j.result_path : "", 200, 1);
+    /* progress counts both runs */
+    CHECK(j.progress_done == 400 && j.progress_total == 400);
+    store_job_clear(&j);
+  }
+  if (wait_final(&f, bad, &j)) {
+    CHECK_STR(job_status_name(j.status), "failed");
+    CHECK_STR(j.error_code, "internal");
+    CHECK_MSG(j.error_message && strstr(j.error_message, "cpu and serial disagree") &&
+                  strstr(j.error_message, "max |a-b| = 0.5"),
+              "message: %s", j.error_message);
+    CHECK_NEAR(j.max_abs_diff, 0.5, 1e-12);
+    CHECK(j.compare && strstr(j.compare, "\"cpu\""));
+    CHECK(j.result_path == NULL);
+    store_job_clear(&j);
+  }
+  /* The plan's own tolerance (kind_ops.tolerance) decides. */
+  char loose[T_ID_MAX], strict[T_ID_MAX];
+  CHECK(submit(&f, "loose", "{\"n\":20,\"loose\":true}", "compare", 5, 0, loose) == 0);
+  CHECK(submit(&f, "loose", "{\"n\":20,\"loose\":false}", "compare", 5, 0, strict) == 0);
+  if (wait_final(&f, loose, &j)) {
+    CHECK_STR(job_status_name(j.status), "succeeded");
+    CHECK_NEAR(j.max_abs_diff, 0.5, 1e-12);
+    store_job_clear(&j);
+  }
+  if (wait_final(&f, strict, &j)) {
+    CHECK_STR(job_status_name(j.status), "failed");
+    CHECK(j.error_message && strstr(j.error_message, "1e-12 + 1e-09*|b|"));
+    store_job_clear(&j);
+  }
+  CHECK(count_tmp_files(f.dir) == 0);
+  fx_close(&f);
+}
+
+/* ---- failures ----------------------------------------------------------------- */
+TEST(test_failures) {
+  fx f;
+  if (fx_open(&f, 2)) return;
+  char r[T_ID_MAX], p[T_ID_MAX], c[T_ID_MAX], k[T_ID_MAX], g[T_ID_MAX],
+      bj[T_ID_MAX], bb[T_ID_MAX];
+  CHECK(submit(&f, "fail", "{\"n\":1,\"at\":\"run\"}", "cpu", 5, 0, r) == 0);
+  CHECK(submit(&f, "fail", "{\"n\":1,\"at\":\"prepare\"}", "cpu", 5, 0, p) == 0);
+  CHECK(submit(&f, "fail", "{\"n\":1,\"at\":\"check\"}", "cpu", 5, 0, c) == 0);
+  CHECK(submit(&f, "nosuchkind", "{}", "cpu", 5, 0, k) == 0);
+  CHECK(submit(&f, "sleepy", "{\"n\":1}", "cuda", 5, 0, g) == 0);
+  CHECK(submit(&f, "sleepy", "{\"n\":1", "cpu", 5, 0, bj) == 0);
+  CHECK(submit(&f, "sleepy", "{\"n\":1}", "quantum", 5, 0, bb) == 0);
+  struct { const char *id, *code, *msg; int attempts; } want[] = {
+      {r, "invalid_argument", "params.x: bad value at run time", 1},
+      {p, "resource_exhausted", "failing at prepare", 1},
+      {c, "invalid_argument", "params.at: failing at check", 0},
+      {k, "invalid_argument", "unknown kind 'nosuchkind'", 0},
+      {g, "unavailable", "no usable GPU", 0},
+      {bj, "invalid_argument", "params", 0},
+      {bb, "invalid_argument", "unknown backend 'quantum'", 0},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    store_job j;
+    if (!wait_final(&f, want[i].id, &j)) continue;
+    CHECK_STR(job_status_name(j.status), "failed");
+    CHECK_STR(j.error_code, want[i].code);
+    CHECK_MSG(j.error_message && strstr(j.error_message, want[i].msg),
+              "message %s, want %s", j.error_message, want[i].msg);
+    CHECK(j.attempts == want[i].attempts);
+    CHECK(j.result_path == NULL);
+    store_job_clear(&j);
+  }
+  wait_idle(&f);
+  sched_stats st;
+  sched_get_stats(f.s, &st);
+  CHECK(st.finished_total[JOB_FAILED] == 7);
+  CHECK(count_tmp_files(f.dir) == 0);
+  fx_close(&f);
+}
+
+/* ---- sched_check: limits and backend availability ------------------------- */
+TEST(test_check) {
+  fx f;
+  memset(&f, 0, sizeof f);
+  snprintf(f.dir, sizeof f.dir, "%s/d%d", root, dir_seq++);
+  terr e;
+  CHECK(store_open(f.dir, &f.st, &e) == 0);
+  fx_config(&f, 1);
+  f.cfg.max_result_bytes = 800;
+  f.cfg.max_job_mem_bytes = 1000;
+  if (fx_start(&f)) return;
+  job_estimate est;
+  json_t *p50 = json_pack("{s:i}", "n", 50), *p101 = json_pack("{s:i}", "n", 101),
+         *p120 = json_pack("{s:i}", "n", 120), *p0 = json_pack("{s:i}", "n", 0);
+  CHECK(sched_check(f.s, &k_sleepy, p50, NULL, B_CPU, &est, &e) == 0);
+  CHECK(est.out_bytes == 400);
+  CHECK(sched_check(f.s, &k_sleepy, p101, NULL, B_CPU, &est, &e) == T_ETOOLARGE);
+  CHECK(strstr(e.message, "808 bytes") != NULL);
+  CHECK(sched_check(f.s, &k_sleepy, p50, NULL, B_COMPARE, &est, &e) == 0);
+  CHECK(sched_check(f.s, &k_sleepy, p0, NULL, B_CPU, &est, &e) == T_EINVAL);
+  CHECK_STR(e.field, "params.n");
+  /* 90 elements: result 720 <= 800, memory 720 (cpu) but 1440 for compare */
+  json_t *p90 = json_pack("{s:i}", "n", 90);
+  CHECK(sched_check(f.s, &k_sleepy, p90, NULL, B_CPU, &est, &e) == 0);
+  CHECK(sched_check(f.s, &k_sleepy, p90, NULL, B_COMPARE, &est, &e) == T_ETOOLARGE);
+  CHECK(sched_check(f.s, &k_sleepy, p50, NULL, B_CUDA, &est, &e) == T_EUNAVAIL);
+  CHECK_STR(e.field, "backend");
+  sched_shutdown(f.s, 1);
+  CHECK(sched_check(f.s, &k_sleepy, p50, NULL, B_CPU, &est, &e) == T_EUNAVAIL);
+  int retry;
+  CHECK(sched_reserve(f.s, &retry, &e) == T_EUNAVAIL);
+  json_decref(p50), json_decref(p101), json_decref(p120), json_decref(p0);
+  json_decref(p90);
+  fx_close(&f);
+}
+
+/* ---- recovery ----------------------------------------------------------------- */
+TEST(test_recovery) {
+  fx f;
+  memset(&f, 0, sizeof f);
+  snprintf(f.dir, sizeof f.dir, "%s/d%d", root, dir_seq++);
+  terr e;
+  CHECK(store_open(f.dir, &f.st, &e) == 0);
+  char q[3][T_ID_MAX], r[2][T_ID_MAX];
+  for (int i = 0; i < 3; i++)
+    insert_job(f.st, "sleepy", "{\"n\":5,\"value\":7}", "cpu", 5, 0, q[i]);
+  for (int i = 0; i < 2; i++) {
+    insert_job(f.st, "sleepy", "{\"n\":6,\"value\":1}", "auto", 3, 0, r[i]);
+    CHECK(store_job_start(f.st, r[i], t_wall_ms(), "cpu", "before the crash",
+                          NULL, &e) == 0);
+  }
+  /* A half-written result left by the dead process. */
+  char stale[400];
+  snprintf(stale, sizeof stale, "%s/results", f.dir);
+  t_mkdirs(stale);
+  snprintf(stale, sizeof stale, "%s/results/%s.npy.tmp7", f.dir, r[0]);
+  FILE *fp = fopen(stale, "wb");
+  if (fp) fclose(fp);
+  fx_config(&f, 2);
+  if (fx_start(&f)) return;
+  store_job j;
+  for (int i = 0; i < 3; i++) {
+    if (!wait_final(&f, q[i], &j)) continue;
+    CHECK(j.status == JOB_SUCCEEDED && j.attempts == 1);
+    check_npy(j.result_path ? j.result_path : "", 5, 7);
+    store_job_clear(&j);
+  }
+  for (int i = 0; i < 2; i++) {
+    if (!wait_final(&f, r[i], &j)) continue;
+    CHECK(j.status == JOB_SUCCEEDED);
+    CHECK_MSG(j.attempts == 2, "attempts %d", j.attempts);
+    CHECK(j.backend_reason && strcmp(j.backend_reason, "before the crash") != 0);
+    check_npy(j.result_path ? j.result_path : "", 6, 1);
+    store_job_clear(&j);
+  }
+  CHECK(access(stale, F_OK) != 0);
+  CHECK(count_tmp_files(f.dir) == 0);
+  fx_close(&f);
+}
+
+/* ---- shutdown leaves running work for the next start ------------------------- */
+TEST(test_shutdown_and_restart) {
+  fx f;
+  if (fx_open(&f, 1)) return;
+  char run[T_ID_MAX], queued[T_ID_MAX];
+  CHECK(submit(&f, "gate", "{\"n\":1}", "cpu", 5, 0, run) == 0);
+  CHECK(wait_status(&f, run, JOB_RUNNING));
+  CHECK(submit(&f, "sleepy", "{\"n\":3}", "cpu", 5, 0, queued) == 0);
+  wt w = {0};
+  uint64_t tok;
+  CHECK(sched_wait(f.s, queued, on_end, &w, &tok) == 0);
+  sched_shutdown(f.s, 0.05); /* the gate never opens: stopped */
+  CHECK(atomic_load(&w.calls) == 1); /* waiters are told, even so */
+  store_job j;
+  terr e;
+  CHECK(store_job_get(f.st, run, NULL, &j, &e) == 0);
+  CHECK_STR(job_status_name(j.status), "running"); /* not failed */
+  store_job_clear(&j);
+  CHECK(store_job_get(f.st, queued, NULL, &j, &e) == 0);
+  CHECK_STR(job_status_name(j.status), "queued");
+  store_job_clear(&j);
+  sched_stats st;
+  sched_get_stats(f.s, &st);
+  CHECK(!st.accepting && st.running == 0 && st.queued == 0);
+  sched_destroy(f.s);
+  /* Next start: both run to the end. */
+  atomic_store(&gate_open, 1);
+  if (fx_start(&f)) return;
+  if (wait_final(&f, run, &j)) {
+    CHECK(j.status == JOB_SUCCEEDED && j.attempts == 2);
+    store_job_clear(&j);
+  }
+  if (wait_final(&f, queued, &j)) {
+    CHECK(j.status == JOB_SUCCEEDED && j.attempts == 1);
+    store_job_clear(&j);
+  }
+  fx_close(&f);
+}
+
+/* ---- progress reaches the store while running ---------------------------------- */
+TEST(test_progress_stored) {
+  fx f;
+  if (fx_open(&f, 2)) return;
+  char id[T_ID_MAX];
+  CHECK(submit(&f, "sleepy", "{\"n\":3000,\"ms\":1}", "cpu", 5, 0, id) == 0);
+  int seen = 0;
+  for (int i = 0; i < 2000 && !seen; i++) {
+    store_job j;
+    terr e;
+    if (store_job_get(f.st, id, NULL, &j, &e) == 0) {
+      seen = j.status == JOB_RUNNING && j.progress_done > 0 &&
+             j.progress_total == 3000;
+      store_job_clear(&j);
+    }
+    sleep_ms(5);
+  }
+  CHECK(seen);
+  terr e;
+  sched_cancel(f.s, id, NULL, &e);
+  store_job j;
+  if (wait_final(&f, id, &j)) store_job_clear(&j);
+  fx_close(&f);
+}
+
+int main(void) {
+  t_log_level = T_LOG_WARN;
+  snprintf(root, sizeof root, "/tmp/tessel_sched_XXXXXX");
+  if (!mkdtemp(root)) SKIP_ALL("cannot create a temp dir");
+  RUN(test_success_and_result_file);
+  RUN(test_auto_router);
+  RUN(test_priority_fifo);
+  RUN(test_priority_many_with_cancels);
+  RUN(test_cancel_queued);
+  RUN(test_cancel_running);
+  RUN(test_timeout);
+  RUN(test_queue_limit);
+  RUN(test_waiters);
+  RUN(test_unwait_race);
+  RUN(test_compare);
+  RUN(test_failures);
+  RUN(test_check);
+  RUN(test_recovery);
+  RUN(test_shutdown_and_restart);
+  RUN(test_progress_stored);
+  rm_tree(root);
+  return check_summary();
+}
