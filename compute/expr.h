@@ -67,9 +67,26 @@ const char *expr_canonical(const expr *x);
  * `fn_prefix` for anything that is not a plain C operator (e.g.
  * "tx_remainder(a,b)", "tx_where(c,a,b)", "tx_round(a)" with fn_prefix "tx_";
  * the caller defines them). Returns the length written, or -1 when buf is too
- * small. Built only from the parsed tree: no source text is copied. */
+ * small. Built only from the parsed tree: no source text is copied.
+ * Exactly: + - * / and unary minus are C operators; comparisons, and/or/not
+ * are C operators cast to ctype ("((double)(v0 < v1))"); `%` is
+ * <prefix>remainder(a,b), `**` and pow() are <prefix>pow(a,b), and every
+ * other function is <prefix><its name>: abs sqrt cbrt exp exp2 expm1 log
+ * log2 log10 log1p sin cos tan asin acos atan atan2 sinh cosh tanh asinh
+ * acosh atanh floor ceil round trunc min max hypot fmod where. Constants
+ * (folded in float64) appear as "((ctype)2.5)"; Inf/NaN as
+ * "((ctype)(1.0/0.0))" / "((ctype)(0.0/0.0))". Semantics to give them:
+ * compute/expr_math.h (remainder, NaN-propagating min/max, round = rint). */
 int expr_emit_c(const expr *x, const char *ctype, const char *fn_prefix,
                 char *buf, size_t len);
+
+/* VM instructions the program runs per output element (after folding;
+ * at least 1). The cost models' ops_per_elem. */
+int expr_program_length(const expr *x);
+
+/* The input the whole expression is (source "x", "(x)", "+x"), or -1.
+ * Lets reductions read such an input in place. */
+int expr_bare_input(const expr *x);
 
 /* ---- broadcasting ----------------------------------------------------- */
 /* NumPy broadcasting of n shapes. 0, or T_EINVAL naming the first input
