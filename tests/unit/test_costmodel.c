@@ -13,6 +13,7 @@
 #include "check.h"
 #include "compute/costmodel.h"
 #include "compute/gpu.h"
+#include "compute/router.h"
 
 /* A machine like the H100 host: 16 threads, ~1 G VM ops/s per thread. */
 static cm_rates rates(int gpus) {
@@ -192,7 +193,19 @@ TEST(calibrate_and_cache) {
   char why[200];
   CHECK(cm_choose(K_MAP, &je, 0, &ch, why, sizeof why, NULL) == 0);
   CHECK(strncmp(why, "estimate ", 9) == 0);
-  cm_shutdown();
+  /* The router's entry point uses the model now, the size rule after. */
+  kind_ops k = {.kind = K_MAP, .name = "map"};
+  json_t *est = NULL;
+  CHECK(router_choose(&k, &je, 0, &ch, why, sizeof why, &est) == 0);
+  CHECK(strncmp(why, "estimate ", 9) == 0);
+  CHECK_STR(json_string_value(json_object_get(est, "model")), "calibrated");
+  json_decref(est);
+  router_observe(&k, &je, B_CPU, 5.0);
+  cm_get(&b);
+  CHECK(b.nobs[K_MAP][B_CPU] == 1);
+  router_shutdown();
+  CHECK(router_choose(&k, &je, 0, &ch, why, sizeof why, NULL) == 0);
+  CHECK(strncmp(why, "estimate ", 9) != 0);
   unlink(path);
   rmdir(dir);
 }
