@@ -234,9 +234,8 @@ TEST(kind_map_cpu_vs_cuda) {
       CHECK_MSG(kind_map_ops.run(plan, b ? B_CUDA : B_CPU, &j.ctx, &r[b], &e) == 0,
                 "%s", e.message);
     }
-    int f32 = r[0] && r[0]->dtype == T_F32;
-    double rtol = f32 ? kind_map_ops.rtol_f32 : kind_map_ops.rtol;
-    double atol = f32 ? kind_map_ops.atol_f32 : kind_map_ops.atol;
+    double rtol = kind_map_ops.rtol, atol = kind_map_ops.atol;
+    if (kind_map_ops.tolerance) kind_map_ops.tolerance(plan, &rtol, &atol);
     int64_t first;
     CHECK(r[0] && r[1] && mismatches(r[1], r[0], rtol, atol, &first) == 0);
     tarray_free(r[0]);
