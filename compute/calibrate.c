@@ -258,7 +258,7 @@ int cm_calibrate(cm_rates *r, int threads, terr *e) {
   if (rc) return rc;
   measure_gemm(r);
   r->serial_fixed_s = 5e-6;
-  r->cpu_fixed_s = 1e-5 + 1.5e-6 * threads;
+  r->cpu_fixed_s = 5e-5 + 2e-6 * threads; /* waking the pool's threads */
   measure_gpu(r);
   return 0;
 }

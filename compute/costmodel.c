@@ -23,6 +23,10 @@
  * fused-kernel operations on a GPU. Corrected by observations. */
 #define CM_GEOD_CPU_OPS 400.0
 #define CM_GEOD_GPU_OPS 2000.0
+/* Below this many bytes a job's data stays in the caches, and results come
+ * from heap memory that malloc reuses (glibc maps allocations above 32 MiB
+ * afresh, and those pay page faults on their first writes). */
+#define CM_CACHE_BYTES (32.0 * 1024 * 1024)
 #define CM_CORR_MIN 0.05
 #define CM_CORR_MAX 20.0
 
@@ -63,8 +67,12 @@ static double raw_s(const cm_rates *r, tkind kind, const job_estimate *est,
       double par = kind == K_MAP || kind == K_REDUCE ? r->vm_ops_n
                                                      : per * threads * eff;
       double comp = work / rate(one ? per : par);
-      double rd = kind == K_MATMUL ? 0 : in / rate(one ? r->stream_1 : r->stream_n);
-      double wr = out / rate(one ? r->fault_1 : r->fault_n);
+      double rd = 0, wr = 0;
+      if (in + out > CM_CACHE_BYTES) {
+        double st = one ? r->stream_1 : r->stream_n;
+        rd = kind == K_MATMUL ? 0 : in / rate(st);
+        wr = out / rate(out > CM_CACHE_BYTES ? (one ? r->fault_1 : r->fault_n) : st);
+      }
       return (one ? r->serial_fixed_s : r->cpu_fixed_s) + fmax(comp, rd) + wr;
     }
     case B_CUDA: {
@@ -79,7 +87,7 @@ static double raw_s(const cm_rates *r, tkind kind, const job_estimate *est,
       double share = (double)(r->gang > 0 ? r->gang : 1) / threads;
       if (share > 1) share = 1;
       double cin = in / rate(r->copy_n * share);
-      double cout = out / rate(r->fault_n * share);
+      double cout = out / rate((out > CM_CACHE_BYTES ? r->fault_n : r->copy_n) * share);
       double pin = in / rate(r->h2d), pout = out / rate(r->d2h);
       if (kind == K_MATMUL) /* copies in, then the product, then copies out */
         return r->gpu_fixed_s + fmax(pin, cin) + dev + fmax(pout, cout);

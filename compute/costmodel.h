@@ -4,7 +4,8 @@
  * A backend's time is fixed overheads + the larger of the pipelined stages
  * (bytes over measured copy rates, work over measured compute rates):
  *   serial  fixed + max(work / VM rate, input bytes / read rate)
- *           + output bytes / first-touch rate (one thread's rates)
+ *           + output bytes / first-touch rate (one thread's rates; the
+ *           byte terms only for data beyond the caches, 32 MiB)
  *   cpu     the same with all threads' rates
  *   cuda    fixed + max(PCIe in, PCIe out, host staging, on-device time)
  *           + one chunk's latency (the pipeline's fill and drain); host

@@ -74,6 +74,8 @@ typedef struct fuse_sig {
   tdtype ct;                 /* arithmetic type (map: the output's) */
   tdtype out_dt;             /* the output's dtype */
   int vec4;                  /* map: 16-byte vector accesses */
+  int groups;                /* map: vec4 groups per thread per step (1, 2, 4) */
+  int stream_hint;           /* map: streaming (evict-first) loads/stores */
   int ndim;                  /* output ndim, when any input is FM_BCAST */
   int reduce;                /* 0 map; 1 reduce */
   reduce_op op;              /* reduce */

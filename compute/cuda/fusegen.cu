@@ -99,26 +99,31 @@ static const char prelude[] =
     "  float m = fmodf(a, b); if (b == 0) return m;\n"
     "  if (m != 0) { if ((b < 0) != (m < 0)) m += b; } else { m = copysignf(0.0f, b); }\n"
     "  return m; }\n"
+    "#if TX_CS\n"
+    "#define TX_LD(p) __ldcs(p)\n#define TX_ST(p, v) __stcs(p, v)\n"
+    "#else\n"
+    "#define TX_LD(p) (*(p))\n#define TX_ST(p, v) (*(p) = (v))\n"
+    "#endif\n"
     "TXF void tx_ld4(const double *p, double *v) {\n"
-    "  double2 u = __ldcs((const double2 *)p), w = __ldcs((const double2 *)(p + 2));\n"
+    "  double2 u = TX_LD((const double2 *)p), w = TX_LD((const double2 *)(p + 2));\n"
     "  v[0] = u.x; v[1] = u.y; v[2] = w.x; v[3] = w.y; }\n"
     "TXF void tx_ld4(const float *p, float *v) {\n"
-    "  float4 u = __ldcs((const float4 *)p); v[0] = u.x; v[1] = u.y; v[2] = u.z; v[3] = u.w; }\n"
+    "  float4 u = TX_LD((const float4 *)p); v[0] = u.x; v[1] = u.y; v[2] = u.z; v[3] = u.w; }\n"
     "TXF void tx_st4(double *p, const double *v) {\n"
-    "  __stcs((double2 *)p, make_double2(v[0], v[1]));\n"
-    "  __stcs((double2 *)(p + 2), make_double2(v[2], v[3])); }\n"
+    "  TX_ST((double2 *)p, make_double2(v[0], v[1]));\n"
+    "  TX_ST((double2 *)(p + 2), make_double2(v[2], v[3])); }\n"
     "TXF void tx_st4(float *p, const float *v) {\n"
-    "  __stcs((float4 *)p, make_float4(v[0], v[1], v[2], v[3])); }\n"
+    "  TX_ST((float4 *)p, make_float4(v[0], v[1], v[2], v[3])); }\n"
     XSTR(FUSE_ARGS_DECL(tx_args)) ";\n";
 
 /* ---- keys and classification ------------------------------------------- */
 
 int fuse_key(const fuse_sig *s, char *buf, size_t len) {
   sbuf b = {buf, len, 0, 0};
-  put(&b, "%s|ct=%s|out=%s|vec=%d|nd=%d|op=%d|cols=%d|in=",
-      s->reduce ? "reduce1" : "map1", tdtype_name(s->ct),
-      tdtype_name(s->out_dt), s->vec4, s->ndim, s->reduce ? (int)s->op : -1,
-      s->columns);
+  put(&b, "%s|ct=%s|out=%s|vec=%d|g=%d|cs=%d|nd=%d|op=%d|cols=%d|in=",
+      s->reduce ? "reduce2" : "map2", tdtype_name(s->ct),
+      tdtype_name(s->out_dt), s->vec4, s->groups, s->stream_hint, s->ndim,
+      s->reduce ? (int)s->op : -1, s->columns);
   for (int i = 0; i < s->nin; i++)
     put(&b, "%c%s", s->mode[i], s->in_dt[i] == T_F64 ? "8" : "4");
   put(&b, "|%s", expr_canonical(s->x));
@@ -209,7 +214,7 @@ static void emit_call(sbuf *b, const fuse_sig *s, const char *suffix) {
 int fuse_gen_map(void *arg, char *buf, size_t len) {
   const fuse_sig *s = (const fuse_sig *)arg;
   sbuf b = {buf, len, 0, 0};
-  put(&b, "%s", prelude);
+  put(&b, "#define TX_CS %d\n%s", s->stream_hint ? 1 : 0, prelude);
   emit_common(&b, s);
   put(&b, "extern \"C\" __global__ void __launch_bounds__(256) tx_map(const tx_args a) {\n");
   emit_pointers(&b, s);
@@ -219,15 +224,16 @@ int fuse_gen_map(void *arg, char *buf, size_t len) {
           "  const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
           "  long long tail = 0;\n");
   if (s->vec4) {
-    /* Two groups of 4 per thread per step (g = 0, 1, nthr groups apart, so
-     * both stay coalesced): 2 x 16..32 bytes of every input in flight. */
+    /* G groups of 4 per thread per step (group g nthr groups after group
+     * g-1, so each stays coalesced): G x 16..32 bytes of every input in
+     * flight per thread. */
+    int G = s->groups == 1 || s->groups == 4 ? s->groups : 2;
     put(&b, "  const long long n4 = n >> 2;\n"
-            "  for (long long q0 = t; q0 < n4; q0 += 2 * nthr) {\n"
-            "    const bool two = q0 + nthr < n4;\n");
-    for (int i = 0; i < s->nin; i++) put(&b, "    TC v%d[8];\n", i);
-    put(&b, "    #pragma unroll\n    for (int g = 0; g < 2; g++) {\n"
-            "      if (g == 1 && !two) break;\n"
-            "      const long long j = a.start + ((q0 + g * nthr) << 2);\n");
+            "  for (long long q0 = t; q0 < n4; q0 += %d * nthr) {\n", G);
+    for (int i = 0; i < s->nin; i++) put(&b, "    TC v%d[%d];\n", i, 4 * G);
+    put(&b, "    #pragma unroll\n    for (int g = 0; g < %d; g++) {\n"
+            "      if (q0 + g * nthr >= n4) break;\n"
+            "      const long long j = a.start + ((q0 + g * nthr) << 2);\n", G);
     for (int i = 0; i < s->nin; i++) {
       if (s->mode[i] == FM_FULL) {
         put(&b, "      { %s w[4]; tx_ld4(p%d + (j - a.off[%d]), w);"
@@ -239,12 +245,12 @@ int fuse_gen_map(void *arg, char *buf, size_t len) {
     }
     put(&b, "      #pragma unroll\n      for (int u = 0; u < 4; u++) {\n");
     emit_loads(&b, s, "B", "j + u", "[4 * g + u]", "        ");
-    put(&b, "      }\n    }\n    TC y[8];\n    #pragma unroll\n"
-            "    for (int u = 0; u < 8; u++) y[u] = ");
+    put(&b, "      }\n    }\n    TC y[%d];\n    #pragma unroll\n"
+            "    for (int u = 0; u < %d; u++) y[u] = ", 4 * G, 4 * G);
     emit_call(&b, s, "[u]");
-    put(&b, ";\n    tx_st4(o + (q0 << 2), y);\n"
-            "    if (two) tx_st4(o + ((q0 + nthr) << 2), y + 4);\n  }\n"
-            "  tail = n4 << 2;\n");
+    put(&b, ";\n    #pragma unroll\n    for (int g = 0; g < %d; g++)\n"
+            "      if (q0 + g * nthr < n4) tx_st4(o + ((q0 + g * nthr) << 2), y + 4 * g);\n"
+            "  }\n  tail = n4 << 2;\n", G);
   }
   /* Scalar loop (the whole range, or the vec4 loop's last < 4 elements),
    * 4 independent elements per thread per step. */
@@ -328,7 +334,7 @@ static const char red_state[] =
 int fuse_gen_reduce(void *arg, char *buf, size_t len) {
   const fuse_sig *s = (const fuse_sig *)arg;
   sbuf b = {buf, len, 0, 0};
-  put(&b, "%s", prelude);
+  put(&b, "#define TX_CS 0\n%s", prelude);
   put(&b, "enum { R_SUM = %d, R_MEAN = %d, R_MIN = %d, R_MAX = %d, R_PROD = %d,"
           " R_VAR = %d, R_STD = %d, R_ARGMIN = %d, R_ARGMAX = %d, R_NORM = %d };\n",
       R_SUM, R_MEAN, R_MIN, R_MAX, R_PROD, R_VAR, R_STD, R_ARGMIN, R_ARGMAX,
@@ -418,6 +424,37 @@ int fuse_gen_reduce(void *arg, char *buf, size_t len) {
       "    for (long long p = 0; p < P; p++) st_merge(s, part[t * P + p]);\n"
       "    if (a.last) ((%s *)a.out)[(a.o0 + o) * inner + c] = (%s)st_final(s, a.L);\n"
       "    else acc[c] = s;\n"
+      "  }\n}\n",
+      ctype_name(s->out_dt), ctype_name(s->out_dt));
+  /* The same fold with a block per output, for many parts (a whole-array
+   * reduction has ~8 per multiprocessor): threads fold strided parts in
+   * order, then the tree; thread 0 adds the earlier chunks' state first. */
+  put(&b,
+      "extern \"C\" __global__ void __launch_bounds__(256) tx_combine_tree(const tx_args a) {\n"
+      "  __shared__ tx_st sh[32];\n"
+      "  const long long P = a.parts, inner = a.inner, nout = a.no * inner;\n"
+      "  const tx_st *part = (const tx_st *)a.part;\n"
+      "  tx_st *acc = (tx_st *)a.acc;\n"
+      "  for (long long t = blockIdx.x; t < nout; t += gridDim.x) {\n"
+      "    tx_st s; st_init(s);\n"
+      "    for (long long p = threadIdx.x; p < P; p += blockDim.x) st_merge(s, part[t * P + p]);\n"
+      "    for (int d = 16; d > 0; d >>= 1) { tx_st q = st_down(s, d); st_merge(s, q); }\n"
+      "    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;\n"
+      "    if (lane == 0) sh[w] = s;\n"
+      "    __syncthreads();\n"
+      "    if (w == 0) {\n"
+      "      if (lane < (int)(blockDim.x >> 5)) s = sh[lane]; else st_init(s);\n"
+      "      for (int d = 16; d > 0; d >>= 1) { tx_st q = st_down(s, d); st_merge(s, q); }\n"
+      "      if (lane == 0) {\n"
+      "        const long long o = t / inner, c = t - o * inner;\n"
+      "        tx_st f;\n"
+      "        if (a.l0 > 0) f = acc[c]; else st_init(f);\n"
+      "        st_merge(f, s);\n"
+      "        if (a.last) ((%s *)a.out)[(a.o0 + o) * inner + c] = (%s)st_final(f, a.L);\n"
+      "        else acc[c] = f;\n"
+      "      }\n"
+      "    }\n"
+      "    __syncthreads();\n"
       "  }\n}\n",
       ctype_name(s->out_dt), ctype_name(s->out_dt));
   return b.over ? -1 : (int)b.off;

@@ -33,12 +33,27 @@
  * Threads: runs under the device's lock on the caller's thread; the gang
  * helps with the staging copies.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "compute/cuda/fuse.h"
 
 #define MAP_THREADS 256
 #define MAP_KEY_MAX 8192
+
+/* The kernel's shape: groups of 4 elements per thread per step and
+ * streaming (evict-first) accesses. The defaults are the fastest measured
+ * (tests/bench/bench_gpu.c prints the variants); TESSEL_GPU_MAP_GROUPS
+ * (1, 2, 4) and TESSEL_GPU_MAP_STREAMING (0, 1) override them. */
+static void map_variant(int *groups, int *streaming) {
+  int64_t v;
+  const char *g = getenv("TESSEL_GPU_MAP_GROUPS"),
+             *c = getenv("TESSEL_GPU_MAP_STREAMING");
+  *groups = 2;
+  *streaming = 1;
+  if (g && t_parse_i64(g, &v) == 0 && (v == 1 || v == 2 || v == 4)) *groups = (int)v;
+  if (c && t_parse_i64(c, &v) == 0 && (v == 0 || v == 1)) *streaming = (int)v;
+}
 
 static unsigned map_grid(devctx *d, int64_t count) {
   int64_t per = (int64_t)MAP_THREADS * 4;
@@ -274,6 +289,7 @@ int cuda_map(int dev, const expr *x, const tarray *const *inputs,
   sig.nin = nin;
   sig.ct = sig.out_dt = out->dtype;
   sig.vec4 = 1; /* slot regions, pool blocks and chunk starts are 16-aligned */
+  map_variant(&sig.groups, &sig.stream_hint);
   args.ndim = out->ndim;
   for (int dd = 0; dd < out->ndim; dd++) args.shape[dd] = out->shape[dd];
   for (int i = 0; i < nin; i++) {

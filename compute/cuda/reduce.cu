@@ -12,7 +12,8 @@
  *            columns) and part of the axis.
  * Each part leaves a float64 state (fuse.h); tx_combine folds an output's
  * parts in order — together with the state carried from earlier chunks —
- * and writes the final value. So the order of every addition is fixed by
+ * and writes the final value (tx_combine_tree does the same with a block
+ * per output when there are many parts, as for a whole-array reduction). So the order of every addition is fixed by
  * the shapes alone: the result does not change from run to run.
  *
  * Chunks: the work is cut into chunks of whole [L, inner] slabs (several
@@ -35,7 +36,8 @@
 #define RED_THREADS 256
 #define RED_KEY_MAX (8192 + EXPR_MAX_SRC * 8)
 #define RED_MAX_OUT ((int64_t)1 << 25) /* outputs per chunk */
-#define RED_RESIDENT_CHUNK ((int64_t)1 << 26)
+#define RED_RESIDENT_CHUNK ((int64_t)1 << 28)
+#define RED_TREE_PARTS 32 /* parts per output from which the fold is a tree */
 
 typedef struct red_chunk {
   int64_t o0, no, l0, nl;
@@ -94,8 +96,9 @@ static unsigned grid_of(int64_t work, int64_t cap) {
 
 /* The part and combine kernels for one chunk, on the compute stream. */
 static int launch_chunk(devctx *d, CUfunction part_fn, CUfunction comb_fn,
-                        const red_plan *p, const red_chunk *c, fuse_args *a,
-                        devbuf *parts, terr *e) {
+                        CUfunction tree_fn, const red_plan *p,
+                        const red_chunk *c, fuse_args *a, devbuf *parts,
+                        terr *e) {
   int rc = 0;
   int64_t P = chunk_parts(d, p, c), nout = c->no * p->inner;
   size_t need = (size_t)(nout * P) * sizeof(fuse_state);
@@ -119,9 +122,15 @@ static int launch_chunk(devctx *d, CUfunction part_fn, CUfunction comb_fn,
                      : grid_of(ceil_div(nout * P, RED_THREADS), (int64_t)d->sms * 8);
     CU_TRY_DRV(dev_drv.LaunchKernel(part_fn, g, 1, 1, RED_THREADS, 1, 1, 0,
                                     d->s_comp, params, NULL));
-    g = grid_of(ceil_div(nout, RED_THREADS), (int64_t)d->sms * 8);
-    CU_TRY_DRV(dev_drv.LaunchKernel(comb_fn, g, 1, 1, RED_THREADS, 1, 1, 0,
-                                    d->s_comp, params, NULL));
+    if (P >= RED_TREE_PARTS) {
+      g = grid_of(nout, (int64_t)d->sms * 16);
+      CU_TRY_DRV(dev_drv.LaunchKernel(tree_fn, g, 1, 1, RED_THREADS, 1, 1, 0,
+                                      d->s_comp, params, NULL));
+    } else {
+      g = grid_of(ceil_div(nout, RED_THREADS), (int64_t)d->sms * 8);
+      CU_TRY_DRV(dev_drv.LaunchKernel(comb_fn, g, 1, 1, RED_THREADS, 1, 1, 0,
+                                      d->s_comp, params, NULL));
+    }
   }
 fail:
   return rc;
@@ -157,7 +166,7 @@ int cuda_reduce(int dev, reduce_op op, const expr *x,
   devbuf obuf = {NULL, 0}, parts = {NULL, 0}, acc = {NULL, 0};
   devbuf dslot[DEV_STAGE_SLOTS];
   red_chunk rec[DEV_STAGE_SLOTS];
-  CUfunction part_fn = NULL, comb_fn = NULL;
+  CUfunction part_fn = NULL, comb_fn = NULL, tree_fn = NULL;
   char *key = NULL;
   int64_t nchunks = 0, k = 0;
   size_t per_elem = 0, oes = tdtype_size(out->dtype);
@@ -232,6 +241,8 @@ int cuda_reduce(int dev, reduce_op op, const expr *x,
     *job->t_compute += cms;
     T_TRY(kcache_get(d, key, fuse_gen_reduce, &sig, "tx_combine", &comb_fn,
                      &cms, e));
+    T_TRY(kcache_get(d, key, fuse_gen_reduce, &sig, "tx_combine_tree",
+                     &tree_fn, &cms, e));
   }
   T_TRY(fuse_place_inputs(d, nin, inputs, ids, &sig, m, &args, job, e));
   T_TRY(devmem_alloc(d, (size_t)out->size * oes, &obuf, e));
@@ -288,7 +299,7 @@ int cuda_reduce(int dev, reduce_op op, const expr *x,
     /* Nothing to fold: the combine kernel writes each output's identity
      * (sum 0, prod 1, mean/var NaN, ...). */
     red_chunk c = {0, plan.outer, 0, plan.L};
-    T_TRY(launch_chunk(d, part_fn, comb_fn, &plan, &c, &args, &parts, e));
+    T_TRY(launch_chunk(d, part_fn, comb_fn, tree_fn, &plan, &c, &args, &parts, e));
     nchunks = 0;
   } else {
     nchunks = plan_count(&plan);
@@ -346,7 +357,7 @@ int cuda_reduce(int dev, reduce_op op, const expr *x,
       CU_TRY(cudaEventRecord(sl->h2d_done, d->s_h2d));
       CU_TRY(cudaStreamWaitEvent(d->s_comp, sl->h2d_done, 0));
     }
-    T_TRY(launch_chunk(d, part_fn, comb_fn, &plan, &c, &args, &parts, e));
+    T_TRY(launch_chunk(d, part_fn, comb_fn, tree_fn, &plan, &c, &args, &parts, e));
     if (nstream) {
       CU_TRY(cudaEventRecord(sl->comp_done, d->s_comp));
       sl->busy = 1;

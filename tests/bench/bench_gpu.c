@@ -191,8 +191,10 @@ static void measure_ceilings(void) {
   cudaEventDestroy(b);
 }
 
-/* cuBLAS dgemm n^3 on device-resident data, median ms of 5 (after 1). */
-static double cublas_direct_ms(int64_t n) {
+/* cuBLAS dgemm n^3 on device-resident copies of the same operands Tessel
+ * multiplies (the data's bit patterns change the power draw, hence the
+ * clocks), median ms of 5 (after 1). */
+static double cublas_direct_ms(int64_t n, const double *ha, const double *hb) {
   double *A = NULL, *B = NULL, *C = NULL, t[5];
   size_t bytes = (size_t)(n * n) * sizeof(double);
   cublasHandle_t h = NULL;
@@ -202,8 +204,8 @@ static double cublas_direct_ms(int64_t n) {
   if (cudaMalloc((void **)&A, bytes) || cudaMalloc((void **)&B, bytes) ||
       cudaMalloc((void **)&C, bytes) || cublasCreate(&h) != CUBLAS_STATUS_SUCCESS)
     goto done;
-  cudaMemset(A, 0x3f, bytes); /* 0x3f3f.. : ~1.2e-4, not zero */
-  cudaMemset(B, 0x3f, bytes);
+  cudaMemcpy(A, ha, bytes, cudaMemcpyHostToDevice);
+  cudaMemcpy(B, hb, bytes, cudaMemcpyHostToDevice);
   cudaEventCreate(&a);
   cudaEventCreate(&b);
   const double one = 1, zero = 0;
@@ -443,7 +445,8 @@ static void matmul_cases(int maxe) {
     char nm[40];
     snprintf(nm, sizeof nm, "%lldx%lldx%lld", (long long)n, (long long)n, (long long)n);
     run_case("matmul", nm, params, &d, (double)(n * n), 16.0 * n * n, 8.0 * n * n);
-    g_rows[g_nrows - 1].blas_ms = cublas_direct_ms(n);
+    g_rows[g_nrows - 1].blas_ms =
+        cublas_direct_ms(n, (const double *)d.in[0]->data, (const double *)d.in[1]->data);
     tarray_free(d.in[0]);
     tarray_free(d.in[1]);
     tarray_free(d.out);
@@ -474,6 +477,55 @@ static void measure_compile(void) {
   tarray_free(in);
   tarray_free(out);
   expr_free(x);
+}
+
+/* The map kernel's shape, measured: groups of 4 elements per thread per
+ * step and streaming accesses (TESSEL_GPU_MAP_GROUPS / _STREAMING), on
+ * device-resident inputs of 10^8 elements. */
+static char g_variants[2048];
+static void map_variants(void) {
+  static const char *const ex[2] = {"x**2 + 2*x + 1", "w*x + b"};
+  int64_t n = 100000000;
+  size_t off = 0;
+  tarray *in = range_array(n), *out = tarray_new(T_F64, 1, &n);
+  for (int k = 0; k < 2; k++) {
+    terr e;
+    expr *x = NULL;
+    expr_compile(ex[k], &x, &e);
+    direct d;
+    memset(&d, 0, sizeof d);
+    d.kind = 0;
+    d.x = x;
+    d.nin = expr_ninputs(x);
+    for (int i = 0; i < d.nin; i++) d.in[i] = in;
+    d.out = out;
+    off += (size_t)snprintf(g_variants + off, sizeof g_variants - off, "  %-16s", ex[k]);
+    for (int g = 1; g <= 4; g *= 2)
+      for (int cs = 0; cs < 2; cs++) {
+        char gs[8], css[8];
+        snprintf(gs, sizeof gs, "%d", g);
+        snprintf(css, sizeof css, "%d", cs);
+        setenv("TESSEL_GPU_MAP_GROUPS", gs, 1);
+        setenv("TESSEL_GPU_MAP_STREAMING", css, 1);
+        double c, w, t[5];
+        direct_run(&d, 1, &c, &w);
+        for (int i = 0; i < 5; i++) direct_run(&d, 1, &t[i], &w);
+        qsort(t, 5, sizeof t[0], cmpd);
+        double bw = 8.0 * n * (d.nin + 1) / (t[2] * 1e-3);
+        off += (size_t)snprintf(g_variants + off, sizeof g_variants - off,
+                                " g%d%s %3.0f%%", g, cs ? "cs" : "  ", 100 * bw / g_copy_bw);
+      }
+    off += (size_t)snprintf(g_variants + off, sizeof g_variants - off, "\n");
+    for (int i = 0; i < 3; i++)
+      gpu_resident_drop(i == 0 ? "a_BENCH0000000000000000000"
+                        : i == 1 ? "a_BENCH0000000000000000001"
+                                 : "a_BENCH0000000000000000002");
+    expr_free(x);
+  }
+  unsetenv("TESSEL_GPU_MAP_GROUPS");
+  unsetenv("TESSEL_GPU_MAP_STREAMING");
+  tarray_free(in);
+  tarray_free(out);
 }
 
 static void print_table(void) {
@@ -512,6 +564,9 @@ static void print_table(void) {
            r->dev_ms, devpct, gbs, pcie, blas, tbackend_name(r->chose),
            good ? "yes" : "NO");
   }
+  printf("map kernel variants on device, 1e8 elements, %% of copy bandwidth "
+         "(gN: N groups of 4 per thread; cs: streaming loads/stores):\n%s",
+         g_variants);
   printf("fused kernel for a new expression (4096 elements): first run %.1f ms "
          "(NVRTC compile), from the disk cache %.2f ms, warm %.3f ms\n",
          g_compile_ms, g_disk_ms, g_warm_ms);
@@ -568,6 +623,7 @@ int main(int argc, char **argv) {
   cm_model_init(&g_model, &rates);
   measure_ceilings();
   measure_compile();
+  map_variants();
   map_cases(maxe);
   reduce_cases(maxe);
   matmul_cases(maxe);
