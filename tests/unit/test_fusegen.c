@@ -65,6 +65,9 @@ TEST(map_kernels_compile) {
         s.in_dt[i] = (i % 2) ? T_F32 : T_F64;
       }
       s.ndim = dt ? 2 : 0;
+      /* the kernel shapes: 1, 2 or 4 groups, streaming hints or not */
+      s.groups = k % 3 == 0 ? 1 : k % 3 == 1 ? 2 : 4;
+      s.stream_hint = (int)(k % 2);
       CHECK_MSG(compiles(&s), "map %s dtype %d", exprs[k], dt);
     }
     expr_free(x);
