@@ -122,8 +122,15 @@ typedef struct dev_driver {
                            void **extra);
   CUresult (*GetErrorString)(CUresult err, const char **s);
   CUresult (*GetErrorName)(CUresult err, const char **s);
+  CUresult (*OccupancyMaxActiveBlocksPerMultiprocessor)(int *n, CUfunction f,
+                                                         int threads,
+                                                         size_t smem);
 } dev_driver;
 extern dev_driver dev_drv;
+/* Blocks of `threads` threads of fn that the whole device runs at once
+ * (multiprocessors x resident blocks each): a grid of this size, or less,
+ * runs in one wave. 8 per multiprocessor when the driver cannot say. */
+int64_t dev_wave_blocks(devctx *d, CUfunction fn, int threads);
 
 /* The context of Tessel device `dev`, or NULL when out of range. */
 devctx *dev_get(int dev);

@@ -62,6 +62,8 @@ static int load_driver_api(char *why, size_t len) {
       {"cuLaunchKernel", offsetof(dev_driver, LaunchKernel)},
       {"cuGetErrorString", offsetof(dev_driver, GetErrorString)},
       {"cuGetErrorName", offsetof(dev_driver, GetErrorName)},
+      {"cuOccupancyMaxActiveBlocksPerMultiprocessor",
+       offsetof(dev_driver, OccupancyMaxActiveBlocksPerMultiprocessor)},
   };
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
     void *p = NULL;
@@ -435,6 +437,16 @@ void dev_end(devctx *d, int rc) {
   if (!d) return;
   resident_release_all(d);
   pthread_mutex_unlock(&d->lock);
+}
+
+int64_t dev_wave_blocks(devctx *d, CUfunction fn, int threads) {
+  int n = 0;
+  if (!dev_drv.OccupancyMaxActiveBlocksPerMultiprocessor ||
+      dev_drv.OccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, threads, 0) !=
+          CUDA_SUCCESS ||
+      n < 1)
+    n = 8;
+  return (int64_t)d->sms * n;
 }
 
 double dev_event_ms(cudaEvent_t a, cudaEvent_t b) {

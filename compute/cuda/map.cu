@@ -49,26 +49,29 @@ static void map_variant(int *groups, int *streaming) {
   int64_t v;
   const char *g = getenv("TESSEL_GPU_MAP_GROUPS"),
              *c = getenv("TESSEL_GPU_MAP_STREAMING");
-  *groups = 2;
-  *streaming = 1;
+  *groups = 2;    /* measured on an H200: 82% of copy bandwidth with one */
+  *streaming = 0; /* input, 94% with three; 1 or 4 groups, or streaming */
+                  /* hints, were 59-82% and 89-96% (bench_gpu) */
   if (g && t_parse_i64(g, &v) == 0 && (v == 1 || v == 2 || v == 4)) *groups = (int)v;
   if (c && t_parse_i64(c, &v) == 0 && (v == 0 || v == 1)) *streaming = (int)v;
 }
 
-static unsigned map_grid(devctx *d, int64_t count) {
-  int64_t per = (int64_t)MAP_THREADS * 4;
+/* One wave of as many blocks as the device holds at once (grid-stride
+ * loops then never leave a partial last wave), fewer for small counts. */
+static unsigned map_grid(devctx *d, CUfunction fn, int64_t count, int groups) {
+  int64_t per = (int64_t)MAP_THREADS * 4 * groups;
   int64_t g = (count + per - 1) / per;
-  int64_t cap = (int64_t)d->sms * 8;
+  int64_t cap = dev_wave_blocks(d, fn, MAP_THREADS);
   if (g > cap) g = cap;
   return (unsigned)(g < 1 ? 1 : g);
 }
 
 static int map_launch(devctx *d, CUfunction fn, fuse_args *args, int64_t count,
-                      terr *e) {
+                      int groups, terr *e) {
   int rc = 0;
   void *params[] = {args};
-  CU_TRY_DRV(dev_drv.LaunchKernel(fn, map_grid(d, count), 1, 1, MAP_THREADS, 1,
-                                  1, 0, d->s_comp, params, NULL));
+  CU_TRY_DRV(dev_drv.LaunchKernel(fn, map_grid(d, fn, count, groups), 1, 1,
+                                  MAP_THREADS, 1, 1, 0, d->s_comp, params, NULL));
 fail:
   return rc;
 }
@@ -110,15 +113,15 @@ fail:
 }
 
 /* Everything on the device: one launch, then the output goes down. */
-static int map_whole(devctx *d, CUfunction fn, fuse_args *args, tarray *out,
-                     devbuf *obuf, const gpu_job *job, terr *e) {
+static int map_whole(devctx *d, CUfunction fn, int groups, fuse_args *args,
+                     tarray *out, devbuf *obuf, const gpu_job *job, terr *e) {
   int rc = 0;
   size_t es = tdtype_size(out->dtype);
   args->out = obuf->ptr;
   args->start = 0;
   args->count = out->size;
   CU_TRY(cudaEventRecord(d->ev_a, d->s_comp));
-  T_TRY(map_launch(d, fn, args, out->size, e));
+  T_TRY(map_launch(d, fn, args, out->size, groups, e));
   CU_TRY(cudaEventRecord(d->ev_b, d->s_comp));
   CU_TRY(cudaEventSynchronize(d->ev_b));
   *job->t_compute += dev_event_ms(d->ev_a, d->ev_b);
@@ -159,7 +162,8 @@ fail:
   return rc;
 }
 
-static int map_chunked(devctx *d, CUfunction fn, fuse_args *args, int nin,
+static int map_chunked(devctx *d, CUfunction fn, int groups, fuse_args *args,
+                       int nin,
                        const tarray *const *inputs, fuse_input *m, tarray *out,
                        const gpu_job *job, terr *e) {
   int rc = 0;
@@ -233,7 +237,7 @@ static int map_chunked(devctx *d, CUfunction fn, fuse_args *args, int nin,
     args->out = (char *)dslot[s].ptr + out_region;
     args->start = start;
     args->count = cnt;
-    T_TRY(map_launch(d, fn, args, cnt, e));
+    T_TRY(map_launch(d, fn, args, cnt, groups, e));
     CU_TRY(cudaEventRecord(sl->comp_done, d->s_comp));
     CU_TRY(cudaStreamWaitEvent(d->s_d2h, sl->comp_done, 0));
     CU_TRY(cudaEventRecord(sl->d2h_start, d->s_d2h));
@@ -323,11 +327,11 @@ int cuda_map(int dev, const expr *x, const tarray *const *inputs,
     size_t ob = (size_t)out->size * tdtype_size(out->dtype);
     terr ignore;
     if (ob <= d->mem_total / 2 && devmem_alloc(d, ob, &obuf, &ignore) == 0) {
-      T_TRY(map_whole(d, fn, &args, out, &obuf, job, e));
+      T_TRY(map_whole(d, fn, sig.groups, &args, out, &obuf, job, e));
       goto done;
     }
   }
-  T_TRY(map_chunked(d, fn, &args, nin, inputs, m, out, job, e));
+  T_TRY(map_chunked(d, fn, sig.groups, &args, nin, inputs, m, out, job, e));
 done:
 fail:
   free(key);

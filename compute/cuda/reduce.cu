@@ -73,16 +73,17 @@ static void plan_chunk(const red_plan *p, int64_t k, red_chunk *c) {
   c->nl = p->L - c->l0 < per ? p->L - c->l0 : per;
 }
 
-/* Parts per output: enough blocks/threads to fill the device, each part
- * long enough to be worth it. */
-static int64_t chunk_parts(devctx *d, const red_plan *p, const red_chunk *c) {
+/* Parts per output: as many as fill one wave of the device (`wave`
+ * blocks; never more, so that no partial second wave doubles the time),
+ * each part long enough to be worth it. */
+static int64_t chunk_parts(const red_plan *p, const red_chunk *c, int64_t wave) {
   int64_t outs = c->no * p->inner, P;
   if (p->inner == 1) {
-    P = ceil_div((int64_t)d->sms * 8, c->no);
+    P = wave / (c->no > 0 ? c->no : 1);
     int64_t cap = c->nl / 2048;
     if (P > cap) P = cap;
   } else {
-    P = ceil_div((int64_t)d->sms * 2048, outs);
+    P = wave * RED_THREADS / (outs > 0 ? outs : 1);
     int64_t cap = c->nl / 32;
     if (P > cap) P = cap;
   }
@@ -100,7 +101,8 @@ static int launch_chunk(devctx *d, CUfunction part_fn, CUfunction comb_fn,
                         const red_chunk *c, fuse_args *a, devbuf *parts,
                         terr *e) {
   int rc = 0;
-  int64_t P = chunk_parts(d, p, c), nout = c->no * p->inner;
+  int64_t wave = dev_wave_blocks(d, part_fn, RED_THREADS);
+  int64_t P = chunk_parts(p, c, wave), nout = c->no * p->inner;
   size_t need = (size_t)(nout * P) * sizeof(fuse_state);
   if (parts->bytes < need) {
     /* Kernels still queued may read the old buffer: wait for them. */
@@ -118,8 +120,8 @@ static int launch_chunk(devctx *d, CUfunction part_fn, CUfunction comb_fn,
   {
     void *params[] = {a};
     unsigned g = p->inner == 1
-                     ? grid_of(c->no * P, (int64_t)d->sms * 16)
-                     : grid_of(ceil_div(nout * P, RED_THREADS), (int64_t)d->sms * 8);
+                     ? grid_of(c->no * P, wave)
+                     : grid_of(ceil_div(nout * P, RED_THREADS), wave);
     CU_TRY_DRV(dev_drv.LaunchKernel(part_fn, g, 1, 1, RED_THREADS, 1, 1, 0,
                                     d->s_comp, params, NULL));
     if (P >= RED_TREE_PARTS) {
