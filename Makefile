@@ -42,6 +42,7 @@ run: build
 test: deps-test
 	$(MAKE) test-main
 	$(MAKE) test-asan
+	$(MAKE) test-tsan
 	$(MAKE) test-fuzz
 	$(MAKE) test-browser
 	$(MAKE) test-docker

@@ -24,6 +24,7 @@ typedef struct api_ctx {
   const char *data_dir;    /* arrays in <data_dir>/arrays */
   int64_t max_elems;       /* cap on the elements of any one array */
   int64_t max_json_result; /* results larger than this (bytes) -> 406 as JSON */
+  double default_timeout_s; /* for jobs that give no timeout_s */
   int64_t started_wall_ms;
 } api_ctx;
 

@@ -27,7 +27,15 @@ _Static_assert(VM_BLOCK <= EXPR_BLOCK, "VM block above the documented max");
  * baseline, and picked at load time (GCC/Clang target_clones). Each
  * instruction is one operation, so no multiply-add is contracted and both
  * give the same bits. */
+/* Not under sanitizers: the ifunc resolver runs before their runtimes are
+ * up (TSan crashes at start-up in any binary that links the VM). */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define VM_NO_CLONES 1
+#endif
+#endif
 #if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__) && !defined(VM_NO_CLONES) && \
     (defined(__clang__) || __GNUC__ >= 8)
 #define VM_CLONES __attribute__((target_clones("avx2", "default")))
 #else

@@ -1,4 +1,5 @@
-/* kinds.c — the table of job kinds and the backend names. */
+/* kinds.c — the table of job kinds (the backend names are in tbackend.c,
+ * so that code naming backends does not link every kind). */
 #include "compute/kinds.h"
 
 #include <string.h>
@@ -19,20 +20,4 @@ const kind_ops *kind_find(const char *name) {
   for (int k = 0; k < K__COUNT; k++)
     if (strcmp(kinds[k]->name, name) == 0) return kinds[k];
   return NULL;
-}
-
-static const char *const backend_names[B__COUNT] = {
-    [B_AUTO] = "auto", [B_SERIAL] = "serial", [B_CPU] = "cpu",
-    [B_CUDA] = "cuda", [B_COMPARE] = "compare",
-};
-
-const char *tbackend_name(tbackend b) {
-  return (unsigned)b < B__COUNT ? backend_names[b] : "?";
-}
-
-int tbackend_parse(const char *s) {
-  if (!s) return -1;
-  for (int b = 0; b < B__COUNT; b++)
-    if (strcmp(backend_names[b], s) == 0) return b;
-  return -1;
 }

@@ -67,6 +67,10 @@ typedef struct job_ctx {
   int (*result_alloc)(struct job_ctx *ctx, tdtype dt, int ndim,
                       const int64_t *shape, tarray **out, terr *e);
   void *ud; /* the scheduler's */
+  /* Set by run, recorded with the job by the scheduler (0 when unused):
+   * geodesic "vincenty", the pairs whose iteration did not converge (NaN in
+   * the result). */
+  int64_t nonconverged;
 } job_ctx;
 
 static inline int job_ctx_stopped(const job_ctx *c) {

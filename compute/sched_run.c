@@ -563,6 +563,11 @@ end:
                            "bytes",
                            (json_int_t)(result->size *
                                         (int64_t)tdtype_size(result->dtype)));
+    /* Pairs a geodesic method could not solve (Vincenty near antipodes)
+     * are NaN in the result and counted here, so the job says so. */
+    if (rj && j->ctx.nonconverged > 0)
+      json_object_set_new(rj, "nonconverged",
+                          json_integer((json_int_t)j->ctx.nonconverged));
     result_json = rj ? json_dumps(rj, SRUN_JSON) : NULL;
     json_decref(rj);
     snprintf(final, sizeof final, "%s/%s.npy", s->results_dir, j->id);

@@ -6,6 +6,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#define HUGE_ALIGN ((size_t)2 << 20)
+#define HUGE_MIN ((size_t)4 << 20)
+
 size_t tdtype_size(tdtype dt) { return dt == T_F32 ? 4 : 8; }
 const char *tdtype_name(tdtype dt) { return dt == T_F32 ? "float32" : "float64"; }
 
@@ -48,10 +51,19 @@ tarray *tarray_new(tdtype dt, int ndim, const int64_t *shape) {
   for (int i = 0; i < ndim; i++) a->shape[i] = shape[i];
   a->size = n;
   /* 64-byte alignment for the VM and BLAS; at least one element so that
-   * data is never NULL. */
+   * data is never NULL. Big arrays are 2 MiB aligned and ask for
+   * transparent huge pages, as NumPy does: a first touch then faults once
+   * per 2 MiB instead of once per 4 KiB, which is most of the cost of a
+   * fresh result on a VM. */
   size_t bytes = (size_t)(n ? n : 1) * tdtype_size(dt);
   bytes = (bytes + 63) & ~(size_t)63;
-  a->data = aligned_alloc(64, bytes);
+  if (bytes >= HUGE_MIN) {
+    bytes = (bytes + HUGE_ALIGN - 1) & ~(HUGE_ALIGN - 1);
+    if (posix_memalign(&a->data, HUGE_ALIGN, bytes) != 0) a->data = NULL;
+    if (a->data) madvise(a->data, bytes, MADV_HUGEPAGE);
+  } else {
+    a->data = aligned_alloc(64, bytes);
+  }
   if (!a->data) {
     free(a);
     return NULL;

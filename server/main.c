@@ -249,6 +249,7 @@ int main(int argc, char **argv) {
       .data_dir = data_dir,
       .max_elems = max_elems,
       .max_json_result = max_json,
+      .default_timeout_s = (double)job_timeout,
       .started_wall_ms = t_wall_ms(),
   };
   if (api_register(srv, &actx, &e) || sched_start(sc, &e) ||

@@ -195,6 +195,26 @@ static double measure(const job *j, int64_t n) {
   return (double)n / s[2] / 1e6;
 }
 
+/* ---- how many cores this run really had ------------------------------------ */
+/* The machine may be shared: time a fixed amount of work per thread on 1
+ * and on `threads` threads; the ratio is the parallelism available now
+ * (threads when the cores are free). Printed with the table. */
+static void probe_chunk(void *arg, int64_t c, int slot) {
+  (void)slot;
+  volatile double *sink = arg, acc = 0;
+  for (int i = 0; i < 3000000; i++) acc += (double)(i ^ (int)c) * 1e-9;
+  sink[0] += acc;
+}
+static double probe_parallelism(int threads) {
+  static volatile double sink[1];
+  double t0 = now_s();
+  for (int c = 0; c < threads; c++) probe_chunk((void *)sink, c, 0);
+  double t1 = now_s();
+  pool_for(NULL, threads, threads, probe_chunk, (void *)sink, NULL);
+  double t2 = now_s();
+  return (t1 - t0) / (t2 - t1);
+}
+
 /* ---- peers ---------------------------------------------------------------- */
 #define MAXROWS 256
 typedef struct peer_row {
@@ -250,6 +270,7 @@ int main(int argc, char **argv) {
   int threads = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 2;
   if (threads < 1 || threads > TEAM_MAX) threads = 2;
   team_start(threads);
+  double par0 = probe_parallelism(threads);
   const char *maps[] = {"x*x", "x**2 + 2*x + 1", "-b/a", "sin(x)*exp(-x)"};
   const char *reds[] = {"sum(x**2)", "sum axis=1 [100,N/100]"};
   printf("%-24s %10s %9s %9s %9s %9s %8s %8s\n", "case", "N", "serial",
@@ -307,5 +328,7 @@ int main(int argc, char **argv) {
     tarray_free(g_out);
   }
   printf("threads: %d (cpu, numexpr); ratios > 1: tessel faster\n", threads);
+  printf("parallelism available (of %d): %.2f at the start, %.2f at the "
+         "end\n", threads, par0, probe_parallelism(threads));
   return 0;
 }

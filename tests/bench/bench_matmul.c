@@ -20,7 +20,6 @@
 
 #include "compute/kinds.h"
 #include "compute/pool.h"
-#include "pool_shim.h" /* until compute/pool.c is merged */
 #include "util/util.h"
 
 static int alloc_heap(job_ctx *ctx, tdtype dt, int ndim, const int64_t *shape,

@@ -113,8 +113,10 @@ static int tiny_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
   return T_OK;
 }
 static void tiny_release(void *plan) {}
-static const kind_ops k_tiny = {K_MAP, "tiny", 0, 0, "exact", tiny_check,
-                                tiny_prepare, tiny_run, tiny_release};
+static const kind_ops k_tiny = {
+    .kind = K_MAP, .name = "tiny", .tolerance_doc = "exact",
+    .check = tiny_check, .prepare = tiny_prepare, .run = tiny_run,
+    .release = tiny_release};
 static const kind_ops *lookup(const char *name) {
   return strcmp(name, "tiny") == 0 ? &k_tiny : NULL;
 }

@@ -1,7 +1,7 @@
 /* test_kind_map.c — the map and reduce kinds end to end below the
  * scheduler: params checking (every error names its field and position),
  * the estimate, prepare (inline, range, random and uploaded inputs), and
- * run on serial and cpu (2 threads through pool_for_threads.h) — equal
+ * run on serial and cpu (2 threads through the real pool) — equal
  * bits, equal to a direct computation — plus cancel, cuda without a GPU
  * build, and the per-dtype compare tolerances.
  */
@@ -14,7 +14,7 @@
 #include "compute/gpu_kernels.h"
 #include "compute/kind_expr.h"
 #include "compute/kinds.h"
-#include "pool_for_threads.h"
+#include "compute/pool.h"
 #include "util/util.h"
 
 /* ---- a fake store with one uploaded float32 array [4] ------------------- */
@@ -49,7 +49,7 @@ static int res_alloc(job_ctx *c, tdtype dt, int nd, const int64_t *sh,
   return *out ? 0 : terr_set(e, T_ENOMEM, "", -1, "no memory");
 }
 
-static pool *g_pool = TEST_POOL;
+static pool *g_pool; /* the real pool, 2 workers, made in main */
 static atomic_int g_stop;
 
 static void ctx_init(job_ctx *c, int threads) {
@@ -319,6 +319,8 @@ TEST(test_tolerances) {
 }
 
 int main(void) {
+  g_pool = pool_create(2, NULL, NULL);
+  if (!g_pool) return 1;
   t_id_new('a', up_id);
   RUN(test_map_check_errors);
   RUN(test_map_estimate);

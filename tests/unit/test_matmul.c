@@ -21,7 +21,6 @@
 #include "check.h"
 #include "compute/kinds.h"
 #include "compute/pool.h"
-#include "pool_shim.h" /* until compute/pool.c is merged */
 
 static pool *the_pool;
 

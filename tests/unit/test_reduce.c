@@ -10,7 +10,7 @@
  *   var 1e-13*(var + mean^2); std its square root's; norm 1e-14 relative.
  *
  * Threads: the tests run chunks through the small pthread pool_for of
- * pool_for_threads.h, which hands chunks out in any order; results must
+ * the real pool (compute/pool.h), which hands chunks out in any order; results must
  * not change.
  */
 #include <math.h>
@@ -24,7 +24,10 @@
 #include "compute/kind_expr.h"
 #include "compute/pool.h"
 
-#include "pool_for_threads.h"
+#include "compute/pool.h"
+
+static pool *test_pool; /* the real pool, 3 workers, made in main */
+#define TEST_POOL test_pool
 
 /* ---- helpers ---------------------------------------------------------------- */
 typedef long double ld;
@@ -426,6 +429,8 @@ TEST(test_stop) {
 }
 
 int main(void) {
+  test_pool = pool_create(3, NULL, NULL);
+  if (!test_pool) return 1;
   RUN(test_every_op_every_axis);
   RUN(test_three_dims_and_pieces);
   RUN(test_careful_summation);

@@ -1,0 +1,42 @@
+/* api_int.h — helpers shared by the resource files of api/ (private). */
+#ifndef TESSEL_API_API_INT_H
+#define TESSEL_API_API_INT_H
+
+#include <jansson.h>
+
+#include "api/api.h"
+#include "compute/tarray.h"
+
+/* Parse the request body as one JSON object (duplicate keys refused, depth
+ * bounded by jansson). 400 naming "body" and the byte position. Caller owns
+ * *out. */
+int api_body_object(http_req *r, json_t **out, terr *e);
+
+/* Refuse keys of obj that are not in the NULL-terminated list `allowed`:
+ * "<field>.<key>: unknown field". */
+int api_only_keys(const json_t *obj, const char *field,
+                  const char *const *allowed, terr *e);
+
+/* The job as the API shows it. with_params: include "params". New ref. */
+json_t *api_job_json(api_ctx *ctx, const store_job *j, int with_params);
+/* The array's metadata as the API shows it. New ref. */
+json_t *api_array_json(const store_array *a);
+
+/* Reply with the contents of an array in the format the request asks for
+ * (?format= or Accept: json | npy | csv), 406 when it cannot. `path` is the
+ * array's .npy file. Query `limit_rows=N` previews the first N rows. A
+ * geodesic result may be re-laid out: layout_from/to "square"|"condensed"
+ * (NULL: as stored). */
+void api_reply_array_file(http_req *r, api_ctx *ctx, const char *path,
+                          const char *layout_from, const char *layout_to);
+
+/* Error helpers. */
+void api_reply_terr(http_req *r, int code, const char *field, const char *fmt,
+                    ...) __attribute__((format(printf, 4, 5)));
+
+/* Resource registration (one per file). */
+int api_jobs_register(http_server *srv, api_ctx *ctx, terr *e);
+int api_arrays_register(http_server *srv, api_ctx *ctx, terr *e);
+int api_service_register(http_server *srv, api_ctx *ctx, terr *e);
+
+#endif

@@ -1,0 +1,234 @@
+/* arrays.c — the /v1/arrays resource: upload, read, download, delete, list.
+ *
+ * An upload is parsed by its Content-Type (application/x-npy, text/csv,
+ * application/json; anything else 415), checked strictly (NaN and Inf are
+ * refused in CSV and JSON; .npy keeps them), written to
+ * <data>/arrays/<id>.npy (temp name, then rename: a crash never leaves half
+ * a file under a real name) and recorded in the store. The same content
+ * from the same owner gives the same id (sha256 of dtype, shape and data):
+ * the first upload answers 201, a repeat 200 with the existing array.
+ *
+ * Threads: handlers on MHD worker threads; the upload body is already in
+ * memory, capped by the server's max_upload.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/api_int.h"
+#include "util/util.h"
+
+static int content_is(const char *ct, const char *want) {
+  if (!ct) return 0;
+  size_t n = strlen(want);
+  return strncasecmp(ct, want, n) == 0 && (ct[n] == 0 || ct[n] == ';' || ct[n] == ' ');
+}
+
+static int parse_upload(http_req *r, api_ctx *ctx, tarray **out, terr *e) {
+  size_t len;
+  const char *body = http_body(r, &len);
+  const char *ct = http_header(r, "Content-Type");
+  *out = NULL;
+  if (len == 0) return terr_set(e, T_EINVAL, "body", -1, "empty upload");
+  if (content_is(ct, "application/x-npy") || content_is(ct, "application/octet-stream"))
+    return npy_parse(body, len, ctx->max_elems, out, e);
+  if (content_is(ct, "text/csv"))
+    return csv_parse(body, len, ctx->max_elems, 0, out, e);
+  if (content_is(ct, "application/json")) {
+    tdtype dt = T_F64;
+    const char *q = http_query(r, "dtype");
+    if (q && tdtype_parse(q, &dt))
+      return terr_set(e, T_EINVAL, "dtype", -1, "expected float64 or float32");
+    json_error_t je;
+    json_t *v = json_loadb(body, len, JSON_DECODE_ANY, &je);
+    if (!v)
+      return terr_set(e, T_EINVAL, "body", je.position,
+                      "invalid JSON at line %d column %d: %s", je.line,
+                      je.column, je.text);
+    int rc = jarray_parse(v, dt, ctx->max_elems, "body", out, e);
+    json_decref(v);
+    return rc;
+  }
+  return terr_set(e, T_EMEDIA, "Content-Type", -1,
+                  "'%s' is not application/x-npy, text/csv or application/json",
+                  ct ? ct : "(none)");
+}
+
+/* sha256 over "dtype|shape|" + data: equal arrays, equal digests. */
+static void array_digest(const tarray *a, char hex[65]) {
+  char shape[256], head[300];
+  tshape_str(a->ndim, a->shape, shape, sizeof shape);
+  int hl = snprintf(head, sizeof head, "%s|%s|", tdtype_name(a->dtype), shape);
+  size_t dlen = (size_t)a->size * tdtype_size(a->dtype);
+  char *buf = malloc((size_t)hl + dlen);
+  if (!buf) {
+    t_sha256_hex(head, (size_t)hl, hex);
+    return;
+  }
+  memcpy(buf, head, (size_t)hl);
+  memcpy(buf + hl, a->data, dlen);
+  t_sha256_hex(buf, (size_t)hl + dlen, hex);
+  free(buf);
+}
+
+static int write_npy_atomically(const tarray *a, const char *path, terr *e) {
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return terr_set(e, T_EIO, "", -1, "cannot create %s", tmp);
+  int rc = npy_write(f, a, e);
+  if (fclose(f) != 0 && !rc) rc = terr_set(e, T_EIO, "", -1, "cannot write %s", tmp);
+  if (!rc && rename(tmp, path) != 0)
+    rc = terr_set(e, T_EIO, "", -1, "cannot rename %s", tmp);
+  if (rc) unlink(tmp);
+  return rc;
+}
+
+static void handle_upload(http_req *r, void *ud) {
+  api_ctx *ctx = ud;
+  terr e;
+  terr_clear(&e);
+  tarray *a = NULL;
+  store_array rec;
+  memset(&rec, 0, sizeof rec);
+  if (parse_upload(r, ctx, &a, &e)) goto fail;
+
+  char hex[65], shape[300], path[4096];
+  array_digest(a, hex);
+  /* The stored shape is JSON: "[2, 3]" is already valid JSON. */
+  tshape_str(a->ndim, a->shape, shape, sizeof shape);
+  t_id_new('a', rec.id);
+  snprintf(path, sizeof path, "%s/arrays/%s.npy", ctx->data_dir, rec.id);
+  if (write_npy_atomically(a, path, &e)) goto fail;
+
+  /* Heap copies: the store frees them when the content is already stored. */
+  rec.owner = strdup(http_owner(r));
+  rec.dtype = strdup(tdtype_name(a->dtype));
+  rec.shape = strdup(shape);
+  rec.bytes = a->size * (int64_t)tdtype_size(a->dtype);
+  rec.sha256 = strdup(hex);
+  rec.path = strdup(path);
+  rec.created_at = t_wall_ms();
+  tarray_free(a);
+  a = NULL;
+  if (!rec.owner || !rec.dtype || !rec.shape || !rec.sha256 || !rec.path) {
+    unlink(path);
+    terr_set(&e, T_ENOMEM, "", -1, "out of memory");
+    goto fail;
+  }
+  int existing = 0;
+  if (store_array_insert(ctx->st, &rec, &existing, &e)) {
+    unlink(path);
+    goto fail;
+  }
+  if (existing) {
+    unlink(path); /* the same content is already stored under its id */
+    http_reply_json(r, 200, api_array_json(&rec));
+    store_array_clear(&rec);
+    return;
+  }
+  char loc[96];
+  snprintf(loc, sizeof loc, "/v1/arrays/%s", rec.id);
+  http_add_header(r, "Location", loc);
+  http_reply_json(r, 201, api_array_json(&rec));
+  store_array_clear(&rec);
+  return;
+fail:
+  store_array_clear(&rec);
+  tarray_free(a);
+  http_reply_error(r, &e);
+}
+
+static int load_array(http_req *r, api_ctx *ctx, store_array *a, terr *e) {
+  const char *id = http_param(r, "id");
+  memset(a, 0, sizeof *a);
+  if (!id || !t_id_valid('a', id))
+    return terr_set(e, T_ENOTFOUND, "id", -1, "array '%s' not found", id ? id : "");
+  return store_array_get(ctx->st, id, http_owner(r), a, e);
+}
+
+static void handle_get(http_req *r, void *ud) {
+  store_array a;
+  terr e;
+  if (load_array(r, ud, &a, &e)) {
+    http_reply_error(r, &e);
+    return;
+  }
+  http_reply_json(r, 200, api_array_json(&a));
+  store_array_clear(&a);
+}
+
+static void handle_data(http_req *r, void *ud) {
+  store_array a;
+  terr e;
+  if (load_array(r, ud, &a, &e)) {
+    http_reply_error(r, &e);
+    return;
+  }
+  api_reply_array_file(r, ud, a.path, NULL, NULL);
+  store_array_clear(&a);
+}
+
+static void handle_delete(http_req *r, void *ud) {
+  api_ctx *ctx = ud;
+  terr e;
+  const char *id = http_param(r, "id");
+  if (!id || !t_id_valid('a', id)) {
+    api_reply_terr(r, T_ENOTFOUND, "id", "array '%s' not found", id ? id : "");
+    return;
+  }
+  char *path = NULL;
+  if (store_array_delete(ctx->st, id, http_owner(r), &path, &e)) {
+    http_reply_error(r, &e);
+    return;
+  }
+  if (path) unlink(path);
+  free(path);
+  http_reply_json(r, 200, json_pack("{s:s, s:b}", "id", id, "deleted", 1));
+}
+
+static void handle_list(http_req *r, void *ud) {
+  api_ctx *ctx = ud;
+  terr e;
+  int64_t limit = 50;
+  const char *v = http_query(r, "limit");
+  if (v && (t_parse_i64(v, &limit) || limit < 1 || limit > 1000)) {
+    api_reply_terr(r, T_EINVAL, "limit", "expected an integer from 1 to 1000");
+    return;
+  }
+  const char *cursor = http_query(r, "cursor");
+  if (cursor && *cursor && !t_id_valid('a', cursor)) {
+    api_reply_terr(r, T_EINVAL, "cursor", "not a cursor from next_cursor");
+    return;
+  }
+  store_array *arrs = NULL;
+  int n = 0;
+  char next[T_ID_MAX] = "";
+  if (store_array_list(ctx->st, http_owner(r), cursor && *cursor ? cursor : NULL,
+                       (int)limit, &arrs, &n, next, &e)) {
+    http_reply_error(r, &e);
+    return;
+  }
+  json_t *list = json_array();
+  for (int i = 0; i < n; i++) {
+    json_array_append_new(list, api_array_json(&arrs[i]));
+    store_array_clear(&arrs[i]);
+  }
+  free(arrs);
+  http_reply_json(r, 200, json_pack("{s:o, s:o}", "arrays", list, "next_cursor",
+                                    next[0] ? json_string(next) : json_null()));
+}
+
+int api_arrays_register(http_server *srv, api_ctx *ctx, terr *e) {
+  int rc = 0;
+  rc |= http_route(srv, "POST", "/v1/arrays", handle_upload, ctx,
+                   HTTP_AUTH | HTTP_UPLOAD);
+  rc |= http_route(srv, "GET", "/v1/arrays", handle_list, ctx, HTTP_AUTH);
+  rc |= http_route(srv, "GET", "/v1/arrays/{id}", handle_get, ctx, HTTP_AUTH);
+  rc |= http_route(srv, "DELETE", "/v1/arrays/{id}", handle_delete, ctx, HTTP_AUTH);
+  rc |= http_route(srv, "GET", "/v1/arrays/{id}/data", handle_data, ctx, HTTP_AUTH);
+  if (rc) return terr_set(e, T_EINTERNAL, "", -1, "cannot register array routes");
+  return T_OK;
+}

@@ -1,0 +1,499 @@
+/* jobs.c — the /v1/jobs resource: submit, list, read, cancel, delete, result.
+ *
+ * Submit (POST /v1/jobs[?wait=S]): the body is checked field by field
+ * (unknown fields refused), the kind checks its params and estimates the
+ * job (sched_check: 400, 413, 503), a queue slot is reserved (429 with
+ * Retry-After), the job is committed to the store (idempotent by
+ * request_id: the same body returns the original job, another body is 409)
+ * and only then queued and answered 202 with Location. With ?wait the
+ * connection is suspended (no HTTP thread is held) until the job ends or
+ * S seconds pass; the answer is then 200 with the finished job, or 202.
+ *
+ * Threads: handlers run on MHD worker threads; on_job_done runs on the
+ * scheduler worker that finished the job; on_wait_timeout on the server's
+ * timer thread. A waiter's memory is freed by whichever of those claims the
+ * request (see wait_* below).
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/api_int.h"
+#include "compute/env.h"
+#include "util/util.h"
+
+#define MAX_WAIT_S 60.0
+#define DEFAULT_PRIORITY 5
+
+static void reply_job(http_req *r, api_ctx *ctx, const char *id, int status) {
+  store_job j;
+  terr e;
+  memset(&j, 0, sizeof j);
+  if (store_job_get(ctx->st, id, NULL, &j, &e)) {
+    http_reply_error(r, &e);
+    return;
+  }
+  if (status == 0) status = job_status_final(j.status) ? 200 : 202;
+  char loc[96];
+  snprintf(loc, sizeof loc, "/v1/jobs/%s", j.id);
+  http_add_header(r, "Location", loc);
+  http_reply_json(r, status, api_job_json(ctx, &j, 1));
+  store_job_clear(&j);
+}
+
+/* ---- waiting for a job ------------------------------------------------ */
+
+typedef struct waiter {
+  pthread_mutex_t mu; /* held while the handler sets up the wait */
+  http_req *r;
+  api_ctx *ctx;
+  uint64_t token;
+  char id[T_ID_MAX];
+} waiter;
+
+/* Scheduler worker: the job ended. Holds one request reference. */
+static void on_job_done(void *arg, const char *id) {
+  waiter *w = arg;
+  http_req *r = w->r;
+  if (http_claim(r)) {
+    reply_job(r, w->ctx, w->id, 200);
+    http_req_unref(r);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+    return;
+  }
+  /* The timeout claimed the request first; it frees w once sched_unwait
+   * has seen this callback return. */
+  http_req_unref(r);
+}
+
+/* Timer thread: the wait ran out (the server claimed the request for us). */
+static void on_wait_timeout(http_req *r, void *arg) {
+  waiter *w = arg;
+  pthread_mutex_lock(&w->mu);
+  pthread_mutex_unlock(&w->mu);
+  if (sched_unwait(w->ctx->sc, w->token) == 1)
+    http_req_unref(r); /* the callback's reference: it will never run */
+  reply_job(r, w->ctx, w->id, 0);
+  pthread_mutex_destroy(&w->mu);
+  free(w);
+}
+
+static void reply_after_wait(http_req *r, api_ctx *ctx, const char *id,
+                             double wait_s) {
+  waiter *w = calloc(1, sizeof *w);
+  if (!w) {
+    reply_job(r, ctx, id, 0);
+    return;
+  }
+  pthread_mutex_init(&w->mu, NULL);
+  w->r = r;
+  w->ctx = ctx;
+  snprintf(w->id, sizeof w->id, "%s", id);
+  pthread_mutex_lock(&w->mu);
+  http_defer(r, (int64_t)(wait_s * 1000.0), on_wait_timeout, w);
+  http_req_ref(r);
+  int rc = sched_wait(ctx->sc, id, on_job_done, w, &w->token);
+  pthread_mutex_unlock(&w->mu);
+  if (rc == 1) {
+    /* Already finished: answer now, unless the timer got there first. */
+    http_req_unref(r);
+    if (http_claim(r)) {
+      reply_job(r, ctx, id, 200);
+      pthread_mutex_destroy(&w->mu);
+      free(w);
+    }
+  }
+}
+
+/* ---- POST /v1/jobs ---------------------------------------------------- */
+
+static int parse_wait(http_req *r, double *wait_s, terr *e) {
+  *wait_s = 0;
+  const char *w = http_query(r, "wait");
+  if (!w) return T_OK;
+  if (t_parse_f64(w, wait_s) || !isfinite(*wait_s) || *wait_s < 0 ||
+      *wait_s > MAX_WAIT_S)
+    return terr_set(e, T_EINVAL, "wait", -1,
+                    "expected seconds between 0 and %.0f", MAX_WAIT_S);
+  return T_OK;
+}
+
+/* The envelope of a job submission, checked. */
+typedef struct submission {
+  const kind_ops *kind;
+  tbackend backend;
+  int priority;
+  double timeout_s;
+  const char *request_id, *label;
+  json_t *params;
+} submission;
+
+static int parse_submission(json_t *body, submission *s, terr *e) {
+  static const char *const keys[] = {"kind", "backend", "priority", "timeout_s",
+                                     "request_id", "label", "params", NULL};
+  int rc = api_only_keys(body, "", keys, e);
+  if (rc) return rc;
+  json_t *v = json_object_get(body, "kind");
+  if (!json_is_string(v))
+    return terr_set(e, T_EINVAL, "kind", -1,
+                    "required: one of map, reduce, matmul, geodesic");
+  s->kind = kind_find(json_string_value(v));
+  if (!s->kind)
+    return terr_set(e, T_EINVAL, "kind", -1,
+                    "'%s' is not one of map, reduce, matmul, geodesic",
+                    json_string_value(v));
+  s->backend = B_AUTO;
+  v = json_object_get(body, "backend");
+  if (v) {
+    int b = json_is_string(v) ? tbackend_parse(json_string_value(v)) : -1;
+    if (b < 0)
+      return terr_set(e, T_EINVAL, "backend", -1,
+                      "expected one of auto, serial, cpu, cuda, compare");
+    s->backend = (tbackend)b;
+  }
+  s->priority = DEFAULT_PRIORITY;
+  v = json_object_get(body, "priority");
+  if (v) {
+    if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+        json_integer_value(v) > 9)
+      return terr_set(e, T_EINVAL, "priority", -1,
+                      "expected an integer from 0 to 9 (higher runs first)");
+    s->priority = (int)json_integer_value(v);
+  }
+  s->timeout_s = 0;
+  v = json_object_get(body, "timeout_s");
+  if (v) {
+    if (!json_is_number(v) || !(json_number_value(v) > 0) ||
+        json_number_value(v) > 86400)
+      return terr_set(e, T_EINVAL, "timeout_s", -1,
+                      "expected seconds, more than 0 and at most 86400");
+    s->timeout_s = json_number_value(v);
+  }
+  s->request_id = NULL;
+  v = json_object_get(body, "request_id");
+  if (v) {
+    if (!json_is_string(v) || json_string_length(v) == 0 ||
+        json_string_length(v) > 64)
+      return terr_set(e, T_EINVAL, "request_id", -1,
+                      "expected a string of 1 to 64 characters");
+    s->request_id = json_string_value(v);
+  }
+  s->label = NULL;
+  v = json_object_get(body, "label");
+  if (v) {
+    if (!json_is_string(v) || json_string_length(v) > 200)
+      return terr_set(e, T_EINVAL, "label", -1,
+                      "expected a string of at most 200 characters");
+    s->label = json_string_value(v);
+  }
+  s->params = json_object_get(body, "params");
+  if (!json_is_object(s->params))
+    return terr_set(e, T_EINVAL, "params", -1, "required: a JSON object");
+  return T_OK;
+}
+
+static void handle_submit(http_req *r, void *ud) {
+  api_ctx *ctx = ud;
+  terr e;
+  terr_clear(&e);
+  json_t *body = NULL;
+  char *params_text = NULL, *canon = NULL, *estimate = NULL;
+  store_job j;
+  memset(&j, 0, sizeof j);
+  int reserved = 0;
+  double wait_s;
+  submission s;
+  memset(&s, 0, sizeof s);
+
+  if (parse_wait(r, &wait_s, &e) || api_body_object(r, &body, &e) ||
+      parse_submission(body, &s, &e))
+    goto fail;
+
+  tenv env;
+  tenv_from_store(&env, ctx->st, http_owner(r), ctx->max_elems);
+  job_estimate est;
+  memset(&est, 0, sizeof est);
+  if (sched_check(ctx->sc, s.kind, s.params, &env, s.backend, &est, &e))
+    goto fail;
+
+  int retry_after = 1;
+  if (sched_reserve(ctx->sc, &retry_after, &e)) {
+    if (e.code == T_EBUSY) {
+      char ra[16];
+      snprintf(ra, sizeof ra, "%d", retry_after);
+      http_add_header(r, "Retry-After", ra);
+    }
+    goto fail;
+  }
+  reserved = 1;
+
+  params_text = json_dumps(s.params, JSON_COMPACT);
+  canon = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+  if (!params_text || !canon) {
+    terr_set(&e, T_ENOMEM, "", -1, "out of memory");
+    goto fail;
+  }
+  char hash[65];
+  t_sha256_hex(canon, strlen(canon), hash);
+  /* The submit-time estimate; the router adds its per-backend figures when
+   * the job starts. "size" feeds the dashboard's performance chart. */
+  json_t *ej = json_pack("{s:I, s:f, s:I, s:I}", "size", (json_int_t)est.size,
+                         "work", est.work, "out_bytes",
+                         (json_int_t)est.out_bytes, "in_bytes",
+                         (json_int_t)est.in_bytes);
+  estimate = json_dumps(ej, JSON_COMPACT);
+  json_decref(ej);
+
+  /* The store frees these strings (and replaces the job) when the
+   * request_id names an earlier job, so they are all heap copies. */
+  t_id_new('j', j.id);
+  j.owner = strdup(http_owner(r));
+  j.kind = strdup(s.kind->name);
+  j.params = params_text;
+  params_text = NULL;
+  j.status = JOB_QUEUED;
+  j.backend_requested = strdup(tbackend_name(s.backend));
+  j.estimate = estimate;
+  estimate = NULL;
+  j.priority = s.priority;
+  j.label = s.label ? strdup(s.label) : NULL;
+  j.request_id = s.request_id ? strdup(s.request_id) : NULL;
+  j.body_hash = strdup(hash);
+  j.timeout_s = s.timeout_s > 0 ? s.timeout_s : ctx->default_timeout_s;
+  j.created_at = t_wall_ms();
+  j.max_abs_diff = NAN;
+  if (!j.owner || !j.kind || !j.backend_requested || !j.body_hash ||
+      (s.label && !j.label) || (s.request_id && !j.request_id)) {
+    terr_set(&e, T_ENOMEM, "", -1, "out of memory");
+    goto fail;
+  }
+
+  int existing = 0;
+  store_job stored = j; /* insert may replace it with the original job */
+  memset(&j, 0, sizeof j); /* stored owns the strings now */
+  if (store_job_insert(ctx->st, &stored, &existing, &e)) {
+    store_job_clear(&stored);
+    goto fail;
+  }
+  char id[T_ID_MAX];
+  snprintf(id, sizeof id, "%s", stored.id);
+  if (existing) {
+    sched_unreserve(ctx->sc);
+    reserved = 0;
+  } else {
+    reserved = 0; /* enqueue takes the slot, whatever it answers */
+    if (sched_enqueue(ctx->sc, &stored, &e)) {
+      store_job_clear(&stored);
+      goto fail;
+    }
+  }
+  store_job_clear(&stored);
+  free(params_text);
+  free(canon);
+  free(estimate);
+  json_decref(body);
+  if (wait_s > 0)
+    reply_after_wait(r, ctx, id, wait_s);
+  else
+    reply_job(r, ctx, id, 0);
+  return;
+
+fail:
+  if (reserved) sched_unreserve(ctx->sc);
+  store_job_clear(&j);
+  free(params_text);
+  free(canon);
+  free(estimate);
+  json_decref(body);
+  http_reply_error(r, &e);
+}
+
+/* ---- GET /v1/jobs ----------------------------------------------------- */
+
+static void handle_list(http_req *r, void *ud) {
+  api_ctx *ctx = ud;
+  terr e;
+  terr_clear(&e);
+  store_job_filter f = {.owner = http_owner(r), .status = -1, .limit = 50};
+  const char *v;
+  if ((v = http_query(r, "status"))) {
+    f.status = job_status_parse(v);
+    if (f.status < 0) {
+      api_reply_terr(r, T_EINVAL, "status",
+                     "'%s' is not one of queued, running, succeeded, failed, "
+                     "canceled", v);
+      return;
+    }
+  }
+  if ((v = http_query(r, "kind"))) {
+    if (!kind_find(v)) {
+      api_reply_terr(r, T_EINVAL, "kind",
+                     "'%s' is not one of map, reduce, matmul, geodesic", v);
+      return;
+    }
+    f.kind = v;
+  }
+  if ((v = http_query(r, "backend"))) {
+    if (tbackend_parse(v) < 0) {
+      api_reply_terr(r, T_EINVAL, "backend",
+                     "'%s' is not one of auto, serial, cpu, cuda, compare", v);
+      return;
+    }
+    f.backend = v;
+  }
+  if ((v = http_query(r, "label"))) f.label = v;
+  if ((v = http_query(r, "limit"))) {
+    int64_t lim;
+    if (t_parse_i64(v, &lim) || lim < 1 || lim > 1000) {
+      api_reply_terr(r, T_EINVAL, "limit", "expected an integer from 1 to 1000");
+      return;
+    }
+    f.limit = (int)lim;
+  }
+  if ((v = http_query(r, "cursor")) && *v) {
+    if (!t_id_valid('j', v)) {
+      api_reply_terr(r, T_EINVAL, "cursor", "not a cursor from next_cursor");
+      return;
+    }
+    f.cursor = v;
+  }
+  store_job *jobs = NULL;
+  int n = 0;
+  char next[T_ID_MAX] = "";
+  if (store_job_list(ctx->st, &f, &jobs, &n, next, &e)) {
+    http_reply_error(r, &e);
+    return;
+  }
+  json_t *arr = json_array();
+  for (int i = 0; i < n; i++) {
+    json_array_append_new(arr, api_job_json(ctx, &jobs[i], 0));
+    store_job_clear(&jobs[i]);
+  }
+  free(jobs);
+  http_reply_json(r, 200,
+                  json_pack("{s:o, s:o}", "jobs", arr, "next_cursor",
+                            next[0] ? json_string(next) : json_null()));
+}
+
+/* ---- /v1/jobs/{id} ---------------------------------------------------- */
+
+static int load_job(http_req *r, api_ctx *ctx, store_job *j, terr *e) {
+  const char *id = http_param(r, "id");
+  memset(j, 0, sizeof *j);
+  if (!id || !t_id_valid('j', id))
+    return terr_set(e, T_ENOTFOUND, "id", -1, "job '%s' not found",
+                    id ? id : "");
+  return store_job_get(ctx->st, id, http_owner(r), j, e);
+}
+
+static void handle_get(http_req *r, void *ud) {
+  api_ctx *ctx = ud;
+  store_job j;
+  terr e;
+  if (load_job(r, ctx, &j, &e)) {
+    http_reply_error(r, &e);
+    return;
+  }
+  http_reply_json(r, 200, api_job_json(ctx, &j, 1));
+  store_job_clear(&j);
+}
+
+static void handle_cancel(http_req *r, void *ud) {
+  api_ctx *ctx = ud;
+  store_job j;
+  terr e;
+  if (load_job(r, ctx, &j, &e)) {
+    http_reply_error(r, &e);
+    return;
+  }
+  char id[T_ID_MAX];
+  snprintf(id, sizeof id, "%s", j.id);
+  job_status was = j.status;
+  store_job_clear(&j);
+  if (job_status_final(was)) {
+    api_reply_terr(r, T_ECONFLICT, "id", "job %s has already %s", id,
+                   job_status_name(was));
+    return;
+  }
+  int rc = sched_cancel(ctx->sc, id, http_owner(r), &e);
+  if (rc == T_ENOTFOUND || rc == T_ECONFLICT) {
+    api_reply_terr(r, T_ECONFLICT, "id", "job %s has already finished", id);
+    return;
+  }
+  if (rc) {
+    http_reply_error(r, &e);
+    return;
+  }
+  reply_job(r, ctx, id, 0);
+}
+
+static void handle_delete(http_req *r, void *ud) {
+  api_ctx *ctx = ud;
+  terr e;
+  const char *id = http_param(r, "id");
+  if (!id || !t_id_valid('j', id)) {
+    api_reply_terr(r, T_ENOTFOUND, "id", "job '%s' not found", id ? id : "");
+    return;
+  }
+  char *path = NULL;
+  if (store_job_delete(ctx->st, id, http_owner(r), &path, &e)) {
+    if (e.code == T_ECONFLICT)
+      terr_set(&e, T_ECONFLICT, "id", -1,
+               "job %s has not finished: cancel it first", id);
+    http_reply_error(r, &e);
+    return;
+  }
+  if (path) unlink(path);
+  free(path);
+  http_reply_json(r, 200, json_pack("{s:s, s:b}", "id", id, "deleted", 1));
+}
+
+static void handle_result(http_req *r, void *ud) {
+  api_ctx *ctx = ud;
+  store_job j;
+  terr e;
+  if (load_job(r, ctx, &j, &e)) {
+    http_reply_error(r, &e);
+    return;
+  }
+  if (j.status != JOB_SUCCEEDED || !j.result_path) {
+    api_reply_terr(r, j.status == JOB_SUCCEEDED ? T_ENOTFOUND : T_ECONFLICT,
+                   "id", "job %s is %s: it has no result", j.id,
+                   job_status_name(j.status));
+    store_job_clear(&j);
+    return;
+  }
+  const char *from = NULL, *to = http_query(r, "layout");
+  json_t *params = NULL;
+  if (strcmp(j.kind, "geodesic") == 0) {
+    params = json_loads(j.params, 0, NULL);
+    json_t *targets = params ? json_object_get(params, "targets") : NULL;
+    const char *l = params ? json_string_value(json_object_get(params, "layout")) : NULL;
+    from = (targets && !json_is_null(targets)) ? NULL : (l ? l : "square");
+  }
+  if (to && !from) {
+    api_reply_terr(r, T_EINVAL, "layout",
+                   "only a geodesic matrix without targets can change layout");
+  } else {
+    api_reply_array_file(r, ctx, j.result_path, from, to);
+  }
+  json_decref(params);
+  store_job_clear(&j);
+}
+
+int api_jobs_register(http_server *srv, api_ctx *ctx, terr *e) {
+  int rc = 0;
+  rc |= http_route(srv, "POST", "/v1/jobs", handle_submit, ctx, HTTP_AUTH);
+  rc |= http_route(srv, "GET", "/v1/jobs", handle_list, ctx, HTTP_AUTH);
+  rc |= http_route(srv, "GET", "/v1/jobs/{id}", handle_get, ctx, HTTP_AUTH);
+  rc |= http_route(srv, "DELETE", "/v1/jobs/{id}", handle_delete, ctx, HTTP_AUTH);
+  rc |= http_route(srv, "POST", "/v1/jobs/{id}/cancel", handle_cancel, ctx,
+                   HTTP_AUTH);
+  rc |= http_route(srv, "GET", "/v1/jobs/{id}/result", handle_result, ctx,
+                   HTTP_AUTH);
+  if (rc) return terr_set(e, T_EINTERNAL, "", -1, "cannot register job routes");
+  return T_OK;
+}

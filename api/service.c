@@ -1,0 +1,228 @@
+/* service.c — the service's own resources: /v1/devices, /v1/stats,
+ * /healthz, /readyz, /metrics (Prometheus text) and /openapi.json.
+ *
+ * /healthz and /readyz and /openapi.json need no token (probes and tools
+ * must reach them); the /v1 routes and /metrics follow the server auth.
+ * Threads: MHD worker threads; everything read here is either the store
+ * (read connections), the scheduler's counters (its lock) or constant.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/api_int.h"
+#include "compute/gpu.h"
+#include "util/util.h"
+
+extern const char tessel_openapi_json[];
+extern const size_t tessel_openapi_json_len;
+
+static json_t *cpu_json(void) {
+  char model[256] = "unknown";
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (f) {
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+      if (strncmp(line, "model name", 10) == 0) {
+        char *colon = strchr(line, ':');
+        if (colon) {
+          snprintf(model, sizeof model, "%s", colon + 2);
+          model[strcspn(model, "\n")] = 0;
+        }
+        break;
+      }
+    }
+    fclose(f);
+  }
+  return json_pack("{s:s, s:I}", "model", model, "threads",
+                   (json_int_t)sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+static void handle_devices(http_req *r, void *ud) {
+  api_ctx *ctx = ud;
+  sched_stats ss;
+  sched_get_stats(ctx->sc, &ss);
+  json_t *cpu = cpu_json();
+  json_object_set_new(cpu, "workers", json_integer(ss.workers));
+  http_reply_json(r, 200, json_pack("{s:o, s:o}", "cpu", cpu, "cuda",
+                                    gpu_devices_json()));
+}
+
+static void handle_stats(http_req *r, void *ud) {
+  api_ctx *ctx = ud;
+  terr e;
+  char *by_kind = NULL;
+  int64_t counts[5] = {0};
+  if (store_stats_json(ctx->st, http_owner(r), &by_kind, &e) ||
+      store_job_counts(ctx->st, http_owner(r), counts, &e)) {
+    free(by_kind);
+    http_reply_error(r, &e);
+    return;
+  }
+  json_t *bk = json_loads(by_kind, 0, NULL);
+  free(by_kind);
+  sched_stats ss;
+  sched_get_stats(ctx->sc, &ss);
+  json_t *status = json_object();
+  for (int s = JOB_QUEUED; s <= JOB_CANCELED; s++)
+    json_object_set_new(status, job_status_name((job_status)s),
+                        json_integer(counts[s]));
+  double uptime = (double)(t_wall_ms() - ctx->started_wall_ms) / 1000.0;
+  int64_t finished = 0;
+  for (int s = JOB_SUCCEEDED; s <= JOB_CANCELED; s++) finished += ss.finished_total[s];
+  http_reply_json(
+      r, 200,
+      json_pack("{s:o, s:{s:i, s:i, s:i, s:i, s:b}, s:o, s:f, s:I, s:f}",
+                "by_kind", bk ? bk : json_array(), "queue", "queued",
+                ss.queued, "running", ss.running, "workers", ss.workers,
+                "gpu_workers", ss.gpu_workers, "accepting", ss.accepting,
+                "jobs_by_status", status, "uptime_s", uptime,
+                "finished_since_start", (json_int_t)finished,
+                "throughput_jobs_per_s", uptime > 0 ? (double)finished / uptime : 0.0));
+}
+
+static void handle_healthz(http_req *r, void *ud) {
+  http_reply_json(r, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+static void handle_readyz(http_req *r, void *ud) {
+  api_ctx *ctx = ud;
+  sched_stats ss;
+  sched_get_stats(ctx->sc, &ss);
+  int store_ok = store_ready(ctx->st);
+  int ready = store_ok && ss.accepting && ss.workers > 0;
+  json_t *body = json_pack("{s:s, s:b, s:b, s:i}", "status",
+                           ready ? "ready" : "not_ready", "store", store_ok,
+                           "accepting", ss.accepting, "workers", ss.workers);
+  http_reply_json(r, ready ? 200 : 503, body);
+}
+
+static void handle_openapi(http_req *r, void *ud) {
+  char *copy = malloc(tessel_openapi_json_len);
+  if (!copy) {
+    api_reply_terr(r, T_ENOMEM, "", "out of memory");
+    return;
+  }
+  memcpy(copy, tessel_openapi_json, tessel_openapi_json_len);
+  http_reply_buffer(r, 200, "application/json; charset=utf-8", copy,
+                    tessel_openapi_json_len);
+}
+
+/* ---- /metrics ---------------------------------------------------------- */
+
+typedef struct textbuf {
+  char *p;
+  size_t len, cap;
+} textbuf;
+
+static void tb_printf(textbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void tb_printf(textbuf *b, const char *fmt, ...) {
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if (b->p && b->len + (size_t)n < b->cap) {
+      b->len += (size_t)n;
+      return;
+    }
+    size_t cap = b->cap ? b->cap * 2 : 8192;
+    while (cap < b->len + (size_t)n + 1) cap *= 2;
+    char *np = realloc(b->p, cap);
+    if (!np) return;
+    b->p = np;
+    b->cap = cap;
+  }
+}
+
+static void handle_metrics(http_req *r, void *ud) {
+  api_ctx *ctx = ud;
+  terr e;
+  textbuf b = {0};
+  char *stats = NULL;
+  if (store_stats_json(ctx->st, NULL, &stats, &e)) {
+    http_reply_error(r, &e);
+    return;
+  }
+  json_t *rows = json_loads(stats, 0, NULL);
+  free(stats);
+  tb_printf(&b, "# HELP tessel_jobs Jobs in the store by kind, backend used and status.\n"
+                "# TYPE tessel_jobs gauge\n");
+  size_t i;
+  json_t *row;
+  json_array_foreach(rows, i, row) {
+    const char *backend = json_string_value(json_object_get(row, "backend"));
+    tb_printf(&b, "tessel_jobs{kind=\"%s\",backend=\"%s\",status=\"%s\"} %lld\n",
+              json_string_value(json_object_get(row, "kind")),
+              backend ? backend : "none",
+              json_string_value(json_object_get(row, "status")),
+              (long long)json_integer_value(json_object_get(row, "count")));
+  }
+  json_decref(rows);
+
+  sched_stats ss;
+  sched_get_stats(ctx->sc, &ss);
+  tb_printf(&b, "# HELP tessel_queue_depth Jobs waiting to run.\n"
+                "# TYPE tessel_queue_depth gauge\ntessel_queue_depth %d\n"
+                "# HELP tessel_running_jobs Jobs running now.\n"
+                "# TYPE tessel_running_jobs gauge\ntessel_running_jobs %d\n"
+                "# HELP tessel_workers CPU and GPU workers.\n"
+                "# TYPE tessel_workers gauge\n"
+                "tessel_workers{type=\"cpu\"} %d\ntessel_workers{type=\"gpu\"} %d\n",
+            ss.queued, ss.running, ss.workers, ss.gpu_workers);
+  tb_printf(&b, "# HELP tessel_jobs_finished_total Jobs finished since start.\n"
+                "# TYPE tessel_jobs_finished_total counter\n");
+  for (int s = JOB_SUCCEEDED; s <= JOB_CANCELED; s++)
+    tb_printf(&b, "tessel_jobs_finished_total{status=\"%s\"} %lld\n",
+              job_status_name((job_status)s), (long long)ss.finished_total[s]);
+
+  tb_printf(&b, "# HELP tessel_job_duration_ms Job run time (start to end).\n"
+                "# TYPE tessel_job_duration_ms histogram\n");
+  static const char *const kinds[] = {"map", "reduce", "matmul", "geodesic"};
+  static const char *const backends[] = {"serial", "cpu", "cuda", "compare"};
+  for (int k = 0; k < 4; k++) {
+    for (int bk = 0; bk < 4; bk++) {
+      int64_t counts[SCHED_HIST_BUCKETS], count = 0;
+      double sum = 0;
+      sched_histogram(ctx->sc, kinds[k], backends[bk], counts, &sum, &count);
+      if (count == 0) continue;
+      for (int h = 0; h < SCHED_HIST_BUCKETS; h++)
+        tb_printf(&b, "tessel_job_duration_ms_bucket{kind=\"%s\",backend=\"%s\",le=\"%g\"} %lld\n",
+                  kinds[k], backends[bk], sched_hist_bounds_ms[h], (long long)counts[h]);
+      tb_printf(&b, "tessel_job_duration_ms_bucket{kind=\"%s\",backend=\"%s\",le=\"+Inf\"} %lld\n"
+                    "tessel_job_duration_ms_sum{kind=\"%s\",backend=\"%s\"} %.3f\n"
+                    "tessel_job_duration_ms_count{kind=\"%s\",backend=\"%s\"} %lld\n",
+                kinds[k], backends[bk], (long long)count, kinds[k], backends[bk], sum,
+                kinds[k], backends[bk], (long long)count);
+    }
+  }
+  int64_t by_status[6] = {0};
+  http_status_counts(ctx->srv, by_status);
+  tb_printf(&b, "# HELP tessel_http_requests_total HTTP requests answered, by status class.\n"
+                "# TYPE tessel_http_requests_total counter\n");
+  static const char *const classes[] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
+  for (int c = 0; c < 5; c++)
+    tb_printf(&b, "tessel_http_requests_total{code=\"%s\"} %lld\n", classes[c],
+              (long long)by_status[c + 1]);
+  if (!b.p) {
+    api_reply_terr(r, T_ENOMEM, "", "out of memory");
+    return;
+  }
+  http_reply_buffer(r, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len);
+}
+
+int api_service_register(http_server *srv, api_ctx *ctx, terr *e) {
+  int rc = 0;
+  rc |= http_route(srv, "GET", "/v1/devices", handle_devices, ctx, HTTP_AUTH);
+  rc |= http_route(srv, "GET", "/v1/stats", handle_stats, ctx, HTTP_AUTH);
+  rc |= http_route(srv, "GET", "/healthz", handle_healthz, ctx, 0);
+  rc |= http_route(srv, "GET", "/readyz", handle_readyz, ctx, 0);
+  rc |= http_route(srv, "GET", "/metrics", handle_metrics, ctx, HTTP_AUTH);
+  rc |= http_route(srv, "GET", "/openapi.json", handle_openapi, ctx, 0);
+  if (rc) return terr_set(e, T_EINTERNAL, "", -1, "cannot register service routes");
+  return T_OK;
+}

@@ -1,0 +1,339 @@
+/* harness.h — integration tests: start the real tesseld, talk HTTP to it.
+ *
+ *   srv s; srv_start(&s, daemon_path, "--threads", "2", NULL);
+ *   resp r = req(&s, "POST", "/v1/jobs?wait=10", "application/json", body);
+ *   CHECK(r.status == 200); json_t *j = resp_json(&r); ... resp_free(&r);
+ *   srv_kill(&s, SIGKILL); srv_restart(&s); srv_stop(&s);
+ *
+ * The daemon runs on a free port (--port 0; the harness reads the port from
+ * its "listening on" line) with a fresh temporary data dir that
+ * srv_cleanup removes. Its stderr goes to <data>/daemon.log, printed when a
+ * test fails. Only loopback is ever contacted; every request has a timeout.
+ */
+#ifndef TESSEL_TESTS_HARNESS_H
+#define TESSEL_TESTS_HARNESS_H
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+
+#define SRV_MAX_ARGS 48
+
+typedef struct srv {
+  pid_t pid;
+  int port;
+  char dir[256];       /* data dir */
+  char base[64];       /* "http://127.0.0.1:PORT" */
+  const char *daemon;
+  const char *args[SRV_MAX_ARGS];
+  int nargs;
+  const char *token;   /* bearer token for requests, or NULL */
+} srv;
+
+typedef struct resp {
+  long status;
+  char *body;
+  size_t len;
+  char headers[8192];
+} resp;
+
+static inline void srv_dump_log(const srv *s) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/daemon.log", s->dir);
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  fprintf(stderr, "---- %s (last 60 lines) ----\n", path);
+  char *lines[60] = {0};
+  char buf[1024];
+  int n = 0;
+  while (fgets(buf, sizeof buf, f)) {
+    free(lines[n % 60]);
+    lines[n % 60] = strdup(buf);
+    n++;
+  }
+  for (int i = n > 60 ? n - 60 : 0; i < n; i++) {
+    fputs(lines[i % 60], stderr);
+  }
+  for (int i = 0; i < 60; i++) free(lines[i]);
+  fclose(f);
+}
+
+/* Spawn the daemon with s->args; wait for its "listening on" line. */
+static inline int srv_spawn(srv *s) {
+  int out[2];
+  if (pipe(out) != 0) return -1;
+  char logpath[400], portbuf[16];
+  snprintf(logpath, sizeof logpath, "%s/daemon.log", s->dir);
+  snprintf(portbuf, sizeof portbuf, "%d", s->port);
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    const char *argv[SRV_MAX_ARGS + 12];
+    int a = 0;
+    argv[a++] = s->daemon;
+    argv[a++] = "--port";
+    argv[a++] = portbuf;
+    argv[a++] = "--data-dir";
+    argv[a++] = s->dir;
+    argv[a++] = "--access-log";
+    argv[a++] = "1";
+    for (int i = 0; i < s->nargs; i++) argv[a++] = s->args[i];
+    argv[a] = NULL;
+    dup2(out[1], 1);
+    int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) dup2(fd, 2);
+    close(out[0]);
+    close(out[1]);
+    execv(s->daemon, (char *const *)argv);
+    _exit(127);
+  }
+  close(out[1]);
+  s->pid = pid;
+  FILE *f = fdopen(out[0], "r");
+  char line[512];
+  int port = -1;
+  /* The daemon prints one line on stdout when it listens. */
+  while (fgets(line, sizeof line, f)) {
+    char *p = strstr(line, "listening on http://");
+    if (p) {
+      char *colon = strrchr(p + 20, ':');
+      if (colon) port = (int)strtol(colon + 1, NULL, 10);
+      break;
+    }
+  }
+  fclose(f);
+  if (port <= 0) {
+    fprintf(stderr, "daemon did not start\n");
+    srv_dump_log(s);
+    return -1;
+  }
+  s->port = port;
+  snprintf(s->base, sizeof s->base, "http://127.0.0.1:%d", port);
+  return 0;
+}
+
+/* Start with extra args (NULL-terminated). A new temp data dir. */
+static inline int srv_start(srv *s, const char *daemon, ...) {
+  memset(s, 0, sizeof *s);
+  s->daemon = daemon;
+  snprintf(s->dir, sizeof s->dir, "/tmp/tessel-it-XXXXXX");
+  if (!mkdtemp(s->dir)) return -1;
+  va_list ap;
+  va_start(ap, daemon);
+  const char *arg;
+  while ((arg = va_arg(ap, const char *)) && s->nargs < SRV_MAX_ARGS)
+    s->args[s->nargs++] = arg;
+  va_end(ap);
+  s->port = 0;
+  return srv_spawn(s);
+}
+
+/* Restart on the same data dir and port. */
+static inline int srv_restart(srv *s) { return srv_spawn(s); }
+
+/* Send a signal and wait for the process; returns its exit status or
+ * 128+signal. */
+static inline int srv_kill(srv *s, int sig) {
+  if (s->pid <= 0) return -1;
+  kill(s->pid, sig);
+  int st = 0;
+  for (int i = 0; i < 600; i++) { /* up to 60 s */
+    pid_t w = waitpid(s->pid, &st, WNOHANG);
+    if (w == s->pid) break;
+    usleep(100000);
+    if (i == 599) {
+      kill(s->pid, SIGKILL);
+      waitpid(s->pid, &st, 0);
+    }
+  }
+  s->pid = 0;
+  if (WIFEXITED(st)) return WEXITSTATUS(st);
+  return 128 + WTERMSIG(st);
+}
+
+static inline void srv_cleanup(srv *s) {
+  if (s->pid > 0) srv_kill(s, SIGKILL);
+  if (check_failed) srv_dump_log(s);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", s->dir);
+  if (strncmp(s->dir, "/tmp/tessel-it-", 15) == 0 && system(cmd) != 0)
+    fprintf(stderr, "could not remove %s\n", s->dir);
+}
+
+static inline size_t resp_write(char *p, size_t sz, size_t n, void *ud) {
+  resp *r = ud;
+  size_t add = sz * n;
+  char *nb = realloc(r->body, r->len + add + 1);
+  if (!nb) return 0;
+  r->body = nb;
+  memcpy(r->body + r->len, p, add);
+  r->len += add;
+  r->body[r->len] = 0;
+  return add;
+}
+
+static inline size_t resp_header(char *p, size_t sz, size_t n, void *ud) {
+  resp *r = ud;
+  size_t add = sz * n, have = strlen(r->headers);
+  if (have + add + 1 < sizeof r->headers) {
+    memcpy(r->headers + have, p, add);
+    r->headers[have + add] = 0;
+  }
+  return add;
+}
+
+/* A request with optional body (len < 0: strlen) and extra headers
+ * (NULL-terminated "Name: value" strings after the length). */
+static inline resp reqx(srv *s, const char *method, const char *path, const char *ctype,
+                 const char *body, long len, ...) {
+  resp r;
+  memset(&r, 0, sizeof r);
+  CURL *c = curl_easy_init();
+  char url[2048];
+  snprintf(url, sizeof url, "%s%s", s->base, path);
+  struct curl_slist *h = NULL;
+  char ct[256], auth[300];
+  if (ctype) {
+    snprintf(ct, sizeof ct, "Content-Type: %s", ctype);
+    h = curl_slist_append(h, ct);
+  }
+  if (s->token) {
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", s->token);
+    h = curl_slist_append(h, auth);
+  }
+  h = curl_slist_append(h, "Expect:");
+  va_list ap;
+  va_start(ap, len);
+  const char *extra;
+  while ((extra = va_arg(ap, const char *))) h = curl_slist_append(h, extra);
+  va_end(ap);
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, resp_write);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, resp_header);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  if (body) {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE,
+                     (curl_off_t)(len < 0 ? (long)strlen(body) : len));
+  }
+  CURLcode rc = curl_easy_perform(c);
+  if (rc != CURLE_OK) {
+    fprintf(stderr, "%s %s: %s\n", method, path, curl_easy_strerror(rc));
+    r.status = -1;
+  } else {
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+  }
+  curl_slist_free_all(h);
+  curl_easy_cleanup(c);
+  if (!r.body) r.body = calloc(1, 1);
+  return r;
+}
+#define req(s, m, p, ct, body) reqx((s), (m), (p), (ct), (body), -1, NULL)
+
+static inline void resp_free(resp *r) {
+  free(r->body);
+  r->body = NULL;
+}
+
+/* The body as JSON (NULL and a failed CHECK when it is not). New ref. */
+static inline json_t *resp_json(const resp *r) {
+  json_error_t je;
+  json_t *v = json_loadb(r->body, r->len, 0, &je);
+  if (!v) fprintf(stderr, "not JSON (%s): %.300s\n", je.text, r->body);
+  return v;
+}
+
+/* Value of a response header (case-insensitive), into buf; NULL if none. */
+static inline const char *resp_header_get(const resp *r, const char *name, char *buf,
+                                   size_t len) {
+  size_t n = strlen(name);
+  const char *p = r->headers;
+  while (p && *p) {
+    if (strncasecmp(p, name, n) == 0 && p[n] == ':') {
+      p += n + 1;
+      while (*p == ' ') p++;
+      size_t k = strcspn(p, "\r\n");
+      if (k >= len) k = len - 1;
+      memcpy(buf, p, k);
+      buf[k] = 0;
+      return buf;
+    }
+    p = strchr(p, '\n');
+    if (p) p++;
+  }
+  return NULL;
+}
+
+/* Error body check: status, code and (when given) field. */
+static inline int is_error(const resp *r, long status, const char *code,
+                    const char *field) {
+  if (r->status != status) {
+    fprintf(stderr, "expected %ld, got %ld: %.300s\n", status, r->status, r->body);
+    return 0;
+  }
+  json_t *j = resp_json(r);
+  json_t *err = j ? json_object_get(j, "error") : NULL;
+  const char *c = err ? json_string_value(json_object_get(err, "code")) : NULL;
+  const char *f = err ? json_string_value(json_object_get(err, "field")) : NULL;
+  int ok = c && strcmp(c, code) == 0 && (!field || (f && strcmp(f, field) == 0));
+  if (!ok) fprintf(stderr, "unexpected error body: %.300s\n", r->body);
+  json_decref(j);
+  return ok;
+}
+
+/* Poll a job until it is final (or timeout_s); returns the job (new ref). */
+static inline json_t *wait_job(srv *s, const char *id, double timeout_s) {
+  char path[128];
+  snprintf(path, sizeof path, "/v1/jobs/%s", id);
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (;;) {
+    resp r = req(s, "GET", path, NULL, NULL);
+    json_t *j = r.status == 200 ? resp_json(&r) : NULL;
+    resp_free(&r);
+    const char *st = j ? json_string_value(json_object_get(j, "status")) : NULL;
+    if (st && (!strcmp(st, "succeeded") || !strcmp(st, "failed") ||
+               !strcmp(st, "canceled")))
+      return j;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if ((double)(t.tv_sec - t0.tv_sec) > timeout_s) return j;
+    json_decref(j);
+    usleep(20000);
+  }
+}
+
+/* Submit a job body; returns the job JSON (new ref) or NULL. */
+static inline json_t *submit(srv *s, const char *query, const char *body, long *status) {
+  char path[128];
+  snprintf(path, sizeof path, "/v1/jobs%s", query ? query : "");
+  resp r = req(s, "POST", path, "application/json", body);
+  if (status) *status = r.status;
+  json_t *j = (r.status == 200 || r.status == 202) ? resp_json(&r) : NULL;
+  if (!j) fprintf(stderr, "submit failed %ld: %.300s\n", r.status, r.body);
+  resp_free(&r);
+  return j;
+}
+
+static inline const char *jstr(json_t *o, const char *k) {
+  return json_string_value(json_object_get(o, k));
+}
+
+#endif
