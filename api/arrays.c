@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "api/api_int.h"
+#include "compute/gpu.h"
 #include "util/util.h"
 
 static int content_is(const char *ct, const char *want) {
@@ -186,6 +187,7 @@ static void handle_delete(http_req *r, void *ud) {
   }
   if (path) unlink(path);
   free(path);
+  gpu_resident_drop(id); /* its copy in GPU memory, if any (never blocks) */
   http_reply_json(r, 200, json_pack("{s:s, s:b}", "id", id, "deleted", 1));
 }
 

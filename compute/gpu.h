@@ -61,7 +61,8 @@ typedef struct gpu_config {
 void gpu_configure(const gpu_config *cfg);
 
 /* Forget uploaded array `id` on every device (its memory is freed); called
- * when the array is deleted. Unknown ids are a no-op. */
+ * when the array is deleted. Unknown ids are a no-op. Never blocks on a
+ * running job: a busy device drops it when its job ends. */
 void gpu_resident_drop(const char *id);
 
 /* Rates measured on device `dev` in a few milliseconds, for the router's

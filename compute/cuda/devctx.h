@@ -225,6 +225,8 @@ void resident_release_all(devctx *d);
 size_t resident_evict(devctx *d, size_t bytes);
 size_t resident_bytes(devctx *d);
 void resident_drop_id(devctx *d, const char *id);
+/* Do the drops gpu_resident_drop queued while the device was busy. */
+void resident_drop_pending(devctx *d);
 void resident_destroy(devctx *d);
 
 /* ---- kcache.cu --------------------------------------------------------- */

@@ -436,6 +436,7 @@ void dev_end(devctx *d, int rc) {
   (void)rc; /* the scheduler notes health (gpu_note_result) */
   if (!d) return;
   resident_release_all(d);
+  resident_drop_pending(d);
   pthread_mutex_unlock(&d->lock);
 }
 

@@ -158,12 +158,39 @@ void resident_destroy(devctx *d) {
   d->res = NULL;
 }
 
+/* Drops asked for while a device was busy, done by its next dev_end. An
+ * id names its bytes for good, so a late drop is never wrong, only late;
+ * when the list is full the entry is left to the LRU. */
+#define RES_PENDING_MAX 64
+static pthread_mutex_t g_pending_mu = PTHREAD_MUTEX_INITIALIZER;
+static char g_pending[GPU_MAX_DEVICES][RES_PENDING_MAX][T_ID_MAX];
+static int g_npending[GPU_MAX_DEVICES];
+
+void resident_drop_pending(devctx *d) {
+  char ids[RES_PENDING_MAX][T_ID_MAX];
+  int n;
+  pthread_mutex_lock(&g_pending_mu);
+  n = g_npending[d->index];
+  memcpy(ids, g_pending[d->index], sizeof ids);
+  g_npending[d->index] = 0;
+  pthread_mutex_unlock(&g_pending_mu);
+  for (int i = 0; i < n; i++) resident_drop_id(d, ids[i]);
+}
+
+/* Called on HTTP threads (array deletion): never waits for a running job. */
 void gpu_resident_drop(const char *id) {
+  if (!id) return;
   for (int i = 0; i < gpu_count(); i++) {
     devctx *d = dev_get(i);
-    pthread_mutex_lock(&d->lock);
-    if (d->ready && cudaSetDevice(d->ordinal) == cudaSuccess)
-      resident_drop_id(d, id);
-    pthread_mutex_unlock(&d->lock);
+    if (pthread_mutex_trylock(&d->lock) == 0) {
+      if (d->ready && cudaSetDevice(d->ordinal) == cudaSuccess)
+        resident_drop_id(d, id);
+      pthread_mutex_unlock(&d->lock);
+      continue;
+    }
+    pthread_mutex_lock(&g_pending_mu);
+    if (g_npending[i] < RES_PENDING_MAX)
+      snprintf(g_pending[i][g_npending[i]++], T_ID_MAX, "%s", id);
+    pthread_mutex_unlock(&g_pending_mu);
   }
 }
