@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "api/api_int.h"
+#include "compute/gpu.h"
 #include "util/util.h"
 
 static int content_is(const char *ct, const char *want) {
@@ -184,6 +185,7 @@ static void handle_delete(http_req *r, void *ud) {
     http_reply_error(r, &e);
     return;
   }
+  gpu_resident_drop(id); /* its copy in GPU memory, if any (never blocks) */
   api_reply_deleted(r, id, path);
 }
 

@@ -42,8 +42,37 @@ json_t *gpu_devices_json(void);
 int gpu_healthy(int dev);
 void gpu_note_result(int dev, int rc);
 
-/* Serialise use of a device between its worker and compare runs. */
+/* Serialise use of a device between its worker and compare runs. The lock
+ * is recursive: the entry points of gpu_kernels.h take it themselves too. */
 void gpu_lock(int dev);
 void gpu_unlock(int dev);
+
+/* ---- additions by the CUDA backend (additive; see compute/cuda/) -------- */
+/* Settings read by gpu_init; call before it (NULL or zero fields: defaults).
+ * data_dir: compiled kernels are cached under <data_dir>/kernels.
+ * resident_fraction: share of each device's memory that uploaded arrays may
+ * keep resident (default 0.5). staging_bytes: pinned host staging per
+ * device (default 128 MiB, split into slots). */
+typedef struct gpu_config {
+  const char *data_dir;
+  double resident_fraction;
+  int64_t staging_bytes;
+} gpu_config;
+void gpu_configure(const gpu_config *cfg);
+
+/* Forget uploaded array `id` on every device (its memory is freed); called
+ * when the array is deleted. Unknown ids are a no-op. Never blocks on a
+ * running job: a busy device drops it when its job ends. */
+void gpu_resident_drop(const char *id);
+
+/* Rates measured on device `dev` in a few milliseconds, for the router's
+ * cost model. Bandwidths in bytes/s (d2d counts bytes read + written),
+ * launch_s the fixed cost of a job's first launch + sync. */
+typedef struct gpu_rates {
+  double h2d_pinned, d2h_pinned, h2d_pageable, d2h_pageable, d2d;
+  double launch_s;
+  int stage_threads; /* host threads that stage this device's copies */
+} gpu_rates;
+int gpu_measure_rates(int dev, gpu_rates *r, terr *e);
 
 #endif

@@ -19,5 +19,10 @@ int gpu_healthy(int dev) { return 0; }
 void gpu_note_result(int dev, int rc) {}
 void gpu_lock(int dev) {}
 void gpu_unlock(int dev) {}
+void gpu_configure(const gpu_config *cfg) {}
+void gpu_resident_drop(const char *id) {}
+int gpu_measure_rates(int dev, gpu_rates *r, terr *e) {
+  return terr_set(e, T_EUNAVAIL, "backend", -1, "%s", gpu_unavailable_reason());
+}
 
 #endif

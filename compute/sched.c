@@ -30,6 +30,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "compute/router.h"
+
 #define MONITOR_TICK_MS 25.0
 #define PROGRESS_EVERY_MS 200.0
 
@@ -341,6 +343,16 @@ int sched_start(sched *s, terr *e) {
   free(jobs);
   if (n) log_info("scheduler: %d unfinished job(s) queued again", requeued);
 
+  /* The router's cost model: loaded from the data dir, or measured once
+   * (a fraction of a second) before any job runs. Without it auto keeps
+   * the size rule. */
+  if (s->calibration_path) {
+    terr ce;
+    terr_clear(&ce);
+    if (router_init(s->calibration_path, s->nthreads, &ce) != T_OK)
+      log_warn("scheduler: router calibration failed (%s); auto uses the "
+               "size rule", ce.message);
+  }
   /* Workers start with taking == 0 (they find nothing), so that no job runs
    * before s->pool is set; then they are let in and woken. */
   pool *p = pool_create(s->nthreads, sched_idle, s);
@@ -430,6 +442,7 @@ void sched_shutdown(sched *s, double deadline_s) {
 void sched_destroy(sched *s) {
   if (!s) return;
   sched_shutdown(s, 0); /* no-op when already shut down */
+  if (s->calibration_path) router_shutdown(); /* saves its corrections */
   for (int q = 0; q < Q__COUNT; q++) free(s->q[q].v);
   free(s->buckets);
   while (s->waiters) { /* registrations of jobs never finished here */

@@ -183,6 +183,9 @@ static int srun_backend(srun *r, void *plan, tbackend b, int device,
     rc = terr_set(e, T_EINTERNAL, "", -1, "kind %s returned no result",
                   r->j->k->name);
   }
+  /* Recorded timings correct the router's cost model (every backend a
+   * compare runs teaches it too). */
+  if (rc == T_OK && r->j->have_est) router_observe(r->j->k, &r->j->est, b, *ms);
   double phases = ctx->t_h2d + ctx->t_d2h;
   r->t_h2d += ctx->t_h2d;
   r->t_d2h += ctx->t_d2h;

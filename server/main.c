@@ -208,6 +208,8 @@ int main(int argc, char **argv) {
     log_error("store: %s", e.message);
     goto out;
   }
+  /* Compiled GPU kernels are cached under <data>/kernels across restarts. */
+  gpu_configure(&(gpu_config){.data_dir = data_dir});
   gpu_init();
   if (gpu_count() == 0) log_info("CUDA: %s", gpu_unavailable_reason());
   sched_config scfg = {
