@@ -1,0 +1,71 @@
+#!/bin/sh
+# device_run.sh — everything that needs a GPU, in one go, on the lent GPU
+# machine (its copy of the repo; binaries and the libraries that machine
+# lacks carried in BIN, see tests/gpu/README.md):
+#   1. the GPU tests (tests/gpu/run.sh),
+#   2. the integration tests against the daemon WITH a GPU (compare then
+#      includes cuda:0, auto may route to it),
+#   3. geodesic end to end through HTTP (n = 20,000, square, float64, cuda
+#      and cpu) beside bench_geodesic's "copy + write" peer,
+#   4. the GPU benchmark table.
+# Logs go to $OUT when set (the device tool), else to BIN. SKIP_BENCH=1 skips
+# step 4. Carry only libraries that machine lacks (not libnettle: its GnuTLS
+# needs its own).
+#   sh tests/gpu/device_run.sh BIN
+set -u
+BIN=${1:?directory with the binaries}
+LOG=${OUT:-$BIN}
+export LD_LIBRARY_PATH="$PWD/$BIN/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export TESSEL_WEB_DIR="$PWD/$BIN/web"
+fail=0
+step() { echo; echo "######## $*"; }
+
+step "GPU"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | tee "$LOG/gpu.txt"
+
+step "1. GPU tests"
+for t in "$BIN"/gpu_test_*; do
+  echo "=== $(basename "$t")"
+  timeout 300 "$t" > "$LOG/$(basename "$t").log" 2>&1
+  rc=$?
+  tail -3 "$LOG/$(basename "$t").log"
+  [ $rc -eq 0 ] || { echo "--- FAILED ($rc)"; fail=1; }
+done
+
+step "2. integration tests with a GPU"
+for t in "$BIN"/integ_test_*; do
+  echo "=== $(basename "$t")"
+  timeout 300 "$t" "$BIN/tesseld" > "$LOG/$(basename "$t").log" 2>&1
+  rc=$?
+  grep -E "CHECK failed|FAIL|passed" "$LOG/$(basename "$t").log" | tail -5
+  [ $rc -eq 0 ] || { echo "--- FAILED ($rc)"; fail=1; }
+done
+
+step "3. geodesic end to end through HTTP"
+data=$(mktemp -d /tmp/tessel-dev.XXXXXX)
+"$BIN/tesseld" --port 0 --data-dir "$data" --access-log 0 > "$data/out" 2> "$LOG/daemon.log" &
+pid=$!
+port=""
+for i in $(seq 1 100); do
+  port=$(grep -o 'listening on http://[^/]*' "$data/out" 2>/dev/null | sed 's/.*://')
+  [ -n "$port" ] && break
+  sleep 0.1
+done
+curl -s "http://127.0.0.1:$port/v1/devices" | tee "$LOG/devices.json"; echo
+timeout 240 python3 tests/bench/geodesic_http.py "http://127.0.0.1:$port" --sizes 5000,20000 \
+  --backends cuda,cpu --dir "$data" 2>&1 | tee "$LOG/geodesic_http.txt"
+curl -s -X POST "http://127.0.0.1:$port/v1/jobs?wait=60" -H 'Content-Type: application/json' \
+  -d '{"kind":"map","backend":"compare","params":{"expr":"sin(x)*exp(-x)","inputs":{"x":{"random":{"shape":[50000000],"seed":1}}}}}' \
+  | tee "$LOG/compare_map.json"; echo
+kill -TERM $pid; wait $pid
+timeout 200 "$BIN/bench_geodesic" --no-cpu --gpu-sizes 20000,50000 --e2e 20000 --e2e-dir "$data" \
+  2>&1 | tee "$LOG/bench_geodesic.txt"
+rm -rf "$data"
+
+step "4. GPU benchmark"
+if [ -z "${SKIP_BENCH:-}" ]; then
+  timeout 200 "$BIN/bench_gpu" --max-exp 9 2>&1 | tee "$LOG/bench_gpu.txt"
+fi
+echo
+[ $fail -eq 0 ] && echo "device_run: all passed" || echo "device_run: FAILURES"
+exit $fail

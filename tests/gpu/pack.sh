@@ -1,0 +1,26 @@
+#!/bin/sh
+# pack.sh — build the GPU-side binaries here and pack them, with the few
+# libraries the GPU machine (Ubuntu 24.04, CUDA 13) lacks, into DIR for the
+# device tool to carry:   sh tests/gpu/pack.sh .dev-final
+# then on the device:     sh tests/gpu/device_run.sh .dev-final
+set -eu
+dir=${1:-.dev-final}
+build=${BUILD:-build-gpu}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+cmake --build "$build" -j "$(nproc)"
+rm -rf "$dir"
+mkdir -p "$dir/lib"
+cp "$build"/tesseld "$build"/gpu_test_* "$build"/integ_test_* "$build"/bench_gpu \
+   "$build"/bench_geodesic "$dir"/
+cp -r web "$dir"/
+# Not there: libmicrohttpd, OpenBLAS (+ gfortran), PROJ (+ its image libs).
+# Not carried on purpose: libnettle/libhogweed (that machine's GnuTLS needs
+# its own newer ones), CUDA libraries (that machine has CUDA 13).
+for l in libmicrohttpd.so.12 libgfortran.so.5 libquadmath.so.0 libproj.so.25 \
+         libtiff.so.6 libLerc.so.4 libjbig.so.0 libjpeg.so.62 libwebp.so.7 \
+         libdeflate.so.0; do
+  cp -L "/lib/x86_64-linux-gnu/$l" "$dir/lib/"
+done
+cp -L /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 "$dir/lib/"
+strip "$dir"/tesseld "$dir"/gpu_test_* "$dir"/integ_test_* "$dir"/bench_* 2>/dev/null || true
+du -sh "$dir"
