@@ -273,8 +273,12 @@ int main(int argc, char **argv) {
   printf("tesseld: listening on http://%s:%d/\n", val[O_LISTEN], http_port(srv));
   fflush(stdout);
 
+  /* Expiry runs at start and then every ttl/2 (between 1 s and 60 s). */
+  double expiry_every_ms = ttl > 0 ? (double)ttl * 500.0 : 60e3;
+  if (expiry_every_ms < 1e3) expiry_every_ms = 1e3;
+  if (expiry_every_ms > 60e3) expiry_every_ms = 60e3;
   expire_old(st, ttl);
-  double next_expiry = t_now_ms() + 60e3;
+  double next_expiry = t_now_ms() + expiry_every_ms;
   for (;;) {
     struct timespec ts = {1, 0};
     int sig = sigtimedwait(&sigs, NULL, &ts);
@@ -285,7 +289,7 @@ int main(int argc, char **argv) {
     }
     if (t_now_ms() >= next_expiry) {
       expire_old(st, ttl);
-      next_expiry = t_now_ms() + 60e3;
+      next_expiry = t_now_ms() + expiry_every_ms;
     }
   }
   rc = 0;
