@@ -16,7 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int check_failed_now, check_passed, check_failed;
+static int check_failed_now __attribute__((unused)), check_passed __attribute__((unused)),
+    check_failed __attribute__((unused));
 
 #define TEST(name) static void name(void)
 #define CHECK(cond)                                                       \
