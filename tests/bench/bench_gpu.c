@@ -32,6 +32,13 @@
  * ("-"). Inputs are ranges (1, 2, 3, ...: non-zero), matmul operands
  * uniform random. Prints the table last.
  */
+#include <stdio.h>
+#if !TESSEL_HAVE_CUDA
+int main(void) {
+  printf("bench_gpu: CUDA support not built; nothing to measure\n");
+  return 0;
+}
+#else
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -639,3 +646,4 @@ int main(int argc, char **argv) {
   gpu_shutdown();
   return 0;
 }
+#endif /* TESSEL_HAVE_CUDA */

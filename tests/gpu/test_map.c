@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#if TESSEL_HAVE_CUDA
 #include "compute/cuda/fuse.h"
 #include "compute/expr.h"
 #include "compute/gpu_kernels.h"
@@ -340,3 +341,8 @@ int main(void) {
   gpu_shutdown();
   return check_summary();
 }
+
+#else /* !TESSEL_HAVE_CUDA: the fused-kernel layer is not built */
+#include "check.h"
+int main(void) { SKIP_ALL("CUDA support not built"); }
+#endif
