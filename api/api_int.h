@@ -29,6 +29,9 @@ json_t *api_array_json(const store_array *a);
  * (NULL: as stored). */
 void api_reply_array_file(http_req *r, api_ctx *ctx, const char *path,
                           const char *layout_from, const char *layout_to);
+/* The same from a whole .npy held in memory (npy: malloc()ed, taken). */
+void api_reply_array_npy(http_req *r, api_ctx *ctx, char *npy, size_t len,
+                         const char *layout_from, const char *layout_to);
 
 /* Error helpers. */
 void api_reply_terr(http_req *r, int code, const char *field, const char *fmt,

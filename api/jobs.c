@@ -459,12 +459,28 @@ static void handle_result(http_req *r, void *ud) {
     http_reply_error(r, &e);
     return;
   }
-  if (j.status != JOB_SUCCEEDED || !j.result_path) {
+  if (j.status != JOB_SUCCEEDED || (!j.result_path && !j.result)) {
     api_reply_terr(r, j.status == JOB_SUCCEEDED ? T_ENOTFOUND : T_ECONFLICT,
                    "id", "job %s is %s: it has no result", j.id,
                    job_status_name(j.status));
     store_job_clear(&j);
     return;
+  }
+  /* A small result lives in the job's row (compute/sched_run.c). */
+  char *npy = NULL;
+  size_t npy_len = 0;
+  if (!j.result_path) {
+    terr e2;
+    void *buf = NULL;
+    int rc = store_job_result_npy(ctx->st, j.id, NULL, &buf, &npy_len, &e2);
+    npy = buf;
+    if (rc) {
+      if (e2.code == T_ENOTFOUND)
+        terr_set(&e2, T_ENOTFOUND, "id", -1, "job %s has no result", j.id);
+      http_reply_error(r, &e2);
+      store_job_clear(&j);
+      return;
+    }
   }
   const char *from = NULL, *to = http_query(r, "layout");
   json_t *params = NULL;
@@ -477,9 +493,13 @@ static void handle_result(http_req *r, void *ud) {
   if (to && !from) {
     api_reply_terr(r, T_EINVAL, "layout",
                    "only a geodesic matrix without targets can change layout");
+  } else if (npy) {
+    api_reply_array_npy(r, ctx, npy, npy_len, from, to);
+    npy = NULL;
   } else {
     api_reply_array_file(r, ctx, j.result_path, from, to);
   }
+  free(npy);
   json_decref(params);
   store_job_clear(&j);
 }

@@ -250,6 +250,7 @@ int sched_create(const sched_config *cfg, sched **out, terr *e) {
   if (s->ngpu > GPU_MAX_DEVICES) s->ngpu = GPU_MAX_DEVICES;
   s->inline_max = cfg->inline_result_max > 0 ? cfg->inline_result_max
                                               : SCHED_INLINE_RESULT_DEFAULT;
+  s->row_max = cfg->row_result_max > 0 ? cfg->row_result_max : 0;
   s->env_max_elems =
       cfg->max_job_mem_bytes > 0 ? cfg->max_job_mem_bytes / 4 : INT64_MAX;
   atomic_init(&s->tmp_counter, 0);

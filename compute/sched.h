@@ -4,9 +4,11 @@
  * workers (the pool) take serial/cpu/compare jobs; one GPU worker per usable
  * device takes cuda jobs. auto is resolved by the router when a job starts.
  * A job's life: store row inserted by the API (queued) -> sched_enqueue ->
- * a worker: store_job_start, kind prepare, run (once per backend for
- * compare), result written to <data>/results/<id>.npy, store_job_finish,
- * then the waiters are called. Cancel and timeout set the job's stop flag;
+ * a worker: store_job_start_async (it commits with the finish, or earlier),
+ * kind prepare, run (once per backend for compare), result written to
+ * <data>/results/<id>.npy (or, up to cfg.row_result_max bytes, kept in the
+ * job's row), store_job_finish [sync], then the waiters are called: a
+ * waiter never sees a job end that is not committed. Cancel and timeout set the job's stop flag;
  * a running job stops at its next chunk or tile.
  *
  * At start (sched_start) every job the store has left queued or running is
@@ -60,6 +62,10 @@ typedef struct sched_config {
   int64_t max_result_bytes; /* larger estimated results -> 413 at submit */
   int64_t max_job_mem_bytes;/* larger estimated memory -> 413 at submit */
   int64_t inline_result_max;/* results up to this many bytes stay in memory */
+  /* Results whose .npy (header + data) is at most this many bytes are kept
+   * in the job's store row instead of a file of their own (a file costs
+   * more than a tiny job: store_job_end.result_npy); 0: always a file. */
+  int64_t row_result_max;
   const char *calibration_path; /* router cost-model cache; NULL: none */
   /* Kind table lookup (kind_find in the daemon; tests pass their own). */
   const kind_ops *(*kind_lookup)(const char *name);

@@ -108,6 +108,7 @@ struct sched {
   char *data_dir, *results_dir, *calibration_path;
   int nthreads, ngpu;
   int64_t inline_max;   /* bytes; results up to this are heap + npy_write */
+  int64_t row_max;      /* bytes of .npy kept in the store row; 0: none */
   int64_t env_max_elems;
   pool *pool;
   pthread_t gpu_threads[GPU_MAX_DEVICES];

@@ -3,17 +3,23 @@
  * Steps: parse the stored params, find the kind, estimate (kind check, with
  * a tenv backed by the store), resolve the backend (the router for auto; an
  * auto job routed to the other kind of worker is handed over and this
- * worker is done with it), store_job_start, prepare (timed), run on one
- * backend or, for compare, on each, then decide the end under the lock
- * (a cancel or timeout that came in wins over a late success), write the
- * result file, store_job_finish, release (waiters, stats).
+ * worker is done with it), store_job_start_async (not waited for: it
+ * commits at the latest with the finish, in the same transaction for a
+ * short job), prepare (timed), run on one backend or, for compare, on each,
+ * then decide the end under the lock (a cancel or timeout that came in wins
+ * over a late success), keep the result, store_job_finish [sync], release
+ * (waiters, stats). A finish that finds the job already ended in the store
+ * (canceled before it was taken) leaves the store's end as it is.
  *
- * Result files: ctx->result_alloc gives heap memory for results of up to
- * inline_result_max bytes (written with npy_write at the end) and, above,
- * a mapped .npy created by tarray_create_npy under a temporary name
- * <data>/results/<id>.npy.tmp<N>. Either way the file is renamed to
- * <id>.npy only when complete, so a crash never leaves a partial file under
- * the final name (sched_start removes stale temporaries). No fsync: a
+ * Results: ctx->result_alloc gives heap memory for results of up to
+ * inline_result_max bytes and, above, a mapped .npy created by
+ * tarray_create_npy under a temporary name <data>/results/<id>.npy.tmp<N>.
+ * A heap result whose .npy fits in row_result_max bytes is kept in the job's
+ * store row (no file: creating one costs more than a tiny job, see
+ * tests/bench/README.md); it commits with the finish. Other heap results are
+ * written with npy_write to a temporary file. Either way a file is renamed
+ * to <id>.npy only when complete, so a crash never leaves a partial file
+ * under the final name (sched_start removes stale temporaries). No fsync: a
  * process crash is covered, a power loss right after a job is not.
  *
  * Threads: everything here runs on the worker that owns the job; sched.mu is
@@ -109,10 +115,22 @@ static void srun_drop_result(srun *r, tarray *a) {
   }
 }
 
-/* Make `a` the file <results>/<id>.npy; frees a. */
-static int srun_keep_result(srun *r, tarray *a, const char *final, terr *e) {
+/* Keep the result `a` (and free it): as the .npy bytes *npy (new heap
+ * buffer, *npy_len bytes) for the store row when they fit in row_max,
+ * else as the file `final` (<results>/<id>.npy). */
+static int srun_keep_result(srun *r, tarray *a, const char *final, char **npy,
+                            size_t *npy_len, terr *e) {
   salloc *al = srun_find_alloc(r, a);
   int rc = T_OK;
+  *npy = NULL;
+  *npy_len = 0;
+  if (!al && r->s->row_max > 0 &&
+      a->size * (int64_t)tdtype_size(a->dtype) + NPY_HEADER_MAX <=
+          r->s->row_max) {
+    rc = npy_to_buffer(a, npy, npy_len, e);
+    tarray_free(a);
+    return rc;
+  }
   if (al) { /* mapped: the data is already in the file */
     tarray_free(a);
     if (rename(al->path, final) != 0)
@@ -476,7 +494,8 @@ void sched_run_job(sched *s, sjob *j, int device) {
   tarray *result = NULL;
   char used[32] = "", final[SRUN_PATH_MAX] = "";
   char *estimate = NULL, *timings = NULL, *result_json = NULL,
-       *compare_json = NULL;
+       *compare_json = NULL, *npy = NULL;
+  size_t npy_len = 0;
   int64_t started_at = 0;
   int started = 0, status, rc;
 
@@ -490,18 +509,11 @@ void sched_run_job(sched *s, sjob *j, int device) {
     snprintf(used, sizeof used, "%s", tbackend_name(j->backend));
   estimate = srun_estimate_json(j);
   started_at = t_wall_ms();
-  rc = store_job_start(s->cfg.st, j->id, started_at, used, j->reason,
-                       estimate, &e);
-  if (rc == T_ECONFLICT || rc == T_ENOTFOUND) { /* canceled or deleted */
-    log_info("scheduler: job %s is no longer queued; dropped", j->id);
-    pthread_mutex_lock(&s->mu);
-    sched_running_remove(s, j);
-    j->state = SJ_ENDING;
-    pthread_mutex_unlock(&s->mu);
-    srun_release(s, j, -1, 0, NULL, 0);
-    return;
-  }
-  if (rc) goto end;
+  /* Not waited for: it commits before (usually with) the finish below. A
+   * job canceled in the store before a worker took it (see sched_cancel)
+   * is found at the finish, which then changes nothing. */
+  store_job_start_async(s->cfg.st, j->id, started_at, used, j->reason,
+                        estimate);
   started = 1;
 
   double t0 = t_now_ms();
@@ -569,9 +581,10 @@ end:
     json_decref(rj);
     snprintf(final, sizeof final, "%s/%s.npy", s->results_dir, j->id);
     double t0s = t_now_ms();
-    int wrc = srun_keep_result(&r, result, final, &e);
+    int wrc = srun_keep_result(&r, result, final, &npy, &npy_len, &e);
     result = NULL;
     r.t_store = t_now_ms() - t0s;
+    if (npy) final[0] = 0; /* in the row, not a file */
     if (wrc) {
       status = JOB_FAILED, code = terr_code_name((terr_code)wrc);
       snprintf(msg, sizeof msg, "%s", e.message);
@@ -599,17 +612,25 @@ end:
       .result_path = final[0] ? final : NULL, .compare = compare_json,
       .max_abs_diff = r.compare ? r.max_abs_diff : NAN, .error_code = code,
       .error_message = code ? msg : NULL, .progress_done = pdone,
-      .progress_total = ptotal};
+      .progress_total = ptotal, .result_npy = npy, .result_npy_len = npy_len};
   terr fe;
-  if (store_job_finish(s->cfg.st, j->id, &end, &fe) != T_OK) {
-    /* Stays running in the store: the next start runs it again. */
+  int frc = store_job_finish(s->cfg.st, j->id, &end, &fe);
+  if (frc != T_OK && final[0]) unlink(final);
+  if (frc == T_ECONFLICT || frc == T_ENOTFOUND) {
+    /* Ended in the store before a worker took it (canceled: see
+     * sched_cancel); the store's end stands. */
+    log_info("scheduler: job %s had already ended in the store: %s", j->id,
+             fe.message);
+    srun_release(s, j, -1, 0, NULL, 0);
+    goto out;
+  }
+  if (frc != T_OK) /* stays running in the store: the next start reruns it */
     log_error("scheduler: cannot record the end of job %s: %s", j->id,
               fe.message);
-    if (final[0]) unlink(final);
-  }
   srun_release(s, j, status, 1, started ? used : NULL, run_ms);
 
 out:
+  free(npy);
   json_decref(r.compare);
   free(estimate);
   free(timings);

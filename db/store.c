@@ -8,11 +8,12 @@
  * [sync] caller with its own result code. Under load, N concurrent writers
  * thus share one commit (group commit); a lone writer pays one commit per op.
  *
- * Async progress ops are coalesced per job while they wait in the queue (the
- * newest numbers win, at the queue position of the first one), so a job that
- * reports progress often costs at most one UPDATE per batch. Since the queue
- * is FIFO, a thread's earlier async ops commit no later than its next [sync]
- * op.
+ * Async ops (store__write_async: a job's start; progress) are heap ops
+ * freed by the writer. Progress ops are coalesced per job while they wait
+ * in the queue (the newest numbers win, at the queue position of the first
+ * one), so a job that reports progress often costs at most one UPDATE per
+ * batch. Since the queue is FIFO, a thread's earlier async ops commit no
+ * later than its next [sync] op, usually in the same transaction.
  *
  * Readers: each thread gets its own read-only connection per store, opened on
  * first use and kept in a pthread key whose destructor closes it when the
@@ -310,6 +311,21 @@ int store__write(store *s, store_wfn fn, void *arg, terr *e) {
   sem_destroy(&done);
   if (op.rc && e) *e = op.err;
   return op.rc;
+}
+
+/* Queue a heap op without waiting (see store_int.h). */
+int store__write_async(store *s, store_wop *o) {
+  o->is_sync = 0;
+  o->done = NULL;
+  pthread_mutex_lock(&s->mu);
+  if (s->writer_gone || s->stopping) {
+    pthread_mutex_unlock(&s->mu);
+    free(o);
+    return T_EUNAVAIL;
+  }
+  enqueue_locked(s, o);
+  pthread_mutex_unlock(&s->mu);
+  return 0;
 }
 
 static int progress_fn(store *s, store_wop *o, terr *e) {

@@ -8,9 +8,11 @@
  * use), which WAL lets run beside the writer.
  *
  * Functions marked [sync] return after the write is committed (or failed);
- * [async] ones queue the write and return at once — they are for frequent,
- * loss-tolerant updates (progress), and are committed in order before any
- * later [sync] write of the same thread returns.
+ * [async] ones queue the write and return at once — they are for updates
+ * whose loss in a crash costs nothing (progress, and a job's start: a job
+ * the store still has queued or running at start-up runs again either way),
+ * and are committed in order before any later [sync] write of the same
+ * thread returns (they usually share its transaction).
  *
  * Ownership: store_job / store_array hold heap strings; fill them with the
  * getters and release with store_job_clear / store_array_clear. Strings passed
@@ -118,10 +120,24 @@ int store_job_list(store *s, const store_job_filter *f, store_job **jobs,
 int store_job_start(store *s, const char *id, int64_t started_at,
                     const char *backend_used, const char *reason,
                     const char *estimate, terr *e);
+/* [async] The same change, queued (the strings are copied): it commits with
+ * the next batch, at the latest with this thread's next [sync] write (for
+ * the scheduler, the job's finish, in the same transaction when the job is
+ * short). A job that is no longer queued by then (canceled) is left as it
+ * is. Lost in a crash before it commits: the job is then still queued in
+ * the store and runs again at the next start, as a running one would.
+ * Dropped (with a warning) when the store is closing or memory is short. */
+void store_job_start_async(store *s, const char *id, int64_t started_at,
+                           const char *backend_used, const char *reason,
+                           const char *estimate);
 /* [async] progress. */
 void store_job_progress(store *s, const char *id, int64_t done, int64_t total);
 /* [sync] -> succeeded / failed / canceled with everything known at the end.
- * Strings may be NULL. max_abs_diff NaN: none. */
+ * Strings may be NULL. max_abs_diff NaN: none. A result is either a file
+ * (result_path) or, when small, its .npy bytes kept in the row itself
+ * (result_npy, result_npy_len; NULL: none), read back with
+ * store_job_result_npy; it commits with the status, so a succeeded job
+ * always has it. */
 typedef struct store_job_end {
   job_status status;
   int64_t finished_at;
@@ -129,9 +145,16 @@ typedef struct store_job_end {
   double max_abs_diff;
   const char *error_code, *error_message;
   int64_t progress_done, progress_total;
+  const void *result_npy; /* copied; NULL: the result (if any) is a file */
+  size_t result_npy_len;
 } store_job_end;
 int store_job_finish(store *s, const char *id, const store_job_end *end,
                      terr *e);
+/* A job's result kept in its row: *npy is a new malloc()ed copy of the .npy
+ * bytes (caller frees), *len its size. T_ENOTFOUND when the job is absent,
+ * another owner's (owner non-NULL), or has no result in its row. */
+int store_job_result_npy(store *s, const char *id, const char *owner,
+                         void **npy, size_t *len, terr *e);
 /* [sync] Put a job back to queued (recovery, or a backend retry). */
 int store_job_requeue(store *s, const char *id, terr *e);
 /* [sync] Delete a finished job's row. T_ECONFLICT when not finished,

@@ -7,8 +7,8 @@
  * Writes: an operation fills a store_wop (its function and a pointer to its
  * arguments) and hands it to store__write (sync: the caller waits on the op's
  * own semaphore until the writer has committed the batch holding it;
- * the arguments may live on the caller's stack) or to the progress queue
- * (async). The op function runs on the writer thread, inside a SAVEPOINT of
+ * the arguments may live on the caller's stack) or, allocated on the heap
+ * with its arguments, to store__write_async (async: the writer frees it). The op function runs on the writer thread, inside a SAVEPOINT of
  * the batch's transaction, with the writer connection s->w; it returns 0 or a
  * terr code (and then its savepoint is rolled back, nothing else).
  *
@@ -104,6 +104,11 @@ void store__ckpt_writer(store *s);
 int store__stmt(store_conn *c, const char *sql, sqlite3_stmt **out, terr *e);
 int store__reader(store *s, store_conn **out, terr *e);
 int store__write(store *s, store_wfn fn, void *arg, terr *e);
+/* Queue o (malloc()ed, the op first in its allocation so that free(o)
+ * frees its arguments too) and return at once; the writer runs it in the
+ * next batch, logs a failure, and frees it. When the store is closing, o is
+ * freed here and T_EUNAVAIL returned. */
+int store__write_async(store *s, store_wop *o);
 int store__dberr(terr *e, sqlite3 *db, const char *what);
 /* Step a statement that returns no row: 0 or T_EIO (statement is reset). */
 int store__exec_stmt(store_conn *c, sqlite3_stmt *st, const char *what,

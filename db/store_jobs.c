@@ -437,6 +437,61 @@ int store_job_start(store *s, const char *id, int64_t started_at,
   return store__write(s, start_fn, &a, e);
 }
 
+/* An async start: the op, its arguments and their strings in one block. */
+typedef struct start_op {
+  store_wop op; /* first: the writer frees the block through it */
+  start_args a;
+  char text[]; /* id, backend_used, reason, estimate, NUL-terminated */
+} start_op;
+
+/* Writer thread. A job that is no longer queued (canceled, deleted) is not
+ * an error here: its worker learns that from the finish. */
+static int start_async_fn(store *s, store_wop *op, terr *e) {
+  int rc = start_fn(s, op, e);
+  if (rc == T_ECONFLICT || rc == T_ENOTFOUND) {
+    log_debug("store: async start of %s skipped: %s",
+              ((start_args *)op->arg)->id, e->message);
+    terr_clear(e);
+    return 0;
+  }
+  return rc;
+}
+
+/* Copy s (may be NULL) to *p; returns the copy or NULL. */
+static const char *pack_str(char **p, const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  memcpy(*p, s, n);
+  const char *out = *p;
+  *p += n;
+  return out;
+}
+
+/* [async] See store.h. Any thread; never waits for the database. */
+void store_job_start_async(store *s, const char *id, int64_t started_at,
+                           const char *backend_used, const char *reason,
+                           const char *estimate) {
+  if (!s || !id) return;
+  size_t n = strlen(id) + 1 + (backend_used ? strlen(backend_used) + 1 : 0) +
+             (reason ? strlen(reason) + 1 : 0) +
+             (estimate ? strlen(estimate) + 1 : 0);
+  start_op *o = calloc(1, sizeof *o + n);
+  if (!o) {
+    log_warn("store: no memory to record the start of %s", id);
+    return;
+  }
+  char *p = o->text;
+  o->a.id = pack_str(&p, id);
+  o->a.backend_used = pack_str(&p, backend_used);
+  o->a.reason = pack_str(&p, reason);
+  o->a.estimate = pack_str(&p, estimate);
+  o->a.started_at = started_at;
+  o->op.fn = start_async_fn;
+  o->op.arg = &o->a;
+  if (store__write_async(s, &o->op) != 0)
+    log_warn("store: closing; the start of %s is not recorded", id);
+}
+
 typedef struct finish_args {
   const char *id;
   const store_job_end *end;
@@ -451,7 +506,7 @@ static int finish_fn(store *s, store_wop *op, terr *e) {
       "UPDATE jobs SET status = ?2, finished_at = ?3, timings = ?4,"
       " result = ?5, result_path = ?6, compare = ?7, max_abs_diff = ?8,"
       " error_code = ?9, error_message = ?10, progress_done = ?11,"
-      " progress_total = ?12"
+      " progress_total = ?12, result_npy = ?13"
       " WHERE id = ?1 AND status IN ('queued','running')",
       &st, e);
   if (rc) return rc;
@@ -468,6 +523,9 @@ static int finish_fn(store *s, store_wop *op, terr *e) {
   store__bind_text(st, 10, x->error_message);
   sqlite3_bind_int64(st, 11, x->progress_done);
   sqlite3_bind_int64(st, 12, x->progress_total);
+  if (x->result_npy)
+    sqlite3_bind_blob64(st, 13, x->result_npy, x->result_npy_len,
+                        SQLITE_STATIC);
   if ((rc = store__exec_stmt(&s->w, st, "finish job", e))) return rc;
   if (sqlite3_changes(s->w.db) == 0)
     return why_unchanged(s, a->id, "queued or running", e);
@@ -484,6 +542,48 @@ int store_job_finish(store *s, const char *id, const store_job_end *end,
                     (int)end->status);
   finish_args a = {id, end};
   return store__write(s, finish_fn, &a, e);
+}
+
+/* See store.h. Reads on the caller's connection. */
+int store_job_result_npy(store *s, const char *id, const char *owner,
+                         void **npy, size_t *len, terr *e) {
+  *npy = NULL;
+  *len = 0;
+  if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
+  store_conn *c;
+  sqlite3_stmt *st;
+  int rc = store__reader(s, &c, e);
+  if (rc) return rc;
+  if ((rc = store__stmt(c, "SELECT owner, result_npy FROM jobs WHERE id = ?1",
+                        &st, e)))
+    return rc;
+  sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+  int step = sqlite3_step(st);
+  if (step == SQLITE_ROW) {
+    const char *o = (const char *)sqlite3_column_text(st, 0);
+    if ((owner && (!o || strcmp(o, owner) != 0)) ||
+        sqlite3_column_type(st, 1) != SQLITE_BLOB) {
+      rc = terr_set(e, T_ENOTFOUND, "id", -1, "no result of job %s in the store",
+                    id);
+    } else {
+      const void *b = sqlite3_column_blob(st, 1);
+      int n = sqlite3_column_bytes(st, 1);
+      void *copy = malloc(n > 0 ? (size_t)n : 1);
+      if (!copy) {
+        rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+      } else {
+        if (n > 0) memcpy(copy, b, (size_t)n);
+        *npy = copy;
+        *len = (size_t)n;
+      }
+    }
+  } else if (step == SQLITE_DONE) {
+    rc = terr_set(e, T_ENOTFOUND, "id", -1, "no job %s", id);
+  } else {
+    rc = store__dberr(e, c->db, "job result");
+  }
+  sqlite3_reset(st);
+  return rc;
 }
 
 static int requeue_fn(store *s, store_wop *op, terr *e) {

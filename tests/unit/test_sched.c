@@ -221,6 +221,95 @@ TEST(test_cancel_running) {
   fx_close(&f);
 }
 
+/* ---- results kept in the store row ------------------------------------------- */
+/* cfg.row_result_max: a result whose .npy fits stays in the job's row (no
+ * file at all); a larger one is a file as before. */
+TEST(test_result_in_row) {
+  fx f;
+  memset(&f, 0, sizeof f);
+  snprintf(f.dir, sizeof f.dir, "%s/d%d", root, dir_seq++);
+  terr e;
+  CHECK(store_open(f.dir, &f.st, &e) == 0);
+  fx_config(&f, 2);
+  f.cfg.inline_result_max = 1 << 20; /* heap results for both sizes */
+  f.cfg.row_result_max = 4096;       /* 128 B header + up to 496 values */
+  if (fx_start(&f)) return;
+  char small[T_ID_MAX], big[T_ID_MAX];
+  CHECK(submit(&f, "sleepy", "{\"n\":5,\"value\":2}", "cpu", 5, 0, small) == 0);
+  CHECK(submit(&f, "sleepy", "{\"n\":600,\"value\":1}", "cpu", 5, 0, big) == 0);
+  store_job j;
+  if (wait_final(&f, small, &j)) {
+    CHECK(j.status == JOB_SUCCEEDED && j.result_path == NULL);
+    CHECK(j.attempts == 1 && j.started_at > 0);
+    CHECK(j.result && strstr(j.result, "\"bytes\":40"));
+    store_job_clear(&j);
+    void *npy = NULL;
+    size_t len = 0;
+    CHECK(store_job_result_npy(f.st, small, "", &npy, &len, &e) == 0);
+    if (npy) check_npy_buf(npy, len, 5, 2);
+    free(npy);
+    char path[400];
+    snprintf(path, sizeof path, "%s/results/%s.npy", f.dir, small);
+    CHECK(access(path, F_OK) != 0); /* no file */
+  }
+  if (wait_final(&f, big, &j)) {
+    char want[400];
+    snprintf(want, sizeof want, "%s/results/%s.npy", f.dir, big);
+    CHECK_STR(j.result_path, want);
+    check_npy(want, 600, 1);
+    store_job_clear(&j);
+    void *npy = NULL;
+    size_t len = 0;
+    CHECK(store_job_result_npy(f.st, big, NULL, &npy, &len, &e) == T_ENOTFOUND);
+  }
+  CHECK(count_tmp_files(f.dir) == 0);
+  fx_close(&f);
+}
+
+/* A job canceled in the store before a worker took it (sched_cancel's path
+ * for a job not held yet): the worker's start and finish change nothing,
+ * the job stays canceled, waiters still fire, nothing counts as succeeded. */
+static void on_end_count(void *arg, const char *id) {
+  atomic_fetch_add((atomic_int *)arg, 1);
+}
+TEST(test_canceled_in_store_before_start) {
+  fx f;
+  if (fx_open(&f, 1)) return;
+  char gate[T_ID_MAX], id[T_ID_MAX];
+  CHECK(submit(&f, "gate", "{\"n\":1}", "cpu", 5, 0, gate) == 0);
+  CHECK(wait_status(&f, gate, JOB_RUNNING));
+  int retry;
+  terr e;
+  CHECK(sched_reserve(f.s, &retry, &e) == 0);
+  CHECK(insert_job(f.st, "sleepy", "{\"n\":3}", "cpu", 5, 0, id) == 0);
+  store_job j;
+  CHECK(store_job_get(f.st, id, NULL, &j, &e) == 0);
+  store_job_end cx = {.status = JOB_CANCELED, .finished_at = t_wall_ms(),
+                      .max_abs_diff = NAN, .error_code = "canceled",
+                      .error_message = "canceled by request"};
+  CHECK(store_job_finish(f.st, id, &cx, &e) == 0);
+  CHECK(sched_enqueue(f.s, &j, &e) == 0); /* the API's late enqueue */
+  store_job_clear(&j);
+  atomic_int fired = 0;
+  uint64_t tok;
+  CHECK(sched_wait(f.s, id, on_end_count, &fired, &tok) == 0);
+  atomic_store(&gate_open, 1);
+  for (int i = 0; i < 5000 && atomic_load(&fired) == 0; i++) sleep_ms(2);
+  CHECK(atomic_load(&fired) == 1);
+  wait_idle(&f);
+  CHECK(store_job_get(f.st, id, NULL, &j, &e) == 0);
+  CHECK(j.status == JOB_CANCELED && j.started_at == 0 && j.attempts == 0);
+  CHECK(j.result == NULL && j.result_path == NULL);
+  store_job_clear(&j);
+  char path[400];
+  snprintf(path, sizeof path, "%s/results/%s.npy", f.dir, id);
+  CHECK(access(path, F_OK) != 0);
+  sched_stats st;
+  sched_get_stats(f.s, &st);
+  CHECK(st.finished_total[JOB_SUCCEEDED] == 1); /* the gate job only */
+  fx_close(&f);
+}
+
 /* ---- timeout ------------------------------------------------------------------- */
 TEST(test_timeout) {
   fx f;
@@ -659,6 +748,8 @@ int main(void) {
   RUN(test_priority_many_with_cancels);
   RUN(test_cancel_queued);
   RUN(test_cancel_running);
+  RUN(test_result_in_row);
+  RUN(test_canceled_in_store_before_start);
   RUN(test_timeout);
   RUN(test_queue_limit);
   RUN(test_waiters);
