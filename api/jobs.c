@@ -9,10 +9,18 @@
  * connection is suspended (no HTTP thread is held) until the job ends or
  * S seconds pass; the answer is then 200 with the finished job, or 202.
  *
- * Threads: handlers run on MHD worker threads; on_job_done runs on the
- * scheduler worker that finished the job; on_wait_timeout on the server's
- * timer thread. A waiter's memory is freed by whichever of those claims the
- * request (see wait_* below).
+ * With ?wait and no request_id the insert is [async]
+ * (store_job_insert_async): the answer comes only after the job's end (or,
+ * at the wait's timeout, a store_sync) has been committed, and the insert
+ * commits no later than that; so the job is still committed before any
+ * answer leaves, and a tiny job costs one commit, shared with others.
+ *
+ * Threads: handlers run on MHD worker threads; on_job_end runs on the
+ * store's writer thread once the job's end is committed (it only claims
+ * the request and hands it a copy of the row: the JSON is built by
+ * answer_wait on the connection's own MHD thread); on_wait_timeout on the
+ * server's timer thread. A waiter's memory is freed by whichever of those
+ * claims the request (see reply_after_wait).
  */
 #include <math.h>
 #include <pthread.h>
@@ -45,28 +53,96 @@ static void reply_job(http_req *r, api_ctx *ctx, const char *id, int status) {
 
 /* ---- waiting for a job ------------------------------------------------ */
 
+/* A ?wait request. Its memory is freed by whoever claims the request (the
+ * end callback, the timeout, or the handler when the job had already
+ * ended), once the others cannot touch it any more. */
 typedef struct waiter {
   pthread_mutex_t mu; /* held while the handler sets up the wait */
   http_req *r;
   api_ctx *ctx;
   uint64_t token;
+  int async_insert; /* the row was queued with store_job_insert_async */
   char id[T_ID_MAX];
 } waiter;
 
-/* Scheduler worker: the job ended. Holds one request reference. */
-static void on_job_done(void *arg, const char *id) {
-  waiter *w = arg;
-  http_req *r = w->r;
-  if (http_claim(r)) {
-    reply_job(r, w->ctx, w->id, 200);
-    http_req_unref(r);
-    pthread_mutex_destroy(&w->mu);
-    free(w);
+/* The answer to a ?wait whose job ended: built on the connection's MHD
+ * thread (http_resume_call), from the committed row when the scheduler gave
+ * it, else from the store. */
+typedef struct wait_answer {
+  api_ctx *ctx;
+  int have_row;
+  store_job row;
+  char id[T_ID_MAX];
+} wait_answer;
+
+static void wait_answer_free(wait_answer *a) {
+  if (a->have_row) store_job_clear(&a->row);
+  free(a);
+}
+
+/* Answer from the store, after its insert if that was async. A job the
+ * store does not have was never recorded (its async insert failed): 500. */
+static void reply_job_after_insert(http_req *r, api_ctx *ctx, const char *id,
+                                   int async_insert) {
+  terr e;
+  if (async_insert && store_sync(ctx->st, &e)) {
+    http_reply_error(r, &e);
     return;
   }
-  /* The timeout claimed the request first; it frees w once sched_unwait
-   * has seen this callback return. */
+  store_job j;
+  memset(&j, 0, sizeof j);
+  if (store_job_get(ctx->st, id, NULL, &j, &e)) {
+    if (e.code == T_ENOTFOUND && async_insert)
+      terr_set(&e, T_EINTERNAL, "", -1, "job %s could not be recorded", id);
+    http_reply_error(r, &e);
+    return;
+  }
+  char loc[96];
+  snprintf(loc, sizeof loc, "/v1/jobs/%s", j.id);
+  http_add_header(r, "Location", loc);
+  http_reply_json(r, job_status_final(j.status) ? 200 : 202,
+                  api_job_json(ctx, &j, 1));
+  store_job_clear(&j);
+}
+
+/* MHD thread (or the thread of http_resume_call when the client is gone). */
+static void answer_wait(http_req *r, void *ud) {
+  wait_answer *a = ud;
+  if (a->have_row) {
+    char loc[96];
+    snprintf(loc, sizeof loc, "/v1/jobs/%s", a->row.id);
+    http_add_header(r, "Location", loc);
+    http_reply_json(r, 200, api_job_json(a->ctx, &a->row, 1));
+  } else {
+    reply_job_after_insert(r, a->ctx, a->id, 1);
+  }
+  wait_answer_free(a);
+}
+
+/* The store's writer thread (the job's end is committed), or the thread
+ * that ended an unstarted job: no [sync] store call, nothing slow. Holds
+ * one request reference. */
+static void on_job_end(void *arg, const char *id, const store_job *ended) {
+  waiter *w = arg;
+  http_req *r = w->r;
+  if (!http_claim(r)) {
+    /* The timeout claimed the request first; it frees w once sched_unwait
+     * has seen this callback return. */
+    http_req_unref(r);
+    return;
+  }
+  wait_answer *a = calloc(1, sizeof *a);
+  if (a) {
+    a->ctx = w->ctx;
+    snprintf(a->id, sizeof a->id, "%s", w->id);
+    a->have_row = ended && store_job_copy(&a->row, ended) == 0;
+    http_resume_call(r, answer_wait, a);
+  } else {
+    api_reply_terr(r, T_ENOMEM, "", "out of memory for the answer");
+  }
   http_req_unref(r);
+  pthread_mutex_destroy(&w->mu);
+  free(w);
 }
 
 /* Timer thread: the wait ran out (the server claimed the request for us). */
@@ -76,32 +152,33 @@ static void on_wait_timeout(http_req *r, void *arg) {
   pthread_mutex_unlock(&w->mu);
   if (sched_unwait(w->ctx->sc, w->token) == 1)
     http_req_unref(r); /* the callback's reference: it will never run */
-  reply_job(r, w->ctx, w->id, 0);
+  reply_job_after_insert(r, w->ctx, w->id, w->async_insert);
   pthread_mutex_destroy(&w->mu);
   free(w);
 }
 
 static void reply_after_wait(http_req *r, api_ctx *ctx, const char *id,
-                             double wait_s) {
+                             double wait_s, int async_insert) {
   waiter *w = calloc(1, sizeof *w);
   if (!w) {
-    reply_job(r, ctx, id, 0);
+    reply_job_after_insert(r, ctx, id, async_insert);
     return;
   }
   pthread_mutex_init(&w->mu, NULL);
   w->r = r;
   w->ctx = ctx;
+  w->async_insert = async_insert;
   snprintf(w->id, sizeof w->id, "%s", id);
   pthread_mutex_lock(&w->mu);
   http_defer(r, (int64_t)(wait_s * 1000.0), on_wait_timeout, w);
   http_req_ref(r);
-  int rc = sched_wait(ctx->sc, id, on_job_done, w, &w->token);
+  int rc = sched_wait_end(ctx->sc, id, on_job_end, w, &w->token);
   pthread_mutex_unlock(&w->mu);
   if (rc == 1) {
     /* Already finished: answer now, unless the timer got there first. */
     http_req_unref(r);
     if (http_claim(r)) {
-      reply_job(r, ctx, id, 200);
+      reply_job_after_insert(r, ctx, id, async_insert);
       pthread_mutex_destroy(&w->mu);
       free(w);
     }
@@ -274,7 +351,13 @@ static void handle_submit(http_req *r, void *ud) {
   int existing = 0;
   store_job stored = j; /* insert may replace it with the original job */
   memset(&j, 0, sizeof j); /* stored owns the strings now */
-  if (store_job_insert(ctx->st, &stored, &existing, &e)) {
+  /* With ?wait (and no idempotency key to check) nothing is answered
+   * before the job's end, or the wait's end, has been committed, which
+   * commits the insert too: it need not be waited for here, and then
+   * usually shares the end's transaction. */
+  int async_insert = wait_s > 0 && !s.request_id;
+  if ((async_insert ? store_job_insert_async(ctx->st, &stored, &e)
+                    : store_job_insert(ctx->st, &stored, &existing, &e))) {
     store_job_clear(&stored);
     goto fail;
   }
@@ -296,7 +379,7 @@ static void handle_submit(http_req *r, void *ud) {
   free(estimate);
   json_decref(body);
   if (wait_s > 0)
-    reply_after_wait(r, ctx, id, wait_s);
+    reply_after_wait(r, ctx, id, wait_s, async_insert);
   else
     reply_job(r, ctx, id, 0);
   return;

@@ -15,16 +15,20 @@
  * queued again: no accepted job is lost when the process dies.
  *
  * Threads: every function may be called from any thread. Waiter callbacks
- * run on the worker that finished the job, with no scheduler lock held; they
- * must not block.
+ * run with no scheduler lock held, on the store's writer thread (a worker
+ * ends a job with store_job_finish_async and takes its next job at once;
+ * the job is released and its waiters called once the end is committed) or
+ * on the thread that ended a job that never started (cancel, shutdown).
+ * They must not block and must not make a [sync] store call.
  *
  * The API's calls (see compute/env.h for the tenv):
  *   submit  sched_check (400/413/503) -> sched_reserve (429 + Retry-After,
  *           503) -> store_job_insert -> sched_enqueue; an insert that
  *           fails, or finds the request_id's job (existing = 1), is
  *           followed by sched_unreserve instead.
- *   ?wait   sched_wait; 1 means finished: read the store. The callback
- *           only resumes the connection. On the wait's timeout call
+ *   ?wait   sched_wait_end; 1 means finished: read the store. The
+ *           callback gets the job as committed at its end, and only hands
+ *           the answer to the connection. On the wait's timeout call
  *           sched_unwait; once it returns, the callback never runs again.
  *   cancel  sched_cancel, then read the store: canceled -> 200, still
  *           running (stopping) -> 202; T_ECONFLICT -> 409.
@@ -106,6 +110,15 @@ int sched_progress(sched *s, const char *id, int64_t *done, int64_t *total);
 typedef void (*sched_wait_fn)(void *arg, const char *id);
 int sched_wait(sched *s, const char *id, sched_wait_fn cb, void *arg,
                uint64_t *token);
+/* The same with a callback that also gets the job's row as committed at
+ * its end (`ended`, valid during the call only), or NULL when the scheduler
+ * does not have it (the job ended before it started: canceled, or left to
+ * the next start by a shutdown; or its end could not be written): the
+ * caller then reads the store. */
+typedef void (*sched_end_fn)(void *arg, const char *id,
+                             const store_job *ended);
+int sched_wait_end(sched *s, const char *id, sched_end_fn cb, void *arg,
+                   uint64_t *token);
 /* Remove a registration: 1 when removed before it fired, 0 when it has
  * fired (or is firing: sched_unwait then returns after cb has returned). */
 int sched_unwait(sched *s, uint64_t token);

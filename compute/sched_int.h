@@ -17,8 +17,9 @@
  *
  * A job's states: QUEUED (in a heap) -> RUNNING (taken by a worker; in the
  * running list that the monitor scans) -> ENDING (its final store write is
- * under way; no longer cancelable) -> gone from the id table, waiters fired,
- * freed by the worker that ended it. The job struct is only touched under
+ * under way; no longer cancelable; the worker has moved on) -> gone from the
+ * id table, waiters fired, freed: by the store's writer thread once the end
+ * is committed (sched_run.c), or by the thread that ended an unstarted job. The job struct is only touched under
  * sched.mu by anyone but the worker that owns it while RUNNING/ENDING.
  */
 #ifndef TESSEL_COMPUTE_SCHED_INT_H
@@ -85,7 +86,8 @@ typedef struct sjob_heap {
 typedef struct swaiter {
   uint64_t token;
   sjob *job;
-  sched_wait_fn cb;
+  sched_wait_fn cb;  /* one of cb, cbe */
+  sched_end_fn cbe;
   void *arg;
   int firing;       /* [mu] its job ended: in a worker's chain to call */
   int calling;      /* [mu] cb is being called (or has been) */
@@ -169,7 +171,9 @@ void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
  * returns the chain to fire (fnext-linked). */
 swaiter *sched_release_locked(sched *s, sjob *j, int status, int counted,
                               const char *backend, double run_ms);
-/* Without mu: call the chain's callbacks, then unlist and free them. */
-void sched_fire(sched *s, swaiter *chain, const char *id);
+/* Without mu: call the chain's callbacks (ended: the job's committed row,
+ * or NULL), then unlist and free them. */
+void sched_fire(sched *s, swaiter *chain, const char *id,
+                const store_job *ended);
 
 #endif

@@ -7,9 +7,14 @@
  * commits at the latest with the finish, in the same transaction for a
  * short job), prepare (timed), run on one backend or, for compare, on each,
  * then decide the end under the lock (a cancel or timeout that came in wins
- * over a late success), keep the result, store_job_finish [sync], release
- * (waiters, stats). A finish that finds the job already ended in the store
- * (canceled before it was taken) leaves the store's end as it is.
+ * over a late success), keep the result, and queue the end with
+ * store_job_finish_async: the worker goes on with its next job while the
+ * store's writer commits the end together with other jobs' writes, then
+ * (srun_finished, on the writer thread) releases the job: stats, waiters
+ * (given the committed row), free. So a waiter never hears of an end that
+ * is not committed, and no worker sleeps on a commit. A finish that finds
+ * the job already ended in the store (canceled before it was taken) leaves
+ * the store's end as it is.
  *
  * Results: ctx->result_alloc gives heap memory for results of up to
  * inline_result_max bytes and, above, a mapped .npy created by
@@ -22,9 +27,10 @@
  * under the final name (sched_start removes stale temporaries). No fsync: a
  * process crash is covered, a power loss right after a job is not.
  *
- * Threads: everything here runs on the worker that owns the job; sched.mu is
- * taken only briefly (see sched_int.h) and never across a store write, a
- * kind callback or a file write. result_alloc must be called from the
+ * Threads: everything here runs on the worker that owns the job, except
+ * srun_finished (the store's writer thread: it must not block nor make a
+ * [sync] store call); sched.mu is taken only briefly (see sched_int.h) and
+ * never across a store write, a kind callback or a file write. result_alloc must be called from the
  * thread that called run (not from inside pool_for chunks).
  */
 #include <errno.h>
@@ -453,14 +459,50 @@ static char *srun_estimate_json(const sjob *j) {
 
 
 /* ---- end ------------------------------------------------------------------- */
-/* Release a job whose store row is already final (or left unfinished). */
+/* Release a job whose store row is already final (or left unfinished);
+ * ended: its committed row for the waiters, or NULL. */
 static void srun_release(sched *s, sjob *j, int status, int counted,
-                         const char *backend, double run_ms) {
+                         const char *backend, double run_ms,
+                         const store_job *ended) {
   pthread_mutex_lock(&s->mu);
   swaiter *chain = sched_release_locked(s, j, status, counted, backend, run_ms);
   pthread_mutex_unlock(&s->mu);
-  sched_fire(s, chain, j->id);
+  sched_fire(s, chain, j->id, ended);
   sjob_free(j);
+}
+
+/* What the end of a job needs once its finish is committed. */
+typedef struct srun_end {
+  sched *s;
+  sjob *j;
+  int status, started;
+  double run_ms;
+  char used[32];
+  char final[SRUN_PATH_MAX]; /* the result file; "" when none */
+} srun_end;
+
+/* The finish is committed (rc 0) or failed. Runs on the store's writer
+ * thread (store_job_finish_async), or on the worker when the finish could
+ * not be queued; takes sched.mu briefly, never makes a [sync] store call. */
+static void srun_finished(void *arg, int rc, const terr *fe, store_job *row) {
+  srun_end *x = arg;
+  sched *s = x->s;
+  sjob *j = x->j;
+  if (rc != T_OK && x->final[0]) unlink(x->final);
+  if (rc == T_ECONFLICT || rc == T_ENOTFOUND) {
+    /* Ended in the store before a worker took it (canceled: see
+     * sched_cancel), or never recorded; the store's word stands. */
+    log_info("scheduler: job %s: %s", j->id, fe ? fe->message : "");
+    srun_release(s, j, -1, 0, NULL, 0, NULL);
+  } else {
+    if (rc != T_OK) /* stays running in the store: the next start reruns it */
+      log_error("scheduler: cannot record the end of job %s: %s", j->id,
+                fe ? fe->message : "");
+    srun_release(s, j, x->status, 1, x->started ? x->used : NULL, x->run_ms,
+                 rc == T_OK ? row : NULL);
+  }
+  if (row) store_job_clear(row);
+  free(x);
 }
 
 void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
@@ -480,7 +522,7 @@ void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
       log_error("scheduler: cannot finish job %s: %s", j->id, e.message);
     free(timings);
   }
-  srun_release(s, j, status, status >= 0, NULL, 0);
+  srun_release(s, j, status, status >= 0, NULL, 0, NULL);
 }
 
 void sched_run_job(sched *s, sjob *j, int device) {
@@ -542,7 +584,7 @@ end:
     /* Stopped by shutdown: stays queued/running in the store. */
     srun_drop_result(&r, result);
     srun_cleanup(&r);
-    srun_release(s, j, -1, 0, NULL, 0);
+    srun_release(s, j, -1, 0, NULL, 0, NULL);
     goto out;
   }
   const char *code = NULL;
@@ -613,21 +655,28 @@ end:
       .max_abs_diff = r.compare ? r.max_abs_diff : NAN, .error_code = code,
       .error_message = code ? msg : NULL, .progress_done = pdone,
       .progress_total = ptotal, .result_npy = npy, .result_npy_len = npy_len};
+  /* The end commits on the store's writer thread, which then releases the
+   * job (srun_finished); this worker goes on with its next job. */
+  srun_end *x = calloc(1, sizeof *x);
   terr fe;
-  int frc = store_job_finish(s->cfg.st, j->id, &end, &fe);
-  if (frc != T_OK && final[0]) unlink(final);
-  if (frc == T_ECONFLICT || frc == T_ENOTFOUND) {
-    /* Ended in the store before a worker took it (canceled: see
-     * sched_cancel); the store's end stands. */
-    log_info("scheduler: job %s had already ended in the store: %s", j->id,
-             fe.message);
-    srun_release(s, j, -1, 0, NULL, 0);
+  if (!x) {
+    log_error("scheduler: no memory to end job %s", j->id);
+    if (final[0]) unlink(final);
+    srun_release(s, j, status, 1, started ? used : NULL, run_ms, NULL);
     goto out;
   }
-  if (frc != T_OK) /* stays running in the store: the next start reruns it */
-    log_error("scheduler: cannot record the end of job %s: %s", j->id,
-              fe.message);
-  srun_release(s, j, status, 1, started ? used : NULL, run_ms);
+  x->s = s;
+  x->j = j;
+  x->status = status;
+  x->started = started;
+  x->run_ms = run_ms;
+  snprintf(x->used, sizeof x->used, "%s", used);
+  snprintf(x->final, sizeof x->final, "%s", final);
+  if (store_job_finish_async(s->cfg.st, j->id, &end, srun_finished, x, &fe) !=
+      T_OK) {
+    int frc = store_job_finish(s->cfg.st, j->id, &end, &fe);
+    srun_finished(x, frc, &fe, NULL);
+  }
 
 out:
   free(npy);

@@ -48,6 +48,13 @@ struct store_wop {
   terr err;              /* detail of rc */
   int is_sync;           /* 1: a caller waits on done */
   sem_t *done;           /* the waiting caller's; posted after the commit */
+  int one_stmt;          /* writes with at most one statement, which undoes
+                            itself when it fails: no savepoint needed */
+  int lazy;              /* async: need not wake the writer (STORE_LAZY_MS) */
+  /* async: called on the writer thread once the batch holding the op has
+   * committed (rc 0) or failed, just before the op is freed; NULL: a
+   * failure is logged. Must not block nor make a [sync] store call. */
+  void (*after)(store *s, store_wop *op);
   store_wop *next;       /* queue link (s->mu) */
   /* async progress payload (heap ops, owned by the queue then the writer) */
   char job_id[T_ID_MAX];
@@ -64,8 +71,13 @@ struct store {
   atomic_int alive;            /* writer thread running */
 
   pthread_mutex_t mu;          /* guards the queue fields below */
-  pthread_cond_t work;         /* signalled when the queue gets an op */
+  pthread_cond_t work;         /* signalled when the queue gets an urgent op
+                                  (CLOCK_MONOTONIC, for the lazy wait) */
   store_wop *qhead, *qtail;    /* FIFO of ops not yet taken by the writer */
+  int nurgent;                 /* ops in the queue that are not lazy */
+  int wsleep;                  /* the writer waits: 1 for any op, 2 for an
+                                  urgent one or the lazy deadline; 0 not */
+  double lazy_since;           /* t_now_ms when the oldest lazy op came */
   store_wop *progress;         /* async progress ops in the queue, by job */
   int stopping;                /* store_close asked; drain then exit */
   int writer_gone;             /* the writer exited: writes fail at once */
@@ -104,10 +116,17 @@ void store__ckpt_writer(store *s);
 int store__stmt(store_conn *c, const char *sql, sqlite3_stmt **out, terr *e);
 int store__reader(store *s, store_conn **out, terr *e);
 int store__write(store *s, store_wfn fn, void *arg, terr *e);
+/* The same for an op that writes with at most one statement (see
+ * store_wop.one_stmt): it skips the savepoint. */
+int store__write_one(store *s, store_wfn fn, void *arg, terr *e);
 /* Queue o (malloc()ed, the op first in its allocation so that free(o)
- * frees its arguments too) and return at once; the writer runs it in the
- * next batch, logs a failure, and frees it. When the store is closing, o is
- * freed here and T_EUNAVAIL returned. */
+ * frees its arguments too; fn, arg, one_stmt, lazy and after set) and
+ * return at once; the writer runs it in a later batch, calls o->after (or
+ * logs a failure), and frees it. A lazy op does not wake the writer: it
+ * goes with the next urgent op's batch, or after STORE_LAZY_MS at the
+ * latest. When the store is closing, o is freed here (after not called)
+ * and T_EUNAVAIL returned. */
+#define STORE_LAZY_MS 5.0
 int store__write_async(store *s, store_wop *o);
 int store__dberr(terr *e, sqlite3 *db, const char *what);
 /* Step a statement that returns no row: 0 or T_EIO (statement is reset). */

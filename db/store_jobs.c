@@ -2,8 +2,12 @@
  * lifecycle updates (start, finish, requeue), delete and recovery.
  *
  * Every write here is a store_wop function that runs on the writer thread
- * inside its own SAVEPOINT (see store.c); its arguments live on the waiting
- * caller's stack. Checks that decide the outcome (request_id reuse, the state
+ * (see store.c); a [sync] op's arguments live on the waiting caller's
+ * stack, an [async] op's (insert_async, start_async, finish_async) in one
+ * heap block with the op, strings included. All of them write with one
+ * statement (store_wop.one_stmt), so they need no SAVEPOINT of their own.
+ * The async finish reads the row back with RETURNING and hands it to its
+ * callback after the commit. Checks that decide the outcome (request_id reuse, the state
  * a transition starts from) run inside the same op, hence the same
  * transaction, as the change they guard, so two racing callers cannot both
  * pass. Reads run on the calling thread's read-only connection.
@@ -56,6 +60,30 @@ void store_job_clear(store_job *j) {
   free(j->compare);
   memset(j, 0, sizeof *j);
   j->max_abs_diff = NAN;
+}
+
+/* See store.h. */
+int store_job_copy(store_job *dst, const store_job *src) {
+  *dst = *src; /* numbers and the id */
+  char **f[] = {&dst->owner, &dst->kind, &dst->params,
+                &dst->backend_requested, &dst->backend_used,
+                &dst->backend_reason, &dst->estimate, &dst->label,
+                &dst->request_id, &dst->body_hash, &dst->timings,
+                &dst->error_code, &dst->error_message, &dst->result,
+                &dst->result_path, &dst->compare};
+  int oom = 0;
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+    if (!*f[i]) continue;
+    /* After a failure the rest become NULL, never src's strings. */
+    char *c = oom ? NULL : strdup(*f[i]);
+    if (!c) oom = 1;
+    *f[i] = c;
+  }
+  if (oom) {
+    store_job_clear(dst); /* frees the copies made */
+    return T_ENOMEM;
+  }
+  return 0;
 }
 
 /* The column order store__job_row reads. */
@@ -143,6 +171,17 @@ fail:
   for (int i = 0; i < cnt; i++) store_job_clear(&v[i]);
   free(v);
   return rc;
+}
+
+/* Copy s (may be NULL) to *p, advancing it: the async ops keep their
+ * strings in the op's own allocation. Returns the copy or NULL. */
+static const char *pack_str(char **p, const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  memcpy(*p, s, n);
+  const char *out = *p;
+  *p += n;
+  return out;
 }
 
 /* ---- insert -------------------------------------------------------------- */
@@ -248,7 +287,7 @@ int store_job_insert(store *s, store_job *j, int *existing, terr *e) {
   if (!tmp.backend_requested) tmp.backend_requested = "auto";
   insert_args a = {.j = &tmp};
   store_job_clear(&a.found);
-  int rc = store__write(s, insert_fn, &a, e);
+  int rc = store__write_one(s, insert_fn, &a, e);
   if (rc) {
     store_job_clear(&a.found); /* the commit may fail after a match */
     return rc;
@@ -258,6 +297,70 @@ int store_job_insert(store *s, store_job *j, int *existing, terr *e) {
     *j = a.found;
     if (existing) *existing = 1;
   }
+  return 0;
+}
+
+/* An async insert: the op, its arguments and the row's strings in one
+ * block. */
+typedef struct insert_op {
+  store_wop op; /* first: the writer frees the block through it */
+  insert_args a;
+  store_job row;
+  char text[];
+} insert_op;
+
+static size_t str_size(const char *s) { return s ? strlen(s) + 1 : 0; }
+
+/* [async] See store.h. */
+int store_job_insert_async(store *s, store_job *j, terr *e) {
+  if (!s || !j) return terr_set(e, T_EINVAL, "", -1, "store: no job");
+  if (!j->kind || !*j->kind)
+    return terr_set(e, T_EINVAL, "kind", -1, "missing");
+  if (!j->params) return terr_set(e, T_EINVAL, "params", -1, "missing");
+  if (j->request_id)
+    return terr_set(e, T_EINVAL, "request_id", -1,
+                    "store: an idempotent insert must be [sync]");
+  if (!j->id[0]) t_id_new('j', j->id);
+  if (!j->created_at) j->created_at = t_wall_ms();
+  j->status = JOB_QUEUED;
+  const char *owner = j->owner ? j->owner : "";
+  const char *breq = j->backend_requested ? j->backend_requested : "auto";
+  size_t n = str_size(owner) + str_size(j->kind) + str_size(j->params) +
+             str_size(breq) + str_size(j->backend_used) +
+             str_size(j->backend_reason) + str_size(j->estimate) +
+             str_size(j->label) + str_size(j->body_hash) +
+             str_size(j->timings) + str_size(j->error_code) +
+             str_size(j->error_message) + str_size(j->result) +
+             str_size(j->result_path) + str_size(j->compare);
+  insert_op *o = calloc(1, sizeof *o + n);
+  if (!o) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  store_job *r = &o->row;
+  *r = *j; /* numbers and the id; the strings are re-pointed below */
+  char *p = o->text;
+  /* The row is read-only from here on: insert_fn only binds it. */
+  r->owner = (char *)pack_str(&p, owner);
+  r->kind = (char *)pack_str(&p, j->kind);
+  r->params = (char *)pack_str(&p, j->params);
+  r->backend_requested = (char *)pack_str(&p, breq);
+  r->backend_used = (char *)pack_str(&p, j->backend_used);
+  r->backend_reason = (char *)pack_str(&p, j->backend_reason);
+  r->estimate = (char *)pack_str(&p, j->estimate);
+  r->label = (char *)pack_str(&p, j->label);
+  r->request_id = NULL;
+  r->body_hash = (char *)pack_str(&p, j->body_hash);
+  r->timings = (char *)pack_str(&p, j->timings);
+  r->error_code = (char *)pack_str(&p, j->error_code);
+  r->error_message = (char *)pack_str(&p, j->error_message);
+  r->result = (char *)pack_str(&p, j->result);
+  r->result_path = (char *)pack_str(&p, j->result_path);
+  r->compare = (char *)pack_str(&p, j->compare);
+  o->a.j = r;
+  o->op.fn = insert_fn;
+  o->op.arg = &o->a;
+  o->op.one_stmt = 1;
+  o->op.lazy = 1;
+  if (store__write_async(s, &o->op) != 0)
+    return terr_set(e, T_EUNAVAIL, "", -1, "store: closing");
   return 0;
 }
 
@@ -434,7 +537,7 @@ int store_job_start(store *s, const char *id, int64_t started_at,
                     const char *estimate, terr *e) {
   if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
   start_args a = {id, backend_used, reason, estimate, started_at};
-  return store__write(s, start_fn, &a, e);
+  return store__write_one(s, start_fn, &a, e);
 }
 
 /* An async start: the op, its arguments and their strings in one block. */
@@ -455,16 +558,6 @@ static int start_async_fn(store *s, store_wop *op, terr *e) {
     return 0;
   }
   return rc;
-}
-
-/* Copy s (may be NULL) to *p; returns the copy or NULL. */
-static const char *pack_str(char **p, const char *s) {
-  if (!s) return NULL;
-  size_t n = strlen(s) + 1;
-  memcpy(*p, s, n);
-  const char *out = *p;
-  *p += n;
-  return out;
 }
 
 /* [async] See store.h. Any thread; never waits for the database. */
@@ -488,6 +581,8 @@ void store_job_start_async(store *s, const char *id, int64_t started_at,
   o->a.started_at = started_at;
   o->op.fn = start_async_fn;
   o->op.arg = &o->a;
+  o->op.one_stmt = 1;
+  o->op.lazy = 1;
   if (store__write_async(s, &o->op) != 0)
     log_warn("store: closing; the start of %s is not recorded", id);
 }
@@ -495,20 +590,23 @@ void store_job_start_async(store *s, const char *id, int64_t started_at,
 typedef struct finish_args {
   const char *id;
   const store_job_end *end;
+  store_job *row; /* non-NULL: read the row back as committed (RETURNING) */
 } finish_args;
+
+#define FINISH_SQL                                                          \
+  "UPDATE jobs SET status = ?2, finished_at = ?3, timings = ?4,"            \
+  " result = ?5, result_path = ?6, compare = ?7, max_abs_diff = ?8,"        \
+  " error_code = ?9, error_message = ?10, progress_done = ?11,"             \
+  " progress_total = ?12, result_npy = ?13"                                 \
+  " WHERE id = ?1 AND status IN ('queued','running')"
 
 static int finish_fn(store *s, store_wop *op, terr *e) {
   finish_args *a = op->arg;
   const store_job_end *x = a->end;
   sqlite3_stmt *st;
-  int rc = store__stmt(
-      &s->w,
-      "UPDATE jobs SET status = ?2, finished_at = ?3, timings = ?4,"
-      " result = ?5, result_path = ?6, compare = ?7, max_abs_diff = ?8,"
-      " error_code = ?9, error_message = ?10, progress_done = ?11,"
-      " progress_total = ?12, result_npy = ?13"
-      " WHERE id = ?1 AND status IN ('queued','running')",
-      &st, e);
+  int rc = store__stmt(&s->w,
+                       a->row ? FINISH_SQL " RETURNING " JOB_COLS : FINISH_SQL,
+                       &st, e);
   if (rc) return rc;
   sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, status_names[x->status], -1, SQLITE_STATIC);
@@ -526,7 +624,28 @@ static int finish_fn(store *s, store_wop *op, terr *e) {
   if (x->result_npy)
     sqlite3_bind_blob64(st, 13, x->result_npy, x->result_npy_len,
                         SQLITE_STATIC);
-  if ((rc = store__exec_stmt(&s->w, st, "finish job", e))) return rc;
+  if (!a->row) {
+    if ((rc = store__exec_stmt(&s->w, st, "finish job", e))) return rc;
+  } else {
+    /* RETURNING: the change is made by the first step, which gives the
+     * row; the second ends the statement. */
+    int step = sqlite3_step(st), got = 0;
+    if (step == SQLITE_ROW) {
+      if (store__job_row(st, a->row)) {
+        sqlite3_reset(st);
+        return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+      }
+      got = 1;
+      step = sqlite3_step(st);
+    }
+    if (step != SQLITE_DONE) {
+      if (got) store_job_clear(a->row);
+      rc = store__dberr(e, s->w.db, "finish job");
+      sqlite3_reset(st);
+      return rc;
+    }
+    sqlite3_reset(st);
+  }
   if (sqlite3_changes(s->w.db) == 0)
     return why_unchanged(s, a->id, "queued or running", e);
   return 0;
@@ -540,8 +659,8 @@ int store_job_finish(store *s, const char *id, const store_job_end *end,
   if (!job_status_final(end->status) || end->status > JOB_CANCELED)
     return terr_set(e, T_EINVAL, "status", -1, "%d is not a final status",
                     (int)end->status);
-  finish_args a = {id, end};
-  return store__write(s, finish_fn, &a, e);
+  finish_args a = {id, end, NULL};
+  return store__write_one(s, finish_fn, &a, e);
 }
 
 /* See store.h. Reads on the caller's connection. */
@@ -586,6 +705,72 @@ int store_job_result_npy(store *s, const char *id, const char *owner,
   return rc;
 }
 
+/* An async finish: the op, its arguments, a copy of the end record and
+ * its strings and blob, and the row read back, in one block. */
+typedef struct finish_op {
+  store_wop op; /* first: the writer frees the block through it */
+  finish_args a;
+  store_job_end end;
+  store_job row; /* zeroed until read back */
+  store_finish_fn cb;
+  void *cb_arg;
+  char text[];
+} finish_op;
+
+/* Writer thread, after the batch: hand the row (or the error) over. */
+static void finish_after(store *s, store_wop *op) {
+  finish_op *o = (finish_op *)op;
+  if (op->rc) {
+    store_job_clear(&o->row); /* read back, then rolled back */
+    o->cb(o->cb_arg, op->rc, &op->err, NULL);
+  } else {
+    o->cb(o->cb_arg, 0, &op->err, &o->row);
+  }
+}
+
+/* [async] See store.h. */
+int store_job_finish_async(store *s, const char *id, const store_job_end *end,
+                           store_finish_fn cb, void *arg, terr *e) {
+  if (!s || !id || !end || !cb)
+    return terr_set(e, T_EINVAL, "id", -1, "missing");
+  if (!job_status_final(end->status) || end->status > JOB_CANCELED)
+    return terr_set(e, T_EINVAL, "status", -1, "%d is not a final status",
+                    (int)end->status);
+  size_t n = str_size(id) + str_size(end->timings) + str_size(end->result) +
+             str_size(end->result_path) + str_size(end->compare) +
+             str_size(end->error_code) + str_size(end->error_message) +
+             (end->result_npy ? end->result_npy_len : 0);
+  finish_op *o = calloc(1, sizeof *o + n);
+  if (!o) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  store_job_end *x = &o->end;
+  *x = *end;
+  char *p = o->text;
+  if (end->result_npy) { /* first: no alignment needed for bytes anyway */
+    memcpy(p, end->result_npy, end->result_npy_len);
+    x->result_npy = p;
+    p += end->result_npy_len;
+  }
+  o->a.id = pack_str(&p, id);
+  x->timings = pack_str(&p, end->timings);
+  x->result = pack_str(&p, end->result);
+  x->result_path = pack_str(&p, end->result_path);
+  x->compare = pack_str(&p, end->compare);
+  x->error_code = pack_str(&p, end->error_code);
+  x->error_message = pack_str(&p, end->error_message);
+  o->a.end = x;
+  o->row.max_abs_diff = NAN;
+  o->a.row = &o->row;
+  o->cb = cb;
+  o->cb_arg = arg;
+  o->op.fn = finish_fn;
+  o->op.arg = &o->a;
+  o->op.one_stmt = 1;
+  o->op.after = finish_after;
+  if (store__write_async(s, &o->op) != 0)
+    return terr_set(e, T_EUNAVAIL, "", -1, "store: closing");
+  return 0;
+}
+
 static int requeue_fn(store *s, store_wop *op, terr *e) {
   const char *id = op->arg;
   sqlite3_stmt *st;
@@ -608,7 +793,7 @@ static int requeue_fn(store *s, store_wop *op, terr *e) {
  * job already ended. */
 int store_job_requeue(store *s, const char *id, terr *e) {
   if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
-  return store__write(s, requeue_fn, (void *)id, e);
+  return store__write_one(s, requeue_fn, (void *)id, e);
 }
 
 typedef struct delete_args {
@@ -656,7 +841,7 @@ int store_job_delete(store *s, const char *id, const char *owner,
   if (result_path) *result_path = NULL;
   if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
   delete_args a = {id, owner, NULL};
-  int rc = store__write(s, delete_fn, &a, e);
+  int rc = store__write_one(s, delete_fn, &a, e);
   if (rc) {
     free(a.path);
     return rc;

@@ -459,6 +459,66 @@ TEST(test_waiters) {
   fx_close(&f);
 }
 
+/* sched_wait_end: the callback gets the row as committed (the same as the
+ * store then reads), and the store already says so when it runs; a job
+ * canceled before it started gives NULL. */
+typedef struct we {
+  atomic_int calls;
+  int had_row, stored_final;
+  store_job row;
+  store *st;
+} we;
+static void on_end_row(void *arg, const char *id, const store_job *ended) {
+  we *w = arg;
+  w->had_row = ended != NULL;
+  if (ended) store_job_copy(&w->row, ended);
+  store_job j; /* a read is fine here; a [sync] write is not */
+  terr e;
+  if (store_job_get(w->st, id, NULL, &j, &e) == 0) {
+    w->stored_final = job_status_final(j.status);
+    store_job_clear(&j);
+  }
+  atomic_fetch_add(&w->calls, 1);
+}
+TEST(test_wait_end) {
+  fx f;
+  if (fx_open(&f, 1)) return;
+  char gate[T_ID_MAX], a[T_ID_MAX], q[T_ID_MAX];
+  CHECK(submit(&f, "gate", "{\"n\":1}", "cpu", 5, 0, gate) == 0);
+  CHECK(wait_status(&f, gate, JOB_RUNNING));
+  CHECK(submit(&f, "sleepy", "{\"n\":3,\"value\":4}", "serial", 5, 0, a) == 0);
+  CHECK(submit(&f, "sleepy", "{\"n\":3}", "cpu", 5, 0, q) == 0);
+  we wa, wq;
+  memset(&wa, 0, sizeof wa);
+  memset(&wq, 0, sizeof wq);
+  wa.st = wq.st = f.st;
+  uint64_t ta, tq;
+  CHECK(sched_wait_end(f.s, a, on_end_row, &wa, &ta) == 0);
+  CHECK(sched_wait_end(f.s, q, on_end_row, &wq, &tq) == 0);
+  terr e;
+  CHECK(sched_cancel(f.s, q, NULL, &e) == 0);
+  CHECK(atomic_load(&wq.calls) == 1 && !wq.had_row && wq.stored_final);
+  atomic_store(&gate_open, 1);
+  for (int i = 0; i < 5000 && atomic_load(&wa.calls) == 0; i++) sleep_ms(2);
+  CHECK(atomic_load(&wa.calls) == 1 && wa.had_row && wa.stored_final);
+  store_job j;
+  if (wa.had_row && store_job_get(f.st, a, NULL, &j, &e) == 0) {
+    CHECK_STR(wa.row.id, a);
+    CHECK(wa.row.status == JOB_SUCCEEDED && j.status == JOB_SUCCEEDED);
+    CHECK(wa.row.attempts == 1 && j.attempts == 1);
+    CHECK(wa.row.started_at == j.started_at && wa.row.finished_at == j.finished_at);
+    CHECK_STR(wa.row.backend_used, "serial");
+    CHECK_STR(wa.row.result, j.result);
+    CHECK_STR(wa.row.timings, j.timings);
+    CHECK_STR(wa.row.params, j.params);
+    CHECK_STR(wa.row.result_path, j.result_path);
+    store_job_clear(&j);
+  }
+  store_job_clear(&wa.row);
+  wait_idle(&f);
+  fx_close(&f);
+}
+
 /* Many short jobs, each with a heap-allocated waiter that the "request"
  * thread unwaits and frees at a random moment: the callback must never run
  * after sched_unwait returned (ASan/TSan would see the freed arg). */
@@ -753,6 +813,7 @@ int main(void) {
   RUN(test_timeout);
   RUN(test_queue_limit);
   RUN(test_waiters);
+  RUN(test_wait_end);
   RUN(test_unwait_race);
   RUN(test_compare);
   RUN(test_failures);

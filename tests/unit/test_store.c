@@ -10,6 +10,8 @@
  */
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -549,6 +551,116 @@ TEST(test_start_async) {
   store_close(s);
 }
 
+/* store_job_insert_async + store_job_finish_async: nothing waited for;
+ * the finish's callback runs on the writer thread with the committed row
+ * (or the error); a lazy insert alone is committed within a few ms;
+ * store_sync is a barrier. */
+typedef struct fin_seen {
+  atomic_int calls;
+  int rc;
+  int other_thread;
+  pthread_t caller;
+  store_job row;
+  int have_row;
+} fin_seen;
+static void on_finished(void *arg, int rc, const terr *e, store_job *row) {
+  fin_seen *f = arg;
+  f->rc = rc;
+  f->other_thread = !pthread_equal(f->caller, pthread_self());
+  f->have_row = row != NULL;
+  if (row) f->row = *row; /* ours now */
+  atomic_fetch_add(&f->calls, 1);
+}
+static int wait_calls(fin_seen *f) {
+  for (int i = 0; i < 2000 && atomic_load(&f->calls) == 0; i++) usleep(1000);
+  return atomic_load(&f->calls);
+}
+TEST(test_async_insert_finish) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  terr e;
+  store_job j;
+  job_init(&j, "carol", "map");
+  j.request_id = sdup("k1");
+  CHECK(store_job_insert_async(s, &j, &e) == T_EINVAL); /* idempotent: sync */
+  free(j.request_id);
+  j.request_id = NULL;
+  j.label = sdup("tiny");
+  CHECK(store_job_insert_async(s, &j, &e) == 0);
+  CHECK(t_id_valid('j', j.id) && j.created_at > 0);
+  char id[T_ID_MAX];
+  snprintf(id, sizeof id, "%s", j.id);
+  store_job_clear(&j); /* the store copied what it needs */
+  store_job_start_async(s, id, 7000, "serial", "small", NULL);
+  unsigned char npy[3] = {9, 8, 7};
+  store_job_end x = end_ok(7001, NULL);
+  x.result_npy = npy;
+  x.result_npy_len = 3;
+  fin_seen f;
+  memset(&f, 0, sizeof f);
+  f.caller = pthread_self();
+  CHECK(store_job_finish_async(s, id, &x, on_finished, &f, &e) == 0);
+  CHECK(wait_calls(&f) == 1);
+  CHECK(f.rc == 0 && f.have_row && f.other_thread);
+  if (f.have_row) {
+    CHECK_STR(f.row.id, id);
+    CHECK(f.row.status == JOB_SUCCEEDED && f.row.started_at == 7000 &&
+          f.row.finished_at == 7001 && f.row.attempts == 1);
+    CHECK_STR(f.row.owner, "carol");
+    CHECK_STR(f.row.label, "tiny");
+    CHECK_STR(f.row.backend_used, "serial");
+    CHECK_STR(f.row.result, x.result);
+    CHECK_STR(f.row.timings, x.timings);
+    store_job_clear(&f.row);
+  }
+  /* The row the callback saw is what a reader sees. */
+  store_job g;
+  CHECK(store_job_get(s, id, "carol", &g, &e) == 0);
+  CHECK(g.status == JOB_SUCCEEDED && g.finished_at == 7001);
+  store_job_clear(&g);
+  void *buf = NULL;
+  size_t len = 0;
+  CHECK(store_job_result_npy(s, id, NULL, &buf, &len, &e) == 0 && len == 3);
+  free(buf);
+  /* A second finish is refused through the callback. */
+  memset(&f, 0, sizeof f);
+  f.caller = pthread_self();
+  CHECK(store_job_finish_async(s, id, &x, on_finished, &f, &e) == 0);
+  CHECK(wait_calls(&f) == 1 && f.rc == T_ECONFLICT && !f.have_row);
+  memset(&f, 0, sizeof f);
+  CHECK(store_job_finish_async(s, "j_nope", &x, on_finished, &f, &e) == 0);
+  CHECK(wait_calls(&f) == 1 && f.rc == T_ENOTFOUND);
+  store_job_end bad = end_ok(1, NULL);
+  bad.status = JOB_RUNNING;
+  CHECK(store_job_finish_async(s, id, &bad, on_finished, &f, &e) == T_EINVAL);
+
+  /* A lazy insert with nothing after it still commits, within a few ms. */
+  job_init(&j, "", "map");
+  CHECK(store_job_insert_async(s, &j, &e) == 0);
+  snprintf(id, sizeof id, "%s", j.id);
+  store_job_clear(&j);
+  int seen = 0;
+  for (int i = 0; i < 2000 && !seen; i++) {
+    if (store_job_get(s, id, NULL, &g, &e) == 0) {
+      seen = 1;
+      store_job_clear(&g);
+    } else {
+      usleep(1000);
+    }
+  }
+  CHECK(seen);
+  /* store_sync: everything queued before it is committed when it returns. */
+  job_init(&j, "", "map");
+  CHECK(store_job_insert_async(s, &j, &e) == 0);
+  snprintf(id, sizeof id, "%s", j.id);
+  store_job_clear(&j);
+  CHECK(store_sync(s, &e) == 0);
+  CHECK(store_job_get(s, id, NULL, &g, &e) == 0);
+  store_job_clear(&g);
+  store_close(s);
+}
+
 /* A small result kept in the row: committed with the end, read back with
  * store_job_result_npy (owner checked), gone with the row. */
 TEST(test_result_in_row) {
@@ -968,6 +1080,7 @@ int main(void) {
   RUN(test_list_filters_paging);
   RUN(test_lifecycle);
   RUN(test_start_async);
+  RUN(test_async_insert_finish);
   RUN(test_result_in_row);
   RUN(test_migrate_from_v1);
   RUN(test_requeue_and_unfinished_order);
