@@ -47,7 +47,7 @@ static void reply_job(http_req *r, api_ctx *ctx, const char *id, int status) {
   char loc[96];
   snprintf(loc, sizeof loc, "/v1/jobs/%s", j.id);
   http_add_header(r, "Location", loc);
-  http_reply_json(r, status, api_job_json(ctx, &j, 1));
+  api_reply_job(r, ctx, &j, status);
   store_job_clear(&j);
 }
 
@@ -100,8 +100,7 @@ static void reply_job_after_insert(http_req *r, api_ctx *ctx, const char *id,
   char loc[96];
   snprintf(loc, sizeof loc, "/v1/jobs/%s", j.id);
   http_add_header(r, "Location", loc);
-  http_reply_json(r, job_status_final(j.status) ? 200 : 202,
-                  api_job_json(ctx, &j, 1));
+  api_reply_job(r, ctx, &j, job_status_final(j.status) ? 200 : 202);
   store_job_clear(&j);
 }
 
@@ -112,7 +111,7 @@ static void answer_wait(http_req *r, void *ud) {
     char loc[96];
     snprintf(loc, sizeof loc, "/v1/jobs/%s", a->row.id);
     http_add_header(r, "Location", loc);
-    http_reply_json(r, 200, api_job_json(a->ctx, &a->row, 1));
+    api_reply_job(r, a->ctx, &a->row, 200);
   } else {
     reply_job_after_insert(r, a->ctx, a->id, 1);
   }
@@ -308,13 +307,15 @@ static void handle_submit(http_req *r, void *ud) {
   reserved = 1;
 
   params_text = json_dumps(s.params, JSON_COMPACT);
-  canon = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
-  if (!params_text || !canon) {
+  /* The body's hash tells a retry (same request_id, same body) from a
+   * reuse of the key; without a key nothing compares it. */
+  canon = s.request_id ? json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+  if (!params_text || (s.request_id && !canon)) {
     terr_set(&e, T_ENOMEM, "", -1, "out of memory");
     goto fail;
   }
-  char hash[65];
-  t_sha256_hex(canon, strlen(canon), hash);
+  char hash[65] = "";
+  if (canon) t_sha256_hex(canon, strlen(canon), hash);
   /* The submit-time estimate; the router adds its per-backend figures when
    * the job starts. "size" feeds the dashboard's performance chart. */
   json_t *ej = json_pack("{s:I, s:f, s:I, s:I}", "size", (json_int_t)est.size,
@@ -338,11 +339,11 @@ static void handle_submit(http_req *r, void *ud) {
   j.priority = s.priority;
   j.label = s.label ? strdup(s.label) : NULL;
   j.request_id = s.request_id ? strdup(s.request_id) : NULL;
-  j.body_hash = strdup(hash);
+  j.body_hash = canon ? strdup(hash) : NULL;
   j.timeout_s = s.timeout_s > 0 ? s.timeout_s : ctx->default_timeout_s;
   j.created_at = t_wall_ms();
   j.max_abs_diff = NAN;
-  if (!j.owner || !j.kind || !j.backend_requested || !j.body_hash ||
+  if (!j.owner || !j.kind || !j.backend_requested || (canon && !j.body_hash) ||
       (s.label && !j.label) || (s.request_id && !j.request_id)) {
     terr_set(&e, T_ENOMEM, "", -1, "out of memory");
     goto fail;
@@ -480,7 +481,7 @@ static void handle_get(http_req *r, void *ud) {
     http_reply_error(r, &e);
     return;
   }
-  http_reply_json(r, 200, api_job_json(ctx, &j, 1));
+  api_reply_job(r, ctx, &j, 200);
   store_job_clear(&j);
 }
 

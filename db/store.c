@@ -296,6 +296,7 @@ static void *writer_main(void *arg) {
     s->qhead = s->qtail = NULL;
     s->nurgent = 0;
     s->progress = NULL; /* ops taken: later progress starts a new entry */
+    s->starts = NULL;   /* and a later finish no longer finds its start */
     pthread_mutex_unlock(&s->mu);
 
     store__ckpt_writer(s);
@@ -332,8 +333,25 @@ static void *writer_main(void *arg) {
 /* Append o. Wake the writer for the first urgent op (it takes the whole
  * queue), or for a lazy op when it sleeps with no deadline (it then sleeps
  * until the op is due). [s->mu] */
+static int nothing_fn(store *s, store_wop *o, terr *e) { return 0; }
+
 static void enqueue_locked(store *s, store_wop *o) {
   o->next = NULL;
+  o->absorbed = NULL;
+  if (o->absorb_id) { /* a finish: its job's start may still be queued */
+    for (store_wop **pp = &s->starts; *pp; pp = &(*pp)->pnext) {
+      store_wop *st = *pp;
+      if (strcmp(st->start_id, o->absorb_id) == 0) {
+        o->absorbed = st->arg;
+        st->fn = nothing_fn;
+        *pp = st->pnext;
+        break;
+      }
+    }
+  } else if (o->start_id) {
+    o->pnext = s->starts;
+    s->starts = o;
+  }
   if (!s->qhead) s->lazy_since = t_now_ms();
   if (s->qtail) s->qtail->next = o;
   else s->qhead = o;
@@ -345,11 +363,11 @@ static void enqueue_locked(store *s, store_wop *o) {
   }
 }
 
-static int write_sync(store *s, store_wfn fn, void *arg, int one_stmt,
-                      terr *e) {
+int store__write_op(store *s, store_wop *o, terr *e) {
   sem_t done;
-  store_wop op = {.fn = fn, .arg = arg, .is_sync = 1, .done = &done,
-                  .one_stmt = one_stmt};
+  store_wop op = *o;
+  op.is_sync = 1;
+  op.done = &done;
   sem_init(&done, 0, 0);
   pthread_mutex_lock(&s->mu);
   if (s->writer_gone || s->stopping) {
@@ -367,21 +385,22 @@ static int write_sync(store *s, store_wfn fn, void *arg, int one_stmt,
 }
 
 int store__write(store *s, store_wfn fn, void *arg, terr *e) {
-  return write_sync(s, fn, arg, 0, e);
+  store_wop op = {.fn = fn, .arg = arg};
+  return store__write_op(s, &op, e);
 }
 
 int store__write_one(store *s, store_wfn fn, void *arg, terr *e) {
-  return write_sync(s, fn, arg, 1, e);
+  store_wop op = {.fn = fn, .arg = arg, .one_stmt = 1};
+  return store__write_op(s, &op, e);
 }
-
-static int nothing_fn(store *s, store_wop *o, terr *e) { return 0; }
 
 /* [sync] See store.h: an empty write; the queue is FIFO and batches commit
  * in order, so everything queued before it is committed (or failed) when it
  * returns. */
 int store_sync(store *s, terr *e) {
   if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
-  return write_sync(s, nothing_fn, NULL, 1, e);
+  store_wop op = {.fn = nothing_fn, .one_stmt = 1};
+  return store__write_op(s, &op, e);
 }
 
 /* Queue a heap op without waiting (see store_int.h). */

@@ -55,11 +55,20 @@ struct store_wop {
    * committed (rc 0) or failed, just before the op is freed; NULL: a
    * failure is logged. Must not block nor make a [sync] store call. */
   void (*after)(store *s, store_wop *op);
+  /* A job's lazy start and its finish meet in the queue: a start op names
+   * its job in start_id (listed in s->starts while queued); a finish op
+   * names its job in absorb_id, and when it is queued while that job's
+   * start still waits in the queue, the start op is emptied and its
+   * arguments handed to the finish in `absorbed` (one UPDATE instead of
+   * two; both are in the same batch, so they stay valid). */
+  const char *start_id;
+  const char *absorb_id;
+  void *absorbed;
   store_wop *next;       /* queue link (s->mu) */
   /* async progress payload (heap ops, owned by the queue then the writer) */
   char job_id[T_ID_MAX];
   int64_t pdone, ptotal;
-  store_wop *pnext;      /* pending-progress list link (s->mu) */
+  store_wop *pnext;      /* s->progress or s->starts link (s->mu) */
 };
 
 struct store {
@@ -79,6 +88,7 @@ struct store {
                                   urgent one or the lazy deadline; 0 not */
   double lazy_since;           /* t_now_ms when the oldest lazy op came */
   store_wop *progress;         /* async progress ops in the queue, by job */
+  store_wop *starts;           /* lazy start ops in the queue, by job */
   int stopping;                /* store_close asked; drain then exit */
   int writer_gone;             /* the writer exited: writes fail at once */
 
@@ -116,6 +126,8 @@ void store__ckpt_writer(store *s);
 int store__stmt(store_conn *c, const char *sql, sqlite3_stmt **out, terr *e);
 int store__reader(store *s, store_conn **out, terr *e);
 int store__write(store *s, store_wfn fn, void *arg, terr *e);
+/* [sync] with an op the caller prepared (fn, arg, one_stmt, absorb_id). */
+int store__write_op(store *s, store_wop *op, terr *e);
 /* The same for an op that writes with at most one statement (see
  * store_wop.one_stmt): it skips the savepoint. */
 int store__write_one(store *s, store_wfn fn, void *arg, terr *e);

@@ -6,8 +6,10 @@
  * stack, an [async] op's (insert_async, start_async, finish_async) in one
  * heap block with the op, strings included. All of them write with one
  * statement (store_wop.one_stmt), so they need no SAVEPOINT of their own.
- * The async finish reads the row back with RETURNING and hands it to its
- * callback after the commit. Checks that decide the outcome (request_id reuse, the state
+ * The async finish reads the row back in its transaction and hands it to
+ * its callback after the commit. A finish queued while its job's lazy start
+ * still waits in the queue takes the start over (store_wop.absorbed): one
+ * UPDATE sets both, so a tiny job costs an INSERT and an UPDATE. Checks that decide the outcome (request_id reuse, the state
  * a transition starts from) run inside the same op, hence the same
  * transaction, as the change they guard, so two racing callers cannot both
  * pass. Reads run on the calling thread's read-only connection.
@@ -583,6 +585,7 @@ void store_job_start_async(store *s, const char *id, int64_t started_at,
   o->op.arg = &o->a;
   o->op.one_stmt = 1;
   o->op.lazy = 1;
+  o->op.start_id = o->a.id; /* a finish queued meanwhile takes it over */
   if (store__write_async(s, &o->op) != 0)
     log_warn("store: closing; the start of %s is not recorded", id);
 }
@@ -593,19 +596,27 @@ typedef struct finish_args {
   store_job *row; /* non-NULL: read the row back as committed (RETURNING) */
 } finish_args;
 
-#define FINISH_SQL                                                          \
+#define FINISH_SET                                                          \
   "UPDATE jobs SET status = ?2, finished_at = ?3, timings = ?4,"            \
   " result = ?5, result_path = ?6, compare = ?7, max_abs_diff = ?8,"        \
   " error_code = ?9, error_message = ?10, progress_done = ?11,"             \
-  " progress_total = ?12, result_npy = ?13"                                 \
-  " WHERE id = ?1 AND status IN ('queued','running')"
+  " progress_total = ?12, result_npy = ?13"
+#define FINISH_WHERE " WHERE id = ?1 AND status IN ('queued','running')"
+/* With the job's start taken over (store_wop.absorbed): the start's
+ * columns too; the start would have needed status 'queued', which the
+ * finish accepts. */
+#define FINISH_START                                                        \
+  ", started_at = ?14, backend_used = ?15, backend_reason = ?16,"           \
+  " estimate = ?17, attempts = attempts + 1"
 
 static int finish_fn(store *s, store_wop *op, terr *e) {
   finish_args *a = op->arg;
   const store_job_end *x = a->end;
+  const start_args *sa = op->absorbed;
   sqlite3_stmt *st;
   int rc = store__stmt(&s->w,
-                       a->row ? FINISH_SQL " RETURNING " JOB_COLS : FINISH_SQL,
+                       sa ? FINISH_SET FINISH_START FINISH_WHERE
+                          : FINISH_SET FINISH_WHERE,
                        &st, e);
   if (rc) return rc;
   sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
@@ -624,31 +635,28 @@ static int finish_fn(store *s, store_wop *op, terr *e) {
   if (x->result_npy)
     sqlite3_bind_blob64(st, 13, x->result_npy, x->result_npy_len,
                         SQLITE_STATIC);
-  if (!a->row) {
-    if ((rc = store__exec_stmt(&s->w, st, "finish job", e))) return rc;
-  } else {
-    /* RETURNING: the change is made by the first step, which gives the
-     * row; the second ends the statement. */
-    int step = sqlite3_step(st), got = 0;
-    if (step == SQLITE_ROW) {
-      if (store__job_row(st, a->row)) {
-        sqlite3_reset(st);
-        return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
-      }
-      got = 1;
-      step = sqlite3_step(st);
-    }
-    if (step != SQLITE_DONE) {
-      if (got) store_job_clear(a->row);
-      rc = store__dberr(e, s->w.db, "finish job");
-      sqlite3_reset(st);
-      return rc;
-    }
-    sqlite3_reset(st);
+  if (sa) {
+    sqlite3_bind_int64(st, 14, sa->started_at);
+    store__bind_text(st, 15, sa->backend_used);
+    store__bind_text(st, 16, sa->reason);
+    store__bind_text(st, 17, sa->estimate);
   }
+  if ((rc = store__exec_stmt(&s->w, st, "finish job", e))) return rc;
   if (sqlite3_changes(s->w.db) == 0)
     return why_unchanged(s, a->id, "queued or running", e);
-  return 0;
+  if (!a->row) return 0;
+  /* The row as this transaction has it (a plain read of a page the UPDATE
+   * just touched; cheaper than RETURNING's temporary table). */
+  if ((rc = store__stmt(&s->w, "SELECT " JOB_COLS " FROM jobs WHERE id = ?1",
+                        &st, e)))
+    return rc;
+  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
+  if (sqlite3_step(st) != SQLITE_ROW)
+    rc = store__dberr(e, s->w.db, "read the finished job");
+  else if (store__job_row(st, a->row))
+    rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  sqlite3_reset(st);
+  return rc;
 }
 
 /* [sync] See store.h. end->status must be final (T_EINVAL otherwise);
@@ -660,7 +668,9 @@ int store_job_finish(store *s, const char *id, const store_job_end *end,
     return terr_set(e, T_EINVAL, "status", -1, "%d is not a final status",
                     (int)end->status);
   finish_args a = {id, end, NULL};
-  return store__write_one(s, finish_fn, &a, e);
+  store_wop op = {.fn = finish_fn, .arg = &a, .one_stmt = 1,
+                  .absorb_id = id};
+  return store__write_op(s, &op, e);
 }
 
 /* See store.h. Reads on the caller's connection. */
@@ -766,6 +776,7 @@ int store_job_finish_async(store *s, const char *id, const store_job_end *end,
   o->op.arg = &o->a;
   o->op.one_stmt = 1;
   o->op.after = finish_after;
+  o->op.absorb_id = o->a.id;
   if (store__write_async(s, &o->op) != 0)
     return terr_set(e, T_EUNAVAIL, "", -1, "store: closing");
   return 0;

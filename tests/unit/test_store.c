@@ -517,7 +517,17 @@ TEST(test_start_async) {
   CHECK_STR(g.estimate, "{\"size\":3}");
   store_job_clear(&g);
 
-  /* Started and finished back to back (a tiny job): the end has both. */
+  /* Finished after its start was committed: the start's fields stay. */
+  store_job_end xa = end_ok(1300, NULL);
+  CHECK(store_job_finish(s, a, &xa, &e) == 0);
+  CHECK(store_job_get(s, a, NULL, &g, &e) == 0);
+  CHECK(g.status == JOB_SUCCEEDED && g.started_at == 1234 &&
+        g.finished_at == 1300 && g.attempts == 1);
+  CHECK_STR(g.backend_reason, "small job");
+  store_job_clear(&g);
+
+  /* Started and finished back to back (a tiny job): the finish takes the
+   * still queued start over; the end has both, counted once. */
   store_job_start_async(s, b, 2000, "cpu", "r", NULL);
   store_job_end x = end_ok(2001, NULL);
   CHECK(store_job_finish(s, b, &x, &e) == 0);
