@@ -124,6 +124,10 @@ static void answer_wait(http_req *r, void *ud) {
 static void on_job_end(void *arg, const char *id, const store_job *ended) {
   waiter *w = arg;
   http_req *r = w->r;
+  /* The handler may still be setting the wait up (it holds w->mu from
+   * http_defer to sched_wait_end's return): w is freed below. */
+  pthread_mutex_lock(&w->mu);
+  pthread_mutex_unlock(&w->mu);
   if (!http_claim(r)) {
     /* The timeout claimed the request first; it frees w once sched_unwait
      * has seen this callback return. */
