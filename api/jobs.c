@@ -373,7 +373,7 @@ static void handle_submit(http_req *r, void *ud) {
     reserved = 0;
   } else {
     reserved = 0; /* enqueue takes the slot, whatever it answers */
-    if (sched_enqueue(ctx->sc, &stored, &e)) {
+    if (sched_enqueue_checked(ctx->sc, &stored, s.params, &est, &e)) {
       store_job_clear(&stored);
       goto fail;
     }

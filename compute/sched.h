@@ -23,7 +23,8 @@
  *
  * The API's calls (see compute/env.h for the tenv):
  *   submit  sched_check (400/413/503) -> sched_reserve (429 + Retry-After,
- *           503) -> store_job_insert -> sched_enqueue; an insert that
+ *           503) -> store_job_insert (or _async with ?wait) ->
+ *           sched_enqueue_checked (the check is not repeated); an insert that
  *           fails, or finds the request_id's job (existing = 1), is
  *           followed by sched_unreserve instead.
  *   ?wait   sched_wait_end; 1 means finished: read the store. The
@@ -93,6 +94,12 @@ int sched_reserve(sched *s, int *retry_after_s, terr *e);
 void sched_unreserve(sched *s);
 /* Queue a job that is in the store (status queued). Uses the reserved slot. */
 int sched_enqueue(sched *s, const store_job *j, terr *e);
+/* The same for a job the caller has just checked with sched_check: the
+ * scheduler keeps a reference to `params` (its parsed j->params, which
+ * nobody changes from now on) and a copy of `est`, and does not parse and
+ * check the job again when a worker takes it. */
+int sched_enqueue_checked(sched *s, const store_job *j, json_t *params,
+                          const job_estimate *est, terr *e);
 
 /* Cancel: a queued job ends canceled at once; a running job gets its stop
  * flag set and ends canceled at its next chunk. T_ECONFLICT when finished,

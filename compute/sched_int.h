@@ -7,6 +7,7 @@
  *   sched_run.c   running one job: estimate + router, store_job_start,
  *                 prepare, run or compare, the result file, the end
  *   sched_wait.c  waiters, progress, stats, histogram, sched_check
+ *   sched_text.c  the JSON documents stored at a job's start and end
  *
  * Locks: ONE mutex, sched.mu, guards every field below marked [mu] and every
  * sjob field marked [mu]. Lock order: sched.mu may be held while taking the
@@ -165,6 +166,15 @@ void sched_run_job(sched *s, sjob *j, int device);
  * status >= 0, then release. No lock held. */
 void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
                          const char *msg);
+
+/* sched_text.c: the stored JSON documents, as new strings (NULL: no
+ * memory). Timings: n keys and their durations in ms (to the µs). Result:
+ * {"dtype","shape","bytes"[,"nonconverged" when > 0]}. Estimate: the
+ * kind's figures, then the router's (router may be NULL). */
+char *stext_timings(const char *const *keys, const double *ms, int n);
+char *stext_result(tdtype dt, int ndim, const int64_t *shape, int64_t bytes,
+                   int64_t nonconverged);
+char *stext_estimate(const job_estimate *est, const json_t *router);
 
 /* sched_wait.c */
 /* With mu held: remove j from the id table, count it, detach its waiters;

@@ -441,20 +441,7 @@ static int srun_resolve(srun *r, int device, terr *e) {
  * the router's, in one object. Caller frees. */
 static char *srun_estimate_json(const sjob *j) {
   if (!j->have_est) return NULL;
-  json_t *shape = json_array();
-  for (int i = 0; i < j->est.out_ndim; i++)
-    json_array_append_new(shape, json_integer(j->est.out_shape[i]));
-  json_t *o = json_pack("{s:I, s:f, s:s, s:o, s:I, s:I, s:I}", "size",
-                        (json_int_t)j->est.size, "work", j->est.work,
-                        "out_dtype", tdtype_name(j->est.out_dtype),
-                        "out_shape", shape, "out_bytes",
-                        (json_int_t)j->est.out_bytes, "in_bytes",
-                        (json_int_t)j->est.in_bytes, "mem_bytes",
-                        (json_int_t)j->est.mem_bytes);
-  if (o && j->estimates) json_object_update_missing(o, j->estimates);
-  char *text = o ? json_dumps(o, SRUN_JSON) : NULL;
-  json_decref(o);
-  return text;
+  return stext_estimate(&j->est, j->estimates);
 }
 
 
@@ -509,10 +496,9 @@ void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
                          const char *msg) {
   if (status >= 0) {
     double queue_ms = (double)(t_wall_ms() - j->created_at);
-    json_t *t = json_pack("{s:o, s:o}", "queue", ms_json(queue_ms), "total",
-                          ms_json(queue_ms));
-    char *timings = t ? json_dumps(t, SRUN_JSON) : NULL;
-    json_decref(t);
+    static const char *const keys[] = {"queue", "total"};
+    double ms[2] = {queue_ms, queue_ms};
+    char *timings = stext_timings(keys, ms, 2);
     store_job_end end = {.status = (job_status)status,
                          .finished_at = t_wall_ms(), .timings = timings,
                          .max_abs_diff = NAN, .error_code = code,
@@ -606,21 +592,12 @@ end:
     srun_drop_result(&r, result);
     result = NULL;
   } else {
-    json_t *shape = json_array();
-    for (int i = 0; i < result->ndim; i++)
-      json_array_append_new(shape, json_integer(result->shape[i]));
-    json_t *rj = json_pack("{s:s, s:o, s:I}", "dtype",
-                           tdtype_name(result->dtype), "shape", shape,
-                           "bytes",
-                           (json_int_t)(result->size *
-                                        (int64_t)tdtype_size(result->dtype)));
     /* Pairs a geodesic method could not solve (Vincenty near antipodes)
-     * are NaN in the result and counted here, so the job says so. */
-    if (rj && j->ctx.nonconverged > 0)
-      json_object_set_new(rj, "nonconverged",
-                          json_integer((json_int_t)j->ctx.nonconverged));
-    result_json = rj ? json_dumps(rj, SRUN_JSON) : NULL;
-    json_decref(rj);
+     * are NaN in the result and counted there, so the job says so. */
+    result_json = stext_result(
+        result->dtype, result->ndim, result->shape,
+        result->size * (int64_t)tdtype_size(result->dtype),
+        j->ctx.nonconverged > 0 ? (int64_t)j->ctx.nonconverged : 0);
     snprintf(final, sizeof final, "%s/%s.npy", s->results_dir, j->id);
     double t0s = t_now_ms();
     int wrc = srun_keep_result(&r, result, final, &npy, &npy_len, &e);
@@ -639,14 +616,11 @@ end:
 
   double queue_ms = started ? (double)(started_at - j->created_at) : 0;
   double run_ms = t_now_ms() - j->taken_ms;
-  json_t *t = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "queue",
-                        ms_json(queue_ms), "prepare", ms_json(r.t_prepare),
-                        "h2d", ms_json(r.t_h2d), "compute",
-                        ms_json(r.t_compute), "d2h", ms_json(r.t_d2h),
-                        "store", ms_json(r.t_store), "total",
-                        ms_json(queue_ms + run_ms));
-  timings = t ? json_dumps(t, SRUN_JSON) : NULL;
-  json_decref(t);
+  static const char *const keys[] = {"queue", "prepare", "h2d", "compute",
+                                     "d2h", "store", "total"};
+  double ms[7] = {queue_ms, r.t_prepare, r.t_h2d, r.t_compute,
+                  r.t_d2h, r.t_store, queue_ms + run_ms};
+  timings = stext_timings(keys, ms, 7);
   compare_json = r.compare ? json_dumps(r.compare, SRUN_JSON) : NULL;
   store_job_end end = {
       .status = (job_status)status, .finished_at = t_wall_ms(),

@@ -26,7 +26,7 @@
  * SQLite, and every job id the client saw succeed must be there with status
  * 'succeeded'. The program exits 1 if one is not (or a request failed).
  *
- *   bench_service <tesseld> [--seconds S=2] [--conc 1,4,16,64]
+ *   bench_service <tesseld> [--seconds S=2] [--conc 1,4,8,16,64]
  *                 [--max-jobs N=200000] [--threads T] [--http-threads H]
  *                 [--dir PARENT=/tmp]
  * --threads / --http-threads are passed to the daemon (default: its own
@@ -509,7 +509,7 @@ int main(int argc, char **argv) {
              *parent = "/tmp";
   double seconds = 2;
   int64_t max_jobs = 200000;
-  int conc[16] = {1, 4, 16, 64}, nconc = 4;
+  int conc[16] = {1, 4, 8, 16, 64}, nconc = 5;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int bad = 0;
@@ -534,7 +534,7 @@ int main(int argc, char **argv) {
   }
   if (!exe) {
     fprintf(stderr,
-            "usage: %s <tesseld> [--seconds S] [--conc 1,4,16,64] [--max-jobs N]"
+            "usage: %s <tesseld> [--seconds S] [--conc 1,4,8,16,64] [--max-jobs N]"
             " [--threads T] [--http-threads H] [--dir PARENT]\n",
             argv[0]);
     return 2;

@@ -37,7 +37,7 @@ echo "tessel benchmarks: $(nproc) cores, load average" \
 # The service's own overhead: tiny jobs over HTTP, against GET /healthz and
 # the store's per-job calls.
 if [ -x "$B/tesseld" ]; then
-  run bench_service "$B/tesseld" --seconds 3 --conc 1,4,16,64
+  run bench_service "$B/tesseld" --seconds 3 --conc 1,4,8,16,64
 else
   echo "== bench_service: no $B/tesseld (skipped)"
 fi

@@ -12,6 +12,7 @@
  * No test asserts a duration; waits poll with a generous cap.
  */
 #include "sched_fixture.h"
+#include "compute/sched_int.h" /* white-box: sched_text.c */
 
 /* ---- success, result files, timings ---------------------------------------- */
 TEST(test_success_and_result_file) {
@@ -308,6 +309,66 @@ TEST(test_canceled_in_store_before_start) {
   sched_get_stats(f.s, &st);
   CHECK(st.finished_total[JOB_SUCCEEDED] == 1); /* the gate job only */
   fx_close(&f);
+}
+
+/* ---- the stored documents (sched_text.c) ---------------------------------------- */
+/* Written straight to text, they must read exactly as jansson's
+ * JSON_COMPACT | JSON_REAL_PRECISION(9) dump of the same tree. */
+static void same_as_jansson(char *text, json_t *tree) {
+  char *want = json_dumps(tree, JSON_COMPACT | JSON_REAL_PRECISION(9));
+  CHECK_STR(text, want);
+  free(want);
+  free(text);
+  json_decref(tree);
+}
+TEST(test_stored_text) {
+  static const char *const keys[] = {"queue", "prepare", "compute", "total"};
+  double ms[4] = {0.0123456, 12, 1e-9, 98765.4321};
+  json_t *t = json_object();
+  for (int i = 0; i < 4; i++)
+    json_object_set_new(t, keys[i], json_real(round(ms[i] * 1e3) / 1e3));
+  same_as_jansson(stext_timings(keys, ms, 4), t);
+
+  int64_t shape[2] = {3, 4};
+  same_as_jansson(stext_result(T_F32, 2, shape, 48, 0),
+                  json_pack("{s:s, s:[I,I], s:I}", "dtype", "float32", "shape",
+                            (json_int_t)3, (json_int_t)4, "bytes", (json_int_t)48));
+  same_as_jansson(stext_result(T_F64, 0, shape, 8, 5),
+                  json_pack("{s:s, s:[], s:I, s:I}", "dtype", "float64", "shape",
+                            "bytes", (json_int_t)8, "nonconverged", (json_int_t)5));
+
+  job_estimate est;
+  memset(&est, 0, sizeof est);
+  est.size = 1000000;
+  est.work = 3e12;
+  est.out_dtype = T_F64;
+  est.out_ndim = 1;
+  est.out_shape[0] = 1000000;
+  est.out_bytes = 8000000;
+  est.in_bytes = 16;
+  est.mem_bytes = 8000016;
+  json_t *router = json_pack("{s:s, s:f, s:s, s:f, s:f, s:i, s:f, s:b, s:n}",
+                             "model", "size-rule", "work", 99.0, "unit",
+                             "element \"ops\"\n", "serial_ms", 6e-06,
+                             "cpu_ms", 1e20, "cores", 2, "transfer_ms", 0.0,
+                             "gpu_available", 0, "none");
+  json_t *tree = json_pack("{s:I, s:f, s:s, s:[I], s:I, s:I, s:I}", "size",
+                           (json_int_t)est.size, "work", est.work, "out_dtype",
+                           "float64", "out_shape", (json_int_t)1000000,
+                           "out_bytes", (json_int_t)est.out_bytes, "in_bytes",
+                           (json_int_t)est.in_bytes, "mem_bytes",
+                           (json_int_t)est.mem_bytes);
+  json_object_update_missing(tree, router);
+  same_as_jansson(stext_estimate(&est, router), tree);
+  json_decref(router);
+  tree = json_pack("{s:I, s:f, s:s, s:[], s:I, s:I, s:I}", "size",
+                   (json_int_t)est.size, "work", est.work, "out_dtype",
+                   "float64", "out_shape", "out_bytes",
+                   (json_int_t)est.out_bytes, "in_bytes",
+                   (json_int_t)est.in_bytes, "mem_bytes",
+                   (json_int_t)est.mem_bytes);
+  est.out_ndim = 0;
+  same_as_jansson(stext_estimate(&est, NULL), tree);
 }
 
 /* ---- timeout ------------------------------------------------------------------- */
@@ -809,6 +870,7 @@ int main(void) {
   RUN(test_cancel_queued);
   RUN(test_cancel_running);
   RUN(test_result_in_row);
+  RUN(test_stored_text);
   RUN(test_canceled_in_store_before_start);
   RUN(test_timeout);
   RUN(test_queue_limit);
