@@ -20,8 +20,9 @@
  * running list that the monitor scans) -> ENDING (its final store write is
  * under way; no longer cancelable; the worker has moved on) -> gone from the
  * id table, waiters fired, freed: by the store's writer thread once the end
- * is committed (sched_run.c), or by the thread that ended an unstarted job. The job struct is only touched under
- * sched.mu by anyone but the worker that owns it while RUNNING/ENDING.
+ * is committed (sched_run.c), or by the thread that ended an unstarted job.
+ * The job struct is only touched under sched.mu by anyone but the worker
+ * that owns it while RUNNING, and the thread that releases it.
  */
 #ifndef TESSEL_COMPUTE_SCHED_INT_H
 #define TESSEL_COMPUTE_SCHED_INT_H

@@ -30,8 +30,9 @@
  * Threads: everything here runs on the worker that owns the job, except
  * srun_finished (the store's writer thread: it must not block nor make a
  * [sync] store call); sched.mu is taken only briefly (see sched_int.h) and
- * never across a store write, a kind callback or a file write. result_alloc must be called from the
- * thread that called run (not from inside pool_for chunks).
+ * never across a store write, a kind callback or a file write. result_alloc
+ * must be called from the thread that called run (not from inside pool_for
+ * chunks).
  */
 #include <errno.h>
 #include <math.h>

@@ -1,16 +1,19 @@
 /* store_int.h — what the files of db/ share and nobody else sees.
  *
  * The store is split by concern: schema.c (migrations), store.c (open/close,
- * the writer thread, connections and their statement caches), store_jobs.c,
- * store_arrays.c and store_stats.c (the operations). They meet here.
+ * the writer thread, connections and their statement caches), store_jobs.c
+ * and store_lifecycle.c (job rows and their transitions), store_arrays.c and
+ * store_stats.c (the operations), store_ckpt.c (checkpoints). They meet here.
  *
  * Writes: an operation fills a store_wop (its function and a pointer to its
  * arguments) and hands it to store__write (sync: the caller waits on the op's
  * own semaphore until the writer has committed the batch holding it;
  * the arguments may live on the caller's stack) or, allocated on the heap
- * with its arguments, to store__write_async (async: the writer frees it). The op function runs on the writer thread, inside a SAVEPOINT of
- * the batch's transaction, with the writer connection s->w; it returns 0 or a
- * terr code (and then its savepoint is rolled back, nothing else).
+ * with its arguments, to store__write_async (async: the writer frees it).
+ * The op function runs on the writer thread, inside a SAVEPOINT of the
+ * batch's transaction (none for a one-statement op, see one_stmt), with
+ * the writer connection s->w; it returns 0 or a terr code (and then its
+ * savepoint is rolled back, nothing else).
  *
  * Reads: store__reader gives the calling thread's read-only connection to this
  * store (opened on first use, closed at thread exit or store_close).
@@ -26,6 +29,7 @@
 #include <semaphore.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "db/store.h"
 
@@ -155,6 +159,27 @@ static inline int store__bind_text(sqlite3_stmt *st, int i, const char *v) {
 char *store__col_dup(sqlite3_stmt *st, int i, int *oom);
 
 /* store_jobs.c: read a row selected with the job column list into *j. */
+#define STORE_JOB_COLS                                                        \
+  "id, owner, kind, params, status, backend_requested, backend_used, "        \
+  "backend_reason, estimate, priority, label, request_id, body_hash, "        \
+  "timeout_s, created_at, started_at, finished_at, timings, progress_done, "  \
+  "progress_total, error_code, error_message, result, result_path, "          \
+  "compare, max_abs_diff, attempts"
 int store__job_row(sqlite3_stmt *st, store_job *j);
+
+/* The async ops keep their strings in the op's own allocation: the bytes
+ * s needs (0 for NULL), and copying it to *p (advancing it; NULL for
+ * NULL). */
+static inline size_t store__str_size(const char *s) {
+  return s ? strlen(s) + 1 : 0;
+}
+static inline const char *store__pack_str(char **p, const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  memcpy(*p, s, n);
+  const char *out = *p;
+  *p += n;
+  return out;
+}
 
 #endif
