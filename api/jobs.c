@@ -70,6 +70,7 @@ typedef struct waiter {
  * it, else from the store. */
 typedef struct wait_answer {
   api_ctx *ctx;
+  int async_insert;
   int have_row;
   store_job row;
   char id[T_ID_MAX];
@@ -80,12 +81,13 @@ static void wait_answer_free(wait_answer *a) {
   free(a);
 }
 
-/* Answer from the store, after its insert if that was async. A job the
- * store does not have was never recorded (its async insert failed): 500. */
-static void reply_job_after_insert(http_req *r, api_ctx *ctx, const char *id,
-                                   int async_insert) {
+/* Answer from the store. With an async insert: after a store_sync when
+ * `sync` (the insert may still be queued), and a job the store does not
+ * have was never recorded (its insert failed): 500. */
+static void reply_job_stored(http_req *r, api_ctx *ctx, const char *id,
+                             int async_insert, int sync) {
   terr e;
-  if (async_insert && store_sync(ctx->st, &e)) {
+  if (async_insert && sync && store_sync(ctx->st, &e)) {
     http_reply_error(r, &e);
     return;
   }
@@ -104,7 +106,10 @@ static void reply_job_after_insert(http_req *r, api_ctx *ctx, const char *id,
   store_job_clear(&j);
 }
 
-/* MHD thread (or the thread of http_resume_call when the client is gone). */
+/* MHD thread, or the thread of http_resume_call when the request can no
+ * longer be answered (then maybe the store's writer: no [sync] store call
+ * here). The job has ended, so its end (queued after its insert) has been
+ * written or has failed, and its insert with it: no store_sync needed. */
 static void answer_wait(http_req *r, void *ud) {
   wait_answer *a = ud;
   if (a->have_row) {
@@ -113,7 +118,7 @@ static void answer_wait(http_req *r, void *ud) {
     http_add_header(r, "Location", loc);
     api_reply_job(r, a->ctx, &a->row, 200);
   } else {
-    reply_job_after_insert(r, a->ctx, a->id, 1);
+    reply_job_stored(r, a->ctx, a->id, a->async_insert, 0);
   }
   wait_answer_free(a);
 }
@@ -137,6 +142,7 @@ static void on_job_end(void *arg, const char *id, const store_job *ended) {
   wait_answer *a = calloc(1, sizeof *a);
   if (a) {
     a->ctx = w->ctx;
+    a->async_insert = w->async_insert;
     snprintf(a->id, sizeof a->id, "%s", w->id);
     a->have_row = ended && store_job_copy(&a->row, ended) == 0;
     http_resume_call(r, answer_wait, a);
@@ -155,7 +161,7 @@ static void on_wait_timeout(http_req *r, void *arg) {
   pthread_mutex_unlock(&w->mu);
   if (sched_unwait(w->ctx->sc, w->token) == 1)
     http_req_unref(r); /* the callback's reference: it will never run */
-  reply_job_after_insert(r, w->ctx, w->id, w->async_insert);
+  reply_job_stored(r, w->ctx, w->id, w->async_insert, 1);
   pthread_mutex_destroy(&w->mu);
   free(w);
 }
@@ -164,7 +170,7 @@ static void reply_after_wait(http_req *r, api_ctx *ctx, const char *id,
                              double wait_s, int async_insert) {
   waiter *w = calloc(1, sizeof *w);
   if (!w) {
-    reply_job_after_insert(r, ctx, id, async_insert);
+    reply_job_stored(r, ctx, id, async_insert, 1);
     return;
   }
   pthread_mutex_init(&w->mu, NULL);
@@ -181,7 +187,7 @@ static void reply_after_wait(http_req *r, api_ctx *ctx, const char *id,
     /* Already finished: answer now, unless the timer got there first. */
     http_req_unref(r);
     if (http_claim(r)) {
-      reply_job_after_insert(r, ctx, id, async_insert);
+      reply_job_stored(r, ctx, id, async_insert, 1);
       pthread_mutex_destroy(&w->mu);
       free(w);
     }
