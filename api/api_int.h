@@ -19,6 +19,12 @@ int api_only_keys(const json_t *obj, const char *field,
 
 /* The job as the API shows it. with_params: include "params". New ref. */
 json_t *api_job_json(api_ctx *ctx, const store_job *j, int with_params);
+/* The same object as JSON text, written directly (job_text.c): a new
+ * malloc()ed string of *len bytes, NULL when out of memory. */
+char *api_job_text(api_ctx *ctx, const store_job *j, int with_params,
+                   size_t *len);
+/* Answer `status` with the job (params included) as api_job_text. */
+void api_reply_job(http_req *r, api_ctx *ctx, const store_job *j, int status);
 /* The array's metadata as the API shows it. New ref. */
 json_t *api_array_json(const store_array *a);
 
@@ -29,6 +35,9 @@ json_t *api_array_json(const store_array *a);
  * (NULL: as stored). */
 void api_reply_array_file(http_req *r, api_ctx *ctx, const char *path,
                           const char *layout_from, const char *layout_to);
+/* The same from a whole .npy held in memory (npy: malloc()ed, taken). */
+void api_reply_array_npy(http_req *r, api_ctx *ctx, char *npy, size_t len,
+                         const char *layout_from, const char *layout_to);
 
 /* After a delete: remove the file (path may be NULL; freed here) and answer
  * 200 {"id", "deleted": true}. */

@@ -9,10 +9,18 @@
  * connection is suspended (no HTTP thread is held) until the job ends or
  * S seconds pass; the answer is then 200 with the finished job, or 202.
  *
- * Threads: handlers run on MHD worker threads; on_job_done runs on the
- * scheduler worker that finished the job; on_wait_timeout on the server's
- * timer thread. A waiter's memory is freed by whichever of those claims the
- * request (see wait_* below).
+ * With ?wait and no request_id the insert is [async]
+ * (store_job_insert_async): the answer comes only after the job's end (or,
+ * at the wait's timeout, a store_sync) has been committed, and the insert
+ * commits no later than that; so the job is still committed before any
+ * answer leaves, and a tiny job costs one commit, shared with others.
+ *
+ * Threads: handlers run on MHD worker threads; on_job_end runs on the
+ * store's writer thread once the job's end is committed (it only claims
+ * the request and hands it a copy of the row: the JSON is built by
+ * answer_wait on the connection's own MHD thread); on_wait_timeout on the
+ * server's timer thread. A waiter's memory is freed by whichever of those
+ * claims the request (see reply_after_wait).
  */
 #include <math.h>
 #include <pthread.h>
@@ -39,34 +47,111 @@ static void reply_job(http_req *r, api_ctx *ctx, const char *id, int status) {
   char loc[96];
   snprintf(loc, sizeof loc, "/v1/jobs/%s", j.id);
   http_add_header(r, "Location", loc);
-  http_reply_json(r, status, api_job_json(ctx, &j, 1));
+  api_reply_job(r, ctx, &j, status);
   store_job_clear(&j);
 }
 
 /* ---- waiting for a job ------------------------------------------------ */
 
+/* A ?wait request. Its memory is freed by whoever claims the request (the
+ * end callback, the timeout, or the handler when the job had already
+ * ended), once the others cannot touch it any more. */
 typedef struct waiter {
   pthread_mutex_t mu; /* held while the handler sets up the wait */
   http_req *r;
   api_ctx *ctx;
   uint64_t token;
+  int async_insert; /* the row was queued with store_job_insert_async */
   char id[T_ID_MAX];
 } waiter;
 
-/* Scheduler worker: the job ended. Holds one request reference. */
-static void on_job_done(void *arg, const char *id) {
-  waiter *w = arg;
-  http_req *r = w->r;
-  if (http_claim(r)) {
-    reply_job(r, w->ctx, w->id, 200);
-    http_req_unref(r);
-    pthread_mutex_destroy(&w->mu);
-    free(w);
+/* The answer to a ?wait whose job ended: built on the connection's MHD
+ * thread (http_resume_call), from the committed row when the scheduler gave
+ * it, else from the store. */
+typedef struct wait_answer {
+  api_ctx *ctx;
+  int async_insert;
+  int have_row;
+  store_job row;
+  char id[T_ID_MAX];
+} wait_answer;
+
+static void wait_answer_free(wait_answer *a) {
+  if (a->have_row) store_job_clear(&a->row);
+  free(a);
+}
+
+/* Answer from the store. With an async insert: after a store_sync when
+ * `sync` (the insert may still be queued), and a job the store does not
+ * have was never recorded (its insert failed): 500. */
+static void reply_job_stored(http_req *r, api_ctx *ctx, const char *id,
+                             int async_insert, int sync) {
+  terr e;
+  if (async_insert && sync && store_sync(ctx->st, &e)) {
+    http_reply_error(r, &e);
     return;
   }
-  /* The timeout claimed the request first; it frees w once sched_unwait
-   * has seen this callback return. */
+  store_job j;
+  memset(&j, 0, sizeof j);
+  if (store_job_get(ctx->st, id, NULL, &j, &e)) {
+    if (e.code == T_ENOTFOUND && async_insert)
+      terr_set(&e, T_EINTERNAL, "", -1, "job %s could not be recorded", id);
+    http_reply_error(r, &e);
+    return;
+  }
+  char loc[96];
+  snprintf(loc, sizeof loc, "/v1/jobs/%s", j.id);
+  http_add_header(r, "Location", loc);
+  api_reply_job(r, ctx, &j, job_status_final(j.status) ? 200 : 202);
+  store_job_clear(&j);
+}
+
+/* MHD thread, or the thread of http_resume_call when the request can no
+ * longer be answered (then maybe the store's writer: no [sync] store call
+ * here). The job has ended, so its end (queued after its insert) has been
+ * written or has failed, and its insert with it: no store_sync needed. */
+static void answer_wait(http_req *r, void *ud) {
+  wait_answer *a = ud;
+  if (a->have_row) {
+    char loc[96];
+    snprintf(loc, sizeof loc, "/v1/jobs/%s", a->row.id);
+    http_add_header(r, "Location", loc);
+    api_reply_job(r, a->ctx, &a->row, 200);
+  } else {
+    reply_job_stored(r, a->ctx, a->id, a->async_insert, 0);
+  }
+  wait_answer_free(a);
+}
+
+/* The store's writer thread (the job's end is committed), or the thread
+ * that ended an unstarted job: no [sync] store call, nothing slow. Holds
+ * one request reference. */
+static void on_job_end(void *arg, const char *id, const store_job *ended) {
+  waiter *w = arg;
+  http_req *r = w->r;
+  /* The handler may still be setting the wait up (it holds w->mu from
+   * http_defer to sched_wait_end's return): w is freed below. */
+  pthread_mutex_lock(&w->mu);
+  pthread_mutex_unlock(&w->mu);
+  if (!http_claim(r)) {
+    /* The timeout claimed the request first; it frees w once sched_unwait
+     * has seen this callback return. */
+    http_req_unref(r);
+    return;
+  }
+  wait_answer *a = calloc(1, sizeof *a);
+  if (a) {
+    a->ctx = w->ctx;
+    a->async_insert = w->async_insert;
+    snprintf(a->id, sizeof a->id, "%s", w->id);
+    a->have_row = ended && store_job_copy(&a->row, ended) == 0;
+    http_resume_call(r, answer_wait, a);
+  } else {
+    api_reply_terr(r, T_ENOMEM, "", "out of memory for the answer");
+  }
   http_req_unref(r);
+  pthread_mutex_destroy(&w->mu);
+  free(w);
 }
 
 /* Timer thread: the wait ran out (the server claimed the request for us). */
@@ -76,32 +161,33 @@ static void on_wait_timeout(http_req *r, void *arg) {
   pthread_mutex_unlock(&w->mu);
   if (sched_unwait(w->ctx->sc, w->token) == 1)
     http_req_unref(r); /* the callback's reference: it will never run */
-  reply_job(r, w->ctx, w->id, 0);
+  reply_job_stored(r, w->ctx, w->id, w->async_insert, 1);
   pthread_mutex_destroy(&w->mu);
   free(w);
 }
 
 static void reply_after_wait(http_req *r, api_ctx *ctx, const char *id,
-                             double wait_s) {
+                             double wait_s, int async_insert) {
   waiter *w = calloc(1, sizeof *w);
   if (!w) {
-    reply_job(r, ctx, id, 0);
+    reply_job_stored(r, ctx, id, async_insert, 1);
     return;
   }
   pthread_mutex_init(&w->mu, NULL);
   w->r = r;
   w->ctx = ctx;
+  w->async_insert = async_insert;
   snprintf(w->id, sizeof w->id, "%s", id);
   pthread_mutex_lock(&w->mu);
   http_defer(r, (int64_t)(wait_s * 1000.0), on_wait_timeout, w);
   http_req_ref(r);
-  int rc = sched_wait(ctx->sc, id, on_job_done, w, &w->token);
+  int rc = sched_wait_end(ctx->sc, id, on_job_end, w, &w->token);
   pthread_mutex_unlock(&w->mu);
   if (rc == 1) {
     /* Already finished: answer now, unless the timer got there first. */
     http_req_unref(r);
     if (http_claim(r)) {
-      reply_job(r, ctx, id, 200);
+      reply_job_stored(r, ctx, id, async_insert, 1);
       pthread_mutex_destroy(&w->mu);
       free(w);
     }
@@ -233,13 +319,15 @@ static void handle_submit(http_req *r, void *ud) {
   reserved = 1;
 
   params_text = json_dumps(s.params, JSON_COMPACT);
-  canon = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
-  if (!params_text || !canon) {
+  /* The body's hash tells a retry (same request_id, same body) from a
+   * reuse of the key; without a key nothing compares it. */
+  canon = s.request_id ? json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+  if (!params_text || (s.request_id && !canon)) {
     terr_set(&e, T_ENOMEM, "", -1, "out of memory");
     goto fail;
   }
-  char hash[65];
-  t_sha256_hex(canon, strlen(canon), hash);
+  char hash[65] = "";
+  if (canon) t_sha256_hex(canon, strlen(canon), hash);
   /* The submit-time estimate; the router adds its per-backend figures when
    * the job starts. "size" feeds the dashboard's performance chart. */
   json_t *ej = json_pack("{s:I, s:f, s:I, s:I}", "size", (json_int_t)est.size,
@@ -263,11 +351,11 @@ static void handle_submit(http_req *r, void *ud) {
   j.priority = s.priority;
   j.label = s.label ? strdup(s.label) : NULL;
   j.request_id = s.request_id ? strdup(s.request_id) : NULL;
-  j.body_hash = strdup(hash);
+  j.body_hash = canon ? strdup(hash) : NULL;
   j.timeout_s = s.timeout_s > 0 ? s.timeout_s : ctx->default_timeout_s;
   j.created_at = t_wall_ms();
   j.max_abs_diff = NAN;
-  if (!j.owner || !j.kind || !j.backend_requested || !j.body_hash ||
+  if (!j.owner || !j.kind || !j.backend_requested || (canon && !j.body_hash) ||
       (s.label && !j.label) || (s.request_id && !j.request_id)) {
     terr_set(&e, T_ENOMEM, "", -1, "out of memory");
     goto fail;
@@ -276,7 +364,13 @@ static void handle_submit(http_req *r, void *ud) {
   int existing = 0;
   store_job stored = j; /* insert may replace it with the original job */
   memset(&j, 0, sizeof j); /* stored owns the strings now */
-  if (store_job_insert(ctx->st, &stored, &existing, &e)) {
+  /* With ?wait (and no idempotency key to check) nothing is answered
+   * before the job's end, or the wait's end, has been committed, which
+   * commits the insert too: it need not be waited for here, and then
+   * usually shares the end's transaction. */
+  int async_insert = wait_s > 0 && !s.request_id;
+  if ((async_insert ? store_job_insert_async(ctx->st, &stored, &e)
+                    : store_job_insert(ctx->st, &stored, &existing, &e))) {
     store_job_clear(&stored);
     goto fail;
   }
@@ -287,7 +381,7 @@ static void handle_submit(http_req *r, void *ud) {
     reserved = 0;
   } else {
     reserved = 0; /* enqueue takes the slot, whatever it answers */
-    if (sched_enqueue(ctx->sc, &stored, &e)) {
+    if (sched_enqueue_checked(ctx->sc, &stored, s.params, &est, &e)) {
       store_job_clear(&stored);
       goto fail;
     }
@@ -298,7 +392,7 @@ static void handle_submit(http_req *r, void *ud) {
   free(estimate);
   json_decref(body);
   if (wait_s > 0)
-    reply_after_wait(r, ctx, id, wait_s);
+    reply_after_wait(r, ctx, id, wait_s, async_insert);
   else
     reply_job(r, ctx, id, 0);
   return;
@@ -399,7 +493,7 @@ static void handle_get(http_req *r, void *ud) {
     http_reply_error(r, &e);
     return;
   }
-  http_reply_json(r, 200, api_job_json(ctx, &j, 1));
+  api_reply_job(r, ctx, &j, 200);
   store_job_clear(&j);
 }
 
@@ -459,12 +553,28 @@ static void handle_result(http_req *r, void *ud) {
     http_reply_error(r, &e);
     return;
   }
-  if (j.status != JOB_SUCCEEDED || !j.result_path) {
+  if (j.status != JOB_SUCCEEDED || (!j.result_path && !j.result)) {
     api_reply_terr(r, j.status == JOB_SUCCEEDED ? T_ENOTFOUND : T_ECONFLICT,
                    "id", "job %s is %s: it has no result", j.id,
                    job_status_name(j.status));
     store_job_clear(&j);
     return;
+  }
+  /* A small result lives in the job's row (compute/sched_run.c). */
+  char *npy = NULL;
+  size_t npy_len = 0;
+  if (!j.result_path) {
+    terr e2;
+    void *buf = NULL;
+    int rc = store_job_result_npy(ctx->st, j.id, NULL, &buf, &npy_len, &e2);
+    npy = buf;
+    if (rc) {
+      if (e2.code == T_ENOTFOUND)
+        terr_set(&e2, T_ENOTFOUND, "id", -1, "job %s has no result", j.id);
+      http_reply_error(r, &e2);
+      store_job_clear(&j);
+      return;
+    }
   }
   const char *from = NULL, *to = http_query(r, "layout");
   json_t *params = NULL;
@@ -477,9 +587,13 @@ static void handle_result(http_req *r, void *ud) {
   if (to && !from) {
     api_reply_terr(r, T_EINVAL, "layout",
                    "only a geodesic matrix without targets can change layout");
+  } else if (npy) {
+    api_reply_array_npy(r, ctx, npy, npy_len, from, to);
+    npy = NULL;
   } else {
     api_reply_array_file(r, ctx, j.result_path, from, to);
   }
+  free(npy);
   json_decref(params);
   store_job_clear(&j);
 }

@@ -4,7 +4,8 @@
  * Negotiation: ?format=json|npy|csv wins, else the Accept header
  * (application/x-npy, application/octet-stream -> npy; text/csv -> csv;
  * application/json, any type or no header -> json); anything else is 406.
- * An unchanged .npy is sent straight from its file (sendfile through MHD).
+ * An unchanged .npy is sent straight from its file (sendfile through MHD),
+ * or for a small job result kept in its store row, from those bytes.
  * JSON and CSV are produced row by row while the response is sent, so a big
  * result never exists twice in memory; JSON is refused (406) above
  * ctx->max_json_result estimated bytes, pointing at npy.
@@ -275,29 +276,73 @@ static void reply_formatted(http_req *r, api_ctx *ctx, tarray *a, int fmt) {
                     stream_fill, stream_done, st);
 }
 
+/* The query of an array answer: format, limit_rows, layout. T_OK, or an
+ * error in e. */
+typedef struct array_query {
+  int fmt;
+  int64_t limit_rows; /* -1: all */
+  int relayout;       /* layout_from -> layout_to */
+  const char *layout_to;
+} array_query;
+
+static int parse_array_query(http_req *r, const char *layout_from,
+                             const char *layout_to, array_query *q, terr *e) {
+  q->fmt = FMT_JSON;
+  q->limit_rows = -1;
+  q->layout_to = layout_to;
+  int rc = pick_format(r, &q->fmt, e);
+  if (rc) return rc;
+  const char *lr = http_query(r, "limit_rows");
+  if (lr && (t_parse_i64(lr, &q->limit_rows) || q->limit_rows < 0))
+    return terr_set(e, T_EINVAL, "limit_rows", -1,
+                    "expected a non-negative integer");
+  if (layout_to && strcmp(layout_to, "square") &&
+      strcmp(layout_to, "condensed"))
+    return terr_set(e, T_EINVAL, "layout", -1,
+                    "'%s' is not one of square, condensed", layout_to);
+  q->relayout =
+      layout_from && layout_to && strcmp(layout_from, layout_to) != 0;
+  return T_OK;
+}
+
+/* Transform a (taken) as asked and answer with it. */
+static void reply_array(http_req *r, api_ctx *ctx, tarray *a,
+                        const array_query *q) {
+  terr e;
+  terr_clear(&e);
+  if (q->relayout) {
+    tarray *b = strcmp(q->layout_to, "square") == 0
+                    ? condensed_to_square(a, &e)
+                    : square_to_condensed(a, &e);
+    tarray_free(a);
+    if (!b) {
+      http_reply_error(r, &e);
+      return;
+    }
+    a = b;
+  }
+  if (q->limit_rows >= 0) {
+    tarray *b = first_rows(a, q->limit_rows);
+    tarray_free(a);
+    if (!b) {
+      api_reply_terr(r, T_ENOMEM, "", "out of memory");
+      return;
+    }
+    a = b;
+  }
+  reply_formatted(r, ctx, a, q->fmt);
+}
+
 void api_reply_array_file(http_req *r, api_ctx *ctx, const char *path,
                           const char *layout_from, const char *layout_to) {
   terr e;
   terr_clear(&e);
-  int fmt = FMT_JSON;
-  if (pick_format(r, &fmt, &e)) {
+  array_query q;
+  if (parse_array_query(r, layout_from, layout_to, &q, &e)) {
     http_reply_error(r, &e);
     return;
   }
-  int64_t limit_rows = -1;
-  const char *lr = http_query(r, "limit_rows");
-  if (lr && (t_parse_i64(lr, &limit_rows) || limit_rows < 0)) {
-    api_reply_terr(r, T_EINVAL, "limit_rows", "expected a non-negative integer");
-    return;
-  }
-  if (layout_to && strcmp(layout_to, "square") && strcmp(layout_to, "condensed")) {
-    api_reply_terr(r, T_EINVAL, "layout", "'%s' is not one of square, condensed",
-                   layout_to);
-    return;
-  }
-  int relayout = layout_from && layout_to && strcmp(layout_from, layout_to) != 0;
-
-  if (fmt == FMT_NPY && !relayout && limit_rows < 0) {
+  if (q.fmt == FMT_NPY && !q.relayout && q.limit_rows < 0) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat sb;
     if (fd < 0 || fstat(fd, &sb) != 0) {
@@ -314,24 +359,29 @@ void api_reply_array_file(http_req *r, api_ctx *ctx, const char *path,
     http_reply_error(r, &e);
     return;
   }
-  if (relayout) {
-    tarray *b = strcmp(layout_to, "square") == 0 ? condensed_to_square(a, &e)
-                                                  : square_to_condensed(a, &e);
-    tarray_free(a);
-    if (!b) {
-      http_reply_error(r, &e);
-      return;
-    }
-    a = b;
+  reply_array(r, ctx, a, &q);
+}
+
+void api_reply_array_npy(http_req *r, api_ctx *ctx, char *npy, size_t len,
+                         const char *layout_from, const char *layout_to) {
+  terr e;
+  terr_clear(&e);
+  array_query q;
+  if (parse_array_query(r, layout_from, layout_to, &q, &e)) {
+    free(npy);
+    http_reply_error(r, &e);
+    return;
   }
-  if (limit_rows >= 0) {
-    tarray *b = first_rows(a, limit_rows);
-    tarray_free(a);
-    if (!b) {
-      api_reply_terr(r, T_ENOMEM, "", "out of memory");
-      return;
-    }
-    a = b;
+  if (q.fmt == FMT_NPY && !q.relayout && q.limit_rows < 0) {
+    http_reply_buffer(r, 200, "application/x-npy", npy, len);
+    return;
   }
-  reply_formatted(r, ctx, a, fmt);
+  tarray *a = NULL;
+  int rc = npy_parse(npy, len, ctx->max_elems, &a, &e);
+  free(npy);
+  if (rc) {
+    http_reply_error(r, &e);
+    return;
+  }
+  reply_array(r, ctx, a, &q);
 }

@@ -24,6 +24,8 @@
  */
 #include "compute/router.h"
 
+#include <stdatomic.h>
+
 #include "compute/costmodel.h"
 
 #include <stdio.h>
@@ -70,6 +72,18 @@ void router_observe(const kind_ops *k, const job_estimate *est, tbackend b,
 
 void router_shutdown(void) { cm_shutdown(); }
 
+/* Online cores, read once: sysconf reads /sys on every call, which cost
+ * more than the rest of a tiny job's routing. */
+static long router_cores(void) {
+  static atomic_long cached;
+  long n = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (n > 0) return n;
+  n = sysconf(_SC_NPROCESSORS_ONLN);
+  if (n < 1) n = 1;
+  atomic_store_explicit(&cached, n, memory_order_relaxed);
+  return n;
+}
+
 int router_choose(const kind_ops *k, const job_estimate *est,
                   int gpu_available, tbackend *chosen, char *reason,
                   size_t reason_len, json_t **estimates) {
@@ -80,8 +94,7 @@ int router_choose(const kind_ops *k, const job_estimate *est,
   const char *unit;
   router_unit(k, &ns, &unit);
   double work = est->work > 0 ? est->work : 0;
-  long ncores = sysconf(_SC_NPROCESSORS_ONLN);
-  if (ncores < 1) ncores = 1;
+  long ncores = router_cores();
   double serial_ms = work * ns / 1e6;
   double cpu_ms = serial_ms / (double)ncores;
   double bytes = (double)(est->in_bytes > 0 ? est->in_bytes : 0) +

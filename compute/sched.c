@@ -252,6 +252,7 @@ int sched_create(const sched_config *cfg, sched **out, terr *e) {
   if (s->ngpu > GPU_MAX_DEVICES) s->ngpu = GPU_MAX_DEVICES;
   s->inline_max = cfg->inline_result_max > 0 ? cfg->inline_result_max
                                               : SCHED_INLINE_RESULT_DEFAULT;
+  s->row_max = cfg->row_result_max > 0 ? cfg->row_result_max : 0;
   s->env_max_elems =
       cfg->max_job_mem_bytes > 0 ? cfg->max_job_mem_bytes / 4 : INT64_MAX;
   atomic_init(&s->tmp_counter, 0);
@@ -284,11 +285,17 @@ static void sched_clean_temp(sched *s) {
 }
 
 /* Queue one job from the store. reserved: it holds a reserve slot. */
-static int sched_add(sched *s, const store_job *sj, int reserved, terr *e) {
+static int sched_add(sched *s, const store_job *sj, int reserved,
+                     json_t *params, const job_estimate *est, terr *e) {
   sjob *j = sjob_new(sj);
   if (!j) {
     if (reserved) sched_unreserve(s);
     return terr_set(e, T_ENOMEM, "", -1, "scheduler: out of memory");
+  }
+  if (params && est) { /* checked at submit: the worker skips it */
+    j->params = json_incref(params);
+    j->est = *est;
+    j->have_est = 1;
   }
   pthread_mutex_lock(&s->mu);
   if (reserved && s->reserved > 0) s->reserved--;
@@ -337,7 +344,7 @@ int sched_start(sched *s, terr *e) {
       log_error("scheduler: cannot requeue %s: %s", jobs[i].id, e2.message);
       continue;
     }
-    if (sched_add(s, &jobs[i], 0, &e2) == T_OK) requeued++;
+    if (sched_add(s, &jobs[i], 0, NULL, NULL, &e2) == T_OK) requeued++;
   }
   for (int i = 0; i < n; i++) store_job_clear(&jobs[i]);
   free(jobs);
@@ -502,7 +509,12 @@ void sched_unreserve(sched *s) {
 }
 
 int sched_enqueue(sched *s, const store_job *j, terr *e) {
-  return sched_add(s, j, 1, e);
+  return sched_add(s, j, 1, NULL, NULL, e);
+}
+
+int sched_enqueue_checked(sched *s, const store_job *j, json_t *params,
+                          const job_estimate *est, terr *e) {
+  return sched_add(s, j, 1, params, est, e);
 }
 
 /* ---- cancel --------------------------------------------------------------- */

@@ -4,25 +4,33 @@
  * workers (the pool) take serial/cpu/compare jobs; one GPU worker per usable
  * device takes cuda jobs. auto is resolved by the router when a job starts.
  * A job's life: store row inserted by the API (queued) -> sched_enqueue ->
- * a worker: store_job_start, kind prepare, run (once per backend for
- * compare), result written to <data>/results/<id>.npy, store_job_finish,
- * then the waiters are called. Cancel and timeout set the job's stop flag;
- * a running job stops at its next chunk or tile.
+ * a worker: store_job_start_async (it commits with the finish, or
+ * earlier), kind prepare, run (once per backend for compare), result
+ * written to <data>/results/<id>.npy (or, up to cfg.row_result_max bytes,
+ * kept in the job's row), store_job_finish_async; once the end is
+ * committed the job is released and its waiters are called: a waiter never
+ * sees a job end that is not committed. Cancel and timeout set the job's
+ * stop flag; a running job stops at its next chunk or tile.
  *
  * At start (sched_start) every job the store has left queued or running is
  * queued again: no accepted job is lost when the process dies.
  *
  * Threads: every function may be called from any thread. Waiter callbacks
- * run on the worker that finished the job, with no scheduler lock held; they
- * must not block.
+ * run with no scheduler lock held, on the store's writer thread (a worker
+ * ends a job with store_job_finish_async and takes its next job at once;
+ * the job is released and its waiters called once the end is committed) or
+ * on the thread that ended a job that never started (cancel, shutdown).
+ * They must not block and must not make a [sync] store call.
  *
  * The API's calls (see compute/env.h for the tenv):
  *   submit  sched_check (400/413/503) -> sched_reserve (429 + Retry-After,
- *           503) -> store_job_insert -> sched_enqueue; an insert that
+ *           503) -> store_job_insert (or _async with ?wait) ->
+ *           sched_enqueue_checked (the check is not repeated); an insert that
  *           fails, or finds the request_id's job (existing = 1), is
  *           followed by sched_unreserve instead.
- *   ?wait   sched_wait; 1 means finished: read the store. The callback
- *           only resumes the connection. On the wait's timeout call
+ *   ?wait   sched_wait_end; 1 means finished: read the store. The
+ *           callback gets the job as committed at its end, and only hands
+ *           the answer to the connection. On the wait's timeout call
  *           sched_unwait; once it returns, the callback never runs again.
  *   cancel  sched_cancel, then read the store: canceled -> 200, still
  *           running (stopping) -> 202; T_ECONFLICT -> 409.
@@ -60,6 +68,10 @@ typedef struct sched_config {
   int64_t max_result_bytes; /* larger estimated results -> 413 at submit */
   int64_t max_job_mem_bytes;/* larger estimated memory -> 413 at submit */
   int64_t inline_result_max;/* results up to this many bytes stay in memory */
+  /* Results whose .npy (header + data) is at most this many bytes are kept
+   * in the job's store row instead of a file of their own (a file costs
+   * more than a tiny job: store_job_end.result_npy); 0: always a file. */
+  int64_t row_result_max;
   const char *calibration_path; /* router cost-model cache; NULL: none */
   /* Kind table lookup (kind_find in the daemon; tests pass their own). */
   const kind_ops *(*kind_lookup)(const char *name);
@@ -83,6 +95,12 @@ int sched_reserve(sched *s, int *retry_after_s, terr *e);
 void sched_unreserve(sched *s);
 /* Queue a job that is in the store (status queued). Uses the reserved slot. */
 int sched_enqueue(sched *s, const store_job *j, terr *e);
+/* The same for a job the caller has just checked with sched_check: the
+ * scheduler keeps a reference to `params` (its parsed j->params, which
+ * nobody changes from now on) and a copy of `est`, and does not parse and
+ * check the job again when a worker takes it. */
+int sched_enqueue_checked(sched *s, const store_job *j, json_t *params,
+                          const job_estimate *est, terr *e);
 
 /* Cancel: a queued job ends canceled at once; a running job gets its stop
  * flag set and ends canceled at its next chunk. T_ECONFLICT when finished,
@@ -100,6 +118,15 @@ int sched_progress(sched *s, const char *id, int64_t *done, int64_t *total);
 typedef void (*sched_wait_fn)(void *arg, const char *id);
 int sched_wait(sched *s, const char *id, sched_wait_fn cb, void *arg,
                uint64_t *token);
+/* The same with a callback that also gets the job's row as committed at
+ * its end (`ended`, valid during the call only), or NULL when the scheduler
+ * does not have it (the job ended before it started: canceled, or left to
+ * the next start by a shutdown; or its end could not be written): the
+ * caller then reads the store. */
+typedef void (*sched_end_fn)(void *arg, const char *id,
+                             const store_job *ended);
+int sched_wait_end(sched *s, const char *id, sched_end_fn cb, void *arg,
+                   uint64_t *token);
 /* Remove a registration: 1 when removed before it fired, 0 when it has
  * fired (or is firing: sched_unwait then returns after cb has returned). */
 int sched_unwait(sched *s, uint64_t token);

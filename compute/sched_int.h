@@ -7,6 +7,7 @@
  *   sched_run.c   running one job: estimate + router, store_job_start,
  *                 prepare, run or compare, the result file, the end
  *   sched_wait.c  waiters, progress, stats, histogram, sched_check
+ *   sched_text.c  the JSON documents stored at a job's start and end
  *
  * Locks: ONE mutex, sched.mu, guards every field below marked [mu] and every
  * sjob field marked [mu]. Lock order: sched.mu may be held while taking the
@@ -17,9 +18,11 @@
  *
  * A job's states: QUEUED (in a heap) -> RUNNING (taken by a worker; in the
  * running list that the monitor scans) -> ENDING (its final store write is
- * under way; no longer cancelable) -> gone from the id table, waiters fired,
- * freed by the worker that ended it. The job struct is only touched under
- * sched.mu by anyone but the worker that owns it while RUNNING/ENDING.
+ * under way; no longer cancelable; the worker has moved on) -> gone from the
+ * id table, waiters fired, freed: by the store's writer thread once the end
+ * is committed (sched_run.c), or by the thread that ended an unstarted job.
+ * The job struct is only touched under sched.mu by anyone but the worker
+ * that owns it while RUNNING, and the thread that releases it.
  */
 #ifndef TESSEL_COMPUTE_SCHED_INT_H
 #define TESSEL_COMPUTE_SCHED_INT_H
@@ -85,7 +88,8 @@ typedef struct sjob_heap {
 typedef struct swaiter {
   uint64_t token;
   sjob *job;
-  sched_wait_fn cb;
+  sched_wait_fn cb;  /* one of cb, cbe */
+  sched_end_fn cbe;
   void *arg;
   int firing;       /* [mu] its job ended: in a worker's chain to call */
   int calling;      /* [mu] cb is being called (or has been) */
@@ -108,6 +112,7 @@ struct sched {
   char *data_dir, *results_dir, *calibration_path;
   int nthreads, ngpu;
   int64_t inline_max;   /* bytes; results up to this are heap + npy_write */
+  int64_t row_max;      /* bytes of .npy kept in the store row; 0: none */
   int64_t env_max_elems;
   pool *pool;
   pthread_t gpu_threads[GPU_MAX_DEVICES];
@@ -163,12 +168,23 @@ void sched_run_job(sched *s, sjob *j, int device);
 void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
                          const char *msg);
 
+/* sched_text.c: the stored JSON documents, as new strings (NULL: no
+ * memory). Timings: n keys and their durations in ms (to the µs). Result:
+ * {"dtype","shape","bytes"[,"nonconverged" when > 0]}. Estimate: the
+ * kind's figures, then the router's (router may be NULL). */
+char *stext_timings(const char *const *keys, const double *ms, int n);
+char *stext_result(tdtype dt, int ndim, const int64_t *shape, int64_t bytes,
+                   int64_t nonconverged);
+char *stext_estimate(const job_estimate *est, const json_t *router);
+
 /* sched_wait.c */
 /* With mu held: remove j from the id table, count it, detach its waiters;
  * returns the chain to fire (fnext-linked). */
 swaiter *sched_release_locked(sched *s, sjob *j, int status, int counted,
                               const char *backend, double run_ms);
-/* Without mu: call the chain's callbacks, then unlist and free them. */
-void sched_fire(sched *s, swaiter *chain, const char *id);
+/* Without mu: call the chain's callbacks (ended: the job's committed row,
+ * or NULL), then unlist and free them. */
+void sched_fire(sched *s, swaiter *chain, const char *id,
+                const store_job *ended);
 
 #endif

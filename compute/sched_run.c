@@ -3,23 +3,36 @@
  * Steps: parse the stored params, find the kind, estimate (kind check, with
  * a tenv backed by the store), resolve the backend (the router for auto; an
  * auto job routed to the other kind of worker is handed over and this
- * worker is done with it), store_job_start, prepare (timed), run on one
- * backend or, for compare, on each, then decide the end under the lock
- * (a cancel or timeout that came in wins over a late success), write the
- * result file, store_job_finish, release (waiters, stats).
+ * worker is done with it), store_job_start_async (not waited for: it
+ * commits at the latest with the finish, in the same transaction for a
+ * short job), prepare (timed), run on one backend or, for compare, on each,
+ * then decide the end under the lock (a cancel or timeout that came in wins
+ * over a late success), keep the result, and queue the end with
+ * store_job_finish_async: the worker goes on with its next job while the
+ * store's writer commits the end together with other jobs' writes, then
+ * (srun_finished, on the writer thread) releases the job: stats, waiters
+ * (given the committed row), free. So a waiter never hears of an end that
+ * is not committed, and no worker sleeps on a commit. A finish that finds
+ * the job already ended in the store (canceled before it was taken) leaves
+ * the store's end as it is.
  *
- * Result files: ctx->result_alloc gives heap memory for results of up to
- * inline_result_max bytes (written with npy_write at the end) and, above,
- * a mapped .npy created by tarray_create_npy under a temporary name
- * <data>/results/<id>.npy.tmp<N>. Either way the file is renamed to
- * <id>.npy only when complete, so a crash never leaves a partial file under
- * the final name (sched_start removes stale temporaries). No fsync: a
+ * Results: ctx->result_alloc gives heap memory for results of up to
+ * inline_result_max bytes and, above, a mapped .npy created by
+ * tarray_create_npy under a temporary name <data>/results/<id>.npy.tmp<N>.
+ * A heap result whose .npy fits in row_result_max bytes is kept in the job's
+ * store row (no file: creating one costs more than a tiny job, see
+ * tests/bench/README.md); it commits with the finish. Other heap results are
+ * written with npy_write to a temporary file. Either way a file is renamed
+ * to <id>.npy only when complete, so a crash never leaves a partial file
+ * under the final name (sched_start removes stale temporaries). No fsync: a
  * process crash is covered, a power loss right after a job is not.
  *
- * Threads: everything here runs on the worker that owns the job; sched.mu is
- * taken only briefly (see sched_int.h) and never across a store write, a
- * kind callback or a file write. result_alloc must be called from the
- * thread that called run (not from inside pool_for chunks).
+ * Threads: everything here runs on the worker that owns the job, except
+ * srun_finished (the store's writer thread: it must not block nor make a
+ * [sync] store call); sched.mu is taken only briefly (see sched_int.h) and
+ * never across a store write, a kind callback or a file write. result_alloc
+ * must be called from the thread that called run (not from inside pool_for
+ * chunks).
  */
 #include <errno.h>
 #include <math.h>
@@ -109,10 +122,22 @@ static void srun_drop_result(srun *r, tarray *a) {
   }
 }
 
-/* Make `a` the file <results>/<id>.npy; frees a. */
-static int srun_keep_result(srun *r, tarray *a, const char *final, terr *e) {
+/* Keep the result `a` (and free it): as the .npy bytes *npy (new heap
+ * buffer, *npy_len bytes) for the store row when they fit in row_max,
+ * else as the file `final` (<results>/<id>.npy). */
+static int srun_keep_result(srun *r, tarray *a, const char *final, char **npy,
+                            size_t *npy_len, terr *e) {
   salloc *al = srun_find_alloc(r, a);
   int rc = T_OK;
+  *npy = NULL;
+  *npy_len = 0;
+  if (!al && r->s->row_max > 0 &&
+      a->size * (int64_t)tdtype_size(a->dtype) + NPY_HEADER_MAX <=
+          r->s->row_max) {
+    rc = npy_to_buffer(a, npy, npy_len, e);
+    tarray_free(a);
+    return rc;
+  }
   if (al) { /* mapped: the data is already in the file */
     tarray_free(a);
     if (rename(al->path, final) != 0)
@@ -420,42 +445,64 @@ static int srun_resolve(srun *r, int device, terr *e) {
  * the router's, in one object. Caller frees. */
 static char *srun_estimate_json(const sjob *j) {
   if (!j->have_est) return NULL;
-  json_t *shape = json_array();
-  for (int i = 0; i < j->est.out_ndim; i++)
-    json_array_append_new(shape, json_integer(j->est.out_shape[i]));
-  json_t *o = json_pack("{s:I, s:f, s:s, s:o, s:I, s:I, s:I}", "size",
-                        (json_int_t)j->est.size, "work", j->est.work,
-                        "out_dtype", tdtype_name(j->est.out_dtype),
-                        "out_shape", shape, "out_bytes",
-                        (json_int_t)j->est.out_bytes, "in_bytes",
-                        (json_int_t)j->est.in_bytes, "mem_bytes",
-                        (json_int_t)j->est.mem_bytes);
-  if (o && j->estimates) json_object_update_missing(o, j->estimates);
-  char *text = o ? json_dumps(o, SRUN_JSON) : NULL;
-  json_decref(o);
-  return text;
+  return stext_estimate(&j->est, j->estimates);
 }
 
 
 /* ---- end ------------------------------------------------------------------- */
-/* Release a job whose store row is already final (or left unfinished). */
+/* Release a job whose store row is already final (or left unfinished);
+ * ended: its committed row for the waiters, or NULL. */
 static void srun_release(sched *s, sjob *j, int status, int counted,
-                         const char *backend, double run_ms) {
+                         const char *backend, double run_ms,
+                         const store_job *ended) {
   pthread_mutex_lock(&s->mu);
   swaiter *chain = sched_release_locked(s, j, status, counted, backend, run_ms);
   pthread_mutex_unlock(&s->mu);
-  sched_fire(s, chain, j->id);
+  sched_fire(s, chain, j->id, ended);
   sjob_free(j);
+}
+
+/* What the end of a job needs once its finish is committed. */
+typedef struct srun_end {
+  sched *s;
+  sjob *j;
+  int status, started;
+  double run_ms;
+  char used[32];
+  char final[SRUN_PATH_MAX]; /* the result file; "" when none */
+} srun_end;
+
+/* The finish is committed (rc 0) or failed. Runs on the store's writer
+ * thread (store_job_finish_async), or on the worker when the finish could
+ * not be queued; takes sched.mu briefly, never makes a [sync] store call. */
+static void srun_finished(void *arg, int rc, const terr *fe, store_job *row) {
+  srun_end *x = arg;
+  sched *s = x->s;
+  sjob *j = x->j;
+  if (rc != T_OK && x->final[0]) unlink(x->final);
+  if (rc == T_ECONFLICT || rc == T_ENOTFOUND) {
+    /* Ended in the store before a worker took it (canceled: see
+     * sched_cancel), or never recorded; the store's word stands. */
+    log_info("scheduler: job %s: %s", j->id, fe ? fe->message : "");
+    srun_release(s, j, -1, 0, NULL, 0, NULL);
+  } else {
+    if (rc != T_OK) /* stays running in the store: the next start reruns it */
+      log_error("scheduler: cannot record the end of job %s: %s", j->id,
+                fe ? fe->message : "");
+    srun_release(s, j, x->status, 1, x->started ? x->used : NULL, x->run_ms,
+                 rc == T_OK ? row : NULL);
+  }
+  if (row) store_job_clear(row);
+  free(x);
 }
 
 void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
                          const char *msg) {
   if (status >= 0) {
     double queue_ms = (double)(t_wall_ms() - j->created_at);
-    json_t *t = json_pack("{s:o, s:o}", "queue", ms_json(queue_ms), "total",
-                          ms_json(queue_ms));
-    char *timings = t ? json_dumps(t, SRUN_JSON) : NULL;
-    json_decref(t);
+    static const char *const keys[] = {"queue", "total"};
+    double ms[2] = {queue_ms, queue_ms};
+    char *timings = stext_timings(keys, ms, 2);
     store_job_end end = {.status = (job_status)status,
                          .finished_at = t_wall_ms(), .timings = timings,
                          .max_abs_diff = NAN, .error_code = code,
@@ -465,7 +512,7 @@ void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
       log_error("scheduler: cannot finish job %s: %s", j->id, e.message);
     free(timings);
   }
-  srun_release(s, j, status, status >= 0, NULL, 0);
+  srun_release(s, j, status, status >= 0, NULL, 0, NULL);
 }
 
 void sched_run_job(sched *s, sjob *j, int device) {
@@ -479,7 +526,8 @@ void sched_run_job(sched *s, sjob *j, int device) {
   tarray *result = NULL;
   char used[32] = "", final[SRUN_PATH_MAX] = "";
   char *estimate = NULL, *timings = NULL, *result_json = NULL,
-       *compare_json = NULL;
+       *compare_json = NULL, *npy = NULL;
+  size_t npy_len = 0;
   int64_t started_at = 0;
   int started = 0, status, rc;
 
@@ -493,18 +541,11 @@ void sched_run_job(sched *s, sjob *j, int device) {
     snprintf(used, sizeof used, "%s", tbackend_name(j->backend));
   estimate = srun_estimate_json(j);
   started_at = t_wall_ms();
-  rc = store_job_start(s->cfg.st, j->id, started_at, used, j->reason,
-                       estimate, &e);
-  if (rc == T_ECONFLICT || rc == T_ENOTFOUND) { /* canceled or deleted */
-    log_info("scheduler: job %s is no longer queued; dropped", j->id);
-    pthread_mutex_lock(&s->mu);
-    sched_running_remove(s, j);
-    j->state = SJ_ENDING;
-    pthread_mutex_unlock(&s->mu);
-    srun_release(s, j, -1, 0, NULL, 0);
-    return;
-  }
-  if (rc) goto end;
+  /* Not waited for: it commits before (usually with) the finish below. A
+   * job canceled in the store before a worker took it (see sched_cancel)
+   * is found at the finish, which then changes nothing. */
+  store_job_start_async(s->cfg.st, j->id, started_at, used, j->reason,
+                        estimate);
   started = 1;
 
   double t0 = t_now_ms();
@@ -533,7 +574,7 @@ end:
     /* Stopped by shutdown: stays queued/running in the store. */
     srun_drop_result(&r, result);
     srun_cleanup(&r);
-    srun_release(s, j, -1, 0, NULL, 0);
+    srun_release(s, j, -1, 0, NULL, 0, NULL);
     goto out;
   }
   const char *code = NULL;
@@ -555,26 +596,18 @@ end:
     srun_drop_result(&r, result);
     result = NULL;
   } else {
-    json_t *shape = json_array();
-    for (int i = 0; i < result->ndim; i++)
-      json_array_append_new(shape, json_integer(result->shape[i]));
-    json_t *rj = json_pack("{s:s, s:o, s:I}", "dtype",
-                           tdtype_name(result->dtype), "shape", shape,
-                           "bytes",
-                           (json_int_t)(result->size *
-                                        (int64_t)tdtype_size(result->dtype)));
     /* Pairs a geodesic method could not solve (Vincenty near antipodes)
-     * are NaN in the result and counted here, so the job says so. */
-    if (rj && j->ctx.nonconverged > 0)
-      json_object_set_new(rj, "nonconverged",
-                          json_integer((json_int_t)j->ctx.nonconverged));
-    result_json = rj ? json_dumps(rj, SRUN_JSON) : NULL;
-    json_decref(rj);
+     * are NaN in the result and counted there, so the job says so. */
+    result_json = stext_result(
+        result->dtype, result->ndim, result->shape,
+        result->size * (int64_t)tdtype_size(result->dtype),
+        j->ctx.nonconverged > 0 ? (int64_t)j->ctx.nonconverged : 0);
     snprintf(final, sizeof final, "%s/%s.npy", s->results_dir, j->id);
     double t0s = t_now_ms();
-    int wrc = srun_keep_result(&r, result, final, &e);
+    int wrc = srun_keep_result(&r, result, final, &npy, &npy_len, &e);
     result = NULL;
     r.t_store = t_now_ms() - t0s;
+    if (npy) final[0] = 0; /* in the row, not a file */
     if (wrc) {
       status = JOB_FAILED, code = terr_code_name((terr_code)wrc);
       snprintf(msg, sizeof msg, "%s", e.message);
@@ -587,14 +620,11 @@ end:
 
   double queue_ms = started ? (double)(started_at - j->created_at) : 0;
   double run_ms = t_now_ms() - j->taken_ms;
-  json_t *t = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "queue",
-                        ms_json(queue_ms), "prepare", ms_json(r.t_prepare),
-                        "h2d", ms_json(r.t_h2d), "compute",
-                        ms_json(r.t_compute), "d2h", ms_json(r.t_d2h),
-                        "store", ms_json(r.t_store), "total",
-                        ms_json(queue_ms + run_ms));
-  timings = t ? json_dumps(t, SRUN_JSON) : NULL;
-  json_decref(t);
+  static const char *const keys[] = {"queue", "prepare", "h2d", "compute",
+                                     "d2h", "store", "total"};
+  double ms[7] = {queue_ms, r.t_prepare, r.t_h2d, r.t_compute,
+                  r.t_d2h, r.t_store, queue_ms + run_ms};
+  timings = stext_timings(keys, ms, 7);
   compare_json = r.compare ? json_dumps(r.compare, SRUN_JSON) : NULL;
   store_job_end end = {
       .status = (job_status)status, .finished_at = t_wall_ms(),
@@ -602,17 +632,32 @@ end:
       .result_path = final[0] ? final : NULL, .compare = compare_json,
       .max_abs_diff = r.compare ? r.max_abs_diff : NAN, .error_code = code,
       .error_message = code ? msg : NULL, .progress_done = pdone,
-      .progress_total = ptotal};
+      .progress_total = ptotal, .result_npy = npy, .result_npy_len = npy_len};
+  /* The end commits on the store's writer thread, which then releases the
+   * job (srun_finished); this worker goes on with its next job. */
+  srun_end *x = calloc(1, sizeof *x);
   terr fe;
-  if (store_job_finish(s->cfg.st, j->id, &end, &fe) != T_OK) {
-    /* Stays running in the store: the next start runs it again. */
-    log_error("scheduler: cannot record the end of job %s: %s", j->id,
-              fe.message);
+  if (!x) {
+    log_error("scheduler: no memory to end job %s", j->id);
     if (final[0]) unlink(final);
+    srun_release(s, j, status, 1, started ? used : NULL, run_ms, NULL);
+    goto out;
   }
-  srun_release(s, j, status, 1, started ? used : NULL, run_ms);
+  x->s = s;
+  x->j = j;
+  x->status = status;
+  x->started = started;
+  x->run_ms = run_ms;
+  snprintf(x->used, sizeof x->used, "%s", used);
+  snprintf(x->final, sizeof x->final, "%s", final);
+  if (store_job_finish_async(s->cfg.st, j->id, &end, srun_finished, x, &fe) !=
+      T_OK) {
+    int frc = store_job_finish(s->cfg.st, j->id, &end, &fe);
+    srun_finished(x, frc, &fe, NULL);
+  }
 
 out:
+  free(npy);
   json_decref(r.compare);
   free(estimate);
   free(timings);

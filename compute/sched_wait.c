@@ -3,7 +3,8 @@
  *
  * Waiters: every registration is an swaiter in one list (s->waiters, under
  * sched.mu); a job only counts its own (nwaiters) so that ending a job with
- * none costs nothing. When a job ends, the worker marks its waiters
+ * none costs nothing. When a job ends, the thread that releases it (the
+ * store's writer, after the commit; see sched_run.c) marks its waiters
  * `firing` under the lock, then for each in turn marks it `calling`, calls
  * it with no lock held, unlists and frees it and broadcasts fired_cv.
  * sched_unwait: a pending registration is removed (1); a firing one whose
@@ -125,7 +126,8 @@ static void waiter_unlist(sched *s, swaiter *w) { /* [mu] */
   if (w->next) w->next->prev = w->prev;
 }
 
-void sched_fire(sched *s, swaiter *chain, const char *id) {
+void sched_fire(sched *s, swaiter *chain, const char *id,
+                const store_job *ended) {
   for (swaiter *w = chain, *next; w; w = next) {
     next = w->fnext;
     pthread_mutex_lock(&s->mu);
@@ -135,7 +137,12 @@ void sched_fire(sched *s, swaiter *chain, const char *id) {
       w->thread = pthread_self();
     }
     pthread_mutex_unlock(&s->mu);
-    if (!skip) w->cb(w->arg, id);
+    if (!skip) {
+      if (w->cbe)
+        w->cbe(w->arg, id, ended);
+      else
+        w->cb(w->arg, id);
+    }
     pthread_mutex_lock(&s->mu);
     waiter_unlist(s, w);
     pthread_cond_broadcast(&s->fired_cv);
@@ -145,8 +152,8 @@ void sched_fire(sched *s, swaiter *chain, const char *id) {
 }
 
 /* ---- wait / unwait ------------------------------------------------------------ */
-int sched_wait(sched *s, const char *id, sched_wait_fn cb, void *arg,
-               uint64_t *token) {
+static int wait_add(sched *s, const char *id, sched_wait_fn cb,
+                    sched_end_fn cbe, void *arg, uint64_t *token) {
   *token = 0;
   swaiter *w = calloc(1, sizeof *w);
   if (!w) return 1; /* the caller answers from the store instead */
@@ -160,6 +167,7 @@ int sched_wait(sched *s, const char *id, sched_wait_fn cb, void *arg,
   w->token = ++s->next_token;
   w->job = j;
   w->cb = cb;
+  w->cbe = cbe;
   w->arg = arg;
   w->next = s->waiters;
   if (s->waiters) s->waiters->prev = w;
@@ -168,6 +176,16 @@ int sched_wait(sched *s, const char *id, sched_wait_fn cb, void *arg,
   *token = w->token;
   pthread_mutex_unlock(&s->mu);
   return 0;
+}
+
+int sched_wait(sched *s, const char *id, sched_wait_fn cb, void *arg,
+               uint64_t *token) {
+  return wait_add(s, id, cb, NULL, arg, token);
+}
+
+int sched_wait_end(sched *s, const char *id, sched_end_fn cb, void *arg,
+                   uint64_t *token) {
+  return wait_add(s, id, NULL, cb, arg, token);
 }
 
 static swaiter *waiter_find(sched *s, uint64_t token) { /* [mu] */

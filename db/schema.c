@@ -15,9 +15,10 @@
  *
  * Times are integer wall-clock milliseconds; JSON documents (params, timings,
  * result, compare, estimate) are stored as text; status as its name, so that
- * the file reads well in the sqlite3 shell. There are no foreign keys: the
- * only relation (a job's params naming an array) lives inside JSON text and
- * is checked by the array operations, not by the schema.
+ * the file reads well in the sqlite3 shell. A small result's .npy bytes are
+ * a BLOB in its job row (result_npy, migration 2). There are no foreign
+ * keys: the only relation (a job's params naming an array) lives inside
+ * JSON text and is checked by the array operations, not by the schema.
  */
 #include <stdio.h>
 
@@ -97,6 +98,10 @@ static const migration migrations[] = {
      "CREATE UNIQUE INDEX arrays_owner_sha ON arrays(owner, sha256);\n"
      "CREATE INDEX arrays_owner_id ON arrays(owner, id);\n"
      "CREATE INDEX arrays_created_at ON arrays(created_at);\n"},
+    /* Small results are kept in the job's row as their .npy bytes instead
+     * of a file of their own (creating a file costs far more than a tiny
+     * job; see db/store.h, store_job_end.result_npy). NULL otherwise. */
+    {2, "ALTER TABLE jobs ADD COLUMN result_npy BLOB;\n"},
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

@@ -8,11 +8,12 @@
  * [sync] caller with its own result code. Under load, N concurrent writers
  * thus share one commit (group commit); a lone writer pays one commit per op.
  *
- * Async progress ops are coalesced per job while they wait in the queue (the
- * newest numbers win, at the queue position of the first one), so a job that
- * reports progress often costs at most one UPDATE per batch. Since the queue
- * is FIFO, a thread's earlier async ops commit no later than its next [sync]
- * op.
+ * Async ops (store__write_async: a job's start; progress) are heap ops
+ * freed by the writer. Progress ops are coalesced per job while they wait
+ * in the queue (the newest numbers win, at the queue position of the first
+ * one), so a job that reports progress often costs at most one UPDATE per
+ * batch. Since the queue is FIFO, a thread's earlier async ops commit no
+ * later than its next [sync] op, usually in the same transaction.
  *
  * Readers: each thread gets its own read-only connection per store, opened on
  * first use and kept in a pthread key whose destructor closes it when the
@@ -23,7 +24,19 @@
  * WAL checkpoints (and so the fsyncs) run on a thread of their own, see
  * store_ckpt.c, so that commits never wait for the disk.
  *
- * Locks: s->mu guards the queue (qhead/qtail/progress/stopping/writer_gone);
+ * Wake-ups: only an urgent op (every [sync] one, and the async ops whose
+ * completion someone awaits) wakes the writer, and only the first one queued
+ * while it sleeps: the writer takes the whole queue. Lazy async ops (a job's
+ * start and insert, progress) wait for the next urgent op's batch, or at most
+ * STORE_LAZY_MS, so that a tiny job's writes share one commit without a
+ * wake-up each.
+ *
+ * Savepoints: an op that writes with one statement (store_wop.one_stmt: the
+ * job lifecycle ops) needs none, since SQLite undoes a failing statement
+ * itself; the others get one when they share a batch.
+ *
+ * Locks: s->mu guards the queue (qhead/qtail/nurgent/lazy_since/progress/
+ * stopping/writer_gone);
  * s->rmu guards the reader registry. Neither is held while SQL runs, and they
  * are never held together. A [sync] caller sleeps on a semaphore of its own
  * that the writer posts after the commit (no lock, one wake-up per caller).
@@ -34,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "db/store_int.h"
 
@@ -215,8 +229,9 @@ static void run_batch(store *s, store_wop *head) {
       txn_first = o;
     }
     /* A lone op needs no savepoint: its failure rolls back the whole
-     * transaction, which holds nothing else. */
-    int sp = o != head || o->next != NULL;
+     * transaction, which holds nothing else; nor does an op that writes
+     * with one statement, which undoes itself when it fails. */
+    int sp = (o != head || o->next != NULL) && !o->one_stmt;
     if (sp && wexec(s, "SAVEPOINT op") != SQLITE_OK) {
       o->rc = store__dberr(&o->err, s->w.db, "savepoint");
       continue;
@@ -231,7 +246,7 @@ static void run_batch(store *s, store_wop *head) {
       continue;
     }
     if (!sp) {
-      if (o->rc != 0) { /* undo its partial work, commit nothing */
+      if (o->rc != 0 && !o->one_stmt) { /* undo its partial work */
         wexec(s, "ROLLBACK");
         in_txn = 0;
       }
@@ -246,15 +261,42 @@ static void run_batch(store *s, store_wop *head) {
   }
 }
 
+/* The CLOCK_MONOTONIC time at t_now_ms() == ms (both are monotonic). */
+static void mono_at(struct timespec *ts, double ms) {
+  double now = t_now_ms();
+  clock_gettime(CLOCK_MONOTONIC, ts);
+  long long ns = (long long)ts->tv_nsec +
+                 (long long)(ms > now ? (ms - now) * 1e6 : 0);
+  ts->tv_sec += (time_t)(ns / 1000000000LL);
+  ts->tv_nsec = (long)(ns % 1000000000LL);
+}
+
 static void *writer_main(void *arg) {
   store *s = arg;
   pthread_mutex_lock(&s->mu);
   for (;;) {
-    while (!s->qhead && !s->stopping) pthread_cond_wait(&s->work, &s->mu);
+    /* Sleep until an urgent op comes, or the oldest lazy one is due. */
+    while (!s->stopping && !s->nurgent) {
+      if (!s->qhead) {
+        s->wsleep = 1;
+        pthread_cond_wait(&s->work, &s->mu);
+        s->wsleep = 0;
+        continue;
+      }
+      double due = s->lazy_since + STORE_LAZY_MS;
+      if (t_now_ms() >= due) break;
+      struct timespec ts;
+      mono_at(&ts, due);
+      s->wsleep = 2;
+      pthread_cond_timedwait(&s->work, &s->mu, &ts);
+      s->wsleep = 0;
+    }
     if (!s->qhead) break; /* stopping and drained */
     store_wop *batch = s->qhead;
     s->qhead = s->qtail = NULL;
+    s->nurgent = 0;
     s->progress = NULL; /* ops taken: later progress starts a new entry */
+    s->starts = NULL;   /* and a later finish no longer finds its start */
     pthread_mutex_unlock(&s->mu);
 
     store__ckpt_writer(s);
@@ -273,7 +315,10 @@ static void *writer_main(void *arg) {
       if (o->is_sync) {
         sem_post(o->done);
       } else {
-        if (o->rc) log_warn("store: async write failed: %s", o->err.message);
+        if (o->after)
+          o->after(s, o);
+        else if (o->rc)
+          log_warn("store: async write failed: %s", o->err.message);
         free(o);
       }
     }
@@ -285,17 +330,44 @@ static void *writer_main(void *arg) {
   return NULL;
 }
 
+/* Append o. Wake the writer for the first urgent op (it takes the whole
+ * queue), or for a lazy op when it sleeps with no deadline (it then sleeps
+ * until the op is due). [s->mu] */
+static int nothing_fn(store *s, store_wop *o, terr *e) { return 0; }
+
 static void enqueue_locked(store *s, store_wop *o) {
   o->next = NULL;
+  o->absorbed = NULL;
+  if (o->absorb_id) { /* a finish: its job's start may still be queued */
+    for (store_wop **pp = &s->starts; *pp; pp = &(*pp)->pnext) {
+      store_wop *st = *pp;
+      if (strcmp(st->start_id, o->absorb_id) == 0) {
+        o->absorbed = st->arg;
+        st->fn = nothing_fn;
+        *pp = st->pnext;
+        break;
+      }
+    }
+  } else if (o->start_id) {
+    o->pnext = s->starts;
+    s->starts = o;
+  }
+  if (!s->qhead) s->lazy_since = t_now_ms();
   if (s->qtail) s->qtail->next = o;
   else s->qhead = o;
   s->qtail = o;
-  pthread_cond_signal(&s->work);
+  if (o->lazy) {
+    if (s->wsleep == 1) pthread_cond_signal(&s->work);
+  } else if (s->nurgent++ == 0) {
+    pthread_cond_signal(&s->work);
+  }
 }
 
-int store__write(store *s, store_wfn fn, void *arg, terr *e) {
+int store__write_op(store *s, store_wop *o, terr *e) {
   sem_t done;
-  store_wop op = {.fn = fn, .arg = arg, .is_sync = 1, .done = &done};
+  store_wop op = *o;
+  op.is_sync = 1;
+  op.done = &done;
   sem_init(&done, 0, 0);
   pthread_mutex_lock(&s->mu);
   if (s->writer_gone || s->stopping) {
@@ -310,6 +382,41 @@ int store__write(store *s, store_wfn fn, void *arg, terr *e) {
   sem_destroy(&done);
   if (op.rc && e) *e = op.err;
   return op.rc;
+}
+
+int store__write(store *s, store_wfn fn, void *arg, terr *e) {
+  store_wop op = {.fn = fn, .arg = arg};
+  return store__write_op(s, &op, e);
+}
+
+int store__write_one(store *s, store_wfn fn, void *arg, terr *e) {
+  store_wop op = {.fn = fn, .arg = arg, .one_stmt = 1};
+  return store__write_op(s, &op, e);
+}
+
+/* [sync] See store.h: an empty write; the queue is FIFO and batches commit
+ * in order, so everything queued before it is committed (or failed) when it
+ * returns. */
+int store_sync(store *s, terr *e) {
+  if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
+  store_wop op = {.fn = nothing_fn, .one_stmt = 1};
+  return store__write_op(s, &op, e);
+}
+
+/* Queue a heap op without waiting (see store_int.h). */
+int store__write_async(store *s, store_wop *o) {
+  o->is_sync = 0;
+  o->done = NULL;
+  o->rc = 0;
+  pthread_mutex_lock(&s->mu);
+  if (s->writer_gone || s->stopping) {
+    pthread_mutex_unlock(&s->mu);
+    free(o);
+    return T_EUNAVAIL;
+  }
+  enqueue_locked(s, o);
+  pthread_mutex_unlock(&s->mu);
+  return 0;
 }
 
 static int progress_fn(store *s, store_wop *o, terr *e) {
@@ -345,6 +452,8 @@ void store_job_progress(store *s, const char *id, int64_t done,
   store_wop *o = calloc(1, sizeof *o);
   if (!o) goto out; /* loss-tolerant by contract */
   o->fn = progress_fn;
+  o->one_stmt = 1;
+  o->lazy = 1;
   snprintf(o->job_id, sizeof o->job_id, "%s", id);
   o->pdone = done;
   o->ptotal = total;
@@ -394,7 +503,11 @@ int store_open(const char *data_dir, store **out, terr *e) {
   have_key = 1;
   pthread_mutex_init(&s->mu, NULL);
   pthread_mutex_init(&s->rmu, NULL);
-  pthread_cond_init(&s->work, NULL);
+  pthread_condattr_t mono;
+  pthread_condattr_init(&mono);
+  pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
+  pthread_cond_init(&s->work, &mono);
+  pthread_condattr_destroy(&mono);
   have_locks = 1;
   if ((rc = store__ckpt_start(s, e))) goto fail;
   atomic_store(&s->alive, 1);

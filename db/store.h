@@ -8,9 +8,15 @@
  * use), which WAL lets run beside the writer.
  *
  * Functions marked [sync] return after the write is committed (or failed);
- * [async] ones queue the write and return at once — they are for frequent,
- * loss-tolerant updates (progress), and are committed in order before any
- * later [sync] write of the same thread returns.
+ * [async] ones queue the write and return at once. Writes commit in the
+ * order they were queued, whatever the thread: an [async] write is
+ * committed before any [sync] write queued after it returns (and usually
+ * shares its transaction). They are for writes whose loss in a crash costs
+ * nothing: progress; a job's start (a job the store still has queued or
+ * running at start-up runs again either way); the insert of a job that is
+ * answered only after a later [sync] write (store_job_insert_async); and a
+ * finish whose completion is signalled by a callback
+ * (store_job_finish_async), the scheduler's way to let a worker go on.
  *
  * Ownership: store_job / store_array hold heap strings; fill them with the
  * getters and release with store_job_clear / store_array_clear. Strings passed
@@ -76,6 +82,9 @@ typedef struct store_array {
 } store_array;
 
 void store_job_clear(store_job *j);     /* frees strings, zeroes */
+/* *dst = a deep copy of *src (clear it with store_job_clear); T_ENOMEM
+ * leaves *dst cleared. */
+int store_job_copy(store_job *dst, const store_job *src);
 void store_array_clear(store_array *a);
 
 /* Open (creating) <data_dir>/tessel.db, migrate, start the writer thread.
@@ -93,6 +102,19 @@ int store_schema_version(store *s);
  * *existing = 1 and *j replaced by the stored job; different body_hash ->
  * T_ECONFLICT. Otherwise *existing = 0. */
 int store_job_insert(store *s, store_job *j, int *existing, terr *e);
+/* [async] Insert a new job without waiting: the same defaults as
+ * store_job_insert (j->id, created_at and status are set here), the row
+ * copied, j untouched otherwise. No request_id (T_EINVAL: idempotency needs
+ * the [sync] insert). The row is committed by the time any [sync] write
+ * queued after this call returns (store_sync, or the job's own
+ * store_job_finish*), so a job may be answered as accepted only after
+ * such a write — and a job whose insert failed (an I/O error) is then
+ * T_ENOTFOUND to store_job_get and to its finish. T_EUNAVAIL when closing,
+ * T_ENOMEM. */
+int store_job_insert_async(store *s, store_job *j, terr *e);
+/* [sync] Returns once every write queued before it (by any thread) has
+ * been committed or has failed. */
+int store_sync(store *s, terr *e);
 /* Read a job. owner NULL: any owner; else another owner's job is
  * T_ENOTFOUND. */
 int store_job_get(store *s, const char *id, const char *owner, store_job *out,
@@ -118,10 +140,24 @@ int store_job_list(store *s, const store_job_filter *f, store_job **jobs,
 int store_job_start(store *s, const char *id, int64_t started_at,
                     const char *backend_used, const char *reason,
                     const char *estimate, terr *e);
+/* [async] The same change, queued (the strings are copied): it commits with
+ * the next batch, at the latest with this thread's next [sync] write (for
+ * the scheduler, the job's finish, in the same transaction when the job is
+ * short). A job that is no longer queued by then (canceled) is left as it
+ * is. Lost in a crash before it commits: the job is then still queued in
+ * the store and runs again at the next start, as a running one would.
+ * Dropped (with a warning) when the store is closing or memory is short. */
+void store_job_start_async(store *s, const char *id, int64_t started_at,
+                           const char *backend_used, const char *reason,
+                           const char *estimate);
 /* [async] progress. */
 void store_job_progress(store *s, const char *id, int64_t done, int64_t total);
 /* [sync] -> succeeded / failed / canceled with everything known at the end.
- * Strings may be NULL. max_abs_diff NaN: none. */
+ * Strings may be NULL. max_abs_diff NaN: none. A result is either a file
+ * (result_path) or, when small, its .npy bytes kept in the row itself
+ * (result_npy, result_npy_len; NULL: none), read back with
+ * store_job_result_npy; it commits with the status, so a succeeded job
+ * always has it. */
 typedef struct store_job_end {
   job_status status;
   int64_t finished_at;
@@ -129,9 +165,28 @@ typedef struct store_job_end {
   double max_abs_diff;
   const char *error_code, *error_message;
   int64_t progress_done, progress_total;
+  const void *result_npy; /* copied; NULL: the result (if any) is a file */
+  size_t result_npy_len;
 } store_job_end;
 int store_job_finish(store *s, const char *id, const store_job_end *end,
                      terr *e);
+/* [async] The same as store_job_finish without waiting: the end record is
+ * copied, and cb(arg, rc, e, row) is called once on the store's writer
+ * thread after the batch holding it has committed (rc 0; row: the job as
+ * committed, which cb owns: store_job_clear it) or failed (rc and e as
+ * store_job_finish would give them; row NULL). cb must not block and must
+ * not make a [sync] store call (the writer would wait for itself). Returns
+ * 0, or an error (T_EINVAL, T_ENOMEM, T_EUNAVAIL when closing) and then cb
+ * is never called. */
+typedef void (*store_finish_fn)(void *arg, int rc, const terr *e,
+                                store_job *row);
+int store_job_finish_async(store *s, const char *id, const store_job_end *end,
+                           store_finish_fn cb, void *arg, terr *e);
+/* A job's result kept in its row: *npy is a new malloc()ed copy of the .npy
+ * bytes (caller frees), *len its size. T_ENOTFOUND when the job is absent,
+ * another owner's (owner non-NULL), or has no result in its row. */
+int store_job_result_npy(store *s, const char *id, const char *owner,
+                         void **npy, size_t *len, terr *e);
 /* [sync] Put a job back to queued (recovery, or a backend retry). */
 int store_job_requeue(store *s, const char *id, terr *e);
 /* [sync] Delete a finished job's row. T_ECONFLICT when not finished,

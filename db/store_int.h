@@ -1,16 +1,19 @@
 /* store_int.h — what the files of db/ share and nobody else sees.
  *
  * The store is split by concern: schema.c (migrations), store.c (open/close,
- * the writer thread, connections and their statement caches), store_jobs.c,
- * store_arrays.c and store_stats.c (the operations). They meet here.
+ * the writer thread, connections and their statement caches), store_jobs.c
+ * and store_lifecycle.c (job rows and their transitions), store_arrays.c and
+ * store_stats.c (the operations), store_ckpt.c (checkpoints). They meet here.
  *
  * Writes: an operation fills a store_wop (its function and a pointer to its
  * arguments) and hands it to store__write (sync: the caller waits on the op's
  * own semaphore until the writer has committed the batch holding it;
- * the arguments may live on the caller's stack) or to the progress queue
- * (async). The op function runs on the writer thread, inside a SAVEPOINT of
- * the batch's transaction, with the writer connection s->w; it returns 0 or a
- * terr code (and then its savepoint is rolled back, nothing else).
+ * the arguments may live on the caller's stack) or, allocated on the heap
+ * with its arguments, to store__write_async (async: the writer frees it).
+ * The op function runs on the writer thread, inside a SAVEPOINT of the
+ * batch's transaction (none for a one-statement op, see one_stmt), with
+ * the writer connection s->w; it returns 0 or a terr code (and then its
+ * savepoint is rolled back, nothing else).
  *
  * Reads: store__reader gives the calling thread's read-only connection to this
  * store (opened on first use, closed at thread exit or store_close).
@@ -26,6 +29,7 @@
 #include <semaphore.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "db/store.h"
 
@@ -48,11 +52,27 @@ struct store_wop {
   terr err;              /* detail of rc */
   int is_sync;           /* 1: a caller waits on done */
   sem_t *done;           /* the waiting caller's; posted after the commit */
+  int one_stmt;          /* writes with at most one statement, which undoes
+                            itself when it fails: no savepoint needed */
+  int lazy;              /* async: need not wake the writer (STORE_LAZY_MS) */
+  /* async: called on the writer thread once the batch holding the op has
+   * committed (rc 0) or failed, just before the op is freed; NULL: a
+   * failure is logged. Must not block nor make a [sync] store call. */
+  void (*after)(store *s, store_wop *op);
+  /* A job's lazy start and its finish meet in the queue: a start op names
+   * its job in start_id (listed in s->starts while queued); a finish op
+   * names its job in absorb_id, and when it is queued while that job's
+   * start still waits in the queue, the start op is emptied and its
+   * arguments handed to the finish in `absorbed` (one UPDATE instead of
+   * two; both are in the same batch, so they stay valid). */
+  const char *start_id;
+  const char *absorb_id;
+  void *absorbed;
   store_wop *next;       /* queue link (s->mu) */
   /* async progress payload (heap ops, owned by the queue then the writer) */
   char job_id[T_ID_MAX];
   int64_t pdone, ptotal;
-  store_wop *pnext;      /* pending-progress list link (s->mu) */
+  store_wop *pnext;      /* s->progress or s->starts link (s->mu) */
 };
 
 struct store {
@@ -64,9 +84,15 @@ struct store {
   atomic_int alive;            /* writer thread running */
 
   pthread_mutex_t mu;          /* guards the queue fields below */
-  pthread_cond_t work;         /* signalled when the queue gets an op */
+  pthread_cond_t work;         /* signalled when the queue gets an urgent op
+                                  (CLOCK_MONOTONIC, for the lazy wait) */
   store_wop *qhead, *qtail;    /* FIFO of ops not yet taken by the writer */
+  int nurgent;                 /* ops in the queue that are not lazy */
+  int wsleep;                  /* the writer waits: 1 for any op, 2 for an
+                                  urgent one or the lazy deadline; 0 not */
+  double lazy_since;           /* t_now_ms when the oldest lazy op came */
   store_wop *progress;         /* async progress ops in the queue, by job */
+  store_wop *starts;           /* lazy start ops in the queue, by job */
   int stopping;                /* store_close asked; drain then exit */
   int writer_gone;             /* the writer exited: writes fail at once */
 
@@ -104,6 +130,20 @@ void store__ckpt_writer(store *s);
 int store__stmt(store_conn *c, const char *sql, sqlite3_stmt **out, terr *e);
 int store__reader(store *s, store_conn **out, terr *e);
 int store__write(store *s, store_wfn fn, void *arg, terr *e);
+/* [sync] with an op the caller prepared (fn, arg, one_stmt, absorb_id). */
+int store__write_op(store *s, store_wop *op, terr *e);
+/* The same for an op that writes with at most one statement (see
+ * store_wop.one_stmt): it skips the savepoint. */
+int store__write_one(store *s, store_wfn fn, void *arg, terr *e);
+/* Queue o (malloc()ed, the op first in its allocation so that free(o)
+ * frees its arguments too; fn, arg, one_stmt, lazy and after set) and
+ * return at once; the writer runs it in a later batch, calls o->after (or
+ * logs a failure), and frees it. A lazy op does not wake the writer: it
+ * goes with the next urgent op's batch, or after STORE_LAZY_MS at the
+ * latest. When the store is closing, o is freed here (after not called)
+ * and T_EUNAVAIL returned. */
+#define STORE_LAZY_MS 5.0
+int store__write_async(store *s, store_wop *o);
 int store__dberr(terr *e, sqlite3 *db, const char *what);
 /* Step a statement that returns no row: 0 or T_EIO (statement is reset). */
 int store__exec_stmt(store_conn *c, sqlite3_stmt *st, const char *what,
@@ -119,6 +159,27 @@ static inline int store__bind_text(sqlite3_stmt *st, int i, const char *v) {
 char *store__col_dup(sqlite3_stmt *st, int i, int *oom);
 
 /* store_jobs.c: read a row selected with the job column list into *j. */
+#define STORE_JOB_COLS                                                        \
+  "id, owner, kind, params, status, backend_requested, backend_used, "        \
+  "backend_reason, estimate, priority, label, request_id, body_hash, "        \
+  "timeout_s, created_at, started_at, finished_at, timings, progress_done, "  \
+  "progress_total, error_code, error_message, result, result_path, "          \
+  "compare, max_abs_diff, attempts"
 int store__job_row(sqlite3_stmt *st, store_job *j);
+
+/* The async ops keep their strings in the op's own allocation: the bytes
+ * s needs (0 for NULL), and copying it to *p (advancing it; NULL for
+ * NULL). */
+static inline size_t store__str_size(const char *s) {
+  return s ? strlen(s) + 1 : 0;
+}
+static inline const char *store__pack_str(char **p, const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  memcpy(*p, s, n);
+  const char *out = *p;
+  *p += n;
+  return out;
+}
 
 #endif

@@ -1,12 +1,16 @@
-/* store_jobs.c — the job rows: insert (with idempotency), get, list, the
- * lifecycle updates (start, finish, requeue), delete and recovery.
+/* store_jobs.c — the job rows: insert (with idempotency, or [async]),
+ * get, list, the unfinished ones for recovery, a result kept in the row;
+ * the status names and store_job's clear/copy. The lifecycle writes
+ * (start, finish, requeue, delete) are in store_lifecycle.c.
  *
  * Every write here is a store_wop function that runs on the writer thread
- * inside its own SAVEPOINT (see store.c); its arguments live on the waiting
- * caller's stack. Checks that decide the outcome (request_id reuse, the state
- * a transition starts from) run inside the same op, hence the same
- * transaction, as the change they guard, so two racing callers cannot both
- * pass. Reads run on the calling thread's read-only connection.
+ * (see store.c); the [sync] insert's arguments live on the waiting
+ * caller's stack, the [async] insert's in one heap block with the op,
+ * strings included. Checks that decide the outcome (request_id reuse) run
+ * inside the same op, hence the same transaction, as the change they
+ * guard, so two racing callers cannot both pass. The insert writes with
+ * one statement (store_wop.one_stmt): no SAVEPOINT of its own. Reads run
+ * on the calling thread's read-only connection.
  *
  * Ownership: rows read into a store_job are heap strings the caller releases
  * with store_job_clear; arrays of jobs are freed by the caller (each job
@@ -58,13 +62,29 @@ void store_job_clear(store_job *j) {
   j->max_abs_diff = NAN;
 }
 
-/* The column order store__job_row reads. */
-#define JOB_COLS                                                              \
-  "id, owner, kind, params, status, backend_requested, backend_used, "        \
-  "backend_reason, estimate, priority, label, request_id, body_hash, "        \
-  "timeout_s, created_at, started_at, finished_at, timings, progress_done, "  \
-  "progress_total, error_code, error_message, result, result_path, "          \
-  "compare, max_abs_diff, attempts"
+/* See store.h. */
+int store_job_copy(store_job *dst, const store_job *src) {
+  *dst = *src; /* numbers and the id */
+  char **f[] = {&dst->owner, &dst->kind, &dst->params,
+                &dst->backend_requested, &dst->backend_used,
+                &dst->backend_reason, &dst->estimate, &dst->label,
+                &dst->request_id, &dst->body_hash, &dst->timings,
+                &dst->error_code, &dst->error_message, &dst->result,
+                &dst->result_path, &dst->compare};
+  int oom = 0;
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+    if (!*f[i]) continue;
+    /* After a failure the rest become NULL, never src's strings. */
+    char *c = oom ? NULL : strdup(*f[i]);
+    if (!c) oom = 1;
+    *f[i] = c;
+  }
+  if (oom) {
+    store_job_clear(dst); /* frees the copies made */
+    return T_ENOMEM;
+  }
+  return 0;
+}
 
 int store__job_row(sqlite3_stmt *st, store_job *j) {
   int oom = 0;
@@ -165,7 +185,7 @@ static int insert_fn(store *s, store_wop *op, terr *e) {
   int rc;
   if (j->request_id) {
     rc = store__stmt(&s->w,
-                     "SELECT " JOB_COLS " FROM jobs"
+                     "SELECT " STORE_JOB_COLS " FROM jobs"
                      " WHERE owner = ?1 AND request_id = ?2",
                      &st, e);
     if (rc) return rc;
@@ -189,9 +209,10 @@ static int insert_fn(store *s, store_wop *op, terr *e) {
     if (step != SQLITE_DONE) return store__dberr(e, s->w.db, "insert job");
   }
   rc = store__stmt(&s->w,
-                   "INSERT INTO jobs (" JOB_COLS ") VALUES (?1, ?2, ?3, ?4,"
-                   " ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,"
-                   " ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)",
+                   "INSERT INTO jobs (" STORE_JOB_COLS ") VALUES"
+                   " (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
+                   " ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24,"
+                   " ?25, ?26, ?27)",
                    &st, e);
   if (rc) return rc;
   sqlite3_bind_text(st, 1, j->id, -1, SQLITE_STATIC);
@@ -248,7 +269,7 @@ int store_job_insert(store *s, store_job *j, int *existing, terr *e) {
   if (!tmp.backend_requested) tmp.backend_requested = "auto";
   insert_args a = {.j = &tmp};
   store_job_clear(&a.found);
-  int rc = store__write(s, insert_fn, &a, e);
+  int rc = store__write_one(s, insert_fn, &a, e);
   if (rc) {
     store_job_clear(&a.found); /* the commit may fail after a match */
     return rc;
@@ -258,6 +279,69 @@ int store_job_insert(store *s, store_job *j, int *existing, terr *e) {
     *j = a.found;
     if (existing) *existing = 1;
   }
+  return 0;
+}
+
+/* An async insert: the op, its arguments and the row's strings in one
+ * block. */
+typedef struct insert_op {
+  store_wop op; /* first: the writer frees the block through it */
+  insert_args a;
+  store_job row;
+  char text[];
+} insert_op;
+
+/* [async] See store.h. */
+int store_job_insert_async(store *s, store_job *j, terr *e) {
+  if (!s || !j) return terr_set(e, T_EINVAL, "", -1, "store: no job");
+  if (!j->kind || !*j->kind)
+    return terr_set(e, T_EINVAL, "kind", -1, "missing");
+  if (!j->params) return terr_set(e, T_EINVAL, "params", -1, "missing");
+  if (j->request_id)
+    return terr_set(e, T_EINVAL, "request_id", -1,
+                    "store: an idempotent insert must be [sync]");
+  if (!j->id[0]) t_id_new('j', j->id);
+  if (!j->created_at) j->created_at = t_wall_ms();
+  j->status = JOB_QUEUED;
+  const char *owner = j->owner ? j->owner : "";
+  const char *breq = j->backend_requested ? j->backend_requested : "auto";
+  const char *strs[] = {owner,          j->kind,          j->params,
+                        breq,           j->backend_used,  j->backend_reason,
+                        j->estimate,    j->label,         j->body_hash,
+                        j->timings,     j->error_code,    j->error_message,
+                        j->result,      j->result_path,   j->compare};
+  size_t n = 0;
+  for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+    n += store__str_size(strs[i]);
+  insert_op *o = calloc(1, sizeof *o + n);
+  if (!o) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  store_job *r = &o->row;
+  *r = *j; /* numbers and the id; the strings are re-pointed below */
+  char *p = o->text;
+  /* The row is read-only from here on: insert_fn only binds it. */
+  r->owner = (char *)store__pack_str(&p, owner);
+  r->kind = (char *)store__pack_str(&p, j->kind);
+  r->params = (char *)store__pack_str(&p, j->params);
+  r->backend_requested = (char *)store__pack_str(&p, breq);
+  r->backend_used = (char *)store__pack_str(&p, j->backend_used);
+  r->backend_reason = (char *)store__pack_str(&p, j->backend_reason);
+  r->estimate = (char *)store__pack_str(&p, j->estimate);
+  r->label = (char *)store__pack_str(&p, j->label);
+  r->request_id = NULL;
+  r->body_hash = (char *)store__pack_str(&p, j->body_hash);
+  r->timings = (char *)store__pack_str(&p, j->timings);
+  r->error_code = (char *)store__pack_str(&p, j->error_code);
+  r->error_message = (char *)store__pack_str(&p, j->error_message);
+  r->result = (char *)store__pack_str(&p, j->result);
+  r->result_path = (char *)store__pack_str(&p, j->result_path);
+  r->compare = (char *)store__pack_str(&p, j->compare);
+  o->a.j = r;
+  o->op.fn = insert_fn;
+  o->op.arg = &o->a;
+  o->op.one_stmt = 1;
+  o->op.lazy = 1;
+  if (store__write_async(s, &o->op) != 0)
+    return terr_set(e, T_EUNAVAIL, "", -1, "store: closing");
   return 0;
 }
 
@@ -274,8 +358,8 @@ int store_job_get(store *s, const char *id, const char *owner, store_job *out,
   sqlite3_stmt *st;
   int rc = store__reader(s, &c, e);
   if (rc) return rc;
-  if ((rc = store__stmt(c, "SELECT " JOB_COLS " FROM jobs WHERE id = ?1", &st,
-                        e)))
+  if ((rc = store__stmt(c, "SELECT " STORE_JOB_COLS " FROM jobs WHERE id = ?1",
+                        &st, e)))
     return rc;
   sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
   int step = sqlite3_step(st);
@@ -315,7 +399,7 @@ int store_job_list(store *s, const store_job_filter *f, store_job **jobs,
     return terr_set(e, T_EINVAL, "status", -1, "unknown status %d", f->status);
   char sql[1024];
   size_t len = (size_t)snprintf(sql, sizeof sql,
-                                "SELECT " JOB_COLS " FROM jobs WHERE 1");
+                                "SELECT " STORE_JOB_COLS " FROM jobs WHERE 1");
   /* Parameters by number, so that the binding below is shape-independent. */
   if (f->owner) len += (size_t)snprintf(sql + len, sizeof sql - len,
                                         " AND owner = ?1");
@@ -373,7 +457,7 @@ int store_job_unfinished(store *s, store_job **jobs, int *n, terr *e) {
   int rc = store__reader(s, &c, e);
   if (rc) return rc;
   if ((rc = store__stmt(c,
-                        "SELECT " JOB_COLS " FROM jobs"
+                        "SELECT " STORE_JOB_COLS " FROM jobs"
                         " WHERE status IN ('queued','running')"
                         " ORDER BY priority DESC, created_at, id",
                         &st, e)))
@@ -381,187 +465,44 @@ int store_job_unfinished(store *s, store_job **jobs, int *n, terr *e) {
   return collect_jobs(c, st, -1, jobs, n, e);
 }
 
-/* ---- lifecycle -------------------------------------------------------------- */
-
-/* After an UPDATE guarded by a status that changed no row: say why. */
-static int why_unchanged(store *s, const char *id, const char *want,
-                         terr *e) {
+/* See store.h. Reads on the caller's connection. */
+int store_job_result_npy(store *s, const char *id, const char *owner,
+                         void **npy, size_t *len, terr *e) {
+  *npy = NULL;
+  *len = 0;
+  if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
+  store_conn *c;
   sqlite3_stmt *st;
-  int rc = store__stmt(&s->w, "SELECT status FROM jobs WHERE id = ?1", &st, e);
+  int rc = store__reader(s, &c, e);
   if (rc) return rc;
+  if ((rc = store__stmt(c, "SELECT owner, result_npy FROM jobs WHERE id = ?1",
+                        &st, e)))
+    return rc;
   sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
   int step = sqlite3_step(st);
-  if (step == SQLITE_ROW)
-    rc = terr_set(e, T_ECONFLICT, "id", -1, "job %s is %s, not %s", id,
-                  (const char *)sqlite3_column_text(st, 0), want);
-  else if (step == SQLITE_DONE)
+  if (step == SQLITE_ROW) {
+    const char *o = (const char *)sqlite3_column_text(st, 0);
+    if ((owner && (!o || strcmp(o, owner) != 0)) ||
+        sqlite3_column_type(st, 1) != SQLITE_BLOB) {
+      rc = terr_set(e, T_ENOTFOUND, "id", -1,
+                    "no result of job %s in the store", id);
+    } else {
+      const void *b = sqlite3_column_blob(st, 1);
+      int n = sqlite3_column_bytes(st, 1);
+      void *copy = malloc(n > 0 ? (size_t)n : 1);
+      if (!copy) {
+        rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+      } else {
+        if (n > 0) memcpy(copy, b, (size_t)n);
+        *npy = copy;
+        *len = (size_t)n;
+      }
+    }
+  } else if (step == SQLITE_DONE) {
     rc = terr_set(e, T_ENOTFOUND, "id", -1, "no job %s", id);
-  else
-    rc = store__dberr(e, s->w.db, "job status");
+  } else {
+    rc = store__dberr(e, c->db, "job result");
+  }
   sqlite3_reset(st);
   return rc;
-}
-
-typedef struct start_args {
-  const char *id, *backend_used, *reason, *estimate;
-  int64_t started_at;
-} start_args;
-
-static int start_fn(store *s, store_wop *op, terr *e) {
-  start_args *a = op->arg;
-  sqlite3_stmt *st;
-  int rc = store__stmt(&s->w,
-                       "UPDATE jobs SET status = 'running', started_at = ?2,"
-                       " backend_used = ?3, backend_reason = ?4,"
-                       " estimate = ?5, attempts = attempts + 1"
-                       " WHERE id = ?1 AND status = 'queued'",
-                       &st, e);
-  if (rc) return rc;
-  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(st, 2, a->started_at);
-  store__bind_text(st, 3, a->backend_used);
-  store__bind_text(st, 4, a->reason);
-  store__bind_text(st, 5, a->estimate);
-  if ((rc = store__exec_stmt(&s->w, st, "start job", e))) return rc;
-  if (sqlite3_changes(s->w.db) == 0) return why_unchanged(s, a->id, "queued", e);
-  return 0;
-}
-
-/* [sync] See store.h. T_ENOTFOUND when absent, T_ECONFLICT when the job is
- * not queued (canceled meanwhile, or already running). */
-int store_job_start(store *s, const char *id, int64_t started_at,
-                    const char *backend_used, const char *reason,
-                    const char *estimate, terr *e) {
-  if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
-  start_args a = {id, backend_used, reason, estimate, started_at};
-  return store__write(s, start_fn, &a, e);
-}
-
-typedef struct finish_args {
-  const char *id;
-  const store_job_end *end;
-} finish_args;
-
-static int finish_fn(store *s, store_wop *op, terr *e) {
-  finish_args *a = op->arg;
-  const store_job_end *x = a->end;
-  sqlite3_stmt *st;
-  int rc = store__stmt(
-      &s->w,
-      "UPDATE jobs SET status = ?2, finished_at = ?3, timings = ?4,"
-      " result = ?5, result_path = ?6, compare = ?7, max_abs_diff = ?8,"
-      " error_code = ?9, error_message = ?10, progress_done = ?11,"
-      " progress_total = ?12"
-      " WHERE id = ?1 AND status IN ('queued','running')",
-      &st, e);
-  if (rc) return rc;
-  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st, 2, status_names[x->status], -1, SQLITE_STATIC);
-  sqlite3_bind_int64(st, 3, x->finished_at);
-  store__bind_text(st, 4, x->timings);
-  store__bind_text(st, 5, x->result);
-  store__bind_text(st, 6, x->result_path);
-  store__bind_text(st, 7, x->compare);
-  if (isnan(x->max_abs_diff)) sqlite3_bind_null(st, 8);
-  else sqlite3_bind_double(st, 8, x->max_abs_diff);
-  store__bind_text(st, 9, x->error_code);
-  store__bind_text(st, 10, x->error_message);
-  sqlite3_bind_int64(st, 11, x->progress_done);
-  sqlite3_bind_int64(st, 12, x->progress_total);
-  if ((rc = store__exec_stmt(&s->w, st, "finish job", e))) return rc;
-  if (sqlite3_changes(s->w.db) == 0)
-    return why_unchanged(s, a->id, "queued or running", e);
-  return 0;
-}
-
-/* [sync] See store.h. end->status must be final (T_EINVAL otherwise);
- * T_ECONFLICT when the job already ended. */
-int store_job_finish(store *s, const char *id, const store_job_end *end,
-                     terr *e) {
-  if (!s || !id || !end) return terr_set(e, T_EINVAL, "id", -1, "missing");
-  if (!job_status_final(end->status) || end->status > JOB_CANCELED)
-    return terr_set(e, T_EINVAL, "status", -1, "%d is not a final status",
-                    (int)end->status);
-  finish_args a = {id, end};
-  return store__write(s, finish_fn, &a, e);
-}
-
-static int requeue_fn(store *s, store_wop *op, terr *e) {
-  const char *id = op->arg;
-  sqlite3_stmt *st;
-  int rc = store__stmt(&s->w,
-                       "UPDATE jobs SET status = 'queued', started_at = 0,"
-                       " backend_used = NULL, backend_reason = NULL,"
-                       " progress_done = 0, progress_total = 0"
-                       " WHERE id = ?1 AND status IN ('queued','running')",
-                       &st, e);
-  if (rc) return rc;
-  sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-  if ((rc = store__exec_stmt(&s->w, st, "requeue job", e))) return rc;
-  if (sqlite3_changes(s->w.db) == 0)
-    return why_unchanged(s, id, "queued or running", e);
-  return 0;
-}
-
-/* [sync] See store.h. Running (or queued) -> queued, forgetting the start
- * time, backend choice and progress; attempts is kept. T_ECONFLICT when the
- * job already ended. */
-int store_job_requeue(store *s, const char *id, terr *e) {
-  if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
-  return store__write(s, requeue_fn, (void *)id, e);
-}
-
-typedef struct delete_args {
-  const char *id, *owner;
-  char *path; /* out */
-} delete_args;
-
-static int delete_fn(store *s, store_wop *op, terr *e) {
-  delete_args *a = op->arg;
-  sqlite3_stmt *st;
-  int rc = store__stmt(
-      &s->w, "SELECT owner, status, result_path FROM jobs WHERE id = ?1", &st,
-      e);
-  if (rc) return rc;
-  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
-  int step = sqlite3_step(st);
-  if (step == SQLITE_DONE ||
-      (step == SQLITE_ROW && a->owner &&
-       strcmp((const char *)sqlite3_column_text(st, 0), a->owner) != 0)) {
-    rc = terr_set(e, T_ENOTFOUND, "id", -1, "no job %s", a->id);
-  } else if (step != SQLITE_ROW) {
-    rc = store__dberr(e, s->w.db, "delete job");
-  } else {
-    int sv = job_status_parse((const char *)sqlite3_column_text(st, 1));
-    if (sv < 0 || !job_status_final((job_status)sv)) {
-      rc = terr_set(e, T_ECONFLICT, "id", -1, "job %s is %s; cancel it first",
-                    a->id, job_status_name((job_status)sv));
-    } else {
-      int oom = 0;
-      a->path = store__col_dup(st, 2, &oom);
-      if (oom) rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
-    }
-  }
-  sqlite3_reset(st);
-  if (rc) return rc;
-  if ((rc = store__stmt(&s->w, "DELETE FROM jobs WHERE id = ?1", &st, e)))
-    return rc;
-  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
-  return store__exec_stmt(&s->w, st, "delete job", e);
-}
-
-/* [sync] See store.h. */
-int store_job_delete(store *s, const char *id, const char *owner,
-                     char **result_path, terr *e) {
-  if (result_path) *result_path = NULL;
-  if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
-  delete_args a = {id, owner, NULL};
-  int rc = store__write(s, delete_fn, &a, e);
-  if (rc) {
-    free(a.path);
-    return rc;
-  }
-  if (result_path) *result_path = a.path;
-  else free(a.path);
-  return 0;
 }

@@ -16,7 +16,8 @@
  *  3. body done (*upload_data_size 0): the handler runs. If it answered,
  *     the answer is queued; if it called http_defer, the connection is
  *     suspended (no thread waits for it); otherwise it gets a 500.
- *  4. after MHD_resume_connection (reply.c): the stored answer is queued.
+ *  4. after MHD_resume_connection (reply.c): the stored answer is queued,
+ *     or, after http_resume_call, the answer is built here (req_call).
  * http_on_completed drops MHD's reference and writes the access log line.
  *
  * Threads: everything here runs on MHD worker threads; a request's fields
@@ -302,10 +303,18 @@ static enum MHD_Result req_dispatch(http_server *s, http_req *r,
   rt->h(r, rt->ud);
   enum MHD_Result ret = MHD_YES;
   pthread_mutex_lock(&r->mu);
+  void *call_ud;
+  http_handler call = req_take_call(r, &call_ud);
+  if (call && !r->resp) {
+    /* http_resume_call came while the handler ran: answer right here. */
+    pthread_mutex_unlock(&r->mu);
+    call(r, call_ud);
+    pthread_mutex_lock(&r->mu);
+  }
   if (r->resp) {
     pthread_mutex_unlock(&r->mu);
     ret = req_queue(r, c, REQ_QUEUED);
-  } else if (r->deferred) {
+  } else if (r->deferred && !call) {
     pthread_mutex_lock(&s->mu);
     r->dnext = s->deferred;
     r->dprev = NULL;
@@ -322,6 +331,29 @@ static enum MHD_Result req_dispatch(http_server *s, http_req *r,
     reply_error(r, T_EINTERNAL, "", -1, "the handler did not answer");
     ret = req_queue(r, c, REQ_QUEUED);
   }
+  atomic_fetch_sub(&s->active, 1);
+  return ret;
+}
+
+/* Step 4 of an http_resume_call: build the answer here, then queue it. */
+static enum MHD_Result req_call(http_server *s, http_req *r,
+                                struct MHD_Connection *c) {
+  atomic_fetch_add(&s->active, 1);
+  pthread_mutex_lock(&r->mu);
+  void *ud;
+  http_handler fn = req_take_call(r, &ud);
+  r->state = REQ_HANDLING;
+  pthread_mutex_unlock(&r->mu);
+  if (fn) fn(r, ud);
+  pthread_mutex_lock(&r->mu);
+  int have = r->resp != NULL;
+  pthread_mutex_unlock(&r->mu);
+  if (!have) {
+    log_error("http: the deferred answer to %s %s was not given", r->method,
+              r->path);
+    reply_error(r, T_EINTERNAL, "", -1, "the answer was not given");
+  }
+  enum MHD_Result ret = req_queue(r, c, REQ_QUEUED);
   atomic_fetch_sub(&s->active, 1);
   return ret;
 }
@@ -350,6 +382,8 @@ enum MHD_Result http_on_access(void *cls, struct MHD_Connection *c,
       return req_dispatch(s, r, c);
     case REQ_RESUMING:
       return req_queue(r, c, REQ_QUEUED);
+    case REQ_CALLING:
+      return req_call(s, r, c);
     case REQ_HELD:
       if (!*upload_data_size) return req_queue(r, c, REQ_QUEUED);
       *upload_data_size = 0; /* body bytes that were not announced */
@@ -393,7 +427,10 @@ void http_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
   *con_cls = NULL;
   pthread_mutex_lock(&r->mu);
   int was_deferred = r->state == REQ_SUSPENDED || r->state == REQ_RESUMING ||
+                     r->state == REQ_CALLING ||
                      (r->deferred && r->state == REQ_QUEUED);
+  void *call_ud;
+  http_handler call = req_take_call(r, &call_ud);
   r->state = REQ_DONE;
   r->term = toe;
   r->conn = NULL;
@@ -412,6 +449,7 @@ void http_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     }
     pthread_mutex_unlock(&s->mu);
   }
+  if (call) call(r, call_ud); /* the client left first: answer dropped */
   if (status >= 100 && status < 600) atomic_fetch_add(&s->by_class[status / 100], 1);
   if (s->cfg.access_log) {
     char m[32], p[256];

@@ -106,6 +106,13 @@ void http_defer(http_req *r, int64_t timeout_ms, http_timeout_fn on_timeout,
                 void *arg);
 /* 1 for the first caller (who must then reply), 0 afterwards. */
 int http_claim(http_req *r);
+/* For the claim holder of a deferred request: have the answer built on the
+ * connection's own MHD thread, by fn(r, ud) there (it must reply as a
+ * handler does), instead of on this thread; the connection is resumed for
+ * it. fn is called exactly once: there, or at once on this thread when the
+ * request cannot be answered any more (its answer is then dropped), or when
+ * MHD completes the request first (client gone). Any thread. */
+void http_resume_call(http_req *r, http_handler fn, void *ud);
 /* Keep the request object alive beyond its answer (for callbacks that may
  * fire late); each ref is dropped with http_req_unref. */
 void http_req_ref(http_req *r);

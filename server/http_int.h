@@ -15,8 +15,9 @@
  *
  * Locks, and their order (a lock may be taken while holding one above it,
  * never the other way round):
- *   http_req.mu     guards a request's state, conn, stored response and
- *                   pending response headers; held while calling
+ *   http_req.mu     guards a request's state, conn, stored response,
+ *                   call_fn/call_ud and pending response headers; held
+ *                   while calling
  *                   MHD_suspend_connection / MHD_resume_connection (they
  *                   take MHD's internal mutex and never call back into us);
  *   http_server.mu  guards the `deferred` list;
@@ -142,6 +143,8 @@ enum {
   REQ_HANDLING,  /* the handler runs on an MHD thread */
   REQ_SUSPENDED, /* handler returned, no answer yet: connection suspended */
   REQ_RESUMING,  /* answer stored, MHD_resume_connection called */
+  REQ_CALLING,   /* http_resume_call: resumed, call_fn to run on MHD's
+                    thread to build the answer */
   REQ_QUEUED,    /* the response is queued on the connection */
   REQ_DONE,      /* MHD completed the request; conn is gone */
 };
@@ -163,6 +166,8 @@ struct http_req {
   struct MHD_Connection *conn;
   int state;
   int deferred; /* http_defer was called */
+  http_handler call_fn; /* http_resume_call's, until called */
+  void *call_ud;
   http_timeout_fn on_timeout;
   void *timeout_arg;
   long timer_idx; /* heap slot, -1 when not armed (under the timer's mu) */
@@ -218,6 +223,14 @@ const char *hdrs_get(const http_hdrs *h, const char *k, int icase);
 int url_decode_inplace(char *s);
 
 /* reply.c */
+/* Take r's pending http_resume_call function (NULL when none). [r->mu] */
+static inline http_handler req_take_call(http_req *r, void **ud) {
+  http_handler fn = r->call_fn;
+  *ud = r->call_ud;
+  r->call_fn = NULL;
+  r->call_ud = NULL;
+  return fn;
+}
 /* Build the response for an error and store it on r (as http_reply_error). */
 void reply_error(http_req *r, terr_code code, const char *field, int64_t pos,
                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));

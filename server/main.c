@@ -221,6 +221,9 @@ int main(int argc, char **argv) {
       .max_result_bytes = max_result,
       .max_job_mem_bytes = max_result * 2 + max_elems * 8,
       .inline_result_max = 0, /* the scheduler's measured crossover (16 MiB) */
+      /* Results of up to 4 KiB of .npy (about 500 float64) stay in the job's
+       * row: a file of their own would cost more than the job. */
+      .row_result_max = 4096,
       .calibration_path = calib,
       .kind_lookup = kind_find,
   };

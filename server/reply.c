@@ -9,6 +9,10 @@
  *    MHD_resume_connection; MHD then calls the access handler again on one
  *    of its threads, and http.c queues the stored response there (MHD only
  *    accepts a response from inside that callback).
+ * http_resume_call resumes a suspended connection without an answer yet:
+ * http.c then calls the given function on the connection's thread, which
+ * replies as a handler does (so an answer that costs CPU to build is built
+ * there, not on the thread that learned it is due).
  * A second answer is dropped with a log line; so is an answer that comes
  * after MHD completed the request (the client is gone).
  *
@@ -64,6 +68,29 @@ void reply_store(http_req *r, int status, struct MHD_Response *resp) {
   if (r->srv) unref_timer = timer_disarm(r->srv->timer, r);
   pthread_mutex_unlock(&r->mu);
   if (unref_timer) http_req_unref(r);
+  http_req_unref(r);
+}
+
+void http_resume_call(http_req *r, http_handler fn, void *ud) {
+  int unref_timer = 0, now = 0;
+  http_req_ref(r); /* r may complete as soon as the connection resumes */
+  pthread_mutex_lock(&r->mu);
+  if (r->answered || r->call_fn ||
+      (r->state != REQ_SUSPENDED && r->state != REQ_HANDLING)) {
+    now = 1; /* cannot go through the connection: its answer is dropped */
+  } else {
+    r->call_fn = fn;
+    r->call_ud = ud;
+    atomic_store(&r->claimed, 1);
+    if (r->state == REQ_SUSPENDED) {
+      r->state = REQ_CALLING;
+      MHD_resume_connection(r->conn);
+    } /* else the handler still runs: http.c calls fn when it returns */
+    if (r->srv) unref_timer = timer_disarm(r->srv->timer, r);
+  }
+  pthread_mutex_unlock(&r->mu);
+  if (unref_timer) http_req_unref(r);
+  if (now) fn(r, ud);
   http_req_unref(r);
 }
 

@@ -389,13 +389,10 @@ static char *slurp(const char *path, size_t *len) {
   return buf;
 }
 
-/* The .npy file: magic, version 1.0, header dict, then n float64 values
+/* A .npy in memory: magic, version 1.0, header dict, then n float64 values
  * value + i. Parsed by hand so the test does not lean on npy.c. */
-static void check_npy(const char *path, int64_t n, double value) {
-  size_t len = 0;
-  char *buf = slurp(path, &len);
-  CHECK_MSG(buf != NULL, "no result file %s", path);
-  if (!buf) return;
+static void check_npy_buf(const char *buf, size_t len, int64_t n,
+                          double value) {
   CHECK(len > 10 && memcmp(buf, "\x93NUMPY\x01\x00", 8) == 0);
   size_t hlen = (unsigned char)buf[8] | (size_t)(unsigned char)buf[9] << 8;
   char expect_shape[64];
@@ -416,6 +413,15 @@ static void check_npy(const char *path, int64_t n, double value) {
     CHECK_MSG(bad == 0, "%d wrong values", bad);
   }
   free(hdr);
+}
+
+/* The same for a result file. */
+static void check_npy(const char *path, int64_t n, double value) {
+  size_t len = 0;
+  char *buf = slurp(path, &len);
+  CHECK_MSG(buf != NULL, "no result file %s", path);
+  if (!buf) return;
+  check_npy_buf(buf, len, n, value);
   free(buf);
 }
 

@@ -6,7 +6,8 @@
  * checks status, headers and bodies: routing (404, 405 + Allow, decoded
  * params, query), request ids, the JSON error shape, body caps (413 before
  * the body is read, chunked over cap, upload cap), bearer auth, deferred
- * replies (another thread, timeout, claim race, shutdown), streaming of
+ * replies (another thread, timeout, claim race, shutdown, answers built on
+ * the connection's thread by http_resume_call), streaming of
  * multi-megabyte bodies checked byte for byte, static files and traversal
  * attempts, quiesce, and 64 concurrent clients. Nothing asserts a time.
  */
@@ -153,6 +154,62 @@ static void h_race(http_req *r, void *ud) {
 }
 
 static void h_forever(http_req *r, void *ud) { http_defer(r, -1, NULL, NULL); }
+
+/* http_resume_call: the answer is built by call_build on an MHD thread,
+ * which says whether that was another thread than the one that asked.
+ * ?d=us: a helper thread asks after that delay; 0: the handler asks itself,
+ * before it returns. */
+static atomic_int calls_made;
+typedef struct call_arg {
+  pthread_t from;
+} call_arg;
+
+static void call_build(http_req *r, void *ud) {
+  call_arg *a = ud;
+  int other = !pthread_equal(a->from, pthread_self());
+  atomic_fetch_add(&calls_made, 1);
+  http_reply_json(r, 200, json_pack("{s:s, s:b}", "by", "call",
+                                    "other_thread", other));
+  free(a);
+}
+
+static void ask_call(http_req *r) {
+  call_arg *a = malloc(sizeof *a);
+  a->from = pthread_self();
+  http_resume_call(r, call_build, a);
+}
+
+static void *call_helper_main(void *arg) {
+  helper *h = arg;
+  usleep((useconds_t)h->sleep_us);
+  if (http_claim(h->r)) ask_call(h->r);
+  http_req_unref(h->r);
+  free(h);
+  atomic_fetch_sub(&helpers_running, 1);
+  return NULL;
+}
+
+static void h_call(http_req *r, void *ud) {
+  const char *d = http_query(r, "d");
+  int64_t us = 0;
+  if (d) t_parse_i64(d, &us);
+  http_defer(r, 10000, on_timeout_reply, "call");
+  if (us == 0) {
+    if (http_claim(r)) ask_call(r);
+    return;
+  }
+  helper *h = malloc(sizeof *h);
+  h->r = r;
+  h->sleep_us = (int)us;
+  http_req_ref(r);
+  atomic_fetch_add(&helpers_running, 1);
+  pthread_t t;
+  pthread_attr_t a;
+  pthread_attr_init(&a);
+  pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+  if (pthread_create(&t, &a, call_helper_main, h) != 0) abort();
+  pthread_attr_destroy(&a);
+}
 
 static int fd_open_file(void) {
   int fd = -1;
@@ -690,6 +747,51 @@ TEST(test_deferred) {
   wait_helpers();
 }
 
+/* http_resume_call: built on the connection's thread, once, whether the
+ * call comes while the handler still runs or after the suspension; and
+ * called once even when the client has gone. */
+TEST(test_resume_call) {
+  atomic_store(&calls_made, 0);
+  resp r = do_req("/v1/call?d=0", NULL);
+  CHECK(r.status == 200);
+  json_t *j = resp_json(&r);
+  CHECK_STR(json_string_value(json_object_get(j, "by")), "call");
+  CHECK(json_is_false(json_object_get(j, "other_thread"))); /* same thread */
+  json_decref(j);
+  char v[128];
+  CHECK(resp_header(&r, "X-Request-Id", v, sizeof v));
+  resp_free(&r);
+  for (int i = 0; i < 20; i++) {
+    r = do_req(i % 2 ? "/v1/call?d=20000" : "/v1/call?d=1", NULL);
+    CHECK(r.status == 200);
+    j = resp_json(&r);
+    CHECK_STR(json_string_value(json_object_get(j, "by")), "call");
+    if (i % 2) /* surely suspended by then: built on an MHD thread */
+      CHECK(json_is_true(json_object_get(j, "other_thread")));
+    json_decref(j);
+    resp_free(&r);
+  }
+  wait_helpers();
+  CHECK(atomic_load(&calls_made) == 21);
+  /* The client gives up before the answer: the call still happens once. */
+  CURL *c = curl_easy_init();
+  char url[128];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/v1/call?d=300000", port);
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 100L);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+  resp gone;
+  memset(&gone, 0, sizeof gone);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &gone);
+  CHECK(curl_easy_perform(c) == CURLE_OPERATION_TIMEDOUT);
+  curl_easy_cleanup(c);
+  resp_free(&gone);
+  wait_helpers();
+  for (int i = 0; i < 500 && atomic_load(&calls_made) < 22; i++) usleep(2000);
+  CHECK(atomic_load(&calls_made) == 22);
+}
+
 TEST(test_claim_race) {
   atomic_store(&race_by_thread, 0);
   atomic_store(&race_by_timer, 0);
@@ -1082,6 +1184,7 @@ int main(void) {
   http_route(srv, "GET", "/v1/defer", h_defer, NULL, 0);
   http_route(srv, "GET", "/v1/defer_timeout", h_defer_timeout, NULL, 0);
   http_route(srv, "GET", "/v1/race", h_race, NULL, 0);
+  http_route(srv, "GET", "/v1/call", h_call, NULL, 0);
   http_route(srv, "GET", "/v1/stream_fd", h_stream_fd, NULL, 0);
   http_route(srv, "GET", "/v1/stream_cb", h_stream_cb, NULL, 0);
   CHECK(http_route(srv, "GET", "/v1/echo/{a}/{b}", h_echo, NULL, 0) != T_OK);
@@ -1099,6 +1202,7 @@ int main(void) {
   RUN(test_auth);
   RUN(test_token_file_errors);
   RUN(test_deferred);
+  RUN(test_resume_call);
   RUN(test_claim_race);
   RUN(test_streaming);
   RUN(test_static);

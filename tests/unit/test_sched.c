@@ -12,6 +12,7 @@
  * No test asserts a duration; waits poll with a generous cap.
  */
 #include "sched_fixture.h"
+#include "compute/sched_int.h" /* white-box: sched_text.c */
 
 /* ---- success, result files, timings ---------------------------------------- */
 TEST(test_success_and_result_file) {
@@ -221,6 +222,155 @@ TEST(test_cancel_running) {
   fx_close(&f);
 }
 
+/* ---- results kept in the store row ------------------------------------------- */
+/* cfg.row_result_max: a result whose .npy fits stays in the job's row (no
+ * file at all); a larger one is a file as before. */
+TEST(test_result_in_row) {
+  fx f;
+  memset(&f, 0, sizeof f);
+  snprintf(f.dir, sizeof f.dir, "%s/d%d", root, dir_seq++);
+  terr e;
+  CHECK(store_open(f.dir, &f.st, &e) == 0);
+  fx_config(&f, 2);
+  f.cfg.inline_result_max = 1 << 20; /* heap results for both sizes */
+  f.cfg.row_result_max = 4096;       /* 128 B header + up to 496 values */
+  if (fx_start(&f)) return;
+  char small[T_ID_MAX], big[T_ID_MAX];
+  CHECK(submit(&f, "sleepy", "{\"n\":5,\"value\":2}", "cpu", 5, 0, small) == 0);
+  CHECK(submit(&f, "sleepy", "{\"n\":600,\"value\":1}", "cpu", 5, 0, big) == 0);
+  store_job j;
+  if (wait_final(&f, small, &j)) {
+    CHECK(j.status == JOB_SUCCEEDED && j.result_path == NULL);
+    CHECK(j.attempts == 1 && j.started_at > 0);
+    CHECK(j.result && strstr(j.result, "\"bytes\":40"));
+    store_job_clear(&j);
+    void *npy = NULL;
+    size_t len = 0;
+    CHECK(store_job_result_npy(f.st, small, "", &npy, &len, &e) == 0);
+    if (npy) check_npy_buf(npy, len, 5, 2);
+    free(npy);
+    char path[400];
+    snprintf(path, sizeof path, "%s/results/%s.npy", f.dir, small);
+    CHECK(access(path, F_OK) != 0); /* no file */
+  }
+  if (wait_final(&f, big, &j)) {
+    char want[400];
+    snprintf(want, sizeof want, "%s/results/%s.npy", f.dir, big);
+    CHECK_STR(j.result_path, want);
+    check_npy(want, 600, 1);
+    store_job_clear(&j);
+    void *npy = NULL;
+    size_t len = 0;
+    CHECK(store_job_result_npy(f.st, big, NULL, &npy, &len, &e) == T_ENOTFOUND);
+  }
+  CHECK(count_tmp_files(f.dir) == 0);
+  fx_close(&f);
+}
+
+/* A job canceled in the store before a worker took it (sched_cancel's path
+ * for a job not held yet): the worker's start and finish change nothing,
+ * the job stays canceled, waiters still fire, nothing counts as succeeded. */
+static void on_end_count(void *arg, const char *id) {
+  atomic_fetch_add((atomic_int *)arg, 1);
+}
+TEST(test_canceled_in_store_before_start) {
+  fx f;
+  if (fx_open(&f, 1)) return;
+  char gate[T_ID_MAX], id[T_ID_MAX];
+  CHECK(submit(&f, "gate", "{\"n\":1}", "cpu", 5, 0, gate) == 0);
+  CHECK(wait_status(&f, gate, JOB_RUNNING));
+  int retry;
+  terr e;
+  CHECK(sched_reserve(f.s, &retry, &e) == 0);
+  CHECK(insert_job(f.st, "sleepy", "{\"n\":3}", "cpu", 5, 0, id) == 0);
+  store_job j;
+  CHECK(store_job_get(f.st, id, NULL, &j, &e) == 0);
+  store_job_end cx = {.status = JOB_CANCELED, .finished_at = t_wall_ms(),
+                      .max_abs_diff = NAN, .error_code = "canceled",
+                      .error_message = "canceled by request"};
+  CHECK(store_job_finish(f.st, id, &cx, &e) == 0);
+  CHECK(sched_enqueue(f.s, &j, &e) == 0); /* the API's late enqueue */
+  store_job_clear(&j);
+  atomic_int fired = 0;
+  uint64_t tok;
+  CHECK(sched_wait(f.s, id, on_end_count, &fired, &tok) == 0);
+  atomic_store(&gate_open, 1);
+  for (int i = 0; i < 5000 && atomic_load(&fired) == 0; i++) sleep_ms(2);
+  CHECK(atomic_load(&fired) == 1);
+  wait_idle(&f);
+  CHECK(store_job_get(f.st, id, NULL, &j, &e) == 0);
+  CHECK(j.status == JOB_CANCELED && j.started_at == 0 && j.attempts == 0);
+  CHECK(j.result == NULL && j.result_path == NULL);
+  store_job_clear(&j);
+  char path[400];
+  snprintf(path, sizeof path, "%s/results/%s.npy", f.dir, id);
+  CHECK(access(path, F_OK) != 0);
+  sched_stats st;
+  sched_get_stats(f.s, &st);
+  CHECK(st.finished_total[JOB_SUCCEEDED] == 1); /* the gate job only */
+  fx_close(&f);
+}
+
+/* ---- the stored documents (sched_text.c) ---------------------------------------- */
+/* Written straight to text, they must read exactly as jansson's
+ * JSON_COMPACT | JSON_REAL_PRECISION(9) dump of the same tree. */
+static void same_as_jansson(char *text, json_t *tree) {
+  char *want = json_dumps(tree, JSON_COMPACT | JSON_REAL_PRECISION(9));
+  CHECK_STR(text, want);
+  free(want);
+  free(text);
+  json_decref(tree);
+}
+TEST(test_stored_text) {
+  static const char *const keys[] = {"queue", "prepare", "compute", "total"};
+  double ms[4] = {0.0123456, 12, 1e-9, 98765.4321};
+  json_t *t = json_object();
+  for (int i = 0; i < 4; i++)
+    json_object_set_new(t, keys[i], json_real(round(ms[i] * 1e3) / 1e3));
+  same_as_jansson(stext_timings(keys, ms, 4), t);
+
+  int64_t shape[2] = {3, 4};
+  same_as_jansson(stext_result(T_F32, 2, shape, 48, 0),
+                  json_pack("{s:s, s:[I,I], s:I}", "dtype", "float32", "shape",
+                            (json_int_t)3, (json_int_t)4, "bytes", (json_int_t)48));
+  same_as_jansson(stext_result(T_F64, 0, shape, 8, 5),
+                  json_pack("{s:s, s:[], s:I, s:I}", "dtype", "float64", "shape",
+                            "bytes", (json_int_t)8, "nonconverged", (json_int_t)5));
+
+  job_estimate est;
+  memset(&est, 0, sizeof est);
+  est.size = 1000000;
+  est.work = 3e12;
+  est.out_dtype = T_F64;
+  est.out_ndim = 1;
+  est.out_shape[0] = 1000000;
+  est.out_bytes = 8000000;
+  est.in_bytes = 16;
+  est.mem_bytes = 8000016;
+  json_t *router = json_pack("{s:s, s:f, s:s, s:f, s:f, s:i, s:f, s:b, s:n}",
+                             "model", "size-rule", "work", 99.0, "unit",
+                             "element \"ops\"\n", "serial_ms", 6e-06,
+                             "cpu_ms", 1e20, "cores", 2, "transfer_ms", 0.0,
+                             "gpu_available", 0, "none");
+  json_t *tree = json_pack("{s:I, s:f, s:s, s:[I], s:I, s:I, s:I}", "size",
+                           (json_int_t)est.size, "work", est.work, "out_dtype",
+                           "float64", "out_shape", (json_int_t)1000000,
+                           "out_bytes", (json_int_t)est.out_bytes, "in_bytes",
+                           (json_int_t)est.in_bytes, "mem_bytes",
+                           (json_int_t)est.mem_bytes);
+  json_object_update_missing(tree, router);
+  same_as_jansson(stext_estimate(&est, router), tree);
+  json_decref(router);
+  tree = json_pack("{s:I, s:f, s:s, s:[], s:I, s:I, s:I}", "size",
+                   (json_int_t)est.size, "work", est.work, "out_dtype",
+                   "float64", "out_shape", "out_bytes",
+                   (json_int_t)est.out_bytes, "in_bytes",
+                   (json_int_t)est.in_bytes, "mem_bytes",
+                   (json_int_t)est.mem_bytes);
+  est.out_ndim = 0;
+  same_as_jansson(stext_estimate(&est, NULL), tree);
+}
+
 /* ---- timeout ------------------------------------------------------------------- */
 TEST(test_timeout) {
   fx f;
@@ -367,6 +517,66 @@ TEST(test_waiters) {
   CHECK(sched_wait(f.s, "j_nope", on_end, &w1, &t5) == 1);
   sleep_ms(10);
   CHECK(atomic_load(&w1.calls) == 1);
+  fx_close(&f);
+}
+
+/* sched_wait_end: the callback gets the row as committed (the same as the
+ * store then reads), and the store already says so when it runs; a job
+ * canceled before it started gives NULL. */
+typedef struct we {
+  atomic_int calls;
+  int had_row, stored_final;
+  store_job row;
+  store *st;
+} we;
+static void on_end_row(void *arg, const char *id, const store_job *ended) {
+  we *w = arg;
+  w->had_row = ended != NULL;
+  if (ended) store_job_copy(&w->row, ended);
+  store_job j; /* a read is fine here; a [sync] write is not */
+  terr e;
+  if (store_job_get(w->st, id, NULL, &j, &e) == 0) {
+    w->stored_final = job_status_final(j.status);
+    store_job_clear(&j);
+  }
+  atomic_fetch_add(&w->calls, 1);
+}
+TEST(test_wait_end) {
+  fx f;
+  if (fx_open(&f, 1)) return;
+  char gate[T_ID_MAX], a[T_ID_MAX], q[T_ID_MAX];
+  CHECK(submit(&f, "gate", "{\"n\":1}", "cpu", 5, 0, gate) == 0);
+  CHECK(wait_status(&f, gate, JOB_RUNNING));
+  CHECK(submit(&f, "sleepy", "{\"n\":3,\"value\":4}", "serial", 5, 0, a) == 0);
+  CHECK(submit(&f, "sleepy", "{\"n\":3}", "cpu", 5, 0, q) == 0);
+  we wa, wq;
+  memset(&wa, 0, sizeof wa);
+  memset(&wq, 0, sizeof wq);
+  wa.st = wq.st = f.st;
+  uint64_t ta, tq;
+  CHECK(sched_wait_end(f.s, a, on_end_row, &wa, &ta) == 0);
+  CHECK(sched_wait_end(f.s, q, on_end_row, &wq, &tq) == 0);
+  terr e;
+  CHECK(sched_cancel(f.s, q, NULL, &e) == 0);
+  CHECK(atomic_load(&wq.calls) == 1 && !wq.had_row && wq.stored_final);
+  atomic_store(&gate_open, 1);
+  for (int i = 0; i < 5000 && atomic_load(&wa.calls) == 0; i++) sleep_ms(2);
+  CHECK(atomic_load(&wa.calls) == 1 && wa.had_row && wa.stored_final);
+  store_job j;
+  if (wa.had_row && store_job_get(f.st, a, NULL, &j, &e) == 0) {
+    CHECK_STR(wa.row.id, a);
+    CHECK(wa.row.status == JOB_SUCCEEDED && j.status == JOB_SUCCEEDED);
+    CHECK(wa.row.attempts == 1 && j.attempts == 1);
+    CHECK(wa.row.started_at == j.started_at && wa.row.finished_at == j.finished_at);
+    CHECK_STR(wa.row.backend_used, "serial");
+    CHECK_STR(wa.row.result, j.result);
+    CHECK_STR(wa.row.timings, j.timings);
+    CHECK_STR(wa.row.params, j.params);
+    CHECK_STR(wa.row.result_path, j.result_path);
+    store_job_clear(&j);
+  }
+  store_job_clear(&wa.row);
+  wait_idle(&f);
   fx_close(&f);
 }
 
@@ -659,9 +869,13 @@ int main(void) {
   RUN(test_priority_many_with_cancels);
   RUN(test_cancel_queued);
   RUN(test_cancel_running);
+  RUN(test_result_in_row);
+  RUN(test_stored_text);
+  RUN(test_canceled_in_store_before_start);
   RUN(test_timeout);
   RUN(test_queue_limit);
   RUN(test_waiters);
+  RUN(test_wait_end);
   RUN(test_unwait_race);
   RUN(test_compare);
   RUN(test_failures);

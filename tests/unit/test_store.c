@@ -3,12 +3,15 @@
  * Each test opens a store in its own fresh directory under a mkdtemp root
  * (removed at the end) and checks one behaviour through the public API of
  * db/store.h: migration and reopen, every field's round trip, owner
- * isolation, idempotency, listing filters and paging, the job lifecycle,
- * recovery order, deletes and conflicts, arrays, expiry, stats. The writer
+ * isolation, idempotency, listing filters and paging, the job lifecycle
+ * (with the async start and results kept in the row), recovery order,
+ * deletes and conflicts, arrays, expiry, stats. The writer
  * thread under concurrent callers is tested in test_store_threads.c.
  */
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -492,6 +495,271 @@ TEST(test_lifecycle) {
   store_close(s);
 }
 
+/* store_job_start_async: queued, not waited for; visible once a later
+ * [sync] write of the same thread returned, or after store_close; a job no
+ * longer queued is left alone; the finish keeps the start's fields. */
+TEST(test_start_async) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  char a[T_ID_MAX], b[T_ID_MAX], c[T_ID_MAX], d[T_ID_MAX];
+  terr e;
+  CHECK(insert_job(s, "", "map", 0, a) == 0);
+  CHECK(insert_job(s, "", "map", 0, b) == 0);
+  CHECK(insert_job(s, "", "map", 0, c) == 0);
+  store_job_start_async(s, a, 1234, "serial", "small job", "{\"size\":3}");
+  CHECK(insert_job(s, "", "map", 0, d) == 0); /* a later sync write */
+  store_job g;
+  CHECK(store_job_get(s, a, NULL, &g, &e) == 0);
+  CHECK(g.status == JOB_RUNNING && g.started_at == 1234 && g.attempts == 1);
+  CHECK_STR(g.backend_used, "serial");
+  CHECK_STR(g.backend_reason, "small job");
+  CHECK_STR(g.estimate, "{\"size\":3}");
+  store_job_clear(&g);
+
+  /* Finished after its start was committed: the start's fields stay. */
+  store_job_end xa = end_ok(1300, NULL);
+  CHECK(store_job_finish(s, a, &xa, &e) == 0);
+  CHECK(store_job_get(s, a, NULL, &g, &e) == 0);
+  CHECK(g.status == JOB_SUCCEEDED && g.started_at == 1234 &&
+        g.finished_at == 1300 && g.attempts == 1);
+  CHECK_STR(g.backend_reason, "small job");
+  store_job_clear(&g);
+
+  /* Started and finished back to back (a tiny job): the finish takes the
+   * still queued start over; the end has both, counted once. */
+  store_job_start_async(s, b, 2000, "cpu", "r", NULL);
+  store_job_end x = end_ok(2001, NULL);
+  CHECK(store_job_finish(s, b, &x, &e) == 0);
+  CHECK(store_job_get(s, b, NULL, &g, &e) == 0);
+  CHECK(g.status == JOB_SUCCEEDED && g.started_at == 2000 &&
+        g.finished_at == 2001 && g.attempts == 1);
+  CHECK_STR(g.backend_used, "cpu");
+  store_job_clear(&g);
+
+  /* Canceled before the start lands: the start changes nothing, and the
+   * worker's finish is refused. */
+  store_job_end cx = {.status = JOB_CANCELED, .finished_at = 3000,
+                      .max_abs_diff = NAN, .error_code = "canceled",
+                      .error_message = "canceled"};
+  CHECK(store_job_finish(s, c, &cx, &e) == 0);
+  store_job_start_async(s, c, 3001, "cpu", NULL, NULL);
+  store_job_start_async(s, "j_nope", 3001, "cpu", NULL, NULL);
+  x = end_ok(3002, NULL);
+  CHECK(store_job_finish(s, c, &x, &e) == T_ECONFLICT);
+  CHECK(store_job_get(s, c, NULL, &g, &e) == 0);
+  CHECK(g.status == JOB_CANCELED && g.started_at == 0 && g.attempts == 0);
+  store_job_clear(&g);
+
+  /* Pending at close: committed by the drain. */
+  store_job_start_async(s, d, 4000, "serial", NULL, NULL);
+  store_close(s);
+  CHECK(store_open(dir, &s, &e) == 0);
+  CHECK(store_job_get(s, d, NULL, &g, &e) == 0);
+  CHECK(g.status == JOB_RUNNING && g.started_at == 4000 && g.attempts == 1);
+  store_job_clear(&g);
+  store_close(s);
+}
+
+/* store_job_insert_async + store_job_finish_async: nothing waited for;
+ * the finish's callback runs on the writer thread with the committed row
+ * (or the error); a lazy insert alone is committed within a few ms;
+ * store_sync is a barrier. */
+typedef struct fin_seen {
+  atomic_int calls;
+  int rc;
+  int other_thread;
+  pthread_t caller;
+  store_job row;
+  int have_row;
+} fin_seen;
+static void on_finished(void *arg, int rc, const terr *e, store_job *row) {
+  fin_seen *f = arg;
+  f->rc = rc;
+  f->other_thread = !pthread_equal(f->caller, pthread_self());
+  f->have_row = row != NULL;
+  if (row) f->row = *row; /* ours now */
+  atomic_fetch_add(&f->calls, 1);
+}
+static int wait_calls(fin_seen *f) {
+  for (int i = 0; i < 2000 && atomic_load(&f->calls) == 0; i++) usleep(1000);
+  return atomic_load(&f->calls);
+}
+TEST(test_async_insert_finish) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  terr e;
+  store_job j;
+  job_init(&j, "carol", "map");
+  j.request_id = sdup("k1");
+  CHECK(store_job_insert_async(s, &j, &e) == T_EINVAL); /* idempotent: sync */
+  free(j.request_id);
+  j.request_id = NULL;
+  j.label = sdup("tiny");
+  CHECK(store_job_insert_async(s, &j, &e) == 0);
+  CHECK(t_id_valid('j', j.id) && j.created_at > 0);
+  char id[T_ID_MAX];
+  snprintf(id, sizeof id, "%s", j.id);
+  store_job_clear(&j); /* the store copied what it needs */
+  store_job_start_async(s, id, 7000, "serial", "small", NULL);
+  unsigned char npy[3] = {9, 8, 7};
+  store_job_end x = end_ok(7001, NULL);
+  x.result_npy = npy;
+  x.result_npy_len = 3;
+  fin_seen f;
+  memset(&f, 0, sizeof f);
+  f.caller = pthread_self();
+  CHECK(store_job_finish_async(s, id, &x, on_finished, &f, &e) == 0);
+  CHECK(wait_calls(&f) == 1);
+  CHECK(f.rc == 0 && f.have_row && f.other_thread);
+  if (f.have_row) {
+    CHECK_STR(f.row.id, id);
+    CHECK(f.row.status == JOB_SUCCEEDED && f.row.started_at == 7000 &&
+          f.row.finished_at == 7001 && f.row.attempts == 1);
+    CHECK_STR(f.row.owner, "carol");
+    CHECK_STR(f.row.label, "tiny");
+    CHECK_STR(f.row.backend_used, "serial");
+    CHECK_STR(f.row.result, x.result);
+    CHECK_STR(f.row.timings, x.timings);
+    store_job_clear(&f.row);
+  }
+  /* The row the callback saw is what a reader sees. */
+  store_job g;
+  CHECK(store_job_get(s, id, "carol", &g, &e) == 0);
+  CHECK(g.status == JOB_SUCCEEDED && g.finished_at == 7001);
+  store_job_clear(&g);
+  void *buf = NULL;
+  size_t len = 0;
+  CHECK(store_job_result_npy(s, id, NULL, &buf, &len, &e) == 0 && len == 3);
+  free(buf);
+  /* A second finish is refused through the callback. */
+  memset(&f, 0, sizeof f);
+  f.caller = pthread_self();
+  CHECK(store_job_finish_async(s, id, &x, on_finished, &f, &e) == 0);
+  CHECK(wait_calls(&f) == 1 && f.rc == T_ECONFLICT && !f.have_row);
+  memset(&f, 0, sizeof f);
+  CHECK(store_job_finish_async(s, "j_nope", &x, on_finished, &f, &e) == 0);
+  CHECK(wait_calls(&f) == 1 && f.rc == T_ENOTFOUND);
+  store_job_end bad = end_ok(1, NULL);
+  bad.status = JOB_RUNNING;
+  CHECK(store_job_finish_async(s, id, &bad, on_finished, &f, &e) == T_EINVAL);
+
+  /* A lazy insert with nothing after it still commits, within a few ms. */
+  job_init(&j, "", "map");
+  CHECK(store_job_insert_async(s, &j, &e) == 0);
+  snprintf(id, sizeof id, "%s", j.id);
+  store_job_clear(&j);
+  int seen = 0;
+  for (int i = 0; i < 2000 && !seen; i++) {
+    if (store_job_get(s, id, NULL, &g, &e) == 0) {
+      seen = 1;
+      store_job_clear(&g);
+    } else {
+      usleep(1000);
+    }
+  }
+  CHECK(seen);
+  /* store_sync: everything queued before it is committed when it returns. */
+  job_init(&j, "", "map");
+  CHECK(store_job_insert_async(s, &j, &e) == 0);
+  snprintf(id, sizeof id, "%s", j.id);
+  store_job_clear(&j);
+  CHECK(store_sync(s, &e) == 0);
+  CHECK(store_job_get(s, id, NULL, &g, &e) == 0);
+  store_job_clear(&g);
+  store_close(s);
+}
+
+/* A small result kept in the row: committed with the end, read back with
+ * store_job_result_npy (owner checked), gone with the row. */
+TEST(test_result_in_row) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  char id[T_ID_MAX], plain[T_ID_MAX];
+  terr e;
+  CHECK(insert_job(s, "alice", "map", 0, id) == 0);
+  CHECK(insert_job(s, "alice", "map", 0, plain) == 0);
+  unsigned char npy[200];
+  for (size_t i = 0; i < sizeof npy; i++) npy[i] = (unsigned char)(i * 7 + 1);
+  npy[50] = 0; /* binary: NUL bytes survive */
+  store_job_end x = end_ok(10, NULL);
+  x.result_npy = npy;
+  x.result_npy_len = sizeof npy;
+  CHECK(store_job_finish(s, id, &x, &e) == 0);
+  x = end_ok(11, "/data/results/p.npy");
+  CHECK(store_job_finish(s, plain, &x, &e) == 0);
+
+  void *buf = NULL;
+  size_t len = 0;
+  CHECK(store_job_result_npy(s, id, "alice", &buf, &len, &e) == 0);
+  CHECK(len == sizeof npy && buf && memcmp(buf, npy, len) == 0);
+  free(buf);
+  CHECK(store_job_result_npy(s, id, NULL, &buf, &len, &e) == 0);
+  free(buf);
+  CHECK(store_job_result_npy(s, id, "bob", &buf, &len, &e) == T_ENOTFOUND);
+  CHECK(buf == NULL && len == 0);
+  CHECK(store_job_result_npy(s, plain, NULL, &buf, &len, &e) == T_ENOTFOUND);
+  CHECK(store_job_result_npy(s, "j_nope", NULL, &buf, &len, &e) ==
+        T_ENOTFOUND);
+  store_job g;
+  CHECK(store_job_get(s, id, NULL, &g, &e) == 0);
+  CHECK(g.status == JOB_SUCCEEDED && g.result_path == NULL);
+  CHECK_STR(g.result, x.result);
+  store_job_clear(&g);
+
+  /* Survives a reopen; a delete names no file. */
+  store_close(s);
+  CHECK(store_open(dir, &s, &e) == 0);
+  CHECK(store_job_result_npy(s, id, NULL, &buf, &len, &e) == 0);
+  CHECK(len == sizeof npy && buf && memcmp(buf, npy, len) == 0);
+  free(buf);
+  char *path = (char *)"unset";
+  CHECK(store_job_delete(s, id, "alice", &path, &e) == 0);
+  CHECK(path == NULL);
+  CHECK(store_job_result_npy(s, id, NULL, &buf, &len, &e) == T_ENOTFOUND);
+  store_close(s);
+}
+
+/* A database of schema 1 (before results in rows) is migrated on open and
+ * keeps its jobs. */
+TEST(test_migrate_from_v1) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  char id[T_ID_MAX];
+  terr e;
+  CHECK(insert_job(s, "", "map", 0, id) == 0);
+  store_close(s);
+  char path[400];
+  snprintf(path, sizeof path, "%s/tessel.db", dir);
+  sqlite3 *db;
+  CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+  CHECK(sqlite3_exec(db,
+                     "ALTER TABLE jobs DROP COLUMN result_npy;"
+                     "DELETE FROM schema_migrations WHERE version = 2;"
+                     "PRAGMA user_version = 1;",
+                     NULL, NULL, NULL) == SQLITE_OK);
+  sqlite3_close(db);
+  CHECK(store_open(dir, &s, &e) == 0);
+  CHECK(store_schema_version(s) == 2);
+  store_job g;
+  CHECK(store_job_get(s, id, NULL, &g, &e) == 0);
+  store_job_clear(&g);
+  unsigned char npy[4] = {1, 2, 3, 4};
+  store_job_end x = end_ok(5, NULL);
+  x.result_npy = npy;
+  x.result_npy_len = sizeof npy;
+  CHECK(store_job_finish(s, id, &x, &e) == 0);
+  void *buf = NULL;
+  size_t len = 0;
+  CHECK(store_job_result_npy(s, id, NULL, &buf, &len, &e) == 0);
+  CHECK(len == 4 && buf && memcmp(buf, npy, 4) == 0);
+  free(buf);
+  store_close(s);
+}
+
 TEST(test_requeue_and_unfinished_order) {
   char dir[300];
   store *s = open_fresh(dir, sizeof dir);
@@ -821,6 +1089,10 @@ int main(void) {
   RUN(test_idempotency);
   RUN(test_list_filters_paging);
   RUN(test_lifecycle);
+  RUN(test_start_async);
+  RUN(test_async_insert_finish);
+  RUN(test_result_in_row);
+  RUN(test_migrate_from_v1);
   RUN(test_requeue_and_unfinished_order);
   RUN(test_delete_job);
   RUN(test_arrays);

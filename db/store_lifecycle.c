@@ -1,0 +1,358 @@
+/* store_lifecycle.c — a job's lifecycle writes: start ([sync], or [async]
+ * and lazy), finish ([sync], or [async] with a completion callback),
+ * requeue and delete.
+ *
+ * Every write is a store_wop function run on the writer thread (store.c),
+ * writing with one statement (store_wop.one_stmt: no SAVEPOINT of its own);
+ * the transition it makes is guarded by the status in its WHERE clause, in
+ * the same transaction, so racing callers cannot both pass, and an UPDATE
+ * that changed nothing says why (why_unchanged). A [sync] op's arguments
+ * live on the waiting caller's stack, an [async] op's in one heap block with
+ * the op, strings included.
+ *
+ * A finish queued while its job's lazy start still waits in the queue takes
+ * the start over (store_wop.absorbed): one UPDATE sets both, so a tiny job
+ * costs an INSERT and an UPDATE. The async finish reads the row back in its
+ * transaction and hands it to its callback after the commit.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/store_int.h"
+
+/* After an UPDATE guarded by a status that changed no row: say why. */
+static int why_unchanged(store *s, const char *id, const char *want,
+                         terr *e) {
+  sqlite3_stmt *st;
+  int rc = store__stmt(&s->w, "SELECT status FROM jobs WHERE id = ?1", &st, e);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+  int step = sqlite3_step(st);
+  if (step == SQLITE_ROW)
+    rc = terr_set(e, T_ECONFLICT, "id", -1, "job %s is %s, not %s", id,
+                  (const char *)sqlite3_column_text(st, 0), want);
+  else if (step == SQLITE_DONE)
+    rc = terr_set(e, T_ENOTFOUND, "id", -1, "no job %s", id);
+  else
+    rc = store__dberr(e, s->w.db, "job status");
+  sqlite3_reset(st);
+  return rc;
+}
+
+typedef struct start_args {
+  const char *id, *backend_used, *reason, *estimate;
+  int64_t started_at;
+} start_args;
+
+static int start_fn(store *s, store_wop *op, terr *e) {
+  start_args *a = op->arg;
+  sqlite3_stmt *st;
+  int rc = store__stmt(&s->w,
+                       "UPDATE jobs SET status = 'running', started_at = ?2,"
+                       " backend_used = ?3, backend_reason = ?4,"
+                       " estimate = ?5, attempts = attempts + 1"
+                       " WHERE id = ?1 AND status = 'queued'",
+                       &st, e);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 2, a->started_at);
+  store__bind_text(st, 3, a->backend_used);
+  store__bind_text(st, 4, a->reason);
+  store__bind_text(st, 5, a->estimate);
+  if ((rc = store__exec_stmt(&s->w, st, "start job", e))) return rc;
+  if (sqlite3_changes(s->w.db) == 0) return why_unchanged(s, a->id, "queued", e);
+  return 0;
+}
+
+/* [sync] See store.h. T_ENOTFOUND when absent, T_ECONFLICT when the job is
+ * not queued (canceled meanwhile, or already running). */
+int store_job_start(store *s, const char *id, int64_t started_at,
+                    const char *backend_used, const char *reason,
+                    const char *estimate, terr *e) {
+  if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
+  start_args a = {id, backend_used, reason, estimate, started_at};
+  return store__write_one(s, start_fn, &a, e);
+}
+
+/* An async start: the op, its arguments and their strings in one block. */
+typedef struct start_op {
+  store_wop op; /* first: the writer frees the block through it */
+  start_args a;
+  char text[]; /* id, backend_used, reason, estimate, NUL-terminated */
+} start_op;
+
+/* Writer thread. A job that is no longer queued (canceled, deleted) is not
+ * an error here: its worker learns that from the finish. */
+static int start_async_fn(store *s, store_wop *op, terr *e) {
+  int rc = start_fn(s, op, e);
+  if (rc == T_ECONFLICT || rc == T_ENOTFOUND) {
+    log_debug("store: async start of %s skipped: %s",
+              ((start_args *)op->arg)->id, e->message);
+    terr_clear(e);
+    return 0;
+  }
+  return rc;
+}
+
+/* [async] See store.h. Any thread; never waits for the database. */
+void store_job_start_async(store *s, const char *id, int64_t started_at,
+                           const char *backend_used, const char *reason,
+                           const char *estimate) {
+  if (!s || !id) return;
+  size_t n = strlen(id) + 1 + (backend_used ? strlen(backend_used) + 1 : 0) +
+             (reason ? strlen(reason) + 1 : 0) +
+             (estimate ? strlen(estimate) + 1 : 0);
+  start_op *o = calloc(1, sizeof *o + n);
+  if (!o) {
+    log_warn("store: no memory to record the start of %s", id);
+    return;
+  }
+  char *p = o->text;
+  o->a.id = store__pack_str(&p, id);
+  o->a.backend_used = store__pack_str(&p, backend_used);
+  o->a.reason = store__pack_str(&p, reason);
+  o->a.estimate = store__pack_str(&p, estimate);
+  o->a.started_at = started_at;
+  o->op.fn = start_async_fn;
+  o->op.arg = &o->a;
+  o->op.one_stmt = 1;
+  o->op.lazy = 1;
+  o->op.start_id = o->a.id; /* a finish queued meanwhile takes it over */
+  if (store__write_async(s, &o->op) != 0)
+    log_warn("store: closing; the start of %s is not recorded", id);
+}
+
+typedef struct finish_args {
+  const char *id;
+  const store_job_end *end;
+  store_job *row; /* non-NULL: read the row back as committed (RETURNING) */
+} finish_args;
+
+#define FINISH_SET                                                          \
+  "UPDATE jobs SET status = ?2, finished_at = ?3, timings = ?4,"            \
+  " result = ?5, result_path = ?6, compare = ?7, max_abs_diff = ?8,"        \
+  " error_code = ?9, error_message = ?10, progress_done = ?11,"             \
+  " progress_total = ?12, result_npy = ?13"
+#define FINISH_WHERE " WHERE id = ?1 AND status IN ('queued','running')"
+/* With the job's start taken over (store_wop.absorbed): the start's
+ * columns too; the start would have needed status 'queued', which the
+ * finish accepts. */
+#define FINISH_START                                                        \
+  ", started_at = ?14, backend_used = ?15, backend_reason = ?16,"           \
+  " estimate = ?17, attempts = attempts + 1"
+
+static int finish_fn(store *s, store_wop *op, terr *e) {
+  finish_args *a = op->arg;
+  const store_job_end *x = a->end;
+  const start_args *sa = op->absorbed;
+  sqlite3_stmt *st;
+  int rc = store__stmt(&s->w,
+                       sa ? FINISH_SET FINISH_START FINISH_WHERE
+                          : FINISH_SET FINISH_WHERE,
+                       &st, e);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, job_status_name(x->status), -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 3, x->finished_at);
+  store__bind_text(st, 4, x->timings);
+  store__bind_text(st, 5, x->result);
+  store__bind_text(st, 6, x->result_path);
+  store__bind_text(st, 7, x->compare);
+  if (isnan(x->max_abs_diff)) sqlite3_bind_null(st, 8);
+  else sqlite3_bind_double(st, 8, x->max_abs_diff);
+  store__bind_text(st, 9, x->error_code);
+  store__bind_text(st, 10, x->error_message);
+  sqlite3_bind_int64(st, 11, x->progress_done);
+  sqlite3_bind_int64(st, 12, x->progress_total);
+  if (x->result_npy)
+    sqlite3_bind_blob64(st, 13, x->result_npy, x->result_npy_len,
+                        SQLITE_STATIC);
+  if (sa) {
+    sqlite3_bind_int64(st, 14, sa->started_at);
+    store__bind_text(st, 15, sa->backend_used);
+    store__bind_text(st, 16, sa->reason);
+    store__bind_text(st, 17, sa->estimate);
+  }
+  if ((rc = store__exec_stmt(&s->w, st, "finish job", e))) return rc;
+  if (sqlite3_changes(s->w.db) == 0)
+    return why_unchanged(s, a->id, "queued or running", e);
+  if (!a->row) return 0;
+  /* The row as this transaction has it (a plain read of a page the UPDATE
+   * just touched; cheaper than RETURNING's temporary table). */
+  if ((rc = store__stmt(&s->w,
+                        "SELECT " STORE_JOB_COLS " FROM jobs WHERE id = ?1",
+                        &st, e)))
+    return rc;
+  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
+  if (sqlite3_step(st) != SQLITE_ROW)
+    rc = store__dberr(e, s->w.db, "read the finished job");
+  else if (store__job_row(st, a->row))
+    rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  sqlite3_reset(st);
+  return rc;
+}
+
+/* [sync] See store.h. end->status must be final (T_EINVAL otherwise);
+ * T_ECONFLICT when the job already ended. */
+int store_job_finish(store *s, const char *id, const store_job_end *end,
+                     terr *e) {
+  if (!s || !id || !end) return terr_set(e, T_EINVAL, "id", -1, "missing");
+  if (!job_status_final(end->status) || end->status > JOB_CANCELED)
+    return terr_set(e, T_EINVAL, "status", -1, "%d is not a final status",
+                    (int)end->status);
+  finish_args a = {id, end, NULL};
+  store_wop op = {.fn = finish_fn, .arg = &a, .one_stmt = 1,
+                  .absorb_id = id};
+  return store__write_op(s, &op, e);
+}
+
+/* An async finish: the op, its arguments, a copy of the end record and
+ * its strings and blob, and the row read back, in one block. */
+typedef struct finish_op {
+  store_wop op; /* first: the writer frees the block through it */
+  finish_args a;
+  store_job_end end;
+  store_job row; /* zeroed until read back */
+  store_finish_fn cb;
+  void *cb_arg;
+  char text[];
+} finish_op;
+
+/* Writer thread, after the batch: hand the row (or the error) over. */
+static void finish_after(store *s, store_wop *op) {
+  finish_op *o = (finish_op *)op;
+  if (op->rc) {
+    store_job_clear(&o->row); /* read back, then rolled back */
+    o->cb(o->cb_arg, op->rc, &op->err, NULL);
+  } else {
+    o->cb(o->cb_arg, 0, &op->err, &o->row);
+  }
+}
+
+/* [async] See store.h. */
+int store_job_finish_async(store *s, const char *id, const store_job_end *end,
+                           store_finish_fn cb, void *arg, terr *e) {
+  if (!s || !id || !end || !cb)
+    return terr_set(e, T_EINVAL, "id", -1, "missing");
+  if (!job_status_final(end->status) || end->status > JOB_CANCELED)
+    return terr_set(e, T_EINVAL, "status", -1, "%d is not a final status",
+                    (int)end->status);
+  const char *strs[] = {id,           end->timings,    end->result,
+                        end->result_path, end->compare, end->error_code,
+                        end->error_message};
+  size_t n = end->result_npy ? end->result_npy_len : 0;
+  for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+    n += store__str_size(strs[i]);
+  finish_op *o = calloc(1, sizeof *o + n);
+  if (!o) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  store_job_end *x = &o->end;
+  *x = *end;
+  char *p = o->text;
+  if (end->result_npy) { /* first: no alignment needed for bytes anyway */
+    memcpy(p, end->result_npy, end->result_npy_len);
+    x->result_npy = p;
+    p += end->result_npy_len;
+  }
+  o->a.id = store__pack_str(&p, id);
+  x->timings = store__pack_str(&p, end->timings);
+  x->result = store__pack_str(&p, end->result);
+  x->result_path = store__pack_str(&p, end->result_path);
+  x->compare = store__pack_str(&p, end->compare);
+  x->error_code = store__pack_str(&p, end->error_code);
+  x->error_message = store__pack_str(&p, end->error_message);
+  o->a.end = x;
+  o->row.max_abs_diff = NAN;
+  o->a.row = &o->row;
+  o->cb = cb;
+  o->cb_arg = arg;
+  o->op.fn = finish_fn;
+  o->op.arg = &o->a;
+  o->op.one_stmt = 1;
+  o->op.after = finish_after;
+  o->op.absorb_id = o->a.id;
+  if (store__write_async(s, &o->op) != 0)
+    return terr_set(e, T_EUNAVAIL, "", -1, "store: closing");
+  return 0;
+}
+
+static int requeue_fn(store *s, store_wop *op, terr *e) {
+  const char *id = op->arg;
+  sqlite3_stmt *st;
+  int rc = store__stmt(&s->w,
+                       "UPDATE jobs SET status = 'queued', started_at = 0,"
+                       " backend_used = NULL, backend_reason = NULL,"
+                       " progress_done = 0, progress_total = 0"
+                       " WHERE id = ?1 AND status IN ('queued','running')",
+                       &st, e);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+  if ((rc = store__exec_stmt(&s->w, st, "requeue job", e))) return rc;
+  if (sqlite3_changes(s->w.db) == 0)
+    return why_unchanged(s, id, "queued or running", e);
+  return 0;
+}
+
+/* [sync] See store.h. Running (or queued) -> queued, forgetting the start
+ * time, backend choice and progress; attempts is kept. T_ECONFLICT when the
+ * job already ended. */
+int store_job_requeue(store *s, const char *id, terr *e) {
+  if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
+  return store__write_one(s, requeue_fn, (void *)id, e);
+}
+
+typedef struct delete_args {
+  const char *id, *owner;
+  char *path; /* out */
+} delete_args;
+
+static int delete_fn(store *s, store_wop *op, terr *e) {
+  delete_args *a = op->arg;
+  sqlite3_stmt *st;
+  int rc = store__stmt(
+      &s->w, "SELECT owner, status, result_path FROM jobs WHERE id = ?1", &st,
+      e);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
+  int step = sqlite3_step(st);
+  if (step == SQLITE_DONE ||
+      (step == SQLITE_ROW && a->owner &&
+       strcmp((const char *)sqlite3_column_text(st, 0), a->owner) != 0)) {
+    rc = terr_set(e, T_ENOTFOUND, "id", -1, "no job %s", a->id);
+  } else if (step != SQLITE_ROW) {
+    rc = store__dberr(e, s->w.db, "delete job");
+  } else {
+    int sv = job_status_parse((const char *)sqlite3_column_text(st, 1));
+    if (sv < 0 || !job_status_final((job_status)sv)) {
+      rc = terr_set(e, T_ECONFLICT, "id", -1, "job %s is %s; cancel it first",
+                    a->id, job_status_name((job_status)sv));
+    } else {
+      int oom = 0;
+      a->path = store__col_dup(st, 2, &oom);
+      if (oom) rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+    }
+  }
+  sqlite3_reset(st);
+  if (rc) return rc;
+  if ((rc = store__stmt(&s->w, "DELETE FROM jobs WHERE id = ?1", &st, e)))
+    return rc;
+  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
+  return store__exec_stmt(&s->w, st, "delete job", e);
+}
+
+/* [sync] See store.h. */
+int store_job_delete(store *s, const char *id, const char *owner,
+                     char **result_path, terr *e) {
+  if (result_path) *result_path = NULL;
+  if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
+  delete_args a = {id, owner, NULL};
+  int rc = store__write_one(s, delete_fn, &a, e);
+  if (rc) {
+    free(a.path);
+    return rc;
+  }
+  if (result_path) *result_path = a.path;
+  else free(a.path);
+  return 0;
+}

@@ -1,0 +1,617 @@
+/* bench_service.c — the service's own overhead: tiny jobs per second over
+ * HTTP, with submit-to-result latency, against two peers from the same run.
+ *
+ * It starts the real tesseld (the path given; --port 0, a temporary data
+ * dir, --access-log 0) and drives it from one client thread through
+ * libcurl's multi interface with C keep-alive connections, each carrying one
+ * request at a time (a closed loop: a bounded load that stops by itself at
+ * the time or count limit of each cell). Per concurrency C it measures:
+ *   service — POST /v1/jobs?wait=5 with a tiny map job (x+1 over a 3-element
+ *             inline array): each answer is the finished job (200,
+ *             "succeeded"); latency is submit to result, measured by the
+ *             client from handing the request to libcurl to the last byte;
+ *   healthz — GET /healthz from the same client: the HTTP floor (libcurl,
+ *             loopback, libmicrohttpd, our routing), no store, no job;
+ *   store   — in this process, on a fresh store in the same kind of
+ *             directory: the store calls the service makes per job (insert
+ *             [sync], start [async], finish [sync] with the 3-value result
+ *             in the row) from C threads: the floor of the durable
+ *             bookkeeping alone, no HTTP, no scheduler.
+ * The table shows the ratios service/healthz and service/store, the CPU
+ * time per job of the daemon (from /proc/<pid>/stat) and of the client, and
+ * the load average before and after (the machine is shared).
+ *
+ * Durability: at the end the daemon is killed with SIGKILL (no clean
+ * shutdown to flush anything), the database is opened read-only with
+ * SQLite, and every job id the client saw succeed must be there with status
+ * 'succeeded'. The program exits 1 if one is not (or a request failed).
+ *
+ *   bench_service <tesseld> [--seconds S=2] [--conc 1,4,8,16,64]
+ *                 [--max-jobs N=200000] [--threads T] [--http-threads H]
+ *                 [--dir PARENT=/tmp]
+ * --threads / --http-threads are passed to the daemon (default: its own
+ * defaults, one CPU worker per core and 4 HTTP threads).
+ *
+ * Threads: the client is one thread; the store peer runs C threads in this
+ * process while the daemon is idle.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "db/store.h"
+#include "util/util.h"
+
+#define MAX_CONC 256
+#define RESP_CAP (64 * 1024) /* a job answer is about 1 KiB */
+
+static const char *const job_body =
+    "{\"kind\":\"map\",\"params\":{\"expr\":\"x+1\","
+    "\"inputs\":{\"x\":[1,2,3]}}}";
+/* What the store peer stores: the params and end records of such a job. */
+static const char *const peer_params =
+    "{\"expr\":\"x+1\",\"inputs\":{\"x\":[1,2,3]}}";
+static const char *const peer_timings =
+    "{\"queue\":0.05,\"prepare\":0.01,\"h2d\":0,\"compute\":0.001,\"d2h\":0,"
+    "\"store\":0.02,\"total\":0.1}";
+static const char *const peer_result =
+    "{\"dtype\":\"float64\",\"shape\":[3],\"bytes\":24}";
+static unsigned char peer_npy[152]; /* a 128-byte header + 3 float64 */
+
+/* ---- the daemon ------------------------------------------------------------ */
+
+typedef struct daemon_proc {
+  pid_t pid;
+  int port;
+  char dir[300];
+} daemon_proc;
+
+/* Start tesseld; wait for its "listening on" line. 0 or -1. */
+static int daemon_start(daemon_proc *d, const char *exe, const char *parent,
+                        const char *threads, const char *http_threads) {
+  snprintf(d->dir, sizeof d->dir, "%s/tessel_bench_service_XXXXXX", parent);
+  if (!mkdtemp(d->dir)) {
+    perror("mkdtemp");
+    return -1;
+  }
+  int out[2];
+  if (pipe(out) != 0) return -1;
+  char logpath[400];
+  snprintf(logpath, sizeof logpath, "%s/daemon.log", d->dir);
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    const char *argv[20];
+    int a = 0;
+    argv[a++] = exe;
+    argv[a++] = "--port";
+    argv[a++] = "0";
+    argv[a++] = "--data-dir";
+    argv[a++] = d->dir;
+    argv[a++] = "--access-log";
+    argv[a++] = "0";
+    argv[a++] = "--log-level";
+    argv[a++] = "warn";
+    if (threads) {
+      argv[a++] = "--threads";
+      argv[a++] = threads;
+    }
+    if (http_threads) {
+      argv[a++] = "--http-threads";
+      argv[a++] = http_threads;
+    }
+    argv[a] = NULL;
+    dup2(out[1], 1);
+    int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) dup2(fd, 2);
+    close(out[0]);
+    close(out[1]);
+    execv(exe, (char *const *)argv);
+    _exit(127);
+  }
+  close(out[1]);
+  d->pid = pid;
+  FILE *f = fdopen(out[0], "r");
+  char line[512];
+  d->port = -1;
+  while (f && fgets(line, sizeof line, f)) {
+    char *p = strstr(line, "listening on http://");
+    if (p) {
+      char *colon = strrchr(p + 20, ':');
+      int64_t port;
+      if (colon) {
+        colon[1 + strcspn(colon + 1, "/ \r\n")] = 0;
+        if (t_parse_i64(colon + 1, &port) == 0) d->port = (int)port;
+      }
+      break;
+    }
+  }
+  if (f) fclose(f);
+  if (d->port <= 0) {
+    fprintf(stderr, "bench_service: the daemon did not start (see %s)\n",
+            logpath);
+    return -1;
+  }
+  return 0;
+}
+
+static void daemon_kill9(daemon_proc *d) {
+  if (d->pid <= 0) return;
+  kill(d->pid, SIGKILL);
+  while (waitpid(d->pid, NULL, 0) < 0 && errno == EINTR) {
+  }
+  d->pid = 0;
+}
+
+/* The daemon's CPU time (user + system, all threads), ms. */
+static double daemon_cpu_ms(pid_t pid) {
+  char path[64], buf[2048];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  char *p = strrchr(buf, ')'); /* fields after the command name */
+  if (!p) return 0;
+  unsigned long long ut = 0, st = 0;
+  /* state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+   * utime stime */
+  if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+             &ut, &st) != 2)
+    return 0;
+  return (double)(ut + st) * 1e3 / (double)sysconf(_SC_CLK_TCK);
+}
+
+static double self_cpu_ms(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+         (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+}
+
+static void loadavg(char *buf, size_t len) {
+  FILE *f = fopen("/proc/loadavg", "r");
+  buf[0] = 0;
+  if (f) {
+    if (fgets(buf, (int)len, f)) {
+      /* keep the three averages */
+      char *p = buf;
+      for (int i = 0; i < 3 && p; i++) p = strchr(p + (i > 0), ' ');
+      if (p) *p = 0;
+    }
+    fclose(f);
+  }
+}
+
+/* ---- the HTTP client -------------------------------------------------------- */
+
+typedef struct slot {
+  CURL *h;
+  double t0;
+  size_t len;
+  char buf[RESP_CAP];
+} slot;
+
+typedef struct cell {
+  long ok, bad;
+  double secs, p50, p99, rate;
+  double server_cpu_ms, client_cpu_ms;
+} cell;
+
+/* Where the service cells put the ids of the jobs the client saw succeed. */
+typedef struct idlist {
+  char (*v)[T_ID_MAX];
+  long n, cap;
+} idlist;
+
+static size_t on_data(char *p, size_t size, size_t nmemb, void *ud) {
+  slot *s = ud;
+  size_t n = size * nmemb;
+  size_t room = RESP_CAP - 1 - s->len;
+  size_t take = n < room ? n : room;
+  memcpy(s->buf + s->len, p, take);
+  s->len += take;
+  return n; /* a longer answer is cut (checked below), not an error */
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The q-quantile (nearest rank) of sorted v. */
+static double quantile(const double *v, long n, double q) {
+  if (n <= 0) return NAN;
+  long i = (long)ceil(q * (double)n) - 1;
+  if (i < 0) i = 0;
+  if (i >= n) i = n - 1;
+  return v[i];
+}
+
+/* A job answer is good when it is 200 and says succeeded; its id is then
+ * appended to ids. A healthz answer when it is 200. */
+static int check_answer(slot *s, long code, int is_job, idlist *ids) {
+  if (code != 200) return 0;
+  if (!is_job) return 1;
+  s->buf[s->len] = 0;
+  static const char pre[] = "{\"id\":\"";
+  if (strncmp(s->buf, pre, sizeof pre - 1) != 0 ||
+      !strstr(s->buf, "\"status\":\"succeeded\""))
+    return 0;
+  const char *id = s->buf + sizeof pre - 1;
+  size_t n = strcspn(id, "\"");
+  if (n == 0 || n >= T_ID_MAX) return 0;
+  if (ids->n < ids->cap) {
+    memcpy(ids->v[ids->n], id, n);
+    ids->v[ids->n][n] = 0;
+    ids->n++;
+  }
+  return 1;
+}
+
+/* Keep conc requests in flight for `seconds` (or until max requests were
+ * sent), then let the ones in flight finish. */
+static cell drive(const daemon_proc *d, int is_job, int conc, double seconds,
+                  long max, idlist *ids) {
+  cell c;
+  memset(&c, 0, sizeof c);
+  char url[128];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d%s", d->port,
+           is_job ? "/v1/jobs?wait=5" : "/healthz");
+  double *lat = malloc((size_t)max * sizeof *lat);
+  slot *slots = calloc((size_t)conc, sizeof *slots);
+  CURLM *m = curl_multi_init();
+  struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+  hdrs = curl_slist_append(hdrs, "Expect:");
+  if (!lat || !slots || !m || !hdrs) {
+    fprintf(stderr, "bench_service: out of memory\n");
+    c.bad = 1;
+    goto out;
+  }
+  curl_multi_setopt(m, CURLMOPT_MAXCONNECTS, (long)conc + 4);
+  for (int i = 0; i < conc; i++) {
+    CURL *h = slots[i].h = curl_easy_init();
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &slots[i]);
+    curl_easy_setopt(h, CURLOPT_PRIVATE, &slots[i]);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 30000L);
+    if (is_job) {
+      curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+      curl_easy_setopt(h, CURLOPT_POSTFIELDS, job_body);
+      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(job_body));
+    }
+  }
+  double c0 = self_cpu_ms(), s0 = daemon_cpu_ms(d->pid);
+  double t0 = t_now_ms(), end = t0 + seconds * 1e3, last = t0;
+  long sent = 0, nlat = 0;
+  for (int i = 0; i < conc && sent < max; i++, sent++) {
+    slots[i].len = 0;
+    slots[i].t0 = t_now_ms();
+    curl_multi_add_handle(m, slots[i].h);
+  }
+  int running = 1;
+  while (running) {
+    curl_multi_perform(m, &running);
+    CURLMsg *msg;
+    int left;
+    int readded = 0;
+    while ((msg = curl_multi_info_read(m, &left))) {
+      if (msg->msg != CURLMSG_DONE) continue;
+      CURL *h = msg->easy_handle;
+      CURLcode res = msg->data.result;
+      slot *s;
+      curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&s);
+      long code = 0;
+      curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+      double now = t_now_ms();
+      last = now;
+      if (res == CURLE_OK && check_answer(s, code, is_job, ids)) {
+        c.ok++;
+        lat[nlat++] = now - s->t0;
+      } else {
+        if (c.bad++ < 3)
+          fprintf(stderr, "bench_service: %s -> %s, HTTP %ld: %.200s\n", url,
+                  curl_easy_strerror(res), code, s->buf);
+      }
+      curl_multi_remove_handle(m, h);
+      if (now < end && sent < max) {
+        s->len = 0;
+        s->t0 = t_now_ms();
+        curl_multi_add_handle(m, h);
+        sent++;
+        readded = 1;
+      }
+    }
+    if (readded) running = 1;
+    if (running) curl_multi_poll(m, NULL, 0, 100, NULL);
+  }
+  c.secs = (last - t0) / 1e3;
+  c.client_cpu_ms = self_cpu_ms() - c0;
+  c.server_cpu_ms = daemon_cpu_ms(d->pid) - s0;
+  c.rate = c.secs > 0 ? (double)c.ok / c.secs : 0;
+  qsort(lat, (size_t)nlat, sizeof *lat, cmp_double);
+  c.p50 = quantile(lat, nlat, 0.50);
+  c.p99 = quantile(lat, nlat, 0.99);
+out:
+  for (int i = 0; slots && i < conc; i++) curl_easy_cleanup(slots[i].h);
+  if (m) curl_multi_cleanup(m);
+  curl_slist_free_all(hdrs);
+  free(slots);
+  free(lat);
+  return c;
+}
+
+/* ---- the store peer ----------------------------------------------------------- */
+
+typedef struct peer_arg {
+  store *s;
+  double end_ms;
+  long jobs, errors;
+  pthread_barrier_t *go;
+} peer_arg;
+
+/* One job's store calls, as compute/sched_run.c and api/jobs.c make them. */
+static void *peer_worker(void *p) {
+  peer_arg *a = p;
+  pthread_barrier_wait(a->go);
+  while (t_now_ms() < a->end_ms) {
+    store_job j;
+    memset(&j, 0, sizeof j);
+    j.owner = "";
+    j.kind = "map";
+    j.params = (char *)peer_params;
+    j.backend_requested = "auto";
+    j.body_hash = "0123456789abcdef0123456789abcdef";
+    j.max_abs_diff = NAN;
+    j.timeout_s = 600;
+    terr e;
+    /* The strings are ours: insert copies them; no request_id, so *j is
+     * never replaced. */
+    if (store_job_insert(a->s, &j, NULL, &e) != 0) {
+      a->errors++;
+      continue;
+    }
+    store_job_start_async(a->s, j.id, t_wall_ms(), "serial", "bench", NULL);
+    store_job_end x = {.status = JOB_SUCCEEDED, .finished_at = t_wall_ms(),
+                       .timings = peer_timings, .result = peer_result,
+                       .max_abs_diff = NAN, .progress_done = 3,
+                       .progress_total = 3, .result_npy = peer_npy,
+                       .result_npy_len = sizeof peer_npy};
+    if (store_job_finish(a->s, j.id, &x, &e) != 0)
+      a->errors++;
+    else
+      a->jobs++;
+  }
+  return NULL;
+}
+
+static cell store_peer(const char *parent, int threads, double seconds) {
+  cell c;
+  memset(&c, 0, sizeof c);
+  char dir[300];
+  snprintf(dir, sizeof dir, "%s/tessel_bench_store_XXXXXX", parent);
+  store *s = NULL;
+  terr e;
+  terr_clear(&e);
+  if (!mkdtemp(dir) || store_open(dir, &s, &e) != 0) {
+    fprintf(stderr, "bench_service: store peer in %s: %s\n", dir,
+            e.message[0] ? e.message : strerror(errno));
+    c.bad = 1;
+    return c;
+  }
+  peer_arg *a = calloc((size_t)threads, sizeof *a);
+  pthread_t *th = calloc((size_t)threads, sizeof *th);
+  pthread_barrier_t go;
+  pthread_barrier_init(&go, NULL, (unsigned)threads + 1);
+  double end = t_now_ms() + seconds * 1e3 + 1; /* set before the barrier */
+  for (int i = 0; i < threads; i++) {
+    a[i] = (peer_arg){s, end, 0, 0, &go};
+    pthread_create(&th[i], NULL, peer_worker, &a[i]);
+  }
+  pthread_barrier_wait(&go);
+  double t0 = t_now_ms(), c0 = self_cpu_ms();
+  for (int i = 0; i < threads; i++) {
+    pthread_join(th[i], NULL);
+    c.ok += a[i].jobs;
+    c.bad += a[i].errors;
+  }
+  c.secs = (t_now_ms() - t0) / 1e3;
+  c.client_cpu_ms = self_cpu_ms() - c0;
+  c.rate = c.secs > 0 ? (double)c.ok / c.secs : 0;
+  store_close(s);
+  pthread_barrier_destroy(&go);
+  free(a);
+  free(th);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+  return c;
+}
+
+/* ---- durability ------------------------------------------------------------------ */
+
+/* How many of ids are 'succeeded' in <dir>/tessel.db; -1 when it cannot be
+ * read. *rows gets the number of succeeded rows in all. */
+static long count_durable(const char *dir, const idlist *ids, long *rows) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/tessel.db", dir);
+  sqlite3 *db = NULL;
+  sqlite3_stmt *st = NULL, *cnt = NULL;
+  long found = -1;
+  *rows = -1;
+  if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(db, "SELECT status FROM jobs WHERE id = ?1", -1, &st,
+                         NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(db,
+                         "SELECT count(*) FROM jobs WHERE status = 'succeeded'",
+                         -1, &cnt, NULL) != SQLITE_OK) {
+    fprintf(stderr, "bench_service: %s: %s\n", path,
+            db ? sqlite3_errmsg(db) : "cannot open");
+    goto out;
+  }
+  sqlite3_exec(db, "BEGIN", NULL, NULL, NULL); /* one snapshot for all */
+  found = 0;
+  for (long i = 0; i < ids->n; i++) {
+    sqlite3_bind_text(st, 1, ids->v[i], -1, SQLITE_STATIC);
+    int step = sqlite3_step(st);
+    const char *status =
+        step == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+    if (status && strcmp(status, "succeeded") == 0)
+      found++;
+    else if (i - found < 3) /* name the first few */
+      fprintf(stderr, "bench_service: job %s is %s in the store\n", ids->v[i],
+              status ? status : "missing");
+    sqlite3_reset(st);
+  }
+  if (sqlite3_step(cnt) == SQLITE_ROW) *rows = sqlite3_column_int64(cnt, 0);
+  sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+out:
+  sqlite3_finalize(st);
+  sqlite3_finalize(cnt);
+  sqlite3_close(db);
+  return found;
+}
+
+/* ---- main ------------------------------------------------------------------------ */
+
+static int parse_conc(const char *s, int *v, int *n) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", s);
+  *n = 0;
+  for (char *p = buf; *p && *n < 16;) {
+    size_t len = strcspn(p, ",");
+    char save = p[len];
+    p[len] = 0;
+    int64_t x;
+    if (t_parse_i64(p, &x) != 0 || x < 1 || x > MAX_CONC) return -1;
+    v[(*n)++] = (int)x;
+    p += len + (save ? 1 : 0);
+  }
+  return *n ? 0 : -1;
+}
+
+int main(int argc, char **argv) {
+  const char *exe = NULL, *threads = NULL, *http_threads = NULL,
+             *parent = "/tmp";
+  double seconds = 2;
+  int64_t max_jobs = 200000;
+  int conc[16] = {1, 4, 8, 16, 64}, nconc = 5;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int bad = 0;
+    if (strcmp(a, "--seconds") == 0 && v)
+      bad = t_parse_f64(v, &seconds) || !(seconds > 0 && seconds <= 600), i++;
+    else if (strcmp(a, "--conc") == 0 && v)
+      bad = parse_conc(v, conc, &nconc), i++;
+    else if (strcmp(a, "--max-jobs") == 0 && v)
+      bad = t_parse_i64(v, &max_jobs) || max_jobs < 1 || max_jobs > 10000000,
+      i++;
+    else if (strcmp(a, "--threads") == 0 && v)
+      threads = v, i++;
+    else if (strcmp(a, "--http-threads") == 0 && v)
+      http_threads = v, i++;
+    else if (strcmp(a, "--dir") == 0 && v)
+      parent = v, i++;
+    else if (a[0] != '-' && !exe)
+      exe = a;
+    else
+      bad = 1;
+    if (bad) exe = NULL, i = argc;
+  }
+  if (!exe) {
+    fprintf(stderr,
+            "usage: %s <tesseld> [--seconds S] [--conc 1,4,8,16,64] [--max-jobs N]"
+            " [--threads T] [--http-threads H] [--dir PARENT]\n",
+            argv[0]);
+    return 2;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  t_log_level = T_LOG_WARN;
+  curl_global_init(CURL_GLOBAL_ALL);
+  daemon_proc d;
+  memset(&d, 0, sizeof d);
+  if (daemon_start(&d, exe, parent, threads, http_threads) != 0) return 1;
+
+  idlist ids = {calloc((size_t)max_jobs * (size_t)nconc + 4096, T_ID_MAX), 0,
+                max_jobs * nconc + 4096};
+  idlist warm_ids = ids;
+  if (!ids.v) {
+    fprintf(stderr, "bench_service: out of memory\n");
+    daemon_kill9(&d);
+    return 1;
+  }
+  /* Warm-up: the first jobs create the results directory, prepare the
+   * statements and fault in the code paths. Their ids are checked too. */
+  cell w = drive(&d, 1, 4, 0.5, 4096, &warm_ids);
+  ids.n = warm_ids.n;
+
+  char la0[64], la1[64];
+  loadavg(la0, sizeof la0);
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  printf("service overhead: tiny map jobs (x+1 over 3 inline values) as POST "
+         "/v1/jobs?wait=5 (each answer is the finished job), one libcurl "
+         "multi client with C keep-alive connections, loopback; %.1f s per "
+         "cell; daemon --threads %s --http-threads %s; %ld cores; "
+         "load average %s before\n",
+         seconds, threads ? threads : "(cores)",
+         http_threads ? http_threads : "(4)", ncpu, la0);
+  printf("  peers, same run: healthz = GET /healthz from the same client (the "
+         "HTTP floor); store = the store calls per job (insert [sync], start "
+         "[async], finish [sync]) from C threads in-process, no HTTP\n");
+  printf("%5s | %8s | %7s | %7s | %9s | %7s | %6s | %8s | %6s | %10s | %10s | "
+         "%s\n",
+         "conc", "jobs/s", "p50 ms", "p99 ms", "healthz/s", "hz p50", "svc/hz",
+         "store/s", "svc/st", "daemon cpu", "client cpu", "errors");
+  printf("------+----------+---------+---------+-----------+---------+--------+"
+         "----------+--------+------------+------------+-------\n");
+  long errors = w.bad;
+  for (int i = 0; i < nconc; i++) {
+    int c = conc[i];
+    cell hz = drive(&d, 0, c, seconds, max_jobs, &ids);
+    cell sv = drive(&d, 1, c, seconds, max_jobs, &ids);
+    cell st = store_peer(parent, c, seconds);
+    errors += hz.bad + sv.bad + st.bad;
+    printf("%5d | %8.0f | %7.3f | %7.3f | %9.0f | %7.3f | %5.2fx | %8.0f | "
+           "%5.2fx | %7.0f us | %7.0f us | %ld/%ld/%ld\n",
+           c, sv.rate, sv.p50, sv.p99, hz.rate, hz.p50,
+           hz.rate > 0 ? sv.rate / hz.rate : 0, st.rate,
+           st.rate > 0 ? sv.rate / st.rate : 0,
+           sv.ok ? sv.server_cpu_ms * 1e3 / (double)sv.ok : 0,
+           sv.ok ? sv.client_cpu_ms * 1e3 / (double)sv.ok : 0, sv.bad, hz.bad,
+           st.bad);
+    fflush(stdout);
+  }
+  loadavg(la1, sizeof la1);
+
+  daemon_kill9(&d);
+  long rows;
+  long durable = count_durable(d.dir, &ids, &rows);
+  printf("  load average %s after; errors: service/healthz/store.\n", la1);
+  printf("  durability: after kill -9, %ld of the %ld jobs the client saw "
+         "succeed are 'succeeded' in SQLite (%ld succeeded rows in all)\n",
+         durable, ids.n, rows);
+  printf("  daemon/client cpu: CPU time per service job (user + system, all "
+         "threads); on %ld cores they share, so jobs/s <= %ld s / (daemon + "
+         "client cpu per job)\n",
+         ncpu, ncpu);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d.dir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", d.dir);
+  free(ids.v);
+  curl_global_cleanup();
+  return durable == ids.n && errors == 0 ? 0 : 1;
+}
