@@ -15,7 +15,8 @@ static int file_exists(const char *path) {
 
 TEST(finished_jobs_and_their_files_expire) {
   json_t *j = submit(&S, "?wait=20",
-                     "{\"kind\":\"map\",\"params\":{\"expr\":\"x*2\",\"inputs\":{\"x\":[1,2,3]}}}",
+                     "{\"kind\":\"map\",\"params\":{\"expr\":\"x*2\",\"inputs\":{\"x\":"
+                     "{\"range\":{\"stop\":2000}}}}}", /* 16 KB: a file, not the row */
                      NULL);
   CHECK(j && strcmp(jstr(j, "status"), "succeeded") == 0);
   char id[64], path[128], file[512];
