@@ -16,9 +16,9 @@
  * Each figure is the median of 5 samples; a sample repeats the call until
  * 20 ms have passed. Each tessel map call splits the output into the map
  * kind's chunks
- * (clamp(n / (4 * threads), 32 Ki, 64 Ki) elements); the chunks run on a
- * small persistent thread team defined here as pool_for (the engine is
- * measured, not the scheduler).
+ * (clamp(n / (4 * threads), 32 Ki, 64 Ki) elements); the chunks run on the
+ * service's own pool (compute/pool.c) with THREADS workers, called directly
+ * (the engine and the pool are measured, not the scheduler or HTTP).
  */
 #include <math.h>
 #include <pthread.h>
@@ -32,73 +32,9 @@
 #include "compute/kind_expr.h"
 #include "compute/pool.h"
 
-/* ---- a persistent team: one caller + (width-1) workers ------------------- */
-#define TEAM_MAX 16
-static struct {
-  pthread_mutex_t mu;
-  pthread_cond_t go, done;
-  int nworkers, gen, busy;
-  int64_t n;
-  atomic_llong next;
-  pool_chunk_fn fn;
-  void *arg;
-  int width;
-} team = {.mu = PTHREAD_MUTEX_INITIALIZER, .go = PTHREAD_COND_INITIALIZER,
-          .done = PTHREAD_COND_INITIALIZER};
-
-static void team_work(int slot) {
-  for (;;) {
-    int64_t c = atomic_fetch_add(&team.next, 1);
-    if (c >= team.n) break;
-    team.fn(team.arg, c, slot);
-  }
-}
-
-static void *team_main(void *v) {
-  int slot = (int)(intptr_t)v, seen = 0;
-  for (;;) {
-    pthread_mutex_lock(&team.mu);
-    while (team.gen == seen) pthread_cond_wait(&team.go, &team.mu);
-    seen = team.gen;
-    int mine = slot < team.width;
-    pthread_mutex_unlock(&team.mu);
-    if (mine) team_work(slot);
-    pthread_mutex_lock(&team.mu);
-    if (--team.busy == 0) pthread_cond_signal(&team.done);
-    pthread_mutex_unlock(&team.mu);
-  }
-  return NULL;
-}
-
-int pool_for(pool *p, int width, int64_t nchunks, pool_chunk_fn fn, void *arg,
-             atomic_int *stop) {
-  (void)p;
-  (void)stop;
-  pthread_mutex_lock(&team.mu);
-  team.n = nchunks;
-  atomic_store(&team.next, 0);
-  team.fn = fn;
-  team.arg = arg;
-  team.width = width;
-  team.busy = team.nworkers;
-  team.gen++;
-  pthread_cond_broadcast(&team.go);
-  pthread_mutex_unlock(&team.mu);
-  team_work(0);
-  pthread_mutex_lock(&team.mu);
-  while (team.busy) pthread_cond_wait(&team.done, &team.mu);
-  pthread_mutex_unlock(&team.mu);
-  return 0;
-}
-
-static void team_start(int width) {
-  team.nworkers = width - 1;
-  for (int i = 1; i < width; i++) {
-    pthread_t t;
-    pthread_create(&t, NULL, team_main, (void *)(intptr_t)i);
-    pthread_detach(t);
-  }
-}
+/* ---- the service's own pool, made once with THREADS workers -------------- */
+static pool *g_pool;
+static void team_start(int width) { g_pool = pool_create(width, NULL, NULL); }
 
 /* ---- tessel map as the map kind runs it ----------------------------------- */
 typedef struct mrun {
@@ -132,10 +68,9 @@ static void tessel_map(const expr *x, const tarray *const *in, int nd,
   if (width == 1 || nch == 1)
     for (int64_t c = 0; c < nch; c++) map_chunk(&m, c, 0);
   else
-    pool_for(NULL, width < nch ? width : (int)nch, nch, map_chunk, &m, NULL);
+    pool_for(g_pool, width < nch ? width : (int)nch, nch, map_chunk, &m, NULL);
 }
 
-static int g_pool;
 static void tessel_reduce(const expr *x, const tarray *const *in, int nd,
                           const int64_t *sh, int axis, int width) {
   reduce_spec r = {.x = x, .inputs = in, .ndim = nd, .shape = sh,
@@ -146,7 +81,7 @@ static void tessel_reduce(const expr *x, const tarray *const *in, int nd,
   tarray *out = tarray_new(T_F64, ond, osh);
   job_ctx ctx;
   memset(&ctx, 0, sizeof ctx);
-  ctx.pool = width > 1 ? (pool *)&g_pool : NULL;
+  ctx.pool = width > 1 ? g_pool : NULL;
   ctx.threads = width;
   terr e;
   reduce_cpu_run(&r, out, &ctx, width, &e);
@@ -210,7 +145,7 @@ static double probe_parallelism(int threads) {
   double t0 = now_s();
   for (int c = 0; c < threads; c++) probe_chunk((void *)sink, c, 0);
   double t1 = now_s();
-  pool_for(NULL, threads, threads, probe_chunk, (void *)sink, NULL);
+  pool_for(g_pool, threads, threads, probe_chunk, (void *)sink, NULL);
   double t2 = now_s();
   return (t1 - t0) / (t2 - t1);
 }
@@ -268,7 +203,7 @@ static void peers_run(int threads, int64_t n) {
 int main(int argc, char **argv) {
   int64_t max = argc > 1 ? (int64_t)strtod(argv[1], NULL) : 100000000;
   int threads = argc > 2 ? (int)strtol(argv[2], NULL, 10) : 2;
-  if (threads < 1 || threads > TEAM_MAX) threads = 2;
+  if (threads < 1 || threads > 256) threads = 2;
   team_start(threads);
   double par0 = probe_parallelism(threads);
   const char *maps[] = {"x*x", "x**2 + 2*x + 1", "-b/a", "sin(x)*exp(-x)"};
@@ -277,7 +212,7 @@ int main(int argc, char **argv) {
          "cpu", "numpy", "numexpr", "cpu/nex", "cpu/np");
   printf("%-24s %10s %9s %9s %9s %9s %8s %8s\n", "(M elem/s, median)", "", "",
          "", "", "", "", "");
-  g_scratch = aligned_alloc(64, (size_t)TEAM_MAX * 1024 * 1024);
+  g_scratch = aligned_alloc(64, (size_t)256 * 1024 * 1024);
   for (int64_t n = 1000; n <= max; n *= 10) {
     int64_t sh[1] = {n};
     tarray *x = tarray_new(T_F64, 1, sh), *a = tarray_new(T_F64, 1, sh),
