@@ -115,15 +115,10 @@ static int spec_parse(const json_t *params, geod_spec *s, terr *e) {
   memset(s, 0, sizeof *s);
   if (!json_is_object(params))
     return terr_set(e, T_EINVAL, "params", -1, "must be an object");
-  const char *key;
-  json_t *x;
-  json_object_foreach((json_t *)params, key, x) {
-    int ok = 0;
-    for (int i = 0; known_keys[i]; i++) ok |= strcmp(key, known_keys[i]) == 0;
-    if (!ok)
-      return terr_set(e, T_EINVAL, "params", -1,
-                      "unknown parameter '%.40s' for kind geodesic", key);
-  }
+  const char *key = kind_params_unknown_key(params, known_keys);
+  if (key)
+    return terr_set(e, T_EINVAL, "params", -1,
+                    "unknown parameter '%.40s' for kind geodesic", key);
   const char *method = "karney", *units = "m", *layout = "square",
              *dtype = "float64";
   int rc = get_string(params, "method", "params.method", &method, e);

@@ -1,8 +1,11 @@
 /* kind_expr.c — the params shared by the map and reduce kinds: "expr",
  * "inputs" and "dtype" (see kind_expr.h for the rules and their errors).
  *
- * Runs on an HTTP thread (check) and on a scheduler worker (resolve); keeps
- * no state of its own.
+ * Also the pieces of check/release the two kinds share: the input side of
+ * the estimate (kexpr_estimate) and freeing a plan's inputs (kexpr_release).
+ *
+ * Runs on an HTTP thread (check, estimate) and on a scheduler worker
+ * (resolve, release); keeps no state of its own.
  */
 #include "compute/kind_expr.h"
 
@@ -158,4 +161,25 @@ fail:
     ids[i] = NULL;
   }
   return rc;
+}
+
+void kexpr_release(kexpr *k, tarray **in, char **ids) {
+  for (int i = 0; i < EXPR_MAX_INPUTS; i++) {
+    tarray_free(in[i]);
+    free(ids[i]);
+    in[i] = NULL;
+    ids[i] = NULL;
+  }
+  kexpr_free(k);
+}
+
+void kexpr_estimate(const kexpr *k, double ops_per_elem, job_estimate *est) {
+  size_t dsz = tdtype_size(k->dt);
+  est->in_bytes = 0;
+  for (int i = 0; i < k->nin; i++)
+    est->in_bytes += k->info[i].size * (int64_t)dsz;
+  est->mem_bytes = est->in_bytes + est->out_bytes;
+  est->ops_per_elem = ops_per_elem;
+  est->work = (double)k->size * est->ops_per_elem;
+  est->size = k->largest;
 }

@@ -49,6 +49,16 @@ void kexpr_free(kexpr *k);
 int kexpr_resolve(const kexpr *k, const tenv *env, tarray **in, char **ids,
                   terr *e);
 
+/* Free what kexpr_resolve built (in[i], ids[i] for all EXPR_MAX_INPUTS
+ * slots; NULL slots are fine) and k's expr: a plan's release. */
+void kexpr_release(kexpr *k, tarray **in, char **ids);
+
+/* The input side of a job_estimate: in_bytes (every input in the job's
+ * dtype), mem_bytes (= in_bytes + est->out_bytes, so set out_bytes first),
+ * ops_per_elem, work (= broadcast size * ops_per_elem) and size (the
+ * largest input). */
+void kexpr_estimate(const kexpr *k, double ops_per_elem, job_estimate *est);
+
 /* ---- reductions on the CPU (reduce_cpu.c) -------------------------------- */
 typedef struct reduce_spec {
   const expr *x;

@@ -43,16 +43,11 @@ static int map_check(const json_t *params, const tenv *env, job_estimate *est,
   int rc = kexpr_check(params, env, map_keys, 0, &k, e);
   if (rc) return rc;
   memset(est, 0, sizeof *est);
-  size_t dsz = tdtype_size(k.dt);
   est->out_dtype = k.dt;
   est->out_ndim = k.ndim;
   for (int d = 0; d < k.ndim; d++) est->out_shape[d] = k.shape[d];
-  est->out_bytes = k.size * (int64_t)dsz;
-  for (int i = 0; i < k.nin; i++) est->in_bytes += k.info[i].size * (int64_t)dsz;
-  est->mem_bytes = est->in_bytes + est->out_bytes;
-  est->ops_per_elem = (double)expr_program_length(k.x);
-  est->work = (double)k.size * est->ops_per_elem;
-  est->size = k.largest;
+  est->out_bytes = k.size * (int64_t)tdtype_size(k.dt);
+  kexpr_estimate(&k, (double)expr_program_length(k.x), est);
   kexpr_free(&k);
   return 0;
 }
@@ -60,11 +55,7 @@ static int map_check(const json_t *params, const tenv *env, job_estimate *est,
 static void map_release(void *plan) {
   map_plan *p = plan;
   if (!p) return;
-  for (int i = 0; i < EXPR_MAX_INPUTS; i++) {
-    tarray_free(p->in[i]);
-    free(p->ids[i]);
-  }
-  kexpr_free(&p->k);
+  kexpr_release(&p->k, p->in, p->ids);
   free(p);
 }
 

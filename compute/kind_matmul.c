@@ -80,25 +80,21 @@ static int mm_bool(const json_t *p, const char *key, int *out, terr *e) {
 
 /* Validate params and work out every shape; nothing big is built. */
 static int mm_parse(const json_t *p, const tenv *env, mm_spec *s, terr *e) {
-  static const char *const keys[] = {"a", "b", "bias", "transpose_a",
-                                     "transpose_b", "dtype"};
+  static const char *const keys[] = {"a",           "b",           "bias",
+                                     "transpose_a", "transpose_b", "dtype",
+                                     NULL};
   char sa[96], sb[96], sc[96];
   int rc;
   memset(s, 0, sizeof *s);
   if (!json_is_object(p))
     return terr_set(e, T_EINVAL, "params", -1, "must be an object");
-  const char *key;
-  json_t *val;
-  json_object_foreach((json_t *)p, key, val) {
-    size_t i = 0;
-    while (i < 6 && strcmp(key, keys[i]) != 0) i++;
-    if (i == 6) {
-      char f[TERR_FIELD_MAX];
-      snprintf(f, sizeof f, "params.%.40s", key);
-      return terr_set(e, T_EINVAL, f, -1,
-                      "unknown key '%.40s' (expected a, b, bias, "
-                      "transpose_a, transpose_b, dtype)", key);
-    }
+  const char *key = kind_params_unknown_key(p, keys);
+  if (key) {
+    char f[TERR_FIELD_MAX];
+    snprintf(f, sizeof f, "params.%.40s", key);
+    return terr_set(e, T_EINVAL, f, -1,
+                    "unknown key '%.40s' (expected a, b, bias, "
+                    "transpose_a, transpose_b, dtype)", key);
   }
   const json_t *dt = json_object_get(p, "dtype");
   s->dt = T_F64;

@@ -106,13 +106,9 @@ static int reduce_check(const json_t *params, const tenv *env,
   reduce_out_shape(&r, &est->out_ndim, est->out_shape);
   int64_t outn = 1;
   for (int d = 0; d < est->out_ndim; d++) outn *= est->out_shape[d];
-  size_t dsz = tdtype_size(k.dt);
   est->out_bytes = outn * (int64_t)tdtype_size(est->out_dtype);
-  for (int i = 0; i < k.nin; i++) est->in_bytes += k.info[i].size * (int64_t)dsz;
-  est->mem_bytes = est->in_bytes + est->out_bytes;
-  est->ops_per_elem = (double)expr_program_length(k.x) + 1; /* + the fold */
-  est->work = (double)k.size * est->ops_per_elem;
-  est->size = k.largest;
+  kexpr_estimate(&k, (double)expr_program_length(k.x) + 1 /* + the fold */,
+                 est);
   kexpr_free(&k);
   return 0;
 }
@@ -120,11 +116,7 @@ static int reduce_check(const json_t *params, const tenv *env,
 static void reduce_release(void *plan) {
   reduce_plan *p = plan;
   if (!p) return;
-  for (int i = 0; i < EXPR_MAX_INPUTS; i++) {
-    tarray_free(p->in[i]);
-    free(p->ids[i]);
-  }
-  kexpr_free(&p->k);
+  kexpr_release(&p->k, p->in, p->ids);
   free(p);
 }
 

@@ -17,6 +17,7 @@
 
 #include <jansson.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "compute/arrayval.h"
 #include "compute/tarray.h"
@@ -109,6 +110,22 @@ typedef struct kind_ops {
 /* The table: NULL when the name is unknown. */
 const kind_ops *kind_find(const char *name);
 const kind_ops *kind_get(tkind k);
+
+/* For a kind's check: the first key of the object params that is not in
+ * the NULL-terminated list keys, or NULL when all are known. The caller
+ * words the error (each kind names its field its own way). The string
+ * belongs to params. Inline so a kind need not link the kind table. */
+static inline const char *kind_params_unknown_key(const json_t *params,
+                                                  const char *const *keys) {
+  const char *key;
+  json_t *v;
+  json_object_foreach((json_t *)params, key, v) {
+    int i = 0;
+    while (keys[i] && strcmp(key, keys[i]) != 0) i++;
+    if (!keys[i]) return key;
+  }
+  return NULL;
+}
 
 extern const kind_ops kind_map_ops, kind_reduce_ops, kind_matmul_ops,
     kind_geodesic_ops;

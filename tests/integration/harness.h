@@ -336,4 +336,38 @@ static inline const char *jstr(json_t *o, const char *k) {
   return json_string_value(json_object_get(o, k));
 }
 
+/* GET a finished job's result (its result.href + query, e.g.
+ * "?layout=condensed") as JSON and return its "data" member (new ref, or
+ * NULL when the job, the href, the body or "data" is missing). */
+static inline json_t *result_data_at(srv *s, json_t *job, const char *query) {
+  const char *href = jstr(json_object_get(job, "result"), "href");
+  if (!href) return NULL;
+  char path[256];
+  snprintf(path, sizeof path, "%s%s", href, query ? query : "");
+  resp r = req(s, "GET", path, NULL, NULL);
+  json_t *o = resp_json(&r);
+  json_t *data = json_incref(json_object_get(o, "data"));
+  json_decref(o);
+  resp_free(&r);
+  return data;
+}
+#define result_data(s, job) result_data_at((s), (job), NULL)
+
+/* Poll a job (up to ~5 s) until its status is "running"; 1 if it got
+ * there, 0 if not (the caller's later checks then fail on their own). */
+static inline int wait_running(srv *s, const char *id) {
+  char path[128];
+  snprintf(path, sizeof path, "/v1/jobs/%s", id);
+  for (int i = 0; i < 500; i++) {
+    resp r = req(s, "GET", path, NULL, NULL);
+    json_t *o = resp_json(&r);
+    int running = o && strcmp(jstr(o, "status"), "running") == 0;
+    json_decref(o);
+    resp_free(&r);
+    if (running) return 1;
+    usleep(10000);
+  }
+  return 0;
+}
+
 #endif

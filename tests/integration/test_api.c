@@ -103,18 +103,13 @@ TEST(map_seed_linear_equations) {
                      "{\"kind\":\"map\",\"params\":{\"expr\":\"-b/a\",\"inputs\":"
                      "{\"a\":[[1],[2],[4]],\"b\":[2,3,4,5]}}}", NULL);
   CHECK(j && strcmp(jstr(j, "status"), "succeeded") == 0);
-  char path[160];
-  snprintf(path, sizeof path, "%s", jstr(json_object_get(j, "result"), "href"));
-  resp r = req(&S, "GET", path, NULL, NULL);
-  json_t *o = resp_json(&r);
-  json_t *data = json_object_get(o, "data");
+  json_t *data = result_data(&S, j);
   CHECK(json_array_size(data) == 3 && json_array_size(json_array_get(data, 0)) == 4);
   double a[3] = {1, 2, 4}, b[4] = {2, 3, 4, 5};
   for (int i = 0; i < 3; i++)
     for (int k = 0; k < 4; k++)
       CHECK(num(json_array_get(json_array_get(data, i), k)) == -b[k] / a[i]);
-  json_decref(o);
-  resp_free(&r);
+  json_decref(data);
   json_decref(j);
 }
 
@@ -127,11 +122,7 @@ TEST(reduce_sum_of_squares_per_dataset) {
   CHECK(j && strcmp(jstr(j, "status"), "succeeded") == 0);
   json_t *shape = json_object_get(json_object_get(j, "result"), "shape");
   CHECK(json_array_size(shape) == 1 && json_integer_value(json_array_get(shape, 0)) == 100);
-  char path[160];
-  snprintf(path, sizeof path, "%s", jstr(json_object_get(j, "result"), "href"));
-  resp r = req(&S, "GET", path, NULL, NULL);
-  json_t *o = resp_json(&r);
-  json_t *data = json_object_get(o, "data");
+  json_t *data = result_data(&S, j);
   /* Each sum of 1000 squares of values in [1,2) lies in [1000, 4000). */
   int ok = json_array_size(data) == 100;
   for (size_t i = 0; ok && i < 100; i++) {
@@ -139,8 +130,7 @@ TEST(reduce_sum_of_squares_per_dataset) {
     ok = v >= 1000 && v < 4000;
   }
   CHECK(ok);
-  json_decref(o);
-  resp_free(&r);
+  json_decref(data);
   json_decref(j);
 
   /* A whole-array mean of a known range: mean(0..999) = 499.5. */
@@ -148,12 +138,9 @@ TEST(reduce_sum_of_squares_per_dataset) {
              "{\"kind\":\"reduce\",\"params\":{\"op\":\"mean\",\"inputs\":{\"x\":"
              "{\"range\":{\"start\":0,\"stop\":1000}}}}}", NULL);
   CHECK(j && strcmp(jstr(j, "status"), "succeeded") == 0);
-  snprintf(path, sizeof path, "%s", jstr(json_object_get(j, "result"), "href"));
-  r = req(&S, "GET", path, NULL, NULL);
-  o = resp_json(&r);
-  CHECK(o && fabs(num(json_object_get(o, "data")) - 499.5) < 1e-12);
-  json_decref(o);
-  resp_free(&r);
+  data = result_data(&S, j);
+  CHECK(data && fabs(num(data) - 499.5) < 1e-12);
+  json_decref(data);
   json_decref(j);
 }
 
@@ -162,18 +149,13 @@ TEST(matmul_w_x_plus_b) {
                      "{\"kind\":\"matmul\",\"params\":{\"a\":[[1,2],[3,4]],\"b\":"
                      "[[5,6],[7,8]],\"bias\":[[1],[2]]}}", NULL);
   CHECK(j && strcmp(jstr(j, "status"), "succeeded") == 0);
-  char path[160];
-  snprintf(path, sizeof path, "%s", jstr(json_object_get(j, "result"), "href"));
-  resp r = req(&S, "GET", path, NULL, NULL);
-  json_t *o = resp_json(&r);
-  json_t *d = json_object_get(o, "data");
+  json_t *d = result_data(&S, j);
   /* [[19,22],[43,50]] + [[1],[2]] */
   CHECK(num(json_array_get(json_array_get(d, 0), 0)) == 20);
   CHECK(num(json_array_get(json_array_get(d, 0), 1)) == 23);
   CHECK(num(json_array_get(json_array_get(d, 1), 0)) == 45);
   CHECK(num(json_array_get(json_array_get(d, 1), 1)) == 52);
-  json_decref(o);
-  resp_free(&r);
+  json_decref(d);
   json_decref(j);
 }
 
@@ -185,11 +167,7 @@ TEST(geodesic_matrix_layouts) {
                      "{\"kind\":\"geodesic\",\"params\":{\"points\":[[0,0],[0,1],"
                      "[51.5,-0.12]]}}", NULL);
   CHECK(j && strcmp(jstr(j, "status"), "succeeded") == 0);
-  char path[200];
-  snprintf(path, sizeof path, "%s", jstr(json_object_get(j, "result"), "href"));
-  resp r = req(&S, "GET", path, NULL, NULL);
-  json_t *o = resp_json(&r);
-  json_t *d = json_object_get(o, "data");
+  json_t *d = result_data(&S, j);
   CHECK(json_array_size(d) == 3);
   for (int i = 0; i < 3; i++) {
     CHECK(num(json_array_get(json_array_get(d, i), i)) == 0);
@@ -199,18 +177,13 @@ TEST(geodesic_matrix_layouts) {
   }
   /* One degree of longitude on the equator of WGS84: a*pi/180. */
   CHECK(fabs(num(json_array_get(json_array_get(d, 0), 1)) - 111319.49079327357) < 1e-6);
-  snprintf(path, sizeof path, "%s?layout=condensed", jstr(json_object_get(j, "result"), "href"));
-  resp r2 = req(&S, "GET", path, NULL, NULL);
-  json_t *o2 = resp_json(&r2);
-  json_t *c = json_object_get(o2, "data");
+  json_t *c = result_data_at(&S, j, "?layout=condensed");
   CHECK(json_array_size(c) == 3);
   CHECK(num(json_array_get(c, 0)) == num(json_array_get(json_array_get(d, 0), 1)));
   CHECK(num(json_array_get(c, 1)) == num(json_array_get(json_array_get(d, 0), 2)));
   CHECK(num(json_array_get(c, 2)) == num(json_array_get(json_array_get(d, 1), 2)));
-  json_decref(o2);
-  resp_free(&r2);
-  json_decref(o);
-  resp_free(&r);
+  json_decref(c);
+  json_decref(d);
   json_decref(j);
 }
 
@@ -258,14 +231,10 @@ TEST(arrays_upload_use_download_delete) {
            "\"inputs\":{\"m\":{\"array\":\"%s\"}},\"axis\":1}}", id);
   json_t *j = submit(&S, "?wait=30", body, NULL);
   CHECK(j && strcmp(jstr(j, "status"), "succeeded") == 0);
-  snprintf(path, sizeof path, "%s", jstr(json_object_get(j, "result"), "href"));
-  r = req(&S, "GET", path, NULL, NULL);
-  json_t *o = resp_json(&r);
-  json_t *d = json_object_get(o, "data");
+  json_t *d = result_data(&S, j);
   CHECK(num(json_array_get(d, 0)) == 5 && num(json_array_get(d, 1)) == 25 &&
         num(json_array_get(d, 2)) == 61);
-  json_decref(o);
-  resp_free(&r);
+  json_decref(d);
   json_decref(j);
 
   snprintf(path, sizeof path, "/v1/arrays/%s", id);
@@ -273,7 +242,7 @@ TEST(arrays_upload_use_download_delete) {
   CHECK(r.status == 200);
   resp_free(&r);
   r = req(&S, "GET", "/v1/arrays", NULL, NULL);
-  o = resp_json(&r);
+  json_t *o = resp_json(&r);
   CHECK(json_array_size(json_object_get(o, "arrays")) >= 2);
   json_decref(o);
   resp_free(&r);
@@ -384,17 +353,7 @@ TEST(cancel_running_and_delete) {
   char id[64], path[128];
   snprintf(id, sizeof id, "%s", j ? jstr(j, "id") : "");
   json_decref(j);
-  /* Wait until it runs. */
-  for (int i = 0; i < 500; i++) {
-    snprintf(path, sizeof path, "/v1/jobs/%s", id);
-    resp r = req(&S, "GET", path, NULL, NULL);
-    json_t *o = resp_json(&r);
-    int running = o && strcmp(jstr(o, "status"), "running") == 0;
-    json_decref(o);
-    resp_free(&r);
-    if (running) break;
-    usleep(10000);
-  }
+  wait_running(&S, id);
   snprintf(path, sizeof path, "/v1/jobs/%s", id);
   resp r = req(&S, "DELETE", path, NULL, NULL);
   CHECK(is_error(&r, 409, "conflict", NULL)); /* running: cannot delete */

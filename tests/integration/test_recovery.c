@@ -27,17 +27,7 @@ TEST(kill9_then_restart) {
     json_decref(j);
   }
   /* Wait for the first to be running, then kill -9. */
-  char path[128];
-  snprintf(path, sizeof path, "/v1/jobs/%s", ids[0]);
-  for (int k = 0; k < 300; k++) {
-    resp r = req(&S, "GET", path, NULL, NULL);
-    json_t *o = resp_json(&r);
-    int running = o && strcmp(jstr(o, "status"), "running") == 0;
-    json_decref(o);
-    resp_free(&r);
-    if (running) break;
-    usleep(10000);
-  }
+  wait_running(&S, ids[0]);
   CHECK(srv_kill(&S, SIGKILL) == 128 + SIGKILL);
   CHECK(srv_restart(&S) == 0);
   for (int i = 0; i < NJOBS; i++) {
