@@ -302,13 +302,8 @@ int store_job_requeue(store *s, const char *id, terr *e) {
   return store__write_one(s, requeue_fn, (void *)id, e);
 }
 
-typedef struct delete_args {
-  const char *id, *owner;
-  char *path; /* out */
-} delete_args;
-
 static int delete_fn(store *s, store_wop *op, terr *e) {
-  delete_args *a = op->arg;
+  store_del_args *a = op->arg;
   sqlite3_stmt *st;
   int rc = store__stmt(
       &s->w, "SELECT owner, status, result_path FROM jobs WHERE id = ?1", &st,
@@ -344,15 +339,5 @@ static int delete_fn(store *s, store_wop *op, terr *e) {
 /* [sync] See store.h. */
 int store_job_delete(store *s, const char *id, const char *owner,
                      char **result_path, terr *e) {
-  if (result_path) *result_path = NULL;
-  if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
-  delete_args a = {id, owner, NULL};
-  int rc = store__write_one(s, delete_fn, &a, e);
-  if (rc) {
-    free(a.path);
-    return rc;
-  }
-  if (result_path) *result_path = a.path;
-  else free(a.path);
-  return 0;
+  return store__delete(s, delete_fn, 1, id, owner, result_path, e);
 }
