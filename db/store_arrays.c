@@ -250,22 +250,12 @@ static int array_referenced(store *s, const char *id, terr *e) {
 static int adelete_fn(store *s, store_wop *op, terr *e) {
   store_del_args *a = op->arg;
   sqlite3_stmt *st;
-  int rc = store__stmt(&s->w, "SELECT owner, path FROM arrays WHERE id = ?1",
-                       &st, e);
+  int rc = store__del_find(s, a, "SELECT owner, path FROM arrays WHERE id = ?1",
+                           "array", &st, e);
   if (rc) return rc;
-  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
-  int step = sqlite3_step(st);
-  if (step == SQLITE_DONE ||
-      (step == SQLITE_ROW && a->owner &&
-       strcmp((const char *)sqlite3_column_text(st, 0), a->owner) != 0)) {
-    rc = terr_set(e, T_ENOTFOUND, "id", -1, "no array %s", a->id);
-  } else if (step != SQLITE_ROW) {
-    rc = store__dberr(e, s->w.db, "delete array");
-  } else {
-    int oom = 0;
-    a->path = store__col_dup(st, 1, &oom);
-    if (oom) rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
-  }
+  int oom = 0;
+  a->path = store__col_dup(st, 1, &oom);
+  if (oom) rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
   sqlite3_reset(st);
   if (rc) return rc;
   int ref = array_referenced(s, a->id, e);
@@ -273,10 +263,8 @@ static int adelete_fn(store *s, store_wop *op, terr *e) {
   if (ref > 0)
     return terr_set(e, T_ECONFLICT, "id", -1,
                     "array %s is used by a queued or running job", a->id);
-  if ((rc = store__stmt(&s->w, "DELETE FROM arrays WHERE id = ?1", &st, e)))
-    return rc;
-  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
-  return store__exec_stmt(&s->w, st, "delete array", e);
+  return store__del_exec(s, "DELETE FROM arrays WHERE id = ?1", a->id, "array",
+                         e);
 }
 
 /* [sync] See store.h. T_ENOTFOUND when absent or another owner's (owner

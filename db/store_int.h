@@ -171,6 +171,16 @@ typedef struct store_del_args {
  * failure *path is NULL. */
 int store__delete(store *s, store_wfn fn, int one_stmt, const char *id,
                   const char *owner, char **path, terr *e);
+/* Writer thread, in such an fn: select a->id's row with sql (?1 the id,
+ * column 0 the owner). 0: *st is on the row (read it, then sqlite3_reset);
+ * else a terr code, statement reset: T_ENOTFOUND "no <noun> <id>" when
+ * absent or another owner's (a->owner NULL: any), T_EIO "delete <noun>". */
+int store__del_find(store *s, const store_del_args *a, const char *sql,
+                    const char *noun, sqlite3_stmt **st, terr *e);
+/* Writer thread: run the DELETE sql with ?1 bound to id; 0 or T_EIO
+ * "delete <noun>". */
+int store__del_exec(store *s, const char *sql, const char *id,
+                    const char *noun, terr *e);
 
 /* Bind helpers: NULL strings bind NULL; text is copied (SQLITE_TRANSIENT is
  * not needed: statements are stepped before the caller's string goes). */
