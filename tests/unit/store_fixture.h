@@ -3,8 +3,8 @@
  * (fresh_dir, open_fresh), a queued job with the usual fields (job_init,
  * insert_job) and the final rm_tree of the root.
  *
- * The including file's main fills `root` with mkdtemp and calls
- * rm_tree(root) at the end. Single-threaded helpers (dir_seq is not
+ * The including file's main starts with fixture_root (the mkdtemp root)
+ * and ends with rm_tree(root). Single-threaded helpers (dir_seq is not
  * guarded): call them from the test's main thread. Static functions: each
  * test file uses a subset.
  */
@@ -22,6 +22,18 @@
 
 static char root[256];
 static int dir_seq;
+
+/* main's start: make the root from tmpl ("/tmp/name_XXXXXX") and quiet the
+ * log to warnings. 0, or -1 (reported) when mkdtemp fails. */
+static int fixture_root(const char *tmpl) {
+  snprintf(root, sizeof root, "%s", tmpl);
+  if (!mkdtemp(root)) {
+    perror("mkdtemp");
+    return -1;
+  }
+  t_log_level = T_LOG_WARN;
+  return 0;
+}
 
 /* A fresh data dir for one test. */
 static void fresh_dir(char *buf, size_t n) {

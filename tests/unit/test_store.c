@@ -1029,12 +1029,7 @@ TEST(test_stats_counts) {
 }
 
 int main(void) {
-  snprintf(root, sizeof root, "/tmp/tessel_store_XXXXXX");
-  if (!mkdtemp(root)) {
-    perror("mkdtemp");
-    return 1;
-  }
-  t_log_level = T_LOG_WARN;
+  if (fixture_root("/tmp/tessel_store_XXXXXX")) return 1;
   RUN(test_open_migrate_reopen);
   RUN(test_roundtrip_every_field);
   RUN(test_owner_isolation);

@@ -299,12 +299,7 @@ TEST(test_batch_one_transaction) {
 }
 
 int main(void) {
-  snprintf(root, sizeof root, "/tmp/tessel_store_threads_XXXXXX");
-  if (!mkdtemp(root)) {
-    perror("mkdtemp");
-    return 1;
-  }
-  t_log_level = T_LOG_WARN;
+  if (fixture_root("/tmp/tessel_store_threads_XXXXXX")) return 1;
   RUN(test_concurrent_inserts);
   RUN(test_async_progress_threads);
   RUN(test_batch_isolation);
