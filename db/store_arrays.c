@@ -95,13 +95,7 @@ static int ainsert_fn(store *s, store_wop *op, terr *e) {
   store__bind_text(st, 6, a->sha256);
   store__bind_text(st, 7, a->path);
   sqlite3_bind_int64(st, 8, a->created_at);
-  step = sqlite3_step(st);
-  sqlite3_reset(st);
-  if (step == SQLITE_DONE) return 0;
-  if ((sqlite3_extended_errcode(s->w.db) & 0xff) == SQLITE_CONSTRAINT)
-    return terr_set(e, T_ECONFLICT, "id", -1, "array %s: %s", a->id,
-                    sqlite3_errmsg(s->w.db));
-  return store__dberr(e, s->w.db, "insert array");
+  return store__exec_insert(s, st, "array", a->id, e);
 }
 
 /* [sync] See store.h. dtype, shape, sha256 and path are required; an empty
@@ -143,11 +137,9 @@ int store_array_get(store *s, const char *id, const char *owner,
   if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
   store_conn *c;
   sqlite3_stmt *st;
-  int rc = store__reader(s, &c, e);
+  int rc = store__read_stmt(
+      s, "SELECT " ARRAY_COLS " FROM arrays WHERE id = ?1", &c, &st, e);
   if (rc) return rc;
-  if ((rc = store__stmt(c, "SELECT " ARRAY_COLS " FROM arrays WHERE id = ?1",
-                        &st, e)))
-    return rc;
   sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
   int step = sqlite3_step(st);
   if (step == SQLITE_ROW) {
@@ -195,10 +187,9 @@ int store_array_list(store *s, const char *owner, const char *cursor,
   };
   store_conn *c;
   sqlite3_stmt *st;
-  int rc = store__reader(s, &c, e);
+  int rc = store__read_stmt(s, sqls[(owner ? 1 : 0) + (cursor ? 2 : 0)], &c,
+                            &st, e);
   if (rc) return rc;
-  if ((rc = store__stmt(c, sqls[(owner ? 1 : 0) + (cursor ? 2 : 0)], &st, e)))
-    return rc;
   if (owner) sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
   if (cursor) sqlite3_bind_text(st, 2, cursor, -1, SQLITE_STATIC);
   sqlite3_bind_int(st, 3, limit + 1);
@@ -238,11 +229,6 @@ fail:
 
 /* ---- delete ---------------------------------------------------------------- */
 
-typedef struct adelete_args {
-  const char *id, *owner;
-  char *path; /* out */
-} adelete_args;
-
 /* 1 when a queued or running job's params mention the id, 0 when none,
  * negative on a database error. Runs on the writer connection. */
 static int array_referenced(store *s, const char *id, terr *e) {
@@ -262,24 +248,14 @@ static int array_referenced(store *s, const char *id, terr *e) {
 }
 
 static int adelete_fn(store *s, store_wop *op, terr *e) {
-  adelete_args *a = op->arg;
+  store_del_args *a = op->arg;
   sqlite3_stmt *st;
-  int rc = store__stmt(&s->w, "SELECT owner, path FROM arrays WHERE id = ?1",
-                       &st, e);
+  int rc = store__del_find(s, a, "SELECT owner, path FROM arrays WHERE id = ?1",
+                           "array", &st, e);
   if (rc) return rc;
-  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
-  int step = sqlite3_step(st);
-  if (step == SQLITE_DONE ||
-      (step == SQLITE_ROW && a->owner &&
-       strcmp((const char *)sqlite3_column_text(st, 0), a->owner) != 0)) {
-    rc = terr_set(e, T_ENOTFOUND, "id", -1, "no array %s", a->id);
-  } else if (step != SQLITE_ROW) {
-    rc = store__dberr(e, s->w.db, "delete array");
-  } else {
-    int oom = 0;
-    a->path = store__col_dup(st, 1, &oom);
-    if (oom) rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
-  }
+  int oom = 0;
+  a->path = store__col_dup(st, 1, &oom);
+  if (oom) rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
   sqlite3_reset(st);
   if (rc) return rc;
   int ref = array_referenced(s, a->id, e);
@@ -287,25 +263,15 @@ static int adelete_fn(store *s, store_wop *op, terr *e) {
   if (ref > 0)
     return terr_set(e, T_ECONFLICT, "id", -1,
                     "array %s is used by a queued or running job", a->id);
-  if ((rc = store__stmt(&s->w, "DELETE FROM arrays WHERE id = ?1", &st, e)))
-    return rc;
-  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
-  return store__exec_stmt(&s->w, st, "delete array", e);
+  return store__del_exec(s, "DELETE FROM arrays WHERE id = ?1", a->id, "array",
+                         e);
 }
 
 /* [sync] See store.h. T_ENOTFOUND when absent or another owner's (owner
  * NULL: any owner). On success *path (caller frees) is the file to remove. */
 int store_array_delete(store *s, const char *id, const char *owner,
                        char **path, terr *e) {
-  if (path) *path = NULL;
-  if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
-  adelete_args a = {id, owner, NULL};
-  int rc = store__write(s, adelete_fn, &a, e);
-  if (rc) {
-    free(a.path);
-    return rc;
-  }
-  if (path) *path = a.path;
-  else free(a.path);
-  return 0;
+  /* Not one statement: the reference check and the delete share a
+   * savepoint. */
+  return store__delete(s, adelete_fn, 0, id, owner, path, e);
 }

@@ -3,7 +3,8 @@
  * The store is split by concern: schema.c (migrations), store.c (open/close,
  * the writer thread, connections and their statement caches), store_jobs.c
  * and store_lifecycle.c (job rows and their transitions), store_arrays.c and
- * store_stats.c (the operations), store_ckpt.c (checkpoints). They meet here.
+ * store_stats.c (the operations), store_ops.c (steps those share),
+ * store_ckpt.c (checkpoints). They meet here.
  *
  * Writes: an operation fills a store_wop (its function and a pointer to its
  * arguments) and hands it to store__write (sync: the caller waits on the op's
@@ -148,6 +149,38 @@ int store__dberr(terr *e, sqlite3 *db, const char *what);
 /* Step a statement that returns no row: 0 or T_EIO (statement is reset). */
 int store__exec_stmt(store_conn *c, sqlite3_stmt *st, const char *what,
                      terr *e);
+/* Writer thread: step a bound INSERT on s->w (statement is reset). 0;
+ * T_ECONFLICT on a constraint (a taken id), "<noun> <id>: <sqlite
+ * message>" on field "id"; else T_EIO "insert <noun>". */
+int store__exec_insert(store *s, sqlite3_stmt *st, const char *noun,
+                       const char *id, terr *e);
+/* The calling thread's reader connection (*c) and its cached statement for
+ * sql (*st, reset, bindings cleared): store__reader then store__stmt. */
+int store__read_stmt(store *s, const char *sql, store_conn **c,
+                     sqlite3_stmt **st, terr *e);
+
+/* A delete by id (store_job_delete, store_array_delete): fn's op->arg is a
+ * store_del_args on the caller's stack; fn checks id and owner (NULL: any),
+ * deletes the row and sets path (heap) to the file the caller removes. */
+typedef struct store_del_args {
+  const char *id, *owner;
+  char *path; /* out, heap */
+} store_del_args;
+/* [sync] Run fn (with store__write_one when one_stmt, else store__write).
+ * On success *path (path may be NULL: then freed) is the caller's; on
+ * failure *path is NULL. */
+int store__delete(store *s, store_wfn fn, int one_stmt, const char *id,
+                  const char *owner, char **path, terr *e);
+/* Writer thread, in such an fn: select a->id's row with sql (?1 the id,
+ * column 0 the owner). 0: *st is on the row (read it, then sqlite3_reset);
+ * else a terr code, statement reset: T_ENOTFOUND "no <noun> <id>" when
+ * absent or another owner's (a->owner NULL: any), T_EIO "delete <noun>". */
+int store__del_find(store *s, const store_del_args *a, const char *sql,
+                    const char *noun, sqlite3_stmt **st, terr *e);
+/* Writer thread: run the DELETE sql with ?1 bound to id; 0 or T_EIO
+ * "delete <noun>". */
+int store__del_exec(store *s, const char *sql, const char *id,
+                    const char *noun, terr *e);
 
 /* Bind helpers: NULL strings bind NULL; text is copied (SQLITE_TRANSIENT is
  * not needed: statements are stepped before the caller's string goes). */

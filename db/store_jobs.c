@@ -243,13 +243,7 @@ static int insert_fn(store *s, store_wop *op, terr *e) {
   if (isnan(j->max_abs_diff)) sqlite3_bind_null(st, 26);
   else sqlite3_bind_double(st, 26, j->max_abs_diff);
   sqlite3_bind_int(st, 27, j->attempts);
-  int step = sqlite3_step(st);
-  sqlite3_reset(st);
-  if (step == SQLITE_DONE) return 0;
-  if ((sqlite3_extended_errcode(s->w.db) & 0xff) == SQLITE_CONSTRAINT)
-    return terr_set(e, T_ECONFLICT, "id", -1, "job %s: %s", j->id,
-                    sqlite3_errmsg(s->w.db));
-  return store__dberr(e, s->w.db, "insert job");
+  return store__exec_insert(s, st, "job", j->id, e);
 }
 
 /* [sync] See store.h. An empty j->id gets a new "j_" id, a zero created_at
@@ -356,11 +350,9 @@ int store_job_get(store *s, const char *id, const char *owner, store_job *out,
   if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
   store_conn *c;
   sqlite3_stmt *st;
-  int rc = store__reader(s, &c, e);
+  int rc = store__read_stmt(
+      s, "SELECT " STORE_JOB_COLS " FROM jobs WHERE id = ?1", &c, &st, e);
   if (rc) return rc;
-  if ((rc = store__stmt(c, "SELECT " STORE_JOB_COLS " FROM jobs WHERE id = ?1",
-                        &st, e)))
-    return rc;
   sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
   int step = sqlite3_step(st);
   if (step == SQLITE_ROW) {
@@ -422,9 +414,8 @@ int store_job_list(store *s, const store_job_filter *f, store_job **jobs,
 
   store_conn *c;
   sqlite3_stmt *st;
-  int rc = store__reader(s, &c, e);
+  int rc = store__read_stmt(s, sql, &c, &st, e);
   if (rc) return rc;
-  if ((rc = store__stmt(c, sql, &st, e))) return rc;
   if (f->owner) sqlite3_bind_text(st, 1, f->owner, -1, SQLITE_STATIC);
   if (f->status >= 0)
     sqlite3_bind_text(st, 2, status_names[f->status], -1, SQLITE_STATIC);
@@ -454,14 +445,12 @@ int store_job_unfinished(store *s, store_job **jobs, int *n, terr *e) {
   if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
   store_conn *c;
   sqlite3_stmt *st;
-  int rc = store__reader(s, &c, e);
+  int rc = store__read_stmt(s,
+                            "SELECT " STORE_JOB_COLS " FROM jobs"
+                            " WHERE status IN ('queued','running')"
+                            " ORDER BY priority DESC, created_at, id",
+                            &c, &st, e);
   if (rc) return rc;
-  if ((rc = store__stmt(c,
-                        "SELECT " STORE_JOB_COLS " FROM jobs"
-                        " WHERE status IN ('queued','running')"
-                        " ORDER BY priority DESC, created_at, id",
-                        &st, e)))
-    return rc;
   return collect_jobs(c, st, -1, jobs, n, e);
 }
 
@@ -473,11 +462,9 @@ int store_job_result_npy(store *s, const char *id, const char *owner,
   if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
   store_conn *c;
   sqlite3_stmt *st;
-  int rc = store__reader(s, &c, e);
+  int rc = store__read_stmt(
+      s, "SELECT owner, result_npy FROM jobs WHERE id = ?1", &c, &st, e);
   if (rc) return rc;
-  if ((rc = store__stmt(c, "SELECT owner, result_npy FROM jobs WHERE id = ?1",
-                        &st, e)))
-    return rc;
   sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
   int step = sqlite3_step(st);
   if (step == SQLITE_ROW) {

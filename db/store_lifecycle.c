@@ -302,57 +302,29 @@ int store_job_requeue(store *s, const char *id, terr *e) {
   return store__write_one(s, requeue_fn, (void *)id, e);
 }
 
-typedef struct delete_args {
-  const char *id, *owner;
-  char *path; /* out */
-} delete_args;
-
 static int delete_fn(store *s, store_wop *op, terr *e) {
-  delete_args *a = op->arg;
+  store_del_args *a = op->arg;
   sqlite3_stmt *st;
-  int rc = store__stmt(
-      &s->w, "SELECT owner, status, result_path FROM jobs WHERE id = ?1", &st,
-      e);
+  int rc = store__del_find(
+      s, a, "SELECT owner, status, result_path FROM jobs WHERE id = ?1", "job",
+      &st, e);
   if (rc) return rc;
-  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
-  int step = sqlite3_step(st);
-  if (step == SQLITE_DONE ||
-      (step == SQLITE_ROW && a->owner &&
-       strcmp((const char *)sqlite3_column_text(st, 0), a->owner) != 0)) {
-    rc = terr_set(e, T_ENOTFOUND, "id", -1, "no job %s", a->id);
-  } else if (step != SQLITE_ROW) {
-    rc = store__dberr(e, s->w.db, "delete job");
+  int sv = job_status_parse((const char *)sqlite3_column_text(st, 1));
+  if (sv < 0 || !job_status_final((job_status)sv)) {
+    rc = terr_set(e, T_ECONFLICT, "id", -1, "job %s is %s; cancel it first",
+                  a->id, job_status_name((job_status)sv));
   } else {
-    int sv = job_status_parse((const char *)sqlite3_column_text(st, 1));
-    if (sv < 0 || !job_status_final((job_status)sv)) {
-      rc = terr_set(e, T_ECONFLICT, "id", -1, "job %s is %s; cancel it first",
-                    a->id, job_status_name((job_status)sv));
-    } else {
-      int oom = 0;
-      a->path = store__col_dup(st, 2, &oom);
-      if (oom) rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
-    }
+    int oom = 0;
+    a->path = store__col_dup(st, 2, &oom);
+    if (oom) rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
   }
   sqlite3_reset(st);
   if (rc) return rc;
-  if ((rc = store__stmt(&s->w, "DELETE FROM jobs WHERE id = ?1", &st, e)))
-    return rc;
-  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
-  return store__exec_stmt(&s->w, st, "delete job", e);
+  return store__del_exec(s, "DELETE FROM jobs WHERE id = ?1", a->id, "job", e);
 }
 
 /* [sync] See store.h. */
 int store_job_delete(store *s, const char *id, const char *owner,
                      char **result_path, terr *e) {
-  if (result_path) *result_path = NULL;
-  if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
-  delete_args a = {id, owner, NULL};
-  int rc = store__write_one(s, delete_fn, &a, e);
-  if (rc) {
-    free(a.path);
-    return rc;
-  }
-  if (result_path) *result_path = a.path;
-  else free(a.path);
-  return 0;
+  return store__delete(s, delete_fn, 1, id, owner, result_path, e);
 }

@@ -149,15 +149,13 @@ int store_job_counts(store *s, const char *owner, int64_t counts[5],
   if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
   store_conn *c;
   sqlite3_stmt *st;
-  int rc = store__reader(s, &c, e);
+  int rc = store__read_stmt(s,
+                            owner ? "SELECT status, count(*) FROM jobs"
+                                    " WHERE owner = ?1 GROUP BY status"
+                                  : "SELECT status, count(*) FROM jobs"
+                                    " GROUP BY status",
+                            &c, &st, e);
   if (rc) return rc;
-  if ((rc = store__stmt(c,
-                        owner ? "SELECT status, count(*) FROM jobs"
-                                " WHERE owner = ?1 GROUP BY status"
-                              : "SELECT status, count(*) FROM jobs"
-                                " GROUP BY status",
-                        &st, e)))
-    return rc;
   if (owner) sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
   int step;
   while ((step = sqlite3_step(st)) == SQLITE_ROW) {

@@ -20,49 +20,7 @@
 
 #include "check.h"
 #include "db/store.h"
-
-static char root[256];
-static int dir_seq;
-
-/* A fresh data dir for one test. */
-static void fresh_dir(char *buf, size_t n) {
-  snprintf(buf, n, "%s/d%d", root, dir_seq++);
-}
-
-static store *open_fresh(char *dir, size_t n) {
-  fresh_dir(dir, n);
-  store *s = NULL;
-  terr e;
-  terr_clear(&e);
-  int rc = store_open(dir, &s, &e);
-  CHECK_MSG(rc == 0, "store_open: %s", e.message);
-  return s;
-}
-
-static char *sdup(const char *x) { return x ? strdup(x) : NULL; }
-
-/* A queued job of `owner` with the usual fields. */
-static void job_init(store_job *j, const char *owner, const char *kind) {
-  memset(j, 0, sizeof *j);
-  j->owner = sdup(owner);
-  j->kind = sdup(kind);
-  j->params = sdup("{\"expr\":\"x+1\",\"inputs\":{\"x\":[1,2,3]}}");
-  j->backend_requested = sdup("auto");
-  j->max_abs_diff = NAN;
-}
-
-static int insert_job(store *s, const char *owner, const char *kind,
-                      int priority, char id_out[T_ID_MAX]) {
-  store_job j;
-  job_init(&j, owner, kind);
-  j.priority = priority;
-  int existing = -1;
-  terr e;
-  int rc = store_job_insert(s, &j, &existing, &e);
-  if (rc == 0 && id_out) snprintf(id_out, T_ID_MAX, "%s", j.id);
-  store_job_clear(&j);
-  return rc;
-}
+#include "store_fixture.h"
 
 static store_job_end end_ok(int64_t at, const char *path) {
   store_job_end x = {.status = JOB_SUCCEEDED,
@@ -74,12 +32,6 @@ static store_job_end end_ok(int64_t at, const char *path) {
                      .progress_done = 3,
                      .progress_total = 3};
   return x;
-}
-
-static void rm_tree(const char *path) {
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", path);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -1077,12 +1029,7 @@ TEST(test_stats_counts) {
 }
 
 int main(void) {
-  snprintf(root, sizeof root, "/tmp/tessel_store_XXXXXX");
-  if (!mkdtemp(root)) {
-    perror("mkdtemp");
-    return 1;
-  }
-  t_log_level = T_LOG_WARN;
+  if (fixture_root("/tmp/tessel_store_XXXXXX")) return 1;
   RUN(test_open_migrate_reopen);
   RUN(test_roundtrip_every_field);
   RUN(test_owner_isolation);

@@ -21,55 +21,7 @@
 #include "check.h"
 #include "db/store.h"
 #include "db/store_int.h" /* the writer's queue and counters, for batching */
-
-static char root[256];
-static int dir_seq;
-
-/* A fresh data dir for one test. */
-static void fresh_dir(char *buf, size_t n) {
-  snprintf(buf, n, "%s/d%d", root, dir_seq++);
-}
-
-static store *open_fresh(char *dir, size_t n) {
-  fresh_dir(dir, n);
-  store *s = NULL;
-  terr e;
-  terr_clear(&e);
-  int rc = store_open(dir, &s, &e);
-  CHECK_MSG(rc == 0, "store_open: %s", e.message);
-  return s;
-}
-
-static char *sdup(const char *x) { return x ? strdup(x) : NULL; }
-
-/* A queued job of `owner` with the usual fields. */
-static void job_init(store_job *j, const char *owner, const char *kind) {
-  memset(j, 0, sizeof *j);
-  j->owner = sdup(owner);
-  j->kind = sdup(kind);
-  j->params = sdup("{\"expr\":\"x+1\",\"inputs\":{\"x\":[1,2,3]}}");
-  j->backend_requested = sdup("auto");
-  j->max_abs_diff = NAN;
-}
-
-static int insert_job(store *s, const char *owner, const char *kind,
-                      int priority, char id_out[T_ID_MAX]) {
-  store_job j;
-  job_init(&j, owner, kind);
-  j.priority = priority;
-  int existing = -1;
-  terr e;
-  int rc = store_job_insert(s, &j, &existing, &e);
-  if (rc == 0 && id_out) snprintf(id_out, T_ID_MAX, "%s", j.id);
-  store_job_clear(&j);
-  return rc;
-}
-
-static void rm_tree(const char *path) {
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", path);
-}
+#include "store_fixture.h"
 
 /* ---- concurrency ------------------------------------------------------------ */
 
@@ -347,12 +299,7 @@ TEST(test_batch_one_transaction) {
 }
 
 int main(void) {
-  snprintf(root, sizeof root, "/tmp/tessel_store_threads_XXXXXX");
-  if (!mkdtemp(root)) {
-    perror("mkdtemp");
-    return 1;
-  }
-  t_log_level = T_LOG_WARN;
+  if (fixture_root("/tmp/tessel_store_threads_XXXXXX")) return 1;
   RUN(test_concurrent_inserts);
   RUN(test_async_progress_threads);
   RUN(test_batch_isolation);

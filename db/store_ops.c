@@ -1,0 +1,95 @@
+/* store_ops.c — steps that several store operations share: an INSERT's
+ * step with its conflict check (job and array inserts), a reader's cached
+ * statement (every read), and the [sync] delete by id with its returned
+ * file path, its owner-checked lookup and its DELETE (job and array
+ * deletes).
+ *
+ * Threads: store__exec_insert runs on the writer thread (inside an op, on
+ * s->w); store__read_stmt on any thread, with that thread's reader
+ * connection; store__del_find and store__del_exec on the writer thread;
+ * store__delete on a caller thread, which waits for the writer
+ * (the arguments live on its stack). No lock of their own.
+ *
+ * Ownership: the path store__delete returns is the caller's to free.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/store_int.h"
+
+/* See store_int.h (the writer thread). */
+int store__exec_insert(store *s, sqlite3_stmt *st, const char *noun,
+                       const char *id, terr *e) {
+  int step = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (step == SQLITE_DONE) return 0;
+  if ((sqlite3_extended_errcode(s->w.db) & 0xff) == SQLITE_CONSTRAINT)
+    return terr_set(e, T_ECONFLICT, "id", -1, "%s %s: %s", noun, id,
+                    sqlite3_errmsg(s->w.db));
+  char what[64];
+  snprintf(what, sizeof what, "insert %s", noun);
+  return store__dberr(e, s->w.db, what);
+}
+
+/* See store_int.h (any thread, its own reader). */
+int store__read_stmt(store *s, const char *sql, store_conn **c,
+                     sqlite3_stmt **st, terr *e) {
+  int rc = store__reader(s, c, e);
+  if (rc) return rc;
+  return store__stmt(*c, sql, st, e);
+}
+
+/* [sync] See store_int.h. */
+int store__delete(store *s, store_wfn fn, int one_stmt, const char *id,
+                  const char *owner, char **path, terr *e) {
+  if (path) *path = NULL;
+  if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
+  store_del_args a = {id, owner, NULL};
+  int rc = one_stmt ? store__write_one(s, fn, &a, e)
+                    : store__write(s, fn, &a, e);
+  if (rc) {
+    free(a.path);
+    return rc;
+  }
+  if (path) *path = a.path;
+  else free(a.path);
+  return 0;
+}
+
+/* See store_int.h (the writer thread). */
+int store__del_find(store *s, const store_del_args *a, const char *sql,
+                    const char *noun, sqlite3_stmt **out, terr *e) {
+  sqlite3_stmt *st;
+  int rc = store__stmt(&s->w, sql, &st, e);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
+  int step = sqlite3_step(st);
+  if (step == SQLITE_DONE ||
+      (step == SQLITE_ROW && a->owner &&
+       strcmp((const char *)sqlite3_column_text(st, 0), a->owner) != 0)) {
+    rc = terr_set(e, T_ENOTFOUND, "id", -1, "no %s %s", noun, a->id);
+  } else if (step != SQLITE_ROW) {
+    char what[64];
+    snprintf(what, sizeof what, "delete %s", noun);
+    rc = store__dberr(e, s->w.db, what);
+  }
+  if (rc) {
+    sqlite3_reset(st);
+    return rc;
+  }
+  *out = st;
+  return 0;
+}
+
+/* See store_int.h (the writer thread). */
+int store__del_exec(store *s, const char *sql, const char *id,
+                    const char *noun, terr *e) {
+  sqlite3_stmt *st;
+  int rc = store__stmt(&s->w, sql, &st, e);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+  char what[64];
+  snprintf(what, sizeof what, "delete %s", noun);
+  return store__exec_stmt(&s->w, st, what, e);
+}

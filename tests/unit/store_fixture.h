@@ -1,0 +1,84 @@
+/* store_fixture.h — shared by the store tests (test_store.c and
+ * test_store_threads.c): a mkdtemp root with one fresh data dir per test
+ * (fresh_dir, open_fresh), a queued job with the usual fields (job_init,
+ * insert_job) and the final rm_tree of the root.
+ *
+ * The including file's main starts with fixture_root (the mkdtemp root)
+ * and ends with rm_tree(root). Single-threaded helpers (dir_seq is not
+ * guarded): call them from the test's main thread. Static functions: each
+ * test file uses a subset.
+ */
+#ifndef TESSEL_TESTS_STORE_FIXTURE_H
+#define TESSEL_TESTS_STORE_FIXTURE_H
+#pragma GCC diagnostic ignored "-Wunused-function"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "db/store.h"
+
+static char root[256];
+static int dir_seq;
+
+/* main's start: make the root from tmpl ("/tmp/name_XXXXXX") and quiet the
+ * log to warnings. 0, or -1 (reported) when mkdtemp fails. */
+static int fixture_root(const char *tmpl) {
+  snprintf(root, sizeof root, "%s", tmpl);
+  if (!mkdtemp(root)) {
+    perror("mkdtemp");
+    return -1;
+  }
+  t_log_level = T_LOG_WARN;
+  return 0;
+}
+
+/* A fresh data dir for one test. */
+static void fresh_dir(char *buf, size_t n) {
+  snprintf(buf, n, "%s/d%d", root, dir_seq++);
+}
+
+static store *open_fresh(char *dir, size_t n) {
+  fresh_dir(dir, n);
+  store *s = NULL;
+  terr e;
+  terr_clear(&e);
+  int rc = store_open(dir, &s, &e);
+  CHECK_MSG(rc == 0, "store_open: %s", e.message);
+  return s;
+}
+
+static char *sdup(const char *x) { return x ? strdup(x) : NULL; }
+
+/* A queued job of `owner` with the usual fields. */
+static void job_init(store_job *j, const char *owner, const char *kind) {
+  memset(j, 0, sizeof *j);
+  j->owner = sdup(owner);
+  j->kind = sdup(kind);
+  j->params = sdup("{\"expr\":\"x+1\",\"inputs\":{\"x\":[1,2,3]}}");
+  j->backend_requested = sdup("auto");
+  j->max_abs_diff = NAN;
+}
+
+static int insert_job(store *s, const char *owner, const char *kind,
+                      int priority, char id_out[T_ID_MAX]) {
+  store_job j;
+  job_init(&j, owner, kind);
+  j.priority = priority;
+  int existing = -1;
+  terr e;
+  int rc = store_job_insert(s, &j, &existing, &e);
+  if (rc == 0 && id_out) snprintf(id_out, T_ID_MAX, "%s", j.id);
+  store_job_clear(&j);
+  return rc;
+}
+
+static void rm_tree(const char *path) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", path);
+}
+
+#endif
