@@ -70,14 +70,17 @@ _Static_assert(VM_BLOCK <= EXPR_BLOCK, "VM block above the documented max");
 #include <immintrin.h>
 #include <stdatomic.h>
 #define VM_MVEC 1
-__m256d _ZGVdN4v_sin(__m256d x);
-__m256d _ZGVdN4v_cos(__m256d x);
-__m256d _ZGVdN4v_exp(__m256d x);
-__m256d _ZGVdN4v_log(__m256d x);
-__m256 _ZGVdN8v_sinf(__m256 x);
-__m256 _ZGVdN8v_cosf(__m256 x);
-__m256 _ZGVdN8v_expf(__m256 x);
-__m256 _ZGVdN8v_logf(__m256 x);
+/* target on the declarations too: clang rejects (-Wpsabi) 256-bit vector
+ * arguments in a function type compiled without AVX */
+#define VM_AVX2 __attribute__((target("avx2")))
+VM_AVX2 __m256d _ZGVdN4v_sin(__m256d x);
+VM_AVX2 __m256d _ZGVdN4v_cos(__m256d x);
+VM_AVX2 __m256d _ZGVdN4v_exp(__m256d x);
+VM_AVX2 __m256d _ZGVdN4v_log(__m256d x);
+VM_AVX2 __m256 _ZGVdN8v_sinf(__m256 x);
+VM_AVX2 __m256 _ZGVdN8v_cosf(__m256 x);
+VM_AVX2 __m256 _ZGVdN8v_expf(__m256 x);
+VM_AVX2 __m256 _ZGVdN8v_logf(__m256 x);
 
 /* 0 not asked yet, 1 AVX2, 2 not: the answer is the same from every
  * thread, so a race only repeats the question. */
@@ -95,7 +98,7 @@ static int vm_mvec_on(void) {
 
 /* d[0..n) = F(a[0..n)); d may be a (each group is read before written). */
 #define VM_MVEC_LOOP(NAME, T, VEC, W, F, LOAD, STORE)             \
-  __attribute__((target("avx2"))) static void NAME(const T *a, int n, \
+  VM_AVX2 static void NAME(const T *a, int n, \
                                                    T *d) {         \
     int i = 0;                                                     \
     for (; i + (W) <= n; i += (W)) STORE(d + i, F(LOAD(a + i)));   \
