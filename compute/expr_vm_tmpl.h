@@ -125,6 +125,19 @@ static void VNAME(vm_where)(VNAME(vopnd) C, VNAME(vopnd) A, VNAME(vopnd) B,
 
 VM_CLONES static void VNAME(vm_exec)(const expr_ins *in, VNAME(vopnd) A,
                            VNAME(vopnd) B, VNAME(vopnd) C, int n, VT *d) {
+#ifdef VM_MVEC
+  /* sin/cos/exp/log: libmvec for vector and scalar operands alike, so an
+   * element's bits never depend on its block or on being 0-d/broadcast. */
+  if (A.v) {
+    if (VNAME(vm_mvec)(in->op, A.v, n, d)) return;
+  } else {
+    VT r_;
+    if (VNAME(vm_mvec)(in->op, &A.s, 1, &r_)) {
+      for (int i = 0; i < n; i++) d[i] = r_;
+      return;
+    }
+  }
+#endif
   switch ((expr_op)in->op) {
     case EO_COPY: V_UN(a); break;
     case EO_NEG: V_UN(-a); break;

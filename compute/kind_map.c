@@ -158,8 +158,9 @@ static void map_tolerance(const void *plan, double *rtol, double *atol) {
 
 /* Why these tolerances (compare: |a - b| <= atol + rtol*|b|): serial and
  * cpu give identical bits (the same VM on the same elements). A GPU
- * differs by its libm (CUDA's sin/exp/pow are within 1-2 ulp, glibc's
- * within 1) and by fused multiply-adds, so well-conditioned expressions
+ * differs by its libm (CUDA's sin/exp/pow are within 1-2 ulp; the CPU's
+ * sin/cos/exp/log within 4, libmvec, the rest within 1) and by fused
+ * multiply-adds, so well-conditioned expressions
  * agree to a few ulp; rtol leaves room for a chain of such operations, and
  * atol for results near zero that come from cancelling terms of order one
  * (x**2 + 2*x + 1 near x = -1). */
