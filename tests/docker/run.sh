@@ -14,6 +14,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
 WORK="$ROOT/tests/docker/work"
+RUNDIR=/run/tessel-dockerd
 PORT=${TESSEL_DOCKER_TEST_PORT:-18181}
 IMAGE=tessel:cpu-test
 NAME=tessel-docker-test
@@ -29,8 +30,10 @@ cleanup() {
   docker volume rm -f "$VOLUME" >/dev/null 2>&1 || true
   docker image rm -f "$IMAGE" >/dev/null 2>&1 || true
   if [ -n "$started_dockerd" ]; then
-    kill "$(cat "$WORK/dockerd.pid")" 2>/dev/null || true
+    kill "$(cat "$RUNDIR/dockerd.pid")" 2>/dev/null || true
     sleep 2
+    # dockerd leaves its network namespace mounted under its exec root.
+    umount "$RUNDIR/exec/netns/default" 2>/dev/null || true
   fi
 }
 
@@ -44,9 +47,11 @@ if ! docker info >/dev/null 2>&1; then
   fi
   command -v docker >/dev/null 2>&1 || skip "no docker client"
   echo "docker test: starting dockerd (no bridge, host networking)"
-  mkdir -p "$WORK/exec"
+  # Its runtime state lives outside the repo (it mounts a network namespace
+  # there, which would pin the directory).
+  mkdir -p "$RUNDIR/exec"
   dockerd --bridge=none --iptables=false --ip6tables=false --ip-masq=false \
-    --exec-root "$WORK/exec" --pidfile "$WORK/dockerd.pid" \
+    --exec-root "$RUNDIR/exec" --pidfile "$RUNDIR/dockerd.pid" \
     -H unix:///var/run/docker.sock >"$WORK/dockerd.log" 2>&1 &
   started_dockerd=1
   i=0
