@@ -107,6 +107,16 @@ int fuse_place_inputs(devctx *d, int nin, const tarray *const *inputs,
                       fuse_input *m, fuse_args *args, const gpu_job *job,
                       terr *e);
 
+/* Stage elements [start, start+cnt) of every streamed input for one
+ * chunk: the host copy into the pinned slot (gang threads; its time goes to
+ * *t_h2d), then on d->s_h2d, between the slot's h2d_start and h2d_done
+ * events, the copies into dev_slot; d->s_comp waits for them. args->in /
+ * off then point at the device copies. Shared by map and reduce. */
+int fuse_stage_chunk(devctx *d, int nin, const tarray *const *inputs,
+                     const fuse_input *m, stage_slot *sl, void *dev_slot,
+                     int64_t start, int64_t cnt, fuse_args *args,
+                     double *t_h2d, terr *e);
+
 /* Classify input `in` against the output shape (ndim, shape), fill its
  * strides (element strides per output dimension, 0 where broadcast). */
 fuse_mode fuse_classify(const tarray *in, int ndim, const int64_t *shape,

@@ -112,6 +112,37 @@ fail:
   return rc;
 }
 
+int fuse_stage_chunk(devctx *d, int nin, const tarray *const *inputs,
+                     const fuse_input *m, stage_slot *sl, void *dev_slot,
+                     int64_t start, int64_t cnt, fuse_args *args,
+                     double *t_h2d, terr *e) {
+  int rc = 0;
+  gang_item items[FUSE_MAX_IN];
+  int ni = 0;
+  for (int i = 0; i < nin; i++)
+    if (m[i].streamed)
+      items[ni++] = (gang_item){sl->host + m[i].region,
+                                (const char *)inputs[i]->data +
+                                    (size_t)start * m[i].es,
+                                (size_t)cnt * m[i].es};
+  double t0 = t_now_ms();
+  gang_copy(d->gang, items, ni);
+  *t_h2d += t_now_ms() - t0;
+  CU_TRY(cudaEventRecord(sl->h2d_start, d->s_h2d));
+  for (int i = 0; i < nin; i++)
+    if (m[i].streamed) {
+      CU_TRY(cudaMemcpyAsync((char *)dev_slot + m[i].region,
+                             sl->host + m[i].region, (size_t)cnt * m[i].es,
+                             cudaMemcpyHostToDevice, d->s_h2d));
+      args->in[i] = (char *)dev_slot + m[i].region;
+      args->off[i] = start;
+    }
+  CU_TRY(cudaEventRecord(sl->h2d_done, d->s_h2d));
+  CU_TRY(cudaStreamWaitEvent(d->s_comp, sl->h2d_done, 0));
+fail:
+  return rc;
+}
+
 /* Everything on the device: one launch, then the output goes down. */
 static int map_whole(devctx *d, CUfunction fn, int groups, fuse_args *args,
                      tarray *out, devbuf *obuf, const gpu_job *job, terr *e) {
@@ -207,33 +238,10 @@ static int map_chunked(devctx *d, CUfunction fn, int groups, fuse_args *args,
     int64_t start = k * C, cnt = n - start < C ? n - start : C;
     rec[s].start = start;
     rec[s].count = cnt;
-    /* Host: the chunk's inputs into the pinned slot. */
-    gang_item items[FUSE_MAX_IN];
-    int ni = 0;
-    for (int i = 0; i < nin; i++)
-      if (m[i].streamed)
-        items[ni++] = (gang_item){sl->host + m[i].region,
-                                  (const char *)inputs[i]->data +
-                                      (size_t)start * m[i].es,
-                                  (size_t)cnt * m[i].es};
-    double t0 = t_now_ms();
-    gang_copy(d->gang, items, ni);
-    *job->t_h2d += t_now_ms() - t0;
-    /* Device: copy in, compute, copy out, ordered by events. */
-    CU_TRY(cudaEventRecord(sl->h2d_start, d->s_h2d));
-    for (int i = 0; i < nin; i++)
-      if (m[i].streamed)
-        CU_TRY(cudaMemcpyAsync((char *)dslot[s].ptr + m[i].region,
-                               sl->host + m[i].region, (size_t)cnt * m[i].es,
-                               cudaMemcpyHostToDevice, d->s_h2d));
-    CU_TRY(cudaEventRecord(sl->h2d_done, d->s_h2d));
-    CU_TRY(cudaStreamWaitEvent(d->s_comp, sl->h2d_done, 0));
+    /* The chunk's inputs: host -> pinned slot -> device, ordered by events. */
+    T_TRY(fuse_stage_chunk(d, nin, inputs, m, sl, dslot[s].ptr, start, cnt,
+                           args, job->t_h2d, e));
     CU_TRY(cudaEventRecord(sl->comp_start, d->s_comp));
-    for (int i = 0; i < nin; i++)
-      if (m[i].streamed) {
-        args->in[i] = (char *)dslot[s].ptr + m[i].region;
-        args->off[i] = start;
-      }
     args->out = (char *)dslot[s].ptr + out_region;
     args->start = start;
     args->count = cnt;

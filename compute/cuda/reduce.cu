@@ -336,28 +336,8 @@ int cuda_reduce(int dev, reduce_op op, const expr *x,
         *job->t_h2d += dev_event_ms(sl->h2d_start, sl->h2d_done);
         job->progress(job->ctx, rec[s].no * rec[s].nl * plan.inner);
       }
-      gang_item items[FUSE_MAX_IN];
-      int ni = 0;
-      for (int i = 0; i < nin; i++)
-        if (m[i].streamed)
-          items[ni++] = (gang_item){sl->host + m[i].region,
-                                    (const char *)inputs[i]->data +
-                                        (size_t)start * m[i].es,
-                                    (size_t)cnt * m[i].es};
-      double t0 = t_now_ms();
-      gang_copy(d->gang, items, ni);
-      *job->t_h2d += t_now_ms() - t0;
-      CU_TRY(cudaEventRecord(sl->h2d_start, d->s_h2d));
-      for (int i = 0; i < nin; i++)
-        if (m[i].streamed) {
-          CU_TRY(cudaMemcpyAsync((char *)dslot[s].ptr + m[i].region,
-                                 sl->host + m[i].region, (size_t)cnt * m[i].es,
-                                 cudaMemcpyHostToDevice, d->s_h2d));
-          args.in[i] = (char *)dslot[s].ptr + m[i].region;
-          args.off[i] = start;
-        }
-      CU_TRY(cudaEventRecord(sl->h2d_done, d->s_h2d));
-      CU_TRY(cudaStreamWaitEvent(d->s_comp, sl->h2d_done, 0));
+      T_TRY(fuse_stage_chunk(d, nin, inputs, m, sl, dslot[s].ptr, start, cnt,
+                             &args, job->t_h2d, e));
     }
     T_TRY(launch_chunk(d, part_fn, comb_fn, tree_fn, &plan, &c, &args, &parts, e));
     if (nstream) {
