@@ -149,6 +149,21 @@ typedef struct gg_args {
   unsigned long long *nonconv;
 } gg_args;
 
+/* The kernel arguments every launch of a plan shares (the band fields are
+ * the caller's). */
+static void gg_args_init(gg_args *a, const geod_plan *pl, const geod_point *dp,
+                         const geod_point *dq, unsigned long long *dnc) {
+  memset(a, 0, sizeof *a);
+  a->g = pl->ell;
+  a->p = dp;
+  a->q = dq;
+  a->radius = pl->radius_m;
+  a->unit = pl->unit;
+  a->n = pl->n;
+  a->m = pl->m;
+  a->nonconv = dnc;
+}
+
 template <int METHOD>
 __device__ __forceinline__ double gg_pair(const gg_args &a,
                                           const geod_point *pi,
@@ -534,15 +549,7 @@ extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
     chunks_total += (int64_t)((band[b].bytes + chunk - 1) / chunk);
   if (job && job->progress_total) job->progress_total(job->ctx, chunks_total);
 
-  memset(&a, 0, sizeof a);
-  a.g = pl->ell;
-  a.p = dp;
-  a.q = dq;
-  a.radius = pl->radius_m;
-  a.unit = pl->unit;
-  a.n = pl->n;
-  a.m = pl->m;
-  a.nonconv = dnc;
+  gg_args_init(&a, pl, dp, dq, dnc);
 
   GG_TRY(cudaEventRecord(d->ev_t0, d->s_comp));
   for (int64_t b = 0; b < nb; b++) {
@@ -690,19 +697,11 @@ extern "C" int cuda_geodesic_bench(int dev, const geod_plan *pl, int variant,
   }
   GG_TRY(cudaMalloc((void **)&dnc, sizeof *dnc));
   GG_TRY(cudaMalloc((void **)&dout, total ? total : 1));
-  memset(&a, 0, sizeof a);
-  a.g = pl->ell;
-  a.p = dp;
-  a.q = dq;
-  a.radius = pl->radius_m;
-  a.unit = pl->unit;
-  a.n = pl->n;
-  a.m = pl->m;
+  gg_args_init(&a, pl, dp, dq, dnc);
   a.r0 = 0;
   a.r1 = pl->n;
   a.c0 = 0;
   a.out = dout;
-  a.nonconv = dnc;
   grid = dim3((unsigned)((pl->m + GG_TILE - 1) / GG_TILE),
               (unsigned)((pl->n + GG_TILE - 1) / GG_TILE));
   for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
