@@ -142,32 +142,30 @@ fail:
   http_reply_error(r, &e);
 }
 
-static int load_array(http_req *r, api_ctx *ctx, store_array *a, terr *e) {
+/* The array named by the path, or the error answered (404 for a malformed
+ * id or another owner's array): returns non-zero when it answered. */
+static int load_array(http_req *r, api_ctx *ctx, store_array *a) {
   const char *id = http_param(r, "id");
+  terr e;
   memset(a, 0, sizeof *a);
-  if (!id || !t_id_valid('a', id))
-    return terr_set(e, T_ENOTFOUND, "id", -1, "array '%s' not found", id ? id : "");
-  return store_array_get(ctx->st, id, http_owner(r), a, e);
+  int rc = (!id || !t_id_valid('a', id))
+               ? terr_set(&e, T_ENOTFOUND, "id", -1, "array '%s' not found",
+                          id ? id : "")
+               : store_array_get(ctx->st, id, http_owner(r), a, &e);
+  if (rc) http_reply_error(r, &e);
+  return rc;
 }
 
 static void handle_get(http_req *r, void *ud) {
   store_array a;
-  terr e;
-  if (load_array(r, ud, &a, &e)) {
-    http_reply_error(r, &e);
-    return;
-  }
+  if (load_array(r, ud, &a)) return;
   http_reply_json(r, 200, api_array_json(&a));
   store_array_clear(&a);
 }
 
 static void handle_data(http_req *r, void *ud) {
   store_array a;
-  terr e;
-  if (load_array(r, ud, &a, &e)) {
-    http_reply_error(r, &e);
-    return;
-  }
+  if (load_array(r, ud, &a)) return;
   api_reply_array_file(r, ud, a.path, NULL, NULL);
   store_array_clear(&a);
 }

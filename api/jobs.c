@@ -476,23 +476,24 @@ static void handle_list(http_req *r, void *ud) {
 
 /* ---- /v1/jobs/{id} ---------------------------------------------------- */
 
-static int load_job(http_req *r, api_ctx *ctx, store_job *j, terr *e) {
+/* The job named by the path, or the error answered (404 for a malformed
+ * id or another owner's job): returns non-zero when it answered. */
+static int load_job(http_req *r, api_ctx *ctx, store_job *j) {
   const char *id = http_param(r, "id");
+  terr e;
   memset(j, 0, sizeof *j);
-  if (!id || !t_id_valid('j', id))
-    return terr_set(e, T_ENOTFOUND, "id", -1, "job '%s' not found",
-                    id ? id : "");
-  return store_job_get(ctx->st, id, http_owner(r), j, e);
+  int rc = (!id || !t_id_valid('j', id))
+               ? terr_set(&e, T_ENOTFOUND, "id", -1, "job '%s' not found",
+                          id ? id : "")
+               : store_job_get(ctx->st, id, http_owner(r), j, &e);
+  if (rc) http_reply_error(r, &e);
+  return rc;
 }
 
 static void handle_get(http_req *r, void *ud) {
   api_ctx *ctx = ud;
   store_job j;
-  terr e;
-  if (load_job(r, ctx, &j, &e)) {
-    http_reply_error(r, &e);
-    return;
-  }
+  if (load_job(r, ctx, &j)) return;
   api_reply_job(r, ctx, &j, 200);
   store_job_clear(&j);
 }
@@ -501,10 +502,7 @@ static void handle_cancel(http_req *r, void *ud) {
   api_ctx *ctx = ud;
   store_job j;
   terr e;
-  if (load_job(r, ctx, &j, &e)) {
-    http_reply_error(r, &e);
-    return;
-  }
+  if (load_job(r, ctx, &j)) return;
   char id[T_ID_MAX];
   snprintf(id, sizeof id, "%s", j.id);
   job_status was = j.status;
@@ -548,11 +546,7 @@ static void handle_delete(http_req *r, void *ud) {
 static void handle_result(http_req *r, void *ud) {
   api_ctx *ctx = ud;
   store_job j;
-  terr e;
-  if (load_job(r, ctx, &j, &e)) {
-    http_reply_error(r, &e);
-    return;
-  }
+  if (load_job(r, ctx, &j)) return;
   if (j.status != JOB_SUCCEEDED || (!j.result_path && !j.result)) {
     api_reply_terr(r, j.status == JOB_SUCCEEDED ? T_ENOTFOUND : T_ECONFLICT,
                    "id", "job %s is %s: it has no result", j.id,
