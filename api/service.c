@@ -6,6 +6,7 @@
  * Threads: MHD worker threads; everything read here is either the store
  * (read connections), the scheduler's counters (its lock) or constant.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,24 +20,31 @@
 extern const char tessel_openapi_json[];
 extern const size_t tessel_openapi_json_len;
 
-static json_t *cpu_json(void) {
-  char model[256] = "unknown";
+/* The CPU model, read from /proc/cpuinfo once (it cannot change while the
+ * process runs; the dashboard polls /v1/devices). */
+static char cpu_model[256] = "unknown";
+static pthread_once_t cpu_model_once = PTHREAD_ONCE_INIT;
+
+static void cpu_model_read(void) {
   FILE *f = fopen("/proc/cpuinfo", "r");
-  if (f) {
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-      if (strncmp(line, "model name", 10) == 0) {
-        char *colon = strchr(line, ':');
-        if (colon) {
-          snprintf(model, sizeof model, "%s", colon + 2);
-          model[strcspn(model, "\n")] = 0;
-        }
-        break;
+  if (!f) return;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "model name", 10) == 0) {
+      char *colon = strchr(line, ':');
+      if (colon) {
+        snprintf(cpu_model, sizeof cpu_model, "%s", colon + 2);
+        cpu_model[strcspn(cpu_model, "\n")] = 0;
       }
+      break;
     }
-    fclose(f);
   }
-  return json_pack("{s:s, s:I}", "model", model, "threads",
+  fclose(f);
+}
+
+static json_t *cpu_json(void) {
+  pthread_once(&cpu_model_once, cpu_model_read);
+  return json_pack("{s:s, s:I}", "model", cpu_model, "threads",
                    (json_int_t)sysconf(_SC_NPROCESSORS_ONLN));
 }
 
