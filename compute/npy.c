@@ -303,7 +303,7 @@ static int npy_check_data(const npy_meta *m, size_t len, int64_t max_elems,
     char sh[T_MAXDIM * 22];
     return terr_set(e, T_EINVAL, "body", -1,
                     "npy: shape %s is too big: its non-zero dimensions "
-                    "multiply to more than 2^60 elements (NumPy: \"array is "
+                    "multiply to 2^60 or more (NumPy: \"array is "
                     "too big\")",
                     tshape_str(m->ndim, m->shape, sh, sizeof sh));
   }

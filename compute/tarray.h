@@ -47,7 +47,7 @@ int tdtype_parse(const char *name, tdtype *dt);
  * np.empty((0, 2**62)) raises, although it would hold nothing). Tessel holds
  * every array as float64 somewhere (conversions, results), so it refuses a
  * shape whose non-zero dimensions multiply to more than T_EXTENT_MAX =
- * INT64_MAX / 8 whatever its dtype. Every product of dimensions anywhere
+ * INT64_MAX / 8 = 2^60 - 1 whatever its dtype. Every product of dimensions anywhere
  * (element counts, byte counts, the sizes along and around a reduction
  * axis, broadcast shapes) is then a product of a subset of a checked
  * shape's dimensions, so it is at most the extent (or 0) and cannot
