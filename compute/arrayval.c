@@ -245,6 +245,10 @@ static int parse_array(const tenv *env, const json_t *idv, const char *field,
   }
   if (info->ndim < 0 || info->ndim > T_MAXDIM)
     return terr_set(e, T_EINTERNAL, field, -1, "array %s has a bad shape", id);
+  if (tshape_extent(info->ndim, info->shape) < 0) /* stored before the rule */
+    return terr_set(e, T_EINVAL, field, -1,
+                    "array %s: its shape is too big (non-zero dimensions "
+                    "multiply to 2^60 or more)", id);
   if (tshape_size(info->ndim, info->shape, env->max_elems) < 0)
     return terr_set(e, T_ETOOLARGE, field, -1,
                     "array %s: more than %lld elements", id,

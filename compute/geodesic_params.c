@@ -257,7 +257,7 @@ int geod_params_check(const json_t *params, const tenv *env,
   est->out_ndim = ndim;
   est->out_shape[0] = shape[0];
   est->out_shape[1] = ndim > 1 ? shape[1] : 0;
-  est->out_bytes = elems * (int64_t)tdtype_size(s.dtype);
+  if ((rc = kind_result_check(env, est, e))) return rc;
   est->in_bytes = npts * (int64_t)sizeof(geod_point);
   est->mem_bytes = est->out_bytes + npts * (int64_t)(16 + sizeof(geod_point));
   est->work = s.targets ? (double)n * (double)m : (double)n * (double)(n - 1) / 2;

@@ -8,7 +8,10 @@
  * and (when building) stores it. Errors are T_EINVAL, "<field>: ragged
  * array at [1, 0]" or "<field>: element [0, 2] is a string, not a number",
  * with position = the flat (C-order) index of the first element concerned.
- * The element count is capped by max_elems (T_ETOOLARGE).
+ * The element count is capped by max_elems (T_ETOOLARGE). Read as float32,
+ * a number beyond float32's range becomes +-inf (NumPy's astype rounding,
+ * the same as an uploaded float64 .npy converted for a float32 job), so a
+ * job's inline inputs never fail at run time for what the check accepted.
  *
  * Writing: jarray_to_json builds a json_t (small results); jarray_write
  * streams the same text through a 64 KiB buffer (big results), %.17g for
@@ -92,15 +95,9 @@ static int jarray_walk(const json_t *v, int64_t max_elems, const char *field,
         return terr_set(e, T_EINVAL, field, flat,
                         "element %s is %s, not a number", path, json_kind(c));
       }
-      if (out) {
-        double x = json_number_value(c);
-        if (dt == T_F32 && isinf((float)x)) {
-          path_str(idx, d + 1, path, sizeof path);
-          return terr_set(e, T_EINVAL, field, flat,
-                          "element %s (%g) is out of float32 range", path, x);
-        }
-        tarray_set(out, flat, x);
-      }
+      /* float32: a value beyond its range becomes +-inf, as NumPy's
+       * astype (and an uploaded float64 .npy used as float32) gives */
+      if (out) tarray_set(out, flat, json_number_value(c));
       flat++;
       idx[d]++;
     } else {

@@ -114,10 +114,12 @@ int kexpr_check(const json_t *params, const tenv *env,
   }
   if ((rc = expr_broadcast(k->nin, nds, shs, np, &k->ndim, k->shape, e)))
     goto fail;
-  k->size = tshape_size(k->ndim, k->shape, INT64_MAX / 8);
+  k->size = tshape_size(k->ndim, k->shape, INT64_MAX);
   if (k->size < 0) {
+    char sh[T_MAXDIM * 22];
     rc = terr_set(e, T_ETOOLARGE, "params.inputs", -1,
-                  "the broadcast shape has too many elements");
+                  "the broadcast shape %s is too big",
+                  tshape_str(k->ndim, k->shape, sh, sizeof sh));
     goto fail;
   }
   return 0;
@@ -175,10 +177,17 @@ void kexpr_release(kexpr *k, tarray **in, char **ids) {
 
 void kexpr_estimate(const kexpr *k, double ops_per_elem, job_estimate *est) {
   size_t dsz = tdtype_size(k->dt);
+  /* each size is under T_EXTENT_MAX, so one product fits; the sums
+   * saturate (a cap of --max-elements 2^60 and 16 inputs would not) */
   est->in_bytes = 0;
-  for (int i = 0; i < k->nin; i++)
-    est->in_bytes += k->info[i].size * (int64_t)dsz;
-  est->mem_bytes = est->in_bytes + est->out_bytes;
+  for (int i = 0; i < k->nin; i++) {
+    int64_t b = k->info[i].size * (int64_t)dsz;
+    est->in_bytes = est->in_bytes > INT64_MAX - b ? INT64_MAX
+                                                  : est->in_bytes + b;
+  }
+  est->mem_bytes = est->in_bytes > INT64_MAX - est->out_bytes
+                       ? INT64_MAX
+                       : est->in_bytes + est->out_bytes;
   est->ops_per_elem = ops_per_elem;
   est->work = (double)k->size * est->ops_per_elem;
   est->size = k->largest;

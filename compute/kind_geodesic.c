@@ -38,7 +38,9 @@ static int geod_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
   int rc = ctx->result_alloc(ctx, pl->dtype, pl->ndim, pl->shape, &out, e);
   if (rc) return rc;
   double t0 = t_now_ms();
-  if (b == B_CUDA) {
+  if (out->size == 0) {
+    /* no pair: nothing to compute on any backend */
+  } else if (b == B_CUDA) {
     rc = gpu_geodesic(ctx->device, pl, out, ctx, &nonconv, e);
   } else {
     int width = b == B_SERIAL ? 1 : ctx->threads;

@@ -46,7 +46,10 @@ static int map_check(const json_t *params, const tenv *env, job_estimate *est,
   est->out_dtype = k.dt;
   est->out_ndim = k.ndim;
   for (int d = 0; d < k.ndim; d++) est->out_shape[d] = k.shape[d];
-  est->out_bytes = k.size * (int64_t)tdtype_size(k.dt);
+  if ((rc = kind_result_check(env, est, e))) {
+    kexpr_free(&k);
+    return rc;
+  }
   kexpr_estimate(&k, (double)expr_program_length(k.x), est);
   kexpr_free(&k);
   return 0;
@@ -132,7 +135,9 @@ static int map_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
   tarray *out = NULL;
   int rc = ctx->result_alloc(ctx, p->k.dt, p->k.ndim, p->k.shape, &out, e);
   if (rc) return rc;
-  if (b == B_CUDA) {
+  if (out->size == 0) {
+    /* zero-size: nothing to evaluate on any backend */
+  } else if (b == B_CUDA) {
     rc = gpu_map(ctx->device, p->k.x, (const tarray *const *)p->in,
                  (const char *const *)p->ids, out, ctx, e);
   } else {

@@ -196,10 +196,7 @@ static int mm_check(const json_t *params, const tenv *env, job_estimate *est,
   est->out_dtype = s.dt;
   est->out_ndim = s.out_ndim;
   for (int i = 0; i < s.out_ndim; i++) est->out_shape[i] = s.out_shape[i];
-  int64_t out_elems = tshape_size(s.out_ndim, s.out_shape, INT64_MAX / 8);
-  if (out_elems < 0)
-    return terr_set(e, T_ETOOLARGE, "params", -1, "the output is too large");
-  est->out_bytes = out_elems * isz;
+  if ((rc = kind_result_check(env, est, e))) return rc;
   int64_t in = add_sat(s.ia.size, s.ib.size);
   if (s.has_bias) in = add_sat(in, s.ic.size);
   est->in_bytes = in > INT64_MAX / isz ? INT64_MAX : in * isz;
@@ -417,7 +414,12 @@ static int mm_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
   int rc = alloc_out(ctx, s, &out, e);
   if (rc) return rc;
   atomic_store(&ctx->progress_done, 0);
-  if (b == B_CUDA) {
+  if (b == B_CUDA && (s->m == 0 || s->n == 0 || s->k == 0)) {
+    /* zero-size: no GPU work (k = 0 is zeros + bias, on the host) */
+    atomic_store(&ctx->progress_total, 1);
+    mm_block(p, out, 0, s->m, 0, s->n);
+    job_ctx_progress(ctx, 1);
+  } else if (b == B_CUDA) {
     atomic_store(&ctx->progress_total, 1);
     rc = mm_run_cuda(p, ctx, out, e);
     if (rc == 0) atomic_store(&ctx->progress_done, 1);

@@ -11,7 +11,11 @@
  * float64 indices, flat for axis null, along the axis otherwise). B_CUDA
  * hands the job to gpu_reduce; ddof other than 0 is applied to its var/std
  * afterwards (var * n / (n - ddof)), since the GPU entry point computes the
- * population form.
+ * population form. Zero-size work (no output, or outputs over an empty
+ * axis) is answered by the CPU code on every backend: sum 0, prod 1, norm
+ * 0, mean/var/std NaN (NumPy's values); min/max/argmin/argmax over an
+ * empty axis are refused at submit (400 naming params.axis, or
+ * params.inputs for axis null), as NumPy raises for them.
  *
  * Threads: check on an HTTP thread; prepare/run/release on a scheduler
  * worker; chunks on pool threads (see reduce_cpu.c).
@@ -67,18 +71,27 @@ static int reduce_params(const json_t *params, const kexpr *k, reduce_op *op,
                       "must be a number >= 0");
     *ddof = json_number_value(jd);
   }
-  /* NumPy refuses an empty min/max/argmin/argmax (no identity) */
+  /* NumPy refuses an empty min/max/argmin/argmax (no identity), also
+   * when there is no output at all: np.zeros((0, 0)).min(axis=0) raises.
+   * (The products are of a checked shape's dims: see T_EXTENT_MAX.) */
   int64_t len = 1;
   for (int d = 0; d < k->ndim; d++)
     if (*axis < 0 || d == *axis) len *= k->shape[d];
   if (len == 0 &&
       (*op == R_MIN || *op == R_MAX || *op == R_ARGMIN || *op == R_ARGMAX)) {
-    int64_t outs = 1; /* outputs: none means nothing to refuse */
-    for (int d = 0; d < k->ndim && *axis >= 0; d++)
-      if (d != *axis) outs *= k->shape[d];
-    if (outs > 0)
-      return terr_set(e, T_EINVAL, "params.op", -1,
-                      "%s of an empty array", reduce_op_name(*op));
+    char sh[T_MAXDIM * 22];
+    tshape_str(k->ndim, k->shape, sh, sizeof sh);
+    if (*axis >= 0)
+      return terr_set(e, T_EINVAL, "params.axis", -1,
+                      "axis %d of the inputs' shape %s has length 0, and %s "
+                      "of nothing is undefined (NumPy: zero-size array to "
+                      "reduction operation which has no identity)",
+                      *axis, sh, reduce_op_name(*op));
+    return terr_set(e, T_EINVAL, "params.inputs", -1,
+                    "the inputs' shape %s holds no element, and %s of "
+                    "nothing is undefined (NumPy: zero-size array to "
+                    "reduction operation which has no identity)",
+                    sh, reduce_op_name(*op));
   }
   return 0;
 }
@@ -104,9 +117,10 @@ static int reduce_check(const json_t *params, const tenv *env,
                    .axis = axis, .ddof = ddof};
   est->out_dtype = out_dtype(op, k.dt);
   reduce_out_shape(&r, &est->out_ndim, est->out_shape);
-  int64_t outn = 1;
-  for (int d = 0; d < est->out_ndim; d++) outn *= est->out_shape[d];
-  est->out_bytes = outn * (int64_t)tdtype_size(est->out_dtype);
+  if ((rc = kind_result_check(env, est, e))) {
+    kexpr_free(&k);
+    return rc;
+  }
   kexpr_estimate(&k, (double)expr_program_length(k.x) + 1 /* + the fold */,
                  est);
   kexpr_free(&k);
@@ -162,7 +176,12 @@ static int reduce_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
   tarray *out = NULL;
   int rc = ctx->result_alloc(ctx, out_dtype(p->op, p->k.dt), ond, osh, &out, e);
   if (rc) return rc;
-  if (b == B_CUDA) {
+  int64_t len = 1; /* values per output */
+  for (int d = 0; d < p->k.ndim; d++)
+    if (p->axis < 0 || d == p->axis) len *= p->k.shape[d];
+  /* zero-size work never goes to a GPU (no launch has 0 blocks): the CPU
+   * path writes the ops' empty values without evaluating anything */
+  if (b == B_CUDA && out->size > 0 && len > 0) {
     rc = gpu_reduce(ctx->device, p->op, p->k.x, r.inputs,
                     (const char *const *)p->ids, p->axis, out, ctx, e);
     if (!rc) ddof_fix(p, out);

@@ -127,6 +127,31 @@ static inline const char *kind_params_unknown_key(const json_t *params,
   return NULL;
 }
 
+/* For the end of a kind's check, once est->out_dtype/out_ndim/out_shape are
+ * set: the result is an array like any other, so its shape must pass
+ * tshape_extent and its element count env->max_elems (--max-elements;
+ * T_ETOOLARGE, 413, field "params"): a reduce of a (0, 2^31) upload over
+ * axis 0 holds nothing in, but would give 2^31 elements out. Sets
+ * est->out_bytes (which then cannot overflow: see T_EXTENT_MAX). Inline
+ * for the same reason as above. */
+static inline int kind_result_check(const tenv *env, job_estimate *est,
+                                    terr *e) {
+  char sh[T_MAXDIM * 22];
+  int64_t n = tshape_size(est->out_ndim, est->out_shape, INT64_MAX);
+  if (n < 0)
+    return terr_set(e, T_ETOOLARGE, "params", -1,
+                    "the result's shape %s is too big",
+                    tshape_str(est->out_ndim, est->out_shape, sh, sizeof sh));
+  if (env && env->max_elems > 0 && n > env->max_elems)
+    return terr_set(e, T_ETOOLARGE, "params", -1,
+                    "the result would have %lld elements (shape %s); the "
+                    "limit on any array is %lld", (long long)n,
+                    tshape_str(est->out_ndim, est->out_shape, sh, sizeof sh),
+                    (long long)env->max_elems);
+  est->out_bytes = n * (int64_t)tdtype_size(est->out_dtype);
+  return 0;
+}
+
 extern const kind_ops kind_map_ops, kind_reduce_ops, kind_matmul_ops,
     kind_geodesic_ops;
 

@@ -297,10 +297,16 @@ static int npy_read_header(const unsigned char *buf, size_t len, npy_meta *m,
 /* Element count and data length, checked against the bytes present. */
 static int npy_check_data(const npy_meta *m, size_t len, int64_t max_elems,
                           int64_t *size, terr *e) {
+  /* NumPy's own rule (see T_EXTENT_MAX): zeros do not excuse the rest */
   int64_t n = tshape_size(m->ndim, m->shape, INT64_MAX);
-  if (n < 0 || n > INT64_MAX / m->itemsize)
-    return terr_set(e, T_EINVAL, "", -1,
-                    "npy: shape overflows (element count * itemsize)");
+  if (n < 0) {
+    char sh[T_MAXDIM * 22];
+    return terr_set(e, T_EINVAL, "body", -1,
+                    "npy: shape %s is too big: its non-zero dimensions "
+                    "multiply to 2^60 or more (NumPy: \"array is "
+                    "too big\")",
+                    tshape_str(m->ndim, m->shape, sh, sizeof sh));
+  }
   if (n > max_elems)
     return terr_set(e, T_ETOOLARGE, "", -1,
                     "npy: %lld elements is over the limit of %lld",

@@ -410,19 +410,25 @@ static void cols_chunk(void *arg, int64_t c, int slot) {
   job_ctx_progress(w->ctx, 1);
 }
 
+/* Zero-size work (any of outer, len, inner 0) plans no chunk at all:
+ * either there is no output, or every output reduces nothing and
+ * reduce_cpu_run writes the ops' empty values without chunks. */
 static void plan_work(const reduce_spec *r, int width, rwork *w,
                       int64_t *nchunks) {
   memset(w, 0, sizeof *w);
   w->r = r;
   geom(r, &w->g);
   const rgeom *g = &w->g;
-  if (g->inner == 1) {
+  if (g->outer == 0 || g->len == 0 || g->inner == 0) {
+    w->pieces = 1;
+    *nchunks = 0;
+  } else if (g->inner == 1) {
     if (g->len > RED_CHUNK) {
       w->pieces = (g->len + RED_CHUNK - 1) / RED_CHUNK;
       *nchunks = g->outer * w->pieces;
     } else {
       w->pieces = 1;
-      w->per_chunk = g->len ? RED_CHUNK / g->len : g->outer;
+      w->per_chunk = RED_CHUNK / g->len; /* len > 0 here */
       if (w->per_chunk < 1) w->per_chunk = 1;
       *nchunks = (g->outer + w->per_chunk - 1) / w->per_chunk;
     }
@@ -434,7 +440,7 @@ static void plan_work(const reduce_spec *r, int width, rwork *w,
     if (g->outer < want) cw = (g->inner * g->outer + want - 1) / want;
     if (cw < 256) cw = 256;
     if (cw > RED_EVAL) cw = RED_EVAL;
-    if (cw > g->inner) cw = g->inner;
+    if (cw > g->inner) cw = g->inner; /* inner > 0 here */
     w->colw = cw;
     w->ncolb = (g->inner + cw - 1) / cw;
     *nchunks = g->outer * w->ncolb;
@@ -456,12 +462,16 @@ int reduce_cpu_run(const reduce_spec *r, tarray *out, job_ctx *ctx, int width,
   plan_work(r, width, &w, &nchunks);
   w.out = out;
   w.ctx = ctx;
-  if (out->size == 0) return 0;
-  if (w.g.len == 0) { /* every output reduces nothing */
+  if (nchunks == 0) { /* zero-size: nothing to evaluate */
+    /* every output (if any) reduces nothing: NumPy's empty values, sum 0,
+     * prod 1, norm 0, mean/var/std NaN; min/max/argmin/argmax never get
+     * here (refused at submit, kind_reduce.c) but would give NaN / -1 */
     rpart p;
     part_init(&p);
     for (int64_t i = 0; i < out->size; i++)
       tarray_set(out, i, part_final(&p, r->op, 0, r->ddof));
+    atomic_store(&ctx->progress_total, 0);
+    atomic_store(&ctx->progress_done, 0);
     return 0;
   }
   if (nchunks < width) width = (int)nchunks;

@@ -228,22 +228,36 @@ typedef struct cmp_arg {
   int64_t bad[64], first_bad[64];
 } cmp_arg;
 
-/* Elementwise |a-b| <= atol + rtol*|ref|; NaN agrees only with NaN. */
+/* Does x (a backend's) agree with r (the reference's)? Finite pairs:
+ * |x - r| <= atol + rtol*|r| (numpy.isclose with equal_nan). A NaN or an
+ * infinity on either side agrees only with the same on the other: NaN with
+ * NaN (in the same place: a NaN sqrt(-1), Vincenty's documented NaN), +inf
+ * with +inf; so NaN vs a number, inf vs a finite number (where rtol*|inf|
+ * would excuse any difference) and +inf vs -inf disagree. *d is the
+ * difference reported: 0 when they agree that way, inf when not. */
+static int cmp_close(double x, double r, double atol, double rtol, double *d) {
+  if (isfinite(x) && isfinite(r)) {
+    *d = x == r ? 0 : fabs(x - r);
+    return *d <= atol + rtol * fabs(r);
+  }
+  int same = (isnan(x) && isnan(r)) || x == r;
+  *d = same ? 0 : INFINITY;
+  return same;
+}
+
+/* Elementwise cmp_close over chunk c; per-slot worst difference, count and
+ * first index of the disagreements. */
 static void cmp_chunk(void *arg, int64_t c, int slot) {
   cmp_arg *a = arg;
   int64_t lo = c * a->chunk, hi = lo + a->chunk < a->n ? lo + a->chunk : a->n;
   double md = a->maxdiff[slot];
   for (int64_t i = lo; i < hi; i++) {
-    double x = tarray_get(a->b, i), r = tarray_get(a->ref, i);
     double d;
-    if (isnan(x) || isnan(r))
-      d = isnan(x) && isnan(r) ? 0 : INFINITY;
-    else
-      d = x == r ? 0 : fabs(x - r); /* equal infinities agree */
-    if (d > md) md = d;
-    if (!(d <= a->atol + a->rtol * fabs(r))) {
+    if (!cmp_close(tarray_get(a->b, i), tarray_get(a->ref, i), a->atol,
+                   a->rtol, &d)) {
       if (a->bad[slot]++ == 0 || i < a->first_bad[slot]) a->first_bad[slot] = i;
     }
+    if (d > md) md = d;
   }
   a->maxdiff[slot] = md;
 }

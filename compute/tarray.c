@@ -20,14 +20,22 @@ int tdtype_parse(const char *name, tdtype *dt) {
   return 0;
 }
 
-int64_t tshape_size(int ndim, const int64_t *shape, int64_t max_elems) {
+int64_t tshape_extent(int ndim, const int64_t *shape) {
   if (ndim < 0 || ndim > T_MAXDIM) return -1;
   int64_t n = 1;
   for (int i = 0; i < ndim; i++) {
     if (shape[i] < 0) return -1;
-    if (shape[i] != 0 && n > INT64_MAX / shape[i]) return -1;
+    if (shape[i] == 0) continue; /* NumPy skips zeros here too */
+    if (n > T_EXTENT_MAX / shape[i]) return -1;
     n *= shape[i];
   }
+  return n;
+}
+
+int64_t tshape_size(int ndim, const int64_t *shape, int64_t max_elems) {
+  if (tshape_extent(ndim, shape) < 0) return -1;
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i]; /* <= the extent: no overflow */
   return n > max_elems ? -1 : n;
 }
 

@@ -42,8 +42,22 @@ const char *tdtype_name(tdtype dt);          /* "float64" / "float32" */
 /* "float64" | "float32" -> dt; -1 when unknown. */
 int tdtype_parse(const char *name, tdtype *dt);
 
-/* Element count of a shape; -1 when a dimension is negative or the product
- * overflows int64 or exceeds `max_elems` (pass INT64_MAX for no cap). */
+/* Shapes and overflow. NumPy refuses a shape when its dimensions, zeros
+ * left out, multiplied by the item size overflow intp ("array is too big":
+ * np.empty((0, 2**62)) raises, although it would hold nothing). Tessel holds
+ * every array as float64 somewhere (conversions, results), so it refuses a
+ * shape whose non-zero dimensions multiply to more than T_EXTENT_MAX =
+ * INT64_MAX / 8 = 2^60 - 1 whatever its dtype. Every product of dimensions anywhere
+ * (element counts, byte counts, the sizes along and around a reduction
+ * axis, broadcast shapes) is then a product of a subset of a checked
+ * shape's dimensions, so it is at most the extent (or 0) and cannot
+ * overflow, and bytes = elements * 8 cannot either. */
+#define T_EXTENT_MAX (INT64_MAX / 8)
+/* Product of the non-zero dimensions; -1 when a dimension is negative, ndim
+ * is out of range, or the product is over T_EXTENT_MAX. */
+int64_t tshape_extent(int ndim, const int64_t *shape);
+/* Element count of a shape; -1 when tshape_extent refuses the shape or the
+ * count exceeds `max_elems` (pass INT64_MAX for no cap). */
 int64_t tshape_size(int ndim, const int64_t *shape, int64_t max_elems);
 /* "[100, 10000]" into buf. Returns buf. */
 char *tshape_str(int ndim, const int64_t *shape, char *buf, size_t len);

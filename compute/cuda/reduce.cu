@@ -29,6 +29,7 @@
  *
  * Threads: runs under the device's lock on the caller's thread.
  */
+#include <math.h>
 #include <string.h>
 
 #include "compute/cuda/fuse.h"
@@ -153,9 +154,45 @@ static void broadcast_shape(int nin, const tarray *const *in, int *ndim,
   *ndim = nd;
 }
 
+/* NumPy's value of a reduction over nothing (sum 0, prod 1, norm 0; the
+ * mean, var and std of nothing are NaN). min/max/argmin/argmax have none:
+ * the kind refuses them at submit; NaN and -1 here if one gets through. */
+static double empty_value(reduce_op op) {
+  switch (op) {
+    case R_SUM:
+    case R_NORM: return 0;
+    case R_PROD: return 1;
+    case R_ARGMIN:
+    case R_ARGMAX: return -1;
+    default: return NAN;
+  }
+}
+
+/* Zero-size work (no output, or outputs that each fold no value) is
+ * answered on the host before the device is touched: a grid of 0 blocks
+ * is an invalid launch, and there is nothing to compute. 1 when done. */
+static int reduce_zero_size(reduce_op op, const tarray *const *inputs, int nin,
+                            int axis, tarray *out, const gpu_job *job) {
+  int nd = 0;
+  int64_t bshape[T_MAXDIM], L = 1;
+  broadcast_shape(nin, inputs, &nd, bshape);
+  for (int dd = 0; dd < nd; dd++)
+    if (axis < 0 || dd == axis) L *= bshape[dd];
+  if (out->size > 0 && L > 0) return 0;
+  for (int64_t i = 0; i < out->size; i++) tarray_set(out, i, empty_value(op));
+  job->progress_total(job->ctx, 0);
+  return 1;
+}
+
 int cuda_reduce(int dev, reduce_op op, const expr *x,
                 const tarray *const *inputs, const char *const *ids, int axis,
                 tarray *out, const gpu_job *job, terr *e) {
+  {
+    int zn = expr_ninputs(x);
+    if (zn >= 0 && zn <= FUSE_MAX_IN && (unsigned)op < R__COUNT &&
+        reduce_zero_size(op, inputs, zn, axis, out, job))
+      return 0;
+  }
   devctx *d = NULL;
   int rc = dev_begin(dev, &d, e);
   if (rc) return rc;

@@ -8,7 +8,8 @@
  * array, the last axis (rows layout) and a middle/first axis (columns
  * layout); float32 inputs; broadcast and scalar inputs; NaN inputs (min,
  * max, argmin propagate the first NaN like NumPy); empty reductions (sum 0,
- * mean NaN); inputs bigger than the pinned slots: whole slabs, slabs split
+ * mean NaN); zero-size work of every layout (answered on the host, no
+ * launch); inputs bigger than the pinned slots: whole slabs, slabs split
  * along the axis (rows and columns), and every GPU; resident uploads (the
  * second run's h2d is 0); cancellation mid-job.
  * Exits 77 ("SKIPPED: no CUDA device") without a GPU.
@@ -125,6 +126,47 @@ TEST(nan_and_empty) {
   }
 }
 
+/* Zero-size work on every layout: a 0 leading, in the middle, trailing,
+ * on the reduced axis or not, and an empty input broadcast against
+ * another (issue 9 item 1). gpu_reduce must answer on the host (no launch
+ * of 0 blocks) with NumPy's values, the CPU's, and leave the GPU healthy.
+ * min/max/argmin/argmax over an empty axis are refused at submit, so they
+ * are run only where the reduced axis is not empty. */
+TEST(zero_size) {
+  static const struct {
+    int nin, nd[2];
+    int64_t s[2][4];
+  } shapes[] = {
+      {1, {2, 0}, {{2, 0}}},       {1, {2, 0}, {{0, 3}}},
+      {1, {3, 0}, {{2, 0, 3}}},    {1, {3, 0}, {{3, 2, 0}}},
+      {1, {2, 0}, {{1, 0}}},       {1, {1, 0}, {{0}}},
+      {2, {1, 2}, {{0}, {3, 1}}},  {2, {3, 2}, {{2, 0, 3}, {0, 1}}},
+  };
+  for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+    int nd = shapes[k].nd[0] > shapes[k].nd[1] ? shapes[k].nd[0]
+                                                : shapes[k].nd[1];
+    int64_t bsh[4] = {1, 1, 1, 1};
+    for (int i = 0; i < shapes[k].nin; i++)
+      for (int d = 0; d < shapes[k].nd[i]; d++)
+        if (shapes[k].s[i][d] != 1)
+          bsh[nd - shapes[k].nd[i] + d] = shapes[k].s[i][d];
+    for (int axis = -1; axis < nd; axis++) {
+      int64_t len = 1;
+      for (int d = 0; d < nd; d++)
+        if (axis < 0 || d == axis) len *= bsh[d];
+      for (int op = 0; op < R__COUNT; op++) {
+        int noid = op == R_MIN || op == R_MAX || op == R_ARGMIN ||
+                   op == R_ARGMAX;
+        if (noid && len == 0) continue;
+        check_reduce(0, shapes[k].nin == 1 ? "x*2" : "x + y", op, axis,
+                     (k % 2) ? T_F32 : T_F64, shapes[k].nin, shapes[k].nd,
+                     shapes[k].s, NULL, 400 + k, -2, 2, -1);
+      }
+    }
+  }
+  CHECK(gpu_healthy(0));
+}
+
 TEST(streamed_big) {
   /* More than a pinned slot (4 M float64): whole slabs; slabs split along
    * the axis in the rows layout and in the columns layout. */
@@ -200,6 +242,7 @@ int main(void) {
   RUN(every_op_every_layout);
   RUN(float32_and_broadcast);
   RUN(nan_and_empty);
+  RUN(zero_size);
   RUN(streamed_big);
   RUN(resident);
   RUN(cancel_mid_job);

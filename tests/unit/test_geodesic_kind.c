@@ -217,13 +217,22 @@ TEST(test_estimate) {
   CHECK(est.out_bytes == 499500 * 4 && est.out_dtype == T_F32);
   CHECK(est.ops_per_elem == GEOD_COST_HAVERSINE_NS);
   json_decref(p);
-  /* Big jobs are estimated without building anything: the scheduler turns
-   * the size into a 413 before any work. */
+  /* Big jobs are refused without building anything: a result is an array,
+   * so over the element cap (--max-elements) it is a 413 at submit. */
   p = parse("{\"points\": {\"random\": {\"shape\": [3000000, 2], \"low\": "
             "-90, \"high\": 90}}, \"targets\": {\"random\": {\"shape\": "
             "[2000000, 2], \"low\": -90, \"high\": 90}}}");
-  CHECK(kind_geodesic_ops.check(p, &g_env, &est, &e) == 0);
+  CHECK(kind_geodesic_ops.check(p, &g_env, &est, &e) == T_ETOOLARGE);
+  CHECK_STR(e.field, "params");
+  CHECK(strstr(e.message, "6000000000000 elements") != NULL);
+  /* under a cap that allows it, the estimate is the size */
+  tenv big = g_env;
+  big.max_elems = (int64_t)1 << 50;
+  CHECK(kind_geodesic_ops.check(p, &big, &est, &e) == 0);
   CHECK(est.out_bytes == (int64_t)3000000 * 2000000 * 8);
+  json_decref(p);
+  /* no point at all: an empty result, not an error */
+  p = parse("{\"points\": {\"range\": {\"stop\": 0}}}");
   json_decref(p);
 }
 

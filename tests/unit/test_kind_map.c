@@ -251,7 +251,17 @@ TEST(test_reduce_kind) {
   want_err(k, "{\"op\": \"var\", \"inputs\": {\"x\": [1]}, \"ddof\": -1}",
            T_EINVAL, "params.ddof", "params.ddof: must be a number >= 0", -1);
   want_err(k, "{\"op\": \"argmax\", \"inputs\": {\"x\": []}}", T_EINVAL,
-           "params.op", "params.op: argmax of an empty array", -1);
+           "params.inputs",
+           "params.inputs: the inputs' shape [0] holds no element, and argmax "
+           "of nothing is undefined (NumPy: zero-size array to reduction "
+           "operation which has no identity)", -1);
+  /* NumPy raises for an empty reduced axis even when there is no output
+   * (np.zeros((0, 0)).min(axis=0)), and not for an empty non-reduced one */
+  want_err(k, "{\"op\": \"min\", \"inputs\": {\"x\": []}, \"axis\": 0}",
+           T_EINVAL, "params.axis",
+           "params.axis: axis 0 of the inputs' shape [0] has length 0, and "
+           "min of nothing is undefined (NumPy: zero-size array to reduction "
+           "operation which has no identity)", -1);
   /* default expression, axis -1, sums exact on a range */
   tarray *r = run_kind(k,
                        "{\"op\": \"sum\", \"inputs\": {\"x\": {\"range\": "
