@@ -8,10 +8,18 @@
  * from the same owner gives the same id (sha256 of dtype, shape and data):
  * the first upload answers 201, a repeat 200 with the existing array.
  *
+ * Memory: the body (capped by the server's max_upload) and the parsed
+ * array are the only copies: the digest is fed from the array's own
+ * buffer and the file written from it. Before parsing, what the upload may
+ * hold at most (body + parsed array, + jansson's tree for JSON) is
+ * reserved in the transfer budget (util/xfer.h): 413 when it could never
+ * fit, 503 + Retry-After while other transfers hold it.
+ *
  * Threads: handlers on MHD worker threads; the upload body is already in
- * memory, capped by the server's max_upload.
+ * memory.
  */
 #include <fcntl.h>
+#include <nettle/sha2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +28,7 @@
 #include "api/api_int.h"
 #include "compute/gpu.h"
 #include "util/util.h"
+#include "util/xfer.h"
 
 static int content_is(const char *ct, const char *want) {
   if (!ct) return 0;
@@ -57,21 +66,71 @@ static int parse_upload(http_req *r, api_ctx *ctx, tarray **out, terr *e) {
                   ct ? ct : "(none)");
 }
 
-/* sha256 over "dtype|shape|" + data: equal arrays, equal digests. */
+/* sha256 over "dtype|shape|" + data: equal arrays, equal digests. Fed to
+ * the hash in two pieces, straight from the array's own buffer (the same
+ * digest as hashing one concatenated copy, so existing ids stay). */
 static void array_digest(const tarray *a, char hex[65]) {
   char shape[256], head[300];
   tshape_str(a->ndim, a->shape, shape, sizeof shape);
   int hl = snprintf(head, sizeof head, "%s|%s|", tdtype_name(a->dtype), shape);
   size_t dlen = (size_t)a->size * tdtype_size(a->dtype);
-  char *buf = malloc((size_t)hl + dlen);
-  if (!buf) {
-    t_sha256_hex(head, (size_t)hl, hex);
-    return;
+  struct sha256_ctx h;
+  uint8_t digest[SHA256_DIGEST_SIZE];
+  sha256_init(&h);
+  sha256_update(&h, (size_t)hl, (const uint8_t *)head);
+  if (dlen) sha256_update(&h, dlen, a->data);
+  sha256_digest(&h, sizeof digest, digest);
+  for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
+    snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+}
+
+/* ---- the transfer budget of an upload ----------------------------------
+ * The body is in memory; parsing makes the array (and, for CSV and JSON,
+ * intermediate values). What that costs at most is estimated from the
+ * body before any of it is parsed, and reserved in the transfer budget
+ * (util/xfer.h) for as long as the upload is handled. */
+
+/* Separators of a text body: an upper bound on the numbers it holds. */
+static int64_t count_cells(const char *b, size_t len, int json) {
+  int64_t n = 1;
+  for (size_t i = 0; i < len; i++)
+    n += b[i] == ',' || (!json && (b[i] == '\n' || b[i] == '\r'));
+  return n;
+}
+
+/* Bytes a .npy body's parsed array takes per byte of its data: 1 for
+ * float32/float64, 8/itemsize for integers and bools (they become
+ * float64). Read from the descr of the header (a light look: npy_parse does
+ * the strict check, and refuses before it allocates when there is no
+ * valid descr, so then only the body counts). */
+static int64_t npy_growth(const char *b, size_t len) {
+  size_t end = len < 4096 ? len : 4096;
+  for (size_t i = 0; i + 12 < end; i++) {
+    if (memcmp(b + i, "descr", 5) != 0) continue;
+    size_t j = i + 6; /* past the closing quote of the key */
+    while (j < end && (b[j] == ' ' || b[j] == ':')) j++;
+    if (j + 4 >= end || (b[j] != '\'' && b[j] != '"')) return 0;
+    char kind = b[j + 2], size = b[j + 3];
+    if (size < '1' || size > '8') return 0;
+    return kind == 'f' ? 1 : 8 / (size - '0');
   }
-  memcpy(buf, head, (size_t)hl);
-  memcpy(buf + hl, a->data, dlen);
-  t_sha256_hex(buf, (size_t)hl + dlen, hex);
-  free(buf);
+  return 0;
+}
+
+/* What an upload of this body may hold at most, bytes. */
+static int64_t upload_cost(http_req *r) {
+  size_t len = 0;
+  const char *body = http_body(r, &len);
+  const char *ct = http_header(r, "Content-Type");
+  int64_t cost = (int64_t)len;
+  if (content_is(ct, "application/x-npy") ||
+      content_is(ct, "application/octet-stream"))
+    cost += (int64_t)len * npy_growth(body, len);
+  else if (content_is(ct, "text/csv")) /* values growing by doubling + the array */
+    cost += count_cells(body, len, 0) * 24;
+  else if (content_is(ct, "application/json")) /* jansson's tree + the array */
+    cost += count_cells(body, len, 1) * 80;
+  return cost;
 }
 
 static int write_npy_atomically(const tarray *a, const char *path, terr *e) {
@@ -87,8 +146,33 @@ static int write_npy_atomically(const tarray *a, const char *path, terr *e) {
   return rc;
 }
 
+static void handle_upload_body(http_req *r, api_ctx *ctx);
+
 static void handle_upload(http_req *r, void *ud) {
-  api_ctx *ctx = ud;
+  int64_t cost = upload_cost(r);
+  if (!xfer_fits(cost)) {
+    api_reply_terr(r, T_ETOOLARGE, "body",
+                   "this upload needs about %lld bytes of memory to parse, "
+                   "more than the server's transfer budget "
+                   "(--max-transfer-memory, %lld bytes): send it as .npy "
+                   "(float64 or float32) or in smaller arrays",
+                   (long long)cost, (long long)xfer_budget_limit());
+    return;
+  }
+  if (!xfer_reserve(cost)) {
+    http_add_header(r, "Retry-After", XFER_RETRY_AFTER_S);
+    api_reply_terr(r, T_EUNAVAIL, "",
+                   "this upload needs about %lld bytes of memory and the "
+                   "server's transfer budget (--max-transfer-memory, %lld "
+                   "bytes) is in use: retry shortly",
+                   (long long)cost, (long long)xfer_budget_limit());
+    return;
+  }
+  handle_upload_body(r, ud);
+  xfer_release(cost);
+}
+
+static void handle_upload_body(http_req *r, api_ctx *ctx) {
   terr e;
   terr_clear(&e);
   tarray *a = NULL;
