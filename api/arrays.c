@@ -8,9 +8,10 @@
  * from the same owner gives the same id (sha256 of dtype, shape and data):
  * the first upload answers 201, a repeat 200 with the existing array.
  *
- * Memory: the body (capped by the server's max_upload) and the parsed
- * array are the only copies: the digest is fed from the array's own
- * buffer and the file written from it. Before parsing, what the upload may
+ * Memory: a float64/float32 .npy is not copied at all: the array is a view
+ * of the body's data section (npy_native_view), hashed and written from
+ * there under a fresh header. Other bodies have one parsed copy. The digest
+ * is fed from the array's own buffer. Before parsing, what the upload may
  * hold at most (body + parsed array, + jansson's tree for JSON) is
  * reserved in the transfer budget (util/xfer.h): 413 when it could never
  * fit, 503 + Retry-After while other transfers hold it.
@@ -172,19 +173,68 @@ static void handle_upload(http_req *r, void *ud) {
   xfer_release(cost);
 }
 
+/* A float64/float32 .npy body whose data is aligned needs no parsed copy:
+ * the array is a view of the body's own data section. Its header is checked
+ * by the same strict reader as every stored file (tarray_map_npy) on a
+ * sparse scratch file holding only the body's first bytes (the header is at
+ * most 10,000 bytes) and sized like the body, so no data is written twice.
+ * 1 with *view filled (its data points into the body: never tarray_free
+ * it); 0 when the body is anything else (integers, bad header, unaligned,
+ * too many elements...): npy_parse then copies it, or says what is wrong
+ * with the usual message. */
+static int npy_native_view(http_req *r, api_ctx *ctx, const char *id,
+                           tarray *view) {
+  size_t len = 0;
+  const char *body = http_body(r, &len);
+  const char *ct = http_header(r, "Content-Type");
+  if (!(content_is(ct, "application/x-npy") ||
+        content_is(ct, "application/octet-stream")) ||
+      npy_growth(body, len) != 1)
+    return 0;
+  char chk[4200];
+  snprintf(chk, sizeof chk, "%s/arrays/%s.hdr", ctx->data_dir, id);
+  int fd = open(chk, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return 0;
+  size_t head = len < 16384 ? len : 16384;
+  int ok = write(fd, body, head) == (ssize_t)head &&
+           ftruncate(fd, (off_t)len) == 0;
+  close(fd);
+  tarray *m = NULL;
+  if (ok && tarray_map_npy(chk, &m, NULL) == T_OK && m->size <= ctx->max_elems &&
+      m->map_len == len) {
+    size_t off = (size_t)((const char *)m->data - (const char *)m->map_base);
+    memset(view, 0, sizeof *view);
+    view->dtype = m->dtype;
+    view->ndim = m->ndim;
+    memcpy(view->shape, m->shape, sizeof view->shape);
+    view->size = m->size;
+    view->data = (void *)(body + off); /* read only, for as long as r */
+    ok = ((uintptr_t)view->data % tdtype_size(view->dtype)) == 0;
+  } else {
+    ok = 0;
+  }
+  tarray_free(m);
+  unlink(chk);
+  return ok;
+}
+
 static void handle_upload_body(http_req *r, api_ctx *ctx) {
   terr e;
   terr_clear(&e);
-  tarray *a = NULL;
+  tarray *a = NULL, view;
   store_array rec;
   memset(&rec, 0, sizeof rec);
-  if (parse_upload(r, ctx, &a, &e)) goto fail;
+  t_id_new('a', rec.id);
+  if (npy_native_view(r, ctx, rec.id, &view)) {
+    a = &view;
+  } else if (parse_upload(r, ctx, &a, &e)) {
+    goto fail;
+  }
 
   char hex[65], shape[300], path[4096];
   array_digest(a, hex);
   /* The stored shape is JSON: "[2, 3]" is already valid JSON. */
   tshape_str(a->ndim, a->shape, shape, sizeof shape);
-  t_id_new('a', rec.id);
   snprintf(path, sizeof path, "%s/arrays/%s.npy", ctx->data_dir, rec.id);
   if (write_npy_atomically(a, path, &e)) goto fail;
 
@@ -196,7 +246,7 @@ static void handle_upload_body(http_req *r, api_ctx *ctx) {
   rec.sha256 = strdup(hex);
   rec.path = strdup(path);
   rec.created_at = t_wall_ms();
-  tarray_free(a);
+  if (a != &view) tarray_free(a);
   a = NULL;
   if (!rec.owner || !rec.dtype || !rec.shape || !rec.sha256 || !rec.path) {
     unlink(path);
@@ -222,7 +272,7 @@ static void handle_upload_body(http_req *r, api_ctx *ctx) {
   return;
 fail:
   store_array_clear(&rec);
-  tarray_free(a);
+  if (a != &view) tarray_free(a);
   http_reply_error(r, &e);
 }
 
