@@ -147,30 +147,53 @@ static int write_npy_atomically(const tarray *a, const char *path, terr *e) {
   return rc;
 }
 
-static void handle_upload_body(http_req *r, api_ctx *ctx);
-
-static void handle_upload(http_req *r, void *ud) {
-  int64_t cost = upload_cost(r);
-  if (!xfer_fits(cost)) {
+/* Reserve `more` bytes of the transfer budget for an upload that needs
+ * `total` in all, or answer 413 (it could never fit) / 503 + Retry-After
+ * (not now). 1 when reserved. */
+static int upload_reserve(http_req *r, int64_t total, int64_t more) {
+  if (!xfer_fits(total)) {
     api_reply_terr(r, T_ETOOLARGE, "body",
                    "this upload needs about %lld bytes of memory to parse, "
                    "more than the server's transfer budget "
                    "(--max-transfer-memory, %lld bytes): send it as .npy "
                    "(float64 or float32) or in smaller arrays",
-                   (long long)cost, (long long)xfer_budget_limit());
-    return;
+                   (long long)total, (long long)xfer_budget_limit());
+    return 0;
   }
-  if (!xfer_reserve(cost)) {
+  if (!xfer_reserve(more)) {
     http_add_header(r, "Retry-After", XFER_RETRY_AFTER_S);
     api_reply_terr(r, T_EUNAVAIL, "",
                    "this upload needs about %lld bytes of memory and the "
                    "server's transfer budget (--max-transfer-memory, %lld "
                    "bytes) is in use: retry shortly",
-                   (long long)cost, (long long)xfer_budget_limit());
-    return;
+                   (long long)total, (long long)xfer_budget_limit());
+    return 0;
   }
-  handle_upload_body(r, ud);
-  xfer_release(cost);
+  return 1;
+}
+
+/* Is the body a .npy that may be stored with no parsed copy (float)? */
+static int npy_maybe_native(http_req *r) {
+  size_t len = 0;
+  const char *body = http_body(r, &len);
+  const char *ct = http_header(r, "Content-Type");
+  return (content_is(ct, "application/x-npy") ||
+          content_is(ct, "application/octet-stream")) &&
+         npy_growth(body, len) == 1;
+}
+
+static void handle_upload_body(http_req *r, api_ctx *ctx, int64_t *held);
+
+/* A float .npy reserves only its body at first (npy_native_view needs no
+ * more); the parsed copy is reserved when it turns out to be needed. */
+static void handle_upload(http_req *r, void *ud) {
+  size_t len = 0;
+  http_body(r, &len);
+  int64_t cost = npy_maybe_native(r) ? (int64_t)len : upload_cost(r);
+  if (!upload_reserve(r, cost, cost)) return;
+  int64_t held = cost;
+  handle_upload_body(r, ud, &held);
+  xfer_release(held);
 }
 
 /* A float64/float32 .npy body whose data is aligned needs no parsed copy:
@@ -186,11 +209,7 @@ static int npy_native_view(http_req *r, api_ctx *ctx, const char *id,
                            tarray *view) {
   size_t len = 0;
   const char *body = http_body(r, &len);
-  const char *ct = http_header(r, "Content-Type");
-  if (!(content_is(ct, "application/x-npy") ||
-        content_is(ct, "application/octet-stream")) ||
-      npy_growth(body, len) != 1)
-    return 0;
+  if (!npy_maybe_native(r)) return 0;
   char chk[4200];
   snprintf(chk, sizeof chk, "%s/arrays/%s.hdr", ctx->data_dir, id);
   int fd = open(chk, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -218,7 +237,7 @@ static int npy_native_view(http_req *r, api_ctx *ctx, const char *id,
   return ok;
 }
 
-static void handle_upload_body(http_req *r, api_ctx *ctx) {
+static void handle_upload_body(http_req *r, api_ctx *ctx, int64_t *held) {
   terr e;
   terr_clear(&e);
   tarray *a = NULL, view;
@@ -227,8 +246,13 @@ static void handle_upload_body(http_req *r, api_ctx *ctx) {
   t_id_new('a', rec.id);
   if (npy_native_view(r, ctx, rec.id, &view)) {
     a = &view;
-  } else if (parse_upload(r, ctx, &a, &e)) {
-    goto fail;
+  } else {
+    int64_t cost = upload_cost(r);
+    if (cost > *held) {
+      if (!upload_reserve(r, cost, cost - *held)) return;
+      *held = cost;
+    }
+    if (parse_upload(r, ctx, &a, &e)) goto fail;
   }
 
   char hex[65], shape[300], path[4096];

@@ -636,16 +636,39 @@ TEST(transfer_budget) {
   srv s;
   CHECK(srv_start(&s, DAEMON, "--threads", "2", "--max-transfer-memory",
                   "6291456", NULL) == 0);
-  /* 4 MiB of float64 needs more than 6 MiB (the body and its parsed
-   * copy): it can never fit. */
-  int64_t n = 512 * 1024;
+  /* 8 MiB of float64 (no parsed copy: the body is all it holds) can never
+   * fit in 6 MiB; neither can the parse of 300,000 CSV or JSON values
+   * (600 KB bodies, but the parsers' values and trees). */
+  int64_t n = 1024 * 1024;
   double *v = calloc((size_t)n, sizeof(double));
   size_t len;
   char *npy = npy_bytes(T_F64, 1, &n, v, n, &len);
   free(v);
   resp r = reqx(&s, "POST", "/v1/arrays", "application/x-npy", npy, (long)len, NULL);
-  CHECK(is_error(&r, 413, "payload_too_large", NULL));
+  CHECK(is_error(&r, 413, "payload_too_large", "body"));
   resp_free(&r);
+  free(npy);
+  text t = {0};
+  for (int i = 0; i < 300000; i++) tstr(&t, "1\n");
+  r = reqx(&s, "POST", "/v1/arrays", "text/csv", t.p, (long)t.n, NULL);
+  CHECK(is_error(&r, 413, "payload_too_large", "body"));
+  resp_free(&r);
+  t.n = 0;
+  tstr(&t, "[1");
+  for (int i = 1; i < 300000; i++) tstr(&t, ",1");
+  tstr(&t, "]");
+  r = reqx(&s, "POST", "/v1/arrays", "application/json", t.p, (long)t.n, NULL);
+  CHECK(is_error(&r, 413, "payload_too_large", "body"));
+  resp_free(&r);
+  free(t.p);
+  /* 4 MiB of float64 fits: the body is its only copy. */
+  n = 512 * 1024;
+  v = calloc((size_t)n, sizeof(double));
+  v[7] = 1;
+  npy = npy_bytes(T_F64, 1, &n, v, n, &len);
+  free(v);
+  char big[T_ID_MAX];
+  CHECK(upload(&s, npy, len, big));
   free(npy);
   /* A small one fits. */
   int64_t n2 = 1000;
