@@ -101,21 +101,21 @@ static int64_t count_cells(const char *b, size_t len, int json) {
 
 /* Bytes a .npy body's parsed array takes per byte of its data: 1 for
  * float32/float64, 8/itemsize for integers and bools (they become
- * float64). Read from the descr of the header (a light look: npy_parse does
- * the strict check, and refuses before it allocates when there is no
- * valid descr, so then only the body counts). */
+ * float64), 8 when the descr cannot be read here. Read from the descr of
+ * the header (a light look: npy_parse does the strict check, and refuses
+ * before it allocates when there is no descr at all: then 0). */
 static int64_t npy_growth(const char *b, size_t len) {
-  size_t end = len < 4096 ? len : 4096;
-  for (size_t i = 0; i + 12 < end; i++) {
+  size_t end = len < 16384 ? len : 16384; /* the header is <= 10,012 bytes */
+  for (size_t i = 0; i + 5 < end; i++) {
     if (memcmp(b + i, "descr", 5) != 0) continue;
     size_t j = i + 6; /* past the closing quote of the key */
-    while (j < end && (b[j] == ' ' || b[j] == ':')) j++;
-    if (j + 4 >= end || (b[j] != '\'' && b[j] != '"')) return 0;
+    while (j < end && (b[j] == ' ' || b[j] == '\t' || b[j] == ':')) j++;
+    if (j + 3 >= end || (b[j] != '\'' && b[j] != '"')) return 8;
     char kind = b[j + 2], size = b[j + 3];
-    if (size < '1' || size > '8') return 0;
-    return kind == 'f' ? 1 : 8 / (size - '0');
+    if (kind == 'f' && (size == '4' || size == '8')) return 1;
+    return size >= '1' && size <= '8' ? 8 / (size - '0') : 8;
   }
-  return 0;
+  return 0; /* no descr: npy_parse refuses it before allocating */
 }
 
 /* What an upload of this body may hold at most, bytes. */
@@ -199,25 +199,26 @@ static void handle_upload(http_req *r, void *ud) {
 /* A float64/float32 .npy body whose data is aligned needs no parsed copy:
  * the array is a view of the body's own data section. Its header is checked
  * by the same strict reader as every stored file (tarray_map_npy) on a
- * sparse scratch file holding only the body's first bytes (the header is at
- * most 10,000 bytes) and sized like the body, so no data is written twice.
- * 1 with *view filled (its data points into the body: never tarray_free
- * it); 0 when the body is anything else (integers, bad header, unaligned,
- * too many elements...): npy_parse then copies it, or says what is wrong
- * with the usual message. */
-static int npy_native_view(http_req *r, api_ctx *ctx, const char *id,
-                           tarray *view) {
+ * scratch file holding only the body's first 16 KiB (the header is at most
+ * 10,000 bytes), sized like the body by a hole, so no data is written
+ * twice; the file has no name (O_TMPFILE, reached through /proc/self/fd),
+ * so a crash leaves nothing behind. 1 with *view filled (its data points
+ * into the body: never tarray_free it); 0 when the body is anything else
+ * (integers, a bad header, unaligned data, too many elements; or no
+ * O_TMPFILE / /proc): npy_parse then copies it, or says what is wrong with
+ * the usual message. */
+static int npy_native_view(http_req *r, api_ctx *ctx, tarray *view) {
   size_t len = 0;
   const char *body = http_body(r, &len);
   if (!npy_maybe_native(r)) return 0;
-  char chk[4200];
-  snprintf(chk, sizeof chk, "%s/arrays/%s.hdr", ctx->data_dir, id);
-  int fd = open(chk, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  char dir[4200], chk[64];
+  snprintf(dir, sizeof dir, "%s/arrays", ctx->data_dir);
+  int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) return 0;
   size_t head = len < 16384 ? len : 16384;
   int ok = write(fd, body, head) == (ssize_t)head &&
            ftruncate(fd, (off_t)len) == 0;
-  close(fd);
+  snprintf(chk, sizeof chk, "/proc/self/fd/%d", fd);
   tarray *m = NULL;
   if (ok && tarray_map_npy(chk, &m, NULL) == T_OK && m->size <= ctx->max_elems &&
       m->map_len == len) {
@@ -233,7 +234,7 @@ static int npy_native_view(http_req *r, api_ctx *ctx, const char *id,
     ok = 0;
   }
   tarray_free(m);
-  unlink(chk);
+  close(fd);
   return ok;
 }
 
@@ -244,7 +245,7 @@ static void handle_upload_body(http_req *r, api_ctx *ctx, int64_t *held) {
   store_array rec;
   memset(&rec, 0, sizeof rec);
   t_id_new('a', rec.id);
-  if (npy_native_view(r, ctx, rec.id, &view)) {
+  if (npy_native_view(r, ctx, &view)) {
     a = &view;
   } else {
     int64_t cost = upload_cost(r);
