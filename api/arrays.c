@@ -8,10 +8,19 @@
  * from the same owner gives the same id (sha256 of dtype, shape and data):
  * the first upload answers 201, a repeat 200 with the existing array.
  *
+ * Memory: a float64/float32 .npy is not copied at all: the array is a view
+ * of the body's data section (npy_native_view), hashed and written from
+ * there under a fresh header. Other bodies have one parsed copy. The digest
+ * is fed from the array's own buffer. Before parsing, what the upload may
+ * hold at most (body + parsed array, + jansson's tree for JSON) is
+ * reserved in the transfer budget (util/xfer.h): 413 when it could never
+ * fit, 503 + Retry-After while other transfers hold it.
+ *
  * Threads: handlers on MHD worker threads; the upload body is already in
- * memory, capped by the server's max_upload.
+ * memory.
  */
 #include <fcntl.h>
+#include <nettle/sha2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +29,7 @@
 #include "api/api_int.h"
 #include "compute/gpu.h"
 #include "util/util.h"
+#include "util/xfer.h"
 
 static int content_is(const char *ct, const char *want) {
   if (!ct) return 0;
@@ -57,21 +67,71 @@ static int parse_upload(http_req *r, api_ctx *ctx, tarray **out, terr *e) {
                   ct ? ct : "(none)");
 }
 
-/* sha256 over "dtype|shape|" + data: equal arrays, equal digests. */
+/* sha256 over "dtype|shape|" + data: equal arrays, equal digests. Fed to
+ * the hash in two pieces, straight from the array's own buffer (the same
+ * digest as hashing one concatenated copy, so existing ids stay). */
 static void array_digest(const tarray *a, char hex[65]) {
   char shape[256], head[300];
   tshape_str(a->ndim, a->shape, shape, sizeof shape);
   int hl = snprintf(head, sizeof head, "%s|%s|", tdtype_name(a->dtype), shape);
   size_t dlen = (size_t)a->size * tdtype_size(a->dtype);
-  char *buf = malloc((size_t)hl + dlen);
-  if (!buf) {
-    t_sha256_hex(head, (size_t)hl, hex);
-    return;
+  struct sha256_ctx h;
+  uint8_t digest[SHA256_DIGEST_SIZE];
+  sha256_init(&h);
+  sha256_update(&h, (size_t)hl, (const uint8_t *)head);
+  if (dlen) sha256_update(&h, dlen, a->data);
+  sha256_digest(&h, sizeof digest, digest);
+  for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
+    snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+}
+
+/* ---- the transfer budget of an upload ----------------------------------
+ * The body is in memory; parsing makes the array (and, for CSV and JSON,
+ * intermediate values). What that costs at most is estimated from the
+ * body before any of it is parsed, and reserved in the transfer budget
+ * (util/xfer.h) for as long as the upload is handled. */
+
+/* Separators of a text body: an upper bound on the numbers it holds. */
+static int64_t count_cells(const char *b, size_t len, int json) {
+  int64_t n = 1;
+  for (size_t i = 0; i < len; i++)
+    n += b[i] == ',' || (!json && (b[i] == '\n' || b[i] == '\r'));
+  return n;
+}
+
+/* Bytes a .npy body's parsed array takes per byte of its data: 1 for
+ * float32/float64, 8/itemsize for integers and bools (they become
+ * float64), 8 when the descr cannot be read here. Read from the descr of
+ * the header (a light look: npy_parse does the strict check, and refuses
+ * before it allocates when there is no descr at all: then 0). */
+static int64_t npy_growth(const char *b, size_t len) {
+  size_t end = len < 16384 ? len : 16384; /* the header is <= 10,012 bytes */
+  for (size_t i = 0; i + 5 < end; i++) {
+    if (memcmp(b + i, "descr", 5) != 0) continue;
+    size_t j = i + 6; /* past the closing quote of the key */
+    while (j < end && (b[j] == ' ' || b[j] == '\t' || b[j] == ':')) j++;
+    if (j + 3 >= end || (b[j] != '\'' && b[j] != '"')) return 8;
+    char kind = b[j + 2], size = b[j + 3];
+    if (kind == 'f' && (size == '4' || size == '8')) return 1;
+    return size >= '1' && size <= '8' ? 8 / (size - '0') : 8;
   }
-  memcpy(buf, head, (size_t)hl);
-  memcpy(buf + hl, a->data, dlen);
-  t_sha256_hex(buf, (size_t)hl + dlen, hex);
-  free(buf);
+  return 0; /* no descr: npy_parse refuses it before allocating */
+}
+
+/* What an upload of this body may hold at most, bytes. */
+static int64_t upload_cost(http_req *r) {
+  size_t len = 0;
+  const char *body = http_body(r, &len);
+  const char *ct = http_header(r, "Content-Type");
+  int64_t cost = (int64_t)len;
+  if (content_is(ct, "application/x-npy") ||
+      content_is(ct, "application/octet-stream"))
+    cost += (int64_t)len * npy_growth(body, len);
+  else if (content_is(ct, "text/csv")) /* values growing by doubling + the array */
+    cost += count_cells(body, len, 0) * 24;
+  else if (content_is(ct, "application/json")) /* jansson's tree + the array */
+    cost += count_cells(body, len, 1) * 80;
+  return cost;
 }
 
 static int write_npy_atomically(const tarray *a, const char *path, terr *e) {
@@ -87,20 +147,119 @@ static int write_npy_atomically(const tarray *a, const char *path, terr *e) {
   return rc;
 }
 
+/* Reserve `more` bytes of the transfer budget for an upload that needs
+ * `total` in all, or answer 413 (it could never fit) / 503 + Retry-After
+ * (not now). 1 when reserved. */
+static int upload_reserve(http_req *r, int64_t total, int64_t more) {
+  if (!xfer_fits(total)) {
+    api_reply_terr(r, T_ETOOLARGE, "body",
+                   "this upload needs about %lld bytes of memory to parse, "
+                   "more than the server's transfer budget "
+                   "(--max-transfer-memory, %lld bytes): send it as .npy "
+                   "(float64 or float32) or in smaller arrays",
+                   (long long)total, (long long)xfer_budget_limit());
+    return 0;
+  }
+  if (!xfer_reserve(more)) {
+    http_add_header(r, "Retry-After", XFER_RETRY_AFTER_S);
+    api_reply_terr(r, T_EUNAVAIL, "",
+                   "this upload needs about %lld bytes of memory and the "
+                   "server's transfer budget (--max-transfer-memory, %lld "
+                   "bytes) is in use: retry shortly",
+                   (long long)total, (long long)xfer_budget_limit());
+    return 0;
+  }
+  return 1;
+}
+
+/* Is the body a .npy that may be stored with no parsed copy (float)? */
+static int npy_maybe_native(http_req *r) {
+  size_t len = 0;
+  const char *body = http_body(r, &len);
+  const char *ct = http_header(r, "Content-Type");
+  return (content_is(ct, "application/x-npy") ||
+          content_is(ct, "application/octet-stream")) &&
+         npy_growth(body, len) == 1;
+}
+
+static void handle_upload_body(http_req *r, api_ctx *ctx, int64_t *held);
+
+/* A float .npy reserves only its body at first (npy_native_view needs no
+ * more); the parsed copy is reserved when it turns out to be needed. */
 static void handle_upload(http_req *r, void *ud) {
-  api_ctx *ctx = ud;
+  size_t len = 0;
+  http_body(r, &len);
+  int64_t cost = npy_maybe_native(r) ? (int64_t)len : upload_cost(r);
+  if (!upload_reserve(r, cost, cost)) return;
+  int64_t held = cost;
+  handle_upload_body(r, ud, &held);
+  xfer_release(held);
+}
+
+/* A float64/float32 .npy body whose data is aligned needs no parsed copy:
+ * the array is a view of the body's own data section. Its header is checked
+ * by the same strict reader as every stored file (tarray_map_npy) on a
+ * scratch file holding only the body's first 16 KiB (the header is at most
+ * 10,000 bytes), sized like the body by a hole, so no data is written
+ * twice; the file has no name (O_TMPFILE, reached through /proc/self/fd),
+ * so a crash leaves nothing behind. 1 with *view filled (its data points
+ * into the body: never tarray_free it); 0 when the body is anything else
+ * (integers, a bad header, unaligned data, too many elements; or no
+ * O_TMPFILE / /proc): npy_parse then copies it, or says what is wrong with
+ * the usual message. */
+static int npy_native_view(http_req *r, api_ctx *ctx, tarray *view) {
+  size_t len = 0;
+  const char *body = http_body(r, &len);
+  if (!npy_maybe_native(r)) return 0;
+  char dir[4200], chk[64];
+  snprintf(dir, sizeof dir, "%s/arrays", ctx->data_dir);
+  int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return 0;
+  size_t head = len < 16384 ? len : 16384;
+  int ok = write(fd, body, head) == (ssize_t)head &&
+           ftruncate(fd, (off_t)len) == 0;
+  snprintf(chk, sizeof chk, "/proc/self/fd/%d", fd);
+  tarray *m = NULL;
+  if (ok && tarray_map_npy(chk, &m, NULL) == T_OK && m->size <= ctx->max_elems &&
+      m->map_len == len) {
+    size_t off = (size_t)((const char *)m->data - (const char *)m->map_base);
+    memset(view, 0, sizeof *view);
+    view->dtype = m->dtype;
+    view->ndim = m->ndim;
+    memcpy(view->shape, m->shape, sizeof view->shape);
+    view->size = m->size;
+    view->data = (void *)(body + off); /* read only, for as long as r */
+    ok = ((uintptr_t)view->data % tdtype_size(view->dtype)) == 0;
+  } else {
+    ok = 0;
+  }
+  tarray_free(m);
+  close(fd);
+  return ok;
+}
+
+static void handle_upload_body(http_req *r, api_ctx *ctx, int64_t *held) {
   terr e;
   terr_clear(&e);
-  tarray *a = NULL;
+  tarray *a = NULL, view;
   store_array rec;
   memset(&rec, 0, sizeof rec);
-  if (parse_upload(r, ctx, &a, &e)) goto fail;
+  t_id_new('a', rec.id);
+  if (npy_native_view(r, ctx, &view)) {
+    a = &view;
+  } else {
+    int64_t cost = upload_cost(r);
+    if (cost > *held) {
+      if (!upload_reserve(r, cost, cost - *held)) return;
+      *held = cost;
+    }
+    if (parse_upload(r, ctx, &a, &e)) goto fail;
+  }
 
   char hex[65], shape[300], path[4096];
   array_digest(a, hex);
   /* The stored shape is JSON: "[2, 3]" is already valid JSON. */
   tshape_str(a->ndim, a->shape, shape, sizeof shape);
-  t_id_new('a', rec.id);
   snprintf(path, sizeof path, "%s/arrays/%s.npy", ctx->data_dir, rec.id);
   if (write_npy_atomically(a, path, &e)) goto fail;
 
@@ -112,7 +271,7 @@ static void handle_upload(http_req *r, void *ud) {
   rec.sha256 = strdup(hex);
   rec.path = strdup(path);
   rec.created_at = t_wall_ms();
-  tarray_free(a);
+  if (a != &view) tarray_free(a);
   a = NULL;
   if (!rec.owner || !rec.dtype || !rec.shape || !rec.sha256 || !rec.path) {
     unlink(path);
@@ -138,7 +297,7 @@ static void handle_upload(http_req *r, void *ud) {
   return;
 fail:
   store_array_clear(&rec);
-  tarray_free(a);
+  if (a != &view) tarray_free(a);
   http_reply_error(r, &e);
 }
 

@@ -4,16 +4,26 @@
  * Negotiation: ?format=json|npy|csv wins, else the Accept header
  * (application/x-npy, application/octet-stream -> npy; text/csv -> csv;
  * application/json, any type or no header -> json); anything else is 406.
- * An unchanged .npy is sent straight from its file (sendfile through MHD),
- * or for a small job result kept in its store row, from those bytes.
- * JSON and CSV are produced row by row while the response is sent, so a big
- * result never exists twice in memory; JSON is refused (406) above
- * ctx->max_json_result estimated bytes, pointing at npy.
- * Transformations before sending: ?limit_rows=N (the first N rows, for
- * previews) and, for geodesic results, square <-> condensed layouts.
+ * Transformations: ?limit_rows=N (the first N rows, for previews) and, for
+ * geodesic results, square <-> condensed layouts.
+ *
+ * Nothing is copied whole, whatever the size: every answer holds O(buffer)
+ * memory while a client, however slow, reads it.
+ *  - An npy answer of the stored array unchanged (no layout switch, and a
+ *    cut that cuts nothing) is the file itself (sendfile through MHD), or
+ *    for a small job result kept in its store row, those bytes.
+ *  - Everything else is produced while it is sent by a stream callback
+ *    that reads the file with pread as it goes: a row range of the C-order
+ *    .npy is a byte range (npy: a new header with the cut shape, then the
+ *    range), the layout switch is computed from the stored matrix a block
+ *    at a time (see view_read), JSON and CSV are formatted 64 KiB ahead.
+ * Each stream reserves its buffers in the transfer budget (util/xfer.h)
+ * and answers 503 + Retry-After when it is spent. JSON is refused (406)
+ * above ctx->max_json_result estimated bytes, pointing at npy.
  *
  * Threads: runs on the HTTP worker; the stream callbacks run on MHD's thread
- * for the connection. Ownership: the stream state owns its tarray.
+ * for the connection. Ownership: the stream state owns its file descriptor
+ * (or small in-memory array) and buffers, freed by stream_done.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +36,7 @@
 
 #include "api/api_int.h"
 #include "util/util.h"
+#include "util/xfer.h"
 
 enum { FMT_JSON, FMT_NPY, FMT_CSV };
 
@@ -58,81 +69,232 @@ static int pick_format(http_req *r, int *fmt, terr *e) {
   return T_OK;
 }
 
-/* ---- transformations ------------------------------------------------- */
+/* ---- where the elements come from ------------------------------------ */
 
-/* Condensed (n(n-1)/2, SciPy pdist order) -> square n x n. */
-static tarray *condensed_to_square(const tarray *c, terr *e) {
-  int64_t m = c->size;
-  int64_t n = (int64_t)llround((1.0 + sqrt(1.0 + 8.0 * (double)m)) / 2.0);
-  if (c->ndim != 1 || n * (n - 1) / 2 != m) {
-    terr_set(e, T_EINVAL, "layout", -1, "result is not a condensed matrix");
-    return NULL;
-  }
-  int64_t shape[2] = {n, n};
-  tarray *s = tarray_new(c->dtype, 2, shape);
-  if (!s) {
-    terr_set(e, T_ENOMEM, "", -1, "out of memory");
-    return NULL;
-  }
-  int64_t k = 0;
-  for (int64_t i = 0; i < n; i++) {
-    tarray_set(s, i * n + i, 0.0);
-    for (int64_t j = i + 1; j < n; j++, k++) {
-      double v = tarray_get(c, k);
-      tarray_set(s, i * n + j, v);
-      tarray_set(s, j * n + i, v);
-    }
-  }
-  return s;
-}
-
-/* Square n x n -> condensed (upper triangle, row by row). */
-static tarray *square_to_condensed(const tarray *s, terr *e) {
-  if (s->ndim != 2 || s->shape[0] != s->shape[1]) {
-    terr_set(e, T_EINVAL, "layout", -1,
-             "only a square matrix has a condensed layout");
-    return NULL;
-  }
-  int64_t n = s->shape[0];
-  int64_t shape[1] = {n * (n - 1) / 2};
-  tarray *c = tarray_new(s->dtype, 1, shape);
-  if (!c) {
-    terr_set(e, T_ENOMEM, "", -1, "out of memory");
-    return NULL;
-  }
-  int64_t k = 0;
-  for (int64_t i = 0; i < n; i++)
-    for (int64_t j = i + 1; j < n; j++) tarray_set(c, k++, tarray_get(s, i * n + j));
-  return c;
-}
-
-/* First `rows` rows (along axis 0) as a new array. */
-static tarray *first_rows(const tarray *a, int64_t rows) {
-  if (a->ndim == 0 || rows >= a->shape[0]) return tarray_clone(a);
+/* The stored array: a .npy file read with pread (no mapping, so a reader
+ * adds nothing to the daemon's resident memory but its buffers), or a small
+ * array in memory (a result kept in its job's row, at most 4 KiB). */
+typedef struct src {
+  int fd;          /* the file, or -1 */
+  uint64_t off;    /* file offset of element 0 */
+  tarray *mem;     /* or this array (owned) */
+  tdtype dt;
+  int ndim;
   int64_t shape[T_MAXDIM];
-  memcpy(shape, a->shape, sizeof shape);
-  shape[0] = rows;
-  tarray *b = tarray_new(a->dtype, a->ndim, shape);
-  if (b) memcpy(b->data, a->data, (size_t)b->size * tdtype_size(a->dtype));
-  return b;
+  int64_t size;
+} src;
+
+static void src_close(src *s) {
+  if (s->fd >= 0) close(s->fd);
+  s->fd = -1;
+  tarray_free(s->mem);
+  s->mem = NULL;
 }
 
-/* ---- streaming JSON and CSV ------------------------------------------ */
+/* n elements from element `first` into dst. 0, or -1 on a read error. */
+static int src_read(const src *s, int64_t first, int64_t n, char *dst) {
+  size_t es = tdtype_size(s->dt), len = (size_t)n * es;
+  if (n <= 0) return 0;
+  if (first < 0 || first + n > s->size) return -1;
+  if (s->mem) {
+    memcpy(dst, (const char *)s->mem->data + (size_t)first * es, len);
+    return 0;
+  }
+  uint64_t at = s->off + (uint64_t)first * es;
+  size_t got = 0;
+  while (got < len) {
+    ssize_t k = pread(s->fd, dst + got, len - got, (off_t)(at + got));
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return -1; /* the file shrank under us, or an I/O error */
+    got += (size_t)k;
+  }
+  return 0;
+}
+
+/* ---- what is sent: layout switch and cut ----------------------------- */
+
+enum { V_PLAIN, V_SQ2CD, V_CD2SQ };
+
+/* Square n x n -> condensed reads row i's upper part (i, i+1..n-1): one
+ * pread per row. Condensed -> square needs, for output row r, column r of
+ * the rows above it: a block of B output rows is filled at once, reading
+ * for every earlier row j the B contiguous values (j, b0..b0+B-1), so the
+ * whole square costs about n * n / B reads and B * n elements of memory
+ * (BLOCK_BYTES at most). */
+#define BLOCK_BYTES ((size_t)1 << 20)
+#define PEND_CAP ((size_t)64 << 10) /* bytes formatted ahead */
+#define EBUF_ELEMS 4096             /* elements read ahead for JSON / CSV */
+#define MHD_BLOCK ((int64_t)256 << 10) /* reply.c's STREAM_BLOCK */
+
+typedef struct view {
+  int mode;
+  int64_t n;       /* the matrix side (layout switches) */
+  tdtype dt;
+  int ndim;        /* the array as sent */
+  int64_t shape[T_MAXDIM];
+  int64_t size;
+} view;
+
+/* The array as sent, from the stored one and the query; errors as the
+ * in-memory transformations gave them. */
+static int view_plan(const src *s, int relayout, const char *to,
+                     int64_t limit_rows, view *v, terr *e) {
+  memset(v, 0, sizeof *v);
+  v->dt = s->dt;
+  v->ndim = s->ndim;
+  memcpy(v->shape, s->shape, sizeof v->shape);
+  v->mode = V_PLAIN;
+  if (relayout && strcmp(to, "square") == 0) {
+    int64_t m = s->size;
+    int64_t n = (int64_t)llround((1.0 + sqrt(1.0 + 8.0 * (double)m)) / 2.0);
+    if (s->ndim != 1 || n * (n - 1) / 2 != m)
+      return terr_set(e, T_EINVAL, "layout", -1,
+                      "result is not a condensed matrix");
+    v->mode = V_CD2SQ;
+    v->n = n;
+    v->ndim = 2;
+    v->shape[0] = v->shape[1] = n;
+  } else if (relayout) {
+    if (s->ndim != 2 || s->shape[0] != s->shape[1])
+      return terr_set(e, T_EINVAL, "layout", -1,
+                      "only a square matrix has a condensed layout");
+    v->mode = V_SQ2CD;
+    v->n = s->shape[0];
+    v->ndim = 1;
+    v->shape[0] = v->n * (v->n - 1) / 2;
+  }
+  if (limit_rows >= 0 && v->ndim > 0 && limit_rows < v->shape[0])
+    v->shape[0] = limit_rows;
+  v->size = tshape_size(v->ndim, v->shape, INT64_MAX);
+  if (v->size < 0)
+    return terr_set(e, T_EINVAL, "layout", -1, "the matrix is too large");
+  return T_OK;
+}
+
+/* ---- streaming --------------------------------------------------------- */
 
 typedef struct stream_state {
-  tarray *a;
+  src s;
+  view v;
   int fmt;
-  int64_t next;      /* next element to format */
-  int64_t row_len;   /* elements per output row (CSV / inner JSON arrays) */
-  int stage;         /* JSON: 0 header, 1 data, 2 trailer, 3 done */
-  char pend[512];    /* formatted bytes not yet handed out */
+  size_t es;
+  int64_t reserved; /* bytes of the transfer budget held */
+
+  /* the element reader: the next logical element, and per mode a cursor */
+  int64_t next_read;
+  int64_t ci, cj;         /* V_SQ2CD: the next stored (row, column) */
+  char *blk, *scratch;    /* V_CD2SQ: the block of rows, one segment */
+  int64_t blk_rows, blk_first;
+  char *ebuf;             /* JSON / CSV: elements read, not yet formatted */
+  int64_t ebuf_n, ebuf_i;
+
+  /* JSON: the grid of items (elements; or, for an array with no elements,
+   * the empty innermost arrays "[]" before its first zero dimension). */
+  int gnd;
+  int64_t gshape[T_MAXDIM];
+  int64_t items;
+  int leaf_empty;
+  int64_t next;      /* next item (JSON) or element (CSV, npy) to produce */
+  int64_t row_len;   /* CSV: elements per line */
+  int stage;         /* 0 header, 1 data, 2 trailer, 3 done */
+  char *pend;        /* bytes produced, not yet handed out */
   size_t pend_len, pend_off;
 } stream_state;
 
 static void stream_done(void *arg) {
   stream_state *st = arg;
-  tarray_free(st->a);
+  src_close(&st->s);
+  free(st->blk);
+  free(st->scratch);
+  free(st->ebuf);
+  free(st->pend);
+  xfer_release(st->reserved);
   free(st);
+}
+
+/* Condensed index of (i, j), i < j, in an n x n matrix. */
+static int64_t cd_index(int64_t n, int64_t i, int64_t j) {
+  return i * n - i * (i + 1) / 2 + (j - i - 1);
+}
+
+/* Fill the block of output rows that holds row r (V_CD2SQ). */
+static int block_fill(stream_state *st, int64_t r) {
+  int64_t n = st->v.n, B = st->blk_rows, b0 = r - r % B;
+  int64_t hi = b0 + B < n ? b0 + B : n;
+  size_t es = st->es;
+  for (int64_t j = 0; j + 1 < hi; j++) {
+    int64_t c0 = b0 > j + 1 ? b0 : j + 1, cnt = hi - c0;
+    if (cnt <= 0) continue;
+    if (src_read(&st->s, cd_index(n, j, c0), cnt, st->scratch)) return -1;
+    for (int64_t t = 0; t < cnt; t++)
+      memcpy(st->blk + (size_t)(j * B + (c0 + t - b0)) * es,
+             st->scratch + (size_t)t * es, es);
+  }
+  st->blk_first = b0;
+  return 0;
+}
+
+/* The next `cnt` elements of the array as sent, raw, into dst. */
+static int view_read(stream_state *st, int64_t cnt, char *dst) {
+  size_t es = st->es;
+  int64_t n = st->v.n;
+  while (cnt > 0) {
+    int64_t run = cnt;
+    if (st->v.mode == V_PLAIN) {
+      if (src_read(&st->s, st->next_read, run, dst)) return -1;
+    } else if (st->v.mode == V_SQ2CD) {
+      while (st->cj >= n) {
+        st->ci++;
+        st->cj = st->ci + 1;
+      }
+      if (run > n - st->cj) run = n - st->cj;
+      if (src_read(&st->s, st->ci * n + st->cj, run, dst)) return -1;
+      st->cj += run;
+    } else {
+      int64_t r = st->next_read / n, c = st->next_read % n;
+      if (c < r) {
+        if (st->blk_first < 0 || r < st->blk_first ||
+            r >= st->blk_first + st->blk_rows) {
+          if (block_fill(st, r)) return -1;
+        }
+        if (run > r - c) run = r - c;
+        for (int64_t t = 0; t < run; t++)
+          memcpy(dst + (size_t)t * es,
+                 st->blk + (size_t)((c + t) * st->blk_rows + (r - st->blk_first)) * es,
+                 es);
+      } else if (c == r) {
+        run = 1;
+        memset(dst, 0, es); /* +0.0 in either dtype */
+      } else {
+        if (run > n - c) run = n - c;
+        if (src_read(&st->s, cd_index(n, r, c), run, dst)) return -1;
+      }
+    }
+    st->next_read += run;
+    dst += (size_t)run * es;
+    cnt -= run;
+  }
+  return 0;
+}
+
+/* The next element as a double (JSON / CSV), through ebuf. */
+static int next_value(stream_state *st, double *v) {
+  if (st->ebuf_i >= st->ebuf_n) {
+    int64_t left = st->v.size - st->next_read;
+    int64_t take = left < EBUF_ELEMS ? left : EBUF_ELEMS;
+    if (take <= 0 || view_read(st, take, st->ebuf)) return -1;
+    st->ebuf_n = take;
+    st->ebuf_i = 0;
+  }
+  if (st->v.dt == T_F64) {
+    memcpy(v, st->ebuf + (size_t)st->ebuf_i * 8, 8);
+  } else {
+    float f;
+    memcpy(&f, st->ebuf + (size_t)st->ebuf_i * 4, 4);
+    *v = f;
+  }
+  st->ebuf_i++;
+  return 0;
 }
 
 static int fmt_num(char *buf, size_t len, double v, tdtype dt, int json) {
@@ -142,74 +304,113 @@ static int fmt_num(char *buf, size_t len, double v, tdtype dt, int json) {
   return snprintf(buf, len, dt == T_F32 ? "%.9g" : "%.17g", v);
 }
 
-/* Opening brackets before element i of a JSON array of shape a->shape. */
-static size_t json_open(const tarray *a, int64_t i, char *out) {
+/* Opening brackets before item i of the grid (the outermost one is in the
+ * header). */
+static size_t json_open(const stream_state *st, int64_t i, char *out) {
   size_t n = 0;
   int64_t stride = 1;
-  for (int d = a->ndim - 1; d >= 1; d--) {
-    stride *= a->shape[d];
-    if (i % stride == 0) n++;
+  for (int d = st->gnd - 1; d >= 1; d--) {
+    stride *= st->gshape[d];
+    if (i % stride == 0) out[n++] = '[';
   }
-  memset(out, '[', n);
   return n;
 }
 
-static size_t json_close(const tarray *a, int64_t i, char *out) {
-  /* Closing brackets after element i. */
+/* Closing brackets after item i. */
+static size_t json_close(const stream_state *st, int64_t i, char *out) {
   size_t n = 0;
   int64_t stride = 1;
-  for (int d = a->ndim - 1; d >= 1; d--) {
-    stride *= a->shape[d];
-    if ((i + 1) % stride == 0) n++;
+  for (int d = st->gnd - 1; d >= 1; d--) {
+    stride *= st->gshape[d];
+    if ((i + 1) % stride == 0) out[n++] = ']';
   }
-  memset(out, ']', n);
   return n;
 }
 
-/* Format the next piece into st->pend. Returns 0 when nothing is left. */
+/* The grid of JSON items: the elements, or for an array with no element
+ * the "[]" at the first zero dimension ([2,0] -> [[],[]], [0,3] -> []). */
+static void json_grid(stream_state *st) {
+  const view *v = &st->v;
+  st->gnd = v->ndim;
+  memcpy(st->gshape, v->shape, sizeof st->gshape);
+  st->items = v->size;
+  st->leaf_empty = 0;
+  if (v->size != 0 || v->ndim == 0) return;
+  int z = 0;
+  while (z < v->ndim && v->shape[z] != 0) z++;
+  st->gnd = z;
+  st->leaf_empty = 1;
+  st->items = z == 0 ? 0 : tshape_size(z, v->shape, INT64_MAX);
+  if (st->items < 0) st->items = INT64_MAX; /* refused by the size check */
+}
+
+/* Produce the next piece into st->pend. 0 when nothing is left, -1 on a
+ * read error. */
 static int stream_refill(stream_state *st) {
-  tarray *a = st->a;
   char *p = st->pend;
-  size_t cap = sizeof st->pend, n = 0;
-  st->pend_off = 0;
-  st->pend_len = 0; /* nothing pending until a piece is formatted */
-  if (st->fmt == FMT_CSV) {
-    if (st->next >= a->size) return 0;
-    /* One element plus its separator. */
-    n += (size_t)fmt_num(p, cap, tarray_get(a, st->next), a->dtype, 0);
-    st->next++;
-    p[n++] = (st->next % st->row_len == 0) ? '\n' : ',';
-    st->pend_len = n;
-    return 1;
-  }
-  switch (st->stage) {
-    case 0: {
-      char shape[256];
-      tshape_str(a->ndim, a->shape, shape, sizeof shape);
-      for (char *s = shape; *s; s++)
-        if (*s == ' ') memmove(s, s + 1, strlen(s));
-      n = (size_t)snprintf(p, cap, "{\"dtype\":\"%s\",\"shape\":%s,\"data\":%s",
-                           tdtype_name(a->dtype), shape,
-                           a->ndim == 0 ? "" : "[");
-      st->stage = a->size == 0 ? 2 : 1;
-      break;
+  size_t cap = PEND_CAP, n = 0;
+  const view *v = &st->v;
+  st->pend_off = st->pend_len = 0;
+  if (st->fmt == FMT_NPY) {
+    if (st->stage == 0) {
+      n = npy_header(v->dt, v->ndim, v->shape, p);
+      st->stage = 1;
+    } else {
+      int64_t left = v->size - st->next;
+      int64_t take = (int64_t)(cap / st->es);
+      if (left < take) take = left;
+      if (take <= 0) return 0;
+      if (view_read(st, take, p)) return -1;
+      st->next += take;
+      n = (size_t)take * st->es;
     }
-    case 1: {
-      int64_t i = st->next;
-      if (a->ndim > 0) n += json_open(a, i, p + n);
-      n += (size_t)fmt_num(p + n, cap - n - 16, tarray_get(a, i), a->dtype, 1);
-      if (a->ndim > 0) n += json_close(a, i, p + n);
+  } else if (st->fmt == FMT_CSV) {
+    while (st->next < v->size && n + 64 < cap) {
+      double x;
+      if (next_value(st, &x)) return -1;
+      n += (size_t)fmt_num(p + n, cap - n, x, v->dt, 0);
       st->next++;
-      if (st->next >= a->size) st->stage = 2;
-      else p[n++] = ',';
-      break;
+      p[n++] = (st->next % st->row_len == 0) ? '\n' : ',';
     }
-    case 2:
-      n = (size_t)snprintf(p, cap, "%s}\n", a->ndim == 0 ? "" : "]");
-      st->stage = 3;
-      break;
-    default:
-      return 0;
+    if (n == 0) return 0;
+  } else {
+    switch (st->stage) {
+      case 0: {
+        char shape[256];
+        tshape_str(v->ndim, v->shape, shape, sizeof shape);
+        for (char *s = shape; *s; s++)
+          if (*s == ' ') memmove(s, s + 1, strlen(s));
+        n = (size_t)snprintf(p, cap, "{\"dtype\":\"%s\",\"shape\":%s,\"data\":%s",
+                             tdtype_name(v->dt), shape, v->ndim == 0 ? "" : "[");
+        st->stage = st->items == 0 ? 2 : 1;
+        break;
+      }
+      case 1:
+        /* An item is at most 2 * T_MAXDIM brackets, 24 bytes and a comma. */
+        while (st->stage == 1 && n + 64 < cap) {
+          int64_t i = st->next;
+          n += json_open(st, i, p + n);
+          if (st->leaf_empty) {
+            memcpy(p + n, "[]", 2);
+            n += 2;
+          } else {
+            double x;
+            if (next_value(st, &x)) return -1;
+            n += (size_t)fmt_num(p + n, cap - n, x, v->dt, 1);
+          }
+          n += json_close(st, i, p + n);
+          st->next++;
+          if (st->next >= st->items) st->stage = 2;
+          else p[n++] = ',';
+        }
+        break;
+      case 2:
+        n = (size_t)snprintf(p, cap, "%s}\n", v->ndim == 0 ? "" : "]");
+        st->stage = 3;
+        break;
+      default:
+        return 0;
+    }
   }
   st->pend_len = n;
   return 1;
@@ -218,8 +419,13 @@ static int stream_refill(stream_state *st) {
 static long stream_fill(void *arg, uint64_t pos, char *buf, size_t max) {
   stream_state *st = arg;
   size_t out = 0;
+  (void)pos; /* MHD asks in order */
   while (out < max) {
-    if (st->pend_off >= st->pend_len && !stream_refill(st)) break;
+    if (st->pend_off >= st->pend_len) {
+      int rc = stream_refill(st);
+      if (rc < 0) return -1;
+      if (rc == 0) break;
+    }
     size_t take = st->pend_len - st->pend_off;
     if (take > max - out) take = max - out;
     memcpy(buf + out, st->pend + st->pend_off, take);
@@ -229,51 +435,86 @@ static long stream_fill(void *arg, uint64_t pos, char *buf, size_t max) {
   return (long)out;
 }
 
-static void reply_formatted(http_req *r, api_ctx *ctx, tarray *a, int fmt) {
-  terr e;
-  if (fmt == FMT_NPY) {
-    char *buf;
-    size_t len;
-    if (npy_to_buffer(a, &buf, &len, &e)) {
-      tarray_free(a);
-      http_reply_error(r, &e);
-      return;
-    }
-    tarray_free(a);
-    http_reply_buffer(r, 200, "application/x-npy", buf, len);
-    return;
-  }
-  if (fmt == FMT_CSV && a->ndim > 2) {
-    int ndim = a->ndim;
-    tarray_free(a);
+/* 503 with Retry-After: the transfer budget is spent for now. */
+static void reply_budget_full(http_req *r, const char *what, int64_t need) {
+  http_add_header(r, "Retry-After", XFER_RETRY_AFTER_S);
+  api_reply_terr(r, T_EUNAVAIL, "",
+                 "%s needs %lld bytes of transfer memory and the server's "
+                 "budget (--max-transfer-memory, %lld bytes) is in use: "
+                 "retry shortly", what, (long long)need,
+                 (long long)xfer_budget_limit());
+}
+
+/* Answer with the array described by s (taken) and the query. */
+static void reply_stream(http_req *r, api_ctx *ctx, src *s, const view *v,
+                         int fmt) {
+  if (fmt == FMT_CSV && v->ndim > 2) {
+    src_close(s);
     api_reply_terr(r, T_ENOTACCEPT, "format",
                    "CSV holds 1-D or 2-D arrays; this one has %d dimensions: "
-                   "use npy or json", ndim);
+                   "use npy or json", v->ndim);
     return;
   }
-  if (fmt == FMT_JSON && (double)a->size * 24.0 > (double)ctx->max_json_result) {
-    int64_t size = a->size;
-    tarray_free(a);
+  stream_state *st = calloc(1, sizeof *st);
+  if (!st) {
+    src_close(s);
+    api_reply_terr(r, T_ENOMEM, "", "out of memory");
+    return;
+  }
+  st->s = *s;
+  s->fd = -1;
+  s->mem = NULL;
+  st->v = *v;
+  st->fmt = fmt;
+  st->es = tdtype_size(v->dt);
+  st->blk_first = -1;
+  st->ci = 0;
+  st->cj = 1;
+  st->row_len = v->ndim == 2 ? v->shape[1] : 1;
+  if (st->row_len <= 0) st->row_len = 1;
+  json_grid(st);
+  if (fmt == FMT_JSON &&
+      ((double)v->size * 24.0 > (double)ctx->max_json_result ||
+       (double)st->items * 3.0 > (double)ctx->max_json_result)) {
+    int64_t size = v->size;
+    stream_done(st);
     api_reply_terr(r, T_ENOTACCEPT, "format",
                    "result of %lld elements is too large for JSON: ask for "
                    "format=npy (or csv), or preview with limit_rows",
                    (long long)size);
     return;
   }
-  stream_state *st = calloc(1, sizeof *st);
-  if (!st) {
-    tarray_free(a);
+  int64_t need = (int64_t)PEND_CAP + MHD_BLOCK + (int64_t)sizeof *st;
+  if (fmt != FMT_NPY) need += EBUF_ELEMS * (int64_t)st->es;
+  if (v->mode == V_CD2SQ) {
+    int64_t n = v->n > 0 ? v->n : 1;
+    st->blk_rows = (int64_t)(BLOCK_BYTES / st->es) / n;
+    if (st->blk_rows < 1) st->blk_rows = 1;
+    if (st->blk_rows > n) st->blk_rows = n;
+    need += (n + 1) * st->blk_rows * (int64_t)st->es;
+  }
+  if (!xfer_reserve(need)) {
+    stream_done(st);
+    reply_budget_full(r, "this download", need);
+    return;
+  }
+  st->reserved = need;
+  st->pend = malloc(PEND_CAP);
+  if (fmt != FMT_NPY) st->ebuf = malloc(EBUF_ELEMS * st->es);
+  if (v->mode == V_CD2SQ) {
+    st->blk = malloc((size_t)(v->n * st->blk_rows) * st->es + 1);
+    st->scratch = malloc((size_t)st->blk_rows * st->es);
+  }
+  if (!st->pend || (fmt != FMT_NPY && !st->ebuf) ||
+      (v->mode == V_CD2SQ && (!st->blk || !st->scratch))) {
+    stream_done(st);
     api_reply_terr(r, T_ENOMEM, "", "out of memory");
     return;
   }
-  st->a = a;
-  st->fmt = fmt;
-  st->row_len = a->ndim == 2 ? a->shape[1] : 1;
-  if (st->row_len <= 0) st->row_len = 1;
-  http_reply_stream(r, 200,
-                    fmt == FMT_CSV ? "text/csv; charset=utf-8"
-                                   : "application/json; charset=utf-8",
-                    stream_fill, stream_done, st);
+  const char *ct = fmt == FMT_NPY   ? "application/x-npy"
+                   : fmt == FMT_CSV ? "text/csv; charset=utf-8"
+                                    : "application/json; charset=utf-8";
+  http_reply_stream(r, 200, ct, stream_fill, stream_done, st);
 }
 
 /* The query of an array answer: format, limit_rows, layout. T_OK, or an
@@ -305,32 +546,42 @@ static int parse_array_query(http_req *r, const char *layout_from,
   return T_OK;
 }
 
-/* Transform a (taken) as asked and answer with it. */
-static void reply_array(http_req *r, api_ctx *ctx, tarray *a,
-                        const array_query *q) {
-  terr e;
-  terr_clear(&e);
-  if (q->relayout) {
-    tarray *b = strcmp(q->layout_to, "square") == 0
-                    ? condensed_to_square(a, &e)
-                    : square_to_condensed(a, &e);
+/* Is the array as sent the stored one, unchanged (a cut that cuts
+ * nothing)? Then an npy answer is the stored bytes themselves. */
+static int view_is_whole(const src *s, const view *v) {
+  return v->mode == V_PLAIN && (v->ndim == 0 || v->shape[0] == s->shape[0]);
+}
+
+/* Open the .npy at path as a source: its header is checked (by mapping it:
+ * only the header's page is touched), the data is then read with pread. */
+static int src_open_file(const char *path, src *s, uint64_t *file_len,
+                         terr *e) {
+  memset(s, 0, sizeof *s);
+  s->fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (s->fd < 0)
+    return terr_set(e, errno == ENOENT ? T_ENOTFOUND : T_EIO, "", -1,
+                    "cannot read the array's file: %s", strerror(errno));
+  struct stat sb;
+  tarray *a = NULL;
+  int rc = fstat(s->fd, &sb) != 0
+               ? terr_set(e, T_EIO, "", -1, "cannot read the array's file: %s",
+                          strerror(errno))
+               : tarray_map_npy(path, &a, e);
+  if (!rc && (uint64_t)sb.st_size != (uint64_t)a->map_len)
+    rc = terr_set(e, T_EIO, "", -1, "the array's file changed while opened");
+  if (rc) {
     tarray_free(a);
-    if (!b) {
-      http_reply_error(r, &e);
-      return;
-    }
-    a = b;
+    src_close(s);
+    return rc;
   }
-  if (q->limit_rows >= 0) {
-    tarray *b = first_rows(a, q->limit_rows);
-    tarray_free(a);
-    if (!b) {
-      api_reply_terr(r, T_ENOMEM, "", "out of memory");
-      return;
-    }
-    a = b;
-  }
-  reply_formatted(r, ctx, a, q->fmt);
+  s->off = (uint64_t)((const char *)a->data - (const char *)a->map_base);
+  s->dt = a->dtype;
+  s->ndim = a->ndim;
+  memcpy(s->shape, a->shape, sizeof s->shape);
+  s->size = a->size;
+  *file_len = (uint64_t)sb.st_size;
+  tarray_free(a); /* the mapping; the fd stays */
+  return T_OK;
 }
 
 void api_reply_array_file(http_req *r, api_ctx *ctx, const char *path,
@@ -338,28 +589,26 @@ void api_reply_array_file(http_req *r, api_ctx *ctx, const char *path,
   terr e;
   terr_clear(&e);
   array_query q;
-  if (parse_array_query(r, layout_from, layout_to, &q, &e)) {
+  src s;
+  view v;
+  uint64_t flen = 0;
+  if (parse_array_query(r, layout_from, layout_to, &q, &e) ||
+      src_open_file(path, &s, &flen, &e)) {
     http_reply_error(r, &e);
     return;
   }
-  if (q.fmt == FMT_NPY && !q.relayout && q.limit_rows < 0) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat sb;
-    if (fd < 0 || fstat(fd, &sb) != 0) {
-      if (fd >= 0) close(fd);
-      api_reply_terr(r, T_EIO, "", "cannot read the array's file: %s",
-                     strerror(errno));
-      return;
-    }
-    http_reply_fd(r, 200, "application/x-npy", fd, 0, (uint64_t)sb.st_size);
-    return;
-  }
-  tarray *a = NULL;
-  if (tarray_map_npy(path, &a, &e)) {
+  if (view_plan(&s, q.relayout, q.layout_to, q.limit_rows, &v, &e)) {
+    src_close(&s);
     http_reply_error(r, &e);
     return;
   }
-  reply_array(r, ctx, a, &q);
+  if (q.fmt == FMT_NPY && view_is_whole(&s, &v)) {
+    int fd = s.fd;
+    s.fd = -1;
+    http_reply_fd(r, 200, "application/x-npy", fd, 0, flen);
+    return;
+  }
+  reply_stream(r, ctx, &s, &v, q.fmt);
 }
 
 void api_reply_array_npy(http_req *r, api_ctx *ctx, char *npy, size_t len,
@@ -367,21 +616,27 @@ void api_reply_array_npy(http_req *r, api_ctx *ctx, char *npy, size_t len,
   terr e;
   terr_clear(&e);
   array_query q;
-  if (parse_array_query(r, layout_from, layout_to, &q, &e)) {
+  tarray *a = NULL;
+  if (parse_array_query(r, layout_from, layout_to, &q, &e) ||
+      npy_parse(npy, len, ctx->max_elems, &a, &e)) {
     free(npy);
     http_reply_error(r, &e);
     return;
   }
-  if (q.fmt == FMT_NPY && !q.relayout && q.limit_rows < 0) {
-    http_reply_buffer(r, 200, "application/x-npy", npy, len);
-    return;
-  }
-  tarray *a = NULL;
-  int rc = npy_parse(npy, len, ctx->max_elems, &a, &e);
-  free(npy);
-  if (rc) {
+  src s = {.fd = -1, .mem = a, .dt = a->dtype, .ndim = a->ndim, .size = a->size};
+  memcpy(s.shape, a->shape, sizeof s.shape);
+  view v;
+  if (view_plan(&s, q.relayout, q.layout_to, q.limit_rows, &v, &e)) {
+    free(npy);
+    src_close(&s);
     http_reply_error(r, &e);
     return;
   }
-  reply_array(r, ctx, a, &q);
+  if (q.fmt == FMT_NPY && view_is_whole(&s, &v)) {
+    src_close(&s);
+    http_reply_buffer(r, 200, "application/x-npy", npy, len);
+    return;
+  }
+  free(npy); /* small (a result kept in its job's row): a is its copy */
+  reply_stream(r, ctx, &s, &v, q.fmt);
 }

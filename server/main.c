@@ -26,6 +26,7 @@
 #include "db/store.h"
 #include "server/http.h"
 #include "util/util.h"
+#include "util/xfer.h"
 
 typedef struct option_def {
   const char *flag;  /* long option name */
@@ -38,7 +39,7 @@ enum {
   O_LISTEN, O_PORT, O_DATA_DIR, O_THREADS, O_HTTP_THREADS, O_TOKEN_FILE,
   O_WEB_DIR, O_QUEUE_LIMIT, O_JOB_TIMEOUT, O_RESULT_TTL, O_MAX_BODY,
   O_MAX_UPLOAD, O_MAX_RESULT, O_MAX_ELEMENTS, O_MAX_JSON, O_SHUTDOWN,
-  O_CONN_TIMEOUT, O_PER_IP, O_ACCESS_LOG, O_LOG_LEVEL, O__COUNT
+  O_CONN_TIMEOUT, O_PER_IP, O_ACCESS_LOG, O_LOG_LEVEL, O_MAX_XFER, O__COUNT
 };
 
 static const option_def opts[O__COUNT] = {
@@ -62,6 +63,7 @@ static const option_def opts[O__COUNT] = {
   [O_PER_IP] = {"per-ip-limit", "TESSEL_PER_IP_LIMIT", "256", "concurrent connections per client address"},
   [O_ACCESS_LOG] = {"access-log", "TESSEL_ACCESS_LOG", "1", "1: log a line per request"},
   [O_LOG_LEVEL] = {"log-level", "TESSEL_LOG_LEVEL", "info", "debug, info, warn or error"},
+  [O_MAX_XFER] = {"max-transfer-memory", "TESSEL_MAX_TRANSFER_MEMORY", "0", "bytes all uploads and downloads may hold at once (503 beyond); 0: half of RAM or of the cgroup limit"},
 };
 
 static void usage(FILE *f) {
@@ -141,7 +143,7 @@ int main(int argc, char **argv) {
 
   int64_t port, threads, http_threads, queue_limit, job_timeout, ttl, max_body,
       max_upload, max_result, max_elems, max_json, shutdown_s, conn_timeout,
-      per_ip, access_log;
+      per_ip, access_log, max_xfer;
   if (get_i64(val, O_PORT, 0, 65535, &port) ||
       get_i64(val, O_THREADS, 0, 1024, &threads) ||
       get_i64(val, O_HTTP_THREADS, 1, 256, &http_threads) ||
@@ -156,8 +158,10 @@ int main(int argc, char **argv) {
       get_i64(val, O_SHUTDOWN, 0, 86400, &shutdown_s) ||
       get_i64(val, O_CONN_TIMEOUT, 1, 86400, &conn_timeout) ||
       get_i64(val, O_PER_IP, 1, 1000000, &per_ip) ||
-      get_i64(val, O_ACCESS_LOG, 0, 1, &access_log))
+      get_i64(val, O_ACCESS_LOG, 0, 1, &access_log) ||
+      get_i64(val, O_MAX_XFER, 0, INT64_MAX, &max_xfer))
     return 2;
+  xfer_budget_set(max_xfer);
   const char *lvl = val[O_LOG_LEVEL];
   if (strcmp(lvl, "debug") == 0) t_log_level = T_LOG_DEBUG;
   else if (strcmp(lvl, "info") == 0) t_log_level = T_LOG_INFO;
