@@ -187,7 +187,7 @@ static int reduce_zero_size(reduce_op op, const tarray *const *inputs, int nin,
 int cuda_reduce(int dev, reduce_op op, const expr *x,
                 const tarray *const *inputs, const char *const *ids, int axis,
                 tarray *out, const gpu_job *job, terr *e) {
-  {
+  if (x) { /* x NULL: a caller probing availability; dev_begin answers */
     int zn = expr_ninputs(x);
     if (zn >= 0 && zn <= FUSE_MAX_IN && (unsigned)op < R__COUNT &&
         reduce_zero_size(op, inputs, zn, axis, out, job))
