@@ -197,45 +197,14 @@ static void handle_upload(http_req *r, void *ud) {
 }
 
 /* A float64/float32 .npy body whose data is aligned needs no parsed copy:
- * the array is a view of the body's own data section. Its header is checked
- * by the same strict reader as every stored file (tarray_map_npy) on a
- * scratch file holding only the body's first 16 KiB (the header is at most
- * 10,000 bytes), sized like the body by a hole, so no data is written
- * twice; the file has no name (O_TMPFILE, reached through /proc/self/fd),
- * so a crash leaves nothing behind. 1 with *view filled (its data points
- * into the body: never tarray_free it); 0 when the body is anything else
- * (integers, a bad header, unaligned data, too many elements; or no
- * O_TMPFILE / /proc): npy_parse then copies it, or says what is wrong with
- * the usual message. */
+ * the array is a view of the body's own data section (npy_view: npy_parse's
+ * strict checks, no copy). 1 with *view filled (its data points into the
+ * body: never tarray_free it); 0 when the body is anything else: npy_parse
+ * then copies it, or says what is wrong with the usual message. */
 static int npy_native_view(http_req *r, api_ctx *ctx, tarray *view) {
   size_t len = 0;
   const char *body = http_body(r, &len);
-  if (!npy_maybe_native(r)) return 0;
-  char dir[4200], chk[64];
-  snprintf(dir, sizeof dir, "%s/arrays", ctx->data_dir);
-  int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) return 0;
-  size_t head = len < 16384 ? len : 16384;
-  int ok = write(fd, body, head) == (ssize_t)head &&
-           ftruncate(fd, (off_t)len) == 0;
-  snprintf(chk, sizeof chk, "/proc/self/fd/%d", fd);
-  tarray *m = NULL;
-  if (ok && tarray_map_npy(chk, &m, NULL) == T_OK && m->size <= ctx->max_elems &&
-      m->map_len == len) {
-    size_t off = (size_t)((const char *)m->data - (const char *)m->map_base);
-    memset(view, 0, sizeof *view);
-    view->dtype = m->dtype;
-    view->ndim = m->ndim;
-    memcpy(view->shape, m->shape, sizeof view->shape);
-    view->size = m->size;
-    view->data = (void *)(body + off); /* read only, for as long as r */
-    ok = ((uintptr_t)view->data % tdtype_size(view->dtype)) == 0;
-  } else {
-    ok = 0;
-  }
-  tarray_free(m);
-  close(fd);
-  return ok;
+  return npy_maybe_native(r) && npy_view(body, len, ctx->max_elems, view);
 }
 
 static void handle_upload_body(http_req *r, api_ctx *ctx, int64_t *held) {
