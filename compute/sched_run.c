@@ -3,9 +3,10 @@
  * Steps: parse the stored params, find the kind, estimate (kind check, with
  * a tenv backed by the store), resolve the backend (the router for auto; an
  * auto job routed to the other kind of worker is handed over and this
- * worker is done with it), store_job_start_async (not waited for: it
- * commits at the latest with the finish, in the same transaction for a
- * short job), prepare (timed), run on one backend or, for compare, on each,
+ * worker is done with it), store_job_start ([sync], group-committed: the
+ * start and attempts + 1 are durable before the job runs, so a job that
+ * kills the process is counted, and after max_attempts starts without an
+ * end it fails "crashed" instead of running), prepare (timed), run on one backend or, for compare, on each,
  * then decide the end under the lock (a cancel or timeout that came in wins
  * over a late success), keep the result, and queue the end with
  * store_job_finish_async: the worker goes on with its next job while the
@@ -529,11 +530,37 @@ void sched_run_job(sched *s, sjob *j, int device) {
        *compare_json = NULL, *npy = NULL;
   size_t npy_len = 0;
   int64_t started_at = 0;
-  int started = 0, status, rc;
+  int started = 0, crashed = 0, status, rc;
 
+  /* A job whose every recorded start ended with the process (no finish):
+   * a poison job. It fails instead of taking the service down again. */
+  if (j->attempts >= s->max_attempts) {
+    crashed = 1;
+    rc = terr_set(&e, T_EINTERNAL, "", -1,
+                  "the job was started %d times and the process died each "
+                  "time; it is not run again (--max-attempts %d)",
+                  j->attempts, s->max_attempts);
+    goto end;
+  }
   rc = srun_resolve(&r, device, &e);
   if (rc == RESOLVE_HANDED_OVER) return; /* another worker owns it now */
   if (rc || atomic_load(&j->stop)) goto end;
+
+  /* Memory admission (sched_mem.c): run, wait in the queue, or fail. */
+  int64_t need = j->have_est ? sched_mem_need(&j->est, j->backend) : 0;
+  int64_t mem_total = -1, mem_avail = -1;
+  if (need >= SCHED_MEM_PROBE_MIN) sched_mem_probe(&mem_total, &mem_avail);
+  int adm = sched_mem_admit(s, j, need, mem_avail);
+  if (adm == SCHED_MEM_WAIT) return; /* back in the queue */
+  if (adm == SCHED_MEM_NEVER) {
+    rc = terr_set(&e, T_ENOMEM, "", -1,
+                  "the job needs about %lld bytes of memory; the machine has "
+                  "%lld available now and the memory budget (--max-memory) is "
+                  "%lld bytes",
+                  (long long)need, (long long)mem_avail,
+                  (long long)s->mem_budget);
+    goto end;
+  }
 
   if (j->backend == B_CUDA)
     snprintf(used, sizeof used, "cuda:%d", device);
@@ -541,12 +568,21 @@ void sched_run_job(sched *s, sjob *j, int device) {
     snprintf(used, sizeof used, "%s", tbackend_name(j->backend));
   estimate = srun_estimate_json(j);
   started_at = t_wall_ms();
-  /* Not waited for: it commits before (usually with) the finish below. A
-   * job canceled in the store before a worker took it (see sched_cancel)
-   * is found at the finish, which then changes nothing. */
-  store_job_start_async(s->cfg.st, j->id, started_at, used, j->reason,
-                        estimate);
+  /* Committed before the job runs (attempts + 1), so that a job that kills
+   * the process is counted even when it dies at once: after max_attempts
+   * such starts it fails "crashed" above. [sync], but group-committed with
+   * every other worker's writes of the moment (and the ?wait insert of this
+   * job). A job canceled in the store before a worker took it (see
+   * sched_cancel) answers T_ECONFLICT here; the finish then changes
+   * nothing. Any other error (a full disk): the job is not run. */
+  rc = store_job_start(s->cfg.st, j->id, started_at, used, j->reason,
+                       estimate, &e);
+  if (rc) goto end;
   started = 1;
+  if (j->crash_test) { /* tests only: TESSEL_TEST_CRASH_LABEL */
+    log_error("scheduler: job %s: TESSEL_TEST_CRASH_LABEL: aborting", j->id);
+    abort();
+  }
 
   double t0 = t_now_ms();
   rc = j->k->prepare(j->params, &r.env, &plan, &e);
@@ -571,9 +607,17 @@ end:
   pthread_mutex_unlock(&s->mu);
 
   if (stop == SJ_STOP_SHUTDOWN && (rc || !result)) {
-    /* Stopped by shutdown: stays queued/running in the store. */
+    /* Stopped by shutdown: stays queued in the store, its start taken
+     * back (a shutdown is not a crash: attempts counts only those). */
+    if (started) {
+      terr ue;
+      if (store_job_unstart(s->cfg.st, j->id, &ue) != T_OK)
+        log_warn("scheduler: job %s stays running in the store: %s", j->id,
+                 ue.message);
+    }
     srun_drop_result(&r, result);
     srun_cleanup(&r);
+    sched_mem_release(s, j);
     srun_release(s, j, -1, 0, NULL, 0, NULL);
     goto out;
   }
@@ -586,6 +630,9 @@ end:
     status = JOB_FAILED, code = terr_code_name(T_ETIMEOUT);
     double timeout = j->timeout_s > 0 ? j->timeout_s : s->cfg.default_timeout_s;
     snprintf(msg, sizeof msg, "the job ran past its timeout of %g s", timeout);
+  } else if (crashed) {
+    status = JOB_FAILED, code = "crashed";
+    snprintf(msg, sizeof msg, "%s", e.message);
   } else if (rc) {
     status = JOB_FAILED, code = terr_code_name((terr_code)rc);
     snprintf(msg, sizeof msg, "%s", e.message[0] ? e.message : code);
@@ -633,6 +680,9 @@ end:
       .max_abs_diff = r.compare ? r.max_abs_diff : NAN, .error_code = code,
       .error_message = code ? msg : NULL, .progress_done = pdone,
       .progress_total = ptotal, .result_npy = npy, .result_npy_len = npy_len};
+  /* Its memory is free (results kept or dropped, the plan released): a
+   * job waiting for it may start. */
+  sched_mem_release(s, j);
   /* The end commits on the store's writer thread, which then releases the
    * job (srun_finished); this worker goes on with its next job. */
   srun_end *x = calloc(1, sizeof *x);
