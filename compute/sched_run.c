@@ -153,13 +153,19 @@ static int srun_keep_result(srun *r, tarray *a, const char *final, char **npy,
            atomic_fetch_add(&r->s->tmp_counter, 1));
   FILE *f = fopen(tmp, "wb");
   if (!f) {
+    int err = errno;
     rc = terr_set(e, T_EIO, "", -1, "cannot create %s: %s", tmp,
-                  strerror(errno));
+                  strerror(err));
+    rc = terr_nospace(e, rc, err);
     goto done;
   }
   rc = npy_write(f, a, e);
-  if (fclose(f) != 0 && rc == T_OK)
-    rc = terr_set(e, T_EIO, "", -1, "cannot write %s: %s", tmp, strerror(errno));
+  int err = rc ? errno : 0;
+  if (fclose(f) != 0 && rc == T_OK) {
+    err = errno;
+    rc = terr_set(e, T_EIO, "", -1, "cannot write %s: %s", tmp, strerror(err));
+  }
+  rc = terr_nospace(e, rc, err); /* a full disk: "resource_exhausted" */
   if (rc == T_OK && rename(tmp, final) != 0)
     rc = terr_set(e, T_EIO, "", -1, "cannot rename the result to %s: %s",
                   final, strerror(errno));
@@ -468,6 +474,7 @@ typedef struct srun_end {
   sched *s;
   sjob *j;
   int status, started;
+  int retried; /* the end failed to commit once: a plain failure retried */
   double run_ms;
   char used[32];
   char final[SRUN_PATH_MAX]; /* the result file; "" when none */
@@ -481,6 +488,29 @@ static void srun_finished(void *arg, int rc, const terr *fe, store_job *row) {
   sched *s = x->s;
   sjob *j = x->j;
   if (rc != T_OK && x->final[0]) unlink(x->final);
+  if ((rc == T_ENOSPACE || rc == T_EIO) && !x->retried) {
+    /* The end did not fit (a full disk: SQLITE_FULL, or a result too big
+     * for what is left in the row): record a plain failure instead, which
+     * needs next to no space, so that the job is not run again at every
+     * start. Queued from this (writer) thread: it commits in the next
+     * batch and comes back here. */
+    char msg[TERR_MSG_MAX];
+    snprintf(msg, sizeof msg, "cannot record the job's end: %s",
+             fe ? fe->message : "store error");
+    store_job_end end = {.status = JOB_FAILED, .finished_at = t_wall_ms(),
+                         .max_abs_diff = NAN,
+                         .error_code = terr_code_name((terr_code)rc),
+                         .error_message = msg};
+    x->retried = 1;
+    x->final[0] = 0;
+    x->status = JOB_FAILED;
+    terr qe;
+    if (store_job_finish_async(s->cfg.st, j->id, &end, srun_finished, x,
+                               &qe) == T_OK) {
+      if (row) store_job_clear(row);
+      return;
+    }
+  }
   if (rc == T_ECONFLICT || rc == T_ENOTFOUND) {
     /* Ended in the store before a worker took it (canceled: see
      * sched_cancel), or never recorded; the store's word stands. */
