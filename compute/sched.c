@@ -506,7 +506,11 @@ void sched_shutdown(sched *s, double deadline_s) {
   if (s->monitor_started) pthread_join(s->monitor, NULL);
   s->monitor_started = 0;
 
-  /* Queued jobs stay queued in the store; release them here. */
+  /* Queued jobs stay queued in the store; release them here (those sent
+   * back for memory too: nothing runs now, so none is held back). */
+  pthread_mutex_lock(&s->mu);
+  s->mem_gen++;
+  pthread_mutex_unlock(&s->mu);
   for (;;) {
     pthread_mutex_lock(&s->mu);
     sjob *j = sched_pop(s, Q_CPU, Q_GPU);
