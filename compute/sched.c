@@ -410,6 +410,7 @@ int sched_start(sched *s, terr *e) {
     return terr_set(e, T_EIO, "", -1, "cannot create %s: %s", s->results_dir,
                     strerror(errno));
   sched_clean_temp(s);
+  sched_journal_open(s); /* first: it raises attempts of jobs read next */
   if ((rc = store_job_unfinished(s->cfg.st, &jobs, &n, e))) return rc;
   int requeued = 0;
   for (int i = 0; i < n; i++) {
@@ -529,6 +530,7 @@ void sched_destroy(sched *s) {
   if (!s) return;
   sched_shutdown(s, 0); /* no-op when already shut down */
   if (s->calibration_path) router_shutdown(); /* saves its corrections */
+  sched_journal_close(s); /* no worker runs: every slot is free */
   for (int q = 0; q < Q__COUNT; q++) free(s->q[q].v);
   free(s->buckets);
   while (s->waiters) { /* registrations of jobs never finished here */

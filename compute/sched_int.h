@@ -120,6 +120,9 @@ struct sched {
   int64_t row_max;      /* bytes of .npy kept in the store row; 0: none */
   int64_t env_max_elems;
   int max_attempts;     /* starts that never finished before "crashed" */
+  void *journal;        /* sched_journal.c: the mapped slots; NULL: none */
+  int journal_slots;
+  atomic_int *journal_used; /* per slot: 1 while a worker holds it */
   int64_t mem_budget;   /* bytes running jobs may hold; 0: no budget */
   pool *pool;
   pthread_t gpu_threads[GPU_MAX_DEVICES];
@@ -172,6 +175,16 @@ int64_t sched_mem_parse_cgroup_value(const char *text); /* -1: "max"/bad */
  * avail = min(MemAvailable, memory.max - working set); -1 unknown. */
 void sched_mem_probe(int64_t *total, int64_t *avail);
 int64_t sched_mem_default_budget(int64_t total); /* 80 %; 0 when unknown */
+
+/* sched_journal.c: the in-flight journal (see there). open: count the
+ * starts a dead process left in it (store_job_note_start), then map a fresh
+ * one (none on failure: s->journal stays NULL). take: a slot naming job id
+ * and its start number, or -1 when none (the caller then commits the start
+ * before running). put: free it. */
+void sched_journal_open(sched *s);
+void sched_journal_close(sched *s);
+int sched_journal_take(sched *s, const char *id, int attempt);
+void sched_journal_put(sched *s, int slot);
 
 /* sched_queue.c */
 int sjob_before(const sjob *a, const sjob *b); /* a runs first */

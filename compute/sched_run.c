@@ -3,10 +3,11 @@
  * Steps: parse the stored params, find the kind, estimate (kind check, with
  * a tenv backed by the store), resolve the backend (the router for auto; an
  * auto job routed to the other kind of worker is handed over and this
- * worker is done with it), store_job_start ([sync], group-committed: the
- * start and attempts + 1 are durable before the job runs, so a job that
- * kills the process is counted, and after max_attempts starts without an
- * end it fails "crashed" instead of running), prepare (timed), run on one backend or, for compare, on each,
+ * worker is done with it), the start counted where a crash cannot lose it
+ * (the in-flight journal, sched_journal.c, or a [sync] store_job_start when
+ * there is none; after max_attempts starts without an end the job fails
+ * "crashed" instead of running) and store_job_start_async (not waited
+ * for: it commits at the latest with the finish), prepare (timed), run on one backend or, for compare, on each,
  * then decide the end under the lock (a cancel or timeout that came in wins
  * over a late success), keep the result, and queue the end with
  * store_job_finish_async: the worker goes on with its next job while the
@@ -560,7 +561,7 @@ void sched_run_job(sched *s, sjob *j, int device) {
        *compare_json = NULL, *npy = NULL;
   size_t npy_len = 0;
   int64_t started_at = 0;
-  int started = 0, crashed = 0, status, rc;
+  int started = 0, crashed = 0, jslot = -1, status, rc;
 
   /* A job whose every recorded start ended with the process (no finish):
    * a poison job. It fails instead of taking the service down again. */
@@ -598,16 +599,26 @@ void sched_run_job(sched *s, sjob *j, int device) {
     snprintf(used, sizeof used, "%s", tbackend_name(j->backend));
   estimate = srun_estimate_json(j);
   started_at = t_wall_ms();
-  /* Committed before the job runs (attempts + 1), so that a job that kills
-   * the process is counted even when it dies at once: after max_attempts
-   * such starts it fails "crashed" above. [sync], but group-committed with
-   * every other worker's writes of the moment (and the ?wait insert of this
-   * job). A job canceled in the store before a worker took it (see
-   * sched_cancel) answers T_ECONFLICT here; the finish then changes
-   * nothing. Any other error (a full disk): the job is not run. */
-  rc = store_job_start(s->cfg.st, j->id, started_at, used, j->reason,
-                       estimate, &e);
-  if (rc) goto end;
+  /* Counted before the job runs, so that a job that kills the process is
+   * counted even when it dies at once: after max_attempts such starts it
+   * fails "crashed" above. Normally in the in-flight journal (a store into
+   * a shared mapping that outlives the process, sched_journal.c), and the
+   * store's start is lazy: it commits with the finish below, in the same
+   * transaction for a short job. Without a journal slot, the start is
+   * committed first ([sync], group-committed with other writes). A job
+   * canceled in the store before a worker took it (see sched_cancel) is
+   * found at the finish (or answers T_ECONFLICT to the [sync] start),
+   * which then changes nothing. Any other [sync] error (a full disk): the
+   * job is not run. */
+  jslot = s->journal ? sched_journal_take(s, j->id, j->attempts + 1) : -1;
+  if (jslot >= 0) {
+    store_job_start_async(s->cfg.st, j->id, started_at, used, j->reason,
+                          estimate);
+  } else {
+    rc = store_job_start(s->cfg.st, j->id, started_at, used, j->reason,
+                         estimate, &e);
+    if (rc) goto end;
+  }
   started = 1;
   if (j->crash_test) { /* tests only: TESSEL_TEST_CRASH_LABEL */
     log_error("scheduler: job %s: TESSEL_TEST_CRASH_LABEL: aborting", j->id);
@@ -627,6 +638,7 @@ void sched_run_job(sched *s, sjob *j, int device) {
 
 end:
   if (plan) j->k->release(plan);
+  sched_journal_put(s, jslot); /* the run is over (no-op when -1) */
   /* Decide the end under the lock: from now on cancel answers 409. */
   pthread_mutex_lock(&s->mu);
   int stop = atomic_load(&j->stop);

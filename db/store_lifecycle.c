@@ -312,6 +312,31 @@ int store_job_unstart(store *s, const char *id, terr *e) {
   return store__write_one(s, unstart_fn, (void *)id, e);
 }
 
+typedef struct note_args {
+  const char *id;
+  int attempt;
+} note_args;
+
+static int note_fn(store *s, store_wop *op, terr *e) {
+  note_args *a = op->arg;
+  sqlite3_stmt *st;
+  int rc = store__stmt(&s->w,
+                       "UPDATE jobs SET attempts = MAX(attempts, ?2)"
+                       " WHERE id = ?1 AND status IN ('queued','running')",
+                       &st, e);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 2, a->attempt);
+  return store__exec_stmt(&s->w, st, "note a start", e);
+}
+
+/* [sync] See store.h. */
+int store_job_note_start(store *s, const char *id, int attempt, terr *e) {
+  if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
+  note_args a = {id, attempt};
+  return store__write_one(s, note_fn, &a, e);
+}
+
 /* [sync] See store.h. Running (or queued) -> queued, forgetting the start
  * time, backend choice and progress; attempts is kept. T_ECONFLICT when the
  * job already ended. */

@@ -1,6 +1,7 @@
 /* test_poison.c — a job that kills the process is not run for ever: its
- * start is counted in the store before it runs, and after --max-attempts
- * starts that never finished it fails "crashed" instead of running again.
+ * start is counted before it runs where the crash cannot lose it (the
+ * in-flight journal), and after --max-attempts starts that never finished
+ * it fails "crashed" instead of running again.
  *
  * The daemon runs with the test-only fault switch TESSEL_TEST_CRASH_LABEL=
  * poison: a job labelled "poison" calls abort() right after its start is
