@@ -463,8 +463,9 @@ int sched_start(sched *s, terr *e) {
     s->gpu_started++;
     pthread_mutex_unlock(&s->mu);
   }
-  log_info("scheduler: %d CPU worker(s), %d GPU worker(s)", s->nthreads,
-           s->ngpu);
+  log_info("scheduler: %d CPU worker(s), %d GPU worker(s), memory budget "
+           "%lld bytes, max attempts %d", s->nthreads, s->ngpu,
+           (long long)s->mem_budget, s->max_attempts);
   return T_OK;
 
 fail_threads:
