@@ -3,14 +3,14 @@
  * Accepted jobs are queued by priority (higher first, FIFO within). CPU
  * workers (the pool) take serial/cpu/compare jobs; one GPU worker per usable
  * device takes cuda jobs. auto is resolved by the router when a job starts.
- * A job's life: store row inserted by the API (queued) -> sched_enqueue ->
- * a worker: the start counted in the in-flight journal (sched_journal.c),
- * store_job_start_async (see max_attempts), kind prepare, run (once per backend for compare), result
- * written to <data>/results/<id>.npy (or, up to cfg.row_result_max bytes,
- * kept in the job's row), store_job_finish_async; once the end is
- * committed the job is released and its waiters are called: a waiter never
- * sees a job end that is not committed. Cancel and timeout set the job's
- * stop flag; a running job stops at its next chunk or tile.
+ * A job's life: store row inserted by the API (queued) -> sched_enqueue -> a
+ * worker: the start counted in the in-flight journal (sched_journal.c),
+ * store_job_start_async (see max_attempts), kind prepare, run (once per
+ * backend for compare), result written to <data>/results/<id>.npy (or, up to
+ * cfg.row_result_max bytes, kept in the job's row), store_job_finish_async;
+ * once the end is committed the job is released and its waiters are called: a
+ * waiter never sees a job end that is not committed. Cancel and timeout set
+ * the job's stop flag; a running job stops at its next chunk or tile.
  *
  * At start (sched_start) every job the store has left queued or running is
  * queued again: no accepted job is lost when the process dies.

@@ -13,12 +13,12 @@
  *           memory that running jobs hold (the scheduler's reservation
  *           counter, released when a job ends) and, for jobs of
  *           SCHED_MEM_PROBE_MIN bytes or more, what the machine has
- *           available now (MemAvailable, and the cgroup's memory.max minus
- *           memory.current less its inactive page cache): RUN reserves the need; WAIT puts the job back
- *           at its place in the queue until a running job releases memory;
- *           NEVER (nothing of ours to wait for, and still no room: the
- *           memory is held by other processes) fails the job
- *           "resource_exhausted".
+ *           available now (MemAvailable; the cgroup's memory.max minus
+ *           memory.current less its inactive page cache): RUN reserves
+ *           the need; WAIT puts the job back at its place in the queue
+ *           until a running job releases memory; NEVER (nothing of ours to
+ *           wait for, and still no room: other processes hold the memory)
+ *           fails the job "resource_exhausted".
  *
  * The arithmetic (sched_mem_decide, sched_mem_parse_*) is pure so that a
  * unit test can feed it figures; sched_mem_probe reads the files.

@@ -1,22 +1,22 @@
 /* sched_run.c — running one job on the worker that took it.
  *
- * Steps: parse the stored params, find the kind, estimate (kind check, with
- * a tenv backed by the store), resolve the backend (the router for auto; an
- * auto job routed to the other kind of worker is handed over and this
- * worker is done with it), the start counted where a crash cannot lose it
- * (the in-flight journal, sched_journal.c, or a [sync] store_job_start when
- * there is none; after max_attempts starts without an end the job fails
- * "crashed" instead of running) and store_job_start_async (not waited
- * for: it commits at the latest with the finish), prepare (timed), run on one backend or, for compare, on each,
- * then decide the end under the lock (a cancel or timeout that came in wins
- * over a late success), keep the result, and queue the end with
- * store_job_finish_async: the worker goes on with its next job while the
+ * Steps: parse the stored params, find the kind, estimate (kind check, with a
+ * tenv backed by the store), resolve the backend (the router for auto; an
+ * auto job routed to the other kind of worker is handed over and this worker
+ * is done with it), the start counted where a crash cannot lose it (the
+ * in-flight journal, sched_journal.c, or a [sync] store_job_start when there
+ * is none; after max_attempts starts without an end the job fails "crashed"
+ * instead of running) and store_job_start_async (not waited for: it commits
+ * at the latest with the finish), prepare (timed), run on one backend or, for
+ * compare, on each, then decide the end under the lock (a cancel or timeout
+ * that came in wins over a late success), keep the result, and queue the end
+ * with store_job_finish_async: the worker goes on with its next job while the
  * store's writer commits the end together with other jobs' writes, then
  * (srun_finished, on the writer thread) releases the job: stats, waiters
- * (given the committed row), free. So a waiter never hears of an end that
- * is not committed, and no worker sleeps on a commit. A finish that finds
- * the job already ended in the store (canceled before it was taken) leaves
- * the store's end as it is.
+ * (given the committed row), free. So a waiter never hears of an end that is
+ * not committed, and no worker sleeps on a commit. A finish that finds the
+ * job already ended in the store (canceled before it was taken) leaves the
+ * store's end as it is.
  *
  * Results: ctx->result_alloc gives heap memory for results of up to
  * inline_result_max bytes and, above, a mapped .npy created by
