@@ -19,6 +19,7 @@
  * Threads: handlers on MHD worker threads; the upload body is already in
  * memory.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <nettle/sha2.h>
 #include <stdio.h>
@@ -140,7 +141,12 @@ static int write_npy_atomically(const tarray *a, const char *path, terr *e) {
   FILE *f = fopen(tmp, "wb");
   if (!f) return terr_set(e, T_EIO, "", -1, "cannot create %s", tmp);
   int rc = npy_write(f, a, e);
-  if (fclose(f) != 0 && !rc) rc = terr_set(e, T_EIO, "", -1, "cannot write %s", tmp);
+  int err = rc ? errno : 0;
+  if (fclose(f) != 0 && !rc) {
+    err = errno;
+    rc = terr_set(e, T_EIO, "", -1, "cannot write %s", tmp);
+  }
+  rc = terr_nospace(e, rc, err); /* a full disk: 507 */
   if (!rc && rename(tmp, path) != 0)
     rc = terr_set(e, T_EIO, "", -1, "cannot rename %s", tmp);
   if (rc) unlink(tmp);

@@ -268,6 +268,7 @@ static void save_locked(void) {
   if (j && json_dump_file(j, tmp, JSON_INDENT(2)) == 0) {
     if (rename(tmp, g_path) != 0) unlink(tmp);
   } else {
+    unlink(tmp); /* a partial file (a full disk) */
     log_warn("router: cannot write %s", tmp);
   }
   json_decref(j);

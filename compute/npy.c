@@ -443,6 +443,29 @@ int npy_to_buffer(const tarray *a, char **buf, size_t *len, terr *e) {
 
 /* ---- file-backed arrays -------------------------------------------------- */
 
+/* Allocate len bytes of fd's blocks: 0 or an errno. posix_fallocate, retried
+ * on EINTR; where the file system cannot (EOPNOTSUPP, EINVAL), one byte
+ * written in every block does the same. */
+static int reserve_space(int fd, off_t len) {
+  int err;
+  do err = posix_fallocate(fd, 0, len);
+  while (err == EINTR);
+  if (err != EOPNOTSUPP && err != EINVAL) return err;
+  struct stat sb;
+  long blk = fstat(fd, &sb) == 0 && sb.st_blksize > 0 ? (long)sb.st_blksize
+                                                       : 4096;
+  char zero = 0;
+  for (off_t off = 0; off < len; off += blk) {
+    char cur;
+    ssize_t n = pread(fd, &cur, 1, off); /* keep what is there (the header) */
+    if (n != 1) cur = zero;
+    while ((n = pwrite(fd, &cur, 1, off)) < 0 && errno == EINTR) {
+    }
+    if (n != 1) return n < 0 ? errno : EIO;
+  }
+  return 0;
+}
+
 int tarray_create_npy(const char *path, tdtype dt, int ndim,
                       const int64_t *shape, tarray **out, terr *e) {
   *out = NULL;
@@ -465,9 +488,20 @@ int tarray_create_npy(const char *path, tdtype dt, int ndim,
     goto fail;
   }
   if (ftruncate(fd, (off_t)total) != 0) {
-    rc = terr_set(e, errno == ENOSPC ? T_ENOMEM : T_EIO, "", -1,
-                  "npy: cannot size %s to %zu bytes: %s", path, total,
-                  strerror(errno));
+    int err = errno;
+    rc = terr_set(e, T_EIO, "", -1, "npy: cannot size %s to %zu bytes: %s",
+                  path, total, strerror(err));
+    rc = terr_nospace(e, rc, err);
+    goto fail_unlink;
+  }
+  /* Reserve the blocks before mapping: a write through the mapping to a
+   * page with no space behind it raises SIGBUS, which no caller can
+   * handle. A full disk is an error here instead. */
+  int err = reserve_space(fd, (off_t)total);
+  if (err) {
+    rc = terr_set(e, T_EIO, "", -1, "npy: cannot reserve %zu bytes for %s: %s",
+                  total, path, strerror(err));
+    rc = terr_nospace(e, rc, err);
     goto fail_unlink;
   }
   if (pwrite(fd, hdr, h, 0) != (ssize_t)h) {

@@ -35,6 +35,20 @@
 #define MONITOR_TICK_MS 25.0
 #define PROGRESS_EVERY_MS 200.0
 
+/* The test-only fault switch (sched_int.h): TESSEL_TEST_CRASH_LABEL, read
+ * once; unset or empty in production, where it costs one pointer test. */
+static pthread_once_t crash_once = PTHREAD_ONCE_INIT;
+static char crash_label[201];
+static void crash_label_read(void) {
+  const char *v = getenv("TESSEL_TEST_CRASH_LABEL");
+  if (v && *v) snprintf(crash_label, sizeof crash_label, "%s", v);
+}
+
+int sched_test_crash_label(const char *label) {
+  pthread_once(&crash_once, crash_label_read);
+  return crash_label[0] && label && strcmp(label, crash_label) == 0;
+}
+
 /* Which heap a job waits in. [mu] */
 static int sched_queue_for(const sched *s, const sjob *j) {
   if (s->ngpu == 0) return Q_CPU; /* cuda then fails "unavailable" on a CPU worker */
@@ -81,11 +95,22 @@ void sched_running_remove(sched *s, sjob *j) {
   j->rprev = j->rnext = NULL;
 }
 
-/* Pop the better top of two heaps (b may be -1); NULL when both empty. */
+/* 1 when heap h has a top that may be taken now: not one sent back for
+ * memory that no job has released since (it keeps its place, and the jobs
+ * behind it wait too, so that a big job is not passed over for ever). */
+static int heap_ready(const sched *s, const sjob_heap *h) {
+  if (!h || !h->n) return 0;
+  const sjob *j = h->v[0];
+  return !(j->mem_blocked && j->mem_wait_gen == s->mem_gen &&
+           s->mem_reserved > 0);
+}
+
+/* Pop the better top of two heaps (b may be -1); NULL when neither has a
+ * top to take. */
 static sjob *sched_pop(sched *s, int a, int b) {
   sjob_heap *ha = &s->q[a], *hb = b >= 0 ? &s->q[b] : NULL;
-  sjob_heap *h = ha->n ? ha : NULL;
-  if (hb && hb->n && (!h || sjob_before(hb->v[0], h->v[0]))) h = hb;
+  sjob_heap *h = heap_ready(s, ha) ? ha : NULL;
+  if (heap_ready(s, hb) && (!h || sjob_before(hb->v[0], h->v[0]))) h = hb;
   if (!h) return NULL;
   sjob *j = h->v[0];
   sjob_heap_remove(h, 0);
@@ -126,6 +151,47 @@ int sched_handover(sched *s, sjob *j, int queue) {
   pthread_mutex_unlock(&s->mu);
   sched_wake(s, queue);
   return 0;
+}
+
+int sched_mem_admit(sched *s, sjob *j, int64_t need, int64_t avail) {
+  pthread_mutex_lock(&s->mu);
+  int d = sched_mem_decide(need, s->mem_budget, s->mem_reserved, avail);
+  if (d == SCHED_MEM_RUN) {
+    s->mem_reserved += need;
+    j->mem_held = need;
+    j->mem_blocked = 0;
+  } else if (d == SCHED_MEM_WAIT && atomic_load(&j->stop) == 0 &&
+             sched_queue_push(s, j, sched_queue_for(s, j)) == T_OK) {
+    j->mem_blocked = 1;
+    j->mem_wait_gen = s->mem_gen;
+    sched_running_remove(s, j);
+    s->nrunning--;
+    j->in_running = 0;
+    if (s->nrunning == 0) pthread_cond_broadcast(&s->idle_cv);
+  } else if (d == SCHED_MEM_WAIT) {
+    d = SCHED_MEM_NEVER; /* canceled meanwhile, or no memory for the heap */
+  }
+  pthread_mutex_unlock(&s->mu);
+  return d;
+}
+
+void sched_mem_release(sched *s, sjob *j) {
+  pthread_mutex_lock(&s->mu);
+  int64_t held = j->mem_held;
+  j->mem_held = 0;
+  if (held > 0) {
+    s->mem_reserved -= held;
+    s->mem_gen++;
+  }
+  int blocked = 0; /* a job sent back for memory may go now */
+  for (int q = 0; q < Q__COUNT; q++)
+    if (s->q[q].n && s->q[q].v[0]->mem_blocked) blocked |= 1 << q;
+  if (held > 0 && blocked) {
+    if (s->pool && (blocked & ~(1 << Q_GPU)))
+      for (int i = 0; i < s->nthreads; i++) pool_notify(s->pool);
+    if (blocked & ~(1 << Q_CPU)) pthread_cond_broadcast(&s->gpu_cv);
+  }
+  pthread_mutex_unlock(&s->mu);
 }
 
 /* ---- workers ------------------------------------------------------------- */
@@ -253,6 +319,15 @@ int sched_create(const sched_config *cfg, sched **out, terr *e) {
   s->inline_max = cfg->inline_result_max > 0 ? cfg->inline_result_max
                                               : SCHED_INLINE_RESULT_DEFAULT;
   s->row_max = cfg->row_result_max > 0 ? cfg->row_result_max : 0;
+  s->max_attempts =
+      cfg->max_attempts > 0 ? cfg->max_attempts : SCHED_MAX_ATTEMPTS_DEFAULT;
+  if (cfg->max_memory_bytes > 0) {
+    s->mem_budget = cfg->max_memory_bytes;
+  } else if (cfg->max_memory_bytes == 0) {
+    int64_t total, avail;
+    sched_mem_probe(&total, &avail);
+    s->mem_budget = sched_mem_default_budget(total);
+  }
   s->env_max_elems =
       cfg->max_job_mem_bytes > 0 ? cfg->max_job_mem_bytes / 4 : INT64_MAX;
   atomic_init(&s->tmp_counter, 0);
@@ -335,6 +410,7 @@ int sched_start(sched *s, terr *e) {
     return terr_set(e, T_EIO, "", -1, "cannot create %s: %s", s->results_dir,
                     strerror(errno));
   sched_clean_temp(s);
+  sched_journal_open(s); /* first: it raises attempts of jobs read next */
   if ((rc = store_job_unfinished(s->cfg.st, &jobs, &n, e))) return rc;
   int requeued = 0;
   for (int i = 0; i < n; i++) {
@@ -387,8 +463,9 @@ int sched_start(sched *s, terr *e) {
     s->gpu_started++;
     pthread_mutex_unlock(&s->mu);
   }
-  log_info("scheduler: %d CPU worker(s), %d GPU worker(s)", s->nthreads,
-           s->ngpu);
+  log_info("scheduler: %d CPU worker(s), %d GPU worker(s), memory budget "
+           "%lld bytes, max attempts %d", s->nthreads, s->ngpu,
+           (long long)s->mem_budget, s->max_attempts);
   return T_OK;
 
 fail_threads:
@@ -431,7 +508,11 @@ void sched_shutdown(sched *s, double deadline_s) {
   if (s->monitor_started) pthread_join(s->monitor, NULL);
   s->monitor_started = 0;
 
-  /* Queued jobs stay queued in the store; release them here. */
+  /* Queued jobs stay queued in the store; release them here (those sent
+   * back for memory too: nothing runs now, so none is held back). */
+  pthread_mutex_lock(&s->mu);
+  s->mem_gen++;
+  pthread_mutex_unlock(&s->mu);
   for (;;) {
     pthread_mutex_lock(&s->mu);
     sjob *j = sched_pop(s, Q_CPU, Q_GPU);
@@ -450,6 +531,7 @@ void sched_destroy(sched *s) {
   if (!s) return;
   sched_shutdown(s, 0); /* no-op when already shut down */
   if (s->calibration_path) router_shutdown(); /* saves its corrections */
+  sched_journal_close(s); /* no worker runs: every slot is free */
   for (int q = 0; q < Q__COUNT; q++) free(s->q[q].v);
   free(s->buckets);
   while (s->waiters) { /* registrations of jobs never finished here */

@@ -3,14 +3,14 @@
  * Accepted jobs are queued by priority (higher first, FIFO within). CPU
  * workers (the pool) take serial/cpu/compare jobs; one GPU worker per usable
  * device takes cuda jobs. auto is resolved by the router when a job starts.
- * A job's life: store row inserted by the API (queued) -> sched_enqueue ->
- * a worker: store_job_start_async (it commits with the finish, or
- * earlier), kind prepare, run (once per backend for compare), result
- * written to <data>/results/<id>.npy (or, up to cfg.row_result_max bytes,
- * kept in the job's row), store_job_finish_async; once the end is
- * committed the job is released and its waiters are called: a waiter never
- * sees a job end that is not committed. Cancel and timeout set the job's
- * stop flag; a running job stops at its next chunk or tile.
+ * A job's life: store row inserted by the API (queued) -> sched_enqueue -> a
+ * worker: the start counted in the in-flight journal (sched_journal.c),
+ * store_job_start_async (see max_attempts), kind prepare, run (once per
+ * backend for compare), result written to <data>/results/<id>.npy (or, up to
+ * cfg.row_result_max bytes, kept in the job's row), store_job_finish_async;
+ * once the end is committed the job is released and its waiters are called: a
+ * waiter never sees a job end that is not committed. Cancel and timeout set
+ * the job's stop flag; a running job stops at its next chunk or tile.
  *
  * At start (sched_start) every job the store has left queued or running is
  * queued again: no accepted job is lost when the process dies.
@@ -48,6 +48,8 @@
 
 typedef struct sched sched;
 
+#define SCHED_MAX_ATTEMPTS_DEFAULT 3
+
 /* The GPU facade calls the scheduler makes (gpu.h). NULL in sched_config:
  * the real ones; tests pass fakes to drive the GPU paths without a GPU. */
 typedef struct sched_gpu_ops {
@@ -67,12 +69,21 @@ typedef struct sched_config {
   double default_timeout_s; /* for jobs that give none */
   int64_t max_result_bytes; /* larger estimated results -> 413 at submit */
   int64_t max_job_mem_bytes;/* larger estimated memory -> 413 at submit */
+  /* Memory all running jobs together may hold (their estimates): a job
+   * needing more is refused at submit (413); one that fits but not next to
+   * the running ones waits in the queue (sched_mem.c). 0: 80 % of the
+   * smaller of RAM and the cgroup limit; < 0: no budget. */
+  int64_t max_memory_bytes;
   int64_t inline_result_max;/* results up to this many bytes stay in memory */
   /* Results whose .npy (header + data) is at most this many bytes are kept
    * in the job's store row instead of a file of their own (a file costs
    * more than a tiny job: store_job_end.result_npy); 0: always a file. */
   int64_t row_result_max;
   const char *calibration_path; /* router cost-model cache; NULL: none */
+  /* A job whose start was recorded this many times without an end (the
+   * process died while running it each time) fails with error code
+   * "crashed" instead of running again; <= 0: the default. */
+  int max_attempts;
   /* Kind table lookup (kind_find in the daemon; tests pass their own). */
   const kind_ops *(*kind_lookup)(const char *name);
   const sched_gpu_ops *gpu_ops; /* NULL: gpu.h's functions */

@@ -55,6 +55,8 @@ typedef struct sjob {
   uint64_t seq;        /* FIFO order within a priority */
   double timeout_s;
   int64_t created_at;  /* wall ms */
+  int attempts;        /* starts recorded in the store before this run */
+  int crash_test;      /* test fault switch: abort() at the start (sched.c) */
   int state;           /* [mu] SJ_* */
   int queue, heap_index; /* [mu] Q_* and position while QUEUED; -1 else */
   atomic_int stop;
@@ -67,6 +69,9 @@ typedef struct sjob {
   double deadline_ms;        /* [mu] monotonic; 0: none */
   int nwaiters;              /* [mu] */
   int in_running;            /* [mu] counted in nrunning */
+  int64_t mem_held;          /* [mu] its share of sched.mem_reserved */
+  int mem_blocked;           /* [mu] sent back: waits for memory */
+  uint64_t mem_wait_gen;     /* [mu] sched.mem_gen when sent back */
   /* Worker-owned, kept across a hand-over between CPU and GPU queues. */
   json_t *params;
   const kind_ops *k;
@@ -114,6 +119,11 @@ struct sched {
   int64_t inline_max;   /* bytes; results up to this are heap + npy_write */
   int64_t row_max;      /* bytes of .npy kept in the store row; 0: none */
   int64_t env_max_elems;
+  int max_attempts;     /* starts that never finished before "crashed" */
+  void *journal;        /* sched_journal.c: the mapped slots; NULL: none */
+  int journal_slots;
+  atomic_int *journal_used; /* per slot: 1 while a worker holds it */
+  int64_t mem_budget;   /* bytes running jobs may hold; 0: no budget */
   pool *pool;
   pthread_t gpu_threads[GPU_MAX_DEVICES];
   int gpu_started;
@@ -132,6 +142,8 @@ struct sched {
   size_t nbuckets, njobs;
   sjob *running;
   int nqueued, nrunning, reserved;
+  int64_t mem_reserved; /* bytes the running jobs' estimates hold */
+  uint64_t mem_gen;     /* bumped whenever memory is released */
   uint64_t seq, next_token;
   int started, accepting, taking, quit, shut;
   int mon_idle;
@@ -142,6 +154,37 @@ struct sched {
   shist *hist;
   int nhist, caphist;
 };
+
+/* sched_mem.c: memory admission (see there). */
+enum { SCHED_MEM_RUN = 0, SCHED_MEM_WAIT, SCHED_MEM_NEVER };
+/* Jobs needing less than this are admitted on the budget alone (reading
+ * /proc costs more than such a job's memory is worth). */
+#define SCHED_MEM_PROBE_MIN ((int64_t)32 << 20)
+/* Bytes job needs on backend (a tbackend): mem_bytes, + out_bytes for
+ * compare. */
+int64_t sched_mem_need(const job_estimate *est, int backend);
+/* budget <= 0: none; reserved: what running jobs hold; avail < 0: unknown.
+ * SCHED_MEM_RUN when need fits both the budget's room and avail; WAIT when
+ * it does not but running jobs hold memory; NEVER otherwise. */
+int sched_mem_decide(int64_t need, int64_t budget, int64_t reserved,
+                     int64_t avail);
+void sched_mem_parse_meminfo(const char *text, int64_t *total,
+                             int64_t *avail);       /* -1: absent */
+int64_t sched_mem_parse_cgroup_value(const char *text); /* -1: "max"/bad */
+/* The machine's figures now: total = min(MemTotal, cgroup memory.max);
+ * avail = min(MemAvailable, memory.max - working set); -1 unknown. */
+void sched_mem_probe(int64_t *total, int64_t *avail);
+int64_t sched_mem_default_budget(int64_t total); /* 80 %; 0 when unknown */
+
+/* sched_journal.c: the in-flight journal (see there). open: count the
+ * starts a dead process left in it (store_job_note_start), then map a fresh
+ * one (none on failure: s->journal stays NULL). take: a slot naming job id
+ * and its start number, or -1 when none (the caller then commits the start
+ * before running). put: free it. */
+void sched_journal_open(sched *s);
+void sched_journal_close(sched *s);
+int sched_journal_take(sched *s, const char *id, int attempt);
+void sched_journal_put(sched *s, int slot);
 
 /* sched_queue.c */
 int sjob_before(const sjob *a, const sjob *b); /* a runs first */
@@ -155,11 +198,23 @@ sjob *sjob_new(const store_job *sj);
 void sjob_free(sjob *j);
 
 /* sched.c */
+/* 1 when TESSEL_TEST_CRASH_LABEL is set (read once, at the first call) and
+ * equals label: a test-only fault switch, the job aborts the process right
+ * after its start is committed. Any thread. */
+int sched_test_crash_label(const char *label);
 void sched_running_remove(sched *s, sjob *j);           /* [mu] */
 /* Put a taken job back into a queue (auto job routed to the other kind of
  * worker). Takes the lock. 0, or 1 when the job was canceled meanwhile (the
  * caller then ends it). */
 int sched_handover(sched *s, sjob *j, int queue);
+/* Memory admission of a taken job (sched_mem.c has the rule): RUN with
+ * its need reserved; WAIT with the job back in its queue (like a
+ * handover: the caller is done with it); NEVER: the caller fails it. Takes
+ * the lock. */
+int sched_mem_admit(sched *s, sjob *j, int64_t need, int64_t avail);
+/* Give back the job's reservation and wake workers waiting for it. Takes
+ * the lock. */
+void sched_mem_release(sched *s, sjob *j);
 
 /* sched_run.c: run a job taken by a worker; device -1 on a CPU worker. */
 void sched_run_job(sched *s, sjob *j, int device);

@@ -137,6 +137,8 @@ sjob *sjob_new(const store_job *sj) {
   j->priority = sj->priority;
   j->timeout_s = sj->timeout_s;
   j->created_at = sj->created_at;
+  j->attempts = sj->attempts;
+  j->crash_test = sched_test_crash_label(sj->label);
   j->heap_index = -1;
   j->queue = -1;
   j->backend = B_AUTO;

@@ -1,20 +1,22 @@
 /* sched_run.c — running one job on the worker that took it.
  *
- * Steps: parse the stored params, find the kind, estimate (kind check, with
- * a tenv backed by the store), resolve the backend (the router for auto; an
- * auto job routed to the other kind of worker is handed over and this
- * worker is done with it), store_job_start_async (not waited for: it
- * commits at the latest with the finish, in the same transaction for a
- * short job), prepare (timed), run on one backend or, for compare, on each,
- * then decide the end under the lock (a cancel or timeout that came in wins
- * over a late success), keep the result, and queue the end with
- * store_job_finish_async: the worker goes on with its next job while the
+ * Steps: parse the stored params, find the kind, estimate (kind check, with a
+ * tenv backed by the store), resolve the backend (the router for auto; an
+ * auto job routed to the other kind of worker is handed over and this worker
+ * is done with it), the start counted where a crash cannot lose it (the
+ * in-flight journal, sched_journal.c, or a [sync] store_job_start when there
+ * is none; after max_attempts starts without an end the job fails "crashed"
+ * instead of running) and store_job_start_async (not waited for: it commits
+ * at the latest with the finish), prepare (timed), run on one backend or, for
+ * compare, on each, then decide the end under the lock (a cancel or timeout
+ * that came in wins over a late success), keep the result, and queue the end
+ * with store_job_finish_async: the worker goes on with its next job while the
  * store's writer commits the end together with other jobs' writes, then
  * (srun_finished, on the writer thread) releases the job: stats, waiters
- * (given the committed row), free. So a waiter never hears of an end that
- * is not committed, and no worker sleeps on a commit. A finish that finds
- * the job already ended in the store (canceled before it was taken) leaves
- * the store's end as it is.
+ * (given the committed row), free. So a waiter never hears of an end that is
+ * not committed, and no worker sleeps on a commit. A finish that finds the
+ * job already ended in the store (canceled before it was taken) leaves the
+ * store's end as it is.
  *
  * Results: ctx->result_alloc gives heap memory for results of up to
  * inline_result_max bytes and, above, a mapped .npy created by
@@ -152,13 +154,19 @@ static int srun_keep_result(srun *r, tarray *a, const char *final, char **npy,
            atomic_fetch_add(&r->s->tmp_counter, 1));
   FILE *f = fopen(tmp, "wb");
   if (!f) {
+    int err = errno;
     rc = terr_set(e, T_EIO, "", -1, "cannot create %s: %s", tmp,
-                  strerror(errno));
+                  strerror(err));
+    rc = terr_nospace(e, rc, err);
     goto done;
   }
   rc = npy_write(f, a, e);
-  if (fclose(f) != 0 && rc == T_OK)
-    rc = terr_set(e, T_EIO, "", -1, "cannot write %s: %s", tmp, strerror(errno));
+  int err = rc ? errno : 0;
+  if (fclose(f) != 0 && rc == T_OK) {
+    err = errno;
+    rc = terr_set(e, T_EIO, "", -1, "cannot write %s: %s", tmp, strerror(err));
+  }
+  rc = terr_nospace(e, rc, err); /* a full disk: "resource_exhausted" */
   if (rc == T_OK && rename(tmp, final) != 0)
     rc = terr_set(e, T_EIO, "", -1, "cannot rename the result to %s: %s",
                   final, strerror(errno));
@@ -481,6 +489,7 @@ typedef struct srun_end {
   sched *s;
   sjob *j;
   int status, started;
+  int retried; /* the end failed to commit once: a plain failure retried */
   double run_ms;
   char used[32];
   char final[SRUN_PATH_MAX]; /* the result file; "" when none */
@@ -494,6 +503,29 @@ static void srun_finished(void *arg, int rc, const terr *fe, store_job *row) {
   sched *s = x->s;
   sjob *j = x->j;
   if (rc != T_OK && x->final[0]) unlink(x->final);
+  if ((rc == T_ENOSPACE || rc == T_EIO) && !x->retried) {
+    /* The end did not fit (a full disk: SQLITE_FULL, or a result too big
+     * for what is left in the row): record a plain failure instead, which
+     * needs next to no space, so that the job is not run again at every
+     * start. Queued from this (writer) thread: it commits in the next
+     * batch and comes back here. */
+    char msg[TERR_MSG_MAX];
+    snprintf(msg, sizeof msg, "cannot record the job's end: %s",
+             fe ? fe->message : "store error");
+    store_job_end end = {.status = JOB_FAILED, .finished_at = t_wall_ms(),
+                         .max_abs_diff = NAN,
+                         .error_code = terr_code_name((terr_code)rc),
+                         .error_message = msg};
+    x->retried = 1;
+    x->final[0] = 0;
+    x->status = JOB_FAILED;
+    terr qe;
+    if (store_job_finish_async(s->cfg.st, j->id, &end, srun_finished, x,
+                               &qe) == T_OK) {
+      if (row) store_job_clear(row);
+      return;
+    }
+  }
   if (rc == T_ECONFLICT || rc == T_ENOTFOUND) {
     /* Ended in the store before a worker took it (canceled: see
      * sched_cancel), or never recorded; the store's word stands. */
@@ -543,11 +575,37 @@ void sched_run_job(sched *s, sjob *j, int device) {
        *compare_json = NULL, *npy = NULL;
   size_t npy_len = 0;
   int64_t started_at = 0;
-  int started = 0, status, rc;
+  int started = 0, crashed = 0, jslot = -1, status, rc;
 
+  /* A job whose every recorded start ended with the process (no finish):
+   * a poison job. It fails instead of taking the service down again. */
+  if (j->attempts >= s->max_attempts) {
+    crashed = 1;
+    rc = terr_set(&e, T_EINTERNAL, "", -1,
+                  "the job was started %d times and the process died each "
+                  "time; it is not run again (--max-attempts %d)",
+                  j->attempts, s->max_attempts);
+    goto end;
+  }
   rc = srun_resolve(&r, device, &e);
   if (rc == RESOLVE_HANDED_OVER) return; /* another worker owns it now */
   if (rc || atomic_load(&j->stop)) goto end;
+
+  /* Memory admission (sched_mem.c): run, wait in the queue, or fail. */
+  int64_t need = j->have_est ? sched_mem_need(&j->est, j->backend) : 0;
+  int64_t mem_total = -1, mem_avail = -1;
+  if (need >= SCHED_MEM_PROBE_MIN) sched_mem_probe(&mem_total, &mem_avail);
+  int adm = sched_mem_admit(s, j, need, mem_avail);
+  if (adm == SCHED_MEM_WAIT) return; /* back in the queue */
+  if (adm == SCHED_MEM_NEVER) {
+    rc = terr_set(&e, T_ENOMEM, "", -1,
+                  "the job needs about %lld bytes of memory; the machine has "
+                  "%lld available now and the memory budget (--max-memory) is "
+                  "%lld bytes",
+                  (long long)need, (long long)mem_avail,
+                  (long long)s->mem_budget);
+    goto end;
+  }
 
   if (j->backend == B_CUDA)
     snprintf(used, sizeof used, "cuda:%d", device);
@@ -555,12 +613,31 @@ void sched_run_job(sched *s, sjob *j, int device) {
     snprintf(used, sizeof used, "%s", tbackend_name(j->backend));
   estimate = srun_estimate_json(j);
   started_at = t_wall_ms();
-  /* Not waited for: it commits before (usually with) the finish below. A
-   * job canceled in the store before a worker took it (see sched_cancel)
-   * is found at the finish, which then changes nothing. */
-  store_job_start_async(s->cfg.st, j->id, started_at, used, j->reason,
-                        estimate);
+  /* Counted before the job runs, so that a job that kills the process is
+   * counted even when it dies at once: after max_attempts such starts it
+   * fails "crashed" above. Normally in the in-flight journal (a store into
+   * a shared mapping that outlives the process, sched_journal.c), and the
+   * store's start is lazy: it commits with the finish below, in the same
+   * transaction for a short job. Without a journal slot, the start is
+   * committed first ([sync], group-committed with other writes). A job
+   * canceled in the store before a worker took it (see sched_cancel) is
+   * found at the finish (or answers T_ECONFLICT to the [sync] start),
+   * which then changes nothing. Any other [sync] error (a full disk): the
+   * job is not run. */
+  jslot = s->journal ? sched_journal_take(s, j->id, j->attempts + 1) : -1;
+  if (jslot >= 0) {
+    store_job_start_async(s->cfg.st, j->id, started_at, used, j->reason,
+                          estimate);
+  } else {
+    rc = store_job_start(s->cfg.st, j->id, started_at, used, j->reason,
+                         estimate, &e);
+    if (rc) goto end;
+  }
   started = 1;
+  if (j->crash_test) { /* tests only: TESSEL_TEST_CRASH_LABEL */
+    log_error("scheduler: job %s: TESSEL_TEST_CRASH_LABEL: aborting", j->id);
+    abort();
+  }
 
   double t0 = t_now_ms();
   rc = j->k->prepare(j->params, &r.env, &plan, &e);
@@ -575,6 +652,7 @@ void sched_run_job(sched *s, sjob *j, int device) {
 
 end:
   if (plan) j->k->release(plan);
+  sched_journal_put(s, jslot); /* the run is over (no-op when -1) */
   /* Decide the end under the lock: from now on cancel answers 409. */
   pthread_mutex_lock(&s->mu);
   int stop = atomic_load(&j->stop);
@@ -585,9 +663,17 @@ end:
   pthread_mutex_unlock(&s->mu);
 
   if (stop == SJ_STOP_SHUTDOWN && (rc || !result)) {
-    /* Stopped by shutdown: stays queued/running in the store. */
+    /* Stopped by shutdown: stays queued in the store, its start taken
+     * back (a shutdown is not a crash: attempts counts only those). */
+    if (started) {
+      terr ue;
+      if (store_job_unstart(s->cfg.st, j->id, &ue) != T_OK)
+        log_warn("scheduler: job %s stays running in the store: %s", j->id,
+                 ue.message);
+    }
     srun_drop_result(&r, result);
     srun_cleanup(&r);
+    sched_mem_release(s, j);
     srun_release(s, j, -1, 0, NULL, 0, NULL);
     goto out;
   }
@@ -600,6 +686,9 @@ end:
     status = JOB_FAILED, code = terr_code_name(T_ETIMEOUT);
     double timeout = j->timeout_s > 0 ? j->timeout_s : s->cfg.default_timeout_s;
     snprintf(msg, sizeof msg, "the job ran past its timeout of %g s", timeout);
+  } else if (crashed) {
+    status = JOB_FAILED, code = "crashed";
+    snprintf(msg, sizeof msg, "%s", e.message);
   } else if (rc) {
     status = JOB_FAILED, code = terr_code_name((terr_code)rc);
     snprintf(msg, sizeof msg, "%s", e.message[0] ? e.message : code);
@@ -647,6 +736,9 @@ end:
       .max_abs_diff = r.compare ? r.max_abs_diff : NAN, .error_code = code,
       .error_message = code ? msg : NULL, .progress_done = pdone,
       .progress_total = ptotal, .result_npy = npy, .result_npy_len = npy_len};
+  /* Its memory is free (results kept or dropped, the plan released): a
+   * job waiting for it may start. */
+  sched_mem_release(s, j);
   /* The end commits on the store's writer thread, which then releases the
    * job (srun_finished); this worker goes on with its next job. */
   srun_end *x = calloc(1, sizeof *x);

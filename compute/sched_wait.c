@@ -254,13 +254,18 @@ int sched_check(sched *s, const kind_ops *k, const json_t *params,
                     "the result would take %lld bytes; the limit is %lld",
                     (long long)est->out_bytes,
                     (long long)s->cfg.max_result_bytes);
-  /* compare holds the kept result and one more at a time. */
-  int64_t mem = est->mem_bytes + (b == B_COMPARE ? est->out_bytes : 0);
-  if (s->cfg.max_job_mem_bytes > 0 && mem > s->cfg.max_job_mem_bytes)
+  /* compare holds the kept result and one more at a time. A job that
+   * needs more than all running jobs together may hold (--max-memory)
+   * could never start: refused now, not queued. */
+  int64_t mem = sched_mem_need(est, b);
+  int64_t cap = s->cfg.max_job_mem_bytes;
+  if (s->mem_budget > 0 && (cap <= 0 || s->mem_budget < cap))
+    cap = s->mem_budget;
+  if (cap > 0 && mem > cap)
     return terr_set(e, T_ETOOLARGE, "params", -1,
                     "the job would need about %lld bytes of memory; the "
-                    "limit is %lld", (long long)mem,
-                    (long long)s->cfg.max_job_mem_bytes);
+                    "limit is %lld (%s)", (long long)mem, (long long)cap,
+                    cap == s->mem_budget ? "--max-memory" : "per job");
   pthread_mutex_lock(&s->mu);
   int accepting = s->accepting;
   pthread_mutex_unlock(&s->mu);

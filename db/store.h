@@ -189,6 +189,14 @@ int store_job_result_npy(store *s, const char *id, const char *owner,
                          void **npy, size_t *len, terr *e);
 /* [sync] Put a job back to queued (recovery, or a backend retry). */
 int store_job_requeue(store *s, const char *id, terr *e);
+/* [sync] The same for a running job whose run was stopped by a shutdown
+ * (not a crash): its start is taken back, attempts -= 1, so that only starts
+ * the process died in count towards the scheduler's max_attempts. */
+int store_job_unstart(store *s, const char *id, terr *e);
+/* [sync] A start of an unfinished job that the process died in (the
+ * scheduler's in-flight journal): attempts = max(attempts, attempt). A job
+ * that ended or is gone is left alone (0). */
+int store_job_note_start(store *s, const char *id, int attempt, terr *e);
 /* [sync] Delete a finished job's row. T_ECONFLICT when not finished,
  * T_ENOTFOUND when absent or another owner's. On success *result_path
  * (caller frees; may be NULL) is the file to remove. */

@@ -277,21 +277,64 @@ int store_job_finish_async(store *s, const char *id, const store_job_end *end,
   return 0;
 }
 
-static int requeue_fn(store *s, store_wop *op, terr *e) {
-  const char *id = op->arg;
+#define REQUEUE_SET                                                         \
+  "UPDATE jobs SET status = 'queued', started_at = 0,"                      \
+  " backend_used = NULL, backend_reason = NULL,"                            \
+  " progress_done = 0, progress_total = 0"
+
+static int requeue_sql(store *s, const char *id, const char *sql, terr *e) {
   sqlite3_stmt *st;
-  int rc = store__stmt(&s->w,
-                       "UPDATE jobs SET status = 'queued', started_at = 0,"
-                       " backend_used = NULL, backend_reason = NULL,"
-                       " progress_done = 0, progress_total = 0"
-                       " WHERE id = ?1 AND status IN ('queued','running')",
-                       &st, e);
+  int rc = store__stmt(&s->w, sql, &st, e);
   if (rc) return rc;
   sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
   if ((rc = store__exec_stmt(&s->w, st, "requeue job", e))) return rc;
   if (sqlite3_changes(s->w.db) == 0)
     return why_unchanged(s, id, "queued or running", e);
   return 0;
+}
+
+static int requeue_fn(store *s, store_wop *op, terr *e) {
+  return requeue_sql(
+      s, op->arg,
+      REQUEUE_SET " WHERE id = ?1 AND status IN ('queued','running')", e);
+}
+
+static int unstart_fn(store *s, store_wop *op, terr *e) {
+  return requeue_sql(s, op->arg,
+                     REQUEUE_SET ", attempts = MAX(attempts - 1, 0)"
+                                 " WHERE id = ?1 AND status = 'running'",
+                     e);
+}
+
+/* [sync] See store.h. T_ECONFLICT when the job is not running. */
+int store_job_unstart(store *s, const char *id, terr *e) {
+  if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
+  return store__write_one(s, unstart_fn, (void *)id, e);
+}
+
+typedef struct note_args {
+  const char *id;
+  int attempt;
+} note_args;
+
+static int note_fn(store *s, store_wop *op, terr *e) {
+  note_args *a = op->arg;
+  sqlite3_stmt *st;
+  int rc = store__stmt(&s->w,
+                       "UPDATE jobs SET attempts = MAX(attempts, ?2)"
+                       " WHERE id = ?1 AND status IN ('queued','running')",
+                       &st, e);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
+  sqlite3_bind_int(st, 2, a->attempt);
+  return store__exec_stmt(&s->w, st, "note a start", e);
+}
+
+/* [sync] See store.h. */
+int store_job_note_start(store *s, const char *id, int attempt, terr *e) {
+  if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
+  note_args a = {id, attempt};
+  return store__write_one(s, note_fn, &a, e);
 }
 
 /* [sync] See store.h. Running (or queued) -> queued, forgetting the start

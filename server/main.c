@@ -39,7 +39,8 @@ enum {
   O_LISTEN, O_PORT, O_DATA_DIR, O_THREADS, O_HTTP_THREADS, O_TOKEN_FILE,
   O_WEB_DIR, O_QUEUE_LIMIT, O_JOB_TIMEOUT, O_RESULT_TTL, O_MAX_BODY,
   O_MAX_UPLOAD, O_MAX_RESULT, O_MAX_ELEMENTS, O_MAX_JSON, O_SHUTDOWN,
-  O_CONN_TIMEOUT, O_PER_IP, O_ACCESS_LOG, O_LOG_LEVEL, O_MAX_XFER, O__COUNT
+  O_CONN_TIMEOUT, O_PER_IP, O_ACCESS_LOG, O_LOG_LEVEL, O_MAX_XFER,
+  O_MAX_ATTEMPTS, O_MAX_MEMORY, O__COUNT
 };
 
 static const option_def opts[O__COUNT] = {
@@ -64,6 +65,8 @@ static const option_def opts[O__COUNT] = {
   [O_ACCESS_LOG] = {"access-log", "TESSEL_ACCESS_LOG", "1", "1: log a line per request"},
   [O_LOG_LEVEL] = {"log-level", "TESSEL_LOG_LEVEL", "info", "debug, info, warn or error"},
   [O_MAX_XFER] = {"max-transfer-memory", "TESSEL_MAX_TRANSFER_MEMORY", "0", "bytes all uploads and downloads may hold at once (503 beyond); 0: half of RAM or of the cgroup limit"},
+  [O_MAX_ATTEMPTS] = {"max-attempts", "TESSEL_MAX_ATTEMPTS", "3", "starts of a job the process died in before it fails 'crashed'"},
+  [O_MAX_MEMORY] = {"max-memory", "TESSEL_MAX_MEMORY", "0", "memory budget of running jobs, bytes (0: 80% of the smaller of RAM and the cgroup limit)"},
 };
 
 static void usage(FILE *f) {
@@ -143,7 +146,7 @@ int main(int argc, char **argv) {
 
   int64_t port, threads, http_threads, queue_limit, job_timeout, ttl, max_body,
       max_upload, max_result, max_elems, max_json, shutdown_s, conn_timeout,
-      per_ip, access_log, max_xfer;
+      per_ip, access_log, max_xfer, max_attempts, max_memory;
   if (get_i64(val, O_PORT, 0, 65535, &port) ||
       get_i64(val, O_THREADS, 0, 1024, &threads) ||
       get_i64(val, O_HTTP_THREADS, 1, 256, &http_threads) ||
@@ -159,7 +162,9 @@ int main(int argc, char **argv) {
       get_i64(val, O_CONN_TIMEOUT, 1, 86400, &conn_timeout) ||
       get_i64(val, O_PER_IP, 1, 1000000, &per_ip) ||
       get_i64(val, O_ACCESS_LOG, 0, 1, &access_log) ||
-      get_i64(val, O_MAX_XFER, 0, INT64_MAX, &max_xfer))
+      get_i64(val, O_MAX_XFER, 0, INT64_MAX, &max_xfer) ||
+      get_i64(val, O_MAX_ATTEMPTS, 1, 1000, &max_attempts) ||
+      get_i64(val, O_MAX_MEMORY, 0, INT64_MAX, &max_memory))
     return 2;
   xfer_budget_set(max_xfer);
   const char *lvl = val[O_LOG_LEVEL];
@@ -230,6 +235,8 @@ int main(int argc, char **argv) {
       .row_result_max = 4096,
       .calibration_path = calib,
       .kind_lookup = kind_find,
+      .max_attempts = (int)max_attempts,
+      .max_memory_bytes = max_memory, /* 0: from the machine (sched_mem.c) */
   };
   if (sched_create(&scfg, &sc, &e)) {
     log_error("scheduler: %s", e.message);

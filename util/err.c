@@ -1,6 +1,7 @@
 /* err.c — the error table and the helpers that fill a terr. */
 #include "util/err.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,7 +26,14 @@ static const struct {
     [T_ENOMEM] = {500, "resource_exhausted"},
     [T_EIO] = {500, "io_error"},
     [T_EDEVICE] = {500, "device_error"},
+    [T_ENOSPACE] = {507, "resource_exhausted"},
 };
+
+int terr_nospace(terr *e, int rc, int err) {
+  if (rc == T_OK || (err != ENOSPC && err != EDQUOT)) return rc;
+  if (e) e->code = T_ENOSPACE;
+  return T_ENOSPACE;
+}
 
 void terr_clear(terr *e) {
   if (!e) return;

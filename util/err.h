@@ -30,6 +30,7 @@ typedef enum {
   T_ENOMEM,      /* out of memory (host or device): 500 / job error "resource_exhausted" */
   T_EIO,         /* file or database I/O failed: 500 / job error "io_error" */
   T_EDEVICE,     /* a GPU error: job error "device_error" */
+  T_ENOSPACE,    /* disk full (ENOSPC, EDQUOT, SQLITE_FULL): 507 / job error "resource_exhausted" */
   T__COUNT
 } terr_code;
 
@@ -57,6 +58,11 @@ int terr_vset(terr *e, terr_code code, const char *field, int64_t pos,
 /* Prefix the field path: "inputs.x" becomes "params.inputs.x" after
  * terr_prefix(e, "params"). Keeps the message consistent. */
 void terr_prefix(terr *e, const char *prefix);
+
+/* After a failed write with errno err: when err says the disk is full
+ * (ENOSPC, EDQUOT), make e's code T_ENOSPACE. Returns e's (new) code, or
+ * rc unchanged when e is NULL or err is another error. */
+int terr_nospace(terr *e, int rc, int err);
 
 /* Mapping tables. Never NULL; unknown codes map to 500 / "internal". */
 int terr_http_status(terr_code code);

@@ -754,6 +754,47 @@ TEST(test_requeue_and_unfinished_order) {
   store_close(s);
 }
 
+/* The poison-job bookkeeping: a start the process died in (noted from the
+ * scheduler's journal) raises attempts, never lowers it, and leaves ended
+ * jobs alone; a start taken back by a shutdown lowers it again. */
+TEST(test_note_start_and_unstart) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  terr e;
+  char id[T_ID_MAX], done_id[T_ID_MAX];
+  CHECK(insert_job(s, "", "map", 5, id) == 0);
+  CHECK(insert_job(s, "", "map", 5, done_id) == 0);
+  store_job g;
+  /* Lazy start never committed, journal says start 1: attempts 1. */
+  CHECK(store_job_note_start(s, id, 1, &e) == 0);
+  CHECK(store_job_get(s, id, NULL, &g, &e) == 0);
+  CHECK(g.status == JOB_QUEUED && g.attempts == 1);
+  store_job_clear(&g);
+  /* Noted again (a crash during recovery): idempotent. */
+  CHECK(store_job_note_start(s, id, 1, &e) == 0);
+  CHECK(store_job_start(s, id, 10, "cpu", NULL, NULL, &e) == 0); /* 2 */
+  CHECK(store_job_note_start(s, id, 2, &e) == 0); /* committed already */
+  CHECK(store_job_get(s, id, NULL, &g, &e) == 0);
+  CHECK(g.attempts == 2);
+  store_job_clear(&g);
+  /* A shutdown takes the start back: queued, attempts 1. */
+  CHECK(store_job_unstart(s, id, &e) == 0);
+  CHECK(store_job_get(s, id, NULL, &g, &e) == 0);
+  CHECK(g.status == JOB_QUEUED && g.attempts == 1 && g.started_at == 0);
+  store_job_clear(&g);
+  CHECK(store_job_unstart(s, id, &e) == T_ECONFLICT); /* not running */
+  /* An ended job is not touched. */
+  store_job_end x = end_ok(t_wall_ms(), NULL);
+  CHECK(store_job_finish(s, done_id, &x, &e) == 0);
+  CHECK(store_job_note_start(s, done_id, 3, &e) == 0);
+  CHECK(store_job_get(s, done_id, NULL, &g, &e) == 0);
+  CHECK(g.status == JOB_SUCCEEDED && g.attempts == 0); /* never started */
+  store_job_clear(&g);
+  CHECK(store_job_note_start(s, "j_missing", 3, &e) == 0);
+  store_close(s);
+}
+
 TEST(test_delete_job) {
   char dir[300];
   store *s = open_fresh(dir, sizeof dir);
@@ -1045,6 +1086,7 @@ int main(void) {
   RUN(test_arrays);
   RUN(test_expire);
   RUN(test_stats_counts);
+  RUN(test_note_start_and_unstart);
   rm_tree(root);
   return check_summary();
 }
