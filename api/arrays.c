@@ -44,8 +44,15 @@ static int parse_upload(http_req *r, api_ctx *ctx, tarray **out, terr *e) {
   const char *ct = http_header(r, "Content-Type");
   *out = NULL;
   if (len == 0) return terr_set(e, T_EINVAL, "body", -1, "empty upload");
-  if (content_is(ct, "application/x-npy") || content_is(ct, "application/octet-stream"))
-    return npy_parse(body, len, ctx->max_elems, out, e);
+  if (content_is(ct, "application/x-npy") || content_is(ct, "application/octet-stream")) {
+    int rc = npy_parse(body, len, ctx->max_elems, out, e);
+    if (rc && !e->field[0]) { /* the reader names no field: it is the body */
+      char msg[TERR_MSG_MAX];
+      snprintf(msg, sizeof msg, "%s", e->message);
+      terr_set(e, e->code, "body", e->position, "%s", msg);
+    }
+    return rc;
+  }
   if (content_is(ct, "text/csv"))
     return csv_parse(body, len, ctx->max_elems, 0, out, e);
   if (content_is(ct, "application/json")) {

@@ -1,7 +1,8 @@
 /* fuzz_csv.c — libFuzzer target for the CSV reader.
  *
  * The first byte picks allow_nonfinite; the rest is the CSV. An accepted
- * table is written back with csv_write and must parse again to the same
+ * table is never empty (a body with no values is an error, not shape [0]),
+ * and is written back with csv_write and must parse again to the same
  * shape and the same values (NaN compared as NaN).
  */
 #include <math.h>
@@ -22,6 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (a) __builtin_trap();
     return 0;
   }
+  if (!a || a->size == 0) __builtin_trap(); /* accepted: holds values */
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);

@@ -35,12 +35,13 @@ TEST(shapes) {
   CHECK(a && tarray_get(a, 0) == 1.5 && tarray_get(a, 1) == -2000 &&
         tarray_get(a, 2) == 0.25);
   tarray_free(a);
+  /* no values: an error, never an array of shape [0] */
   a = parse("", 100, 0, &rc, &e);
-  CHECK(rc == 0 && a && a->ndim == 1 && a->shape[0] == 0);
-  tarray_free(a);
+  CHECK(rc == T_EINVAL && !a && strcmp(e.field, "body") == 0);
+  a = parse("\r\n\n", 100, 0, &rc, &e);
+  CHECK(rc == T_EINVAL && !a);
   a = parse("x,y\n", 100, 0, &rc, &e); /* header only */
-  CHECK(rc == 0 && a && a->size == 0);
-  tarray_free(a);
+  CHECK_MSG(rc == T_EINVAL && !a && strstr(e.message, "no data rows"), "%s", e.message);
   a = parse("7", 100, 0, &rc, &e);
   CHECK(rc == 0 && a && a->ndim == 1 && a->shape[0] == 1 && tarray_get(a, 0) == 7);
   tarray_free(a);
@@ -77,8 +78,8 @@ TEST(errors_name_row_column) {
   CHECK(rc == T_EINVAL && !a);
   CHECK_MSG(strstr(e.message, "row 2, column 2: 'x' is not a number"), "%s", e.message);
   CHECK(e.position == 6);
-  a = parse("1,2\n3,\"4\"\n", 100, 0, &rc, &e);
-  CHECK(rc == T_EINVAL && strstr(e.message, "row 2, column 2: quoted values are not supported"));
+  a = parse("1,2\n3,\"x\"\n", 100, 0, &rc, &e); /* quoted, still not a number */
+  CHECK(rc == T_EINVAL && strstr(e.message, "row 2, column 2: 'x' is not a number"));
   a = parse("1,2\n3,4,5\n", 100, 0, &rc, &e);
   CHECK(rc == T_EINVAL && strstr(e.message, "row 2: 3 columns, expected 2"));
   CHECK(e.position == 4);
@@ -86,8 +87,8 @@ TEST(errors_name_row_column) {
   CHECK(rc == T_EINVAL && strstr(e.message, "row 2: empty line"));
   a = parse("1,,2\n", 100, 0, &rc, &e);
   CHECK(rc == T_EINVAL && strstr(e.message, "row 1, column 2: empty cell"));
-  a = parse("1,2\n3,4\r5\n", 100, 0, &rc, &e);
-  CHECK(rc == T_EINVAL && strstr(e.message, "carriage return"));
+  a = parse("1,2\n3,4\r5\n", 100, 0, &rc, &e); /* a lone CR ends a line */
+  CHECK_MSG(rc == T_EINVAL && strstr(e.message, "row 3: 1 columns, expected 2"), "%s", e.message);
   /* (junk on the first line would be a header: put it on the second) */
   const char *junk[] = {"1\n0x10\n", "1\n1e\n", "1\n1.2.3\n", "1\n--1\n", "1\n1 2\n",
                         "1\n.\n", "1\ne5\n", "1\n1e5x\n", "1,2\n3,1e999\n"};
@@ -124,6 +125,108 @@ TEST(nonfinite_and_cap) {
   a = parse(big, 4999, 0, &rc, &e);
   CHECK(rc == T_ETOOLARGE && !a);
   free(big);
+}
+
+/* Issue 9, item 10: bodies that main turned into fewer values or shape [0]
+ * with a 201. Each now gives every value it holds, or a 400 naming the row
+ * (field "body"). */
+TEST(silent_loss_examples) {
+  terr e;
+  int rc;
+  /* Excel's "CSV UTF-8": a byte-order mark before the first number */
+  tarray *a = parse("\xEF\xBB\xBF" "1,2\n3,4\n5,6\n", 100, 0, &rc, &e);
+  CHECK_MSG(rc == 0, "%s", e.message);
+  CHECK(a && a->ndim == 2 && a->shape[0] == 3 && a->shape[1] == 2 &&
+        tarray_get(a, 0) == 1 && tarray_get(a, 5) == 6);
+  tarray_free(a);
+  /* a BOM before a header */
+  a = parse("\xEF\xBB\xBF" "x,y\r\n1,2\r\n", 100, 0, &rc, &e);
+  CHECK(rc == 0 && a && a->size == 2 && tarray_get(a, 0) == 1);
+  tarray_free(a);
+  /* CR-only line endings (old Mac exports) */
+  a = parse("1,2\r3,4\r5,6\r", 100, 0, &rc, &e);
+  CHECK_MSG(rc == 0, "%s", e.message);
+  CHECK(a && a->ndim == 2 && a->shape[0] == 3 && a->shape[1] == 2 &&
+        tarray_get(a, 4) == 5);
+  tarray_free(a);
+  a = parse("a,b\r1,2\r3,4", 100, 0, &rc, &e);
+  CHECK(rc == 0 && a && a->ndim == 2 && a->shape[0] == 2 && tarray_get(a, 3) == 4);
+  tarray_free(a);
+  /* quoted numbers, as Python's csv module writes them with QUOTE_ALL */
+  a = parse("\"1\",2\n", 100, 0, &rc, &e);
+  CHECK_MSG(rc == 0 && a && a->size == 2 && tarray_get(a, 0) == 1 &&
+                tarray_get(a, 1) == 2, "%s", e.message);
+  tarray_free(a);
+  a = parse("\"a\",\"b\"\n\" 1.5 \",\"-2\"\n", 100, 0, &rc, &e);
+  CHECK(rc == 0 && a && a->size == 2 && tarray_get(a, 0) == 1.5 && tarray_get(a, 1) == -2);
+  tarray_free(a);
+  /* one line that is not numbers: a 400 naming row 1, not shape [0] */
+  const char *bad[] = {"0x10", "1;2", ".", "0x10\n", "1;2\r\n", "abc\n"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    a = parse(bad[i], 100, 0, &rc, &e);
+    CHECK_MSG(rc == T_EINVAL && !a && strcmp(e.field, "body") == 0 &&
+                  strstr(e.message, "row 1"),
+              "'%s': rc %d, %s", bad[i], rc, e.message);
+  }
+  /* a first line with a number in it is data, not a header */
+  a = parse("1,x\n2,3\n", 100, 0, &rc, &e);
+  CHECK(rc == T_EINVAL && !a && strstr(e.message, "row 1, column 2"));
+  /* ';' as the separator is refused, not read as one column of text */
+  a = parse("x;y\n1;2\n", 100, 0, &rc, &e);
+  CHECK(rc == T_EINVAL && !a && strstr(e.message, "row 2, column 1"));
+}
+
+/* Property: random float64 matrices written in several dialects read back
+ * bit-exactly with the right shape. */
+TEST(dialects_round_trip) {
+  unsigned seed = 12345;
+  for (int trial = 0; trial < 200; trial++) {
+    int rows = 1 + (int)(rand_r(&seed) % 9), cols = 1 + (int)(rand_r(&seed) % 5);
+    int bom = rand_r(&seed) % 2, hdr = rand_r(&seed) % 2, quote = rand_r(&seed) % 2;
+    int eol = rand_r(&seed) % 3, trail = rand_r(&seed) % 2, space = rand_r(&seed) % 2;
+    const char *nl = eol == 0 ? "\n" : eol == 1 ? "\r\n" : "\r";
+    double v[45];
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (bom) fputs("\xEF\xBB\xBF", f);
+    if (hdr) {
+      for (int c = 0; c < cols; c++) fprintf(f, "%scol%d", c ? "," : "", c);
+      fputs(nl, f);
+    }
+    for (int r = 0; r < rows; r++) {
+      for (int c = 0; c < cols; c++) {
+        double x;
+        switch (rand_r(&seed) % 5) {
+          case 0: x = -0.0; break;
+          case 1: x = 4.9e-324 * (double)(1 + rand_r(&seed) % 1000); break; /* subnormal */
+          case 2: x = ((double)rand_r(&seed) / RAND_MAX - 0.5) * 1e300; break;
+          default: x = ((double)rand_r(&seed) / RAND_MAX - 0.5) * 1e3; break;
+        }
+        v[r * cols + c] = x;
+        fprintf(f, quote ? "%s%s\"%.17g\"" : "%s%s%.17g", c ? "," : "",
+                c && space ? " " : "", x);
+      }
+      if (r + 1 < rows || trail) fputs(nl, f);
+    }
+    fclose(f);
+    terr e;
+    terr_clear(&e);
+    tarray *a = NULL;
+    int rc = csv_parse(buf, len, 1000, 0, &a, &e);
+    int ok = rc == 0 && a && a->size == rows * cols;
+    if (ok && rows > 1 && cols > 1)
+      ok = a->ndim == 2 && a->shape[0] == rows && a->shape[1] == cols;
+    for (int i = 0; ok && i < rows * cols; i++) {
+      double got = tarray_get(a, i);
+      ok = memcmp(&got, &v[i], sizeof got) == 0;
+    }
+    CHECK_MSG(ok, "trial %d (bom %d hdr %d quote %d eol %d trail %d): rc %d %s",
+              trial, bom, hdr, quote, eol, trail, rc, e.message);
+    tarray_free(a);
+    free(buf);
+    if (!ok) break;
+  }
 }
 
 static tarray *round_trip(const tarray *a) {
@@ -180,5 +283,7 @@ int main(void) {
   RUN(errors_name_row_column);
   RUN(nonfinite_and_cap);
   RUN(write_round_trip);
+  RUN(silent_loss_examples);
+  RUN(dialects_round_trip);
   return check_summary();
 }
