@@ -594,12 +594,12 @@ static void handle_result(http_req *r, void *ud) {
 
 int api_jobs_register(http_server *srv, api_ctx *ctx, terr *e) {
   int rc = 0;
-  rc |= http_route(srv, "POST", "/v1/jobs", handle_submit, ctx, HTTP_AUTH);
+  rc |= http_route(srv, "POST", "/v1/jobs", handle_submit, ctx, HTTP_AUTH | HTTP_JSON);
   rc |= http_route(srv, "GET", "/v1/jobs", handle_list, ctx, HTTP_AUTH);
   rc |= http_route(srv, "GET", "/v1/jobs/{id}", handle_get, ctx, HTTP_AUTH);
   rc |= http_route(srv, "DELETE", "/v1/jobs/{id}", handle_delete, ctx, HTTP_AUTH);
   rc |= http_route(srv, "POST", "/v1/jobs/{id}/cancel", handle_cancel, ctx,
-                   HTTP_AUTH);
+                   HTTP_AUTH | HTTP_JSON);
   rc |= http_route(srv, "GET", "/v1/jobs/{id}/result", handle_result, ctx,
                    HTTP_AUTH);
   if (rc) return terr_set(e, T_EINTERNAL, "", -1, "cannot register job routes");

@@ -195,6 +195,9 @@ int http_server_start(http_server *s, terr *e) {
   OPT(MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL);
   OPT(MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)mhd_unescape_none, s);
   OPT(MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)http_on_completed, s);
+  /* No MHD_OPTION_STRICT_FOR_CLIENT: 0.9.75 answers what it refuses with
+   * an HTML page whose header block it sends twice. guard.c refuses the
+   * same requests (and more) with one JSON answer. */
   OPT(MHD_OPTION_END, 0, NULL);
 #undef OPT
   s->d = MHD_start_daemon(flags, (uint16_t)s->cfg.port, NULL, NULL, http_on_access,

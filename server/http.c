@@ -182,10 +182,17 @@ static void body_expected(http_req *r) {
 
 /* Step 1: everything that can be decided from the headers. */
 static enum MHD_Result req_begin(http_server *s, http_req *r,
-                                 struct MHD_Connection *c) {
+                                 struct MHD_Connection *c, const char *version) {
   terr e;
   terr_clear(&e);
   body_expected(r);
+  int preflight = 0;
+  if (guard_check(s, r, version, &preflight, &e) != T_OK)
+    return req_early_terr(r, c, 0, &e);
+  if (preflight) {
+    http_reply_buffer(r, 204, "text/plain", NULL, 0);
+    return req_early_queue(r, c);
+  }
   if (atomic_load(&s->quiescing))
     return req_early_error(r, c, 0, T_EUNAVAIL, "", -1,
                            "the server is shutting down");
@@ -226,6 +233,8 @@ static enum MHD_Result req_begin(http_server *s, http_req *r,
                 : "this route needs \"Authorization: Bearer <token>\"");
     }
   }
+  if ((rt->flags & HTTP_JSON) && guard_content_type(r, &e) != T_OK)
+    return req_early_terr(r, c, 0, &e);
   r->body_limit = (uint64_t)((rt->flags & HTTP_UPLOAD) ? s->cfg.max_upload
                                                        : s->cfg.max_body);
   const char *cl = http_header(r, "Content-Length");
@@ -371,7 +380,7 @@ enum MHD_Result http_on_access(void *cls, struct MHD_Connection *c,
       return MHD_NO;
     }
     *con_cls = r;
-    return req_begin(s, r, c);
+    return req_begin(s, r, c, version);
   }
   pthread_mutex_lock(&r->mu);
   int state = r->state;

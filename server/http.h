@@ -37,12 +37,18 @@ typedef struct http_config {
   const char *token_file;    /* lines "name:token"; NULL: open service */
   const char *web_dir;       /* static files for "/" ; NULL: none */
   int access_log;            /* 1: a line per request to stderr */
+  const char *server_names;  /* comma-separated Host names also answered to
+                                (guard.c); NULL: loopback names only */
+  const char *allow_origins; /* comma-separated origins that may call the API
+                                cross-site (CORS); NULL: none */
 } http_config;
 
 /* Route flags. */
 enum {
   HTTP_AUTH = 1,     /* needs a bearer token when tokens are configured */
   HTTP_UPLOAD = 2,   /* body capped by max_upload instead of max_body */
+  HTTP_JSON = 4,     /* the body, when there is one, is JSON: any other
+                        Content-Type is 415 before it is read (guard.c) */
 };
 
 int http_server_create(const http_config *cfg, http_server **out, terr *e);

@@ -247,4 +247,14 @@ void reply_store(http_req *r, int status, struct MHD_Response *resp);
  * 405 with an Allow header added to r) and leave the answer to the caller. */
 int static_serve(http_req *r, terr *e);
 
+/* guard.c: header-only refusals, called first by req_begin. T_OK, or the
+ * error to answer (framing and Host errors also set "Connection: close").
+ * *preflight 1: a CORS preflight from an allowed origin, to answer 204. */
+int guard_check(http_server *s, http_req *r, const char *version,
+                int *preflight, terr *e);
+/* For an HTTP_JSON route: 415 unless the request is application/json (or
+ * has neither body nor Content-Type). */
+int guard_content_type(const http_req *r, terr *e);
+int guard_listens_on_loopback(const char *listen);
+
 #endif

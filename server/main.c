@@ -40,7 +40,7 @@ enum {
   O_WEB_DIR, O_QUEUE_LIMIT, O_JOB_TIMEOUT, O_RESULT_TTL, O_MAX_BODY,
   O_MAX_UPLOAD, O_MAX_RESULT, O_MAX_ELEMENTS, O_MAX_JSON, O_SHUTDOWN,
   O_CONN_TIMEOUT, O_PER_IP, O_ACCESS_LOG, O_LOG_LEVEL, O_MAX_XFER,
-  O_MAX_ATTEMPTS, O_MAX_MEMORY, O__COUNT
+  O_MAX_ATTEMPTS, O_MAX_MEMORY, O_SERVER_NAME, O_ALLOW_ORIGIN, O__COUNT
 };
 
 static const option_def opts[O__COUNT] = {
@@ -66,6 +66,8 @@ static const option_def opts[O__COUNT] = {
   [O_LOG_LEVEL] = {"log-level", "TESSEL_LOG_LEVEL", "info", "debug, info, warn or error"},
   [O_MAX_XFER] = {"max-transfer-memory", "TESSEL_MAX_TRANSFER_MEMORY", "0", "bytes all uploads and downloads may hold at once (503 beyond); 0: half of RAM or of the cgroup limit"},
   [O_MAX_ATTEMPTS] = {"max-attempts", "TESSEL_MAX_ATTEMPTS", "3", "starts of a job the process died in before it fails 'crashed'"},
+  [O_SERVER_NAME] = {"server-name", "TESSEL_SERVER_NAME", "", "comma-separated host names the server also answers to (Host header); on loopback only loopback names pass otherwise (421)"},
+  [O_ALLOW_ORIGIN] = {"allow-origin", "TESSEL_ALLOW_ORIGIN", "", "comma-separated origins (https://app.example) whose pages may call the API (CORS); others get 403 on POST/DELETE"},
   [O_MAX_MEMORY] = {"max-memory", "TESSEL_MAX_MEMORY", "0", "memory budget of running jobs, bytes (0: 80% of the smaller of RAM and the cgroup limit)"},
 };
 
@@ -253,6 +255,8 @@ int main(int argc, char **argv) {
       .token_file = token_file,
       .web_dir = web_dir,
       .access_log = (int)access_log,
+      .server_names = val[O_SERVER_NAME],
+      .allow_origins = val[O_ALLOW_ORIGIN],
   };
   if (http_server_create(&hcfg, &srv, &e)) {
     log_error("http: %s", e.message);

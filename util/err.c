@@ -27,6 +27,9 @@ static const struct {
     [T_EIO] = {500, "io_error"},
     [T_EDEVICE] = {500, "device_error"},
     [T_ENOSPACE] = {507, "resource_exhausted"},
+    [T_EFORBIDDEN] = {403, "permission_denied"},
+    [T_EMISDIRECTED] = {421, "misdirected_request"},
+    [T_ENOTIMPL] = {501, "not_implemented"},
 };
 
 int terr_nospace(terr *e, int rc, int err) {

@@ -31,6 +31,9 @@ typedef enum {
   T_EIO,         /* file or database I/O failed: 500 / job error "io_error" */
   T_EDEVICE,     /* a GPU error: job error "device_error" */
   T_ENOSPACE,    /* disk full (ENOSPC, EDQUOT, SQLITE_FULL): 507 / job error "resource_exhausted" */
+  T_EFORBIDDEN,  /* 403 permission_denied (a foreign Origin) */
+  T_EMISDIRECTED,/* 421 misdirected_request (a Host this server is not) */
+  T_ENOTIMPL,    /* 501 not_implemented (an unknown transfer coding) */
   T__COUNT
 } terr_code;
 
