@@ -7,7 +7,8 @@
  * and the options EXTERNAL_LOGGER (first, so MHD's messages all go to
  * t_log), THREAD_POOL_SIZE (cfg.threads epoll workers, each owning its
  * connections; left out for one thread), CONNECTION_TIMEOUT,
- * PER_IP_CONNECTION_LIMIT, CONNECTION_MEMORY_LIMIT (64 KiB: request line
+ * CONNECTION_LIMIT and NOTIFY_CONNECTION (conns.c: deadlines and per-address
+ * shares), CONNECTION_MEMORY_LIMIT (64 KiB: request line
  * + headers), SOCK_ADDR (cfg.listen through inet_pton or getaddrinfo;
  * port 0 picks a free port, read back with MHD_DAEMON_INFO_BIND_PORT),
  * LISTENING_ADDRESS_REUSE, UNESCAPE_CALLBACK (identity: the path reaches
@@ -66,6 +67,8 @@ int http_server_create(const http_config *cfg, http_server **out, terr *e) {
   if (!s) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
   int rc = T_OK;
   pthread_mutex_init(&s->mu, NULL);
+  pthread_mutex_init(&s->conns.mu, NULL);
+  pthread_cond_init(&s->conns.cv, NULL);
   if (cfg) s->cfg = *cfg;
   s->cfg.token_file = s->cfg.web_dir = NULL; /* not kept: see below */
   if (s->cfg.port < 0 || s->cfg.port > 65535) {
@@ -78,6 +81,8 @@ int http_server_create(const http_config *cfg, http_server **out, terr *e) {
   if (s->cfg.max_upload <= 0) s->cfg.max_upload = 1024 * (int64_t)MIB;
   if (s->cfg.conn_timeout_s <= 0) s->cfg.conn_timeout_s = 60;
   if (s->cfg.per_ip_limit <= 0) s->cfg.per_ip_limit = 256;
+  if (s->cfg.header_timeout_s <= 0) s->cfg.header_timeout_s = 10;
+  if (s->cfg.max_conns <= 0) s->cfg.max_conns = 4096;
   s->listen = strdup(cfg && cfg->listen ? cfg->listen : "127.0.0.1");
   if (!s->listen) {
     rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
@@ -176,6 +181,7 @@ int http_server_start(http_server *s, terr *e) {
   int rc = listen_addr(s, &ss, &sl, &v6, e);
   if (rc != T_OK) return rc;
   if (!s->timer && (rc = timer_create_thread(&s->timer, e)) != T_OK) return rc;
+  if (!s->conns.running && (rc = conns_start(s, e)) != T_OK) return rc;
   unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
                    MHD_USE_ERROR_LOG;
   if (v6 == 2) flags |= MHD_USE_DUAL_STACK;
@@ -189,7 +195,10 @@ int http_server_start(http_server *s, terr *e) {
   if (s->cfg.threads > 1)
     OPT(MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->cfg.threads, NULL);
   OPT(MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.conn_timeout_s, NULL);
-  OPT(MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->cfg.per_ip_limit, NULL);
+  /* No PER_IP_CONNECTION_LIMIT: it closes without a word; conns.c answers
+   * 503 instead, and keeps the deadlines MHD's idle timeout cannot. */
+  OPT(MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->conns.max_conns, NULL);
+  OPT(MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)conns_notify, s);
   OPT(MHD_OPTION_CONNECTION_MEMORY_LIMIT, 64 * 1024, NULL);
   OPT(MHD_OPTION_SOCK_ADDR, 0, &ss);
   OPT(MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL);
@@ -276,12 +285,15 @@ void http_server_destroy(http_server *s) {
     MHD_stop_daemon(s->d);
     s->d = NULL;
   }
+  conns_stop(s);
   timer_destroy(s->timer);
   route_table_free(&s->routes);
   auth_free(&s->auth);
   free(s->web_dir_real);
   free(s->listen);
   pthread_mutex_destroy(&s->mu);
+  pthread_mutex_destroy(&s->conns.mu);
+  pthread_cond_destroy(&s->conns.cv);
   free(s);
 }
 

@@ -193,6 +193,11 @@ static enum MHD_Result req_begin(http_server *s, http_req *r,
     http_reply_buffer(r, 204, "text/plain", NULL, 0);
     return req_early_queue(r, c);
   }
+  if (conns_begin(s, c, r->has_body, &e) != T_OK) {
+    http_add_header(r, "Retry-After", "1");
+    http_add_header(r, "Connection", "close");
+    return req_early_terr(r, c, 0, &e);
+  }
   if (atomic_load(&s->quiescing))
     return req_early_error(r, c, 0, T_EUNAVAIL, "", -1,
                            "the server is shutting down");
@@ -267,6 +272,7 @@ static enum MHD_Result req_body(http_req *r, struct MHD_Connection *c,
                                 const char *data, size_t *size) {
   size_t len = *size;
   *size = 0;
+  conns_body(c, len);
   if ((uint64_t)r->body_len + len > r->body_limit) {
     free(r->body);
     r->body = NULL;
@@ -296,6 +302,7 @@ static enum MHD_Result req_body(http_req *r, struct MHD_Connection *c,
 static enum MHD_Result req_dispatch(http_server *s, http_req *r,
                                     struct MHD_Connection *c) {
   if (r->body) r->body[r->body_len] = 0;
+  conns_handled(s, c);
   /* Counted before `stopping` is read: destroy sets stopping, then waits
    * for this count to drop, so no handler can defer behind its back. */
   atomic_fetch_add(&s->active, 1);
@@ -432,6 +439,7 @@ void http_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                        enum MHD_RequestTerminationCode toe) {
   http_server *s = cls;
   http_req *r = *con_cls;
+  conns_end(s, c);
   if (!r) return;
   *con_cls = NULL;
   pthread_mutex_lock(&r->mu);

@@ -33,10 +33,16 @@ typedef struct http_config {
   int64_t max_body;          /* cap on JSON bodies (default 16 MiB) */
   int64_t max_upload;        /* cap on /v1/arrays uploads (default 1 GiB) */
   int conn_timeout_s;        /* idle connection timeout (default 60) */
-  int per_ip_limit;          /* concurrent connections per IP (default 256) */
+  int per_ip_limit;          /* connections per client address (default
+                                256); more: 503 + Retry-After (conns.c) */
   const char *token_file;    /* lines "name:token"; NULL: open service */
   const char *web_dir;       /* static files for "/" ; NULL: none */
   int access_log;            /* 1: a line per request to stderr */
+  int header_timeout_s;      /* a request's header block must be complete
+                                this long after the connect (default 10) */
+  int64_t min_body_rate;     /* bytes/s a body must average after 10 s;
+                                0: no minimum */
+  int64_t max_conns;         /* connections at once, all addresses (4096) */
   const char *server_names;  /* comma-separated Host names also answered to
                                 (guard.c); NULL: loopback names only */
   const char *allow_origins; /* comma-separated origins that may call the API

@@ -118,8 +118,23 @@ void timer_arm(http_timer *t, http_req *r, double deadline_ms);
 int timer_disarm(http_timer *t, http_req *r);
 
 /* ---- the server -------------------------------------------------------- */
+/* conns.c: the open connections (see there). */
+typedef struct conn_ent conn_ent;
+typedef struct conn_table {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  conn_ent *head; /* under mu */
+  int64_t n;      /* under mu */
+  int64_t cut;    /* connections the reaper closed (atomic) */
+  int header_timeout_s, body_grace_s;
+  int64_t min_body_rate, per_ip_limit, max_conns;
+  pthread_t thread;
+  int running, stop;
+} conn_table;
+
 struct http_server {
   http_config cfg;
+  conn_table conns;
   char *listen, *web_dir_real; /* owned copies */
   route_table routes;
   auth_table auth;
@@ -256,5 +271,22 @@ int guard_check(http_server *s, http_req *r, const char *version,
  * has neither body nor Content-Type). */
 int guard_content_type(const http_req *r, terr *e);
 int guard_listens_on_loopback(const char *listen);
+
+/* conns.c. notify is MHD's NOTIFY_CONNECTION callback (cls: the server).
+ * conns_begin: the request's headers are complete (T_EUNAVAIL when its
+ * address holds more than per_ip_limit connections); conns_body: n body
+ * bytes arrived; conns_handled: the body is in, no deadline applies;
+ * conns_end: the request is over, the next one's header deadline starts.
+ * start/stop: the reaper thread (start also sizes max_conns to
+ * RLIMIT_NOFILE). */
+void conns_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                  enum MHD_ConnectionNotificationCode toe);
+int conns_begin(http_server *s, struct MHD_Connection *c, int has_body, terr *e);
+void conns_body(struct MHD_Connection *c, size_t n);
+void conns_handled(http_server *s, struct MHD_Connection *c);
+void conns_end(http_server *s, struct MHD_Connection *c);
+int conns_start(http_server *s, terr *e);
+void conns_stop(http_server *s);
+int64_t conns_cut_count(const http_server *s);
 
 #endif

@@ -40,7 +40,8 @@ enum {
   O_WEB_DIR, O_QUEUE_LIMIT, O_JOB_TIMEOUT, O_RESULT_TTL, O_MAX_BODY,
   O_MAX_UPLOAD, O_MAX_RESULT, O_MAX_ELEMENTS, O_MAX_JSON, O_SHUTDOWN,
   O_CONN_TIMEOUT, O_PER_IP, O_ACCESS_LOG, O_LOG_LEVEL, O_MAX_XFER,
-  O_MAX_ATTEMPTS, O_MAX_MEMORY, O_SERVER_NAME, O_ALLOW_ORIGIN, O__COUNT
+  O_MAX_ATTEMPTS, O_MAX_MEMORY, O_SERVER_NAME, O_ALLOW_ORIGIN,
+  O_HEADER_TIMEOUT, O_MIN_BODY_RATE, O_MAX_CONNS, O__COUNT
 };
 
 static const option_def opts[O__COUNT] = {
@@ -61,7 +62,10 @@ static const option_def opts[O__COUNT] = {
   [O_MAX_JSON] = {"max-json-result", "TESSEL_MAX_JSON_RESULT", "268435456", "results bigger than this are not given as JSON (406)"},
   [O_SHUTDOWN] = {"shutdown-deadline", "TESSEL_SHUTDOWN_DEADLINE", "30", "seconds running jobs get to finish at shutdown"},
   [O_CONN_TIMEOUT] = {"conn-timeout", "TESSEL_CONN_TIMEOUT", "60", "idle connection timeout, seconds"},
-  [O_PER_IP] = {"per-ip-limit", "TESSEL_PER_IP_LIMIT", "256", "concurrent connections per client address"},
+  [O_PER_IP] = {"per-ip-limit", "TESSEL_PER_IP_LIMIT", "256", "connections one client address may hold; more get 503 + Retry-After"},
+  [O_HEADER_TIMEOUT] = {"header-timeout", "TESSEL_HEADER_TIMEOUT", "10", "seconds a new connection has to send its request's headers"},
+  [O_MIN_BODY_RATE] = {"min-body-rate", "TESSEL_MIN_BODY_RATE", "16384", "bytes/s a request body must average after 10 s (0: no minimum)"},
+  [O_MAX_CONNS] = {"max-connections", "TESSEL_MAX_CONNECTIONS", "4096", "connections at once from all clients"},
   [O_ACCESS_LOG] = {"access-log", "TESSEL_ACCESS_LOG", "1", "1: log a line per request"},
   [O_LOG_LEVEL] = {"log-level", "TESSEL_LOG_LEVEL", "info", "debug, info, warn or error"},
   [O_MAX_XFER] = {"max-transfer-memory", "TESSEL_MAX_TRANSFER_MEMORY", "0", "bytes all uploads and downloads may hold at once (503 beyond); 0: half of RAM or of the cgroup limit"},
@@ -148,7 +152,8 @@ int main(int argc, char **argv) {
 
   int64_t port, threads, http_threads, queue_limit, job_timeout, ttl, max_body,
       max_upload, max_result, max_elems, max_json, shutdown_s, conn_timeout,
-      per_ip, access_log, max_xfer, max_attempts, max_memory;
+      per_ip, access_log, max_xfer, max_attempts, max_memory, header_timeout,
+      min_body_rate, max_conns;
   if (get_i64(val, O_PORT, 0, 65535, &port) ||
       get_i64(val, O_THREADS, 0, 1024, &threads) ||
       get_i64(val, O_HTTP_THREADS, 1, 256, &http_threads) ||
@@ -166,7 +171,10 @@ int main(int argc, char **argv) {
       get_i64(val, O_ACCESS_LOG, 0, 1, &access_log) ||
       get_i64(val, O_MAX_XFER, 0, INT64_MAX, &max_xfer) ||
       get_i64(val, O_MAX_ATTEMPTS, 1, 1000, &max_attempts) ||
-      get_i64(val, O_MAX_MEMORY, 0, INT64_MAX, &max_memory))
+      get_i64(val, O_MAX_MEMORY, 0, INT64_MAX, &max_memory) ||
+      get_i64(val, O_HEADER_TIMEOUT, 1, 3600, &header_timeout) ||
+      get_i64(val, O_MIN_BODY_RATE, 0, INT64_MAX, &min_body_rate) ||
+      get_i64(val, O_MAX_CONNS, 16, 1000000, &max_conns))
     return 2;
   xfer_budget_set(max_xfer);
   const char *lvl = val[O_LOG_LEVEL];
@@ -255,6 +263,9 @@ int main(int argc, char **argv) {
       .token_file = token_file,
       .web_dir = web_dir,
       .access_log = (int)access_log,
+      .header_timeout_s = (int)header_timeout,
+      .min_body_rate = min_body_rate,
+      .max_conns = max_conns,
       .server_names = val[O_SERVER_NAME],
       .allow_origins = val[O_ALLOW_ORIGIN],
   };
