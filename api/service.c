@@ -152,7 +152,7 @@ static void handle_metrics(http_req *r, void *ud) {
   terr e;
   textbuf b = {0};
   char *stats = NULL;
-  if (store_stats_json(ctx->st, NULL, &stats, &e)) {
+  if (store_stats_json(ctx->st, http_owner(r), &stats, &e)) {
     http_reply_error(r, &e);
     return;
   }

@@ -98,6 +98,13 @@ int auth_load(const char *path, auth_table *t, terr *e) {
                     path, lineno);
       goto fail;
     }
+    if (tlen < AUTH_TOKEN_MIN) { /* guessable: "a", "1234", a name */
+      rc = terr_set(e, T_EINVAL, "token_file", lineno,
+                    "%s:%d: the token of '%s' has %zu characters; a token "
+                    "needs at least %d (e.g. openssl rand -hex 16)",
+                    path, lineno, name, tlen, AUTH_TOKEN_MIN);
+      goto fail;
+    }
     if (nlen > AUTH_NAME_MAX || tlen > AUTH_TOKEN_MAX) {
       rc = terr_set(e, T_EINVAL, "token_file", lineno,
                     "%s:%d: name over %d or token over %d characters", path,

@@ -86,6 +86,7 @@ void route_find(const route_table *t, const char *method, const path_segs *p,
 /* ---- auth (auth.c) ----------------------------------------------------- */
 #define AUTH_NAME_MAX 64
 #define AUTH_TOKEN_MAX 512
+#define AUTH_TOKEN_MIN 16 /* shorter tokens are refused at start */
 
 typedef struct auth_entry {
   char name[AUTH_NAME_MAX + 1];

@@ -385,7 +385,7 @@ test('every control has a label and the keyboard reaches the pages', LONG, async
 test('with tokens: the 401 banner, the token dialog, a download', LONG, async (t) => {
   if (!process.env.TESSEL_BIN || !process.env.WEB_DIR) { t.skip('TESSEL_BIN or WEB_DIR not set'); return; }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tessel-bt-token-'));
-  fs.writeFileSync(path.join(dir, 'tokens'), 'alice:bt-secret-1\n');
+  fs.writeFileSync(path.join(dir, 'tokens'), 'alice:bt-secret-1-0123456\n');
   const port = await new Promise((res) => { const s = net.createServer(); s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => res(p)); }); });
   const log = fs.openSync(path.join(ART, 'server-token.log'), 'w');
   const srv = spawn(process.env.TESSEL_BIN, [], {stdio: ['ignore', log, log], env: {...process.env,
@@ -411,12 +411,12 @@ test('with tokens: the 401 banner, the token dialog, a download', LONG, async (t
     assert.equal((await p2.textContent('#jobs-error .error-code')).trim(), want.code);
     await p2.screenshot({path: path.join(ART, 'token-401.png')});
     await p2.click('#banner button');
-    await p2.fill('#token-input', 'bt-secret-1');
+    await p2.fill('#token-input', 'bt-secret-1-0123456');
     await p2.click('#token-save');
     await p2.waitForSelector('#banner', {state: 'hidden'});
     await p2.waitForSelector('text=No jobs match these filters.');
     const sub = await fetch(url + '/v1/jobs?wait=30', {method: 'POST', headers: {'Content-Type': 'application/json',
-      Authorization: 'Bearer bt-secret-1'}, body: JSON.stringify({kind: 'map', params: {expr: 'x + 1', inputs: {x: [1, 2]}}})});
+      Authorization: 'Bearer bt-secret-1-0123456'}, body: JSON.stringify({kind: 'map', params: {expr: 'x + 1', inputs: {x: [1, 2]}}})});
     const job = await sub.json();
     assert.equal(job.status, 'succeeded');
     await p2.waitForSelector(`tr[data-id="${job.id}"]`);

@@ -27,7 +27,7 @@ TEST(auth) {
   CHECK(r.status == 200);
   resp_free(&r);
 
-  S.token = "alice-secret";
+  S.token = "alice-secret-01234";
   json_t *j = submit(&S, "?wait=20",
                      "{\"kind\":\"map\",\"params\":{\"expr\":\"x\",\"inputs\":{\"x\":[1]}}}", NULL);
   CHECK(j != NULL);
@@ -44,7 +44,7 @@ TEST(auth) {
   resp_free(&r);
 
   /* Bob sees neither Alice's job nor her array. */
-  S.token = "bob-secret";
+  S.token = "bob-secret-0123456";
   r = req(&S, "GET", path, NULL, NULL);
   CHECK(is_error(&r, 404, "not_found", NULL));
   resp_free(&r);
@@ -56,8 +56,16 @@ TEST(auth) {
   CHECK(o && json_array_size(json_object_get(o, "jobs")) == 0);
   json_decref(o);
   resp_free(&r);
+  /* ... nor her job counts in /metrics; she sees her own. */
+  r = req(&S, "GET", "/metrics", NULL, NULL);
+  CHECK(r.status == 200 && strstr(r.body, "tessel_queue_depth") &&
+        !strstr(r.body, "tessel_jobs{kind=\"map\""));
+  resp_free(&r);
+  S.token = "alice-secret-01234";
+  r = req(&S, "GET", "/metrics", NULL, NULL);
+  CHECK(r.status == 200 && strstr(r.body, "tessel_jobs{kind=\"map\",backend=\"") != NULL);
+  resp_free(&r);
   json_decref(j);
-  S.token = "alice-secret";
 }
 
 TEST(wait_runs_out_then_queue_full) {
@@ -119,7 +127,7 @@ int main(int argc, char **argv) {
   char tokens[300];
   snprintf(tokens, sizeof tokens, "/tmp/tessel-tokens-%d", (int)getpid());
   FILE *f = fopen(tokens, "w");
-  fprintf(f, "# name:token\nalice:alice-secret\nbob:bob-secret\n");
+  fprintf(f, "# name:token\nalice:alice-secret-01234\nbob:bob-secret-0123456\n");
   fclose(f);
   if (srv_start(&S, argv[1], "--threads", "1", "--queue-limit", "2", "--token-file",
                 tokens, NULL) != 0)

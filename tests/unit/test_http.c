@@ -642,7 +642,7 @@ TEST(test_auth) {
   const char *wrong[] = {"Authorization: Bearer tok-alice-012345678",
                          "Authorization: Bearer tok-alice-01234567890",
                          "Authorization: Basic dG9rLWFsaWNlLTAxMjM0NTY3ODk=",
-                         "Authorization: Bearer", "Authorization: tok-bob-xyz"};
+                         "Authorization: Bearer", "Authorization: tok-bob-xyz-0123456"};
   for (int i = 0; i < 5; i++) {
     r = do_req("/v1/echo/1/2", &(req_opts){.h1 = wrong[i]});
     CHECK_MSG(r.status == 401, "%s", wrong[i]);
@@ -655,7 +655,7 @@ TEST(test_auth) {
   json_decref(j);
   resp_free(&r);
   r = do_req("/v1/echo/1/2",
-             &(req_opts){.h1 = "Authorization: bearer   tok-bob-xyz"});
+             &(req_opts){.h1 = "Authorization: bearer   tok-bob-xyz-0123456"});
   CHECK(r.status == 200);
   j = resp_json(&r);
   CHECK_STR(json_string_value(json_object_get(j, "owner")), "bob");
@@ -678,8 +678,10 @@ static void write_file(const char *path, const char *text) {
 TEST(test_token_file_errors) {
   char path[400];
   const char *bad[] = {"alice tok\n", "alice:\n", ":tok\n", "a:b c\n",
-                       "a:x\nb:x\n", "# only a comment\n\n"};
-  for (int i = 0; i < 6; i++) {
+                       "a:x-0123456789abcdef\nb:x-0123456789abcdef\n",
+                       "# only a comment\n\n", "alice:x\n",
+                       "alice:0123456789abcde\n"};
+  for (int i = 0; i < 8; i++) {
     snprintf(path, sizeof path, "%s/bad%d.tokens", tmpdir, i);
     write_file(path, bad[i]);
     http_config cfg = {.port = 0, .token_file = path};
@@ -690,6 +692,8 @@ TEST(test_token_file_errors) {
     CHECK_MSG(rc == T_EINVAL && s == NULL, "case %d rc %d", i, rc);
     CHECK(strstr(e.message, path) != NULL);
     CHECK(i == 5 || strstr(e.message, i == 4 ? ":2:" : ":1:") != NULL);
+    /* one- and 15-character tokens: refused for being guessable */
+    CHECK_MSG(i < 6 || strstr(e.message, "at least 16"), "%s", e.message);
   }
   http_config cfg = {.port = 0, .token_file = "/nonexistent/tokens"};
   http_server *s = NULL;
@@ -1139,7 +1143,7 @@ static void setup_files(void) {
   snprintf(link, sizeof link, "%s/inside-link.js", webdir);
   if (symlink("app.js", link) != 0) abort();
   snprintf(p, sizeof p, "%s/tokens", tmpdir);
-  write_file(p, "# who:token\n\nalice:tok-alice-0123456789\r\n  bob : tok-bob-xyz \n");
+  write_file(p, "# who:token\n\nalice:tok-alice-0123456789\r\n  bob : tok-bob-xyz-0123456 \n");
   snprintf(fd_file, sizeof fd_file, "%s/big.bin", tmpdir);
   FILE *f = fopen(fd_file, "w");
   for (uint64_t i = 0; i < FD_LEN; i++) fputc(pattern_byte(i), f);
