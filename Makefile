@@ -60,7 +60,7 @@ test-asan:
 	$(CMAKE) --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --output-on-failure -j $(JOBS) -L 'unit|integration' --timeout 900
+	  ctest --output-on-failure -j $(JOBS) -L 'unit|integration|hostile' --timeout 900
 
 # ThreadSanitizer over the concurrent parts: the pool and the scheduler.
 test-tsan:

@@ -46,6 +46,16 @@ if(NOT TESSEL_FUZZ)
     set_tests_properties(gpu/${n} PROPERTIES LABELS gpu TIMEOUT 900 SKIP_RETURN_CODE 77)
   endforeach()
 
+  # The hostile-input suite: Python (standard library) against the real
+  # daemon; `make test-asan` runs it against the ASan+UBSan daemon too.
+  find_program(TESSEL_PYTHON3 python3)
+  if(TESSEL_PYTHON3)
+    add_test(NAME hostile/suite
+      COMMAND ${TESSEL_PYTHON3} ${CMAKE_SOURCE_DIR}/tests/hostile/run.py $<TARGET_FILE:tesseld>)
+    set_tests_properties(hostile/suite PROPERTIES LABELS hostile TIMEOUT 900
+      ENVIRONMENT "TESSEL_WEB_DIR=${CMAKE_SOURCE_DIR}/web")
+  endif()
+
   file(GLOB BENCHES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/bench/bench_*.c)
   foreach(src ${BENCHES})
     get_filename_component(n ${src} NAME_WE)
