@@ -197,16 +197,19 @@ static int npy_maybe_native(http_req *r) {
 
 static void handle_upload_body(http_req *r, api_ctx *ctx, int64_t *held);
 
-/* A float .npy reserves only its body at first (npy_native_view needs no
- * more); the parsed copy is reserved when it turns out to be needed. */
+/* A float .npy needs nothing beyond its body (npy_native_view); other
+ * bodies reserve what parsing them may hold beyond the body, and the parsed
+ * copy of a float .npy is reserved when it turns out to be needed. */
 static void handle_upload(http_req *r, void *ud) {
   size_t len = 0;
   http_body(r, &len);
-  int64_t cost = npy_maybe_native(r) ? (int64_t)len : upload_cost(r);
-  if (!upload_reserve(r, cost, cost)) return;
+  /* The body itself was reserved by the server as it was read. */
+  int64_t body = (int64_t)len;
+  int64_t cost = npy_maybe_native(r) ? body : upload_cost(r);
+  if (!upload_reserve(r, cost, cost - body)) return;
   int64_t held = cost;
   handle_upload_body(r, ud, &held);
-  xfer_release(held);
+  xfer_release(held - body);
 }
 
 /* A float64/float32 .npy body whose data is aligned needs no parsed copy:

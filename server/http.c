@@ -30,10 +30,39 @@
 #include <sys/socket.h>
 
 #include "server/http_int.h"
+#include "util/xfer.h"
 
 #define MIB (1024 * 1024)
 #define BODY_MIN_CAP (64 * 1024)
 #define BODY_PREALLOC ((size_t)16 * MIB)
+/* Bodies over this are "big": at most http threads - 1 handlers parse
+ * such bodies at once, so one MHD thread is always left for everything
+ * else (/healthz, small requests); more get 503 + Retry-After. */
+#define BIG_BODY ((size_t)1 * MIB)
+#define XFER_STEP ((int64_t)1 * MIB)
+
+/* Reserve body bytes in the transfer budget (util/xfer.h) up to `want`:
+ * T_OK, or the error to answer: 413 when the budget could never hold it,
+ * 503 (+ Retry-After) when it cannot now. Bodies are memory the server
+ * holds, like parsed uploads and streamed downloads, so they share the one
+ * budget and many large requests at once are refused, not swapped. */
+static int body_reserve(http_req *r, int64_t want, terr *e) {
+  if (want <= r->xfer_held) return T_OK;
+  if (!xfer_fits(want))
+    return terr_set(e, T_ETOOLARGE, "body", -1,
+                    "%lld bytes is more than the server's transfer "
+                    "budget (--max-transfer-memory, %lld bytes)",
+                    (long long)want, (long long)xfer_budget_limit());
+  if (!xfer_reserve(want - r->xfer_held)) {
+    http_add_header(r, "Retry-After", XFER_RETRY_AFTER_S);
+    return terr_set(e, T_EUNAVAIL, "", -1,
+                    "the server's transfer budget (--max-transfer-memory, "
+                    "%lld bytes) is in use by other requests: retry shortly",
+                    (long long)xfer_budget_limit());
+  }
+  r->xfer_held = want;
+  return T_OK;
+}
 
 /* Queue r's stored answer on its connection; the state becomes `state`. */
 static enum MHD_Result req_queue(http_req *r, struct MHD_Connection *c,
@@ -253,6 +282,8 @@ static enum MHD_Result req_begin(http_server *s, http_req *r,
           r, c, 0, T_ETOOLARGE, "", -1,
           "the body is %lld bytes; this route takes at most %llu",
           (long long)n, (unsigned long long)r->body_limit);
+    if (n > 0 && body_reserve(r, n, &e) != T_OK)
+      return req_early_terr(r, c, 0, &e);
     if (n > 0) {
       /* Up to BODY_PREALLOC at once; a client that announces a large body
        * and sends nothing does not get to reserve it. */
@@ -281,6 +312,17 @@ static enum MHD_Result req_body(http_req *r, struct MHD_Connection *c,
         r, c, 1, T_ETOOLARGE, "", -1,
         "the body is over %llu bytes, the most this route takes",
         (unsigned long long)r->body_limit);
+  }
+  if ((int64_t)(r->body_len + len) > r->xfer_held) { /* chunked: grows */
+    terr e;
+    int64_t want = (int64_t)(r->body_len + len) + XFER_STEP;
+    if ((uint64_t)want > r->body_limit + 1) want = (int64_t)r->body_limit + 1;
+    if (body_reserve(r, want, &e) != T_OK) {
+      free(r->body);
+      r->body = NULL;
+      r->body_len = r->body_cap = 0;
+      return req_early_terr(r, c, 1, &e);
+    }
   }
   if (r->body_len + len + 1 > r->body_cap) {
     size_t ncap = r->body_cap ? 2 * r->body_cap : BODY_MIN_CAP;
@@ -312,11 +354,24 @@ static enum MHD_Result req_dispatch(http_server *s, http_req *r,
     atomic_fetch_sub(&s->active, 1);
     return ret;
   }
+  int big = r->body_len > BIG_BODY;
+  if (big && atomic_fetch_add(&s->big_active, 1) >= (s->cfg.threads > 1 ? s->cfg.threads - 1 : 1)) {
+    atomic_fetch_sub(&s->big_active, 1);
+    http_add_header(r, "Retry-After", "1");
+    reply_error(r, T_EUNAVAIL, "", -1,
+                "%d large bodies are being handled, the most at once: retry "
+                "shortly",
+                s->cfg.threads > 1 ? s->cfg.threads - 1 : 1);
+    enum MHD_Result ret = req_queue(r, c, REQ_QUEUED);
+    atomic_fetch_sub(&s->active, 1);
+    return ret;
+  }
   pthread_mutex_lock(&r->mu);
   r->state = REQ_HANDLING;
   pthread_mutex_unlock(&r->mu);
   const route_ent *rt = r->match.route;
   rt->h(r, rt->ud);
+  if (big) atomic_fetch_sub(&s->big_active, 1);
   enum MHD_Result ret = MHD_YES;
   pthread_mutex_lock(&r->mu);
   void *call_ud;

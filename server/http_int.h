@@ -146,6 +146,7 @@ struct http_server {
   atomic_int quiescing; /* new requests get 503 */
   atomic_int stopping;  /* destroy runs: no handler may start */
   atomic_int active;    /* handlers running (dispatch to post-handler) */
+  atomic_int big_active; /* of those, handling a body over BIG_BODY */
   pthread_mutex_t mu;   /* guards deferred */
   http_req *deferred;   /* suspended requests (list through dnext/dprev) */
   _Atomic int64_t by_class[6]; /* responses by status class (index 1..5) */
@@ -205,6 +206,8 @@ struct http_req {
   char *body;
   size_t body_len, body_cap;
   uint64_t body_limit;
+  int64_t xfer_held; /* body bytes reserved in the transfer budget
+                        (util/xfer.h), given back by req_free */
   int has_body;    /* Content-Length > 0 or Transfer-Encoding */
   int body_coming; /* ... and it arrives unasked (no Expect: 100-continue) */
 

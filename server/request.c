@@ -21,6 +21,7 @@
 #include <strings.h>
 
 #include "server/http_int.h"
+#include "util/xfer.h"
 
 int hdrs_add(http_hdrs *h, const char *k, const char *v) {
   if (h->n == h->cap) {
@@ -135,6 +136,7 @@ static void req_free(http_req *r) {
   hdrs_free(&r->query);
   hdrs_free(&r->out_headers);
   free(r->body);
+  xfer_release(r->xfer_held);
   pthread_mutex_destroy(&r->mu);
   free(r);
 }

@@ -20,6 +20,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 
 #include "harness.h"
@@ -200,16 +201,67 @@ TEST(stalled_body_is_cut) {
   CHECK_MSG(strncmp(b, "HTTP/1.1 408", 12) == 0 && strstr(b, "deadline_exceeded"), "%s", b);
 }
 
+/* 16 submits of ~2.4 MB JSON bodies at once: at most http threads - 1 are
+ * parsed together (the rest answered 503 + Retry-After), so /healthz is
+ * answered while they run. */
+typedef struct big_arg {
+  const char *body;
+  long status;
+} big_arg;
+
+static void *big_submit(void *p) {
+  big_arg *a = p;
+  resp r = req(&S, "POST", "/v1/jobs", "application/json", a->body);
+  a->status = r.status;
+  resp_free(&r);
+  return NULL;
+}
+
+TEST(big_bodies_leave_a_thread) {
+  enum { T = 16, N = 300000 };
+  size_t cap = (size_t)N * 8 + 256, n = 0;
+  char *body = malloc(cap);
+  n += (size_t)snprintf(body + n, cap - n,
+                        "{\"kind\":\"reduce\",\"params\":{\"op\":\"sum\",\"inputs\":{\"x\":[");
+  for (int i = 0; i < N; i++) n += (size_t)snprintf(body + n, cap - n, i ? ",%d.5" : "%d.5", i % 1000);
+  snprintf(body + n, cap - n, "]}}}");
+  pthread_t th[T];
+  big_arg args[T];
+  for (int i = 0; i < T; i++) {
+    args[i] = (big_arg){body, 0};
+    pthread_create(&th[i], NULL, big_submit, &args[i]);
+  }
+  int health = 0;
+  for (int k = 0; k < 5; k++) {
+    resp r = req(&S, "GET", "/healthz", NULL, NULL);
+    health += r.status == 200;
+    resp_free(&r);
+  }
+  int accepted = 0, busy = 0, other = 0;
+  for (int i = 0; i < T; i++) {
+    pthread_join(th[i], NULL);
+    if (args[i].status == 202 || args[i].status == 200) accepted++;
+    else if (args[i].status == 503) busy++;
+    else other++;
+  }
+  free(body);
+  printf("     16 big submits: %d accepted, %d answered 503, %d other; /healthz %d of 5\n",
+         accepted, busy, other, health);
+  CHECK(health == 5);
+  CHECK(other == 0 && accepted > 0);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) SKIP_ALL("usage: test_http_conns <tesseld>");
   curl_global_init(CURL_GLOBAL_ALL);
-  if (srv_start(&S, argv[1], "--threads", "1", "--header-timeout", "2",
+  if (srv_start(&S, argv[1], "--threads", "1", "--header-timeout", "2", "--queue-limit", "100000",
                 "--per-ip-limit", "64", "--access-log", "0", NULL) != 0)
     return 1;
   RUN(share_full_answers_503);
   RUN(stalled_body_is_cut);
   RUN(trickling_headers_are_cut);
   RUN(burst_every_request_answered);
+  RUN(big_bodies_leave_a_thread);
   resp r = req(&S, "GET", "/healthz", NULL, NULL);
   CHECK(r.status == 200);
   resp_free(&r);
