@@ -393,8 +393,8 @@ static void handle_submit(http_req *r, void *ud) {
   json_decref(body);
   if (wait_s > 0)
     reply_after_wait(r, ctx, id, wait_s, async_insert);
-  else
-    reply_job(r, ctx, id, 0);
+  else /* 202 as documented, even when a tiny job has already ended */
+    reply_job(r, ctx, id, 202);
   return;
 
 fail:

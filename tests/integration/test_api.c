@@ -342,6 +342,21 @@ TEST(idempotent_request_id) {
   resp_free(&r);
 }
 
+/* Without ?wait a submit is 202 Accepted as documented, even when a tiny
+ * job has already ended before the answer is built (it was a 200 then). */
+TEST(submit_without_wait_is_202) {
+  int n202 = 0;
+  for (int i = 0; i < 100; i++) {
+    resp r = req(&S, "POST", "/v1/jobs", "application/json",
+                 "{\"kind\":\"map\",\"backend\":\"serial\",\"params\":{\"expr\":\"x+1\","
+                 "\"inputs\":{\"x\":[1]}}}");
+    n202 += r.status == 202;
+    resp_free(&r);
+    if (i % 10 == 0) usleep(20000); /* let some finish before the next answer */
+  }
+  CHECK_MSG(n202 == 100, "%d of 100 answered 202", n202);
+}
+
 TEST(cancel_running_and_delete) {
   /* A long geodesic job on one worker: cancel it while it runs. */
   long st;
@@ -420,6 +435,7 @@ int main(int argc, char **argv) {
   RUN(list_filters_and_cursor);
   RUN(compare_records_every_backend);
   RUN(idempotent_request_id);
+  RUN(submit_without_wait_is_202);
   RUN(cancel_running_and_delete);
   RUN(metrics_and_stats);
   RUN(dashboard_served);
