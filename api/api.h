@@ -13,9 +13,9 @@
 #ifndef TESSEL_API_API_H
 #define TESSEL_API_API_H
 
-#include "compute/sched.h"
+#include "sched/sched.h"
 #include "db/store.h"
-#include "server/http.h"
+#include "http/http.h"
 
 typedef struct api_ctx {
   http_server *srv;

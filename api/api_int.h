@@ -5,7 +5,7 @@
 #include <jansson.h>
 
 #include "api/api.h"
-#include "compute/tarray.h"
+#include "array/tarray.h"
 
 /* Parse the request body as one JSON object (duplicate keys refused, depth
  * bounded by jansson). 400 naming "body" and the byte position. Caller owns

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "api/api_int.h"
-#include "compute/gpu.h"
+#include "gpu/gpu.h"
 #include "util/util.h"
 #include "util/xfer.h"
 

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "api/api_int.h"
-#include "compute/env.h"
+#include "array/store_source.h"
 #include "util/util.h"
 
 #define MAX_WAIT_S 60.0
@@ -554,7 +554,7 @@ static void handle_result(http_req *r, void *ud) {
     store_job_clear(&j);
     return;
   }
-  /* A small result lives in the job's row (compute/sched_run.c). */
+  /* A small result lives in the job's row (sched/run.c). */
   char *npy = NULL;
   size_t npy_len = 0;
   if (!j.result_path) {

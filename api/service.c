@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "api/api_int.h"
-#include "compute/gpu.h"
+#include "gpu/gpu.h"
 #include "util/util.h"
 
 extern const char tessel_openapi_json[];

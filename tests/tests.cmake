@@ -79,3 +79,12 @@ else()
     set_tests_properties(fuzz/${n} PROPERTIES LABELS fuzz TIMEOUT 120)
   endforeach()
 endif()
+
+# The layout's rules (include directions, a README per folder, folder
+# sizes), read from the source tree.
+find_program(TESSEL_PYTHON3_LAYOUT python3)
+if(TESSEL_PYTHON3_LAYOUT AND NOT TESSEL_FUZZ)
+  add_test(NAME layout/check_layout
+    COMMAND ${TESSEL_PYTHON3_LAYOUT} ${CMAKE_SOURCE_DIR}/tests/layout/check_layout.py ${CMAKE_SOURCE_DIR})
+  set_tests_properties(layout/check_layout PROPERTIES LABELS unit TIMEOUT 60)
+endif()

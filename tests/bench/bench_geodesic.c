@@ -38,12 +38,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "compute/geodesic_kind.h"
-#include "compute/pool.h"
+#include "kinds/geodesic/kind.h"
+#include "util/pool.h"
 #include "util/util.h"
 
 #if TESSEL_HAVE_CUDA
-#include "compute/cuda/geodesic_cuda.h"
+#include "kinds/geodesic/geodesic_cuda.h"
 #endif
 #if TESSEL_HAVE_PROJ
 #include <geodesic.h>

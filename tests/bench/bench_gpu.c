@@ -48,13 +48,13 @@ int main(void) {
 #include <string.h>
 #include <unistd.h>
 
-#include "compute/costmodel.h"
-#include "compute/cuda/devctx.h"
-#include "compute/expr.h"
-#include "compute/gpu.h"
-#include "compute/gpu_kernels.h"
-#include "compute/kinds.h"
-#include "compute/pool.h"
+#include "sched/costmodel.h"
+#include "gpu/devctx.h"
+#include "expr/expr.h"
+#include "gpu/gpu.h"
+#include "kinds/gpu_kernels.h"
+#include "kinds/kinds.h"
+#include "util/pool.h"
 #include "util/util.h"
 
 #define MAXROWS 96

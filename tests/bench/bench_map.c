@@ -17,7 +17,7 @@
  * 20 ms have passed. Each tessel map call splits the output into the map
  * kind's chunks
  * (clamp(n / (4 * threads), 32 Ki, 64 Ki) elements); the chunks run on the
- * service's own pool (compute/pool.c) with THREADS workers, called directly
+ * service's own pool (util/pool.c) with THREADS workers, called directly
  * (the engine and the pool are measured, not the scheduler or HTTP).
  */
 #include <math.h>
@@ -29,8 +29,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "compute/kind_expr.h"
-#include "compute/pool.h"
+#include "kinds/exprkind.h"
+#include "util/pool.h"
 
 /* ---- the service's own pool, made once with THREADS workers -------------- */
 static pool *g_pool;

@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compute/kinds.h"
-#include "compute/pool.h"
+#include "kinds/kinds.h"
+#include "util/pool.h"
 #include "util/util.h"
 
 static int alloc_heap(job_ctx *ctx, tdtype dt, int ndim, const int64_t *shape,

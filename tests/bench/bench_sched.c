@@ -3,7 +3,7 @@
  * Three tables, each a ratio against a peer measured in the same run:
  *   1. result files: a mapped .npy (tarray_create_npy, fill, unmap, rename)
  *      against a heap array written with npy_write then renamed — the two
- *      ways sched_run.c stores a result; picks inline_result_max;
+ *      ways sched/run.c stores a result; picks inline_result_max;
  *   2. pool_for on tiny loops against the same loop run inline;
  *   3. tiny jobs end to end (reserve, insert, enqueue, run, finish, wait)
  *      on serial against cpu, jobs per second.
@@ -16,8 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "compute/pool.h"
-#include "compute/sched.h"
+#include "util/pool.h"
+#include "sched/sched.h"
 #include "db/store.h"
 
 /* ---- 1. result files ---------------------------------------------------- */

@@ -364,7 +364,7 @@ typedef struct peer_arg {
   pthread_barrier_t *go;
 } peer_arg;
 
-/* One job's store calls, as compute/sched_run.c and api/jobs.c make them. */
+/* One job's store calls, as sched/run.c and api/jobs.c make them. */
 static void *peer_worker(void *p) {
   peer_arg *a = p;
   pthread_barrier_wait(a->go);

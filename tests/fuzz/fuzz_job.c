@@ -24,8 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compute/kinds.h"
-#include "compute/pool.h"
+#include "kinds/kinds.h"
+#include "util/pool.h"
 
 #define FZ_BIG62 ((int64_t)1 << 62)
 #define FZ_BIG32 ((int64_t)1 << 32)

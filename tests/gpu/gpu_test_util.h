@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "compute/gpu.h"
-#include "compute/kinds.h"
-#include "compute/tarray.h"
+#include "gpu/gpu.h"
+#include "kinds/kinds.h"
+#include "array/tarray.h"
 
 /* SplitMix64: reproducible streams without global state. */
 static inline uint64_t tu_next(uint64_t *s) {

@@ -1,5 +1,5 @@
 /* test_geodesic_gpu.c — the geodesic kind on a CUDA GPU
- * (compute/cuda/geodesic.cu), run on the device machine.
+ * (kinds/geodesic/geodesic.cu), run on the device machine.
  *
  * Exits 77 ("SKIPPED: no CUDA device") without CUDA in the build or a
  * device at run time. On a GPU:
@@ -25,10 +25,10 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "compute/geodesic_plan.h"
+#include "kinds/geodesic/plan.h"
 
 #if TESSEL_HAVE_CUDA
-#include "compute/cuda/geodesic_cuda.h"
+#include "kinds/geodesic/geodesic_cuda.h"
 #endif
 #if TESSEL_HAVE_PROJ
 #include <geodesic.h>

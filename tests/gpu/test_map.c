@@ -18,9 +18,9 @@
 #include <unistd.h>
 
 #if TESSEL_HAVE_CUDA
-#include "compute/cuda/fuse.h"
-#include "compute/expr.h"
-#include "compute/gpu_kernels.h"
+#include "kinds/fuse.h"
+#include "expr/expr.h"
+#include "kinds/gpu_kernels.h"
 #include "gpu_test_util.h"
 
 static tarray *cpu_map(const expr *x, const tarray *const *in, tdtype dt,

@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "compute/expr.h"
-#include "compute/gpu_kernels.h"
-#include "compute/kind_expr.h"
+#include "expr/expr.h"
+#include "kinds/gpu_kernels.h"
+#include "kinds/exprkind.h"
 #include "gpu_test_util.h"
 
 static const char *opname(int op) { return reduce_op_name((reduce_op)op); }

@@ -24,7 +24,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "compute/tarray.h"
+#include "array/tarray.h"
 #include "util/util.h"
 #include "harness.h"
 

@@ -24,7 +24,7 @@
  */
 #include <stdint.h>
 
-#include "compute/tarray.h"
+#include "array/tarray.h"
 #include "harness.h"
 
 static srv S;

@@ -33,8 +33,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "compute/pool.h"
-#include "compute/sched.h"
+#include "util/pool.h"
+#include "sched/sched.h"
 #include "db/store.h"
 
 static char root[256];

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "compute/arrayval.h"
+#include "array/arrayval.h"
 
 #define GOOD_ID "a_0123456789abcdefghjkmnpqrs"
 

@@ -1,4 +1,4 @@
-/* test_costmodel.c — the router's cost model (compute/costmodel.c), without a
+/* test_costmodel.c — the router's cost model (sched/costmodel.c), without a
  * GPU: the model picks the backend with the smallest estimate and says so
  * with every figure; estimates grow with the work and the bytes; a GPU is
  * chosen for heavy work only when one is usable, and not when copying the
@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "compute/costmodel.h"
-#include "compute/gpu.h"
-#include "compute/router.h"
+#include "sched/costmodel.h"
+#include "gpu/gpu.h"
+#include "sched/router.h"
 
 /* A machine like the H100 host: 16 threads, ~1 G VM ops/s per thread. */
 static cm_rates rates(int gpus) {

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "compute/env.h"
+#include "array/store_source.h"
 
 static char root[256];
 

@@ -11,10 +11,10 @@
 #include <string.h>
 
 #include "check.h"
-#include "compute/gpu_kernels.h"
-#include "compute/kind_expr.h"
-#include "compute/kinds.h"
-#include "compute/pool.h"
+#include "kinds/gpu_kernels.h"
+#include "kinds/exprkind.h"
+#include "kinds/kinds.h"
+#include "util/pool.h"
 #include "util/util.h"
 
 /* ---- a fake store with one uploaded float32 array [4] ------------------- */

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "compute/expr.h"
+#include "expr/expr.h"
 
 typedef long double ld;
 

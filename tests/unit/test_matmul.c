@@ -19,8 +19,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "compute/kinds.h"
-#include "compute/pool.h"
+#include "kinds/kinds.h"
+#include "util/pool.h"
 
 static pool *the_pool;
 

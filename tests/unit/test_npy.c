@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "compute/tarray.h"
+#include "array/tarray.h"
 
 static char tmpdir[256];
 static int have_numpy;

@@ -12,7 +12,7 @@
 #include <time.h>
 
 #include "check.h"
-#include "compute/pool.h"
+#include "util/pool.h"
 
 static void sleep_us(long us) {
   struct timespec ts = {us / 1000000, (us % 1000000) * 1000};

@@ -10,7 +10,7 @@
  *   var 1e-13*(var + mean^2); std its square root's; norm 1e-14 relative.
  *
  * Threads: the tests run chunks through the small pthread pool_for of
- * the real pool (compute/pool.h), which hands chunks out in any order; results must
+ * the real pool (util/pool.h), which hands chunks out in any order; results must
  * not change.
  */
 #include <math.h>
@@ -21,10 +21,10 @@
 #include <string.h>
 
 #include "check.h"
-#include "compute/kind_expr.h"
-#include "compute/pool.h"
+#include "kinds/exprkind.h"
+#include "util/pool.h"
 
-#include "compute/pool.h"
+#include "util/pool.h"
 
 static pool *test_pool; /* the real pool, 3 workers, made in main */
 #define TEST_POOL test_pool

@@ -10,7 +10,7 @@
  * the job with device_error; unhealthy devices are left alone by auto and
  * compare; a running cuda job can be canceled; sched_check accepts cuda.
  */
-#include "compute/gpu.h"
+#include "gpu/gpu.h"
 #include "sched_fixture.h"
 
 #define NDEV 2

@@ -14,8 +14,8 @@
 #include <stdatomic.h>
 
 #include "check.h"
-#include "compute/kind_expr.h"
-#include "compute/pool.h"
+#include "kinds/exprkind.h"
+#include "util/pool.h"
 
 static pool *P;
 

@@ -1,0 +1,336 @@
+/* main.c — tesseld: configuration, start-up, the signal loop, shutdown.
+ *
+ * Every setting has a flag, an environment variable and a default; a flag
+ * beats the variable (`tesseld --help` lists them). Start-up order: data
+ * dir, store (migrations), GPU discovery, scheduler (re-queues the jobs a
+ * dead process left behind), HTTP server. SIGINT/SIGTERM start a graceful
+ * shutdown: stop accepting, let running jobs finish up to a deadline (jobs
+ * still running then stay queued in the store and run at the next start),
+ * close the store. The main thread also expires old jobs and arrays.
+ *
+ * Threads: SIGINT/SIGTERM are blocked in every thread and taken here with
+ * sigtimedwait, so no handler runs at an arbitrary point.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "gpu/gpu.h"
+#include "sched/sched.h"
+#include "db/store.h"
+#include "http/http.h"
+#include "util/util.h"
+#include "util/xfer.h"
+
+typedef struct option_def {
+  const char *flag;  /* long option name */
+  const char *env;   /* environment variable */
+  const char *def;   /* default, as text */
+  const char *help;
+} option_def;
+
+enum {
+  O_LISTEN, O_PORT, O_DATA_DIR, O_THREADS, O_HTTP_THREADS, O_TOKEN_FILE,
+  O_WEB_DIR, O_QUEUE_LIMIT, O_JOB_TIMEOUT, O_RESULT_TTL, O_MAX_BODY,
+  O_MAX_UPLOAD, O_MAX_RESULT, O_MAX_ELEMENTS, O_MAX_JSON, O_SHUTDOWN,
+  O_CONN_TIMEOUT, O_PER_IP, O_ACCESS_LOG, O_LOG_LEVEL, O_MAX_XFER,
+  O_MAX_ATTEMPTS, O_MAX_MEMORY, O_SERVER_NAME, O_ALLOW_ORIGIN,
+  O_HEADER_TIMEOUT, O_MIN_BODY_RATE, O_MAX_CONNS, O__COUNT
+};
+
+static const option_def opts[O__COUNT] = {
+  [O_LISTEN] = {"listen", "TESSEL_LISTEN", "127.0.0.1", "address to bind (0.0.0.0 or :: for all)"},
+  [O_PORT] = {"port", "TESSEL_PORT", "8080", "TCP port (0 picks a free one)"},
+  [O_DATA_DIR] = {"data-dir", "TESSEL_DATA_DIR", "./data", "store, results and uploads"},
+  [O_THREADS] = {"threads", "TESSEL_THREADS", "0", "CPU worker threads (0: one per core)"},
+  [O_HTTP_THREADS] = {"http-threads", "TESSEL_HTTP_THREADS", "4", "HTTP worker threads"},
+  [O_TOKEN_FILE] = {"token-file", "TESSEL_TOKEN_FILE", "", "lines name:token; when set every /v1 route needs a bearer token"},
+  [O_WEB_DIR] = {"web-dir", "TESSEL_WEB_DIR", "", "dashboard files served at / (default: the source tree's web/)"},
+  [O_QUEUE_LIMIT] = {"queue-limit", "TESSEL_QUEUE_LIMIT", "10000", "queued jobs before 429"},
+  [O_JOB_TIMEOUT] = {"job-timeout", "TESSEL_JOB_TIMEOUT", "600", "default job timeout, seconds"},
+  [O_RESULT_TTL] = {"result-ttl", "TESSEL_RESULT_TTL", "604800", "seconds finished jobs (and unused arrays) are kept; 0 keeps them"},
+  [O_MAX_BODY] = {"max-body", "TESSEL_MAX_BODY", "16777216", "cap on JSON request bodies, bytes"},
+  [O_MAX_UPLOAD] = {"max-upload", "TESSEL_MAX_UPLOAD", "1073741824", "cap on array uploads, bytes"},
+  [O_MAX_RESULT] = {"max-result", "TESSEL_MAX_RESULT", "21474836480", "cap on one job's result, bytes (413 beyond)"},
+  [O_MAX_ELEMENTS] = {"max-elements", "TESSEL_MAX_ELEMENTS", "2000000000", "cap on the elements of any one array"},
+  [O_MAX_JSON] = {"max-json-result", "TESSEL_MAX_JSON_RESULT", "268435456", "results bigger than this are not given as JSON (406)"},
+  [O_SHUTDOWN] = {"shutdown-deadline", "TESSEL_SHUTDOWN_DEADLINE", "30", "seconds running jobs get to finish at shutdown"},
+  [O_CONN_TIMEOUT] = {"conn-timeout", "TESSEL_CONN_TIMEOUT", "60", "idle connection timeout, seconds"},
+  [O_PER_IP] = {"per-ip-limit", "TESSEL_PER_IP_LIMIT", "256", "connections one client address may hold; more get 503 + Retry-After"},
+  [O_HEADER_TIMEOUT] = {"header-timeout", "TESSEL_HEADER_TIMEOUT", "10", "seconds a new connection has to send its request's headers"},
+  [O_MIN_BODY_RATE] = {"min-body-rate", "TESSEL_MIN_BODY_RATE", "16384", "bytes/s a request body must average after 10 s (0: no minimum)"},
+  [O_MAX_CONNS] = {"max-connections", "TESSEL_MAX_CONNECTIONS", "4096", "connections at once from all clients"},
+  [O_ACCESS_LOG] = {"access-log", "TESSEL_ACCESS_LOG", "1", "1: log a line per request"},
+  [O_LOG_LEVEL] = {"log-level", "TESSEL_LOG_LEVEL", "info", "debug, info, warn or error"},
+  [O_MAX_XFER] = {"max-transfer-memory", "TESSEL_MAX_TRANSFER_MEMORY", "0", "bytes all uploads and downloads may hold at once (503 beyond); 0: half of RAM or of the cgroup limit"},
+  [O_MAX_ATTEMPTS] = {"max-attempts", "TESSEL_MAX_ATTEMPTS", "3", "starts of a job the process died in before it fails 'crashed'"},
+  [O_SERVER_NAME] = {"server-name", "TESSEL_SERVER_NAME", "", "comma-separated host names the server also answers to (Host header); on loopback only loopback names pass otherwise (421)"},
+  [O_ALLOW_ORIGIN] = {"allow-origin", "TESSEL_ALLOW_ORIGIN", "", "comma-separated origins (https://app.example) whose pages may call the API (CORS); others get 403 on POST/DELETE"},
+  [O_MAX_MEMORY] = {"max-memory", "TESSEL_MAX_MEMORY", "0", "memory budget of running jobs, bytes (0: 80% of the smaller of RAM and the cgroup limit)"},
+};
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: tesseld [options]\n"
+          "Tessel %s: array jobs and geodesic distance matrices over HTTP.\n\n"
+          "Each option may also be set by its environment variable; a flag "
+          "wins.\n\n",
+          TESSEL_VERSION);
+  for (int i = 0; i < O__COUNT; i++)
+    fprintf(f, "  --%-18s %-26s %s (default: %s)\n", opts[i].flag, opts[i].env,
+            opts[i].help, opts[i].def[0] ? opts[i].def : "none");
+  fprintf(f, "  --%-18s %-26s %s\n", "help", "", "this text");
+  fprintf(f, "  --%-18s %-26s %s\n", "version", "", "print the version");
+}
+
+static int get_i64(const char *const *val, int o, int64_t lo, int64_t hi,
+                   int64_t *out) {
+  if (t_parse_i64(val[o], out) || *out < lo || *out > hi) {
+    fprintf(stderr, "tesseld: --%s (%s) must be an integer from %lld to %lld, not '%s'\n",
+            opts[o].flag, opts[o].env, (long long)lo, (long long)hi, val[o]);
+    return -1;
+  }
+  return 0;
+}
+
+static void expire_old(store *st, int64_t ttl_s) {
+  if (ttl_s <= 0) return;
+  char **paths = NULL;
+  int n = 0;
+  terr e;
+  if (store_expire(st, t_wall_ms() - ttl_s * 1000, &paths, &n, &e)) {
+    log_warn("expiry failed: %s", e.message);
+    return;
+  }
+  for (int i = 0; i < n; i++) {
+    if (paths[i]) unlink(paths[i]);
+    free(paths[i]);
+  }
+  free(paths);
+  if (n) log_info("expired %d files older than %llds", n, (long long)ttl_s);
+}
+
+int main(int argc, char **argv) {
+  const char *val[O__COUNT];
+  for (int i = 0; i < O__COUNT; i++) {
+    const char *env = getenv(opts[i].env);
+    val[i] = env && *env ? env : opts[i].def;
+  }
+  struct option lopts[O__COUNT + 3];
+  for (int i = 0; i < O__COUNT; i++)
+    lopts[i] = (struct option){opts[i].flag, required_argument, NULL, i};
+  lopts[O__COUNT] = (struct option){"help", no_argument, NULL, 'h'};
+  lopts[O__COUNT + 1] = (struct option){"version", no_argument, NULL, 'V'};
+  lopts[O__COUNT + 2] = (struct option){0, 0, 0, 0};
+  int c;
+  while ((c = getopt_long(argc, argv, "hV", lopts, NULL)) != -1) {
+    if (c == 'h') {
+      usage(stdout);
+      return 0;
+    }
+    if (c == 'V') {
+      printf("tesseld %s\n", TESSEL_VERSION);
+      return 0;
+    }
+    if (c < 0 || c >= O__COUNT) {
+      usage(stderr);
+      return 2;
+    }
+    val[c] = optarg;
+  }
+  if (optind < argc) {
+    fprintf(stderr, "tesseld: unexpected argument '%s'\n", argv[optind]);
+    usage(stderr);
+    return 2;
+  }
+
+  int64_t port, threads, http_threads, queue_limit, job_timeout, ttl, max_body,
+      max_upload, max_result, max_elems, max_json, shutdown_s, conn_timeout,
+      per_ip, access_log, max_xfer, max_attempts, max_memory, header_timeout,
+      min_body_rate, max_conns;
+  if (get_i64(val, O_PORT, 0, 65535, &port) ||
+      get_i64(val, O_THREADS, 0, 1024, &threads) ||
+      get_i64(val, O_HTTP_THREADS, 1, 256, &http_threads) ||
+      get_i64(val, O_QUEUE_LIMIT, 1, 100000000, &queue_limit) ||
+      get_i64(val, O_JOB_TIMEOUT, 1, 86400 * 7, &job_timeout) ||
+      get_i64(val, O_RESULT_TTL, 0, INT64_MAX / 1000, &ttl) ||
+      get_i64(val, O_MAX_BODY, 1024, INT64_MAX, &max_body) ||
+      get_i64(val, O_MAX_UPLOAD, 1024, INT64_MAX, &max_upload) ||
+      get_i64(val, O_MAX_RESULT, 8, INT64_MAX, &max_result) ||
+      get_i64(val, O_MAX_ELEMENTS, 1, INT64_MAX / 8, &max_elems) ||
+      get_i64(val, O_MAX_JSON, 1024, INT64_MAX, &max_json) ||
+      get_i64(val, O_SHUTDOWN, 0, 86400, &shutdown_s) ||
+      get_i64(val, O_CONN_TIMEOUT, 1, 86400, &conn_timeout) ||
+      get_i64(val, O_PER_IP, 1, 1000000, &per_ip) ||
+      get_i64(val, O_ACCESS_LOG, 0, 1, &access_log) ||
+      get_i64(val, O_MAX_XFER, 0, INT64_MAX, &max_xfer) ||
+      get_i64(val, O_MAX_ATTEMPTS, 1, 1000, &max_attempts) ||
+      get_i64(val, O_MAX_MEMORY, 0, INT64_MAX, &max_memory) ||
+      get_i64(val, O_HEADER_TIMEOUT, 1, 3600, &header_timeout) ||
+      get_i64(val, O_MIN_BODY_RATE, 0, INT64_MAX, &min_body_rate) ||
+      get_i64(val, O_MAX_CONNS, 16, 1000000, &max_conns))
+    return 2;
+  xfer_budget_set(max_xfer);
+  const char *lvl = val[O_LOG_LEVEL];
+  if (strcmp(lvl, "debug") == 0) t_log_level = T_LOG_DEBUG;
+  else if (strcmp(lvl, "info") == 0) t_log_level = T_LOG_INFO;
+  else if (strcmp(lvl, "warn") == 0) t_log_level = T_LOG_WARN;
+  else if (strcmp(lvl, "error") == 0) t_log_level = T_LOG_ERROR;
+  else {
+    fprintf(stderr, "tesseld: --log-level must be debug, info, warn or error\n");
+    return 2;
+  }
+
+  /* Signals: blocked everywhere (threads inherit the mask), taken below. */
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  const char *data_dir = val[O_DATA_DIR];
+  char sub[4200];
+  for (int i = 0; i < 3; i++) {
+    static const char *const dirs[] = {"", "/arrays", "/results"};
+    snprintf(sub, sizeof sub, "%s%s", data_dir, dirs[i]);
+    if (t_mkdirs(sub) != 0) {
+      log_error("cannot create %s: %s", sub, strerror(errno));
+      return 1;
+    }
+  }
+  const char *web_dir = val[O_WEB_DIR];
+  char web_default[4200];
+  if (!web_dir[0]) {
+    struct stat sb;
+    snprintf(web_default, sizeof web_default, "%s/web", TESSEL_SOURCE_DIR);
+    web_dir = stat(web_default, &sb) == 0 ? web_default : NULL;
+  }
+  const char *token_file = val[O_TOKEN_FILE][0] ? val[O_TOKEN_FILE] : NULL;
+
+  int rc = 1;
+  terr e;
+  terr_clear(&e);
+  store *st = NULL;
+  sched *sc = NULL;
+  http_server *srv = NULL;
+  char calib[4200];
+  snprintf(calib, sizeof calib, "%s/calibration.json", data_dir);
+
+  if (store_open(data_dir, &st, &e)) {
+    log_error("store: %s", e.message);
+    goto out;
+  }
+  /* Compiled GPU kernels are cached under <data>/kernels across restarts. */
+  gpu_configure(&(gpu_config){.data_dir = data_dir});
+  gpu_init();
+  if (gpu_count() == 0) log_info("CUDA: %s", gpu_unavailable_reason());
+  sched_config scfg = {
+      .st = st,
+      .data_dir = data_dir,
+      .threads = (int)threads,
+      .queue_limit = (int)queue_limit,
+      .default_timeout_s = (double)job_timeout,
+      .max_result_bytes = max_result,
+      .max_job_mem_bytes = max_result * 2 + max_elems * 8,
+      .inline_result_max = 0, /* the scheduler's measured crossover (16 MiB) */
+      /* Results of up to 4 KiB of .npy (about 500 float64) stay in the job's
+       * row: a file of their own would cost more than the job. */
+      .row_result_max = 4096,
+      .calibration_path = calib,
+      .kind_lookup = kind_find,
+      .max_attempts = (int)max_attempts,
+      .max_memory_bytes = max_memory, /* 0: from the machine (sched/mem.c) */
+  };
+  if (sched_create(&scfg, &sc, &e)) {
+    log_error("scheduler: %s", e.message);
+    goto out;
+  }
+  http_config hcfg = {
+      .listen = val[O_LISTEN],
+      .port = (int)port,
+      .threads = (int)http_threads,
+      .max_body = max_body,
+      .max_upload = max_upload,
+      .conn_timeout_s = (int)conn_timeout,
+      .per_ip_limit = (int)per_ip,
+      .token_file = token_file,
+      .web_dir = web_dir,
+      .access_log = (int)access_log,
+      .header_timeout_s = (int)header_timeout,
+      .min_body_rate = min_body_rate,
+      .max_conns = max_conns,
+      .server_names = val[O_SERVER_NAME],
+      .allow_origins = val[O_ALLOW_ORIGIN],
+  };
+  if (http_server_create(&hcfg, &srv, &e)) {
+    log_error("http: %s", e.message);
+    goto out;
+  }
+  api_ctx actx = {
+      .srv = srv,
+      .st = st,
+      .sc = sc,
+      .data_dir = data_dir,
+      .max_elems = max_elems,
+      .max_json_result = max_json,
+      .default_timeout_s = (double)job_timeout,
+      .started_wall_ms = t_wall_ms(),
+  };
+  if (api_register(srv, &actx, &e) || sched_start(sc, &e) ||
+      http_server_start(srv, &e)) {
+    log_error("start: %s", e.message);
+    goto out;
+  }
+  if (!token_file && strcmp(val[O_LISTEN], "127.0.0.1") != 0 &&
+      strcmp(val[O_LISTEN], "::1") != 0 && strcmp(val[O_LISTEN], "localhost") != 0)
+    log_warn("listening on %s with no --token-file: anyone who can reach it can "
+             "submit jobs", val[O_LISTEN]);
+  sched_stats ss;
+  sched_get_stats(sc, &ss);
+  log_info("tesseld %s listening on %s:%d, data in %s, %d CPU workers, %d GPU(s)%s",
+           TESSEL_VERSION, val[O_LISTEN], http_port(srv), data_dir, ss.workers,
+           gpu_count(),
+           token_file ? ", tokens required" : "");
+  /* A line a script can wait for, also when port 0 picked the port. */
+  printf("tesseld: listening on http://%s:%d/\n", val[O_LISTEN], http_port(srv));
+  fflush(stdout);
+
+  /* Expiry runs at start and then every ttl/2 (between 1 s and 60 s). */
+  double expiry_every_ms = ttl > 0 ? (double)ttl * 500.0 : 60e3;
+  if (expiry_every_ms < 1e3) expiry_every_ms = 1e3;
+  if (expiry_every_ms > 60e3) expiry_every_ms = 60e3;
+  expire_old(st, ttl);
+  double next_expiry = t_now_ms() + expiry_every_ms;
+  for (;;) {
+    struct timespec ts = {1, 0};
+    int sig = sigtimedwait(&sigs, NULL, &ts);
+    if (sig == SIGINT || sig == SIGTERM) {
+      log_info("signal %d: shutting down (jobs get up to %llds)", sig,
+               (long long)shutdown_s);
+      break;
+    }
+    if (t_now_ms() >= next_expiry) {
+      expire_old(st, ttl);
+      next_expiry = t_now_ms() + expiry_every_ms;
+    }
+  }
+  rc = 0;
+  http_server_quiesce(srv);
+  sched_shutdown(sc, (double)shutdown_s);
+
+out:
+  http_server_destroy(srv);
+  sched_destroy(sc);
+  gpu_shutdown();
+  store_close(st);
+  if (rc) log_error("tesseld stopped after an error");
+  else log_info("tesseld stopped");
+  return rc;
+}

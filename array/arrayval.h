@@ -1,0 +1,69 @@
+/* arrayval.h — the four array value forms of API.md, checked and resolved.
+ *
+ *   3.5 | [[1,2],[3,4]]                            inline JSON
+ *   {"array": "a_..."}                             an uploaded array
+ *   {"range": {"start": 0, "stop": 10, "step": 1}} numpy.arange (float64)
+ *   {"random": {"shape": [n], "dist": "uniform"|"normal", "low": 0,
+ *               "high": 1, "mean": 0, "std": 1, "seed": 42}}
+ *
+ * Two steps, because a job is checked when it is submitted and run later
+ * (possibly after a restart, from the stored params):
+ *   arrayval_check    at submit: the form is valid, the shape is known,
+ *                     the referenced array exists and belongs to the owner;
+ *                     nothing big is built.
+ *   arrayval_resolve  at run time: builds (or maps) the data.
+ * Random values come from a counter-based generator, so element i is the
+ * same whatever the thread count or backend, and the GPU can generate the
+ * same values. Exactly (all arithmetic mod 2^64, G = 0x9E3779B97F4A7C15,
+ * mix = SplitMix64's output function):
+ *   key  = mix(seed + G)                      (SplitMix64's first output)
+ *   u(i) = (mix(key + (i + 1) * G) >> 11) * 2^-53          in [0, 1)
+ *   uniform: low + (high - low) * u(i)
+ *   normal:  Box-Muller over the pair p = i & ~1: r = sqrt(-2 ln(1 - u(p))),
+ *            t = 2 pi u(p + 1); even i -> mean + std r cos t,
+ *            odd i -> mean + std r sin t.
+ * Defaults: dist "uniform", low 0, high 1, mean 0, std 1, seed 0.
+ */
+#ifndef TESSEL_ARRAY_ARRAYVAL_H
+#define TESSEL_ARRAY_ARRAYVAL_H
+
+#include <jansson.h>
+
+#include "array/tarray.h"
+
+/* Where uploaded arrays come from: the API fills this with store lookups
+ * that also check ownership (an array of another owner is "not found"). */
+typedef struct tenv {
+  void *ud;
+  const char *owner; /* token name, or "" when the service is open */
+  /* Shape and dtype of array `id`: 0, or T_ENOTFOUND. */
+  int (*array_meta)(void *ud, const char *owner, const char *id, tdtype *dt,
+                    int *ndim, int64_t *shape, terr *e);
+  /* The array's data (mapped read-only from its file). Caller frees. */
+  int (*array_load)(void *ud, const char *owner, const char *id, tarray **out,
+                    terr *e);
+  int64_t max_elems; /* cap on any one input's element count */
+} tenv;
+
+typedef enum { AV_INLINE, AV_ARRAY, AV_RANGE, AV_RANDOM } arrayval_form;
+
+typedef struct arrayval_info {
+  arrayval_form form;
+  tdtype dtype; /* the source dtype (uploads keep theirs; others float64) */
+  int ndim;
+  int64_t shape[T_MAXDIM];
+  int64_t size;
+} arrayval_info;
+
+/* Check value `v` found at `field` (e.g. "params.inputs.x"). */
+int arrayval_check(const tenv *env, const json_t *v, const char *field,
+                   arrayval_info *info, terr *e);
+/* Build the array, converted to `dt`. Caller owns *out. */
+int arrayval_resolve(const tenv *env, const json_t *v, const char *field,
+                     tdtype dt, tarray **out, terr *e);
+
+/* The generator behind {"random"}: element i of the stream `seed`. */
+double arrayval_uniform(uint64_t seed, uint64_t i, double low, double high);
+double arrayval_normal(uint64_t seed, uint64_t i, double mean, double std);
+
+#endif

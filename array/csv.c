@@ -1,0 +1,325 @@
+/* csv.c — numbers-only CSV in and out.
+ *
+ * Reading: the buffer is walked once, line by line, cell by cell (','),
+ * without copying lines. A UTF-8 byte-order mark at the start (Excel's
+ * "CSV UTF-8") is skipped. Lines end at "\n", "\r\n" or a lone "\r" (old
+ * Mac and some exporters), so no ending hides rows. Each cell is trimmed of
+ * spaces and tabs; a cell wrapped in double quotes ("1.5", as Python's csv
+ * module writes with QUOTE_ALL) is unwrapped; what remains must be a plain
+ * decimal number (sign, digits, '.', exponent) or, when allowed, nan / inf
+ * / infinity; hex floats, other separators (';', tabs inside a cell) and
+ * anything else are refused with "row R, column C" (1-based, counted in the
+ * file, the header line included) and position = the cell's byte offset.
+ *
+ * The first line is a header only when none of its cells is a number (at
+ * least one is non-empty) and more lines follow: "x,y" over numbers is a
+ * header, "1,2" is data, and a single line that is not numbers ("1;2", "0x10",
+ * ".") is an error naming it, never an empty array. A header's cell count
+ * (quotes respected) must match the data. Blank lines at the end are
+ * ignored; elsewhere they are an error. So a non-empty body either gives
+ * every value it holds or a 400 naming the row: never fewer values, never
+ * shape [0]. Every error's field is "body".
+ *
+ * Values go to a growing buffer whose size never passes max_elems
+ * (T_ETOOLARGE beyond), then into a float64 tarray: one column or one row
+ * gives 1-D, else 2-D [rows, cols].
+ *
+ * Writing: %.17g (float64) / %.9g (float32), so that values read back
+ * exactly; nan and inf are written as nan, inf, -inf.
+ *
+ * Ownership: *out is the caller's. No shared state; any thread.
+ */
+#include "array/tarray.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/util.h"
+
+#define CSV_CELL_MAX 256 /* longest number text accepted in one cell */
+
+typedef struct csv_state {
+  const char *buf;
+  size_t len;
+  int64_t max_elems;
+  int allow_nonfinite;
+  double *vals;
+  int64_t nvals, cap;
+  terr *e;
+} csv_state;
+
+static int is_blank(char c) { return c == ' ' || c == '\t'; }
+
+/* Case-insensitive equality of s[0..n) and a lowercase word. */
+static int word_eq(const char *s, size_t n, const char *w) {
+  if (strlen(w) != n) return 0;
+  for (size_t i = 0; i < n; i++)
+    if ((s[i] | 32) != w[i]) return 0;
+  return 1;
+}
+
+/* 1 when s[0..n) is a decimal number: [+-]digits[.digits][(e|E)[+-]digits]
+ * with at least one digit in the mantissa; 2 when it is nan/inf/infinity. */
+static int num_syntax(const char *s, size_t n) {
+  size_t i = 0;
+  if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+  if (word_eq(s + i, n - i, "nan") || word_eq(s + i, n - i, "inf") ||
+      word_eq(s + i, n - i, "infinity"))
+    return 2;
+  size_t digits = 0;
+  while (i < n && s[i] >= '0' && s[i] <= '9') i++, digits++;
+  if (i < n && s[i] == '.') {
+    i++;
+    while (i < n && s[i] >= '0' && s[i] <= '9') i++, digits++;
+  }
+  if (!digits) return 0;
+  if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+    i++;
+    if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+    size_t ed = 0;
+    while (i < n && s[i] >= '0' && s[i] <= '9') i++, ed++;
+    if (!ed) return 0;
+  }
+  return i == n;
+}
+
+static int push(csv_state *st, double v, int64_t row, int64_t col,
+                size_t at) {
+  if (st->nvals == st->cap) {
+    if (st->nvals >= st->max_elems)
+      return terr_set(st->e, T_ETOOLARGE, "body", (int64_t)at,
+                      "row %lld, column %lld: more than %lld values",
+                      (long long)row, (long long)col,
+                      (long long)st->max_elems);
+    int64_t nc = st->cap ? st->cap * 2 : 1024;
+    if (nc > st->max_elems) nc = st->max_elems;
+    double *nv = realloc(st->vals, (size_t)nc * sizeof *nv);
+    if (!nv) return terr_set(st->e, T_ENOMEM, "body", -1, "csv: out of memory");
+    st->vals = nv;
+    st->cap = nc;
+  }
+  st->vals[st->nvals++] = v;
+  return 0;
+}
+
+/* Parse the trimmed cell s[0..n) at byte offset `at`. */
+static int cell_value(csv_state *st, const char *s, size_t n, int64_t row,
+                      int64_t col, size_t at, double *v) {
+  if (n == 0)
+    return terr_set(st->e, T_EINVAL, "body", (int64_t)at,
+                    "row %lld, column %lld: empty cell", (long long)row,
+                    (long long)col);
+  if (n >= 2 && s[0] == '"' && s[n - 1] == '"') { /* "1.5": unwrap */
+    s++;
+    n -= 2;
+    while (n && is_blank(*s)) s++, n--;
+    while (n && is_blank(s[n - 1])) n--;
+    if (n == 0)
+      return terr_set(st->e, T_EINVAL, "body", (int64_t)at,
+                      "row %lld, column %lld: empty cell", (long long)row,
+                      (long long)col);
+  }
+  int kind = n < CSV_CELL_MAX ? num_syntax(s, n) : 0;
+  if (!kind)
+    return terr_set(st->e, T_EINVAL, "body", (int64_t)at,
+                    "row %lld, column %lld: '%.*s' is not a number",
+                    (long long)row, (long long)col, (int)(n > 40 ? 40 : n), s);
+  if (kind == 2 && !st->allow_nonfinite)
+    return terr_set(st->e, T_EINVAL, "body", (int64_t)at,
+                    "row %lld, column %lld: NaN/Inf not allowed",
+                    (long long)row, (long long)col);
+  char tmp[CSV_CELL_MAX];
+  memcpy(tmp, s, n);
+  tmp[n] = 0;
+  if (t_parse_f64(tmp, v) != 0)
+    return terr_set(st->e, T_EINVAL, "body", (int64_t)at,
+                    "row %lld, column %lld: '%s' is out of range",
+                    (long long)row, (long long)col, tmp);
+  return 0;
+}
+
+/* Where the line starting at pos ends (*lend, its content's end) and the
+ * next begins (*next): "\n", "\r\n" and a lone "\r" all end a line. */
+static void line_bounds(const char *buf, size_t pos, size_t stop, size_t *lend,
+                        size_t *next) {
+  size_t q = pos;
+  while (q < stop && buf[q] != '\n' && buf[q] != '\r') q++;
+  *lend = q;
+  if (q >= stop) *next = stop;
+  else if (buf[q] == '\r' && q + 1 < stop && buf[q + 1] == '\n') *next = q + 2;
+  else *next = q + 1;
+}
+
+/* Is [p, end) a header line: no cell a number (quotes unwrapped), at least
+ * one non-empty? Counts cells (respecting double quotes) into *ncells. */
+static int line_is_header(const char *p, const char *end, int64_t *ncells) {
+  int numeric = 0, text = 0, inq = 0;
+  int64_t cells = 0;
+  const char *c0 = p;
+  for (const char *q = p;; q++) {
+    if (q < end && *q == '"') inq = !inq;
+    if (q == end || (*q == ',' && !inq)) {
+      const char *a = c0, *b = q;
+      while (a < b && is_blank(*a)) a++;
+      while (b > a && is_blank(b[-1])) b--;
+      if (b - a >= 2 && *a == '"' && b[-1] == '"') a++, b--;
+      if (b > a) {
+        if (num_syntax(a, (size_t)(b - a))) numeric = 1;
+        else text = 1;
+      }
+      cells++;
+      c0 = q + 1;
+      if (q == end) break;
+    }
+  }
+  *ncells = cells;
+  return text && !numeric;
+}
+
+int csv_parse(const char *buf, size_t len, int64_t max_elems,
+              int allow_nonfinite, tarray **out, terr *e) {
+  *out = NULL;
+  csv_state st = {.buf = buf, .len = len, .max_elems = max_elems,
+                  .allow_nonfinite = allow_nonfinite, .e = e};
+  int rc = 0;
+  int64_t rows = 0, cols = -1, header_cells = -1, line_no = 0;
+  size_t pos = 0;
+  if (len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0) pos = 3; /* BOM */
+  /* Blank lines at the very end are dropped: find where content ends. */
+  size_t stop = len;
+  while (stop > pos && (buf[stop - 1] == '\n' || buf[stop - 1] == '\r' ||
+                        is_blank(buf[stop - 1])))
+    stop--;
+  if (stop == pos) {
+    rc = terr_set(e, T_EINVAL, "body", 0, "no values (an empty CSV)");
+    goto fail;
+  }
+  while (pos < stop) {
+    size_t lend, next;
+    line_bounds(buf, pos, stop, &lend, &next);
+    line_no++;
+    if (line_no == 1 && line_is_header(buf + pos, buf + lend, &header_cells)) {
+      if (next >= stop) {
+        rc = terr_set(e, T_EINVAL, "body", (int64_t)pos,
+                      "row 1: a header line and no data rows");
+        goto fail;
+      }
+      pos = next;
+      continue;
+    }
+    int64_t col = 0;
+    size_t c0 = pos;
+    int inq = 0;
+    if (lend == pos) {
+      rc = terr_set(e, T_EINVAL, "body", (int64_t)pos, "row %lld: empty line",
+                    (long long)line_no);
+      goto fail;
+    }
+    for (size_t q = pos;; q++) {
+      if (q < lend && buf[q] == '"') inq = !inq;
+      if (q == lend || (buf[q] == ',' && !inq)) {
+        size_t a = c0, b = q;
+        while (a < b && is_blank(buf[a])) a++;
+        while (b > a && is_blank(buf[b - 1])) b--;
+        double v;
+        col++;
+        if ((rc = cell_value(&st, buf + a, b - a, line_no, col, a, &v)))
+          goto fail;
+        if ((rc = push(&st, v, line_no, col, a))) goto fail;
+        c0 = q + 1;
+        if (q == lend) break;
+      }
+    }
+    if (cols < 0) {
+      cols = col;
+      if (header_cells >= 0 && header_cells != cols) {
+        rc = terr_set(e, T_EINVAL, "body", (int64_t)pos,
+                      "row %lld: %lld columns, but the header has %lld",
+                      (long long)line_no, (long long)col,
+                      (long long)header_cells);
+        goto fail;
+      }
+    } else if (col != cols) {
+      rc = terr_set(e, T_EINVAL, "body", (int64_t)pos,
+                    "row %lld: %lld columns, expected %lld", (long long)line_no,
+                    (long long)col, (long long)cols);
+      goto fail;
+    }
+    rows++;
+    pos = next;
+  }
+  int64_t shape[2];
+  int ndim;
+  if (cols == 1 || rows == 1) {
+    ndim = 1;
+    shape[0] = st.nvals;
+  } else {
+    ndim = 2;
+    shape[0] = rows;
+    shape[1] = cols;
+  }
+  tarray *a = tarray_new(T_F64, ndim, shape);
+  if (!a) {
+    rc = terr_set(e, T_ENOMEM, "body", -1, "csv: out of memory");
+    goto fail;
+  }
+  if (st.nvals) memcpy(a->data, st.vals, (size_t)st.nvals * sizeof(double));
+  free(st.vals);
+  *out = a;
+  return 0;
+fail:
+  free(st.vals);
+  return rc;
+}
+
+/* ---- writer -------------------------------------------------------------- */
+
+/* Buffered output: one fwrite per 64 KiB instead of a locked call per
+ * number. */
+typedef struct obuf {
+  FILE *f;
+  size_t n;
+  int err;
+  char b[65536];
+} obuf;
+
+static void ob_flush(obuf *o) {
+  if (o->n && fwrite(o->b, 1, o->n, o->f) != o->n) o->err = 1;
+  o->n = 0;
+}
+
+static void ob_num(obuf *o, double v, int digits, char sep) {
+  if (sizeof o->b - o->n < 40) ob_flush(o);
+  int k = snprintf(o->b + o->n, 40, "%.*g", digits, v);
+  o->n += (size_t)k;
+  o->b[o->n++] = sep;
+}
+
+int csv_write(FILE *f, const tarray *a, terr *e) {
+  if (a->ndim != 1 && a->ndim != 2)
+    return terr_set(e, T_ENOTACCEPT, "", -1,
+                    "csv holds 1-D or 2-D arrays; this one has %d dimensions",
+                    a->ndim);
+  obuf *o = malloc(sizeof *o);
+  if (!o) return terr_set(e, T_ENOMEM, "", -1, "csv: out of memory");
+  o->f = f;
+  o->n = 0;
+  o->err = 0;
+  int digits = a->dtype == T_F32 ? 9 : 17;
+  int64_t cols = a->ndim == 2 ? a->shape[1] : 1;
+  int64_t rows = cols ? a->shape[0] : 0; /* [r, 0] writes nothing */
+  for (int64_t r = 0; r < rows; r++) {
+    for (int64_t c = 0; c < cols; c++)
+      ob_num(o, tarray_get(a, r * cols + c), digits,
+             c + 1 == cols ? '\n' : ',');
+  }
+  ob_flush(o);
+  int err = o->err || ferror(f);
+  free(o);
+  if (err)
+    return terr_set(e, T_EIO, "", -1, "csv: write failed: %s",
+                    strerror(errno));
+  return 0;
+}

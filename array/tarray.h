@@ -1,0 +1,151 @@
+/* tarray.h — the n-dimensional array every job reads and writes.
+ *
+ * A tarray is a dense, C-ordered (row-major) float64 or float32 array of up
+ * to T_MAXDIM dimensions. Its data is either heap memory owned by the array
+ * or a read/write mapping of a .npy file (see tarray_map_npy): either way
+ * tarray_free releases it. A 0-d array (ndim 0) is a scalar of size 1.
+ *
+ * Readers and writers for the three wire forms live beside it:
+ *   npy.c   NumPy format 1.0/2.0/3.0 read (strict), 1.0 write
+ *   csv.c   numbers-only CSV, optional header line, 1-D or 2-D
+ *   jarray.c nested JSON arrays (rectangular), both ways
+ * All readers take a caller-owned buffer and a byte cap and fail with
+ * T_EINVAL naming the position (byte offset, or element index for JSON).
+ */
+#ifndef TESSEL_ARRAY_TARRAY_H
+#define TESSEL_ARRAY_TARRAY_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "util/err.h"
+
+#define T_MAXDIM 8
+
+typedef enum { T_F64 = 0, T_F32 = 1 } tdtype;
+
+typedef struct tarray {
+  tdtype dtype;
+  int ndim;
+  int64_t shape[T_MAXDIM];
+  int64_t size;  /* product of shape; 1 for ndim 0 */
+  void *data;    /* size * tdtype_size(dtype) bytes, C order */
+  /* private: how data is held */
+  void *map_base;    /* non-NULL when data lies in a file mapping */
+  size_t map_len;
+} tarray;
+
+size_t tdtype_size(tdtype dt);               /* 8 or 4 */
+const char *tdtype_name(tdtype dt);          /* "float64" / "float32" */
+/* "float64" | "float32" -> dt; -1 when unknown. */
+int tdtype_parse(const char *name, tdtype *dt);
+
+/* Shapes and overflow. NumPy refuses a shape when its dimensions, zeros
+ * left out, multiplied by the item size overflow intp ("array is too big":
+ * np.empty((0, 2**62)) raises, although it would hold nothing). Tessel holds
+ * every array as float64 somewhere (conversions, results), so it refuses a
+ * shape whose non-zero dimensions multiply to more than T_EXTENT_MAX =
+ * INT64_MAX / 8 = 2^60 - 1 whatever its dtype. Every product of dimensions anywhere
+ * (element counts, byte counts, the sizes along and around a reduction
+ * axis, broadcast shapes) is then a product of a subset of a checked
+ * shape's dimensions, so it is at most the extent (or 0) and cannot
+ * overflow, and bytes = elements * 8 cannot either. */
+#define T_EXTENT_MAX (INT64_MAX / 8)
+/* Product of the non-zero dimensions; -1 when a dimension is negative, ndim
+ * is out of range, or the product is over T_EXTENT_MAX. */
+int64_t tshape_extent(int ndim, const int64_t *shape);
+/* Element count of a shape; -1 when tshape_extent refuses the shape or the
+ * count exceeds `max_elems` (pass INT64_MAX for no cap). */
+int64_t tshape_size(int ndim, const int64_t *shape, int64_t max_elems);
+/* "[100, 10000]" into buf. Returns buf. */
+char *tshape_str(int ndim, const int64_t *shape, char *buf, size_t len);
+
+/* New array with uninitialised data (heap). NULL on overflow / no memory.
+ * The caller owns the result: tarray_free it. */
+tarray *tarray_new(tdtype dt, int ndim, const int64_t *shape);
+/* Same, zero-filled. */
+tarray *tarray_zeros(tdtype dt, int ndim, const int64_t *shape);
+/* Deep copy; NULL on no memory. */
+tarray *tarray_clone(const tarray *a);
+/* Copy converted to another dtype (float32 <-> float64). */
+tarray *tarray_convert(const tarray *a, tdtype dt);
+/* Free data (unmapping when mapped) and the struct. NULL is a no-op. */
+void tarray_free(tarray *a);
+
+/* Element i (flat, C order) as double, whatever the dtype. */
+static inline double tarray_get(const tarray *a, int64_t i) {
+  return a->dtype == T_F64 ? ((const double *)a->data)[i]
+                           : (double)((const float *)a->data)[i];
+}
+static inline void tarray_set(tarray *a, int64_t i, double v) {
+  if (a->dtype == T_F64)
+    ((double *)a->data)[i] = v;
+  else
+    ((float *)a->data)[i] = (float)v;
+}
+
+/* ---- .npy -------------------------------------------------------------- */
+/* Parse a whole .npy file held in memory. Strict: magic, version 1.0-3.0,
+ * header <= 10,000 bytes, a dict with exactly descr/fortran_order/shape,
+ * descr one of '<f8' '<f4' '<i8' '<i4' '<i2' '<i1' '<u1' ... '|u1' '|i1'
+ * '<u2' '<u4' '<u8' '|b1' (integers and bools are converted to float64;
+ * '>' big-endian and object/str/complex dtypes are refused), C order (a
+ * fortran_order True array is refused), data length exactly
+ * size * itemsize. Element count capped by max_elems (T_ETOOLARGE beyond).
+ * On success *out is a new heap array (float32 stays float32). */
+int npy_parse(const void *buf, size_t len, int64_t max_elems, tarray **out,
+              terr *e);
+/* A float64/float32 .npy in memory as a borrowed view (no copy; *view's
+ * data points into buf, which must outlive it; never tarray_free it): 1
+ * when buf passes npy_parse's checks and holds '<f8'/'<f4' data aligned for
+ * its type, else 0 (use npy_parse: it converts or explains). */
+int npy_view(const void *buf, size_t len, int64_t max_elems, tarray *view);
+/* Write the NumPy 1.0 header for (dtype, ndim, shape) into hdr (at least
+ * NPY_HEADER_MAX bytes); returns its length, a multiple of 64. */
+#define NPY_HEADER_MAX 256
+size_t npy_header(tdtype dt, int ndim, const int64_t *shape, char *hdr);
+/* Whole .npy file to a FILE / to a new heap buffer (caller frees). */
+int npy_write(FILE *f, const tarray *a, terr *e);
+int npy_to_buffer(const tarray *a, char **buf, size_t *len, terr *e);
+/* Create `path` as a .npy of this dtype/shape, sized and mapped read/write:
+ * the returned array's data is the file's data section, so writing into it
+ * fills the file with no second copy. The file is complete once the array
+ * is tarray_free'd (which msyncs nothing; the page cache writes back). */
+int tarray_create_npy(const char *path, tdtype dt, int ndim,
+                      const int64_t *shape, tarray **out, terr *e);
+/* Map an existing .npy file read-only (private mapping; writes are not
+ * carried to the file). Header checks as npy_parse; integer dtypes are
+ * refused here (Tessel only writes float32/float64 files). */
+int tarray_map_npy(const char *path, tarray **out, terr *e);
+
+/* ---- CSV --------------------------------------------------------------- */
+/* Numbers only, comma separated, '\n' or "\r\n" line ends, an optional
+ * header line (detected: the first line has a non-numeric cell), rows of
+ * equal length. One column or one row gives 1-D; otherwise 2-D [rows, cols].
+ * NaN/Inf cells are refused unless allow_nonfinite. Errors name "row R,
+ * column C" with position = byte offset. Result float64. */
+int csv_parse(const char *buf, size_t len, int64_t max_elems,
+              int allow_nonfinite, tarray **out, terr *e);
+/* 1-D: one value per line; 2-D: rows. 17 significant digits (%.17g) for
+ * float64, 9 for float32. Other ndim: T_ENOTACCEPT. */
+int csv_write(FILE *f, const tarray *a, terr *e);
+
+/* ---- JSON -------------------------------------------------------------- */
+/* A JSON number (0-d) or nested arrays of numbers, rectangular, depth <=
+ * T_MAXDIM. Booleans, strings, nulls and ragged nesting are refused with
+ * the flat element index or the path in the message ("ragged at [3]").
+ * `field` names where the value sits ("params.inputs.x"). */
+int jarray_parse(const json_t *v, tdtype dt, int64_t max_elems,
+                 const char *field, tarray **out, terr *e);
+/* Shape only, without building the array (validation at submit time). */
+int jarray_shape(const json_t *v, int64_t max_elems, const char *field,
+                 int *ndim, int64_t *shape, terr *e);
+/* Nested arrays (numbers; NaN/Inf become null). New reference. */
+json_t *jarray_to_json(const tarray *a);
+/* Stream the same JSON text to a FILE without building a json_t (for big
+ * results). %.17g / %.9g. */
+int jarray_write(FILE *f, const tarray *a, terr *e);
+
+#endif

@@ -1,0 +1,28 @@
+/* gpu_none.c — the GPU facade in a build without CUDA: no devices, and the
+ * reason says so. Compiled in every build; empty when CUDA is built (the
+ * real functions live in the .cu files of gpu/). */
+#include "gpu/gpu.h"
+
+#if !TESSEL_HAVE_CUDA
+
+int gpu_init(void) { return 0; }
+void gpu_shutdown(void) {}
+int gpu_count(void) { return 0; }
+const char *gpu_unavailable_reason(void) {
+  return "CUDA support not built (no CUDA Toolkit at build time)";
+}
+json_t *gpu_devices_json(void) {
+  return json_pack("{s:b, s:s, s:[]}", "available", 0, "reason",
+                   gpu_unavailable_reason(), "devices");
+}
+int gpu_healthy(int dev) { return 0; }
+void gpu_note_result(int dev, int rc) {}
+void gpu_lock(int dev) {}
+void gpu_unlock(int dev) {}
+void gpu_configure(const gpu_config *cfg) {}
+void gpu_resident_drop(const char *id) {}
+int gpu_measure_rates(int dev, gpu_rates *r, terr *e) {
+  return terr_set(e, T_EUNAVAIL, "backend", -1, "%s", gpu_unavailable_reason());
+}
+
+#endif

@@ -1,0 +1,258 @@
+/* conns.c — every open connection, its deadline, and its address's share.
+ *
+ * libmicrohttpd 0.9.75 has one timeout, an idle one that every received
+ * byte resets, and a per-address connection limit that closes what is over
+ * it without a word. So a client trickling one header byte every few
+ * seconds holds a connection forever, a few hundred of them starve
+ * everyone behind the same address (a proxy, Docker's userland proxy),
+ * and a burst of short requests is partly reset. This file replaces both:
+ *
+ *  - Deadlines. A connection's first request must have sent its whole
+ *    header block within header_timeout of the connect; a later request on
+ *    a kept-alive connection within conn_timeout (the idle timeout) of the
+ *    previous request's end. While a body is read it must arrive at
+ *    min_body_rate bytes/s on average once body_grace has passed. Once the
+ *    request is handled (answered, suspended for ?wait, streaming its
+ *    answer) no deadline applies: MHD's idle timeout does.
+ *  - A reaper thread looks every 250 ms and calls shutdown(fd, SHUT_RDWR)
+ *    on a connection past its deadline: MHD then sees EOF and closes it as
+ *    it closes any other. This is safe because MHD calls the CLOSED
+ *    notification (which removes the entry under `mu`) before it closes
+ *    the socket, on every path (read in MHD 0.9.75's connection close,
+ *    cleanup and thread-exit code): the reaper, holding `mu`, only ever
+ *    sees open descriptors.
+ *    Before the shutdown the reaper writes a 408 (JSON) on the socket, which
+ *    MHD has written nothing on yet in those two phases, so the client
+ *    learns why.
+ *  - Shares. MHD's per-address limit is not used. When a request's headers
+ *    are complete, it is answered 503 with Retry-After (and closed), never
+ *    dropped, if its address already has per_ip_limit requests in
+ *    progress (body being read, or being handled), or holds half of
+ *    max_conns connections in any phase. The whole server takes up to
+ *    max_conns connections (MHD's CONNECTION_LIMIT, RLIMIT_NOFILE raised to
+ *    fit), so one address can never take every slot: the rest stay for
+ *    other clients; connections still sending headers count there too and
+ *    are bounded by the header deadline.
+ *
+ * Threads: notify runs on MHD's threads (STARTED on the one that accepts,
+ * CLOSED on the owner); conns_begin/body/handled/end on the connection's
+ * worker; the reaper on its own thread. All state is under s->conns.mu;
+ * entries are freed only by the CLOSED notification.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "http/http_int.h"
+
+enum { PH_HEADERS, PH_BODY, PH_HANDLED };
+
+/* The 408 the reaper writes before it cuts a connection (made once). */
+static const char timeout_body[] =
+    "{\"error\":{\"code\":\"deadline_exceeded\",\"message\":\"the request was "
+    "not received in time (--header-timeout, --min-body-rate)\"}}";
+static char timeout_msg[512];
+static size_t timeout_len;
+
+struct conn_ent {
+  conn_ent *next, *prev;
+  int fd;
+  char ip[INET6_ADDRSTRLEN];
+  int phase;
+  double deadline_ms; /* PH_HEADERS: the header block's deadline */
+  double body_t0;     /* PH_BODY: when the body began */
+  uint64_t body_bytes;
+  int cut;            /* the reaper shut it down */
+};
+
+static void addr_text(const struct sockaddr *sa, char *out, size_t cap) {
+  out[0] = 0;
+  if (!sa) return;
+  if (sa->sa_family == AF_INET)
+    inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)cap);
+  else if (sa->sa_family == AF_INET6)
+    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out,
+              (socklen_t)cap);
+}
+
+void conns_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                  enum MHD_ConnectionNotificationCode toe) {
+  http_server *s = cls;
+  conn_table *t = &s->conns;
+  if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+    conn_ent *e = calloc(1, sizeof *e);
+    *socket_context = e;
+    if (!e) return; /* untracked: MHD's idle timeout still applies */
+    const union MHD_ConnectionInfo *fi =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ai =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    e->fd = fi ? fi->connect_fd : -1;
+    addr_text(ai ? ai->client_addr : NULL, e->ip, sizeof e->ip);
+    e->phase = PH_HEADERS;
+    e->deadline_ms = t_now_ms() + 1000.0 * t->header_timeout_s;
+    pthread_mutex_lock(&t->mu);
+    e->next = t->head;
+    if (t->head) t->head->prev = e;
+    t->head = e;
+    t->n++;
+    pthread_mutex_unlock(&t->mu);
+  } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+    conn_ent *e = *socket_context;
+    *socket_context = NULL;
+    if (!e) return;
+    pthread_mutex_lock(&t->mu);
+    if (e->prev) e->prev->next = e->next;
+    else t->head = e->next;
+    if (e->next) e->next->prev = e->prev;
+    t->n--;
+    pthread_mutex_unlock(&t->mu);
+    free(e);
+  }
+}
+
+static conn_ent *ent_of(struct MHD_Connection *c) {
+  const union MHD_ConnectionInfo *i =
+      MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return i ? (conn_ent *)i->socket_context : NULL;
+}
+
+int conns_begin(http_server *s, struct MHD_Connection *c, int has_body,
+                terr *err) {
+  conn_table *t = &s->conns;
+  conn_ent *e = ent_of(c);
+  if (!e) return T_OK;
+  int64_t busy = 0, all = 0;
+  pthread_mutex_lock(&t->mu);
+  for (conn_ent *p = t->head; p; p = p->next) {
+    if (p == e || strcmp(p->ip, e->ip) != 0) continue;
+    all++;
+    if (p->phase != PH_HEADERS) busy++;
+  }
+  e->phase = has_body ? PH_BODY : PH_HANDLED;
+  e->body_t0 = t_now_ms();
+  e->body_bytes = 0;
+  pthread_mutex_unlock(&t->mu);
+  if (t->per_ip_limit > 0 && busy >= t->per_ip_limit)
+    return terr_set(err, T_EUNAVAIL, "", -1,
+                    "%lld requests from %s are in progress, the most one "
+                    "address may have (--per-ip-limit): retry later",
+                    (long long)busy, e->ip);
+  if (all >= t->max_conns / 2)
+    return terr_set(err, T_EUNAVAIL, "", -1,
+                    "%s holds %lld connections, half of what the server "
+                    "takes (--max-connections): retry later",
+                    e->ip, (long long)all);
+  return T_OK;
+}
+
+void conns_body(struct MHD_Connection *c, size_t n) {
+  conn_ent *e = ent_of(c);
+  if (e) __atomic_add_fetch(&e->body_bytes, (uint64_t)n, __ATOMIC_RELAXED);
+}
+
+void conns_handled(http_server *s, struct MHD_Connection *c) {
+  conn_ent *e = ent_of(c);
+  if (!e) return;
+  pthread_mutex_lock(&s->conns.mu);
+  e->phase = PH_HANDLED;
+  pthread_mutex_unlock(&s->conns.mu);
+}
+
+void conns_end(http_server *s, struct MHD_Connection *c) {
+  conn_ent *e = c ? ent_of(c) : NULL;
+  if (!e) return;
+  pthread_mutex_lock(&s->conns.mu);
+  e->phase = PH_HEADERS; /* the next request on a kept-alive connection */
+  e->deadline_ms = t_now_ms() + 1000.0 * s->cfg.conn_timeout_s;
+  pthread_mutex_unlock(&s->conns.mu);
+}
+
+/* Is e past its deadline at `now`? Under mu. */
+static int overdue(const conn_table *t, const conn_ent *e, double now) {
+  if (e->phase == PH_HEADERS) return now > e->deadline_ms;
+  if (e->phase != PH_BODY || t->min_body_rate <= 0) return 0;
+  double secs = (now - e->body_t0) / 1000.0;
+  if (secs < t->body_grace_s) return 0;
+  uint64_t got = __atomic_load_n(&e->body_bytes, __ATOMIC_RELAXED);
+  return (double)got < secs * (double)t->min_body_rate;
+}
+
+static void *reaper(void *arg) {
+  http_server *s = arg;
+  conn_table *t = &s->conns;
+  pthread_mutex_lock(&t->mu);
+  while (!t->stop) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 250 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+    pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+    double now = t_now_ms();
+    for (conn_ent *e = t->head; e && !t->stop; e = e->next) {
+      if (e->cut || e->fd < 0 || !overdue(t, e, now)) continue;
+      e->cut = 1;
+      __atomic_add_fetch(&t->cut, 1, __ATOMIC_RELAXED);
+      if (send(e->fd, timeout_msg, timeout_len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+        log_debug("http: the 408 could not be written: %s", strerror(errno));
+      shutdown(e->fd, SHUT_RDWR); /* open: see the file's opening */
+      log_info("http: closed a connection from %s: %s", e->ip,
+               e->phase == PH_HEADERS ? "its request headers missed the deadline"
+                                      : "its body came in below the minimum rate");
+    }
+  }
+  pthread_mutex_unlock(&t->mu);
+  return NULL;
+}
+
+int conns_start(http_server *s, terr *err) {
+  conn_table *t = &s->conns;
+  timeout_len = (size_t)snprintf(
+      timeout_msg, sizeof timeout_msg,
+      "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json; "
+      "charset=utf-8\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n%s",
+      sizeof timeout_body - 1, timeout_body);
+  t->header_timeout_s = s->cfg.header_timeout_s > 0 ? s->cfg.header_timeout_s : 10;
+  t->min_body_rate = s->cfg.min_body_rate;
+  t->body_grace_s = 10;
+  t->per_ip_limit = s->cfg.per_ip_limit;
+  /* Room for max_conns sockets beside the store's and results' files. */
+  struct rlimit rl;
+  int64_t want = s->cfg.max_conns > 0 ? s->cfg.max_conns : 4096;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    rlim_t need = (rlim_t)want + 512;
+    if (rl.rlim_cur < need) {
+      rl.rlim_cur = rl.rlim_max < need ? rl.rlim_max : need;
+      setrlimit(RLIMIT_NOFILE, &rl);
+      getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if ((int64_t)rl.rlim_cur - 512 < want) want = (int64_t)rl.rlim_cur - 512;
+  }
+  if (want < 16) want = 16;
+  t->max_conns = want;
+  if (pthread_create(&t->thread, NULL, reaper, s) != 0)
+    return terr_set(err, T_EINTERNAL, "", -1, "cannot start the connection reaper");
+  t->running = 1;
+  return T_OK;
+}
+
+void conns_stop(http_server *s) {
+  conn_table *t = &s->conns;
+  if (!t->running) return;
+  pthread_mutex_lock(&t->mu);
+  t->stop = 1;
+  pthread_cond_signal(&t->cv);
+  pthread_mutex_unlock(&t->mu);
+  pthread_join(t->thread, NULL);
+  t->running = 0;
+}
+
+int64_t conns_cut_count(const http_server *s) {
+  return __atomic_load_n(&s->conns.cut, __ATOMIC_RELAXED);
+}

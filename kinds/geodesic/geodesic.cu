@@ -1,0 +1,787 @@
+/* geodesic.cu — the geodesic kind on a CUDA GPU: the core of
+ * kinds/geodesic/geodesic.h in a kernel over 2-D tiles, float64 arithmetic, and a
+ * pipeline that brings the matrix back through pinned buffers while the
+ * next rows are computed.
+ *
+ * Kernel: a block of 32 x 8 threads owns a 32 x 32 tile of pairs; thread
+ * (x, y) takes column j = j0 + x and rows i0 + y + 8k, k = 0..3, so each
+ * warp writes 32 consecutive elements of a row. Three store modes:
+ *   SYM   square, the whole matrix resident in device memory: only pairs
+ *         with j > i are computed; a tile writes them to (i, j) and, through
+ *         a shared-memory transpose (coalesced too), to (j, i); the
+ *         diagonal is zero. Half the work of the full matrix.
+ *   ROWS  a band of full rows (targets n x m; or a square matrix too large
+ *         for device memory, where the band computes all n columns).
+ *   COND  a band of rows of the condensed (pdist) layout: j > i only, each
+ *         row contiguous.
+ * The method (karney / vincenty / haversine) and the output type
+ * (float64 / float32) are template parameters, so no branch on them runs
+ * per pair. The ellipsoid and the band come in one __grid_constant__
+ * argument (read from the constant bank, no local copy).
+ *
+ * Pipeline (one host thread, two streams): the output is cut into bands of
+ * rows. Bands are computed in order on the compute stream, a few ahead of
+ * the copies; each band is copied to the host in chunks of at most
+ * `chunk` bytes through GG_NSTAGE pinned staging buffers on the copy stream
+ * (after the band's "done" event), and the host copies chunk c - 1 from its
+ * staging buffer into the result (split over a few threads) while chunk c
+ * is in flight. In SYM mode the matrix stays on the device (the transposed
+ * writes of a band land in later bands); otherwise (targets, condensed, or
+ * a square matrix larger than the memory budget: "passes") bands go
+ * through a ring of GG_NSLOT device buffers, each reused once its copies
+ * are enqueued.
+ *
+ * Errors: every CUDA status is checked (launches too, with
+ * cudaGetLastError); a failure becomes T_EDEVICE, or T_ENOMEM for out of
+ * memory, with the call and the CUDA text in the message, and the function
+ * unwinds through one cleanup path (streams synchronised before any buffer
+ * is freed). Nothing here exits.
+ *
+ * Threads and locks: cuda_geodesic runs on its caller's thread (the
+ * device's worker); per-device state (streams, events, pinned staging,
+ * cached for the process's life) is guarded by that device's mutex, held
+ * for the whole call, so calls for one device run one at a time. The
+ * staging-to-result copy threads live only inside one chunk copy.
+ */
+#include <cuda_runtime.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kinds/geodesic/geodesic_cuda.h"
+
+extern "C" {
+#include "util/util.h"
+}
+
+#define GG_MAXDEV 16
+#define GG_NSTAGE 3                      /* pinned staging buffers */
+#define GG_CHUNK_DEFAULT ((size_t)64 << 20)
+#define GG_NSLOT 3                       /* device band buffers (passes) */
+#define GG_SLOT_MAX ((size_t)256 << 20)
+#define GG_LOOK 4                        /* bands computed ahead (SYM) */
+#define GG_COPY_THREADS 8 /* staging -> result: half the cores, at most */
+#define GG_TILE 32
+
+enum { GG_SYM = 0, GG_ROWS = 1, GG_COND = 2 };
+
+/* ---- per-device cache --------------------------------------------------- */
+
+typedef struct gg_dev {
+  pthread_mutex_t lock;
+  int ready;
+  cudaStream_t s_comp, s_copy;
+  cudaEvent_t ev_copy[GG_NSTAGE];
+  cudaEvent_t ev_band[GG_LOOK + 1];
+  cudaEvent_t ev_slot[GG_NSLOT];
+  cudaEvent_t ev_t0, ev_t1;
+  void *stage[GG_NSTAGE];
+  size_t stage_bytes;
+} gg_dev;
+
+static gg_dev g_dev[GG_MAXDEV];
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void gg_init_locks(void) {
+  for (int i = 0; i < GG_MAXDEV; i++) pthread_mutex_init(&g_dev[i].lock, NULL);
+}
+
+static int gg_fail(terr *e, cudaError_t err, const char *what, int line) {
+  (void)cudaGetLastError(); /* clear a non-sticky error for the next job */
+  return terr_set(e,
+                  err == cudaErrorMemoryAllocation ? T_ENOMEM : T_EDEVICE, "",
+                  -1, "CUDA: %s failed (geodesic.cu:%d): %s", what, line,
+                  cudaGetErrorString(err));
+}
+
+#define GG_TRY(call)                               \
+  do {                                             \
+    cudaError_t gg_err_ = (call);                  \
+    if (gg_err_ != cudaSuccess) {                  \
+      rc = gg_fail(e, gg_err_, #call, __LINE__);   \
+      goto fail;                                   \
+    }                                              \
+  } while (0)
+
+/* Streams, events and staging of device d (d->lock held, device current).
+ * Staging is (re)allocated when `stage` bytes are more than it holds. */
+static int gg_dev_ready(gg_dev *d, size_t stage, terr *e) {
+  int rc = 0;
+  if (!d->ready) {
+    GG_TRY(cudaStreamCreateWithFlags(&d->s_comp, cudaStreamNonBlocking));
+    GG_TRY(cudaStreamCreateWithFlags(&d->s_copy, cudaStreamNonBlocking));
+    for (int i = 0; i < GG_NSTAGE; i++)
+      GG_TRY(cudaEventCreateWithFlags(&d->ev_copy[i], cudaEventDisableTiming));
+    for (int i = 0; i < GG_LOOK + 1; i++)
+      GG_TRY(cudaEventCreateWithFlags(&d->ev_band[i], cudaEventDisableTiming));
+    for (int i = 0; i < GG_NSLOT; i++)
+      GG_TRY(cudaEventCreateWithFlags(&d->ev_slot[i], cudaEventDisableTiming));
+    GG_TRY(cudaEventCreate(&d->ev_t0));
+    GG_TRY(cudaEventCreate(&d->ev_t1));
+    d->ready = 1;
+  }
+  if (d->stage_bytes < stage) {
+    for (int i = 0; i < GG_NSTAGE; i++) {
+      if (d->stage[i]) GG_TRY(cudaFreeHost(d->stage[i]));
+      d->stage[i] = NULL;
+    }
+    d->stage_bytes = 0;
+    for (int i = 0; i < GG_NSTAGE; i++)
+      GG_TRY(cudaHostAlloc(&d->stage[i], stage, cudaHostAllocDefault));
+    d->stage_bytes = stage;
+  }
+fail:
+  return rc;
+}
+
+/* ---- the kernel --------------------------------------------------------- */
+
+typedef struct gg_args {
+  geod_ellipsoid g;
+  const geod_point *p, *q;
+  double radius, unit;
+  int64_t n, m;   /* rows, columns of the whole result (m = n if square) */
+  int64_t r0, r1; /* the band's rows */
+  int64_t c0;     /* first column of the grid */
+  int64_t base0;  /* COND: condensed index of the band's first element */
+  void *out;      /* SYM: the whole matrix; ROWS/COND: the band */
+  unsigned long long *nonconv;
+} gg_args;
+
+/* The kernel arguments every launch of a plan shares (the band fields are
+ * the caller's). */
+static void gg_args_init(gg_args *a, const geod_plan *pl, const geod_point *dp,
+                         const geod_point *dq, unsigned long long *dnc) {
+  memset(a, 0, sizeof *a);
+  a->g = pl->ell;
+  a->p = dp;
+  a->q = dq;
+  a->radius = pl->radius_m;
+  a->unit = pl->unit;
+  a->n = pl->n;
+  a->m = pl->m;
+  a->nonconv = dnc;
+}
+
+template <int METHOD>
+__device__ __forceinline__ double gg_pair(const gg_args &a,
+                                          const geod_point *pi,
+                                          const geod_point *qj,
+                                          long long *nc) {
+  double s;
+  if (METHOD == GEOD_KARNEY)
+    s = geod_inverse_karney_pp(&a.g, pi, qj);
+  else if (METHOD == GEOD_VINCENTY)
+    s = geod_inverse_vincenty_pp(&a.g, pi, qj, nc);
+  else
+    s = geod_inverse_haversine_pp(pi, qj, a.radius);
+  return s / a.unit;
+}
+
+/* Kernel shapes: BY thread rows per 32-wide tile (each thread takes 32/BY
+ * rows), MINB the blocks per multiprocessor asked of the register
+ * allocator. GG_BY/GG_MINB are the default; the others exist for the
+ * benchmark's tuning run (cuda_geodesic_bench, karney, float64). */
+#define GG_BY 8
+#define GG_MINB 3
+
+template <int METHOD, int MODE, typename T, int BY, int MINB>
+__global__ void __launch_bounds__(GG_TILE *BY, MINB)
+    gg_kernel(const __grid_constant__ gg_args a) {
+  __shared__ double tile[GG_TILE][GG_TILE + 1];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t i0 = a.r0 + (int64_t)blockIdx.y * GG_TILE;
+  const int64_t j0 = a.c0 + (int64_t)blockIdx.x * GG_TILE;
+  /* Every pair of the tile on or below the diagonal: nothing to do. */
+  if (MODE != GG_ROWS && j0 + GG_TILE - 1 < i0) return;
+  T *out = (T *)a.out;
+  const int64_t j = j0 + tx;
+  const bool jok = j < a.m;
+  geod_point qj = {0, 0, 0, 0, 0};
+  if (jok) qj = a.q[j];
+  long long nc = 0;
+#pragma unroll 1
+  for (int k = 0; k < GG_TILE / BY; k++) {
+    const int ir = ty + BY * k;
+    const int64_t i = i0 + ir;
+    const bool ok = jok && i < a.r1;
+    const bool need = ok && (MODE == GG_ROWS || j > i);
+    double d = 0;
+    if (need) {
+      geod_point pi = a.p[i];
+      d = gg_pair<METHOD>(a, &pi, &qj, &nc);
+    }
+    if (MODE == GG_ROWS) {
+      if (ok) out[(i - a.r0) * a.m + j] = (T)d;
+    } else if (MODE == GG_COND) {
+      if (need) out[geod_condensed_index(a.n, i, j) - a.base0] = (T)d;
+    } else {
+      if (need)
+        out[i * a.m + j] = (T)d;
+      else if (ok && i == j)
+        out[i * a.m + i] = (T)0;
+      tile[ir][tx] = d;
+    }
+  }
+  if (MODE == GG_SYM) {
+    __syncthreads();
+    const int64_t ii = i0 + tx; /* the pair (ii, jj) goes to (jj, ii) */
+#pragma unroll
+    for (int k = 0; k < GG_TILE / BY; k++) {
+      const int64_t jj = j0 + ty + BY * k;
+      if (jj < a.m && ii < a.r1 && jj > ii)
+        out[jj * a.m + ii] = (T)tile[tx][ty + BY * k];
+    }
+  }
+  if (METHOD == GEOD_VINCENTY && nc)
+    atomicAdd(a.nonconv, (unsigned long long)nc);
+}
+
+template <int METHOD, int MODE, typename T, int BY, int MINB>
+static cudaError_t gg_go(dim3 grid, cudaStream_t s, const gg_args &a) {
+  gg_kernel<METHOD, MODE, T, BY, MINB><<<grid, dim3(GG_TILE, BY), 0, s>>>(a);
+  return cudaGetLastError();
+}
+
+template <int METHOD, int MODE>
+static cudaError_t gg_launch_t(dim3 grid, cudaStream_t s, const gg_args &a,
+                               int f32) {
+  if (f32) return gg_go<METHOD, MODE, float, GG_BY, GG_MINB>(grid, s, a);
+  return gg_go<METHOD, MODE, double, GG_BY, GG_MINB>(grid, s, a);
+}
+
+template <int METHOD>
+static cudaError_t gg_launch_m(int mode, dim3 grid, cudaStream_t s,
+                               const gg_args &a, int f32) {
+  switch (mode) {
+    case GG_SYM: return gg_launch_t<METHOD, GG_SYM>(grid, s, a, f32);
+    case GG_ROWS: return gg_launch_t<METHOD, GG_ROWS>(grid, s, a, f32);
+    default: return gg_launch_t<METHOD, GG_COND>(grid, s, a, f32);
+  }
+}
+
+static cudaError_t gg_launch(int method, int mode, dim3 grid, cudaStream_t s,
+                             const gg_args &a, int f32) {
+  switch (method) {
+    case GEOD_VINCENTY: return gg_launch_m<GEOD_VINCENTY>(mode, grid, s, a, f32);
+    case GEOD_HAVERSINE:
+      return gg_launch_m<GEOD_HAVERSINE>(mode, grid, s, a, f32);
+    default: return gg_launch_m<GEOD_KARNEY>(mode, grid, s, a, f32);
+  }
+}
+
+/* The tuning variants (karney, float64, SYM or ROWS): 0 is the default. */
+#define GG_NVARIANT 5
+static const char *const gg_variant_names[GG_NVARIANT] = {
+    "32x8 threads, 3 blocks/SM (default)", "32x8 threads, 1 block/SM",
+    "32x8 threads, 2 blocks/SM", "32x4 threads, 4 blocks/SM",
+    "32x8 threads, 4 blocks/SM"};
+
+template <int MODE>
+static cudaError_t gg_launch_variant(int variant, dim3 grid, cudaStream_t s,
+                                     const gg_args &a) {
+  switch (variant) {
+    case 1: return gg_go<GEOD_KARNEY, MODE, double, 8, 1>(grid, s, a);
+    case 2: return gg_go<GEOD_KARNEY, MODE, double, 8, 2>(grid, s, a);
+    case 3: return gg_go<GEOD_KARNEY, MODE, double, 4, 4>(grid, s, a);
+    case 4: return gg_go<GEOD_KARNEY, MODE, double, 8, 4>(grid, s, a);
+    default: return gg_go<GEOD_KARNEY, MODE, double, GG_BY, GG_MINB>(grid, s, a);
+  }
+}
+
+/* ---- host side ---------------------------------------------------------- */
+
+/* A band of output rows [r0, r1): `bytes` at byte `off` of the result. */
+typedef struct gg_band {
+  int64_t r0, r1;
+  size_t off, bytes;
+  int64_t base0; /* COND: condensed index of the first element */
+} gg_band;
+
+/* Cut the output into bands of at most `cap` bytes (SYM: rows a multiple
+ * of the tile). Returns the band count, or -1 (no memory, or one row does
+ * not fit). Caller frees *out. */
+static int64_t gg_bands(const geod_plan *pl, int mode, size_t es, size_t cap,
+                        gg_band **out) {
+  int64_t n = pl->n, cols = pl->m, cnt = 0, alloc = 64;
+  gg_band *b = (gg_band *)malloc((size_t)alloc * sizeof *b);
+  if (!b) return -1;
+  size_t row_bytes = (size_t)cols * es;
+  if (mode != GG_COND && row_bytes > cap) {
+    free(b);
+    return -1;
+  }
+  int64_t r = 0;
+  size_t off = 0;
+  while (r < n) {
+    int64_t r1;
+    if (mode == GG_COND) {
+      size_t acc = 0;
+      r1 = r;
+      while (r1 < n && acc + (size_t)(n - r1 - 1) * es <= cap) {
+        acc += (size_t)(n - r1 - 1) * es;
+        r1++;
+      }
+      if (r1 == r) {
+        free(b);
+        return -1;
+      }
+    } else {
+      int64_t rows = (int64_t)(cap / row_bytes);
+      if (mode == GG_SYM || rows >= GG_TILE) {
+        rows = rows / GG_TILE * GG_TILE;
+        if (rows < GG_TILE) rows = GG_TILE;
+      }
+      r1 = r + rows < n ? r + rows : n;
+    }
+    if (cnt == alloc) {
+      alloc *= 2;
+      gg_band *nb = (gg_band *)realloc(b, (size_t)alloc * sizeof *b);
+      if (!nb) {
+        free(b);
+        return -1;
+      }
+      b = nb;
+    }
+    gg_band *x = &b[cnt++];
+    x->r0 = r;
+    x->r1 = r1;
+    x->off = off;
+    if (mode == GG_COND) {
+      x->base0 = r < n - 1 ? geod_condensed_index(n, r, r + 1) : n * (n - 1) / 2;
+      int64_t e1 = r1 < n ? (r1 < n - 1 ? geod_condensed_index(n, r1, r1 + 1)
+                                        : n * (n - 1) / 2)
+                          : n * (n - 1) / 2;
+      x->bytes = (size_t)(e1 - x->base0) * es;
+    } else {
+      x->bytes = (size_t)(r1 - r) * row_bytes;
+    }
+    off += x->bytes;
+    r = r1;
+  }
+  *out = b;
+  return cnt;
+}
+
+/* memcpy split over up to GG_COPY_THREADS threads (the pages of a mapped
+ * result fault in parallel). */
+typedef struct gg_copy {
+  char *dst;
+  const char *src;
+  size_t len;
+} gg_copy;
+
+static void *gg_copy_main(void *arg) {
+  gg_copy *c = (gg_copy *)arg;
+  memcpy(c->dst, c->src, c->len);
+  return NULL;
+}
+
+/* (Measured on an H200 host, n = 20,000 into a mapped file: 16 threads or
+ * prefaulting the pages with MADV_POPULATE_WRITE first were no faster.) */
+static void gg_memcpy(char *dst, const char *src, size_t len, int nthr) {
+  if (nthr <= 1 || len < ((size_t)4 << 20)) {
+    memcpy(dst, src, len);
+    return;
+  }
+  pthread_t th[GG_COPY_THREADS];
+  gg_copy part[GG_COPY_THREADS];
+  int started[GG_COPY_THREADS] = {0};
+  size_t per = (len / (size_t)nthr + 4095) & ~(size_t)4095;
+  for (int t = 0; t < nthr; t++) {
+    size_t a = per * (size_t)t, z = a + per < len ? a + per : len;
+    part[t].dst = dst + a;
+    part[t].src = src + a;
+    part[t].len = a < len ? z - a : 0;
+  }
+  for (int t = 1; t < nthr; t++)
+    started[t] = pthread_create(&th[t], NULL, gg_copy_main, &part[t]) == 0;
+  gg_copy_main(&part[0]);
+  for (int t = 1; t < nthr; t++) {
+    if (started[t])
+      pthread_join(th[t], NULL);
+    else
+      gg_copy_main(&part[t]); /* no thread: do it here */
+  }
+}
+
+/* T_EUNAVAIL when CUDA has no device at all, T_EDEVICE when `dev` is not
+ * one of them. */
+static int gg_check_dev(int dev, terr *e) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    return terr_set(e, T_EUNAVAIL, "backend", -1, "no CUDA device: %s",
+                    err != cudaSuccess ? cudaGetErrorString(err) : "none found");
+  }
+  if (dev < 0 || dev >= count || dev >= GG_MAXDEV)
+    return terr_set(e, T_EDEVICE, "", -1, "CUDA: no device %d (%d found)", dev,
+                    count);
+  return 0;
+}
+
+extern "C" int cuda_geodesic_probe(int dev, char *name, size_t name_len,
+                                   terr *e) {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    return terr_set(e, T_EUNAVAIL, "", -1, "no CUDA device: %s",
+                    err != cudaSuccess ? cudaGetErrorString(err) : "none found");
+  }
+  if (dev < 0 || dev >= count)
+    return terr_set(e, T_EUNAVAIL, "", -1, "no CUDA device %d (%d found)", dev,
+                    count);
+  cudaDeviceProp prop;
+  cudaFuncAttributes attr;
+  int rc = 0;
+  GG_TRY(cudaGetDeviceProperties(&prop, dev));
+  if (name) snprintf(name, name_len, "%s (sm_%d%d)", prop.name, prop.major,
+                     prop.minor);
+  GG_TRY(cudaSetDevice(dev));
+  /* Fails when the binary has no code for this architecture. */
+  GG_TRY(cudaFuncGetAttributes(
+      &attr, gg_kernel<GEOD_KARNEY, GG_SYM, double, GG_BY, GG_MINB>));
+fail:
+  if (rc && e && e->code == T_EDEVICE) e->code = T_EUNAVAIL;
+  return rc;
+}
+
+extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
+                             const geod_gpu_job *job, int64_t *nonconv,
+                             terr *e) {
+  int rc = 0, locked = 0, mode, f32 = pl->dtype == T_F32, nthr;
+  gg_dev *d = NULL;
+  geod_point *dp = NULL, *dq = NULL;
+  unsigned long long *dnc = NULL, hnc = 0;
+  char *dout = NULL;
+  gg_band *band = NULL;
+  int64_t nb = 0, next = 0, look, chunks_total = 0, chunk_no = 0;
+  size_t es = tdtype_size(pl->dtype), total, chunk, slot_bytes = 0;
+  /* Points: p holds n, or max(n, m) when the targets are p itself. */
+  size_t np = (size_t)(pl->q == pl->p && pl->m > pl->n ? pl->m : pl->n);
+  size_t free_b = 0, total_b = 0, budget;
+  int64_t pend_c = -1; /* chunk whose host copy is pending, its stage */
+  size_t pend_off = 0, pend_len = 0;
+  int pend_s = 0, timed = 0;
+  double t0, t_wait = 0;
+  float ms = 0;
+  gg_args a;
+  long nproc;
+
+  *nonconv = 0;
+  rc = gg_check_dev(dev, e);
+  if (rc) return rc;
+  total = (size_t)out->size * es;
+  if (total == 0) return 0;
+  chunk = pl->gpu_chunk_bytes > 0 ? (size_t)pl->gpu_chunk_bytes
+                                  : GG_CHUNK_DEFAULT;
+  nproc = sysconf(_SC_NPROCESSORS_ONLN);
+  nthr = nproc > 2 ? (int)(nproc / 2) : 1;
+  if (nthr > GG_COPY_THREADS) nthr = GG_COPY_THREADS;
+  pthread_once(&g_once, gg_init_locks);
+  d = &g_dev[dev];
+  pthread_mutex_lock(&d->lock);
+  locked = 1;
+  GG_TRY(cudaSetDevice(dev));
+  rc = gg_dev_ready(d, chunk, e);
+  if (rc) goto fail;
+
+  /* Points up (small; pageable is fine), the Vincenty counter zeroed. */
+  t0 = t_now_ms();
+  GG_TRY(cudaMalloc((void **)&dp, np * sizeof(geod_point)));
+  GG_TRY(cudaMemcpyAsync(dp, pl->p, np * sizeof(geod_point),
+                         cudaMemcpyHostToDevice, d->s_comp));
+  dq = dp;
+  if (pl->q != pl->p) {
+    GG_TRY(cudaMalloc((void **)&dq, (size_t)pl->m * sizeof(geod_point)));
+    GG_TRY(cudaMemcpyAsync(dq, pl->q, (size_t)pl->m * sizeof(geod_point),
+                           cudaMemcpyHostToDevice, d->s_comp));
+  }
+  GG_TRY(cudaMalloc((void **)&dnc, sizeof *dnc));
+  GG_TRY(cudaMemsetAsync(dnc, 0, sizeof *dnc, d->s_comp));
+  GG_TRY(cudaStreamSynchronize(d->s_comp));
+  if (job && job->t_h2d) *job->t_h2d += t_now_ms() - t0;
+
+  /* Resident (SYM) when the square matrix fits the budget, else passes. */
+  GG_TRY(cudaMemGetInfo(&free_b, &total_b));
+  budget = (size_t)((double)free_b * 0.9);
+  if (pl->gpu_mem_limit > 0 && (size_t)pl->gpu_mem_limit < budget)
+    budget = (size_t)pl->gpu_mem_limit;
+  mode = GG_ROWS;
+  if (!pl->has_targets && !pl->condensed && total <= budget) {
+    /* Resident; if the allocation fails after all, passes. */
+    if (cudaMalloc((void **)&dout, total) == cudaSuccess) {
+      mode = GG_SYM;
+      size_t cap = (size_t)pl->m * es * GG_TILE;
+      nb = gg_bands(pl, mode, es, chunk > cap ? chunk : cap, &band);
+      if (nb < 0) {
+        rc = terr_set(e, T_ENOMEM, "", -1, "no memory for the band table");
+        goto fail;
+      }
+      look = GG_LOOK;
+    } else {
+      (void)cudaGetLastError();
+      dout = NULL;
+    }
+  }
+  if (mode != GG_SYM) {
+    mode = pl->condensed ? GG_COND : GG_ROWS;
+    slot_bytes = budget / GG_NSLOT;
+    if (slot_bytes > GG_SLOT_MAX) slot_bytes = GG_SLOT_MAX;
+    nb = gg_bands(pl, mode, es, slot_bytes, &band);
+    if (nb < 0) {
+      rc = terr_set(e, T_ENOMEM, "", -1,
+                    "CUDA: %zu bytes of device memory cannot hold a row of "
+                    "the result in %d buffers",
+                    budget, GG_NSLOT);
+      goto fail;
+    }
+    slot_bytes = 0;
+    for (int64_t b = 0; b < nb; b++)
+      if (band[b].bytes > slot_bytes) slot_bytes = band[b].bytes;
+    GG_TRY(cudaMalloc((void **)&dout, slot_bytes * GG_NSLOT));
+    look = GG_NSLOT;
+  }
+  for (int64_t b = 0; b < nb; b++)
+    chunks_total += (int64_t)((band[b].bytes + chunk - 1) / chunk);
+  if (job && job->progress_total) job->progress_total(job->ctx, chunks_total);
+
+  gg_args_init(&a, pl, dp, dq, dnc);
+
+  GG_TRY(cudaEventRecord(d->ev_t0, d->s_comp));
+  for (int64_t b = 0; b < nb; b++) {
+    /* Keep `look` bands computed or queued ahead of the copies. */
+    while (next < nb && next <= b + look - 1) {
+      const gg_band *x = &band[next];
+      a.r0 = x->r0;
+      a.r1 = x->r1;
+      a.c0 = mode == GG_ROWS ? 0 : x->r0;
+      a.base0 = x->base0;
+      if (mode == GG_SYM) {
+        a.out = dout;
+      } else {
+        a.out = dout + (size_t)(next % GG_NSLOT) * slot_bytes;
+        if (next >= GG_NSLOT) /* its slot's copies are queued */
+          GG_TRY(cudaStreamWaitEvent(d->s_comp, d->ev_slot[next % GG_NSLOT],
+                                     0));
+      }
+      int64_t cols = pl->m - a.c0;
+      dim3 grid((unsigned)((cols + GG_TILE - 1) / GG_TILE),
+                (unsigned)((x->r1 - x->r0 + GG_TILE - 1) / GG_TILE));
+      GG_TRY(gg_launch(pl->method, mode, grid, d->s_comp, a, f32));
+      GG_TRY(cudaEventRecord(d->ev_band[next % (GG_LOOK + 1)], d->s_comp));
+      next++;
+    }
+    if (next == nb && !timed) {
+      GG_TRY(cudaEventRecord(d->ev_t1, d->s_comp));
+      timed = 1;
+    }
+    const char *src = mode == GG_SYM
+                          ? dout + band[b].off
+                          : dout + (size_t)(b % GG_NSLOT) * slot_bytes;
+    GG_TRY(cudaStreamWaitEvent(d->s_copy, d->ev_band[b % (GG_LOOK + 1)], 0));
+    for (size_t o = 0; o < band[b].bytes; o += chunk) {
+      size_t len = band[b].bytes - o < chunk ? band[b].bytes - o : chunk;
+      int s = (int)(chunk_no % GG_NSTAGE);
+      GG_TRY(cudaMemcpyAsync(d->stage[s], src + o, len,
+                             cudaMemcpyDeviceToHost, d->s_copy));
+      GG_TRY(cudaEventRecord(d->ev_copy[s], d->s_copy));
+      if (pend_c >= 0) { /* chunk c - 1: wait for it, copy it out */
+        t0 = t_now_ms();
+        GG_TRY(cudaEventSynchronize(d->ev_copy[pend_s]));
+        gg_memcpy((char *)out->data + pend_off, (const char *)d->stage[pend_s],
+                  pend_len, nthr);
+        t_wait += t_now_ms() - t0;
+        if (job && job->progress) job->progress(job->ctx, 1);
+      }
+      pend_c = chunk_no++;
+      pend_s = s;
+      pend_off = band[b].off + o;
+      pend_len = len;
+      if (job && job->stopped && (rc = job->stopped(job->ctx)) != 0) {
+        terr_set(e, (terr_code)rc, "", -1, "%s",
+                 rc == T_ETIMEOUT ? "the job ran past its timeout"
+                                  : "the job was canceled");
+        goto fail;
+      }
+    }
+    if (mode != GG_SYM)
+      GG_TRY(cudaEventRecord(d->ev_slot[b % GG_NSLOT], d->s_copy));
+  }
+  if (pend_c >= 0) {
+    t0 = t_now_ms();
+    GG_TRY(cudaEventSynchronize(d->ev_copy[pend_s]));
+    gg_memcpy((char *)out->data + pend_off, (const char *)d->stage[pend_s],
+              pend_len, nthr);
+    t_wait += t_now_ms() - t0;
+    if (job && job->progress) job->progress(job->ctx, 1);
+    pend_c = -1;
+  }
+  GG_TRY(cudaEventSynchronize(d->ev_t1));
+  GG_TRY(cudaEventElapsedTime(&ms, d->ev_t0, d->ev_t1));
+  if (job && job->t_compute) *job->t_compute += ms;
+  if (job && job->t_d2h) *job->t_d2h += t_wait;
+  GG_TRY(cudaMemcpy(&hnc, dnc, sizeof hnc, cudaMemcpyDeviceToHost));
+  *nonconv = (int64_t)hnc;
+
+fail:
+  if (d && d->ready) { /* nothing may still write into what is freed */
+    (void)cudaStreamSynchronize(d->s_comp);
+    (void)cudaStreamSynchronize(d->s_copy);
+  }
+  if (dout) (void)cudaFree(dout);
+  if (dq && dq != dp) (void)cudaFree(dq);
+  if (dp) (void)cudaFree(dp);
+  if (dnc) (void)cudaFree(dnc);
+  free(band);
+  if (rc) (void)cudaGetLastError();
+  if (locked) pthread_mutex_unlock(&d->lock);
+  return rc;
+}
+
+static int gg_cmp_double(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return a < b ? -1 : a > b;
+}
+
+extern "C" const char *cuda_geodesic_variant_name(int variant) {
+  return variant >= 0 && variant < GG_NVARIANT ? gg_variant_names[variant]
+                                               : NULL;
+}
+
+extern "C" int cuda_geodesic_bench(int dev, const geod_plan *pl, int variant,
+                                   int reps, double *ms_median, double *pairs,
+                                   terr *e) {
+  int rc = 0, locked = 0, mode, f32 = pl->dtype == T_F32;
+  gg_dev *d = NULL;
+  geod_point *dp = NULL, *dq = NULL;
+  unsigned long long *dnc = NULL;
+  char *dout = NULL;
+  size_t es = tdtype_size(pl->dtype), total;
+  size_t np = (size_t)(pl->q == pl->p && pl->m > pl->n ? pl->m : pl->n);
+  double ms[64];
+  float t = 0;
+  gg_args a;
+  dim3 grid;
+
+  *ms_median = 0;
+  mode = pl->has_targets ? GG_ROWS : pl->condensed ? GG_COND : GG_SYM;
+  *pairs = geod_plan_pairs(pl);
+  if (reps < 1) reps = 1;
+  if (reps > 64) reps = 64;
+  if (variant < 0 || variant >= GG_NVARIANT ||
+      (variant && (pl->method != GEOD_KARNEY || f32 || mode == GG_COND)))
+    return terr_set(e, T_EINVAL, "", -1, "no kernel variant %d for this plan",
+                    variant);
+  rc = gg_check_dev(dev, e);
+  if (rc) return rc;
+  total = (size_t)(pl->condensed ? pl->shape[0] : pl->n * pl->m) * es;
+  pthread_once(&g_once, gg_init_locks);
+  d = &g_dev[dev];
+  pthread_mutex_lock(&d->lock);
+  locked = 1;
+  GG_TRY(cudaSetDevice(dev));
+  rc = gg_dev_ready(d, 0, e);
+  if (rc) goto fail;
+  GG_TRY(cudaMalloc((void **)&dp, np * sizeof(geod_point)));
+  GG_TRY(cudaMemcpy(dp, pl->p, np * sizeof(geod_point),
+                    cudaMemcpyHostToDevice));
+  dq = dp;
+  if (pl->q != pl->p) {
+    GG_TRY(cudaMalloc((void **)&dq, (size_t)pl->m * sizeof(geod_point)));
+    GG_TRY(cudaMemcpy(dq, pl->q, (size_t)pl->m * sizeof(geod_point),
+                      cudaMemcpyHostToDevice));
+  }
+  GG_TRY(cudaMalloc((void **)&dnc, sizeof *dnc));
+  GG_TRY(cudaMalloc((void **)&dout, total ? total : 1));
+  gg_args_init(&a, pl, dp, dq, dnc);
+  a.r0 = 0;
+  a.r1 = pl->n;
+  a.c0 = 0;
+  a.out = dout;
+  grid = dim3((unsigned)((pl->m + GG_TILE - 1) / GG_TILE),
+              (unsigned)((pl->n + GG_TILE - 1) / GG_TILE));
+  for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
+    GG_TRY(cudaEventRecord(d->ev_t0, d->s_comp));
+    if (variant == 0)
+      GG_TRY(gg_launch(pl->method, mode, grid, d->s_comp, a, f32));
+    else if (mode == GG_SYM)
+      GG_TRY(gg_launch_variant<GG_SYM>(variant, grid, d->s_comp, a));
+    else
+      GG_TRY(gg_launch_variant<GG_ROWS>(variant, grid, d->s_comp, a));
+    GG_TRY(cudaEventRecord(d->ev_t1, d->s_comp));
+    GG_TRY(cudaEventSynchronize(d->ev_t1));
+    GG_TRY(cudaEventElapsedTime(&t, d->ev_t0, d->ev_t1));
+    if (r >= 0) ms[r] = t;
+  }
+  qsort(ms, (size_t)reps, sizeof ms[0], gg_cmp_double);
+  *ms_median = ms[reps / 2];
+fail:
+  if (d && d->ready) (void)cudaStreamSynchronize(d->s_comp);
+  if (dout) (void)cudaFree(dout);
+  if (dq && dq != dp) (void)cudaFree(dq);
+  if (dp) (void)cudaFree(dp);
+  if (dnc) (void)cudaFree(dnc);
+  if (rc) (void)cudaGetLastError();
+  if (locked) pthread_mutex_unlock(&d->lock);
+  return rc;
+}
+
+extern "C" int cuda_copy_baseline(int dev, size_t bytes, size_t chunk, int fd,
+                                  double *ms, terr *e) {
+  int rc = 0, locked = 0;
+  gg_dev *d = NULL;
+  char *dbuf = NULL;
+  int64_t nchunk, c;
+  double t0;
+  *ms = 0;
+  rc = gg_check_dev(dev, e);
+  if (rc) return rc;
+  if (chunk == 0) chunk = GG_CHUNK_DEFAULT;
+  pthread_once(&g_once, gg_init_locks);
+  d = &g_dev[dev];
+  pthread_mutex_lock(&d->lock);
+  locked = 1;
+  GG_TRY(cudaSetDevice(dev));
+  rc = gg_dev_ready(d, chunk, e);
+  if (rc) goto fail;
+  GG_TRY(cudaMalloc((void **)&dbuf, bytes));
+  GG_TRY(cudaMemsetAsync(dbuf, 0x5a, bytes, d->s_copy));
+  GG_TRY(cudaStreamSynchronize(d->s_copy));
+  nchunk = (int64_t)((bytes + chunk - 1) / chunk);
+  t0 = t_now_ms();
+  /* DMA of chunk c + 1 overlaps the write of chunk c. */
+  for (c = 0; c <= nchunk; c++) {
+    if (c < nchunk) {
+      size_t o = (size_t)c * chunk, len = bytes - o < chunk ? bytes - o : chunk;
+      GG_TRY(cudaMemcpyAsync(d->stage[c % GG_NSTAGE], dbuf + o, len,
+                             cudaMemcpyDeviceToHost, d->s_copy));
+      GG_TRY(cudaEventRecord(d->ev_copy[c % GG_NSTAGE], d->s_copy));
+    }
+    if (c > 0) {
+      int64_t p = c - 1;
+      size_t o = (size_t)p * chunk, len = bytes - o < chunk ? bytes - o : chunk;
+      GG_TRY(cudaEventSynchronize(d->ev_copy[p % GG_NSTAGE]));
+      const char *src = (const char *)d->stage[p % GG_NSTAGE];
+      while (len > 0) {
+        ssize_t w = write(fd, src, len);
+        if (w <= 0) {
+          rc = terr_set(e, T_EIO, "", -1, "write failed");
+          goto fail;
+        }
+        src += w;
+        len -= (size_t)w;
+      }
+    }
+  }
+  *ms = t_now_ms() - t0;
+fail:
+  if (d && d->ready) (void)cudaStreamSynchronize(d->s_copy);
+  if (dbuf) (void)cudaFree(dbuf);
+  if (rc) (void)cudaGetLastError();
+  if (locked) pthread_mutex_unlock(&d->lock);
+  return rc;
+}

@@ -1,0 +1,53 @@
+/* geodesic_cuda.h — the C interface between kinds/geodesic/gpu.c (C) and
+ * kinds/geodesic/geodesic.cu (C++): the job context as plain callbacks,
+ * since C++ cannot read job_ctx's C11 atomics.
+ */
+#ifndef TESSEL_KINDS_GEODESIC_GEODESIC_CUDA_H
+#define TESSEL_KINDS_GEODESIC_GEODESIC_CUDA_H
+
+#include "kinds/geodesic/plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct geod_gpu_job {
+  void *ctx;                                /* passed back to the callbacks */
+  int (*stopped)(void *ctx);                /* 0, or the terr code to stop with */
+  void (*progress)(void *ctx, int64_t add); /* output chunks done */
+  void (*progress_total)(void *ctx, int64_t add);
+  double *t_h2d, *t_compute, *t_d2h;        /* ms to add to; NULL ok */
+} geod_gpu_job;
+
+/* See gpu_geodesic (kinds/geodesic/gpu.h). job may be NULL (no stop, no
+ * progress, no timings). */
+int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
+                  const geod_gpu_job *job, int64_t *nonconv, terr *e);
+
+/* 0 when CUDA device `dev` exists and can run the geodesic kernels; else
+ * T_EUNAVAIL with the reason in e (for tests and benchmarks, which must not
+ * depend on the device layer's gpu_init). */
+int cuda_geodesic_probe(int dev, char *name, size_t name_len, terr *e);
+
+/* Benchmark: compute the plan's whole matrix into device memory (no copy
+ * back) reps times after a warm-up, and give the median kernel time in ms
+ * and the pairs evaluated (n (n - 1) / 2, or n m). variant 0 is the
+ * production kernel; 1 .. (see cuda_geodesic_variant_name, NULL past the
+ * last) other block shapes, for karney float64 only. The matrix must fit in
+ * device memory. */
+int cuda_geodesic_bench(int dev, const geod_plan *pl, int variant, int reps,
+                        double *ms_median, double *pairs, terr *e);
+const char *cuda_geodesic_variant_name(int variant);
+
+/* Benchmark peer: "just copy the result to the host and write it": a
+ * device buffer of `bytes` copied back through the same pinned staging in
+ * `chunk` pieces, each written to fd while the next is in flight. *ms: the
+ * wall time of the copies and writes (the caller adds any fsync). */
+int cuda_copy_baseline(int dev, size_t bytes, size_t chunk, int fd,
+                       double *ms, terr *e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

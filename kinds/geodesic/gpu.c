@@ -1,0 +1,30 @@
+/* kinds/geodesic/gpu.c — gpu_geodesic in a CUDA build: wraps the job_ctx (C11
+ * atomics, unreadable from C++) into the callbacks of geod_gpu_job and
+ * calls kinds/geodesic/geodesic.cu. Empty without CUDA (kinds/geodesic/gpu_none.c
+ * answers then). Runs on the calling (GPU worker) thread. */
+#include "kinds/geodesic/gpu.h"
+
+#if TESSEL_HAVE_CUDA
+
+#include "kinds/geodesic/geodesic_cuda.h"
+
+static int cb_stopped(void *c) {
+  job_ctx *ctx = c;
+  return job_ctx_stopped(ctx) ? job_ctx_stop_code(ctx) : 0;
+}
+
+static void cb_progress(void *c, int64_t add) { job_ctx_progress(c, add); }
+
+static void cb_progress_total(void *c, int64_t add) {
+  job_ctx *ctx = c;
+  atomic_fetch_add(&ctx->progress_total, add);
+}
+
+int gpu_geodesic(int dev, const geod_plan *pl, tarray *out, job_ctx *ctx,
+                 int64_t *nonconv, terr *e) {
+  geod_gpu_job job = {ctx, cb_stopped, cb_progress, cb_progress_total,
+                      &ctx->t_h2d, &ctx->t_compute, &ctx->t_d2h};
+  return cuda_geodesic(dev, pl, out, &job, nonconv, e);
+}
+
+#endif

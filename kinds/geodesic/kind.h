@@ -1,0 +1,44 @@
+/* kinds/geodesic/kind.h — private to the geodesic kind: the functions shared by
+ * kinds/geodesic/params.c (params -> plan), kinds/geodesic/kind.c (the kind_ops and the
+ * CPU tiles), kinds/geodesic/gpu.c (the GPU entry) and their tests.
+ *
+ * Threads: check runs on an HTTP thread; prepare, run and release on a
+ * scheduler worker; geod_cpu_run spreads tiles over the pool (see
+ * kinds/geodesic/kind.c). A plan is read-only once built.
+ */
+#ifndef TESSEL_KINDS_GEODESIC_KIND_H
+#define TESSEL_KINDS_GEODESIC_KIND_H
+
+#include "kinds/geodesic/plan.h"
+#include "kinds/kinds.h"
+
+/* Nominal single-thread cost of one pair, in nanoseconds (2-core EPYC
+ * build host, Release), reported as job_estimate.ops_per_elem so that the
+ * router can weigh `work` (pairs) by method. */
+#define GEOD_COST_KARNEY_NS 630.0
+#define GEOD_COST_VINCENTY_NS 310.0
+#define GEOD_COST_HAVERSINE_NS 27.0
+double geod_method_cost_ns(geod_method m);
+
+/* Submit-time check: options, shapes, the estimate; values when the
+ * inputs are small (see kinds/geodesic/params.c). */
+int geod_params_check(const json_t *params, const tenv *env,
+                      job_estimate *est, terr *e);
+/* Run-time: resolve, validate every value, prepare. *out owned by the
+ * caller (geod_plan_free). */
+int geod_params_prepare(const json_t *params, const tenv *env,
+                        geod_plan **out, terr *e);
+/* An n x 2 array of finite (lat, lon) with lat in [-90, 90]: 0, or
+ * T_EINVAL naming `field` and the row (position). */
+int geod_points_validate(const tarray *a, const char *field, terr *e);
+
+/* Fill `out` (shape and dtype of the plan) on `width` CPU threads of
+ * ctx->pool (width 1, or no pool: the calling thread alone), tile by tile.
+ * Progress: adds the tile count to ctx->progress_total and one per finished
+ * tile to progress_done. Stops between tiles when ctx->stop is set
+ * (returns job_ctx_stop_code). *nonconv: Vincenty pairs that did not
+ * converge. */
+int geod_cpu_run(const geod_plan *pl, int width, tarray *out, job_ctx *ctx,
+                 int64_t *nonconv, terr *e);
+
+#endif

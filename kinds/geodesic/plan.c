@@ -1,0 +1,91 @@
+/* kinds/geodesic/plan.c — building and freeing a geod_plan (kinds/geodesic/plan.h):
+ * the ellipsoid's coefficients once, every point prepared once (reduced
+ * latitude and its sine and cosine, or the unit vector for haversine).
+ *
+ * Kept apart from the params (kinds/geodesic/params.c, which needs the array
+ * value forms) so that the GPU test and the benchmarks can build plans from
+ * plain arrays without the rest of the service.
+ *
+ * Ownership: geod_plan_build's *out is the caller's (geod_plan_free).
+ * Threads: any; a finished plan is read-only.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kinds/geodesic/plan.h"
+
+static int plan_init(geod_plan *pl, geod_method method, double a, double f,
+                     double radius_m, double unit, int condensed, tdtype dt,
+                     int64_t n, int64_t m, int has_targets, terr *e) {
+  memset(pl, 0, sizeof *pl);
+  pl->method = method;
+  if (geod_ellipsoid_init(&pl->ell, a, f) != 0)
+    return terr_set(e, T_EINVAL, "params.ellipsoid", -1,
+                    "a = %g, f = %g is not an ellipsoid with |f| <= 1/50", a,
+                    f);
+  pl->radius_m = radius_m;
+  pl->unit = unit;
+  pl->condensed = condensed;
+  pl->has_targets = has_targets;
+  pl->dtype = dt;
+  pl->n = n;
+  pl->m = has_targets ? m : n;
+  if (condensed) {
+    pl->ndim = 1;
+    pl->shape[0] = n * (n - 1) / 2;
+  } else {
+    pl->ndim = 2;
+    pl->shape[0] = n;
+    pl->shape[1] = pl->m;
+  }
+  return 0;
+}
+
+/* k points from rows (lat, lon), row-major. NULL when out of memory. */
+static geod_point *prep_points(const geod_plan *pl, const double *rows,
+                               int64_t k) {
+  geod_point *p = malloc((size_t)(k ? k : 1) * sizeof *p);
+  if (!p) return NULL;
+  for (int64_t i = 0; i < k; i++) {
+    if (pl->method == GEOD_HAVERSINE)
+      geod_point_prep_sphere(rows[2 * i], rows[2 * i + 1], &p[i]);
+    else
+      geod_point_prep(&pl->ell, rows[2 * i], rows[2 * i + 1], &p[i]);
+  }
+  return p;
+}
+
+int geod_plan_build(geod_method method, double a, double f, double radius_m,
+                    double unit, int condensed, tdtype dt, const double *pts,
+                    int64_t n, const double *tgt, int64_t m, geod_plan **out,
+                    terr *e) {
+  *out = NULL;
+  if (n < 1 || (tgt && m < 1) || (tgt && condensed))
+    return terr_set(e, T_EINVAL, "params.points", -1,
+                    "bad plan: n = %lld, m = %lld%s", (long long)n,
+                    (long long)m, tgt && condensed ? ", condensed" : "");
+  geod_plan *pl = calloc(1, sizeof *pl);
+  if (!pl) return terr_set(e, T_ENOMEM, "", -1, "no memory for the plan");
+  int rc = plan_init(pl, method, a, f, radius_m, unit, condensed, dt, n, m,
+                     tgt != NULL, e);
+  if (rc) {
+    free(pl);
+    return rc;
+  }
+  pl->p = prep_points(pl, pts, n);
+  pl->q = tgt ? prep_points(pl, tgt, m) : pl->p;
+  if (!pl->p || !pl->q) {
+    geod_plan_free(pl);
+    return terr_set(e, T_ENOMEM, "", -1, "no memory for %lld points",
+                    (long long)(n + m));
+  }
+  *out = pl;
+  return 0;
+}
+
+void geod_plan_free(geod_plan *pl) {
+  if (!pl) return;
+  if (pl->q && pl->q != pl->p) free(pl->q);
+  free(pl->p);
+  free(pl);
+}

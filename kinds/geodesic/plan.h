@@ -1,0 +1,102 @@
+/* kinds/geodesic/plan.h — a geodesic job, checked and ready to run: what
+ * kinds/geodesic/params.c builds from the job's params and what the CPU tiles
+ * (kinds/geodesic/kind.c) and the GPU (kinds/geodesic/geodesic.cu) compute from.
+ *
+ * Plain C data with no C11-only types, so that the CUDA sources (C++) can
+ * read it. A plan is built once (prepare) and is immutable afterwards: the
+ * scheduler may run it several times (backend "compare") and from any
+ * thread.
+ *
+ * The result: without targets, an n x n matrix (symmetric, zero diagonal)
+ * or, with layout "condensed", the n (n - 1) / 2 upper-triangle entries in
+ * SciPy pdist order (row i holds (i, i+1) ... (i, n-1)); with targets, an
+ * n x m matrix (row i: point i to every target). Distances are in metres
+ * or kilometres (divided by 1000, the same division on CPU and GPU).
+ */
+#ifndef TESSEL_KINDS_GEODESIC_PLAN_H
+#define TESSEL_KINDS_GEODESIC_PLAN_H
+
+#include <stdint.h>
+
+#include "kinds/geodesic/geodesic.h"
+
+/* Tessel's C headers have no extern "C" guards of their own. */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "array/tarray.h"
+#include "util/err.h"
+
+typedef enum { GEOD_KARNEY = 0, GEOD_VINCENTY, GEOD_HAVERSINE } geod_method;
+
+typedef struct geod_plan {
+  geod_method method;
+  geod_ellipsoid ell; /* karney, vincenty */
+  double radius_m;    /* haversine */
+  double unit;        /* metres per output unit: 1 (m) or 1000 (km) */
+  int condensed;      /* 1: pdist order (no targets) */
+  int has_targets;
+  tdtype dtype;       /* of the result */
+  int64_t n;          /* points (rows) */
+  int64_t m;          /* columns: targets, or n */
+  int ndim;           /* of the result: 2, or 1 when condensed */
+  int64_t shape[2];
+  /* Prepared points (geod_point_prep, or _sphere for haversine): p has n,
+   * q has m; q == p when there are no targets. Owned by the plan. */
+  geod_point *p, *q;
+  /* GPU knobs for tests (0: automatic): the most device memory the job may
+   * take, and the pinned staging chunk in bytes. */
+  int64_t gpu_mem_limit, gpu_chunk_bytes;
+} geod_plan;
+
+/* Number of distinct pairs the plan evaluates: n (n - 1) / 2 without
+ * targets, n m with. */
+static inline double geod_plan_pairs(const geod_plan *pl) {
+  return pl->has_targets ? (double)pl->n * (double)pl->m
+                         : (double)pl->n * (double)(pl->n - 1) / 2;
+}
+
+/* Offset of pair (i, j), i < j, in the condensed layout of n points. */
+TESSEL_HD static inline int64_t geod_condensed_index(int64_t n, int64_t i,
+                                                     int64_t j) {
+  return i * n - i * (i + 1) / 2 + (j - i - 1);
+}
+
+/* One pair by the plan's method, in output units. *nonconv counts Vincenty
+ * pairs that did not converge (NaN). */
+TESSEL_HD static inline double geod_plan_pair(const geod_plan *pl,
+                                              const geod_point *a,
+                                              const geod_point *b,
+                                              long long *nonconv) {
+  double s;
+  switch (pl->method) {
+    case GEOD_VINCENTY:
+      s = geod_inverse_vincenty_pp(&pl->ell, a, b, nonconv);
+      break;
+    case GEOD_HAVERSINE:
+      s = geod_inverse_haversine_pp(a, b, pl->radius_m);
+      break;
+    default:
+      s = geod_inverse_karney_pp(&pl->ell, a, b);
+      break;
+  }
+  return s / pl->unit;
+}
+
+/* Build a plan directly from host arrays of latitudes/longitudes (tests,
+ * benchmarks): pts is n x 2 (lat, lon) row-major, tgt m x 2 or NULL.
+ * method/ellipsoid/units as in the params; no value checks beyond the
+ * ellipsoid (callers pass valid points). Caller frees with
+ * geod_plan_free. */
+int geod_plan_build(geod_method method, double a, double f, double radius_m,
+                    double unit, int condensed, tdtype dt, const double *pts,
+                    int64_t n, const double *tgt, int64_t m, geod_plan **out,
+                    terr *e);
+void geod_plan_free(geod_plan *pl); /* NULL is a no-op */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,158 @@
+/* kinds.h — what a job kind (map, reduce, matmul, geodesic) provides, and
+ * the context a running job gets from the scheduler.
+ *
+ * A job's params are checked twice: at submit (`check`, cheap, no big
+ * allocation, fills the estimate that the router and the 413 limit use) and
+ * at run time (`prepare`, which builds the inputs, possibly after a restart
+ * from the stored params). `run` computes on one backend; the scheduler may
+ * call it several times on the same plan (backend "compare").
+ *
+ * Threads: check runs on an HTTP thread; prepare/run/release on a scheduler
+ * worker. run may call pool_for on ctx->pool and must stop between chunks
+ * once job_ctx_stopped(ctx) is true (returning T_ECANCELED or T_ETIMEOUT,
+ * whichever job_ctx_stop_code says).
+ */
+#ifndef TESSEL_KINDS_KINDS_H
+#define TESSEL_KINDS_KINDS_H
+
+#include <jansson.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "array/arrayval.h"
+#include "array/tarray.h"
+#include "util/err.h"
+
+typedef enum { K_MAP = 0, K_REDUCE, K_MATMUL, K_GEODESIC, K__COUNT } tkind;
+
+typedef enum {
+  B_AUTO = 0,
+  B_SERIAL,
+  B_CPU,
+  B_CUDA,
+  B_COMPARE,
+  B__COUNT
+} tbackend;
+const char *tbackend_name(tbackend b); /* "auto", "serial", ... */
+int tbackend_parse(const char *s);     /* -1 when unknown */
+
+struct pool;
+
+/* What the router and the limits need to know before anything runs. */
+typedef struct job_estimate {
+  tdtype out_dtype;
+  int out_ndim;
+  int64_t out_shape[T_MAXDIM];
+  int64_t out_bytes;  /* result size */
+  int64_t in_bytes;   /* bytes of input data to move (to a GPU) */
+  int64_t mem_bytes;  /* peak host memory the job needs (inputs + result) */
+  double work;        /* kind-specific unit: elements*ops, flops, pairs */
+  double ops_per_elem;/* map/reduce: VM instructions per element */
+  int64_t size;       /* the job's input size as people count it: elements of
+                         the largest input (map/reduce), m*k*n (matmul), points
+                         n (geodesic); shown per job and in performance charts */
+} job_estimate;
+
+typedef struct job_ctx {
+  const char *job_id;
+  struct pool *pool;       /* CPU pool (run chunks with pool_for) */
+  int threads;             /* width to use: 1 for serial, pool size for cpu */
+  int device;              /* CUDA device index for B_CUDA */
+  atomic_int *stop;        /* 0 run; 1 canceled; 2 timed out */
+  _Atomic int64_t progress_done, progress_total;
+  /* Phase times in ms, added to by run (prepare is timed by the scheduler). */
+  double t_h2d, t_compute, t_d2h;
+  /* Allocate the result array. The scheduler backs big results by a mapped
+   * .npy file in the data dir (no extra copy to store them). The array is
+   * owned by the caller of run once run returns it. */
+  int (*result_alloc)(struct job_ctx *ctx, tdtype dt, int ndim,
+                      const int64_t *shape, tarray **out, terr *e);
+  void *ud; /* the scheduler's */
+  /* Set by run, recorded with the job by the scheduler (0 when unused):
+   * geodesic "vincenty", the pairs whose iteration did not converge (NaN in
+   * the result). */
+  int64_t nonconverged;
+} job_ctx;
+
+static inline int job_ctx_stopped(const job_ctx *c) {
+  return c->stop && atomic_load_explicit(c->stop, memory_order_relaxed) != 0;
+}
+static inline int job_ctx_stop_code(const job_ctx *c) {
+  int s = c->stop ? atomic_load(c->stop) : 0;
+  return s == 2 ? T_ETIMEOUT : T_ECANCELED;
+}
+static inline void job_ctx_progress(job_ctx *c, int64_t add) {
+  atomic_fetch_add_explicit(&c->progress_done, add, memory_order_relaxed);
+}
+
+typedef struct kind_ops {
+  tkind kind;
+  const char *name;
+  /* Tolerance for "compare": results agree when, elementwise,
+   * |a - b| <= atol + rtol * |b|. tolerance_doc says it in words. */
+  double rtol, atol;
+  const char *tolerance_doc;
+  int (*check)(const json_t *params, const tenv *env, job_estimate *est,
+               terr *e);
+  int (*prepare)(const json_t *params, const tenv *env, void **plan,
+                 terr *e);
+  /* b is B_SERIAL, B_CPU or B_CUDA. */
+  int (*run)(void *plan, tbackend b, job_ctx *ctx, tarray **result, terr *e);
+  void (*release)(void *plan);
+  /* Optional (NULL: use rtol/atol above): the tolerance for this plan's
+   * results when it depends on the data or the dtype (matmul: float32 or
+   * float64, and the size of |a|.|b|, which a fixed rtol cannot follow where
+   * sums cancel). Called on the worker after prepare; same rule
+   * |a - b| <= atol + rtol * |b|. */
+  void (*tolerance)(const void *plan, double *rtol, double *atol);
+} kind_ops;
+
+/* The table: NULL when the name is unknown. */
+const kind_ops *kind_find(const char *name);
+const kind_ops *kind_get(tkind k);
+
+/* For a kind's check: the first key of the object params that is not in
+ * the NULL-terminated list keys, or NULL when all are known. The caller
+ * words the error (each kind names its field its own way). The string
+ * belongs to params. Inline so a kind need not link the kind table. */
+static inline const char *kind_params_unknown_key(const json_t *params,
+                                                  const char *const *keys) {
+  const char *key;
+  json_t *v;
+  json_object_foreach((json_t *)params, key, v) {
+    int i = 0;
+    while (keys[i] && strcmp(key, keys[i]) != 0) i++;
+    if (!keys[i]) return key;
+  }
+  return NULL;
+}
+
+/* For the end of a kind's check, once est->out_dtype/out_ndim/out_shape are
+ * set: the result is an array like any other, so its shape must pass
+ * tshape_extent and its element count env->max_elems (--max-elements;
+ * T_ETOOLARGE, 413, field "params"): a reduce of a (0, 2^31) upload over
+ * axis 0 holds nothing in, but would give 2^31 elements out. Sets
+ * est->out_bytes (which then cannot overflow: see T_EXTENT_MAX). Inline
+ * for the same reason as above. */
+static inline int kind_result_check(const tenv *env, job_estimate *est,
+                                    terr *e) {
+  char sh[T_MAXDIM * 22];
+  int64_t n = tshape_size(est->out_ndim, est->out_shape, INT64_MAX);
+  if (n < 0)
+    return terr_set(e, T_ETOOLARGE, "params", -1,
+                    "the result's shape %s is too big",
+                    tshape_str(est->out_ndim, est->out_shape, sh, sizeof sh));
+  if (env && env->max_elems > 0 && n > env->max_elems)
+    return terr_set(e, T_ETOOLARGE, "params", -1,
+                    "the result would have %lld elements (shape %s); the "
+                    "limit on any array is %lld", (long long)n,
+                    tshape_str(est->out_ndim, est->out_shape, sh, sizeof sh),
+                    (long long)env->max_elems);
+  est->out_bytes = n * (int64_t)tdtype_size(est->out_dtype);
+  return 0;
+}
+
+extern const kind_ops kind_map_ops, kind_reduce_ops, kind_matmul_ops,
+    kind_geodesic_ops;
+
+#endif

@@ -1,0 +1,188 @@
+/* kinds/map/map.c — the "map" job kind: an elementwise expression over named,
+ * broadcast inputs (API.md).
+ *
+ *   params {"expr": "x**2 + 2*x + 1", "inputs": {"x": <array value>},
+ *           "dtype": "float64" | "float32"}
+ *
+ * check compiles the expression and checks the inputs (kinds/exprkind.c) and
+ * fills the estimate; prepare resolves the inputs in the job's dtype; run
+ * evaluates on the CPU in chunks of output elements (each chunk runs the
+ * block VM with its thread's own scratch, so no full-size temporary is
+ * made) or hands the whole job to gpu_map.
+ *
+ * Threads: check on an HTTP thread; prepare/run/release on a scheduler
+ * worker; run's chunks on pool threads, each writing only its own range of
+ * the result and its own slot's scratch. The plan is read-only during run,
+ * so "compare" may run it several times.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kinds/gpu_kernels.h"
+#include "kinds/exprkind.h"
+#include "util/pool.h"
+#include "util/util.h"
+
+/* Output elements per chunk: the unit of parallel work, progress and
+ * cancellation. Results do not depend on it (every element is computed
+ * the same way wherever the chunk boundaries fall). */
+#define MAP_CHUNK_MAX 65536
+#define MAP_CHUNK_MIN 32768
+
+typedef struct map_plan {
+  kexpr k;
+  tarray *in[EXPR_MAX_INPUTS]; /* owned */
+  char *ids[EXPR_MAX_INPUTS];  /* owned; NULL for non-uploaded inputs */
+} map_plan;
+
+static const char *const map_keys[] = {NULL};
+
+static int map_check(const json_t *params, const tenv *env, job_estimate *est,
+                     terr *e) {
+  kexpr k;
+  int rc = kexpr_check(params, env, map_keys, 0, &k, e);
+  if (rc) return rc;
+  memset(est, 0, sizeof *est);
+  est->out_dtype = k.dt;
+  est->out_ndim = k.ndim;
+  for (int d = 0; d < k.ndim; d++) est->out_shape[d] = k.shape[d];
+  if ((rc = kind_result_check(env, est, e))) {
+    kexpr_free(&k);
+    return rc;
+  }
+  kexpr_estimate(&k, (double)expr_program_length(k.x), est);
+  kexpr_free(&k);
+  return 0;
+}
+
+static void map_release(void *plan) {
+  map_plan *p = plan;
+  if (!p) return;
+  kexpr_release(&p->k, p->in, p->ids);
+  free(p);
+}
+
+static int map_prepare(const json_t *params, const tenv *env, void **plan,
+                       terr *e) {
+  *plan = NULL;
+  map_plan *p = calloc(1, sizeof *p);
+  if (!p) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  int rc = kexpr_check(params, env, map_keys, 0, &p->k, e);
+  if (!rc) rc = kexpr_resolve(&p->k, env, p->in, p->ids, e);
+  if (rc) {
+    map_release(p);
+    return rc;
+  }
+  *plan = p;
+  return 0;
+}
+
+typedef struct map_work {
+  const map_plan *p;
+  tarray *out;
+  int64_t chunk;
+  char *scratch; /* slot s at scratch + s * stride */
+  size_t stride;
+  job_ctx *ctx;
+} map_work;
+
+/* One chunk, on a pool thread (or the caller). */
+static void map_chunk(void *arg, int64_t c, int slot) {
+  map_work *w = arg;
+  int64_t start = c * w->chunk, n = w->out->size - start;
+  if (n > w->chunk) n = w->chunk;
+  expr_eval(w->p->k.x, (const tarray *const *)w->p->in, w->out, start, n,
+            w->scratch + (size_t)slot * w->stride);
+  job_ctx_progress(w->ctx, 1);
+}
+
+static int map_run_cpu(const map_plan *p, tarray *out, job_ctx *ctx,
+                       int width, terr *e) {
+  if (width < 1) width = 1;
+  int64_t chunk = out->size / ((int64_t)width * 4);
+  if (chunk < MAP_CHUNK_MIN) chunk = MAP_CHUNK_MIN;
+  if (chunk > MAP_CHUNK_MAX) chunk = MAP_CHUNK_MAX;
+  int64_t nchunks = (out->size + chunk - 1) / chunk;
+  if (nchunks < (int64_t)width) width = (int)(nchunks ? nchunks : 1);
+  size_t stride = (expr_scratch_size(p->k.x) + 63) & ~(size_t)63;
+  char *scratch = aligned_alloc(64, stride * (size_t)width);
+  if (!scratch) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  atomic_store(&ctx->progress_total, nchunks);
+  atomic_store(&ctx->progress_done, 0);
+  map_work w = {p, out, chunk, scratch, stride, ctx};
+  int stopped = 0;
+  if (!ctx->pool || width == 1) {
+    for (int64_t c = 0; c < nchunks; c++) {
+      if (job_ctx_stopped(ctx)) {
+        stopped = 1;
+        break;
+      }
+      map_chunk(&w, c, 0);
+    }
+  } else {
+    stopped = pool_for(ctx->pool, width, nchunks, map_chunk, &w, ctx->stop) != 0;
+  }
+  free(scratch);
+  if (stopped)
+    return terr_set(e, job_ctx_stop_code(ctx), "", -1, "stopped");
+  return 0;
+}
+
+static int map_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
+                   terr *e) {
+  *result = NULL;
+  map_plan *p = plan;
+  tarray *out = NULL;
+  int rc = ctx->result_alloc(ctx, p->k.dt, p->k.ndim, p->k.shape, &out, e);
+  if (rc) return rc;
+  if (out->size == 0) {
+    /* zero-size: nothing to evaluate on any backend */
+  } else if (b == B_CUDA) {
+    rc = gpu_map(ctx->device, p->k.x, (const tarray *const *)p->in,
+                 (const char *const *)p->ids, out, ctx, e);
+  } else {
+    double t0 = t_now_ms();
+    rc = map_run_cpu(p, out, ctx, b == B_SERIAL ? 1 : ctx->threads, e);
+    ctx->t_compute += t_now_ms() - t0;
+  }
+  if (rc) {
+    tarray_free(out);
+    return rc;
+  }
+  *result = out;
+  return 0;
+}
+
+/* float32 results get float32 tolerances (see tolerance_doc). */
+static void map_tolerance(const void *plan, double *rtol, double *atol) {
+  const map_plan *p = plan;
+  int f32 = p->k.dt == T_F32;
+  *rtol = f32 ? 1e-5 : 1e-12;
+  *atol = f32 ? 1e-5 : 1e-12;
+}
+
+/* Why these tolerances (compare: |a - b| <= atol + rtol*|b|): serial and
+ * cpu give identical bits (the same VM on the same elements). A GPU
+ * differs by its libm (CUDA's sin/exp/pow are within 1-2 ulp; the CPU's
+ * sin/cos/exp/log within 4, libmvec, the rest within 1) and by fused
+ * multiply-adds, so well-conditioned expressions
+ * agree to a few ulp; rtol leaves room for a chain of such operations, and
+ * atol for results near zero that come from cancelling terms of order one
+ * (x**2 + 2*x + 1 near x = -1). */
+const kind_ops kind_map_ops = {
+    .kind = K_MAP,
+    .name = "map",
+    .rtol = 1e-12,
+    .atol = 1e-12,
+    .tolerance_doc =
+        "float64: |a-b| <= 1e-12 + 1e-12*|b|; float32: |a-b| <= 1e-5 + "
+        "1e-5*|b|. CPU backends agree bit for bit; GPU math functions and "
+        "fused multiply-adds differ by a few ulp per operation (float64 ulp "
+        "2.2e-16, float32 1.2e-7), and atol covers results near zero made "
+        "by cancelling terms of order 1.",
+    .check = map_check,
+    .prepare = map_prepare,
+    .run = map_run,
+    .release = map_release,
+    .tolerance = map_tolerance,
+};

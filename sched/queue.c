@@ -1,0 +1,161 @@
+/* sched/queue.c — the scheduler's containers: binary heaps of jobs keyed
+ * (priority desc, sequence asc), the id table (a chained hash that doubles
+ * when it holds as many jobs as buckets), and making / freeing a job from
+ * its store row. All [mu]: the caller holds sched.mu (see sched_int.h),
+ * except sjob_new/sjob_free, which touch only the job.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/sched_int.h"
+
+/* ---- heaps ----------------------------------------------------------------- */
+int sjob_before(const sjob *a, const sjob *b) {
+  if (a->priority != b->priority) return a->priority > b->priority;
+  return a->seq < b->seq;
+}
+
+static void heap_set(sjob_heap *h, int i, sjob *j) {
+  h->v[i] = j;
+  j->heap_index = i;
+}
+
+static void heap_up(sjob_heap *h, int i) {
+  sjob *j = h->v[i];
+  while (i > 0) {
+    int parent = (i - 1) / 2;
+    if (!sjob_before(j, h->v[parent])) break;
+    heap_set(h, i, h->v[parent]);
+    i = parent;
+  }
+  heap_set(h, i, j);
+}
+
+static void heap_down(sjob_heap *h, int i) {
+  sjob *j = h->v[i];
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= h->n) break;
+    if (c + 1 < h->n && sjob_before(h->v[c + 1], h->v[c])) c++;
+    if (!sjob_before(h->v[c], j)) break;
+    heap_set(h, i, h->v[c]);
+    i = c;
+  }
+  heap_set(h, i, j);
+}
+
+int sjob_heap_push(sjob_heap *h, sjob *j) {
+  if (h->n == h->cap) {
+    int cap = h->cap ? h->cap * 2 : 64;
+    sjob **v = realloc(h->v, (size_t)cap * sizeof *v);
+    if (!v) return T_ENOMEM;
+    h->v = v;
+    h->cap = cap;
+  }
+  h->v[h->n] = j;
+  j->heap_index = h->n++;
+  heap_up(h, j->heap_index);
+  return T_OK;
+}
+
+void sjob_heap_remove(sjob_heap *h, int i) {
+  sjob *j = h->v[i];
+  sjob *last = h->v[--h->n];
+  j->heap_index = -1;
+  if (i == h->n) return;
+  heap_set(h, i, last);
+  heap_up(h, i);
+  heap_down(h, last->heap_index);
+}
+
+/* ---- the id table ------------------------------------------------------- */
+static size_t id_hash(const char *id) {
+  uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+  for (; *id; id++) h = (h ^ (unsigned char)*id) * 1099511628211ULL;
+  return (size_t)h;
+}
+
+sjob *sched_find(sched *s, const char *id) {
+  if (!s->nbuckets) return NULL;
+  for (sjob *j = s->buckets[id_hash(id) & (s->nbuckets - 1)]; j; j = j->hnext)
+    if (strcmp(j->id, id) == 0) return j;
+  return NULL;
+}
+
+int sched_table_insert(sched *s, sjob *j) {
+  if (s->njobs + 1 > s->nbuckets) { /* grow to keep chains short */
+    size_t nb = s->nbuckets ? s->nbuckets * 2 : 256;
+    sjob **b = calloc(nb, sizeof *b);
+    if (!b) return T_ENOMEM;
+    for (size_t i = 0; i < s->nbuckets; i++) {
+      for (sjob *x = s->buckets[i], *next; x; x = next) {
+        next = x->hnext;
+        size_t k = id_hash(x->id) & (nb - 1);
+        x->hnext = b[k];
+        b[k] = x;
+      }
+    }
+    free(s->buckets);
+    s->buckets = b;
+    s->nbuckets = nb;
+  }
+  size_t k = id_hash(j->id) & (s->nbuckets - 1);
+  j->hnext = s->buckets[k];
+  s->buckets[k] = j;
+  s->njobs++;
+  return T_OK;
+}
+
+void sched_table_remove(sched *s, sjob *j) {
+  sjob **pp = &s->buckets[id_hash(j->id) & (s->nbuckets - 1)];
+  for (; *pp; pp = &(*pp)->hnext) {
+    if (*pp == j) {
+      *pp = j->hnext;
+      s->njobs--;
+      return;
+    }
+  }
+}
+
+/* ---- jobs ----------------------------------------------------------------- */
+static char *dup_or_empty(const char *x) { return strdup(x ? x : ""); }
+
+sjob *sjob_new(const store_job *sj) {
+  sjob *j = calloc(1, sizeof *j);
+  if (!j) return NULL;
+  snprintf(j->id, sizeof j->id, "%s", sj->id);
+  j->owner = dup_or_empty(sj->owner);
+  j->kind = dup_or_empty(sj->kind);
+  j->params_text = dup_or_empty(sj->params);
+  j->backend_text = dup_or_empty(sj->backend_requested);
+  if (!j->owner || !j->kind || !j->params_text || !j->backend_text) {
+    sjob_free(j);
+    return NULL;
+  }
+  j->requested = tbackend_parse(sj->backend_requested ? sj->backend_requested
+                                                      : "auto");
+  j->priority = sj->priority;
+  j->timeout_s = sj->timeout_s;
+  j->created_at = sj->created_at;
+  j->attempts = sj->attempts;
+  j->crash_test = sched_test_crash_label(sj->label);
+  j->heap_index = -1;
+  j->queue = -1;
+  j->backend = B_AUTO;
+  atomic_init(&j->stop, 0);
+  atomic_init(&j->ctx.progress_done, 0);
+  atomic_init(&j->ctx.progress_total, 0);
+  return j;
+}
+
+void sjob_free(sjob *j) {
+  if (!j) return;
+  free(j->owner);
+  free(j->kind);
+  free(j->params_text);
+  free(j->backend_text);
+  json_decref(j->params);
+  json_decref(j->estimates);
+  free(j);
+}
+

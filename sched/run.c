@@ -1,0 +1,772 @@
+/* sched/run.c — running one job on the worker that took it.
+ *
+ * Steps: parse the stored params, find the kind, estimate (kind check, with a
+ * tenv backed by the store), resolve the backend (the router for auto; an
+ * auto job routed to the other kind of worker is handed over and this worker
+ * is done with it), the start counted where a crash cannot lose it (the
+ * in-flight journal, sched/journal.c, or a [sync] store_job_start when there
+ * is none; after max_attempts starts without an end the job fails "crashed"
+ * instead of running) and store_job_start_async (not waited for: it commits
+ * at the latest with the finish), prepare (timed), run on one backend or, for
+ * compare, on each, then decide the end under the lock (a cancel or timeout
+ * that came in wins over a late success), keep the result, and queue the end
+ * with store_job_finish_async: the worker goes on with its next job while the
+ * store's writer commits the end together with other jobs' writes, then
+ * (srun_finished, on the writer thread) releases the job: stats, waiters
+ * (given the committed row), free. So a waiter never hears of an end that is
+ * not committed, and no worker sleeps on a commit. A finish that finds the
+ * job already ended in the store (canceled before it was taken) leaves the
+ * store's end as it is.
+ *
+ * Results: ctx->result_alloc gives heap memory for results of up to
+ * inline_result_max bytes and, above, a mapped .npy created by
+ * tarray_create_npy under a temporary name <data>/results/<id>.npy.tmp<N>.
+ * A heap result whose .npy fits in row_result_max bytes is kept in the job's
+ * store row (no file: creating one costs more than a tiny job, see
+ * tests/bench/README.md); it commits with the finish. Other heap results are
+ * written with npy_write to a temporary file. Either way a file is renamed
+ * to <id>.npy only when complete, so a crash never leaves a partial file
+ * under the final name (sched_start removes stale temporaries). No fsync: a
+ * process crash is covered, a power loss right after a job is not.
+ *
+ * Threads: everything here runs on the worker that owns the job, except
+ * srun_finished (the store's writer thread: it must not block nor make a
+ * [sync] store call); sched.mu is taken only briefly (see sched_int.h) and
+ * never across a store write, a kind callback or a file write. result_alloc
+ * must be called from the thread that called run (not from inside pool_for
+ * chunks).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "array/store_source.h"
+#include "sched/router.h"
+#include "sched/sched_int.h"
+
+#define SRUN_MAX_ALLOCS 8
+/* JSON text for the store: compact, 9 significant digits (2.4, not
+ * 2.3999999999999999). */
+#define SRUN_JSON (JSON_COMPACT | JSON_REAL_PRECISION(9))
+#define SRUN_PATH_MAX 4096
+
+typedef struct salloc {
+  tarray *a;                /* compared by address only (may be freed) */
+  char path[SRUN_PATH_MAX]; /* temporary file; "" for heap or once kept */
+} salloc;
+
+typedef struct srun {
+  sched *s;
+  sjob *j;
+  int device;
+  salloc allocs[SRUN_MAX_ALLOCS];
+  int nallocs;
+  tenv env;
+  double t_prepare, t_h2d, t_compute, t_d2h, t_store;
+  json_t *compare; /* [{"backend","ms",...}] */
+  double max_abs_diff;
+  double rtol, atol; /* compare's tolerance for this plan */
+} srun;
+
+/* A duration in ms, to the microsecond. */
+static json_t *ms_json(double ms) { return json_real(round(ms * 1e3) / 1e3); }
+
+/* ---- result arrays --------------------------------------------------------- */
+static int srun_result_alloc(job_ctx *ctx, tdtype dt, int ndim,
+                             const int64_t *shape, tarray **out, terr *e) {
+  srun *r = ctx->ud;
+  *out = NULL;
+  int64_t n = tshape_size(ndim, shape, INT64_MAX);
+  if (n < 0 || n > INT64_MAX / 8)
+    return terr_set(e, T_ETOOLARGE, "", -1, "result shape is too large");
+  if (r->nallocs == SRUN_MAX_ALLOCS)
+    return terr_set(e, T_EINTERNAL, "", -1, "too many result allocations");
+  salloc *al = &r->allocs[r->nallocs];
+  al->path[0] = 0;
+  int64_t bytes = n * (int64_t)tdtype_size(dt);
+  if (bytes <= r->s->inline_max) {
+    al->a = tarray_new(dt, ndim, shape);
+    if (!al->a)
+      return terr_set(e, T_ENOMEM, "", -1, "no memory for a result of %lld bytes",
+                      (long long)bytes);
+  } else {
+    snprintf(al->path, sizeof al->path, "%s/%s.npy.tmp%u", r->s->results_dir,
+             r->j->id, atomic_fetch_add(&r->s->tmp_counter, 1));
+    int rc = tarray_create_npy(al->path, dt, ndim, shape, &al->a, e);
+    if (rc) {
+      unlink(al->path);
+      al->path[0] = 0;
+      return rc;
+    }
+  }
+  r->nallocs++;
+  *out = al->a;
+  return T_OK;
+}
+
+static salloc *srun_find_alloc(srun *r, const tarray *a) {
+  for (int i = 0; i < r->nallocs; i++)
+    if (r->allocs[i].a == a && r->allocs[i].path[0]) return &r->allocs[i];
+  return NULL;
+}
+
+/* Free a result that is not kept (and its temporary file). */
+static void srun_drop_result(srun *r, tarray *a) {
+  if (!a) return;
+  salloc *al = srun_find_alloc(r, a);
+  tarray_free(a);
+  if (al) {
+    unlink(al->path);
+    al->path[0] = 0;
+  }
+}
+
+/* Keep the result `a` (and free it): as the .npy bytes *npy (new heap
+ * buffer, *npy_len bytes) for the store row when they fit in row_max,
+ * else as the file `final` (<results>/<id>.npy). */
+static int srun_keep_result(srun *r, tarray *a, const char *final, char **npy,
+                            size_t *npy_len, terr *e) {
+  salloc *al = srun_find_alloc(r, a);
+  int rc = T_OK;
+  *npy = NULL;
+  *npy_len = 0;
+  if (!al && r->s->row_max > 0 &&
+      a->size * (int64_t)tdtype_size(a->dtype) + NPY_HEADER_MAX <=
+          r->s->row_max) {
+    rc = npy_to_buffer(a, npy, npy_len, e);
+    tarray_free(a);
+    return rc;
+  }
+  if (al) { /* mapped: the data is already in the file */
+    tarray_free(a);
+    if (rename(al->path, final) != 0)
+      rc = terr_set(e, T_EIO, "", -1, "cannot rename the result to %s: %s",
+                    final, strerror(errno));
+    else
+      al->path[0] = 0;
+    return rc;
+  }
+  char tmp[SRUN_PATH_MAX];
+  snprintf(tmp, sizeof tmp, "%s/%s.npy.tmp%u", r->s->results_dir, r->j->id,
+           atomic_fetch_add(&r->s->tmp_counter, 1));
+  FILE *f = fopen(tmp, "wb");
+  if (!f) {
+    int err = errno;
+    rc = terr_set(e, T_EIO, "", -1, "cannot create %s: %s", tmp,
+                  strerror(err));
+    rc = terr_nospace(e, rc, err);
+    goto done;
+  }
+  rc = npy_write(f, a, e);
+  int err = rc ? errno : 0;
+  if (fclose(f) != 0 && rc == T_OK) {
+    err = errno;
+    rc = terr_set(e, T_EIO, "", -1, "cannot write %s: %s", tmp, strerror(err));
+  }
+  rc = terr_nospace(e, rc, err); /* a full disk: "resource_exhausted" */
+  if (rc == T_OK && rename(tmp, final) != 0)
+    rc = terr_set(e, T_EIO, "", -1, "cannot rename the result to %s: %s",
+                  final, strerror(errno));
+  if (rc) unlink(tmp);
+done:
+  tarray_free(a);
+  return rc;
+}
+
+/* Remove every temporary file still listed (failed or dropped runs). */
+static void srun_cleanup(srun *r) {
+  for (int i = 0; i < r->nallocs; i++)
+    if (r->allocs[i].path[0]) unlink(r->allocs[i].path);
+  r->nallocs = 0;
+}
+
+/* ---- one backend ------------------------------------------------------------ */
+static void ctx_setup(srun *r, job_ctx *ctx, tbackend b, int device) {
+  ctx->job_id = r->j->id;
+  ctx->pool = r->s->pool;
+  ctx->threads = b == B_SERIAL ? 1 : pool_threads(r->s->pool);
+  ctx->device = device;
+  ctx->stop = &r->j->stop;
+  ctx->t_h2d = ctx->t_compute = ctx->t_d2h = 0;
+  ctx->result_alloc = srun_result_alloc;
+  ctx->ud = r;
+}
+
+/* Run the plan on b; adds the phases to r; *ms gets the wall time. */
+static int srun_backend(srun *r, void *plan, tbackend b, int device,
+                        tarray **result, double *ms, terr *e) {
+  job_ctx *ctx = &r->j->ctx;
+  ctx_setup(r, ctx, b, device);
+  *result = NULL;
+  if (b == B_CUDA) r->s->gpu.lock(device);
+  double t0 = t_now_ms();
+  int rc = r->j->k->run(plan, b, ctx, result, e);
+  *ms = t_now_ms() - t0;
+  if (b == B_CUDA) {
+    r->s->gpu.unlock(device);
+    r->s->gpu.note_result(device, rc); /* once per cuda run */
+  }
+  if (rc) {
+    srun_drop_result(r, *result); /* a kind should not return one, but */
+    *result = NULL;
+  } else if (!*result) {
+    rc = terr_set(e, T_EINTERNAL, "", -1, "kind %s returned no result",
+                  r->j->k->name);
+  }
+  /* Recorded timings correct the router's cost model (every backend a
+   * compare runs teaches it too). */
+  if (rc == T_OK && r->j->have_est) router_observe(r->j->k, &r->j->est, b, *ms);
+  double phases = ctx->t_h2d + ctx->t_d2h;
+  r->t_h2d += ctx->t_h2d;
+  r->t_d2h += ctx->t_d2h;
+  r->t_compute += ctx->t_compute > 0 ? ctx->t_compute
+                  : (*ms > phases ? *ms - phases : 0);
+  return rc;
+}
+
+/* ---- compare ------------------------------------------------------------------ */
+typedef struct cmp_arg {
+  const tarray *ref, *b;
+  double rtol, atol;
+  int64_t chunk, n;
+  double maxdiff[64];
+  int64_t bad[64], first_bad[64];
+} cmp_arg;
+
+/* Does x (a backend's) agree with r (the reference's)? Finite pairs:
+ * |x - r| <= atol + rtol*|r| (numpy.isclose with equal_nan). A NaN or an
+ * infinity on either side agrees only with the same on the other: NaN with
+ * NaN (in the same place: a NaN sqrt(-1), Vincenty's documented NaN), +inf
+ * with +inf; so NaN vs a number, inf vs a finite number (where rtol*|inf|
+ * would excuse any difference) and +inf vs -inf disagree. *d is the
+ * difference reported: 0 when they agree that way, inf when not. */
+static int cmp_close(double x, double r, double atol, double rtol, double *d) {
+  if (isfinite(x) && isfinite(r)) {
+    *d = x == r ? 0 : fabs(x - r);
+    return *d <= atol + rtol * fabs(r);
+  }
+  int same = (isnan(x) && isnan(r)) || x == r;
+  *d = same ? 0 : INFINITY;
+  return same;
+}
+
+/* Elementwise cmp_close over chunk c; per-slot worst difference, count and
+ * first index of the disagreements. */
+static void cmp_chunk(void *arg, int64_t c, int slot) {
+  cmp_arg *a = arg;
+  int64_t lo = c * a->chunk, hi = lo + a->chunk < a->n ? lo + a->chunk : a->n;
+  double md = a->maxdiff[slot];
+  for (int64_t i = lo; i < hi; i++) {
+    double d;
+    if (!cmp_close(tarray_get(a->b, i), tarray_get(a->ref, i), a->atol,
+                   a->rtol, &d)) {
+      if (a->bad[slot]++ == 0 || i < a->first_bad[slot]) a->first_bad[slot] = i;
+    }
+    if (d > md) md = d;
+  }
+  a->maxdiff[slot] = md;
+}
+
+/* 1 when b agrees with ref; *maxdiff, *bad (count), *first (index). */
+static int srun_agree(srun *r, const tarray *ref, const tarray *b,
+                      double *maxdiff, int64_t *bad, int64_t *first) {
+  *maxdiff = 0;
+  *bad = 0;
+  *first = -1;
+  int same = ref->ndim == b->ndim && ref->size == b->size;
+  for (int i = 0; same && i < ref->ndim; i++) same = ref->shape[i] == b->shape[i];
+  if (!same) {
+    *maxdiff = INFINITY;
+    *bad = 1;
+    return 0;
+  }
+  cmp_arg *a = calloc(1, sizeof *a);
+  if (!a) { /* no scratch: compare serially in a stack copy */
+    cmp_arg local;
+    memset(&local, 0, sizeof local);
+    local.ref = ref, local.b = b, local.rtol = r->rtol, local.atol = r->atol;
+    local.n = ref->size, local.chunk = ref->size;
+    cmp_chunk(&local, 0, 0);
+    *maxdiff = local.maxdiff[0];
+    *bad = local.bad[0];
+    *first = local.first_bad[0];
+    return *bad == 0;
+  }
+  a->ref = ref, a->b = b, a->rtol = r->rtol, a->atol = r->atol;
+  a->n = ref->size;
+  a->chunk = 1 << 16;
+  int width = pool_threads(r->s->pool);
+  if (width > 64) width = 64;
+  pool_for(r->s->pool, width, (a->n + a->chunk - 1) / a->chunk, cmp_chunk, a,
+           NULL);
+  for (int i = 0; i < width; i++) {
+    if (a->maxdiff[i] > *maxdiff) *maxdiff = a->maxdiff[i];
+    if (a->bad[i] && (*first < 0 || a->first_bad[i] < *first))
+      *first = a->first_bad[i];
+    *bad += a->bad[i];
+  }
+  free(a);
+  return *bad == 0;
+}
+
+/* First healthy device for compare's cuda run; -1 when none. */
+static int srun_compare_device(sched *s) {
+  for (int d = 0; d < s->ngpu; d++)
+    if (s->gpu.healthy(d)) return d;
+  return -1;
+}
+
+/* Progress over several runs: fold the last run into the base. */
+static void srun_progress_next(srun *r, int runs_left) {
+  sjob *j = r->j;
+  pthread_mutex_lock(&r->s->mu);
+  j->progress_base_done += atomic_exchange(&j->ctx.progress_done, 0);
+  j->progress_base_total += atomic_exchange(&j->ctx.progress_total, 0);
+  j->progress_runs_left = runs_left;
+  pthread_mutex_unlock(&r->s->mu);
+}
+
+static int srun_compare(srun *r, void *plan, tarray **result, terr *e) {
+  struct { tbackend b; int dev; char name[16]; } runs[3];
+  int n = 0;
+  runs[n].b = B_SERIAL, runs[n].dev = -1;
+  snprintf(runs[n++].name, sizeof runs[0].name, "serial");
+  runs[n].b = B_CPU, runs[n].dev = -1;
+  snprintf(runs[n++].name, sizeof runs[0].name, "cpu");
+  int dev = srun_compare_device(r->s);
+  if (dev >= 0) {
+    runs[n].b = B_CUDA, runs[n].dev = dev;
+    snprintf(runs[n++].name, sizeof runs[0].name, "cuda:%d", dev);
+  }
+  r->compare = json_array();
+  r->max_abs_diff = 0;
+  r->rtol = r->j->k->rtol;
+  r->atol = r->j->k->atol;
+  if (r->j->k->tolerance) /* data- or dtype-dependent (matmul) */
+    r->j->k->tolerance(plan, &r->rtol, &r->atol);
+  tarray *ref = NULL;
+  char disagree[TERR_MSG_MAX] = "";
+  size_t dlen = 0;
+  int rc = T_OK;
+  for (int i = 0; i < n; i++) {
+    if (i > 0) srun_progress_next(r, n - 1 - i);
+    tarray *res = NULL;
+    double ms;
+    rc = srun_backend(r, plan, runs[i].b, runs[i].dev, &res, &ms, e);
+    if (rc) {
+      if (!job_ctx_stopped(&r->j->ctx)) {
+        char msg[TERR_MSG_MAX];
+        snprintf(msg, sizeof msg, "compare: %s failed: %s", runs[i].name,
+                 e->message);
+        snprintf(e->message, sizeof e->message, "%s", msg);
+      }
+      break;
+    }
+    json_t *entry = json_pack("{s:s, s:o}", "backend", runs[i].name, "ms",
+                              ms_json(ms));
+    if (runs[i].b == B_CPU)
+      json_object_set_new(entry, "threads", json_integer(r->j->ctx.threads));
+    if (i == 0) {
+      ref = res;
+    } else {
+      double md;
+      int64_t bad, first;
+      if (!srun_agree(r, ref, res, &md, &bad, &first)) {
+        dlen += (size_t)snprintf(
+            disagree + dlen, dlen < sizeof disagree ? sizeof disagree - dlen : 0,
+            "%s%s and serial disagree at %lld element(s) (first at index "
+            "%lld), max |a-b| = %.3g",
+            dlen ? "; " : "", runs[i].name, (long long)bad, (long long)first,
+            md);
+        if (dlen >= sizeof disagree) dlen = sizeof disagree - 1;
+      }
+      if (md > r->max_abs_diff) r->max_abs_diff = md;
+      json_object_set_new(entry, "max_abs_diff",
+                          isfinite(md) ? json_real(md) : json_null());
+      srun_drop_result(r, res);
+    }
+    json_array_append_new(r->compare, entry);
+  }
+  if (rc == T_OK && disagree[0])
+    rc = terr_set(e, T_EINTERNAL, "", -1,
+                  "compare: %s (tolerance |a-b| <= %g + %g*|b|)", disagree,
+                  r->atol, r->rtol);
+  if (rc) {
+    srun_drop_result(r, ref);
+    ref = NULL;
+  }
+  *result = ref;
+  return rc;
+}
+
+/* ---- resolve: params, kind, estimate, backend ---------------------------- */
+enum { RESOLVE_GO = 0, RESOLVE_HANDED_OVER = -1 };
+
+static int srun_gpu_usable(sched *s) {
+  for (int d = 0; d < s->ngpu; d++)
+    if (s->gpu.healthy(d)) return 1;
+  return 0;
+}
+
+static int srun_resolve(srun *r, int device, terr *e) {
+  sched *s = r->s;
+  sjob *j = r->j;
+  if (!j->params) {
+    json_error_t jerr;
+    j->params = json_loads(j->params_text, 0, &jerr);
+    if (!j->params)
+      return terr_set(e, T_EINVAL, "params", jerr.position,
+                      "stored params are not valid JSON: %s", jerr.text);
+  }
+  if (!j->k && !(j->k = s->cfg.kind_lookup(j->kind)))
+    return terr_set(e, T_EINVAL, "kind", -1, "unknown kind '%s'", j->kind);
+  if (j->requested < 0)
+    return terr_set(e, T_EINVAL, "backend", -1, "unknown backend '%s'",
+                    j->backend_text);
+  if (!j->have_est) {
+    int rc = j->k->check(j->params, &r->env, &j->est, e);
+    if (rc) return rc;
+    j->have_est = 1;
+  }
+  if (j->backend == B_AUTO) {
+    tbackend chosen;
+    int usable = srun_gpu_usable(s);
+    router_choose(j->k, &j->est, usable, &chosen, j->reason, sizeof j->reason,
+                  &j->estimates);
+    if (j->requested == B_AUTO) {
+      j->backend = chosen;
+    } else {
+      j->backend = (tbackend)j->requested;
+      if (j->requested == B_COMPARE)
+        snprintf(j->reason, sizeof j->reason,
+                 "compare requested: serial, cpu%s", usable ? " and cuda" : "");
+      else
+        snprintf(j->reason, sizeof j->reason, "%s requested by the client",
+                 tbackend_name(j->backend));
+    }
+  }
+  if (j->backend == B_CUDA && device < 0) {
+    if (s->ngpu == 0)
+      return terr_set(e, T_EUNAVAIL, "backend", -1, "no usable GPU: %s",
+                      s->gpu.unavailable_reason());
+    return sched_handover(s, j, Q_GPU) == 0 ? RESOLVE_HANDED_OVER
+           : atomic_load(&j->stop) ? T_ECANCELED
+           : terr_set(e, T_ENOMEM, "", -1, "no memory to queue the job");
+  }
+  if (j->backend != B_CUDA && device >= 0)
+    return sched_handover(s, j, Q_CPU) == 0 ? RESOLVE_HANDED_OVER
+           : atomic_load(&j->stop) ? T_ECANCELED
+           : terr_set(e, T_ENOMEM, "", -1, "no memory to queue the job");
+  return RESOLVE_GO;
+}
+
+/* The estimate as JSON text for store_job_start: the kind's figures and
+ * the router's, in one object. Caller frees. */
+static char *srun_estimate_json(const sjob *j) {
+  if (!j->have_est) return NULL;
+  return stext_estimate(&j->est, j->estimates);
+}
+
+
+/* ---- end ------------------------------------------------------------------- */
+/* Release a job whose store row is already final (or left unfinished);
+ * ended: its committed row for the waiters, or NULL. */
+static void srun_release(sched *s, sjob *j, int status, int counted,
+                         const char *backend, double run_ms,
+                         const store_job *ended) {
+  pthread_mutex_lock(&s->mu);
+  swaiter *chain = sched_release_locked(s, j, status, counted, backend, run_ms);
+  pthread_mutex_unlock(&s->mu);
+  sched_fire(s, chain, j->id, ended);
+  sjob_free(j);
+}
+
+/* What the end of a job needs once its finish is committed. */
+typedef struct srun_end {
+  sched *s;
+  sjob *j;
+  int status, started;
+  int retried; /* the end failed to commit once: a plain failure retried */
+  double run_ms;
+  char used[32];
+  char final[SRUN_PATH_MAX]; /* the result file; "" when none */
+} srun_end;
+
+/* The finish is committed (rc 0) or failed. Runs on the store's writer
+ * thread (store_job_finish_async), or on the worker when the finish could
+ * not be queued; takes sched.mu briefly, never makes a [sync] store call. */
+static void srun_finished(void *arg, int rc, const terr *fe, store_job *row) {
+  srun_end *x = arg;
+  sched *s = x->s;
+  sjob *j = x->j;
+  if (rc != T_OK && x->final[0]) unlink(x->final);
+  if ((rc == T_ENOSPACE || rc == T_EIO) && !x->retried) {
+    /* The end did not fit (a full disk: SQLITE_FULL, or a result too big
+     * for what is left in the row): record a plain failure instead, which
+     * needs next to no space, so that the job is not run again at every
+     * start. Queued from this (writer) thread: it commits in the next
+     * batch and comes back here. */
+    char msg[TERR_MSG_MAX];
+    snprintf(msg, sizeof msg, "cannot record the job's end: %s",
+             fe ? fe->message : "store error");
+    store_job_end end = {.status = JOB_FAILED, .finished_at = t_wall_ms(),
+                         .max_abs_diff = NAN,
+                         .error_code = terr_code_name((terr_code)rc),
+                         .error_message = msg};
+    x->retried = 1;
+    x->final[0] = 0;
+    x->status = JOB_FAILED;
+    terr qe;
+    if (store_job_finish_async(s->cfg.st, j->id, &end, srun_finished, x,
+                               &qe) == T_OK) {
+      if (row) store_job_clear(row);
+      return;
+    }
+  }
+  if (rc == T_ECONFLICT || rc == T_ENOTFOUND) {
+    /* Ended in the store before a worker took it (canceled: see
+     * sched_cancel), or never recorded; the store's word stands. */
+    log_info("scheduler: job %s: %s", j->id, fe ? fe->message : "");
+    srun_release(s, j, -1, 0, NULL, 0, NULL);
+  } else {
+    if (rc != T_OK) /* stays running in the store: the next start reruns it */
+      log_error("scheduler: cannot record the end of job %s: %s", j->id,
+                fe ? fe->message : "");
+    srun_release(s, j, x->status, 1, x->started ? x->used : NULL, x->run_ms,
+                 rc == T_OK ? row : NULL);
+  }
+  if (row) store_job_clear(row);
+  free(x);
+}
+
+void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
+                         const char *msg) {
+  if (status >= 0) {
+    double queue_ms = (double)(t_wall_ms() - j->created_at);
+    static const char *const keys[] = {"queue", "total"};
+    double ms[2] = {queue_ms, queue_ms};
+    char *timings = stext_timings(keys, ms, 2);
+    store_job_end end = {.status = (job_status)status,
+                         .finished_at = t_wall_ms(), .timings = timings,
+                         .max_abs_diff = NAN, .error_code = code,
+                         .error_message = msg};
+    terr e;
+    if (store_job_finish(s->cfg.st, j->id, &end, &e) != T_OK)
+      log_error("scheduler: cannot finish job %s: %s", j->id, e.message);
+    free(timings);
+  }
+  srun_release(s, j, status, status >= 0, NULL, 0, NULL);
+}
+
+void sched_run_job(sched *s, sjob *j, int device) {
+  srun r;
+  memset(&r, 0, sizeof r);
+  r.s = s, r.j = j, r.device = device, r.max_abs_diff = NAN;
+  tenv_from_store(&r.env, s->cfg.st, j->owner, s->env_max_elems);
+  terr e;
+  terr_clear(&e);
+  void *plan = NULL;
+  tarray *result = NULL;
+  char used[32] = "", final[SRUN_PATH_MAX] = "";
+  char *estimate = NULL, *timings = NULL, *result_json = NULL,
+       *compare_json = NULL, *npy = NULL;
+  size_t npy_len = 0;
+  int64_t started_at = 0;
+  int started = 0, crashed = 0, jslot = -1, status, rc;
+
+  /* A job whose every recorded start ended with the process (no finish):
+   * a poison job. It fails instead of taking the service down again. */
+  if (j->attempts >= s->max_attempts) {
+    crashed = 1;
+    rc = terr_set(&e, T_EINTERNAL, "", -1,
+                  "the job was started %d times and the process died each "
+                  "time; it is not run again (--max-attempts %d)",
+                  j->attempts, s->max_attempts);
+    goto end;
+  }
+  rc = srun_resolve(&r, device, &e);
+  if (rc == RESOLVE_HANDED_OVER) return; /* another worker owns it now */
+  if (rc || atomic_load(&j->stop)) goto end;
+
+  /* Memory admission (sched/mem.c): run, wait in the queue, or fail. */
+  int64_t need = j->have_est ? sched_mem_need(&j->est, j->backend) : 0;
+  int64_t mem_total = -1, mem_avail = -1;
+  if (need >= SCHED_MEM_PROBE_MIN) sched_mem_probe(&mem_total, &mem_avail);
+  int adm = sched_mem_admit(s, j, need, mem_avail);
+  if (adm == SCHED_MEM_WAIT) return; /* back in the queue */
+  if (adm == SCHED_MEM_NEVER) {
+    rc = terr_set(&e, T_ENOMEM, "", -1,
+                  "the job needs about %lld bytes of memory; the machine has "
+                  "%lld available now and the memory budget (--max-memory) is "
+                  "%lld bytes",
+                  (long long)need, (long long)mem_avail,
+                  (long long)s->mem_budget);
+    goto end;
+  }
+
+  if (j->backend == B_CUDA)
+    snprintf(used, sizeof used, "cuda:%d", device);
+  else
+    snprintf(used, sizeof used, "%s", tbackend_name(j->backend));
+  estimate = srun_estimate_json(j);
+  started_at = t_wall_ms();
+  /* Counted before the job runs, so that a job that kills the process is
+   * counted even when it dies at once: after max_attempts such starts it
+   * fails "crashed" above. Normally in the in-flight journal (a store into
+   * a shared mapping that outlives the process, sched/journal.c), and the
+   * store's start is lazy: it commits with the finish below, in the same
+   * transaction for a short job. Without a journal slot, the start is
+   * committed first ([sync], group-committed with other writes). A job
+   * canceled in the store before a worker took it (see sched_cancel) is
+   * found at the finish (or answers T_ECONFLICT to the [sync] start),
+   * which then changes nothing. Any other [sync] error (a full disk): the
+   * job is not run. */
+  jslot = s->journal ? sched_journal_take(s, j->id, j->attempts + 1) : -1;
+  if (jslot >= 0) {
+    store_job_start_async(s->cfg.st, j->id, started_at, used, j->reason,
+                          estimate);
+  } else {
+    rc = store_job_start(s->cfg.st, j->id, started_at, used, j->reason,
+                         estimate, &e);
+    if (rc) goto end;
+  }
+  started = 1;
+  if (j->crash_test) { /* tests only: TESSEL_TEST_CRASH_LABEL */
+    log_error("scheduler: job %s: TESSEL_TEST_CRASH_LABEL: aborting", j->id);
+    abort();
+  }
+
+  double t0 = t_now_ms();
+  rc = j->k->prepare(j->params, &r.env, &plan, &e);
+  r.t_prepare = t_now_ms() - t0;
+  if (rc || atomic_load(&j->stop)) goto end;
+  if (j->backend == B_COMPARE) {
+    rc = srun_compare(&r, plan, &result, &e);
+  } else {
+    double ms;
+    rc = srun_backend(&r, plan, j->backend, device, &result, &ms, &e);
+  }
+
+end:
+  if (plan) j->k->release(plan);
+  sched_journal_put(s, jslot); /* the run is over (no-op when -1) */
+  /* Decide the end under the lock: from now on cancel answers 409. */
+  pthread_mutex_lock(&s->mu);
+  int stop = atomic_load(&j->stop);
+  sched_running_remove(s, j);
+  j->state = SJ_ENDING;
+  int64_t pdone = j->progress_base_done + atomic_load(&j->ctx.progress_done);
+  int64_t ptotal = j->progress_base_total + atomic_load(&j->ctx.progress_total);
+  pthread_mutex_unlock(&s->mu);
+
+  if (stop == SJ_STOP_SHUTDOWN && (rc || !result)) {
+    /* Stopped by shutdown: stays queued in the store, its start taken
+     * back (a shutdown is not a crash: attempts counts only those). */
+    if (started) {
+      terr ue;
+      if (store_job_unstart(s->cfg.st, j->id, &ue) != T_OK)
+        log_warn("scheduler: job %s stays running in the store: %s", j->id,
+                 ue.message);
+    }
+    srun_drop_result(&r, result);
+    srun_cleanup(&r);
+    sched_mem_release(s, j);
+    srun_release(s, j, -1, 0, NULL, 0, NULL);
+    goto out;
+  }
+  const char *code = NULL;
+  char msg[TERR_MSG_MAX] = "";
+  if (stop == 1) {
+    status = JOB_CANCELED, code = "canceled";
+    snprintf(msg, sizeof msg, "canceled by request");
+  } else if (stop == 2) {
+    status = JOB_FAILED, code = terr_code_name(T_ETIMEOUT);
+    double timeout = j->timeout_s > 0 ? j->timeout_s : s->cfg.default_timeout_s;
+    snprintf(msg, sizeof msg, "the job ran past its timeout of %g s", timeout);
+  } else if (crashed) {
+    status = JOB_FAILED, code = "crashed";
+    snprintf(msg, sizeof msg, "%s", e.message);
+  } else if (rc) {
+    status = JOB_FAILED, code = terr_code_name((terr_code)rc);
+    snprintf(msg, sizeof msg, "%s", e.message[0] ? e.message : code);
+  } else {
+    status = JOB_SUCCEEDED;
+  }
+  if (status != JOB_SUCCEEDED) {
+    srun_drop_result(&r, result);
+    result = NULL;
+  } else {
+    /* Pairs a geodesic method could not solve (Vincenty near antipodes)
+     * are NaN in the result and counted there, so the job says so. */
+    result_json = stext_result(
+        result->dtype, result->ndim, result->shape,
+        result->size * (int64_t)tdtype_size(result->dtype),
+        j->ctx.nonconverged > 0 ? (int64_t)j->ctx.nonconverged : 0);
+    snprintf(final, sizeof final, "%s/%s.npy", s->results_dir, j->id);
+    double t0s = t_now_ms();
+    int wrc = srun_keep_result(&r, result, final, &npy, &npy_len, &e);
+    result = NULL;
+    r.t_store = t_now_ms() - t0s;
+    if (npy) final[0] = 0; /* in the row, not a file */
+    if (wrc) {
+      status = JOB_FAILED, code = terr_code_name((terr_code)wrc);
+      snprintf(msg, sizeof msg, "%s", e.message);
+      final[0] = 0;
+      free(result_json);
+      result_json = NULL;
+    }
+  }
+  srun_cleanup(&r);
+
+  double queue_ms = started ? (double)(started_at - j->created_at) : 0;
+  double run_ms = t_now_ms() - j->taken_ms;
+  static const char *const keys[] = {"queue", "prepare", "h2d", "compute",
+                                     "d2h", "store", "total"};
+  double ms[7] = {queue_ms, r.t_prepare, r.t_h2d, r.t_compute,
+                  r.t_d2h, r.t_store, queue_ms + run_ms};
+  timings = stext_timings(keys, ms, 7);
+  compare_json = r.compare ? json_dumps(r.compare, SRUN_JSON) : NULL;
+  store_job_end end = {
+      .status = (job_status)status, .finished_at = t_wall_ms(),
+      .timings = timings, .result = result_json,
+      .result_path = final[0] ? final : NULL, .compare = compare_json,
+      .max_abs_diff = r.compare ? r.max_abs_diff : NAN, .error_code = code,
+      .error_message = code ? msg : NULL, .progress_done = pdone,
+      .progress_total = ptotal, .result_npy = npy, .result_npy_len = npy_len};
+  /* Its memory is free (results kept or dropped, the plan released): a
+   * job waiting for it may start. */
+  sched_mem_release(s, j);
+  /* The end commits on the store's writer thread, which then releases the
+   * job (srun_finished); this worker goes on with its next job. */
+  srun_end *x = calloc(1, sizeof *x);
+  terr fe;
+  if (!x) {
+    log_error("scheduler: no memory to end job %s", j->id);
+    if (final[0]) unlink(final);
+    srun_release(s, j, status, 1, started ? used : NULL, run_ms, NULL);
+    goto out;
+  }
+  x->s = s;
+  x->j = j;
+  x->status = status;
+  x->started = started;
+  x->run_ms = run_ms;
+  snprintf(x->used, sizeof x->used, "%s", used);
+  snprintf(x->final, sizeof x->final, "%s", final);
+  if (store_job_finish_async(s->cfg.st, j->id, &end, srun_finished, x, &fe) !=
+      T_OK) {
+    int frc = store_job_finish(s->cfg.st, j->id, &end, &fe);
+    srun_finished(x, frc, &fe, NULL);
+  }
+
+out:
+  free(npy);
+  json_decref(r.compare);
+  free(estimate);
+  free(timings);
+  free(result_json);
+  free(compare_json);
+}

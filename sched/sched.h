@@ -1,0 +1,166 @@
+/* sched.h — the job scheduler: queue, workers, lifecycle, recovery.
+ *
+ * Accepted jobs are queued by priority (higher first, FIFO within). CPU
+ * workers (the pool) take serial/cpu/compare jobs; one GPU worker per usable
+ * device takes cuda jobs. auto is resolved by the router when a job starts.
+ * A job's life: store row inserted by the API (queued) -> sched_enqueue -> a
+ * worker: the start counted in the in-flight journal (sched/journal.c),
+ * store_job_start_async (see max_attempts), kind prepare, run (once per
+ * backend for compare), result written to <data>/results/<id>.npy (or, up to
+ * cfg.row_result_max bytes, kept in the job's row), store_job_finish_async;
+ * once the end is committed the job is released and its waiters are called: a
+ * waiter never sees a job end that is not committed. Cancel and timeout set
+ * the job's stop flag; a running job stops at its next chunk or tile.
+ *
+ * At start (sched_start) every job the store has left queued or running is
+ * queued again: no accepted job is lost when the process dies.
+ *
+ * Threads: every function may be called from any thread. Waiter callbacks
+ * run with no scheduler lock held, on the store's writer thread (a worker
+ * ends a job with store_job_finish_async and takes its next job at once;
+ * the job is released and its waiters called once the end is committed) or
+ * on the thread that ended a job that never started (cancel, shutdown).
+ * They must not block and must not make a [sync] store call.
+ *
+ * The API's calls (see array/store_source.h for the tenv):
+ *   submit  sched_check (400/413/503) -> sched_reserve (429 + Retry-After,
+ *           503) -> store_job_insert (or _async with ?wait) ->
+ *           sched_enqueue_checked (the check is not repeated); an insert that
+ *           fails, or finds the request_id's job (existing = 1), is
+ *           followed by sched_unreserve instead.
+ *   ?wait   sched_wait_end; 1 means finished: read the store. The
+ *           callback gets the job as committed at its end, and only hands
+ *           the answer to the connection. On the wait's timeout call
+ *           sched_unwait; once it returns, the callback never runs again.
+ *   cancel  sched_cancel, then read the store: canceled -> 200, still
+ *           running (stopping) -> 202; T_ECONFLICT -> 409.
+ *   get     a running job's live progress: sched_progress (the store's
+ *           copy lags by up to 200 ms).
+ */
+#ifndef TESSEL_SCHED_SCHED_H
+#define TESSEL_SCHED_SCHED_H
+
+#include <stdint.h>
+
+#include "kinds/kinds.h"
+#include "db/store.h"
+#include "util/err.h"
+
+typedef struct sched sched;
+
+#define SCHED_MAX_ATTEMPTS_DEFAULT 3
+
+/* The GPU facade calls the scheduler makes (gpu.h). NULL in sched_config:
+ * the real ones; tests pass fakes to drive the GPU paths without a GPU. */
+typedef struct sched_gpu_ops {
+  int (*count)(void);
+  int (*healthy)(int dev);
+  void (*note_result)(int dev, int rc);
+  void (*lock)(int dev);
+  void (*unlock)(int dev);
+  const char *(*unavailable_reason)(void);
+} sched_gpu_ops;
+
+typedef struct sched_config {
+  store *st;
+  const char *data_dir;     /* results go to <data_dir>/results */
+  int threads;              /* CPU workers; <= 0: number of cores */
+  int queue_limit;          /* queued jobs beyond this -> T_EBUSY (429) */
+  double default_timeout_s; /* for jobs that give none */
+  int64_t max_result_bytes; /* larger estimated results -> 413 at submit */
+  int64_t max_job_mem_bytes;/* larger estimated memory -> 413 at submit */
+  /* Memory all running jobs together may hold (their estimates): a job
+   * needing more is refused at submit (413); one that fits but not next to
+   * the running ones waits in the queue (sched/mem.c). 0: 80 % of the
+   * smaller of RAM and the cgroup limit; < 0: no budget. */
+  int64_t max_memory_bytes;
+  int64_t inline_result_max;/* results up to this many bytes stay in memory */
+  /* Results whose .npy (header + data) is at most this many bytes are kept
+   * in the job's store row instead of a file of their own (a file costs
+   * more than a tiny job: store_job_end.result_npy); 0: always a file. */
+  int64_t row_result_max;
+  const char *calibration_path; /* router cost-model cache; NULL: none */
+  /* A job whose start was recorded this many times without an end (the
+   * process died while running it each time) fails with error code
+   * "crashed" instead of running again; <= 0: the default. */
+  int max_attempts;
+  /* Kind table lookup (kind_find in the daemon; tests pass their own). */
+  const kind_ops *(*kind_lookup)(const char *name);
+  const sched_gpu_ops *gpu_ops; /* NULL: gpu.h's functions */
+} sched_config;
+
+int sched_create(const sched_config *cfg, sched **out, terr *e);
+/* Queue the store's unfinished jobs again, then start the workers. */
+int sched_start(sched *s, terr *e);
+/* Stop taking jobs; wait up to deadline_s for running ones, then ask them
+ * to stop (status stays queued/running in the store so that the next start
+ * runs them again); join workers. */
+void sched_shutdown(sched *s, double deadline_s);
+void sched_destroy(sched *s);
+
+/* Take a queue slot before the job is inserted into the store: 0, or
+ * T_EBUSY with *retry_after_s set when the queue is full, or T_EUNAVAIL when
+ * shutting down. Every successful reserve is followed by exactly one
+ * sched_enqueue or sched_unreserve. */
+int sched_reserve(sched *s, int *retry_after_s, terr *e);
+void sched_unreserve(sched *s);
+/* Queue a job that is in the store (status queued). Uses the reserved slot. */
+int sched_enqueue(sched *s, const store_job *j, terr *e);
+/* The same for a job the caller has just checked with sched_check: the
+ * scheduler keeps a reference to `params` (its parsed j->params, which
+ * nobody changes from now on) and a copy of `est`, and does not parse and
+ * check the job again when a worker takes it. */
+int sched_enqueue_checked(sched *s, const store_job *j, json_t *params,
+                          const job_estimate *est, terr *e);
+
+/* Cancel: a queued job ends canceled at once; a running job gets its stop
+ * flag set and ends canceled at its next chunk. T_ECONFLICT when finished,
+ * T_ENOTFOUND when unknown (or another owner's). */
+int sched_cancel(sched *s, const char *id, const char *owner, terr *e);
+
+/* Live progress of a queued or running job: 0, or T_ENOTFOUND when the
+ * scheduler does not hold it (finished: read the store). */
+int sched_progress(sched *s, const char *id, int64_t *done, int64_t *total);
+
+/* Call cb(arg, id) once when job `id` ends. Returns 0 when registered, 1
+ * when the job is not running or queued here (already finished: the caller
+ * reads the store). *token identifies the registration for
+ * sched_unwait. */
+typedef void (*sched_wait_fn)(void *arg, const char *id);
+int sched_wait(sched *s, const char *id, sched_wait_fn cb, void *arg,
+               uint64_t *token);
+/* The same with a callback that also gets the job's row as committed at
+ * its end (`ended`, valid during the call only), or NULL when the scheduler
+ * does not have it (the job ended before it started: canceled, or left to
+ * the next start by a shutdown; or its end could not be written): the
+ * caller then reads the store. */
+typedef void (*sched_end_fn)(void *arg, const char *id,
+                             const store_job *ended);
+int sched_wait_end(sched *s, const char *id, sched_end_fn cb, void *arg,
+                   uint64_t *token);
+/* Remove a registration: 1 when removed before it fired, 0 when it has
+ * fired (or is firing: sched_unwait then returns after cb has returned). */
+int sched_unwait(sched *s, uint64_t token);
+
+/* Counters for /metrics, /v1/stats and /readyz. */
+typedef struct sched_stats {
+  int queued, running, workers, gpu_workers;
+  int64_t finished_total[5]; /* by job_status since start */
+  int accepting;
+} sched_stats;
+void sched_get_stats(sched *s, sched_stats *out);
+
+/* Estimate a job at submit: kind check + limits (413) + backend
+ * availability (503 for cuda without a GPU). Fills est. */
+int sched_check(sched *s, const kind_ops *k, const json_t *params,
+                const tenv *env, tbackend b, job_estimate *est, terr *e);
+
+/* Observe finished-job durations (for /metrics' histogram):
+ * fills counts for the buckets' upper bounds in ms (cumulative). */
+#define SCHED_HIST_BUCKETS 12
+extern const double sched_hist_bounds_ms[SCHED_HIST_BUCKETS];
+void sched_histogram(sched *s, const char *kind, const char *backend,
+                     int64_t counts[SCHED_HIST_BUCKETS], double *sum_ms,
+                     int64_t *count);
+
+#endif

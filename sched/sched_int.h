@@ -1,0 +1,245 @@
+/* sched_int.h — the scheduler's private state, shared by its four files:
+ *
+ *   sched/queue.c the heaps and the id table, jobs from store rows
+ *   sched.c       queueing, reserve/enqueue/cancel, the CPU
+ *                 idle callback and GPU worker threads, the deadline and
+ *                 progress monitor, start/recovery/shutdown
+ *   sched/run.c   running one job: estimate + router, store_job_start,
+ *                 prepare, run or compare, the result file, the end
+ *   sched/wait.c  waiters, progress, stats, histogram, sched_check
+ *   sched/text.c  the JSON documents stored at a job's start and end
+ *
+ * Locks: ONE mutex, sched.mu, guards every field below marked [mu] and every
+ * sjob field marked [mu]. Lock order: sched.mu may be held while taking the
+ * pool's lock (pool_notify) and the store's async queue lock
+ * (store_job_progress, from the monitor); it is NEVER held across a [sync]
+ * store call, a kind callback, a waiter callback, gpu_lock or a file write.
+ * gpu_lock(dev) is taken by a worker with no scheduler lock held.
+ *
+ * A job's states: QUEUED (in a heap) -> RUNNING (taken by a worker; in the
+ * running list that the monitor scans) -> ENDING (its final store write is
+ * under way; no longer cancelable; the worker has moved on) -> gone from the
+ * id table, waiters fired, freed: by the store's writer thread once the end
+ * is committed (sched/run.c), or by the thread that ended an unstarted job.
+ * The job struct is only touched under sched.mu by anyone but the worker
+ * that owns it while RUNNING, and the thread that releases it.
+ */
+#ifndef TESSEL_SCHED_SCHED_INT_H
+#define TESSEL_SCHED_SCHED_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "gpu/gpu.h"
+#include "util/pool.h"
+#include "sched/sched.h"
+
+enum { SJ_QUEUED = 0, SJ_RUNNING, SJ_ENDING };
+enum { Q_CPU = 0, Q_GPU, Q_AUTO, Q__COUNT }; /* which heap holds a job */
+/* stop values: 0 run, 1 canceled, 2 timed out (kinds.h), and ours: */
+#define SJ_STOP_SHUTDOWN 3 /* leave the job unfinished in the store */
+/* Results up to this many bytes are heap arrays written with npy_write at
+ * the end; larger ones are mapped .npy files (tarray_create_npy). Used when
+ * cfg.inline_result_max <= 0. Measured with bench_sched on ext4 (this
+ * 2-core VM, and a 16-core H200 host): heap + write takes 0.3-0.95x the time
+ * of a mapped file from 8 B to 8 MiB (first writes to a shared file mapping
+ * fault page by page), but 1.6-1.7x at 64 MiB, where a mapping also spares
+ * a second, unreclaimable copy of the result in memory. */
+#define SCHED_INLINE_RESULT_DEFAULT (16 << 20)
+
+typedef struct sjob {
+  char id[T_ID_MAX];
+  char *owner, *kind, *params_text, *backend_text; /* owned copies */
+  int requested;       /* tbackend, or -1 when the stored name is unknown */
+  int priority;
+  uint64_t seq;        /* FIFO order within a priority */
+  double timeout_s;
+  int64_t created_at;  /* wall ms */
+  int attempts;        /* starts recorded in the store before this run */
+  int crash_test;      /* test fault switch: abort() at the start (sched.c) */
+  int state;           /* [mu] SJ_* */
+  int queue, heap_index; /* [mu] Q_* and position while QUEUED; -1 else */
+  atomic_int stop;
+  job_ctx ctx;         /* progress_done/total read by others (atomics) */
+  /* Progress of earlier compare runs, so done/total grow over all runs. */
+  int64_t progress_base_done, progress_base_total; /* [mu] */
+  int progress_runs_left;                          /* [mu] runs after this */
+  int64_t stored_done;       /* [mu] monitor: last progress written */
+  double next_progress_ms;   /* [mu] monitor */
+  double deadline_ms;        /* [mu] monotonic; 0: none */
+  int nwaiters;              /* [mu] */
+  int in_running;            /* [mu] counted in nrunning */
+  int64_t mem_held;          /* [mu] its share of sched.mem_reserved */
+  int mem_blocked;           /* [mu] sent back: waits for memory */
+  uint64_t mem_wait_gen;     /* [mu] sched.mem_gen when sent back */
+  /* Worker-owned, kept across a hand-over between CPU and GPU queues. */
+  json_t *params;
+  const kind_ops *k;
+  job_estimate est;
+  int have_est;
+  tbackend backend; /* resolved; B_AUTO until resolved */
+  char reason[256];
+  json_t *estimates; /* router figures; NULL when not routed */
+  double taken_ms;   /* monotonic, when a worker took it */
+  struct sjob *hnext;        /* [mu] id table chain */
+  struct sjob *rprev, *rnext;/* [mu] running list */
+} sjob;
+
+typedef struct sjob_heap {
+  sjob **v;
+  int n, cap;
+} sjob_heap;
+
+typedef struct swaiter {
+  uint64_t token;
+  sjob *job;
+  sched_wait_fn cb;  /* one of cb, cbe */
+  sched_end_fn cbe;
+  void *arg;
+  int firing;       /* [mu] its job ended: in a worker's chain to call */
+  int calling;      /* [mu] cb is being called (or has been) */
+  int skip;         /* [mu] unwaited while firing: not to be called */
+  pthread_t thread; /* [mu] the thread calling cb, once calling */
+  struct swaiter *prev, *next, *fnext;
+} swaiter;
+
+#define SCHED_RATE_RING 32
+typedef struct shist {
+  char kind[24], backend[24];
+  int64_t counts[SCHED_HIST_BUCKETS]; /* per bucket, not cumulative */
+  double sum_ms;
+  int64_t count;
+} shist;
+
+struct sched {
+  sched_config cfg; /* strings point at the copies below */
+  sched_gpu_ops gpu; /* cfg.gpu_ops or the real facade */
+  char *data_dir, *results_dir, *calibration_path;
+  int nthreads, ngpu;
+  int64_t inline_max;   /* bytes; results up to this are heap + npy_write */
+  int64_t row_max;      /* bytes of .npy kept in the store row; 0: none */
+  int64_t env_max_elems;
+  int max_attempts;     /* starts that never finished before "crashed" */
+  void *journal;        /* sched/journal.c: the mapped slots; NULL: none */
+  int journal_slots;
+  atomic_int *journal_used; /* per slot: 1 while a worker holds it */
+  int64_t mem_budget;   /* bytes running jobs may hold; 0: no budget */
+  pool *pool;
+  pthread_t gpu_threads[GPU_MAX_DEVICES];
+  int gpu_started;
+  pthread_t monitor;
+  int monitor_started;
+  atomic_uint tmp_counter;
+
+  pthread_mutex_t mu;
+  pthread_cond_t gpu_cv;   /* GPU workers sleep on it */
+  pthread_cond_t idle_cv;  /* shutdown waits for nrunning == 0 */
+  pthread_cond_t mon_cv;   /* the monitor sleeps on it */
+  pthread_cond_t fired_cv; /* sched_unwait waits for a firing callback */
+  /* everything below: [mu] */
+  sjob_heap q[Q__COUNT];
+  sjob **buckets;
+  size_t nbuckets, njobs;
+  sjob *running;
+  int nqueued, nrunning, reserved;
+  int64_t mem_reserved; /* bytes the running jobs' estimates hold */
+  uint64_t mem_gen;     /* bumped whenever memory is released */
+  uint64_t seq, next_token;
+  int started, accepting, taking, quit, shut;
+  int mon_idle;
+  swaiter *waiters;
+  int64_t finished_total[5];
+  double finish_ms[SCHED_RATE_RING]; /* monotonic finish times, a ring */
+  int nfinish, finish_pos;
+  shist *hist;
+  int nhist, caphist;
+};
+
+/* sched/mem.c: memory admission (see there). */
+enum { SCHED_MEM_RUN = 0, SCHED_MEM_WAIT, SCHED_MEM_NEVER };
+/* Jobs needing less than this are admitted on the budget alone (reading
+ * /proc costs more than such a job's memory is worth). */
+#define SCHED_MEM_PROBE_MIN ((int64_t)32 << 20)
+/* Bytes job needs on backend (a tbackend): mem_bytes, + out_bytes for
+ * compare. */
+int64_t sched_mem_need(const job_estimate *est, int backend);
+/* budget <= 0: none; reserved: what running jobs hold; avail < 0: unknown.
+ * SCHED_MEM_RUN when need fits both the budget's room and avail; WAIT when
+ * it does not but running jobs hold memory; NEVER otherwise. */
+int sched_mem_decide(int64_t need, int64_t budget, int64_t reserved,
+                     int64_t avail);
+void sched_mem_parse_meminfo(const char *text, int64_t *total,
+                             int64_t *avail);       /* -1: absent */
+int64_t sched_mem_parse_cgroup_value(const char *text); /* -1: "max"/bad */
+/* The machine's figures now: total = min(MemTotal, cgroup memory.max);
+ * avail = min(MemAvailable, memory.max - working set); -1 unknown. */
+void sched_mem_probe(int64_t *total, int64_t *avail);
+int64_t sched_mem_default_budget(int64_t total); /* 80 %; 0 when unknown */
+
+/* sched/journal.c: the in-flight journal (see there). open: count the
+ * starts a dead process left in it (store_job_note_start), then map a fresh
+ * one (none on failure: s->journal stays NULL). take: a slot naming job id
+ * and its start number, or -1 when none (the caller then commits the start
+ * before running). put: free it. */
+void sched_journal_open(sched *s);
+void sched_journal_close(sched *s);
+int sched_journal_take(sched *s, const char *id, int attempt);
+void sched_journal_put(sched *s, int slot);
+
+/* sched/queue.c */
+int sjob_before(const sjob *a, const sjob *b); /* a runs first */
+int sjob_heap_push(sjob_heap *h, sjob *j);     /* [mu] 0 or T_ENOMEM */
+void sjob_heap_remove(sjob_heap *h, int i);    /* [mu] */
+sjob *sched_find(sched *s, const char *id);    /* [mu] NULL when not held */
+int sched_table_insert(sched *s, sjob *j);     /* [mu] 0 or T_ENOMEM */
+void sched_table_remove(sched *s, sjob *j);    /* [mu] */
+/* A job from its store row (strings copied); NULL on no memory. */
+sjob *sjob_new(const store_job *sj);
+void sjob_free(sjob *j);
+
+/* sched.c */
+/* 1 when TESSEL_TEST_CRASH_LABEL is set (read once, at the first call) and
+ * equals label: a test-only fault switch, the job aborts the process right
+ * after its start is committed. Any thread. */
+int sched_test_crash_label(const char *label);
+void sched_running_remove(sched *s, sjob *j);           /* [mu] */
+/* Put a taken job back into a queue (auto job routed to the other kind of
+ * worker). Takes the lock. 0, or 1 when the job was canceled meanwhile (the
+ * caller then ends it). */
+int sched_handover(sched *s, sjob *j, int queue);
+/* Memory admission of a taken job (sched/mem.c has the rule): RUN with
+ * its need reserved; WAIT with the job back in its queue (like a
+ * handover: the caller is done with it); NEVER: the caller fails it. Takes
+ * the lock. */
+int sched_mem_admit(sched *s, sjob *j, int64_t need, int64_t avail);
+/* Give back the job's reservation and wake workers waiting for it. Takes
+ * the lock. */
+void sched_mem_release(sched *s, sjob *j);
+
+/* sched/run.c: run a job taken by a worker; device -1 on a CPU worker. */
+void sched_run_job(sched *s, sjob *j, int device);
+/* End a job that never started (queued cancel, shutdown): store write when
+ * status >= 0, then release. No lock held. */
+void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
+                         const char *msg);
+
+/* sched/text.c: the stored JSON documents, as new strings (NULL: no
+ * memory). Timings: n keys and their durations in ms (to the µs). Result:
+ * {"dtype","shape","bytes"[,"nonconverged" when > 0]}. Estimate: the
+ * kind's figures, then the router's (router may be NULL). */
+char *stext_timings(const char *const *keys, const double *ms, int n);
+char *stext_result(tdtype dt, int ndim, const int64_t *shape, int64_t bytes,
+                   int64_t nonconverged);
+char *stext_estimate(const job_estimate *est, const json_t *router);
+
+/* sched/wait.c */
+/* With mu held: remove j from the id table, count it, detach its waiters;
+ * returns the chain to fire (fnext-linked). */
+swaiter *sched_release_locked(sched *s, sjob *j, int status, int counted,
+                              const char *backend, double run_ms);
+/* Without mu: call the chain's callbacks (ended: the job's committed row,
+ * or NULL), then unlist and free them. */
+void sched_fire(sched *s, swaiter *chain, const char *id,
+                const store_job *ended);
+
+#endif

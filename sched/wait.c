@@ -1,0 +1,275 @@
+/* sched/wait.c — waiters, live progress, counters, the duration histogram
+ * and the submit-time check.
+ *
+ * Waiters: every registration is an swaiter in one list (s->waiters, under
+ * sched.mu); a job only counts its own (nwaiters) so that ending a job with
+ * none costs nothing. When a job ends, the thread that releases it (the
+ * store's writer, after the commit; see sched/run.c) marks its waiters
+ * `firing` under the lock, then for each in turn marks it `calling`, calls
+ * it with no lock held, unlists and frees it and broadcasts fired_cv.
+ * sched_unwait: a pending registration is removed (1); a firing one whose
+ * call has not begun is marked `skip` and never called (1); one being
+ * called is waited for on fired_cv until its callback returned (0), unless
+ * sched_unwait runs inside that very callback, where waiting would
+ * deadlock (0 at once). So once sched_unwait returns, the callback is not
+ * running and will never be called, and the caller may free `arg`.
+ * Finding a token walks the list: it holds one entry per request that is
+ * waiting right now (a few hundred at most).
+ *
+ * Histogram: per (kind, backend) a row of bucket counts of run time (from a
+ * worker taking the job to its end; queue time excluded), for /metrics.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/sched_int.h"
+
+const double sched_hist_bounds_ms[SCHED_HIST_BUCKETS] = {
+    1, 5, 10, 25, 50, 100, 250, 500, 1000, 5000, 30000, 120000};
+
+/* ---- histogram -------------------------------------------------------------- */
+/* "cuda:0" -> "cuda" into buf. */
+static void backend_family(const char *backend, char *buf, size_t len) {
+  size_t n = strcspn(backend, ":");
+  if (n >= len) n = len - 1;
+  memcpy(buf, backend, n);
+  buf[n] = 0;
+}
+
+static void hist_observe(sched *s, const char *kind, const char *backend,
+                         double ms) { /* [mu] */
+  char fam[24];
+  backend_family(backend, fam, sizeof fam);
+  shist *h = NULL;
+  for (int i = 0; i < s->nhist && !h; i++)
+    if (strcmp(s->hist[i].kind, kind) == 0 && strcmp(s->hist[i].backend, fam) == 0)
+      h = &s->hist[i];
+  if (!h) {
+    if (s->nhist == s->caphist) {
+      int cap = s->caphist ? s->caphist * 2 : 16;
+      shist *v = realloc(s->hist, (size_t)cap * sizeof *v);
+      if (!v) return; /* a lost observation, not an error */
+      s->hist = v;
+      s->caphist = cap;
+    }
+    h = &s->hist[s->nhist++];
+    memset(h, 0, sizeof *h);
+    snprintf(h->kind, sizeof h->kind, "%s", kind);
+    snprintf(h->backend, sizeof h->backend, "%s", fam);
+  }
+  for (int b = 0; b < SCHED_HIST_BUCKETS; b++) {
+    if (ms <= sched_hist_bounds_ms[b]) {
+      h->counts[b]++;
+      break;
+    }
+  }
+  h->sum_ms += ms;
+  h->count++;
+}
+
+void sched_histogram(sched *s, const char *kind, const char *backend,
+                     int64_t counts[SCHED_HIST_BUCKETS], double *sum_ms,
+                     int64_t *count) {
+  char fam[24] = "";
+  if (backend) backend_family(backend, fam, sizeof fam);
+  memset(counts, 0, SCHED_HIST_BUCKETS * sizeof counts[0]);
+  *sum_ms = 0;
+  *count = 0;
+  pthread_mutex_lock(&s->mu);
+  for (int i = 0; i < s->nhist; i++) {
+    const shist *h = &s->hist[i];
+    if (kind && strcmp(h->kind, kind) != 0) continue;
+    if (backend && strcmp(h->backend, fam) != 0) continue;
+    for (int b = 0; b < SCHED_HIST_BUCKETS; b++) counts[b] += h->counts[b];
+    *sum_ms += h->sum_ms;
+    *count += h->count;
+  }
+  pthread_mutex_unlock(&s->mu);
+  for (int b = 1; b < SCHED_HIST_BUCKETS; b++) counts[b] += counts[b - 1];
+}
+
+/* ---- release and fire ------------------------------------------------------ */
+swaiter *sched_release_locked(sched *s, sjob *j, int status, int counted,
+                              const char *backend, double run_ms) {
+  sched_table_remove(s, j);
+  if (j->in_running) {
+    j->in_running = 0;
+    if (--s->nrunning == 0) pthread_cond_broadcast(&s->idle_cv);
+  }
+  if (counted && status >= 0 && status < 5) s->finished_total[status]++;
+  if (backend && status >= 0) {
+    hist_observe(s, j->kind, backend, run_ms);
+    s->finish_ms[s->finish_pos] = t_now_ms();
+    s->finish_pos = (s->finish_pos + 1) % SCHED_RATE_RING;
+    s->nfinish++;
+  }
+  swaiter *chain = NULL;
+  if (j->nwaiters) {
+    for (swaiter *w = s->waiters; w; w = w->next) {
+      if (w->job != j) continue;
+      w->firing = 1;
+      w->job = NULL;
+      w->fnext = chain;
+      chain = w;
+    }
+    j->nwaiters = 0;
+  }
+  return chain;
+}
+
+static void waiter_unlist(sched *s, swaiter *w) { /* [mu] */
+  if (w->prev)
+    w->prev->next = w->next;
+  else
+    s->waiters = w->next;
+  if (w->next) w->next->prev = w->prev;
+}
+
+void sched_fire(sched *s, swaiter *chain, const char *id,
+                const store_job *ended) {
+  for (swaiter *w = chain, *next; w; w = next) {
+    next = w->fnext;
+    pthread_mutex_lock(&s->mu);
+    int skip = w->skip; /* unwaited while queued to fire: never call it */
+    if (!skip) {
+      w->calling = 1;
+      w->thread = pthread_self();
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (!skip) {
+      if (w->cbe)
+        w->cbe(w->arg, id, ended);
+      else
+        w->cb(w->arg, id);
+    }
+    pthread_mutex_lock(&s->mu);
+    waiter_unlist(s, w);
+    pthread_cond_broadcast(&s->fired_cv);
+    pthread_mutex_unlock(&s->mu);
+    free(w);
+  }
+}
+
+/* ---- wait / unwait ------------------------------------------------------------ */
+static int wait_add(sched *s, const char *id, sched_wait_fn cb,
+                    sched_end_fn cbe, void *arg, uint64_t *token) {
+  *token = 0;
+  swaiter *w = calloc(1, sizeof *w);
+  if (!w) return 1; /* the caller answers from the store instead */
+  pthread_mutex_lock(&s->mu);
+  sjob *j = sched_find(s, id);
+  if (!j) {
+    pthread_mutex_unlock(&s->mu);
+    free(w);
+    return 1;
+  }
+  w->token = ++s->next_token;
+  w->job = j;
+  w->cb = cb;
+  w->cbe = cbe;
+  w->arg = arg;
+  w->next = s->waiters;
+  if (s->waiters) s->waiters->prev = w;
+  s->waiters = w;
+  j->nwaiters++;
+  *token = w->token;
+  pthread_mutex_unlock(&s->mu);
+  return 0;
+}
+
+int sched_wait(sched *s, const char *id, sched_wait_fn cb, void *arg,
+               uint64_t *token) {
+  return wait_add(s, id, cb, NULL, arg, token);
+}
+
+int sched_wait_end(sched *s, const char *id, sched_end_fn cb, void *arg,
+                   uint64_t *token) {
+  return wait_add(s, id, NULL, cb, arg, token);
+}
+
+static swaiter *waiter_find(sched *s, uint64_t token) { /* [mu] */
+  for (swaiter *w = s->waiters; w; w = w->next)
+    if (w->token == token) return w;
+  return NULL;
+}
+
+int sched_unwait(sched *s, uint64_t token) {
+  if (!token) return 0;
+  pthread_mutex_lock(&s->mu);
+  swaiter *w = waiter_find(s, token);
+  int rc = 0;
+  if (w && !w->firing) { /* pending: remove it */
+    waiter_unlist(s, w);
+    if (w->job) w->job->nwaiters--;
+    free(w);
+    rc = 1;
+  } else if (w && !w->calling && !w->skip) { /* about to fire: stop it */
+    w->skip = 1;
+    rc = 1;
+  } else if (w && w->calling && !pthread_equal(w->thread, pthread_self())) {
+    while (waiter_find(s, token)) pthread_cond_wait(&s->fired_cv, &s->mu);
+  } /* else: gone, skipped already, or called from inside its own cb */
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+
+/* ---- progress and counters --------------------------------------------------- */
+int sched_progress(sched *s, const char *id, int64_t *done, int64_t *total) {
+  pthread_mutex_lock(&s->mu);
+  sjob *j = sched_find(s, id);
+  if (j) {
+    *done = j->progress_base_done + atomic_load(&j->ctx.progress_done);
+    *total = j->progress_base_total +
+             atomic_load(&j->ctx.progress_total) * (1 + j->progress_runs_left);
+  }
+  pthread_mutex_unlock(&s->mu);
+  return j ? T_OK : T_ENOTFOUND;
+}
+
+void sched_get_stats(sched *s, sched_stats *out) {
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&s->mu);
+  out->queued = s->nqueued;
+  out->running = s->nrunning;
+  out->workers = s->pool ? pool_threads(s->pool) : 0;
+  out->gpu_workers = s->gpu_started;
+  memcpy(out->finished_total, s->finished_total, sizeof out->finished_total);
+  out->accepting = s->accepting && s->started;
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- submit-time check ------------------------------------------------------- */
+int sched_check(sched *s, const kind_ops *k, const json_t *params,
+                const tenv *env, tbackend b, job_estimate *est, terr *e) {
+  memset(est, 0, sizeof *est);
+  int rc = k->check(params, env, est, e);
+  if (rc) return rc;
+  if (b == B_CUDA && s->ngpu == 0)
+    return terr_set(e, T_EUNAVAIL, "backend", -1,
+                    "cuda requested but no usable GPU: %s",
+                    s->gpu.unavailable_reason());
+  if (s->cfg.max_result_bytes > 0 && est->out_bytes > s->cfg.max_result_bytes)
+    return terr_set(e, T_ETOOLARGE, "params", -1,
+                    "the result would take %lld bytes; the limit is %lld",
+                    (long long)est->out_bytes,
+                    (long long)s->cfg.max_result_bytes);
+  /* compare holds the kept result and one more at a time. A job that
+   * needs more than all running jobs together may hold (--max-memory)
+   * could never start: refused now, not queued. */
+  int64_t mem = sched_mem_need(est, b);
+  int64_t cap = s->cfg.max_job_mem_bytes;
+  if (s->mem_budget > 0 && (cap <= 0 || s->mem_budget < cap))
+    cap = s->mem_budget;
+  if (cap > 0 && mem > cap)
+    return terr_set(e, T_ETOOLARGE, "params", -1,
+                    "the job would need about %lld bytes of memory; the "
+                    "limit is %lld (%s)", (long long)mem, (long long)cap,
+                    cap == s->mem_budget ? "--max-memory" : "per job");
+  pthread_mutex_lock(&s->mu);
+  int accepting = s->accepting;
+  pthread_mutex_unlock(&s->mu);
+  if (!accepting)
+    return terr_set(e, T_EUNAVAIL, "", -1, "the service is shutting down");
+  return T_OK;
+}
