@@ -13,18 +13,16 @@
 #ifndef TESSEL_API_API_H
 #define TESSEL_API_API_H
 
-#include "sched/sched.h"
-#include "db/store.h"
+#include "array/arrays.h"
 #include "http/http.h"
+#include "jobs/jobs.h"
 
 typedef struct api_ctx {
   http_server *srv;
-  store *st;
-  sched *sc;
-  const char *data_dir;    /* arrays in <data_dir>/arrays */
+  jobs *jobs;              /* every job goes through it */
+  arrays *arrays;          /* every uploaded array goes through it */
   int64_t max_elems;       /* cap on the elements of any one array */
   int64_t max_json_result; /* results larger than this (bytes) -> 406 as JSON */
-  double default_timeout_s; /* for jobs that give no timeout_s */
   int64_t started_wall_ms;
 } api_ctx;
 

@@ -12,19 +12,9 @@
  * *out. */
 int api_body_object(http_req *r, json_t **out, terr *e);
 
-/* Refuse keys of obj that are not in the NULL-terminated list `allowed`:
- * "<field>.<key>: unknown field". */
-int api_only_keys(const json_t *obj, const char *field,
-                  const char *const *allowed, terr *e);
-
-/* The job as the API shows it. with_params: include "params". New ref. */
-json_t *api_job_json(api_ctx *ctx, const store_job *j, int with_params);
-/* The same object as JSON text, written directly (job_text.c): a new
- * malloc()ed string of *len bytes, NULL when out of memory. */
-char *api_job_text(api_ctx *ctx, const store_job *j, int with_params,
-                   size_t *len);
-/* Answer `status` with the job (params included) as api_job_text. */
-void api_reply_job(http_req *r, api_ctx *ctx, const store_job *j, int status);
+/* Answer `status` with the job (params included), as jobs_json writes it. */
+void api_reply_job(http_req *r, api_ctx *ctx, const job_record *j,
+                   int status);
 /* The array's metadata as the API shows it. New ref. */
 json_t *api_array_json(const store_array *a);
 

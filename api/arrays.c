@@ -2,11 +2,10 @@
  *
  * An upload is parsed by its Content-Type (application/x-npy, text/csv,
  * application/json; anything else 415), checked strictly (NaN and Inf are
- * refused in CSV and JSON; .npy keeps them), written to
- * <data>/arrays/<id>.npy (temp name, then rename: a crash never leaves half
- * a file under a real name) and recorded in the store. The same content
- * from the same owner gives the same id (sha256 of dtype, shape and data):
- * the first upload answers 201, a repeat 200 with the existing array.
+ * refused in CSV and JSON; .npy keeps them) and handed to arrays_put
+ * (array/arrays.h: the file, the store row, the content id). The same
+ * content from the same owner gives the same id: the first upload answers
+ * 201, a repeat 200 with the existing array.
  *
  * Memory: a float64/float32 .npy is not copied at all: the array is a view
  * of the body's data section (npy_native_view), hashed and written from
@@ -21,7 +20,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <nettle/sha2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,21 +76,6 @@ static int parse_upload(http_req *r, api_ctx *ctx, tarray **out, terr *e) {
 /* sha256 over "dtype|shape|" + data: equal arrays, equal digests. Fed to
  * the hash in two pieces, straight from the array's own buffer (the same
  * digest as hashing one concatenated copy, so existing ids stay). */
-static void array_digest(const tarray *a, char hex[65]) {
-  char shape[256], head[300];
-  tshape_str(a->ndim, a->shape, shape, sizeof shape);
-  int hl = snprintf(head, sizeof head, "%s|%s|", tdtype_name(a->dtype), shape);
-  size_t dlen = (size_t)a->size * tdtype_size(a->dtype);
-  struct sha256_ctx h;
-  uint8_t digest[SHA256_DIGEST_SIZE];
-  sha256_init(&h);
-  sha256_update(&h, (size_t)hl, (const uint8_t *)head);
-  if (dlen) sha256_update(&h, dlen, a->data);
-  sha256_digest(&h, sizeof digest, digest);
-  for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
-    snprintf(hex + 2 * i, 3, "%02x", digest[i]);
-}
-
 /* ---- the transfer budget of an upload ----------------------------------
  * The body is in memory; parsing makes the array (and, for CSV and JSON,
  * intermediate values). What that costs at most is estimated from the
@@ -140,24 +123,6 @@ static int64_t upload_cost(http_req *r) {
   else if (content_is(ct, "application/json")) /* jansson's tree + the array */
     cost += count_cells(body, len, 1) * 80;
   return cost;
-}
-
-static int write_npy_atomically(const tarray *a, const char *path, terr *e) {
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return terr_set(e, T_EIO, "", -1, "cannot create %s", tmp);
-  int rc = npy_write(f, a, e);
-  int err = rc ? errno : 0;
-  if (fclose(f) != 0 && !rc) {
-    err = errno;
-    rc = terr_set(e, T_EIO, "", -1, "cannot write %s", tmp);
-  }
-  rc = terr_nospace(e, rc, err); /* a full disk: 507 */
-  if (!rc && rename(tmp, path) != 0)
-    rc = terr_set(e, T_EIO, "", -1, "cannot rename %s", tmp);
-  if (rc) unlink(tmp);
-  return rc;
 }
 
 /* Reserve `more` bytes of the transfer budget for an upload that needs
@@ -227,9 +192,6 @@ static void handle_upload_body(http_req *r, api_ctx *ctx, int64_t *held) {
   terr e;
   terr_clear(&e);
   tarray *a = NULL, view;
-  store_array rec;
-  memset(&rec, 0, sizeof rec);
-  t_id_new('a', rec.id);
   if (npy_native_view(r, ctx, &view)) {
     a = &view;
   } else {
@@ -238,64 +200,33 @@ static void handle_upload_body(http_req *r, api_ctx *ctx, int64_t *held) {
       if (!upload_reserve(r, cost, cost - *held)) return;
       *held = cost;
     }
-    if (parse_upload(r, ctx, &a, &e)) goto fail;
+    if (parse_upload(r, ctx, &a, &e)) {
+      http_reply_error(r, &e);
+      return;
+    }
   }
-
-  char hex[65], shape[300], path[4096];
-  array_digest(a, hex);
-  /* The stored shape is JSON: "[2, 3]" is already valid JSON. */
-  tshape_str(a->ndim, a->shape, shape, sizeof shape);
-  snprintf(path, sizeof path, "%s/arrays/%s.npy", ctx->data_dir, rec.id);
-  if (write_npy_atomically(a, path, &e)) goto fail;
-
-  /* Heap copies: the store frees them when the content is already stored. */
-  rec.owner = strdup(http_owner(r));
-  rec.dtype = strdup(tdtype_name(a->dtype));
-  rec.shape = strdup(shape);
-  rec.bytes = a->size * (int64_t)tdtype_size(a->dtype);
-  rec.sha256 = strdup(hex);
-  rec.path = strdup(path);
-  rec.created_at = t_wall_ms();
-  if (a != &view) tarray_free(a);
-  a = NULL;
-  if (!rec.owner || !rec.dtype || !rec.shape || !rec.sha256 || !rec.path) {
-    unlink(path);
-    terr_set(&e, T_ENOMEM, "", -1, "out of memory");
-    goto fail;
-  }
+  store_array rec;
   int existing = 0;
-  if (store_array_insert(ctx->st, &rec, &existing, &e)) {
-    unlink(path);
-    goto fail;
-  }
-  if (existing) {
-    unlink(path); /* the same content is already stored under its id */
-    http_reply_json(r, 200, api_array_json(&rec));
-    store_array_clear(&rec);
+  int rc = arrays_put(ctx->arrays, http_owner(r), a, &rec, &existing, &e);
+  if (a != &view) tarray_free(a);
+  if (rc) {
+    http_reply_error(r, &e);
     return;
   }
-  char loc[96];
-  snprintf(loc, sizeof loc, "/v1/arrays/%s", rec.id);
-  http_add_header(r, "Location", loc);
-  http_reply_json(r, 201, api_array_json(&rec));
+  if (!existing) {
+    char loc[96];
+    snprintf(loc, sizeof loc, "/v1/arrays/%s", rec.id);
+    http_add_header(r, "Location", loc);
+  }
+  http_reply_json(r, existing ? 200 : 201, api_array_json(&rec));
   store_array_clear(&rec);
-  return;
-fail:
-  store_array_clear(&rec);
-  if (a != &view) tarray_free(a);
-  http_reply_error(r, &e);
 }
 
 /* The array named by the path, or the error answered (404 for a malformed
  * id or another owner's array): returns non-zero when it answered. */
 static int load_array(http_req *r, api_ctx *ctx, store_array *a) {
-  const char *id = http_param(r, "id");
   terr e;
-  memset(a, 0, sizeof *a);
-  int rc = (!id || !t_id_valid('a', id))
-               ? terr_set(&e, T_ENOTFOUND, "id", -1, "array '%s' not found",
-                          id ? id : "")
-               : store_array_get(ctx->st, id, http_owner(r), a, &e);
+  int rc = arrays_get(ctx->arrays, http_param(r, "id"), http_owner(r), a, &e);
   if (rc) http_reply_error(r, &e);
   return rc;
 }
@@ -318,12 +249,8 @@ static void handle_delete(http_req *r, void *ud) {
   api_ctx *ctx = ud;
   terr e;
   const char *id = http_param(r, "id");
-  if (!id || !t_id_valid('a', id)) {
-    api_reply_terr(r, T_ENOTFOUND, "id", "array '%s' not found", id ? id : "");
-    return;
-  }
   char *path = NULL;
-  if (store_array_delete(ctx->st, id, http_owner(r), &path, &e)) {
+  if (arrays_delete(ctx->arrays, id, http_owner(r), &path, &e)) {
     http_reply_error(r, &e);
     return;
   }
@@ -334,22 +261,11 @@ static void handle_delete(http_req *r, void *ud) {
 static void handle_list(http_req *r, void *ud) {
   api_ctx *ctx = ud;
   terr e;
-  int64_t limit = 50;
-  const char *v = http_query(r, "limit");
-  if (v && (t_parse_i64(v, &limit) || limit < 1 || limit > 1000)) {
-    api_reply_terr(r, T_EINVAL, "limit", "expected an integer from 1 to 1000");
-    return;
-  }
-  const char *cursor = http_query(r, "cursor");
-  if (cursor && *cursor && !t_id_valid('a', cursor)) {
-    api_reply_terr(r, T_EINVAL, "cursor", "not a cursor from next_cursor");
-    return;
-  }
   store_array *arrs = NULL;
   int n = 0;
-  char next[T_ID_MAX] = "";
-  if (store_array_list(ctx->st, http_owner(r), cursor && *cursor ? cursor : NULL,
-                       (int)limit, &arrs, &n, next, &e)) {
+  char next[T_ID_MAX];
+  if (arrays_list(ctx->arrays, http_owner(r), http_query(r, "limit"),
+                  http_query(r, "cursor"), &arrs, &n, next, &e)) {
     http_reply_error(r, &e);
     return;
   }

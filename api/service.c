@@ -6,6 +6,7 @@
  * Threads: MHD worker threads; everything read here is either the store
  * (read connections), the scheduler's counters (its lock) or constant.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 
 #include "api/api_int.h"
 #include "gpu/gpu.h"
+#include "util/buf.h"
 #include "util/util.h"
 
 extern const char tessel_openapi_json[];
@@ -51,32 +53,49 @@ static json_t *cpu_json(void) {
 static void handle_devices(http_req *r, void *ud) {
   api_ctx *ctx = ud;
   sched_stats ss;
-  sched_get_stats(ctx->sc, &ss);
+  jobs_sched_stats(ctx->jobs, &ss);
   json_t *cpu = cpu_json();
   json_object_set_new(cpu, "workers", json_integer(ss.workers));
   http_reply_json(r, 200, json_pack("{s:o, s:o}", "cpu", cpu, "cuda",
                                     gpu_devices_json()));
 }
 
+/* The store's groups as /v1/stats' by_kind. New reference. */
+static json_t *groups_json(const jobs_stats *js) {
+  json_t *out = json_array();
+  for (int i = 0; i < js->ngroups; i++) {
+    const store_stat *g = &js->groups[i];
+    int ok = g->status == JOB_SUCCEEDED;
+    json_array_append_new(
+        out,
+        json_pack("{s:s, s:o, s:s, s:I, s:o, s:o, s:o}", "kind", g->kind,
+                  "backend", g->backend ? json_string(g->backend) : json_null(),
+                  "status", job_status_name(g->status), "count",
+                  (json_int_t)g->count, "p50_ms",
+                  isnan(g->p50_ms) ? json_null() : json_real(g->p50_ms),
+                  "p95_ms",
+                  isnan(g->p95_ms) ? json_null() : json_real(g->p95_ms),
+                  "result_bytes",
+                  ok ? json_integer(g->result_bytes) : json_null()));
+  }
+  return out;
+}
+
 static void handle_stats(http_req *r, void *ud) {
   api_ctx *ctx = ud;
   terr e;
-  char *by_kind = NULL;
-  int64_t counts[5] = {0};
-  if (store_stats_json(ctx->st, http_owner(r), &by_kind, &e) ||
-      store_job_counts(ctx->st, http_owner(r), counts, &e)) {
-    free(by_kind);
+  jobs_stats js;
+  if (jobs_stats_get(ctx->jobs, http_owner(r), &js, &e)) {
     http_reply_error(r, &e);
     return;
   }
-  json_t *bk = json_loads(by_kind, 0, NULL);
-  free(by_kind);
-  sched_stats ss;
-  sched_get_stats(ctx->sc, &ss);
+  json_t *bk = groups_json(&js);
+  const sched_stats ss = js.sched;
   json_t *status = json_object();
   for (int s = JOB_QUEUED; s <= JOB_CANCELED; s++)
     json_object_set_new(status, job_status_name((job_status)s),
-                        json_integer(counts[s]));
+                        json_integer(js.by_status[s]));
+  jobs_stats_clear(&js);
   double uptime = (double)(t_wall_ms() - ctx->started_wall_ms) / 1000.0;
   int64_t finished = 0;
   for (int s = JOB_SUCCEEDED; s <= JOB_CANCELED; s++) finished += ss.finished_total[s];
@@ -98,8 +117,8 @@ static void handle_healthz(http_req *r, void *ud) {
 static void handle_readyz(http_req *r, void *ud) {
   api_ctx *ctx = ud;
   sched_stats ss;
-  sched_get_stats(ctx->sc, &ss);
-  int store_ok = store_ready(ctx->st);
+  jobs_sched_stats(ctx->jobs, &ss);
+  int store_ok = jobs_store_ready(ctx->jobs);
   int ready = store_ok && ss.accepting && ss.workers > 0;
   json_t *body = json_pack("{s:s, s:b, s:b, s:i}", "status",
                            ready ? "ready" : "not_ready", "store", store_ok,
@@ -120,61 +139,27 @@ static void handle_openapi(http_req *r, void *ud) {
 
 /* ---- /metrics ---------------------------------------------------------- */
 
-typedef struct textbuf {
-  char *p;
-  size_t len, cap;
-} textbuf;
-
-static void tb_printf(textbuf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void tb_printf(textbuf *b, const char *fmt, ...) {
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    if (b->p && b->len + (size_t)n < b->cap) {
-      b->len += (size_t)n;
-      return;
-    }
-    size_t cap = b->cap ? b->cap * 2 : 8192;
-    while (cap < b->len + (size_t)n + 1) cap *= 2;
-    char *np = realloc(b->p, cap);
-    if (!np) return;
-    b->p = np;
-    b->cap = cap;
-  }
-}
-
 static void handle_metrics(http_req *r, void *ud) {
   api_ctx *ctx = ud;
   terr e;
-  textbuf b = {0};
-  char *stats = NULL;
-  if (store_stats_json(ctx->st, http_owner(r), &stats, &e)) {
+  tbuf b;
+  tbuf_init(&b, 0);
+  jobs_stats js;
+  if (jobs_stats_get(ctx->jobs, http_owner(r), &js, &e)) {
     http_reply_error(r, &e);
     return;
   }
-  json_t *rows = json_loads(stats, 0, NULL);
-  free(stats);
-  tb_printf(&b, "# HELP tessel_jobs Jobs in the store by kind, backend used and status.\n"
+  tbuf_addf(&b, "# HELP tessel_jobs Jobs in the store by kind, backend used and status.\n"
                 "# TYPE tessel_jobs gauge\n");
-  size_t i;
-  json_t *row;
-  json_array_foreach(rows, i, row) {
-    const char *backend = json_string_value(json_object_get(row, "backend"));
-    tb_printf(&b, "tessel_jobs{kind=\"%s\",backend=\"%s\",status=\"%s\"} %lld\n",
-              json_string_value(json_object_get(row, "kind")),
-              backend ? backend : "none",
-              json_string_value(json_object_get(row, "status")),
-              (long long)json_integer_value(json_object_get(row, "count")));
+  for (int i = 0; i < js.ngroups; i++) {
+    const store_stat *g = &js.groups[i];
+    tbuf_addf(&b, "tessel_jobs{kind=\"%s\",backend=\"%s\",status=\"%s\"} %lld\n",
+              g->kind, g->backend ? g->backend : "none",
+              job_status_name(g->status), (long long)g->count);
   }
-  json_decref(rows);
-
-  sched_stats ss;
-  sched_get_stats(ctx->sc, &ss);
-  tb_printf(&b, "# HELP tessel_queue_depth Jobs waiting to run.\n"
+  const sched_stats ss = js.sched;
+  jobs_stats_clear(&js);
+  tbuf_addf(&b, "# HELP tessel_queue_depth Jobs waiting to run.\n"
                 "# TYPE tessel_queue_depth gauge\ntessel_queue_depth %d\n"
                 "# HELP tessel_running_jobs Jobs running now.\n"
                 "# TYPE tessel_running_jobs gauge\ntessel_running_jobs %d\n"
@@ -182,45 +167,45 @@ static void handle_metrics(http_req *r, void *ud) {
                 "# TYPE tessel_workers gauge\n"
                 "tessel_workers{type=\"cpu\"} %d\ntessel_workers{type=\"gpu\"} %d\n",
             ss.queued, ss.running, ss.workers, ss.gpu_workers);
-  tb_printf(&b, "# HELP tessel_jobs_finished_total Jobs finished since start.\n"
+  tbuf_addf(&b, "# HELP tessel_jobs_finished_total Jobs finished since start.\n"
                 "# TYPE tessel_jobs_finished_total counter\n");
   for (int s = JOB_SUCCEEDED; s <= JOB_CANCELED; s++)
-    tb_printf(&b, "tessel_jobs_finished_total{status=\"%s\"} %lld\n",
+    tbuf_addf(&b, "tessel_jobs_finished_total{status=\"%s\"} %lld\n",
               job_status_name((job_status)s), (long long)ss.finished_total[s]);
 
-  tb_printf(&b, "# HELP tessel_job_duration_ms Job run time (start to end).\n"
+  tbuf_addf(&b, "# HELP tessel_job_duration_ms Job run time (start to end).\n"
                 "# TYPE tessel_job_duration_ms histogram\n");
-  static const char *const kinds[] = {"map", "reduce", "matmul", "geodesic"};
-  static const char *const backends[] = {"serial", "cpu", "cuda", "compare"};
-  for (int k = 0; k < 4; k++) {
-    for (int bk = 0; bk < 4; bk++) {
+  for (int k = 0; k < K__COUNT; k++) {
+    for (int bk = B_SERIAL; bk <= B_COMPARE; bk++) {
       int64_t counts[SCHED_HIST_BUCKETS], count = 0;
       double sum = 0;
-      sched_histogram(ctx->sc, kinds[k], backends[bk], counts, &sum, &count);
+      jobs_histogram(ctx->jobs, (tkind)k, (tbackend)bk, counts, &sum, &count);
+      const char *kn = tkind_name((tkind)k), *bn = tbackend_name((tbackend)bk);
       if (count == 0) continue;
       for (int h = 0; h < SCHED_HIST_BUCKETS; h++)
-        tb_printf(&b, "tessel_job_duration_ms_bucket{kind=\"%s\",backend=\"%s\",le=\"%g\"} %lld\n",
-                  kinds[k], backends[bk], sched_hist_bounds_ms[h], (long long)counts[h]);
-      tb_printf(&b, "tessel_job_duration_ms_bucket{kind=\"%s\",backend=\"%s\",le=\"+Inf\"} %lld\n"
+        tbuf_addf(&b, "tessel_job_duration_ms_bucket{kind=\"%s\",backend=\"%s\",le=\"%g\"} %lld\n",
+                  kn, bn, sched_hist_bounds_ms[h], (long long)counts[h]);
+      tbuf_addf(&b, "tessel_job_duration_ms_bucket{kind=\"%s\",backend=\"%s\",le=\"+Inf\"} %lld\n"
                     "tessel_job_duration_ms_sum{kind=\"%s\",backend=\"%s\"} %.3f\n"
                     "tessel_job_duration_ms_count{kind=\"%s\",backend=\"%s\"} %lld\n",
-                kinds[k], backends[bk], (long long)count, kinds[k], backends[bk], sum,
-                kinds[k], backends[bk], (long long)count);
+                kn, bn, (long long)count, kn, bn, sum, kn, bn, (long long)count);
     }
   }
   int64_t by_status[6] = {0};
   http_status_counts(ctx->srv, by_status);
-  tb_printf(&b, "# HELP tessel_http_requests_total HTTP requests answered, by status class.\n"
+  tbuf_addf(&b, "# HELP tessel_http_requests_total HTTP requests answered, by status class.\n"
                 "# TYPE tessel_http_requests_total counter\n");
   static const char *const classes[] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
   for (int c = 0; c < 5; c++)
-    tb_printf(&b, "tessel_http_requests_total{code=\"%s\"} %lld\n", classes[c],
+    tbuf_addf(&b, "tessel_http_requests_total{code=\"%s\"} %lld\n", classes[c],
               (long long)by_status[c + 1]);
-  if (!b.p) {
+  size_t len = 0;
+  char *text = tbuf_take(&b, &len);
+  if (!text) {
     api_reply_terr(r, T_ENOMEM, "", "out of memory");
     return;
   }
-  http_reply_buffer(r, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len);
+  http_reply_buffer(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
 }
 
 int api_service_register(http_server *srv, api_ctx *ctx, terr *e) {

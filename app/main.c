@@ -22,6 +22,7 @@
 
 #include "api/api.h"
 #include "gpu/gpu.h"
+#include "jobs/jobs.h"
 #include "sched/sched.h"
 #include "db/store.h"
 #include "http/http.h"
@@ -273,14 +274,19 @@ int main(int argc, char **argv) {
     log_error("http: %s", e.message);
     goto out;
   }
-  api_ctx actx = {
-      .srv = srv,
+  jobs jctx = {
       .st = st,
       .sc = sc,
-      .data_dir = data_dir,
+      .max_elems = max_elems,
+      .default_timeout_s = (double)job_timeout,
+  };
+  arrays actx_arrays = {.st = st, .data_dir = data_dir};
+  api_ctx actx = {
+      .srv = srv,
+      .jobs = &jctx,
+      .arrays = &actx_arrays,
       .max_elems = max_elems,
       .max_json_result = max_json,
-      .default_timeout_s = (double)job_timeout,
       .started_wall_ms = t_wall_ms(),
   };
   if (api_register(srv, &actx, &e) || sched_start(sc, &e) ||

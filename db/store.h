@@ -211,10 +211,21 @@ int store_job_unfinished(store *s, store_job **jobs, int *n, terr *e);
 int store_expire(store *s, int64_t before_ms, char ***paths, int *npaths,
                  terr *e);
 
-/* Per (kind, backend_used, status): count, and over succeeded jobs the
- * p50/p95 of timings.compute and the sum of result bytes. New JSON text
- * (caller frees): [{"kind","backend","status","count","p50_ms","p95_ms"}]. */
-int store_stats_json(store *s, const char *owner, char **json, terr *e);
+/* One group of store_stats: the jobs of one (kind, backend_used, status). */
+typedef struct store_stat {
+  char *kind;
+  char *backend;        /* NULL for jobs that never started */
+  job_status status;
+  int64_t count;
+  double p50_ms, p95_ms; /* of timings.compute over succeeded jobs; NaN when
+                            the group is not succeeded or none recorded one */
+  int64_t result_bytes;  /* sum over succeeded jobs; -1 for other groups */
+} store_stat;
+/* Per (kind, backend_used, status), ordered by those: *rows is a new array
+ * of *n groups (store_stats_free). owner NULL: all owners. */
+int store_stats(store *s, const char *owner, store_stat **rows, int *n,
+                terr *e);
+void store_stats_free(store_stat *rows, int n);
 /* Job counts by status for /metrics and the dashboard: counts[5]. */
 int store_job_counts(store *s, const char *owner, int64_t counts[5], terr *e);
 

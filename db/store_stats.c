@@ -1,7 +1,7 @@
 /* store_stats.c — the aggregate views (per-group stats, counts by status)
  * and expiry.
  *
- * store_stats_json makes two passes on one read snapshot (the second
+ * store_stats makes two passes on one read snapshot (the second
  * statement starts while the first is still active, so both see the same
  * data): the counts per (kind, backend_used, status) with SQL GROUP BY, and
  * the compute times of the succeeded jobs sorted by (kind, backend_used,
@@ -13,7 +13,6 @@
  * unreferenced arrays with DELETE ... RETURNING, collecting the files the
  * caller must remove.
  */
-#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,24 +36,34 @@ static int same_text(sqlite3_stmt *a, int ia, sqlite3_stmt *b, int ib) {
   return strcmp(x, y) == 0;
 }
 
-static json_t *text_or_null(sqlite3_stmt *st, int i) {
+static char *text_or_null(sqlite3_stmt *st, int i, int *oom) {
   const char *t = (const char *)sqlite3_column_text(st, i);
-  return t ? json_string(t) : json_null();
+  char *d = t ? strdup(t) : NULL;
+  if (t && !d) *oom = 1;
+  return d;
 }
 
-/* See store.h. owner NULL: all owners. *json is a new string (free() it):
- * [{"kind","backend","status","count","p50_ms","p95_ms","result_bytes"}],
- * backend null for jobs that never started, the last three null except for
- * succeeded groups (p50/p95 null too when no job of the group recorded a
- * compute time). */
-int store_stats_json(store *s, const char *owner, char **json, terr *e) {
-  *json = NULL;
+void store_stats_free(store_stat *rows, int n) {
+  if (!rows) return;
+  for (int i = 0; i < n; i++) {
+    free(rows[i].kind);
+    free(rows[i].backend);
+  }
+  free(rows);
+}
+
+/* See store.h. */
+int store_stats(store *s, const char *owner, store_stat **rows, int *n,
+                terr *e) {
+  *rows = NULL;
+  *n = 0;
   if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
   store_conn *c;
   sqlite3_stmt *q1 = NULL, *q2 = NULL;
   double *vals = NULL;
   size_t nvals = 0, capvals = 0;
-  json_t *out = NULL;
+  store_stat *out = NULL;
+  int nout = 0, capout = 0;
   int rc = store__reader(s, &c, e);
   if (rc) return rc;
   if ((rc = store__stmt(
@@ -72,8 +81,6 @@ int store_stats_json(store *s, const char *owner, char **json, terr *e) {
            &q1, e)))
     return rc;
   if (owner) sqlite3_bind_text(q1, 1, owner, -1, SQLITE_STATIC);
-  out = json_array();
-  if (!out) goto oom;
   int step1 = sqlite3_step(q1); /* opens the read snapshot q2 shares */
   if ((rc = store__stmt(
            c,
@@ -92,12 +99,20 @@ int store_stats_json(store *s, const char *owner, char **json, terr *e) {
   for (; step1 == SQLITE_ROW; step1 = sqlite3_step(q1)) {
     const char *status = (const char *)sqlite3_column_text(q1, 2);
     int succeeded = status && strcmp(status, "succeeded") == 0;
-    json_t *row = json_object();
-    if (!row || json_array_append_new(out, row)) goto oom;
-    json_object_set_new(row, "kind", text_or_null(q1, 0));
-    json_object_set_new(row, "backend", text_or_null(q1, 1));
-    json_object_set_new(row, "status", text_or_null(q1, 2));
-    json_object_set_new(row, "count", json_integer(sqlite3_column_int64(q1, 3)));
+    if (nout == capout) {
+      capout = capout ? 2 * capout : 16;
+      store_stat *no = realloc(out, (size_t)capout * sizeof *no);
+      if (!no) goto oom;
+      out = no;
+    }
+    store_stat *row = &out[nout++];
+    memset(row, 0, sizeof *row);
+    int oom = 0;
+    row->kind = text_or_null(q1, 0, &oom);
+    row->backend = text_or_null(q1, 1, &oom);
+    if (oom) goto oom;
+    row->status = (job_status)job_status_parse(status);
+    row->count = sqlite3_column_int64(q1, 3);
     nvals = 0;
     if (succeeded) {
       /* q2 is in the same order: take this group's times. */
@@ -113,13 +128,9 @@ int store_stats_json(store *s, const char *owner, char **json, terr *e) {
         step2 = sqlite3_step(q2);
       }
     }
-    json_object_set_new(row, "p50_ms", nvals ? json_real(percentile(vals, nvals, 0.50))
-                                             : json_null());
-    json_object_set_new(row, "p95_ms", nvals ? json_real(percentile(vals, nvals, 0.95))
-                                             : json_null());
-    json_object_set_new(row, "result_bytes",
-                        succeeded ? json_integer(sqlite3_column_int64(q1, 4))
-                                  : json_null());
+    row->p50_ms = nvals ? percentile(vals, nvals, 0.50) : NAN;
+    row->p95_ms = nvals ? percentile(vals, nvals, 0.95) : NAN;
+    row->result_bytes = succeeded ? sqlite3_column_int64(q1, 4) : -1;
   }
   if (step1 != SQLITE_DONE || (step2 != SQLITE_DONE && step2 != SQLITE_ROW)) {
     rc = store__dberr(e, c->db, "stats");
@@ -127,17 +138,16 @@ int store_stats_json(store *s, const char *owner, char **json, terr *e) {
   }
   sqlite3_reset(q1);
   sqlite3_reset(q2);
-  *json = json_dumps(out, JSON_COMPACT);
-  json_decref(out);
   free(vals);
-  if (!*json) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  *rows = out;
+  *n = nout;
   return 0;
 oom:
   rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
 fail:
   if (q1) sqlite3_reset(q1);
   if (q2) sqlite3_reset(q2);
-  json_decref(out);
+  store_stats_free(out, nout);
   free(vals);
   return rc;
 }

@@ -33,8 +33,14 @@ typedef enum {
   B_COMPARE,
   B__COUNT
 } tbackend;
-const char *tbackend_name(tbackend b); /* "auto", "serial", ... */
-int tbackend_parse(const char *s);     /* -1 when unknown */
+/* The names (kinds/names.c): "map", ..., "auto", ...; -1 when unknown;
+ * the lists "map, reduce, matmul, geodesic" for "one of ..." messages. */
+const char *tkind_name(tkind k);
+int tkind_parse(const char *s);
+const char *tkind_list(void);
+const char *tbackend_name(tbackend b);
+int tbackend_parse(const char *s);
+const char *tbackend_list(void);
 
 struct pool;
 
@@ -105,6 +111,12 @@ typedef struct kind_ops {
    * sums cancel). Called on the worker after prepare; same rule
    * |a - b| <= atol + rtol * |b|. */
   void (*tolerance)(const void *plan, double *rtol, double *atol);
+  /* Optional (NULL: the result has one layout): the layout of the stored
+   * result of a job with these (checked, stored) params, when it may be
+   * sent in another: "square" or "condensed" (a symmetric matrix; see
+   * array/layout.h). NULL when this job's result cannot change layout. A
+   * static string. Any thread. */
+  const char *(*result_layout)(const json_t *params);
 } kind_ops;
 
 /* The table: NULL when the name is unknown. */

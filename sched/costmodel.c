@@ -30,11 +30,8 @@
 #define CM_CORR_MIN 0.05
 #define CM_CORR_MAX 20.0
 
-/* Kind names without kinds.c's table (which links every kind). */
-static const char *const kind_names[K__COUNT] = {"map", "reduce", "matmul",
-                                                 "geodesic"};
 static const char *bname(tbackend b) {
-  return b == B_SERIAL ? "serial" : b == B_CPU ? "cpu" : b == B_CUDA ? "cuda" : "?";
+  return b == B_SERIAL || b == B_CPU || b == B_CUDA ? tbackend_name(b) : "?";
 }
 
 void cm_model_init(cm_model *m, const cm_rates *r) {
@@ -210,7 +207,7 @@ json_t *cm_model_to_json(const cm_model *m) {
       json_object_set_new(kb, bname((tbackend)b),
                           json_pack("{s:f, s:i}", "factor", m->corr[k][b],
                                     "observations", m->nobs[k][b]));
-    json_object_set_new(c, kind_names[k], kb);
+    json_object_set_new(c, tkind_name((tkind)k), kb);
   }
   json_object_set_new(o, "version", json_integer(2));
   json_object_set_new(o, "rates", r);
@@ -242,7 +239,7 @@ int cm_model_from_json(const json_t *j, cm_model *m, terr *e) {
   cm_model_init(m, &r);
   const json_t *cj = json_object_get(j, "corrections");
   for (int k = 0; k < K__COUNT && json_is_object(cj); k++) {
-    const json_t *kb = json_object_get(cj, kind_names[k]);
+    const json_t *kb = json_object_get(cj, tkind_name((tkind)k));
     for (int b = B_SERIAL; b <= B_CUDA && kb; b++) {
       const json_t *x = json_object_get(kb, bname((tbackend)b));
       double f = json_number_value(json_object_get(x, "factor"));

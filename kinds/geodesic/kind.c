@@ -61,6 +61,16 @@ static int geod_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
 
 static void geod_release(void *plan) { geod_plan_free(plan); }
 
+/* A matrix of the points against themselves (no targets) is symmetric: it
+ * is stored as params.layout asks ("square" by default) and may be sent in
+ * the other layout. Pairs, cross matrices: one layout. */
+static const char *geod_result_layout(const json_t *params) {
+  json_t *targets = json_object_get(params, "targets");
+  if (targets && !json_is_null(targets)) return NULL;
+  const char *l = json_string_value(json_object_get(params, "layout"));
+  return l && strcmp(l, "condensed") == 0 ? "condensed" : "square";
+}
+
 const kind_ops kind_geodesic_ops = {
     .kind = K_GEODESIC,
     .name = "geodesic",
@@ -77,4 +87,5 @@ const kind_ops kind_geodesic_ops = {
     .prepare = geod_prepare,
     .run = geod_run,
     .release = geod_release,
+    .result_layout = geod_result_layout,
 };

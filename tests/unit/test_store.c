@@ -1029,43 +1029,37 @@ TEST(test_stats_counts) {
   CHECK(store_job_counts(s, NULL, c, &e) == 0);
   CHECK(c[JOB_QUEUED] == 2);
 
-  char *js = NULL;
-  CHECK(store_stats_json(s, "alice", &js, &e) == 0);
-  if (js) {
-    json_t *root_j = json_loads(js, 0, NULL);
-    CHECK(json_is_array(root_j));
-    CHECK(json_array_size(root_j) == 3);
-    int found = 0;
-    size_t i;
-    json_t *row;
-    json_array_foreach(root_j, i, row) {
-      const char *kind = json_string_value(json_object_get(row, "kind"));
-      const char *st = json_string_value(json_object_get(row, "status"));
-      json_int_t count = json_integer_value(json_object_get(row, "count"));
-      if (kind && st && !strcmp(kind, "map") && !strcmp(st, "succeeded")) {
-        found++;
-        CHECK_STR(json_string_value(json_object_get(row, "backend")), "cpu");
-        CHECK(count == 20);
-        CHECK_NEAR(json_real_value(json_object_get(row, "p50_ms")), 10.5, 1e-12);
-        CHECK_NEAR(json_real_value(json_object_get(row, "p95_ms")), 19.05, 1e-12);
-        CHECK(json_integer_value(json_object_get(row, "result_bytes")) == 20 * 24);
-      } else if (kind && st && !strcmp(kind, "map") && !strcmp(st, "failed")) {
-        found++;
-        CHECK(count == 2);
-        CHECK(json_is_null(json_object_get(row, "p50_ms")));
-      } else if (kind && st && !strcmp(kind, "reduce")) {
-        found++;
-        CHECK(count == 1 && !strcmp(st, "queued"));
-        CHECK(json_is_null(json_object_get(row, "backend")));
-      }
+  store_stat *rows = NULL;
+  int nrows = 0;
+  CHECK(store_stats(s, "alice", &rows, &nrows, &e) == 0);
+  CHECK(nrows == 3);
+  int found = 0;
+  for (int i = 0; i < nrows; i++) {
+    const store_stat *row = &rows[i];
+    const char *kind = row->kind;
+    job_status st = row->status;
+    if (kind && !strcmp(kind, "map") && st == JOB_SUCCEEDED) {
+      found++;
+      CHECK_STR(row->backend, "cpu");
+      CHECK(row->count == 20);
+      CHECK_NEAR(row->p50_ms, 10.5, 1e-12);
+      CHECK_NEAR(row->p95_ms, 19.05, 1e-12);
+      CHECK(row->result_bytes == 20 * 24);
+    } else if (kind && !strcmp(kind, "map") && st == JOB_FAILED) {
+      found++;
+      CHECK(row->count == 2);
+      CHECK(isnan(row->p50_ms));
+    } else if (kind && !strcmp(kind, "reduce")) {
+      found++;
+      CHECK(row->count == 1 && st == JOB_QUEUED);
+      CHECK(row->backend == NULL);
     }
-    CHECK(found == 3);
-    json_decref(root_j);
-    free(js);
   }
-  CHECK(store_stats_json(s, "nobody", &js, &e) == 0);
-  CHECK_STR(js, "[]");
-  free(js);
+  CHECK(found == 3);
+  store_stats_free(rows, nrows);
+  CHECK(store_stats(s, "nobody", &rows, &nrows, &e) == 0);
+  CHECK(nrows == 0);
+  store_stats_free(rows, nrows);
   store_close(s);
 }
 

@@ -1,0 +1,136 @@
+/* jobs.h — the one owner of a job's life.
+ *
+ * The API calls these and nothing else for a job: it never runs the
+ * scheduler's protocol or reads the store itself. What happens here:
+ *   submit  the body's envelope is checked field by field (unknown fields
+ *           refused), the kind checks and estimates its params once
+ *           (sched_check: 400, 413, 503), a queue slot is reserved (429 with
+ *           *retry_after_s), the job is committed to the store (idempotent
+ *           by request_id: the same body gives the original job, another
+ *           body is 409) and only then queued with what the check produced,
+ *           so that no worker parses or compiles the params again.
+ *   get, list, cancel, delete, result, and waiting for a job's end.
+ * The job's JSON (API.md "The job object") is written in one place,
+ * jobs/json.c, for every answer that carries jobs.
+ *
+ * Threads: every function may be called from any thread; none blocks on
+ * compute. Ownership: out-parameters are the caller's (store_job_clear,
+ * jobs_result_clear, free); `owner` strings are borrowed for the call.
+ */
+#ifndef TESSEL_JOBS_JOBS_H
+#define TESSEL_JOBS_JOBS_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "db/store.h"
+#include "sched/sched.h"
+#include "util/err.h"
+
+/* The job service: borrowed store and scheduler, the limits of submit. */
+typedef struct jobs {
+  store *st;
+  sched *sc;
+  int64_t max_elems;        /* cap on the elements of any one array */
+  double default_timeout_s; /* for jobs that give no timeout_s */
+} jobs;
+
+/* A job as the API shows it (the store's row, typed). */
+typedef store_job job_record;
+
+/* ---- life ---------------------------------------------------------------- */
+
+/* Submit the job described by the request body (a JSON object, borrowed).
+ * *async_insert in: the caller answers only after a later store commit
+ * (?wait), so the row may be committed with the next store write instead of
+ * now; out: whether it was (never for a request_id, which must be compared
+ * with the stored jobs at once). On 0, id holds the job's id (the original
+ * job's for a repeated request_id). T_EBUSY sets *retry_after_s. */
+int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
+                char id[T_ID_MAX], int *retry_after_s, terr *e);
+
+/* The job `id` of `owner` (NULL: any owner). A malformed id, an unknown
+ * job and another owner's job are all T_ENOTFOUND naming "id". */
+int jobs_get(jobs *J, const char *id, const char *owner, job_record *out,
+             terr *e);
+
+/* The list query, as the request gave it (each NULL when absent). */
+typedef struct jobs_query {
+  const char *status, *kind, *backend, *label, *limit, *cursor;
+} jobs_query;
+/* The page of jobs: the JSON text {"jobs":[...],"next_cursor":...} (new
+ * string of *len bytes). Bad values are T_EINVAL naming the parameter. */
+int jobs_list_json(jobs *J, const char *owner, const jobs_query *q,
+                   char **text, size_t *len, terr *e);
+
+/* Cancel: 0 when the job is canceled or stopping; T_ECONFLICT naming "id"
+ * when it has already ended; T_ENOTFOUND. */
+int jobs_cancel(jobs *J, const char *id, const char *owner, terr *e);
+
+/* Delete a finished job's row; *path (free()) is its result file for the
+ * caller to remove, or NULL. T_ECONFLICT when the job has not finished. */
+int jobs_delete(jobs *J, const char *id, const char *owner, char **path,
+                terr *e);
+
+/* A succeeded job's result: the .npy file (path) or, for a small result
+ * kept in the job's row, its bytes (npy, npy_len). layout: the stored
+ * result's layout ("square", "condensed") when the kind lets it be
+ * switched, else NULL. T_ECONFLICT when the job has not succeeded. */
+typedef struct jobs_result {
+  char *path;
+  char *npy;
+  size_t npy_len;
+  const char *layout; /* static string */
+} jobs_result;
+int jobs_result_get(jobs *J, const char *id, const char *owner,
+                    jobs_result *out, terr *e);
+void jobs_result_clear(jobs_result *r);
+
+/* Commit every store write queued so far (after an async insert). */
+int jobs_sync(jobs *J, terr *e);
+
+/* ---- waiting --------------------------------------------------------------
+ * As sched_wait_end / sched_unwait (sched.h): cb runs once when the job
+ * ends, with its row as committed (or NULL: read it with jobs_get), on a
+ * thread that must not block; 1 means the job is not waiting to end here
+ * (read it now). */
+typedef void (*jobs_end_fn)(void *arg, const char *id, const job_record *j);
+int jobs_wait_end(jobs *J, const char *id, jobs_end_fn cb, void *arg,
+                  uint64_t *token);
+int jobs_unwait(jobs *J, uint64_t token);
+
+/* ---- the service's figures ------------------------------------------------ */
+
+/* The store's groups (kind, backend used, status) and counts by status for
+ * `owner` (NULL: all), and the scheduler's counters. */
+typedef struct jobs_stats {
+  store_stat *groups;
+  int ngroups;
+  int64_t by_status[5]; /* indexed by job_status */
+  sched_stats sched;
+} jobs_stats;
+int jobs_stats_get(jobs *J, const char *owner, jobs_stats *out, terr *e);
+void jobs_stats_clear(jobs_stats *s);
+/* The scheduler's counters alone (no store read). */
+void jobs_sched_stats(jobs *J, sched_stats *out);
+/* 1 when the store answers reads. */
+int jobs_store_ready(jobs *J);
+/* The run-time histogram of the jobs of one kind and backend since start
+ * (sched_histogram). */
+void jobs_histogram(jobs *J, tkind kind, tbackend backend,
+                    int64_t counts[SCHED_HIST_BUCKETS], double *sum_ms,
+                    int64_t *count);
+
+/* ---- JSON (jobs/json.c) ---------------------------------------------------- */
+
+/* The job object of API.md as JSON text (with its params when
+ * with_params), a new string of *len bytes; NULL when out of memory. A
+ * job that has not ended shows the scheduler's live progress when J is
+ * given. */
+char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len);
+/* The stored estimate document written at submit (new string, NULL when out
+ * of memory). */
+char *jobs_estimate_json(const job_estimate *est);
+
+#endif

@@ -1,0 +1,196 @@
+/* jobs/submit.c — a job's submission: the envelope, the check, the queue
+ * slot, the store row, the queue (jobs.h says the order and why).
+ *
+ * The protocol the scheduler asks of its caller (sched.h "submit") is run
+ * here and only here: sched_check -> sched_reserve -> store_job_insert (or
+ * _async) -> sched_enqueue_checked, or sched_unreserve when the insert
+ * fails or finds the request_id's earlier job. Every exit after a
+ * successful reserve goes through exactly one of those two.
+ *
+ * Threads: an HTTP thread (the caller's); no lock is held here.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "array/store_source.h"
+#include "jobs/jobs.h"
+#include "util/util.h"
+
+#define DEFAULT_PRIORITY 5
+
+/* The envelope of a job submission, checked; strings borrowed from the
+ * body. */
+typedef struct submission {
+  const kind_ops *kind;
+  tbackend backend;
+  int priority;
+  double timeout_s;
+  const char *request_id, *label;
+  json_t *params;
+} submission;
+
+/* The first key of obj not in the NULL-terminated list: "<key>: unknown
+ * field". */
+static int only_keys(const json_t *obj, const char *const *allowed, terr *e) {
+  const char *key;
+  json_t *v;
+  json_object_foreach((json_t *)obj, key, v) {
+    int i = 0;
+    while (allowed[i] && strcmp(allowed[i], key) != 0) i++;
+    if (!allowed[i]) return terr_set(e, T_EINVAL, key, -1, "unknown field");
+  }
+  return T_OK;
+}
+
+/* An optional string field of minlen..maxlen characters: *out is NULL when
+ * absent. */
+static int opt_string(json_t *body, const char *key, size_t minlen,
+                      size_t maxlen, const char **out, terr *e) {
+  json_t *v = json_object_get(body, key);
+  *out = NULL;
+  if (!v) return T_OK;
+  if (!json_is_string(v) || json_string_length(v) < minlen ||
+      json_string_length(v) > maxlen)
+    return terr_set(e, T_EINVAL, key, -1,
+                    "expected a string of %zu to %zu characters", minlen,
+                    maxlen);
+  *out = json_string_value(v);
+  return T_OK;
+}
+
+static int parse_submission(json_t *body, submission *s, terr *e) {
+  static const char *const keys[] = {"kind", "backend", "priority", "timeout_s",
+                                     "request_id", "label", "params", NULL};
+  int rc = only_keys(body, keys, e);
+  if (rc) return rc;
+  json_t *v = json_object_get(body, "kind");
+  if (!json_is_string(v))
+    return terr_set(e, T_EINVAL, "kind", -1, "required: one of %s",
+                    tkind_list());
+  s->kind = kind_find(json_string_value(v));
+  if (!s->kind)
+    return terr_set(e, T_EINVAL, "kind", -1, "'%s' is not one of %s",
+                    json_string_value(v), tkind_list());
+  s->backend = B_AUTO;
+  v = json_object_get(body, "backend");
+  if (v) {
+    int b = json_is_string(v) ? tbackend_parse(json_string_value(v)) : -1;
+    if (b < 0)
+      return terr_set(e, T_EINVAL, "backend", -1, "expected one of %s",
+                      tbackend_list());
+    s->backend = (tbackend)b;
+  }
+  s->priority = DEFAULT_PRIORITY;
+  v = json_object_get(body, "priority");
+  if (v) {
+    if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+        json_integer_value(v) > 9)
+      return terr_set(e, T_EINVAL, "priority", -1,
+                      "expected an integer from 0 to 9 (higher runs first)");
+    s->priority = (int)json_integer_value(v);
+  }
+  s->timeout_s = 0;
+  v = json_object_get(body, "timeout_s");
+  if (v) {
+    if (!json_is_number(v) || !(json_number_value(v) > 0) ||
+        json_number_value(v) > 86400)
+      return terr_set(e, T_EINVAL, "timeout_s", -1,
+                      "expected seconds, more than 0 and at most 86400");
+    s->timeout_s = json_number_value(v);
+  }
+  if (opt_string(body, "request_id", 1, 64, &s->request_id, e) ||
+      opt_string(body, "label", 0, 200, &s->label, e))
+    return e->code;
+  s->params = json_object_get(body, "params");
+  if (!json_is_object(s->params))
+    return terr_set(e, T_EINVAL, "params", -1, "required: a JSON object");
+  return T_OK;
+}
+
+/* The store row of a checked submission (strings are heap copies: the
+ * store frees them, and replaces the row when the request_id names an
+ * earlier job). */
+static int build_row(jobs *J, const char *owner, const submission *s,
+                     json_t *body, const job_estimate *est, job_record *j,
+                     terr *e) {
+  memset(j, 0, sizeof *j);
+  char *canon = NULL;
+  /* The body's hash tells a retry (same request_id, same body) from a
+   * reuse of the key; without a key nothing compares it. */
+  if (s->request_id) {
+    canon = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!canon) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+    char hash[65];
+    t_sha256_hex(canon, strlen(canon), hash);
+    free(canon);
+    j->body_hash = strdup(hash);
+  }
+  t_id_new('j', j->id);
+  j->owner = strdup(owner);
+  j->kind = strdup(s->kind->name);
+  j->params = json_dumps(s->params, JSON_COMPACT);
+  j->status = JOB_QUEUED;
+  j->backend_requested = strdup(tbackend_name(s->backend));
+  j->estimate = jobs_estimate_json(est);
+  j->priority = s->priority;
+  j->label = s->label ? strdup(s->label) : NULL;
+  j->request_id = s->request_id ? strdup(s->request_id) : NULL;
+  j->timeout_s = s->timeout_s > 0 ? s->timeout_s : J->default_timeout_s;
+  j->created_at = t_wall_ms();
+  j->max_abs_diff = NAN;
+  if (!j->owner || !j->kind || !j->params || !j->backend_requested ||
+      !j->estimate || (s->request_id && (!j->body_hash || !j->request_id)) ||
+      (s->label && !j->label)) {
+    store_job_clear(j);
+    return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  }
+  return T_OK;
+}
+
+int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
+                char id[T_ID_MAX], int *retry_after_s, terr *e) {
+  submission s;
+  memset(&s, 0, sizeof s);
+  id[0] = 0;
+  int rc = parse_submission(body, &s, e);
+  if (rc) return rc;
+  *async_insert = *async_insert && !s.request_id;
+
+  tenv env;
+  tenv_from_store(&env, J->st, owner, J->max_elems);
+  job_estimate est;
+  memset(&est, 0, sizeof est);
+  if ((rc = sched_check(J->sc, s.kind, s.params, &env, s.backend, &est, e)))
+    return rc;
+
+  *retry_after_s = 1;
+  if ((rc = sched_reserve(J->sc, retry_after_s, e))) return rc;
+
+  job_record row;
+  if ((rc = build_row(J, owner, &s, body, &est, &row, e))) {
+    sched_unreserve(J->sc);
+    return rc;
+  }
+  /* With async_insert (no idempotency key to check) nothing is answered
+   * before a later commit, which commits the insert too: it need not be
+   * waited for here, and then usually shares the end's transaction. */
+  int existing = 0;
+  rc = *async_insert
+           ? store_job_insert_async(J->st, &row, e)
+           : store_job_insert(J->st, &row, &existing, e);
+  if (rc) {
+    store_job_clear(&row);
+    sched_unreserve(J->sc);
+    return rc;
+  }
+  snprintf(id, T_ID_MAX, "%s", row.id);
+  if (existing) {
+    sched_unreserve(J->sc);
+  } else {
+    /* enqueue takes the slot, whatever it answers */
+    rc = sched_enqueue_checked(J->sc, &row, s.params, &est, e);
+  }
+  store_job_clear(&row);
+  return rc;
+}

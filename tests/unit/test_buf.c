@@ -1,0 +1,120 @@
+/* test_buf.c — util/buf.h: growth, the cap and the sticky error state, and
+ * the JSON writers against jansson (the oracle: text written here must
+ * equal what json_dumps writes for the same value).
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "util/buf.h"
+#include "util/err.h"
+
+TEST(growth) {
+  tbuf b;
+  tbuf_init(&b, 0);
+  for (int i = 0; i < 10000; i++) tbuf_addf(&b, "%d,", i % 10);
+  CHECK(b.err == 0);
+  CHECK(b.len == 20000);
+  CHECK(b.p[b.len] == 0);
+  size_t len = 0;
+  char *t = tbuf_take(&b, &len);
+  CHECK(t != NULL && len == 20000 && strncmp(t, "0,1,2,", 6) == 0);
+  CHECK(b.p == NULL && b.len == 0); /* empty afterwards, reusable */
+  free(t);
+  tbuf_adds(&b, "again");
+  t = tbuf_take(&b, &len);
+  CHECK_STR(t, "again");
+  free(t);
+  tbuf_free(&b);
+  tbuf_free(NULL); /* a no-op */
+  /* A zeroed tbuf works, and an empty one takes as "". */
+  tbuf z = {0};
+  t = tbuf_take(&z, &len);
+  CHECK(t != NULL && len == 0 && t[0] == 0);
+  free(t);
+  /* A long formatted append (past the small stack buffer). */
+  tbuf_init(&b, 0);
+  tbuf_addf(&b, "%0600d|", 7);
+  CHECK(b.len == 601 && b.p[599] == '7' && b.p[600] == '|');
+  tbuf_free(&b);
+}
+
+TEST(cap) {
+  tbuf b;
+  tbuf_init(&b, 10);
+  tbuf_adds(&b, "0123456789"); /* exactly the cap */
+  CHECK(b.err == 0 && b.len == 10);
+  tbuf_add(&b, "x", 1); /* one past */
+  CHECK(b.err == T_ETOOLARGE);
+  tbuf_adds(&b, "more"); /* sticky: no-op */
+  CHECK(b.len == 10);
+  CHECK(tbuf_take(&b, NULL) == NULL);
+  CHECK(b.err == 0 && b.max == 10); /* reset, same cap */
+  tbuf_addf(&b, "%s", "01234567890"); /* formatted, past the cap */
+  CHECK(b.err == T_ETOOLARGE);
+  tbuf_free(&b);
+  /* A size that would overflow len + more is refused, not wrapped. */
+  tbuf_init(&b, 0);
+  tbuf_adds(&b, "ab");
+  CHECK(tbuf_reserve(&b, SIZE_MAX - 1) == T_ETOOLARGE);
+  tbuf_free(&b);
+}
+
+static void same_as_jansson(json_t *v, const char *mine, int prec) {
+  char *ref = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY |
+                                (prec ? JSON_REAL_PRECISION(prec) : 0));
+  CHECK_MSG(ref && strcmp(ref, mine) == 0, "mine %s, jansson %s", mine,
+            ref ? ref : "(null)");
+  free(ref);
+  json_decref(v);
+}
+
+TEST(json) {
+  const double reals[] = {0.0, 1.0, -2.0, 0.1, 1.0 / 3.0, 1e20, 1e-7,
+                          6e-6, 123456789.125, -1.5e300, 5e-324, 0.012,
+                          1e16, 1e17, 12345678901234567.0, 2.5e-7};
+  const int precs[] = {17, 9};
+  for (size_t p = 0; p < 2; p++) {
+    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++) {
+      tbuf b;
+      tbuf_init(&b, 0);
+      tbuf_json_real(&b, reals[i], precs[p]);
+      char *t = tbuf_take(&b, NULL);
+      same_as_jansson(json_real(reals[i]), t, precs[p] == 17 ? 0 : precs[p]);
+      free(t);
+    }
+  }
+  tbuf b;
+  tbuf_init(&b, 0);
+  tbuf_json_real(&b, NAN, 17);
+  tbuf_add(&b, ",", 1);
+  tbuf_json_real(&b, -INFINITY, 9);
+  char *t = tbuf_take(&b, NULL);
+  CHECK_STR(t, "null,null");
+  free(t);
+  const char *strs[] = {"", "plain", "q\"uote", "back\\slash", "nl\nta\tb",
+                        "\x01\x1f ctl", "utf-8 \xc3\xa9 \xe2\x82\xac", "/"};
+  for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+    tbuf_init(&b, 0);
+    tbuf_json_str(&b, strs[i]);
+    t = tbuf_take(&b, NULL);
+    same_as_jansson(json_string(strs[i]), t, 0);
+    free(t);
+  }
+  tbuf_init(&b, 0);
+  tbuf_json_str(&b, NULL);
+  tbuf_add(&b, ",", 1);
+  tbuf_json_int(&b, -9223372036854775807LL - 1);
+  t = tbuf_take(&b, NULL);
+  CHECK_STR(t, "null,-9223372036854775808");
+  free(t);
+}
+
+int main(void) {
+  RUN(growth);
+  RUN(cap);
+  RUN(json);
+  return check_summary();
+}

@@ -1,0 +1,161 @@
+/* buf.c — the capped growable buffer of buf.h and its JSON value writers.
+ *
+ * Growth doubles from 256 bytes and stops at max; the error state is
+ * sticky (see buf.h), which keeps every writer free of per-call checks.
+ * The JSON writers are here, not in a JSON library, because the documents
+ * the service writes most often (a job, its timings) are hot: building a
+ * jansson tree and dumping it cost more than running a tiny job
+ * (tests/bench/README.md), while appending to one buffer costs nothing.
+ */
+#include "util/buf.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/err.h"
+
+void tbuf_init(tbuf *b, size_t max) {
+  memset(b, 0, sizeof *b);
+  b->max = max ? max : TBUF_MAX_DEFAULT;
+}
+
+static void fail(tbuf *b, int code) {
+  if (!b->err) b->err = code;
+}
+
+int tbuf_reserve(tbuf *b, size_t more) {
+  if (b->err) return b->err;
+  if (!b->max) b->max = TBUF_MAX_DEFAULT; /* a zeroed tbuf works too */
+  if (more > b->max || b->len > b->max - more) {
+    fail(b, T_ETOOLARGE);
+    return b->err;
+  }
+  size_t need = b->len + more + 1; /* + the terminator */
+  if (need <= b->cap) return 0;
+  size_t cap = b->cap ? b->cap : 256;
+  while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+  if (cap > b->max + 1) cap = b->max + 1;
+  char *p = realloc(b->p, cap);
+  if (!p) {
+    fail(b, T_ENOMEM);
+    return b->err;
+  }
+  b->p = p;
+  b->cap = cap;
+  return 0;
+}
+
+void tbuf_add(tbuf *b, const void *s, size_t n) {
+  if (tbuf_reserve(b, n)) return;
+  if (n) memcpy(b->p + b->len, s, n);
+  b->len += n;
+  b->p[b->len] = 0;
+}
+
+void tbuf_adds(tbuf *b, const char *s) { tbuf_add(b, s, strlen(s)); }
+
+void tbuf_vaddf(tbuf *b, const char *fmt, va_list ap) {
+  if (b->err) return;
+  va_list ap2;
+  va_copy(ap2, ap);
+  char small[256];
+  int n = vsnprintf(small, sizeof small, fmt, ap2);
+  va_end(ap2);
+  if (n < 0) {
+    fail(b, T_EINTERNAL);
+    return;
+  }
+  if ((size_t)n < sizeof small) {
+    tbuf_add(b, small, (size_t)n);
+    return;
+  }
+  if (tbuf_reserve(b, (size_t)n)) return;
+  vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+  b->len += (size_t)n;
+}
+
+void tbuf_addf(tbuf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  tbuf_vaddf(b, fmt, ap);
+  va_end(ap);
+}
+
+char *tbuf_take(tbuf *b, size_t *len) {
+  char *p = NULL;
+  if (!b->err && tbuf_reserve(b, 0) == 0) {
+    b->p[b->len] = 0;
+    p = b->p;
+    if (len) *len = b->len;
+    b->p = NULL;
+  }
+  size_t max = b->max;
+  tbuf_free(b);
+  tbuf_init(b, max);
+  return p;
+}
+
+void tbuf_free(tbuf *b) {
+  if (!b) return;
+  free(b->p);
+  b->p = NULL;
+  b->len = b->cap = 0;
+  b->err = 0;
+}
+
+void tbuf_json_str(tbuf *b, const char *s) {
+  if (!s) {
+    tbuf_add(b, "null", 4);
+    return;
+  }
+  tbuf_add(b, "\"", 1);
+  const char *run = s;
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    tbuf_add(b, run, (size_t)(s - run));
+    switch (c) {
+      case '"': tbuf_add(b, "\\\"", 2); break;
+      case '\\': tbuf_add(b, "\\\\", 2); break;
+      case '\b': tbuf_add(b, "\\b", 2); break;
+      case '\f': tbuf_add(b, "\\f", 2); break;
+      case '\n': tbuf_add(b, "\\n", 2); break;
+      case '\r': tbuf_add(b, "\\r", 2); break;
+      case '\t': tbuf_add(b, "\\t", 2); break;
+      default: tbuf_addf(b, "\\u%04X", c);
+    }
+    run = s + 1;
+  }
+  tbuf_add(b, run, (size_t)(s - run));
+  tbuf_add(b, "\"", 1);
+}
+
+void tbuf_json_real(tbuf *b, double v, int prec) {
+  if (!isfinite(v)) {
+    tbuf_add(b, "null", 4);
+    return;
+  }
+  if (prec < 1 || prec > 17) prec = 17;
+  char num[48];
+  int n = snprintf(num, sizeof num, "%.*g", prec, v);
+  if (n <= 0 || n >= (int)sizeof num - 3) {
+    tbuf_add(b, "null", 4);
+    return;
+  }
+  char *e = strchr(num, 'e');
+  if (!strchr(num, '.') && !e) {
+    memcpy(num + n, ".0", 3);
+  } else if (e) { /* "1e+20" -> "1e20", "6e-06" -> "6e-6" */
+    char *start = e + 1, *end = start + 1;
+    if (*start == '-') start++;
+    else end = start;
+    if (*end == '+') end++;
+    while (*end == '0' && end[1]) end++;
+    if (end != start) memmove(start, end, strlen(end) + 1);
+  }
+  tbuf_adds(b, num);
+}
+
+void tbuf_json_int(tbuf *b, long long v) { tbuf_addf(b, "%lld", v); }

@@ -1,0 +1,54 @@
+/* buf.h — the one growable byte buffer, with a cap (after curl's dynbuf).
+ *
+ * A tbuf grows by doubling up to `max` bytes; an append that would pass the
+ * cap, or a failed allocation, puts the buffer in its error state: every
+ * later append is a no-op and tbuf_take hands back NULL, so a writer can
+ * append a whole document and check once at the end. The text is always
+ * NUL-terminated (the terminator is not counted in len and fits in max).
+ *
+ * The JSON writers append values as jansson's dumps writes them (strings
+ * escaped as its default, reals with `prec` significant digits, ".0" on a
+ * real that reads as an integer, exponents without '+' or leading zeros, a
+ * non-finite real as null): text written here and text jansson wrote for
+ * the same value are equal.
+ *
+ * Ownership: the buffer owns p until tbuf_take, which hands it to the
+ * caller (free()). tbuf_free(NULL) and tbuf_free of a taken buffer are
+ * no-ops. Threads: a tbuf is used by one thread at a time.
+ */
+#ifndef TESSEL_UTIL_BUF_H
+#define TESSEL_UTIL_BUF_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TBUF_MAX_DEFAULT ((size_t)1 << 30) /* 1 GiB */
+
+typedef struct tbuf {
+  char *p;
+  size_t len, cap, max;
+  int err; /* 0, T_ENOMEM or T_ETOOLARGE (util/err.h): the first failure */
+} tbuf;
+
+/* An empty buffer whose contents may not pass max bytes (0: the default). */
+void tbuf_init(tbuf *b, size_t max);
+/* Room for `more` bytes beyond len: 0, or the error state's code. */
+int tbuf_reserve(tbuf *b, size_t more);
+void tbuf_add(tbuf *b, const void *s, size_t n);
+void tbuf_adds(tbuf *b, const char *s);
+void tbuf_addf(tbuf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void tbuf_vaddf(tbuf *b, const char *fmt, va_list ap);
+/* The text (NUL-terminated, *len bytes; len may be NULL) handed to the
+ * caller, or NULL when the buffer is in its error state (then freed). The
+ * buffer is empty afterwards. */
+char *tbuf_take(tbuf *b, size_t *len);
+void tbuf_free(tbuf *b);
+
+/* JSON values, as jansson writes them (see above). */
+void tbuf_json_str(tbuf *b, const char *s);         /* NULL: null */
+void tbuf_json_real(tbuf *b, double v, int prec);   /* 17: jansson's default */
+void tbuf_json_int(tbuf *b, long long v);
+
+#endif
