@@ -18,6 +18,7 @@
  * expr_emit_c are built from it.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -247,7 +248,12 @@ static int gen_node(gen *g, int id, operand *out) {
 
 char *expr_canonical_build(const expr_tree *t); /* expr/emit.c */
 
+static _Atomic int64_t compiles;
+
+int64_t expr_compiles(void) { return atomic_load_explicit(&compiles, memory_order_relaxed); }
+
 int expr_compile(const char *src, expr **out, terr *e) {
+  atomic_fetch_add_explicit(&compiles, 1, memory_order_relaxed);
   *out = NULL;
   expr_tok *toks = NULL;
   int ntok = 0, rc;

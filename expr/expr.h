@@ -55,6 +55,9 @@ typedef struct expr expr;
 
 /* Parse and compile. On success *out is owned by the caller (expr_free). */
 int expr_compile(const char *src, expr **out, terr *e);
+/* How many times expr_compile has run in this process (any thread): a job
+ * compiles its expression once, at submit, and tests count on it. */
+int64_t expr_compiles(void);
 void expr_free(expr *x); /* NULL is a no-op */
 
 /* The input names the expression uses, in order of first appearance. */

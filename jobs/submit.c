@@ -2,7 +2,7 @@
  * slot, the store row, the queue (jobs.h says the order and why).
  *
  * The protocol the scheduler asks of its caller (sched.h "submit") is run
- * here and only here: sched_check -> sched_reserve -> store_job_insert (or
+ * here and only here: sched_check_keep -> sched_reserve -> store_job_insert (or
  * _async) -> sched_enqueue_checked, or sched_unreserve when the insert
  * fails or finds the request_id's earlier job. Every exit after a
  * successful reserve goes through exactly one of those two.
@@ -161,14 +161,20 @@ int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
   tenv_from_store(&env, J->st, owner, J->max_elems);
   job_estimate est;
   memset(&est, 0, sizeof est);
-  if ((rc = sched_check(J->sc, s.kind, s.params, &env, s.backend, &est, e)))
+  void *checked = NULL; /* the parsed, compiled expression: built once */
+  if ((rc = sched_check_keep(J->sc, s.kind, s.params, &env, s.backend, &est,
+                             &checked, e)))
     return rc;
 
   *retry_after_s = 1;
-  if ((rc = sched_reserve(J->sc, retry_after_s, e))) return rc;
+  if ((rc = sched_reserve(J->sc, retry_after_s, e))) {
+    kind_checked_free(s.kind, checked);
+    return rc;
+  }
 
   job_record row;
   if ((rc = build_row(J, owner, &s, body, &est, &row, e))) {
+    kind_checked_free(s.kind, checked);
     sched_unreserve(J->sc);
     return rc;
   }
@@ -180,16 +186,19 @@ int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
            ? store_job_insert_async(J->st, &row, e)
            : store_job_insert(J->st, &row, &existing, e);
   if (rc) {
+    kind_checked_free(s.kind, checked);
     store_job_clear(&row);
     sched_unreserve(J->sc);
     return rc;
   }
   snprintf(id, T_ID_MAX, "%s", row.id);
   if (existing) {
+    kind_checked_free(s.kind, checked);
     sched_unreserve(J->sc);
   } else {
-    /* enqueue takes the slot, whatever it answers */
-    rc = sched_enqueue_checked(J->sc, &row, s.params, &est, e);
+    /* enqueue takes the slot and `checked`, whatever it answers */
+    rc = sched_enqueue_checked(J->sc, &row, s.params, &est, s.kind, checked,
+                               e);
   }
   store_job_clear(&row);
   return rc;

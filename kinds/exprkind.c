@@ -192,3 +192,35 @@ void kexpr_estimate(const kexpr *k, double ops_per_elem, job_estimate *est) {
   est->work = (double)k->size * est->ops_per_elem;
   est->size = k->largest;
 }
+
+int kexpr_keep(kexpr *k, void **checked, terr *e) {
+  if (!checked) {
+    kexpr_free(k);
+    return T_OK;
+  }
+  kexpr *h = malloc(sizeof *h);
+  if (!h) {
+    kexpr_free(k);
+    return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  }
+  *h = *k; /* the expr moves with it */
+  k->x = NULL;
+  *checked = h;
+  return T_OK;
+}
+
+int kexpr_take(const json_t *params, const tenv *env, const char *const *extra,
+               int default_single, void *checked, kexpr *k, terr *e) {
+  if (!checked) return kexpr_check(params, env, extra, default_single, k, e);
+  kexpr *h = checked;
+  *k = *h;
+  free(h);
+  return T_OK;
+}
+
+void kexpr_checked_free(void *checked) {
+  kexpr *h = checked;
+  if (!h) return;
+  kexpr_free(h);
+  free(h);
+}

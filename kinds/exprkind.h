@@ -43,6 +43,16 @@ int kexpr_check(const json_t *params, const tenv *env,
                 terr *e);
 void kexpr_free(kexpr *k);
 
+/* Parse and compile once per job: a kind's check_keep hands its checked
+ * kexpr on with kexpr_keep (moved to the heap into *checked, or freed when
+ * checked is NULL); its prepare_checked gets it back with kexpr_take, which
+ * checks params again only when there is nothing to take (a job queued
+ * again after a restart). kexpr_checked_free is the kinds' checked_free. */
+int kexpr_keep(kexpr *k, void **checked, terr *e);
+int kexpr_take(const json_t *params, const tenv *env, const char *const *extra,
+               int default_single, void *checked, kexpr *k, terr *e);
+void kexpr_checked_free(void *checked);
+
 /* Build the inputs (in[i] owned by the caller, tarray_free) and the ids of
  * uploaded inputs kept in their own dtype (ids[i] malloc'd, or NULL). On
  * failure nothing is left allocated. */

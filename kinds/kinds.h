@@ -1,10 +1,14 @@
 /* kinds.h — what a job kind (map, reduce, matmul, geodesic) provides, and
  * the context a running job gets from the scheduler.
  *
- * A job's params are checked twice: at submit (`check`, cheap, no big
- * allocation, fills the estimate that the router and the 413 limit use) and
- * at run time (`prepare`, which builds the inputs, possibly after a restart
- * from the stored params). `run` computes on one backend; the scheduler may
+ * A job's params are checked at submit (`check`, cheap, no big allocation,
+ * fills the estimate that the router and the 413 limit use) and prepared at
+ * run time (`prepare`, which builds the inputs, possibly after a restart
+ * from the stored params). What the check builds is not built twice: a
+ * kind whose check parses or compiles something (map, reduce: the
+ * expression) keeps it with check_keep and hands it to prepare_checked
+ * (kind_check_keep / kind_prepare_checked below call whichever the kind
+ * has). `run` computes on one backend; the scheduler may
  * call it several times on the same plan (backend "compare").
  *
  * Threads: check runs on an HTTP thread; prepare/run/release on a scheduler
@@ -117,7 +121,37 @@ typedef struct kind_ops {
    * array/layout.h). NULL when this job's result cannot change layout. A
    * static string. Any thread. */
   const char *(*result_layout)(const json_t *params);
+  /* Optional (all three or none): check that keeps what it built in
+   * *checked (NULL checked: keep nothing), and prepare that takes it
+   * (checked NULL: check again). A kept value not handed to
+   * prepare_checked is freed with checked_free (NULL is fine). Same
+   * threads as check and prepare; ownership passes with the pointer. */
+  int (*check_keep)(const json_t *params, const tenv *env, job_estimate *est,
+                    void **checked, terr *e);
+  int (*prepare_checked)(const json_t *params, const tenv *env, void *checked,
+                         void **plan, terr *e);
+  void (*checked_free)(void *checked);
 } kind_ops;
+
+/* Check, keeping what the check built when the kind can (*checked NULL
+ * otherwise). */
+static inline int kind_check_keep(const kind_ops *k, const json_t *params,
+                                  const tenv *env, job_estimate *est,
+                                  void **checked, terr *e) {
+  *checked = NULL;
+  return k->check_keep ? k->check_keep(params, env, est, checked, e)
+                       : k->check(params, env, est, e);
+}
+/* Prepare with what kind_check_keep kept (taken, even on failure). */
+static inline int kind_prepare_checked(const kind_ops *k, const json_t *params,
+                                       const tenv *env, void *checked,
+                                       void **plan, terr *e) {
+  if (k->prepare_checked) return k->prepare_checked(params, env, checked, plan, e);
+  return k->prepare(params, env, plan, e);
+}
+static inline void kind_checked_free(const kind_ops *k, void *checked) {
+  if (checked && k && k->checked_free) k->checked_free(checked);
+}
 
 /* The table: NULL when the name is unknown. */
 const kind_ops *kind_find(const char *name);

@@ -154,6 +154,7 @@ void sjob_free(sjob *j) {
   free(j->kind);
   free(j->params_text);
   free(j->backend_text);
+  kind_checked_free(j->checked_k, j->checked);
   json_decref(j->params);
   json_decref(j->estimates);
   free(j);

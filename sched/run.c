@@ -426,8 +426,10 @@ static int srun_resolve(srun *r, int device, terr *e) {
   if (j->requested < 0)
     return terr_set(e, T_EINVAL, "backend", -1, "unknown backend '%s'",
                     j->backend_text);
-  if (!j->have_est) {
-    int rc = j->k->check(j->params, &r->env, &j->est, e);
+  if (!j->have_est) { /* queued from the store: checked here, once */
+    kind_checked_free(j->checked_k, j->checked);
+    int rc = kind_check_keep(j->k, j->params, &r->env, &j->est, &j->checked, e);
+    j->checked_k = j->k;
     if (rc) return rc;
     j->have_est = 1;
   }
@@ -640,7 +642,9 @@ void sched_run_job(sched *s, sjob *j, int device) {
   }
 
   double t0 = t_now_ms();
-  rc = j->k->prepare(j->params, &r.env, &plan, &e);
+  void *checked = j->checked; /* prepare takes it */
+  j->checked = NULL;
+  rc = kind_prepare_checked(j->k, j->params, &r.env, checked, &plan, &e);
   r.t_prepare = t_now_ms() - t0;
   if (rc || atomic_load(&j->stop)) goto end;
   if (j->backend == B_COMPARE) {

@@ -361,9 +361,11 @@ static void sched_clean_temp(sched *s) {
 
 /* Queue one job from the store. reserved: it holds a reserve slot. */
 static int sched_add(sched *s, const store_job *sj, int reserved,
-                     json_t *params, const job_estimate *est, terr *e) {
+                     json_t *params, const job_estimate *est,
+                     const kind_ops *k, void *checked, terr *e) {
   sjob *j = sjob_new(sj);
   if (!j) {
+    kind_checked_free(k, checked);
     if (reserved) sched_unreserve(s);
     return terr_set(e, T_ENOMEM, "", -1, "scheduler: out of memory");
   }
@@ -371,6 +373,8 @@ static int sched_add(sched *s, const store_job *sj, int reserved,
     j->params = json_incref(params);
     j->est = *est;
     j->have_est = 1;
+    j->checked = checked; /* prepare takes it: parsed once per job */
+    j->checked_k = k;
   }
   pthread_mutex_lock(&s->mu);
   if (reserved && s->reserved > 0) s->reserved--;
@@ -420,7 +424,7 @@ int sched_start(sched *s, terr *e) {
       log_error("scheduler: cannot requeue %s: %s", jobs[i].id, e2.message);
       continue;
     }
-    if (sched_add(s, &jobs[i], 0, NULL, NULL, &e2) == T_OK) requeued++;
+    if (sched_add(s, &jobs[i], 0, NULL, NULL, NULL, NULL, &e2) == T_OK) requeued++;
   }
   for (int i = 0; i < n; i++) store_job_clear(&jobs[i]);
   free(jobs);
@@ -591,12 +595,13 @@ void sched_unreserve(sched *s) {
 }
 
 int sched_enqueue(sched *s, const store_job *j, terr *e) {
-  return sched_add(s, j, 1, NULL, NULL, e);
+  return sched_add(s, j, 1, NULL, NULL, NULL, NULL, e);
 }
 
 int sched_enqueue_checked(sched *s, const store_job *j, json_t *params,
-                          const job_estimate *est, terr *e) {
-  return sched_add(s, j, 1, params, est, e);
+                          const job_estimate *est, const kind_ops *k,
+                          void *checked, terr *e) {
+  return sched_add(s, j, 1, params, est, k, checked, e);
 }
 
 /* ---- cancel --------------------------------------------------------------- */

@@ -23,7 +23,7 @@
  * They must not block and must not make a [sync] store call.
  *
  * The API's calls (see array/store_source.h for the tenv):
- *   submit  sched_check (400/413/503) -> sched_reserve (429 + Retry-After,
+ *   submit  sched_check_keep (400/413/503) -> sched_reserve (429 + Retry-After,
  *           503) -> store_job_insert (or _async with ?wait) ->
  *           sched_enqueue_checked (the check is not repeated); an insert that
  *           fails, or finds the request_id's job (existing = 1), is
@@ -106,12 +106,14 @@ int sched_reserve(sched *s, int *retry_after_s, terr *e);
 void sched_unreserve(sched *s);
 /* Queue a job that is in the store (status queued). Uses the reserved slot. */
 int sched_enqueue(sched *s, const store_job *j, terr *e);
-/* The same for a job the caller has just checked with sched_check: the
- * scheduler keeps a reference to `params` (its parsed j->params, which
- * nobody changes from now on) and a copy of `est`, and does not parse and
- * check the job again when a worker takes it. */
+/* The same for a job the caller has just checked with sched_check_keep:
+ * the scheduler keeps a reference to `params` (its parsed j->params, which
+ * nobody changes from now on), a copy of `est`, and takes `checked` (what
+ * kind k's check built, or NULL), so that a worker neither checks the job
+ * again nor parses and compiles its expression a second time. */
 int sched_enqueue_checked(sched *s, const store_job *j, json_t *params,
-                          const job_estimate *est, terr *e);
+                          const job_estimate *est, const kind_ops *k,
+                          void *checked, terr *e);
 
 /* Cancel: a queued job ends canceled at once; a running job gets its stop
  * flag set and ends canceled at its next chunk. T_ECONFLICT when finished,
@@ -154,6 +156,12 @@ void sched_get_stats(sched *s, sched_stats *out);
  * availability (503 for cuda without a GPU). Fills est. */
 int sched_check(sched *s, const kind_ops *k, const json_t *params,
                 const tenv *env, tbackend b, job_estimate *est, terr *e);
+/* The same, keeping what the kind's check built in *checked (see
+ * kind_check_keep; NULL on failure, else the caller's: hand it to
+ * sched_enqueue_checked or free it with kind_checked_free). */
+int sched_check_keep(sched *s, const kind_ops *k, const json_t *params,
+                     const tenv *env, tbackend b, job_estimate *est,
+                     void **checked, terr *e);
 
 /* Observe finished-job durations (for /metrics' histogram):
  * fills counts for the buckets' upper bounds in ms (cumulative). */

@@ -77,6 +77,11 @@ typedef struct sjob {
   const kind_ops *k;
   job_estimate est;
   int have_est;
+  /* What the kind's check built (the parsed and compiled expression), for
+   * prepare to take instead of building it again; freed with checked_k's
+   * checked_free when the job ends before it is prepared. */
+  void *checked;
+  const kind_ops *checked_k;
   tbackend backend; /* resolved; B_AUTO until resolved */
   char reason[256];
   json_t *estimates; /* router figures; NULL when not routed */

@@ -242,9 +242,32 @@ void sched_get_stats(sched *s, sched_stats *out) {
 /* ---- submit-time check ------------------------------------------------------- */
 int sched_check(sched *s, const kind_ops *k, const json_t *params,
                 const tenv *env, tbackend b, job_estimate *est, terr *e) {
+  void *checked = NULL;
+  int rc = sched_check_keep(s, k, params, env, b, est, &checked, e);
+  kind_checked_free(k, checked);
+  return rc;
+}
+
+static int check_limits(sched *s, tbackend b, const job_estimate *est,
+                        terr *e);
+
+int sched_check_keep(sched *s, const kind_ops *k, const json_t *params,
+                     const tenv *env, tbackend b, job_estimate *est,
+                     void **checked, terr *e) {
   memset(est, 0, sizeof *est);
-  int rc = k->check(params, env, est, e);
-  if (rc) return rc;
+  int rc = kind_check_keep(k, params, env, est, checked, e);
+  if (!rc) rc = check_limits(s, b, est, e);
+  if (rc) {
+    kind_checked_free(k, *checked);
+    *checked = NULL;
+  }
+  return rc;
+}
+
+/* The limits a checked job must keep: a GPU for cuda, the result and
+ * memory caps, a service that accepts jobs. */
+static int check_limits(sched *s, tbackend b, const job_estimate *est,
+                        terr *e) {
   if (b == B_CUDA && s->ngpu == 0)
     return terr_set(e, T_EUNAVAIL, "backend", -1,
                     "cuda requested but no usable GPU: %s",

@@ -37,8 +37,9 @@ typedef struct map_plan {
 
 static const char *const map_keys[] = {NULL};
 
-static int map_check(const json_t *params, const tenv *env, job_estimate *est,
-                     terr *e) {
+static int map_check_keep(const json_t *params, const tenv *env,
+                          job_estimate *est, void **checked, terr *e) {
+  if (checked) *checked = NULL;
   kexpr k;
   int rc = kexpr_check(params, env, map_keys, 0, &k, e);
   if (rc) return rc;
@@ -51,8 +52,12 @@ static int map_check(const json_t *params, const tenv *env, job_estimate *est,
     return rc;
   }
   kexpr_estimate(&k, (double)expr_program_length(k.x), est);
-  kexpr_free(&k);
-  return 0;
+  return kexpr_keep(&k, checked, e);
+}
+
+static int map_check(const json_t *params, const tenv *env, job_estimate *est,
+                     terr *e) {
+  return map_check_keep(params, env, est, NULL, e);
 }
 
 static void map_release(void *plan) {
@@ -62,12 +67,15 @@ static void map_release(void *plan) {
   free(p);
 }
 
-static int map_prepare(const json_t *params, const tenv *env, void **plan,
-                       terr *e) {
+static int map_prepare_checked(const json_t *params, const tenv *env,
+                               void *checked, void **plan, terr *e) {
   *plan = NULL;
   map_plan *p = calloc(1, sizeof *p);
-  if (!p) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
-  int rc = kexpr_check(params, env, map_keys, 0, &p->k, e);
+  if (!p) {
+    kexpr_checked_free(checked);
+    return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  }
+  int rc = kexpr_take(params, env, map_keys, 0, checked, &p->k, e);
   if (!rc) rc = kexpr_resolve(&p->k, env, p->in, p->ids, e);
   if (rc) {
     map_release(p);
@@ -75,6 +83,11 @@ static int map_prepare(const json_t *params, const tenv *env, void **plan,
   }
   *plan = p;
   return 0;
+}
+
+static int map_prepare(const json_t *params, const tenv *env, void **plan,
+                       terr *e) {
+  return map_prepare_checked(params, env, NULL, plan, e);
 }
 
 typedef struct map_work {
@@ -182,6 +195,9 @@ const kind_ops kind_map_ops = {
         "by cancelling terms of order 1.",
     .check = map_check,
     .prepare = map_prepare,
+    .check_keep = map_check_keep,
+    .prepare_checked = map_prepare_checked,
+    .checked_free = kexpr_checked_free,
     .run = map_run,
     .release = map_release,
     .tolerance = map_tolerance,

@@ -100,8 +100,9 @@ static tdtype out_dtype(reduce_op op, tdtype dt) {
   return op == R_ARGMIN || op == R_ARGMAX ? T_F64 : dt;
 }
 
-static int reduce_check(const json_t *params, const tenv *env,
-                        job_estimate *est, terr *e) {
+static int reduce_check_keep(const json_t *params, const tenv *env,
+                             job_estimate *est, void **checked, terr *e) {
+  if (checked) *checked = NULL;
   kexpr k;
   reduce_op op;
   int axis;
@@ -123,8 +124,12 @@ static int reduce_check(const json_t *params, const tenv *env,
   }
   kexpr_estimate(&k, (double)expr_program_length(k.x) + 1 /* + the fold */,
                  est);
-  kexpr_free(&k);
-  return 0;
+  return kexpr_keep(&k, checked, e);
+}
+
+static int reduce_check(const json_t *params, const tenv *env,
+                        job_estimate *est, terr *e) {
+  return reduce_check_keep(params, env, est, NULL, e);
 }
 
 static void reduce_release(void *plan) {
@@ -134,12 +139,15 @@ static void reduce_release(void *plan) {
   free(p);
 }
 
-static int reduce_prepare(const json_t *params, const tenv *env, void **plan,
-                          terr *e) {
+static int reduce_prepare_checked(const json_t *params, const tenv *env,
+                                  void *checked, void **plan, terr *e) {
   *plan = NULL;
   reduce_plan *p = calloc(1, sizeof *p);
-  if (!p) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
-  int rc = kexpr_check(params, env, reduce_keys, 1, &p->k, e);
+  if (!p) {
+    kexpr_checked_free(checked);
+    return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  }
+  int rc = kexpr_take(params, env, reduce_keys, 1, checked, &p->k, e);
   if (!rc) rc = reduce_params(params, &p->k, &p->op, &p->axis, &p->ddof, e);
   if (!rc) rc = kexpr_resolve(&p->k, env, p->in, p->ids, e);
   if (rc) {
@@ -148,6 +156,11 @@ static int reduce_prepare(const json_t *params, const tenv *env, void **plan,
   }
   *plan = p;
   return 0;
+}
+
+static int reduce_prepare(const json_t *params, const tenv *env, void **plan,
+                          terr *e) {
+  return reduce_prepare_checked(params, env, NULL, plan, e);
 }
 
 /* gpu_reduce gives var/std with divisor n; make it n - ddof. */
@@ -223,6 +236,9 @@ const kind_ops kind_reduce_ops = {
         "argmin/argmax agree exactly unless two values tie within that.",
     .check = reduce_check,
     .prepare = reduce_prepare,
+    .check_keep = reduce_check_keep,
+    .prepare_checked = reduce_prepare_checked,
+    .checked_free = kexpr_checked_free,
     .run = reduce_run,
     .release = reduce_release,
     .tolerance = reduce_tolerance,

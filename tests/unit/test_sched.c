@@ -12,6 +12,7 @@
  * No test asserts a duration; waits poll with a generous cap.
  */
 #include "sched_fixture.h"
+#include "expr/expr.h"
 #include "sched/sched_int.h" /* white-box: sched/text.c */
 
 /* ---- success, result files, timings ---------------------------------------- */
@@ -862,6 +863,58 @@ TEST(test_progress_stored) {
   fx_close(&f);
 }
 
+/* Each expression is parsed and compiled once per job: at submit
+ * (sched_check_keep, handed to the worker with sched_enqueue_checked), or,
+ * for a job queued from the store (a restart), once by the worker. */
+static void test_compiled_once(void) {
+  fx f;
+  if (fx_open(&f, 2)) return;
+  const char *params = "{\"expr\":\"sin(x)*2+y\",\"inputs\":{\"x\":[1,2,3],"
+                       "\"y\":[[1],[2]]}}";
+  for (int path = 0; path < 2; path++) {
+    int64_t c0 = expr_compiles();
+    char id[T_ID_MAX];
+    terr e;
+    if (path == 0) { /* as jobs_submit does */
+      json_t *p = json_loads(params, 0, NULL);
+      job_estimate est;
+      void *checked = NULL;
+      CHECK(sched_check_keep(f.s, &kind_map_ops, p, NULL, B_CPU, &est,
+                             &checked, &e) == 0);
+      CHECK(checked != NULL);
+      CHECK(expr_compiles() - c0 == 1);
+      int retry = 0;
+      CHECK(sched_reserve(f.s, &retry, &e) == 0);
+      CHECK(insert_job(f.st, "map", params, "cpu", 5, 60, id) == 0);
+      store_job j;
+      CHECK(store_job_get(f.st, id, NULL, &j, &e) == 0);
+      CHECK(sched_enqueue_checked(f.s, &j, p, &est, &kind_map_ops, checked,
+                                  &e) == 0);
+      store_job_clear(&j);
+      json_decref(p);
+    } else { /* queued from the store, nothing checked yet */
+      CHECK(submit(&f, "map", params, "cpu", 5, 60, id) == 0);
+    }
+    store_job done;
+    CHECK(wait_final(&f, id, &done) == 1);
+    CHECK_MSG(done.status == JOB_SUCCEEDED, "path %d: %s", path,
+              done.error_message ? done.error_message : "");
+    CHECK_MSG(expr_compiles() - c0 == 1, "path %d: compiled %lld times", path,
+              (long long)(expr_compiles() - c0));
+    store_job_clear(&done);
+  }
+  /* A checked job that never runs frees what its check built (ASan). */
+  json_t *p = json_loads(params, 0, NULL);
+  job_estimate est;
+  void *checked = NULL;
+  terr e;
+  CHECK(sched_check_keep(f.s, &kind_map_ops, p, NULL, B_CUDA, &est, &checked,
+                         &e) == T_EUNAVAIL);
+  CHECK(checked == NULL);
+  json_decref(p);
+  fx_close(&f);
+}
+
 int main(void) {
   t_log_level = T_LOG_WARN;
   snprintf(root, sizeof root, "/tmp/tessel_sched_XXXXXX");
@@ -886,6 +939,7 @@ int main(void) {
   RUN(test_recovery);
   RUN(test_shutdown_and_restart);
   RUN(test_progress_stored);
+  RUN(test_compiled_once);
   rm_tree(root);
   return check_summary();
 }
