@@ -5,7 +5,8 @@
  * (application/x-npy, application/octet-stream -> npy; text/csv -> csv;
  * application/json, any type or no header -> json); anything else is 406.
  * Transformations: ?limit_rows=N (the first N rows, for previews) and, for
- * geodesic results, square <-> condensed layouts.
+ * a result whose kind names its layout (jobs_result_get), square <->
+ * condensed (array/layout.h).
  *
  * Nothing is copied whole, whatever the size: every answer holds O(buffer)
  * memory while a client, however slow, reads it.
@@ -35,6 +36,7 @@
 #include <unistd.h>
 
 #include "api/api_int.h"
+#include "array/layout.h"
 #include "util/util.h"
 #include "util/xfer.h"
 
@@ -137,31 +139,18 @@ typedef struct view {
 
 /* The array as sent, from the stored one and the query; errors as the
  * in-memory transformations gave them. */
-static int view_plan(const src *s, int relayout, const char *to,
+static int view_plan(const src *s, int relayout, int from, int to,
                      int64_t limit_rows, view *v, terr *e) {
   memset(v, 0, sizeof *v);
   v->dt = s->dt;
   v->ndim = s->ndim;
   memcpy(v->shape, s->shape, sizeof v->shape);
   v->mode = V_PLAIN;
-  if (relayout && strcmp(to, "square") == 0) {
-    int64_t m = s->size;
-    int64_t n = (int64_t)llround((1.0 + sqrt(1.0 + 8.0 * (double)m)) / 2.0);
-    if (s->ndim != 1 || n * (n - 1) / 2 != m)
-      return terr_set(e, T_EINVAL, "layout", -1,
-                      "result is not a condensed matrix");
-    v->mode = V_CD2SQ;
-    v->n = n;
-    v->ndim = 2;
-    v->shape[0] = v->shape[1] = n;
-  } else if (relayout) {
-    if (s->ndim != 2 || s->shape[0] != s->shape[1])
-      return terr_set(e, T_EINVAL, "layout", -1,
-                      "only a square matrix has a condensed layout");
-    v->mode = V_SQ2CD;
-    v->n = s->shape[0];
-    v->ndim = 1;
-    v->shape[0] = v->n * (v->n - 1) / 2;
+  if (relayout) {
+    int rc = tlayout_switch_shape((tlayout)from, (tlayout)to, s->ndim,
+                                  s->shape, &v->ndim, v->shape, &v->n, e);
+    if (rc) return rc;
+    v->mode = to == TLAYOUT_SQUARE ? V_CD2SQ : V_SQ2CD;
   }
   if (limit_rows >= 0 && v->ndim > 0 && limit_rows < v->shape[0])
     v->shape[0] = limit_rows;
@@ -212,11 +201,6 @@ static void stream_done(void *arg) {
   free(st);
 }
 
-/* Condensed index of (i, j), i < j, in an n x n matrix. */
-static int64_t cd_index(int64_t n, int64_t i, int64_t j) {
-  return i * n - i * (i + 1) / 2 + (j - i - 1);
-}
-
 /* Fill the block of output rows that holds row r (V_CD2SQ). */
 static int block_fill(stream_state *st, int64_t r) {
   int64_t n = st->v.n, B = st->blk_rows, b0 = r - r % B;
@@ -225,7 +209,7 @@ static int block_fill(stream_state *st, int64_t r) {
   for (int64_t j = 0; j + 1 < hi; j++) {
     int64_t c0 = b0 > j + 1 ? b0 : j + 1, cnt = hi - c0;
     if (cnt <= 0) continue;
-    if (src_read(&st->s, cd_index(n, j, c0), cnt, st->scratch)) return -1;
+    if (src_read(&st->s, tlayout_condensed_index(n, j, c0), cnt, st->scratch)) return -1;
     for (int64_t t = 0; t < cnt; t++)
       memcpy(st->blk + (size_t)(j * B + (c0 + t - b0)) * es,
              st->scratch + (size_t)t * es, es);
@@ -267,7 +251,7 @@ static int view_read(stream_state *st, int64_t cnt, char *dst) {
         memset(dst, 0, es); /* +0.0 in either dtype */
       } else {
         if (run > n - c) run = n - c;
-        if (src_read(&st->s, cd_index(n, r, c), run, dst)) return -1;
+        if (src_read(&st->s, tlayout_condensed_index(n, r, c), run, dst)) return -1;
       }
     }
     st->next_read += run;
@@ -523,26 +507,27 @@ typedef struct array_query {
   int fmt;
   int64_t limit_rows; /* -1: all */
   int relayout;       /* layout_from -> layout_to */
-  const char *layout_to;
+  int layout_from, layout_to; /* tlayout, when relayout */
 } array_query;
 
 static int parse_array_query(http_req *r, const char *layout_from,
                              const char *layout_to, array_query *q, terr *e) {
   q->fmt = FMT_JSON;
   q->limit_rows = -1;
-  q->layout_to = layout_to;
+  q->relayout = 0;
   int rc = pick_format(r, &q->fmt, e);
   if (rc) return rc;
   const char *lr = http_query(r, "limit_rows");
   if (lr && (t_parse_i64(lr, &q->limit_rows) || q->limit_rows < 0))
     return terr_set(e, T_EINVAL, "limit_rows", -1,
                     "expected a non-negative integer");
-  if (layout_to && strcmp(layout_to, "square") &&
-      strcmp(layout_to, "condensed"))
+  q->layout_to = tlayout_parse(layout_to);
+  if (layout_to && q->layout_to < 0)
     return terr_set(e, T_EINVAL, "layout", -1,
                     "'%s' is not one of square, condensed", layout_to);
-  q->relayout =
-      layout_from && layout_to && strcmp(layout_from, layout_to) != 0;
+  q->layout_from = tlayout_parse(layout_from);
+  q->relayout = layout_from && layout_to && q->layout_from >= 0 &&
+                q->layout_from != q->layout_to;
   return T_OK;
 }
 
@@ -597,7 +582,7 @@ void api_reply_array_file(http_req *r, api_ctx *ctx, const char *path,
     http_reply_error(r, &e);
     return;
   }
-  if (view_plan(&s, q.relayout, q.layout_to, q.limit_rows, &v, &e)) {
+  if (view_plan(&s, q.relayout, q.layout_from, q.layout_to, q.limit_rows, &v, &e)) {
     src_close(&s);
     http_reply_error(r, &e);
     return;
@@ -626,7 +611,7 @@ void api_reply_array_npy(http_req *r, api_ctx *ctx, char *npy, size_t len,
   src s = {.fd = -1, .mem = a, .dt = a->dtype, .ndim = a->ndim, .size = a->size};
   memcpy(s.shape, a->shape, sizeof s.shape);
   view v;
-  if (view_plan(&s, q.relayout, q.layout_to, q.limit_rows, &v, &e)) {
+  if (view_plan(&s, q.relayout, q.layout_from, q.layout_to, q.limit_rows, &v, &e)) {
     free(npy);
     src_close(&s);
     http_reply_error(r, &e);
