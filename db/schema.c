@@ -102,6 +102,36 @@ static const migration migrations[] = {
      * of a file of their own (creating a file costs far more than a tiny
      * job; see db/store.h, store_job_end.result_npy). NULL otherwise. */
     {2, "ALTER TABLE jobs ADD COLUMN result_npy BLOB;\n"},
+    /* A job's timings and result metadata as typed columns instead of JSON
+     * documents: the store queries them (stats) and the service writes
+     * their JSON in one place (jobs/json.c). Old rows are carried over from
+     * their documents, which are then dropped. */
+    {3, "ALTER TABLE jobs ADD COLUMN t_queue REAL;\n"
+        "ALTER TABLE jobs ADD COLUMN t_prepare REAL;\n"
+        "ALTER TABLE jobs ADD COLUMN t_h2d REAL;\n"
+        "ALTER TABLE jobs ADD COLUMN t_compute REAL;\n"
+        "ALTER TABLE jobs ADD COLUMN t_d2h REAL;\n"
+        "ALTER TABLE jobs ADD COLUMN t_store REAL;\n"
+        "ALTER TABLE jobs ADD COLUMN t_total REAL;\n"
+        "ALTER TABLE jobs ADD COLUMN result_dtype TEXT;\n"
+        "ALTER TABLE jobs ADD COLUMN result_shape TEXT;\n"
+        "ALTER TABLE jobs ADD COLUMN result_bytes INTEGER;\n"
+        "ALTER TABLE jobs ADD COLUMN result_nonconverged INTEGER;\n"
+        "UPDATE jobs SET t_queue = json_extract(timings, '$.queue'),"
+        " t_prepare = json_extract(timings, '$.prepare'),"
+        " t_h2d = json_extract(timings, '$.h2d'),"
+        " t_compute = json_extract(timings, '$.compute'),"
+        " t_d2h = json_extract(timings, '$.d2h'),"
+        " t_store = json_extract(timings, '$.store'),"
+        " t_total = json_extract(timings, '$.total')"
+        " WHERE timings IS NOT NULL AND json_valid(timings);\n"
+        "UPDATE jobs SET result_dtype = json_extract(result, '$.dtype'),"
+        " result_shape = json_extract(result, '$.shape'),"
+        " result_bytes = json_extract(result, '$.bytes'),"
+        " result_nonconverged = json_extract(result, '$.nonconverged')"
+        " WHERE result IS NOT NULL AND json_valid(result);\n"
+        "ALTER TABLE jobs DROP COLUMN timings;\n"
+        "ALTER TABLE jobs DROP COLUMN result;\n"},
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

@@ -43,6 +43,33 @@ const char *job_status_name(job_status s);   /* "queued", ... */
 int job_status_parse(const char *s);          /* -1 when unknown */
 static inline int job_status_final(job_status s) { return s >= JOB_SUCCEEDED; }
 
+/* A job's phase times in ms (API.md timings_ms), typed: ms[i] counts only
+ * when bit i of `set` is on (a zeroed record has none). */
+typedef enum {
+  JOB_T_QUEUE = 0, JOB_T_PREPARE, JOB_T_H2D, JOB_T_COMPUTE, JOB_T_D2H,
+  JOB_T_STORE, JOB_T_TOTAL, JOB_T__COUNT
+} job_timing;
+const char *job_timing_name(job_timing t); /* "queue", ... */
+typedef struct job_timings {
+  double ms[JOB_T__COUNT];
+  unsigned set; /* bit i: ms[i] recorded */
+} job_timings;
+static inline void job_timings_put(job_timings *t, job_timing i, double ms) {
+  t->ms[i] = ms;
+  t->set |= 1u << i;
+}
+
+/* A succeeded job's result array, typed: dtype[0] == 0 when there is
+ * none. */
+#define STORE_MAXDIM 8
+typedef struct job_result_info {
+  char dtype[16];         /* "float64" | "float32" */
+  int ndim;
+  int64_t shape[STORE_MAXDIM];
+  int64_t bytes;          /* data bytes */
+  int64_t nonconverged;   /* geodesic pairs left NaN; 0 when none */
+} job_result_info;
+
 typedef struct store_job {
   char id[T_ID_MAX];
   char *owner;             /* token name; "" when open */
@@ -59,11 +86,11 @@ typedef struct store_job {
   char *body_hash;         /* sha256 hex of the canonical request body */
   double timeout_s;
   int64_t created_at, started_at, finished_at; /* wall ms; 0 = not yet */
-  char *timings;           /* JSON text {"queue":..,"prepare":..,...}; NULL */
+  job_timings timings;     /* none until the job ends */
   int64_t progress_done, progress_total;
   char *error_code;        /* NULL unless failed/canceled */
   char *error_message;
-  char *result;            /* JSON text {"dtype","shape","bytes"}; NULL */
+  job_result_info result;  /* a succeeded job's result; dtype "" otherwise */
   char *result_path;       /* .npy file under the data dir; NULL */
   char *compare;           /* JSON text [{"backend","ms",...}]; NULL */
   double max_abs_diff;     /* NaN when not compared */
@@ -161,7 +188,9 @@ void store_job_progress(store *s, const char *id, int64_t done, int64_t total);
 typedef struct store_job_end {
   job_status status;
   int64_t finished_at;
-  const char *timings, *result, *result_path, *compare;
+  job_timings timings;
+  job_result_info result; /* dtype "": none */
+  const char *result_path, *compare;
   double max_abs_diff;
   const char *error_code, *error_message;
   int64_t progress_done, progress_total;

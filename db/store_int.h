@@ -195,9 +195,18 @@ char *store__col_dup(sqlite3_stmt *st, int i, int *oom);
 #define STORE_JOB_COLS                                                        \
   "id, owner, kind, params, status, backend_requested, backend_used, "        \
   "backend_reason, estimate, priority, label, request_id, body_hash, "        \
-  "timeout_s, created_at, started_at, finished_at, timings, progress_done, "  \
-  "progress_total, error_code, error_message, result, result_path, "          \
-  "compare, max_abs_diff, attempts"
+  "timeout_s, created_at, started_at, finished_at, t_queue, progress_done, "  \
+  "progress_total, error_code, error_message, result_dtype, result_path, "    \
+  "compare, max_abs_diff, attempts, t_prepare, t_h2d, t_compute, t_d2h, "     \
+  "t_store, t_total, result_shape, result_bytes, result_nonconverged"
+#define STORE_JOB_NCOLS 36
+/* The typed timings and result of a job (store_jobs.c): bind them at the
+ * statement's parameters t[i] (the JOB_T_* order) and r[4] (dtype, shape,
+ * bytes, nonconverged); read them from the STORE_JOB_COLS columns. */
+void store__bind_timings(sqlite3_stmt *st, const job_timings *t,
+                         const int idx[JOB_T__COUNT]);
+void store__bind_result(sqlite3_stmt *st, const job_result_info *r,
+                        const int idx[4]);
 int store__job_row(sqlite3_stmt *st, store_job *j);
 
 /* The async ops keep their strings in the op's own allocation: the bytes

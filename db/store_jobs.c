@@ -52,10 +52,8 @@ void store_job_clear(store_job *j) {
   free(j->label);
   free(j->request_id);
   free(j->body_hash);
-  free(j->timings);
   free(j->error_code);
   free(j->error_message);
-  free(j->result);
   free(j->result_path);
   free(j->compare);
   memset(j, 0, sizeof *j);
@@ -68,8 +66,8 @@ int store_job_copy(store_job *dst, const store_job *src) {
   char **f[] = {&dst->owner, &dst->kind, &dst->params,
                 &dst->backend_requested, &dst->backend_used,
                 &dst->backend_reason, &dst->estimate, &dst->label,
-                &dst->request_id, &dst->body_hash, &dst->timings,
-                &dst->error_code, &dst->error_message, &dst->result,
+                &dst->request_id, &dst->body_hash,
+                &dst->error_code, &dst->error_message,
                 &dst->result_path, &dst->compare};
   int oom = 0;
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
@@ -84,6 +82,73 @@ int store_job_copy(store_job *dst, const store_job *src) {
     return T_ENOMEM;
   }
   return 0;
+}
+
+static const char *const timing_names[JOB_T__COUNT] = {
+    "queue", "prepare", "h2d", "compute", "d2h", "store", "total"};
+
+const char *job_timing_name(job_timing t) {
+  return (unsigned)t < JOB_T__COUNT ? timing_names[t] : "?";
+}
+
+void store__bind_timings(sqlite3_stmt *st, const job_timings *t,
+                         const int idx[JOB_T__COUNT]) {
+  for (int i = 0; i < JOB_T__COUNT; i++) {
+    if (t->set & (1u << i)) sqlite3_bind_double(st, idx[i], t->ms[i]);
+    else sqlite3_bind_null(st, idx[i]);
+  }
+}
+
+/* The shape as the store keeps it: JSON text "[3,4]". */
+static void shape_text(const job_result_info *r, char *buf, size_t cap) {
+  size_t n = (size_t)snprintf(buf, cap, "[");
+  for (int d = 0; d < r->ndim && d < STORE_MAXDIM && n < cap; d++)
+    n += (size_t)snprintf(buf + n, cap - n, "%s%lld", d ? "," : "",
+                          (long long)r->shape[d]);
+  if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+void store__bind_result(sqlite3_stmt *st, const job_result_info *r,
+                        const int idx[4]) {
+  if (!r->dtype[0]) {
+    for (int i = 0; i < 4; i++) sqlite3_bind_null(st, idx[i]);
+    return;
+  }
+  char shape[STORE_MAXDIM * 22 + 4];
+  shape_text(r, shape, sizeof shape);
+  sqlite3_bind_text(st, idx[0], r->dtype, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, idx[1], shape, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st, idx[2], r->bytes);
+  if (r->nonconverged > 0) sqlite3_bind_int64(st, idx[3], r->nonconverged);
+  else sqlite3_bind_null(st, idx[3]);
+}
+
+/* Columns of STORE_JOB_COLS holding the timings (JOB_T_* order). */
+static const int timing_cols[JOB_T__COUNT] = {17, 27, 28, 29, 30, 31, 32};
+
+static void read_timings(sqlite3_stmt *st, job_timings *t) {
+  memset(t, 0, sizeof *t);
+  for (int i = 0; i < JOB_T__COUNT; i++)
+    if (sqlite3_column_type(st, timing_cols[i]) != SQLITE_NULL)
+      job_timings_put(t, (job_timing)i, sqlite3_column_double(st, timing_cols[i]));
+}
+
+/* dtype at 22, shape 33 ("[3,4]"), bytes 34, nonconverged 35. */
+static void read_result(sqlite3_stmt *st, job_result_info *r) {
+  memset(r, 0, sizeof *r);
+  const char *dt = (const char *)sqlite3_column_text(st, 22);
+  if (!dt) return;
+  snprintf(r->dtype, sizeof r->dtype, "%s", dt);
+  const char *sh = (const char *)sqlite3_column_text(st, 33);
+  while (sh && *sh && r->ndim < STORE_MAXDIM) {
+    while (*sh == '[' || *sh == ',' || *sh == ' ') sh++;
+    if (*sh < '0' || *sh > '9') break;
+    char *end;
+    r->shape[r->ndim++] = strtoll(sh, &end, 10);
+    sh = end;
+  }
+  r->bytes = sqlite3_column_int64(st, 34);
+  r->nonconverged = sqlite3_column_int64(st, 35);
 }
 
 int store__job_row(sqlite3_stmt *st, store_job *j) {
@@ -109,12 +174,12 @@ int store__job_row(sqlite3_stmt *st, store_job *j) {
   j->created_at = sqlite3_column_int64(st, 14);
   j->started_at = sqlite3_column_int64(st, 15);
   j->finished_at = sqlite3_column_int64(st, 16);
-  j->timings = store__col_dup(st, 17, &oom);
+  read_timings(st, &j->timings);
   j->progress_done = sqlite3_column_int64(st, 18);
   j->progress_total = sqlite3_column_int64(st, 19);
   j->error_code = store__col_dup(st, 20, &oom);
   j->error_message = store__col_dup(st, 21, &oom);
-  j->result = store__col_dup(st, 22, &oom);
+  read_result(st, &j->result);
   j->result_path = store__col_dup(st, 23, &oom);
   j->compare = store__col_dup(st, 24, &oom);
   j->max_abs_diff = sqlite3_column_type(st, 25) == SQLITE_NULL
@@ -212,7 +277,8 @@ static int insert_fn(store *s, store_wop *op, terr *e) {
                    "INSERT INTO jobs (" STORE_JOB_COLS ") VALUES"
                    " (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
                    " ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24,"
-                   " ?25, ?26, ?27)",
+                   " ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35,"
+                   " ?36)",
                    &st, e);
   if (rc) return rc;
   sqlite3_bind_text(st, 1, j->id, -1, SQLITE_STATIC);
@@ -232,12 +298,14 @@ static int insert_fn(store *s, store_wop *op, terr *e) {
   sqlite3_bind_int64(st, 15, j->created_at);
   sqlite3_bind_int64(st, 16, j->started_at);
   sqlite3_bind_int64(st, 17, j->finished_at);
-  store__bind_text(st, 18, j->timings);
+  static const int tcols[JOB_T__COUNT] = {18, 28, 29, 30, 31, 32, 33};
+  static const int rcols[4] = {23, 34, 35, 36};
+  store__bind_timings(st, &j->timings, tcols);
   sqlite3_bind_int64(st, 19, j->progress_done);
   sqlite3_bind_int64(st, 20, j->progress_total);
   store__bind_text(st, 21, j->error_code);
   store__bind_text(st, 22, j->error_message);
-  store__bind_text(st, 23, j->result);
+  store__bind_result(st, &j->result, rcols);
   store__bind_text(st, 24, j->result_path);
   store__bind_text(st, 25, j->compare);
   if (isnan(j->max_abs_diff)) sqlite3_bind_null(st, 26);
@@ -302,8 +370,8 @@ int store_job_insert_async(store *s, store_job *j, terr *e) {
   const char *strs[] = {owner,          j->kind,          j->params,
                         breq,           j->backend_used,  j->backend_reason,
                         j->estimate,    j->label,         j->body_hash,
-                        j->timings,     j->error_code,    j->error_message,
-                        j->result,      j->result_path,   j->compare};
+                        j->error_code,    j->error_message,
+                        j->result_path,   j->compare};
   size_t n = 0;
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
     n += store__str_size(strs[i]);
@@ -323,10 +391,8 @@ int store_job_insert_async(store *s, store_job *j, terr *e) {
   r->label = (char *)store__pack_str(&p, j->label);
   r->request_id = NULL;
   r->body_hash = (char *)store__pack_str(&p, j->body_hash);
-  r->timings = (char *)store__pack_str(&p, j->timings);
   r->error_code = (char *)store__pack_str(&p, j->error_code);
   r->error_message = (char *)store__pack_str(&p, j->error_message);
-  r->result = (char *)store__pack_str(&p, j->result);
   r->result_path = (char *)store__pack_str(&p, j->result_path);
   r->compare = (char *)store__pack_str(&p, j->compare);
   o->a.j = r;

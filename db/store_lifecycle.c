@@ -131,10 +131,12 @@ typedef struct finish_args {
 } finish_args;
 
 #define FINISH_SET                                                          \
-  "UPDATE jobs SET status = ?2, finished_at = ?3, timings = ?4,"            \
-  " result = ?5, result_path = ?6, compare = ?7, max_abs_diff = ?8,"        \
+  "UPDATE jobs SET status = ?2, finished_at = ?3, t_queue = ?4,"            \
+  " result_dtype = ?5, result_path = ?6, compare = ?7, max_abs_diff = ?8,"  \
   " error_code = ?9, error_message = ?10, progress_done = ?11,"             \
-  " progress_total = ?12, result_npy = ?13"
+  " progress_total = ?12, result_npy = ?13, t_prepare = ?18, t_h2d = ?19,"  \
+  " t_compute = ?20, t_d2h = ?21, t_store = ?22, t_total = ?23,"           \
+  " result_shape = ?24, result_bytes = ?25, result_nonconverged = ?26"
 #define FINISH_WHERE " WHERE id = ?1 AND status IN ('queued','running')"
 /* With the job's start taken over (store_wop.absorbed): the start's
  * columns too; the start would have needed status 'queued', which the
@@ -156,8 +158,10 @@ static int finish_fn(store *s, store_wop *op, terr *e) {
   sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
   sqlite3_bind_text(st, 2, job_status_name(x->status), -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 3, x->finished_at);
-  store__bind_text(st, 4, x->timings);
-  store__bind_text(st, 5, x->result);
+  static const int tcols[JOB_T__COUNT] = {4, 18, 19, 20, 21, 22, 23};
+  static const int rcols[4] = {5, 24, 25, 26};
+  store__bind_timings(st, &x->timings, tcols);
+  store__bind_result(st, &x->result, rcols);
   store__bind_text(st, 6, x->result_path);
   store__bind_text(st, 7, x->compare);
   if (isnan(x->max_abs_diff)) sqlite3_bind_null(st, 8);
@@ -239,8 +243,7 @@ int store_job_finish_async(store *s, const char *id, const store_job_end *end,
   if (!job_status_final(end->status) || end->status > JOB_CANCELED)
     return terr_set(e, T_EINVAL, "status", -1, "%d is not a final status",
                     (int)end->status);
-  const char *strs[] = {id,           end->timings,    end->result,
-                        end->result_path, end->compare, end->error_code,
+  const char *strs[] = {id, end->result_path, end->compare, end->error_code,
                         end->error_message};
   size_t n = end->result_npy ? end->result_npy_len : 0;
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
@@ -256,8 +259,6 @@ int store_job_finish_async(store *s, const char *id, const store_job_end *end,
     p += end->result_npy_len;
   }
   o->a.id = store__pack_str(&p, id);
-  x->timings = store__pack_str(&p, end->timings);
-  x->result = store__pack_str(&p, end->result);
   x->result_path = store__pack_str(&p, end->result_path);
   x->compare = store__pack_str(&p, end->compare);
   x->error_code = store__pack_str(&p, end->error_code);

@@ -70,12 +70,12 @@ int store_stats(store *s, const char *owner, store_stat **rows, int *n,
            c,
            owner ? "SELECT kind, backend_used, status, count(*),"
                    " sum(CASE WHEN status = 'succeeded' THEN"
-                   " json_extract(result, '$.bytes') END)"
+                   " result_bytes END)"
                    " FROM jobs WHERE owner = ?1"
                    " GROUP BY kind, backend_used, status ORDER BY 1, 2, 3"
                  : "SELECT kind, backend_used, status, count(*),"
                    " sum(CASE WHEN status = 'succeeded' THEN"
-                   " json_extract(result, '$.bytes') END)"
+                   " result_bytes END)"
                    " FROM jobs"
                    " GROUP BY kind, backend_used, status ORDER BY 1, 2, 3",
            &q1, e)))
@@ -85,11 +85,11 @@ int store_stats(store *s, const char *owner, store_stat **rows, int *n,
   if ((rc = store__stmt(
            c,
            owner ? "SELECT kind, backend_used, c FROM (SELECT kind,"
-                   " backend_used, json_extract(timings, '$.compute') AS c"
+                   " backend_used, t_compute AS c"
                    " FROM jobs WHERE status = 'succeeded' AND owner = ?1)"
                    " WHERE c IS NOT NULL ORDER BY 1, 2, 3"
                  : "SELECT kind, backend_used, c FROM (SELECT kind,"
-                   " backend_used, json_extract(timings, '$.compute') AS c"
+                   " backend_used, t_compute AS c"
                    " FROM jobs WHERE status = 'succeeded')"
                    " WHERE c IS NOT NULL ORDER BY 1, 2, 3",
            &q2, e)))

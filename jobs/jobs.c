@@ -145,7 +145,7 @@ int jobs_result_get(jobs *J, const char *id, const char *owner,
   job_record j;
   int rc = jobs_get(J, id, owner, &j, e);
   if (rc) return rc;
-  if (j.status != JOB_SUCCEEDED || (!j.result_path && !j.result)) {
+  if (j.status != JOB_SUCCEEDED || (!j.result_path && !j.result.dtype[0])) {
     rc = terr_set(e, j.status == JOB_SUCCEEDED ? T_ENOTFOUND : T_ECONFLICT,
                   "id", -1, "job %s is %s: it has no result", j.id,
                   job_status_name(j.status));

@@ -129,6 +129,11 @@ void jobs_histogram(jobs *J, tkind kind, tbackend backend,
  * job that has not ended shows the scheduler's live progress when J is
  * given. */
 char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len);
+/* The typed timings as API.md's timings_ms object, and a result's metadata
+ * as its result object (with its href when id is given; "null" when there
+ * is no result): new strings, NULL when out of memory. */
+char *jobs_timings_json(const job_timings *t);
+char *jobs_result_json(const job_result_info *r, const char *id);
 /* The stored estimate document written at submit (new string, NULL when out
  * of memory). */
 char *jobs_estimate_json(const job_estimate *est);

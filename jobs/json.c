@@ -2,12 +2,12 @@
  *
  * Every answer that carries a job (submit, ?wait, get, cancel, the list)
  * is written here straight into one capped buffer (util/buf.h), key for
- * key in API.md's order. The JSON documents the store keeps as text
- * (params, estimate, timings, result, compare) are copied verbatim: they
- * are JSON the service itself wrote (json_dumps of the submitted params,
- * the estimate below, and sched/text.c's timings, result and compare), so
- * they need no second pass — parsing and dumping them again cost more
- * than running a tiny job (tests/bench/README.md). tests/unit/
+ * key in API.md's order, from the typed record (db/store.h: timings and
+ * result are numbers). The documents the store keeps as text — the
+ * submitted params, the estimate (below, plus the router's figures) and
+ * compare's per-backend list — are JSON the service itself wrote, copied
+ * verbatim: parsing and dumping them again cost more than running a tiny
+ * job (tests/bench/README.md). tests/unit/
  * test_job_text.c checks the text against an independent jansson model.
  *
  * Threads: any; the only shared state read is the scheduler's live
@@ -32,6 +32,61 @@ static void add_time(tbuf *b, int64_t ms) {
   }
   char when[40];
   tbuf_json_str(b, t_rfc3339(ms, when, sizeof when));
+}
+
+/* {"queue":..,...}: the recorded phases in API.md's order, reals as
+ * jansson's JSON_REAL_PRECISION(9) writes them (the stored values are
+ * already rounded to the microsecond). */
+static void add_timings(tbuf *b, const job_timings *t) {
+  tbuf_add(b, "{", 1);
+  int first = 1;
+  for (int i = 0; i < JOB_T__COUNT; i++) {
+    if (!(t->set & (1u << i))) continue;
+    if (!first) tbuf_add(b, ",", 1);
+    first = 0;
+    tbuf_json_str(b, job_timing_name((job_timing)i));
+    tbuf_add(b, ":", 1);
+    tbuf_json_real(b, t->ms[i], 9);
+  }
+  tbuf_add(b, "}", 1);
+}
+
+/* {"dtype","shape","bytes"[,"nonconverged"][,"href"]} */
+static void add_result(tbuf *b, const job_result_info *r, const char *id) {
+  tbuf_adds(b, "{\"dtype\":");
+  tbuf_json_str(b, r->dtype);
+  tbuf_adds(b, ",\"shape\":[");
+  for (int d = 0; d < r->ndim; d++) {
+    if (d) tbuf_add(b, ",", 1);
+    tbuf_json_int(b, (long long)r->shape[d]);
+  }
+  tbuf_adds(b, "],\"bytes\":");
+  tbuf_json_int(b, (long long)r->bytes);
+  if (r->nonconverged > 0) {
+    tbuf_adds(b, ",\"nonconverged\":");
+    tbuf_json_int(b, (long long)r->nonconverged);
+  }
+  if (id) {
+    tbuf_adds(b, ",\"href\":\"/v1/jobs/");
+    tbuf_adds(b, id);
+    tbuf_adds(b, "/result\"");
+  }
+  tbuf_add(b, "}", 1);
+}
+
+char *jobs_timings_json(const job_timings *t) {
+  tbuf b;
+  tbuf_init(&b, 0);
+  add_timings(&b, t);
+  return tbuf_take(&b, NULL);
+}
+
+char *jobs_result_json(const job_result_info *r, const char *id) {
+  if (!r->dtype[0]) return strdup("null");
+  tbuf b;
+  tbuf_init(&b, 0);
+  add_result(&b, r, id);
+  return tbuf_take(&b, NULL);
 }
 
 /* The value of the top-level key "size" of a stored estimate (an object of
@@ -84,7 +139,7 @@ char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len) {
   tbuf_adds(&b, ",\"finished_at\":");
   add_time(&b, j->finished_at);
   tbuf_adds(&b, ",\"timings_ms\":");
-  add_doc(&b, j->timings, "{}");
+  add_timings(&b, &j->timings);
   int64_t done = j->progress_done, total = j->progress_total;
   if (!job_status_final(j->status) && J && J->sc)
     sched_progress(J->sc, j->id, &done, &total);
@@ -93,17 +148,10 @@ char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len) {
   tbuf_adds(&b, ",\"total\":");
   tbuf_json_int(&b, (long long)total);
   tbuf_adds(&b, "},\"result\":");
-  size_t rl = j->result ? strlen(j->result) : 0;
-  if (j->status == JOB_SUCCEEDED && rl >= 2 && j->result[0] == '{' &&
-      j->result[rl - 1] == '}') {
-    /* The stored {"dtype","shape","bytes"} with the href added. */
-    tbuf_add(&b, j->result, rl - 1);
-    tbuf_adds(&b, rl > 2 ? ",\"href\":\"/v1/jobs/" : "\"href\":\"/v1/jobs/");
-    tbuf_adds(&b, j->id);
-    tbuf_adds(&b, "/result\"}");
-  } else {
+  if (j->status == JOB_SUCCEEDED && j->result.dtype[0])
+    add_result(&b, &j->result, j->id);
+  else
     tbuf_add(&b, "null", 4);
-  }
   tbuf_adds(&b, ",\"compare\":");
   add_doc(&b, j->compare, "null");
   tbuf_adds(&b, ",\"max_abs_diff\":");

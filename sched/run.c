@@ -547,18 +547,15 @@ static void srun_finished(void *arg, int rc, const terr *fe, store_job *row) {
 void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
                          const char *msg) {
   if (status >= 0) {
-    double queue_ms = (double)(t_wall_ms() - j->created_at);
-    static const char *const keys[] = {"queue", "total"};
-    double ms[2] = {queue_ms, queue_ms};
-    char *timings = stext_timings(keys, ms, 2);
+    double queue_ms = sched_ms_round((double)(t_wall_ms() - j->created_at));
     store_job_end end = {.status = (job_status)status,
-                         .finished_at = t_wall_ms(), .timings = timings,
-                         .max_abs_diff = NAN, .error_code = code,
-                         .error_message = msg};
+                         .finished_at = t_wall_ms(), .max_abs_diff = NAN,
+                         .error_code = code, .error_message = msg};
+    job_timings_put(&end.timings, JOB_T_QUEUE, queue_ms);
+    job_timings_put(&end.timings, JOB_T_TOTAL, queue_ms);
     terr e;
     if (store_job_finish(s->cfg.st, j->id, &end, &e) != T_OK)
       log_error("scheduler: cannot finish job %s: %s", j->id, e.message);
-    free(timings);
   }
   srun_release(s, j, status, status >= 0, NULL, 0, NULL);
 }
@@ -573,8 +570,9 @@ void sched_run_job(sched *s, sjob *j, int device) {
   void *plan = NULL;
   tarray *result = NULL;
   char used[32] = "", final[SRUN_PATH_MAX] = "";
-  char *estimate = NULL, *timings = NULL, *result_json = NULL,
-       *compare_json = NULL, *npy = NULL;
+  char *estimate = NULL, *compare_json = NULL, *npy = NULL;
+  job_result_info rinfo;
+  memset(&rinfo, 0, sizeof rinfo);
   size_t npy_len = 0;
   int64_t started_at = 0;
   int started = 0, crashed = 0, jslot = -1, status, rc;
@@ -705,10 +703,12 @@ end:
   } else {
     /* Pairs a geodesic method could not solve (Vincenty near antipodes)
      * are NaN in the result and counted there, so the job says so. */
-    result_json = stext_result(
-        result->dtype, result->ndim, result->shape,
-        result->size * (int64_t)tdtype_size(result->dtype),
-        j->ctx.nonconverged > 0 ? (int64_t)j->ctx.nonconverged : 0);
+    snprintf(rinfo.dtype, sizeof rinfo.dtype, "%s", tdtype_name(result->dtype));
+    rinfo.ndim = result->ndim;
+    for (int d = 0; d < result->ndim; d++) rinfo.shape[d] = result->shape[d];
+    rinfo.bytes = result->size * (int64_t)tdtype_size(result->dtype);
+    rinfo.nonconverged =
+        j->ctx.nonconverged > 0 ? (int64_t)j->ctx.nonconverged : 0;
     snprintf(final, sizeof final, "%s/%s.npy", s->results_dir, j->id);
     double t0s = t_now_ms();
     int wrc = srun_keep_result(&r, result, final, &npy, &npy_len, &e);
@@ -719,27 +719,25 @@ end:
       status = JOB_FAILED, code = terr_code_name((terr_code)wrc);
       snprintf(msg, sizeof msg, "%s", e.message);
       final[0] = 0;
-      free(result_json);
-      result_json = NULL;
+      memset(&rinfo, 0, sizeof rinfo);
     }
   }
   srun_cleanup(&r);
 
   double queue_ms = started ? (double)(started_at - j->created_at) : 0;
   double run_ms = t_now_ms() - j->taken_ms;
-  static const char *const keys[] = {"queue", "prepare", "h2d", "compute",
-                                     "d2h", "store", "total"};
-  double ms[7] = {queue_ms, r.t_prepare, r.t_h2d, r.t_compute,
-                  r.t_d2h, r.t_store, queue_ms + run_ms};
-  timings = stext_timings(keys, ms, 7);
+  double ms[JOB_T__COUNT] = {queue_ms, r.t_prepare, r.t_h2d, r.t_compute,
+                             r.t_d2h, r.t_store, queue_ms + run_ms};
   compare_json = r.compare ? json_dumps(r.compare, SRUN_JSON) : NULL;
   store_job_end end = {
       .status = (job_status)status, .finished_at = t_wall_ms(),
-      .timings = timings, .result = result_json,
+      .result = rinfo,
       .result_path = final[0] ? final : NULL, .compare = compare_json,
       .max_abs_diff = r.compare ? r.max_abs_diff : NAN, .error_code = code,
       .error_message = code ? msg : NULL, .progress_done = pdone,
       .progress_total = ptotal, .result_npy = npy, .result_npy_len = npy_len};
+  for (int t = 0; t < JOB_T__COUNT; t++) /* to the microsecond */
+    job_timings_put(&end.timings, (job_timing)t, sched_ms_round(ms[t]));
   /* Its memory is free (results kept or dropped, the plan released): a
    * job waiting for it may start. */
   sched_mem_release(s, j);
@@ -770,7 +768,5 @@ out:
   free(npy);
   json_decref(r.compare);
   free(estimate);
-  free(timings);
-  free(result_json);
   free(compare_json);
 }

@@ -7,7 +7,7 @@
  *   sched/run.c   running one job: estimate + router, store_job_start,
  *                 prepare, run or compare, the result file, the end
  *   sched/wait.c  waiters, progress, stats, histogram, sched_check
- *   sched/text.c  the JSON documents stored at a job's start and end
+ *   sched/text.c  the estimate document stored at a job's start
  *
  * Locks: ONE mutex, sched.mu, guards every field below marked [mu] and every
  * sjob field marked [mu]. Lock order: sched.mu may be held while taking the
@@ -27,6 +27,7 @@
 #ifndef TESSEL_SCHED_SCHED_INT_H
 #define TESSEL_SCHED_SCHED_INT_H
 
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -228,13 +229,10 @@ void sched_run_job(sched *s, sjob *j, int device);
 void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
                          const char *msg);
 
-/* sched/text.c: the stored JSON documents, as new strings (NULL: no
- * memory). Timings: n keys and their durations in ms (to the µs). Result:
- * {"dtype","shape","bytes"[,"nonconverged" when > 0]}. Estimate: the
- * kind's figures, then the router's (router may be NULL). */
-char *stext_timings(const char *const *keys, const double *ms, int n);
-char *stext_result(tdtype dt, int ndim, const int64_t *shape, int64_t bytes,
-                   int64_t nonconverged);
+/* A duration in ms as stored: rounded to the microsecond. */
+static inline double sched_ms_round(double ms) { return round(ms * 1e3) / 1e3; }
+/* sched/text.c: the stored estimate document, a new string (NULL: no
+ * memory): the kind's figures, then the router's (router may be NULL). */
 char *stext_estimate(const job_estimate *est, const json_t *router);
 
 /* sched/wait.c */

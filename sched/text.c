@@ -1,5 +1,7 @@
-/* sched/text.c — the JSON documents a worker stores at a job's start and
- * end (estimate, timings, result metadata), written straight to text.
+/* sched/text.c — the estimate document a worker stores at a job's start:
+ * the kind's figures and the router's, written straight to text (the
+ * router's figures are a free-form object of its own; a job's timings and
+ * result are typed columns, whose JSON jobs/json.c writes).
  *
  * They used to be built as jansson trees and dumped; for a tiny job that
  * was a tenth of the worker's time (tests/bench/README.md). The text is the
@@ -27,43 +29,6 @@ static void st_key(tbuf *b, const char *k, int *first) {
   *first = 0;
   tbuf_json_str(b, k);
   tbuf_add(b, ":", 1);
-}
-
-/* A duration in ms, to the microsecond. */
-static void st_ms(tbuf *b, double ms) { tbuf_json_real(b, round(ms * 1e3) / 1e3, 9); }
-
-char *stext_timings(const char *const *keys, const double *ms, int n) {
-  tbuf b;
-  tbuf_init(&b, 0);
-  int first = 1;
-  tbuf_add(&b, "{", 1);
-  for (int i = 0; i < n; i++) {
-    st_key(&b, keys[i], &first);
-    st_ms(&b, ms[i]);
-  }
-  tbuf_add(&b, "}", 1);
-  return tbuf_take(&b, NULL);
-}
-
-char *stext_result(tdtype dt, int ndim, const int64_t *shape, int64_t bytes,
-                   int64_t nonconverged) {
-  tbuf b;
-  tbuf_init(&b, 0);
-  tbuf_adds(&b, "{\"dtype\":");
-  tbuf_json_str(&b, tdtype_name(dt));
-  tbuf_adds(&b, ",\"shape\":[");
-  for (int i = 0; i < ndim; i++) {
-    if (i) tbuf_add(&b, ",", 1);
-    tbuf_json_int(&b, (long long)shape[i]);
-  }
-  tbuf_adds(&b, "],\"bytes\":");
-  tbuf_json_int(&b, (long long)bytes);
-  if (nonconverged > 0) {
-    tbuf_adds(&b, ",\"nonconverged\":");
-    tbuf_json_int(&b, (long long)nonconverged);
-  }
-  tbuf_add(&b, "}", 1);
-  return tbuf_take(&b, NULL);
 }
 
 /* One value of the router's flat object; anything nested is dumped by

@@ -61,11 +61,6 @@ static const char *const job_body =
 /* What the store peer stores: the params and end records of such a job. */
 static const char *const peer_params =
     "{\"expr\":\"x+1\",\"inputs\":{\"x\":[1,2,3]}}";
-static const char *const peer_timings =
-    "{\"queue\":0.05,\"prepare\":0.01,\"h2d\":0,\"compute\":0.001,\"d2h\":0,"
-    "\"store\":0.02,\"total\":0.1}";
-static const char *const peer_result =
-    "{\"dtype\":\"float64\",\"shape\":[3],\"bytes\":24}";
 static unsigned char peer_npy[152]; /* a 128-byte header + 3 float64 */
 
 /* ---- the daemon ------------------------------------------------------------ */
@@ -387,10 +382,15 @@ static void *peer_worker(void *p) {
     }
     store_job_start_async(a->s, j.id, t_wall_ms(), "serial", "bench", NULL);
     store_job_end x = {.status = JOB_SUCCEEDED, .finished_at = t_wall_ms(),
-                       .timings = peer_timings, .result = peer_result,
+                       .result = {.dtype = "float64", .ndim = 1, .shape = {3},
+                                  .bytes = 24},
                        .max_abs_diff = NAN, .progress_done = 3,
                        .progress_total = 3, .result_npy = peer_npy,
                        .result_npy_len = sizeof peer_npy};
+    static const double peer_ms[JOB_T__COUNT] = {0.05, 0.01, 0, 0.001, 0,
+                                                 0.02, 0.1};
+    for (int t = 0; t < JOB_T__COUNT; t++)
+      job_timings_put(&x.timings, (job_timing)t, peer_ms[t]);
     if (store_job_finish(a->s, j.id, &x, &e) != 0)
       a->errors++;
     else

@@ -34,10 +34,10 @@ static int g_seq;
 
 static const char *params =
     "{\"expr\":\"x*2\",\"inputs\":{\"x\":[1,2,3,4]},\"dtype\":\"float64\"}";
-static const char *timings =
-    "{\"queue\":0.1,\"prepare\":0.01,\"compute\":0.02,\"store\":0.01,"
-    "\"total\":0.2}";
-static const char *result = "{\"dtype\":\"float64\",\"shape\":[4],\"bytes\":32}";
+/* The end record of such a job: its timings (ms) and result. */
+static const double timings[JOB_T__COUNT] = {0.1, 0.01, 0, 0.02, 0, 0.01, 0.2};
+static const job_result_info result = {.dtype = "float64", .ndim = 1,
+                                       .shape = {4}, .bytes = 32};
 
 typedef struct arg {
   store *s;
@@ -72,9 +72,10 @@ static void *store_worker(void *p) {
       continue;
     }
     store_job_end x = {.status = JOB_SUCCEEDED, .finished_at = t_wall_ms(),
-                       .timings = timings, .result = result,
-                       .max_abs_diff = NAN, .progress_done = 4,
-                       .progress_total = 4};
+                       .result = result, .max_abs_diff = NAN,
+                       .progress_done = 4, .progress_total = 4};
+    for (int t = 0; t < JOB_T__COUNT; t++)
+      job_timings_put(&x.timings, (job_timing)t, timings[t]);
     if (store_job_finish(a->s, j.id, &x, &e) != 0) a->errors++;
     else a->jobs++;
   }
@@ -113,7 +114,8 @@ static void *naive_worker(void *p) {
                          -1, &start, NULL) != SQLITE_OK ||
       sqlite3_prepare_v2(db,
                          "UPDATE jobs SET status = 'succeeded', finished_at = ?2,"
-                         " timings = ?3, result = ?4, result_path = NULL,"
+                         " t_queue = ?3, t_total = ?4, result_dtype = 'float64',"
+                         " result_shape = '[4]', result_bytes = 32, result_path = NULL,"
                          " compare = NULL, max_abs_diff = NULL,"
                          " error_code = NULL, error_message = NULL,"
                          " progress_done = 4, progress_total = 4"
@@ -144,8 +146,8 @@ static void *naive_worker(void *p) {
     }
     sqlite3_bind_text(fin, 1, id, -1, SQLITE_STATIC);
     sqlite3_bind_int64(fin, 2, t_wall_ms());
-    sqlite3_bind_text(fin, 3, timings, -1, SQLITE_STATIC);
-    sqlite3_bind_text(fin, 4, result, -1, SQLITE_STATIC);
+    sqlite3_bind_double(fin, 3, timings[JOB_T_QUEUE]);
+    sqlite3_bind_double(fin, 4, timings[JOB_T_TOTAL]);
     if (step_done(fin)) a->errors++;
     else a->jobs++;
   }

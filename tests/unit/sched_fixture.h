@@ -34,6 +34,7 @@
 
 #include "check.h"
 #include "util/pool.h"
+#include "jobs/jobs.h"
 #include "sched/sched.h"
 #include "db/store.h"
 
@@ -426,7 +427,9 @@ static void check_npy(const char *path, int64_t n, double value) {
 }
 
 static double timing(const store_job *j, const char *key) {
-  json_t *t = json_loads(j->timings ? j->timings : "{}", 0, NULL);
+  char *text = jobs_timings_json(&j->timings); /* as the API shows them */
+  json_t *t = json_loads(text ? text : "{}", 0, NULL);
+  free(text);
   json_t *v = json_object_get(t, key);
   double x = json_is_number(v) ? json_number_value(v) : -1;
   json_decref(t);

@@ -55,14 +55,28 @@ static json_t *model_job_json(const store_job *j, int with_params) {
   json_object_set_new(o, "created_at", time_or_null(j->created_at));
   json_object_set_new(o, "started_at", time_or_null(j->started_at));
   json_object_set_new(o, "finished_at", time_or_null(j->finished_at));
-  json_t *timings = loads(j->timings);
-  json_object_set_new(o, "timings_ms", timings ? timings : json_object());
+  json_t *timings = json_object();
+  for (int i = 0; i < JOB_T__COUNT; i++)
+    if (j->timings.set & (1u << i))
+      json_object_set_new(timings, job_timing_name((job_timing)i),
+                          json_real(j->timings.ms[i]));
+  json_object_set_new(o, "timings_ms", timings);
 
   int64_t done = j->progress_done, total = j->progress_total;
   json_object_set_new(o, "progress",
                       json_pack("{s:I, s:I}", "done", (json_int_t)done,
                                 "total", (json_int_t)total));
-  json_t *res = loads(j->result);
+  json_t *res = NULL;
+  if (j->result.dtype[0]) {
+    json_t *shape = json_array();
+    for (int d = 0; d < j->result.ndim; d++)
+      json_array_append_new(shape, json_integer(j->result.shape[d]));
+    res = json_pack("{s:s, s:o, s:I}", "dtype", j->result.dtype, "shape",
+                    shape, "bytes", (json_int_t)j->result.bytes);
+    if (j->result.nonconverged > 0)
+      json_object_set_new(res, "nonconverged",
+                          json_integer(j->result.nonconverged));
+  }
   if (res && j->status == JOB_SUCCEEDED) {
     char href[96];
     snprintf(href, sizeof href, "/v1/jobs/%s/result", j->id);
@@ -170,9 +184,11 @@ TEST(test_succeeded) {
                "\"gpu_available\":false}";
   j.started_at = 1795000000124;
   j.finished_at = 1795000000125;
-  j.timings = "{\"queue\":0.012,\"prepare\":0.004,\"h2d\":0.0,\"compute\":0.001,"
-              "\"d2h\":0.0,\"store\":0.002,\"total\":0.1}";
-  j.result = "{\"dtype\":\"float64\",\"shape\":[3],\"bytes\":24}";
+  const double ms[JOB_T__COUNT] = {0.012, 0.004, 0.0, 0.001, 0.0, 0.002, 0.1};
+  for (int i = 0; i < JOB_T__COUNT; i++)
+    job_timings_put(&j.timings, (job_timing)i, ms[i]);
+  j.result = (job_result_info){.dtype = "float64", .ndim = 1, .shape = {3},
+                               .bytes = 24};
   j.progress_done = j.progress_total = 3;
   j.attempts = 1;
   same(&j, "succeeded");
@@ -181,8 +197,13 @@ TEST(test_succeeded) {
   j.max_abs_diff = 3.7e-9;
   j.backend_requested = "compare";
   same(&j, "compare");
-  j.result = "{}";
-  same(&j, "empty result object");
+  j.result = (job_result_info){.dtype = "float32", .bytes = 4};
+  same(&j, "0-d result");
+  j.result.nonconverged = 12;
+  same(&j, "nonconverged pairs");
+  j.result = (job_result_info){.dtype = "float64", .ndim = 3,
+                               .shape = {0, 2, 1000000000000LL}, .bytes = 0};
+  same(&j, "zero-size result");
   j.max_abs_diff = 0;
   same(&j, "zero diff");
 }
@@ -192,7 +213,8 @@ TEST(test_failed_and_odd) {
   j.status = JOB_FAILED;
   j.error_code = "invalid_argument";
   j.error_message = "params.expr: unknown name 'y' at 4 \"quoted\"";
-  j.result = "{\"dtype\":\"float64\",\"shape\":[3],\"bytes\":24}"; /* not shown */
+  j.result = (job_result_info){.dtype = "float64", .ndim = 1, .shape = {3},
+                               .bytes = 24}; /* not shown */
   same(&j, "failed");
   j.status = JOB_CANCELED;
   j.error_code = "canceled";
@@ -202,7 +224,9 @@ TEST(test_failed_and_odd) {
   j.started_at = 1795000000200;
   j.progress_done = 48;
   j.progress_total = 64;
-  j.timings = NULL;
+  memset(&j.timings, 0, sizeof j.timings);
+  job_timings_put(&j.timings, JOB_T_QUEUE, 1e-9);
+  job_timings_put(&j.timings, JOB_T_TOTAL, 12345.678);
   j.estimate = "{\"work\":1.0e+20,\"size\":-1}";
   same(&j, "running, odd estimate");
   j.estimate = "{\"work\":5}"; /* no size */

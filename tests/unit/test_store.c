@@ -22,15 +22,34 @@
 #include "db/store.h"
 #include "store_fixture.h"
 
+/* Typed timings and results compared field by field (the records hold
+ * no pointers, so equal values are equal bytes once zeroed the same way). */
+static int same_timings(const job_timings *a, const job_timings *b) {
+  if (a->set != b->set) return 0;
+  for (int i = 0; i < JOB_T__COUNT; i++)
+    if ((a->set & (1u << i)) && a->ms[i] != b->ms[i]) return 0;
+  return 1;
+}
+static int same_result(const job_result_info *a, const job_result_info *b) {
+  if (strcmp(a->dtype, b->dtype) != 0 || a->ndim != b->ndim ||
+      a->bytes != b->bytes || a->nonconverged != b->nonconverged)
+    return 0;
+  for (int d = 0; d < a->ndim; d++)
+    if (a->shape[d] != b->shape[d]) return 0;
+  return 1;
+}
+
 static store_job_end end_ok(int64_t at, const char *path) {
   store_job_end x = {.status = JOB_SUCCEEDED,
                      .finished_at = at,
-                     .timings = "{\"compute\":1.5,\"total\":2.0}",
-                     .result = "{\"dtype\":\"float64\",\"shape\":[3],\"bytes\":24}",
+                     .result = {.dtype = "float64", .ndim = 1, .shape = {3},
+                                .bytes = 24},
                      .result_path = path,
                      .max_abs_diff = NAN,
                      .progress_done = 3,
                      .progress_total = 3};
+  job_timings_put(&x.timings, JOB_T_COMPUTE, 1.5);
+  job_timings_put(&x.timings, JOB_T_TOTAL, 2.0);
   return x;
 }
 
@@ -107,12 +126,13 @@ TEST(test_roundtrip_every_field) {
   j.created_at = 1700000000123;
   j.started_at = 1700000000200;
   j.finished_at = 1700000000300;
-  j.timings = sdup("{\"compute\":9.8}");
+  job_timings_put(&j.timings, JOB_T_COMPUTE, 9.8);
   j.progress_done = 48;
   j.progress_total = 64;
   j.error_code = sdup("io_error");
   j.error_message = sdup("disk full");
-  j.result = sdup("{\"dtype\":\"float64\",\"shape\":[2,2],\"bytes\":32}");
+  j.result = (job_result_info){.dtype = "float64", .ndim = 2, .shape = {2, 2},
+                               .bytes = 32, .nonconverged = 7};
   j.result_path = sdup("/data/results/x.npy");
   j.compare = sdup("[{\"backend\":\"cpu\",\"ms\":1.0}]");
   j.max_abs_diff = 3.7e-9;
@@ -143,11 +163,11 @@ TEST(test_roundtrip_every_field) {
   CHECK(g.created_at == 1700000000123);
   CHECK(g.started_at == 1700000000200);
   CHECK(g.finished_at == 1700000000300);
-  CHECK_STR(g.timings, j.timings);
+  CHECK(same_timings(&g.timings, &j.timings));
   CHECK(g.progress_done == 48 && g.progress_total == 64);
   CHECK_STR(g.error_code, "io_error");
   CHECK_STR(g.error_message, "disk full");
-  CHECK_STR(g.result, j.result);
+  CHECK(same_result(&g.result, &j.result));
   CHECK_STR(g.result_path, j.result_path);
   CHECK_STR(g.compare, j.compare);
   CHECK(g.max_abs_diff == 3.7e-9);
@@ -167,7 +187,7 @@ TEST(test_roundtrip_every_field) {
   CHECK_STR(g.owner, "");
   CHECK_STR(g.backend_requested, "auto");
   CHECK(g.backend_used == NULL && g.label == NULL && g.request_id == NULL);
-  CHECK(g.timings == NULL && g.result == NULL && g.compare == NULL);
+  CHECK(g.timings.set == 0 && !g.result.dtype[0] && g.compare == NULL);
   CHECK(isnan(g.max_abs_diff));
   CHECK(g.created_at >= before && g.created_at <= t_wall_ms());
   store_job_clear(&g);
@@ -425,8 +445,8 @@ TEST(test_lifecycle) {
   CHECK(store_job_get(s, id, NULL, &g, &e) == 0);
   CHECK(g.status == JOB_SUCCEEDED && g.finished_at == 2000);
   CHECK(g.progress_done == 3 && g.progress_total == 3);
-  CHECK_STR(g.timings, x.timings);
-  CHECK_STR(g.result, x.result);
+  CHECK(same_timings(&g.timings, &x.timings));
+  CHECK(same_result(&g.result, &x.result));
   CHECK_STR(g.result_path, "/tmp/r.npy");
   CHECK_STR(g.compare, x.compare);
   CHECK(g.max_abs_diff == 1e-12);
@@ -572,8 +592,8 @@ TEST(test_async_insert_finish) {
     CHECK_STR(f.row.owner, "carol");
     CHECK_STR(f.row.label, "tiny");
     CHECK_STR(f.row.backend_used, "serial");
-    CHECK_STR(f.row.result, x.result);
-    CHECK_STR(f.row.timings, x.timings);
+    CHECK(same_result(&f.row.result, &x.result));
+    CHECK(same_timings(&f.row.timings, &x.timings));
     store_job_clear(&f.row);
   }
   /* The row the callback saw is what a reader sees. */
@@ -658,7 +678,7 @@ TEST(test_result_in_row) {
   store_job g;
   CHECK(store_job_get(s, id, NULL, &g, &e) == 0);
   CHECK(g.status == JOB_SUCCEEDED && g.result_path == NULL);
-  CHECK_STR(g.result, x.result);
+  CHECK(same_result(&g.result, &x.result));
   store_job_clear(&g);
 
   /* Survives a reopen; a delete names no file. */
@@ -674,30 +694,56 @@ TEST(test_result_in_row) {
   store_close(s);
 }
 
-/* A database of schema 1 (before results in rows) is migrated on open and
- * keeps its jobs. */
+/* A database of schema 1 (before results in rows, with timings and result
+ * as JSON documents) is migrated on open and keeps its jobs: a finished
+ * job's documents become its typed timings and result (migration 3). */
 TEST(test_migrate_from_v1) {
   char dir[300];
   store *s = open_fresh(dir, sizeof dir);
   if (!s) return;
-  char id[T_ID_MAX];
+  char id[T_ID_MAX], done[T_ID_MAX];
   terr e;
   CHECK(insert_job(s, "", "map", 0, id) == 0);
+  CHECK(insert_job(s, "", "map", 0, done) == 0);
   store_close(s);
-  char path[400];
+  char path[400], sql[1024];
   snprintf(path, sizeof path, "%s/tessel.db", dir);
   sqlite3 *db;
   CHECK(sqlite3_open(path, &db) == SQLITE_OK);
-  CHECK(sqlite3_exec(db,
-                     "ALTER TABLE jobs DROP COLUMN result_npy;"
-                     "DELETE FROM schema_migrations WHERE version = 2;"
-                     "PRAGMA user_version = 1;",
-                     NULL, NULL, NULL) == SQLITE_OK);
+  snprintf(sql, sizeof sql,
+           "ALTER TABLE jobs DROP COLUMN result_npy;"
+           "ALTER TABLE jobs DROP COLUMN t_queue; ALTER TABLE jobs DROP COLUMN t_prepare;"
+           "ALTER TABLE jobs DROP COLUMN t_h2d; ALTER TABLE jobs DROP COLUMN t_compute;"
+           "ALTER TABLE jobs DROP COLUMN t_d2h; ALTER TABLE jobs DROP COLUMN t_store;"
+           "ALTER TABLE jobs DROP COLUMN t_total;"
+           "ALTER TABLE jobs DROP COLUMN result_dtype; ALTER TABLE jobs DROP COLUMN result_shape;"
+           "ALTER TABLE jobs DROP COLUMN result_bytes;"
+           "ALTER TABLE jobs DROP COLUMN result_nonconverged;"
+           "ALTER TABLE jobs ADD COLUMN timings TEXT; ALTER TABLE jobs ADD COLUMN result TEXT;"
+           "UPDATE jobs SET status = 'succeeded', finished_at = 9,"
+           " timings = '{\"queue\":0.5,\"compute\":1.25,\"total\":3.0}',"
+           " result = '{\"dtype\":\"float32\",\"shape\":[2,5],\"bytes\":40,"
+           "\"nonconverged\":3}' WHERE id = '%s';"
+           "DELETE FROM schema_migrations WHERE version >= 2;"
+           "PRAGMA user_version = 1;", done);
+  CHECK(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK);
   sqlite3_close(db);
   CHECK(store_open(dir, &s, &e) == 0);
-  CHECK(store_schema_version(s) == 2);
+  CHECK(store_schema_version(s) == 3);
   store_job g;
   CHECK(store_job_get(s, id, NULL, &g, &e) == 0);
+  CHECK(g.timings.set == 0 && !g.result.dtype[0]);
+  store_job_clear(&g);
+  CHECK(store_job_get(s, done, NULL, &g, &e) == 0);
+  job_timings wt;
+  memset(&wt, 0, sizeof wt);
+  job_timings_put(&wt, JOB_T_QUEUE, 0.5);
+  job_timings_put(&wt, JOB_T_COMPUTE, 1.25);
+  job_timings_put(&wt, JOB_T_TOTAL, 3.0);
+  job_result_info wr = {.dtype = "float32", .ndim = 2, .shape = {2, 5},
+                        .bytes = 40, .nonconverged = 3};
+  CHECK(same_timings(&g.timings, &wt));
+  CHECK(same_result(&g.result, &wr));
   store_job_clear(&g);
   unsigned char npy[4] = {1, 2, 3, 4};
   store_job_end x = end_ok(5, NULL);
@@ -1003,12 +1049,13 @@ TEST(test_stats_counts) {
   if (!s) return;
   terr e;
   for (int i = 1; i <= 20; i++) {
-    char id[T_ID_MAX], t[64];
+    char id[T_ID_MAX];
     CHECK(insert_job(s, "alice", "map", 0, id) == 0);
     CHECK(store_job_start(s, id, 1, "cpu", NULL, NULL, &e) == 0);
-    snprintf(t, sizeof t, "{\"compute\":%d,\"total\":%d}", 21 - i, 30);
     store_job_end x = end_ok(2, NULL);
-    x.timings = t;
+    memset(&x.timings, 0, sizeof x.timings);
+    job_timings_put(&x.timings, JOB_T_COMPUTE, 21 - i);
+    job_timings_put(&x.timings, JOB_T_TOTAL, 30);
     CHECK(store_job_finish(s, id, &x, &e) == 0);
   }
   for (int i = 0; i < 2; i++) {
