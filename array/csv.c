@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "util/util.h"
+#include "util/vec.h"
 
 #define CSV_CELL_MAX 256 /* longest number text accepted in one cell */
 
@@ -46,7 +47,7 @@ typedef struct csv_state {
   int64_t max_elems;
   int allow_nonfinite;
   double *vals;
-  int64_t nvals, cap;
+  size_t nvals, cap;
   terr *e;
 } csv_state;
 
@@ -88,17 +89,14 @@ static int num_syntax(const char *s, size_t n) {
 static int push(csv_state *st, double v, int64_t row, int64_t col,
                 size_t at) {
   if (st->nvals == st->cap) {
-    if (st->nvals >= st->max_elems)
+    if ((int64_t)st->nvals >= st->max_elems)
       return terr_set(st->e, T_ETOOLARGE, "body", (int64_t)at,
                       "row %lld, column %lld: more than %lld values",
                       (long long)row, (long long)col,
                       (long long)st->max_elems);
-    int64_t nc = st->cap ? st->cap * 2 : 1024;
-    if (nc > st->max_elems) nc = st->max_elems;
-    double *nv = realloc(st->vals, (size_t)nc * sizeof *nv);
-    if (!nv) return terr_set(st->e, T_ENOMEM, "body", -1, "csv: out of memory");
-    st->vals = nv;
-    st->cap = nc;
+    if (tvec_grow(&st->vals, &st->cap, sizeof *st->vals, st->nvals + 1,
+                  (size_t)st->max_elems))
+      return terr_set(st->e, T_ENOMEM, "body", -1, "csv: out of memory");
   }
   st->vals[st->nvals++] = v;
   return 0;

@@ -50,6 +50,7 @@
 #include <time.h>
 
 #include "db/store_int.h"
+#include "util/vec.h"
 
 struct store_stmt {
   uint64_t hash;
@@ -102,13 +103,9 @@ int store__stmt(store_conn *c, const char *sql, sqlite3_stmt **out, terr *e) {
       return 0;
     }
   }
-  if (c->nstmts == c->capstmts) {
-    int cap = c->capstmts ? 2 * c->capstmts : 32;
-    struct store_stmt *n = realloc(c->stmts, (size_t)cap * sizeof *n);
-    if (!n) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
-    c->stmts = n;
-    c->capstmts = cap;
-  }
+  if (tvec_grow(&c->stmts, &c->capstmts, sizeof *c->stmts,
+                (size_t)c->nstmts + 1, 0))
+    return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st,
                          NULL) != SQLITE_OK)

@@ -38,7 +38,8 @@
 typedef struct store_conn {
   sqlite3 *db;
   struct store_stmt *stmts; /* growable array, searched by hash + text */
-  int nstmts, capstmts;
+  int nstmts;
+  size_t capstmts;
   struct store *owner_store; /* readers: for the registry */
   struct store_conn *prev, *next; /* readers: registry links (s->rmu) */
 } store_conn;

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "db/store_int.h"
+#include "util/vec.h"
 
 static const char *const status_names[] = {"queued", "running", "succeeded",
                                            "failed", "canceled"};
@@ -198,16 +199,12 @@ int store__job_row(sqlite3_stmt *st, store_job *j) {
 static int collect_jobs(store_conn *c, sqlite3_stmt *st, int max,
                         store_job **jobs, int *n, terr *e) {
   store_job *v = NULL;
-  int cnt = 0, cap = 0, rc = 0, step;
+  int cnt = 0, rc = 0, step;
+  size_t cap = 0;
   while ((max < 0 || cnt < max) && (step = sqlite3_step(st)) == SQLITE_ROW) {
-    if (cnt == cap) {
-      cap = cap ? 2 * cap : 16;
-      store_job *nv = realloc(v, (size_t)cap * sizeof *nv);
-      if (!nv) {
-        rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
-        goto fail;
-      }
-      v = nv;
+    if (tvec_grow(&v, &cap, sizeof *v, (size_t)cnt + 1, 0)) {
+      rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+      goto fail;
     }
     if (store__job_row(st, &v[cnt])) {
       rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");

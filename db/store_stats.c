@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "db/store_int.h"
+#include "util/vec.h"
 
 /* ---- stats ---------------------------------------------------------------- */
 
@@ -63,7 +64,8 @@ int store_stats(store *s, const char *owner, store_stat **rows, int *n,
   double *vals = NULL;
   size_t nvals = 0, capvals = 0;
   store_stat *out = NULL;
-  int nout = 0, capout = 0;
+  int nout = 0;
+  size_t capout = 0;
   int rc = store__reader(s, &c, e);
   if (rc) return rc;
   if ((rc = store__stmt(
@@ -99,12 +101,7 @@ int store_stats(store *s, const char *owner, store_stat **rows, int *n,
   for (; step1 == SQLITE_ROW; step1 = sqlite3_step(q1)) {
     const char *status = (const char *)sqlite3_column_text(q1, 2);
     int succeeded = status && strcmp(status, "succeeded") == 0;
-    if (nout == capout) {
-      capout = capout ? 2 * capout : 16;
-      store_stat *no = realloc(out, (size_t)capout * sizeof *no);
-      if (!no) goto oom;
-      out = no;
-    }
+    if (tvec_grow(&out, &capout, sizeof *out, (size_t)nout + 1, 0)) goto oom;
     store_stat *row = &out[nout++];
     memset(row, 0, sizeof *row);
     int oom = 0;
@@ -118,12 +115,7 @@ int store_stats(store *s, const char *owner, store_stat **rows, int *n,
       /* q2 is in the same order: take this group's times. */
       while (step2 == SQLITE_ROW && same_text(q1, 0, q2, 0) &&
              same_text(q1, 1, q2, 1)) {
-        if (nvals == capvals) {
-          capvals = capvals ? 2 * capvals : 256;
-          double *nv = realloc(vals, capvals * sizeof *nv);
-          if (!nv) goto oom;
-          vals = nv;
-        }
+        if (tvec_grow(&vals, &capvals, sizeof *vals, nvals + 1, 0)) goto oom;
         vals[nvals++] = sqlite3_column_double(q2, 2);
         step2 = sqlite3_step(q2);
       }
@@ -182,18 +174,14 @@ int store_job_counts(store *s, const char *owner, int64_t counts[5],
 typedef struct expire_args {
   int64_t before;
   char **paths; /* out: heap strings */
-  int n, cap;
+  int n;
+  size_t cap;
 } expire_args;
 
 static int push_path(expire_args *a, sqlite3_stmt *st, terr *e) {
   if (sqlite3_column_type(st, 0) == SQLITE_NULL) return 0;
-  if (a->n == a->cap) {
-    int cap = a->cap ? 2 * a->cap : 32;
-    char **np = realloc(a->paths, (size_t)cap * sizeof *np);
-    if (!np) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
-    a->paths = np;
-    a->cap = cap;
-  }
+  if (tvec_grow(&a->paths, &a->cap, sizeof *a->paths, (size_t)a->n + 1, 0))
+    return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
   int oom = 0;
   a->paths[a->n] = store__col_dup(st, 0, &oom);
   if (oom) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");

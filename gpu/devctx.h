@@ -54,7 +54,8 @@ typedef struct devbuf {
 
 typedef struct devpool {
   devbuf *free;        /* cached free blocks, unsorted */
-  int nfree, capfree;
+  int nfree;
+  size_t capfree;
   size_t cached_bytes; /* sum of free[].bytes */
   size_t live_bytes;   /* handed out and not yet returned */
   size_t cache_cap;    /* cached beyond this are given back at once */

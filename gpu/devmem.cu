@@ -19,6 +19,7 @@
 
 #include "gpu/devctx.h"
 #include "util/util.h"
+#include "util/vec.h"
 
 #define POOL_SMALL_MAX ((size_t)1 << 20)
 #define POOL_LARGE_STEP ((size_t)2 << 20)
@@ -99,16 +100,9 @@ void devmem_free(devctx *d, devbuf *b) {
   devpool *p = &d->pool;
   p->live_bytes -= b->bytes;
   int keep = p->cached_bytes + b->bytes <= p->cache_cap;
-  if (keep && p->nfree == p->capfree) {
-    int cap = p->capfree ? p->capfree * 2 : 32;
-    devbuf *nf = (devbuf *)realloc(p->free, (size_t)cap * sizeof *nf);
-    if (nf) {
-      p->free = nf;
-      p->capfree = cap;
-    } else {
-      keep = 0;
-    }
-  }
+  if (keep && tvec_grow(&p->free, &p->capfree, sizeof *p->free,
+                        (size_t)p->nfree + 1, 0))
+    keep = 0;
   if (keep) {
     p->free[p->nfree++] = *b;
     p->cached_bytes += b->bytes;

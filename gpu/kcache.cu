@@ -32,6 +32,7 @@
 
 #include "gpu/devctx.h"
 #include "util/util.h"
+#include "util/vec.h"
 
 #define KC_SRC_MAX (1 << 20)
 #define KC_FILE_MAX (64 << 20)
@@ -47,7 +48,8 @@ typedef struct kc_bin {
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static kc_bin *g_bins;
-static int g_nbins, g_capbins;
+static int g_nbins;
+static size_t g_capbins;
 static kcache_stats g_stats;
 
 typedef struct kc_mod {
@@ -57,7 +59,8 @@ typedef struct kc_mod {
 
 struct kmodules {
   kc_mod *m;
-  int n, cap;
+  int n;
+  size_t cap;
 };
 
 void kcache_get_stats(kcache_stats *s) {
@@ -89,16 +92,10 @@ static int bin_find(const char *key, int arch, void **code, size_t *len,
 static void bin_add(const char *key, int arch, void *code, size_t len,
                     int is_ptx) {
   pthread_mutex_lock(&g_mu);
-  if (g_nbins == g_capbins) {
-    int nc = g_capbins ? 2 * g_capbins : 64;
-    kc_bin *nb = (kc_bin *)realloc(g_bins, (size_t)nc * sizeof *nb);
-    if (!nb) {
-      pthread_mutex_unlock(&g_mu);
-      free(code);
-      return;
-    }
-    g_bins = nb;
-    g_capbins = nc;
+  if (tvec_grow(&g_bins, &g_capbins, sizeof *g_bins, (size_t)g_nbins + 1, 0)) {
+    pthread_mutex_unlock(&g_mu);
+    free(code);
+    return;
   }
   kc_bin *b = &g_bins[g_nbins];
   b->key = strdup(key);
@@ -283,13 +280,7 @@ static int mod_add(devctx *d, const char *key, CUmodule mod, terr *e) {
   if (!d->mods) d->mods = (struct kmodules *)calloc(1, sizeof *d->mods);
   struct kmodules *m = d->mods;
   if (!m) goto oom;
-  if (m->n == m->cap) {
-    int nc = m->cap ? 2 * m->cap : 32;
-    kc_mod *nm = (kc_mod *)realloc(m->m, (size_t)nc * sizeof *nm);
-    if (!nm) goto oom;
-    m->m = nm;
-    m->cap = nc;
-  }
+  if (tvec_grow(&m->m, &m->cap, sizeof *m->m, (size_t)m->n + 1, 0)) goto oom;
   m->m[m->n].key = strdup(key);
   if (!m->m[m->n].key) goto oom;
   m->m[m->n].mod = mod;

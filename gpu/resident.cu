@@ -22,6 +22,7 @@
 
 #include "gpu/devctx.h"
 #include "util/util.h"
+#include "util/vec.h"
 
 typedef struct res_entry {
   char id[T_ID_MAX];
@@ -34,7 +35,8 @@ typedef struct res_entry {
 
 struct resident {
   res_entry *e;
-  int n, cap;
+  int n;
+  size_t cap;
   size_t total; /* sum of buf.bytes */
   uint64_t clock;
 };
@@ -100,13 +102,7 @@ int resident_acquire(devctx *d, const char *id, const void *host, size_t bytes,
     remove_at(d, lru);
   }
   if (r->total + bytes > cap) return 0;
-  if (r->n == r->cap) {
-    int nc = r->cap ? r->cap * 2 : 16;
-    res_entry *ne = (res_entry *)realloc(r->e, (size_t)nc * sizeof *ne);
-    if (!ne) return 0;
-    r->e = ne;
-    r->cap = nc;
-  }
+  if (tvec_grow(&r->e, &r->cap, sizeof *r->e, (size_t)r->n + 1, 0)) return 0;
   devbuf b = {NULL, 0};
   terr ignore;
   if (devmem_alloc(d, bytes, &b, &ignore) != 0) return 0; /* stream instead */

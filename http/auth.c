@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 
 #include "http/http_int.h"
+#include "util/vec.h"
 
 #define AUTH_LINE_MAX 1024
 
@@ -122,15 +123,9 @@ int auth_load(const char *path, auth_table *t, terr *e) {
                       lineno, t->v[i].name);
         goto fail;
       }
-    if (t->n == cap) {
-      size_t ncap = cap ? 2 * cap : 8;
-      auth_entry *nv = realloc(t->v, ncap * sizeof *nv);
-      if (!nv) {
-        rc = terr_set(e, T_ENOMEM, "token_file", -1, "out of memory");
-        goto fail;
-      }
-      t->v = nv;
-      cap = ncap;
+    if (tvec_grow(&t->v, &cap, sizeof *t->v, t->n + 1, 0)) {
+      rc = terr_set(e, T_ENOMEM, "token_file", -1, "out of memory");
+      goto fail;
     }
     t->v[t->n++] = ent;
   }

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "http/http_int.h"
+#include "util/vec.h"
 
 #define MIB (1024 * 1024)
 
@@ -243,13 +244,7 @@ static void server_drain(http_server *s) {
     size_t n = 0;
     pthread_mutex_lock(&s->mu);
     for (http_req *r = s->deferred; r; r = r->dnext) {
-      if (n == cap) {
-        size_t ncap = cap ? 2 * cap : 64;
-        http_req **nv = realloc(v, ncap * sizeof *nv);
-        if (!nv) break;
-        v = nv;
-        cap = ncap;
-      }
+      if (tvec_grow(&v, &cap, sizeof *v, n + 1, 0)) break;
       http_req_ref(r);
       v[n++] = r;
     }

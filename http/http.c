@@ -30,6 +30,7 @@
 #include <sys/socket.h>
 
 #include "http/http_int.h"
+#include "util/vec.h"
 #include "util/xfer.h"
 
 #define MIB (1024 * 1024)
@@ -324,17 +325,14 @@ static enum MHD_Result req_body(http_req *r, struct MHD_Connection *c,
       return req_early_terr(r, c, 1, &e);
     }
   }
-  if (r->body_len + len + 1 > r->body_cap) {
-    size_t ncap = r->body_cap ? 2 * r->body_cap : BODY_MIN_CAP;
-    if (ncap < r->body_len + len + 1) ncap = r->body_len + len + 1;
-    if (ncap > r->body_limit + 1) ncap = (size_t)r->body_limit + 1;
-    char *nb = realloc(r->body, ncap);
-    if (!nb)
-      return req_early_error(r, c, 1, T_ENOMEM, "", -1,
-                             "no memory for the body");
-    r->body = nb;
-    r->body_cap = ncap;
-  }
+  /* Bytes through the vector idiom, capped at the body's limit (+ its
+   * terminator), which body_reserve has already checked. */
+  size_t need = r->body_len + len + 1, max = (size_t)r->body_limit + 1;
+  if (r->body_cap == 0 && need < BODY_MIN_CAP) /* a first block, not 16 B */
+    need = BODY_MIN_CAP < max ? BODY_MIN_CAP : max;
+  if (tvec_grow(&r->body, &r->body_cap, 1, need, max))
+    return req_early_error(r, c, 1, T_ENOMEM, "", -1,
+                           "no memory for the body");
   memcpy(r->body + r->body_len, data, len);
   r->body_len += len;
   return MHD_YES;

@@ -22,15 +22,10 @@
 
 #include "http/http_int.h"
 #include "util/xfer.h"
+#include "util/vec.h"
 
 int hdrs_add(http_hdrs *h, const char *k, const char *v) {
-  if (h->n == h->cap) {
-    size_t ncap = h->cap ? 2 * h->cap : 16;
-    http_kv *nv = realloc(h->v, ncap * sizeof *nv);
-    if (!nv) return -1;
-    h->v = nv;
-    h->cap = ncap;
-  }
+  if (tvec_reserve(h, h->n + 1)) return -1;
   char *kk = strdup(k), *vv = strdup(v ? v : "");
   if (!kk || !vv) {
     free(kk);

@@ -22,6 +22,7 @@
 #include <strings.h>
 
 #include "http/http_int.h"
+#include "util/vec.h"
 
 static int hexval(int c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -139,13 +140,7 @@ int route_add(route_table *t, const char *method, const char *pattern,
                pattern);
       goto fail;
     }
-  if (t->n == t->cap) {
-    size_t ncap = t->cap ? 2 * t->cap : 16;
-    route_ent *nv = realloc(t->v, ncap * sizeof *nv);
-    if (!nv) goto nomem;
-    t->v = nv;
-    t->cap = ncap;
-  }
+  if (tvec_reserve(t, t->n + 1)) goto nomem;
   t->v[t->n++] = r;
   return T_OK;
 nomem:

@@ -1,7 +1,8 @@
 /* timer.c — the deadline thread behind http_defer.
  *
  * One thread per server sleeps on a condition variable (CLOCK_MONOTONIC)
- * until the earliest deadline of a binary min-heap of deferred requests.
+ * until the earliest deadline of a min-heap (util/heap.h) of deferred
+ * requests.
  * Each request records its heap slot (timer_idx, under the timer's mutex),
  * so that answering a request disarms its deadline in O(log n) and the
  * request (and its possibly large body) is not kept alive until a long
@@ -23,61 +24,27 @@
 #include <time.h>
 
 #include "http/http_int.h"
+#include "util/heap.h"
 
 struct http_timer {
   pthread_mutex_t mu; /* guards everything below and every r->timer_idx */
   pthread_cond_t cv;
-  http_req **heap;
-  size_t n, cap;
+  theap heap;         /* of http_req, earliest deadline on top */
   int stop;
   pthread_t thread;
 };
 
-static void heap_set(http_timer *t, size_t i, http_req *r) {
-  t->heap[i] = r;
-  r->timer_idx = (long)i;
+static int earlier(const void *a, const void *b) {
+  return ((const http_req *)a)->deadline_ms < ((const http_req *)b)->deadline_ms;
 }
 
-static void heap_up(http_timer *t, size_t i) {
-  http_req *r = t->heap[i];
-  while (i > 0) {
-    size_t parent = (i - 1) / 2;
-    if (t->heap[parent]->deadline_ms <= r->deadline_ms) break;
-    heap_set(t, i, t->heap[parent]);
-    i = parent;
-  }
-  heap_set(t, i, r);
-}
-
-static void heap_down(http_timer *t, size_t i) {
-  http_req *r = t->heap[i];
-  for (;;) {
-    size_t l = 2 * i + 1, m = i;
-    double md = r->deadline_ms;
-    if (l < t->n && t->heap[l]->deadline_ms < md) {
-      m = l;
-      md = t->heap[l]->deadline_ms;
-    }
-    if (l + 1 < t->n && t->heap[l + 1]->deadline_ms < md) m = l + 1;
-    if (m == i) break;
-    heap_set(t, i, t->heap[m]);
-    i = m;
-  }
-  heap_set(t, i, r);
+static void moved(void *elem, size_t i) {
+  ((http_req *)elem)->timer_idx = i == THEAP_NONE ? -1 : (long)i;
 }
 
 /* Take r out of the heap (it must be in it). */
 static void heap_remove(http_timer *t, http_req *r) {
-  size_t i = (size_t)r->timer_idx;
-  r->timer_idx = -1;
-  t->n--;
-  if (i == t->n) return;
-  http_req *last = t->heap[t->n];
-  heap_set(t, i, last);
-  if (i > 0 && t->heap[(i - 1) / 2]->deadline_ms > last->deadline_ms)
-    heap_up(t, i);
-  else
-    heap_down(t, i);
+  theap_remove(&t->heap, (size_t)r->timer_idx);
 }
 
 static struct timespec ms_to_timespec(double ms) {
@@ -93,12 +60,12 @@ static void *timer_main(void *arg) {
   http_timer *t = arg;
   pthread_mutex_lock(&t->mu);
   while (!t->stop) {
-    if (t->n == 0) {
+    http_req *r = theap_top(&t->heap);
+    if (!r) {
       pthread_cond_wait(&t->cv, &t->mu);
       continue;
     }
     double now = t_now_ms();
-    http_req *r = t->heap[0];
     if (r->deadline_ms > now) {
       /* t_now_ms is CLOCK_MONOTONIC, the clock of the condvar. */
       struct timespec ts = ms_to_timespec(r->deadline_ms);
@@ -124,6 +91,7 @@ int timer_create_thread(http_timer **out, terr *e) {
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_mutex_init(&t->mu, NULL);
   pthread_cond_init(&t->cv, &ca);
+  theap_init(&t->heap, earlier, moved);
   pthread_condattr_destroy(&ca);
   int rc = pthread_create(&t->thread, NULL, timer_main, t);
   if (rc != 0) {
@@ -145,13 +113,8 @@ void timer_destroy(http_timer *t) {
   pthread_mutex_unlock(&t->mu);
   pthread_join(t->thread, NULL);
   /* Whatever is still armed is dropped without firing. */
-  while (t->n) {
-    http_req *r = t->heap[t->n - 1];
-    r->timer_idx = -1;
-    t->n--;
-    http_req_unref(r);
-  }
-  free(t->heap);
+  while (t->heap.n) http_req_unref(theap_remove(&t->heap, t->heap.n - 1));
+  theap_free(&t->heap);
   pthread_cond_destroy(&t->cv);
   pthread_mutex_destroy(&t->mu);
   free(t);
@@ -168,24 +131,16 @@ void timer_arm(http_timer *t, http_req *r, double deadline_ms) {
     if (had) http_req_unref(r);
     return;
   }
-  if (t->n == t->cap) {
-    size_t ncap = t->cap ? 2 * t->cap : 64;
-    http_req **nh = realloc(t->heap, ncap * sizeof *nh);
-    if (!nh) {
-      /* Cannot arm: fire at once instead of never. */
-      pthread_mutex_unlock(&t->mu);
-      log_error("http: out of memory arming a deadline; timing out now");
-      if (had) http_req_unref(r);
-      if (http_claim(r) && r->on_timeout) r->on_timeout(r, r->timeout_arg);
-      http_req_unref(r);
-      return;
-    }
-    t->heap = nh;
-    t->cap = ncap;
-  }
   r->deadline_ms = deadline_ms;
-  heap_set(t, t->n++, r);
-  heap_up(t, t->n - 1);
+  if (theap_push(&t->heap, r)) {
+    /* Cannot arm: fire at once instead of never. */
+    pthread_mutex_unlock(&t->mu);
+    log_error("http: out of memory arming a deadline; timing out now");
+    if (had) http_req_unref(r);
+    if (http_claim(r) && r->on_timeout) r->on_timeout(r, r->timeout_arg);
+    http_req_unref(r);
+    return;
+  }
   if (r->timer_idx == 0) pthread_cond_signal(&t->cv);
   pthread_mutex_unlock(&t->mu);
   if (had) http_req_unref(r);

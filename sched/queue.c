@@ -1,5 +1,5 @@
 /* sched/queue.c — the scheduler's containers: binary heaps of jobs keyed
- * (priority desc, sequence asc), the id table (a chained hash that doubles
+ * (priority desc, sequence asc) on util/heap.h, the id table (a chained hash that doubles
  * when it holds as many jobs as buckets), and making / freeing a job from
  * its store row. All [mu]: the caller holds sched.mu (see sched_int.h),
  * except sjob_new/sjob_free, which touch only the job.
@@ -15,58 +15,17 @@ int sjob_before(const sjob *a, const sjob *b) {
   return a->seq < b->seq;
 }
 
-static void heap_set(sjob_heap *h, int i, sjob *j) {
-  h->v[i] = j;
-  j->heap_index = i;
+static int before(const void *a, const void *b) { return sjob_before(a, b); }
+
+static void moved(void *elem, size_t i) {
+  ((sjob *)elem)->heap_index = i == THEAP_NONE ? -1 : (int)i;
 }
 
-static void heap_up(sjob_heap *h, int i) {
-  sjob *j = h->v[i];
-  while (i > 0) {
-    int parent = (i - 1) / 2;
-    if (!sjob_before(j, h->v[parent])) break;
-    heap_set(h, i, h->v[parent]);
-    i = parent;
-  }
-  heap_set(h, i, j);
-}
+void sjob_heap_init(sjob_heap *h) { theap_init(h, before, moved); }
 
-static void heap_down(sjob_heap *h, int i) {
-  sjob *j = h->v[i];
-  for (;;) {
-    int c = 2 * i + 1;
-    if (c >= h->n) break;
-    if (c + 1 < h->n && sjob_before(h->v[c + 1], h->v[c])) c++;
-    if (!sjob_before(h->v[c], j)) break;
-    heap_set(h, i, h->v[c]);
-    i = c;
-  }
-  heap_set(h, i, j);
-}
+int sjob_heap_push(sjob_heap *h, sjob *j) { return theap_push(h, j); }
 
-int sjob_heap_push(sjob_heap *h, sjob *j) {
-  if (h->n == h->cap) {
-    int cap = h->cap ? h->cap * 2 : 64;
-    sjob **v = realloc(h->v, (size_t)cap * sizeof *v);
-    if (!v) return T_ENOMEM;
-    h->v = v;
-    h->cap = cap;
-  }
-  h->v[h->n] = j;
-  j->heap_index = h->n++;
-  heap_up(h, j->heap_index);
-  return T_OK;
-}
-
-void sjob_heap_remove(sjob_heap *h, int i) {
-  sjob *j = h->v[i];
-  sjob *last = h->v[--h->n];
-  j->heap_index = -1;
-  if (i == h->n) return;
-  heap_set(h, i, last);
-  heap_up(h, i);
-  heap_down(h, last->heap_index);
-}
+void sjob_heap_remove(sjob_heap *h, int i) { theap_remove(h, (size_t)i); }
 
 /* ---- the id table ------------------------------------------------------- */
 static size_t id_hash(const char *id) {

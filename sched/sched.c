@@ -99,8 +99,8 @@ void sched_running_remove(sched *s, sjob *j) {
  * memory that no job has released since (it keeps its place, and the jobs
  * behind it wait too, so that a big job is not passed over for ever). */
 static int heap_ready(const sched *s, const sjob_heap *h) {
-  if (!h || !h->n) return 0;
-  const sjob *j = h->v[0];
+  const sjob *j = h ? sjob_heap_top(h) : NULL;
+  if (!j) return 0;
   return !(j->mem_blocked && j->mem_wait_gen == s->mem_gen &&
            s->mem_reserved > 0);
 }
@@ -110,9 +110,11 @@ static int heap_ready(const sched *s, const sjob_heap *h) {
 static sjob *sched_pop(sched *s, int a, int b) {
   sjob_heap *ha = &s->q[a], *hb = b >= 0 ? &s->q[b] : NULL;
   sjob_heap *h = heap_ready(s, ha) ? ha : NULL;
-  if (heap_ready(s, hb) && (!h || sjob_before(hb->v[0], h->v[0]))) h = hb;
+  if (heap_ready(s, hb) &&
+      (!h || sjob_before(sjob_heap_top(hb), sjob_heap_top(h))))
+    h = hb;
   if (!h) return NULL;
-  sjob *j = h->v[0];
+  sjob *j = sjob_heap_top(h);
   sjob_heap_remove(h, 0);
   return j;
 }
@@ -185,7 +187,8 @@ void sched_mem_release(sched *s, sjob *j) {
   }
   int blocked = 0; /* a job sent back for memory may go now */
   for (int q = 0; q < Q__COUNT; q++)
-    if (s->q[q].n && s->q[q].v[0]->mem_blocked) blocked |= 1 << q;
+    if (sjob_heap_top(&s->q[q]) && sjob_heap_top(&s->q[q])->mem_blocked)
+      blocked |= 1 << q;
   if (held > 0 && blocked) {
     if (s->pool && (blocked & ~(1 << Q_GPU)))
       for (int i = 0; i < s->nthreads; i++) pool_notify(s->pool);
@@ -291,6 +294,7 @@ int sched_create(const sched_config *cfg, sched **out, terr *e) {
                     "scheduler: store, data_dir and kind_lookup are required");
   sched *s = calloc(1, sizeof *s);
   if (!s) return terr_set(e, T_ENOMEM, "", -1, "scheduler: out of memory");
+  for (int q = 0; q < Q__COUNT; q++) sjob_heap_init(&s->q[q]);
   s->cfg = *cfg;
   s->data_dir = strdup(cfg->data_dir);
   size_t len = strlen(cfg->data_dir) + sizeof "/results";
@@ -536,7 +540,7 @@ void sched_destroy(sched *s) {
   sched_shutdown(s, 0); /* no-op when already shut down */
   if (s->calibration_path) router_shutdown(); /* saves its corrections */
   sched_journal_close(s); /* no worker runs: every slot is free */
-  for (int q = 0; q < Q__COUNT; q++) free(s->q[q].v);
+  for (int q = 0; q < Q__COUNT; q++) theap_free(&s->q[q]);
   free(s->buckets);
   while (s->waiters) { /* registrations of jobs never finished here */
     swaiter *w = s->waiters;

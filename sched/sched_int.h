@@ -32,6 +32,7 @@
 #include <stdatomic.h>
 
 #include "gpu/gpu.h"
+#include "util/heap.h"
 #include "util/pool.h"
 #include "sched/sched.h"
 
@@ -91,10 +92,9 @@ typedef struct sjob {
   struct sjob *rprev, *rnext;/* [mu] running list */
 } sjob;
 
-typedef struct sjob_heap {
-  sjob **v;
-  int n, cap;
-} sjob_heap;
+/* A queue of jobs: the heap of util/heap.h ordered by sjob_before, each
+ * job's slot kept in its heap_index (-1 when in no heap). */
+typedef theap sjob_heap;
 
 typedef struct swaiter {
   uint64_t token;
@@ -158,7 +158,8 @@ struct sched {
   double finish_ms[SCHED_RATE_RING]; /* monotonic finish times, a ring */
   int nfinish, finish_pos;
   shist *hist;
-  int nhist, caphist;
+  int nhist;
+  size_t caphist;
 };
 
 /* sched/mem.c: memory admission (see there). */
@@ -194,8 +195,11 @@ void sched_journal_put(sched *s, int slot);
 
 /* sched/queue.c */
 int sjob_before(const sjob *a, const sjob *b); /* a runs first */
+void sjob_heap_init(sjob_heap *h);
 int sjob_heap_push(sjob_heap *h, sjob *j);     /* [mu] 0 or T_ENOMEM */
 void sjob_heap_remove(sjob_heap *h, int i);    /* [mu] */
+/* [mu] The job at the top (NULL when empty), left in place. */
+static inline sjob *sjob_heap_top(const sjob_heap *h) { return theap_top(h); }
 sjob *sched_find(sched *s, const char *id);    /* [mu] NULL when not held */
 int sched_table_insert(sched *s, sjob *j);     /* [mu] 0 or T_ENOMEM */
 void sched_table_remove(sched *s, sjob *j);    /* [mu] */

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "sched/sched_int.h"
+#include "util/vec.h"
 
 const double sched_hist_bounds_ms[SCHED_HIST_BUCKETS] = {
     1, 5, 10, 25, 50, 100, 250, 500, 1000, 5000, 30000, 120000};
@@ -46,13 +47,9 @@ static void hist_observe(sched *s, const char *kind, const char *backend,
     if (strcmp(s->hist[i].kind, kind) == 0 && strcmp(s->hist[i].backend, fam) == 0)
       h = &s->hist[i];
   if (!h) {
-    if (s->nhist == s->caphist) {
-      int cap = s->caphist ? s->caphist * 2 : 16;
-      shist *v = realloc(s->hist, (size_t)cap * sizeof *v);
-      if (!v) return; /* a lost observation, not an error */
-      s->hist = v;
-      s->caphist = cap;
-    }
+    if (tvec_grow(&s->hist, &s->caphist, sizeof *s->hist,
+                  (size_t)s->nhist + 1, 0))
+      return; /* a lost observation, not an error */
     h = &s->hist[s->nhist++];
     memset(h, 0, sizeof *h);
     snprintf(h->kind, sizeof h->kind, "%s", kind);

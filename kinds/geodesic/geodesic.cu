@@ -54,6 +54,7 @@
 extern "C" {
 #include "util/util.h"
 }
+#include "util/vec.h"
 
 #define GG_MAXDEV 16
 #define GG_NSTAGE 3                      /* pinned staging buffers */
@@ -304,9 +305,10 @@ typedef struct gg_band {
  * not fit). Caller frees *out. */
 static int64_t gg_bands(const geod_plan *pl, int mode, size_t es, size_t cap,
                         gg_band **out) {
-  int64_t n = pl->n, cols = pl->m, cnt = 0, alloc = 64;
-  gg_band *b = (gg_band *)malloc((size_t)alloc * sizeof *b);
-  if (!b) return -1;
+  int64_t n = pl->n, cols = pl->m, cnt = 0;
+  size_t alloc = 0;
+  gg_band *b = NULL;
+  if (tvec_grow(&b, &alloc, sizeof *b, 64, 0)) return -1;
   size_t row_bytes = (size_t)cols * es;
   if (mode != GG_COND && row_bytes > cap) {
     free(b);
@@ -335,14 +337,9 @@ static int64_t gg_bands(const geod_plan *pl, int mode, size_t es, size_t cap,
       }
       r1 = r + rows < n ? r + rows : n;
     }
-    if (cnt == alloc) {
-      alloc *= 2;
-      gg_band *nb = (gg_band *)realloc(b, (size_t)alloc * sizeof *b);
-      if (!nb) {
-        free(b);
-        return -1;
-      }
-      b = nb;
+    if (tvec_grow(&b, &alloc, sizeof *b, (size_t)cnt + 1, 0)) {
+      free(b);
+      return -1;
     }
     gg_band *x = &b[cnt++];
     x->r0 = r;
