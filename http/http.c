@@ -23,6 +23,7 @@
  * Threads: everything here runs on MHD worker threads; a request's fields
  * that other threads touch (state, the stored answer) are under r->mu.
  */
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -335,6 +336,9 @@ static enum MHD_Result req_body(http_req *r, struct MHD_Connection *c,
                            "no memory for the body");
   memcpy(r->body + r->body_len, data, len);
   r->body_len += len;
+  /* Debug builds: the body stays within its cap (and its terminator). */
+  assert(r->body_len < r->body_cap &&
+         (uint64_t)r->body_len <= r->body_limit);
   return MHD_YES;
 }
 

@@ -35,6 +35,7 @@ static size_t id_hash(const char *id) {
 }
 
 sjob *sched_find(sched *s, const char *id) {
+  SCHED_ASSERT_LOCKED(s);
   if (!s->nbuckets) return NULL;
   for (sjob *j = s->buckets[id_hash(id) & (s->nbuckets - 1)]; j; j = j->hnext)
     if (strcmp(j->id, id) == 0) return j;
@@ -42,6 +43,7 @@ sjob *sched_find(sched *s, const char *id) {
 }
 
 int sched_table_insert(sched *s, sjob *j) {
+  SCHED_ASSERT_LOCKED(s);
   if (s->njobs + 1 > s->nbuckets) { /* grow to keep chains short */
     size_t nb = s->nbuckets ? s->nbuckets * 2 : 256;
     sjob **b = calloc(nb, sizeof *b);
@@ -66,6 +68,7 @@ int sched_table_insert(sched *s, sjob *j) {
 }
 
 void sched_table_remove(sched *s, sjob *j) {
+  SCHED_ASSERT_LOCKED(s);
   sjob **pp = &s->buckets[id_hash(j->id) & (s->nbuckets - 1)];
   for (; *pp; pp = &(*pp)->hnext) {
     if (*pp == j) {

@@ -201,6 +201,8 @@ static int srun_backend(srun *r, void *plan, tbackend b, int device,
   job_ctx *ctx = &r->j->ctx;
   ctx_setup(r, ctx, b, device);
   *result = NULL;
+  /* Never held across a kind callback or gpu_lock (sched_int.h). */
+  SCHED_ASSERT_UNLOCKED(r->s);
   if (b == B_CUDA) r->s->gpu.lock(device);
   double t0 = t_now_ms();
   int rc = r->j->k->run(plan, b, ctx, result, e);
@@ -322,11 +324,11 @@ static int srun_compare_device(sched *s) {
 /* Progress over several runs: fold the last run into the base. */
 static void srun_progress_next(srun *r, int runs_left) {
   sjob *j = r->j;
-  pthread_mutex_lock(&r->s->mu);
+  tmutex_lock(&r->s->mu);
   j->progress_base_done += atomic_exchange(&j->ctx.progress_done, 0);
   j->progress_base_total += atomic_exchange(&j->ctx.progress_total, 0);
   j->progress_runs_left = runs_left;
-  pthread_mutex_unlock(&r->s->mu);
+  tmutex_unlock(&r->s->mu);
 }
 
 static int srun_compare(srun *r, void *plan, tarray **result, terr *e) {
@@ -479,9 +481,9 @@ static char *srun_estimate_json(const sjob *j) {
 static void srun_release(sched *s, sjob *j, int status, int counted,
                          const char *backend, double run_ms,
                          const store_job *ended) {
-  pthread_mutex_lock(&s->mu);
+  tmutex_lock(&s->mu);
   swaiter *chain = sched_release_locked(s, j, status, counted, backend, run_ms);
-  pthread_mutex_unlock(&s->mu);
+  tmutex_unlock(&s->mu);
   sched_fire(s, chain, j->id, ended);
   sjob_free(j);
 }
@@ -554,6 +556,7 @@ void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
     job_timings_put(&end.timings, JOB_T_QUEUE, queue_ms);
     job_timings_put(&end.timings, JOB_T_TOTAL, queue_ms);
     terr e;
+    SCHED_ASSERT_UNLOCKED(s); /* a [sync] store call */
     if (store_job_finish(s->cfg.st, j->id, &end, &e) != T_OK)
       log_error("scheduler: cannot finish job %s: %s", j->id, e.message);
   }
@@ -561,6 +564,8 @@ void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
 }
 
 void sched_run_job(sched *s, sjob *j, int device) {
+  SCHED_ASSERT_UNLOCKED(s);
+  T_ASSERT(j->state == SJ_RUNNING);
   srun r;
   memset(&r, 0, sizeof r);
   r.s = s, r.j = j, r.device = device, r.max_abs_diff = NAN;
@@ -642,6 +647,7 @@ void sched_run_job(sched *s, sjob *j, int device) {
   double t0 = t_now_ms();
   void *checked = j->checked; /* prepare takes it */
   j->checked = NULL;
+  SCHED_ASSERT_UNLOCKED(s); /* a kind callback */
   rc = kind_prepare_checked(j->k, j->params, &r.env, checked, &plan, &e);
   r.t_prepare = t_now_ms() - t0;
   if (rc || atomic_load(&j->stop)) goto end;
@@ -656,13 +662,13 @@ end:
   if (plan) j->k->release(plan);
   sched_journal_put(s, jslot); /* the run is over (no-op when -1) */
   /* Decide the end under the lock: from now on cancel answers 409. */
-  pthread_mutex_lock(&s->mu);
+  tmutex_lock(&s->mu);
   int stop = atomic_load(&j->stop);
   sched_running_remove(s, j);
-  j->state = SJ_ENDING;
+  sjob_set_state(j, SJ_ENDING);
   int64_t pdone = j->progress_base_done + atomic_load(&j->ctx.progress_done);
   int64_t ptotal = j->progress_base_total + atomic_load(&j->ctx.progress_total);
-  pthread_mutex_unlock(&s->mu);
+  tmutex_unlock(&s->mu);
 
   if (stop == SJ_STOP_SHUTDOWN && (rc || !result)) {
     /* Stopped by shutdown: stays queued in the store, its start taken

@@ -51,6 +51,7 @@ int sched_test_crash_label(const char *label) {
 
 /* Which heap a job waits in. [mu] */
 static int sched_queue_for(const sched *s, const sjob *j) {
+  SCHED_ASSERT_LOCKED((sched *)s);
   if (s->ngpu == 0) return Q_CPU; /* cuda then fails "unavailable" on a CPU worker */
   if (j->backend == B_CUDA || (j->backend == B_AUTO && j->requested == B_CUDA))
     return Q_GPU;
@@ -60,10 +61,11 @@ static int sched_queue_for(const sched *s, const sjob *j) {
 
 /* Push j into a queue (the caller wakes its workers). [mu] */
 static int sched_queue_push(sched *s, sjob *j, int queue) {
+  SCHED_ASSERT_LOCKED(s);
   int rc = sjob_heap_push(&s->q[queue], j);
   if (rc) return rc;
   j->queue = queue;
-  j->state = SJ_QUEUED;
+  sjob_set_state(j, SJ_QUEUED);
   s->nqueued++;
   return T_OK;
 }
@@ -71,9 +73,9 @@ static int sched_queue_push(sched *s, sjob *j, int queue) {
 static void sched_wake(sched *s, int queue) {
   if (queue != Q_GPU) pool_notify(s->pool);
   if (queue != Q_CPU) {
-    pthread_mutex_lock(&s->mu);
+    tmutex_lock(&s->mu);
     pthread_cond_broadcast(&s->gpu_cv);
-    pthread_mutex_unlock(&s->mu);
+    tmutex_unlock(&s->mu);
   }
 }
 
@@ -87,6 +89,7 @@ static void running_add(sched *s, sjob *j) {
 }
 
 void sched_running_remove(sched *s, sjob *j) {
+  SCHED_ASSERT_LOCKED(s);
   if (j->rprev)
     j->rprev->rnext = j->rnext;
   else if (s->running == j)
@@ -121,9 +124,10 @@ static sjob *sched_pop(sched *s, int a, int b) {
 
 /* A worker takes j: RUNNING, in the running list, deadline armed. [mu] */
 static void sched_take(sched *s, sjob *j) {
+  SCHED_ASSERT_LOCKED(s);
   s->nqueued--;
   j->queue = -1;
-  j->state = SJ_RUNNING;
+  sjob_set_state(j, SJ_RUNNING);
   j->taken_ms = t_now_ms();
   double timeout = j->timeout_s > 0 ? j->timeout_s : s->cfg.default_timeout_s;
   j->deadline_ms = timeout > 0 ? j->taken_ms + timeout * 1e3 : 0;
@@ -137,26 +141,26 @@ static void sched_take(sched *s, sjob *j) {
 }
 
 int sched_handover(sched *s, sjob *j, int queue) {
-  pthread_mutex_lock(&s->mu);
+  tmutex_lock(&s->mu);
   if (atomic_load(&j->stop) != 0) {
-    pthread_mutex_unlock(&s->mu);
+    tmutex_unlock(&s->mu);
     return 1;
   }
   if (sched_queue_push(s, j, queue) != T_OK) {
-    pthread_mutex_unlock(&s->mu); /* no memory for the heap: end it here */
+    tmutex_unlock(&s->mu); /* no memory for the heap: end it here */
     return 1;
   }
   sched_running_remove(s, j);
   s->nrunning--;
   j->in_running = 0;
   if (s->nrunning == 0) pthread_cond_broadcast(&s->idle_cv);
-  pthread_mutex_unlock(&s->mu);
+  tmutex_unlock(&s->mu);
   sched_wake(s, queue);
   return 0;
 }
 
 int sched_mem_admit(sched *s, sjob *j, int64_t need, int64_t avail) {
-  pthread_mutex_lock(&s->mu);
+  tmutex_lock(&s->mu);
   int d = sched_mem_decide(need, s->mem_budget, s->mem_reserved, avail);
   if (d == SCHED_MEM_RUN) {
     s->mem_reserved += need;
@@ -173,12 +177,12 @@ int sched_mem_admit(sched *s, sjob *j, int64_t need, int64_t avail) {
   } else if (d == SCHED_MEM_WAIT) {
     d = SCHED_MEM_NEVER; /* canceled meanwhile, or no memory for the heap */
   }
-  pthread_mutex_unlock(&s->mu);
+  tmutex_unlock(&s->mu);
   return d;
 }
 
 void sched_mem_release(sched *s, sjob *j) {
-  pthread_mutex_lock(&s->mu);
+  tmutex_lock(&s->mu);
   int64_t held = j->mem_held;
   j->mem_held = 0;
   if (held > 0) {
@@ -194,17 +198,17 @@ void sched_mem_release(sched *s, sjob *j) {
       for (int i = 0; i < s->nthreads; i++) pool_notify(s->pool);
     if (blocked & ~(1 << Q_CPU)) pthread_cond_broadcast(&s->gpu_cv);
   }
-  pthread_mutex_unlock(&s->mu);
+  tmutex_unlock(&s->mu);
 }
 
 /* ---- workers ------------------------------------------------------------- */
 /* The pool's idle callback: run one CPU job on this worker. */
 static int sched_idle(void *ud) {
   sched *s = ud;
-  pthread_mutex_lock(&s->mu);
+  tmutex_lock(&s->mu);
   sjob *j = s->taking ? sched_pop(s, Q_CPU, Q_AUTO) : NULL;
   if (j) sched_take(s, j);
-  pthread_mutex_unlock(&s->mu);
+  tmutex_unlock(&s->mu);
   if (!j) return 0;
   sched_run_job(s, j, -1);
   return 1;
@@ -219,21 +223,21 @@ static void *sched_gpu_worker(void *arg) {
   gpu_arg a = *(gpu_arg *)arg;
   free(arg);
   sched *s = a.s;
-  pthread_mutex_lock(&s->mu);
+  tmutex_lock(&s->mu);
   while (!s->quit) {
     sjob *j = NULL;
     if (s->taking)
       j = sched_pop(s, Q_GPU, s->gpu.healthy(a.dev) ? Q_AUTO : -1);
     if (!j) {
-      pthread_cond_wait(&s->gpu_cv, &s->mu);
+      tmutex_wait(&s->gpu_cv, &s->mu);
       continue;
     }
     sched_take(s, j);
-    pthread_mutex_unlock(&s->mu);
+    tmutex_unlock(&s->mu);
     sched_run_job(s, j, a.dev);
-    pthread_mutex_lock(&s->mu);
+    tmutex_lock(&s->mu);
   }
-  pthread_mutex_unlock(&s->mu);
+  tmutex_unlock(&s->mu);
   return NULL;
 }
 
@@ -249,7 +253,7 @@ static void abs_time_after(struct timespec *ts, double ms) {
 /* Deadlines and progress. Holds mu except while sleeping. */
 static void *sched_monitor(void *arg) {
   sched *s = arg;
-  pthread_mutex_lock(&s->mu);
+  tmutex_lock(&s->mu);
   while (!s->quit) {
     double now = t_now_ms(), wake = now + MONITOR_TICK_MS;
     for (sjob *j = s->running; j; j = j->rnext) {
@@ -275,14 +279,14 @@ static void *sched_monitor(void *arg) {
     }
     if (!s->running) {
       s->mon_idle = 1;
-      pthread_cond_wait(&s->mon_cv, &s->mu);
+      tmutex_wait(&s->mon_cv, &s->mu);
       continue;
     }
     struct timespec ts;
     abs_time_after(&ts, wake - now < 1 ? 1 : wake - now);
-    pthread_cond_timedwait(&s->mon_cv, &s->mu, &ts);
+    tmutex_timedwait(&s->mon_cv, &s->mu, &ts);
   }
-  pthread_mutex_unlock(&s->mu);
+  tmutex_unlock(&s->mu);
   return NULL;
 }
 
@@ -335,7 +339,7 @@ int sched_create(const sched_config *cfg, sched **out, terr *e) {
   s->env_max_elems =
       cfg->max_job_mem_bytes > 0 ? cfg->max_job_mem_bytes / 4 : INT64_MAX;
   atomic_init(&s->tmp_counter, 0);
-  pthread_mutex_init(&s->mu, NULL);
+  tmutex_init(&s->mu);
   pthread_condattr_t mono;
   pthread_condattr_init(&mono);
   pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
@@ -380,15 +384,15 @@ static int sched_add(sched *s, const store_job *sj, int reserved,
     j->checked = checked; /* prepare takes it: parsed once per job */
     j->checked_k = k;
   }
-  pthread_mutex_lock(&s->mu);
+  tmutex_lock(&s->mu);
   if (reserved && s->reserved > 0) s->reserved--;
   if (s->shut) { /* stays queued in the store for the next start */
-    pthread_mutex_unlock(&s->mu);
+    tmutex_unlock(&s->mu);
     sjob_free(j);
     return terr_set(e, T_EUNAVAIL, "", -1, "the service is shutting down");
   }
   if (sched_find(s, j->id)) { /* already held: enqueue is idempotent */
-    pthread_mutex_unlock(&s->mu);
+    tmutex_unlock(&s->mu);
     sjob_free(j);
     return T_OK;
   }
@@ -399,7 +403,7 @@ static int sched_add(sched *s, const store_job *sj, int reserved,
     rc = sched_queue_push(s, j, queue);
     if (rc) sched_table_remove(s, j);
   }
-  pthread_mutex_unlock(&s->mu);
+  tmutex_unlock(&s->mu);
   if (rc) {
     sjob_free(j);
     return terr_set(e, rc, "", -1, "scheduler: out of memory queueing %s",
@@ -448,12 +452,12 @@ int sched_start(sched *s, terr *e) {
    * before s->pool is set; then they are let in and woken. */
   pool *p = pool_create(s->nthreads, sched_idle, s);
   if (!p) goto fail_threads;
-  pthread_mutex_lock(&s->mu);
+  tmutex_lock(&s->mu);
   s->pool = p;
   s->started = 1;
   s->taking = 1;
   int wake = s->nqueued < s->nthreads ? s->nqueued : s->nthreads;
-  pthread_mutex_unlock(&s->mu);
+  tmutex_unlock(&s->mu);
   for (int i = 0; i < wake; i++) pool_notify(p);
   if (pthread_create(&s->monitor, NULL, sched_monitor, s) != 0)
     goto fail_threads;
@@ -467,9 +471,9 @@ int sched_start(sched *s, terr *e) {
       free(a);
       goto fail_threads;
     }
-    pthread_mutex_lock(&s->mu);
+    tmutex_lock(&s->mu);
     s->gpu_started++;
-    pthread_mutex_unlock(&s->mu);
+    tmutex_unlock(&s->mu);
   }
   log_info("scheduler: %d CPU worker(s), %d GPU worker(s), memory budget "
            "%lld bytes, max attempts %d", s->nthreads, s->ngpu,
@@ -484,9 +488,9 @@ fail_threads:
 
 void sched_shutdown(sched *s, double deadline_s) {
   if (!s) return;
-  pthread_mutex_lock(&s->mu);
+  tmutex_lock(&s->mu);
   if (s->shut) {
-    pthread_mutex_unlock(&s->mu);
+    tmutex_unlock(&s->mu);
     return;
   }
   s->shut = 1;
@@ -496,18 +500,18 @@ void sched_shutdown(sched *s, double deadline_s) {
   while (s->nrunning > 0 && t_now_ms() < until) {
     struct timespec ts;
     abs_time_after(&ts, until - t_now_ms());
-    pthread_cond_timedwait(&s->idle_cv, &s->mu, &ts);
+    tmutex_timedwait(&s->idle_cv, &s->mu, &ts);
   }
   /* Still running: stop them, leaving them unfinished in the store. */
   for (sjob *j = s->running; j; j = j->rnext) {
     int zero = 0;
     atomic_compare_exchange_strong(&j->stop, &zero, SJ_STOP_SHUTDOWN);
   }
-  while (s->nrunning > 0) pthread_cond_wait(&s->idle_cv, &s->mu);
+  while (s->nrunning > 0) tmutex_wait(&s->idle_cv, &s->mu);
   s->quit = 1;
   pthread_cond_broadcast(&s->gpu_cv);
   pthread_cond_broadcast(&s->mon_cv);
-  pthread_mutex_unlock(&s->mu);
+  tmutex_unlock(&s->mu);
 
   pool_destroy(s->pool);
   s->pool = NULL;
@@ -518,18 +522,18 @@ void sched_shutdown(sched *s, double deadline_s) {
 
   /* Queued jobs stay queued in the store; release them here (those sent
    * back for memory too: nothing runs now, so none is held back). */
-  pthread_mutex_lock(&s->mu);
+  tmutex_lock(&s->mu);
   s->mem_gen++;
-  pthread_mutex_unlock(&s->mu);
+  tmutex_unlock(&s->mu);
   for (;;) {
-    pthread_mutex_lock(&s->mu);
+    tmutex_lock(&s->mu);
     sjob *j = sched_pop(s, Q_CPU, Q_GPU);
     if (!j) j = sched_pop(s, Q_AUTO, -1);
     if (j) {
       s->nqueued--;
-      j->state = SJ_ENDING;
+      sjob_set_state(j, SJ_ENDING);
     }
-    pthread_mutex_unlock(&s->mu);
+    tmutex_unlock(&s->mu);
     if (!j) break;
     sched_end_unstarted(s, j, -1, NULL, NULL);
   }
@@ -552,7 +556,7 @@ void sched_destroy(sched *s) {
   pthread_cond_destroy(&s->mon_cv);
   pthread_cond_destroy(&s->idle_cv);
   pthread_cond_destroy(&s->gpu_cv);
-  pthread_mutex_destroy(&s->mu);
+  tmutex_destroy(&s->mu);
   free(s->data_dir);
   free(s->results_dir);
   free(s->calibration_path);
@@ -562,6 +566,7 @@ void sched_destroy(sched *s) {
 /* ---- admission ------------------------------------------------------------ */
 /* Seconds until a queue slot is likely free, from recent finishes. [mu] */
 static int sched_retry_after(sched *s) {
+  SCHED_ASSERT_LOCKED(s);
   int n = s->nfinish < SCHED_RATE_RING ? s->nfinish : SCHED_RATE_RING;
   if (n == 0) return 5; /* nothing finished yet: no rate to go by */
   int oldest = s->nfinish < SCHED_RATE_RING ? 0 : s->finish_pos;
@@ -574,7 +579,7 @@ static int sched_retry_after(sched *s) {
 
 int sched_reserve(sched *s, int *retry_after_s, terr *e) {
   if (retry_after_s) *retry_after_s = 0;
-  pthread_mutex_lock(&s->mu);
+  tmutex_lock(&s->mu);
   int rc = T_OK;
   if (!s->accepting) {
     rc = terr_set(e, T_EUNAVAIL, "", -1, "the service is shutting down");
@@ -588,14 +593,14 @@ int sched_reserve(sched *s, int *retry_after_s, terr *e) {
   } else {
     s->reserved++;
   }
-  pthread_mutex_unlock(&s->mu);
+  tmutex_unlock(&s->mu);
   return rc;
 }
 
 void sched_unreserve(sched *s) {
-  pthread_mutex_lock(&s->mu);
+  tmutex_lock(&s->mu);
   if (s->reserved > 0) s->reserved--;
-  pthread_mutex_unlock(&s->mu);
+  tmutex_unlock(&s->mu);
 }
 
 int sched_enqueue(sched *s, const store_job *j, terr *e) {
@@ -610,14 +615,14 @@ int sched_enqueue_checked(sched *s, const store_job *j, json_t *params,
 
 /* ---- cancel --------------------------------------------------------------- */
 int sched_cancel(sched *s, const char *id, const char *owner, terr *e) {
-  pthread_mutex_lock(&s->mu);
+  tmutex_lock(&s->mu);
   sjob *j = sched_find(s, id);
   if (j && owner && strcmp(j->owner, owner) != 0) j = NULL;
   if (j && j->state == SJ_QUEUED) {
     sjob_heap_remove(&s->q[j->queue], j->heap_index);
     s->nqueued--;
-    j->state = SJ_ENDING;
-    pthread_mutex_unlock(&s->mu);
+    sjob_set_state(j, SJ_ENDING);
+    tmutex_unlock(&s->mu);
     sched_end_unstarted(s, j, JOB_CANCELED, "canceled",
                         "canceled by request before it started");
     return T_OK;
@@ -625,10 +630,10 @@ int sched_cancel(sched *s, const char *id, const char *owner, terr *e) {
   if (j && j->state == SJ_RUNNING) {
     int zero = 0; /* a timed-out job stays timed out */
     atomic_compare_exchange_strong(&j->stop, &zero, 1);
-    pthread_mutex_unlock(&s->mu);
+    tmutex_unlock(&s->mu);
     return T_OK;
   }
-  pthread_mutex_unlock(&s->mu);
+  tmutex_unlock(&s->mu);
   if (j) return terr_set(e, T_ECONFLICT, "", -1, "job %s is finishing", id);
 
   /* Not held here: finished, unknown, or in the store but not (yet or any

@@ -34,6 +34,7 @@
 #include "gpu/gpu.h"
 #include "util/heap.h"
 #include "util/pool.h"
+#include "util/tmutex.h"
 #include "sched/sched.h"
 
 enum { SJ_QUEUED = 0, SJ_RUNNING, SJ_ENDING };
@@ -92,6 +93,21 @@ typedef struct sjob {
   struct sjob *rprev, *rnext;/* [mu] running list */
 } sjob;
 
+/* A job's state changes, checked in debug builds against the life above:
+ * QUEUED -> QUEUED (its first push), RUNNING (taken) or ENDING (canceled
+ * or shut down before it started); RUNNING -> QUEUED (handed to the other
+ * queue, or sent back to wait for memory) or ENDING; ENDING is final. The
+ * caller holds sched.mu ([mu]). */
+static inline int sjob_state_legal(int from, int to) {
+  static const unsigned char legal[3][3] = {
+      /* to:  QUEUED RUNNING ENDING */
+      [SJ_QUEUED] = {1, 1, 1},
+      [SJ_RUNNING] = {1, 0, 1},
+      [SJ_ENDING] = {0, 0, 0},
+  };
+  return from >= 0 && from < 3 && to >= 0 && to < 3 && legal[from][to];
+}
+
 /* A queue of jobs: the heap of util/heap.h ordered by sjob_before, each
  * job's slot kept in its heap_index (-1 when in no heap). */
 typedef theap sjob_heap;
@@ -137,7 +153,7 @@ struct sched {
   int monitor_started;
   atomic_uint tmp_counter;
 
-  pthread_mutex_t mu;
+  tmutex mu;
   pthread_cond_t gpu_cv;   /* GPU workers sleep on it */
   pthread_cond_t idle_cv;  /* shutdown waits for nrunning == 0 */
   pthread_cond_t mon_cv;   /* the monitor sleeps on it */
@@ -195,6 +211,14 @@ void sched_journal_put(sched *s, int slot);
 
 /* sched/queue.c */
 int sjob_before(const sjob *a, const sjob *b); /* a runs first */
+static inline void sjob_set_state(sjob *j, int to) {
+  T_ASSERT(sjob_state_legal(j->state, to));
+  j->state = to;
+}
+/* Debug builds: the scheduler's lock rules (see the top of this file). */
+#define SCHED_ASSERT_LOCKED(s) T_ASSERT_HELD(&(s)->mu)
+#define SCHED_ASSERT_UNLOCKED(s) T_ASSERT_NOT_HELD(&(s)->mu)
+
 void sjob_heap_init(sjob_heap *h);
 int sjob_heap_push(sjob_heap *h, sjob *j);     /* [mu] 0 or T_ENOMEM */
 void sjob_heap_remove(sjob_heap *h, int i);    /* [mu] */

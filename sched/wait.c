@@ -73,7 +73,7 @@ void sched_histogram(sched *s, const char *kind, const char *backend,
   memset(counts, 0, SCHED_HIST_BUCKETS * sizeof counts[0]);
   *sum_ms = 0;
   *count = 0;
-  pthread_mutex_lock(&s->mu);
+  tmutex_lock(&s->mu);
   for (int i = 0; i < s->nhist; i++) {
     const shist *h = &s->hist[i];
     if (kind && strcmp(h->kind, kind) != 0) continue;
@@ -82,13 +82,15 @@ void sched_histogram(sched *s, const char *kind, const char *backend,
     *sum_ms += h->sum_ms;
     *count += h->count;
   }
-  pthread_mutex_unlock(&s->mu);
+  tmutex_unlock(&s->mu);
   for (int b = 1; b < SCHED_HIST_BUCKETS; b++) counts[b] += counts[b - 1];
 }
 
 /* ---- release and fire ------------------------------------------------------ */
 swaiter *sched_release_locked(sched *s, sjob *j, int status, int counted,
                               const char *backend, double run_ms) {
+  SCHED_ASSERT_LOCKED(s);
+  T_ASSERT(j->state == SJ_ENDING);
   sched_table_remove(s, j);
   if (j->in_running) {
     j->in_running = 0;
@@ -116,6 +118,7 @@ swaiter *sched_release_locked(sched *s, sjob *j, int status, int counted,
 }
 
 static void waiter_unlist(sched *s, swaiter *w) { /* [mu] */
+  SCHED_ASSERT_LOCKED(s);
   if (w->prev)
     w->prev->next = w->next;
   else
@@ -125,25 +128,26 @@ static void waiter_unlist(sched *s, swaiter *w) { /* [mu] */
 
 void sched_fire(sched *s, swaiter *chain, const char *id,
                 const store_job *ended) {
+  SCHED_ASSERT_UNLOCKED(s); /* waiter callbacks run with no scheduler lock */
   for (swaiter *w = chain, *next; w; w = next) {
     next = w->fnext;
-    pthread_mutex_lock(&s->mu);
+    tmutex_lock(&s->mu);
     int skip = w->skip; /* unwaited while queued to fire: never call it */
     if (!skip) {
       w->calling = 1;
       w->thread = pthread_self();
     }
-    pthread_mutex_unlock(&s->mu);
+    tmutex_unlock(&s->mu);
     if (!skip) {
       if (w->cbe)
         w->cbe(w->arg, id, ended);
       else
         w->cb(w->arg, id);
     }
-    pthread_mutex_lock(&s->mu);
+    tmutex_lock(&s->mu);
     waiter_unlist(s, w);
     pthread_cond_broadcast(&s->fired_cv);
-    pthread_mutex_unlock(&s->mu);
+    tmutex_unlock(&s->mu);
     free(w);
   }
 }
@@ -154,10 +158,10 @@ static int wait_add(sched *s, const char *id, sched_wait_fn cb,
   *token = 0;
   swaiter *w = calloc(1, sizeof *w);
   if (!w) return 1; /* the caller answers from the store instead */
-  pthread_mutex_lock(&s->mu);
+  tmutex_lock(&s->mu);
   sjob *j = sched_find(s, id);
   if (!j) {
-    pthread_mutex_unlock(&s->mu);
+    tmutex_unlock(&s->mu);
     free(w);
     return 1;
   }
@@ -171,7 +175,7 @@ static int wait_add(sched *s, const char *id, sched_wait_fn cb,
   s->waiters = w;
   j->nwaiters++;
   *token = w->token;
-  pthread_mutex_unlock(&s->mu);
+  tmutex_unlock(&s->mu);
   return 0;
 }
 
@@ -186,6 +190,7 @@ int sched_wait_end(sched *s, const char *id, sched_end_fn cb, void *arg,
 }
 
 static swaiter *waiter_find(sched *s, uint64_t token) { /* [mu] */
+  SCHED_ASSERT_LOCKED(s);
   for (swaiter *w = s->waiters; w; w = w->next)
     if (w->token == token) return w;
   return NULL;
@@ -193,7 +198,7 @@ static swaiter *waiter_find(sched *s, uint64_t token) { /* [mu] */
 
 int sched_unwait(sched *s, uint64_t token) {
   if (!token) return 0;
-  pthread_mutex_lock(&s->mu);
+  tmutex_lock(&s->mu);
   swaiter *w = waiter_find(s, token);
   int rc = 0;
   if (w && !w->firing) { /* pending: remove it */
@@ -205,35 +210,35 @@ int sched_unwait(sched *s, uint64_t token) {
     w->skip = 1;
     rc = 1;
   } else if (w && w->calling && !pthread_equal(w->thread, pthread_self())) {
-    while (waiter_find(s, token)) pthread_cond_wait(&s->fired_cv, &s->mu);
+    while (waiter_find(s, token)) tmutex_wait(&s->fired_cv, &s->mu);
   } /* else: gone, skipped already, or called from inside its own cb */
-  pthread_mutex_unlock(&s->mu);
+  tmutex_unlock(&s->mu);
   return rc;
 }
 
 /* ---- progress and counters --------------------------------------------------- */
 int sched_progress(sched *s, const char *id, int64_t *done, int64_t *total) {
-  pthread_mutex_lock(&s->mu);
+  tmutex_lock(&s->mu);
   sjob *j = sched_find(s, id);
   if (j) {
     *done = j->progress_base_done + atomic_load(&j->ctx.progress_done);
     *total = j->progress_base_total +
              atomic_load(&j->ctx.progress_total) * (1 + j->progress_runs_left);
   }
-  pthread_mutex_unlock(&s->mu);
+  tmutex_unlock(&s->mu);
   return j ? T_OK : T_ENOTFOUND;
 }
 
 void sched_get_stats(sched *s, sched_stats *out) {
   memset(out, 0, sizeof *out);
-  pthread_mutex_lock(&s->mu);
+  tmutex_lock(&s->mu);
   out->queued = s->nqueued;
   out->running = s->nrunning;
   out->workers = s->pool ? pool_threads(s->pool) : 0;
   out->gpu_workers = s->gpu_started;
   memcpy(out->finished_total, s->finished_total, sizeof out->finished_total);
   out->accepting = s->accepting && s->started;
-  pthread_mutex_unlock(&s->mu);
+  tmutex_unlock(&s->mu);
 }
 
 /* ---- submit-time check ------------------------------------------------------- */
@@ -286,9 +291,9 @@ static int check_limits(sched *s, tbackend b, const job_estimate *est,
                     "the job would need about %lld bytes of memory; the "
                     "limit is %lld (%s)", (long long)mem, (long long)cap,
                     cap == s->mem_budget ? "--max-memory" : "per job");
-  pthread_mutex_lock(&s->mu);
+  tmutex_lock(&s->mu);
   int accepting = s->accepting;
-  pthread_mutex_unlock(&s->mu);
+  tmutex_unlock(&s->mu);
   if (!accepting)
     return terr_set(e, T_EUNAVAIL, "", -1, "the service is shutting down");
   return T_OK;

@@ -9,6 +9,7 @@
  */
 #include "util/buf.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,7 @@ void tbuf_add(tbuf *b, const void *s, size_t n) {
   if (n) memcpy(b->p + b->len, s, n);
   b->len += n;
   b->p[b->len] = 0;
+  assert(b->len <= b->max && b->len < b->cap); /* within the cap */
 }
 
 void tbuf_adds(tbuf *b, const char *s) { tbuf_add(b, s, strlen(s)); }

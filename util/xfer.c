@@ -7,6 +7,8 @@
  */
 #include "util/xfer.h"
 
+#include <assert.h>
+
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,5 +63,9 @@ int xfer_reserve(int64_t bytes) {
 }
 
 void xfer_release(int64_t bytes) {
-  if (bytes > 0) atomic_fetch_sub(&used_bytes, bytes);
+  if (bytes <= 0) return;
+  int64_t before = atomic_fetch_sub(&used_bytes, bytes);
+  /* Debug builds: nothing is released that was not reserved. */
+  assert(before >= bytes);
+  (void)before;
 }
