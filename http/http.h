@@ -130,4 +130,8 @@ void http_resume_call(http_req *r, http_handler fn, void *ud);
 void http_req_ref(http_req *r);
 void http_req_unref(http_req *r);
 
+/* The HTTP status of an error code (API.md's table): 400 for
+ * T_EINVAL, ...; 500 for an unknown code. */
+int http_status_of(terr_code code);
+
 #endif

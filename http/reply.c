@@ -157,10 +157,38 @@ void http_reply_json(http_req *r, int status, json_t *body) {
   reply_bytes(r, status, JSON_TYPE, s, len);
 }
 
+static const short status_of[T__COUNT] = {
+    [T_OK] = 200,
+    [T_EINVAL] = 400,
+    [T_EUNAUTH] = 401,
+    [T_ENOTFOUND] = 404,
+    [T_EMETHOD] = 405,
+    [T_ENOTACCEPT] = 406,
+    [T_ECONFLICT] = 409,
+    [T_ETOOLARGE] = 413,
+    [T_EMEDIA] = 415,
+    [T_EBUSY] = 429,
+    [T_EUNAVAIL] = 503,
+    [T_EINTERNAL] = 500,
+    [T_ECANCELED] = 409,
+    [T_ETIMEOUT] = 504,
+    [T_ENOMEM] = 500,
+    [T_EIO] = 500,
+    [T_EDEVICE] = 500,
+    [T_ENOSPACE] = 507,
+    [T_EFORBIDDEN] = 403,
+    [T_EMISDIRECTED] = 421,
+    [T_ENOTIMPL] = 501,
+};
+
+int http_status_of(terr_code code) {
+  return (unsigned)code < T__COUNT && status_of[code] ? status_of[code] : 500;
+}
+
 char *reply_error_body(http_req *r, const terr *e, int *status) {
   terr_code code = e ? e->code : T_EINTERNAL;
   if (code == T_OK) code = T_EINTERNAL;
-  *status = terr_http_status(code);
+  *status = http_status_of(code);
   const char *msg = e && e->message[0] ? e->message : terr_code_name(code);
   char buf[TERR_MSG_MAX + 96];
   if (*status == 500) { /* a bug or a broken disk, not a refusal */

@@ -5,31 +5,28 @@
 #include <stdio.h>
 #include <string.h>
 
-static const struct {
-  int status;
-  const char *name;
-} table[T__COUNT] = {
-    [T_OK] = {200, "ok"},
-    [T_EINVAL] = {400, "invalid_argument"},
-    [T_EUNAUTH] = {401, "unauthenticated"},
-    [T_ENOTFOUND] = {404, "not_found"},
-    [T_EMETHOD] = {405, "method_not_allowed"},
-    [T_ENOTACCEPT] = {406, "not_acceptable"},
-    [T_ECONFLICT] = {409, "conflict"},
-    [T_ETOOLARGE] = {413, "payload_too_large"},
-    [T_EMEDIA] = {415, "unsupported_media_type"},
-    [T_EBUSY] = {429, "too_many_requests"},
-    [T_EUNAVAIL] = {503, "unavailable"},
-    [T_EINTERNAL] = {500, "internal"},
-    [T_ECANCELED] = {409, "canceled"},
-    [T_ETIMEOUT] = {504, "deadline_exceeded"},
-    [T_ENOMEM] = {500, "resource_exhausted"},
-    [T_EIO] = {500, "io_error"},
-    [T_EDEVICE] = {500, "device_error"},
-    [T_ENOSPACE] = {507, "resource_exhausted"},
-    [T_EFORBIDDEN] = {403, "permission_denied"},
-    [T_EMISDIRECTED] = {421, "misdirected_request"},
-    [T_ENOTIMPL] = {501, "not_implemented"},
+static const char *const names[T__COUNT] = {
+    [T_OK] = "ok",
+    [T_EINVAL] = "invalid_argument",
+    [T_EUNAUTH] = "unauthenticated",
+    [T_ENOTFOUND] = "not_found",
+    [T_EMETHOD] = "method_not_allowed",
+    [T_ENOTACCEPT] = "not_acceptable",
+    [T_ECONFLICT] = "conflict",
+    [T_ETOOLARGE] = "payload_too_large",
+    [T_EMEDIA] = "unsupported_media_type",
+    [T_EBUSY] = "too_many_requests",
+    [T_EUNAVAIL] = "unavailable",
+    [T_EINTERNAL] = "internal",
+    [T_ECANCELED] = "canceled",
+    [T_ETIMEOUT] = "deadline_exceeded",
+    [T_ENOMEM] = "resource_exhausted",
+    [T_EIO] = "io_error",
+    [T_EDEVICE] = "device_error",
+    [T_ENOSPACE] = "resource_exhausted",
+    [T_EFORBIDDEN] = "permission_denied",
+    [T_EMISDIRECTED] = "misdirected_request",
+    [T_ENOTIMPL] = "not_implemented",
 };
 
 int terr_nospace(terr *e, int rc, int err) {
@@ -87,12 +84,7 @@ void terr_prefix(terr *e, const char *prefix) {
   memcpy(e->message, msg, sizeof msg);
 }
 
-int terr_http_status(terr_code code) {
-  if ((unsigned)code >= T__COUNT) return 500;
-  return table[code].status;
-}
-
 const char *terr_code_name(terr_code code) {
   if ((unsigned)code >= T__COUNT) return "internal";
-  return table[code].name;
+  return names[code];
 }

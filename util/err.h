@@ -2,9 +2,11 @@
  *
  * Every fallible function returns an int: 0 (T_OK) on success or one of the
  * terr_code values below, and fills a caller-owned `terr` with the detail
- * (field path, position, message). The code is mapped once, here, to an HTTP
- * status and to the JSON error code of API.md. A NULL `terr *` is allowed
- * everywhere: the detail is then dropped.
+ * (field path, position, message). The code has a name here, the error
+ * code of API.md's JSON errors and of a failed job ("invalid_argument",
+ * ...); its HTTP status is the transport's business (http_status_of in
+ * http/http.h). A NULL `terr *` is allowed everywhere: the detail is then
+ * dropped.
  */
 #ifndef TESSEL_UTIL_ERR_H
 #define TESSEL_UTIL_ERR_H
@@ -67,8 +69,7 @@ void terr_prefix(terr *e, const char *prefix);
  * rc unchanged when e is NULL or err is another error. */
 int terr_nospace(terr *e, int rc, int err);
 
-/* Mapping tables. Never NULL; unknown codes map to 500 / "internal". */
-int terr_http_status(terr_code code);
+/* The code's name. Never NULL; unknown codes map to "internal". */
 const char *terr_code_name(terr_code code); /* "invalid_argument", ... */
 
 #endif

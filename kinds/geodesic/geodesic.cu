@@ -19,29 +19,33 @@
  * per pair. The ellipsoid and the band come in one __grid_constant__
  * argument (read from the constant bank, no local copy).
  *
- * Pipeline (one host thread, two streams): the output is cut into bands of
- * rows. Bands are computed in order on the compute stream, a few ahead of
- * the copies; each band is copied to the host in chunks of at most
- * `chunk` bytes through GG_NSTAGE pinned staging buffers on the copy stream
- * (after the band's "done" event), and the host copies chunk c - 1 from its
- * staging buffer into the result (split over a few threads) while chunk c
- * is in flight. In SYM mode the matrix stays on the device (the transposed
+ * Pipeline (one host thread, the device's compute and copy-out streams):
+ * the output is cut into bands of rows. Bands are computed in order on the
+ * compute stream, a few ahead of the copies; each band is copied to the
+ * host in chunks of at most one pinned staging slot of the device runtime
+ * (gpu/stage.cu) on the copy-out stream (after the band's "done" event),
+ * and the device's copy gang moves chunk c - 1 from its slot into the
+ * result while chunk c is in flight. In SYM mode the matrix stays on the device (the transposed
  * writes of a band land in later bands); otherwise (targets, condensed, or
  * a square matrix larger than the memory budget: "passes") bands go
  * through a ring of GG_NSLOT device buffers, each reused once its copies
  * are enqueued.
  *
- * Errors: every CUDA status is checked (launches too, with
- * cudaGetLastError); a failure becomes T_EDEVICE, or T_ENOMEM for out of
- * memory, with the call and the CUDA text in the message, and the function
- * unwinds through one cleanup path (streams synchronised before any buffer
- * is freed). Nothing here exits.
+ * One device runtime: the device, its lock, streams, timing events, memory
+ * pool, pinned staging and copy gang are gpu/devctx.h's (dev_begin /
+ * dev_end, devmem_alloc, d->slot[]); this file adds only the kernels and
+ * the events that pace its bands.
+ *
+ * Errors: every CUDA status goes through CU_TRY (launches too, with
+ * cudaGetLastError): T_EDEVICE, or T_ENOMEM for out of memory, with the
+ * call and the CUDA text in the message; the function unwinds through one
+ * cleanup path (streams synchronised before any buffer is freed). Nothing
+ * here exits.
  *
  * Threads and locks: cuda_geodesic runs on its caller's thread (the
- * device's worker); per-device state (streams, events, pinned staging,
- * cached for the process's life) is guarded by that device's mutex, held
- * for the whole call, so calls for one device run one at a time. The
- * staging-to-result copy threads live only inside one chunk copy.
+ * device's worker) and holds the device (dev_begin's recursive lock, the
+ * one gpu_lock takes) for the whole call, so calls for one device run one
+ * at a time, and never beside another kind's job on it.
  */
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -49,91 +53,62 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gpu/devctx.h"
 #include "kinds/geodesic/geodesic_cuda.h"
-
-extern "C" {
-#include "util/util.h"
-}
 #include "util/vec.h"
 
-#define GG_MAXDEV 16
-#define GG_NSTAGE 3                      /* pinned staging buffers */
-#define GG_CHUNK_DEFAULT ((size_t)64 << 20)
+#define GG_NSTAGE DEV_STAGE_SLOTS         /* the device's pinned slots */
 #define GG_NSLOT 3                       /* device band buffers (passes) */
 #define GG_SLOT_MAX ((size_t)256 << 20)
 #define GG_LOOK 4                        /* bands computed ahead (SYM) */
-#define GG_COPY_THREADS 8 /* staging -> result: half the cores, at most */
 #define GG_TILE 32
 
 enum { GG_SYM = 0, GG_ROWS = 1, GG_COND = 2 };
 
-/* ---- per-device cache --------------------------------------------------- */
+/* ---- on the device runtime ------------------------------------------------
+ * Everything per device — the lock, streams, timing events, memory pool,
+ * pinned staging slots and the host copy gang — is the device runtime's
+ * (gpu/devctx.h): dev_begin / dev_end, CU_TRY, devmem_alloc, d->slot[].
+ * What only this pipeline needs beyond it are the events that pace the
+ * bands, made per call (a geodesic job is long; an event costs
+ * microseconds). */
 
-typedef struct gg_dev {
-  pthread_mutex_t lock;
-  int ready;
-  cudaStream_t s_comp, s_copy;
-  cudaEvent_t ev_copy[GG_NSTAGE];
-  cudaEvent_t ev_band[GG_LOOK + 1];
-  cudaEvent_t ev_slot[GG_NSLOT];
-  cudaEvent_t ev_t0, ev_t1;
-  void *stage[GG_NSTAGE];
-  size_t stage_bytes;
-} gg_dev;
+typedef struct gg_events {
+  cudaEvent_t band[GG_LOOK + 1]; /* a band's kernel is done */
+  cudaEvent_t slot[GG_NSLOT];    /* a band buffer's copies are queued */
+} gg_events;
 
-static gg_dev g_dev[GG_MAXDEV];
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-
-static void gg_init_locks(void) {
-  for (int i = 0; i < GG_MAXDEV; i++) pthread_mutex_init(&g_dev[i].lock, NULL);
-}
-
-static int gg_fail(terr *e, cudaError_t err, const char *what, int line) {
-  (void)cudaGetLastError(); /* clear a non-sticky error for the next job */
-  return terr_set(e,
-                  err == cudaErrorMemoryAllocation ? T_ENOMEM : T_EDEVICE, "",
-                  -1, "CUDA: %s failed (geodesic.cu:%d): %s", what, line,
-                  cudaGetErrorString(err));
-}
-
-#define GG_TRY(call)                               \
-  do {                                             \
-    cudaError_t gg_err_ = (call);                  \
-    if (gg_err_ != cudaSuccess) {                  \
-      rc = gg_fail(e, gg_err_, #call, __LINE__);   \
-      goto fail;                                   \
-    }                                              \
-  } while (0)
-
-/* Streams, events and staging of device d (d->lock held, device current).
- * Staging is (re)allocated when `stage` bytes are more than it holds. */
-static int gg_dev_ready(gg_dev *d, size_t stage, terr *e) {
+static int gg_events_create(gg_events *ev, terr *e) {
   int rc = 0;
-  if (!d->ready) {
-    GG_TRY(cudaStreamCreateWithFlags(&d->s_comp, cudaStreamNonBlocking));
-    GG_TRY(cudaStreamCreateWithFlags(&d->s_copy, cudaStreamNonBlocking));
-    for (int i = 0; i < GG_NSTAGE; i++)
-      GG_TRY(cudaEventCreateWithFlags(&d->ev_copy[i], cudaEventDisableTiming));
-    for (int i = 0; i < GG_LOOK + 1; i++)
-      GG_TRY(cudaEventCreateWithFlags(&d->ev_band[i], cudaEventDisableTiming));
-    for (int i = 0; i < GG_NSLOT; i++)
-      GG_TRY(cudaEventCreateWithFlags(&d->ev_slot[i], cudaEventDisableTiming));
-    GG_TRY(cudaEventCreate(&d->ev_t0));
-    GG_TRY(cudaEventCreate(&d->ev_t1));
-    d->ready = 1;
-  }
-  if (d->stage_bytes < stage) {
-    for (int i = 0; i < GG_NSTAGE; i++) {
-      if (d->stage[i]) GG_TRY(cudaFreeHost(d->stage[i]));
-      d->stage[i] = NULL;
-    }
-    d->stage_bytes = 0;
-    for (int i = 0; i < GG_NSTAGE; i++)
-      GG_TRY(cudaHostAlloc(&d->stage[i], stage, cudaHostAllocDefault));
-    d->stage_bytes = stage;
-  }
+  memset(ev, 0, sizeof *ev);
+  for (int i = 0; i < GG_LOOK + 1; i++)
+    CU_TRY(cudaEventCreateWithFlags(&ev->band[i], cudaEventDisableTiming));
+  for (int i = 0; i < GG_NSLOT; i++)
+    CU_TRY(cudaEventCreateWithFlags(&ev->slot[i], cudaEventDisableTiming));
 fail:
   return rc;
+}
+
+static void gg_events_destroy(gg_events *ev) {
+  for (int i = 0; i < GG_LOOK + 1; i++)
+    if (ev->band[i]) (void)cudaEventDestroy(ev->band[i]);
+  for (int i = 0; i < GG_NSLOT; i++)
+    if (ev->slot[i]) (void)cudaEventDestroy(ev->slot[i]);
+}
+
+/* Take Tessel device `dev` for a call: T_EUNAVAIL when there is no usable
+ * device at all, T_EDEVICE when `dev` is not one of them; else
+ * dev_begin's answer (the device locked and current). */
+static int gg_begin(int dev, devctx **d, terr *e) {
+  *d = NULL;
+  int n = gpu_count();
+  if (n == 0)
+    return terr_set(e, T_EUNAVAIL, "backend", -1, "no CUDA device: %s",
+                    gpu_unavailable_reason());
+  if (dev < 0 || dev >= n)
+    return terr_set(e, T_EDEVICE, "", -1, "CUDA: no device %d (%d usable)",
+                    dev, n);
+  return dev_begin(dev, d, e);
 }
 
 /* ---- the kernel --------------------------------------------------------- */
@@ -361,101 +336,49 @@ static int64_t gg_bands(const geod_plan *pl, int mode, size_t es, size_t cap,
   return cnt;
 }
 
-/* memcpy split over up to GG_COPY_THREADS threads (the pages of a mapped
- * result fault in parallel). */
-typedef struct gg_copy {
-  char *dst;
-  const char *src;
-  size_t len;
-} gg_copy;
-
-static void *gg_copy_main(void *arg) {
-  gg_copy *c = (gg_copy *)arg;
-  memcpy(c->dst, c->src, c->len);
-  return NULL;
-}
-
-/* (Measured on an H200 host, n = 20,000 into a mapped file: 16 threads or
- * prefaulting the pages with MADV_POPULATE_WRITE first were no faster.) */
-static void gg_memcpy(char *dst, const char *src, size_t len, int nthr) {
-  if (nthr <= 1 || len < ((size_t)4 << 20)) {
-    memcpy(dst, src, len);
-    return;
-  }
-  pthread_t th[GG_COPY_THREADS];
-  gg_copy part[GG_COPY_THREADS];
-  int started[GG_COPY_THREADS] = {0};
-  size_t per = (len / (size_t)nthr + 4095) & ~(size_t)4095;
-  for (int t = 0; t < nthr; t++) {
-    size_t a = per * (size_t)t, z = a + per < len ? a + per : len;
-    part[t].dst = dst + a;
-    part[t].src = src + a;
-    part[t].len = a < len ? z - a : 0;
-  }
-  for (int t = 1; t < nthr; t++)
-    started[t] = pthread_create(&th[t], NULL, gg_copy_main, &part[t]) == 0;
-  gg_copy_main(&part[0]);
-  for (int t = 1; t < nthr; t++) {
-    if (started[t])
-      pthread_join(th[t], NULL);
-    else
-      gg_copy_main(&part[t]); /* no thread: do it here */
-  }
-}
-
-/* T_EUNAVAIL when CUDA has no device at all, T_EDEVICE when `dev` is not
- * one of them. */
-static int gg_check_dev(int dev, terr *e) {
-  int count = 0;
-  cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    (void)cudaGetLastError();
-    return terr_set(e, T_EUNAVAIL, "backend", -1, "no CUDA device: %s",
-                    err != cudaSuccess ? cudaGetErrorString(err) : "none found");
-  }
-  if (dev < 0 || dev >= count || dev >= GG_MAXDEV)
-    return terr_set(e, T_EDEVICE, "", -1, "CUDA: no device %d (%d found)", dev,
-                    count);
-  return 0;
-}
-
+/* 0 when Tessel device `dev` can run the geodesic kernels. The device
+ * runtime is started here when nothing started it (tests, benchmarks). */
 extern "C" int cuda_geodesic_probe(int dev, char *name, size_t name_len,
                                    terr *e) {
-  int count = 0;
-  cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    (void)cudaGetLastError();
-    return terr_set(e, T_EUNAVAIL, "", -1, "no CUDA device: %s",
-                    err != cudaSuccess ? cudaGetErrorString(err) : "none found");
+  if (gpu_count() == 0) gpu_init();
+  devctx *d = NULL;
+  int rc = gg_begin(dev, &d, e);
+  if (rc) {
+    if (e && e->code == T_EDEVICE) e->code = T_EUNAVAIL;
+    return rc;
   }
-  if (dev < 0 || dev >= count)
-    return terr_set(e, T_EUNAVAIL, "", -1, "no CUDA device %d (%d found)", dev,
-                    count);
-  cudaDeviceProp prop;
   cudaFuncAttributes attr;
-  int rc = 0;
-  GG_TRY(cudaGetDeviceProperties(&prop, dev));
-  if (name) snprintf(name, name_len, "%s (sm_%d%d)", prop.name, prop.major,
-                     prop.minor);
-  GG_TRY(cudaSetDevice(dev));
+  if (name)
+    snprintf(name, name_len, "%s (sm_%d%d)", d->name, d->cc_major,
+             d->cc_minor);
   /* Fails when the binary has no code for this architecture. */
-  GG_TRY(cudaFuncGetAttributes(
+  CU_TRY(cudaFuncGetAttributes(
       &attr, gg_kernel<GEOD_KARNEY, GG_SYM, double, GG_BY, GG_MINB>));
 fail:
+  dev_end(d, rc);
   if (rc && e && e->code == T_EDEVICE) e->code = T_EUNAVAIL;
   return rc;
+}
+
+/* Copy a chunk from its pinned slot into the result, on the device's gang
+ * (the pages of a mapped result fault in parallel). */
+static void gg_drain(devctx *d, char *dst, const void *src, size_t len) {
+  gang_item it = {dst, src, len};
+  gang_copy(d->gang, &it, 1);
 }
 
 extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
                              const geod_gpu_job *job, int64_t *nonconv,
                              terr *e) {
-  int rc = 0, locked = 0, mode, f32 = pl->dtype == T_F32, nthr;
-  gg_dev *d = NULL;
+  int rc = 0, mode, f32 = pl->dtype == T_F32, have_ev = 0;
+  devctx *d = NULL;
+  devbuf bp = {NULL, 0}, bq = {NULL, 0}, bnc = {NULL, 0}, bout = {NULL, 0};
   geod_point *dp = NULL, *dq = NULL;
   unsigned long long *dnc = NULL, hnc = 0;
   char *dout = NULL;
   gg_band *band = NULL;
-  int64_t nb = 0, next = 0, look, chunks_total = 0, chunk_no = 0;
+  gg_events ev;
+  int64_t nb = 0, next = 0, look = 0, chunks_total = 0, chunk_no = 0;
   size_t es = tdtype_size(pl->dtype), total, chunk, slot_bytes = 0;
   /* Points: p holds n, or max(n, m) when the targets are p itself. */
   size_t np = (size_t)(pl->q == pl->p && pl->m > pl->n ? pl->m : pl->n);
@@ -466,51 +389,50 @@ extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
   double t0, t_wait = 0;
   float ms = 0;
   gg_args a;
-  long nproc;
+  terr e2;
 
   *nonconv = 0;
-  rc = gg_check_dev(dev, e);
-  if (rc) return rc;
   total = (size_t)out->size * es;
-  if (total == 0) return 0;
-  chunk = pl->gpu_chunk_bytes > 0 ? (size_t)pl->gpu_chunk_bytes
-                                  : GG_CHUNK_DEFAULT;
-  nproc = sysconf(_SC_NPROCESSORS_ONLN);
-  nthr = nproc > 2 ? (int)(nproc / 2) : 1;
-  if (nthr > GG_COPY_THREADS) nthr = GG_COPY_THREADS;
-  pthread_once(&g_once, gg_init_locks);
-  d = &g_dev[dev];
-  pthread_mutex_lock(&d->lock);
-  locked = 1;
-  GG_TRY(cudaSetDevice(dev));
-  rc = gg_dev_ready(d, chunk, e);
-  if (rc) goto fail;
+  rc = gg_begin(dev, &d, e);
+  if (rc) return rc;
+  if (total == 0) goto fail; /* nothing to compute: rc 0 */
+  T_TRY(stage_ensure(d, e));
+  /* Chunks are the device's pinned slots (or smaller, when asked). */
+  chunk = d->slot[0].bytes;
+  if (pl->gpu_chunk_bytes > 0 && (size_t)pl->gpu_chunk_bytes < chunk)
+    chunk = (size_t)pl->gpu_chunk_bytes;
+  T_TRY(gg_events_create(&ev, e));
+  have_ev = 1;
 
   /* Points up (small; pageable is fine), the Vincenty counter zeroed. */
   t0 = t_now_ms();
-  GG_TRY(cudaMalloc((void **)&dp, np * sizeof(geod_point)));
-  GG_TRY(cudaMemcpyAsync(dp, pl->p, np * sizeof(geod_point),
+  T_TRY(devmem_alloc(d, np * sizeof(geod_point), &bp, e));
+  dp = (geod_point *)bp.ptr;
+  CU_TRY(cudaMemcpyAsync(dp, pl->p, np * sizeof(geod_point),
                          cudaMemcpyHostToDevice, d->s_comp));
   dq = dp;
   if (pl->q != pl->p) {
-    GG_TRY(cudaMalloc((void **)&dq, (size_t)pl->m * sizeof(geod_point)));
-    GG_TRY(cudaMemcpyAsync(dq, pl->q, (size_t)pl->m * sizeof(geod_point),
+    T_TRY(devmem_alloc(d, (size_t)pl->m * sizeof(geod_point), &bq, e));
+    dq = (geod_point *)bq.ptr;
+    CU_TRY(cudaMemcpyAsync(dq, pl->q, (size_t)pl->m * sizeof(geod_point),
                            cudaMemcpyHostToDevice, d->s_comp));
   }
-  GG_TRY(cudaMalloc((void **)&dnc, sizeof *dnc));
-  GG_TRY(cudaMemsetAsync(dnc, 0, sizeof *dnc, d->s_comp));
-  GG_TRY(cudaStreamSynchronize(d->s_comp));
+  T_TRY(devmem_alloc(d, sizeof *dnc, &bnc, e));
+  dnc = (unsigned long long *)bnc.ptr;
+  CU_TRY(cudaMemsetAsync(dnc, 0, sizeof *dnc, d->s_comp));
+  CU_TRY(cudaStreamSynchronize(d->s_comp));
   if (job && job->t_h2d) *job->t_h2d += t_now_ms() - t0;
 
   /* Resident (SYM) when the square matrix fits the budget, else passes. */
-  GG_TRY(cudaMemGetInfo(&free_b, &total_b));
+  CU_TRY(cudaMemGetInfo(&free_b, &total_b));
   budget = (size_t)((double)free_b * 0.9);
   if (pl->gpu_mem_limit > 0 && (size_t)pl->gpu_mem_limit < budget)
     budget = (size_t)pl->gpu_mem_limit;
   mode = GG_ROWS;
   if (!pl->has_targets && !pl->condensed && total <= budget) {
     /* Resident; if the allocation fails after all, passes. */
-    if (cudaMalloc((void **)&dout, total) == cudaSuccess) {
+    if (devmem_alloc(d, total, &bout, &e2) == 0) {
+      dout = (char *)bout.ptr;
       mode = GG_SYM;
       size_t cap = (size_t)pl->m * es * GG_TILE;
       nb = gg_bands(pl, mode, es, chunk > cap ? chunk : cap, &band);
@@ -519,9 +441,6 @@ extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
         goto fail;
       }
       look = GG_LOOK;
-    } else {
-      (void)cudaGetLastError();
-      dout = NULL;
     }
   }
   if (mode != GG_SYM) {
@@ -539,7 +458,8 @@ extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
     slot_bytes = 0;
     for (int64_t b = 0; b < nb; b++)
       if (band[b].bytes > slot_bytes) slot_bytes = band[b].bytes;
-    GG_TRY(cudaMalloc((void **)&dout, slot_bytes * GG_NSLOT));
+    T_TRY(devmem_alloc(d, slot_bytes * GG_NSLOT, &bout, e));
+    dout = (char *)bout.ptr;
     look = GG_NSLOT;
   }
   for (int64_t b = 0; b < nb; b++)
@@ -548,7 +468,7 @@ extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
 
   gg_args_init(&a, pl, dp, dq, dnc);
 
-  GG_TRY(cudaEventRecord(d->ev_t0, d->s_comp));
+  CU_TRY(cudaEventRecord(d->ev_a, d->s_comp));
   for (int64_t b = 0; b < nb; b++) {
     /* Keep `look` bands computed or queued ahead of the copies. */
     while (next < nb && next <= b + look - 1) {
@@ -562,35 +482,34 @@ extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
       } else {
         a.out = dout + (size_t)(next % GG_NSLOT) * slot_bytes;
         if (next >= GG_NSLOT) /* its slot's copies are queued */
-          GG_TRY(cudaStreamWaitEvent(d->s_comp, d->ev_slot[next % GG_NSLOT],
-                                     0));
+          CU_TRY(cudaStreamWaitEvent(d->s_comp, ev.slot[next % GG_NSLOT], 0));
       }
       int64_t cols = pl->m - a.c0;
       dim3 grid((unsigned)((cols + GG_TILE - 1) / GG_TILE),
                 (unsigned)((x->r1 - x->r0 + GG_TILE - 1) / GG_TILE));
-      GG_TRY(gg_launch(pl->method, mode, grid, d->s_comp, a, f32));
-      GG_TRY(cudaEventRecord(d->ev_band[next % (GG_LOOK + 1)], d->s_comp));
+      CU_TRY(gg_launch(pl->method, mode, grid, d->s_comp, a, f32));
+      CU_TRY(cudaEventRecord(ev.band[next % (GG_LOOK + 1)], d->s_comp));
       next++;
     }
     if (next == nb && !timed) {
-      GG_TRY(cudaEventRecord(d->ev_t1, d->s_comp));
+      CU_TRY(cudaEventRecord(d->ev_b, d->s_comp));
       timed = 1;
     }
     const char *src = mode == GG_SYM
                           ? dout + band[b].off
                           : dout + (size_t)(b % GG_NSLOT) * slot_bytes;
-    GG_TRY(cudaStreamWaitEvent(d->s_copy, d->ev_band[b % (GG_LOOK + 1)], 0));
+    CU_TRY(cudaStreamWaitEvent(d->s_d2h, ev.band[b % (GG_LOOK + 1)], 0));
     for (size_t o = 0; o < band[b].bytes; o += chunk) {
       size_t len = band[b].bytes - o < chunk ? band[b].bytes - o : chunk;
       int s = (int)(chunk_no % GG_NSTAGE);
-      GG_TRY(cudaMemcpyAsync(d->stage[s], src + o, len,
-                             cudaMemcpyDeviceToHost, d->s_copy));
-      GG_TRY(cudaEventRecord(d->ev_copy[s], d->s_copy));
+      CU_TRY(cudaMemcpyAsync(d->slot[s].host, src + o, len,
+                             cudaMemcpyDeviceToHost, d->s_d2h));
+      CU_TRY(cudaEventRecord(d->slot[s].d2h_done, d->s_d2h));
       if (pend_c >= 0) { /* chunk c - 1: wait for it, copy it out */
         t0 = t_now_ms();
-        GG_TRY(cudaEventSynchronize(d->ev_copy[pend_s]));
-        gg_memcpy((char *)out->data + pend_off, (const char *)d->stage[pend_s],
-                  pend_len, nthr);
+        CU_TRY(cudaEventSynchronize(d->slot[pend_s].d2h_done));
+        gg_drain(d, (char *)out->data + pend_off, d->slot[pend_s].host,
+                 pend_len);
         t_wait += t_now_ms() - t0;
         if (job && job->progress) job->progress(job->ctx, 1);
       }
@@ -606,36 +525,35 @@ extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
       }
     }
     if (mode != GG_SYM)
-      GG_TRY(cudaEventRecord(d->ev_slot[b % GG_NSLOT], d->s_copy));
+      CU_TRY(cudaEventRecord(ev.slot[b % GG_NSLOT], d->s_d2h));
   }
   if (pend_c >= 0) {
     t0 = t_now_ms();
-    GG_TRY(cudaEventSynchronize(d->ev_copy[pend_s]));
-    gg_memcpy((char *)out->data + pend_off, (const char *)d->stage[pend_s],
-              pend_len, nthr);
+    CU_TRY(cudaEventSynchronize(d->slot[pend_s].d2h_done));
+    gg_drain(d, (char *)out->data + pend_off, d->slot[pend_s].host, pend_len);
     t_wait += t_now_ms() - t0;
     if (job && job->progress) job->progress(job->ctx, 1);
     pend_c = -1;
   }
-  GG_TRY(cudaEventSynchronize(d->ev_t1));
-  GG_TRY(cudaEventElapsedTime(&ms, d->ev_t0, d->ev_t1));
+  CU_TRY(cudaEventSynchronize(d->ev_b));
+  CU_TRY(cudaEventElapsedTime(&ms, d->ev_a, d->ev_b));
   if (job && job->t_compute) *job->t_compute += ms;
   if (job && job->t_d2h) *job->t_d2h += t_wait;
-  GG_TRY(cudaMemcpy(&hnc, dnc, sizeof hnc, cudaMemcpyDeviceToHost));
+  CU_TRY(cudaMemcpy(&hnc, dnc, sizeof hnc, cudaMemcpyDeviceToHost));
   *nonconv = (int64_t)hnc;
 
 fail:
-  if (d && d->ready) { /* nothing may still write into what is freed */
-    (void)cudaStreamSynchronize(d->s_comp);
-    (void)cudaStreamSynchronize(d->s_copy);
-  }
-  if (dout) (void)cudaFree(dout);
-  if (dq && dq != dp) (void)cudaFree(dq);
-  if (dp) (void)cudaFree(dp);
-  if (dnc) (void)cudaFree(dnc);
+  /* Nothing may still write into what is freed. */
+  (void)cudaStreamSynchronize(d->s_comp);
+  (void)cudaStreamSynchronize(d->s_d2h);
+  devmem_free(d, &bout);
+  devmem_free(d, &bq);
+  devmem_free(d, &bp);
+  devmem_free(d, &bnc);
+  if (have_ev) gg_events_destroy(&ev);
   free(band);
   if (rc) (void)cudaGetLastError();
-  if (locked) pthread_mutex_unlock(&d->lock);
+  dev_end(d, rc);
   return rc;
 }
 
@@ -652,11 +570,10 @@ extern "C" const char *cuda_geodesic_variant_name(int variant) {
 extern "C" int cuda_geodesic_bench(int dev, const geod_plan *pl, int variant,
                                    int reps, double *ms_median, double *pairs,
                                    terr *e) {
-  int rc = 0, locked = 0, mode, f32 = pl->dtype == T_F32;
-  gg_dev *d = NULL;
+  int rc = 0, mode, f32 = pl->dtype == T_F32;
+  devctx *d = NULL;
+  devbuf bp = {NULL, 0}, bq = {NULL, 0}, bnc = {NULL, 0}, bout = {NULL, 0};
   geod_point *dp = NULL, *dq = NULL;
-  unsigned long long *dnc = NULL;
-  char *dout = NULL;
   size_t es = tdtype_size(pl->dtype), total;
   size_t np = (size_t)(pl->q == pl->p && pl->m > pl->n ? pl->m : pl->n);
   double ms[64];
@@ -673,96 +590,89 @@ extern "C" int cuda_geodesic_bench(int dev, const geod_plan *pl, int variant,
       (variant && (pl->method != GEOD_KARNEY || f32 || mode == GG_COND)))
     return terr_set(e, T_EINVAL, "", -1, "no kernel variant %d for this plan",
                     variant);
-  rc = gg_check_dev(dev, e);
-  if (rc) return rc;
   total = (size_t)(pl->condensed ? pl->shape[0] : pl->n * pl->m) * es;
-  pthread_once(&g_once, gg_init_locks);
-  d = &g_dev[dev];
-  pthread_mutex_lock(&d->lock);
-  locked = 1;
-  GG_TRY(cudaSetDevice(dev));
-  rc = gg_dev_ready(d, 0, e);
-  if (rc) goto fail;
-  GG_TRY(cudaMalloc((void **)&dp, np * sizeof(geod_point)));
-  GG_TRY(cudaMemcpy(dp, pl->p, np * sizeof(geod_point),
+  rc = gg_begin(dev, &d, e);
+  if (rc) return rc;
+  T_TRY(devmem_alloc(d, np * sizeof(geod_point), &bp, e));
+  dp = (geod_point *)bp.ptr;
+  CU_TRY(cudaMemcpy(dp, pl->p, np * sizeof(geod_point),
                     cudaMemcpyHostToDevice));
   dq = dp;
   if (pl->q != pl->p) {
-    GG_TRY(cudaMalloc((void **)&dq, (size_t)pl->m * sizeof(geod_point)));
-    GG_TRY(cudaMemcpy(dq, pl->q, (size_t)pl->m * sizeof(geod_point),
+    T_TRY(devmem_alloc(d, (size_t)pl->m * sizeof(geod_point), &bq, e));
+    dq = (geod_point *)bq.ptr;
+    CU_TRY(cudaMemcpy(dq, pl->q, (size_t)pl->m * sizeof(geod_point),
                       cudaMemcpyHostToDevice));
   }
-  GG_TRY(cudaMalloc((void **)&dnc, sizeof *dnc));
-  GG_TRY(cudaMalloc((void **)&dout, total ? total : 1));
-  gg_args_init(&a, pl, dp, dq, dnc);
+  T_TRY(devmem_alloc(d, sizeof(unsigned long long), &bnc, e));
+  T_TRY(devmem_alloc(d, total ? total : 1, &bout, e));
+  gg_args_init(&a, pl, dp, dq, (unsigned long long *)bnc.ptr);
   a.r0 = 0;
   a.r1 = pl->n;
   a.c0 = 0;
-  a.out = dout;
+  a.out = bout.ptr;
   grid = dim3((unsigned)((pl->m + GG_TILE - 1) / GG_TILE),
               (unsigned)((pl->n + GG_TILE - 1) / GG_TILE));
   for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
-    GG_TRY(cudaEventRecord(d->ev_t0, d->s_comp));
+    CU_TRY(cudaEventRecord(d->ev_a, d->s_comp));
     if (variant == 0)
-      GG_TRY(gg_launch(pl->method, mode, grid, d->s_comp, a, f32));
+      CU_TRY(gg_launch(pl->method, mode, grid, d->s_comp, a, f32));
     else if (mode == GG_SYM)
-      GG_TRY(gg_launch_variant<GG_SYM>(variant, grid, d->s_comp, a));
+      CU_TRY(gg_launch_variant<GG_SYM>(variant, grid, d->s_comp, a));
     else
-      GG_TRY(gg_launch_variant<GG_ROWS>(variant, grid, d->s_comp, a));
-    GG_TRY(cudaEventRecord(d->ev_t1, d->s_comp));
-    GG_TRY(cudaEventSynchronize(d->ev_t1));
-    GG_TRY(cudaEventElapsedTime(&t, d->ev_t0, d->ev_t1));
+      CU_TRY(gg_launch_variant<GG_ROWS>(variant, grid, d->s_comp, a));
+    CU_TRY(cudaEventRecord(d->ev_b, d->s_comp));
+    CU_TRY(cudaEventSynchronize(d->ev_b));
+    CU_TRY(cudaEventElapsedTime(&t, d->ev_a, d->ev_b));
     if (r >= 0) ms[r] = t;
   }
   qsort(ms, (size_t)reps, sizeof ms[0], gg_cmp_double);
   *ms_median = ms[reps / 2];
 fail:
-  if (d && d->ready) (void)cudaStreamSynchronize(d->s_comp);
-  if (dout) (void)cudaFree(dout);
-  if (dq && dq != dp) (void)cudaFree(dq);
-  if (dp) (void)cudaFree(dp);
-  if (dnc) (void)cudaFree(dnc);
+  (void)cudaStreamSynchronize(d->s_comp);
+  devmem_free(d, &bout);
+  devmem_free(d, &bq);
+  devmem_free(d, &bp);
+  devmem_free(d, &bnc);
   if (rc) (void)cudaGetLastError();
-  if (locked) pthread_mutex_unlock(&d->lock);
+  dev_end(d, rc);
   return rc;
 }
 
 extern "C" int cuda_copy_baseline(int dev, size_t bytes, size_t chunk, int fd,
                                   double *ms, terr *e) {
-  int rc = 0, locked = 0;
-  gg_dev *d = NULL;
-  char *dbuf = NULL;
+  int rc = 0;
+  devctx *d = NULL;
+  devbuf buf = {NULL, 0};
+  char *dbuf;
   int64_t nchunk, c;
   double t0;
   *ms = 0;
-  rc = gg_check_dev(dev, e);
+  rc = gg_begin(dev, &d, e);
   if (rc) return rc;
-  if (chunk == 0) chunk = GG_CHUNK_DEFAULT;
-  pthread_once(&g_once, gg_init_locks);
-  d = &g_dev[dev];
-  pthread_mutex_lock(&d->lock);
-  locked = 1;
-  GG_TRY(cudaSetDevice(dev));
-  rc = gg_dev_ready(d, chunk, e);
-  if (rc) goto fail;
-  GG_TRY(cudaMalloc((void **)&dbuf, bytes));
-  GG_TRY(cudaMemsetAsync(dbuf, 0x5a, bytes, d->s_copy));
-  GG_TRY(cudaStreamSynchronize(d->s_copy));
+  T_TRY(stage_ensure(d, e));
+  if (chunk == 0 || chunk > d->slot[0].bytes) chunk = d->slot[0].bytes;
+  T_TRY(devmem_alloc(d, bytes, &buf, e));
+  dbuf = (char *)buf.ptr;
+  CU_TRY(cudaMemsetAsync(dbuf, 0x5a, bytes, d->s_d2h));
+  CU_TRY(cudaStreamSynchronize(d->s_d2h));
   nchunk = (int64_t)((bytes + chunk - 1) / chunk);
   t0 = t_now_ms();
   /* DMA of chunk c + 1 overlaps the write of chunk c. */
   for (c = 0; c <= nchunk; c++) {
     if (c < nchunk) {
       size_t o = (size_t)c * chunk, len = bytes - o < chunk ? bytes - o : chunk;
-      GG_TRY(cudaMemcpyAsync(d->stage[c % GG_NSTAGE], dbuf + o, len,
-                             cudaMemcpyDeviceToHost, d->s_copy));
-      GG_TRY(cudaEventRecord(d->ev_copy[c % GG_NSTAGE], d->s_copy));
+      stage_slot *s = &d->slot[c % GG_NSTAGE];
+      CU_TRY(cudaMemcpyAsync(s->host, dbuf + o, len, cudaMemcpyDeviceToHost,
+                             d->s_d2h));
+      CU_TRY(cudaEventRecord(s->d2h_done, d->s_d2h));
     }
     if (c > 0) {
       int64_t p = c - 1;
       size_t o = (size_t)p * chunk, len = bytes - o < chunk ? bytes - o : chunk;
-      GG_TRY(cudaEventSynchronize(d->ev_copy[p % GG_NSTAGE]));
-      const char *src = (const char *)d->stage[p % GG_NSTAGE];
+      stage_slot *s = &d->slot[p % GG_NSTAGE];
+      CU_TRY(cudaEventSynchronize(s->d2h_done));
+      const char *src = (const char *)s->host;
       while (len > 0) {
         ssize_t w = write(fd, src, len);
         if (w <= 0) {
@@ -776,9 +686,9 @@ extern "C" int cuda_copy_baseline(int dev, size_t bytes, size_t chunk, int fd,
   }
   *ms = t_now_ms() - t0;
 fail:
-  if (d && d->ready) (void)cudaStreamSynchronize(d->s_copy);
-  if (dbuf) (void)cudaFree(dbuf);
+  (void)cudaStreamSynchronize(d->s_d2h);
+  devmem_free(d, &buf);
   if (rc) (void)cudaGetLastError();
-  if (locked) pthread_mutex_unlock(&d->lock);
+  dev_end(d, rc);
   return rc;
 }

@@ -24,9 +24,9 @@ typedef struct geod_gpu_job {
 int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
                   const geod_gpu_job *job, int64_t *nonconv, terr *e);
 
-/* 0 when CUDA device `dev` exists and can run the geodesic kernels; else
- * T_EUNAVAIL with the reason in e (for tests and benchmarks, which must not
- * depend on the device layer's gpu_init). */
+/* 0 when Tessel device `dev` exists and can run the geodesic kernels; else
+ * T_EUNAVAIL with the reason in e. Starts the device runtime (gpu_init)
+ * when nothing has: tests and benchmarks call it first. */
 int cuda_geodesic_probe(int dev, char *name, size_t name_len, terr *e);
 
 /* Benchmark: compute the plan's whole matrix into device memory (no copy
@@ -41,7 +41,8 @@ const char *cuda_geodesic_variant_name(int variant);
 
 /* Benchmark peer: "just copy the result to the host and write it": a
  * device buffer of `bytes` copied back through the same pinned staging in
- * `chunk` pieces, each written to fd while the next is in flight. *ms: the
+ * `chunk` pieces (0 or more than a staging slot: a slot), each written to
+ * fd while the next is in flight. *ms: the
  * wall time of the copies and writes (the caller adds any fsync). */
 int cuda_copy_baseline(int dev, size_t bytes, size_t chunk, int fd,
                        double *ms, terr *e);

@@ -20,6 +20,7 @@
 
 #include "check.h"
 #include "db/store.h"
+#include "http/http.h"
 #include "store_fixture.h"
 
 /* Typed timings and results compared field by field (the records hold
@@ -267,7 +268,7 @@ TEST(test_idempotency) {
   c.request_id = sdup("r1");
   c.body_hash = sdup("h2");
   CHECK(store_job_insert(s, &c, &existing, &e) == T_ECONFLICT);
-  CHECK(terr_http_status(e.code) == 409);
+  CHECK(http_status_of(e.code) == 409);
   CHECK_STR(e.field, "request_id");
   CHECK(existing == 0);
 
@@ -851,7 +852,7 @@ TEST(test_delete_job) {
   CHECK(store_job_start(s, id, 1, "cpu", NULL, NULL, &e) == 0);
   char *path = NULL;
   CHECK(store_job_delete(s, id, "alice", &path, &e) == T_ECONFLICT);
-  CHECK(terr_http_status(e.code) == 409);
+  CHECK(http_status_of(e.code) == 409);
   store_job_end x = end_ok(5, "/data/results/r1.npy");
   CHECK(store_job_finish(s, id, &x, &e) == 0);
   CHECK(store_job_delete(s, id, "alice", &path, &e) == 0);
