@@ -542,6 +542,9 @@ void sched_shutdown(sched *s, double deadline_s) {
 void sched_destroy(sched *s) {
   if (!s) return;
   sched_shutdown(s, 0); /* no-op when already shut down */
+  tmutex_lock(&s->mu); /* releases still firing (see sched/wait.c) */
+  while (s->nfiring > 0) tmutex_wait(&s->fired_cv, &s->mu);
+  tmutex_unlock(&s->mu);
   if (s->calibration_path) router_shutdown(); /* saves its corrections */
   sched_journal_close(s); /* no worker runs: every slot is free */
   for (int q = 0; q < Q__COUNT; q++) theap_free(&s->q[q]);

@@ -157,13 +157,17 @@ struct sched {
   pthread_cond_t gpu_cv;   /* GPU workers sleep on it */
   pthread_cond_t idle_cv;  /* shutdown waits for nrunning == 0 */
   pthread_cond_t mon_cv;   /* the monitor sleeps on it */
-  pthread_cond_t fired_cv; /* sched_unwait waits for a firing callback */
+  pthread_cond_t fired_cv; /* sched_unwait waits for a firing callback;
+                           * sched_destroy for nfiring == 0 */
   /* everything below: [mu] */
   sjob_heap q[Q__COUNT];
   sjob **buckets;
   size_t nbuckets, njobs;
   sjob *running;
   int nqueued, nrunning, reserved;
+  int nfiring; /* releases between sched_release_locked and sched_fire's end:
+                * sched_destroy waits for 0 (the releasing thread still
+                * reads the scheduler after a job stops counting as running) */
   int64_t mem_reserved; /* bytes the running jobs' estimates hold */
   uint64_t mem_gen;     /* bumped whenever memory is released */
   uint64_t seq, next_token;

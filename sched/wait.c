@@ -7,6 +7,11 @@
  * store's writer, after the commit; see sched/run.c) marks its waiters
  * `firing` under the lock, then for each in turn marks it `calling`, calls
  * it with no lock held, unlists and frees it and broadcasts fired_cv.
+ * Every release counts in s->nfiring from sched_release_locked to the end
+ * of sched_fire, and sched_destroy waits for it to reach 0: a job stops
+ * counting as running (so sched_shutdown returns) before its releasing
+ * thread is done with the scheduler, and a caller woken by the job's end
+ * (a waiter callback, or a poll of the store) may destroy it at once.
  * sched_unwait: a pending registration is removed (1); a firing one whose
  * call has not begun is marked `skip` and never called (1); one being
  * called is waited for on fired_cv until its callback returned (0), unless
@@ -103,6 +108,7 @@ swaiter *sched_release_locked(sched *s, sjob *j, int status, int counted,
     s->finish_pos = (s->finish_pos + 1) % SCHED_RATE_RING;
     s->nfinish++;
   }
+  s->nfiring++; /* until sched_fire ends: sched_destroy waits for it */
   swaiter *chain = NULL;
   if (j->nwaiters) {
     for (swaiter *w = s->waiters; w; w = w->next) {
@@ -150,6 +156,12 @@ void sched_fire(sched *s, swaiter *chain, const char *id,
     tmutex_unlock(&s->mu);
     free(w);
   }
+  /* The last touch of s by this release: once nfiring is 0 and the lock
+   * is dropped, sched_destroy may free the scheduler. */
+  tmutex_lock(&s->mu);
+  T_ASSERT(s->nfiring > 0);
+  if (--s->nfiring == 0) pthread_cond_broadcast(&s->fired_cv);
+  tmutex_unlock(&s->mu);
 }
 
 /* ---- wait / unwait ------------------------------------------------------------ */

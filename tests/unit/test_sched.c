@@ -925,11 +925,44 @@ static void test_compiled_once(void) {
   fx_close(&f);
 }
 
+/* A caller woken by a job's end may destroy the scheduler at once, while
+ * the thread that released the job is still inside the waiter callbacks:
+ * sched_destroy must wait for them (it freed the scheduler under a firing
+ * callback before; ASan/TSan saw the releasing thread read it after). */
+typedef struct slow_waiter {
+  atomic_int entered, returned;
+} slow_waiter;
+static void on_end_slow(void *arg, const char *id) {
+  (void)id;
+  slow_waiter *w = arg;
+  atomic_store(&w->entered, 1);
+  sleep_ms(300); /* the main thread destroys meanwhile */
+  atomic_store(&w->returned, 1);
+}
+TEST(test_destroy_waits_for_firing_waiters) {
+  fx f;
+  if (fx_open(&f, 1)) return;
+  char gate[T_ID_MAX];
+  CHECK(submit(&f, "gate", "{\"n\":1}", "cpu", 5, 0, gate) == 0);
+  CHECK(wait_status(&f, gate, JOB_RUNNING));
+  slow_waiter w = {0};
+  uint64_t tok;
+  CHECK(sched_wait(f.s, gate, on_end_slow, &w, &tok) == 0);
+  atomic_store(&gate_open, 1);
+  for (int i = 0; i < 5000 && !atomic_load(&w.entered); i++) sleep_ms(2);
+  CHECK(atomic_load(&w.entered) == 1);
+  fx_close(&f); /* sched_destroy: must not return under the callback */
+  CHECK_MSG(atomic_load(&w.returned) == 1,
+            "sched_destroy returned while a waiter callback still ran");
+  for (int i = 0; i < 500 && !atomic_load(&w.returned); i++) sleep_ms(2);
+}
+
 int main(void) {
   t_log_level = T_LOG_WARN;
   snprintf(root, sizeof root, "/tmp/tessel_sched_XXXXXX");
   if (!mkdtemp(root)) SKIP_ALL("cannot create a temp dir");
   RUN(test_success_and_result_file);
+  RUN(test_destroy_waits_for_firing_waiters);
   RUN(test_auto_router);
   RUN(test_priority_fifo);
   RUN(test_priority_many_with_cancels);
