@@ -110,16 +110,22 @@ fail:
   return rc;
 }
 
-int http_route(http_server *s, const char *method, const char *pattern,
-               http_handler h, void *ud, int flags) {
+int http_route_sink(http_server *s, const char *method, const char *pattern,
+                    http_handler h, const http_sink *sink, void *ud,
+                    int flags) {
   terr e;
   if (s->d) {
     log_error("http: route %s %s added after start: ignored", method, pattern);
     return T_ECONFLICT;
   }
-  int rc = route_add(&s->routes, method, pattern, h, ud, flags, &e);
+  int rc = route_add(&s->routes, method, pattern, h, sink, ud, flags, &e);
   if (rc != T_OK) log_error("http: route refused: %s", e.message);
   return rc;
+}
+
+int http_route(http_server *s, const char *method, const char *pattern,
+               http_handler h, void *ud, int flags) {
+  return http_route_sink(s, method, pattern, h, NULL, ud, flags);
 }
 
 /* Fill ss from s->listen and the port; sets *v6 (1: IPv6, 2: "::"). */

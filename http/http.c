@@ -9,8 +9,10 @@
  *     no body it is queued on MHD's next call (keeping the connection),
  *     with "Expect: 100-continue" at once (MHD then never asks for the
  *     body), and with body bytes on their way on the socket itself.
- *  2. body data: appended to r->body up to the cap; a chunked body that
- *     goes over it is answered 413 right there. (An error answered while
+ *  2. body data: appended to r->body up to the cap, or handed to the
+ *     route's sink (http_route_sink: streamed bodies are never held
+ *     whole); a chunked body that goes over the cap is answered 413 right
+ *     there, as is a piece the sink refuses. (An error answered while
  *     body bytes are on their way is written on the socket by
  *     req_raw_error: see there why.)
  *  3. body done (*upload_data_size 0): the handler runs. If it answered,
@@ -97,8 +99,19 @@ static enum MHD_Result req_queue(http_req *r, struct MHD_Connection *c,
  * the write side is shut (the client sees the answer, then EOF), and what
  * the client still sends is read and dropped until it closes (curl and
  * browsers stop sending on an error answer) or DRAIN_MAX bytes have been
- * dropped, when MHD closes the connection. */
+ * dropped, when MHD closes the connection. A body announced with a
+ * Content-Length within the route's cap is drained to its end instead:
+ * clients that send the whole body before they read (Python's
+ * http.client, requests) then read the answer too. It costs bandwidth,
+ * never memory (nothing is kept), and the connection's deadlines still
+ * hold. A streamed upload refused after its header is the common case. */
 #define DRAIN_MAX ((uint64_t)16 * MIB)
+static uint64_t drain_max(const http_req *r) {
+  if (r->declared > 0 && (uint64_t)r->declared <= r->body_limit &&
+      (uint64_t)r->declared > DRAIN_MAX)
+    return (uint64_t)r->declared;
+  return DRAIN_MAX;
+}
 static enum MHD_Result req_raw_error(http_req *r, struct MHD_Connection *c,
                                      const terr *e) {
   int status;
@@ -279,11 +292,24 @@ static enum MHD_Result req_begin(http_server *s, http_req *r,
     if (t_parse_i64(cl, &n) != 0 || n < 0)
       return req_early_error(r, c, 0, T_EINVAL, "Content-Length", -1,
                              "not a byte count");
+    r->declared = n;
     if ((uint64_t)n > r->body_limit)
       return req_early_error(
           r, c, 0, T_ETOOLARGE, "", -1,
           "the body is %lld bytes; this route takes at most %llu",
           (long long)n, (unsigned long long)r->body_limit);
+  }
+  if (rt->sink) { /* streamed: the sink takes the body as it comes */
+    void *st = NULL;
+    if (rt->sink->open(r, rt->ud, &st, &e) != T_OK)
+      return req_early_terr(r, c, 0, &e);
+    if (st) {
+      r->sink = rt->sink;
+      r->sink_st = st;
+      return MHD_YES;
+    }
+  }
+  if (cl && !http_header(r, "Transfer-Encoding")) {
     if (n > 0 && body_reserve(r, n, &e) != T_OK)
       return req_early_terr(r, c, 0, &e);
     if (n > 0) {
@@ -300,12 +326,34 @@ static enum MHD_Result req_begin(http_server *s, http_req *r,
   return MHD_YES;
 }
 
+/* Step 2 of a streamed body: the piece goes to the sink. */
+static enum MHD_Result req_sink(http_req *r, struct MHD_Connection *c,
+                                const char *data, size_t len) {
+  terr e;
+  terr_clear(&e);
+  if (r->streamed + len > r->body_limit)
+    terr_set(&e, T_ETOOLARGE, "", -1,
+             "the body is over %llu bytes, the most this route takes",
+             (unsigned long long)r->body_limit);
+  else
+    r->sink->write(r->sink_st, data, len, &e);
+  if (e.code == T_OK) {
+    r->streamed += len;
+    return MHD_YES;
+  }
+  /* Drop what the sink holds now (a partial file), not when freed. */
+  r->sink->close(r->sink_st);
+  r->sink_st = NULL;
+  return req_early_terr(r, c, 1, &e);
+}
+
 /* Step 2: a piece of the body. */
 static enum MHD_Result req_body(http_req *r, struct MHD_Connection *c,
                                 const char *data, size_t *size) {
   size_t len = *size;
   *size = 0;
   conns_body(c, len);
+  if (r->sink_st) return req_sink(r, c, data, len);
   if ((uint64_t)r->body_len + len > r->body_limit) {
     free(r->body);
     r->body = NULL;
@@ -464,7 +512,7 @@ enum MHD_Result http_on_access(void *cls, struct MHD_Connection *c,
     default:
       if (r->raw_sent) { /* see req_raw_error */
         r->discarded += *upload_data_size;
-        if (!*upload_data_size || r->discarded > DRAIN_MAX) return MHD_NO;
+        if (!*upload_data_size || r->discarded > drain_max(r)) return MHD_NO;
       }
       /* Answered early but MHD still hands us body bytes: drop them. */
       *upload_data_size = 0;

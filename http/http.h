@@ -3,7 +3,8 @@
  * The server owns the MHD daemon (internal epoll thread pool), the routing
  * table, limits (body caps, connection timeout, per-IP connections), auth,
  * X-Request-Id, the access log and static files. A handler gets a complete
- * request (body already read, within its route's cap) and answers exactly
+ * request (body already read, within its route's cap, or handed to the
+ * route's sink as it arrived: http_route_sink) and answers exactly
  * once, either before it returns or later from any thread after
  * http_defer (the connection is then suspended: no MHD thread is held).
  *
@@ -64,6 +65,30 @@ int http_server_create(const http_config *cfg, http_server **out, terr *e);
  * with Allow; no pattern: 404 (JSON error). */
 int http_route(http_server *s, const char *method, const char *pattern,
                http_handler h, void *ud, int flags);
+/* A streamed body: instead of collecting the body into memory, the server
+ * hands it to the route's sink piece by piece as it reads it from the
+ * socket (one piece: what one read brought, up to the connection's buffer).
+ * open(r, ud, &st, e) runs once the headers passed every check (route,
+ * auth, the body cap); T_OK with *st NULL declines (the body is then
+ * collected as for any route), an error is answered before the body is
+ * read. write(st, p, n, e) takes a piece; an error is answered at once and
+ * the rest of the body is dropped. Once the body is complete the route's
+ * handler runs; http_sink_state(r) gives it st. close(st) runs exactly once,
+ * when the request is freed (after the handler, or when the client left or
+ * an error was answered): it frees st and drops what was not finished.
+ * Streamed bytes count against the route's body cap but not the transfer
+ * budget: the sink keeps what it holds bounded itself. */
+typedef struct http_sink {
+  int (*open)(http_req *r, void *ud, void **st, terr *e);
+  int (*write)(void *st, const char *p, size_t n, terr *e);
+  void (*close)(void *st);
+} http_sink;
+int http_route_sink(http_server *s, const char *method, const char *pattern,
+                    http_handler h, const http_sink *sink, void *ud, int flags);
+/* The sink state of a streamed request (NULL when the sink declined). */
+void *http_sink_state(const http_req *r);
+/* The handler has taken (and freed) the sink state: close will not run. */
+void http_sink_clear(http_req *r);
 int http_server_start(http_server *s, terr *e);
 int http_port(const http_server *s); /* the bound port */
 /* Responses sent since start by status class: by_class[1] = 1xx ...

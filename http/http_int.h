@@ -48,6 +48,7 @@ typedef struct route_ent {
   char *seg[ROUTE_MAX_SEGS]; /* literal text, or the name of a param */
   bool param[ROUTE_MAX_SEGS];
   http_handler h;
+  const http_sink *sink; /* NULL: the body is collected */
   void *ud;
   int flags;
 } route_ent;
@@ -73,7 +74,8 @@ typedef struct route_match {
 } route_match;
 
 int route_add(route_table *t, const char *method, const char *pattern,
-              http_handler h, void *ud, int flags, terr *e);
+              http_handler h, const http_sink *sink, void *ud, int flags,
+              terr *e);
 void route_table_free(route_table *t);
 /* Split the raw (still %-encoded) path into decoded segments. "/" is zero
  * segments. Errors (T_EINVAL): bad %-escape, %00, too many segments. */
@@ -208,6 +210,10 @@ struct http_req {
   uint64_t body_limit;
   int64_t xfer_held; /* body bytes reserved in the transfer budget
                         (util/xfer.h), given back by req_free */
+  const http_sink *sink; /* the route's, while sink_st is open */
+  void *sink_st;         /* closed by req_free */
+  uint64_t streamed;     /* body bytes handed to the sink */
+  int64_t declared;      /* Content-Length; -1 when none or chunked */
   int has_body;    /* Content-Length > 0 or Transfer-Encoding */
   int body_coming; /* ... and it arrives unasked (no Expect: 100-continue) */
 

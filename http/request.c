@@ -100,6 +100,7 @@ http_req *req_new(http_server *s, struct MHD_Connection *c, const char *url,
   r->conn = c;
   r->state = REQ_READING;
   r->timer_idx = -1;
+  r->declared = -1;
   r->t0 = t_now_ms();
   r->method = strdup(method ? method : "");
   /* With the identity unescape callback MHD leaves the path %-encoded. */
@@ -122,6 +123,7 @@ fail:
 }
 
 static void req_free(http_req *r) {
+  if (r->sink_st) r->sink->close(r->sink_st);
   if (r->resp) MHD_destroy_response(r->resp);
   free(r->method);
   free(r->path);
@@ -135,6 +137,9 @@ static void req_free(http_req *r) {
   pthread_mutex_destroy(&r->mu);
   free(r);
 }
+
+void *http_sink_state(const http_req *r) { return r->sink_st; }
+void http_sink_clear(http_req *r) { r->sink_st = NULL; }
 
 void http_req_ref(http_req *r) {
   atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);

@@ -93,7 +93,8 @@ static void route_ent_free(route_ent *r) {
 }
 
 int route_add(route_table *t, const char *method, const char *pattern,
-              http_handler h, void *ud, int flags, terr *e) {
+              http_handler h, const http_sink *sink, void *ud, int flags,
+              terr *e) {
   if (!method || !method[0] || !pattern || pattern[0] != '/' || !h)
     return terr_set(e, T_EINVAL, "route", -1,
                     "a route needs a method, a pattern starting with '/' "
@@ -101,6 +102,7 @@ int route_add(route_table *t, const char *method, const char *pattern,
   route_ent r;
   memset(&r, 0, sizeof r);
   r.h = h;
+  r.sink = sink;
   r.ud = ud;
   r.flags = flags;
   r.method = strdup(method);
