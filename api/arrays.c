@@ -1,22 +1,26 @@
 /* arrays.c — the /v1/arrays resource: upload, read, download, delete, list.
  *
- * An upload is parsed by its Content-Type (application/x-npy, text/csv,
+ * An upload is read by its Content-Type (application/x-npy, text/csv,
  * application/json; anything else 415), checked strictly (NaN and Inf are
- * refused in CSV and JSON; .npy keeps them) and handed to arrays_put
- * (array/arrays.h: the file, the store row, the content id). The same
+ * refused in CSV and JSON; .npy keeps them) and stored through
+ * array/arrays.h (the file, the store row, the content id). The same
  * content from the same owner gives the same id: the first upload answers
  * 201, a repeat 200 with the existing array.
  *
- * Memory: a float64/float32 .npy is not copied at all: the array is a view
- * of the body's data section (npy_native_view), hashed and written from
- * there under a fresh header. Other bodies have one parsed copy. The digest
- * is fed from the array's own buffer. Before parsing, what the upload may
- * hold at most (body + parsed array, + jansson's tree for JSON) is
- * reserved in the transfer budget (util/xfer.h): 413 when it could never
- * fit, 503 + Retry-After while other transfers hold it.
+ * An .npy body is streamed (http_route_sink): array/upload.h reads its
+ * header as soon as it arrives and writes the data straight into the
+ * array's file, hashing on the way, so the server never holds the body:
+ * an upload of any size costs a 64 KiB conversion buffer at most, and a
+ * bad header or a full disk is answered before the data is read.
  *
- * Threads: handlers on MHD worker threads; the upload body is already in
- * memory.
+ * CSV and JSON bodies are collected (the sink declines them) and parsed
+ * into one copy. Before parsing, what the upload may hold at most (body +
+ * parsed array, + jansson's tree for JSON) is reserved in the transfer
+ * budget (util/xfer.h): 413 when it could never fit, 503 + Retry-After
+ * while other transfers hold it.
+ *
+ * Threads: handlers and the sink on MHD worker threads (a streamed body's
+ * pieces arrive on its connection's thread, one at a time).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +30,7 @@
 #include <unistd.h>
 
 #include "api/api_int.h"
+#include "array/upload.h"
 #include "gpu/gpu.h"
 #include "util/util.h"
 #include "util/xfer.h"
@@ -42,15 +47,6 @@ static int parse_upload(http_req *r, api_ctx *ctx, tarray **out, terr *e) {
   const char *ct = http_header(r, "Content-Type");
   *out = NULL;
   if (len == 0) return terr_set(e, T_EINVAL, "body", -1, "empty upload");
-  if (content_is(ct, "application/x-npy") || content_is(ct, "application/octet-stream")) {
-    int rc = npy_parse(body, len, ctx->max_elems, out, e);
-    if (rc && !e->field[0]) { /* the reader names no field: it is the body */
-      char msg[TERR_MSG_MAX];
-      snprintf(msg, sizeof msg, "%s", e->message);
-      terr_set(e, e->code, "body", e->position, "%s", msg);
-    }
-    return rc;
-  }
   if (content_is(ct, "text/csv"))
     return csv_parse(body, len, ctx->max_elems, 0, out, e);
   if (content_is(ct, "application/json")) {
@@ -73,9 +69,6 @@ static int parse_upload(http_req *r, api_ctx *ctx, tarray **out, terr *e) {
                   ct ? ct : "(none)");
 }
 
-/* sha256 over "dtype|shape|" + data: equal arrays, equal digests. Fed to
- * the hash in two pieces, straight from the array's own buffer (the same
- * digest as hashing one concatenated copy, so existing ids stay). */
 /* ---- the transfer budget of an upload ----------------------------------
  * The body is in memory; parsing makes the array (and, for CSV and JSON,
  * intermediate values). What that costs at most is estimated from the
@@ -90,35 +83,13 @@ static int64_t count_cells(const char *b, size_t len, int json) {
   return n;
 }
 
-/* Bytes a .npy body's parsed array takes per byte of its data: 1 for
- * float32/float64, 8/itemsize for integers and bools (they become
- * float64), 8 when the descr cannot be read here. Read from the descr of
- * the header (a light look: npy_parse does the strict check, and refuses
- * before it allocates when there is no descr at all: then 0). */
-static int64_t npy_growth(const char *b, size_t len) {
-  size_t end = len < 16384 ? len : 16384; /* the header is <= 10,012 bytes */
-  for (size_t i = 0; i + 5 < end; i++) {
-    if (memcmp(b + i, "descr", 5) != 0) continue;
-    size_t j = i + 6; /* past the closing quote of the key */
-    while (j < end && (b[j] == ' ' || b[j] == '\t' || b[j] == ':')) j++;
-    if (j + 3 >= end || (b[j] != '\'' && b[j] != '"')) return 8;
-    char kind = b[j + 2], size = b[j + 3];
-    if (kind == 'f' && (size == '4' || size == '8')) return 1;
-    return size >= '1' && size <= '8' ? 8 / (size - '0') : 8;
-  }
-  return 0; /* no descr: npy_parse refuses it before allocating */
-}
-
 /* What an upload of this body may hold at most, bytes. */
 static int64_t upload_cost(http_req *r) {
   size_t len = 0;
   const char *body = http_body(r, &len);
   const char *ct = http_header(r, "Content-Type");
   int64_t cost = (int64_t)len;
-  if (content_is(ct, "application/x-npy") ||
-      content_is(ct, "application/octet-stream"))
-    cost += (int64_t)len * npy_growth(body, len);
-  else if (content_is(ct, "text/csv")) /* values growing by doubling + the array */
+  if (content_is(ct, "text/csv")) /* values growing by doubling + the array */
     cost += count_cells(body, len, 0) * 24;
   else if (content_is(ct, "application/json")) /* jansson's tree + the array */
     cost += count_cells(body, len, 1) * 80;
@@ -134,7 +105,7 @@ static int upload_reserve(http_req *r, int64_t total, int64_t more) {
                    "this upload needs about %lld bytes of memory to parse, "
                    "more than the server's transfer budget "
                    "(--max-transfer-memory, %lld bytes): send it as .npy "
-                   "(float64 or float32) or in smaller arrays",
+                   "(streamed, never held in memory) or in smaller arrays",
                    (long long)total, (long long)xfer_budget_limit());
     return 0;
   }
@@ -150,76 +121,105 @@ static int upload_reserve(http_req *r, int64_t total, int64_t more) {
   return 1;
 }
 
-/* Is the body a .npy that may be stored with no parsed copy (float)? */
-static int npy_maybe_native(http_req *r) {
-  size_t len = 0;
-  const char *body = http_body(r, &len);
-  const char *ct = http_header(r, "Content-Type");
-  return (content_is(ct, "application/x-npy") ||
-          content_is(ct, "application/octet-stream")) &&
-         npy_growth(body, len) == 1;
-}
 
-static void handle_upload_body(http_req *r, api_ctx *ctx, int64_t *held);
-
-/* A float .npy needs nothing beyond its body (npy_native_view); other
- * bodies reserve what parsing them may hold beyond the body, and the parsed
- * copy of a float .npy is reserved when it turns out to be needed. */
-static void handle_upload(http_req *r, void *ud) {
-  size_t len = 0;
-  http_body(r, &len);
-  /* The body itself was reserved by the server as it was read. */
-  int64_t body = (int64_t)len;
-  int64_t cost = npy_maybe_native(r) ? body : upload_cost(r);
-  if (!upload_reserve(r, cost, cost - body)) return;
-  int64_t held = cost;
-  handle_upload_body(r, ud, &held);
-  xfer_release(held - body);
-}
-
-/* A float64/float32 .npy body whose data is aligned needs no parsed copy:
- * the array is a view of the body's own data section (npy_view: npy_parse's
- * strict checks, no copy). 1 with *view filled (its data points into the
- * body: never tarray_free it); 0 when the body is anything else: npy_parse
- * then copies it, or says what is wrong with the usual message. */
-static int npy_native_view(http_req *r, api_ctx *ctx, tarray *view) {
-  size_t len = 0;
-  const char *body = http_body(r, &len);
-  return npy_maybe_native(r) && npy_view(body, len, ctx->max_elems, view);
-}
-
-static void handle_upload_body(http_req *r, api_ctx *ctx, int64_t *held) {
-  terr e;
-  terr_clear(&e);
-  tarray *a = NULL, view;
-  if (npy_native_view(r, ctx, &view)) {
-    a = &view;
-  } else {
-    int64_t cost = upload_cost(r);
-    if (cost > *held) {
-      if (!upload_reserve(r, cost, cost - *held)) return;
-      *held = cost;
-    }
-    if (parse_upload(r, ctx, &a, &e)) {
-      http_reply_error(r, &e);
-      return;
-    }
-  }
-  store_array rec;
-  int existing = 0;
-  int rc = arrays_put(ctx->arrays, http_owner(r), a, &rec, &existing, &e);
-  if (a != &view) tarray_free(a);
+/* Answer an upload stored (201, or 200 for content already stored) or
+ * refused. */
+static void reply_stored(http_req *r, int rc, store_array *rec, int existing,
+                         const terr *e) {
   if (rc) {
-    http_reply_error(r, &e);
+    http_reply_error(r, e);
     return;
   }
   if (!existing) {
     char loc[96];
-    snprintf(loc, sizeof loc, "/v1/arrays/%s", rec.id);
+    snprintf(loc, sizeof loc, "/v1/arrays/%s", rec->id);
     http_add_header(r, "Location", loc);
   }
-  http_reply_json(r, existing ? 200 : 201, api_array_json(&rec));
-  store_array_clear(&rec);
+  http_reply_json(r, existing ? 200 : 201, api_array_json(rec));
+  store_array_clear(rec);
+}
+
+static void handle_upload_body(http_req *r, api_ctx *ctx) {
+  terr e;
+  terr_clear(&e);
+  tarray *a = NULL;
+  if (parse_upload(r, ctx, &a, &e)) {
+    http_reply_error(r, &e);
+    return;
+  }
+  store_array rec;
+  int existing = 0;
+  int rc = arrays_put(ctx->arrays, http_owner(r), a, &rec, &existing, &e);
+  tarray_free(a);
+  reply_stored(r, rc, &rec, existing, &e);
+}
+
+/* A collected (CSV or JSON) body: reserve what parsing it may hold beyond
+ * the body, which the server reserved as it read it. */
+static void handle_upload_collected(http_req *r, api_ctx *ctx) {
+  size_t len = 0;
+  http_body(r, &len);
+  int64_t body = (int64_t)len;
+  int64_t cost = upload_cost(r);
+  if (!upload_reserve(r, cost, cost - body)) return;
+  handle_upload_body(r, ctx);
+  xfer_release(cost - body);
+}
+
+/* ---- the streamed .npy body ---------------------------------------------- */
+static int is_npy(const char *ct) {
+  return content_is(ct, "application/x-npy") ||
+         content_is(ct, "application/octet-stream");
+}
+
+/* Headers in: an .npy body is streamed into its file; other types are
+ * collected (declined) and parsed by handle_upload. */
+static int sink_open(http_req *r, void *ud, void **st, terr *e) {
+  api_ctx *ctx = ud;
+  *st = NULL;
+  if (!is_npy(http_header(r, "Content-Type"))) return T_OK;
+  int64_t declared = -1;
+  const char *cl = http_header(r, "Content-Length");
+  if (cl && !http_header(r, "Transfer-Encoding") &&
+      t_parse_i64(cl, &declared) != 0)
+    declared = -1;
+  if (declared == 0)
+    return terr_set(e, T_EINVAL, "body", -1, "empty upload");
+  npy_upload *u;
+  int rc = npy_upload_begin(ctx->arrays, ctx->max_elems, declared, &u, e);
+  if (rc) return rc;
+  *st = u;
+  return T_OK;
+}
+
+static int sink_write(void *st, const char *p, size_t n, terr *e) {
+  return npy_upload_feed(st, p, n, e);
+}
+
+static void sink_close(void *st) { npy_upload_abort(st); }
+
+static const http_sink npy_sink = {sink_open, sink_write, sink_close};
+
+static void handle_upload(http_req *r, void *ud) {
+  api_ctx *ctx = ud;
+  npy_upload *u = http_sink_state(r);
+  if (!u) {
+    handle_upload_collected(r, ctx);
+    return;
+  }
+  terr e;
+  terr_clear(&e);
+  store_array rec;
+  int existing = 0, rc;
+  if (npy_upload_bytes(u) == 0) {
+    rc = terr_set(&e, T_EINVAL, "body", -1, "empty upload");
+  } else {
+    /* The upload is ended here and freed: the sink's close finds nothing
+     * left to drop. */
+    rc = npy_upload_end(u, http_owner(r), &rec, &existing, &e);
+    http_sink_clear(r);
+  }
+  reply_stored(r, rc, &rec, existing, &e);
 }
 
 /* The array named by the path, or the error answered (404 for a malformed
@@ -281,8 +281,8 @@ static void handle_list(http_req *r, void *ud) {
 
 int api_arrays_register(http_server *srv, api_ctx *ctx, terr *e) {
   int rc = 0;
-  rc |= http_route(srv, "POST", "/v1/arrays", handle_upload, ctx,
-                   HTTP_AUTH | HTTP_UPLOAD);
+  rc |= http_route_sink(srv, "POST", "/v1/arrays", handle_upload, &npy_sink,
+                        ctx, HTTP_AUTH | HTTP_UPLOAD);
   rc |= http_route(srv, "GET", "/v1/arrays", handle_list, ctx, HTTP_AUTH);
   rc |= http_route(srv, "GET", "/v1/arrays/{id}", handle_get, ctx, HTTP_AUTH);
   rc |= http_route(srv, "DELETE", "/v1/arrays/{id}", handle_delete, ctx, HTTP_AUTH);

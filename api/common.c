@@ -80,6 +80,6 @@ json_t *api_array_json(const store_array *a) {
   return json_pack("{s:s, s:s, s:o, s:I, s:s, s:s}", "id", a->id, "dtype",
                    a->dtype ? a->dtype : "float64", "shape",
                    shape ? shape : json_array(), "bytes", (json_int_t)a->bytes,
-                   "sha256", a->sha256 ? a->sha256 : "", "created_at",
+                   "digest", a->digest ? a->digest : "", "created_at",
                    t_rfc3339(a->created_at, when, sizeof when));
 }

@@ -57,7 +57,7 @@ static const option_def opts[O__COUNT] = {
   [O_JOB_TIMEOUT] = {"job-timeout", "TESSEL_JOB_TIMEOUT", "600", "default job timeout, seconds"},
   [O_RESULT_TTL] = {"result-ttl", "TESSEL_RESULT_TTL", "604800", "seconds finished jobs (and unused arrays) are kept; 0 keeps them"},
   [O_MAX_BODY] = {"max-body", "TESSEL_MAX_BODY", "16777216", "cap on JSON request bodies, bytes"},
-  [O_MAX_UPLOAD] = {"max-upload", "TESSEL_MAX_UPLOAD", "1073741824", "cap on array uploads, bytes"},
+  [O_MAX_UPLOAD] = {"max-upload", "TESSEL_MAX_UPLOAD", "4294967296", "cap on array uploads, bytes"},
   [O_MAX_RESULT] = {"max-result", "TESSEL_MAX_RESULT", "21474836480", "cap on one job's result, bytes (413 beyond)"},
   [O_MAX_ELEMENTS] = {"max-elements", "TESSEL_MAX_ELEMENTS", "2000000000", "cap on the elements of any one array"},
   [O_MAX_JSON] = {"max-json-result", "TESSEL_MAX_JSON_RESULT", "268435456", "results bigger than this are not given as JSON (406)"},
@@ -281,6 +281,7 @@ int main(int argc, char **argv) {
       .default_timeout_s = (double)job_timeout,
   };
   arrays actx_arrays = {.st = st, .data_dir = data_dir};
+  arrays_sweep(&actx_arrays); /* uploads a dead process left unfinished */
   api_ctx actx = {
       .srv = srv,
       .jobs = &jctx,

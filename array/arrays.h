@@ -4,8 +4,9 @@
  * API writes an array file or reads the store. An array is kept as
  * <data>/arrays/<id>.npy (written under a temp name, then renamed: a crash
  * never leaves half a file under a real name) and a row in the store. The
- * same content from the same owner gives the same id (sha256 of dtype,
- * shape and data): the first upload stores it, a repeat finds it.
+ * same content from the same owner gives the same id (the digest of data,
+ * dtype and shape; see arrays.c): the first upload stores it, a repeat
+ * finds it.
  *
  * Threads: any. Ownership: records filled here are the caller's
  * (store_array_clear); `owner` and ids are borrowed for the call.
@@ -21,6 +22,28 @@ typedef struct arrays {
   store *st;            /* borrowed */
   const char *data_dir; /* arrays in <data_dir>/arrays */
 } arrays;
+
+/* "xxh3-128:" + 32 hex digits, + NUL; older rows hold "sha256:<64 hex>". */
+#define ARRAY_DIGEST_MAX 80
+
+/* An array written as its data arrives (a streamed upload): open with the
+ * dtype and shape (the file is created as <id>.npy.tmp, its blocks
+ * reserved: a full disk is T_ENOSPACE here), write the data in any pieces
+ * (T_EINVAL naming "body" past the shape's bytes), then commit (T_EINVAL
+ * when bytes are missing; renames the file and inserts the row, as
+ * arrays_put) or abort (removes the file). Commit and abort free w. */
+typedef struct array_writer array_writer;
+int arrays_writer_open(arrays *A, tdtype dt, int ndim, const int64_t *shape,
+                       array_writer **out, terr *e);
+int arrays_writer_write(array_writer *w, const void *p, size_t n, terr *e);
+uint64_t arrays_writer_missing(const array_writer *w); /* bytes to come */
+int arrays_writer_commit(array_writer *w, const char *owner, store_array *rec,
+                         int *existing, terr *e);
+void arrays_writer_abort(array_writer *w);
+
+/* Remove the .tmp files of uploads a dead process left unfinished (at
+ * start, before the service takes requests). */
+void arrays_sweep(arrays *A);
 
 /* Store array `a` of `owner`: *rec is its record; *existing 1 when the same
  * content was already stored (rec is then that array's record, and no new

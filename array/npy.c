@@ -294,9 +294,9 @@ static int npy_read_header(const unsigned char *buf, size_t len, npy_meta *m,
   return 0;
 }
 
-/* Element count and data length, checked against the bytes present. */
-static int npy_check_data(const npy_meta *m, size_t len, int64_t max_elems,
-                          int64_t *size, terr *e) {
+/* The element count of m's shape, capped by max_elems. */
+static int npy_count(const npy_meta *m, int64_t max_elems, int64_t *size,
+                     terr *e) {
   /* NumPy's own rule (see T_EXTENT_MAX): zeros do not excuse the rest */
   int64_t n = tshape_size(m->ndim, m->shape, INT64_MAX);
   if (n < 0) {
@@ -311,6 +311,16 @@ static int npy_check_data(const npy_meta *m, size_t len, int64_t max_elems,
     return terr_set(e, T_ETOOLARGE, "", -1,
                     "npy: %lld elements is over the limit of %lld",
                     (long long)n, (long long)max_elems);
+  *size = n;
+  return 0;
+}
+
+/* Element count and data length, checked against the bytes present. */
+static int npy_check_data(const npy_meta *m, size_t len, int64_t max_elems,
+                          int64_t *size, terr *e) {
+  int64_t n = 0;
+  int rc = npy_count(m, max_elems, &n, e);
+  if (rc) return rc;
   uint64_t want = (uint64_t)n * (uint64_t)m->itemsize;
   uint64_t have = (uint64_t)(len - m->data_off);
   if (have != want)
@@ -321,17 +331,12 @@ static int npy_check_data(const npy_meta *m, size_t len, int64_t max_elems,
   return 0;
 }
 
-/* Copy n elements of kind k from src (any alignment) into dst. */
-static void npy_convert(const npy_meta *m, const unsigned char *src, int64_t n,
-                        tarray *dst) {
-  if (m->kind == NK_F8 || m->kind == NK_F4) {
-    memcpy(dst->data, src, (size_t)n * (size_t)m->itemsize);
-    return;
-  }
-  double *d = dst->data;
+/* n integer or bool elements of kind k (any alignment) as float64. */
+static void npy_to_f64(npy_kind k, int itemsize, const unsigned char *src,
+                       int64_t n, double *d) {
   for (int64_t i = 0; i < n; i++) {
-    const unsigned char *p = src + (size_t)i * (size_t)m->itemsize;
-    switch (m->kind) {
+    const unsigned char *p = src + (size_t)i * (size_t)itemsize;
+    switch (k) {
       case NK_I8: { int64_t v; memcpy(&v, p, 8); d[i] = (double)v; break; }
       case NK_I4: { int32_t v; memcpy(&v, p, 4); d[i] = v; break; }
       case NK_I2: { int16_t v; memcpy(&v, p, 2); d[i] = v; break; }
@@ -344,6 +349,60 @@ static void npy_convert(const npy_meta *m, const unsigned char *src, int64_t n,
       default: d[i] = 0; break;
     }
   }
+}
+
+/* Copy n elements of kind k from src (any alignment) into dst. */
+static void npy_convert(const npy_meta *m, const unsigned char *src, int64_t n,
+                        tarray *dst) {
+  if (m->kind == NK_F8 || m->kind == NK_F4) {
+    memcpy(dst->data, src, (size_t)n * (size_t)m->itemsize);
+    return;
+  }
+  npy_to_f64(m->kind, m->itemsize, src, n, dst->data);
+}
+
+/* ---- a header read as the bytes arrive ------------------------------------ */
+
+size_t npy_head_need(const void *buf, size_t len) {
+  const unsigned char *b = buf;
+  if (len < 10) return 10;
+  if (memcmp(b, NPY_MAGIC, 6) != 0 || b[6] < 1 || b[6] > 3 || b[7] != 0)
+    return len; /* not a .npy: npy_head_read says what is wrong */
+  size_t pre = b[6] == 1 ? 10 : 12;
+  if (len < pre) return pre;
+  size_t hlen = b[6] == 1 ? (size_t)b[8] | (size_t)b[9] << 8
+                          : (size_t)b[8] | (size_t)b[9] << 8 |
+                                (size_t)b[10] << 16 | (size_t)b[11] << 24;
+  if (hlen > NPY_HDR_LIMIT) return len; /* refused by npy_head_read */
+  return pre + hlen;
+}
+
+int npy_head_read(const void *buf, size_t len, int64_t max_elems,
+                  npy_head *h, terr *e) {
+  memset(h, 0, sizeof *h);
+  npy_meta m;
+  int rc = npy_read_header(buf, len, &m, e);
+  if (rc) return rc;
+  int64_t n = 0;
+  if ((rc = npy_count(&m, max_elems, &n, e))) return rc;
+  h->src_kind = (int)m.kind;
+  h->src_itemsize = m.itemsize;
+  h->dtype = m.kind == NK_F4 ? T_F32 : T_F64;
+  h->ndim = m.ndim;
+  memcpy(h->shape, m.shape, sizeof h->shape);
+  h->size = n;
+  h->data_off = m.data_off;
+  h->src_bytes = (uint64_t)n * (uint64_t)m.itemsize;
+  return 0;
+}
+
+int npy_head_native(const npy_head *h) {
+  return h->src_kind == NK_F8 || h->src_kind == NK_F4;
+}
+
+void npy_head_convert(const npy_head *h, const void *src, int64_t n,
+                      double *dst) {
+  npy_to_f64((npy_kind)h->src_kind, h->src_itemsize, src, n, dst);
 }
 
 int npy_parse(const void *buf, size_t len, int64_t max_elems, tarray **out,

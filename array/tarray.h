@@ -102,6 +102,29 @@ int npy_parse(const void *buf, size_t len, int64_t max_elems, tarray **out,
  * when buf passes npy_parse's checks and holds '<f8'/'<f4' data aligned for
  * its type, else 0 (use npy_parse: it converts or explains). */
 int npy_view(const void *buf, size_t len, int64_t max_elems, tarray *view);
+/* A header read as the bytes arrive (a streamed upload): npy_head_need
+ * says how many bytes from the start hold the whole preamble + header (10
+ * until the preamble is in; the preamble's own length when it is not a
+ * .npy preamble, so that npy_head_read can say why); npy_head_read checks
+ * those bytes as npy_parse does (all but the data's length, which the
+ * caller counts: h->src_bytes follow h->data_off). Integers and bools are
+ * stored as float64: npy_head_native is 0 for them and npy_head_convert
+ * turns n of them into doubles. */
+typedef struct npy_head {
+  int src_kind, src_itemsize; /* as the file holds them */
+  tdtype dtype;               /* as Tessel stores them */
+  int ndim;
+  int64_t shape[T_MAXDIM];
+  int64_t size;               /* elements */
+  size_t data_off;            /* preamble + header bytes */
+  uint64_t src_bytes;         /* data bytes that must follow */
+} npy_head;
+size_t npy_head_need(const void *buf, size_t len);
+int npy_head_read(const void *buf, size_t len, int64_t max_elems,
+                  npy_head *h, terr *e);
+int npy_head_native(const npy_head *h);
+void npy_head_convert(const npy_head *h, const void *src, int64_t n,
+                      double *dst);
 /* Write the NumPy 1.0 header for (dtype, ndim, shape) into hdr (at least
  * NPY_HEADER_MAX bytes); returns its length, a multiple of 64. */
 #define NPY_HEADER_MAX 256

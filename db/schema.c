@@ -132,6 +132,13 @@ static const migration migrations[] = {
         " WHERE result IS NOT NULL AND json_valid(result);\n"
         "ALTER TABLE jobs DROP COLUMN timings;\n"
         "ALTER TABLE jobs DROP COLUMN result;\n"},
+    /* An array's content id names its hash: XXH3-128 for new uploads
+     * (array/arrays.c says why), "sha256:" before the old rows' digests. */
+    {4, "DROP INDEX arrays_owner_sha;\n"
+        "ALTER TABLE arrays RENAME COLUMN sha256 TO digest;\n"
+        "UPDATE arrays SET digest = 'sha256:' || digest"
+        " WHERE instr(digest, ':') = 0;\n"
+        "CREATE UNIQUE INDEX arrays_owner_digest ON arrays(owner, digest);\n"},
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

@@ -103,7 +103,8 @@ typedef struct store_array {
   char *dtype;   /* "float64" | "float32" */
   char *shape;   /* JSON text, e.g. "[100,10000]" */
   int64_t bytes; /* data bytes */
-  char *sha256;  /* of the stored .npy file's data section + dtype + shape */
+  char *digest;  /* content id: "xxh3-128:<hex>" of data, dtype, shape
+                  * (older rows: "sha256:<hex>"; array/arrays.c) */
   char *path;    /* .npy file */
   int64_t created_at;
 } store_array;
@@ -259,7 +260,7 @@ void store_stats_free(store_stat *rows, int n);
 int store_job_counts(store *s, const char *owner, int64_t counts[5], terr *e);
 
 /* ---- arrays -------------------------------------------------------------- */
-/* [sync] Insert; when an array of the same owner has the same sha256, returns
+/* [sync] Insert; when an array of the same owner has the same digest, returns
  * 0 with *existing = 1 and *a replaced by the stored one. */
 int store_array_insert(store *s, store_array *a, int *existing, terr *e);
 int store_array_get(store *s, const char *id, const char *owner,

@@ -1,4 +1,4 @@
-/* store_arrays.c — the uploaded-array rows: insert (deduplicated by sha256
+/* store_arrays.c — the uploaded-array rows: insert (deduplicated by digest
  * per owner), get, list, delete.
  *
  * The data itself is a .npy file under the data dir; the row holds its path
@@ -21,7 +21,7 @@
 
 #include "db/store_int.h"
 
-#define ARRAY_COLS "id, owner, dtype, shape, bytes, sha256, path, created_at"
+#define ARRAY_COLS "id, owner, dtype, shape, bytes, digest, path, created_at"
 
 /* Free every string of *a and zero it. NULL ok. */
 void store_array_clear(store_array *a) {
@@ -29,7 +29,7 @@ void store_array_clear(store_array *a) {
   free(a->owner);
   free(a->dtype);
   free(a->shape);
-  free(a->sha256);
+  free(a->digest);
   free(a->path);
   memset(a, 0, sizeof *a);
 }
@@ -43,7 +43,7 @@ static int array_row(sqlite3_stmt *st, store_array *a) {
   a->dtype = store__col_dup(st, 2, &oom);
   a->shape = store__col_dup(st, 3, &oom);
   a->bytes = sqlite3_column_int64(st, 4);
-  a->sha256 = store__col_dup(st, 5, &oom);
+  a->digest = store__col_dup(st, 5, &oom);
   a->path = store__col_dup(st, 6, &oom);
   a->created_at = sqlite3_column_int64(st, 7);
   if (oom) {
@@ -67,11 +67,11 @@ static int ainsert_fn(store *s, store_wop *op, terr *e) {
   sqlite3_stmt *st;
   int rc = store__stmt(&s->w,
                        "SELECT " ARRAY_COLS " FROM arrays"
-                       " WHERE owner = ?1 AND sha256 = ?2",
+                       " WHERE owner = ?1 AND digest = ?2",
                        &st, e);
   if (rc) return rc;
   store__bind_text(st, 1, a->owner);
-  store__bind_text(st, 2, a->sha256);
+  store__bind_text(st, 2, a->digest);
   int step = sqlite3_step(st);
   if (step == SQLITE_ROW) {
     rc = array_row(st, &x->found);
@@ -92,13 +92,13 @@ static int ainsert_fn(store *s, store_wop *op, terr *e) {
   store__bind_text(st, 3, a->dtype);
   store__bind_text(st, 4, a->shape);
   sqlite3_bind_int64(st, 5, a->bytes);
-  store__bind_text(st, 6, a->sha256);
+  store__bind_text(st, 6, a->digest);
   store__bind_text(st, 7, a->path);
   sqlite3_bind_int64(st, 8, a->created_at);
   return store__exec_insert(s, st, "array", a->id, e);
 }
 
-/* [sync] See store.h. dtype, shape, sha256 and path are required; an empty
+/* [sync] See store.h. dtype, shape, digest and path are required; an empty
  * a->id gets a new "a_" id, a zero created_at the current time, a NULL owner
  * "". On *existing = 1 the caller's file for the new upload is redundant
  * (the stored a->path is the one to keep). */
@@ -107,7 +107,7 @@ int store_array_insert(store *s, store_array *a, int *existing, terr *e) {
   if (!s || !a) return terr_set(e, T_EINVAL, "", -1, "store: no array");
   if (!a->dtype) return terr_set(e, T_EINVAL, "dtype", -1, "missing");
   if (!a->shape) return terr_set(e, T_EINVAL, "shape", -1, "missing");
-  if (!a->sha256) return terr_set(e, T_EINVAL, "sha256", -1, "missing");
+  if (!a->digest) return terr_set(e, T_EINVAL, "digest", -1, "missing");
   if (!a->path) return terr_set(e, T_EINVAL, "path", -1, "missing");
   if (!a->id[0]) t_id_new('a', a->id);
   if (!a->created_at) a->created_at = t_wall_ms();

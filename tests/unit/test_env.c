@@ -27,7 +27,7 @@ static int add_array(store *st, const char *owner, const tarray *a,
   row.dtype = strdup(tdtype_name(a->dtype));
   row.shape = strdup(shape_json);
   row.bytes = a->size * (int64_t)tdtype_size(a->dtype);
-  row.sha256 = strdup(path); /* unique per file is all the store needs */
+  row.digest = strdup(path); /* unique per file is all the store needs */
   row.path = strdup(path);
   int existing;
   int rc = store_array_insert(st, &row, &existing, &e);

@@ -707,7 +707,7 @@ TEST(test_migrate_from_v1) {
   CHECK(insert_job(s, "", "map", 0, id) == 0);
   CHECK(insert_job(s, "", "map", 0, done) == 0);
   store_close(s);
-  char path[400], sql[1024];
+  char path[400], sql[2048];
   snprintf(path, sizeof path, "%s/tessel.db", dir);
   sqlite3 *db;
   CHECK(sqlite3_open(path, &db) == SQLITE_OK);
@@ -725,12 +725,24 @@ TEST(test_migrate_from_v1) {
            " timings = '{\"queue\":0.5,\"compute\":1.25,\"total\":3.0}',"
            " result = '{\"dtype\":\"float32\",\"shape\":[2,5],\"bytes\":40,"
            "\"nonconverged\":3}' WHERE id = '%s';"
+           "DROP INDEX arrays_owner_digest;"
+           "ALTER TABLE arrays RENAME COLUMN digest TO sha256;"
+           "CREATE UNIQUE INDEX arrays_owner_sha ON arrays(owner, sha256);"
+           "INSERT INTO arrays(id, owner, dtype, shape, bytes, sha256, path,"
+           " created_at) VALUES ('a_0123456789abcdefghjkmnpqrs', 'bob',"
+           " 'float64', '[1]', 8, 'ab12', '/nowhere.npy', 1);"
            "DELETE FROM schema_migrations WHERE version >= 2;"
            "PRAGMA user_version = 1;", done);
   CHECK(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK);
   sqlite3_close(db);
   CHECK(store_open(dir, &s, &e) == 0);
-  CHECK(store_schema_version(s) == 3);
+  CHECK(store_schema_version(s) == 4);
+  /* Migration 4: an old array's digest says it is a sha256. */
+  store_array oa;
+  CHECK(store_array_get(s, "a_0123456789abcdefghjkmnpqrs", "bob", &oa,
+                        &e) == 0);
+  CHECK_STR(oa.digest, "sha256:ab12");
+  store_array_clear(&oa);
   store_job g;
   CHECK(store_job_get(s, id, NULL, &g, &e) == 0);
   CHECK(g.timings.set == 0 && !g.result.dtype[0]);
@@ -878,7 +890,7 @@ static void array_init(store_array *a, const char *owner, const char *sha) {
   a->dtype = sdup("float64");
   a->shape = sdup("[100,10]");
   a->bytes = 8000;
-  a->sha256 = sdup(sha);
+  a->digest = sdup(sha);
   char p[128];
   snprintf(p, sizeof p, "/data/arrays/%s.npy", sha);
   a->path = sdup(p);
@@ -913,7 +925,7 @@ TEST(test_arrays) {
   CHECK_STR(g.dtype, "float64");
   CHECK_STR(g.shape, "[100,10]");
   CHECK(g.bytes == 8000 && g.created_at == a.created_at);
-  CHECK_STR(g.sha256, "s1");
+  CHECK_STR(g.digest, "s1");
   store_array_clear(&g);
   CHECK(store_array_get(s, a.id, "bob", &g, &e) == T_ENOTFOUND);
 

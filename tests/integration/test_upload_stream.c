@@ -1,0 +1,581 @@
+/* test_upload_stream.c — .npy uploads streamed from the socket to their file.
+ *
+ * The daemon never holds an .npy body: its header is read as soon as it
+ * arrives and the data goes straight into the array's file. Checked here
+ * against the real daemon:
+ *  - round trips, byte-exact, of every accepted dtype and several sizes
+ *    (0 elements, 1, odd counts, 3,000,001), each sent from a raw socket
+ *    in pieces of 1 to 13 bytes with pauses, so that the header and the
+ *    elements are split across the daemon's reads (integers are converted
+ *    element by element: a split element must come out whole), and again
+ *    chunked through libcurl;
+ *  - the same array uploaded as .npy, CSV and JSON has one digest and id;
+ *  - lying bodies: a Content-Length that does not match the header's shape
+ *    is refused before the data, a body longer than its shape (chunked) at
+ *    the byte where it overflows, a body cut off midway and a client that
+ *    leaves leave no array and no file;
+ *  - kill -9 in the middle of an upload: after the restart no array and
+ *    no partial file remain, and the same upload then succeeds;
+ *  - peak memory: a 1 GiB upload (sent from a generator: the test holds
+ *    none of it either) raises the daemon's VmHWM by a few MiB, not by
+ *    its size (skipped under ASan, whose allocator has its own overhead).
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "harness.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+
+static const char *DAEMON;
+
+/* ---- building .npy bodies ------------------------------------------------ */
+typedef struct dkind {
+  const char *descr;
+  int itemsize;
+} dkind;
+
+static const dkind KINDS[] = {
+    {"<f8", 8}, {"<f4", 4}, {"<i8", 8}, {"<i4", 4}, {"<i2", 2},
+    {"|i1", 1}, {"<u8", 8}, {"<u4", 4}, {"<u2", 2}, {"|u1", 1}, {"|b1", 1},
+};
+
+/* Element i of a test array of this kind (a value that survives the type). */
+static void elem(const dkind *k, int64_t i, unsigned char *out) {
+  int64_t v = (i * 7919 + 13) % 20011 - 10000;
+  if (k->descr[1] == 'u') v = v < 0 ? -v : v;
+  if (k->descr[1] == 'b') v = (i % 3) == 0;
+  if (k->itemsize == 1 && k->descr[1] != 'b') v = v % 100;
+  if (k->descr[1] == 'f') {
+    if (k->itemsize == 8) {
+      double d = (double)v * 0.125 + 1e-3;
+      memcpy(out, &d, 8);
+    } else {
+      float f = (float)v * 0.25f;
+      memcpy(out, &f, 4);
+    }
+    return;
+  }
+  memcpy(out, &v, (size_t)k->itemsize); /* little-endian: the low bytes */
+}
+
+/* The element as the server stores it (float64 for all but <f4). */
+static double as_double(const dkind *k, const unsigned char *p) {
+  switch (k->descr[1]) {
+    case 'f':
+      if (k->itemsize == 8) {
+        double d;
+        memcpy(&d, p, 8);
+        return d;
+      } else {
+        float f;
+        memcpy(&f, p, 4);
+        return f;
+      }
+    case 'b': return p[0] != 0;
+    case 'u': {
+      uint64_t u = 0;
+      memcpy(&u, p, (size_t)k->itemsize);
+      return (double)u;
+    }
+    default: {
+      int64_t s = 0;
+      memcpy(&s, p, (size_t)k->itemsize);
+      int sh = 64 - 8 * k->itemsize; /* sign-extend */
+      if (sh) s = (int64_t)((uint64_t)s << sh) >> sh;
+      return (double)s;
+    }
+  }
+}
+
+/* A NumPy 1.0 .npy of n elements (1-D) with a header padded to 64. */
+static char *make_npy(const dkind *k, int64_t n, size_t *len, size_t *data_at) {
+  char dict[160];
+  int dl = snprintf(dict, sizeof dict,
+                    "{'descr': '%s', 'fortran_order': False, 'shape': (%lld,), }",
+                    k->descr, (long long)n);
+  size_t total_h = ((size_t)(10 + dl + 1) + 63) & ~(size_t)63;
+  size_t hlen = total_h - 10;
+  *data_at = total_h;
+  *len = total_h + (size_t)n * (size_t)k->itemsize;
+  char *b = malloc(*len ? *len : 1);
+  memcpy(b, "\x93NUMPY\x01\x00", 8);
+  b[8] = (char)(hlen & 0xff);
+  b[9] = (char)(hlen >> 8);
+  memset(b + 10, ' ', hlen);
+  memcpy(b + 10, dict, (size_t)dl);
+  b[total_h - 1] = '\n';
+  for (int64_t i = 0; i < n; i++)
+    elem(k, i, (unsigned char *)b + total_h + (size_t)i * (size_t)k->itemsize);
+  return b;
+}
+
+/* ---- a raw client that sends in small pieces --------------------------- */
+static int connect_to(srv *s) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)s->port)};
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
+static int send_all(int fd, const char *p, size_t n) {
+  while (n) {
+    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+    if (w <= 0) return -1;
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* Read the answer until the peer closes or 30 s; status into *status. */
+static char *read_answer(int fd, int *status) {
+  struct timeval tv = {30, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  size_t cap = 1 << 16, n = 0;
+  char *b = malloc(cap);
+  for (;;) {
+    ssize_t r = recv(fd, b + n, cap - n - 1, 0);
+    if (r <= 0) break;
+    n += (size_t)r;
+    b[n] = 0;
+    char *hend = strstr(b, "\r\n\r\n");
+    const char *cl = hend ? strcasestr(b, "Content-Length:") : NULL;
+    if (hend && cl && cl < hend &&
+        n >= (size_t)(hend + 4 - b) + (size_t)atol(cl + 15))
+      break;
+    if (n + 1 >= cap) break;
+  }
+  b[n] = 0;
+  *status = n > 12 ? atoi(b + 9) : -1;
+  return b;
+}
+
+/* POST body in pieces of 1..13 bytes for the first `fine` bytes (with a
+ * pause every few pieces, so that the daemon reads them apart), the rest
+ * in 64 KiB pieces; chunked when content_length < 0 is asked. */
+static int post_pieces(srv *s, const char *body, size_t len, size_t fine,
+                       int chunked, char **answer) {
+  int fd = connect_to(s);
+  if (fd < 0) return -1;
+  char head[512];
+  int hl = chunked
+               ? snprintf(head, sizeof head,
+                          "POST /v1/arrays HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                          "Content-Type: application/x-npy\r\n"
+                          "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+               : snprintf(head, sizeof head,
+                          "POST /v1/arrays HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                          "Content-Type: application/x-npy\r\n"
+                          "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                          len);
+  int rc = send_all(fd, head, (size_t)hl);
+  size_t off = 0;
+  unsigned seed = 7;
+  int piece = 0;
+  while (!rc && off < len) {
+    size_t want = off < fine ? 1 + (seed = seed * 1103515245 + 12345) % 13 : 65536;
+    if (want > len - off) want = len - off;
+    if (chunked) {
+      char ch[32];
+      int cl = snprintf(ch, sizeof ch, "%zx\r\n", want);
+      rc = send_all(fd, ch, (size_t)cl);
+    }
+    if (!rc) rc = send_all(fd, body + off, want);
+    if (!rc && chunked) rc = send_all(fd, "\r\n", 2);
+    off += want;
+    if (off < fine && ++piece % 4 == 0) usleep(300);
+  }
+  if (!rc && chunked) rc = send_all(fd, "0\r\n\r\n", 5);
+  int status = -1;
+  *answer = read_answer(fd, &status);
+  close(fd);
+  return rc ? -1 : status;
+}
+
+/* The stored array, downloaded as .npy: its data section as doubles /
+ * floats compared with what was sent. */
+static int stored_matches(srv *s, const char *id, const dkind *k,
+                          const char *body, size_t data_at, int64_t n) {
+  char path[128];
+  snprintf(path, sizeof path, "/v1/arrays/%s/data?format=npy", id);
+  resp r = req(s, "GET", path, NULL, NULL);
+  int ok = r.status == 200 && r.len >= 10;
+  size_t hl = ok ? 10 + ((size_t)(unsigned char)r.body[8] |
+                         (size_t)(unsigned char)r.body[9] << 8)
+                 : 0;
+  int f4 = strcmp(k->descr, "<f4") == 0;
+  size_t isz = f4 ? 4 : 8;
+  ok = ok && r.len == hl + (size_t)n * isz &&
+       memmem(r.body, hl, f4 ? "'<f4'" : "'<f8'", 5) != NULL;
+  if (!ok)
+    fprintf(stderr, "download of %s: %ld, %zu bytes (header %zu): %.120s\n",
+            id, r.status, r.len, hl, r.body ? r.body : "");
+  for (int64_t i = 0; ok && i < n; i++) {
+    double want = as_double(k, (const unsigned char *)body + data_at +
+                                   (size_t)i * (size_t)k->itemsize);
+    double got;
+    if (f4) {
+      float f;
+      memcpy(&f, r.body + hl + (size_t)i * 4, 4);
+      got = f;
+    } else {
+      memcpy(&got, r.body + hl + (size_t)i * 8, 8);
+    }
+    if (got != want) {
+      fprintf(stderr, "%s element %lld: got %.17g, sent %.17g\n", k->descr,
+              (long long)i, got, want);
+      ok = 0;
+    }
+  }
+  resp_free(&r);
+  return ok;
+}
+
+static int id_of(const char *answer, char *id, size_t cap) {
+  const char *b = strstr(answer, "\r\n\r\n");
+  json_t *o = b ? json_loads(b + 4, 0, NULL) : NULL;
+  const char *i = o ? json_string_value(json_object_get(o, "id")) : NULL;
+  if (i) snprintf(id, cap, "%s", i);
+  json_decref(o);
+  return i != NULL;
+}
+
+static int count_files(const char *dir, const char *suffix) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    size_t l = strlen(de->d_name), sl = strlen(suffix);
+    if (de->d_name[0] != '.' && l >= sl && strcmp(de->d_name + l - sl, suffix) == 0)
+      n++;
+  }
+  closedir(d);
+  return n;
+}
+
+static int64_t array_count(srv *s) {
+  resp r = req(s, "GET", "/v1/arrays?limit=1000", NULL, NULL);
+  json_t *o = r.status == 200 ? resp_json(&r) : NULL;
+  int64_t n = o ? (int64_t)json_array_size(json_object_get(o, "arrays")) : -1;
+  json_decref(o);
+  resp_free(&r);
+  return n;
+}
+
+static srv S;
+
+TEST(round_trip_every_dtype_in_small_pieces) {
+  const int64_t sizes[] = {0, 1, 7, 1001};
+  for (size_t k = 0; k < sizeof KINDS / sizeof KINDS[0]; k++)
+    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+      const dkind *d = &KINDS[k];
+      int64_t n = sizes[z];
+      size_t len, at;
+      char *body = make_npy(d, n, &len, &at);
+      for (int chunked = 0; chunked < 2; chunked++) {
+        char *ans = NULL, id[64];
+        int st = post_pieces(&S, body, len, len, chunked, &ans);
+        CHECK_MSG(st == 201 || st == 200, "%s n=%lld chunked=%d: %d %.300s",
+                  d->descr, (long long)n, chunked, st, ans ? ans : "");
+        if ((st == 201 || st == 200) && id_of(ans, id, sizeof id))
+          CHECK_MSG(stored_matches(&S, id, d, body, at, n), "%s n=%lld",
+                    d->descr, (long long)n);
+        free(ans);
+      }
+      free(body);
+    }
+}
+
+TEST(large_arrays_round_trip) {
+  /* 3,000,001 int16 (a split element at every 64 KiB piece) and float64. */
+  const dkind *ks[] = {&KINDS[4], &KINDS[0]};
+  for (int k = 0; k < 2; k++) {
+    size_t len, at;
+    int64_t n = 3000001;
+    char *body = make_npy(ks[k], n, &len, &at);
+    char *ans = NULL, id[64];
+    int st = post_pieces(&S, body, len, 4096, 0, &ans);
+    CHECK_MSG(st == 201, "%s: %d %.300s", ks[k]->descr, st, ans ? ans : "");
+    if (st == 201 && id_of(ans, id, sizeof id))
+      CHECK(stored_matches(&S, id, ks[k], body, at, n));
+    free(ans);
+    /* Again through libcurl in one piece: the same content, the same id. */
+    resp r = reqx(&S, "POST", "/v1/arrays", "application/x-npy", body,
+                  (long)len, NULL);
+    json_t *o = resp_json(&r);
+    CHECK(r.status == 200 && o && strcmp(jstr(o, "id"), id) == 0);
+    json_decref(o);
+    resp_free(&r);
+    free(body);
+  }
+}
+
+TEST(one_digest_whatever_the_format) {
+  const dkind *d = &KINDS[0];
+  size_t len, at;
+  char *body = make_npy(d, 4, &len, &at);
+  resp r = reqx(&S, "POST", "/v1/arrays", "application/x-npy", body, (long)len, NULL);
+  json_t *a = resp_json(&r);
+  CHECK(r.status == 201 && a);
+  char id[64], digest[128];
+  snprintf(id, sizeof id, "%s", a ? jstr(a, "id") : "");
+  snprintf(digest, sizeof digest, "%s", a ? jstr(a, "digest") : "");
+  json_decref(a);
+  resp_free(&r);
+  char text[512];
+  double v[4];
+  for (int i = 0; i < 4; i++) memcpy(&v[i], body + at + 8 * i, 8);
+  snprintf(text, sizeof text, "%.17g\n%.17g\n%.17g\n%.17g\n", v[0], v[1], v[2], v[3]);
+  r = req(&S, "POST", "/v1/arrays", "text/csv", text);
+  a = resp_json(&r);
+  CHECK(r.status == 200 && a && strcmp(jstr(a, "id"), id) == 0 &&
+        strcmp(jstr(a, "digest"), digest) == 0);
+  json_decref(a);
+  resp_free(&r);
+  snprintf(text, sizeof text, "[%.17g, %.17g, %.17g, %.17g]", v[0], v[1], v[2], v[3]);
+  r = req(&S, "POST", "/v1/arrays", "application/json", text);
+  a = resp_json(&r);
+  CHECK(r.status == 200 && a && strcmp(jstr(a, "id"), id) == 0);
+  json_decref(a);
+  resp_free(&r);
+  free(body);
+}
+
+TEST(lying_and_cut_bodies_leave_nothing) {
+  int64_t before = array_count(&S);
+  char adir[300];
+  snprintf(adir, sizeof adir, "%s/arrays", S.dir);
+  int files = count_files(adir, ".npy");
+  const dkind *d = &KINDS[0];
+  size_t len, at;
+  char *body = make_npy(d, 100000, &len, &at);
+  /* Content-Length longer than the shape: refused when the header is in,
+   * before the data (the answer comes though most of the body is unsent). */
+  int fd = connect_to(&S);
+  char head[256];
+  int hl = snprintf(head, sizeof head,
+                    "POST /v1/arrays HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    "Content-Type: application/x-npy\r\nContent-Length: %zu\r\n\r\n",
+                    len + 8);
+  CHECK(send_all(fd, head, (size_t)hl) == 0 && send_all(fd, body, at + 16) == 0);
+  int st;
+  char *ans = read_answer(fd, &st);
+  CHECK_MSG(st == 400 && strstr(ans, "shape x itemsize needs") &&
+                strstr(ans, "\"field\":\"body\""),
+            "%d %.300s", st, ans);
+  free(ans);
+  close(fd);
+  /* Longer than its shape, chunked: refused at the byte it overflows. */
+  char *longer = malloc(len + 100);
+  memcpy(longer, body, len);
+  memset(longer + len, 1, 100);
+  st = post_pieces(&S, longer, len + 100, 0, 1, &ans);
+  CHECK_MSG(st == 400 && strstr(ans, "longer than shape"), "%d %.300s", st, ans);
+  free(ans);
+  free(longer);
+  /* Shorter than its shape, chunked: refused at the end. */
+  st = post_pieces(&S, body, len - 9, 0, 1, &ans);
+  CHECK_MSG(st == 400 && strstr(ans, "shape x itemsize needs"), "%d %.300s", st, ans);
+  free(ans);
+  /* Cut off midway: the client sends half and leaves. */
+  fd = connect_to(&S);
+  hl = snprintf(head, sizeof head,
+                "POST /v1/arrays HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                "Content-Type: application/x-npy\r\nContent-Length: %zu\r\n\r\n",
+                len);
+  CHECK(send_all(fd, head, (size_t)hl) == 0 && send_all(fd, body, len / 2) == 0);
+  usleep(200 * 1000);
+  close(fd);
+  /* Nothing under a real id, and no file once the daemon noticed. */
+  int tmp = -1;
+  for (int i = 0; i < 100 && tmp != 0; i++) {
+    usleep(50 * 1000);
+    tmp = count_files(adir, ".tmp");
+  }
+  CHECK_MSG(tmp == 0, "%d partial files left", tmp);
+  CHECK(count_files(adir, ".npy") == files);
+  CHECK(array_count(&S) == before);
+  free(body);
+}
+
+TEST(kill_9_in_the_middle_of_an_upload) {
+  srv k;
+  CHECK(srv_start(&k, DAEMON, "--threads", "1", NULL) == 0);
+  const dkind *d = &KINDS[0];
+  size_t len, at;
+  char *body = make_npy(d, 4 * 1000 * 1000, &len, &at);
+  int fd = connect_to(&k);
+  char head[256];
+  int hl = snprintf(head, sizeof head,
+                    "POST /v1/arrays HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    "Content-Type: application/x-npy\r\nContent-Length: %zu\r\n\r\n",
+                    len);
+  CHECK(send_all(fd, head, (size_t)hl) == 0 && send_all(fd, body, len / 2) == 0);
+  char adir[300];
+  snprintf(adir, sizeof adir, "%s/arrays", k.dir);
+  /* The partial file exists while the body arrives. */
+  int tmp = 0;
+  for (int i = 0; i < 100 && tmp == 0; i++) {
+    usleep(20 * 1000);
+    tmp = count_files(adir, ".tmp");
+  }
+  CHECK(tmp == 1);
+  CHECK(srv_kill(&k, SIGKILL) == 128 + SIGKILL);
+  close(fd);
+  CHECK(srv_restart(&k) == 0);
+  CHECK(count_files(adir, ".tmp") == 0);
+  CHECK(count_files(adir, ".npy") == 0);
+  CHECK(array_count(&k) == 0);
+  /* The same upload, whole, now succeeds. */
+  resp r = reqx(&k, "POST", "/v1/arrays", "application/x-npy", body, (long)len, NULL);
+  CHECK(r.status == 201);
+  resp_free(&r);
+  CHECK(array_count(&k) == 1);
+  free(body);
+  srv_cleanup(&k);
+}
+
+/* ---- peak memory of a 1 GiB upload ---------------------------------------- */
+typedef struct gen {
+  char head[128];
+  uint64_t total, pos;
+} gen;
+
+static size_t gen_read(char *buf, size_t sz, size_t nmemb, void *ud) {
+  gen *g = ud;
+  size_t max = sz * nmemb, n = 0;
+  while (n < max && g->pos < g->total) {
+    if (g->pos < 128) {
+      buf[n++] = g->head[g->pos++];
+      continue;
+    }
+    /* data: the float64 value of its element index, byte by byte */
+    uint64_t i = (g->pos - 128) / 8, b = (g->pos - 128) % 8;
+    double v = (double)i;
+    unsigned char e[8];
+    memcpy(e, &v, 8);
+    size_t take = 8 - b < max - n ? 8 - b : max - n;
+    if (take > g->total - g->pos) take = g->total - g->pos;
+    memcpy(buf + n, e + b, take);
+    n += take;
+    g->pos += take;
+  }
+  return n;
+}
+
+static long proc_kib(pid_t pid, const char *field) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  long v = -1;
+  size_t fl = strlen(field);
+  while (f && fgets(line, sizeof line, f))
+    if (strncmp(line, field, fl) == 0 && line[fl] == ':') v = atol(line + fl + 1);
+  if (f) fclose(f);
+  return v;
+}
+
+TEST(one_gib_upload_peak_memory) {
+  if (UNDER_ASAN) {
+    fprintf(stderr, "skipped under ASan: its allocator's own overhead\n");
+    return;
+  }
+  srv m;
+  CHECK(srv_start(&m, DAEMON, "--threads", "1", "--max-upload", "2147483648",
+                  NULL) == 0);
+  gen g = {.total = 128 + ((uint64_t)1 << 30)};
+  int dl = snprintf(g.head + 10, sizeof g.head - 10,
+                    "{'descr': '<f8', 'fortran_order': False, 'shape': (%llu,), }",
+                    (unsigned long long)((uint64_t)1 << 27));
+  memcpy(g.head, "\x93NUMPY\x01\x00", 8);
+  g.head[8] = 118;
+  g.head[9] = 0;
+  memset(g.head + 10 + dl, ' ', (size_t)(128 - 10 - dl - 1));
+  g.head[127] = '\n';
+  char cr[64];
+  snprintf(cr, sizeof cr, "/proc/%d/clear_refs", (int)m.pid);
+  FILE *f = fopen(cr, "w");
+  if (f) {
+    fputs("5", f);
+    fclose(f);
+  }
+  long rss0 = proc_kib(m.pid, "VmRSS");
+  CURL *c = curl_easy_init();
+  char url[128];
+  snprintf(url, sizeof url, "%s/v1/arrays", m.base);
+  struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/x-npy");
+  h = curl_slist_append(h, "Expect:");
+  resp r;
+  memset(&r, 0, sizeof r);
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_POST, 1L);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+  curl_easy_setopt(c, CURLOPT_READFUNCTION, gen_read);
+  curl_easy_setopt(c, CURLOPT_READDATA, &g);
+  curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)g.total);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, resp_write);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT, 300L);
+  CHECK(curl_easy_perform(c) == CURLE_OK);
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.status);
+  curl_slist_free_all(h);
+  curl_easy_cleanup(c);
+  CHECK_MSG(r.status == 201, "%ld %.300s", r.status, r.body ? r.body : "");
+  long hwm = proc_kib(m.pid, "VmHWM");
+  fprintf(stderr, "1 GiB upload: daemon VmRSS before %ld KiB, VmHWM after %ld KiB "
+          "(+%ld KiB, %.4fx the body)\n", rss0, hwm, hwm - rss0,
+          (double)(hwm - rss0) / (double)(g.total / 1024));
+  /* Streamed: the body is never held. 64 MiB is generous (the daemon's
+   * buffers are a 64 KiB connection pool and a 64 KiB conversion buffer). */
+  CHECK(rss0 > 0 && hwm - rss0 < 64 * 1024);
+  /* And the file is the whole array. */
+  json_t *o = resp_json(&r);
+  const char *id = o ? jstr(o, "id") : "";
+  char path[400];
+  snprintf(path, sizeof path, "%s/arrays/%s.npy", m.dir, id);
+  struct stat sb;
+  CHECK(stat(path, &sb) == 0 && (uint64_t)sb.st_size == g.total);
+  json_decref(o);
+  resp_free(&r);
+  srv_cleanup(&m);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) SKIP_ALL("usage: test_upload_stream <tesseld>");
+  DAEMON = argv[1];
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  if (srv_start(&S, DAEMON, "--threads", "2", NULL) != 0) {
+    fprintf(stderr, "cannot start %s\n", DAEMON);
+    return 1;
+  }
+  RUN(round_trip_every_dtype_in_small_pieces);
+  RUN(large_arrays_round_trip);
+  RUN(one_digest_whatever_the_format);
+  RUN(lying_and_cut_bodies_leave_nothing);
+  RUN(kill_9_in_the_middle_of_an_upload);
+  RUN(one_gib_upload_peak_memory);
+  srv_cleanup(&S);
+  curl_global_cleanup();
+  return check_summary();
+}
