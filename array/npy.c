@@ -1,5 +1,5 @@
-/* npy.c — NumPy .npy files: a strict reader, a 1.0 writer, and file-backed
- * arrays (create a .npy and map it, or map an existing one).
+/* npy.c — NumPy .npy files: a strict reader, a 1.0 writer, and an existing
+ * .npy file mapped as an array (creating result files is npyfile.c).
  *
  * Format: 6 magic bytes "\x93NUMPY", major and minor version bytes, the
  * header length (u16 little-endian for 1.0, u32 for 2.0/3.0), then the
@@ -500,102 +500,7 @@ int npy_to_buffer(const tarray *a, char **buf, size_t *len, terr *e) {
   return 0;
 }
 
-/* ---- file-backed arrays -------------------------------------------------- */
-
-/* Allocate len bytes of fd's blocks: 0 or an errno. posix_fallocate, retried
- * on EINTR; where the file system cannot (EOPNOTSUPP, EINVAL), one byte
- * written in every block does the same. */
-static int reserve_space(int fd, off_t len) {
-  int err;
-  do err = posix_fallocate(fd, 0, len);
-  while (err == EINTR);
-  if (err != EOPNOTSUPP && err != EINVAL) return err;
-  struct stat sb;
-  long blk = fstat(fd, &sb) == 0 && sb.st_blksize > 0 ? (long)sb.st_blksize
-                                                       : 4096;
-  char zero = 0;
-  for (off_t off = 0; off < len; off += blk) {
-    char cur;
-    ssize_t n = pread(fd, &cur, 1, off); /* keep what is there (the header) */
-    if (n != 1) cur = zero;
-    while ((n = pwrite(fd, &cur, 1, off)) < 0 && errno == EINTR) {
-    }
-    if (n != 1) return n < 0 ? errno : EIO;
-  }
-  return 0;
-}
-
-int tarray_create_npy(const char *path, tdtype dt, int ndim,
-                      const int64_t *shape, tarray **out, terr *e) {
-  *out = NULL;
-  int fd = -1, rc;
-  void *base = MAP_FAILED;
-  tarray *a = NULL;
-  size_t total = 0;
-  int64_t n = tshape_size(ndim, shape, INT64_MAX / 8);
-  if (n < 0) {
-    rc = terr_set(e, T_EINVAL, "", -1, "npy: bad shape for %s", path);
-    goto fail;
-  }
-  char hdr[NPY_HEADER_MAX];
-  size_t h = npy_header(dt, ndim, shape, hdr);
-  total = h + (size_t)n * tdtype_size(dt);
-  fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    rc = terr_set(e, T_EIO, "", -1, "npy: cannot create %s: %s", path,
-                  strerror(errno));
-    goto fail;
-  }
-  if (ftruncate(fd, (off_t)total) != 0) {
-    int err = errno;
-    rc = terr_set(e, T_EIO, "", -1, "npy: cannot size %s to %zu bytes: %s",
-                  path, total, strerror(err));
-    rc = terr_nospace(e, rc, err);
-    goto fail_unlink;
-  }
-  /* Reserve the blocks before mapping: a write through the mapping to a
-   * page with no space behind it raises SIGBUS, which no caller can
-   * handle. A full disk is an error here instead. */
-  int err = reserve_space(fd, (off_t)total);
-  if (err) {
-    rc = terr_set(e, T_EIO, "", -1, "npy: cannot reserve %zu bytes for %s: %s",
-                  total, path, strerror(err));
-    rc = terr_nospace(e, rc, err);
-    goto fail_unlink;
-  }
-  if (pwrite(fd, hdr, h, 0) != (ssize_t)h) {
-    rc = terr_set(e, T_EIO, "", -1, "npy: cannot write header of %s: %s",
-                  path, strerror(errno));
-    goto fail_unlink;
-  }
-  base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) {
-    rc = terr_set(e, T_ENOMEM, "", -1, "npy: cannot map %s: %s", path,
-                  strerror(errno));
-    goto fail_unlink;
-  }
-  a = calloc(1, sizeof *a);
-  if (!a) {
-    rc = terr_set(e, T_ENOMEM, "", -1, "npy: out of memory");
-    goto fail_unlink;
-  }
-  a->dtype = dt;
-  a->ndim = ndim;
-  for (int i = 0; i < ndim; i++) a->shape[i] = shape[i];
-  a->size = n;
-  a->data = (char *)base + h;
-  a->map_base = base;
-  a->map_len = total;
-  close(fd);
-  *out = a;
-  return 0;
-fail_unlink:
-  unlink(path);
-fail:
-  if (base != MAP_FAILED) munmap(base, total);
-  if (fd >= 0) close(fd);
-  return rc;
-}
+/* ---- mapping an existing file ------------------------------------------- */
 
 int tarray_map_npy(const char *path, tarray **out, terr *e) {
   *out = NULL;

@@ -109,6 +109,7 @@ tarray *tarray_convert(const tarray *a, tdtype dt) {
 
 void tarray_free(tarray *a) {
   if (!a) return;
+  tarray_sink_close(a);
   if (a->map_base)
     munmap(a->map_base, a->map_len);
   else

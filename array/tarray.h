@@ -4,6 +4,9 @@
  * to T_MAXDIM dimensions. Its data is either heap memory owned by the array
  * or a read/write mapping of a .npy file (see tarray_map_npy): either way
  * tarray_free releases it. A 0-d array (ndim 0) is a scalar of size 1.
+ * One more form exists for results only: a .npy file being filled by
+ * slices (tarray_create_npy_sink), whose data is NULL — it is written with
+ * tarray_write and read back, once complete, from its file.
  *
  * Readers and writers for the three wire forms live beside it:
  *   npy.c   NumPy format 1.0/2.0/3.0 read (strict), 1.0 write
@@ -35,6 +38,8 @@ typedef struct tarray {
   /* private: how data is held */
   void *map_base;    /* non-NULL when data lies in a file mapping */
   size_t map_len;
+  struct tarray_sink *sink; /* non-NULL (and data NULL): a file filled by
+                               slices (npyfile.c) */
 } tarray;
 
 size_t tdtype_size(tdtype dt);               /* 8 or 4 */
@@ -135,9 +140,30 @@ int npy_to_buffer(const tarray *a, char **buf, size_t *len, terr *e);
 /* Create `path` as a .npy of this dtype/shape, sized and mapped read/write:
  * the returned array's data is the file's data section, so writing into it
  * fills the file with no second copy. The file is complete once the array
- * is tarray_free'd (which msyncs nothing; the page cache writes back). */
+ * is tarray_free'd (which msyncs nothing; the page cache writes back).
+ * Its blocks are reserved first: a full disk is T_ENOSPACE here, never a
+ * SIGBUS later. (npyfile.c says when to prefer the sink below.) */
 int tarray_create_npy(const char *path, tdtype dt, int ndim,
                       const int64_t *shape, tarray **out, terr *e);
+/* Create `path` as a .npy of this dtype/shape to be filled by slices: sized,
+ * its blocks reserved (a full disk: T_ENOSPACE, and nothing left at path),
+ * its header written. The returned array has data NULL and a->sink set;
+ * write its elements with tarray_write (from any threads, disjoint ranges);
+ * the file is complete once every element was written, and tarray_free
+ * closes it. Reading the elements back means mapping the file
+ * (tarray_map_npy). */
+int tarray_create_npy_sink(const char *path, tdtype dt, int ndim,
+                           const int64_t *shape, tarray **out, terr *e);
+/* Elements [start, start + count) of a from src (count elements of a's
+ * dtype): a memcpy into a->data, or for a sink a pwrite at their offset in
+ * the file. Any thread; ranges written at the same time must not overlap.
+ * 0, T_EIO (T_ENOSPACE for a full disk or quota), or T_EINTERNAL for a
+ * range outside the array. */
+int tarray_write(tarray *a, int64_t start, int64_t count, const void *src,
+                 terr *e);
+/* Close a sink's file (tarray_free does it too); after this the array has
+ * neither data nor sink. No-op for other arrays and NULL. */
+void tarray_sink_close(tarray *a);
 /* Map an existing .npy file read-only (private mapping; writes are not
  * carried to the file). Header checks as npy_parse; integer dtypes are
  * refused here (Tessel only writes float32/float64 files). */

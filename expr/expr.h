@@ -119,6 +119,14 @@ size_t expr_scratch_size(const expr *x);
 void expr_eval(const expr *x, const tarray *const *inputs, tarray *out,
                int64_t start, int64_t count, void *scratch);
 
+/* Same, but into dst (`count` elements of out's dtype, element `start`
+ * first) instead of out->data, which is not touched (it may be NULL: a
+ * result written to its file by slices, array/npyfile.c). Serial and
+ * parallel runs give the same bits either way. */
+void expr_eval_into(const expr *x, const tarray *const *inputs,
+                    const tarray *out, int64_t start, int64_t count, void *dst,
+                    void *scratch);
+
 /* Same, into a caller buffer of `count` doubles instead of out->data, for
  * reductions: `shape` is the broadcast shape. */
 void expr_eval_f64(const expr *x, const tarray *const *inputs, int ndim,

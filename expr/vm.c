@@ -177,6 +177,18 @@ void expr_eval(const expr *x, const tarray *const *inputs, tarray *out,
                scratch);
 }
 
+void expr_eval_into(const expr *x, const tarray *const *inputs,
+                    const tarray *out, int64_t start, int64_t count, void *dst,
+                    void *scratch) {
+  if (count <= 0) return;
+  expr_layout l;
+  expr_layout_build(x->tree.ninputs, inputs, out->ndim, out->shape, &l);
+  if (out->dtype == T_F64)
+    vm_run_f64(x, inputs, &l, start, count, dst, scratch);
+  else
+    vm_run_f32(x, inputs, &l, start, count, dst, scratch);
+}
+
 void expr_eval_f64(const expr *x, const tarray *const *inputs, int ndim,
                    const int64_t *shape, int64_t start, int64_t count,
                    double *dst, void *scratch) {

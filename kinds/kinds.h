@@ -77,6 +77,16 @@ typedef struct job_ctx {
    * owned by the caller of run once run returns it. */
   int (*result_alloc)(struct job_ctx *ctx, tdtype dt, int ndim,
                       const int64_t *shape, tarray **out, terr *e);
+  /* Optional (NULL: call result_alloc): the result of a CPU run that
+   * produces its output in contiguous runs (map). Small results are heap
+   * arrays as from result_alloc; big ones are sinks (array/npyfile.c:
+   * data NULL), which each pool thread fills straight into the result's
+   * file with tarray_write from its own small buffer — no page faults on a
+   * shared mapping, no full-size copy. A kind writes either kind of array
+   * with tarray_write, or computes into out->data when it is not NULL. Same
+   * thread and ownership rules as result_alloc. */
+  int (*result_stream)(struct job_ctx *ctx, tdtype dt, int ndim,
+                       const int64_t *shape, tarray **out, terr *e);
   void *ud; /* the scheduler's */
   /* Set by run, recorded with the job by the scheduler (0 when unused):
    * geodesic "vincenty", the pairs whose iteration did not converge (NaN in

@@ -20,7 +20,15 @@
  *
  * Results: ctx->result_alloc gives heap memory for results of up to
  * inline_result_max bytes and, above, a mapped .npy created by
- * tarray_create_npy under a temporary name <data>/results/<id>.npy.tmp<N>.
+ * tarray_create_npy under a temporary name <data>/results/<id>.npy.tmp<N>
+ * (kinds whose output is scattered or comes from a device: matmul,
+ * geodesic, reduce, every GPU run). ctx->result_stream (a CPU map) gives
+ * heap memory for a result that will be kept in the row and, for any other,
+ * a sink (tarray_create_npy_sink) under the same kind of temporary name,
+ * which the pool threads fill with pwrite, each its own chunks
+ * (array/npyfile.c says why, with the measurements). Both kinds of file
+ * reserve their blocks first: a full disk fails the job
+ * "resource_exhausted" before anything is computed, never with SIGBUS.
  * A heap result whose .npy fits in row_result_max bytes is kept in the job's
  * store row (no file: creating one costs more than a tiny job, see
  * tests/bench/README.md); it commits with the finish. Other heap results are
@@ -28,6 +36,8 @@
  * to <id>.npy only when complete, so a crash never leaves a partial file
  * under the final name (sched_start removes stale temporaries). No fsync: a
  * process crash is covered, a power loss right after a job is not.
+ * Compare reads its results: a sink's is mapped from its file once the run
+ * has returned it (srun_readable).
  *
  * Threads: everything here runs on the worker that owns the job, except
  * srun_finished (the store's writer thread: it must not block nor make a
@@ -75,8 +85,16 @@ typedef struct srun {
 static json_t *ms_json(double ms) { return json_real(round(ms * 1e3) / 1e3); }
 
 /* ---- result arrays --------------------------------------------------------- */
-static int srun_result_alloc(job_ctx *ctx, tdtype dt, int ndim,
-                             const int64_t *shape, tarray **out, terr *e) {
+/* A result array. result_alloc's: heap up to inline_max bytes, else a
+ * mapped file under a temporary name. result_stream's: heap when the
+ * result will be kept in the store row (its .npy fits in row_max), else a
+ * sink under a temporary name, whatever its size: a sink beat heap +
+ * npy_write from 8 MB up (1.5x at 1e6 and 2e6 float64 on the 2-core VM,
+ * bench_sink) and matched it at 800 KB, and it never holds the result in
+ * memory. */
+static int srun_result_new(job_ctx *ctx, tdtype dt, int ndim,
+                           const int64_t *shape, int sink, tarray **out,
+                           terr *e) {
   srun *r = ctx->ud;
   *out = NULL;
   int64_t n = tshape_size(ndim, shape, INT64_MAX);
@@ -87,7 +105,9 @@ static int srun_result_alloc(job_ctx *ctx, tdtype dt, int ndim,
   salloc *al = &r->allocs[r->nallocs];
   al->path[0] = 0;
   int64_t bytes = n * (int64_t)tdtype_size(dt);
-  if (bytes <= r->s->inline_max) {
+  int heap = sink ? r->s->row_max > 0 && bytes + NPY_HEADER_MAX <= r->s->row_max
+                  : bytes <= r->s->inline_max;
+  if (heap) {
     al->a = tarray_new(dt, ndim, shape);
     if (!al->a)
       return terr_set(e, T_ENOMEM, "", -1, "no memory for a result of %lld bytes",
@@ -95,7 +115,8 @@ static int srun_result_alloc(job_ctx *ctx, tdtype dt, int ndim,
   } else {
     snprintf(al->path, sizeof al->path, "%s/%s.npy.tmp%u", r->s->results_dir,
              r->j->id, atomic_fetch_add(&r->s->tmp_counter, 1));
-    int rc = tarray_create_npy(al->path, dt, ndim, shape, &al->a, e);
+    int rc = sink ? tarray_create_npy_sink(al->path, dt, ndim, shape, &al->a, e)
+                  : tarray_create_npy(al->path, dt, ndim, shape, &al->a, e);
     if (rc) {
       unlink(al->path);
       al->path[0] = 0;
@@ -107,10 +128,41 @@ static int srun_result_alloc(job_ctx *ctx, tdtype dt, int ndim,
   return T_OK;
 }
 
+static int srun_result_alloc(job_ctx *ctx, tdtype dt, int ndim,
+                             const int64_t *shape, tarray **out, terr *e) {
+  return srun_result_new(ctx, dt, ndim, shape, 0, out, e);
+}
+
+static int srun_result_stream(job_ctx *ctx, tdtype dt, int ndim,
+                              const int64_t *shape, tarray **out, terr *e) {
+  return srun_result_new(ctx, dt, ndim, shape, 1, out, e);
+}
+
 static salloc *srun_find_alloc(srun *r, const tarray *a) {
   for (int i = 0; i < r->nallocs; i++)
     if (r->allocs[i].a == a && r->allocs[i].path[0]) return &r->allocs[i];
   return NULL;
+}
+
+/* Compare reads results: a sink's elements are in its file only, so *a
+ * (complete: run returned it) becomes a mapping of that file, listed in
+ * its place. A failure drops the result. */
+static int srun_readable(srun *r, tarray **a, terr *e) {
+  if (!(*a)->sink) return T_OK;
+  salloc *al = srun_find_alloc(r, *a);
+  if (!al)
+    return terr_set(e, T_EINTERNAL, "", -1, "a result file has no record");
+  tarray *m = NULL;
+  tarray_free(*a); /* closes the file; the page cache has every slice */
+  *a = NULL;
+  int rc = tarray_map_npy(al->path, &m, e);
+  if (rc) {
+    unlink(al->path);
+    al->path[0] = 0;
+    return rc;
+  }
+  al->a = *a = m;
+  return T_OK;
 }
 
 /* Free a result that is not kept (and its temporary file). */
@@ -192,6 +244,7 @@ static void ctx_setup(srun *r, job_ctx *ctx, tbackend b, int device) {
   ctx->stop = &r->j->stop;
   ctx->t_h2d = ctx->t_compute = ctx->t_d2h = 0;
   ctx->result_alloc = srun_result_alloc;
+  ctx->result_stream = srun_result_stream;
   ctx->ud = r;
 }
 
@@ -358,6 +411,7 @@ static int srun_compare(srun *r, void *plan, tarray **result, terr *e) {
     tarray *res = NULL;
     double ms;
     rc = srun_backend(r, plan, runs[i].b, runs[i].dev, &res, &ms, e);
+    if (rc == T_OK) rc = srun_readable(r, &res, e);
     if (rc) {
       if (!job_ctx_stopped(&r->j->ctx)) {
         char msg[TERR_MSG_MAX];

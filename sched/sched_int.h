@@ -41,13 +41,15 @@ enum { SJ_QUEUED = 0, SJ_RUNNING, SJ_ENDING };
 enum { Q_CPU = 0, Q_GPU, Q_AUTO, Q__COUNT }; /* which heap holds a job */
 /* stop values: 0 run, 1 canceled, 2 timed out (kinds.h), and ours: */
 #define SJ_STOP_SHUTDOWN 3 /* leave the job unfinished in the store */
-/* Results up to this many bytes are heap arrays written with npy_write at
- * the end; larger ones are mapped .npy files (tarray_create_npy). Used when
- * cfg.inline_result_max <= 0. Measured with bench_sched on ext4 (this
- * 2-core VM, and a 16-core H200 host): heap + write takes 0.3-0.95x the time
- * of a mapped file from 8 B to 8 MiB (first writes to a shared file mapping
- * fault page by page), but 1.6-1.7x at 64 MiB, where a mapping also spares
- * a second, unreclaimable copy of the result in memory. */
+/* Results of result_alloc up to this many bytes are heap arrays written
+ * with npy_write at the end; larger ones are mapped .npy files
+ * (tarray_create_npy). Used when cfg.inline_result_max <= 0. Measured with
+ * bench_sched on ext4 (this 2-core VM, and a 16-core H200 host): heap +
+ * write takes 0.3-0.95x the time of a mapped file from 8 B to 8 MiB (first
+ * writes to a shared file mapping fault page by page), but 1.6-1.7x at 64
+ * MiB, where a mapping also spares a second, unreclaimable copy of the
+ * result in memory. result_stream's results (map) do not use it: they are
+ * sinks from the row's size up (sched/run.c, array/npyfile.c). */
 #define SCHED_INLINE_RESULT_DEFAULT (16 << 20)
 
 typedef struct sjob {

@@ -10,10 +10,19 @@
  * block VM with its thread's own scratch, so no full-size temporary is
  * made) or hands the whole job to gpu_map.
  *
+ * Where a CPU run's result goes: ctx->result_stream (when the scheduler
+ * offers it) gives a heap array for a small result, computed into in
+ * place, and for a big one a sink (array/npyfile.c): each chunk is then
+ * evaluated into its slot's buffer (one chunk, at most 512 KiB: it stays
+ * in the core's L2) and written at its offset in the result's file by the
+ * thread that computed it, so threads never fault pages of a shared
+ * mapping and the result is not held twice. A GPU run takes result_alloc's
+ * memory (its copies from the device land there).
+ *
  * Threads: check on an HTTP thread; prepare/run/release on a scheduler
  * worker; run's chunks on pool threads, each writing only its own range of
- * the result and its own slot's scratch. The plan is read-only during run,
- * so "compare" may run it several times.
+ * the result and its own slot's scratch and buffer. The plan is read-only
+ * during run, so "compare" may run it several times.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -94,9 +103,12 @@ typedef struct map_work {
   const map_plan *p;
   tarray *out;
   int64_t chunk;
-  char *scratch; /* slot s at scratch + s * stride */
-  size_t stride;
+  char *scratch; /* slot s at scratch + s * stride: the VM's registers, */
+  size_t stride; /* then (sinks only) the chunk's values */
+  size_t buf_off;
   job_ctx *ctx;
+  atomic_int failed; /* a write failed: the chunks left do nothing */
+  terr err;          /* the first failure's, set by its thread */
 } map_work;
 
 /* One chunk, on a pool thread (or the caller). */
@@ -104,8 +116,21 @@ static void map_chunk(void *arg, int64_t c, int slot) {
   map_work *w = arg;
   int64_t start = c * w->chunk, n = w->out->size - start;
   if (n > w->chunk) n = w->chunk;
-  expr_eval(w->p->k.x, (const tarray *const *)w->p->in, w->out, start, n,
-            w->scratch + (size_t)slot * w->stride);
+  char *scratch = w->scratch + (size_t)slot * w->stride;
+  const tarray *const *in = (const tarray *const *)w->p->in;
+  if (w->out->data) {
+    expr_eval(w->p->k.x, in, w->out, start, n, scratch);
+  } else {
+    if (atomic_load_explicit(&w->failed, memory_order_relaxed)) return;
+    char *buf = scratch + w->buf_off;
+    expr_eval_into(w->p->k.x, in, w->out, start, n, buf, scratch);
+    terr e;
+    if (tarray_write(w->out, start, n, buf, &e) != 0) {
+      int none = 0;
+      if (atomic_compare_exchange_strong(&w->failed, &none, 1)) w->err = e;
+      return;
+    }
+  }
   job_ctx_progress(w->ctx, 1);
 }
 
@@ -117,12 +142,17 @@ static int map_run_cpu(const map_plan *p, tarray *out, job_ctx *ctx,
   if (chunk > MAP_CHUNK_MAX) chunk = MAP_CHUNK_MAX;
   int64_t nchunks = (out->size + chunk - 1) / chunk;
   if (nchunks < (int64_t)width) width = (int)(nchunks ? nchunks : 1);
-  size_t stride = (expr_scratch_size(p->k.x) + 63) & ~(size_t)63;
+  size_t buf_off = (expr_scratch_size(p->k.x) + 63) & ~(size_t)63;
+  size_t stride = buf_off;
+  if (!out->data) /* a sink: room for the chunk's values */
+    stride += ((size_t)chunk * tdtype_size(out->dtype) + 63) & ~(size_t)63;
   char *scratch = aligned_alloc(64, stride * (size_t)width);
   if (!scratch) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
   atomic_store(&ctx->progress_total, nchunks);
   atomic_store(&ctx->progress_done, 0);
-  map_work w = {p, out, chunk, scratch, stride, ctx};
+  map_work w = {.p = p, .out = out, .chunk = chunk, .scratch = scratch,
+                .stride = stride, .buf_off = buf_off, .ctx = ctx};
+  atomic_init(&w.failed, 0);
   int stopped = 0;
   if (!ctx->pool || width == 1) {
     for (int64_t c = 0; c < nchunks; c++) {
@@ -138,6 +168,10 @@ static int map_run_cpu(const map_plan *p, tarray *out, job_ctx *ctx,
   free(scratch);
   if (stopped)
     return terr_set(e, job_ctx_stop_code(ctx), "", -1, "stopped");
+  if (atomic_load(&w.failed)) {
+    *e = w.err;
+    return e->code;
+  }
   return 0;
 }
 
@@ -146,7 +180,9 @@ static int map_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
   *result = NULL;
   map_plan *p = plan;
   tarray *out = NULL;
-  int rc = ctx->result_alloc(ctx, p->k.dt, p->k.ndim, p->k.shape, &out, e);
+  int rc = b != B_CUDA && ctx->result_stream
+               ? ctx->result_stream(ctx, p->k.dt, p->k.ndim, p->k.shape, &out, e)
+               : ctx->result_alloc(ctx, p->k.dt, p->k.ndim, p->k.shape, &out, e);
   if (rc) return rc;
   if (out->size == 0) {
     /* zero-size: nothing to evaluate on any backend */

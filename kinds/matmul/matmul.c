@@ -385,6 +385,7 @@ static tarray view2(const tarray *t, int64_t rows, int64_t cols) {
   v.shape[1] = cols;
   v.map_base = NULL;
   v.map_len = 0;
+  v.sink = NULL;
   return v;
 }
 

@@ -1,0 +1,258 @@
+/* npyfile.c — creating .npy result files: sized, their blocks reserved, the
+ * header written; then filled by slices (tarray_create_npy_sink and
+ * tarray_write, the service's big results) or through a shared mapping
+ * (tarray_create_npy).
+ *
+ * Why a sink for big map results (issue 11). A map result used to be a
+ * MAP_SHARED mapping of the fallocated file that the pool threads wrote
+ * into: every 4 KiB page faulted (page cache allocation, zeroing,
+ * ext4_page_mkwrite with a journal handle), and with several threads the
+ * faults serialise on the file, so `cpu` could be slower than `serial`.
+ * Measured with tests/bench/bench_sink.c (x + 1 over N float64, the VM in
+ * the map kind's chunks, the service's pool, a new file per result, ext4 on
+ * the 2-core build VM shared with other builds; M elem/s, median of 5,
+ * serial / 2 threads, run 1 with the cores mostly free, run 2 loaded):
+ *
+ *   sink                                      N=1e7        N=1e8
+ *   mapped (the old way)                      189 / 326    143 / 484
+ *   mapped + MADV_POPULATE_WRITE per chunk    286 / 342    312 / 493
+ *   heap (THP) then pwrite per thread slice   130 / 207     49 / 256
+ *   heap then npy_write (small results' way)  106 / 203     87 / 114  (run 2)
+ *   chunk: own buffer, pwrite at its offset   311 / 411    324 / 518
+ *   no file at all (reused memory, the floor) 791 / 1385   560 / 1190
+ *
+ * The chunk sink wins at every size and thread count, serial included: it
+ * moves the least memory (the inputs read once, the result written once
+ * into the page cache from a buffer that stays in L2: no page zeroing, no
+ * second full-size copy) and takes no page faults. Its limit is the file's
+ * inode lock, which ext4 holds across a buffered write's copy: threads'
+ * pwrites queue on it (6 % of the run spinning on it with 2 threads, next to
+ * 9 % copying), so the writes of one result are one memory copy stream at a
+ * time while the computing overlaps. That caps a cheap expression near
+ * one thread's buffered-write rate (here 4.2-4.6 GB/s, ~550 M float64/s:
+ * dd of 512 KiB blocks into a fallocated file) however many threads run;
+ * costlier expressions scale further; `cpu` does not fall behind `serial`,
+ * which pays the same copy. (16 cores were not measured here.)
+ * Through the daemon (POST ?wait, x + 1 over 1 GiB, a range input, six
+ * results kept on disk per batch, 9 jobs each, load average ~4): serial
+ * 4228 -> 825 ms, cpu 2612 -> 737 ms; the old mapping also paid for the
+ * dirty-page throttling of the results before it in its page faults.
+ * Small results: chunk 490 / 460 against heap + npy_write 337 / 364 at
+ * 1e6, 472 / 488 against 554 / 453 at 1e5; sched/run.c uses the sink for
+ * any map result that is not kept in the store row.
+ *
+ * Inputs (an upload mapped MAP_PRIVATE by tarray_map_npy) were measured in
+ * the same runs with the chunk sink: a fresh mapping costs what a heap
+ * array does within the noise (fault-around maps 16 pages a fault); a
+ * whole-mapping MADV_POPULATE_READ, a per-chunk one by the thread about to
+ * read, or MADV_WILLNEED + SEQUENTIAL moved the figures by 0-10 %, inside
+ * the run-to-run spread, so the mapping is left as it was; MAP_POPULATE
+ * made it 2.3x slower (the mapping is writable, so populating copies every
+ * page).
+ *
+ * Full disk: both ways reserve every block of the file (posix_fallocate)
+ * before anything is computed, so a full disk is T_ENOSPACE at creation,
+ * before any work. A store through a shared mapping to a page with no
+ * block behind it would raise SIGBUS, which no caller can handle; pwrite
+ * would report ENOSPC, which tarray_write turns into T_ENOSPACE as well.
+ *
+ * Ownership: every tarray returned is the caller's (tarray_free, which
+ * unmaps or closes the file). Threads: any thread may create; any number
+ * of threads may tarray_write disjoint ranges of one array at once (pwrite
+ * at their own offsets; nothing is locked here).
+ */
+#include "array/tarray.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A file filled by slices: tarray.sink. */
+struct tarray_sink {
+  int fd;
+  size_t data_off; /* bytes of header before element 0 */
+};
+
+/* Allocate len bytes of fd's blocks: 0 or an errno. posix_fallocate, retried
+ * on EINTR; where the file system cannot (EOPNOTSUPP, EINVAL), one byte
+ * written in every block does the same. */
+static int reserve_space(int fd, off_t len) {
+  int err;
+  do err = posix_fallocate(fd, 0, len);
+  while (err == EINTR);
+  if (err != EOPNOTSUPP && err != EINVAL) return err;
+  struct stat sb;
+  long blk = fstat(fd, &sb) == 0 && sb.st_blksize > 0 ? (long)sb.st_blksize
+                                                       : 4096;
+  char zero = 0;
+  for (off_t off = 0; off < len; off += blk) {
+    char cur;
+    ssize_t n = pread(fd, &cur, 1, off); /* keep what is there (the header) */
+    if (n != 1) cur = zero;
+    while ((n = pwrite(fd, &cur, 1, off)) < 0 && errno == EINTR) {
+    }
+    if (n != 1) return n < 0 ? errno : EIO;
+  }
+  return 0;
+}
+
+/* pwrite all of buf at off: 0 or an errno. */
+static int write_all(int fd, const void *buf, size_t len, off_t off) {
+  const char *p = buf;
+  while (len > 0) {
+    ssize_t n = pwrite(fd, p, len, off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return EIO;
+    p += n;
+    len -= (size_t)n;
+    off += n;
+  }
+  return 0;
+}
+
+/* Create `path` (truncated) as a .npy of dt/shape: sized, its blocks
+ * reserved and its header written. *fd open read/write; *hdr the header's
+ * length, *total the file's. On failure nothing is left at path. */
+static int npy_file_open(const char *path, tdtype dt, int ndim,
+                         const int64_t *shape, int *fd, size_t *hdr,
+                         size_t *total, int64_t *size, terr *e) {
+  *fd = -1;
+  int64_t n = tshape_size(ndim, shape, INT64_MAX / 8);
+  if (n < 0) return terr_set(e, T_EINVAL, "", -1, "npy: bad shape for %s", path);
+  char h[NPY_HEADER_MAX];
+  size_t hl = npy_header(dt, ndim, shape, h);
+  size_t len = hl + (size_t)n * tdtype_size(dt);
+  int f = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (f < 0) {
+    int err = errno;
+    int rc = terr_set(e, T_EIO, "", -1, "npy: cannot create %s: %s", path,
+                      strerror(err));
+    return terr_nospace(e, rc, err);
+  }
+  int rc, err;
+  if (ftruncate(f, (off_t)len) != 0) {
+    err = errno;
+    rc = terr_set(e, T_EIO, "", -1, "npy: cannot size %s to %zu bytes: %s",
+                  path, len, strerror(err));
+    rc = terr_nospace(e, rc, err);
+    goto fail;
+  }
+  if ((err = reserve_space(f, (off_t)len)) != 0) {
+    rc = terr_set(e, T_EIO, "", -1, "npy: cannot reserve %zu bytes for %s: %s",
+                  len, path, strerror(err));
+    rc = terr_nospace(e, rc, err);
+    goto fail;
+  }
+  if ((err = write_all(f, h, hl, 0)) != 0) {
+    rc = terr_set(e, T_EIO, "", -1, "npy: cannot write header of %s: %s",
+                  path, strerror(err));
+    rc = terr_nospace(e, rc, err);
+    goto fail;
+  }
+  *fd = f;
+  *hdr = hl;
+  *total = len;
+  *size = n;
+  return 0;
+fail:
+  unlink(path);
+  close(f);
+  return rc;
+}
+
+static tarray *array_shell(tdtype dt, int ndim, const int64_t *shape,
+                           int64_t n) {
+  tarray *a = calloc(1, sizeof *a);
+  if (!a) return NULL;
+  a->dtype = dt;
+  a->ndim = ndim;
+  for (int i = 0; i < ndim; i++) a->shape[i] = shape[i];
+  a->size = n;
+  return a;
+}
+
+int tarray_create_npy(const char *path, tdtype dt, int ndim,
+                      const int64_t *shape, tarray **out, terr *e) {
+  *out = NULL;
+  int fd;
+  size_t h, total;
+  int64_t n;
+  int rc = npy_file_open(path, dt, ndim, shape, &fd, &h, &total, &n, e);
+  if (rc) return rc;
+  void *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) {
+    unlink(path);
+    return terr_set(e, T_ENOMEM, "", -1, "npy: cannot map %s: %s", path,
+                    strerror(errno));
+  }
+  tarray *a = array_shell(dt, ndim, shape, n);
+  if (!a) {
+    munmap(base, total);
+    unlink(path);
+    return terr_set(e, T_ENOMEM, "", -1, "npy: out of memory");
+  }
+  a->data = (char *)base + h;
+  a->map_base = base;
+  a->map_len = total;
+  *out = a;
+  return 0;
+}
+
+int tarray_create_npy_sink(const char *path, tdtype dt, int ndim,
+                           const int64_t *shape, tarray **out, terr *e) {
+  *out = NULL;
+  int fd;
+  size_t h, total;
+  int64_t n;
+  int rc = npy_file_open(path, dt, ndim, shape, &fd, &h, &total, &n, e);
+  if (rc) return rc;
+  tarray *a = array_shell(dt, ndim, shape, n);
+  struct tarray_sink *s = malloc(sizeof *s);
+  if (!a || !s) {
+    free(a);
+    free(s);
+    close(fd);
+    unlink(path);
+    return terr_set(e, T_ENOMEM, "", -1, "npy: out of memory");
+  }
+  s->fd = fd;
+  s->data_off = h;
+  a->sink = s;
+  *out = a;
+  return 0;
+}
+
+int tarray_write(tarray *a, int64_t start, int64_t count, const void *src,
+                 terr *e) {
+  if (count <= 0) return 0;
+  size_t is = tdtype_size(a->dtype);
+  if (start < 0 || start > a->size || count > a->size - start)
+    return terr_set(e, T_EINTERNAL, "", -1,
+                    "tarray_write: elements [%lld, +%lld) are outside [0, %lld)",
+                    (long long)start, (long long)count, (long long)a->size);
+  if (!a->sink) {
+    memcpy((char *)a->data + (size_t)start * is, src, (size_t)count * is);
+    return 0;
+  }
+  int err = write_all(a->sink->fd, src, (size_t)count * is,
+                      (off_t)(a->sink->data_off + (size_t)start * is));
+  if (!err) return 0;
+  int rc = terr_set(e, T_EIO, "", -1, "cannot write the result: %s",
+                    strerror(err));
+  return terr_nospace(e, rc, err);
+}
+
+void tarray_sink_close(tarray *a) {
+  if (!a || !a->sink) return;
+  close(a->sink->fd);
+  free(a->sink);
+  a->sink = NULL;
+}
