@@ -7,7 +7,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,9 +28,10 @@
 
 /* ---- the writer: one path from data to a stored array -------------------
  * Whatever the upload's format, its array reaches the store through here:
- * the data is appended to <data>/arrays/<id>.npy.tmp (its blocks reserved
- * first, so a full disk is a 507 before any data is read, and Tessel's own
- * header already in place), hashed on the way, and renamed to its real name
+ * the data is appended to <data>/arrays/<id>.npy.tmp (a sink file of
+ * array/npyfile.c: its blocks reserved first, so a full disk is a 507
+ * before any data is read, and Tessel's own header already in place),
+ * hashed on the way, and renamed to its real name
  * only when complete; then the store row. A process that dies mid-write
  * leaves only a .tmp, which arrays_sweep removes at the next start.
  *
@@ -44,44 +44,18 @@
  * here: most of an upload's time. */
 struct array_writer {
   arrays *A;
-  tdtype dtype;
-  int ndim;
-  int64_t shape[T_MAXDIM];
+  tarray *a; /* the file being filled (tarray_create_npy_sink); NULL once
+              * closed */
   uint64_t want, have; /* data bytes */
-  int fd;
-  char path[4096], tmp[4200];
+  char path[4096], tmp[4200]; /* tmp "" when there is no file to drop */
   char id[T_ID_MAX];
   XXH3_state_t *h;
 };
 
-static int write_all(int fd, const void *p, size_t n) {
-  const char *c = p;
-  while (n) {
-    ssize_t w = write(fd, c, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return w < 0 ? errno : EIO;
-    c += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
-/* Allocate the file's blocks: 0 or an errno (EOPNOTSUPP etc. are not
- * errors: the file system then allocates as it is written). */
-static int reserve_blocks(int fd, off_t len) {
-  if (len == 0) return 0;
-  int err;
-  do err = posix_fallocate(fd, 0, len);
-  while (err == EINTR);
-  return err == EOPNOTSUPP || err == EINVAL ? 0 : err;
-}
-
 void arrays_writer_abort(array_writer *w) {
   if (!w) return;
-  if (w->fd >= 0) {
-    close(w->fd);
-    unlink(w->tmp);
-  }
+  tarray_free(w->a);
+  if (w->tmp[0]) unlink(w->tmp); /* "" once renamed (or never created) */
   if (w->h) XXH3_freeState(w->h);
   free(w);
 }
@@ -89,16 +63,9 @@ void arrays_writer_abort(array_writer *w) {
 int arrays_writer_open(arrays *A, tdtype dt, int ndim, const int64_t *shape,
                        array_writer **out, terr *e) {
   *out = NULL;
-  int64_t n = tshape_size(ndim, shape, INT64_MAX / 8);
-  if (n < 0) return terr_set(e, T_EINVAL, "", -1, "bad shape");
   array_writer *w = calloc(1, sizeof *w);
   if (!w) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
-  w->fd = -1;
   w->A = A;
-  w->dtype = dt;
-  w->ndim = ndim;
-  for (int i = 0; i < ndim; i++) w->shape[i] = shape[i];
-  w->want = (uint64_t)n * tdtype_size(dt);
   if (!(w->h = XXH3_createState()) || XXH3_128bits_reset(w->h) != XXH_OK) {
     arrays_writer_abort(w);
     return terr_set(e, T_ENOMEM, "", -1, "out of memory");
@@ -106,27 +73,15 @@ int arrays_writer_open(arrays *A, tdtype dt, int ndim, const int64_t *shape,
   t_id_new('a', w->id);
   snprintf(w->path, sizeof w->path, "%s/arrays/%s.npy", A->data_dir, w->id);
   snprintf(w->tmp, sizeof w->tmp, "%s.tmp", w->path);
-  w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (w->fd < 0) {
-    int err = errno;
-    int rc = terr_set(e, T_EIO, "", -1, "cannot create %s: %s", w->tmp,
-                      strerror(err));
-    rc = terr_nospace(e, rc, err);
+  /* Sized, its blocks reserved (a full disk: 507 before any data is read)
+   * and Tessel's header written; nothing is left at tmp on failure. */
+  int rc = tarray_create_npy_sink(w->tmp, dt, ndim, shape, &w->a, e);
+  if (rc) {
+    w->tmp[0] = 0;
     arrays_writer_abort(w);
     return rc;
   }
-  char hdr[NPY_HEADER_MAX];
-  size_t hl = npy_header(dt, ndim, shape, hdr);
-  int err = reserve_blocks(w->fd, (off_t)(hl + w->want));
-  if (!err) err = write_all(w->fd, hdr, hl);
-  if (err) {
-    int rc = terr_set(e, T_EIO, "", -1,
-                      "cannot reserve %llu bytes for the array: %s",
-                      (unsigned long long)(hl + w->want), strerror(err));
-    rc = terr_nospace(e, rc, err); /* a full disk: 507, nothing read yet */
-    arrays_writer_abort(w);
-    return rc;
-  }
+  w->want = (uint64_t)w->a->size * tdtype_size(dt);
   *out = w;
   return T_OK;
 }
@@ -137,12 +92,8 @@ int arrays_writer_write(array_writer *w, const void *p, size_t n, terr *e) {
                     "more data than the shape holds (%llu bytes)",
                     (unsigned long long)w->want);
   HASH_UPDATE(w->h, p, n);
-  int err = write_all(w->fd, p, n);
-  if (err) {
-    int rc = terr_set(e, T_EIO, "", -1, "cannot write the array: %s",
-                      strerror(err));
-    return terr_nospace(e, rc, err);
-  }
+  int rc = tarray_write_bytes(w->a, w->have, p, n, e);
+  if (rc) return rc;
   w->have += n;
   return T_OK;
 }
@@ -154,8 +105,8 @@ uint64_t arrays_writer_missing(const array_writer *w) {
 /* "xxh3-128:<32 hex>" of the data written, then "|dtype|shape". */
 static void writer_digest(array_writer *w, char out[ARRAY_DIGEST_MAX]) {
   char shape[256], tail[300];
-  tshape_str(w->ndim, w->shape, shape, sizeof shape);
-  int tl = snprintf(tail, sizeof tail, "|%s|%s", tdtype_name(w->dtype), shape);
+  tshape_str(w->a->ndim, w->a->shape, shape, sizeof shape);
+  int tl = snprintf(tail, sizeof tail, "|%s|%s", tdtype_name(w->a->dtype), shape);
   HASH_UPDATE(w->h, tail, (size_t)tl);
   XXH128_canonical_t c;
   XXH128_canonicalFromHash(&c, XXH3_128bits_digest(w->h));
@@ -176,11 +127,8 @@ int arrays_writer_commit(array_writer *w, const char *owner, store_array *rec,
     arrays_writer_abort(w);
     return rc;
   }
-  int fd = w->fd;
-  w->fd = -1;
-  if (close(fd) != 0) {
-    int err = errno;
-    unlink(w->tmp);
+  int err = tarray_sink_close(w->a); /* a deferred write error: not whole */
+  if (err) {
     rc = terr_set(e, T_EIO, "", -1, "cannot write %s: %s", w->tmp,
                   strerror(err));
     rc = terr_nospace(e, rc, err);
@@ -188,19 +136,19 @@ int arrays_writer_commit(array_writer *w, const char *owner, store_array *rec,
     return rc;
   }
   if (rename(w->tmp, w->path) != 0) {
-    unlink(w->tmp);
     rc = terr_set(e, T_EIO, "", -1, "cannot rename %s", w->tmp);
     arrays_writer_abort(w);
     return rc;
   }
+  w->tmp[0] = 0;
   char digest[ARRAY_DIGEST_MAX], shape[300];
   writer_digest(w, digest);
   /* The stored shape is JSON: "[2, 3]" is already valid JSON. */
-  tshape_str(w->ndim, w->shape, shape, sizeof shape);
+  tshape_str(w->a->ndim, w->a->shape, shape, sizeof shape);
   snprintf(rec->id, sizeof rec->id, "%s", w->id);
   /* Heap copies: the store frees them when the content is already stored. */
   rec->owner = strdup(owner);
-  rec->dtype = strdup(tdtype_name(w->dtype));
+  rec->dtype = strdup(tdtype_name(w->a->dtype));
   rec->shape = strdup(shape);
   rec->bytes = (int64_t)w->want;
   rec->digest = strdup(digest);
@@ -219,7 +167,7 @@ int arrays_writer_commit(array_writer *w, const char *owner, store_array *rec,
   } else if (*existing) {
     unlink(w->path); /* the same content is stored under its id */
   }
-  arrays_writer_abort(w); /* fd already closed: frees only */
+  arrays_writer_abort(w); /* renamed: frees only */
   return rc;
 }
 

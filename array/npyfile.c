@@ -230,6 +230,26 @@ int tarray_create_npy_sink(const char *path, tdtype dt, int ndim,
   return 0;
 }
 
+int tarray_write_bytes(tarray *a, uint64_t off, const void *src, size_t len,
+                       terr *e) {
+  if (len == 0) return 0;
+  uint64_t bytes = (uint64_t)a->size * tdtype_size(a->dtype);
+  if (off > bytes || len > bytes - off)
+    return terr_set(e, T_EINTERNAL, "", -1,
+                    "tarray_write: bytes [%llu, +%zu) are outside [0, %llu)",
+                    (unsigned long long)off, len, (unsigned long long)bytes);
+  if (!a->sink) {
+    memcpy((char *)a->data + off, src, len);
+    return 0;
+  }
+  int err = write_all(a->sink->fd, src, len,
+                      (off_t)(a->sink->data_off + off));
+  if (!err) return 0;
+  int rc = terr_set(e, T_EIO, "", -1, "cannot write the result: %s",
+                    strerror(err));
+  return terr_nospace(e, rc, err);
+}
+
 int tarray_write(tarray *a, int64_t start, int64_t count, const void *src,
                  terr *e) {
   if (count <= 0) return 0;
@@ -238,21 +258,13 @@ int tarray_write(tarray *a, int64_t start, int64_t count, const void *src,
     return terr_set(e, T_EINTERNAL, "", -1,
                     "tarray_write: elements [%lld, +%lld) are outside [0, %lld)",
                     (long long)start, (long long)count, (long long)a->size);
-  if (!a->sink) {
-    memcpy((char *)a->data + (size_t)start * is, src, (size_t)count * is);
-    return 0;
-  }
-  int err = write_all(a->sink->fd, src, (size_t)count * is,
-                      (off_t)(a->sink->data_off + (size_t)start * is));
-  if (!err) return 0;
-  int rc = terr_set(e, T_EIO, "", -1, "cannot write the result: %s",
-                    strerror(err));
-  return terr_nospace(e, rc, err);
+  return tarray_write_bytes(a, (uint64_t)start * is, src, (size_t)count * is, e);
 }
 
-void tarray_sink_close(tarray *a) {
-  if (!a || !a->sink) return;
-  close(a->sink->fd);
+int tarray_sink_close(tarray *a) {
+  if (!a || !a->sink) return 0;
+  int err = close(a->sink->fd) != 0 ? errno : 0;
   free(a->sink);
   a->sink = NULL;
+  return err;
 }

@@ -161,9 +161,14 @@ int tarray_create_npy_sink(const char *path, tdtype dt, int ndim,
  * range outside the array. */
 int tarray_write(tarray *a, int64_t start, int64_t count, const void *src,
                  terr *e);
+/* The same by bytes of the data section: len bytes at byte offset off
+ * (pieces that need not hold whole elements: a streamed upload). */
+int tarray_write_bytes(tarray *a, uint64_t off, const void *src, size_t len,
+                       terr *e);
 /* Close a sink's file (tarray_free does it too); after this the array has
- * neither data nor sink. No-op for other arrays and NULL. */
-void tarray_sink_close(tarray *a);
+ * neither data nor sink. 0, or close's errno (a deferred write error: the
+ * file is not complete). No-op (0) for other arrays and NULL. */
+int tarray_sink_close(tarray *a);
 /* Map an existing .npy file read-only (private mapping; writes are not
  * carried to the file). Header checks as npy_parse; integer dtypes are
  * refused here (Tessel only writes float32/float64 files). */
