@@ -30,6 +30,20 @@
 
 #include "check.h"
 
+/* 1 in a build under AddressSanitizer: freed blocks wait in a quarantine
+ * and realloc always copies there, so a peak of the daemon's resident
+ * memory says nothing about copies; such bounds are only printed. */
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+
 #define SRV_MAX_ARGS 48
 
 typedef struct srv {

@@ -30,19 +30,6 @@
 
 static const char *DAEMON;
 
-/* Under AddressSanitizer freed blocks wait in a quarantine and realloc
- * always copies, so a peak of resident memory says nothing about copies:
- * the upload's bound is only printed there. */
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -76,6 +63,19 @@ static int upload(srv *s, const char *npy, size_t len, char *id) {
   json_decref(o);
   resp_free(&r);
   return i != NULL;
+}
+
+/* Upload n float64 zeros but element `mark`, set to `mark` (a content of
+ * its own); 1 when stored. */
+static int upload_marked(srv *s, int64_t n, int64_t mark, char *id) {
+  double *v = calloc((size_t)n, sizeof(double));
+  v[mark] = (double)mark;
+  size_t len;
+  char *npy = npy_bytes(T_F64, 1, &n, v, n, &len);
+  free(v);
+  int ok = upload(s, npy, len, id);
+  free(npy);
+  return ok;
 }
 
 /* Growable text for the references. */
@@ -654,15 +654,8 @@ TEST(transfer_budget) {
    * body is streamed into its file and never held. The parse of 300,000
    * CSV or JSON values can never fit (600 KB bodies, but the parsers'
    * values and trees). */
-  int64_t n = 1024 * 1024;
-  double *v = calloc((size_t)n, sizeof(double));
-  v[3] = 3;
-  size_t len;
-  char *npy = npy_bytes(T_F64, 1, &n, v, n, &len);
-  free(v);
   char streamed[T_ID_MAX];
-  CHECK(upload(&s, npy, len, streamed));
-  free(npy);
+  CHECK(upload_marked(&s, 1024 * 1024, 3, streamed));
   resp r;
   text t = {0};
   for (int i = 0; i < 300000; i++) tstr(&t, "1\n");
@@ -677,20 +670,15 @@ TEST(transfer_budget) {
   CHECK(is_error(&r, 413, "payload_too_large", "body"));
   resp_free(&r);
   free(t.p);
-  /* 4 MiB of float64 fits: the body is its only copy. */
-  n = 512 * 1024;
-  v = calloc((size_t)n, sizeof(double));
-  v[7] = 1;
-  npy = npy_bytes(T_F64, 1, &n, v, n, &len);
-  free(v);
+  /* 4 MiB of float64 fits, as any .npy does. */
   char big[T_ID_MAX];
-  CHECK(upload(&s, npy, len, big));
-  free(npy);
+  CHECK(upload_marked(&s, 512 * 1024, 7, big));
   /* A small one fits. */
   int64_t n2 = 1000;
   double v2[1000];
   for (int i = 0; i < 1000; i++) v2[i] = i;
-  npy = npy_bytes(T_F64, 1, &n2, v2, n2, &len);
+  size_t len;
+  char *npy = npy_bytes(T_F64, 1, &n2, v2, n2, &len);
   char id[T_ID_MAX];
   CHECK(upload(&s, npy, len, id));
   free(npy);
@@ -722,14 +710,8 @@ TEST(transfer_budget) {
   CHECK(resp_header_get(&r, "Retry-After", ra, sizeof ra) != NULL);
   resp_free(&r);
   /* ... while an .npy upload, which holds nothing, goes through. */
-  int64_t n3 = 200000;
-  double *v3 = calloc((size_t)n3, sizeof(double));
-  v3[5] = 5;
-  npy = npy_bytes(T_F64, 1, &n3, v3, n3, &len);
-  free(v3);
   char during[T_ID_MAX];
-  CHECK(upload(&s, npy, len, during));
-  free(npy);
+  CHECK(upload_marked(&s, 200000, 5, during));
   for (int i = 0; i < nf; i++) close(fds[i]);
   /* Once the readers are gone the budget is back. */
   int ok = 0;

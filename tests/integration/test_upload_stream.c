@@ -29,17 +29,6 @@
 
 #include "harness.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
-
 static const char *DAEMON;
 
 /* ---- building .npy bodies ------------------------------------------------ */
