@@ -121,7 +121,6 @@ static int upload_reserve(http_req *r, int64_t total, int64_t more) {
   return 1;
 }
 
-
 /* Answer an upload stored (201, or 200 for content already stored) or
  * refused. */
 static void reply_stored(http_req *r, int rc, store_array *rec, int existing,
@@ -139,31 +138,26 @@ static void reply_stored(http_req *r, int rc, store_array *rec, int existing,
   store_array_clear(rec);
 }
 
-static void handle_upload_body(http_req *r, api_ctx *ctx) {
-  terr e;
-  terr_clear(&e);
-  tarray *a = NULL;
-  if (parse_upload(r, ctx, &a, &e)) {
-    http_reply_error(r, &e);
-    return;
-  }
-  store_array rec;
-  int existing = 0;
-  int rc = arrays_put(ctx->arrays, http_owner(r), a, &rec, &existing, &e);
-  tarray_free(a);
-  reply_stored(r, rc, &rec, existing, &e);
-}
-
 /* A collected (CSV or JSON) body: reserve what parsing it may hold beyond
- * the body, which the server reserved as it read it. */
+ * the body (which the server reserved as it read it), parse, store. */
 static void handle_upload_collected(http_req *r, api_ctx *ctx) {
   size_t len = 0;
   http_body(r, &len);
   int64_t body = (int64_t)len;
   int64_t cost = upload_cost(r);
   if (!upload_reserve(r, cost, cost - body)) return;
-  handle_upload_body(r, ctx);
+  terr e;
+  terr_clear(&e);
+  tarray *a = NULL;
+  store_array rec;
+  int existing = 0;
+  int rc = parse_upload(r, ctx, &a, &e);
+  if (rc == T_OK) {
+    rc = arrays_put(ctx->arrays, http_owner(r), a, &rec, &existing, &e);
+    tarray_free(a);
+  }
   xfer_release(cost - body);
+  reply_stored(r, rc, &rec, existing, &e);
 }
 
 /* ---- the streamed .npy body ---------------------------------------------- */
