@@ -45,6 +45,8 @@
 
 #include <jansson.h>
 
+#include "bench_daemon.h"
+
 static double now_s(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -204,86 +206,10 @@ static int sink_start(sink *k) {
   return pthread_create(&k->th, NULL, sink_main, k);
 }
 
-/* ---- the daemon ------------------------------------------------------------ */
-typedef struct daemon_proc {
-  pid_t pid;
-  int port;
-  char dir[300];
-  char base[64];
-} daemon_proc;
-
-static int daemon_start(daemon_proc *d, const char *exe, const char *parent,
-                        const char *threads) {
-  snprintf(d->dir, sizeof d->dir, "%s/tessel_bench_e2e_XXXXXX", parent);
-  if (!mkdtemp(d->dir)) return -1;
-  int out[2];
-  if (pipe(out) != 0) return -1;
-  char logpath[400];
-  snprintf(logpath, sizeof logpath, "%s/daemon.log", d->dir);
-  pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    const char *argv[20];
-    int a = 0;
-    argv[a++] = exe;
-    argv[a++] = "--port";
-    argv[a++] = "0";
-    argv[a++] = "--data-dir";
-    argv[a++] = d->dir;
-    argv[a++] = "--access-log";
-    argv[a++] = "0";
-    argv[a++] = "--log-level";
-    argv[a++] = "warn";
-    argv[a++] = "--max-upload";
-    argv[a++] = "17179869184";
-    if (threads) {
-      argv[a++] = "--threads";
-      argv[a++] = threads;
-    }
-    argv[a] = NULL;
-    dup2(out[1], 1);
-    int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) dup2(fd, 2);
-    close(out[0]);
-    close(out[1]);
-    execv(exe, (char *const *)argv);
-    _exit(127);
-  }
-  close(out[1]);
-  d->pid = pid;
-  FILE *f = fdopen(out[0], "r");
-  char line[512];
-  d->port = -1;
-  while (f && fgets(line, sizeof line, f)) {
-    char *p = strstr(line, "listening on http://");
-    if (p) {
-      char *colon = strrchr(p + 20, ':');
-      if (colon) d->port = atoi(colon + 1);
-      break;
-    }
-  }
-  if (f) fclose(f);
-  if (d->port <= 0) {
-    fprintf(stderr, "bench_e2e: the daemon did not start (see %s)\n", logpath);
-    return -1;
-  }
-  snprintf(d->base, sizeof d->base, "http://127.0.0.1:%d", d->port);
-  return 0;
-}
-
-static void daemon_stop(daemon_proc *d) {
-  if (d->pid > 0) {
-    kill(d->pid, SIGKILL);
-    while (waitpid(d->pid, NULL, 0) < 0 && errno == EINTR) {
-    }
-  }
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->dir);
-  if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", d->dir);
-}
+/* ---- the daemon (bench_daemon.h) ------------------------------------------ */
 
 /* Upload; the id into id[]. Returns seconds or -1. */
-static double upload(daemon_proc *d, const char *body, size_t len, char id[64]) {
+static double upload(bench_daemon *d, const char *body, size_t len, char id[64]) {
   char url[128];
   snprintf(url, sizeof url, "%s/v1/arrays", d->base);
   membuf m = {0};
@@ -299,7 +225,7 @@ static double upload(daemon_proc *d, const char *body, size_t len, char id[64]) 
   return i ? t : -1;
 }
 
-static void delete_array(daemon_proc *d, const char *id) {
+static void delete_array(bench_daemon *d, const char *id) {
   char url[160];
   snprintf(url, sizeof url, "%s/v1/arrays/%s", d->base, id);
   membuf m = {0};
@@ -312,7 +238,7 @@ typedef struct e2e {
   double whole, up, stored, down;
 } e2e;
 
-static e2e run_once(daemon_proc *d, const char *body, size_t len,
+static e2e run_once(bench_daemon *d, const char *body, size_t len,
                     const char *backend, int64_t n) {
   e2e r = {-1, -1, -1, -1};
   char id[64];
@@ -444,12 +370,14 @@ int main(int argc, char **argv) {
   if (reps < 1 || reps > 50) reps = 3;
   curl_global_init(CURL_GLOBAL_DEFAULT);
   signal(SIGPIPE, SIG_IGN);
-  daemon_proc d;
-  if (daemon_start(&d, exe, parent, threads) != 0) return 1;
+  bench_daemon d;
+  const char *extra[] = {"--max-upload", "17179869184", threads ? "--threads" : NULL,
+                         threads, NULL};
+  if (bench_daemon_start(&d, exe, parent, "bench_e2e", extra) != 0) return 1;
   sink k;
   if (sink_start(&k) != 0) {
     fprintf(stderr, "bench_e2e: cannot start the sink\n");
-    daemon_stop(&d);
+    bench_daemon_remove(&d);
     return 1;
   }
   char load[128] = "";
@@ -573,7 +501,7 @@ int main(int argc, char **argv) {
   shutdown(k.lfd, SHUT_RDWR);
   close(k.lfd);
   pthread_join(k.th, NULL);
-  daemon_stop(&d);
+  bench_daemon_remove(&d);
   curl_global_cleanup();
   return 0;
 }

@@ -49,6 +49,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench_daemon.h"
 #include "db/store.h"
 #include "util/util.h"
 
@@ -63,92 +64,8 @@ static const char *const peer_params =
     "{\"expr\":\"x+1\",\"inputs\":{\"x\":[1,2,3]}}";
 static unsigned char peer_npy[152]; /* a 128-byte header + 3 float64 */
 
-/* ---- the daemon ------------------------------------------------------------ */
+/* ---- the daemon (bench_daemon.h) ------------------------------------------ */
 
-typedef struct daemon_proc {
-  pid_t pid;
-  int port;
-  char dir[300];
-} daemon_proc;
-
-/* Start tesseld; wait for its "listening on" line. 0 or -1. */
-static int daemon_start(daemon_proc *d, const char *exe, const char *parent,
-                        const char *threads, const char *http_threads) {
-  snprintf(d->dir, sizeof d->dir, "%s/tessel_bench_service_XXXXXX", parent);
-  if (!mkdtemp(d->dir)) {
-    perror("mkdtemp");
-    return -1;
-  }
-  int out[2];
-  if (pipe(out) != 0) return -1;
-  char logpath[400];
-  snprintf(logpath, sizeof logpath, "%s/daemon.log", d->dir);
-  pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    const char *argv[20];
-    int a = 0;
-    argv[a++] = exe;
-    argv[a++] = "--port";
-    argv[a++] = "0";
-    argv[a++] = "--data-dir";
-    argv[a++] = d->dir;
-    argv[a++] = "--access-log";
-    argv[a++] = "0";
-    argv[a++] = "--log-level";
-    argv[a++] = "warn";
-    if (threads) {
-      argv[a++] = "--threads";
-      argv[a++] = threads;
-    }
-    if (http_threads) {
-      argv[a++] = "--http-threads";
-      argv[a++] = http_threads;
-    }
-    argv[a] = NULL;
-    dup2(out[1], 1);
-    int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) dup2(fd, 2);
-    close(out[0]);
-    close(out[1]);
-    execv(exe, (char *const *)argv);
-    _exit(127);
-  }
-  close(out[1]);
-  d->pid = pid;
-  FILE *f = fdopen(out[0], "r");
-  char line[512];
-  d->port = -1;
-  while (f && fgets(line, sizeof line, f)) {
-    char *p = strstr(line, "listening on http://");
-    if (p) {
-      char *colon = strrchr(p + 20, ':');
-      int64_t port;
-      if (colon) {
-        colon[1 + strcspn(colon + 1, "/ \r\n")] = 0;
-        if (t_parse_i64(colon + 1, &port) == 0) d->port = (int)port;
-      }
-      break;
-    }
-  }
-  if (f) fclose(f);
-  if (d->port <= 0) {
-    fprintf(stderr, "bench_service: the daemon did not start (see %s)\n",
-            logpath);
-    return -1;
-  }
-  return 0;
-}
-
-static void daemon_kill9(daemon_proc *d) {
-  if (d->pid <= 0) return;
-  kill(d->pid, SIGKILL);
-  while (waitpid(d->pid, NULL, 0) < 0 && errno == EINTR) {
-  }
-  d->pid = 0;
-}
-
-/* The daemon's CPU time (user + system, all threads), ms. */
 static double daemon_cpu_ms(pid_t pid) {
   char path[64], buf[2048];
   snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
@@ -257,7 +174,7 @@ static int check_answer(slot *s, long code, int is_job, idlist *ids) {
 
 /* Keep conc requests in flight for `seconds` (or until max requests were
  * sent), then let the ones in flight finish. */
-static cell drive(const daemon_proc *d, int is_job, int conc, double seconds,
+static cell drive(const bench_daemon *d, int is_job, int conc, double seconds,
                   long max, idlist *ids) {
   cell c;
   memset(&c, 0, sizeof c);
@@ -542,16 +459,27 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   t_log_level = T_LOG_WARN;
   curl_global_init(CURL_GLOBAL_ALL);
-  daemon_proc d;
+  bench_daemon d;
   memset(&d, 0, sizeof d);
-  if (daemon_start(&d, exe, parent, threads, http_threads) != 0) return 1;
+  const char *extra[5];
+  int ne = 0;
+  if (threads) {
+    extra[ne++] = "--threads";
+    extra[ne++] = threads;
+  }
+  if (http_threads) {
+    extra[ne++] = "--http-threads";
+    extra[ne++] = http_threads;
+  }
+  extra[ne] = NULL;
+  if (bench_daemon_start(&d, exe, parent, "bench_service", extra) != 0) return 1;
 
   idlist ids = {calloc((size_t)max_jobs * (size_t)nconc + 4096, T_ID_MAX), 0,
                 max_jobs * nconc + 4096};
   idlist warm_ids = ids;
   if (!ids.v) {
     fprintf(stderr, "bench_service: out of memory\n");
-    daemon_kill9(&d);
+    bench_daemon_kill9(&d);
     return 1;
   }
   /* Warm-up: the first jobs create the results directory, prepare the
@@ -597,7 +525,7 @@ int main(int argc, char **argv) {
   }
   loadavg(la1, sizeof la1);
 
-  daemon_kill9(&d);
+  bench_daemon_kill9(&d);
   long rows;
   long durable = count_durable(d.dir, &ids, &rows);
   printf("  load average %s after; errors: service/healthz/store.\n", la1);
@@ -608,9 +536,7 @@ int main(int argc, char **argv) {
          "threads); on %ld cores they share, so jobs/s <= %ld s / (daemon + "
          "client cpu per job)\n",
          ncpu, ncpu);
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", d.dir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", d.dir);
+  bench_daemon_remove(&d);
   free(ids.v);
   curl_global_cleanup();
   return durable == ids.n && errors == 0 ? 0 : 1;
