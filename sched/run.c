@@ -192,8 +192,17 @@ static int srun_keep_result(srun *r, tarray *a, const char *final, char **npy,
     tarray_free(a);
     return rc;
   }
-  if (al) { /* mapped: the data is already in the file */
+  if (al) { /* mapped or a sink: the data is already in the file */
+    int err = tarray_sink_close(a); /* a deferred write error: not whole */
     tarray_free(a);
+    if (err) {
+      rc = terr_set(e, T_EIO, "", -1, "cannot write the result: %s",
+                    strerror(err));
+      rc = terr_nospace(e, rc, err);
+      unlink(al->path);
+      al->path[0] = 0;
+      return rc;
+    }
     if (rename(al->path, final) != 0)
       rc = terr_set(e, T_EIO, "", -1, "cannot rename the result to %s: %s",
                     final, strerror(errno));
