@@ -421,32 +421,6 @@ int npy_parse(const void *buf, size_t len, int64_t max_elems, tarray **out,
   return 0;
 }
 
-/* A view of a float64/float32 .npy held in memory: the same strict header
- * and length checks as npy_parse, but no copy, so an upload body becomes
- * the array it holds. 1 with *view filled when the body is '<f8'/'<f4' and
- * its data section is aligned for that type (NumPy pads headers to 64
- * bytes, so a body whose buffer is aligned has aligned data); 0 when it is
- * anything else (integers, a bad header, unaligned data, over max_elems):
- * npy_parse then converts it or says what is wrong. */
-int npy_view(const void *buf, size_t len, int64_t max_elems, tarray *view) {
-  npy_meta m;
-  int64_t n;
-  terr e;
-  terr_clear(&e);
-  if (npy_read_header(buf, len, &m, &e) || npy_check_data(&m, len, max_elems, &n, &e))
-    return 0;
-  if (m.kind != NK_F8 && m.kind != NK_F4) return 0;
-  const unsigned char *data = (const unsigned char *)buf + m.data_off;
-  if ((uintptr_t)data % (uintptr_t)m.itemsize != 0) return 0;
-  memset(view, 0, sizeof *view);
-  view->dtype = m.kind == NK_F4 ? T_F32 : T_F64;
-  view->ndim = m.ndim;
-  memcpy(view->shape, m.shape, sizeof view->shape);
-  view->size = n;
-  view->data = (void *)data; /* borrowed: never tarray_free a view */
-  return 1;
-}
-
 /* ---- writer -------------------------------------------------------------- */
 
 size_t npy_header(tdtype dt, int ndim, const int64_t *shape, char *hdr) {

@@ -102,11 +102,6 @@ static inline void tarray_set(tarray *a, int64_t i, double v) {
  * On success *out is a new heap array (float32 stays float32). */
 int npy_parse(const void *buf, size_t len, int64_t max_elems, tarray **out,
               terr *e);
-/* A float64/float32 .npy in memory as a borrowed view (no copy; *view's
- * data points into buf, which must outlive it; never tarray_free it): 1
- * when buf passes npy_parse's checks and holds '<f8'/'<f4' data aligned for
- * its type, else 0 (use npy_parse: it converts or explains). */
-int npy_view(const void *buf, size_t len, int64_t max_elems, tarray *view);
 /* A header read as the bytes arrive (a streamed upload): npy_head_need
  * says how many bytes from the start hold the whole preamble + header (10
  * until the preamble is in; the preamble's own length when it is not a
