@@ -331,13 +331,13 @@ static enum MHD_Result req_sink(http_req *r, struct MHD_Connection *c,
                                 const char *data, size_t len) {
   terr e;
   terr_clear(&e);
-  if (r->streamed + len > r->body_limit)
-    terr_set(&e, T_ETOOLARGE, "", -1,
-             "the body is over %llu bytes, the most this route takes",
-             (unsigned long long)r->body_limit);
-  else
-    r->sink->write(r->sink_st, data, len, &e);
-  if (e.code == T_OK) {
+  int rc = r->streamed + len > r->body_limit
+               ? terr_set(&e, T_ETOOLARGE, "", -1,
+                          "the body is over %llu bytes, the most this route "
+                          "takes",
+                          (unsigned long long)r->body_limit)
+               : r->sink->write(r->sink_st, data, len, &e);
+  if (rc == T_OK) {
     r->streamed += len;
     return MHD_YES;
   }
