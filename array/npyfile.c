@@ -34,9 +34,8 @@
  * costlier expressions scale further; `cpu` does not fall behind `serial`,
  * which pays the same copy. (16 cores were not measured here.)
  * Through the daemon (POST ?wait, x + 1 over 1 GiB, a range input, six
- * results kept on disk per batch, 9 jobs each, load average ~4): serial
- * 4228 -> 825 ms, cpu 2612 -> 737 ms; the old mapping also paid for the
- * dirty-page throttling of the results before it in its page faults.
+ * results kept on disk per batch, 9 jobs each): wall time serial
+ * 4780 -> 1000 ms, cpu 2919 -> 838 ms (medians; tests/bench/README.md).
  * Small results: chunk 490 / 460 against heap + npy_write 337 / 364 at
  * 1e6, 472 / 488 against 554 / 453 at 1e5; sched/run.c uses the sink for
  * any map result that is not kept in the store row.

@@ -44,6 +44,7 @@ fi
 run bench_store 2 1
 run bench_sched
 run bench_map 1e7 2
+run bench_sink 1e6,1e7 2
 run bench_matmul 3 1000
 run bench_geodesic --sizes 1000,5000 --geopy 300 --no-gpu
 
