@@ -1,5 +1,5 @@
-/* arrayval.c — the four array value forms of API.md: inline JSON,
- * {"array": id}, {"range": ...} and {"random": ...}.
+/* arrayval.c — the array value forms of API.md: inline JSON,
+ * {"array": id}, {"result": job id}, {"range": ...} and {"random": ...}.
  *
  * Both entry points share one parser (av_parse) that validates the form
  * strictly (unknown keys, wrong types and bad values are T_EINVAL naming the
@@ -223,35 +223,52 @@ static int parse_random(const json_t *r, const char *field, int64_t max_elems,
   return 0;
 }
 
-static int parse_array(const tenv *env, const json_t *idv, const char *field,
-                       av_form *f, arrayval_info *info, terr *e) {
+/* A stored source named by id: an uploaded array ("array": "a_...") or a
+ * finished job's result ("result": "j_..."): the two differ only in the id's
+ * prefix, the noun in messages and the env's callbacks. */
+typedef struct ref_kind {
+  const char *key, *noun;
+  char prefix;
+} ref_kind;
+static const ref_kind REF_ARRAY = {"array", "array", 'a'};
+static const ref_kind REF_RESULT = {"result", "job", 'j'};
+
+static int parse_ref(const tenv *env, const ref_kind *k, const json_t *idv,
+                     const char *field, av_form *f, arrayval_info *info,
+                     terr *e) {
   char fa[TERR_FIELD_MAX];
-  snprintf(fa, sizeof fa, "%s.array", field);
+  snprintf(fa, sizeof fa, "%s.%s", field, k->key);
   const char *id = json_string_value(idv);
-  if (!id || !t_id_valid('a', id))
-    return terr_set(e, T_EINVAL, fa, -1, "must be an array id \"a_...\"");
+  if (!id || !t_id_valid(k->prefix, id))
+    return terr_set(e, T_EINVAL, fa, -1, "must be %s %s id \"%c_...\"",
+                    k->prefix == 'a' ? "an" : "a", k->noun, k->prefix);
   f->id = id;
-  if (!env || !env->array_meta)
-    return terr_set(e, T_ENOTFOUND, field, -1, "array %s not found", id);
+  int (*meta)(void *, const char *, const char *, tdtype *, int *, int64_t *,
+              terr *) = !env                ? NULL
+                        : k == &REF_ARRAY ? env->array_meta
+                                          : env->result_meta;
+  if (!meta) return terr_set(e, T_ENOTFOUND, field, -1, "%s %s not found", k->noun, id);
   terr sub;
   terr_clear(&sub);
-  int rc = env->array_meta(env->ud, env->owner ? env->owner : "", id,
-                           &info->dtype, &info->ndim, info->shape, &sub);
+  int rc = meta(env->ud, env->owner ? env->owner : "", id, &info->dtype,
+                &info->ndim, info->shape, &sub);
   if (rc == T_ENOTFOUND)
-    return terr_set(e, T_ENOTFOUND, field, -1, "array %s not found", id);
+    return terr_set(e, T_ENOTFOUND, field, -1, "%s %s not found", k->noun, id);
+  if (rc == T_ECONFLICT) /* a job that has not succeeded: say it here */
+    return terr_set(e, T_ECONFLICT, field, -1, "%s", sub.message);
   if (rc) {
     if (e) *e = sub;
     return rc;
   }
   if (info->ndim < 0 || info->ndim > T_MAXDIM)
-    return terr_set(e, T_EINTERNAL, field, -1, "array %s has a bad shape", id);
+    return terr_set(e, T_EINTERNAL, field, -1, "%s %s has a bad shape", k->noun, id);
   if (tshape_extent(info->ndim, info->shape) < 0) /* stored before the rule */
     return terr_set(e, T_EINVAL, field, -1,
-                    "array %s: its shape is too big (non-zero dimensions "
-                    "multiply to 2^60 or more)", id);
+                    "%s %s: its shape is too big (non-zero dimensions "
+                    "multiply to 2^60 or more)", k->noun, id);
   if (tshape_size(info->ndim, info->shape, env->max_elems) < 0)
     return terr_set(e, T_ETOOLARGE, field, -1,
-                    "array %s: more than %lld elements", id,
+                    "%s %s: more than %lld elements", k->noun, id,
                     (long long)env->max_elems);
   return 0;
 }
@@ -270,17 +287,22 @@ static int av_parse(const tenv *env, const json_t *v, const char *field,
     info->form = AV_INLINE;
     rc = jarray_shape(v, max_elems, field, &info->ndim, info->shape, e);
   } else if (json_is_object(v)) {
+    static const char *const keys[] = {"array", "result", "range", "random",
+                                       NULL};
     if (json_object_size(v) != 1) {
-      static const char *const keys[] = {"array", "range", "random", NULL};
-      if ((rc = keys_only(v, field, keys, "array, range or random", e)))
+      if ((rc = keys_only(v, field, keys, "array, result, range or random", e)))
         return rc;
       return terr_set(e, T_EINVAL, field, -1,
-                      "exactly one of \"array\", \"range\", \"random\"");
+                      "exactly one of \"array\", \"result\", \"range\", "
+                      "\"random\"");
     }
     const json_t *x;
     if ((x = json_object_get(v, "array"))) {
       info->form = AV_ARRAY;
-      rc = parse_array(env, x, field, f, info, e);
+      rc = parse_ref(env, &REF_ARRAY, x, field, f, info, e);
+    } else if ((x = json_object_get(v, "result"))) {
+      info->form = AV_RESULT;
+      rc = parse_ref(env, &REF_RESULT, x, field, f, info, e);
     } else if ((x = json_object_get(v, "range"))) {
       info->form = AV_RANGE;
       rc = parse_range(x, field, max_elems, f, info, e);
@@ -288,13 +310,12 @@ static int av_parse(const tenv *env, const json_t *v, const char *field,
       info->form = AV_RANDOM;
       rc = parse_random(x, field, max_elems, f, info, e);
     } else {
-      static const char *const keys[] = {"array", "range", "random", NULL};
-      return keys_only(v, field, keys, "array, range or random", e);
+      return keys_only(v, field, keys, "array, result, range or random", e);
     }
   } else {
     return terr_set(e, T_EINVAL, field, -1,
                     "expected a number, a nested array, or an object with "
-                    "\"array\", \"range\" or \"random\"; not %s",
+                    "\"array\", \"result\", \"range\" or \"random\"; not %s",
                     json_is_string(v)   ? "a string"
                     : json_is_null(v)   ? "null"
                                         : "a boolean");
@@ -360,15 +381,20 @@ int arrayval_resolve(const tenv *env, const json_t *v, const char *field,
   switch (info.form) {
     case AV_INLINE:
       return jarray_parse(v, dt, max_elems, field, out, e);
-    case AV_ARRAY: {
-      if (!env->array_load)
-        return terr_set(e, T_ENOTFOUND, field, -1, "array %s not found", f.id);
+    case AV_ARRAY:
+    case AV_RESULT: {
+      const ref_kind *k = info.form == AV_ARRAY ? &REF_ARRAY : &REF_RESULT;
+      int (*load)(void *, const char *, const char *, tarray **, terr *) =
+          info.form == AV_ARRAY ? env->array_load : env->result_load;
+      if (!load)
+        return terr_set(e, T_ENOTFOUND, field, -1, "%s %s not found", k->noun, f.id);
       terr sub;
       terr_clear(&sub);
-      rc = env->array_load(env->ud, env->owner ? env->owner : "", f.id, &a,
-                           &sub);
+      rc = load(env->ud, env->owner ? env->owner : "", f.id, &a, &sub);
       if (rc == T_ENOTFOUND)
-        return terr_set(e, T_ENOTFOUND, field, -1, "array %s not found", f.id);
+        return terr_set(e, T_ENOTFOUND, field, -1, "%s %s not found", k->noun, f.id);
+      if (rc == T_ECONFLICT)
+        return terr_set(e, T_ECONFLICT, field, -1, "%s", sub.message);
       if (rc) {
         if (e) *e = sub;
         return rc;

@@ -1,7 +1,9 @@
-/* arrayval.h — the four array value forms of API.md, checked and resolved.
+/* arrayval.h — the array value forms of API.md, checked and resolved.
  *
  *   3.5 | [[1,2],[3,4]]                            inline JSON
  *   {"array": "a_..."}                             an uploaded array
+ *   {"result": "j_..."}                            a finished job's result
+ *                                                  (chained jobs)
  *   {"range": {"start": 0, "stop": 10, "step": 1}} numpy.arange (float64)
  *   {"random": {"shape": [n], "dist": "uniform"|"normal", "low": 0,
  *               "high": 1, "mean": 0, "std": 1, "seed": 42}}
@@ -42,10 +44,17 @@ typedef struct tenv {
   /* The array's data (mapped read-only from its file). Caller frees. */
   int (*array_load)(void *ud, const char *owner, const char *id, tarray **out,
                     terr *e);
+  /* The same for job `id`'s result: T_ENOTFOUND for an unknown job (or
+   * another owner's), T_ECONFLICT (its message saying why) for a job that
+   * has not succeeded. NULL: the form is refused as not found. */
+  int (*result_meta)(void *ud, const char *owner, const char *id, tdtype *dt,
+                     int *ndim, int64_t *shape, terr *e);
+  int (*result_load)(void *ud, const char *owner, const char *id,
+                     tarray **out, terr *e);
   int64_t max_elems; /* cap on any one input's element count */
 } tenv;
 
-typedef enum { AV_INLINE, AV_ARRAY, AV_RANGE, AV_RANDOM } arrayval_form;
+typedef enum { AV_INLINE, AV_ARRAY, AV_RANGE, AV_RANDOM, AV_RESULT } arrayval_form;
 
 typedef struct arrayval_info {
   arrayval_form form;

@@ -5,11 +5,14 @@
  * come in as the job reads them) and checks that the file still says what
  * the row says, so a replaced or truncated file is an I/O error, never
  * silently different data. The element cap (env->max_elems) is applied by
- * arrayval to the shape that array_meta reports.
+ * arrayval to the shape that array_meta reports. result_meta / result_load
+ * do the same for a finished job's result (a chained input): the job must
+ * have succeeded (T_ECONFLICT saying its status otherwise).
  */
 #include "array/store_source.h"
 
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Parse the row's dtype and shape JSON ("[100,10000]"). 0 or T_EIO. */
@@ -90,6 +93,84 @@ fail:
   return rc;
 }
 
+/* ---- a finished job's result (chained jobs) -------------------------------- */
+
+/* The job, which must have succeeded: T_ENOTFOUND, T_ECONFLICT saying its
+ * status, or 0 with *j filled (store_job_clear). */
+static int env_result_job(void *ud, const char *owner, const char *id,
+                          store_job *j, terr *e) {
+  memset(j, 0, sizeof *j);
+  int rc = store_job_get(ud, id, owner, j, e);
+  if (rc) return rc;
+  if (j->status == JOB_SUCCEEDED) return T_OK;
+  rc = terr_set(e, T_ECONFLICT, "", -1,
+                j->status == JOB_QUEUED || j->status == JOB_RUNNING
+                    ? "job %s is %s: submit the job that takes its result "
+                      "once it has succeeded"
+                    : "job %s %s: it has no result to take",
+                id, job_status_name(j->status));
+  store_job_clear(j);
+  return rc;
+}
+
+/* What the job's row says of its result. 0 or T_EIO. */
+static int result_shape(const store_job *j, tdtype *dt, int *ndim,
+                        int64_t *shape, terr *e) {
+  if (tdtype_parse(j->result.dtype, dt) != 0 || j->result.ndim < 0 ||
+      j->result.ndim > T_MAXDIM)
+    return terr_set(e, T_EIO, "", -1,
+                    "job %s: its stored result is not an array", j->id);
+  *ndim = j->result.ndim;
+  for (int i = 0; i < *ndim; i++) shape[i] = j->result.shape[i];
+  return T_OK;
+}
+
+static int env_result_meta(void *ud, const char *owner, const char *id,
+                           tdtype *dt, int *ndim, int64_t *shape, terr *e) {
+  store_job j;
+  int rc = env_result_job(ud, owner, id, &j, e);
+  if (rc) return rc;
+  rc = result_shape(&j, dt, ndim, shape, e);
+  store_job_clear(&j);
+  return rc;
+}
+
+/* The result from its file (mapped, no copy) or, for a small one kept in
+ * the job's row, parsed from the row's .npy bytes; either way checked
+ * against what the row says. */
+static int env_result_load(void *ud, const char *owner, const char *id,
+                           tarray **out, terr *e) {
+  *out = NULL;
+  tdtype dt;
+  int ndim;
+  int64_t shape[T_MAXDIM];
+  store_job j;
+  int rc = env_result_job(ud, owner, id, &j, e);
+  if (rc) return rc;
+  tarray *a = NULL;
+  if ((rc = result_shape(&j, &dt, &ndim, shape, e))) {
+  } else if (j.result_path) {
+    rc = tarray_map_npy(j.result_path, &a, e);
+  } else {
+    void *npy = NULL;
+    size_t len = 0;
+    rc = store_job_result_npy(ud, id, owner, &npy, &len, e);
+    if (rc == T_OK) rc = npy_parse(npy, len, INT64_MAX, &a, e);
+    free(npy);
+  }
+  store_job_clear(&j);
+  if (rc) return rc;
+  int same = a->dtype == dt && a->ndim == ndim;
+  for (int i = 0; same && i < ndim; i++) same = a->shape[i] == shape[i];
+  if (!same) {
+    tarray_free(a);
+    return terr_set(e, T_EIO, "", -1,
+                    "job %s: its result file does not match its record", id);
+  }
+  *out = a;
+  return T_OK;
+}
+
 void tenv_from_store(tenv *env, store *st, const char *owner,
                      int64_t max_elems) {
   memset(env, 0, sizeof *env);
@@ -97,5 +178,7 @@ void tenv_from_store(tenv *env, store *st, const char *owner,
   env->owner = owner ? owner : "";
   env->array_meta = env_array_meta;
   env->array_load = env_array_load;
+  env->result_meta = env_result_meta;
+  env->result_load = env_result_load;
   env->max_elems = max_elems > 0 ? max_elems : INT64_MAX;
 }

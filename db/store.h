@@ -227,7 +227,8 @@ int store_job_unstart(store *s, const char *id, terr *e);
  * scheduler's in-flight journal): attempts = max(attempts, attempt). A job
  * that ended or is gone is left alone (0). */
 int store_job_note_start(store *s, const char *id, int attempt, terr *e);
-/* [sync] Delete a finished job's row. T_ECONFLICT when not finished,
+/* [sync] Delete a finished job's row. T_ECONFLICT when not finished or
+ * when a queued or running job takes its result as an input,
  * T_ENOTFOUND when absent or another owner's. On success *result_path
  * (caller frees; may be NULL) is the file to remove. */
 int store_job_delete(store *s, const char *id, const char *owner,

@@ -229,24 +229,6 @@ fail:
 
 /* ---- delete ---------------------------------------------------------------- */
 
-/* 1 when a queued or running job's params mention the id, 0 when none,
- * negative on a database error. Runs on the writer connection. */
-static int array_referenced(store *s, const char *id, terr *e) {
-  sqlite3_stmt *st;
-  if (store__stmt(&s->w,
-                  "SELECT 1 FROM jobs WHERE status IN ('queued','running')"
-                  " AND instr(params, ?1) > 0 LIMIT 1",
-                  &st, e))
-    return -1;
-  sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-  int step = sqlite3_step(st);
-  sqlite3_reset(st);
-  if (step == SQLITE_ROW) return 1;
-  if (step == SQLITE_DONE) return 0;
-  store__dberr(e, s->w.db, "array references");
-  return -1;
-}
-
 static int adelete_fn(store *s, store_wop *op, terr *e) {
   store_del_args *a = op->arg;
   sqlite3_stmt *st;
@@ -258,7 +240,7 @@ static int adelete_fn(store *s, store_wop *op, terr *e) {
   if (oom) rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
   sqlite3_reset(st);
   if (rc) return rc;
-  int ref = array_referenced(s, a->id, e);
+  int ref = store__referenced(s, a->id, e);
   if (ref < 0) return T_EIO;
   if (ref > 0)
     return terr_set(e, T_ECONFLICT, "id", -1,

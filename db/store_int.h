@@ -178,6 +178,12 @@ int store__delete(store *s, store_wfn fn, int one_stmt, const char *id,
  * absent or another owner's (a->owner NULL: any), T_EIO "delete <noun>". */
 int store__del_find(store *s, const store_del_args *a, const char *sql,
                     const char *noun, sqlite3_stmt **st, terr *e);
+/* Writer thread: 1 when a queued or running job's params mention id (an
+ * array, or a job whose result is a chained input), 0 when none, negative
+ * (e filled) on a database error. Ids are unique random-tailed strings, so
+ * a substring search of the params text finds exactly the references; the
+ * index jobs_unfinished keeps the scan to the unfinished jobs. */
+int store__referenced(store *s, const char *id, terr *e);
 /* Writer thread: run the DELETE sql with ?1 bound to id; 0 or T_EIO
  * "delete <noun>". */
 int store__del_exec(store *s, const char *sql, const char *id,

@@ -364,11 +364,18 @@ static int delete_fn(store *s, store_wop *op, terr *e) {
   }
   sqlite3_reset(st);
   if (rc) return rc;
+  int ref = store__referenced(s, a->id, e); /* a chained input */
+  if (ref < 0) return T_EIO;
+  if (ref > 0)
+    return terr_set(e, T_ECONFLICT, "id", -1,
+                    "job %s's result is the input of a queued or running job",
+                    a->id);
   return store__del_exec(s, "DELETE FROM jobs WHERE id = ?1", a->id, "job", e);
 }
 
-/* [sync] See store.h. */
+/* [sync] See store.h. Not one statement: the reference check and the
+ * delete share a savepoint. */
 int store_job_delete(store *s, const char *id, const char *owner,
                      char **result_path, terr *e) {
-  return store__delete(s, delete_fn, 1, id, owner, result_path, e);
+  return store__delete(s, delete_fn, 0, id, owner, result_path, e);
 }

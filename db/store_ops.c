@@ -58,6 +58,23 @@ int store__delete(store *s, store_wfn fn, int one_stmt, const char *id,
 }
 
 /* See store_int.h (the writer thread). */
+int store__referenced(store *s, const char *id, terr *e) {
+  sqlite3_stmt *st;
+  if (store__stmt(&s->w,
+                  "SELECT 1 FROM jobs WHERE status IN ('queued','running')"
+                  " AND instr(params, ?1) > 0 LIMIT 1",
+                  &st, e))
+    return -1;
+  sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+  int step = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (step == SQLITE_ROW) return 1;
+  if (step == SQLITE_DONE) return 0;
+  store__dberr(e, s->w.db, "references");
+  return -1;
+}
+
+/* See store_int.h (the writer thread). */
 int store__del_find(store *s, const store_del_args *a, const char *sql,
                     const char *noun, sqlite3_stmt **out, terr *e) {
   sqlite3_stmt *st;

@@ -206,8 +206,10 @@ static int expire_fn(store *s, store_wop *op, terr *e) {
   expire_args *a = op->arg;
   int rc = delete_returning(
       s, a,
-      "DELETE FROM jobs WHERE finished_at > 0 AND finished_at < ?1"
-      " AND status IN ('succeeded','failed','canceled') RETURNING result_path",
+      "DELETE FROM jobs AS old WHERE finished_at > 0 AND finished_at < ?1"
+      " AND status IN ('succeeded','failed','canceled') AND NOT EXISTS"
+      " (SELECT 1 FROM jobs WHERE status IN ('queued','running')"
+      " AND instr(jobs.params, old.id) > 0) RETURNING result_path",
       e);
   if (rc) return rc;
   return delete_returning(

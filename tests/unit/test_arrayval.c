@@ -358,6 +358,64 @@ TEST(array_form) {
   json_decref(v);
 }
 
+/* {"result": "j_..."}: the env's result callbacks, their refusals named
+ * at the input's field. */
+#define DONE_JOB "j_0123456789abcdefghjkmnpqrs"
+#define RUNNING_JOB "j_0123456789abcdefghjkmnpqrt"
+static int fake_result_meta(void *ud, const char *owner, const char *id,
+                            tdtype *dt, int *ndim, int64_t *shape, terr *e) {
+  (void)ud;
+  (void)owner;
+  if (strcmp(id, RUNNING_JOB) == 0)
+    return terr_set(e, T_ECONFLICT, "", -1, "job %s is running", id);
+  if (strcmp(id, DONE_JOB) != 0)
+    return terr_set(e, T_ENOTFOUND, "", -1, "no such job");
+  *dt = T_F64;
+  *ndim = 1;
+  shape[0] = 4;
+  return 0;
+}
+static int fake_result_load(void *ud, const char *owner, const char *id,
+                            tarray **out, terr *e) {
+  int64_t sh[1] = {4};
+  if (fake_result_meta(ud, owner, id, &(tdtype){T_F64}, &(int){0}, sh, e))
+    return e->code;
+  tarray *a = tarray_new(T_F64, 1, sh);
+  for (int i = 0; i < 4; i++) tarray_set(a, i, 10 + i);
+  *out = a;
+  return 0;
+}
+
+TEST(result_form) {
+  terr e;
+  arrayval_info info;
+  tenv r = env;
+  r.result_meta = fake_result_meta;
+  r.result_load = fake_result_load;
+  json_t *v = json_loads("{\"result\": \"" DONE_JOB "\"}", 0, NULL);
+  CHECK(arrayval_check(&r, v, "params.inputs.x", &info, &e) == 0 &&
+        info.form == AV_RESULT && info.ndim == 1 && info.shape[0] == 4);
+  tarray *a = NULL;
+  CHECK(arrayval_resolve(&r, v, "params.inputs.x", T_F32, &a, &e) == 0 && a &&
+        a->dtype == T_F32 && tarray_get(a, 3) == 13);
+  tarray_free(a);
+  /* without result callbacks (the env of a test, or none) it is not found */
+  CHECK(arrayval_check(&env, v, "params.inputs.x", &info, &e) == T_ENOTFOUND);
+  CHECK_STR(e.message, "params.inputs.x: job " DONE_JOB " not found");
+  json_decref(v);
+  v = json_loads("{\"result\": \"" RUNNING_JOB "\"}", 0, NULL);
+  CHECK(arrayval_check(&r, v, "params.inputs.x", &info, &e) == T_ECONFLICT);
+  CHECK_STR(e.field, "params.inputs.x");
+  CHECK(strstr(e.message, "is running") != NULL);
+  CHECK(arrayval_resolve(&r, v, "params.inputs.x", T_F64, &a, &e) == T_ECONFLICT &&
+        a == NULL);
+  json_decref(v);
+  v = json_loads("{\"result\": \"" GOOD_ID "\"}", 0, NULL); /* an array id */
+  CHECK(arrayval_check(&r, v, "params.inputs.x", &info, &e) == T_EINVAL);
+  CHECK_STR(e.field, "params.inputs.x.result");
+  json_decref(v);
+}
+
 TEST(inline_form) {
   terr e;
   arrayval_info info;
@@ -383,6 +441,7 @@ int main(void) {
   RUN(random_statistics);
   RUN(random_errors);
   RUN(array_form);
+  RUN(result_form);
   RUN(inline_form);
   return check_summary();
 }

@@ -75,7 +75,8 @@ static int env_load(void *ud, const char *owner, const char *id, tarray **out,
   return *out ? 0 : terr_set(e, T_ENOMEM, "", -1, "no memory");
 }
 
-static const tenv g_env = {NULL, "", env_meta, env_load, 100000000};
+static const tenv g_env = {.owner = "", .array_meta = env_meta,
+                           .array_load = env_load, .max_elems = 100000000};
 
 /* ---- helpers ----------------------------------------------------------- */
 

@@ -80,7 +80,7 @@ static int meta(void *ud, const char *owner, const char *id, tdtype *dt,
   return 0;
 }
 
-static const tenv ENV = {NULL, "", meta, NULL, 2000000000};
+static const tenv ENV = {.owner = "", .array_meta = meta, .max_elems = 2000000000};
 
 static int check_job(const kind_ops *k, const char *params, terr *e) {
   json_t *p = json_loads(params, 0, NULL);
