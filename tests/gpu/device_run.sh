@@ -7,7 +7,8 @@
 #      includes cuda:0, auto may route to it),
 #   3. geodesic end to end through HTTP (n = 20,000, square, float64, cuda
 #      and cpu) beside bench_geodesic's "copy + write" peer,
-#   4. the GPU benchmark table.
+#   4. the GPU benchmark table,
+#   5. bench_e2e (SKIP_E2E=1 skips it).
 # Logs go to $OUT when set (the device tool), else to BIN. SKIP_BENCH=1 skips
 # step 4. Carry only libraries that machine lacks (not libnettle: its GnuTLS
 # needs its own).
@@ -62,9 +63,14 @@ timeout 200 "$BIN/bench_geodesic" --no-cpu --gpu-sizes 20000,50000 --e2e 20000 -
   2>&1 | tee "$LOG/bench_geodesic.txt"
 rm -rf "$data"
 
-step "4. GPU benchmark"
+step "4. GPU benchmarks"
 if [ -z "${SKIP_BENCH:-}" ]; then
   timeout 200 "$BIN/bench_gpu" --max-exp 9 2>&1 | tee "$LOG/bench_gpu.txt"
+fi
+step "5. end to end (bench_e2e: upload, job, download beside CuPy and PyTorch)"
+if [ -z "${SKIP_E2E:-}" ]; then
+  timeout 400 "$BIN/bench_e2e" "$BIN/tesseld" --sizes 1e6,1e7,1e8 --upload-mib 1024 \
+    --reps 3 2>&1 | tee "$LOG/bench_e2e.txt"
 fi
 echo
 [ $fail -eq 0 ] && echo "device_run: all passed" || echo "device_run: FAILURES"

@@ -11,12 +11,12 @@ cmake --build "$build" -j "$(nproc)"
 rm -rf "$dir"
 mkdir -p "$dir/lib"
 cp "$build"/tesseld "$build"/gpu_test_* "$build"/integ_test_* "$build"/bench_gpu \
-   "$build"/bench_geodesic "$dir"/
+   "$build"/bench_geodesic "$build"/bench_e2e "$dir"/
 cp -r web "$dir"/
-# Not there: libmicrohttpd, OpenBLAS (+ gfortran), PROJ (+ its image libs).
+# Not there: libmicrohttpd, libxxhash, OpenBLAS (+ gfortran), PROJ (+ its image libs).
 # Not carried on purpose: libnettle/libhogweed (that machine's GnuTLS needs
 # its own newer ones), CUDA libraries (that machine has CUDA 13).
-for l in libmicrohttpd.so.12 libgfortran.so.5 libquadmath.so.0 libproj.so.25 \
+for l in libmicrohttpd.so.12 libxxhash.so.0 libgfortran.so.5 libquadmath.so.0 libproj.so.25 \
          libtiff.so.6 libLerc.so.4 libjbig.so.0 libjpeg.so.62 libwebp.so.7 \
          libdeflate.so.0; do
   cp -L "/lib/x86_64-linux-gnu/$l" "$dir/lib/"
