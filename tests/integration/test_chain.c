@@ -30,12 +30,14 @@ static json_t *run_job(const char *body) {
   return j;
 }
 
+static const char *backend = "auto"; /* of every job of a chain */
+
 static json_t *chained(const char *expr, const char *input_id) {
   char body[512];
   snprintf(body, sizeof body,
-           "{\"kind\":\"map\",\"params\":{\"expr\":\"%s\",\"inputs\":{\"x\":"
-           "{\"result\":\"%s\"}}}}",
-           expr, input_id);
+           "{\"kind\":\"map\",\"backend\":\"%s\",\"params\":{\"expr\":"
+           "\"%s\",\"inputs\":{\"x\":{\"result\":\"%s\"}}}}",
+           backend, expr, input_id);
   return run_job(body);
 }
 
@@ -64,14 +66,20 @@ static double squared(int64_t i) {
 static void chain_of_three(int64_t n) {
   char body[256];
   snprintf(body, sizeof body,
-           "{\"kind\":\"map\",\"params\":{\"expr\":\"x*2\",\"inputs\":{\"x\":"
-           "{\"range\":{\"stop\":%lld}}}}}", (long long)n);
+           "{\"kind\":\"map\",\"backend\":\"%s\",\"params\":{\"expr\":"
+           "\"x*2\",\"inputs\":{\"x\":{\"range\":{\"stop\":%lld}}}}}",
+           backend, (long long)n);
   json_t *a = run_job(body);
   CHECK(a && strcmp(jstr(a, "status"), "succeeded") == 0);
   json_t *b = a ? chained("x+1", jstr(a, "id")) : NULL;
   CHECK_MSG(b && strcmp(jstr(b, "status"), "succeeded") == 0, "n=%lld", (long long)n);
   json_t *c = b ? chained("x**2", jstr(b, "id")) : NULL;
   CHECK(c && strcmp(jstr(c, "status"), "succeeded") == 0);
+  if (strcmp(backend, "cuda") == 0) /* each ran where it was asked to */
+    for (json_t **j = (json_t *[]){a, b, c, NULL}; *j; j++) {
+      const char *used = jstr(json_object_get(*j, "backend"), "used");
+      CHECK_MSG(used && strncmp(used, "cuda", 4) == 0, "used %s", used ? used : "?");
+    }
   if (a) CHECK(values_are(a, twice, n));
   if (b) CHECK(values_are(b, twice_plus_1, n));
   if (c) CHECK(values_are(c, squared, n));
@@ -83,6 +91,24 @@ static void chain_of_three(int64_t n) {
 TEST(chains_through_files_and_rows) {
   chain_of_three(100000); /* results in files */
   chain_of_three(10);     /* results kept in the job's row */
+}
+
+/* The same chains with every job on the GPU (the GPU machine; without a
+ * usable GPU this is said and skipped: cuda would be 503). */
+TEST(chains_through_cuda) {
+  resp r = req(&S, "GET", "/v1/devices", NULL, NULL);
+  json_t *d = resp_json(&r);
+  int gpu = json_is_true(json_object_get(json_object_get(d, "cuda"), "available"));
+  json_decref(d);
+  resp_free(&r);
+  if (!gpu) {
+    printf("SKIPPED: chains_through_cuda: no usable GPU\n");
+    return;
+  }
+  backend = "cuda";
+  chain_of_three(100000);
+  chain_of_three(10);
+  backend = "auto";
 }
 
 static void refused(const char *input_id, long status, const char *code,
@@ -190,6 +216,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   RUN(chains_through_files_and_rows);
+  RUN(chains_through_cuda);
   RUN(unfinished_failed_canceled_unknown_inputs);
   RUN(an_input_job_is_kept_while_a_queued_job_takes_it);
   srv_cleanup(&S);
