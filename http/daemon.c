@@ -1,7 +1,7 @@
 /* daemon.c — the server object and libmicrohttpd's daemon.
  *
  * The server runs libmicrohttpd with the flags
- *   MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME (implies
+ *   MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME (implies
  *   MHD_USE_ITC, which MHD_quiesce_daemon needs) | MHD_USE_ERROR_LOG
  *   (| MHD_USE_IPv6, or MHD_USE_DUAL_STACK for "::")
  * and the options EXTERNAL_LOGGER (first, so MHD's messages all go to
@@ -15,7 +15,18 @@
  * us still %-encoded so that route.c can split it before decoding) and
  * NOTIFY_COMPLETED (http.c).
  *
- * Shutdown: http_server_quiesce closes the listening socket and makes
+ * poll, not epoll: MHD 0.9.75's MHD_quiesce_daemon races an epoll worker
+ * that removes the listening socket from its set at the same moment, and
+ * the loser panics ("Failed to remove listen FD from epoll set": the
+ * daemon aborted on SIGTERM in test_disk_full, about 1 run in 7 here; the
+ * defect is still open upstream). poll rebuilds its set every round, so a
+ * quiesce is only a flag there. Measured with bench_service (2 cores, tiny
+ * jobs, same run): poll 2554-2670 / 5860-6084 / 7957-8364 jobs/s at
+ * 1 / 8 / 64 connections against epoll's 2615-2936 / 6115-6328 /
+ * 8488-9494, a few percent, for at most --max-connections sockets spread
+ * over the pool's threads.
+ *
+ * Shutdown: http_server_quiesce shuts the listening socket and makes
  * every new request a 503 with "Connection: close". http_server_destroy
  * then answers every suspended request 503 (claiming it, or overruling
  * after a grace second a claim holder that does not answer), waits (at
@@ -66,6 +77,7 @@ int http_server_create(const http_config *cfg, http_server **out, terr *e) {
   *out = NULL;
   http_server *s = calloc(1, sizeof *s);
   if (!s) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  s->quiesced_fd = -1;
   int rc = T_OK;
   pthread_mutex_init(&s->mu, NULL);
   pthread_mutex_init(&s->conns.mu, NULL);
@@ -189,12 +201,12 @@ int http_server_start(http_server *s, terr *e) {
   if (rc != T_OK) return rc;
   if (!s->timer && (rc = timer_create_thread(&s->timer, e)) != T_OK) return rc;
   if (!s->conns.running && (rc = conns_start(s, e)) != T_OK) return rc;
-  unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+  unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
                    MHD_USE_ERROR_LOG;
   if (v6 == 2) flags |= MHD_USE_DUAL_STACK;
   else if (v6) flags |= MHD_USE_IPv6;
   /* EXTERNAL_LOGGER first, so that MHD never prints on its own; a pool of
-   * one is no pool (MHD warns), the epoll thread then serves alone. */
+   * one is no pool (MHD warns), the polling thread then serves alone. */
   struct MHD_OptionItem opts[16];
   int no = 0;
 #define OPT(o, v, p) opts[no++] = (struct MHD_OptionItem){(o), (intptr_t)(v), (p)}
@@ -235,8 +247,15 @@ int http_port(const http_server *s) { return s ? s->port : 0; }
 
 void http_server_quiesce(http_server *s) {
   if (!s || !s->d || atomic_exchange(&s->quiescing, 1)) return;
+  /* MHD's threads may still hold the socket until MHD_stop_daemon (its
+   * manual: close it only after that), so it is shut, not closed: new
+   * connections are refused at once, and the descriptor cannot be reused
+   * under a thread that still polls it. */
   MHD_socket fd = MHD_quiesce_daemon(s->d);
-  if (fd != MHD_INVALID_SOCKET) close(fd);
+  if (fd != MHD_INVALID_SOCKET) {
+    shutdown(fd, SHUT_RDWR);
+    s->quiesced_fd = fd;
+  }
   log_info("http: quiesced: no new connections, new requests get 503");
 }
 
@@ -285,6 +304,8 @@ void http_server_destroy(http_server *s) {
     server_drain(s);
     MHD_stop_daemon(s->d);
     s->d = NULL;
+    if (s->quiesced_fd >= 0) close(s->quiesced_fd);
+    s->quiesced_fd = -1;
   }
   conns_stop(s);
   timer_destroy(s->timer);

@@ -1,6 +1,6 @@
 /* http.h — Tessel's HTTP layer over libmicrohttpd.
  *
- * The server owns the MHD daemon (internal epoll thread pool), the routing
+ * The server owns the MHD daemon (internal poll thread pool), the routing
  * table, limits (body caps, connection timeout, per-IP connections), auth,
  * X-Request-Id, the access log and static files. A handler gets a complete
  * request (body already read, within its route's cap, or handed to the

@@ -144,6 +144,8 @@ struct http_server {
   int have_auth;
   struct MHD_Daemon *d;
   int port;
+  int quiesced_fd; /* the listening socket MHD_quiesce_daemon handed back,
+                      shut but open until MHD_stop_daemon; -1 */
   http_timer *timer;
   atomic_int quiescing; /* new requests get 503 */
   atomic_int stopping;  /* destroy runs: no handler may start */
