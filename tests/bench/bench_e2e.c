@@ -137,6 +137,10 @@ static long http(const char *method, const char *url, const char *ctype,
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
   curl_easy_setopt(c, CURLOPT_TIMEOUT, 600L);
+  /* Big buffers, as a client moving arrays would set (libcurl's defaults
+   * are 16 KiB down and 64 KiB up): the same for tesseld and the sink. */
+  curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
+  curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, 2L * 1024 * 1024);
   if (body) {
     curl_easy_setopt(c, CURLOPT_POST, 1L);
     curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
