@@ -68,7 +68,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
+
+#ifndef TMPFS_MAGIC
+#define TMPFS_MAGIC 0x01021994
+#endif
 
 /* A file filled by slices: tarray.sink. */
 struct tarray_sink {
@@ -185,6 +190,8 @@ int tarray_create_npy(const char *path, tdtype dt, int ndim,
   int64_t n;
   int rc = npy_file_open(path, dt, ndim, shape, &fd, &h, &total, &n, e);
   if (rc) return rc;
+  struct statfs fs;
+  int prefault = fstatfs(fd, &fs) == 0 && fs.f_type != TMPFS_MAGIC;
   void *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (base == MAP_FAILED) {
@@ -201,6 +208,7 @@ int tarray_create_npy(const char *path, tdtype dt, int ndim,
   a->data = (char *)base + h;
   a->map_base = base;
   a->map_len = total;
+  a->map_prefault = (unsigned char)prefault;
   *out = a;
   return 0;
 }

@@ -40,6 +40,10 @@ typedef struct tarray {
   size_t map_len;
   struct tarray_sink *sink; /* non-NULL (and data NULL): a file filled by
                                slices (npyfile.c) */
+  unsigned char map_prefault; /* a new result mapping on a file system whose
+                                 write faults are dear (not tmpfs): whoever
+                                 fills it fast should prefault it first, in
+                                 parallel (gpu/stage.cu says why) */
 } tarray;
 
 size_t tdtype_size(tdtype dt);               /* 8 or 4 */
