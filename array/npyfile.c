@@ -268,6 +268,12 @@ int tarray_write(tarray *a, int64_t start, int64_t count, const void *src,
   return tarray_write_bytes(a, (uint64_t)start * is, src, (size_t)count * is, e);
 }
 
+int tarray_sink_fd(const tarray *a, uint64_t *data_off) {
+  if (!a || !a->sink) return -1;
+  *data_off = a->sink->data_off;
+  return a->sink->fd;
+}
+
 int tarray_sink_close(tarray *a) {
   if (!a || !a->sink) return 0;
   int err = close(a->sink->fd) != 0 ? errno : 0;
