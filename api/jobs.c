@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "api/api_int.h"
+#include "gpu/gpu.h"
 #include "util/util.h"
 
 #define MAX_WAIT_S 60.0
@@ -284,6 +285,7 @@ static void handle_delete(http_req *r, void *ud) {
     http_reply_error(r, &e);
     return;
   }
+  gpu_resident_drop(id); /* a chain's copy in GPU memory, if any */
   api_reply_deleted(r, id, path);
 }
 

@@ -21,6 +21,7 @@
 #define HASH_UPDATE XXH3_128bits_update
 #endif
 
+#include "array/wbehind.h"
 #include "util/util.h"
 
 #define LIST_DEFAULT 50
@@ -41,7 +42,11 @@
  * apart (deduplication never crosses owners, so a collision an owner crafts
  * harms only that owner), and it hashes at memory speed where SHA-256 (the
  * digest before, kept as "sha256:<hex>" on older rows) took 0.4-0.6 GB/s
- * here: most of an upload's time. */
+ * here: most of an upload's time.
+ *
+ * A big array's bytes (WBEHIND_MIN and up) are written by a write-behind
+ * thread (array/wbehind.c: the HTTP thread hashes and buffers, the writer
+ * pwrites 1 MiB at a time), smaller ones as they come. */
 struct array_writer {
   arrays *A;
   tarray *a; /* the file being filled (tarray_create_npy_sink); NULL once
@@ -50,10 +55,12 @@ struct array_writer {
   char path[4096], tmp[4200]; /* tmp "" when there is no file to drop */
   char id[T_ID_MAX];
   XXH3_state_t *h;
+  wbehind *wb; /* NULL: written as it comes */
 };
 
 void arrays_writer_abort(array_writer *w) {
   if (!w) return;
+  wbehind_abort(w->wb); /* before the file it writes is closed */
   tarray_free(w->a);
   if (w->tmp[0]) unlink(w->tmp); /* "" once renamed (or never created) */
   if (w->h) XXH3_freeState(w->h);
@@ -82,6 +89,14 @@ int arrays_writer_open(arrays *A, tdtype dt, int ndim, const int64_t *shape,
     return rc;
   }
   w->want = (uint64_t)w->a->size * tdtype_size(dt);
+  if (w->want >= WBEHIND_MIN) {
+    uint64_t off = 0;
+    int fd = tarray_sink_fd(w->a, &off);
+    if ((rc = wbehind_open(fd, off, w->want, &w->wb, e))) {
+      arrays_writer_abort(w);
+      return rc;
+    }
+  }
   *out = w;
   return T_OK;
 }
@@ -92,7 +107,8 @@ int arrays_writer_write(array_writer *w, const void *p, size_t n, terr *e) {
                     "more data than the shape holds (%llu bytes)",
                     (unsigned long long)w->want);
   HASH_UPDATE(w->h, p, n);
-  int rc = tarray_write_bytes(w->a, w->have, p, n, e);
+  int rc = w->wb ? wbehind_write(w->wb, p, n, e)
+                 : tarray_write_bytes(w->a, w->have, p, n, e);
   if (rc) return rc;
   w->have += n;
   return T_OK;
@@ -127,7 +143,13 @@ int arrays_writer_commit(array_writer *w, const char *owner, store_array *rec,
     arrays_writer_abort(w);
     return rc;
   }
-  int err = tarray_sink_close(w->a); /* a deferred write error: not whole */
+  int err = 0;
+  if (w->wb) { /* the buffered tail written, the writer's first error */
+    err = wbehind_finish(w->wb);
+    w->wb = NULL;
+  }
+  int cerr = tarray_sink_close(w->a); /* a deferred write error: not whole */
+  if (!err) err = cerr;
   if (err) {
     rc = terr_set(e, T_EIO, "", -1, "cannot write %s: %s", w->tmp,
                   strerror(err));

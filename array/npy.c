@@ -409,7 +409,7 @@ int npy_parse(const void *buf, size_t len, int64_t max_elems, tarray **out,
               terr *e) {
   *out = NULL;
   npy_meta m;
-  int64_t n;
+  int64_t n = 0;
   int rc = npy_read_header(buf, len, &m, e);
   if (rc) return rc;
   if ((rc = npy_check_data(&m, len, max_elems, &n, e))) return rc;
@@ -507,7 +507,7 @@ int tarray_map_npy(const char *path, tarray **out, terr *e) {
     goto fail;
   }
   npy_meta m;
-  int64_t n;
+  int64_t n = 0;
   if ((rc = npy_read_header(base, len, &m, e))) goto fail;
   if (m.kind != NK_F8 && m.kind != NK_F4) {
     rc = terr_set(e, T_EINVAL, "", -1,

@@ -68,7 +68,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
+
+#ifndef TMPFS_MAGIC
+#define TMPFS_MAGIC 0x01021994
+#endif
 
 /* A file filled by slices: tarray.sink. */
 struct tarray_sink {
@@ -185,6 +190,8 @@ int tarray_create_npy(const char *path, tdtype dt, int ndim,
   int64_t n;
   int rc = npy_file_open(path, dt, ndim, shape, &fd, &h, &total, &n, e);
   if (rc) return rc;
+  struct statfs fs;
+  int prefault = fstatfs(fd, &fs) == 0 && fs.f_type != TMPFS_MAGIC;
   void *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (base == MAP_FAILED) {
@@ -201,6 +208,7 @@ int tarray_create_npy(const char *path, tdtype dt, int ndim,
   a->data = (char *)base + h;
   a->map_base = base;
   a->map_len = total;
+  a->map_prefault = (unsigned char)prefault;
   *out = a;
   return 0;
 }
@@ -258,6 +266,12 @@ int tarray_write(tarray *a, int64_t start, int64_t count, const void *src,
                     "tarray_write: elements [%lld, +%lld) are outside [0, %lld)",
                     (long long)start, (long long)count, (long long)a->size);
   return tarray_write_bytes(a, (uint64_t)start * is, src, (size_t)count * is, e);
+}
+
+int tarray_sink_fd(const tarray *a, uint64_t *data_off) {
+  if (!a || !a->sink) return -1;
+  *data_off = a->sink->data_off;
+  return a->sink->fd;
 }
 
 int tarray_sink_close(tarray *a) {

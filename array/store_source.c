@@ -142,7 +142,7 @@ static int env_result_load(void *ud, const char *owner, const char *id,
                            tarray **out, terr *e) {
   *out = NULL;
   tdtype dt;
-  int ndim;
+  int ndim = 0;
   int64_t shape[T_MAXDIM];
   store_job j;
   int rc = env_result_job(ud, owner, id, &j, e);

@@ -40,6 +40,10 @@ typedef struct tarray {
   size_t map_len;
   struct tarray_sink *sink; /* non-NULL (and data NULL): a file filled by
                                slices (npyfile.c) */
+  unsigned char map_prefault; /* a new result mapping on a file system whose
+                                 write faults are dear (not tmpfs): whoever
+                                 fills it fast should prefault it first, in
+                                 parallel (gpu/stage.cu says why) */
 } tarray;
 
 size_t tdtype_size(tdtype dt);               /* 8 or 4 */
@@ -160,6 +164,10 @@ int tarray_write(tarray *a, int64_t start, int64_t count, const void *src,
  * (pieces that need not hold whole elements: a streamed upload). */
 int tarray_write_bytes(tarray *a, uint64_t off, const void *src, size_t len,
                        terr *e);
+/* A sink's file descriptor (still the sink's: closed by tarray_sink_close)
+ * and the file offset of element 0; -1 when a is not a sink. For a
+ * sequential writer that batches its own writes (array/wbehind.h). */
+int tarray_sink_fd(const tarray *a, uint64_t *data_off);
 /* Close a sink's file (tarray_free does it too); after this the array has
  * neither data nor sink. 0, or close's errno (a deferred write error: the
  * file is not complete). No-op (0) for other arrays and NULL. */

@@ -197,8 +197,16 @@ void stage_destroy(devctx *d);
 gang *gang_create(int n);
 void gang_destroy(gang *g);
 int gang_size(const gang *g); /* threads, the caller included */
-/* Copy every item, split across the gang; returns when all are done. */
+/* Copy every item, split across the gang; returns when all are done. An
+ * item whose src is NULL has its dst pages prefaulted instead (made present
+ * and writable: see stage.cu's opening). */
 void gang_copy(gang *g, const gang_item *items, int n);
+/* Prefault a result mapping that asks for it (out->map_prefault, set by
+ * array/npyfile.c), on the gang, and clear the flag; the time is added to
+ * *ms (the job's d2h: it is the cost of storing the result). Call before
+ * the first byte of the result comes down. Nothing to do for heap or sink
+ * results. */
+void stage_prefault(devctx *d, tarray *out, double *ms);
 
 /* Copy a whole pageable host buffer to the device / back, through the
  * pinned slots (host copies by the gang overlapped with the DMA). On the
@@ -220,6 +228,13 @@ double dev_event_ms(cudaEvent_t a, cudaEvent_t b);
 int resident_acquire(devctx *d, const char *id, const void *host, size_t bytes,
                      int dtype, const void **ptr, double *h2d_ms, terr *e);
 void resident_release_all(devctx *d);
+/* Keep a job's result, already in device memory, under its job id so that
+ * a chained job ({"result": id}) finds it like an uploaded array. Takes
+ * *buf (zeroed) and returns 1 when it fits the budget (LRU entries that no
+ * job holds make room); else 0 and *buf stays the caller's. bytes is the
+ * result's exact size. */
+int resident_adopt(devctx *d, const char *id, int dtype, size_t bytes,
+                   devbuf *buf);
 /* Evict unpinned entries, least recently used first, until `bytes` are
  * freed or none is left; returns bytes freed. */
 size_t resident_evict(devctx *d, size_t bytes);

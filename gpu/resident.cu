@@ -1,10 +1,17 @@
-/* resident.cu — uploaded arrays kept in GPU memory between jobs.
+/* resident.cu — uploaded arrays and GPU results kept in GPU memory between
+ * jobs.
  *
  * An uploaded array ({"array": "a_..."}) has an id derived from its bytes,
  * so the id names the content for good: a job that reads the same array
  * again finds it already on the device and skips the copy (its timings show
  * h2d 0). Entries are keyed by (id, dtype, bytes) — a float32 job converts
- * a float64 upload, which is another entry.
+ * a float64 upload, which is another entry. A job's result never changes
+ * either, so a result computed whole on the device (map, matmul) is kept
+ * under its job id (resident_adopt) — the very buffer that was copied to
+ * the result file, so it equals the stored result bit for bit — and the
+ * next job of a chain ({"result": "j_..."}) reads it with h2d 0. A deleted
+ * job's entry is dropped like a deleted array's; one that expires is left
+ * to the LRU (no job can name it any more: the store refuses the id).
  *
  * The cache is bounded by dev_resident_fraction() of the device's memory.
  * To make room it evicts the least recently used entries that no running
@@ -124,6 +131,39 @@ int resident_acquire(devctx *d, const char *id, const void *host, size_t bytes,
   r->total += b.bytes;
   *ptr = b.ptr;
   return 0;
+}
+
+int resident_adopt(devctx *d, const char *id, int dtype, size_t bytes,
+                   devbuf *buf) {
+  struct resident *r = res_of(d);
+  if (!r || !id || !id[0] || bytes == 0 || !buf->ptr) return 0;
+  size_t cap = budget(d);
+  if (buf->bytes > cap) return 0;
+  for (int i = 0; i < r->n; i++) /* a re-run: the newer bytes win */
+    if (strcmp(r->e[i].id, id) == 0 && !r->e[i].pinned) {
+      remove_at(d, i);
+      break;
+    }
+  while (r->total + buf->bytes > cap) {
+    int lru = -1;
+    for (int i = 0; i < r->n; i++)
+      if (!r->e[i].pinned && (lru < 0 || r->e[i].used < r->e[lru].used))
+        lru = i;
+    if (lru < 0) return 0;
+    remove_at(d, lru);
+  }
+  if (tvec_grow(&r->e, &r->cap, sizeof *r->e, (size_t)r->n + 1, 0)) return 0;
+  res_entry *x = &r->e[r->n++];
+  memset(x, 0, sizeof *x);
+  snprintf(x->id, sizeof x->id, "%s", id);
+  x->dtype = dtype;
+  x->bytes = bytes;
+  x->buf = *buf;
+  x->used = ++r->clock;
+  r->total += buf->bytes;
+  buf->ptr = NULL;
+  buf->bytes = 0;
+  return 1;
 }
 
 void resident_release_all(devctx *d) {

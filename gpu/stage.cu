@@ -14,11 +14,53 @@
  * helpers, does its own share and waits for theirs. Small copies (under
  * 1 MiB) are done by the caller alone.
  *
+ * Results in files (issue 11, "results at memory speed"). A result bigger
+ * than the inline cap is a fresh MAP_SHARED mapping of its fallocated .npy
+ * (array/npyfile.c), and the gang's copies out of the slots are the first
+ * writes to its pages: every 4 KiB page faults (page-cache allocation and
+ * zeroing, ext4_page_mkwrite with a journal handle), and faults taken by
+ * threads that are also copying scale badly. Measured with
+ * tests/bench/bench_d2h_store.cu on the GPU machine (one H100, 16 cores,
+ * kernel 6.18, ext4; 800 MB already in device memory until it is in the
+ * result file's page cache, median of 5):
+ *
+ *   d2h into one pinned buffer (the PCIe ceiling, no file)   14.5 ms  55 GB/s
+ *   slots -> mapped file, gang memcpy (the old way)          407-432 ms  1.9 GB/s
+ *   slots -> pwrite by 1, 4 or 16 threads (a sink)           160-172 ms  4.8 GB/s
+ *   pinned -> file, pwrite by 1..16 threads (no GPU)         149-177 ms  5.3 GB/s
+ *   whole mapping prefaulted by the gang, then slots + gang  116-127 ms  6.6 GB/s
+ *   each thread prefaulting its share of a chunk, then copy  284-423 ms
+ *   cudaHostRegister of the file mapping (d2h straight in)   refused (EINVAL)
+ *
+ * pwrite is held to one copy stream by the file's inode lock; prefaulting
+ * the whole mapping first (MADV_POPULATE_WRITE, each gang thread over its
+ * share, nobody copying yet) is the fastest way into an ext4 page cache, so
+ * stage_prefault does that for a mapping marked map_prefault, before the
+ * first chunk comes down. On tmpfs (/dev/shm) the order flips — the old way
+ * 50 ms (16 GB/s), prefaulted 158 ms — so npyfile.c marks only mappings on
+ * other file systems. Registering a mapping with the GPU instead
+ * (cudaHostRegister, so that DMA reaches the file's pages directly) is
+ * refused for ext4 files, and for a /dev/shm file it costs more than it
+ * saves: register + d2h + unregister 170-219 ms for 800 MB (pinning every
+ * page) against 50 ms through the slots; so same-host files (--local-dir)
+ * go through the slots and the gang like any host array.
+ * A kernel without MADV_POPULATE_WRITE (before 5.14)
+ * gets each page touched instead (a read and a write of the same byte: the
+ * file is new and nobody else writes it).
+ *
  * Threads: stage_* run under the device lock. A gang serves one caller at a
  * time (the device lock holder); its mutex guards gen/pending/items.
  */
+#include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 
 #include "gpu/devctx.h"
 #include "util/util.h"
@@ -72,7 +114,25 @@ struct gang {
   gang_arg arg[DEV_GANG_MAX];
 };
 
-/* Copy bytes [lo, hi) of the concatenation of the items. */
+/* Make the pages of [p, p + len) present and writable: MADV_POPULATE_WRITE
+ * over the whole pages it touches (a neighbour populating the same edge page
+ * is harmless), else touch each page. */
+static void populate(char *p, size_t len) {
+  static const size_t pg = 4096;
+  uintptr_t a = (uintptr_t)p & ~(uintptr_t)(pg - 1),
+            b = ((uintptr_t)p + len + pg - 1) & ~(uintptr_t)(pg - 1);
+  if (len == 0) return;
+  if (madvise((void *)a, b - a, MADV_POPULATE_WRITE) == 0) return;
+  if (errno != EINVAL) return; /* a shortage: the copy will fault as before */
+  for (uintptr_t q = (uintptr_t)p; q < (uintptr_t)p + len;
+       q = (q & ~(uintptr_t)(pg - 1)) + pg) {
+    volatile char *c = (volatile char *)q;
+    *c = *c;
+  }
+}
+
+/* Copy bytes [lo, hi) of the concatenation of the items (populate the
+ * destination of an item whose src is NULL). */
 static void copy_share(const gang_item *it, int n, size_t lo, size_t hi) {
   size_t off = 0;
   for (int i = 0; i < n && off < hi; i++) {
@@ -80,7 +140,9 @@ static void copy_share(const gang_item *it, int n, size_t lo, size_t hi) {
     off = b;
     if (b <= lo) continue;
     size_t s = lo > a ? lo : a, t = hi < b ? hi : b;
-    if (s < t)
+    if (s < t && !it[i].src)
+      populate((char *)it[i].dst + (s - a), t - s);
+    else if (s < t)
       memcpy((char *)it[i].dst + (s - a), (const char *)it[i].src + (s - a),
              t - s);
   }
@@ -172,6 +234,15 @@ void gang_copy(gang *g, const gang_item *items, int n) {
   pthread_mutex_lock(&g->mu);
   while (g->pending > 0) pthread_cond_wait(&g->done, &g->mu);
   pthread_mutex_unlock(&g->mu);
+}
+
+void stage_prefault(devctx *d, tarray *out, double *ms) {
+  if (!out || !out->map_base || !out->map_prefault) return;
+  double t0 = t_now_ms();
+  gang_item it = {out->map_base, NULL, out->map_len};
+  gang_copy(d->gang, &it, 1);
+  out->map_prefault = 0; /* done: its pages are in */
+  if (ms) *ms += t_now_ms() - t0;
 }
 
 /* ---- whole-buffer transfers through the slots -------------------------- */

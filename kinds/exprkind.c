@@ -144,10 +144,12 @@ int kexpr_resolve(const kexpr *k, const tenv *env, tarray **in, char **ids,
     input_field(field, sizeof field, expr_input_name(k->x, i));
     if ((rc = arrayval_resolve(env, k->val[i], field, k->dt, &in[i], e)))
       goto fail;
-    /* A GPU may keep an uploaded array resident by id; only when the data
-     * it holds is the array as uploaded (not converted). */
-    if (k->info[i].form == AV_ARRAY && k->info[i].dtype == k->dt) {
-      const char *id = json_string_value(json_object_get(k->val[i], "array"));
+    /* A GPU may keep an uploaded array or a job's result resident by id;
+     * only when the data it holds is the array as stored (not converted). */
+    if ((k->info[i].form == AV_ARRAY || k->info[i].form == AV_RESULT) &&
+        k->info[i].dtype == k->dt) {
+      const char *id = json_string_value(json_object_get(
+          k->val[i], k->info[i].form == AV_ARRAY ? "array" : "result"));
       if (id && !(ids[i] = strdup(id))) {
         rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
         goto fail;

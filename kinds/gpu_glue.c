@@ -31,6 +31,7 @@ static void glue_job(job_ctx *ctx, gpu_job *j) {
   j->t_h2d = &ctx->t_h2d;
   j->t_compute = &ctx->t_compute;
   j->t_d2h = &ctx->t_d2h;
+  j->keep_as = ctx->result_is_final ? ctx->job_id : NULL;
 }
 
 int gpu_map(int dev, const expr *x, const tarray *const *inputs,

@@ -25,6 +25,10 @@ typedef struct gpu_job {
   void (*progress_total)(void *ctx, int64_t total);
   void (*progress)(void *ctx, int64_t add);
   double *t_h2d, *t_compute, *t_d2h; /* phase times to add to (ms) */
+  /* Non-NULL: the job's id, when its result may stay on the device for the
+   * next job of a chain (the whole result was on the device and is the
+   * job's, not a compare run's): resident_adopt keeps it under this id. */
+  const char *keep_as;
 } gpu_job;
 
 int cuda_map(int dev, const expr *x, const tarray *const *inputs,

@@ -65,6 +65,10 @@ typedef struct job_estimate {
 
 typedef struct job_ctx {
   const char *job_id;
+  /* The run's result is the job's result (not one of compare's runs): a GPU
+   * run may keep it on the device under job_id for a chained job to read
+   * without a copy (gpu/resident.cu). */
+  int result_is_final;
   struct pool *pool;       /* CPU pool (run chunks with pool_for) */
   int threads;             /* width to use: 1 for serial, pool size for cpu */
   int device;              /* CUDA device index for B_CUDA */

@@ -247,6 +247,7 @@ static void srun_cleanup(srun *r) {
 /* ---- one backend ------------------------------------------------------------ */
 static void ctx_setup(srun *r, job_ctx *ctx, tbackend b, int device) {
   ctx->job_id = r->j->id;
+  ctx->result_is_final = r->j->backend != B_COMPARE;
   ctx->pool = r->s->pool;
   ctx->threads = b == B_SERIAL ? 1 : pool_threads(r->s->pool);
   ctx->device = device;

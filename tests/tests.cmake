@@ -61,6 +61,12 @@ if(NOT TESSEL_FUZZ)
     get_filename_component(n ${src} NAME_WE)
     tessel_test_exe(${n} ${src})
   endforeach()
+  # A standalone CUDA probe (no Tessel code): how fast a result can go from
+  # device memory into a result file, each way (tests/bench/README.md).
+  if(TESSEL_HAVE_CUDA)
+    add_executable(bench_d2h_store ${CMAKE_SOURCE_DIR}/tests/bench/bench_d2h_store.cu)
+    target_link_libraries(bench_d2h_store PRIVATE CUDA::cudart pthread)
+  endif()
 else()
   set(TESSEL_FUZZ_SECONDS 5 CACHE STRING "Seconds each fuzz target runs under CTest")
   file(GLOB FUZZERS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_*.c)

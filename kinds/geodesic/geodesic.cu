@@ -397,6 +397,9 @@ extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
   if (rc) return rc;
   if (total == 0) goto fail; /* nothing to compute: rc 0 */
   T_TRY(stage_ensure(d, e));
+  /* Result pages in before the first byte comes down (stage.cu). */
+  stage_prefault(d, out, job ? job->t_d2h : NULL);
+
   /* Chunks are the device's pinned slots (or smaller, when asked). */
   chunk = d->slot[0].bytes;
   if (pl->gpu_chunk_bytes > 0 && (size_t)pl->gpu_chunk_bytes < chunk)

@@ -161,6 +161,9 @@ static int map_whole(devctx *d, CUfunction fn, int groups, fuse_args *args,
     T_TRY(stage_download(d, out->data, obuf->ptr, (size_t)out->size * es, e));
     *job->t_d2h += t_now_ms() - t0;
   }
+  if (job->keep_as) /* for a chained job: stays on the device (resident.cu) */
+    resident_adopt(d, job->keep_as, (int)out->dtype,
+                   (size_t)out->size * es, obuf);
   job->progress(job->ctx, out->size);
 fail:
   return rc;
@@ -283,6 +286,8 @@ int cuda_map(int dev, const expr *x, const tarray *const *inputs,
   devctx *d = NULL;
   int rc = dev_begin(dev, &d, e);
   if (rc) return rc;
+  /* Result pages in before the first byte comes down (stage.cu). */
+  stage_prefault(d, out, job ? job->t_d2h : NULL);
   int nin = expr_ninputs(x), nstream = 0;
   fuse_input m[FUSE_MAX_IN];
   fuse_sig sig;

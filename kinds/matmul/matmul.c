@@ -219,8 +219,11 @@ static void mm_release(void *plan) {
   free(p);
 }
 
+/* The id a GPU may keep the input resident under: an uploaded array's or
+ * a job result's (both name their bytes for good). */
 static char *upload_id(const json_t *v) {
   const char *id = json_string_value(json_object_get(v, "array"));
+  if (!id) id = json_string_value(json_object_get(v, "result"));
   return id ? strdup(id) : NULL;
 }
 
@@ -246,9 +249,10 @@ static int mm_prepare(const json_t *params, const tenv *env, void **plan,
     rc = terr_set(e, T_EINVAL, "params", -1, "an input changed shape");
     goto fail;
   }
-  p->ids[0] = p->s.ia.form == AV_ARRAY ? upload_id(va) : NULL;
-  p->ids[1] = p->s.ib.form == AV_ARRAY ? upload_id(vb) : NULL;
-  p->ids[2] = p->s.has_bias && p->s.ic.form == AV_ARRAY ? upload_id(vc) : NULL;
+#define MM_KEEPS(f) ((f) == AV_ARRAY || (f) == AV_RESULT)
+  p->ids[0] = MM_KEEPS(p->s.ia.form) ? upload_id(va) : NULL;
+  p->ids[1] = MM_KEEPS(p->s.ib.form) ? upload_id(vb) : NULL;
+  p->ids[2] = p->s.has_bias && MM_KEEPS(p->s.ic.form) ? upload_id(vc) : NULL;
   *plan = p;
   return 0;
 fail:

@@ -208,6 +208,8 @@ int cuda_matmul(int dev, const tarray *a, const tarray *b, const tarray *bias,
   devctx *d = NULL;
   int rc = dev_begin(dev, &d, e);
   if (rc) return rc;
+  /* Result pages in before the first byte comes down (stage.cu). */
+  stage_prefault(d, out, job ? job->t_d2h : NULL);
   tdtype dt = out->dtype;
   size_t es = tdtype_size(dt);
   devbuf ta_buf = {NULL, 0}, tb_buf = {NULL, 0}, tbias = {NULL, 0},
@@ -320,6 +322,8 @@ int cuda_matmul(int dev, const tarray *a, const tarray *b, const tarray *bias,
     T_TRY(stage_download(d, out->data, cbuf.ptr, (size_t)out->size * es, e));
     *job->t_d2h += t_now_ms() - t0;
   }
+  if (job && job->keep_as) /* for a chained job (resident.cu) */
+    resident_adopt(d, job->keep_as, (int)dt, (size_t)out->size * es, &cbuf);
 done:
 fail:
   devmem_free(d, &ta_buf);

@@ -196,6 +196,8 @@ int cuda_reduce(int dev, reduce_op op, const expr *x,
   devctx *d = NULL;
   int rc = dev_begin(dev, &d, e);
   if (rc) return rc;
+  /* Result pages in before the first byte comes down (stage.cu). */
+  stage_prefault(d, out, job ? job->t_d2h : NULL);
   int nin = expr_ninputs(x), nd = 0, nstream = 0;
   int64_t bshape[T_MAXDIM];
   fuse_input m[FUSE_MAX_IN];

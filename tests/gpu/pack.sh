@@ -11,7 +11,8 @@ cmake --build "$build" -j "$(nproc)"
 rm -rf "$dir"
 mkdir -p "$dir/lib"
 cp "$build"/tesseld "$build"/gpu_test_* "$build"/integ_test_* "$build"/bench_gpu \
-   "$build"/bench_geodesic "$build"/bench_e2e "$dir"/
+   "$build"/bench_geodesic "$build"/bench_e2e "$build"/bench_map "$dir"/
+[ -x "$build"/bench_d2h_store ] && cp "$build"/bench_d2h_store "$dir"/
 cp -r web "$dir"/
 # Not there: libmicrohttpd, libxxhash, OpenBLAS (+ gfortran), PROJ (+ its image libs).
 # Not carried on purpose: libnettle/libhogweed (that machine's GnuTLS needs

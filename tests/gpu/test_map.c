@@ -8,7 +8,8 @@
  * float64 and float32 with mixed input dtypes, broadcasting (row, column,
  * scalar, both sides), inputs bigger than the pinned slots (chunked, with a
  * tail that is not a multiple of 4), resident uploads (the second run's h2d
- * is 0), every GPU of the host, the kernel cache (memory, then disk after
+ * is 0), a job's result kept on the device for a chain (the next job's h2d
+ * is 0), a result in a fresh file mapping (prefaulted by the gang), every GPU of the host, the kernel cache (memory, then disk after
  * the memory table is dropped), the kind itself (kind_map_ops run with
  * B_CUDA vs B_CPU), cancellation in the middle of a chunked job, and out of
  * memory. Exits 77 ("SKIPPED: no CUDA device") without a GPU.
@@ -168,6 +169,91 @@ TEST(resident) {
   CHECK(h1 > 0);
   CHECK_MSG(h2 == 0, "second run h2d %.3f ms", h2);
   gpu_resident_drop(ids[0]);
+}
+
+/* One float64 map x*x + 1 of `in` (resident under in_id when given) into
+ * out, as the job job_id whose result is final (keep) or not. Returns its
+ * h2d ms; checks every element against the CPU. */
+static double map_into(const tarray *in, const char *in_id, tarray *out,
+                       const char *job_id, int keep) {
+  terr e;
+  terr_clear(&e);
+  expr *x = NULL;
+  CHECK(expr_compile("x*x + 1", &x, &e) == 0);
+  if (!x) return -1;
+  const tarray *ins[1] = {in};
+  const char *ids[1] = {in_id};
+  tarray *ref = cpu_map(x, ins, T_F64, in->ndim, in->shape);
+  tu_job j;
+  tu_job_init(&j, 0);
+  j.ctx.job_id = job_id;
+  j.ctx.result_is_final = keep;
+  CHECK_MSG(gpu_map(0, x, ins, ids, out, &j.ctx, &e) == 0, "%s", e.message);
+  int64_t first;
+  int64_t bad = mismatches(out, ref, 1e-12, 1e-12, &first);
+  CHECK_MSG(bad == 0, "%lld bad, first [%lld]", (long long)bad, (long long)first);
+  tarray_free(ref);
+  expr_free(x);
+  return j.ctx.t_h2d;
+}
+
+/* A chain: a job's result computed whole on the device stays there under
+ * the job's id, and the next job that names it copies nothing up; a
+ * compare run's result (not final) is not kept; a dropped id is gone. */
+TEST(result_stays_for_a_chain) {
+  const int64_t n[1] = {3000001};
+  tarray *in = tu_random(T_F64, 1, n, 91, -2, 2);
+  tarray *a = tu_poisoned(T_F64, 1, n), *b = tu_poisoned(T_F64, 1, n),
+         *c = tu_poisoned(T_F64, 1, n);
+  const char *ja = "j_TESTCHAINA000000000000", *jc = "j_TESTCHAINC000000000000";
+  /* a: uploaded input (resident), whole path, result kept as ja */
+  CHECK(map_into(in, "a_TESTCHAININPUT00000000", a, ja, 1) > 0);
+  /* b reads a's result by id: on the device already */
+  double h = map_into(a, ja, b, "j_TESTCHAINB000000000000", 1);
+  CHECK_MSG(h == 0, "b's h2d %.3f ms, want 0", h);
+  /* c, not final (a compare run): its result is not kept */
+  map_into(a, ja, c, jc, 0);
+  h = map_into(c, jc, b, "j_TESTCHAIND000000000000", 0);
+  CHECK_MSG(h > 0, "c's result was kept although not final: h2d %.3f", h);
+  gpu_resident_drop(ja);
+  h = map_into(a, ja, b, "j_TESTCHAINE000000000000", 0);
+  CHECK_MSG(h > 0, "after the drop a's result must be copied up again");
+  gpu_resident_drop(jc);
+  gpu_resident_drop("a_TESTCHAININPUT00000000");
+  gpu_resident_drop("j_TESTCHAINB000000000000");
+  tarray_free(in);
+  tarray_free(a);
+  tarray_free(b);
+  tarray_free(c);
+}
+
+/* A result in a fresh file mapping (as sched/run.c creates big results) on
+ * a disk file system is prefaulted by the gang before it is filled; its
+ * every element is right and the flag is spent. */
+TEST(result_in_a_file) {
+  char dir[] = "/var/tmp/tessel-gpu-XXXXXX", path[256];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof path, "%s/r.npy", dir);
+  const int64_t n[1] = {20000003}; /* chunked: more than the slots hold */
+  tarray *in = tu_random(T_F64, 1, n, 92, -2, 2);
+  tarray *out = NULL;
+  terr e;
+  CHECK(tarray_create_npy(path, T_F64, 1, n, &out, &e) == 0);
+  if (!out) return;
+  printf("result mapping prefault: %d\n", out->map_prefault);
+  map_into(in, NULL, out, "j_TESTFILE00000000000000", 0);
+  CHECK(out->map_prefault == 0);
+  tarray_free(out);
+  /* whole path: the input resident, the result written after the kernel */
+  CHECK(tarray_create_npy(path, T_F64, 1, n, &out, &e) == 0);
+  if (out) {
+    map_into(in, "a_TESTFILEINPUT000000000", out, "j_TESTFILE00000000000001", 0);
+    tarray_free(out);
+  }
+  gpu_resident_drop("a_TESTFILEINPUT000000000");
+  unlink(path);
+  rmdir(dir);
+  tarray_free(in);
 }
 
 TEST(every_gpu) {
@@ -333,6 +419,8 @@ int main(void) {
   RUN(broadcasting);
   RUN(chunked);
   RUN(resident);
+  RUN(result_stays_for_a_chain);
+  RUN(result_in_a_file);
   RUN(every_gpu);
   RUN(kernel_cache);
   RUN(kind_map_cpu_vs_cuda);

@@ -75,11 +75,19 @@ static void chain_of_three(int64_t n) {
   CHECK_MSG(b && strcmp(jstr(b, "status"), "succeeded") == 0, "n=%lld", (long long)n);
   json_t *c = b ? chained("x**2", jstr(b, "id")) : NULL;
   CHECK(c && strcmp(jstr(c, "status"), "succeeded") == 0);
-  if (strcmp(backend, "cuda") == 0) /* each ran where it was asked to */
+  if (strcmp(backend, "cuda") == 0 && a && b && c) { /* each ran where asked */
     for (json_t **j = (json_t *[]){a, b, c, NULL}; *j; j++) {
       const char *used = jstr(json_object_get(*j, "backend"), "used");
       CHECK_MSG(used && strncmp(used, "cuda", 4) == 0, "used %s", used ? used : "?");
     }
+    /* b's input (a's result) was copied up and stayed; b ran whole on the
+     * device and its result stayed there too: c copied nothing up. */
+    json_t *tc = json_object_get(c, "timings_ms");
+    double h2d_c = json_number_value(json_object_get(tc, "h2d"));
+    CHECK_MSG(json_object_get(tc, "h2d") && h2d_c == 0.0,
+              "n=%lld: c's h2d %g ms, want 0 (b's result resident)",
+              (long long)n, h2d_c);
+  }
   if (a) CHECK(values_are(a, twice, n));
   if (b) CHECK(values_are(b, twice_plus_1, n));
   if (c) CHECK(values_are(c, squared, n));

@@ -1,0 +1,44 @@
+/* wbehind.h — a stream of bytes written into a file behind its producer.
+ *
+ * An upload's bytes arrive in pieces of tens of KiB on the HTTP thread;
+ * writing each with pwrite there puts the page-cache copy (and a syscall per
+ * piece) between two reads of the socket. A wbehind takes the pieces into a
+ * few large buffers and a thread of its own writes them, so the socket is
+ * read while the previous megabytes go into the page cache. wbehind.c says
+ * why and what it measured.
+ *
+ * Ownership: the fd stays the caller's (not closed here); wbehind_finish and
+ * wbehind_abort free the wbehind. Threads: one producer (any thread, the
+ * same one for every call) and the wbehind's own writer thread.
+ */
+#ifndef TESSEL_ARRAY_WBEHIND_H
+#define TESSEL_ARRAY_WBEHIND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/err.h"
+
+typedef struct wbehind wbehind;
+
+/* Streams below this many bytes are not worth a thread: write them as they
+ * come (the caller's pwrite). */
+#define WBEHIND_MIN ((uint64_t)32 << 20)
+#define WBEHIND_BUFS 4
+#define WBEHIND_BUF ((size_t)1 << 20) /* so 4 MiB of buffers per stream */
+
+/* Write the next `total` bytes of the stream at fd offsets base, base+1, ...
+ * T_ENOMEM when the buffers or the thread cannot be had. */
+int wbehind_open(int fd, uint64_t base, uint64_t total, wbehind **out,
+                 terr *e);
+/* Append n bytes (copied; p may be reused at once). Fails with the first
+ * write error the writer met (T_EIO, or T_ENOSPACE for a full disk), or
+ * T_EINTERNAL past `total`. */
+int wbehind_write(wbehind *w, const void *p, size_t n, terr *e);
+/* Write what is buffered, wait for the writer, free: 0 or the first write
+ * error's errno. */
+int wbehind_finish(wbehind *w);
+/* Stop (what is buffered may or may not be written), wait, free. NULL ok. */
+void wbehind_abort(wbehind *w);
+
+#endif
