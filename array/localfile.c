@@ -564,6 +564,26 @@ int tlocal_out_commit(tlocal_out *o, int64_t expect_bytes, int torn, terr *e) {
   return rc;
 }
 
+void tlocal_out_discard(tlocal_out *o) {
+  if (o->dirfd >= 0 && o->tmp[0]) unlinkat(o->dirfd, o->tmp, 0);
+  o->tmp[0] = 0;
+}
+
+int tlocal_out_map(tlocal_out *o, tarray **out, terr *e) {
+  *out = NULL;
+  if (!o->tmp[0])
+    return terr_set(e, T_EINTERNAL, o->field, -1, "no output file was made");
+  int fd = openat(o->dirfd, o->tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return terr_set(e, T_ECONFLICT, o->field, -1,
+                    "file changed while the job ran: the temporary output %s "
+                    "is gone: %s", o->tmp, strerror(errno));
+  int rc = tarray_map_npy_fd(fd, o->tmp, 1, NULL, out, e);
+  close(fd);
+  if (rc && e && !e->field[0]) terr_prefix(e, o->field);
+  return rc;
+}
+
 void tlocal_out_close(tlocal_out *o) {
   if (!o) return;
   if (o->dirfd >= 0 && o->tmp[0]) unlinkat(o->dirfd, o->tmp, 0);

@@ -118,6 +118,11 @@ int tlocal_out_write(tlocal_out *o, const tarray *a, terr *e);
  * over the name. expect_bytes: header + data. On failure the temporary is
  * removed. */
 int tlocal_out_commit(tlocal_out *o, int64_t expect_bytes, int torn, terr *e);
+/* Remove the temporary (if any); the directory stays open. */
+void tlocal_out_discard(tlocal_out *o);
+/* The complete temporary (a sink that was closed), mapped guarded and
+ * private for reading back (compare). */
+int tlocal_out_map(tlocal_out *o, tarray **out, terr *e);
 /* Remove the temporary (if any) and close the directory. */
 void tlocal_out_close(tlocal_out *o);
 

@@ -34,6 +34,9 @@ typedef struct jobs {
   sched *sc;
   int64_t max_elems;        /* cap on the elements of any one array */
   double default_timeout_s; /* for jobs that give no timeout_s */
+  /* --local-dir (array/localfile.h): {"file"} inputs and "output" files;
+   * NULL: off (403). Borrowed. */
+  const struct tlocal *local;
 } jobs;
 
 /* A job as the API shows it (the store's row, typed). */
@@ -76,7 +79,8 @@ int jobs_delete(jobs *J, const char *id, const char *owner, char **path,
 /* A succeeded job's result: the .npy file (path) or, for a small result
  * kept in the job's row, its bytes (npy, npy_len). layout: the stored
  * result's layout ("square", "condensed") when the kind lets it be
- * switched, else NULL. T_ECONFLICT when the job has not succeeded. */
+ * switched, else NULL. T_ECONFLICT when the job has not succeeded, and for
+ * a job with "output": {"file"} (its result is that file only). */
 typedef struct jobs_result {
   char *path;
   char *npy;
