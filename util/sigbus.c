@@ -111,7 +111,8 @@ int sigbus_install(void) {
 }
 
 int sigbus_guard(void *addr, size_t len, int prot, atomic_int *torn) {
-  if (!addr || !len || !atomic_load(&installed)) return 0;
+  if (!addr || !len) return 0;
+  if (!atomic_load(&installed) && sigbus_install() != 0) return 0;
   int id = 0;
   pthread_mutex_lock(&mu);
   for (int i = 0; i < SIGBUS_MAX_GUARDS; i++) {

@@ -38,8 +38,9 @@ int sigbus_install(void);
 /* List the mapping [addr, addr + len) (page-aligned addr, as mmap gave it)
  * whose pages are `prot` (PROT_READ, PROT_READ | PROT_WRITE). `torn`, when
  * not NULL, is set to 1 as well if the mapping is torn; it must outlive the
- * guard. Returns the guard's id (> 0), or 0 when the registry is full or
- * the handler is not installed. */
+ * guard. Installs the handler when it is not yet. Returns the guard's id
+ * (> 0), or 0 when the registry is full or the handler cannot be
+ * installed. */
 int sigbus_guard(void *addr, size_t len, int prot, atomic_int *torn);
 
 /* 1 when guard `id`'s mapping was torn, else 0 (also for 0). */
