@@ -26,8 +26,6 @@
 #include "sched/sched.h"
 #include "db/store.h"
 #include "http/http.h"
-#include "array/localfile.h"
-#include "util/sigbus.h"
 #include "util/util.h"
 #include "util/xfer.h"
 
@@ -245,21 +243,17 @@ int main(int argc, char **argv) {
   }
   const char *token_file = val[O_TOKEN_FILE][0] ? val[O_TOKEN_FILE] : NULL;
   /* Same-host files: every directory must be there now (canonical from
-   * here on); their mappings are guarded against SIGBUS (util/sigbus.h). */
-  tlocal *local = NULL;
+   * here on); their mappings are guarded against SIGBUS. */
+  struct tlocal *local = NULL;
   {
     terr le;
-    int lrc = tlocal_create(local_dirs, nlocal, &local, &le);
+    int lrc = jobs_local_open(local_dirs, nlocal, token_file != NULL, &local,
+                              &le);
     free(local_env);
     if (lrc) {
       fprintf(stderr, "tesseld: --local-dir (TESSEL_LOCAL_DIR): %s\n",
               le.message);
       return 2;
-    }
-    if (local && sigbus_install() != 0) {
-      log_error("cannot install the SIGBUS handler: %s", strerror(errno));
-      tlocal_free(local);
-      return 1;
     }
   }
 
@@ -355,9 +349,6 @@ int main(int argc, char **argv) {
            TESSEL_VERSION, val[O_LISTEN], http_port(srv), data_dir, ss.workers,
            gpu_count(),
            token_file ? ", tokens required" : "");
-  for (int i = 0; local && i < local->n; i++)
-    log_info("same-host files under %s%s", local->dirs[i],
-             token_file ? "/<token name>" : "");
   /* A line a script can wait for, also when port 0 picked the port. */
   printf("tesseld: listening on http://%s:%d/\n", val[O_LISTEN], http_port(srv));
   fflush(stdout);
@@ -390,7 +381,7 @@ out:
   sched_destroy(sc);
   gpu_shutdown();
   store_close(st);
-  tlocal_free(local);
+  jobs_local_free(local);
   if (rc) log_error("tesseld stopped after an error");
   else log_info("tesseld stopped");
   return rc;

@@ -42,6 +42,16 @@ typedef struct jobs {
 /* A job as the API shows it (the store's row, typed). */
 typedef store_job job_record;
 
+/* ---- the same-host path (--local-dir) -------------------------------------- */
+
+/* The allowed directories, checked now (array/localfile.h: each must exist
+ * and be a directory, else T_EINVAL naming it), logged, and the SIGBUS
+ * guard installed (util/sigbus.h); *out NULL when n is 0 (off). For the
+ * daemon's start; jobs_local_free releases it after the scheduler. */
+int jobs_local_open(const char *const *dirs, int n, int tokens,
+                    struct tlocal **out, terr *e);
+void jobs_local_free(struct tlocal *l);
+
 /* ---- life ---------------------------------------------------------------- */
 
 /* Submit the job described by the request body (a JSON object, borrowed).

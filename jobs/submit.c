@@ -16,6 +16,7 @@
 #include "array/localfile.h"
 #include "array/store_source.h"
 #include "jobs/jobs.h"
+#include "util/sigbus.h"
 #include "util/util.h"
 
 #define DEFAULT_PRIORITY 5
@@ -177,6 +178,24 @@ static int build_row(jobs *J, const char *owner, const submission *s,
   }
   return T_OK;
 }
+
+int jobs_local_open(const char *const *dirs, int n, int tokens,
+                    struct tlocal **out, terr *e) {
+  int rc = tlocal_create(dirs, n, out, e);
+  if (rc || !*out) return rc;
+  if (sigbus_install() != 0) {
+    tlocal_free(*out);
+    *out = NULL;
+    return terr_set(e, T_EINTERNAL, "local-dir", -1,
+                    "cannot install the SIGBUS handler");
+  }
+  for (int i = 0; i < (*out)->n; i++)
+    log_info("same-host files under %s%s", (*out)->dirs[i],
+             tokens ? "/<token name>" : "");
+  return 0;
+}
+
+void jobs_local_free(struct tlocal *l) { tlocal_free(l); }
 
 int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
                 char id[T_ID_MAX], int *retry_after_s, terr *e) {
