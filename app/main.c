@@ -29,6 +29,10 @@
 #include "util/util.h"
 #include "util/xfer.h"
 
+/* --local-dir may be given more than once (the variable: dirs separated by
+ * ':'); every other option keeps its last value. */
+#define LOCAL_DIRS_MAX 16
+
 typedef struct option_def {
   const char *flag;  /* long option name */
   const char *env;   /* environment variable */
@@ -42,7 +46,7 @@ enum {
   O_MAX_UPLOAD, O_MAX_RESULT, O_MAX_ELEMENTS, O_MAX_JSON, O_SHUTDOWN,
   O_CONN_TIMEOUT, O_PER_IP, O_ACCESS_LOG, O_LOG_LEVEL, O_MAX_XFER,
   O_MAX_ATTEMPTS, O_MAX_MEMORY, O_SERVER_NAME, O_ALLOW_ORIGIN,
-  O_HEADER_TIMEOUT, O_MIN_BODY_RATE, O_MAX_CONNS, O__COUNT
+  O_HEADER_TIMEOUT, O_MIN_BODY_RATE, O_MAX_CONNS, O_LOCAL_DIR, O__COUNT
 };
 
 static const option_def opts[O__COUNT] = {
@@ -73,6 +77,7 @@ static const option_def opts[O__COUNT] = {
   [O_MAX_ATTEMPTS] = {"max-attempts", "TESSEL_MAX_ATTEMPTS", "3", "starts of a job the process died in before it fails 'crashed'"},
   [O_SERVER_NAME] = {"server-name", "TESSEL_SERVER_NAME", "", "comma-separated host names the server also answers to (Host header); on loopback only loopback names pass otherwise (421)"},
   [O_ALLOW_ORIGIN] = {"allow-origin", "TESSEL_ALLOW_ORIGIN", "", "comma-separated origins (https://app.example) whose pages may call the API (CORS); others get 403 on POST/DELETE"},
+  [O_LOCAL_DIR] = {"local-dir", "TESSEL_LOCAL_DIR", "", "same-host files: {\"file\"} inputs and \"output\" files under this directory (with tokens: its subdirectory named as the token); repeat the flag, or ':' between dirs in the variable; off when not given"},
   [O_MAX_MEMORY] = {"max-memory", "TESSEL_MAX_MEMORY", "0", "memory budget of running jobs, bytes (0: 80% of the smaller of RAM and the cgroup limit)"},
 };
 
@@ -129,6 +134,20 @@ int main(int argc, char **argv) {
   lopts[O__COUNT] = (struct option){"help", no_argument, NULL, 'h'};
   lopts[O__COUNT + 1] = (struct option){"version", no_argument, NULL, 'V'};
   lopts[O__COUNT + 2] = (struct option){0, 0, 0, 0};
+  const char *local_dirs[LOCAL_DIRS_MAX];
+  int nlocal = 0, local_flag = 0;
+  char *local_env = val[O_LOCAL_DIR][0] ? strdup(val[O_LOCAL_DIR]) : NULL;
+  for (char *d = local_env; d && *d;) { /* "a:b:c", empty parts skipped */
+    char *colon = strchr(d, ':');
+    if (colon) *colon = 0;
+    if (*d && nlocal == LOCAL_DIRS_MAX) {
+      fprintf(stderr, "tesseld: more than %d --local-dir\n", LOCAL_DIRS_MAX);
+      free(local_env);
+      return 2;
+    }
+    if (*d) local_dirs[nlocal++] = d;
+    d = colon ? colon + 1 : NULL;
+  }
   int c;
   while ((c = getopt_long(argc, argv, "hV", lopts, NULL)) != -1) {
     if (c == 'h') {
@@ -142,6 +161,15 @@ int main(int argc, char **argv) {
     if (c < 0 || c >= O__COUNT) {
       usage(stderr);
       return 2;
+    }
+    if (c == O_LOCAL_DIR) { /* a flag replaces the variable's list */
+      if (!local_flag) nlocal = 0;
+      local_flag = 1;
+      if (nlocal == LOCAL_DIRS_MAX) {
+        fprintf(stderr, "tesseld: more than %d --local-dir\n", LOCAL_DIRS_MAX);
+        return 2;
+      }
+      local_dirs[nlocal++] = optarg;
     }
     val[c] = optarg;
   }
@@ -214,6 +242,20 @@ int main(int argc, char **argv) {
     web_dir = stat(web_default, &sb) == 0 ? web_default : NULL;
   }
   const char *token_file = val[O_TOKEN_FILE][0] ? val[O_TOKEN_FILE] : NULL;
+  /* Same-host files: every directory must be there now (canonical from
+   * here on); their mappings are guarded against SIGBUS. */
+  struct tlocal *local = NULL;
+  {
+    terr le;
+    int lrc = jobs_local_open(local_dirs, nlocal, token_file != NULL, &local,
+                              &le);
+    free(local_env);
+    if (lrc) {
+      fprintf(stderr, "tesseld: --local-dir (TESSEL_LOCAL_DIR): %s\n",
+              le.message);
+      return 2;
+    }
+  }
 
   int rc = 1;
   terr e;
@@ -248,6 +290,7 @@ int main(int argc, char **argv) {
       .kind_lookup = kind_find,
       .max_attempts = (int)max_attempts,
       .max_memory_bytes = max_memory, /* 0: from the machine (sched/mem.c) */
+      .local = local,
   };
   if (sched_create(&scfg, &sc, &e)) {
     log_error("scheduler: %s", e.message);
@@ -279,6 +322,7 @@ int main(int argc, char **argv) {
       .sc = sc,
       .max_elems = max_elems,
       .default_timeout_s = (double)job_timeout,
+      .local = local,
   };
   arrays actx_arrays = {.st = st, .data_dir = data_dir};
   arrays_sweep(&actx_arrays); /* uploads a dead process left unfinished */
@@ -337,6 +381,7 @@ out:
   sched_destroy(sc);
   gpu_shutdown();
   store_close(st);
+  jobs_local_free(local);
   if (rc) log_error("tesseld stopped after an error");
   else log_info("tesseld stopped");
   return rc;

@@ -1,5 +1,7 @@
 /* arrayval.c — the array value forms of API.md: inline JSON,
- * {"array": id}, {"result": job id}, {"range": ...} and {"random": ...}.
+ * {"array": id}, {"result": job id}, {"file": path}, {"range": ...} and
+ * {"random": ...}. A {"file"} is checked (header read, no mapping) and
+ * mapped by array/localfile.c under the env's --local-dir directories.
  *
  * Both entry points share one parser (av_parse) that validates the form
  * strictly (unknown keys, wrong types and bad values are T_EINVAL naming the
@@ -23,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array/localfile.h"
 #include "util/util.h"
 
 #define AV_SEED_MAX 9007199254740992.0 /* 2^53 */
@@ -33,7 +36,8 @@ typedef struct av_form {
   int normal;                       /* random: 0 uniform, 1 normal */
   double low, high, mean, std;      /* random */
   uint64_t seed;                    /* random */
-  const char *id;                   /* array */
+  const char *id;                   /* array, result */
+  const char *path;                 /* file */
 } av_form;
 
 /* ---- the generator ------------------------------------------------------- */
@@ -273,6 +277,26 @@ static int parse_ref(const tenv *env, const ref_kind *k, const json_t *idv,
   return 0;
 }
 
+/* {"file": "/abs/path.npy"}: a string with no NUL, its .npy header read
+ * (array/localfile.h: 403 outside the allowed directories). */
+static int parse_file(const tenv *env, const json_t *pv, const char *field,
+                      int64_t max_elems, av_form *f, arrayval_info *info,
+                      terr *e) {
+  char ff[TERR_FIELD_MAX];
+  snprintf(ff, sizeof ff, "%s.file", field);
+  const char *p = json_string_value(pv);
+  if (!p || strlen(p) != json_string_length(pv))
+    return terr_set(e, T_EINVAL, ff, -1,
+                    "must be an absolute path (a string with no NUL)");
+  if (json_string_length(pv) > TLOCAL_PATH_MAX)
+    return terr_set(e, T_EINVAL, ff, -1, "path is over %d bytes",
+                    TLOCAL_PATH_MAX);
+  f->path = p;
+  return tlocal_npy_meta(env ? env->local : NULL, env ? env->owner : "", p,
+                         ff, max_elems, &info->dtype, &info->ndim,
+                         info->shape, e);
+}
+
 /* Validate v and fill info (and f for the object forms). */
 static int av_parse(const tenv *env, const json_t *v, const char *field,
                     arrayval_info *info, av_form *f, terr *e) {
@@ -287,14 +311,15 @@ static int av_parse(const tenv *env, const json_t *v, const char *field,
     info->form = AV_INLINE;
     rc = jarray_shape(v, max_elems, field, &info->ndim, info->shape, e);
   } else if (json_is_object(v)) {
-    static const char *const keys[] = {"array", "result", "range", "random",
-                                       NULL};
+    static const char *const keys[] = {"array", "result", "file", "range",
+                                       "random", NULL};
     if (json_object_size(v) != 1) {
-      if ((rc = keys_only(v, field, keys, "array, result, range or random", e)))
+      if ((rc = keys_only(v, field, keys,
+                          "array, result, file, range or random", e)))
         return rc;
       return terr_set(e, T_EINVAL, field, -1,
-                      "exactly one of \"array\", \"result\", \"range\", "
-                      "\"random\"");
+                      "exactly one of \"array\", \"result\", \"file\", "
+                      "\"range\", \"random\"");
     }
     const json_t *x;
     if ((x = json_object_get(v, "array"))) {
@@ -303,6 +328,9 @@ static int av_parse(const tenv *env, const json_t *v, const char *field,
     } else if ((x = json_object_get(v, "result"))) {
       info->form = AV_RESULT;
       rc = parse_ref(env, &REF_RESULT, x, field, f, info, e);
+    } else if ((x = json_object_get(v, "file"))) {
+      info->form = AV_FILE;
+      rc = parse_file(env, x, field, max_elems, f, info, e);
     } else if ((x = json_object_get(v, "range"))) {
       info->form = AV_RANGE;
       rc = parse_range(x, field, max_elems, f, info, e);
@@ -310,12 +338,14 @@ static int av_parse(const tenv *env, const json_t *v, const char *field,
       info->form = AV_RANDOM;
       rc = parse_random(x, field, max_elems, f, info, e);
     } else {
-      return keys_only(v, field, keys, "array, result, range or random", e);
+      return keys_only(v, field, keys, "array, result, file, range or random",
+                       e);
     }
   } else {
     return terr_set(e, T_EINVAL, field, -1,
                     "expected a number, a nested array, or an object with "
-                    "\"array\", \"result\", \"range\" or \"random\"; not %s",
+                    "\"array\", \"result\", \"file\", \"range\" or "
+                    "\"random\"; not %s",
                     json_is_string(v)   ? "a string"
                     : json_is_null(v)   ? "null"
                                         : "a boolean");
@@ -400,6 +430,21 @@ int arrayval_resolve(const tenv *env, const json_t *v, const char *field,
         return rc;
       }
       if (a->dtype != dt) {
+        tarray *c = tarray_convert(a, dt);
+        tarray_free(a);
+        if (!c) return terr_set(e, T_ENOMEM, field, -1, "out of memory");
+        a = c;
+      }
+      *out = a;
+      return 0;
+    }
+    case AV_FILE: {
+      char ff[TERR_FIELD_MAX];
+      snprintf(ff, sizeof ff, "%s.file", field);
+      rc = tlocal_map(env->local, env->owner, f.path, ff, max_elems,
+                      env->local_log, &a, e);
+      if (rc) return rc;
+      if (a->dtype != dt) { /* a converted copy: the mapping is let go */
         tarray *c = tarray_convert(a, dt);
         tarray_free(a);
         if (!c) return terr_set(e, T_ENOMEM, field, -1, "out of memory");

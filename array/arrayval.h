@@ -4,6 +4,9 @@
  *   {"array": "a_..."}                             an uploaded array
  *   {"result": "j_..."}                            a finished job's result
  *                                                  (chained jobs)
+ *   {"file": "/abs/path.npy"}                      a .npy on this host, under
+ *                                                  --local-dir (mapped, never
+ *                                                  copied; array/localfile.h)
  *   {"range": {"start": 0, "stop": 10, "step": 1}} numpy.arange (float64)
  *   {"random": {"shape": [n], "dist": "uniform"|"normal", "low": 0,
  *               "high": 1, "mean": 0, "std": 1, "seed": 42}}
@@ -52,9 +55,17 @@ typedef struct tenv {
   int (*result_load)(void *ud, const char *owner, const char *id,
                      tarray **out, terr *e);
   int64_t max_elems; /* cap on any one input's element count */
+  /* The same-host files of {"file": path} (array/localfile.h): the allowed
+   * directories (NULL: --local-dir not given, the form is 403), and where
+   * a run records what it mapped for the check at its end (NULL: not
+   * recorded; the check at submit maps nothing). */
+  const struct tlocal *local;
+  struct tlocal_log *local_log;
 } tenv;
 
-typedef enum { AV_INLINE, AV_ARRAY, AV_RANGE, AV_RANDOM, AV_RESULT } arrayval_form;
+typedef enum {
+  AV_INLINE, AV_ARRAY, AV_RANGE, AV_RANDOM, AV_RESULT, AV_FILE
+} arrayval_form;
 
 typedef struct arrayval_info {
   arrayval_form form;

@@ -32,6 +32,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/sigbus.h"
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "npy.c assumes a little-endian host"
 #endif
@@ -476,34 +478,36 @@ int npy_to_buffer(const tarray *a, char **buf, size_t *len, terr *e) {
 
 /* ---- mapping an existing file ------------------------------------------- */
 
-int tarray_map_npy(const char *path, tarray **out, terr *e) {
+int tarray_map_npy_fd(int fd, const char *name, int guard, atomic_int *torn,
+                      tarray **out, terr *e) {
   *out = NULL;
-  int rc;
+  int rc, gid = 0;
   void *base = MAP_FAILED;
   size_t len = 0;
   tarray *a = NULL;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    rc = terr_set(e, errno == ENOENT ? T_ENOTFOUND : T_EIO, "", -1,
-                  "npy: cannot open %s: %s", path, strerror(errno));
-    goto fail;
-  }
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    rc = terr_set(e, T_EIO, "", -1, "npy: %s is not a regular file", path);
+    rc = terr_set(e, T_EIO, "", -1, "npy: %s is not a regular file", name);
     goto fail;
   }
   len = (size_t)st.st_size;
   if (len < 10) {
-    rc = terr_set(e, T_EINVAL, "", 0, "npy: %s is too short", path);
+    rc = terr_set(e, T_EINVAL, "", 0, "npy: %s is too short", name);
     goto fail;
   }
   /* Private + writable: a job may scribble on its copy; the file never
    * sees it (pages are copied on write). */
   base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
   if (base == MAP_FAILED) {
-    rc = terr_set(e, T_EIO, "", -1, "npy: cannot map %s: %s", path,
+    rc = terr_set(e, T_EIO, "", -1, "npy: cannot map %s: %s", name,
                   strerror(errno));
+    goto fail;
+  }
+  /* Guarded before the first read: the header may be cut off too. */
+  if (guard && !(gid = sigbus_guard(base, len, PROT_READ | PROT_WRITE, torn))) {
+    rc = terr_set(e, T_EUNAVAIL, "", -1,
+                  "npy: too many same-host files mapped at once (%d)",
+                  SIGBUS_MAX_GUARDS);
     goto fail;
   }
   npy_meta m;
@@ -511,13 +515,18 @@ int tarray_map_npy(const char *path, tarray **out, terr *e) {
   if ((rc = npy_read_header(base, len, &m, e))) goto fail;
   if (m.kind != NK_F8 && m.kind != NK_F4) {
     rc = terr_set(e, T_EINVAL, "", -1,
-                  "npy: %s holds integers; only float32/float64 map", path);
+                  "npy: %s holds integers; only float32/float64 map", name);
     goto fail;
   }
   if ((rc = npy_check_data(&m, len, INT64_MAX, &n, e))) goto fail;
   if (m.data_off % (size_t)m.itemsize != 0) {
     rc = terr_set(e, T_EINVAL, "", (int64_t)m.data_off,
-                  "npy: data of %s is not aligned", path);
+                  "npy: data of %s is not aligned", name);
+    goto fail;
+  }
+  if (gid && sigbus_torn(gid)) {
+    rc = terr_set(e, T_ECONFLICT, "", -1, "npy: %s changed while it was read",
+                  name);
     goto fail;
   }
   a = calloc(1, sizeof *a);
@@ -532,11 +541,22 @@ int tarray_map_npy(const char *path, tarray **out, terr *e) {
   a->data = (char *)base + m.data_off;
   a->map_base = base;
   a->map_len = len;
-  close(fd);
+  a->guard = gid;
   *out = a;
   return 0;
 fail:
+  sigbus_unguard(gid);
   if (base != MAP_FAILED) munmap(base, len);
-  if (fd >= 0) close(fd);
+  return rc;
+}
+
+int tarray_map_npy(const char *path, tarray **out, terr *e) {
+  *out = NULL;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return terr_set(e, errno == ENOENT ? T_ENOTFOUND : T_EIO, "", -1,
+                    "npy: cannot open %s: %s", path, strerror(errno));
+  int rc = tarray_map_npy_fd(fd, path, 0, NULL, out, e);
+  close(fd);
   return rc;
 }

@@ -121,18 +121,46 @@ static int write_all(int fd, const void *buf, size_t len, off_t off) {
   return 0;
 }
 
-/* Create `path` (truncated) as a .npy of dt/shape: sized, its blocks
- * reserved and its header written. *fd open read/write; *hdr the header's
- * length, *total the file's. On failure nothing is left at path. */
+/* Make the empty file open at f a .npy of dt/shape: sized, its blocks
+ * reserved and its header written. *hdr the header's length, *total the
+ * file's, *size the elements. `name` is for messages. */
+static int npy_file_init(int f, const char *name, tdtype dt, int ndim,
+                         const int64_t *shape, size_t *hdr, size_t *total,
+                         int64_t *size, terr *e) {
+  int64_t n = tshape_size(ndim, shape, INT64_MAX / 8);
+  if (n < 0) return terr_set(e, T_EINVAL, "", -1, "npy: bad shape for %s", name);
+  char h[NPY_HEADER_MAX];
+  size_t hl = npy_header(dt, ndim, shape, h);
+  size_t len = hl + (size_t)n * tdtype_size(dt);
+  int rc, err;
+  if (ftruncate(f, (off_t)len) != 0) {
+    err = errno;
+    rc = terr_set(e, T_EIO, "", -1, "npy: cannot size %s to %zu bytes: %s",
+                  name, len, strerror(err));
+    return terr_nospace(e, rc, err);
+  }
+  if ((err = reserve_space(f, (off_t)len)) != 0) {
+    rc = terr_set(e, T_EIO, "", -1, "npy: cannot reserve %zu bytes for %s: %s",
+                  len, name, strerror(err));
+    return terr_nospace(e, rc, err);
+  }
+  if ((err = write_all(f, h, hl, 0)) != 0) {
+    rc = terr_set(e, T_EIO, "", -1, "npy: cannot write header of %s: %s",
+                  name, strerror(err));
+    return terr_nospace(e, rc, err);
+  }
+  *hdr = hl;
+  *total = len;
+  *size = n;
+  return 0;
+}
+
+/* Create `path` (truncated) as npy_file_init makes it; *fd open read/write.
+ * On failure nothing is left at path. */
 static int npy_file_open(const char *path, tdtype dt, int ndim,
                          const int64_t *shape, int *fd, size_t *hdr,
                          size_t *total, int64_t *size, terr *e) {
   *fd = -1;
-  int64_t n = tshape_size(ndim, shape, INT64_MAX / 8);
-  if (n < 0) return terr_set(e, T_EINVAL, "", -1, "npy: bad shape for %s", path);
-  char h[NPY_HEADER_MAX];
-  size_t hl = npy_header(dt, ndim, shape, h);
-  size_t len = hl + (size_t)n * tdtype_size(dt);
   int f = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (f < 0) {
     int err = errno;
@@ -140,35 +168,14 @@ static int npy_file_open(const char *path, tdtype dt, int ndim,
                       strerror(err));
     return terr_nospace(e, rc, err);
   }
-  int rc, err;
-  if (ftruncate(f, (off_t)len) != 0) {
-    err = errno;
-    rc = terr_set(e, T_EIO, "", -1, "npy: cannot size %s to %zu bytes: %s",
-                  path, len, strerror(err));
-    rc = terr_nospace(e, rc, err);
-    goto fail;
-  }
-  if ((err = reserve_space(f, (off_t)len)) != 0) {
-    rc = terr_set(e, T_EIO, "", -1, "npy: cannot reserve %zu bytes for %s: %s",
-                  len, path, strerror(err));
-    rc = terr_nospace(e, rc, err);
-    goto fail;
-  }
-  if ((err = write_all(f, h, hl, 0)) != 0) {
-    rc = terr_set(e, T_EIO, "", -1, "npy: cannot write header of %s: %s",
-                  path, strerror(err));
-    rc = terr_nospace(e, rc, err);
-    goto fail;
+  int rc = npy_file_init(f, path, dt, ndim, shape, hdr, total, size, e);
+  if (rc) {
+    unlink(path);
+    close(f);
+    return rc;
   }
   *fd = f;
-  *hdr = hl;
-  *total = len;
-  *size = n;
   return 0;
-fail:
-  unlink(path);
-  close(f);
-  return rc;
 }
 
 static tarray *array_shell(tdtype dt, int ndim, const int64_t *shape,
@@ -280,4 +287,42 @@ int tarray_sink_close(tarray *a) {
   free(a->sink);
   a->sink = NULL;
   return err;
+}
+
+int tarray_create_npy_fd(int fd, const char *name, tdtype dt, int ndim,
+                         const int64_t *shape, int sink, tarray **out,
+                         terr *e) {
+  *out = NULL;
+  size_t h, total;
+  int64_t n;
+  int rc = npy_file_init(fd, name, dt, ndim, shape, &h, &total, &n, e);
+  if (rc) return rc;
+  tarray *a = array_shell(dt, ndim, shape, n);
+  if (!a) return terr_set(e, T_ENOMEM, "", -1, "npy: out of memory");
+  if (sink) {
+    struct tarray_sink *s = malloc(sizeof *s);
+    int d = s ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+    if (d < 0) {
+      free(s);
+      free(a);
+      return terr_set(e, T_ENOMEM, "", -1, "npy: out of memory or descriptors");
+    }
+    s->fd = d;
+    s->data_off = h;
+    a->sink = s;
+  } else {
+    void *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+      free(a);
+      return terr_set(e, T_ENOMEM, "", -1, "npy: cannot map %s: %s", name,
+                      strerror(errno));
+    }
+    struct statfs fs;
+    a->data = (char *)base + h;
+    a->map_base = base;
+    a->map_len = total;
+    a->map_prefault = fstatfs(fd, &fs) == 0 && fs.f_type != TMPFS_MAGIC;
+  }
+  *out = a;
+  return 0;
 }

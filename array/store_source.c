@@ -102,6 +102,14 @@ static int env_result_job(void *ud, const char *owner, const char *id,
   memset(j, 0, sizeof *j);
   int rc = store_job_get(ud, id, owner, j, e);
   if (rc) return rc;
+  if (j->status == JOB_SUCCEEDED && j->output_file) {
+    rc = terr_set(e, T_ECONFLICT, "", -1,
+                  "job %s wrote its result to %.200s (output.file) and the "
+                  "service keeps no copy: take it as {\"file\": ...}", id,
+                  j->output_file);
+    store_job_clear(j);
+    return rc;
+  }
   if (j->status == JOB_SUCCEEDED) return T_OK;
   rc = terr_set(e, T_ECONFLICT, "", -1,
                 j->status == JOB_QUEUED || j->status == JOB_RUNNING

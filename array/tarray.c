@@ -6,6 +6,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "util/sigbus.h"
+
 #define HUGE_ALIGN ((size_t)2 << 20)
 #define HUGE_MIN ((size_t)4 << 20)
 
@@ -110,6 +112,7 @@ tarray *tarray_convert(const tarray *a, tdtype dt) {
 void tarray_free(tarray *a) {
   if (!a) return;
   tarray_sink_close(a);
+  sigbus_unguard(a->guard); /* before the unmap: the range may be reused */
   if (a->map_base)
     munmap(a->map_base, a->map_len);
   else

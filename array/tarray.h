@@ -19,6 +19,7 @@
 #define TESSEL_ARRAY_TARRAY_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,6 +45,10 @@ typedef struct tarray {
                                  write faults are dear (not tmpfs): whoever
                                  fills it fast should prefault it first, in
                                  parallel (gpu/stage.cu says why) */
+  int guard; /* > 0: the mapping is a guarded same-host file (a {"file"}
+              * input or an "output" file under --local-dir, which another
+              * process may truncate): util/sigbus.h's id, dropped by
+              * tarray_free before it unmaps; 0 otherwise */
 } tarray;
 
 size_t tdtype_size(tdtype dt);               /* 8 or 4 */
@@ -176,6 +181,21 @@ int tarray_sink_close(tarray *a);
  * carried to the file). Header checks as npy_parse; integer dtypes are
  * refused here (Tessel only writes float32/float64 files). */
 int tarray_map_npy(const char *path, tarray **out, terr *e);
+/* The same from an open descriptor (borrowed; the mapping keeps the file
+ * after the caller closes it); `name` is for messages. guard: the mapping
+ * is registered with util/sigbus.h before its header is read (a->guard;
+ * `torn`, when not NULL, is set if it is ever torn: see sigbus_guard);
+ * T_EUNAVAIL when the registry is full. */
+int tarray_map_npy_fd(int fd, const char *name, int guard, atomic_int *torn,
+                      tarray **out, terr *e);
+/* Create a .npy of dt/shape in the file open read/write at fd (borrowed,
+ * empty: it is sized here): sized, blocks reserved, header written, then
+ * mapped shared (sink 0; a->guard left 0 for the caller to set) or a sink
+ * (sink 1; the sink holds a dup of fd). Nothing is unlinked on failure:
+ * the caller named the file. */
+int tarray_create_npy_fd(int fd, const char *name, tdtype dt, int ndim,
+                         const int64_t *shape, int sink, tarray **out,
+                         terr *e);
 
 /* ---- CSV --------------------------------------------------------------- */
 /* Numbers only, comma separated, '\n' or "\r\n" line ends, an optional

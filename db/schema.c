@@ -139,6 +139,10 @@ static const migration migrations[] = {
         "UPDATE arrays SET digest = 'sha256:' || digest"
         " WHERE instr(digest, ':') = 0;\n"
         "CREATE UNIQUE INDEX arrays_owner_digest ON arrays(owner, digest);\n"},
+    /* A job's "output": {"file": path} (same-host results under
+     * --local-dir, array/localfile.h): the path as submitted; NULL for a
+     * job whose result the service keeps. */
+    {5, "ALTER TABLE jobs ADD COLUMN output_file TEXT;\n"},
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

@@ -95,6 +95,9 @@ typedef struct store_job {
   char *compare;           /* JSON text [{"backend","ms",...}]; NULL */
   double max_abs_diff;     /* NaN when not compared */
   int attempts;            /* times started (>1 after a recovery) */
+  char *output_file;       /* "output": {"file": path}: the result is written
+                            * there, not kept (no result_path, no row npy);
+                            * NULL otherwise */
 } store_job;
 
 typedef struct store_array {

@@ -205,8 +205,9 @@ char *store__col_dup(sqlite3_stmt *st, int i, int *oom);
   "timeout_s, created_at, started_at, finished_at, t_queue, progress_done, "  \
   "progress_total, error_code, error_message, result_dtype, result_path, "    \
   "compare, max_abs_diff, attempts, t_prepare, t_h2d, t_compute, t_d2h, "     \
-  "t_store, t_total, result_shape, result_bytes, result_nonconverged"
-#define STORE_JOB_NCOLS 36
+  "t_store, t_total, result_shape, result_bytes, result_nonconverged, "       \
+  "output_file"
+#define STORE_JOB_NCOLS 37
 /* The typed timings and result of a job (store_jobs.c): bind them at the
  * statement's parameters t[i] (the JOB_T_* order) and r[4] (dtype, shape,
  * bytes, nonconverged); read them from the STORE_JOB_COLS columns. */

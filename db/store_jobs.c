@@ -57,6 +57,7 @@ void store_job_clear(store_job *j) {
   free(j->error_message);
   free(j->result_path);
   free(j->compare);
+  free(j->output_file);
   memset(j, 0, sizeof *j);
   j->max_abs_diff = NAN;
 }
@@ -69,7 +70,7 @@ int store_job_copy(store_job *dst, const store_job *src) {
                 &dst->backend_reason, &dst->estimate, &dst->label,
                 &dst->request_id, &dst->body_hash,
                 &dst->error_code, &dst->error_message,
-                &dst->result_path, &dst->compare};
+                &dst->result_path, &dst->compare, &dst->output_file};
   int oom = 0;
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
     if (!*f[i]) continue;
@@ -187,6 +188,7 @@ int store__job_row(sqlite3_stmt *st, store_job *j) {
                         ? NAN
                         : sqlite3_column_double(st, 25);
   j->attempts = sqlite3_column_int(st, 26);
+  j->output_file = store__col_dup(st, 36, &oom);
   if (oom) {
     store_job_clear(j);
     return T_ENOMEM;
@@ -275,7 +277,7 @@ static int insert_fn(store *s, store_wop *op, terr *e) {
                    " (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
                    " ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24,"
                    " ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35,"
-                   " ?36)",
+                   " ?36, ?37)",
                    &st, e);
   if (rc) return rc;
   sqlite3_bind_text(st, 1, j->id, -1, SQLITE_STATIC);
@@ -308,6 +310,7 @@ static int insert_fn(store *s, store_wop *op, terr *e) {
   if (isnan(j->max_abs_diff)) sqlite3_bind_null(st, 26);
   else sqlite3_bind_double(st, 26, j->max_abs_diff);
   sqlite3_bind_int(st, 27, j->attempts);
+  store__bind_text(st, 37, j->output_file);
   return store__exec_insert(s, st, "job", j->id, e);
 }
 
@@ -368,7 +371,7 @@ int store_job_insert_async(store *s, store_job *j, terr *e) {
                         breq,           j->backend_used,  j->backend_reason,
                         j->estimate,    j->label,         j->body_hash,
                         j->error_code,    j->error_message,
-                        j->result_path,   j->compare};
+                        j->result_path,   j->compare,       j->output_file};
   size_t n = 0;
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
     n += store__str_size(strs[i]);
@@ -392,6 +395,7 @@ int store_job_insert_async(store *s, store_job *j, terr *e) {
   r->error_message = (char *)store__pack_str(&p, j->error_message);
   r->result_path = (char *)store__pack_str(&p, j->result_path);
   r->compare = (char *)store__pack_str(&p, j->compare);
+  r->output_file = (char *)store__pack_str(&p, j->output_file);
   o->a.j = r;
   o->op.fn = insert_fn;
   o->op.arg = &o->a;

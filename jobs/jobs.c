@@ -152,6 +152,14 @@ int jobs_result_get(jobs *J, const char *id, const char *owner,
     store_job_clear(&j);
     return rc;
   }
+  if (j.output_file) { /* the service keeps no copy (sched/run.c) */
+    rc = terr_set(e, T_ECONFLICT, "id", -1,
+                  "job %s wrote its result to %.200s (output.file); the "
+                  "service keeps no copy: read that file", j.id,
+                  j.output_file);
+    store_job_clear(&j);
+    return rc;
+  }
   out->layout = result_layout(&j);
   if (j.result_path) {
     out->path = j.result_path; /* taken from the row */

@@ -34,10 +34,23 @@ typedef struct jobs {
   sched *sc;
   int64_t max_elems;        /* cap on the elements of any one array */
   double default_timeout_s; /* for jobs that give no timeout_s */
+  /* --local-dir (array/localfile.h): {"file"} inputs and "output" files;
+   * NULL: off (403). Borrowed. */
+  const struct tlocal *local;
 } jobs;
 
 /* A job as the API shows it (the store's row, typed). */
 typedef store_job job_record;
+
+/* ---- the same-host path (--local-dir) -------------------------------------- */
+
+/* The allowed directories, checked now (array/localfile.h: each must exist
+ * and be a directory, else T_EINVAL naming it), logged, and the SIGBUS
+ * guard installed (util/sigbus.h); *out NULL when n is 0 (off). For the
+ * daemon's start; jobs_local_free releases it after the scheduler. */
+int jobs_local_open(const char *const *dirs, int n, int tokens,
+                    struct tlocal **out, terr *e);
+void jobs_local_free(struct tlocal *l);
 
 /* ---- life ---------------------------------------------------------------- */
 
@@ -76,7 +89,8 @@ int jobs_delete(jobs *J, const char *id, const char *owner, char **path,
 /* A succeeded job's result: the .npy file (path) or, for a small result
  * kept in the job's row, its bytes (npy, npy_len). layout: the stored
  * result's layout ("square", "condensed") when the kind lets it be
- * switched, else NULL. T_ECONFLICT when the job has not succeeded. */
+ * switched, else NULL. T_ECONFLICT when the job has not succeeded, and for
+ * a job with "output": {"file"} (its result is that file only). */
 typedef struct jobs_result {
   char *path;
   char *npy;

@@ -51,8 +51,10 @@ static void add_timings(tbuf *b, const job_timings *t) {
   tbuf_add(b, "}", 1);
 }
 
-/* {"dtype","shape","bytes"[,"nonconverged"][,"href"]} */
-static void add_result(tbuf *b, const job_result_info *r, const char *id) {
+/* {"dtype","shape","bytes"[,"nonconverged"][,"href"|"file"]}: an output
+ * job's result is its file (file given), which the service does not keep. */
+static void add_result(tbuf *b, const job_result_info *r, const char *id,
+                       const char *file) {
   tbuf_adds(b, "{\"dtype\":");
   tbuf_json_str(b, r->dtype);
   tbuf_adds(b, ",\"shape\":[");
@@ -66,7 +68,10 @@ static void add_result(tbuf *b, const job_result_info *r, const char *id) {
     tbuf_adds(b, ",\"nonconverged\":");
     tbuf_json_int(b, (long long)r->nonconverged);
   }
-  if (id) {
+  if (file) {
+    tbuf_adds(b, ",\"file\":");
+    tbuf_json_str(b, file);
+  } else if (id) {
     tbuf_adds(b, ",\"href\":\"/v1/jobs/");
     tbuf_adds(b, id);
     tbuf_adds(b, "/result\"");
@@ -85,7 +90,7 @@ char *jobs_result_json(const job_result_info *r, const char *id) {
   if (!r->dtype[0]) return strdup("null");
   tbuf b;
   tbuf_init(&b, 0);
-  add_result(&b, r, id);
+  add_result(&b, r, id, NULL);
   return tbuf_take(&b, NULL);
 }
 
@@ -149,9 +154,17 @@ char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len) {
   tbuf_json_int(&b, (long long)total);
   tbuf_adds(&b, "},\"result\":");
   if (j->status == JOB_SUCCEEDED && j->result.dtype[0])
-    add_result(&b, &j->result, j->id);
+    add_result(&b, &j->result, j->id, j->output_file);
   else
     tbuf_add(&b, "null", 4);
+  tbuf_adds(&b, ",\"output\":");
+  if (j->output_file) {
+    tbuf_adds(&b, "{\"file\":");
+    tbuf_json_str(&b, j->output_file);
+    tbuf_adds(&b, "}");
+  } else {
+    tbuf_add(&b, "null", 4);
+  }
   tbuf_adds(&b, ",\"compare\":");
   add_doc(&b, j->compare, "null");
   tbuf_adds(&b, ",\"max_abs_diff\":");

@@ -13,8 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array/localfile.h"
 #include "array/store_source.h"
 #include "jobs/jobs.h"
+#include "util/sigbus.h"
 #include "util/util.h"
 
 #define DEFAULT_PRIORITY 5
@@ -27,6 +29,7 @@ typedef struct submission {
   int priority;
   double timeout_s;
   const char *request_id, *label;
+  const char *output_file; /* "output": {"file"}; NULL when none */
   json_t *params;
 } submission;
 
@@ -60,8 +63,9 @@ static int opt_string(json_t *body, const char *key, size_t minlen,
 }
 
 static int parse_submission(json_t *body, submission *s, terr *e) {
-  static const char *const keys[] = {"kind", "backend", "priority", "timeout_s",
-                                     "request_id", "label", "params", NULL};
+  static const char *const keys[] = {"kind",    "backend",    "priority",
+                                     "timeout_s", "request_id", "label",
+                                     "params",  "output",     NULL};
   int rc = only_keys(body, keys, e);
   if (rc) return rc;
   json_t *v = json_object_get(body, "kind");
@@ -105,7 +109,33 @@ static int parse_submission(json_t *body, submission *s, terr *e) {
   s->params = json_object_get(body, "params");
   if (!json_is_object(s->params))
     return terr_set(e, T_EINVAL, "params", -1, "required: a JSON object");
+  v = json_object_get(body, "output");
+  if (v) {
+    json_t *f = json_object_get(v, "file");
+    if (!json_is_object(v) || json_object_size(v) != 1 || !f)
+      return terr_set(e, T_EINVAL, "output", -1,
+                      "expected {\"file\": \"/abs/path.npy\"}");
+    s->output_file = json_string_value(f);
+    if (!s->output_file || strlen(s->output_file) != json_string_length(f) ||
+        json_string_length(f) > TLOCAL_PATH_MAX)
+      return terr_set(e, T_EINVAL, "output.file", -1,
+                      "must be an absolute path (a string of at most %d "
+                      "bytes with no NUL)", TLOCAL_PATH_MAX);
+  }
   return T_OK;
+}
+
+/* The output file's place, checked now as the run will check it again
+ * (array/localfile.h: 403 outside the allowed directories, a symlink
+ * refused, a missing directory 404). */
+static int check_output(jobs *J, const char *owner, const submission *s,
+                        terr *e) {
+  if (!s->output_file) return T_OK;
+  tlocal_out o;
+  int rc = tlocal_out_open(J->local, owner, s->output_file, "output.file", &o,
+                           e);
+  tlocal_out_close(&o);
+  return rc;
 }
 
 /* The store row of a checked submission (strings are heap copies: the
@@ -136,17 +166,36 @@ static int build_row(jobs *J, const char *owner, const submission *s,
   j->priority = s->priority;
   j->label = s->label ? strdup(s->label) : NULL;
   j->request_id = s->request_id ? strdup(s->request_id) : NULL;
+  j->output_file = s->output_file ? strdup(s->output_file) : NULL;
   j->timeout_s = s->timeout_s > 0 ? s->timeout_s : J->default_timeout_s;
   j->created_at = t_wall_ms();
   j->max_abs_diff = NAN;
   if (!j->owner || !j->kind || !j->params || !j->backend_requested ||
       !j->estimate || (s->request_id && (!j->body_hash || !j->request_id)) ||
-      (s->label && !j->label)) {
+      (s->label && !j->label) || (s->output_file && !j->output_file)) {
     store_job_clear(j);
     return terr_set(e, T_ENOMEM, "", -1, "out of memory");
   }
   return T_OK;
 }
+
+int jobs_local_open(const char *const *dirs, int n, int tokens,
+                    struct tlocal **out, terr *e) {
+  int rc = tlocal_create(dirs, n, out, e);
+  if (rc || !*out) return rc;
+  if (sigbus_install() != 0) {
+    tlocal_free(*out);
+    *out = NULL;
+    return terr_set(e, T_EINTERNAL, "local-dir", -1,
+                    "cannot install the SIGBUS handler");
+  }
+  for (int i = 0; i < (*out)->n; i++)
+    log_info("same-host files under %s%s", (*out)->dirs[i],
+             tokens ? "/<token name>" : "");
+  return 0;
+}
+
+void jobs_local_free(struct tlocal *l) { tlocal_free(l); }
 
 int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
                 char id[T_ID_MAX], int *retry_after_s, terr *e) {
@@ -154,11 +203,12 @@ int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
   memset(&s, 0, sizeof s);
   id[0] = 0;
   int rc = parse_submission(body, &s, e);
-  if (rc) return rc;
+  if (rc || (rc = check_output(J, owner, &s, e))) return rc;
   *async_insert = *async_insert && !s.request_id;
 
   tenv env;
   tenv_from_store(&env, J->st, owner, J->max_elems);
+  env.local = J->local;
   job_estimate est;
   memset(&est, 0, sizeof est);
   void *checked = NULL; /* the parsed, compiled expression: built once */

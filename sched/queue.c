@@ -90,7 +90,9 @@ sjob *sjob_new(const store_job *sj) {
   j->kind = dup_or_empty(sj->kind);
   j->params_text = dup_or_empty(sj->params);
   j->backend_text = dup_or_empty(sj->backend_requested);
-  if (!j->owner || !j->kind || !j->params_text || !j->backend_text) {
+  j->output_file = sj->output_file ? strdup(sj->output_file) : NULL;
+  if (!j->owner || !j->kind || !j->params_text || !j->backend_text ||
+      (sj->output_file && !j->output_file)) {
     sjob_free(j);
     return NULL;
   }
@@ -116,6 +118,7 @@ void sjob_free(sjob *j) {
   free(j->kind);
   free(j->params_text);
   free(j->backend_text);
+  free(j->output_file);
   kind_checked_free(j->checked_k, j->checked);
   json_decref(j->params);
   json_decref(j->estimates);

@@ -39,6 +39,20 @@
  * Compare reads its results: a sink's is mapped from its file once the run
  * has returned it (srun_readable).
  *
+ * Same-host files (--local-dir, array/localfile.h). A job with "output":
+ * {"file": path} has its output directory opened before it starts (a
+ * directory gone since submit fails the job naming output.file); its first
+ * file result is created there as ".<name>.tmp<random>" instead of under
+ * <data>/results (a guarded mapping: the user may truncate it), and at
+ * the end it is renamed over the name once its size is checked and its
+ * mapping was not torn; a heap result (or a later one) is written there
+ * with npy_write. Nothing of an output job's result is kept by the
+ * service (no result_path, nothing in the row). {"file"} inputs are
+ * mapped through the run's tenv, which records them (r.env.local_log);
+ * after the plan is released the log is checked, and an input torn or
+ * changed under the job fails it naming the input, whatever it computed.
+ * A failed or canceled job leaves no temporary (srun_cleanup).
+ *
  * Threads: everything here runs on the worker that owns the job, except
  * srun_finished (the store's writer thread: it must not block nor make a
  * [sync] store call); sched.mu is taken only briefly (see sched_int.h) and
@@ -53,8 +67,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "array/localfile.h"
 #include "array/store_source.h"
 #include "sched/router.h"
+#include "util/sigbus.h"
 #include "sched/sched_int.h"
 
 #define SRUN_MAX_ALLOCS 8
@@ -66,6 +82,7 @@
 typedef struct salloc {
   tarray *a;                /* compared by address only (may be freed) */
   char path[SRUN_PATH_MAX]; /* temporary file; "" for heap or once kept */
+  int out;                  /* the output file's temporary (r->out) */
 } salloc;
 
 typedef struct srun {
@@ -79,6 +96,8 @@ typedef struct srun {
   json_t *compare; /* [{"backend","ms",...}] */
   double max_abs_diff;
   double rtol, atol; /* compare's tolerance for this plan */
+  tlocal_out out;    /* "output": {"file"}; out.dirfd -1 when none */
+  int out_busy;      /* an allocation holds out's temporary */
 } srun;
 
 /* A duration in ms, to the microsecond. */
@@ -112,6 +131,10 @@ static int srun_result_new(job_ctx *ctx, tdtype dt, int ndim,
     if (!al->a)
       return terr_set(e, T_ENOMEM, "", -1, "no memory for a result of %lld bytes",
                       (long long)bytes);
+  } else if (r->out.dirfd >= 0 && !r->out_busy) {
+    int rc = tlocal_out_create(&r->out, dt, ndim, shape, sink, &al->a, e);
+    if (rc) return rc;
+    al->out = r->out_busy = 1;
   } else {
     snprintf(al->path, sizeof al->path, "%s/%s.npy.tmp%u", r->s->results_dir,
              r->j->id, atomic_fetch_add(&r->s->tmp_counter, 1));
@@ -140,8 +163,20 @@ static int srun_result_stream(job_ctx *ctx, tdtype dt, int ndim,
 
 static salloc *srun_find_alloc(srun *r, const tarray *a) {
   for (int i = 0; i < r->nallocs; i++)
-    if (r->allocs[i].a == a && r->allocs[i].path[0]) return &r->allocs[i];
+    if (r->allocs[i].a == a && (r->allocs[i].path[0] || r->allocs[i].out))
+      return &r->allocs[i];
   return NULL;
+}
+
+/* Remove an allocation's temporary file and forget it. */
+static void srun_forget(srun *r, salloc *al) {
+  if (al->out) {
+    tlocal_out_discard(&r->out);
+    al->out = r->out_busy = 0;
+  } else if (al->path[0]) {
+    unlink(al->path);
+  }
+  al->path[0] = 0;
 }
 
 /* Compare reads results: a sink's elements are in its file only, so *a
@@ -155,10 +190,10 @@ static int srun_readable(srun *r, tarray **a, terr *e) {
   tarray *m = NULL;
   tarray_free(*a); /* closes the file; the page cache has every slice */
   *a = NULL;
-  int rc = tarray_map_npy(al->path, &m, e);
+  int rc = al->out ? tlocal_out_map(&r->out, &m, e)
+                   : tarray_map_npy(al->path, &m, e);
   if (rc) {
-    unlink(al->path);
-    al->path[0] = 0;
+    srun_forget(r, al);
     return rc;
   }
   al->a = *a = m;
@@ -170,10 +205,7 @@ static void srun_drop_result(srun *r, tarray *a) {
   if (!a) return;
   salloc *al = srun_find_alloc(r, a);
   tarray_free(a);
-  if (al) {
-    unlink(al->path);
-    al->path[0] = 0;
-  }
+  if (al) srun_forget(r, al);
 }
 
 /* Keep the result `a` (and free it): as the .npy bytes *npy (new heap
@@ -237,11 +269,43 @@ done:
   return rc;
 }
 
-/* Remove every temporary file still listed (failed or dropped runs). */
+/* An output job's result `a` (freed here) into its output file: its own
+ * temporary renamed over the name (after the size and tear checks), or,
+ * for a heap result or one that went elsewhere, written there first. */
+static int srun_keep_output(srun *r, tarray *a, terr *e) {
+  char hdr[NPY_HEADER_MAX];
+  int64_t expect = (int64_t)npy_header(a->dtype, a->ndim, a->shape, hdr) +
+                   a->size * (int64_t)tdtype_size(a->dtype);
+  salloc *al = srun_find_alloc(r, a);
+  int rc;
+  if (al && al->out) {
+    int torn = a->guard ? sigbus_torn(a->guard) : 0;
+    int err = tarray_sink_close(a); /* a deferred write error: not whole */
+    tarray_free(a);
+    al->out = r->out_busy = 0;
+    if (err) {
+      tlocal_out_discard(&r->out);
+      rc = terr_set(e, T_EIO, "output.file", -1,
+                    "cannot write the result: %s", strerror(err));
+      return terr_nospace(e, rc, err);
+    }
+    return tlocal_out_commit(&r->out, expect, torn, e);
+  }
+  if (a->sink && (rc = srun_readable(r, &a, e))) return rc;
+  rc = tlocal_out_write(&r->out, a, e);
+  srun_drop_result(r, a);
+  if (rc == T_OK) rc = tlocal_out_commit(&r->out, expect, 0, e);
+  return rc;
+}
+
+/* Remove every temporary file still listed (failed or dropped runs), the
+ * output's included, and close the output directory. */
 static void srun_cleanup(srun *r) {
   for (int i = 0; i < r->nallocs; i++)
     if (r->allocs[i].path[0]) unlink(r->allocs[i].path);
   r->nallocs = 0;
+  tlocal_out_close(&r->out);
+  r->out_busy = 0;
 }
 
 /* ---- one backend ------------------------------------------------------------ */
@@ -633,7 +697,9 @@ void sched_run_job(sched *s, sjob *j, int device) {
   srun r;
   memset(&r, 0, sizeof r);
   r.s = s, r.j = j, r.device = device, r.max_abs_diff = NAN;
+  r.out.dirfd = -1;
   tenv_from_store(&r.env, s->cfg.st, j->owner, s->env_max_elems);
+  r.env.local = s->cfg.local;
   terr e;
   terr_clear(&e);
   void *plan = NULL;
@@ -673,6 +739,17 @@ void sched_run_job(sched *s, sjob *j, int device) {
                   "%lld bytes",
                   (long long)need, (long long)mem_avail,
                   (long long)s->mem_budget);
+    goto end;
+  }
+
+  /* Same-host files: the output's directory is opened now (it may be gone
+   * since submit, a restart ago); mapped inputs are recorded for the end. */
+  if (j->output_file &&
+      (rc = tlocal_out_open(s->cfg.local, j->owner, j->output_file,
+                            "output.file", &r.out, &e)))
+    goto end;
+  if (s->cfg.local && !(r.env.local_log = tlocal_log_new())) {
+    rc = terr_set(&e, T_ENOMEM, "", -1, "out of memory");
     goto end;
   }
 
@@ -724,6 +801,10 @@ void sched_run_job(sched *s, sjob *j, int device) {
 
 end:
   if (plan) j->k->release(plan);
+  /* An input file torn or changed under the job: whatever it computed is
+   * not its result. */
+  if (rc == T_OK && r.env.local_log)
+    rc = tlocal_log_check(r.env.local_log, &e);
   sched_journal_put(s, jslot); /* the run is over (no-op when -1) */
   /* Decide the end under the lock: from now on cancel answers 409. */
   tmutex_lock(&s->mu);
@@ -781,7 +862,13 @@ end:
         j->ctx.nonconverged > 0 ? (int64_t)j->ctx.nonconverged : 0;
     snprintf(final, sizeof final, "%s/%s.npy", s->results_dir, j->id);
     double t0s = t_now_ms();
-    int wrc = srun_keep_result(&r, result, final, &npy, &npy_len, &e);
+    int wrc;
+    if (r.out.dirfd >= 0) { /* the user's file; the service keeps nothing */
+      wrc = srun_keep_output(&r, result, &e);
+      final[0] = 0;
+    } else {
+      wrc = srun_keep_result(&r, result, final, &npy, &npy_len, &e);
+    }
     result = NULL;
     r.t_store = t_now_ms() - t0s;
     if (npy) final[0] = 0; /* in the row, not a file */
@@ -835,6 +922,8 @@ end:
   }
 
 out:
+  tlocal_out_close(&r.out); /* no-op after srun_cleanup */
+  tlocal_log_free(r.env.local_log);
   free(npy);
   json_decref(r.compare);
   free(estimate);

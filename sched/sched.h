@@ -87,6 +87,9 @@ typedef struct sched_config {
   /* Kind table lookup (kind_find in the daemon; tests pass their own). */
   const kind_ops *(*kind_lookup)(const char *name);
   const sched_gpu_ops *gpu_ops; /* NULL: gpu.h's functions */
+  /* --local-dir (array/localfile.h): {"file"} inputs and "output" files;
+   * NULL: off. Borrowed; outlives the scheduler. */
+  const struct tlocal *local;
 } sched_config;
 
 int sched_create(const sched_config *cfg, sched **out, terr *e);

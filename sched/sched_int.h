@@ -55,6 +55,7 @@ enum { Q_CPU = 0, Q_GPU, Q_AUTO, Q__COUNT }; /* which heap holds a job */
 typedef struct sjob {
   char id[T_ID_MAX];
   char *owner, *kind, *params_text, *backend_text; /* owned copies */
+  char *output_file;   /* "output": {"file"} (owned); NULL when none */
   int requested;       /* tbackend, or -1 when the stored name is unknown */
   int priority;
   uint64_t seq;        /* FIFO order within a priority */

@@ -80,12 +80,19 @@ static json_t *model_job_json(const store_job *j, int with_params) {
   if (res && j->status == JOB_SUCCEEDED) {
     char href[96];
     snprintf(href, sizeof href, "/v1/jobs/%s/result", j->id);
-    json_object_set_new(res, "href", json_string(href));
+    if (j->output_file)
+      json_object_set_new(res, "file", json_string(j->output_file));
+    else
+      json_object_set_new(res, "href", json_string(href));
     json_object_set_new(o, "result", res);
   } else {
     json_decref(res);
     json_object_set_new(o, "result", json_null());
   }
+  json_object_set_new(o, "output",
+                      j->output_file
+                          ? json_pack("{s:s}", "file", j->output_file)
+                          : json_null());
   json_t *cmp = loads(j->compare);
   json_object_set_new(o, "compare", cmp ? cmp : json_null());
   json_object_set_new(o, "max_abs_diff", isnan(j->max_abs_diff)
@@ -206,6 +213,8 @@ TEST(test_succeeded) {
   same(&j, "zero-size result");
   j.max_abs_diff = 0;
   same(&j, "zero diff");
+  j.output_file = "/dev/shm/tessel/y \"q\".npy"; /* result: file, no href */
+  same(&j, "output file");
 }
 
 TEST(test_failed_and_odd) {

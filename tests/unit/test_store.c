@@ -713,6 +713,7 @@ TEST(test_migrate_from_v1) {
   CHECK(sqlite3_open(path, &db) == SQLITE_OK);
   snprintf(sql, sizeof sql,
            "ALTER TABLE jobs DROP COLUMN result_npy;"
+           "ALTER TABLE jobs DROP COLUMN output_file;"
            "ALTER TABLE jobs DROP COLUMN t_queue; ALTER TABLE jobs DROP COLUMN t_prepare;"
            "ALTER TABLE jobs DROP COLUMN t_h2d; ALTER TABLE jobs DROP COLUMN t_compute;"
            "ALTER TABLE jobs DROP COLUMN t_d2h; ALTER TABLE jobs DROP COLUMN t_store;"
@@ -736,7 +737,7 @@ TEST(test_migrate_from_v1) {
   CHECK(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK);
   sqlite3_close(db);
   CHECK(store_open(dir, &s, &e) == 0);
-  CHECK(store_schema_version(s) == 4);
+  CHECK(store_schema_version(s) == 5);
   /* Migration 4: an old array's digest says it is a sha256. */
   store_array oa;
   CHECK(store_array_get(s, "a_0123456789abcdefghjkmnpqrs", "bob", &oa,

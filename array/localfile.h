@@ -1,0 +1,133 @@
+/* array/localfile.h — the same-host path: .npy files named by path under the
+ * directories of --local-dir, read by mapping (never copied) and written
+ * under a temporary name renamed when complete.
+ *
+ * Off unless the daemon was given --local-dir (tlocal NULL: every path is
+ * 403). Which directories a request may use ("roots"): without tokens
+ * (owner "") each DIR itself; with tokens, for token `name`, DIR/name for
+ * each DIR where that subdirectory exists (an owner name holding '/' or
+ * being "." or ".." has none). Everything else is T_EFORBIDDEN (403)
+ * naming the field.
+ *
+ * A path is checked as text first: absolute, at most TLOCAL_PATH_MAX bytes,
+ * no NUL, no ".." component, and starting with a root followed by '/'.
+ * The rest is then opened relative to a descriptor of the root with
+ * openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+ * (Linux >= 5.6; where the kernel lacks it, ENOSYS, the components are
+ * walked one by one with openat(O_NOFOLLOW | O_DIRECTORY)): a symlink
+ * anywhere below the root, even one pointing inside it, is 403, and the
+ * file reached is the one the text names, whatever renames race with it.
+ * Inputs are opened O_RDONLY | O_NONBLOCK (a FIFO never blocks us) and must
+ * be regular files. A missing file is 404 (not_found, as an unknown array
+ * id is); a file that is not a float .npy, a bad header, or a length that
+ * disagrees with the header (truncated) is 400.
+ *
+ * A mapped input is a guarded mapping (util/sigbus.h): a user may truncate
+ * the file while a job reads it, which would raise SIGBUS; instead the
+ * mapping reads zeros and is marked torn, and tlocal_log_check fails the
+ * job naming the input ("file changed while the job ran"), as it does when
+ * the file's size or mtime changed between the open and the end. The
+ * tarray is an ordinary mapped one (data, map_base) with a->guard set.
+ *
+ * Output files: tlocal_out_open resolves the parent directory the same way
+ * and checks the final name (not a symlink, not a directory; an existing
+ * regular file is replaced); tlocal_out_create makes ".<name>.tmp<random>"
+ * in that directory (O_EXCL | O_NOFOLLOW) and tlocal_out_commit renames it
+ * over the name.
+ *
+ * Threads: any; no shared state. Ownership: returned descriptors, arrays
+ * and logs are the caller's.
+ */
+#ifndef TESSEL_ARRAY_LOCALFILE_H
+#define TESSEL_ARRAY_LOCALFILE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "array/tarray.h"
+
+#define TLOCAL_PATH_MAX 4096
+#define TLOCAL_NAME_MAX 200 /* an output's final name (room for the temp's) */
+
+typedef struct tlocal {
+  int n;
+  char **dirs; /* canonical (realpath), no trailing '/' except "/" */
+} tlocal;
+
+/* From the --local-dir values: each must exist and be a directory (else
+ * T_EINVAL naming it). n == 0 gives *out NULL (the feature is off). */
+int tlocal_create(const char *const *dirs, int n, tlocal **out, terr *e);
+void tlocal_free(tlocal *l);
+
+/* The textual checks alone, for one root: 0 with *rest pointing into path
+ * (the part below the root), or T_EFORBIDDEN / T_EINVAL. Exposed for the
+ * fuzz target: *rest never holds a ".." component, never starts with '/'
+ * and path == root + "/" + *rest. */
+int tlocal_path_below(const char *root, const char *path, const char **rest);
+
+/* Open the regular file `path` for reading (see above). *fd is the
+ * caller's. Errors name `field`. */
+int tlocal_open(const tlocal *l, const char *owner, const char *path,
+                const char *field, int *fd, terr *e);
+
+/* Header only (submit): dtype, shape and element count of the .npy at path,
+ * checked as the mapping will check it (float32/float64, C order, length
+ * exactly header + data). */
+int tlocal_npy_meta(const tlocal *l, const char *owner, const char *path,
+                    const char *field, int64_t max_elems, tdtype *dt,
+                    int *ndim, int64_t *shape, terr *e);
+
+/* What a job's run opened, checked at its end. */
+typedef struct tlocal_log tlocal_log;
+tlocal_log *tlocal_log_new(void); /* NULL: out of memory */
+/* 0, or T_ECONFLICT naming the first input that was torn or whose size or
+ * mtime changed since it was opened. Call after the arrays are freed or
+ * while they live; any number of times. */
+int tlocal_log_check(tlocal_log *g, terr *e);
+void tlocal_log_free(tlocal_log *g); /* NULL ok */
+
+/* Map the .npy at path (guarded, private, read/write: writes stay in the
+ * job's copy). Recorded in `log` when not NULL (then the log must outlive
+ * the array). *out is the caller's (tarray_free). */
+int tlocal_map(const tlocal *l, const char *owner, const char *path,
+               const char *field, int64_t max_elems, tlocal_log *log,
+               tarray **out, terr *e);
+
+/* An output file's place: the parent directory (descriptor) and the final
+ * name. */
+typedef struct tlocal_out {
+  int dirfd;                     /* -1 when closed */
+  char name[TLOCAL_NAME_MAX + 1];
+  char tmp[TLOCAL_NAME_MAX + 40]; /* the temporary's name; "" when none */
+  char field[64];
+} tlocal_out;
+/* Resolve path's parent and check its final name. out->dirfd is the
+ * caller's (tlocal_out_close). */
+int tlocal_out_open(const tlocal *l, const char *owner, const char *path,
+                    const char *field, tlocal_out *out, terr *e);
+/* Create the temporary .npy of dt/shape in the directory: a guarded shared
+ * mapping (sink 0) or a sink (sink 1), as tarray_create_npy(_sink). One
+ * temporary at a time: a second call first removes the first. */
+int tlocal_out_create(tlocal_out *o, tdtype dt, int ndim, const int64_t *shape,
+                      int sink, tarray **out, terr *e);
+/* A heap result: the temporary written with npy_write. */
+int tlocal_out_write(tlocal_out *o, const tarray *a, terr *e);
+/* The temporary is complete: check it is still the size it must be (and,
+ * for a mapping, not torn: pass a->guard's torn state), then rename it
+ * over the name. expect_bytes: header + data. On failure the temporary is
+ * removed. */
+int tlocal_out_commit(tlocal_out *o, int64_t expect_bytes, int torn, terr *e);
+/* Remove the temporary (if any); the directory stays open. */
+void tlocal_out_discard(tlocal_out *o);
+/* The complete temporary (a sink that was closed), mapped guarded and
+ * private for reading back (compare). */
+int tlocal_out_map(tlocal_out *o, tarray **out, terr *e);
+/* Remove the temporary (if any) and close the directory. */
+void tlocal_out_close(tlocal_out *o);
+
+/* Tests only: 1 makes the resolution walk components as it does where the
+ * kernel has no openat2. */
+extern int tlocal_test_no_openat2;
+
+#endif

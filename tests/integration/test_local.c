@@ -1,0 +1,501 @@
+/* test_local.c — the same-host path (--local-dir): {"file"} inputs and
+ * "output": {"file"} results against the real daemon (one CPU worker).
+ *
+ *  - round trip: a .npy in the allowed dir, map x+1, the result equals
+ *    the reference; the same job with an output file: the file is
+ *    byte-exact (npy_to_buffer of the reference), no temporary is left,
+ *    the job's result names the file and /result is 409;
+ *  - refused with 403 naming the field: "..", a symlink out of the dir, a
+ *    symlink inside pointing inside, /etc/passwd, a relative path, an
+ *    output outside (the outside dir stays empty), an output over an
+ *    existing symlink (the link's target unchanged); a daemon without
+ *    --local-dir refuses both forms with 403;
+ *  - a truncated .npy and a file that is no .npy: 400; a missing file: 404;
+ *  - a file truncated after submit while the job waits in the queue, and
+ *    one truncated while the job reads it: the job fails naming the field
+ *    and the daemon still answers /healthz;
+ *  - per-token dirs: alice reads DIR/alice, not DIR/bob nor DIR itself;
+ *  - a canceled output job leaves no temporary file;
+ *  - a queued output job whose directory is gone after a restart fails
+ *    naming output.file.
+ */
+#include <dirent.h>
+
+#include "array/tarray.h"
+#include "harness.h"
+
+static srv S;
+static char L[256], OUT[256]; /* the allowed dir; a dir outside it */
+
+static const char *LONG_JOB =
+    "{\"kind\":\"geodesic\",\"backend\":\"serial\",\"params\":{\"points\":"
+    "{\"random\":{\"shape\":[6000,2],\"low\":-60,\"high\":60,\"seed\":1}}}}";
+
+/* Write values i * 0.5 (n of them) as a .npy at path; 0 on success. */
+static int write_npy(const char *path, int64_t n) {
+  int64_t shape[1] = {n};
+  tarray *a = tarray_new(T_F64, 1, shape);
+  if (!a) return -1;
+  for (int64_t i = 0; i < n; i++) ((double *)a->data)[i] = (double)i * 0.5;
+  FILE *f = fopen(path, "wb");
+  terr e;
+  int rc = f ? npy_write(f, a, &e) : -1;
+  if (f && fclose(f) != 0) rc = -1;
+  tarray_free(a);
+  return rc;
+}
+
+/* Read a whole file (malloc'd, *len); NULL when it cannot. */
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)n + 1);
+  if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+    free(b);
+    b = NULL;
+  }
+  fclose(f);
+  *len = (size_t)n;
+  return b;
+}
+
+/* Entries of dir whose names contain `part` (".tmp"); -1 when it cannot
+ * be read. */
+static int count_entries(const char *dir, const char *part) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *de;
+  while ((de = readdir(d)))
+    if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+        (!part || strstr(de->d_name, part)))
+      n++;
+  closedir(d);
+  return n;
+}
+
+static json_t *run_job(srv *s, const char *body, long *status) {
+  json_t *j = submit(s, "?wait=60", body, status);
+  if (!j) return NULL;
+  const char *st = jstr(j, "status");
+  if (st && strcmp(st, "succeeded") && strcmp(st, "failed") &&
+      strcmp(st, "canceled")) {
+    char id[64];
+    snprintf(id, sizeof id, "%s", jstr(j, "id"));
+    json_decref(j);
+    j = wait_job(s, id, 120);
+  }
+  return j;
+}
+
+/* A map job body: expr over {"file": path}, with an output file when out
+ * is not NULL. */
+static void map_body(char *buf, size_t cap, const char *expr, const char *path,
+                     const char *out) {
+  char o[700] = "";
+  if (out) snprintf(o, sizeof o, ",\"output\":{\"file\":\"%s\"}", out);
+  snprintf(buf, cap,
+           "{\"kind\":\"map\",\"params\":{\"expr\":\"%s\",\"inputs\":{\"x\":"
+           "{\"file\":\"%s\"}}}%s}", expr, path, o);
+}
+
+static int healthy(srv *s) {
+  resp r = req(s, "GET", "/healthz", NULL, NULL);
+  int ok = r.status == 200;
+  resp_free(&r);
+  return ok;
+}
+
+TEST(round_trip_and_output_file) {
+  char x[400], out[400], body[2048];
+  snprintf(x, sizeof x, "%s/x.npy", L);
+  CHECK(write_npy(x, 100000) == 0);
+  map_body(body, sizeof body, "x+1", x, NULL);
+  long st;
+  json_t *j = run_job(&S, body, &st);
+  CHECK(j && strcmp(jstr(j, "status"), "succeeded") == 0);
+  json_t *d = j ? result_data(&S, j) : NULL;
+  CHECK(json_is_array(d) && json_array_size(d) == 100000);
+  int same = json_is_array(d);
+  for (size_t i = 0; same && i < json_array_size(d); i++)
+    same = json_number_value(json_array_get(d, i)) == (double)i * 0.5 + 1;
+  CHECK(same);
+  json_decref(d);
+  json_decref(j);
+
+  /* The same into an output file: byte-exact, nothing else left. */
+  snprintf(out, sizeof out, "%s/out.npy", L);
+  map_body(body, sizeof body, "x+1", x, out);
+  j = run_job(&S, body, &st);
+  CHECK(j && strcmp(jstr(j, "status"), "succeeded") == 0);
+  json_t *res = j ? json_object_get(j, "result") : NULL;
+  CHECK(res && jstr(res, "file") && strcmp(jstr(res, "file"), out) == 0);
+  CHECK(res && !json_object_get(res, "href"));
+  int64_t shape[1] = {100000};
+  tarray *ref = tarray_new(T_F64, 1, shape);
+  for (int64_t i = 0; i < 100000; i++) ((double *)ref->data)[i] = (double)i * 0.5 + 1;
+  char *want = NULL, *got;
+  size_t wlen = 0, glen = 0;
+  terr e;
+  CHECK(npy_to_buffer(ref, &want, &wlen, &e) == 0);
+  got = slurp(out, &glen);
+  CHECK(got && glen == wlen && memcmp(got, want, wlen) == 0);
+  free(got);
+  CHECK(count_entries(L, ".tmp") == 0);
+  if (j) {
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s/result", jstr(j, "id"));
+    resp r = req(&S, "GET", path, NULL, NULL);
+    CHECK(is_error(&r, 409, "conflict", "id"));
+    CHECK(strstr(r.body, "out.npy") != NULL);
+    resp_free(&r);
+    /* Its result is not a chained input either. */
+    snprintf(body, sizeof body,
+             "{\"kind\":\"map\",\"params\":{\"expr\":\"x\",\"inputs\":{\"x\":"
+             "{\"result\":\"%s\"}}}}", jstr(j, "id"));
+    r = req(&S, "POST", "/v1/jobs", "application/json", body);
+    CHECK(is_error(&r, 409, "conflict", "params.inputs.x"));
+    resp_free(&r);
+  }
+  json_decref(j);
+
+  /* A small (heap) result replaces the existing file. */
+  char small[400];
+  snprintf(small, sizeof small, "%s/small.npy", L);
+  CHECK(write_npy(small, 10) == 0);
+  map_body(body, sizeof body, "x*2", small, out);
+  j = run_job(&S, body, &st);
+  CHECK(j && strcmp(jstr(j, "status"), "succeeded") == 0);
+  json_decref(j);
+  shape[0] = 10;
+  tarray *r10 = tarray_new(T_F64, 1, shape);
+  for (int64_t i = 0; i < 10; i++) ((double *)r10->data)[i] = (double)i;
+  free(want);
+  CHECK(npy_to_buffer(r10, &want, &wlen, &e) == 0);
+  got = slurp(out, &glen);
+  CHECK(got && glen == wlen && memcmp(got, want, wlen) == 0);
+  free(got);
+  free(want);
+  tarray_free(ref);
+  tarray_free(r10);
+  CHECK(count_entries(L, ".tmp") == 0);
+}
+
+static void refused_input(srv *s, const char *path, long status,
+                          const char *code) {
+  char body[2048];
+  map_body(body, sizeof body, "x+1", path, NULL);
+  resp r = req(s, "POST", "/v1/jobs", "application/json", body);
+  CHECK_MSG(is_error(&r, status, code, "params.inputs.x.file"), "path %s", path);
+  resp_free(&r);
+}
+
+static void refused_output(srv *s, const char *in, const char *out,
+                           long status) {
+  char body[2048];
+  map_body(body, sizeof body, "x+1", in, out);
+  resp r = req(s, "POST", "/v1/jobs", "application/json", body);
+  CHECK_MSG(is_error(&r, status, status == 403 ? "permission_denied"
+                                               : "invalid_argument",
+                     "output.file"),
+            "output %s", out);
+  resp_free(&r);
+}
+
+TEST(paths_outside_are_refused) {
+  char x[400], p[600], link[400];
+  snprintf(x, sizeof x, "%s/x.npy", L);
+  CHECK(write_npy(x, 100) == 0);
+  snprintf(p, sizeof p, "%s/../etc/passwd", L);
+  refused_input(&S, p, 403, "permission_denied");
+  snprintf(p, sizeof p, "%s/sub/../x.npy", L); /* ".." even when inside */
+  refused_input(&S, p, 403, "permission_denied");
+  snprintf(link, sizeof link, "%s/etc", L);
+  CHECK(symlink("/etc", link) == 0);
+  snprintf(p, sizeof p, "%s/etc/passwd", L);
+  refused_input(&S, p, 403, "permission_denied");
+  snprintf(link, sizeof link, "%s/alias.npy", L);
+  CHECK(symlink(x, link) == 0); /* inside, to inside: still no */
+  refused_input(&S, link, 403, "permission_denied");
+  refused_input(&S, "/etc/passwd", 403, "permission_denied");
+  refused_input(&S, "x.npy", 403, "permission_denied");
+  snprintf(p, sizeof p, "%s", L); /* the directory itself */
+  refused_input(&S, p, 403, "permission_denied");
+
+  /* Outputs: outside, "..", over a symlink, through a symlinked dir. */
+  snprintf(p, sizeof p, "%s/o.npy", OUT);
+  refused_output(&S, x, p, 403);
+  snprintf(p, sizeof p, "%s/../%s/o.npy", L, strrchr(OUT, '/') + 1);
+  refused_output(&S, x, p, 403);
+  snprintf(p, sizeof p, "%s/etc/o.npy", L);
+  refused_output(&S, x, p, 403);
+  refused_output(&S, x, link, 403); /* alias.npy -> x.npy */
+  refused_output(&S, x, "o.npy", 403);
+  snprintf(p, sizeof p, "%s/", L);
+  refused_output(&S, x, p, 403);
+  CHECK(count_entries(OUT, NULL) == 0);
+  size_t len;
+  char *b = slurp(x, &len); /* the link's target is untouched */
+  CHECK(b && len == 128 + 100 * 8);
+  free(b);
+  unlink(link);
+  snprintf(link, sizeof link, "%s/etc", L);
+  unlink(link);
+}
+
+TEST(bad_files_are_400_and_missing_404) {
+  char p[400];
+  snprintf(p, sizeof p, "%s/trunc.npy", L);
+  CHECK(write_npy(p, 1000) == 0);
+  CHECK(truncate(p, 128 + 500 * 8) == 0);
+  refused_input(&S, p, 400, "invalid_argument");
+  snprintf(p, sizeof p, "%s/text.npy", L);
+  FILE *f = fopen(p, "w");
+  fputs("not a numpy file at all\n", f);
+  fclose(f);
+  refused_input(&S, p, 400, "invalid_argument");
+  snprintf(p, sizeof p, "%s/nothere.npy", L);
+  refused_input(&S, p, 404, "not_found");
+  snprintf(p, sizeof p, "%s/fifo.npy", L); /* never blocks the daemon */
+  CHECK(mkfifo(p, 0600) == 0);
+  refused_input(&S, p, 400, "invalid_argument");
+  unlink(p);
+}
+
+/* The job fails naming the input (and saying `why`); the daemon lives
+ * on. */
+static void fails_naming_input(json_t *j, const char *why) {
+  CHECK(j && strcmp(jstr(j, "status"), "failed") == 0);
+  json_t *err = j ? json_object_get(j, "error") : NULL;
+  const char *m = err ? jstr(err, "message") : NULL;
+  CHECK_MSG(m && strstr(m, "params.inputs.x.file") && strstr(m, why),
+            "message %s", m ? m : "-");
+  CHECK(healthy(&S));
+}
+
+/* Poll a job (up to ~20 s) until its progress says it has computed some
+ * but not all of its elements: it is reading its input. 1 when seen. */
+static int wait_reading(srv *s, const char *id) {
+  char path[128];
+  snprintf(path, sizeof path, "/v1/jobs/%s", id);
+  for (int i = 0; i < 2000; i++) {
+    resp r = req(s, "GET", path, NULL, NULL);
+    json_t *o = resp_json(&r);
+    json_t *p = o ? json_object_get(o, "progress") : NULL;
+    json_int_t done = json_integer_value(json_object_get(p, "done"));
+    json_int_t total = json_integer_value(json_object_get(p, "total"));
+    int mid = done > 0 && done < total;
+    json_decref(o);
+    resp_free(&r);
+    if (mid) return 1;
+    usleep(10000);
+  }
+  return 0;
+}
+
+TEST(file_truncated_after_submit_and_while_read) {
+  char x[400], body[2048];
+  snprintf(x, sizeof x, "%s/big.npy", L);
+  CHECK(write_npy(x, 1000000) == 0);
+  /* Queued behind a long job: the header is checked again at the run. */
+  long st;
+  json_t *l = submit(&S, "", LONG_JOB, &st);
+  char lid[64];
+  snprintf(lid, sizeof lid, "%s", l ? jstr(l, "id") : "");
+  json_decref(l);
+  wait_running(&S, lid);
+  map_body(body, sizeof body, "x+1", x, NULL);
+  json_t *q = submit(&S, "", body, &st);
+  CHECK(q && st == 202);
+  char qid[64];
+  snprintf(qid, sizeof qid, "%s", q ? jstr(q, "id") : "");
+  json_decref(q);
+  CHECK(truncate(x, 4096) == 0);
+  char path[128];
+  snprintf(path, sizeof path, "/v1/jobs/%s/cancel", lid);
+  resp r = req(&S, "POST", path, NULL, NULL);
+  resp_free(&r);
+  json_t *j = wait_job(&S, qid, 120);
+  fails_naming_input(j, "header says"); /* the header is checked again */
+  json_decref(j);
+
+  /* Truncated while the job reads it: a slow expression over 4M values
+   * on one thread; the file is cut once the job runs. The mapping's
+   * pages past the cut would raise SIGBUS; the guard turns them into
+   * zeros and the job fails. */
+  CHECK(write_npy(x, 4000000) == 0);
+  snprintf(body, sizeof body,
+           "{\"kind\":\"map\",\"backend\":\"serial\",\"params\":{\"expr\":"
+           "\"sin(x)*cos(x)*exp(-abs(x))*log(abs(x)+2)*sqrt(abs(x)+1)*"
+           "tanh(x)*atan(x)*sin(x*2)*cos(x*3)*exp(sin(x))\",\"inputs\":{\"x\":"
+           "{\"file\":\"%s\"}}}}", x);
+  q = submit(&S, "", body, &st);
+  CHECK(q && st == 202);
+  snprintf(qid, sizeof qid, "%s", q ? jstr(q, "id") : "");
+  json_decref(q);
+  CHECK(wait_reading(&S, qid));
+  CHECK(truncate(x, 4096) == 0);
+  j = wait_job(&S, qid, 120);
+  fails_naming_input(j, "truncated under the job");
+  json_decref(j);
+  unlink(x);
+}
+
+TEST(canceled_output_job_leaves_no_temporary) {
+  char x[400], out[400], body[2048];
+  snprintf(x, sizeof x, "%s/c.npy", L);
+  snprintf(out, sizeof out, "%s/c_out.npy", L);
+  CHECK(write_npy(x, 4000000) == 0);
+  snprintf(body, sizeof body,
+           "{\"kind\":\"map\",\"backend\":\"serial\",\"params\":{\"expr\":"
+           "\"sin(x)*cos(x)*exp(-abs(x))*log(abs(x)+2)*sqrt(abs(x)+1)*"
+           "tanh(x)*atan(x)*sin(x*2)*cos(x*3)*exp(sin(x))\",\"inputs\":{\"x\":"
+           "{\"file\":\"%s\"}}},\"output\":{\"file\":\"%s\"}}", x, out);
+  long st;
+  json_t *q = submit(&S, "", body, &st);
+  CHECK(q && st == 202);
+  char qid[64], path[128];
+  snprintf(qid, sizeof qid, "%s", q ? jstr(q, "id") : "");
+  json_decref(q);
+  CHECK(wait_reading(&S, qid));
+  CHECK(count_entries(L, ".c_out.npy.tmp") == 1); /* its temporary, now */
+  snprintf(path, sizeof path, "/v1/jobs/%s/cancel", qid);
+  resp r = req(&S, "POST", path, NULL, NULL);
+  resp_free(&r);
+  json_t *j = wait_job(&S, qid, 120);
+  CHECK(j && strcmp(jstr(j, "status"), "canceled") == 0);
+  json_decref(j);
+  CHECK(count_entries(L, "c_out") == 0);
+  unlink(x);
+}
+
+TEST(output_dir_gone_after_restart) {
+  char dir[400], out[500], x[400], body[2048];
+  snprintf(dir, sizeof dir, "%s/later", L);
+  CHECK(mkdir(dir, 0700) == 0);
+  snprintf(out, sizeof out, "%s/o.npy", dir);
+  snprintf(x, sizeof x, "%s/x.npy", L);
+  long st;
+  json_t *l = submit(&S, "", LONG_JOB, &st);
+  char lid[64];
+  snprintf(lid, sizeof lid, "%s", l ? jstr(l, "id") : "");
+  json_decref(l);
+  wait_running(&S, lid);
+  map_body(body, sizeof body, "x+1", x, out);
+  json_t *q = submit(&S, "", body, &st);
+  CHECK(q && st == 202);
+  char qid[64];
+  snprintf(qid, sizeof qid, "%s", q ? jstr(q, "id") : "");
+  json_decref(q);
+  /* Stored with its output; the directory goes while the daemon is down. */
+  srv_kill(&S, SIGKILL);
+  CHECK(rmdir(dir) == 0);
+  CHECK(srv_restart(&S) == 0);
+  char path[128];
+  snprintf(path, sizeof path, "/v1/jobs/%s/cancel", lid);
+  resp r = req(&S, "POST", path, NULL, NULL);
+  resp_free(&r);
+  json_t *j = wait_job(&S, qid, 120);
+  CHECK(j && strcmp(jstr(j, "status"), "failed") == 0);
+  json_t *err = j ? json_object_get(j, "error") : NULL;
+  const char *m = err ? jstr(err, "message") : NULL;
+  CHECK_MSG(m && strstr(m, "output.file"), "message %s", m ? m : "-");
+  json_t *o = j ? json_object_get(j, "output") : NULL;
+  CHECK(o && jstr(o, "file") && strcmp(jstr(o, "file"), out) == 0);
+  json_decref(j);
+}
+
+TEST(feature_off_is_403) {
+  srv off;
+  CHECK(srv_start(&off, S.daemon, "--threads", "1", NULL) == 0);
+  char x[400], out[400];
+  snprintf(x, sizeof x, "%s/x.npy", L);
+  snprintf(out, sizeof out, "%s/off.npy", L);
+  refused_input(&off, x, 403, "permission_denied");
+  char body[2048];
+  map_body(body, sizeof body, "x+1", x, NULL);
+  resp r = req(&off, "POST", "/v1/jobs", "application/json", body);
+  CHECK(strstr(r.body, "--local-dir") != NULL);
+  resp_free(&r);
+  snprintf(body, sizeof body,
+           "{\"kind\":\"map\",\"params\":{\"expr\":\"x\",\"inputs\":{\"x\":1}},"
+           "\"output\":{\"file\":\"%s\"}}", out);
+  r = req(&off, "POST", "/v1/jobs", "application/json", body);
+  CHECK(is_error(&r, 403, "permission_denied", "output.file"));
+  resp_free(&r);
+  CHECK(access(out, F_OK) != 0);
+  srv_cleanup(&off);
+}
+
+TEST(per_token_directories) {
+  char base[300], d[400], tokens[300];
+  snprintf(base, sizeof base, "/tmp/tessel-it-tok-XXXXXX");
+  CHECK(mkdtemp(base) != NULL);
+  snprintf(tokens, sizeof tokens, "%s/tokens", base);
+  FILE *f = fopen(tokens, "w");
+  fprintf(f, "alice:alice-secret-01234\nbob:bob-secret-0123456\n");
+  fclose(f);
+  snprintf(d, sizeof d, "%s/alice", base);
+  CHECK(mkdir(d, 0700) == 0);
+  snprintf(d, sizeof d, "%s/bob", base);
+  CHECK(mkdir(d, 0700) == 0);
+  char ax[400], bx[400], top[400];
+  snprintf(ax, sizeof ax, "%s/alice/x.npy", base);
+  snprintf(bx, sizeof bx, "%s/bob/x.npy", base);
+  snprintf(top, sizeof top, "%s/x.npy", base);
+  CHECK(write_npy(ax, 10) == 0 && write_npy(bx, 10) == 0 &&
+        write_npy(top, 10) == 0);
+  srv t;
+  CHECK(srv_start(&t, S.daemon, "--threads", "1", "--token-file", tokens,
+                  "--local-dir", base, NULL) == 0);
+  t.token = "alice-secret-01234";
+  char body[2048];
+  map_body(body, sizeof body, "x+1", ax, NULL);
+  long st;
+  json_t *j = run_job(&t, body, &st);
+  CHECK(j && strcmp(jstr(j, "status"), "succeeded") == 0);
+  json_decref(j);
+  refused_input(&t, bx, 403, "permission_denied");
+  refused_input(&t, top, 403, "permission_denied");
+  t.token = "bob-secret-0123456";
+  refused_input(&t, ax, 403, "permission_denied");
+  srv_cleanup(&t);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+  CHECK(system(cmd) == 0);
+}
+
+TEST(start_refuses_a_missing_dir) {
+  srv bad;
+  /* The daemon exits at once: srv_start fails (no "listening" line). */
+  CHECK(srv_start(&bad, S.daemon, "--local-dir", "/nonexistent/tessel", NULL) != 0);
+  srv_cleanup(&bad);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) SKIP_ALL("usage: test_local <tesseld>");
+  curl_global_init(CURL_GLOBAL_ALL);
+  snprintf(L, sizeof L, "/tmp/tessel-it-local-XXXXXX");
+  snprintf(OUT, sizeof OUT, "/tmp/tessel-it-outside-XXXXXX");
+  if (!mkdtemp(L) || !mkdtemp(OUT)) return 1;
+  if (srv_start(&S, argv[1], "--threads", "1", "--local-dir", L, NULL) != 0)
+    return 1;
+  RUN(round_trip_and_output_file);
+  RUN(paths_outside_are_refused);
+  RUN(bad_files_are_400_and_missing_404);
+  RUN(file_truncated_after_submit_and_while_read);
+  RUN(canceled_output_job_leaves_no_temporary);
+  RUN(output_dir_gone_after_restart);
+  RUN(feature_off_is_403);
+  RUN(per_token_directories);
+  RUN(start_refuses_a_missing_dir);
+  srv_cleanup(&S);
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", L, OUT);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", L);
+  curl_global_cleanup();
+  return check_summary();
+}

@@ -1,0 +1,228 @@
+/* test_localfile.c — array/localfile: the allowed directories, the textual
+ * check, opening beneath a root with openat2 and with the component walk
+ * (the same answers both ways), per-owner roots, outputs (temporary,
+ * commit, symlink refused), and a mapped input truncated under a reader:
+ * zeros, no crash, and the log's check fails naming the field.
+ */
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "array/localfile.h"
+#include "check.h"
+#include "util/sigbus.h"
+
+static char D[128];
+
+static void put_npy(const char *name, int64_t n) {
+  char p[300];
+  snprintf(p, sizeof p, "%s/%s", D, name);
+  int64_t shape[1] = {n};
+  tarray *a = tarray_zeros(T_F64, 1, shape);
+  for (int64_t i = 0; i < n; i++) ((double *)a->data)[i] = (double)i + 1;
+  FILE *f = fopen(p, "wb");
+  terr e;
+  CHECK(f && npy_write(f, a, &e) == 0);
+  if (f) fclose(f);
+  tarray_free(a);
+}
+
+TEST(config) {
+  tlocal *l = NULL;
+  terr e;
+  const char *bad[] = {"/nonexistent/x"};
+  CHECK(tlocal_create(bad, 1, &l, &e) == T_EINVAL && !l);
+  char file[300];
+  snprintf(file, sizeof file, "%s/plain", D);
+  FILE *f = fopen(file, "w");
+  fclose(f);
+  const char *notdir[] = {file};
+  CHECK(tlocal_create(notdir, 1, &l, &e) == T_EINVAL && !l);
+  CHECK(tlocal_create(NULL, 0, &l, &e) == 0 && !l); /* off */
+  char messy[300];
+  snprintf(messy, sizeof messy, "%s/./", D);
+  const char *ok[] = {messy};
+  CHECK(tlocal_create(ok, 1, &l, &e) == 0 && l && l->n == 1);
+  if (l) CHECK_STR(l->dirs[0], D); /* canonical */
+  tlocal_free(l);
+  unlink(file);
+}
+
+TEST(text) {
+  const char *r;
+  CHECK(tlocal_path_below("/a/b", "/a/b/x.npy", &r) == 0 && strcmp(r, "x.npy") == 0);
+  CHECK(tlocal_path_below("/a/b", "/a/b//c/x.npy", &r) == 0 && strcmp(r, "c/x.npy") == 0);
+  CHECK(tlocal_path_below("/a/b", "/a/bc/x.npy", &r) == T_EFORBIDDEN);
+  CHECK(tlocal_path_below("/a/b", "/a/b", &r) == T_EFORBIDDEN);
+  CHECK(tlocal_path_below("/a/b", "/a/b/", &r) == T_EFORBIDDEN);
+  CHECK(tlocal_path_below("/a/b", "/a/b/../b/x", &r) == T_EFORBIDDEN);
+  CHECK(tlocal_path_below("/a/b", "/a/b/c/..", &r) == T_EFORBIDDEN);
+  CHECK(tlocal_path_below("/a/b", "/a/b/..x/y", &r) == 0); /* a name */
+  CHECK(tlocal_path_below("/a/b", "a/b/x", &r) == T_EFORBIDDEN);
+  CHECK(tlocal_path_below("/", "/etc/passwd", &r) == 0 && strcmp(r, "etc/passwd") == 0);
+  char longp[TLOCAL_PATH_MAX + 10];
+  memset(longp, 'a', sizeof longp - 1);
+  longp[0] = '/';
+  longp[sizeof longp - 1] = 0;
+  CHECK(tlocal_path_below("/a", longp, &r) == T_EINVAL);
+}
+
+/* The same answers with openat2 and with the walk. */
+static void open_cases(const tlocal *l) {
+  char p[400];
+  int fd;
+  terr e;
+  snprintf(p, sizeof p, "%s/in/x.npy", D);
+  CHECK(tlocal_open(l, "", p, "f", &fd, &e) == 0);
+  if (fd >= 0) close(fd);
+  snprintf(p, sizeof p, "%s/in//./x.npy", D);
+  CHECK(tlocal_open(l, "", p, "f", &fd, &e) == 0);
+  if (fd >= 0) close(fd);
+  snprintf(p, sizeof p, "%s/in/link.npy", D); /* -> x.npy, inside */
+  CHECK(tlocal_open(l, "", p, "f", &fd, &e) == T_EFORBIDDEN);
+  CHECK_STR(e.field, "f");
+  snprintf(p, sizeof p, "%s/dirlink/x.npy", D); /* dirlink -> in */
+  CHECK(tlocal_open(l, "", p, "f", &fd, &e) == T_EFORBIDDEN);
+  snprintf(p, sizeof p, "%s/in/nothere.npy", D);
+  CHECK(tlocal_open(l, "", p, "f", &fd, &e) == T_ENOTFOUND);
+  snprintf(p, sizeof p, "%s/in/x.npy/y", D);
+  CHECK(tlocal_open(l, "", p, "f", &fd, &e) == T_ENOTFOUND);
+  snprintf(p, sizeof p, "%s/in", D); /* a directory: not a regular file */
+  CHECK(tlocal_open(l, "", p, "f", &fd, &e) == T_EINVAL);
+  /* Owners: D/alice only. */
+  snprintf(p, sizeof p, "%s/alice/a.npy", D);
+  CHECK(tlocal_open(l, "alice", p, "f", &fd, &e) == 0);
+  if (fd >= 0) close(fd);
+  CHECK(tlocal_open(l, "bob", p, "f", &fd, &e) == T_EFORBIDDEN);
+  CHECK(tlocal_open(l, "", p, "f", &fd, &e) == 0); /* open service: all of D */
+  if (fd >= 0) close(fd);
+  snprintf(p, sizeof p, "%s/in/x.npy", D);
+  CHECK(tlocal_open(l, "alice", p, "f", &fd, &e) == T_EFORBIDDEN);
+  snprintf(p, sizeof p, "%s/../x", D);
+  CHECK(tlocal_open(l, "..", p, "f", &fd, &e) == T_EFORBIDDEN);
+  snprintf(p, sizeof p, "%s/mallory/a.npy", D); /* mallory -> alice */
+  CHECK(tlocal_open(l, "mallory", p, "f", &fd, &e) == T_EFORBIDDEN);
+  CHECK(tlocal_open(NULL, "", p, "f", &fd, &e) == T_EFORBIDDEN);
+  CHECK(strstr(e.message, "--local-dir") != NULL);
+}
+
+TEST(open_beneath_both_ways) {
+  char p[400], q[400];
+  snprintf(p, sizeof p, "%s/in", D);
+  mkdir(p, 0700);
+  snprintf(p, sizeof p, "%s/alice", D);
+  mkdir(p, 0700);
+  put_npy("in/x.npy", 4);
+  put_npy("alice/a.npy", 4);
+  snprintf(p, sizeof p, "%s/in/link.npy", D);
+  CHECK(symlink("x.npy", p) == 0);
+  snprintf(p, sizeof p, "%s/dirlink", D);
+  snprintf(q, sizeof q, "%s/in", D);
+  CHECK(symlink(q, p) == 0);
+  snprintf(p, sizeof p, "%s/mallory", D);
+  CHECK(symlink("alice", p) == 0);
+  const char *dirs[] = {D};
+  tlocal *l;
+  terr e;
+  CHECK(tlocal_create(dirs, 1, &l, &e) == 0);
+  tlocal_test_no_openat2 = 0;
+  open_cases(l);
+  tlocal_test_no_openat2 = 1;
+  open_cases(l);
+  tlocal_test_no_openat2 = 0;
+  tlocal_free(l);
+}
+
+TEST(outputs) {
+  const char *dirs[] = {D};
+  tlocal *l;
+  terr e;
+  CHECK(tlocal_create(dirs, 1, &l, &e) == 0);
+  char p[400];
+  tlocal_out o;
+  snprintf(p, sizeof p, "%s/in/link.npy", D);
+  CHECK(tlocal_out_open(l, "", p, "output.file", &o, &e) == T_EFORBIDDEN);
+  CHECK_STR(e.field, "output.file");
+  snprintf(p, sizeof p, "%s/dirlink/o.npy", D);
+  CHECK(tlocal_out_open(l, "", p, "output.file", &o, &e) == T_EFORBIDDEN);
+  snprintf(p, sizeof p, "%s/in", D); /* a directory */
+  CHECK(tlocal_out_open(l, "", p, "output.file", &o, &e) == T_EINVAL);
+  snprintf(p, sizeof p, "%s/in/o.npy", D);
+  CHECK(tlocal_out_open(l, "", p, "output.file", &o, &e) == 0);
+  int64_t shape[1] = {3};
+  tarray *a = NULL;
+  CHECK(tlocal_out_create(&o, T_F64, 1, shape, 0, &a, &e) == 0);
+  CHECK(a && a->guard > 0 && o.tmp[0] == '.');
+  for (int i = 0; a && i < 3; i++) ((double *)a->data)[i] = i;
+  char hdr[NPY_HEADER_MAX];
+  int64_t bytes = (int64_t)npy_header(T_F64, 1, shape, hdr) + 24;
+  int torn = a ? sigbus_torn(a->guard) : 1;
+  tarray_free(a);
+  CHECK(tlocal_out_commit(&o, bytes, torn, &e) == 0);
+  struct stat st;
+  CHECK(stat(p, &st) == 0 && st.st_size == bytes);
+  /* A temporary cut short is refused and removed. */
+  CHECK(tlocal_out_create(&o, T_F64, 1, shape, 1, &a, &e) == 0);
+  tarray_free(a);
+  CHECK(tlocal_out_commit(&o, bytes + 8, 0, &e) == T_ECONFLICT);
+  CHECK(o.tmp[0] == 0);
+  tlocal_out_close(&o);
+  tlocal_free(l);
+}
+
+TEST(truncated_under_a_reader) {
+  CHECK(sigbus_install() == 0);
+  const char *dirs[] = {D};
+  tlocal *l;
+  terr e;
+  CHECK(tlocal_create(dirs, 1, &l, &e) == 0);
+  put_npy("in/big.npy", 100000);
+  char p[400];
+  snprintf(p, sizeof p, "%s/in/big.npy", D);
+  tdtype dt;
+  int ndim;
+  int64_t shape[T_MAXDIM];
+  CHECK(tlocal_npy_meta(l, "", p, "x.file", 1000000, &dt, &ndim, shape, &e) == 0);
+  CHECK(ndim == 1 && shape[0] == 100000 && dt == T_F64);
+  CHECK(tlocal_npy_meta(l, "", p, "x.file", 10, &dt, &ndim, shape, &e) == T_ETOOLARGE);
+  tlocal_log *g = tlocal_log_new();
+  tarray *a = NULL;
+  CHECK(tlocal_map(l, "", p, "x.file", 1000000, g, &a, &e) == 0);
+  CHECK(a && a->guard > 0);
+  CHECK(tlocal_log_check(g, &e) == 0);
+  if (a) {
+    volatile double *v = a->data;
+    CHECK(v[0] == 1.0);
+    CHECK(truncate(p, 4096) == 0);
+    CHECK(v[99999] == 0.0); /* past the end now: zeros, not SIGBUS */
+  }
+  tarray_free(a);
+  CHECK(tlocal_log_check(g, &e) == T_ECONFLICT);
+  CHECK_STR(e.field, "x.file");
+  CHECK(strstr(e.message, "truncated") != NULL);
+  tlocal_log_free(g);
+  /* Now shorter than its header says: refused at the header. */
+  CHECK(tlocal_npy_meta(l, "", p, "x.file", 1000000, &dt, &ndim, shape, &e) == T_EINVAL);
+  CHECK(tlocal_map(l, "", p, "x.file", 1000000, NULL, &a, &e) == T_EINVAL);
+  CHECK_STR(e.field, "x.file");
+  tlocal_free(l);
+}
+
+int main(void) {
+  snprintf(D, sizeof D, "/tmp/tessel-lf-XXXXXX");
+  if (!mkdtemp(D)) return 1;
+  char *c = realpath(D, NULL);
+  if (c) {
+    snprintf(D, sizeof D, "%s", c);
+    free(c);
+  }
+  RUN(config);
+  RUN(text);
+  RUN(open_beneath_both_ways);
+  RUN(outputs);
+  RUN(truncated_under_a_reader);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", D);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", D);
+  return check_summary();
+}
