@@ -19,7 +19,9 @@
 #define TESSEL_ARRAY_TARRAY_H
 
 #include <jansson.h>
+#ifndef __cplusplus /* the .cu files (C++) do not map same-host files */
 #include <stdatomic.h>
+#endif
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -186,8 +188,10 @@ int tarray_map_npy(const char *path, tarray **out, terr *e);
  * is registered with util/sigbus.h before its header is read (a->guard;
  * `torn`, when not NULL, is set if it is ever torn: see sigbus_guard);
  * T_EUNAVAIL when the registry is full. */
+#ifndef __cplusplus
 int tarray_map_npy_fd(int fd, const char *name, int guard, atomic_int *torn,
                       tarray **out, terr *e);
+#endif
 /* Create a .npy of dt/shape in the file open read/write at fd (borrowed,
  * empty: it is sized here): sized, blocks reserved, header written, then
  * mapped shared (sink 0; a->guard left 0 for the caller to set) or a sink
