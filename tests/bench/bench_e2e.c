@@ -5,7 +5,7 @@
  *             [--matmul 1024,4096] [--matmul-big] [--geo 5000] [--geo-big]
  *             [--cases map1,map2,reduce,matmul,geodesic,chain]
  *             [--upload-mib 1024] [--download-mb 800] [--reps 3]
- *             [--threads T] [--dir PARENT=/tmp] [--no-peers]
+ *             [--max-run-s 20] [--threads T] [--dir PARENT=/tmp] [--no-peers]
  *
  * Ceilings (this machine, this run), then the cases; tests/bench/README.md
  * says what every column is. In short:
@@ -34,7 +34,9 @@
  * values are checked against a C reference every run, and the peers'
  * results against Tessel's whole result (peers_e2e.py).
  *
- * Every figure is the median of --reps runs after one warm-up. The client
+ * Every figure is the median of --reps runs after one warm-up; a backend
+ * whose warm-up took more than --max-run-s gives that one run ("(1 run)"),
+ * and serial is skipped (said) for geodesic n >= 20,000 (minutes). The client
  * keeps one libcurl handle (keep-alive, 512 KiB receive / 2 MiB send
  * buffers) and one receive buffer per case, grown from Content-Length.
  *
@@ -741,6 +743,7 @@ static void fmt_ratio(char *b, size_t cap, double a, double d) {
 typedef struct opts {
   const char *exe, *parent, *threads, *sizes, *map_sizes, *matmul, *geo, *cases;
   int reps, peers, matmul_big, geo_big;
+  double max_run_s;
   long upload_mib, download_mb;
 } opts;
 
@@ -873,6 +876,8 @@ static void ceilings(const opts *o, plain *sink, plain *files, const char *work)
 /* Results of one case and size, per backend. */
 typedef struct row {
   int ok;
+  int runs;         /* medians of this many runs (1: the warm-up alone) */
+  const char *skip; /* not run, and why */
   e2e med;
   double rt; /* chain: three round trips, whole */
 } row;
@@ -894,8 +899,20 @@ static void run_case(const opts *o, int kind, int64_t n, const char **backends, 
   int saved = 0;
   for (int b = 0; b < nb; b++) {
     double w[MAXREPS], u[MAXREPS], s[MAXREPS], d[MAXREPS], rt[MAXREPS];
-    int ok = run_once(&c, backends[b], &res).whole >= 0; /* warm-up */
-    for (int r = 0; ok && r < reps; r++) {
+    if (kind == C_GEO && n >= 20000 && !strcmp(backends[b], "serial")) {
+      rows[b].skip = "one thread takes minutes at this size";
+      continue;
+    }
+    e2e wu = run_once(&c, backends[b], &res); /* warm-up */
+    int ok = wu.whole >= 0;
+    int runs = ok && wu.whole > o->max_run_s ? 1 : reps;
+    if (runs == 1) { /* too slow to repeat: the warm-up is the figure */
+      w[0] = wu.whole;
+      u[0] = wu.up;
+      s[0] = wu.stored;
+      d[0] = wu.down;
+    }
+    for (int r = 0; ok && runs > 1 && r < reps; r++) {
       e2e x = run_once(&c, backends[b], &res);
       if (x.whole < 0) ok = 0;
       w[r] = x.whole;
@@ -913,14 +930,15 @@ static void run_case(const opts *o, int kind, int64_t n, const char **backends, 
       saved = saved && write_file(p, res.p, res.n) == 0;
     }
     if (ok && kind == C_CHAIN) {
-      run_roundtrips(&c, backends[b], &res);
-      for (int r = 0; ok && r < reps; r++)
+      if (runs > 1) run_roundtrips(&c, backends[b], &res);
+      for (int r = 0; ok && r < runs; r++)
         if ((rt[r] = run_roundtrips(&c, backends[b], &res)) < 0) ok = 0;
     }
     rows[b].ok = ok;
+    rows[b].runs = runs;
     if (ok) {
-      rows[b].med = (e2e){median(w, reps), median(u, reps), median(s, reps), median(d, reps)};
-      rows[b].rt = kind == C_CHAIN ? median(rt, reps) : -1;
+      rows[b].med = (e2e){median(w, runs), median(u, runs), median(s, runs), median(d, runs)};
+      rows[b].rt = kind == C_CHAIN ? median(rt, runs) : -1;
     }
   }
   free(res.p);
@@ -949,7 +967,13 @@ static void run_case(const opts *o, int kind, int64_t n, const char **backends, 
   char sz[32];
   snprintf(sz, sizeof sz, "%lld", (long long)n);
   for (int b = 0; b < nb; b++) {
-    char a[4][32], pn[32], pc[32], pt[32], rn[32], rc[32], ab[32];
+    char a[4][32], pn[32], pc[32], pt[32], rn[32], rc[32], ab[32], be[64];
+    if (rows[b].skip) {
+      printf("| %s | %s | %s | skipped: %s | | | | | | | | | | |\n", case_name[kind], sz,
+             backends[b], rows[b].skip);
+      continue;
+    }
+    snprintf(be, sizeof be, "%s%s", backends[b], rows[b].runs == 1 ? " (1 run)" : "");
     if (rows[b].ok) {
       fmt_ms(a[0], 32, rows[b].med.whole);
       fmt_ms(a[1], 32, rows[b].med.up);
@@ -967,7 +991,7 @@ static void run_case(const opts *o, int kind, int64_t n, const char **backends, 
     if (!strcmp(backends[b], "auto")) fmt_ratio(ab, 32, autos, best);
     else snprintf(ab, 32, " ");
     printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-           case_name[kind], sz, backends[b], a[0], a[1], a[2], a[3], pn, pc, pt, rn, rc, ab,
+           case_name[kind], sz, be, a[0], a[1], a[2], a[3], pn, pc, pt, rn, rc, ab,
            b == 0 ? pe[3] : "");
   }
   printf("| %s | %s | same-host | skipped: %s | | | | | | | | | | |\n", case_name[kind], sz,
@@ -976,6 +1000,7 @@ static void run_case(const opts *o, int kind, int64_t n, const char **backends, 
     printf("| | | *chain:* | *whole, chained* | *three round trips* | *round trips / chained* "
            "| | | | | | | | |\n");
     for (int b = 0; b < nb; b++) {
+      if (rows[b].skip) continue;
       char w[32], t[32], q[32];
       fmt_ms(w, 32, rows[b].ok ? rows[b].med.whole : -1);
       fmt_ms(t, 32, rows[b].ok ? rows[b].rt : -1);
@@ -1020,13 +1045,14 @@ static const char *find_script(void) {
 int main(int argc, char **argv) {
   opts o = {.parent = "/tmp", .sizes = "1e6,1e7", .map_sizes = "", .matmul = "1024,4096",
             .geo = "5000", .cases = "map1,map2,reduce,matmul,geodesic,chain", .reps = 3,
-            .peers = 1, .upload_mib = 1024, .download_mb = 800};
+            .peers = 1, .upload_mib = 1024, .download_mb = 800, .max_run_s = 20};
   if (argc < 2 || argv[1][0] == '-') {
     fprintf(stderr,
             "usage: bench_e2e <tesseld> [--sizes 1e6,1e7] [--map-sizes 1e8] "
             "[--matmul 1024,4096] [--matmul-big] [--geo 5000] [--geo-big] "
             "[--cases map1,map2,reduce,matmul,geodesic,chain] [--upload-mib 1024] "
-            "[--download-mb 800] [--reps 3] [--threads T] [--dir P] [--no-peers]\n");
+            "[--download-mb 800] [--reps 3] [--max-run-s 20] [--threads T] [--dir P] "
+            "[--no-peers]\n");
     return 2;
   }
   o.exe = argv[1];
@@ -1042,6 +1068,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--upload-mib") && v) o.upload_mib = atol(argv[++i]);
     else if (!strcmp(a, "--download-mb") && v) o.download_mb = atol(argv[++i]);
     else if (!strcmp(a, "--reps") && v) o.reps = atoi(argv[++i]);
+    else if (!strcmp(a, "--max-run-s") && v) o.max_run_s = atof(argv[++i]);
     else if (!strcmp(a, "--threads") && v) o.threads = argv[++i];
     else if (!strcmp(a, "--dir") && v) o.parent = argv[++i];
     else if (!strcmp(a, "--no-peers")) o.peers = 0;
