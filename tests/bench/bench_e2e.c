@@ -34,7 +34,8 @@
  * values are checked against a C reference every run, and the peers'
  * results against Tessel's whole result (peers_e2e.py).
  *
- * Every figure is the median of --reps runs after one warm-up; a backend
+ * Every figure is the median of --reps runs after one warm-up, the
+ * backends taking turns run by run (a burst of load falls on all); a backend
  * whose warm-up took more than --max-run-s gives that one run ("(1 run)"),
  * and serial is skipped (said) for geodesic n >= 20,000 (minutes). The client
  * keeps one libcurl handle (keep-alive, 512 KiB receive / 2 MiB send
@@ -337,6 +338,12 @@ static void plain_stop(plain *k) {
 
 /* ---- the daemon's API ------------------------------------------------------ */
 static bench_daemon D;
+
+/* Interrupted (a timeout's SIGTERM, ^C): the daemon goes too. */
+static void on_signal(int sig) {
+  if (D.pid > 0) kill(D.pid, SIGKILL);
+  _exit(128 + sig);
+}
 
 /* Upload; the id into id[]. Returns seconds or -1. */
 static double upload(const char *body, size_t len, char id[64]) {
@@ -873,6 +880,18 @@ static void ceilings(const opts *o, plain *sink, plain *files, const char *work)
   fflush(stdout);
 }
 
+/* The peers' inputs (the bodies as last uploaded) and Tessel's answer to
+ * them, into the work dir. 1 when written. */
+static int save_for_peers(const cse *c, const rbuf *res, const char *work) {
+  char p[600];
+  for (int i = 0; i < c->nin; i++) {
+    snprintf(p, sizeof p, "%s/in_%s.npy", work, c->in_name[i]);
+    if (write_file(p, c->body[i], c->len[i]) != 0) return 0;
+  }
+  snprintf(p, sizeof p, "%s/tessel.npy", work);
+  return write_file(p, res->p, res->n) == 0;
+}
+
 /* Results of one case and size, per backend. */
 typedef struct row {
   int ok;
@@ -897,49 +916,48 @@ static void run_case(const opts *o, int kind, int64_t n, const char **backends, 
   row rows[5] = {{0}};
   rbuf res = {0};
   int saved = 0;
+  /* Warm-ups, then the repetitions with the backends interleaved (a burst
+   * of load on a shared machine then falls on every backend alike). */
+  static double w[5][MAXREPS], u[5][MAXREPS], s[5][MAXREPS], d[5][MAXREPS], rt[5][MAXREPS];
   for (int b = 0; b < nb; b++) {
-    double w[MAXREPS], u[MAXREPS], s[MAXREPS], d[MAXREPS], rt[MAXREPS];
     if (kind == C_GEO && n >= 20000 && !strcmp(backends[b], "serial")) {
       rows[b].skip = "one thread takes minutes at this size";
       continue;
     }
-    e2e wu = run_once(&c, backends[b], &res); /* warm-up */
-    int ok = wu.whole >= 0;
-    int runs = ok && wu.whole > o->max_run_s ? 1 : reps;
-    if (runs == 1) { /* too slow to repeat: the warm-up is the figure */
-      w[0] = wu.whole;
-      u[0] = wu.up;
-      s[0] = wu.stored;
-      d[0] = wu.down;
+    e2e wu = run_once(&c, backends[b], &res);
+    rows[b].ok = wu.whole >= 0;
+    if (rows[b].ok && !saved) saved = save_for_peers(&c, &res, work); /* (1 run) cases */
+    rows[b].runs = rows[b].ok && wu.whole > o->max_run_s ? 1 : reps;
+    if (rows[b].runs == 1) { /* too slow to repeat: the warm-up is the figure */
+      w[b][0] = wu.whole;
+      u[b][0] = wu.up;
+      s[b][0] = wu.stored;
+      d[b][0] = wu.down;
     }
-    for (int r = 0; ok && runs > 1 && r < reps; r++) {
+    if (rows[b].ok && kind == C_CHAIN) {
+      if (rows[b].runs == 1) rt[b][0] = run_roundtrips(&c, backends[b], &res);
+      else run_roundtrips(&c, backends[b], &res); /* its warm-up */
+      if (rows[b].runs == 1 && rt[b][0] < 0) rows[b].ok = 0;
+    }
+  }
+  for (int r = 0; r < reps; r++)
+    for (int b = 0; b < nb; b++) {
+      if (!rows[b].ok || rows[b].runs == 1) continue;
       e2e x = run_once(&c, backends[b], &res);
-      if (x.whole < 0) ok = 0;
-      w[r] = x.whole;
-      u[r] = x.up;
-      s[r] = x.stored;
-      d[r] = x.down;
+      if (x.whole < 0) rows[b].ok = 0;
+      w[b][r] = x.whole;
+      u[b][r] = x.up;
+      s[b][r] = x.stored;
+      d[b][r] = x.down;
+      if (rows[b].ok && r == reps - 1) saved = saved || save_for_peers(&c, &res, work);
+      if (rows[b].ok && kind == C_CHAIN && (rt[b][r] = run_roundtrips(&c, backends[b], &res)) < 0)
+        rows[b].ok = 0;
     }
-    if (ok && !saved) { /* what the peers compute on, and Tessel's answer */
-      char p[600];
-      for (int i = 0; i < c.nin && ok; i++) {
-        snprintf(p, sizeof p, "%s/in_%s.npy", work, c.in_name[i]);
-        saved = write_file(p, c.body[i], c.len[i]) == 0;
-      }
-      snprintf(p, sizeof p, "%s/tessel.npy", work);
-      saved = saved && write_file(p, res.p, res.n) == 0;
-    }
-    if (ok && kind == C_CHAIN) {
-      if (runs > 1) run_roundtrips(&c, backends[b], &res);
-      for (int r = 0; ok && r < runs; r++)
-        if ((rt[r] = run_roundtrips(&c, backends[b], &res)) < 0) ok = 0;
-    }
-    rows[b].ok = ok;
-    rows[b].runs = runs;
-    if (ok) {
-      rows[b].med = (e2e){median(w, runs), median(u, runs), median(s, runs), median(d, runs)};
-      rows[b].rt = kind == C_CHAIN ? median(rt, runs) : -1;
-    }
+  for (int b = 0; b < nb; b++) {
+    if (!rows[b].ok) continue;
+    int k = rows[b].runs;
+    rows[b].med = (e2e){median(w[b], k), median(u[b], k), median(s[b], k), median(d[b], k)};
+    rows[b].rt = kind == C_CHAIN ? median(rt[b], k) : -1;
   }
   free(res.p);
   char pe[6][32] = {"-1", "-1", "-1", "none", "0"};
@@ -1001,11 +1019,11 @@ static void run_case(const opts *o, int kind, int64_t n, const char **backends, 
            "| | | | | | | | |\n");
     for (int b = 0; b < nb; b++) {
       if (rows[b].skip) continue;
-      char w[32], t[32], q[32];
-      fmt_ms(w, 32, rows[b].ok ? rows[b].med.whole : -1);
-      fmt_ms(t, 32, rows[b].ok ? rows[b].rt : -1);
-      fmt_ratio(q, 32, rows[b].ok ? rows[b].rt : -1, rows[b].ok ? rows[b].med.whole : -1);
-      printf("| chain | %s | %s | %s | %s | %s | | | | | | | | |\n", sz, backends[b], w, t, q);
+      char cw[32], ct[32], cq[32];
+      fmt_ms(cw, 32, rows[b].ok ? rows[b].med.whole : -1);
+      fmt_ms(ct, 32, rows[b].ok ? rows[b].rt : -1);
+      fmt_ratio(cq, 32, rows[b].ok ? rows[b].rt : -1, rows[b].ok ? rows[b].med.whole : -1);
+      printf("| chain | %s | %s | %s | %s | %s | | | | | | | | |\n", sz, backends[b], cw, ct, cq);
     }
   }
   fflush(stdout);
@@ -1086,6 +1104,8 @@ int main(int argc, char **argv) {
   const char *extra[] = {"--max-upload", "17179869184", o.threads ? "--threads" : NULL,
                          o.threads, NULL};
   if (bench_daemon_start(&D, o.exe, o.parent, "bench_e2e", extra) != 0) return 1;
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
   char work[400];
   snprintf(work, sizeof work, "%s/work", D.dir);
   mkdir(work, 0755);
