@@ -219,6 +219,11 @@ static long http(const char *method, const char *url, const char *ctype,
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
   curl_easy_setopt(c, CURLOPT_TIMEOUT, 900L);
+  /* No reuse of a connection idle for 30 s: tesseld ends a kept-alive
+   * connection idle for --conn-timeout (60 s) by writing a 408 on it, which
+   * a client that sends its next request at that moment reads as the
+   * answer (seen here while the peers ran for minutes). */
+  curl_easy_setopt(c, CURLOPT_MAXAGE_CONN, 30L);
   /* Big buffers, as a client moving arrays would set (libcurl's defaults
    * are 16 KiB down and 64 KiB up): the same for tesseld and the ceilings. */
   curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
