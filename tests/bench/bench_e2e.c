@@ -1,31 +1,50 @@
 /* bench_e2e.c — what a user holding an array waits for, end to end, side by
- * side with the ceilings and the peers, in one run.
+ * side with the ceilings and the peers, in one run (issue 11, item 6).
  *
- *   bench_e2e <tesseld> [--sizes 1e6,1e7,1e8] [--upload-mib 1024]
- *             [--reps 3] [--threads T] [--dir PARENT=/tmp] [--no-peers]
+ *   bench_e2e <tesseld> [--sizes 1e6,1e7] [--map-sizes 1e8]
+ *             [--matmul 1024,4096] [--matmul-big] [--geo 5000] [--geo-big]
+ *             [--cases map1,map2,reduce,matmul,geodesic,chain]
+ *             [--upload-mib 1024] [--download-mb 800] [--reps 3]
+ *             [--max-run-s 20] [--threads T] [--dir PARENT=/tmp] [--no-peers]
  *
- * Ceilings (this machine, this run):
- *   memcpy    — one thread copying the upload's bytes;
- *   sink      — libcurl POSTing the same .npy body to a plain HTTP sink in
- *               this process (a thread that reads the headers, drains
- *               Content-Length bytes into a 1 MiB buffer and answers 200):
- *               loopback TCP with HTTP framing and nothing else.
- * Upload: the same libcurl POST of an .npy body to tesseld's /v1/arrays
- *   (each repetition a different array, so nothing is deduplicated); the
- *   table gives GB/s and the ratio to the sink (issue 11's target: >= 0.8).
- * End to end, per size and backend (serial, cpu, auto; cuda when the
- *   daemon has a GPU): the seeds' map y = x**2 + 2*x + 1 over float64 held
- *   by the client as raw doubles — upload .npy, POST /v1/jobs?wait=60
- *   naming it, GET the result as .npy into memory. Columns: the whole
- *   (what the user waits for), the upload, the job's submit->stored (its
- *   timings_ms.total), the download, and the ratio to NumPy.
- * Peers ($PYTHON or python3, when it imports them): NumPy computing the same
- *   expression on an array it already holds; CuPy (asarray + compute +
- *   asnumpy) and PyTorch (.to(cuda) ... .cpu()) on the GPU machine.
+ * Ceilings (this machine, this run), then the cases; tests/bench/README.md
+ * says what every column is. In short:
+ *   upload   — memcpy of a --upload-mib .npy; libcurl POSTing it to a plain
+ *              HTTP sink in this process (a thread draining Content-Length
+ *              bytes: loopback TCP with HTTP framing, nothing else); the same
+ *              POST to tesseld's /v1/arrays.
+ *   download — a --download-mb result: a plain HTTP server in this process
+ *              sending the same file with sendfile(2), and tesseld's GET
+ *              /v1/jobs/{id}/result?format=npy, each read by the same libcurl
+ *              client three ways: discarding the bytes (curl -o /dev/null),
+ *              into a freshly allocated buffer (the old client: every page
+ *              faulted during the download), into a reused buffer sized from
+ *              Content-Length (this client, as a user reusing an output array).
+ *   PCIe     — pinned host <-> device copies of 800 MB, by CuPy when the
+ *              peers' python imports it and sees a GPU.
+ * Cases, per backend (serial, cpu, cuda when the daemon has a GPU, auto; a
+ * "same-host" row waits for the {"file"} path): map x**2 + 2*x + 1, map -b/a,
+ * reduce sum(x**2) along axis 1 of [1000, n/1000], matmul W@X + bias (n x n),
+ * geodesic karney square (n points), and a chain of three maps (2*x + 1,
+ * x*x, x - 1, each job's input the previous job's {"result"}), the chain
+ * also against three separate upload/job/download round trips. Each run:
+ * upload the client's arrays as .npy (each run a different array: element 0
+ * changes, so nothing is deduplicated), POST /v1/jobs?wait=60 (polled past
+ * a minute), GET the result as .npy into the client's buffer; sampled
+ * values are checked against a C reference every run, and the peers'
+ * results against Tessel's whole result (peers_e2e.py).
  *
- * Every figure is the median of --reps runs after one warm-up. Not yet
- * here (issue 11 lists them): reduce, matmul, geodesic, chains, the
- * same-host path and pinned-PCIe ceilings.
+ * Every figure is the median of --reps runs after one warm-up, the
+ * backends taking turns run by run (a burst of load falls on all); a backend
+ * whose warm-up took more than --max-run-s gives that one run ("(1 run)"),
+ * and serial is skipped (said) for geodesic n >= 20,000 (minutes). The client
+ * keeps one libcurl handle (keep-alive, 512 KiB receive / 2 MiB send
+ * buffers) and one receive buffer per case, grown from Content-Length.
+ *
+ * Threads: main drives everything; the sink and the file server are one
+ * thread each, serving one connection at a time. Memory: a case holds its
+ * input bodies and one result buffer; the peers read the same bytes from
+ * files in the run's work dir (under --dir), removed at the end.
  */
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -35,10 +54,13 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,6 +68,8 @@
 #include <jansson.h>
 
 #include "bench_daemon.h"
+
+enum { MAXREPS = 50 };
 
 static double now_s(void) {
   struct timespec t;
@@ -57,48 +81,99 @@ static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
 }
-static double median(double *v, int n) {
+static double median(const double *v0, int n) {
+  double v[MAXREPS];
+  memcpy(v, v0, (size_t)n * sizeof *v);
   qsort(v, (size_t)n, sizeof *v, cmp_d);
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* ---- .npy bodies ------------------------------------------------------------ */
-static char *npy_body(int64_t n, unsigned seed, size_t *len) {
+enum { NPY_HDR = 128 };
+
+/* A float64 C-order .npy of shape [d0] (d1 == 0) or [d0, d1], 128-byte
+ * header; the data left for the caller (uninitialised). */
+static char *npy_new(int64_t d0, int64_t d1, size_t *len) {
   char dict[128];
-  int dl = snprintf(dict, sizeof dict,
-                    "{'descr': '<f8', 'fortran_order': False, 'shape': (%lld,), }",
-                    (long long)n);
-  size_t h = 128;
-  *len = h + (size_t)n * 8;
+  int dl = d1 ? snprintf(dict, sizeof dict,
+                         "{'descr': '<f8', 'fortran_order': False, 'shape': (%lld, %lld), }",
+                         (long long)d0, (long long)d1)
+              : snprintf(dict, sizeof dict,
+                         "{'descr': '<f8', 'fortran_order': False, 'shape': (%lld,), }",
+                         (long long)d0);
+  *len = NPY_HDR + (size_t)(d0 * (d1 ? d1 : 1)) * 8;
   char *b = malloc(*len);
   if (!b) return NULL;
   memcpy(b, "\x93NUMPY\x01\x00", 8);
-  b[8] = (char)(h - 10);
+  b[8] = (char)(NPY_HDR - 10);
   b[9] = 0;
-  memset(b + 10, ' ', h - 10);
+  memset(b + 10, ' ', NPY_HDR - 10);
   memcpy(b + 10, dict, (size_t)dl);
-  b[h - 1] = '\n';
-  double *d = (double *)(b + h);
-  for (int64_t i = 0; i < n; i++) d[i] = (double)((i * 2654435761u + seed) % 1000) * 1e-3;
+  b[NPY_HDR - 1] = '\n';
   return b;
 }
+static double *npy_data(char *b) { return (double *)(b + NPY_HDR); }
 
-/* ---- libcurl -------------------------------------------------------------- */
-typedef struct membuf {
+/* Deterministic values in [lo, lo + span). */
+static void fill(double *d, int64_t n, unsigned seed, double lo, double span) {
+  for (int64_t i = 0; i < n; i++)
+    d[i] = lo + span * (double)(((uint64_t)i * 2654435761u + seed * 40503u) % 100003) / 100003.0;
+}
+
+/* Where the data of a downloaded .npy starts (its header's length). */
+static size_t npy_off(const char *p, size_t n) {
+  if (n < 10 || memcmp(p, "\x93NUMPY", 6) != 0) return 0;
+  if (p[6] == 1) return 10 + (size_t)(unsigned char)p[8] + 256 * (size_t)(unsigned char)p[9];
+  if (n < 12) return 0;
+  return 12 + (size_t)(unsigned char)p[8] + 256 * (size_t)(unsigned char)p[9] +
+         65536 * (size_t)(unsigned char)p[10];
+}
+
+/* ---- libcurl: one client, keep-alive -------------------------------------- */
+/* A receive buffer. keep: grown once from Content-Length and reused (the
+ * client's output array); otherwise freshly allocated per request (the old
+ * client, for the download ceiling); discard: bytes counted, not kept. */
+typedef struct rbuf {
   char *p;
   size_t n, cap;
-} membuf;
+  int discard, fresh, failed;
+} rbuf;
+
+static int rbuf_reserve(rbuf *m, size_t want) {
+  if (want <= m->cap) return 0;
+  char *np = realloc(m->p, want);
+  if (!np) return -1;
+  m->p = np;
+  m->cap = want;
+  return 0;
+}
+
+static size_t on_header(char *p, size_t sz, size_t nm, void *ud) {
+  rbuf *m = ud;
+  size_t len = sz * nm;
+  if (!m->discard && len > 15 && strncasecmp(p, "Content-Length:", 15) == 0) {
+    size_t want = (size_t)strtoull(p + 15, NULL, 10) + 1;
+    if (m->fresh) { /* the old client's way: new memory every time */
+      free(m->p);
+      m->p = NULL;
+      m->cap = 0;
+    }
+    if (rbuf_reserve(m, want) != 0) m->failed = 1;
+  }
+  return len;
+}
 
 static size_t on_data(char *p, size_t sz, size_t nm, void *ud) {
-  membuf *m = ud;
+  rbuf *m = ud;
   size_t add = sz * nm;
-  if (m->n + add + 1 > m->cap) {
+  if (m->discard) {
+    m->n += add;
+    return add;
+  }
+  if (m->n + add + 1 > m->cap) { /* no Content-Length (chunked): grow */
     size_t c = m->cap ? m->cap : 65536;
     while (c < m->n + add + 1) c *= 2;
-    char *np = realloc(m->p, c);
-    if (!np) return 0;
-    m->p = np;
-    m->cap = c;
+    if (rbuf_reserve(m, c) != 0) return 0;
   }
   memcpy(m->p + m->n, p, add);
   m->n += add;
@@ -119,11 +194,16 @@ static size_t on_read(char *buf, size_t sz, size_t nm, void *ud) {
   return k;
 }
 
-/* One request; the answer's body into *out (reset). Returns the status. */
+static CURL *g_curl;
+
+/* One request on the shared handle; the answer's body into *out (reset).
+ * Returns the status, -1 when the transfer failed. */
 static long http(const char *method, const char *url, const char *ctype,
-                 const char *body, size_t len, membuf *out) {
+                 const char *body, size_t len, rbuf *out) {
   out->n = 0;
-  CURL *c = curl_easy_init();
+  out->failed = 0;
+  CURL *c = g_curl;
+  curl_easy_reset(c);
   struct curl_slist *h = NULL;
   char ct[128];
   if (ctype) {
@@ -134,11 +214,18 @@ static long http(const char *method, const char *url, const char *ctype,
   src s = {body, len, 0};
   curl_easy_setopt(c, CURLOPT_URL, url);
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, out);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, out);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT, 600L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT, 900L);
+  /* No reuse of a connection idle for 30 s: tesseld ends a kept-alive
+   * connection idle for --conn-timeout (60 s) by writing a 408 on it, which
+   * a client that sends its next request at that moment reads as the
+   * answer (seen here while the peers ran for minutes). */
+  curl_easy_setopt(c, CURLOPT_MAXAGE_CONN, 30L);
   /* Big buffers, as a client moving arrays would set (libcurl's defaults
-   * are 16 KiB down and 64 KiB up): the same for tesseld and the sink. */
+   * are 16 KiB down and 64 KiB up): the same for tesseld and the ceilings. */
   curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
   curl_easy_setopt(c, CURLOPT_UPLOAD_BUFFERSIZE, 2L * 1024 * 1024);
   if (body) {
@@ -150,40 +237,48 @@ static long http(const char *method, const char *url, const char *ctype,
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
   }
   long code = -1;
-  if (curl_easy_perform(c) == CURLE_OK)
+  if (curl_easy_perform(c) == CURLE_OK && !out->failed)
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
   curl_slist_free_all(h);
-  curl_easy_cleanup(c);
   return code;
 }
 
-/* ---- a plain HTTP sink (the loopback ceiling) ------------------------------ */
-typedef struct sink {
+/* ---- ceilings: a plain HTTP sink and a plain sendfile server --------------- */
+typedef struct plain {
   int lfd, port;
   pthread_t th;
-} sink;
+  char path[512]; /* the file server's file, set before each request */
+} plain;
+
+/* Read a request's headers into buf (cap >= 64 KiB + 1); the bytes after
+ * them are counted in *extra. NULL on a closed connection. */
+static char *read_headers(int fd, char *buf, size_t cap, size_t *extra) {
+  size_t hn = 0;
+  char *end = NULL;
+  while (!end && hn + 65537 <= cap) {
+    ssize_t r = recv(fd, buf + hn, 65536, 0);
+    if (r <= 0) return NULL;
+    hn += (size_t)r;
+    buf[hn] = 0;
+    end = strstr(buf, "\r\n\r\n");
+  }
+  if (end) *extra = hn - (size_t)(end + 4 - buf);
+  return end;
+}
 
 static void *sink_main(void *arg) {
-  sink *k = arg;
+  plain *k = arg;
   char *buf = malloc(1 << 20);
   for (;;) {
     int fd = accept(k->lfd, NULL, NULL);
     if (fd < 0) break;
-    size_t hn = 0;
-    char *end = NULL;
-    while (!end) {
-      ssize_t r = recv(fd, buf + hn, 65536, 0);
-      if (r <= 0) break;
-      hn += (size_t)r;
-      buf[hn] = 0;
-      end = strstr(buf, "\r\n\r\n");
-    }
-    if (!end) {
+    size_t extra = 0;
+    if (!read_headers(fd, buf, 1 << 20, &extra)) {
       close(fd);
       continue;
     }
     const char *cl = strcasestr(buf, "Content-Length:");
-    long long want = cl ? atoll(cl + 15) : 0, got = (long long)(hn - (size_t)(end + 4 - buf));
+    long long want = cl ? atoll(cl + 15) : 0, got = (long long)extra;
     while (got < want) {
       ssize_t r = recv(fd, buf, 1 << 20, 0);
       if (r <= 0) break;
@@ -198,7 +293,37 @@ static void *sink_main(void *arg) {
   return NULL;
 }
 
-static int sink_start(sink *k) {
+/* The download ceiling: answers any GET with k->path, sendfile(2) in as
+ * few calls as the kernel takes (no framing beyond Content-Length). */
+static void *files_main(void *arg) {
+  plain *k = arg;
+  char *buf = malloc(1 << 17);
+  for (;;) {
+    int fd = accept(k->lfd, NULL, NULL);
+    if (fd < 0) break;
+    size_t extra = 0;
+    int f = read_headers(fd, buf, 1 << 17, &extra) ? open(k->path, O_RDONLY) : -1;
+    struct stat sb;
+    if (f >= 0 && fstat(f, &sb) == 0) {
+      char h[256];
+      int hl = snprintf(h, sizeof h,
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/x-npy\r\n"
+                        "Content-Length: %lld\r\nConnection: close\r\n\r\n",
+                        (long long)sb.st_size);
+      if (send(fd, h, (size_t)hl, MSG_NOSIGNAL) == hl) {
+        off_t off = 0;
+        while (off < sb.st_size)
+          if (sendfile(fd, f, &off, (size_t)(sb.st_size - off)) <= 0) break;
+      }
+    }
+    if (f >= 0) close(f);
+    close(fd);
+  }
+  free(buf);
+  return NULL;
+}
+
+static int plain_start(plain *k, void *(*fn)(void *)) {
   k->lfd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {.sin_family = AF_INET};
   inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
@@ -207,16 +332,29 @@ static int sink_start(sink *k) {
       getsockname(k->lfd, (struct sockaddr *)&a, &al) != 0)
     return -1;
   k->port = ntohs(a.sin_port);
-  return pthread_create(&k->th, NULL, sink_main, k);
+  return pthread_create(&k->th, NULL, fn, k);
 }
 
-/* ---- the daemon (bench_daemon.h) ------------------------------------------ */
+static void plain_stop(plain *k) {
+  shutdown(k->lfd, SHUT_RDWR);
+  close(k->lfd);
+  pthread_join(k->th, NULL);
+}
+
+/* ---- the daemon's API ------------------------------------------------------ */
+static bench_daemon D;
+
+/* Interrupted (a timeout's SIGTERM, ^C): the daemon goes too. */
+static void on_signal(int sig) {
+  if (D.pid > 0) kill(D.pid, SIGKILL);
+  _exit(128 + sig);
+}
 
 /* Upload; the id into id[]. Returns seconds or -1. */
-static double upload(bench_daemon *d, const char *body, size_t len, char id[64]) {
+static double upload(const char *body, size_t len, char id[64]) {
   char url[128];
-  snprintf(url, sizeof url, "%s/v1/arrays", d->base);
-  membuf m = {0};
+  snprintf(url, sizeof url, "%s/v1/arrays", D.base);
+  rbuf m = {0};
   double t0 = now_s();
   long st = http("POST", url, "application/x-npy", body, len, &m);
   double t = now_s() - t0;
@@ -229,199 +367,437 @@ static double upload(bench_daemon *d, const char *body, size_t len, char id[64])
   return i ? t : -1;
 }
 
-static void delete_array(bench_daemon *d, const char *id) {
-  char url[160];
-  snprintf(url, sizeof url, "%s/v1/arrays/%s", d->base, id);
-  membuf m = {0};
+static void delete_path(const char *what, const char *id) {
+  char url[200];
+  snprintf(url, sizeof url, "%s/v1/%s/%s", D.base, what, id);
+  rbuf m = {0};
   http("DELETE", url, NULL, NULL, 0, &m);
   free(m.p);
 }
 
-/* One end-to-end run; times in seconds (-1 on error). */
+static int final_status(const char *s) {
+  return s && (!strcmp(s, "succeeded") || !strcmp(s, "failed") || !strcmp(s, "canceled"));
+}
+
+/* Submit a job and wait until it ends; its id into jid, its submit->stored
+ * (timings_ms.total, seconds) into *stored. 0, or -1 (said on stderr). */
+static int run_job(const char *job, char jid[64], double *stored) {
+  char url[256];
+  snprintf(url, sizeof url, "%s/v1/jobs?wait=60", D.base);
+  rbuf m = {0};
+  long st = http("POST", url, "application/json", job, strlen(job), &m);
+  json_t *o = (st == 200 || st == 202) ? json_loads(m.p, 0, NULL) : NULL;
+  const char *id = o ? json_string_value(json_object_get(o, "id")) : NULL;
+  if (!id) {
+    fprintf(stderr, "job: %ld %.300s\n", st, m.p ? m.p : "");
+    json_decref(o);
+    free(m.p);
+    return -1;
+  }
+  snprintf(jid, 64, "%s", id);
+  while (!final_status(json_string_value(json_object_get(o, "status")))) {
+    json_decref(o);
+    usleep(20000); /* past ?wait's minute only (geodesic on a slow CPU) */
+    snprintf(url, sizeof url, "%s/v1/jobs/%s", D.base, jid);
+    st = http("GET", url, NULL, NULL, 0, &m);
+    o = st == 200 ? json_loads(m.p, 0, NULL) : NULL;
+    if (!o) break;
+  }
+  const char *status = o ? json_string_value(json_object_get(o, "status")) : NULL;
+  int rc = 0;
+  if (!status || strcmp(status, "succeeded") != 0) {
+    fprintf(stderr, "job %s: %.300s\n", jid, m.p ? m.p : "");
+    rc = -1;
+  } else {
+    *stored = json_real_value(json_object_get(json_object_get(o, "timings_ms"), "total")) / 1e3;
+  }
+  json_decref(o);
+  free(m.p);
+  return rc;
+}
+
+/* GET a job's result as .npy into *out. Seconds, or -1. */
+static double download(const char *jid, rbuf *out) {
+  char url[200];
+  snprintf(url, sizeof url, "%s/v1/jobs/%s/result?format=npy", D.base, jid);
+  double t0 = now_s();
+  long st = http("GET", url, NULL, NULL, 0, out);
+  double t = now_s() - t0;
+  if (st != 200) {
+    fprintf(stderr, "result of %s: %ld\n", jid, st);
+    return -1;
+  }
+  return t;
+}
+
+/* ---- cases ------------------------------------------------------------------ */
+enum { C_MAP1, C_MAP2, C_REDUCE, C_MATMUL, C_GEO, C_CHAIN, NCASES };
+static const char *case_name[NCASES] = {"map1", "map2", "reduce", "matmul", "geodesic", "chain"};
+static const char *case_title[NCASES] = {
+    "map x**2 + 2*x + 1", "map -b/a", "reduce sum(x**2), axis 1 of [1000, n/1000]",
+    "matmul W@X + bias, n x n", "geodesic karney, square", "chain 2*x+1 -> x*x -> x-1"};
+static const char *CHAIN_EXPR[3] = {"2*x + 1", "x*x", "x - 1"};
+
+typedef struct cse {
+  int kind;
+  int64_t n;          /* as people count it: elements, matrix side, points */
+  int nin;
+  const char *in_name[3];
+  char *body[3];
+  size_t len[3];
+  int64_t out_elems;  /* of the result */
+} cse;
+
+static int case_build(cse *c, int kind, int64_t n) {
+  memset(c, 0, sizeof *c);
+  c->kind = kind;
+  c->n = n;
+  switch (kind) {
+  case C_MAP1:
+  case C_CHAIN:
+    c->nin = 1;
+    c->in_name[0] = "x";
+    c->body[0] = npy_new(n, 0, &c->len[0]);
+    if (c->body[0]) fill(npy_data(c->body[0]), n, 7, 0, 1);
+    c->out_elems = n;
+    break;
+  case C_MAP2:
+    c->nin = 2;
+    c->in_name[0] = "a";
+    c->in_name[1] = "b";
+    c->body[0] = npy_new(n, 0, &c->len[0]);
+    c->body[1] = npy_new(n, 0, &c->len[1]);
+    if (c->body[0]) fill(npy_data(c->body[0]), n, 3, 0.5, 1); /* never 0 */
+    if (c->body[1]) fill(npy_data(c->body[1]), n, 5, -1, 2);
+    c->out_elems = n;
+    break;
+  case C_REDUCE:
+    c->nin = 1;
+    c->in_name[0] = "x";
+    c->body[0] = npy_new(1000, n / 1000, &c->len[0]);
+    if (c->body[0]) fill(npy_data(c->body[0]), 1000 * (n / 1000), 11, -1, 2);
+    c->out_elems = 1000;
+    break;
+  case C_MATMUL:
+    c->nin = 3;
+    c->in_name[0] = "W";
+    c->in_name[1] = "X";
+    c->in_name[2] = "bias";
+    c->body[0] = npy_new(n, n, &c->len[0]);
+    c->body[1] = npy_new(n, n, &c->len[1]);
+    c->body[2] = npy_new(n, 0, &c->len[2]);
+    if (c->body[0]) fill(npy_data(c->body[0]), n * n, 13, -1, 2);
+    if (c->body[1]) fill(npy_data(c->body[1]), n * n, 17, -1, 2);
+    if (c->body[2]) fill(npy_data(c->body[2]), n, 19, -1, 2);
+    c->out_elems = n * n;
+    break;
+  case C_GEO: {
+    c->nin = 1;
+    c->in_name[0] = "points";
+    c->body[0] = npy_new(n, 2, &c->len[0]);
+    if (!c->body[0]) break;
+    double *p = npy_data(c->body[0]), *t = malloc((size_t)n * sizeof *t);
+    if (!t) break;
+    fill(t, n, 23, -80, 160);
+    for (int64_t i = 0; i < n; i++) p[2 * i] = t[i];
+    fill(t, n, 29, -180, 360);
+    for (int64_t i = 0; i < n; i++) p[2 * i + 1] = t[i];
+    free(t);
+    c->out_elems = n * n;
+    break;
+  }
+  }
+  for (int i = 0; i < c->nin; i++)
+    if (!c->body[i]) return -1;
+  return 0;
+}
+
+static void case_free(cse *c) {
+  for (int i = 0; i < c->nin; i++) free(c->body[i]);
+}
+
+/* Element 0 of every input changes each run, so no upload is deduplicated
+ * (values stay in range: a latitude, a non-zero divisor). */
+static unsigned g_tweak;
+static void case_tweak(cse *c) {
+  g_tweak++;
+  for (int i = 0; i < c->nin; i++) npy_data(c->body[i])[0] = 0.5 + (g_tweak % 1000) * 1e-4;
+}
+
+/* The job of one step; ids: the uploaded inputs, or (chain steps 2, 3) prev. */
+static void case_job(const cse *c, const char *backend, char ids[3][64],
+                     int step, const char *prev, char *job, size_t cap) {
+  switch (c->kind) {
+  case C_MAP1:
+    snprintf(job, cap,
+             "{\"kind\":\"map\",\"backend\":\"%s\",\"params\":{\"expr\":"
+             "\"x**2 + 2*x + 1\",\"inputs\":{\"x\":{\"array\":\"%s\"}}}}",
+             backend, ids[0]);
+    break;
+  case C_MAP2:
+    snprintf(job, cap,
+             "{\"kind\":\"map\",\"backend\":\"%s\",\"params\":{\"expr\":\"-b/a\","
+             "\"inputs\":{\"a\":{\"array\":\"%s\"},\"b\":{\"array\":\"%s\"}}}}",
+             backend, ids[0], ids[1]);
+    break;
+  case C_REDUCE:
+    snprintf(job, cap,
+             "{\"kind\":\"reduce\",\"backend\":\"%s\",\"params\":{\"op\":\"sum\","
+             "\"expr\":\"x**2\",\"axis\":1,\"inputs\":{\"x\":{\"array\":\"%s\"}}}}",
+             backend, ids[0]);
+    break;
+  case C_MATMUL:
+    snprintf(job, cap,
+             "{\"kind\":\"matmul\",\"backend\":\"%s\",\"params\":{\"a\":{\"array\":"
+             "\"%s\"},\"b\":{\"array\":\"%s\"},\"bias\":{\"array\":\"%s\"}}}",
+             backend, ids[0], ids[1], ids[2]);
+    break;
+  case C_GEO:
+    snprintf(job, cap,
+             "{\"kind\":\"geodesic\",\"backend\":\"%s\",\"params\":{\"points\":"
+             "{\"array\":\"%s\"},\"method\":\"karney\"}}",
+             backend, ids[0]);
+    break;
+  case C_CHAIN:
+    if (prev)
+      snprintf(job, cap,
+               "{\"kind\":\"map\",\"backend\":\"%s\",\"params\":{\"expr\":\"%s\","
+               "\"inputs\":{\"x\":{\"result\":\"%s\"}}}}",
+               backend, CHAIN_EXPR[step], prev);
+    else
+      snprintf(job, cap,
+               "{\"kind\":\"map\",\"backend\":\"%s\",\"params\":{\"expr\":\"%s\","
+               "\"inputs\":{\"x\":{\"array\":\"%s\"}}}}",
+               backend, CHAIN_EXPR[step], ids[0]);
+    break;
+  }
+}
+
+/* Sampled values of a result against a C reference. 0 or -1 (said). */
+static int case_check(const cse *c, const char *npy, size_t len) {
+  size_t off = npy_off(npy, len);
+  if (!off || len != off + (size_t)c->out_elems * 8) {
+    fprintf(stderr, "%s n=%lld: result of %zu bytes, want %lld elements\n",
+            case_name[c->kind], (long long)c->n, len, (long long)c->out_elems);
+    return -1;
+  }
+  const double *y = (const double *)(npy + off);
+  const double *x = npy_data(c->body[0]);
+  for (int s = 0; s < 17; s++) {
+    int64_t i = s == 16 ? c->out_elems - 1 : (c->out_elems * s) / 16;
+    long double ref = 0;
+    double tol = 1e-12;
+    switch (c->kind) {
+    case C_MAP1:
+      ref = (long double)x[i] * x[i] + 2.0L * x[i] + 1;
+      break;
+    case C_MAP2:
+      ref = -(long double)npy_data(c->body[1])[i] / x[i];
+      break;
+    case C_CHAIN: {
+      long double v = 2.0L * x[i] + 1;
+      ref = v * v - 1;
+      break;
+    }
+    case C_REDUCE: {
+      int64_t cols = c->n / 1000;
+      for (int64_t j = 0; j < cols; j++) ref += (long double)x[i * cols + j] * x[i * cols + j];
+      tol = 1e-10;
+      break;
+    }
+    case C_MATMUL: {
+      int64_t n = c->n, r = i / n, col = i % n;
+      const double *X = npy_data(c->body[1]);
+      long double mag = 0;
+      for (int64_t k = 0; k < n; k++) {
+        ref += (long double)x[r * n + k] * X[k * n + col];
+        mag += fabsl((long double)x[r * n + k] * X[k * n + col]);
+      }
+      ref += npy_data(c->body[2])[col];
+      /* the worst case of n float64 additions in any order */
+      if (fabsl((long double)y[i] - ref) > (long double)n * 2.3e-16L * mag + 1e-300L) goto bad;
+      continue;
+    }
+    case C_GEO: { /* square, symmetric, zero diagonal, within half a meridian ring */
+      int64_t n = c->n, r = i / n, col = i % n;
+      if (!(y[i] >= 0 && y[i] < 2.0004e7) || y[col * n + r] != y[i] ||
+          y[r * n + r] != 0) {
+        ref = -1;
+        goto bad;
+      }
+      continue;
+    }
+    }
+    if (fabsl((long double)y[i] - ref) > tol * fabsl(ref) + 1e-300L) {
+    bad:
+      fprintf(stderr, "WRONG VALUE: %s n=%lld at %lld: %.17g, reference %.17Lg\n",
+              case_name[c->kind], (long long)c->n, (long long)i, y[i], ref);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* One run's parts, seconds (-1: failed). */
 typedef struct e2e {
   double whole, up, stored, down;
 } e2e;
 
-static e2e run_once(bench_daemon *d, const char *body, size_t len,
-                    const char *backend, int64_t n) {
+/* One end-to-end run of case c on backend b; the result stays in *res. */
+static e2e run_once(cse *c, const char *backend, rbuf *res) {
   e2e r = {-1, -1, -1, -1};
-  char id[64];
-  double t0 = now_s();
-  r.up = upload(d, body, len, id);
-  if (r.up < 0) return r;
-  char url[256], job[512];
-  snprintf(url, sizeof url, "%s/v1/jobs?wait=60", d->base);
-  snprintf(job, sizeof job,
-           "{\"kind\":\"map\",\"backend\":\"%s\",\"params\":{\"expr\":"
-           "\"x**2 + 2*x + 1\",\"inputs\":{\"x\":{\"array\":\"%s\"}}}}",
-           backend, id);
-  membuf m = {0};
-  long st = http("POST", url, "application/json", job, strlen(job), &m);
-  json_t *o = st == 200 ? json_loads(m.p, 0, NULL) : NULL;
-  const char *status = o ? json_string_value(json_object_get(o, "status")) : NULL;
-  if (!status || strcmp(status, "succeeded") != 0) {
-    fprintf(stderr, "job (%s): %ld %.300s\n", backend, st, m.p ? m.p : "");
-    json_decref(o);
-    free(m.p);
-    delete_array(d, id);
-    return r;
+  char ids[3][64] = {{0}}, jid[3][64] = {{0}}, job[1024];
+  int nup = 0, njob = 0, ok = 1;
+  case_tweak(c);
+  double t0 = now_s(), up = 0, stored = 0;
+  for (; nup < c->nin && ok; nup++) {
+    double t = upload(c->body[nup], c->len[nup], ids[nup]);
+    if (t < 0) ok = 0;
+    up += t;
   }
-  r.stored = json_real_value(json_object_get(json_object_get(o, "timings_ms"), "total")) / 1e3;
-  char jid[64];
-  snprintf(jid, sizeof jid, "%s", json_string_value(json_object_get(o, "id")));
-  json_decref(o);
-  snprintf(url, sizeof url, "%s/v1/jobs/%s/result?format=npy", d->base, jid);
-  /* The client knows the result's size: one buffer, no regrowth (a user's
-   * np.empty + readinto). */
-  if (m.cap < 128 + (size_t)n * 8 + 1) {
-    free(m.p);
-    m.cap = 128 + (size_t)n * 8 + 1;
-    m.p = malloc(m.cap);
-    if (!m.p) return r;
+  int steps = c->kind == C_CHAIN ? 3 : 1;
+  for (int s = 0; ok && s < steps; s++) {
+    double st = 0;
+    case_job(c, backend, ids, s, s ? jid[s - 1] : NULL, job, sizeof job);
+    if (run_job(job, jid[s], &st) != 0) ok = 0;
+    else njob++;
+    stored += st;
   }
-  double t1 = now_s();
-  st = http("GET", url, NULL, NULL, 0, &m);
-  r.down = now_s() - t1;
-  r.whole = now_s() - t0;
-  if (st != 200 || m.n != 128 + (size_t)n * 8) {
-    fprintf(stderr, "result: %ld, %zu bytes\n", st, m.n);
-    r.whole = -1;
-  } else { /* check one value: y = (x+1)^2 */
-    double x, y;
-    memcpy(&x, body + 128 + 8 * (size_t)(n / 2), 8);
-    memcpy(&y, m.p + 128 + 8 * (size_t)(n / 2), 8);
-    if (fabs(y - (x + 1) * (x + 1)) > 1e-12 * fabs(y) + 1e-15) {
-      fprintf(stderr, "wrong value: %.17g for x = %.17g\n", y, x);
-      r.whole = -1;
-    }
-  }
-  free(m.p);
-  snprintf(url, sizeof url, "%s/v1/jobs/%s", d->base, jid);
-  membuf z = {0};
-  http("DELETE", url, NULL, NULL, 0, &z);
-  free(z.p);
-  delete_array(d, id);
+  double down = ok ? download(jid[steps - 1], res) : -1;
+  double whole = now_s() - t0;
+  if (ok && down >= 0 && case_check(c, res->p, res->n) == 0)
+    r = (e2e){whole, up, stored, down};
+  for (int s = njob - 1; s >= 0; s--) delete_path("jobs", jid[s]);
+  for (int i = 0; i < nup; i++)
+    if (ids[i][0]) delete_path("arrays", ids[i]);
   return r;
 }
 
-/* ---- peers in python3 -------------------------------------------------------- */
-/* "numpy cupy torch" times (seconds, -1 when not importable). */
-static void peers(int64_t n, int reps, double out[3]) {
-  out[0] = out[1] = out[2] = -1;
-  char cmd[4096];
-  const char *py = getenv("PYTHON") ? getenv("PYTHON") : "python3";
-  snprintf(cmd, sizeof cmd,
-           "%s - <<'EOF' 2>/dev/null\n"
-           "import time, statistics\n"
-           "import numpy as np\n"
-           "n, reps = %lld, %d\n"
-           "x = (np.arange(n, dtype=np.float64) * 2654435761 %% 1000) * 1e-3\n"
-           "def med(f):\n"
-           "    f(); t = []\n"
-           "    for _ in range(reps):\n"
-           "        t0 = time.perf_counter(); f(); t.append(time.perf_counter() - t0)\n"
-           "    return statistics.median(t)\n"
-           "r = [med(lambda: x**2 + 2*x + 1), -1, -1]\n"
-           "try:\n"
-           "    import cupy as cp\n"
-           "    if cp.cuda.runtime.getDeviceCount() > 0:\n"
-           "        def c():\n"
-           "            g = cp.asarray(x); y = cp.asnumpy(g**2 + 2*g + 1)\n"
-           "        r[1] = med(c)\n"
-           "except Exception: pass\n"
-           "try:\n"
-           "    import torch\n"
-           "    if torch.cuda.is_available():\n"
-           "        tx = torch.from_numpy(x)\n"
-           "        def t():\n"
-           "            g = tx.to('cuda'); y = (g**2 + 2*g + 1).cpu().numpy()\n"
-           "        r[2] = med(t)\n"
-           "except Exception: pass\n"
-           "print(r[0], r[1], r[2])\n"
-           "EOF",
-           py, (long long)n, reps);
+/* The chain as three separate round trips: upload, job, download, the
+ * downloaded .npy uploaded as the next step's input. Whole seconds or -1. */
+static double run_roundtrips(cse *c, const char *backend, rbuf *res) {
+  case_tweak(c);
+  const char *body = c->body[0];
+  size_t len = c->len[0];
+  char *held = NULL;
+  double t0 = now_s();
+  int ok = 1;
+  for (int s = 0; s < 3 && ok; s++) {
+    char ids[3][64] = {{0}}, jid[64], job[1024];
+    double st;
+    if (upload(body, len, ids[0]) < 0) {
+      ok = 0;
+      break;
+    }
+    case_job(c, backend, ids, s, NULL, job, sizeof job);
+    if (run_job(job, jid, &st) != 0 || download(jid, res) < 0) ok = 0;
+    delete_path("jobs", jid);
+    delete_path("arrays", ids[0]);
+    if (!ok) break;
+    if (s < 2) { /* the next upload's body: this result, as the client holds it */
+      free(held);
+      held = malloc(res->n);
+      if (!held) ok = 0;
+      else memcpy(held, res->p, res->n);
+      body = held;
+      len = res->n;
+    }
+  }
+  double t = now_s() - t0;
+  free(held);
+  /* (the copy into `held` is inside the time: the user holds each result) */
+  return ok && case_check(c, res->p, res->n) == 0 ? t : -1;
+}
+
+/* ---- peers ----------------------------------------------------------------- */
+static const char *g_python, *g_script;
+
+/* Run peers_e2e.py; its RESULT line's words into out[0..5]. 0 or -1. */
+static int py_peers(const char *kase, const char *dir, int reps, char out[6][32]) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "'%s' '%s' %s '%s' %d", g_python, g_script, kase, dir, reps);
   FILE *p = popen(cmd, "r");
-  if (!p) return;
-  /* (cmd starts with "python3": $PYTHON, when set, names another one) */
-  if (fscanf(p, "%lf %lf %lf", &out[0], &out[1], &out[2]) != 3) out[0] = out[1] = out[2] = -1;
+  if (!p) return -1;
+  char line[512];
+  int rc = -1;
+  while (fgets(line, sizeof line, p))
+    if (strncmp(line, "RESULT ", 7) == 0)
+      rc = sscanf(line + 7, "%31s %31s %31s %31s %31s", out[0], out[1], out[2], out[3],
+                  out[4]) >= 3 ? 0 : -1;
   pclose(p);
+  return rc;
+}
+
+static int write_file(const char *path, const char *p, size_t n) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return -1;
+  size_t off = 0;
+  while (off < n) {
+    ssize_t w = write(fd, p + off, n - off);
+    if (w <= 0) break;
+    off += (size_t)w;
+  }
+  close(fd);
+  return off == n ? 0 : -1;
 }
 
 static void fmt_ms(char *b, size_t cap, double s) {
   if (s < 0) snprintf(b, cap, "—");
+  else if (s * 1e3 >= 100) snprintf(b, cap, "%.0f", s * 1e3);
   else snprintf(b, cap, "%.1f", s * 1e3);
 }
+static void fmt_ratio(char *b, size_t cap, double a, double d) {
+  if (a > 0 && d > 0) snprintf(b, cap, "%.2f", a / d);
+  else snprintf(b, cap, "—");
+}
 
-int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: bench_e2e <tesseld> [--sizes 1e6,1e7,1e8] "
-                    "[--upload-mib 1024] [--reps 3] [--threads T] [--dir P] "
-                    "[--no-peers]\n");
-    return 2;
-  }
-  const char *exe = argv[1], *parent = "/tmp", *threads = NULL;
-  const char *sizes_s = "1e6,1e7,1e8";
-  int reps = 3, want_peers = 1;
-  long upload_mib = 1024;
-  for (int i = 2; i < argc; i++) {
-    if (!strcmp(argv[i], "--sizes") && i + 1 < argc) sizes_s = argv[++i];
-    else if (!strcmp(argv[i], "--upload-mib") && i + 1 < argc) upload_mib = atol(argv[++i]);
-    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = argv[++i];
-    else if (!strcmp(argv[i], "--dir") && i + 1 < argc) parent = argv[++i];
-    else if (!strcmp(argv[i], "--no-peers")) want_peers = 0;
-  }
-  if (reps < 1 || reps > 50) reps = 3;
-  curl_global_init(CURL_GLOBAL_DEFAULT);
-  signal(SIGPIPE, SIG_IGN);
-  bench_daemon d;
-  const char *extra[] = {"--max-upload", "17179869184", threads ? "--threads" : NULL,
-                         threads, NULL};
-  if (bench_daemon_start(&d, exe, parent, "bench_e2e", extra) != 0) return 1;
-  sink k;
-  if (sink_start(&k) != 0) {
-    fprintf(stderr, "bench_e2e: cannot start the sink\n");
-    bench_daemon_remove(&d);
-    return 1;
-  }
-  char load[128] = "";
-  FILE *lf = fopen("/proc/loadavg", "r");
-  if (lf && fgets(load, sizeof load, lf)) load[strcspn(load, "\n")] = 0;
-  if (lf) fclose(lf);
-  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  printf("# bench_e2e: %ld CPUs, load %s, tesseld %s, median of %d after a warm-up\n\n",
-         ncpu, load, exe, reps);
+/* ---- main ------------------------------------------------------------------- */
+typedef struct opts {
+  const char *exe, *parent, *threads, *sizes, *map_sizes, *matmul, *geo, *cases;
+  int reps, peers, matmul_big, geo_big;
+  double max_run_s;
+  long upload_mib, download_mb;
+} opts;
 
-  /* Devices: is there a GPU? */
-  char url[160];
-  membuf m = {0};
-  snprintf(url, sizeof url, "%s/v1/devices", d.base);
-  int have_cuda = 0;
-  if (http("GET", url, NULL, NULL, 0, &m) == 200) {
-    json_t *o = json_loads(m.p, 0, NULL);
-    have_cuda = json_is_true(json_object_get(json_object_get(o, "cuda"), "available"));
-    json_decref(o);
+static int64_t *parse_list(const char *s, int *n) {
+  int64_t *v = calloc(64, sizeof *v);
+  *n = 0;
+  char *save = strdup(s ? s : ""), *sp = NULL;
+  for (char *t = strtok_r(save, ",", &sp); t && *n < 64; t = strtok_r(NULL, ",", &sp)) {
+    int64_t x = (int64_t)strtod(t, NULL);
+    if (x > 0) v[(*n)++] = x;
   }
-  free(m.p);
+  free(save);
+  return v;
+}
 
-  /* ---- ceilings and the upload ---- */
-  int64_t un = (int64_t)upload_mib * 1024 * 1024 / 8;
+static int have_case(const opts *o, int k) {
+  char want[64];
+  snprintf(want, sizeof want, ",%s,", case_name[k]);
+  char all[300];
+  snprintf(all, sizeof all, ",%s,", o->cases);
+  return strstr(all, want) != NULL;
+}
+
+static void ceilings(const opts *o, plain *sink, plain *files, const char *work) {
+  int reps = o->reps;
+  /* Upload. */
+  int64_t un = (int64_t)o->upload_mib * 1024 * 1024 / 8;
   size_t ulen;
-  char *ub = npy_body(un, 1, &ulen);
-  char *dst = malloc(ulen);
+  char *ub = npy_new(un, 0, &ulen);
+  char *dst = ub ? malloc(ulen) : NULL;
   if (!ub || !dst) {
-    fprintf(stderr, "bench_e2e: no memory for a %ld MiB body\n", upload_mib);
-    return 1;
+    fprintf(stderr, "bench_e2e: no memory for a %ld MiB body\n", o->upload_mib);
+    exit(1);
   }
-  double tm[50], ts[50], tu[50];
+  fill(npy_data(ub), un, 1, 0, 1);
+  double tm[MAXREPS], ts[MAXREPS], tu[MAXREPS];
   memcpy(dst, ub, ulen); /* fault the pages in */
-  char surl[64];
-  snprintf(surl, sizeof surl, "http://127.0.0.1:%d/x", k.port);
-  membuf sm = {0};
+  char surl[64], id[64];
+  snprintf(surl, sizeof surl, "http://127.0.0.1:%d/x", sink->port);
+  rbuf sm = {0};
   http("POST", surl, "application/x-npy", ub, ulen, &sm); /* warm-up */
-  char id[64];
-  double w = upload(&d, ub, ulen, id);
-  if (w >= 0) delete_array(&d, id);
+  if (upload(ub, ulen, id) >= 0) delete_path("arrays", id);
   for (int r = 0; r < reps; r++) {
     double t0 = now_s();
     memcpy(dst, ub, ulen);
@@ -429,83 +805,407 @@ int main(int argc, char **argv) {
     t0 = now_s();
     http("POST", surl, "application/x-npy", ub, ulen, &sm);
     ts[r] = now_s() - t0;
-    ((double *)(ub + 128))[0] = (double)r + 0.5; /* a new array each time */
-    tu[r] = upload(&d, ub, ulen, id);
-    if (tu[r] >= 0) delete_array(&d, id);
+    npy_data(ub)[0] = (double)r + 0.5; /* a new array each time */
+    tu[r] = upload(ub, ulen, id);
+    if (tu[r] >= 0) delete_path("arrays", id);
   }
   free(sm.p);
   free(dst);
+  free(ub);
   double cm = median(tm, reps), cs = median(ts, reps), cu = median(tu, reps);
   double gb = (double)ulen / 1e9;
-  printf("## Upload of a %ld MiB .npy (libcurl, loopback)\n\n", upload_mib);
+  printf("## Ceilings: upload of a %ld MiB .npy (libcurl, loopback)\n\n", o->upload_mib);
   printf("| path | seconds | GB/s | / sink |\n|---|---|---|---|\n");
   printf("| memcpy (ceiling) | %.3f | %.2f | %.2f |\n", cm, gb / cm, cs / cm);
   printf("| plain HTTP sink (ceiling) | %.3f | %.2f | 1.00 |\n", cs, gb / cs);
   printf("| tesseld POST /v1/arrays | %.3f | %.2f | %.2f |\n\n", cu, gb / cu, cs / cu);
-  free(ub);
+  fflush(stdout);
 
-  /* ---- end to end ---- */
-  const char *backends[] = {"serial", "cpu", "auto", "cuda"};
-  int nb = have_cuda ? 4 : 3;
-  printf("## map y = x**2 + 2*x + 1, float64: client array -> upload -> job -> "
-         "download (ms)\n\n");
-  printf("| n | backend | whole | upload | submit->stored | download | NumPy "
-         "compute | whole / NumPy | CuPy asarray+compute+asnumpy | PyTorch "
-         "to+compute+cpu | whole / CuPy |\n");
-  printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
-  char *save = strdup(sizes_s), *tok, *sp = NULL;
-  for (tok = strtok_r(save, ",", &sp); tok; tok = strtok_r(NULL, ",", &sp)) {
-    int64_t n = (int64_t)strtod(tok, NULL);
-    if (n < 1) continue;
-    size_t len;
-    char *body = npy_body(n, 7, &len);
-    if (!body) continue;
-    double pe[3] = {-1, -1, -1};
-    if (want_peers) peers(n, reps, pe);
-    for (int b = 0; b < nb; b++) {
-      double w1[50], u1[50], s1[50], d1[50];
-      int ok = 1;
-      ((double *)(body + 128))[1] = -1.0 - b; /* a new array per backend */
-      e2e warm = run_once(&d, body, len, backends[b], n);
-      if (warm.whole < 0) ok = 0;
-      for (int r = 0; ok && r < reps; r++) {
-        ((double *)(body + 128))[0] = (double)r * 0.25 + b;
-        e2e x = run_once(&d, body, len, backends[b], n);
-        if (x.whole < 0) ok = 0;
-        w1[r] = x.whole;
-        u1[r] = x.up;
-        s1[r] = x.stored;
-        d1[r] = x.down;
-      }
-      char a[5][32], pn[32], pc[32], pt[32], rn[32], rc[32];
-      if (ok) {
-        fmt_ms(a[0], 32, median(w1, reps));
-        fmt_ms(a[1], 32, median(u1, reps));
-        fmt_ms(a[2], 32, median(s1, reps));
-        fmt_ms(a[3], 32, median(d1, reps));
-      } else {
-        for (int i = 0; i < 4; i++) snprintf(a[i], 32, "error");
-      }
-      fmt_ms(pn, 32, pe[0]);
-      fmt_ms(pc, 32, pe[1]);
-      fmt_ms(pt, 32, pe[2]);
-      double wm = ok ? median(w1, reps) : -1;
-      if (wm > 0 && pe[0] > 0) snprintf(rn, 32, "%.1f", wm / pe[0]);
-      else snprintf(rn, 32, "—");
-      if (wm > 0 && pe[1] > 0) snprintf(rc, 32, "%.2f", wm / pe[1]);
-      else snprintf(rc, 32, "—");
-      printf("| %lld | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-             (long long)n, backends[b], a[0], a[1], a[2], a[3], pn, rn, pc, pt, rc);
-      fflush(stdout);
-    }
-    free(body);
+  /* Download: a map result of --download-mb, from tesseld and from the
+   * plain server (the same file's bytes), read three ways, interleaved. */
+  int64_t dn = (int64_t)o->download_mb * 1000000 / 8;
+  char job[512], jid[64];
+  double st;
+  snprintf(job, sizeof job,
+           "{\"kind\":\"map\",\"backend\":\"cpu\",\"params\":{\"expr\":\"x + 1\","
+           "\"inputs\":{\"x\":{\"range\":{\"stop\":%lld}}}}}",
+           (long long)dn);
+  if (run_job(job, jid, &st) != 0) return;
+  rbuf keep = {0};
+  char turl[200], furl[96];
+  snprintf(turl, sizeof turl, "%s/v1/jobs/%s/result?format=npy", D.base, jid);
+  snprintf(furl, sizeof furl, "http://127.0.0.1:%d/r.npy", files->port);
+  snprintf(files->path, sizeof files->path, "%s/download.npy", work);
+  if (download(jid, &keep) < 0 || write_file(files->path, keep.p, keep.n) != 0) {
+    fprintf(stderr, "bench_e2e: cannot prepare the download ceiling\n");
+    free(keep.p);
+    return;
   }
-  free(save);
+  size_t bytes = keep.n;
+  const char *how[3] = {"discarded (curl -o /dev/null)", "into a fresh buffer (old client)",
+                        "into a reused buffer (this client)"};
+  double t[2][3][MAXREPS];
+  for (int r = -1; r < reps; r++) /* r = -1: the warm-up */
+    for (int s = 0; s < 2; s++)
+      for (int w = 0; w < 3; w++) {
+        rbuf fresh = {0, 0, 0, 0, 1, 0}, disc = {0, 0, 0, 1, 0, 0};
+        rbuf *b = w == 0 ? &disc : w == 1 ? &fresh : &keep;
+        double t0 = now_s();
+        long code = http("GET", s ? turl : furl, NULL, NULL, 0, b);
+        double d = now_s() - t0;
+        if (code != 200 || b->n != bytes) d = -1;
+        if (r >= 0) t[s][w][r] = d;
+        free(fresh.p);
+      }
+  printf("## Ceilings: download of a %.0f MB result (libcurl, loopback)\n\n", bytes / 1e6);
+  printf("| server | read | seconds | GB/s | / plain server, same read |\n|---|---|---|---|---|\n");
+  for (int s = 0; s < 2; s++)
+    for (int w = 0; w < 3; w++) {
+      double m = median(t[s][w], reps), p = median(t[0][w], reps);
+      printf("| %s | %s | %.3f | %.2f | %.2f |\n",
+             s ? "tesseld GET /v1/jobs/{id}/result" : "plain sendfile server (ceiling)",
+             how[w], m, bytes / m / 1e9, p / m);
+    }
   printf("\n");
-  shutdown(k.lfd, SHUT_RDWR);
-  close(k.lfd);
-  pthread_join(k.th, NULL);
-  bench_daemon_remove(&d);
+  free(keep.p);
+  unlink(files->path);
+  delete_path("jobs", jid);
+
+  /* Pinned PCIe, by CuPy. */
+  char pr[6][32];
+  if (o->peers && py_peers("pcie", work, reps, pr) == 0 && atof(pr[0]) > 0) {
+    double b = atof(pr[2]) / 1e9;
+    printf("## Ceilings: pinned PCIe, %.0f MB (CuPy)\n\n", b * 1e3);
+    printf("| direction | seconds | GB/s |\n|---|---|---|\n");
+    printf("| h2d | %.4f | %.1f |\n| d2h | %.4f | %.1f |\n\n", atof(pr[0]),
+           b / atof(pr[0]), atof(pr[1]), b / atof(pr[1]));
+  } else {
+    printf("Pinned PCIe: not measured (no CuPy with a GPU in %s).\n\n", g_python);
+  }
+  fflush(stdout);
+}
+
+/* The peers' inputs (the bodies as last uploaded) and Tessel's answer to
+ * them, into the work dir. 1 when written. */
+static int save_for_peers(const cse *c, const rbuf *res, const char *work) {
+  char p[600];
+  for (int i = 0; i < c->nin; i++) {
+    snprintf(p, sizeof p, "%s/in_%s.npy", work, c->in_name[i]);
+    if (write_file(p, c->body[i], c->len[i]) != 0) return 0;
+  }
+  snprintf(p, sizeof p, "%s/tessel.npy", work);
+  return write_file(p, res->p, res->n) == 0;
+}
+
+/* Results of one case and size, per backend. */
+typedef struct row {
+  int ok;
+  int runs;         /* medians of this many runs (1: the warm-up alone) */
+  const char *skip; /* not run, and why */
+  e2e med;
+  double rt; /* chain: three round trips, whole */
+} row;
+
+static int g_auto_n, g_auto_within;
+static char g_same_host[200];
+
+static void run_case(const opts *o, int kind, int64_t n, const char **backends, int nb,
+                     const char *work) {
+  cse c;
+  if (case_build(&c, kind, n) != 0) {
+    fprintf(stderr, "bench_e2e: no memory for %s n=%lld\n", case_name[kind], (long long)n);
+    case_free(&c);
+    return;
+  }
+  int reps = o->reps;
+  row rows[5] = {{0}};
+  rbuf res = {0};
+  int saved = !o->peers || kind == C_GEO; /* nothing for peers to read */
+  /* Warm-ups, then the repetitions with the backends interleaved (a burst
+   * of load on a shared machine then falls on every backend alike). */
+  static double w[5][MAXREPS], u[5][MAXREPS], s[5][MAXREPS], d[5][MAXREPS], rt[5][MAXREPS];
+  for (int b = 0; b < nb; b++) {
+    if (kind == C_GEO && n >= 20000 && !strcmp(backends[b], "serial")) {
+      rows[b].skip = "one thread takes minutes at this size";
+      continue;
+    }
+    e2e wu = run_once(&c, backends[b], &res);
+    rows[b].ok = wu.whole >= 0;
+    if (rows[b].ok && !saved) saved = save_for_peers(&c, &res, work); /* the first success */
+    rows[b].runs = rows[b].ok && wu.whole > o->max_run_s ? 1 : reps;
+    if (rows[b].runs == 1) { /* too slow to repeat: the warm-up is the figure */
+      w[b][0] = wu.whole;
+      u[b][0] = wu.up;
+      s[b][0] = wu.stored;
+      d[b][0] = wu.down;
+    }
+    if (rows[b].ok && kind == C_CHAIN) {
+      if (rows[b].runs == 1) rt[b][0] = run_roundtrips(&c, backends[b], &res);
+      else run_roundtrips(&c, backends[b], &res); /* its warm-up */
+      if (rows[b].runs == 1 && rt[b][0] < 0) rows[b].ok = 0;
+    }
+  }
+  for (int r = 0; r < reps; r++)
+    for (int b = 0; b < nb; b++) {
+      if (!rows[b].ok || rows[b].runs == 1) continue;
+      e2e x = run_once(&c, backends[b], &res);
+      if (x.whole < 0) rows[b].ok = 0;
+      w[b][r] = x.whole;
+      u[b][r] = x.up;
+      s[b][r] = x.stored;
+      d[b][r] = x.down;
+      if (rows[b].ok && r == reps - 1) saved = saved || save_for_peers(&c, &res, work);
+      if (rows[b].ok && kind == C_CHAIN && (rt[b][r] = run_roundtrips(&c, backends[b], &res)) < 0)
+        rows[b].ok = 0;
+    }
+  for (int b = 0; b < nb; b++) {
+    if (!rows[b].ok) continue;
+    int k = rows[b].runs;
+    rows[b].med = (e2e){median(w[b], k), median(u[b], k), median(s[b], k), median(d[b], k)};
+    rows[b].rt = kind == C_CHAIN ? median(rt[b], k) : -1;
+  }
+  free(res.p);
+  char pe[6][32] = {"-1", "-1", "-1", "none", "0"};
+  if (o->peers && kind != C_GEO) {
+    if (py_peers(case_name[kind], work, reps, pe) != 0) {
+      fprintf(stderr, "bench_e2e: peers_e2e.py %s gave no result\n", case_name[kind]);
+      snprintf(pe[3], 32, "error");
+    }
+  }
+  if (strcmp(pe[3], "MISMATCH") == 0)
+    fprintf(stderr, "\n!!!!!! %s n=%lld: a peer's result differs from Tessel's (above)\n\n",
+            case_name[kind], (long long)n);
+  double np_s = atof(pe[0]), cp_s = atof(pe[1]), th_s = atof(pe[2]);
+  /* auto / best: auto's submit->stored over the fastest other backend's. */
+  double best = -1, autos = -1;
+  for (int b = 0; b < nb; b++) {
+    if (!rows[b].ok) continue;
+    if (!strcmp(backends[b], "auto")) autos = rows[b].med.stored;
+    else if (best < 0 || rows[b].med.stored < best) best = rows[b].med.stored;
+  }
+  if (autos > 0 && best > 0) {
+    g_auto_n++;
+    if (autos <= 1.10 * best) g_auto_within++;
+  }
+  char sz[32];
+  snprintf(sz, sizeof sz, "%lld", (long long)n);
+  for (int b = 0; b < nb; b++) {
+    char a[4][32], pn[32], pc[32], pt[32], rn[32], rc[32], ab[32], be[64];
+    if (rows[b].skip) {
+      printf("| %s | %s | %s | skipped: %s | | | | | | | | | | |\n", case_name[kind], sz,
+             backends[b], rows[b].skip);
+      continue;
+    }
+    snprintf(be, sizeof be, "%s%s", backends[b], rows[b].runs == 1 ? " (1 run)" : "");
+    if (rows[b].ok) {
+      fmt_ms(a[0], 32, rows[b].med.whole);
+      fmt_ms(a[1], 32, rows[b].med.up);
+      fmt_ms(a[2], 32, rows[b].med.stored);
+      fmt_ms(a[3], 32, rows[b].med.down);
+    } else {
+      for (int i = 0; i < 4; i++) snprintf(a[i], 32, "error");
+    }
+    fmt_ms(pn, 32, np_s);
+    fmt_ms(pc, 32, cp_s);
+    fmt_ms(pt, 32, th_s);
+    double wm = rows[b].ok ? rows[b].med.whole : -1;
+    fmt_ratio(rn, 32, wm, np_s);
+    fmt_ratio(rc, 32, wm, cp_s);
+    if (!strcmp(backends[b], "auto")) fmt_ratio(ab, 32, autos, best);
+    else snprintf(ab, 32, " ");
+    printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+           case_name[kind], sz, be, a[0], a[1], a[2], a[3], pn, pc, pt, rn, rc, ab,
+           b == 0 ? pe[3] : "");
+  }
+  printf("| %s | %s | same-host | skipped: %s | | | | | | | | | | |\n", case_name[kind], sz,
+         g_same_host);
+  if (kind == C_CHAIN) {
+    printf("| | | *chain:* | *whole, chained* | *three round trips* | *round trips / chained* "
+           "| | | | | | | | |\n");
+    for (int b = 0; b < nb; b++) {
+      if (rows[b].skip) continue;
+      char cw[32], ct[32], cq[32];
+      fmt_ms(cw, 32, rows[b].ok ? rows[b].med.whole : -1);
+      fmt_ms(ct, 32, rows[b].ok ? rows[b].rt : -1);
+      fmt_ratio(cq, 32, rows[b].ok ? rows[b].rt : -1, rows[b].ok ? rows[b].med.whole : -1);
+      printf("| chain | %s | %s | %s | %s | %s | | | | | | | | |\n", sz, backends[b], cw, ct, cq);
+    }
+  }
+  fflush(stdout);
+  char p[600];
+  for (int i = 0; i < c.nin; i++) {
+    snprintf(p, sizeof p, "%s/in_%s.npy", work, c.in_name[i]);
+    unlink(p);
+  }
+  snprintf(p, sizeof p, "%s/tessel.npy", work);
+  unlink(p);
+  case_free(&c);
+}
+
+/* Does this tesseld take --local-dir (the same-host path)? */
+static int has_local_dir(const char *exe) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "'%s' --help 2>&1", exe);
+  FILE *p = popen(cmd, "r");
+  if (!p) return 0;
+  char line[512];
+  int yes = 0;
+  while (fgets(line, sizeof line, p))
+    if (strstr(line, "--local-dir")) yes = 1;
+  pclose(p);
+  return yes;
+}
+
+static const char *find_script(void) {
+  static char p[600];
+  if (access("tests/bench/peers_e2e.py", R_OK) == 0) return "tests/bench/peers_e2e.py";
+  snprintf(p, sizeof p, "%s", __FILE__);
+  char *slash = strrchr(p, '/');
+  if (slash) snprintf(slash + 1, sizeof p - (size_t)(slash + 1 - p), "peers_e2e.py");
+  return p;
+}
+
+int main(int argc, char **argv) {
+  opts o = {.parent = "/tmp", .sizes = "1e6,1e7", .map_sizes = "", .matmul = "1024,4096",
+            .geo = "5000", .cases = "map1,map2,reduce,matmul,geodesic,chain", .reps = 3,
+            .peers = 1, .upload_mib = 1024, .download_mb = 800, .max_run_s = 20};
+  if (argc < 2 || argv[1][0] == '-') {
+    fprintf(stderr,
+            "usage: bench_e2e <tesseld> [--sizes 1e6,1e7] [--map-sizes 1e8] "
+            "[--matmul 1024,4096] [--matmul-big] [--geo 5000] [--geo-big] "
+            "[--cases map1,map2,reduce,matmul,geodesic,chain] [--upload-mib 1024] "
+            "[--download-mb 800] [--reps 3] [--max-run-s 20] [--threads T] [--dir P] "
+            "[--no-peers]\n");
+    return 2;
+  }
+  o.exe = argv[1];
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--sizes") && v) o.sizes = argv[++i];
+    else if (!strcmp(a, "--map-sizes") && v) o.map_sizes = argv[++i];
+    else if (!strcmp(a, "--matmul") && v) o.matmul = argv[++i];
+    else if (!strcmp(a, "--matmul-big")) o.matmul_big = 1;
+    else if (!strcmp(a, "--geo") && v) o.geo = argv[++i];
+    else if (!strcmp(a, "--geo-big")) o.geo_big = 1;
+    else if (!strcmp(a, "--cases") && v) o.cases = argv[++i];
+    else if (!strcmp(a, "--upload-mib") && v) o.upload_mib = atol(argv[++i]);
+    else if (!strcmp(a, "--download-mb") && v) o.download_mb = atol(argv[++i]);
+    else if (!strcmp(a, "--reps") && v) o.reps = atoi(argv[++i]);
+    else if (!strcmp(a, "--max-run-s") && v) o.max_run_s = atof(argv[++i]);
+    else if (!strcmp(a, "--threads") && v) o.threads = argv[++i];
+    else if (!strcmp(a, "--dir") && v) o.parent = argv[++i];
+    else if (!strcmp(a, "--no-peers")) o.peers = 0;
+    else {
+      fprintf(stderr, "bench_e2e: unknown or incomplete option %s\n", a);
+      return 2;
+    }
+  }
+  if (o.reps < 1 || o.reps > MAXREPS) o.reps = 3;
+  g_python = getenv("PYTHON") ? getenv("PYTHON") : "python3";
+  g_script = find_script();
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  g_curl = curl_easy_init();
+  signal(SIGPIPE, SIG_IGN);
+  const char *extra[] = {"--max-upload", "17179869184", o.threads ? "--threads" : NULL,
+                         o.threads, NULL};
+  if (bench_daemon_start(&D, o.exe, o.parent, "bench_e2e", extra) != 0) return 1;
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  char work[400];
+  snprintf(work, sizeof work, "%s/work", D.dir);
+  mkdir(work, 0755);
+  plain sink, files;
+  if (plain_start(&sink, sink_main) != 0 || plain_start(&files, files_main) != 0) {
+    fprintf(stderr, "bench_e2e: cannot start the ceilings' servers\n");
+    bench_daemon_remove(&D);
+    return 1;
+  }
+  if (has_local_dir(o.exe))
+    snprintf(g_same_host, sizeof g_same_host,
+             "this tesseld has --local-dir; bench_e2e does not drive the {\"file\"} path yet");
+  else
+    snprintf(g_same_host, sizeof g_same_host, "this tesseld has no --local-dir");
+
+  char load[128] = "", cpu[160] = "";
+  FILE *lf = fopen("/proc/loadavg", "r");
+  if (lf && fgets(load, sizeof load, lf)) load[strcspn(load, "\n")] = 0;
+  if (lf) fclose(lf);
+  lf = fopen("/proc/cpuinfo", "r");
+  char line[512];
+  while (lf && fgets(line, sizeof line, lf))
+    if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+      snprintf(cpu, sizeof cpu, "%s", strchr(line, ':') + 2);
+      cpu[strcspn(cpu, "\n")] = 0;
+      break;
+    }
+  if (lf) fclose(lf);
+
+  /* Devices: is there a GPU? */
+  char url[160], gpu[200] = "none";
+  rbuf m = {0};
+  snprintf(url, sizeof url, "%s/v1/devices", D.base);
+  int have_cuda = 0;
+  if (http("GET", url, NULL, NULL, 0, &m) == 200) {
+    json_t *j = json_loads(m.p, 0, NULL);
+    json_t *cu = json_object_get(j, "cuda");
+    have_cuda = json_is_true(json_object_get(cu, "available"));
+    json_t *d0 = json_array_get(json_object_get(cu, "devices"), 0);
+    const char *nm = json_string_value(json_object_get(d0, "name"));
+    if (have_cuda) snprintf(gpu, sizeof gpu, "%s", nm ? nm : "yes");
+    json_decref(j);
+  }
+  free(m.p);
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  printf("# bench_e2e: %ld CPUs (%s), GPU %s, load %s, tesseld %s, peers %s, "
+         "median of %d after a warm-up\n\n",
+         ncpu, cpu, gpu, load, o.exe, o.peers ? g_python : "off", o.reps);
+  fflush(stdout);
+
+  ceilings(&o, &sink, &files, work);
+
+  const char *backends[5];
+  int nb = 0;
+  backends[nb++] = "serial";
+  backends[nb++] = "cpu";
+  if (have_cuda) backends[nb++] = "cuda";
+  backends[nb++] = "auto";
+  printf("## Cases: client array -> upload -> job -> download into client memory (ms)\n\n");
+  printf("| case | n | backend | whole | upload | submit->stored | download | NumPy "
+         "compute | CuPy asarray+compute+asnumpy | PyTorch to(cuda)+compute+cpu() | "
+         "whole / NumPy | whole / CuPy | auto / best | peers' check |\n");
+  printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  fflush(stdout);
+  int ns, nms, nmm, ng;
+  int64_t *sizes = parse_list(o.sizes, &ns), *msizes = parse_list(o.map_sizes, &nms);
+  int64_t *mm = parse_list(o.matmul, &nmm), *geo = parse_list(o.geo, &ng);
+  if (o.matmul_big && nmm < 64) mm[nmm++] = 8192;
+  if ((o.geo_big || have_cuda) && ng < 64) geo[ng++] = 20000;
+  for (int k = 0; k < NCASES; k++) {
+    if (!have_case(&o, k)) continue;
+    if (k == C_MATMUL) {
+      for (int i = 0; i < nmm; i++) run_case(&o, k, mm[i], backends, nb, work);
+    } else if (k == C_GEO) {
+      for (int i = 0; i < ng; i++) run_case(&o, k, geo[i], backends, nb, work);
+    } else {
+      for (int i = 0; i < ns; i++)
+        if (k != C_REDUCE || sizes[i] >= 1000) run_case(&o, k, sizes[i], backends, nb, work);
+      if (k == C_MAP1 || k == C_MAP2)
+        for (int i = 0; i < nms; i++) run_case(&o, k, msizes[i], backends, nb, work);
+    }
+  }
+  printf("\nCases:");
+  for (int k = 0; k < NCASES; k++) printf(" %s = %s%s", case_name[k], case_title[k], k + 1 < NCASES ? ";" : ".\n");
+  printf("\nauto within 10 %% of the best backend's submit->stored on %d of %d cases "
+         "(%.0f %%; issue 11's target: >= 90 %%).\n",
+         g_auto_within, g_auto_n, g_auto_n ? 100.0 * g_auto_within / g_auto_n : 0.0);
+  free(sizes);
+  free(msizes);
+  free(mm);
+  free(geo);
+  plain_stop(&sink);
+  plain_stop(&files);
+  bench_daemon_remove(&D);
+  curl_easy_cleanup(g_curl);
   curl_global_cleanup();
   return 0;
 }

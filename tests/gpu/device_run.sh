@@ -8,7 +8,8 @@
 #   3. geodesic end to end through HTTP (n = 20,000, square, float64, cuda
 #      and cpu) beside bench_geodesic's "copy + write" peer,
 #   4. the GPU benchmark table,
-#   5. bench_e2e (SKIP_E2E=1 skips it).
+#   5. bench_e2e (SKIP_E2E=1 skips it, ONLY_E2E=1 runs it alone; E2E_ARGS="--matmul-big ..." adds flags;
+#      its peers run tests/bench/peers_e2e.py with python3).
 # Logs go to $OUT when set (the device tool), else to BIN. SKIP_BENCH=1 skips
 # step 4. Carry only libraries that machine lacks (not libnettle: its GnuTLS
 # needs its own).
@@ -23,6 +24,10 @@ step() { echo; echo "######## $*"; }
 
 step "GPU"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | tee "$LOG/gpu.txt"
+
+# ONLY_E2E=1: step 5 alone (the device tool gives a command 10 minutes, and
+# bench_e2e with every case takes most of them).
+if [ -z "${ONLY_E2E:-}" ]; then
 
 step "1. GPU tests"
 for t in "$BIN"/gpu_test_*; do
@@ -67,10 +72,17 @@ step "4. GPU benchmarks"
 if [ -z "${SKIP_BENCH:-}" ]; then
   timeout 200 "$BIN/bench_gpu" --max-exp 9 2>&1 | tee "$LOG/bench_gpu.txt"
 fi
+fi # ONLY_E2E
+
 step "5. end to end (bench_e2e: upload, job, download beside CuPy and PyTorch)"
 if [ -z "${SKIP_E2E:-}" ]; then
-  timeout 400 "$BIN/bench_e2e" "$BIN/tesseld" --sizes 1e6,1e7,1e8 --upload-mib 1024 \
-    --reps 3 2>&1 | tee "$LOG/bench_e2e.txt"
+  # Every case on serial, cpu, cuda and auto, the ceilings (memcpy, sink,
+  # sendfile server, pinned PCIe), NumPy/CuPy/PyTorch; geodesic n = 20,000
+  # comes by itself with a GPU; E2E_ARGS adds or overrides (--matmul-big for
+  # 8192^2, --reps 5, --cases map1,chain ...).
+  timeout 580 "$BIN/bench_e2e" "$BIN/tesseld" --sizes 1e6,1e7,1e8 --matmul 1024,4096 \
+    --geo 5000 --upload-mib 1024 --download-mb 800 --reps 3 ${E2E_ARGS:-} 2>&1 \
+    | tee "$LOG/bench_e2e.txt"
 fi
 echo
 [ $fail -eq 0 ] && echo "device_run: all passed" || echo "device_run: FAILURES"
