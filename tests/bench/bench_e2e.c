@@ -22,8 +22,12 @@
  *              Content-Length (this client, as a user reusing an output array).
  *   PCIe     — pinned host <-> device copies of 800 MB, by CuPy when the
  *              peers' python imports it and sees a GPU.
- * Cases, per backend (serial, cpu, cuda when the daemon has a GPU, auto; a
- * "same-host" row waits for the {"file"} path): map x**2 + 2*x + 1, map -b/a,
+ * Cases, per backend (serial, cpu, cuda when the daemon has a GPU, auto),
+ * and through the same-host path (the daemon started with --local-dir on a
+ * directory in /dev/shm: the client writes its inputs there as .npy, the
+ * job names them {"file"} and writes its result there ("output"), the client
+ * reads it back; on cuda when there is a GPU, else auto; a second row with
+ * the inputs already in the directory, as when the client made them there): map x**2 + 2*x + 1, map -b/a,
  * reduce sum(x**2) along axis 1 of [1000, n/1000], matmul W@X + bias (n x n),
  * geodesic karney square (n points), and a chain of three maps (2*x + 1,
  * x*x, x - 1, each job's input the previous job's {"result"}), the chain
@@ -709,6 +713,107 @@ static double run_roundtrips(cse *c, const char *backend, rbuf *res) {
   return ok && case_check(c, res->p, res->n) == 0 ? t : -1;
 }
 
+static int write_file(const char *path, const char *p, size_t n) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return -1;
+  size_t off = 0;
+  while (off < n) {
+    ssize_t w = write(fd, p + off, n - off);
+    if (w <= 0) break;
+    off += (size_t)w;
+  }
+  close(fd);
+  return off == n ? 0 : -1;
+}
+
+/* ---- same-host ------------------------------------------------------------ */
+/* The {"file"} path (--local-dir): the client writes its arrays as .npy into
+ * the shared directory (np.save), names them in the job, has the result
+ * written there ("output") and reads it back (np.load; here copied into the
+ * client's reused buffer, as a download fills it). g_local: the directory
+ * (/dev/shm/... when there is a /dev/shm), "" when this tesseld has no
+ * --local-dir. */
+static char g_local[256];
+
+/* The job of step s with every {"array": "@@i"} made {"file": in_i}, and an
+ * "output" on the last step. */
+static void case_job_files(cse *c, const char *backend, int s, const char *prev,
+                           char *job, size_t cap) {
+  char ids[3][64] = {"@@0", "@@1", "@@2"}, tmp[2048];
+  case_job(c, backend, ids, s, prev, tmp, sizeof tmp);
+  size_t o = 0;
+  int last = c->kind == C_CHAIN ? s == 2 : 1;
+  if (last)
+    o += (size_t)snprintf(job, cap, "{\"output\":{\"file\":\"%s/out.npy\"},", g_local);
+  else
+    o += (size_t)snprintf(job, cap, "{");
+  for (const char *t = tmp + 1; *t && o + 300 < cap;) {
+    if (!strncmp(t, "{\"array\":\"@@", 12) && t[12] >= '0' && t[12] <= '2') {
+      o += (size_t)snprintf(job + o, cap - o, "{\"file\":\"%s/in_%c.npy\"}", g_local, t[12]);
+      t += 15; /* {"array":"@@i"} */
+    } else {
+      job[o++] = *t++;
+    }
+  }
+  job[o] = 0;
+}
+
+/* One same-host run of case c on backend b: writes the inputs (unless
+ * made_there: they were written before and are not timed), runs the jobs,
+ * copies the output file into *res. e2e.up = writing the inputs,
+ * e2e.down = reading the output. */
+static e2e run_local(cse *c, const char *backend, int made_there, rbuf *res) {
+  e2e r = {-1, -1, -1, -1};
+  char path[400], jid[3][64] = {{0}}, job[2400];
+  int ok = 1, njob = 0;
+  case_tweak(c);
+  if (made_there)
+    for (int i = 0; i < c->nin && ok; i++) {
+      snprintf(path, sizeof path, "%s/in_%d.npy", g_local, i);
+      ok = write_file(path, c->body[i], c->len[i]) == 0;
+    }
+  double t0 = now_s(), up = 0, stored = 0;
+  for (int i = 0; i < c->nin && ok && !made_there; i++) {
+    snprintf(path, sizeof path, "%s/in_%d.npy", g_local, i);
+    ok = write_file(path, c->body[i], c->len[i]) == 0;
+  }
+  up = now_s() - t0;
+  int steps = c->kind == C_CHAIN ? 3 : 1;
+  for (int s = 0; ok && s < steps; s++) {
+    double st = 0;
+    case_job_files(c, backend, s, s ? jid[s - 1] : NULL, job, sizeof job);
+    if (run_job(job, jid[s], &st) != 0) ok = 0;
+    else njob++;
+    stored += st;
+  }
+  double t1 = now_s();
+  snprintf(path, sizeof path, "%s/out.npy", g_local);
+  int fd = ok ? open(path, O_RDONLY) : -1;
+  struct stat sb;
+  if (fd >= 0 && fstat(fd, &sb) == 0 && rbuf_reserve(res, (size_t)sb.st_size) == 0) {
+    size_t got = 0;
+    while (got < (size_t)sb.st_size) {
+      ssize_t k = read(fd, res->p + got, (size_t)sb.st_size - got);
+      if (k <= 0) break;
+      got += (size_t)k;
+    }
+    res->n = got;
+  } else {
+    ok = 0;
+  }
+  if (fd >= 0) close(fd);
+  double t2 = now_s();
+  if (ok && case_check(c, res->p, res->n) == 0)
+    r = (e2e){t2 - t0, made_there ? 0 : up, stored, t2 - t1};
+  unlink(path);
+  for (int i = 0; i < c->nin; i++) {
+    snprintf(path, sizeof path, "%s/in_%d.npy", g_local, i);
+    unlink(path);
+  }
+  for (int s = njob - 1; s >= 0; s--) delete_path("jobs", jid[s]);
+  return r;
+}
+
 /* ---- peers ----------------------------------------------------------------- */
 static const char *g_python, *g_script;
 
@@ -728,18 +833,6 @@ static int py_peers(const char *kase, const char *dir, int reps, char out[6][32]
   return rc;
 }
 
-static int write_file(const char *path, const char *p, size_t n) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return -1;
-  size_t off = 0;
-  while (off < n) {
-    ssize_t w = write(fd, p + off, n - off);
-    if (w <= 0) break;
-    off += (size_t)w;
-  }
-  close(fd);
-  return off == n ? 0 : -1;
-}
 
 static void fmt_ms(char *b, size_t cap, double s) {
   if (s < 0) snprintf(b, cap, "—");
@@ -1017,8 +1110,35 @@ static void run_case(const opts *o, int kind, int64_t n, const char **backends, 
            case_name[kind], sz, be, a[0], a[1], a[2], a[3], pn, pc, pt, rn, rc, ab,
            b == 0 ? pe[3] : "");
   }
-  printf("| %s | %s | same-host | skipped: %s | | | | | | | | | | |\n", case_name[kind], sz,
-         g_same_host);
+  if (!g_local[0] || kind == C_GEO) {
+    printf("| %s | %s | same-host | skipped: %s | | | | | | | | | | |\n", case_name[kind], sz,
+           g_local[0] ? "geodesic takes its points inline here" : g_same_host);
+  } else { /* the GPU when there is one (the issue's target), else auto */
+    const char *lb = nb > 3 ? "cuda" : "auto";
+    for (int made = 0; made <= 1; made++) {
+      double lw[MAXREPS], lu[MAXREPS], ls[MAXREPS], ld[MAXREPS];
+      int lok = 1;
+      rbuf lres = {0};
+      run_local(&c, lb, made, &lres); /* warm-up */
+      for (int r = 0; r < reps && lok; r++) {
+        e2e x = run_local(&c, lb, made, &lres);
+        lok = x.whole >= 0;
+        lw[r] = x.whole, lu[r] = x.up, ls[r] = x.stored, ld[r] = x.down;
+      }
+      free(lres.p);
+      char a[4][32], rn[32], rc[32], be[80];
+      snprintf(be, sizeof be, "same-host %s%s", lb, made ? ", input made in the dir" : "");
+      double wm = lok ? median(lw, reps) : -1;
+      fmt_ms(a[0], 32, wm);
+      fmt_ms(a[1], 32, lok ? median(lu, reps) : -1);
+      fmt_ms(a[2], 32, lok ? median(ls, reps) : -1);
+      fmt_ms(a[3], 32, lok ? median(ld, reps) : -1);
+      fmt_ratio(rn, 32, wm, np_s);
+      fmt_ratio(rc, 32, wm, cp_s);
+      printf("| %s | %s | %s | %s | %s | %s | %s | | | | %s | %s | | |\n", case_name[kind],
+             sz, be, lok ? a[0] : "error", a[1], a[2], a[3], rn, rc);
+    }
+  }
   if (kind == C_CHAIN) {
     printf("| | | *chain:* | *whole, chained* | *three round trips* | *round trips / chained* "
            "| | | | | | | | |\n");
@@ -1106,8 +1226,16 @@ int main(int argc, char **argv) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   g_curl = curl_easy_init();
   signal(SIGPIPE, SIG_IGN);
-  const char *extra[] = {"--max-upload", "17179869184", o.threads ? "--threads" : NULL,
-                         o.threads, NULL};
+  int local = has_local_dir(o.exe);
+  if (local) { /* a client on this host would use /dev/shm */
+    struct stat sb;
+    snprintf(g_local, sizeof g_local, "%s/tessel-bench-e2e-%d",
+             stat("/dev/shm", &sb) == 0 ? "/dev/shm" : "/tmp", (int)getpid());
+    if (mkdir(g_local, 0700) != 0) g_local[0] = 0;
+  }
+  const char *extra[] = {"--max-upload", "17179869184", g_local[0] ? "--local-dir" : NULL,
+                         g_local, o.threads ? "--threads" : NULL, o.threads, NULL};
+  if (!g_local[0]) extra[2] = o.threads ? "--threads" : NULL, extra[3] = o.threads, extra[4] = NULL;
   if (bench_daemon_start(&D, o.exe, o.parent, "bench_e2e", extra) != 0) return 1;
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
@@ -1120,11 +1248,8 @@ int main(int argc, char **argv) {
     bench_daemon_remove(&D);
     return 1;
   }
-  if (has_local_dir(o.exe))
-    snprintf(g_same_host, sizeof g_same_host,
-             "this tesseld has --local-dir; bench_e2e does not drive the {\"file\"} path yet");
-  else
-    snprintf(g_same_host, sizeof g_same_host, "this tesseld has no --local-dir");
+  snprintf(g_same_host, sizeof g_same_host, "%s",
+           local ? "cannot make a directory for --local-dir" : "this tesseld has no --local-dir");
 
   char load[128] = "", cpu[160] = "";
   FILE *lf = fopen("/proc/loadavg", "r");
@@ -1205,6 +1330,7 @@ int main(int argc, char **argv) {
   plain_stop(&sink);
   plain_stop(&files);
   bench_daemon_remove(&D);
+  if (g_local[0]) rmdir(g_local);
   curl_easy_cleanup(g_curl);
   curl_global_cleanup();
   return 0;
