@@ -13,7 +13,10 @@
  *  - a body that stalls is cut after the grace period (--min-body-rate),
  *    with a 408 written first;
  *  - 64 requests in progress (--per-ip-limit 64) make the next one a 503
- *    with Retry-After, and requests pass again once they are gone.
+ *    with Retry-After, and requests pass again once they are gone;
+ *  - a kept-alive connection idle past --conn-timeout after its answer is
+ *    closed without a word (a 408 there would be read as the answer of the
+ *    client's next request).
  * Waits are bounded (the test fails, it does not hang); nothing asserts a
  * duration.
  */
@@ -201,6 +204,36 @@ TEST(stalled_body_is_cut) {
   CHECK_MSG(strncmp(b, "HTTP/1.1 408", 12) == 0 && strstr(b, "deadline_exceeded"), "%s", b);
 }
 
+static const char *g_exe;
+
+TEST(idle_kept_alive_closed_silently) {
+  srv keep = S; /* a second daemon with a short idle timeout */
+  if (srv_start(&S, g_exe, "--conn-timeout", "3", "--access-log", "0", NULL) != 0) {
+    CHECK_MSG(0, "the second daemon did not start");
+    S = keep;
+    return;
+  }
+  int fd = dial();
+  CHECK(fd >= 0);
+  if (fd < 0) return;
+  const char *q = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  send(fd, q, strlen(q), MSG_NOSIGNAL);
+  struct timeval tv = {20, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  char b[4096];
+  size_t n = 0;
+  ssize_t k = 0;
+  /* the answer, then (past --conn-timeout 3) the close, nothing between */
+  while (n < sizeof b - 1 && (k = recv(fd, b + n, sizeof b - 1 - n, 0)) > 0) n += (size_t)k;
+  b[n] = 0;
+  close(fd);
+  CHECK_MSG(k == 0, "the idle connection was not closed within 20 s");
+  CHECK_MSG(strncmp(b, "HTTP/1.1 200", 12) == 0, "%s", b);
+  CHECK_MSG(strstr(b, "HTTP/1.1 408") == NULL, "a 408 after the answer: %s", b);
+  srv_cleanup(&S);
+  S = keep;
+}
+
 /* 16 submits of ~2.4 MB JSON bodies at once: at most http threads - 1 are
  * parsed together (the rest answered 503 + Retry-After), so /healthz is
  * answered while they run. */
@@ -254,6 +287,7 @@ TEST(big_bodies_leave_a_thread) {
 int main(int argc, char **argv) {
   if (argc < 2) SKIP_ALL("usage: test_http_conns <tesseld>");
   curl_global_init(CURL_GLOBAL_ALL);
+  g_exe = argv[1];
   if (srv_start(&S, argv[1], "--threads", "1", "--header-timeout", "2", "--queue-limit", "100000",
                 "--per-ip-limit", "64", "--access-log", "0", NULL) != 0)
     return 1;
@@ -262,6 +296,7 @@ int main(int argc, char **argv) {
   RUN(trickling_headers_are_cut);
   RUN(burst_every_request_answered);
   RUN(big_bodies_leave_a_thread);
+  RUN(idle_kept_alive_closed_silently);
   resp r = req(&S, "GET", "/healthz", NULL, NULL);
   CHECK(r.status == 200);
   resp_free(&r);
