@@ -39,6 +39,11 @@
  * Compare reads its results: a sink's is mapped from its file once the run
  * has returned it (srun_readable).
  *
+ * The router's cost model estimates submit -> stored, so a run teaches it
+ * (router_observe) what it estimated: a single backend's prepare + run +
+ * store, once the result is kept; each backend of a compare its prepare +
+ * run (its result is not stored alone).
+ *
  * Threads: everything here runs on the worker that owns the job, except
  * srun_finished (the store's writer thread: it must not block nor make a
  * [sync] store call); sched.mu is taken only briefly (see sched_int.h) and
