@@ -19,10 +19,16 @@
 #include "gpu/gpu.h"
 #include "util/util.h"
 
-/* Geodesic pairs cost this many VM instructions on the CPU (Karney's
- * inverse is ~400 ns a pair on one core at ~1 G VM ops/s), and this many
- * fused-kernel operations on a GPU. Corrected by observations. */
-#define CM_GEOD_CPU_OPS 400.0
+/* Geodesic: the kind gives a pair's cost in ns on its build host
+ * (job_estimate.ops_per_elem: Karney 630, Vincenty 310, haversine 27;
+ * kinds/geodesic/kind.h), where one thread runs the VM at about
+ * CM_GEOD_REF_VM instructions/s (calibrate's figure there: 1.8-2.6e9); so
+ * on this machine a pair costs ops_per_elem * CM_GEOD_REF_VM * 1e-9 VM
+ * instructions' time (Karney: ~1450), and on a GPU CM_GEOD_GPU_OPS
+ * fused-kernel operations for Karney, in proportion for the others.
+ * Corrected by observations. */
+#define CM_GEOD_REF_VM 2.3e9
+#define CM_GEOD_KARNEY_NS 630.0
 #define CM_GEOD_GPU_OPS 2000.0
 /* Below this many bytes a job's data stays in the caches, and results come
  * from heap memory that malloc reuses (glibc maps allocations above 32 MiB
@@ -94,6 +100,8 @@ void cm_model_parts(const cm_model *m, tkind kind, const job_estimate *est,
   double work = pos(est->work), out = pos((double)est->out_bytes);
   double fin, hin, res;
   int threads = r->threads > 0 ? r->threads : 1;
+  double geod_ns = est->ops_per_elem > 0 && isfinite(est->ops_per_elem)
+                       ? est->ops_per_elem : CM_GEOD_KARNEY_NS;
   input_bytes(est, b == B_CUDA, &fin, &hin, &res);
   double in = fin + hin;
   keep_way keep = keep_of(m, kind, b, out);
@@ -110,7 +118,7 @@ void cm_model_parts(const cm_model *m, tkind kind, const job_estimate *est,
     case B_SERIAL:
     case B_CPU: {
       double per = kind == K_MATMUL     ? r->gemm_1
-                   : kind == K_GEODESIC ? r->vm_ops_1 / CM_GEOD_CPU_OPS
+                   : kind == K_GEODESIC ? r->vm_ops_1 / (geod_ns * CM_GEOD_REF_VM * 1e-9)
                                         : r->vm_ops_1;
       /* all threads: the measured VM rate for VM work; gemm and geodesic
        * scale with the threads at the VM's measured efficiency */
@@ -141,7 +149,8 @@ void cm_model_parts(const cm_model *m, tkind kind, const job_estimate *est,
       if (kind == K_MATMUL)
         dev = work / rate(r->gpu_flops) + (in + res + out) / rate(r->dev_bw);
       else if (kind == K_GEODESIC)
-        dev = work * CM_GEOD_GPU_OPS / rate(r->gpu_ops) + out / rate(r->dev_bw);
+        dev = work * CM_GEOD_GPU_OPS * (geod_ns / CM_GEOD_KARNEY_NS) / rate(r->gpu_ops) +
+              out / rate(r->dev_bw);
       else
         dev = fmax((in + res + out) / rate(r->dev_bw), work / rate(r->gpu_ops));
       p->compute = dev;

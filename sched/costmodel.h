@@ -13,7 +13,8 @@
  *            resident on the device;
  *   h2d      cuda: the inputs not resident, over pinned PCIe (measured);
  *   compute  work over the measured rate (map/reduce: VM instructions;
- *            matmul: flops; geodesic: pairs);
+ *            matmul: flops; geodesic: pairs, weighed by the method's
+ *            cost per pair);
  *   d2h      cuda: the result over pinned PCIe;
  *   store    keeping the result: 0 when its .npy fits the store row
  *            (row_max), else a file's fixed cost + the bytes over the rate

@@ -222,6 +222,13 @@ TEST(store_does_not_scale_with_threads) {
   cm_model_parts(&m, K_GEODESIC, &g, B_CPU, &pc);
   CHECK(pc.store >= ps.store && ps.store >= g.out_bytes / r.mwrite_1);
   CHECK(pc.compute < ps.compute); /* the compute does scale */
+  /* the method's cost per pair counts: haversine (27 ns) is cheaper
+   * than Karney (630, the default when the kind gives none) */
+  job_estimate hv = g;
+  hv.ops_per_elem = 27;
+  cm_parts ph;
+  cm_model_parts(&m, K_GEODESIC, &hv, B_SERIAL, &ph);
+  CHECK_NEAR(ph.compute * 630, ps.compute * 27, 1e-9 * ps.compute * 630);
   /* a 64-thread machine with the same per-thread rates: no smaller store */
   r.threads = 64;
   cm_model_init(&m, &r);
