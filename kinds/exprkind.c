@@ -185,8 +185,8 @@ void kexpr_estimate(const kexpr *k, double ops_per_elem, job_estimate *est) {
     int64_t b = k->info[i].size * (int64_t)dsz;
     est->in_bytes = est->in_bytes > INT64_MAX - b ? INT64_MAX
                                                   : est->in_bytes + b;
-    job_estimate_input(est, b, k->info[i].form == AV_ARRAY ||
-                                   k->info[i].form == AV_RESULT);
+    job_estimate_input(
+        est, b, k->info[i].form == AV_ARRAY || k->info[i].form == AV_RESULT);
   }
   est->mem_bytes = est->in_bytes > INT64_MAX - est->out_bytes
                        ? INT64_MAX

@@ -52,15 +52,15 @@ struct pool;
  * bytes come from decides what reading them costs. */
 #define JOB_EST_INPUTS 16
 typedef struct job_est_input {
-  int64_t bytes;      /* in the job's dtype */
-  int from_file;      /* an upload or a job's result: read through a fresh
-                         mapping of its file (page faults on a page-cache
-                         file), not from heap memory */
-  uint32_t resident;  /* bit d: device d holds it already (its h2d is 0).
-                         Nothing sets it yet: gpu/ has no call that says
-                         what is resident, so the model charges the copy
-                         (the conservative side); chained results kept on
-                         the device will set it. */
+  int64_t bytes;     /* in the job's dtype */
+  int from_file;     /* an upload or a job's result: read through a fresh
+                        mapping of its file (page faults on a page-cache
+                        file), not from heap memory */
+  uint32_t resident; /* bit d: device d holds it already (its h2d is 0).
+                        Nothing sets it yet: gpu/ has no call that says
+                        what is resident, so the model charges the copy
+                        (the conservative side); chained results kept on
+                        the device will set it. */
 } job_est_input;
 
 /* What the router and the limits need to know before anything runs. */

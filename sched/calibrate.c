@@ -204,7 +204,8 @@ oom:
   return terr_set(e, T_ENOMEM, "", -1, "no memory to calibrate");
 }
 
-/* ---- files ---------------------------------------------------------------- */
+/* ---- files ----------------------------------------------------------------
+ */
 #define CAL_FILE ((size_t)8 << 20)
 #define CAL_SLICE ((size_t)512 << 10)
 
@@ -213,8 +214,8 @@ typedef enum { FOP_PWRITE, FOP_MAP_READ, FOP_MAP_WRITE } fop;
 typedef struct fjob {
   fop op;
   int fd;
-  unsigned char *map; /* FOP_MAP_*: the whole file's mapping */
-  size_t off, len;    /* this thread's part */
+  unsigned char *map;       /* FOP_MAP_*: the whole file's mapping */
+  size_t off, len;          /* this thread's part */
   const unsigned char *buf; /* FOP_PWRITE: CAL_SLICE bytes */
   atomic_int *go;           /* all start when it turns 1 */
   double ms;
@@ -256,7 +257,10 @@ static double fjob_rate(fop op, int fd, unsigned char *map,
   size_t part = CAL_FILE / (size_t)threads / 4096 * 4096;
   int failed = 0;
   for (int i = 0; i < threads; i++) {
-    f[i] = (fjob){.op = op, .fd = fd, .map = map, .buf = buf,
+    f[i] = (fjob){.op = op,
+                  .fd = fd,
+                  .map = map,
+                  .buf = buf,
                   .off = part * (size_t)i,
                   .len = i == threads - 1 ? CAL_FILE - part * (size_t)i : part,
                   .go = &go};
@@ -329,8 +333,9 @@ static void measure_files(cm_rates *r, int threads, const char *dir) {
     int fd = cal_file(dir, 1, CAL_FILE, path, sizeof path);
     if (fd >= 0) {
       w = fjob_rate(FOP_PWRITE, fd, NULL, buf, t);
-      unsigned char *m = w > 0 ? mmap(NULL, CAL_FILE, PROT_READ, MAP_PRIVATE, fd, 0)
-                               : MAP_FAILED;
+      unsigned char *m =
+          w > 0 ? mmap(NULL, CAL_FILE, PROT_READ, MAP_PRIVATE, fd, 0)
+                : MAP_FAILED;
       if (m != MAP_FAILED) {
         rd = fjob_rate(FOP_MAP_READ, fd, m, NULL, t);
         munmap(m, CAL_FILE);
@@ -340,7 +345,8 @@ static void measure_files(cm_rates *r, int threads, const char *dir) {
     }
     fd = cal_file(dir, 2, CAL_FILE, path, sizeof path);
     if (fd >= 0) {
-      unsigned char *m = mmap(NULL, CAL_FILE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      unsigned char *m =
+          mmap(NULL, CAL_FILE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       if (m != MAP_FAILED) {
         mw = fjob_rate(FOP_MAP_WRITE, fd, m, NULL, t);
         munmap(m, CAL_FILE);

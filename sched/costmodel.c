@@ -74,9 +74,12 @@ static void input_bytes(const job_estimate *est, int cuda, double *file,
   for (int i = 0; i < n; i++) {
     double b = pos((double)est->inputs[i].bytes);
     listed += b;
-    if (cuda && est->inputs[i].resident) *resident += b;
-    else if (est->inputs[i].from_file) *file += b;
-    else *heap += b;
+    if (cuda && est->inputs[i].resident)
+      *resident += b;
+    else if (est->inputs[i].from_file)
+      *file += b;
+    else
+      *heap += b;
   }
   double rest = pos((double)est->in_bytes) - listed;
   if (rest > 0) *heap += rest;
@@ -101,7 +104,8 @@ void cm_model_parts(const cm_model *m, tkind kind, const job_estimate *est,
   double fin, hin, res;
   int threads = r->threads > 0 ? r->threads : 1;
   double geod_ns = est->ops_per_elem > 0 && isfinite(est->ops_per_elem)
-                       ? est->ops_per_elem : CM_GEOD_KARNEY_NS;
+                       ? est->ops_per_elem
+                       : CM_GEOD_KARNEY_NS;
   input_bytes(est, b == B_CUDA, &fin, &hin, &res);
   double in = fin + hin;
   keep_way keep = keep_of(m, kind, b, out);
@@ -109,17 +113,20 @@ void cm_model_parts(const cm_model *m, tkind kind, const job_estimate *est,
    * thread's for the pool and the GPU's staging gang. */
   int one = b == B_SERIAL;
   if (keep != KEEP_ROW) {
-    double w = keep == KEEP_SINK ? (one ? r->write_1 : capped(r->write_1, r->write_n))
-               : keep == KEEP_HEAP ? r->write_1
-               : (one ? r->mwrite_1 : capped(r->mwrite_1, r->mwrite_n));
+    double w = keep == KEEP_SINK
+                   ? (one ? r->write_1 : capped(r->write_1, r->write_n))
+               : keep == KEEP_HEAP
+                   ? r->write_1
+                   : (one ? r->mwrite_1 : capped(r->mwrite_1, r->mwrite_n));
     p->store = pos(r->file_fixed_s) + out / rate(w);
   }
   switch (b) {
     case B_SERIAL:
     case B_CPU: {
-      double per = kind == K_MATMUL     ? r->gemm_1
-                   : kind == K_GEODESIC ? r->vm_ops_1 / (geod_ns * CM_GEOD_REF_VM * 1e-9)
-                                        : r->vm_ops_1;
+      double per = kind == K_MATMUL ? r->gemm_1
+                   : kind == K_GEODESIC
+                       ? r->vm_ops_1 / (geod_ns * CM_GEOD_REF_VM * 1e-9)
+                       : r->vm_ops_1;
       /* all threads: the measured VM rate for VM work; gemm and geodesic
        * scale with the threads at the VM's measured efficiency */
       double eff = r->vm_ops_n / rate(r->vm_ops_1 * threads);
@@ -133,7 +140,8 @@ void cm_model_parts(const cm_model *m, tkind kind, const job_estimate *est,
       p->read = fin / rate(one ? r->map_read_1 : r->map_read_n);
       if (kind != K_MATMUL && in + out > CM_CACHE_BYTES)
         p->read += hin / rate(one ? r->stream_1 : r->stream_n);
-      p->fixed = pos(r->job_fixed_s) + (one ? r->serial_fixed_s : r->cpu_fixed_s);
+      p->fixed =
+          pos(r->job_fixed_s) + (one ? r->serial_fixed_s : r->cpu_fixed_s);
       if (!one && keep == KEEP_SINK)
         p->total = p->fixed + fmax(fmax(p->compute, p->read), p->store);
       else
@@ -149,7 +157,8 @@ void cm_model_parts(const cm_model *m, tkind kind, const job_estimate *est,
       if (kind == K_MATMUL)
         dev = work / rate(r->gpu_flops) + (in + res + out) / rate(r->dev_bw);
       else if (kind == K_GEODESIC)
-        dev = work * CM_GEOD_GPU_OPS * (geod_ns / CM_GEOD_KARNEY_NS) / rate(r->gpu_ops) +
+        dev = work * CM_GEOD_GPU_OPS * (geod_ns / CM_GEOD_KARNEY_NS) /
+                  rate(r->gpu_ops) +
               out / rate(r->dev_bw);
       else
         dev = fmax((in + res + out) / rate(r->dev_bw), work / rate(r->gpu_ops));
@@ -159,15 +168,17 @@ void cm_model_parts(const cm_model *m, tkind kind, const job_estimate *est,
       if (share > 1) share = 1;
       /* the gang's host side: mapped inputs read at the gang's width,
        * heap ones copied into the pinned slots */
-      p->read = fin / rate(at_threads(r->map_read_1, r->map_read_n, gang, threads)) +
-                hin / rate(r->copy_n * share);
+      p->read =
+          fin / rate(at_threads(r->map_read_1, r->map_read_n, gang, threads)) +
+          hin / rate(r->copy_n * share);
       if (keep == KEEP_ROW) /* a small result: still copied out of a slot */
         p->store = out / rate(r->copy_n * share);
       p->h2d = in / rate(r->h2d);
       p->d2h = out / rate(r->d2h);
       p->fixed = pos(r->job_fixed_s) + r->gpu_fixed_s;
       if (kind == K_MATMUL) { /* copies in, then the product, then out */
-        p->total = p->fixed + fmax(p->h2d, p->read) + dev + fmax(p->d2h, p->store);
+        p->total =
+            p->fixed + fmax(p->h2d, p->read) + dev + fmax(p->d2h, p->store);
         return;
       }
       double chunk = fmin(in + out, r->chunk_bytes);
@@ -280,9 +291,11 @@ int cm_model_choose(const cm_model *m, tkind kind, const job_estimate *est,
     json_t *pj = json_object();
     json_object_set_new(pj, "fixed", json_real(p.fixed * 1e3));
     json_object_set_new(pj, "read", json_real(p.read * 1e3));
-    if (order[i] == B_CUDA) json_object_set_new(pj, "h2d", json_real(p.h2d * 1e3));
+    if (order[i] == B_CUDA)
+      json_object_set_new(pj, "h2d", json_real(p.h2d * 1e3));
     json_object_set_new(pj, "compute", json_real(p.compute * 1e3));
-    if (order[i] == B_CUDA) json_object_set_new(pj, "d2h", json_real(p.d2h * 1e3));
+    if (order[i] == B_CUDA)
+      json_object_set_new(pj, "d2h", json_real(p.d2h * 1e3));
     json_object_set_new(pj, "store", json_real(p.store * 1e3));
     json_object_set_new(parts, bname(order[i]), pj);
   }
@@ -295,7 +308,7 @@ int cm_model_choose(const cm_model *m, tkind kind, const job_estimate *est,
 
 #define CM_FIELDS(X)                                                        \
   X(vm_ops_1) X(vm_ops_n) X(copy_n) X(stream_1) X(stream_n) X(fault_1)      \
-  X(fault_n) X(gemm_1) X(serial_fixed_s) X(cpu_fixed_s) X(write_1)         \
+  X(fault_n) X(gemm_1) X(serial_fixed_s) X(cpu_fixed_s) X(write_1)          \
   X(write_n) X(map_read_1) X(map_read_n) X(mwrite_1) X(mwrite_n)            \
   X(file_fixed_s) X(job_fixed_s)
 #define CM_GPU_FIELDS(X)                                                    \
@@ -331,7 +344,8 @@ int cm_model_from_json(const json_t *j, cm_model *m, terr *e) {
   const json_t *rj = json_object_get(j, "rates");
   /* Version 3 added the file rates (submit -> stored): an older cache is
    * measured again. */
-  if (!json_is_object(rj) || json_integer_value(json_object_get(j, "version")) != 3)
+  if (!json_is_object(rj) ||
+      json_integer_value(json_object_get(j, "version")) != 3)
     return terr_set(e, T_EINVAL, "calibration", -1, "not a version 3 model");
   r.threads = (int)json_integer_value(json_object_get(rj, "threads"));
   r.gpus = (int)json_integer_value(json_object_get(rj, "gpus"));
@@ -407,19 +421,20 @@ int cm_init(const char *path, const char *dir, int threads, int64_t row_max,
     int rc = cm_calibrate_in(&r, threads, dir, e);
     if (rc) return rc;
     cm_model_init(&m, &r);
-    log_info("router: calibrated in %.0f ms: VM %.2g ops/s (1 thread), %.2g "
-             "(%d); result files: pwrite %.2g B/s (1), %.2g (%d), mapped "
-             "writes %.2g (1), %.2g (%d), %.2g ms a file; mapped inputs "
-             "read %.2g B/s (1), %.2g (%d); %d GPU(s)%s",
-             t_now_ms() - t0, r.vm_ops_1, r.vm_ops_n, threads, r.write_1,
-             r.write_n, threads, r.mwrite_1, r.mwrite_n, threads,
-             r.file_fixed_s * 1e3, r.map_read_1, r.map_read_n, threads,
-             r.gpus, r.gpus ? "" : " (cpu only)");
+    log_info(
+        "router: calibrated in %.0f ms: VM %.2g ops/s (1 thread), %.2g "
+        "(%d); result files: pwrite %.2g B/s (1), %.2g (%d), mapped "
+        "writes %.2g (1), %.2g (%d), %.2g ms a file; mapped inputs "
+        "read %.2g B/s (1), %.2g (%d); %d GPU(s)%s",
+        t_now_ms() - t0, r.vm_ops_1, r.vm_ops_n, threads, r.write_1, r.write_n,
+        threads, r.mwrite_1, r.mwrite_n, threads, r.file_fixed_s * 1e3,
+        r.map_read_1, r.map_read_n, threads, r.gpus,
+        r.gpus ? "" : " (cpu only)");
     if (r.gpus)
-      log_info("router: GPU 0: h2d %.2g B/s, d2h %.2g B/s (pinned), device "
-               "%.2g B/s, dgemm %.2g flop/s, launch %.2g ms, staging gang %d",
-               r.h2d, r.d2h, r.dev_bw, r.gpu_flops, r.gpu_fixed_s * 1e3,
-               r.gang);
+      log_info(
+          "router: GPU 0: h2d %.2g B/s, d2h %.2g B/s (pinned), device "
+          "%.2g B/s, dgemm %.2g flop/s, launch %.2g ms, staging gang %d",
+          r.h2d, r.d2h, r.dev_bw, r.gpu_flops, r.gpu_fixed_s * 1e3, r.gang);
   }
   m.row_max = row_max > 0 ? row_max : 0;
   if (inline_max > 0) m.inline_max = inline_max;

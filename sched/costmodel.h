@@ -78,8 +78,8 @@ typedef struct cm_rates {
   double write_1, write_n;       /* pwrite into a fallocated file, bytes/s */
   double map_read_1, map_read_n; /* reading a fresh mapping of a file */
   double mwrite_1, mwrite_n;     /* first writes via a fresh shared mapping */
-  double file_fixed_s;  /* create + fallocate + rename a result file */
-  double job_fixed_s;   /* every job's submit -> stored overhead (nominal) */
+  double file_fixed_s;           /* create + fallocate + rename a result file */
+  double job_fixed_s; /* every job's submit -> stored overhead (nominal) */
 } cm_rates;
 
 /* One backend's estimate in parts (seconds, uncorrected); total combines

@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "sched/costmodel.h"
 #include "gpu/gpu.h"
+#include "sched/costmodel.h"
 #include "sched/router.h"
 
 /* A machine like the H100 host: 16 threads, ~1 G VM ops/s per thread. */
@@ -178,11 +178,13 @@ TEST(stored_results_cost_a_gpu_job) {
   json_t *j = NULL;
   CHECK(cm_model_choose(&m, K_MAP, &e, 1, &b, why, sizeof why, &j) == 0);
   json_t *pc = json_object_get(json_object_get(j, "parts_ms"), "cuda");
-  CHECK_NEAR(json_number_value(json_object_get(pc, "store")), p.store * 1e3, 1e-6);
+  CHECK_NEAR(json_number_value(json_object_get(pc, "store")), p.store * 1e3,
+             1e-6);
   CHECK(json_is_number(json_object_get(pc, "h2d")) &&
         json_is_number(json_object_get(pc, "d2h")));
-  CHECK(json_object_get(json_object_get(json_object_get(j, "parts_ms"), "serial"),
-                        "h2d") == NULL);
+  CHECK(json_object_get(
+            json_object_get(json_object_get(j, "parts_ms"), "serial"), "h2d") ==
+        NULL);
   json_decref(j);
   /* A result that fits the store row: no store term on any backend, and a
    * small GPU result is still copied out of the pinned slot. */
