@@ -102,7 +102,7 @@ for n in 500 1000 2000 5000; do
   add "geodesic-$n" geodesic "{\"points\":{\"array\":\"$p\"}}"
 done
 
-echo "# bench_auto: $(uname -n), $(nproc) cores, $gpus GPU(s), reps $reps, $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "# bench_auto: $(uname -n), $(nproc) cores, $gpus GPU(s), reps $reps, $(date -u +%Y-%m-%dT%H:%MZ), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# calibration: $(grep -o 'router: calibrated.*' "$work/daemon.log" | head -1)"
 echo
 hdr="| case | auto chose | its estimate ms |"
@@ -162,5 +162,6 @@ while IFS="$(printf '\t')" read -r name kind params; do
   awk -v r="$pratio" 'BEGIN { exit !(r + 0 <= 1.10) }' && okp=$((okp + 1))
 done < "$work/cases"
 echo
+echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "auto's own median within 10 % of the best backend's on $ok of $total cases (target: >= 90 %)"
 echo "the backend auto picked most often within 10 % of the best (same medians) on $okp of $total cases"
