@@ -113,6 +113,7 @@ for b in $backends; do hdr="$hdr $b ms |"; sep="$sep---|"; done
 echo "$hdr auto ms | picked / best | auto / best | auto's estimates (serial / cpu / cuda ms) |"
 echo "$sep---|---|---|---|"
 ok=0 okp=0 total=0
+: > "$work/acc"
 while IFS="$(printf '\t')" read -r name kind params; do
   : > "$work/t"
   chose="" est="" ests="" picks=""
@@ -160,6 +161,12 @@ while IFS="$(printf '\t')" read -r name kind params; do
       am = median("auto"); pm = median(pick)
       printf "%s %.1f | %.2f | %.2f |", s, am, (best > 0 ? pm / best : 0), (best > 0 ? am / best : 0) }' "$work/t")
   est=$(printf '%.1f' "$est" 2>/dev/null || echo "$est")
+  # the first estimate against the median of the backend it was for
+  awk -v b="${chose%%:*}" -v est="$est" '$1 == b { v[++n] = $2 }
+    END { if (n == 0 || est + 0 <= 0) exit
+          for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+          m = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+          if (m > 0) print est / m }' "$work/t" >> "$work/acc"
   echo "| $name | $chose ($picks) | $est |$line $ests |"
   ratio=$(echo "$line" | awk -F'|' 'NF > 1 { print $(NF-1) }')
   pratio=$(echo "$line" | awk -F'|' 'NF > 2 { print $(NF-2) }')
@@ -171,3 +178,7 @@ echo
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "auto's own median within 10 % of the best backend's on $ok of $total cases (target: >= 90 %)"
 echo "the backend auto picked most often within 10 % of the best (same medians) on $okp of $total cases"
+sort -n "$work/acc" 2>/dev/null | awk '{ r = $1 < 1 ? 1 / $1 : $1; f[NR] = r; w += ($1 >= 0.5 && $1 <= 2) }
+  END { if (NR == 0) exit; n = asort_f(f, NR); printf "auto'"'"'s first estimate within 2x of that backend'"'"'s median on %d of %d cases; median factor %.2f\n", w, NR, n }
+  function asort_f(a, k,   i, j, t) { for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+    return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2 }'
