@@ -182,10 +182,13 @@ void kexpr_estimate(const kexpr *k, double ops_per_elem, job_estimate *est) {
   /* each size is under T_EXTENT_MAX, so one product fits; the sums
    * saturate (a cap of --max-elements 2^60 and 16 inputs would not) */
   est->in_bytes = 0;
+  est->ninputs = 0;
   for (int i = 0; i < k->nin; i++) {
     int64_t b = k->info[i].size * (int64_t)dsz;
     est->in_bytes = est->in_bytes > INT64_MAX - b ? INT64_MAX
                                                   : est->in_bytes + b;
+    job_estimate_input(
+        est, b, k->info[i].form == AV_ARRAY || k->info[i].form == AV_RESULT);
   }
   est->mem_bytes = est->in_bytes > INT64_MAX - est->out_bytes
                        ? INT64_MAX

@@ -65,8 +65,9 @@ void kexpr_release(kexpr *k, tarray **in, char **ids);
 
 /* The input side of a job_estimate: in_bytes (every input in the job's
  * dtype), mem_bytes (= in_bytes + est->out_bytes, so set out_bytes first),
- * ops_per_elem, work (= broadcast size * ops_per_elem) and size (the
- * largest input). */
+ * ops_per_elem, work (= broadcast size * ops_per_elem), size (the
+ * largest input) and the inputs list (where each input's bytes come from,
+ * for the cost model). */
 void kexpr_estimate(const kexpr *k, double ops_per_elem, job_estimate *est);
 
 /* ---- reductions on the CPU (reduce_cpu.c) -------------------------------- */

@@ -48,6 +48,21 @@ const char *tbackend_list(void);
 
 struct pool;
 
+/* One input as the cost model sees it (job_estimate.inputs): where its
+ * bytes come from decides what reading them costs. */
+#define JOB_EST_INPUTS 16
+typedef struct job_est_input {
+  int64_t bytes;     /* in the job's dtype */
+  int from_file;     /* an upload or a job's result: read through a fresh
+                        mapping of its file (page faults on a page-cache
+                        file), not from heap memory */
+  uint32_t resident; /* bit d: device d holds it already (its h2d is 0).
+                        Nothing sets it yet: gpu/ has no call that says
+                        what is resident, so the model charges the copy
+                        (the conservative side); chained results kept on
+                        the device will set it. */
+} job_est_input;
+
 /* What the router and the limits need to know before anything runs. */
 typedef struct job_estimate {
   tdtype out_dtype;
@@ -61,7 +76,24 @@ typedef struct job_estimate {
   int64_t size;       /* the job's input size as people count it: elements of
                          the largest input (map/reduce), m*k*n (matmul), points
                          n (geodesic); shown per job and in performance charts */
+  /* The inputs that in_bytes counts, when the kind says (map, reduce,
+   * matmul); in_bytes beyond their sum is heap data (inline values, range,
+   * random, a geodesic's points). Inputs past JOB_EST_INPUTS are not
+   * listed (counted as heap). */
+  int ninputs;
+  job_est_input inputs[JOB_EST_INPUTS];
 } job_estimate;
+
+/* For a kind's check: list input `bytes` in est->inputs (from_file when
+ * the value is an upload or a job's result); no-op once the list is full. */
+static inline void job_estimate_input(job_estimate *est, int64_t bytes,
+                                      int from_file) {
+  if (est->ninputs >= JOB_EST_INPUTS || bytes <= 0) return;
+  est->inputs[est->ninputs].bytes = bytes;
+  est->inputs[est->ninputs].from_file = from_file != 0;
+  est->inputs[est->ninputs].resident = 0;
+  est->ninputs++;
+}
 
 typedef struct job_ctx {
   const char *job_id;

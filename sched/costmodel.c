@@ -15,13 +15,20 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "array/tarray.h"
 #include "gpu/gpu.h"
 #include "util/util.h"
 
-/* Geodesic pairs cost this many VM instructions on the CPU (Karney's
- * inverse is ~400 ns a pair on one core at ~1 G VM ops/s), and this many
- * fused-kernel operations on a GPU. Corrected by observations. */
-#define CM_GEOD_CPU_OPS 400.0
+/* Geodesic: the kind gives a pair's cost in ns on its build host
+ * (job_estimate.ops_per_elem: Karney 630, Vincenty 310, haversine 27;
+ * kinds/geodesic/kind.h), where one thread runs the VM at about
+ * CM_GEOD_REF_VM instructions/s (calibrate's figure there: 1.8-2.6e9); so
+ * on this machine a pair costs ops_per_elem * CM_GEOD_REF_VM * 1e-9 VM
+ * instructions' time (Karney: ~1450), and on a GPU CM_GEOD_GPU_OPS
+ * fused-kernel operations for Karney, in proportion for the others.
+ * Corrected by observations. */
+#define CM_GEOD_REF_VM 2.3e9
+#define CM_GEOD_KARNEY_NS 630.0
 #define CM_GEOD_GPU_OPS 2000.0
 /* Below this many bytes a job's data stays in the caches, and results come
  * from heap memory that malloc reuses (glibc maps allocations above 32 MiB
@@ -37,78 +44,175 @@ static const char *bname(tbackend b) {
 void cm_model_init(cm_model *m, const cm_rates *r) {
   memset(m, 0, sizeof *m);
   m->r = *r;
+  m->inline_max = 16 << 20;
   for (int k = 0; k < K__COUNT; k++)
     for (int b = 0; b < B__COUNT; b++) m->corr[k][b] = 1.0;
 }
 
 static double pos(double x) { return x > 0 && isfinite(x) ? x : 0; }
 static double rate(double x) { return x > 0 && isfinite(x) ? x : 1e-30; }
+/* A file's rate with several writers: never above one thread's (they
+ * queue on the inode lock; a measured "all" above it is noise). */
+static double capped(double one, double all) {
+  return all > 0 && all < one ? all : one;
+}
+/* A rate measured on one thread (r1) and on all `threads` (rn), for t
+ * threads: in between in proportion. */
+static double at_threads(double r1, double rn, int t, int threads) {
+  if (t <= 1 || threads <= 1) return r1;
+  if (t >= threads) return rn;
+  return r1 + (rn - r1) * (t - 1) / (threads - 1);
+}
 
-/* The uncorrected model, in seconds. */
-static double raw_s(const cm_rates *r, tkind kind, const job_estimate *est,
-                    tbackend b) {
-  double work = pos(est->work), in = pos((double)est->in_bytes),
-         out = pos((double)est->out_bytes);
+/* The input bytes read from files and from heap memory; for cuda, the
+ * bytes resident on a device are left out of both (and of h2d). */
+static void input_bytes(const job_estimate *est, int cuda, double *file,
+                        double *heap, double *resident) {
+  double listed = 0;
+  *file = *heap = *resident = 0;
+  int n = est->ninputs < JOB_EST_INPUTS ? est->ninputs : JOB_EST_INPUTS;
+  for (int i = 0; i < n; i++) {
+    double b = pos((double)est->inputs[i].bytes);
+    listed += b;
+    if (cuda && est->inputs[i].resident)
+      *resident += b;
+    else if (est->inputs[i].from_file)
+      *file += b;
+    else
+      *heap += b;
+  }
+  double rest = pos((double)est->in_bytes) - listed;
+  if (rest > 0) *heap += rest;
+}
+
+/* How the result is kept: in the row, heap + npy_write, a sink (pwrite
+ * from the pool's threads) or a fresh shared mapping (sched/run.c). */
+typedef enum { KEEP_ROW, KEEP_HEAP, KEEP_SINK, KEEP_MAPPED } keep_way;
+static keep_way keep_of(const cm_model *m, tkind kind, tbackend b, double out) {
+  if (m->row_max > 0 && out + NPY_HEADER_MAX <= (double)m->row_max)
+    return KEEP_ROW;
+  if (kind == K_MAP && b != B_CUDA) return KEEP_SINK;
+  if (b != B_CUDA && out <= (double)m->inline_max) return KEEP_HEAP;
+  return KEEP_MAPPED;
+}
+
+void cm_model_parts(const cm_model *m, tkind kind, const job_estimate *est,
+                    tbackend b, cm_parts *p) {
+  const cm_rates *r = &m->r;
+  memset(p, 0, sizeof *p);
+  double work = pos(est->work), out = pos((double)est->out_bytes);
+  double fin, hin, res;
   int threads = r->threads > 0 ? r->threads : 1;
+  double geod_ns = est->ops_per_elem > 0 && isfinite(est->ops_per_elem)
+                       ? est->ops_per_elem
+                       : CM_GEOD_KARNEY_NS;
+  input_bytes(est, b == B_CUDA, &fin, &hin, &res);
+  double in = fin + hin;
+  keep_way keep = keep_of(m, kind, b, out);
+  /* The store term: one thread's rate for serial; "all" capped by one
+   * thread's for the pool and the GPU's staging gang. */
+  int one = b == B_SERIAL;
+  if (keep != KEEP_ROW) {
+    double w = keep == KEEP_SINK
+                   ? (one ? r->write_1 : capped(r->write_1, r->write_n))
+               : keep == KEEP_HEAP
+                   ? r->write_1
+                   : (one ? r->mwrite_1 : capped(r->mwrite_1, r->mwrite_n));
+    p->store = pos(r->file_fixed_s) + out / rate(w);
+  }
   switch (b) {
     case B_SERIAL:
     case B_CPU: {
-      int one = b == B_SERIAL;
-      double per = kind == K_MATMUL     ? r->gemm_1
-                   : kind == K_GEODESIC ? r->vm_ops_1 / CM_GEOD_CPU_OPS
-                                        : r->vm_ops_1;
+      double per = kind == K_MATMUL ? r->gemm_1
+                   : kind == K_GEODESIC
+                       ? r->vm_ops_1 / (geod_ns * CM_GEOD_REF_VM * 1e-9)
+                       : r->vm_ops_1;
       /* all threads: the measured VM rate for VM work; gemm and geodesic
        * scale with the threads at the VM's measured efficiency */
       double eff = r->vm_ops_n / rate(r->vm_ops_1 * threads);
       if (eff > 1) eff = 1;
       double par = kind == K_MAP || kind == K_REDUCE ? r->vm_ops_n
                                                      : per * threads * eff;
-      double comp = work / rate(one ? per : par);
-      double rd = 0, wr = 0;
-      if (in + out > CM_CACHE_BYTES) {
-        double st = one ? r->stream_1 : r->stream_n;
-        rd = kind == K_MATMUL ? 0 : in / rate(st);
-        wr = out / rate(out > CM_CACHE_BYTES ? (one ? r->fault_1 : r->fault_n) : st);
-      }
-      return (one ? r->serial_fixed_s : r->cpu_fixed_s) + fmax(comp, rd) + wr;
+      p->compute = work / rate(one ? per : par);
+      /* mapped inputs fault whatever their size; heap ones cost beyond
+       * the caches; matmul re-reads its panels from cache (its heap reads
+       * are in the flop rate) */
+      p->read = fin / rate(one ? r->map_read_1 : r->map_read_n);
+      if (kind != K_MATMUL && in + out > CM_CACHE_BYTES)
+        p->read += hin / rate(one ? r->stream_1 : r->stream_n);
+      p->fixed =
+          pos(r->job_fixed_s) + (one ? r->serial_fixed_s : r->cpu_fixed_s);
+      if (!one && keep == KEEP_SINK)
+        p->total = p->fixed + fmax(fmax(p->compute, p->read), p->store);
+      else
+        p->total = p->fixed + fmax(p->compute, p->read) + p->store;
+      return;
     }
     case B_CUDA: {
-      if (r->gpus <= 0) return INFINITY;
+      if (r->gpus <= 0) {
+        p->total = INFINITY;
+        return;
+      }
       double dev;
       if (kind == K_MATMUL)
-        dev = work / rate(r->gpu_flops) + (in + out) / rate(r->dev_bw);
+        dev = work / rate(r->gpu_flops) + (in + res + out) / rate(r->dev_bw);
       else if (kind == K_GEODESIC)
-        dev = work * CM_GEOD_GPU_OPS / rate(r->gpu_ops) + out / rate(r->dev_bw);
+        dev = work * CM_GEOD_GPU_OPS * (geod_ns / CM_GEOD_KARNEY_NS) /
+                  rate(r->gpu_ops) +
+              out / rate(r->dev_bw);
       else
-        dev = fmax((in + out) / rate(r->dev_bw), work / rate(r->gpu_ops));
-      double share = (double)(r->gang > 0 ? r->gang : 1) / threads;
+        dev = fmax((in + res + out) / rate(r->dev_bw), work / rate(r->gpu_ops));
+      p->compute = dev;
+      int gang = r->gang > 0 ? r->gang : 1;
+      double share = (double)gang / threads;
       if (share > 1) share = 1;
-      double cin = in / rate(r->copy_n * share);
-      double cout = out / rate((out > CM_CACHE_BYTES ? r->fault_n : r->copy_n) * share);
-      double pin = in / rate(r->h2d), pout = out / rate(r->d2h);
-      if (kind == K_MATMUL) /* copies in, then the product, then copies out */
-        return r->gpu_fixed_s + fmax(pin, cin) + dev + fmax(pout, cout);
+      /* the gang's host side: mapped inputs read at the gang's width,
+       * heap ones copied into the pinned slots */
+      p->read =
+          fin / rate(at_threads(r->map_read_1, r->map_read_n, gang, threads)) +
+          hin / rate(r->copy_n * share);
+      if (keep == KEEP_ROW) /* a small result: still copied out of a slot */
+        p->store = out / rate(r->copy_n * share);
+      p->h2d = in / rate(r->h2d);
+      p->d2h = out / rate(r->d2h);
+      p->fixed = pos(r->job_fixed_s) + r->gpu_fixed_s;
+      if (kind == K_MATMUL) { /* copies in, then the product, then out */
+        p->total =
+            p->fixed + fmax(p->h2d, p->read) + dev + fmax(p->d2h, p->store);
+        return;
+      }
       double chunk = fmin(in + out, r->chunk_bytes);
       double latency = chunk / rate(fmin(r->h2d, r->copy_n * share));
-      return r->gpu_fixed_s + fmax(fmax(pin, pout), fmax(cin + cout, dev)) +
-             latency;
+      p->total = p->fixed +
+                 fmax(fmax(p->h2d, p->d2h), fmax(p->read + p->store, dev)) +
+                 latency;
+      return;
     }
     default:
-      return INFINITY;
+      p->total = INFINITY;
+      return;
   }
+}
+
+/* The uncorrected model, in seconds. */
+static double raw_s(const cm_model *m, tkind kind, const job_estimate *est,
+                    tbackend b) {
+  cm_parts p;
+  cm_model_parts(m, kind, est, b, &p);
+  return p.total;
 }
 
 double cm_model_ms(const cm_model *m, tkind kind, const job_estimate *est,
                    tbackend b) {
   if ((unsigned)kind >= K__COUNT || (unsigned)b >= B__COUNT) return INFINITY;
-  return raw_s(&m->r, kind, est, b) * 1e3 * m->corr[kind][b];
+  return raw_s(m, kind, est, b) * 1e3 * m->corr[kind][b];
 }
 
 void cm_model_observe(cm_model *m, tkind kind, const job_estimate *est,
                       tbackend b, double measured_ms) {
   if ((unsigned)kind >= K__COUNT || (b != B_SERIAL && b != B_CPU && b != B_CUDA))
     return;
-  double raw = raw_s(&m->r, kind, est, b) * 1e3;
+  double raw = raw_s(m, kind, est, b) * 1e3;
   if (!(raw > 0) || !isfinite(raw) || !(measured_ms > 0)) return;
   double ratio = measured_ms / raw;
   if (ratio < CM_CORR_MIN) ratio = CM_CORR_MIN;
@@ -179,6 +283,23 @@ int cm_model_choose(const cm_model *m, tkind kind, const job_estimate *est,
   json_object_set_new(corr, "cpu", json_real(m->corr[kind][B_CPU]));
   json_object_set_new(corr, "cuda", json_real(m->corr[kind][B_CUDA]));
   json_object_set_new(o, "corrections", corr);
+  json_t *parts = json_object();
+  for (int i = 2; i >= 0; i--) {
+    if (!isfinite(ms[order[i]])) continue;
+    cm_parts p;
+    cm_model_parts(m, kind, est, order[i], &p);
+    json_t *pj = json_object();
+    json_object_set_new(pj, "fixed", json_real(p.fixed * 1e3));
+    json_object_set_new(pj, "read", json_real(p.read * 1e3));
+    if (order[i] == B_CUDA)
+      json_object_set_new(pj, "h2d", json_real(p.h2d * 1e3));
+    json_object_set_new(pj, "compute", json_real(p.compute * 1e3));
+    if (order[i] == B_CUDA)
+      json_object_set_new(pj, "d2h", json_real(p.d2h * 1e3));
+    json_object_set_new(pj, "store", json_real(p.store * 1e3));
+    json_object_set_new(parts, bname(order[i]), pj);
+  }
+  json_object_set_new(o, "parts_ms", parts);
   *estimates = o;
   return T_OK;
 }
@@ -187,7 +308,9 @@ int cm_model_choose(const cm_model *m, tkind kind, const job_estimate *est,
 
 #define CM_FIELDS(X)                                                        \
   X(vm_ops_1) X(vm_ops_n) X(copy_n) X(stream_1) X(stream_n) X(fault_1)      \
-  X(fault_n) X(gemm_1) X(serial_fixed_s) X(cpu_fixed_s)
+  X(fault_n) X(gemm_1) X(serial_fixed_s) X(cpu_fixed_s) X(write_1)          \
+  X(write_n) X(map_read_1) X(map_read_n) X(mwrite_1) X(mwrite_n)            \
+  X(file_fixed_s) X(job_fixed_s)
 #define CM_GPU_FIELDS(X)                                                    \
   X(h2d) X(d2h) X(h2d_pageable) X(d2h_pageable) X(dev_bw) X(gpu_flops)      \
   X(gpu_ops) X(gpu_fixed_s) X(chunk_bytes)
@@ -209,7 +332,7 @@ json_t *cm_model_to_json(const cm_model *m) {
                                     "observations", m->nobs[k][b]));
     json_object_set_new(c, tkind_name((tkind)k), kb);
   }
-  json_object_set_new(o, "version", json_integer(2));
+  json_object_set_new(o, "version", json_integer(3));
   json_object_set_new(o, "rates", r);
   json_object_set_new(o, "corrections", c);
   return o;
@@ -219,8 +342,11 @@ int cm_model_from_json(const json_t *j, cm_model *m, terr *e) {
   cm_rates r;
   memset(&r, 0, sizeof r);
   const json_t *rj = json_object_get(j, "rates");
-  if (!json_is_object(rj) || json_integer_value(json_object_get(j, "version")) != 2)
-    return terr_set(e, T_EINVAL, "calibration", -1, "not a version 2 model");
+  /* Version 3 added the file rates (submit -> stored): an older cache is
+   * measured again. */
+  if (!json_is_object(rj) ||
+      json_integer_value(json_object_get(j, "version")) != 3)
+    return terr_set(e, T_EINVAL, "calibration", -1, "not a version 3 model");
   r.threads = (int)json_integer_value(json_object_get(rj, "threads"));
   r.gpus = (int)json_integer_value(json_object_get(rj, "gpus"));
   r.gang = (int)json_integer_value(json_object_get(rj, "gang"));
@@ -272,7 +398,8 @@ static void save_locked(void) {
   g_since_save = 0;
 }
 
-int cm_init(const char *path, int threads, terr *e) {
+int cm_init(const char *path, const char *dir, int threads, int64_t row_max,
+            int64_t inline_max, terr *e) {
   cm_model m;
   int loaded = 0;
   if (path && path[0]) {
@@ -291,14 +418,26 @@ int cm_init(const char *path, int threads, terr *e) {
   if (!loaded) {
     cm_rates r;
     double t0 = t_now_ms();
-    int rc = cm_calibrate(&r, threads, e);
+    int rc = cm_calibrate_in(&r, threads, dir, e);
     if (rc) return rc;
     cm_model_init(&m, &r);
-    log_info("router: calibrated in %.0f ms: VM %.2g ops/s (1 thread), %.2g "
-             "(%d); %d GPU(s)%s",
-             t_now_ms() - t0, r.vm_ops_1, r.vm_ops_n, threads, r.gpus,
-             r.gpus ? "" : " (cpu only)");
+    log_info(
+        "router: calibrated in %.0f ms: VM %.2g ops/s (1 thread), %.2g "
+        "(%d); result files: pwrite %.2g B/s (1), %.2g (%d), mapped "
+        "writes %.2g (1), %.2g (%d), %.2g ms a file; mapped inputs "
+        "read %.2g B/s (1), %.2g (%d); %d GPU(s)%s",
+        t_now_ms() - t0, r.vm_ops_1, r.vm_ops_n, threads, r.write_1, r.write_n,
+        threads, r.mwrite_1, r.mwrite_n, threads, r.file_fixed_s * 1e3,
+        r.map_read_1, r.map_read_n, threads, r.gpus,
+        r.gpus ? "" : " (cpu only)");
+    if (r.gpus)
+      log_info(
+          "router: GPU 0: h2d %.2g B/s, d2h %.2g B/s (pinned), device "
+          "%.2g B/s, dgemm %.2g flop/s, launch %.2g ms, staging gang %d",
+          r.h2d, r.d2h, r.dev_bw, r.gpu_flops, r.gpu_fixed_s * 1e3, r.gang);
   }
+  m.row_max = row_max > 0 ? row_max : 0;
+  if (inline_max > 0) m.inline_max = inline_max;
   pthread_mutex_lock(&g_mu);
   g_model = m;
   snprintf(g_path, sizeof g_path, "%s", path ? path : "");

@@ -61,8 +61,10 @@ static void router_size_words(const kind_ops *k, const job_estimate *est,
     snprintf(buf, len, "%.3g %s", est->work, unit);
 }
 
-int router_init(const char *calibration_path, int threads, terr *e) {
-  return cm_init(calibration_path, threads, e);
+int router_init(const char *calibration_path, const char *results_dir,
+                int threads, int64_t row_max, int64_t inline_max, terr *e) {
+  return cm_init(calibration_path, results_dir, threads, row_max, inline_max,
+                 e);
 }
 
 void router_observe(const kind_ops *k, const job_estimate *est, tbackend b,

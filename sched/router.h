@@ -29,9 +29,12 @@ int router_choose(const kind_ops *k, const job_estimate *est,
                   size_t reason_len, json_t **estimates);
 
 /* Load the cost model from calibration_path (JSON) when it was measured
- * for this many threads and GPUs, else run the self-benchmark and save it
- * there. 0, or the calibration's error (the size rule stays in use). */
-int router_init(const char *calibration_path, int threads, terr *e);
+ * for this many threads and GPUs, else run the self-benchmark (its result
+ * files in results_dir) and save it there. row_max, inline_max: where the
+ * scheduler keeps results (sched.h's row_result_max, inline_result_max).
+ * 0, or the calibration's error (the size rule stays in use). */
+int router_init(const char *calibration_path, const char *results_dir,
+                int threads, int64_t row_max, int64_t inline_max, terr *e);
 /* A finished run of k on b (B_SERIAL, B_CPU, B_CUDA) took ms in total:
  * corrects later estimates for (kind, backend). */
 void router_observe(const kind_ops *k, const job_estimate *est, tbackend b,

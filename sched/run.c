@@ -53,6 +53,11 @@
  * changed under the job fails it naming the input, whatever it computed.
  * A failed or canceled job leaves no temporary (srun_cleanup).
  *
+ * The router's cost model estimates submit -> stored, so a run teaches it
+ * (router_observe) what it estimated: a single backend's prepare + run +
+ * store, once the result is kept; each backend of a compare its prepare +
+ * run (its result is not stored alone).
+ *
  * Threads: everything here runs on the worker that owns the job, except
  * srun_finished (the store's writer thread: it must not block nor make a
  * [sync] store call); sched.mu is taken only briefly (see sched_int.h) and
@@ -345,9 +350,13 @@ static int srun_backend(srun *r, void *plan, tbackend b, int device,
     rc = terr_set(e, T_EINTERNAL, "", -1, "kind %s returned no result",
                   r->j->k->name);
   }
-  /* Recorded timings correct the router's cost model (every backend a
-   * compare runs teaches it too). */
-  if (rc == T_OK && r->j->have_est) router_observe(r->j->k, &r->j->est, b, *ms);
+  /* Recorded timings correct the router's cost model, which estimates
+   * submit -> stored: a single run is observed once its result is stored
+   * (srun), each backend a compare runs here with the prepare it would
+   * have paid (its result is not stored: a small error in the store term,
+   * which the next single run corrects). */
+  if (rc == T_OK && r->j->have_est && r->j->backend == B_COMPARE)
+    router_observe(r->j->k, &r->j->est, b, r->t_prepare + *ms);
   double phases = ctx->t_h2d + ctx->t_d2h;
   r->t_h2d += ctx->t_h2d;
   r->t_d2h += ctx->t_d2h;
@@ -711,6 +720,7 @@ void sched_run_job(sched *s, sjob *j, int device) {
   size_t npy_len = 0;
   int64_t started_at = 0;
   int started = 0, crashed = 0, jslot = -1, status, rc;
+  double backend_ms = 0; /* a single backend's run */
 
   /* A job whose every recorded start ended with the process (no finish):
    * a poison job. It fails instead of taking the service down again. */
@@ -795,8 +805,7 @@ void sched_run_job(sched *s, sjob *j, int device) {
   if (j->backend == B_COMPARE) {
     rc = srun_compare(&r, plan, &result, &e);
   } else {
-    double ms;
-    rc = srun_backend(&r, plan, j->backend, device, &result, &ms, &e);
+    rc = srun_backend(&r, plan, j->backend, device, &result, &backend_ms, &e);
   }
 
 end:
@@ -872,6 +881,9 @@ end:
     result = NULL;
     r.t_store = t_now_ms() - t0s;
     if (npy) final[0] = 0; /* in the row, not a file */
+    if (!wrc && j->have_est && j->backend != B_COMPARE)
+      router_observe(j->k, &j->est, j->backend,
+                     r.t_prepare + backend_ms + r.t_store);
     if (wrc) {
       status = JOB_FAILED, code = terr_code_name((terr_code)wrc);
       snprintf(msg, sizeof msg, "%s", e.message);

@@ -444,7 +444,8 @@ int sched_start(sched *s, terr *e) {
   if (s->calibration_path) {
     terr ce;
     terr_clear(&ce);
-    if (router_init(s->calibration_path, s->nthreads, &ce) != T_OK)
+    if (router_init(s->calibration_path, s->results_dir, s->nthreads,
+                    s->row_max, s->inline_max, &ce) != T_OK)
       log_warn("scheduler: router calibration failed (%s); auto uses the "
                "size rule", ce.message);
   }

@@ -200,6 +200,11 @@ static int mm_check(const json_t *params, const tenv *env, job_estimate *est,
   int64_t in = add_sat(s.ia.size, s.ib.size);
   if (s.has_bias) in = add_sat(in, s.ic.size);
   est->in_bytes = in > INT64_MAX / isz ? INT64_MAX : in * isz;
+  const arrayval_info *iv[3] = {&s.ia, &s.ib, s.has_bias ? &s.ic : NULL};
+  for (int i = 0; i < 3 && iv[i]; i++)
+    job_estimate_input(
+        est, iv[i]->size > INT64_MAX / isz ? INT64_MAX : iv[i]->size * isz,
+        iv[i]->form == AV_ARRAY || iv[i]->form == AV_RESULT);
   est->mem_bytes = add_sat(est->in_bytes, est->out_bytes);
   est->work = 2.0 * (double)s.m * (double)s.n * (double)s.k;
   double sz = (double)s.m * (double)s.n * (double)s.k;

@@ -9,7 +9,9 @@
 #      and cpu) beside bench_geodesic's "copy + write" peer,
 #   4. the GPU benchmark table,
 #   5. bench_e2e (SKIP_E2E=1 skips it, ONLY_E2E=1 runs it alone; E2E_ARGS="--matmul-big ..." adds flags;
-#      its peers run tests/bench/peers_e2e.py with python3).
+#      its peers run tests/bench/peers_e2e.py with python3),
+#   6. bench_auto.sh: auto's backend against serial, cpu and cuda,
+#      submit -> stored, per case (SKIP_AUTO=1 skips it; needs curl, jq).
 # Logs go to $OUT when set (the device tool), else to BIN. SKIP_BENCH=1 skips
 # step 4. Carry only libraries that machine lacks (not libnettle: its GnuTLS
 # needs its own).
@@ -83,6 +85,14 @@ if [ -z "${SKIP_E2E:-}" ]; then
   timeout 580 "$BIN/bench_e2e" "$BIN/tesseld" --sizes 1e6,1e7,1e8 --matmul 1024,4096 \
     --geo 5000 --upload-mib 1024 --download-mb 800 --reps 3 ${E2E_ARGS:-} 2>&1 \
     | tee "$LOG/bench_e2e.txt"
+fi
+step "6. auto against the best backend, submit -> stored (bench_auto.sh)"
+if [ -z "${SKIP_AUTO:-}" ]; then
+  if command -v jq > /dev/null && command -v curl > /dev/null; then
+    timeout 500 sh tests/bench/bench_auto.sh "$BIN/tesseld" 3 2>&1 | tee "$LOG/bench_auto.md"
+  else
+    echo "bench_auto.sh needs curl and jq: skipped"
+  fi
 fi
 echo
 [ $fail -eq 0 ] && echo "device_run: all passed" || echo "device_run: FAILURES"

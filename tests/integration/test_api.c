@@ -238,6 +238,17 @@ TEST(arrays_upload_use_download_delete) {
   CHECK(num(json_array_get(d, 0)) == 5 && num(json_array_get(d, 1)) == 25 &&
         num(json_array_get(d, 2)) == 61);
   json_decref(d);
+  /* auto's estimate, submit -> stored in parts: the upload is read
+   * through its file's mapping (a read term however small), the three
+   * sums fit the store row (no store term). */
+  json_t *est = json_object_get(j, "estimate");
+  CHECK(strcmp(jstr(est, "model"), "calibrated") == 0);
+  json_t *ps = json_object_get(json_object_get(est, "parts_ms"), "serial");
+  CHECK(num(json_object_get(ps, "read")) > 0);
+  CHECK(num(json_object_get(ps, "fixed")) > 0);
+  CHECK(json_is_number(json_object_get(ps, "store")) &&
+        num(json_object_get(ps, "store")) == 0);
+  CHECK(num(json_object_get(est, "serial_ms")) > 0); /* corrected: any size */
   json_decref(j);
 
   snprintf(path, sizeof path, "/v1/arrays/%s", id);

@@ -2,17 +2,24 @@
  * GPU: the model picks the backend with the smallest estimate and says so
  * with every figure; estimates grow with the work and the bytes; a GPU is
  * chosen for heavy work only when one is usable, and not when copying the
- * data costs more than computing it on the CPU; corrections from recorded
- * timings converge on the measured/estimated ratio and stay bounded; the
- * JSON cache round-trips, and a bad one is refused naming the field; the
- * self-benchmark measures positive rates, and cm_init writes the cache and
- * reads it back on the next start. */
+ * data costs more than computing it on the CPU; the submit -> stored terms
+ * (issue 11): a result that must be stored costs a GPU job at least its
+ * d2h and its store (the issue's 1e8 map is not sent to cuda any more),
+ * a result kept in the store row costs no store, the store term does not
+ * shrink with more threads, an input mapped from a file costs its page
+ * faults, a resident input no h2d; corrections from recorded timings
+ * converge on the measured/estimated ratio and stay bounded; the JSON
+ * cache round-trips, and a bad one is refused naming the field; the
+ * self-benchmark measures positive rates (the result files in the given
+ * folder, which it leaves empty), and cm_init writes the cache and reads
+ * it back on the next start. */
+#include <dirent.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "check.h"
-#include "sched/costmodel.h"
 #include "gpu/gpu.h"
+#include "sched/costmodel.h"
 #include "sched/router.h"
 
 /* A machine like the H100 host: 16 threads, ~1 G VM ops/s per thread. */
@@ -40,6 +47,17 @@ static cm_rates rates(int gpus) {
   r.gpu_ops = 1.2e13;
   r.gpu_fixed_s = 3e-4;
   r.chunk_bytes = 32 << 20;
+  /* result files: the sink's pwrite ~4.5 GB/s (array/npyfile.c), first
+   * writes through a mapping ~1.9 GB/s (issue 11: an 800 MB GPU result's
+   * d2h phase took 373-464 ms) */
+  r.write_1 = 4.5e9;
+  r.write_n = 4.2e9;
+  r.mwrite_1 = 1.9e9;
+  r.mwrite_n = 1.9e9;
+  r.map_read_1 = 6e9;
+  r.map_read_n = 30e9;
+  r.file_fixed_s = 1e-4;
+  r.job_fixed_s = 3e-4;
   return r;
 }
 
@@ -91,8 +109,16 @@ TEST(picks_the_fastest) {
   /* x+1 over 1e9: staging 16 GB through the host (~0.47 s) vs 1e9 ops on
    * 12 G ops/s plus writing the result (~0.35 s). */
   CHECK(choose(&m, K_MAP, &big, 1, why) == B_CPU);
-  /* The same with a slow CPU goes to the GPU. */
+  /* A slow CPU does not send it to the GPU: the GPU's result is written
+   * through a mapping at 1.9 GB/s, slower than the sink's pwrite... */
   r.vm_ops_n = 1e9;
+  r.stream_n = 14e9;
+  cm_model_init(&m, &r);
+  CHECK(choose(&m, K_MAP, &big, 1, why) == B_CPU);
+  /* ...but would, were the GPU's results written as fast as the sink's
+   * (and the CPU a little slower still). */
+  r.mwrite_1 = r.mwrite_n = r.write_1;
+  r.vm_ops_n = 4e8;
   cm_model_init(&m, &r);
   CHECK(choose(&m, K_MAP, &big, 1, why) == B_CUDA);
   /* matmul 4096^3: 137 GFLOP; cuda ~3 ms + copies vs cpu ~0.3 s */
@@ -120,6 +146,137 @@ TEST(monotonic) {
       prev = ms;
     }
   }
+}
+
+/* x**2 + 2*x + 1 over n float64 read from an upload (a mapped file). */
+static job_estimate upload_est(double n) {
+  job_estimate e = map_est(n, 7);
+  e.ninputs = 0;
+  job_estimate_input(&e, (int64_t)(8 * n), 1);
+  return e;
+}
+
+TEST(stored_results_cost_a_gpu_job) {
+  cm_model m;
+  cm_rates r = rates(1);
+  cm_model_init(&m, &r);
+  /* The issue's case: 1e8 elements; cuda took 637 ms (serial 471) while
+   * the old model said 88 ms. Now: at least d2h, at least the store of
+   * 800 MB through a mapping (~420 ms), and not chosen. */
+  job_estimate e = upload_est(1e8);
+  cm_parts p;
+  cm_model_parts(&m, K_MAP, &e, B_CUDA, &p);
+  CHECK_NEAR(p.store, r.file_fixed_s + 8e8 / r.mwrite_1, 1e-9);
+  CHECK_NEAR(p.d2h, 8e8 / r.d2h, 1e-12);
+  CHECK_NEAR(p.h2d, 8e8 / r.h2d, 1e-12);
+  CHECK(p.total >= p.fixed + p.store && p.total >= p.fixed + p.d2h);
+  CHECK(cm_model_ms(&m, K_MAP, &e, B_CUDA) >= 420);
+  char why[200];
+  CHECK(choose(&m, K_MAP, &e, 1, why) != B_CUDA);
+  /* The estimate JSON has every backend's parts; cuda's with its copies. */
+  tbackend b;
+  json_t *j = NULL;
+  CHECK(cm_model_choose(&m, K_MAP, &e, 1, &b, why, sizeof why, &j) == 0);
+  json_t *pc = json_object_get(json_object_get(j, "parts_ms"), "cuda");
+  CHECK_NEAR(json_number_value(json_object_get(pc, "store")), p.store * 1e3,
+             1e-6);
+  CHECK(json_is_number(json_object_get(pc, "h2d")) &&
+        json_is_number(json_object_get(pc, "d2h")));
+  CHECK(json_object_get(
+            json_object_get(json_object_get(j, "parts_ms"), "serial"), "h2d") ==
+        NULL);
+  json_decref(j);
+  /* A result that fits the store row: no store term on any backend, and a
+   * small GPU result is still copied out of the pinned slot. */
+  job_estimate red = upload_est(1e6);
+  red.out_bytes = 8;
+  m.row_max = 65536;
+  for (int bb = B_SERIAL; bb <= B_CPU; bb++) {
+    cm_model_parts(&m, K_REDUCE, &red, (tbackend)bb, &p);
+    CHECK(p.store == 0);
+  }
+  m.row_max = 0; /* no row: a file, at least its fixed cost */
+  cm_model_parts(&m, K_REDUCE, &red, B_SERIAL, &p);
+  CHECK(p.store >= r.file_fixed_s);
+}
+
+TEST(store_does_not_scale_with_threads) {
+  cm_model m;
+  cm_rates r = rates(0);
+  r.write_n = 3 * r.write_1; /* even if "all threads" measured faster */
+  r.mwrite_n = 2 * r.mwrite_1;
+  cm_model_init(&m, &r);
+  job_estimate e = upload_est(1e8);
+  cm_parts ps, pc;
+  cm_model_parts(&m, K_MAP, &e, B_SERIAL, &ps);
+  cm_model_parts(&m, K_MAP, &e, B_CPU, &pc);
+  CHECK(ps.store > 0.1);
+  CHECK(pc.store >= ps.store);
+  /* a cheap map on the pool cannot be faster than its store */
+  CHECK(pc.total >= pc.fixed + pc.store);
+  /* geodesic results go through a mapping: the same rule */
+  job_estimate g;
+  memset(&g, 0, sizeof g);
+  g.work = 5000.0 * 4999 / 2;
+  g.out_bytes = 8 * 5000 * 5000;
+  g.in_bytes = 5000 * 16;
+  cm_model_parts(&m, K_GEODESIC, &g, B_SERIAL, &ps);
+  cm_model_parts(&m, K_GEODESIC, &g, B_CPU, &pc);
+  CHECK(pc.store >= ps.store && ps.store >= g.out_bytes / r.mwrite_1);
+  CHECK(pc.compute < ps.compute); /* the compute does scale */
+  /* the method's cost per pair counts: haversine (27 ns) is cheaper
+   * than Karney (630, the default when the kind gives none) */
+  job_estimate hv = g;
+  hv.ops_per_elem = 27;
+  cm_parts ph;
+  cm_model_parts(&m, K_GEODESIC, &hv, B_SERIAL, &ph);
+  CHECK_NEAR(ph.compute * 630, ps.compute * 27, 1e-9 * ps.compute * 630);
+  /* a 64-thread machine with the same per-thread rates: no smaller store */
+  r.threads = 64;
+  cm_model_init(&m, &r);
+  cm_parts p64;
+  cm_model_parts(&m, K_MAP, &e, B_CPU, &p64);
+  CHECK(p64.store >= pc.store - 1e-12);
+}
+
+TEST(inputs_where_they_come_from) {
+  cm_model m;
+  cm_rates r = rates(1);
+  cm_model_init(&m, &r);
+  /* mapped from a file: the page faults' rate, even below the caches */
+  job_estimate f = upload_est(1e6);
+  cm_parts p;
+  cm_model_parts(&m, K_MAP, &f, B_SERIAL, &p);
+  CHECK_NEAR(p.read, 8e6 / r.map_read_1, 1e-12);
+  job_estimate h = f; /* the same bytes on the heap (inline, range) */
+  h.inputs[0].from_file = 0;
+  cm_model_parts(&m, K_MAP, &h, B_SERIAL, &p);
+  CHECK(p.read == 0); /* 16 MB in + out: in the caches */
+  /* resident on the device: no h2d and no host read for cuda */
+  job_estimate big = upload_est(1e8), res = big;
+  res.inputs[0].resident = 1;
+  cm_parts pb, pr;
+  cm_model_parts(&m, K_MAP, &big, B_CUDA, &pb);
+  cm_model_parts(&m, K_MAP, &res, B_CUDA, &pr);
+  CHECK(pb.h2d > 0 && pb.read > 0);
+  CHECK(pr.h2d == 0 && pr.read == 0);
+  CHECK(pr.d2h == pb.d2h && pr.store == pb.store);
+  CHECK(pr.total <= pb.total);
+  /* ...which does not change a CPU backend's read */
+  cm_model_parts(&m, K_MAP, &big, B_SERIAL, &pb);
+  cm_model_parts(&m, K_MAP, &res, B_SERIAL, &pr);
+  CHECK(pr.read == pb.read && pb.read > 0);
+  /* a matmul's inputs: resident ones leave the h2d of the others */
+  job_estimate mm;
+  memset(&mm, 0, sizeof mm);
+  mm.work = 2.0 * 2048 * 2048 * 2048;
+  mm.out_bytes = 8 * 2048 * 2048;
+  mm.in_bytes = 2 * mm.out_bytes;
+  job_estimate_input(&mm, mm.out_bytes, 1);
+  job_estimate_input(&mm, mm.out_bytes, 1);
+  mm.inputs[1].resident = 1 << 0;
+  cm_model_parts(&m, K_MATMUL, &mm, B_CUDA, &p);
+  CHECK_NEAR(p.h2d, (double)mm.out_bytes / r.h2d, 1e-12);
 }
 
 TEST(corrections) {
@@ -165,15 +322,28 @@ TEST(calibrate_and_cache) {
   cm_rates r;
   terr e;
   terr_clear(&e);
-  CHECK(cm_calibrate(&r, 2, &e) == 0);
-  CHECK(r.vm_ops_1 > 1e6 && r.vm_ops_n > 1e6 && r.copy_n > 1e7 && r.gemm_1 > 1e7);
-  CHECK(r.stream_1 > 1e7 && r.stream_n > 1e7 && r.fault_1 > 1e7 && r.fault_n > 1e7);
-  CHECK(r.gpus == gpu_count());
   char dir[] = "/tmp/tessel-router-XXXXXX";
   CHECK(mkdtemp(dir) != NULL);
+  CHECK(cm_calibrate_in(&r, 2, dir, &e) == 0);
+  CHECK(r.vm_ops_1 > 1e6 && r.vm_ops_n > 1e6 && r.copy_n > 1e7 && r.gemm_1 > 1e7);
+  CHECK(r.stream_1 > 1e7 && r.stream_n > 1e7 && r.fault_1 > 1e7 && r.fault_n > 1e7);
+  CHECK(r.write_1 > 1e7 && r.write_n > 1e7 && r.map_read_1 > 1e7 &&
+        r.map_read_n > 1e7 && r.mwrite_1 > 1e7 && r.mwrite_n > 1e7);
+  CHECK(r.file_fixed_s > 0 && r.file_fixed_s < 1 && r.job_fixed_s > 0);
+  CHECK(r.gpus == gpu_count());
+  { /* its files are gone */
+    DIR *d = opendir(dir);
+    CHECK(d != NULL);
+    struct dirent *de;
+    int left = 0;
+    while (d && (de = readdir(d)))
+      if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) left++;
+    if (d) closedir(d);
+    CHECK(left == 0);
+  }
   char path[256];
   snprintf(path, sizeof path, "%s/calibration.json", dir);
-  CHECK(cm_init(path, 2, &e) == 0);
+  CHECK(cm_init(path, dir, 2, 0, 0, &e) == 0);
   CHECK(cm_ready());
   CHECK(access(path, R_OK) == 0);
   job_estimate je = map_est(1e6, 4);
@@ -184,7 +354,7 @@ TEST(calibrate_and_cache) {
   cm_shutdown();
   CHECK(!cm_ready());
   /* Next start: read back (same threads and GPUs), corrections kept. */
-  CHECK(cm_init(path, 2, &e) == 0);
+  CHECK(cm_init(path, dir, 2, 0, 0, &e) == 0);
   cm_model b;
   cm_get(&b);
   CHECK(b.nobs[K_MAP][B_SERIAL] == 16);
@@ -214,6 +384,9 @@ int main(void) {
   gpu_init();
   RUN(picks_the_fastest);
   RUN(monotonic);
+  RUN(stored_results_cost_a_gpu_job);
+  RUN(store_does_not_scale_with_threads);
+  RUN(inputs_where_they_come_from);
   RUN(corrections);
   RUN(json_roundtrip);
   RUN(calibrate_and_cache);
