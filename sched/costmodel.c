@@ -117,6 +117,8 @@ void cm_model_parts(const cm_model *m, tkind kind, const job_estimate *est,
                    ? (one ? r->write_1 : capped(r->write_1, r->write_n))
                : keep == KEEP_HEAP
                    ? r->write_1
+                   : b == B_CUDA ? (r->mwrite_pf > r->mwrite_n ? r->mwrite_pf
+                                                              : r->mwrite_n)
                    : (one ? r->mwrite_1 : capped(r->mwrite_1, r->mwrite_n));
     p->store = pos(r->file_fixed_s) + out / rate(w);
   }
@@ -309,8 +311,8 @@ int cm_model_choose(const cm_model *m, tkind kind, const job_estimate *est,
 #define CM_FIELDS(X)                                                        \
   X(vm_ops_1) X(vm_ops_n) X(copy_n) X(stream_1) X(stream_n) X(fault_1)      \
   X(fault_n) X(gemm_1) X(serial_fixed_s) X(cpu_fixed_s) X(write_1)          \
-  X(write_n) X(map_read_1) X(map_read_n) X(mwrite_1) X(mwrite_n)            \
-  X(file_fixed_s) X(job_fixed_s)
+  X(write_n) X(map_read_1) X(map_read_n) X(mwrite_1) X(mwrite_n)          \
+  X(mwrite_pf) X(file_fixed_s) X(job_fixed_s)
 #define CM_GPU_FIELDS(X)                                                    \
   X(h2d) X(d2h) X(h2d_pageable) X(d2h_pageable) X(dev_bw) X(gpu_flops)      \
   X(gpu_ops) X(gpu_fixed_s) X(chunk_bytes)
@@ -332,7 +334,7 @@ json_t *cm_model_to_json(const cm_model *m) {
                                     "observations", m->nobs[k][b]));
     json_object_set_new(c, tkind_name((tkind)k), kb);
   }
-  json_object_set_new(o, "version", json_integer(3));
+  json_object_set_new(o, "version", json_integer(4));
   json_object_set_new(o, "rates", r);
   json_object_set_new(o, "corrections", c);
   return o;
@@ -342,11 +344,11 @@ int cm_model_from_json(const json_t *j, cm_model *m, terr *e) {
   cm_rates r;
   memset(&r, 0, sizeof r);
   const json_t *rj = json_object_get(j, "rates");
-  /* Version 3 added the file rates (submit -> stored): an older cache is
-   * measured again. */
+  /* Version 3 added the file rates (submit -> stored), 4 the prefaulted
+   * mapping rate (GPU results): an older cache is measured again. */
   if (!json_is_object(rj) ||
-      json_integer_value(json_object_get(j, "version")) != 3)
-    return terr_set(e, T_EINVAL, "calibration", -1, "not a version 3 model");
+      json_integer_value(json_object_get(j, "version")) != 4)
+    return terr_set(e, T_EINVAL, "calibration", -1, "not a version 4 model");
   r.threads = (int)json_integer_value(json_object_get(rj, "threads"));
   r.gpus = (int)json_integer_value(json_object_get(rj, "gpus"));
   r.gang = (int)json_integer_value(json_object_get(rj, "gang"));
@@ -424,10 +426,12 @@ int cm_init(const char *path, const char *dir, int threads, int64_t row_max,
     log_info(
         "router: calibrated in %.0f ms: VM %.2g ops/s (1 thread), %.2g "
         "(%d); result files: pwrite %.2g B/s (1), %.2g (%d), mapped "
-        "writes %.2g (1), %.2g (%d), %.2g ms a file; mapped inputs "
+        "writes %.2g (1), %.2g (%d), prefaulted %.2g (%d), %.2g ms a file; "
+        "mapped inputs "
         "read %.2g B/s (1), %.2g (%d); %d GPU(s)%s",
         t_now_ms() - t0, r.vm_ops_1, r.vm_ops_n, threads, r.write_1, r.write_n,
-        threads, r.mwrite_1, r.mwrite_n, threads, r.file_fixed_s * 1e3,
+        threads, r.mwrite_1, r.mwrite_n, threads, r.mwrite_pf, threads,
+        r.file_fixed_s * 1e3,
         r.map_read_1, r.map_read_n, threads, r.gpus,
         r.gpus ? "" : " (cpu only)");
     if (r.gpus)

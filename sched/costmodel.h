@@ -23,7 +23,11 @@
  *            shared mapping (every other result, a GPU's included: the
  *            gang copies out of the pinned slots into it). The file's inode
  *            lock serialises writers, so the store rate is never taken
- *            above one thread's: more threads do not shrink it.
+ *            above one thread's: more threads do not shrink it — except a
+ *            GPU result's: the gang prefaults the whole mapping in parallel
+ *            on a disk file system, or faults it in parallel on tmpfs
+ *            (gpu/stage.cu), so cuda's rate is the better of the two
+ *            all-threads mapping rates (mwrite_pf, mwrite_n).
  * Combined (overlaps as the code runs them):
  *   serial   fixed + max(compute, read) + store
  *   cpu      a map: fixed + max(compute, read, store) (pool threads write
@@ -78,6 +82,9 @@ typedef struct cm_rates {
   double write_1, write_n;       /* pwrite into a fallocated file, bytes/s */
   double map_read_1, map_read_n; /* reading a fresh mapping of a file */
   double mwrite_1, mwrite_n;     /* first writes via a fresh shared mapping */
+  double mwrite_pf;              /* ... by all threads after each prefaulted
+                                  * its part (MADV_POPULATE_WRITE): a GPU
+                                  * result's way on disk file systems */
   double file_fixed_s;           /* create + fallocate + rename a result file */
   double job_fixed_s; /* every job's submit -> stored overhead (nominal) */
 } cm_rates;
