@@ -64,6 +64,10 @@ void gpu_configure(const gpu_config *cfg);
  * when the array is deleted. Unknown ids are a no-op. Never blocks on a
  * running job: a busy device drops it when its job ends. */
 void gpu_resident_drop(const char *id);
+/* Bit d set: device d holds (id, dtype, bytes) in its resident cache now
+ * (an uploaded array or a chained job's result; it may be evicted before a
+ * job runs, so this is for estimates). Any thread; never waits for a job. */
+uint32_t gpu_resident_mask(const char *id, int dtype, size_t bytes);
 
 /* Rates measured on device `dev` in a few milliseconds, for the router's
  * cost model. Bandwidths in bytes/s (d2d counts bytes read + written),

@@ -21,6 +21,10 @@ void gpu_lock(int dev) {}
 void gpu_unlock(int dev) {}
 void gpu_configure(const gpu_config *cfg) {}
 void gpu_resident_drop(const char *id) {}
+uint32_t gpu_resident_mask(const char *id, int dtype, size_t bytes) {
+  (void)id, (void)dtype, (void)bytes;
+  return 0;
+}
 int gpu_measure_rates(int dev, gpu_rates *r, terr *e) {
   return terr_set(e, T_EUNAVAIL, "backend", -1, "%s", gpu_unavailable_reason());
 }

@@ -57,8 +57,61 @@ static size_t budget(devctx *d) {
   return (size_t)((double)d->mem_total * dev_resident_fraction());
 }
 
+/* ---- the mirror: what is resident, readable without a device's lock ----
+ * The router asks (gpu_resident_mask) while a device may be busy running a
+ * job under its lock, so every entry is also listed here under a lock of
+ * its own, held only for a scan. */
+typedef struct mirror_ent {
+  int dev, dtype;
+  size_t bytes;
+  char id[T_ID_MAX];
+} mirror_ent;
+static pthread_mutex_t g_mirror_mu = PTHREAD_MUTEX_INITIALIZER;
+static mirror_ent *g_mirror;
+static size_t g_mirror_n, g_mirror_cap;
+
+static void mirror_add(int dev, const char *id, int dtype, size_t bytes) {
+  pthread_mutex_lock(&g_mirror_mu);
+  if (tvec_grow(&g_mirror, &g_mirror_cap, sizeof *g_mirror, g_mirror_n + 1, 0) == 0) {
+    mirror_ent *m = &g_mirror[g_mirror_n++];
+    m->dev = dev;
+    m->dtype = dtype;
+    m->bytes = bytes;
+    snprintf(m->id, sizeof m->id, "%s", id);
+  }
+  pthread_mutex_unlock(&g_mirror_mu);
+}
+
+static void mirror_del(int dev, const char *id, int dtype, size_t bytes) {
+  pthread_mutex_lock(&g_mirror_mu);
+  for (size_t i = 0; i < g_mirror_n; i++) {
+    mirror_ent *m = &g_mirror[i];
+    if (m->dev == dev && m->dtype == dtype && m->bytes == bytes &&
+        strcmp(m->id, id) == 0) {
+      g_mirror[i] = g_mirror[--g_mirror_n];
+      break;
+    }
+  }
+  pthread_mutex_unlock(&g_mirror_mu);
+}
+
+uint32_t gpu_resident_mask(const char *id, int dtype, size_t bytes) {
+  uint32_t mask = 0;
+  if (!id) return 0;
+  pthread_mutex_lock(&g_mirror_mu);
+  for (size_t i = 0; i < g_mirror_n; i++) {
+    const mirror_ent *m = &g_mirror[i];
+    if (m->dtype == dtype && m->bytes == bytes && m->dev >= 0 && m->dev < 32 &&
+        strcmp(m->id, id) == 0)
+      mask |= 1u << m->dev;
+  }
+  pthread_mutex_unlock(&g_mirror_mu);
+  return mask;
+}
+
 static void remove_at(devctx *d, int i) {
   struct resident *r = d->res;
+  mirror_del(d->index, r->e[i].id, r->e[i].dtype, r->e[i].bytes);
   r->total -= r->e[i].buf.bytes;
   devmem_free(d, &r->e[i].buf);
   r->e[i] = r->e[--r->n];
@@ -129,6 +182,7 @@ int resident_acquire(devctx *d, const char *id, const void *host, size_t bytes,
   x->used = ++r->clock;
   x->pinned = 1;
   r->total += b.bytes;
+  mirror_add(d->index, x->id, x->dtype, x->bytes);
   *ptr = b.ptr;
   return 0;
 }
@@ -161,6 +215,7 @@ int resident_adopt(devctx *d, const char *id, int dtype, size_t bytes,
   x->buf = *buf;
   x->used = ++r->clock;
   r->total += buf->bytes;
+  mirror_add(d->index, x->id, x->dtype, x->bytes);
   buf->ptr = NULL;
   buf->bytes = 0;
   return 1;

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/gpu.h"
+
 static int key_allowed(const char *key, const char *const *extra) {
   if (!strcmp(key, "expr") || !strcmp(key, "inputs") || !strcmp(key, "dtype"))
     return 1;
@@ -187,8 +189,16 @@ void kexpr_estimate(const kexpr *k, double ops_per_elem, job_estimate *est) {
     int64_t b = k->info[i].size * (int64_t)dsz;
     est->in_bytes = est->in_bytes > INT64_MAX - b ? INT64_MAX
                                                   : est->in_bytes + b;
-    job_estimate_input(
-        est, b, k->info[i].form == AV_ARRAY || k->info[i].form == AV_RESULT);
+    int n0 = est->ninputs, stored = k->info[i].form == AV_ARRAY ||
+                                    k->info[i].form == AV_RESULT;
+    job_estimate_input(est, b, stored);
+    /* On a GPU already? Under the id the run would give it (kexpr_resolve:
+     * only an array as stored, not converted). */
+    if (est->ninputs > n0 && stored && k->info[i].dtype == k->dt)
+      est->inputs[n0].resident = gpu_resident_mask(
+          json_string_value(json_object_get(
+              k->val[i], k->info[i].form == AV_ARRAY ? "array" : "result")),
+          (int)k->dt, (size_t)b);
   }
   est->mem_bytes = est->in_bytes > INT64_MAX - est->out_bytes
                        ? INT64_MAX

@@ -56,11 +56,11 @@ typedef struct job_est_input {
   int from_file;     /* an upload or a job's result: read through a fresh
                         mapping of its file (page faults on a page-cache
                         file), not from heap memory */
-  uint32_t resident; /* bit d: device d holds it already (its h2d is 0).
-                        Nothing sets it yet: gpu/ has no call that says
-                        what is resident, so the model charges the copy
-                        (the conservative side); chained results kept on
-                        the device will set it. */
+  uint32_t resident; /* bit d: device d holds it already (its h2d is 0):
+                        an upload or a chained job's result in the GPU's
+                        resident cache when the job was checked
+                        (gpu_resident_mask; it may be evicted before the
+                        run, the estimate is then a little low) */
 } job_est_input;
 
 /* What the router and the limits need to know before anything runs. */

@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/gpu.h"
 #include "kinds/gpu_kernels.h"
 #include "kinds/kinds.h"
 #include "util/pool.h"
@@ -186,6 +187,14 @@ static int64_t add_sat(int64_t x, int64_t y) {
   return x > INT64_MAX - y ? INT64_MAX : x + y;
 }
 
+/* The id a GPU may keep an input resident under: an uploaded array's or a
+ * job result's (both name their bytes for good); NULL for other forms. */
+#define MM_KEEPS(f) ((f) == AV_ARRAY || (f) == AV_RESULT)
+static const char *upload_id_of(const json_t *v) {
+  const char *id = json_string_value(json_object_get(v, "array"));
+  return id ? id : json_string_value(json_object_get(v, "result"));
+}
+
 static int mm_check(const json_t *params, const tenv *env, job_estimate *est,
                     terr *e) {
   mm_spec s;
@@ -201,10 +210,17 @@ static int mm_check(const json_t *params, const tenv *env, job_estimate *est,
   if (s.has_bias) in = add_sat(in, s.ic.size);
   est->in_bytes = in > INT64_MAX / isz ? INT64_MAX : in * isz;
   const arrayval_info *iv[3] = {&s.ia, &s.ib, s.has_bias ? &s.ic : NULL};
-  for (int i = 0; i < 3 && iv[i]; i++)
-    job_estimate_input(
-        est, iv[i]->size > INT64_MAX / isz ? INT64_MAX : iv[i]->size * isz,
-        iv[i]->form == AV_ARRAY || iv[i]->form == AV_RESULT);
+  const json_t *vals[3] = {json_object_get(params, "a"),
+                           json_object_get(params, "b"),
+                           json_object_get(params, "bias")};
+  for (int i = 0; i < 3 && iv[i]; i++) {
+    int64_t b = iv[i]->size > INT64_MAX / isz ? INT64_MAX : iv[i]->size * isz;
+    int n0 = est->ninputs, stored = MM_KEEPS(iv[i]->form);
+    job_estimate_input(est, b, stored);
+    if (est->ninputs > n0 && stored) /* on a GPU already? (mm_prepare's ids) */
+      est->inputs[n0].resident = gpu_resident_mask(upload_id_of(vals[i]),
+                                                   (int)s.dt, (size_t)b);
+  }
   est->mem_bytes = add_sat(est->in_bytes, est->out_bytes);
   est->work = 2.0 * (double)s.m * (double)s.n * (double)s.k;
   double sz = (double)s.m * (double)s.n * (double)s.k;
@@ -224,11 +240,8 @@ static void mm_release(void *plan) {
   free(p);
 }
 
-/* The id a GPU may keep the input resident under: an uploaded array's or
- * a job result's (both name their bytes for good). */
 static char *upload_id(const json_t *v) {
-  const char *id = json_string_value(json_object_get(v, "array"));
-  if (!id) id = json_string_value(json_object_get(v, "result"));
+  const char *id = upload_id_of(v);
   return id ? strdup(id) : NULL;
 }
 
@@ -254,7 +267,6 @@ static int mm_prepare(const json_t *params, const tenv *env, void **plan,
     rc = terr_set(e, T_EINVAL, "params", -1, "an input changed shape");
     goto fail;
   }
-#define MM_KEEPS(f) ((f) == AV_ARRAY || (f) == AV_RESULT)
   p->ids[0] = MM_KEEPS(p->s.ia.form) ? upload_id(va) : NULL;
   p->ids[1] = MM_KEEPS(p->s.ib.form) ? upload_id(vb) : NULL;
   p->ids[2] = p->s.has_bias && MM_KEEPS(p->s.ic.form) ? upload_id(vc) : NULL;

@@ -209,6 +209,9 @@ TEST(result_stays_for_a_chain) {
   /* a: uploaded input (resident), whole path, result kept as ja */
   CHECK(map_into(in, "a_TESTCHAININPUT00000000", a, ja, 1) > 0);
   /* b reads a's result by id: on the device already */
+  /* the router sees it there (its estimate drops the copy) */
+  CHECK(gpu_resident_mask(ja, T_F64, (size_t)n[0] * 8) == 1u);
+  CHECK(gpu_resident_mask(ja, T_F32, (size_t)n[0] * 8) == 0);
   double h = map_into(a, ja, b, "j_TESTCHAINB000000000000", 1);
   CHECK_MSG(h == 0, "b's h2d %.3f ms, want 0", h);
   /* c, not final (a compare run): its result is not kept */
@@ -216,6 +219,7 @@ TEST(result_stays_for_a_chain) {
   h = map_into(c, jc, b, "j_TESTCHAIND000000000000", 0);
   CHECK_MSG(h > 0, "c's result was kept although not final: h2d %.3f", h);
   gpu_resident_drop(ja);
+  CHECK(gpu_resident_mask(ja, T_F64, (size_t)n[0] * 8) == 0);
   h = map_into(a, ja, b, "j_TESTCHAINE000000000000", 0);
   CHECK_MSG(h > 0, "after the drop a's result must be copied up again");
   gpu_resident_drop(jc);

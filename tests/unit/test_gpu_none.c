@@ -20,6 +20,7 @@ TEST(no_device_has_reason) {
   gpu_lock(0);
   gpu_unlock(0);
   gpu_resident_drop("a_nothing");
+  CHECK(gpu_resident_mask("a_nothing", 0, 8) == 0);
 }
 
 TEST(entry_points_answer_unavailable) {
