@@ -37,6 +37,16 @@ int arrays_writer_open(arrays *A, tdtype dt, int ndim, const int64_t *shape,
                        array_writer **out, terr *e);
 int arrays_writer_write(array_writer *w, const void *p, size_t n, terr *e);
 uint64_t arrays_writer_missing(const array_writer *w); /* bytes to come */
+/* A writer whose shape is known only once the data is in (a streamed CSV
+ * or JSON upload; tarray_create_npy_stream): write the data, then give
+ * the shape (T_EINTERNAL unless it holds exactly the bytes written; the
+ * header is written then), then commit. restart drops what was written
+ * (the file is written again from its start, the digest begins again). */
+int arrays_writer_open_stream(arrays *A, tdtype dt, array_writer **out,
+                              terr *e);
+void arrays_writer_restart(array_writer *w);
+int arrays_writer_shape(array_writer *w, int ndim, const int64_t *shape,
+                        terr *e);
 int arrays_writer_commit(array_writer *w, const char *owner, store_array *rec,
                          int *existing, terr *e);
 void arrays_writer_abort(array_writer *w);
