@@ -39,7 +39,9 @@
  * the other one: still 400 (or 413), field "body". Syntax messages are
  * worded here (Jansson's own words and columns are not reproduced; line
  * and column are counted in bytes). A string or object element is refused
- * when its first byte arrives, before its end is read.
+ * when its first byte arrives, before its end is read. A NUL byte is a
+ * syntax error (RFC 8259); Jansson 2.14 takes one that follows a number
+ * for the end of the text and accepts "0\0" and "[1\0]" as 0 and [1].
  *
  * Memory: the struct (64 KiB of values waiting to be written, one number's
  * text, T_MAXDIM + 1 list counters). Ownership: the caller's (free with
