@@ -165,9 +165,9 @@ static int element(json_push *p, int kind, terr *e) {
                       KIND_NAME[kind]);
     p->ndim = k;
   }
-  path(p, k, where, sizeof where);
+  if (k < p->ndim ? kind == K_ARR : kind == K_NUM) return T_OK;
+  path(p, k, where, sizeof where); /* an error: its path */
   if (k < p->ndim) {
-    if (kind == K_ARR) return T_OK;
     if (kind == K_NUM)
       return terr_set(e, T_EINVAL, "body", p->flat,
                       "ragged array at %s: a number where an array of %lld "
@@ -176,8 +176,6 @@ static int element(json_push *p, int kind, terr *e) {
   } else if (kind == K_ARR) {
     return terr_set(e, T_EINVAL, "body", p->flat, "ragged array at %s",
                     where);
-  } else if (kind == K_NUM) {
-    return T_OK;
   }
   return terr_set(e, T_EINVAL, "body", p->flat,
                   "element %s is %s, not a number", where, KIND_NAME[kind]);
