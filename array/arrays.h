@@ -1,7 +1,8 @@
 /* arrays.h — the uploaded arrays' life: store, read, list, delete.
  *
- * The API parses an upload into a tarray and hands it here; nothing in the
- * API writes an array file or reads the store. An array is kept as
+ * An upload reaches the store through the writer below (array/upload.h
+ * feeds it as the body arrives; arrays_put hands it a whole tarray);
+ * nothing in the API writes an array file or reads the store. An array is kept as
  * <data>/arrays/<id>.npy (written under a temp name, then renamed: a crash
  * never leaves half a file under a real name) and a row in the store. The
  * same content from the same owner gives the same id (the digest of data,

@@ -24,6 +24,10 @@
  * (T_ETOOLARGE beyond), then into a float64 tarray: one column or one row
  * gives 1-D, else 2-D [rows, cols].
  *
+ * The push reader (csv_push, below) reads the same language as the body
+ * arrives, with the same values and errors; it is the upload path, and
+ * csv_parse its reference in tests and the differential fuzzer.
+ *
  * Writing: %.17g (float64) / %.9g (float32), so that values read back
  * exactly; nan and inf are written as nan, inf, -inf.
  *

@@ -49,6 +49,12 @@
  * made it 2.3x slower (the mapping is writable, so populating copies every
  * page).
  *
+ * A third form is a streamed upload's file (tarray_create_npy_stream):
+ * its shape is known only at the end, so its data starts after a fixed
+ * NPY_HEADER_MAX-byte header area, is appended with pwrite, and the
+ * header is written (padded to that length) by tarray_stream_finish; its
+ * blocks cannot be reserved ahead.
+ *
  * Full disk: both ways reserve every block of the file (posix_fallocate)
  * before anything is computed, so a full disk is T_ENOSPACE at creation,
  * before any work. A store through a shared mapping to a page with no

@@ -14,6 +14,8 @@
  *   jarray.c nested JSON arrays (rectangular), both ways
  * All readers take a caller-owned buffer and a byte cap and fail with
  * T_EINVAL naming the position (byte offset, or element index for JSON).
+ * CSV and JSON also have push readers (csv_push, json_push: fed the body
+ * in pieces, values out through a tvals_out), the upload path.
  */
 #ifndef TESSEL_ARRAY_TARRAY_H
 #define TESSEL_ARRAY_TARRAY_H
