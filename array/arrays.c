@@ -5,6 +5,7 @@
  */
 #include "array/arrays.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -56,6 +57,7 @@ struct array_writer {
   char id[T_ID_MAX];
   XXH3_state_t *h;
   wbehind *wb; /* NULL: written as it comes */
+  int stream; /* opened without its shape (arrays_writer_open_stream) */
 };
 
 void arrays_writer_abort(array_writer *w) {
@@ -67,8 +69,8 @@ void arrays_writer_abort(array_writer *w) {
   free(w);
 }
 
-int arrays_writer_open(arrays *A, tdtype dt, int ndim, const int64_t *shape,
-                       array_writer **out, terr *e) {
+/* The writer without its file: id, paths, digest state. */
+static int writer_new(arrays *A, array_writer **out, terr *e) {
   *out = NULL;
   array_writer *w = calloc(1, sizeof *w);
   if (!w) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
@@ -80,9 +82,18 @@ int arrays_writer_open(arrays *A, tdtype dt, int ndim, const int64_t *shape,
   t_id_new('a', w->id);
   snprintf(w->path, sizeof w->path, "%s/arrays/%s.npy", A->data_dir, w->id);
   snprintf(w->tmp, sizeof w->tmp, "%s.tmp", w->path);
+  *out = w;
+  return T_OK;
+}
+
+int arrays_writer_open(arrays *A, tdtype dt, int ndim, const int64_t *shape,
+                       array_writer **out, terr *e) {
+  array_writer *w;
+  int rc = writer_new(A, &w, e);
+  if (rc) return rc;
   /* Sized, its blocks reserved (a full disk: 507 before any data is read)
    * and Tessel's header written; nothing is left at tmp on failure. */
-  int rc = tarray_create_npy_sink(w->tmp, dt, ndim, shape, &w->a, e);
+  rc = tarray_create_npy_sink(w->tmp, dt, ndim, shape, &w->a, e);
   if (rc) {
     w->tmp[0] = 0;
     arrays_writer_abort(w);
@@ -98,6 +109,44 @@ int arrays_writer_open(arrays *A, tdtype dt, int ndim, const int64_t *shape,
     }
   }
   *out = w;
+  return T_OK;
+}
+
+int arrays_writer_open_stream(arrays *A, tdtype dt, array_writer **out,
+                              terr *e) {
+  array_writer *w;
+  int rc = writer_new(A, &w, e);
+  if (rc) return rc;
+  rc = tarray_create_npy_stream(w->tmp, dt, &w->a, e);
+  if (rc) {
+    w->tmp[0] = 0;
+    arrays_writer_abort(w);
+    return rc;
+  }
+  w->want = (uint64_t)w->a->size * tdtype_size(dt);
+  w->stream = 1;
+  *out = w;
+  return T_OK;
+}
+
+void arrays_writer_restart(array_writer *w) {
+  assert(w->stream);
+  XXH3_128bits_reset(w->h);
+  w->have = 0;
+}
+
+int arrays_writer_shape(array_writer *w, int ndim, const int64_t *shape,
+                        terr *e) {
+  int64_t n = tshape_size(ndim, shape, INT64_MAX);
+  if (!w->stream || n < 0 ||
+      (uint64_t)n * tdtype_size(w->a->dtype) != w->have)
+    return terr_set(e, T_EINTERNAL, "", -1,
+                    "arrays: a shape that does not hold the %llu bytes written",
+                    (unsigned long long)w->have);
+  int rc = tarray_stream_finish(w->a, ndim, shape, e);
+  if (rc) return rc;
+  w->want = w->have;
+  w->stream = 0;
   return T_OK;
 }
 
@@ -136,6 +185,11 @@ int arrays_writer_commit(array_writer *w, const char *owner, store_array *rec,
   memset(rec, 0, sizeof *rec);
   *existing = 0;
   int rc;
+  if (w->stream) {
+    rc = terr_set(e, T_EINTERNAL, "", -1, "arrays: the shape was never given");
+    arrays_writer_abort(w);
+    return rc;
+  }
   if (w->have != w->want) {
     rc = terr_set(e, T_EINVAL, "body", (int64_t)w->have,
                   "the data is %llu bytes, the shape needs %llu",

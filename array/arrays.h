@@ -1,7 +1,8 @@
 /* arrays.h — the uploaded arrays' life: store, read, list, delete.
  *
- * The API parses an upload into a tarray and hands it here; nothing in the
- * API writes an array file or reads the store. An array is kept as
+ * An upload reaches the store through the writer below (array/upload.h
+ * feeds it as the body arrives; arrays_put hands it a whole tarray);
+ * nothing in the API writes an array file or reads the store. An array is kept as
  * <data>/arrays/<id>.npy (written under a temp name, then renamed: a crash
  * never leaves half a file under a real name) and a row in the store. The
  * same content from the same owner gives the same id (the digest of data,
@@ -37,6 +38,16 @@ int arrays_writer_open(arrays *A, tdtype dt, int ndim, const int64_t *shape,
                        array_writer **out, terr *e);
 int arrays_writer_write(array_writer *w, const void *p, size_t n, terr *e);
 uint64_t arrays_writer_missing(const array_writer *w); /* bytes to come */
+/* A writer whose shape is known only once the data is in (a streamed CSV
+ * or JSON upload; tarray_create_npy_stream): write the data, then give
+ * the shape (T_EINTERNAL unless it holds exactly the bytes written; the
+ * header is written then), then commit. restart drops what was written
+ * (the file is written again from its start, the digest begins again). */
+int arrays_writer_open_stream(arrays *A, tdtype dt, array_writer **out,
+                              terr *e);
+void arrays_writer_restart(array_writer *w);
+int arrays_writer_shape(array_writer *w, int ndim, const int64_t *shape,
+                        terr *e);
 int arrays_writer_commit(array_writer *w, const char *owner, store_array *rec,
                          int *existing, terr *e);
 void arrays_writer_abort(array_writer *w);

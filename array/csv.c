@@ -24,6 +24,11 @@
  * (T_ETOOLARGE beyond), then into a float64 tarray: one column or one row
  * gives 1-D, else 2-D [rows, cols].
  *
+ * The push reader (csv_push, csvpush.c) reads the same language as the
+ * body arrives, with the same values and errors, through the cell rules
+ * here (csv_int.h); it is the upload path, and csv_parse its reference in
+ * tests and the differential fuzzer.
+ *
  * Writing: %.17g (float64) / %.9g (float32), so that values read back
  * exactly; nan and inf are written as nan, inf, -inf.
  *
@@ -36,10 +41,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array/csv_int.h"
 #include "util/util.h"
 #include "util/vec.h"
 
-#define CSV_CELL_MAX 256 /* longest number text accepted in one cell */
 
 typedef struct csv_state {
   const char *buf;
@@ -54,7 +59,7 @@ typedef struct csv_state {
 static int is_blank(char c) { return c == ' ' || c == '\t'; }
 
 /* Case-insensitive equality of s[0..n) and a lowercase word. */
-static int word_eq(const char *s, size_t n, const char *w) {
+int csv_word_eq(const char *s, size_t n, const char *w) {
   if (strlen(w) != n) return 0;
   for (size_t i = 0; i < n; i++)
     if ((s[i] | 32) != w[i]) return 0;
@@ -63,11 +68,11 @@ static int word_eq(const char *s, size_t n, const char *w) {
 
 /* 1 when s[0..n) is a decimal number: [+-]digits[.digits][(e|E)[+-]digits]
  * with at least one digit in the mantissa; 2 when it is nan/inf/infinity. */
-static int num_syntax(const char *s, size_t n) {
+int csv_num_syntax(const char *s, size_t n) {
   size_t i = 0;
   if (i < n && (s[i] == '+' || s[i] == '-')) i++;
-  if (word_eq(s + i, n - i, "nan") || word_eq(s + i, n - i, "inf") ||
-      word_eq(s + i, n - i, "infinity"))
+  if (csv_word_eq(s + i, n - i, "nan") || csv_word_eq(s + i, n - i, "inf") ||
+      csv_word_eq(s + i, n - i, "infinity"))
     return 2;
   size_t digits = 0;
   while (i < n && s[i] >= '0' && s[i] <= '9') i++, digits++;
@@ -86,14 +91,19 @@ static int num_syntax(const char *s, size_t n) {
   return i == n;
 }
 
+/* csv_int.h */
+int csv_too_many(terr *e, int64_t row, int64_t col, size_t at,
+                 int64_t max_elems) {
+  return terr_set(e, T_ETOOLARGE, "body", (int64_t)at,
+                  "row %lld, column %lld: more than %lld values",
+                  (long long)row, (long long)col, (long long)max_elems);
+}
+
 static int push(csv_state *st, double v, int64_t row, int64_t col,
                 size_t at) {
   if (st->nvals == st->cap) {
     if ((int64_t)st->nvals >= st->max_elems)
-      return terr_set(st->e, T_ETOOLARGE, "body", (int64_t)at,
-                      "row %lld, column %lld: more than %lld values",
-                      (long long)row, (long long)col,
-                      (long long)st->max_elems);
+      return csv_too_many(st->e, row, col, at, st->max_elems);
     if (tvec_grow(&st->vals, &st->cap, sizeof *st->vals, st->nvals + 1,
                   (size_t)st->max_elems))
       return terr_set(st->e, T_ENOMEM, "body", -1, "csv: out of memory");
@@ -102,11 +112,11 @@ static int push(csv_state *st, double v, int64_t row, int64_t col,
   return 0;
 }
 
-/* Parse the trimmed cell s[0..n) at byte offset `at`. */
-static int cell_value(csv_state *st, const char *s, size_t n, int64_t row,
-                      int64_t col, size_t at, double *v) {
+/* Parse the trimmed cell s[0..n) at byte offset `at` (csv_int.h). */
+int csv_cell_value(const char *s, size_t n, int64_t row, int64_t col,
+                   size_t at, int allow_nonfinite, double *v, terr *e) {
   if (n == 0)
-    return terr_set(st->e, T_EINVAL, "body", (int64_t)at,
+    return terr_set(e, T_EINVAL, "body", (int64_t)at,
                     "row %lld, column %lld: empty cell", (long long)row,
                     (long long)col);
   if (n >= 2 && s[0] == '"' && s[n - 1] == '"') { /* "1.5": unwrap */
@@ -115,24 +125,24 @@ static int cell_value(csv_state *st, const char *s, size_t n, int64_t row,
     while (n && is_blank(*s)) s++, n--;
     while (n && is_blank(s[n - 1])) n--;
     if (n == 0)
-      return terr_set(st->e, T_EINVAL, "body", (int64_t)at,
+      return terr_set(e, T_EINVAL, "body", (int64_t)at,
                       "row %lld, column %lld: empty cell", (long long)row,
                       (long long)col);
   }
-  int kind = n < CSV_CELL_MAX ? num_syntax(s, n) : 0;
+  int kind = n < CSV_CELL_MAX ? csv_num_syntax(s, n) : 0;
   if (!kind)
-    return terr_set(st->e, T_EINVAL, "body", (int64_t)at,
+    return terr_set(e, T_EINVAL, "body", (int64_t)at,
                     "row %lld, column %lld: '%.*s' is not a number",
                     (long long)row, (long long)col, (int)(n > 40 ? 40 : n), s);
-  if (kind == 2 && !st->allow_nonfinite)
-    return terr_set(st->e, T_EINVAL, "body", (int64_t)at,
+  if (kind == 2 && !allow_nonfinite)
+    return terr_set(e, T_EINVAL, "body", (int64_t)at,
                     "row %lld, column %lld: NaN/Inf not allowed",
                     (long long)row, (long long)col);
   char tmp[CSV_CELL_MAX];
   memcpy(tmp, s, n);
   tmp[n] = 0;
   if (t_parse_f64(tmp, v) != 0)
-    return terr_set(st->e, T_EINVAL, "body", (int64_t)at,
+    return terr_set(e, T_EINVAL, "body", (int64_t)at,
                     "row %lld, column %lld: '%s' is out of range",
                     (long long)row, (long long)col, tmp);
   return 0;
@@ -164,7 +174,7 @@ static int line_is_header(const char *p, const char *end, int64_t *ncells) {
       while (b > a && is_blank(b[-1])) b--;
       if (b - a >= 2 && *a == '"' && b[-1] == '"') a++, b--;
       if (b > a) {
-        if (num_syntax(a, (size_t)(b - a))) numeric = 1;
+        if (csv_num_syntax(a, (size_t)(b - a))) numeric = 1;
         else text = 1;
       }
       cells++;
@@ -223,7 +233,8 @@ int csv_parse(const char *buf, size_t len, int64_t max_elems,
         while (b > a && is_blank(buf[b - 1])) b--;
         double v;
         col++;
-        if ((rc = cell_value(&st, buf + a, b - a, line_no, col, a, &v)))
+        if ((rc = csv_cell_value(buf + a, b - a, line_no, col, a,
+                              allow_nonfinite, &v, e)))
           goto fail;
         if ((rc = push(&st, v, line_no, col, a))) goto fail;
         c0 = q + 1;

@@ -426,6 +426,11 @@ int npy_parse(const void *buf, size_t len, int64_t max_elems, tarray **out,
 /* ---- writer -------------------------------------------------------------- */
 
 size_t npy_header(tdtype dt, int ndim, const int64_t *shape, char *hdr) {
+  return npy_header_pad(dt, ndim, shape, hdr, 0);
+}
+
+size_t npy_header_pad(tdtype dt, int ndim, const int64_t *shape, char *hdr,
+                      size_t len) {
   char dict[NPY_HEADER_MAX];
   size_t n = (size_t)snprintf(dict, sizeof dict,
                               "{'descr': '%s', 'fortran_order': False, 'shape': (",
@@ -438,6 +443,10 @@ size_t npy_header(tdtype dt, int ndim, const int64_t *shape, char *hdr) {
                           ndim == 1 ? "," : "");
   /* With T_MAXDIM 19-digit dimensions the dict is under 240 bytes. */
   size_t total = (10 + n + 1 + 63) & ~(size_t)63;
+  if (len) {
+    if (len < total || len % 64 || len > NPY_HEADER_MAX) return 0;
+    total = len;
+  }
   memcpy(hdr, NPY_MAGIC, 6);
   hdr[6] = 1;
   hdr[7] = 0;

@@ -49,6 +49,12 @@
  * made it 2.3x slower (the mapping is writable, so populating copies every
  * page).
  *
+ * A third form is a streamed upload's file (tarray_create_npy_stream):
+ * its shape is known only at the end, so its data starts after a fixed
+ * NPY_HEADER_MAX-byte header area, is appended with pwrite, and the
+ * header is written (padded to that length) by tarray_stream_finish; its
+ * blocks cannot be reserved ahead.
+ *
  * Full disk: both ways reserve every block of the file (posix_fallocate)
  * before anything is computed, so a full disk is T_ENOSPACE at creation,
  * before any work. A store through a shared mapping to a page with no
@@ -241,6 +247,51 @@ int tarray_create_npy_sink(const char *path, tdtype dt, int ndim,
   s->data_off = h;
   a->sink = s;
   *out = a;
+  return 0;
+}
+
+int tarray_create_npy_stream(const char *path, tdtype dt, tarray **out,
+                             terr *e) {
+  *out = NULL;
+  int64_t n = T_EXTENT_MAX;
+  tarray *a = array_shell(dt, 1, &n, n);
+  struct tarray_sink *s = malloc(sizeof *s);
+  int f = a && s ? open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
+                 : -1;
+  if (f < 0) {
+    int err = errno;
+    free(a);
+    free(s);
+    if (!a || !s) return terr_set(e, T_ENOMEM, "", -1, "npy: out of memory");
+    int rc = terr_set(e, T_EIO, "", -1, "npy: cannot create %s: %s", path,
+                      strerror(err));
+    return terr_nospace(e, rc, err);
+  }
+  s->fd = f;
+  s->data_off = NPY_HEADER_MAX;
+  a->sink = s;
+  *out = a;
+  return 0;
+}
+
+int tarray_stream_finish(tarray *a, int ndim, const int64_t *shape,
+                         terr *e) {
+  int64_t n = tshape_size(ndim, shape, INT64_MAX);
+  char h[NPY_HEADER_MAX];
+  if (!a->sink || a->sink->data_off != NPY_HEADER_MAX || n < 0 ||
+      npy_header_pad(a->dtype, ndim, shape, h, NPY_HEADER_MAX) == 0)
+    return terr_set(e, T_EINTERNAL, "", -1, "npy: cannot finish this file");
+  size_t len = NPY_HEADER_MAX + (size_t)n * tdtype_size(a->dtype);
+  int err = write_all(a->sink->fd, h, NPY_HEADER_MAX, 0);
+  if (!err && ftruncate(a->sink->fd, (off_t)len) != 0) err = errno;
+  if (err) {
+    int rc = terr_set(e, T_EIO, "", -1, "npy: cannot write a header: %s",
+                      strerror(err));
+    return terr_nospace(e, rc, err);
+  }
+  a->ndim = ndim;
+  for (int i = 0; i < ndim; i++) a->shape[i] = shape[i];
+  a->size = n;
   return 0;
 }
 

@@ -14,6 +14,8 @@
  *   jarray.c nested JSON arrays (rectangular), both ways
  * All readers take a caller-owned buffer and a byte cap and fail with
  * T_EINVAL naming the position (byte offset, or element index for JSON).
+ * CSV and JSON also have push readers (csv_push, json_push: fed the body
+ * in pieces, values out through a tvals_out), the upload path.
  */
 #ifndef TESSEL_ARRAY_TARRAY_H
 #define TESSEL_ARRAY_TARRAY_H
@@ -140,6 +142,10 @@ void npy_head_convert(const npy_head *h, const void *src, int64_t n,
  * NPY_HEADER_MAX bytes); returns its length, a multiple of 64. */
 #define NPY_HEADER_MAX 256
 size_t npy_header(tdtype dt, int ndim, const int64_t *shape, char *hdr);
+/* The same padded to len bytes (a multiple of 64, at most NPY_HEADER_MAX:
+ * every shape of T_MAXDIM dimensions fits 256); 0 when it does not fit. */
+size_t npy_header_pad(tdtype dt, int ndim, const int64_t *shape, char *hdr,
+                      size_t len);
 /* Whole .npy file to a FILE / to a new heap buffer (caller frees). */
 int npy_write(FILE *f, const tarray *a, terr *e);
 int npy_to_buffer(const tarray *a, char **buf, size_t *len, terr *e);
@@ -160,6 +166,18 @@ int tarray_create_npy(const char *path, tdtype dt, int ndim,
  * (tarray_map_npy). */
 int tarray_create_npy_sink(const char *path, tdtype dt, int ndim,
                            const int64_t *shape, tarray **out, terr *e);
+/* Create `path` as a .npy whose shape is known only once its data is in
+ * (a streamed CSV or JSON upload): its data goes at NPY_HEADER_MAX, after
+ * a header area of that size (every shape fits: npy_header_pad), written
+ * with tarray_write_bytes in order; tarray_stream_finish then gives the
+ * shape (its element count must be the bytes written) and writes the
+ * header. Until then the array is 1-D of T_EXTENT_MAX elements. Blocks
+ * cannot be reserved ahead: a full disk is T_ENOSPACE at the write that
+ * meets it. On failure nothing is left at path. */
+int tarray_create_npy_stream(const char *path, tdtype dt, tarray **out,
+                             terr *e);
+int tarray_stream_finish(tarray *a, int ndim, const int64_t *shape,
+                         terr *e);
 /* Elements [start, start + count) of a from src (count elements of a's
  * dtype): a memcpy into a->data, or for a sink a pwrite at their offset in
  * the file. Any thread; ranges written at the same time must not overlap.
@@ -209,6 +227,32 @@ int tarray_create_npy_fd(int fd, const char *name, tdtype dt, int ndim,
  * column C" with position = byte offset. Result float64. */
 int csv_parse(const char *buf, size_t len, int64_t max_elems,
               int allow_nonfinite, tarray **out, terr *e);
+/* Where a push reader (CSV or JSON, below) puts the values it reads:
+ * write(ud, p, n, e) takes n bytes of elements of the reader's dtype, in
+ * C order, in pieces (a non-zero return stops the reader with that
+ * error); restart(ud) drops every byte written so far (the CSV reader's
+ * line 1 turned out to be a header). The service's out is the array's
+ * file (array/upload.h); tests collect into memory. */
+typedef struct tvals_out {
+  int (*write)(void *ud, const void *p, size_t n, terr *e);
+  void (*restart)(void *ud);
+  void *ud;
+} tvals_out;
+
+/* The CSV reader fed the body in pieces split anywhere, holding no more
+ * than one cell's text and 64 KiB of values whatever the body's size:
+ * the values or the error (code, field, position, message) csv_parse
+ * gives for the whole body. feed: an error stops it (later calls return
+ * the same code); end: the body is complete: *ndim and shape[0..2) are
+ * the array's (float64, the values written to out). csv_parse stays as
+ * the one-shot reference the push reader is tested against. */
+typedef struct csv_push csv_push;
+int csv_push_new(int64_t max_elems, int allow_nonfinite, const tvals_out *out,
+                 csv_push **p, terr *e);
+int csv_push_feed(csv_push *p, const char *s, size_t n, terr *e);
+int csv_push_end(csv_push *p, int *ndim, int64_t *shape, terr *e);
+void csv_push_free(csv_push *p); /* NULL: no-op */
+
 /* 1-D: one value per line; 2-D: rows. 17 significant digits (%.17g) for
  * float64, 9 for float32. Other ndim: T_ENOTACCEPT. */
 int csv_write(FILE *f, const tarray *a, terr *e);
@@ -223,6 +267,20 @@ int jarray_parse(const json_t *v, tdtype dt, int64_t max_elems,
 /* Shape only, without building the array (validation at submit time). */
 int jarray_shape(const json_t *v, int64_t max_elems, const char *field,
                  int *ndim, int64_t *shape, terr *e);
+/* A JSON body of nested lists of numbers (or one number) read as it
+ * arrives, in pieces split anywhere, without Jansson (array/jsonpush.c
+ * says why and where it differs from jansson + jarray_parse): values of
+ * dtype dt to out; end gives the shape. Errors name `field` "body":
+ * syntax "invalid JSON at line L column C: ..." (position = byte
+ * offset), the rest as jarray_parse words them (position = element
+ * index). Holds a 64 KiB value buffer and one number's text. */
+typedef struct json_push json_push;
+int json_push_new(tdtype dt, int64_t max_elems, const tvals_out *out,
+                  json_push **p, terr *e);
+int json_push_feed(json_push *p, const char *s, size_t n, terr *e);
+int json_push_end(json_push *p, int *ndim, int64_t *shape, terr *e);
+void json_push_free(json_push *p); /* NULL: no-op */
+
 /* Nested arrays (numbers; NaN/Inf become null). New reference. */
 json_t *jarray_to_json(const tarray *a);
 /* Stream the same JSON text to a FILE without building a json_t (for big

@@ -1,4 +1,5 @@
-/* upload.c — an .npy upload read as its bytes arrive (upload.h).
+/* upload.c — uploads read as their bytes arrive (upload.h): .npy, then
+ * CSV and JSON (at the end).
  *
  * Two phases: HEAD collects bytes until npy_head_need is satisfied, then
  * reads the header, opens the writer (file created, blocks reserved) and
@@ -170,5 +171,75 @@ int npy_upload_end(npy_upload *u, const char *owner, store_array *rec,
     rc = arrays_writer_commit(w, owner, rec, existing, e);
   }
   npy_upload_abort(u);
+  return rc;
+}
+
+/* ---- CSV and JSON ---------------------------------------------------------
+ * The push reader is fed the pieces as they come; its values go to the
+ * writer (tvals_out below); at the end the reader gives the shape, the
+ * writer writes the header and commits. */
+struct text_upload {
+  array_writer *w;
+  csv_push *csv;
+  json_push *json;
+  uint64_t fed;
+};
+
+uint64_t text_upload_bytes(const text_upload *u) { return u->fed; }
+
+static int out_write(void *ud, const void *p, size_t n, terr *e) {
+  return arrays_writer_write(ud, p, n, e);
+}
+
+static void out_restart(void *ud) { arrays_writer_restart(ud); }
+
+void text_upload_abort(text_upload *u) {
+  if (!u) return;
+  arrays_writer_abort(u->w);
+  csv_push_free(u->csv);
+  json_push_free(u->json);
+  free(u);
+}
+
+int text_upload_begin(arrays *A, int json, tdtype dt, int64_t max_elems,
+                      text_upload **out, terr *e) {
+  *out = NULL;
+  text_upload *u = calloc(1, sizeof *u);
+  if (!u) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  int rc = arrays_writer_open_stream(A, json ? dt : T_F64, &u->w, e);
+  if (!rc) {
+    tvals_out o = {out_write, out_restart, u->w};
+    rc = json ? json_push_new(dt, max_elems, &o, &u->json, e)
+              : csv_push_new(max_elems, 0, &o, &u->csv, e);
+  }
+  if (rc) {
+    text_upload_abort(u);
+    return rc;
+  }
+  *out = u;
+  return T_OK;
+}
+
+int text_upload_feed(text_upload *u, const void *p, size_t n, terr *e) {
+  u->fed += n;
+  return u->json ? json_push_feed(u->json, p, n, e)
+                 : csv_push_feed(u->csv, p, n, e);
+}
+
+int text_upload_end(text_upload *u, const char *owner, store_array *rec,
+                    int *existing, terr *e) {
+  memset(rec, 0, sizeof *rec);
+  *existing = 0;
+  int ndim;
+  int64_t shape[T_MAXDIM];
+  int rc = u->json ? json_push_end(u->json, &ndim, shape, e)
+                   : csv_push_end(u->csv, &ndim, shape, e);
+  if (!rc) rc = arrays_writer_shape(u->w, ndim, shape, e);
+  if (!rc) {
+    array_writer *w = u->w;
+    u->w = NULL;
+    rc = arrays_writer_commit(w, owner, rec, existing, e);
+  }
+  text_upload_abort(u);
   return rc;
 }

@@ -48,8 +48,9 @@
 /* Reserve body bytes in the transfer budget (util/xfer.h) up to `want`:
  * T_OK, or the error to answer: 413 when the budget could never hold it,
  * 503 (+ Retry-After) when it cannot now. Bodies are memory the server
- * holds, like parsed uploads and streamed downloads, so they share the one
- * budget and many large requests at once are refused, not swapped. */
+ * holds, like streamed downloads, so they share the one budget and many
+ * large requests at once are refused, not swapped. (A streamed body, a
+ * route's sink, holds none: the sink bounds what it keeps.) */
 static int body_reserve(http_req *r, int64_t want, terr *e) {
   if (want <= r->xfer_held) return T_OK;
   if (!xfer_fits(want))

@@ -1,9 +1,10 @@
 /* xfer.h — one budget for the memory that transfers may hold at once.
  *
- * Everything that moves an array through HTTP and holds memory for it while
- * it does (an upload's body and its parsed copy, the buffers of a streamed
- * download) reserves its bytes here first and gives them back when it is
- * done. The budget is a single process-wide count (an atomic, no lock):
+ * Everything that moves data through HTTP and holds memory for it while
+ * it does (a collected request body, the buffers of a streamed download)
+ * reserves its bytes here first and gives them back when it is done.
+ * (Uploads are streamed into their files and hold a small constant each:
+ * they reserve nothing.) The budget is a single process-wide count (an atomic, no lock):
  * a reservation that would take the total over the limit fails at once and
  * the caller answers 503 with Retry-After (or 413 when the request could
  * never fit, xfer_fits). The limit is set once at start-up

@@ -4,7 +4,8 @@
  * float64) and the order the slices land in; ranges outside the array are
  * refused; a write error of a full device is T_ENOSPACE; creation on a full
  * file system is T_ENOSPACE with nothing left at the path (a small tmpfs:
- * needs root, skipped with a message otherwise).
+ * needs root, skipped with a message otherwise). A streamed upload's file
+ * (shape given at the end, header padded to 256 bytes) maps back whole.
  *
  * The file under test is included, as h2o's tests do, to build a sink on
  * /dev/full (which no file creation could give).
@@ -209,6 +210,46 @@ TEST(create_on_a_full_file_system) {
   rmdir(mnt);
 }
 
+/* A streamed upload's file: the data written first after a 256-byte area,
+ * the shape last. Every shape fits the area (T_MAXDIM dimensions of 19
+ * digits; a shorter area is refused), and the file maps back with its
+ * shape and data. */
+TEST(stream_file_shape_at_the_end) {
+  int64_t big[T_MAXDIM];
+  for (int i = 0; i < T_MAXDIM; i++) big[i] = INT64_MAX;
+  char h[NPY_HEADER_MAX];
+  for (int dt = 0; dt < 2; dt++)
+    for (int nd = 0; nd <= T_MAXDIM; nd++)
+      CHECK(npy_header_pad((tdtype)dt, nd, big, h, NPY_HEADER_MAX) == NPY_HEADER_MAX &&
+            h[NPY_HEADER_MAX - 1] == '\n');
+  CHECK(npy_header_pad(T_F64, T_MAXDIM, big, h, 128) == 0); /* too short: refused */
+  static const int64_t shapes[][3] = {{0, 0, 0}, {1, 0, 0}, {7, 0, 0}, {3, 5, 0}, {2, 0, 4}};
+  static const int nds[] = {1, 0, 1, 2, 3};
+  for (size_t k = 0; k < sizeof nds / sizeof *nds; k++) {
+    char path[300];
+    snprintf(path, sizeof path, "%s/stream%zu.npy", root, k);
+    terr e;
+    tarray *a = NULL;
+    tdtype dt = k % 2 ? T_F32 : T_F64;
+    CHECK(tarray_create_npy_stream(path, dt, &a, &e) == 0 && a);
+    int64_t n = tshape_size(nds[k], shapes[k], INT64_MAX);
+    size_t isz = tdtype_size(dt);
+    unsigned char buf[64 * 8];
+    for (size_t i = 0; i < sizeof buf; i++) buf[i] = (unsigned char)(i * 7 + k);
+    for (int64_t i = 0; a && i < n; i++) /* element by element */
+      CHECK(tarray_write_bytes(a, (uint64_t)i * isz, buf + i * (int64_t)isz, isz, &e) == 0);
+    CHECK(tarray_stream_finish(a, nds[k], shapes[k], &e) == 0);
+    tarray_free(a);
+    tarray *m = NULL;
+    CHECK_MSG(tarray_map_npy(path, &m, &e) == 0 && m, "%s", e.message);
+    CHECK(m && m->ndim == nds[k] && m->dtype == dt && m->size == n &&
+          (n == 0 || memcmp(m->data, buf, (size_t)n * isz) == 0));
+    for (int i = 0; m && i < nds[k]; i++) CHECK(m->shape[i] == shapes[k][i]);
+    tarray_free(m);
+    unlink(path);
+  }
+}
+
 int main(void) {
   snprintf(root, sizeof root, "/tmp/tessel_npyfile_XXXXXX");
   if (!mkdtemp(root)) SKIP_ALL("cannot create a temp dir");
@@ -218,6 +259,7 @@ int main(void) {
   RUN(write_ranges_checked);
   RUN(full_device_is_enospace);
   RUN(create_on_a_full_file_system);
+  RUN(stream_file_shape_at_the_end);
   pool_destroy(g_pool);
   rmdir(root);
   return check_summary();
