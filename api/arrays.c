@@ -7,7 +7,7 @@
  * content from the same owner gives the same id, whatever the format: the
  * first upload answers 201, a repeat 200 with the existing array.
  *
- * Every body is streamed (http_route_sink): array/upload.h reads it as it
+ * Every body is streamed (http_route_sink): array/codec/upload.h reads it as it
  * arrives — an .npy header as soon as it is in, CSV and JSON through their
  * push readers — and writes the data straight into the array's file,
  * hashing on the way, so the server never holds the body: an upload of
@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "api/api_int.h"
-#include "array/upload.h"
+#include "array/codec/upload.h"
 #include "gpu/gpu.h"
 #include "util/util.h"
 

@@ -31,7 +31,7 @@
 /* ---- the writer: one path from data to a stored array -------------------
  * Whatever the upload's format, its array reaches the store through here:
  * the data is appended to <data>/arrays/<id>.npy.tmp (a sink file of
- * array/npyfile.c: its blocks reserved first, so a full disk is a 507
+ * array/codec/npyfile.c: its blocks reserved first, so a full disk is a 507
  * before any data is read, and Tessel's own header already in place),
  * hashed on the way, and renamed to its real name
  * only when complete; then the store row. A process that dies mid-write

@@ -1,6 +1,6 @@
 /* arrays.h — the uploaded arrays' life: store, read, list, delete.
  *
- * An upload reaches the store through the writer below (array/upload.h
+ * An upload reaches the store through the writer below (array/codec/upload.h
  * feeds it as the body arrives; arrays_put hands it a whole tarray);
  * nothing in the API writes an array file or reads the store. An array is kept as
  * <data>/arrays/<id>.npy (written under a temp name, then renamed: a crash

@@ -232,7 +232,7 @@ int csv_parse(const char *buf, size_t len, int64_t max_elems,
  * C order, in pieces (a non-zero return stops the reader with that
  * error); restart(ud) drops every byte written so far (the CSV reader's
  * line 1 turned out to be a header). The service's out is the array's
- * file (array/upload.h); tests collect into memory. */
+ * file (array/codec/upload.h); tests collect into memory. */
 typedef struct tvals_out {
   int (*write)(void *ud, const void *p, size_t n, terr *e);
   void (*restart)(void *ud);
@@ -268,7 +268,7 @@ int jarray_parse(const json_t *v, tdtype dt, int64_t max_elems,
 int jarray_shape(const json_t *v, int64_t max_elems, const char *field,
                  int *ndim, int64_t *shape, terr *e);
 /* A JSON body of nested lists of numbers (or one number) read as it
- * arrives, in pieces split anywhere, without Jansson (array/jsonpush.c
+ * arrives, in pieces split anywhere, without Jansson (array/codec/jsonpush.c
  * says why and where it differs from jansson + jarray_parse): values of
  * dtype dt to out; end gives the shape. Errors name `field` "body":
  * syntax "invalid JSON at line L column C: ..." (position = byte

@@ -121,7 +121,7 @@ void expr_eval(const expr *x, const tarray *const *inputs, tarray *out,
 
 /* Same, but into dst (`count` elements of out's dtype, element `start`
  * first) instead of out->data, which is not touched (it may be NULL: a
- * result written to its file by slices, array/npyfile.c). Serial and
+ * result written to its file by slices, array/codec/npyfile.c). Serial and
  * parallel runs give the same bits either way. */
 void expr_eval_into(const expr *x, const tarray *const *inputs,
                     const tarray *out, int64_t start, int64_t count, void *dst,

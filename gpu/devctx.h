@@ -202,7 +202,7 @@ int gang_size(const gang *g); /* threads, the caller included */
  * and writable: see stage.cu's opening). */
 void gang_copy(gang *g, const gang_item *items, int n);
 /* Prefault a result mapping that asks for it (out->map_prefault, set by
- * array/npyfile.c), on the gang, and clear the flag; the time is added to
+ * array/codec/npyfile.c), on the gang, and clear the flag; the time is added to
  * *ms (the job's d2h: it is the cost of storing the result). Call before
  * the first byte of the result comes down. Nothing to do for heap or sink
  * results. */

@@ -16,7 +16,7 @@
  *
  * Results in files (issue 11, "results at memory speed"). A result bigger
  * than the inline cap is a fresh MAP_SHARED mapping of its fallocated .npy
- * (array/npyfile.c), and the gang's copies out of the slots are the first
+ * (array/codec/npyfile.c), and the gang's copies out of the slots are the first
  * writes to its pages: every 4 KiB page faults (page-cache allocation and
  * zeroing, ext4_page_mkwrite with a journal handle), and faults taken by
  * threads that are also copying scale badly. Measured with

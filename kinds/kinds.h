@@ -115,7 +115,7 @@ typedef struct job_ctx {
                       const int64_t *shape, tarray **out, terr *e);
   /* Optional (NULL: call result_alloc): the result of a CPU run that
    * produces its output in contiguous runs (map). Small results are heap
-   * arrays as from result_alloc; big ones are sinks (array/npyfile.c:
+   * arrays as from result_alloc; big ones are sinks (array/codec/npyfile.c:
    * data NULL), which each pool thread fills straight into the result's
    * file with tarray_write from its own small buffer — no page faults on a
    * shared mapping, no full-size copy. A kind writes either kind of array

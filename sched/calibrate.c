@@ -15,7 +15,7 @@
  *              in 512 KiB slices from one small buffer into a fallocated
  *              file (how a map's result sink is filled), by one thread
  *              and by all, each its own slices (the file's inode lock caps
- *              this near one thread's rate: array/npyfile.c); reading that
+ *              this near one thread's rate: array/codec/npyfile.c); reading that
  *              file back through a fresh read-only mapping (how an uploaded
  *              array or a chained result is read: page faults on page-cache
  *              pages), one thread and all; first writes through a fresh

@@ -26,7 +26,7 @@
  * heap memory for a result that will be kept in the row and, for any other,
  * a sink (tarray_create_npy_sink) under the same kind of temporary name,
  * which the pool threads fill with pwrite, each its own chunks
- * (array/npyfile.c says why, with the measurements). Both kinds of file
+ * (array/codec/npyfile.c says why, with the measurements). Both kinds of file
  * reserve their blocks first: a full disk fails the job
  * "resource_exhausted" before anything is computed, never with SIGBUS.
  * A heap result whose .npy fits in row_result_max bytes is kept in the job's

@@ -49,7 +49,7 @@ enum { Q_CPU = 0, Q_GPU, Q_AUTO, Q__COUNT }; /* which heap holds a job */
  * writes to a shared file mapping fault page by page), but 1.6-1.7x at 64
  * MiB, where a mapping also spares a second, unreclaimable copy of the
  * result in memory. result_stream's results (map) do not use it: they are
- * sinks from the row's size up (sched/run.c, array/npyfile.c). */
+ * sinks from the row's size up (sched/run.c, array/codec/npyfile.c). */
 #define SCHED_INLINE_RESULT_DEFAULT (16 << 20)
 
 typedef struct sjob {

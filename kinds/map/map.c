@@ -12,7 +12,7 @@
  *
  * Where a CPU run's result goes: ctx->result_stream (when the scheduler
  * offers it) gives a heap array for a small result, computed into in
- * place, and for a big one a sink (array/npyfile.c): each chunk is then
+ * place, and for a big one a sink (array/codec/npyfile.c): each chunk is then
  * evaluated into its slot's buffer (one chunk, at most 512 KiB: it stays
  * in the core's L2) and written at its offset in the result's file by the
  * thread that computed it, so threads never fault pages of a shared

@@ -1,5 +1,5 @@
 /* bench_sink.c — where a big map result should be written: the measured
- * alternatives behind array/npyfile.c's choice.
+ * alternatives behind array/codec/npyfile.c's choice.
  *
  *   bench_sink [SIZES=1e7,1e8] [THREADS=2] [DIR=/tmp] [ROUNDS=5] [CELL]
  *

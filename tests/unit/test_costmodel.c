@@ -47,7 +47,7 @@ static cm_rates rates(int gpus) {
   r.gpu_ops = 1.2e13;
   r.gpu_fixed_s = 3e-4;
   r.chunk_bytes = 32 << 20;
-  /* result files: the sink's pwrite ~4.5 GB/s (array/npyfile.c), first
+  /* result files: the sink's pwrite ~4.5 GB/s (array/codec/npyfile.c), first
    * writes through a mapping ~1.9 GB/s (issue 11: an 800 MB GPU result's
    * d2h phase took 373-464 ms) */
   r.write_1 = 4.5e9;

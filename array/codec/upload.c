@@ -7,7 +7,7 @@
  * writes float data through as it comes, or converts integer elements,
  * carrying an element split between two pieces (at most 7 bytes) over.
  */
-#include "array/upload.h"
+#include "array/codec/upload.h"
 
 #include <stdlib.h>
 #include <string.h>

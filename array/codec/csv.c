@@ -41,7 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "array/csv_int.h"
+#include "array/codec/csv_int.h"
 #include "util/util.h"
 #include "util/vec.h"
 

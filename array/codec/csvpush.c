@@ -38,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "array/csv_int.h"
+#include "array/codec/csv_int.h"
 
 #define PUSH_OUT 8192 /* doubles written at a time: 64 KiB */
 #define CELL_KEEP 512 /* > CSV_CELL_MAX + 2 + 2 * RUN_KEEP */
