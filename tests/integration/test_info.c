@@ -7,6 +7,9 @@
  *    them; the ?wait cap it states is the one POST /v1/jobs enforces;
  *    features.cuda agrees with /v1/devices; unknown query parameters are
  *    ignored as on the other GET routes; POST is 405;
+ *  - the served /openapi.json has the route, and its Info schema names
+ *    exactly the keys of the answer (each object: properties == required ==
+ *    the keys given), so the spec cannot drift from the answer;
  *  - local_dirs: without tokens every --local-dir (canonical); without
  *    --local-dir same_host is false and the list empty;
  *  - with a token file: no token or a wrong one is 401; each token sees
@@ -50,6 +53,50 @@ static int strings_are(json_t *a, const char *const *want, int n) {
     if (!s || strcmp(s, want[i]) != 0) return 0;
   }
   return 1;
+}
+
+/* 1 when the object o has exactly the keys of schema's properties, all of
+ * them required (the spec's additionalProperties false shape). */
+static int keys_match(json_t *o, json_t *schema, const char *what) {
+  json_t *props = json_object_get(schema, "properties");
+  json_t *reqd = json_object_get(schema, "required");
+  if (!json_is_object(o) || !json_is_object(props) || !json_is_array(reqd) ||
+      json_object_size(o) != json_object_size(props) ||
+      json_array_size(reqd) != json_object_size(props) ||
+      !json_is_false(json_object_get(schema, "additionalProperties"))) {
+    fprintf(stderr, "%s: the answer and the Info schema disagree\n", what);
+    return 0;
+  }
+  const char *k;
+  json_t *v;
+  json_object_foreach(o, k, v) {
+    if (!json_object_get(props, k)) {
+      fprintf(stderr, "%s.%s is not in the Info schema\n", what, k);
+      return 0;
+    }
+  }
+  size_t i;
+  json_array_foreach(reqd, i, v) {
+    if (!json_object_get(o, json_string_value(v))) return 0;
+  }
+  return 1;
+}
+
+static void matches_spec(srv *s, json_t *info) {
+  resp r = req(s, "GET", "/openapi.json", NULL, NULL);
+  json_t *spec = resp_json(&r);
+  resp_free(&r);
+  json_t *paths = json_object_get(spec, "paths");
+  CHECK(json_object_get(json_object_get(paths, "/v1/info"), "get") != NULL);
+  json_t *sch = json_object_get(
+      json_object_get(json_object_get(spec, "components"), "schemas"), "Info");
+  CHECK(keys_match(info, sch, "info"));
+  json_t *props = json_object_get(sch, "properties");
+  static const char *const objs[] = {"build", "features", "limits"};
+  for (int i = 0; i < 3; i++)
+    CHECK(keys_match(json_object_get(info, objs[i]),
+                     json_object_get(props, objs[i]), objs[i]));
+  json_decref(spec);
 }
 
 TEST(fields_and_flags) {
@@ -139,6 +186,7 @@ TEST(fields_and_flags) {
   CHECK(strings_are(json_object_get(j, "kinds"), kinds, 4));
   static const char *const backends[] = {"auto", "serial", "cpu", "cuda", "compare"};
   CHECK(strings_are(json_object_get(j, "backends"), backends, 5));
+  matches_spec(&s, j);
   json_decref(j);
 
   r = req(&s, "POST", "/v1/info", "application/json", "{}");
