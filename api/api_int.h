@@ -7,6 +7,9 @@
 #include "api/api.h"
 #include "array/tarray.h"
 
+/* The longest ?wait a request may ask for, seconds (POST /v1/jobs). */
+#define API_MAX_WAIT_S 60.0
+
 /* Parse the request body as one JSON object (duplicate keys refused, depth
  * bounded by jansson). 400 naming "body" and the byte position. Caller owns
  * *out. */
@@ -41,5 +44,6 @@ void api_reply_terr(http_req *r, int code, const char *field, const char *fmt,
 int api_jobs_register(http_server *srv, api_ctx *ctx, terr *e);
 int api_arrays_register(http_server *srv, api_ctx *ctx, terr *e);
 int api_service_register(http_server *srv, api_ctx *ctx, terr *e);
+int api_info_register(http_server *srv, api_ctx *ctx, terr *e);
 
 #endif

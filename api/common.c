@@ -19,6 +19,7 @@ int api_register(http_server *srv, api_ctx *ctx, terr *e) {
   int rc = api_jobs_register(srv, ctx, e);
   if (!rc) rc = api_arrays_register(srv, ctx, e);
   if (!rc) rc = api_service_register(srv, ctx, e);
+  if (!rc) rc = api_info_register(srv, ctx, e);
   return rc;
 }
 

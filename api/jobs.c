@@ -30,8 +30,6 @@
 #include "gpu/gpu.h"
 #include "util/util.h"
 
-#define MAX_WAIT_S 60.0
-
 static void add_location(http_req *r, const char *id) {
   char loc[96];
   snprintf(loc, sizeof loc, "/v1/jobs/%s", id);
@@ -196,9 +194,9 @@ static int parse_wait(http_req *r, double *wait_s, terr *e) {
   const char *w = http_query(r, "wait");
   if (!w) return T_OK;
   if (t_parse_f64(w, wait_s) || !isfinite(*wait_s) || *wait_s < 0 ||
-      *wait_s > MAX_WAIT_S)
+      *wait_s > API_MAX_WAIT_S)
     return terr_set(e, T_EINVAL, "wait", -1,
-                    "expected seconds between 0 and %.0f", MAX_WAIT_S);
+                    "expected seconds between 0 and %.0f", API_MAX_WAIT_S);
   return T_OK;
 }
 

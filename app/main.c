@@ -333,6 +333,23 @@ int main(int argc, char **argv) {
       .max_elems = max_elems,
       .max_json_result = max_json,
       .started_wall_ms = t_wall_ms(),
+      .tokens = token_file != NULL,
+      .limits = {
+          .max_body = max_body,
+          .max_upload = max_upload,
+          .max_result = max_result,
+          .queue_limit = queue_limit,
+          .job_timeout_s = job_timeout,
+          .result_ttl_s = ttl,
+          .max_attempts = max_attempts,
+          .max_memory = max_memory,
+          .max_job_memory = scfg.max_job_mem_bytes,
+          .max_connections = max_conns,
+          .per_ip_limit = per_ip,
+          .conn_timeout_s = conn_timeout,
+          .header_timeout_s = header_timeout,
+          .min_body_rate = min_body_rate,
+      },
   };
   if (api_register(srv, &actx, &e) || sched_start(sc, &e) ||
       http_server_start(srv, &e)) {

@@ -51,6 +51,12 @@ typedef store_job job_record;
 int jobs_local_open(const char *const *dirs, int n, int tokens,
                     struct tlocal **out, terr *e);
 void jobs_local_free(struct tlocal *l);
+/* The same-host directories `owner` may use (array/localfile.h's roots):
+ * every DIR when owner is "" or NULL (no tokens); with tokens DIR/owner
+ * for each DIR where that directory exists now, never another token's.
+ * A new JSON array of strings ([] when --local-dir is off); NULL when out
+ * of memory. */
+json_t *jobs_local_dirs(jobs *J, const char *owner);
 
 /* ---- life ---------------------------------------------------------------- */
 

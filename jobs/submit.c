@@ -9,9 +9,12 @@
  *
  * Threads: an HTTP thread (the caller's); no lock is held here.
  */
+#include <fcntl.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "array/localfile.h"
 #include "array/store_source.h"
@@ -196,6 +199,41 @@ int jobs_local_open(const char *const *dirs, int n, int tokens,
 }
 
 void jobs_local_free(struct tlocal *l) { tlocal_free(l); }
+
+/* The roots array/localfile.c's resolve would accept for owner, as its
+ * header states them: without an owner each DIR; with one, DIR/owner when
+ * owner is one plain path component and that entry is a directory itself
+ * (not a symlink: root_fd opens it with O_NOFOLLOW and refuses one). */
+json_t *jobs_local_dirs(jobs *J, const char *owner) {
+  json_t *out = json_array();
+  const tlocal *l = J->local;
+  if (!out || !l) return out;
+  int named = owner && owner[0];
+  if (named && (strchr(owner, '/') || strcmp(owner, ".") == 0 ||
+                strcmp(owner, "..") == 0))
+    return out;
+  for (int i = 0; i < l->n; i++) {
+    char root[TLOCAL_PATH_MAX];
+    const char *d = l->dirs[i];
+    if (named) {
+      struct stat sb;
+      int w = snprintf(root, sizeof root, "%s/%s", strcmp(d, "/") == 0 ? "" : d,
+                       owner);
+      if (w < 0 || w >= (int)sizeof root ||
+          fstatat(AT_FDCWD, root, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
+          !S_ISDIR(sb.st_mode))
+        continue;
+      d = root;
+    }
+    json_t *js = json_string(d);
+    if (!js) continue; /* not UTF-8: JSON cannot carry it */
+    if (json_array_append_new(out, js) != 0) {
+      json_decref(out);
+      return NULL;
+    }
+  }
+  return out;
+}
 
 int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
                 char id[T_ID_MAX], int *retry_after_s, terr *e) {
