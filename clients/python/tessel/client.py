@@ -94,6 +94,10 @@ class Client:
         self._local_lock = threading.Lock()
         self._empties = {}  # data address -> (path, nbytes) of c.empty arrays
         self._waiter = Waiter(self)
+        self._temp_lock = threading.Lock()
+        self._temps = {}      # array id -> jobs using it (uploads made for jobs)
+        self._pinned = set()  # array ids c.upload() returned: never removed here
+        self._deleting = {}   # array id -> Event set once its DELETE is done
 
     def __repr__(self):
         return f"<tessel.Client {self.url}>"
@@ -126,7 +130,10 @@ class Client:
     def upload(self, a, dtype=None):
         """Upload an array (anything numpy.asarray takes); a tessel.Array."""
         a = np.asarray(a) if dtype is None else np.asarray(a, dtype=dtype)
-        return Array(self, self._t.upload_npy(_wire_array(a))[1])
+        info = self._t.upload_npy(_wire_array(a))[1]
+        with self._temp_lock:
+            self._pinned.add(info["id"])
+        return Array(self, info)
 
     def array(self, id):
         return Array(self, self._t.json("GET", f"/v1/arrays/{id}")[1])
@@ -228,18 +235,57 @@ class Client:
                     f.write(memoryview(a.reshape(-1)).cast("B"))
             cleanup.append(lambda: _unlink_quiet(path))
             return {"file": path}
-        status, info = self._t.upload_npy(a)
-        if status == 201:  # new: ours to remove once the job ended
-            cleanup.append(lambda i=info["id"]: self._t.request("DELETE", f"/v1/arrays/{i}"))
-        return {"array": info["id"]}
+        while True:
+            status, info = self._t.upload_npy(a)
+            i = info["id"]
+            with self._temp_lock:
+                gone = self._deleting.get(i)
+                # Ours to remove once every job of this client using it
+                # ended: new on the server (201) or already one of our
+                # temporaries. The same content from c.upload() is pinned.
+                if gone is None and i not in self._pinned and (status == 201 or i in self._temps):
+                    self._temps[i] = self._temps.get(i, 0) + 1
+                    cleanup.append(lambda: self._drop_temp(i))
+            if gone is None:
+                return {"array": i}
+            gone.wait(60)  # the same content is being removed: upload anew
+
+    def _drop_temp(self, i):
+        with self._temp_lock:
+            n = self._temps.get(i, 0) - 1
+            if n > 0:
+                self._temps[i] = n
+                return
+            self._temps.pop(i, None)
+            if i in self._pinned:
+                return
+            ev = self._deleting[i] = threading.Event()
+        try:
+            self._t.request("DELETE", f"/v1/arrays/{i}")
+        finally:
+            with self._temp_lock:
+                self._deleting.pop(i, None)
+            ev.set()
 
     # -- jobs --------------------------------------------------------------------
-    def submit(self, kind, backend="auto", priority=None, timeout_s=None, label=None,
-               request_id=None, output=None, wait=0.0, **params):
+    def submit(self, kind, *args, **kw):
         """Submit a job; a tessel.Job (a concurrent.futures.Future). params
         are the kind's (API.md "Job kinds"); array values may be any input
-        form. output: None (same-host file when available), False (keep on
-        the server), or a path for {"file": path}."""
+        form. Options: backend, priority, timeout_s, label, request_id,
+        output (None: a same-host file when available; False: keep it on
+        the server; a path: {"file": path}), wait (seconds the server may
+        hold the submit)."""
+        try:
+            return self._submit(kind, *args, **kw)
+        except errors.NotFound as e:
+            # Another thread's job ended and removed a temporary upload of
+            # the same content between our upload and submit: once more.
+            if not (e.field or "").startswith("params."):
+                raise
+            return self._submit(kind, *args, **kw)
+
+    def _submit(self, kind, backend="auto", priority=None, timeout_s=None, label=None,
+                request_id=None, output=None, wait=0.0, **params):
         cleanup = []
         try:
             p = {}

@@ -130,9 +130,16 @@ class Job(concurrent.futures.Future):
                     bar.show(self)
                 elif self._body is not None:
                     w = self.client.max_wait if left is None else max(0.001, min(self.client.max_wait, left))
-                    _, info = self.client._t.request(
-                        "POST", f"/v1/jobs?wait={w:.3f}", self._body,
-                        {"Content-Type": "application/json"}, timeout=w + 60)
+                    try:
+                        _, info = self.client._t.request(
+                            "POST", f"/v1/jobs?wait={w:.3f}", self._body,
+                            {"Content-Type": "application/json"}, timeout=w + 60)
+                    except errors.TesselError:
+                        # The job ended meanwhile and its temporary inputs
+                        # are gone (the re-post checks them again): ask.
+                        if self.done() or self.refresh().get("status") in FINAL:
+                            continue
+                        raise
                     if info.get("id") != self.id:  # the job was deleted meanwhile
                         raise errors.NotFound(f"job {self.id} no longer exists", code="not_found")
                     self._update(info)
@@ -246,7 +253,7 @@ class Waiter:
         if job.done():
             return
         with self._cv:
-            self._pending[job.id] = job
+            self._pending[id(job)] = job  # two Jobs of one id are both finished
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="tessel-waiter", daemon=True)
                 self._thread.start()
@@ -278,7 +285,7 @@ class Waiter:
             with self._cv:
                 for j in jobs:
                     if j.done():
-                        self._pending.pop(j.id, None)
+                        self._pending.pop(id(j), None)
                 self._cv.wait(delay)
             delay = min(0.5, delay * 1.5)
 
