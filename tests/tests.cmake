@@ -56,6 +56,13 @@ if(NOT TESSEL_FUZZ)
       ENVIRONMENT "TESSEL_WEB_DIR=${CMAKE_SOURCE_DIR}/web")
   endif()
 
+  # The Python client (clients/python) against the real daemon; skipped
+  # (77) with a message when Debian's python3 lacks NumPy or pytest.
+  add_test(NAME python/client
+    COMMAND sh ${CMAKE_SOURCE_DIR}/clients/python/tests/run.sh $<TARGET_FILE:tesseld>)
+  set_tests_properties(python/client PROPERTIES LABELS integration TIMEOUT 600
+    SKIP_RETURN_CODE 77)
+
   file(GLOB BENCHES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/bench/bench_*.c)
   foreach(src ${BENCHES})
     get_filename_component(n ${src} NAME_WE)

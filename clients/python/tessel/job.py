@@ -1,0 +1,310 @@
+"""tessel.Job: a job on the server that is a concurrent.futures.Future, and
+the per-client waiter thread that finishes those futures.
+
+A Job's Future result is set from the server's final job JSON; Job.result()
+then downloads the result array once (or maps the same-host output file)
+and keeps it, so every call returns the same array. A Job ends in exactly
+one of: set_result (succeeded), set_exception(JobFailed) (failed) or the
+Future's cancelled state (canceled on the server, by anyone), through
+_update, whichever thread sees the final status first (a lock makes it once).
+
+Waiting has no 60 s limit: result()/wait() of a job this client submitted
+re-POSTs the very same body with its request_id and ?wait= (the server's
+idempotency answers the same job and holds the request until it ends or
+the wait passes; API.md "POST /v1/jobs"), again and again until it ends
+(GET /v1/jobs/{id} has no ?wait). Everything else — add_done_callback,
+concurrent.futures.wait / as_completed, done() — is served by the Waiter:
+one daemon thread per Client that polls the pending jobs (one GET each when
+few, the queued and running lists when many), backing off from 20 ms to
+0.5 s, so callbacks run on that thread.
+"""
+import concurrent.futures
+import os
+import threading
+import time
+import warnings
+import weakref
+
+import numpy as np
+
+from . import errors
+
+FINAL = ("succeeded", "failed", "canceled")
+
+
+class Job(concurrent.futures.Future):
+    """A job. .id, .kind, .status, .progress (done, total), .timings (ms),
+    .backend (requested, used, reason), .info (the last job JSON)."""
+
+    def __init__(self, client, info, body=None, cleanup=None, output_file=None, owns_file=False):
+        super().__init__()
+        self.client = client
+        self.id = info["id"]
+        self.info = info
+        self._body = body            # the submitted bytes, for re-waits
+        self._cleanup = cleanup or []  # callables run once the job ended
+        self._output_file = output_file
+        self._array = None
+        self._ulock = threading.Lock()
+        self._ended = False
+        if output_file and owns_file:
+            # The same-host output file lives as long as this Job (an array
+            # mapped from it stays valid after the unlink).
+            weakref.finalize(self, _unlink_quiet, output_file)
+        self._update(info)
+
+    def __repr__(self):
+        return f"<tessel.Job {self.id} {self.kind} {self.status}>"
+
+    # -- what the server says ------------------------------------------------
+    @property
+    def kind(self):
+        return self.info.get("kind")
+
+    @property
+    def status(self):
+        return self.info.get("status")
+
+    @property
+    def progress(self):
+        p = self.info.get("progress") or {}
+        return (p.get("done", 0), p.get("total", 0))
+
+    @property
+    def timings(self):
+        return self.info.get("timings_ms") or {}
+
+    @property
+    def backend(self):
+        return self.info.get("backend") or {}
+
+    @property
+    def compare_table(self):
+        return self.info.get("compare")
+
+    def refresh(self):
+        """GET the job now; returns its JSON."""
+        _, info = self.client._t.json("GET", f"/v1/jobs/{self.id}")
+        self._update(info)
+        return info
+
+    def _update(self, info):
+        self.info = info
+        st = info.get("status")
+        if st not in FINAL:
+            return
+        with self._ulock:
+            if self._ended:
+                return
+            self._ended = True
+        for fn in self._cleanup:
+            try:
+                fn()
+            except Exception:  # best effort: a temporary left behind is harmless
+                pass
+        self._cleanup = []
+        if st == "succeeded":
+            self.set_result(info)
+        elif st == "failed":
+            self.set_exception(errors.from_job(info))
+        else:
+            concurrent.futures.Future.cancel(self)
+            self.set_running_or_notify_cancel()  # tells wait()/as_completed
+
+    # -- waiting -----------------------------------------------------------
+    def running(self):
+        return self.status == "running"
+
+    def wait(self, timeout=None, progress=False):
+        """Wait until the job ended (no download). True when it did."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        bar = _bar(self, progress)
+        try:
+            while not self.done():
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                if bar is not None:
+                    time.sleep(min(0.25, left) if left is not None else 0.25)
+                    self.refresh()
+                    bar.show(self)
+                elif self._body is not None:
+                    w = self.client.max_wait if left is None else max(0.001, min(self.client.max_wait, left))
+                    try:
+                        _, info = self.client._t.request(
+                            "POST", f"/v1/jobs?wait={w:.3f}", self._body,
+                            {"Content-Type": "application/json"}, timeout=w + 60)
+                    except errors.TesselError:
+                        # The job ended meanwhile and its temporary inputs
+                        # are gone (the re-post checks them again): ask.
+                        if self.done() or self.refresh().get("status") in FINAL:
+                            continue
+                        raise
+                    if info.get("id") != self.id:  # the job was deleted meanwhile
+                        raise errors.NotFound(f"job {self.id} no longer exists", code="not_found")
+                    self._update(info)
+                else:
+                    self.client._waiter.add(self)
+                    concurrent.futures.wait([self], timeout=left)
+            if bar is not None:
+                bar.show(self)
+        finally:
+            if bar is not None:
+                bar.close()
+        return True
+
+    def result(self, timeout=None, progress=False, out=None):
+        """The result as a NumPy array (downloaded once and kept). Raises
+        JobFailed, Canceled, or concurrent.futures.TimeoutError."""
+        if not self.wait(timeout, progress):
+            raise concurrent.futures.TimeoutError(f"job {self.id} still {self.status}")
+        if self.cancelled():
+            raise errors.from_job(self.info)
+        super().result(0)  # raises the JobFailed set by _update
+        if self._array is None or out is not None:
+            arr = self.client._fetch_result(self, out)
+            if out is not None:
+                return arr
+            self._array = arr
+        return self._array
+
+    def exception(self, timeout=None):
+        if not self.wait(timeout):
+            raise concurrent.futures.TimeoutError(f"job {self.id} still {self.status}")
+        if self.cancelled():
+            return errors.from_job(self.info)
+        return super().exception(0)
+
+    def cancel(self):
+        """Cancel on the server. True when the job ended canceled; False
+        when it had already ended (or finished before it could stop)."""
+        if self.done():
+            return self.cancelled()
+        try:
+            st, info = self.client._t.request("POST", f"/v1/jobs/{self.id}/cancel")
+        except errors.Conflict:
+            self.refresh()
+            return self.cancelled()
+        self._update(info)
+        deadline = time.monotonic() + 60
+        while not self.done() and time.monotonic() < deadline:  # 202: stopping
+            time.sleep(0.02)
+            self.refresh()
+        return self.cancelled()
+
+    def delete(self):
+        """DELETE the finished job (and its stored result) on the server."""
+        self.client._t.request("DELETE", f"/v1/jobs/{self.id}")
+
+
+def _unlink_quiet(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+class _Bar:
+    def __init__(self, tqdm, job):
+        self.t = tqdm(total=0, desc=f"{job.kind} {job.id}", unit="chunk")
+
+    def show(self, job):
+        done, total = job.progress
+        if total and self.t.total != total:
+            self.t.total = total
+            self.t.refresh()
+        if done > self.t.n:
+            self.t.update(done - self.t.n)
+        self.t.set_postfix_str(job.status or "")
+
+    def close(self):
+        self.t.close()
+
+
+_warned_tqdm = False
+
+
+def _bar(job, progress):
+    global _warned_tqdm
+    if not progress:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        if not _warned_tqdm:
+            warnings.warn("progress=True needs tqdm (pip install tqdm / apt install python3-tqdm)")
+            _warned_tqdm = True
+        return None
+    return _Bar(tqdm, job)
+
+
+class Waiter:
+    """The client's one background thread finishing pending Jobs (daemon
+    thread; started on first use, sleeps when nothing is pending)."""
+
+    def __init__(self, client):
+        self._client = weakref.ref(client)
+        self._pending = {}
+        self._cv = threading.Condition()
+        self._thread = None
+        self._closed = False
+
+    def add(self, job):
+        if job.done():
+            return
+        with self._cv:
+            self._pending[id(job)] = job  # two Jobs of one id are both finished
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="tessel-waiter", daemon=True)
+                self._thread.start()
+            self._cv.notify()
+
+    def close(self):
+        with self._cv:
+            self._closed = True
+            self._cv.notify()
+
+    def _run(self):
+        delay = 0.02
+        while True:
+            with self._cv:
+                while not self._pending and not self._closed:
+                    self._cv.wait()
+                    delay = 0.02
+                if self._closed:
+                    return
+                jobs = list(self._pending.values())
+            client = self._client()
+            if client is None:
+                return
+            try:
+                self._poll(client, jobs)
+            except errors.TesselError:
+                pass  # the next round tries again
+            del client
+            with self._cv:
+                for j in jobs:
+                    if j.done():
+                        self._pending.pop(id(j), None)
+                self._cv.wait(delay)
+            delay = min(0.5, delay * 1.5)
+
+    @staticmethod
+    def _poll(client, jobs):
+        t = client._t
+        if len(jobs) > 16:
+            live = set()
+            for st in ("queued", "running"):
+                _, page = t.json("GET", f"/v1/jobs?status={st}&limit=1000")
+                live.update(j["id"] for j in page["jobs"])
+                if page.get("next_cursor"):
+                    live = None
+                    break
+            if live is not None:
+                jobs = [j for j in jobs if j.id not in live]
+        for j in jobs:
+            try:
+                j.refresh()
+            except errors.NotFound:
+                j._update(dict(j.info, status="failed",
+                               error={"code": "not_found", "message": "the job was deleted"}))

@@ -1,0 +1,203 @@
+"""HTTP to the server on the standard library: one persistent connection per
+thread, JSON requests, and .npy bodies streamed straight between NumPy
+buffers and the socket.
+
+Threads: a Transport is shared by every thread of a Client; each thread gets
+its own http.client.HTTPConnection (threading.local), so no lock is held
+across a request. A connection that the server closed while idle is opened
+again once and the request resent (every request this client sends is safe
+to resend: reads, uploads of the same bytes, and job submissions carry a
+request_id). Retries on 429 / 503 + Retry-After happen only when the Client
+was made with retries=N.
+
+Transfers: an upload sends a .npy header and then memoryview(array) — the
+array's own buffer, no copy. A download reads the .npy header (a few hundred
+bytes, parsed here), allocates numpy.empty of its shape and readinto()s the
+body into it.
+"""
+import ast
+import http.client
+import json
+import socket
+import threading
+import time
+import urllib.parse
+
+import numpy as np
+
+from . import errors
+
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+def npy_header(dtype, shape):
+    """The bytes of a .npy 1.0 header for a C-order array (padded to 64)."""
+    d = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
+         "shape": tuple(int(s) for s in shape)}
+    text = repr(d).encode("latin1")
+    total = len(_NPY_MAGIC) + 2 + 2 + len(text) + 1
+    pad = (64 - total % 64) % 64
+    text = text + b" " * pad + b"\n"
+    return _NPY_MAGIC + b"\x01\x00" + len(text).to_bytes(2, "little") + text
+
+
+def _read_exact(resp, n):
+    data = resp.read(n)
+    if len(data) != n:
+        raise errors.Unavailable("connection closed in a .npy header", status=0, code="io_error")
+    return data
+
+
+def read_npy(resp, out=None):
+    """Read a .npy body from an http.client response into a new array (or
+    `out`, which must have the header's shape and dtype)."""
+    pre = _read_exact(resp, 8)
+    if pre[:6] != _NPY_MAGIC:
+        raise errors.TesselError("the server's body is not .npy", code="io_error")
+    major = pre[6]
+    hl = _read_exact(resp, 2 if major == 1 else 4)
+    hlen = int.from_bytes(hl, "little")
+    if hlen > 100000:
+        raise errors.TesselError("a .npy header over 100000 bytes", code="io_error")
+    hdr = ast.literal_eval(_read_exact(resp, hlen).decode("latin1"))
+    dtype = np.dtype(hdr["descr"])
+    shape = tuple(hdr["shape"])
+    if out is None:
+        out = np.empty(shape, dtype=dtype, order="F" if hdr["fortran_order"] else "C")
+    elif out.shape != shape or out.dtype != dtype:
+        raise ValueError(f"out has {out.shape} {out.dtype}, the result {shape} {dtype}")
+    view = memoryview(out.reshape(-1, order="A") if out.size else out).cast("B")
+    got, n = 0, view.nbytes
+    while got < n:
+        k = resp.readinto(view[got:])
+        if not k:
+            raise errors.Unavailable(f"connection closed after {got} of {n} bytes",
+                                     code="io_error")
+        got += k
+    return out
+
+
+class Transport:
+    """Requests to one server. url: http://host:port[/prefix]; token or None;
+    retries: how many times a 429 / 503 with Retry-After is retried."""
+
+    def __init__(self, url, token=None, retries=0, timeout=120.0):
+        u = urllib.parse.urlsplit(url)
+        if u.scheme not in ("http", "https"):
+            raise ValueError(f"url: expected http:// or https://, got {url!r}")
+        self.url = url
+        self.https = u.scheme == "https"
+        self.host = u.hostname or "127.0.0.1"
+        self.port = u.port or (443 if self.https else 80)
+        self.prefix = u.path.rstrip("/")
+        self.token = token
+        self.retries = retries
+        self.timeout = timeout
+        self._local = threading.local()
+
+    # -- connections -------------------------------------------------------
+    def _conn(self, fresh=False):
+        c = getattr(self._local, "conn", None)
+        if c is not None and not fresh:
+            return c, True
+        if c is not None:
+            c.close()
+        cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+        c = cls(self.host, self.port, timeout=self.timeout)
+        self._local.conn = c
+        return c, False
+
+    def close(self):
+        c = getattr(self._local, "conn", None)
+        if c is not None:
+            c.close()
+            self._local.conn = None
+
+    def _headers(self, extra):
+        h = {"Accept": "application/json"}
+        if self.token:
+            h["Authorization"] = "Bearer " + self.token
+        h.update(extra or {})
+        return h
+
+    # -- one exchange --------------------------------------------------------
+    def _send(self, method, path, body, headers, timeout):
+        """Send and return the response (status, headers read; body not).
+        body: None, bytes, or a list of buffers sent one after the other."""
+        for attempt in (0, 1):
+            conn, reused = self._conn(fresh=attempt > 0)
+            conn.timeout = timeout
+            if conn.sock is not None:
+                conn.sock.settimeout(timeout)
+            try:
+                parts = [] if body is None else ([body] if isinstance(body, (bytes, bytearray)) else body)
+                conn.putrequest(method, self.prefix + path, skip_accept_encoding=True)
+                h = dict(headers)
+                if body is not None or method in ("POST", "PUT"):
+                    h["Content-Length"] = str(sum(memoryview(p).nbytes for p in parts))
+                for k, v in h.items():
+                    conn.putheader(k, v)
+                conn.endheaders()
+                for p in parts:
+                    conn.sock.sendall(p)
+                return conn.getresponse()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError,
+                    http.client.CannotSendRequest, http.client.BadStatusLine) as e:
+                conn.close()
+                self._local.conn = None
+                if reused and attempt == 0:
+                    continue  # the server closed an idle connection: once more
+                raise errors.Unavailable(f"{self.url}: {e!r}", code="unavailable") from e
+            except (ConnectionRefusedError, socket.gaierror, socket.timeout, OSError) as e:
+                conn.close()
+                self._local.conn = None
+                raise errors.Unavailable(f"{self.url}: {e}", code="unavailable") from e
+        raise AssertionError("unreachable")
+
+    def request(self, method, path, body=None, headers=None, timeout=None, raw=False):
+        """One request with the retry policy. Returns (status, parsed JSON)
+        for a 2xx; with raw=True returns the open response instead (the
+        caller reads it to the end). An error answer raises TesselError."""
+        headers = self._headers(headers)
+        tries = 0
+        while True:
+            resp = self._send(method, path, body, headers, timeout or self.timeout)
+            if resp.status < 300:
+                if raw:
+                    return resp
+                data = resp.read()
+                return resp.status, (json.loads(data) if data else None)
+            data = resp.read()
+            ra = resp.getheader("Retry-After")
+            retry_after = float(ra) if ra and ra.replace(".", "", 1).isdigit() else None
+            if resp.getheader("Connection", "").lower() == "close":
+                self.close()
+            err = errors.from_response(resp.status, data, retry_after)
+            if isinstance(err, errors.TooManyRequests) and tries < self.retries:
+                tries += 1
+                time.sleep(min(retry_after if retry_after is not None else 1.0, 60.0))
+                continue
+            raise err
+
+    def json(self, method, path, obj=None, timeout=None):
+        body = None if obj is None else json.dumps(obj).encode()
+        hdr = {"Content-Type": "application/json"} if body is not None else {}
+        return self.request(method, path, body, hdr, timeout)
+
+    def upload_npy(self, a, query=""):
+        """POST /v1/arrays with a C-contiguous native array, streamed from
+        its buffer. Returns (status, array JSON)."""
+        assert a.flags.c_contiguous and a.dtype.isnative
+        parts = [npy_header(a.dtype, a.shape)]
+        if a.size:
+            parts.append(memoryview(a.reshape(-1)).cast("B"))
+        return self.request("POST", "/v1/arrays" + query, parts,
+                            {"Content-Type": "application/x-npy"})
+
+    def download_npy(self, path, out=None):
+        resp = self.request("GET", path, headers={"Accept": "application/x-npy"}, raw=True)
+        try:
+            return read_npy(resp, out)
+        except BaseException:
+            self.close()  # a half-read body: the connection cannot be reused
+            raise

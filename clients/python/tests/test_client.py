@@ -1,0 +1,320 @@
+"""The Python client against a real tesseld: every method, every input form,
+futures and the executor, errors, long waits, the same-host path.
+
+No timing is asserted; the only ordering asserted (as_completed) sets a job
+of ~10^8 element-operations against one of 4 elements.
+"""
+import concurrent.futures
+import os
+import time
+
+import numpy as np
+import pytest
+
+import tessel
+
+A = np.arange(12.0)
+# A job that runs seconds on one thread and stops at its next chunk when
+# canceled: an expensive reduce over 10^8 generated values.
+LONG = {"op": "sum", "expr": "sin(x)*exp(cos(x))+sqrt(x)",
+        "inputs": {"x": {"random": {"shape": [100000000], "seed": 7}}}}
+
+
+def long_job(c, **kw):
+    return c.submit("reduce", backend="serial", **dict(LONG, **kw))
+
+
+# ---- the kinds -------------------------------------------------------------
+def test_map(client):
+    y = client.map("x**2 + 2*x + 1", x=A)
+    assert isinstance(y, np.ndarray) and y.dtype == np.float64
+    np.testing.assert_array_equal(y, A**2 + 2 * A + 1)
+
+
+def test_map_two_inputs_broadcast(client):
+    a, b = np.arange(6.0).reshape(2, 3), np.array([10.0, 20.0, 30.0])
+    np.testing.assert_array_equal(client.map("-b/a", a=b, b=a), -a / b)
+    np.testing.assert_array_equal(client.map("x + y", x=a, y=b, backend="cpu"), a + b)
+
+
+def test_map_float32(client):
+    y = client.map("x*2", x=np.float32([1.5, 2.5]), dtype="float32")
+    assert y.dtype == np.float32
+    np.testing.assert_array_equal(y, np.float32([3, 5]))
+
+
+def test_reduce(client):
+    d = np.random.default_rng(1).random((100, 1000))
+    np.testing.assert_allclose(client.reduce("sum", "x**2", x=d, axis=1), (d**2).sum(axis=1), rtol=1e-12)
+    assert client.reduce("std", x=d, ddof=1).item() == pytest.approx(d.std(ddof=1), rel=1e-12)
+    assert client.reduce("argmax", x=[3.0, 9.0, 1.0]).item() == 1.0
+
+
+def test_matmul(client):
+    rng = np.random.default_rng(2)
+    W, X, b = rng.random((5, 4)), rng.random((4, 3)), rng.random(3)
+    np.testing.assert_allclose(client.matmul(W, X, bias=b), W @ X + b, rtol=1e-12)
+    np.testing.assert_allclose(client.matmul(W.T, X, transpose_a=True), W @ X, rtol=1e-12)
+
+
+def test_geodesic_forms(client):
+    pts = [(0.0, 0.0), (0.0, 1.0), (45.0, 10.0)]
+    d = client.geodesic(pts, units="km")
+    assert d.shape == (3, 3) and d[0, 0] == 0 and d[0, 1] == pytest.approx(111.3195, rel=1e-5)
+    np.testing.assert_allclose(client.geodesic(np.array(pts), method="haversine").shape, (3, 3))
+    cond = client.geodesic(pts, layout="condensed")
+    np.testing.assert_allclose(cond, d[np.triu_indices(3, 1)] * 1000, rtol=1e-12)
+    t = client.geodesic(pts, targets=[(0.0, 2.0)])
+    assert t.shape == (3, 1)
+    with pytest.raises(tessel.InvalidArgument) as e:
+        client.geodesic([(95.0, 0.0), (0.0, 0.0)])  # a swapped lat/lon is refused, not guessed
+    assert e.value.field.startswith("params.points")
+    with pytest.raises(tessel.InvalidArgument):
+        client.geodesic(np.zeros((3, 3)))
+
+
+def test_geodesic_dataframe(client):
+    pd = pytest.importorskip("pandas", reason="pandas is not installed: DataFrame points untested")
+    df = pd.DataFrame({"lon": [1.0, 0.0], "lat": [0.0, 0.0]})  # lon first: the names decide
+    d = client.geodesic(df, units="km")
+    assert d[0, 1] == pytest.approx(111.3195, rel=1e-5)
+    with pytest.raises(tessel.InvalidArgument) as e:
+        client.geodesic(pd.DataFrame({"y": [0.0], "x": [0.0]}))
+    assert "lat" in str(e.value)
+    d2 = client.geodesic(pd.DataFrame({"la": [0.0, 0.0], "lo": [1.0, 0.0]}), lat="la", lon="lo")
+    assert d2.shape == (2, 2)
+
+
+# ---- input forms -------------------------------------------------------------
+@pytest.mark.parametrize("form", ["list", "fortran", "bigendian", "float32", "int", "strided", "scalar"])
+def test_input_forms(client, form):
+    base = np.arange(12.0).reshape(3, 4)
+    v = {"list": base.tolist(), "fortran": np.asfortranarray(base), "bigendian": base.astype(">f8"),
+         "float32": base.astype(np.float32), "int": base.astype(np.int32),
+         "strided": np.arange(24.0).reshape(3, 8)[:, ::2] / 2 * 1 if False else base.T.copy().T,
+         "scalar": 3.0}[form]
+    want = np.asarray(v, dtype=np.float64) * 2
+    np.testing.assert_array_equal(client.map("x*2", x=v), want)
+
+
+def test_strided_view(client):
+    big = np.arange(48.0).reshape(6, 8)
+    v = big[::2, 1::3]
+    assert not v.flags.c_contiguous
+    np.testing.assert_array_equal(client.map("x+0", x=v), v)
+
+
+def test_upload_array_and_chaining(client):
+    arr = client.upload(np.arange(5.0))
+    assert isinstance(arr, tessel.Array) and arr.shape == (5,) and arr.dtype == np.float64
+    np.testing.assert_array_equal(arr.download(), np.arange(5.0))
+    j1 = client.submit_map("x*10", x=arr)
+    j2 = client.submit_map("x+1", x=j1)  # chained on the server, j1 never downloaded
+    assert j2.info["params"]["inputs"]["x"] == {"result": j1.id}
+    np.testing.assert_array_equal(j2.result(), np.arange(5.0) * 10 + 1)
+    assert j1._array is None
+    np.testing.assert_array_equal(client.map("x", x={"range": {"stop": 3}}), [0.0, 1.0, 2.0])
+
+
+def test_implicit_upload_removed(client):
+    before = {a.id for a in client.arrays(1000)}
+    client.map("x", x=np.random.default_rng().random(7))
+    time.sleep(0.05)
+    assert {a.id for a in client.arrays(1000)} == before
+
+
+# ---- futures -----------------------------------------------------------------
+def test_job_is_a_future(client):
+    j = client.submit_map("x*2", x=A)
+    assert isinstance(j, concurrent.futures.Future)
+    seen = []
+    j.add_done_callback(lambda f: seen.append(f.result()))
+    r = j.result(timeout=60)
+    np.testing.assert_array_equal(r, A * 2)
+    assert j.done() and not j.cancelled() and j.status == "succeeded"
+    assert j.result() is r  # downloaded once
+    deadline = time.time() + 30
+    while not seen and time.time() < deadline:
+        time.sleep(0.01)
+    np.testing.assert_array_equal(seen[0], A * 2)
+    assert j.timings["total"] >= 0 and j.backend["used"] and j.progress[0] == j.progress[1]
+
+
+def test_as_completed_order(client):
+    slow = long_job(client)
+    fast = client.submit_map("x+1", x=[1.0, 2.0, 3.0, 4.0])
+    order = list(concurrent.futures.as_completed([slow, fast], timeout=120))
+    assert order == [fast, slow]
+    done, pending = concurrent.futures.wait([slow, fast], timeout=0)
+    assert done == {slow, fast} and not pending
+    assert slow.result().shape == ()
+
+
+def test_cancel_queued_and_running(client):
+    workers = client.stats()["queue"]["workers"]
+    running = [long_job(client, priority=9) for _ in range(workers)]
+    queued = long_job(client, priority=0)
+    assert queued.cancel() is True
+    assert queued.cancelled() and queued.status == "canceled"
+    with pytest.raises(tessel.Canceled):
+        queued.result()
+    with pytest.raises(concurrent.futures.CancelledError):
+        queued.result()
+    for j in running:
+        # Cancel is seen between chunks: wait until the job computes them
+        # (generating its input comes first and is not interrupted).
+        deadline = time.time() + 60
+        while j.refresh()["status"] != "succeeded" and j.progress[0] == 0 and time.time() < deadline:
+            time.sleep(0.01)
+        assert j.cancel() is True
+        assert j.status == "canceled"
+    done, _ = concurrent.futures.wait(running + [queued], timeout=60)
+    assert len(done) == workers + 1
+    assert queued.cancel() is True  # a canceled job stays canceled
+
+
+def test_cancel_finished_returns_false(client):
+    j = client.submit_map("x", x=[1.0], wait=30)
+    j.result()
+    assert j.cancel() is False and not j.cancelled()
+
+
+def test_rewait_past_the_server_cap(daemon):
+    # The server holds a wait at most 60 s; the client waits again as long as
+    # needed. A max_wait of 0.2 s shows the loop with a job of a few seconds.
+    c = tessel.Client(daemon.url, same_host=False, max_wait=0.2)
+    j = long_job(c)
+    assert j.result(timeout=300).shape == ()
+    assert j.status == "succeeded"
+
+
+@pytest.mark.skipif(not os.environ.get("TESSEL_SLOW_TESTS"),
+                    reason="a real wait past 60 s: set TESSEL_SLOW_TESTS=1 (takes ~70 s)")
+def test_wait_past_60s_real(daemon):
+    c = tessel.Client(daemon.url, same_host=False)
+    big = dict(LONG, inputs={"x": {"random": {"shape": [1500000000], "seed": 1}}})
+    j = c.submit("reduce", backend="serial", **big)
+    t0 = time.monotonic()
+    j.result(timeout=900)
+    assert time.monotonic() - t0 > 60 and j.status == "succeeded"
+
+
+def test_job_by_id_and_progress(client, capsys):
+    j = client.submit_map("x*2", x=A)
+    k = client.job(j.id)
+    np.testing.assert_array_equal(k.result(timeout=60), A * 2)
+    pytest.importorskip("tqdm", reason="tqdm is not installed: progress bar untested")
+    y = client.map("x*3", x=A, progress=True)
+    np.testing.assert_array_equal(y, A * 3)
+    assert "map" in capsys.readouterr().err
+
+
+def test_executor(client):
+    data = [np.full(10, float(i)) for i in range(20)]
+    with client.executor(max_in_flight=4) as ex:
+        sums = list(ex.map(lambda d: client.reduce("sum", "x**2", x=d).item(), data))
+        jobs = list(ex.map(lambda d: client.submit_map("x+1", x=d), data[:3]))  # Jobs resolve too
+        # The same content from many threads: one array on the server, shared
+        # by the jobs, removed only after the last of them.
+        same = list(ex.map(lambda _: client.map("x+1", x=np.ones(5)), range(24)))
+    assert sums == [10.0 * i * i for i in range(20)]
+    assert all((s == 2.0).all() for s in same)
+    np.testing.assert_array_equal(jobs[2], np.full(10, 3.0))
+
+
+def test_compare(client):
+    t = client.compare("map", expr="x**2", x=np.arange(1000.0))
+    assert isinstance(t, list) and {r["backend"] for r in t} >= {"serial", "cpu"}
+    assert all(r["ms"] >= 0 for r in t) and t[0]["speedup"] == pytest.approx(1.0)
+    np.testing.assert_array_equal(t.result, np.arange(1000.0) ** 2)
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        pytest.skip("pandas is not installed: CompareTable.to_frame untested")
+    assert list(t.to_frame()["backend"]) == [r["backend"] for r in t]
+
+
+# ---- errors --------------------------------------------------------------------
+def test_errors(client, daemon):
+    with pytest.raises(tessel.InvalidArgument) as e:
+        client.map("x + y", x=A)
+    assert (e.value.status, e.value.code, e.value.field, e.value.position) == \
+        (400, "invalid_argument", "params.expr", 4)
+    with pytest.raises(tessel.NotFound) as e:
+        client.job("j_doesnotexist")
+    assert e.value.status == 404
+    with pytest.raises(tessel.Unavailable) as e:
+        client.map("x", x=A, backend="cuda")  # this daemon is built without CUDA
+    assert e.value.status == 503
+    j = long_job(client)
+    with pytest.raises(tessel.Conflict):
+        j.delete()  # unfinished
+    j.cancel()
+    f = client.submit("reduce", backend="serial", timeout_s=0.05, **LONG)
+    with pytest.raises(tessel.JobFailed) as e:
+        f.result(timeout=120)
+    assert e.value.code == "deadline_exceeded" and e.value.job["id"] == f.id
+    assert isinstance(f.exception(), tessel.JobFailed)
+    with pytest.raises(tessel.Unavailable):
+        tessel.Client("http://127.0.0.1:1").devices()
+
+
+def test_too_many_requests_and_retry():
+    from conftest import Daemon
+    d = Daemon(["--queue-limit", "1", "--threads", "1"])
+    try:
+        c = tessel.Client(d.url, same_host=False)
+        busy = [long_job(c, priority=9)]
+        with pytest.raises(tessel.TooManyRequests) as e:
+            for _ in range(3):
+                busy.append(long_job(c))
+        assert e.value.status == 429 and e.value.retry_after is not None
+        r = tessel.Client(d.url, same_host=False, retries=50)
+        for j in busy[1:]:
+            j.cancel()
+        busy[0].cancel()
+        assert r.map("x", x=[1.0]).tolist() == [1.0]
+    finally:
+        d.stop()
+
+
+# ---- the same host -------------------------------------------------------------
+def test_same_host_picked(daemon):
+    c = tessel.Client(daemon.url, local_dir=daemon.local)
+    assert c.local_dir() == os.path.realpath(daemon.local)
+    j = c.submit_map("x*2", x=A)
+    assert "file" in j.info["params"]["inputs"]["x"]
+    y = j.result(timeout=60)
+    assert isinstance(y, np.memmap)
+    np.testing.assert_array_equal(y, A * 2)
+    z = c.map("x+1", x=j)  # chained through the output file
+    np.testing.assert_array_equal(z, A * 2 + 1)
+    e = c.empty((3, 4))
+    assert isinstance(e, np.memmap)
+    e[...] = np.arange(12.0).reshape(3, 4)
+    k = c.submit_map("x*x", x=e)
+    assert k.info["params"]["inputs"]["x"] == {"file": e.filename}
+    np.testing.assert_array_equal(k.result(), e * e)
+    del j, y
+    left = [f for f in os.listdir(daemon.local) if not f.endswith(".out.npy") and f != os.path.basename(e.filename)]
+    assert left == []
+
+
+def test_same_host_not_picked(daemon, other_dir):
+    c = tessel.Client(daemon.url, local_dir=other_dir)  # not a --local-dir of the server
+    assert c.local_dir() is None
+    j = c.submit_map("x*2", x=A)
+    assert "array" in j.info["params"]["inputs"]["x"]
+    y = j.result()
+    assert not isinstance(y, np.memmap)
+    np.testing.assert_array_equal(y, A * 2)
+    assert os.listdir(other_dir) == []
+    assert tessel.Client(daemon.url, same_host=False, local_dir=daemon.local).local_dir() is None
+    assert not isinstance(c.empty(3), np.memmap)
+
+
+def test_same_host_from_info(daemon):
+    c = tessel.Client(daemon.url)
+    if not c.info():
+        pytest.skip("this server has no GET /v1/info: local_dirs from the server untested")
+    assert c.local_dir() == os.path.realpath(daemon.local)
