@@ -5,6 +5,7 @@
  * encodes the answer. Submit answers 202 with Location; with ?wait=S the
  * connection is suspended (no HTTP thread is held) until the job ends or S
  * seconds pass, and the answer is then 200 with the finished job, or 202.
+ * GET /v1/jobs/{id}?wait=S waits the same way and answers 200 either way.
  *
  * With ?wait and no request_id the job's row is committed with the next
  * store write (jobs_submit's async_insert): the answer comes only after the
@@ -60,6 +61,7 @@ typedef struct waiter {
   api_ctx *ctx;
   uint64_t token;
   int async_insert; /* the row was queued with store_job_insert_async */
+  int get;          /* GET /v1/jobs/{id}?wait: 200 however it stands */
   char id[T_ID_MAX];
 } waiter;
 
@@ -68,7 +70,7 @@ typedef struct waiter {
  * it, else from the store. */
 typedef struct wait_answer {
   api_ctx *ctx;
-  int async_insert;
+  int async_insert, get;
   int have_row;
   store_job row;
   char id[T_ID_MAX];
@@ -81,9 +83,10 @@ static void wait_answer_free(wait_answer *a) {
 
 /* Answer from the store. With an async insert: after a store_sync when
  * `sync` (the insert may still be queued), and a job the store does not
- * have was never recorded (its insert failed): 500. */
+ * have was never recorded (its insert failed): 500. A submit's answer is
+ * 200 once the job ended, else 202 with Location; a GET's (get) is 200. */
 static void reply_job_stored(http_req *r, api_ctx *ctx, const char *id,
-                             int async_insert, int sync) {
+                             int async_insert, int sync, int get) {
   terr e;
   if (async_insert && sync && jobs_sync(ctx->jobs, &e)) {
     http_reply_error(r, &e);
@@ -96,8 +99,8 @@ static void reply_job_stored(http_req *r, api_ctx *ctx, const char *id,
     http_reply_error(r, &e);
     return;
   }
-  add_location(r, j.id);
-  api_reply_job(r, ctx, &j, job_status_final(j.status) ? 200 : 202);
+  if (!get) add_location(r, j.id);
+  api_reply_job(r, ctx, &j, get || job_status_final(j.status) ? 200 : 202);
   store_job_clear(&j);
 }
 
@@ -108,10 +111,10 @@ static void reply_job_stored(http_req *r, api_ctx *ctx, const char *id,
 static void answer_wait(http_req *r, void *ud) {
   wait_answer *a = ud;
   if (a->have_row) {
-    add_location(r, a->row.id);
+    if (!a->get) add_location(r, a->row.id);
     api_reply_job(r, a->ctx, &a->row, 200);
   } else {
-    reply_job_stored(r, a->ctx, a->id, a->async_insert, 0);
+    reply_job_stored(r, a->ctx, a->id, a->async_insert, 0, a->get);
   }
   wait_answer_free(a);
 }
@@ -136,6 +139,7 @@ static void on_job_end(void *arg, const char *id, const job_record *ended) {
   if (a) {
     a->ctx = w->ctx;
     a->async_insert = w->async_insert;
+    a->get = w->get;
     snprintf(a->id, sizeof a->id, "%s", w->id);
     a->have_row = ended && store_job_copy(&a->row, ended) == 0;
     http_resume_call(r, answer_wait, a);
@@ -154,22 +158,23 @@ static void on_wait_timeout(http_req *r, void *arg) {
   pthread_mutex_unlock(&w->mu);
   if (jobs_unwait(w->ctx->jobs, w->token) == 1)
     http_req_unref(r); /* the callback's reference: it will never run */
-  reply_job_stored(r, w->ctx, w->id, w->async_insert, 1);
+  reply_job_stored(r, w->ctx, w->id, w->async_insert, 1, w->get);
   pthread_mutex_destroy(&w->mu);
   free(w);
 }
 
 static void reply_after_wait(http_req *r, api_ctx *ctx, const char *id,
-                             double wait_s, int async_insert) {
+                             double wait_s, int async_insert, int get) {
   waiter *w = calloc(1, sizeof *w);
   if (!w) {
-    reply_job_stored(r, ctx, id, async_insert, 1);
+    reply_job_stored(r, ctx, id, async_insert, 1, get);
     return;
   }
   pthread_mutex_init(&w->mu, NULL);
   w->r = r;
   w->ctx = ctx;
   w->async_insert = async_insert;
+  w->get = get;
   snprintf(w->id, sizeof w->id, "%s", id);
   pthread_mutex_lock(&w->mu);
   http_defer(r, (int64_t)(wait_s * 1000.0), on_wait_timeout, w);
@@ -180,7 +185,7 @@ static void reply_after_wait(http_req *r, api_ctx *ctx, const char *id,
     /* Already finished: answer now, unless the timer got there first. */
     http_req_unref(r);
     if (http_claim(r)) {
-      reply_job_stored(r, ctx, id, async_insert, 1);
+      reply_job_stored(r, ctx, id, async_insert, 1, get);
       pthread_mutex_destroy(&w->mu);
       free(w);
     }
@@ -226,7 +231,7 @@ static void handle_submit(http_req *r, void *ud) {
     return;
   }
   if (wait_s > 0)
-    reply_after_wait(r, ctx, id, wait_s, async_insert);
+    reply_after_wait(r, ctx, id, wait_s, async_insert, 0);
   else /* 202 as documented, even when a tiny job has already ended */
     reply_job(r, ctx, id, 202);
 }
@@ -251,12 +256,25 @@ static void handle_list(http_req *r, void *ud) {
 
 /* ---- /v1/jobs/{id} ---------------------------------------------------- */
 
+/* With ?wait=S (as a submit's, AIP-151's Wait) the answer waits until the
+ * job ends or S seconds pass, then gives the job as it stands (200 either
+ * way): a client waits past any one request's cap by asking again. */
 static void handle_get(http_req *r, void *ud) {
   api_ctx *ctx = ud;
   job_record j;
   terr e;
-  if (jobs_get(ctx->jobs, http_param(r, "id"), http_owner(r), &j, &e)) {
+  terr_clear(&e);
+  double wait_s;
+  if (parse_wait(r, &wait_s, &e) ||
+      jobs_get(ctx->jobs, http_param(r, "id"), http_owner(r), &j, &e)) {
     http_reply_error(r, &e);
+    return;
+  }
+  if (wait_s > 0 && !job_status_final(j.status)) {
+    char id[T_ID_MAX];
+    snprintf(id, sizeof id, "%s", j.id);
+    store_job_clear(&j);
+    reply_after_wait(r, ctx, id, wait_s, 0, 1);
     return;
   }
   api_reply_job(r, ctx, &j, 200);

@@ -371,6 +371,57 @@ TEST(submit_without_wait_is_202) {
   CHECK_MSG(n202 == 100, "%d of 100 answered 202", n202);
 }
 
+/* GET /v1/jobs/{id}?wait=S waits like a submit's ?wait (200 however the
+ * job stands when it answers); a bad wait is 400 naming it. */
+TEST(get_waits_for_the_end) {
+  long st;
+  json_t *j = submit(&S, "",
+                     "{\"kind\":\"geodesic\",\"backend\":\"serial\",\"params\":{\"points\":"
+                     "{\"random\":{\"shape\":[2500,2],\"low\":-60,\"high\":60,\"seed\":4}}}}",
+                     &st);
+  CHECK(j && st == 202);
+  char id[64], path[160];
+  snprintf(id, sizeof id, "%s", j ? jstr(j, "id") : "");
+  json_decref(j);
+  /* a short wait on a job that takes seconds: answered, not ended */
+  snprintf(path, sizeof path, "/v1/jobs/%s?wait=0.2", id);
+  resp r = req(&S, "GET", path, NULL, NULL);
+  json_t *o = resp_json(&r);
+  const char *s0 = o ? jstr(o, "status") : NULL;
+  CHECK_MSG(r.status == 200 && s0 && (!strcmp(s0, "queued") || !strcmp(s0, "running")),
+            "%ld %s", r.status, s0 ? s0 : "?");
+  json_decref(o);
+  resp_free(&r);
+  /* a long one: the job's end */
+  snprintf(path, sizeof path, "/v1/jobs/%s?wait=60", id);
+  r = req(&S, "GET", path, NULL, NULL);
+  o = resp_json(&r);
+  CHECK_MSG(r.status == 200 && o && !strcmp(jstr(o, "status"), "succeeded"), "%ld",
+            r.status);
+  json_decref(o);
+  resp_free(&r);
+  /* ended already: at once, the same */
+  snprintf(path, sizeof path, "/v1/jobs/%s?wait=30", id);
+  r = req(&S, "GET", path, NULL, NULL);
+  o = resp_json(&r);
+  CHECK(r.status == 200 && o && !strcmp(jstr(o, "status"), "succeeded"));
+  json_decref(o);
+  resp_free(&r);
+  const char *bad[] = {"61", "-1", "abc", "nan"};
+  for (int i = 0; i < 4; i++) {
+    snprintf(path, sizeof path, "/v1/jobs/%s?wait=%s", id, bad[i]);
+    r = req(&S, "GET", path, NULL, NULL);
+    CHECK_MSG(is_error(&r, 400, "invalid_argument", "wait"), "wait=%s", bad[i]);
+    resp_free(&r);
+  }
+  r = req(&S, "GET", "/v1/jobs/j_00000000000000000000000000?wait=5", NULL, NULL);
+  CHECK(r.status == 404);
+  resp_free(&r);
+  snprintf(path, sizeof path, "/v1/jobs/%s", id);
+  r = req(&S, "DELETE", path, NULL, NULL);
+  resp_free(&r);
+}
+
 TEST(cancel_running_and_delete) {
   /* A long geodesic job on one worker: cancel it while it runs. */
   long st;
@@ -450,6 +501,7 @@ int main(int argc, char **argv) {
   RUN(compare_records_every_backend);
   RUN(idempotent_request_id);
   RUN(submit_without_wait_is_202);
+  RUN(get_waits_for_the_end);
   RUN(cancel_running_and_delete);
   RUN(metrics_and_stats);
   RUN(dashboard_served);

@@ -158,9 +158,10 @@ class Client:
     def _probe_local(self):
         if self._same_host_opt is False:
             return None
-        cands = list(self.info().get("local_dirs") or [])
-        if self._local_dir_opt:
-            cands.append(self._local_dir_opt)
+        # An explicit local_dir is the only one tried; else the server's
+        # own list for this caller (GET /v1/info local_dirs).
+        cands = ([self._local_dir_opt] if self._local_dir_opt
+                 else list(self.info().get("local_dirs") or []))
         for d in cands:
             d = os.path.realpath(d)
             if not (os.path.isdir(d) and os.access(d, os.W_OK)):
@@ -323,7 +324,7 @@ class Client:
                 except Exception:
                     pass
             raise
-        job = Job(self, info, raw, cleanup, out_file, owns_file=output is None)
+        job = Job(self, info, cleanup, out_file, owns_file=output is None)
         if not job.done():
             self._waiter.add(job)
         return job

@@ -8,11 +8,9 @@ one of: set_result (succeeded), set_exception(JobFailed) (failed) or the
 Future's cancelled state (canceled on the server, by anyone), through
 _update, whichever thread sees the final status first (a lock makes it once).
 
-Waiting has no 60 s limit: result()/wait() of a job this client submitted
-re-POSTs the very same body with its request_id and ?wait= (the server's
-idempotency answers the same job and holds the request until it ends or
-the wait passes; API.md "POST /v1/jobs"), again and again until it ends
-(GET /v1/jobs/{id} has no ?wait). Everything else — add_done_callback,
+Waiting has no 60 s limit: result()/wait() asks GET /v1/jobs/{id}?wait=
+(the server holds the request until the job ends or the wait passes, at
+most 60 s; API.md) again and again until it ends. Everything else — add_done_callback,
 concurrent.futures.wait / as_completed, done() — is served by the Waiter:
 one daemon thread per Client that polls the pending jobs (one GET each when
 few, the queued and running lists when many), backing off from 20 ms to
@@ -36,12 +34,11 @@ class Job(concurrent.futures.Future):
     """A job. .id, .kind, .status, .progress (done, total), .timings (ms),
     .backend (requested, used, reason), .info (the last job JSON)."""
 
-    def __init__(self, client, info, body=None, cleanup=None, output_file=None, owns_file=False):
+    def __init__(self, client, info, cleanup=None, output_file=None, owns_file=False):
         super().__init__()
         self.client = client
         self.id = info["id"]
         self.info = info
-        self._body = body            # the submitted bytes, for re-waits
         self._cleanup = cleanup or []  # callables run once the job ended
         self._output_file = output_file
         self._array = None
@@ -128,24 +125,13 @@ class Job(concurrent.futures.Future):
                     time.sleep(min(0.25, left) if left is not None else 0.25)
                     self.refresh()
                     bar.show(self)
-                elif self._body is not None:
-                    w = self.client.max_wait if left is None else max(0.001, min(self.client.max_wait, left))
-                    try:
-                        _, info = self.client._t.request(
-                            "POST", f"/v1/jobs?wait={w:.3f}", self._body,
-                            {"Content-Type": "application/json"}, timeout=w + 60)
-                    except errors.TesselError:
-                        # The job ended meanwhile and its temporary inputs
-                        # are gone (the re-post checks them again): ask.
-                        if self.done() or self.refresh().get("status") in FINAL:
-                            continue
-                        raise
-                    if info.get("id") != self.id:  # the job was deleted meanwhile
-                        raise errors.NotFound(f"job {self.id} no longer exists", code="not_found")
-                    self._update(info)
                 else:
-                    self.client._waiter.add(self)
-                    concurrent.futures.wait([self], timeout=left)
+                    # GET ?wait holds the request until the job ends or w
+                    # passes (API.md); asked again until it ends.
+                    w = self.client.max_wait if left is None else max(0.001, min(self.client.max_wait, left))
+                    _, info = self.client._t.json(
+                        "GET", f"/v1/jobs/{self.id}?wait={w:.3f}", timeout=w + 60)
+                    self._update(info)
             if bar is not None:
                 bar.show(self)
         finally:
