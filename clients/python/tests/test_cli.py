@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -64,3 +65,22 @@ def test_cli_exit_codes(daemon):
     p = subprocess.run([sys.executable, "-m", "tessel", "--url", "http://127.0.0.1:1", "devices"],
                        capture_output=True, text=True, env=env, timeout=60)
     assert p.returncode == 6
+
+
+def test_pip_installs_offline(daemon, tmp_path):
+    """pip installs the package with no index and no build isolation (as
+    the README says), and the installed console script and python -m work."""
+    src = PKG  # clients/python, where pyproject.toml is
+    target = tmp_path / "site"
+    p = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-build-isolation",
+                        "--no-deps", "--no-index", "--target", str(target), src],
+                       capture_output=True, text=True, timeout=300)
+    if p.returncode != 0 and "No module named pip" in p.stderr:
+        pytest.skip("no pip for %s (apt-get install python3-pip)" % sys.executable)
+    assert p.returncode == 0, p.stderr
+    assert (target / "tessel" / "client.py").exists()
+    env = dict(os.environ, PYTHONPATH=str(target))
+    for cmd in ([sys.executable, "-m", "tessel"], [str(target / "bin" / "tessel")]):
+        q = subprocess.run(cmd + ["--url", daemon.url, "devices"], capture_output=True,
+                           text=True, env=env, timeout=60)
+        assert q.returncode == 0 and "cpu" in json.loads(q.stdout), q.stderr
