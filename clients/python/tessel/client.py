@@ -98,6 +98,14 @@ class Client:
         self._temps = {}      # array id -> jobs using it (uploads made for jobs)
         self._pinned = set()  # array ids c.upload() returned: never removed here
         self._deleting = {}   # array id -> Event set once its DELETE is done
+        # A temporary removed while an upload of the same content was in
+        # flight: that upload may have been answered "already stored" just
+        # before the DELETE. Each finished DELETE gets the next epoch; an
+        # upload that began at an earlier epoch uploads anew when its id
+        # was removed since. Cleared whenever no upload is in flight.
+        self._del_epoch = 0
+        self._deleted_at = {}  # array id -> epoch of its last DELETE
+        self._uploading = 0
 
     def __repr__(self):
         return f"<tessel.Client {self.url}>"
@@ -237,10 +245,24 @@ class Client:
             cleanup.append(lambda: _unlink_quiet(path))
             return {"file": path}
         while True:
-            status, info = self._t.upload_npy(a)
+            with self._temp_lock:
+                epoch0 = self._del_epoch
+                self._uploading += 1
+            try:
+                status, info = self._t.upload_npy(a)
+            except BaseException:
+                with self._temp_lock:
+                    self._uploading -= 1
+                raise
             i = info["id"]
             with self._temp_lock:
+                self._uploading -= 1  # counted until now: see _deleted_at
                 gone = self._deleting.get(i)
+                stale = gone is None and self._deleted_at.get(i, -1) > epoch0
+                if self._uploading == 0:
+                    self._deleted_at.clear()
+                if stale:
+                    continue  # removed after the server said it had it
                 # Ours to remove once every job of this client using it
                 # ended: new on the server (201) or already one of our
                 # temporaries. The same content from c.upload() is pinned.
@@ -266,6 +288,9 @@ class Client:
         finally:
             with self._temp_lock:
                 self._deleting.pop(i, None)
+                self._del_epoch += 1
+                if self._uploading:
+                    self._deleted_at[i] = self._del_epoch
             ev.set()
 
     # -- jobs --------------------------------------------------------------------
