@@ -493,11 +493,7 @@ int tlocal_out_create(tlocal_out *o, tdtype dt, int ndim, const int64_t *shape,
   int fd = out_tmp(o, e);
   if (fd < 0) return e ? e->code : T_EIO;
   tarray *a = NULL;
-  /* Guarded (mapped) or a sink: a tmpfs file (/dev/shm) need not be
-   * zero-filled first (tarray.h, TNPY_SPARSE_TMPFS). */
-  int rc = tarray_create_npy_fd(fd, o->tmp, dt, ndim, shape,
-                                (sink ? TNPY_SINK : 0) | TNPY_SPARSE_TMPFS, &a,
-                                e);
+  int rc = tarray_create_npy_fd(fd, o->tmp, dt, ndim, shape, sink, &a, e);
   close(fd);
   if (rc == T_OK && !sink) {
     /* The user may truncate it: writes go to zero pages then, and the

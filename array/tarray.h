@@ -212,18 +212,11 @@ int tarray_map_npy_fd(int fd, const char *name, int guard, atomic_int *torn,
 #endif
 /* Create a .npy of dt/shape in the file open read/write at fd (borrowed,
  * empty: it is sized here): sized, blocks reserved, header written, then
- * mapped shared (flags without TNPY_SINK; a->guard left 0 for the caller
- * to set) or a sink (TNPY_SINK; the sink holds a dup of fd). With
- * TNPY_SPARSE_TMPFS a file on tmpfs is not reserved block by block (there
- * that means allocating and zeroing every page on one thread: 155 ms for
- * 800 MB on the build VM, while the writers' own faults zero them in
- * parallel); its free space is checked instead — for callers whose mapping
- * is SIGBUS-guarded or who write through the sink (ENOSPC is an error
- * there). Nothing is unlinked on failure: the caller named the file. */
-#define TNPY_SINK 1
-#define TNPY_SPARSE_TMPFS 2
+ * mapped shared (sink 0; a->guard left 0 for the caller to set) or a sink
+ * (sink 1; the sink holds a dup of fd). Nothing is unlinked on failure:
+ * the caller named the file. */
 int tarray_create_npy_fd(int fd, const char *name, tdtype dt, int ndim,
-                         const int64_t *shape, int flags, tarray **out,
+                         const int64_t *shape, int sink, tarray **out,
                          terr *e);
 
 /* ---- CSV --------------------------------------------------------------- */

@@ -74,7 +74,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -132,8 +131,8 @@ static int write_all(int fd, const void *buf, size_t len, off_t off) {
  * reserved and its header written. *hdr the header's length, *total the
  * file's, *size the elements. `name` is for messages. */
 static int npy_file_init(int f, const char *name, tdtype dt, int ndim,
-                         const int64_t *shape, int sparse_tmpfs, size_t *hdr,
-                         size_t *total, int64_t *size, terr *e) {
+                         const int64_t *shape, size_t *hdr, size_t *total,
+                         int64_t *size, terr *e) {
   int64_t n = tshape_size(ndim, shape, INT64_MAX / 8);
   if (n < 0) return terr_set(e, T_EINVAL, "", -1, "npy: bad shape for %s", name);
   char h[NPY_HEADER_MAX];
@@ -146,17 +145,7 @@ static int npy_file_init(int f, const char *name, tdtype dt, int ndim,
                   name, len, strerror(err));
     return terr_nospace(e, rc, err);
   }
-  struct statfs fs;
-  struct statvfs vs;
-  if (sparse_tmpfs && fstatfs(f, &fs) == 0 && fs.f_type == TMPFS_MAGIC) {
-    /* tmpfs: pages come when written; refuse now what cannot fit */
-    if (fstatvfs(f, &vs) == 0 &&
-        (uint64_t)vs.f_bavail * vs.f_frsize < (uint64_t)len) {
-      rc = terr_set(e, T_EIO, "", -1, "npy: %zu bytes for %s do not fit", len,
-                    name);
-      return terr_nospace(e, rc, ENOSPC);
-    }
-  } else if ((err = reserve_space(f, (off_t)len)) != 0) {
+  if ((err = reserve_space(f, (off_t)len)) != 0) {
     rc = terr_set(e, T_EIO, "", -1, "npy: cannot reserve %zu bytes for %s: %s",
                   len, name, strerror(err));
     return terr_nospace(e, rc, err);
@@ -185,7 +174,7 @@ static int npy_file_open(const char *path, tdtype dt, int ndim,
                       strerror(err));
     return terr_nospace(e, rc, err);
   }
-  int rc = npy_file_init(f, path, dt, ndim, shape, 0, hdr, total, size, e);
+  int rc = npy_file_init(f, path, dt, ndim, shape, hdr, total, size, e);
   if (rc) {
     unlink(path);
     close(f);
@@ -352,17 +341,16 @@ int tarray_sink_close(tarray *a) {
 }
 
 int tarray_create_npy_fd(int fd, const char *name, tdtype dt, int ndim,
-                         const int64_t *shape, int flags, tarray **out,
+                         const int64_t *shape, int sink, tarray **out,
                          terr *e) {
   *out = NULL;
   size_t h, total;
   int64_t n;
-  int rc = npy_file_init(fd, name, dt, ndim, shape,
-                         (flags & TNPY_SPARSE_TMPFS) != 0, &h, &total, &n, e);
+  int rc = npy_file_init(fd, name, dt, ndim, shape, &h, &total, &n, e);
   if (rc) return rc;
   tarray *a = array_shell(dt, ndim, shape, n);
   if (!a) return terr_set(e, T_ENOMEM, "", -1, "npy: out of memory");
-  if (flags & TNPY_SINK) {
+  if (sink) {
     struct tarray_sink *s = malloc(sizeof *s);
     int d = s ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
     if (d < 0) {

@@ -206,30 +206,6 @@ TEST(create_on_a_full_file_system) {
   tarray *m = NULL;
   CHECK(tarray_map_npy(path, &m, &e) == 0 && m && tarray_get(m, 9999) == 2.5);
   tarray_free(m);
-  /* TNPY_SPARSE_TMPFS (same-host outputs): too big is still refused up
-   * front, and what fits is created without its blocks (st_blocks ~ 0)
-   * and filled by its writer */
-  for (int flags = TNPY_SPARSE_TMPFS; flags <= (TNPY_SPARSE_TMPFS | TNPY_SINK); flags++) {
-    snprintf(path, sizeof path, "%s/sparse%d.npy", mnt, flags);
-    int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
-    CHECK(fd >= 0);
-    CHECK(tarray_create_npy_fd(fd, path, T_F64, 1, &big, flags, &a, &e) == T_ENOSPACE && !a);
-    CHECK(ftruncate(fd, 0) == 0);
-    int64_t half = 300000; /* 2.4 MB */
-    CHECK(tarray_create_npy_fd(fd, path, T_F64, 1, &half, flags, &a, &e) == 0 && a);
-    struct stat sb;
-    CHECK(fstat(fd, &sb) == 0 && sb.st_blocks * 512 < 64 * 1024);
-    close(fd);
-    for (int64_t i = 0; a && i < half; i++)
-      if (flags & TNPY_SINK) CHECK(tarray_write(a, i, 1, &v, &e) == 0);
-      else ((double *)a->data)[i] = v;
-    CHECK(tarray_sink_close(a) == 0);
-    tarray_free(a);
-    CHECK(stat(path, &sb) == 0 && sb.st_blocks * 512 >= half * 8);
-    CHECK(tarray_map_npy(path, &m, &e) == 0 && m && tarray_get(m, half - 1) == 2.5);
-    tarray_free(m);
-    unlink(path);
-  }
   umount2(mnt, MNT_DETACH);
   rmdir(mnt);
 }
