@@ -24,7 +24,7 @@
  *    leaves leave no array and no file; a CSV or JSON body with a bad byte
  *    midway is answered before the rest is sent; a wrong Content-Type or
  *    dtype is answered before the body;
- *  - kill -9 in the middle of an .npy and of a CSV upload: after the
+ *  - kill -9 in the middle of an .npy, a CSV and a JSON upload: after the
  *    restart no array and no partial file remain, and the same upload then
  *    succeeds;
  *  - peak memory: a 1 GiB .npy upload and ~200 MB CSV and JSON uploads
@@ -855,41 +855,44 @@ TEST(text_refused_and_cut_bodies_leave_nothing) {
   CHECK(count_files(adir, ".tmp") == 0 && count_files(adir, ".npy") == files);
 }
 
-/* kill -9 in the middle of a CSV upload: after the restart no array and no
- * partial file remain. */
-TEST(kill_9_in_the_middle_of_a_csv_upload) {
-  srv k;
-  CHECK(srv_start(&k, DAEMON, "--threads", "1", NULL) == 0);
-  size_t len;
-  double *v;
-  char *body = text_body(0, 1000000, 2, 0, &v, &len);
-  int fd = connect_to(&k);
-  char head[256];
-  int hl = snprintf(head, sizeof head,
-                    "POST /v1/arrays HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                    "Content-Type: text/csv\r\nContent-Length: %zu\r\n\r\n", len);
-  CHECK(send_all(fd, head, (size_t)hl) == 0 && send_all(fd, body, len / 2) == 0);
-  char adir[300];
-  snprintf(adir, sizeof adir, "%s/arrays", k.dir);
-  int tmp = 0;
-  for (int i = 0; i < 100 && tmp == 0; i++) {
-    usleep(20 * 1000);
-    tmp = count_files(adir, ".tmp");
+/* kill -9 in the middle of a CSV and of a JSON upload: after the restart
+ * no array and no partial file remain, and the same body then uploads. */
+TEST(kill_9_in_the_middle_of_a_text_upload) {
+  for (int json = 0; json < 2; json++) {
+    srv k;
+    CHECK(srv_start(&k, DAEMON, "--threads", "1", NULL) == 0);
+    size_t len;
+    double *v;
+    char *body = text_body(json, 1000000, 2, 0, &v, &len);
+    const char *ct = json ? "application/json" : "text/csv";
+    int fd = connect_to(&k);
+    char head[256];
+    int hl = snprintf(head, sizeof head,
+                      "POST /v1/arrays HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      "Content-Type: %s\r\nContent-Length: %zu\r\n\r\n", ct, len);
+    CHECK(send_all(fd, head, (size_t)hl) == 0 && send_all(fd, body, len / 2) == 0);
+    char adir[300];
+    snprintf(adir, sizeof adir, "%s/arrays", k.dir);
+    int tmp = 0;
+    for (int i = 0; i < 100 && tmp == 0; i++) {
+      usleep(20 * 1000);
+      tmp = count_files(adir, ".tmp");
+    }
+    CHECK(tmp == 1);
+    CHECK(srv_kill(&k, SIGKILL) == 128 + SIGKILL);
+    close(fd);
+    CHECK(srv_restart(&k) == 0);
+    CHECK(count_files(adir, ".tmp") == 0);
+    CHECK(count_files(adir, ".npy") == 0);
+    CHECK(array_count(&k) == 0);
+    resp r = reqx(&k, "POST", "/v1/arrays", ct, body, (long)len, NULL);
+    CHECK(r.status == 201);
+    resp_free(&r);
+    CHECK(array_count(&k) == 1);
+    free(v);
+    free(body);
+    srv_cleanup(&k);
   }
-  CHECK(tmp == 1);
-  CHECK(srv_kill(&k, SIGKILL) == 128 + SIGKILL);
-  close(fd);
-  CHECK(srv_restart(&k) == 0);
-  CHECK(count_files(adir, ".tmp") == 0);
-  CHECK(count_files(adir, ".npy") == 0);
-  CHECK(array_count(&k) == 0);
-  resp r = reqx(&k, "POST", "/v1/arrays", "text/csv", body, (long)len, NULL);
-  CHECK(r.status == 201);
-  resp_free(&r);
-  CHECK(array_count(&k) == 1);
-  free(v);
-  free(body);
-  srv_cleanup(&k);
 }
 
 /* ---- peak memory of ~200 MB CSV and JSON bodies --------------------------
@@ -1029,7 +1032,7 @@ int main(int argc, char **argv) {
   RUN(large_text_round_trip);
   RUN(one_id_for_npy_csv_json_2d);
   RUN(text_refused_and_cut_bodies_leave_nothing);
-  RUN(kill_9_in_the_middle_of_a_csv_upload);
+  RUN(kill_9_in_the_middle_of_a_text_upload);
   RUN(text_200mb_upload_peak_memory);
   srv_cleanup(&S);
   curl_global_cleanup();
