@@ -65,21 +65,6 @@ struct wbehind {
   int err;        /* the first write error (an errno), 0 if none */
 };
 
-static int pwrite_all(int fd, const char *p, size_t len, uint64_t off) {
-  while (len > 0) {
-    ssize_t n = pwrite(fd, p, len, (off_t)off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (n == 0) return EIO;
-    p += n;
-    len -= (size_t)n;
-    off += (uint64_t)n;
-  }
-  return 0;
-}
-
 static void *writer_main(void *arg) {
   wbehind *w = arg;
   pthread_mutex_lock(&w->mu);
@@ -89,7 +74,7 @@ static void *writer_main(void *arg) {
     if (!b->full) break; /* closing and nothing left */
     int err = w->err;
     pthread_mutex_unlock(&w->mu);
-    if (!err) err = pwrite_all(w->fd, b->p, b->len, b->off);
+    if (!err) err = t_pwrite_all(w->fd, b->p, b->len, (int64_t)b->off);
     pthread_mutex_lock(&w->mu);
     if (err && !w->err) w->err = err;
     b->full = 0;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -128,5 +129,21 @@ int t_mkdirs(const char *path) {
     *p = '/';
   }
   if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+  return 0;
+}
+
+int t_pwrite_all(int fd, const void *buf, size_t len, int64_t off) {
+  const char *p = buf;
+  while (len > 0) {
+    ssize_t n = pwrite(fd, p, len, (off_t)off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return EIO;
+    p += n;
+    len -= (size_t)n;
+    off += n;
+  }
   return 0;
 }

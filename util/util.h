@@ -43,5 +43,8 @@ int t_parse_f64(const char *s, double *out);
 
 /* Create a directory and its parents (mode 0755); 0 or -1 (errno set). */
 int t_mkdirs(const char *path);
+/* pwrite all len bytes of buf at off (retrying EINTR and short writes):
+ * 0 or an errno (EIO for a write that took nothing). */
+int t_pwrite_all(int fd, const void *buf, size_t len, int64_t off);
 
 #endif
