@@ -77,6 +77,8 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "util/util.h"
+
 #ifndef TMPFS_MAGIC
 #define TMPFS_MAGIC 0x01021994
 #endif
@@ -110,23 +112,6 @@ static int reserve_space(int fd, off_t len) {
   return 0;
 }
 
-/* pwrite all of buf at off: 0 or an errno. */
-static int write_all(int fd, const void *buf, size_t len, off_t off) {
-  const char *p = buf;
-  while (len > 0) {
-    ssize_t n = pwrite(fd, p, len, off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (n == 0) return EIO;
-    p += n;
-    len -= (size_t)n;
-    off += n;
-  }
-  return 0;
-}
-
 /* Make the empty file open at f a .npy of dt/shape: sized, its blocks
  * reserved and its header written. *hdr the header's length, *total the
  * file's, *size the elements. `name` is for messages. */
@@ -150,7 +135,7 @@ static int npy_file_init(int f, const char *name, tdtype dt, int ndim,
                   len, name, strerror(err));
     return terr_nospace(e, rc, err);
   }
-  if ((err = write_all(f, h, hl, 0)) != 0) {
+  if ((err = t_pwrite_all(f, h, hl, 0)) != 0) {
     rc = terr_set(e, T_EIO, "", -1, "npy: cannot write header of %s: %s",
                   name, strerror(err));
     return terr_nospace(e, rc, err);
@@ -158,29 +143,6 @@ static int npy_file_init(int f, const char *name, tdtype dt, int ndim,
   *hdr = hl;
   *total = len;
   *size = n;
-  return 0;
-}
-
-/* Create `path` (truncated) as npy_file_init makes it; *fd open read/write.
- * On failure nothing is left at path. */
-static int npy_file_open(const char *path, tdtype dt, int ndim,
-                         const int64_t *shape, int *fd, size_t *hdr,
-                         size_t *total, int64_t *size, terr *e) {
-  *fd = -1;
-  int f = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (f < 0) {
-    int err = errno;
-    int rc = terr_set(e, T_EIO, "", -1, "npy: cannot create %s: %s", path,
-                      strerror(err));
-    return terr_nospace(e, rc, err);
-  }
-  int rc = npy_file_init(f, path, dt, ndim, shape, hdr, total, size, e);
-  if (rc) {
-    unlink(path);
-    close(f);
-    return rc;
-  }
-  *fd = f;
   return 0;
 }
 
@@ -195,59 +157,33 @@ static tarray *array_shell(tdtype dt, int ndim, const int64_t *shape,
   return a;
 }
 
+/* Create `path` (truncated) and make it a .npy (tarray_create_npy_fd). On
+ * failure nothing is left at path. */
+static int npy_path_create(const char *path, tdtype dt, int ndim,
+                           const int64_t *shape, int sink, tarray **out,
+                           terr *e) {
+  *out = NULL;
+  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    int err = errno;
+    int rc = terr_set(e, T_EIO, "", -1, "npy: cannot create %s: %s", path,
+                      strerror(err));
+    return terr_nospace(e, rc, err);
+  }
+  int rc = tarray_create_npy_fd(fd, path, dt, ndim, shape, sink, out, e);
+  close(fd); /* a mapping or the sink's own descriptor keeps the file */
+  if (rc) unlink(path);
+  return rc;
+}
+
 int tarray_create_npy(const char *path, tdtype dt, int ndim,
                       const int64_t *shape, tarray **out, terr *e) {
-  *out = NULL;
-  int fd;
-  size_t h, total;
-  int64_t n;
-  int rc = npy_file_open(path, dt, ndim, shape, &fd, &h, &total, &n, e);
-  if (rc) return rc;
-  struct statfs fs;
-  int prefault = fstatfs(fd, &fs) == 0 && fs.f_type != TMPFS_MAGIC;
-  void *base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (base == MAP_FAILED) {
-    unlink(path);
-    return terr_set(e, T_ENOMEM, "", -1, "npy: cannot map %s: %s", path,
-                    strerror(errno));
-  }
-  tarray *a = array_shell(dt, ndim, shape, n);
-  if (!a) {
-    munmap(base, total);
-    unlink(path);
-    return terr_set(e, T_ENOMEM, "", -1, "npy: out of memory");
-  }
-  a->data = (char *)base + h;
-  a->map_base = base;
-  a->map_len = total;
-  a->map_prefault = (unsigned char)prefault;
-  *out = a;
-  return 0;
+  return npy_path_create(path, dt, ndim, shape, 0, out, e);
 }
 
 int tarray_create_npy_sink(const char *path, tdtype dt, int ndim,
                            const int64_t *shape, tarray **out, terr *e) {
-  *out = NULL;
-  int fd;
-  size_t h, total;
-  int64_t n;
-  int rc = npy_file_open(path, dt, ndim, shape, &fd, &h, &total, &n, e);
-  if (rc) return rc;
-  tarray *a = array_shell(dt, ndim, shape, n);
-  struct tarray_sink *s = malloc(sizeof *s);
-  if (!a || !s) {
-    free(a);
-    free(s);
-    close(fd);
-    unlink(path);
-    return terr_set(e, T_ENOMEM, "", -1, "npy: out of memory");
-  }
-  s->fd = fd;
-  s->data_off = h;
-  a->sink = s;
-  *out = a;
-  return 0;
+  return npy_path_create(path, dt, ndim, shape, 1, out, e);
 }
 
 int tarray_create_npy_stream(const char *path, tdtype dt, tarray **out,
@@ -282,7 +218,7 @@ int tarray_stream_finish(tarray *a, int ndim, const int64_t *shape,
       npy_header_pad(a->dtype, ndim, shape, h, NPY_HEADER_MAX) == 0)
     return terr_set(e, T_EINTERNAL, "", -1, "npy: cannot finish this file");
   size_t len = NPY_HEADER_MAX + (size_t)n * tdtype_size(a->dtype);
-  int err = write_all(a->sink->fd, h, NPY_HEADER_MAX, 0);
+  int err = t_pwrite_all(a->sink->fd, h, NPY_HEADER_MAX, 0);
   if (!err && ftruncate(a->sink->fd, (off_t)len) != 0) err = errno;
   if (err) {
     int rc = terr_set(e, T_EIO, "", -1, "npy: cannot write a header: %s",
@@ -307,7 +243,7 @@ int tarray_write_bytes(tarray *a, uint64_t off, const void *src, size_t len,
     memcpy((char *)a->data + off, src, len);
     return 0;
   }
-  int err = write_all(a->sink->fd, src, len,
+  int err = t_pwrite_all(a->sink->fd, src, len,
                       (off_t)(a->sink->data_off + off));
   if (!err) return 0;
   int rc = terr_set(e, T_EIO, "", -1, "cannot write the result: %s",
@@ -344,8 +280,8 @@ int tarray_create_npy_fd(int fd, const char *name, tdtype dt, int ndim,
                          const int64_t *shape, int sink, tarray **out,
                          terr *e) {
   *out = NULL;
-  size_t h, total;
-  int64_t n;
+  size_t h = 0, total = 0;
+  int64_t n = 0;
   int rc = npy_file_init(fd, name, dt, ndim, shape, &h, &total, &n, e);
   if (rc) return rc;
   tarray *a = array_shell(dt, ndim, shape, n);
