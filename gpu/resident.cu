@@ -117,14 +117,52 @@ static void remove_at(devctx *d, int i) {
   r->e[i] = r->e[--r->n];
 }
 
+/* The least recently used entry that no running job holds; -1 if none. */
+static int lru_unpinned(const struct resident *r) {
+  int lru = -1;
+  for (int i = 0; i < r->n; i++)
+    if (!r->e[i].pinned && (lru < 0 || r->e[i].used < r->e[lru].used))
+      lru = i;
+  return lru;
+}
+
+/* Evict LRU entries until `want` more bytes fit the budget, and make the
+ * list hold one more entry: 1 when both are done; 0 when entries running
+ * jobs hold (or the budget itself) leave too little. */
+static int make_room(devctx *d, size_t want) {
+  struct resident *r = d->res;
+  size_t cap = budget(d);
+  if (want > cap) return 0;
+  while (r->total + want > cap) {
+    int lru = lru_unpinned(r);
+    if (lru < 0) return 0;
+    remove_at(d, lru);
+  }
+  return tvec_grow(&r->e, &r->cap, sizeof *r->e, (size_t)r->n + 1, 0) == 0;
+}
+
+/* List buf under (id, dtype, bytes), used now (make_room first). */
+static res_entry *entry_add(devctx *d, const char *id, int dtype,
+                            size_t bytes, devbuf buf, int pinned) {
+  struct resident *r = d->res;
+  res_entry *x = &r->e[r->n++];
+  memset(x, 0, sizeof *x);
+  snprintf(x->id, sizeof x->id, "%s", id);
+  x->dtype = dtype;
+  x->bytes = bytes;
+  x->buf = buf;
+  x->used = ++r->clock;
+  x->pinned = pinned;
+  r->total += buf.bytes;
+  mirror_add(d->index, x->id, x->dtype, x->bytes);
+  return x;
+}
+
 size_t resident_evict(devctx *d, size_t bytes) {
   struct resident *r = d->res;
   size_t freed = 0;
   while (r && freed < bytes) {
-    int lru = -1;
-    for (int i = 0; i < r->n; i++)
-      if (!r->e[i].pinned && (lru < 0 || r->e[i].used < r->e[lru].used))
-        lru = i;
+    int lru = lru_unpinned(r);
     if (lru < 0) break;
     freed += r->e[lru].buf.bytes;
     remove_at(d, lru);
@@ -149,20 +187,9 @@ int resident_acquire(devctx *d, const char *id, const void *host, size_t bytes,
       return 0;
     }
   }
-  size_t cap = budget(d);
-  if (bytes > cap) return 0;
-  /* Make room under the budget, LRU first; stream when pinned entries
-   * (this job's other inputs) leave too little. */
-  while (r->total + bytes > cap) {
-    int lru = -1;
-    for (int i = 0; i < r->n; i++)
-      if (!r->e[i].pinned && (lru < 0 || r->e[i].used < r->e[lru].used))
-        lru = i;
-    if (lru < 0) return 0;
-    remove_at(d, lru);
-  }
-  if (r->total + bytes > cap) return 0;
-  if (tvec_grow(&r->e, &r->cap, sizeof *r->e, (size_t)r->n + 1, 0)) return 0;
+  /* Room under the budget, LRU first; stream when pinned entries (this
+   * job's other inputs) leave too little. */
+  if (!make_room(d, bytes)) return 0;
   devbuf b = {NULL, 0};
   terr ignore;
   if (devmem_alloc(d, bytes, &b, &ignore) != 0) return 0; /* stream instead */
@@ -173,16 +200,7 @@ int resident_acquire(devctx *d, const char *id, const void *host, size_t bytes,
     return rc;
   }
   if (h2d_ms) *h2d_ms += t_now_ms() - t0;
-  res_entry *x = &r->e[r->n++];
-  memset(x, 0, sizeof *x);
-  snprintf(x->id, sizeof x->id, "%s", id);
-  x->dtype = dtype;
-  x->bytes = bytes;
-  x->buf = b;
-  x->used = ++r->clock;
-  x->pinned = 1;
-  r->total += b.bytes;
-  mirror_add(d->index, x->id, x->dtype, x->bytes);
+  entry_add(d, id, dtype, bytes, b, 1);
   *ptr = b.ptr;
   return 0;
 }
@@ -191,31 +209,13 @@ int resident_adopt(devctx *d, const char *id, int dtype, size_t bytes,
                    devbuf *buf) {
   struct resident *r = res_of(d);
   if (!r || !id || !id[0] || bytes == 0 || !buf->ptr) return 0;
-  size_t cap = budget(d);
-  if (buf->bytes > cap) return 0;
   for (int i = 0; i < r->n; i++) /* a re-run: the newer bytes win */
     if (strcmp(r->e[i].id, id) == 0 && !r->e[i].pinned) {
       remove_at(d, i);
       break;
     }
-  while (r->total + buf->bytes > cap) {
-    int lru = -1;
-    for (int i = 0; i < r->n; i++)
-      if (!r->e[i].pinned && (lru < 0 || r->e[i].used < r->e[lru].used))
-        lru = i;
-    if (lru < 0) return 0;
-    remove_at(d, lru);
-  }
-  if (tvec_grow(&r->e, &r->cap, sizeof *r->e, (size_t)r->n + 1, 0)) return 0;
-  res_entry *x = &r->e[r->n++];
-  memset(x, 0, sizeof *x);
-  snprintf(x->id, sizeof x->id, "%s", id);
-  x->dtype = dtype;
-  x->bytes = bytes;
-  x->buf = *buf;
-  x->used = ++r->clock;
-  r->total += buf->bytes;
-  mirror_add(d->index, x->id, x->dtype, x->bytes);
+  if (!make_room(d, buf->bytes)) return 0;
+  entry_add(d, id, dtype, bytes, *buf, 0);
   buf->ptr = NULL;
   buf->bytes = 0;
   return 1;
