@@ -124,6 +124,16 @@ static int root_fd(const tlocal *l, int i, const char *owner) {
   return r;
 }
 
+int tlocal_root(const tlocal *l, int i, const char *owner, char *buf,
+                size_t cap) {
+  if (!l || i < 0 || i >= l->n || root_text(l, i, owner, buf, cap) != 0)
+    return -1;
+  int fd = root_fd(l, i, owner);
+  if (fd < 0) return -1;
+  close(fd);
+  return 0;
+}
+
 /* ---- opening beneath a root ---------------------------------------------- */
 
 /* Walk rest from dirfd one component at a time, never following a

@@ -65,6 +65,11 @@ void tlocal_free(tlocal *l);
  * fuzz target: *rest never holds a ".." component, never starts with '/'
  * and path == root + "/" + *rest. */
 int tlocal_path_below(const char *root, const char *path, const char **rest);
+/* The text of allowed directory i for owner ("": the directory itself;
+ * else dir/owner) into buf, when it exists now as a directory reached
+ * without a symlink: 0; -1 otherwise (no such root for this owner). */
+int tlocal_root(const tlocal *l, int i, const char *owner, char *buf,
+                size_t cap);
 
 /* Open the regular file `path` for reading (see above). *fd is the
  * caller's. Errors name `field`. */

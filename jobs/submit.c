@@ -207,25 +207,10 @@ void jobs_local_free(struct tlocal *l) { tlocal_free(l); }
 json_t *jobs_local_dirs(jobs *J, const char *owner) {
   json_t *out = json_array();
   const tlocal *l = J->local;
-  if (!out || !l) return out;
-  int named = owner && owner[0];
-  if (named && (strchr(owner, '/') || strcmp(owner, ".") == 0 ||
-                strcmp(owner, "..") == 0))
-    return out;
-  for (int i = 0; i < l->n; i++) {
+  for (int i = 0; out && l && i < l->n; i++) {
     char root[TLOCAL_PATH_MAX];
-    const char *d = l->dirs[i];
-    if (named) {
-      struct stat sb;
-      int w = snprintf(root, sizeof root, "%s/%s", strcmp(d, "/") == 0 ? "" : d,
-                       owner);
-      if (w < 0 || w >= (int)sizeof root ||
-          fstatat(AT_FDCWD, root, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
-          !S_ISDIR(sb.st_mode))
-        continue;
-      d = root;
-    }
-    json_t *js = json_string(d);
+    if (tlocal_root(l, i, owner, root, sizeof root) != 0) continue;
+    json_t *js = json_string(root);
     if (!js) continue; /* not UTF-8: JSON cannot carry it */
     if (json_array_append_new(out, js) != 0) {
       json_decref(out);
