@@ -15,24 +15,7 @@
 #include <string.h>
 
 #include "array/tarray.h"
-
-typedef struct mem {
-  char *b;
-  size_t n, cap;
-} mem;
-
-static int mem_write(void *ud, const void *p, size_t n, terr *e) {
-  (void)e;
-  mem *m = ud;
-  if (m->n + n > m->cap) {
-    m->cap = (m->n + n) * 2;
-    m->b = realloc(m->b, m->cap);
-    if (!m->b) abort();
-  }
-  memcpy(m->b + m->n, p, n);
-  m->n += n;
-  return 0;
-}
+#include "push_mem.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2) return 0;

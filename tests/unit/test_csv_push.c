@@ -17,30 +17,7 @@
 
 #include "check.h"
 #include "array/tarray.h"
-
-typedef struct mem {
-  char *b;
-  size_t n, cap;
-  int restarts;
-} mem;
-
-static int mem_write(void *ud, const void *p, size_t n, terr *e) {
-  (void)e;
-  mem *m = ud;
-  if (m->n + n > m->cap) {
-    m->cap = (m->n + n) * 2;
-    m->b = realloc(m->b, m->cap);
-  }
-  memcpy(m->b + m->n, p, n);
-  m->n += n;
-  return 0;
-}
-
-static void mem_restart(void *ud) {
-  mem *m = ud;
-  m->n = 0;
-  m->restarts++;
-}
+#include "push_mem.h"
 
 /* Feed body in pieces ending at cuts[0..ncuts) (increasing), then end. */
 static int push(const char *s, size_t len, const size_t *cuts, int ncuts,

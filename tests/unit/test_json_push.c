@@ -21,23 +21,7 @@
 
 #include "check.h"
 #include "array/tarray.h"
-
-typedef struct mem {
-  char *b;
-  size_t n, cap;
-} mem;
-
-static int mem_write(void *ud, const void *p, size_t n, terr *e) {
-  (void)e;
-  mem *m = ud;
-  if (m->n + n > m->cap) {
-    m->cap = (m->n + n) * 2;
-    m->b = realloc(m->b, m->cap);
-  }
-  memcpy(m->b + m->n, p, n);
-  m->n += n;
-  return 0;
-}
+#include "push_mem.h"
 
 static int push(const char *s, size_t len, const size_t *cuts, int ncuts,
                 tdtype dt, int64_t cap, mem *m, int *ndim, int64_t *shape,
