@@ -429,41 +429,44 @@ TEST(lying_and_cut_bodies_leave_nothing) {
   free(body);
 }
 
-TEST(kill_9_in_the_middle_of_an_upload) {
+/* kill -9 in the middle of an upload of `body` (half of it sent): the
+ * partial file exists while the body arrives; after the restart no array
+ * and no partial file remain, and the same body, whole, then uploads. */
+static void kill_9_midway(const char *ct, const char *body, size_t len) {
   srv k;
   CHECK(srv_start(&k, DAEMON, "--threads", "1", NULL) == 0);
-  const dkind *d = &KINDS[0];
-  size_t len, at;
-  char *body = make_npy(d, 4 * 1000 * 1000, &len, &at);
   int fd = connect_to(&k);
   char head[256];
   int hl = snprintf(head, sizeof head,
                     "POST /v1/arrays HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                    "Content-Type: application/x-npy\r\nContent-Length: %zu\r\n\r\n",
-                    len);
+                    "Content-Type: %s\r\nContent-Length: %zu\r\n\r\n", ct, len);
   CHECK(send_all(fd, head, (size_t)hl) == 0 && send_all(fd, body, len / 2) == 0);
   char adir[300];
   snprintf(adir, sizeof adir, "%s/arrays", k.dir);
-  /* The partial file exists while the body arrives. */
   int tmp = 0;
   for (int i = 0; i < 100 && tmp == 0; i++) {
     usleep(20 * 1000);
     tmp = count_files(adir, ".tmp");
   }
-  CHECK(tmp == 1);
+  CHECK_MSG(tmp == 1, "%s", ct);
   CHECK(srv_kill(&k, SIGKILL) == 128 + SIGKILL);
   close(fd);
   CHECK(srv_restart(&k) == 0);
   CHECK(count_files(adir, ".tmp") == 0);
   CHECK(count_files(adir, ".npy") == 0);
   CHECK(array_count(&k) == 0);
-  /* The same upload, whole, now succeeds. */
-  resp r = reqx(&k, "POST", "/v1/arrays", "application/x-npy", body, (long)len, NULL);
-  CHECK(r.status == 201);
+  resp r = reqx(&k, "POST", "/v1/arrays", ct, body, (long)len, NULL);
+  CHECK_MSG(r.status == 201, "%s: %ld", ct, r.status);
   resp_free(&r);
   CHECK(array_count(&k) == 1);
-  free(body);
   srv_cleanup(&k);
+}
+
+TEST(kill_9_in_the_middle_of_an_upload) {
+  size_t len, at;
+  char *body = make_npy(&KINDS[0], 4 * 1000 * 1000, &len, &at);
+  kill_9_midway("application/x-npy", body, len);
+  free(body);
 }
 
 /* ---- peak memory of a 1 GiB upload ---------------------------------------- */
@@ -855,43 +858,15 @@ TEST(text_refused_and_cut_bodies_leave_nothing) {
   CHECK(count_files(adir, ".tmp") == 0 && count_files(adir, ".npy") == files);
 }
 
-/* kill -9 in the middle of a CSV and of a JSON upload: after the restart
- * no array and no partial file remain, and the same body then uploads. */
+/* The same for a CSV and a JSON upload (their push readers' files). */
 TEST(kill_9_in_the_middle_of_a_text_upload) {
   for (int json = 0; json < 2; json++) {
-    srv k;
-    CHECK(srv_start(&k, DAEMON, "--threads", "1", NULL) == 0);
     size_t len;
     double *v;
     char *body = text_body(json, 1000000, 2, 0, &v, &len);
-    const char *ct = json ? "application/json" : "text/csv";
-    int fd = connect_to(&k);
-    char head[256];
-    int hl = snprintf(head, sizeof head,
-                      "POST /v1/arrays HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                      "Content-Type: %s\r\nContent-Length: %zu\r\n\r\n", ct, len);
-    CHECK(send_all(fd, head, (size_t)hl) == 0 && send_all(fd, body, len / 2) == 0);
-    char adir[300];
-    snprintf(adir, sizeof adir, "%s/arrays", k.dir);
-    int tmp = 0;
-    for (int i = 0; i < 100 && tmp == 0; i++) {
-      usleep(20 * 1000);
-      tmp = count_files(adir, ".tmp");
-    }
-    CHECK(tmp == 1);
-    CHECK(srv_kill(&k, SIGKILL) == 128 + SIGKILL);
-    close(fd);
-    CHECK(srv_restart(&k) == 0);
-    CHECK(count_files(adir, ".tmp") == 0);
-    CHECK(count_files(adir, ".npy") == 0);
-    CHECK(array_count(&k) == 0);
-    resp r = reqx(&k, "POST", "/v1/arrays", ct, body, (long)len, NULL);
-    CHECK(r.status == 201);
-    resp_free(&r);
-    CHECK(array_count(&k) == 1);
+    kill_9_midway(json ? "application/json" : "text/csv", body, len);
     free(v);
     free(body);
-    srv_cleanup(&k);
   }
 }
 
