@@ -169,47 +169,25 @@ static double slots_run(int fd, char *map, int mode) {
   return now_ms() - t0;
 }
 
-static double way_slots_mapped(const char *dir) {
+/* The slots pipeline into a fresh file of dir: mode as slots_run (0 gang
+ * memcpy into the mapping, 1 pwrite, 3 whole mapping prefaulted first,
+ * 4 each thread prefaults its share of a chunk then copies). */
+static double slots_into_file(const char *dir, int mode) {
   char path[512];
   int fd = new_file(dir, path);
-  char *map = (char *)mmap(NULL, N, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  double t = slots_run(fd, map, 0);
-  munmap(map, N);
+  char *map = mode == 1 ? NULL
+                        : (char *)mmap(NULL, N, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  double t = slots_run(fd, map, mode);
+  if (map) munmap(map, N);
   close(fd);
   unlink(path);
   return t;
 }
 
-static double way_slots_populated(const char *dir) {
-  char path[512];
-  int fd = new_file(dir, path);
-  char *map = (char *)mmap(NULL, N, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  double t = slots_run(fd, map, 3);
-  munmap(map, N);
-  close(fd);
-  unlink(path);
-  return t;
-}
-
-static double way_slots_pwrite(const char *dir) {
-  char path[512];
-  int fd = new_file(dir, path);
-  double t = slots_run(fd, NULL, 1);
-  close(fd);
-  unlink(path);
-  return t;
-}
-
-static double way_slots_popcopy(const char *dir) {
-  char path[512];
-  int fd = new_file(dir, path);
-  char *map = (char *)mmap(NULL, N, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  double t = slots_run(fd, map, 4);
-  munmap(map, N);
-  close(fd);
-  unlink(path);
-  return t;
-}
+static double way_slots_mapped(const char *dir) { return slots_into_file(dir, 0); }
+static double way_slots_populated(const char *dir) { return slots_into_file(dir, 3); }
+static double way_slots_pwrite(const char *dir) { return slots_into_file(dir, 1); }
+static double way_slots_popcopy(const char *dir) { return slots_into_file(dir, 4); }
 
 static double way_slots_popcopy_sparse(const char *dir) {
   sparse = 1;
