@@ -12,7 +12,9 @@
 #define HUGE_MIN ((size_t)4 << 20)
 
 size_t tdtype_size(tdtype dt) { return dt == T_F32 ? 4 : 8; }
-const char *tdtype_name(tdtype dt) { return dt == T_F32 ? "float32" : "float64"; }
+const char *tdtype_name(tdtype dt) {
+  return dt == T_F32 ? "float32" : dt == T_I64 ? "int64" : "float64";
+}
 
 int tdtype_parse(const char *name, tdtype *dt) {
   if (!name) return -1;
@@ -97,14 +99,16 @@ tarray *tarray_convert(const tarray *a, tdtype dt) {
   if (a->dtype == dt) return tarray_clone(a);
   tarray *c = tarray_new(dt, a->ndim, a->shape);
   if (!c) return NULL;
-  if (dt == T_F32) {
+  if (dt == T_F32 && a->dtype == T_F64) {
     const double *s = a->data;
     float *d = c->data;
     for (int64_t i = 0; i < a->size; i++) d[i] = (float)s[i];
-  } else {
+  } else if (dt == T_F64 && a->dtype == T_F32) {
     const float *s = a->data;
     double *d = c->data;
     for (int64_t i = 0; i < a->size; i++) d[i] = s[i];
+  } else {
+    for (int64_t i = 0; i < a->size; i++) tarray_set(c, i, tarray_get(a, i));
   }
   return c;
 }

@@ -32,7 +32,11 @@
 
 #define T_MAXDIM 8
 
-typedef enum { T_F64 = 0, T_F32 = 1 } tdtype;
+/* T_I64 holds integer results only (a geodesic query's indices and counts):
+ * no input is ever int64 (uploads of integer .npy become float64), and a
+ * job's int64 result read as another job's input is converted to float64
+ * (array/store_source.c). */
+typedef enum { T_F64 = 0, T_F32 = 1, T_I64 = 2 } tdtype;
 
 typedef struct tarray {
   tdtype dtype;
@@ -56,8 +60,9 @@ typedef struct tarray {
 } tarray;
 
 size_t tdtype_size(tdtype dt);               /* 8 or 4 */
-const char *tdtype_name(tdtype dt);          /* "float64" / "float32" */
-/* "float64" | "float32" -> dt; -1 when unknown. */
+const char *tdtype_name(tdtype dt); /* "float64" / "float32" / "int64" */
+/* "float64" | "float32" -> dt; -1 when unknown (never T_I64: it is not a
+ * dtype a client may ask for). */
 int tdtype_parse(const char *name, tdtype *dt);
 
 /* Shapes and overflow. NumPy refuses a shape when its dimensions, zeros
@@ -87,21 +92,26 @@ tarray *tarray_new(tdtype dt, int ndim, const int64_t *shape);
 tarray *tarray_zeros(tdtype dt, int ndim, const int64_t *shape);
 /* Deep copy; NULL on no memory. */
 tarray *tarray_clone(const tarray *a);
-/* Copy converted to another dtype (float32 <-> float64). */
+/* Copy converted to another dtype (any pair; int64 -> float rounds to
+ * nearest, float -> int64 truncates toward zero: callers convert only
+ * integers). */
 tarray *tarray_convert(const tarray *a, tdtype dt);
 /* Free data (unmapping when mapped) and the struct. NULL is a no-op. */
 void tarray_free(tarray *a);
 
 /* Element i (flat, C order) as double, whatever the dtype. */
 static inline double tarray_get(const tarray *a, int64_t i) {
-  return a->dtype == T_F64 ? ((const double *)a->data)[i]
-                           : (double)((const float *)a->data)[i];
+  return a->dtype == T_F64   ? ((const double *)a->data)[i]
+         : a->dtype == T_F32 ? (double)((const float *)a->data)[i]
+                             : (double)((const int64_t *)a->data)[i];
 }
 static inline void tarray_set(tarray *a, int64_t i, double v) {
   if (a->dtype == T_F64)
     ((double *)a->data)[i] = v;
-  else
+  else if (a->dtype == T_F32)
     ((float *)a->data)[i] = (float)v;
+  else
+    ((int64_t *)a->data)[i] = (int64_t)v;
 }
 
 /* ---- .npy -------------------------------------------------------------- */

@@ -95,6 +95,8 @@ static inline void job_estimate_input(job_estimate *est, int64_t bytes,
   est->ninputs++;
 }
 
+#define JOB_MAX_PARTS 4
+
 typedef struct job_ctx {
   const char *job_id;
   /* The run's result is the job's result (not one of compare's runs): a GPU
@@ -123,6 +125,26 @@ typedef struct job_ctx {
    * thread and ownership rules as result_alloc. */
   int (*result_stream)(struct job_ctx *ctx, tdtype dt, int ndim,
                        const int64_t *shape, tarray **out, terr *e);
+  /* Results of several named arrays (a geodesic knn: "distance" and
+   * "index"; see kinds/geodesic/query.h). NULL: this run cannot have them.
+   * A run that has them returns the first part in *result as usual and,
+   * before returning 0, names every part in order: index 0 with the array
+   * it returns in *result, then 1, 2, ... with the others, each allocated
+   * with result_alloc or result_stream. Parts 1.. belong to the scheduler
+   * once result_part is called (0 or not); part 0 stays the run's *result.
+   * name: a static string matching [a-z][a-z0-9_]{0,30}, unique in the
+   * job. At most JOB_MAX_PARTS parts. Same thread rule as result_alloc. */
+  int (*result_part)(struct job_ctx *ctx, int index, const char *name,
+                     tarray *a, terr *e);
+  /* Other GPUs for one run (a job spread over the host's GPUs). ngpu: the
+   * devices the process has (0 without CUDA). gpu_borrow(ctx, d): 0 when
+   * device d is healthy, not the run's own and free now — it is then held
+   * for this run, no other job runs on it — else -1 (busy, unhealthy, or
+   * the hook is NULL: then the run uses its own device only). Every
+   * borrowed device is given back with gpu_return before run returns. */
+  int ngpu;
+  int (*gpu_borrow)(struct job_ctx *ctx, int dev);
+  void (*gpu_return)(struct job_ctx *ctx, int dev);
   void *ud; /* the scheduler's */
   /* Set by run, recorded with the job by the scheduler (0 when unused):
    * geodesic "vincenty", the pairs whose iteration did not converge (NaN in
