@@ -47,6 +47,7 @@ typedef struct api_ctx {
   int64_t max_json_result; /* results larger than this (bytes) -> 406 as JSON */
   int64_t started_wall_ms;
   int tokens;              /* 1: --token-file given (every /v1 route needs one) */
+  int tls;                 /* 1: served over HTTPS (--tls-cert) */
   api_limits limits;       /* for GET /v1/info */
 } api_ctx;
 

@@ -72,12 +72,13 @@ static void handle_info(http_req *r, void *ud) {
   json_t *body =
       dirs ? json_pack(
                  "{s:s, s:s, s:{s:s, s:b, s:s}, s:s,"
-                 " s:{s:b, s:b, s:b, s:b, s:[s,s,s]},"
+                 " s:{s:b, s:b, s:b, s:b, s:b, s:[s,s,s]},"
                  " s:o, s:o, s:o, s:o}",
                  "name", "tessel", "version", TESSEL_VERSION, "build", "type",
                  TESSEL_BUILD_TYPE, "cuda", TESSEL_HAVE_CUDA, "compiler",
                  TESSEL_COMPILER, "store", "sqlite", "features", "cuda",
-                 gpu_count() > 0, "tokens", ctx->tokens, "same_host",
+                 gpu_count() > 0, "tokens", ctx->tokens, "tls", ctx->tls,
+                 "same_host",
                  ctx->jobs->local != NULL, "chained_jobs", 1, "formats", "npy",
                  "csv", "json", "local_dirs", dirs, "limits",
                  limits_json(ctx), "kinds", names_json(K__COUNT, kind_name_i),

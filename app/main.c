@@ -46,7 +46,7 @@ enum {
   O_MAX_UPLOAD, O_MAX_RESULT, O_MAX_ELEMENTS, O_MAX_JSON, O_SHUTDOWN,
   O_CONN_TIMEOUT, O_PER_IP, O_ACCESS_LOG, O_LOG_LEVEL, O_MAX_XFER,
   O_MAX_ATTEMPTS, O_MAX_MEMORY, O_SERVER_NAME, O_ALLOW_ORIGIN,
-  O_HEADER_TIMEOUT, O_MIN_BODY_RATE, O_MAX_CONNS, O_LOCAL_DIR, O__COUNT
+  O_HEADER_TIMEOUT, O_MIN_BODY_RATE, O_MAX_CONNS, O_LOCAL_DIR, O_TLS_CERT, O_TLS_KEY, O__COUNT
 };
 
 static const option_def opts[O__COUNT] = {
@@ -77,6 +77,8 @@ static const option_def opts[O__COUNT] = {
   [O_MAX_ATTEMPTS] = {"max-attempts", "TESSEL_MAX_ATTEMPTS", "3", "starts of a job the process died in before it fails 'crashed'"},
   [O_SERVER_NAME] = {"server-name", "TESSEL_SERVER_NAME", "", "comma-separated host names the server also answers to (Host header); on loopback only loopback names pass otherwise (421)"},
   [O_ALLOW_ORIGIN] = {"allow-origin", "TESSEL_ALLOW_ORIGIN", "", "comma-separated origins (https://app.example) whose pages may call the API (CORS); others get 403 on POST/DELETE"},
+  [O_TLS_CERT] = {"tls-cert", "TESSEL_TLS_CERT", "", "PEM certificate (chain): serve HTTPS instead of HTTP (with --tls-key)"},
+  [O_TLS_KEY] = {"tls-key", "TESSEL_TLS_KEY", "", "PEM private key of --tls-cert (unencrypted; keep it readable by tesseld only)"},
   [O_LOCAL_DIR] = {"local-dir", "TESSEL_LOCAL_DIR", "", "same-host files: {\"file\"} inputs and \"output\" files under this directory (with tokens: its subdirectory named as the token); repeat the flag, or ':' between dirs in the variable; off when not given"},
   [O_MAX_MEMORY] = {"max-memory", "TESSEL_MAX_MEMORY", "0", "memory budget of running jobs, bytes (0: 80% of the smaller of RAM and the cgroup limit)"},
 };
@@ -312,6 +314,8 @@ int main(int argc, char **argv) {
       .max_conns = max_conns,
       .server_names = val[O_SERVER_NAME],
       .allow_origins = val[O_ALLOW_ORIGIN],
+      .tls_cert = val[O_TLS_CERT][0] ? val[O_TLS_CERT] : NULL,
+      .tls_key = val[O_TLS_KEY][0] ? val[O_TLS_KEY] : NULL,
   };
   if (http_server_create(&hcfg, &srv, &e)) {
     log_error("http: %s", e.message);
@@ -334,6 +338,7 @@ int main(int argc, char **argv) {
       .max_json_result = max_json,
       .started_wall_ms = t_wall_ms(),
       .tokens = token_file != NULL,
+      .tls = val[O_TLS_CERT][0] != 0,
       .limits = {
           .max_body = max_body,
           .max_upload = max_upload,
@@ -362,12 +367,17 @@ int main(int argc, char **argv) {
              "submit jobs", val[O_LISTEN]);
   sched_stats ss;
   sched_get_stats(sc, &ss);
-  log_info("tesseld %s listening on %s:%d, data in %s, %d CPU workers, %d GPU(s)%s",
-           TESSEL_VERSION, val[O_LISTEN], http_port(srv), data_dir, ss.workers,
-           gpu_count(),
-           token_file ? ", tokens required" : "");
+  const char *scheme = http_is_tls(srv) ? "https" : "http";
+  if (token_file && !http_is_tls(srv) && strcmp(val[O_LISTEN], "127.0.0.1") != 0 &&
+      strcmp(val[O_LISTEN], "::1") != 0 && strcmp(val[O_LISTEN], "localhost") != 0)
+    log_warn("tokens travel in clear text on %s: use --tls-cert/--tls-key or a "
+             "reverse proxy that terminates TLS (README)", val[O_LISTEN]);
+  log_info("tesseld %s listening on %s://%s:%d, data in %s, %d CPU workers, %d GPU(s)%s",
+           TESSEL_VERSION, scheme, val[O_LISTEN], http_port(srv), data_dir,
+           ss.workers, gpu_count(), token_file ? ", tokens required" : "");
   /* A line a script can wait for, also when port 0 picked the port. */
-  printf("tesseld: listening on http://%s:%d/\n", val[O_LISTEN], http_port(srv));
+  printf("tesseld: listening on %s://%s:%d/\n", scheme, val[O_LISTEN],
+         http_port(srv));
   fflush(stdout);
 
   /* Expiry runs at start and then every ttl/2 (between 1 s and 60 s). */

@@ -15,6 +15,15 @@
  * us still %-encoded so that route.c can split it before decoding) and
  * NOTIFY_COMPLETED (http.c).
  *
+ * HTTPS (--tls-cert/--tls-key): libmicrohttpd's own TLS through GnuTLS
+ * (MHD_USE_TLS with HTTPS_MEM_CERT/HTTPS_MEM_KEY; the PEM files are read
+ * once at create, at most 1 MiB each, and the key's copy is wiped when the
+ * server is destroyed). Everything above the socket is unchanged: the
+ * same routes, limits and deadlines. Downloads lose sendfile (the bytes
+ * are encrypted in user space), which a reverse proxy terminating TLS
+ * keeps (README: when to use which). A plain-HTTP request to the TLS port
+ * fails its handshake and is closed by MHD.
+ *
  * poll, not epoll: MHD 0.9.75's MHD_quiesce_daemon races an epoll worker
  * that removes the listening socket from its set at the same moment, and
  * the loser panics ("Failed to remove listen FD from epoll set": the
@@ -38,6 +47,7 @@
  * (the daemon's owner); http_port from any.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -71,6 +81,21 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap) {
 static size_t mhd_unescape_none(void *cls, struct MHD_Connection *c,
                                 char *s) {
   return strlen(s);
+}
+
+/* A PEM file for TLS into *out (at most 1 MiB, must hold a PEM block). */
+static int read_pem(const char *path, const char *field, char **out, terr *e) {
+  size_t len;
+  int err = t_read_file(path, MIB, out, &len);
+  if (err)
+    return terr_set(e, T_EINVAL, field, -1, "cannot read %s: %s", path,
+                    err == EFBIG ? "larger than 1 MiB" : strerror(err));
+  if (!strstr(*out, "-----BEGIN ")) {
+    free(*out);
+    *out = NULL;
+    return terr_set(e, T_EINVAL, field, -1, "%s is not a PEM file", path);
+  }
+  return T_OK;
 }
 
 int http_server_create(const http_config *cfg, http_server **out, terr *e) {
@@ -107,6 +132,22 @@ int http_server_create(const http_config *cfg, http_server **out, terr *e) {
     if (rc != T_OK) goto fail;
     s->have_auth = 1;
   }
+  if (cfg && (!cfg->tls_cert != !cfg->tls_key)) {
+    rc = terr_set(e, T_EINVAL, cfg->tls_cert ? "tls-key" : "tls-cert", -1,
+                  "--tls-cert and --tls-key go together");
+    goto fail;
+  }
+  if (cfg && cfg->tls_cert) {
+    if (!MHD_is_feature_supported(MHD_FEATURE_TLS)) {
+      rc = terr_set(e, T_EUNAVAIL, "tls-cert", -1,
+                    "this libmicrohttpd was built without TLS support");
+      goto fail;
+    }
+    rc = read_pem(cfg->tls_cert, "tls-cert", &s->tls_cert, e);
+    if (rc == T_OK) rc = read_pem(cfg->tls_key, "tls-key", &s->tls_key, e);
+    if (rc != T_OK) goto fail;
+  }
+  s->cfg.tls_cert = s->cfg.tls_key = NULL; /* the paths are not kept */
   if (cfg && cfg->web_dir) {
     s->web_dir_real = realpath(cfg->web_dir, NULL);
     if (!s->web_dir_real) {
@@ -205,9 +246,10 @@ int http_server_start(http_server *s, terr *e) {
                    MHD_USE_ERROR_LOG;
   if (v6 == 2) flags |= MHD_USE_DUAL_STACK;
   else if (v6) flags |= MHD_USE_IPv6;
+  if (s->tls_cert) flags |= MHD_USE_TLS;
   /* EXTERNAL_LOGGER first, so that MHD never prints on its own; a pool of
    * one is no pool (MHD warns), the polling thread then serves alone. */
-  struct MHD_OptionItem opts[16];
+  struct MHD_OptionItem opts[20];
   int no = 0;
 #define OPT(o, v, p) opts[no++] = (struct MHD_OptionItem){(o), (intptr_t)(v), (p)}
   OPT(MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, s);
@@ -223,6 +265,10 @@ int http_server_start(http_server *s, terr *e) {
   OPT(MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL);
   OPT(MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)mhd_unescape_none, s);
   OPT(MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)http_on_completed, s);
+  if (s->tls_cert) {
+    OPT(MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert);
+    OPT(MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key);
+  }
   /* No MHD_OPTION_STRICT_FOR_CLIENT: 0.9.75 answers what it refuses with
    * an HTML page whose header block it sends twice. guard.c refuses the
    * same requests (and more) with one JSON answer. */
@@ -231,6 +277,12 @@ int http_server_start(http_server *s, terr *e) {
   s->d = MHD_start_daemon(flags, (uint16_t)s->cfg.port, NULL, NULL, http_on_access,
                           s, MHD_OPTION_ARRAY, opts, MHD_OPTION_END);
   (void)sl;
+  if (!s->d && s->tls_cert)
+    return terr_set(e, T_EINVAL, "tls-cert", -1,
+                    "cannot start HTTPS on %s port %d: the port is in use, or "
+                    "the certificate or key is not valid or they do not match "
+                    "(the log says which)",
+                    s->listen, s->cfg.port);
   if (!s->d)
     return terr_set(e, T_EIO, "listen", -1,
                     "cannot listen on %s port %d (in use, or no such address)",
@@ -238,12 +290,14 @@ int http_server_start(http_server *s, terr *e) {
   const union MHD_DaemonInfo *info =
       MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
   s->port = info ? info->port : s->cfg.port;
-  log_info("http: listening on %s port %d (%d threads)", s->listen, s->port,
-           s->cfg.threads);
+  log_info("http: listening on %s port %d (%d threads%s)", s->listen, s->port,
+           s->cfg.threads, s->tls_cert ? ", HTTPS" : "");
   return T_OK;
 }
 
 int http_port(const http_server *s) { return s ? s->port : 0; }
+
+int http_is_tls(const http_server *s) { return s && s->tls_cert; }
 
 void http_server_quiesce(http_server *s) {
   if (!s || !s->d || atomic_exchange(&s->quiescing, 1)) return;
@@ -313,6 +367,11 @@ void http_server_destroy(http_server *s) {
   auth_free(&s->auth);
   free(s->web_dir_real);
   free(s->listen);
+  free(s->tls_cert);
+  if (s->tls_key) {
+    explicit_bzero(s->tls_key, strlen(s->tls_key));
+    free(s->tls_key);
+  }
   pthread_mutex_destroy(&s->mu);
   pthread_mutex_destroy(&s->conns.mu);
   pthread_cond_destroy(&s->conns.cv);

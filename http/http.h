@@ -48,6 +48,10 @@ typedef struct http_config {
                                 (guard.c); NULL: loopback names only */
   const char *allow_origins; /* comma-separated origins that may call the API
                                 cross-site (CORS); NULL: none */
+  /* HTTPS: PEM files of the certificate (chain) and its private key, both
+   * or neither (NULL: plain HTTP). Read once by http_server_create (each at
+   * most 1 MiB); the key must not be encrypted. */
+  const char *tls_cert, *tls_key;
 } http_config;
 
 /* Route flags. */
@@ -91,6 +95,8 @@ void *http_sink_state(const http_req *r);
 void http_sink_clear(http_req *r);
 int http_server_start(http_server *s, terr *e);
 int http_port(const http_server *s); /* the bound port */
+/* 1 when the server speaks HTTPS (http_config.tls_cert). */
+int http_is_tls(const http_server *s);
 /* Responses sent since start by status class: by_class[1] = 1xx ...
  * by_class[5] = 5xx (index 0 unused). For /metrics. */
 void http_status_counts(const http_server *s, int64_t by_class[6]);

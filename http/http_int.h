@@ -139,6 +139,8 @@ struct http_server {
   http_config cfg;
   conn_table conns;
   char *listen, *web_dir_real; /* owned copies */
+  char *tls_cert, *tls_key;     /* PEM text (NULL: plain HTTP); owned, the
+                                   key wiped before it is freed */
   route_table routes;
   auth_table auth;
   int have_auth;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <fcntl.h>
 #include <unistd.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -145,5 +146,52 @@ int t_pwrite_all(int fd, const void *buf, size_t len, int64_t off) {
     len -= (size_t)n;
     off += n;
   }
+  return 0;
+}
+
+int t_read_file(const char *path, size_t max, char **out, size_t *len) {
+  *out = NULL;
+  *len = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  struct stat st;
+  int err = 0;
+  char *buf = NULL;
+  size_t have = 0;
+  if (fstat(fd, &st) != 0) {
+    err = errno;
+  } else if (!S_ISREG(st.st_mode)) {
+    err = EINVAL;
+  } else if ((uint64_t)st.st_size > max) {
+    err = EFBIG;
+  } else if (!(buf = malloc(max + 1))) {
+    err = ENOMEM;
+  } else {
+    for (;;) { /* to EOF: the size may have changed since fstat */
+      if (have == max) {
+        char c;
+        ssize_t n = read(fd, &c, 1);
+        if (n > 0) err = EFBIG;
+        else if (n < 0) err = errno;
+        break;
+      }
+      ssize_t n = read(fd, buf + have, max - have);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        err = errno;
+        break;
+      }
+      if (n == 0) break;
+      have += (size_t)n;
+    }
+  }
+  close(fd);
+  if (err) {
+    free(buf);
+    return err;
+  }
+  buf[have] = 0;
+  *out = buf;
+  *len = have;
   return 0;
 }

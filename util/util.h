@@ -46,5 +46,10 @@ int t_mkdirs(const char *path);
 /* pwrite all len bytes of buf at off (retrying EINTR and short writes):
  * 0 or an errno (EIO for a write that took nothing). */
 int t_pwrite_all(int fd, const void *buf, size_t len, int64_t off);
+/* Read a whole regular file of at most max bytes into *out (a new buffer,
+ * NUL-terminated, *len bytes without the NUL; caller frees): 0, or an
+ * errno (EFBIG: longer than max; EINVAL: not a regular file). For small
+ * configuration files (a TLS certificate and key). */
+int t_read_file(const char *path, size_t max, char **out, size_t *len);
 
 #endif

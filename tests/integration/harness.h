@@ -55,6 +55,7 @@ typedef struct srv {
   const char *args[SRV_MAX_ARGS];
   int nargs;
   const char *token;   /* bearer token for requests, or NULL */
+  const char *cainfo;  /* HTTPS: the CA file requests trust (NULL: curl's) */
 } srv;
 
 typedef struct resp {
@@ -120,10 +121,12 @@ static inline int srv_spawn(srv *s) {
   char line[512];
   int port = -1;
   /* The daemon prints one line on stdout when it listens. */
+  int tls = 0;
   while (fgets(line, sizeof line, f)) {
-    char *p = strstr(line, "listening on http://");
-    if (p) {
-      char *colon = strrchr(p + 20, ':');
+    char *p = strstr(line, "listening on http");
+    if (p && (strncmp(p + 17, "://", 3) == 0 || strncmp(p + 17, "s://", 4) == 0)) {
+      tls = p[17] == 's';
+      char *colon = strrchr(p, ':');
       if (colon) port = (int)strtol(colon + 1, NULL, 10);
       break;
     }
@@ -135,7 +138,8 @@ static inline int srv_spawn(srv *s) {
     return -1;
   }
   s->port = port;
-  snprintf(s->base, sizeof s->base, "http://127.0.0.1:%d", port);
+  snprintf(s->base, sizeof s->base, "%s://127.0.0.1:%d", tls ? "https" : "http",
+           port);
   return 0;
 }
 
@@ -243,6 +247,7 @@ static inline resp reqx(srv *s, const char *method, const char *path, const char
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
   curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  if (s->cainfo) curl_easy_setopt(c, CURLOPT_CAINFO, s->cainfo);
   if (body) {
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE,
