@@ -1,5 +1,6 @@
 /* service.c — the service's own resources: /v1/devices, /v1/stats,
- * /healthz, /readyz, /metrics (Prometheus text) and /openapi.json.
+ * /healthz, /readyz, /openapi.json, and the route of /metrics (written by
+ * api/metrics.c).
  *
  * /healthz and /readyz and /openapi.json need no token (probes and tools
  * must reach them); the /v1 routes and /metrics follow the server auth.
@@ -137,84 +138,13 @@ static void handle_openapi(http_req *r, void *ud) {
                     tessel_openapi_json_len);
 }
 
-/* ---- /metrics ---------------------------------------------------------- */
-
-static void handle_metrics(http_req *r, void *ud) {
-  api_ctx *ctx = ud;
-  terr e;
-  tbuf b;
-  tbuf_init(&b, 0);
-  jobs_stats js;
-  if (jobs_stats_get(ctx->jobs, http_owner(r), &js, &e)) {
-    http_reply_error(r, &e);
-    return;
-  }
-  tbuf_addf(&b, "# HELP tessel_jobs Jobs in the store by kind, backend used and status.\n"
-                "# TYPE tessel_jobs gauge\n");
-  for (int i = 0; i < js.ngroups; i++) {
-    const store_stat *g = &js.groups[i];
-    tbuf_addf(&b, "tessel_jobs{kind=\"%s\",backend=\"%s\",status=\"%s\"} %lld\n",
-              g->kind, g->backend ? g->backend : "none",
-              job_status_name(g->status), (long long)g->count);
-  }
-  const sched_stats ss = js.sched;
-  jobs_stats_clear(&js);
-  tbuf_addf(&b, "# HELP tessel_queue_depth Jobs waiting to run.\n"
-                "# TYPE tessel_queue_depth gauge\ntessel_queue_depth %d\n"
-                "# HELP tessel_running_jobs Jobs running now.\n"
-                "# TYPE tessel_running_jobs gauge\ntessel_running_jobs %d\n"
-                "# HELP tessel_workers CPU and GPU workers.\n"
-                "# TYPE tessel_workers gauge\n"
-                "tessel_workers{type=\"cpu\"} %d\ntessel_workers{type=\"gpu\"} %d\n",
-            ss.queued, ss.running, ss.workers, ss.gpu_workers);
-  tbuf_addf(&b, "# HELP tessel_jobs_finished_total Jobs finished since start.\n"
-                "# TYPE tessel_jobs_finished_total counter\n");
-  for (int s = JOB_SUCCEEDED; s <= JOB_CANCELED; s++)
-    tbuf_addf(&b, "tessel_jobs_finished_total{status=\"%s\"} %lld\n",
-              job_status_name((job_status)s), (long long)ss.finished_total[s]);
-
-  tbuf_addf(&b, "# HELP tessel_job_duration_ms Job run time (start to end).\n"
-                "# TYPE tessel_job_duration_ms histogram\n");
-  for (int k = 0; k < K__COUNT; k++) {
-    for (int bk = B_SERIAL; bk <= B_COMPARE; bk++) {
-      int64_t counts[SCHED_HIST_BUCKETS], count = 0;
-      double sum = 0;
-      jobs_histogram(ctx->jobs, (tkind)k, (tbackend)bk, counts, &sum, &count);
-      const char *kn = tkind_name((tkind)k), *bn = tbackend_name((tbackend)bk);
-      if (count == 0) continue;
-      for (int h = 0; h < SCHED_HIST_BUCKETS; h++)
-        tbuf_addf(&b, "tessel_job_duration_ms_bucket{kind=\"%s\",backend=\"%s\",le=\"%g\"} %lld\n",
-                  kn, bn, sched_hist_bounds_ms[h], (long long)counts[h]);
-      tbuf_addf(&b, "tessel_job_duration_ms_bucket{kind=\"%s\",backend=\"%s\",le=\"+Inf\"} %lld\n"
-                    "tessel_job_duration_ms_sum{kind=\"%s\",backend=\"%s\"} %.3f\n"
-                    "tessel_job_duration_ms_count{kind=\"%s\",backend=\"%s\"} %lld\n",
-                kn, bn, (long long)count, kn, bn, sum, kn, bn, (long long)count);
-    }
-  }
-  int64_t by_status[6] = {0};
-  http_status_counts(ctx->srv, by_status);
-  tbuf_addf(&b, "# HELP tessel_http_requests_total HTTP requests answered, by status class.\n"
-                "# TYPE tessel_http_requests_total counter\n");
-  static const char *const classes[] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
-  for (int c = 0; c < 5; c++)
-    tbuf_addf(&b, "tessel_http_requests_total{code=\"%s\"} %lld\n", classes[c],
-              (long long)by_status[c + 1]);
-  size_t len = 0;
-  char *text = tbuf_take(&b, &len);
-  if (!text) {
-    api_reply_terr(r, T_ENOMEM, "", "out of memory");
-    return;
-  }
-  http_reply_buffer(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
-}
-
 int api_service_register(http_server *srv, api_ctx *ctx, terr *e) {
   int rc = 0;
   rc |= http_route(srv, "GET", "/v1/devices", handle_devices, ctx, HTTP_AUTH);
   rc |= http_route(srv, "GET", "/v1/stats", handle_stats, ctx, HTTP_AUTH);
   rc |= http_route(srv, "GET", "/healthz", handle_healthz, ctx, 0);
   rc |= http_route(srv, "GET", "/readyz", handle_readyz, ctx, 0);
-  rc |= http_route(srv, "GET", "/metrics", handle_metrics, ctx, HTTP_AUTH);
+  rc |= http_route(srv, "GET", "/metrics", api_handle_metrics, ctx, HTTP_AUTH);
   rc |= http_route(srv, "GET", "/openapi.json", handle_openapi, ctx, 0);
   if (rc) return terr_set(e, T_EINTERNAL, "", -1, "cannot register service routes");
   return T_OK;

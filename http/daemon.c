@@ -105,6 +105,7 @@ int http_server_create(const http_config *cfg, http_server **out, terr *e) {
   s->quiesced_fd = -1;
   int rc = T_OK;
   pthread_mutex_init(&s->mu, NULL);
+  pthread_mutex_init(&s->stats_mu, NULL);
   pthread_mutex_init(&s->conns.mu, NULL);
   pthread_cond_init(&s->conns.cv, NULL);
   if (cfg) s->cfg = *cfg;
@@ -373,12 +374,11 @@ void http_server_destroy(http_server *s) {
     free(s->tls_key);
   }
   pthread_mutex_destroy(&s->mu);
+  pthread_mutex_destroy(&s->stats_mu);
+  free(s->stats);
   pthread_mutex_destroy(&s->conns.mu);
   pthread_cond_destroy(&s->conns.cv);
   free(s);
 }
 
-void http_status_counts(const http_server *s, int64_t by_class[6]) {
-  for (int i = 0; i < 6; i++)
-    by_class[i] = s ? atomic_load(&((http_server *)s)->by_class[i]) : 0;
-}
+

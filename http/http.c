@@ -265,6 +265,7 @@ static enum MHD_Result req_begin(http_server *s, http_req *r,
                              "%s is not allowed here (allowed: %s)", r->method,
                              r->match.allow);
     }
+    r->routed = 1; /* /metrics: route "static" */
     if (!s->web_dir_real)
       return req_early_error(r, c, 0, T_ENOTFOUND, "", -1,
                              "no route for %s %s", r->method, r->path);
@@ -573,7 +574,7 @@ void http_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     pthread_mutex_unlock(&s->mu);
   }
   if (call) call(r, call_ud); /* the client left first: answer dropped */
-  if (status >= 100 && status < 600) atomic_fetch_add(&s->by_class[status / 100], 1);
+  http_stats_observe(s, r, status, (t_now_ms() - r->t0) / 1e3);
   if (s->cfg.access_log) {
     char m[32], p[256];
     log_safe(m, sizeof m, r->method);

@@ -97,9 +97,23 @@ int http_server_start(http_server *s, terr *e);
 int http_port(const http_server *s); /* the bound port */
 /* 1 when the server speaks HTTPS (http_config.tls_cert). */
 int http_is_tls(const http_server *s);
-/* Responses sent since start by status class: by_class[1] = 1xx ...
- * by_class[5] = 5xx (index 0 unused). For /metrics. */
-void http_status_counts(const http_server *s, int64_t by_class[6]);
+/* Requests answered since start, by route pattern, method and status code,
+ * with a histogram of their durations (http/stats.c says what each label
+ * holds). For /metrics. */
+#define HTTP_STATS_BUCKETS 16
+#define HTTP_STATS_MAX 1024
+extern const double http_stats_bounds_s[HTTP_STATS_BUCKETS]; /* upper, s */
+typedef struct http_stat {
+  const char *route;  /* "/v1/jobs/{id}", "static", "unrouted", "other" */
+  const char *method; /* "GET", ..., "OTHER" */
+  int code;           /* 200, 404, ...; 0 in the overflow series */
+  int64_t counts[HTTP_STATS_BUCKETS]; /* cumulative in a snapshot */
+  double sum_s;
+  int64_t count;
+} http_stat;
+/* A copy of the table (*out: caller frees; its strings live as long as the
+ * server). T_OK or T_ENOMEM. Any thread. */
+int http_stats_snapshot(http_server *s, http_stat **out, size_t *n);
 /* Stop accepting; answer 503 to new requests; close idle connections. */
 void http_server_quiesce(http_server *s);
 void http_server_destroy(http_server *s);

@@ -155,8 +155,17 @@ struct http_server {
   atomic_int big_active; /* of those, handling a body over BIG_BODY */
   pthread_mutex_t mu;   /* guards deferred */
   http_req *deferred;   /* suspended requests (list through dnext/dprev) */
-  _Atomic int64_t by_class[6]; /* responses by status class (index 1..5) */
+  pthread_mutex_t stats_mu;     /* guards the stats below (stats.c) */
+  http_stat *stats;
+  size_t nstats, capstats;
+  http_stat stats_overflow;     /* past HTTP_STATS_MAX series */
 };
+
+/* ---- request statistics (stats.c) ---------------------------------------- */
+/* Count r's answer (status; 0 or out of range: never answered, skipped)
+ * that took `seconds` from its header block to the end. */
+void http_stats_observe(http_server *s, const http_req *r, int status,
+                        double seconds);
 
 /* Request states (http_req.state, under mu). */
 enum {
@@ -201,6 +210,7 @@ struct http_req {
   char *method, *path; /* path without the query, still %-encoded */
   path_segs segs;
   route_match match;
+  int routed; /* no route matched: looked up as a static file (stats.c) */
   char *pname_own[ROUTE_MAX_PARAMS]; /* copies of match.pname */
   http_hdrs headers, query;
   int bad_query; /* a query argument had a bad %-escape */

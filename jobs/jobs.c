@@ -215,9 +215,9 @@ void jobs_sched_stats(jobs *J, sched_stats *out) { sched_get_stats(J->sc, out); 
 
 int jobs_store_ready(jobs *J) { return store_ready(J->st); }
 
-void jobs_histogram(jobs *J, tkind kind, tbackend backend,
+void jobs_histogram(jobs *J, tkind kind, tbackend backend, int status,
                     int64_t counts[SCHED_HIST_BUCKETS], double *sum_ms,
                     int64_t *count) {
-  sched_histogram(J->sc, tkind_name(kind), tbackend_name(backend), counts,
-                  sum_ms, count);
+  sched_histogram(J->sc, tkind_name(kind), tbackend_name(backend), status,
+                  counts, sum_ms, count);
 }

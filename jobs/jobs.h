@@ -136,9 +136,9 @@ void jobs_stats_clear(jobs_stats *s);
 void jobs_sched_stats(jobs *J, sched_stats *out);
 /* 1 when the store answers reads. */
 int jobs_store_ready(jobs *J);
-/* The run-time histogram of the jobs of one kind and backend since start
- * (sched_histogram). */
-void jobs_histogram(jobs *J, tkind kind, tbackend backend,
+/* The run-time histogram of the jobs of one kind, backend and final
+ * status (-1: any) since start (sched_histogram). */
+void jobs_histogram(jobs *J, tkind kind, tbackend backend, int status,
                     int64_t counts[SCHED_HIST_BUCKETS], double *sum_ms,
                     int64_t *count);
 

@@ -166,12 +166,14 @@ int sched_check_keep(sched *s, const kind_ops *k, const json_t *params,
                      const tenv *env, tbackend b, job_estimate *est,
                      void **checked, terr *e);
 
-/* Observe finished-job durations (for /metrics' histogram):
- * fills counts for the buckets' upper bounds in ms (cumulative). */
+/* Observe finished-job durations (for /metrics' histogram): fills counts
+ * for the buckets' upper bounds in ms (cumulative) of the jobs of that
+ * kind, backend family ("cuda" for "cuda:0") and final status (a
+ * job_status; -1: any); NULL kind or backend: any. */
 #define SCHED_HIST_BUCKETS 12
 extern const double sched_hist_bounds_ms[SCHED_HIST_BUCKETS];
 void sched_histogram(sched *s, const char *kind, const char *backend,
-                     int64_t counts[SCHED_HIST_BUCKETS], double *sum_ms,
-                     int64_t *count);
+                     int status, int64_t counts[SCHED_HIST_BUCKETS],
+                     double *sum_ms, int64_t *count);
 
 #endif

@@ -131,6 +131,7 @@ typedef struct swaiter {
 #define SCHED_RATE_RING 32
 typedef struct shist {
   char kind[24], backend[24];
+  int status; /* job_status: succeeded, failed, canceled */
   int64_t counts[SCHED_HIST_BUCKETS]; /* per bucket, not cumulative */
   double sum_ms;
   int64_t count;

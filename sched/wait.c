@@ -44,12 +44,13 @@ static void backend_family(const char *backend, char *buf, size_t len) {
 }
 
 static void hist_observe(sched *s, const char *kind, const char *backend,
-                         double ms) { /* [mu] */
+                         int status, double ms) { /* [mu] */
   char fam[24];
   backend_family(backend, fam, sizeof fam);
   shist *h = NULL;
   for (int i = 0; i < s->nhist && !h; i++)
-    if (strcmp(s->hist[i].kind, kind) == 0 && strcmp(s->hist[i].backend, fam) == 0)
+    if (s->hist[i].status == status && strcmp(s->hist[i].kind, kind) == 0 &&
+        strcmp(s->hist[i].backend, fam) == 0)
       h = &s->hist[i];
   if (!h) {
     if (tvec_grow(&s->hist, &s->caphist, sizeof *s->hist,
@@ -59,6 +60,7 @@ static void hist_observe(sched *s, const char *kind, const char *backend,
     memset(h, 0, sizeof *h);
     snprintf(h->kind, sizeof h->kind, "%s", kind);
     snprintf(h->backend, sizeof h->backend, "%s", fam);
+    h->status = status;
   }
   for (int b = 0; b < SCHED_HIST_BUCKETS; b++) {
     if (ms <= sched_hist_bounds_ms[b]) {
@@ -71,8 +73,8 @@ static void hist_observe(sched *s, const char *kind, const char *backend,
 }
 
 void sched_histogram(sched *s, const char *kind, const char *backend,
-                     int64_t counts[SCHED_HIST_BUCKETS], double *sum_ms,
-                     int64_t *count) {
+                     int status, int64_t counts[SCHED_HIST_BUCKETS],
+                     double *sum_ms, int64_t *count) {
   char fam[24] = "";
   if (backend) backend_family(backend, fam, sizeof fam);
   memset(counts, 0, SCHED_HIST_BUCKETS * sizeof counts[0]);
@@ -83,6 +85,7 @@ void sched_histogram(sched *s, const char *kind, const char *backend,
     const shist *h = &s->hist[i];
     if (kind && strcmp(h->kind, kind) != 0) continue;
     if (backend && strcmp(h->backend, fam) != 0) continue;
+    if (status >= 0 && h->status != status) continue;
     for (int b = 0; b < SCHED_HIST_BUCKETS; b++) counts[b] += h->counts[b];
     *sum_ms += h->sum_ms;
     *count += h->count;
@@ -103,7 +106,7 @@ swaiter *sched_release_locked(sched *s, sjob *j, int status, int counted,
   }
   if (counted && status >= 0 && status < 5) s->finished_total[status]++;
   if (backend && status >= 0) {
-    hist_observe(s, j->kind, backend, run_ms);
+    hist_observe(s, j->kind, backend, status, run_ms);
     s->finish_ms[s->finish_pos] = t_now_ms();
     s->finish_pos = (s->finish_pos + 1) % SCHED_RATE_RING;
     s->nfinish++;

@@ -466,8 +466,8 @@ TEST(metrics_and_stats) {
   CHECK(r.status == 200);
   CHECK(strstr(r.body, "tessel_queue_depth") != NULL);
   CHECK(strstr(r.body, "tessel_jobs{kind=\"map\"") != NULL);
-  CHECK(strstr(r.body, "tessel_job_duration_ms_bucket") != NULL);
-  CHECK(strstr(r.body, "tessel_http_requests_total{code=\"2xx\"}") != NULL);
+  CHECK(strstr(r.body, "tessel_job_duration_seconds_bucket{kind=\"map\"") != NULL);
+  CHECK(strstr(r.body, "tessel_http_requests_total{route=\"/v1/jobs\",method=\"POST\",code=\"") != NULL);
   resp_free(&r);
   r = req(&S, "GET", "/v1/stats", NULL, NULL);
   json_t *o = resp_json(&r);

@@ -65,9 +65,13 @@ TEST(test_success_and_result_file) {
   CHECK(st.queued == 0 && st.running == 0 && st.workers == 2 && st.accepting);
   int64_t counts[SCHED_HIST_BUCKETS], n;
   double sum;
-  sched_histogram(f.s, "sleepy", "cpu", counts, &sum, &n);
+  sched_histogram(f.s, "sleepy", "cpu", -1, counts, &sum, &n);
   CHECK(n == 2 && counts[SCHED_HIST_BUCKETS - 1] <= 2 && sum > 0);
-  sched_histogram(f.s, NULL, NULL, counts, &sum, &n);
+  sched_histogram(f.s, "sleepy", "cpu", JOB_SUCCEEDED, counts, &sum, &n);
+  CHECK(n == 2);
+  sched_histogram(f.s, "sleepy", "cpu", JOB_FAILED, counts, &sum, &n);
+  CHECK(n == 0 && sum == 0);
+  sched_histogram(f.s, NULL, NULL, -1, counts, &sum, &n);
   CHECK(n == 3);
   for (int b = 1; b < SCHED_HIST_BUCKETS; b++) CHECK(counts[b] >= counts[b - 1]);
   fx_close(&f);
