@@ -12,8 +12,6 @@ function(tessel_test_exe name src)
   add_executable(${name} ${src})
   target_compile_options(${name} PRIVATE ${TESSEL_TEST_FLAGS})
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
-  # Test data in the source tree (tests/integration/tls: test-only keys).
-  target_compile_definitions(${name} PRIVATE TESSEL_TESTS_DIR="${CMAKE_SOURCE_DIR}/tests")
   target_link_libraries(${name} PRIVATE tessel_core CURL::libcurl)
   if(PROJ_FOUND)
     target_link_libraries(${name} PRIVATE PkgConfig::PROJ)

@@ -23,12 +23,12 @@ static const char *daemon_path;
 static char cert[512], key[512], other_cert[512], other_key[512];
 
 static void paths(void) {
-  snprintf(cert, sizeof cert, "%s/integration/tls/server-cert.pem", TESSEL_TESTS_DIR);
-  snprintf(key, sizeof key, "%s/integration/tls/server-key.pem", TESSEL_TESTS_DIR);
-  snprintf(other_cert, sizeof other_cert, "%s/integration/tls/other-cert.pem",
-           TESSEL_TESTS_DIR);
-  snprintf(other_key, sizeof other_key, "%s/integration/tls/other-key.pem",
-           TESSEL_TESTS_DIR);
+  snprintf(cert, sizeof cert, "%s/tests/integration/tls/server-cert.pem", TESSEL_SOURCE_DIR);
+  snprintf(key, sizeof key, "%s/tests/integration/tls/server-key.pem", TESSEL_SOURCE_DIR);
+  snprintf(other_cert, sizeof other_cert, "%s/tests/integration/tls/other-cert.pem",
+           TESSEL_SOURCE_DIR);
+  snprintf(other_key, sizeof other_key, "%s/tests/integration/tls/other-key.pem",
+           TESSEL_SOURCE_DIR);
 }
 
 /* 1 when the daemon's log holds `what`. */
