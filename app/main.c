@@ -44,7 +44,7 @@ enum {
   O_LISTEN, O_PORT, O_DATA_DIR, O_THREADS, O_HTTP_THREADS, O_TOKEN_FILE,
   O_WEB_DIR, O_QUEUE_LIMIT, O_JOB_TIMEOUT, O_RESULT_TTL, O_MAX_BODY,
   O_MAX_UPLOAD, O_MAX_RESULT, O_MAX_ELEMENTS, O_MAX_JSON, O_SHUTDOWN,
-  O_CONN_TIMEOUT, O_PER_IP, O_ACCESS_LOG, O_LOG_LEVEL, O_MAX_XFER,
+  O_CONN_TIMEOUT, O_PER_IP, O_ACCESS_LOG, O_LOG_LEVEL, O_LOG_FORMAT, O_MAX_XFER,
   O_MAX_ATTEMPTS, O_MAX_MEMORY, O_SERVER_NAME, O_ALLOW_ORIGIN,
   O_HEADER_TIMEOUT, O_MIN_BODY_RATE, O_MAX_CONNS, O_LOCAL_DIR, O_TLS_CERT, O_TLS_KEY, O__COUNT
 };
@@ -73,6 +73,7 @@ static const option_def opts[O__COUNT] = {
   [O_MAX_CONNS] = {"max-connections", "TESSEL_MAX_CONNECTIONS", "4096", "connections at once from all clients"},
   [O_ACCESS_LOG] = {"access-log", "TESSEL_ACCESS_LOG", "1", "1: log a line per request"},
   [O_LOG_LEVEL] = {"log-level", "TESSEL_LOG_LEVEL", "info", "debug, info, warn or error"},
+  [O_LOG_FORMAT] = {"log-format", "TESSEL_LOG_FORMAT", "text", "text, or json (one object per line, for log shippers)"},
   [O_MAX_XFER] = {"max-transfer-memory", "TESSEL_MAX_TRANSFER_MEMORY", "0", "bytes all uploads and downloads may hold at once (503 beyond); 0: half of RAM or of the cgroup limit"},
   [O_MAX_ATTEMPTS] = {"max-attempts", "TESSEL_MAX_ATTEMPTS", "3", "starts of a job the process died in before it fails 'crashed'"},
   [O_SERVER_NAME] = {"server-name", "TESSEL_SERVER_NAME", "", "comma-separated host names the server also answers to (Host header); on loopback only loopback names pass otherwise (421)"},
@@ -208,6 +209,12 @@ int main(int argc, char **argv) {
       get_i64(val, O_MAX_CONNS, 16, 1000000, &max_conns))
     return 2;
   xfer_budget_set(max_xfer);
+  if (strcmp(val[O_LOG_FORMAT], "json") == 0) {
+    t_log_json = 1;
+  } else if (strcmp(val[O_LOG_FORMAT], "text") != 0) {
+    fprintf(stderr, "tesseld: --log-format must be text or json\n");
+    return 2;
+  }
   const char *lvl = val[O_LOG_LEVEL];
   if (strcmp(lvl, "debug") == 0) t_log_level = T_LOG_DEBUG;
   else if (strcmp(lvl, "info") == 0) t_log_level = T_LOG_INFO;

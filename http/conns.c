@@ -129,6 +129,11 @@ static conn_ent *ent_of(struct MHD_Connection *c) {
   return i ? (conn_ent *)i->socket_context : NULL;
 }
 
+const char *conns_client_ip(struct MHD_Connection *c) {
+  conn_ent *e = c ? ent_of(c) : NULL;
+  return e && e->ip[0] ? e->ip : "-";
+}
+
 int conns_begin(http_server *s, struct MHD_Connection *c, int has_body,
                 terr *err) {
   conn_table *t = &s->conns;

@@ -26,6 +26,7 @@
  * that other threads touch (state, the stored answer) are under r->mu.
  */
 #include <assert.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -533,13 +534,46 @@ static void log_safe(char *out, size_t cap, const char *s) {
 static const char *term_name(enum MHD_RequestTerminationCode t) {
   switch (t) {
     case MHD_REQUEST_TERMINATED_COMPLETED_OK: return "";
-    case MHD_REQUEST_TERMINATED_WITH_ERROR: return " (aborted: error)";
-    case MHD_REQUEST_TERMINATED_TIMEOUT_REACHED: return " (aborted: timeout)";
-    case MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN: return " (aborted: shutdown)";
-    case MHD_REQUEST_TERMINATED_READ_ERROR: return " (aborted: read error)";
-    case MHD_REQUEST_TERMINATED_CLIENT_ABORT: return " (aborted: client)";
-    default: return " (aborted)";
+    case MHD_REQUEST_TERMINATED_WITH_ERROR: return "error";
+    case MHD_REQUEST_TERMINATED_TIMEOUT_REACHED: return "timeout";
+    case MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN: return "shutdown";
+    case MHD_REQUEST_TERMINATED_READ_ERROR: return "read error";
+    case MHD_REQUEST_TERMINATED_CLIENT_ABORT: return "client";
+    default: return "other";
   }
+}
+
+/* One line per request: method, path and query (control characters as
+ * '?', at most 200 bytes each), status, body bytes sent, ms from header to
+ * end, request id, owner, client address, and how it ended. */
+static void access_log(const http_req *r, struct MHD_Connection *c, int status,
+                       enum MHD_RequestTerminationCode toe) {
+  char m[32], p[256], q[256] = "";
+  log_safe(m, sizeof m, r->method);
+  log_safe(p, sizeof p, r->path);
+  size_t o = 0;
+  for (size_t i = 0; i < r->query.n && o + 2 < sizeof q; i++) {
+    char k[128], v[128];
+    log_safe(k, sizeof k, r->query.v[i].k ? r->query.v[i].k : "");
+    log_safe(v, sizeof v, r->query.v[i].v ? r->query.v[i].v : "");
+    int n = snprintf(q + o, sizeof q - o, "%s%s=%s", i ? "&" : "", k, v);
+    if (n < 0) break;
+    o = (size_t)n < sizeof q - o ? o + (size_t)n : sizeof q - 1;
+  }
+  const char *end = term_name(toe);
+  t_kv kv[] = {
+      T_KV_S("method", m),
+      T_KV_S("path", p),
+      T_KV_S("query", q[0] ? q : NULL),
+      T_KV_N("status", status),
+      T_KV_N("bytes", (double)atomic_load(&r->bytes_out)),
+      T_KV_N("ms", round((t_now_ms() - r->t0) * 10) / 10),
+      T_KV_S("request_id", r->rid),
+      T_KV_S("owner", r->owner[0] ? r->owner : "-"),
+      T_KV_S("client", conns_client_ip(c)),
+      T_KV_S("aborted", end[0] ? end : NULL),
+  };
+  t_log_kv(T_LOG_INFO, "access", kv, (int)(sizeof kv / sizeof kv[0]));
 }
 
 void http_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -575,14 +609,7 @@ void http_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
   }
   if (call) call(r, call_ud); /* the client left first: answer dropped */
   http_stats_observe(s, r, status, (t_now_ms() - r->t0) / 1e3);
-  if (s->cfg.access_log) {
-    char m[32], p[256];
-    log_safe(m, sizeof m, r->method);
-    log_safe(p, sizeof p, r->path);
-    log_info("%s %s %d %lluB %.1fms %s owner=%s%s", m, p, status,
-             (unsigned long long)atomic_load(&r->bytes_out), t_now_ms() - r->t0,
-             r->rid, r->owner[0] ? r->owner : "-", term_name(toe));
-  }
+  if (s->cfg.access_log) access_log(r, c, status, toe);
   if (unref_timer) http_req_unref(r);
   http_req_unref(r);
 }

@@ -312,5 +312,8 @@ void conns_end(http_server *s, struct MHD_Connection *c);
 int conns_start(http_server *s, terr *e);
 void conns_stop(http_server *s);
 int64_t conns_cut_count(const http_server *s);
+/* The client address of c as text ("-" when unknown); valid until c
+ * closes. MHD threads. */
+const char *conns_client_ip(struct MHD_Connection *c);
 
 #endif

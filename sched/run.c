@@ -613,6 +613,23 @@ static char *srun_estimate_json(const sjob *j) {
 
 
 /* ---- end ------------------------------------------------------------------- */
+/* One log line per job end (API.md, "Logs"): id, kind, backend used, final
+ * status, total ms (queue + run), and the error's code and message. */
+static void srun_log_end(const sjob *j, int status, const char *used,
+                         double total_ms, const char *code, const char *msg) {
+  t_kv kv[] = {
+      T_KV_S("id", j->id),
+      T_KV_S("kind", j->kind),
+      T_KV_S("backend", used ? used : "-"),
+      T_KV_S("status", job_status_name((job_status)status)),
+      T_KV_N("ms", round(total_ms * 1e3) / 1e3),
+      T_KV_S("error", code),
+      T_KV_S("message", code ? msg : NULL),
+  };
+  t_log_kv(status == JOB_FAILED ? T_LOG_WARN : T_LOG_INFO, "job_end", kv,
+           (int)(sizeof kv / sizeof kv[0]));
+}
+
 /* Release a job whose store row is already final (or left unfinished);
  * ended: its committed row for the waiters, or NULL. */
 static void srun_release(sched *s, sjob *j, int status, int counted,
@@ -692,6 +709,7 @@ void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
                          .error_code = code, .error_message = msg};
     job_timings_put(&end.timings, JOB_T_QUEUE, queue_ms);
     job_timings_put(&end.timings, JOB_T_TOTAL, queue_ms);
+    srun_log_end(j, status, NULL, queue_ms, code, msg);
     terr e;
     SCHED_ASSERT_UNLOCKED(s); /* a [sync] store call */
     if (store_job_finish(s->cfg.st, j->id, &end, &e) != T_OK)
@@ -907,6 +925,7 @@ end:
       .progress_total = ptotal, .result_npy = npy, .result_npy_len = npy_len};
   for (int t = 0; t < JOB_T__COUNT; t++) /* to the microsecond */
     job_timings_put(&end.timings, (job_timing)t, sched_ms_round(ms[t]));
+  srun_log_end(j, status, started ? used : NULL, ms[JOB_T_TOTAL], code, msg);
   /* Its memory is free (results kept or dropped, the plan released): a
    * job waiting for it may start. */
   sched_mem_release(s, j);

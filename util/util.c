@@ -81,9 +81,43 @@ void t_sha256_hex(const void *data, size_t len, char hex[65]) {
     snprintf(hex + 2 * i, 3, "%02x", digest[i]);
 }
 
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
+int t_log_json;
+
+/* Append s to out[*o .. cap) as a JSON string body (no quotes). */
+static void json_esc(char *out, size_t cap, size_t *o, const char *s) {
+  static const char hex[] = "0123456789abcdef";
+  for (const unsigned char *p = (const unsigned char *)s; *p && *o + 7 < cap; p++) {
+    if (*p == '"' || *p == '\\') {
+      out[(*o)++] = '\\';
+      out[(*o)++] = (char)*p;
+    } else if (*p < 0x20 || *p == 0x7f) {
+      out[(*o)++] = '\\';
+      out[(*o)++] = 'u';
+      out[(*o)++] = '0';
+      out[(*o)++] = '0';
+      out[(*o)++] = hex[*p >> 4];
+      out[(*o)++] = hex[*p & 15];
+    } else {
+      out[(*o)++] = (char)*p;
+    }
+  }
+  out[*o] = 0;
+}
+
+static void addf(char *out, size_t cap, size_t *o, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void addf(char *out, size_t cap, size_t *o, const char *fmt, ...) {
+  if (*o >= cap) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(out + *o, cap - *o, fmt, ap);
+  va_end(ap);
+  if (n > 0) *o = (size_t)n < cap - *o ? *o + (size_t)n : cap - 1;
+}
+
 void t_log(int level, const char *fmt, ...) {
   if (level < t_log_level) return;
-  static const char *names[] = {"debug", "info", "warn", "error"};
   char when[32], line[2048];
   t_rfc3339(t_wall_ms(), when, sizeof when);
   va_list ap;
@@ -91,7 +125,73 @@ void t_log(int level, const char *fmt, ...) {
   vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
   /* One write per line so that lines from threads do not interleave. */
-  fprintf(stderr, "%s %-5s %s\n", when, names[level & 3], line);
+  if (!t_log_json) {
+    fprintf(stderr, "%s %-5s %s\n", when, level_names[level & 3], line);
+    return;
+  }
+  char out[4096];
+  size_t o = 0;
+  addf(out, sizeof out, &o, "{\"time\":\"%s\",\"level\":\"%s\",\"msg\":\"", when,
+       level_names[level & 3]);
+  json_esc(out, sizeof out - 3, &o, line);
+  addf(out, sizeof out, &o, "\"}");
+  fprintf(stderr, "%s\n", out);
+}
+
+void t_log_kv(int level, const char *event, const t_kv *kv, int n) {
+  if (level < t_log_level) return;
+  char when[32], out[4096];
+  size_t o = 0;
+  t_rfc3339(t_wall_ms(), when, sizeof when);
+  if (t_log_json) {
+    addf(out, sizeof out, &o, "{\"time\":\"%s\",\"level\":\"%s\",\"event\":\"",
+         when, level_names[level & 3]);
+    json_esc(out, sizeof out - 3, &o, event);
+    addf(out, sizeof out, &o, "\"");
+    for (int i = 0; i < n; i++) {
+      if (!kv[i].is_num && !kv[i].s) continue;
+      addf(out, sizeof out, &o, ",\"");
+      json_esc(out, sizeof out - 3, &o, kv[i].k);
+      addf(out, sizeof out, &o, "\":");
+      if (kv[i].is_num) {
+        if (isfinite(kv[i].num)) {
+          /* The shortest of 15..17 digits that reads back the same. */
+          char num[32];
+          for (int d = 15; d <= 17; d++) {
+            snprintf(num, sizeof num, "%.*g", d, kv[i].num);
+            if (strtod(num, NULL) == kv[i].num) break;
+          }
+          addf(out, sizeof out, &o, "%s", num);
+        }
+        else addf(out, sizeof out, &o, "null");
+      } else {
+        addf(out, sizeof out, &o, "\"");
+        json_esc(out, sizeof out - 3, &o, kv[i].s);
+        addf(out, sizeof out, &o, "\"");
+      }
+    }
+    addf(out, sizeof out, &o, "}");
+  } else {
+    addf(out, sizeof out, &o, "%s %-5s %s", when, level_names[level & 3], event);
+    for (int i = 0; i < n; i++) {
+      if (kv[i].is_num) {
+        addf(out, sizeof out, &o, " %s=%.10g", kv[i].k, kv[i].num);
+        continue;
+      }
+      if (!kv[i].s) continue;
+      char v[512];
+      size_t j = 0;
+      int quote = kv[i].s[0] == 0;
+      for (const char *p = kv[i].s; *p && j + 1 < sizeof v; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == ' ' || c == '=' || c == '"') quote = 1;
+        v[j++] = (c < 0x20 || c == 0x7f) ? '?' : c == '"' ? '\'' : (char)c;
+      }
+      v[j] = 0;
+      addf(out, sizeof out, &o, quote ? " %s=\"%s\"" : " %s=%s", kv[i].k, v);
+    }
+  }
+  fprintf(stderr, "%s\n", out);
 }
 
 int t_parse_i64(const char *s, int64_t *out) {

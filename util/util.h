@@ -27,10 +27,28 @@ int t_id_valid(char prefix, const char *s);
 /* SHA-256 of data, as 64 lowercase hex chars + NUL into hex[65]. */
 void t_sha256_hex(const void *data, size_t len, char hex[65]);
 
-/* Logging to stderr, one line each, with an RFC 3339 time and a level. */
+/* Logging to stderr, one line each, with an RFC 3339 time and a level.
+ * Text (the default): "TIME LEVEL message". With t_log_json set
+ * (--log-format json): one JSON object per line, {"time", "level", "msg"}
+ * for t_log, {"time", "level", "event", <fields>} for t_log_kv, strings
+ * escaped as JSON (control characters as \u00XX), numbers as numbers. */
 enum { T_LOG_DEBUG, T_LOG_INFO, T_LOG_WARN, T_LOG_ERROR };
 extern int t_log_level; /* messages below this level are dropped */
+extern int t_log_json;  /* 1: JSON lines; set once at start */
 void t_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A structured line: `event` and its fields. Text: "event k=v k=v ..."
+ * (a string value with a space, '"' or '=' is quoted, control characters
+ * become '?'); JSON: each field a member. A NULL string field is left out;
+ * a NaN number is null. */
+typedef struct t_kv {
+  const char *k;
+  const char *s; /* the string value, or NULL with is_num */
+  double num;
+  int is_num;
+} t_kv;
+#define T_KV_S(key, val) ((t_kv){(key), (val), 0, 0})
+#define T_KV_N(key, val) ((t_kv){(key), NULL, (double)(val), 1})
+void t_log_kv(int level, const char *event, const t_kv *kv, int n);
 #define log_debug(...) t_log(T_LOG_DEBUG, __VA_ARGS__)
 #define log_info(...) t_log(T_LOG_INFO, __VA_ARGS__)
 #define log_warn(...) t_log(T_LOG_WARN, __VA_ARGS__)

@@ -116,7 +116,10 @@ TEST(access_log_line) {
   FILE *f = fopen(path, "r");
   int found = 0;
   while (f && fgets(line, sizeof line, f))
-    if (strstr(line, "GET") && strstr(line, "/v1/jobs") && strstr(line, " 200 ")) found = 1;
+    if (strstr(line, " access ") && strstr(line, "method=GET") &&
+        strstr(line, "path=/v1/jobs ") && strstr(line, "query=\"limit=1\" ") &&
+        strstr(line, "status=200 ") && strstr(line, "client=127.0.0.1"))
+      found = 1;
   if (f) fclose(f);
   CHECK(found);
 }
