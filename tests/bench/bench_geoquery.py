@@ -41,8 +41,9 @@ column means. The Tessel query rows say "skipped" when the daemon answers
 PostGIS slices and BallTree chunks run in child processes / worker threads
 that this process waits for. Everything started (tesseld, postgres, the
 temporary directories) is stopped and removed on exit, Ctrl-C and SIGTERM
-included; postgres also gets SIGINT (fast shutdown) if this process dies
-(setpriv --pdeathsig).
+included; if this process is killed outright, postgres gets SIGINT (fast
+shutdown) and tesseld SIGTERM (setpriv --pdeathsig), and only the temporary
+directories are left.
 """
 import argparse
 import concurrent.futures
@@ -109,7 +110,9 @@ class Daemon:
 
     def __init__(self, exe, tmp, threads):
         self.dir = tempfile.mkdtemp(prefix="tessel-geoq-", dir=tmp)
-        cmd = [exe, "--port", "0", "--data-dir", os.path.join(self.dir, "data"),
+        # setpriv --pdeathsig: the daemon stops if this process is killed
+        pd = ["setpriv", "--pdeathsig", "TERM"] if shutil.which("setpriv") else []
+        cmd = pd + [exe, "--port", "0", "--data-dir", os.path.join(self.dir, "data"),
                "--access-log", "0", "--max-upload", str(1 << 36), "--job-timeout", "7200"]
         if threads:
             cmd += ["--threads", str(threads)]
