@@ -18,7 +18,7 @@ export TESSEL_LISTEN ?= 127.0.0.1
 export TESSEL_PORT ?= 8080
 export TESSEL_DATA_DIR ?= $(CURDIR)/data
 
-.PHONY: all deps deps-test build run test test-main test-asan test-tsan test-fuzz \
+.PHONY: all deps deps-test deps-bench build run test test-main test-asan test-tsan test-fuzz \
         test-browser test-docker bench clean format
 
 all: build
@@ -28,6 +28,10 @@ deps:
 
 deps-test:
 	@sh deps/install.sh build runtime test
+
+# The peers of tests/bench/bench_geoquery.py (PostGIS, scikit-learn).
+deps-bench:
+	@sh deps/install.sh bench
 
 build: deps
 	$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTESSEL_CUDA=$(CUDA)

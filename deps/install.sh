@@ -1,6 +1,7 @@
 #!/bin/sh
 # Install the packages of the named sections of deps/packages.txt that are
-# missing (all sections when none is named). Needs root (apt-get); prints
+# missing (build, runtime and test when none is named; [bench], the
+# benchmark peers, only when named). Needs root (apt-get); prints
 # what it installs and does nothing when everything is there.
 #   deps/install.sh build runtime
 set -eu

@@ -48,4 +48,18 @@ run bench_sink 1e6,1e7 2
 run bench_matmul 3 1000
 run bench_geodesic --sizes 1000,5000 --geopy 300 --no-gpu
 
+# Geodesic neighbour queries (issue 13) against PostGIS, BallTree and the
+# square matrix; its markdown copy goes to the build dir, not results/.
+echo
+if [ -x "$B/tesseld" ]; then
+  echo "== bench_geoquery.py --n 1e4"
+  if ! "${PYTHON:-python3}" "$(dirname "$0")/bench_geoquery.py" --tesseld "$B/tesseld" \
+      --n 1e4 --out "$B/geoquery.md"; then
+    echo "== bench_geoquery.py failed"
+    failed=1
+  fi
+else
+  echo "== bench_geoquery.py: no $B/tesseld (skipped)"
+fi
+
 exit $failed
