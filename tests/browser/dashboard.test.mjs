@@ -452,6 +452,33 @@ test('dark scheme screenshots', LONG, async () => {
   await ctx.close();
 });
 
+test('the Content-Security-Policy is enforced: an injected inline script does not run', LONG, async () => {
+  // A page of its own: the violation it provokes is expected, so its
+  // console stays out of the "no console errors" check below.
+  const ctx = await browser.newContext({viewport: {width: 1366, height: 860}});
+  const p2 = await ctx.newPage();
+  const violations = [];
+  await p2.exposeFunction('__noteViolation', (d) => violations.push(d));
+  await p2.addInitScript(() => document.addEventListener('securitypolicyviolation',
+    (ev) => window.__noteViolation(ev.violatedDirective)));
+  await p2.goto(`${BASE}/#/`);
+  await p2.waitForSelector('[data-device="cpu"] .v');
+  const ran = await p2.evaluate(() => {
+    const s = document.createElement('script');
+    s.textContent = 'window.__inlineRan = true';
+    document.head.append(s);
+    const d = document.createElement('div');
+    d.setAttribute('style', 'color: red');   // an inline style attribute
+    document.body.append(d);
+    return window.__inlineRan === true;
+  });
+  await p2.waitForTimeout(300);
+  assert.equal(ran, false, 'an inline script ran despite the CSP');
+  assert.ok(violations.some((v) => v.startsWith('script-src')), `script violation seen: ${violations}`);
+  assert.ok(violations.some((v) => v.startsWith('style-src')), `style violation seen: ${violations}`);
+  await ctx.close();
+});
+
 test('no console errors', async () => {
   const unexpected = consoleErrors.filter((m) => {
     const s = /status of (\d{3})/.exec(m);

@@ -480,6 +480,26 @@ TEST(metrics_and_stats) {
 TEST(dashboard_served) {
   resp r = req(&S, "GET", "/", NULL, NULL);
   CHECK(r.status == 200 && strstr(r.body, "<html") != NULL);
+  char v[512];
+  /* No inline script or style may run; no framing; no referrer. */
+  CHECK(resp_header_get(&r, "Content-Security-Policy", v, sizeof v) &&
+        strstr(v, "script-src 'self'") && strstr(v, "frame-ancestors 'none'") &&
+        !strstr(v, "unsafe-inline") && !strstr(v, "unsafe-eval"));
+  CHECK(resp_header_get(&r, "Referrer-Policy", v, sizeof v) && strcmp(v, "no-referrer") == 0);
+  CHECK(resp_header_get(&r, "X-Frame-Options", v, sizeof v) && strcmp(v, "DENY") == 0);
+  resp_free(&r);
+  /* Modules are revalidated at every use (an upgrade never mixes old and
+   * new ones): no-cache with an ETag, and If-None-Match answers 304. */
+  r = req(&S, "GET", "/js/dom.js", NULL, NULL);
+  char etag[128] = "";
+  CHECK(r.status == 200 && resp_header_get(&r, "Cache-Control", v, sizeof v) &&
+        strcmp(v, "no-cache") == 0);
+  CHECK(resp_header_get(&r, "ETag", etag, sizeof etag));
+  resp_free(&r);
+  char inm[160];
+  snprintf(inm, sizeof inm, "If-None-Match: %s", etag);
+  r = reqx(&S, "GET", "/js/dom.js", NULL, NULL, -1, inm, NULL);
+  CHECK_MSG(r.status == 304 && r.len == 0, "revalidation: %ld", r.status);
   resp_free(&r);
 }
 

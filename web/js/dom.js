@@ -3,7 +3,7 @@
  * error as the API gave it, screen-reader announcements and a poller.
  *
  * h(tag, attrs, ...children) builds an element: attrs keys starting with
- * "on" become listeners, `class`, `text`, `html` are shortcuts, false/null
+ * "on" become listeners, `class`, `text`, `html`, `style` are shortcuts, false/null
  * values are skipped; children may be strings, nodes, arrays or null.
  * Text is always set as text (never parsed as HTML) unless `html` is used,
  * and no view passes API data through `html`.
@@ -18,6 +18,9 @@ export function h(tag, attrs, ...children) {
       else if (k === 'text') el.textContent = v;
       else if (k === 'html') el.innerHTML = v;
       else if (k === 'dataset') Object.assign(el.dataset, v);
+      // Through the CSSOM, which the Content-Security-Policy allows (a
+      // style attribute would need style-src 'unsafe-inline').
+      else if (k === 'style') el.style.cssText = v;
       else if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
       else if (k === 'value') el.value = v;
       else if (k === 'checked' || k === 'disabled' || k === 'selected' || k === 'hidden') el[k] = !!v;
