@@ -386,7 +386,8 @@ static void range_row(geoq_run *r, geoq_slot *sl, int64_t i, double limit,
   xyz_of(r->pl, &r->pl->p[i], s.x);
   sl->hits.n = 0;
   if (r->t.m > 0) range_node(&s, 1, 0, r->t.m);
-  qsort(sl->hits.v, sl->hits.n, sizeof *sl->hits.v, hit_by_j);
+  if (sl->hits.n > 1)
+    qsort(sl->hits.v, sl->hits.n, sizeof *sl->hits.v, hit_by_j);
 }
 
 /* ---- rowwise reductions --------------------------------------------------- */
