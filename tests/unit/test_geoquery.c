@@ -342,8 +342,17 @@ static void check_all(const cfg *c, const pts *p, const pts *t, int full) {
   }
   int64_t nan = 0;
   for (int64_t x = 0; x < r.mat->size; x++) nan += isnan(tarray_get(r.mat, x));
-  if (c->method == GEOD_VINCENTY && !c->targets)
+  if (c->method == GEOD_VINCENTY && !c->targets) {
     CHECK_MSG(nan > 0, "%s: the set has no Vincenty NaN to rank", c->name);
+    /* a full-row op evaluates every ordered pair once: the non-converged
+     * count is the matrix's NaN count (each pair twice, as mirrored) */
+    geoq q = {.type = GEOQ_ROWWISE, .op = GEOQ_COUNT};
+    geoq_out out;
+    int64_t nc = -1;
+    terr e;
+    CHECK(run_q(&r, &q, 2, &out, &nc, &e) == 0 && nc == nan);
+    if (out.nparts) tarray_free(out.part[0]);
+  }
   double km = 1000 / c->unit; /* one kilometre in output units */
   for (int w = 1; w <= 2; w++) {
     check_knn(c->name, &r, 1, w);
