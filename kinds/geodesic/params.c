@@ -43,11 +43,14 @@
 #define GEOD_DEFAULT_MAX_RESULT ((int64_t)20 << 30)
 /* Bytes of one radius pair: i, j (int64) and a float64 distance. */
 #define GEOQ_PAIR_BYTES 24
-/* Pairs a knn search evaluates per neighbour asked, about (measured on
- * uniform and clustered points: 3 to 6; the estimate's work only). */
-#define GEOQ_KNN_VISITS 6
-/* Pairs a range search evaluates per point: depends on r and the data; a
- * neighbourhood's worth (the estimate's work only). */
+/* Pairs a knn search evaluates per neighbour asked, about (the estimate's
+ * work only): 1.9 measured at k = 10 on 10^5 uniform points
+ * (tests/bench/bench_geoq_cpu.c), more for small k. */
+#define GEOQ_KNN_VISITS 3
+/* Pairs a range search evaluates per point: the pairs it finds and a few
+ * more (1.0002 per pair found, r = 1 km on clustered points), which
+ * depends on r and the data: a neighbourhood's worth, a guess (the
+ * estimate's work only). */
 #define GEOQ_RANGE_VISITS 64
 
 /* The options, parsed; the array values are borrowed from params. */
