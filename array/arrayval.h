@@ -55,6 +55,10 @@ typedef struct tenv {
   int (*result_load)(void *ud, const char *owner, const char *id,
                      tarray **out, terr *e);
   int64_t max_elems; /* cap on any one input's element count */
+  /* The cap on one job's result in bytes (--max-result), for a kind whose
+   * defaults follow it (a geodesic radius query's max_pairs); 0: not
+   * known, the kind assumes the option's default. */
+  int64_t max_result_bytes;
   /* The same-host files of {"file": path} (array/localfile.h): the allowed
    * directories (NULL: --local-dir not given, the form is 403), and where
    * a run records what it mapped for the check at its end (NULL: not

@@ -63,12 +63,14 @@ static void tile_of(const geod_cpu *c, int64_t k, int64_t *ti, int64_t *tj) {
   *tj = lo + (k - (lo * n - lo * (lo - 1) / 2));
 }
 
-/* Distances from point p to q[0..len) in output units, into buf. The
- * method switch sits outside the loops; the ellipsoid is copied to a local
- * so that stores to buf cannot be taken as changing it. */
-static void row_compute(const geod_plan *pl, const geod_point *p,
-                        const geod_point *q, int64_t len, double *buf,
-                        long long *nonconv) {
+/* Distances from point p to q[0..len) in output units, into buf (kind.h).
+ * The method switch sits outside the loops; the ellipsoid is copied to a
+ * local so that stores to buf cannot be taken as changing it. The queries
+ * (kinds/geodesic/query_cpu.c) call it too, so that their distances are
+ * the matrix's to the bit. */
+void geod_row_compute(const geod_plan *pl, const geod_point *p,
+                      const geod_point *q, int64_t len, double *buf,
+                      long long *nonconv) {
   const geod_ellipsoid g = pl->ell;
   const double unit = pl->unit;
   switch (pl->method) {
@@ -134,7 +136,7 @@ static void tile_run(void *arg, int64_t k, int slot) {
     int64_t js = j0;
     if (c->tri && js < i + 1) js = i + 1; /* pairs above the diagonal */
     if (js < j1) {
-      row_compute(pl, &pl->p[i], &pl->q[js], j1 - js, buf, &nc);
+      geod_row_compute(pl, &pl->p[i], &pl->q[js], j1 - js, buf, &nc);
       row_store(c, i, js, j1 - js, buf);
     }
     if (c->tri && !pl->condensed && i >= j0 && i < j1)

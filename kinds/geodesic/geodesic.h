@@ -309,8 +309,11 @@ TESSEL_HD static inline double geod_inverse_haversine_pp(const geod_point *p,
 /* Vincenty's inverse on ellipsoid g between two prepared points. Returns
  * the distance (m), or NaN when the iteration on lambda does not converge
  * to GEOD_VINCENTY_TOL radians within GEOD_VINCENTY_MAXIT steps (nearly
- * antipodal points); then *nonconv is incremented (the caller's counter,
- * one per thread). */
+ * antipodal points), or when sigma's sine is exactly 0 at opposite points
+ * (a pole and the other pole: taken for coincident points, 0 m, before;
+ * the queries' chord bound relies on no distance being shorter than the
+ * chord); then *nonconv is incremented (the caller's counter, one per
+ * thread). */
 TESSEL_HD static inline double geod_inverse_vincenty_pp(
     const geod_ellipsoid *g, const geod_point *p, const geod_point *q,
     long long *nonconv) {
@@ -328,7 +331,11 @@ TESSEL_HD static inline double geod_inverse_vincenty_pp(
     double t2 = cU1 * sU2 - sU1 * cU2 * clam;
     ssig = sqrt(t1 * t1 + t2 * t2);
     csig = sU1 * sU2 + cU1 * cU2 * clam;
-    if (ssig == 0) return 0.0; /* coincident points */
+    if (ssig == 0) { /* coincident, or exactly antipodal (poles) */
+      if (csig > 0) return 0.0;
+      it = GEOD_VINCENTY_MAXIT; /* antipodal: Vincenty has no answer */
+      break;
+    }
     sig = atan2(ssig, csig);
     double salp = cU1 * cU2 * slam / ssig;
     c2alp = 1 - salp * salp;

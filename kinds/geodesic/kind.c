@@ -1,17 +1,24 @@
 /* kinds/geodesic/kind.c — the geodesic job kind (API.md): its kind_ops.
  *
  * check and prepare are kinds/geodesic/params.c (params -> estimate, params ->
- * plan); run allocates the result with ctx->result_alloc and fills it on
- * the CPU (kinds/geodesic/cpu.c: tiles over the pool, or one thread for serial)
- * or on a GPU (gpu_geodesic); release frees the plan. Vincenty's
- * non-converged pairs (NaN in the result) are counted into
- * ctx->nonconverged and logged.
+ * plan: a geod_job, the pair plan and the query); run allocates the result
+ * with ctx->result_alloc and fills it on the CPU (kinds/geodesic/cpu.c:
+ * tiles over the pool, or one thread for serial) or on a GPU
+ * (gpu_geodesic); release frees the plan. Vincenty's non-converged pairs
+ * (NaN in the result) are counted into ctx->nonconverged and logged.
+ *
+ * With params.query (kinds/geodesic/query.h) there is no matrix: run hands
+ * the query to kinds/geodesic/query_cpu.c (serial, cpu) or gpu_geoq (cuda)
+ * and returns the first part as the result, naming every part with
+ * ctx->result_part (0, then 1, 2, ...). A context without result_part can
+ * take a one-part query (rowwise) only: more parts fail T_EINTERNAL.
  *
  * Threads: check on an HTTP thread; prepare, run, release on a scheduler
  * worker (run may be called once per backend on the same plan, "compare").
  */
 #include "kinds/geodesic/gpu.h"
 #include "kinds/geodesic/kind.h"
+#include "kinds/geodesic/query_gpu.h"
 #include "util/util.h"
 
 /* ---- kind_ops -------------------------------------------------------- */
@@ -23,18 +30,64 @@ static int geod_check(const json_t *params, const tenv *env, job_estimate *est,
 
 static int geod_prepare(const json_t *params, const tenv *env, void **plan,
                         terr *e) {
-  geod_plan *pl = NULL;
-  int rc = geod_params_prepare(params, env, &pl, e);
-  *plan = pl;
-  return rc;
+  *plan = NULL;
+  geod_job *job = calloc(1, sizeof *job);
+  if (!job) return terr_set(e, T_ENOMEM, "", -1, "no memory");
+  int rc = geod_params_prepare(params, env, &job->pl, &job->q, e);
+  if (rc) {
+    free(job);
+    return rc;
+  }
+  *plan = job;
+  return 0;
+}
+
+/* A query's run: the engine's parts, the first as *result and all named
+ * through ctx->result_part. */
+static int geoq_run(const geod_job *job, tbackend b, job_ctx *ctx,
+                    tarray **result, terr *e) {
+  geoq_out out;
+  int64_t nonconv = 0;
+  int rc;
+  memset(&out, 0, sizeof out);
+  double t0 = t_now_ms();
+  if (b == B_CUDA) {
+    rc = gpu_geoq(ctx->device, job->pl, &job->q, ctx, &out, &nonconv, e);
+  } else {
+    int width = b == B_SERIAL ? 1 : ctx->threads;
+    rc = geoq_cpu_run(job->pl, &job->q, width, ctx, &out, &nonconv, e);
+    ctx->t_compute += t_now_ms() - t0;
+  }
+  ctx->nonconverged = nonconv;
+  if (!rc && out.nparts > 1 && !ctx->result_part)
+    rc = terr_set(e, T_EINTERNAL, "params.query", -1,
+                  "this service cannot store a result of %d parts",
+                  out.nparts);
+  int p = 0;
+  if (!rc && ctx->result_part && out.name[0])
+    for (; p < out.nparts && !rc; p++)
+      rc = ctx->result_part(ctx, p, out.name[p], out.part[p], e);
+  if (rc) {
+    /* parts handed to result_part (1 ..) are the scheduler's now */
+    tarray_free(out.part[0]);
+    for (int q = p > 1 ? p : 1; q < out.nparts; q++) tarray_free(out.part[q]);
+    return rc;
+  }
+  if (nonconv > 0)
+    log_warn("job %s: vincenty did not converge for %lld pair(s) (NaN)",
+             ctx->job_id ? ctx->job_id : "?", (long long)nonconv);
+  *result = out.part[0];
+  return 0;
 }
 
 static int geod_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
                     terr *e) {
-  const geod_plan *pl = plan;
+  const geod_job *job = plan;
+  const geod_plan *pl = job->pl;
+  *result = NULL;
+  if (job->q.type != GEOQ_NONE) return geoq_run(job, b, ctx, result, e);
   tarray *out = NULL;
   int64_t nonconv = 0;
-  *result = NULL;
   int rc = ctx->result_alloc(ctx, pl->dtype, pl->ndim, pl->shape, &out, e);
   if (rc) return rc;
   double t0 = t_now_ms();
@@ -59,12 +112,19 @@ static int geod_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
   return 0;
 }
 
-static void geod_release(void *plan) { geod_plan_free(plan); }
+static void geod_release(void *plan) {
+  geod_job *job = plan;
+  if (!job) return;
+  geod_plan_free(job->pl);
+  free(job);
+}
 
 /* A matrix of the points against themselves (no targets) is symmetric: it
  * is stored as params.layout asks ("square" by default) and may be sent in
- * the other layout. Pairs, cross matrices: one layout. */
+ * the other layout. Pairs, cross matrices, queries: one layout. */
 static const char *geod_result_layout(const json_t *params) {
+  json_t *query = json_object_get(params, "query");
+  if (query && !json_is_null(query)) return NULL; /* parts, no matrix */
   json_t *targets = json_object_get(params, "targets");
   if (targets && !json_is_null(targets)) return NULL;
   const char *l = json_string_value(json_object_get(params, "layout"));

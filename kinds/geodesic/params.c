@@ -5,7 +5,18 @@
  *    "targets": m x 2 (optional), "method": "karney" | "vincenty" |
  *    "haversine", "ellipsoid": "WGS84" | "GRS80" | {"a": m, "f": f},
  *    "radius_m": 6371008.8 (haversine), "units": "m" | "km",
- *    "layout": "square" | "condensed", "dtype": "float64" | "float32"}
+ *    "layout": "square" | "condensed", "dtype": "float64" | "float32",
+ *    "query": {"knn": {"k": int}} | {"radius": {"r": number, "max_pairs":
+ *             int}} | {"rowwise": {"op": "min" | ..., "within": number}}}
+ *
+ * A query (kinds/geodesic/query.h) replaces the matrix by its parts: it
+ * takes no layout, k in [1, GEOQ_MAX_K], r and within finite and >= 0,
+ * max_pairs >= 1 (default: --max-result / 24, the bytes of one pair in
+ * the parts i, j, distance, so that the default cap always passes the
+ * result limit). Its estimate: the first part's shape and dtype, every
+ * part's bytes (radius: max_pairs pairs, the worst case), and as work the
+ * pairs the pruned search evaluates (GEOQ_KNN_VISITS per neighbour; n m
+ * for the rowwise ops that visit every pair).
  *
  * Errors are T_EINVAL naming the field and, for array contents, the row:
  * "params.points: latitude 91 out of [-90, 90] at row 3" (position 3).
@@ -28,6 +39,19 @@
 
 #define GEOD_CHECK_VALUES_MAX ((int64_t)1 << 21)
 #define GEOD_DEFAULT_RADIUS 6371008.8 /* mean Earth radius (IUGG) */
+/* --max-result's default (app/main.c), when the env does not say. */
+#define GEOD_DEFAULT_MAX_RESULT ((int64_t)20 << 30)
+/* Bytes of one radius pair: i, j (int64) and a float64 distance. */
+#define GEOQ_PAIR_BYTES 24
+/* Pairs a knn search evaluates per neighbour asked, about (the estimate's
+ * work only): 1.9 measured at k = 10 on 10^5 uniform points
+ * (tests/bench/bench_geoq_cpu.c), more for small k. */
+#define GEOQ_KNN_VISITS 3
+/* Pairs a range search evaluates per point: the pairs it finds and a few
+ * more (1.0002 per pair found, r = 1 km on clustered points), which
+ * depends on r and the data: a neighbourhood's worth, a guess (the
+ * estimate's work only). */
+#define GEOQ_RANGE_VISITS 64
 
 /* The options, parsed; the array values are borrowed from params. */
 typedef struct geod_spec {
@@ -36,11 +60,12 @@ typedef struct geod_spec {
   int condensed;
   tdtype dtype;
   const json_t *points, *targets;
+  geoq q; /* type GEOQ_NONE: the matrix */
 } geod_spec;
 
 static const char *const known_keys[] = {
     "points", "targets", "method", "ellipsoid", "radius_m",
-    "units",  "layout",  "dtype",  NULL};
+    "units",  "layout",  "dtype",  "query",  NULL};
 
 static int get_string(const json_t *params, const char *key, const char *field,
                       const char **out, terr *e) {
@@ -111,7 +136,123 @@ static int parse_ellipsoid(const json_t *v, geod_spec *s, terr *e) {
   return 0;
 }
 
-static int spec_parse(const json_t *params, geod_spec *s, terr *e) {
+/* An integer member `key` of query object o: 0 when absent (*out kept). */
+static int get_int(const json_t *o, const char *key, const char *field,
+                   int64_t *out, terr *e) {
+  const json_t *v = json_object_get(o, key);
+  if (!v) return 0;
+  if (!json_is_integer(v))
+    return terr_set(e, T_EINVAL, field, -1, "must be an integer");
+  *out = (int64_t)json_integer_value(v);
+  return 0;
+}
+
+/* The keys of query object o (field names it): all in keys. */
+static int query_keys(const json_t *o, const char *field,
+                      const char *const *keys, const char *expected, terr *e) {
+  if (!json_is_object(o))
+    return terr_set(e, T_EINVAL, field, -1, "must be an object {%s}",
+                    expected);
+  const char *key = kind_params_unknown_key(o, keys);
+  if (key)
+    return terr_set(e, T_EINVAL, field, -1, "unknown key '%.40s' (%s)", key,
+                    expected);
+  return 0;
+}
+
+static const char *const knn_keys[] = {"k", NULL};
+static const char *const radius_keys[] = {"r", "max_pairs", NULL};
+static const char *const rowwise_keys[] = {"op", "within", NULL};
+static const char *const rowwise_ops[] = {"min",  "argmin", "max",   "argmax",
+                                          "mean", "sum",    "count", NULL};
+static const geoq_op rowwise_op_of[] = {GEOQ_MIN,  GEOQ_ARGMIN, GEOQ_MAX,
+                                        GEOQ_ARGMAX, GEOQ_MEAN, GEOQ_SUM,
+                                        GEOQ_COUNT};
+
+/* params.query -> s->q (kinds/geodesic/query.h). */
+static int parse_query(const json_t *params, const tenv *env, geod_spec *s,
+                       terr *e) {
+  const json_t *v = json_object_get(params, "query");
+  geoq *q = &s->q;
+  memset(q, 0, sizeof *q);
+  if (!v || json_is_null(v)) return 0;
+  if (!json_is_object(v) || json_object_size(v) != 1)
+    return terr_set(e, T_EINVAL, "params.query", -1,
+                    "must be exactly one of {\"knn\": {...}}, "
+                    "{\"radius\": {...}}, {\"rowwise\": {...}}");
+  const json_t *o;
+  int rc;
+  if ((o = json_object_get(v, "knn"))) {
+    q->type = GEOQ_KNN;
+    if ((rc = query_keys(o, "params.query.knn", knn_keys, "k", e))) return rc;
+    if (!json_object_get(o, "k"))
+      return terr_set(e, T_EINVAL, "params.query.knn.k", -1, "is required");
+    if ((rc = get_int(o, "k", "params.query.knn.k", &q->k, e))) return rc;
+    if (q->k < 1 || q->k > GEOQ_MAX_K)
+      return terr_set(e, T_EINVAL, "params.query.knn.k", -1,
+                      "k = %lld out of [1, %d]", (long long)q->k, GEOQ_MAX_K);
+  } else if ((o = json_object_get(v, "radius"))) {
+    q->type = GEOQ_RADIUS;
+    if ((rc = query_keys(o, "params.query.radius", radius_keys,
+                         "r, max_pairs", e)))
+      return rc;
+    const json_t *r = json_object_get(o, "r");
+    if (!r)
+      return terr_set(e, T_EINVAL, "params.query.radius.r", -1, "is required");
+    if ((rc = get_number(r, "params.query.radius.r", &q->r, e))) return rc;
+    if (!(q->r >= 0))
+      return terr_set(e, T_EINVAL, "params.query.radius.r", -1,
+                      "radius %g must be >= 0", q->r);
+    int64_t cap = env && env->max_result_bytes > 0 ? env->max_result_bytes
+                                                   : GEOD_DEFAULT_MAX_RESULT;
+    q->max_pairs = cap / GEOQ_PAIR_BYTES > 0 ? cap / GEOQ_PAIR_BYTES : 1;
+    if ((rc = get_int(o, "max_pairs", "params.query.radius.max_pairs",
+                      &q->max_pairs, e)))
+      return rc;
+    if (q->max_pairs < 1)
+      return terr_set(e, T_EINVAL, "params.query.radius.max_pairs", -1,
+                      "max_pairs = %lld must be >= 1",
+                      (long long)q->max_pairs);
+  } else if ((o = json_object_get(v, "rowwise"))) {
+    q->type = GEOQ_ROWWISE;
+    if ((rc = query_keys(o, "params.query.rowwise", rowwise_keys,
+                         "op, within", e)))
+      return rc;
+    const json_t *op = json_object_get(o, "op");
+    if (!op)
+      return terr_set(e, T_EINVAL, "params.query.rowwise.op", -1,
+                      "is required");
+    const char *name = json_string_value(op);
+    int k = 0;
+    while (name && rowwise_ops[k] && strcmp(name, rowwise_ops[k]) != 0) k++;
+    if (!name || !rowwise_ops[k])
+      return terr_set(e, T_EINVAL, "params.query.rowwise.op", -1,
+                      "must be one of min, argmin, max, argmax, mean, sum, "
+                      "count");
+    q->op = rowwise_op_of[k];
+    const json_t *w = json_object_get(o, "within");
+    if (w) {
+      q->has_within = 1;
+      if ((rc = get_number(w, "params.query.rowwise.within", &q->within, e)))
+        return rc;
+      if (!(q->within >= 0))
+        return terr_set(e, T_EINVAL, "params.query.rowwise.within", -1,
+                        "within %g must be >= 0", q->within);
+    }
+  } else {
+    const char *key = kind_params_unknown_key(v, (const char *const[]){NULL});
+    return terr_set(e, T_EINVAL, "params.query", -1,
+                    "unknown query '%.40s' (knn, radius, rowwise)", key);
+  }
+  if (json_object_get(params, "layout"))
+    return terr_set(e, T_EINVAL, "params.layout", -1,
+                    "a query has no matrix layout (its results are its "
+                    "parts)");
+  return 0;
+}
+
+static int spec_parse(const json_t *params, const tenv *env, geod_spec *s,
+                      terr *e) {
   memset(s, 0, sizeof *s);
   if (!json_is_object(params))
     return terr_set(e, T_EINVAL, "params", -1, "must be an object");
@@ -165,7 +306,7 @@ static int spec_parse(const json_t *params, geod_spec *s, terr *e) {
   if (s->targets && s->condensed)
     return terr_set(e, T_EINVAL, "params.layout", -1,
                     "\"condensed\" is for points alone (no targets)");
-  return 0;
+  return parse_query(params, env, s, e);
 }
 
 /* An n x 2 shape with n >= 1. */
@@ -230,12 +371,58 @@ static int out_shape(const geod_spec *s, int64_t n, int64_t m, int *ndim,
   return 0;
 }
 
+/* The estimate of a query (the file's opening says what it counts): n
+ * points, m candidates' source (targets, or n). */
+static int query_estimate(const geod_spec *s, const tenv *env, int64_t n,
+                          int64_t m, job_estimate *est, terr *e) {
+  const geoq *q = &s->q;
+  int64_t cand = s->targets ? m : (n > 1 ? n - 1 : 0);
+  int rc;
+  est->out_ndim = 1;
+  est->out_shape[0] = n;
+  switch (q->type) {
+    case GEOQ_KNN: {
+      int64_t k = q->k < cand ? q->k : cand;
+      est->out_dtype = s->dtype;
+      est->out_ndim = 2;
+      est->out_shape[1] = k;
+      if ((rc = kind_result_check(env, est, e))) return rc;
+      est->out_bytes += n * k * 8; /* index, int64 */
+      est->work = (double)n * (double)(k > 0 ? k : 1) * GEOQ_KNN_VISITS;
+      break;
+    }
+    case GEOQ_RADIUS:
+      est->out_dtype = T_I64; /* i, then j and distance */
+      est->out_shape[0] = q->max_pairs;
+      if ((rc = kind_result_check(env, est, e))) return rc;
+      est->out_bytes = q->max_pairs > INT64_MAX / GEOQ_PAIR_BYTES
+                           ? INT64_MAX
+                           : q->max_pairs * GEOQ_PAIR_BYTES;
+      est->work = (double)n * GEOQ_RANGE_VISITS;
+      break;
+    default: {
+      int arg = q->op == GEOQ_ARGMIN || q->op == GEOQ_ARGMAX ||
+                q->op == GEOQ_COUNT;
+      est->out_dtype = arg ? T_I64 : s->dtype;
+      if ((rc = kind_result_check(env, est, e))) return rc;
+      if (q->op == GEOQ_MIN || q->op == GEOQ_ARGMIN)
+        est->work = (double)n * GEOQ_KNN_VISITS;
+      else if (q->has_within)
+        est->work = (double)n * GEOQ_RANGE_VISITS;
+      else
+        est->work = (double)n * (double)cand;
+      break;
+    }
+  }
+  return 0;
+}
+
 int geod_params_check(const json_t *params, const tenv *env,
                       job_estimate *est, terr *e) {
   geod_spec s;
   arrayval_info pi, ti;
   tarray *a = NULL;
-  int rc = spec_parse(params, &s, e);
+  int rc = spec_parse(params, env, &s, e);
   if (rc) return rc;
   rc = arrayval_check(env, s.points, "params.points", &pi, e);
   if (!rc) rc = shape_check(pi.ndim, pi.shape, "params.points", e);
@@ -247,20 +434,28 @@ int geod_params_check(const json_t *params, const tenv *env,
     if (rc) return rc;
     m = ti.shape[0];
   }
-  int ndim = 0;
-  int64_t shape[2] = {0, 0}, elems = 0;
-  rc = out_shape(&s, n, m, &ndim, shape, &elems, e);
-  if (rc) return rc;
   int64_t npts = n + (s.targets ? m : 0);
   memset(est, 0, sizeof *est);
-  est->out_dtype = s.dtype;
-  est->out_ndim = ndim;
-  est->out_shape[0] = shape[0];
-  est->out_shape[1] = ndim > 1 ? shape[1] : 0;
-  if ((rc = kind_result_check(env, est, e))) return rc;
+  if (s.q.type != GEOQ_NONE) {
+    if ((rc = query_estimate(&s, env, n, m, est, e))) return rc;
+    /* the index: one 32-byte item per candidate and its boxes */
+    est->mem_bytes = est->out_bytes + npts * (int64_t)(16 + sizeof(geod_point)) +
+                     m * 96;
+  } else {
+    int ndim = 0;
+    int64_t shape[2] = {0, 0}, elems = 0;
+    rc = out_shape(&s, n, m, &ndim, shape, &elems, e);
+    if (rc) return rc;
+    est->out_dtype = s.dtype;
+    est->out_ndim = ndim;
+    est->out_shape[0] = shape[0];
+    est->out_shape[1] = ndim > 1 ? shape[1] : 0;
+    if ((rc = kind_result_check(env, est, e))) return rc;
+    est->mem_bytes = est->out_bytes + npts * (int64_t)(16 + sizeof(geod_point));
+    est->work =
+        s.targets ? (double)n * (double)m : (double)n * (double)(n - 1) / 2;
+  }
   est->in_bytes = npts * (int64_t)sizeof(geod_point);
-  est->mem_bytes = est->out_bytes + npts * (int64_t)(16 + sizeof(geod_point));
-  est->work = s.targets ? (double)n * (double)m : (double)n * (double)(n - 1) / 2;
   est->ops_per_elem = geod_method_cost_ns(s.method);
   est->size = n;
   /* Values: checked now when cheap, always again at prepare. */
@@ -287,12 +482,13 @@ double geod_method_cost_ns(geod_method m) {
 }
 
 int geod_params_prepare(const json_t *params, const tenv *env,
-                        geod_plan **out, terr *e) {
+                        geod_plan **out, geoq *q, terr *e) {
   geod_spec s;
   tarray *pa = NULL, *ta = NULL;
   geod_plan *pl = NULL;
   *out = NULL;
-  int rc = spec_parse(params, &s, e);
+  memset(q, 0, sizeof *q);
+  int rc = spec_parse(params, env, &s, e);
   if (rc) goto fail;
   rc = arrayval_resolve(env, s.points, "params.points", T_F64, &pa, e);
   if (!rc) rc = geod_points_validate(pa, "params.points", e);
@@ -304,14 +500,16 @@ int geod_params_prepare(const json_t *params, const tenv *env,
   }
   int ndim = 0;
   int64_t shape[2] = {0, 0}, elems = 0;
-  rc = out_shape(&s, pa->shape[0], ta ? ta->shape[0] : pa->shape[0], &ndim,
-                 shape, &elems, e);
+  if (s.q.type == GEOQ_NONE) /* a query has no matrix to overflow */
+    rc = out_shape(&s, pa->shape[0], ta ? ta->shape[0] : pa->shape[0], &ndim,
+                   shape, &elems, e);
   if (!rc)
     rc = geod_plan_build(s.method, s.a, s.f, s.radius_m, s.unit, s.condensed,
                          s.dtype, pa->data, pa->shape[0],
                          ta ? ta->data : NULL, ta ? ta->shape[0] : 0, &pl, e);
   if (rc) goto fail;
   *out = pl;
+  *q = s.q;
   pl = NULL;
 fail:
   geod_plan_free(pl);
