@@ -332,6 +332,7 @@ int main(int argc, char **argv) {
       .st = st,
       .sc = sc,
       .max_elems = max_elems,
+      .max_result_bytes = max_result,
       .default_timeout_s = (double)job_timeout,
       .local = local,
   };

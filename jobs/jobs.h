@@ -33,6 +33,8 @@ typedef struct jobs {
   store *st;
   sched *sc;
   int64_t max_elems;        /* cap on the elements of any one array */
+  int64_t max_result_bytes; /* --max-result, for kinds whose defaults follow
+                               it (tenv.max_result_bytes); 0: not known */
   double default_timeout_s; /* for jobs that give no timeout_s */
   /* --local-dir (array/localfile.h): {"file"} inputs and "output" files;
    * NULL: off (403). Borrowed. */

@@ -232,6 +232,7 @@ int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
   tenv env;
   tenv_from_store(&env, J->st, owner, J->max_elems);
   env.local = J->local;
+  env.max_result_bytes = J->max_result_bytes;
   job_estimate est;
   memset(&est, 0, sizeof est);
   void *checked = NULL; /* the parsed, compiled expression: built once */

@@ -727,6 +727,9 @@ void sched_run_job(sched *s, sjob *j, int device) {
   r.out.dirfd = -1;
   tenv_from_store(&r.env, s->cfg.st, j->owner, s->env_max_elems);
   r.env.local = s->cfg.local;
+  /* The same value as at submit (jobs.max_result_bytes): defaults that
+   * follow it must not change between check and run. */
+  r.env.max_result_bytes = s->cfg.max_result_bytes;
   terr e;
   terr_clear(&e);
   void *plan = NULL;
