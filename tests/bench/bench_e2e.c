@@ -6,6 +6,7 @@
  *             [--cases map1,map2,reduce,matmul,geodesic,chain]
  *             [--upload-mib 1024] [--download-mb 800] [--reps 3]
  *             [--max-run-s 20] [--threads T] [--dir PARENT=/tmp] [--no-peers]
+ *             [--client-sizes 1e8] [--client-python PY]
  *
  * Ceilings (this machine, this run), then the cases; tests/bench/README.md
  * says what every column is. In short:
@@ -37,6 +38,16 @@
  * a minute), GET the result as .npy into the client's buffer; sampled
  * values are checked against a C reference every run, and the peers'
  * results against Tessel's whole result (peers_e2e.py).
+ *
+ * Then the Python client (clients/python, issue 12) against the same daemon:
+ * tests/bench/bench_client.py --row, run by --client-python (default
+ * $TESSEL_PYTHON, else $PYTHON, else python3), times the client's upload and
+ * download of --client-sizes float64 (default 1e8) beside curl moving the
+ * same bytes, and its same-host c.map beside a raw client; this program
+ * runs its own C same-host client (run_local, map1, the same backend) for
+ * --reps runs before and --reps after the script, and prints the ratios to
+ * curl and to that C client. Skipped, with the reason printed, when that
+ * python lacks NumPy, there is no curl, or the daemon has no --local-dir.
  *
  * Every figure is the median of --reps runs after one warm-up, the
  * backends taking turns run by run (a burst of load falls on all); a backend
@@ -847,6 +858,7 @@ static void fmt_ratio(char *b, size_t cap, double a, double d) {
 /* ---- main ------------------------------------------------------------------- */
 typedef struct opts {
   const char *exe, *parent, *threads, *sizes, *map_sizes, *matmul, *geo, *cases;
+  const char *client_sizes, *client_python;
   int reps, peers, matmul_big, geo_big;
   double max_run_s;
   long upload_mib, download_mb;
@@ -1162,6 +1174,115 @@ static void run_case(const opts *o, int kind, int64_t n, const char **backends, 
   case_free(&c);
 }
 
+/* ---- the Python client (issue 12) ----------------------------------------- */
+/* bench_client.py next to peers_e2e.py (found the same way). */
+static const char *find_client_script(void) {
+  static char p[600];
+  if (access("tests/bench/bench_client.py", R_OK) == 0) return "tests/bench/bench_client.py";
+  snprintf(p, sizeof p, "%s", __FILE__);
+  char *slash = strrchr(p, '/');
+  if (slash) snprintf(slash + 1, sizeof p - (size_t)(slash + 1 - p), "bench_client.py");
+  return p;
+}
+
+/* Why the client rows cannot run here, or NULL. */
+static const char *client_skip(const char *py, const char *script, char *why, size_t cap) {
+  char cmd[1200];
+  if (!g_local[0]) return g_same_host;
+  if (access(script, R_OK) != 0) {
+    snprintf(why, cap, "no %s", script);
+    return why;
+  }
+  snprintf(cmd, sizeof cmd, "'%s' -c 'import numpy' >/dev/null 2>&1", py);
+  if (system(cmd) != 0) {
+    snprintf(why, cap, "%s has no NumPy (set TESSEL_PYTHON or --client-python)", py);
+    return why;
+  }
+  if (system("curl --version >/dev/null 2>&1") != 0) return "no curl (the peer)";
+  return NULL;
+}
+
+/* The client's rows at n: C same-host runs (reps before, reps after),
+ * bench_client.py --row between them, both tables printed. */
+static void client_rows(const opts *o, int64_t n, const char *backend) {
+  char why[300], cmd[2048], line[1024];
+  const char *py = o->client_python, *script = find_client_script();
+  const char *skip = client_skip(py, script, why, sizeof why);
+  if (skip) {
+    printf("| %lld | skipped: %s | | | | |\n", (long long)n, skip);
+    return;
+  }
+  cse c;
+  if (case_build(&c, C_MAP1, n) != 0) {
+    printf("| %lld | skipped: no memory | | | | |\n", (long long)n);
+    case_free(&c);
+    return;
+  }
+  int reps = o->reps, k = 0, ok = 1;
+  double cw[2 * MAXREPS];
+  rbuf res = {0};
+  run_local(&c, backend, 0, &res); /* warm-up */
+  for (int r = 0; r < reps && ok; r++) {
+    cw[k] = run_local(&c, backend, 0, &res).whole;
+    ok = cw[k++] >= 0;
+  }
+  snprintf(cmd, sizeof cmd, "'%s' '%s' --row '%s' '%s' %lld %d %s 2>&1", py, script, D.base,
+           g_local, (long long)n, reps, backend);
+  FILE *p = popen(cmd, "r");
+  char got[1024] = "", last[1024] = "no output";
+  while (p && fgets(line, sizeof line, p)) {
+    if (!strncmp(line, "RESULT ", 7)) snprintf(got, sizeof got, "%s", line + 7);
+    else if (line[0] != '\n') snprintf(last, sizeof last, "%s", line);
+  }
+  if (p) pclose(p);
+  last[strcspn(last, "\n")] = 0;
+  for (int r = 0; r < reps && ok; r++) {
+    cw[k] = run_local(&c, backend, 0, &res).whole;
+    ok = cw[k++] >= 0;
+  }
+  free(res.p);
+  case_free(&c);
+  /* got: "bytes=B key=seconds ..." */
+  static const char *keys[] = {"bytes", "curl_up", "curl_down", "py_up", "py_down",
+                               "py_down_out", "sh_py", "sh_py_out", "sh_raw"};
+  double v[9];
+  for (int i = 0; i < 9; i++) {
+    char want[32];
+    snprintf(want, sizeof want, "%s=", keys[i]);
+    const char *at = strstr(got, want);
+    v[i] = at ? atof(at + strlen(want)) : -1;
+    if (v[i] <= 0) ok = 0;
+  }
+  if (!got[0]) {
+    printf("| %lld | error: bench_client.py: %s | | | | |\n", (long long)n, last);
+    return;
+  }
+  if (!ok) {
+    printf("| %lld | error: a C same-host run failed or a figure is missing | | | | |\n",
+           (long long)n);
+    return;
+  }
+  double gb = v[0] / 1e9, csh = median(cw, k), curl = 2 * gb / (v[1] + v[2]);
+  double tp = 2 * gb / (v[3] + v[4]), tpo = 2 * gb / (v[3] + v[5]);
+  printf("| %lld | curl -T / curl -o /dev/null | %.0f | %.0f | %.2f | 1.00 |\n", (long long)n,
+         v[1] * 1e3, v[2] * 1e3, curl);
+  printf("| %lld | client: c.upload / Job.result (new array) | %.0f | %.0f | %.2f | %.2f |\n",
+         (long long)n, v[3] * 1e3, v[4] * 1e3, tp, tp / curl);
+  printf("| %lld | client: c.upload / Job.result(out=reused) | %.0f | %.0f | %.2f | %.2f |\n",
+         (long long)n, v[3] * 1e3, v[5] * 1e3, tpo, tpo / curl);
+  printf("| %lld | *same-host %s, whole:* | | | *ms* | *client / C client* |\n", (long long)n,
+         backend);
+  printf("| %lld | C client (the same-host row's steps; %d runs) | | | %.0f | 1.00 |\n",
+         (long long)n, k, csh * 1e3);
+  printf("| %lld | raw Python (the same steps) | | | %.0f | %.2f |\n", (long long)n, v[8] * 1e3,
+         v[8] / csh);
+  printf("| %lld | client: c.map(..., x=a) (result mapped) | | | %.0f | %.2f |\n", (long long)n,
+         v[6] * 1e3, v[6] / csh);
+  printf("| %lld | client: submit_map(...).result(out=reused) | | | %.0f | %.2f |\n",
+         (long long)n, v[7] * 1e3, v[7] / csh);
+  fflush(stdout);
+}
+
 /* Does this tesseld take --local-dir (the same-host path)? */
 static int has_local_dir(const char *exe) {
   char cmd[600];
@@ -1188,14 +1309,15 @@ static const char *find_script(void) {
 int main(int argc, char **argv) {
   opts o = {.parent = "/tmp", .sizes = "1e6,1e7", .map_sizes = "", .matmul = "1024,4096",
             .geo = "5000", .cases = "map1,map2,reduce,matmul,geodesic,chain", .reps = 3,
-            .peers = 1, .upload_mib = 1024, .download_mb = 800, .max_run_s = 20};
+            .peers = 1, .upload_mib = 1024, .download_mb = 800, .max_run_s = 20,
+            .client_sizes = "1e8"};
   if (argc < 2 || argv[1][0] == '-') {
     fprintf(stderr,
             "usage: bench_e2e <tesseld> [--sizes 1e6,1e7] [--map-sizes 1e8] "
             "[--matmul 1024,4096] [--matmul-big] [--geo 5000] [--geo-big] "
             "[--cases map1,map2,reduce,matmul,geodesic,chain] [--upload-mib 1024] "
             "[--download-mb 800] [--reps 3] [--max-run-s 20] [--threads T] [--dir P] "
-            "[--no-peers]\n");
+            "[--no-peers] [--client-sizes 1e8] [--client-python PY]\n");
     return 2;
   }
   o.exe = argv[1];
@@ -1215,6 +1337,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--threads") && v) o.threads = argv[++i];
     else if (!strcmp(a, "--dir") && v) o.parent = argv[++i];
     else if (!strcmp(a, "--no-peers")) o.peers = 0;
+    else if (!strcmp(a, "--client-sizes") && v) o.client_sizes = argv[++i];
+    else if (!strcmp(a, "--client-python") && v) o.client_python = argv[++i];
     else {
       fprintf(stderr, "bench_e2e: unknown or incomplete option %s\n", a);
       return 2;
@@ -1222,6 +1346,9 @@ int main(int argc, char **argv) {
   }
   if (o.reps < 1 || o.reps > MAXREPS) o.reps = 3;
   g_python = getenv("PYTHON") ? getenv("PYTHON") : "python3";
+  if (!o.client_python)
+    o.client_python = getenv("TESSEL_PYTHON") && *getenv("TESSEL_PYTHON") ? getenv("TESSEL_PYTHON")
+                                                                          : g_python;
   g_script = find_script();
   curl_global_init(CURL_GLOBAL_DEFAULT);
   g_curl = curl_easy_init();
@@ -1318,6 +1445,19 @@ int main(int argc, char **argv) {
         for (int i = 0; i < nms; i++) run_case(&o, k, msizes[i], backends, nb, work);
     }
   }
+  int ncs;
+  int64_t *csz = parse_list(o.client_sizes, &ncs);
+  if (ncs) {
+    printf("\n## The Python client (issue 12): NumPy -> NumPy, map x**2 + 2*x + 1, float64 "
+           "(%s)\n\n", o.client_python);
+    printf("| n | client | upload ms | download ms | GB/s (up + down) | / curl |\n"
+           "|---|---|---|---|---|---|\n");
+    fflush(stdout);
+    for (int i = 0; i < ncs; i++) client_rows(&o, csz[i], have_cuda ? "cuda" : "auto");
+    printf("\nissue 12's targets: client / curl >= 0.8 (over HTTP); client / C client <= 1.2 "
+           "(same-host).\n");
+  }
+  free(csz);
   printf("\nCases:");
   for (int k = 0; k < NCASES; k++) printf(" %s = %s%s", case_name[k], case_title[k], k + 1 < NCASES ? ";" : ".\n");
   printf("\nauto within 10 %% of the best backend's submit->stored on %d of %d cases "

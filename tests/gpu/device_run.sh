@@ -9,7 +9,8 @@
 #      and cpu) beside bench_geodesic's "copy + write" peer,
 #   4. the GPU benchmark table,
 #   5. bench_e2e (SKIP_E2E=1 skips it, ONLY_E2E=1 runs it alone; E2E_ARGS="--matmul-big ..." adds flags;
-#      its peers run tests/bench/peers_e2e.py with python3),
+#      its peers run tests/bench/peers_e2e.py with python3, its Python
+#      client rows tests/bench/bench_client.py with $TESSEL_PYTHON or python3),
 #   6. bench_auto.sh: auto's backend against serial, cpu and cuda,
 #      submit -> stored, per case (SKIP_AUTO=1 skips it; needs curl, jq).
 # Logs go to $OUT when set (the device tool), else to BIN. SKIP_BENCH=1 skips
@@ -81,7 +82,12 @@ if [ -z "${SKIP_E2E:-}" ]; then
   # Every case on serial, cpu, cuda and auto, the ceilings (memcpy, sink,
   # sendfile server, pinned PCIe), NumPy/CuPy/PyTorch; geodesic n = 20,000
   # comes by itself with a GPU; E2E_ARGS adds or overrides (--matmul-big for
-  # 8192^2, --reps 5, --cases map1,chain ...).
+  # 8192^2, --reps 5, --cases map1,chain ...). Then the Python client's rows
+  # (issue 12: tests/bench/bench_client.py, 1e8 float64, beside curl and the
+  # C same-host client) with this machine's python3, which has NumPy;
+  # E2E_ARGS="--cases none" gives the ceilings and those rows alone,
+  # "--client-sizes none" leaves them out.
+  TESSEL_PYTHON=${TESSEL_PYTHON:-$(command -v python3)} \
   timeout 580 "$BIN/bench_e2e" "$BIN/tesseld" --sizes 1e6,1e7,1e8 --matmul 1024,4096 \
     --geo 5000 --upload-mib 1024 --download-mb 800 --reps 3 ${E2E_ARGS:-} 2>&1 \
     | tee "$LOG/bench_e2e.txt"

@@ -16,9 +16,13 @@ directory (GET /v1/info "local_dirs", or Client(local_dir=...)), and that
 directory exists and is writable here, and a probe job proves the server
 reads what this process wrote there (a random tiny .npy, read back through
 "output" too), inputs are written there as .npy files ({"file": path}) and
-results come back as "output" files mapped with mmap (copy-on-write). The
-probe's answer is kept for the Client's life. c.empty() gives an array that
-already lives there. Otherwise everything goes over HTTP.
+results come back as "output" files mapped with mmap (copy-on-write), or read
+into the caller's out= with readinto. The probe's answer is kept for the
+Client's life. c.empty() gives an array that already lives there. Otherwise
+everything goes over HTTP. The temporary files are removed by the reaper
+thread (job.py) once their job ended: freeing an 800 MB file's pages takes
+tens of milliseconds that the caller does not wait for; Client.close() and
+the interpreter's exit wait until they are gone.
 
 Threads: a Client may be used from any number of threads at once (one
 connection per thread; the same-host probe runs once under a lock).
@@ -32,8 +36,8 @@ import uuid
 import numpy as np
 
 from . import errors
-from .job import Job, Waiter, _unlink_quiet
-from .transport import Transport, npy_header
+from .job import Job, Waiter, _unlink_quiet, reaper
+from .transport import Transport, npy_header, read_npy_file
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 _ARRAY_PARAMS = ("a", "b", "bias", "points", "targets")
@@ -80,13 +84,18 @@ class Client:
     Retry-After is retried after sleeping what it says (0: raise at once);
     same_host: None (use it when proven), False (never); local_dir: a
     directory to try when the server does not list one in /v1/info;
-    max_wait: seconds of each server-side wait (the server allows up to 60)."""
+    max_wait: seconds of each server-side wait (the server allows up to 60);
+    verify (https:// only): True checks the certificate against the
+    system's CAs, a path against that CA bundle (default $TESSEL_CAFILE when
+    set), False not at all."""
 
     def __init__(self, url=None, token=None, retries=0, timeout=120.0, same_host=None,
-                 local_dir=None, max_wait=60.0):
+                 local_dir=None, max_wait=60.0, verify=None):
         self.url = url or os.environ.get("TESSEL_URL") or DEFAULT_URL
         token = token if token is not None else os.environ.get("TESSEL_TOKEN")
-        self._t = Transport(self.url, token or None, retries, timeout)
+        if verify is None:
+            verify = os.environ.get("TESSEL_CAFILE") or True
+        self._t = Transport(self.url, token or None, retries, timeout, verify)
         self.max_wait = float(max_wait)
         self._same_host_opt = same_host
         self._local_dir_opt = local_dir
@@ -111,8 +120,11 @@ class Client:
         return f"<tessel.Client {self.url}>"
 
     def close(self):
+        """Stop the waiter thread, close this thread's connection and wait
+        until the temporary same-host files of ended jobs are removed."""
         self._waiter.close()
         self._t.close()
+        reaper.drain()
 
     def __enter__(self):
         return self
@@ -242,7 +254,7 @@ class Client:
                 f.write(npy_header(a.dtype, a.shape))
                 if a.size:
                     f.write(memoryview(a.reshape(-1)).cast("B"))
-            cleanup.append(lambda: _unlink_quiet(path))
+            cleanup.append(lambda: reaper.unlink(path))
             return {"file": path}
         while True:
             with self._temp_lock:
@@ -369,11 +381,9 @@ class Client:
     def _fetch_result(self, job, out=None):
         r = job.info.get("result") or {}
         if r.get("file"):
-            m = np.load(r["file"], mmap_mode="c")
-            if out is not None:
-                out[...] = m
-                return out
-            return m
+            if out is not None:  # as a download fills it: no mapping to fault in
+                return read_npy_file(r["file"], out)
+            return np.load(r["file"], mmap_mode="c")
         return self._t.download_npy(f"/v1/jobs/{job.id}/result", out)
 
     # -- one method per kind --------------------------------------------------------

@@ -15,7 +15,12 @@ concurrent.futures.wait / as_completed, done() — is served by the Waiter:
 one daemon thread per Client that polls the pending jobs (one GET each when
 few, the queued and running lists when many), backing off from 20 ms to
 0.5 s, so callbacks run on that thread.
+
+The reaper (one daemon thread per process) removes the temporary same-host
+files: a job's input files once it ended, its output file once the Job is
+gone (an array mapped from it stays valid).
 """
+import atexit
 import concurrent.futures
 import os
 import threading
@@ -47,7 +52,7 @@ class Job(concurrent.futures.Future):
         if output_file and owns_file:
             # The same-host output file lives as long as this Job (an array
             # mapped from it stays valid after the unlink).
-            weakref.finalize(self, _unlink_quiet, output_file)
+            weakref.finalize(self, reaper.unlink, output_file)
         self._update(info)
 
     def __repr__(self):
@@ -188,6 +193,68 @@ def _unlink_quiet(path):
         os.unlink(path)
     except OSError:
         pass
+
+
+class _Reaper:
+    """Removes temporary same-host files on one background daemon thread.
+
+    Unlinking a file of 800 MB in tmpfs frees its pages: 77 ms on the 2-core
+    VM, inside c.map()'s time when done where the job ends. Queued here, the
+    caller goes on. drain() removes what is queued in the calling thread and
+    waits for the one being removed; Client.close() and the interpreter's
+    exit (atexit) call it, and after the exit's drain unlink() removes at
+    once, so a normal exit leaves nothing behind. One per process; the lock
+    (a Condition) guards the queue, the busy count and the thread."""
+
+    def __init__(self):
+        self._cv = threading.Condition()
+        self._q = []
+        self._busy = 0
+        self._thread = None
+        self._exiting = False
+        atexit.register(self._at_exit)
+
+    def unlink(self, path):
+        with self._cv:
+            if not self._exiting:
+                self._q.append(path)
+                if self._thread is None or not self._thread.is_alive():
+                    self._thread = threading.Thread(target=self._run, name="tessel-reaper",
+                                                    daemon=True)
+                    self._thread.start()
+                self._cv.notify_all()
+                return
+        _unlink_quiet(path)
+
+    def _run(self):
+        while True:
+            with self._cv:
+                while not self._q:
+                    self._cv.wait()
+                path = self._q.pop(0)
+                self._busy += 1
+            _unlink_quiet(path)
+            with self._cv:
+                self._busy -= 1
+                self._cv.notify_all()
+
+    def drain(self):
+        """Return once every path queued so far is removed."""
+        with self._cv:
+            todo, self._q = self._q, []
+        for p in todo:
+            _unlink_quiet(p)
+        with self._cv:
+            while self._busy:
+                self._cv.wait()
+
+    def _at_exit(self):
+        with self._cv:
+            self._exiting = True
+        self.drain()
+
+
+reaper = _Reaper()
 
 
 class _Bar:

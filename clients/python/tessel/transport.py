@@ -13,12 +13,20 @@ was made with retries=N.
 Transfers: an upload sends a .npy header and then memoryview(array) — the
 array's own buffer, no copy. A download reads the .npy header (a few hundred
 bytes, parsed here), allocates numpy.empty of its shape and readinto()s the
-body into it.
+body into it. A same-host result read into a caller's `out` goes the same
+way from the file (read_npy_file: readinto, no mapping, no page faults).
+
+HTTPS: an https:// URL is spoken with http.client.HTTPSConnection and an
+ssl context made once per Transport: the system's CAs (or $SSL_CERT_FILE),
+verify=PATH for a CA bundle of one's own (a self-signed server), or
+verify=False to skip the certificate check (said in the name: insecure).
 """
 import ast
+import os
 import http.client
 import json
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -44,13 +52,14 @@ def npy_header(dtype, shape):
 def _read_exact(resp, n):
     data = resp.read(n)
     if len(data) != n:
-        raise errors.Unavailable("connection closed in a .npy header", status=0, code="io_error")
+        raise errors.Unavailable("the .npy ended in its header", status=0, code="io_error")
     return data
 
 
 def read_npy(resp, out=None):
-    """Read a .npy body from an http.client response into a new array (or
-    `out`, which must have the header's shape and dtype)."""
+    """Read a .npy body from an http.client response (or an unbuffered file:
+    anything with read and readinto) into a new array (or `out`, which must
+    have the header's shape and dtype)."""
     pre = _read_exact(resp, 8)
     if pre[:6] != _NPY_MAGIC:
         raise errors.TesselError("the server's body is not .npy", code="io_error")
@@ -71,17 +80,39 @@ def read_npy(resp, out=None):
     while got < n:
         k = resp.readinto(view[got:])
         if not k:
-            raise errors.Unavailable(f"connection closed after {got} of {n} bytes",
+            raise errors.Unavailable(f"the .npy ended after {got} of {n} bytes",
                                      code="io_error")
         got += k
     return out
 
 
+def read_npy_file(path, out=None):
+    """A .npy file read into a new array (or `out`) with readinto."""
+    with open(path, "rb", buffering=0) as f:
+        return read_npy(f, out)
+
+
+def ssl_context(verify=True):
+    """The ssl context of https:// URLs: verify True (the system's CAs),
+    a path (a CA bundle: PEM file) or False (no certificate check)."""
+    if verify is False:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+    if verify is True or verify is None:
+        return ssl.create_default_context()
+    if not os.path.isfile(verify):
+        raise ValueError(f"verify: {verify!r} is not a CA bundle file")
+    return ssl.create_default_context(cafile=verify)
+
+
 class Transport:
     """Requests to one server. url: http://host:port[/prefix]; token or None;
-    retries: how many times a 429 / 503 with Retry-After is retried."""
+    retries: how many times a 429 / 503 with Retry-After is retried;
+    verify: the certificate check of https:// (ssl_context)."""
 
-    def __init__(self, url, token=None, retries=0, timeout=120.0):
+    def __init__(self, url, token=None, retries=0, timeout=120.0, verify=True):
         u = urllib.parse.urlsplit(url)
         if u.scheme not in ("http", "https"):
             raise ValueError(f"url: expected http:// or https://, got {url!r}")
@@ -93,6 +124,7 @@ class Transport:
         self.token = token
         self.retries = retries
         self.timeout = timeout
+        self._ssl = ssl_context(verify) if self.https else None
         self._local = threading.local()
 
     # -- connections -------------------------------------------------------
@@ -102,8 +134,11 @@ class Transport:
             return c, True
         if c is not None:
             c.close()
-        cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
-        c = cls(self.host, self.port, timeout=self.timeout)
+        if self.https:
+            c = http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout,
+                                            context=self._ssl)
+        else:
+            c = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
         self._local.conn = c
         return c, False
 
