@@ -45,9 +45,24 @@
  *    the stop check are per chunk; radius fill chunks are cut again by
  *    their pair counts.
  *
- * Measured (kinds/geodesic/README.md has the table and the command):
- * see the closing note of issue 13; the figures are printed by
- * tests/gpu/test_geoquery_gpu.c's timing case.
+ * Measured on one H100 of a 2 x H100 host (2026-11-25; printed by
+ * `gpu_test_geoquery_gpu --time`, the call with host arrays, no store):
+ * n = 10^6 points, WGS84, Karney, float64, no targets:
+ *   knn k = 10, uniform    0.58-0.65 s a call: kernels 72 ms, the host
+ *                          index (x, Morton codes, sort, tiles) ~0.3 s,
+ *                          results down and scattered ~0.13-0.16 s;
+ *   knn k = 10, clustered  0.50-0.55 s (kernels 57 ms);
+ *   radius r = 1 km, clustered (1000 clusters of 1000 points within
+ *                          +-0.05 deg): 15,140,744 pairs, 0.78-0.84 s
+ *                          (kernels 65 ms, pairs down, sorted and placed
+ *                          ~0.4 s);
+ *   rowwise argmin, clustered: 0.40 s (kernels 31 ms);
+ * against the matrix kernel at 2.98e9 pairs/s (the same function,
+ * pair_dev.cuh): brute force over the 5e11 pairs would take 168 s. Both
+ * GPUs: 0.54-0.59 s — the host side dominates at this size. knn k = 100
+ * is much slower (7.8 s of kernels, measured on a build with the pair
+ * function inlined; the heaps live in global memory): the next thing to
+ * speed up, with the index built on the device.
  *
  * Errors: every CUDA status through CU_TRY (T_EDEVICE, T_ENOMEM); the
  * parts allocated are freed on failure; devices synchronised before any
@@ -98,6 +113,8 @@ typedef struct gq_args {
   const double *qx;
   const geod_point *qp;
   const long long *qi, *qhome;
+  const long long *qslot; /* knn, rowwise: the output row of each query in
+                           * the chunk (its rank by original index) */
   double *hd;          /* knn heap, [nq/32][K][32] */
   long long *hj;
   void *od;            /* values out (plan dtype; fill: double) */
@@ -354,6 +371,7 @@ __global__ void __launch_bounds__(32 * GQ_WARPS)
   if (METHOD == GEOD_VINCENTY && nc)
     atomicAdd(a.nonconv, (unsigned long long)nc);
   if (!valid) return;
+  const long long os = a.qslot ? a.qslot[s] : s;
   if (MODE == GQ_KNN) {
     /* Heapsort in place: ascending (d, j). */
     for (int c = a.K - 1; c > 0; c--) {
@@ -366,7 +384,7 @@ __global__ void __launch_bounds__(32 * GQ_WARPS)
       st.hj[c * 32] = tj;
     }
     for (int e = 0; e < a.K; e++) {
-      size_t o = (size_t)s * a.K + e;
+      size_t o = (size_t)os * a.K + e;
       if (F32)
         ((float *)a.od)[o] = (float)st.hd[e * 32];
       else
@@ -388,11 +406,11 @@ __global__ void __launch_bounds__(32 * GQ_WARPS)
       default: v = st.found ? st.bd : NAN; break;
     }
     if (a.op == GEOQ_ARGMIN || a.op == GEOQ_ARGMAX || a.op == GEOQ_COUNT)
-      a.oj[s] = iv;
+      a.oj[os] = iv;
     else if (F32)
-      ((float *)a.od)[s] = (float)v;
+      ((float *)a.od)[os] = (float)v;
     else
-      ((double *)a.od)[s] = v;
+      ((double *)a.od)[os] = v;
   } else if (MODE == GQ_RCOUNT) {
     a.oj[s] = st.cnt;
   }
@@ -469,6 +487,30 @@ typedef struct gq_key {
   int64_t idx;
 } gq_key;
 
+/* Sort keys by code, stably (equal codes keep increasing idx): LSD radix,
+ * 8 bits a pass, passes where every key has the same byte skipped. *k may
+ * be swapped for the scratch buffer. -1 when out of memory. */
+static int gq_radix_sort(gq_key **k, int64_t n) {
+  gq_key *a = *k, *b = (gq_key *)malloc((size_t)(n > 0 ? n : 1) * sizeof *b);
+  if (!b) return -1;
+  for (int sh = 0; sh < 64; sh += 8) {
+    int64_t cnt[257];
+    memset(cnt, 0, sizeof cnt);
+    for (int64_t i = 0; i < n; i++) cnt[((a[i].code >> sh) & 255) + 1]++;
+    int one = 0;
+    for (int v = 1; v <= 256; v++) one |= cnt[v] == n;
+    if (one || n == 0) continue;
+    for (int v = 0; v < 256; v++) cnt[v + 1] += cnt[v];
+    for (int64_t i = 0; i < n; i++) b[cnt[(a[i].code >> sh) & 255]++] = a[i];
+    gq_key *t = a;
+    a = b;
+    b = t;
+  }
+  free(b);
+  *k = a;
+  return 0;
+}
+
 /* Sorted points: X (3 a point), the points, their original index. */
 typedef struct gq_side {
   int64_t n;
@@ -519,9 +561,12 @@ static int gq_side_build(const geod_plan *pl, const geod_point *pts, int64_t n,
     k[i].code = c;
     k[i].idx = i;
   }
-  std::sort(k, k + n, [](const gq_key &u, const gq_key &v) {
-    return u.code != v.code ? u.code < v.code : u.idx < v.idx;
-  });
+  if (gq_radix_sort(&k, n)) {
+    free(k);
+    free(xs);
+    gq_side_free(s);
+    return terr_set(e, T_ENOMEM, "", -1, "no memory for the query index");
+  }
   for (int64_t r = 0; r < n; r++) {
     int64_t i = k[r].idx;
     memcpy(s->x + 3 * r, xs + 3 * i, 3 * sizeof(double));
@@ -561,9 +606,9 @@ typedef struct gq_dev {
   int dev, borrowed;
   devctx *d;
   devbuf tx, tp, tj, box, nc;
-  devbuf qx, qp, qi, qh, hd, hj, od, oj, coff, sk, sv, tmp;
+  devbuf qx, qp, qi, qh, qs, hd, hj, od, oj, coff, sk, sv, tmp;
   size_t tmp_bytes;
-  cudaEvent_t done;
+  cudaEvent_t start, done; /* around a chunk's kernels */
   int64_t chunk; /* in flight, or -1 */
   unsigned long long nonconv;
 } gq_dev;
@@ -582,6 +627,10 @@ typedef struct gq_run {
   size_t es;
   gq_side T, Q; /* targets, queries (Q aliases T without targets) */
   long long *home; /* per sorted query */
+  /* knn, rowwise: slot[s], the row of sorted query s in its chunk's output
+   * (chunks are [c cq, (c + 1) cq)), and ord, each chunk's rows in order:
+   * the output comes back in increasing original row, scattered forward. */
+  long long *slot, *ord;
   double *box;
   int64_t nt;
   int ndev;
@@ -597,7 +646,7 @@ typedef struct gq_run {
   long long *coff; /* radius fill: per sorted query, pairs before it */
   tarray *part[GEOQ_MAX_PARTS];
   int nparts;
-  double t_up, t_down;
+  double t_up, t_down, t_kern;
 } gq_run;
 
 static int gq_stop(gq_run *r, terr *e) {
@@ -615,9 +664,9 @@ static int gq_alloc(devctx *d, size_t bytes, devbuf *b, terr *e) {
 }
 
 static void gq_dev_free(gq_dev *x) {
-  devbuf *all[] = {&x->tx, &x->tp, &x->tj, &x->box, &x->nc, &x->qx,
-                   &x->qp, &x->qi, &x->qh,  &x->hd,  &x->hj, &x->od,
-                   &x->oj, &x->coff, &x->sk, &x->sv, &x->tmp};
+  devbuf *all[] = {&x->tx, &x->tp, &x->tj, &x->box, &x->nc,  &x->qx,
+                   &x->qp, &x->qi, &x->qh,  &x->qs,  &x->hd,  &x->hj,
+                   &x->od, &x->oj, &x->coff, &x->sk, &x->sv, &x->tmp};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
     devmem_free(x->d, all[i]);
 }
@@ -625,7 +674,7 @@ static void gq_dev_free(gq_dev *x) {
 /* Device bytes a chunk of cq queries takes (radius fill: plus pcap pairs). */
 static size_t gq_chunk_bytes(const gq_run *r, int64_t cq) {
   size_t b = (size_t)cq * (3 * sizeof(double) + sizeof(geod_point) +
-                           2 * sizeof(long long));
+                           3 * sizeof(long long));
   switch (r->mode) {
     case GQ_KNN:
       b += (size_t)cq * (size_t)r->K * (2 * sizeof(double) + r->es + 8);
@@ -647,7 +696,8 @@ static int gq_dev_setup(gq_run *r, gq_dev *x, terr *e) {
   double t0;
   T_TRY(dev_begin(x->dev, &x->d, e));
   CU_TRY(cudaSetDevice(x->d->ordinal));
-  CU_TRY(cudaEventCreateWithFlags(&x->done, cudaEventDisableTiming));
+  CU_TRY(cudaEventCreate(&x->start));
+  CU_TRY(cudaEventCreate(&x->done));
   x->chunk = -1;
   fixed = (size_t)m * (3 * sizeof(double) + sizeof(geod_point) + 8) +
           (size_t)r->nt * 6 * sizeof(double);
@@ -701,6 +751,7 @@ static int gq_dev_buffers(gq_run *r, gq_dev *x, terr *e) {
   T_TRY(gq_alloc(x->d, cq * sizeof(geod_point), &x->qp, e));
   T_TRY(gq_alloc(x->d, cq * 8, &x->qi, e));
   T_TRY(gq_alloc(x->d, cq * 8, &x->qh, e));
+  if (r->slot) T_TRY(gq_alloc(x->d, cq * 8, &x->qs, e));
   switch (r->mode) {
     case GQ_KNN:
       T_TRY(gq_alloc(x->d, cq * K * 8, &x->hd, e));
@@ -752,6 +803,9 @@ static int gq_submit(gq_run *r, gq_dev *x, const gq_chunk *c, int64_t ci,
                          cudaMemcpyHostToDevice, st));
   CU_TRY(cudaMemcpyAsync(x->qh.ptr, r->home + s0, (size_t)nq * 8,
                          cudaMemcpyHostToDevice, st));
+  if (r->slot && r->mode != GQ_RFILL)
+    CU_TRY(cudaMemcpyAsync(x->qs.ptr, r->slot + s0, (size_t)nq * 8,
+                           cudaMemcpyHostToDevice, st));
   if (r->mode == GQ_RFILL) {
     /* Offsets relative to the chunk's first pair, nq + 1 of them. */
     for (int64_t k = 0; k <= nq; k++) r->hoj[k] = r->coff[s0 + k] - c->p0;
@@ -786,12 +840,15 @@ static int gq_submit(gq_run *r, gq_dev *x, const gq_chunk *c, int64_t ci,
   a.qp = (const geod_point *)x->qp.ptr;
   a.qi = (const long long *)x->qi.ptr;
   a.qhome = (const long long *)x->qh.ptr;
+  a.qslot = r->slot && r->mode != GQ_RFILL ? (const long long *)x->qs.ptr
+                                            : NULL;
   a.hd = (double *)x->hd.ptr;
   a.hj = (long long *)x->hj.ptr;
   a.od = x->od.ptr;
   a.oj = (long long *)x->oj.ptr;
   a.coff = (const long long *)x->coff.ptr;
   a.nonconv = (unsigned long long *)x->nc.ptr;
+  CU_TRY(cudaEventRecord(x->start, st));
   CU_TRY(gq_launch(pl->method, r->mode, nq, st, a, r->f32));
   if (r->mode == GQ_RFILL && c->p1 > c->p0) {
     size_t tb = x->tmp_bytes;
@@ -813,7 +870,10 @@ static int gq_finish(gq_run *r, gq_dev *x, const gq_chunk *c, terr *e) {
   int64_t s0 = c->s0, nq = c->s1 - c->s0;
   const long long *qi = r->Q.idx + s0;
   double t0 = t_now_ms();
+  float kms = 0;
   CU_TRY(cudaSetDevice(x->d->ordinal));
+  CU_TRY(cudaEventElapsedTime(&kms, x->start, x->done));
+  r->t_kern += kms;
   switch (r->mode) {
     case GQ_KNN: {
       size_t K = (size_t)r->K, es = r->es;
@@ -823,10 +883,13 @@ static int gq_finish(gq_run *r, gq_dev *x, const gq_chunk *c, terr *e) {
                         cudaMemcpyDeviceToHost));
       char *dd = (char *)r->part[0]->data;
       char *dj = (char *)r->part[1]->data;
-      for (int64_t k = 0; k < nq; k++) {
-        size_t row = (size_t)qi[k];
-        memcpy(dd + row * K * es, (char *)r->hod + (size_t)k * K * es, K * es);
-        memcpy(dj + row * K * 8, r->hoj + (size_t)k * K, K * 8);
+      const long long *ord = r->ord + s0;
+      for (int64_t k = 0, k1; k < nq; k = k1) { /* runs of consecutive rows */
+        for (k1 = k + 1; k1 < nq && ord[k1] == ord[k1 - 1] + 1; k1++) {
+        }
+        size_t row = (size_t)ord[k], len = (size_t)(k1 - k) * K;
+        memcpy(dd + row * K * es, (char *)r->hod + (size_t)k * K * es, len * es);
+        memcpy(dj + row * K * 8, r->hoj + (size_t)k * K, len * 8);
       }
       break;
     }
@@ -864,8 +927,13 @@ static int gq_finish(gq_run *r, gq_dev *x, const gq_chunk *c, terr *e) {
       CU_TRY(cudaMemcpy(r->hod, ints ? x->oj.ptr : x->od.ptr, (size_t)nq * es,
                         cudaMemcpyDeviceToHost));
       char *dst = (char *)r->part[0]->data;
-      for (int64_t k = 0; k < nq; k++)
-        memcpy(dst + (size_t)qi[k] * es, (char *)r->hod + (size_t)k * es, es);
+      const long long *ord = r->ord + s0;
+      for (int64_t k = 0, k1; k < nq; k = k1) {
+        for (k1 = k + 1; k1 < nq && ord[k1] == ord[k1 - 1] + 1; k1++) {
+        }
+        memcpy(dst + (size_t)ord[k] * es, (char *)r->hod + (size_t)k * es,
+               (size_t)(k1 - k) * es);
+      }
       break;
     }
   }
@@ -972,6 +1040,30 @@ static int gq_host_stage(gq_run *r, terr *e) {
   return 0;
 }
 
+/* slot and ord for chunks of r->cq sorted queries (see gq_run), in O(n). */
+static int gq_slots(gq_run *r, terr *e) {
+  int64_t n = r->Q.n, nch = (n + r->cq - 1) / r->cq;
+  size_t nn = (size_t)(n > 0 ? n : 1);
+  long long *inv = (long long *)malloc(nn * 8);
+  int64_t *fill = (int64_t *)calloc((size_t)(nch > 0 ? nch : 1), 8);
+  r->slot = (long long *)malloc(nn * 8);
+  r->ord = (long long *)malloc(nn * 8);
+  if (!inv || !fill || !r->slot || !r->ord) {
+    free(inv);
+    free(fill);
+    return terr_set(e, T_ENOMEM, "", -1, "no memory for the query index");
+  }
+  for (int64_t s = 0; s < n; s++) inv[r->Q.idx[s]] = s;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t s = inv[i], c = s / r->cq, u = fill[c]++;
+    r->slot[s] = u;
+    r->ord[c * r->cq + u] = i;
+  }
+  free(inv);
+  free(fill);
+  return 0;
+}
+
 static int gq_new_part(gq_run *r, tdtype dt, int ndim, const int64_t *shape,
                        terr *e) {
   tarray *a = NULL;
@@ -989,7 +1081,7 @@ extern "C" int cuda_geoq(int dev, const geod_plan *pl, const geoq *q,
   gq_run *r = &run;
   gq_chunk *ch = NULL;
   int64_t nch = 0, n = pl->n;
-  double t0 = t_now_ms();
+  double t0 = t_now_ms(), t_ix = t0;
   unsigned long long hnc;
 
   memset(r, 0, sizeof *r);
@@ -1029,6 +1121,7 @@ extern "C" int cuda_geoq(int dev, const geod_plan *pl, const geoq *q,
   }
 
   /* The index. */
+  t_ix = t_now_ms();
   T_TRY(gq_side_build(pl, pl->q, pl->m, &r->T, e));
   if (pl->has_targets) {
     T_TRY(gq_side_build(pl, pl->p, n, &r->Q, e));
@@ -1048,6 +1141,7 @@ extern "C" int cuda_geoq(int dev, const geod_plan *pl, const geoq *q,
                                                     r->Q.code[s]) -
                                    r->T.code)
                      : s;
+  if (job && job->t_index) *job->t_index += t_now_ms() - t_ix;
 
   /* The devices: the run's, then every one the scheduler lends. */
   r->dv[0].dev = dev;
@@ -1065,6 +1159,8 @@ extern "C" int cuda_geoq(int dev, const geod_plan *pl, const geoq *q,
   if (r->cq < 32) r->cq = 32;
   r->cq = (r->cq + 31) / 32 * 32;
   for (int k = 0; k < r->ndev; k++) T_TRY(gq_dev_setup(r, &r->dv[k], e));
+  if (r->mode == GQ_KNN || r->mode == GQ_MIN || r->mode == GQ_ROW)
+    T_TRY(gq_slots(r, e));
   for (int k = 0; k < r->ndev; k++) T_TRY(gq_dev_buffers(r, &r->dv[k], e));
   T_TRY(gq_host_stage(r, e));
 
@@ -1137,9 +1233,11 @@ extern "C" int cuda_geoq(int dev, const geod_plan *pl, const geoq *q,
     T_TRY(gq_host_stage(r, e));
     free(ch);
     ch = NULL;
-    T_TRY(gq_cut(r, 1, &ch, &nch, e));
-    if (job && job->progress_total) job->progress_total(job->ctx, nch);
-    T_TRY(gq_pass(r, ch, nch, e));
+    if (P > 0) {
+      T_TRY(gq_cut(r, 1, &ch, &nch, e));
+      if (job && job->progress_total) job->progress_total(job->ctx, nch);
+      T_TRY(gq_pass(r, ch, nch, e));
+    }
   }
 
   for (int k = 0; k < r->ndev; k++) {
@@ -1152,6 +1250,7 @@ extern "C" int cuda_geoq(int dev, const geod_plan *pl, const geoq *q,
   if (job && job->t_d2h) *job->t_d2h += r->t_down;
   if (job && job->t_compute)
     *job->t_compute += t_now_ms() - t0 - r->t_up - r->t_down;
+  if (job && job->t_kernel) *job->t_kernel += r->t_kern;
   out->nparts = r->nparts;
   for (int k = 0; k < r->nparts; k++) {
     out->part[k] = r->part[k];
@@ -1176,6 +1275,7 @@ fail:
       (void)cudaStreamSynchronize(x->d->s_comp);
       gq_dev_free(x);
       if (x->done) (void)cudaEventDestroy(x->done);
+      if (x->start) (void)cudaEventDestroy(x->start);
       if (rc) (void)cudaGetLastError();
       dev_end(x->d, rc);
     }
@@ -1187,6 +1287,8 @@ fail:
   if (pl->has_targets) gq_side_free(&r->Q);
   gq_side_free(&r->T);
   free(r->home);
+  free(r->slot);
+  free(r->ord);
   free(r->box);
   free(r->hod);
   free(r->hoj);

@@ -25,6 +25,9 @@ typedef struct geoq_gpu_job {
   int ngpu;
   int (*borrow)(void *ctx, int dev);
   void (*give_back)(void *ctx, int dev);
+  /* Benchmarks (NULL ok): ms of the kernels, summed over chunks and
+   * devices, and of building the index on the host. */
+  double *t_kernel, *t_index;
 } geoq_gpu_job;
 
 /* See gpu_geoq (kinds/geodesic/query_gpu.h). Every device borrowed is

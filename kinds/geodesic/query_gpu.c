@@ -49,7 +49,9 @@ int gpu_geoq(int dev, const geod_plan *pl, const geoq *q, job_ctx *ctx,
                       cb_alloc,
                       ctx->ngpu,
                       ctx->gpu_borrow ? cb_borrow : NULL,
-                      cb_give_back};
+                      cb_give_back,
+                      NULL,
+                      NULL};
   out->nparts = 0;
   *nonconv = 0;
   if (!ctx->result_alloc)
