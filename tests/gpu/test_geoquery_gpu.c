@@ -12,16 +12,21 @@
  *    distances (without targets i < j);
  *  - rowwise: min, max, argmin, argmax and count exact, sum and mean within
  *    1e-12 relative, with and without `within`;
- * on point sets built to be hard (uniform on the sphere, dense clusters
- * with duplicates, both poles, the antimeridian, nearly antipodal pairs),
- * for WGS84 and f = 1/50, karney / vincenty / haversine, float64 and
- * float32, with and without targets, k >= n, r = 0, a single point, a
- * small gpu_mem_limit (many chunks), and — when the host has 2 GPUs — a
- * job_ctx whose gpu_borrow lends device 1 (every borrowed device returned).
- * Parts come from a result_alloc that poisons them with NaN / -7, so an
- * unwritten element fails. Also: a radius over max_pairs fails with
- * T_ENOSPACE naming params.query.radius.max_pairs before allocating parts;
- * a cancel fails with T_ECANCELED and the next call works.
+ *  - progress complete (done == total > 0), every borrowed GPU returned.
+ * The cases: every pair of full rows (knn with k = n - 1) for every method,
+ * f = 1/50 and -1/50 and dtype, so that the query and matrix kernels agree
+ * bit for bit everywhere, not only near; point sets built to be hard
+ * (uniform on the sphere, dense clusters with duplicates, both poles, the
+ * antimeridian, nearly antipodal pairs) for WGS84 and f = 1/50, karney /
+ * vincenty / haversine, float64 and float32, with and without targets,
+ * k >= n, r = 0, a single point, k = 1024, a small gpu_mem_limit (many
+ * chunks), and — when the host has 2 GPUs — a job_ctx whose gpu_borrow
+ * lends device 1. Parts come from a result_alloc that poisons them with
+ * NaN / -7, so an unwritten element fails. Errors: a radius over
+ * max_pairs fails with T_ENOSPACE naming params.query.radius.max_pairs and
+ * hands out no part; a cancel before the first chunk and one after the
+ * first of 12 fail with T_ECANCELED; a missing device with T_EDEVICE; the
+ * next call works.
  * --time adds the timing case (printed, never asserted): n = 10^6 uniform
  * and clustered, knn k = 10 karney WGS84, radius r = 1 km clustered,
  * beside the matrix kernel's rate (cuda_geodesic_bench).
@@ -37,6 +42,7 @@
 #if TESSEL_HAVE_CUDA
 #include "gpu_test_util.h"
 #include "kinds/geodesic/geodesic_cuda.h"
+#include "kinds/geodesic/query_cuda.h"
 
 static int g_ngpu;
 static int g_cases;
@@ -112,6 +118,7 @@ typedef struct qjob {
   tu_job j;
   int borrowed, returned, lend; /* lend: device 1 may be lent */
   int cancel_at;                /* >0: stop once progress reaches it */
+  int done, total;              /* progress seen by the callbacks below */
 } qjob;
 
 static int alloc_poison(job_ctx *ctx, tdtype dt, int ndim, const int64_t *shape,
@@ -124,13 +131,6 @@ static int alloc_poison(job_ctx *ctx, tdtype dt, int ndim, const int64_t *shape,
   return 0;
 }
 
-static int alloc_plain(job_ctx *ctx, tdtype dt, int ndim, const int64_t *shape,
-                       tarray **out, terr *e) {
-  (void)ctx;
-  *out = tarray_new(dt, ndim, shape);
-  return *out ? 0 : terr_set(e, T_ENOMEM, "", -1, "no memory");
-}
-
 static int lend(job_ctx *ctx, int dev) {
   qjob *q = (qjob *)ctx;
   if (!q->lend || dev != 1) return -1;
@@ -141,6 +141,22 @@ static void give_back(job_ctx *ctx, int dev) {
   qjob *q = (qjob *)ctx;
   if (dev == 1) q->returned++;
 }
+
+/* geoq_gpu_job callbacks for cuda_geoq called directly (ctx: a qjob). */
+static int cb_stopped(void *c) {
+  qjob *q = c;
+  return q->cancel_at > 0 && q->done >= q->cancel_at ? T_ECANCELED : 0;
+}
+static void cb_progress(void *c, int64_t add) { ((qjob *)c)->done += (int)add; }
+static void cb_total(void *c, int64_t add) { ((qjob *)c)->total += (int)add; }
+static int tj_alloc(void *c, tdtype dt, int ndim, const int64_t *shape,
+                    tarray **out, terr *e) {
+  (void)c;
+  *out = tarray_new(dt, ndim, shape);
+  return *out ? 0 : terr_set(e, T_ENOMEM, "", -1, "no memory");
+}
+static int tj_borrow(void *c, int dev) { return lend(c, dev); }
+static void tj_give_back(void *c, int dev) { give_back(c, dev); }
 
 static void qjob_init(qjob *q, int lend2) {
   memset(q, 0, sizeof *q);
@@ -317,6 +333,7 @@ typedef struct qcase {
   int64_t k;          /* knn; 0 skips */
   double r;           /* radius (units m); < 0 skips */
   double within;      /* rowwise within; < 0: none */
+  int knn_only;       /* no rowwise ops */
 } qcase;
 
 static geod_plan *plan_of(const qcase *c) {
@@ -343,6 +360,11 @@ static int run_q(const geod_plan *pl, const geoq *q, int lend2, geoq_out *o,
   int rc = gpu_geoq(0, pl, q, &jb->j.ctx, o, nc, &e);
   if (rc) fprintf(stderr, "gpu_geoq: rc %d: %s\n", rc, e.message);
   CHECK(jb->borrowed == jb->returned);
+  if (rc == 0) { /* progress by chunk, complete */
+    int64_t done = atomic_load(&jb->j.ctx.progress_done),
+            total = atomic_load(&jb->j.ctx.progress_total);
+    CHECK(total > 0 && done == total);
+  }
   if (lend2 && g_ngpu > 1 && pl->n >= 64) CHECK(jb->borrowed == 1);
   return rc;
 }
@@ -379,7 +401,7 @@ static void run_case(const qcase *c) {
       CHECK(0);
     out_free(&o);
   }
-  for (int op = GEOQ_MIN; op <= GEOQ_COUNT; op++)
+  for (int op = GEOQ_MIN; op <= GEOQ_COUNT && !c->knn_only; op++)
     for (int w = 0; w < 2; w++) {
       if (w && c->within < 0) continue;
       geoq q = {.type = GEOQ_ROWWISE, .op = (geoq_op)op, .has_within = w,
@@ -406,7 +428,7 @@ TEST(test_query_sets) {
   for (int s = 0; s < S_NSET; s++) {
     char what[64];
     snprintf(what, sizeof what, "karney WGS84 f64 %s", set_names[s]);
-    qcase c = {what, GEOD_KARNEY, WGS, T_F64, s, -1, 1500, 0, 0, 0, 10, rr[s], ww[s]};
+    qcase c = {what, GEOD_KARNEY, WGS, T_F64, s, -1, 1500, 0, 0, 0, 10, rr[s], ww[s], 0};
     run_case(&c);
     c.k = 1;
     c.r = -1;
@@ -418,38 +440,60 @@ TEST(test_query_sets) {
 
 TEST(test_query_methods) {
   qcase cs[] = {
-      {"karney f=1/50 clusters", GEOD_KARNEY, 1.0 / 50, T_F64, S_CLUSTER, -1, 1200, 0, 0, 0, 7, 300, 800},
-      {"karney f=1/50 antipodal", GEOD_KARNEY, 1.0 / 50, T_F64, S_ANTIPODAL, -1, 1200, 0, 0, 0, 5, 30e3, 1e6},
-      {"vincenty WGS84 antipodal (NaN)", GEOD_VINCENTY, WGS, T_F64, S_ANTIPODAL, -1, 1200, 0, 0, 0, 6, 20e3, 2e7},
-      {"vincenty f=1/50 uniform", GEOD_VINCENTY, 1.0 / 50, T_F64, S_UNIFORM, -1, 1200, 0, 0, 0, 6, 400e3, 1e6},
-      {"haversine poles", GEOD_HAVERSINE, 0, T_F64, S_POLES, -1, 1200, 0, 0, 0, 8, 50e3, 1e5},
-      {"haversine antimeridian f32", GEOD_HAVERSINE, 0, T_F32, S_ANTIMERIDIAN, -1, 1200, 0, 0, 0, 8, 100e3, 1e5},
-      {"karney WGS84 f32 clusters", GEOD_KARNEY, WGS, T_F32, S_CLUSTER, -1, 1500, 0, 0, 0, 12, 300, 600},
-      {"karney WGS84 f32 uniform", GEOD_KARNEY, WGS, T_F32, S_UNIFORM, -1, 1500, 0, 0, 0, 4, 300e3, -1},
+      {"karney f=1/50 clusters", GEOD_KARNEY, 1.0 / 50, T_F64, S_CLUSTER, -1, 1200, 0, 0, 0, 7, 300, 800, 0},
+      {"karney f=1/50 antipodal", GEOD_KARNEY, 1.0 / 50, T_F64, S_ANTIPODAL, -1, 1200, 0, 0, 0, 5, 30e3, 1e6, 0},
+      {"vincenty WGS84 antipodal (NaN)", GEOD_VINCENTY, WGS, T_F64, S_ANTIPODAL, -1, 1200, 0, 0, 0, 6, 20e3, 2e7, 0},
+      {"vincenty f=1/50 uniform", GEOD_VINCENTY, 1.0 / 50, T_F64, S_UNIFORM, -1, 1200, 0, 0, 0, 6, 400e3, 1e6, 0},
+      {"haversine poles", GEOD_HAVERSINE, 0, T_F64, S_POLES, -1, 1200, 0, 0, 0, 8, 50e3, 1e5, 0},
+      {"haversine antimeridian f32", GEOD_HAVERSINE, 0, T_F32, S_ANTIMERIDIAN, -1, 1200, 0, 0, 0, 8, 100e3, 1e5, 0},
+      {"karney WGS84 f32 clusters", GEOD_KARNEY, WGS, T_F32, S_CLUSTER, -1, 1500, 0, 0, 0, 12, 300, 600, 0},
+      {"karney WGS84 f32 uniform", GEOD_KARNEY, WGS, T_F32, S_UNIFORM, -1, 1500, 0, 0, 0, 4, 300e3, -1, 0},
+  };
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) run_case(&cs[i]);
+}
+
+/* Every pair of the matrix through knn with k = all candidates: the
+ * query kernel's distances equal the matrix kernel's bit for bit for every
+ * method, flattening (oblate and prolate) and dtype, not only near ones. */
+TEST(test_query_bitwise_sweep) {
+  qcase cs[] = {
+      {"all pairs: karney WGS84 uniform", GEOD_KARNEY, WGS, T_F64, S_UNIFORM, -1, 700, 0, 0, 0, 699, -1, -1, 1},
+      {"all pairs: karney WGS84 antipodal", GEOD_KARNEY, WGS, T_F64, S_ANTIPODAL, -1, 700, 0, 0, 0, 699, -1, -1, 1},
+      {"all pairs: karney WGS84 poles", GEOD_KARNEY, WGS, T_F64, S_POLES, -1, 500, 0, 0, 0, 499, -1, -1, 1},
+      {"all pairs: karney f=1/50 antipodal", GEOD_KARNEY, 1.0 / 50, T_F64, S_ANTIPODAL, -1, 700, 0, 0, 0, 699, -1, -1, 1},
+      {"all pairs: karney f=-1/50 uniform", GEOD_KARNEY, -1.0 / 50, T_F64, S_UNIFORM, -1, 700, 0, 0, 0, 699, -1, -1, 1},
+      {"all pairs: karney f=-1/50 antipodal", GEOD_KARNEY, -1.0 / 50, T_F64, S_ANTIPODAL, -1, 600, 0, 0, 0, 599, -1, -1, 1},
+      {"all pairs: vincenty WGS84 antipodal", GEOD_VINCENTY, WGS, T_F64, S_ANTIPODAL, -1, 700, 0, 0, 0, 699, -1, -1, 1},
+      {"all pairs: vincenty f=1/50 uniform", GEOD_VINCENTY, 1.0 / 50, T_F64, S_UNIFORM, -1, 700, 0, 0, 0, 699, -1, -1, 1},
+      {"all pairs: haversine uniform", GEOD_HAVERSINE, 0, T_F64, S_UNIFORM, -1, 700, 0, 0, 0, 699, -1, -1, 1},
+      {"all pairs: haversine antipodal", GEOD_HAVERSINE, 0, T_F64, S_ANTIPODAL, -1, 700, 0, 0, 0, 699, -1, -1, 1},
+      {"all pairs: karney WGS84 f32 clusters", GEOD_KARNEY, WGS, T_F32, S_CLUSTER, -1, 700, 0, 0, 0, 699, -1, -1, 1},
+      {"all pairs: targets karney WGS84", GEOD_KARNEY, WGS, T_F64, S_UNIFORM, S_ANTIPODAL, 500, 600, 0, 0, 600, -1, -1, 1},
+      {"all pairs: targets vincenty f=1/50", GEOD_VINCENTY, 1.0 / 50, T_F64, S_ANTIPODAL, S_UNIFORM, 500, 600, 0, 0, 600, -1, -1, 1},
   };
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) run_case(&cs[i]);
 }
 
 TEST(test_query_targets) {
   qcase cs[] = {
-      {"targets: clusters -> uniform", GEOD_KARNEY, WGS, T_F64, S_CLUSTER, S_UNIFORM, 1300, 700, 0, 0, 10, 500e3, 1e6},
-      {"targets: uniform -> clusters", GEOD_KARNEY, WGS, T_F64, S_UNIFORM, S_CLUSTER, 900, 1100, 0, 0, 10, 2e6, 5e6},
-      {"targets: poles -> poles f32", GEOD_KARNEY, WGS, T_F32, S_POLES, S_POLES, 800, 600, 0, 0, 3, 20e3, -1},
-      {"targets: antipodal vincenty", GEOD_VINCENTY, WGS, T_F64, S_ANTIPODAL, S_ANTIPODAL, 600, 600, 0, 0, 4, 1e5, -1},
-      {"targets: k >= m (k=50, m=40)", GEOD_KARNEY, WGS, T_F64, S_UNIFORM, S_CLUSTER, 500, 40, 0, 0, 50, -1, -1},
+      {"targets: clusters -> uniform", GEOD_KARNEY, WGS, T_F64, S_CLUSTER, S_UNIFORM, 1300, 700, 0, 0, 10, 500e3, 1e6, 0},
+      {"targets: uniform -> clusters", GEOD_KARNEY, WGS, T_F64, S_UNIFORM, S_CLUSTER, 900, 1100, 0, 0, 10, 2e6, 5e6, 0},
+      {"targets: poles -> poles f32", GEOD_KARNEY, WGS, T_F32, S_POLES, S_POLES, 800, 600, 0, 0, 3, 20e3, -1, 0},
+      {"targets: antipodal vincenty", GEOD_VINCENTY, WGS, T_F64, S_ANTIPODAL, S_ANTIPODAL, 600, 600, 0, 0, 4, 1e5, -1, 0},
+      {"targets: k >= m (k=50, m=40)", GEOD_KARNEY, WGS, T_F64, S_UNIFORM, S_CLUSTER, 500, 40, 0, 0, 50, -1, -1, 0},
   };
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) run_case(&cs[i]);
 }
 
 TEST(test_query_edges) {
   qcase cs[] = {
-      {"k >= n (k=2000, n=300)", GEOD_KARNEY, WGS, T_F64, S_CLUSTER, -1, 300, 0, 0, 0, 2000, 0, -1},
-      {"r = 0 with duplicates", GEOD_KARNEY, WGS, T_F64, S_CLUSTER, -1, 1000, 0, 0, 0, 3, 0, 0},
-      {"a single point", GEOD_KARNEY, WGS, T_F64, S_UNIFORM, -1, 1, 0, 0, 0, 5, 1e7, 1e7},
-      {"two points", GEOD_KARNEY, WGS, T_F64, S_UNIFORM, -1, 2, 0, 0, 0, 5, 2e7, -1},
-      {"k = 1024", GEOD_KARNEY, WGS, T_F64, S_UNIFORM, -1, 1500, 0, 0, 0, 1024, -1, -1},
-      {"small gpu_mem_limit (chunks) clusters", GEOD_KARNEY, WGS, T_F64, S_CLUSTER, -1, 1500, 0, 200000, 0, 10, 500, 400},
-      {"small gpu_mem_limit targets", GEOD_KARNEY, WGS, T_F64, S_UNIFORM, S_UNIFORM, 1500, 800, 200000, 0, 10, 300e3, -1},
+      {"k >= n (k=2000, n=300)", GEOD_KARNEY, WGS, T_F64, S_CLUSTER, -1, 300, 0, 0, 0, 2000, 0, -1, 0},
+      {"r = 0 with duplicates", GEOD_KARNEY, WGS, T_F64, S_CLUSTER, -1, 1000, 0, 0, 0, 3, 0, 0, 0},
+      {"a single point", GEOD_KARNEY, WGS, T_F64, S_UNIFORM, -1, 1, 0, 0, 0, 5, 1e7, 1e7, 0},
+      {"two points", GEOD_KARNEY, WGS, T_F64, S_UNIFORM, -1, 2, 0, 0, 0, 5, 2e7, -1, 0},
+      {"k = 1024", GEOD_KARNEY, WGS, T_F64, S_UNIFORM, -1, 1500, 0, 0, 0, 1024, -1, -1, 0},
+      {"small gpu_mem_limit (chunks) clusters", GEOD_KARNEY, WGS, T_F64, S_CLUSTER, -1, 1500, 0, 200000, 0, 10, 500, 400, 0},
+      {"small gpu_mem_limit targets", GEOD_KARNEY, WGS, T_F64, S_UNIFORM, S_UNIFORM, 1500, 800, 200000, 0, 10, 300e3, -1, 0},
   };
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) run_case(&cs[i]);
 }
@@ -459,15 +503,15 @@ TEST(test_query_two_devices) {
     printf("one GPU: the 2-device cases run on device 0 alone\n");
   }
   qcase cs[] = {
-      {"2 devices uniform", GEOD_KARNEY, WGS, T_F64, S_UNIFORM, -1, 3000, 0, 0, 1, 10, 300e3, 1e6},
-      {"2 devices clusters targets", GEOD_KARNEY, WGS, T_F64, S_CLUSTER, S_CLUSTER, 2000, 1500, 0, 1, 10, 300, -1},
-      {"2 devices small memory", GEOD_KARNEY, WGS, T_F64, S_CLUSTER, -1, 2000, 0, 200000, 1, 8, 300, -1},
+      {"2 devices uniform", GEOD_KARNEY, WGS, T_F64, S_UNIFORM, -1, 3000, 0, 0, 1, 10, 300e3, 1e6, 0},
+      {"2 devices clusters targets", GEOD_KARNEY, WGS, T_F64, S_CLUSTER, S_CLUSTER, 2000, 1500, 0, 1, 10, 300, -1, 0},
+      {"2 devices small memory", GEOD_KARNEY, WGS, T_F64, S_CLUSTER, -1, 2000, 0, 200000, 1, 8, 300, -1, 0},
   };
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) run_case(&cs[i]);
 }
 
 TEST(test_query_errors) {
-  qcase c = {"", GEOD_KARNEY, WGS, T_F64, S_CLUSTER, -1, 1500, 0, 0, 0, 0, 0, 0};
+  qcase c = {"", GEOD_KARNEY, WGS, T_F64, S_CLUSTER, -1, 1500, 0, 0, 0, 0, 0, 0, 0};
   geod_plan *pl = plan_of(&c);
   if (!pl) return;
   geoq_out o;
@@ -490,6 +534,21 @@ TEST(test_query_errors) {
   terr_clear(&e);
   rc = gpu_geoq(0, pl, &k, &jb.j.ctx, &o, &nc, &e);
   CHECK(rc == T_ECANCELED && o.nparts == 0);
+  /* A cancel after the first of many chunks (a small memory budget). */
+  {
+    geod_plan p2 = *pl;
+    p2.gpu_mem_limit = 150000;
+    qjob_init(&jb, 0);
+    jb.cancel_at = 1;
+    double h = 0;
+    geoq_gpu_job job = {&jb, cb_stopped, cb_progress, cb_total, &h, &h, &h,
+                        tj_alloc, 0, NULL, NULL, NULL, NULL};
+    terr_clear(&e);
+    rc = cuda_geoq(0, &p2, &k, &job, &o, &nc, &e);
+    printf("canceled after %d of %d chunks: rc %d\n", jb.done, jb.total, rc);
+    CHECK(rc == T_ECANCELED && o.nparts == 0);
+    CHECK(jb.done >= 1 && jb.done < jb.total);
+  }
   /* A device that does not exist. */
   qjob_init(&jb, 0);
   terr_clear(&e);
@@ -525,24 +584,28 @@ static double *big_set(int clustered, int64_t n) {
   return p;
 }
 
+/* One timed call through cuda_geoq (for the kernel and index times). */
 static void time_one(const char *what, const geod_plan *pl, const geoq *q,
                      int lend2) {
   qjob jb;
   geoq_out o;
   int64_t nc;
   terr e;
+  double h2d = 0, comp = 0, d2h = 0, kern = 0, idx = 0;
   qjob_init(&jb, lend2);
-  jb.j.ctx.result_alloc = alloc_plain;
+  geoq_gpu_job job = {&jb.j.ctx, NULL, NULL, NULL, &h2d, &comp, &d2h,
+                      tj_alloc, g_ngpu, tj_borrow, tj_give_back, &kern, &idx};
   terr_clear(&e);
   memset(&o, 0, sizeof o);
   double t0 = t_now_ms();
-  int rc = gpu_geoq(0, pl, q, &jb.j.ctx, &o, &nc, &e);
+  int rc = cuda_geoq(0, pl, q, &job, &o, &nc, &e);
   double t = t_now_ms() - t0;
   int64_t P = rc == 0 && q->type == GEOQ_RADIUS ? o.part[0]->size : -1;
-  printf("%-40s devices %d: call %8.1f ms (h2d %.1f, compute+index %.1f, d2h+scatter %.1f)%s%s",
-         what, 1 + jb.borrowed, t, jb.j.ctx.t_h2d, jb.j.ctx.t_compute,
-         jb.j.ctx.t_d2h, rc ? " FAILED: " : "", rc ? e.message : "");
-  if (P >= 0) printf(" pairs %lld", (long long)P);
+  printf("%-34s GPUs %d: call %6.1f ms = index (host) %5.1f + h2d %5.1f + "
+         "rest of compute %5.1f + d2h/scatter %5.1f; kernels %6.1f ms%s%s",
+         what, 1 + jb.borrowed, t, idx, h2d, comp - idx, d2h, kern,
+         rc ? " FAILED: " : "", rc ? e.message : "");
+  if (P >= 0) printf("; pairs %lld", (long long)P);
   printf("\n");
   out_free(&o);
 }
@@ -582,6 +645,8 @@ static void timing(void) {
     time_one(cl ? "knn k=10 clustered" : "knn k=10 uniform", pl, &k10, 0);
     time_one(cl ? "knn k=10 clustered, again" : "knn k=10 uniform, again", pl, &k10, 0);
     if (g_ngpu > 1) time_one(cl ? "knn k=10 clustered, all GPUs" : "knn k=10 uniform, all GPUs", pl, &k10, 1);
+    geoq k100 = {.type = GEOQ_KNN, .k = 100};
+    if (!cl) time_one("knn k=100 uniform", pl, &k100, 0);
     if (cl) {
       geoq rq = {.type = GEOQ_RADIUS, .r = 1000, .max_pairs = INT64_MAX};
       time_one("radius r=1 km clustered", pl, &rq, 0);
@@ -607,6 +672,7 @@ int main(int argc, char **argv) {
   printf("device 0: %s; %d GPU(s)\n", name, g_ngpu);
   RUN(test_query_sets);
   RUN(test_query_methods);
+  RUN(test_query_bitwise_sweep);
   RUN(test_query_targets);
   RUN(test_query_edges);
   RUN(test_query_two_devices);
