@@ -55,6 +55,7 @@
 
 #include "gpu/devctx.h"
 #include "kinds/geodesic/geodesic_cuda.h"
+#include "kinds/geodesic/pair_dev.cuh"
 #include "util/vec.h"
 
 #define GG_NSTAGE DEV_STAGE_SLOTS         /* the device's pinned slots */
@@ -140,19 +141,14 @@ static void gg_args_init(gg_args *a, const geod_plan *pl, const geod_point *dp,
   a->nonconv = dnc;
 }
 
+/* One element: the shared device function (kinds/geodesic/pair_dev.cuh),
+ * so that the query kernels (query.cu) compute the same bits. */
 template <int METHOD>
 __device__ __forceinline__ double gg_pair(const gg_args &a,
                                           const geod_point *pi,
                                           const geod_point *qj,
                                           long long *nc) {
-  double s;
-  if (METHOD == GEOD_KARNEY)
-    s = geod_inverse_karney_pp(&a.g, pi, qj);
-  else if (METHOD == GEOD_VINCENTY)
-    s = geod_inverse_vincenty_pp(&a.g, pi, qj, nc);
-  else
-    s = geod_inverse_haversine_pp(pi, qj, a.radius);
-  return s / a.unit;
+  return geod_pair_dev<METHOD>(&a.g, pi, qj, a.radius, a.unit, nc);
 }
 
 /* Kernel shapes: BY thread rows per 32-wide tile (each thread takes 32/BY
