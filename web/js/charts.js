@@ -155,10 +155,12 @@ export function statusChart(canvas, counts) {
     backgroundColor: names.map(statusColor), borderColor: css('--card'), borderWidth: 2}]}, options: opts});
 }
 
-/* buckets: [{t: Date, n}] — jobs finished per minute. */
-export function throughputChart(canvas, buckets) {
-  const total = buckets.reduce((a, b) => a + b.n, 0);
-  canvas.setAttribute('aria-label', `Jobs finished per minute over the last ${buckets.length} minutes: ${total} in all`);
+/* buckets: [{t: Date, n}] — jobs finished per minute (each bar may span
+ * several minutes: n is then their average), over the last `minutes`. */
+export function throughputChart(canvas, buckets, minutes = buckets.length) {
+  const perBar = minutes / Math.max(1, buckets.length);
+  const total = Math.round(buckets.reduce((a, b) => a + b.n * perBar, 0));
+  canvas.setAttribute('aria-label', `Jobs finished per minute over the last ${minutes} minutes: ${total} in all`);
   const opts = baseOptions();
   opts.plugins.legend.display = false;
   opts.scales = {y: axis({beginAtZero: true, ticks: {precision: 0, color: css('--muted')},

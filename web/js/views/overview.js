@@ -133,7 +133,7 @@ export function mount(root) {
       c.data.datasets[1].data = samples.map((x) => x.queued);
     });
     const {buckets} = finishedPerMinute(hist, range, now);
-    if (chartsReady()) charts.thr = updateOrMake(charts.thr, () => throughputChart(thr.canvas, buckets), (c) => {
+    if (chartsReady()) charts.thr = updateOrMake(charts.thr, () => throughputChart(thr.canvas, buckets, range), (c) => {
       c.data.labels = buckets.map((b) => b.t.toLocaleTimeString('en-GB', {hour: '2-digit', minute: '2-digit'}));
       c.data.datasets[0].data = buckets.map((b) => b.n);
     });
