@@ -1,8 +1,8 @@
 #!/bin/sh
 # tests/browser/run.sh — the dashboard's browser tests against the real server.
 #   sh tests/browser/run.sh build/tesseld
-# Installs playwright-core into tests/browser/node_modules (npm ci, from the
-# committed package-lock.json) when it is missing, finds Debian's chromium,
+# Installs playwright-core and axe-core into tests/browser/node_modules (npm
+# ci, from the committed package-lock.json) when either is missing, finds Debian's chromium,
 # starts tesseld on a free loopback port with a fresh data dir and
 # TESSEL_WEB_DIR=web, waits for /readyz, runs dashboard.test.mjs under
 # node's test runner and stops the server. Screenshots and the server log go
@@ -29,8 +29,8 @@ if [ ! -x "$chromium" ]; then
 fi
 command -v node >/dev/null || { echo "browser tests: node is missing (Debian package 'nodejs')" >&2; exit 1; }
 
-if [ ! -f "$here/node_modules/playwright-core/package.json" ]; then
-  echo "browser tests: installing playwright-core (npm ci)"
+if [ ! -f "$here/node_modules/playwright-core/package.json" ] || [ ! -f "$here/node_modules/axe-core/axe.min.js" ]; then
+  echo "browser tests: installing playwright-core and axe-core (npm ci)"
   (cd "$here" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
@@ -52,7 +52,9 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-TESSEL_LISTEN=127.0.0.1 TESSEL_PORT=$port TESSEL_DATA_DIR=$data TESSEL_WEB_DIR="$root/web" \
+# A memory budget of 4 GiB on any machine, so the test of the 413 message
+# (a job that needs ~36 GiB) is refused the same way everywhere.
+TESSEL_LISTEN=127.0.0.1 TESSEL_PORT=$port TESSEL_DATA_DIR=$data TESSEL_WEB_DIR="$root/web" TESSEL_MAX_MEMORY=4294967296 \
   "$bin" >"$art/server.log" 2>&1 &
 pid=$!
 

@@ -96,13 +96,18 @@ export const PHASES = ['queue', 'prepare', 'h2d', 'compute', 'd2h', 'store'];
 const PHASE_TEXT = {queue: 'queue', prepare: 'prepare', h2d: 'host → device', compute: 'compute',
   d2h: 'device → host', store: 'store'};
 
-export function timingsChart(canvas, timings) {
+/* split: for a compare job, [{backend, ms}]: its compute phase is drawn as
+ * one bar per backend ("compute · cpu") instead of their sum. */
+export function timingsChart(canvas, timings, split) {
   /* host<->device phases only when they took time (a GPU run) */
   const phases = PHASES.filter((p) => typeof timings[p] === 'number' && (timings[p] > 0 || (p !== 'h2d' && p !== 'd2h')));
-  const values = phases.map((p) => timings[p]);
-  const colors = phases.map((p) => css(`--ph-${p}`));
+  const bars = phases.flatMap((p) => (p === 'compute' && split
+    ? split.map((x) => ({label: `compute · ${x.backend}`, v: x.ms, c: backendColor(x.backend)}))
+    : [{label: PHASE_TEXT[p], v: timings[p], c: css(`--ph-${p}`)}]));
+  const values = bars.map((b) => b.v);
+  const colors = bars.map((b) => b.c);
   canvas.setAttribute('aria-label', 'Time per phase: ' +
-    phases.map((p, i) => `${PHASE_TEXT[p]} ${fmtMs(values[i])}`).join(', ') +
+    bars.map((b) => `${b.label} ${fmtMs(b.v)}`).join(', ') +
     (typeof timings.total === 'number' ? `; total ${fmtMs(timings.total)}` : ''));
   const opts = baseOptions();
   opts.indexAxis = 'y';
@@ -111,7 +116,7 @@ export function timingsChart(canvas, timings) {
   opts.layout = {padding: {right: 70}};
   opts.scales = {x: axis({beginAtZero: true, title: {display: true, text: 'milliseconds', color: css('--muted')}}),
     y: axis({grid: {display: false}})};
-  return make(canvas, {type: 'bar', data: {labels: phases.map((p) => PHASE_TEXT[p]),
+  return make(canvas, {type: 'bar', data: {labels: bars.map((b) => b.label),
     datasets: [{data: values, backgroundColor: colors, borderRadius: 4, maxBarThickness: 26,
       valueLabels: values.map((v) => fmtMs(v))}]}, options: opts});
 }
@@ -150,10 +155,12 @@ export function statusChart(canvas, counts) {
     backgroundColor: names.map(statusColor), borderColor: css('--card'), borderWidth: 2}]}, options: opts});
 }
 
-/* buckets: [{t: Date, n}] — jobs finished per minute. */
-export function throughputChart(canvas, buckets) {
-  const total = buckets.reduce((a, b) => a + b.n, 0);
-  canvas.setAttribute('aria-label', `Jobs finished per minute over the last ${buckets.length} minutes: ${total} in all`);
+/* buckets: [{t: Date, n}] — jobs finished per minute (each bar may span
+ * several minutes: n is then their average), over the last `minutes`. */
+export function throughputChart(canvas, buckets, minutes = buckets.length) {
+  const perBar = minutes / Math.max(1, buckets.length);
+  const total = Math.round(buckets.reduce((a, b) => a + b.n * perBar, 0));
+  canvas.setAttribute('aria-label', `Jobs finished per minute over the last ${minutes} minutes: ${total} in all`);
   const opts = baseOptions();
   opts.plugins.legend.display = false;
   opts.scales = {y: axis({beginAtZero: true, ticks: {precision: 0, color: css('--muted')},

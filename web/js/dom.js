@@ -7,6 +7,12 @@
  * values are skipped; children may be strings, nodes, arrays or null.
  * Text is always set as text (never parsed as HTML) unless `html` is used,
  * and no view passes API data through `html`.
+ *
+ * errorBox() shows the API's error as given and, for byte counts in its
+ * message (413's "about 38400000000 bytes"), a line in binary units
+ * (35.8 GiB) above it. tableWrap() is the one scroll container for wide
+ * tables: focusable and labelled, so a keyboard can scroll it (axe's
+ * scrollable-region-focusable), and the page itself never scrolls sideways.
  */
 
 export function h(tag, attrs, ...children) {
@@ -120,6 +126,33 @@ export function statusBadge(status) {
   return h('span', {class: `badge st-${status}`, dataset: {status}}, status);
 }
 
+/* What is left of a running job, from its progress: elapsed × (1 − f) / f,
+ * once a few per cent are done (earlier guesses swing too much); null when
+ * it cannot be said. */
+export function etaMs(job, now = Date.now()) {
+  if (job.status !== 'running') return null;
+  const p = job.progress || {};
+  if (!p.total || !(p.done > 0)) return null;
+  const f = Math.min(1, p.done / p.total);
+  if (f < 0.03 || f >= 1) return null;
+  const t0 = new Date(job.started_at || job.created_at).getTime();
+  if (!Number.isFinite(t0)) return null;
+  const elapsed = Math.max(0, now - t0);
+  return (elapsed * (1 - f)) / f;
+}
+
+/* A wide table in its own horizontal scroller. */
+export function tableWrap(label, table, attrs = {}) {
+  return h('div', {class: 'table-wrap', role: 'region', 'aria-label': label, tabindex: '0', ...attrs}, table);
+}
+
+/* "38400000000 bytes" -> "35.8 GiB" (binary units, as fmtBytes). */
+export function humanBytesText(msg) {
+  const re = /(\d{4,}) bytes|(the limit is )(\d{7,})/g;
+  if (!re.test(String(msg))) return null;
+  return String(msg).replace(re, (m, a, pre, b) => (a ? fmtBytes(Number(a)) : pre + fmtBytes(Number(b))));
+}
+
 /* The backend family of a used backend name ("cuda:0" -> "cuda"). */
 export function backendFamily(name) {
   if (!name) return '';
@@ -141,7 +174,10 @@ export function errorBox(err, source) {
   const head = h('div', {class: 'error-head'},
     h('strong', {class: 'error-code'}, err.code || 'error'),
     err.status ? h('span', {class: 'muted'}, ` HTTP ${err.status}`) : null);
-  box.append(head, h('p', {class: 'error-message'}, err.message || String(err)));
+  const human = err.code === 'payload_too_large' || err.status === 413 ? humanBytesText(err.message) : null;
+  if (human) box.append(head, h('p', {class: 'error-human', dataset: {human: '1'}}, human),
+    h('p', {class: 'error-message muted'}, err.message));
+  else box.append(head, h('p', {class: 'error-message'}, err.message || String(err)));
   const meta = [];
   if (err.field) meta.push(h('span', null, 'field ', h('code', null, err.field)));
   if (err.position !== null && err.position !== undefined) meta.push(h('span', null, 'position ', h('code', null, String(err.position))));
@@ -164,9 +200,10 @@ export function announce(text) {
 }
 
 /* ---- polling ------------------------------------------------------------ */
-/* Run fn now and then every `ms` after each run ends (never two at once).
- * Returns stop(). A hidden tab polls every 5 s instead, and after an error
- * every 3 s at most. Errors go to onError. */
+/* Run fn now and then every `ms` after each run ends (never two at once);
+ * `ms` may be a function, asked after each run (a view polls faster while a
+ * cancel is under way). Returns stop(). A hidden tab polls every 5 s
+ * instead, and after an error every 3 s at most. Errors go to onError. */
 export function poll(fn, ms, onError) {
   let timer = null;
   let stopped = false;
@@ -179,7 +216,8 @@ export function poll(fn, ms, onError) {
       if (failed && onError) onError(e);
     }
     /* after an error (offline, 401) ask again less often */
-    const wait = document.hidden ? Math.max(ms, 5000) : failed ? Math.max(ms, 3000) : ms;
+    const every = typeof ms === 'function' ? ms() : ms;
+    const wait = document.hidden ? Math.max(every, 5000) : failed ? Math.max(every, 3000) : every;
     if (!stopped) timer = setTimeout(tick, wait);
   }
   tick();

@@ -9,10 +9,17 @@
  * first rows; for a distance matrix also a heatmap of its top-left block on
  * a canvas). Downloads (.npy, CSV, JSON) are links to the result route;
  * with a token they go through fetch so the Authorization header is sent.
+ *
+ * The cards appear with the first answer: a job that does not exist shows
+ * its 404 and nothing else. Cancel shows "canceling…" at the click, applies
+ * the job the API answers at once and polls every 150 ms until the job has
+ * ended. A running job shows an ETA from its progress. For "compare" the
+ * job's compute phase is the sum over the backends it ran, so the phase
+ * chart shows each backend's compute apart (compare[].ms) and says so.
  */
 import {api, jobsApi, download, getToken} from '../api.js';
 import {h, clear, card, fmtMs, fmtBytes, fmtNum, fmtShape, fmtTime, fmtInt, statusBadge, isActive, poll,
-  errorBox, announce, backendFamily} from '../dom.js';
+  errorBox, announce, backendFamily, etaMs, tableWrap} from '../dom.js';
 import {chartBox, timingsChart, compareChart, drawHeatmap, drawColorbar, chartsReady, PHASES} from '../charts.js';
 
 const PREVIEW_ROWS = 10;
@@ -32,33 +39,51 @@ export function mount(root, {params}) {
   const resultHost = h('div', {class: 'span-all', id: 'result'});
   const errorHost = h('div', {class: 'span-all'});
   const paramsHost = h('div', {class: 'span-all'});
-  root.append(
-    h('div', {class: 'page-head'}, h('h1', null, 'Job ', h('span', {class: 'mono'}, id)), badge, labelEl, actions),
-    err,
-    h('div', {class: 'grid grid-2'},
+  const body = h('div', {class: 'grid grid-2', id: 'job-body', hidden: true},
       h('div', {class: 'span-all'}, progressHost),
       card('Summary', summary),
       card('Time per phase', timingsHost),
-      errorHost, compareHost, resultHost, paramsHost));
+      errorHost, compareHost, resultHost, paramsHost);
+  root.append(
+    h('div', {class: 'page-head'}, h('h1', null, 'Job ', h('span', {class: 'mono'}, id)), badge, labelEl, actions),
+    err, body);
 
   const charts = [];
+  let canceling = false;
   let finalDone = false;
   let lastStatus = null;
   let stop = () => {};
   let actionSig = '';
 
   function renderHeader(j) {
-    clear(badge).append(statusBadge(j.status));
+    if (!isActive(j)) canceling = false;
+    clear(badge).append(canceling ? h('span', {class: 'badge st-canceling', dataset: {status: 'canceling'}}, 'canceling…')
+      : statusBadge(j.status));
     labelEl.textContent = j.label || '';
     const sig = isActive(j) ? 'active' : 'final';
     if (sig === actionSig) return;
     actionSig = sig;
     clear(actions);
     if (isActive(j)) {
-      actions.append(h('button', {type: 'button', class: 'btn', id: 'cancel-job', onclick: async (e) => {
-        e.currentTarget.disabled = true;
-        try { await jobsApi.cancel(id); announce('Cancel asked'); } catch (x) { showErr(x); }
-      }}, 'Cancel job'));
+      const btn = h('button', {type: 'button', class: 'btn', id: 'cancel-job', onclick: async () => {
+        if (canceling) return;
+        canceling = true;
+        btn.textContent = 'Canceling…';
+        btn.setAttribute('aria-disabled', 'true');
+        clear(badge).append(h('span', {class: 'badge st-canceling', dataset: {status: 'canceling'}}, 'canceling…'));
+        announce('Canceling the job');
+        restart(); /* poll fast until it has ended */
+        try {
+          const j = await jobsApi.cancel(id);
+          if (j) apply(j);
+        } catch (x) {
+          canceling = false;
+          btn.textContent = 'Cancel job';
+          btn.removeAttribute('aria-disabled');
+          showErr(x);
+        }
+      }}, 'Cancel job');
+      actions.append(btn);
     } else {
       let armed = null;
       const del = h('button', {type: 'button', class: 'btn btn-danger', id: 'delete-job'}, 'Delete');
@@ -84,6 +109,7 @@ export function mount(root, {params}) {
     const frac = p.total ? Math.min(1, p.done / p.total) : 0;
     const since = j.started_at || j.created_at;
     const elapsed = since ? Date.now() - new Date(since).getTime() : null;
+    const eta = etaMs(j);
     const pid = 'progress-label';
     progressHost.append(h('section', {class: 'card', 'aria-labelledby': pid},
       h('h2', {class: 'card-title', id: pid}, j.status === 'queued' ? 'Waiting in the queue' : 'Running'),
@@ -91,7 +117,8 @@ export function mount(root, {params}) {
         'aria-labelledby': pid, 'aria-valuetext': `${Math.round(frac * 100)} percent`}),
       h('p', {class: 'muted', style: 'margin-top:8px'},
         j.status === 'queued' ? 'queued' : `${fmtInt(p.done)} of ${fmtInt(p.total)} chunks · ${Math.round(frac * 100)}%`,
-        elapsed !== null ? ` · ${fmtMs(elapsed)} elapsed` : '')));
+        elapsed !== null ? ` · ${fmtMs(elapsed)} elapsed` : '',
+        eta !== null ? h('span', {id: 'job-eta'}, ` · about ${eta < 1500 ? 'a second' : fmtMs(Math.round(eta / 1000) * 1000)} left`) : '')));
   }
 
   function renderTimingsPending(j) {
@@ -119,11 +146,18 @@ export function mount(root, {params}) {
   function renderFinal(j) {
     const t = j.timings_ms || {};
     clear(timingsHost);
+    const split = Array.isArray(j.compare) ? j.compare.filter((x) => typeof x.ms === 'number') : [];
     if (PHASES.some((p) => typeof t[p] === 'number') && chartsReady()) {
-      const c = chartBox('Time per phase', 230);
+      const c = chartBox('Time per phase', split.length > 1 ? 230 + 30 * split.length : 230);
       c.canvas.id = 'timings-chart';
       timingsHost.append(c.box, h('p', {class: 'muted'}, `total ${fmtMs(t.total)}`));
-      charts.push(timingsChart(c.canvas, t));
+      if (split.length > 1) {
+        timingsHost.append(h('p', {class: 'muted', id: 'compute-split'},
+          `Compare ran ${split.length} backends one after the other, so compute is shown per backend, ` +
+          `not as their sum (${fmtMs(t.compute)}): `,
+          split.map((x, i) => `${i ? ', ' : ''}${x.backend} ${fmtMs(x.ms)}`).join('')));
+      }
+      charts.push(timingsChart(c.canvas, t, split.length > 1 ? split : null));
     } else {
       timingsHost.append(h('p', {class: 'empty'}, 'No timings were recorded for this job.'));
     }
@@ -180,8 +214,12 @@ export function mount(root, {params}) {
   }
 
   async function refresh(signal) {
-    const j = await jobsApi.get(id, {signal});
+    apply(await jobsApi.get(id, {signal}));
+  }
+
+  function apply(j) {
     clear(err);
+    body.hidden = false;
     renderHeader(j);
     renderProgress(j);
     renderSummary(j);
@@ -198,6 +236,7 @@ export function mount(root, {params}) {
       renderFinal(j);
     }
   }
+  function restart() { stop(); stop = poll(refresh, () => (canceling ? 150 : 500), showErr); }
 
   function showErr(x) {
     clear(err).append(errorBox(x));
@@ -206,7 +245,7 @@ export function mount(root, {params}) {
       err.append(h('p', null, h('a', {href: '#/jobs'}, 'Back to the jobs.')));
     }
   }
-  stop = poll(refresh, 500, showErr);
+  stop = poll(refresh, () => (canceling ? 150 : 500), showErr);
   return () => { stop(); charts.forEach((c) => c.destroy()); };
 }
 
@@ -258,24 +297,26 @@ function previewTable(data, shape) {
     const per = 5;
     const lines = [];
     for (let i = 0; i < rows.length; i += per) lines.push(rows.slice(i, i + per));
-    return h('div', {class: 'table-wrap preview values-grid', id: 'result-preview'}, h('table', null,
+    return tableWrap('Result preview', h('table', null,
       h('caption', {class: 'sr-only'}, 'First values of the result'),
       h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'index'),
         Array.from({length: per}, (_, c) => h('th', {scope: 'col', class: 'num'}, `+${c}`)))),
       h('tbody', null, lines.map((line, r) => h('tr', null, h('th', {scope: 'row'}, `[${r * per}]`),
         line.map((v) => h('td', {class: 'num'}, fmtNum(v, 8))))),
       moreRows ? h('tr', null, h('th', {scope: 'row', class: 'muted'}, '…'),
-        h('td', {class: 'muted', colspan: String(per)}, `${fmtInt(shape[0] - rows.length)} more values`)) : null)));
+        h('td', {class: 'muted', colspan: String(per)}, `${fmtInt(shape[0] - rows.length)} more values`)) : null)),
+    {class: 'table-wrap preview values-grid', id: 'result-preview'});
   }
   const ncol = Math.min(PREVIEW_COLS, shape[1] || 0);
   const moreCols = (shape[1] || 0) > ncol;
   const cell = (v) => (Array.isArray(v) ? JSON.stringify(v).slice(0, 40) + '…' : fmtNum(v, 6));
-  return h('div', {class: 'table-wrap preview', id: 'result-preview'}, h('table', null,
+  return tableWrap('Result preview', h('table', null,
     h('caption', {class: 'sr-only'}, 'First rows and columns of the result'),
-    h('thead', null, h('tr', null, h('th', {scope: 'col'}, ''),
+    h('thead', null, h('tr', null, h('th', {scope: 'col'}, h('span', {class: 'sr-only'}, 'row')),
       Array.from({length: ncol}, (_, c) => h('th', {scope: 'col', class: 'num'}, `[:, ${c}]`)), moreCols ? h('th', null, '…') : null)),
     h('tbody', null, rows.map((r, i) => h('tr', null, h('th', {scope: 'row'}, `[${i}]`),
       r.slice(0, ncol).map((v) => h('td', {class: 'num'}, cell(v))), moreCols ? h('td', {class: 'muted'}, '…') : null)),
     moreRows ? h('tr', null, h('th', {scope: 'row', class: 'muted'}, '…'),
-      h('td', {class: 'muted', colspan: String(ncol + (moreCols ? 1 : 0))}, `${fmtInt(shape[0] - rows.length)} more rows`)) : null)));
+      h('td', {class: 'muted', colspan: String(ncol + (moreCols ? 1 : 0))}, `${fmtInt(shape[0] - rows.length)} more rows`)) : null)),
+  {class: 'table-wrap preview', id: 'result-preview'});
 }

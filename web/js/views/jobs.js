@@ -1,22 +1,70 @@
 /* jobs.js — the live jobs table.
  *
- * GET /v1/jobs with the filters (status, kind, backend, label) and a page
- * size, polled every 750 ms, so a change shows within a second without a
- * reload. Paging follows the API's cursors: a stack of the cursors of the
- * pages seen, "Older" pushes next_cursor, "Newer" pops. Rows are keyed by
- * job id and only cells whose content changed are rewritten, so a focused
- * button keeps its focus while the table updates. Cancel (queued/running)
- * and Delete (finished; asks for a second click) call the API and show its
- * error as given. The filters live in the hash (#/jobs?status=running), so a
- * reload or a shared link shows the same table. Status changes of the jobs in
- * view are announced to screen readers.
+ * Two ways to fill it, both kept in the address (#/jobs?…) so Back, reload
+ * and a shared link show the same page:
+ *  - paged by the API (the default: newest first, filters status, kind,
+ *    backend, exact label): GET /v1/jobs with a page size, polled every
+ *    750 ms. Paging follows the API's cursors; the cursors of the pages
+ *    before this one are in the address (`cursors=c2,c3`, `page=3`), and
+ *    each page is a history entry, so Back returns to the page before.
+ *  - a scan (a search by part of an id or label, or a sort other than
+ *    newest first): the API has neither, so the newest SCAN_MAX jobs that
+ *    match the filters are read in one request (every 5 s), matched, sorted
+ *    and paged here, and the page says that it looked at the newest
+ *    SCAN_MAX only. A whole job id in the search box is asked for directly.
+ * The total: exact from GET /v1/stats when the filters are status and kind
+ * only (its counts per kind and status); in a scan, the matches found; else
+ * "not counted" (the API gives no total for backend or label filters).
+ *
+ * Rows are keyed by job id and only cells whose content changed are
+ * rewritten, so a focused button keeps its focus while the table updates.
+ * Cancel shows "canceling…" at the click, applies the job the API answers
+ * at once, and polls every 250 ms until the job has ended. When the service
+ * cannot be reached the rows are marked stale and their buttons disabled.
+ * Delete asks for a second click; after it, focus goes to the next row (or
+ * the one before, or the table). Status changes are announced to screen
+ * readers. Under 680 px the table is shown as cards (style.css); explicit
+ * table roles keep its semantics when CSS changes its display.
  */
-import {jobsApi} from '../api.js';
-import {h, clear, field, select, fmtMs, fmtAgo, fmtSize, statusBadge, isActive, backendText, poll,
-  errorBox, announce, STATUSES, KINDS, BACKENDS} from '../dom.js';
-import {replaceQuery} from '../route.js';
+import {api, jobsApi} from '../api.js';
+import {h, clear, field, select, fmtMs, fmtAgo, fmtSize, fmtInt, statusBadge, isActive, backendText, poll,
+  errorBox, announce, etaMs, STATUSES, KINDS, BACKENDS} from '../dom.js';
+import {replaceQuery, parseHash} from '../route.js';
 
 const PAGE_SIZES = ['10', '25', '50', '100'];
+const SCAN_MAX = 1000;
+const SORTS = {created: 'desc', status: 'asc', kind: 'asc', duration: 'desc'};
+const ID_RE = /^j_[0-9a-z]{20,40}$/i;
+const COLS = [
+  {key: 'job', title: 'Job', sort: 'created'}, {key: 'kind', title: 'Kind', sort: 'kind'},
+  {key: 'backend', title: 'Backend'}, {key: 'status', title: 'Status', sort: 'status'},
+  {key: 'progress', title: 'Progress / time', sort: 'duration'}, {key: 'size', title: 'Size', num: true},
+  {key: 'created', title: 'Created'}, {key: 'actions', title: 'Actions'},
+];
+
+function durationOf(j, now) {
+  const t = j.timings_ms || {};
+  if (typeof t.total === 'number') return t.total;
+  if (j.status === 'running' && j.started_at) return now - new Date(j.started_at).getTime();
+  return null;
+}
+
+/* Sort a scanned list: key and direction; ties newest first. */
+export function sortJobs(jobs, key, dir) {
+  const now = Date.now();
+  const sign = dir === 'asc' ? 1 : -1;
+  const val = (j) => (key === 'status' ? STATUSES.indexOf(j.status) : key === 'kind' ? j.kind
+    : key === 'duration' ? durationOf(j, now) : j.created_at || '');
+  return [...jobs].sort((a, b) => {
+    const va = val(a);
+    const vb = val(b);
+    if (va === null && vb !== null) return 1; /* no duration yet: last either way */
+    if (vb === null && va !== null) return -1;
+    const c = va < vb ? -1 : va > vb ? 1 : 0;
+    if (c) return sign * c;
+    return a.id < b.id ? 1 : a.id > b.id ? -1 : 0;
+  });
+}
 
 export function mount(root, {query}) {
   const f = {
@@ -24,74 +72,196 @@ export function mount(root, {query}) {
     kind: KINDS.includes(query.kind) ? query.kind : '',
     backend: BACKENDS.includes(query.backend) ? query.backend : '',
     label: query.label || '',
+    q: query.q || '',
     limit: PAGE_SIZES.includes(query.limit) ? query.limit : '25',
+    sort: SORTS[query.sort] ? query.sort : 'created',
+    dir: query.dir === 'asc' || query.dir === 'desc' ? query.dir : '',
   };
-  let cursors = [null];
+  if (!f.dir) f.dir = SORTS[f.sort];
+  /* cursors[i] opens page i + 1; cursors[0] is null (the first page) */
+  let cursors = [null, ...String(query.cursors || '').split(',').filter((c) => /^[A-Za-z0-9_-]{1,64}$/.test(c))];
+  let scanPage = Math.max(1, parseInt(query.page, 10) || 1);
   const rows = new Map();
   const lastStatus = new Map();
+  const canceling = new Set();
   let first = true;
+  let stale = false;
+  let tick = 0;
+  let statsCache = null;
+
+  const scanMode = () => (f.q !== '' && !ID_RE.test(f.q)) || !(f.sort === 'created' && f.dir === 'desc');
+  const idMode = () => ID_RE.test(f.q);
 
   const statusSel = select([['', 'any status'], ...STATUSES], f.status, {name: 'status'});
   const kindSel = select([['', 'any kind'], ...KINDS], f.kind, {name: 'kind'});
   const backendSel = select([['', 'any backend'], ...BACKENDS.filter((b) => b !== 'auto'), 'auto'], f.backend, {name: 'backend'});
-  const labelIn = h('input', {type: 'text', name: 'label', value: f.label, placeholder: 'exact label', autocomplete: 'off'});
+  const searchIn = h('input', {type: 'search', name: 'q', value: f.q, placeholder: 'j_… or part of a label',
+    autocomplete: 'off', spellcheck: 'false'});
   const limitSel = select(PAGE_SIZES, f.limit, {name: 'limit'});
   const clearBtn = h('button', {type: 'button', class: 'btn'}, 'Clear filters');
   const msg = h('div', {id: 'jobs-error'});
-  const tbody = h('tbody');
+  const tbody = h('tbody', {role: 'rowgroup'});
   const empty = h('p', {class: 'empty', hidden: true}, 'No jobs match these filters.');
-  const pageInfo = h('span', {class: 'muted', 'aria-live': 'polite'});
-  const newer = h('button', {type: 'button', class: 'btn', disabled: true}, '← Newer');
-  const older = h('button', {type: 'button', class: 'btn', disabled: true}, 'Older →');
-  const updated = h('span', {class: 'muted'});
+  const pageInfo = h('span', {class: 'muted', id: 'page-info', 'aria-live': 'polite'});
+  const total = h('span', {class: 'total', id: 'jobs-total'});
+  const scanNote = h('p', {class: 'muted scan-note', id: 'scan-note', hidden: true});
+  const newer = h('button', {type: 'button', class: 'btn', id: 'page-newer', disabled: true}, '← Newer');
+  const older = h('button', {type: 'button', class: 'btn', id: 'page-older', disabled: true}, 'Older →');
+  const updated = h('span', {class: 'muted', id: 'jobs-updated'});
+  const ths = COLS.map((c) => {
+    const th = h('th', {scope: 'col', role: 'columnheader', class: c.num ? 'num' : null, dataset: {col: c.key}});
+    if (c.sort) {
+      th.append(h('button', {type: 'button', class: 'sort', dataset: {sort: c.sort},
+        onclick: () => setSort(c.sort)}, c.title, h('span', {'aria-hidden': 'true', class: 'arrow'})));
+    } else th.append(c.title);
+    return th;
+  });
+  const table = h('table', {id: 'jobs-table', role: 'table', tabindex: '-1'},
+    h('caption', {class: 'sr-only'}, 'Jobs'),
+    h('thead', {role: 'rowgroup'}, h('tr', {role: 'row'}, ths)), tbody);
 
   root.append(
     h('div', {class: 'page-head'}, h('h1', null, 'Jobs'), updated,
       h('div', {class: 'actions'}, h('a', {class: 'btn btn-primary', href: '#/submit'}, 'Submit a job'))),
-    h('form', {class: 'filters', role: 'search', 'aria-label': 'Filter jobs', onsubmit: (e) => e.preventDefault()},
+    h('form', {class: 'filters', role: 'search', 'aria-label': 'Filter jobs', onsubmit: (e) => { e.preventDefault(); onFilter(); }},
       field('Status', statusSel), field('Kind', kindSel), field('Backend', backendSel),
-      field('Label', labelIn), field('Per page', limitSel), h('div', {class: 'field'}, clearBtn)),
-    msg,
-    h('div', {class: 'table-wrap'}, h('table', {id: 'jobs-table'},
-      h('caption', {class: 'sr-only'}, 'Jobs, newest first'),
-      h('thead', null, h('tr', null, ['Job', 'Kind', 'Backend', 'Status', 'Progress / time', 'Size', 'Created', 'Actions']
-        .map((t) => h('th', {scope: 'col', class: t === 'Size' ? 'num' : null}, t)))),
-      tbody)),
+      field('Search', searchIn, f.label ? `and the exact label "${f.label}"` : null), field('Per page', limitSel),
+      h('div', {class: 'field'}, clearBtn)),
+    msg, scanNote,
+    h('div', {class: 'table-wrap'}, table),
     empty,
-    h('nav', {class: 'pager', 'aria-label': 'Pages'}, pageInfo, newer, older));
+    h('nav', {class: 'pager', 'aria-label': 'Pages'}, total, pageInfo, newer, older));
 
+  function pageNo() { return scanMode() ? scanPage : cursors.length; }
+
+  function queryObj(page) {
+    return {status: f.status, kind: f.kind, backend: f.backend, label: f.label, q: f.q,
+      sort: f.sort === 'created' ? '' : f.sort, dir: f.dir === SORTS[f.sort] ? '' : f.dir,
+      limit: f.limit === '25' ? '' : f.limit, page: page > 1 ? String(page) : '',
+      cursors: !scanMode() && page > 1 ? cursors.slice(1, page).join(',') : ''};
+  }
+
+  function markSort() {
+    for (const th of ths) {
+      const b = th.querySelector('.sort');
+      if (!b) continue;
+      const on = b.dataset.sort === f.sort;
+      if (on) th.setAttribute('aria-sort', f.dir === 'asc' ? 'ascending' : 'descending');
+      else th.removeAttribute('aria-sort');
+      b.querySelector('.arrow').textContent = on ? (f.dir === 'asc' ? ' ↑' : ' ↓') : '';
+    }
+    table.querySelector('caption').textContent = `Jobs, sorted by ${f.sort === 'created' ? 'creation time' : f.sort}, ` +
+      `${f.dir === 'asc' ? 'ascending' : 'descending'}`;
+  }
+  markSort();
+
+  /* Filters and sort change the page in place (replaceState); paging makes
+   * a history entry (the router mounts the view again on Back). */
+  function resetPaging() { cursors = [null]; scanPage = 1; }
   function onFilter() {
     f.status = statusSel.value; f.kind = kindSel.value; f.backend = backendSel.value;
-    f.label = labelIn.value.trim(); f.limit = limitSel.value;
-    cursors = [null];
-    replaceQuery({status: f.status, kind: f.kind, backend: f.backend, label: f.label,
-      limit: f.limit === '25' ? '' : f.limit});
+    f.q = searchIn.value.trim(); f.limit = limitSel.value;
+    resetPaging();
+    replaceQuery(queryObj(1));
     refreshNow();
   }
+  function setSort(key) {
+    if (f.sort === key) f.dir = f.dir === 'asc' ? 'desc' : 'asc';
+    else { f.sort = key; f.dir = SORTS[key]; }
+    resetPaging();
+    markSort();
+    replaceQuery(queryObj(1));
+    refreshNow();
+  }
+  function goPage(page, focusId) {
+    const {path} = parseHash(location.hash);
+    const q = new URLSearchParams(Object.entries(queryObj(page)).filter(([, v]) => v !== '')).toString();
+    try { sessionStorage.setItem('tessel.jobs.focus', focusId); } catch { /* no storage: focus stays on the heading */ }
+    location.hash = '#' + path + (q ? '?' + q : '');
+  }
   for (const el of [statusSel, kindSel, backendSel, limitSel]) el.addEventListener('change', onFilter);
-  let labelTimer = null;
-  labelIn.addEventListener('input', () => { clearTimeout(labelTimer); labelTimer = setTimeout(onFilter, 300); });
+  let searchTimer = null;
+  searchIn.addEventListener('input', () => { clearTimeout(searchTimer); searchTimer = setTimeout(onFilter, 300); });
   clearBtn.addEventListener('click', () => {
-    statusSel.value = ''; kindSel.value = ''; backendSel.value = ''; labelIn.value = ''; onFilter();
+    statusSel.value = ''; kindSel.value = ''; backendSel.value = ''; searchIn.value = ''; f.label = ''; onFilter();
   });
-  newer.addEventListener('click', () => { if (cursors.length > 1) { cursors.pop(); refreshNow(); } });
-  older.addEventListener('click', () => { if (older.dataset.next) { cursors.push(older.dataset.next); refreshNow(); } });
+  newer.addEventListener('click', () => {
+    if (pageNo() <= 1) return;
+    if (!scanMode()) cursors.pop(); else scanPage -= 1;
+    goPage(pageNo(), 'page-newer');
+  });
+  older.addEventListener('click', () => {
+    if (older.disabled) return;
+    if (!scanMode()) cursors.push(older.dataset.next); else scanPage += 1;
+    goPage(pageNo(), 'page-older');
+  });
 
   let gen = 0;
   async function refresh(signal) {
     const my = ++gen;
-    const page = await jobsApi.list({status: f.status, kind: f.kind, backend: f.backend, label: f.label,
-      limit: f.limit, cursor: cursors[cursors.length - 1]}, {signal});
+    const filters = {status: f.status, kind: f.kind, backend: f.backend, label: f.label};
+    let jobs;
+    let next = null;
+    let count = null; /* {n, exact} */
+    let note = '';
+    if (idMode()) {
+      try {
+        const j = await jobsApi.get(f.q, {signal});
+        jobs = [j].filter((x) => (!f.status || x.status === f.status) && (!f.kind || x.kind === f.kind));
+      } catch (e) {
+        if (e.status !== 404) throw e;
+        jobs = [];
+      }
+      count = {n: jobs.length, exact: true};
+      note = `The job with id ${f.q}, asked for by its id.`;
+    } else if (scanMode()) {
+      const page = await jobsApi.list({...filters, limit: SCAN_MAX}, {signal});
+      const needle = f.q.toLowerCase();
+      const all = (page.jobs || []).filter((j) => !needle || j.id.toLowerCase().includes(needle) ||
+        (j.label || '').toLowerCase().includes(needle));
+      const sorted = sortJobs(all, f.sort, f.dir);
+      const size = Number(f.limit);
+      const pages = Math.max(1, Math.ceil(sorted.length / size));
+      if (scanPage > pages) scanPage = pages;
+      jobs = sorted.slice((scanPage - 1) * size, scanPage * size);
+      next = scanPage < pages ? 'scan' : null;
+      count = {n: sorted.length, exact: !page.next_cursor};
+      note = page.next_cursor
+        ? `Searched and sorted here among the newest ${fmtInt(SCAN_MAX)} jobs that match the filters: the API offers neither a search by part of a label nor an order other than newest first.`
+        : `Searched and sorted here among all ${fmtInt((page.jobs || []).length)} jobs that match the filters.`;
+    } else {
+      const page = await jobsApi.list({...filters, limit: f.limit, cursor: cursors[cursors.length - 1]}, {signal});
+      jobs = page.jobs || [];
+      next = page.next_cursor;
+      if (!f.backend && !f.label) {
+        if (!statsCache || tick % 4 === 0) statsCache = await api.get('/v1/stats', {signal});
+        count = {n: countFromStats(statsCache, f.status, f.kind), exact: true};
+      }
+    }
+    tick += 1;
     if (my !== gen) return; /* a newer request (filter change) overtook this one */
     clear(msg);
-    render(page.jobs || []);
-    older.disabled = !page.next_cursor;
-    older.dataset.next = page.next_cursor || '';
-    newer.disabled = cursors.length <= 1;
-    const start = (cursors.length - 1) * Number(f.limit);
-    const n = (page.jobs || []).length;
-    pageInfo.textContent = n ? `Page ${cursors.length} · jobs ${start + 1}–${start + n}` : `Page ${cursors.length}`;
+    setStale(false);
+    render(jobs);
+    older.disabled = !next;
+    older.dataset.next = next || '';
+    newer.disabled = pageNo() <= 1;
+    scanNote.hidden = !note;
+    scanNote.textContent = note;
+    const start = (pageNo() - 1) * Number(f.limit);
+    pageInfo.textContent = jobs.length ? `Page ${pageNo()} · jobs ${fmtInt(start + 1)}–${fmtInt(start + jobs.length)}`
+      : `Page ${pageNo()}`;
+    total.textContent = count === null ? 'total not counted (the API counts by status and kind only)'
+      : `${fmtInt(count.n)}${count.exact ? '' : '+'} job${count.n === 1 ? '' : 's'}`;
+    total.dataset.total = count === null ? '' : String(count.n);
     updated.textContent = 'updated ' + new Date().toLocaleTimeString('en-GB');
+    if (first) {
+      first = false;
+      let want = null;
+      try { want = sessionStorage.getItem('tessel.jobs.focus'); sessionStorage.removeItem('tessel.jobs.focus'); } catch { /* none */ }
+      const el = want && document.getElementById(want);
+      if (el) (el.disabled ? table : el).focus();
+    }
   }
 
   function render(jobs) {
@@ -100,6 +270,7 @@ export function mount(root, {query}) {
       seen.add(j.id);
       let r = rows.get(j.id);
       if (!r) { r = makeRow(j.id); rows.set(j.id, r); }
+      if (!isActive(j)) canceling.delete(j.id);
       updateRow(r, j);
       if (tbody.children[i] !== r.tr) tbody.insertBefore(r.tr, tbody.children[i] || null);
       const prev = lastStatus.get(j.id);
@@ -108,55 +279,97 @@ export function mount(root, {query}) {
     });
     for (const [id, r] of rows) if (!seen.has(id)) { r.tr.remove(); rows.delete(id); }
     empty.hidden = jobs.length > 0;
-    first = false;
   }
 
   function makeRow(id) {
-    const tds = Array.from({length: 8}, () => h('td'));
-    tds[5].className = 'num';
+    const tds = COLS.map((c) => h('td', {role: 'cell', class: `c-${c.key}${c.num ? ' num' : ''}`,
+      dataset: ['kind', 'backend', 'size', 'created'].includes(c.key) ? {label: c.title} : null}));
     tds[0].append(h('a', {href: `#/jobs/${encodeURIComponent(id)}`, class: 'mono'}, id));
     const labelEl = h('div', {class: 'muted label-cell'});
     tds[0].append(labelEl);
-    return {tr: h('tr', {dataset: {id}}, tds), tds, labelEl, sig: []};
+    return {tr: h('tr', {role: 'row', dataset: {id}}, tds), tds, labelEl, sig: [], job: null};
   }
 
+  /* Rewrite cell i when its signature changed; a button that had the focus
+   * hands it to the cell's new button (Cancel becomes Delete in place). */
   function set(r, i, sig, fill) {
     if (r.sig[i] === sig) return;
     r.sig[i] = sig;
+    const focused = r.tds[i].contains(document.activeElement);
     clear(r.tds[i]);
     fill(r.tds[i]);
+    const b = focused && r.tds[i].querySelector('button, a');
+    if (b) b.focus();
   }
 
   function updateRow(r, j) {
+    r.job = j;
+    const cx = canceling.has(j.id) && isActive(j);
     r.tr.dataset.status = j.status;
     r.tr.dataset.kind = j.kind;
-    if (r.labelEl.textContent !== (j.label || '')) r.labelEl.textContent = j.label || '';
+    if (cx) r.tr.dataset.canceling = '1'; else delete r.tr.dataset.canceling;
+    if (r.labelEl.textContent !== (j.label || '')) { r.labelEl.textContent = j.label || ''; r.labelEl.title = j.label || ''; }
     set(r, 1, j.kind, (td) => td.append(j.kind));
     set(r, 2, backendText(j), (td) => td.append(backendText(j)));
-    set(r, 3, j.status, (td) => td.append(statusBadge(j.status)));
+    const shown = cx ? 'canceling' : j.status;
+    set(r, 3, shown, (td) => td.append(cx ? h('span', {class: 'badge st-canceling', dataset: {status: 'canceling'}}, 'canceling…')
+      : statusBadge(j.status)));
     const prog = progressText(j);
     set(r, 4, prog.sig, (td) => td.append(prog.node));
     const size = j.size ?? null;
     set(r, 5, String(size), (td) => td.append(size === null ? '—' : fmtSize(size)));
     const ago = fmtAgo(j.created_at);
     set(r, 6, ago, (td) => { td.title = j.created_at || ''; td.append(ago); });
-    const act = isActive(j) ? 'cancel' : 'delete';
-    set(r, 7, act, (td) => td.append(act === 'cancel' ? cancelButton(j.id) : deleteButton(j.id)));
+    const act = `${isActive(j) ? 'cancel' : 'delete'}|${stale ? 'stale' : 'live'}`;
+    set(r, 7, act, (td) => td.append(isActive(j) ? cancelButton(j.id) : deleteButton(j.id)));
+    const cb = r.tds[7].querySelector('button[data-action="cancel"]');
+    if (cb && (cb.dataset.pending === '1') !== cx) {
+      /* the same button, so a keyboard user keeps the focus on it */
+      cb.dataset.pending = cx ? '1' : '';
+      cb.textContent = cx ? 'Canceling…' : 'Cancel';
+      cb.setAttribute('aria-label', cx ? `Canceling job ${j.id}` : `Cancel job ${j.id}`);
+      if (cx) cb.setAttribute('aria-disabled', 'true'); else cb.removeAttribute('aria-disabled');
+    }
+  }
+
+  /* Offline: the rows may be old, so their buttons must not act on them. */
+  function setStale(v) {
+    if (v === stale) return;
+    stale = v;
+    for (const r of rows.values()) {
+      r.tr.classList.toggle('stale', v);
+      if (r.job) updateRow(r, r.job);
+    }
   }
 
   function cancelButton(id) {
-    return h('button', {type: 'button', class: 'btn btn-sm', 'aria-label': `Cancel job ${id}`, dataset: {action: 'cancel'},
-      onclick: async (e) => {
-        e.currentTarget.disabled = true;
-        try { await jobsApi.cancel(id); announce(`Cancel asked for job ${id}`); } catch (err) { showError(err); }
-        refreshNow();
+    return h('button', {type: 'button', class: 'btn btn-sm', 'aria-label': `Cancel job ${id}`,
+      dataset: {action: 'cancel'}, disabled: stale, title: stale ? 'offline: this row may be out of date' : null,
+      onclick: async () => {
+        if (canceling.has(id)) return;
+        const r = rows.get(id);
+        canceling.add(id);
+        if (r && r.job) updateRow(r, r.job);
+        announce(`Canceling job ${id}`);
+        refreshNow(); /* the faster polling starts now */
+        try {
+          const j = await jobsApi.cancel(id);
+          const r2 = rows.get(id);
+          if (j && r2) { if (!isActive(j)) canceling.delete(id); updateRow(r2, j); lastStatus.set(id, j.status); }
+          if (j && j.status === 'canceled') announce(`Job ${id} canceled`);
+        } catch (err) {
+          canceling.delete(id);
+          const r2 = rows.get(id);
+          if (r2 && r2.job) updateRow(r2, r2.job);
+          showError(err);
+        }
       }}, 'Cancel');
   }
 
   function deleteButton(id) {
     let armed = null;
     const btn = h('button', {type: 'button', class: 'btn btn-sm btn-danger', 'aria-label': `Delete job ${id}`,
-      dataset: {action: 'delete'}}, 'Delete');
+      dataset: {action: 'delete'}, disabled: stale, title: stale ? 'offline: this row may be out of date' : null}, 'Delete');
     btn.addEventListener('click', async () => {
       if (!armed) {
         btn.textContent = 'Confirm delete';
@@ -170,17 +383,45 @@ export function mount(root, {query}) {
       }
       clearTimeout(armed);
       btn.disabled = true;
-      try { await jobsApi.remove(id); announce(`Deleted job ${id}`); } catch (err) { showError(err); }
+      const r = rows.get(id);
+      const nextTr = r && (r.tr.nextElementSibling || r.tr.previousElementSibling);
+      const hadFocus = document.activeElement === btn;
+      try {
+        await jobsApi.remove(id);
+        announce(`Deleted job ${id}`);
+        if (r) { r.tr.remove(); rows.delete(id); }
+        empty.hidden = rows.size > 0;
+        if (hadFocus || document.activeElement === document.body) {
+          const target = nextTr && nextTr.isConnected ? nextTr.querySelector('td.c-job a') : null;
+          (target || table).focus();
+        }
+      } catch (err) { btn.disabled = false; showError(err); }
       refreshNow();
     });
     return btn;
   }
 
-  function showError(err) { clear(msg); msg.append(errorBox(err)); }
+  function showError(err) {
+    clear(msg);
+    msg.append(errorBox(err));
+    if (err.code === 'network' || err.status >= 500) setStale(true);
+  }
 
-  let stop = poll(refresh, 750, showError);
-  function refreshNow() { stop(); stop = poll(refresh, 750, showError); }
-  return () => { stop(); clearTimeout(labelTimer); };
+  const every = () => (canceling.size ? 250 : scanMode() ? 5000 : 750);
+  let stop = poll(refresh, every, showError);
+  function refreshNow() { stop(); stop = poll(refresh, every, showError); }
+  return () => { stop(); clearTimeout(searchTimer); };
+}
+
+/* Jobs counted by GET /v1/stats: by status alone from jobs_by_status, with a
+ * kind from by_kind (summed over backends). */
+export function countFromStats(stats, status, kind) {
+  if (!kind) {
+    const by = stats.jobs_by_status || {};
+    return status ? (by[status] || 0) : Object.values(by).reduce((a, b) => a + b, 0);
+  }
+  return (stats.by_kind || []).filter((r) => r.kind === kind && (!status || r.status === status))
+    .reduce((a, r) => a + (r.count || 0), 0);
 }
 
 function progressText(j) {
@@ -189,9 +430,12 @@ function progressText(j) {
     const p = j.progress || {};
     const frac = p.total ? Math.min(1, p.done / p.total) : 0;
     const pct = Math.round(frac * 100);
-    return {sig: `run${pct}`, node: h('span', null,
+    const eta = etaMs(j);
+    const etaText = eta === null ? '' : eta < 1500 ? ' · about a second left' : ` · about ${fmtMs(Math.round(eta / 1000) * 1000)} left`;
+    return {sig: `run${pct}${etaText}`, node: h('span', null,
       h('span', {class: 'mini-progress', role: 'progressbar', 'aria-label': 'progress', 'aria-valuemin': '0',
-        'aria-valuemax': '100', 'aria-valuenow': String(pct)}, h('span', {style: `width:${pct}%`})), `${pct}%`)};
+        'aria-valuemax': '100', 'aria-valuenow': String(pct)}, h('span', {style: `width:${pct}%`})), `${pct}%`,
+      etaText ? h('span', {class: 'eta'}, etaText) : null)};
   }
   if (j.status === 'queued') return {sig: 'queued', node: h('span', {class: 'muted'}, 'waiting')};
   const total = typeof t.total === 'number' ? t.total : null;

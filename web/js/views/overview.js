@@ -1,20 +1,79 @@
 /* overview.js — the first page: what this machine has and what it is doing.
  *
  * Devices (GET /v1/devices: CPU model and threads; each GPU with its memory
- * in use, or why CUDA is unavailable), the queue and jobs by status (GET
- * /v1/stats), throughput over the last 30 minutes (finished_at of the
- * newest jobs from GET /v1/jobs), the per kind/backend table of p50/p95 and
- * the latest jobs, and the queue depth sampled at each poll since the page
- * opened. Polls every 2 s (devices every 6 s); charts are updated
- * in place, not rebuilt, so they do not flicker.
+ * in use, or why CUDA is unavailable), the queue and jobs by status, the
+ * throughput and the per kind/backend table of p50/p95 (all GET /v1/stats,
+ * a few hundred bytes), the latest 8 jobs (GET /v1/jobs?limit=8) and a link
+ * to /metrics. Polls every 2 s (devices every 6 s); charts are updated in
+ * place, not rebuilt, so they do not flicker.
+ *
+ * History: the API keeps no time series, so this page records one sample
+ * per poll (queued, running, finished_since_start) in sessionStorage
+ * ("tessel.history", up to HISTORY_H hours, thinned to one sample per 30 s
+ * beyond the last 30 minutes), so it outlives going to another page and a
+ * reload, and draws the queue depth and the jobs finished per minute (the
+ * difference of finished_since_start between samples; a server restart,
+ * seen as a smaller uptime, starts a new series) over 5 min, 30 min, 2 h or
+ * 6 h. It covers the time a dashboard was open; CPU, memory and GPU use
+ * over time are shown when the API gives them (it does not yet: see
+ * web/README.md).
  */
 import {api, jobsApi} from '../api.js';
 import {h, clear, card, fmtInt, fmtMs, fmtBytes, fmtAgo, statusBadge, poll, errorBox, STATUSES,
-  backendText} from '../dom.js';
+  backendText, tableWrap} from '../dom.js';
 import {chartBox, statusChart, throughputChart, queueChart, chartsReady} from '../charts.js';
 
-const WINDOW_MIN = 30;
-const QUEUE_SAMPLES = 150; /* 5 minutes at one sample per 2 s */
+const HISTORY_KEY = 'tessel.history';
+const HISTORY_H = 6;
+const FINE_MS = 30 * 60000; /* full resolution for the last 30 minutes */
+const COARSE_MS = 30000; /* one sample per 30 s before that */
+const RANGES = [['5m', 5], ['30m', 30], ['2h', 120], ['6h', 360]];
+
+/* samples: [{t: ms, q: queued, r: running, f: finished_since_start, u: uptime_s}] */
+export function loadHistory() {
+  try {
+    const v = JSON.parse(sessionStorage.getItem(HISTORY_KEY) || '[]');
+    return Array.isArray(v) ? v.filter((x) => x && typeof x.t === 'number') : [];
+  } catch { return []; }
+}
+
+export function addSample(hist, s, now = s.t) {
+  hist.push(s);
+  const oldest = now - HISTORY_H * 3600000;
+  const out = [];
+  let lastCoarse = -Infinity;
+  for (const x of hist) {
+    if (x.t < oldest) continue;
+    if (x.t < now - FINE_MS) {
+      if (x.t - lastCoarse < COARSE_MS) continue;
+      lastCoarse = x.t;
+    }
+    out.push(x);
+  }
+  return out;
+}
+
+function saveHistory(hist) {
+  try { sessionStorage.setItem(HISTORY_KEY, JSON.stringify(hist)); } catch { /* full or off: memory only */ }
+}
+
+/* Jobs finished per minute over the last `minutes`, from the differences of
+ * finished_since_start; a drop of uptime (a restart) is not counted. */
+export function finishedPerMinute(hist, minutes, now = Date.now()) {
+  const step = minutes <= 30 ? 60000 : minutes <= 120 ? 300000 : 900000;
+  const n = Math.ceil((minutes * 60000) / step);
+  const start = Math.floor(now / step) * step - (n - 1) * step;
+  const buckets = Array.from({length: n}, (_, i) => ({t: new Date(start + i * step), n: 0}));
+  for (let i = 1; i < hist.length; i++) {
+    const a = hist[i - 1];
+    const b = hist[i];
+    if (b.u < a.u || b.f < a.f) continue; /* the server restarted */
+    const k = Math.floor((b.t - start) / step);
+    if (k >= 0 && k < n) buckets[k].n += b.f - a.f;
+  }
+  const perMin = step / 60000;
+  return {buckets: buckets.map((x) => ({t: x.t, n: x.n / perMin})), step};
+}
 
 export function mount(root) {
   const uptime = h('span', {class: 'sub'});
@@ -22,50 +81,85 @@ export function mount(root) {
   const devBody = h('div', {class: 'grid grid-3', id: 'devices'}, h('p', {class: 'muted'}, 'Loading…'));
   const queueBody = h('div', {class: 'stats-row', id: 'queue'});
   const qchart = chartBox('Queue depth', 130);
-  const samples = [];
+  let hist = loadHistory();
+  let range = 30;
+  try { range = Number(sessionStorage.getItem('tessel.range')) || 30; } catch { /* default */ }
   const status = chartBox('Jobs by status', 200);
   const statusEmpty = h('p', {class: 'empty', hidden: true}, 'No jobs yet.');
   const thr = chartBox('Jobs finished per minute', 200);
-  const thrStat = h('p', {class: 'muted'});
+  const thrStat = h('p', {class: 'muted', id: 'throughput'});
+  const histNote = h('p', {class: 'muted status-line', id: 'history-note'});
   const kindBody = h('div');
   const recentBody = h('div');
+  const usageBody = h('div', {id: 'usage'});
+  const rangeBtns = RANGES.map(([label, min]) => h('button', {type: 'button', class: 'btn btn-sm', 'aria-pressed': String(min === range),
+    dataset: {range: label}, onclick: () => {
+      range = min;
+      try { sessionStorage.setItem('tessel.range', String(min)); } catch { /* default next time */ }
+      for (const b of rangeBtns) b.setAttribute('aria-pressed', String(b === rangeBtns[RANGES.findIndex((r) => r[1] === min)]));
+      drawHistory(true);
+    }}, label));
 
   root.append(
     h('div', {class: 'page-head'}, h('h1', null, 'Overview'), uptime,
-      h('div', {class: 'actions'}, h('a', {class: 'btn btn-primary', href: '#/submit'}, 'Submit a job'))),
+      h('div', {class: 'actions'}, h('a', {class: 'btn', href: '/metrics', id: 'metrics-link'}, 'Metrics (Prometheus)'),
+        h('a', {class: 'btn btn-primary', href: '#/submit'}, 'Submit a job'))),
     err,
     h('div', {class: 'stack'},
       card('Devices', devBody),
+      h('div', {class: 'card-head'}, h('span', {class: 'muted', id: 'range-label'}, 'History:'),
+        h('div', {class: 'range-pick', role: 'group', 'aria-labelledby': 'range-label'}, rangeBtns)),
       h('div', {class: 'grid grid-3'},
         card('Queue', queueBody, h('div', {style: 'margin-top:12px'}, qchart.box)),
         card('Jobs by status', status.box, statusEmpty),
-        card(`Throughput, last ${WINDOW_MIN} minutes`, thr.box, thrStat)),
+        card('Throughput', thr.box, thrStat, histNote)),
+      card('CPU, memory and GPU use', usageBody),
       card('By kind and backend', kindBody),
       card('Latest jobs', recentBody)));
 
   let charts = {};
   let tick = 0;
 
+  function drawHistory(rebuild) {
+    const now = Date.now();
+    const from = now - range * 60000;
+    const shown = hist.filter((x) => x.t >= from);
+    const samples = shown.map((x) => ({t: new Date(x.t), queued: x.q, running: x.r}));
+    const fmtT = (d) => d.toLocaleTimeString('en-GB', range > 30 ? {hour: '2-digit', minute: '2-digit'} : undefined);
+    if (rebuild) { for (const k of ['queue', 'thr']) if (charts[k]) { charts[k].destroy(); delete charts[k]; } }
+    if (chartsReady()) charts.queue = updateOrMake(charts.queue, () => queueChart(qchart.canvas, samples), (c) => {
+      c.data.labels = samples.map((x) => fmtT(x.t));
+      c.data.datasets[0].data = samples.map((x) => x.running);
+      c.data.datasets[1].data = samples.map((x) => x.queued);
+    });
+    const {buckets} = finishedPerMinute(hist, range, now);
+    if (chartsReady()) charts.thr = updateOrMake(charts.thr, () => throughputChart(thr.canvas, buckets, range), (c) => {
+      c.data.labels = buckets.map((b) => b.t.toLocaleTimeString('en-GB', {hour: '2-digit', minute: '2-digit'}));
+      c.data.datasets[0].data = buckets.map((b) => b.n);
+    });
+    const since = hist.length ? Math.round((now - hist[0].t) / 60000) : 0;
+    histNote.textContent = `Recorded by this browser tab while the overview was open: ${since < 1 ? 'under a minute' : since + ' min'} ` +
+      `of history (kept up to ${HISTORY_H} h). The service keeps no time series of its own.`;
+  }
+
   async function refresh(signal) {
     const wantDevices = tick % 3 === 0;
     tick += 1;
     const [stats, list, devices] = await Promise.all([
       api.get('/v1/stats', {signal}),
-      jobsApi.list({limit: 200}, {signal}),
+      jobsApi.list({limit: 8}, {signal}),
       wantDevices ? api.get('/v1/devices', {signal}) : null,
     ]);
     clear(err);
-    if (devices) renderDevices(devBody, devices);
+    if (devices) { renderDevices(devBody, devices); renderUsage(usageBody, stats, devices); }
     if (typeof stats.uptime_s === 'number') uptime.textContent = `up ${fmtUptime(stats.uptime_s)}`;
     const q = stats.queue || {};
     renderQueue(queueBody, q);
-    samples.push({t: new Date(), queued: q.queued || 0, running: q.running || 0});
-    if (samples.length > QUEUE_SAMPLES) samples.shift();
-    if (chartsReady()) charts.queue = updateOrMake(charts.queue, () => queueChart(qchart.canvas, samples), (c) => {
-      c.data.labels = samples.map((x) => x.t.toLocaleTimeString('en-GB'));
-      c.data.datasets[0].data = samples.map((x) => x.running);
-      c.data.datasets[1].data = samples.map((x) => x.queued);
-    });
+    const now = Date.now();
+    hist = addSample(hist, {t: now, q: q.queued || 0, r: q.running || 0, f: stats.finished_since_start || 0,
+      u: stats.uptime_s || 0}, now);
+    saveHistory(hist);
+    drawHistory(false);
     const counts = {};
     for (const s of STATUSES) counts[s] = (stats.jobs_by_status || {})[s] || 0;
     const any = Object.values(counts).some((v) => v > 0);
@@ -73,20 +167,41 @@ export function mount(root) {
     status.box.hidden = !any;
     if (chartsReady() && any) charts.status = updateOrMake(charts.status, () => statusChart(status.canvas, counts),
       (c) => { c.data.datasets[0].data = Object.values(counts); });
-    const buckets = throughput(list.jobs || []);
-    const last5 = buckets.slice(-5).reduce((a, b) => a + b.n, 0) / 5;
-    thrStat.textContent = `${last5.toFixed(1)} jobs/min over the last 5 minutes` +
-      (typeof stats.finished_since_start === 'number' ? ` · ${fmtInt(stats.finished_since_start)} finished since start` : '');
-    if (chartsReady()) charts.thr = updateOrMake(charts.thr, () => throughputChart(thr.canvas, buckets), (c) => {
-      c.data.labels = buckets.map((b) => b.t.toLocaleTimeString('en-GB', {hour: '2-digit', minute: '2-digit'}));
-      c.data.datasets[0].data = buckets.map((b) => b.n);
-    });
+    const rate = typeof stats.throughput_jobs_per_s === 'number' ? stats.throughput_jobs_per_s * 60 : null;
+    const fin = stats.finished_since_start;
+    const last5 = finishedPerMinute(hist, 5, now).buckets.reduce((a, b) => a + b.n, 0) / 5;
+    clear(thrStat).append(
+      h('span', {dataset: {finished: String(fin ?? '')}}, `${fmtInt(fin)} finished since the service started`),
+      rate === null ? '' : ` · ${rate.toFixed(rate < 10 ? 2 : 1)} jobs/min on average`,
+      ` · ${last5.toFixed(1)} jobs/min over the last 5 minutes`);
     renderKinds(kindBody, stats.by_kind || []);
     renderRecent(recentBody, (list.jobs || []).slice(0, 8));
   }
 
+  drawHistory(false);
   const stop = poll(refresh, 2000, (e) => { clear(err); err.append(errorBox(e)); });
   return () => { stop(); for (const c of Object.values(charts)) c && c.destroy(); charts = {}; };
+}
+
+/* CPU, memory and GPU use: shown from the fields when the API has them
+ * (none of these exist yet), else said to be not available. */
+function renderUsage(el, stats, devices) {
+  clear(el);
+  const sys = stats.system || devices.system || null;
+  const gpus = ((devices.cuda || {}).devices || []).filter((g) => typeof g.utilization === 'number');
+  const rows = [];
+  if (sys && typeof sys.cpu_percent === 'number') rows.push(['CPU in use', `${sys.cpu_percent.toFixed(0)} %`]);
+  if (sys && typeof sys.memory_used === 'number') {
+    rows.push(['memory in use', `${fmtBytes(sys.memory_used)}${sys.memory_total ? ` of ${fmtBytes(sys.memory_total)}` : ''}`]);
+  }
+  for (const g of gpus) rows.push([`GPU cuda:${g.index} busy`, `${g.utilization.toFixed(0)} %`]);
+  if (!rows.length) {
+    el.append(h('p', {class: 'na', id: 'usage-na'}, 'Not available: the API does not report CPU, memory or GPU ' +
+      'utilisation yet (GPU memory in use is under Devices). The process’s own CPU time and resident memory are in ',
+    h('a', {href: '/metrics'}, '/metrics'), ' (process_cpu_seconds_total, process_resident_memory_bytes).'));
+    return;
+  }
+  el.append(h('dl', {class: 'kv'}, rows.flatMap(([k, v]) => [h('dt', null, k), h('dd', null, v)])));
 }
 
 function updateOrMake(chart, make, update) {
@@ -101,19 +216,6 @@ function fmtUptime(s) {
   if (s < 7200) return `${Math.round(s / 60)} min`;
   if (s < 172800) return `${(s / 3600).toFixed(1)} h`;
   return `${(s / 86400).toFixed(1)} days`;
-}
-
-function throughput(jobs) {
-  const now = Date.now();
-  const start = Math.floor(now / 60000) * 60000 - (WINDOW_MIN - 1) * 60000;
-  const buckets = Array.from({length: WINDOW_MIN}, (_, i) => ({t: new Date(start + i * 60000), n: 0}));
-  for (const j of jobs) {
-    if (!j.finished_at) continue;
-    const t = new Date(j.finished_at).getTime();
-    const i = Math.floor((t - start) / 60000);
-    if (i >= 0 && i < WINDOW_MIN) buckets[i].n += 1;
-  }
-  return buckets;
 }
 
 function renderDevices(el, d) {
@@ -168,7 +270,7 @@ function renderKinds(el, rows) {
   }
   if (agg.size === 0) { el.append(h('p', {class: 'empty'}, 'No finished jobs yet.')); return; }
   const list = [...agg.values()].sort((a, b) => a.kind.localeCompare(b.kind) || a.backend.localeCompare(b.backend));
-  el.append(h('div', {class: 'table-wrap'}, h('table', null,
+  el.append(tableWrap('Jobs by kind and backend', h('table', null,
     h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'kind'), h('th', {scope: 'col'}, 'backend'),
       h('th', {scope: 'col', class: 'num'}, 'succeeded'), h('th', {scope: 'col', class: 'num'}, 'failed or canceled'),
       h('th', {scope: 'col', class: 'num'}, 'p50 compute'), h('th', {scope: 'col', class: 'num'}, 'p95 compute'))),
@@ -183,14 +285,14 @@ function renderRecent(el, jobs) {
     el.append(h('p', {class: 'empty'}, 'No jobs yet. ', h('a', {href: '#/submit'}, 'Submit the first one.')));
     return;
   }
-  el.append(h('div', {class: 'table-wrap'}, h('table', null,
+  el.append(tableWrap('Latest jobs', h('table', null,
     h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'job'), h('th', {scope: 'col'}, 'kind'),
       h('th', {scope: 'col'}, 'backend'), h('th', {scope: 'col'}, 'status'), h('th', {scope: 'col'}, 'label'),
       h('th', {scope: 'col', class: 'num'}, 'total'), h('th', {scope: 'col'}, 'created'))),
     h('tbody', null, jobs.map((j) => h('tr', null,
       h('td', null, h('a', {href: `#/jobs/${encodeURIComponent(j.id)}`, class: 'mono'}, j.id)),
       h('td', null, j.kind), h('td', null, backendText(j)), h('td', null, statusBadge(j.status)),
-      h('td', {class: 'label-cell muted'}, j.label || ''),
+      h('td', null, h('div', {class: 'label-cell muted', title: j.label || ''}, j.label || '')),
       h('td', {class: 'num'}, fmtMs((j.timings_ms || {}).total)),
       h('td', {title: j.created_at}, fmtAgo(j.created_at))))))));
 }

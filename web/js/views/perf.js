@@ -12,10 +12,12 @@
  * from params where a job carries them.
  * Under each chart, a table: median time per size and backend, and the
  * speedup against serial. "Measure" submits three compare jobs of growing
- * size so an empty history fills in. Refreshes every 10 s.
+ * size so an empty history fills in: its status line says at once what
+ * it is doing (submitting 1 of 3, then how many have finished, polled every
+ * second) and the chart is redrawn when they have. Refreshes every 10 s.
  */
 import {jobsApi, listAllJobs} from '../api.js';
-import {h, clear, card, fmtMs, fmtSize, poll, errorBox, announce, backendFamily, KINDS} from '../dom.js';
+import {h, clear, card, fmtMs, fmtSize, poll, errorBox, announce, backendFamily, tableWrap, KINDS} from '../dom.js';
 import {chartBox, perfChart, chartsReady} from '../charts.js';
 
 const UNIT = {map: 'elements', reduce: 'elements', matmul: 'm·k·n', geodesic: 'points'};
@@ -119,7 +121,7 @@ function table(kind, med) {
   const sizes = [...new Set(backends.flatMap((b) => med[b].map((p) => p.x)))].sort((a, b) => a - b);
   const get = (b, x) => (med[b] || []).find((p) => p.x === x);
   const others = backends.filter((b) => b !== 'serial');
-  return h('div', {class: 'table-wrap'}, h('table', {dataset: {kind}},
+  return tableWrap(`${kind}: median run time per size`, h('table', {dataset: {kind}},
     h('caption', {class: 'sr-only'}, `${kind}: median run time per input size and backend`),
     h('thead', null, h('tr', null, h('th', {scope: 'col', class: 'num'}, `size (${UNIT[kind]})`),
       backends.map((b) => h('th', {scope: 'col', class: 'num'}, b)),
@@ -147,16 +149,38 @@ export function mount(root) {
     hosts[k] = h('div', {class: 'stack', dataset: {kind: k}});
     const btn = h('button', {type: 'button', class: 'btn btn-sm', 'aria-label': `Measure ${k}: submit three compare jobs of growing size`},
       'Measure');
+    const line = h('p', {class: 'status-line', role: 'status', id: `measure-${k}`});
+    let busy = false;
     btn.addEventListener('click', async () => {
-      btn.disabled = true;
+      if (busy) return;
+      busy = true;
+      btn.setAttribute('aria-disabled', 'true');
+      btn.textContent = 'Measuring…';
+      const ids = [];
       try {
-        for (const body of SWEEPS[k]) await jobsApi.submit(body);
+        for (const [i, body] of SWEEPS[k].entries()) {
+          line.textContent = `Submitting job ${i + 1} of ${SWEEPS[k].length}…`;
+          ids.push((await jobsApi.submit(body)).id);
+        }
         announce(`Submitted three ${k} compare jobs`);
-      } catch (x) { clear(err).append(errorBox(x)); }
-      btn.disabled = false;
+        for (;;) {
+          const js = await Promise.all(ids.map((id) => jobsApi.get(id)));
+          const done = js.filter((j) => j.status !== 'queued' && j.status !== 'running');
+          const bad = done.filter((j) => j.status !== 'succeeded');
+          line.textContent = `${done.length} of ${ids.length} jobs finished` +
+            (bad.length ? ` (${bad.length} did not succeed)` : '') + (done.length < ids.length ? '; the chart updates when they have' : '.');
+          if (done.length === ids.length) break;
+          await new Promise((r) => setTimeout(r, 1000));
+          if (!line.isConnected) return;
+        }
+        refreshNow();
+      } catch (x) { line.textContent = ''; clear(err).append(errorBox(x)); }
+      busy = false;
+      btn.removeAttribute('aria-disabled');
+      btn.textContent = 'Measure';
     });
     const sec = card(k, h('div', {class: 'row', style: 'justify-content:space-between;margin-bottom:8px'},
-      h('span', {class: 'muted'}, `size in ${UNIT[k]}`), btn), hosts[k]);
+      h('span', {class: 'muted'}, `size in ${UNIT[k]}`), btn), line, hosts[k]);
     sec.id = `perf-${k}`;
     grid.append(sec);
   }
@@ -186,6 +210,8 @@ export function mount(root) {
     }
   }
 
-  const stop = poll(refresh, 10000, (x) => clear(err).append(errorBox(x)));
+  const onErr = (x) => clear(err).append(errorBox(x));
+  let stop = poll(refresh, 10000, onErr);
+  function refreshNow() { stop(); stop = poll(refresh, 10000, onErr); }
   return () => { stop(); for (const c of Object.values(charts)) c.destroy(); };
 }

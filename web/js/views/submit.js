@@ -7,7 +7,9 @@
  * given (code, message, field, position; a caret under the expression for
  * params.expr) and the control named by error.field is marked aria-invalid
  * and focused. #/submit?preset=<id> loads a preset; #/submit?from=<job id>
- * loads a recorded job's params ("run again").
+ * loads a recorded job's params ("run again"). When GET /v1/devices says
+ * there is no usable GPU, the cuda backend is disabled with the reason
+ * written beside it (a job asking for it would only get a 503).
  */
 import {api, jobsApi, getToken} from '../api.js';
 import {h, clear, field, select, nextId, errorBox, announce, KINDS} from '../dom.js';
@@ -277,6 +279,7 @@ export function mount(root, {query}) {
     showKind();
     if (body.params) sections[kind()].set(body.params);
     setRadio(backendSeg, 'backend', body.backend || 'auto');
+    disableCuda();
     label.value = body.label || '';
     priority.value = body.priority ?? 5;
     timeout.value = body.timeout_s ?? '';
@@ -358,13 +361,29 @@ export function mount(root, {query}) {
   });
 
   let alive = true;
+  let noGpu = null; /* the reason, once /v1/devices said there is no GPU */
+  function disableCuda() {
+    const r = backendSeg.querySelector('input[value="cuda"]');
+    if (!r || noGpu === null) return;
+    r.disabled = true;
+    r.setAttribute('aria-describedby', backendHint.id);
+    const lab = backendSeg.querySelector(`label[for="${r.id}"]`);
+    if (lab && !lab.querySelector('.note')) lab.append(h('span', {class: 'note'}, 'no GPU'));
+    if (r.checked) {
+      setRadio(backendSeg, 'backend', 'auto');
+      updatePreview();
+      announce('No GPU here: backend auto chosen instead of cuda');
+    }
+  }
+  backendSeg.addEventListener('change', disableCuda);
   api.get('/v1/devices').then((d) => {
     if (!alive) return;
     const cuda = d.cuda || {};
     const gpu = cuda.available && (cuda.devices || []).length > 0;
+    if (!gpu) { noGpu = cuda.reason || 'CUDA unavailable'; disableCuda(); }
     backendHint.textContent = gpu
       ? `GPU: ${(cuda.devices || []).map((g) => g.name).join(', ')}. ` + Object.entries(BACKEND_NOTES).map(([k, v]) => `${k}: ${v}`).join(' · ')
-      : `No GPU here (${cuda.reason || 'CUDA unavailable'}): cuda is refused with 503; compare runs serial and cpu.`;
+      : `cuda cannot be chosen: no GPU here (${noGpu}). compare runs serial and cpu.`;
   }).catch(() => { backendHint.textContent = Object.entries(BACKEND_NOTES).map(([k, v]) => `${k}: ${v}`).join(' · '); });
 
   showKind();
