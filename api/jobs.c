@@ -296,13 +296,19 @@ static void handle_delete(http_req *r, void *ud) {
   api_ctx *ctx = ud;
   terr e;
   const char *id = http_param(r, "id");
-  char *path = NULL;
-  if (jobs_delete(ctx->jobs, id, http_owner(r), &path, &e)) {
+  char **paths = NULL;
+  int n = 0;
+  if (jobs_delete(ctx->jobs, id, http_owner(r), &paths, &n, &e)) {
     http_reply_error(r, &e);
     return;
   }
   gpu_resident_drop(id); /* a chain's copy in GPU memory, if any */
-  api_reply_deleted(r, id, path);
+  for (int i = 0; i < n; i++) { /* the result's files, every part's */
+    unlink(paths[i]);
+    free(paths[i]);
+  }
+  free(paths);
+  api_reply_deleted(r, id, NULL);
 }
 
 static void handle_result(http_req *r, void *ud) {

@@ -7,7 +7,10 @@
  * silently different data. The element cap (env->max_elems) is applied by
  * arrayval to the shape that array_meta reports. result_meta / result_load
  * do the same for a finished job's result (a chained input): the job must
- * have succeeded (T_ECONFLICT saying its status otherwise).
+ * have succeeded (T_ECONFLICT saying its status otherwise). A job's input
+ * is its result's first part (a job of several parts: db/store.h); an
+ * int64 result is given as float64 (NumPy's promotion; arrays are never
+ * integers inside a job).
  */
 #include "array/store_source.h"
 
@@ -121,10 +124,14 @@ static int env_result_job(void *ud, const char *owner, const char *id,
   return rc;
 }
 
-/* What the job's row says of its result. 0 or T_EIO. */
+/* What the job's row says of its result (its first part). 0 or T_EIO.
+ * An int64 result (a geodesic query's indices) is T_I64 here; what a job
+ * reads of it is float64 (env_result_meta, env_result_load). */
 static int result_shape(const store_job *j, tdtype *dt, int *ndim,
                         int64_t *shape, terr *e) {
-  if (tdtype_parse(j->result.dtype, dt) != 0 || j->result.ndim < 0 ||
+  int i64 = strcmp(j->result.dtype, "int64") == 0;
+  if (i64) *dt = T_I64;
+  if ((!i64 && tdtype_parse(j->result.dtype, dt) != 0) || j->result.ndim < 0 ||
       j->result.ndim > T_MAXDIM)
     return terr_set(e, T_EIO, "", -1,
                     "job %s: its stored result is not an array", j->id);
@@ -139,6 +146,7 @@ static int env_result_meta(void *ud, const char *owner, const char *id,
   int rc = env_result_job(ud, owner, id, &j, e);
   if (rc) return rc;
   rc = result_shape(&j, dt, ndim, shape, e);
+  if (rc == T_OK && *dt == T_I64) *dt = T_F64; /* read as float64 */
   store_job_clear(&j);
   return rc;
 }
@@ -163,7 +171,7 @@ static int env_result_load(void *ud, const char *owner, const char *id,
     void *npy = NULL;
     size_t len = 0;
     rc = store_job_result_npy(ud, id, owner, &npy, &len, e);
-    if (rc == T_OK) rc = npy_parse(npy, len, INT64_MAX, &a, e);
+    if (rc == T_OK) rc = npy_parse_result(npy, len, INT64_MAX, &a, e);
     free(npy);
   }
   store_job_clear(&j);
@@ -174,6 +182,15 @@ static int env_result_load(void *ud, const char *owner, const char *id,
     tarray_free(a);
     return terr_set(e, T_EIO, "", -1,
                     "job %s: its result file does not match its record", id);
+  }
+  if (a->dtype == T_I64) {
+    /* Integers are never an input as such: NumPy's int64 -> float64
+     * promotion (exact up to 2^53, rounded to nearest beyond), so no
+     * expression or kernel ever reads int64 data. */
+    tarray *c = tarray_convert(a, T_F64);
+    tarray_free(a);
+    if (!c) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+    a = c;
   }
   *out = a;
   return T_OK;

@@ -116,13 +116,14 @@ int jobs_cancel(jobs *J, const char *id, const char *owner, terr *e) {
   return rc;
 }
 
-int jobs_delete(jobs *J, const char *id, const char *owner, char **path,
-                terr *e) {
-  *path = NULL;
+int jobs_delete(jobs *J, const char *id, const char *owner, char ***paths,
+                int *npaths, terr *e) {
+  *paths = NULL;
+  *npaths = 0;
   if (!id || !t_id_valid('j', id))
     return terr_set(e, T_ENOTFOUND, "id", -1, "job '%s' not found",
                     id ? id : "");
-  int rc = store_job_delete(J->st, id, owner, path, e);
+  int rc = store_job_delete(J->st, id, owner, paths, npaths, e);
   if (rc == T_ECONFLICT)
     terr_set(e, T_ECONFLICT, "id", -1,
              "job %s has not finished: cancel it first", id);

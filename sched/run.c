@@ -73,6 +73,7 @@
 #include <unistd.h>
 
 #include "array/localfile.h"
+#include "array/parts.h"
 #include "array/store_source.h"
 #include "sched/router.h"
 #include "util/sigbus.h"
@@ -83,6 +84,8 @@
  * 2.3999999999999999). */
 #define SRUN_JSON (JSON_COMPACT | JSON_REAL_PRECISION(9))
 #define SRUN_PATH_MAX 4096
+#define SRUN_STR_(x) #x
+#define SRUN_STR(x) SRUN_STR_(x)
 
 typedef struct salloc {
   tarray *a;                /* compared by address only (may be freed) */
@@ -90,10 +93,26 @@ typedef struct salloc {
   int out;                  /* the output file's temporary (r->out) */
 } salloc;
 
+/* A run's result: its arrays in order. One array (name[0] NULL) for most
+ * kinds; a run that names parts (job_ctx.result_part) has n of them, a[0]
+ * the array run returned. */
+typedef struct sres {
+  int n;
+  const char *name[JOB_MAX_PARTS]; /* static strings (the kind's) */
+  tarray *a[JOB_MAX_PARTS];
+} sres;
+
 typedef struct srun {
   sched *s;
   sjob *j;
   int device;
+  /* The current run's (srun_backend): its parts as result_part named them,
+   * a refused call (the run then fails, saying why), its own device (-1
+   * off cuda) and the devices it borrowed (bit d). */
+  sres named;
+  char part_err[TERR_MSG_MAX];
+  int run_device;
+  uint32_t borrowed;
   salloc allocs[SRUN_MAX_ALLOCS];
   int nallocs;
   tenv env;
@@ -214,15 +233,18 @@ static void srun_drop_result(srun *r, tarray *a) {
 }
 
 /* Keep the result `a` (and free it): as the .npy bytes *npy (new heap
- * buffer, *npy_len bytes) for the store row when they fit in row_max,
- * else as the file `final` (<results>/<id>.npy). */
+ * buffer, *npy_len bytes) for the store row when they fit in row_max
+ * (npy non-NULL: part 0 only), else as the file `final` (<results>/<id>.npy,
+ * or <results>/<id>.<name>.npy for a later part). */
 static int srun_keep_result(srun *r, tarray *a, const char *final, char **npy,
                             size_t *npy_len, terr *e) {
   salloc *al = srun_find_alloc(r, a);
   int rc = T_OK;
-  *npy = NULL;
-  *npy_len = 0;
-  if (!al && r->s->row_max > 0 &&
+  if (npy) {
+    *npy = NULL;
+    *npy_len = 0;
+  }
+  if (npy && !al && r->s->row_max > 0 &&
       a->size * (int64_t)tdtype_size(a->dtype) + NPY_HEADER_MAX <=
           r->s->row_max) {
     rc = npy_to_buffer(a, npy, npy_len, e);
@@ -303,6 +325,55 @@ static int srun_keep_output(srun *r, tarray *a, terr *e) {
   return rc;
 }
 
+/* Remove the files of parts 1.. (a job that failed after keeping them, or
+ * whose end did not commit) and forget them. */
+static void srun_unlink_parts(tparts *p) {
+  for (int i = 1; i < p->n; i++)
+    if (p->p[i].path) unlink(p->p[i].path);
+  tparts_clear(p);
+}
+
+/* Keep parts 1.. of res (freed here, kept or not) as
+ * <results>/<id>.<name>.npy, each as srun_keep_result keeps a file (its
+ * temporary renamed when complete), and list every part in *parts (their
+ * paths; parts->p[0]'s figures filled by the caller, which keeps part 0)
+ * and *doc (the store's text, new heap string). A failure removes the
+ * part files already kept. */
+static int srun_keep_parts(srun *r, sres *res, tparts *parts, char **doc,
+                           terr *e) {
+  int rc = T_OK, i;
+  *doc = NULL;
+  for (i = 0; i < res->n; i++) {
+    const tarray *a = i == 0 ? NULL : res->a[i];
+    tpart *t = &parts->p[i];
+    snprintf(t->name, sizeof t->name, "%s", res->name[i]);
+    parts->n = i + 1;
+    if (i == 0) continue; /* kept by the caller: its figures are the job's */
+    t->dtype = a->dtype;
+    t->ndim = a->ndim;
+    memcpy(t->shape, a->shape, sizeof t->shape);
+    t->bytes = a->size * (int64_t)tdtype_size(a->dtype);
+    size_t len = strlen(r->s->results_dir) + strlen(r->j->id) + strlen(t->name) + 8;
+    if (!(t->path = malloc(len))) {
+      rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
+      break;
+    }
+    snprintf(t->path, len, "%s/%s.%s.npy", r->s->results_dir, r->j->id, t->name);
+    rc = srun_keep_result(r, res->a[i], t->path, NULL, NULL, e);
+    res->a[i] = NULL;
+    if (rc) {
+      free(t->path);
+      t->path = NULL;
+      break;
+    }
+  }
+  for (int k = i + 1; k < res->n; k++) srun_drop_result(r, res->a[k]);
+  if (rc == T_OK && !(*doc = tparts_text(parts)))
+    rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  if (rc) srun_unlink_parts(parts);
+  return rc;
+}
+
 /* Remove every temporary file still listed (failed or dropped runs), the
  * output's included, and close the output directory. */
 static void srun_cleanup(srun *r) {
@@ -311,6 +382,76 @@ static void srun_cleanup(srun *r) {
   r->nallocs = 0;
   tlocal_out_close(&r->out);
   r->out_busy = 0;
+}
+
+/* ---- named parts and borrowed GPUs (job_ctx hooks) ---------------------------- */
+/* Free every array of res (and its temporary file); res is emptied. */
+static void srun_drop_res(srun *r, sres *res) {
+  for (int i = 0; i < res->n; i++) srun_drop_result(r, res->a[i]);
+  memset(res, 0, sizeof *res);
+}
+
+/* job_ctx.result_part: record part `index`. A refused call (out of
+ * order, a bad or repeated name, too many) fails the run with the reason;
+ * a part 1.. it hands over is freed here then (it is the scheduler's). */
+static int srun_result_part(job_ctx *ctx, int index, const char *name,
+                            tarray *a, terr *e) {
+  srun *r = ctx->ud;
+  sres *p = &r->named;
+  const char *why = NULL;
+  int known = 0; /* a is already recorded: never freed twice */
+  for (int k = 0; a && k < p->n; k++) known |= p->a[k] == a;
+  if (index < 0 || index >= JOB_MAX_PARTS)
+    why = "a job has at most " SRUN_STR(JOB_MAX_PARTS) " parts";
+  else if (index != p->n) why = "parts are named in order, 0 first";
+  else if (!a || known) why = "no array, or one already named";
+  else if (!tpart_name_valid(name)) why = "the name is not [a-z][a-z0-9_]{0,30}";
+  for (int k = 0; !why && k < p->n; k++)
+    if (strcmp(p->name[k], name) == 0) why = "the name is taken";
+  if (why) {
+    if (index > 0 && a && !known) srun_drop_result(r, a);
+    if (!r->part_err[0])
+      snprintf(r->part_err, sizeof r->part_err,
+               "kind %s: result part %d ('%.40s'): %s", r->j->k->name, index,
+               name ? name : "", why);
+    return terr_set(e, T_EINTERNAL, "", -1, "%s", r->part_err);
+  }
+  p->name[index] = name;
+  p->a[index] = a;
+  p->n++;
+  return T_OK;
+}
+
+/* job_ctx.gpu_borrow: device dev held for this run when it is another
+ * healthy device that nobody holds now (a non-blocking try of its lock:
+ * never waits, so two runs borrowing each other's devices cannot
+ * deadlock). Runs on the run's thread, which then owns the lock. */
+static int srun_gpu_borrow(job_ctx *ctx, int dev) {
+  srun *r = ctx->ud;
+  sched *s = r->s;
+  if (dev < 0 || dev >= s->ngpu || dev >= 32 || dev == r->run_device ||
+      (r->borrowed >> dev & 1u) || !s->gpu.trylock || !s->gpu.healthy(dev))
+    return -1;
+  if (s->gpu.trylock(dev) != 0) return -1;
+  r->borrowed |= 1u << dev;
+  return 0;
+}
+
+static void srun_gpu_return(job_ctx *ctx, int dev) {
+  srun *r = ctx->ud;
+  if (dev < 0 || dev >= 32 || !(r->borrowed >> dev & 1u)) return;
+  r->borrowed &= ~(1u << dev);
+  r->s->gpu.unlock(dev);
+}
+
+/* After a run: give back what it kept of the borrowed devices. */
+static void srun_return_borrowed(srun *r, job_ctx *ctx) {
+  for (int d = 0; r->borrowed && d < 32; d++)
+    if (r->borrowed >> d & 1u) {
+      log_warn("scheduler: job %s: kind %s kept borrowed GPU %d after its "
+               "run; given back", r->j->id, r->j->k->name, d);
+      srun_gpu_return(ctx, d);
+    }
 }
 
 /* ---- one backend ------------------------------------------------------------ */
@@ -324,32 +465,68 @@ static void ctx_setup(srun *r, job_ctx *ctx, tbackend b, int device) {
   ctx->t_h2d = ctx->t_compute = ctx->t_d2h = 0;
   ctx->result_alloc = srun_result_alloc;
   ctx->result_stream = srun_result_stream;
+  ctx->result_part = srun_result_part;
+  ctx->ngpu = r->s->ngpu;
+  ctx->gpu_borrow = r->s->gpu.trylock ? srun_gpu_borrow : NULL;
+  ctx->gpu_return = r->s->gpu.trylock ? srun_gpu_return : NULL;
   ctx->ud = r;
+  memset(&r->named, 0, sizeof r->named);
+  r->part_err[0] = 0;
+  r->run_device = b == B_CUDA ? device : -1;
+  r->borrowed = 0;
+}
+
+/* The run's *result and the parts it named, checked, into res (emptied
+ * and everything freed on failure). */
+static int srun_collect(srun *r, int rc, tarray *result, sres *res, terr *e) {
+  sres *p = &r->named;
+  memset(res, 0, sizeof *res);
+  if (rc == T_OK && r->part_err[0]) /* the kind went on after a refusal */
+    rc = terr_set(e, T_EINTERNAL, "", -1, "%s", r->part_err);
+  else if (rc == T_OK && !result)
+    rc = terr_set(e, T_EINTERNAL, "", -1, "kind %s returned no result",
+                  r->j->k->name);
+  else if (rc == T_OK && p->n > 0 && p->a[0] != result)
+    rc = terr_set(e, T_EINTERNAL, "", -1,
+                  "kind %s: result part 0 is not the array its run returned",
+                  r->j->k->name);
+  for (int i = 1; rc == T_OK && i < p->n; i++)
+    if (p->a[i] == result)
+      rc = terr_set(e, T_EINTERNAL, "", -1,
+                    "kind %s: result part %d is the array its run returned",
+                    r->j->k->name, i);
+  if (rc) {
+    srun_drop_result(r, result); /* a kind should not return one, but */
+    for (int i = 1; i < p->n; i++)
+      if (p->a[i] != result) srun_drop_result(r, p->a[i]);
+    memset(p, 0, sizeof *p);
+    return rc;
+  }
+  if (p->n > 1) *res = *p;
+  else res->n = 1; /* one array, even when the kind named it */
+  res->a[0] = result;
+  memset(p, 0, sizeof *p);
+  return T_OK;
 }
 
 /* Run the plan on b; adds the phases to r; *ms gets the wall time. */
 static int srun_backend(srun *r, void *plan, tbackend b, int device,
-                        tarray **result, double *ms, terr *e) {
+                        sres *res, double *ms, terr *e) {
   job_ctx *ctx = &r->j->ctx;
   ctx_setup(r, ctx, b, device);
-  *result = NULL;
+  tarray *result = NULL;
   /* Never held across a kind callback or gpu_lock (sched_int.h). */
   SCHED_ASSERT_UNLOCKED(r->s);
   if (b == B_CUDA) r->s->gpu.lock(device);
   double t0 = t_now_ms();
-  int rc = r->j->k->run(plan, b, ctx, result, e);
+  int rc = r->j->k->run(plan, b, ctx, &result, e);
   *ms = t_now_ms() - t0;
+  srun_return_borrowed(r, ctx); /* every one, even after a failure */
   if (b == B_CUDA) {
     r->s->gpu.unlock(device);
     r->s->gpu.note_result(device, rc); /* once per cuda run */
   }
-  if (rc) {
-    srun_drop_result(r, *result); /* a kind should not return one, but */
-    *result = NULL;
-  } else if (!*result) {
-    rc = terr_set(e, T_EINTERNAL, "", -1, "kind %s returned no result",
-                  r->j->k->name);
-  }
+  rc = srun_collect(r, rc, result, res, e);
   /* Recorded timings correct the router's cost model, which estimates
    * submit -> stored: a single run is observed once its result is stored
    * (srun), each backend a compare runs here with the prepare it would
@@ -368,6 +545,7 @@ static int srun_backend(srun *r, void *plan, tbackend b, int device,
 /* ---- compare ------------------------------------------------------------------ */
 typedef struct cmp_arg {
   const tarray *ref, *b;
+  int exact; /* int64 parts: equal or not, no tolerance */
   double rtol, atol;
   int64_t chunk, n;
   double maxdiff[64];
@@ -397,10 +575,18 @@ static void cmp_chunk(void *arg, int64_t c, int slot) {
   cmp_arg *a = arg;
   int64_t lo = c * a->chunk, hi = lo + a->chunk < a->n ? lo + a->chunk : a->n;
   double md = a->maxdiff[slot];
+  const int64_t *xi = a->b->data, *ri = a->ref->data;
   for (int64_t i = lo; i < hi; i++) {
     double d;
-    if (!cmp_close(tarray_get(a->b, i), tarray_get(a->ref, i), a->atol,
-                   a->rtol, &d)) {
+    int ok;
+    if (a->exact) { /* a difference of 1 beyond 2^53 still counts */
+      ok = xi[i] == ri[i];
+      d = ok ? 0 : fmax(fabs((double)xi[i] - (double)ri[i]), 1);
+    } else {
+      ok = cmp_close(tarray_get(a->b, i), tarray_get(a->ref, i), a->atol,
+                     a->rtol, &d);
+    }
+    if (!ok) {
       if (a->bad[slot]++ == 0 || i < a->first_bad[slot]) a->first_bad[slot] = i;
     }
     if (d > md) md = d;
@@ -408,13 +594,16 @@ static void cmp_chunk(void *arg, int64_t c, int slot) {
   a->maxdiff[slot] = md;
 }
 
-/* 1 when b agrees with ref; *maxdiff, *bad (count), *first (index). */
+/* 1 when b agrees with ref; *maxdiff, *bad (count), *first (index). An
+ * int64 array agrees only with an int64 array holding the same values. */
 static int srun_agree(srun *r, const tarray *ref, const tarray *b,
                       double *maxdiff, int64_t *bad, int64_t *first) {
   *maxdiff = 0;
   *bad = 0;
   *first = -1;
-  int same = ref->ndim == b->ndim && ref->size == b->size;
+  int exact = ref->dtype == T_I64;
+  int same = ref->ndim == b->ndim && ref->size == b->size &&
+             exact == (b->dtype == T_I64);
   for (int i = 0; same && i < ref->ndim; i++) same = ref->shape[i] == b->shape[i];
   if (!same) {
     *maxdiff = INFINITY;
@@ -426,6 +615,7 @@ static int srun_agree(srun *r, const tarray *ref, const tarray *b,
     cmp_arg local;
     memset(&local, 0, sizeof local);
     local.ref = ref, local.b = b, local.rtol = r->rtol, local.atol = r->atol;
+    local.exact = exact;
     local.n = ref->size, local.chunk = ref->size;
     cmp_chunk(&local, 0, 0);
     *maxdiff = local.maxdiff[0];
@@ -434,6 +624,7 @@ static int srun_agree(srun *r, const tarray *ref, const tarray *b,
     return *bad == 0;
   }
   a->ref = ref, a->b = b, a->rtol = r->rtol, a->atol = r->atol;
+  a->exact = exact;
   a->n = ref->size;
   a->chunk = 1 << 16;
   int width = pool_threads(r->s->pool);
@@ -467,7 +658,43 @@ static void srun_progress_next(srun *r, int runs_left) {
   tmutex_unlock(&r->s->mu);
 }
 
-static int srun_compare(srun *r, void *plan, tarray **result, terr *e) {
+/* Append to dis (at *dlen) how run `name`'s result disagrees with the
+ * reference's, if it does; *md gets the largest difference. Parts are
+ * compared one by one, by name (a different list disagrees). */
+static void srun_agree_res(srun *r, const sres *ref, const sres *res,
+                           const char *name, char *dis, size_t *dlen,
+                           double *md) {
+  size_t cap = TERR_MSG_MAX;
+  int same = ref->n == res->n;
+  for (int p = 0; same && p < ref->n; p++)
+    same = (!ref->name[p] && !res->name[p]) ||
+           (ref->name[p] && res->name[p] && !strcmp(ref->name[p], res->name[p]));
+  *md = 0;
+  if (!same) {
+    *md = INFINITY;
+    *dlen += (size_t)snprintf(dis + *dlen, *dlen < cap ? cap - *dlen : 0,
+                              "%s%s gave %d part(s) and serial %d, or other "
+                              "names", *dlen ? "; " : "", name, res->n, ref->n);
+  }
+  for (int p = 0; same && p < ref->n; p++) {
+    double d;
+    int64_t bad, first;
+    if (!srun_agree(r, ref->a[p], res->a[p], &d, &bad, &first)) {
+      char part[64] = "";
+      if (ref->n > 1)
+        snprintf(part, sizeof part, " on part '%s'", ref->name[p]);
+      *dlen += (size_t)snprintf(
+          dis + *dlen, *dlen < cap ? cap - *dlen : 0,
+          "%s%s and serial disagree%s at %lld element(s) (first at index "
+          "%lld), max |a-b| = %.3g",
+          *dlen ? "; " : "", name, part, (long long)bad, (long long)first, d);
+    }
+    if (d > *md) *md = d;
+  }
+  if (*dlen >= cap) *dlen = cap - 1;
+}
+
+static int srun_compare(srun *r, void *plan, sres *result, terr *e) {
   struct { tbackend b; int dev; char name[16]; } runs[3];
   int n = 0;
   runs[n].b = B_SERIAL, runs[n].dev = -1;
@@ -485,17 +712,20 @@ static int srun_compare(srun *r, void *plan, tarray **result, terr *e) {
   r->atol = r->j->k->atol;
   if (r->j->k->tolerance) /* data- or dtype-dependent (matmul) */
     r->j->k->tolerance(plan, &r->rtol, &r->atol);
-  tarray *ref = NULL;
+  sres ref;
+  memset(&ref, 0, sizeof ref);
   char disagree[TERR_MSG_MAX] = "";
   size_t dlen = 0;
   int rc = T_OK;
   for (int i = 0; i < n; i++) {
     if (i > 0) srun_progress_next(r, n - 1 - i);
-    tarray *res = NULL;
+    sres res;
     double ms;
     rc = srun_backend(r, plan, runs[i].b, runs[i].dev, &res, &ms, e);
-    if (rc == T_OK) rc = srun_readable(r, &res, e);
+    for (int p = 0; rc == T_OK && p < res.n; p++)
+      rc = srun_readable(r, &res.a[p], e); /* a failure frees that one */
     if (rc) {
+      srun_drop_res(r, &res);
       if (!job_ctx_stopped(&r->j->ctx)) {
         char msg[TERR_MSG_MAX];
         snprintf(msg, sizeof msg, "compare: %s failed: %s", runs[i].name,
@@ -512,31 +742,19 @@ static int srun_compare(srun *r, void *plan, tarray **result, terr *e) {
       ref = res;
     } else {
       double md;
-      int64_t bad, first;
-      if (!srun_agree(r, ref, res, &md, &bad, &first)) {
-        dlen += (size_t)snprintf(
-            disagree + dlen, dlen < sizeof disagree ? sizeof disagree - dlen : 0,
-            "%s%s and serial disagree at %lld element(s) (first at index "
-            "%lld), max |a-b| = %.3g",
-            dlen ? "; " : "", runs[i].name, (long long)bad, (long long)first,
-            md);
-        if (dlen >= sizeof disagree) dlen = sizeof disagree - 1;
-      }
+      srun_agree_res(r, &ref, &res, runs[i].name, disagree, &dlen, &md);
       if (md > r->max_abs_diff) r->max_abs_diff = md;
       json_object_set_new(entry, "max_abs_diff",
                           isfinite(md) ? json_real(md) : json_null());
-      srun_drop_result(r, res);
+      srun_drop_res(r, &res);
     }
     json_array_append_new(r->compare, entry);
   }
   if (rc == T_OK && disagree[0])
     rc = terr_set(e, T_EINTERNAL, "", -1,
-                  "compare: %s (tolerance |a-b| <= %g + %g*|b|)", disagree,
-                  r->atol, r->rtol);
-  if (rc) {
-    srun_drop_result(r, ref);
-    ref = NULL;
-  }
+                  "compare: %s (tolerance |a-b| <= %g + %g*|b|%s)", disagree,
+                  r->atol, r->rtol, ref.n > 1 ? "; int64 parts exactly" : "");
+  if (rc) srun_drop_res(r, &ref);
   *result = ref;
   return rc;
 }
@@ -634,6 +852,7 @@ typedef struct srun_end {
   double run_ms;
   char used[32];
   char final[SRUN_PATH_MAX]; /* the result file; "" when none */
+  tparts parts; /* a result of several arrays: their files (p[1..].path) */
 } srun_end;
 
 /* The finish is committed (rc 0) or failed. Runs on the store's writer
@@ -644,6 +863,7 @@ static void srun_finished(void *arg, int rc, const terr *fe, store_job *row) {
   sched *s = x->s;
   sjob *j = x->j;
   if (rc != T_OK && x->final[0]) unlink(x->final);
+  if (rc != T_OK) srun_unlink_parts(&x->parts);
   if ((rc == T_ENOSPACE || rc == T_EIO) && !x->retried) {
     /* The end did not fit (a full disk: SQLITE_FULL, or a result too big
      * for what is left in the row): record a plain failure instead, which
@@ -680,6 +900,7 @@ static void srun_finished(void *arg, int rc, const terr *fe, store_job *row) {
                  rc == T_OK ? row : NULL);
   }
   if (row) store_job_clear(row);
+  tparts_clear(&x->parts);
   free(x);
 }
 
@@ -712,9 +933,12 @@ void sched_run_job(sched *s, sjob *j, int device) {
   terr e;
   terr_clear(&e);
   void *plan = NULL;
-  tarray *result = NULL;
+  sres res;
+  memset(&res, 0, sizeof res);
+  tparts parts; /* the kept parts of a result of several arrays */
+  memset(&parts, 0, sizeof parts);
   char used[32] = "", final[SRUN_PATH_MAX] = "";
-  char *estimate = NULL, *compare_json = NULL, *npy = NULL;
+  char *estimate = NULL, *compare_json = NULL, *npy = NULL, *parts_doc = NULL;
   job_result_info rinfo;
   memset(&rinfo, 0, sizeof rinfo);
   size_t npy_len = 0;
@@ -803,9 +1027,9 @@ void sched_run_job(sched *s, sjob *j, int device) {
   r.t_prepare = t_now_ms() - t0;
   if (rc || atomic_load(&j->stop)) goto end;
   if (j->backend == B_COMPARE) {
-    rc = srun_compare(&r, plan, &result, &e);
+    rc = srun_compare(&r, plan, &res, &e);
   } else {
-    rc = srun_backend(&r, plan, j->backend, device, &result, &backend_ms, &e);
+    rc = srun_backend(&r, plan, j->backend, device, &res, &backend_ms, &e);
   }
 
 end:
@@ -824,7 +1048,7 @@ end:
   int64_t ptotal = j->progress_base_total + atomic_load(&j->ctx.progress_total);
   tmutex_unlock(&s->mu);
 
-  if (stop == SJ_STOP_SHUTDOWN && (rc || !result)) {
+  if (stop == SJ_STOP_SHUTDOWN && (rc || !res.n)) {
     /* Stopped by shutdown: stays queued in the store, its start taken
      * back (a shutdown is not a crash: attempts counts only those). */
     if (started) {
@@ -833,7 +1057,7 @@ end:
         log_warn("scheduler: job %s stays running in the store: %s", j->id,
                  ue.message);
     }
-    srun_drop_result(&r, result);
+    srun_drop_res(&r, &res);
     srun_cleanup(&r);
     sched_mem_release(s, j);
     srun_release(s, j, -1, 0, NULL, 0, NULL);
@@ -858,29 +1082,49 @@ end:
     status = JOB_SUCCEEDED;
   }
   if (status != JOB_SUCCEEDED) {
-    srun_drop_result(&r, result);
-    result = NULL;
+    srun_drop_res(&r, &res);
   } else {
+    tarray *result = res.a[0];
     /* Pairs a geodesic method could not solve (Vincenty near antipodes)
      * are NaN in the result and counted there, so the job says so. */
     snprintf(rinfo.dtype, sizeof rinfo.dtype, "%s", tdtype_name(result->dtype));
     rinfo.ndim = result->ndim;
     for (int d = 0; d < result->ndim; d++) rinfo.shape[d] = result->shape[d];
     rinfo.bytes = result->size * (int64_t)tdtype_size(result->dtype);
+    parts.p[0].dtype = result->dtype; /* for a result of several arrays */
+    parts.p[0].ndim = result->ndim;
+    memcpy(parts.p[0].shape, result->shape, sizeof parts.p[0].shape);
+    parts.p[0].bytes = rinfo.bytes;
     rinfo.nonconverged =
         j->ctx.nonconverged > 0 ? (int64_t)j->ctx.nonconverged : 0;
     snprintf(final, sizeof final, "%s/%s.npy", s->results_dir, j->id);
     double t0s = t_now_ms();
     int wrc;
-    if (r.out.dirfd >= 0) { /* the user's file; the service keeps nothing */
+    if (r.out.dirfd >= 0 && res.n > 1) {
+      wrc = terr_set(&e, T_EINVAL, "output.file", -1,
+                     "this job's result is %d arrays (%s, %s%s); output.file "
+                     "takes a result of one array: submit it without "
+                     "\"output\" and read each part from "
+                     "/v1/jobs/{id}/result/{name}",
+                     res.n, res.name[0], res.name[1], res.n > 2 ? ", ..." : "");
+      srun_drop_res(&r, &res);
+      final[0] = 0;
+    } else if (r.out.dirfd >= 0) { /* the user's file; the service keeps nothing */
       wrc = srun_keep_output(&r, result, &e);
       final[0] = 0;
     } else {
       wrc = srun_keep_result(&r, result, final, &npy, &npy_len, &e);
+      res.a[0] = NULL;
+      if (npy) final[0] = 0; /* in the row, not a file */
+      if (wrc == T_OK && res.n > 1 &&
+          (wrc = srun_keep_parts(&r, &res, &parts, &parts_doc, &e))) {
+        if (final[0]) unlink(final);
+        free(npy);
+        npy = NULL;
+      }
     }
-    result = NULL;
+    memset(&res, 0, sizeof res); /* kept or freed */
     r.t_store = t_now_ms() - t0s;
-    if (npy) final[0] = 0; /* in the row, not a file */
     if (!wrc && j->have_est && j->backend != B_COMPARE)
       router_observe(j->k, &j->est, j->backend,
                      r.t_prepare + backend_ms + r.t_store);
@@ -904,7 +1148,8 @@ end:
       .result_path = final[0] ? final : NULL, .compare = compare_json,
       .max_abs_diff = r.compare ? r.max_abs_diff : NAN, .error_code = code,
       .error_message = code ? msg : NULL, .progress_done = pdone,
-      .progress_total = ptotal, .result_npy = npy, .result_npy_len = npy_len};
+      .progress_total = ptotal, .result_npy = npy, .result_npy_len = npy_len,
+      .result_parts = parts_doc};
   for (int t = 0; t < JOB_T__COUNT; t++) /* to the microsecond */
     job_timings_put(&end.timings, (job_timing)t, sched_ms_round(ms[t]));
   /* Its memory is free (results kept or dropped, the plan released): a
@@ -917,6 +1162,7 @@ end:
   if (!x) {
     log_error("scheduler: no memory to end job %s", j->id);
     if (final[0]) unlink(final);
+    srun_unlink_parts(&parts);
     srun_release(s, j, status, 1, started ? used : NULL, run_ms, NULL);
     goto out;
   }
@@ -927,6 +1173,8 @@ end:
   x->run_ms = run_ms;
   snprintf(x->used, sizeof x->used, "%s", used);
   snprintf(x->final, sizeof x->final, "%s", final);
+  x->parts = parts; /* its paths go with x */
+  memset(&parts, 0, sizeof parts);
   if (store_job_finish_async(s->cfg.st, j->id, &end, srun_finished, x, &fe) !=
       T_OK) {
     int frc = store_job_finish(s->cfg.st, j->id, &end, &fe);
@@ -940,4 +1188,5 @@ out:
   json_decref(r.compare);
   free(estimate);
   free(compare_json);
+  free(parts_doc);
 }

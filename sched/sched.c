@@ -319,7 +319,8 @@ int sched_create(const sched_config *cfg, sched **out, terr *e) {
     s->gpu = *cfg->gpu_ops;
   } else {
     s->gpu = (sched_gpu_ops){gpu_count, gpu_healthy, gpu_note_result,
-                             gpu_lock, gpu_unlock, gpu_unavailable_reason};
+                             gpu_lock, gpu_unlock, gpu_unavailable_reason,
+                             gpu_trylock};
   }
   s->cfg.gpu_ops = &s->gpu;
   s->ngpu = s->gpu.count();
