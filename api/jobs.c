@@ -311,12 +311,13 @@ static void handle_delete(http_req *r, void *ud) {
   api_reply_deleted(r, id, NULL);
 }
 
+/* GET /v1/jobs/{id}/result and /v1/jobs/{id}/result/{name} (a part). */
 static void handle_result(http_req *r, void *ud) {
   api_ctx *ctx = ud;
   terr e;
   jobs_result res;
-  if (jobs_result_get(ctx->jobs, http_param(r, "id"), http_owner(r), &res,
-                      &e)) {
+  if (jobs_result_part_get(ctx->jobs, http_param(r, "id"), http_owner(r),
+                           http_param(r, "name"), &res, &e)) {
     http_reply_error(r, &e);
     return;
   }
@@ -343,6 +344,8 @@ int api_jobs_register(http_server *srv, api_ctx *ctx, terr *e) {
                    HTTP_AUTH | HTTP_JSON);
   rc |= http_route(srv, "GET", "/v1/jobs/{id}/result", handle_result, ctx,
                    HTTP_AUTH);
+  rc |= http_route(srv, "GET", "/v1/jobs/{id}/result/{name}", handle_result,
+                   ctx, HTTP_AUTH);
   if (rc) return terr_set(e, T_EINTERNAL, "", -1, "cannot register job routes");
   return T_OK;
 }

@@ -106,6 +106,13 @@ typedef struct jobs_result {
 } jobs_result;
 int jobs_result_get(jobs *J, const char *id, const char *owner,
                     jobs_result *out, terr *e);
+/* The same for part `name` of a result of several arrays (NULL: the first,
+ * as jobs_result_get). T_ENOTFOUND (field "name") when the result has no
+ * such part, the name is not a part name, or the result is one array;
+ * errors of the job itself as above (T_ECONFLICT while it has not
+ * succeeded). layout is NULL for parts after the first. */
+int jobs_result_part_get(jobs *J, const char *id, const char *owner,
+                         const char *name, jobs_result *out, terr *e);
 void jobs_result_clear(jobs_result *r);
 
 /* Commit every store write queued so far (after an async insert). */

@@ -368,6 +368,33 @@ static void sched_clean_temp(sched *s) {
   closedir(d);
 }
 
+/* Remove the result files of jobs that did not end (<id>.npy and every
+ * part's <id>.<name>.npy): a process that died between renaming them and
+ * committing the end left them, and the job runs again from nothing, so
+ * none is ever listed half-kept. One pass over the folder. */
+static void sched_clean_unfinished(sched *s, const store_job *jobs, int n) {
+  if (n <= 0) return;
+  DIR *d = opendir(s->results_dir);
+  if (!d) return;
+  struct dirent *de;
+  char path[4096];
+  while ((de = readdir(d))) {
+    const char *dot = strchr(de->d_name, '.');
+    size_t len = strlen(de->d_name);
+    if (!dot || len < 4 || strcmp(de->d_name + len - 4, ".npy") != 0) continue;
+    size_t idlen = (size_t)(dot - de->d_name);
+    int match = 0;
+    for (int i = 0; i < n && !match; i++)
+      match = strlen(jobs[i].id) == idlen &&
+              memcmp(jobs[i].id, de->d_name, idlen) == 0;
+    if (!match) continue;
+    snprintf(path, sizeof path, "%s/%s", s->results_dir, de->d_name);
+    if (unlink(path) == 0)
+      log_info("scheduler: removed %s of an unfinished job", path);
+  }
+  closedir(d);
+}
+
 /* Queue one job from the store. reserved: it holds a reserve slot. */
 static int sched_add(sched *s, const store_job *sj, int reserved,
                      json_t *params, const job_estimate *est,
@@ -425,6 +452,7 @@ int sched_start(sched *s, terr *e) {
   sched_clean_temp(s);
   sched_journal_open(s); /* first: it raises attempts of jobs read next */
   if ((rc = store_job_unfinished(s->cfg.st, &jobs, &n, e))) return rc;
+  sched_clean_unfinished(s, jobs, n);
   int requeued = 0;
   for (int i = 0; i < n; i++) {
     terr e2;
