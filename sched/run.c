@@ -39,6 +39,28 @@
  * Compare reads its results: a sink's is mapped from its file once the run
  * has returned it (srun_readable).
  *
+ * Parts (job_ctx.result_part; kinds/kinds.h): a run may give several named
+ * arrays, part 0 being the array it returns. srun_result_part checks each
+ * call (in order, a valid and unused name, at most JOB_MAX_PARTS; a refusal
+ * fails the run, and a refused part 1.. is freed here: it is the
+ * scheduler's once handed over) and srun_collect gathers them with the
+ * returned array into the run's sres. Part 0 is kept as any result is
+ * (row or <id>.npy); parts 1.. as <results>/<id>.<name>.npy, each allocated
+ * and written like a result file (blocks reserved first, temporary name,
+ * renamed when complete; srun_keep_parts), then listed in the end's
+ * result_parts document (array/parts.h). A failure after some were kept
+ * removes them; an end that does not commit removes them (srun_finished);
+ * a process that dies before the commit leaves them to sched_start, which
+ * removes every result file of an unfinished job. An output job
+ * ("output": {"file"}) whose run gives several parts fails naming
+ * output.file. Compare compares part by part, by name (int64 exactly).
+ *
+ * Borrowed GPUs (job_ctx.gpu_borrow / gpu_return): a non-blocking
+ * gpu_trylock of a healthy device that is not the run's own (so two runs
+ * borrowing each other's devices never wait for each other), held by the
+ * run's thread; srun_backend gives back whatever the run kept, before its
+ * own device's unlock, and logs it.
+ *
  * Same-host files (--local-dir, array/localfile.h). A job with "output":
  * {"file": path} has its output directory opened before it starts (a
  * directory gone since submit fails the job naming output.file); its first
