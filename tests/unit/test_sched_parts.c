@@ -17,8 +17,9 @@
  * 409 while running), delete and expiry returning every file, compare part
  * by part (agreeing; an int64 part off by one beyond 2^53 disagreeing,
  * named), failures leaving no file, result_part misuse failing the job with
- * the reason, part 0 kept in the row with parts 1.. in files, and a start
- * removing the result files of a job whose end never committed.
+ * the reason, part 0 kept in the row with parts 1.. in files, a start
+ * removing the result files of a job whose end never committed, and an
+ * "output" file job with parts failing naming output.file.
  */
 #include "array/parts.h"
 #include "sched_fixture.h"
@@ -438,6 +439,63 @@ TEST(test_parts_unfinished_swept_at_start) {
   fx_close(&f);
 }
 
+/* "output": {"file"} holds one array: a job whose run gives several parts
+ * fails naming output.file, and leaves nothing in the directory. */
+TEST(test_parts_output_file_refused) {
+  char out[400];
+  snprintf(out, sizeof out, "%s/out%d", root, dir_seq);
+  CHECK(mkdir(out, 0755) == 0);
+  const char *dirs[1] = {out};
+  struct tlocal *local = NULL;
+  terr e;
+  CHECK_MSG(jobs_local_open(dirs, 1, 0, &local, &e) == 0, "%s", e.message);
+  fx f;
+  memset(&f, 0, sizeof f);
+  snprintf(f.dir, sizeof f.dir, "%s/d%d", root, dir_seq++);
+  CHECK(store_open(f.dir, &f.st, &e) == 0);
+  fx_config(&f, 2);
+  f.cfg.kind_lookup = parts_kinds;
+  f.cfg.local = local;
+  if (fx_start(&f)) return;
+  store_job j;
+  memset(&j, 0, sizeof j);
+  char file[500];
+  snprintf(file, sizeof file, "%s/r.npy", out);
+  j.owner = strdup("");
+  j.kind = strdup("parts");
+  j.params = strdup("{\"n\":40}");
+  j.backend_requested = strdup("cpu");
+  j.body_hash = strdup("0");
+  j.output_file = strdup(file);
+  j.max_abs_diff = NAN;
+  int existing, retry = 0;
+  CHECK(sched_reserve(f.s, &retry, &e) == 0);
+  CHECK(store_job_insert(f.st, &j, &existing, &e) == 0);
+  CHECK(sched_enqueue(f.s, &j, &e) == 0);
+  char id[T_ID_MAX];
+  snprintf(id, sizeof id, "%s", j.id);
+  store_job_clear(&j);
+  if (wait_final(&f, id, &j)) {
+    CHECK(j.status == JOB_FAILED);
+    CHECK_STR(j.error_code, "invalid_argument");
+    CHECK_MSG(j.error_message && strstr(j.error_message, "output.file") &&
+                  strstr(j.error_message, "distance, index"),
+              "%s", j.error_message);
+    store_job_clear(&j);
+  }
+  wait_idle(&f);
+  DIR *d = opendir(out);
+  int n = 0;
+  struct dirent *de;
+  while (d && (de = readdir(d)))
+    n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+  if (d) closedir(d);
+  CHECK_MSG(n == 0, "%d files left in the output directory", n);
+  CHECK(count_job_files(f.dir, id) == 0 && count_tmp_files(f.dir) == 0);
+  fx_close(&f);
+  jobs_local_free(local);
+}
+
 int main(void) {
   t_log_level = T_LOG_ERROR;
   snprintf(root, sizeof root, "/tmp/tessel_parts_XXXXXX");
@@ -448,6 +506,7 @@ int main(void) {
   RUN(test_parts_failures_leave_nothing);
   RUN(test_parts_while_running_and_one_array);
   RUN(test_parts_unfinished_swept_at_start);
+  RUN(test_parts_output_file_refused);
   rm_tree(root);
   return check_summary();
 }
