@@ -147,11 +147,11 @@ TEST(test_env_int64_result_is_float64) {
     tdtype dt = T_I64;
     int ndim = -1;
     int64_t sh[T_MAXDIM];
-    CHECK_MSG(env.result_meta(env.ud, "alice", ids[k], &dt, &ndim, sh, &e) == 0,
+    CHECK_MSG(env.result_meta(env.ud, "alice", ids[k], NULL, &dt, &ndim, sh, &e) == 0,
               "%s", e.message);
     CHECK(dt == T_F64 && ndim == 1 && sh[0] == 3);
     tarray *got = NULL;
-    CHECK_MSG(env.result_load(env.ud, "alice", ids[k], &got, &e) == 0, "%s",
+    CHECK_MSG(env.result_load(env.ud, "alice", ids[k], NULL, &got, &e) == 0, "%s",
               e.message);
     CHECK(got && got->dtype == T_F64 && got->size == 3);
     if (got) { /* 2^53 + 1 rounds to 2^53, as numpy's astype(float64) */

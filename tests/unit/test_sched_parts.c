@@ -268,6 +268,40 @@ TEST(test_parts_kept_listed_served_deleted) {
   CHECK(jobs_result_part_get(&J, id, NULL, NULL, &r, &e) == 0);
   CHECK_STR(r.path, p0);
   jobs_result_clear(&r);
+  /* Chained: a map of {"result": id, "part": "index"} reads the int64
+   * part as float64; without "part", the first part. */
+  const char *chains[2] = {
+      "{\"expr\":\"x\",\"inputs\":{\"x\":{\"result\":\"%s\",\"part\":\"index\"}}}",
+      "{\"expr\":\"x\",\"inputs\":{\"x\":{\"result\":\"%s\"}}}"};
+  for (int c = 0; c < 2; c++) {
+    char params[300], cid[T_ID_MAX];
+    snprintf(params, sizeof params, chains[c], id);
+    CHECK(submit(&f, "map", params, "cpu", 5, 0, cid) == 0);
+    store_job cj;
+    if (!wait_final(&f, cid, &cj)) continue;
+    CHECK_MSG(cj.status == JOB_SUCCEEDED, "%s", cj.error_message);
+    CHECK_STR(cj.result.dtype, "float64");
+    tarray *m = NULL;
+    CHECK(cj.result_path && tarray_map_npy(cj.result_path, &m, &e) == 0 && m &&
+          m->size == 100);
+    int bad = 0;
+    for (int64_t i = 0; m && i < m->size; i++)
+      bad += tarray_get(m, i) != (c == 0 ? (double)(BIG + i) : 0.5 + (double)i);
+    CHECK_MSG(bad == 0, "chain %d: %d values", c, bad);
+    tarray_free(m);
+    store_job_clear(&cj);
+  }
+  char params[300], cid[T_ID_MAX];
+  snprintf(params, sizeof params,
+           "{\"expr\":\"x\",\"inputs\":{\"x\":{\"result\":\"%s\",\"part\":\"nope\"}}}", id);
+  CHECK(submit(&f, "map", params, "cpu", 5, 0, cid) == 0);
+  store_job cj;
+  if (wait_final(&f, cid, &cj)) {
+    CHECK(cj.status == JOB_FAILED && cj.error_message &&
+          strstr(cj.error_message, "no part 'nope'"));
+    store_job_clear(&cj);
+  }
+  wait_idle(&f);
   /* Delete: every part's file is named for removal. */
   char **paths = NULL;
   int n = 0;
