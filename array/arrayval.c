@@ -1,6 +1,6 @@
 /* arrayval.c — the array value forms of API.md: inline JSON,
- * {"array": id}, {"result": job id}, {"file": path}, {"range": ...} and
- * {"random": ...}. A {"file"} is checked (header read, no mapping) and
+ * {"array": id}, {"result": job id} (with "part": name, a part of a result
+ * of several arrays), {"file": path}, {"range": ...} and {"random": ...}. A {"file"} is checked (header read, no mapping) and
  * mapped by array/localfile.c under the env's --local-dir directories.
  *
  * Both entry points share one parser (av_parse) that validates the form
