@@ -301,21 +301,28 @@ static void handle_delete(http_req *r, void *ud) {
   api_ctx *ctx = ud;
   terr e;
   const char *id = http_param(r, "id");
-  char *path = NULL;
-  if (jobs_delete(ctx->jobs, id, http_owner(r), &path, &e)) {
+  char **paths = NULL;
+  int n = 0;
+  if (jobs_delete(ctx->jobs, id, http_owner(r), &paths, &n, &e)) {
     http_reply_error(r, &e);
     return;
   }
   gpu_resident_drop(id); /* a chain's copy in GPU memory, if any */
-  api_reply_deleted(r, id, path);
+  for (int i = 0; i < n; i++) { /* the result's files, every part's */
+    unlink(paths[i]);
+    free(paths[i]);
+  }
+  free(paths);
+  api_reply_deleted(r, id, NULL);
 }
 
+/* GET /v1/jobs/{id}/result and /v1/jobs/{id}/result/{name} (a part). */
 static void handle_result(http_req *r, void *ud) {
   api_ctx *ctx = ud;
   terr e;
   jobs_result res;
-  if (jobs_result_get(ctx->jobs, http_param(r, "id"), http_owner(r), &res,
-                      &e)) {
+  if (jobs_result_part_get(ctx->jobs, http_param(r, "id"), http_owner(r),
+                           http_param(r, "name"), &res, &e)) {
     http_reply_error(r, &e);
     return;
   }
@@ -342,6 +349,8 @@ int api_jobs_register(http_server *srv, api_ctx *ctx, terr *e) {
                    HTTP_AUTH | HTTP_JSON);
   rc |= http_route(srv, "GET", "/v1/jobs/{id}/result", handle_result, ctx,
                    HTTP_AUTH);
+  rc |= http_route(srv, "GET", "/v1/jobs/{id}/result/{name}", handle_result,
+                   ctx, HTTP_AUTH);
   if (rc) return terr_set(e, T_EINTERNAL, "", -1, "cannot register job routes");
   return T_OK;
 }

@@ -248,7 +248,7 @@ static int view_read(stream_state *st, int64_t cnt, char *dst) {
                  es);
       } else if (c == r) {
         run = 1;
-        memset(dst, 0, es); /* +0.0 in either dtype */
+        memset(dst, 0, es); /* +0.0 (or 0) in any dtype */
       } else {
         if (run > n - c) run = n - c;
         if (src_read(&st->s, tlayout_condensed_index(n, r, c), run, dst)) return -1;
@@ -261,8 +261,10 @@ static int view_read(stream_state *st, int64_t cnt, char *dst) {
   return 0;
 }
 
-/* The next element as a double (JSON / CSV), through ebuf. */
-static int next_value(stream_state *st, double *v) {
+/* The next element formatted (JSON / CSV) at out, through ebuf: its
+ * length, or -1 on a read error. Raw bytes to text in one step, so an
+ * int64 is never read as a float (tnum_fmt). */
+static int next_value(stream_state *st, char *out, int json) {
   if (st->ebuf_i >= st->ebuf_n) {
     int64_t left = st->v.size - st->next_read;
     int64_t take = left < EBUF_ELEMS ? left : EBUF_ELEMS;
@@ -270,22 +272,10 @@ static int next_value(stream_state *st, double *v) {
     st->ebuf_n = take;
     st->ebuf_i = 0;
   }
-  if (st->v.dt == T_F64) {
-    memcpy(v, st->ebuf + (size_t)st->ebuf_i * 8, 8);
-  } else {
-    float f;
-    memcpy(&f, st->ebuf + (size_t)st->ebuf_i * 4, 4);
-    *v = f;
-  }
+  size_t n = tnum_fmt(out, TNUM_FMT_MAX, st->v.dt,
+                      st->ebuf + (size_t)st->ebuf_i * st->es, json);
   st->ebuf_i++;
-  return 0;
-}
-
-static int fmt_num(char *buf, size_t len, double v, tdtype dt, int json) {
-  if (isnan(v)) return snprintf(buf, len, "%s", json ? "null" : "nan");
-  if (isinf(v))
-    return snprintf(buf, len, "%s", json ? "null" : (v > 0 ? "inf" : "-inf"));
-  return snprintf(buf, len, dt == T_F32 ? "%.9g" : "%.17g", v);
+  return (int)n;
 }
 
 /* Opening brackets before item i of the grid (the outermost one is in the
@@ -350,9 +340,9 @@ static int stream_refill(stream_state *st) {
     }
   } else if (st->fmt == FMT_CSV) {
     while (st->next < v->size && n + 64 < cap) {
-      double x;
-      if (next_value(st, &x)) return -1;
-      n += (size_t)fmt_num(p + n, cap - n, x, v->dt, 0);
+      int k = next_value(st, p + n, 0);
+      if (k < 0) return -1;
+      n += (size_t)k;
       st->next++;
       p[n++] = (st->next % st->row_len == 0) ? '\n' : ',';
     }
@@ -378,9 +368,9 @@ static int stream_refill(stream_state *st) {
             memcpy(p + n, "[]", 2);
             n += 2;
           } else {
-            double x;
-            if (next_value(st, &x)) return -1;
-            n += (size_t)fmt_num(p + n, cap - n, x, v->dt, 1);
+            int k = next_value(st, p + n, 1);
+            if (k < 0) return -1;
+            n += (size_t)k;
           }
           n += json_close(st, i, p + n);
           st->next++;
@@ -603,7 +593,7 @@ void api_reply_array_npy(http_req *r, api_ctx *ctx, char *npy, size_t len,
   array_query q;
   tarray *a = NULL;
   if (parse_array_query(r, layout_from, layout_to, &q, &e) ||
-      npy_parse(npy, len, ctx->max_elems, &a, &e)) {
+      npy_parse_result(npy, len, ctx->max_elems, &a, &e)) {
     free(npy);
     http_reply_error(r, &e);
     return;

@@ -1,6 +1,6 @@
 /* arrayval.c — the array value forms of API.md: inline JSON,
- * {"array": id}, {"result": job id}, {"file": path}, {"range": ...} and
- * {"random": ...}. A {"file"} is checked (header read, no mapping) and
+ * {"array": id}, {"result": job id} (with "part": name, a part of a result
+ * of several arrays), {"file": path}, {"range": ...} and {"random": ...}. A {"file"} is checked (header read, no mapping) and
  * mapped by array/localfile.c under the env's --local-dir directories.
  *
  * Both entry points share one parser (av_parse) that validates the form
@@ -20,6 +20,7 @@
  * on the calling thread). No shared state; any thread.
  */
 #include "array/arrayval.h"
+#include "array/parts.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -37,6 +38,7 @@ typedef struct av_form {
   double low, high, mean, std;      /* random */
   uint64_t seed;                    /* random */
   const char *id;                   /* array, result */
+  const char *part;                 /* result: "part", or NULL */
   const char *path;                 /* file */
 } av_form;
 
@@ -247,19 +249,25 @@ static int parse_ref(const tenv *env, const ref_kind *k, const json_t *idv,
     return terr_set(e, T_EINVAL, fa, -1, "must be %s %s id \"%c_...\"",
                     k->prefix == 'a' ? "an" : "a", k->noun, k->prefix);
   f->id = id;
-  int (*meta)(void *, const char *, const char *, tdtype *, int *, int64_t *,
-              terr *) = !env                ? NULL
-                        : k == &REF_ARRAY ? env->array_meta
-                                          : env->result_meta;
-  if (!meta) return terr_set(e, T_ENOTFOUND, field, -1, "%s %s not found", k->noun, id);
+  int has = env && (k == &REF_ARRAY ? env->array_meta != NULL
+                                    : env->result_meta != NULL);
+  if (!has) return terr_set(e, T_ENOTFOUND, field, -1, "%s %s not found", k->noun, id);
   terr sub;
   terr_clear(&sub);
-  int rc = meta(env->ud, env->owner ? env->owner : "", id, &info->dtype,
-                &info->ndim, info->shape, &sub);
+  const char *owner = env->owner ? env->owner : "";
+  int rc = k == &REF_ARRAY
+               ? env->array_meta(env->ud, owner, id, &info->dtype, &info->ndim,
+                                 info->shape, &sub)
+               : env->result_meta(env->ud, owner, id, f->part, &info->dtype,
+                                  &info->ndim, info->shape, &sub);
   if (rc == T_ENOTFOUND)
     return terr_set(e, T_ENOTFOUND, field, -1, "%s %s not found", k->noun, id);
   if (rc == T_ECONFLICT) /* a job that has not succeeded: say it here */
     return terr_set(e, T_ECONFLICT, field, -1, "%s", sub.message);
+  if (rc == T_EINVAL && f->part) { /* no such part */
+    snprintf(fa, sizeof fa, "%s.part", field);
+    return terr_set(e, T_EINVAL, fa, -1, "%s", sub.message);
+  }
   if (rc) {
     if (e) *e = sub;
     return rc;
@@ -313,9 +321,28 @@ static int av_parse(const tenv *env, const json_t *v, const char *field,
   } else if (json_is_object(v)) {
     static const char *const keys[] = {"array", "result", "file", "range",
                                        "random", NULL};
+    /* {"result": id, "part": name}: a part of a result of several arrays */
+    const json_t *pv = json_object_get(v, "part");
+    char fp[TERR_FIELD_MAX];
+    snprintf(fp, sizeof fp, "%s.part", field);
+    if (pv && !json_object_get(v, "result"))
+      return terr_set(e, T_EINVAL, fp, -1, "only with \"result\"");
+    if (pv && json_object_size(v) == 2) {
+      if (!tpart_name_valid(json_string_value(pv)))
+        return terr_set(e, T_EINVAL, fp, -1,
+                        "must be a result part's name ([a-z][a-z0-9_]{0,30})");
+      f->part = json_string_value(pv);
+      info->form = AV_RESULT;
+      rc = parse_ref(env, &REF_RESULT, json_object_get(v, "result"), field, f,
+                     info, e);
+      goto parsed;
+    }
     if (json_object_size(v) != 1) {
-      if ((rc = keys_only(v, field, keys,
-                          "array, result, file, range or random", e)))
+      static const char *const keys_part[] = {"array", "result", "file",
+                                              "range", "random", "part", NULL};
+      if ((rc = keys_only(v, field, pv ? keys_part : keys,
+                          "array, result (and part), file, range or random",
+                          e)))
         return rc;
       return terr_set(e, T_EINVAL, field, -1,
                       "exactly one of \"array\", \"result\", \"file\", "
@@ -350,6 +377,7 @@ static int av_parse(const tenv *env, const json_t *v, const char *field,
                     : json_is_null(v)   ? "null"
                                         : "a boolean");
   }
+parsed:
   if (rc) return rc;
   info->size = tshape_size(info->ndim, info->shape, INT64_MAX);
   return 0;
@@ -414,13 +442,14 @@ int arrayval_resolve(const tenv *env, const json_t *v, const char *field,
     case AV_ARRAY:
     case AV_RESULT: {
       const ref_kind *k = info.form == AV_ARRAY ? &REF_ARRAY : &REF_RESULT;
-      int (*load)(void *, const char *, const char *, tarray **, terr *) =
-          info.form == AV_ARRAY ? env->array_load : env->result_load;
-      if (!load)
+      if (info.form == AV_ARRAY ? !env->array_load : !env->result_load)
         return terr_set(e, T_ENOTFOUND, field, -1, "%s %s not found", k->noun, f.id);
       terr sub;
       terr_clear(&sub);
-      rc = load(env->ud, env->owner ? env->owner : "", f.id, &a, &sub);
+      const char *owner = env->owner ? env->owner : "";
+      rc = info.form == AV_ARRAY
+               ? env->array_load(env->ud, owner, f.id, &a, &sub)
+               : env->result_load(env->ud, owner, f.id, f.part, &a, &sub);
       if (rc == T_ENOTFOUND)
         return terr_set(e, T_ENOTFOUND, field, -1, "%s %s not found", k->noun, f.id);
       if (rc == T_ECONFLICT)

@@ -3,7 +3,9 @@
  *   3.5 | [[1,2],[3,4]]                            inline JSON
  *   {"array": "a_..."}                             an uploaded array
  *   {"result": "j_..."}                            a finished job's result
- *                                                  (chained jobs)
+ *                                                  (chained jobs): its first
+ *                                                  part, or with
+ *                                                  "part": name that part
  *   {"file": "/abs/path.npy"}                      a .npy on this host, under
  *                                                  --local-dir (mapped, never
  *                                                  copied; array/localfile.h)
@@ -47,13 +49,16 @@ typedef struct tenv {
   /* The array's data (mapped read-only from its file). Caller frees. */
   int (*array_load)(void *ud, const char *owner, const char *id, tarray **out,
                     terr *e);
-  /* The same for job `id`'s result: T_ENOTFOUND for an unknown job (or
-   * another owner's), T_ECONFLICT (its message saying why) for a job that
-   * has not succeeded. NULL: the form is refused as not found. */
-  int (*result_meta)(void *ud, const char *owner, const char *id, tdtype *dt,
-                     int *ndim, int64_t *shape, terr *e);
+  /* The same for job `id`'s result, part `part` (NULL: the first; a
+   * result of several arrays, array/parts.h): T_ENOTFOUND for an unknown
+   * job (or another owner's), T_ECONFLICT (its message saying why) for a
+   * job that has not succeeded, T_EINVAL (message only) for a part the
+   * result does not have. NULL: the form is refused as not found. */
+  int (*result_meta)(void *ud, const char *owner, const char *id,
+                     const char *part, tdtype *dt, int *ndim, int64_t *shape,
+                     terr *e);
   int (*result_load)(void *ud, const char *owner, const char *id,
-                     tarray **out, terr *e);
+                     const char *part, tarray **out, terr *e);
   int64_t max_elems; /* cap on any one input's element count */
   /* The cap on one job's result in bytes (--max-result), for a kind whose
    * defaults follow it (a geodesic radius query's max_pairs); 0: not

@@ -7,9 +7,14 @@
  * silently different data. The element cap (env->max_elems) is applied by
  * arrayval to the shape that array_meta reports. result_meta / result_load
  * do the same for a finished job's result (a chained input): the job must
- * have succeeded (T_ECONFLICT saying its status otherwise).
+ * have succeeded (T_ECONFLICT saying its status otherwise). A job's input
+ * is its result's first part, or the part it names ({"result", "part"}: a
+ * result of several arrays, array/parts.h; parts 1.. are always files);
+ * an int64 result is given as float64 (NumPy's promotion; arrays are never
+ * integers inside a job).
  */
 #include "array/store_source.h"
+#include "array/parts.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -121,10 +126,17 @@ static int env_result_job(void *ud, const char *owner, const char *id,
   return rc;
 }
 
-/* What the job's row says of its result. 0 or T_EIO. */
+/* What the job's row says of its result (its first part). 0 or T_EIO.
+ * An int64 result (a geodesic query's indices) is T_I64 here; what a job
+ * reads of it is float64 (env_result_meta, env_result_load). */
 static int result_shape(const store_job *j, tdtype *dt, int *ndim,
                         int64_t *shape, terr *e) {
-  if (tdtype_parse(j->result.dtype, dt) != 0 || j->result.ndim < 0 ||
+  int i64 = strcmp(j->result.dtype, "int64") == 0;
+  if (!j->result.dtype[0]) /* a succeeded job always has one */
+    return terr_set(e, T_EIO, "", -1,
+                    "job %s: its stored result is not an array", j->id);
+  if (i64) *dt = T_I64;
+  if ((!i64 && tdtype_parse(j->result.dtype, dt) != 0) || j->result.ndim < 0 ||
       j->result.ndim > T_MAXDIM)
     return terr_set(e, T_EIO, "", -1,
                     "job %s: its stored result is not an array", j->id);
@@ -133,12 +145,46 @@ static int result_shape(const store_job *j, tdtype *dt, int *ndim,
   return T_OK;
 }
 
+/* Which part of j's result `part` names (NULL: the first): 0, or > 0
+ * with *path its file (new heap string) and dt/ndim/shape its record.
+ * T_EINVAL (message only) when the result has no such part. */
+static int result_part(const store_job *j, const char *part, int *index,
+                       char **path, tdtype *dt, int *ndim, int64_t *shape,
+                       terr *e) {
+  *index = 0;
+  *path = NULL;
+  if (!part) return T_OK;
+  tparts p;
+  int rc = tparts_parse(j->result_parts, &p, e);
+  if (rc) return rc;
+  int i = tparts_find(&p, part);
+  if (i < 0) {
+    rc = terr_set(e, T_EINVAL, "", -1, "job %s's result has no part '%s'%s",
+                  j->id, part, p.n ? "" : " (it is one array)");
+  } else if (i > 0) {
+    *index = i;
+    *path = p.p[i].path;
+    p.p[i].path = NULL;
+    *dt = p.p[i].dtype;
+    *ndim = p.p[i].ndim;
+    memcpy(shape, p.p[i].shape, sizeof p.p[i].shape);
+  }
+  tparts_clear(&p);
+  return rc;
+}
+
 static int env_result_meta(void *ud, const char *owner, const char *id,
-                           tdtype *dt, int *ndim, int64_t *shape, terr *e) {
+                           const char *part, tdtype *dt, int *ndim,
+                           int64_t *shape, terr *e) {
   store_job j;
   int rc = env_result_job(ud, owner, id, &j, e);
   if (rc) return rc;
-  rc = result_shape(&j, dt, ndim, shape, e);
+  int index;
+  char *path = NULL;
+  rc = result_part(&j, part, &index, &path, dt, ndim, shape, e);
+  free(path);
+  if (rc == T_OK && index == 0) rc = result_shape(&j, dt, ndim, shape, e);
+  if (rc == T_OK && *dt == T_I64) *dt = T_F64; /* read as float64 */
   store_job_clear(&j);
   return rc;
 }
@@ -147,26 +193,31 @@ static int env_result_meta(void *ud, const char *owner, const char *id,
  * the job's row, parsed from the row's .npy bytes; either way checked
  * against what the row says. */
 static int env_result_load(void *ud, const char *owner, const char *id,
-                           tarray **out, terr *e) {
+                           const char *part, tarray **out, terr *e) {
   *out = NULL;
   tdtype dt;
-  int ndim = 0;
+  int ndim = 0, index = 0;
   int64_t shape[T_MAXDIM];
   store_job j;
   int rc = env_result_job(ud, owner, id, &j, e);
   if (rc) return rc;
   tarray *a = NULL;
-  if ((rc = result_shape(&j, &dt, &ndim, shape, e))) {
+  char *path = NULL;
+  if ((rc = result_part(&j, part, &index, &path, &dt, &ndim, shape, e))) {
+  } else if (index > 0) { /* a later part: always its own file */
+    rc = tarray_map_npy(path, &a, e);
+  } else if ((rc = result_shape(&j, &dt, &ndim, shape, e))) {
   } else if (j.result_path) {
     rc = tarray_map_npy(j.result_path, &a, e);
   } else {
     void *npy = NULL;
     size_t len = 0;
     rc = store_job_result_npy(ud, id, owner, &npy, &len, e);
-    if (rc == T_OK) rc = npy_parse(npy, len, INT64_MAX, &a, e);
+    if (rc == T_OK) rc = npy_parse_result(npy, len, INT64_MAX, &a, e);
     free(npy);
   }
   store_job_clear(&j);
+  free(path);
   if (rc) return rc;
   int same = a->dtype == dt && a->ndim == ndim;
   for (int i = 0; same && i < ndim; i++) same = a->shape[i] == shape[i];
@@ -174,6 +225,15 @@ static int env_result_load(void *ud, const char *owner, const char *id,
     tarray_free(a);
     return terr_set(e, T_EIO, "", -1,
                     "job %s: its result file does not match its record", id);
+  }
+  if (a->dtype == T_I64) {
+    /* Integers are never an input as such: NumPy's int64 -> float64
+     * promotion (exact up to 2^53, rounded to nearest beyond), so no
+     * expression or kernel ever reads int64 data. */
+    tarray *c = tarray_convert(a, T_F64);
+    tarray_free(a);
+    if (!c) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+    a = c;
   }
   *out = a;
   return T_OK;

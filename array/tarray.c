@@ -1,7 +1,10 @@
-/* tarray.c — allocation, copying and conversion of tarrays.
- * (The wire formats live in npy.c, csv.c and jarray.c.) */
+/* tarray.c — allocation, copying and conversion of tarrays, and the one
+ * text form of an element (tnum_fmt). (The wire formats live in npy.c,
+ * csv.c and jarray.c.) */
 #include "array/tarray.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -122,4 +125,29 @@ void tarray_free(tarray *a) {
   else
     free(a->data);
   free(a);
+}
+
+size_t tnum_fmt(char *buf, size_t cap, tdtype dt, const void *elem, int json) {
+  int n;
+  if (dt == T_I64) {
+    int64_t v;
+    memcpy(&v, elem, 8);
+    n = snprintf(buf, cap, "%lld", (long long)v);
+  } else {
+    double v;
+    if (dt == T_F32) {
+      float f;
+      memcpy(&f, elem, 4);
+      v = f;
+    } else {
+      memcpy(&v, elem, 8);
+    }
+    if (isnan(v))
+      n = snprintf(buf, cap, "%s", json ? "null" : "nan");
+    else if (isinf(v))
+      n = snprintf(buf, cap, "%s", json ? "null" : v > 0 ? "inf" : "-inf");
+    else
+      n = snprintf(buf, cap, dt == T_F32 ? "%.9g" : "%.17g", v);
+  }
+  return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }

@@ -59,7 +59,7 @@ typedef struct tarray {
               * tarray_free before it unmaps; 0 otherwise */
 } tarray;
 
-size_t tdtype_size(tdtype dt);               /* 8 or 4 */
+size_t tdtype_size(tdtype dt);               /* 8 or 4 (int64: 8) */
 const char *tdtype_name(tdtype dt); /* "float64" / "float32" / "int64" */
 /* "float64" | "float32" -> dt; -1 when unknown (never T_I64: it is not a
  * dtype a client may ask for). */
@@ -114,6 +114,15 @@ static inline void tarray_set(tarray *a, int64_t i, double v) {
     ((int64_t *)a->data)[i] = (int64_t)v;
 }
 
+/* One element (raw, at elem: any alignment) as text, the one way every
+ * writer of results formats numbers (csv.c, jarray.c, api/results.c):
+ * float64 %.17g and float32 %.9g (they read back exactly), int64 as an
+ * integer (42, never 42.0; exact beyond 2^53). A NaN or an infinity is
+ * null when json, else nan / inf / -inf. cap >= TNUM_FMT_MAX; returns the
+ * length written (no NUL counted). */
+#define TNUM_FMT_MAX 32
+size_t tnum_fmt(char *buf, size_t cap, tdtype dt, const void *elem, int json);
+
 /* ---- .npy -------------------------------------------------------------- */
 /* Parse a whole .npy file held in memory. Strict: magic, version 1.0-3.0,
  * header <= 10,000 bytes, a dict with exactly descr/fortran_order/shape,
@@ -125,6 +134,11 @@ static inline void tarray_set(tarray *a, int64_t i, double v) {
  * On success *out is a new heap array (float32 stays float32). */
 int npy_parse(const void *buf, size_t len, int64_t max_elems, tarray **out,
               terr *e);
+/* The same for a result Tessel wrote (a job's result kept in its store
+ * row): '<i8' stays int64 (T_I64), bit for bit; other integers convert as
+ * above. */
+int npy_parse_result(const void *buf, size_t len, int64_t max_elems,
+                     tarray **out, terr *e);
 /* A header read as the bytes arrive (a streamed upload): npy_head_need
  * says how many bytes from the start hold the whole preamble + header (10
  * until the preamble is in; the preamble's own length when it is not a
@@ -208,11 +222,14 @@ int tarray_sink_fd(const tarray *a, uint64_t *data_off);
  * file is not complete). No-op (0) for other arrays and NULL. */
 int tarray_sink_close(tarray *a);
 /* Map an existing .npy file read-only (private mapping; writes are not
- * carried to the file). Header checks as npy_parse; integer dtypes are
- * refused here (Tessel only writes float32/float64 files). */
+ * carried to the file). Header checks as npy_parse; '<f8', '<f4' and '<i8'
+ * map (the dtypes Tessel writes: '<i8' is an int64 result, mapped as T_I64
+ * unconverted), other integer dtypes are refused. A reader of a job's
+ * result as an input converts T_I64 (array/store_source.c). */
 int tarray_map_npy(const char *path, tarray **out, terr *e);
 /* The same from an open descriptor (borrowed; the mapping keeps the file
- * after the caller closes it); `name` is for messages. guard: the mapping
+ * after the caller closes it); `name` is for messages. Only '<f8' and '<f4'
+ * map here (same-host files the user wrote: no integer input, API.md). guard: the mapping
  * is registered with util/sigbus.h before its header is read (a->guard;
  * `torn`, when not NULL, is set if it is ever torn: see sigbus_guard);
  * T_EUNAVAIL when the registry is full. */

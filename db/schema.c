@@ -16,7 +16,8 @@
  * Times are integer wall-clock milliseconds; JSON documents (params, timings,
  * result, compare, estimate) are stored as text; status as its name, so that
  * the file reads well in the sqlite3 shell. A small result's .npy bytes are
- * a BLOB in its job row (result_npy, migration 2). There are no foreign
+ * a BLOB in its job row (result_npy, migration 2); a result of several
+ * arrays lists them in result_parts (migration 6). There are no foreign
  * keys: the only relation (a job's params naming an array) lives inside
  * JSON text and is checked by the array operations, not by the schema.
  */
@@ -143,6 +144,14 @@ static const migration migrations[] = {
      * --local-dir, array/localfile.h): the path as submitted; NULL for a
      * job whose result the service keeps. */
     {5, "ALTER TABLE jobs ADD COLUMN output_file TEXT;\n"},
+    /* A result of several named arrays (a geodesic knn: "distance" and
+     * "index"): JSON text [{"name","dtype","shape","bytes"[,"path"]}], one
+     * entry per part in order, the first's included (its data is where
+     * result_path / result_npy say; the others' in their "path" files).
+     * NULL for a result of one array. Written by the scheduler
+     * (sched/text.c); the store reads only the paths (json_each), to
+     * remove the files with the row. */
+    {6, "ALTER TABLE jobs ADD COLUMN result_parts TEXT;\n"},
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

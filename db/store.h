@@ -63,7 +63,7 @@ static inline void job_timings_put(job_timings *t, job_timing i, double ms) {
  * none. */
 #define STORE_MAXDIM 8
 typedef struct job_result_info {
-  char dtype[16];         /* "float64" | "float32" */
+  char dtype[16];         /* "float64" | "float32" | "int64" */
   int ndim;
   int64_t shape[STORE_MAXDIM];
   int64_t bytes;          /* data bytes */
@@ -98,6 +98,13 @@ typedef struct store_job {
   char *output_file;       /* "output": {"file": path}: the result is written
                             * there, not kept (no result_path, no row npy);
                             * NULL otherwise */
+  char *result_parts;      /* a result of several arrays: JSON text
+                            * [{"name","dtype","shape","bytes"[,"path"]}],
+                            * every part in order (the first's data is
+                            * result_path / the row's npy; each other's is
+                            * its "path" file); NULL for one array.
+                            * Written by sched/text.c, read by
+                            * array/parts.h */
 } store_job;
 
 typedef struct store_array {
@@ -200,6 +207,7 @@ typedef struct store_job_end {
   int64_t progress_done, progress_total;
   const void *result_npy; /* copied; NULL: the result (if any) is a file */
   size_t result_npy_len;
+  const char *result_parts; /* store_job.result_parts; NULL: one array */
 } store_job_end;
 int store_job_finish(store *s, const char *id, const store_job_end *end,
                      terr *e);
@@ -232,16 +240,18 @@ int store_job_unstart(store *s, const char *id, terr *e);
 int store_job_note_start(store *s, const char *id, int attempt, terr *e);
 /* [sync] Delete a finished job's row. T_ECONFLICT when not finished or
  * when a queued or running job takes its result as an input,
- * T_ENOTFOUND when absent or another owner's. On success *result_path
- * (caller frees; may be NULL) is the file to remove. */
+ * T_ENOTFOUND when absent or another owner's. On success *paths (caller
+ * frees each and the array; NULL when none) are the *npaths files to
+ * remove: result_path, then every part's "path". */
 int store_job_delete(store *s, const char *id, const char *owner,
-                     char **result_path, terr *e);
+                     char ***paths, int *npaths, terr *e);
 /* Jobs left queued or running (by a dead process), highest priority first,
  * FIFO within. Same allocation rule as store_job_list. */
 int store_job_unfinished(store *s, store_job **jobs, int *n, terr *e);
 /* [sync] Delete finished jobs whose finished_at < before_ms, and arrays
  * created before before_ms that no unfinished job references; *paths gets
- * their files (caller frees each and the array). */
+ * their files, every result part's included (caller frees each and the
+ * array). */
 int store_expire(store *s, int64_t before_ms, char ***paths, int *npaths,
                  terr *e);
 

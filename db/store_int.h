@@ -166,6 +166,10 @@ int store__read_stmt(store *s, const char *sql, store_conn **c,
 typedef struct store_del_args {
   const char *id, *owner;
   char *path; /* out, heap */
+  /* out (a job's delete): more files, each heap, in a heap array */
+  char **more;
+  int nmore;
+  size_t cap;
 } store_del_args;
 /* [sync] Run fn (with store__write_one when one_stmt, else store__write).
  * On success *path (path may be NULL: then freed) is the caller's; on
@@ -184,6 +188,17 @@ int store__del_find(store *s, const store_del_args *a, const char *sql,
  * a substring search of the params text finds exactly the references; the
  * index jobs_unfinished keeps the scan to the unfinished jobs. */
 int store__referenced(store *s, const char *id, terr *e);
+/* Step st (its parameters bound) and append column 0 of every row that is
+ * not NULL to (*paths, *n, *cap) as heap strings; resets st. 0, T_ENOMEM
+ * or T_EIO ("what"). The part files of jobs: store_job_delete, store_expire. */
+int store__collect_paths(store *s, sqlite3_stmt *st, char ***paths, int *n,
+                         size_t *cap, const char *what, terr *e);
+/* The part files ("path" of result_parts' entries) of the jobs `old`
+ * that the condition appended to this text selects. */
+#define STORE_PART_PATHS_SQL                                                  \
+  "SELECT json_extract(p.value, '$.path') FROM jobs AS old,"                  \
+  " json_each(old.result_parts) AS p WHERE old.result_parts IS NOT NULL"      \
+  " AND json_valid(old.result_parts) AND "
 /* Writer thread: run the DELETE sql with ?1 bound to id; 0 or T_EIO
  * "delete <noun>". */
 int store__del_exec(store *s, const char *sql, const char *id,
@@ -206,8 +221,8 @@ char *store__col_dup(sqlite3_stmt *st, int i, int *oom);
   "progress_total, error_code, error_message, result_dtype, result_path, "    \
   "compare, max_abs_diff, attempts, t_prepare, t_h2d, t_compute, t_d2h, "     \
   "t_store, t_total, result_shape, result_bytes, result_nonconverged, "       \
-  "output_file"
-#define STORE_JOB_NCOLS 37
+  "output_file, result_parts"
+#define STORE_JOB_NCOLS 38
 /* The typed timings and result of a job (store_jobs.c): bind them at the
  * statement's parameters t[i] (the JOB_T_* order) and r[4] (dtype, shape,
  * bytes, nonconverged); read them from the STORE_JOB_COLS columns. */

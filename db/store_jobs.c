@@ -58,6 +58,7 @@ void store_job_clear(store_job *j) {
   free(j->result_path);
   free(j->compare);
   free(j->output_file);
+  free(j->result_parts);
   memset(j, 0, sizeof *j);
   j->max_abs_diff = NAN;
 }
@@ -70,7 +71,8 @@ int store_job_copy(store_job *dst, const store_job *src) {
                 &dst->backend_reason, &dst->estimate, &dst->label,
                 &dst->request_id, &dst->body_hash,
                 &dst->error_code, &dst->error_message,
-                &dst->result_path, &dst->compare, &dst->output_file};
+                &dst->result_path, &dst->compare, &dst->output_file,
+                &dst->result_parts};
   int oom = 0;
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
     if (!*f[i]) continue;
@@ -189,6 +191,7 @@ int store__job_row(sqlite3_stmt *st, store_job *j) {
                         : sqlite3_column_double(st, 25);
   j->attempts = sqlite3_column_int(st, 26);
   j->output_file = store__col_dup(st, 36, &oom);
+  j->result_parts = store__col_dup(st, 37, &oom);
   if (oom) {
     store_job_clear(j);
     return T_ENOMEM;
@@ -277,7 +280,7 @@ static int insert_fn(store *s, store_wop *op, terr *e) {
                    " (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
                    " ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24,"
                    " ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35,"
-                   " ?36, ?37)",
+                   " ?36, ?37, ?38)",
                    &st, e);
   if (rc) return rc;
   sqlite3_bind_text(st, 1, j->id, -1, SQLITE_STATIC);
@@ -311,6 +314,7 @@ static int insert_fn(store *s, store_wop *op, terr *e) {
   else sqlite3_bind_double(st, 26, j->max_abs_diff);
   sqlite3_bind_int(st, 27, j->attempts);
   store__bind_text(st, 37, j->output_file);
+  store__bind_text(st, 38, j->result_parts);
   return store__exec_insert(s, st, "job", j->id, e);
 }
 
@@ -396,6 +400,7 @@ int store_job_insert_async(store *s, store_job *j, terr *e) {
   r->result_path = (char *)store__pack_str(&p, j->result_path);
   r->compare = (char *)store__pack_str(&p, j->compare);
   r->output_file = (char *)store__pack_str(&p, j->output_file);
+  r->result_parts = NULL; /* set by a finish only */
   o->a.j = r;
   o->op.fn = insert_fn;
   o->op.arg = &o->a;

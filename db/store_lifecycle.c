@@ -136,7 +136,8 @@ typedef struct finish_args {
   " error_code = ?9, error_message = ?10, progress_done = ?11,"             \
   " progress_total = ?12, result_npy = ?13, t_prepare = ?18, t_h2d = ?19,"  \
   " t_compute = ?20, t_d2h = ?21, t_store = ?22, t_total = ?23,"           \
-  " result_shape = ?24, result_bytes = ?25, result_nonconverged = ?26"
+  " result_shape = ?24, result_bytes = ?25, result_nonconverged = ?26,"     \
+  " result_parts = ?27"
 #define FINISH_WHERE " WHERE id = ?1 AND status IN ('queued','running')"
 /* With the job's start taken over (store_wop.absorbed): the start's
  * columns too; the start would have needed status 'queued', which the
@@ -173,6 +174,7 @@ static int finish_fn(store *s, store_wop *op, terr *e) {
   if (x->result_npy)
     sqlite3_bind_blob64(st, 13, x->result_npy, x->result_npy_len,
                         SQLITE_STATIC);
+  store__bind_text(st, 27, x->result_parts);
   if (sa) {
     sqlite3_bind_int64(st, 14, sa->started_at);
     store__bind_text(st, 15, sa->backend_used);
@@ -244,7 +246,7 @@ int store_job_finish_async(store *s, const char *id, const store_job_end *end,
     return terr_set(e, T_EINVAL, "status", -1, "%d is not a final status",
                     (int)end->status);
   const char *strs[] = {id, end->result_path, end->compare, end->error_code,
-                        end->error_message};
+                        end->error_message, end->result_parts};
   size_t n = end->result_npy ? end->result_npy_len : 0;
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
     n += store__str_size(strs[i]);
@@ -263,6 +265,7 @@ int store_job_finish_async(store *s, const char *id, const store_job_end *end,
   x->compare = store__pack_str(&p, end->compare);
   x->error_code = store__pack_str(&p, end->error_code);
   x->error_message = store__pack_str(&p, end->error_message);
+  x->result_parts = store__pack_str(&p, end->result_parts);
   o->a.end = x;
   o->row.max_abs_diff = NAN;
   o->a.row = &o->row;
@@ -350,17 +353,12 @@ static int delete_fn(store *s, store_wop *op, terr *e) {
   store_del_args *a = op->arg;
   sqlite3_stmt *st;
   int rc = store__del_find(
-      s, a, "SELECT owner, status, result_path FROM jobs WHERE id = ?1", "job",
-      &st, e);
+      s, a, "SELECT owner, status FROM jobs WHERE id = ?1", "job", &st, e);
   if (rc) return rc;
   int sv = job_status_parse((const char *)sqlite3_column_text(st, 1));
   if (sv < 0 || !job_status_final((job_status)sv)) {
     rc = terr_set(e, T_ECONFLICT, "id", -1, "job %s is %s; cancel it first",
                   a->id, job_status_name((job_status)sv));
-  } else {
-    int oom = 0;
-    a->path = store__col_dup(st, 2, &oom);
-    if (oom) rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
   }
   sqlite3_reset(st);
   if (rc) return rc;
@@ -370,12 +368,38 @@ static int delete_fn(store *s, store_wop *op, terr *e) {
     return terr_set(e, T_ECONFLICT, "id", -1,
                     "job %s's result is the input of a queued or running job",
                     a->id);
+  /* Its result's files, every part's, removed with the row. */
+  if ((rc = store__stmt(&s->w, "SELECT result_path FROM jobs WHERE id = ?1",
+                        &st, e)))
+    return rc;
+  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
+  if ((rc = store__collect_paths(s, st, &a->more, &a->nmore, &a->cap,
+                                 "delete job", e)))
+    return rc;
+  if ((rc = store__stmt(&s->w, STORE_PART_PATHS_SQL "old.id = ?1", &st, e)))
+    return rc;
+  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
+  if ((rc = store__collect_paths(s, st, &a->more, &a->nmore, &a->cap,
+                                 "delete job", e)))
+    return rc;
   return store__del_exec(s, "DELETE FROM jobs WHERE id = ?1", a->id, "job", e);
 }
 
 /* [sync] See store.h. Not one statement: the reference check and the
  * delete share a savepoint. */
 int store_job_delete(store *s, const char *id, const char *owner,
-                     char **result_path, terr *e) {
-  return store__delete(s, delete_fn, 0, id, owner, result_path, e);
+                     char ***paths, int *npaths, terr *e) {
+  *paths = NULL;
+  *npaths = 0;
+  if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
+  store_del_args a = {.id = id, .owner = owner};
+  int rc = store__write(s, delete_fn, &a, e);
+  if (rc) {
+    for (int i = 0; i < a.nmore; i++) free(a.more[i]);
+    free(a.more);
+    return rc;
+  }
+  *paths = a.more;
+  *npaths = a.nmore;
+  return T_OK;
 }

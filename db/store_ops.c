@@ -2,7 +2,7 @@
  * step with its conflict check (job and array inserts), a reader's cached
  * statement (every read), and the [sync] delete by id with its returned
  * file path, its owner-checked lookup and its DELETE (job and array
- * deletes).
+ * deletes), and the collecting of file paths a delete returns.
  *
  * Threads: store__exec_insert runs on the writer thread (inside an op, on
  * s->w); store__read_stmt on any thread, with that thread's reader
@@ -10,13 +10,15 @@
  * store__delete on a caller thread, which waits for the writer
  * (the arguments live on its stack). No lock of their own.
  *
- * Ownership: the path store__delete returns is the caller's to free.
+ * Ownership: the path store__delete returns is the caller's to free, and
+ * so are the strings and array store__collect_paths fills.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "db/store_int.h"
+#include "util/vec.h"
 
 /* See store_int.h (the writer thread). */
 int store__exec_insert(store *s, sqlite3_stmt *st, const char *noun,
@@ -45,7 +47,7 @@ int store__delete(store *s, store_wfn fn, int one_stmt, const char *id,
                   const char *owner, char **path, terr *e) {
   if (path) *path = NULL;
   if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
-  store_del_args a = {id, owner, NULL};
+  store_del_args a = {.id = id, .owner = owner};
   int rc = one_stmt ? store__write_one(s, fn, &a, e)
                     : store__write(s, fn, &a, e);
   if (rc) {
@@ -97,6 +99,29 @@ int store__del_find(store *s, const store_del_args *a, const char *sql,
   }
   *out = st;
   return 0;
+}
+
+/* See store_int.h (the writer thread). */
+int store__collect_paths(store *s, sqlite3_stmt *st, char ***paths, int *n,
+                         size_t *cap, const char *what, terr *e) {
+  int step, rc = 0;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    if (sqlite3_column_type(st, 0) == SQLITE_NULL) continue;
+    if (tvec_grow(paths, cap, sizeof **paths, (size_t)*n + 1, 0)) {
+      rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+      break;
+    }
+    int oom = 0;
+    (*paths)[*n] = store__col_dup(st, 0, &oom);
+    if (oom) {
+      rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+      break;
+    }
+    (*n)++;
+  }
+  if (!rc && step != SQLITE_DONE) rc = store__dberr(e, s->w.db, what);
+  sqlite3_reset(st);
+  return rc;
 }
 
 /* See store_int.h (the writer thread). */

@@ -178,38 +178,33 @@ typedef struct expire_args {
   size_t cap;
 } expire_args;
 
-static int push_path(expire_args *a, sqlite3_stmt *st, terr *e) {
-  if (sqlite3_column_type(st, 0) == SQLITE_NULL) return 0;
-  if (tvec_grow(&a->paths, &a->cap, sizeof *a->paths, (size_t)a->n + 1, 0))
-    return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
-  int oom = 0;
-  a->paths[a->n] = store__col_dup(st, 0, &oom);
-  if (oom) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
-  a->n++;
-  return 0;
-}
-
+/* Step sql (?1 = before) collecting column 0 of its rows (a SELECT, or a
+ * DELETE ... RETURNING). */
 static int delete_returning(store *s, expire_args *a, const char *sql,
                             terr *e) {
   sqlite3_stmt *st;
-  int rc = store__stmt(&s->w, sql, &st, e), step;
+  int rc = store__stmt(&s->w, sql, &st, e);
   if (rc) return rc;
   sqlite3_bind_int64(st, 1, a->before);
-  while ((step = sqlite3_step(st)) == SQLITE_ROW)
-    if ((rc = push_path(a, st, e))) break;
-  if (!rc && step != SQLITE_DONE) rc = store__dberr(e, s->w.db, "expire");
-  sqlite3_reset(st);
-  return rc;
+  return store__collect_paths(s, st, &a->paths, &a->n, &a->cap, "expire", e);
 }
+
+/* The finished jobs expiry deletes (as `old`). */
+#define EXPIRED_JOBS                                                         \
+  "old.finished_at > 0 AND old.finished_at < ?1"                             \
+  " AND old.status IN ('succeeded','failed','canceled') AND NOT EXISTS"      \
+  " (SELECT 1 FROM jobs WHERE status IN ('queued','running')"                \
+  " AND instr(jobs.params, old.id) > 0)"
 
 static int expire_fn(store *s, store_wop *op, terr *e) {
   expire_args *a = op->arg;
-  int rc = delete_returning(
+  /* First the files of their results' other parts (read before the rows
+   * go, in the same transaction). */
+  int rc = delete_returning(s, a, STORE_PART_PATHS_SQL EXPIRED_JOBS, e);
+  if (rc) return rc;
+  rc = delete_returning(
       s, a,
-      "DELETE FROM jobs AS old WHERE finished_at > 0 AND finished_at < ?1"
-      " AND status IN ('succeeded','failed','canceled') AND NOT EXISTS"
-      " (SELECT 1 FROM jobs WHERE status IN ('queued','running')"
-      " AND instr(jobs.params, old.id) > 0) RETURNING result_path",
+      "DELETE FROM jobs AS old WHERE " EXPIRED_JOBS " RETURNING result_path",
       e);
   if (rc) return rc;
   return delete_returning(

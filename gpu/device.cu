@@ -410,6 +410,11 @@ void gpu_unlock(int dev) {
   if (d) pthread_mutex_unlock(&d->lock);
 }
 
+int gpu_trylock(int dev) {
+  devctx *d = dev_get(dev);
+  return d && pthread_mutex_trylock(&d->lock) == 0 ? 0 : -1;
+}
+
 int dev_begin(int dev, devctx **out, terr *e) {
   *out = NULL;
   devctx *d = dev_get(dev);

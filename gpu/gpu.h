@@ -46,6 +46,12 @@ void gpu_note_result(int dev, int rc);
  * is recursive: the entry points of gpu_kernels.h take it themselves too. */
 void gpu_lock(int dev);
 void gpu_unlock(int dev);
+/* The lock if nobody holds it now: 0 (then gpu_unlock it, from the same
+ * thread), else -1 without waiting (held by another thread, or no such
+ * device). Recursive like gpu_lock: the thread that holds it gets it again,
+ * so a caller excludes the devices it holds itself (the scheduler's
+ * borrowed GPUs, sched/run.c). */
+int gpu_trylock(int dev);
 
 /* ---- additions by the CUDA backend (additive; see gpu/) -------- */
 /* Settings read by gpu_init; call before it (NULL or zero fields: defaults).

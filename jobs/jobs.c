@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array/parts.h"
 #include "jobs/jobs.h"
 #include "util/buf.h"
 #include "util/util.h"
@@ -116,13 +117,14 @@ int jobs_cancel(jobs *J, const char *id, const char *owner, terr *e) {
   return rc;
 }
 
-int jobs_delete(jobs *J, const char *id, const char *owner, char **path,
-                terr *e) {
-  *path = NULL;
+int jobs_delete(jobs *J, const char *id, const char *owner, char ***paths,
+                int *npaths, terr *e) {
+  *paths = NULL;
+  *npaths = 0;
   if (!id || !t_id_valid('j', id))
     return terr_set(e, T_ENOTFOUND, "id", -1, "job '%s' not found",
                     id ? id : "");
-  int rc = store_job_delete(J->st, id, owner, path, e);
+  int rc = store_job_delete(J->st, id, owner, paths, npaths, e);
   if (rc == T_ECONFLICT)
     terr_set(e, T_ECONFLICT, "id", -1,
              "job %s has not finished: cancel it first", id);
@@ -141,7 +143,45 @@ static const char *result_layout(const job_record *j) {
 
 int jobs_result_get(jobs *J, const char *id, const char *owner,
                     jobs_result *out, terr *e) {
+  return jobs_result_part_get(J, id, owner, NULL, out, e);
+}
+
+/* Part `name` (index > 0) of j's result: its file. T_ENOTFOUND naming the
+ * part when the result has none of that name; 0 with *index 0 for the
+ * first part (read as a one-array result is). */
+static int result_part_file(const job_record *j, const char *name,
+                            int *index, jobs_result *out, terr *e) {
+  *index = 0;
+  tparts p;
+  int rc = tparts_parse(j->result_parts, &p, e);
+  if (rc) return rc;
+  int i = tparts_find(&p, name);
+  if (i < 0) {
+    char names[TPARTS_MAX * TPART_NAME_MAX + 16] = "";
+    size_t n = 0;
+    for (int k = 0; k < p.n && n < sizeof names; k++)
+      n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", k ? ", " : "",
+                            p.p[k].name);
+    rc = terr_set(e, T_ENOTFOUND, "name", -1,
+                  "job %s's result has no part '%.40s'%s%s%s", j->id, name,
+                  p.n ? " (its parts: " : " (it is one array: read /v1/jobs/",
+                  p.n ? names : j->id, p.n ? ")" : "/result)");
+  } else if (i > 0) {
+    *index = i;
+    out->path = p.p[i].path; /* taken */
+    p.p[i].path = NULL;
+  }
+  tparts_clear(&p);
+  return rc;
+}
+
+int jobs_result_part_get(jobs *J, const char *id, const char *owner,
+                         const char *name, jobs_result *out, terr *e) {
   memset(out, 0, sizeof *out);
+  if (name && !tpart_name_valid(name))
+    return terr_set(e, T_ENOTFOUND, "name", -1,
+                    "no result part '%.40s': a part's name is "
+                    "[a-z][a-z0-9_]{0,30}", name);
   job_record j;
   int rc = jobs_get(J, id, owner, &j, e);
   if (rc) return rc;
@@ -159,6 +199,15 @@ int jobs_result_get(jobs *J, const char *id, const char *owner,
                   j.output_file);
     store_job_clear(&j);
     return rc;
+  }
+  int part = 0;
+  if (name && (rc = result_part_file(&j, name, &part, out, e))) {
+    store_job_clear(&j);
+    return rc;
+  }
+  if (part > 0) { /* a later part: its own file, one layout */
+    store_job_clear(&j);
+    return T_OK;
   }
   out->layout = result_layout(&j);
   if (j.result_path) {

@@ -89,10 +89,11 @@ int jobs_list_json(jobs *J, const char *owner, const jobs_query *q,
  * when it has already ended; T_ENOTFOUND. */
 int jobs_cancel(jobs *J, const char *id, const char *owner, terr *e);
 
-/* Delete a finished job's row; *path (free()) is its result file for the
- * caller to remove, or NULL. T_ECONFLICT when the job has not finished. */
-int jobs_delete(jobs *J, const char *id, const char *owner, char **path,
-                terr *e);
+/* Delete a finished job's row; *paths (free() each and the array; NULL
+ * when none) are its *npaths result files for the caller to remove, every
+ * part's. T_ECONFLICT when the job has not finished. */
+int jobs_delete(jobs *J, const char *id, const char *owner, char ***paths,
+                int *npaths, terr *e);
 
 /* A succeeded job's result: the .npy file (path) or, for a small result
  * kept in the job's row, its bytes (npy, npy_len). layout: the stored
@@ -107,6 +108,13 @@ typedef struct jobs_result {
 } jobs_result;
 int jobs_result_get(jobs *J, const char *id, const char *owner,
                     jobs_result *out, terr *e);
+/* The same for part `name` of a result of several arrays (NULL: the first,
+ * as jobs_result_get). T_ENOTFOUND (field "name") when the result has no
+ * such part, the name is not a part name, or the result is one array;
+ * errors of the job itself as above (T_ECONFLICT while it has not
+ * succeeded). layout is NULL for parts after the first. */
+int jobs_result_part_get(jobs *J, const char *id, const char *owner,
+                         const char *name, jobs_result *out, terr *e);
 void jobs_result_clear(jobs_result *r);
 
 /* Commit every store write queued so far (after an async insert). */

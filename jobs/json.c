@@ -7,7 +7,10 @@
  * submitted params, the estimate (below, plus the router's figures) and
  * compare's per-backend list — are JSON the service itself wrote, copied
  * verbatim: parsing and dumping them again cost more than running a tiny
- * job (tests/bench/README.md). tests/unit/
+ * job (tests/bench/README.md). The result's parts (a result of several
+ * arrays) are the exception: their document holds the service's file
+ * paths, so it is read (array/parts.h) and written without them, with
+ * each part's href. tests/unit/
  * test_job_text.c checks the text against an independent jansson model.
  *
  * Threads: any; the only shared state read is the scheduler's live
@@ -16,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array/parts.h"
 #include "jobs/jobs.h"
 #include "util/buf.h"
 #include "util/util.h"
@@ -51,10 +55,50 @@ static void add_timings(tbuf *b, const job_timings *t) {
   tbuf_add(b, "}", 1);
 }
 
-/* {"dtype","shape","bytes"[,"nonconverged"][,"href"|"file"]}: an output
- * job's result is its file (file given), which the service does not keep. */
+/* ,"parts":[{"name","dtype","shape","bytes","href"}] of a result of
+ * several arrays (the stored document, array/parts.h; its paths are the
+ * service's and never shown). Nothing for a one-array result, or when the
+ * document does not read (logged). */
+static void add_parts(tbuf *b, const char *doc, const char *id) {
+  if (!doc || !id) return;
+  tparts p;
+  terr e;
+  if (tparts_parse(doc, &p, &e) != T_OK) {
+    log_warn("job %s: %s", id, e.message);
+    return;
+  }
+  if (p.n > 1) {
+    tbuf_adds(b, ",\"parts\":[");
+    for (int i = 0; i < p.n; i++) {
+      const tpart *t = &p.p[i];
+      tbuf_adds(b, i ? ",{\"name\":" : "{\"name\":");
+      tbuf_json_str(b, t->name);
+      tbuf_adds(b, ",\"dtype\":");
+      tbuf_json_str(b, tdtype_name(t->dtype));
+      tbuf_adds(b, ",\"shape\":[");
+      for (int d = 0; d < t->ndim; d++) {
+        if (d) tbuf_add(b, ",", 1);
+        tbuf_json_int(b, (long long)t->shape[d]);
+      }
+      tbuf_adds(b, "],\"bytes\":");
+      tbuf_json_int(b, (long long)t->bytes);
+      tbuf_adds(b, ",\"href\":\"/v1/jobs/");
+      tbuf_adds(b, id); /* ids and part names need no escaping */
+      tbuf_adds(b, "/result/");
+      tbuf_adds(b, t->name);
+      tbuf_adds(b, "\"}");
+    }
+    tbuf_add(b, "]", 1);
+  }
+  tparts_clear(&p);
+}
+
+/* {"dtype","shape","bytes"[,"nonconverged"][,"href"|"file"][,"parts"]}:
+ * an output job's result is its file (file given), which the service does
+ * not keep; a result of several arrays lists them all in "parts" (the
+ * other fields are the first's). */
 static void add_result(tbuf *b, const job_result_info *r, const char *id,
-                       const char *file) {
+                       const char *file, const char *parts) {
   tbuf_adds(b, "{\"dtype\":");
   tbuf_json_str(b, r->dtype);
   tbuf_adds(b, ",\"shape\":[");
@@ -75,6 +119,7 @@ static void add_result(tbuf *b, const job_result_info *r, const char *id,
     tbuf_adds(b, ",\"href\":\"/v1/jobs/");
     tbuf_adds(b, id);
     tbuf_adds(b, "/result\"");
+    add_parts(b, parts, id);
   }
   tbuf_add(b, "}", 1);
 }
@@ -90,7 +135,7 @@ char *jobs_result_json(const job_result_info *r, const char *id) {
   if (!r->dtype[0]) return strdup("null");
   tbuf b;
   tbuf_init(&b, 0);
-  add_result(&b, r, id, NULL);
+  add_result(&b, r, id, NULL, NULL);
   return tbuf_take(&b, NULL);
 }
 
@@ -154,7 +199,7 @@ char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len) {
   tbuf_json_int(&b, (long long)total);
   tbuf_adds(&b, "},\"result\":");
   if (j->status == JOB_SUCCEEDED && j->result.dtype[0])
-    add_result(&b, &j->result, j->id, j->output_file);
+    add_result(&b, &j->result, j->id, j->output_file, j->result_parts);
   else
     tbuf_add(&b, "null", 4);
   tbuf_adds(&b, ",\"output\":");

@@ -133,7 +133,10 @@ typedef struct job_ctx {
    * with result_alloc or result_stream. Parts 1.. belong to the scheduler
    * once result_part is called (0 or not); part 0 stays the run's *result.
    * name: a static string matching [a-z][a-z0-9_]{0,30}, unique in the
-   * job. At most JOB_MAX_PARTS parts. Same thread rule as result_alloc. */
+   * job. At most JOB_MAX_PARTS parts. Same thread rule as result_alloc.
+   * A refused call (T_EINTERNAL, saying why) fails the run even when the
+   * kind goes on. A run that names parts does not keep its result on the
+   * GPU (result_is_final is for one-array results: map, matmul). */
   int (*result_part)(struct job_ctx *ctx, int index, const char *name,
                      tarray *a, terr *e);
   /* Other GPUs for one run (a job spread over the host's GPUs). ngpu: the
@@ -141,7 +144,9 @@ typedef struct job_ctx {
    * device d is healthy, not the run's own and free now — it is then held
    * for this run, no other job runs on it — else -1 (busy, unhealthy, or
    * the hook is NULL: then the run uses its own device only). Every
-   * borrowed device is given back with gpu_return before run returns. */
+   * borrowed device is given back with gpu_return before run returns (the
+   * scheduler gives back, and logs, any the run kept). Both from the
+   * run's thread (the lock is that thread's). */
   int ngpu;
   int (*gpu_borrow)(struct job_ctx *ctx, int dev);
   void (*gpu_return)(struct job_ctx *ctx, int dev);

@@ -36,8 +36,30 @@
  * to <id>.npy only when complete, so a crash never leaves a partial file
  * under the final name (sched_start removes stale temporaries). No fsync: a
  * process crash is covered, a power loss right after a job is not.
- * Compare reads its results: a sink's is mapped from its file once the run
- * has returned it (srun_readable).
+ * Compare (sched/compare.c, sharing run_int.h) reads its results: a sink's
+ * is mapped from its file once the run has returned it (srun_readable).
+ *
+ * Parts (job_ctx.result_part; kinds/kinds.h): a run may give several named
+ * arrays, part 0 being the array it returns. srun_result_part checks each
+ * call (in order, a valid and unused name, at most JOB_MAX_PARTS; a refusal
+ * fails the run, and a refused part 1.. is freed here: it is the
+ * scheduler's once handed over) and srun_collect gathers them with the
+ * returned array into the run's sres. Part 0 is kept as any result is
+ * (row or <id>.npy); parts 1.. as <results>/<id>.<name>.npy, each allocated
+ * and written like a result file (blocks reserved first, temporary name,
+ * renamed when complete; srun_keep_parts), then listed in the end's
+ * result_parts document (array/parts.h). A failure after some were kept
+ * removes them; an end that does not commit removes them (srun_finished);
+ * a process that dies before the commit leaves them to sched_start, which
+ * removes every result file of an unfinished job. An output job
+ * ("output": {"file"}) whose run gives several parts fails naming
+ * output.file. Compare compares part by part, by name (int64 exactly).
+ *
+ * Borrowed GPUs (job_ctx.gpu_borrow / gpu_return): a non-blocking
+ * gpu_trylock of a healthy device that is not the run's own (so two runs
+ * borrowing each other's devices never wait for each other), held by the
+ * run's thread; srun_backend gives back whatever the run kept, before its
+ * own device's unlock, and logs it.
  *
  * Same-host files (--local-dir, array/localfile.h). A job with "output":
  * {"file": path} has its output directory opened before it starts (a
@@ -73,40 +95,13 @@
 #include <unistd.h>
 
 #include "array/localfile.h"
+#include "array/parts.h"
 #include "array/store_source.h"
 #include "sched/router.h"
 #include "util/sigbus.h"
-#include "sched/sched_int.h"
 
-#define SRUN_MAX_ALLOCS 8
-/* JSON text for the store: compact, 9 significant digits (2.4, not
- * 2.3999999999999999). */
-#define SRUN_JSON (JSON_COMPACT | JSON_REAL_PRECISION(9))
-#define SRUN_PATH_MAX 4096
+#include "sched/run_int.h"
 
-typedef struct salloc {
-  tarray *a;                /* compared by address only (may be freed) */
-  char path[SRUN_PATH_MAX]; /* temporary file; "" for heap or once kept */
-  int out;                  /* the output file's temporary (r->out) */
-} salloc;
-
-typedef struct srun {
-  sched *s;
-  sjob *j;
-  int device;
-  salloc allocs[SRUN_MAX_ALLOCS];
-  int nallocs;
-  tenv env;
-  double t_prepare, t_h2d, t_compute, t_d2h, t_store;
-  json_t *compare; /* [{"backend","ms",...}] */
-  double max_abs_diff;
-  double rtol, atol; /* compare's tolerance for this plan */
-  tlocal_out out;    /* "output": {"file"}; out.dirfd -1 when none */
-  int out_busy;      /* an allocation holds out's temporary */
-} srun;
-
-/* A duration in ms, to the microsecond. */
-static json_t *ms_json(double ms) { return json_real(round(ms * 1e3) / 1e3); }
 
 /* ---- result arrays --------------------------------------------------------- */
 /* A result array. result_alloc's: heap up to inline_max bytes, else a
@@ -187,7 +182,7 @@ static void srun_forget(srun *r, salloc *al) {
 /* Compare reads results: a sink's elements are in its file only, so *a
  * (complete: run returned it) becomes a mapping of that file, listed in
  * its place. A failure drops the result. */
-static int srun_readable(srun *r, tarray **a, terr *e) {
+int srun_readable(srun *r, tarray **a, terr *e) {
   if (!(*a)->sink) return T_OK;
   salloc *al = srun_find_alloc(r, *a);
   if (!al)
@@ -214,15 +209,18 @@ static void srun_drop_result(srun *r, tarray *a) {
 }
 
 /* Keep the result `a` (and free it): as the .npy bytes *npy (new heap
- * buffer, *npy_len bytes) for the store row when they fit in row_max,
- * else as the file `final` (<results>/<id>.npy). */
+ * buffer, *npy_len bytes) for the store row when they fit in row_max
+ * (npy non-NULL: part 0 only), else as the file `final` (<results>/<id>.npy,
+ * or <results>/<id>.<name>.npy for a later part). */
 static int srun_keep_result(srun *r, tarray *a, const char *final, char **npy,
                             size_t *npy_len, terr *e) {
   salloc *al = srun_find_alloc(r, a);
   int rc = T_OK;
-  *npy = NULL;
-  *npy_len = 0;
-  if (!al && r->s->row_max > 0 &&
+  if (npy) {
+    *npy = NULL;
+    *npy_len = 0;
+  }
+  if (npy && !al && r->s->row_max > 0 &&
       a->size * (int64_t)tdtype_size(a->dtype) + NPY_HEADER_MAX <=
           r->s->row_max) {
     rc = npy_to_buffer(a, npy, npy_len, e);
@@ -303,6 +301,55 @@ static int srun_keep_output(srun *r, tarray *a, terr *e) {
   return rc;
 }
 
+/* Remove the files of parts 1.. (a job that failed after keeping them, or
+ * whose end did not commit) and forget them. */
+static void srun_unlink_parts(tparts *p) {
+  for (int i = 1; i < p->n; i++)
+    if (p->p[i].path) unlink(p->p[i].path);
+  tparts_clear(p);
+}
+
+/* Keep parts 1.. of res (freed here, kept or not) as
+ * <results>/<id>.<name>.npy, each as srun_keep_result keeps a file (its
+ * temporary renamed when complete), and list every part in *parts (their
+ * paths; parts->p[0]'s figures filled by the caller, which keeps part 0)
+ * and *doc (the store's text, new heap string). A failure removes the
+ * part files already kept. */
+static int srun_keep_parts(srun *r, sres *res, tparts *parts, char **doc,
+                           terr *e) {
+  int rc = T_OK, i;
+  *doc = NULL;
+  for (i = 0; i < res->n; i++) {
+    const tarray *a = i == 0 ? NULL : res->a[i];
+    tpart *t = &parts->p[i];
+    snprintf(t->name, sizeof t->name, "%s", res->name[i]);
+    parts->n = i + 1;
+    if (i == 0) continue; /* kept by the caller: its figures are the job's */
+    t->dtype = a->dtype;
+    t->ndim = a->ndim;
+    memcpy(t->shape, a->shape, sizeof t->shape);
+    t->bytes = a->size * (int64_t)tdtype_size(a->dtype);
+    size_t len = strlen(r->s->results_dir) + strlen(r->j->id) + strlen(t->name) + 8;
+    if (!(t->path = malloc(len))) {
+      rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
+      break;
+    }
+    snprintf(t->path, len, "%s/%s.%s.npy", r->s->results_dir, r->j->id, t->name);
+    rc = srun_keep_result(r, res->a[i], t->path, NULL, NULL, e);
+    res->a[i] = NULL;
+    if (rc) {
+      free(t->path);
+      t->path = NULL;
+      break;
+    }
+  }
+  for (int k = i + 1; k < res->n; k++) srun_drop_result(r, res->a[k]);
+  if (rc == T_OK && !(*doc = tparts_text(parts)))
+    rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  if (rc) srun_unlink_parts(parts);
+  return rc;
+}
+
 /* Remove every temporary file still listed (failed or dropped runs), the
  * output's included, and close the output directory. */
 static void srun_cleanup(srun *r) {
@@ -311,6 +358,76 @@ static void srun_cleanup(srun *r) {
   r->nallocs = 0;
   tlocal_out_close(&r->out);
   r->out_busy = 0;
+}
+
+/* ---- named parts and borrowed GPUs (job_ctx hooks) ---------------------------- */
+/* Free every array of res (and its temporary file); res is emptied. */
+void srun_drop_res(srun *r, sres *res) {
+  for (int i = 0; i < res->n; i++) srun_drop_result(r, res->a[i]);
+  memset(res, 0, sizeof *res);
+}
+
+/* job_ctx.result_part: record part `index`. A refused call (out of
+ * order, a bad or repeated name, too many) fails the run with the reason;
+ * a part 1.. it hands over is freed here then (it is the scheduler's). */
+static int srun_result_part(job_ctx *ctx, int index, const char *name,
+                            tarray *a, terr *e) {
+  srun *r = ctx->ud;
+  sres *p = &r->named;
+  const char *why = NULL;
+  int known = 0; /* a is already recorded: never freed twice */
+  for (int k = 0; a && k < p->n; k++) known |= p->a[k] == a;
+  if (index < 0 || index >= JOB_MAX_PARTS)
+    why = "a job has at most " SRUN_STR(JOB_MAX_PARTS) " parts";
+  else if (index != p->n) why = "parts are named in order, 0 first";
+  else if (!a || known) why = "no array, or one already named";
+  else if (!tpart_name_valid(name)) why = "the name is not [a-z][a-z0-9_]{0,30}";
+  for (int k = 0; !why && k < p->n; k++)
+    if (strcmp(p->name[k], name) == 0) why = "the name is taken";
+  if (why) {
+    if (index > 0 && a && !known) srun_drop_result(r, a);
+    if (!r->part_err[0])
+      snprintf(r->part_err, sizeof r->part_err,
+               "kind %s: result part %d ('%.40s'): %s", r->j->k->name, index,
+               name ? name : "", why);
+    return terr_set(e, T_EINTERNAL, "", -1, "%s", r->part_err);
+  }
+  p->name[index] = name;
+  p->a[index] = a;
+  p->n++;
+  return T_OK;
+}
+
+/* job_ctx.gpu_borrow: device dev held for this run when it is another
+ * healthy device that nobody holds now (a non-blocking try of its lock:
+ * never waits, so two runs borrowing each other's devices cannot
+ * deadlock). Runs on the run's thread, which then owns the lock. */
+static int srun_gpu_borrow(job_ctx *ctx, int dev) {
+  srun *r = ctx->ud;
+  sched *s = r->s;
+  if (dev < 0 || dev >= s->ngpu || dev >= 32 || dev == r->run_device ||
+      (r->borrowed >> dev & 1u) || !s->gpu.trylock || !s->gpu.healthy(dev))
+    return -1;
+  if (s->gpu.trylock(dev) != 0) return -1;
+  r->borrowed |= 1u << dev;
+  return 0;
+}
+
+static void srun_gpu_return(job_ctx *ctx, int dev) {
+  srun *r = ctx->ud;
+  if (dev < 0 || dev >= 32 || !(r->borrowed >> dev & 1u)) return;
+  r->borrowed &= ~(1u << dev);
+  r->s->gpu.unlock(dev);
+}
+
+/* After a run: give back what it kept of the borrowed devices. */
+static void srun_return_borrowed(srun *r, job_ctx *ctx) {
+  for (int d = 0; r->borrowed && d < 32; d++)
+    if (r->borrowed >> d & 1u) {
+      log_warn("scheduler: job %s: kind %s kept borrowed GPU %d after its "
+               "run; given back", r->j->id, r->j->k->name, d);
+      srun_gpu_return(ctx, d);
+    }
 }
 
 /* ---- one backend ------------------------------------------------------------ */
@@ -324,32 +441,68 @@ static void ctx_setup(srun *r, job_ctx *ctx, tbackend b, int device) {
   ctx->t_h2d = ctx->t_compute = ctx->t_d2h = 0;
   ctx->result_alloc = srun_result_alloc;
   ctx->result_stream = srun_result_stream;
+  ctx->result_part = srun_result_part;
+  ctx->ngpu = r->s->ngpu;
+  ctx->gpu_borrow = r->s->gpu.trylock ? srun_gpu_borrow : NULL;
+  ctx->gpu_return = r->s->gpu.trylock ? srun_gpu_return : NULL;
   ctx->ud = r;
+  memset(&r->named, 0, sizeof r->named);
+  r->part_err[0] = 0;
+  r->run_device = b == B_CUDA ? device : -1;
+  r->borrowed = 0;
+}
+
+/* The run's *result and the parts it named, checked, into res (emptied
+ * and everything freed on failure). */
+static int srun_collect(srun *r, int rc, tarray *result, sres *res, terr *e) {
+  sres *p = &r->named;
+  memset(res, 0, sizeof *res);
+  if (rc == T_OK && r->part_err[0]) /* the kind went on after a refusal */
+    rc = terr_set(e, T_EINTERNAL, "", -1, "%s", r->part_err);
+  else if (rc == T_OK && !result)
+    rc = terr_set(e, T_EINTERNAL, "", -1, "kind %s returned no result",
+                  r->j->k->name);
+  else if (rc == T_OK && p->n > 0 && p->a[0] != result)
+    rc = terr_set(e, T_EINTERNAL, "", -1,
+                  "kind %s: result part 0 is not the array its run returned",
+                  r->j->k->name);
+  for (int i = 1; rc == T_OK && i < p->n; i++)
+    if (p->a[i] == result)
+      rc = terr_set(e, T_EINTERNAL, "", -1,
+                    "kind %s: result part %d is the array its run returned",
+                    r->j->k->name, i);
+  if (rc) {
+    srun_drop_result(r, result); /* a kind should not return one, but */
+    for (int i = 1; i < p->n; i++)
+      if (p->a[i] != result) srun_drop_result(r, p->a[i]);
+    memset(p, 0, sizeof *p);
+    return rc;
+  }
+  if (p->n > 1) *res = *p;
+  else res->n = 1; /* one array, even when the kind named it */
+  res->a[0] = result;
+  memset(p, 0, sizeof *p);
+  return T_OK;
 }
 
 /* Run the plan on b; adds the phases to r; *ms gets the wall time. */
-static int srun_backend(srun *r, void *plan, tbackend b, int device,
-                        tarray **result, double *ms, terr *e) {
+int srun_backend(srun *r, void *plan, tbackend b, int device,
+                        sres *res, double *ms, terr *e) {
   job_ctx *ctx = &r->j->ctx;
   ctx_setup(r, ctx, b, device);
-  *result = NULL;
+  tarray *result = NULL;
   /* Never held across a kind callback or gpu_lock (sched_int.h). */
   SCHED_ASSERT_UNLOCKED(r->s);
   if (b == B_CUDA) r->s->gpu.lock(device);
   double t0 = t_now_ms();
-  int rc = r->j->k->run(plan, b, ctx, result, e);
+  int rc = r->j->k->run(plan, b, ctx, &result, e);
   *ms = t_now_ms() - t0;
+  srun_return_borrowed(r, ctx); /* every one, even after a failure */
   if (b == B_CUDA) {
     r->s->gpu.unlock(device);
     r->s->gpu.note_result(device, rc); /* once per cuda run */
   }
-  if (rc) {
-    srun_drop_result(r, *result); /* a kind should not return one, but */
-    *result = NULL;
-  } else if (!*result) {
-    rc = terr_set(e, T_EINTERNAL, "", -1, "kind %s returned no result",
-                  r->j->k->name);
-  }
+  rc = srun_collect(r, rc, result, res, e);
   /* Recorded timings correct the router's cost model, which estimates
    * submit -> stored: a single run is observed once its result is stored
    * (srun), each backend a compare runs here with the prepare it would
@@ -362,182 +515,6 @@ static int srun_backend(srun *r, void *plan, tbackend b, int device,
   r->t_d2h += ctx->t_d2h;
   r->t_compute += ctx->t_compute > 0 ? ctx->t_compute
                   : (*ms > phases ? *ms - phases : 0);
-  return rc;
-}
-
-/* ---- compare ------------------------------------------------------------------ */
-typedef struct cmp_arg {
-  const tarray *ref, *b;
-  double rtol, atol;
-  int64_t chunk, n;
-  double maxdiff[64];
-  int64_t bad[64], first_bad[64];
-} cmp_arg;
-
-/* Does x (a backend's) agree with r (the reference's)? Finite pairs:
- * |x - r| <= atol + rtol*|r| (numpy.isclose with equal_nan). A NaN or an
- * infinity on either side agrees only with the same on the other: NaN with
- * NaN (in the same place: a NaN sqrt(-1), Vincenty's documented NaN), +inf
- * with +inf; so NaN vs a number, inf vs a finite number (where rtol*|inf|
- * would excuse any difference) and +inf vs -inf disagree. *d is the
- * difference reported: 0 when they agree that way, inf when not. */
-static int cmp_close(double x, double r, double atol, double rtol, double *d) {
-  if (isfinite(x) && isfinite(r)) {
-    *d = x == r ? 0 : fabs(x - r);
-    return *d <= atol + rtol * fabs(r);
-  }
-  int same = (isnan(x) && isnan(r)) || x == r;
-  *d = same ? 0 : INFINITY;
-  return same;
-}
-
-/* Elementwise cmp_close over chunk c; per-slot worst difference, count and
- * first index of the disagreements. */
-static void cmp_chunk(void *arg, int64_t c, int slot) {
-  cmp_arg *a = arg;
-  int64_t lo = c * a->chunk, hi = lo + a->chunk < a->n ? lo + a->chunk : a->n;
-  double md = a->maxdiff[slot];
-  for (int64_t i = lo; i < hi; i++) {
-    double d;
-    if (!cmp_close(tarray_get(a->b, i), tarray_get(a->ref, i), a->atol,
-                   a->rtol, &d)) {
-      if (a->bad[slot]++ == 0 || i < a->first_bad[slot]) a->first_bad[slot] = i;
-    }
-    if (d > md) md = d;
-  }
-  a->maxdiff[slot] = md;
-}
-
-/* 1 when b agrees with ref; *maxdiff, *bad (count), *first (index). */
-static int srun_agree(srun *r, const tarray *ref, const tarray *b,
-                      double *maxdiff, int64_t *bad, int64_t *first) {
-  *maxdiff = 0;
-  *bad = 0;
-  *first = -1;
-  int same = ref->ndim == b->ndim && ref->size == b->size;
-  for (int i = 0; same && i < ref->ndim; i++) same = ref->shape[i] == b->shape[i];
-  if (!same) {
-    *maxdiff = INFINITY;
-    *bad = 1;
-    return 0;
-  }
-  cmp_arg *a = calloc(1, sizeof *a);
-  if (!a) { /* no scratch: compare serially in a stack copy */
-    cmp_arg local;
-    memset(&local, 0, sizeof local);
-    local.ref = ref, local.b = b, local.rtol = r->rtol, local.atol = r->atol;
-    local.n = ref->size, local.chunk = ref->size;
-    cmp_chunk(&local, 0, 0);
-    *maxdiff = local.maxdiff[0];
-    *bad = local.bad[0];
-    *first = local.first_bad[0];
-    return *bad == 0;
-  }
-  a->ref = ref, a->b = b, a->rtol = r->rtol, a->atol = r->atol;
-  a->n = ref->size;
-  a->chunk = 1 << 16;
-  int width = pool_threads(r->s->pool);
-  if (width > 64) width = 64;
-  pool_for(r->s->pool, width, (a->n + a->chunk - 1) / a->chunk, cmp_chunk, a,
-           NULL);
-  for (int i = 0; i < width; i++) {
-    if (a->maxdiff[i] > *maxdiff) *maxdiff = a->maxdiff[i];
-    if (a->bad[i] && (*first < 0 || a->first_bad[i] < *first))
-      *first = a->first_bad[i];
-    *bad += a->bad[i];
-  }
-  free(a);
-  return *bad == 0;
-}
-
-/* First healthy device for compare's cuda run; -1 when none. */
-static int srun_compare_device(sched *s) {
-  for (int d = 0; d < s->ngpu; d++)
-    if (s->gpu.healthy(d)) return d;
-  return -1;
-}
-
-/* Progress over several runs: fold the last run into the base. */
-static void srun_progress_next(srun *r, int runs_left) {
-  sjob *j = r->j;
-  tmutex_lock(&r->s->mu);
-  j->progress_base_done += atomic_exchange(&j->ctx.progress_done, 0);
-  j->progress_base_total += atomic_exchange(&j->ctx.progress_total, 0);
-  j->progress_runs_left = runs_left;
-  tmutex_unlock(&r->s->mu);
-}
-
-static int srun_compare(srun *r, void *plan, tarray **result, terr *e) {
-  struct { tbackend b; int dev; char name[16]; } runs[3];
-  int n = 0;
-  runs[n].b = B_SERIAL, runs[n].dev = -1;
-  snprintf(runs[n++].name, sizeof runs[0].name, "serial");
-  runs[n].b = B_CPU, runs[n].dev = -1;
-  snprintf(runs[n++].name, sizeof runs[0].name, "cpu");
-  int dev = srun_compare_device(r->s);
-  if (dev >= 0) {
-    runs[n].b = B_CUDA, runs[n].dev = dev;
-    snprintf(runs[n++].name, sizeof runs[0].name, "cuda:%d", dev);
-  }
-  r->compare = json_array();
-  r->max_abs_diff = 0;
-  r->rtol = r->j->k->rtol;
-  r->atol = r->j->k->atol;
-  if (r->j->k->tolerance) /* data- or dtype-dependent (matmul) */
-    r->j->k->tolerance(plan, &r->rtol, &r->atol);
-  tarray *ref = NULL;
-  char disagree[TERR_MSG_MAX] = "";
-  size_t dlen = 0;
-  int rc = T_OK;
-  for (int i = 0; i < n; i++) {
-    if (i > 0) srun_progress_next(r, n - 1 - i);
-    tarray *res = NULL;
-    double ms;
-    rc = srun_backend(r, plan, runs[i].b, runs[i].dev, &res, &ms, e);
-    if (rc == T_OK) rc = srun_readable(r, &res, e);
-    if (rc) {
-      if (!job_ctx_stopped(&r->j->ctx)) {
-        char msg[TERR_MSG_MAX];
-        snprintf(msg, sizeof msg, "compare: %s failed: %s", runs[i].name,
-                 e->message);
-        snprintf(e->message, sizeof e->message, "%s", msg);
-      }
-      break;
-    }
-    json_t *entry = json_pack("{s:s, s:o}", "backend", runs[i].name, "ms",
-                              ms_json(ms));
-    if (runs[i].b == B_CPU)
-      json_object_set_new(entry, "threads", json_integer(r->j->ctx.threads));
-    if (i == 0) {
-      ref = res;
-    } else {
-      double md;
-      int64_t bad, first;
-      if (!srun_agree(r, ref, res, &md, &bad, &first)) {
-        dlen += (size_t)snprintf(
-            disagree + dlen, dlen < sizeof disagree ? sizeof disagree - dlen : 0,
-            "%s%s and serial disagree at %lld element(s) (first at index "
-            "%lld), max |a-b| = %.3g",
-            dlen ? "; " : "", runs[i].name, (long long)bad, (long long)first,
-            md);
-        if (dlen >= sizeof disagree) dlen = sizeof disagree - 1;
-      }
-      if (md > r->max_abs_diff) r->max_abs_diff = md;
-      json_object_set_new(entry, "max_abs_diff",
-                          isfinite(md) ? json_real(md) : json_null());
-      srun_drop_result(r, res);
-    }
-    json_array_append_new(r->compare, entry);
-  }
-  if (rc == T_OK && disagree[0])
-    rc = terr_set(e, T_EINTERNAL, "", -1,
-                  "compare: %s (tolerance |a-b| <= %g + %g*|b|)", disagree,
-                  r->atol, r->rtol);
-  if (rc) {
-    srun_drop_result(r, ref);
-    ref = NULL;
-  }
-  *result = ref;
   return rc;
 }
 
@@ -651,6 +628,7 @@ typedef struct srun_end {
   double run_ms;
   char used[32];
   char final[SRUN_PATH_MAX]; /* the result file; "" when none */
+  tparts parts; /* a result of several arrays: their files (p[1..].path) */
 } srun_end;
 
 /* The finish is committed (rc 0) or failed. Runs on the store's writer
@@ -661,6 +639,7 @@ static void srun_finished(void *arg, int rc, const terr *fe, store_job *row) {
   sched *s = x->s;
   sjob *j = x->j;
   if (rc != T_OK && x->final[0]) unlink(x->final);
+  if (rc != T_OK) srun_unlink_parts(&x->parts);
   if ((rc == T_ENOSPACE || rc == T_EIO) && !x->retried) {
     /* The end did not fit (a full disk: SQLITE_FULL, or a result too big
      * for what is left in the row): record a plain failure instead, which
@@ -697,6 +676,7 @@ static void srun_finished(void *arg, int rc, const terr *fe, store_job *row) {
                  rc == T_OK ? row : NULL);
   }
   if (row) store_job_clear(row);
+  tparts_clear(&x->parts);
   free(x);
 }
 
@@ -733,9 +713,12 @@ void sched_run_job(sched *s, sjob *j, int device) {
   terr e;
   terr_clear(&e);
   void *plan = NULL;
-  tarray *result = NULL;
+  sres res;
+  memset(&res, 0, sizeof res);
+  tparts parts; /* the kept parts of a result of several arrays */
+  memset(&parts, 0, sizeof parts);
   char used[32] = "", final[SRUN_PATH_MAX] = "";
-  char *estimate = NULL, *compare_json = NULL, *npy = NULL;
+  char *estimate = NULL, *compare_json = NULL, *npy = NULL, *parts_doc = NULL;
   job_result_info rinfo;
   memset(&rinfo, 0, sizeof rinfo);
   size_t npy_len = 0;
@@ -824,9 +807,9 @@ void sched_run_job(sched *s, sjob *j, int device) {
   r.t_prepare = t_now_ms() - t0;
   if (rc || atomic_load(&j->stop)) goto end;
   if (j->backend == B_COMPARE) {
-    rc = srun_compare(&r, plan, &result, &e);
+    rc = srun_compare(&r, plan, &res, &e);
   } else {
-    rc = srun_backend(&r, plan, j->backend, device, &result, &backend_ms, &e);
+    rc = srun_backend(&r, plan, j->backend, device, &res, &backend_ms, &e);
   }
 
 end:
@@ -845,7 +828,7 @@ end:
   int64_t ptotal = j->progress_base_total + atomic_load(&j->ctx.progress_total);
   tmutex_unlock(&s->mu);
 
-  if (stop == SJ_STOP_SHUTDOWN && (rc || !result)) {
+  if (stop == SJ_STOP_SHUTDOWN && (rc || !res.n)) {
     /* Stopped by shutdown: stays queued in the store, its start taken
      * back (a shutdown is not a crash: attempts counts only those). */
     if (started) {
@@ -854,7 +837,7 @@ end:
         log_warn("scheduler: job %s stays running in the store: %s", j->id,
                  ue.message);
     }
-    srun_drop_result(&r, result);
+    srun_drop_res(&r, &res);
     srun_cleanup(&r);
     sched_mem_release(s, j);
     srun_release(s, j, -1, 0, NULL, 0, NULL);
@@ -879,29 +862,49 @@ end:
     status = JOB_SUCCEEDED;
   }
   if (status != JOB_SUCCEEDED) {
-    srun_drop_result(&r, result);
-    result = NULL;
+    srun_drop_res(&r, &res);
   } else {
+    tarray *result = res.a[0];
     /* Pairs a geodesic method could not solve (Vincenty near antipodes)
      * are NaN in the result and counted there, so the job says so. */
     snprintf(rinfo.dtype, sizeof rinfo.dtype, "%s", tdtype_name(result->dtype));
     rinfo.ndim = result->ndim;
     for (int d = 0; d < result->ndim; d++) rinfo.shape[d] = result->shape[d];
     rinfo.bytes = result->size * (int64_t)tdtype_size(result->dtype);
+    parts.p[0].dtype = result->dtype; /* for a result of several arrays */
+    parts.p[0].ndim = result->ndim;
+    memcpy(parts.p[0].shape, result->shape, sizeof parts.p[0].shape);
+    parts.p[0].bytes = rinfo.bytes;
     rinfo.nonconverged =
         j->ctx.nonconverged > 0 ? (int64_t)j->ctx.nonconverged : 0;
     snprintf(final, sizeof final, "%s/%s.npy", s->results_dir, j->id);
     double t0s = t_now_ms();
     int wrc;
-    if (r.out.dirfd >= 0) { /* the user's file; the service keeps nothing */
+    if (r.out.dirfd >= 0 && res.n > 1) {
+      wrc = terr_set(&e, T_EINVAL, "output.file", -1,
+                     "this job's result is %d arrays (%s, %s%s); output.file "
+                     "takes a result of one array: submit it without "
+                     "\"output\" and read each part from "
+                     "/v1/jobs/{id}/result/{name}",
+                     res.n, res.name[0], res.name[1], res.n > 2 ? ", ..." : "");
+      srun_drop_res(&r, &res);
+      final[0] = 0;
+    } else if (r.out.dirfd >= 0) { /* the user's file; the service keeps nothing */
       wrc = srun_keep_output(&r, result, &e);
       final[0] = 0;
     } else {
       wrc = srun_keep_result(&r, result, final, &npy, &npy_len, &e);
+      res.a[0] = NULL;
+      if (npy) final[0] = 0; /* in the row, not a file */
+      if (wrc == T_OK && res.n > 1 &&
+          (wrc = srun_keep_parts(&r, &res, &parts, &parts_doc, &e))) {
+        if (final[0]) unlink(final);
+        free(npy);
+        npy = NULL;
+      }
     }
-    result = NULL;
+    memset(&res, 0, sizeof res); /* kept or freed */
     r.t_store = t_now_ms() - t0s;
-    if (npy) final[0] = 0; /* in the row, not a file */
     if (!wrc && j->have_est && j->backend != B_COMPARE)
       router_observe(j->k, &j->est, j->backend,
                      r.t_prepare + backend_ms + r.t_store);
@@ -925,7 +928,8 @@ end:
       .result_path = final[0] ? final : NULL, .compare = compare_json,
       .max_abs_diff = r.compare ? r.max_abs_diff : NAN, .error_code = code,
       .error_message = code ? msg : NULL, .progress_done = pdone,
-      .progress_total = ptotal, .result_npy = npy, .result_npy_len = npy_len};
+      .progress_total = ptotal, .result_npy = npy, .result_npy_len = npy_len,
+      .result_parts = parts_doc};
   for (int t = 0; t < JOB_T__COUNT; t++) /* to the microsecond */
     job_timings_put(&end.timings, (job_timing)t, sched_ms_round(ms[t]));
   srun_log_end(j, status, started ? used : NULL, ms[JOB_T_TOTAL], code, msg);
@@ -939,6 +943,7 @@ end:
   if (!x) {
     log_error("scheduler: no memory to end job %s", j->id);
     if (final[0]) unlink(final);
+    srun_unlink_parts(&parts);
     srun_release(s, j, status, 1, started ? used : NULL, run_ms, NULL);
     goto out;
   }
@@ -949,6 +954,8 @@ end:
   x->run_ms = run_ms;
   snprintf(x->used, sizeof x->used, "%s", used);
   snprintf(x->final, sizeof x->final, "%s", final);
+  x->parts = parts; /* its paths go with x */
+  memset(&parts, 0, sizeof parts);
   if (store_job_finish_async(s->cfg.st, j->id, &end, srun_finished, x, &fe) !=
       T_OK) {
     int frc = store_job_finish(s->cfg.st, j->id, &end, &fe);
@@ -962,4 +969,5 @@ out:
   json_decref(r.compare);
   free(estimate);
   free(compare_json);
+  free(parts_doc);
 }

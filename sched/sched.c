@@ -319,7 +319,8 @@ int sched_create(const sched_config *cfg, sched **out, terr *e) {
     s->gpu = *cfg->gpu_ops;
   } else {
     s->gpu = (sched_gpu_ops){gpu_count, gpu_healthy, gpu_note_result,
-                             gpu_lock, gpu_unlock, gpu_unavailable_reason};
+                             gpu_lock, gpu_unlock, gpu_unavailable_reason,
+                             gpu_trylock};
   }
   s->cfg.gpu_ops = &s->gpu;
   s->ngpu = s->gpu.count();
@@ -363,6 +364,33 @@ static void sched_clean_temp(sched *s) {
     if (!strstr(de->d_name, ".npy.tmp")) continue;
     snprintf(path, sizeof path, "%s/%s", s->results_dir, de->d_name);
     if (unlink(path) == 0) log_info("scheduler: removed stale %s", path);
+  }
+  closedir(d);
+}
+
+/* Remove the result files of jobs that did not end (<id>.npy and every
+ * part's <id>.<name>.npy): a process that died between renaming them and
+ * committing the end left them, and the job runs again from nothing, so
+ * none is ever listed half-kept. One pass over the folder. */
+static void sched_clean_unfinished(sched *s, const store_job *jobs, int n) {
+  if (n <= 0) return;
+  DIR *d = opendir(s->results_dir);
+  if (!d) return;
+  struct dirent *de;
+  char path[4096];
+  while ((de = readdir(d))) {
+    const char *dot = strchr(de->d_name, '.');
+    size_t len = strlen(de->d_name);
+    if (!dot || len < 4 || strcmp(de->d_name + len - 4, ".npy") != 0) continue;
+    size_t idlen = (size_t)(dot - de->d_name);
+    int match = 0;
+    for (int i = 0; i < n && !match; i++)
+      match = strlen(jobs[i].id) == idlen &&
+              memcmp(jobs[i].id, de->d_name, idlen) == 0;
+    if (!match) continue;
+    snprintf(path, sizeof path, "%s/%s", s->results_dir, de->d_name);
+    if (unlink(path) == 0)
+      log_info("scheduler: removed %s of an unfinished job", path);
   }
   closedir(d);
 }
@@ -424,6 +452,7 @@ int sched_start(sched *s, terr *e) {
   sched_clean_temp(s);
   sched_journal_open(s); /* first: it raises attempts of jobs read next */
   if ((rc = store_job_unfinished(s->cfg.st, &jobs, &n, e))) return rc;
+  sched_clean_unfinished(s, jobs, n);
   int requeued = 0;
   for (int i = 0; i < n; i++) {
     terr e2;

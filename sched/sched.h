@@ -59,6 +59,9 @@ typedef struct sched_gpu_ops {
   void (*lock)(int dev);
   void (*unlock)(int dev);
   const char *(*unavailable_reason)(void);
+  /* gpu_trylock: 0 with the lock held, -1 busy (a run's borrowed GPUs,
+   * job_ctx.gpu_borrow). NULL (an older fake): nothing can be borrowed. */
+  int (*trylock)(int dev);
 } sched_gpu_ops;
 
 typedef struct sched_config {

@@ -29,8 +29,9 @@
  * here (csv_int.h); it is the upload path, and csv_parse its reference in
  * tests and the differential fuzzer.
  *
- * Writing: %.17g (float64) / %.9g (float32), so that values read back
- * exactly; nan and inf are written as nan, inf, -inf.
+ * Writing: tnum_fmt (array/tarray.h): %.17g (float64) / %.9g (float32),
+ * so that values read back exactly, int64 results as integers; nan and inf
+ * are written as nan, inf, -inf.
  *
  * Ownership: *out is the caller's. No shared state; any thread.
  */
@@ -299,10 +300,10 @@ static void ob_flush(obuf *o) {
   o->n = 0;
 }
 
-static void ob_num(obuf *o, double v, int digits, char sep) {
-  if (sizeof o->b - o->n < 40) ob_flush(o);
-  int k = snprintf(o->b + o->n, 40, "%.*g", digits, v);
-  o->n += (size_t)k;
+static void ob_num(obuf *o, const tarray *a, int64_t i, char sep) {
+  if (sizeof o->b - o->n < TNUM_FMT_MAX + 1) ob_flush(o);
+  o->n += tnum_fmt(o->b + o->n, TNUM_FMT_MAX, a->dtype,
+                   (const char *)a->data + (size_t)i * tdtype_size(a->dtype), 0);
   o->b[o->n++] = sep;
 }
 
@@ -316,13 +317,11 @@ int csv_write(FILE *f, const tarray *a, terr *e) {
   o->f = f;
   o->n = 0;
   o->err = 0;
-  int digits = a->dtype == T_F32 ? 9 : 17;
   int64_t cols = a->ndim == 2 ? a->shape[1] : 1;
   int64_t rows = cols ? a->shape[0] : 0; /* [r, 0] writes nothing */
   for (int64_t r = 0; r < rows; r++) {
     for (int64_t c = 0; c < cols; c++)
-      ob_num(o, tarray_get(a, r * cols + c), digits,
-             c + 1 == cols ? '\n' : ',');
+      ob_num(o, a, r * cols + c, c + 1 == cols ? '\n' : ',');
   }
   ob_flush(o);
   int err = o->err || ferror(f);

@@ -15,7 +15,8 @@
  *
  * Writing: jarray_to_json builds a json_t (small results); jarray_write
  * streams the same text through a 64 KiB buffer (big results), %.17g for
- * float64 and %.9g for float32, NaN and Inf as null.
+ * float64 and %.9g for float32, int64 results as integers (tnum_fmt), NaN
+ * and Inf as null.
  *
  * Ownership: *out and jarray_to_json's result are the caller's. No shared
  * state; any thread.
@@ -146,7 +147,10 @@ int jarray_parse(const json_t *v, tdtype dt, int64_t max_elems,
 
 /* ---- writing ------------------------------------------------------------- */
 
-static json_t *num_json(double x) {
+static json_t *num_json(const tarray *a, int64_t i) {
+  if (a->dtype == T_I64)
+    return json_integer((json_int_t)((const int64_t *)a->data)[i]);
+  double x = tarray_get(a, i);
   return isfinite(x) ? json_real(x) : json_null();
 }
 
@@ -155,7 +159,7 @@ static json_t *build(const tarray *a, int d, int64_t *flat) {
   json_t *arr = json_array();
   if (!arr) return NULL;
   for (int64_t i = 0; i < a->shape[d]; i++) {
-    json_t *c = d + 1 == a->ndim ? num_json(tarray_get(a, (*flat)++))
+    json_t *c = d + 1 == a->ndim ? num_json(a, (*flat)++)
                                  : build(a, d + 1, flat);
     if (!c || json_array_append_new(arr, c) != 0) {
       json_decref(arr);
@@ -166,7 +170,7 @@ static json_t *build(const tarray *a, int d, int64_t *flat) {
 }
 
 json_t *jarray_to_json(const tarray *a) {
-  if (a->ndim == 0) return num_json(tarray_get(a, 0));
+  if (a->ndim == 0) return num_json(a, 0);
   int64_t flat = 0;
   return build(a, 0, &flat);
 }
@@ -189,22 +193,17 @@ static void jb_put(jbuf *o, const char *s, size_t n) {
   o->n += n;
 }
 
-static void jb_num(jbuf *o, double x, int digits) {
-  if (sizeof o->b - o->n < 40) jb_flush(o);
-  if (!isfinite(x)) {
-    memcpy(o->b + o->n, "null", 4);
-    o->n += 4;
-    return;
-  }
-  o->n += (size_t)snprintf(o->b + o->n, 40, "%.*g", digits, x);
+static void jb_num(jbuf *o, const tarray *a, int64_t i) {
+  if (sizeof o->b - o->n < TNUM_FMT_MAX) jb_flush(o);
+  o->n += tnum_fmt(o->b + o->n, TNUM_FMT_MAX, a->dtype,
+                   (const char *)a->data + (size_t)i * tdtype_size(a->dtype), 1);
 }
 
 /* Elements of the first nd dimensions in C order: before the first, one
  * '[' per dimension; after each, one ']' per dimension that ends there, then
  * ',' and as many '[' again unless it was the last. Each element is a number,
  * or "[]" when the array has a zero dimension right below (empty_leaf). */
-static void jb_walk(jbuf *o, const tarray *a, int nd, int empty_leaf,
-                    int digits) {
+static void jb_walk(jbuf *o, const tarray *a, int nd, int empty_leaf) {
   int64_t count = 1, idx[T_MAXDIM] = {0};
   for (int d = 0; d < nd; d++) count *= a->shape[d];
   for (int d = 0; d < nd; d++) jb_put(o, "[", 1);
@@ -212,7 +211,7 @@ static void jb_walk(jbuf *o, const tarray *a, int nd, int empty_leaf,
     if (empty_leaf)
       jb_put(o, "[]", 2);
     else
-      jb_num(o, tarray_get(a, i), digits);
+      jb_num(o, a, i);
     int d = nd - 1, closes = 0;
     while (d >= 0 && ++idx[d] == a->shape[d]) {
       idx[d] = 0;
@@ -233,18 +232,17 @@ int jarray_write(FILE *f, const tarray *a, terr *e) {
   o->f = f;
   o->n = 0;
   o->err = 0;
-  int digits = a->dtype == T_F32 ? 9 : 17;
   if (a->ndim == 0) {
-    jb_num(o, tarray_get(a, 0), digits);
+    jb_num(o, a, 0);
   } else if (a->size == 0) {
     int z = 0; /* the first zero dimension: [2, 0, 5] -> [[],[]] */
     while (a->shape[z] != 0) z++;
     if (z == 0)
       jb_put(o, "[]", 2);
     else
-      jb_walk(o, a, z, 1, digits);
+      jb_walk(o, a, z, 1);
   } else {
-    jb_walk(o, a, a->ndim, 0, digits);
+    jb_walk(o, a, a->ndim, 0);
   }
   jb_flush(o);
   int err = o->err || ferror(f);

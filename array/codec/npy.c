@@ -407,20 +407,36 @@ void npy_head_convert(const npy_head *h, const void *src, int64_t n,
   npy_to_f64((npy_kind)h->src_kind, h->src_itemsize, src, n, dst);
 }
 
-int npy_parse(const void *buf, size_t len, int64_t max_elems, tarray **out,
-              terr *e) {
+/* npy_parse and npy_parse_result: keep_i64 keeps '<i8' as T_I64 (a
+ * result's integers), else every integer kind becomes float64. */
+static int npy_parse_as(const void *buf, size_t len, int64_t max_elems,
+                        int keep_i64, tarray **out, terr *e) {
   *out = NULL;
   npy_meta m;
   int64_t n = 0;
   int rc = npy_read_header(buf, len, &m, e);
   if (rc) return rc;
   if ((rc = npy_check_data(&m, len, max_elems, &n, e))) return rc;
-  tdtype dt = m.kind == NK_F4 ? T_F32 : T_F64;
+  int i64 = keep_i64 && m.kind == NK_I8;
+  tdtype dt = i64 ? T_I64 : m.kind == NK_F4 ? T_F32 : T_F64;
   tarray *a = tarray_new(dt, m.ndim, m.shape);
   if (!a) return terr_set(e, T_ENOMEM, "", -1, "npy: out of memory");
-  npy_convert(&m, (const unsigned char *)buf + m.data_off, n, a);
+  if (i64)
+    memcpy(a->data, (const unsigned char *)buf + m.data_off, (size_t)n * 8);
+  else
+    npy_convert(&m, (const unsigned char *)buf + m.data_off, n, a);
   *out = a;
   return 0;
+}
+
+int npy_parse(const void *buf, size_t len, int64_t max_elems, tarray **out,
+              terr *e) {
+  return npy_parse_as(buf, len, max_elems, 0, out, e);
+}
+
+int npy_parse_result(const void *buf, size_t len, int64_t max_elems,
+                     tarray **out, terr *e) {
+  return npy_parse_as(buf, len, max_elems, 1, out, e);
 }
 
 /* ---- writer -------------------------------------------------------------- */
@@ -434,7 +450,9 @@ size_t npy_header_pad(tdtype dt, int ndim, const int64_t *shape, char *hdr,
   char dict[NPY_HEADER_MAX];
   size_t n = (size_t)snprintf(dict, sizeof dict,
                               "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                              dt == T_F32 ? "<f4" : "<f8");
+                              dt == T_F32   ? "<f4"
+                              : dt == T_I64 ? "<i8"
+                                            : "<f8");
   for (int i = 0; i < ndim && n < sizeof dict; i++)
     n += (size_t)snprintf(dict + n, sizeof dict - n, i ? ", %lld" : "%lld",
                           (long long)shape[i]);
@@ -487,8 +505,9 @@ int npy_to_buffer(const tarray *a, char **buf, size_t *len, terr *e) {
 
 /* ---- mapping an existing file ------------------------------------------- */
 
-int tarray_map_npy_fd(int fd, const char *name, int guard, atomic_int *torn,
-                      tarray **out, terr *e) {
+/* tarray_map_npy_fd, and with i64 '<i8' mapped as T_I64 (results). */
+static int map_npy_fd(int fd, const char *name, int guard, atomic_int *torn,
+                      int i64, tarray **out, terr *e) {
   *out = NULL;
   int rc, gid = 0;
   void *base = MAP_FAILED;
@@ -522,7 +541,7 @@ int tarray_map_npy_fd(int fd, const char *name, int guard, atomic_int *torn,
   npy_meta m;
   int64_t n = 0;
   if ((rc = npy_read_header(base, len, &m, e))) goto fail;
-  if (m.kind != NK_F8 && m.kind != NK_F4) {
+  if (m.kind != NK_F8 && m.kind != NK_F4 && !(i64 && m.kind == NK_I8)) {
     rc = terr_set(e, T_EINVAL, "", -1,
                   "npy: %s holds integers; only float32/float64 map", name);
     goto fail;
@@ -543,7 +562,7 @@ int tarray_map_npy_fd(int fd, const char *name, int guard, atomic_int *torn,
     rc = terr_set(e, T_ENOMEM, "", -1, "npy: out of memory");
     goto fail;
   }
-  a->dtype = m.kind == NK_F4 ? T_F32 : T_F64;
+  a->dtype = m.kind == NK_I8 ? T_I64 : m.kind == NK_F4 ? T_F32 : T_F64;
   a->ndim = m.ndim;
   for (int i = 0; i < m.ndim; i++) a->shape[i] = m.shape[i];
   a->size = n;
@@ -559,13 +578,18 @@ fail:
   return rc;
 }
 
+int tarray_map_npy_fd(int fd, const char *name, int guard, atomic_int *torn,
+                      tarray **out, terr *e) {
+  return map_npy_fd(fd, name, guard, torn, 0, out, e);
+}
+
 int tarray_map_npy(const char *path, tarray **out, terr *e) {
   *out = NULL;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
     return terr_set(e, errno == ENOENT ? T_ENOTFOUND : T_EIO, "", -1,
                     "npy: cannot open %s: %s", path, strerror(errno));
-  int rc = tarray_map_npy_fd(fd, path, 0, NULL, out, e);
+  int rc = map_npy_fd(fd, path, 0, NULL, 1, out, e);
   close(fd);
   return rc;
 }

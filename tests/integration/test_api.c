@@ -94,6 +94,18 @@ TEST(map_seed_square_polynomial) {
   r = reqx(&S, "GET", path, NULL, NULL, -1, "Accept: text/csv", NULL);
   CHECK(r.status == 200 && strcmp(r.body, "1\n4\n9\n") == 0);
   resp_free(&r);
+
+  /* A one-array result lists no parts, and /result/{name} is 404 naming
+   * the part (field "name"), a name that cannot be a part's too. */
+  CHECK(json_object_get(res, "parts") == NULL);
+  snprintf(path, sizeof path, "%s/index?format=npy", jstr(res, "href"));
+  r = req(&S, "GET", path, NULL, NULL);
+  CHECK(is_error(&r, 404, "not_found", "name") && strstr(r.body, "'index'"));
+  resp_free(&r);
+  snprintf(path, sizeof path, "%s/No%%2F..", jstr(res, "href"));
+  r = req(&S, "GET", path, NULL, NULL);
+  CHECK(is_error(&r, 404, "not_found", "name"));
+  resp_free(&r);
   json_decref(j);
 }
 

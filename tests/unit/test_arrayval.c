@@ -363,9 +363,12 @@ TEST(array_form) {
 #define DONE_JOB "j_0123456789abcdefghjkmnpqrs"
 #define RUNNING_JOB "j_0123456789abcdefghjkmnpqrt"
 static int fake_result_meta(void *ud, const char *owner, const char *id,
-                            tdtype *dt, int *ndim, int64_t *shape, terr *e) {
+                            const char *part, tdtype *dt, int *ndim,
+                            int64_t *shape, terr *e) {
   (void)ud;
   (void)owner;
+  if (part && strcmp(part, "index") != 0)
+    return terr_set(e, T_EINVAL, "", -1, "no part '%s'", part);
   if (strcmp(id, RUNNING_JOB) == 0)
     return terr_set(e, T_ECONFLICT, "", -1, "job %s is running", id);
   if (strcmp(id, DONE_JOB) != 0)
@@ -376,9 +379,10 @@ static int fake_result_meta(void *ud, const char *owner, const char *id,
   return 0;
 }
 static int fake_result_load(void *ud, const char *owner, const char *id,
-                            tarray **out, terr *e) {
+                            const char *part, tarray **out, terr *e) {
   int64_t sh[1] = {4};
-  if (fake_result_meta(ud, owner, id, &(tdtype){T_F64}, &(int){0}, sh, e))
+  if (fake_result_meta(ud, owner, id, part, &(tdtype){T_F64}, &(int){0}, sh,
+                       e))
     return e->code;
   tarray *a = tarray_new(T_F64, 1, sh);
   for (int i = 0; i < 4; i++) tarray_set(a, i, 10 + i);
@@ -413,6 +417,34 @@ TEST(result_form) {
   v = json_loads("{\"result\": \"" GOOD_ID "\"}", 0, NULL); /* an array id */
   CHECK(arrayval_check(&r, v, "params.inputs.x", &info, &e) == T_EINVAL);
   CHECK_STR(e.field, "params.inputs.x.result");
+  json_decref(v);
+  /* {"result", "part"}: a part of a result of several arrays. */
+  v = json_loads("{\"result\": \"" DONE_JOB "\", \"part\": \"index\"}", 0, NULL);
+  CHECK(arrayval_check(&r, v, "params.inputs.x", &info, &e) == 0 &&
+        info.form == AV_RESULT && info.shape[0] == 4);
+  CHECK(arrayval_resolve(&r, v, "params.inputs.x", T_F64, &a, &e) == 0 && a &&
+        tarray_get(a, 0) == 10);
+  tarray_free(a);
+  json_decref(v);
+  static const char *const bad_parts[] = {
+      "{\"result\": \"" DONE_JOB "\", \"part\": \"nope\"}",     /* none such */
+      "{\"result\": \"" DONE_JOB "\", \"part\": \"Bad-1\"}",    /* no name */
+      "{\"result\": \"" DONE_JOB "\", \"part\": 3}",             /* no string */
+      "{\"array\": \"" GOOD_ID "\", \"part\": \"index\"}",       /* no result */
+      "{\"part\": \"index\"}",
+  };
+  for (size_t i = 0; i < sizeof bad_parts / sizeof bad_parts[0]; i++) {
+    v = json_loads(bad_parts[i], 0, NULL);
+    CHECK_MSG(arrayval_check(&r, v, "params.inputs.x", &info, &e) == T_EINVAL,
+              "%s", bad_parts[i]);
+    CHECK_MSG(!strcmp(e.field, "params.inputs.x.part"), "%s: %s", bad_parts[i],
+              e.field);
+    json_decref(v);
+  }
+  v = json_loads("{\"result\": \"" DONE_JOB "\", \"part\": \"index\", \"x\": 1}",
+                 0, NULL);
+  CHECK(arrayval_check(&r, v, "params.inputs.x", &info, &e) == T_EINVAL);
+  CHECK_STR(e.field, "params.inputs.x.x");
   json_decref(v);
 }
 

@@ -277,12 +277,31 @@ TEST(write_round_trip) {
   tarray_free(a);
 }
 
+/* An int64 result as CSV: integers, exact beyond 2^53 (never 1.1529e+18
+ * or 42.0). */
+TEST(write_int64) {
+  int64_t sh[2] = {2, 2};
+  tarray *a = tarray_new(T_I64, 2, sh);
+  int64_t v[4] = {42, -7, ((int64_t)1 << 60) + 3, INT64_MAX};
+  memcpy(a->data, v, sizeof v);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  terr e;
+  CHECK(csv_write(f, a, &e) == 0);
+  fclose(f);
+  CHECK_STR(buf, "42,-7\n1152921504606846979,9223372036854775807\n");
+  free(buf);
+  tarray_free(a);
+}
+
 int main(void) {
   RUN(shapes);
   RUN(header_crlf_blank);
   RUN(errors_name_row_column);
   RUN(nonfinite_and_cap);
   RUN(write_round_trip);
+  RUN(write_int64);
   RUN(silent_loss_examples);
   RUN(dialects_round_trip);
   return check_summary();

@@ -2,8 +2,11 @@
  * store (in a temp dir) and .npy files: dtype and shape from the row, data
  * mapped from the file, another owner's array is "not found" exactly like
  * an unknown id, and a file that no longer matches its row is an I/O error.
+ * A job's int64 result (a geodesic query's indices) taken as an input is
+ * float64 (NumPy's promotion), from its file or from its row.
  */
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +93,83 @@ TEST(test_env_meta_and_load) {
   store_close(st);
 }
 
+/* A succeeded job whose result is the int64 array a: a file, or the row. */
+static void add_int64_job(store *st, const tarray *a, const char *path,
+                          char *id) {
+  store_job j;
+  memset(&j, 0, sizeof j);
+  j.owner = strdup("alice");
+  j.kind = strdup("geodesic");
+  j.params = strdup("{}");
+  j.body_hash = strdup("0");
+  j.max_abs_diff = NAN;
+  int existing;
+  terr e;
+  CHECK(store_job_insert(st, &j, &existing, &e) == 0);
+  snprintf(id, T_ID_MAX, "%s", j.id);
+  store_job_clear(&j);
+  char *npy = NULL;
+  size_t len = 0;
+  if (path) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f && npy_write(f, a, &e) == 0);
+    if (f) fclose(f);
+  } else {
+    CHECK(npy_to_buffer(a, &npy, &len, &e) == 0);
+  }
+  store_job_end end = {.status = JOB_SUCCEEDED, .finished_at = 5,
+                       .max_abs_diff = NAN, .result_path = path,
+                       .result_npy = npy, .result_npy_len = len};
+  snprintf(end.result.dtype, sizeof end.result.dtype, "int64");
+  end.result.ndim = a->ndim;
+  end.result.shape[0] = a->shape[0];
+  end.result.bytes = a->size * 8;
+  CHECK(store_job_finish(st, id, &end, &e) == 0);
+  free(npy);
+}
+
+TEST(test_env_int64_result_is_float64) {
+  store *st = NULL;
+  terr e;
+  CHECK(store_open(root, &st, &e) == 0);
+  if (!st) return;
+  int64_t n = 3;
+  tarray *a = tarray_new(T_I64, 1, &n);
+  int64_t v[3] = {((int64_t)1 << 53) + 1, -5, 7};
+  memcpy(a->data, v, sizeof v);
+  char path[400], ids[2][T_ID_MAX];
+  snprintf(path, sizeof path, "%s/ix.npy", root);
+  add_int64_job(st, a, path, ids[0]);
+  add_int64_job(st, a, NULL, ids[1]);
+  tenv env;
+  tenv_from_store(&env, st, "alice", 1000);
+  for (int k = 0; k < 2; k++) {
+    tdtype dt = T_I64;
+    int ndim = -1;
+    int64_t sh[T_MAXDIM];
+    CHECK_MSG(env.result_meta(env.ud, "alice", ids[k], NULL, &dt, &ndim, sh, &e) == 0,
+              "%s", e.message);
+    CHECK(dt == T_F64 && ndim == 1 && sh[0] == 3);
+    tarray *got = NULL;
+    CHECK_MSG(env.result_load(env.ud, "alice", ids[k], NULL, &got, &e) == 0, "%s",
+              e.message);
+    CHECK(got && got->dtype == T_F64 && got->size == 3);
+    if (got) { /* 2^53 + 1 rounds to 2^53, as numpy's astype(float64) */
+      CHECK(((double *)got->data)[0] == 9007199254740992.0);
+      CHECK(((double *)got->data)[1] == -5 && ((double *)got->data)[2] == 7);
+    }
+    tarray_free(got);
+    /* Through the array-value form a kind sees: float64 whatever asked. */
+    json_t *ref = json_pack("{s:s}", "result", ids[k]);
+    CHECK(arrayval_resolve(&env, ref, "params.x", T_F32, &got, &e) == 0);
+    CHECK(got && got->dtype == T_F32 && tarray_get(got, 1) == -5);
+    tarray_free(got);
+    json_decref(ref);
+  }
+  tarray_free(a);
+  store_close(st);
+}
+
 static void rm_tree(const char *path) {
   DIR *d = opendir(path);
   if (!d) {
@@ -112,6 +192,7 @@ int main(void) {
   snprintf(root, sizeof root, "/tmp/tessel_env_XXXXXX");
   if (!mkdtemp(root)) SKIP_ALL("cannot create a temp dir");
   RUN(test_env_meta_and_load);
+  RUN(test_env_int64_result_is_float64);
   rm_tree(root);
   return check_summary();
 }

@@ -212,9 +212,27 @@ TEST(writers) {
   tarray_free(a);
 }
 
+/* An int64 result as JSON, from both writers: integers, exact beyond
+ * 2^53. */
+TEST(write_int64) {
+  int64_t sh[2] = {2, 2};
+  tarray *a = tarray_new(T_I64, 2, sh);
+  int64_t v[4] = {42, -7, ((int64_t)1 << 60) + 3, INT64_MIN};
+  memcpy(a->data, v, sizeof v);
+  char *t = stream_text(a);
+  CHECK_STR(t, "[[42,-7],[1152921504606846979,-9223372036854775808]]");
+  free(t);
+  json_t *j = jarray_to_json(a);
+  json_t *x = json_array_get(json_array_get(j, 1), 0);
+  CHECK(json_is_integer(x) && json_integer_value(x) == ((int64_t)1 << 60) + 3);
+  json_decref(j);
+  tarray_free(a);
+}
+
 int main(void) {
   RUN(shapes);
   RUN(refusals);
   RUN(writers);
+  RUN(write_int64);
   return check_summary();
 }

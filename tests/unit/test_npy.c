@@ -7,6 +7,7 @@
  * tarray_map_npy read back by us and by NumPy.
  */
 #include <stdint.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -400,6 +401,71 @@ TEST(create_and_map) {
   CHECK(tarray_create_npy(p2, T_F64, 2, shape, &a, &e) == T_EIO && !a);
 }
 
+/* int64 results: '<i8' written, read back bit for bit as a result
+ * (npy_parse_result, tarray_map_npy, a created file), converted to
+ * float64 as an upload (npy_parse), refused on the same-host mapping; and
+ * NumPy reads the file as int64 with the same values. */
+TEST(int64_results) {
+  const int64_t v[6] = {INT64_MIN, -1, 0, ((int64_t)1 << 53) + 1, INT64_MAX,
+                        ((int64_t)1 << 60) + 3};
+  int64_t sh[2] = {2, 3};
+  tarray *a = tarray_new(T_I64, 2, sh);
+  memcpy(a->data, v, sizeof v);
+  char *buf = NULL;
+  size_t len = 0;
+  terr e;
+  CHECK(npy_to_buffer(a, &buf, &len, &e) == 0);
+  CHECK(buf && strstr(buf + 10, "'descr': '<i8'") != NULL);
+  CHECK(buf && len == 10 + ((size_t)(unsigned char)buf[8] |
+                            (size_t)(unsigned char)buf[9] << 8) + 48);
+  tarray *b = NULL;
+  CHECK(npy_parse_result(buf, len, 100, &b, &e) == 0);
+  CHECK(b && b->dtype == T_I64 && b->ndim == 2 && memcmp(b->data, v, 48) == 0);
+  tarray_free(b);
+  CHECK(npy_parse(buf, len, 100, &b, &e) == 0); /* an upload: float64 */
+  CHECK(b && b->dtype == T_F64 && tarray_get(b, 3) == 9007199254740992.0);
+  tarray_free(b);
+  char path[300];
+  snprintf(path, sizeof path, "%s/i8.npy", tmpdir);
+  FILE *f = fopen(path, "wb");
+  CHECK(f && npy_write(f, a, &e) == 0);
+  if (f) fclose(f);
+  tarray *m = NULL;
+  CHECK(tarray_map_npy(path, &m, &e) == 0);
+  CHECK(m && m->dtype == T_I64 && memcmp(m->data, v, 48) == 0);
+  tarray_free(m);
+  int fd = open(path, O_RDONLY);
+  CHECK(tarray_map_npy_fd(fd, path, 0, NULL, &m, &e) == T_EINVAL && !m);
+  close(fd);
+  /* Created (as the scheduler's result files are), filled, mapped back. */
+  char p2[300];
+  snprintf(p2, sizeof p2, "%s/i8c.npy", tmpdir);
+  CHECK(tarray_create_npy(p2, T_I64, 2, sh, &m, &e) == 0);
+  if (m) memcpy(m->data, v, sizeof v);
+  tarray_free(m);
+  m = NULL;
+  CHECK(tarray_map_npy(p2, &m, &e) == 0 && m && m->dtype == T_I64 &&
+        memcmp(m->data, v, 48) == 0);
+  tarray_free(m);
+  /* The element text: integers, exact. */
+  char t[TNUM_FMT_MAX];
+  tnum_fmt(t, sizeof t, T_I64, &v[0], 1);
+  CHECK_STR(t, "-9223372036854775808");
+  tnum_fmt(t, sizeof t, T_I64, &v[5], 0);
+  CHECK_STR(t, "1152921504606846979");
+  if (have_numpy) {
+    char code[800];
+    snprintf(code, sizeof code,
+             "import numpy as np\nx = np.load('%s')\n"
+             "assert x.dtype == np.int64 and x.shape == (2, 3)\n"
+             "assert x.ravel().tolist() == [-2**63, -1, 0, 2**53 + 1, 2**63 - 1,"
+             " 2**60 + 3]\n", path);
+    CHECK(run_py(code) == 0);
+  }
+  free(buf);
+  tarray_free(a);
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/tessel_npy_XXXXXX");
   if (!mkdtemp(tmpdir)) return 1;
@@ -412,6 +478,7 @@ int main(void) {
   RUN(integer_conversion_by_hand);
   RUN(numpy_files);
   RUN(create_and_map);
+  RUN(int64_results);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

@@ -9,6 +9,10 @@
  * every cuda run is reported to note_result once, and a device error fails
  * the job with device_error; unhealthy devices are left alone by auto and
  * compare; a running cuda job can be canceled; sched_check accepts cuda.
+ * Borrowed GPUs (job_ctx.gpu_borrow): a cuda run gets the other device
+ * when it is free and healthy, never its own, a busy or an unhealthy one,
+ * nor one twice; the lock is this thread's while borrowed; whatever the
+ * kind forgets to give back (even when it fails) the scheduler does.
  */
 #include "gpu/gpu.h"
 #include "sched_fixture.h"
@@ -42,8 +46,15 @@ static void fake_unlock(int dev) {
   atomic_store(&dev_held[dev], 0);
   pthread_mutex_unlock(&dev_mu[dev]);
 }
+static int fake_trylock(int dev) {
+  if (pthread_mutex_trylock(&dev_mu[dev]) != 0) return -1;
+  dev_owner[dev] = pthread_self();
+  atomic_store(&dev_held[dev], 1);
+  return 0;
+}
 static const sched_gpu_ops fake_gpu = {fake_count, fake_healthy, fake_note,
-                                       fake_lock, fake_unlock, fake_reason};
+                                       fake_lock, fake_unlock, fake_reason,
+                                       fake_trylock};
 
 /* fx_open with the fake GPUs. */
 static int fx_open_gpu(fx *f, int threads) {
@@ -226,6 +237,133 @@ TEST(test_gpu_cancel_running) {
   fx_close(&f);
 }
 
+/* "borrow" {"forget": bool, "fail": bool}: on its run, tries every device
+ * and records the answers; gives back what it got unless forget. */
+static atomic_int bw_ngpu, bw_own, bw_other, bw_twice, bw_held_here,
+    bw_other_dev, bw_runs;
+static int borrow_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
+                      terr *e) {
+  splan *p = plan;
+  int own = ctx->device, other = own == 0 ? 1 : 0;
+  atomic_fetch_add(&bw_runs, 1);
+  atomic_store(&bw_ngpu, ctx->ngpu);
+  atomic_store(&bw_other_dev, other);
+  if (!ctx->gpu_borrow || !ctx->gpu_return)
+    return terr_set(e, T_EINTERNAL, "", -1, "no borrow hooks");
+  atomic_store(&bw_own, ctx->gpu_borrow(ctx, own));
+  int got = ctx->gpu_borrow(ctx, other);
+  atomic_store(&bw_other, got);
+  atomic_store(&bw_held_here, got == 0 && atomic_load(&dev_held[other]) &&
+                                  pthread_equal(dev_owner[other], pthread_self()));
+  atomic_store(&bw_twice, got == 0 ? ctx->gpu_borrow(ctx, other) : 99);
+  atomic_store(&bw_own, atomic_load(&bw_own) * 10 + ctx->gpu_borrow(ctx, 7));
+  if (got == 0 && p->value == 0) ctx->gpu_return(ctx, other); /* not forget */
+  if (p->ms > 0) return terr_set(e, T_EINVAL, "params.fail", -1, "failing");
+  int64_t one = 1;
+  int rc = ctx->result_alloc(ctx, T_F64, 1, &one, result, e);
+  if (rc == T_OK) tarray_set(*result, 0, got);
+  return rc;
+}
+/* "forget" -> value 1, "fail" -> ms 1 (sleepy's plan fields). */
+static int borrow_prepare(const json_t *params, const tenv *env, void **plan,
+                          terr *e) {
+  splan *p = calloc(1, sizeof *p);
+  p->n = 1;
+  p->value = json_is_true(json_object_get(params, "forget"));
+  p->ms = json_is_true(json_object_get(params, "fail"));
+  *plan = p;
+  return T_OK;
+}
+static const kind_ops k_borrow =
+    KIND(K_MAP, "borrow", 0, 0, sleepy_check, borrow_prepare, borrow_run);
+static const kind_ops *borrow_kinds(const char *name) {
+  return strcmp(name, "borrow") == 0 ? &k_borrow : test_kinds(name);
+}
+
+/* One borrow job on cuda; its result: what borrowing the other gave. */
+static void borrow_job(fx *f, const char *params, const char *want_status) {
+  char id[T_ID_MAX];
+  CHECK(submit(f, "borrow", params, "cuda", 5, 0, id) == 0);
+  store_job j;
+  if (wait_final(f, id, &j)) {
+    CHECK_MSG(!strcmp(job_status_name(j.status), want_status), "%s: %s (%s)",
+              params, job_status_name(j.status),
+              j.error_message ? j.error_message : "");
+    store_job_clear(&j);
+  }
+  wait_idle(f);
+}
+
+TEST(test_gpu_borrow) {
+  reset_fakes();
+  fx f;
+  memset(&f, 0, sizeof f);
+  snprintf(f.dir, sizeof f.dir, "%s/d%d", root, dir_seq++);
+  terr e;
+  CHECK(store_open(f.dir, &f.st, &e) == 0);
+  fx_config(&f, 2);
+  f.cfg.gpu_ops = &fake_gpu;
+  f.cfg.kind_lookup = borrow_kinds;
+  if (fx_start(&f)) return;
+  /* Both free: the other is lent, held by the run's thread; not twice,
+   * never the run's own nor a device that does not exist. */
+  borrow_job(&f, "{\"n\":1}", "succeeded");
+  CHECK(atomic_load(&bw_ngpu) == NDEV);
+  CHECK(atomic_load(&bw_other) == 0 && atomic_load(&bw_held_here) == 1);
+  CHECK(atomic_load(&bw_twice) == -1);
+  CHECK(atomic_load(&bw_own) == -11); /* own: -1, device 7: -1 */
+  CHECK(!atomic_load(&dev_held[0]) && !atomic_load(&dev_held[1]));
+  /* Forgotten, and forgotten by a failing run: the scheduler gives it
+   * back (the next borrow of it succeeds again). */
+  borrow_job(&f, "{\"n\":1,\"forget\":true}", "succeeded");
+  CHECK(atomic_load(&bw_other) == 0);
+  CHECK(!atomic_load(&dev_held[0]) && !atomic_load(&dev_held[1]));
+  borrow_job(&f, "{\"n\":1,\"forget\":true,\"fail\":true}", "failed");
+  CHECK(atomic_load(&bw_other) == 0);
+  CHECK(!atomic_load(&dev_held[0]) && !atomic_load(&dev_held[1]));
+  /* Busy: a gate job holds one device (its worker's run); the borrow job
+   * runs on the other and is refused the gate's device at once (a try,
+   * never a wait: the gate is still closed when it ends). */
+  char gid[T_ID_MAX];
+  CHECK(submit(&f, "gate", "{\"n\":1}", "cuda", 5, 0, gid) == 0);
+  int held = -1;
+  for (int i = 0; i < 10000 && held < 0; i++) {
+    for (int d = 0; d < NDEV; d++)
+      if (atomic_load(&dev_held[d])) held = d;
+    if (held < 0) sleep_ms(1);
+  }
+  CHECK(held >= 0);
+  char bid[T_ID_MAX];
+  CHECK(submit(&f, "borrow", "{\"n\":1}", "cuda", 5, 0, bid) == 0);
+  store_job bj;
+  if (wait_final(&f, bid, &bj)) {
+    CHECK(bj.status == JOB_SUCCEEDED);
+    store_job_clear(&bj);
+  }
+  CHECK(atomic_load(&bw_other_dev) == held && atomic_load(&bw_other) == -1);
+  atomic_store(&gate_open, 1);
+  if (wait_final(&f, gid, &bj)) store_job_clear(&bj);
+  wait_idle(&f);
+  atomic_store(&gate_open, 0);
+  /* Unhealthy: never lent. */
+  int sick = 1;
+  atomic_store(&streak[sick], GPU_FAIL_LIMIT);
+  atomic_store(&bw_other, 5);
+  char id[T_ID_MAX];
+  CHECK(submit(&f, "borrow", "{\"n\":1}", "cuda", 5, 0, id) == 0);
+  store_job j;
+  if (wait_final(&f, id, &j)) {
+    CHECK(j.status == JOB_SUCCEEDED);
+    if (j.backend_used && !strcmp(j.backend_used, "cuda:0"))
+      CHECK(atomic_load(&bw_other) == -1);
+    store_job_clear(&j);
+  }
+  wait_idle(&f);
+  atomic_store(&streak[sick], 0);
+  CHECK(!atomic_load(&dev_held[0]) && !atomic_load(&dev_held[1]));
+  fx_close(&f);
+}
+
 int main(void) {
   t_log_level = T_LOG_WARN;
   cuda_hook = check_cuda_ctx;
@@ -236,6 +374,7 @@ int main(void) {
   RUN(test_gpu_compare);
   RUN(test_gpu_errors_and_health);
   RUN(test_gpu_cancel_running);
+  RUN(test_gpu_borrow);
   rm_tree(root);
   return check_summary();
 }
