@@ -2,7 +2,7 @@
  * document that lists them, written and read in one place.
  *
  * A geodesic knn gives "distance" [n, k] and "index" [n, k] (int64); a
- * radius query "i", "j" and "distance" (kinds/geodesic/query.h). The
+ * radius query "i", "j" and "distance" (kinds/geodesic/query/query.h). The
  * scheduler keeps part 0 where a one-array result goes (the job's row or
  * <results>/<id>.npy) and every other part as <results>/<id>.<name>.npy
  * (sched/run.c), then records the list with the job's end as the text

@@ -66,7 +66,7 @@ static void tile_of(const geod_cpu *c, int64_t k, int64_t *ti, int64_t *tj) {
 /* Distances from point p to q[0..len) in output units, into buf (kind.h).
  * The method switch sits outside the loops; the ellipsoid is copied to a
  * local so that stores to buf cannot be taken as changing it. The queries
- * (kinds/geodesic/query_cpu.c) call it too, so that their distances are
+ * (kinds/geodesic/query/query_cpu.c) call it too, so that their distances are
  * the matrix's to the bit. */
 void geod_row_compute(const geod_plan *pl, const geod_point *p,
                       const geod_point *q, int64_t len, double *buf,

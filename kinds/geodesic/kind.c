@@ -7,8 +7,8 @@
  * (gpu_geodesic); release frees the plan. Vincenty's non-converged pairs
  * (NaN in the result) are counted into ctx->nonconverged and logged.
  *
- * With params.query (kinds/geodesic/query.h) there is no matrix: run hands
- * the query to kinds/geodesic/query_cpu.c (serial, cpu) or gpu_geoq (cuda)
+ * With params.query (kinds/geodesic/query/query.h) there is no matrix: run hands
+ * the query to kinds/geodesic/query/query_cpu.c (serial, cpu) or gpu_geoq (cuda)
  * and returns the first part as the result, naming every part with
  * ctx->result_part (0, then 1, 2, ...). A context without result_part can
  * take a one-part query (rowwise) only: more parts fail T_EINTERNAL.
@@ -18,7 +18,7 @@
  */
 #include "kinds/geodesic/gpu.h"
 #include "kinds/geodesic/kind.h"
-#include "kinds/geodesic/query_gpu.h"
+#include "kinds/geodesic/query/query_gpu.h"
 #include "util/util.h"
 
 /* ---- kind_ops -------------------------------------------------------- */

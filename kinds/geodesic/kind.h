@@ -10,7 +10,7 @@
 #define TESSEL_KINDS_GEODESIC_KIND_H
 
 #include "kinds/geodesic/plan.h"
-#include "kinds/geodesic/query.h"
+#include "kinds/geodesic/query/query.h"
 #include "kinds/kinds.h"
 
 /* The kind's plan (what prepare returns and run, release take): the pair
@@ -58,7 +58,7 @@ void geod_row_compute(const geod_plan *pl, const geod_point *p,
 
 /* Query q of plan pl on `width` CPU threads of ctx->pool (width 1, or no
  * pool: the calling thread alone), without the matrix
- * (kinds/geodesic/query_cpu.c; kinds/geodesic/query.h says what each
+ * (kinds/geodesic/query/query_cpu.c; kinds/geodesic/query/query.h says what each
  * query computes). The parts into *out (ctx->result_alloc; the caller's on
  * 0, freed on failure). Progress by tile (adds to ctx->progress_total);
  * stops between tiles (job_ctx_stop_code); radius beyond max_pairs:

@@ -1,8 +1,8 @@
 /* kinds/geodesic/pair_dev.cuh — the one device function that computes a
  * geodesic element on the GPU, shared by the matrix kernel
  * (kinds/geodesic/geodesic.cu) and the query kernels
- * (kinds/geodesic/query.cu), which promise distances bit-identical to the
- * matrix's (kinds/geodesic/query.h).
+ * (kinds/geodesic/query/query.cu), which promise distances bit-identical to the
+ * matrix's (kinds/geodesic/query/query.h).
  *
  * Why __noinline__: nvcc fuses multiply-adds where the surrounding code
  * allows, so the same solver inlined into two kernels can come out with

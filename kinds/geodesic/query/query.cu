@@ -1,4 +1,4 @@
-/* kinds/geodesic/query.cu — the geodesic queries (kinds/geodesic/query.h:
+/* kinds/geodesic/query/query.cu — the geodesic queries (kinds/geodesic/query/query.h:
  * knn, radius, rowwise) on CUDA GPUs, exact, without the n x m matrix, on
  * the run's device and every device the scheduler lends (job gpu_borrow).
  *
@@ -84,7 +84,7 @@
 
 #include "gpu/devctx.h"
 #include "kinds/geodesic/pair_dev.cuh"
-#include "kinds/geodesic/query_cuda.h"
+#include "kinds/geodesic/query/query_cuda.h"
 
 #define GQ_TILE 32      /* targets a tile (= warp width) */
 #define GQ_WARPS 4      /* warps a block */

@@ -1,10 +1,10 @@
-/* kinds/geodesic/query.h — geodesic queries without the n x m matrix: the k
+/* kinds/geodesic/query/query.h — geodesic queries without the n x m matrix: the k
  * nearest neighbours of each point, every pair within a radius, and one
  * value per point over all targets (API.md, "params.query"). The interface
  * between the params (kinds/geodesic/params.c), the kind's run
  * (kinds/geodesic/kind.c) and the two engines: the CPU one
- * (kinds/geodesic/query_cpu.c, tiles over the pool) and the CUDA one
- * (kinds/geodesic/query.cu behind kinds/geodesic/query_gpu.c).
+ * (kinds/geodesic/query/query_cpu.c, tiles over the pool) and the CUDA one
+ * (kinds/geodesic/query/query.cu behind kinds/geodesic/query/query_gpu.c).
  *
  * The contract both engines keep — results identical to brute force over
  * the matrix the same plan and backend would compute:
@@ -67,6 +67,9 @@ extern "C" {
 
 #define GEOQ_PRUNE_REL 1e-4
 #define GEOQ_PRUNE_ABS_M 1e-3
+/* A radius query's max_pairs when the job gives none: at most this (2.4 GB
+ * of parts), and no more than --max-result allows. */
+#define GEOQ_DEFAULT_MAX_PAIRS ((int64_t)100000000)
 /* The largest k a knn query takes (params.query.knn.k). */
 #define GEOQ_MAX_K 1024
 

@@ -1,13 +1,13 @@
-/* kinds/geodesic/query_gpu.c — gpu_geoq in a CUDA build: wraps the job_ctx
+/* kinds/geodesic/query/query_gpu.c — gpu_geoq in a CUDA build: wraps the job_ctx
  * (C11 atomics, unreadable from C++) into the callbacks of geoq_gpu_job
- * and calls kinds/geodesic/query.cu. Empty without CUDA
- * (kinds/geodesic/query_gpu_none.c answers then). Runs on the calling (GPU
+ * and calls kinds/geodesic/query/query.cu. Empty without CUDA
+ * (kinds/geodesic/query/query_gpu_none.c answers then). Runs on the calling (GPU
  * worker) thread; so do all the callbacks. */
-#include "kinds/geodesic/query_gpu.h"
+#include "kinds/geodesic/query/query_gpu.h"
 
 #if TESSEL_HAVE_CUDA
 
-#include "kinds/geodesic/query_cuda.h"
+#include "kinds/geodesic/query/query_cuda.h"
 
 static int cb_stopped(void *c) {
   job_ctx *ctx = c;

@@ -1,5 +1,5 @@
-/* kinds/geodesic/query_cpu.c — the CPU engine of the geodesic queries (knn,
- * radius, rowwise; kinds/geodesic/query.h says what each computes), serial
+/* kinds/geodesic/query/query_cpu.c — the CPU engine of the geodesic queries (knn,
+ * radius, rowwise; kinds/geodesic/query/query.h says what each computes), serial
  * or over the pool, without ever building the n x m matrix.
  *
  * The index: a k-d tree over the candidates' Earth-centred Cartesian
@@ -15,7 +15,7 @@
  * log2(m / GEOQ_LEAF) whatever the data: a cluster of equal points splits
  * like any other. Building is O(m log m) expected; each node keeps its box.
  *
- * Pruning (the argument is in kinds/geodesic/query.h): the chord |X_i - X_j|
+ * Pruning (the argument is in kinds/geodesic/query/query.h): the chord |X_i - X_j|
  * never exceeds the geodesic d(i, j) in metres, and the distance from X_i
  * to a node's box never exceeds the chord to any point in it. A box, or a
  * candidate, is discarded only when its chord exceeds the bound B (output

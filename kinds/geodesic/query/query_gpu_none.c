@@ -1,8 +1,8 @@
-/* kinds/geodesic/query_gpu_none.c — the geodesic queries' GPU entry in a
+/* kinds/geodesic/query/query_gpu_none.c — the geodesic queries' GPU entry in a
  * build without CUDA: "unavailable" (the scheduler answers 503 for cuda
  * jobs before they get here; auto never routes to a missing GPU). Empty
- * when CUDA is built (kinds/geodesic/query_gpu.c then holds the real one). */
-#include "kinds/geodesic/query_gpu.h"
+ * when CUDA is built (kinds/geodesic/query/query_gpu.c then holds the real one). */
+#include "kinds/geodesic/query/query_gpu.h"
 
 #if !TESSEL_HAVE_CUDA
 

@@ -1,12 +1,12 @@
-/* kinds/geodesic/query_cuda.h — the C interface between
- * kinds/geodesic/query_gpu.c (C) and kinds/geodesic/query.cu (C++): the
+/* kinds/geodesic/query/query_cuda.h — the C interface between
+ * kinds/geodesic/query/query_gpu.c (C) and kinds/geodesic/query/query.cu (C++): the
  * job context as plain callbacks, since C++ cannot read job_ctx's C11
  * atomics (the same arrangement as geodesic_cuda.h for the matrix).
  */
 #ifndef TESSEL_KINDS_GEODESIC_QUERY_CUDA_H
 #define TESSEL_KINDS_GEODESIC_QUERY_CUDA_H
 
-#include "kinds/geodesic/query.h"
+#include "kinds/geodesic/query/query.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -30,7 +30,7 @@ typedef struct geoq_gpu_job {
   double *t_kernel, *t_index;
 } geoq_gpu_job;
 
-/* See gpu_geoq (kinds/geodesic/query_gpu.h). Every device borrowed is
+/* See gpu_geoq (kinds/geodesic/query/query_gpu.h). Every device borrowed is
  * given back before it returns. */
 int cuda_geoq(int dev, const geod_plan *pl, const geoq *q,
               const geoq_gpu_job *job, geoq_out *out, int64_t *nonconv,
