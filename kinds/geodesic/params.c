@@ -9,9 +9,9 @@
  *    "query": {"knn": {"k": int}} | {"radius": {"r": number, "max_pairs":
  *             int}} | {"rowwise": {"op": "min" | ..., "within": number}}}
  *
- * A query (kinds/geodesic/query.h) replaces the matrix by its parts: it
+ * A query (kinds/geodesic/query/query.h) replaces the matrix by its parts: it
  * takes no layout, k in [1, GEOQ_MAX_K], r and within finite and >= 0,
- * max_pairs >= 1 (default: --max-result / 24, the bytes of one pair in
+ * max_pairs >= 1 (default: GEOQ_DEFAULT_MAX_PAIRS or --max-result / 24, 24 the bytes of one pair in
  * the parts i, j, distance, so that the default cap always passes the
  * result limit). Its estimate: the first part's shape and dtype, every
  * part's bytes (radius: max_pairs pairs, the worst case), and as work the
@@ -169,7 +169,7 @@ static const geoq_op rowwise_op_of[] = {GEOQ_MIN,  GEOQ_ARGMIN, GEOQ_MAX,
                                         GEOQ_ARGMAX, GEOQ_MEAN, GEOQ_SUM,
                                         GEOQ_COUNT};
 
-/* params.query -> s->q (kinds/geodesic/query.h). */
+/* params.query -> s->q (kinds/geodesic/query/query.h). */
 static int parse_query(const json_t *params, const tenv *env, geod_spec *s,
                        terr *e) {
   const json_t *v = json_object_get(params, "query");
@@ -205,7 +205,12 @@ static int parse_query(const json_t *params, const tenv *env, geod_spec *s,
                       "radius %g must be >= 0", q->r);
     int64_t cap = env && env->max_result_bytes > 0 ? env->max_result_bytes
                                                    : GEOD_DEFAULT_MAX_RESULT;
+    /* The default: what the result limit allows, at most
+     * GEOQ_DEFAULT_MAX_PAIRS (the estimate reserves the worst case in the
+     * memory budget: --max-result / 24 pairs, 20 GiB by default, would be
+     * refused 413 on most machines before anything ran). */
     q->max_pairs = cap / GEOQ_PAIR_BYTES > 0 ? cap / GEOQ_PAIR_BYTES : 1;
+    if (q->max_pairs > GEOQ_DEFAULT_MAX_PAIRS) q->max_pairs = GEOQ_DEFAULT_MAX_PAIRS;
     if ((rc = get_int(o, "max_pairs", "params.query.radius.max_pairs",
                       &q->max_pairs, e)))
       return rc;
