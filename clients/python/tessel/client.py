@@ -403,14 +403,20 @@ class Client:
         return self.submit("matmul", backend=backend, a=a, b=b, bias=bias, transpose_a=transpose_a,
                            transpose_b=transpose_b, dtype=dtype, **opts)
 
-    def submit_geodesic(self, points, targets=None, method="karney", units="m", layout="square",
+    def submit_geodesic(self, points, targets=None, method="karney", units="m", layout=None,
                         ellipsoid=None, radius_m=None, dtype=None, backend="auto",
-                        lat="lat", lon="lon", **opts):
+                        lat="lat", lon="lon", query=None, **opts):
+        """layout None: the server's ("square"); query: {"knn": {"k": 10}},
+        {"radius": {"r": 5000}} or {"rowwise": {"op": "argmin"}} (API.md),
+        whose results of several parts (knn, radius) are never written to a
+        same-host output file: read them with Job.part / Job.parts."""
+        if query is not None and ("knn" in query or "radius" in query):
+            opts.setdefault("output", False)
         return self.submit("geodesic", backend=backend,
                            points=_points(points, lat, lon, "params.points"),
                            targets=None if targets is None else _points(targets, lat, lon, "params.targets"),
                            method=method, units=units, layout=layout, ellipsoid=ellipsoid,
-                           radius_m=radius_m, dtype=dtype, **opts)
+                           radius_m=radius_m, dtype=dtype, query=query, **opts)
 
     def map(self, expr, backend="auto", progress=False, **kw):
         """expr over the named inputs (x=a, ...), NumPy broadcasting."""
@@ -431,6 +437,40 @@ class Client:
         or a DataFrame with columns lat= / lon= (named, never guessed)."""
         return self._run(self.submit_geodesic(points, targets, backend=backend,
                                               wait=self._w(progress), **kw), progress)
+
+    def geodesic_knn(self, points, k, targets=None, backend="auto", progress=False, **kw):
+        """The k nearest targets of each point (the other points when there
+        are no targets; a point is never its own neighbour), exact on the
+        ellipsoid: (distance [n, k], index [n, k] int64), each row ascending,
+        ties by the smaller index; k is cut to the candidates there are."""
+        job = self.submit_geodesic(points, targets, backend=backend,
+                                   query={"knn": {"k": int(k)}}, wait=self._w(progress), **kw)
+        job.wait(progress=progress)
+        return job.part("distance"), job.part("index")
+
+    def geodesic_radius(self, points, r, targets=None, max_pairs=None, backend="auto",
+                        progress=False, **kw):
+        """Every pair within distance r (in units): (i, j, distance), sorted
+        by (i, j); without targets each pair once, i < j."""
+        q = {"r": r}
+        if max_pairs is not None:
+            q["max_pairs"] = int(max_pairs)
+        job = self.submit_geodesic(points, targets, backend=backend, query={"radius": q},
+                                   wait=self._w(progress), **kw)
+        job.wait(progress=progress)
+        return job.part("i"), job.part("j"), job.part("distance")
+
+    def geodesic_rowwise(self, points, op, targets=None, within=None, backend="auto",
+                         progress=False, **kw):
+        """One value per point over its targets (or the other points, or
+        those within `within`): op min, argmin, max, argmax, mean, sum or
+        count; argmin/argmax/count are int64 (-1: no candidate)."""
+        q = {"op": op}
+        if within is not None:
+            q["within"] = within
+        return self._run(self.submit_geodesic(points, targets, backend=backend,
+                                              query={"rowwise": q}, wait=self._w(progress), **kw),
+                         progress)
 
     def _w(self, progress):
         return 0 if progress else self.max_wait

@@ -47,6 +47,7 @@ class Job(concurrent.futures.Future):
         self._cleanup = cleanup or []  # callables run once the job ended
         self._output_file = output_file
         self._array = None
+        self._parts = {}  # part name -> array, once downloaded
         self._ulock = threading.Lock()
         self._ended = False
         if output_file and owns_file:
@@ -158,6 +159,34 @@ class Job(concurrent.futures.Future):
                 return arr
             self._array = arr
         return self._array
+
+    @property
+    def part_names(self):
+        """The names of the result's parts (API.md "Results of several
+        arrays"); [] for a result of one array."""
+        r = self.info.get("result") or {}
+        return [p["name"] for p in r.get("parts") or []]
+
+    def part(self, name, timeout=None, out=None):
+        """Part `name` of the result as a NumPy array (int64 parts stay
+        int64), downloaded once and kept (or into out)."""
+        if not self.wait(timeout):
+            raise concurrent.futures.TimeoutError(f"job {self.id} still {self.status}")
+        if self.cancelled():
+            raise errors.from_job(self.info)
+        super().result(0)
+        if out is None and name in self._parts:
+            return self._parts[name]
+        arr = self.client._t.download_npy(f"/v1/jobs/{self.id}/result/{name}", out)
+        if out is None:
+            self._parts[name] = arr
+        return arr
+
+    def parts(self, timeout=None):
+        """Every part of the result: {name: array}."""
+        if not self.wait(timeout):
+            raise concurrent.futures.TimeoutError(f"job {self.id} still {self.status}")
+        return {n: self.part(n) for n in self.part_names}
 
     def exception(self, timeout=None):
         if not self.wait(timeout):

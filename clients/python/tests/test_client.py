@@ -86,6 +86,56 @@ def test_geodesic_dataframe(client):
     assert d2.shape == (2, 2)
 
 
+def _pts(n, seed):
+    rng = np.random.default_rng(seed)
+    p = np.column_stack([rng.uniform(-80, 80, n), rng.uniform(-180, 180, n)])
+    p[5] = p[4]  # a duplicate: a neighbour at distance 0
+    return p
+
+
+def test_geodesic_knn_equals_brute_force(client):
+    pts = _pts(200, 3)
+    m = client.geodesic(pts, backend="cpu")  # the square matrix the query must match
+    d, i = client.geodesic_knn(pts, 5, backend="cpu")
+    assert d.shape == (200, 5) and i.dtype == np.int64
+    for r in range(200):
+        row = m[r].copy()
+        order = [j for j in np.lexsort((np.arange(200), row)) if j != r][:5]
+        assert i[r].tolist() == order
+        assert d[r].tobytes() == row[order].tobytes()  # the matrix's bits
+    assert i[4, 0] == 5 and d[4, 0] == 0
+    t = _pts(30, 4)
+    dt, it = client.geodesic_knn(pts, 100, targets=t)  # k cut to the 30 targets
+    assert dt.shape == (200, 30) and sorted(it[0].tolist()) == list(range(30))
+
+
+def test_geodesic_radius_and_rowwise(client):
+    pts = _pts(150, 5)
+    m = client.geodesic(pts, backend="cpu")
+    r = float(np.quantile(m[np.triu_indices(150, 1)], 0.02))
+    i, j, d = client.geodesic_radius(pts, r, backend="cpu")
+    want = [(a, b) for a in range(150) for b in range(a + 1, 150) if m[a, b] <= r]
+    assert list(zip(i.tolist(), j.tolist())) == want
+    assert d.tobytes() == np.array([m[a, b] for a, b in want]).tobytes()
+    with pytest.raises(tessel.TesselError) as e:
+        client.geodesic_radius(pts, r, max_pairs=max(1, len(want) - 1), backend="cpu")
+    assert "max_pairs" in (e.value.field or "") + str(e.value)
+    am = client.geodesic_rowwise(pts, "argmin", backend="cpu")
+    d1, i1 = client.geodesic_knn(pts, 1, backend="cpu")
+    assert am.dtype == np.int64 and am.tolist() == i1[:, 0].tolist()
+    cnt = client.geodesic_rowwise(pts, "count", within=r, backend="cpu")
+    assert cnt.tolist() == [int(((m[a] <= r).sum()) - 1) for a in range(150)]
+    job = client.submit_geodesic(pts, query={"knn": {"k": 2}}, backend="cpu")
+    job.wait(60)
+    assert job.part_names == ["distance", "index"]
+    parts = job.parts()
+    assert parts["index"].shape == (150, 2)
+    np.testing.assert_array_equal(job.result(), parts["distance"])  # /result: the first part
+    with pytest.raises(tessel.InvalidArgument) as e:
+        client.geodesic_knn(pts, 0)
+    assert e.value.field == "params.query.knn.k"
+
+
 # ---- input forms -------------------------------------------------------------
 @pytest.mark.parametrize("form", ["list", "fortran", "bigendian", "float32", "int", "strided", "scalar"])
 def test_input_forms(client, form):
