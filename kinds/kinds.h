@@ -126,7 +126,7 @@ typedef struct job_ctx {
   int (*result_stream)(struct job_ctx *ctx, tdtype dt, int ndim,
                        const int64_t *shape, tarray **out, terr *e);
   /* Results of several named arrays (a geodesic knn: "distance" and
-   * "index"; see kinds/geodesic/query.h). NULL: this run cannot have them.
+   * "index"; see kinds/geodesic/query/query.h). NULL: this run cannot have them.
    * A run that has them returns the first part in *result as usual and,
    * before returning 0, names every part in order: index 0 with the array
    * it returns in *result, then 1, 2, ... with the others, each allocated
