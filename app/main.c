@@ -380,8 +380,10 @@ int main(int argc, char **argv) {
       strcmp(val[O_LISTEN], "::1") != 0 && strcmp(val[O_LISTEN], "localhost") != 0)
     log_warn("tokens travel in clear text on %s: use --tls-cert/--tls-key or a "
              "reverse proxy that terminates TLS (README)", val[O_LISTEN]);
-  log_info("tesseld %s listening on %s://%s:%d, data in %s, %d CPU workers, %d GPU(s)%s",
-           TESSEL_VERSION, scheme, val[O_LISTEN], http_port(srv), data_dir,
+  /* Not "listening on <url>": scripts wait for the stdout line below, and
+   * some read stderr with it. */
+  log_info("tesseld %s up on %s port %d (%s), data in %s, %d CPU workers, %d GPU(s)%s",
+           TESSEL_VERSION, val[O_LISTEN], http_port(srv), scheme, data_dir,
            ss.workers, gpu_count(), token_file ? ", tokens required" : "");
   /* A line a script can wait for, also when port 0 picked the port. */
   printf("tesseld: listening on %s://%s:%d/\n", scheme, val[O_LISTEN],

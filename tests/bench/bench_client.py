@@ -55,7 +55,7 @@ def start(exe, data, local):
                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     for line in p.stdout:
         if "listening on http://" in line:
-            return p, line.split("listening on ")[1].split()[0].rstrip("/")
+            return p, line.split("listening on ")[1].split()[0].rstrip(",/")
     raise SystemExit("tesseld did not start")
 
 

@@ -120,7 +120,7 @@ class Daemon:
         self.url = None
         for line in self.proc.stdout:
             if "listening on http://" in line:
-                self.url = line.split("listening on ")[1].split()[0].rstrip("/")
+                self.url = line.split("listening on ")[1].split()[0].rstrip(",/")
                 break
         if not self.url:
             self.stop()
