@@ -249,7 +249,9 @@ static void handle_list(http_req *r, void *ud) {
   jobs_query q = {
       .status = http_query(r, "status"), .kind = http_query(r, "kind"),
       .backend = http_query(r, "backend"), .label = http_query(r, "label"),
-      .limit = http_query(r, "limit"), .cursor = http_query(r, "cursor")};
+      .limit = http_query(r, "limit"), .cursor = http_query(r, "cursor"),
+      .q = http_query(r, "q"), .order_by = http_query(r, "order_by"),
+      .desc = http_query(r, "desc")};
   char *text = NULL;
   size_t len = 0;
   if (jobs_list_json(ctx->jobs, http_owner(r), &q, &text, &len, &e)) {

@@ -158,20 +158,56 @@ int store_sync(store *s, terr *e);
 int store_job_get(store *s, const char *id, const char *owner, store_job *out,
                   terr *e);
 
+/* The orders of a job list. Each sorts by a key, then by id (newest
+ * first on ties; created sorts by id alone, ids sorting by creation time):
+ *   created   the id
+ *   status    queued, running, succeeded, failed, canceled (that rank)
+ *   kind      the kind's name
+ *   duration  timings_ms.total; jobs without one (not ended) come last in
+ *             either direction */
+typedef enum {
+  STORE_ORDER_CREATED = 0,
+  STORE_ORDER_STATUS,
+  STORE_ORDER_KIND,
+  STORE_ORDER_DURATION,
+  STORE_ORDER__COUNT
+} store_job_order;
+
+/* A position in a list: the sort key of a row and its id. The page after
+ * it starts with the row that follows it in the order. key: status's rank
+ * or duration's ms (the sentinel for "none" included) in num; kind's name
+ * in text; neither for created. */
+typedef struct store_job_pos {
+  char id[T_ID_MAX];
+  double num;
+  char text[32];
+} store_job_pos;
+
+#define STORE_JOB_Q_MAX 100 /* bytes of a search string */
+
 typedef struct store_job_filter {
   const char *owner;   /* NULL: all */
   int status;          /* -1: any */
   const char *kind;    /* NULL: any */
   const char *backend; /* NULL: any; matches requested or used ("cuda" matches "cuda:0") */
   const char *label;   /* NULL: any; exact */
-  const char *cursor;  /* NULL: from the newest; else jobs with id < cursor */
+  const char *q;       /* NULL: any; a substring of the id or the label,
+                          ASCII letters matched in any case, every other
+                          character literally (% and _ included); at most
+                          STORE_JOB_Q_MAX bytes */
+  store_job_order order;
+  int asc;             /* 0: descending key (the zero value: newest first
+                          for created); 1: ascending */
+  const store_job_pos *after; /* NULL: the first page; else rows after it */
   int limit;           /* 1..1000 */
 } store_job_filter;
-/* Newest first. *jobs is a new array of *n jobs (free each with
- * store_job_clear, then free the array); *next_cursor (T_ID_MAX) is "" when
- * there are no more. */
+/* A page in the filter's order. *jobs is a new array of *n jobs (free each
+ * with store_job_clear, then free the array); *has_next is 1 when more rows
+ * follow, and *next is then the last row's position. *total (when not
+ * NULL): how many jobs match the filters, whatever the page. */
 int store_job_list(store *s, const store_job_filter *f, store_job **jobs,
-                   int *n, char *next_cursor, terr *e);
+                   int *n, int *has_next, store_job_pos *next,
+                   int64_t *total, terr *e);
 
 /* [sync] queued -> running; records start time, backend used, reason and
  * estimate JSON (may be NULL); attempts += 1. */

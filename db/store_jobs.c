@@ -443,46 +443,125 @@ int store_job_get(store *s, const char *id, const char *owner, store_job *out,
   return rc;
 }
 
+/* The sort key of each order as SQL, and the sentinel for a job without a
+ * duration: below every duration when descending, above when ascending, so
+ * such jobs come last either way (durations are >= 0). */
+#define DUR_NONE_DESC (-1.0)
+#define DUR_NONE_ASC 1e300
+static const char *order_key_sql(store_job_order o, int desc) {
+  switch (o) {
+  case STORE_ORDER_STATUS:
+    return "(CASE status WHEN 'queued' THEN 0 WHEN 'running' THEN 1"
+           " WHEN 'succeeded' THEN 2 WHEN 'failed' THEN 3 ELSE 4 END)";
+  case STORE_ORDER_KIND: return "kind";
+  case STORE_ORDER_DURATION:
+    return desc ? "COALESCE(t_total, -1.0)" : "COALESCE(t_total, 1e300)";
+  default: return NULL; /* created: the id alone */
+  }
+}
+
+/* The position of row j in order o (see store_job_pos). */
+static void row_pos(const store_job *j, store_job_order o, int desc,
+                    store_job_pos *p) {
+  memset(p, 0, sizeof *p);
+  snprintf(p->id, sizeof p->id, "%s", j->id);
+  if (o == STORE_ORDER_STATUS) p->num = (double)j->status;
+  if (o == STORE_ORDER_KIND) snprintf(p->text, sizeof p->text, "%s", j->kind);
+  if (o == STORE_ORDER_DURATION)
+    p->num = j->timings.set & (1u << JOB_T_TOTAL) ? j->timings.ms[JOB_T_TOTAL]
+             : desc                               ? DUR_NONE_DESC
+                                                  : DUR_NONE_ASC;
+}
+
+/* q as a LIKE pattern: %q% with \ escaping \, % and _ (ESCAPE '\'). */
+static int like_pattern(const char *q, char *out, size_t cap) {
+  size_t n = 0;
+  if (cap < 3) return -1;
+  out[n++] = '%';
+  for (const char *c = q; *c; c++) {
+    if (n + 3 >= cap) return -1;
+    if (*c == '%' || *c == '_' || *c == '\\') out[n++] = '\\';
+    out[n++] = *c;
+  }
+  out[n++] = '%';
+  out[n] = 0;
+  return 0;
+}
+
 /* See store.h. The SQL is built from the filters that are set (a bounded
- * number of shapes, each prepared once per connection). Fetches limit+1 rows
- * to know whether a next page exists. */
+ * number of shapes — filters x orders x directions x cursor — each prepared
+ * once per connection). Fetches limit+1 rows to know whether a next page
+ * exists; the count is a second statement over the same filters. */
 int store_job_list(store *s, const store_job_filter *f, store_job **jobs,
-                   int *n, char *next_cursor, terr *e) {
+                   int *n, int *has_next, store_job_pos *next,
+                   int64_t *total, terr *e) {
   *jobs = NULL;
   *n = 0;
+  *has_next = 0;
+  if (total) *total = 0;
   if (!s || !f) return terr_set(e, T_EINVAL, "", -1, "store: no filter");
-  /* The caller may pass its cursor buffer as next_cursor: copy it first. */
-  char cursor[T_ID_MAX];
-  int has_cursor = f->cursor != NULL;
-  if (has_cursor) snprintf(cursor, sizeof cursor, "%s", f->cursor);
-  next_cursor[0] = 0;
+  /* The caller may pass its position as next: copy it first. */
+  store_job_pos after;
+  int has_after = f->after != NULL;
+  if (has_after) after = *f->after;
+  memset(next, 0, sizeof *next);
   if (f->limit < 1 || f->limit > 1000)
     return terr_set(e, T_EINVAL, "limit", f->limit, "must be 1..1000, got %d",
                     f->limit);
   if (f->status < -1 || f->status > JOB_CANCELED)
     return terr_set(e, T_EINVAL, "status", -1, "unknown status %d", f->status);
-  char sql[1024];
-  size_t len = (size_t)snprintf(sql, sizeof sql,
-                                "SELECT " STORE_JOB_COLS " FROM jobs WHERE 1");
+  if ((unsigned)f->order >= STORE_ORDER__COUNT)
+    return terr_set(e, T_EINVAL, "order_by", -1, "unknown order %d",
+                    (int)f->order);
+  char pat[2 * STORE_JOB_Q_MAX + 3];
+  if (f->q && (strlen(f->q) > STORE_JOB_Q_MAX ||
+               like_pattern(f->q, pat, sizeof pat)))
+    return terr_set(e, T_EINVAL, "q", -1, "longer than %d bytes",
+                    STORE_JOB_Q_MAX);
+  char where[1024];
+  size_t wl = 0;
+  where[0] = 0;
   /* Parameters by number, so that the binding below is shape-independent. */
-  if (f->owner) len += (size_t)snprintf(sql + len, sizeof sql - len,
-                                        " AND owner = ?1");
+  if (f->owner) wl += (size_t)snprintf(where + wl, sizeof where - wl,
+                                       " AND owner = ?1");
   if (f->status >= 0)
-    len += (size_t)snprintf(sql + len, sizeof sql - len, " AND status = ?2");
+    wl += (size_t)snprintf(where + wl, sizeof where - wl, " AND status = ?2");
   if (f->kind)
-    len += (size_t)snprintf(sql + len, sizeof sql - len, " AND kind = ?3");
+    wl += (size_t)snprintf(where + wl, sizeof where - wl, " AND kind = ?3");
   if (f->label)
-    len += (size_t)snprintf(sql + len, sizeof sql - len, " AND label = ?4");
+    wl += (size_t)snprintf(where + wl, sizeof where - wl, " AND label = ?4");
   if (f->backend)
     /* "cuda" matches requested "cuda", used "cuda" and used "cuda:<n>":
      * the range [b":", b";") holds exactly the strings starting "b:". */
-    len += (size_t)snprintf(
-        sql + len, sizeof sql - len,
+    wl += (size_t)snprintf(
+        where + wl, sizeof where - wl,
         " AND (backend_requested = ?5 OR backend_used = ?5 OR"
         " (backend_used >= ?5 || ':' AND backend_used < ?5 || ';'))");
-  if (has_cursor)
-    len += (size_t)snprintf(sql + len, sizeof sql - len, " AND id < ?6");
-  snprintf(sql + len, sizeof sql - len, " ORDER BY id DESC LIMIT ?7");
+  if (f->q) /* LIKE: ASCII case-insensitive (SQLite's default) */
+    wl += (size_t)snprintf(where + wl, sizeof where - wl,
+                           " AND (id LIKE ?8 ESCAPE '\\' OR"
+                           " label LIKE ?8 ESCAPE '\\')");
+
+  const char *key = order_key_sql(f->order, !f->asc);
+  const char *kcmp = !f->asc ? "<" : ">";
+  /* created: the id in the direction asked; others: ties newest first. */
+  const char *icmp = !key && !!f->asc ? ">" : "<";
+  char sql[2048];
+  size_t len = (size_t)snprintf(sql, sizeof sql,
+                                "SELECT " STORE_JOB_COLS " FROM jobs WHERE 1%s",
+                                where);
+  if (has_after && key)
+    len += (size_t)snprintf(sql + len, sizeof sql - len,
+                            " AND (%s %s ?9 OR (%s = ?9 AND id < ?6))", key,
+                            kcmp, key);
+  else if (has_after)
+    len += (size_t)snprintf(sql + len, sizeof sql - len, " AND id %s ?6", icmp);
+  if (key)
+    snprintf(sql + len, sizeof sql - len, " ORDER BY %s %s, id DESC LIMIT ?7",
+             key, !f->asc ? "DESC" : "ASC");
+  else
+    snprintf(sql + len, sizeof sql - len, " ORDER BY id %s LIMIT ?7",
+             !f->asc ? "DESC" : "ASC");
 
   store_conn *c;
   sqlite3_stmt *st;
@@ -494,7 +573,16 @@ int store_job_list(store *s, const store_job_filter *f, store_job **jobs,
   if (f->kind) sqlite3_bind_text(st, 3, f->kind, -1, SQLITE_STATIC);
   if (f->label) sqlite3_bind_text(st, 4, f->label, -1, SQLITE_STATIC);
   if (f->backend) sqlite3_bind_text(st, 5, f->backend, -1, SQLITE_STATIC);
-  if (has_cursor) sqlite3_bind_text(st, 6, cursor, -1, SQLITE_STATIC);
+  if (has_after) {
+    sqlite3_bind_text(st, 6, after.id, -1, SQLITE_STATIC);
+    if (f->order == STORE_ORDER_KIND)
+      sqlite3_bind_text(st, 9, after.text, -1, SQLITE_STATIC);
+    else if (f->order == STORE_ORDER_STATUS)
+      sqlite3_bind_int(st, 9, (int)after.num);
+    else if (key)
+      sqlite3_bind_double(st, 9, after.num);
+  }
+  if (f->q) sqlite3_bind_text(st, 8, pat, -1, SQLITE_STATIC);
   sqlite3_bind_int(st, 7, f->limit + 1);
   store_job *v;
   int cnt;
@@ -502,7 +590,32 @@ int store_job_list(store *s, const store_job_filter *f, store_job **jobs,
   if (cnt > f->limit) {
     store_job_clear(&v[f->limit]);
     cnt = f->limit;
-    snprintf(next_cursor, T_ID_MAX, "%s", v[cnt - 1].id);
+    *has_next = 1;
+    row_pos(&v[cnt - 1], f->order, !f->asc, next);
+  }
+  if (total) {
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM jobs WHERE 1%s", where);
+    rc = store__read_stmt(s, sql, &c, &st, e);
+    if (!rc) {
+      if (f->owner) sqlite3_bind_text(st, 1, f->owner, -1, SQLITE_STATIC);
+      if (f->status >= 0)
+        sqlite3_bind_text(st, 2, status_names[f->status], -1, SQLITE_STATIC);
+      if (f->kind) sqlite3_bind_text(st, 3, f->kind, -1, SQLITE_STATIC);
+      if (f->label) sqlite3_bind_text(st, 4, f->label, -1, SQLITE_STATIC);
+      if (f->backend) sqlite3_bind_text(st, 5, f->backend, -1, SQLITE_STATIC);
+      if (f->q) sqlite3_bind_text(st, 8, pat, -1, SQLITE_STATIC);
+      if (sqlite3_step(st) == SQLITE_ROW)
+        *total = sqlite3_column_int64(st, 0);
+      else
+        rc = store__dberr(e, c->db, "count jobs");
+      sqlite3_reset(st);
+    }
+    if (rc) {
+      for (int i = 0; i < cnt; i++) store_job_clear(&v[i]);
+      free(v);
+      *has_next = 0;
+      return rc;
+    }
   }
   *jobs = v;
   *n = cnt;

@@ -8,6 +8,7 @@
  *
  * Threads: any; no lock here (the store and the scheduler take theirs).
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,8 +29,93 @@ int jobs_get(jobs *J, const char *id, const char *owner, job_record *out,
   return store_job_get(J->st, id, owner, out, e);
 }
 
+/* ---- the list's cursor ------------------------------------------------------
+ * Opaque to clients: "c" then the hex of "1|<order>|<d or a>|<key>|<id>"
+ * (key: status's rank, kind's name, duration's ms as %.17g, empty for
+ * created). A plain job id, next_cursor's old form, is still taken for
+ * the default order (created, newest first). */
+static const char *const order_names[STORE_ORDER__COUNT] = {
+    "created", "status", "kind", "duration"};
+static const int order_desc_default[STORE_ORDER__COUNT] = {1, 0, 0, 1};
+#define CURSOR_MAX 256
+
+static void cursor_encode(store_job_order o, int desc, const store_job_pos *p,
+                          char out[CURSOR_MAX]) {
+  char plain[CURSOR_MAX / 2 - 2], key[40] = "";
+  if (o == STORE_ORDER_STATUS) snprintf(key, sizeof key, "%d", (int)p->num);
+  if (o == STORE_ORDER_KIND) snprintf(key, sizeof key, "%s", p->text);
+  if (o == STORE_ORDER_DURATION) snprintf(key, sizeof key, "%.17g", p->num);
+  int n = snprintf(plain, sizeof plain, "1|%s|%c|%s|%s", order_names[o],
+                   desc ? 'd' : 'a', key, p->id);
+  if (n < 0 || (size_t)n >= sizeof plain) n = 0; /* cannot happen: bounded */
+  static const char hex[] = "0123456789abcdef";
+  out[0] = 'c';
+  for (int i = 0; i < n; i++) {
+    out[1 + 2 * i] = hex[(unsigned char)plain[i] >> 4];
+    out[2 + 2 * i] = hex[(unsigned char)plain[i] & 15];
+  }
+  out[1 + 2 * n] = 0;
+}
+
+static int hexval(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+/* The position in `cur` for order o and direction desc; T_EINVAL naming
+ * "cursor" for anything that next_cursor of this order did not give. */
+static int cursor_decode(const char *cur, store_job_order o, int desc,
+                         store_job_pos *p, terr *e) {
+  memset(p, 0, sizeof *p);
+  if (o == STORE_ORDER_CREATED && desc && t_id_valid('j', cur)) {
+    snprintf(p->id, sizeof p->id, "%s", cur); /* the old form */
+    return T_OK;
+  }
+  size_t n = strlen(cur);
+  char plain[CURSOR_MAX / 2];
+  if (cur[0] != 'c' || n > CURSOR_MAX || (n - 1) % 2 != 0) goto bad;
+  size_t m = (n - 1) / 2;
+  for (size_t i = 0; i < m; i++) {
+    int hi = hexval(cur[1 + 2 * i]), lo = hexval(cur[2 + 2 * i]);
+    if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) goto bad;
+    plain[i] = (char)(hi << 4 | lo);
+  }
+  plain[m] = 0;
+  char *f[5], *save = plain;
+  for (int i = 0; i < 5; i++) {
+    f[i] = save;
+    char *bar = strchr(save, '|');
+    if (i < 4 && !bar) goto bad;
+    if (bar) *bar = 0;
+    save = bar ? bar + 1 : save + strlen(save);
+  }
+  if (strcmp(f[0], "1") != 0 || !t_id_valid('j', f[4])) goto bad;
+  if (strcmp(f[1], order_names[o]) != 0 ||
+      strcmp(f[2], desc ? "d" : "a") != 0)
+    return terr_set(e, T_EINVAL, "cursor", -1,
+                    "this cursor is from a list in another order: ask for "
+                    "the first page again (no cursor) with order_by=%s",
+                    order_names[o]);
+  snprintf(p->id, sizeof p->id, "%s", f[4]);
+  if (o == STORE_ORDER_CREATED) {
+    if (f[3][0]) goto bad;
+  } else if (o == STORE_ORDER_KIND) {
+    if (tkind_parse(f[3]) < 0) goto bad;
+    snprintf(p->text, sizeof p->text, "%s", f[3]);
+  } else {
+    double v;
+    if (t_parse_f64(f[3], &v) || !isfinite(v)) goto bad;
+    if (o == STORE_ORDER_STATUS && (v != floor(v) || v < 0 || v > 4)) goto bad;
+    p->num = v;
+  }
+  return T_OK;
+bad:
+  return terr_set(e, T_EINVAL, "cursor", -1, "not a cursor from next_cursor");
+}
+
 static int parse_query(const char *owner, const jobs_query *q,
-                       store_job_filter *f, terr *e) {
+                       store_job_filter *f, store_job_pos *after, terr *e) {
   memset(f, 0, sizeof *f);
   f->owner = owner;
   f->status = -1;
@@ -54,6 +140,12 @@ static int parse_query(const char *owner, const jobs_query *q,
     f->backend = q->backend;
   }
   f->label = q->label;
+  if (q->q && *q->q) {
+    if (strlen(q->q) > STORE_JOB_Q_MAX)
+      return terr_set(e, T_EINVAL, "q", -1,
+                      "a search of at most %d bytes", STORE_JOB_Q_MAX);
+    f->q = q->q;
+  }
   if (q->limit) {
     int64_t lim;
     if (t_parse_i64(q->limit, &lim) || lim < 1 || lim > LIST_MAX)
@@ -61,11 +153,29 @@ static int parse_query(const char *owner, const jobs_query *q,
                       "expected an integer from 1 to %d", LIST_MAX);
     f->limit = (int)lim;
   }
+  f->order = STORE_ORDER_CREATED;
+  if (q->order_by) {
+    int o = -1;
+    for (int i = 0; i < STORE_ORDER__COUNT; i++)
+      if (strcmp(q->order_by, order_names[i]) == 0) o = i;
+    if (o < 0)
+      return terr_set(e, T_EINVAL, "order_by", -1,
+                      "'%s' is not one of created, status, kind, duration",
+                      q->order_by);
+    f->order = (store_job_order)o;
+  }
+  int desc = order_desc_default[f->order];
+  if (q->desc) {
+    if (strcmp(q->desc, "true") == 0) desc = 1;
+    else if (strcmp(q->desc, "false") == 0) desc = 0;
+    else
+      return terr_set(e, T_EINVAL, "desc", -1, "expected true or false");
+  }
+  f->asc = !desc;
   if (q->cursor && *q->cursor) {
-    if (!t_id_valid('j', q->cursor))
-      return terr_set(e, T_EINVAL, "cursor", -1,
-                      "not a cursor from next_cursor");
-    f->cursor = q->cursor;
+    int rc = cursor_decode(q->cursor, f->order, desc, after, e);
+    if (rc) return rc;
+    f->after = after;
   }
   return T_OK;
 }
@@ -74,12 +184,15 @@ int jobs_list_json(jobs *J, const char *owner, const jobs_query *q,
                    char **text, size_t *len, terr *e) {
   *text = NULL;
   store_job_filter f;
-  int rc = parse_query(owner, q, &f, e);
+  store_job_pos after, next;
+  int rc = parse_query(owner, q, &f, &after, e);
   if (rc) return rc;
   store_job *rows = NULL;
-  int n = 0;
-  char next[T_ID_MAX] = "";
-  if ((rc = store_job_list(J->st, &f, &rows, &n, next, e))) return rc;
+  int n = 0, has_next = 0;
+  int64_t total = 0;
+  if ((rc = store_job_list(J->st, &f, &rows, &n, &has_next, &next, &total,
+                           e)))
+    return rc;
   tbuf b;
   tbuf_init(&b, 0);
   tbuf_adds(&b, "{\"jobs\":[");
@@ -93,9 +206,11 @@ int jobs_list_json(jobs *J, const char *owner, const jobs_query *q,
     store_job_clear(&rows[i]);
   }
   free(rows);
+  char cur[CURSOR_MAX + 1] = "";
+  if (has_next) cursor_encode(f.order, !f.asc, &next, cur);
   tbuf_adds(&b, "],\"next_cursor\":");
-  tbuf_json_str(&b, next[0] ? next : NULL);
-  tbuf_add(&b, "}", 1);
+  tbuf_json_str(&b, has_next ? cur : NULL);
+  tbuf_addf(&b, ",\"total\":%lld}", (long long)total);
   *text = tbuf_take(&b, len);
   if (!*text) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
   return T_OK;

@@ -76,12 +76,21 @@ int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
 int jobs_get(jobs *J, const char *id, const char *owner, job_record *out,
              terr *e);
 
-/* The list query, as the request gave it (each NULL when absent). */
+/* The list query, as the request gave it (each NULL when absent): the
+ * filters, q (a substring of the id or the label), order_by (created,
+ * status, kind, duration), desc (true, false; the default is the order's:
+ * true for created and duration, false for status and kind), the page size
+ * and the cursor of the page before. */
 typedef struct jobs_query {
   const char *status, *kind, *backend, *label, *limit, *cursor;
+  const char *q, *order_by, *desc;
 } jobs_query;
-/* The page of jobs: the JSON text {"jobs":[...],"next_cursor":...} (new
- * string of *len bytes). Bad values are T_EINVAL naming the parameter. */
+/* The page of jobs: the JSON text
+ * {"jobs":[...],"next_cursor":...,"total":N} (new string of *len bytes),
+ * total counting every job that matches the filters. A cursor is opaque:
+ * it encodes the order, the direction, the last row's sort key and id; one
+ * from another order or direction is refused. Bad values are T_EINVAL
+ * naming the parameter. */
 int jobs_list_json(jobs *J, const char *owner, const jobs_query *q,
                    char **text, size_t *len, terr *e);
 

@@ -510,11 +510,16 @@ int srun_backend(srun *r, void *plan, tbackend b, int device,
    * which the next single run corrects). */
   if (rc == T_OK && r->j->have_est && r->j->backend == B_COMPARE)
     router_observe(r->j->k, &r->j->est, b, r->t_prepare + *ms);
+  /* A run that gave no result (canceled, timed out, failed) is all
+   * compute but its copies: what a kind times is its loop, and the rest of
+   * its return (freeing a big result mapping: ~0.1 s per 2 GB) would
+   * otherwise belong to no phase. */
   double phases = ctx->t_h2d + ctx->t_d2h;
   r->t_h2d += ctx->t_h2d;
   r->t_d2h += ctx->t_d2h;
-  r->t_compute += ctx->t_compute > 0 ? ctx->t_compute
-                  : (*ms > phases ? *ms - phases : 0);
+  r->t_compute += rc == T_OK && ctx->t_compute > 0
+                      ? ctx->t_compute
+                      : (*ms > phases ? *ms - phases : 0);
   return rc;
 }
 
@@ -723,6 +728,7 @@ void sched_run_job(sched *s, sjob *j, int device) {
   memset(&rinfo, 0, sizeof rinfo);
   size_t npy_len = 0;
   int64_t started_at = 0;
+  double started_ms = 0, end_ms = 0; /* monotonic: the start, the run's end */
   int started = 0, crashed = 0, jslot = -1, status, rc;
   double backend_ms = 0; /* a single backend's run */
 
@@ -773,6 +779,7 @@ void sched_run_job(sched *s, sjob *j, int device) {
     snprintf(used, sizeof used, "%s", tbackend_name(j->backend));
   estimate = srun_estimate_json(j);
   started_at = t_wall_ms();
+  started_ms = t_now_ms();
   /* Counted before the job runs, so that a job that kills the process is
    * counted even when it dies at once: after max_attempts such starts it
    * fails "crashed" above. Normally in the in-flight journal (a store into
@@ -813,6 +820,7 @@ void sched_run_job(sched *s, sjob *j, int device) {
   }
 
 end:
+  end_ms = t_now_ms();
   if (plan) j->k->release(plan);
   /* An input file torn or changed under the job: whatever it computed is
    * not its result. */
@@ -917,8 +925,13 @@ end:
   }
   srun_cleanup(&r);
 
+  /* total = queue + run, run from the start (no interval counted twice),
+   * and every part of it in a phase: the end's own work — releasing the
+   * plan, keeping the result, or for a job without one (canceled, failed)
+   * removing what it had written — is the store phase. */
+  r.t_store = t_now_ms() - end_ms;
   double queue_ms = started ? (double)(started_at - j->created_at) : 0;
-  double run_ms = t_now_ms() - j->taken_ms;
+  double run_ms = t_now_ms() - (started ? started_ms : j->taken_ms);
   double ms[JOB_T__COUNT] = {queue_ms, r.t_prepare, r.t_h2d, r.t_compute,
                              r.t_d2h, r.t_store, queue_ms + run_ms};
   compare_json = r.compare ? json_dumps(r.compare, SRUN_JSON) : NULL;

@@ -17,7 +17,11 @@
  *
  * Backends. OpenBLAS is told once to use one thread (its own threads would
  * fight the pool's); parallelism is ours:
- *   B_SERIAL  one cblas_dgemm/sgemm on the calling worker, then the bias;
+ *   B_SERIAL  on the calling worker, in the panels below for one thread
+ *             (one gemm up to ~4 GFLOP): a gemm cannot be stopped once
+ *             called, so the panels are where a cancel or a timeout stops
+ *             it (issue 15: within about a second; a 4 GFLOP panel took
+ *             0.6-1.1 s on the loaded 2-core VM, a 16 GFLOP one 2.6 s);
  *   B_CPU     the output split into panels of rows (of columns when it is
  *             wider than tall), spread with pool_for over ctx->threads;
  *             each panel is one gemm plus its bias, counts one unit of
@@ -445,18 +449,12 @@ static int mm_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
     atomic_store(&ctx->progress_total, 1);
     rc = mm_run_cuda(p, ctx, out, e);
     if (rc == 0) atomic_store(&ctx->progress_done, 1);
-  } else if (b == B_SERIAL) {
-    atomic_store(&ctx->progress_total, 1);
-    double t0 = t_now_ms();
-    mm_block(p, out, 0, s->m, 0, s->n);
-    ctx->t_compute += t_now_ms() - t0;
-    job_ctx_progress(ctx, 1);
-  } else if (b == B_CPU) {
+  } else if (b == B_SERIAL || b == B_CPU) {
     mm_task t = {.p = p, .out = out, .ctx = ctx};
-    mm_panels(s, ctx->threads > 0 ? ctx->threads : 1, &t);
+    mm_panels(s, b == B_SERIAL ? 1 : ctx->threads > 0 ? ctx->threads : 1, &t);
     atomic_store(&ctx->progress_total, t.npanel);
     double t0 = t_now_ms();
-    if (ctx->pool) {
+    if (ctx->pool && b == B_CPU) {
       pool_for(ctx->pool, ctx->threads > 0 ? ctx->threads : 1, t.npanel,
                mm_panel, &t, ctx->stop);
     } else {

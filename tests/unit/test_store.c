@@ -240,8 +240,9 @@ TEST(test_owner_isolation) {
   store_job_filter f = {.owner = "bob", .status = -1, .limit = 10};
   store_job *v;
   int n;
-  char cur[T_ID_MAX];
-  CHECK(store_job_list(s, &f, &v, &n, cur, &e) == 0);
+  int more = 0;
+  store_job_pos pos;
+  CHECK(store_job_list(s, &f, &v, &n, &more, &pos, NULL, &e) == 0);
   CHECK(n == 0);
   free(v);
   int64_t counts[5];
@@ -352,12 +353,13 @@ TEST(test_list_filters_paging) {
 
   /* Paging over > 2 pages, newest first, no gap and no repeat. */
   store_job_filter f = {.owner = "alice", .status = -1, .limit = 7};
-  char cur[T_ID_MAX] = "";
+  int more = 0;
+  store_job_pos pos;
   int seen = 0, pages = 0;
   for (;;) {
     store_job *v;
     int n;
-    CHECK(store_job_list(s, &f, &v, &n, cur, &e) == 0);
+    CHECK(store_job_list(s, &f, &v, &n, &more, &pos, NULL, &e) == 0);
     pages++;
     for (int i = 0; i < n; i++) {
       CHECK(seen < N);
@@ -366,8 +368,8 @@ TEST(test_list_filters_paging) {
       store_job_clear(&v[i]);
     }
     free(v);
-    if (!cur[0] || pages > 10) break;
-    f.cursor = cur;
+    if (!more || pages > 10) break;
+    f.after = &pos;
   }
   CHECK(seen == N);
   CHECK(pages == 4);
@@ -393,9 +395,9 @@ TEST(test_list_filters_paging) {
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     store_job *v;
     int n;
-    CHECK(store_job_list(s, &cases[c].f, &v, &n, cur, &e) == 0);
+    CHECK(store_job_list(s, &cases[c].f, &v, &n, &more, &pos, NULL, &e) == 0);
     CHECK_MSG(n == cases[c].want, "case %zu: %d != %d", c, n, cases[c].want);
-    CHECK(cur[0] == 0);
+    CHECK(!more);
     for (int i = n - 1; i >= 0; i--) { /* cleared from the end */
       if (i > 0) CHECK(strcmp(v[i - 1].id, v[i].id) > 0);
       if (cases[c].f.kind) CHECK_STR(v[i].kind, cases[c].f.kind);
@@ -408,10 +410,10 @@ TEST(test_list_filters_paging) {
   store_job *v;
   int n;
   f.limit = 0;
-  CHECK(store_job_list(s, &f, &v, &n, cur, &e) == T_EINVAL);
+  CHECK(store_job_list(s, &f, &v, &n, &more, &pos, NULL, &e) == T_EINVAL);
   CHECK_STR(e.field, "limit");
   f.limit = 1001;
-  CHECK(store_job_list(s, &f, &v, &n, cur, &e) == T_EINVAL);
+  CHECK(store_job_list(s, &f, &v, &n, &more, &pos, NULL, &e) == T_EINVAL);
   store_close(s);
 }
 
@@ -1139,6 +1141,140 @@ TEST(test_stats_counts) {
   store_close(s);
 }
 
+/* The sort key of a row as the store defines it (store.h's orders), for
+ * checking pages against it. */
+static double key_num(const store_job *j, store_job_order o, int asc) {
+  if (o == STORE_ORDER_STATUS) return (double)j->status;
+  if (j->timings.set & (1u << JOB_T_TOTAL)) return j->timings.ms[JOB_T_TOTAL];
+  return asc ? 1e300 : -1.0; /* no duration: last either way */
+}
+/* <0 when a comes before b in order o. */
+static int order_cmp(const store_job *a, const store_job *b, store_job_order o,
+                     int asc) {
+  int c = 0;
+  if (o == STORE_ORDER_KIND) c = strcmp(a->kind, b->kind);
+  else if (o != STORE_ORDER_CREATED) {
+    double x = key_num(a, o, asc), y = key_num(b, o, asc);
+    c = x < y ? -1 : x > y;
+  }
+  if (o == STORE_ORDER_CREATED) return asc ? strcmp(a->id, b->id) : strcmp(b->id, a->id);
+  if (c) return asc ? c : -c;
+  return strcmp(b->id, a->id); /* ties newest first */
+}
+
+/* Every order in both directions pages through all of a filter's jobs
+ * exactly once, in order, with the total of the filter; q matches part of
+ * an id or a label in any case, % and _ literally. */
+TEST(test_list_orders_search_total) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  enum { N = 30 };
+  const char *kinds[] = {"map", "reduce", "matmul", "geodesic"};
+  const char *labels[] = {"a_b", "axb", "100%", "100x", "Mixed Case", NULL};
+  char ids[N][T_ID_MAX];
+  terr e;
+  for (int i = 0; i < N; i++) {
+    store_job j;
+    job_init(&j, "alice", kinds[i % 4]);
+    if (labels[i % 6]) j.label = sdup(labels[i % 6]);
+    CHECK(store_job_insert(s, &j, NULL, &e) == 0);
+    snprintf(ids[i], T_ID_MAX, "%s", j.id);
+    store_job_clear(&j);
+    int st = i % 5; /* 0 queued, 1 running, 2 succeeded, 3 failed, 4 canceled */
+    if (st >= 1)
+      CHECK(store_job_start(s, ids[i], t_wall_ms(), "cpu", "r", NULL, &e) == 0);
+    if (st >= 2) {
+      store_job_end x = end_ok(t_wall_ms(), NULL);
+      x.status = st == 2 ? JOB_SUCCEEDED : st == 3 ? JOB_FAILED : JOB_CANCELED;
+      if (st != 2) x.error_code = "canceled", x.result.dtype[0] = 0;
+      job_timings_put(&x.timings, JOB_T_TOTAL, (double)(i % 4) * 1.25); /* ties */
+      CHECK(store_job_finish(s, ids[i], &x, &e) == 0);
+    }
+  }
+  store_job bj;
+  job_init(&bj, "bob", "map");
+  bj.label = sdup("a_b");
+  CHECK(store_job_insert(s, &bj, NULL, &e) == 0);
+  store_job_clear(&bj);
+
+  for (int o = 0; o < STORE_ORDER__COUNT; o++) {
+    for (int asc = 0; asc < 2; asc++) {
+      store_job_filter f = {.owner = "alice", .status = -1, .limit = 4,
+                            .order = (store_job_order)o, .asc = asc};
+      store_job_pos pos;
+      int more = 0, seen = 0, pages = 0, dup = 0, bad_order = 0;
+      int64_t total = -1;
+      char got[N][T_ID_MAX];
+      store_job prev;
+      int have_prev = 0;
+      do {
+        store_job *v;
+        int n;
+        CHECK(store_job_list(s, &f, &v, &n, &more, &pos, &total, &e) == 0);
+        for (int i = 0; i < n; i++) {
+          for (int k = 0; k < seen && k < N; k++) dup += strcmp(got[k], v[i].id) == 0;
+          if (seen < N) snprintf(got[seen], T_ID_MAX, "%s", v[i].id);
+          seen++;
+          if (have_prev && order_cmp(&prev, &v[i], f.order, asc) >= 0) bad_order++;
+          if (have_prev) store_job_clear(&prev);
+          prev = v[i];
+          have_prev = 1;
+        }
+        free(v);
+        f.after = &pos;
+      } while (more && ++pages < 20);
+      if (have_prev) store_job_clear(&prev);
+      CHECK_MSG(seen == N && dup == 0 && bad_order == 0 && total == N,
+                "order %d asc %d: seen %d dup %d out of order %d total %lld",
+                o, asc, seen, dup, bad_order, (long long)total);
+    }
+  }
+
+  struct {
+    const char *q;
+    int want;
+  } qs[] = {{"a_b", 5}, {"A_B", 5}, {"_", N}, {"100%", 5}, {"0%", 5},
+            {"%", 5}, {"mixed c", 5}, {"MIXED", 5}, {"\\", 0}};
+  for (size_t c = 0; c < sizeof qs / sizeof qs[0]; c++) {
+    store_job_filter f = {.owner = "alice", .status = -1, .limit = 2,
+                          .q = qs[c].q};
+    store_job *v;
+    int n, more;
+    store_job_pos pos;
+    int64_t total = -1;
+    CHECK(store_job_list(s, &f, &v, &n, &more, &pos, &total, &e) == 0);
+    CHECK_MSG(total == qs[c].want, "q '%s': total %lld, want %d", qs[c].q,
+              (long long)total, qs[c].want);
+    CHECK(n == (qs[c].want < 2 ? qs[c].want : 2));
+    for (int i = 0; i < n; i++) store_job_clear(&v[i]);
+    free(v);
+  }
+  /* Part of an id, in upper case: that job alone. */
+  char part[16];
+  snprintf(part, sizeof part, "%.10s", ids[7] + strlen(ids[7]) - 10);
+  for (char *c = part; *c; c++)
+    if (*c >= 'a' && *c <= 'z') *c = (char)(*c - 'a' + 'A');
+  store_job_filter f = {.owner = "alice", .status = -1, .limit = 5, .q = part};
+  store_job *v;
+  int n, more;
+  store_job_pos pos;
+  int64_t total = -1;
+  CHECK(store_job_list(s, &f, &v, &n, &more, &pos, &total, &e) == 0);
+  CHECK(total == 1 && n == 1);
+  if (n == 1) CHECK_STR(v[0].id, ids[7]);
+  for (int i = 0; i < n; i++) store_job_clear(&v[i]);
+  free(v);
+  /* Bounded. */
+  char longq[STORE_JOB_Q_MAX + 2];
+  memset(longq, 'a', sizeof longq - 1);
+  longq[sizeof longq - 1] = 0;
+  f.q = longq;
+  CHECK(store_job_list(s, &f, &v, &n, &more, &pos, &total, &e) == T_EINVAL);
+  CHECK_STR(e.field, "q");
+  store_close(s);
+}
+
 int main(void) {
   if (fixture_root("/tmp/tessel_store_XXXXXX")) return 1;
   RUN(test_open_migrate_reopen);
@@ -1146,6 +1282,7 @@ int main(void) {
   RUN(test_owner_isolation);
   RUN(test_idempotency);
   RUN(test_list_filters_paging);
+  RUN(test_list_orders_search_total);
   RUN(test_lifecycle);
   RUN(test_start_async);
   RUN(test_async_insert_finish);

@@ -85,20 +85,21 @@ TEST(test_concurrent_inserts) {
   CHECK(c[JOB_QUEUED] == T * PER);
   /* Every stored row is one of ours: list them all and look each up. */
   store_job_filter f = {.owner = "alice", .status = -1, .limit = 1000};
-  char cur[T_ID_MAX];
+  int more = 0;
+  store_job_pos pos;
   int seen = 0, missing = 0;
   for (int page = 0; page < 10; page++) {
     store_job *v;
     int n;
-    CHECK(store_job_list(s, &f, &v, &n, cur, &e) == 0);
+    CHECK(store_job_list(s, &f, &v, &n, &more, &pos, NULL, &e) == 0);
     for (int i = 0; i < n; i++) {
       if (!bsearch(v[i].id, ids, T * PER, T_ID_MAX, cmp_id)) missing++;
       store_job_clear(&v[i]);
     }
     free(v);
     seen += n;
-    if (!cur[0]) break;
-    f.cursor = cur;
+    if (!more) break;
+    f.after = &pos;
   }
   CHECK(seen == T * PER && missing == 0);
   /* The worker threads exited: their reader connections were closed by the
