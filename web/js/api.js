@@ -120,7 +120,16 @@ export const jobsApi = {
   cancel: (id) => api.post('/v1/jobs/' + encodeURIComponent(id) + '/cancel', undefined),
   remove: (id) => api.del('/v1/jobs/' + encodeURIComponent(id)),
   resultUrl: (id, params) => '/v1/jobs/' + encodeURIComponent(id) + '/result' + qs(params || {}),
+  /* part `name` of a result of several arrays (GET /v1/jobs/{id}/result/{name}) */
+  partUrl: (id, name, params) => '/v1/jobs/' + encodeURIComponent(id) + '/result/' + encodeURIComponent(name) +
+    qs(params || {}),
 };
+
+/* The bytes of an answer (a .npy), as an ArrayBuffer. */
+export async function getBytes(path, opts = {}) {
+  const res = await request('GET', path, {...opts, raw: true});
+  return res.arrayBuffer();
+}
 
 /* Walk the pages of GET /v1/jobs (newest first) until `max` jobs or the end. */
 export async function listAllJobs(filter, max, signal) {

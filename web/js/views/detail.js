@@ -16,15 +16,28 @@
  * ended. A running job shows an ETA from its progress. For "compare" the
  * job's compute phase is the sum over the backends it ran, so the phase
  * chart shows each backend's compute apart (compare[].ms) and says so.
+ *
+ * A result of several arrays (result.parts, a geodesic knn or radius
+ * query) lists its parts with downloads of each (GET …/result/{name}).
+ * For knn, a table of one point's k neighbours: the API serves a part's
+ * first rows only (?limit_rows, no row offset), so point p needs rows
+ * 0 … p of both parts; they are read as .npy (8 bytes a value, not JSON's
+ * ~20), grown by doubling as larger points are asked for and kept, up to
+ * NB_CAP_BYTES per part; points beyond are refused and the page says why.
+ * For radius, the first pairs (i, j, distance) as JSON.
  */
-import {api, jobsApi, download, getToken} from '../api.js';
+import {api, jobsApi, download, getToken, getBytes} from '../api.js';
 import {h, clear, card, fmtMs, fmtBytes, fmtNum, fmtShape, fmtTime, fmtInt, statusBadge, isActive, poll,
-  errorBox, announce, backendFamily, etaMs, tableWrap} from '../dom.js';
+  errorBox, announce, backendFamily, etaMs, tableWrap, field} from '../dom.js';
+import {parseNpy} from '../npy.js';
 import {chartBox, timingsChart, compareChart, drawHeatmap, drawColorbar, chartsReady, PHASES} from '../charts.js';
 
 const PREVIEW_ROWS = 10;
 const PREVIEW_COLS = 8;
 const HEAT_MAX = 200;
+const NB_CAP_BYTES = 8 * 1024 * 1024; /* rows of each knn part read for the neighbour table */
+const NB_FIRST_ROWS = 1024;
+const PAIRS_ROWS = 20;
 
 export function mount(root, {params}) {
   const id = params.id;
@@ -138,7 +151,9 @@ export function mount(root, {params}) {
       ['created', fmtTime(j.created_at)], ['started', fmtTime(j.started_at)], ['finished', fmtTime(j.finished_at)],
       ['total time', fmtMs(t.total)],
     ];
-    if (j.result) rows.push(['result', `${j.result.dtype}, ${fmtShape(j.result.shape)}, ${fmtBytes(j.result.bytes)}`]);
+    if (j.result && Array.isArray(j.result.parts)) {
+      rows.push(['result', j.result.parts.map((pt) => `${pt.name} ${pt.dtype} ${fmtShape(pt.shape)}`).join('; ')]);
+    } else if (j.result) rows.push(['result', `${j.result.dtype}, ${fmtShape(j.result.shape)}, ${fmtBytes(j.result.bytes)}`]);
     clear(summary);
     for (const [k, v] of rows) summary.append(h('dt', null, k), h('dd', null, v ?? '—'));
   }
@@ -186,6 +201,7 @@ export function mount(root, {params}) {
 
   async function renderResult(j) {
     const r = j.result;
+    if (Array.isArray(r.parts) && r.parts.length) { renderParts(j); return; }
     const shape = r.shape || [];
     const body = h('div', {class: 'stack'});
     const dl = h('div', {class: 'row'}, h('span', {class: 'muted'}, 'Download:'),
@@ -197,8 +213,9 @@ export function mount(root, {params}) {
      * the square layout (the API offers it for results without targets). */
     const p = j.params || {};
     const n = j.size || 0;
-    const condensed = j.kind === 'geodesic' && shape.length === 1 && !p.targets && n > 1;
-    const isMatrix = j.kind === 'geodesic' && (shape.length === 2 || condensed);
+    /* a query's result (rowwise: one value per point) is no matrix */
+    const condensed = j.kind === 'geodesic' && !p.query && shape.length === 1 && !p.targets && n > 1;
+    const isMatrix = j.kind === 'geodesic' && !p.query && (shape.length === 2 || condensed);
     const full = condensed ? [n, n] : shape;
     const cols = full.length >= 2 ? full[1] : 1;
     const rows = isMatrix ? Math.min(full[0], HEAT_MAX, Math.max(16, Math.floor(300000 / Math.max(1, cols))))
@@ -211,6 +228,33 @@ export function mount(root, {params}) {
     clear(body);
     if (isMatrix) body.append(heatmap(res.data, full, j));
     body.append(previewTable(res.data, full));
+  }
+
+  function renderParts(j) {
+    const parts = j.result.parts;
+    const p = j.params || {};
+    const q = p.query || {};
+    const units = p.units || 'm';
+    const byName = Object.fromEntries(parts.map((pt) => [pt.name, pt]));
+    /* explicit roles: under 680 px the rows become cards (style.css), and a
+     * display change would otherwise drop the table's semantics */
+    const col = (text, cls) => h('th', {scope: 'col', role: 'columnheader', class: cls}, text);
+    const cell = (label, text, cls) => h('td', {role: 'cell', class: cls, dataset: {label}}, text);
+    const table = tableWrap('Parts of the result', h('table', {id: 'parts-table', role: 'table'},
+      h('caption', {class: 'sr-only'}, `The ${parts.length} arrays of the result`),
+      h('thead', {role: 'rowgroup'}, h('tr', {role: 'row'}, col('part'), col('dtype'), col('shape'), col('size', 'num'),
+        col('download'))),
+      h('tbody', {role: 'rowgroup'}, parts.map((pt) => h('tr', {role: 'row', dataset: {part: pt.name}},
+        h('th', {scope: 'row', role: 'rowheader', class: 'mono'}, pt.name), cell('dtype', pt.dtype),
+        cell('shape', fmtShape(pt.shape)), cell('size', fmtBytes(pt.bytes), 'num'),
+        h('td', {role: 'cell', class: 'c-dl'}, h('div', {class: 'row'}, dlLink(j, 'npy', '.npy', null, pt),
+          dlLink(j, 'csv', 'CSV', (pt.shape || []).length > 2 ? 'CSV holds 1-D or 2-D results' : null, pt),
+          dlLink(j, 'json', 'JSON', null, pt))))))));
+    const body = h('div', {class: 'stack'});
+    clear(resultHost).append(card('Result', h('p', null, `${parts.length} arrays; `, h('code', null, '/result'),
+      ` is the first (${parts[0].name}).`), table, body));
+    if (q.knn && byName.distance && byName.index) body.append(neighbourExplorer(j, byName.distance, byName.index, units));
+    else if (q.radius && byName.i && byName.j && byName.distance) body.append(pairsTable(j, byName, q.radius.r, units));
   }
 
   async function refresh(signal) {
@@ -249,11 +293,16 @@ export function mount(root, {params}) {
   return () => { stop(); charts.forEach((c) => c.destroy()); };
 }
 
-function dlLink(j, format, text, disabledWhy) {
-  const href = jobsApi.resultUrl(j.id, {format});
-  const name = `${j.id}.${format}`;
-  if (disabledWhy) return h('button', {type: 'button', class: 'btn btn-sm', disabled: true, title: disabledWhy}, text);
-  return h('a', {class: 'btn btn-sm', href, download: name, dataset: {format}, onclick: (e) => {
+/* A download of the result (or of its part `part`) in `format`. */
+function dlLink(j, format, text, disabledWhy, part) {
+  const href = part ? jobsApi.partUrl(j.id, part.name, {format}) : jobsApi.resultUrl(j.id, {format});
+  const name = part ? `${j.id}-${part.name}.${format}` : `${j.id}.${format}`;
+  const label = part ? `${part.name} as ${text}` : null;
+  if (disabledWhy) {
+    return h('button', {type: 'button', class: 'btn btn-sm', disabled: true, title: disabledWhy, 'aria-label': label}, text);
+  }
+  return h('a', {class: 'btn btn-sm', href, download: name, 'aria-label': label,
+    dataset: part ? {format, part: part.name} : {format}, onclick: (e) => {
     if (!getToken()) return; /* a plain link streams big results straight to disk */
     e.preventDefault();
     download(href, name).catch((x) => e.target.after(errorBox(x)));
@@ -319,4 +368,108 @@ function previewTable(data, shape) {
     moreRows ? h('tr', null, h('th', {scope: 'row', class: 'muted'}, '…'),
       h('td', {class: 'muted', colspan: String(ncol + (moreCols ? 1 : 0))}, `${fmtInt(shape[0] - rows.length)} more rows`)) : null)),
   {class: 'table-wrap preview', id: 'result-preview'});
+}
+
+/* One point's k nearest neighbours, from rows 0 … p of the knn job's
+ * `distance` and `index` parts (read as .npy, see the file's opening). */
+function neighbourExplorer(j, distPart, idxPart, units) {
+  const n = idxPart.shape[0];
+  const kk = idxPart.shape[1];
+  const rowBytes = Math.max(kk * 8, 1);
+  const cap = Math.min(n, Math.max(1, Math.floor(NB_CAP_BYTES / rowBytes)));
+  const loaded = {rows: 0, dist: null, idx: null};
+  let seq = 0;
+  const input = h('input', {type: 'number', id: 'nb-point', min: '0', max: String(cap - 1), step: '1', value: '0',
+    inputmode: 'numeric', autocomplete: 'off'});
+  const errId = 'nb-point-error';
+  const err = h('p', {class: 'field-error', id: errId, role: 'alert'});
+  const note = cap < n
+    ? `The API gives a part's first rows only (limit_rows, no row offset), so this page reads at most the first ` +
+      `${fmtInt(cap)} rows of each part (${fmtBytes(cap * rowBytes)} each): points 0 … ${fmtInt(cap - 1)}. ` +
+      'Download the parts for the others.'
+    : 'Read from the first rows of both parts as .npy (the API has no row offset: point p needs rows 0 … p).';
+  const pointField = field(`Point (0 … ${fmtInt(n - 1)})`, input, note);
+  input.setAttribute('aria-describedby', `${input.getAttribute('aria-describedby')} ${errId}`);
+  const host = h('div', {id: 'nb-host'});
+  const el = h('section', {class: 'stack', 'aria-labelledby': 'nb-title', id: 'neighbours'},
+    h('h3', {id: 'nb-title'}, 'Neighbours of one point'), pointField, err, host);
+
+  async function ensure(p) {
+    if (p < loaded.rows) return;
+    const want = Math.min(cap, Math.max(p + 1, 2 * loaded.rows, NB_FIRST_ROWS));
+    const [db, ib] = await Promise.all([
+      getBytes(jobsApi.partUrl(j.id, distPart.name, {format: 'npy', limit_rows: want})),
+      getBytes(jobsApi.partUrl(j.id, idxPart.name, {format: 'npy', limit_rows: want}))]);
+    const d = parseNpy(db);
+    const x = parseNpy(ib);
+    if (d.shape[0] !== want || x.shape[0] !== want || d.shape[1] !== kk || x.shape[1] !== kk) {
+      throw new Error(`the parts came back ${d.shape.join('×')} and ${x.shape.join('×')}, ${want}×${kk} expected`);
+    }
+    if (want > loaded.rows) Object.assign(loaded, {rows: want, dist: d.data, idx: x.data});
+  }
+
+  function invalid(msg) {
+    input.setAttribute('aria-invalid', 'true');
+    err.textContent = msg;
+  }
+
+  async function show(p) {
+    const my = ++seq;
+    input.removeAttribute('aria-invalid');
+    err.textContent = '';
+    if (!Number.isInteger(p) || p < 0 || p >= n) { invalid(`The point is a whole number from 0 to ${fmtInt(n - 1)}.`); return; }
+    if (p >= cap) { invalid(`Only points 0 … ${fmtInt(cap - 1)} are read here (see above).`); return; }
+    host.dataset.loading = '1';
+    try { await ensure(p); } catch (x) {
+      if (my === seq) { delete host.dataset.loading; clear(host).append(errorBox(x)); }
+      return;
+    }
+    if (my !== seq) return;
+    delete host.dataset.loading;
+    const rows = [];
+    for (let c = 0; c < kk; c += 1) rows.push([loaded.idx[p * kk + c], loaded.dist[p * kk + c]]);
+    clear(host).append(kk === 0 ? h('p', {class: 'empty', id: 'nb-empty'}, `Point ${p} has no candidates.`)
+      : h('div', {class: 'stack'},
+        h('p', {class: 'muted'}, 'Select a neighbour to show its own neighbours.'),
+        tableWrap(`Neighbours of point ${p}`, h('table', {id: 'nb-table', dataset: {point: String(p)}},
+          h('caption', null, `The ${kk} nearest neighbours of point ${fmtInt(p)}, nearest first`),
+          h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'rank'), h('th', {scope: 'col'}, 'neighbour'),
+            h('th', {scope: 'col', class: 'num'}, `distance (${units})`))),
+          h('tbody', null, rows.map(([idx, d], r) => h('tr', null,
+            h('th', {scope: 'row'}, String(r + 1)),
+            h('td', null, h('button', {type: 'button', class: 'linkbtn', dataset: {point: String(idx)},
+              onclick: () => { input.value = String(idx); show(idx); input.focus(); announce(`Neighbours of point ${idx}`); }},
+            String(idx), h('span', {class: 'sr-only'}, ' (show its neighbours)'))),
+            h('td', {class: 'num', dataset: {value: String(d)}}, `${fmtNum(d, 6)} ${units}`))))))));
+  }
+
+  input.addEventListener('input', () => {
+    const t = input.value.trim();
+    show(t === '' ? NaN : Number(t));
+  });
+  show(0);
+  return el;
+}
+
+/* The first pairs of a radius job: rows 0 … PAIRS_ROWS-1 of i, j, distance. */
+function pairsTable(j, byName, r, units) {
+  const total = byName.i.shape[0];
+  const host = h('div', {id: 'pairs-host'}, h('p', {class: 'muted'}, 'Loading the first pairs…'));
+  const el = h('section', {class: 'stack', 'aria-labelledby': 'pairs-title'}, h('h3', {id: 'pairs-title'}, 'Pairs'), host);
+  if (total === 0) {
+    clear(host).append(h('p', {class: 'empty', id: 'pairs-empty'}, `No pair lies within ${fmtNum(r)} ${units}.`));
+    return el;
+  }
+  const get = (name) => api.get(jobsApi.partUrl(j.id, name, {format: 'json', limit_rows: PAIRS_ROWS}));
+  Promise.all([get('i'), get('j'), get('distance')]).then(([ri, rj, rd]) => {
+    const shown = Math.min(ri.data.length, rj.data.length, rd.data.length);
+    clear(host).append(tableWrap('First pairs', h('table', {id: 'pairs-table'},
+      h('caption', null, `The first ${fmtInt(shown)} of ${fmtInt(total)} pairs within ${fmtNum(r)} ${units}, by (i, j)`),
+      h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'pair'), h('th', {scope: 'col', class: 'num'}, 'i'),
+        h('th', {scope: 'col', class: 'num'}, 'j'), h('th', {scope: 'col', class: 'num'}, `distance (${units})`))),
+      h('tbody', null, Array.from({length: shown}, (_, k) => h('tr', null, h('th', {scope: 'row'}, String(k)),
+        h('td', {class: 'num'}, String(ri.data[k])), h('td', {class: 'num'}, String(rj.data[k])),
+        h('td', {class: 'num', dataset: {value: String(rd.data[k])}}, `${fmtNum(rd.data[k], 6)} ${units}`)))))));
+  }).catch((x) => clear(host).append(errorBox(x)));
+  return el;
 }

@@ -9,7 +9,12 @@
  * used, its run time being compute + host→device + device→host, which is
  * what compare measures per backend. Size is the job's `size` (elements of
  * the largest input; m·k·n for matmul; points for geodesic), else derived
- * from params where a job carries them.
+ * from params where a job carries them. A geodesic job with a query (knn,
+ * radius, rowwise: issue 13) is left out: it never builds the matrix, so
+ * its time does not belong on the matrix's curve. The list omits params,
+ * so it is known by its result: parts (knn, radius), or one value per
+ * point (rowwise: shape [size]; a condensed matrix of 3 points looks the
+ * same and is left out too).
  * Under each chart, a table: median time per size and backend, and the
  * speedup against serial. "Measure" submits three compare jobs of growing
  * size so an empty history fills in: its status line says at once what
@@ -66,6 +71,14 @@ export function jobSize(j) {
   return sizes.length ? Math.max(...sizes) : null;
 }
 
+export function isGeodesicQuery(j) {
+  if (j.kind !== 'geodesic') return false;
+  if (j.params && j.params.query) return true;
+  const r = j.result || {};
+  if (Array.isArray(r.parts)) return true;
+  return Array.isArray(r.shape) && r.shape.length === 1 && r.shape[0] === j.size;
+}
+
 function runMs(j) {
   const t = j.timings_ms || {};
   if (typeof t.compute !== 'number') return typeof t.total === 'number' ? t.total : null;
@@ -76,7 +89,7 @@ function runMs(j) {
 export function collect(jobs) {
   const out = Object.fromEntries(KINDS.map((k) => [k, {}]));
   for (const j of jobs) {
-    if (j.status !== 'succeeded' || !out[j.kind]) continue;
+    if (j.status !== 'succeeded' || !out[j.kind] || isGeodesicQuery(j)) continue;
     const x = jobSize(j);
     if (!x) continue;
     const add = (b, y) => {
@@ -142,7 +155,8 @@ export function mount(root) {
   const sigs = {};
   root.append(h('div', {class: 'page-head'}, h('h1', null, 'Performance'), info), err,
     h('p', {class: 'muted'}, 'Run time against input size for every succeeded job on this machine, per backend, log-log. ' +
-      'Jobs run with backend "compare" give one point per backend. The line joins the median of each size.'));
+      'Jobs run with backend "compare" give one point per backend. The line joins the median of each size. ' +
+      'Geodesic: distance matrices only (neighbour, radius and rowwise queries never build the matrix).'));
   const grid = h('div', {class: 'grid grid-2'});
   root.append(grid);
   for (const k of KINDS) {

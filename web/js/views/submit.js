@@ -9,7 +9,9 @@
  * and focused. #/submit?preset=<id> loads a preset; #/submit?from=<job id>
  * loads a recorded job's params ("run again"). When GET /v1/devices says
  * there is no usable GPU, the cuda backend is disabled with the reason
- * written beside it (a job asking for it would only get a 503).
+ * written beside it (a job asking for it would only get a 503). A geodesic
+ * job takes an optional params.query (knn, radius, rowwise) with its fields;
+ * the matrix's layout is neither shown nor sent with one.
  */
 import {api, jobsApi, getToken} from '../api.js';
 import {h, clear, field, select, nextId, errorBox, announce, KINDS} from '../dom.js';
@@ -162,6 +164,58 @@ function matmulSection() {
     }};
 }
 
+/* params.query of a geodesic job: none (the matrix), knn, radius or
+ * rowwise, each with its own fields; the matrix's layout only without one
+ * (the API refuses layout with a query). */
+function queryEditor() {
+  const kind = select([['', 'none: the distance matrix'], ['knn', 'knn: the k nearest of each point'],
+    ['radius', 'radius: every pair within r'], ['rowwise', 'rowwise: one value per point']], '',
+  {dataset: {field: 'params.query'}});
+  const k = h('input', {type: 'number', min: '1', max: '1024', step: '1', value: '10', dataset: {field: 'params.query.knn.k'}});
+  const r = h('input', {type: 'text', inputmode: 'decimal', value: '5', dataset: {field: 'params.query.radius.r'}});
+  const maxPairs = h('input', {type: 'text', inputmode: 'numeric', placeholder: 'the service’s default',
+    dataset: {field: 'params.query.radius.max_pairs'}});
+  const op = select(['min', 'argmin', 'max', 'argmax', 'mean', 'sum', 'count'], 'min', {dataset: {field: 'params.query.rowwise.op'}});
+  const within = h('input', {type: 'text', inputmode: 'decimal', placeholder: 'every candidate',
+    dataset: {field: 'params.query.rowwise.within'}});
+  const parts = {
+    knn: h('div', {class: 'grid grid-3'}, field('k', k, '1 … 1024 neighbours per point')),
+    radius: h('div', {class: 'grid grid-3'}, field('r (in the units)', r, 'pairs with distance ≤ r'),
+      field('max_pairs (optional)', maxPairs, 'the job fails when it finds more')),
+    rowwise: h('div', {class: 'grid grid-3'}, field('Operation', op),
+      field('within (optional)', within, 'only candidates at distance ≤ within')),
+  };
+  const el = h('div', {class: 'stack'}, field('Query', kind, 'a question about the distances instead of the n × m matrix'),
+    parts.knn, parts.radius, parts.rowwise);
+  const sync = () => { for (const [name, p] of Object.entries(parts)) p.hidden = kind.value !== name; };
+  kind.addEventListener('change', sync);
+  sync();
+  return {el, kind, sync,
+    get() {
+      if (kind.value === 'knn') return {knn: {k: num(k.value)}};
+      if (kind.value === 'radius') {
+        const q = {r: num(r.value)};
+        if (num(maxPairs.value) !== undefined) q.max_pairs = num(maxPairs.value);
+        return {radius: q};
+      }
+      if (kind.value === 'rowwise') {
+        const q = {op: op.value};
+        if (num(within.value) !== undefined) q.within = num(within.value);
+        return {rowwise: q};
+      }
+      return undefined;
+    },
+    set(q) {
+      const name = q && typeof q === 'object' ? Object.keys(q)[0] : '';
+      kind.value = parts[name] ? name : '';
+      const v = (q && q[name]) || {};
+      if (name === 'knn') k.value = v.k ?? 10;
+      if (name === 'radius') { r.value = v.r ?? ''; maxPairs.value = v.max_pairs ?? ''; }
+      if (name === 'rowwise') { op.value = v.op || 'min'; within.value = v.within ?? ''; }
+      sync();
+    }};
+}
+
 function geodesicSection() {
   const points = arrayInput({name: 'points', path: 'params.points',
     value: {random: {shape: [2000, 2], dist: 'uniform', low: -90, high: 90, seed: 7}}});
@@ -174,22 +228,30 @@ function geodesicSection() {
   const units = select(['m', 'km'], 'km', {dataset: {field: 'params.units'}});
   const layout = select(['square', 'condensed'], 'square', {dataset: {field: 'params.layout'}});
   const dtype = select(['float64', 'float32'], 'float64', {dataset: {field: 'params.dtype'}});
+  const query = queryEditor();
   const custom = h('div', {class: 'grid grid-2'}, field('semi-major axis a (m)', ea), field('flattening f', ef));
   const radiusField = field('sphere radius (m)', radius);
-  const sync = () => { custom.hidden = ell.value !== 'custom'; radiusField.hidden = method.value !== 'haversine'; };
+  const layoutField = field('Layout', layout, 'condensed: SciPy pdist order');
+  const sync = () => {
+    custom.hidden = ell.value !== 'custom'; radiusField.hidden = method.value !== 'haversine';
+    layoutField.hidden = query.kind.value !== '';
+  };
   ell.addEventListener('change', sync);
   method.addEventListener('change', sync);
+  query.kind.addEventListener('change', sync);
   const el = h('div', {class: 'stack'},
     h('fieldset', null, h('legend', {class: 'legend'}, 'points (n × 2: lat, lon in degrees)'), points.el),
     h('fieldset', null, h('legend', {class: 'legend'}, 'targets (optional, m × 2)'), targets.el),
     h('div', {class: 'grid grid-3'}, field('Method', method), field('Ellipsoid', ell), radiusField),
     custom,
-    h('div', {class: 'grid grid-3'}, field('Units', units), field('Layout', layout, 'condensed: SciPy pdist order'),
-      field('dtype', dtype)));
+    h('div', {class: 'grid grid-3'}, field('Units', units), layoutField, field('dtype', dtype)),
+    h('fieldset', null, h('legend', {class: 'legend'}, 'Query (optional)'), query.el));
   sync();
   return {el,
     get() {
-      const p = {points: points.get(), method: method.value, units: units.value, layout: layout.value, dtype: dtype.value};
+      const p = {points: points.get(), method: method.value, units: units.value, dtype: dtype.value};
+      const q = query.get();
+      if (q) p.query = q; else p.layout = layout.value;
       const t = targets.get();
       if (t !== undefined) p.targets = t;
       p.ellipsoid = ell.value === 'custom' ? {a: num(ea.value), f: num(ef.value)} : ell.value;
@@ -202,6 +264,7 @@ function geodesicSection() {
       else ell.value = p.ellipsoid || 'WGS84';
       if (p.radius_m !== undefined) radius.value = p.radius_m;
       units.value = p.units || 'm'; layout.value = p.layout || 'square'; dtype.value = p.dtype || 'float64';
+      query.set(p.query);
       sync();
     }};
 }
