@@ -10,8 +10,12 @@
  *         with j > i are computed; a tile writes them to (i, j) and, through
  *         a shared-memory transpose (coalesced too), to (j, i); the
  *         diagonal is zero. Half the work of the full matrix.
- *   ROWS  a band of full rows (targets n x m; or a square matrix too large
- *         for device memory, where the band computes all n columns).
+ *   ROWS  a band of full rows of a matrix with targets (n x m).
+ *   SQR   a band of full rows of a square matrix (too large for device
+ *         memory, or spread over devices): element (i, j) is the pair
+ *         (p[min(i, j)], p[max(i, j)]), the diagonal zero — the arguments
+ *         SYM gives it, so the same bits; Vincenty's non-converged pairs
+ *         are counted at j > i only, once a pair as in SYM.
  *   COND  a band of rows of the condensed (pdist) layout: j > i only, each
  *         row contiguous.
  * The method (karney / vincenty / haversine) and the output type
@@ -30,6 +34,23 @@
  * a square matrix larger than the memory budget: "passes") bands go
  * through a ring of GG_NSLOT device buffers, each reused once its copies
  * are enqueued.
+ *
+ * Several devices (the run's and every one the scheduler lends through
+ * job->borrow, when the result holds at least GG_LEND_CHUNKS chunks):
+ * the bands (SQR, ROWS or COND; never SYM, whose mirrored writes cross
+ * bands) go to "lanes", one a device, each with its points, its ring of
+ * band buffers, its share of the device's pinned slots and its events.
+ * One host thread drives them all (gg_spread): a lane takes the next
+ * band when one of its buffers is free, queues the copies of its oldest
+ * band into its free slots (stream-ordered after the band's kernel), and
+ * drains into the result each chunk whose copy is done; when no lane
+ * can move, the thread waits on the oldest chunk in flight. Progress
+ * and the stop check per chunk, as with one device; every lane ended and
+ * every borrowed device given back before the call returns. One device
+ * (nothing lent) keeps the single-lane pipeline above unchanged. Tests
+ * may run several lanes on one device (job->lanes): they then share its
+ * streams (every wait is on an event recorded earlier by the same
+ * thread, so no cycle), split its pinned slots and its memory budget.
  *
  * One device runtime: the device, its lock, streams, timing events, memory
  * pool, pinned staging and copy gang are gpu/devctx.h's (dev_begin /
@@ -63,8 +84,11 @@
 #define GG_SLOT_MAX ((size_t)256 << 20)
 #define GG_LOOK 4                        /* bands computed ahead (SYM) */
 #define GG_TILE 32
+#define GG_LEND_CHUNKS 4 /* borrow devices for results of this many chunks */
+#define GG_BAL 4         /* bands per lane at least, for balance */
+#define GG_LANE_MAX (GPU_MAX_DEVICES * DEV_STAGE_SLOTS)
 
-enum { GG_SYM = 0, GG_ROWS = 1, GG_COND = 2 };
+enum { GG_SYM = 0, GG_ROWS = 1, GG_COND = 2, GG_SQR = 3 };
 
 /* ---- on the device runtime ------------------------------------------------
  * Everything per device — the lock, streams, timing events, memory pool,
@@ -166,7 +190,7 @@ __global__ void __launch_bounds__(GG_TILE *BY, MINB)
   const int64_t i0 = a.r0 + (int64_t)blockIdx.y * GG_TILE;
   const int64_t j0 = a.c0 + (int64_t)blockIdx.x * GG_TILE;
   /* Every pair of the tile on or below the diagonal: nothing to do. */
-  if (MODE != GG_ROWS && j0 + GG_TILE - 1 < i0) return;
+  if ((MODE == GG_SYM || MODE == GG_COND) && j0 + GG_TILE - 1 < i0) return;
   T *out = (T *)a.out;
   const int64_t j = j0 + tx;
   const bool jok = j < a.m;
@@ -178,13 +202,19 @@ __global__ void __launch_bounds__(GG_TILE *BY, MINB)
     const int ir = ty + BY * k;
     const int64_t i = i0 + ir;
     const bool ok = jok && i < a.r1;
-    const bool need = ok && (MODE == GG_ROWS || j > i);
+    const bool need =
+        ok && (MODE == GG_ROWS || (MODE == GG_SQR ? j != i : j > i));
     double d = 0;
     if (need) {
       geod_point pi = a.p[i];
-      d = gg_pair<METHOD>(a, &pi, &qj, &nc);
+      if (MODE == GG_SQR && j < i) {
+        long long nc_once = 0; /* counted at (j, i) */
+        d = gg_pair<METHOD>(a, &qj, &pi, &nc_once);
+      } else {
+        d = gg_pair<METHOD>(a, &pi, &qj, &nc);
+      }
     }
-    if (MODE == GG_ROWS) {
+    if (MODE == GG_ROWS || MODE == GG_SQR) {
       if (ok) out[(i - a.r0) * a.m + j] = (T)d;
     } else if (MODE == GG_COND) {
       if (need) out[geod_condensed_index(a.n, i, j) - a.base0] = (T)d;
@@ -229,6 +259,7 @@ static cudaError_t gg_launch_m(int mode, dim3 grid, cudaStream_t s,
   switch (mode) {
     case GG_SYM: return gg_launch_t<METHOD, GG_SYM>(grid, s, a, f32);
     case GG_ROWS: return gg_launch_t<METHOD, GG_ROWS>(grid, s, a, f32);
+    case GG_SQR: return gg_launch_t<METHOD, GG_SQR>(grid, s, a, f32);
     default: return gg_launch_t<METHOD, GG_COND>(grid, s, a, f32);
   }
 }
@@ -332,6 +363,44 @@ static int64_t gg_bands(const geod_plan *pl, int mode, size_t es, size_t cap,
   return cnt;
 }
 
+/* The plan's points (p holds n, or max(n, m) when the targets are p
+ * itself; targets apart) up to device d, small and pageable, and the
+ * Vincenty counter zeroed, on d's compute stream; returns once they are
+ * there. bq stays empty when the targets are the points. The caller
+ * frees the buffers (on failure too). */
+static int gg_points_up(devctx *d, const geod_plan *pl, devbuf *bp,
+                        devbuf *bq, devbuf *bnc, terr *e) {
+  int rc = 0;
+  size_t np = (size_t)(pl->q == pl->p && pl->m > pl->n ? pl->m : pl->n);
+  T_TRY(devmem_alloc(d, np * sizeof(geod_point), bp, e));
+  CU_TRY(cudaMemcpyAsync(bp->ptr, pl->p, np * sizeof(geod_point),
+                         cudaMemcpyHostToDevice, d->s_comp));
+  if (pl->q != pl->p) {
+    T_TRY(devmem_alloc(d, (size_t)pl->m * sizeof(geod_point), bq, e));
+    CU_TRY(cudaMemcpyAsync(bq->ptr, pl->q, (size_t)pl->m * sizeof(geod_point),
+                           cudaMemcpyHostToDevice, d->s_comp));
+  }
+  T_TRY(devmem_alloc(d, sizeof(unsigned long long), bnc, e));
+  CU_TRY(cudaMemsetAsync(bnc->ptr, 0, sizeof(unsigned long long), d->s_comp));
+  CU_TRY(cudaStreamSynchronize(d->s_comp));
+fail:
+  return rc;
+}
+
+/* Device bytes a call may take on the current device: 90% of what is
+ * free, at most the plan's gpu_mem_limit. */
+static int gg_budget(const geod_plan *pl, size_t *budget, terr *e) {
+  int rc = 0;
+  size_t free_b = 0, total_b = 0;
+  *budget = 0;
+  CU_TRY(cudaMemGetInfo(&free_b, &total_b));
+  *budget = (size_t)((double)free_b * 0.9);
+  if (pl->gpu_mem_limit > 0 && (size_t)pl->gpu_mem_limit < *budget)
+    *budget = (size_t)pl->gpu_mem_limit;
+fail:
+  return rc;
+}
+
 /* 0 when Tessel device `dev` can run the geodesic kernels. The device
  * runtime is started here when nothing started it (tests, benchmarks). */
 extern "C" int cuda_geodesic_probe(int dev, char *name, size_t name_len,
@@ -363,6 +432,289 @@ static void gg_drain(devctx *d, char *dst, const void *src, size_t len) {
   gang_copy(d->gang, &it, 1);
 }
 
+/* 0, or the job's stop code with e set (canceled, timed out). */
+static int gg_stopped(const geod_gpu_job *job, terr *e) {
+  int rc;
+  if (!job || !job->stopped || (rc = job->stopped(job->ctx)) == 0) return 0;
+  return terr_set(e, (terr_code)rc, "", -1, "%s",
+                  rc == T_ETIMEOUT ? "the job ran past its timeout"
+                                   : "the job was canceled");
+}
+
+/* ---- several devices ------------------------------------------------------
+ * See the opening comment. A lane is one device's share of the call; its
+ * bands are held in a ring of GG_NSLOT device buffers (its k-th band in
+ * buffer k % GG_NSLOT), its chunks in flight in its nslot pinned slots
+ * d->slot[slot0 ..] (its c-th chunk in slot0 + c % nslot). */
+
+typedef struct gg_fly {
+  size_t off, len; /* where the chunk goes in the result */
+  int64_t seq;     /* call-wide order of queueing */
+} gg_fly;
+
+typedef struct gg_lane {
+  int dev;
+  devctx *d;
+  devbuf bp, bq, bnc, bout;
+  gg_args a;
+  gg_events ev;
+  int have_ev;
+  cudaEvent_t t0, t1; /* first kernel queued, last kernel done */
+  int slot0, nslot;
+  size_t budget;
+  int64_t bid[GG_NSLOT]; /* the band in each buffer */
+  int64_t nl, nq;        /* bands launched; bands whose copies are queued */
+  size_t copy_o;         /* bytes of band nq queued */
+  gg_fly fly[DEV_STAGE_SLOTS];
+  int64_t cq, cd; /* chunks queued; chunks drained */
+} gg_lane;
+
+/* What the lanes share. */
+typedef struct gg_spread_run {
+  const geod_plan *pl;
+  tarray *out;
+  const geod_gpu_job *job;
+  int mode, f32;
+  gg_band *band;
+  int64_t nb, next; /* bands; the next band to take */
+  size_t chunk, slot_bytes;
+  int64_t seq;      /* chunks queued, all lanes */
+  double t_wait;    /* ms waiting for and draining chunks */
+} gg_spread_run;
+
+/* Take the lane's device, its points, its events, its memory budget. */
+static int gg_lane_setup(gg_spread_run *S, gg_lane *x, int share, terr *e) {
+  int rc = 0;
+  T_TRY(dev_begin(x->dev, &x->d, e));
+  T_TRY(stage_ensure(x->d, e));
+  T_TRY(gg_events_create(&x->ev, e));
+  x->have_ev = 1;
+  CU_TRY(cudaEventCreateWithFlags(&x->t0, cudaEventDefault));
+  CU_TRY(cudaEventCreateWithFlags(&x->t1, cudaEventDefault));
+  T_TRY(gg_points_up(x->d, S->pl, &x->bp, &x->bq, &x->bnc, e));
+  gg_args_init(&x->a, S->pl, (const geod_point *)x->bp.ptr,
+               x->bq.ptr ? (const geod_point *)x->bq.ptr
+                         : (const geod_point *)x->bp.ptr,
+               (unsigned long long *)x->bnc.ptr);
+  T_TRY(gg_budget(S->pl, &x->budget, e));
+  x->budget /= (size_t)share;
+fail:
+  return rc;
+}
+
+/* Move lane x as far as it goes without waiting: launch bands into its
+ * free buffers, queue copies of its oldest band into its free slots,
+ * drain the chunks whose copy is done. *moved set when anything moved. */
+static int gg_lane_step(gg_spread_run *S, gg_lane *x, int *moved, terr *e) {
+  int rc = 0;
+  devctx *d = x->d;
+  const geod_gpu_job *job = S->job;
+  CU_TRY(cudaSetDevice(d->ordinal));
+  while (x->nl - x->nq < GG_NSLOT && S->next < S->nb) {
+    int64_t b = S->next++;
+    int k = (int)(x->nl % GG_NSLOT);
+    const gg_band *bd = &S->band[b];
+    x->a.r0 = bd->r0;
+    x->a.r1 = bd->r1;
+    x->a.c0 = S->mode == GG_COND ? bd->r0 : 0;
+    x->a.base0 = bd->base0;
+    x->a.out = (char *)x->bout.ptr + (size_t)k * S->slot_bytes;
+    if (x->nl >= GG_NSLOT) /* the buffer's last band is queued for copy */
+      CU_TRY(cudaStreamWaitEvent(d->s_comp, x->ev.slot[k], 0));
+    int64_t cols = S->pl->m - x->a.c0;
+    dim3 grid((unsigned)((cols + GG_TILE - 1) / GG_TILE),
+              (unsigned)((bd->r1 - bd->r0 + GG_TILE - 1) / GG_TILE));
+    if (x->nl == 0) CU_TRY(cudaEventRecord(x->t0, d->s_comp));
+    CU_TRY(gg_launch(S->pl->method, S->mode, grid, d->s_comp, x->a, S->f32));
+    CU_TRY(cudaEventRecord(x->ev.band[k], d->s_comp));
+    CU_TRY(cudaEventRecord(x->t1, d->s_comp));
+    x->bid[k] = b;
+    x->nl++;
+    *moved = 1;
+  }
+  while (x->nq < x->nl && x->cq - x->cd < x->nslot) {
+    int k = (int)(x->nq % GG_NSLOT);
+    const gg_band *bd = &S->band[x->bid[k]];
+    if (x->copy_o == 0 && bd->bytes > 0)
+      CU_TRY(cudaStreamWaitEvent(d->s_d2h, x->ev.band[k], 0));
+    if (bd->bytes > 0) {
+      size_t len = bd->bytes - x->copy_o < S->chunk ? bd->bytes - x->copy_o
+                                                    : S->chunk;
+      int u = (int)(x->cq % x->nslot);
+      stage_slot *st = &d->slot[x->slot0 + u];
+      CU_TRY(cudaMemcpyAsync(st->host,
+                             (char *)x->bout.ptr + (size_t)k * S->slot_bytes +
+                                 x->copy_o,
+                             len, cudaMemcpyDeviceToHost, d->s_d2h));
+      CU_TRY(cudaEventRecord(st->d2h_done, d->s_d2h));
+      x->fly[u].off = bd->off + x->copy_o;
+      x->fly[u].len = len;
+      x->fly[u].seq = S->seq++;
+      x->cq++;
+      x->copy_o += len;
+    }
+    if (x->copy_o == bd->bytes) { /* the buffer may take a band again */
+      CU_TRY(cudaEventRecord(x->ev.slot[k], d->s_d2h));
+      x->nq++;
+      x->copy_o = 0;
+    }
+    *moved = 1;
+  }
+  while (x->cd < x->cq) {
+    int u = (int)(x->cd % x->nslot);
+    stage_slot *st = &d->slot[x->slot0 + u];
+    cudaError_t q = cudaEventQuery(st->d2h_done);
+    if (q == cudaErrorNotReady) break;
+    CU_TRY(q);
+    double t0 = t_now_ms();
+    gg_drain(d, (char *)S->out->data + x->fly[u].off, st->host,
+             x->fly[u].len);
+    S->t_wait += t_now_ms() - t0;
+    x->cd++;
+    *moved = 1;
+    if (job && job->progress) job->progress(job->ctx, 1);
+    T_TRY(gg_stopped(job, e));
+  }
+fail:
+  return rc;
+}
+
+/* The matrix over nl lanes on devices ldev[] (a device may repeat: its
+ * lanes are consecutive). Every lane's device is taken here and ended
+ * before returning; the caller gives borrowed devices back. chunk: the
+ * copy size (at most a pinned slot of any lane's device). */
+static int gg_spread(const int *ldev, int nl, const geod_plan *pl,
+                     tarray *out, const geod_gpu_job *job, size_t chunk,
+                     int64_t *nonconv, terr *e) {
+  int rc = 0;
+  gg_lane *lane = NULL;
+  gg_spread_run S;
+  size_t es = tdtype_size(pl->dtype), total = (size_t)out->size * es;
+  size_t cap, rowmax, bal;
+  int64_t chunks_total = 0;
+  double t0, comp_ms = 0;
+  unsigned long long hnc;
+
+  memset(&S, 0, sizeof S);
+  S.pl = pl;
+  S.out = out;
+  S.job = job;
+  S.f32 = pl->dtype == T_F32;
+  S.mode = pl->condensed ? GG_COND : pl->has_targets ? GG_ROWS : GG_SQR;
+  S.chunk = chunk;
+  lane = (gg_lane *)calloc((size_t)nl, sizeof *lane);
+  if (!lane) return terr_set(e, T_ENOMEM, "", -1, "no memory for the lanes");
+
+  /* Lanes: a device's lanes split its pinned slots and its budget. */
+  t0 = t_now_ms();
+  for (int k = 0, k1; k < nl; k = k1) {
+    for (k1 = k + 1; k1 < nl && ldev[k1] == ldev[k]; k1++) {
+    }
+    int share = k1 - k;
+    for (int u = k; u < k1; u++) {
+      gg_lane *x = &lane[u];
+      x->dev = ldev[u];
+      x->nslot = DEV_STAGE_SLOTS / share;
+      x->slot0 = (u - k) * x->nslot;
+      T_TRY(gg_lane_setup(&S, x, share, e));
+      if (x->d->slot[0].bytes < S.chunk) S.chunk = x->d->slot[0].bytes;
+    }
+  }
+  if (job && job->t_h2d) *job->t_h2d += t_now_ms() - t0;
+
+  /* Bands: at most a third of the smallest lane budget, at least
+   * GG_BAL a lane for balance (but a whole row). */
+  cap = lane[0].budget;
+  for (int k = 1; k < nl; k++)
+    if (lane[k].budget < cap) cap = lane[k].budget;
+  cap /= GG_NSLOT;
+  if (cap > GG_SLOT_MAX) cap = GG_SLOT_MAX;
+  rowmax = (size_t)(S.mode == GG_COND ? pl->n - 1 : pl->m) * es;
+  bal = total / ((size_t)GG_BAL * (size_t)nl);
+  if (bal < rowmax) bal = rowmax;
+  if (bal < cap) cap = bal;
+  S.nb = gg_bands(pl, S.mode, es, cap, &S.band);
+  if (S.nb < 0) {
+    rc = terr_set(e, T_ENOMEM, "", -1,
+                  "CUDA: %zu bytes of device memory cannot hold a row of "
+                  "the result in %d buffers",
+                  cap * GG_NSLOT, GG_NSLOT);
+    goto fail;
+  }
+  for (int64_t b = 0; b < S.nb; b++) {
+    if (S.band[b].bytes > S.slot_bytes) S.slot_bytes = S.band[b].bytes;
+    chunks_total += (int64_t)((S.band[b].bytes + S.chunk - 1) / S.chunk);
+  }
+  for (int k = 0; k < nl; k++) {
+    CU_TRY(cudaSetDevice(lane[k].d->ordinal));
+    T_TRY(devmem_alloc(lane[k].d, S.slot_bytes * GG_NSLOT, &lane[k].bout, e));
+  }
+  if (job && job->progress_total) job->progress_total(job->ctx, chunks_total);
+
+  for (;;) {
+    int moved = 0, done = S.next == S.nb;
+    for (int k = 0; k < nl; k++) {
+      T_TRY(gg_lane_step(&S, &lane[k], &moved, e));
+      done = done && lane[k].nq == lane[k].nl && lane[k].cd == lane[k].cq;
+    }
+    if (done) break;
+    if (moved) continue;
+    /* Nothing can move: wait for the oldest chunk in flight. */
+    gg_lane *w = NULL;
+    for (int k = 0; k < nl; k++) {
+      gg_lane *x = &lane[k];
+      if (x->cd < x->cq &&
+          (!w || x->fly[x->cd % x->nslot].seq < w->fly[w->cd % w->nslot].seq))
+        w = x;
+    }
+    if (!w) {
+      rc = terr_set(e, T_EINTERNAL, "", -1, "geodesic lanes stalled");
+      goto fail;
+    }
+    t0 = t_now_ms();
+    CU_TRY(cudaSetDevice(w->d->ordinal));
+    CU_TRY(cudaEventSynchronize(
+        w->d->slot[w->slot0 + (int)(w->cd % w->nslot)].d2h_done));
+    S.t_wait += t_now_ms() - t0;
+  }
+
+  for (int k = 0; k < nl; k++) {
+    gg_lane *x = &lane[k];
+    CU_TRY(cudaSetDevice(x->d->ordinal));
+    CU_TRY(cudaMemcpy(&hnc, x->bnc.ptr, sizeof hnc, cudaMemcpyDeviceToHost));
+    *nonconv += (int64_t)hnc;
+    if (x->nl > 0) {
+      CU_TRY(cudaEventSynchronize(x->t1));
+      double ms = dev_event_ms(x->t0, x->t1);
+      if (ms > comp_ms) comp_ms = ms;
+    }
+  }
+  if (job && job->t_compute) *job->t_compute += comp_ms;
+  if (job && job->t_d2h) *job->t_d2h += S.t_wait;
+
+fail:
+  /* Nothing may still write into what is freed. */
+  for (int k = nl - 1; k >= 0; k--) {
+    gg_lane *x = &lane[k];
+    if (!x->d) continue;
+    (void)cudaSetDevice(x->d->ordinal);
+    (void)cudaStreamSynchronize(x->d->s_comp);
+    (void)cudaStreamSynchronize(x->d->s_d2h);
+    devmem_free(x->d, &x->bout);
+    devmem_free(x->d, &x->bq);
+    devmem_free(x->d, &x->bp);
+    devmem_free(x->d, &x->bnc);
+    if (x->have_ev) gg_events_destroy(&x->ev);
+    if (x->t0) (void)cudaEventDestroy(x->t0);
+    if (x->t1) (void)cudaEventDestroy(x->t1);
+    if (rc) (void)cudaGetLastError();
+    dev_end(x->d, rc);
+  }
+  free(lane);
+  free(S.band);
+  return rc;
+}
+
 extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
                              const geod_gpu_job *job, int64_t *nonconv,
                              terr *e) {
@@ -376,9 +728,8 @@ extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
   gg_events ev;
   int64_t nb = 0, next = 0, look = 0, chunks_total = 0, chunk_no = 0;
   size_t es = tdtype_size(pl->dtype), total, chunk, slot_bytes = 0;
-  /* Points: p holds n, or max(n, m) when the targets are p itself. */
-  size_t np = (size_t)(pl->q == pl->p && pl->m > pl->n ? pl->m : pl->n);
-  size_t free_b = 0, total_b = 0, budget;
+  size_t budget = 0;
+  int devs[GPU_MAX_DEVICES], ndev = 1;
   int64_t pend_c = -1; /* chunk whose host copy is pending, its stage */
   size_t pend_off = 0, pend_len = 0;
   int pend_s = 0, timed = 0;
@@ -400,33 +751,39 @@ extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
   chunk = d->slot[0].bytes;
   if (pl->gpu_chunk_bytes > 0 && (size_t)pl->gpu_chunk_bytes < chunk)
     chunk = (size_t)pl->gpu_chunk_bytes;
+
+  /* Other devices, when the result is worth spreading: then the lanes
+   * (gg_spread), each device's lanes consecutive. */
+  if (job && job->borrow && total >= (size_t)GG_LEND_CHUNKS * chunk)
+    ndev = geod_gpu_lend(dev, job->ngpu, gpu_count(), job->borrow, job->ctx,
+                         devs, GPU_MAX_DEVICES);
+  {
+    int per = job && job->lanes > 1 ? job->lanes : 1;
+    if (per > DEV_STAGE_SLOTS) per = DEV_STAGE_SLOTS;
+    if (job && job->nlanes) *job->nlanes = ndev * per;
+    if (ndev * per > 1) {
+      int ldev[GG_LANE_MAX], nl = 0;
+      for (int k = 0; k < ndev; k++)
+        for (int u = 0; u < per; u++) ldev[nl++] = devs[k];
+      rc = gg_spread(ldev, nl, pl, out, job, chunk, nonconv, e);
+      (void)cudaSetDevice(d->ordinal); /* the run's device current again */
+      goto fail;
+    }
+  }
+
   T_TRY(gg_events_create(&ev, e));
   have_ev = 1;
 
   /* Points up (small; pageable is fine), the Vincenty counter zeroed. */
   t0 = t_now_ms();
-  T_TRY(devmem_alloc(d, np * sizeof(geod_point), &bp, e));
+  T_TRY(gg_points_up(d, pl, &bp, &bq, &bnc, e));
   dp = (geod_point *)bp.ptr;
-  CU_TRY(cudaMemcpyAsync(dp, pl->p, np * sizeof(geod_point),
-                         cudaMemcpyHostToDevice, d->s_comp));
-  dq = dp;
-  if (pl->q != pl->p) {
-    T_TRY(devmem_alloc(d, (size_t)pl->m * sizeof(geod_point), &bq, e));
-    dq = (geod_point *)bq.ptr;
-    CU_TRY(cudaMemcpyAsync(dq, pl->q, (size_t)pl->m * sizeof(geod_point),
-                           cudaMemcpyHostToDevice, d->s_comp));
-  }
-  T_TRY(devmem_alloc(d, sizeof *dnc, &bnc, e));
+  dq = bq.ptr ? (geod_point *)bq.ptr : dp;
   dnc = (unsigned long long *)bnc.ptr;
-  CU_TRY(cudaMemsetAsync(dnc, 0, sizeof *dnc, d->s_comp));
-  CU_TRY(cudaStreamSynchronize(d->s_comp));
   if (job && job->t_h2d) *job->t_h2d += t_now_ms() - t0;
 
   /* Resident (SYM) when the square matrix fits the budget, else passes. */
-  CU_TRY(cudaMemGetInfo(&free_b, &total_b));
-  budget = (size_t)((double)free_b * 0.9);
-  if (pl->gpu_mem_limit > 0 && (size_t)pl->gpu_mem_limit < budget)
-    budget = (size_t)pl->gpu_mem_limit;
+  T_TRY(gg_budget(pl, &budget, e));
   mode = GG_ROWS;
   if (!pl->has_targets && !pl->condensed && total <= budget) {
     /* Resident; if the allocation fails after all, passes. */
@@ -443,7 +800,7 @@ extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
     }
   }
   if (mode != GG_SYM) {
-    mode = pl->condensed ? GG_COND : GG_ROWS;
+    mode = pl->condensed ? GG_COND : pl->has_targets ? GG_ROWS : GG_SQR;
     slot_bytes = budget / GG_NSLOT;
     if (slot_bytes > GG_SLOT_MAX) slot_bytes = GG_SLOT_MAX;
     nb = gg_bands(pl, mode, es, slot_bytes, &band);
@@ -474,7 +831,7 @@ extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
       const gg_band *x = &band[next];
       a.r0 = x->r0;
       a.r1 = x->r1;
-      a.c0 = mode == GG_ROWS ? 0 : x->r0;
+      a.c0 = mode == GG_ROWS || mode == GG_SQR ? 0 : x->r0;
       a.base0 = x->base0;
       if (mode == GG_SYM) {
         a.out = dout;
@@ -516,12 +873,7 @@ extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
       pend_s = s;
       pend_off = band[b].off + o;
       pend_len = len;
-      if (job && job->stopped && (rc = job->stopped(job->ctx)) != 0) {
-        terr_set(e, (terr_code)rc, "", -1, "%s",
-                 rc == T_ETIMEOUT ? "the job ran past its timeout"
-                                  : "the job was canceled");
-        goto fail;
-      }
+      T_TRY(gg_stopped(job, e));
     }
     if (mode != GG_SYM)
       CU_TRY(cudaEventRecord(ev.slot[b % GG_NSLOT], d->s_d2h));
@@ -552,6 +904,8 @@ fail:
   if (have_ev) gg_events_destroy(&ev);
   free(band);
   if (rc) (void)cudaGetLastError();
+  for (int k = 1; k < ndev; k++) /* borrowed: given back on every path */
+    if (job->give_back) job->give_back(job->ctx, devs[k]);
   dev_end(d, rc);
   return rc;
 }

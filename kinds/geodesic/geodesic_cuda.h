@@ -1,6 +1,8 @@
 /* geodesic_cuda.h — the C interface between kinds/geodesic/gpu.c (C) and
  * kinds/geodesic/geodesic.cu (C++): the job context as plain callbacks,
- * since C++ cannot read job_ctx's C11 atomics.
+ * since C++ cannot read job_ctx's C11 atomics; and geod_gpu_lend, the one
+ * loop that takes the devices the scheduler lends, shared by the matrix
+ * (geodesic.cu) and the query engine (query/query.cu).
  */
 #ifndef TESSEL_KINDS_GEODESIC_GEODESIC_CUDA_H
 #define TESSEL_KINDS_GEODESIC_GEODESIC_CUDA_H
@@ -17,10 +19,37 @@ typedef struct geod_gpu_job {
   void (*progress)(void *ctx, int64_t add); /* output chunks done */
   void (*progress_total)(void *ctx, int64_t add);
   double *t_h2d, *t_compute, *t_d2h;        /* ms to add to; NULL ok */
+  /* ctx->gpu_borrow / gpu_return (kinds/kinds.h); borrow NULL: the run's
+   * device only. ngpu: the devices the process has. */
+  int ngpu;
+  int (*borrow)(void *ctx, int dev);
+  void (*give_back)(void *ctx, int dev);
+  /* Tests: drive each device as this many lanes (0 or 1: one; at most
+   * DEV_STAGE_SLOTS), so that the spread over devices runs on one GPU. */
+  int lanes;
+  int *nlanes; /* tests (NULL ok): set to the lanes the call drove */
 } geod_gpu_job;
 
+/* The devices of a run spread over the host: devs[0] = own, then every
+ * device k < min(ngpu, usable), k != own, that borrow(ctx, k) lends, at
+ * most max in all. Returns the count (1 when borrow is NULL or refuses
+ * all). The caller gives devs[1..] back (give_back) before it returns,
+ * on every path. Runs on the run's thread (borrow's rule). */
+static inline int geod_gpu_lend(int own, int ngpu, int usable,
+                                int (*borrow)(void *ctx, int dev), void *ctx,
+                                int *devs, int max) {
+  int n = 1;
+  devs[0] = own;
+  if (!borrow) return n;
+  for (int k = 0; k < ngpu && k < usable && n < max; k++)
+    if (k != own && borrow(ctx, k) == 0) devs[n++] = k;
+  return n;
+}
+
 /* See gpu_geodesic (kinds/geodesic/gpu.h). job may be NULL (no stop, no
- * progress, no timings). */
+ * progress, no timings, no other devices). With devices lent, the output's
+ * bands of rows are spread over them (geodesic.cu); every one is given
+ * back before it returns. */
 int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
                   const geod_gpu_job *job, int64_t *nonconv, terr *e);
 

@@ -1,7 +1,10 @@
 /* kinds/geodesic/gpu.c — gpu_geodesic in a CUDA build: wraps the job_ctx (C11
- * atomics, unreadable from C++) into the callbacks of geod_gpu_job and
- * calls kinds/geodesic/geodesic.cu. Empty without CUDA (kinds/geodesic/gpu_none.c
- * answers then). Runs on the calling (GPU worker) thread. */
+ * atomics, unreadable from C++) into the callbacks of geod_gpu_job —
+ * stop, progress, and the scheduler's gpu_borrow / gpu_return, through
+ * which the matrix spreads over the host's GPUs — and calls
+ * kinds/geodesic/geodesic.cu. Empty without CUDA (kinds/geodesic/gpu_none.c
+ * answers then). Runs on the calling (GPU worker) thread; so do all the
+ * callbacks. */
 #include "kinds/geodesic/gpu.h"
 
 #if TESSEL_HAVE_CUDA
@@ -20,10 +23,30 @@ static void cb_progress_total(void *c, int64_t add) {
   atomic_fetch_add(&ctx->progress_total, add);
 }
 
+static int cb_borrow(void *c, int dev) {
+  job_ctx *ctx = c;
+  return ctx->gpu_borrow(ctx, dev);
+}
+
+static void cb_give_back(void *c, int dev) {
+  job_ctx *ctx = c;
+  if (ctx->gpu_return) ctx->gpu_return(ctx, dev);
+}
+
 int gpu_geodesic(int dev, const geod_plan *pl, tarray *out, job_ctx *ctx,
                  int64_t *nonconv, terr *e) {
-  geod_gpu_job job = {ctx, cb_stopped, cb_progress, cb_progress_total,
-                      &ctx->t_h2d, &ctx->t_compute, &ctx->t_d2h};
+  geod_gpu_job job = {ctx,
+                      cb_stopped,
+                      cb_progress,
+                      cb_progress_total,
+                      &ctx->t_h2d,
+                      &ctx->t_compute,
+                      &ctx->t_d2h,
+                      ctx->ngpu,
+                      ctx->gpu_borrow ? cb_borrow : NULL,
+                      cb_give_back,
+                      0,
+                      NULL};
   return cuda_geodesic(dev, pl, out, &job, nonconv, e);
 }
 

@@ -12,6 +12,8 @@
  * error into a terr (T_EDEVICE, or T_ENOMEM when device or pinned memory
  * runs out): the job fails, the process goes on. Runs on the device's
  * worker thread; concurrent calls for the same device are serialised.
+ * Large results spread over every GPU ctx->gpu_borrow lends (each given
+ * back with ctx->gpu_return before it returns), with the same bits.
  */
 #ifndef TESSEL_KINDS_GEODESIC_GPU_H
 #define TESSEL_KINDS_GEODESIC_GPU_H

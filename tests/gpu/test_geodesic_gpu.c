@@ -16,10 +16,19 @@
  *    diagonal; vincenty (NaN count equal to the host's) and haversine too;
  *  - float32 output equal to the float64 result rounded once;
  *  - matrices forced into several passes (a small device-memory budget and
- *    small pinned chunks), square, condensed and targets, equal to the
- *    resident result;
+ *    small pinned chunks), square and condensed bitwise equal to the
+ *    resident result, targets within 1 nm (their pairs (i, j), j < i, run
+ *    in the other order);
  *  - error paths: a device that does not exist and a cancel between chunks
- *    fail the call with T_EDEVICE / T_ECANCELED, and the next call works.
+ *    fail the call with T_EDEVICE / T_ECANCELED, and the next call works;
+ *  - spread over devices (job->borrow, job->lanes): with a fake lender of
+ *    device 1 (on 2 GPUs; skipped, saying so, on one), two lanes on device
+ *    0 (the streams shared, the pinned slots and memory split: safe on any
+ *    GPU), and both: square f64 / f32, condensed f64 / f32, targets
+ *    f64 / f32 and vincenty bitwise equal to the one-device matrix, the
+ *    same non-converged count, the lanes driven as asked, every borrowed
+ *    device given back once; a cancel after the first chunk stops the
+ *    call and gives them back; no lender: one device.
  * --quick runs small sizes only (for compute-sanitizer).
  */
 #include <stdint.h>
@@ -28,6 +37,7 @@
 #include "kinds/geodesic/plan.h"
 
 #if TESSEL_HAVE_CUDA
+#include "gpu/gpu.h"
 #include "kinds/geodesic/geodesic_cuda.h"
 #endif
 #if TESSEL_HAVE_PROJ
@@ -195,7 +205,8 @@ static int gpu_run(const geod_plan *pl, tarray **out, int64_t *nc,
                    cb_state *st, terr *e) {
   cb_state local = {0, 0, 0};
   if (!st) st = &local;
-  geod_gpu_job job = {st, cb_stopped, cb_progress, cb_total, NULL, NULL, NULL};
+  geod_gpu_job job = {st,   cb_stopped, cb_progress, cb_total, NULL, NULL,
+                      NULL, 0,          NULL,        NULL,     0,    NULL};
   *out = poisoned(pl);
   if (!*out) return terr_set(e, T_ENOMEM, "", -1, "no memory");
   int64_t ncl = 0;
@@ -336,15 +347,14 @@ TEST(test_gpu_passes) {
   CHECK(gpu_run(&p, &r, NULL, &st, &e) == 0);
   if (r) {
     CHECK(count_poison(r) == 0);
-    double maxd = 0;
-    for (int64_t k = 0; k < r->size; k++) {
-      double d = fabs(((double *)r->data)[k] - ((double *)g_sym64->data)[k]);
-      if (!(d <= maxd)) maxd = isnan(d) ? INFINITY : d;
-    }
-    printf("square in passes: %lld chunks, max |passes - resident| %.3g m\n",
-           (long long)st.total, maxd);
+    int64_t diff = 0; /* SQR gives each element SYM's arguments */
+    for (int64_t k = 0; k < r->size; k++)
+      diff += memcmp((double *)r->data + k, (double *)g_sym64->data + k, 8) != 0;
+    printf("square in passes: %lld chunks, %lld elements not bitwise equal to "
+           "the resident matrix\n",
+           (long long)st.total, (long long)diff);
     CHECK(st.total > 20 && st.done == st.total);
-    CHECK(maxd <= 1e-9);
+    CHECK(diff == 0);
     tarray_free(r);
   }
   /* condensed, in passes: pdist order of the same matrix */
@@ -354,11 +364,11 @@ TEST(test_gpu_passes) {
   CHECK(gpu_run(&p, &r, NULL, NULL, &e) == 0);
   if (r) {
     CHECK(count_poison(r) == 0);
-    int64_t k = 0, bad = 0;
+    int64_t k = 0, bad = 0; /* the same pairs as SYM's: the same bits */
     for (int i = 0; i < NSQ; i++)
       for (int j = i + 1; j < NSQ; j++, k++)
-        bad += fabs(((double *)r->data)[k] -
-                    ((double *)g_sym64->data)[i * NSQ + j]) > 1e-9;
+        bad += memcmp((double *)r->data + k,
+                      (double *)g_sym64->data + (size_t)i * NSQ + j, 8) != 0;
     CHECK(bad == 0);
     tarray_free(r);
   }
@@ -447,6 +457,163 @@ TEST(test_gpu_errors) {
   tarray_free(r);
 }
 
+/* ---- spread over devices ------------------------------------------------ */
+
+/* The scheduler's part, faked: lends device `lend` (one holder at a time)
+ * and counts what is borrowed and given back. st first: the stop and
+ * progress callbacks read the same ctx as a cb_state. */
+typedef struct lender {
+  cb_state st;
+  int lend, held, borrowed, returned, wrong;
+} lender;
+static int lend_borrow(void *c, int dev) {
+  lender *l = c;
+  if (dev != l->lend || l->held) return -1;
+  l->held = 1;
+  l->borrowed++;
+  return 0;
+}
+static void lend_give_back(void *c, int dev) {
+  lender *l = c;
+  if (dev != l->lend || !l->held) l->wrong++;
+  l->held = 0;
+  l->returned++;
+}
+
+static int g_ngpu;
+
+/* Run a plan on device 0 with device `lend` lendable and `lanes` lanes a
+ * device, into a fresh poisoned array; *nl: the lanes driven. */
+static int spread_run(const geod_plan *pl, int lend, int lanes, lender *l,
+                      tarray **out, int64_t *nc, int *nl, terr *e) {
+  geod_gpu_job job = {l,      cb_stopped,     cb_progress, cb_total, NULL,
+                      NULL,   NULL,           g_ngpu,      lend_borrow,
+                      lend_give_back, lanes,  nl};
+  int64_t ncl = 0;
+  l->lend = lend;
+  *out = poisoned(pl);
+  if (!*out) return terr_set(e, T_ENOMEM, "", -1, "no memory");
+  int rc = cuda_geodesic(0, pl, *out, &job, nc ? nc : &ncl, e);
+  if (rc) {
+    tarray_free(*out);
+    *out = NULL;
+  }
+  return rc;
+}
+
+/* Square (resident on one device), float32, condensed, targets and
+ * vincenty, each spread over the lanes of a variant, bitwise equal to the
+ * one-device matrix; the devices lent all given back; a cancel mid-way
+ * stops the call and gives them back too. */
+TEST(test_gpu_spread) {
+  if (!g_sym64) return;
+  struct {
+    int lend, lanes;
+    const char *what;
+  } var[3] = {{1, 1, "device 1 lent"},
+              {-1, 2, "two lanes on device 0"},
+              {1, 2, "device 1 lent, two lanes a device"}};
+  terr e;
+  double *vp = random_points(g_quick ? 150 : 400, 12);
+  geod_plan *vin = NULL;
+  CHECK(geod_plan_build(GEOD_VINCENTY, GEOD_WGS84_A, GEOD_WGS84_F, 6371008.8,
+                        1, 0, T_F64, vp, g_quick ? 150 : 400, NULL, 0, &vin,
+                        &e) == 0);
+  free(vp);
+  if (!vin) return;
+  /* The cases, small chunks so that each result holds many. */
+  enum { NCASE = 7 };
+  geod_plan pc[NCASE];
+  const char *names[NCASE] = {"square f64", "square f32", "condensed f64",
+                              "condensed f32", "targets f64", "targets f32",
+                              "vincenty square"};
+  for (int c = 0; c < NCASE; c++) {
+    pc[c] = c == 6 ? *vin : *g_sym_plan;
+    pc[c].gpu_chunk_bytes = g_quick ? 4 << 10 : 64 << 10;
+    if (c % 2 == 1 && c < 6) pc[c].dtype = T_F32;
+    if (c == 2 || c == 3) {
+      pc[c].condensed = 1;
+      pc[c].ndim = 1;
+      pc[c].shape[0] = (int64_t)NSQ * (NSQ - 1) / 2;
+    }
+    if (c == 4 || c == 5) {
+      pc[c].has_targets = 1;
+      pc[c].n = NSQ / 3;
+      pc[c].shape[0] = NSQ / 3;
+    }
+  }
+  /* The one-device references (square f64: the resident g_sym64). */
+  tarray *ref[NCASE] = {0};
+  int64_t ref_nc[NCASE] = {0};
+  for (int c = 1; c < NCASE; c++)
+    CHECK_MSG(gpu_run(&pc[c], &ref[c], &ref_nc[c], NULL, &e) == 0, "%s: %s",
+              names[c], e.message);
+  ref[0] = g_sym64;
+  for (int v = 0; v < 3; v++) {
+    if (var[v].lend == 1 && g_ngpu < 2) {
+      printf("spread, %s: skipped (%d GPU)\n", var[v].what, g_ngpu);
+      continue;
+    }
+    int want_nl = (var[v].lend == 1 ? 2 : 1) * var[v].lanes;
+    for (int c = 0; c < NCASE; c++) {
+      if (!ref[c]) continue;
+      lender l;
+      memset(&l, 0, sizeof l);
+      tarray *r = NULL;
+      int64_t nc = -1;
+      int nl = 0;
+      int rc = spread_run(&pc[c], var[v].lend, var[v].lanes, &l, &r, &nc, &nl,
+                          &e);
+      CHECK_MSG(rc == 0, "%s, %s: %s", var[v].what, names[c], e.message);
+      CHECK(l.borrowed == l.returned && !l.held && l.wrong == 0);
+      CHECK(l.borrowed == (var[v].lend == 1 ? 1 : 0));
+      CHECK_MSG(nl == want_nl, "%s, %s: %d lanes", var[v].what, names[c], nl);
+      if (!r) continue;
+      size_t bytes = (size_t)r->size * tdtype_size(r->dtype);
+      int same = r->size == ref[c]->size &&
+                 memcmp(r->data, ref[c]->data, bytes) == 0;
+      printf("spread, %s, %s: %lld chunks, %s the one-device matrix\n",
+             var[v].what, names[c], (long long)l.st.total,
+             same ? "bitwise equal to" : "DIFFERENT from");
+      CHECK(same);
+      CHECK(l.st.done == l.st.total && l.st.total >= 4);
+      CHECK(nc == ref_nc[c]);
+      if (c == 6) CHECK(nc > 0);
+      tarray_free(r);
+    }
+    /* A cancel after the first chunk: stopped, the devices given back,
+     * and the next call is whole again. */
+    lender l;
+    memset(&l, 0, sizeof l);
+    l.st.stop_after = 1;
+    tarray *r = NULL;
+    int nl = 0;
+    int rc = spread_run(&pc[0], var[v].lend, var[v].lanes, &l, &r, NULL, &nl,
+                        &e);
+    printf("spread, %s: canceled after %lld of %lld chunks: rc %d\n",
+           var[v].what, (long long)l.st.done, (long long)l.st.total, rc);
+    CHECK(rc == T_ECANCELED && r == NULL);
+    CHECK(l.st.done >= 1 && l.st.done < l.st.total);
+    CHECK(l.borrowed == l.returned && !l.held && l.wrong == 0);
+    memset(&l, 0, sizeof l);
+    CHECK(spread_run(&pc[0], var[v].lend, var[v].lanes, &l, &r, NULL, &nl,
+                     &e) == 0);
+    if (r) CHECK(memcmp(r->data, g_sym64->data, (size_t)r->size * 8) == 0);
+    tarray_free(r);
+  }
+  /* Without a lender, or when it refuses, one device as before. */
+  lender l;
+  memset(&l, 0, sizeof l);
+  tarray *r = NULL;
+  int nl = 0;
+  CHECK(spread_run(&pc[0], -1, 1, &l, &r, NULL, &nl, &e) == 0);
+  CHECK(nl == 1 && l.borrowed == 0 && l.returned == 0);
+  if (r) CHECK(memcmp(r->data, g_sym64->data, (size_t)r->size * 8) == 0);
+  tarray_free(r);
+  for (int c = 1; c < NCASE; c++) tarray_free(ref[c]);
+  geod_plan_free(vin);
+}
+
 int main(int argc, char **argv) {
   const char *ref = NULL, *wref = NULL;
   for (int i = 1; i < argc; i++) {
@@ -470,13 +637,15 @@ int main(int argc, char **argv) {
   terr_clear(&e);
   if (cuda_geodesic_probe(0, name, sizeof name, &e) != 0)
     SKIP_ALL("%s", e.message);
-  printf("device 0: %s\n", name);
+  g_ngpu = gpu_count();
+  printf("device 0: %s; %d GPU(s)\n", name, g_ngpu);
   RUN(test_gpu_accuracy_vs_geographiclib);
   RUN(test_gpu_square_vs_host);
   RUN(test_gpu_float32);
   RUN(test_gpu_passes);
   RUN(test_gpu_other_methods);
   RUN(test_gpu_errors);
+  RUN(test_gpu_spread);
   tarray_free(g_sym64);
   geod_plan_free(g_sym_plan);
   free(g_sample);

@@ -83,6 +83,7 @@
 #include <cub/device/device_segmented_sort.cuh>
 
 #include "gpu/devctx.h"
+#include "kinds/geodesic/geodesic_cuda.h" /* geod_gpu_lend */
 #include "kinds/geodesic/pair_dev.cuh"
 #include "kinds/geodesic/query/query_cuda.h"
 
@@ -1144,15 +1145,16 @@ extern "C" int cuda_geoq(int dev, const geod_plan *pl, const geoq *q,
   if (job && job->t_index) *job->t_index += t_now_ms() - t_ix;
 
   /* The devices: the run's, then every one the scheduler lends. */
-  r->dv[0].dev = dev;
-  r->ndev = 1;
-  if (job && job->borrow && n >= 64)
-    for (int k = 0; k < job->ngpu && k < ng && r->ndev < GQ_MAX_DEV; k++) {
-      if (k == dev || job->borrow(job->ctx, k) != 0) continue;
-      r->dv[r->ndev].dev = k;
-      r->dv[r->ndev].borrowed = 1;
-      r->ndev++;
+  {
+    int devs[GQ_MAX_DEV];
+    r->ndev = geod_gpu_lend(dev, job ? job->ngpu : 0, ng,
+                            job && n >= 64 ? job->borrow : NULL,
+                            job ? job->ctx : NULL, devs, GQ_MAX_DEV);
+    for (int k = 0; k < r->ndev; k++) {
+      r->dv[k].dev = devs[k];
+      r->dv[k].borrowed = k > 0;
     }
+  }
   /* Chunks: several per device for balance, at least GQ_CHUNK_MIN. */
   r->cq = (n + 4 * r->ndev - 1) / (4 * r->ndev);
   if (r->ndev == 1 && r->cq < GQ_CHUNK_MIN) r->cq = GQ_CHUNK_MIN;
