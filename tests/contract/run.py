@@ -17,7 +17,8 @@ to POST /v1/jobs that the server accepts validates against JobSubmit, and
 bodies the per-kind union must refuse (a map job with matmul's params, an
 ellipsoid with |f| > 1/50) fail it.
 It also asserts what the contract says beyond shapes: an unknown query
-parameter is 400 naming it, on every route; ?limit_rows gives the whole
+parameter is 400 naming it, on every route, and every parameter the spec
+gives a route is taken; ?limit_rows gives the whole
 "shape", "rows" and X-Total-Rows; numbers are the shortest text that reads
 back (0.1, 1/3, 1e-300) and int64 results are exact beyond 2^53.
 Exit 77 (skipped) when python3-jsonschema is missing.
@@ -347,6 +348,20 @@ def run():
     st, _, _, d = call("POST", "/v1/arrays?bogus=1", raw=b"[1]", ctype="application/json", want=400)
     if error_field(d) != "bogus":
         fail("POST /v1/arrays?bogus=1: field %r" % error_field(d))
+
+    # every query parameter the spec gives a route, the server takes (a bad
+    # value may be 400, never "unknown query parameter")
+    for t, item in SPEC["paths"].items():
+        for m, op in item.items():
+            for prm in op.get("parameters", []):
+                if prm.get("in") != "query":
+                    continue
+                path = t.replace("{id}", mid if "jobs" in t else aid).replace("{name}", "index")
+                st, _, body, d = call(m.upper(), "%s?%s=1" % (path, prm["name"]),
+                                      raw=b"[1]" if m == "post" else None,
+                                      ctype="application/json" if m == "post" else None)
+                if st == 400 and b"unknown query parameter" in body:
+                    fail("%s %s: the spec's parameter %s is refused" % (m, t, prm["name"]))
 
     # ---- other errors
     call("GET", "/v1/jobs/j_nope", want=404)
