@@ -212,6 +212,13 @@ int api_arrays_register(http_server *srv, api_ctx *ctx, terr *e) {
   rc |= http_route(srv, "GET", "/v1/arrays/{id}", handle_get, ctx, HTTP_AUTH);
   rc |= http_route(srv, "DELETE", "/v1/arrays/{id}", handle_delete, ctx, HTTP_AUTH);
   rc |= http_route(srv, "GET", "/v1/arrays/{id}/data", handle_data, ctx, HTTP_AUTH);
+  /* The query parameters each route takes (any other is 400). */
+  static const char *const upload[] = {"dtype", NULL};
+  static const char *const list[] = {"limit", "cursor", NULL};
+  static const char *const data[] = {"format", "limit_rows", NULL};
+  rc |= http_route_query(srv, "POST", "/v1/arrays", upload);
+  rc |= http_route_query(srv, "GET", "/v1/arrays", list);
+  rc |= http_route_query(srv, "GET", "/v1/arrays/{id}/data", data);
   if (rc) return terr_set(e, T_EINTERNAL, "", -1, "cannot register array routes");
   return T_OK;
 }

@@ -13,7 +13,7 @@
  * backends' names (kinds/names.c). The local directories are the caller's
  * own (jobs_local_dirs): with tokens, only DIR/<token name>.
  *
- * Like the other GET routes it ignores query parameters it does not know.
+ * It takes no query parameter (400 naming one, as on every route; http/).
  * Needs a token when tokens are configured (HTTP_AUTH).
  *
  * Threads: MHD worker threads; everything read is constant after start

@@ -4,7 +4,9 @@
  * Negotiation: ?format=json|npy|csv wins, else the Accept header
  * (application/x-npy, application/octet-stream -> npy; text/csv -> csv;
  * application/json, any type or no header -> json); anything else is 406.
- * Transformations: ?limit_rows=N (the first N rows, for previews) and, for
+ * Transformations: ?limit_rows=N (the first N rows, for previews: the
+ * answer says the whole array's rows in X-Total-Rows, and JSON keeps the
+ * whole "shape" beside "rows", the rows sent) and, for
  * a result whose kind names its layout (jobs_result_get), square <->
  * condensed (array/layout.h).
  *
@@ -135,6 +137,8 @@ typedef struct view {
   int ndim;        /* the array as sent */
   int64_t shape[T_MAXDIM];
   int64_t size;
+  int cut;         /* limit_rows was asked (ndim > 0): say the full rows */
+  int64_t full_rows; /* shape[0] before the cut */
 } view;
 
 /* The array as sent, from the stored one and the query; errors as the
@@ -152,8 +156,9 @@ static int view_plan(const src *s, int relayout, int from, int to,
     if (rc) return rc;
     v->mode = to == TLAYOUT_SQUARE ? V_CD2SQ : V_SQ2CD;
   }
-  if (limit_rows >= 0 && v->ndim > 0 && limit_rows < v->shape[0])
-    v->shape[0] = limit_rows;
+  v->full_rows = v->ndim > 0 ? v->shape[0] : 1;
+  v->cut = limit_rows >= 0 && v->ndim > 0;
+  if (v->cut && limit_rows < v->shape[0]) v->shape[0] = limit_rows;
   v->size = tshape_size(v->ndim, v->shape, INT64_MAX);
   if (v->size < 0)
     return terr_set(e, T_EINVAL, "layout", -1, "the matrix is too large");
@@ -350,12 +355,19 @@ static int stream_refill(stream_state *st) {
   } else {
     switch (st->stage) {
       case 0: {
-        char shape[256];
-        tshape_str(v->ndim, v->shape, shape, sizeof shape);
+        /* "shape" is the whole array's; after a cut, "rows" says how many
+         * rows "data" holds. */
+        char shape[256], rows[40] = "";
+        int64_t full[T_MAXDIM];
+        memcpy(full, v->shape, sizeof full);
+        if (v->ndim > 0) full[0] = v->full_rows;
+        tshape_str(v->ndim, full, shape, sizeof shape);
         for (char *s = shape; *s; s++)
           if (*s == ' ') memmove(s, s + 1, strlen(s));
-        n = (size_t)snprintf(p, cap, "{\"dtype\":\"%s\",\"shape\":%s,\"data\":%s",
-                             tdtype_name(v->dt), shape, v->ndim == 0 ? "" : "[");
+        if (v->cut)
+          snprintf(rows, sizeof rows, ",\"rows\":%lld", (long long)v->shape[0]);
+        n = (size_t)snprintf(p, cap, "{\"dtype\":\"%s\",\"shape\":%s%s,\"data\":%s",
+                             tdtype_name(v->dt), shape, rows, v->ndim == 0 ? "" : "[");
         st->stage = st->items == 0 ? 2 : 1;
         break;
       }
@@ -521,6 +533,15 @@ static int parse_array_query(http_req *r, const char *layout_from,
   return T_OK;
 }
 
+/* After ?limit_rows: X-Total-Rows, the rows of the whole array (of the
+ * layout asked for), in every format. */
+static void say_total_rows(http_req *r, const view *v) {
+  if (!v->cut) return;
+  char n[24];
+  snprintf(n, sizeof n, "%lld", (long long)v->full_rows);
+  http_add_header(r, "X-Total-Rows", n);
+}
+
 /* Is the array as sent the stored one, unchanged (a cut that cuts
  * nothing)? Then an npy answer is the stored bytes themselves. */
 static int view_is_whole(const src *s, const view *v) {
@@ -577,6 +598,7 @@ void api_reply_array_file(http_req *r, api_ctx *ctx, const char *path,
     http_reply_error(r, &e);
     return;
   }
+  say_total_rows(r, &v);
   if (q.fmt == FMT_NPY && view_is_whole(&s, &v)) {
     int fd = s.fd;
     s.fd = -1;
@@ -607,6 +629,7 @@ void api_reply_array_npy(http_req *r, api_ctx *ctx, char *npy, size_t len,
     http_reply_error(r, &e);
     return;
   }
+  say_total_rows(r, &v);
   if (q.fmt == FMT_NPY && view_is_whole(&s, &v)) {
     src_close(&s);
     http_reply_buffer(r, 200, "application/x-npy", npy, len);

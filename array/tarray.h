@@ -116,7 +116,8 @@ static inline void tarray_set(tarray *a, int64_t i, double v) {
 
 /* One element (raw, at elem: any alignment) as text, the one way every
  * writer of results formats numbers (csv.c, jarray.c, api/results.c):
- * float64 %.17g and float32 %.9g (they read back exactly), int64 as an
+ * a float as the shortest text that reads back to the same value (0.1,
+ * not 0.10000000000000001; at most %.17g, float32 %.9g), int64 as an
  * integer (42, never 42.0; exact beyond 2^53). A NaN or an infinity is
  * null when json, else nan / inf / -inf. cap >= TNUM_FMT_MAX; returns the
  * length written (no NUL counted). */

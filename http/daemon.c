@@ -182,6 +182,15 @@ int http_route(http_server *s, const char *method, const char *pattern,
   return http_route_sink(s, method, pattern, h, NULL, ud, flags);
 }
 
+int http_route_query(http_server *s, const char *method, const char *pattern,
+                     const char *const *names) {
+  terr e;
+  if (s->d) return T_ECONFLICT;
+  int rc = route_set_query(&s->routes, method, pattern, names, &e);
+  if (rc != T_OK) log_error("http: %s", e.message);
+  return rc;
+}
+
 /* Fill ss from s->listen and the port; sets *v6 (1: IPv6, 2: "::"). */
 static int listen_addr(http_server *s, struct sockaddr_storage *ss,
                        socklen_t *len, int *v6, terr *e) {

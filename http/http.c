@@ -285,6 +285,10 @@ static enum MHD_Result req_begin(http_server *s, http_req *r,
                 : "this route needs \"Authorization: Bearer <token>\"");
     }
   }
+  const char *unknown = route_query_unknown(rt, &r->query);
+  if (unknown)
+    return req_early_error(r, c, 0, T_EINVAL, unknown, -1,
+                           "unknown query parameter '%s'", unknown);
   if ((rt->flags & HTTP_JSON) && guard_content_type(r, &e) != T_OK)
     return req_early_terr(r, c, 0, &e);
   r->body_limit = (uint64_t)((rt->flags & HTTP_UPLOAD) ? s->cfg.max_upload

@@ -69,6 +69,12 @@ int http_server_create(const http_config *cfg, http_server **out, terr *e);
  * with Allow; no pattern: 404 (JSON error). */
 int http_route(http_server *s, const char *method, const char *pattern,
                http_handler h, void *ud, int flags);
+/* The query parameters a registered route takes: `names` is a NULL-ended
+ * list of static strings (borrowed for the server's life). A request with
+ * any other name is answered 400 (`field` the name) after the token check
+ * and before its body is read; a route never given a list takes none. */
+int http_route_query(http_server *s, const char *method, const char *pattern,
+                     const char *const *names);
 /* A streamed body: instead of collecting the body into memory, the server
  * hands it to the route's sink piece by piece as it reads it from the
  * socket (one piece: what one read brought, up to the connection's buffer).

@@ -51,6 +51,9 @@ typedef struct route_ent {
   const http_sink *sink; /* NULL: the body is collected */
   void *ud;
   int flags;
+  /* The query parameters the route takes (http_route_query): a NULL-ended
+   * list of static strings, or NULL for none; any other name is 400. */
+  const char *const *query;
 } route_ent;
 
 typedef struct route_table {
@@ -77,6 +80,14 @@ int route_add(route_table *t, const char *method, const char *pattern,
               http_handler h, const http_sink *sink, void *ud, int flags,
               terr *e);
 void route_table_free(route_table *t);
+/* Set the query names of the route (method, pattern); T_ENOTFOUND when it
+ * was not registered. */
+int route_set_query(route_table *t, const char *method, const char *pattern,
+                    const char *const *names, terr *e);
+/* The first query name of r that its route does not take, or NULL. */
+struct http_hdrs;
+const char *route_query_unknown(const route_ent *rt,
+                                const struct http_hdrs *query);
 /* Split the raw (still %-encoded) path into decoded segments. "/" is zero
  * segments. Errors (T_EINVAL): bad %-escape, %00, too many segments. */
 int route_split(const char *raw, path_segs *out, terr *e);

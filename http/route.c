@@ -13,6 +13,8 @@
  * registered. When the path matches but no route has the method, the
  * result carries the Allow list: every method of every matching pattern
  * (plus HEAD when GET is there), in registration order, without repeats.
+ * Each route lists the query parameters it takes (route_set_query; none by
+ * default): route_query_unknown names the first one it does not.
  *
  * Threads: the table is filled before http_server_start and only read
  * afterwards, from any MHD thread, without a lock.
@@ -150,6 +152,30 @@ nomem:
 fail:
   route_ent_free(&r);
   return e ? (int)e->code : T_EINVAL;
+}
+
+int route_set_query(route_table *t, const char *method, const char *pattern,
+                    const char *const *names, terr *e) {
+  for (size_t i = 0; i < t->n; i++)
+    if (strcmp(t->v[i].pattern, pattern) == 0 &&
+        strcmp(t->v[i].method, method) == 0) {
+      t->v[i].query = names;
+      return T_OK;
+    }
+  return terr_set(e, T_ENOTFOUND, "route", -1, "%s %s is not registered",
+                  method, pattern);
+}
+
+const char *route_query_unknown(const route_ent *rt,
+                                const struct http_hdrs *query) {
+  for (size_t i = 0; i < query->n; i++) {
+    const char *k = query->v[i].k;
+    bool known = false;
+    for (const char *const *q = rt->query; q && *q && !known; q++)
+      known = strcmp(*q, k) == 0;
+    if (!known) return k;
+  }
+  return NULL;
 }
 
 void route_table_free(route_table *t) {

@@ -54,6 +54,12 @@ if(NOT TESSEL_FUZZ)
       COMMAND ${TESSEL_PYTHON3} ${CMAKE_SOURCE_DIR}/tests/hostile/run.py $<TARGET_FILE:tesseld>)
     set_tests_properties(hostile/suite PROPERTIES LABELS hostile TIMEOUT 900
       ENVIRONMENT "TESSEL_WEB_DIR=${CMAKE_SOURCE_DIR}/web")
+    # api/openapi.json against the live answers of every route (success and
+    # error); skipped (77) without Debian's python3-jsonschema.
+    add_test(NAME integration/contract
+      COMMAND ${TESSEL_PYTHON3} ${CMAKE_SOURCE_DIR}/tests/contract/run.py $<TARGET_FILE:tesseld>)
+    set_tests_properties(integration/contract PROPERTIES LABELS integration
+      TIMEOUT 300 SKIP_RETURN_CODE 77)
   endif()
 
   # The Python client (clients/python) against the real daemon; skipped

@@ -29,8 +29,8 @@
  * here (csv_int.h); it is the upload path, and csv_parse its reference in
  * tests and the differential fuzzer.
  *
- * Writing: tnum_fmt (array/tarray.h): %.17g (float64) / %.9g (float32),
- * so that values read back exactly, int64 results as integers; nan and inf
+ * Writing: tnum_fmt (array/tarray.h): the shortest text that reads back
+ * exactly (0.1, at most %.17g / float32 %.9g), int64 results as integers; nan and inf
  * are written as nan, inf, -inf.
  *
  * Ownership: *out is the caller's. No shared state; any thread.

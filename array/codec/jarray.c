@@ -14,8 +14,8 @@
  * job's inline inputs never fail at run time for what the check accepted.
  *
  * Writing: jarray_to_json builds a json_t (small results); jarray_write
- * streams the same text through a 64 KiB buffer (big results), %.17g for
- * float64 and %.9g for float32, int64 results as integers (tnum_fmt), NaN
+ * streams the same text through a 64 KiB buffer (big results), floats as the
+ * shortest text that reads back exactly, int64 results as integers (tnum_fmt), NaN
  * and Inf as null.
  *
  * Ownership: *out and jarray_to_json's result are the caller's. No shared

@@ -5,8 +5,8 @@
  *    on the command line (a daemon started with a non-default value for
  *    every option the answer shows), the derived ones as the daemon derives
  *    them; the ?wait cap it states is the one POST /v1/jobs enforces;
- *    features.cuda agrees with /v1/devices; unknown query parameters are
- *    ignored as on the other GET routes; POST is 405;
+ *    features.cuda agrees with /v1/devices; an unknown query parameter
+ *    is 400 naming it, as on every route; POST is 405;
  *  - the served /openapi.json has the route, and its Info schema names
  *    exactly the keys of the answer (each object: properties == required ==
  *    the keys given), so the spec cannot drift from the answer;
@@ -113,7 +113,10 @@ TEST(fields_and_flags) {
                   "444", "--conn-timeout", "55", "--header-timeout", "9",
                   "--min-body-rate", "1000", "--local-dir", d1, "--local-dir",
                   d2, NULL) == 0);
-  json_t *j = get_info(&s, "?unknown=1");
+  resp u = req(&s, "GET", "/v1/info?unknown=1", NULL, NULL);
+  CHECK(is_error(&u, 400, "invalid_argument", "unknown"));
+  resp_free(&u);
+  json_t *j = get_info(&s, NULL);
   CHECK(j != NULL);
   if (!j) {
     srv_cleanup(&s);

@@ -6,7 +6,11 @@
  *    of an array large enough to cross every buffer boundary, in npy, JSON
  *    and CSV, float64 and float32, against references built here (the npy
  *    header from npy_header, the same writer the stored files use; JSON and
- *    CSV with %.17g / %.9g as API.md says). The same for the geodesic
+ *    CSV with the fewest significant digits that read back to the value,
+ *    found here by trying every precision from 1 up, written in %g's
+ *    notation at 15 digits (float32: 6), as API.md says). A cut says the
+ *    whole array's rows: X-Total-Rows in every format, and in JSON the
+ *    whole "shape" beside "rows", the rows sent. The same for the geodesic
  *    layout switch both ways (square <-> condensed), with and without a
  *    cut, against a reference computed here from the stored result.
  * 2. Zero-size shapes in JSON: [2,0] -> [[],[]], [0,3] -> [], [2,0,3] ->
@@ -100,21 +104,30 @@ static void tnum(text *t, double v, tdtype dt, int json) {
   char b[64];
   if (isnan(v)) snprintf(b, sizeof b, "%s", json ? "null" : "nan");
   else if (isinf(v)) snprintf(b, sizeof b, "%s", json ? "null" : (v > 0 ? "inf" : "-inf"));
-  else snprintf(b, sizeof b, dt == T_F32 ? "%.9g" : "%.17g", v);
+  else { /* the fewest digits that read back, in %g's notation at 15 (6) */
+    int p = 1, lo = dt == T_F32 ? 6 : 15;
+    for (; p < 17; p++) {
+      snprintf(b, sizeof b, "%.*g", p, v);
+      if (dt == T_F32 ? strtof(b, NULL) == (float)v : strtod(b, NULL) == v) break;
+    }
+    snprintf(b, sizeof b, "%.*g", p > lo ? p : lo, v);
+  }
   tstr(t, b);
 }
 
 /* The JSON the API gives for a non-empty 1-D or 2-D array. */
+/* full: the whole array's rows after a cut (limit_rows), else -1. */
 static void ref_json(text *t, tdtype dt, int ndim, const int64_t *shape,
-                     const double *v) {
-  char b[128];
+                     int64_t full, const double *v) {
+  char b[160], nrows[40] = "";
+  long long r0 = (long long)(full >= 0 ? full : shape[0]);
+  if (full >= 0) snprintf(nrows, sizeof nrows, ",\"rows\":%lld", (long long)shape[0]);
   if (ndim == 1)
-    snprintf(b, sizeof b, "{\"dtype\":\"%s\",\"shape\":[%lld],\"data\":[",
-             dt == T_F32 ? "float32" : "float64", (long long)shape[0]);
+    snprintf(b, sizeof b, "{\"dtype\":\"%s\",\"shape\":[%lld]%s,\"data\":[",
+             dt == T_F32 ? "float32" : "float64", r0, nrows);
   else
-    snprintf(b, sizeof b, "{\"dtype\":\"%s\",\"shape\":[%lld,%lld],\"data\":[",
-             dt == T_F32 ? "float32" : "float64", (long long)shape[0],
-             (long long)shape[1]);
+    snprintf(b, sizeof b, "{\"dtype\":\"%s\",\"shape\":[%lld,%lld]%s,\"data\":[",
+             dt == T_F32 ? "float32" : "float64", r0, (long long)shape[1], nrows);
   tstr(t, b);
   int64_t rows = shape[0], cols = ndim == 2 ? shape[1] : 1;
   for (int64_t i = 0; i < rows; i++) {
@@ -138,10 +151,21 @@ static void ref_csv(text *t, tdtype dt, int ndim, const int64_t *shape,
   }
 }
 
-/* Compare a GET's body with the expected bytes. */
-static int same_body(srv *s, const char *path, const char *want, size_t wlen) {
+/* Compare a GET's body with the expected bytes, and its X-Total-Rows with
+ * full (-1: no such header). */
+static int same_body(srv *s, const char *path, const char *want, size_t wlen,
+                     int64_t full) {
   resp r = req(s, "GET", path, NULL, NULL);
   int ok = r.status == 200 && r.len == wlen && memcmp(r.body, want, wlen) == 0;
+  char tr[32];
+  const char *h = resp_header_get(&r, "X-Total-Rows", tr, sizeof tr);
+  char fs[32];
+  snprintf(fs, sizeof fs, "%lld", (long long)full);
+  if (full >= 0 ? !h || strcmp(h, fs) != 0 : h != NULL) {
+    fprintf(stderr, "%s: X-Total-Rows %s, want %s\n", path, h ? h : "(none)",
+            full >= 0 ? fs : "(none)");
+    ok = 0;
+  }
   if (!ok) {
     size_t k = 0;
     while (k < r.len && k < wlen && r.body[k] == want[k]) k++;
@@ -154,22 +178,23 @@ static int same_body(srv *s, const char *path, const char *want, size_t wlen) {
 
 /* All three formats of (dt, ndim, shape, v) at `path` + query `q`. */
 static void check_formats(srv *s, const char *base, const char *q, tdtype dt,
-                          int ndim, const int64_t *shape, const double *v) {
+                          int ndim, const int64_t *shape, int64_t full,
+                          const double *v) {
   char path[512];
   int64_t n = shape[0] * (ndim == 2 ? shape[1] : 1);
   size_t len;
   char *npy = npy_bytes(dt, ndim, shape, v, n, &len);
   snprintf(path, sizeof path, "%s?format=npy%s", base, q);
-  CHECK(same_body(s, path, npy, len));
+  CHECK(same_body(s, path, npy, len, full));
   free(npy);
   text t = {0};
-  ref_json(&t, dt, ndim, shape, v);
+  ref_json(&t, dt, ndim, shape, full, v);
   snprintf(path, sizeof path, "%s?format=json%s", base, q);
-  CHECK(same_body(s, path, t.p, t.n));
+  CHECK(same_body(s, path, t.p, t.n, full));
   t.n = 0;
   ref_csv(&t, dt, ndim, shape, v);
   snprintf(path, sizeof path, "%s?format=csv%s", base, q);
-  CHECK(same_body(s, path, t.p ? t.p : "", t.n));
+  CHECK(same_body(s, path, t.p ? t.p : "", t.n, full));
   free(t.p);
 }
 
@@ -202,9 +227,9 @@ TEST(limit_rows_identical) {
       char q[64];
       snprintf(q, sizeof q, "&limit_rows=%lld", (long long)cuts[k]);
       int64_t cs[2] = {cuts[k] < R ? cuts[k] : R, C};
-      check_formats(&s, base, q, dt, 2, cs, w);
+      check_formats(&s, base, q, dt, 2, cs, R, w);
     }
-    check_formats(&s, base, "", dt, 2, shape, w);
+    check_formats(&s, base, "", dt, 2, shape, -1, w);
     free(w);
   }
   /* 1-D: rows are elements. */
@@ -222,7 +247,7 @@ TEST(limit_rows_identical) {
     char q[64];
     snprintf(q, sizeof q, "&limit_rows=%lld", (long long)cuts1[k]);
     int64_t cs = cuts1[k] < n1 ? cuts1[k] : n1;
-    check_formats(&s, base, q, T_F64, 1, &cs, x);
+    check_formats(&s, base, q, T_F64, 1, &cs, n1, x);
   }
   free(x);
   free(v);
@@ -321,24 +346,24 @@ static void layouts_for(srv *s, int n, tdtype dt) {
   }
   char base[128];
   snprintf(base, sizeof base, "/v1/jobs/%s/result", sq_id);
-  check_formats(s, base, "&layout=condensed", dt, 1, &m, want_cd);
+  check_formats(s, base, "&layout=condensed", dt, 1, &m, -1, want_cd);
   int64_t cut = m / 3;
   check_formats(s, base, "&layout=condensed&limit_rows=0", dt, 1,
-                (int64_t[]){0}, want_cd);
+                (int64_t[]){0}, m, want_cd);
   char q[96];
   snprintf(q, sizeof q, "&layout=condensed&limit_rows=%lld", (long long)cut);
-  check_formats(s, base, q, dt, 1, &cut, want_cd);
+  check_formats(s, base, q, dt, 1, &cut, m, want_cd);
   snprintf(base, sizeof base, "/v1/jobs/%s/result", cd_id);
   int64_t sshape[2] = {n, n};
-  check_formats(s, base, "&layout=square", dt, 2, sshape, want_sq);
+  check_formats(s, base, "&layout=square", dt, 2, sshape, -1, want_sq);
   int64_t rows = n / 2 + 1;
   int64_t cshape[2] = {rows, n};
   snprintf(q, sizeof q, "&layout=square&limit_rows=%lld", (long long)rows);
-  check_formats(s, base, q, dt, 2, cshape, want_sq);
+  check_formats(s, base, q, dt, 2, cshape, n, want_sq);
   snprintf(q, sizeof q, "&layout=square&limit_rows=%d", n + 2);
-  check_formats(s, base, q, dt, 2, sshape, want_sq);
+  check_formats(s, base, q, dt, 2, sshape, n, want_sq);
   /* As stored, through the layout it already has. */
-  check_formats(s, base, "&layout=condensed", dt, 1, &m, cd);
+  check_formats(s, base, "&layout=condensed", dt, 1, &m, -1, cd);
   free(want_cd);
   free(want_sq);
 out:
@@ -640,7 +665,7 @@ TEST(upload_headers_canonical) {
   free(canon);
   canon = npy_bytes(T_F64, 1, &n, v, n, &len);
   snprintf(path, sizeof path, "/v1/arrays/%s/data?format=npy", id);
-  CHECK(same_body(&s, path, canon, len));
+  CHECK(same_body(&s, path, canon, len, -1));
   free(canon);
   srv_cleanup(&s);
 }

@@ -8,6 +8,7 @@
  */
 #include <stdint.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -453,6 +454,8 @@ TEST(int64_results) {
   CHECK_STR(t, "-9223372036854775808");
   tnum_fmt(t, sizeof t, T_I64, &v[5], 0);
   CHECK_STR(t, "1152921504606846979");
+  tnum_fmt(t, sizeof t, T_I64, &v[3], 1);
+  CHECK_STR(t, "9007199254740993"); /* 2^53 + 1: no double holds it */
   if (have_numpy) {
     char code[800];
     snprintf(code, sizeof code,
@@ -464,6 +467,36 @@ TEST(int64_results) {
   }
   free(buf);
   tarray_free(a);
+}
+
+/* Floats as the fewest digits that read back (API.md's Conventions), in
+ * %g's notation at 15 digits (float32 6); NaN and Inf as JSON or CSV. */
+TEST(shortest_numbers) {
+  static const struct { double v; const char *want; } d[] = {
+      {0.1, "0.1"}, {1.0 / 3.0, "0.3333333333333333"}, {1e-300, "1e-300"},
+      {2.5, "2.5"}, {100, "100"}, {598140, "598140"}, {-0.0, "-0"},
+      {1e22, "1e+22"}, {5e-324, "5e-324"}, {0.1 + 0.2, "0.30000000000000004"},
+      {9007199254740993.0, "9007199254740992"}, {1.7976931348623157e308,
+      "1.7976931348623157e+308"}, {123456789012345678.0, "1.2345678901234568e+17"}};
+  char t[TNUM_FMT_MAX];
+  for (size_t i = 0; i < sizeof d / sizeof d[0]; i++) {
+    tnum_fmt(t, sizeof t, T_F64, &d[i].v, 1);
+    CHECK_STR(t, d[i].want);
+    CHECK(strtod(t, NULL) == d[i].v);
+  }
+  static const struct { float v; const char *want; } f[] = {
+      {0.1f, "0.1"}, {1.0f / 3.0f, "0.33333334"}, {16777217.0f, "16777216"},
+      {1e-45f, "1e-45"}, {3.4028235e38f, "3.4028235e+38"}};
+  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+    tnum_fmt(t, sizeof t, T_F32, &f[i].v, 0);
+    CHECK_STR(t, f[i].want);
+    CHECK(strtof(t, NULL) == f[i].v);
+  }
+  double nan = NAN, inf = -INFINITY;
+  tnum_fmt(t, sizeof t, T_F64, &nan, 1);
+  CHECK_STR(t, "null");
+  tnum_fmt(t, sizeof t, T_F64, &inf, 0);
+  CHECK_STR(t, "-inf");
 }
 
 int main(void) {
@@ -479,6 +512,7 @@ int main(void) {
   RUN(numpy_files);
   RUN(create_and_map);
   RUN(int64_results);
+  RUN(shortest_numbers);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
