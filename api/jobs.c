@@ -354,11 +354,11 @@ int api_jobs_register(http_server *srv, api_ctx *ctx, terr *e) {
   rc |= http_route(srv, "GET", "/v1/jobs/{id}/result/{name}", handle_result,
                    ctx, HTTP_AUTH);
   /* The query parameters each route takes (any other is 400; openapi.json
-   * lists the same). q and order_by: the list's search and order. */
+   * lists the same). q, order_by and desc: the list's search and order. */
   static const char *const wait[] = {"wait", NULL};
   static const char *const list[] = {"status", "kind", "backend", "label",
                                      "limit",  "cursor", "q", "order_by",
-                                     NULL};
+                                     "desc",   NULL};
   static const char *const result[] = {"format", "limit_rows", "layout", NULL};
   rc |= http_route_query(srv, "POST", "/v1/jobs", wait);
   rc |= http_route_query(srv, "GET", "/v1/jobs", list);

@@ -79,7 +79,7 @@ export function mount(root, {query}) {
   };
   if (!f.dir) f.dir = SORTS[f.sort];
   /* cursors[i] opens page i + 1; cursors[0] is null (the first page) */
-  let cursors = [null, ...String(query.cursors || '').split(',').filter((c) => /^[A-Za-z0-9_-]{1,64}$/.test(c))];
+  let cursors = [null, ...String(query.cursors || '').split(',').filter((c) => /^[A-Za-z0-9_-]{1,256}$/.test(c))];
   let scanPage = Math.max(1, parseInt(query.page, 10) || 1);
   const rows = new Map();
   const lastStatus = new Map();
