@@ -11,24 +11,24 @@
 
 #include "kinds/geodesic/geodesic_cuda.h"
 
-static int cb_stopped(void *c) {
+int geod_cb_stopped(void *c) {
   job_ctx *ctx = c;
   return job_ctx_stopped(ctx) ? job_ctx_stop_code(ctx) : 0;
 }
 
-static void cb_progress(void *c, int64_t add) { job_ctx_progress(c, add); }
+void geod_cb_progress(void *c, int64_t add) { job_ctx_progress(c, add); }
 
-static void cb_progress_total(void *c, int64_t add) {
+void geod_cb_progress_total(void *c, int64_t add) {
   job_ctx *ctx = c;
   atomic_fetch_add(&ctx->progress_total, add);
 }
 
-static int cb_borrow(void *c, int dev) {
+int geod_cb_borrow(void *c, int dev) {
   job_ctx *ctx = c;
   return ctx->gpu_borrow(ctx, dev);
 }
 
-static void cb_give_back(void *c, int dev) {
+void geod_cb_give_back(void *c, int dev) {
   job_ctx *ctx = c;
   if (ctx->gpu_return) ctx->gpu_return(ctx, dev);
 }
@@ -36,15 +36,15 @@ static void cb_give_back(void *c, int dev) {
 int gpu_geodesic(int dev, const geod_plan *pl, tarray *out, job_ctx *ctx,
                  int64_t *nonconv, terr *e) {
   geod_gpu_job job = {ctx,
-                      cb_stopped,
-                      cb_progress,
-                      cb_progress_total,
+                      geod_cb_stopped,
+                      geod_cb_progress,
+                      geod_cb_progress_total,
                       &ctx->t_h2d,
                       &ctx->t_compute,
                       &ctx->t_d2h,
                       ctx->ngpu,
-                      ctx->gpu_borrow ? cb_borrow : NULL,
-                      cb_give_back,
+                      ctx->gpu_borrow ? geod_cb_borrow : NULL,
+                      geod_cb_give_back,
                       0,
                       NULL};
   return cuda_geodesic(dev, pl, out, &job, nonconv, e);

@@ -24,4 +24,13 @@
 int gpu_geodesic(int dev, const geod_plan *pl, tarray *out, job_ctx *ctx,
                  int64_t *nonconv, terr *e);
 
+/* The job_ctx as the plain callbacks of the C++ drivers (the matrix's
+ * geod_gpu_job, the queries' geoq_gpu_job): c is the job_ctx. Defined in
+ * kinds/geodesic/gpu.c (CUDA builds only), shared by both wrappers. */
+int geod_cb_stopped(void *c);
+void geod_cb_progress(void *c, int64_t add);
+void geod_cb_progress_total(void *c, int64_t add);
+int geod_cb_borrow(void *c, int dev);
+void geod_cb_give_back(void *c, int dev);
+
 #endif
