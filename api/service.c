@@ -5,7 +5,8 @@
  * /healthz and /readyz and /openapi.json need no token (probes and tools
  * must reach them); the /v1 routes and /metrics follow the server auth.
  * Threads: MHD worker threads; everything read here is either the store
- * (read connections), the scheduler's counters (its lock) or constant.
+ * (read connections), the scheduler's counters (its lock), the load
+ * sampler's ring (its lock; sched/sample.c) or constant.
  */
 #include <math.h>
 #include <pthread.h>
@@ -82,6 +83,21 @@ static json_t *groups_json(const jobs_stats *js) {
   return out;
 }
 
+/* A percentage or null (NaN: not measured yet). */
+static json_t *pct_json(double v) { return isnan(v) ? json_null() : json_real(v); }
+/* Bytes or null (-1: unreadable). */
+static json_t *bytes_json(int64_t v) { return v < 0 ? json_null() : json_integer(v); }
+
+/* /v1/stats' `system`: the load now (sched/sample.c). New reference. */
+static json_t *system_json(api_ctx *ctx) {
+  sched_sample x;
+  jobs_sample_now(ctx->jobs, &x); /* no sampler: percentages NaN (null) */
+  return json_pack("{s:o, s:o, s:o, s:o, s:o}", "cpu_percent", pct_json(x.cpu_percent),
+                   "machine_cpu_percent", pct_json(x.machine_cpu_percent),
+                   "memory_used", bytes_json(x.memory_used), "memory_total",
+                   bytes_json(x.memory_total), "process_rss", bytes_json(x.process_rss));
+}
+
 static void handle_stats(http_req *r, void *ud) {
   api_ctx *ctx = ud;
   terr e;
@@ -102,13 +118,14 @@ static void handle_stats(http_req *r, void *ud) {
   for (int s = JOB_SUCCEEDED; s <= JOB_CANCELED; s++) finished += ss.finished_total[s];
   http_reply_json(
       r, 200,
-      json_pack("{s:o, s:{s:i, s:i, s:i, s:i, s:b}, s:o, s:f, s:I, s:f}",
+      json_pack("{s:o, s:{s:i, s:i, s:i, s:i, s:b}, s:o, s:f, s:I, s:f, s:o}",
                 "by_kind", bk ? bk : json_array(), "queue", "queued",
                 ss.queued, "running", ss.running, "workers", ss.workers,
                 "gpu_workers", ss.gpu_workers, "accepting", ss.accepting,
                 "jobs_by_status", status, "uptime_s", uptime,
                 "finished_since_start", (json_int_t)finished,
-                "throughput_jobs_per_s", uptime > 0 ? (double)finished / uptime : 0.0));
+                "throughput_jobs_per_s", uptime > 0 ? (double)finished / uptime : 0.0,
+                "system", system_json(ctx)));
 }
 
 static void handle_healthz(http_req *r, void *ud) {
