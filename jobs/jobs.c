@@ -383,6 +383,11 @@ int jobs_samples(jobs *J, int64_t since_wall_ms, sched_sample *out, int cap) {
   return sched_samples(J->sc, since_wall_ms, out, cap);
 }
 
+int jobs_finished_by_step(jobs *J, const char *owner, int64_t since_ms,
+                          int64_t step_ms, int nsteps, int64_t *counts, terr *e) {
+  return store_finished_by_step(J->st, owner, since_ms, step_ms, nsteps, counts, e);
+}
+
 int jobs_store_ready(jobs *J) { return store_ready(J->st); }
 
 void jobs_histogram(jobs *J, tkind kind, tbackend backend, int status,
