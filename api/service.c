@@ -60,8 +60,9 @@ static void handle_devices(http_req *r, void *ud) {
   jobs_sched_stats(ctx->jobs, &ss);
   json_t *cpu = cpu_json();
   json_object_set_new(cpu, "workers", json_integer(ss.workers));
-  http_reply_json(r, 200, json_pack("{s:o, s:o}", "cpu", cpu, "cuda",
-                                    gpu_devices_json()));
+  json_t *cuda = gpu_devices_json();
+  gpu_nvml_annotate(cuda); /* utilisation per device, through NVML */
+  http_reply_json(r, 200, json_pack("{s:o, s:o}", "cpu", cpu, "cuda", cuda));
 }
 
 /* The store's groups as /v1/stats' by_kind. New reference. */
