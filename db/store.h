@@ -308,6 +308,12 @@ int store_stats(store *s, const char *owner, store_stat **rows, int *n,
 void store_stats_free(store_stat *rows, int n);
 /* Job counts by status for /metrics and the dashboard: counts[5]. */
 int store_job_counts(store *s, const char *owner, int64_t counts[5], terr *e);
+/* Jobs that finished in each of nsteps steps of step_ms from since_ms (wall
+ * ms): counts[i * 5 + status] for step i, a job_status (the caller's array
+ * of nsteps * 5). owner NULL: all owners. */
+int store_finished_by_step(store *s, const char *owner, int64_t since_ms,
+                           int64_t step_ms, int nsteps, int64_t *counts,
+                           terr *e);
 
 /* ---- arrays -------------------------------------------------------------- */
 /* [sync] Insert; when an array of the same owner has the same digest, returns

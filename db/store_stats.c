@@ -9,6 +9,9 @@
  * p50/p95 by linear interpolation between the closest ranks (NumPy's default
  * percentile). Memory: one group's compute times at a time.
  *
+ * store_finished_by_step counts finished jobs per time step and status
+ * with one GROUP BY over the finished_at index (/v1/stats/history).
+ *
  * store_expire is one write op: it deletes the old finished jobs and the old
  * unreferenced arrays with DELETE ... RETURNING, collecting the files the
  * caller must remove.
@@ -165,6 +168,42 @@ int store_job_counts(store *s, const char *owner, int64_t counts[5],
     if (sv >= 0) counts[sv] = sqlite3_column_int64(st, 1);
   }
   if (step != SQLITE_DONE) rc = store__dberr(e, c->db, "job counts");
+  sqlite3_reset(st);
+  return rc;
+}
+
+/* See store.h. One GROUP BY over the finished_at index. */
+int store_finished_by_step(store *s, const char *owner, int64_t since_ms,
+                           int64_t step_ms, int nsteps, int64_t *counts,
+                           terr *e) {
+  memset(counts, 0, (size_t)nsteps * 5 * sizeof counts[0]);
+  if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
+  if (step_ms <= 0 || nsteps <= 0)
+    return terr_set(e, T_EINVAL, "step", -1, "store: bad steps");
+  store_conn *c;
+  sqlite3_stmt *st;
+  /* finished_at > 0 lets the planner use the partial index. */
+  int rc = store__read_stmt(
+      s,
+      owner ? "SELECT (finished_at - ?1) / ?2, status, count(*) FROM jobs"
+              " WHERE finished_at > 0 AND finished_at >= ?1 AND finished_at < ?3"
+              " AND owner = ?4 GROUP BY 1, 2"
+            : "SELECT (finished_at - ?1) / ?2, status, count(*) FROM jobs"
+              " WHERE finished_at > 0 AND finished_at >= ?1 AND finished_at < ?3"
+              " GROUP BY 1, 2",
+      &c, &st, e);
+  if (rc) return rc;
+  sqlite3_bind_int64(st, 1, since_ms);
+  sqlite3_bind_int64(st, 2, step_ms);
+  sqlite3_bind_int64(st, 3, since_ms + step_ms * nsteps);
+  if (owner) sqlite3_bind_text(st, 4, owner, -1, SQLITE_STATIC);
+  int step;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    int64_t b = sqlite3_column_int64(st, 0);
+    int sv = job_status_parse((const char *)sqlite3_column_text(st, 1));
+    if (b >= 0 && b < nsteps && sv >= 0) counts[b * 5 + sv] = sqlite3_column_int64(st, 2);
+  }
+  if (step != SQLITE_DONE) rc = store__dberr(e, c->db, "finished by step");
   sqlite3_reset(st);
   return rc;
 }

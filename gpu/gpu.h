@@ -35,6 +35,15 @@ const char *gpu_unavailable_reason(void);
  *  "compute_capability": "9.0", "multiprocessors", "memory_total",
  *  "memory_free", "healthy"}]}. New reference. */
 json_t *gpu_devices_json(void);
+/* gpu/nvml.c: NVML (libnvidia-ml.so.1, dlopen()ed on first use): adds to
+ * each device of a gpu_devices_json answer's "devices" (cuda: that object,
+ * borrowed, changed in place) "utilization": {"gpu_percent", "memory_used",
+ * "memory_total"} or null with "utilization_unavailable": why. */
+void gpu_nvml_annotate(json_t *cuda);
+/* Why NVML cannot be used ("" when it can). Static; valid for the process. */
+const char *gpu_nvml_unavailable_reason(void);
+/* Tests: the library to open instead (before first use; borrowed). */
+void gpu_nvml_set_library(const char *name);
 
 /* Health: a device that fails GPU_FAIL_LIMIT jobs in a row with device errors
  * is marked unhealthy; auto then leaves it alone. */

@@ -377,6 +377,17 @@ void jobs_stats_clear(jobs_stats *s) {
 
 void jobs_sched_stats(jobs *J, sched_stats *out) { sched_get_stats(J->sc, out); }
 
+int jobs_sample_now(jobs *J, sched_sample *out) { return sched_sample_now(J->sc, out); }
+
+int jobs_samples(jobs *J, int64_t since_wall_ms, sched_sample *out, int cap) {
+  return sched_samples(J->sc, since_wall_ms, out, cap);
+}
+
+int jobs_finished_by_step(jobs *J, const char *owner, int64_t since_ms,
+                          int64_t step_ms, int nsteps, int64_t *counts, terr *e) {
+  return store_finished_by_step(J->st, owner, since_ms, step_ms, nsteps, counts, e);
+}
+
 int jobs_store_ready(jobs *J) { return store_ready(J->st); }
 
 void jobs_histogram(jobs *J, tkind kind, tbackend backend, int status,

@@ -153,6 +153,13 @@ int jobs_stats_get(jobs *J, const char *owner, jobs_stats *out, terr *e);
 void jobs_stats_clear(jobs_stats *s);
 /* The scheduler's counters alone (no store read). */
 void jobs_sched_stats(jobs *J, sched_stats *out);
+/* The load now and the kept samples since a time (sched_sample_now,
+ * sched_samples: sched/sample.c). */
+int jobs_sample_now(jobs *J, sched_sample *out);
+int jobs_samples(jobs *J, int64_t since_wall_ms, sched_sample *out, int cap);
+/* Jobs finished per step, by status (store_finished_by_step). */
+int jobs_finished_by_step(jobs *J, const char *owner, int64_t since_ms,
+                          int64_t step_ms, int nsteps, int64_t *counts, terr *e);
 /* 1 when the store answers reads. */
 int jobs_store_ready(jobs *J);
 /* The run-time histogram of the jobs of one kind, backend and final

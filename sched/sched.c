@@ -505,6 +505,8 @@ int sched_start(sched *s, terr *e) {
     s->gpu_started++;
     tmutex_unlock(&s->mu);
   }
+  if (sched_sampler_start(s) != 0) /* history is not worth refusing to run */
+    log_warn("scheduler: cannot start the load sampler");
   log_info("scheduler: %d CPU worker(s), %d GPU worker(s), memory budget "
            "%lld bytes, max attempts %d", s->nthreads, s->ngpu,
            (long long)s->mem_budget, s->max_attempts);
@@ -572,6 +574,7 @@ void sched_shutdown(sched *s, double deadline_s) {
 void sched_destroy(sched *s) {
   if (!s) return;
   sched_shutdown(s, 0); /* no-op when already shut down */
+  sched_sampler_stop(s);
   tmutex_lock(&s->mu); /* releases still firing (see sched/wait.c) */
   while (s->nfiring > 0) tmutex_wait(&s->fired_cv, &s->mu);
   tmutex_unlock(&s->mu);

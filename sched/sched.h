@@ -158,6 +158,31 @@ typedef struct sched_stats {
 } sched_stats;
 void sched_get_stats(sched *s, sched_stats *out);
 
+/* The daemon's load over time (sched/sample.c): a sampler thread takes one
+ * sample every SCHED_SAMPLE_EVERY_MS into a ring of SCHED_SAMPLES (2 hours).
+ * Percentages are NaN where unknown (the first sample), bytes -1. */
+#define SCHED_SAMPLE_EVERY_MS 5000
+#define SCHED_SAMPLES 1440
+typedef struct sched_sample {
+  int64_t t_wall_ms;          /* when taken, unix ms */
+  double cpu_percent;         /* this process, all threads, over the interval
+                                 since the previous reading (> 100: threads) */
+  double machine_cpu_percent; /* the machine, all cores, 0..100 */
+  int64_t memory_used;        /* the machine: MemTotal - MemAvailable */
+  int64_t memory_total;       /* the machine: MemTotal */
+  int64_t process_rss;        /* this process's resident set */
+  int queued, running;        /* the scheduler's, when taken */
+} sched_sample;
+/* Now, without waiting: CPU over the interval since the sampler's last
+ * reading. 0, or -1 when no sampler runs (then the percentages are NaN). */
+int sched_sample_now(sched *s, sched_sample *out);
+/* Copies the kept samples taken at or after since_wall_ms, oldest first,
+ * into out (at most cap); returns how many. */
+int sched_samples(sched *s, int64_t since_wall_ms, sched_sample *out, int cap);
+/* The "cpu " line of /proc/stat: busy (all but idle and iowait) and total
+ * ticks. 0, or -1 when the text is not such a line. */
+int sched_sample_parse_stat(const char *text, uint64_t *busy, uint64_t *total);
+
 /* Estimate a job at submit: kind check + limits (413) + backend
  * availability (503 for cuda without a GPU). Fills est. */
 int sched_check(sched *s, const kind_ops *k, const json_t *params,

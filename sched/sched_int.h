@@ -155,6 +155,7 @@ struct sched {
   int gpu_started;
   pthread_t monitor;
   int monitor_started;
+  struct sched_sampler *sampler; /* sched/sample.c; NULL: none */
   atomic_uint tmp_counter;
 
   tmutex mu;
@@ -185,6 +186,12 @@ struct sched {
   int nhist;
   size_t caphist;
 };
+
+/* sched/sample.c: the sampler thread (started by sched_create, stopped by
+ * sched_destroy); a failed start leaves s->sampler NULL. */
+typedef struct sched_sampler sched_sampler;
+int sched_sampler_start(sched *s);
+void sched_sampler_stop(sched *s);
 
 /* sched/mem.c: memory admission (see there). */
 enum { SCHED_MEM_RUN = 0, SCHED_MEM_WAIT, SCHED_MEM_NEVER };

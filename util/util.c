@@ -39,6 +39,94 @@ char *t_rfc3339(int64_t wall_ms, char *buf, size_t len) {
   return buf;
 }
 
+/* n decimal digits at *p into *v; advances p. 0, or -1. */
+static int digits(const char **p, int n, int *v) {
+  *v = 0;
+  for (int i = 0; i < n; i++) {
+    char c = (*p)[i];
+    if (c < '0' || c > '9') return -1;
+    *v = *v * 10 + (c - '0');
+  }
+  *p += n;
+  return 0;
+}
+
+static int64_t days_from_civil(int y, int m, int d) { /* H. Hinnant's */
+  y -= m <= 2;
+  int64_t era = (y >= 0 ? y : y - 399) / 400;
+  int64_t yoe = y - era * 400;
+  int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + doe - 719468;
+}
+
+int t_parse_time(const char *s, int64_t *wall_ms) {
+  *wall_ms = 0;
+  if (!s || !*s) return -1;
+  const char *p = s;
+  if (strlen(s) < 11 || s[4] != '-') { /* Unix seconds */
+    int64_t sec = 0;
+    int n = 0;
+    for (; *p >= '0' && *p <= '9'; p++, n++) {
+      if (n >= 12) return -1; /* beyond year 33658: not a time we keep */
+      sec = sec * 10 + (*p - '0');
+    }
+    if (n == 0) return -1;
+    int64_t ms = 0;
+    if (*p == '.') {
+      p++;
+      int k = 0;
+      for (; *p >= '0' && *p <= '9'; p++, k++)
+        if (k < 3) ms = ms * 10 + (*p - '0');
+      if (k == 0) return -1;
+      for (; k < 3; k++) ms *= 10;
+    }
+    if (*p) return -1;
+    *wall_ms = sec * 1000 + ms;
+    return 0;
+  }
+  int y, mo, d, h, mi, se, ms = 0;
+  if (digits(&p, 4, &y) || *p++ != '-' || digits(&p, 2, &mo) || *p++ != '-' ||
+      digits(&p, 2, &d))
+    return -1;
+  if (*p != 'T' && *p != 't' && *p != ' ') return -1;
+  p++;
+  if (digits(&p, 2, &h) || *p++ != ':' || digits(&p, 2, &mi) || *p++ != ':' ||
+      digits(&p, 2, &se))
+    return -1;
+  static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  if (mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || h > 23 || mi > 59 ||
+      se > 60)
+    return -1;
+  if (mo == 2 && d == 29 && !((y % 4 == 0 && y % 100 != 0) || y % 400 == 0))
+    return -1;
+  if (*p == '.') {
+    p++;
+    int k = 0;
+    for (; *p >= '0' && *p <= '9'; p++, k++)
+      if (k < 3) ms = ms * 10 + (*p - '0');
+    if (k == 0) return -1;
+    for (; k < 3; k++) ms *= 10;
+  }
+  int off = 0; /* minutes east of UTC */
+  if (*p == 'Z' || *p == 'z') {
+    p++;
+  } else if (*p == '+' || *p == '-') {
+    int sign = *p++ == '-' ? -1 : 1, oh, om;
+    if (digits(&p, 2, &oh) || *p++ != ':' || digits(&p, 2, &om) || oh > 23 ||
+        om > 59)
+      return -1;
+    off = sign * (oh * 60 + om);
+  } else {
+    return -1;
+  }
+  if (*p) return -1;
+  int64_t secs = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 +
+                 (se > 59 ? 59 : se) - (int64_t)off * 60;
+  *wall_ms = secs * 1000 + ms;
+  return 0;
+}
+
 static const char b32[] = "0123456789abcdefghjkmnpqrstvwxyz"; /* Crockford, lower */
 
 char *t_id_new(char prefix, char *buf) {

@@ -15,6 +15,11 @@ int64_t t_wall_ms(void);
 /* RFC 3339 UTC with milliseconds, "2026-11-21T07:20:00.123Z", into buf
  * (at least 32 bytes). Returns buf. */
 char *t_rfc3339(int64_t wall_ms, char *buf, size_t len);
+/* A time as a client gives it, into wall ms: Unix seconds ("1795000000",
+ * a fraction allowed: "1795000000.5") or RFC 3339 with a zone
+ * ("2026-11-21T07:20:00Z", "…:00.123+02:00"; 't' and 'z' too, a space for
+ * the 'T'). 0, or -1 for anything else, trailing characters included. */
+int t_parse_time(const char *s, int64_t *wall_ms);
 
 /* A new id "<prefix>_<26 chars>": 48-bit millisecond time then a per-process
  * counter and randomness, Crockford base32, so ids sort by creation time.

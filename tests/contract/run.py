@@ -226,6 +226,11 @@ def run():
     call("GET", "/v1/info", want=200)
     call("GET", "/v1/devices", want=200)
     call("GET", "/v1/stats", want=200)
+    call("GET", "/v1/stats/history", want=200)
+    call("GET", "/v1/stats/history?since=2026-01-01T00:00:00Z&step=86400", want=200)
+    st, _, _, d = call("GET", "/v1/stats/history?step=0", want=400)
+    if error_field(d) != "step":
+        fail("history step=0: field %r" % error_field(d))
     call("GET", "/openapi.json", token=False, want=200)
     call("GET", "/metrics", want=200)
     call("GET", "/v1/info", token=False, want=401)
@@ -338,7 +343,8 @@ def run():
                          ("GET", "/v1/arrays/%s/data?bogus=1" % aid),
                          ("DELETE", "/v1/arrays/%s?bogus=1" % aid),
                          ("GET", "/v1/info?bogus=1"), ("GET", "/v1/devices?bogus=1"),
-                         ("GET", "/v1/stats?bogus=1"), ("GET", "/healthz?bogus=1"),
+                         ("GET", "/v1/stats?bogus=1"), ("GET", "/v1/stats/history?bogus=1"),
+                         ("GET", "/healthz?bogus=1"),
                          ("GET", "/readyz?bogus=1"), ("GET", "/metrics?bogus=1"),
                          ("GET", "/openapi.json?bogus=1")]:
         st, _, _, d = call(method, path, want=400)

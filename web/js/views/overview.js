@@ -183,21 +183,33 @@ export function mount(root) {
   return () => { stop(); for (const c of Object.values(charts)) c && c.destroy(); charts = {}; };
 }
 
-/* CPU, memory and GPU use: shown from the fields when the API has them
- * (none of these exist yet), else said to be not available. */
+/* CPU, memory and GPU use: /v1/stats' `system` (the load now: the
+ * daemon's CPU over the sampler's last interval, the machine's CPU and
+ * memory) and each GPU's `utilization` of /v1/devices (through NVML; null
+ * with `utilization_unavailable` when the driver's library cannot give it). */
 function renderUsage(el, stats, devices) {
   clear(el);
-  const sys = stats.system || devices.system || null;
-  const gpus = ((devices.cuda || {}).devices || []).filter((g) => typeof g.utilization === 'number');
+  const sys = stats.system || null;
+  const gpus = (((devices || {}).cuda || {}).devices || []);
   const rows = [];
-  if (sys && typeof sys.cpu_percent === 'number') rows.push(['CPU in use', `${sys.cpu_percent.toFixed(0)} %`]);
+  if (sys && typeof sys.cpu_percent === 'number') rows.push(['Tessel CPU', `${sys.cpu_percent.toFixed(0)} %`]);
+  if (sys && typeof sys.machine_cpu_percent === 'number') rows.push(['machine CPU', `${sys.machine_cpu_percent.toFixed(0)} %`]);
   if (sys && typeof sys.memory_used === 'number') {
-    rows.push(['memory in use', `${fmtBytes(sys.memory_used)}${sys.memory_total ? ` of ${fmtBytes(sys.memory_total)}` : ''}`]);
+    rows.push(['machine memory in use', `${fmtBytes(sys.memory_used)}${sys.memory_total ? ` of ${fmtBytes(sys.memory_total)}` : ''}`]);
   }
-  for (const g of gpus) rows.push([`GPU cuda:${g.index} busy`, `${g.utilization.toFixed(0)} %`]);
+  if (sys && typeof sys.process_rss === 'number') rows.push(['Tessel resident memory', fmtBytes(sys.process_rss)]);
+  for (const g of gpus) {
+    const u = g.utilization;
+    if (u && typeof u.gpu_percent === 'number') {
+      rows.push([`GPU cuda:${g.index} busy`, `${u.gpu_percent.toFixed(0)} %`]);
+      rows.push([`GPU cuda:${g.index} memory in use`, `${fmtBytes(u.memory_used)} of ${fmtBytes(u.memory_total)}`]);
+    } else if (g.utilization_unavailable) {
+      rows.push([`GPU cuda:${g.index} busy`, `not available: ${g.utilization_unavailable}`]);
+    }
+  }
   if (!rows.length) {
-    el.append(h('p', {class: 'na', id: 'usage-na'}, 'Not available: the API does not report CPU, memory or GPU ' +
-      'utilisation yet (GPU memory in use is under Devices). The process’s own CPU time and resident memory are in ',
+    el.append(h('p', {class: 'na', id: 'usage-na'}, 'Not available: this server reports no CPU, memory or GPU ' +
+      'use (an older version?). The process’s own CPU time and resident memory are in ',
     h('a', {href: '/metrics'}, '/metrics'), ' (process_cpu_seconds_total, process_resident_memory_bytes).'));
     return;
   }
