@@ -87,6 +87,8 @@ typedef struct devctx {
   int ordinal; /* CUDA device ordinal */
   char name[256];
   int cc_major, cc_minor, sms, l2_bytes, max_threads_per_sm;
+  char pci_bus_id[32]; /* "0000:65:00.0"; "" when unknown (gpu/nvml.c
+                          matches NVML's devices by it) */
   size_t mem_total;
 
   pthread_mutex_t lock; /* recursive; guards everything below */

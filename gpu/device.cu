@@ -236,6 +236,11 @@ int gpu_init(void) {
       d->cc_minor = p.minor;
       d->sms = p.multiProcessorCount;
       d->l2_bytes = p.l2CacheSize;
+      if (cudaDeviceGetPCIBusId(d->pci_bus_id, (int)sizeof d->pci_bus_id, ord) !=
+          cudaSuccess) {
+        d->pci_bus_id[0] = 0;
+        (void)cudaGetLastError();
+      }
       d->max_threads_per_sm = p.maxThreadsPerMultiProcessor;
       d->mem_total = p.totalGlobalMem;
       pthread_mutexattr_t ma;
@@ -359,6 +364,8 @@ json_t *gpu_devices_json(void) {
     json_object_set_new(o, "memory_total", json_integer((json_int_t)total_b));
     json_object_set_new(o, "memory_free", json_integer((json_int_t)free_b));
     json_object_set_new(o, "l2_bytes", json_integer(d->l2_bytes));
+    if (d->pci_bus_id[0])
+      json_object_set_new(o, "pci_bus_id", json_string(d->pci_bus_id));
     json_object_set_new(o, "healthy", json_boolean(gpu_healthy(i)));
     json_object_set_new(o, "failures_in_row",
                         json_integer(__atomic_load_n(&d->fails_in_row, __ATOMIC_RELAXED)));
