@@ -839,7 +839,11 @@ test('Measure says at once what it does, then when its jobs are done', LONG, asy
   await page.click('#perf-reduce button');
   const first = await page.textContent('#measure-reduce');
   assert.match(first, /Submitting job \d of 3|of 3 jobs finished/, `feedback at the click: "${first}"`);
-  assert.equal((await page.textContent('#perf-reduce button')).trim(), 'Measuring…');
+  /* The button says so while its jobs run; tiny jobs may all be done by
+   * the time the label is read, and then the status line says so. */
+  const label = (await page.textContent('#perf-reduce button')).trim();
+  const doneAlready = /3 of 3 jobs finished/.test(await page.textContent('#measure-reduce'));
+  assert.ok(label === 'Measuring…' || doneAlready, `button "${label}" while its jobs run`);
   await page.waitForSelector('#measure-reduce:text("3 of 3 jobs finished")', {timeout: 110000});
 });
 
