@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 
 #include "util/sigbus.h"
+#include "util/util.h"
 
 #define HUGE_ALIGN ((size_t)2 << 20)
 #define HUGE_MIN ((size_t)4 << 20)
@@ -128,27 +129,6 @@ void tarray_free(tarray *a) {
   free(a);
 }
 
-/* A finite v with the fewest significant digits that read back to the
- * same value (as float when dt is T_F32), as Python's repr and JavaScript
- * choose them, in %g's notation at 15 digits (float32: 6): 100, 598140,
- * 0.1, 1e+300. A value that reads back from p < 15 (6) digits is within
- * half an ulp of that p-digit decimal, far less than half a unit of the
- * 15th digit, so %.15g (%.6g) prints those same digits, its trailing
- * zeros stripped: trying 15, 16, 17 (6 .. 9) in turn finds them. Not so
- * for a subnormal, whose ulp is large beside it: those try from 1. */
-static int shortest(char *buf, size_t cap, tdtype dt, double v) {
-  int lo = dt == T_F32 ? 6 : 15, hi = dt == T_F32 ? 9 : 17, n = 0;
-  /* A subnormal has fewer digits of precision: from 1 up (5e-324). */
-  if (v != 0 && fabs(v) < (dt == T_F32 ? FLT_MIN : DBL_MIN)) lo = 1;
-  for (int p = lo; p <= hi; p++) {
-    n = snprintf(buf, cap, "%.*g", p, v);
-    if (p == hi || n < 0 || (size_t)n >= cap) break;
-    if (dt == T_F32 ? strtof(buf, NULL) == (float)v : strtod(buf, NULL) == v)
-      break;
-  }
-  return n;
-}
-
 size_t tnum_fmt(char *buf, size_t cap, tdtype dt, const void *elem, int json) {
   int n;
   if (dt == T_I64) {
@@ -169,7 +149,7 @@ size_t tnum_fmt(char *buf, size_t cap, tdtype dt, const void *elem, int json) {
     else if (isinf(v))
       n = snprintf(buf, cap, "%s", json ? "null" : v > 0 ? "inf" : "-inf");
     else
-      n = shortest(buf, cap, dt, v);
+      n = t_fmt_shortest(buf, cap, v, dt == T_F32);
   }
   return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }

@@ -2,6 +2,7 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <nettle/sha2.h>
 #include <stdarg.h>
@@ -243,12 +244,8 @@ void t_log_kv(int level, const char *event, const t_kv *kv, int n) {
       addf(out, sizeof out, &o, "\":");
       if (kv[i].is_num) {
         if (isfinite(kv[i].num)) {
-          /* The shortest of 15..17 digits that reads back the same. */
           char num[32];
-          for (int d = 15; d <= 17; d++) {
-            snprintf(num, sizeof num, "%.*g", d, kv[i].num);
-            if (strtod(num, NULL) == kv[i].num) break;
-          }
+          t_fmt_shortest(num, sizeof num, kv[i].num, 0);
           addf(out, sizeof out, &o, "%s", num);
         }
         else addf(out, sizeof out, &o, "null");
@@ -280,6 +277,26 @@ void t_log_kv(int level, const char *event, const t_kv *kv, int n) {
     }
   }
   fprintf(stderr, "%s\n", out);
+}
+
+/* A finite v with the fewest significant digits that read back to the
+ * same value (as float when dt is T_F32), as Python's repr and JavaScript
+ * choose them, in %g's notation at 15 digits (float32: 6): 100, 598140,
+ * 0.1, 1e+300. A value that reads back from p < 15 (6) digits is within
+ * half an ulp of that p-digit decimal, far less than half a unit of the
+ * 15th digit, so %.15g (%.6g) prints those same digits, its trailing
+ * zeros stripped: trying 15, 16, 17 (6 .. 9) in turn finds them. Not so
+ * for a subnormal, whose ulp is large beside it: those try from 1. */
+int t_fmt_shortest(char *buf, size_t cap, double v, int float32) {
+  int lo = float32 ? 6 : 15, hi = float32 ? 9 : 17, n = 0;
+  /* A subnormal has fewer digits of precision: from 1 up (5e-324). */
+  if (v != 0 && fabs(v) < (float32 ? FLT_MIN : DBL_MIN)) lo = 1;
+  for (int p = lo; p <= hi; p++) {
+    n = snprintf(buf, cap, "%.*g", p, v);
+    if (p == hi || n < 0 || (size_t)n >= cap) break;
+    if (float32 ? strtof(buf, NULL) == (float)v : strtod(buf, NULL) == v) break;
+  }
+  return n;
 }
 
 int t_parse_i64(const char *s, int64_t *out) {

@@ -59,6 +59,11 @@ void t_log_kv(int level, const char *event, const t_kv *kv, int n);
 #define log_warn(...) t_log(T_LOG_WARN, __VA_ARGS__)
 #define log_error(...) t_log(T_LOG_ERROR, __VA_ARGS__)
 
+/* v as the shortest %g text (at most cap bytes) that reads back to the same
+ * double (float32: the same float): "0.1", not "0.10000000000000001".
+ * snprintf's return. The numbers of JSON and CSV results and of JSON logs. */
+int t_fmt_shortest(char *buf, size_t cap, double v, int float32);
+
 /* Parse a whole string as a number; 0 on success, -1 on junk or overflow.
  * (Use these, never atoi.) */
 int t_parse_i64(const char *s, int64_t *out);
