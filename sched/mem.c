@@ -82,7 +82,7 @@ int64_t sched_mem_parse_cgroup_value(const char *text) {
 }
 
 /* Read a small file into buf (NUL-terminated); 0, or -1. */
-static int read_small(const char *path, char *buf, size_t cap) {
+int sched_read_small(const char *path, char *buf, size_t cap) {
   FILE *f = fopen(path, "r");
   if (!f) return -1;
   size_t n = fread(buf, 1, cap - 1, f);
@@ -96,7 +96,7 @@ static int read_small(const char *path, char *buf, size_t cap) {
 static void cgroup_dir(char *dir, size_t cap) {
   char buf[4096];
   snprintf(dir, cap, "/sys/fs/cgroup");
-  if (read_small("/proc/self/cgroup", buf, sizeof buf) != 0) return;
+  if (sched_read_small("/proc/self/cgroup", buf, sizeof buf) != 0) return;
   for (char *p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : p) {
     if (strncmp(p, "0::", 3) != 0) continue;
     char *nl = strchr(p, '\n');
@@ -104,7 +104,7 @@ static void cgroup_dir(char *dir, size_t cap) {
     char try[4200], probe[4096];
     snprintf(try, sizeof try, "/sys/fs/cgroup%s/memory.max",
              strcmp(p + 3, "/") == 0 ? "" : p + 3);
-    if (read_small(try, probe, sizeof probe) == 0)
+    if (sched_read_small(try, probe, sizeof probe) == 0)
       snprintf(dir, cap, "/sys/fs/cgroup%s",
                strcmp(p + 3, "/") == 0 ? "" : p + 3);
     return;
@@ -114,22 +114,22 @@ static void cgroup_dir(char *dir, size_t cap) {
 void sched_mem_probe(int64_t *total, int64_t *avail) {
   char buf[8192];
   *total = *avail = -1;
-  if (read_small("/proc/meminfo", buf, sizeof buf) == 0)
+  if (sched_read_small("/proc/meminfo", buf, sizeof buf) == 0)
     sched_mem_parse_meminfo(buf, total, avail);
   char dir[4200], path[4300];
   cgroup_dir(dir, sizeof dir);
   snprintf(path, sizeof path, "%s/memory.max", dir);
-  int64_t max = read_small(path, buf, sizeof buf) == 0
+  int64_t max = sched_read_small(path, buf, sizeof buf) == 0
                     ? sched_mem_parse_cgroup_value(buf) : -1;
   if (max < 0) return;
   if (*total < 0 || max < *total) *total = max;
   snprintf(path, sizeof path, "%s/memory.current", dir);
-  int64_t cur = read_small(path, buf, sizeof buf) == 0
+  int64_t cur = sched_read_small(path, buf, sizeof buf) == 0
                     ? sched_mem_parse_cgroup_value(buf) : -1;
   /* Page cache the kernel can drop (inactive files: results just read or
    * written) is not memory anyone holds. */
   snprintf(path, sizeof path, "%s/memory.stat", dir);
-  if (cur >= 0 && read_small(path, buf, sizeof buf) == 0) {
+  if (cur >= 0 && sched_read_small(path, buf, sizeof buf) == 0) {
     int64_t inactive = -1;
     for (char *p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : p)
       if (strncmp(p, "inactive_file ", 14) == 0)

@@ -76,16 +76,6 @@ int sched_sample_parse_stat(const char *text, uint64_t *busy,
   return 0;
 }
 
-/* Read a small file into buf (NUL-terminated); 0, or -1. */
-static int read_small(const char *path, char *buf, size_t cap) {
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  size_t n = fread(buf, 1, cap - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  return n > 0 ? 0 : -1;
-}
-
 static void read_now(reading *r) {
   memset(r, 0, sizeof *r);
   r->mono_ms = t_now_ms();
@@ -94,14 +84,14 @@ static void read_now(reading *r) {
     r->proc_cpu_s = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
                     (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
   char buf[8192];
-  if (read_small("/proc/stat", buf, sizeof buf) == 0)
+  if (sched_read_small("/proc/stat", buf, sizeof buf) == 0)
     sched_sample_parse_stat(buf, &r->busy, &r->total);
   r->mem_total = r->mem_avail = r->rss = -1;
-  if (read_small("/proc/meminfo", buf, sizeof buf) == 0)
+  if (sched_read_small("/proc/meminfo", buf, sizeof buf) == 0)
     sched_mem_parse_meminfo(buf, &r->mem_total, &r->mem_avail);
   unsigned long long vm, res;
   long page = sysconf(_SC_PAGESIZE);
-  if (read_small("/proc/self/statm", buf, sizeof buf) == 0 &&
+  if (sched_read_small("/proc/self/statm", buf, sizeof buf) == 0 &&
       sscanf(buf, "%llu %llu", &vm, &res) == 2 && page > 0)
     r->rss = (int64_t)res * page;
 }

@@ -206,6 +206,10 @@ int64_t sched_mem_need(const job_estimate *est, int backend);
  * it does not but running jobs hold memory; NEVER otherwise. */
 int sched_mem_decide(int64_t need, int64_t budget, int64_t reserved,
                      int64_t avail);
+/* A small file (/proc, /sys) into buf, NUL-terminated, truncated to cap - 1
+ * bytes: 0, or -1 when it cannot be read or is empty (sched/mem.c; the
+ * sampler reads /proc with it too). */
+int sched_read_small(const char *path, char *buf, size_t cap);
 void sched_mem_parse_meminfo(const char *text, int64_t *total,
                              int64_t *avail);       /* -1: absent */
 int64_t sched_mem_parse_cgroup_value(const char *text); /* -1: "max"/bad */
