@@ -1,6 +1,12 @@
-/* store.h — the SQLite job and array store.
+/* store.h — the job and array store: one interface, two backends.
  *
- * One database file, <data_dir>/tessel.db, in WAL mode with numbered
+ * The backend is chosen at open (store_open_url): SQLite (embedded, the
+ * default; db/sqlite/) or PostgreSQL (db/pg/, several nodes on one store).
+ * Every function below means the same on both; db/store_backend.h is the
+ * table of functions a backend fills, db/store.c dispatches to it.
+ * Functions of the "cluster" section answer T_ENOTIMPL on SQLite (one node).
+ *
+ * SQLite: one database file, <data_dir>/tessel.db, in WAL mode with numbered
  * migrations (db/schema.c). Threading rule: ONE writer thread owns the only
  * write connection and batches every write that is queued while it commits
  * the previous batch into one transaction (group commit). Readers use a
@@ -105,6 +111,16 @@ typedef struct store_job {
                             * its "path" file); NULL for one array.
                             * Written by sched/text.c, read by
                             * array/parts.h */
+  /* cluster (all NULL / 0 on SQLite) */
+  char *node;              /* the node that claimed it (a store_node id);
+                            * NULL while unclaimed */
+  int64_t lease_until;     /* wall ms the claim lasts until; 0: none */
+  int cancel_requested;    /* 1: a cancel reached the store while the job was
+                            * claimed by a node: that node stops it */
+  char *parent;            /* a tile of a split job: the parent's id; such
+                            * rows are left out of store_job_list */
+  int tile;                /* a tile's index (0..) */
+  int tiles;               /* a split parent: how many tiles; 0: not split */
 } store_job;
 
 typedef struct store_array {
@@ -128,9 +144,25 @@ void store_array_clear(store_array *a);
 /* Open (creating) <data_dir>/tessel.db, migrate, start the writer thread.
  * *out is owned by the caller: store_close it. */
 int store_open(const char *data_dir, store **out, terr *e);
+/* Open the store a URL names: NULL, "" or "sqlite:" -> store_open(data_dir);
+ * "postgresql://..." or "postgres://..." (libpq's URI or key=value
+ * conninfo) -> PostgreSQL, with migrations applied under an advisory lock.
+ * The data directory is tied to the store: the first node writes
+ * <data_dir>/store-id (a random id, also kept in the store); a node whose
+ * directory has another id, or none while the store has one, is refused
+ * (T_EINVAL, nothing written). Errors never include the password:
+ * unreachable or refused -> T_EUNAVAIL; a schema newer than this binary ->
+ * T_EINVAL. */
+int store_open_url(const char *url, const char *data_dir, store **out,
+                   terr *e);
+/* "sqlite" or "postgresql". */
+const char *store_kind(store *s);
+/* 1 when the backend can hold several nodes (PostgreSQL). */
+int store_is_cluster(store *s);
 /* Drain queued writes, stop the writer, close every connection. NULL ok. */
 void store_close(store *s);
-/* 1 when open and the writer is alive (for /readyz). */
+/* 1 when open and the writer is alive and (PostgreSQL) the server answered
+ * within the last few seconds (for /readyz). */
 int store_ready(store *s);
 int store_schema_version(store *s);
 
@@ -328,5 +360,81 @@ int store_array_delete(store *s, const char *id, const char *owner,
 int store_array_list(store *s, const char *owner, const char *cursor,
                      int limit, store_array **arrays, int *n,
                      char *next_cursor, terr *e);
+
+/* ---- split jobs ---------------------------------------------------------- */
+/* The tiles of a split job (rows whose parent is parent_id), by tile index;
+ * same allocation rule as store_job_list. Both backends. */
+int store_job_children(store *s, const char *parent_id, store_job **jobs,
+                       int *n, terr *e);
+
+/* ---- cluster (PostgreSQL; T_ENOTIMPL on SQLite) -------------------------- */
+/* A node: one tesseld on the shared store and data directory. */
+typedef struct store_node {
+  char id[T_ID_MAX];   /* "n_...", new at every start */
+  char *name;          /* --node-name (default: host name:port) */
+  char *url;           /* where it listens, as it says */
+  int threads;         /* CPU workers */
+  int gpus;            /* usable GPUs */
+  char *version;       /* tesseld version */
+  int64_t started_at, heartbeat_at; /* wall ms (the store's clock) */
+  int running, queued; /* its jobs, at its last heartbeat */
+  double load;         /* machine CPU % at its last heartbeat; NaN unknown */
+  int alive;           /* heartbeat within the lease time */
+  int64_t jobs_done;   /* jobs it finished */
+} store_node;
+void store_node_clear(store_node *n);
+/* [sync] Register n (n->id set here, started_at/heartbeat_at from the
+ * store's clock). */
+int store_node_register(store *s, store_node *n, terr *e);
+/* [sync] The node is alive: its heartbeat and counters are written and
+ * every lease it holds is renewed to now + lease_ms. *cancel (a new array of
+ * *ncancel heap ids, NULL when none) lists its jobs with cancel_requested;
+ * *lost those it believes it runs (held, nheld) but no longer holds (the
+ * lease expired and the job went elsewhere): it must stop them and not
+ * write their end. */
+int store_node_heartbeat(store *s, const store_node *n, int64_t lease_ms,
+                         const char *const *held, int nheld, char ***cancel,
+                         int *ncancel, char ***lost, int *nlost, terr *e);
+/* [sync] A clean shutdown: jobs it claimed and did not start go back to the
+ * queue (unclaimed), the node row is marked gone. */
+int store_node_leave(store *s, const char *node_id, terr *e);
+/* Every node seen within keep_ms (gone and dead ones included, alive 0). */
+int store_node_list(store *s, int64_t keep_ms, store_node **nodes, int *n,
+                    terr *e);
+void store_nodes_free(store_node *nodes, int n);
+/* [sync] Claim up to max queued, unclaimed jobs for node_id (SELECT ... FOR
+ * UPDATE SKIP LOCKED: two nodes never claim the same job), priority first,
+ * FIFO within; cuda jobs only when has_gpu; parents of split jobs only when
+ * parents (the node's coordinator) else only other jobs. Each claimed row
+ * gets node, lease_until = now + lease_ms, and attempts += 1 (committed:
+ * the cap of max_attempts holds across nodes). Same allocation rule as
+ * store_job_list; *n may be 0. */
+int store_job_claim(store *s, const char *node_id, int has_gpu, int parents,
+                    int max, int64_t lease_ms, store_job **jobs, int *n,
+                    terr *e);
+/* [sync] Jobs whose lease expired (their node died) go back to the queue,
+ * unclaimed; those whose attempts reached max_attempts fail "crashed"
+ * instead. Run by one node at a time (an advisory lock; 0 with *n = 0 when
+ * another holds it). *ids (heap, NULL when none): the jobs moved. */
+int store_reap(store *s, int max_attempts, char ***ids, int *n, terr *e);
+/* [sync] A cancel through any node: a queued, unclaimed job ends canceled
+ * here (*ended = 1); a claimed one gets cancel_requested and its node is
+ * told (*ended = 0). T_ECONFLICT when finished, T_ENOTFOUND when absent or
+ * another owner's (owner NULL: any). */
+int store_job_cancel_request(store *s, const char *id, const char *owner,
+                             int *ended, terr *e);
+/* Events from every node: a job ended ("end", id), a job was queued
+ * ("queued", id), a cancel was requested ("cancel", id). cb runs on the
+ * store's listener thread (one per store, started by the first
+ * store_listen); it must not block. *token for store_unlisten. On a lost
+ * connection the listener reconnects and calls cb(arg, "reset", NULL):
+ * events may have been missed, re-read what you wait for. */
+typedef void (*store_event_fn)(void *arg, const char *what, const char *id);
+int store_listen(store *s, store_event_fn cb, void *arg, uint64_t *token,
+                 terr *e);
+void store_unlisten(store *s, uint64_t token);
+/* How many jobs are queued in the whole store (claimed or not): the
+ * cluster-wide queue depth, for 429 and /v1/nodes. */
+int store_queue_depth(store *s, int64_t *queued, terr *e);
 
 #endif

@@ -1,0 +1,225 @@
+/* db/store.c — the store interface: a backend and its handle, and one
+ * dispatching function per operation (store_backend.h). Nothing here knows
+ * SQL. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/store_backend.h"
+
+struct store {
+  const store_backend *be;
+  void *impl;
+};
+
+static int store_wrap(const store_backend *be, void *impl, store **out,
+                      terr *e) {
+  store *s = calloc(1, sizeof *s);
+  if (!s) {
+    be->close(impl);
+    return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  }
+  s->be = be;
+  s->impl = impl;
+  *out = s;
+  return 0;
+}
+
+int store_open(const char *data_dir, store **out, terr *e) {
+  *out = NULL;
+  void *impl = NULL;
+  int rc = store_sqlite_open(data_dir, &impl, e);
+  if (rc) return rc;
+  return store_wrap(&store_sqlite_backend, impl, out, e);
+}
+
+static int has_prefix(const char *s, const char *p) {
+  return strncmp(s, p, strlen(p)) == 0;
+}
+
+int store_open_url(const char *url, const char *data_dir, store **out,
+                   terr *e) {
+  *out = NULL;
+  if (!url || !*url || strcmp(url, "sqlite:") == 0)
+    return store_open(data_dir, out, e);
+  if (has_prefix(url, "postgresql://") || has_prefix(url, "postgres://") ||
+      strchr(url, '=')) {
+    void *impl = NULL;
+    int rc = store_pg_open(url, data_dir, &impl, e);
+    if (rc) return rc;
+    return store_wrap(&store_pg_backend, impl, out, e);
+  }
+  return terr_set(e, T_EINVAL, "store", -1,
+                  "store: unknown kind of store (want sqlite: or "
+                  "postgresql://...)");
+}
+
+const char *store_kind(store *s) { return s ? s->be->name : "none"; }
+int store_is_cluster(store *s) { return s && s->be->cluster; }
+
+void store_close(store *s) {
+  if (!s) return;
+  s->be->close(s->impl);
+  free(s);
+}
+
+static int not_here(terr *e) {
+  return terr_set(e, T_ENOTIMPL, "store", -1,
+                  "store: only a cluster store (PostgreSQL) does this");
+}
+
+int store_ready(store *s) {
+  return s && s->be->ready(s->impl);
+}
+
+int store_schema_version(store *s) {
+  return s ? s->be->schema_version(s->impl) : 0;
+}
+
+int store_job_insert(store *s, store_job *j, int *existing, terr *e) {
+  return s->be->job_insert(s->impl, j, existing, e);
+}
+
+int store_job_insert_async(store *s, store_job *j, terr *e) {
+  return s->be->job_insert_async(s->impl, j, e);
+}
+
+int store_sync(store *s, terr *e) {
+  return s->be->sync(s->impl, e);
+}
+
+int store_job_get(store *s, const char *id, const char *owner, store_job *out, terr *e) {
+  return s->be->job_get(s->impl, id, owner, out, e);
+}
+
+int store_job_list(store *s, const store_job_filter *f, store_job **jobs, int *n, int *has_next, store_job_pos *next, int64_t *total, terr *e) {
+  return s->be->job_list(s->impl, f, jobs, n, has_next, next, total, e);
+}
+
+int store_job_start(store *s, const char *id, int64_t started_at, const char *backend_used, const char *reason, const char *estimate, terr *e) {
+  return s->be->job_start(s->impl, id, started_at, backend_used, reason, estimate, e);
+}
+
+void store_job_start_async(store *s, const char *id, int64_t started_at, const char *backend_used, const char *reason, const char *estimate) {
+  s->be->job_start_async(s->impl, id, started_at, backend_used, reason, estimate);
+}
+
+void store_job_progress(store *s, const char *id, int64_t done, int64_t total) {
+  s->be->job_progress(s->impl, id, done, total);
+}
+
+int store_job_finish(store *s, const char *id, const store_job_end *end, terr *e) {
+  return s->be->job_finish(s->impl, id, end, e);
+}
+
+int store_job_finish_async(store *s, const char *id, const store_job_end *end, store_finish_fn cb, void *arg, terr *e) {
+  return s->be->job_finish_async(s->impl, id, end, cb, arg, e);
+}
+
+int store_job_result_npy(store *s, const char *id, const char *owner, void **npy, size_t *len, terr *e) {
+  return s->be->job_result_npy(s->impl, id, owner, npy, len, e);
+}
+
+int store_job_requeue(store *s, const char *id, terr *e) {
+  return s->be->job_requeue(s->impl, id, e);
+}
+
+int store_job_unstart(store *s, const char *id, terr *e) {
+  return s->be->job_unstart(s->impl, id, e);
+}
+
+int store_job_note_start(store *s, const char *id, int attempt, terr *e) {
+  return s->be->job_note_start(s->impl, id, attempt, e);
+}
+
+int store_job_delete(store *s, const char *id, const char *owner, char ***paths, int *npaths, terr *e) {
+  return s->be->job_delete(s->impl, id, owner, paths, npaths, e);
+}
+
+int store_job_unfinished(store *s, store_job **jobs, int *n, terr *e) {
+  return s->be->job_unfinished(s->impl, jobs, n, e);
+}
+
+int store_expire(store *s, int64_t before_ms, char ***paths, int *npaths, terr *e) {
+  return s->be->expire(s->impl, before_ms, paths, npaths, e);
+}
+
+int store_stats(store *s, const char *owner, store_stat **rows, int *n, terr *e) {
+  return s->be->stats(s->impl, owner, rows, n, e);
+}
+
+int store_job_counts(store *s, const char *owner, int64_t counts[5], terr *e) {
+  return s->be->job_counts(s->impl, owner, counts, e);
+}
+
+int store_finished_by_step(store *s, const char *owner, int64_t since_ms, int64_t step_ms, int nsteps, int64_t *counts, terr *e) {
+  return s->be->finished_by_step(s->impl, owner, since_ms, step_ms, nsteps, counts, e);
+}
+
+int store_array_insert(store *s, store_array *a, int *existing, terr *e) {
+  return s->be->array_insert(s->impl, a, existing, e);
+}
+
+int store_array_get(store *s, const char *id, const char *owner, store_array *out, terr *e) {
+  return s->be->array_get(s->impl, id, owner, out, e);
+}
+
+int store_array_delete(store *s, const char *id, const char *owner, char **path, terr *e) {
+  return s->be->array_delete(s->impl, id, owner, path, e);
+}
+
+int store_array_list(store *s, const char *owner, const char *cursor, int limit, store_array **arrays, int *n, char *next_cursor, terr *e) {
+  return s->be->array_list(s->impl, owner, cursor, limit, arrays, n, next_cursor, e);
+}
+
+int store_job_children(store *s, const char *parent_id, store_job **jobs, int *n, terr *e) {
+  return s->be->job_children(s->impl, parent_id, jobs, n, e);
+}
+
+int store_node_register(store *s, store_node *n, terr *e) {
+  if (!s->be->node_register) return not_here(e);
+  return s->be->node_register(s->impl, n, e);
+}
+
+int store_node_heartbeat(store *s, const store_node *n, int64_t lease_ms, const char *const *held, int nheld, char ***cancel, int *ncancel, char ***lost, int *nlost, terr *e) {
+  if (!s->be->node_heartbeat) return not_here(e);
+  return s->be->node_heartbeat(s->impl, n, lease_ms, held, nheld, cancel, ncancel, lost, nlost, e);
+}
+
+int store_node_leave(store *s, const char *node_id, terr *e) {
+  if (!s->be->node_leave) return not_here(e);
+  return s->be->node_leave(s->impl, node_id, e);
+}
+
+int store_node_list(store *s, int64_t keep_ms, store_node **nodes, int *n, terr *e) {
+  if (!s->be->node_list) return not_here(e);
+  return s->be->node_list(s->impl, keep_ms, nodes, n, e);
+}
+
+int store_job_claim(store *s, const char *node_id, int has_gpu, int parents, int max, int64_t lease_ms, store_job **jobs, int *n, terr *e) {
+  if (!s->be->job_claim) return not_here(e);
+  return s->be->job_claim(s->impl, node_id, has_gpu, parents, max, lease_ms, jobs, n, e);
+}
+
+int store_reap(store *s, int max_attempts, char ***ids, int *n, terr *e) {
+  if (!s->be->reap) return not_here(e);
+  return s->be->reap(s->impl, max_attempts, ids, n, e);
+}
+
+int store_job_cancel_request(store *s, const char *id, const char *owner, int *ended, terr *e) {
+  if (!s->be->job_cancel_request) return not_here(e);
+  return s->be->job_cancel_request(s->impl, id, owner, ended, e);
+}
+
+int store_listen(store *s, store_event_fn cb, void *arg, uint64_t *token, terr *e) {
+  if (!s->be->listen) return not_here(e);
+  return s->be->listen(s->impl, cb, arg, token, e);
+}
+
+void store_unlisten(store *s, uint64_t token) {
+  if (s->be->unlisten) s->be->unlisten(s->impl, token);
+}
+
+int store_queue_depth(store *s, int64_t *queued, terr *e) {
+  if (!s->be->queue_depth) return not_here(e);
+  return s->be->queue_depth(s->impl, queued, e);
+}
