@@ -86,6 +86,7 @@ sjob *sjob_new(const store_job *sj) {
   sjob *j = calloc(1, sizeof *j);
   if (!j) return NULL;
   snprintf(j->id, sizeof j->id, "%s", sj->id);
+  snprintf(j->stem, sizeof j->stem, "%s", sj->id);
   j->owner = dup_or_empty(sj->owner);
   j->kind = dup_or_empty(sj->kind);
   j->params_text = dup_or_empty(sj->params);
@@ -102,6 +103,13 @@ sjob *sjob_new(const store_job *sj) {
   j->timeout_s = sj->timeout_s;
   j->created_at = sj->created_at;
   j->attempts = sj->attempts;
+  if (sj->node && sj->node[0]) {
+    /* Claimed from a cluster store (sched/cluster.c): the claim counted
+     * this run's attempt already; attempts means those before it, and the
+     * result files are named for this run. */
+    j->attempts = sj->attempts > 0 ? sj->attempts - 1 : 0;
+    snprintf(j->stem, sizeof j->stem, "%s.r%d", sj->id, sj->attempts);
+  }
   j->crash_test = sched_test_crash_label(sj->label);
   j->heap_index = -1;
   j->queue = -1;

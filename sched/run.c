@@ -137,7 +137,7 @@ static int srun_result_new(job_ctx *ctx, tdtype dt, int ndim,
     al->out = r->out_busy = 1;
   } else {
     snprintf(al->path, sizeof al->path, "%s/%s.npy.tmp%u", r->s->results_dir,
-             r->j->id, atomic_fetch_add(&r->s->tmp_counter, 1));
+             r->j->stem, atomic_fetch_add(&r->s->tmp_counter, 1));
     int rc = sink ? tarray_create_npy_sink(al->path, dt, ndim, shape, &al->a, e)
                   : tarray_create_npy(al->path, dt, ndim, shape, &al->a, e);
     if (rc) {
@@ -246,7 +246,7 @@ static int srun_keep_result(srun *r, tarray *a, const char *final, char **npy,
     return rc;
   }
   char tmp[SRUN_PATH_MAX];
-  snprintf(tmp, sizeof tmp, "%s/%s.npy.tmp%u", r->s->results_dir, r->j->id,
+  snprintf(tmp, sizeof tmp, "%s/%s.npy.tmp%u", r->s->results_dir, r->j->stem,
            atomic_fetch_add(&r->s->tmp_counter, 1));
   FILE *f = fopen(tmp, "wb");
   if (!f) {
@@ -329,12 +329,12 @@ static int srun_keep_parts(srun *r, sres *res, tparts *parts, char **doc,
     t->ndim = a->ndim;
     memcpy(t->shape, a->shape, sizeof t->shape);
     t->bytes = a->size * (int64_t)tdtype_size(a->dtype);
-    size_t len = strlen(r->s->results_dir) + strlen(r->j->id) + strlen(t->name) + 8;
+    size_t len = strlen(r->s->results_dir) + strlen(r->j->stem) + strlen(t->name) + 8;
     if (!(t->path = malloc(len))) {
       rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
       break;
     }
-    snprintf(t->path, len, "%s/%s.%s.npy", r->s->results_dir, r->j->id, t->name);
+    snprintf(t->path, len, "%s/%s.%s.npy", r->s->results_dir, r->j->stem, t->name);
     rc = srun_keep_result(r, res->a[i], t->path, NULL, NULL, e);
     res->a[i] = NULL;
     if (rc) {
@@ -622,6 +622,7 @@ static void srun_release(sched *s, sjob *j, int status, int counted,
   tmutex_unlock(&s->mu);
   sched_fire(s, chain, j->id, ended);
   sjob_free(j);
+  if (s->cluster) sched_cluster_kick(s); /* a slot is free: claim */
 }
 
 /* What the end of a job needs once its finish is committed. */
@@ -670,8 +671,15 @@ static void srun_finished(void *arg, int rc, const terr *fe, store_job *row) {
   }
   if (rc == T_ECONFLICT || rc == T_ENOTFOUND) {
     /* Ended in the store before a worker took it (canceled: see
-     * sched_cancel), or never recorded; the store's word stands. */
-    log_info("scheduler: job %s: %s", j->id, fe ? fe->message : "");
+     * sched_cancel), or never recorded; the store's word stands. On a
+     * cluster store also the fence: the job's lease went to another node,
+     * which runs it again; this run's result files (named for this run,
+     * sjob.stem) were removed above. */
+    if (s->cluster)
+      log_warn("scheduler: job %s: end not written, result dropped: %s",
+               j->id, fe ? fe->message : "");
+    else
+      log_info("scheduler: job %s: %s", j->id, fe ? fe->message : "");
     srun_release(s, j, -1, 0, NULL, 0, NULL);
   } else {
     if (rc != T_OK) /* stays running in the store: the next start reruns it */
@@ -836,6 +844,15 @@ end:
   int64_t ptotal = j->progress_base_total + atomic_load(&j->ctx.progress_total);
   tmutex_unlock(&s->mu);
 
+  if (stop == SJ_STOP_LOST) {
+    /* Its lease went to another node (sched_drop_lost): the fence would
+     * refuse its end, and the other node's run is the job's. */
+    srun_drop_res(&r, &res);
+    srun_cleanup(&r);
+    sched_mem_release(s, j);
+    srun_release(s, j, -1, 0, NULL, 0, NULL);
+    goto out;
+  }
   if (stop == SJ_STOP_SHUTDOWN && (rc || !res.n)) {
     /* Stopped by shutdown: stays queued in the store, its start taken
      * back (a shutdown is not a crash: attempts counts only those). */
@@ -885,7 +902,7 @@ end:
     parts.p[0].bytes = rinfo.bytes;
     rinfo.nonconverged =
         j->ctx.nonconverged > 0 ? (int64_t)j->ctx.nonconverged : 0;
-    snprintf(final, sizeof final, "%s/%s.npy", s->results_dir, j->id);
+    snprintf(final, sizeof final, "%s/%s.npy", s->results_dir, j->stem);
     double t0s = t_now_ms();
     int wrc;
     if (r.out.dirfd >= 0 && res.n > 1) {

@@ -350,6 +350,11 @@ int sched_create(const sched_config *cfg, sched **out, terr *e) {
   pthread_cond_init(&s->fired_cv, NULL);
   pthread_condattr_destroy(&mono);
   s->accepting = 1; /* reserve/enqueue work before start; workers wait */
+  s->cluster = store_is_cluster(cfg->st);
+  if (sched_cluster_create(s, e) != T_OK) {
+    sched_destroy(s);
+    return e->code;
+  }
   *out = s;
   return T_OK;
 }
@@ -405,6 +410,15 @@ static int sched_add(sched *s, const store_job *sj, int reserved,
     if (reserved) sched_unreserve(s);
     return terr_set(e, T_ENOMEM, "", -1, "scheduler: out of memory");
   }
+  if (reserved && s->cluster) {
+    /* A submit on a cluster store: the row is in the store, and whichever
+     * node has a free slot claims it (this one is woken first). */
+    kind_checked_free(k, checked);
+    sjob_free(j);
+    sched_unreserve(s);
+    sched_cluster_kick(s);
+    return T_OK;
+  }
   if (params && est) { /* checked at submit: the worker skips it */
     j->params = json_incref(params);
     j->est = *est;
@@ -441,6 +455,10 @@ static int sched_add(sched *s, const store_job *sj, int reserved,
   return T_OK;
 }
 
+int sched_add_claimed(sched *s, const store_job *row, terr *e) {
+  return sched_add(s, row, 0, NULL, NULL, NULL, NULL, e);
+}
+
 int sched_start(sched *s, terr *e) {
   store_job *jobs = NULL;
   int n = 0, rc;
@@ -449,9 +467,15 @@ int sched_start(sched *s, terr *e) {
   if (t_mkdirs(s->results_dir) != 0)
     return terr_set(e, T_EIO, "", -1, "cannot create %s: %s", s->results_dir,
                     strerror(errno));
-  sched_clean_temp(s);
-  sched_journal_open(s); /* first: it raises attempts of jobs read next */
-  if ((rc = store_job_unfinished(s->cfg.st, &jobs, &n, e))) return rc;
+  /* On a cluster store the data directory is shared: another node's
+   * temporaries and unfinished results are not ours to remove, no journal
+   * (its starts are counted at claim), and the store's unfinished jobs are
+   * claimed through the queue and the reaper, not queued here. */
+  if (!s->cluster) {
+    sched_clean_temp(s);
+    sched_journal_open(s); /* first: it raises attempts of jobs read next */
+    if ((rc = store_job_unfinished(s->cfg.st, &jobs, &n, e))) return rc;
+  }
   sched_clean_unfinished(s, jobs, n);
   int requeued = 0;
   for (int i = 0; i < n; i++) {
@@ -569,6 +593,9 @@ void sched_shutdown(sched *s, double deadline_s) {
     if (!j) break;
     sched_end_unstarted(s, j, -1, NULL, NULL);
   }
+  /* Nothing runs here now: the node stops heartbeating and leaves (its
+   * claimed, unstarted jobs go back to the queue). */
+  sched_cluster_stop(s);
 }
 
 void sched_destroy(sched *s) {
@@ -580,6 +607,7 @@ void sched_destroy(sched *s) {
   tmutex_unlock(&s->mu);
   if (s->calibration_path) router_shutdown(); /* saves its corrections */
   sched_journal_close(s); /* no worker runs: every slot is free */
+  sched_cluster_destroy(s);
   for (int q = 0; q < Q__COUNT; q++) theap_free(&s->q[q]);
   free(s->buckets);
   while (s->waiters) { /* registrations of jobs never finished here */
@@ -620,7 +648,9 @@ int sched_reserve(sched *s, int *retry_after_s, terr *e) {
   if (!s->accepting) {
     rc = terr_set(e, T_EUNAVAIL, "", -1, "the service is shutting down");
   } else if (s->cfg.queue_limit > 0 &&
-             s->nqueued + s->reserved >= s->cfg.queue_limit) {
+             (s->cluster ? (int64_t)sched_cluster_depth(s)
+                         : (int64_t)s->nqueued) +
+                     s->reserved >= s->cfg.queue_limit) {
     int ra = sched_retry_after(s);
     if (retry_after_s) *retry_after_s = ra;
     rc = terr_set(e, T_EBUSY, "", -1,
@@ -650,7 +680,7 @@ int sched_enqueue_checked(sched *s, const store_job *j, json_t *params,
 }
 
 /* ---- cancel --------------------------------------------------------------- */
-int sched_cancel(sched *s, const char *id, const char *owner, terr *e) {
+int sched_cancel_held(sched *s, const char *id, const char *owner, terr *e) {
   tmutex_lock(&s->mu);
   sjob *j = sched_find(s, id);
   if (j && owner && strcmp(j->owner, owner) != 0) j = NULL;
@@ -671,6 +701,39 @@ int sched_cancel(sched *s, const char *id, const char *owner, terr *e) {
   }
   tmutex_unlock(&s->mu);
   if (j) return terr_set(e, T_ECONFLICT, "", -1, "job %s is finishing", id);
+  return T_ENOTFOUND;
+}
+
+void sched_drop_lost(sched *s, const char *id) {
+  tmutex_lock(&s->mu);
+  sjob *j = sched_find(s, id);
+  if (j && j->state == SJ_QUEUED) {
+    sjob_heap_remove(&s->q[j->queue], j->heap_index);
+    s->nqueued--;
+    sjob_set_state(j, SJ_ENDING);
+    tmutex_unlock(&s->mu);
+    log_warn("scheduler: job %s: its lease went to another node; dropped "
+             "before it started", id);
+    sched_end_unstarted(s, j, -1, NULL, NULL); /* nothing written */
+    return;
+  }
+  if (j && j->state == SJ_RUNNING) {
+    atomic_store(&j->stop, SJ_STOP_LOST);
+    log_warn("scheduler: job %s: its lease went to another node; stopping "
+             "it, its end is not written", id);
+  }
+  tmutex_unlock(&s->mu);
+}
+
+int sched_cancel(sched *s, const char *id, const char *owner, terr *e) {
+  int rc = sched_cancel_held(s, id, owner, e);
+  if (rc != T_ENOTFOUND) return rc;
+  if (s->cluster) {
+    /* Held by another node, queued in the store, or finished: the store
+     * decides; the holder stops it at its "cancel" event. */
+    int ended = 0;
+    return store_job_cancel_request(s->cfg.st, id, owner, &ended, e);
+  }
 
   /* Not held here: finished, unknown, or in the store but not (yet or any
    * more) queued here — between the API's insert and enqueue, or after a
@@ -678,7 +741,7 @@ int sched_cancel(sched *s, const char *id, const char *owner, terr *e) {
    * that later takes it finds it no longer queued and drops it. */
   store_job sj;
   memset(&sj, 0, sizeof sj);
-  int rc = store_job_get(s->cfg.st, id, owner, &sj, e);
+  rc = store_job_get(s->cfg.st, id, owner, &sj, e);
   if (rc == T_OK && job_status_final(sj.status)) {
     rc = terr_set(e, T_ECONFLICT, "", -1, "job %s already %s", id,
                   job_status_name(sj.status));

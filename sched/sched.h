@@ -150,6 +150,42 @@ int sched_wait_end(sched *s, const char *id, sched_end_fn cb, void *arg,
  * fired (or is firing: sched_unwait then returns after cb has returned). */
 int sched_unwait(sched *s, uint64_t token);
 
+/* ---- the node (sched/cluster.c) ------------------------------------------
+ * On a cluster store (store_is_cluster: PostgreSQL) this tesseld is one node
+ * of several on one store and one data directory. sched_start then neither
+ * reads the in-flight journal nor queues the store's unfinished jobs (other
+ * nodes run them); sched_join registers the node and starts its thread:
+ * heartbeat every lease/3 (renewing its leases; jobs it lost stop and write
+ * nothing, jobs with a cancel request are canceled), reap every lease/2
+ * (store_reap with max_attempts), and the claimer (up to the free worker
+ * slots, woken by "queued" events, by local job ends and every 500 ms). A
+ * submit inserts the row and wakes the claimer instead of queueing it here;
+ * a cancel of a job held elsewhere is a store_job_cancel_request (the holder
+ * stops it at its "cancel" event); a wait on a job held elsewhere fires on
+ * its "end" event (the callback then gets ended = NULL: read the store).
+ * sched_shutdown leaves (store_node_leave) once no job runs here.
+ * On SQLite sched_join only records the name and url for sched_nodes. */
+#define SCHED_LEASE_MS_DEFAULT 10000
+typedef struct sched_node_config {
+  const char *name;    /* --node-name */
+  const char *url;     /* where this node answers */
+  const char *version; /* tesseld's */
+  int lease_ms;        /* <= 0: SCHED_LEASE_MS_DEFAULT */
+} sched_node_config;
+/* After sched_start. 0, or the store's error (registration failed). */
+int sched_join(sched *s, const sched_node_config *nc, terr *e);
+/* The nodes for GET /v1/nodes: on a cluster store every node seen within
+ * 10 minutes (store_node_list), else one entry: this process. Same
+ * allocation rule as store_node_list (store_nodes_free). */
+int sched_nodes(sched *s, store_node **nodes, int *n, terr *e);
+/* This node's id ("" before sched_join or on SQLite) and name. */
+void sched_node_self(sched *s, char id[T_ID_MAX], char *name, size_t cap);
+/* Live nodes as of the last heartbeat (1 on SQLite or before it). */
+int sched_live_nodes(sched *s);
+/* How many jobs the claimer may take: the worker slots not filled by the
+ * jobs queued or running here (never below 0): no node hoards the queue. */
+int sched_claim_room(int workers, int queued, int running);
+
 /* Counters for /metrics, /v1/stats and /readyz. */
 typedef struct sched_stats {
   int queued, running, workers, gpu_workers;

@@ -41,6 +41,8 @@ enum { SJ_QUEUED = 0, SJ_RUNNING, SJ_ENDING };
 enum { Q_CPU = 0, Q_GPU, Q_AUTO, Q__COUNT }; /* which heap holds a job */
 /* stop values: 0 run, 1 canceled, 2 timed out (kinds.h), and ours: */
 #define SJ_STOP_SHUTDOWN 3 /* leave the job unfinished in the store */
+#define SJ_STOP_LOST 4     /* cluster: its lease went to another node; write
+                            * nothing, drop what it computed */
 /* Results of result_alloc up to this many bytes are heap arrays written
  * with npy_write at the end; larger ones are mapped .npy files
  * (tarray_create_npy). Used when cfg.inline_result_max <= 0. Measured with
@@ -54,6 +56,11 @@ enum { Q_CPU = 0, Q_GPU, Q_AUTO, Q__COUNT }; /* which heap holds a job */
 
 typedef struct sjob {
   char id[T_ID_MAX];
+  /* Its result files' name under <data>/results: the id, and on a cluster
+   * store "<id>.r<attempt>" (the claim's attempt, unique per run: a run
+   * whose lease was lost and that still writes never touches the files of
+   * the run that replaced it; sched/cluster.c). */
+  char stem[T_ID_MAX + 16];
   char *owner, *kind, *params_text, *backend_text; /* owned copies */
   char *output_file;   /* "output": {"file"} (owned); NULL when none */
   int requested;       /* tbackend, or -1 when the stored name is unknown */
@@ -125,6 +132,11 @@ typedef struct swaiter {
   int calling;      /* [mu] cb is being called (or has been) */
   int skip;         /* [mu] unwaited while firing: not to be called */
   pthread_t thread; /* [mu] the thread calling cb, once calling */
+  /* A job not held here on a cluster store (sched/cluster.c): job NULL,
+   * fired by the job's "end" event or a read of the store. */
+  int remote;
+  int checked;      /* [mu] the node thread has read its job once */
+  char rid[T_ID_MAX];
   struct swaiter *prev, *next, *fnext;
 } swaiter;
 
@@ -146,6 +158,10 @@ struct sched {
   int64_t row_max;      /* bytes of .npy kept in the store row; 0: none */
   int64_t env_max_elems;
   int max_attempts;     /* starts that never finished before "crashed" */
+  /* A cluster store (store_is_cluster): no journal, no recovery at start,
+   * submitted jobs are claimed from the store (sched/cluster.c). */
+  int cluster;
+  struct sched_cluster *cl; /* sched/cluster.c; always set after create */
   void *journal;        /* sched/journal.c: the mapped slots; NULL: none */
   int journal_slots;
   atomic_int *journal_used; /* per slot: 1 while a worker holds it */
@@ -170,6 +186,7 @@ struct sched {
   size_t nbuckets, njobs;
   sjob *running;
   int nqueued, nrunning, reserved;
+  int nremote; /* pending remote waiters (not yet firing) */
   int nfiring; /* releases between sched_release_locked and sched_fire's end:
                 * sched_destroy waits for 0 (the releasing thread still
                 * reads the scheduler after a job stops counting as running) */
@@ -227,6 +244,33 @@ void sched_journal_open(sched *s);
 void sched_journal_close(sched *s);
 int sched_journal_take(sched *s, const char *id, int attempt);
 void sched_journal_put(sched *s, int slot);
+
+/* sched/cluster.c: the node (see there). create/destroy with the
+ * scheduler; stop (from sched_shutdown, once no job runs) ends the node
+ * thread, the listener and, with store_node_leave, the node's claims. */
+int sched_cluster_create(sched *s, terr *e);
+void sched_cluster_stop(sched *s);
+void sched_cluster_destroy(sched *s);
+/* Wake the claimer (a job was submitted, or a local job ended). Any thread,
+ * no lock held or [mu]; never blocks. */
+void sched_cluster_kick(sched *s);
+/* The same, to read the store for the remote waiters registered since. */
+void sched_cluster_recheck(sched *s);
+/* The cluster's view for admission: queued jobs in the whole store, live
+ * nodes with a GPU (both as of the last heartbeat; 0 before the first). */
+int64_t sched_cluster_depth(sched *s);
+int sched_cluster_gpu_nodes(sched *s);
+/* Fire the remote waiters of job id (ended: its committed row, or NULL).
+ * No lock held. */
+void sched_fire_remote(sched *s, const char *id, const store_job *ended);
+/* A job held here: canceled (0), T_ENOTFOUND when not held, T_ECONFLICT
+ * when finishing (sched.c). */
+int sched_cancel_held(sched *s, const char *id, const char *owner, terr *e);
+/* Claimed jobs in: a row from store_job_claim queued here (sched.c). */
+int sched_add_claimed(sched *s, const store_job *row, terr *e);
+/* A job whose lease was lost: a queued one is dropped (nothing written),
+ * a running one stops (SJ_STOP_LOST) and writes nothing. */
+void sched_drop_lost(sched *s, const char *id);
 
 /* sched/queue.c */
 int sjob_before(const sjob *a, const sjob *b); /* a runs first */

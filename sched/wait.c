@@ -18,6 +18,13 @@
  * sched_unwait runs inside that very callback, where waiting would
  * deadlock (0 at once). So once sched_unwait returns, the callback is not
  * running and will never be called, and the caller may free `arg`.
+ * Remote waiters (a cluster store, sched/cluster.c): a wait on a job this
+ * node does not hold is registered with job NULL and the job's id (rid)
+ * and fired by sched_fire_remote — on the job's "end" event (the store's
+ * listener thread), by the node thread's read of the store (at once after
+ * the registration, so that an end that came before it is not missed, then
+ * every second and on "reset"), or when this node ends the job itself
+ * (sched_release_locked, with the committed row).
  * Finding a token walks the list: it holds one entry per request that is
  * waiting right now (a few hundred at most).
  *
@@ -123,7 +130,31 @@ swaiter *sched_release_locked(sched *s, sjob *j, int status, int counted,
     }
     j->nwaiters = 0;
   }
+  if (s->nremote) /* waits registered before this node claimed the job */
+    for (swaiter *w = s->waiters; w; w = w->next)
+      if (w->remote && !w->firing && strcmp(w->rid, j->id) == 0) {
+        w->firing = 1;
+        s->nremote--;
+        w->fnext = chain;
+        chain = w;
+      }
   return chain;
+}
+
+void sched_fire_remote(sched *s, const char *id, const store_job *ended) {
+  swaiter *chain = NULL;
+  tmutex_lock(&s->mu);
+  if (s->nremote)
+    for (swaiter *w = s->waiters; w; w = w->next)
+      if (w->remote && !w->firing && strcmp(w->rid, id) == 0) {
+        w->firing = 1;
+        s->nremote--;
+        w->fnext = chain;
+        chain = w;
+      }
+  if (chain) s->nfiring++; /* sched_fire's end takes it back */
+  tmutex_unlock(&s->mu);
+  if (chain) sched_fire(s, chain, id, ended);
 }
 
 static void waiter_unlist(sched *s, swaiter *w) { /* [mu] */
@@ -175,22 +206,28 @@ static int wait_add(sched *s, const char *id, sched_wait_fn cb,
   if (!w) return 1; /* the caller answers from the store instead */
   tmutex_lock(&s->mu);
   sjob *j = sched_find(s, id);
-  if (!j) {
+  if (!j && (!s->cluster || s->shut)) {
     tmutex_unlock(&s->mu);
     free(w);
     return 1;
   }
   w->token = ++s->next_token;
   w->job = j;
+  if (!j) { /* held elsewhere, queued in the store, or ended: see above */
+    w->remote = 1;
+    snprintf(w->rid, sizeof w->rid, "%s", id);
+    s->nremote++;
+  }
   w->cb = cb;
   w->cbe = cbe;
   w->arg = arg;
   w->next = s->waiters;
   if (s->waiters) s->waiters->prev = w;
   s->waiters = w;
-  j->nwaiters++;
+  if (j) j->nwaiters++;
   *token = w->token;
   tmutex_unlock(&s->mu);
+  if (!j) sched_cluster_recheck(s); /* read the store now: it may have ended */
   return 0;
 }
 
@@ -219,6 +256,7 @@ int sched_unwait(sched *s, uint64_t token) {
   if (w && !w->firing) { /* pending: remove it */
     waiter_unlist(s, w);
     if (w->job) w->job->nwaiters--;
+    if (w->remote) s->nremote--;
     free(w);
     rc = 1;
   } else if (w && !w->calling && !w->skip) { /* about to fire: stop it */
@@ -285,7 +323,9 @@ int sched_check_keep(sched *s, const kind_ops *k, const json_t *params,
  * memory caps, a service that accepts jobs. */
 static int check_limits(sched *s, tbackend b, const job_estimate *est,
                         terr *e) {
-  if (b == B_CUDA && s->ngpu == 0)
+  /* A cluster with a live GPU node takes it: that node claims it. */
+  if (b == B_CUDA && s->ngpu == 0 &&
+      !(s->cluster && sched_cluster_gpu_nodes(s) > 0))
     return terr_set(e, T_EUNAVAIL, "backend", -1,
                     "cuda requested but no usable GPU: %s",
                     s->gpu.unavailable_reason());

@@ -1,0 +1,477 @@
+/* sched/cluster.c — this tesseld as one node of a cluster store.
+ *
+ * On a cluster store (PostgreSQL: store_is_cluster) several tesseld share
+ * the store and the data directory (sched.h, "the node"). This file is the
+ * node: sched_join registers it (store_node_register: threads, GPUs,
+ * version, url), subscribes to the store's events (store_listen) and starts
+ * the node thread, which does in turn, whenever it wakes:
+ *   - cancels that arrived as "cancel" events for jobs held here
+ *     (sched_cancel_held; the listener thread only queues the id: a cancel
+ *     of a queued job makes a [sync] store write);
+ *   - the claimer: store_job_claim of up to sched_claim_room jobs (the
+ *     worker slots not filled by jobs queued or running here, so no node
+ *     hoards the queue; cuda jobs only while a GPU here is healthy), each
+ *     queued here (sched_add_claimed). The claim counts the attempt in the
+ *     store, so the poison-job cap holds across nodes (sjob_new takes the
+ *     run's attempt and result-file name from the claimed row);
+ *   - the heartbeat, every lease/3: counters, lease renewal of every job
+ *     held here; jobs it lost (the lease expired and the job went
+ *     elsewhere) stop and write nothing (sched_drop_lost; the store's fence
+ *     refuses their end anyway, and sched/run.c then drops the result);
+ *     jobs with a cancel request are canceled; then the node list (live
+ *     nodes, GPU nodes) and the cluster's queue depth, kept for admission;
+ *   - the reaper, every lease/2: store_reap (one node at a time: the
+ *     store's advisory lock);
+ *   - remote waiters (sched/wait.c): their jobs read from the store, those
+ *     registered since the last pass at once, every one every second and
+ *     after a "reset" event (the listener reconnected: events were lost).
+ * It wakes when kicked (a submit, a local job end, a "queued" event, a new
+ * remote waiter, a cancel), else at the next of those deadlines or after
+ * SCHED_CLAIM_EVERY_MS. The listener's callback (node_event) never blocks:
+ * it takes cl.mu or, to fire remote waiters on "end", sched.mu, briefly.
+ * On SQLite nothing here runs: sched_join records the name and url, and
+ * sched_nodes answers this process alone.
+ *
+ * Threads and locks: cl.mu guards the fields marked [cl]; it is a leaf
+ * (nothing else is taken while it is held) and may be taken with sched.mu
+ * held (sched_cluster_kick from a release). The node thread makes [sync]
+ * store calls with no lock held. sched_cluster_stop (from sched_shutdown,
+ * once no job runs) joins the thread, unlistens, and leaves
+ * (store_node_leave: claimed, unstarted jobs go back to the queue).
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/sched_int.h"
+#include "util/vec.h"
+
+#define SCHED_CLAIM_EVERY_MS 500.0
+#define SCHED_WAIT_POLL_MS 1000.0
+#define SCHED_NODES_KEEP_MS (10 * 60 * 1000) /* GET /v1/nodes: 10 minutes */
+#define SCHED_CANCELS_MAX 4096 /* queued cancel ids; more wait for a heartbeat */
+
+typedef char node_id[T_ID_MAX];
+
+typedef struct sched_cluster {
+  pthread_mutex_t mu;
+  pthread_cond_t cv; /* CLOCK_MONOTONIC */
+  int kick, recheck, reset, quit;     /* [cl] */
+  TVEC(node_id) cancels;              /* [cl] */
+  pthread_t thread;
+  int thread_started, joined, listening;
+  uint64_t listen_token;
+  store_node self; /* id set by store_node_register; strings owned */
+  int64_t lease_ms;
+  int64_t joined_at; /* wall ms */
+  atomic_llong depth;
+  atomic_int live_nodes, gpu_nodes;
+  int store_down; /* the node thread's last store call failed (log once) */
+} sched_cluster;
+
+int sched_claim_room(int workers, int queued, int running) {
+  int room = workers - queued - running;
+  return room > 0 ? room : 0;
+}
+
+/* ---- create / kick ---------------------------------------------------------- */
+int sched_cluster_create(sched *s, terr *e) {
+  sched_cluster *c = calloc(1, sizeof *c);
+  if (!c) return terr_set(e, T_ENOMEM, "", -1, "scheduler: out of memory");
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_condattr_t mono;
+  pthread_condattr_init(&mono);
+  pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
+  pthread_cond_init(&c->cv, &mono);
+  pthread_condattr_destroy(&mono);
+  c->self.load = NAN;
+  c->lease_ms = SCHED_LEASE_MS_DEFAULT;
+  atomic_init(&c->depth, 0);
+  atomic_init(&c->live_nodes, 1);
+  atomic_init(&c->gpu_nodes, 0);
+  s->cl = c;
+  return T_OK;
+}
+
+static void cl_signal(sched *s, int *flag) {
+  sched_cluster *c = s->cl;
+  if (!c || !s->cluster) return;
+  pthread_mutex_lock(&c->mu);
+  *flag = 1;
+  pthread_cond_signal(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+}
+
+void sched_cluster_kick(sched *s) {
+  if (s->cl) cl_signal(s, &s->cl->kick);
+}
+
+void sched_cluster_recheck(sched *s) {
+  if (s->cl) cl_signal(s, &s->cl->recheck);
+}
+
+int64_t sched_cluster_depth(sched *s) {
+  return s->cl ? (int64_t)atomic_load(&s->cl->depth) : 0;
+}
+
+int sched_cluster_gpu_nodes(sched *s) {
+  return s->cl ? atomic_load(&s->cl->gpu_nodes) : 0;
+}
+
+int sched_live_nodes(sched *s) {
+  if (!s->cluster || !s->cl) return 1;
+  int n = atomic_load(&s->cl->live_nodes);
+  return n > 0 ? n : 1;
+}
+
+/* ---- the listener (the store's thread: never blocks) ------------------------ */
+static void node_event(void *arg, const char *what, const char *id) {
+  sched *s = arg;
+  sched_cluster *c = s->cl;
+  if (strcmp(what, "queued") == 0) {
+    sched_cluster_kick(s);
+  } else if (strcmp(what, "end") == 0 && id) {
+    sched_fire_remote(s, id, NULL); /* the API reads the store */
+  } else if (strcmp(what, "cancel") == 0 && id && strlen(id) < T_ID_MAX) {
+    pthread_mutex_lock(&c->mu);
+    if (c->cancels.n < SCHED_CANCELS_MAX && tvec_reserve(&c->cancels, c->cancels.n + 1) == 0) {
+      snprintf(c->cancels.v[c->cancels.n], T_ID_MAX, "%s", id);
+      c->cancels.n++;
+    } /* else: the next heartbeat lists it */
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+  } else if (strcmp(what, "reset") == 0) {
+    cl_signal(s, &c->reset);
+  }
+}
+
+/* ---- the node thread's steps --------------------------------------------------- */
+/* A store call failed: logged when the store goes down and comes back, not
+ * at every tick. */
+static void node_store_result(sched_cluster *c, int rc, const char *what,
+                              const terr *e) {
+  if (rc && !c->store_down)
+    log_warn("node: %s failed: %s", what, e->message);
+  else if (!rc && c->store_down)
+    log_info("node: the store answers again");
+  c->store_down = rc != 0;
+}
+
+static int node_has_gpu(sched *s) {
+  for (int d = 0; d < s->ngpu; d++)
+    if (s->gpu.healthy(d)) return 1;
+  return 0;
+}
+
+static void node_claim(sched *s) {
+  sched_cluster *c = s->cl;
+  for (int round = 0; round < 64; round++) {
+    tmutex_lock(&s->mu);
+    int room = s->taking && !s->shut
+                   ? sched_claim_room(s->nthreads + s->gpu_started, s->nqueued,
+                                      s->nrunning)
+                   : 0;
+    tmutex_unlock(&s->mu);
+    if (room <= 0) return;
+    store_job *jobs = NULL;
+    int n = 0;
+    terr e;
+    int rc = store_job_claim(s->cfg.st, c->self.id, node_has_gpu(s), 1, room,
+                             c->lease_ms, &jobs, &n, &e);
+    node_store_result(c, rc, "claim", &e);
+    if (rc) return;
+    for (int i = 0; i < n; i++) {
+      terr ae;
+      if (sched_add_claimed(s, &jobs[i], &ae) != T_OK)
+        log_warn("node: claimed job %s not queued: %s (it goes back to the "
+                 "queue when this node leaves or its lease ends)",
+                 jobs[i].id, ae.message);
+      else if (jobs[i].cancel_requested)
+        sched_cancel_held(s, jobs[i].id, NULL, &ae);
+      store_job_clear(&jobs[i]);
+    }
+    free(jobs);
+    if (n < room) return; /* the queue has no more for us now */
+  }
+}
+
+/* The ids of every job held here (queued or running). [mu] held. */
+static int held_ids(sched *s, char ***out) {
+  *out = NULL;
+  if (!s->njobs) return 0;
+  char **ids = calloc(s->njobs, sizeof *ids);
+  if (!ids) return -1;
+  int n = 0;
+  for (size_t b = 0; b < s->nbuckets; b++)
+    for (sjob *j = s->buckets[b]; j && (size_t)n < s->njobs; j = j->hnext)
+      if (!(ids[n] = strdup(j->id))) {
+        while (n > 0) free(ids[--n]);
+        free(ids);
+        return -1;
+      } else {
+        n++;
+      }
+  *out = ids;
+  return n;
+}
+
+static void free_ids(char **ids, int n) {
+  for (int i = 0; i < n; i++) free(ids[i]);
+  free(ids);
+}
+
+static void node_heartbeat(sched *s) {
+  sched_cluster *c = s->cl;
+  store_node me = c->self; /* shallow: the strings stay c->self's */
+  sched_sample smp;
+  me.load = sched_sample_now(s, &smp) == 0 ? smp.machine_cpu_percent : NAN;
+  tmutex_lock(&s->mu);
+  me.running = s->nrunning;
+  me.queued = s->nqueued;
+  char **held = NULL;
+  int nheld = held_ids(s, &held);
+  tmutex_unlock(&s->mu);
+  if (nheld < 0) return; /* no memory: the next heartbeat renews */
+  char **cancel = NULL, **lost = NULL;
+  int ncancel = 0, nlost = 0;
+  terr e;
+  int rc = store_node_heartbeat(s->cfg.st, &me, c->lease_ms,
+                                (const char *const *)held, nheld, &cancel,
+                                &ncancel, &lost, &nlost, &e);
+  node_store_result(c, rc, "heartbeat", &e);
+  free_ids(held, nheld);
+  if (rc) return;
+  for (int i = 0; i < nlost; i++) sched_drop_lost(s, lost[i]);
+  for (int i = 0; i < ncancel; i++) sched_cancel_held(s, cancel[i], NULL, &e);
+  free_ids(lost, nlost);
+  free_ids(cancel, ncancel);
+
+  store_node *nodes = NULL;
+  int nn = 0;
+  if (store_node_list(s->cfg.st, c->lease_ms, &nodes, &nn, &e) == T_OK) {
+    int live = 0, gpu = 0;
+    for (int i = 0; i < nn; i++) {
+      live += nodes[i].alive;
+      gpu += nodes[i].alive && nodes[i].gpus > 0;
+    }
+    atomic_store(&c->live_nodes, live);
+    atomic_store(&c->gpu_nodes, gpu);
+    store_nodes_free(nodes, nn);
+  }
+  int64_t depth;
+  if (store_queue_depth(s->cfg.st, &depth, &e) == T_OK)
+    atomic_store(&c->depth, (long long)depth);
+}
+
+static void node_reap(sched *s) {
+  char **ids = NULL;
+  int n = 0;
+  terr e;
+  int rc = store_reap(s->cfg.st, s->max_attempts, &ids, &n, &e);
+  node_store_result(s->cl, rc, "reap", &e);
+  if (rc) return;
+  for (int i = 0; i < n; i++)
+    log_warn("node: job %s: its node stopped heartbeating; back to the queue "
+             "(or failed 'crashed' after %d attempts)", ids[i], s->max_attempts);
+  free_ids(ids, n);
+  if (n) sched_cluster_kick(s);
+}
+
+/* Read the jobs of remote waiters (all, or those not read yet) and fire
+ * those that ended. */
+static void node_check_waiters(sched *s, int all) {
+  tmutex_lock(&s->mu);
+  char **ids = NULL;
+  int n = 0;
+  if (s->nremote) ids = calloc((size_t)s->nremote, sizeof *ids);
+  for (swaiter *w = s->waiters; ids && w && n < s->nremote; w = w->next) {
+    if (!w->remote || w->firing || (w->checked && !all)) continue;
+    w->checked = 1;
+    if ((ids[n] = strdup(w->rid))) n++;
+  }
+  tmutex_unlock(&s->mu);
+  for (int i = 0; i < n; i++) {
+    store_job row;
+    memset(&row, 0, sizeof row);
+    terr e;
+    int rc = store_job_get(s->cfg.st, ids[i], NULL, &row, &e);
+    if (rc == T_OK && job_status_final(row.status))
+      sched_fire_remote(s, ids[i], &row);
+    else if (rc == T_ENOTFOUND) /* deleted: the API answers 404 */
+      sched_fire_remote(s, ids[i], NULL);
+    store_job_clear(&row);
+  }
+  free_ids(ids, n);
+}
+
+static void abs_after(struct timespec *ts, double ms) {
+  clock_gettime(CLOCK_MONOTONIC, ts);
+  long long ns = (long long)ts->tv_nsec + (long long)(ms > 0 ? ms * 1e6 : 0);
+  ts->tv_sec += (time_t)(ns / 1000000000LL);
+  ts->tv_nsec = (long)(ns % 1000000000LL);
+}
+
+static void *node_main(void *arg) {
+  sched *s = arg;
+  sched_cluster *c = s->cl;
+  double now = t_now_ms();
+  double next_hb = now + (double)c->lease_ms / 3;
+  double next_reap = now + (double)c->lease_ms / 2;
+  double next_poll = now + SCHED_WAIT_POLL_MS;
+  pthread_mutex_lock(&c->mu);
+  while (!c->quit) {
+    int recheck = c->recheck, reset = c->reset;
+    c->kick = c->recheck = c->reset = 0;
+    node_id *cancels = c->cancels.v;
+    size_t ncancel = c->cancels.n;
+    c->cancels.v = NULL;
+    c->cancels.n = c->cancels.cap = 0;
+    pthread_mutex_unlock(&c->mu);
+
+    terr e;
+    for (size_t i = 0; i < ncancel; i++)
+      sched_cancel_held(s, cancels[i], NULL, &e); /* not held: ignored */
+    free(cancels);
+    node_claim(s);
+    now = t_now_ms();
+    if (now >= next_hb) {
+      node_heartbeat(s);
+      next_hb = t_now_ms() + (double)c->lease_ms / 3;
+    }
+    if (now >= next_reap) {
+      node_reap(s);
+      next_reap = t_now_ms() + (double)c->lease_ms / 2;
+    }
+    int all = reset || now >= next_poll;
+    if (all) next_poll = now + SCHED_WAIT_POLL_MS;
+    if (all || recheck) node_check_waiters(s, all);
+
+    pthread_mutex_lock(&c->mu);
+    if (c->quit || c->kick || c->recheck || c->reset || c->cancels.n) continue;
+    now = t_now_ms();
+    double wake = now + SCHED_CLAIM_EVERY_MS;
+    if (next_hb < wake) wake = next_hb;
+    if (next_reap < wake) wake = next_reap;
+    if (next_poll < wake) wake = next_poll;
+    struct timespec ts;
+    abs_after(&ts, wake - now < 1 ? 1 : wake - now);
+    pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+  }
+  pthread_mutex_unlock(&c->mu);
+  return NULL;
+}
+
+/* ---- join / leave ------------------------------------------------------------ */
+static int dup_to(char **dst, const char *src) {
+  *dst = strdup(src ? src : "");
+  return *dst ? 0 : -1;
+}
+
+int sched_join(sched *s, const sched_node_config *nc, terr *e) {
+  sched_cluster *c = s->cl;
+  if (c->joined || c->thread_started)
+    return terr_set(e, T_ECONFLICT, "", -1, "node already joined");
+  store_node_clear(&c->self);
+  if (dup_to(&c->self.name, nc->name) || dup_to(&c->self.url, nc->url) ||
+      dup_to(&c->self.version, nc->version))
+    return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  c->self.threads = s->nthreads;
+  c->self.gpus = s->ngpu;
+  c->lease_ms = nc->lease_ms > 0 ? nc->lease_ms : SCHED_LEASE_MS_DEFAULT;
+  c->joined_at = t_wall_ms();
+  if (!s->cluster) {
+    t_id_new('n', c->self.id); /* this process, for sched_nodes */
+    return T_OK;
+  }
+  int rc = store_node_register(s->cfg.st, &c->self, e);
+  if (rc) return rc;
+  c->joined = 1;
+  if ((rc = store_listen(s->cfg.st, node_event, s, &c->listen_token, e)))
+    return rc; /* sched_cluster_stop leaves */
+  c->listening = 1;
+  if (pthread_create(&c->thread, NULL, node_main, s) != 0)
+    return terr_set(e, T_EINTERNAL, "", -1, "cannot start the node thread");
+  c->thread_started = 1;
+  log_info("node %s (%s) joined the cluster: lease %lld ms", c->self.name,
+           c->self.id, (long long)c->lease_ms);
+  sched_cluster_kick(s);
+  return T_OK;
+}
+
+void sched_cluster_stop(sched *s) {
+  sched_cluster *c = s->cl;
+  if (!c) return;
+  if (c->thread_started) {
+    pthread_mutex_lock(&c->mu);
+    c->quit = 1;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    pthread_join(c->thread, NULL);
+    c->thread_started = 0;
+  }
+  if (c->listening) {
+    store_unlisten(s->cfg.st, c->listen_token);
+    c->listening = 0;
+  }
+  if (c->joined) {
+    terr e;
+    if (store_node_leave(s->cfg.st, c->self.id, &e) != T_OK)
+      log_warn("node: cannot leave the cluster: %s (its jobs go back to the "
+               "queue when its lease ends)", e.message);
+    else
+      log_info("node %s left the cluster", c->self.name);
+    c->joined = 0;
+  }
+}
+
+void sched_cluster_destroy(sched *s) {
+  sched_cluster *c = s->cl;
+  if (!c) return;
+  sched_cluster_stop(s);
+  free(c->cancels.v);
+  store_node_clear(&c->self);
+  pthread_cond_destroy(&c->cv);
+  pthread_mutex_destroy(&c->mu);
+  free(c);
+  s->cl = NULL;
+}
+
+/* ---- GET /v1/nodes ------------------------------------------------------------- */
+void sched_node_self(sched *s, char id[T_ID_MAX], char *name, size_t cap) {
+  sched_cluster *c = s->cl;
+  snprintf(id, T_ID_MAX, "%s", c && s->cluster ? c->self.id : "");
+  snprintf(name, cap, "%s", c && c->self.name ? c->self.name : "");
+}
+
+int sched_nodes(sched *s, store_node **nodes, int *n, terr *e) {
+  *nodes = NULL;
+  *n = 0;
+  if (s->cluster)
+    return store_node_list(s->cfg.st, SCHED_NODES_KEEP_MS, nodes, n, e);
+  sched_cluster *c = s->cl;
+  store_node *me = calloc(1, sizeof *me);
+  if (!me) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  snprintf(me->id, sizeof me->id, "%s", c->self.id);
+  if (dup_to(&me->name, c->self.name) || dup_to(&me->url, c->self.url) ||
+      dup_to(&me->version, c->self.version)) {
+    store_nodes_free(me, 1);
+    return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  }
+  sched_stats st;
+  sched_get_stats(s, &st);
+  sched_sample smp;
+  me->threads = s->nthreads;
+  me->gpus = s->ngpu;
+  me->started_at = c->joined_at;
+  me->heartbeat_at = t_wall_ms();
+  me->running = st.running;
+  me->queued = st.queued;
+  me->load = sched_sample_now(s, &smp) == 0 ? smp.machine_cpu_percent : NAN;
+  me->alive = 1;
+  for (int i = JOB_SUCCEEDED; i < 5; i++) me->jobs_done += st.finished_total[i];
+  *nodes = me;
+  *n = 1;
+  return T_OK;
+}
