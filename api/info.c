@@ -1,5 +1,7 @@
 /* info.c — GET /v1/info: what a client adapts to, in one answer (as
- * KServe's server metadata and Ray's /api/version give theirs).
+ * KServe's server metadata and Ray's /api/version give theirs); and
+ * GET /v1/nodes: the nodes of the service (several on a PostgreSQL store,
+ * this process alone on SQLite; jobs_nodes -> sched_nodes).
  *
  * The answer says which server this is (name, version, how it was built),
  * what it can do now (a usable GPU, tokens, the same-host directories and
@@ -19,6 +21,7 @@
  * Threads: MHD worker threads; everything read is constant after start
  * except the local directories' existence, read from the file system.
  */
+#include <math.h>
 #include <stdlib.h>
 
 #include "api/api_int.h"
@@ -69,14 +72,17 @@ static json_t *limits_json(const api_ctx *ctx) {
 static void handle_info(http_req *r, void *ud) {
   api_ctx *ctx = ud;
   json_t *dirs = jobs_local_dirs(ctx->jobs, http_owner(r));
+  char nid[T_ID_MAX], nname[128];
+  jobs_node_self(ctx->jobs, nid, nname, sizeof nname);
   json_t *body =
       dirs ? json_pack(
-                 "{s:s, s:s, s:{s:s, s:b, s:s}, s:s,"
+                 "{s:s, s:s, s:{s:s, s:b, s:s}, s:s, s:{s:s, s:s},"
                  " s:{s:b, s:b, s:b, s:b, s:b, s:[s,s,s]},"
                  " s:o, s:o, s:o, s:o}",
                  "name", "tessel", "version", TESSEL_VERSION, "build", "type",
                  TESSEL_BUILD_TYPE, "cuda", TESSEL_HAVE_CUDA, "compiler",
-                 TESSEL_COMPILER, "store", "sqlite", "features", "cuda",
+                 TESSEL_COMPILER, "store", store_kind(ctx->jobs->st), "node",
+                 "id", nid, "name", nname, "features", "cuda",
                  gpu_count() > 0, "tokens", ctx->tokens, "tls", ctx->tls,
                  "same_host",
                  ctx->jobs->local != NULL, "chained_jobs", 1, "formats", "npy",
@@ -91,8 +97,52 @@ static void handle_info(http_req *r, void *ud) {
   http_reply_json(r, 200, body);
 }
 
+static json_t *time_json(int64_t ms) {
+  char when[40];
+  return ms > 0 ? json_string(t_rfc3339(ms, when, sizeof when)) : json_null();
+}
+
+static json_t *node_json(const store_node *n) {
+  return json_pack(
+      "{s:s, s:s, s:s, s:b, s:i, s:i, s:s, s:o, s:o, s:i, s:i, s:o, s:I}",
+      "id", n->id, "name", n->name ? n->name : "", "url",
+      n->url ? n->url : "", "alive", n->alive, "threads", n->threads, "gpus",
+      n->gpus, "version", n->version ? n->version : "", "started_at",
+      time_json(n->started_at), "heartbeat_at", time_json(n->heartbeat_at),
+      "running", n->running, "queued", n->queued, "load",
+      isfinite(n->load) ? json_real(n->load) : json_null(), "jobs_done",
+      (json_int_t)n->jobs_done);
+}
+
+static void handle_nodes(http_req *r, void *ud) {
+  api_ctx *ctx = ud;
+  store_node *nodes = NULL;
+  int n = 0;
+  terr e;
+  if (jobs_nodes(ctx->jobs, &nodes, &n, &e)) {
+    http_reply_error(r, &e);
+    return;
+  }
+  json_t *arr = json_array();
+  for (int i = 0; arr && i < n; i++)
+    if (json_array_append_new(arr, node_json(&nodes[i]))) {
+      json_decref(arr);
+      arr = NULL;
+    }
+  store_nodes_free(nodes, n);
+  json_t *body = arr ? json_pack("{s:s, s:o}", "store",
+                                 store_kind(ctx->jobs->st), "nodes", arr)
+                     : NULL;
+  if (!body) {
+    api_reply_terr(r, T_ENOMEM, "", "out of memory");
+    return;
+  }
+  http_reply_json(r, 200, body);
+}
+
 int api_info_register(http_server *srv, api_ctx *ctx, terr *e) {
-  if (http_route(srv, "GET", "/v1/info", handle_info, ctx, HTTP_AUTH))
+  if (http_route(srv, "GET", "/v1/info", handle_info, ctx, HTTP_AUTH) ||
+      http_route(srv, "GET", "/v1/nodes", handle_nodes, ctx, HTTP_AUTH))
     return terr_set(e, T_EINTERNAL, "", -1, "cannot register /v1/info");
   return T_OK;
 }

@@ -2,8 +2,11 @@
  *
  * Every setting has a flag, an environment variable and a default; a flag
  * beats the variable (`tesseld --help` lists them). Start-up order: data
- * dir, store (migrations), GPU discovery, scheduler (re-queues the jobs a
- * dead process left behind), HTTP server. SIGINT/SIGTERM start a graceful
+ * dir, store (store_open_url: SQLite, or a PostgreSQL cluster store; bad
+ * configuration there exits 2 with the store unchanged), GPU discovery,
+ * scheduler (re-queues the jobs a dead process left behind; on a cluster
+ * store the queue is shared instead), HTTP server, then the node joins the
+ * cluster (sched_join: named --node-name or host:port). SIGINT/SIGTERM start a graceful
  * shutdown: stop accepting, let running jobs finish up to a deadline (jobs
  * still running then stay queued in the store and run at the next start),
  * close the store. The main thread also expires old jobs and arrays.
@@ -46,7 +49,8 @@ enum {
   O_MAX_UPLOAD, O_MAX_RESULT, O_MAX_ELEMENTS, O_MAX_JSON, O_SHUTDOWN,
   O_CONN_TIMEOUT, O_PER_IP, O_ACCESS_LOG, O_LOG_LEVEL, O_LOG_FORMAT, O_MAX_XFER,
   O_MAX_ATTEMPTS, O_MAX_MEMORY, O_SERVER_NAME, O_ALLOW_ORIGIN,
-  O_HEADER_TIMEOUT, O_MIN_BODY_RATE, O_MAX_CONNS, O_LOCAL_DIR, O_TLS_CERT, O_TLS_KEY, O__COUNT
+  O_HEADER_TIMEOUT, O_MIN_BODY_RATE, O_MAX_CONNS, O_LOCAL_DIR, O_TLS_CERT, O_TLS_KEY,
+  O_STORE, O_STORE_FILE, O_NODE_NAME, O_LEASE, O_SPLIT_MIN_PAIRS, O_TILES, O__COUNT
 };
 
 static const option_def opts[O__COUNT] = {
@@ -81,6 +85,12 @@ static const option_def opts[O__COUNT] = {
   [O_TLS_CERT] = {"tls-cert", "TESSEL_TLS_CERT", "", "PEM certificate (chain): serve HTTPS instead of HTTP (with --tls-key)"},
   [O_TLS_KEY] = {"tls-key", "TESSEL_TLS_KEY", "", "PEM private key of --tls-cert (unencrypted; keep it readable by tesseld only)"},
   [O_LOCAL_DIR] = {"local-dir", "TESSEL_LOCAL_DIR", "", "same-host files: {\"file\"} inputs and \"output\" files under this directory (with tokens: its subdirectory named as the token); repeat the flag, or ':' between dirs in the variable; off when not given"},
+  [O_STORE] = {"store", "TESSEL_STORE", "", "the store: sqlite: (in the data directory) or a postgresql:// URL, which makes this tesseld a node of a cluster (every node: the same store URL and the same data directory)"},
+  [O_STORE_FILE] = {"store-file", "TESSEL_STORE_FILE", "", "a file whose first line is the store URL (keeps a password out of the process list; never logged)"},
+  [O_NODE_NAME] = {"node-name", "TESSEL_NODE_NAME", "", "this node's name in /v1/nodes and job records (default: host name:port)"},
+  [O_LEASE] = {"lease-s", "TESSEL_LEASE_S", "10", "cluster: seconds a node's claim on a job lasts without a heartbeat (1 to 300); a dead node's jobs run elsewhere after it"},
+  [O_SPLIT_MIN_PAIRS] = {"split-min-pairs", "TESSEL_SPLIT_MIN_PAIRS", "", "geodesic jobs with at least this many pairs are split into tiles (0: never; default 0 on SQLite, 200000000 on PostgreSQL)"},
+  [O_TILES] = {"tiles", "TESSEL_TILES", "", "tiles per split job, 2 to 256 (default: 2 x live nodes)"},
   [O_MAX_MEMORY] = {"max-memory", "TESSEL_MAX_MEMORY", "0", "memory budget of running jobs, bytes (0: 80% of the smaller of RAM and the cgroup limit)"},
 };
 
@@ -106,6 +116,64 @@ static int get_i64(const char *const *val, int o, int64_t lo, int64_t hi,
     return -1;
   }
   return 0;
+}
+
+/* The store URL: --store, or the first line of --store-file (not both).
+ * Only its scheme is checked here (the URL itself is never printed: it may
+ * hold a password); store_open_url says the rest. 0, or -1 with a message
+ * on stderr. *url: a new string ("" for the default, SQLite). */
+static int store_url_get(const char *const *val, char **url) {
+  *url = NULL;
+  if (val[O_STORE][0] && val[O_STORE_FILE][0]) {
+    fprintf(stderr, "tesseld: give --store (TESSEL_STORE) or --store-file "
+                    "(TESSEL_STORE_FILE), not both\n");
+    return -1;
+  }
+  if (val[O_STORE_FILE][0]) {
+    FILE *f = fopen(val[O_STORE_FILE], "r");
+    char line[4096];
+    if (!f) {
+      fprintf(stderr, "tesseld: --store-file (TESSEL_STORE_FILE): cannot "
+                      "read %s: %s\n", val[O_STORE_FILE], strerror(errno));
+      return -1;
+    }
+    int got = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    line[got ? strcspn(line, "\r\n") : 0] = 0;
+    if (!line[0]) {
+      fprintf(stderr, "tesseld: --store-file (TESSEL_STORE_FILE): %s has no "
+                      "store URL on its first line\n", val[O_STORE_FILE]);
+      return -1;
+    }
+    *url = strdup(line);
+  } else {
+    *url = strdup(val[O_STORE]);
+  }
+  if (!*url) return -1;
+  const char *u = *url;
+  if (!(u[0] == 0 || strcmp(u, "sqlite:") == 0 ||
+        strncmp(u, "postgresql://", 13) == 0 ||
+        strncmp(u, "postgres://", 11) == 0)) {
+    fprintf(stderr, "tesseld: --store%s: the store URL must be sqlite: or "
+                    "start with postgresql:// (not shown: it may hold a "
+                    "password)\n", val[O_STORE_FILE][0] ? "-file" : "");
+    free(*url);
+    *url = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+/* A file-name-safe copy of a node name (calibration-<name>.json). */
+static void name_for_file(const char *name, char *out, size_t cap) {
+  size_t i = 0;
+  for (; name[i] && i + 1 < cap; i++) {
+    char ch = name[i];
+    int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+             (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_';
+    out[i] = ok ? ch : '_';
+  }
+  out[i] = 0;
 }
 
 static void expire_old(store *st, int64_t ttl_s) {
@@ -185,7 +253,7 @@ int main(int argc, char **argv) {
   int64_t port, threads, http_threads, queue_limit, job_timeout, ttl, max_body,
       max_upload, max_result, max_elems, max_json, shutdown_s, conn_timeout,
       per_ip, access_log, max_xfer, max_attempts, max_memory, header_timeout,
-      min_body_rate, max_conns;
+      min_body_rate, max_conns, lease_s, split_min = -1, tiles = 0;
   if (get_i64(val, O_PORT, 0, 65535, &port) ||
       get_i64(val, O_THREADS, 0, 1024, &threads) ||
       get_i64(val, O_HTTP_THREADS, 1, 256, &http_threads) ||
@@ -206,8 +274,19 @@ int main(int argc, char **argv) {
       get_i64(val, O_MAX_MEMORY, 0, INT64_MAX, &max_memory) ||
       get_i64(val, O_HEADER_TIMEOUT, 1, 3600, &header_timeout) ||
       get_i64(val, O_MIN_BODY_RATE, 0, INT64_MAX, &min_body_rate) ||
-      get_i64(val, O_MAX_CONNS, 16, 1000000, &max_conns))
+      get_i64(val, O_MAX_CONNS, 16, 1000000, &max_conns) ||
+      get_i64(val, O_LEASE, 1, 300, &lease_s) ||
+      (val[O_SPLIT_MIN_PAIRS][0] &&
+       get_i64(val, O_SPLIT_MIN_PAIRS, 0, INT64_MAX, &split_min)) ||
+      (val[O_TILES][0] && get_i64(val, O_TILES, 2, 256, &tiles)))
     return 2;
+  if (strlen(val[O_NODE_NAME]) > 100) {
+    fprintf(stderr, "tesseld: --node-name (TESSEL_NODE_NAME) takes at most "
+                    "100 bytes\n");
+    return 2;
+  }
+  char *store_url = NULL;
+  if (store_url_get(val, &store_url)) return 2;
   xfer_budget_set(max_xfer);
   if (strcmp(val[O_LOG_FORMAT], "json") == 0) {
     t_log_json = 1;
@@ -240,6 +319,7 @@ int main(int argc, char **argv) {
     snprintf(sub, sizeof sub, "%s%s", data_dir, dirs[i]);
     if (t_mkdirs(sub) != 0) {
       log_error("cannot create %s: %s", sub, strerror(errno));
+      free(store_url);
       return 1;
     }
   }
@@ -262,6 +342,7 @@ int main(int argc, char **argv) {
     if (lrc) {
       fprintf(stderr, "tesseld: --local-dir (TESSEL_LOCAL_DIR): %s\n",
               le.message);
+      free(store_url);
       return 2;
     }
   }
@@ -275,10 +356,31 @@ int main(int argc, char **argv) {
   char calib[4200];
   snprintf(calib, sizeof calib, "%s/calibration.json", data_dir);
 
-  if (store_open(data_dir, &st, &e)) {
-    log_error("store: %s", e.message);
+  /* A bad store (unreachable, refused, a newer schema, another data
+   * directory's) is bad configuration: exit 2, the store unchanged. The
+   * message never holds the URL's password (store_open_url). */
+  if (store_open_url(store_url, data_dir, &st, &e)) {
+    log_error("%s", e.message);
+    free(store_url);
+    store_url = NULL;
+    rc = 2;
     goto out;
   }
+  free(store_url);
+  store_url = NULL;
+  int cluster = store_is_cluster(st);
+  char host[256] = "localhost";
+  gethostname(host, sizeof host - 1);
+  host[sizeof host - 1] = 0;
+  if (cluster) {
+    /* Nodes share the data directory: each keeps its router calibration
+     * under its own name (one host's nodes share the host's). */
+    char fname[128];
+    name_for_file(val[O_NODE_NAME][0] ? val[O_NODE_NAME] : host, fname,
+                  sizeof fname);
+    snprintf(calib, sizeof calib, "%s/calibration-%s.json", data_dir, fname);
+  }
+  if (split_min < 0) split_min = cluster ? 200000000 : 0;
   /* Compiled GPU kernels are cached under <data>/kernels across restarts. */
   gpu_configure(&(gpu_config){.data_dir = data_dir});
   gpu_init();
@@ -300,6 +402,8 @@ int main(int argc, char **argv) {
       .max_attempts = (int)max_attempts,
       .max_memory_bytes = max_memory, /* 0: from the machine (sched/mem.c) */
       .local = local,
+      .split_min_pairs = split_min,
+      .tiles = (int)tiles, /* 0: 2 x live nodes */
   };
   if (sched_create(&scfg, &sc, &e)) {
     log_error("scheduler: %s", e.message);
@@ -368,6 +472,29 @@ int main(int argc, char **argv) {
       http_server_start(srv, &e)) {
     log_error("start: %s", e.message);
     goto out;
+  }
+  {
+    /* The node: named and reachable as it listens (the port is known now,
+     * also when --port 0 picked it). */
+    char name[300], url[400];
+    const char *lh = val[O_LISTEN];
+    int any = strcmp(lh, "0.0.0.0") == 0 || strcmp(lh, "::") == 0;
+    if (val[O_NODE_NAME][0])
+      snprintf(name, sizeof name, "%s", val[O_NODE_NAME]);
+    else
+      snprintf(name, sizeof name, "%s:%d", host, http_port(srv));
+    snprintf(url, sizeof url, "%s://%s%s%s:%d/",
+             http_is_tls(srv) ? "https" : "http", strchr(any ? host : lh, ':') ? "[" : "",
+             any ? host : lh, strchr(any ? host : lh, ':') ? "]" : "",
+             http_port(srv));
+    sched_node_config nc = {.name = name, .url = url,
+                            .version = TESSEL_VERSION,
+                            .lease_ms = (int)lease_s * 1000};
+    if (sched_join(sc, &nc, &e)) {
+      log_error("cannot join the cluster: %s", e.message);
+      rc = 2;
+      goto out;
+    }
   }
   if (!token_file && strcmp(val[O_LISTEN], "127.0.0.1") != 0 &&
       strcmp(val[O_LISTEN], "::1") != 0 && strcmp(val[O_LISTEN], "localhost") != 0)

@@ -390,6 +390,14 @@ int jobs_finished_by_step(jobs *J, const char *owner, int64_t since_ms,
 
 int jobs_store_ready(jobs *J) { return store_ready(J->st); }
 
+int jobs_nodes(jobs *J, store_node **nodes, int *n, terr *e) {
+  return sched_nodes(J->sc, nodes, n, e);
+}
+
+void jobs_node_self(jobs *J, char id[T_ID_MAX], char *name, size_t cap) {
+  sched_node_self(J->sc, id, name, cap);
+}
+
 void jobs_histogram(jobs *J, tkind kind, tbackend backend, int status,
                     int64_t counts[SCHED_HIST_BUCKETS], double *sum_ms,
                     int64_t *count) {

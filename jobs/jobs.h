@@ -162,6 +162,9 @@ int jobs_finished_by_step(jobs *J, const char *owner, int64_t since_ms,
                           int64_t step_ms, int nsteps, int64_t *counts, terr *e);
 /* 1 when the store answers reads. */
 int jobs_store_ready(jobs *J);
+/* The nodes (GET /v1/nodes; sched_nodes) and this one's id and name. */
+int jobs_nodes(jobs *J, store_node **nodes, int *n, terr *e);
+void jobs_node_self(jobs *J, char id[T_ID_MAX], char *name, size_t cap);
 /* The run-time histogram of the jobs of one kind, backend and final
  * status (-1: any) since start (sched_histogram). */
 void jobs_histogram(jobs *J, tkind kind, tbackend backend, int status,

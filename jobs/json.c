@@ -226,6 +226,14 @@ char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len) {
   }
   tbuf_adds(&b, ",\"attempts\":");
   tbuf_json_int(&b, j->attempts);
+  /* The node that claimed (or ran) it, by name when this node knows it
+   * (sched/cluster.c); null on SQLite and while unclaimed. */
+  tbuf_adds(&b, ",\"node\":");
+  char nname[104];
+  if (j->node && J && J->sc && sched_node_name(J->sc, j->node, nname, sizeof nname))
+    tbuf_json_str(&b, nname);
+  else
+    tbuf_json_str(&b, j->node);
   if (with_params) {
     tbuf_adds(&b, ",\"params\":");
     add_doc(&b, j->params, "{}");

@@ -227,7 +227,9 @@ int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
   id[0] = 0;
   int rc = parse_submission(body, &s, e);
   if (rc || (rc = check_output(J, owner, &s, e))) return rc;
-  *async_insert = *async_insert && !s.request_id;
+  /* On a cluster store the row must be committed before another node can
+   * claim it: always the [sync] insert. */
+  *async_insert = *async_insert && !s.request_id && !store_is_cluster(J->st);
 
   tenv env;
   tenv_from_store(&env, J->st, owner, J->max_elems);

@@ -54,12 +54,18 @@
 #define SCHED_CANCELS_MAX 4096 /* queued cancel ids; more wait for a heartbeat */
 
 typedef char node_id[T_ID_MAX];
+typedef struct node_name {
+  char id[T_ID_MAX];
+  char name[104];
+} node_name;
+#define SCHED_NAMES_KEEP_MS ((int64_t)7 * 24 * 3600 * 1000) /* id -> name */
 
 typedef struct sched_cluster {
   pthread_mutex_t mu;
   pthread_cond_t cv; /* CLOCK_MONOTONIC */
   int kick, recheck, reset, quit;     /* [cl] */
   TVEC(node_id) cancels;              /* [cl] */
+  TVEC(node_name) names;              /* [cl] every node's name, by id */
   pthread_t thread;
   int thread_started, joined, listening;
   uint64_t listen_token;
@@ -250,7 +256,8 @@ static void node_heartbeat(sched *s) {
 
   store_node *nodes = NULL;
   int nn = 0;
-  if (store_node_list(s->cfg.st, c->lease_ms, &nodes, &nn, &e) == T_OK) {
+  if (store_node_list(s->cfg.st, SCHED_NAMES_KEEP_MS, &nodes, &nn, &e) ==
+      T_OK) {
     int live = 0, gpu = 0;
     for (int i = 0; i < nn; i++) {
       live += nodes[i].alive;
@@ -258,6 +265,17 @@ static void node_heartbeat(sched *s) {
     }
     atomic_store(&c->live_nodes, live);
     atomic_store(&c->gpu_nodes, gpu);
+    pthread_mutex_lock(&c->mu);
+    if (tvec_reserve(&c->names, (size_t)nn) == 0) {
+      c->names.n = 0;
+      for (int i = 0; i < nn; i++) {
+        node_name *x = &c->names.v[c->names.n++];
+        snprintf(x->id, sizeof x->id, "%s", nodes[i].id);
+        snprintf(x->name, sizeof x->name, "%s",
+                 nodes[i].name ? nodes[i].name : "");
+      }
+    }
+    pthread_mutex_unlock(&c->mu);
     store_nodes_free(nodes, nn);
   }
   int64_t depth;
@@ -431,6 +449,7 @@ void sched_cluster_destroy(sched *s) {
   if (!c) return;
   sched_cluster_stop(s);
   free(c->cancels.v);
+  free(c->names.v);
   store_node_clear(&c->self);
   pthread_cond_destroy(&c->cv);
   pthread_mutex_destroy(&c->mu);
@@ -443,6 +462,24 @@ void sched_node_self(sched *s, char id[T_ID_MAX], char *name, size_t cap) {
   sched_cluster *c = s->cl;
   snprintf(id, T_ID_MAX, "%s", c && s->cluster ? c->self.id : "");
   snprintf(name, cap, "%s", c && c->self.name ? c->self.name : "");
+}
+
+int sched_node_name(sched *s, const char *id, char *name, size_t cap) {
+  sched_cluster *c = s->cl;
+  int found = 0;
+  if (!c || !id) return 0;
+  pthread_mutex_lock(&c->mu);
+  if (c->self.name && strcmp(id, c->self.id) == 0) {
+    snprintf(name, cap, "%s", c->self.name);
+    found = 1;
+  }
+  for (size_t i = 0; !found && i < c->names.n; i++)
+    if (strcmp(c->names.v[i].id, id) == 0) {
+      snprintf(name, cap, "%s", c->names.v[i].name);
+      found = 1;
+    }
+  pthread_mutex_unlock(&c->mu);
+  return found;
 }
 
 int sched_nodes(sched *s, store_node **nodes, int *n, terr *e) {

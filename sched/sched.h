@@ -90,6 +90,11 @@ typedef struct sched_config {
   /* Kind table lookup (kind_find in the daemon; tests pass their own). */
   const kind_ops *(*kind_lookup)(const char *name);
   const sched_gpu_ops *gpu_ops; /* NULL: gpu.h's functions */
+  /* Split jobs (sched/split.c): geodesic jobs with at least this many
+   * pairs are split into tiles (0: never), `tiles` of them (0: 2 x live
+   * nodes). */
+  int64_t split_min_pairs;
+  int tiles;
   /* --local-dir (array/localfile.h): {"file"} inputs and "output" files;
    * NULL: off. Borrowed; outlives the scheduler. */
   const struct tlocal *local;
@@ -180,6 +185,9 @@ int sched_join(sched *s, const sched_node_config *nc, terr *e);
 int sched_nodes(sched *s, store_node **nodes, int *n, terr *e);
 /* This node's id ("" before sched_join or on SQLite) and name. */
 void sched_node_self(sched *s, char id[T_ID_MAX], char *name, size_t cap);
+/* The name of node `id` (a store_job.node) into name: 1, or 0 when not
+ * known here (a node not seen for a week). */
+int sched_node_name(sched *s, const char *id, char *name, size_t cap);
 /* Live nodes as of the last heartbeat (1 on SQLite or before it). */
 int sched_live_nodes(sched *s);
 /* How many jobs the claimer may take: the worker slots not filled by the

@@ -225,6 +225,9 @@ def run():
     call("GET", "/readyz", token=False, want=200)
     call("GET", "/v1/info", want=200)
     call("GET", "/v1/devices", want=200)
+    st, _, _, d = call("GET", "/v1/nodes", want=200)
+    if d.get("store") != "sqlite" or len(d.get("nodes", [])) != 1 or not d["nodes"][0]["alive"]:
+        fail("/v1/nodes on SQLite: expected one live node (this process), got %r" % (d,))
     call("GET", "/v1/stats", want=200)
     call("GET", "/v1/stats/history", want=200)
     call("GET", "/v1/stats/history?since=2026-01-01T00:00:00Z&step=86400", want=200)
@@ -343,6 +346,7 @@ def run():
                          ("GET", "/v1/arrays/%s/data?bogus=1" % aid),
                          ("DELETE", "/v1/arrays/%s?bogus=1" % aid),
                          ("GET", "/v1/info?bogus=1"), ("GET", "/v1/devices?bogus=1"),
+                         ("GET", "/v1/nodes?bogus=1"),
                          ("GET", "/v1/stats?bogus=1"), ("GET", "/v1/stats/history?bogus=1"),
                          ("GET", "/healthz?bogus=1"),
                          ("GET", "/readyz?bogus=1"), ("GET", "/metrics?bogus=1"),

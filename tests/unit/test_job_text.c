@@ -106,6 +106,7 @@ static json_t *model_job_json(const store_job *j, int with_params) {
   else
     json_object_set_new(o, "error", json_null());
   json_object_set_new(o, "attempts", json_integer(j->attempts));
+  json_object_set_new(o, "node", j->node ? json_string(j->node) : json_null());
   if (with_params) {
     json_t *p = loads(j->params);
     json_object_set_new(o, "params", p ? p : json_object());
@@ -243,6 +244,8 @@ TEST(test_failed_and_odd) {
   j.priority = 9;
   j.attempts = 3;
   same(&j, "no size");
+  j.node = "n_01m7yjgaqf000005ep7bc8rce7"; /* a cluster store's claim */
+  same(&j, "claimed by a node");
 }
 
 int main(void) {
