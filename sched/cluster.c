@@ -460,7 +460,7 @@ void sched_cluster_destroy(sched *s) {
 /* ---- GET /v1/nodes ------------------------------------------------------------- */
 void sched_node_self(sched *s, char id[T_ID_MAX], char *name, size_t cap) {
   sched_cluster *c = s->cl;
-  snprintf(id, T_ID_MAX, "%s", c && s->cluster ? c->self.id : "");
+  snprintf(id, T_ID_MAX, "%s", c ? c->self.id : "");
   snprintf(name, cap, "%s", c && c->self.name ? c->self.name : "");
 }
 

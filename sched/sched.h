@@ -183,7 +183,8 @@ int sched_join(sched *s, const sched_node_config *nc, terr *e);
  * 10 minutes (store_node_list), else one entry: this process. Same
  * allocation rule as store_node_list (store_nodes_free). */
 int sched_nodes(sched *s, store_node **nodes, int *n, terr *e);
-/* This node's id ("" before sched_join or on SQLite) and name. */
+/* This node's id and name ("" before sched_join; on SQLite an id new at
+ * every start, as sched_nodes gives it). */
 void sched_node_self(sched *s, char id[T_ID_MAX], char *name, size_t cap);
 /* The name of node `id` (a store_job.node) into name: 1, or 0 when not
  * known here (a node not seen for a week). */
