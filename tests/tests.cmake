@@ -69,6 +69,14 @@ if(NOT TESSEL_FUZZ)
   set_tests_properties(python/client PROPERTIES LABELS integration TIMEOUT 600
     SKIP_RETURN_CODE 77)
 
+  # Two nodes on one PostgreSQL store and data directory: the cross-node
+  # paths once each (tests/cluster/test_two_nodes.sh); skipped (77) without
+  # PostgreSQL 15 or a tesseld built with libpq.
+  add_test(NAME cluster_smoke
+    COMMAND sh ${CMAKE_SOURCE_DIR}/tests/cluster/test_two_nodes.sh $<TARGET_FILE:tesseld>)
+  set_tests_properties(cluster_smoke PROPERTIES LABELS integration TIMEOUT 300
+    SKIP_RETURN_CODE 77)
+
   file(GLOB BENCHES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/bench/bench_*.c)
   foreach(src ${BENCHES})
     get_filename_component(n ${src} NAME_WE)

@@ -152,6 +152,17 @@ test('the overview shows the CPU, the GPU or why there is none, and the queue', 
   }
   await page.waitForSelector('[data-stat="queued"] .v');
   assert.ok(await page.$('#main h1:text("Overview")'));
+  /* the Nodes card: on SQLite one live node, this process, named as
+   * /v1/nodes names it, with its workers */
+  await page.waitForSelector('#nodes tbody tr');
+  const nodes = (await api('GET', '/v1/nodes')).body.nodes;
+  const rows = await page.$$eval('#nodes tbody tr', (trs) => trs.map((tr) => ({name: tr.dataset.node,
+    alive: tr.querySelector('[data-alive]').dataset.alive, workers: tr.children[2].textContent})));
+  assert.equal(rows.length, 1, 'one node on SQLite');
+  assert.equal(rows[0].name, nodes[0].name);
+  assert.equal(rows[0].alive, 'true');
+  assert.equal(rows[0].workers, String(nodes[0].threads));
+  assert.match(await page.textContent('#nodes-summary'), /One node/);
   await shot('overview-empty');
 });
 

@@ -1,10 +1,12 @@
 /* overview.js — the first page: what this machine has and what it is doing.
  *
  * Devices (GET /v1/devices: CPU model and threads; each GPU with its memory
- * in use, or why CUDA is unavailable), the queue and jobs by status, the
+ * in use, or why CUDA is unavailable), the service's nodes (GET /v1/nodes:
+ * one on SQLite; on PostgreSQL every node with its health, load and jobs),
+ * the queue and jobs by status, the
  * throughput and the per kind/backend table of p50/p95 (all GET /v1/stats,
  * a few hundred bytes), the latest 8 jobs (GET /v1/jobs?limit=8) and a link
- * to /metrics. Polls every 2 s (devices every 6 s); charts are updated in
+ * to /metrics. Polls every 2 s (devices and nodes every 6 s); charts are updated in
  * place, not rebuilt, so they do not flicker.
  *
  * History: the API keeps no time series, so this page records one sample
@@ -79,6 +81,7 @@ export function mount(root) {
   const uptime = h('span', {class: 'sub'});
   const err = h('div');
   const devBody = h('div', {class: 'grid grid-3', id: 'devices'}, h('p', {class: 'muted'}, 'Loading…'));
+  const nodesBody = h('div', {id: 'nodes'}, h('p', {class: 'muted'}, 'Loading…'));
   const queueBody = h('div', {class: 'stats-row', id: 'queue'});
   const qchart = chartBox('Queue depth', 130);
   let hist = loadHistory();
@@ -107,6 +110,7 @@ export function mount(root) {
     err,
     h('div', {class: 'stack'},
       card('Devices', devBody),
+      card('Nodes', nodesBody),
       h('div', {class: 'card-head'}, h('span', {class: 'muted', id: 'range-label'}, 'History:'),
         h('div', {class: 'range-pick', role: 'group', 'aria-labelledby': 'range-label'}, rangeBtns)),
       h('div', {class: 'grid grid-3'},
@@ -145,13 +149,15 @@ export function mount(root) {
   async function refresh(signal) {
     const wantDevices = tick % 3 === 0;
     tick += 1;
-    const [stats, list, devices] = await Promise.all([
+    const [stats, list, devices, nodes] = await Promise.all([
       api.get('/v1/stats', {signal}),
       jobsApi.list({limit: 8}, {signal}),
       wantDevices ? api.get('/v1/devices', {signal}) : null,
+      wantDevices ? api.get('/v1/nodes', {signal}) : null,
     ]);
     clear(err);
     if (devices) { renderDevices(devBody, devices); renderUsage(usageBody, stats, devices); }
+    if (nodes) renderNodes(nodesBody, nodes);
     if (typeof stats.uptime_s === 'number') uptime.textContent = `up ${fmtUptime(stats.uptime_s)}`;
     const q = stats.queue || {};
     renderQueue(queueBody, q);
@@ -260,6 +266,30 @@ function renderDevices(el, d) {
         'aria-valuenow': pct.toFixed(0)}, h('span', {style: `width:${pct.toFixed(1)}%`}))));
   }
   el.append(h('p', {class: 'muted span-all'}, `CUDA driver ${cuda.driver_version ?? '?'}, runtime ${cuda.runtime_version ?? '?'}`));
+}
+
+/* GET /v1/nodes: one row per node, live ones first. */
+function renderNodes(el, d) {
+  clear(el);
+  const nodes = [...(d.nodes || [])].sort((a, b) => (b.alive - a.alive) || a.name.localeCompare(b.name));
+  const live = nodes.filter((n) => n.alive).length;
+  el.append(h('p', {class: 'muted', id: 'nodes-summary'}, d.store === 'postgresql'
+    ? `${live} of ${nodes.length} node${nodes.length === 1 ? '' : 's'} live on one PostgreSQL store`
+    : 'One node (SQLite store): this process.'));
+  el.append(tableWrap('Nodes', h('table', null,
+    h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'node'), h('th', {scope: 'col'}, 'state'),
+      h('th', {scope: 'col', class: 'num'}, 'CPU workers'), h('th', {scope: 'col', class: 'num'}, 'GPUs'),
+      h('th', {scope: 'col', class: 'num'}, 'running'), h('th', {scope: 'col', class: 'num'}, 'queued'),
+      h('th', {scope: 'col', class: 'num'}, 'CPU load'), h('th', {scope: 'col', class: 'num'}, 'jobs done'),
+      h('th', {scope: 'col'}, 'heartbeat'))),
+    h('tbody', null, nodes.map((n) => h('tr', {dataset: {node: n.name}},
+      h('td', {title: `${n.id} · ${n.url} · ${n.version}`}, n.name),
+      h('td', null, h('span', {class: `badge st-${n.alive ? 'succeeded' : 'failed'}`, dataset: {alive: String(n.alive)}}, n.alive ? 'live' : 'gone')),
+      h('td', {class: 'num'}, fmtInt(n.threads)), h('td', {class: 'num'}, fmtInt(n.gpus)),
+      h('td', {class: 'num'}, fmtInt(n.running)), h('td', {class: 'num'}, fmtInt(n.queued)),
+      h('td', {class: 'num'}, typeof n.load === 'number' ? `${n.load.toFixed(0)}%` : '—'),
+      h('td', {class: 'num'}, fmtInt(n.jobs_done)),
+      h('td', {title: n.heartbeat_at || ''}, n.heartbeat_at ? fmtAgo(n.heartbeat_at) : '—')))))));
 }
 
 function renderQueue(el, q) {

@@ -1,0 +1,142 @@
+#!/bin/sh
+# tests/cluster/test_two_nodes.sh — the cross-node paths of sched/cluster.c,
+# end to end: a PostgreSQL 15 server (tests/cluster/pgserver.sh) and two
+# tesseld nodes on one data directory.
+#   sh tests/cluster/test_two_nodes.sh build/tesseld
+# Exits 77 (skipped) without PostgreSQL 15, pgserver.sh or a tesseld built
+# with libpq. The cluster's big test (many jobs, restarts, a stopped server)
+# is tests/cluster's others; this one proves each path once:
+#   - both nodes are live in GET /v1/nodes of either, and /v1/info says
+#     store "postgresql" and the node's own name;
+#   - a job submitted to the node whose only worker is busy runs on the
+#     other one: ?wait on the submitting node answers 200 succeeded (woken
+#     by the other node's "end" event) with node = the other node;
+#   - cancel through the node that does not hold a running job answers 202
+#     and the holder stops it: canceled, seen through a ?wait on the first;
+#   - the same request_id through both nodes is one job;
+#   - kill -9 of the node running a job: after the lease (2 s) the job
+#     runs again on the other node and succeeds with attempts 2 and node =
+#     the survivor; GET /v1/nodes then says the dead one is not alive.
+# No timing is asserted: waits are bounded only so that a bug fails rather
+# than hangs.
+set -eu
+
+bin=${1:?usage: $0 path/to/tesseld}
+case "$bin" in /*) ;; *) bin="$(pwd)/$bin" ;; esac
+here=$(cd "$(dirname "$0")" && pwd)
+pgs="$here/pgserver.sh"
+[ -x /usr/lib/postgresql/15/bin/postgres ] || { echo "skipped: no PostgreSQL 15 (Debian postgresql-15)"; exit 77; }
+[ -f "$pgs" ] || { echo "skipped: no tests/cluster/pgserver.sh"; exit 77; }
+command -v curl >/dev/null && command -v python3 >/dev/null || { echo "skipped: needs curl and python3"; exit 77; }
+
+tmp=$(mktemp -d /tmp/tessel-cl2-XXXXXX)
+chmod 755 "$tmp"
+pida= pidb=
+cleanup() {
+  [ -n "$pida" ] && kill "$pida" 2>/dev/null || true
+  [ -n "$pidb" ] && kill "$pidb" 2>/dev/null || true
+  wait 2>/dev/null || true
+  sh "$pgs" stop "$tmp/pg" >/dev/null 2>&1 || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT INT TERM
+fail() { echo "FAIL: $*" >&2; for f in "$tmp"/node-*.log; do echo "--- $f" >&2; tail -30 "$f" >&2; done; exit 1; }
+
+url=$(sh "$pgs" start "$tmp/pg" | tail -1)
+mkdir -p "$tmp/data"
+printf '%s\n' "$url" > "$tmp/store-url"
+
+# start NAME -> sets pid_NAME and port_NAME
+start_node() {
+  name=$1
+  "$bin" --store-file "$tmp/store-url" --data-dir "$tmp/data" --port 0 \
+    --threads 1 --lease-s 2 --node-name "$name" --access-log 0 \
+    > "$tmp/node-$name.out" 2> "$tmp/node-$name.log" &
+  pid=$!
+  i=0
+  while ! grep -q 'listening on' "$tmp/node-$name.out" 2>/dev/null; do
+    i=$((i + 1))
+    if [ $i -gt 300 ] || ! kill -0 $pid 2>/dev/null; then
+      if grep -q 'without PostgreSQL' "$tmp/node-$name.log"; then
+        echo "skipped: tesseld was built without libpq"; exit 77
+      fi
+      fail "node $name did not start"
+    fi
+    sleep 0.1
+  done
+  port=$(sed -n 's|.*:\([0-9]*\)/$|\1|p' "$tmp/node-$name.out" | head -1)
+  eval "pid_$name=$pid port_$name=$port"
+}
+
+# j EXPR: a field of the JSON on stdin (python expression over d)
+j() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+get() { curl -sS "http://127.0.0.1:$1$2"; }
+post() { curl -sS -H 'Content-Type: application/json' -d "$3" "http://127.0.0.1:$1$2"; }
+code() { curl -sS -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' -X POST "http://127.0.0.1:$1$2"; }
+
+start_node a
+pida=$pid_a
+start_node b
+pidb=$pid_b
+
+# ---- nodes
+n=$(get "$port_a" /v1/nodes | j "sum(1 for x in d['nodes'] if x['alive'])")
+[ "$n" = 2 ] || fail "/v1/nodes on a: $n live nodes, want 2"
+n=$(get "$port_b" /v1/nodes | j "sorted(x['name'] for x in d['nodes'] if x['alive'])")
+[ "$n" = "['a', 'b']" ] || fail "/v1/nodes on b: $n"
+s=$(get "$port_b" /v1/info | j "d['store'] + ' ' + d['node']['name']")
+[ "$s" = "postgresql b" ] || fail "/v1/info on b: $s"
+
+# A job that keeps one worker busy (every pair, serial, small result).
+long='{"kind":"geodesic","backend":"serial","params":{"points":{"random":{"shape":[6000,2],"low":-60,"high":60,"seed":SEED}},"query":{"rowwise":{"op":"sum"}}}}'
+tiny='{"kind":"map","backend":"cpu","params":{"expr":"x+1","inputs":{"x":[1,2,3]}}}'
+
+# running_node ID PORT: waits until the job runs, prints its node's name
+running_node() {
+  i=0
+  while :; do
+    s=$(get "$2" "/v1/jobs/$1" | j "d['status'] + ' ' + str(d['node'])")
+    case "$s" in running\ a|running\ b) echo "${s#running }"; return ;; esac
+    case "$s" in succeeded*|failed*|canceled*) fail "job $1 ended before the test could use it: $s" ;; esac
+    i=$((i + 1)); [ $i -lt 600 ] || fail "job $1 never ran: $s"
+    sleep 0.1
+  done
+}
+
+# ---- a job submitted to the busy node runs on the other; ?wait across nodes
+l1=$(post "$port_a" /v1/jobs "$(echo "$long" | sed s/SEED/1/)" | j "d['id']")
+holder=$(running_node "$l1" "$port_a")
+if [ "$holder" = a ]; then busy=$port_a other=b; else busy=$port_b other=a; fi
+r=$(post "$busy" '/v1/jobs?wait=60' "$tiny" | j "d['status'] + ' ' + str(d['node'])")
+[ "$r" = "succeeded $other" ] || fail "a job submitted to the busy node: $r, want succeeded on $other"
+
+# ---- cancel through the node that does not hold the job
+if [ "$holder" = a ]; then notholder=$port_b; else notholder=$port_a; fi
+c=$(code "$notholder" "/v1/jobs/$l1/cancel")
+[ "$c" = 202 ] || fail "cancel of a job held by the other node: $c, want 202"
+s=$(get "$notholder" "/v1/jobs/$l1?wait=30" | j "d['status']")
+[ "$s" = canceled ] || fail "the canceled job: $s"
+
+# ---- idempotency across nodes
+body='{"kind":"map","request_id":"same-across-nodes","params":{"expr":"x*2","inputs":{"x":[1]}}}'
+i1=$(post "$port_a" /v1/jobs "$body" | j "d['id']")
+i2=$(post "$port_b" /v1/jobs "$body" | j "d['id']")
+[ "$i1" = "$i2" ] || fail "one request_id through two nodes made two jobs: $i1 $i2"
+
+# ---- kill -9 of the node running a job: it reruns on the other
+l2=$(post "$port_a" /v1/jobs "$(echo "$long" | sed 's/SEED/2/; s/6000/2500/')" | j "d['id']")
+holder=$(running_node "$l2" "$port_a")
+if [ "$holder" = a ]; then victim=$pida; survivor=$port_b; sname=b; pida=;
+else victim=$pidb; survivor=$port_a; sname=a; pidb=; fi
+kill -9 "$victim"
+wait "$victim" 2>/dev/null || true
+i=0
+while :; do
+  s=$(get "$survivor" "/v1/jobs/$l2?wait=30" | j "d['status'] + ' ' + str(d['node']) + ' ' + str(d['attempts'])")
+  case "$s" in queued*|running*) ;; *) break ;; esac
+  i=$((i + 1)); [ $i -lt 20 ] || fail "the dead node's job never ended: $s"
+done
+[ "$s" = "succeeded $sname 2" ] || fail "the dead node's job: $s, want succeeded on $sname after 2 attempts"
+dead=$(get "$survivor" /v1/nodes | j "[x['alive'] for x in d['nodes'] if x['name'] == '$holder'][0]")
+[ "$dead" = False ] || fail "the killed node is still alive in /v1/nodes"
+echo "ok"
