@@ -441,7 +441,10 @@ int main(int argc, char **argv) {
       .local = local,
   };
   arrays actx_arrays = {.st = st, .data_dir = data_dir};
-  arrays_sweep(&actx_arrays); /* uploads a dead process left unfinished */
+  /* Uploads a dead process left unfinished; not on a cluster store, whose
+   * data directory is shared: the .tmp files may be other nodes' uploads in
+   * progress. */
+  if (!cluster) arrays_sweep(&actx_arrays);
   api_ctx actx = {
       .srv = srv,
       .jobs = &jctx,
