@@ -54,6 +54,9 @@ typedef struct store_backend {
   int (*queue_depth)(void *impl, int64_t *queued, terr *e); /* cluster */
 } store_backend;
 
+/* The backend's handle of a store (for db/ and the store's own tests). */
+void *store_impl(store *s);
+
 /* The backends (each in its folder). open: the handle in *impl. */
 extern const store_backend store_sqlite_backend;
 int store_sqlite_open(const char *data_dir, void **impl, terr *e);

@@ -26,7 +26,8 @@
 #include <sys/resource.h>
 
 #include "db/store.h"
-#include "db/store_int.h" /* the writer's batch counters */
+#include "db/sqlite/store_int.h" /* the writer's batch counters */
+#define SQ(s) ((sqstore *)store_impl(s))
 
 static double g_seconds = 2.0;
 static char g_root[256];
@@ -199,8 +200,8 @@ static cell run(int threads, int naive) {
     a[i] = (arg){s, dbpath, 0, 0, &go};
     pthread_create(&th[i], NULL, naive ? naive_worker : store_worker, &a[i]);
   }
-  long long b0 = s ? atomic_load(&s->n_batches) : 0;
-  long long o0 = s ? atomic_load(&s->n_ops) : 0;
+  long long b0 = s ? atomic_load(&SQ(s)->n_batches) : 0;
+  long long o0 = s ? atomic_load(&SQ(s)->n_ops) : 0;
   pthread_barrier_wait(&go);
   double t0 = t_now_ms(), c0 = cpu_us();
   long jobs = 0;
@@ -213,8 +214,8 @@ static cell run(int threads, int naive) {
   c.jobs_per_s = (double)jobs / (ms / 1e3);
   c.cpu_us_per_job = jobs ? (cpu_us() - c0) / (double)jobs : 0;
   if (s) {
-    long long b = atomic_load(&s->n_batches) - b0;
-    long long o = atomic_load(&s->n_ops) - o0;
+    long long b = atomic_load(&SQ(s)->n_batches) - b0;
+    long long o = atomic_load(&SQ(s)->n_ops) - o0;
     c.ops_per_commit = b ? (double)o / (double)b : 0;
     store_close(s);
   }

@@ -731,6 +731,10 @@ TEST(test_migrate_from_v1) {
            "ALTER TABLE jobs DROP COLUMN result_npy;"
            "ALTER TABLE jobs DROP COLUMN output_file;"
            "ALTER TABLE jobs DROP COLUMN result_parts;"
+           "DROP INDEX jobs_parent;"
+           "ALTER TABLE jobs DROP COLUMN node; ALTER TABLE jobs DROP COLUMN lease_until;"
+           "ALTER TABLE jobs DROP COLUMN cancel_requested; ALTER TABLE jobs DROP COLUMN parent;"
+           "ALTER TABLE jobs DROP COLUMN tile; ALTER TABLE jobs DROP COLUMN tiles;"
            "ALTER TABLE jobs DROP COLUMN t_queue; ALTER TABLE jobs DROP COLUMN t_prepare;"
            "ALTER TABLE jobs DROP COLUMN t_h2d; ALTER TABLE jobs DROP COLUMN t_compute;"
            "ALTER TABLE jobs DROP COLUMN t_d2h; ALTER TABLE jobs DROP COLUMN t_store;"
@@ -754,7 +758,7 @@ TEST(test_migrate_from_v1) {
   CHECK(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK);
   sqlite3_close(db);
   CHECK(store_open(dir, &s, &e) == 0);
-  CHECK(store_schema_version(s) == 6);
+  CHECK(store_schema_version(s) == 7);
   /* Migration 4: an old array's digest says it is a sha256. */
   store_array oa;
   CHECK(store_array_get(s, "a_0123456789abcdefghjkmnpqrs", "bob", &oa,
@@ -1275,6 +1279,119 @@ TEST(test_list_orders_search_total) {
   store_close(s);
 }
 
+/* A split job's tiles (rows with a parent): listed by store_job_children in
+ * tile order, never in lists, totals or counts; a delete of the parent
+ * waits for every tile to end, then takes the tiles and their files with
+ * it; expiry takes them with their parent only. */
+static void insert_tile(store *s, const char *parent, int tile, int tiles,
+                        char id[T_ID_MAX]) {
+  store_job j;
+  job_init(&j, "alice", "geodesic");
+  j.parent = sdup(parent);
+  j.tile = tile;
+  j.tiles = tiles;
+  terr e;
+  CHECK(store_job_insert(s, &j, NULL, &e) == 0);
+  snprintf(id, T_ID_MAX, "%s", j.id);
+  store_job_clear(&j);
+}
+
+TEST(test_split_children) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  terr e;
+  char p[T_ID_MAX], c0[T_ID_MAX], c1[T_ID_MAX], other[T_ID_MAX];
+  store_job j;
+  job_init(&j, "alice", "geodesic");
+  j.tiles = 2;
+  CHECK(store_job_insert(s, &j, NULL, &e) == 0);
+  snprintf(p, sizeof p, "%s", j.id);
+  store_job_clear(&j);
+  insert_tile(s, p, 1, 2, c1); /* out of order on purpose */
+  insert_tile(s, p, 0, 2, c0);
+  CHECK(insert_job(s, "alice", "map", 0, other) == 0);
+
+  store_job *v = NULL;
+  int n = 0, more = 0;
+  int64_t total = -1;
+  store_job_pos next;
+  store_job_filter f = {.status = -1, .limit = 100};
+  CHECK(store_job_list(s, &f, &v, &n, &more, &next, &total, &e) == 0);
+  CHECK(n == 2 && total == 2);
+  for (int i = 0; i < n; i++) {
+    CHECK(!v[i].parent);
+    CHECK(strcmp(v[i].id, c0) != 0 && strcmp(v[i].id, c1) != 0);
+    store_job_clear(&v[i]);
+  }
+  free(v);
+  int64_t counts[5];
+  CHECK(store_job_counts(s, NULL, counts, &e) == 0);
+  CHECK(counts[JOB_QUEUED] == 2);
+
+  CHECK(store_job_children(s, p, &v, &n, &e) == 0);
+  CHECK(n == 2);
+  if (n == 2) {
+    CHECK_STR(v[0].id, c0);
+    CHECK_STR(v[1].id, c1);
+    CHECK(v[0].tile == 0 && v[1].tile == 1 && v[0].tiles == 2);
+    CHECK_STR(v[0].parent, p);
+  }
+  for (int i = 0; i < n; i++) store_job_clear(&v[i]);
+  free(v);
+  CHECK(store_job_get(s, p, NULL, &j, &e) == 0);
+  CHECK(j.tiles == 2 && !j.parent);
+  store_job_clear(&j);
+
+  /* The parent ends; a tile still queued holds the delete back. */
+  store_job_end x = end_ok(10, "/r/p.npy");
+  CHECK(store_job_finish(s, p, &x, &e) == 0);
+  char **paths = NULL;
+  int np = 0;
+  CHECK(store_job_delete(s, p, NULL, &paths, &np, &e) == T_ECONFLICT);
+  /* A tile is not a job of its own to the user. */
+  CHECK(store_job_delete(s, c0, NULL, &paths, &np, &e) == T_ENOTFOUND);
+  x = end_ok(8, "/r/c0.npy");
+  CHECK(store_job_finish(s, c0, &x, &e) == 0);
+  x = end_ok(9, "/r/c1.npy");
+  CHECK(store_job_finish(s, c1, &x, &e) == 0);
+  /* Expiry before the parent's end takes nothing; a tile never expires on
+   * its own even when it ended earlier. */
+  CHECK(store_expire(s, 10, &paths, &np, &e) == 0);
+  CHECK(np == 0);
+  free(paths);
+  CHECK(store_job_delete(s, p, NULL, &paths, &np, &e) == 0);
+  CHECK(np == 3);
+  int seen = 0;
+  for (int i = 0; i < np; i++) {
+    if (strcmp(paths[i], "/r/p.npy") == 0) seen |= 1;
+    if (strcmp(paths[i], "/r/c0.npy") == 0) seen |= 2;
+    if (strcmp(paths[i], "/r/c1.npy") == 0) seen |= 4;
+    free(paths[i]);
+  }
+  free(paths);
+  CHECK(seen == 7);
+  CHECK(store_job_get(s, c1, NULL, &j, &e) == T_ENOTFOUND);
+
+  /* Expiry of a parent takes its tiles. */
+  job_init(&j, "alice", "geodesic");
+  j.tiles = 1;
+  CHECK(store_job_insert(s, &j, NULL, &e) == 0);
+  snprintf(p, sizeof p, "%s", j.id);
+  store_job_clear(&j);
+  insert_tile(s, p, 0, 1, c0);
+  x = end_ok(20, "/r/c0b.npy");
+  CHECK(store_job_finish(s, c0, &x, &e) == 0);
+  x = end_ok(21, "/r/pb.npy");
+  CHECK(store_job_finish(s, p, &x, &e) == 0);
+  CHECK(store_expire(s, 22, &paths, &np, &e) == 0);
+  CHECK(np == 2);
+  for (int i = 0; i < np; i++) free(paths[i]);
+  free(paths);
+  CHECK(store_job_get(s, c0, NULL, &j, &e) == T_ENOTFOUND);
+  store_close(s);
+}
+
 int main(void) {
   if (fixture_root("/tmp/tessel_store_XXXXXX")) return 1;
   RUN(test_open_migrate_reopen);
@@ -1294,6 +1411,7 @@ int main(void) {
   RUN(test_expire);
   RUN(test_stats_counts);
   RUN(test_note_start_and_unstart);
+  RUN(test_split_children);
   rm_tree(root);
   return check_summary();
 }

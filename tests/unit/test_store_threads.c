@@ -20,7 +20,8 @@
 
 #include "check.h"
 #include "db/store.h"
-#include "db/store_int.h" /* the writer's queue and counters, for batching */
+#include "db/sqlite/store_int.h" /* the writer's queue and counters, for batching */
+#define SQ(s) ((sqstore *)store_impl(s))
 #include "store_fixture.h"
 
 /* ---- concurrency ------------------------------------------------------------ */
@@ -105,9 +106,9 @@ TEST(test_concurrent_inserts) {
   /* The worker threads exited: their reader connections were closed by the
    * thread-exit destructor; only the main thread's (opened above) is left. */
   int readers = 0;
-  pthread_mutex_lock(&s->rmu);
-  for (store_conn *r = s->readers; r; r = r->next) readers++;
-  pthread_mutex_unlock(&s->rmu);
+  pthread_mutex_lock(&SQ(s)->rmu);
+  for (store_conn *r = SQ(s)->readers; r; r = r->next) readers++;
+  pthread_mutex_unlock(&SQ(s)->rmu);
   CHECK(readers == 1);
   store_close(s);
 }
@@ -214,7 +215,7 @@ typedef struct gate {
   int want;
 } gate;
 
-static int gate_fn(store *s, store_wop *op, terr *e) {
+static int gate_fn(sqstore *s, store_wop *op, terr *e) {
   gate *g = op->arg;
   atomic_store(&g->started, 1);
   for (int tries = 0; tries < 5000; tries++) { /* at most ~5 s */
@@ -241,7 +242,7 @@ static void *batch_worker(void *p) {
   batch_arg *a = p;
   terr e;
   if (a->what == 0) {
-    a->rc = store__write(a->s, gate_fn, a->g, &e);
+    a->rc = store__write(SQ(a->s), gate_fn, a->g, &e);
   } else if (a->what == 1 || a->what == 2) {
     a->rc = store_job_start(a->s, a->id, 5, "cpu", NULL, NULL, &e);
   } else {
@@ -267,7 +268,7 @@ TEST(test_batch_one_transaction) {
   gate g = {.want = 4};
   batch_arg a[5];
   pthread_t th[5];
-  long long b0 = atomic_load(&s->n_batches), o0 = atomic_load(&s->n_ops);
+  long long b0 = atomic_load(&SQ(s)->n_batches), o0 = atomic_load(&SQ(s)->n_ops);
   a[0] = (batch_arg){.s = s, .g = &g, .what = 0};
   pthread_create(&th[0], NULL, batch_worker, &a[0]);
   while (!atomic_load(&g.started)) usleep(100);
@@ -282,8 +283,8 @@ TEST(test_batch_one_transaction) {
   CHECK(a[2].rc == T_ECONFLICT); /* already running */
   CHECK(a[3].rc == T_ECONFLICT); /* duplicate id: UNIQUE constraint */
   CHECK(a[4].rc == 0);           /* inserted */
-  CHECK(atomic_load(&s->n_batches) - b0 == 2);
-  CHECK(atomic_load(&s->n_ops) - o0 == 5);
+  CHECK(atomic_load(&SQ(s)->n_batches) - b0 == 2);
+  CHECK(atomic_load(&SQ(s)->n_ops) - o0 == 5);
   store_job j;
   CHECK(store_job_get(s, queued, NULL, &j, &e) == 0);
   CHECK(j.status == JOB_RUNNING && j.started_at == 5);

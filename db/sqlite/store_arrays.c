@@ -19,20 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/store_int.h"
+#include "db/sqlite/store_int.h"
 
 #define ARRAY_COLS "id, owner, dtype, shape, bytes, digest, path, created_at"
-
-/* Free every string of *a and zero it. NULL ok. */
-void store_array_clear(store_array *a) {
-  if (!a) return;
-  free(a->owner);
-  free(a->dtype);
-  free(a->shape);
-  free(a->digest);
-  free(a->path);
-  memset(a, 0, sizeof *a);
-}
 
 static int array_row(sqlite3_stmt *st, store_array *a) {
   int oom = 0;
@@ -61,7 +50,7 @@ typedef struct ainsert_args {
   int existing;
 } ainsert_args;
 
-static int ainsert_fn(store *s, store_wop *op, terr *e) {
+static int ainsert_fn(sqstore *s, store_wop *op, terr *e) {
   ainsert_args *x = op->arg;
   const store_array *a = x->a;
   sqlite3_stmt *st;
@@ -102,7 +91,7 @@ static int ainsert_fn(store *s, store_wop *op, terr *e) {
  * a->id gets a new "a_" id, a zero created_at the current time, a NULL owner
  * "". On *existing = 1 the caller's file for the new upload is redundant
  * (the stored a->path is the one to keep). */
-int store_array_insert(store *s, store_array *a, int *existing, terr *e) {
+int sq_array_insert(sqstore *s, store_array *a, int *existing, terr *e) {
   if (existing) *existing = 0;
   if (!s || !a) return terr_set(e, T_EINVAL, "", -1, "store: no array");
   if (!a->dtype) return terr_set(e, T_EINVAL, "dtype", -1, "missing");
@@ -131,7 +120,7 @@ int store_array_insert(store *s, store_array *a, int *existing, terr *e) {
 
 /* See store.h. owner NULL: any owner; another owner's array is
  * T_ENOTFOUND. *out is filled only on success. */
-int store_array_get(store *s, const char *id, const char *owner,
+int sq_array_get(sqstore *s, const char *id, const char *owner,
                     store_array *out, terr *e) {
   memset(out, 0, sizeof *out);
   if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
@@ -160,7 +149,7 @@ int store_array_get(store *s, const char *id, const char *owner,
 /* See store.h. Newest first; owner NULL: all; cursor NULL: from the newest;
  * limit 1..1000. *arrays is a new array of *n (clear each, free the array);
  * next_cursor (T_ID_MAX bytes) is "" on the last page. */
-int store_array_list(store *s, const char *owner, const char *cursor,
+int sq_array_list(sqstore *s, const char *owner, const char *cursor,
                      int limit, store_array **arrays, int *n,
                      char *next_cursor, terr *e) {
   *arrays = NULL;
@@ -229,7 +218,7 @@ fail:
 
 /* ---- delete ---------------------------------------------------------------- */
 
-static int adelete_fn(store *s, store_wop *op, terr *e) {
+static int adelete_fn(sqstore *s, store_wop *op, terr *e) {
   store_del_args *a = op->arg;
   sqlite3_stmt *st;
   int rc = store__del_find(s, a, "SELECT owner, path FROM arrays WHERE id = ?1",
@@ -251,7 +240,7 @@ static int adelete_fn(store *s, store_wop *op, terr *e) {
 
 /* [sync] See store.h. T_ENOTFOUND when absent or another owner's (owner
  * NULL: any owner). On success *path (caller frees) is the file to remove. */
-int store_array_delete(store *s, const char *id, const char *owner,
+int sq_array_delete(sqstore *s, const char *id, const char *owner,
                        char **path, terr *e) {
   /* Not one statement: the reference check and the delete share a
    * savepoint. */

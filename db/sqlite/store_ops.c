@@ -17,11 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/store_int.h"
+#include "db/sqlite/store_int.h"
 #include "util/vec.h"
 
 /* See store_int.h (the writer thread). */
-int store__exec_insert(store *s, sqlite3_stmt *st, const char *noun,
+int store__exec_insert(sqstore *s, sqlite3_stmt *st, const char *noun,
                        const char *id, terr *e) {
   int step = sqlite3_step(st);
   sqlite3_reset(st);
@@ -35,7 +35,7 @@ int store__exec_insert(store *s, sqlite3_stmt *st, const char *noun,
 }
 
 /* See store_int.h (any thread, its own reader). */
-int store__read_stmt(store *s, const char *sql, store_conn **c,
+int store__read_stmt(sqstore *s, const char *sql, store_conn **c,
                      sqlite3_stmt **st, terr *e) {
   int rc = store__reader(s, c, e);
   if (rc) return rc;
@@ -43,7 +43,7 @@ int store__read_stmt(store *s, const char *sql, store_conn **c,
 }
 
 /* [sync] See store_int.h. */
-int store__delete(store *s, store_wfn fn, int one_stmt, const char *id,
+int store__delete(sqstore *s, store_wfn fn, int one_stmt, const char *id,
                   const char *owner, char **path, terr *e) {
   if (path) *path = NULL;
   if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
@@ -60,7 +60,7 @@ int store__delete(store *s, store_wfn fn, int one_stmt, const char *id,
 }
 
 /* See store_int.h (the writer thread). */
-int store__referenced(store *s, const char *id, terr *e) {
+int store__referenced(sqstore *s, const char *id, terr *e) {
   sqlite3_stmt *st;
   if (store__stmt(&s->w,
                   "SELECT 1 FROM jobs WHERE status IN ('queued','running')"
@@ -77,7 +77,7 @@ int store__referenced(store *s, const char *id, terr *e) {
 }
 
 /* See store_int.h (the writer thread). */
-int store__del_find(store *s, const store_del_args *a, const char *sql,
+int store__del_find(sqstore *s, const store_del_args *a, const char *sql,
                     const char *noun, sqlite3_stmt **out, terr *e) {
   sqlite3_stmt *st;
   int rc = store__stmt(&s->w, sql, &st, e);
@@ -102,7 +102,7 @@ int store__del_find(store *s, const store_del_args *a, const char *sql,
 }
 
 /* See store_int.h (the writer thread). */
-int store__collect_paths(store *s, sqlite3_stmt *st, char ***paths, int *n,
+int store__collect_paths(sqstore *s, sqlite3_stmt *st, char ***paths, int *n,
                          size_t *cap, const char *what, terr *e) {
   int step, rc = 0;
   while ((step = sqlite3_step(st)) == SQLITE_ROW) {
@@ -125,7 +125,7 @@ int store__collect_paths(store *s, sqlite3_stmt *st, char ***paths, int *n,
 }
 
 /* See store_int.h (the writer thread). */
-int store__del_exec(store *s, const char *sql, const char *id,
+int store__del_exec(sqstore *s, const char *sql, const char *id,
                     const char *noun, terr *e) {
   sqlite3_stmt *st;
   int rc = store__stmt(&s->w, sql, &st, e);

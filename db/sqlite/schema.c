@@ -23,7 +23,7 @@
  */
 #include <stdio.h>
 
-#include "db/store_int.h"
+#include "db/sqlite/store_int.h"
 
 typedef struct migration {
   int version;
@@ -152,6 +152,20 @@ static const migration migrations[] = {
      * (sched/text.c); the store reads only the paths (json_each), to
      * remove the files with the row. */
     {6, "ALTER TABLE jobs ADD COLUMN result_parts TEXT;\n"},
+    /* Split jobs and the cluster's columns (store.h): a tile's parent and
+     * index, a split parent's tile count; node, lease and cancel request
+     * are the PostgreSQL backend's (one node here: always NULL/0, kept so
+     * that both backends read the same columns). Children are found by
+     * parent. */
+    {7, "ALTER TABLE jobs ADD COLUMN node TEXT;\n"
+        "ALTER TABLE jobs ADD COLUMN lease_until INTEGER;\n"
+        "ALTER TABLE jobs ADD COLUMN cancel_requested INTEGER NOT NULL"
+        " DEFAULT 0;\n"
+        "ALTER TABLE jobs ADD COLUMN parent TEXT;\n"
+        "ALTER TABLE jobs ADD COLUMN tile INTEGER NOT NULL DEFAULT 0;\n"
+        "ALTER TABLE jobs ADD COLUMN tiles INTEGER NOT NULL DEFAULT 0;\n"
+        "CREATE INDEX jobs_parent ON jobs(parent, tile)"
+        " WHERE parent IS NOT NULL;\n"},
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

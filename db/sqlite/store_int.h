@@ -32,20 +32,22 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "db/store.h"
+#include "db/store_backend.h"
 
 /* A connection and its prepared statements (one thread uses it at a time). */
+typedef struct sqstore sqstore;
+
 typedef struct store_conn {
   sqlite3 *db;
   struct store_stmt *stmts; /* growable array, searched by hash + text */
   int nstmts;
   size_t capstmts;
-  struct store *owner_store; /* readers: for the registry */
+  struct sqstore *owner_store; /* readers: for the registry */
   struct store_conn *prev, *next; /* readers: registry links (s->rmu) */
 } store_conn;
 
 typedef struct store_wop store_wop;
-typedef int (*store_wfn)(store *s, store_wop *op, terr *e);
+typedef int (*store_wfn)(sqstore *s, store_wop *op, terr *e);
 
 struct store_wop {
   store_wfn fn;
@@ -60,7 +62,7 @@ struct store_wop {
   /* async: called on the writer thread once the batch holding the op has
    * committed (rc 0) or failed, just before the op is freed; NULL: a
    * failure is logged. Must not block nor make a [sync] store call. */
-  void (*after)(store *s, store_wop *op);
+  void (*after)(sqstore *s, store_wop *op);
   /* A job's lazy start and its finish meet in the queue: a start op names
    * its job in start_id (listed in s->starts while queued); a finish op
    * names its job in absorb_id, and when it is queued while that job's
@@ -77,7 +79,7 @@ struct store_wop {
   store_wop *pnext;      /* s->progress or s->starts link (s->mu) */
 };
 
-struct store {
+struct sqstore {
   char path[4096];
   int version;                 /* schema version after migration */
   store_conn w;                /* the writer's connection: writer thread only
@@ -122,21 +124,21 @@ int store__pragmas(sqlite3 *db, int writer, terr *e);
 /* store_ckpt.c: start the checkpointer thread and route the writer
  * connection's checkpoints to it (before the writer thread starts); stop it
  * (after the writer thread exited). */
-int store__ckpt_start(store *s, terr *e);
-void store__ckpt_stop(store *s);
+int store__ckpt_start(sqstore *s, terr *e);
+void store__ckpt_stop(sqstore *s);
 /* Writer thread, between batches: when the WAL is long, finish a checkpoint
  * so that the next transaction restarts the WAL. */
-void store__ckpt_writer(store *s);
+void store__ckpt_writer(sqstore *s);
 
 /* store.c */
 int store__stmt(store_conn *c, const char *sql, sqlite3_stmt **out, terr *e);
-int store__reader(store *s, store_conn **out, terr *e);
-int store__write(store *s, store_wfn fn, void *arg, terr *e);
+int store__reader(sqstore *s, store_conn **out, terr *e);
+int store__write(sqstore *s, store_wfn fn, void *arg, terr *e);
 /* [sync] with an op the caller prepared (fn, arg, one_stmt, absorb_id). */
-int store__write_op(store *s, store_wop *op, terr *e);
+int store__write_op(sqstore *s, store_wop *op, terr *e);
 /* The same for an op that writes with at most one statement (see
  * store_wop.one_stmt): it skips the savepoint. */
-int store__write_one(store *s, store_wfn fn, void *arg, terr *e);
+int store__write_one(sqstore *s, store_wfn fn, void *arg, terr *e);
 /* Queue o (malloc()ed, the op first in its allocation so that free(o)
  * frees its arguments too; fn, arg, one_stmt, lazy and after set) and
  * return at once; the writer runs it in a later batch, calls o->after (or
@@ -145,7 +147,7 @@ int store__write_one(store *s, store_wfn fn, void *arg, terr *e);
  * latest. When the store is closing, o is freed here (after not called)
  * and T_EUNAVAIL returned. */
 #define STORE_LAZY_MS 5.0
-int store__write_async(store *s, store_wop *o);
+int store__write_async(sqstore *s, store_wop *o);
 int store__dberr(terr *e, sqlite3 *db, const char *what);
 /* Step a statement that returns no row: 0 or T_EIO (statement is reset). */
 int store__exec_stmt(store_conn *c, sqlite3_stmt *st, const char *what,
@@ -153,11 +155,11 @@ int store__exec_stmt(store_conn *c, sqlite3_stmt *st, const char *what,
 /* Writer thread: step a bound INSERT on s->w (statement is reset). 0;
  * T_ECONFLICT on a constraint (a taken id), "<noun> <id>: <sqlite
  * message>" on field "id"; else T_EIO "insert <noun>". */
-int store__exec_insert(store *s, sqlite3_stmt *st, const char *noun,
+int store__exec_insert(sqstore *s, sqlite3_stmt *st, const char *noun,
                        const char *id, terr *e);
 /* The calling thread's reader connection (*c) and its cached statement for
  * sql (*st, reset, bindings cleared): store__reader then store__stmt. */
-int store__read_stmt(store *s, const char *sql, store_conn **c,
+int store__read_stmt(sqstore *s, const char *sql, store_conn **c,
                      sqlite3_stmt **st, terr *e);
 
 /* A delete by id (store_job_delete, store_array_delete): fn's op->arg is a
@@ -174,24 +176,24 @@ typedef struct store_del_args {
 /* [sync] Run fn (with store__write_one when one_stmt, else store__write).
  * On success *path (path may be NULL: then freed) is the caller's; on
  * failure *path is NULL. */
-int store__delete(store *s, store_wfn fn, int one_stmt, const char *id,
+int store__delete(sqstore *s, store_wfn fn, int one_stmt, const char *id,
                   const char *owner, char **path, terr *e);
 /* Writer thread, in such an fn: select a->id's row with sql (?1 the id,
  * column 0 the owner). 0: *st is on the row (read it, then sqlite3_reset);
  * else a terr code, statement reset: T_ENOTFOUND "no <noun> <id>" when
  * absent or another owner's (a->owner NULL: any), T_EIO "delete <noun>". */
-int store__del_find(store *s, const store_del_args *a, const char *sql,
+int store__del_find(sqstore *s, const store_del_args *a, const char *sql,
                     const char *noun, sqlite3_stmt **st, terr *e);
 /* Writer thread: 1 when a queued or running job's params mention id (an
  * array, or a job whose result is a chained input), 0 when none, negative
  * (e filled) on a database error. Ids are unique random-tailed strings, so
  * a substring search of the params text finds exactly the references; the
  * index jobs_unfinished keeps the scan to the unfinished jobs. */
-int store__referenced(store *s, const char *id, terr *e);
+int store__referenced(sqstore *s, const char *id, terr *e);
 /* Step st (its parameters bound) and append column 0 of every row that is
  * not NULL to (*paths, *n, *cap) as heap strings; resets st. 0, T_ENOMEM
  * or T_EIO ("what"). The part files of jobs: store_job_delete, store_expire. */
-int store__collect_paths(store *s, sqlite3_stmt *st, char ***paths, int *n,
+int store__collect_paths(sqstore *s, sqlite3_stmt *st, char ***paths, int *n,
                          size_t *cap, const char *what, terr *e);
 /* The part files ("path" of result_parts' entries) of the jobs `old`
  * that the condition appended to this text selects. */
@@ -201,7 +203,7 @@ int store__collect_paths(store *s, sqlite3_stmt *st, char ***paths, int *n,
   " AND json_valid(old.result_parts) AND "
 /* Writer thread: run the DELETE sql with ?1 bound to id; 0 or T_EIO
  * "delete <noun>". */
-int store__del_exec(store *s, const char *sql, const char *id,
+int store__del_exec(sqstore *s, const char *sql, const char *id,
                     const char *noun, terr *e);
 
 /* Bind helpers: NULL strings bind NULL; text is copied (SQLITE_TRANSIENT is
@@ -221,8 +223,9 @@ char *store__col_dup(sqlite3_stmt *st, int i, int *oom);
   "progress_total, error_code, error_message, result_dtype, result_path, "    \
   "compare, max_abs_diff, attempts, t_prepare, t_h2d, t_compute, t_d2h, "     \
   "t_store, t_total, result_shape, result_bytes, result_nonconverged, "       \
-  "output_file, result_parts"
-#define STORE_JOB_NCOLS 38
+  "output_file, result_parts, node, lease_until, cancel_requested, "       \
+  "parent, tile, tiles"
+#define STORE_JOB_NCOLS 44
 /* The typed timings and result of a job (store_jobs.c): bind them at the
  * statement's parameters t[i] (the JOB_T_* order) and r[4] (dtype, shape,
  * bytes, nonconverged); read them from the STORE_JOB_COLS columns. */
@@ -246,5 +249,36 @@ static inline const char *store__pack_str(char **p, const char *s) {
   *p += n;
   return out;
 }
+
+/* The SQLite backend's operations (store.h's, on the SQLite handle). */
+int sq_open(const char *data_dir, sqstore **out, terr *e);
+void sq_close(sqstore *s);
+int sq_ready(sqstore *s);
+int sq_schema_version(sqstore *s);
+int sq_job_insert(sqstore *s, store_job *j, int *existing, terr *e);
+int sq_job_insert_async(sqstore *s, store_job *j, terr *e);
+int sq_sync(sqstore *s, terr *e);
+int sq_job_get(sqstore *s, const char *id, const char *owner, store_job *out, terr *e);
+int sq_job_list(sqstore *s, const store_job_filter *f, store_job **jobs, int *n, int *has_next, store_job_pos *next, int64_t *total, terr *e);
+int sq_job_start(sqstore *s, const char *id, int64_t started_at, const char *backend_used, const char *reason, const char *estimate, terr *e);
+void sq_job_start_async(sqstore *s, const char *id, int64_t started_at, const char *backend_used, const char *reason, const char *estimate);
+void sq_job_progress(sqstore *s, const char *id, int64_t done, int64_t total);
+int sq_job_finish(sqstore *s, const char *id, const store_job_end *end, terr *e);
+int sq_job_finish_async(sqstore *s, const char *id, const store_job_end *end, store_finish_fn cb, void *arg, terr *e);
+int sq_job_result_npy(sqstore *s, const char *id, const char *owner, void **npy, size_t *len, terr *e);
+int sq_job_requeue(sqstore *s, const char *id, terr *e);
+int sq_job_unstart(sqstore *s, const char *id, terr *e);
+int sq_job_note_start(sqstore *s, const char *id, int attempt, terr *e);
+int sq_job_delete(sqstore *s, const char *id, const char *owner, char ***paths, int *npaths, terr *e);
+int sq_job_unfinished(sqstore *s, store_job **jobs, int *n, terr *e);
+int sq_expire(sqstore *s, int64_t before_ms, char ***paths, int *npaths, terr *e);
+int sq_stats(sqstore *s, const char *owner, store_stat **rows, int *n, terr *e);
+int sq_job_counts(sqstore *s, const char *owner, int64_t counts[5], terr *e);
+int sq_finished_by_step(sqstore *s, const char *owner, int64_t since_ms, int64_t step_ms, int nsteps, int64_t *counts, terr *e);
+int sq_array_insert(sqstore *s, store_array *a, int *existing, terr *e);
+int sq_array_get(sqstore *s, const char *id, const char *owner, store_array *out, terr *e);
+int sq_array_delete(sqstore *s, const char *id, const char *owner, char **path, terr *e);
+int sq_array_list(sqstore *s, const char *owner, const char *cursor, int limit, store_array **arrays, int *n, char *next_cursor, terr *e);
+int sq_job_children(sqstore *s, const char *parent_id, store_job **jobs, int *n, terr *e);
 
 #endif

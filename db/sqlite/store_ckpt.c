@@ -14,7 +14,7 @@
  * store__ckpt_writer (between batches) run on the writer thread and alone
  * touch wal_frames and ck_next. s->ckmu guards ck_want and ck_stop.
  */
-#include "db/store_int.h"
+#include "db/sqlite/store_int.h"
 
 /* Pages of WAL (4 KiB each) between two background checkpoints: SQLite's
  * default auto-checkpoint size. */
@@ -30,7 +30,7 @@
  * and store__ckpt_writer lets the writer finish the job when the WAL gets
  * long. */
 static int wal_hook(void *ctx, sqlite3 *db, const char *name, int frames) {
-  store *s = ctx;
+  sqstore *s = ctx;
   if (frames < s->wal_frames) s->ck_next = STORE_CKPT_FRAMES; /* restarted */
   s->wal_frames = frames;
   if (frames < s->ck_next) return SQLITE_OK;
@@ -44,7 +44,7 @@ static int wal_hook(void *ctx, sqlite3 *db, const char *name, int frames) {
   return SQLITE_OK;
 }
 
-void store__ckpt_writer(store *s) {
+void store__ckpt_writer(sqstore *s) {
   if (s->wal_frames < STORE_WAL_MAX_FRAMES) return;
   /* Most frames are already copied by the background checkpoints, so this
    * copies the tail and syncs; the next write transaction then restarts the
@@ -58,7 +58,7 @@ void store__ckpt_writer(store *s) {
 }
 
 static void *ckpt_main(void *arg) {
-  store *s = arg;
+  sqstore *s = arg;
   pthread_mutex_lock(&s->ckmu);
   for (;;) {
     while (!s->ck_want && !s->ck_stop) pthread_cond_wait(&s->ckcv, &s->ckmu);
@@ -77,7 +77,7 @@ static void *ckpt_main(void *arg) {
   return NULL;
 }
 
-int store__ckpt_start(store *s, terr *e) {
+int store__ckpt_start(sqstore *s, terr *e) {
   if (sqlite3_open_v2(s->path, &s->ckdb,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
                       NULL) != SQLITE_OK) {
@@ -103,7 +103,7 @@ int store__ckpt_start(store *s, terr *e) {
   return 0;
 }
 
-void store__ckpt_stop(store *s) {
+void store__ckpt_stop(sqstore *s) {
   if (!s->ckdb) return;
   sqlite3_wal_hook(s->w.db, NULL, NULL); /* the writer has exited */
   pthread_mutex_lock(&s->ckmu);

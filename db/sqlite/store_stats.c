@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/store_int.h"
+#include "db/sqlite/store_int.h"
 #include "util/vec.h"
 
 /* ---- stats ---------------------------------------------------------------- */
@@ -47,17 +47,8 @@ static char *text_or_null(sqlite3_stmt *st, int i, int *oom) {
   return d;
 }
 
-void store_stats_free(store_stat *rows, int n) {
-  if (!rows) return;
-  for (int i = 0; i < n; i++) {
-    free(rows[i].kind);
-    free(rows[i].backend);
-  }
-  free(rows);
-}
-
 /* See store.h. */
-int store_stats(store *s, const char *owner, store_stat **rows, int *n,
+int sq_stats(sqstore *s, const char *owner, store_stat **rows, int *n,
                 terr *e) {
   *rows = NULL;
   *n = 0;
@@ -76,12 +67,12 @@ int store_stats(store *s, const char *owner, store_stat **rows, int *n,
            owner ? "SELECT kind, backend_used, status, count(*),"
                    " sum(CASE WHEN status = 'succeeded' THEN"
                    " result_bytes END)"
-                   " FROM jobs WHERE owner = ?1"
+                   " FROM jobs WHERE parent IS NULL AND owner = ?1"
                    " GROUP BY kind, backend_used, status ORDER BY 1, 2, 3"
                  : "SELECT kind, backend_used, status, count(*),"
                    " sum(CASE WHEN status = 'succeeded' THEN"
                    " result_bytes END)"
-                   " FROM jobs"
+                   " FROM jobs WHERE parent IS NULL"
                    " GROUP BY kind, backend_used, status ORDER BY 1, 2, 3",
            &q1, e)))
     return rc;
@@ -91,11 +82,12 @@ int store_stats(store *s, const char *owner, store_stat **rows, int *n,
            c,
            owner ? "SELECT kind, backend_used, c FROM (SELECT kind,"
                    " backend_used, t_compute AS c"
-                   " FROM jobs WHERE status = 'succeeded' AND owner = ?1)"
+                   " FROM jobs WHERE status = 'succeeded' AND parent IS NULL"
+                   " AND owner = ?1)"
                    " WHERE c IS NOT NULL ORDER BY 1, 2, 3"
                  : "SELECT kind, backend_used, c FROM (SELECT kind,"
                    " backend_used, t_compute AS c"
-                   " FROM jobs WHERE status = 'succeeded')"
+                   " FROM jobs WHERE status = 'succeeded' AND parent IS NULL)"
                    " WHERE c IS NOT NULL ORDER BY 1, 2, 3",
            &q2, e)))
     goto fail;
@@ -148,7 +140,7 @@ fail:
 }
 
 /* See store.h. counts[] is indexed by job_status; owner NULL: all. */
-int store_job_counts(store *s, const char *owner, int64_t counts[5],
+int sq_job_counts(sqstore *s, const char *owner, int64_t counts[5],
                      terr *e) {
   memset(counts, 0, 5 * sizeof counts[0]);
   if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
@@ -156,9 +148,10 @@ int store_job_counts(store *s, const char *owner, int64_t counts[5],
   sqlite3_stmt *st;
   int rc = store__read_stmt(s,
                             owner ? "SELECT status, count(*) FROM jobs"
-                                    " WHERE owner = ?1 GROUP BY status"
+                                    " WHERE parent IS NULL AND owner = ?1"
+                                    " GROUP BY status"
                                   : "SELECT status, count(*) FROM jobs"
-                                    " GROUP BY status",
+                                    " WHERE parent IS NULL GROUP BY status",
                             &c, &st, e);
   if (rc) return rc;
   if (owner) sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
@@ -173,7 +166,7 @@ int store_job_counts(store *s, const char *owner, int64_t counts[5],
 }
 
 /* See store.h. One GROUP BY over the finished_at index. */
-int store_finished_by_step(store *s, const char *owner, int64_t since_ms,
+int sq_finished_by_step(sqstore *s, const char *owner, int64_t since_ms,
                            int64_t step_ms, int nsteps, int64_t *counts,
                            terr *e) {
   memset(counts, 0, (size_t)nsteps * 5 * sizeof counts[0]);
@@ -187,10 +180,10 @@ int store_finished_by_step(store *s, const char *owner, int64_t since_ms,
       s,
       owner ? "SELECT (finished_at - ?1) / ?2, status, count(*) FROM jobs"
               " WHERE finished_at > 0 AND finished_at >= ?1 AND finished_at < ?3"
-              " AND owner = ?4 GROUP BY 1, 2"
+              " AND parent IS NULL AND owner = ?4 GROUP BY 1, 2"
             : "SELECT (finished_at - ?1) / ?2, status, count(*) FROM jobs"
               " WHERE finished_at > 0 AND finished_at >= ?1 AND finished_at < ?3"
-              " GROUP BY 1, 2",
+              " AND parent IS NULL GROUP BY 1, 2",
       &c, &st, e);
   if (rc) return rc;
   sqlite3_bind_int64(st, 1, since_ms);
@@ -219,7 +212,7 @@ typedef struct expire_args {
 
 /* Step sql (?1 = before) collecting column 0 of its rows (a SELECT, or a
  * DELETE ... RETURNING). */
-static int delete_returning(store *s, expire_args *a, const char *sql,
+static int delete_returning(sqstore *s, expire_args *a, const char *sql,
                             terr *e) {
   sqlite3_stmt *st;
   int rc = store__stmt(&s->w, sql, &st, e);
@@ -228,18 +221,31 @@ static int delete_returning(store *s, expire_args *a, const char *sql,
   return store__collect_paths(s, st, &a->paths, &a->n, &a->cap, "expire", e);
 }
 
-/* The finished jobs expiry deletes (as `old`). */
-#define EXPIRED_JOBS                                                         \
-  "old.finished_at > 0 AND old.finished_at < ?1"                             \
-  " AND old.status IN ('succeeded','failed','canceled') AND NOT EXISTS"      \
+/* A finished job (alias A) that expiry deletes: ended before ?1, and no
+ * unfinished job takes its result as an input. */
+#define EXPIRED(A)                                                           \
+  A ".finished_at > 0 AND " A ".finished_at < ?1"                            \
+  " AND " A ".status IN ('succeeded','failed','canceled') AND NOT EXISTS"    \
   " (SELECT 1 FROM jobs WHERE status IN ('queued','running')"                \
-  " AND instr(jobs.params, old.id) > 0)"
+  " AND instr(jobs.params, " A ".id) > 0)"
+/* The jobs expiry deletes (as `old`): the tiles of an expired split job
+ * (never expired on their own), then the top-level jobs. */
+#define EXPIRED_TILES                                                        \
+  "old.parent IS NOT NULL AND EXISTS (SELECT 1 FROM jobs AS par"             \
+  " WHERE par.id = old.parent AND " EXPIRED("par") ")"
+#define EXPIRED_JOBS "old.parent IS NULL AND " EXPIRED("old")
 
-static int expire_fn(store *s, store_wop *op, terr *e) {
+static int expire_fn(sqstore *s, store_wop *op, terr *e) {
   expire_args *a = op->arg;
   /* First the files of their results' other parts (read before the rows
    * go, in the same transaction). */
-  int rc = delete_returning(s, a, STORE_PART_PATHS_SQL EXPIRED_JOBS, e);
+  int rc = delete_returning(s, a, STORE_PART_PATHS_SQL EXPIRED_TILES, e);
+  if (!rc)
+    rc = delete_returning(s, a,
+                          "DELETE FROM jobs AS old WHERE " EXPIRED_TILES
+                          " RETURNING result_path",
+                          e);
+  if (!rc) rc = delete_returning(s, a, STORE_PART_PATHS_SQL EXPIRED_JOBS, e);
   if (rc) return rc;
   rc = delete_returning(
       s, a,
@@ -255,7 +261,7 @@ static int expire_fn(store *s, store_wop *op, terr *e) {
 }
 
 /* [sync] See store.h. On failure nothing is deleted and *paths is NULL. */
-int store_expire(store *s, int64_t before_ms, char ***paths, int *npaths,
+int sq_expire(sqstore *s, int64_t before_ms, char ***paths, int *npaths,
                  terr *e) {
   *paths = NULL;
   *npaths = 0;

@@ -1,6 +1,6 @@
 /* store_jobs.c — the job rows: insert (with idempotency, or [async]),
- * get, list, the unfinished ones for recovery, a result kept in the row;
- * the status names and store_job's clear/copy. The lifecycle writes
+ * get, list, the unfinished ones for recovery, a result kept in the row.
+ * The lifecycle writes
  * (start, finish, requeue, delete) are in store_lifecycle.c.
  *
  * Every write here is a store_wop function that runs on the writer thread
@@ -21,79 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/store_int.h"
+#include "db/sqlite/store_int.h"
 #include "util/vec.h"
-
-static const char *const status_names[] = {"queued", "running", "succeeded",
-                                           "failed", "canceled"};
-
-/* "queued", "running", ... ("unknown" out of range); static strings. */
-const char *job_status_name(job_status s) {
-  return (unsigned)s < 5 ? status_names[s] : "unknown";
-}
-
-/* The job_status of a name, -1 when unknown or NULL. */
-int job_status_parse(const char *s) {
-  if (!s) return -1;
-  for (int i = 0; i < 5; i++)
-    if (strcmp(s, status_names[i]) == 0) return i;
-  return -1;
-}
-
-/* Free every string of *j and zero it (max_abs_diff NaN). NULL ok. */
-void store_job_clear(store_job *j) {
-  if (!j) return;
-  free(j->owner);
-  free(j->kind);
-  free(j->params);
-  free(j->backend_requested);
-  free(j->backend_used);
-  free(j->backend_reason);
-  free(j->estimate);
-  free(j->label);
-  free(j->request_id);
-  free(j->body_hash);
-  free(j->error_code);
-  free(j->error_message);
-  free(j->result_path);
-  free(j->compare);
-  free(j->output_file);
-  free(j->result_parts);
-  memset(j, 0, sizeof *j);
-  j->max_abs_diff = NAN;
-}
-
-/* See store.h. */
-int store_job_copy(store_job *dst, const store_job *src) {
-  *dst = *src; /* numbers and the id */
-  char **f[] = {&dst->owner, &dst->kind, &dst->params,
-                &dst->backend_requested, &dst->backend_used,
-                &dst->backend_reason, &dst->estimate, &dst->label,
-                &dst->request_id, &dst->body_hash,
-                &dst->error_code, &dst->error_message,
-                &dst->result_path, &dst->compare, &dst->output_file,
-                &dst->result_parts};
-  int oom = 0;
-  for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
-    if (!*f[i]) continue;
-    /* After a failure the rest become NULL, never src's strings. */
-    char *c = oom ? NULL : strdup(*f[i]);
-    if (!c) oom = 1;
-    *f[i] = c;
-  }
-  if (oom) {
-    store_job_clear(dst); /* frees the copies made */
-    return T_ENOMEM;
-  }
-  return 0;
-}
-
-static const char *const timing_names[JOB_T__COUNT] = {
-    "queue", "prepare", "h2d", "compute", "d2h", "store", "total"};
-
-const char *job_timing_name(job_timing t) {
-  return (unsigned)t < JOB_T__COUNT ? timing_names[t] : "?";
-}
 
 void store__bind_timings(sqlite3_stmt *st, const job_timings *t,
                          const int idx[JOB_T__COUNT]) {
@@ -192,6 +121,12 @@ int store__job_row(sqlite3_stmt *st, store_job *j) {
   j->attempts = sqlite3_column_int(st, 26);
   j->output_file = store__col_dup(st, 36, &oom);
   j->result_parts = store__col_dup(st, 37, &oom);
+  j->node = store__col_dup(st, 38, &oom);
+  j->lease_until = sqlite3_column_int64(st, 39);
+  j->cancel_requested = sqlite3_column_int(st, 40);
+  j->parent = store__col_dup(st, 41, &oom);
+  j->tile = sqlite3_column_int(st, 42);
+  j->tiles = sqlite3_column_int(st, 43);
   if (oom) {
     store_job_clear(j);
     return T_ENOMEM;
@@ -245,7 +180,7 @@ static int same_str(const char *a, const char *b) {
   return strcmp(a, b) == 0;
 }
 
-static int insert_fn(store *s, store_wop *op, terr *e) {
+static int insert_fn(sqstore *s, store_wop *op, terr *e) {
   insert_args *a = op->arg;
   const store_job *j = a->j;
   sqlite3_stmt *st;
@@ -280,7 +215,7 @@ static int insert_fn(store *s, store_wop *op, terr *e) {
                    " (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
                    " ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24,"
                    " ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35,"
-                   " ?36, ?37, ?38)",
+                   " ?36, ?37, ?38, NULL, NULL, 0, ?39, ?40, ?41)",
                    &st, e);
   if (rc) return rc;
   sqlite3_bind_text(st, 1, j->id, -1, SQLITE_STATIC);
@@ -315,13 +250,16 @@ static int insert_fn(store *s, store_wop *op, terr *e) {
   sqlite3_bind_int(st, 27, j->attempts);
   store__bind_text(st, 37, j->output_file);
   store__bind_text(st, 38, j->result_parts);
+  store__bind_text(st, 39, j->parent);
+  sqlite3_bind_int(st, 40, j->tile);
+  sqlite3_bind_int(st, 41, j->tiles);
   return store__exec_insert(s, st, "job", j->id, e);
 }
 
 /* [sync] See store.h. An empty j->id gets a new "j_" id, a zero created_at
  * the current time, a NULL owner "" and a NULL backend_requested "auto";
  * the job is stored as queued whatever j->status says (j->status is set). */
-int store_job_insert(store *s, store_job *j, int *existing, terr *e) {
+int sq_job_insert(sqstore *s, store_job *j, int *existing, terr *e) {
   if (existing) *existing = 0;
   if (!s || !j) return terr_set(e, T_EINVAL, "", -1, "store: no job");
   if (!j->kind || !*j->kind)
@@ -358,7 +296,7 @@ typedef struct insert_op {
 } insert_op;
 
 /* [async] See store.h. */
-int store_job_insert_async(store *s, store_job *j, terr *e) {
+int sq_job_insert_async(sqstore *s, store_job *j, terr *e) {
   if (!s || !j) return terr_set(e, T_EINVAL, "", -1, "store: no job");
   if (!j->kind || !*j->kind)
     return terr_set(e, T_EINVAL, "kind", -1, "missing");
@@ -375,7 +313,8 @@ int store_job_insert_async(store *s, store_job *j, terr *e) {
                         breq,           j->backend_used,  j->backend_reason,
                         j->estimate,    j->label,         j->body_hash,
                         j->error_code,    j->error_message,
-                        j->result_path,   j->compare,       j->output_file};
+                        j->result_path,   j->compare,       j->output_file,
+                        j->parent};
   size_t n = 0;
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
     n += store__str_size(strs[i]);
@@ -399,6 +338,8 @@ int store_job_insert_async(store *s, store_job *j, terr *e) {
   r->error_message = (char *)store__pack_str(&p, j->error_message);
   r->result_path = (char *)store__pack_str(&p, j->result_path);
   r->compare = (char *)store__pack_str(&p, j->compare);
+  r->parent = (char *)store__pack_str(&p, j->parent);
+  r->node = NULL;
   r->output_file = (char *)store__pack_str(&p, j->output_file);
   r->result_parts = NULL; /* set by a finish only */
   o->a.j = r;
@@ -415,7 +356,7 @@ int store_job_insert_async(store *s, store_job *j, terr *e) {
 
 /* See store.h. *out is filled only on success (clear it with
  * store_job_clear). */
-int store_job_get(store *s, const char *id, const char *owner, store_job *out,
+int sq_job_get(sqstore *s, const char *id, const char *owner, store_job *out,
                   terr *e) {
   memset(out, 0, sizeof *out);
   out->max_abs_diff = NAN;
@@ -492,7 +433,7 @@ static int like_pattern(const char *q, char *out, size_t cap) {
  * number of shapes — filters x orders x directions x cursor — each prepared
  * once per connection). Fetches limit+1 rows to know whether a next page
  * exists; the count is a second statement over the same filters. */
-int store_job_list(store *s, const store_job_filter *f, store_job **jobs,
+int sq_job_list(sqstore *s, const store_job_filter *f, store_job **jobs,
                    int *n, int *has_next, store_job_pos *next,
                    int64_t *total, terr *e) {
   *jobs = NULL;
@@ -548,7 +489,7 @@ int store_job_list(store *s, const store_job_filter *f, store_job **jobs,
   const char *icmp = !key && !!f->asc ? ">" : "<";
   char sql[2048];
   size_t len = (size_t)snprintf(sql, sizeof sql,
-                                "SELECT " STORE_JOB_COLS " FROM jobs WHERE 1%s",
+                                "SELECT " STORE_JOB_COLS " FROM jobs WHERE parent IS NULL%s",
                                 where);
   if (has_after && key)
     len += (size_t)snprintf(sql + len, sizeof sql - len,
@@ -569,7 +510,8 @@ int store_job_list(store *s, const store_job_filter *f, store_job **jobs,
   if (rc) return rc;
   if (f->owner) sqlite3_bind_text(st, 1, f->owner, -1, SQLITE_STATIC);
   if (f->status >= 0)
-    sqlite3_bind_text(st, 2, status_names[f->status], -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, job_status_name((job_status)f->status), -1,
+                      SQLITE_STATIC);
   if (f->kind) sqlite3_bind_text(st, 3, f->kind, -1, SQLITE_STATIC);
   if (f->label) sqlite3_bind_text(st, 4, f->label, -1, SQLITE_STATIC);
   if (f->backend) sqlite3_bind_text(st, 5, f->backend, -1, SQLITE_STATIC);
@@ -594,12 +536,13 @@ int store_job_list(store *s, const store_job_filter *f, store_job **jobs,
     row_pos(&v[cnt - 1], f->order, !f->asc, next);
   }
   if (total) {
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM jobs WHERE 1%s", where);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM jobs WHERE parent IS NULL%s", where);
     rc = store__read_stmt(s, sql, &c, &st, e);
     if (!rc) {
       if (f->owner) sqlite3_bind_text(st, 1, f->owner, -1, SQLITE_STATIC);
       if (f->status >= 0)
-        sqlite3_bind_text(st, 2, status_names[f->status], -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, job_status_name((job_status)f->status), -1,
+                      SQLITE_STATIC);
       if (f->kind) sqlite3_bind_text(st, 3, f->kind, -1, SQLITE_STATIC);
       if (f->label) sqlite3_bind_text(st, 4, f->label, -1, SQLITE_STATIC);
       if (f->backend) sqlite3_bind_text(st, 5, f->backend, -1, SQLITE_STATIC);
@@ -624,7 +567,7 @@ int store_job_list(store *s, const store_job_filter *f, store_job **jobs,
 
 /* See store.h. Reads on the caller's connection; the partial index
  * jobs_unfinished serves the order. */
-int store_job_unfinished(store *s, store_job **jobs, int *n, terr *e) {
+int sq_job_unfinished(sqstore *s, store_job **jobs, int *n, terr *e) {
   *jobs = NULL;
   *n = 0;
   if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
@@ -639,8 +582,25 @@ int store_job_unfinished(store *s, store_job **jobs, int *n, terr *e) {
   return collect_jobs(c, st, -1, jobs, n, e);
 }
 
+/* See store.h. Reads on the caller's connection (index jobs_parent). */
+int sq_job_children(sqstore *s, const char *parent_id, store_job **jobs,
+                    int *n, terr *e) {
+  *jobs = NULL;
+  *n = 0;
+  if (!s || !parent_id) return terr_set(e, T_EINVAL, "id", -1, "missing");
+  store_conn *c;
+  sqlite3_stmt *st;
+  int rc = store__read_stmt(s,
+                            "SELECT " STORE_JOB_COLS " FROM jobs"
+                            " WHERE parent = ?1 ORDER BY tile, id",
+                            &c, &st, e);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, parent_id, -1, SQLITE_TRANSIENT);
+  return collect_jobs(c, st, -1, jobs, n, e);
+}
+
 /* See store.h. Reads on the caller's connection. */
-int store_job_result_npy(store *s, const char *id, const char *owner,
+int sq_job_result_npy(sqstore *s, const char *id, const char *owner,
                          void **npy, size_t *len, terr *e) {
   *npy = NULL;
   *len = 0;

@@ -20,10 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/store_int.h"
+#include "db/sqlite/store_int.h"
 
 /* After an UPDATE guarded by a status that changed no row: say why. */
-static int why_unchanged(store *s, const char *id, const char *want,
+static int why_unchanged(sqstore *s, const char *id, const char *want,
                          terr *e) {
   sqlite3_stmt *st;
   int rc = store__stmt(&s->w, "SELECT status FROM jobs WHERE id = ?1", &st, e);
@@ -46,7 +46,7 @@ typedef struct start_args {
   int64_t started_at;
 } start_args;
 
-static int start_fn(store *s, store_wop *op, terr *e) {
+static int start_fn(sqstore *s, store_wop *op, terr *e) {
   start_args *a = op->arg;
   sqlite3_stmt *st;
   int rc = store__stmt(&s->w,
@@ -68,7 +68,7 @@ static int start_fn(store *s, store_wop *op, terr *e) {
 
 /* [sync] See store.h. T_ENOTFOUND when absent, T_ECONFLICT when the job is
  * not queued (canceled meanwhile, or already running). */
-int store_job_start(store *s, const char *id, int64_t started_at,
+int sq_job_start(sqstore *s, const char *id, int64_t started_at,
                     const char *backend_used, const char *reason,
                     const char *estimate, terr *e) {
   if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
@@ -85,7 +85,7 @@ typedef struct start_op {
 
 /* Writer thread. A job that is no longer queued (canceled, deleted) is not
  * an error here: its worker learns that from the finish. */
-static int start_async_fn(store *s, store_wop *op, terr *e) {
+static int start_async_fn(sqstore *s, store_wop *op, terr *e) {
   int rc = start_fn(s, op, e);
   if (rc == T_ECONFLICT || rc == T_ENOTFOUND) {
     log_debug("store: async start of %s skipped: %s",
@@ -97,7 +97,7 @@ static int start_async_fn(store *s, store_wop *op, terr *e) {
 }
 
 /* [async] See store.h. Any thread; never waits for the database. */
-void store_job_start_async(store *s, const char *id, int64_t started_at,
+void sq_job_start_async(sqstore *s, const char *id, int64_t started_at,
                            const char *backend_used, const char *reason,
                            const char *estimate) {
   if (!s || !id) return;
@@ -146,7 +146,7 @@ typedef struct finish_args {
   ", started_at = ?14, backend_used = ?15, backend_reason = ?16,"           \
   " estimate = ?17, attempts = attempts + 1"
 
-static int finish_fn(store *s, store_wop *op, terr *e) {
+static int finish_fn(sqstore *s, store_wop *op, terr *e) {
   finish_args *a = op->arg;
   const store_job_end *x = a->end;
   const start_args *sa = op->absorbed;
@@ -202,7 +202,7 @@ static int finish_fn(store *s, store_wop *op, terr *e) {
 
 /* [sync] See store.h. end->status must be final (T_EINVAL otherwise);
  * T_ECONFLICT when the job already ended. */
-int store_job_finish(store *s, const char *id, const store_job_end *end,
+int sq_job_finish(sqstore *s, const char *id, const store_job_end *end,
                      terr *e) {
   if (!s || !id || !end) return terr_set(e, T_EINVAL, "id", -1, "missing");
   if (!job_status_final(end->status) || end->status > JOB_CANCELED)
@@ -227,7 +227,7 @@ typedef struct finish_op {
 } finish_op;
 
 /* Writer thread, after the batch: hand the row (or the error) over. */
-static void finish_after(store *s, store_wop *op) {
+static void finish_after(sqstore *s, store_wop *op) {
   finish_op *o = (finish_op *)op;
   if (op->rc) {
     store_job_clear(&o->row); /* read back, then rolled back */
@@ -238,7 +238,7 @@ static void finish_after(store *s, store_wop *op) {
 }
 
 /* [async] See store.h. */
-int store_job_finish_async(store *s, const char *id, const store_job_end *end,
+int sq_job_finish_async(sqstore *s, const char *id, const store_job_end *end,
                            store_finish_fn cb, void *arg, terr *e) {
   if (!s || !id || !end || !cb)
     return terr_set(e, T_EINVAL, "id", -1, "missing");
@@ -286,7 +286,7 @@ int store_job_finish_async(store *s, const char *id, const store_job_end *end,
   " backend_used = NULL, backend_reason = NULL,"                            \
   " progress_done = 0, progress_total = 0"
 
-static int requeue_sql(store *s, const char *id, const char *sql, terr *e) {
+static int requeue_sql(sqstore *s, const char *id, const char *sql, terr *e) {
   sqlite3_stmt *st;
   int rc = store__stmt(&s->w, sql, &st, e);
   if (rc) return rc;
@@ -297,13 +297,13 @@ static int requeue_sql(store *s, const char *id, const char *sql, terr *e) {
   return 0;
 }
 
-static int requeue_fn(store *s, store_wop *op, terr *e) {
+static int requeue_fn(sqstore *s, store_wop *op, terr *e) {
   return requeue_sql(
       s, op->arg,
       REQUEUE_SET " WHERE id = ?1 AND status IN ('queued','running')", e);
 }
 
-static int unstart_fn(store *s, store_wop *op, terr *e) {
+static int unstart_fn(sqstore *s, store_wop *op, terr *e) {
   return requeue_sql(s, op->arg,
                      REQUEUE_SET ", attempts = MAX(attempts - 1, 0)"
                                  " WHERE id = ?1 AND status = 'running'",
@@ -311,7 +311,7 @@ static int unstart_fn(store *s, store_wop *op, terr *e) {
 }
 
 /* [sync] See store.h. T_ECONFLICT when the job is not running. */
-int store_job_unstart(store *s, const char *id, terr *e) {
+int sq_job_unstart(sqstore *s, const char *id, terr *e) {
   if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
   return store__write_one(s, unstart_fn, (void *)id, e);
 }
@@ -321,7 +321,7 @@ typedef struct note_args {
   int attempt;
 } note_args;
 
-static int note_fn(store *s, store_wop *op, terr *e) {
+static int note_fn(sqstore *s, store_wop *op, terr *e) {
   note_args *a = op->arg;
   sqlite3_stmt *st;
   int rc = store__stmt(&s->w,
@@ -335,7 +335,7 @@ static int note_fn(store *s, store_wop *op, terr *e) {
 }
 
 /* [sync] See store.h. */
-int store_job_note_start(store *s, const char *id, int attempt, terr *e) {
+int sq_job_note_start(sqstore *s, const char *id, int attempt, terr *e) {
   if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
   note_args a = {id, attempt};
   return store__write_one(s, note_fn, &a, e);
@@ -344,16 +344,18 @@ int store_job_note_start(store *s, const char *id, int attempt, terr *e) {
 /* [sync] See store.h. Running (or queued) -> queued, forgetting the start
  * time, backend choice and progress; attempts is kept. T_ECONFLICT when the
  * job already ended. */
-int store_job_requeue(store *s, const char *id, terr *e) {
+int sq_job_requeue(sqstore *s, const char *id, terr *e) {
   if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
   return store__write_one(s, requeue_fn, (void *)id, e);
 }
 
-static int delete_fn(store *s, store_wop *op, terr *e) {
+static int delete_fn(sqstore *s, store_wop *op, terr *e) {
   store_del_args *a = op->arg;
   sqlite3_stmt *st;
   int rc = store__del_find(
-      s, a, "SELECT owner, status FROM jobs WHERE id = ?1", "job", &st, e);
+      s, a,
+      "SELECT owner, status FROM jobs WHERE id = ?1 AND parent IS NULL",
+      "job", &st, e);
   if (rc) return rc;
   int sv = job_status_parse((const char *)sqlite3_column_text(st, 1));
   if (sv < 0 || !job_status_final((job_status)sv)) {
@@ -368,26 +370,46 @@ static int delete_fn(store *s, store_wop *op, terr *e) {
     return terr_set(e, T_ECONFLICT, "id", -1,
                     "job %s's result is the input of a queued or running job",
                     a->id);
-  /* Its result's files, every part's, removed with the row. */
-  if ((rc = store__stmt(&s->w, "SELECT result_path FROM jobs WHERE id = ?1",
+  /* A split job's tiles go with it: none may still run. */
+  if ((rc = store__stmt(&s->w,
+                        "SELECT count(*) FROM jobs WHERE parent = ?1"
+                        " AND status IN ('queued','running')",
+                        &st, e)))
+    return rc;
+  sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
+  int busy = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
+  sqlite3_reset(st);
+  if (busy < 0) return store__dberr(e, s->w.db, "delete job");
+  if (busy > 0)
+    return terr_set(e, T_ECONFLICT, "id", -1,
+                    "job %s still has %d tile(s) queued or running", a->id,
+                    busy);
+  /* Its result's files, every part's (its tiles' too), removed with the
+   * rows. */
+  if ((rc = store__stmt(&s->w,
+                        "SELECT result_path FROM jobs WHERE id = ?1"
+                        " OR parent = ?1",
                         &st, e)))
     return rc;
   sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
   if ((rc = store__collect_paths(s, st, &a->more, &a->nmore, &a->cap,
                                  "delete job", e)))
     return rc;
-  if ((rc = store__stmt(&s->w, STORE_PART_PATHS_SQL "old.id = ?1", &st, e)))
+  if ((rc = store__stmt(&s->w,
+                        STORE_PART_PATHS_SQL "(old.id = ?1 OR old.parent = ?1)",
+                        &st, e)))
     return rc;
   sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
   if ((rc = store__collect_paths(s, st, &a->more, &a->nmore, &a->cap,
                                  "delete job", e)))
     return rc;
-  return store__del_exec(s, "DELETE FROM jobs WHERE id = ?1", a->id, "job", e);
+  return store__del_exec(s, "DELETE FROM jobs WHERE id = ?1 OR parent = ?1",
+                         a->id, "job", e);
 }
 
 /* [sync] See store.h. Not one statement: the reference check and the
  * delete share a savepoint. */
-int store_job_delete(store *s, const char *id, const char *owner,
+int sq_job_delete(sqstore *s, const char *id, const char *owner,
                      char ***paths, int *npaths, terr *e) {
   *paths = NULL;
   *npaths = 0;
