@@ -569,10 +569,18 @@ static void pgc_dispatch(pgc_state *s, const char *what, const char *id) {
   }
 }
 
+/* The server's notices on the listener's connection (a shutdown's "FATAL:
+ * terminating connection") are not for stderr: the lost connection is
+ * logged once. */
+static void pgc_quiet(void *arg, const char *msg) {
+  (void)arg, (void)msg;
+}
+
 /* A connection that LISTENs, or NULL (e set). */
 static PGconn *pgc_connect(pgc_state *s, terr *e) {
   PGconn *c = NULL;
   if (pg__connect(s->p, &c, e)) return NULL;
+  PQsetNoticeProcessor(c, pgc_quiet, NULL);
   if (pg__exec(c, "LISTEN tessel", 0, NULL, NULL, "listen", e)) {
     PQfinish(c);
     return NULL;
@@ -628,7 +636,7 @@ static void *pgc_main(void *arg) {
         pthread_mutex_unlock(&s->cbmu);
         continue;
       }
-      if (!logged++) log_warn("store: event listener: %s (retrying)", e.message);
+      if (!logged++) log_warn("event listener: %s (retrying)", e.message);
       if (pgc_stopped(s, backoff)) break;
       backoff = backoff * 2 > PGC_BACKOFF_MAX_MS ? PGC_BACKOFF_MAX_MS : backoff * 2;
       continue;
