@@ -49,6 +49,11 @@ static void mask(const char *msg, const char *pw, char *out, size_t cap) {
   out[n] = 0;
 }
 
+static void no_notice(void *arg, const char *msg) {
+  (void)arg;
+  (void)msg;
+}
+
 int pg__open_conn(const char *conninfo, PGconn **c, terr *e) {
   *c = NULL;
   const char *keys[] = {"dbname", "connect_timeout", "application_name", NULL};
@@ -65,7 +70,7 @@ int pg__open_conn(const char *conninfo, PGconn **c, terr *e) {
                     "store: cannot reach PostgreSQL: %s", msg);
   }
   /* Notices (e.g. "relation already exists, skipping") are not ours to log. */
-  PQsetNoticeProcessor(pc, NULL, NULL);
+  PQsetNoticeProcessor(pc, no_notice, NULL);
   *c = pc;
   return 0;
 }
@@ -85,7 +90,11 @@ int pg__exec_ex(PGconn *c, const char *sql, int n, const char *const *vals,
                 const int *lens, const int *fmts, int resfmt, PGresult **res,
                 const char *what, terr *e) {
   if (res) *res = NULL;
-  PGresult *r = PQexecParams(c, sql, n, NULL, vals, lens, fmts, resfmt);
+  /* Without parameters: the simple protocol, which also runs a script of
+   * several statements (the migrations). */
+  PGresult *r = n == 0 && resfmt == 0
+                    ? PQexec(c, sql)
+                    : PQexecParams(c, sql, n, NULL, vals, lens, fmts, resfmt);
   ExecStatusType s = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
   if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) {
     if (res) *res = r;

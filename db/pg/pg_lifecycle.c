@@ -96,7 +96,7 @@ int pg__progress_on(PGconn *c, const char *id, int64_t done, int64_t total,
   const char *v[] = {id, pg__i64(b[0], done), pg__i64(b[1], total)};
   return pg__exec(c,
                   "UPDATE jobs SET progress_done = $2, progress_total = $3"
-                  " WHERE id = $1 AND status IN ('queued','running')",
+                  " WHERE id = $1 AND status = 'running'",
                   3, v, NULL, "progress", e);
 }
 

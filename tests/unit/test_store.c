@@ -71,6 +71,7 @@ static store_job_end end_ok(int64_t at, const char *path) {
 /* ---------------------------------------------------------------------- */
 
 TEST(test_open_migrate_reopen) {
+  SKIP_ON_PG("reads tessel.db's pragmas (test_pg_open is its twin)");
   char dir[300];
   store *s = open_fresh(dir, sizeof dir);
   if (!s) return;
@@ -543,7 +544,7 @@ TEST(test_start_async) {
   /* Pending at close: committed by the drain. */
   store_job_start_async(s, d, 4000, "serial", NULL, NULL);
   store_close(s);
-  CHECK(store_open(dir, &s, &e) == 0);
+  CHECK((s = reopen(dir)) != NULL);
   CHECK(store_job_get(s, d, NULL, &g, &e) == 0);
   CHECK(g.status == JOB_RUNNING && g.started_at == 4000 && g.attempts == 1);
   store_job_clear(&g);
@@ -700,7 +701,7 @@ TEST(test_result_in_row) {
 
   /* Survives a reopen; a delete names no file. */
   store_close(s);
-  CHECK(store_open(dir, &s, &e) == 0);
+  CHECK((s = reopen(dir)) != NULL);
   CHECK(store_job_result_npy(s, id, NULL, &buf, &len, &e) == 0);
   CHECK(len == sizeof npy && buf && memcmp(buf, npy, len) == 0);
   free(buf);
@@ -715,6 +716,7 @@ TEST(test_result_in_row) {
  * as JSON documents) is migrated on open and keeps its jobs: a finished
  * job's documents become its typed timings and result (migration 3). */
 TEST(test_migrate_from_v1) {
+  SKIP_ON_PG("writes a SQLite file of schema 1");
   char dir[300];
   store *s = open_fresh(dir, sizeof dir);
   if (!s) return;
@@ -1392,6 +1394,119 @@ TEST(test_split_children) {
   store_close(s);
 }
 
+/* One number from the test's PostgreSQL (sql's first column). */
+static long long pg_number(const char *sql) {
+  PGconn *c = PQconnectdb(test_pg());
+  PGresult *r = PQexec(c, sql);
+  long long v = -1;
+  if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+    v = atoll(PQgetvalue(r, 0, 0));
+  else
+    fprintf(stderr, "pg: %s: %s", sql, PQerrorMessage(c));
+  PQclear(r);
+  PQfinish(c);
+  return v;
+}
+
+static int read_line(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  buf[0] = 0;
+  if (!fgets(buf, (int)cap, f)) buf[0] = 0;
+  fclose(f);
+  return 0;
+}
+
+/* PostgreSQL's open: migrations recorded and a reopen keeps the rows; a
+ * schema newer than the binary is refused (T_EINVAL) with nothing
+ * changed; the data dir is tied to the store (store-id); an unreachable
+ * server is T_EUNAVAIL and its message never holds the password. */
+TEST(test_pg_open) {
+  if (!test_pg()) {
+    printf("skip on sqlite: the PostgreSQL store's open\n");
+    return;
+  }
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  CHECK_STR(store_kind(s), "postgresql");
+  CHECK(store_is_cluster(s));
+  CHECK(store_ready(s));
+  int v = store_schema_version(s);
+  CHECK(v >= 1);
+  CHECK(pg_number("SELECT max(version) FROM schema_migrations") == v);
+  char id[T_ID_MAX];
+  CHECK(insert_job(s, "alice", "map", 0, id) == 0);
+  store_close(s);
+  char idfile[400], sid[80], sid2[80];
+  snprintf(idfile, sizeof idfile, "%s/store-id", dir);
+  CHECK(read_line(idfile, sid, sizeof sid) == 0 && sid[0]);
+  CHECK(pg_number("SELECT count(*) FROM meta WHERE key = 'store_id'") == 1);
+
+  s = reopen(dir);
+  if (!s) return;
+  CHECK(store_schema_version(s) == v);
+  store_job j;
+  terr e;
+  CHECK(store_job_get(s, id, "alice", &j, &e) == 0);
+  CHECK_STR(j.kind, "map");
+  store_job_clear(&j);
+  store_close(s);
+
+  /* A newer schema: refused, nothing written. */
+  char sql[200];
+  snprintf(sql, sizeof sql,
+           "INSERT INTO schema_migrations VALUES (%d, 0)", v + 98);
+  pg_admin(sql);
+  s = NULL;
+  terr_clear(&e);
+  CHECK(store_open_url(test_pg(), dir, &s, &e) == T_EINVAL);
+  CHECK(s == NULL);
+  snprintf(sql, sizeof sql, "%d", v + 98);
+  CHECK_MSG(strstr(e.message, sql) != NULL, "%s", e.message);
+  CHECK(pg_number("SELECT count(*) FROM schema_migrations") == v + 1);
+  CHECK(pg_number("SELECT count(*) FROM jobs") == 1);
+  CHECK(read_line(idfile, sid2, sizeof sid2) == 0 && strcmp(sid, sid2) == 0);
+  snprintf(sql, sizeof sql, "DELETE FROM schema_migrations WHERE version = %d",
+           v + 98);
+  pg_admin(sql);
+
+  /* Another data dir: one with another store's id, one with none. */
+  char other[300], path[400];
+  fresh_dir(other, sizeof other);
+  CHECK(t_mkdirs(other) == 0);
+  snprintf(path, sizeof path, "%s/store-id", other);
+  FILE *f = fopen(path, "w");
+  CHECK(f != NULL);
+  if (f) {
+    fputs("s_another_store\n", f);
+    fclose(f);
+  }
+  CHECK(store_open_url(test_pg(), other, &s, &e) == T_EINVAL);
+  CHECK(s == NULL);
+  CHECK_MSG(strstr(e.message, "another store") != NULL, "%s", e.message);
+  fresh_dir(other, sizeof other);
+  CHECK(store_open_url(test_pg(), other, &s, &e) == T_EINVAL);
+  CHECK(s == NULL);
+  snprintf(path, sizeof path, "%s/store-id", other);
+  CHECK(access(path, F_OK) != 0); /* nothing written */
+  CHECK(pg_number("SELECT count(*) FROM meta WHERE key = 'store_id'") == 1);
+
+  /* Unreachable (nothing listens on port 1; no such socket folder): the
+   * password is never in the words. */
+  const char *bad[] = {
+      "postgresql://tessel:secret123@127.0.0.1:1/tessel",
+      "host=/nonexistent/tessel-sock dbname=tessel user=tessel "
+      "password=secret123"};
+  for (int i = 0; i < 2; i++) {
+    terr_clear(&e);
+    CHECK(store_open_url(bad[i], dir, &s, &e) == T_EUNAVAIL);
+    CHECK(s == NULL);
+    CHECK(e.message[0] != 0);
+    CHECK_MSG(strstr(e.message, "secret123") == NULL, "%s", e.message);
+  }
+}
+
 int main(void) {
   if (fixture_root("/tmp/tessel_store_XXXXXX")) return 1;
   RUN(test_open_migrate_reopen);
@@ -1412,6 +1527,7 @@ int main(void) {
   RUN(test_stats_counts);
   RUN(test_note_start_and_unstart);
   RUN(test_split_children);
+  RUN(test_pg_open);
   rm_tree(root);
   return check_summary();
 }
