@@ -128,9 +128,9 @@ static void shape_text(const job_result_info *r, char *buf, size_t cap) {
   if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
-int pg__insert_on(pgstore *p, PGconn *c, const store_job *j, store_job *found,
-                  int *existing, terr *e) {
-  (void)p;
+static int pg__insert_on_(pgstore *p, PGconn *c, const store_job *j,
+                          store_job *found, int *existing, int retry,
+                          terr *e) {
   PGresult *r;
   int rc;
   *existing = 0;
@@ -201,15 +201,28 @@ int pg__insert_on(pgstore *p, PGconn *c, const store_job *j, store_job *found,
                 " ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, $9, $10, $11,"
                 " $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,"
                 " $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33,"
-                " $34, $35, $36, $37, $38, $39, $40);"
-                ,
-                40, v, NULL, "insert job", e);
+                " $34, $35, $36, $37, $38, $39, $40)"
+                /* Another node's insert of the same key won the race: we
+                 * waited for its commit; answer as its row (below). */
+                " ON CONFLICT (owner, request_id) WHERE request_id IS NOT NULL"
+                " DO NOTHING",
+                40, v, &r, "insert job", e);
   if (rc == T_ECONFLICT)
     return terr_set(e, T_ECONFLICT, "id", -1, "job %s: %s", j->id, e->message);
   if (rc) return rc;
+  int inserted = atoi(PQcmdTuples(r)) > 0;
+  PQclear(r);
+  if (!inserted) return retry ? pg__insert_on_(p, c, j, found, existing, 0, e)
+                              : terr_set(e, T_EIO, "request_id", -1,
+                                         "store: insert job: lost a race twice");
   const char *nv[] = {j->id};
   return pg__exec(c, "SELECT pg_notify('tessel', 'queued:' || $1::text)", 1,
                   nv, NULL, "notify", e);
+}
+
+int pg__insert_on(pgstore *p, PGconn *c, const store_job *j, store_job *found,
+                  int *existing, terr *e) {
+  return pg__insert_on_(p, c, j, found, existing, 1, e);
 }
 
 typedef struct insert_args {

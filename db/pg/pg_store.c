@@ -69,6 +69,8 @@ struct pgstore {
   pg_op *qhead, *qtail;
   uint64_t enq_seq, done_seq;
   int stopping, writer_gone;
+  int retrying;             /* writes the writer holds while the server is
+                               gone (0: none) */
   pthread_t writer;
   atomic_int down;          /* the last attempt found the server gone */
   atomic_llong probed_ms;   /* monotonic ms of the last readiness probe */
@@ -252,11 +254,14 @@ static void *writer_main(void *arg) {
     int stopping = p->stopping;
     pthread_mutex_unlock(&p->mu);
     if (!batch && stopping) break;
-    int delay = 100;
+    int delay = 100, nops = 0;
+    for (pg_op *o = batch; o; o = o->next) nops++;
     while (run_batch(p, batch) == T_EUNAVAIL) {
       atomic_store(&p->down, 1);
       pthread_mutex_lock(&p->mu);
       stopping = p->stopping;
+      p->retrying = nops;
+      pthread_cond_broadcast(&p->done_cv); /* flush answers T_EUNAVAIL */
       pthread_mutex_unlock(&p->mu);
       if (stopping) {
         for (pg_op *o = batch; o; o = o->next) {
@@ -267,7 +272,7 @@ static void *writer_main(void *arg) {
         break;
       }
       log_warn("store: PostgreSQL unreachable; retrying %d queued write(s) in "
-               "%d ms", 1, delay);
+               "%d ms", nops, delay);
       struct timespec ts = {delay / 1000, (long)(delay % 1000) * 1000000L};
       nanosleep(&ts, NULL);
       delay = delay * 2 > 2000 ? 2000 : delay * 2;
@@ -289,6 +294,7 @@ static void *writer_main(void *arg) {
       op_free(o);
     }
     pthread_mutex_lock(&p->mu);
+    p->retrying = 0;
     if (last > p->done_seq) p->done_seq = last;
     pthread_cond_broadcast(&p->done_cv);
     pthread_mutex_unlock(&p->mu);
@@ -327,13 +333,21 @@ static int enqueue(pgstore *p, pg_op *o, terr *e) {
   return 0;
 }
 
+/* While the writer retries a batch (the server is gone), a [sync] write
+ * would wait for it without end: it answers T_EUNAVAIL instead (503), and
+ * the queued writes still commit when the server is back. */
 int pg__flush(pgstore *p, terr *e) {
-  (void)e;
   pthread_mutex_lock(&p->mu);
   uint64_t want = p->enq_seq;
-  while (p->done_seq < want && !p->writer_gone)
+  while (p->done_seq < want && !p->writer_gone && !p->retrying)
     pthread_cond_wait(&p->done_cv, &p->mu);
+  int held = p->done_seq < want && p->retrying ? p->retrying : 0;
   pthread_mutex_unlock(&p->mu);
+  if (held)
+    return terr_set(e, T_EUNAVAIL, "store", -1,
+                    "store: PostgreSQL unreachable (%d queued write(s) wait "
+                    "for it)",
+                    held);
   return 0;
 }
 

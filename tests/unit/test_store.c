@@ -1507,6 +1507,70 @@ TEST(test_pg_open) {
   }
 }
 
+typedef struct restart_state {
+  atomic_int called;
+  int rc;
+  job_status status;
+} restart_state;
+
+static void on_restart_finish(void *arg, int rc, const terr *e,
+                              store_job *row) {
+  (void)e;
+  restart_state *st = arg;
+  st->rc = rc;
+  st->status = row ? row->status : JOB_QUEUED;
+  if (row) store_job_clear(row);
+  atomic_store(&st->called, 1);
+}
+
+/* Run "pgserver.sh <cmd> <dir>" on the test's server. */
+static int pgserver(const char *cmd) {
+  char line[1200];
+  snprintf(line, sizeof line, "'%s' %s '%s' >/dev/null 2>&1",
+           getenv("TESSEL_TEST_PGSERVER"), cmd, getenv("TESSEL_TEST_PG_DIR"));
+  return system(line);
+}
+
+/* The server goes away and comes back: store_ready turns 0, a [sync] write
+ * is T_EUNAVAIL meanwhile, and an [async] finish queued while it was gone
+ * is not dropped: it commits once the server is back and its callback
+ * says so. (Waits are bounded polls, not timing assertions.) */
+TEST(test_pg_restart) {
+  if (!test_pg() || !getenv("TESSEL_TEST_PG_DIR") ||
+      !getenv("TESSEL_TEST_PGSERVER")) {
+    printf("skip: needs tests/cluster/with_pg.sh\n");
+    return;
+  }
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  char id[T_ID_MAX];
+  terr e;
+  CHECK(insert_job(s, "", "map", 0, id) == 0);
+  CHECK(store_job_start(s, id, 1000, "cpu", NULL, NULL, &e) == 0);
+  CHECK(pgserver("stop") == 0);
+  restart_state st = {0};
+  store_job_end x = end_ok(2000, NULL);
+  CHECK(store_job_finish_async(s, id, &x, on_restart_finish, &st, &e) == 0);
+  int ready = 1;
+  for (int i = 0; i < 200 && (ready = store_ready(s)); i++) usleep(100000);
+  CHECK(ready == 0);
+  char other[T_ID_MAX];
+  CHECK(insert_job(s, "", "map", 0, other) == T_EUNAVAIL);
+  CHECK(atomic_load(&st.called) == 0); /* still held, not dropped */
+  CHECK(pgserver("restart") == 0);
+  for (int i = 0; i < 300 && !atomic_load(&st.called); i++) usleep(100000);
+  CHECK(atomic_load(&st.called) == 1);
+  CHECK(st.rc == 0 && st.status == JOB_SUCCEEDED);
+  for (int i = 0; i < 50 && !(ready = store_ready(s)); i++) usleep(100000);
+  CHECK(ready == 1);
+  store_job g;
+  CHECK(store_job_get(s, id, NULL, &g, &e) == 0);
+  CHECK(g.status == JOB_SUCCEEDED && g.finished_at == 2000);
+  store_job_clear(&g);
+  store_close(s);
+}
+
 int main(void) {
   if (fixture_root("/tmp/tessel_store_XXXXXX")) return 1;
   RUN(test_open_migrate_reopen);
@@ -1528,6 +1592,7 @@ int main(void) {
   RUN(test_note_start_and_unstart);
   RUN(test_split_children);
   RUN(test_pg_open);
+  RUN(test_pg_restart);
   rm_tree(root);
   return check_summary();
 }
