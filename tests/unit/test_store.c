@@ -22,6 +22,7 @@
 #include "db/store.h"
 #include "http/http.h"
 #include "store_fixture.h"
+#include "db/pg/pg_int.h" /* pg__set_node: the node fence, without pg_cluster.c */
 
 /* Typed timings and results compared field by field (the records hold
  * no pointers, so equal values are equal bytes once zeroed the same way). */
@@ -1571,6 +1572,51 @@ TEST(test_pg_restart) {
   store_close(s);
 }
 
+/* The node fence: once the store knows its node, start and finish leave a
+ * job another node holds alone (T_ECONFLICT "held by another node"); a
+ * finish of its own job records the node, clears the lease and counts it
+ * in nodes.jobs_done. */
+TEST(test_pg_node_fence) {
+  if (!test_pg()) {
+    printf("skip on sqlite: one node, no fence\n");
+    return;
+  }
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  char mine[T_ID_MAX], theirs[T_ID_MAX], sql[300];
+  terr e;
+  CHECK(insert_job(s, "", "map", 0, mine) == 0);
+  CHECK(insert_job(s, "", "map", 0, theirs) == 0);
+  pg_admin("INSERT INTO nodes (id, name) VALUES ('n_self', 'self'),"
+           " ('n_other', 'other')");
+  snprintf(sql, sizeof sql,
+           "UPDATE jobs SET node = 'n_other', lease_until = 1 WHERE id = '%s';"
+           " UPDATE jobs SET node = 'n_self', lease_until = 1 WHERE id = '%s'",
+           theirs, mine);
+  pg_admin(sql);
+  pg__set_node(store_impl(s), "n_self");
+  CHECK(store_job_start(s, theirs, 10, "cpu", NULL, NULL, &e) == T_ECONFLICT);
+  CHECK_MSG(strstr(e.message, "another node") != NULL, "%s", e.message);
+  CHECK(store_job_start(s, mine, 10, "cpu", NULL, NULL, &e) == 0);
+  store_job_end x = end_ok(20, NULL);
+  CHECK(store_job_finish(s, theirs, &x, &e) == T_ECONFLICT);
+  CHECK_MSG(strstr(e.message, "held by another node") != NULL, "%s",
+            e.message);
+  CHECK(store_job_finish(s, mine, &x, &e) == 0);
+  store_job g;
+  CHECK(store_job_get(s, theirs, NULL, &g, &e) == 0);
+  CHECK(g.status == JOB_QUEUED && g.node && strcmp(g.node, "n_other") == 0);
+  store_job_clear(&g);
+  CHECK(store_job_get(s, mine, NULL, &g, &e) == 0);
+  CHECK(g.status == JOB_SUCCEEDED && g.lease_until == 0);
+  CHECK(g.node && strcmp(g.node, "n_self") == 0);
+  store_job_clear(&g);
+  CHECK(pg_number("SELECT jobs_done FROM nodes WHERE id = 'n_self'") == 1);
+  CHECK(pg_number("SELECT jobs_done FROM nodes WHERE id = 'n_other'") == 0);
+  store_close(s);
+}
+
 int main(void) {
   if (fixture_root("/tmp/tessel_store_XXXXXX")) return 1;
   RUN(test_open_migrate_reopen);
@@ -1592,6 +1638,7 @@ int main(void) {
   RUN(test_note_start_and_unstart);
   RUN(test_split_children);
   RUN(test_pg_open);
+  RUN(test_pg_node_fence);
   RUN(test_pg_restart);
   rm_tree(root);
   return check_summary();
