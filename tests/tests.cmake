@@ -38,6 +38,11 @@ if(NOT TESSEL_FUZZ)
       SKIP_RETURN_CODE 77
       ENVIRONMENT "TESSEL_PGSERVER=${CMAKE_SOURCE_DIR}/tests/cluster/pgserver.sh")
   endif()
+  # The store's unit tests again on a throwaway PostgreSQL server
+  # (tests/cluster/with_pg.sh starts it and sets TESSEL_TEST_PG).
+  add_test(NAME store_pg
+    COMMAND ${CMAKE_SOURCE_DIR}/tests/cluster/with_pg.sh $<TARGET_FILE:unit_test_store>)
+  set_tests_properties(store_pg PROPERTIES LABELS unit TIMEOUT 600 SKIP_RETURN_CODE 77)
 
   file(GLOB INTEG_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/integration/test_*.c)
   foreach(src ${INTEG_TESTS})
