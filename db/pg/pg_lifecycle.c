@@ -62,7 +62,8 @@ int pg__start_on(pgstore *p, PGconn *c, const char *id, int64_t started_at,
   int rc = pg__exec(c,
                     "UPDATE jobs SET status = 'running', started_at = $2,"
                     " backend_used = $3, backend_reason = $4, estimate = $5,"
-                    " attempts = attempts + 1"
+                    " attempts = attempts + CASE WHEN node IS NULL THEN 1"
+                    " ELSE 0 END" /* a claimed row's claim counted it */
                     " WHERE id = $1 AND status = 'queued'" FENCE("6"),
                     6, v, &r, "start job", e);
   if (rc) return rc;
@@ -221,7 +222,8 @@ int pg_job_requeue(void *impl, const char *id, terr *e) {
 int pg_job_unstart(void *impl, const char *id, terr *e) {
   if (!impl || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
   id_args a = {id,
-               REQUEUE_SET ", attempts = GREATEST(attempts - 1, 0)"
+               REQUEUE_SET ", attempts = CASE WHEN node IS NULL THEN"
+                           " GREATEST(attempts - 1, 0) ELSE attempts END"
                            " WHERE id = $1 AND status = 'running'",
                "queued or running", 0};
   return pg__write(impl, update_tx, &a, e);
