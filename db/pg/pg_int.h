@@ -52,6 +52,10 @@ int pg__job_row(PGresult *r, int row, store_job *j);
 /* The store's clock (wall ms): now() on the server, for leases. */
 int pg__now_ms(PGconn *c, int64_t *ms, terr *e);
 
+/* The node this store registered as (pg_node_register sets it): start and
+ * finish then only touch rows unclaimed or claimed by it (pg_store.c). */
+void pg__set_node(pgstore *p, const char *node_id);
+
 /* pg_cluster.c: the cluster entries of store_pg_backend. */
 int pg_node_register(void *impl, store_node *n, terr *e);
 int pg_node_heartbeat(void *impl, const store_node *n, int64_t lease_ms,
