@@ -6,7 +6,10 @@
  * clocks disagree compare on one clock.
  *
  *  - A claim is one statement: a MATERIALIZED CTE picks up to max queued,
- *    unclaimed rows (priority first, then id: ids sort by creation time)
+ *    unclaimed rows (priority first, then id: ids sort by creation time;
+ *    cuda ones only with has_gpu; split parents — tiles > 0, no parent —
+ *    only with parents, the coordinator's claim, which takes every other
+ *    job too: sched/cluster.c has one claimer and passes parents = 1)
  *    FOR UPDATE SKIP LOCKED, and the UPDATE stamps them with the node, the
  *    lease and attempts + 1, returning the rows. Two nodes never get the
  *    same row: a row one claimer has locked is skipped by the other, and
@@ -395,8 +398,8 @@ int pg_job_claim(void *impl, const char *node_id, int has_gpu, int parents,
   " ORDER BY priority DESC, id LIMIT $4::int FOR UPDATE SKIP LOCKED)"         \
   " UPDATE jobs SET node = $1, lease_until = " PG_CLOCK " + $2::bigint,"      \
   " attempts = attempts + 1 FROM c WHERE jobs.id = c.cid RETURNING " PG_JOB_COLS
-      CLAIM_SQL("tiles = 0"),
-      CLAIM_SQL("tiles > 0 AND parent IS NULL"),
+      CLAIM_SQL("NOT (tiles > 0 AND parent IS NULL)"),
+      CLAIM_SQL("true"),
 #undef CLAIM_SQL
   };
   PGresult *r;
