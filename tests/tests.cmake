@@ -107,3 +107,15 @@ if(TESSEL_PYTHON3_LAYOUT AND NOT TESSEL_FUZZ)
     COMMAND ${TESSEL_PYTHON3_LAYOUT} ${CMAKE_SOURCE_DIR}/tests/layout/check_layout.py ${CMAKE_SOURCE_DIR})
   set_tests_properties(layout/check_layout PROPERTIES LABELS unit TIMEOUT 60)
 endif()
+
+# The cluster store's unit test against a throwaway PostgreSQL 15
+# (tests/cluster/with_pg.sh): built with libpq, registered when the server's
+# binaries are installed. TESSEL_PGSERVER lets it restart the server.
+if(NOT TESSEL_FUZZ AND LIBPQ_FOUND AND EXISTS /usr/lib/postgresql/15/bin/initdb
+   AND TARGET unit_test_store_cluster)
+  add_test(NAME store_cluster_pg
+    COMMAND sh ${CMAKE_SOURCE_DIR}/tests/cluster/with_pg.sh $<TARGET_FILE:unit_test_store_cluster>)
+  set_tests_properties(store_cluster_pg PROPERTIES LABELS unit TIMEOUT 600
+    SKIP_RETURN_CODE 77
+    ENVIRONMENT "TESSEL_PGSERVER=${CMAKE_SOURCE_DIR}/tests/cluster/pgserver.sh")
+endif()
