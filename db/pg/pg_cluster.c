@@ -43,12 +43,16 @@
  * before a pgcl's mu, never the other way. pgcl.mu guards the callbacks and
  * is held while the listener thread calls them, so store_unlisten returns
  * only once its callback can no longer run; a callback must therefore not
- * call store_listen / store_unlisten (it must not block anyway).
+ * call store_listen / store_unlisten (it must not block anyway). Only
+ * store_listen / store_unlisten and the listener take pgcl.mu (the lease is
+ * atomic), so a caller holding its own locks elsewhere cannot meet a
+ * callback that takes them.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,7 +86,7 @@ typedef struct pgcl {
   pthread_mutex_t mu;
   TVEC(pg_sub) subs;       /* [mu] */
   uint64_t next_token;     /* [mu] */
-  int64_t lease_ms;        /* [mu] the last heartbeat's lease */
+  _Atomic int64_t lease_ms; /* the last heartbeat's lease (no lock) */
   int started;             /* [mu] the listener thread runs */
   int stopfd[2];           /* a pipe: a byte in [0] stops the thread */
   pthread_t thread;
@@ -102,7 +106,7 @@ static pgcl *cl_of(pgstore *p, int create, terr *e) {
     c = calloc(1, sizeof *c);
     if (c) {
       c->p = p;
-      c->lease_ms = PG_LEASE_MS_DEFAULT;
+      atomic_init(&c->lease_ms, PG_LEASE_MS_DEFAULT);
       c->stopfd[0] = c->stopfd[1] = -1;
       c->next_token = 1;
       pthread_mutex_init(&c->mu, NULL);
@@ -118,11 +122,7 @@ static pgcl *cl_of(pgstore *p, int create, terr *e) {
 
 static int64_t lease_of(pgstore *p) {
   pgcl *c = cl_of(p, 0, NULL);
-  if (!c) return PG_LEASE_MS_DEFAULT;
-  pthread_mutex_lock(&c->mu);
-  int64_t ms = c->lease_ms;
-  pthread_mutex_unlock(&c->mu);
-  return ms;
+  return c ? atomic_load(&c->lease_ms) : PG_LEASE_MS_DEFAULT;
 }
 
 /* ---- small helpers --------------------------------------------------------- */
@@ -228,9 +228,7 @@ int pg_node_heartbeat(void *impl, const store_node *n, int64_t lease_ms,
     return terr_set(e, T_EINVAL, "lease_ms", -1, "lease must be positive");
   pgcl *cl = cl_of(p, 1, e);
   if (!cl) return T_ENOMEM;
-  pthread_mutex_lock(&cl->mu);
-  cl->lease_ms = lease_ms;
-  pthread_mutex_unlock(&cl->mu);
+  atomic_store(&cl->lease_ms, lease_ms);
 
   char running[24], queued[24], load[40], lease[24];
   snprintf(running, sizeof running, "%d", n->running);
