@@ -28,6 +28,17 @@ if(NOT TESSEL_FUZZ)
     set_tests_properties(unit/${n} PROPERTIES LABELS unit TIMEOUT 600 SKIP_RETURN_CODE 77)
   endforeach()
 
+  # The store's unit tests again on a throwaway PostgreSQL server
+  # (tests/cluster/with_pg.sh starts it and sets TESSEL_TEST_PG).
+  add_test(NAME store_pg
+    COMMAND ${CMAKE_SOURCE_DIR}/tests/cluster/with_pg.sh $<TARGET_FILE:unit_test_store>)
+  set_tests_properties(store_pg PROPERTIES LABELS unit TIMEOUT 600 SKIP_RETURN_CODE 77)
+  # The cluster section of the store (db/pg/pg_cluster.c): two stores on one
+  # throwaway server as two nodes; it restarts the server once.
+  add_test(NAME store_cluster_pg
+    COMMAND ${CMAKE_SOURCE_DIR}/tests/cluster/with_pg.sh $<TARGET_FILE:unit_test_store_cluster>)
+  set_tests_properties(store_cluster_pg PROPERTIES LABELS unit TIMEOUT 600 SKIP_RETURN_CODE 77)
+
   file(GLOB INTEG_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/integration/test_*.c)
   foreach(src ${INTEG_TESTS})
     get_filename_component(n ${src} NAME_WE)
@@ -108,14 +119,3 @@ if(TESSEL_PYTHON3_LAYOUT AND NOT TESSEL_FUZZ)
   set_tests_properties(layout/check_layout PROPERTIES LABELS unit TIMEOUT 60)
 endif()
 
-# The cluster store's unit test against a throwaway PostgreSQL 15
-# (tests/cluster/with_pg.sh): built with libpq, registered when the server's
-# binaries are installed. TESSEL_PGSERVER lets it restart the server.
-if(NOT TESSEL_FUZZ AND LIBPQ_FOUND AND EXISTS /usr/lib/postgresql/15/bin/initdb
-   AND TARGET unit_test_store_cluster)
-  add_test(NAME store_cluster_pg
-    COMMAND sh ${CMAKE_SOURCE_DIR}/tests/cluster/with_pg.sh $<TARGET_FILE:unit_test_store_cluster>)
-  set_tests_properties(store_cluster_pg PROPERTIES LABELS unit TIMEOUT 600
-    SKIP_RETURN_CODE 77
-    ENVIRONMENT "TESSEL_PGSERVER=${CMAKE_SOURCE_DIR}/tests/cluster/pgserver.sh")
-endif()

@@ -11,7 +11,8 @@
 # fsync stays on (the tests exercise restarts); max_connections 200 so that
 # several nodes with their pools fit.
 set -eu
-bin=${PG_BIN:-/usr/lib/postgresql/15/bin}
+# PG_BIN: the server binaries (default: the newest /usr/lib/postgresql/N).
+bin=${PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
 cmd=${1:-}
 dir=${2:-}
 if [ -z "$cmd" ] || [ -z "$dir" ]; then

@@ -2,6 +2,8 @@
 # Run CMD... with a throwaway PostgreSQL server: starts pgserver.sh in a fresh
 # mktemp folder, exports its conninfo as TESSEL_TEST_PG, runs CMD, then stops
 # the server and removes the folder (also on failure). Returns CMD's status.
+# Also exported: TESSEL_TEST_PG_DIR (the server's folder) and
+# TESSEL_TEST_PGSERVER (this pgserver.sh), for tests that stop and restart it.
 #   with_pg.sh ./test_store
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,6 +19,9 @@ if ! TESSEL_TEST_PG=$("$here/pgserver.sh" start "$dir"); then
   exit 1
 fi
 export TESSEL_TEST_PG
+TESSEL_TEST_PG_DIR=$dir
+TESSEL_TEST_PGSERVER=$here/pgserver.sh
+export TESSEL_TEST_PG_DIR TESSEL_TEST_PGSERVER
 set +e
 "$@"
 rc=$?

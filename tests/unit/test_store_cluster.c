@@ -10,14 +10,11 @@
  * the has_gpu and split-parent filters; priority order; heartbeat renewal
  * with its cancel and lost lists; the reaper (back to the queue, "crashed"
  * at max_attempts, two reapers at once); cancel requests both ways; events
- * across stores and "reset" after a server restart ($TESSEL_PGSERVER: the
- * pgserver.sh to restart with). Deadlines are bounds only, never asserted
- * as speed.
+ * across stores and "reset" after a server restart (with_pg.sh's
+ * $TESSEL_TEST_PGSERVER and $TESSEL_TEST_PG_DIR). Deadlines are bounds
+ * only, never asserted as speed.
  */
-#if __has_include(<libpq-fe.h>)
 #include <libpq-fe.h>
-#define HAVE_PQ 1
-#endif
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,12 +25,6 @@
 #include "check.h"
 #include "db/store.h"
 #include "store_fixture.h"
-
-#ifndef HAVE_PQ
-int main(void) {
-  SKIP_ALL("built without libpq");
-}
-#else
 
 static const char *url;
 static store *sa, *sb; /* two nodes' stores on one database */
@@ -487,16 +478,14 @@ TEST(listen_across_stores_and_reset) {
   CHECK(store_job_cancel_request(sa, c1, NULL, &ended, &e) == 0 && ended == 0);
   CHECK(got_event("cancel", c1));
 
-  const char *pgserver = getenv("TESSEL_PGSERVER");
-  const char *host = strstr(url, "host=");
-  if (!pgserver || !host) {
-    printf("listen_across_stores_and_reset: no restart (TESSEL_PGSERVER unset)\n");
+  const char *pgserver = getenv("TESSEL_TEST_PGSERVER");
+  const char *pgdir = getenv("TESSEL_TEST_PG_DIR");
+  if (!pgserver || !pgdir) {
+    printf("listen_across_stores_and_reset: no restart (TESSEL_TEST_PGSERVER "
+           "or TESSEL_TEST_PG_DIR unset)\n");
   } else {
-    char dir[256];
-    snprintf(dir, sizeof dir, "%s", host + 5);
-    dir[strcspn(dir, "&")] = 0;
     char cmd[700];
-    snprintf(cmd, sizeof cmd, "'%s' restart '%s'", pgserver, dir);
+    snprintf(cmd, sizeof cmd, "'%s' restart '%s'", pgserver, pgdir);
     CHECK(system(cmd) == 0);
     CHECK(got_event("reset", NULL));
     PQfinish(db);
@@ -541,4 +530,3 @@ int main(void) {
   rm_tree(root);
   return check_summary();
 }
-#endif
