@@ -1,0 +1,532 @@
+/* test_store_cluster.c — the cluster section of db/store.h on PostgreSQL
+ * (db/pg/pg_cluster.c): two stores opened on one database play two nodes.
+ *
+ * Runs when $TESSEL_TEST_PG names a server (ctest store_cluster_pg starts
+ * one through tests/cluster/with_pg.sh); else skipped (77). Each test
+ * empties the jobs and nodes tables first through a libpq connection of
+ * its own, which also sets up what the API cannot (a job's attempts, a
+ * split parent) and reads what it does not show. Cases: register / list /
+ * leave; 500 jobs claimed by 4 threads over both stores, each exactly once;
+ * the has_gpu and split-parent filters; priority order; heartbeat renewal
+ * with its cancel and lost lists; the reaper (back to the queue, "crashed"
+ * at max_attempts, two reapers at once); cancel requests both ways; events
+ * across stores and "reset" after a server restart (with_pg.sh's
+ * $TESSEL_TEST_PGSERVER and $TESSEL_TEST_PG_DIR). Deadlines are bounds
+ * only, never asserted as speed.
+ */
+#include <libpq-fe.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "db/store.h"
+#include "store_fixture.h"
+
+static const char *url;
+static store *sa, *sb; /* two nodes' stores on one database */
+static PGconn *db;     /* the test's own connection */
+
+/* Run q on the test's connection; the first row's first column (static
+ * copy, "" when none). */
+static const char *sql(const char *q) {
+  static char out[256];
+  PGresult *r = PQexec(db, q);
+  int st = PQresultStatus(r);
+  CHECK_MSG(st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK, "%s: %s", q,
+            PQerrorMessage(db));
+  snprintf(out, sizeof out, "%s",
+           st == PGRES_TUPLES_OK && PQntuples(r) ? PQgetvalue(r, 0, 0) : "");
+  PQclear(r);
+  return out;
+}
+
+static const char *sqlf(const char *fmt, const char *id) {
+  char q[512];
+  snprintf(q, sizeof q, fmt, id);
+  return sql(q);
+}
+
+static void reset_tables(void) { sql("DELETE FROM jobs; DELETE FROM nodes"); }
+
+static void node_init(store_node *n, const char *name, int gpus) {
+  memset(n, 0, sizeof *n);
+  n->name = strdup(name);
+  n->url = strdup("http://127.0.0.1:1");
+  n->version = strdup("test");
+  n->threads = 4;
+  n->gpus = gpus;
+  n->load = NAN;
+}
+
+static int insert_backend(store *s, const char *backend, int priority,
+                          char id[T_ID_MAX]) {
+  store_job j;
+  job_init(&j, "alice", "map");
+  free(j.backend_requested);
+  j.backend_requested = strdup(backend);
+  j.priority = priority;
+  int existing;
+  terr e;
+  int rc = store_job_insert(s, &j, &existing, &e);
+  CHECK_MSG(rc == 0, "insert: %s", e.message);
+  snprintf(id, T_ID_MAX, "%s", j.id);
+  store_job_clear(&j);
+  return rc;
+}
+
+/* Claim up to max for node; the ids into ids (T_ID_MAX each); the count. */
+static int claim(store *s, const char *node, int gpu, int parents, int max,
+                 int64_t lease, char (*ids)[T_ID_MAX]) {
+  store_job *v = NULL;
+  int n = -1;
+  terr e;
+  int rc = store_job_claim(s, node, gpu, parents, max, lease, &v, &n, &e);
+  CHECK_MSG(rc == 0, "claim: %s", e.message);
+  if (rc) return 0;
+  for (int i = 0; i < n; i++) {
+    CHECK(v[i].node && strcmp(v[i].node, node) == 0);
+    CHECK(v[i].lease_until > 0);
+    if (ids) snprintf(ids[i], T_ID_MAX, "%s", v[i].id);
+    store_job_clear(&v[i]);
+  }
+  free(v);
+  return n;
+}
+
+static void free_strs(char **v, int n) {
+  for (int i = 0; i < n; i++) free(v[i]);
+  free(v);
+}
+
+static int has(char **v, int n, const char *id) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(v[i], id) == 0) return 1;
+  return 0;
+}
+
+/* ---- nodes ------------------------------------------------------------------ */
+TEST(nodes_register_list_leave) {
+  reset_tables();
+  store_node a, b;
+  node_init(&a, "alpha", 0);
+  node_init(&b, "beta", 1);
+  terr e;
+  CHECK(store_node_register(sa, &a, &e) == 0);
+  CHECK(store_node_register(sb, &b, &e) == 0);
+  CHECK(strncmp(a.id, "n_", 2) == 0 && strcmp(a.id, b.id) != 0);
+  CHECK(a.started_at > 0 && a.heartbeat_at == a.started_at);
+
+  a.running = 3;
+  a.queued = 2;
+  a.load = 42.5;
+  char **cancel, **lost;
+  int nc, nl;
+  CHECK(store_node_heartbeat(sa, &a, 60000, NULL, 0, &cancel, &nc, &lost, &nl,
+                             &e) == 0);
+  CHECK(nc == 0 && nl == 0 && !cancel && !lost);
+
+  char id[T_ID_MAX];
+  insert_backend(sa, "auto", 0, id);
+  CHECK(claim(sb, b.id, 1, 1, 5, 60000, NULL) == 1);
+  CHECK(strcmp(sqlf("SELECT attempts FROM jobs WHERE id = '%s'", id), "1") == 0);
+  CHECK(store_node_leave(sb, b.id, &e) == 0);
+  /* claimed, never started: back to the queue, the claim's attempt given back */
+  CHECK(strcmp(sqlf("SELECT coalesce(node, 'none') || attempts || status FROM "
+                    "jobs WHERE id = '%s'", id), "none0queued") == 0);
+
+  store_node *v = NULL;
+  int n = 0;
+  CHECK(store_node_list(sa, 600000, &v, &n, &e) == 0);
+  CHECK(n == 2);
+  int seen = 0;
+  for (int i = 0; i < n; i++) {
+    if (strcmp(v[i].id, a.id) == 0) {
+      seen |= 1;
+      CHECK(v[i].alive == 1);
+      CHECK(strcmp(v[i].name, "alpha") == 0 && v[i].threads == 4);
+      CHECK(v[i].running == 3 && v[i].queued == 2);
+      CHECK(fabs(v[i].load - 42.5) < 1e-9);
+      CHECK(v[i].heartbeat_at >= v[i].started_at);
+    } else if (strcmp(v[i].id, b.id) == 0) {
+      seen |= 2;
+      CHECK(v[i].alive == 0); /* left */
+      CHECK(v[i].gpus == 1 && isnan(v[i].load));
+    }
+  }
+  CHECK(seen == 3);
+  store_nodes_free(v, n);
+  store_node_clear(&a);
+  store_node_clear(&b);
+}
+
+/* ---- claims ------------------------------------------------------------------ */
+#define NCLAIM 500
+typedef struct claimer {
+  store *s;
+  const char *node;
+  char (*got)[T_ID_MAX];
+  int n;
+} claimer;
+
+static void *claim_main(void *arg) {
+  claimer *c = arg;
+  for (int idle = 0; idle < 3;) {
+    int k = claim(c->s, c->node, 0, 0, 7, 60000, c->got + c->n);
+    c->n += k;
+    idle = k ? 0 : idle + 1;
+  }
+  return NULL;
+}
+
+static int cmp_id(const void *a, const void *b) { return strcmp(a, b); }
+
+TEST(claim_each_job_once) {
+  reset_tables();
+  terr e;
+  for (int i = 0; i < NCLAIM; i++) {
+    store_job j;
+    job_init(&j, "alice", "map");
+    CHECK(store_job_insert_async(sa, &j, &e) == 0);
+    store_job_clear(&j);
+  }
+  CHECK(store_sync(sa, &e) == 0);
+  int64_t depth = -1;
+  CHECK(store_queue_depth(sb, &depth, &e) == 0 && depth == NCLAIM);
+
+  static char got[4][NCLAIM][T_ID_MAX];
+  claimer c[4] = {{sa, "n_A", got[0], 0}, {sb, "n_B", got[1], 0},
+                  {sa, "n_A", got[2], 0}, {sb, "n_B", got[3], 0}};
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, claim_main, &c[i]);
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  static char all[NCLAIM * 4][T_ID_MAX];
+  int total = 0;
+  for (int i = 0; i < 4; i++)
+    for (int k = 0; k < c[i].n && total < NCLAIM * 4; k++)
+      memcpy(all[total++], got[i][k], T_ID_MAX);
+  CHECK_MSG(total == NCLAIM, "claimed %d of %d", total, NCLAIM);
+  qsort(all, (size_t)total, T_ID_MAX, cmp_id);
+  int dups = 0;
+  for (int i = 1; i < total; i++) dups += strcmp(all[i - 1], all[i]) == 0;
+  CHECK_MSG(dups == 0, "%d jobs claimed twice", dups);
+  CHECK(strcmp(sql("SELECT count(*) FROM jobs WHERE node IS NULL OR "
+                   "attempts <> 1 OR lease_until IS NULL"), "0") == 0);
+  /* still queued (a claim is not a start): the depth counts them */
+  CHECK(store_queue_depth(sa, &depth, &e) == 0 && depth == NCLAIM);
+}
+
+TEST(claim_filters_and_order) {
+  reset_tables();
+  char low1[T_ID_MAX], high[T_ID_MAX], low2[T_ID_MAX], cuda[T_ID_MAX],
+      parent[T_ID_MAX], child[T_ID_MAX];
+  insert_backend(sa, "auto", 0, low1);
+  insert_backend(sa, "cpu", 5, high);
+  insert_backend(sa, "auto", 0, low2);
+  insert_backend(sa, "cuda", 9, cuda);
+  insert_backend(sa, "auto", 7, parent);
+  insert_backend(sa, "auto", 8, child);
+  sqlf("UPDATE jobs SET tiles = 2 WHERE id = '%s'", parent);
+  char q[256];
+  snprintf(q, sizeof q, "UPDATE jobs SET tiles = 2, tile = 1, parent = '%s' "
+           "WHERE id = '%s'", parent, child);
+  sql(q);
+
+  char ids[8][T_ID_MAX];
+  /* no GPU, not the coordinator: the tile, then by priority, FIFO within */
+  CHECK(claim(sa, "n_A", 0, 0, 1, 60000, ids) == 1 && strcmp(ids[0], child) == 0);
+  CHECK(claim(sa, "n_A", 0, 0, 1, 60000, ids) == 1 && strcmp(ids[0], high) == 0);
+  CHECK(claim(sa, "n_A", 0, 0, 1, 60000, ids) == 1 && strcmp(ids[0], low1) == 0);
+  CHECK(claim(sa, "n_A", 0, 0, 1, 60000, ids) == 1 && strcmp(ids[0], low2) == 0);
+  /* left: the cuda job (no GPU here) and the split parent (not coordinator) */
+  CHECK(claim(sb, "n_B", 0, 0, 10, 60000, ids) == 0);
+  CHECK(claim(sb, "n_B", 0, 1, 10, 60000, ids) == 1 && strcmp(ids[0], parent) == 0);
+  CHECK(claim(sb, "n_B", 1, 0, 10, 60000, ids) == 1 && strcmp(ids[0], cuda) == 0);
+  CHECK(claim(sb, "n_B", 1, 1, 10, 60000, ids) == 0);
+}
+
+/* ---- heartbeat ------------------------------------------------------------------- */
+TEST(heartbeat_renews_cancels_lost) {
+  reset_tables();
+  store_node a, b;
+  node_init(&a, "alpha", 0);
+  node_init(&b, "beta", 0);
+  terr e;
+  CHECK(store_node_register(sa, &a, &e) == 0);
+  CHECK(store_node_register(sb, &b, &e) == 0);
+  char j1[T_ID_MAX], j2[T_ID_MAX], jb[T_ID_MAX];
+  insert_backend(sa, "auto", 2, j1);
+  insert_backend(sa, "auto", 1, j2);
+  CHECK(claim(sa, a.id, 0, 0, 2, 1000, NULL) == 2);
+  insert_backend(sa, "auto", 0, jb);
+  CHECK(claim(sb, b.id, 0, 0, 1, 60000, NULL) == 1);
+
+  int ended = -1;
+  CHECK(store_job_cancel_request(sb, j1, "alice", &ended, &e) == 0 && ended == 0);
+  const char *held[] = {j1, j2, jb};
+  char **cancel = NULL, **lost = NULL;
+  int nc = -1, nl = -1;
+  CHECK(store_node_heartbeat(sa, &a, 3600000, held, 3, &cancel, &nc, &lost,
+                             &nl, &e) == 0);
+  CHECK(nc == 1 && has(cancel, nc, j1));
+  CHECK(nl == 1 && has(lost, nl, jb)); /* claimed by the other node */
+  free_strs(cancel, nc);
+  free_strs(lost, nl);
+  /* renewed to about an hour from now, far past the claim's second */
+  CHECK(strcmp(sqlf("SELECT lease_until > (extract(epoch from clock_timestamp())"
+                    " * 1000)::bigint + 600000 FROM jobs WHERE id = '%s'", j2),
+               "t") == 0);
+  CHECK(strcmp(sqlf("SELECT lease_until < (extract(epoch from clock_timestamp())"
+                    " * 1000)::bigint + 600000 FROM jobs WHERE id = '%s'", jb),
+               "t") == 0); /* another node's lease untouched */
+
+  /* ended (or deleted) jobs are lost too */
+  sqlf("UPDATE jobs SET status = 'succeeded' WHERE id = '%s'", j2);
+  const char *held2[] = {j1, j2, "j_0000000000000000000000gone"};
+  CHECK(store_node_heartbeat(sa, &a, 3600000, held2, 3, &cancel, &nc, &lost,
+                             &nl, &e) == 0);
+  CHECK(nc == 1 && nl == 2 && has(lost, nl, j2) &&
+        has(lost, nl, "j_0000000000000000000000gone"));
+  free_strs(cancel, nc);
+  free_strs(lost, nl);
+  store_node_clear(&a);
+  store_node_clear(&b);
+}
+
+/* ---- reaper --------------------------------------------------------------------- */
+/* Wait (bounded) until every claimed lease has passed on the store's clock. */
+static void leases_pass(void) {
+  for (int i = 0; i < 1000; i++) {
+    if (strcmp(sql("SELECT count(*) FROM jobs WHERE lease_until >= "
+                   "(extract(epoch from clock_timestamp()) * 1000)::bigint"),
+               "0") == 0)
+      return;
+    usleep(10000);
+  }
+  CHECK_MSG(0, "leases did not pass within 10 s");
+}
+
+TEST(reap_requeues_and_fails_crashed) {
+  reset_tables();
+  char j1[T_ID_MAX], j2[T_ID_MAX], jkeep[T_ID_MAX];
+  insert_backend(sa, "auto", 1, j1);
+  insert_backend(sa, "auto", 1, j2);
+  sqlf("UPDATE jobs SET attempts = 2 WHERE id = '%s'", j2);
+  CHECK(claim(sa, "n_dead", 0, 0, 2, 1, NULL) == 2); /* a 1 ms lease */
+  sqlf("UPDATE jobs SET status = 'running', started_at = 5 WHERE id = '%s'", j1);
+  leases_pass();
+  insert_backend(sa, "auto", 0, jkeep);
+  CHECK(claim(sb, "n_live", 0, 0, 1, 3600000, NULL) == 1);
+
+  char **ids = NULL;
+  int n = -1;
+  terr e;
+  CHECK(store_reap(sb, 3, &ids, &n, &e) == 0);
+  CHECK(n == 2 && has(ids, n, j1) && has(ids, n, j2));
+  free_strs(ids, n);
+  store_job j;
+  memset(&j, 0, sizeof j);
+  CHECK(store_job_get(sa, j1, NULL, &j, &e) == 0);
+  CHECK(j.status == JOB_QUEUED && !j.node && j.lease_until == 0 &&
+        j.started_at == 0 && j.attempts == 1);
+  store_job_clear(&j);
+  CHECK(store_job_get(sa, j2, NULL, &j, &e) == 0);
+  CHECK(j.status == JOB_FAILED && j.attempts == 3 && j.finished_at > 0);
+  CHECK(j.error_code && strcmp(j.error_code, "crashed") == 0);
+  store_job_clear(&j);
+  CHECK(strcmp(sqlf("SELECT node FROM jobs WHERE id = '%s'", jkeep), "n_live") == 0);
+  /* nothing left to reap */
+  CHECK(store_reap(sa, 3, &ids, &n, &e) == 0 && n == 0 && !ids);
+}
+
+typedef struct reaper {
+  store *s;
+  char **ids;
+  int n, rc;
+} reaper;
+
+static void *reap_main(void *arg) {
+  reaper *r = arg;
+  terr e;
+  r->rc = store_reap(r->s, 5, &r->ids, &r->n, &e);
+  return NULL;
+}
+
+TEST(reap_twice_at_once_moves_each_once) {
+  reset_tables();
+  terr e;
+  for (int i = 0; i < 40; i++) {
+    store_job j;
+    job_init(&j, "alice", "map");
+    CHECK(store_job_insert_async(sa, &j, &e) == 0);
+    store_job_clear(&j);
+  }
+  CHECK(store_sync(sa, &e) == 0);
+  CHECK(claim(sa, "n_dead", 0, 0, 40, 1, NULL) == 40);
+  leases_pass();
+  reaper r[2] = {{sa, NULL, 0, -1}, {sb, NULL, 0, -1}};
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, reap_main, &r[i]);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  CHECK(r[0].rc == 0 && r[1].rc == 0);
+  CHECK_MSG(r[0].n + r[1].n == 40, "%d + %d moved", r[0].n, r[1].n);
+  for (int i = 0; i < r[0].n; i++) CHECK(!has(r[1].ids, r[1].n, r[0].ids[i]));
+  free_strs(r[0].ids, r[0].n);
+  free_strs(r[1].ids, r[1].n);
+  CHECK(strcmp(sql("SELECT count(*) FROM jobs WHERE status = 'queued' AND "
+                   "node IS NULL AND attempts = 1"), "40") == 0);
+}
+
+/* ---- cancel requests --------------------------------------------------------------- */
+TEST(cancel_request_both_ways) {
+  reset_tables();
+  char q1[T_ID_MAX], c1[T_ID_MAX];
+  insert_backend(sa, "auto", 0, q1);
+  insert_backend(sa, "auto", 0, c1);
+  sqlf("UPDATE jobs SET node = 'n_X', lease_until = 1 WHERE id = '%s'", c1);
+  terr e;
+  int ended = -1;
+  CHECK(store_job_cancel_request(sb, q1, "mallory", &ended, &e) == T_ENOTFOUND);
+  CHECK(store_job_cancel_request(sb, "j_0000000000000000000000none", NULL,
+                                 &ended, &e) == T_ENOTFOUND);
+  CHECK(store_job_cancel_request(sb, q1, "alice", &ended, &e) == 0 && ended == 1);
+  store_job j;
+  memset(&j, 0, sizeof j);
+  CHECK(store_job_get(sa, q1, NULL, &j, &e) == 0);
+  CHECK(j.status == JOB_CANCELED && j.finished_at > 0 && j.error_code &&
+        strcmp(j.error_code, "canceled") == 0 && j.error_message);
+  store_job_clear(&j);
+  CHECK(store_job_cancel_request(sb, q1, NULL, &ended, &e) == T_ECONFLICT);
+
+  CHECK(store_job_cancel_request(sb, c1, NULL, &ended, &e) == 0 && ended == 0);
+  CHECK(store_job_get(sa, c1, NULL, &j, &e) == 0);
+  CHECK(j.status == JOB_QUEUED && j.cancel_requested == 1);
+  store_job_clear(&j);
+}
+
+/* ---- events -------------------------------------------------------------------------- */
+static pthread_mutex_t ev_mu = PTHREAD_MUTEX_INITIALIZER;
+static char events[256][64];
+static int nevents;
+
+static void on_event(void *arg, const char *what, const char *id) {
+  (void)arg;
+  pthread_mutex_lock(&ev_mu);
+  if (nevents < 256)
+    snprintf(events[nevents++], 64, "%s:%s", what, id ? id : "");
+  pthread_mutex_unlock(&ev_mu);
+}
+
+static _Atomic int count2; /* a second subscriber's events */
+static void on_event2(void *arg, const char *what, const char *id) {
+  (void)arg, (void)what, (void)id;
+  count2++;
+}
+
+/* Wait (at most 20 s, a bound) for the event "what:id". */
+static int got_event(const char *what, const char *id) {
+  char want[64];
+  snprintf(want, sizeof want, "%s:%s", what, id ? id : "");
+  for (int i = 0; i < 2000; i++) {
+    pthread_mutex_lock(&ev_mu);
+    int found = 0;
+    for (int k = 0; k < nevents && !found; k++) found = strcmp(events[k], want) == 0;
+    pthread_mutex_unlock(&ev_mu);
+    if (found) return 1;
+    usleep(10000);
+  }
+  return 0;
+}
+
+/* A [sync] call, retried (bounded) while the restarted server is not back. */
+static int insert_retry(store *s, char id[T_ID_MAX]) {
+  for (int i = 0; i < 200; i++) {
+    store_job j;
+    job_init(&j, "alice", "map");
+    int existing;
+    terr e;
+    int rc = store_job_insert(s, &j, &existing, &e);
+    if (rc == 0) snprintf(id, T_ID_MAX, "%s", j.id);
+    store_job_clear(&j);
+    if (rc == 0) return 0;
+    usleep(100000);
+  }
+  return -1;
+}
+
+TEST(listen_across_stores_and_reset) {
+  reset_tables();
+  terr e;
+  uint64_t tok = 0;
+  uint64_t tok2 = 0;
+  CHECK(store_listen(sb, on_event, NULL, &tok, &e) == 0 && tok != 0);
+  CHECK(store_listen(sb, on_event2, NULL, &tok2, &e) == 0 && tok2 != tok);
+  char q1[T_ID_MAX], c1[T_ID_MAX];
+  insert_backend(sa, "auto", 0, q1);
+  CHECK(got_event("queued", q1));
+  store_unlisten(sb, tok2);
+  int seen2 = count2;
+  CHECK(seen2 >= 1);
+  int ended;
+  CHECK(store_job_cancel_request(sa, q1, NULL, &ended, &e) == 0 && ended == 1);
+  CHECK(got_event("end", q1));
+  insert_backend(sa, "auto", 0, c1);
+  CHECK(claim(sa, "n_A", 0, 0, 1, 60000, NULL) == 1);
+  CHECK(store_job_cancel_request(sa, c1, NULL, &ended, &e) == 0 && ended == 0);
+  CHECK(got_event("cancel", c1));
+
+  const char *pgserver = getenv("TESSEL_TEST_PGSERVER");
+  const char *pgdir = getenv("TESSEL_TEST_PG_DIR");
+  if (!pgserver || !pgdir) {
+    printf("listen_across_stores_and_reset: no restart (TESSEL_TEST_PGSERVER "
+           "or TESSEL_TEST_PG_DIR unset)\n");
+  } else {
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "'%s' restart '%s'", pgserver, pgdir);
+    CHECK(system(cmd) == 0);
+    CHECK(got_event("reset", NULL));
+    PQfinish(db);
+    db = PQconnectdb(url);
+    CHECK(PQstatus(db) == CONNECTION_OK);
+    char q2[T_ID_MAX] = "";
+    CHECK(insert_retry(sa, q2) == 0);
+    CHECK(got_event("queued", q2)); /* listening again */
+  }
+  store_unlisten(sb, tok);
+  CHECK(count2 == seen2); /* no callback after store_unlisten */
+}
+
+int main(void) {
+  url = getenv("TESSEL_TEST_PG");
+  if (!url || !*url) SKIP_ALL("TESSEL_TEST_PG is not set (ctest store_cluster_pg)");
+  if (fixture_root("/tmp/tessel_store_cluster_XXXXXX")) return 1;
+  char dir[300];
+  fresh_dir(dir, sizeof dir);
+  mkdir(dir, 0755);
+  terr e;
+  if (store_open_url(url, dir, &sa, &e) || store_open_url(url, dir, &sb, &e)) {
+    fprintf(stderr, "store_open_url: %s\n", e.message);
+    return 1;
+  }
+  db = PQconnectdb(url);
+  if (PQstatus(db) != CONNECTION_OK) {
+    fprintf(stderr, "connect: %s\n", PQerrorMessage(db));
+    return 1;
+  }
+  RUN(nodes_register_list_leave);
+  RUN(claim_each_job_once);
+  RUN(claim_filters_and_order);
+  RUN(heartbeat_renews_cancels_lost);
+  RUN(reap_requeues_and_fails_crashed);
+  RUN(reap_twice_at_once_moves_each_once);
+  RUN(cancel_request_both_ways);
+  RUN(listen_across_stores_and_reset); /* last: restarts the server */
+  store_close(sb);
+  store_close(sa);
+  PQfinish(db);
+  rm_tree(root);
+  return check_summary();
+}
