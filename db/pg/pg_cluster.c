@@ -395,7 +395,7 @@ int pg_job_claim(void *impl, const char *node_id, int has_gpu, int parents,
    * reaper puts them back */
   if (!rc) rc = pg__job_rows(s.res, jobs, n, e);
   PQclear(s.res);
-  if (!rc) qsort(*jobs, (size_t)*n, sizeof **jobs, claim_cmp);
+  if (!rc && *n > 1) qsort(*jobs, (size_t)*n, sizeof **jobs, claim_cmp);
   return rc;
 }
 
