@@ -402,7 +402,7 @@ int pg_job_claim(void *impl, const char *node_id, int has_gpu, int parents,
 /* ---- the reaper --------------------------------------------------------------- */
 typedef struct reap_args {
   const char *max;
-  PGresult *failed, *back;
+  PGresult *canceled, *failed, *back;
 } reap_args;
 
 static int reap_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
@@ -416,7 +416,21 @@ static int reap_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
   int mine = PQgetvalue(lock, 0, 0)[0] == 't';
   PQclear(lock);
   if (!mine) return T_OK; /* another node reaps now */
+  /* A job a user canceled while its node died ends canceled: run again, it
+   * would only be stopped (or fail "crashed" at the cap). */
   rc = pg__exec(
+      c,
+      "WITH r AS (UPDATE jobs SET status = 'canceled',"
+      " finished_at = " PG_CLOCK ", lease_until = NULL,"
+      " error_code = 'canceled', error_message = 'canceled (its node"
+      " stopped before it did)',"
+      " t_total = (" PG_CLOCK " - created_at)::double precision"
+      " WHERE " PG_UNFINISHED " AND node IS NOT NULL AND cancel_requested"
+      " AND lease_until < " PG_CLOCK " RETURNING id)"
+      " SELECT id, pg_notify('tessel', 'end:' || id) FROM r ORDER BY id",
+      0, NULL, &a->canceled, "reap", e);
+  if (!rc)
+    rc = pg__exec(
       c,
       "WITH r AS (UPDATE jobs SET status = 'failed',"
       " finished_at = " PG_CLOCK ", lease_until = NULL,"
@@ -445,10 +459,11 @@ int pg_reap(void *impl, int max_attempts, char ***ids, int *n, terr *e) {
   *ids = NULL;
   *n = 0;
   char smax[32];
-  reap_args a = {pg__i64(smax, max_attempts), NULL, NULL};
+  reap_args a = {pg__i64(smax, max_attempts), NULL, NULL, NULL};
   int rc = pg__write(impl, reap_fn, &a, e);
-  PGresult *both[2] = {a.failed, a.back};
-  if (!rc) rc = ids_of(both, 2, ids, n, e);
+  PGresult *all[3] = {a.canceled, a.failed, a.back};
+  if (!rc) rc = ids_of(all, 3, ids, n, e);
+  PQclear(a.canceled);
   PQclear(a.failed);
   PQclear(a.back);
   return rc;
