@@ -454,7 +454,7 @@ def phase_pg_restart(nodes, pgdir):
     check(len(seen503) == len(nodes),
           "store down: every node answers /readyz 503 (%s)" % sorted(seen503))
     time.sleep(1.0)
-    pg("start", pgdir)
+    pg("restart", pgdir)  # the same data: pg_ctl starts a stopped server
     ready = set()
     end = time.time() + 60
     while time.time() < end and len(ready) < len(nodes):
@@ -543,6 +543,7 @@ def main():
     pgdir = os.path.join(tmp, "pg")
     nodes, solo = [], None
     try:
+        os.makedirs(pgdir)
         url = pg("start", pgdir)
         data = os.path.join(tmp, "data")
         os.makedirs(data)
