@@ -233,6 +233,10 @@ static void node_heartbeat(sched *s) {
   store_node me = c->self; /* shallow: the strings stay c->self's */
   sched_sample smp;
   me.load = sched_sample_now(s, &smp) == 0 ? smp.machine_cpu_percent : NAN;
+  sched_stats st;
+  sched_get_stats(s, &st); /* jobs this node ended (the store's jobs_done) */
+  me.jobs_done = 0;
+  for (int i = JOB_SUCCEEDED; i < 5; i++) me.jobs_done += st.finished_total[i];
   tmutex_lock(&s->mu);
   me.running = s->nrunning;
   me.queued = s->nqueued;

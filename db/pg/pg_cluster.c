@@ -229,22 +229,30 @@ typedef struct hb_args {
 static int heartbeat_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
   (void)p;
   hb_args *a = arg;
-  char running[32], queued[32], load[32];
+  char running[32], queued[32], load[32], done[32];
   const char *vn[] = {a->n->id, pg__i64(running, a->n->running),
                       pg__i64(queued, a->n->queued),
-                      isfinite(a->n->load) ? pg__f64(load, a->n->load) : NULL};
+                      isfinite(a->n->load) ? pg__f64(load, a->n->load) : NULL,
+                      pg__i64(done, a->n->jobs_done)};
   const char *vl[] = {a->n->id, a->lease};
   const char *vh[] = {a->n->id, a->held};
+  /* Lock order: the job rows are renewed in id order and those another
+   * transaction holds (a start or finish of this very node, which ends the
+   * lease's need anyway) are skipped, so a heartbeat never waits on, nor
+   * deadlocks with, the writer's batches; the node row is this node's
+   * alone (jobs_done is its own count, not bumped by each finish). */
   int rc = pg__exec(c,
-                    "UPDATE nodes SET heartbeat_at = " PG_CLOCK ","
-                    " running = $2::int, queued = $3::int,"
-                    " load = $4::double precision WHERE id = $1",
-                    4, vn, NULL, "heartbeat", e);
+                    "UPDATE jobs SET lease_until = " PG_CLOCK " + $2::bigint"
+                    " WHERE id IN (SELECT id FROM jobs WHERE node = $1 AND "
+                    PG_UNFINISHED " ORDER BY id FOR UPDATE SKIP LOCKED)",
+                    2, vl, NULL, "lease renewal", e);
   if (!rc)
     rc = pg__exec(c,
-                  "UPDATE jobs SET lease_until = " PG_CLOCK " + $2::bigint"
-                  " WHERE node = $1 AND " PG_UNFINISHED,
-                  2, vl, NULL, "lease renewal", e);
+                  "UPDATE nodes SET heartbeat_at = " PG_CLOCK ","
+                  " running = $2::int, queued = $3::int,"
+                  " load = $4::double precision, jobs_done = $5::bigint"
+                  " WHERE id = $1",
+                  5, vn, NULL, "heartbeat", e);
   if (!rc)
     rc = pg__exec(c,
                   "SELECT id FROM jobs WHERE node = $1 AND " PG_UNFINISHED

@@ -8,7 +8,7 @@
  * (pg__node), start and finish only touch a row that is unclaimed or
  * claimed by that node; a row another node holds is T_ECONFLICT "job <id>
  * is held by another node". A finish records the finishing node, clears
- * the lease, bumps nodes.jobs_done and notifies "end:<id>", all in its
+ * the lease and notifies "end:<id>", all in its
  * transaction. A delete takes a split job's children with it and returns
  * every file of their results (result_path and result_parts' paths).
  *
@@ -161,10 +161,6 @@ int pg__finish_on(pgstore *p, PGconn *c, const char *id,
   const char *nv[] = {id, pg__node(p)};
   rc = pg__exec(c, "SELECT pg_notify('tessel', 'end:' || $1::text)", 1, nv,
                 NULL, "notify", e);
-  if (!rc && pg__node(p)[0])
-    rc = pg__exec(c, "UPDATE nodes SET jobs_done = jobs_done + 1"
-                     " WHERE id = $1",
-                  1, nv + 1, NULL, "finish job", e);
   if (rc && row) store_job_clear(row);
   return rc;
 }

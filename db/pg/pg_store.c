@@ -159,13 +159,19 @@ int pg__write(pgstore *p, pg_txfn fn, void *arg, terr *e) {
   if (rc) return rc;
   PGconn *c;
   if ((rc = pg__get(p, &c, e))) return rc;
-  if (!(rc = pg__begin(c, e))) {
-    rc = fn(p, c, arg, e);
-    if (!rc) {
-      rc = pg__commit(c, e);
-    } else {
-      pg__rollback(c);
+  for (int tries = 0;; tries++) {
+    if (!(rc = pg__begin(c, e))) {
+      rc = fn(p, c, arg, e);
+      if (!rc) {
+        rc = pg__commit(c, e);
+      } else {
+        pg__rollback(c);
+      }
     }
+    /* A deadlock victim: the server undid it; run it again. */
+    if (!rc || rc == T_EUNAVAIL || !pg__retryable() || tries >= PG_RETRIES)
+      break;
+    terr_clear(e);
   }
   if (rc != T_EUNAVAIL) atomic_store(&p->down, 0);
   pg__put(p, c, rc == T_EUNAVAIL);
@@ -224,6 +230,18 @@ static int run_batch(pgstore *p, pg_op *batch) {
     if ((rc = pg__exec(c, "SAVEPOINT op", 0, NULL, NULL, "savepoint", &e)))
       break;
     o->rc = run_op(p, c, o, &o->err);
+    /* A deadlock victim (with another node's or this node's heartbeat):
+     * undo to the savepoint and run the op again. */
+    for (int tries = 0; o->rc && o->rc != T_EUNAVAIL && pg__retryable() &&
+                        tries < PG_RETRIES;
+         tries++) {
+      if ((rc = pg__exec(c, "ROLLBACK TO SAVEPOINT op", 0, NULL, NULL,
+                         "savepoint", &e)))
+        break;
+      terr_clear(&o->err);
+      o->rc = run_op(p, c, o, &o->err);
+    }
+    if (rc) break;
     if (o->rc == T_EUNAVAIL) {
       rc = T_EUNAVAIL;
       break;
