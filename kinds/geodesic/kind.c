@@ -17,7 +17,8 @@
  * rows [row0, row1) instead of the whole one (plan.h): with targets the
  * rows' points against every target, without a band that keeps the whole
  * matrix's pair order; the result is those rows of the whole result, bit
- * for bit, on every backend (the CUDA engines take the band too).
+ * for bit, on every backend — except a query without targets on CUDA (the
+ * query engine takes no band yet): refused, and never split so.
  *
  * Threads: check on an HTTP thread; prepare, run, release on a scheduler
  * worker (run may be called once per backend on the same plan, "compare").
@@ -57,7 +58,12 @@ static int geoq_run(const geod_job *job, const geod_plan *pl, tbackend b,
   int rc;
   memset(&out, 0, sizeof out);
   double t0 = t_now_ms();
-  if (b == B_CUDA) {
+  if (b == B_CUDA && pl->row1 > 0) {
+    /* The CUDA query engine takes no band yet (sched/split.c splits such
+     * a query only on serial and cpu): never a wrong row. */
+    return terr_set(e, T_EUNAVAIL, "backend", -1,
+                    "a query without targets cannot run as a tile on CUDA");
+  } else if (b == B_CUDA) {
     rc = gpu_geoq(ctx->device, pl, &job->q, ctx, &out, &nonconv, e);
   } else {
     int width = b == B_SERIAL ? 1 : ctx->threads;
