@@ -166,6 +166,7 @@ struct sched {
   struct sched_cluster *cl; /* sched/cluster.c; always set after create */
   /* sched/split.c: coordinator threads running, and their stop flag */
   atomic_int split_threads, split_quit;
+  struct split_run *splits; /* [mu] the parents they run (a list) */
   void *journal;        /* sched/journal.c: the mapped slots; NULL: none */
   int journal_slots;
   atomic_int *journal_used; /* per slot: 1 while a worker holds it */
@@ -254,6 +255,9 @@ void sched_journal_put(sched *s, int slot);
  * parents stay running in the store, resumed at the next start). */
 int sched_split_run(sched *s, const store_job *parent, terr *e);
 void sched_split_stop(sched *s);
+/* [mu] 1 when a coordinator here runs parent id: a wait on it is a remote
+ * waiter (sched/wait.c), fired when the coordinator ends or quits. */
+int sched_split_held_locked(sched *s, const char *id);
 
 /* sched/cluster.c: the node (see there). create/destroy with the
  * scheduler; stop (from sched_shutdown, once no job runs) ends the node

@@ -84,7 +84,7 @@ int sched_split_tiles(const sched *s, const char *kind, const json_t *params,
   double n = (double)est->size, cols = n;
   if (!q[0] && targets) cols = (double)est->out_shape[1];
   if (n < 2 || n * cols < (double)s->cfg.split_min_pairs) return 0;
-  int t = s->cfg.tiles > 0 ? s->cfg.tiles : 2; /* one node: 2 x 1 */
+  int t = s->cfg.tiles > 0 ? s->cfg.tiles : 2 * sched_live_nodes((sched *)s);
   if (t < 2) t = 2;
   if (t > 256) t = 256;
   if (t > est->size) t = (int)est->size;
@@ -100,7 +100,15 @@ void sched_split_rows(int64_t n, int tile, int tiles, int64_t *r0,
 typedef struct split_run {
   sched *s;
   store_job p; /* the parent's row (owned copy of the fields used) */
+  struct split_run *next; /* [mu] s->splits */
 } split_run;
+
+int sched_split_held_locked(sched *s, const char *id) {
+  SCHED_ASSERT_LOCKED(s);
+  for (split_run *r = s->splits; r; r = r->next)
+    if (strcmp(r->p.id, id) == 0) return 1;
+  return 0;
+}
 
 /* ---- the result -------------------------------------------------------- */
 
@@ -314,7 +322,7 @@ static void cancel_tiles(split_run *r, const store_job *kids, int nk) {
   }
 }
 
-static void finish(split_run *r, store_job_end *end) {
+static int finish(split_run *r, store_job_end *end) {
   terr e;
   terr_clear(&e);
   double now = (double)t_wall_ms();
@@ -323,10 +331,10 @@ static void finish(split_run *r, store_job_end *end) {
                   (double)(started - r->p.created_at));
   job_timings_put(&end->timings, JOB_T_TOTAL, now - (double)r->p.created_at);
   end->finished_at = (int64_t)now;
-  if (store_job_finish(r->s->cfg.st, r->p.id, end, &e) != T_OK)
-    log_error("split %s: cannot end the job: %s", r->p.id, e.message);
-  else
-    log_info("split %s: %s", r->p.id, job_status_name(end->status));
+  int rc = store_job_finish(r->s->cfg.st, r->p.id, end, &e);
+  if (rc != T_OK)
+    log_warn("split %s: cannot end the job: %s", r->p.id, e.message);
+  return rc;
 }
 
 static void coordinate(split_run *r) {
@@ -426,7 +434,16 @@ static void coordinate(split_run *r) {
         snprintf(msg, sizeof msg, "joining the tiles: %s", je.message);
         end.error_message = msg;
       }
-      finish(r, &end);
+      if (finish(r, &end) != T_OK) { /* canceled meanwhile: keep nothing */
+        if (end.result_path) unlink(end.result_path);
+        tparts tp;
+        terr pe;
+        if (doc && tparts_parse(doc, &tp, &pe) == T_OK) {
+          for (int k = 1; k < tp.n; k++)
+            if (tp.p[k].path) unlink(tp.p[k].path);
+          tparts_clear(&tp);
+        }
+      }
       free(doc);
       free(npy);
       kids_free(kids, nk);
@@ -445,6 +462,15 @@ static void *split_main(void *arg) {
   split_run *r = arg;
   coordinate(r);
   sched *s = r->s;
+  /* ended (or left running at a shutdown): its waiters read the store */
+  tmutex_lock(&s->mu);
+  for (split_run **pp = &s->splits; *pp; pp = &(*pp)->next)
+    if (*pp == r) {
+      *pp = r->next;
+      break;
+    }
+  tmutex_unlock(&s->mu);
+  sched_fire_remote(s, r->p.id, NULL);
   store_job_clear(&r->p);
   free(r);
   atomic_fetch_sub(&s->split_threads, 1);
@@ -475,6 +501,16 @@ int sched_split_run(sched *s, const store_job *parent, terr *e) {
     free(r);
     return terr_set(e, T_ENOMEM, "", -1, "out of memory");
   }
+  tmutex_lock(&s->mu);
+  if (sched_split_held_locked(s, p->id)) { /* already run here */
+    tmutex_unlock(&s->mu);
+    store_job_clear(p);
+    free(r);
+    return T_OK;
+  }
+  r->next = s->splits;
+  s->splits = r;
+  tmutex_unlock(&s->mu);
   atomic_fetch_add(&s->split_threads, 1);
   pthread_t th;
   pthread_attr_t at;
@@ -484,6 +520,13 @@ int sched_split_run(sched *s, const store_job *parent, terr *e) {
   pthread_attr_destroy(&at);
   if (err) {
     atomic_fetch_sub(&s->split_threads, 1);
+    tmutex_lock(&s->mu);
+    for (split_run **pp = &s->splits; *pp; pp = &(*pp)->next)
+      if (*pp == r) {
+        *pp = r->next;
+        break;
+      }
+    tmutex_unlock(&s->mu);
     store_job_clear(p);
     free(r);
     return terr_set(e, T_EINTERNAL, "", -1, "cannot start a split thread");
