@@ -404,8 +404,9 @@ static void sched_clean_unfinished(sched *s, const store_job *jobs, int n) {
 static int sched_add(sched *s, const store_job *sj, int reserved,
                      json_t *params, const job_estimate *est,
                      const kind_ops *k, void *checked, terr *e) {
-  if (sj->tiles > 0 && !sj->parent && !s->cluster) {
-    /* A split parent: its coordinator runs it, in no queue (sched/split.c). */
+  if (sj->tiles > 0 && !sj->parent && !(reserved && s->cluster)) {
+    /* A split parent: its coordinator runs it, in no queue (sched/split.c);
+     * on a cluster store once claimed (a submit only inserts the row). */
     kind_checked_free(k, checked);
     if (reserved) sched_unreserve(s);
     return sched_split_run(s, sj, e);

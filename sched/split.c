@@ -37,8 +37,17 @@
  * A restart: the parent is unfinished in the store, queued again by
  * sched_start (and so handed here again) with its unfinished tiles queued
  * as any job; the coordinator inserts only missing tiles and goes on.
- * A cluster store: not yet — parents are claimed by no node (the claimer
- * takes parents = 0), so split-min-pairs must stay 0 there (README).
+ * A cluster store: a submit only inserts the row; a node's claimer claims
+ * parents apart (store_job_claim with parents = 1, sched/cluster.c) and
+ * hands each to a coordinator here; the tiles it inserts are claimed by
+ * any node's claimer ("queued" events). The parent's lease is renewed by
+ * the node's heartbeat with its other claims; the coordinator stops
+ * without writing when the row names another node (its lease went to
+ * another node, whose coordinator resumes it: only missing tiles are
+ * inserted), and a cancel that reached the row (cancel_requested) cancels
+ * the tiles and ends the parent canceled. Its files are named per run
+ * (<id>.r<attempt>...), as sched/cluster.c names a claimed job's, so a
+ * fenced coordinator never touches its successor's.
  *
  * Threads: each coordinator is a detached thread; s->split_threads counts
  * them and sched_shutdown sets s->split_quit and waits for none left (a
@@ -223,14 +232,19 @@ static int join_result(split_run *r, const store_job *kids, int nk,
                     tps[i].n, tps[0].n);
   int nparts = tps && tps[0].n > 0 ? tps[0].n : 1;
   size_t npy_len = 0;
-  snprintf(final, SPLIT_PATH_MAX, "%s/%s.npy", s->results_dir, r->p.id);
+  char stem[T_ID_MAX + 16];
+  if (s->cluster)
+    snprintf(stem, sizeof stem, "%s.r%d", r->p.id, r->p.attempts);
+  else
+    snprintf(stem, sizeof stem, "%s", r->p.id);
+  snprintf(final, SPLIT_PATH_MAX, "%s/%s.npy", s->results_dir, stem);
   for (int k = 0; !rc && k < nparts; k++) {
     tpart *t = &out.p[k];
     out.n = k + 1;
     if (tps[0].n > 0) snprintf(t->name, sizeof t->name, "%s", tps[0].p[k].name);
     char path[SPLIT_PATH_MAX];
     if (k > 0) {
-      snprintf(path, sizeof path, "%s/%s.%s.npy", s->results_dir, r->p.id,
+      snprintf(path, sizeof path, "%s/%s.%s.npy", s->results_dir, stem,
                t->name);
       if (!(t->path = strdup(path))) {
         rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
@@ -307,6 +321,7 @@ static int insert_missing(split_run *r, terr *e) {
     rc = store_job_insert(r->s->cfg.st, &c, &existing, e);
     if (!rc && !r->s->cluster) rc = sched_add_claimed(r->s, &c, e);
   }
+  if (r->s->cluster) sched_cluster_kick(r->s); /* claim tiles here too */
   kids_free(kids, nk);
   return rc;
 }
@@ -376,14 +391,31 @@ static void coordinate(split_run *r) {
       continue;
     }
     int pfinal = job_status_final(p.status);
+    int lost = 0, cancel = 0;
+    if (s->cluster && !pfinal) {
+      char self[T_ID_MAX], name[8];
+      sched_node_self(s, self, name, sizeof name);
+      lost = !p.node || strcmp(p.node, self) != 0;
+      cancel = p.cancel_requested;
+    }
     store_job_clear(&p);
+    if (lost) { /* another node's coordinator has it now: write nothing */
+      log_warn("split %s: its lease went to another node; stopping", r->p.id);
+      return;
+    }
     if (store_job_children(st, r->p.id, &kids, &nk, &e) != T_OK) {
       usleep(SPLIT_POLL_MS * 1000);
       continue;
     }
-    if (pfinal) { /* canceled (or ended elsewhere): its tiles stop too */
+    if (pfinal || cancel) { /* canceled (or ended elsewhere): so are its tiles */
       cancel_tiles(r, kids, nk);
       kids_free(kids, nk);
+      if (cancel) {
+        store_job_end end = {.status = JOB_CANCELED, .max_abs_diff = NAN,
+                             .error_code = "canceled",
+                             .error_message = "canceled by request"};
+        finish(r, &end);
+      }
       return;
     }
     int done = 0, bad = -1;
@@ -495,6 +527,7 @@ int sched_split_run(sched *s, const store_job *parent, terr *e) {
   p->created_at = parent->created_at;
   p->started_at = parent->status == JOB_RUNNING ? parent->started_at : 0;
   p->tiles = parent->tiles;
+  p->attempts = parent->attempts;
   p->estimate = dup_s(parent->estimate);
   if (!p->owner || !p->kind || !p->params || !p->backend_requested) {
     store_job_clear(p);
