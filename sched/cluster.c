@@ -171,37 +171,11 @@ static int node_has_gpu(sched *s) {
   return 0;
 }
 
-/* Split parents (sched/split.c): claimed apart from other jobs (their
- * coordinator takes no worker slot), a few at a time, each handed to a
- * coordinator thread through sched_add_claimed. */
-#define SCHED_CLAIM_PARENTS 2
-static void node_claim_parents(sched *s) {
-  sched_cluster *c = s->cl;
-  tmutex_lock(&s->mu);
-  int ok = s->taking && !s->shut;
-  tmutex_unlock(&s->mu);
-  if (!ok) return;
-  store_job *jobs = NULL;
-  int n = 0;
-  terr e;
-  int rc = store_job_claim(s->cfg.st, c->self.id, 0, 1, SCHED_CLAIM_PARENTS,
-                           c->lease_ms, &jobs, &n, &e);
-  node_store_result(c, rc, "claim", &e);
-  if (rc) return;
-  for (int i = 0; i < n; i++) {
-    terr ae;
-    if (sched_add_claimed(s, &jobs[i], &ae) != T_OK)
-      log_warn("node: claimed split job %s not run: %s (it goes back to the "
-               "queue when this node leaves or its lease ends)",
-               jobs[i].id, ae.message);
-    store_job_clear(&jobs[i]);
-  }
-  free(jobs);
-}
-
+/* Claims take split parents too (parents = 1; db/pg/pg_cluster.c): a
+ * claimed parent goes to its coordinator (sched_add_claimed ->
+ * sched/split.c), not to a worker. */
 static void node_claim(sched *s) {
   sched_cluster *c = s->cl;
-  node_claim_parents(s);
   for (int round = 0; round < 64; round++) {
     tmutex_lock(&s->mu);
     int room = s->taking && !s->shut
@@ -213,7 +187,7 @@ static void node_claim(sched *s) {
     store_job *jobs = NULL;
     int n = 0;
     terr e;
-    int rc = store_job_claim(s->cfg.st, c->self.id, node_has_gpu(s), 0, room,
+    int rc = store_job_claim(s->cfg.st, c->self.id, node_has_gpu(s), 1, room,
                              c->lease_ms, &jobs, &n, &e);
     node_store_result(c, rc, "claim", &e);
     if (rc) return;
