@@ -81,7 +81,7 @@ static void handle_info(http_req *r, void *ud) {
                  " s:o, s:o, s:o, s:o}",
                  "name", "tessel", "version", TESSEL_VERSION, "build", "type",
                  TESSEL_BUILD_TYPE, "cuda", TESSEL_HAVE_CUDA, "compiler",
-                 TESSEL_COMPILER, "store", store_kind(ctx->jobs->st), "node",
+                 TESSEL_COMPILER, "store", jobs_store_kind(ctx->jobs), "node",
                  "id", nid, "name", nname, "features", "cuda",
                  gpu_count() > 0, "tokens", ctx->tokens, "tls", ctx->tls,
                  "same_host",
@@ -131,7 +131,7 @@ static void handle_nodes(http_req *r, void *ud) {
     }
   store_nodes_free(nodes, n);
   json_t *body = arr ? json_pack("{s:s, s:o}", "store",
-                                 store_kind(ctx->jobs->st), "nodes", arr)
+                                 jobs_store_kind(ctx->jobs), "nodes", arr)
                      : NULL;
   if (!body) {
     api_reply_terr(r, T_ENOMEM, "", "out of memory");

@@ -151,12 +151,15 @@ static int store_url_get(const char *const *val, char **url) {
   }
   if (!*url) return -1;
   const char *u = *url;
-  if (!(u[0] == 0 || strcmp(u, "sqlite:") == 0 ||
+  /* libpq's key=value conninfo ("host=/run/pg dbname=tessel") too */
+  int conninfo = strchr(u, '=') && !strstr(u, "://");
+  if (!(u[0] == 0 || strcmp(u, "sqlite:") == 0 || conninfo ||
         strncmp(u, "postgresql://", 13) == 0 ||
         strncmp(u, "postgres://", 11) == 0)) {
-    fprintf(stderr, "tesseld: --store%s: the store URL must be sqlite: or "
-                    "start with postgresql:// (not shown: it may hold a "
-                    "password)\n", val[O_STORE_FILE][0] ? "-file" : "");
+    fprintf(stderr, "tesseld: --store%s: the store URL must be sqlite:, "
+                    "postgresql://... or a key=value conninfo (not shown: "
+                    "it may hold a password)\n",
+            val[O_STORE_FILE][0] ? "-file" : "");
     free(*url);
     *url = NULL;
     return -1;

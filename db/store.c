@@ -62,6 +62,12 @@ int store_open_url(const char *url, const char *data_dir, store **out,
 
 void *store_impl(store *s) { return s ? s->impl : NULL; }
 
+int store_open_backend(const store_backend *be, void *impl, store **out,
+                       terr *e) {
+  *out = NULL;
+  return store_wrap(be, impl, out, e);
+}
+
 const char *store_kind(store *s) { return s ? s->be->name : "none"; }
 int store_is_cluster(store *s) { return s && s->be->cluster; }
 

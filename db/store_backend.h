@@ -56,6 +56,10 @@ typedef struct store_backend {
 
 /* The backend's handle of a store (for db/ and the store's own tests). */
 void *store_impl(store *s);
+/* A store on a backend table of one's own: tests only (a fake cluster
+ * backend, tests/unit/test_sched_nodes.c). Takes impl (closed on failure). */
+int store_open_backend(const store_backend *be, void *impl, store **out,
+                       terr *e);
 
 /* The backends (each in its folder). open: the handle in *impl. */
 extern const store_backend store_sqlite_backend;

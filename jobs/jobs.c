@@ -390,6 +390,8 @@ int jobs_finished_by_step(jobs *J, const char *owner, int64_t since_ms,
 
 int jobs_store_ready(jobs *J) { return store_ready(J->st); }
 
+const char *jobs_store_kind(jobs *J) { return store_kind(J->st); }
+
 int jobs_nodes(jobs *J, store_node **nodes, int *n, terr *e) {
   return sched_nodes(J->sc, nodes, n, e);
 }

@@ -162,6 +162,8 @@ int jobs_finished_by_step(jobs *J, const char *owner, int64_t since_ms,
                           int64_t step_ms, int nsteps, int64_t *counts, terr *e);
 /* 1 when the store answers reads. */
 int jobs_store_ready(jobs *J);
+/* "sqlite" or "postgresql" (store_kind). */
+const char *jobs_store_kind(jobs *J);
 /* The nodes (GET /v1/nodes; sched_nodes) and this one's id and name. */
 int jobs_nodes(jobs *J, store_node **nodes, int *n, terr *e);
 void jobs_node_self(jobs *J, char id[T_ID_MAX], char *name, size_t cap);

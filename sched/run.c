@@ -624,9 +624,11 @@ static void srun_release(sched *s, sjob *j, int status, int counted,
   tmutex_lock(&s->mu);
   swaiter *chain = sched_release_locked(s, j, status, counted, backend, run_ms);
   tmutex_unlock(&s->mu);
+  /* A slot is free: claim. Before sched_fire, whose end may let
+   * sched_destroy free s. */
+  if (s->cluster) sched_cluster_kick(s);
   sched_fire(s, chain, j->id, ended);
   sjob_free(j);
-  if (s->cluster) sched_cluster_kick(s); /* a slot is free: claim */
 }
 
 /* What the end of a job needs once its finish is committed. */

@@ -13,7 +13,8 @@
  * the job's stop flag; a running job stops at its next chunk or tile.
  *
  * At start (sched_start) every job the store has left queued or running is
- * queued again: no accepted job is lost when the process dies.
+ * queued again: no accepted job is lost when the process dies. (On a
+ * cluster store the nodes share the queue instead: see "the node" below.)
  *
  * Threads: every function may be called from any thread. Waiter callbacks
  * run with no scheduler lock held, on the store's writer thread (a worker

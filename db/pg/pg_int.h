@@ -52,6 +52,94 @@ int pg__job_row(PGresult *r, int row, store_job *j);
 /* The store's clock (wall ms): now() on the server, for leases. */
 int pg__now_ms(PGconn *c, int64_t *ms, terr *e);
 
+/* The job columns, in the SQLite backend's order (STORE_JOB_COLS) with the
+ * cluster ones last: read with pg__job_row. */
+#define PG_JOB_COLS                                                           \
+  "id, owner, kind, params, status, backend_requested, backend_used, "        \
+  "backend_reason, estimate, priority, label, request_id, body_hash, "        \
+  "timeout_s, created_at, started_at, finished_at, t_queue, progress_done, "  \
+  "progress_total, error_code, error_message, result_dtype, result_path, "    \
+  "compare, max_abs_diff, attempts, t_prepare, t_h2d, t_compute, t_d2h, "     \
+  "t_store, t_total, result_shape, result_bytes, result_nonconverged, "       \
+  "output_file, result_parts, node, lease_until, cancel_requested, "          \
+  "parent, tile, tiles"
+#define PG_JOB_NCOLS 44
+/* Every row of r (PG_JOB_COLS) as a new array of *n jobs (store_job_list's
+ * allocation rule). 0 or T_ENOMEM. */
+int pg__job_rows(PGresult *r, store_job **jobs, int *n, terr *e);
+/* pg__exec with some parameters binary (lens/fmts per parameter, NULL:
+ * all text) and the result in resfmt (0 text, 1 binary). */
+int pg__exec_ex(PGconn *c, const char *sql, int n, const char *const *vals,
+                const int *lens, const int *fmts, int resfmt, PGresult **res,
+                const char *what, terr *e);
+/* Connect to conninfo (libpq URI or key=value; 5 s connect timeout):
+ * T_EUNAVAIL "store: cannot reach PostgreSQL: <libpq's words>" with any
+ * password in those words replaced by "***". pg__connect's work. */
+int pg__open_conn(const char *conninfo, PGconn **c, terr *e);
+/* The node this store registered as (store_node_register sets it; "" before):
+ * start and finish only touch rows that are unclaimed or claimed by it. */
+void pg__set_node(pgstore *p, const char *node_id);
+const char *pg__node(pgstore *p);
+/* The data directory the store is tied to (store-id). */
+const char *pg__data_dir(pgstore *p);
+/* pg_schema.c: migrate (advisory lock 7243001) and tie the data directory
+ * (meta.store_id and <data_dir>/store-id); *version: the schema version. */
+int pg__migrate(PGconn *c, const char *data_dir, int *version, terr *e);
+/* A heap copy of a text column (NULL for SQL NULL); sets *oom. */
+char *pg__dup(PGresult *r, int row, int col, int *oom);
+/* Text of an int64 / a double for a parameter (buf of 32 bytes). */
+const char *pg__i64(char *buf, int64_t v);
+const char *pg__f64(char *buf, double v);
+
+/* The job writes on a connection the caller holds inside its transaction
+ * (the [sync] entries and the writer thread share them). insert: *found /
+ * *existing as store_job_insert (j complete: id, owner, status set);
+ * finish: row (when not NULL) gets the job as written. */
+int pg__insert_on(pgstore *p, PGconn *c, const store_job *j, store_job *found,
+                  int *existing, terr *e);
+int pg__start_on(pgstore *p, PGconn *c, const char *id, int64_t started_at,
+                 const char *backend_used, const char *reason,
+                 const char *estimate, terr *e);
+int pg__finish_on(pgstore *p, PGconn *c, const char *id,
+                  const store_job_end *end, store_job *row, terr *e);
+int pg__progress_on(PGconn *c, const char *id, int64_t done, int64_t total,
+                    terr *e);
+/* A [sync] write: flush the async queue, then run fn(p, c, arg, e) in one
+ * transaction on a pooled connection (committed when fn returns 0, rolled
+ * back otherwise). */
+typedef int (*pg_txfn)(pgstore *p, PGconn *c, void *arg, terr *e);
+int pg__write(pgstore *p, pg_txfn fn, void *arg, terr *e);
+/* A read on a pooled connection: fn(p, c, arg, e), no transaction. */
+int pg__read(pgstore *p, pg_txfn fn, void *arg, terr *e);
+
+/* The backend's non-cluster entries (store_backend.h's, impl a pgstore). */
+int pg_job_insert(void *impl, store_job *j, int *existing, terr *e);
+int pg_job_get(void *impl, const char *id, const char *owner, store_job *out, terr *e);
+int pg_job_list(void *impl, const store_job_filter *f, store_job **jobs, int *n, int *has_next, store_job_pos *next, int64_t *total, terr *e);
+int pg_job_unfinished(void *impl, store_job **jobs, int *n, terr *e);
+int pg_job_children(void *impl, const char *parent_id, store_job **jobs, int *n, terr *e);
+int pg_job_result_npy(void *impl, const char *id, const char *owner, void **npy, size_t *len, terr *e);
+int pg_job_start(void *impl, const char *id, int64_t started_at, const char *backend_used, const char *reason, const char *estimate, terr *e);
+int pg_job_finish(void *impl, const char *id, const store_job_end *end, terr *e);
+int pg_job_requeue(void *impl, const char *id, terr *e);
+int pg_job_unstart(void *impl, const char *id, terr *e);
+int pg_job_note_start(void *impl, const char *id, int attempt, terr *e);
+int pg_job_delete(void *impl, const char *id, const char *owner, char ***paths, int *npaths, terr *e);
+int pg_expire(void *impl, int64_t before_ms, char ***paths, int *npaths, terr *e);
+int pg_stats(void *impl, const char *owner, store_stat **rows, int *n, terr *e);
+int pg_job_counts(void *impl, const char *owner, int64_t counts[5], terr *e);
+int pg_finished_by_step(void *impl, const char *owner, int64_t since_ms, int64_t step_ms, int nsteps, int64_t *counts, terr *e);
+int pg_array_insert(void *impl, store_array *a, int *existing, terr *e);
+int pg_array_get(void *impl, const char *id, const char *owner, store_array *out, terr *e);
+int pg_array_delete(void *impl, const char *id, const char *owner, char **path, terr *e);
+int pg_array_list(void *impl, const char *owner, const char *cursor, int limit, store_array **arrays, int *n, char *next_cursor, terr *e);
+/* pg_arrays.c, for job delete and expiry: 1 when a queued or running job's
+ * params mention id, 0 when none, <0 (e set) on error. */
+int pg__referenced(PGconn *c, const char *id, terr *e);
+/* Append the non-NULL column 0 of every row of r to (*paths, *n, *cap). */
+int pg__collect_paths(PGresult *r, char ***paths, int *n, size_t *cap,
+                      terr *e);
+
 /* pg_cluster.c: the cluster entries of store_pg_backend. */
 int pg_node_register(void *impl, store_node *n, terr *e);
 int pg_node_heartbeat(void *impl, const store_node *n, int64_t lease_ms,

@@ -42,6 +42,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 fail() { echo "FAIL: $*" >&2; for f in "$tmp"/node-*.log; do echo "--- $f" >&2; tail -30 "$f" >&2; done; exit 1; }
 
+mkdir -p "$tmp/pg"
 url=$(sh "$pgs" start "$tmp/pg" | tail -1)
 mkdir -p "$tmp/data"
 printf '%s\n' "$url" > "$tmp/store-url"

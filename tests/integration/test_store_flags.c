@@ -90,6 +90,9 @@ TEST(bad_configuration) {
   bad("--store-file", (const char *[]){"--store-file", empty, NULL});
   bad("not both", (const char *[]){"--store-file", file, "--store", "sqlite:", NULL});
   bad("--store", (const char *[]){"--store", "mysql://u:sekrit@h/db", NULL});
+  bad("--store", (const char *[]){"--store", "mysql://h/db?password=sekrit", NULL});
+  /* a key=value conninfo goes to PostgreSQL: unreachable, password unsaid */
+  bad("store", (const char *[]){"--store", "host=/nonexistent dbname=tessel password=sekrit", NULL});
   /* unreachable (or no libpq in this build): refused, password unsaid */
   bad("store", (const char *[]){"--store", "postgresql://tessel:sekrit@127.0.0.1:1/tessel", NULL});
   bad("store", (const char *[]){"--store-file", file, NULL});

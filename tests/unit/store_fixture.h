@@ -3,6 +3,13 @@
  * (fresh_dir, open_fresh), a queued job with the usual fields (job_init,
  * insert_job) and the final rm_tree of the root.
  *
+ * PostgreSQL: when $TESSEL_TEST_PG holds a conninfo (tests/cluster/
+ * with_pg.sh sets it), open_fresh opens that store instead, on a fresh
+ * schema (pg_reset drops and recreates schema public through a
+ * maintenance connection of its own), with the test's data dir tied to
+ * it; reopen opens the same store again. Cases that poke SQLite files
+ * call SKIP_ON_PG("why") first.
+ *
  * The including file's main starts with fixture_root (the mkdtemp root)
  * and ends with rm_tree(root). Single-threaded helpers (dir_seq is not
  * guarded): call them from the test's main thread. Static functions: each
@@ -16,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <libpq-fe.h>
 
 #include "check.h"
 #include "db/store.h"
@@ -40,14 +49,58 @@ static void fresh_dir(char *buf, size_t n) {
   snprintf(buf, n, "%s/d%d", root, dir_seq++);
 }
 
-static store *open_fresh(char *dir, size_t n) {
-  fresh_dir(dir, n);
+/* The PostgreSQL store under test, or NULL (SQLite). */
+static const char *test_pg(void) {
+  const char *u = getenv("TESSEL_TEST_PG");
+  return u && *u ? u : NULL;
+}
+
+/* A case that cannot run on PostgreSQL says why and returns. */
+#define SKIP_ON_PG(why)                                                   \
+  do {                                                                    \
+    if (test_pg()) {                                                      \
+      printf("skip on postgresql: %s\n", why);                            \
+      return;                                                             \
+    }                                                                     \
+  } while (0)
+
+static void pg_quiet(void *arg, const char *msg) {
+  (void)arg;
+  (void)msg;
+}
+
+/* Run sql on the test's PostgreSQL through a connection of its own. */
+static void pg_admin(const char *sql) {
+  PGconn *c = PQconnectdb(test_pg());
+  CHECK_MSG(PQstatus(c) == CONNECTION_OK, "pg: %s", PQerrorMessage(c));
+  PQsetNoticeProcessor(c, pg_quiet, NULL);
+  PGresult *r = PQexec(c, sql);
+  ExecStatusType st = PQresultStatus(r);
+  CHECK_MSG(st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK, "pg: %s: %s",
+            sql, PQresultErrorMessage(r));
+  PQclear(r);
+  PQfinish(c);
+}
+
+/* A fresh, empty PostgreSQL store (no tables). */
+static void pg_reset(void) {
+  pg_admin("DROP SCHEMA public CASCADE; CREATE SCHEMA public");
+}
+
+/* Open the store under test again on dir (SQLite: dir's file). */
+static store *reopen(const char *dir) {
   store *s = NULL;
   terr e;
   terr_clear(&e);
-  int rc = store_open(dir, &s, &e);
-  CHECK_MSG(rc == 0, "store_open: %s", e.message);
+  int rc = store_open_url(test_pg(), dir, &s, &e);
+  CHECK_MSG(rc == 0, "store_open_url: %s", e.message);
   return s;
+}
+
+static store *open_fresh(char *dir, size_t n) {
+  fresh_dir(dir, n);
+  if (test_pg()) pg_reset();
+  return reopen(dir);
 }
 
 static char *sdup(const char *x) { return x ? strdup(x) : NULL; }

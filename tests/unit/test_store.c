@@ -22,6 +22,7 @@
 #include "db/store.h"
 #include "http/http.h"
 #include "store_fixture.h"
+#include "db/pg/pg_int.h" /* pg__set_node: the node fence, without pg_cluster.c */
 
 /* Typed timings and results compared field by field (the records hold
  * no pointers, so equal values are equal bytes once zeroed the same way). */
@@ -71,6 +72,7 @@ static store_job_end end_ok(int64_t at, const char *path) {
 /* ---------------------------------------------------------------------- */
 
 TEST(test_open_migrate_reopen) {
+  SKIP_ON_PG("reads tessel.db's pragmas (test_pg_open is its twin)");
   char dir[300];
   store *s = open_fresh(dir, sizeof dir);
   if (!s) return;
@@ -543,7 +545,7 @@ TEST(test_start_async) {
   /* Pending at close: committed by the drain. */
   store_job_start_async(s, d, 4000, "serial", NULL, NULL);
   store_close(s);
-  CHECK(store_open(dir, &s, &e) == 0);
+  CHECK((s = reopen(dir)) != NULL);
   CHECK(store_job_get(s, d, NULL, &g, &e) == 0);
   CHECK(g.status == JOB_RUNNING && g.started_at == 4000 && g.attempts == 1);
   store_job_clear(&g);
@@ -700,7 +702,7 @@ TEST(test_result_in_row) {
 
   /* Survives a reopen; a delete names no file. */
   store_close(s);
-  CHECK(store_open(dir, &s, &e) == 0);
+  CHECK((s = reopen(dir)) != NULL);
   CHECK(store_job_result_npy(s, id, NULL, &buf, &len, &e) == 0);
   CHECK(len == sizeof npy && buf && memcmp(buf, npy, len) == 0);
   free(buf);
@@ -715,6 +717,7 @@ TEST(test_result_in_row) {
  * as JSON documents) is migrated on open and keeps its jobs: a finished
  * job's documents become its typed timings and result (migration 3). */
 TEST(test_migrate_from_v1) {
+  SKIP_ON_PG("writes a SQLite file of schema 1");
   char dir[300];
   store *s = open_fresh(dir, sizeof dir);
   if (!s) return;
@@ -1392,6 +1395,228 @@ TEST(test_split_children) {
   store_close(s);
 }
 
+/* One number from the test's PostgreSQL (sql's first column). */
+static long long pg_number(const char *sql) {
+  PGconn *c = PQconnectdb(test_pg());
+  PGresult *r = PQexec(c, sql);
+  long long v = -1;
+  if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1)
+    v = atoll(PQgetvalue(r, 0, 0));
+  else
+    fprintf(stderr, "pg: %s: %s", sql, PQerrorMessage(c));
+  PQclear(r);
+  PQfinish(c);
+  return v;
+}
+
+static int read_line(const char *path, char *buf, size_t cap) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  buf[0] = 0;
+  if (!fgets(buf, (int)cap, f)) buf[0] = 0;
+  fclose(f);
+  return 0;
+}
+
+/* PostgreSQL's open: migrations recorded and a reopen keeps the rows; a
+ * schema newer than the binary is refused (T_EINVAL) with nothing
+ * changed; the data dir is tied to the store (store-id); an unreachable
+ * server is T_EUNAVAIL and its message never holds the password. */
+TEST(test_pg_open) {
+  if (!test_pg()) {
+    printf("skip on sqlite: the PostgreSQL store's open\n");
+    return;
+  }
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  CHECK_STR(store_kind(s), "postgresql");
+  CHECK(store_is_cluster(s));
+  CHECK(store_ready(s));
+  int v = store_schema_version(s);
+  CHECK(v >= 1);
+  CHECK(pg_number("SELECT max(version) FROM schema_migrations") == v);
+  char id[T_ID_MAX];
+  CHECK(insert_job(s, "alice", "map", 0, id) == 0);
+  store_close(s);
+  char idfile[400], sid[80], sid2[80];
+  snprintf(idfile, sizeof idfile, "%s/store-id", dir);
+  CHECK(read_line(idfile, sid, sizeof sid) == 0 && sid[0]);
+  CHECK(pg_number("SELECT count(*) FROM meta WHERE key = 'store_id'") == 1);
+
+  s = reopen(dir);
+  if (!s) return;
+  CHECK(store_schema_version(s) == v);
+  store_job j;
+  terr e;
+  CHECK(store_job_get(s, id, "alice", &j, &e) == 0);
+  CHECK_STR(j.kind, "map");
+  store_job_clear(&j);
+  store_close(s);
+
+  /* A newer schema: refused, nothing written. */
+  char sql[200];
+  snprintf(sql, sizeof sql,
+           "INSERT INTO schema_migrations VALUES (%d, 0)", v + 98);
+  pg_admin(sql);
+  s = NULL;
+  terr_clear(&e);
+  CHECK(store_open_url(test_pg(), dir, &s, &e) == T_EINVAL);
+  CHECK(s == NULL);
+  snprintf(sql, sizeof sql, "%d", v + 98);
+  CHECK_MSG(strstr(e.message, sql) != NULL, "%s", e.message);
+  CHECK(pg_number("SELECT count(*) FROM schema_migrations") == v + 1);
+  CHECK(pg_number("SELECT count(*) FROM jobs") == 1);
+  CHECK(read_line(idfile, sid2, sizeof sid2) == 0 && strcmp(sid, sid2) == 0);
+  snprintf(sql, sizeof sql, "DELETE FROM schema_migrations WHERE version = %d",
+           v + 98);
+  pg_admin(sql);
+
+  /* Another data dir: one with another store's id, one with none. */
+  char other[300], path[400];
+  fresh_dir(other, sizeof other);
+  CHECK(t_mkdirs(other) == 0);
+  snprintf(path, sizeof path, "%s/store-id", other);
+  FILE *f = fopen(path, "w");
+  CHECK(f != NULL);
+  if (f) {
+    fputs("s_another_store\n", f);
+    fclose(f);
+  }
+  CHECK(store_open_url(test_pg(), other, &s, &e) == T_EINVAL);
+  CHECK(s == NULL);
+  CHECK_MSG(strstr(e.message, "another store") != NULL, "%s", e.message);
+  fresh_dir(other, sizeof other);
+  CHECK(store_open_url(test_pg(), other, &s, &e) == T_EINVAL);
+  CHECK(s == NULL);
+  snprintf(path, sizeof path, "%s/store-id", other);
+  CHECK(access(path, F_OK) != 0); /* nothing written */
+  CHECK(pg_number("SELECT count(*) FROM meta WHERE key = 'store_id'") == 1);
+
+  /* Unreachable (nothing listens on port 1; no such socket folder): the
+   * password is never in the words. */
+  const char *bad[] = {
+      "postgresql://tessel:secret123@127.0.0.1:1/tessel",
+      "host=/nonexistent/tessel-sock dbname=tessel user=tessel "
+      "password=secret123"};
+  for (int i = 0; i < 2; i++) {
+    terr_clear(&e);
+    CHECK(store_open_url(bad[i], dir, &s, &e) == T_EUNAVAIL);
+    CHECK(s == NULL);
+    CHECK(e.message[0] != 0);
+    CHECK_MSG(strstr(e.message, "secret123") == NULL, "%s", e.message);
+  }
+}
+
+typedef struct restart_state {
+  atomic_int called;
+  int rc;
+  job_status status;
+} restart_state;
+
+static void on_restart_finish(void *arg, int rc, const terr *e,
+                              store_job *row) {
+  (void)e;
+  restart_state *st = arg;
+  st->rc = rc;
+  st->status = row ? row->status : JOB_QUEUED;
+  if (row) store_job_clear(row);
+  atomic_store(&st->called, 1);
+}
+
+/* Run "pgserver.sh <cmd> <dir>" on the test's server. */
+static int pgserver(const char *cmd) {
+  char line[1200];
+  snprintf(line, sizeof line, "'%s' %s '%s' >/dev/null 2>&1",
+           getenv("TESSEL_TEST_PGSERVER"), cmd, getenv("TESSEL_TEST_PG_DIR"));
+  return system(line);
+}
+
+/* The server goes away and comes back: store_ready turns 0, a [sync] write
+ * is T_EUNAVAIL meanwhile, and an [async] finish queued while it was gone
+ * is not dropped: it commits once the server is back and its callback
+ * says so. (Waits are bounded polls, not timing assertions.) */
+TEST(test_pg_restart) {
+  if (!test_pg() || !getenv("TESSEL_TEST_PG_DIR") ||
+      !getenv("TESSEL_TEST_PGSERVER")) {
+    printf("skip: needs tests/cluster/with_pg.sh\n");
+    return;
+  }
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  char id[T_ID_MAX];
+  terr e;
+  CHECK(insert_job(s, "", "map", 0, id) == 0);
+  CHECK(store_job_start(s, id, 1000, "cpu", NULL, NULL, &e) == 0);
+  CHECK(pgserver("stop") == 0);
+  restart_state st = {0};
+  store_job_end x = end_ok(2000, NULL);
+  CHECK(store_job_finish_async(s, id, &x, on_restart_finish, &st, &e) == 0);
+  int ready = 1;
+  for (int i = 0; i < 200 && (ready = store_ready(s)); i++) usleep(100000);
+  CHECK(ready == 0);
+  char other[T_ID_MAX];
+  CHECK(insert_job(s, "", "map", 0, other) == T_EUNAVAIL);
+  CHECK(atomic_load(&st.called) == 0); /* still held, not dropped */
+  CHECK(pgserver("restart") == 0);
+  for (int i = 0; i < 300 && !atomic_load(&st.called); i++) usleep(100000);
+  CHECK(atomic_load(&st.called) == 1);
+  CHECK(st.rc == 0 && st.status == JOB_SUCCEEDED);
+  for (int i = 0; i < 50 && !(ready = store_ready(s)); i++) usleep(100000);
+  CHECK(ready == 1);
+  store_job g;
+  CHECK(store_job_get(s, id, NULL, &g, &e) == 0);
+  CHECK(g.status == JOB_SUCCEEDED && g.finished_at == 2000);
+  store_job_clear(&g);
+  store_close(s);
+}
+
+/* The node fence: once the store knows its node, start and finish leave a
+ * job another node holds alone (T_ECONFLICT "held by another node"); a
+ * finish of its own job records the node, clears the lease and counts it
+ * in nodes.jobs_done. */
+TEST(test_pg_node_fence) {
+  if (!test_pg()) {
+    printf("skip on sqlite: one node, no fence\n");
+    return;
+  }
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  char mine[T_ID_MAX], theirs[T_ID_MAX], sql[300];
+  terr e;
+  CHECK(insert_job(s, "", "map", 0, mine) == 0);
+  CHECK(insert_job(s, "", "map", 0, theirs) == 0);
+  pg_admin("INSERT INTO nodes (id, name) VALUES ('n_self', 'self'),"
+           " ('n_other', 'other')");
+  snprintf(sql, sizeof sql,
+           "UPDATE jobs SET node = 'n_other', lease_until = 1 WHERE id = '%s';"
+           " UPDATE jobs SET node = 'n_self', lease_until = 1 WHERE id = '%s'",
+           theirs, mine);
+  pg_admin(sql);
+  pg__set_node(store_impl(s), "n_self");
+  CHECK(store_job_start(s, theirs, 10, "cpu", NULL, NULL, &e) == T_ECONFLICT);
+  CHECK_MSG(strstr(e.message, "another node") != NULL, "%s", e.message);
+  CHECK(store_job_start(s, mine, 10, "cpu", NULL, NULL, &e) == 0);
+  store_job_end x = end_ok(20, NULL);
+  CHECK(store_job_finish(s, theirs, &x, &e) == T_ECONFLICT);
+  CHECK_MSG(strstr(e.message, "held by another node") != NULL, "%s",
+            e.message);
+  CHECK(store_job_finish(s, mine, &x, &e) == 0);
+  store_job g;
+  CHECK(store_job_get(s, theirs, NULL, &g, &e) == 0);
+  CHECK(g.status == JOB_QUEUED && g.node && strcmp(g.node, "n_other") == 0);
+  store_job_clear(&g);
+  CHECK(store_job_get(s, mine, NULL, &g, &e) == 0);
+  CHECK(g.status == JOB_SUCCEEDED && g.lease_until == 0);
+  CHECK(g.node && strcmp(g.node, "n_self") == 0);
+  store_job_clear(&g);
+  CHECK(pg_number("SELECT jobs_done FROM nodes WHERE id = 'n_self'") == 1);
+  CHECK(pg_number("SELECT jobs_done FROM nodes WHERE id = 'n_other'") == 0);
+  store_close(s);
+}
+
 int main(void) {
   if (fixture_root("/tmp/tessel_store_XXXXXX")) return 1;
   RUN(test_open_migrate_reopen);
@@ -1412,6 +1637,9 @@ int main(void) {
   RUN(test_stats_counts);
   RUN(test_note_start_and_unstart);
   RUN(test_split_children);
+  RUN(test_pg_open);
+  RUN(test_pg_node_fence);
+  RUN(test_pg_restart);
   rm_tree(root);
   return check_summary();
 }

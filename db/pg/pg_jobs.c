@@ -1,0 +1,576 @@
+/* pg_jobs.c — the job rows on PostgreSQL: reading a row (pg__job_row),
+ * insert (idempotent per owner and request_id; notifies "queued:<id>" in
+ * its transaction), get, the list with every filter and order of
+ * store_job_filter and its cursor, the unfinished jobs, a split job's
+ * children, a result kept in the row.
+ *
+ * Same semantics as db/sqlite/store_jobs.c: children (rows with parent)
+ * are never listed nor counted; q matches ASCII letters in any case and
+ * every other character literally (translate() folds A-Z only, LIKE with
+ * \ escaping); cursors compare the order's key then the id, ids bytewise
+ * (the columns are COLLATE "C"). Parameters are numbered as they are
+ * added (PostgreSQL wants every parameter used and typed).
+ *
+ * Threads: any; each call borrows a pooled connection (pg__read /
+ * pg__write). Ownership as store.h says.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/pg/pg_int.h"
+#include "util/vec.h"
+
+static double col_f64(PGresult *r, int row, int col) {
+  return strtod(PQgetvalue(r, row, col), NULL);
+}
+static int64_t col_i64(PGresult *r, int row, int col) {
+  return strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+/* Columns of PG_JOB_COLS holding the timings (JOB_T_* order). */
+static const int timing_cols[JOB_T__COUNT] = {17, 27, 28, 29, 30, 31, 32};
+
+int pg__job_row(PGresult *r, int row, store_job *j) {
+  int oom = 0;
+  memset(j, 0, sizeof *j);
+  snprintf(j->id, sizeof j->id, "%s", PQgetvalue(r, row, 0));
+  j->owner = pg__dup(r, row, 1, &oom);
+  j->kind = pg__dup(r, row, 2, &oom);
+  j->params = pg__dup(r, row, 3, &oom);
+  int sv = job_status_parse(PQgetvalue(r, row, 4));
+  j->status = sv < 0 ? JOB_FAILED : (job_status)sv;
+  j->backend_requested = pg__dup(r, row, 5, &oom);
+  j->backend_used = pg__dup(r, row, 6, &oom);
+  j->backend_reason = pg__dup(r, row, 7, &oom);
+  j->estimate = pg__dup(r, row, 8, &oom);
+  j->priority = (int)col_i64(r, row, 9);
+  j->label = pg__dup(r, row, 10, &oom);
+  j->request_id = pg__dup(r, row, 11, &oom);
+  j->body_hash = pg__dup(r, row, 12, &oom);
+  j->timeout_s = col_f64(r, row, 13);
+  j->created_at = col_i64(r, row, 14);
+  j->started_at = col_i64(r, row, 15);
+  j->finished_at = col_i64(r, row, 16);
+  for (int i = 0; i < JOB_T__COUNT; i++)
+    if (!PQgetisnull(r, row, timing_cols[i]))
+      job_timings_put(&j->timings, (job_timing)i,
+                      col_f64(r, row, timing_cols[i]));
+  j->progress_done = col_i64(r, row, 18);
+  j->progress_total = col_i64(r, row, 19);
+  j->error_code = pg__dup(r, row, 20, &oom);
+  j->error_message = pg__dup(r, row, 21, &oom);
+  if (!PQgetisnull(r, row, 22)) {
+    job_result_info *x = &j->result;
+    snprintf(x->dtype, sizeof x->dtype, "%s", PQgetvalue(r, row, 22));
+    const char *sh = PQgetvalue(r, row, 33);
+    while (*sh && x->ndim < STORE_MAXDIM) {
+      while (*sh == '[' || *sh == ',' || *sh == ' ') sh++;
+      if (*sh < '0' || *sh > '9') break;
+      char *end;
+      x->shape[x->ndim++] = strtoll(sh, &end, 10);
+      sh = end;
+    }
+    x->bytes = col_i64(r, row, 34);
+    x->nonconverged = col_i64(r, row, 35);
+  }
+  j->result_path = pg__dup(r, row, 23, &oom);
+  j->compare = pg__dup(r, row, 24, &oom);
+  j->max_abs_diff = PQgetisnull(r, row, 25) ? NAN : col_f64(r, row, 25);
+  j->attempts = (int)col_i64(r, row, 26);
+  j->output_file = pg__dup(r, row, 36, &oom);
+  j->result_parts = pg__dup(r, row, 37, &oom);
+  j->node = pg__dup(r, row, 38, &oom);
+  j->lease_until = col_i64(r, row, 39);
+  j->cancel_requested = PQgetvalue(r, row, 40)[0] == 't';
+  j->parent = pg__dup(r, row, 41, &oom);
+  j->tile = (int)col_i64(r, row, 42);
+  j->tiles = (int)col_i64(r, row, 43);
+  if (oom) {
+    store_job_clear(j);
+    return T_ENOMEM;
+  }
+  return 0;
+}
+
+int pg__job_rows(PGresult *r, store_job **jobs, int *n, terr *e) {
+  *jobs = NULL;
+  *n = 0;
+  int cnt = PQntuples(r);
+  if (cnt == 0) return 0;
+  store_job *v = calloc((size_t)cnt, sizeof *v);
+  if (!v) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  for (int i = 0; i < cnt; i++)
+    if (pg__job_row(r, i, &v[i])) {
+      for (int k = 0; k < i; k++) store_job_clear(&v[k]);
+      free(v);
+      return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+    }
+  *jobs = v;
+  *n = cnt;
+  return 0;
+}
+
+/* ---- insert -------------------------------------------------------------- */
+
+static int same_str(const char *a, const char *b) {
+  if (!a || !b) return a == b;
+  return strcmp(a, b) == 0;
+}
+
+/* The shape as the store keeps it: JSON text "[3,4]". */
+static void shape_text(const job_result_info *r, char *buf, size_t cap) {
+  size_t n = (size_t)snprintf(buf, cap, "[");
+  for (int d = 0; d < r->ndim && d < STORE_MAXDIM && n < cap; d++)
+    n += (size_t)snprintf(buf + n, cap - n, "%s%lld", d ? "," : "",
+                          (long long)r->shape[d]);
+  if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+static int pg__insert_on_(pgstore *p, PGconn *c, const store_job *j,
+                          store_job *found, int *existing, int retry,
+                          terr *e) {
+  PGresult *r;
+  int rc;
+  *existing = 0;
+  if (j->request_id) {
+    const char *v[] = {j->owner, j->request_id};
+    /* FOR UPDATE: a racing insert of the same key waits for ours. */
+    rc = pg__exec(c,
+                  "SELECT " PG_JOB_COLS " FROM jobs"
+                  " WHERE owner = $1 AND request_id = $2 FOR UPDATE",
+                  2, v, &r, "insert job", e);
+    if (rc) return rc;
+    if (PQntuples(r) == 1) {
+      store_job f;
+      rc = pg__job_row(r, 0, &f);
+      PQclear(r);
+      if (rc) return terr_set(e, rc, "", -1, "store: out of memory");
+      if (!same_str(f.body_hash, j->body_hash)) {
+        store_job_clear(&f);
+        return terr_set(e, T_ECONFLICT, "request_id", -1,
+                        "'%s' was used for a different request body",
+                        j->request_id);
+      }
+      *existing = 1;
+      if (found) *found = f;
+      else store_job_clear(&f);
+      return 0;
+    }
+    PQclear(r);
+  }
+  char b[16][32], shape[STORE_MAXDIM * 22 + 4];
+  const job_timings *t = &j->timings;
+  const char *tv[JOB_T__COUNT];
+  for (int i = 0; i < JOB_T__COUNT; i++)
+    tv[i] = t->set & (1u << i) ? pg__f64(b[i], t->ms[i]) : NULL;
+  const job_result_info *x = &j->result;
+  if (x->dtype[0]) shape_text(x, shape, sizeof shape);
+  const char *v[] = {
+      j->id, j->owner, j->kind, j->params, j->backend_requested,
+      j->backend_used, j->backend_reason, j->estimate,
+      pg__i64(b[7], j->priority), j->label, j->request_id, j->body_hash,
+      pg__f64(b[8], j->timeout_s), pg__i64(b[9], j->created_at),
+      pg__i64(b[10], j->started_at), pg__i64(b[11], j->finished_at),
+      tv[JOB_T_QUEUE], pg__i64(b[12], j->progress_done),
+      pg__i64(b[13], j->progress_total), j->error_code, j->error_message,
+      x->dtype[0] ? x->dtype : NULL, j->result_path, j->compare,
+      isnan(j->max_abs_diff) ? NULL : pg__f64(b[14], j->max_abs_diff),
+      pg__i64(b[15], j->attempts), tv[JOB_T_PREPARE], tv[JOB_T_H2D],
+      tv[JOB_T_COMPUTE], tv[JOB_T_D2H], tv[JOB_T_STORE], tv[JOB_T_TOTAL],
+      x->dtype[0] ? shape : NULL, NULL, NULL, j->output_file, j->result_parts,
+      j->parent, NULL, NULL};
+  char rb[2][32], tb[2][32];
+  if (x->dtype[0]) {
+    v[33] = pg__i64(rb[0], x->bytes);
+    if (x->nonconverged > 0) v[34] = pg__i64(rb[1], x->nonconverged);
+  }
+  v[38] = pg__i64(tb[0], j->tile);
+  v[39] = pg__i64(tb[1], j->tiles);
+  rc = pg__exec(c,
+                "INSERT INTO jobs (id, owner, kind, params, status,"
+                " backend_requested, backend_used, backend_reason, estimate,"
+                " priority, label, request_id, body_hash, timeout_s,"
+                " created_at, started_at, finished_at, t_queue,"
+                " progress_done, progress_total, error_code, error_message,"
+                " result_dtype, result_path, compare, max_abs_diff, attempts,"
+                " t_prepare, t_h2d, t_compute, t_d2h, t_store, t_total,"
+                " result_shape, result_bytes, result_nonconverged,"
+                " output_file, result_parts, parent, tile, tiles) VALUES"
+                " ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, $9, $10, $11,"
+                " $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,"
+                " $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33,"
+                " $34, $35, $36, $37, $38, $39, $40)"
+                /* Another node's insert of the same key won the race: we
+                 * waited for its commit; answer as its row (below). */
+                " ON CONFLICT (owner, request_id) WHERE request_id IS NOT NULL"
+                " DO NOTHING",
+                40, v, &r, "insert job", e);
+  if (rc == T_ECONFLICT)
+    return terr_set(e, T_ECONFLICT, "id", -1, "job %s: %s", j->id, e->message);
+  if (rc) return rc;
+  int inserted = atoi(PQcmdTuples(r)) > 0;
+  PQclear(r);
+  if (!inserted) return retry ? pg__insert_on_(p, c, j, found, existing, 0, e)
+                              : terr_set(e, T_EIO, "request_id", -1,
+                                         "store: insert job: lost a race twice");
+  const char *nv[] = {j->id};
+  return pg__exec(c, "SELECT pg_notify('tessel', 'queued:' || $1::text)", 1,
+                  nv, NULL, "notify", e);
+}
+
+int pg__insert_on(pgstore *p, PGconn *c, const store_job *j, store_job *found,
+                  int *existing, terr *e) {
+  return pg__insert_on_(p, c, j, found, existing, 1, e);
+}
+
+typedef struct insert_args {
+  const store_job *j;
+  store_job found;
+  int existing;
+} insert_args;
+
+static int insert_tx(pgstore *p, PGconn *c, void *arg, terr *e) {
+  insert_args *a = arg;
+  return pg__insert_on(p, c, a->j, &a->found, &a->existing, e);
+}
+
+int pg_job_insert(void *impl, store_job *j, int *existing, terr *e) {
+  if (existing) *existing = 0;
+  if (!impl || !j) return terr_set(e, T_EINVAL, "", -1, "store: no job");
+  if (!j->kind || !*j->kind)
+    return terr_set(e, T_EINVAL, "kind", -1, "missing");
+  if (!j->params) return terr_set(e, T_EINVAL, "params", -1, "missing");
+  if (!j->id[0]) t_id_new('j', j->id);
+  if (!j->created_at) j->created_at = t_wall_ms();
+  j->status = JOB_QUEUED;
+  store_job tmp = *j;
+  if (!tmp.owner) tmp.owner = "";
+  if (!tmp.backend_requested) tmp.backend_requested = "auto";
+  insert_args a = {.j = &tmp};
+  store_job_clear(&a.found);
+  int rc = pg__write(impl, insert_tx, &a, e);
+  if (rc) {
+    store_job_clear(&a.found);
+    return rc;
+  }
+  if (a.existing) {
+    store_job_clear(j);
+    *j = a.found;
+    if (existing) *existing = 1;
+  }
+  return 0;
+}
+
+/* ---- reads ---------------------------------------------------------------- */
+
+typedef struct get_args {
+  const char *id, *owner;
+  store_job *out;
+} get_args;
+
+static int get_rd(pgstore *p, PGconn *c, void *arg, terr *e) {
+  (void)p;
+  get_args *a = arg;
+  const char *v[] = {a->id};
+  PGresult *r;
+  int rc = pg__exec(c, "SELECT " PG_JOB_COLS " FROM jobs WHERE id = $1", 1, v,
+                    &r, "get job", e);
+  if (rc) return rc;
+  if (PQntuples(r) != 1 ||
+      (a->owner && strcmp(PQgetvalue(r, 0, 1), a->owner) != 0))
+    rc = terr_set(e, T_ENOTFOUND, "id", -1, "no job %s", a->id);
+  else if (pg__job_row(r, 0, a->out))
+    rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  PQclear(r);
+  return rc;
+}
+
+int pg_job_get(void *impl, const char *id, const char *owner, store_job *out,
+               terr *e) {
+  memset(out, 0, sizeof *out);
+  out->max_abs_diff = NAN;
+  if (!impl || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
+  get_args a = {id, owner, out};
+  return pg__read(impl, get_rd, &a, e);
+}
+
+typedef struct rows_args {
+  const char *sql;
+  const char *v[2];
+  int n;
+  store_job **jobs;
+  int *cnt;
+} rows_args;
+
+static int rows_rd(pgstore *p, PGconn *c, void *arg, terr *e) {
+  (void)p;
+  rows_args *a = arg;
+  PGresult *r;
+  int rc = pg__exec(c, a->sql, a->n, a->v, &r, "read jobs", e);
+  if (rc) return rc;
+  rc = pg__job_rows(r, a->jobs, a->cnt, e);
+  PQclear(r);
+  return rc;
+}
+
+int pg_job_unfinished(void *impl, store_job **jobs, int *n, terr *e) {
+  *jobs = NULL;
+  *n = 0;
+  if (!impl) return terr_set(e, T_EINVAL, "", -1, "store: not open");
+  rows_args a = {"SELECT " PG_JOB_COLS " FROM jobs"
+                 " WHERE status IN ('queued','running')"
+                 " ORDER BY priority DESC, created_at, id",
+                 {NULL, NULL}, 0, jobs, n};
+  return pg__read(impl, rows_rd, &a, e);
+}
+
+int pg_job_children(void *impl, const char *parent_id, store_job **jobs,
+                    int *n, terr *e) {
+  *jobs = NULL;
+  *n = 0;
+  if (!impl || !parent_id) return terr_set(e, T_EINVAL, "id", -1, "missing");
+  rows_args a = {"SELECT " PG_JOB_COLS " FROM jobs WHERE parent = $1"
+                 " ORDER BY tile, id",
+                 {parent_id, NULL}, 1, jobs, n};
+  return pg__read(impl, rows_rd, &a, e);
+}
+
+typedef struct npy_args {
+  const char *id, *owner;
+  void **npy;
+  size_t *len;
+} npy_args;
+
+static int npy_rd(pgstore *p, PGconn *c, void *arg, terr *e) {
+  (void)p;
+  npy_args *a = arg;
+  const char *v[] = {a->id};
+  PGresult *r;
+  /* Binary result: the bytea's bytes as they are. */
+  int rc = pg__exec_ex(c, "SELECT owner, result_npy FROM jobs WHERE id = $1",
+                       1, v, NULL, NULL, 1, &r, "job result", e);
+  if (rc) return rc;
+  if (PQntuples(r) != 1) {
+    rc = terr_set(e, T_ENOTFOUND, "id", -1, "no job %s", a->id);
+  } else if ((a->owner && strcmp(PQgetvalue(r, 0, 0), a->owner) != 0) ||
+             PQgetisnull(r, 0, 1)) {
+    rc = terr_set(e, T_ENOTFOUND, "id", -1,
+                  "no result of job %s in the store", a->id);
+  } else {
+    int len = PQgetlength(r, 0, 1);
+    void *copy = malloc(len > 0 ? (size_t)len : 1);
+    if (!copy) {
+      rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+    } else {
+      memcpy(copy, PQgetvalue(r, 0, 1), (size_t)len);
+      *a->npy = copy;
+      *a->len = (size_t)len;
+    }
+  }
+  PQclear(r);
+  return rc;
+}
+
+int pg_job_result_npy(void *impl, const char *id, const char *owner,
+                      void **npy, size_t *len, terr *e) {
+  *npy = NULL;
+  *len = 0;
+  if (!impl || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
+  npy_args a = {id, owner, npy, len};
+  return pg__read(impl, npy_rd, &a, e);
+}
+
+/* ---- the list -------------------------------------------------------------- */
+
+#define DUR_NONE_DESC (-1.0)
+#define DUR_NONE_ASC 1e300
+static const char *order_key_sql(store_job_order o, int desc) {
+  switch (o) {
+  case STORE_ORDER_STATUS:
+    return "(CASE status WHEN 'queued' THEN 0 WHEN 'running' THEN 1"
+           " WHEN 'succeeded' THEN 2 WHEN 'failed' THEN 3 ELSE 4 END)";
+  case STORE_ORDER_KIND: return "kind";
+  case STORE_ORDER_DURATION:
+    return desc ? "COALESCE(t_total, -1.0)" : "COALESCE(t_total, 1e300)";
+  default: return NULL;
+  }
+}
+
+static void row_pos(const store_job *j, store_job_order o, int desc,
+                    store_job_pos *p) {
+  memset(p, 0, sizeof *p);
+  snprintf(p->id, sizeof p->id, "%s", j->id);
+  if (o == STORE_ORDER_STATUS) p->num = (double)j->status;
+  if (o == STORE_ORDER_KIND) snprintf(p->text, sizeof p->text, "%s", j->kind);
+  if (o == STORE_ORDER_DURATION)
+    p->num = j->timings.set & (1u << JOB_T_TOTAL) ? j->timings.ms[JOB_T_TOTAL]
+             : desc                               ? DUR_NONE_DESC
+                                                  : DUR_NONE_ASC;
+}
+
+/* q as a LIKE pattern: %q% with \ escaping \, % and _, A-Z folded. */
+static int like_pattern(const char *q, char *out, size_t cap) {
+  size_t n = 0;
+  if (cap < 3) return -1;
+  out[n++] = '%';
+  for (const char *c = q; *c; c++) {
+    if (n + 3 >= cap) return -1;
+    if (*c == '%' || *c == '_' || *c == '\\') out[n++] = '\\';
+    out[n++] = *c >= 'A' && *c <= 'Z' ? (char)(*c - 'A' + 'a') : *c;
+  }
+  out[n++] = '%';
+  out[n] = 0;
+  return 0;
+}
+
+#define FOLD(col)                                                             \
+  "translate(" col ", 'ABCDEFGHIJKLMNOPQRSTUVWXYZ',"                          \
+  " 'abcdefghijklmnopqrstuvwxyz')"
+
+/* The WHERE text and its parameters, numbered in order. */
+typedef struct qb {
+  char sql[3072];
+  size_t len;
+  const char *v[12];
+  int n;
+} qb;
+
+static void qb_add(qb *q, const char *fmt, const char *val) {
+  /* fmt has one %d for the parameter number (two for the backend). */
+  q->v[q->n++] = val;
+  q->len += (size_t)snprintf(q->sql + q->len, sizeof q->sql - q->len, fmt,
+                             q->n, q->n, q->n);
+}
+
+typedef struct list_args {
+  const store_job_filter *f;
+  store_job_pos after;
+  int has_after;
+  const char *pat;
+  store_job *v;
+  int cnt;
+  int64_t *total;
+} list_args;
+
+static void filters(const list_args *a, qb *q, char *st) {
+  const store_job_filter *f = a->f;
+  q->len = (size_t)snprintf(q->sql, sizeof q->sql, " WHERE parent IS NULL");
+  if (f->owner) qb_add(q, " AND owner = $%d", f->owner);
+  if (f->status >= 0) {
+    snprintf(st, 16, "%s", job_status_name((job_status)f->status));
+    qb_add(q, " AND status = $%d", st);
+  }
+  if (f->kind) qb_add(q, " AND kind = $%d", f->kind);
+  if (f->label) qb_add(q, " AND label = $%d", f->label);
+  if (f->backend)
+    qb_add(q,
+           " AND (backend_requested = $%d::text OR backend_used = $%d::text"
+           " OR backend_used LIKE replace(replace(replace($%d::text, '\\',"
+           " '\\\\'), '%%', '\\%%'), '_', '\\_') || ':%%')",
+           f->backend);
+  if (f->q)
+    qb_add(q, " AND (" FOLD("id") " LIKE $%d::text OR " FOLD("label")
+              " LIKE $%d::text OR false)",
+           a->pat);
+}
+
+static int list_rd(pgstore *p, PGconn *c, void *arg, terr *e) {
+  (void)p;
+  list_args *a = arg;
+  const store_job_filter *f = a->f;
+  char st[16], num[32], lim[32];
+  qb q;
+  q.n = 0;
+  filters(a, &q, st);
+  qb w = q; /* the filters alone, for the total */
+  const char *key = order_key_sql(f->order, !f->asc);
+  const char *kcmp = !f->asc ? "<" : ">";
+  const char *icmp = !key && f->asc ? ">" : "<";
+  if (a->has_after && key) {
+    const char *kv = f->order == STORE_ORDER_KIND ? a->after.text
+                     : f->order == STORE_ORDER_STATUS
+                         ? pg__i64(num, (int64_t)a->after.num)
+                         : pg__f64(num, a->after.num);
+    const char *cast = f->order == STORE_ORDER_KIND     ? "text"
+                       : f->order == STORE_ORDER_STATUS ? "int"
+                                                        : "float8";
+    q.v[q.n++] = kv;
+    q.v[q.n++] = a->after.id;
+    q.len += (size_t)snprintf(q.sql + q.len, sizeof q.sql - q.len,
+                              " AND (%s %s $%d::%s OR (%s = $%d::%s AND"
+                              " id < $%d::text))",
+                              key, kcmp, q.n - 1, cast, key, q.n - 1, cast,
+                              q.n);
+  } else if (a->has_after) {
+    q.v[q.n++] = a->after.id;
+    q.len += (size_t)snprintf(q.sql + q.len, sizeof q.sql - q.len,
+                              " AND id %s $%d::text", icmp, q.n);
+  }
+  q.v[q.n++] = pg__i64(lim, f->limit + 1);
+  if (key)
+    q.len += (size_t)snprintf(q.sql + q.len, sizeof q.sql - q.len,
+                              " ORDER BY %s %s, id DESC LIMIT $%d::int", key,
+                              !f->asc ? "DESC" : "ASC", q.n);
+  else
+    q.len += (size_t)snprintf(q.sql + q.len, sizeof q.sql - q.len,
+                              " ORDER BY id %s LIMIT $%d::int",
+                              !f->asc ? "DESC" : "ASC", q.n);
+  char sql[3400];
+  snprintf(sql, sizeof sql, "SELECT " PG_JOB_COLS " FROM jobs%s", q.sql);
+  PGresult *r;
+  int rc = pg__exec(c, sql, q.n, q.v, &r, "list jobs", e);
+  if (rc) return rc;
+  rc = pg__job_rows(r, &a->v, &a->cnt, e);
+  PQclear(r);
+  if (rc || !a->total) return rc;
+  snprintf(sql, sizeof sql, "SELECT count(*) FROM jobs%s", w.sql);
+  if ((rc = pg__exec(c, sql, w.n, w.v, &r, "count jobs", e))) return rc;
+  *a->total = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+  PQclear(r);
+  return 0;
+}
+
+int pg_job_list(void *impl, const store_job_filter *f, store_job **jobs,
+                int *n, int *has_next, store_job_pos *next, int64_t *total,
+                terr *e) {
+  *jobs = NULL;
+  *n = 0;
+  *has_next = 0;
+  if (total) *total = 0;
+  if (!impl || !f) return terr_set(e, T_EINVAL, "", -1, "store: no filter");
+  list_args a = {.f = f, .has_after = f->after != NULL, .total = total};
+  if (a.has_after) a.after = *f->after;
+  memset(next, 0, sizeof *next);
+  if (f->limit < 1 || f->limit > 1000)
+    return terr_set(e, T_EINVAL, "limit", f->limit, "must be 1..1000, got %d",
+                    f->limit);
+  if (f->status < -1 || f->status > JOB_CANCELED)
+    return terr_set(e, T_EINVAL, "status", -1, "unknown status %d", f->status);
+  if ((unsigned)f->order >= STORE_ORDER__COUNT)
+    return terr_set(e, T_EINVAL, "order_by", -1, "unknown order %d",
+                    (int)f->order);
+  char pat[2 * STORE_JOB_Q_MAX + 3];
+  if (f->q && (strlen(f->q) > STORE_JOB_Q_MAX ||
+               like_pattern(f->q, pat, sizeof pat)))
+    return terr_set(e, T_EINVAL, "q", -1, "longer than %d bytes",
+                    STORE_JOB_Q_MAX);
+  a.pat = pat;
+  int rc = pg__read(impl, list_rd, &a, e);
+  if (rc) {
+    for (int i = 0; i < a.cnt; i++) store_job_clear(&a.v[i]);
+    free(a.v);
+    if (total) *total = 0;
+    return rc;
+  }
+  if (a.cnt > f->limit) {
+    store_job_clear(&a.v[f->limit]);
+    a.cnt = f->limit;
+    *has_next = 1;
+    row_pos(&a.v[a.cnt - 1], f->order, !f->asc, next);
+  }
+  *jobs = a.v;
+  *n = a.cnt;
+  return 0;
+}

@@ -1,0 +1,230 @@
+/* pg_stats.c — the aggregate views on PostgreSQL (per-group stats, counts
+ * by status, finished jobs per time step) and expiry.
+ *
+ * store_stats is one GROUP BY: counts per (kind, backend_used, status),
+ * the succeeded jobs' result bytes, and p50/p95 of their compute times
+ * with percentile_cont (linear interpolation between the closest ranks,
+ * NumPy's default, as the SQLite backend computes them). Children of
+ * split jobs are left out of every view.
+ *
+ * store_expire runs on one node at a time: its transaction first takes
+ * pg_try_advisory_xact_lock(7243002); a node that does not get it expires
+ * nothing this round (0, no paths) — the holder does the work. It deletes
+ * the old finished jobs (a split job with its tiles; tiles never expire
+ * on their own) and the old unreferenced arrays with DELETE ... RETURNING,
+ * collecting the files the caller removes.
+ *
+ * Threads: any (pooled connections).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db/pg/pg_int.h"
+#include "util/vec.h"
+
+#define PG_EXPIRE_LOCK "7243002"
+
+typedef struct stats_args {
+  const char *owner;
+  store_stat *rows;
+  int n;
+} stats_args;
+
+static int stats_rd(pgstore *p, PGconn *c, void *arg, terr *e) {
+  (void)p;
+  stats_args *a = arg;
+  const char *v[] = {a->owner};
+  PGresult *r;
+  int rc = pg__exec(
+      c,
+      "SELECT kind, backend_used, status, count(*),"
+      " sum(result_bytes) FILTER (WHERE status = 'succeeded'),"
+      " percentile_cont(0.5) WITHIN GROUP (ORDER BY t_compute)"
+      "  FILTER (WHERE status = 'succeeded'),"
+      " percentile_cont(0.95) WITHIN GROUP (ORDER BY t_compute)"
+      "  FILTER (WHERE status = 'succeeded')"
+      " FROM jobs WHERE parent IS NULL AND ($1::text IS NULL OR owner = $1)"
+      " GROUP BY 1, 2, 3"
+      " ORDER BY kind, backend_used NULLS FIRST, status COLLATE \"C\"",
+      1, v, &r, "stats", e);
+  if (rc) return rc;
+  int rows = PQntuples(r);
+  a->rows = calloc((size_t)rows + 1, sizeof *a->rows);
+  if (!a->rows) rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  for (int i = 0; !rc && i < rows; i++) {
+    store_stat *s = &a->rows[a->n++];
+    int oom = 0;
+    s->kind = pg__dup(r, i, 0, &oom);
+    s->backend = pg__dup(r, i, 1, &oom);
+    if (oom) {
+      rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+      break;
+    }
+    s->status = (job_status)job_status_parse(PQgetvalue(r, i, 2));
+    s->count = strtoll(PQgetvalue(r, i, 3), NULL, 10);
+    int ok = s->status == JOB_SUCCEEDED;
+    s->result_bytes = ok ? strtoll(PQgetvalue(r, i, 4), NULL, 10) : -1;
+    s->p50_ms = ok && !PQgetisnull(r, i, 5) ? strtod(PQgetvalue(r, i, 5), NULL)
+                                            : NAN;
+    s->p95_ms = ok && !PQgetisnull(r, i, 6) ? strtod(PQgetvalue(r, i, 6), NULL)
+                                            : NAN;
+  }
+  PQclear(r);
+  return rc;
+}
+
+int pg_stats(void *impl, const char *owner, store_stat **rows, int *n,
+             terr *e) {
+  *rows = NULL;
+  *n = 0;
+  if (!impl) return terr_set(e, T_EINVAL, "", -1, "store: not open");
+  stats_args a = {owner, NULL, 0};
+  int rc = pg__read(impl, stats_rd, &a, e);
+  if (rc) {
+    store_stats_free(a.rows, a.n);
+    return rc;
+  }
+  *rows = a.rows;
+  *n = a.n;
+  return 0;
+}
+
+typedef struct counts_args {
+  const char *owner;
+  int64_t since, step;
+  int nsteps;
+  int64_t *counts;
+} counts_args;
+
+static int counts_rd(pgstore *p, PGconn *c, void *arg, terr *e) {
+  (void)p;
+  counts_args *a = arg;
+  const char *v[] = {a->owner};
+  PGresult *r;
+  int rc = pg__exec(c,
+                    "SELECT status, count(*) FROM jobs WHERE parent IS NULL"
+                    " AND ($1::text IS NULL OR owner = $1) GROUP BY status",
+                    1, v, &r, "job counts", e);
+  if (rc) return rc;
+  for (int i = 0; i < PQntuples(r); i++) {
+    int sv = job_status_parse(PQgetvalue(r, i, 0));
+    if (sv >= 0) a->counts[sv] = strtoll(PQgetvalue(r, i, 1), NULL, 10);
+  }
+  PQclear(r);
+  return 0;
+}
+
+int pg_job_counts(void *impl, const char *owner, int64_t counts[5], terr *e) {
+  memset(counts, 0, 5 * sizeof counts[0]);
+  if (!impl) return terr_set(e, T_EINVAL, "", -1, "store: not open");
+  counts_args a = {.owner = owner, .counts = counts};
+  return pg__read(impl, counts_rd, &a, e);
+}
+
+static int steps_rd(pgstore *p, PGconn *c, void *arg, terr *e) {
+  (void)p;
+  counts_args *a = arg;
+  char b[3][32];
+  const char *v[] = {pg__i64(b[0], a->since), pg__i64(b[1], a->step),
+                     pg__i64(b[2], a->since + a->step * a->nsteps), a->owner};
+  PGresult *r;
+  int rc = pg__exec(c,
+                    "SELECT (finished_at - $1::bigint) / $2::bigint, status,"
+                    " count(*) FROM jobs WHERE finished_at > 0"
+                    " AND finished_at >= $1::bigint AND finished_at < $3::bigint"
+                    " AND parent IS NULL AND ($4::text IS NULL OR owner = $4)"
+                    " GROUP BY 1, 2",
+                    4, v, &r, "finished by step", e);
+  if (rc) return rc;
+  for (int i = 0; i < PQntuples(r); i++) {
+    int64_t k = strtoll(PQgetvalue(r, i, 0), NULL, 10);
+    int sv = job_status_parse(PQgetvalue(r, i, 1));
+    if (k >= 0 && k < a->nsteps && sv >= 0)
+      a->counts[k * 5 + sv] = strtoll(PQgetvalue(r, i, 2), NULL, 10);
+  }
+  PQclear(r);
+  return 0;
+}
+
+int pg_finished_by_step(void *impl, const char *owner, int64_t since_ms,
+                        int64_t step_ms, int nsteps, int64_t *counts,
+                        terr *e) {
+  if (nsteps > 0) memset(counts, 0, (size_t)nsteps * 5 * sizeof counts[0]);
+  if (!impl) return terr_set(e, T_EINVAL, "", -1, "store: not open");
+  if (step_ms <= 0 || nsteps <= 0)
+    return terr_set(e, T_EINVAL, "step", -1, "store: bad steps");
+  counts_args a = {owner, since_ms, step_ms, nsteps, counts};
+  return pg__read(impl, steps_rd, &a, e);
+}
+
+/* ---- expiry ------------------------------------------------------------------ */
+
+#define EXPIRED(A)                                                           \
+  A ".finished_at > 0 AND " A ".finished_at < $1::bigint"                    \
+  " AND " A ".status IN ('succeeded','failed','canceled') AND NOT EXISTS"    \
+  " (SELECT 1 FROM jobs AS u WHERE u.status IN ('queued','running')"         \
+  " AND strpos(u.params, " A ".id) > 0)"
+#define EXPIRED_TILES                                                        \
+  "old.parent IS NOT NULL AND EXISTS (SELECT 1 FROM jobs AS par"             \
+  " WHERE par.id = old.parent AND " EXPIRED("par") ")"
+#define EXPIRED_JOBS "old.parent IS NULL AND " EXPIRED("old")
+#define PART_PATHS                                                           \
+  "SELECT p->>'path' FROM jobs AS old,"                                      \
+  " json_array_elements(old.result_parts::json) AS p"                        \
+  " WHERE old.result_parts IS NOT NULL AND json_typeof(p) = 'object' AND "
+
+typedef struct expire_args {
+  int64_t before;
+  char **paths;
+  int n;
+  size_t cap;
+} expire_args;
+
+static int expire_tx(pgstore *p, PGconn *c, void *arg, terr *e) {
+  (void)p;
+  expire_args *a = arg;
+  PGresult *r;
+  int rc = pg__exec(c, "SELECT pg_try_advisory_xact_lock(" PG_EXPIRE_LOCK ")",
+                    0, NULL, &r, "expire", e);
+  if (rc) return rc;
+  int got = PQgetvalue(r, 0, 0)[0] == 't';
+  PQclear(r);
+  if (!got) return 0; /* another node expires now */
+  static const char *const steps[] = {
+      PART_PATHS EXPIRED_TILES,
+      "DELETE FROM jobs AS old WHERE " EXPIRED_TILES " RETURNING result_path",
+      PART_PATHS EXPIRED_JOBS,
+      "DELETE FROM jobs AS old WHERE " EXPIRED_JOBS " RETURNING result_path",
+      "DELETE FROM arrays WHERE created_at < $1::bigint AND NOT EXISTS"
+      " (SELECT 1 FROM jobs WHERE status IN ('queued','running')"
+      " AND strpos(jobs.params, arrays.id) > 0) RETURNING path",
+  };
+  char b[32];
+  const char *v[] = {pg__i64(b, a->before)};
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+    if ((rc = pg__exec(c, steps[i], 1, v, &r, "expire", e))) return rc;
+    rc = pg__collect_paths(r, &a->paths, &a->n, &a->cap, e);
+    PQclear(r);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+int pg_expire(void *impl, int64_t before_ms, char ***paths, int *npaths,
+              terr *e) {
+  *paths = NULL;
+  *npaths = 0;
+  if (!impl) return terr_set(e, T_EINVAL, "", -1, "store: not open");
+  expire_args a = {.before = before_ms};
+  int rc = pg__write(impl, expire_tx, &a, e);
+  if (rc) {
+    for (int i = 0; i < a.n; i++) free(a.paths[i]);
+    free(a.paths);
+    return rc;
+  }
+  *paths = a.paths;
+  *npaths = a.n;
+  return 0;
+}

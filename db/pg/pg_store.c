@@ -1,0 +1,605 @@
+/* pg_store.c — the PostgreSQL store's handle: open/close, the connection
+ * pool, the writer thread of the [async] operations, readiness, and the
+ * backend table (store_pg_backend).
+ *
+ * Pool: up to PG_POOL connections, made on demand; pg__get blocks while
+ * all are lent, pg__put closes a connection that is broken or left inside
+ * a transaction. The conninfo stays in this file (never logged; errors
+ * mask its password, pg_conn.c).
+ *
+ * Writer: [async] ops (insert, start, progress, finish) wait in a FIFO
+ * (p->mu). The writer takes the whole queue, runs it in one transaction
+ * with a SAVEPOINT per op (an op that fails alone is rolled back alone and
+ * reported: logged, or to a finish's callback), commits, then calls the
+ * finish callbacks and marks the ops done (p->done_seq). A batch that
+ * fails with T_EUNAVAIL (the server is gone) is retried whole, with
+ * backoff 100 ms doubling to 2 s, until it commits or the store closes:
+ * a finish is never dropped because the server restarted. Progress ops
+ * are coalesced per job while they wait. [sync] writes (pg__write) first
+ * wait until every op queued before them is done (pg__flush), so writes
+ * commit in the order they were queued, as store.h says.
+ *
+ * Readiness: store_ready is 0 when the last connection attempt or
+ * statement failed with a lost server and none succeeded since; it probes
+ * with SELECT 1 at most once a second when asked.
+ *
+ * Locks: p->mu guards the pool and the queue; never held while SQL runs.
+ * node_id is written once by store_node_register (pg__set_node, under
+ * p->mu) before the node starts jobs, then only read.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "db/pg/pg_int.h"
+
+#define PG_POOL 8
+
+enum { OP_INSERT, OP_START, OP_PROGRESS, OP_FINISH };
+
+typedef struct pg_op {
+  int type;
+  struct pg_op *next;
+  uint64_t seq;
+  char id[T_ID_MAX];
+  store_job job;            /* insert: the row (heap strings) */
+  char *s1, *s2, *s3;       /* start: backend_used, reason, estimate */
+  int64_t a, b;             /* start: started_at; progress: done, total */
+  store_job_end end;        /* finish: strings and npy heap copies */
+  store_finish_fn cb;
+  void *cb_arg;
+  store_job row;            /* finish: as committed */
+  int rc;
+  terr err;
+} pg_op;
+
+struct pgstore {
+  char *conninfo;           /* private: never logged */
+  char data_dir[4096];
+  char node_id[T_ID_MAX];
+  int version;
+  pthread_mutex_t mu;
+  pthread_cond_t pool_cv, work_cv, done_cv;
+  PGconn *free_conns[PG_POOL];
+  int nfree, nmade;
+  pg_op *qhead, *qtail;
+  uint64_t enq_seq, done_seq;
+  int stopping, writer_gone;
+  int retrying;             /* writes the writer holds while the server is
+                               gone (0: none) */
+  pthread_t writer;
+  atomic_int down;          /* the last attempt found the server gone */
+  atomic_llong probed_ms;   /* monotonic ms of the last readiness probe */
+};
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void pg__set_node(pgstore *p, const char *node_id) {
+  pthread_mutex_lock(&p->mu);
+  snprintf(p->node_id, sizeof p->node_id, "%s", node_id ? node_id : "");
+  pthread_mutex_unlock(&p->mu);
+}
+
+const char *pg__node(pgstore *p) { return p->node_id; }
+const char *pg__data_dir(pgstore *p) { return p->data_dir; }
+
+int pg__connect(pgstore *p, PGconn **c, terr *e) {
+  int rc = pg__open_conn(p->conninfo, c, e);
+  atomic_store(&p->down, rc == T_EUNAVAIL);
+  return rc;
+}
+
+int pg__get(pgstore *p, PGconn **c, terr *e) {
+  *c = NULL;
+  pthread_mutex_lock(&p->mu);
+  while (p->nfree == 0 && p->nmade >= PG_POOL)
+    pthread_cond_wait(&p->pool_cv, &p->mu);
+  if (p->nfree > 0) {
+    *c = p->free_conns[--p->nfree];
+    pthread_mutex_unlock(&p->mu);
+    if (PQstatus(*c) == CONNECTION_OK) return 0;
+    PQfinish(*c); /* gone while idle: make a new one in its slot */
+    *c = NULL;
+    pthread_mutex_lock(&p->mu);
+    p->nmade--;
+  }
+  p->nmade++; /* the slot is ours while we connect */
+  pthread_mutex_unlock(&p->mu);
+  int rc = pg__connect(p, c, e);
+  if (rc) {
+    pthread_mutex_lock(&p->mu);
+    p->nmade--;
+    pthread_cond_signal(&p->pool_cv);
+    pthread_mutex_unlock(&p->mu);
+  }
+  return rc;
+}
+
+void pg__put(pgstore *p, PGconn *c, int broken) {
+  if (!c) return;
+  if (PQstatus(c) != CONNECTION_OK) {
+    broken = 1;
+    atomic_store(&p->down, 1);
+  }
+  if (!broken && PQtransactionStatus(c) != PQTRANS_IDLE) broken = 1;
+  pthread_mutex_lock(&p->mu);
+  if (broken) {
+    PQfinish(c);
+    p->nmade--;
+  } else {
+    p->free_conns[p->nfree++] = c;
+  }
+  pthread_cond_signal(&p->pool_cv);
+  pthread_mutex_unlock(&p->mu);
+}
+
+int pg__read(pgstore *p, pg_txfn fn, void *arg, terr *e) {
+  PGconn *c;
+  int rc = pg__get(p, &c, e);
+  if (rc) return rc;
+  rc = fn(p, c, arg, e);
+  if (rc != T_EUNAVAIL) atomic_store(&p->down, 0);
+  pg__put(p, c, rc == T_EUNAVAIL);
+  return rc;
+}
+
+int pg__write(pgstore *p, pg_txfn fn, void *arg, terr *e) {
+  int rc = pg__flush(p, e);
+  if (rc) return rc;
+  PGconn *c;
+  if ((rc = pg__get(p, &c, e))) return rc;
+  if (!(rc = pg__begin(c, e))) {
+    rc = fn(p, c, arg, e);
+    if (!rc) {
+      rc = pg__commit(c, e);
+    } else {
+      pg__rollback(c);
+    }
+  }
+  if (rc != T_EUNAVAIL) atomic_store(&p->down, 0);
+  pg__put(p, c, rc == T_EUNAVAIL);
+  return rc;
+}
+
+/* ---- the writer ------------------------------------------------------------ */
+
+static void op_free(pg_op *o) {
+  store_job_clear(&o->job);
+  store_job_clear(&o->row);
+  free(o->s1);
+  free(o->s2);
+  free(o->s3);
+  free((void *)o->end.result_path);
+  free((void *)o->end.compare);
+  free((void *)o->end.error_code);
+  free((void *)o->end.error_message);
+  free((void *)o->end.result_parts);
+  free((void *)o->end.result_npy);
+  free(o);
+}
+
+static int run_op(pgstore *p, PGconn *c, pg_op *o, terr *e) {
+  switch (o->type) {
+  case OP_INSERT: {
+    int existing = 0;
+    return pg__insert_on(p, c, &o->job, NULL, &existing, e);
+  }
+  case OP_START: {
+    int rc = pg__start_on(p, c, o->id, o->a, o->s1, o->s2, o->s3, e);
+    if (rc == T_ECONFLICT || rc == T_ENOTFOUND) { /* canceled meanwhile */
+      log_debug("store: async start of %s skipped: %s", o->id, e->message);
+      terr_clear(e);
+      return 0;
+    }
+    return rc;
+  }
+  case OP_PROGRESS: return pg__progress_on(c, o->id, o->a, o->b, e);
+  default:
+    store_job_clear(&o->row);
+    return pg__finish_on(p, c, o->id, &o->end, &o->row, e);
+  }
+}
+
+/* One attempt at the batch: 0 committed (each op's rc set), T_EUNAVAIL to
+ * retry it whole. */
+static int run_batch(pgstore *p, pg_op *batch) {
+  PGconn *c;
+  terr e;
+  terr_clear(&e);
+  if (pg__get(p, &c, &e)) return T_EUNAVAIL;
+  int rc = pg__begin(c, &e);
+  for (pg_op *o = batch; !rc && o; o = o->next) {
+    terr_clear(&o->err);
+    if ((rc = pg__exec(c, "SAVEPOINT op", 0, NULL, NULL, "savepoint", &e)))
+      break;
+    o->rc = run_op(p, c, o, &o->err);
+    if (o->rc == T_EUNAVAIL) {
+      rc = T_EUNAVAIL;
+      break;
+    }
+    rc = pg__exec(c, o->rc ? "ROLLBACK TO SAVEPOINT op" : "RELEASE SAVEPOINT op",
+                  0, NULL, NULL, "savepoint", &e);
+  }
+  if (!rc) rc = pg__commit(c, &e);
+  if (rc) pg__rollback(c);
+  pg__put(p, c, rc == T_EUNAVAIL);
+  if (rc && rc != T_EUNAVAIL) {
+    /* The transaction itself failed: every op fails with it. */
+    for (pg_op *o = batch; o; o = o->next)
+      if (!o->rc) {
+        o->rc = rc;
+        o->err = e;
+      }
+    return 0;
+  }
+  if (!rc) atomic_store(&p->down, 0);
+  return rc;
+}
+
+static void *writer_main(void *arg) {
+  pgstore *p = arg;
+  for (;;) {
+    pthread_mutex_lock(&p->mu);
+    while (!p->qhead && !p->stopping) pthread_cond_wait(&p->work_cv, &p->mu);
+    pg_op *batch = p->qhead;
+    p->qhead = p->qtail = NULL;
+    int stopping = p->stopping;
+    pthread_mutex_unlock(&p->mu);
+    if (!batch && stopping) break;
+    int delay = 100, nops = 0;
+    for (pg_op *o = batch; o; o = o->next) nops++;
+    while (run_batch(p, batch) == T_EUNAVAIL) {
+      atomic_store(&p->down, 1);
+      pthread_mutex_lock(&p->mu);
+      stopping = p->stopping;
+      p->retrying = nops;
+      pthread_cond_broadcast(&p->done_cv); /* flush answers T_EUNAVAIL */
+      pthread_mutex_unlock(&p->mu);
+      if (stopping) {
+        for (pg_op *o = batch; o; o = o->next) {
+          o->rc = terr_set(&o->err, T_EUNAVAIL, "store", -1,
+                           "store: closed while PostgreSQL was unreachable");
+          store_job_clear(&o->row);
+        }
+        break;
+      }
+      log_warn("store: PostgreSQL unreachable; retrying %d queued write(s) in "
+               "%d ms", nops, delay);
+      struct timespec ts = {delay / 1000, (long)(delay % 1000) * 1000000L};
+      nanosleep(&ts, NULL);
+      delay = delay * 2 > 2000 ? 2000 : delay * 2;
+    }
+    uint64_t last = 0;
+    while (batch) {
+      pg_op *o = batch;
+      batch = o->next;
+      last = o->seq;
+      if (o->type == OP_FINISH && o->cb) {
+        store_job row = o->row;
+        memset(&o->row, 0, sizeof o->row);
+        o->cb(o->cb_arg, o->rc, &o->err, o->rc ? NULL : &row);
+        if (o->rc) store_job_clear(&row);
+      } else if (o->rc) {
+        log_warn("store: a queued write of %s failed: %s", o->id,
+                 o->err.message);
+      }
+      op_free(o);
+    }
+    pthread_mutex_lock(&p->mu);
+    p->retrying = 0;
+    if (last > p->done_seq) p->done_seq = last;
+    pthread_cond_broadcast(&p->done_cv);
+    pthread_mutex_unlock(&p->mu);
+  }
+  pthread_mutex_lock(&p->mu);
+  p->writer_gone = 1;
+  p->done_seq = p->enq_seq;
+  pthread_cond_broadcast(&p->done_cv);
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+/* Queue o (heap; freed by the writer). T_EUNAVAIL (o freed) when closing. */
+static int enqueue(pgstore *p, pg_op *o, terr *e) {
+  pthread_mutex_lock(&p->mu);
+  if (p->stopping || p->writer_gone) {
+    pthread_mutex_unlock(&p->mu);
+    op_free(o);
+    return terr_set(e, T_EUNAVAIL, "", -1, "store: closing");
+  }
+  if (o->type == OP_PROGRESS) /* coalesce: the newest numbers win */
+    for (pg_op *q = p->qhead; q; q = q->next)
+      if (q->type == OP_PROGRESS && strcmp(q->id, o->id) == 0) {
+        q->a = o->a;
+        q->b = o->b;
+        pthread_mutex_unlock(&p->mu);
+        op_free(o);
+        return 0;
+      }
+  o->seq = ++p->enq_seq;
+  if (p->qtail) p->qtail->next = o;
+  else p->qhead = o;
+  p->qtail = o;
+  pthread_cond_signal(&p->work_cv);
+  pthread_mutex_unlock(&p->mu);
+  return 0;
+}
+
+/* While the writer retries a batch (the server is gone), a [sync] write
+ * would wait for it without end: it answers T_EUNAVAIL instead (503), and
+ * the queued writes still commit when the server is back. */
+int pg__flush(pgstore *p, terr *e) {
+  pthread_mutex_lock(&p->mu);
+  uint64_t want = p->enq_seq;
+  while (p->done_seq < want && !p->writer_gone && !p->retrying)
+    pthread_cond_wait(&p->done_cv, &p->mu);
+  int held = p->done_seq < want && p->retrying ? p->retrying : 0;
+  pthread_mutex_unlock(&p->mu);
+  if (held)
+    return terr_set(e, T_EUNAVAIL, "store", -1,
+                    "store: PostgreSQL unreachable (%d queued write(s) wait "
+                    "for it)",
+                    held);
+  return 0;
+}
+
+static pg_op *op_new(int type, const char *id) {
+  pg_op *o = calloc(1, sizeof *o);
+  if (!o) return NULL;
+  o->type = type;
+  snprintf(o->id, sizeof o->id, "%s", id);
+  o->row.max_abs_diff = NAN;
+  o->job.max_abs_diff = NAN;
+  return o;
+}
+
+static int sdup(char **dst, const char *s) {
+  *dst = NULL;
+  if (!s) return 0;
+  return (*dst = strdup(s)) ? 0 : -1;
+}
+
+/* ---- the [async] entries ------------------------------------------------- */
+
+static int pg_job_insert_async(void *impl, store_job *j, terr *e) {
+  pgstore *p = impl;
+  if (!p || !j) return terr_set(e, T_EINVAL, "", -1, "store: no job");
+  if (!j->kind || !*j->kind) return terr_set(e, T_EINVAL, "kind", -1, "missing");
+  if (!j->params) return terr_set(e, T_EINVAL, "params", -1, "missing");
+  if (j->request_id)
+    return terr_set(e, T_EINVAL, "request_id", -1,
+                    "store: an idempotent insert must be [sync]");
+  if (!j->id[0]) t_id_new('j', j->id);
+  if (!j->created_at) j->created_at = t_wall_ms();
+  j->status = JOB_QUEUED;
+  pg_op *o = op_new(OP_INSERT, j->id);
+  if (!o || store_job_copy(&o->job, j)) {
+    free(o);
+    return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  }
+  if ((!o->job.owner && sdup(&o->job.owner, "")) ||
+      (!o->job.backend_requested && sdup(&o->job.backend_requested, "auto"))) {
+    op_free(o);
+    return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  }
+  free(o->job.result_parts);
+  o->job.result_parts = NULL;
+  return enqueue(p, o, e);
+}
+
+static int pg_sync(void *impl, terr *e) { return pg__flush(impl, e); }
+
+static void pg_job_start_async(void *impl, const char *id, int64_t started_at,
+                               const char *backend_used, const char *reason,
+                               const char *estimate) {
+  pgstore *p = impl;
+  if (!p || !id) return;
+  pg_op *o = op_new(OP_START, id);
+  if (!o || sdup(&o->s1, backend_used) || sdup(&o->s2, reason) ||
+      sdup(&o->s3, estimate)) {
+    if (o) op_free(o);
+    log_warn("store: no memory to record the start of %s", id);
+    return;
+  }
+  o->a = started_at;
+  terr e;
+  if (enqueue(p, o, &e))
+    log_warn("store: closing; the start of %s is not recorded", id);
+}
+
+static void pg_job_progress(void *impl, const char *id, int64_t done,
+                            int64_t total) {
+  pgstore *p = impl;
+  if (!p || !id) return;
+  pg_op *o = op_new(OP_PROGRESS, id);
+  if (!o) return;
+  o->a = done;
+  o->b = total;
+  terr e;
+  enqueue(p, o, &e);
+}
+
+static int pg_job_finish_async(void *impl, const char *id,
+                               const store_job_end *end, store_finish_fn cb,
+                               void *arg, terr *e) {
+  pgstore *p = impl;
+  if (!p || !id || !end || !cb)
+    return terr_set(e, T_EINVAL, "id", -1, "missing");
+  if (!job_status_final(end->status) || end->status > JOB_CANCELED)
+    return terr_set(e, T_EINVAL, "status", -1, "%d is not a final status",
+                    (int)end->status);
+  pg_op *o = op_new(OP_FINISH, id);
+  if (!o) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  o->end = *end;
+  o->end.result_path = o->end.compare = o->end.error_code = NULL;
+  o->end.error_message = o->end.result_parts = NULL;
+  o->end.result_npy = NULL;
+  char *s[5];
+  int bad = sdup(&s[0], end->result_path) | sdup(&s[1], end->compare) |
+            sdup(&s[2], end->error_code) | sdup(&s[3], end->error_message) |
+            sdup(&s[4], end->result_parts);
+  o->end.result_path = s[0];
+  o->end.compare = s[1];
+  o->end.error_code = s[2];
+  o->end.error_message = s[3];
+  o->end.result_parts = s[4];
+  if (end->result_npy) {
+    void *b = malloc(end->result_npy_len ? end->result_npy_len : 1);
+    if (b) memcpy(b, end->result_npy, end->result_npy_len);
+    else bad = 1;
+    o->end.result_npy = b;
+  }
+  if (bad) {
+    op_free(o);
+    return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  }
+  o->cb = cb;
+  o->cb_arg = arg;
+  return enqueue(p, o, e);
+}
+
+/* ---- open, close, ready ---------------------------------------------------- */
+
+static void pg_close(void *impl) {
+  pgstore *p = impl;
+  if (!p) return;
+  pg__listen_stop(p);
+  pthread_mutex_lock(&p->mu);
+  p->stopping = 1;
+  pthread_cond_signal(&p->work_cv);
+  pthread_mutex_unlock(&p->mu);
+  pthread_join(p->writer, NULL); /* drains the queue first */
+  pthread_mutex_lock(&p->mu);
+  while (p->nmade > p->nfree) pthread_cond_wait(&p->pool_cv, &p->mu);
+  for (int i = 0; i < p->nfree; i++) PQfinish(p->free_conns[i]);
+  p->nfree = p->nmade = 0;
+  pthread_mutex_unlock(&p->mu);
+  pthread_cond_destroy(&p->pool_cv);
+  pthread_cond_destroy(&p->work_cv);
+  pthread_cond_destroy(&p->done_cv);
+  pthread_mutex_destroy(&p->mu);
+  free(p->conninfo);
+  free(p);
+}
+
+int store_pg_open(const char *conninfo, const char *data_dir, void **impl,
+                  terr *e) {
+  *impl = NULL;
+  if (!data_dir || !*data_dir)
+    return terr_set(e, T_EINVAL, "data_dir", -1, "empty path");
+  pgstore *p = calloc(1, sizeof *p);
+  if (!p || !(p->conninfo = strdup(conninfo))) {
+    free(p);
+    return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  }
+  if ((size_t)snprintf(p->data_dir, sizeof p->data_dir, "%s", data_dir) >=
+      sizeof p->data_dir) {
+    free(p->conninfo);
+    free(p);
+    return terr_set(e, T_EINVAL, "data_dir", -1, "path too long");
+  }
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->pool_cv, NULL);
+  pthread_cond_init(&p->work_cv, NULL);
+  pthread_cond_init(&p->done_cv, NULL);
+  PGconn *c;
+  int rc = pg__get(p, &c, e);
+  if (!rc) {
+    rc = pg__migrate(c, data_dir, &p->version, e);
+    pg__put(p, c, rc == T_EUNAVAIL);
+  }
+  if (!rc && pthread_create(&p->writer, NULL, writer_main, p) != 0)
+    rc = terr_set(e, T_EINTERNAL, "", -1, "store: cannot start the writer");
+  if (rc) {
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->nfree; i++) PQfinish(p->free_conns[i]);
+    pthread_mutex_unlock(&p->mu);
+    pthread_cond_destroy(&p->pool_cv);
+    pthread_cond_destroy(&p->work_cv);
+    pthread_cond_destroy(&p->done_cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p->conninfo);
+    free(p);
+    return rc;
+  }
+  atomic_store(&p->probed_ms, mono_ms());
+  *impl = p;
+  return 0;
+}
+
+static int probe(pgstore *p, PGconn *c, void *arg, terr *e) {
+  (void)p;
+  (void)arg;
+  return pg__exec(c, "SELECT 1", 0, NULL, NULL, "ready", e);
+}
+
+static int pg_ready(void *impl) {
+  pgstore *p = impl;
+  if (!p) return 0;
+  pthread_mutex_lock(&p->mu);
+  int gone = p->writer_gone || p->stopping;
+  pthread_mutex_unlock(&p->mu);
+  if (gone) return 0;
+  int64_t now = mono_ms();
+  if (now - atomic_load(&p->probed_ms) >= 1000) {
+    atomic_store(&p->probed_ms, now);
+    terr e;
+    pg__read(p, probe, NULL, &e); /* sets or clears p->down */
+  }
+  return !atomic_load(&p->down);
+}
+
+static int pg_schema_version(void *impl) {
+  return impl ? ((pgstore *)impl)->version : 0;
+}
+
+const store_backend store_pg_backend = {
+    .name = "postgresql",
+    .cluster = 1,
+    .close = pg_close,
+    .ready = pg_ready,
+    .schema_version = pg_schema_version,
+    .job_insert = pg_job_insert,
+    .job_insert_async = pg_job_insert_async,
+    .sync = pg_sync,
+    .job_get = pg_job_get,
+    .job_list = pg_job_list,
+    .job_start = pg_job_start,
+    .job_start_async = pg_job_start_async,
+    .job_progress = pg_job_progress,
+    .job_finish = pg_job_finish,
+    .job_finish_async = pg_job_finish_async,
+    .job_result_npy = pg_job_result_npy,
+    .job_requeue = pg_job_requeue,
+    .job_unstart = pg_job_unstart,
+    .job_note_start = pg_job_note_start,
+    .job_delete = pg_job_delete,
+    .job_unfinished = pg_job_unfinished,
+    .expire = pg_expire,
+    .stats = pg_stats,
+    .job_counts = pg_job_counts,
+    .finished_by_step = pg_finished_by_step,
+    .array_insert = pg_array_insert,
+    .array_get = pg_array_get,
+    .array_delete = pg_array_delete,
+    .array_list = pg_array_list,
+    .job_children = pg_job_children,
+    .node_register = pg_node_register,
+    .node_heartbeat = pg_node_heartbeat,
+    .node_leave = pg_node_leave,
+    .node_list = pg_node_list,
+    .job_claim = pg_job_claim,
+    .reap = pg_reap,
+    .job_cancel_request = pg_job_cancel_request,
+    .listen = pg_listen,
+    .unlisten = pg_unlisten,
+    .queue_depth = pg_queue_depth,
+};
