@@ -693,9 +693,14 @@ static void srun_finished(void *arg, int rc, const terr *fe, store_job *row) {
      * cluster store also the fence: the job's lease went to another node,
      * which runs it again; this run's result files (named for this run,
      * sjob.stem) were removed above. */
-    if (s->cluster)
+    if (s->cluster) {
       log_warn("scheduler: job %s: end not written, result dropped: %s",
                j->id, fe ? fe->message : "");
+      /* The job_end logged for this run is void: say so, by run. */
+      t_kv kv[] = {T_KV_S("id", j->id), T_KV_N("attempt", srun_attempt(s, j))};
+      t_log_kv(T_LOG_WARN, "job_end_dropped", kv,
+               (int)(sizeof kv / sizeof kv[0]));
+    }
     else
       log_info("scheduler: job %s: %s", j->id, fe ? fe->message : "");
     srun_release(s, j, -1, 0, NULL, 0, NULL);
