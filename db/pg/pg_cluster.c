@@ -56,8 +56,8 @@
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
-#include <stdatomic.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,15 +86,15 @@ typedef struct pg_sub {
 
 typedef struct pgcl {
   pgstore *p;
-  struct pgcl *next;       /* [reg_mu] */
+  struct pgcl *next; /* [reg_mu] */
   pthread_mutex_t mu;
-  TVEC(pg_sub) subs;       /* [mu] */
-  uint64_t next_token;     /* [mu] */
+  TVEC(pg_sub) subs;        /* [mu] */
+  uint64_t next_token;      /* [mu] */
   _Atomic int64_t lease_ms; /* the last heartbeat's lease (no lock) */
-  int started;             /* [mu] the listener thread runs */
-  int stopfd[2];           /* a pipe: a byte in [0] stops the thread */
+  int started;              /* [mu] the listener thread runs */
+  int stopfd[2];            /* a pipe: a byte in [0] stops the thread */
   pthread_t thread;
-  PGconn *conn;            /* the listener's; its thread's once started */
+  PGconn *conn; /* the listener's; its thread's once started */
 } pgcl;
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -129,13 +129,15 @@ static int64_t lease_of(pgstore *p) {
   return c ? atomic_load(&c->lease_ms) : PG_LEASE_MS_DEFAULT;
 }
 
-/* ---- small helpers --------------------------------------------------------- */
+/* ---- small helpers ---------------------------------------------------------
+ */
 static int oom(terr *e) {
   return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
 }
 
 static int64_t col_i64(PGresult *r, int row, int col) {
-  return PQgetisnull(r, row, col) ? 0 : strtoll(PQgetvalue(r, row, col), NULL, 10);
+  return PQgetisnull(r, row, col) ? 0
+                                  : strtoll(PQgetvalue(r, row, col), NULL, 10);
 }
 
 /* Column 0 of every row of the results r[0..nr) as one new array of heap
@@ -192,22 +194,32 @@ typedef struct stmt {
 static int stmt_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
   (void)p;
   stmt *s = arg;
-  return pg__exec(c, s->sql, s->n, s->vals, s->keep ? &s->res : NULL, s->what, e);
+  return pg__exec(c, s->sql, s->n, s->vals, s->keep ? &s->res : NULL, s->what,
+                  e);
 }
 
-/* ---- nodes ------------------------------------------------------------------ */
+/* ---- nodes ------------------------------------------------------------------
+ */
 int pg_node_register(void *impl, store_node *n, terr *e) {
   pgstore *p = impl;
   char threads[32], gpus[32];
   t_id_new('n', n->id);
-  const char *v[] = {n->id, n->name ? n->name : "", n->url ? n->url : "",
-                     pg__i64(threads, n->threads), pg__i64(gpus, n->gpus),
+  const char *v[] = {n->id,
+                     n->name ? n->name : "",
+                     n->url ? n->url : "",
+                     pg__i64(threads, n->threads),
+                     pg__i64(gpus, n->gpus),
                      n->version ? n->version : ""};
-  stmt s = {"INSERT INTO nodes (id, name, url, threads, gpus, version,"
-            " started_at, heartbeat_at, running, queued)"
-            " VALUES ($1, $2, $3, $4::int, $5::int, $6, " PG_CLOCK ", "
-            PG_CLOCK ", 0, 0) RETURNING started_at",
-            "node register", 6, v, NULL, 1};
+  stmt s = {
+      "INSERT INTO nodes (id, name, url, threads, gpus, version,"
+      " started_at, heartbeat_at, running, queued)"
+      " VALUES ($1, $2, $3, $4::int, $5::int, $6, " PG_CLOCK ", " PG_CLOCK
+      ", 0, 0) RETURNING started_at",
+      "node register",
+      6,
+      v,
+      NULL,
+      1};
   int rc = pg__write(p, stmt_fn, &s, e);
   if (rc == T_OK) {
     n->started_at = n->heartbeat_at = col_i64(s.res, 0, 0);
@@ -236,13 +248,15 @@ static int heartbeat_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
   const char *vl[] = {a->n->id, a->lease};
   const char *vh[] = {a->n->id, a->held};
   int rc = pg__exec(c,
-                    "UPDATE nodes SET heartbeat_at = " PG_CLOCK ","
+                    "UPDATE nodes SET heartbeat_at = " PG_CLOCK
+                    ","
                     " running = $2::int, queued = $3::int,"
                     " load = $4::double precision WHERE id = $1",
                     4, vn, NULL, "heartbeat", e);
   if (!rc)
     rc = pg__exec(c,
-                  "UPDATE jobs SET lease_until = " PG_CLOCK " + $2::bigint"
+                  "UPDATE jobs SET lease_until = " PG_CLOCK
+                  " + $2::bigint"
                   " WHERE node = $1 AND " PG_UNFINISHED,
                   2, vl, NULL, "lease renewal", e);
   if (!rc)
@@ -251,11 +265,12 @@ static int heartbeat_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
                   " AND cancel_requested ORDER BY id",
                   1, vl, &a->cancel, "cancel requests", e);
   if (!rc)
-    rc = pg__exec(c,
-                  "SELECT h.id FROM unnest($2::text[]) AS h(id) WHERE NOT EXISTS"
-                  " (SELECT 1 FROM jobs j WHERE j.id = h.id AND j.node = $1"
-                  " AND j." PG_UNFINISHED ")",
-                  2, vh, &a->lost, "lost jobs", e);
+    rc =
+        pg__exec(c,
+                 "SELECT h.id FROM unnest($2::text[]) AS h(id) WHERE NOT EXISTS"
+                 " (SELECT 1 FROM jobs j WHERE j.id = h.id AND j.node = $1"
+                 " AND j." PG_UNFINISHED ")",
+                 2, vh, &a->lost, "lost jobs", e);
   return rc;
 }
 
@@ -271,7 +286,8 @@ int pg_node_heartbeat(void *impl, const store_node *n, int64_t lease_ms,
   if (!cl) return T_ENOMEM;
   atomic_store(&cl->lease_ms, lease_ms);
   char lease[32];
-  hb_args a = {n, pg__i64(lease, lease_ms), text_array(held, nheld), NULL, NULL};
+  hb_args a = {n, pg__i64(lease, lease_ms), text_array(held, nheld), NULL,
+               NULL};
   if (!a.held) return oom(e);
   int rc = pg__write(p, heartbeat_fn, &a, e);
   free((char *)a.held);
@@ -290,12 +306,13 @@ int pg_node_heartbeat(void *impl, const store_node *n, int64_t lease_ms,
 static int leave_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
   (void)p;
   const char *v[] = {arg};
-  int rc = pg__exec(c,
-                    "WITH r AS (UPDATE jobs SET node = NULL, lease_until = NULL,"
-                    " attempts = GREATEST(attempts - 1, 0)"
-                    " WHERE node = $1 AND status = 'queued' RETURNING id)"
-                    " SELECT pg_notify('tessel', 'queued:' || id) FROM r",
-                    1, v, NULL, "node leave", e);
+  int rc =
+      pg__exec(c,
+               "WITH r AS (UPDATE jobs SET node = NULL, lease_until = NULL,"
+               " attempts = GREATEST(attempts - 1, 0)"
+               " WHERE node = $1 AND status = 'queued' RETURNING id)"
+               " SELECT pg_notify('tessel', 'queued:' || id) FROM r",
+               1, v, NULL, "node leave", e);
   if (!rc)
     rc = pg__exec(c,
                   "UPDATE nodes SET gone = true, running = 0, queued = 0,"
@@ -320,12 +337,19 @@ int pg_node_list(void *impl, int64_t keep_ms, store_node **nodes, int *n,
   *n = 0;
   char keep[32], lease[32];
   const char *v[] = {pg__i64(keep, keep_ms), pg__i64(lease, lease_of(p))};
-  stmt s = {"SELECT id, name, url, threads, gpus, version, started_at,"
-            " heartbeat_at, running, queued, load, jobs_done,"
-            " (NOT gone AND heartbeat_at >= " PG_CLOCK " - $2::bigint)"
-            " FROM nodes WHERE heartbeat_at >= " PG_CLOCK " - $1::bigint"
-            " ORDER BY started_at, id",
-            "node list", 2, v, NULL, 1};
+  stmt s = {
+      "SELECT id, name, url, threads, gpus, version, started_at,"
+      " heartbeat_at, running, queued, load, jobs_done,"
+      " (NOT gone AND heartbeat_at >= " PG_CLOCK
+      " - $2::bigint)"
+      " FROM nodes WHERE heartbeat_at >= " PG_CLOCK
+      " - $1::bigint"
+      " ORDER BY started_at, id",
+      "node list",
+      2,
+      v,
+      NULL,
+      1};
   int rc = pg__read(p, stmt_fn, &s, e);
   if (rc) return rc;
   PGresult *r = s.res;
@@ -358,7 +382,8 @@ int pg_node_list(void *impl, int64_t keep_ms, store_node **nodes, int *n,
   return T_OK;
 }
 
-/* ---- claims ----------------------------------------------------------------- */
+/* ---- claims -----------------------------------------------------------------
+ */
 static int claim_cmp(const void *a, const void *b) {
   const store_job *x = a, *y = b;
   if (x->priority != y->priority) return x->priority > y->priority ? -1 : 1;
@@ -366,8 +391,7 @@ static int claim_cmp(const void *a, const void *b) {
 }
 
 int pg_job_claim(void *impl, const char *node_id, int has_gpu, int parents,
-                 int max, int64_t lease_ms, store_job **jobs, int *n,
-                 terr *e) {
+                 int max, int64_t lease_ms, store_job **jobs, int *n, terr *e) {
   pgstore *p = impl;
   *jobs = NULL;
   *n = 0;
@@ -378,13 +402,15 @@ int pg_job_claim(void *impl, const char *node_id, int has_gpu, int parents,
   const char *v[] = {node_id, pg__i64(lease, lease_ms),
                      has_gpu ? "true" : "false", pg__i64(smax, max)};
   static const char *const sql[2] = {
-#define CLAIM_SQL(WHICH)                                                      \
-  "WITH c AS MATERIALIZED (SELECT id AS cid FROM jobs"                        \
-  " WHERE status = 'queued' AND node IS NULL AND " WHICH                      \
-  " AND (backend_requested <> 'cuda' OR $3::boolean)"                         \
-  " ORDER BY priority DESC, id LIMIT $4::int FOR UPDATE SKIP LOCKED)"         \
-  " UPDATE jobs SET node = $1, lease_until = " PG_CLOCK " + $2::bigint,"      \
-  " attempts = attempts + 1 FROM c WHERE jobs.id = c.cid RETURNING " PG_JOB_COLS
+#define CLAIM_SQL(WHICH)                                              \
+  "WITH c AS MATERIALIZED (SELECT id AS cid FROM jobs"                \
+  " WHERE status = 'queued' AND node IS NULL AND " WHICH              \
+  " AND (backend_requested <> 'cuda' OR $3::boolean)"                 \
+  " ORDER BY priority DESC, id LIMIT $4::int FOR UPDATE SKIP LOCKED)" \
+  " UPDATE jobs SET node = $1, lease_until = " PG_CLOCK               \
+  " + $2::bigint,"                                                    \
+  " attempts = attempts + 1 FROM c WHERE jobs.id = c.cid "            \
+  "RETURNING " PG_JOB_COLS
       CLAIM_SQL("NOT (tiles > 0 AND parent IS NULL)"),
       CLAIM_SQL("true"),
 #undef CLAIM_SQL
@@ -399,7 +425,8 @@ int pg_job_claim(void *impl, const char *node_id, int has_gpu, int parents,
   return rc;
 }
 
-/* ---- the reaper --------------------------------------------------------------- */
+/* ---- the reaper
+ * --------------------------------------------------------------- */
 typedef struct reap_args {
   const char *max;
   PGresult *failed, *back;
@@ -410,8 +437,8 @@ static int reap_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
   reap_args *a = arg;
   const char *v[] = {a->max};
   PGresult *lock;
-  int rc = pg__exec(c, "SELECT pg_try_advisory_xact_lock(" PG_REAP_LOCK ")",
-                    0, NULL, &lock, "reap lock", e);
+  int rc = pg__exec(c, "SELECT pg_try_advisory_xact_lock(" PG_REAP_LOCK ")", 0,
+                    NULL, &lock, "reap lock", e);
   if (rc) return rc;
   int mine = PQgetvalue(lock, 0, 0)[0] == 't';
   PQclear(lock);
@@ -419,13 +446,17 @@ static int reap_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
   rc = pg__exec(
       c,
       "WITH r AS (UPDATE jobs SET status = 'failed',"
-      " finished_at = " PG_CLOCK ", lease_until = NULL,"
+      " finished_at = " PG_CLOCK
+      ", lease_until = NULL,"
       " error_code = 'crashed', error_message = 'the job was started '"
       " || attempts || ' times and its node stopped heartbeating each time;"
       " it is not run again (--max-attempts ' || $1::int || ')',"
-      " t_total = (" PG_CLOCK " - created_at)::double precision"
-      " WHERE " PG_UNFINISHED " AND node IS NOT NULL"
-      " AND lease_until < " PG_CLOCK " AND attempts >= $1::int RETURNING id)"
+      " t_total = (" PG_CLOCK
+      " - created_at)::double precision"
+      " WHERE " PG_UNFINISHED
+      " AND node IS NOT NULL"
+      " AND lease_until < " PG_CLOCK
+      " AND attempts >= $1::int RETURNING id)"
       " SELECT id, pg_notify('tessel', 'end:' || id) FROM r ORDER BY id",
       1, v, &a->failed, "reap", e);
   if (!rc)
@@ -434,8 +465,10 @@ static int reap_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
         "WITH r AS (UPDATE jobs SET status = 'queued', started_at = 0,"
         " node = NULL, lease_until = NULL, backend_used = NULL,"
         " backend_reason = NULL, progress_done = 0, progress_total = 0"
-        " WHERE " PG_UNFINISHED " AND node IS NOT NULL"
-        " AND lease_until < " PG_CLOCK " AND attempts < $1::int RETURNING id)"
+        " WHERE " PG_UNFINISHED
+        " AND node IS NOT NULL"
+        " AND lease_until < " PG_CLOCK
+        " AND attempts < $1::int RETURNING id)"
         " SELECT id, pg_notify('tessel', 'queued:' || id) FROM r ORDER BY id",
         1, v, &a->back, "reap", e);
   return rc;
@@ -454,7 +487,8 @@ int pg_reap(void *impl, int max_attempts, char ***ids, int *n, terr *e) {
   return rc;
 }
 
-/* ---- cancel through any node ----------------------------------------------------- */
+/* ---- cancel through any node
+ * ----------------------------------------------------- */
 typedef struct cancel_args {
   const char *id, *owner;
   int ended;
@@ -484,16 +518,18 @@ static int cancel_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
   if (rc) return rc;
   if (st == JOB_QUEUED && unclaimed) {
     a->ended = 1;
-    return pg__exec(
-        c,
-        "WITH u AS (UPDATE jobs SET status = 'canceled',"
-        " finished_at = " PG_CLOCK ", error_code = 'canceled',"
-        " error_message = 'canceled by request before it started',"
-        " t_queue = (" PG_CLOCK " - created_at)::double precision,"
-        " t_total = (" PG_CLOCK " - created_at)::double precision"
-        " WHERE id = $1 RETURNING id)"
-        " SELECT pg_notify('tessel', 'end:' || id) FROM u",
-        1, v, NULL, "cancel", e);
+    return pg__exec(c,
+                    "WITH u AS (UPDATE jobs SET status = 'canceled',"
+                    " finished_at = " PG_CLOCK
+                    ", error_code = 'canceled',"
+                    " error_message = 'canceled by request before it started',"
+                    " t_queue = (" PG_CLOCK
+                    " - created_at)::double precision,"
+                    " t_total = (" PG_CLOCK
+                    " - created_at)::double precision"
+                    " WHERE id = $1 RETURNING id)"
+                    " SELECT pg_notify('tessel', 'end:' || id) FROM u",
+                    1, v, NULL, "cancel", e);
   }
   a->ended = 0;
   return pg__exec(c,
@@ -513,19 +549,25 @@ int pg_job_cancel_request(void *impl, const char *id, const char *owner,
 
 int pg_queue_depth(void *impl, int64_t *queued, terr *e) {
   *queued = 0;
-  stmt s = {"SELECT count(*) FROM jobs WHERE status = 'queued'", "queue depth",
-            0, NULL, NULL, 1};
+  stmt s = {"SELECT count(*) FROM jobs WHERE status = 'queued'",
+            "queue depth",
+            0,
+            NULL,
+            NULL,
+            1};
   int rc = pg__read(impl, stmt_fn, &s, e);
   if (!rc) *queued = col_i64(s.res, 0, 0);
   PQclear(s.res);
   return rc;
 }
 
-/* ---- events: the listener thread ---------------------------------------------------- */
+/* ---- events: the listener thread
+ * ---------------------------------------------------- */
 /* Hand what/id to every callback. [mu] taken here. */
 static void dispatch(pgcl *c, const char *what, const char *id) {
   pthread_mutex_lock(&c->mu);
-  for (size_t i = 0; i < c->subs.n; i++) c->subs.v[i].cb(c->subs.v[i].arg, what, id);
+  for (size_t i = 0; i < c->subs.n; i++)
+    c->subs.v[i].cb(c->subs.v[i].arg, what, id);
   pthread_mutex_unlock(&c->mu);
 }
 
@@ -624,7 +666,8 @@ int pg_listen(void *impl, store_event_fn cb, void *arg, uint64_t *token,
         close(c->stopfd[0]);
         close(c->stopfd[1]);
         c->stopfd[0] = c->stopfd[1] = -1;
-        rc = terr_set(e, T_EINTERNAL, "", -1, "store: cannot start the listener");
+        rc = terr_set(e, T_EINTERNAL, "", -1,
+                      "store: cannot start the listener");
       } else {
         c->started = 1;
       }
