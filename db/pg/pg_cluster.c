@@ -21,10 +21,12 @@
  *    row is claimed by another node, back in the queue, ended, or gone).
  *  - The reaper runs under pg_try_advisory_xact_lock(7243002) (one node at
  *    a time; the others return at once with nothing): unfinished claimed
- *    jobs whose lease ended fail "crashed" when their attempts reached
- *    max_attempts, else go back to the queue unclaimed (attempts kept: they
- *    were counted at the claim). Each sends "end:<id>" / "queued:<id>" in
- *    the same statement (pg_notify, delivered on commit).
+ *    jobs whose lease ended end canceled when a cancel was asked for them
+ *    (their node can no longer stop them), else fail "crashed" when their
+ *    attempts reached max_attempts, else go back to the queue unclaimed
+ *    (attempts kept: they were counted at the claim). Each sends
+ *    "end:<id>" / "queued:<id>" in the same statement (pg_notify,
+ *    delivered on commit).
  *  - A cancel request locks the row (FOR UPDATE) and either ends a queued,
  *    unclaimed job here or sets cancel_requested and tells its node.
  *  - The listener: one thread per store on a connection of its own
@@ -46,8 +48,9 @@
  * borrows a pool connection for its call. reg_mu (the registry) is taken
  * before a pgcl's mu, never the other way. pgcl.mu guards the callbacks and
  * is held while the listener thread calls them, so store_unlisten returns
- * only once its callback can no longer run; a callback must therefore not
- * call store_listen / store_unlisten (it must not block anyway). Only
+ * only once its callback can no longer run; a callback may store_unlisten
+ * (no lock is taken on the listener thread) but not store_listen, and must
+ * not block. Only
  * store_listen / store_unlisten and the listener take pgcl.mu (the lease is
  * atomic), so a caller holding its own locks elsewhere cannot meet a
  * callback that takes them.
@@ -91,7 +94,7 @@ typedef struct pgcl {
   TVEC(pg_sub) subs;        /* [mu] */
   uint64_t next_token;      /* [mu] */
   _Atomic int64_t lease_ms; /* the last heartbeat's lease (no lock) */
-  int started;              /* [mu] the listener thread runs */
+  _Atomic int started;      /* set under mu, once: the listener runs */
   int stopfd[2];            /* a pipe: a byte in [0] stops the thread */
   pthread_t thread;
   PGconn *conn; /* the listener's; its thread's once started */
@@ -429,7 +432,7 @@ int pg_job_claim(void *impl, const char *node_id, int has_gpu, int parents,
  * --------------------------------------------------------------- */
 typedef struct reap_args {
   const char *max;
-  PGresult *failed, *back;
+  PGresult *canceled, *failed, *back;
 } reap_args;
 
 static int reap_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
@@ -443,22 +446,38 @@ static int reap_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
   int mine = PQgetvalue(lock, 0, 0)[0] == 't';
   PQclear(lock);
   if (!mine) return T_OK; /* another node reaps now */
-  rc = pg__exec(
-      c,
-      "WITH r AS (UPDATE jobs SET status = 'failed',"
-      " finished_at = " PG_CLOCK
-      ", lease_until = NULL,"
-      " error_code = 'crashed', error_message = 'the job was started '"
-      " || attempts || ' times and its node stopped heartbeating each time;"
-      " it is not run again (--max-attempts ' || $1::int || ')',"
-      " t_total = (" PG_CLOCK
-      " - created_at)::double precision"
-      " WHERE " PG_UNFINISHED
-      " AND node IS NOT NULL"
-      " AND lease_until < " PG_CLOCK
-      " AND attempts >= $1::int RETURNING id)"
-      " SELECT id, pg_notify('tessel', 'end:' || id) FROM r ORDER BY id",
-      1, v, &a->failed, "reap", e);
+  rc = pg__exec(c,
+                "WITH r AS (UPDATE jobs SET status = 'canceled',"
+                " finished_at = " PG_CLOCK
+                ", lease_until = NULL,"
+                " error_code = 'canceled', error_message = 'canceled by "
+                "request', t_total = (" PG_CLOCK
+                " - created_at)::double precision"
+                " WHERE " PG_UNFINISHED
+                " AND node IS NOT NULL"
+                " AND lease_until < " PG_CLOCK
+                " AND cancel_requested"
+                " RETURNING id)"
+                " SELECT id, pg_notify('tessel', 'end:' || id) FROM r"
+                " ORDER BY id",
+                0, NULL, &a->canceled, "reap", e);
+  if (!rc)
+    rc = pg__exec(
+        c,
+        "WITH r AS (UPDATE jobs SET status = 'failed',"
+        " finished_at = " PG_CLOCK
+        ", lease_until = NULL,"
+        " error_code = 'crashed', error_message = 'the job was started '"
+        " || attempts || ' times and its node stopped heartbeating each time;"
+        " it is not run again (--max-attempts ' || $1::int || ')',"
+        " t_total = (" PG_CLOCK
+        " - created_at)::double precision"
+        " WHERE " PG_UNFINISHED
+        " AND node IS NOT NULL"
+        " AND lease_until < " PG_CLOCK
+        " AND attempts >= $1::int RETURNING id)"
+        " SELECT id, pg_notify('tessel', 'end:' || id) FROM r ORDER BY id",
+        1, v, &a->failed, "reap", e);
   if (!rc)
     rc = pg__exec(
         c,
@@ -478,10 +497,11 @@ int pg_reap(void *impl, int max_attempts, char ***ids, int *n, terr *e) {
   *ids = NULL;
   *n = 0;
   char smax[32];
-  reap_args a = {pg__i64(smax, max_attempts), NULL, NULL};
+  reap_args a = {pg__i64(smax, max_attempts), NULL, NULL, NULL};
   int rc = pg__write(impl, reap_fn, &a, e);
-  PGresult *both[2] = {a.failed, a.back};
-  if (!rc) rc = ids_of(both, 2, ids, n, e);
+  PGresult *all[3] = {a.canceled, a.failed, a.back};
+  if (!rc) rc = ids_of(all, 3, ids, n, e);
+  PQclear(a.canceled);
   PQclear(a.failed);
   PQclear(a.back);
   return rc;
@@ -549,12 +569,13 @@ int pg_job_cancel_request(void *impl, const char *id, const char *owner,
 
 int pg_queue_depth(void *impl, int64_t *queued, terr *e) {
   *queued = 0;
-  stmt s = {"SELECT count(*) FROM jobs WHERE status = 'queued'",
-            "queue depth",
-            0,
-            NULL,
-            NULL,
-            1};
+  stmt s = {
+      "SELECT count(*) FROM jobs WHERE status = 'queued' AND parent IS NULL",
+      "queue depth",
+      0,
+      NULL,
+      NULL,
+      1};
   int rc = pg__read(impl, stmt_fn, &s, e);
   if (!rc) *queued = col_i64(s.res, 0, 0);
   PQclear(s.res);
@@ -563,11 +584,20 @@ int pg_queue_depth(void *impl, int64_t *queued, terr *e) {
 
 /* ---- events: the listener thread
  * ---------------------------------------------------- */
-/* Hand what/id to every callback. [mu] taken here. */
+/* Hand what/id to every callback. [mu] taken here. A callback may
+ * unlisten (itself or another: pg_unlisten takes no lock on this thread),
+ * so the list is walked by token (tokens grow along it), not by index. */
 static void dispatch(pgcl *c, const char *what, const char *id) {
   pthread_mutex_lock(&c->mu);
-  for (size_t i = 0; i < c->subs.n; i++)
-    c->subs.v[i].cb(c->subs.v[i].arg, what, id);
+  uint64_t last = 0;
+  for (;;) {
+    size_t i = 0;
+    while (i < c->subs.n && c->subs.v[i].token <= last) i++;
+    if (i == c->subs.n) break;
+    pg_sub sub = c->subs.v[i];
+    last = sub.token;
+    sub.cb(sub.arg, what, id);
+  }
   pthread_mutex_unlock(&c->mu);
 }
 
@@ -686,7 +716,10 @@ int pg_listen(void *impl, store_event_fn cb, void *arg, uint64_t *token,
 void pg_unlisten(void *impl, uint64_t token) {
   pgcl *c = cl_of(impl, 0, NULL);
   if (!c) return;
-  pthread_mutex_lock(&c->mu);
+  /* from a callback, on the listener thread: it holds mu already */
+  int here =
+      atomic_load(&c->started) && pthread_equal(pthread_self(), c->thread);
+  if (!here) pthread_mutex_lock(&c->mu);
   for (size_t i = 0; i < c->subs.n; i++)
     if (c->subs.v[i].token == token) {
       memmove(&c->subs.v[i], &c->subs.v[i + 1],
@@ -694,7 +727,7 @@ void pg_unlisten(void *impl, uint64_t token) {
       c->subs.n--;
       break;
     }
-  pthread_mutex_unlock(&c->mu);
+  if (!here) pthread_mutex_unlock(&c->mu);
 }
 
 void pg__listen_stop(pgstore *p) {

@@ -251,6 +251,9 @@ TEST(claim_filters_and_order) {
            parent, child);
   sql(q);
 
+  int64_t depth = -1;
+  terr e;
+  CHECK(store_queue_depth(sb, &depth, &e) == 0 && depth == 5); /* no tile */
   char ids[8][T_ID_MAX];
   /* no GPU, not the coordinator: the tile, then by priority, FIFO within */
   CHECK(claim(sa, "n_A", 0, 0, 1, 60000, ids) == 1 &&
@@ -371,11 +374,13 @@ static void leases_pass(void) {
 
 TEST(reap_requeues_and_fails_crashed) {
   reset_tables();
-  char j1[T_ID_MAX], j2[T_ID_MAX], jkeep[T_ID_MAX];
+  char j1[T_ID_MAX], j2[T_ID_MAX], j3[T_ID_MAX], jkeep[T_ID_MAX];
   insert_backend(sa, "auto", 1, j1);
   insert_backend(sa, "auto", 1, j2);
+  insert_backend(sa, "auto", 1, j3);
   sqlf("UPDATE jobs SET attempts = 2 WHERE id = '%s'", j2);
-  CHECK(claim(sa, "n_dead", 0, 0, 2, 1, NULL) == 2); /* a 1 ms lease */
+  CHECK(claim(sa, "n_dead", 0, 0, 3, 1, NULL) == 3); /* a 1 ms lease */
+  sqlf("UPDATE jobs SET cancel_requested = true WHERE id = '%s'", j3);
   sqlf("UPDATE jobs SET status = 'running', started_at = 5 WHERE id = '%s'",
        j1);
   leases_pass();
@@ -386,7 +391,7 @@ TEST(reap_requeues_and_fails_crashed) {
   int n = -1;
   terr e;
   CHECK(store_reap(sb, 3, &ids, &n, &e) == 0);
-  CHECK(n == 2 && has(ids, n, j1) && has(ids, n, j2));
+  CHECK(n == 3 && has(ids, n, j1) && has(ids, n, j2) && has(ids, n, j3));
   free_strs(ids, n);
   store_job j;
   memset(&j, 0, sizeof j);
@@ -397,6 +402,11 @@ TEST(reap_requeues_and_fails_crashed) {
   CHECK(store_job_get(sa, j2, NULL, &j, &e) == 0);
   CHECK(j.status == JOB_FAILED && j.attempts == 3 && j.finished_at > 0);
   CHECK(j.error_code && strcmp(j.error_code, "crashed") == 0);
+  store_job_clear(&j);
+  /* a cancel asked for while its node died: ended, not run again */
+  CHECK(store_job_get(sa, j3, NULL, &j, &e) == 0);
+  CHECK(j.status == JOB_CANCELED && j.error_code &&
+        strcmp(j.error_code, "canceled") == 0);
   store_job_clear(&j);
   CHECK(strcmp(sqlf("SELECT node FROM jobs WHERE id = '%s'", jkeep),
                "n_live") == 0);
@@ -492,6 +502,15 @@ static void on_event2(void *arg, const char *what, const char *id) {
   count2++;
 }
 
+/* A subscriber that unlistens itself from its first event. */
+static _Atomic int count3;
+static uint64_t tok3;
+static void on_event3(void *arg, const char *what, const char *id) {
+  (void)what, (void)id;
+  count3++;
+  store_unlisten(arg, tok3);
+}
+
 /* Wait (at most 20 s, a bound) for the event "what:id". */
 static int got_event(const char *what, const char *id) {
   char want[64];
@@ -529,6 +548,9 @@ TEST(listen_across_stores_and_reset) {
   terr e;
   uint64_t tok = 0;
   uint64_t tok2 = 0;
+  /* first in the list: it leaves during the first dispatch, the others
+   * still get that event */
+  CHECK(store_listen(sb, on_event3, sb, &tok3, &e) == 0);
   CHECK(store_listen(sb, on_event, NULL, &tok, &e) == 0 && tok != 0);
   CHECK(store_listen(sb, on_event2, NULL, &tok2, &e) == 0 && tok2 != tok);
   char q1[T_ID_MAX], c1[T_ID_MAX];
@@ -565,6 +587,7 @@ TEST(listen_across_stores_and_reset) {
   }
   store_unlisten(sb, tok);
   CHECK(count2 == seen2); /* no callback after store_unlisten */
+  CHECK(count3 == 1);
 }
 
 int main(void) {
