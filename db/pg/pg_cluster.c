@@ -33,7 +33,10 @@
  *    (pg__connect, LISTEN tessel), polling the socket and a stop pipe; each
  *    "<what>:<id>" is handed to every registered callback. A lost
  *    connection is retried with backoff (100 ms doubling to 2 s); once back
- *    every callback gets "reset" (events may have been missed).
+ *    every callback gets "reset" (events may have been missed). A
+ *    connection quiet for PG_LISTEN_PROBE_MS gets a "SELECT 1"; unanswered
+ *    as long again, it counts as lost (a server that stopped answering
+ *    without closing the socket).
  *
  * Per-store state of this file (the listener, the lease a node's liveness
  * is judged by) lives in a `pgcl` found by the store's pointer in a small
@@ -79,6 +82,10 @@
 #define PG_LISTEN_BACKOFF_MIN_MS 100
 #define PG_LISTEN_BACKOFF_MAX_MS 2000
 #define PG_EVENT_WHAT_MAX 16
+/* After this long without a byte the listener asks the server (SELECT 1);
+ * no answer within as long again: the connection is lost (a server or
+ * network gone without closing it). */
+#define PG_LISTEN_PROBE_MS 10000
 
 /* ---- per-store state ----------------------------------------------------- */
 typedef struct pg_sub {
@@ -633,7 +640,8 @@ static int stop_within(pgcl *c, int ms) {
 static void *listen_main(void *arg) {
   pgcl *c = arg;
   PGconn *conn = c->conn;
-  int delay = 0; /* before the next connect: 0, then 100 ms doubling to 2 s */
+  int delay = 0;   /* before the next connect: 0, then 100 ms doubling to 2 s */
+  int probing = 0; /* a "SELECT 1" is out on conn */
   for (;;) {
     if (!conn) {
       if (delay && stop_within(c, delay)) break;
@@ -648,10 +656,22 @@ static void *listen_main(void *arg) {
     }
     struct pollfd pf[2] = {{.fd = c->stopfd[0], .events = POLLIN},
                            {.fd = PQsocket(conn), .events = POLLIN}};
-    int k = pf[1].fd >= 0 ? poll(pf, 2, -1) : 0;
-    if (k < 0 && errno == EINTR) continue;
+    int k = pf[1].fd >= 0 ? poll(pf, 2, PG_LISTEN_PROBE_MS) : -1;
+    if (k < 0 && pf[1].fd >= 0 && errno == EINTR) continue;
     if (k > 0 && pf[0].revents) break;
-    int ok = k > 0 && PQconsumeInput(conn) && PQstatus(conn) == CONNECTION_OK;
+    int ok;
+    if (k == 0) { /* quiet: ask; a probe still unanswered means lost */
+      ok = !probing && PQsendQuery(conn, "SELECT 1");
+      probing = ok;
+    } else {
+      ok = k > 0 && PQconsumeInput(conn) && PQstatus(conn) == CONNECTION_OK;
+      while (ok && probing && !PQisBusy(conn)) {
+        PGresult *r = PQgetResult(conn);
+        if (!r) probing = 0; /* answered */
+        PQclear(r);
+        if (!probing) break;
+      }
+    }
     PGnotify *nt;
     while ((nt = PQnotifies(conn))) {
       if (nt->relname && strcmp(nt->relname, "tessel") == 0 && nt->extra)
@@ -662,6 +682,7 @@ static void *listen_main(void *arg) {
       log_warn("store: the event connection was lost; reconnecting");
       PQfinish(conn);
       conn = NULL;
+      probing = 0;
     }
   }
   if (conn) PQfinish(conn);

@@ -11,12 +11,14 @@
  * attempt counted once (at the claim, not again at its start); heartbeat
  * renewal with its cancel and lost lists; the reaper (back to the queue,
  * "crashed" at max_attempts, two reapers at once); cancel requests both ways;
- * events across stores and "reset" after a server restart (with_pg.sh's
+ * events across stores, "reset" after the listener's backend stops
+ * answering (SIGSTOP: its probe) and after a server restart (with_pg.sh's
  * $TESSEL_TEST_PGSERVER and $TESSEL_TEST_PG_DIR). Deadlines are bounds
  * only, never asserted as speed.
  */
 #include <libpq-fe.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -511,20 +513,23 @@ static void on_event3(void *arg, const char *what, const char *id) {
   store_unlisten(arg, tok3);
 }
 
-/* Wait (at most 20 s, a bound) for the event "what:id". */
-static int got_event(const char *what, const char *id) {
+/* Wait (at most secs, a bound) until the event "what:id" came n times. */
+static int got_event_n(const char *what, const char *id, int n, int secs) {
   char want[64];
   snprintf(want, sizeof want, "%s:%s", what, id ? id : "");
-  for (int i = 0; i < 2000; i++) {
+  for (int i = 0; i < secs * 100; i++) {
     pthread_mutex_lock(&ev_mu);
     int found = 0;
-    for (int k = 0; k < nevents && !found; k++)
-      found = strcmp(events[k], want) == 0;
+    for (int k = 0; k < nevents; k++) found += strcmp(events[k], want) == 0;
     pthread_mutex_unlock(&ev_mu);
-    if (found) return 1;
+    if (found >= n) return 1;
     usleep(10000);
   }
   return 0;
+}
+
+static int got_event(const char *what, const char *id) {
+  return got_event_n(what, id, 1, 20);
 }
 
 /* A [sync] call, retried (bounded) while the restarted server is not back. */
@@ -567,6 +572,22 @@ TEST(listen_across_stores_and_reset) {
   CHECK(store_job_cancel_request(sa, c1, NULL, &ended, &e) == 0 && ended == 0);
   CHECK(got_event("cancel", c1));
 
+  /* a server that stops answering without closing the connection (its
+   * backend stopped): the listener's probe finds it lost and reconnects */
+  char pid[32];
+  snprintf(pid, sizeof pid, "%s",
+           sql("SELECT pid FROM pg_stat_activity WHERE query = "
+               "'LISTEN tessel'"));
+  CHECK(pid[0] != 0);
+  if (pid[0]) {
+    CHECK(kill(atoi(pid), SIGSTOP) == 0);
+    CHECK(got_event_n("reset", NULL, 1, 60));
+    kill(atoi(pid), SIGCONT);
+    char q4[T_ID_MAX];
+    insert_backend(sa, "auto", 0, q4);
+    CHECK(got_event("queued", q4)); /* on the new connection */
+  }
+
   const char *pgserver = getenv("TESSEL_TEST_PGSERVER");
   const char *pgdir = getenv("TESSEL_TEST_PG_DIR");
   if (!pgserver || !pgdir) {
@@ -577,7 +598,7 @@ TEST(listen_across_stores_and_reset) {
     char cmd[700];
     snprintf(cmd, sizeof cmd, "'%s' restart '%s'", pgserver, pgdir);
     CHECK(system(cmd) == 0);
-    CHECK(got_event("reset", NULL));
+    CHECK(got_event_n("reset", NULL, 2, 60));
     PQfinish(db);
     db = PQconnectdb(url);
     CHECK(PQstatus(db) == CONNECTION_OK);
