@@ -129,6 +129,7 @@ TEST(nodes_register_list_leave) {
   a.running = 3;
   a.queued = 2;
   a.load = 42.5;
+  a.jobs_done = 17; /* the node's own count: the heartbeat writes it */
   char **cancel, **lost;
   int nc, nl;
   CHECK(store_node_heartbeat(sa, &a, 60000, NULL, 0, &cancel, &nc, &lost, &nl,
@@ -160,6 +161,7 @@ TEST(nodes_register_list_leave) {
       CHECK(strcmp(v[i].name, "alpha") == 0 && v[i].threads == 4);
       CHECK(v[i].running == 3 && v[i].queued == 2);
       CHECK(fabs(v[i].load - 42.5) < 1e-9);
+      CHECK(v[i].jobs_done == 17);
       CHECK(v[i].heartbeat_at >= v[i].started_at);
     } else if (strcmp(v[i].id, b.id) == 0) {
       seen |= 2;
