@@ -92,6 +92,10 @@ if(NOT TESSEL_FUZZ)
     COMMAND sh ${CMAKE_SOURCE_DIR}/tests/cluster/test_two_nodes.sh $<TARGET_FILE:tesseld>)
   set_tests_properties(cluster_smoke PROPERTIES LABELS integration TIMEOUT 300
     SKIP_RETURN_CODE 77)
+  add_test(NAME cluster_split
+    COMMAND sh ${CMAKE_SOURCE_DIR}/tests/cluster/test_split_nodes.sh $<TARGET_FILE:tesseld>)
+  set_tests_properties(cluster_split PROPERTIES LABELS integration TIMEOUT 300
+    SKIP_RETURN_CODE 77)
 
   file(GLOB BENCHES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/bench/bench_*.c)
   foreach(src ${BENCHES})
