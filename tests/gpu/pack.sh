@@ -19,7 +19,7 @@ cp -r web "$dir"/
 # its own newer ones), CUDA libraries (that machine has CUDA 13).
 for l in libmicrohttpd.so.12 libxxhash.so.0 libgfortran.so.5 libquadmath.so.0 libproj.so.25 \
          libtiff.so.6 libLerc.so.4 libjbig.so.0 libjpeg.so.62 libwebp.so.7 \
-         libdeflate.so.0; do
+         libdeflate.so.0 libpq.so.5 libldap-2.5.so.0 liblber-2.5.so.0 libsasl2.so.2; do
   cp -L "/lib/x86_64-linux-gnu/$l" "$dir/lib/"
 done
 cp -L /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 "$dir/lib/"
