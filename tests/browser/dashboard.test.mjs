@@ -851,11 +851,12 @@ test('the overview reads /v1/stats, a few KB a poll, links /metrics and draws it
     assert.ok(await p.$eval('#main canvas[aria-label^="Queue depth"]', (c) => !!window.Chart.getChart(c)), 'queue chart drawn');
     assert.ok(await p.$eval('#main canvas[aria-label^="CPU and memory"]', (c) => !!window.Chart.getChart(c)), 'CPU chart drawn');
     /* other ranges: 7 days in steps of 2 h (the jobs still in), kept across a reload */
+    const week = p.waitForResponse((r) => r.url().includes('/v1/stats/history'));
     await p.click('[data-range="7d"]');
+    const last = await week;
     await p.waitForFunction(() => document.querySelector('#throughput-range').textContent.includes('7 days'));
-    const last = seen.filter((x) => x.url.includes('/v1/stats/history')).pop();
-    assert.equal(new URL(last.url).searchParams.get('step'), '7200');
-    assert.ok(last.body.steps.length <= 120);
+    assert.equal(new URL(last.url()).searchParams.get('step'), '7200');
+    assert.ok((await last.json()).steps.length <= 120);
     const sum7 = Number(await p.getAttribute('#throughput-range', 'data-total'));
     assert.ok(sum7 >= served, `7 days hold at least what 30 min do (${sum7} >= ${served})`);
     await p.reload();
