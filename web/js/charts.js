@@ -155,38 +155,75 @@ export function statusChart(canvas, counts) {
     backgroundColor: names.map(statusColor), borderColor: css('--card'), borderWidth: 2}]}, options: opts});
 }
 
-/* buckets: [{t: Date, n}] — jobs finished per minute (each bar may span
- * several minutes: n is then their average), over the last `minutes`. */
-export function throughputChart(canvas, buckets, minutes = buckets.length) {
-  const perBar = minutes / Math.max(1, buckets.length);
-  const total = Math.round(buckets.reduce((a, b) => a + b.n * perBar, 0));
-  canvas.setAttribute('aria-label', `Jobs finished per minute over the last ${minutes} minutes: ${total} in all`);
-  const opts = baseOptions();
-  opts.plugins.legend.display = false;
-  opts.scales = {y: axis({beginAtZero: true, ticks: {precision: 0, color: css('--muted')},
-    title: {display: true, text: 'jobs / min', color: css('--muted')}}), x: axis({grid: {display: false},
-    ticks: {maxTicksLimit: 8, maxRotation: 0, color: css('--muted')}})};
-  return make(canvas, {type: 'bar', data: {labels: buckets.map((b) => b.t.toLocaleTimeString('en-GB',
-    {hour: '2-digit', minute: '2-digit'})), datasets: [{data: buckets.map((b) => b.n),
-    backgroundColor: css('--accent'), borderRadius: 3}]}, options: opts});
+/* One label per step of a history chart: the time of day, with seconds
+ * for steps under a minute and the date for steps of an hour or more. */
+export function stepLabel(d, stepS) {
+  if (stepS >= 3600) return d.toLocaleString('en-GB', {day: '2-digit', month: 'short', hour: '2-digit', minute: '2-digit'});
+  return d.toLocaleTimeString('en-GB', stepS < 60 ? undefined : {hour: '2-digit', minute: '2-digit'});
 }
 
-/* samples: [{t: Date, queued, running}] — queue depth as seen by polling. */
-export function queueChart(canvas, samples) {
-  canvas.setAttribute('aria-label', 'Queue depth over the last minutes: queued and running jobs');
+/* steps: [{t: Date, succeeded, failed, canceled}] — jobs finished per step
+ * (GET /v1/stats/history), one stacked bar per step; `what` says the range
+ * and step in words ("the last 30 min, per 30 s"). The aria-label gives the
+ * totals, so the chart's content is there in words. */
+export const FINISHED = ['succeeded', 'failed', 'canceled'];
+export function throughputChart(canvas, steps, stepS, what) {
+  throughputLabel(canvas, steps, what);
+  const opts = baseOptions();
+  opts.animation = false;
+  opts.plugins.legend.position = 'bottom';
+  opts.scales = {y: axis({stacked: true, beginAtZero: true, ticks: {precision: 0, color: css('--muted')},
+    title: {display: true, text: 'jobs per step', color: css('--muted')}}), x: axis({stacked: true, grid: {display: false},
+    ticks: {maxTicksLimit: 6, maxRotation: 0, color: css('--muted')}})};
+  return make(canvas, {type: 'bar', data: {labels: steps.map((x) => stepLabel(x.t, stepS)),
+    datasets: FINISHED.map((st) => ({label: st, data: steps.map((x) => x[st]), backgroundColor: statusColor(st),
+      borderRadius: 2, stack: 'finished'}))}, options: opts});
+}
+
+/* The words of the throughput chart, also used when it is updated in place. */
+export function throughputLabel(canvas, steps, what) {
+  const sum = (st) => steps.reduce((a, x) => a + x[st], 0);
+  const total = FINISHED.reduce((a, st) => a + sum(st), 0);
+  canvas.setAttribute('aria-label', `Jobs finished over ${what}: ${total} in all (` +
+    FINISHED.map((st) => `${sum(st)} ${st}`).join(', ') + ')');
+  canvas.dataset.total = String(total);
+}
+
+/* points: [{t: Date, queued, running}] (null where no sample fell in a
+ * step) — queue depth over time, from the daemon's load samples. */
+export function queueChart(canvas, points, stepS) {
+  canvas.setAttribute('aria-label', 'Queue depth over time: queued and running jobs');
   const opts = baseOptions();
   opts.animation = false;
   opts.plugins.legend.position = 'bottom';
   opts.elements = {point: {radius: 0}};
   opts.scales = {y: axis({beginAtZero: true, suggestedMax: 2, ticks: {precision: 0, color: css('--muted')}}),
     x: axis({grid: {display: false}, ticks: {maxTicksLimit: 4, maxRotation: 0, color: css('--muted')}})};
-  const labels = samples.map((s) => s.t.toLocaleTimeString('en-GB'));
+  const labels = points.map((s) => stepLabel(s.t, stepS));
   return make(canvas, {type: 'line', data: {labels, datasets: [
-    {label: 'running', data: samples.map((s) => s.running), borderColor: css('--st-running'),
+    {label: 'running', data: points.map((s) => s.running), borderColor: css('--st-running'),
       backgroundColor: css('--st-running') + '33', fill: true, tension: 0.25, borderWidth: 2},
-    {label: 'queued', data: samples.map((s) => s.queued), borderColor: css('--st-queued'),
+    {label: 'queued', data: points.map((s) => s.queued), borderColor: css('--st-queued'),
       backgroundColor: css('--st-queued') + '33', fill: true, tension: 0.25, borderWidth: 2},
   ]}, options: opts});
+}
+
+/* points: [{t: Date, cpu, machineCpu, memory}] in percent (null where
+ * unknown) — the daemon's CPU, the machine's CPU and memory over time. */
+export const USAGE_SERIES = [['cpu', 'Tessel CPU', '--c-cpu'], ['machineCpu', 'machine CPU', '--c-auto'],
+  ['memory', 'machine memory', '--c-other']];
+export function usageChart(canvas, points, stepS) {
+  canvas.setAttribute('aria-label', 'CPU and memory use over time, in percent: Tessel CPU, machine CPU, machine memory');
+  const opts = baseOptions();
+  opts.animation = false;
+  opts.plugins.legend.position = 'bottom';
+  opts.elements = {point: {radius: 0}};
+  opts.scales = {y: axis({beginAtZero: true, suggestedMax: 100, title: {display: true, text: '%', color: css('--muted')}}),
+    x: axis({grid: {display: false}, ticks: {maxTicksLimit: 6, maxRotation: 0, color: css('--muted')}})};
+  return make(canvas, {type: 'line', data: {labels: points.map((s) => stepLabel(s.t, stepS)),
+    datasets: USAGE_SERIES.map(([k, label, colour]) => ({label, data: points.map((s) => s[k]),
+      borderColor: css(colour) || css('--c-other'), backgroundColor: css(colour) || css('--c-other'),
+      tension: 0.25, borderWidth: 2}))}, options: opts});
 }
 
 /* series: {backend: [{x: size, y: ms, id}]}; medians: {backend: [{x, y}]}.

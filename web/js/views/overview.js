@@ -9,73 +9,76 @@
  * to /metrics. Polls every 2 s (devices and nodes every 6 s); charts are updated in
  * place, not rebuilt, so they do not flicker.
  *
- * History: the API keeps no time series, so this page records one sample
- * per poll (queued, running, finished_since_start) in sessionStorage
- * ("tessel.history", up to HISTORY_H hours, thinned to one sample per 30 s
- * beyond the last 30 minutes), so it outlives going to another page and a
- * reload, and draws the queue depth and the jobs finished per minute (the
- * difference of finished_since_start between samples; a server restart,
- * seen as a smaller uptime, starts a new series) over 5 min, 30 min, 2 h or
- * 6 h. It covers the time a dashboard was open; CPU, memory and GPU use
- * over time are shown when the API gives them (it does not yet: see
- * web/README.md).
+ * History: GET /v1/stats/history, on load, when the range changes and
+ * every 15 s (HISTORY_EVERY_MS; the live numbers stay on the 2 s /v1/stats
+ * poll). The range (5 min … 7 days, kept in sessionStorage "tessel.range")
+ * picks since and step so that there are at most 120 steps, since aligned
+ * to a whole step; a refresh asks only from the newest step it has (the
+ * same grid, so the steps are replaced in place and the answer is a few
+ * hundred bytes) and drops what fell out of the range. Drawn from it: jobs
+ * finished per step by status (the store: as far back as jobs are kept),
+ * queue depth and CPU/memory over time (the daemon's load samples, every
+ * 5 s for the last 2 hours, averaged per step; the steps before the daemon
+ * started, or before those 2 hours, are gaps). When the call fails the
+ * charts give way to a short message and the rest of the page goes on.
+ * Nothing but the range is kept in the browser.
  */
 import {api, jobsApi} from '../api.js';
 import {h, clear, card, fmtInt, fmtMs, fmtBytes, fmtAgo, statusBadge, poll, errorBox, STATUSES,
   backendText, tableWrap} from '../dom.js';
-import {chartBox, statusChart, throughputChart, queueChart, chartsReady} from '../charts.js';
+import {chartBox, statusChart, throughputChart, throughputLabel, queueChart, usageChart, stepLabel, chartsReady,
+  FINISHED} from '../charts.js';
 
-const HISTORY_KEY = 'tessel.history';
-const HISTORY_H = 6;
-const FINE_MS = 30 * 60000; /* full resolution for the last 30 minutes */
-const COARSE_MS = 30000; /* one sample per 30 s before that */
-const RANGES = [['5m', 5], ['30m', 30], ['2h', 120], ['6h', 360]];
+/* [label, minutes, step in seconds]: at most 120 steps each. */
+export const RANGES = [['5m', 5, 5], ['30m', 30, 30], ['2h', 120, 60], ['6h', 360, 300], ['24h', 1440, 900],
+  ['7d', 10080, 7200]];
+const HISTORY_EVERY_MS = 15000;
 
-/* samples: [{t: ms, q: queued, r: running, f: finished_since_start, u: uptime_s}] */
-export function loadHistory() {
-  try {
-    const v = JSON.parse(sessionStorage.getItem(HISTORY_KEY) || '[]');
-    return Array.isArray(v) ? v.filter((x) => x && typeof x.t === 'number') : [];
-  } catch { return []; }
+/* since (Unix seconds, a whole step) and step for a range, now in ms. */
+export function historyWindow(minutes, stepS, now = Date.now()) {
+  const n = Math.round((minutes * 60) / stepS);
+  const since = (Math.floor(now / 1000 / stepS) - (n - 1)) * stepS;
+  return {since, step: stepS, n};
 }
 
-export function addSample(hist, s, now = s.t) {
-  hist.push(s);
-  const oldest = now - HISTORY_H * 3600000;
-  const out = [];
-  let lastCoarse = -Infinity;
-  for (const x of hist) {
-    if (x.t < oldest) continue;
-    if (x.t < now - FINE_MS) {
-      if (x.t - lastCoarse < COARSE_MS) continue;
-      lastCoarse = x.t;
-    }
-    out.push(x);
+/* Merge a newer answer into the steps and samples held (steps replaced
+ * from the answer's first on, samples appended after the last held), then
+ * drop those older than `from` (Unix seconds). */
+export function mergeHistory(held, ans, from) {
+  const first = ans.steps.length ? ans.steps[0].t : Infinity;
+  const steps = held.steps.filter((x) => x.t < first).concat(ans.steps).filter((x) => x.t >= from);
+  const last = held.samples.length ? held.samples[held.samples.length - 1].t : -Infinity;
+  const samples = held.samples.concat(ans.samples.filter((x) => x.t > last)).filter((x) => x.t >= from);
+  return {steps, samples, step: ans.step_s, every: ans.sample_every_s};
+}
+
+/* The load samples averaged per step: [{t: Date, queued, running, cpu,
+ * machineCpu, memory}], null where no sample (or no value) fell in a step. */
+export function samplesPerStep(steps, samples, stepS) {
+  const out = steps.map((x) => ({t: new Date(x.t * 1000), acc: {}}));
+  if (!steps.length) return [];
+  const t0 = steps[0].t;
+  const add = (acc, k, v) => {
+    if (typeof v !== 'number' || !Number.isFinite(v)) return;
+    const a = acc[k] || (acc[k] = {s: 0, n: 0});
+    a.s += v; a.n += 1;
+  };
+  for (const x of samples) {
+    const i = Math.floor((x.t - t0) / stepS);
+    if (i < 0 || i >= out.length) continue;
+    const acc = out[i].acc;
+    add(acc, 'queued', x.queued);
+    add(acc, 'running', x.running);
+    add(acc, 'cpu', x.cpu_percent);
+    add(acc, 'machineCpu', x.machine_cpu_percent);
+    if (typeof x.memory_used === 'number' && x.memory_total) add(acc, 'memory', (100 * x.memory_used) / x.memory_total);
   }
-  return out;
+  const mean = (acc, k) => (acc[k] ? acc[k].s / acc[k].n : null);
+  return out.map(({t, acc}) => ({t, queued: mean(acc, 'queued'), running: mean(acc, 'running'), cpu: mean(acc, 'cpu'),
+    machineCpu: mean(acc, 'machineCpu'), memory: mean(acc, 'memory')}));
 }
 
-function saveHistory(hist) {
-  try { sessionStorage.setItem(HISTORY_KEY, JSON.stringify(hist)); } catch { /* full or off: memory only */ }
-}
-
-/* Jobs finished per minute over the last `minutes`, from the differences of
- * finished_since_start; a drop of uptime (a restart) is not counted. */
-export function finishedPerMinute(hist, minutes, now = Date.now()) {
-  const step = minutes <= 30 ? 60000 : minutes <= 120 ? 300000 : 900000;
-  const n = Math.ceil((minutes * 60000) / step);
-  const start = Math.floor(now / step) * step - (n - 1) * step;
-  const buckets = Array.from({length: n}, (_, i) => ({t: new Date(start + i * step), n: 0}));
-  for (let i = 1; i < hist.length; i++) {
-    const a = hist[i - 1];
-    const b = hist[i];
-    if (b.u < a.u || b.f < a.f) continue; /* the server restarted */
-    const k = Math.floor((b.t - start) / step);
-    if (k >= 0 && k < n) buckets[k].n += b.f - a.f;
-  }
-  const perMin = step / 60000;
-  return {buckets: buckets.map((x) => ({t: x.t, n: x.n / perMin})), step};
-}
+function fmtStep(s) { return s < 60 ? `${s} s` : s < 3600 ? `${s / 60} min` : `${s / 3600} h`; }
 
 export function mount(root) {
   const uptime = h('span', {class: 'sub'});
@@ -84,24 +87,35 @@ export function mount(root) {
   const nodesBody = h('div', {id: 'nodes'}, h('p', {class: 'muted'}, 'Loading…'));
   const queueBody = h('div', {class: 'stats-row', id: 'queue'});
   const qchart = chartBox('Queue depth', 130);
-  let hist = loadHistory();
-  let range = 30;
-  try { range = Number(sessionStorage.getItem('tessel.range')) || 30; } catch { /* default */ }
+  let range = RANGES[1];
+  try {
+    const saved = Number(sessionStorage.getItem('tessel.range'));
+    range = RANGES.find((r) => r[1] === saved) || range;
+    sessionStorage.removeItem('tessel.history'); /* the samples an older version kept */
+  } catch { /* default */ }
   const status = chartBox('Jobs by status', 200);
   const statusEmpty = h('p', {class: 'empty', hidden: true}, 'No jobs yet.');
-  const thr = chartBox('Jobs finished per minute', 200);
+  const thr = chartBox('Jobs finished over time', 200);
+  thr.canvas.id = 'throughput-chart';
   const thrStat = h('p', {class: 'muted', id: 'throughput'});
+  const thrRange = h('p', {class: 'muted', id: 'throughput-range'});
   const histNote = h('p', {class: 'muted status-line', id: 'history-note'});
+  const usageChartBox = chartBox('CPU and memory use over time', 160);
+  /* shown instead of the history charts when GET /v1/stats/history fails */
+  const histFail = () => h('p', {class: 'na', hidden: true, dataset: {historyError: ''}});
+  const histErrs = [histFail(), histFail(), histFail()];
   const kindBody = h('div');
   const recentBody = h('div');
   const usageBody = h('div', {id: 'usage'});
-  const rangeBtns = RANGES.map(([label, min]) => h('button', {type: 'button', class: 'btn btn-sm', 'aria-pressed': String(min === range),
-    dataset: {range: label}, onclick: () => {
-      range = min;
-      try { sessionStorage.setItem('tessel.range', String(min)); } catch { /* default next time */ }
-      for (const b of rangeBtns) b.setAttribute('aria-pressed', String(b === rangeBtns[RANGES.findIndex((r) => r[1] === min)]));
-      drawHistory(true);
-    }}, label));
+  const rangeBtns = RANGES.map((r) => h('button', {type: 'button', class: 'btn btn-sm', 'aria-pressed': String(r === range),
+    dataset: {range: r[0]}, onclick: () => {
+      range = r;
+      try { sessionStorage.setItem('tessel.range', String(r[1])); } catch { /* default next time */ }
+      for (const [i, btn] of rangeBtns.entries()) btn.setAttribute('aria-pressed', String(RANGES[i] === r));
+      held = null;
+      destroyHistory();
+      loadHistory();
+    }}, r[0]));
 
   root.append(
     h('div', {class: 'page-head'}, h('h1', null, 'Overview'), uptime,
@@ -114,36 +128,93 @@ export function mount(root) {
       h('div', {class: 'card-head'}, h('span', {class: 'muted', id: 'range-label'}, 'History:'),
         h('div', {class: 'range-pick', role: 'group', 'aria-labelledby': 'range-label'}, rangeBtns)),
       h('div', {class: 'grid grid-3'},
-        card('Queue', queueBody, h('div', {style: 'margin-top:12px'}, qchart.box)),
+        card('Queue', queueBody, h('div', {style: 'margin-top:12px'}, qchart.box, histErrs[0])),
         card('Jobs by status', status.box, statusEmpty),
-        card('Throughput', thr.box, thrStat, histNote)),
-      card('CPU, memory and GPU use', usageBody),
+        card('Throughput', thr.box, histErrs[1], thrRange, thrStat, histNote)),
+      card('CPU, memory and GPU use', usageBody, h('div', {style: 'margin-top:12px'}, usageChartBox.box, histErrs[2])),
       card('By kind and backend', kindBody),
       card('Latest jobs', recentBody)));
 
   let charts = {};
   let tick = 0;
+  let held = null; /* {steps, samples, step, every} of the range shown */
+  let histCtl = null;
+  let histTimer = null;
+  let stopped = false;
 
-  function drawHistory(rebuild) {
-    const now = Date.now();
-    const from = now - range * 60000;
-    const shown = hist.filter((x) => x.t >= from);
-    const samples = shown.map((x) => ({t: new Date(x.t), queued: x.q, running: x.r}));
-    const fmtT = (d) => d.toLocaleTimeString('en-GB', range > 30 ? {hour: '2-digit', minute: '2-digit'} : undefined);
-    if (rebuild) { for (const k of ['queue', 'thr']) if (charts[k]) { charts[k].destroy(); delete charts[k]; } }
-    if (chartsReady()) charts.queue = updateOrMake(charts.queue, () => queueChart(qchart.canvas, samples), (c) => {
-      c.data.labels = samples.map((x) => fmtT(x.t));
-      c.data.datasets[0].data = samples.map((x) => x.running);
-      c.data.datasets[1].data = samples.map((x) => x.queued);
-    });
-    const {buckets} = finishedPerMinute(hist, range, now);
-    if (chartsReady()) charts.thr = updateOrMake(charts.thr, () => throughputChart(thr.canvas, buckets, range), (c) => {
-      c.data.labels = buckets.map((b) => b.t.toLocaleTimeString('en-GB', {hour: '2-digit', minute: '2-digit'}));
-      c.data.datasets[0].data = buckets.map((b) => b.n);
-    });
-    const since = hist.length ? Math.round((now - hist[0].t) / 60000) : 0;
-    histNote.textContent = `Recorded by this browser tab while the overview was open: ${since < 1 ? 'under a minute' : since + ' min'} ` +
-      `of history (kept up to ${HISTORY_H} h). The service keeps no time series of its own.`;
+  function destroyHistory() {
+    for (const k of ['queue', 'thr', 'usage']) if (charts[k]) { charts[k].destroy(); delete charts[k]; }
+  }
+
+  function showHistoryError(e) {
+    const why = e && e.message ? e.message : String(e);
+    for (const el of histErrs) {
+      el.hidden = false;
+      el.textContent = `History not available (GET /v1/stats/history: ${why}).`;
+    }
+    for (const b of [qchart.box, thr.box, usageChartBox.box]) b.hidden = true;
+    thrRange.textContent = '';
+    histNote.textContent = '';
+  }
+
+  function drawHistory() {
+    for (const el of histErrs) el.hidden = true;
+    for (const b of [qchart.box, thr.box, usageChartBox.box]) b.hidden = false;
+    const [label, , stepS] = range;
+    const steps = held.steps.map((x) => ({t: new Date(x.t * 1000), succeeded: x.succeeded, failed: x.failed,
+      canceled: x.canceled}));
+    const what = `the last ${label.replace(/(\d+)/, '$1 ').replace(/m$/, 'min').replace(/d$/, 'days')}, per ${fmtStep(stepS)}`;
+    const points = samplesPerStep(held.steps, held.samples, stepS);
+    const labels = steps.map((x) => stepLabel(x.t, stepS));
+    if (chartsReady()) {
+      charts.thr = updateOrMake(charts.thr, () => throughputChart(thr.canvas, steps, stepS, what), (c) => {
+        c.data.labels = labels;
+        FINISHED.forEach((st, i) => { c.data.datasets[i].data = steps.map((x) => x[st]); });
+        throughputLabel(thr.canvas, steps, what);
+      });
+      charts.queue = updateOrMake(charts.queue, () => queueChart(qchart.canvas, points, stepS), (c) => {
+        c.data.labels = labels;
+        c.data.datasets[0].data = points.map((x) => x.running);
+        c.data.datasets[1].data = points.map((x) => x.queued);
+      });
+      charts.usage = updateOrMake(charts.usage, () => usageChart(usageChartBox.canvas, points, stepS), (c) => {
+        c.data.labels = labels;
+        for (const [i, k] of ['cpu', 'machineCpu', 'memory'].entries()) c.data.datasets[i].data = points.map((x) => x[k]);
+      });
+    } else {
+      throughputLabel(thr.canvas, steps, what);
+    }
+    const total = Number(thr.canvas.dataset.total);
+    thrRange.dataset.total = String(total);
+    thrRange.textContent = `${fmtInt(total)} finished over ${what}.`;
+    const kept = held.samples.length ? Math.round((held.samples[held.samples.length - 1].t - held.samples[0].t) / 60) : 0;
+    histNote.textContent = `Jobs finished per step from the service's store (as far back as jobs are kept); queue, ` +
+      `CPU and memory from its load samples (one every ${held.every || 5} s, the last 2 hours, since it started: ` +
+      `${kept < 1 ? 'under a minute' : kept + ' min'} of them in this range).`;
+  }
+
+  /* The whole range on load and on a change of range; later only from the
+   * newest step held. */
+  async function loadHistory() {
+    clearTimeout(histTimer);
+    if (histCtl) histCtl.abort();
+    const ctl = new AbortController();
+    histCtl = ctl;
+    const [, minutes, stepS] = range;
+    const win = historyWindow(minutes, stepS);
+    const since = held && held.steps.length ? held.steps[held.steps.length - 1].t : win.since;
+    try {
+      const ans = await api.get(`/v1/stats/history?since=${since}&step=${stepS}`, {signal: ctl.signal});
+      if (!ans || !Array.isArray(ans.steps) || !Array.isArray(ans.samples)) throw new Error('an answer without steps or samples');
+      held = mergeHistory(held || {steps: [], samples: []}, ans, win.since);
+      drawHistory();
+    } catch (e) {
+      if (e.name === 'AbortError') return;
+      held = null;
+      destroyHistory();
+      showHistoryError(e);
+    }
+    if (!stopped && histCtl === ctl) histTimer = setTimeout(loadHistory, HISTORY_EVERY_MS);
   }
 
   async function refresh(signal) {
@@ -161,11 +232,6 @@ export function mount(root) {
     if (typeof stats.uptime_s === 'number') uptime.textContent = `up ${fmtUptime(stats.uptime_s)}`;
     const q = stats.queue || {};
     renderQueue(queueBody, q);
-    const now = Date.now();
-    hist = addSample(hist, {t: now, q: q.queued || 0, r: q.running || 0, f: stats.finished_since_start || 0,
-      u: stats.uptime_s || 0}, now);
-    saveHistory(hist);
-    drawHistory(false);
     const counts = {};
     for (const s of STATUSES) counts[s] = (stats.jobs_by_status || {})[s] || 0;
     const any = Object.values(counts).some((v) => v > 0);
@@ -175,18 +241,23 @@ export function mount(root) {
       (c) => { c.data.datasets[0].data = Object.values(counts); });
     const rate = typeof stats.throughput_jobs_per_s === 'number' ? stats.throughput_jobs_per_s * 60 : null;
     const fin = stats.finished_since_start;
-    const last5 = finishedPerMinute(hist, 5, now).buckets.reduce((a, b) => a + b.n, 0) / 5;
     clear(thrStat).append(
       h('span', {dataset: {finished: String(fin ?? '')}}, `${fmtInt(fin)} finished since the service started`),
-      rate === null ? '' : ` · ${rate.toFixed(rate < 10 ? 2 : 1)} jobs/min on average`,
-      ` · ${last5.toFixed(1)} jobs/min over the last 5 minutes`);
+      rate === null ? '' : ` · ${rate.toFixed(rate < 10 ? 2 : 1)} jobs/min on average`);
     renderKinds(kindBody, stats.by_kind || []);
     renderRecent(recentBody, (list.jobs || []).slice(0, 8));
   }
 
-  drawHistory(false);
+  loadHistory();
   const stop = poll(refresh, 2000, (e) => { clear(err); err.append(errorBox(e)); });
-  return () => { stop(); for (const c of Object.values(charts)) c && c.destroy(); charts = {}; };
+  return () => {
+    stopped = true;
+    clearTimeout(histTimer);
+    if (histCtl) histCtl.abort();
+    stop();
+    for (const c of Object.values(charts)) c && c.destroy();
+    charts = {};
+  };
 }
 
 /* CPU, memory and GPU use: /v1/stats' `system` (the load now: the
