@@ -43,6 +43,11 @@ if(NOT TESSEL_FUZZ)
   add_test(NAME store_pg
     COMMAND ${CMAKE_SOURCE_DIR}/tests/cluster/with_pg.sh $<TARGET_FILE:unit_test_store>)
   set_tests_properties(store_pg PROPERTIES LABELS unit TIMEOUT 600 SKIP_RETURN_CODE 77)
+  # The cluster section of the store (db/pg/pg_cluster.c): two stores on one
+  # throwaway server as two nodes; it restarts the server once.
+  add_test(NAME store_cluster_pg
+    COMMAND ${CMAKE_SOURCE_DIR}/tests/cluster/with_pg.sh $<TARGET_FILE:unit_test_store_cluster>)
+  set_tests_properties(store_cluster_pg PROPERTIES LABELS unit TIMEOUT 600 SKIP_RETURN_CODE 77)
 
   file(GLOB INTEG_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/integration/test_*.c)
   foreach(src ${INTEG_TESTS})
@@ -131,3 +136,4 @@ if(TESSEL_PYTHON3_LAYOUT AND NOT TESSEL_FUZZ)
     COMMAND ${TESSEL_PYTHON3_LAYOUT} ${CMAKE_SOURCE_DIR}/tests/layout/check_layout.py ${CMAKE_SOURCE_DIR})
   set_tests_properties(layout/check_layout PROPERTIES LABELS unit TIMEOUT 60)
 endif()
+

@@ -1,223 +1,221 @@
-/* pg_cluster.c — the cluster entries of the PostgreSQL store: nodes,
- * claims, leases, the reaper, cancel requests and LISTEN/NOTIFY events
- * (store.h, "cluster"; the schema is pg_schema.c's).
+/* pg_cluster.c — the cluster entries of the PostgreSQL store: nodes, claims,
+ * leases, the reaper, cancel requests and LISTEN/NOTIFY (store.h "cluster").
  *
- * Time is the store's clock (PGC_NOW, on the server): a lease or heartbeat
- * is never compared with a node's own clock. Each entry is one transaction
- * on a pooled connection (pg__get / pg__put):
- *   - register inserts the node row and tells the store its id (the fence
- *     of start and finish, pg__set_node);
- *   - heartbeat writes the node's counters and renews every lease it
- *     holds, then lists its jobs with cancel_requested and the ids it
- *     believes it holds (held) that are no longer claimed by it (lost);
- *   - claim is one UPDATE over a SELECT ... FOR UPDATE SKIP LOCKED, so two
- *     nodes never claim the same row; priority first, then id (ids sort by
- *     creation time): FIFO within a priority;
- *   - reap (one node at a time: pg_try_advisory_xact_lock(7243002)) ends
- *     or requeues the jobs whose lease expired;
- *   - cancel_request cancels an unclaimed queued job at once, or marks a
- *     claimed one for its node ("cancel:<id>").
- * Notifications go out in the same transaction as the write (pg_notify on
- * the channel "tessel", payload "<what>:<id>").
+ * Every time here is the store's clock (PG_CLOCK: clock_timestamp() on the
+ * server, in wall ms), never a node's: leases and heartbeats of nodes whose
+ * clocks disagree compare on one clock.
  *
- * The listener: a thread per store, started by the first pg_listen, on a
- * connection of its own (pg__connect) that LISTENs on "tessel". It polls
- * the socket and an eventfd (the stop signal), reads notifications
- * (PQconsumeInput / PQnotifies) and calls every registered callback with
- * "<what>", "<id>". When the connection is lost it reconnects with backoff
- * (100 ms doubling to 2 s) and then calls every callback with "reset".
+ *  - A claim is one statement: a MATERIALIZED CTE picks up to max queued,
+ *    unclaimed rows (priority first, then id: ids sort by creation time;
+ *    cuda ones only with has_gpu; split parents — tiles > 0, no parent —
+ *    only with parents, the coordinator's claim, which takes every other
+ *    job too: sched/cluster.c has one claimer and passes parents = 1)
+ *    FOR UPDATE SKIP LOCKED, and the UPDATE stamps them with the node, the
+ *    lease and attempts + 1, returning the rows. Two nodes never get the
+ *    same row: a row one claimer has locked is skipped by the other, and
+ *    once committed it is no longer unclaimed. (The CTE rather than
+ *    `id IN (subquery)`: it is evaluated exactly once, so LIMIT holds.)
+ *  - A heartbeat is one transaction: the node row, the renewal of every
+ *    lease the node holds on an unfinished job, then the cancel requests
+ *    among those and the ids it believes it holds but does not (lost: the
+ *    row is claimed by another node, back in the queue, ended, or gone).
+ *  - The reaper runs under pg_try_advisory_xact_lock(7243002) (one node at
+ *    a time; the others return at once with nothing): unfinished claimed
+ *    jobs whose lease ended fail "crashed" when their attempts reached
+ *    max_attempts, else go back to the queue unclaimed (attempts kept: they
+ *    were counted at the claim). Each sends "end:<id>" / "queued:<id>" in
+ *    the same statement (pg_notify, delivered on commit).
+ *  - A cancel request locks the row (FOR UPDATE) and either ends a queued,
+ *    unclaimed job here or sets cancel_requested and tells its node.
+ *  - The listener: one thread per store on a connection of its own
+ *    (pg__connect, LISTEN tessel), polling the socket and a stop pipe; each
+ *    "<what>:<id>" is handed to every registered callback. A lost
+ *    connection is retried with backoff (100 ms doubling to 2 s); once back
+ *    every callback gets "reset" (events may have been missed).
  *
- * Per-store state (the listener, its callbacks, the last lease length for
- * store_node_list's alive) lives here, in a list keyed by the pgstore,
- * because pgstore is pg_store.c's: pg__listen_stop (store close) removes
- * the store's entry.
+ * Per-store state of this file (the listener, the lease a node's liveness
+ * is judged by) lives in a `pgcl` found by the store's pointer in a small
+ * registry (reg_mu), so pg_store.c's struct needs no fields of ours; it is
+ * made on first use and freed by pg__listen_stop at store close.
  *
- * Threads and locks: pgc_all_mu guards the list of states (a leaf, held
- * only to find, add or remove one). In a state, cbmu guards the callbacks
- * and is held while the listener thread calls them, so that store_unlisten
- * returning means its callback is not running and never runs again (an
- * unlisten from inside a callback, on the listener thread, takes no lock:
- * that thread holds it already). A callback must not block.
+ * Threads and locks: every entry may be called from any thread; each
+ * borrows a pool connection for its call. reg_mu (the registry) is taken
+ * before a pgcl's mu, never the other way. pgcl.mu guards the callbacks and
+ * is held while the listener thread calls them, so store_unlisten returns
+ * only once its callback can no longer run; a callback must therefore not
+ * call store_listen / store_unlisten (it must not block anyway). Only
+ * store_listen / store_unlisten and the listener take pgcl.mu (the lease is
+ * atomic), so a caller holding its own locks elsewhere cannot meet a
+ * callback that takes them.
  */
 #include <errno.h>
-#include <inttypes.h>
+#include <fcntl.h>
 #include <math.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "db/pg/pg_int.h"
+#include "util/buf.h"
 #include "util/vec.h"
 
-/* The store's clock in ms. */
-#define PGC_NOW "(extract(epoch from clock_timestamp()) * 1000)::bigint"
-#define PGC_ADVISORY_REAP "7243002"
-#define PGC_LEASE_DEFAULT_MS 10000
-#define PGC_BACKOFF_MIN_MS 100
-#define PGC_BACKOFF_MAX_MS 2000
-/* A payload is "<what>:<id>"; longer ones are not ours. */
-#define PGC_PAYLOAD_MAX (16 + T_ID_MAX)
+/* The store's clock in wall ms (spec: leases and heartbeats use it). */
+#define PG_CLOCK "((extract(epoch from clock_timestamp()) * 1000)::bigint)"
+#define PG_REAP_LOCK "7243002"
+#define PG_UNFINISHED "status IN ('queued','running')"
+/* Until a node heartbeats with its own lease: the scheduler's default. */
+#define PG_LEASE_MS_DEFAULT 10000
+#define PG_LISTEN_BACKOFF_MIN_MS 100
+#define PG_LISTEN_BACKOFF_MAX_MS 2000
+#define PG_EVENT_WHAT_MAX 16
 
-typedef struct pgc_cb {
-  store_event_fn fn;
-  void *arg;
+/* ---- per-store state ----------------------------------------------------- */
+typedef struct pg_sub {
   uint64_t token;
-} pgc_cb;
+  store_event_fn cb;
+  void *arg;
+} pg_sub;
 
-typedef struct pgc_state {
+typedef struct pgcl {
   pgstore *p;
-  struct pgc_state *next;         /* [pgc_all_mu] */
-  pthread_mutex_t cbmu;
-  TVEC(pgc_cb) cbs;               /* [cbmu] */
-  uint64_t next_token;            /* [cbmu] */
-  pthread_t thread;               /* valid when started */
-  _Atomic int started;            /* set under cbmu, once */
-  int stopfd;                     /* eventfd; written once by stop */
-  PGconn *conn;                   /* the listener's; the thread's after start */
-  _Atomic int64_t lease_ms;       /* the last heartbeat's (alive in lists) */
-} pgc_state;
+  struct pgcl *next;       /* [reg_mu] */
+  pthread_mutex_t mu;
+  TVEC(pg_sub) subs;       /* [mu] */
+  uint64_t next_token;     /* [mu] */
+  _Atomic int64_t lease_ms; /* the last heartbeat's lease (no lock) */
+  int started;             /* [mu] the listener thread runs */
+  int stopfd[2];           /* a pipe: a byte in [0] stops the thread */
+  pthread_t thread;
+  PGconn *conn;            /* the listener's; its thread's once started */
+} pgcl;
 
-static pthread_mutex_t pgc_all_mu = PTHREAD_MUTEX_INITIALIZER;
-static pgc_state *pgc_all; /* [pgc_all_mu] */
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static pgcl *reg; /* [reg_mu] */
 
-/* The state of p, created when create != 0 (NULL: out of memory, or absent). */
-static pgc_state *pgc_state_of(pgstore *p, int create) {
-  pthread_mutex_lock(&pgc_all_mu);
-  pgc_state *s = pgc_all;
-  while (s && s->p != p) s = s->next;
-  if (!s && create && (s = calloc(1, sizeof *s))) {
-    s->p = p;
-    s->stopfd = -1;
-    s->next_token = 1;
-    s->lease_ms = PGC_LEASE_DEFAULT_MS;
-    pthread_mutex_init(&s->cbmu, NULL);
-    s->next = pgc_all;
-    pgc_all = s;
+/* The store's pgcl, made when create and absent; NULL when absent (or no
+ * memory: T_ENOMEM in e). */
+static pgcl *cl_of(pgstore *p, int create, terr *e) {
+  pthread_mutex_lock(&reg_mu);
+  pgcl *c = reg;
+  while (c && c->p != p) c = c->next;
+  if (!c && create) {
+    c = calloc(1, sizeof *c);
+    if (c) {
+      c->p = p;
+      atomic_init(&c->lease_ms, PG_LEASE_MS_DEFAULT);
+      c->stopfd[0] = c->stopfd[1] = -1;
+      c->next_token = 1;
+      pthread_mutex_init(&c->mu, NULL);
+      c->next = reg;
+      reg = c;
+    } else if (e) {
+      terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+    }
   }
-  pthread_mutex_unlock(&pgc_all_mu);
-  return s;
+  pthread_mutex_unlock(&reg_mu);
+  return c;
 }
 
-/* ---- small helpers ---------------------------------------------------------- */
-static void free_ids(char **ids, int n) {
-  for (int i = 0; i < n; i++) free(ids[i]);
-  free(ids);
+static int64_t lease_of(pgstore *p) {
+  pgcl *c = cl_of(p, 0, NULL);
+  return c ? atomic_load(&c->lease_ms) : PG_LEASE_MS_DEFAULT;
 }
 
-/* Column 0 of every row of r as a new array of heap strings (NULL when
- * none). 0 or T_ENOMEM. */
-static int ids_of(PGresult *r, char ***ids, int *n, terr *e) {
-  *ids = NULL;
+/* ---- small helpers --------------------------------------------------------- */
+static int oom(terr *e) {
+  return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+}
+
+static int64_t col_i64(PGresult *r, int row, int col) {
+  return PQgetisnull(r, row, col) ? 0 : strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+static char *col_str(PGresult *r, int row, int col) {
+  return PQgetisnull(r, row, col) ? NULL : strdup(PQgetvalue(r, row, col));
+}
+
+/* Column col of every row of r as a new array of heap strings (*out NULL
+ * when none). */
+static int ids_of(PGresult *r, int col, char ***out, int *n, terr *e) {
+  *out = NULL;
   *n = 0;
   int rows = PQntuples(r);
-  if (rows == 0) return 0;
+  if (rows == 0) return T_OK;
   char **v = calloc((size_t)rows, sizeof *v);
-  if (!v) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  if (!v) return oom(e);
   for (int i = 0; i < rows; i++)
-    if (!(v[i] = strdup(PQgetvalue(r, i, 0)))) {
-      free_ids(v, i);
-      return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+    if (!(v[i] = strdup(PQgetvalue(r, i, col)))) {
+      while (i > 0) free(v[--i]);
+      free(v);
+      return oom(e);
     }
-  *ids = v;
+  *out = v;
   *n = rows;
-  return 0;
+  return T_OK;
 }
 
-/* An integer column (0 for NULL). */
-static int64_t col_i64(PGresult *r, int row, int col) {
-  int64_t v = 0;
-  if (!PQgetisnull(r, row, col) && t_parse_i64(PQgetvalue(r, row, col), &v))
-    v = 0;
-  return v;
-}
-
-/* Append ids (v, n) to *ids / *nids (both heap; v's strings move). */
-static int ids_append(char ***ids, int *nids, char **v, int n, terr *e) {
-  if (!n) return 0;
-  char **all = realloc(*ids, (size_t)(*nids + n) * sizeof *all);
-  if (!all) {
-    free_ids(v, n);
-    return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
-  }
-  memcpy(all + *nids, v, (size_t)n * sizeof *v);
+static void ids_free(char **v, int n) {
+  for (int i = 0; i < n; i++) free(v[i]);
   free(v);
-  *ids = all;
-  *nids += n;
-  return 0;
 }
 
-/* A PostgreSQL text[] literal of ids: {"a","b"} (quotes and backslashes
- * escaped). Heap; NULL when out of memory. */
-static char *text_array(const char *const *v, int n) {
-  size_t cap = 3;
-  for (int i = 0; i < n; i++) cap += 2 * strlen(v[i]) + 3;
-  char *out = malloc(cap), *o = out;
-  if (!out) return NULL;
-  *o++ = '{';
+/* ids as a PostgreSQL text[] literal: {"a","b"} (quotes and backslashes
+ * escaped). Heap; NULL on no memory. */
+static char *text_array(const char *const *ids, int n) {
+  tbuf b;
+  tbuf_init(&b, 0);
+  tbuf_adds(&b, "{");
   for (int i = 0; i < n; i++) {
-    if (i) *o++ = ',';
-    *o++ = '"';
-    for (const char *c = v[i]; *c; c++) {
-      if (*c == '"' || *c == '\\') *o++ = '\\';
-      *o++ = *c;
+    tbuf_adds(&b, i ? ",\"" : "\"");
+    for (const char *s = ids[i]; *s; s++) {
+      if (*s == '"' || *s == '\\') tbuf_add(&b, "\\", 1);
+      tbuf_add(&b, s, 1);
     }
-    *o++ = '"';
+    tbuf_adds(&b, "\"");
   }
-  *o++ = '}';
-  *o = 0;
-  return out;
+  tbuf_adds(&b, "}");
+  return tbuf_take(&b, NULL);
 }
 
-/* The end of a transaction on a pooled connection: commit when rc is 0,
- * else roll back; the connection goes back (closed when broken). */
-static int finish_tx(pgstore *p, PGconn *c, int rc, terr *e) {
-  if (!rc) rc = pg__commit(c, e);
-  else if (rc != T_EUNAVAIL)
-    pg__rollback(c);
-  pg__put(p, c, rc == T_EUNAVAIL);
-  return rc;
-}
-
-/* ---- nodes --------------------------------------------------------------------- */
-int pg_node_register(void *impl, store_node *n, terr *e) {
-  pgstore *p = impl;
-  if (!n) return terr_set(e, T_EINVAL, "node", -1, "missing");
-  t_id_new('n', n->id);
-  char threads[32], gpus[32], running[32], queued[32], load[32];
-  const char *vals[] = {n->id,
-                        n->name ? n->name : "",
-                        n->url ? n->url : "",
-                        pg__i64(threads, n->threads),
-                        pg__i64(gpus, n->gpus),
-                        n->version ? n->version : "",
-                        pg__i64(running, n->running),
-                        pg__i64(queued, n->queued),
-                        isfinite(n->load) ? pg__f64(load, n->load) : NULL};
+/* Run sql in its own transaction on a pool connection; *res as pg__exec. */
+static int exec1(pgstore *p, const char *sql, int n, const char *const *vals,
+                 PGresult **res, const char *what, terr *e) {
   PGconn *c;
   int rc = pg__get(p, &c, e);
   if (rc) return rc;
-  PGresult *r = NULL;
-  rc = pg__exec(c,
-                "INSERT INTO nodes (id, name, url, threads, gpus, version,"
-                " started_at, heartbeat_at, running, queued, load)"
-                " VALUES ($1, $2, $3, $4::int, $5::int, $6, " PGC_NOW ", " PGC_NOW
-                ", $7::int, $8::int, $9::double precision)"
-                " RETURNING started_at, heartbeat_at",
-                9, vals, &r, "register node", e);
-  if (!rc) {
-    n->started_at = col_i64(r, 0, 0);
-    n->heartbeat_at = col_i64(r, 0, 1);
-    n->alive = 1;
-    n->jobs_done = 0;
-  }
-  PQclear(r);
+  rc = pg__exec(c, sql, n, vals, res, what, e);
   pg__put(p, c, rc == T_EUNAVAIL);
-  if (!rc) pg__set_node(p, n->id);
   return rc;
+}
+
+/* ---- nodes ------------------------------------------------------------------ */
+int pg_node_register(void *impl, store_node *n, terr *e) {
+  pgstore *p = impl;
+  char threads[24], gpus[24];
+  t_id_new('n', n->id);
+  snprintf(threads, sizeof threads, "%d", n->threads);
+  snprintf(gpus, sizeof gpus, "%d", n->gpus);
+  const char *v[] = {n->id, n->name ? n->name : "", n->url ? n->url : "",
+                     threads, gpus, n->version ? n->version : ""};
+  PGresult *r;
+  int rc = exec1(p,
+                 "INSERT INTO nodes (id, name, url, threads, gpus, version,"
+                 " started_at, heartbeat_at, running, queued)"
+                 " VALUES ($1, $2, $3, $4::int, $5::int, $6, " PG_CLOCK ", "
+                 PG_CLOCK ", 0, 0) RETURNING started_at",
+                 6, v, &r, "node register", e);
+  if (rc) return rc;
+  n->started_at = n->heartbeat_at = col_i64(r, 0, 0);
+  n->alive = 1;
+  n->running = n->queued = 0;
+  n->jobs_done = 0;
+  PQclear(r);
+  pg__set_node(p, n->id);
+  return T_OK;
 }
 
 int pg_node_heartbeat(void *impl, const store_node *n, int64_t lease_ms,
@@ -226,158 +224,155 @@ int pg_node_heartbeat(void *impl, const store_node *n, int64_t lease_ms,
   pgstore *p = impl;
   *cancel = *lost = NULL;
   *ncancel = *nlost = 0;
-  if (!n || !n->id[0]) return terr_set(e, T_EINVAL, "node", -1, "missing");
-  if (lease_ms <= 0) return terr_set(e, T_EINVAL, "lease_ms", -1, "must be > 0");
-  pgc_state *st = pgc_state_of(p, 1);
-  if (st) st->lease_ms = lease_ms;
-  char *arr = text_array(held, nheld > 0 ? nheld : 0);
-  if (!arr) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
-  char running[32], queued[32], load[32], lease[32];
-  const char *nv[] = {n->id, pg__i64(running, n->running),
-                      pg__i64(queued, n->queued),
-                      isfinite(n->load) ? pg__f64(load, n->load) : NULL};
-  const char *lv[] = {n->id, pg__i64(lease, lease_ms)};
-  const char *hv[] = {n->id, arr};
+  if (lease_ms <= 0)
+    return terr_set(e, T_EINVAL, "lease_ms", -1, "lease must be positive");
+  pgcl *cl = cl_of(p, 1, e);
+  if (!cl) return T_ENOMEM;
+  atomic_store(&cl->lease_ms, lease_ms);
+
+  char running[24], queued[24], load[40], lease[24];
+  snprintf(running, sizeof running, "%d", n->running);
+  snprintf(queued, sizeof queued, "%d", n->queued);
+  snprintf(load, sizeof load, "%.17g", n->load);
+  snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
+  char *arr = text_array(held, nheld);
+  if (!arr) return oom(e);
+
   PGconn *c;
   int rc = pg__get(p, &c, e);
   if (rc) {
     free(arr);
     return rc;
   }
-  PGresult *r = NULL;
-  if (!(rc = pg__begin(c, e)))
-    rc = pg__exec(c,
-                  "UPDATE nodes SET heartbeat_at = " PGC_NOW ", running = $2::int,"
-                  " queued = $3::int, load = $4::double precision, gone = false"
-                  " WHERE id = $1",
-                  4, nv, NULL, "heartbeat", e);
+  PGresult *rcan = NULL, *rlost = NULL;
+  const char *vn[] = {n->id, running, queued, isfinite(n->load) ? load : NULL};
+  const char *vl[] = {n->id, lease};
+  const char *vh[] = {n->id, arr};
+  rc = pg__begin(c, e);
   if (!rc)
     rc = pg__exec(c,
-                  "UPDATE jobs SET lease_until = " PGC_NOW " + $2::bigint"
-                  " WHERE node = $1 AND status IN ('queued','running')",
-                  2, lv, NULL, "renew leases", e);
-  if (!rc &&
-      !(rc = pg__exec(c,
-                      "SELECT id FROM jobs WHERE node = $1 AND cancel_requested"
-                      " AND status IN ('queued','running') ORDER BY id",
-                      1, lv, &r, "heartbeat cancels", e)))
-    rc = ids_of(r, cancel, ncancel, e);
-  PQclear(r);
-  r = NULL;
-  /* Lost: held here, but the row is gone or another node's (or nobody's:
-   * reaped back to the queue). A job this node finished keeps node = it. */
-  if (!rc && nheld > 0 &&
-      !(rc = pg__exec(c,
-                      "SELECT h FROM unnest($2::text[]) AS h WHERE NOT EXISTS"
-                      " (SELECT 1 FROM jobs WHERE jobs.id = h AND jobs.node = $1)",
-                      2, hv, &r, "heartbeat lost", e)))
-    rc = ids_of(r, lost, nlost, e);
-  PQclear(r);
+                  "UPDATE nodes SET heartbeat_at = " PG_CLOCK ", running = $2::int,"
+                  " queued = $3::int, load = $4::double precision WHERE id = $1",
+                  4, vn, NULL, "heartbeat", e);
+  if (!rc)
+    rc = pg__exec(c,
+                  "UPDATE jobs SET lease_until = " PG_CLOCK " + $2::bigint"
+                  " WHERE node = $1 AND " PG_UNFINISHED,
+                  2, vl, NULL, "lease renewal", e);
+  if (!rc)
+    rc = pg__exec(c,
+                  "SELECT id FROM jobs WHERE node = $1 AND " PG_UNFINISHED
+                  " AND cancel_requested ORDER BY id",
+                  1, vl, &rcan, "cancel requests", e);
+  if (!rc)
+    rc = pg__exec(c,
+                  "SELECT h.id FROM unnest($2::text[]) AS h(id) WHERE NOT EXISTS"
+                  " (SELECT 1 FROM jobs j WHERE j.id = h.id AND j.node = $1"
+                  " AND j." PG_UNFINISHED ")",
+                  2, vh, &rlost, "lost jobs", e);
+  if (!rc) rc = pg__commit(c, e);
+  if (rc) pg__rollback(c);
+  pg__put(p, c, rc == T_EUNAVAIL);
   free(arr);
-  rc = finish_tx(p, c, rc, e);
+  if (!rc) rc = ids_of(rcan, 0, cancel, ncancel, e);
+  if (!rc) rc = ids_of(rlost, 0, lost, nlost, e);
   if (rc) {
-    free_ids(*cancel, *ncancel);
-    free_ids(*lost, *nlost);
-    *cancel = *lost = NULL;
-    *ncancel = *nlost = 0;
+    ids_free(*cancel, *ncancel);
+    *cancel = NULL;
+    *ncancel = 0;
   }
+  PQclear(rcan);
+  PQclear(rlost);
   return rc;
 }
 
-/* Claimed, unstarted jobs go back to the queue (their claim's attempt taken
- * back: it never started), or end canceled when a cancel was asked for
- * them; the node is marked gone. Running rows are left to the reaper (a
- * clean shutdown has unstarted them already). */
+/* Jobs it claimed and did not start go back to the queue; the attempt the
+ * claim counted is given back (the job never started here). Running ones
+ * (a shutdown that did not wait for them) are left to the reaper. */
 int pg_node_leave(void *impl, const char *node_id, terr *e) {
   pgstore *p = impl;
-  if (!node_id || !*node_id) return terr_set(e, T_EINVAL, "node", -1, "missing");
-  const char *v[] = {node_id};
   PGconn *c;
   int rc = pg__get(p, &c, e);
   if (rc) return rc;
-  if (!(rc = pg__begin(c, e)))
-    rc = pg__exec(c,
-                  "WITH x AS (UPDATE jobs SET status = 'canceled',"
-                  " finished_at = " PGC_NOW ", lease_until = NULL,"
-                  " error_code = 'canceled',"
-                  " error_message = 'canceled by request before it started'"
-                  " WHERE node = $1 AND status = 'queued' AND cancel_requested"
-                  " RETURNING id)"
-                  " SELECT pg_notify('tessel', 'end:' || id) FROM x",
-                  1, v, NULL, "leave: cancel", e);
+  const char *v[] = {node_id};
+  rc = pg__begin(c, e);
   if (!rc)
     rc = pg__exec(c,
-                  "WITH x AS (UPDATE jobs SET node = NULL, lease_until = NULL,"
+                  "WITH r AS (UPDATE jobs SET node = NULL, lease_until = NULL,"
                   " attempts = GREATEST(attempts - 1, 0)"
                   " WHERE node = $1 AND status = 'queued' RETURNING id)"
-                  " SELECT pg_notify('tessel', 'queued:' || id) FROM x",
-                  1, v, NULL, "leave: requeue", e);
+                  " SELECT pg_notify('tessel', 'queued:' || id) FROM r",
+                  1, v, NULL, "node leave", e);
   if (!rc)
-    rc = pg__exec(c, "UPDATE nodes SET gone = true WHERE id = $1", 1, v, NULL,
-                  "leave", e);
-  return finish_tx(p, c, rc, e);
+    rc = pg__exec(c,
+                  "UPDATE nodes SET gone = true, running = 0, queued = 0,"
+                  " heartbeat_at = " PG_CLOCK " WHERE id = $1",
+                  1, v, NULL, "node leave", e);
+  if (!rc) rc = pg__commit(c, e);
+  if (rc) pg__rollback(c);
+  pg__put(p, c, rc == T_EUNAVAIL);
+  return rc;
 }
 
+/* alive: not gone and a heartbeat within the lease (this store's last
+ * heartbeat's lease: nodes of one cluster run with one --lease-s). */
 int pg_node_list(void *impl, int64_t keep_ms, store_node **nodes, int *n,
                  terr *e) {
   pgstore *p = impl;
   *nodes = NULL;
   *n = 0;
-  pgc_state *st = pgc_state_of(p, 0);
-  int64_t lease = st ? st->lease_ms : PGC_LEASE_DEFAULT_MS;
-  char keep[32], lv[32];
-  const char *v[] = {pg__i64(keep, keep_ms > 0 ? keep_ms : 0),
-                     pg__i64(lv, lease)};
-  PGconn *c;
-  int rc = pg__get(p, &c, e);
+  char keep[24], lease[24];
+  snprintf(keep, sizeof keep, "%lld", (long long)keep_ms);
+  snprintf(lease, sizeof lease, "%lld", (long long)lease_of(p));
+  const char *v[] = {keep, lease};
+  PGresult *r;
+  int rc = exec1(p,
+                 "SELECT id, name, url, threads, gpus, version, started_at,"
+                 " heartbeat_at, running, queued, load, jobs_done,"
+                 " (NOT gone AND heartbeat_at >= " PG_CLOCK " - $2::bigint)"
+                 " FROM nodes WHERE heartbeat_at >= " PG_CLOCK " - $1::bigint"
+                 " ORDER BY started_at, id",
+                 2, v, &r, "node list", e);
   if (rc) return rc;
-  PGresult *r = NULL;
-  rc = pg__exec(c,
-                "SELECT id, name, url, threads, gpus, version, started_at,"
-                " heartbeat_at, running, queued, load, jobs_done,"
-                " (NOT gone AND heartbeat_at >= " PGC_NOW " - $2::bigint)"
-                " FROM nodes WHERE heartbeat_at >= " PGC_NOW " - $1::bigint"
-                " ORDER BY started_at, id",
-                2, v, &r, "list nodes", e);
-  pg__put(p, c, rc == T_EUNAVAIL);
-  if (rc) {
-    PQclear(r);
-    return rc;
-  }
-  int rows = PQntuples(r), oom = 0;
+  int rows = PQntuples(r);
   store_node *out = rows ? calloc((size_t)rows, sizeof *out) : NULL;
-  if (rows && !out) oom = 1;
-  for (int i = 0; out && i < rows; i++) {
+  if (rows && !out) {
+    PQclear(r);
+    return oom(e);
+  }
+  for (int i = 0; i < rows; i++) {
     store_node *x = &out[i];
     snprintf(x->id, sizeof x->id, "%s", PQgetvalue(r, i, 0));
-    x->name = pg__dup(r, i, 1, &oom);
-    x->url = pg__dup(r, i, 2, &oom);
+    x->name = col_str(r, i, 1);
+    x->url = col_str(r, i, 2);
     x->threads = (int)col_i64(r, i, 3);
     x->gpus = (int)col_i64(r, i, 4);
-    x->version = pg__dup(r, i, 5, &oom);
+    x->version = col_str(r, i, 5);
     x->started_at = col_i64(r, i, 6);
     x->heartbeat_at = col_i64(r, i, 7);
     x->running = (int)col_i64(r, i, 8);
     x->queued = (int)col_i64(r, i, 9);
-    x->load = NAN;
-    if (!PQgetisnull(r, i, 10)) t_parse_f64(PQgetvalue(r, i, 10), &x->load);
+    x->load = PQgetisnull(r, i, 10) ? NAN : strtod(PQgetvalue(r, i, 10), NULL);
     x->jobs_done = col_i64(r, i, 11);
     x->alive = PQgetvalue(r, i, 12)[0] == 't';
+    if ((!x->name && !PQgetisnull(r, i, 1)) || (!x->url && !PQgetisnull(r, i, 2)) ||
+        (!x->version && !PQgetisnull(r, i, 5))) {
+      store_nodes_free(out, rows);
+      PQclear(r);
+      return oom(e);
+    }
   }
   PQclear(r);
-  if (oom) {
-    if (out) store_nodes_free(out, rows);
-    return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
-  }
   *nodes = out;
   *n = rows;
-  return 0;
+  return T_OK;
 }
 
-/* ---- claims and leases ------------------------------------------------------- */
-static int job_before(const store_job *a, const store_job *b) {
-  if (a->priority != b->priority) return a->priority > b->priority;
-  return strcmp(a->id, b->id) < 0;
+/* ---- claims ----------------------------------------------------------------- */
+static int claim_cmp(const void *a, const void *b) {
+  const store_job *x = a, *y = b;
+  if (x->priority != y->priority) return x->priority > y->priority ? -1 : 1;
+  return strcmp(x->id, y->id);
 }
 
 int pg_job_claim(void *impl, const char *node_id, int has_gpu, int parents,
@@ -386,275 +381,258 @@ int pg_job_claim(void *impl, const char *node_id, int has_gpu, int parents,
   pgstore *p = impl;
   *jobs = NULL;
   *n = 0;
-  if (!node_id || !*node_id) return terr_set(e, T_EINVAL, "node", -1, "missing");
-  if (lease_ms <= 0) return terr_set(e, T_EINVAL, "lease_ms", -1, "must be > 0");
-  if (max <= 0) return 0;
-  if (max > 1000) max = 1000;
-  char lease[32], mx[32];
-  const char *v[] = {node_id, pg__i64(lease, lease_ms), has_gpu ? "t" : "f",
-                     parents ? "t" : "f", pg__i64(mx, max)};
-  PGconn *c;
-  int rc = pg__get(p, &c, e);
+  if (max <= 0) return T_OK;
+  if (lease_ms <= 0)
+    return terr_set(e, T_EINVAL, "lease_ms", -1, "lease must be positive");
+  char smax[24], lease[24];
+  snprintf(smax, sizeof smax, "%d", max);
+  snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
+  const char *v[] = {node_id, lease, has_gpu ? "true" : "false", smax};
+  static const char *const sql[2] = {
+#define CLAIM_SQL(WHICH)                                                      \
+  "WITH c AS MATERIALIZED (SELECT id AS cid FROM jobs"                        \
+  " WHERE status = 'queued' AND node IS NULL AND " WHICH                      \
+  " AND (backend_requested <> 'cuda' OR $3::boolean)"                         \
+  " ORDER BY priority DESC, id LIMIT $4::int FOR UPDATE SKIP LOCKED)"         \
+  " UPDATE jobs SET node = $1, lease_until = " PG_CLOCK " + $2::bigint,"      \
+  " attempts = attempts + 1 FROM c WHERE jobs.id = c.cid RETURNING " PG_JOB_COLS
+      CLAIM_SQL("NOT (tiles > 0 AND parent IS NULL)"),
+      CLAIM_SQL("true"),
+#undef CLAIM_SQL
+  };
+  PGresult *r;
+  int rc = exec1(p, sql[parents ? 1 : 0], 4, v, &r, "claim", e);
   if (rc) return rc;
-  PGresult *r = NULL;
-  /* A split parent (tiles > 0, no parent of its own) is its coordinator's
-   * work: claimed only with parents. The CTE locks the rows once (SKIP
-   * LOCKED: rows another claim holds are passed over, not waited for);
-   * a row another claim committed meanwhile is rechecked and dropped. */
-  rc = pg__exec(c,
-                "WITH pick AS (SELECT id AS pid FROM jobs"
-                " WHERE status = 'queued' AND node IS NULL"
-                " AND (backend_requested <> 'cuda' OR $3::boolean)"
-                " AND ($4::boolean OR parent IS NOT NULL OR tiles = 0)"
-                " ORDER BY priority DESC, id LIMIT $5::int"
-                " FOR UPDATE SKIP LOCKED)"
-                " UPDATE jobs SET node = $1,"
-                " lease_until = " PGC_NOW " + $2::bigint,"
-                " attempts = attempts + 1"
-                " FROM pick WHERE jobs.id = pick.pid"
-                " RETURNING " PG_JOB_COLS,
-                5, v, &r, "claim jobs", e);
-  pg__put(p, c, rc == T_EUNAVAIL);
-  if (!rc) rc = pg__job_rows(r, jobs, n, e);
-  PQclear(r);
-  if (rc) return rc;
-  /* RETURNING has no order: put them in run order (few rows). */
-  for (int i = 1; i < *n; i++)
-    for (int k = i; k > 0 && job_before(&(*jobs)[k], &(*jobs)[k - 1]); k--) {
-      store_job t = (*jobs)[k];
-      (*jobs)[k] = (*jobs)[k - 1];
-      (*jobs)[k - 1] = t;
+  int rows = PQntuples(r);
+  store_job *out = rows ? calloc((size_t)rows, sizeof *out) : NULL;
+  if (rows && !out) {
+    PQclear(r);
+    return oom(e); /* the rows stay claimed: the lease ends, the reaper requeues */
+  }
+  for (int i = 0; i < rows; i++)
+    if (pg__job_row(r, i, &out[i])) {
+      for (int k = 0; k <= i; k++) store_job_clear(&out[k]);
+      free(out);
+      PQclear(r);
+      return oom(e);
     }
-  return 0;
+  PQclear(r);
+  qsort(out, (size_t)rows, sizeof *out, claim_cmp);
+  *jobs = out;
+  *n = rows;
+  return T_OK;
 }
 
-/* The lease of a job is over: its node stopped heartbeating (or is too
- * slow to, which is the same to the others). A cancel asked for it ends it
- * canceled; max_attempts claims end it failed "crashed" (the wording of
- * sched/run.c's poison-job cap); others go back to the queue, unclaimed,
- * with their start taken back (attempts kept: the claim counted it). */
-#define PGC_DEAD                                                             \
-  " WHERE status IN ('queued','running') AND node IS NOT NULL"               \
-  " AND lease_until < " PGC_NOW
-
+/* ---- the reaper --------------------------------------------------------------- */
 int pg_reap(void *impl, int max_attempts, char ***ids, int *n, terr *e) {
   pgstore *p = impl;
   *ids = NULL;
   *n = 0;
-  if (max_attempts < 1) max_attempts = 1;
-  char mx[32];
-  const char *v[] = {pg__i64(mx, max_attempts)};
+  char smax[24];
+  snprintf(smax, sizeof smax, "%d", max_attempts);
+  const char *v[] = {smax};
   PGconn *c;
   int rc = pg__get(p, &c, e);
   if (rc) return rc;
-  PGresult *r = NULL;
-  int locked = 0;
-  if (!(rc = pg__begin(c, e)) &&
-      !(rc = pg__exec(c, "SELECT pg_try_advisory_xact_lock(" PGC_ADVISORY_REAP ")",
-                      0, NULL, &r, "reap lock", e)))
-    locked = PQgetvalue(r, 0, 0)[0] == 't';
-  PQclear(r);
-  static const char *const steps[] = {
-      "WITH x AS (UPDATE jobs SET status = 'canceled',"
-      " finished_at = " PGC_NOW ", lease_until = NULL,"
-      " error_code = 'canceled', error_message = 'canceled by request'"
-      PGC_DEAD " AND cancel_requested RETURNING id)"
-      " SELECT id, pg_notify('tessel', 'end:' || id) FROM x",
-      "WITH x AS (UPDATE jobs SET status = 'failed',"
-      " finished_at = " PGC_NOW ", lease_until = NULL,"
-      " error_code = 'crashed', error_message = 'the job was started '"
-      " || attempts || ' times and the node running it died each time;"
-      " it is not run again (--max-attempts ' || $1::int || ')'"
-      PGC_DEAD " AND attempts >= $1::int RETURNING id)"
-      " SELECT id, pg_notify('tessel', 'end:' || id) FROM x",
-      "WITH x AS (UPDATE jobs SET status = 'queued', node = NULL,"
-      " lease_until = NULL, started_at = 0, backend_used = NULL,"
-      " backend_reason = NULL, progress_done = 0, progress_total = 0"
-      PGC_DEAD " AND attempts < $1::int RETURNING id)"
-      " SELECT id, pg_notify('tessel', 'queued:' || id) FROM x",
-  };
-  for (int i = 0; !rc && locked && i < 3; i++) {
-    char **v1 = NULL;
-    int n1 = 0;
-    r = NULL;
-    if (!(rc = pg__exec(c, steps[i], i ? 1 : 0, i ? v : NULL, &r, "reap", e)) &&
-        !(rc = ids_of(r, &v1, &n1, e)))
-      rc = ids_append(ids, n, v1, n1, e);
-    PQclear(r);
+  PGresult *rlock = NULL, *rfail = NULL, *rback = NULL;
+  rc = pg__begin(c, e);
+  if (!rc)
+    rc = pg__exec(c, "SELECT pg_try_advisory_xact_lock(" PG_REAP_LOCK ")", 0,
+                  NULL, &rlock, "reap lock", e);
+  if (!rc && PQgetvalue(rlock, 0, 0)[0] != 't') { /* another node reaps */
+    PQclear(rlock);
+    pg__rollback(c);
+    pg__put(p, c, 0);
+    return T_OK;
   }
-  rc = finish_tx(p, c, rc, e);
-  if (rc) {
-    free_ids(*ids, *n);
-    *ids = NULL;
-    *n = 0;
+  PQclear(rlock);
+  if (!rc)
+    rc = pg__exec(
+        c,
+        "WITH r AS (UPDATE jobs SET status = 'failed',"
+        " finished_at = " PG_CLOCK ", lease_until = NULL,"
+        " error_code = 'crashed', error_message = 'the job was started '"
+        " || attempts || ' times and its node stopped heartbeating each time;"
+        " it is not run again (--max-attempts ' || $1::int || ')',"
+        " t_total = (" PG_CLOCK " - created_at)::double precision"
+        " WHERE " PG_UNFINISHED " AND node IS NOT NULL"
+        " AND lease_until < " PG_CLOCK " AND attempts >= $1::int RETURNING id)"
+        " SELECT id, pg_notify('tessel', 'end:' || id) FROM r ORDER BY id",
+        1, v, &rfail, "reap", e);
+  if (!rc)
+    rc = pg__exec(
+        c,
+        "WITH r AS (UPDATE jobs SET status = 'queued', started_at = 0,"
+        " node = NULL, lease_until = NULL, backend_used = NULL,"
+        " backend_reason = NULL, progress_done = 0, progress_total = 0"
+        " WHERE " PG_UNFINISHED " AND node IS NOT NULL"
+        " AND lease_until < " PG_CLOCK " AND attempts < $1::int RETURNING id)"
+        " SELECT id, pg_notify('tessel', 'queued:' || id) FROM r ORDER BY id",
+        1, v, &rback, "reap", e);
+  if (!rc) rc = pg__commit(c, e);
+  if (rc) pg__rollback(c);
+  pg__put(p, c, rc == T_EUNAVAIL);
+  if (!rc) {
+    int nf = PQntuples(rfail), nb = PQntuples(rback);
+    char **v2 = nf + nb ? calloc((size_t)(nf + nb), sizeof *v2) : NULL;
+    if (nf + nb && !v2) rc = oom(e);
+    for (int i = 0; !rc && i < nf + nb; i++) {
+      v2[i] = strdup(i < nf ? PQgetvalue(rfail, i, 0) : PQgetvalue(rback, i - nf, 0));
+      if (!v2[i]) {
+        ids_free(v2, i);
+        v2 = NULL;
+        rc = oom(e);
+      }
+    }
+    if (!rc) {
+      *ids = v2;
+      *n = nf + nb;
+    }
   }
+  PQclear(rfail);
+  PQclear(rback);
   return rc;
 }
 
+/* ---- cancel through any node ----------------------------------------------------- */
 int pg_job_cancel_request(void *impl, const char *id, const char *owner,
                           int *ended, terr *e) {
   pgstore *p = impl;
   *ended = 0;
-  if (!id || !*id) return terr_set(e, T_EINVAL, "id", -1, "missing");
-  const char *v[] = {id};
   PGconn *c;
   int rc = pg__get(p, &c, e);
   if (rc) return rc;
+  const char *v[] = {id};
   PGresult *r = NULL;
-  if (!(rc = pg__begin(c, e)))
+  rc = pg__begin(c, e);
+  if (!rc)
     rc = pg__exec(c,
-                  "SELECT status, node IS NULL, owner FROM jobs WHERE id = $1"
+                  "SELECT status, owner, node IS NULL FROM jobs WHERE id = $1"
                   " FOR UPDATE",
-                  1, v, &r, "cancel job", e);
-  if (!rc) {
-    if (PQntuples(r) == 0 || (owner && strcmp(PQgetvalue(r, 0, 2), owner)))
-      rc = terr_set(e, T_ENOTFOUND, "", -1, "job %s not found", id);
-    else if (job_status_parse(PQgetvalue(r, 0, 0)) >= JOB_SUCCEEDED)
-      rc = terr_set(e, T_ECONFLICT, "", -1, "job %s already %s", id,
-                    PQgetvalue(r, 0, 0));
-    else if (strcmp(PQgetvalue(r, 0, 0), "queued") == 0 &&
-             PQgetvalue(r, 0, 1)[0] == 't')
+                  1, v, &r, "cancel", e);
+  if (!rc && (PQntuples(r) == 0 ||
+              (owner && strcmp(PQgetvalue(r, 0, 1), owner) != 0))) {
+    rc = terr_set(e, T_ENOTFOUND, "id", -1, "no job %s", id);
+  } else if (!rc) {
+    const char *status = PQgetvalue(r, 0, 0);
+    int unclaimed = PQgetvalue(r, 0, 2)[0] == 't';
+    int st = job_status_parse(status);
+    if (st < 0 || job_status_final((job_status)st)) {
+      rc = terr_set(e, T_ECONFLICT, "id", -1, "job %s already %s", id, status);
+    } else if (st == JOB_QUEUED && unclaimed) {
+      rc = pg__exec(
+          c,
+          "WITH u AS (UPDATE jobs SET status = 'canceled',"
+          " finished_at = " PG_CLOCK ", error_code = 'canceled',"
+          " error_message = 'canceled by request before it started',"
+          " t_queue = (" PG_CLOCK " - created_at)::double precision,"
+          " t_total = (" PG_CLOCK " - created_at)::double precision"
+          " WHERE id = $1 RETURNING id)"
+          " SELECT pg_notify('tessel', 'end:' || id) FROM u",
+          1, v, NULL, "cancel", e);
       *ended = 1;
+    } else {
+      rc = pg__exec(c,
+                    "UPDATE jobs SET cancel_requested = true WHERE id = $1",
+                    1, v, NULL, "cancel", e);
+      if (!rc)
+        rc = pg__exec(c, "SELECT pg_notify('tessel', 'cancel:' || $1)", 1, v,
+                      NULL, "cancel", e);
+    }
   }
   PQclear(r);
-  if (!rc && *ended)
-    rc = pg__exec(c,
-                  "WITH x AS (UPDATE jobs SET status = 'canceled',"
-                  " finished_at = " PGC_NOW ", error_code = 'canceled',"
-                  " error_message = 'canceled by request before it started'"
-                  " WHERE id = $1 RETURNING id)"
-                  " SELECT pg_notify('tessel', 'end:' || id) FROM x",
-                  1, v, NULL, "cancel job", e);
-  else if (!rc)
-    rc = pg__exec(c,
-                  "WITH x AS (UPDATE jobs SET cancel_requested = true"
-                  " WHERE id = $1 RETURNING id)"
-                  " SELECT pg_notify('tessel', 'cancel:' || id) FROM x",
-                  1, v, NULL, "cancel job", e);
-  rc = finish_tx(p, c, rc, e);
-  if (rc) *ended = 0;
-  return rc;
-}
-
-int pg_queue_depth(void *impl, int64_t *queued, terr *e) {
-  pgstore *p = impl;
-  *queued = 0;
-  PGconn *c;
-  int rc = pg__get(p, &c, e);
-  if (rc) return rc;
-  PGresult *r = NULL;
-  rc = pg__exec(c,
-                "SELECT count(*) FROM jobs WHERE status = 'queued'"
-                " AND parent IS NULL",
-                0, NULL, &r, "queue depth", e);
-  if (!rc) *queued = col_i64(r, 0, 0);
-  PQclear(r);
+  if (!rc) rc = pg__commit(c, e);
+  if (rc) {
+    *ended = 0;
+    pg__rollback(c);
+  }
   pg__put(p, c, rc == T_EUNAVAIL);
   return rc;
 }
 
-/* ---- the listener ------------------------------------------------------------- */
-/* Call every callback with (what, id). The caller holds cbmu. A callback
- * may unlisten (itself or another): the list is walked by token (tokens
- * grow along it), never by a stale index. */
-static void pgc_dispatch(pgc_state *s, const char *what, const char *id) {
-  uint64_t last = 0;
-  for (;;) {
-    size_t i = 0;
-    while (i < s->cbs.n && s->cbs.v[i].token <= last) i++;
-    if (i == s->cbs.n) return;
-    pgc_cb cb = s->cbs.v[i];
-    last = cb.token;
-    cb.fn(cb.arg, what, id);
-  }
+int pg_queue_depth(void *impl, int64_t *queued, terr *e) {
+  PGresult *r;
+  *queued = 0;
+  int rc = exec1(impl, "SELECT count(*) FROM jobs WHERE status = 'queued'", 0,
+                 NULL, &r, "queue depth", e);
+  if (rc) return rc;
+  *queued = col_i64(r, 0, 0);
+  PQclear(r);
+  return T_OK;
 }
 
-/* The server's notices on the listener's connection (a shutdown's "FATAL:
- * terminating connection") are not for stderr: the lost connection is
- * logged once. */
-static void pgc_quiet(void *arg, const char *msg) {
-  (void)arg, (void)msg;
+/* ---- events: the listener thread ---------------------------------------------------- */
+/* Hand what/id to every callback. [mu] taken here. */
+static void dispatch(pgcl *c, const char *what, const char *id) {
+  pthread_mutex_lock(&c->mu);
+  for (size_t i = 0; i < c->subs.n; i++) c->subs.v[i].cb(c->subs.v[i].arg, what, id);
+  pthread_mutex_unlock(&c->mu);
 }
 
-/* A connection that LISTENs, or NULL (e set). */
-static PGconn *pgc_connect(pgc_state *s, terr *e) {
-  PGconn *c = NULL;
-  if (pg__connect(s->p, &c, e)) return NULL;
-  PQsetNoticeProcessor(c, pgc_quiet, NULL);
-  if (pg__exec(c, "LISTEN tessel", 0, NULL, NULL, "listen", e)) {
-    PQfinish(c);
+/* A payload "<what>:<id>"; anything else is ignored (not ours). */
+static void dispatch_payload(pgcl *c, const char *payload) {
+  const char *colon = strchr(payload, ':');
+  if (!colon || colon == payload || colon - payload >= PG_EVENT_WHAT_MAX ||
+      strlen(colon + 1) >= T_ID_MAX || !colon[1])
+    return;
+  char what[PG_EVENT_WHAT_MAX];
+  memcpy(what, payload, (size_t)(colon - payload));
+  what[colon - payload] = 0;
+  dispatch(c, what, colon + 1);
+}
+
+/* A connection that listens, or NULL. */
+static PGconn *listen_connect(pgstore *p, terr *e) {
+  PGconn *conn;
+  if (pg__connect(p, &conn, e)) return NULL;
+  if (pg__exec(conn, "LISTEN tessel", 0, NULL, NULL, "listen", e)) {
+    PQfinish(conn);
     return NULL;
   }
-  return c;
+  return conn;
 }
 
-/* Wait up to ms for the stop signal: 1 when stopped. */
-static int pgc_stopped(pgc_state *s, int ms) {
-  struct pollfd pf = {.fd = s->stopfd, .events = POLLIN};
-  int r = poll(&pf, 1, ms);
-  return r > 0 && (pf.revents & POLLIN);
+/* 1 when the stop pipe has a byte within ms (-1: wait forever). */
+static int stop_within(pgcl *c, int ms) {
+  struct pollfd pf = {.fd = c->stopfd[0], .events = POLLIN};
+  return poll(&pf, 1, ms) > 0;
 }
 
-/* Every notification waiting on c, dispatched. 0, or -1 when c is lost. */
-static int pgc_drain(pgc_state *s, PGconn *c) {
-  if (!PQconsumeInput(c) || PQstatus(c) != CONNECTION_OK) return -1;
-  PGnotify *nt;
-  while ((nt = PQnotifies(c))) {
-    const char *pl = nt->extra ? nt->extra : "";
-    const char *colon = strchr(pl, ':');
-    size_t wl = colon ? (size_t)(colon - pl) : 0;
-    char what[16];
-    if (colon && wl > 0 && wl < sizeof what && strlen(colon + 1) < T_ID_MAX &&
-        colon[1] && strlen(pl) < PGC_PAYLOAD_MAX) {
-      memcpy(what, pl, wl);
-      what[wl] = 0;
-      if (!strcmp(what, "queued") || !strcmp(what, "end") ||
-          !strcmp(what, "cancel")) {
-        pthread_mutex_lock(&s->cbmu);
-        pgc_dispatch(s, what, colon + 1);
-        pthread_mutex_unlock(&s->cbmu);
-      }
-    }
-    PQfreemem(nt);
-  }
-  return 0;
-}
-
-static void *pgc_main(void *arg) {
-  pgc_state *s = arg;
-  PGconn *c = s->conn; /* connected and listening by pg_listen */
-  int backoff = PGC_BACKOFF_MIN_MS, logged = 0;
+static void *listen_main(void *arg) {
+  pgcl *c = arg;
+  PGconn *conn = c->conn;
+  int delay = 0; /* before the next connect: 0, then 100 ms doubling to 2 s */
   for (;;) {
-    if (!c) {
+    if (!conn) {
+      if (delay && stop_within(c, delay)) break;
+      delay = delay ? delay * 2 : PG_LISTEN_BACKOFF_MIN_MS;
+      if (delay > PG_LISTEN_BACKOFF_MAX_MS) delay = PG_LISTEN_BACKOFF_MAX_MS;
       terr e;
-      if ((c = pgc_connect(s, &e))) {
-        log_info("store: event listener connected again");
-        logged = 0;
-        backoff = PGC_BACKOFF_MIN_MS;
-        pthread_mutex_lock(&s->cbmu);
-        pgc_dispatch(s, "reset", NULL);
-        pthread_mutex_unlock(&s->cbmu);
-        continue;
-      }
-      if (!logged++) log_warn("event listener: %s (retrying)", e.message);
-      if (pgc_stopped(s, backoff)) break;
-      backoff = backoff * 2 > PGC_BACKOFF_MAX_MS ? PGC_BACKOFF_MAX_MS : backoff * 2;
+      if (!(conn = listen_connect(c->p, &e))) continue;
+      log_info("store: listening for events again");
+      delay = 0;
+      dispatch(c, "reset", NULL); /* events may have been missed */
       continue;
     }
-    struct pollfd pf[2] = {{.fd = PQsocket(c), .events = POLLIN},
-                           {.fd = s->stopfd, .events = POLLIN}};
-    int r = poll(pf, 2, 1000);
-    if (r < 0 && errno != EINTR) r = 0;
-    if (r > 0 && (pf[1].revents & POLLIN)) break;
-    if (pf[0].fd < 0 || (r > 0 && pf[0].revents) || PQstatus(c) != CONNECTION_OK) {
-      if (pf[0].fd < 0 || pgc_drain(s, c)) {
-        log_warn("store: event listener lost its connection; reconnecting");
-        PQfinish(c);
-        c = NULL;
-      }
+    struct pollfd pf[2] = {{.fd = c->stopfd[0], .events = POLLIN},
+                           {.fd = PQsocket(conn), .events = POLLIN}};
+    int k = pf[1].fd >= 0 ? poll(pf, 2, -1) : 0;
+    if (k < 0 && errno == EINTR) continue;
+    if (k > 0 && pf[0].revents) break;
+    int ok = k > 0 && PQconsumeInput(conn) && PQstatus(conn) == CONNECTION_OK;
+    PGnotify *nt;
+    while ((nt = PQnotifies(conn))) {
+      if (nt->relname && strcmp(nt->relname, "tessel") == 0 && nt->extra)
+        dispatch_payload(c, nt->extra);
+      PQfreemem(nt);
+    }
+    if (!ok) {
+      log_warn("store: the event connection was lost; reconnecting");
+      PQfinish(conn);
+      conn = NULL;
     }
   }
-  if (c) PQfinish(c);
+  if (conn) PQfinish(conn);
   return NULL;
 }
 
@@ -662,68 +640,77 @@ int pg_listen(void *impl, store_event_fn cb, void *arg, uint64_t *token,
               terr *e) {
   pgstore *p = impl;
   *token = 0;
-  if (!cb) return terr_set(e, T_EINVAL, "cb", -1, "missing");
-  pgc_state *s = pgc_state_of(p, 1);
-  if (!s) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
-  pthread_mutex_lock(&s->cbmu);
-  int rc = 0;
-  if (!s->started) {
-    /* LISTEN before returning: every event after the call is seen. */
-    if ((s->stopfd = eventfd(0, EFD_CLOEXEC)) < 0) {
-      rc = terr_set(e, T_EIO, "", -1, "store: eventfd: %s", strerror(errno));
-    } else if (!(s->conn = pgc_connect(s, e))) {
-      rc = e->code;
-    } else if (pthread_create(&s->thread, NULL, pgc_main, s)) {
-      PQfinish(s->conn);
-      s->conn = NULL;
-      rc = terr_set(e, T_ENOMEM, "", -1, "store: cannot start the listener");
+  pgcl *c = cl_of(p, 1, e);
+  if (!c) return T_ENOMEM;
+  pthread_mutex_lock(&c->mu);
+  int started = c->started;
+  pthread_mutex_unlock(&c->mu);
+  PGconn *conn = NULL;
+  if (!started && !(conn = listen_connect(p, e))) return e->code;
+  pthread_mutex_lock(&c->mu);
+  int rc = T_OK;
+  if (!c->started) {
+    if (pipe(c->stopfd) != 0) {
+      c->stopfd[0] = c->stopfd[1] = -1;
+      rc = terr_set(e, T_EINTERNAL, "", -1, "store: pipe: %s", strerror(errno));
     } else {
-      s->started = 1;
+      fcntl(c->stopfd[0], F_SETFD, FD_CLOEXEC);
+      fcntl(c->stopfd[1], F_SETFD, FD_CLOEXEC);
+      c->conn = conn;
+      conn = NULL;
+      if (pthread_create(&c->thread, NULL, listen_main, c) != 0) {
+        conn = c->conn;
+        c->conn = NULL;
+        close(c->stopfd[0]);
+        close(c->stopfd[1]);
+        c->stopfd[0] = c->stopfd[1] = -1;
+        rc = terr_set(e, T_EINTERNAL, "", -1, "store: cannot start the listener");
+      } else {
+        c->started = 1;
+      }
     }
-    if (rc && s->stopfd >= 0) close(s->stopfd), s->stopfd = -1;
   }
-  if (!rc && tvec_reserve(&s->cbs, s->cbs.n + 1))
-    rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  if (!rc && tvec_reserve(&c->subs, c->subs.n + 1) != 0) rc = oom(e);
   if (!rc) {
-    *token = s->next_token++;
-    s->cbs.v[s->cbs.n++] = (pgc_cb){cb, arg, *token};
+    *token = c->next_token++;
+    c->subs.v[c->subs.n++] = (pg_sub){*token, cb, arg};
   }
-  pthread_mutex_unlock(&s->cbmu);
+  pthread_mutex_unlock(&c->mu);
+  if (conn) PQfinish(conn); /* another call started the thread meanwhile */
   return rc;
 }
 
 void pg_unlisten(void *impl, uint64_t token) {
-  pgc_state *s = pgc_state_of(impl, 0);
-  if (!s || !token) return;
-  /* On the listener thread (from a callback) cbmu is held already. */
-  int here = s->started && pthread_equal(pthread_self(), s->thread);
-  if (!here) pthread_mutex_lock(&s->cbmu);
-  for (size_t i = 0; i < s->cbs.n; i++)
-    if (s->cbs.v[i].token == token) {
-      memmove(&s->cbs.v[i], &s->cbs.v[i + 1],
-              (s->cbs.n - i - 1) * sizeof s->cbs.v[0]);
-      s->cbs.n--;
+  pgcl *c = cl_of(impl, 0, NULL);
+  if (!c) return;
+  pthread_mutex_lock(&c->mu);
+  for (size_t i = 0; i < c->subs.n; i++)
+    if (c->subs.v[i].token == token) {
+      memmove(&c->subs.v[i], &c->subs.v[i + 1],
+              (c->subs.n - i - 1) * sizeof c->subs.v[0]);
+      c->subs.n--;
       break;
     }
-  if (!here) pthread_mutex_unlock(&s->cbmu);
+  pthread_mutex_unlock(&c->mu);
 }
 
 void pg__listen_stop(pgstore *p) {
-  pthread_mutex_lock(&pgc_all_mu);
-  pgc_state **pp = &pgc_all;
+  pthread_mutex_lock(&reg_mu);
+  pgcl **pp = &reg;
   while (*pp && (*pp)->p != p) pp = &(*pp)->next;
-  pgc_state *s = *pp;
-  if (s) *pp = s->next;
-  pthread_mutex_unlock(&pgc_all_mu);
-  if (!s) return;
-  if (s->started) {
-    uint64_t one = 1;
-    while (write(s->stopfd, &one, sizeof one) < 0 && errno == EINTR) {
-    }
-    pthread_join(s->thread, NULL);
+  pgcl *c = *pp;
+  if (c) *pp = c->next;
+  pthread_mutex_unlock(&reg_mu);
+  if (!c) return;
+  if (c->started) {
+    ssize_t w;
+    do w = write(c->stopfd[1], "x", 1);
+    while (w < 0 && errno == EINTR);
+    pthread_join(c->thread, NULL);
+    close(c->stopfd[0]);
+    close(c->stopfd[1]);
   }
-  if (s->stopfd >= 0) close(s->stopfd);
-  free(s->cbs.v);
-  pthread_mutex_destroy(&s->cbmu);
-  free(s);
+  free(c->subs.v);
+  pthread_mutex_destroy(&c->mu);
+  free(c);
 }

@@ -8,7 +8,7 @@
  * split jobs are left out of every view.
  *
  * store_expire runs on one node at a time: its transaction first takes
- * pg_try_advisory_xact_lock(7243002); a node that does not get it expires
+ * pg_try_advisory_xact_lock(7243003); a node that does not get it expires
  * nothing this round (0, no paths) — the holder does the work. It deletes
  * the old finished jobs (a split job with its tiles; tiles never expire
  * on their own) and the old unreferenced arrays with DELETE ... RETURNING,
@@ -24,7 +24,7 @@
 #include "db/pg/pg_int.h"
 #include "util/vec.h"
 
-#define PG_EXPIRE_LOCK "7243002"
+#define PG_EXPIRE_LOCK "7243003" /* the reaper (pg_cluster.c) has 7243002 */
 
 typedef struct stats_args {
   const char *owner;

@@ -7,6 +7,11 @@
 #   with_pg.sh ./test_store
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
+# No server binaries (deps/install.sh test not run): skipped, said so.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && [ -z "${PG_BIN:-}" ]; then
+  echo "SKIPPED: no PostgreSQL server installed (deps/install.sh test)"
+  exit 77
+fi
 dir=$(mktemp -d "${TMPDIR:-/tmp}/tessel-pg.XXXXXX")
 cleanup() {
   "$here/pgserver.sh" stop "$dir" >/dev/null 2>&1 || true

@@ -1617,6 +1617,60 @@ TEST(test_pg_node_fence) {
   store_close(s);
 }
 
+typedef struct race_arg {
+  store *s;
+  char id[T_ID_MAX];
+  int rc, existing;
+} race_arg;
+
+static void *race_insert(void *p) {
+  race_arg *a = p;
+  store_job j;
+  job_init(&j, "alice", "map");
+  j.request_id = sdup("req-1");
+  j.body_hash = sdup("hash-1");
+  terr e;
+  a->rc = store_job_insert(a->s, &j, &a->existing, &e);
+  snprintf(a->id, sizeof a->id, "%s", j.id);
+  store_job_clear(&j);
+  return NULL;
+}
+
+/* Two nodes (two stores on one PostgreSQL and one data dir) insert the
+ * same (owner, request_id) from 8 threads at once: one job is stored, one
+ * insert makes it and the 7 others are answered with it. */
+TEST(test_pg_two_nodes_idempotent) {
+  if (!test_pg()) {
+    printf("skip on sqlite: one node\n");
+    return;
+  }
+  char dir[300];
+  store *s1 = open_fresh(dir, sizeof dir);
+  store *s2 = s1 ? reopen(dir) : NULL;
+  if (!s1 || !s2) {
+    store_close(s1);
+    return;
+  }
+  race_arg a[8];
+  pthread_t t[8];
+  for (int i = 0; i < 8; i++) {
+    memset(&a[i], 0, sizeof a[i]);
+    a[i].s = i % 2 ? s2 : s1;
+    CHECK(pthread_create(&t[i], NULL, race_insert, &a[i]) == 0);
+  }
+  int made = 0;
+  for (int i = 0; i < 8; i++) {
+    pthread_join(t[i], NULL);
+    CHECK(a[i].rc == 0);
+    CHECK_STR(a[i].id, a[0].id);
+    made += !a[i].existing;
+  }
+  CHECK(made == 1);
+  CHECK(pg_number("SELECT count(*) FROM jobs") == 1);
+  store_close(s2);
+  store_close(s1);
+}
+
 int main(void) {
   if (fixture_root("/tmp/tessel_store_XXXXXX")) return 1;
   RUN(test_open_migrate_reopen);
@@ -1639,6 +1693,7 @@ int main(void) {
   RUN(test_split_children);
   RUN(test_pg_open);
   RUN(test_pg_node_fence);
+  RUN(test_pg_two_nodes_idempotent);
   RUN(test_pg_restart);
   rm_tree(root);
   return check_summary();
