@@ -38,6 +38,10 @@
  * registry (reg_mu), so pg_store.c's struct needs no fields of ours; it is
  * made on first use and freed by pg__listen_stop at store close.
  *
+ * The [sync] entries run through pg__write (after every earlier [async]
+ * write of this store committed, in one transaction) and the reads through
+ * pg__read, so store.h's write order and store_ready hold for them too.
+ *
  * Threads and locks: every entry may be called from any thread; each
  * borrows a pool connection for its call. reg_mu (the registry) is taken
  * before a pgcl's mu, never the other way. pgcl.mu guards the callbacks and
@@ -134,33 +138,27 @@ static int64_t col_i64(PGresult *r, int row, int col) {
   return PQgetisnull(r, row, col) ? 0 : strtoll(PQgetvalue(r, row, col), NULL, 10);
 }
 
-static char *col_str(PGresult *r, int row, int col) {
-  return PQgetisnull(r, row, col) ? NULL : strdup(PQgetvalue(r, row, col));
-}
-
-/* Column col of every row of r as a new array of heap strings (*out NULL
- * when none). */
-static int ids_of(PGresult *r, int col, char ***out, int *n, terr *e) {
+/* Column 0 of every row of the results r[0..nr) as one new array of heap
+ * strings (*out NULL when none). */
+static int ids_of(PGresult *const *r, int nr, char ***out, int *n, terr *e) {
   *out = NULL;
   *n = 0;
-  int rows = PQntuples(r);
+  int rows = 0;
+  for (int k = 0; k < nr; k++) rows += r[k] ? PQntuples(r[k]) : 0;
   if (rows == 0) return T_OK;
   char **v = calloc((size_t)rows, sizeof *v);
   if (!v) return oom(e);
-  for (int i = 0; i < rows; i++)
-    if (!(v[i] = strdup(PQgetvalue(r, i, col)))) {
-      while (i > 0) free(v[--i]);
-      free(v);
-      return oom(e);
-    }
+  int i = 0;
+  for (int k = 0; k < nr; k++)
+    for (int row = 0; r[k] && row < PQntuples(r[k]); row++, i++)
+      if (!(v[i] = strdup(PQgetvalue(r[k], row, 0)))) {
+        while (i > 0) free(v[--i]);
+        free(v);
+        return oom(e);
+      }
   *out = v;
   *n = rows;
   return T_OK;
-}
-
-static void ids_free(char **v, int n) {
-  for (int i = 0; i < n; i++) free(v[i]);
-  free(v);
 }
 
 /* ids as a PostgreSQL text[] literal: {"a","b"} (quotes and backslashes
@@ -181,41 +179,84 @@ static char *text_array(const char *const *ids, int n) {
   return tbuf_take(&b, NULL);
 }
 
-/* Run sql in its own transaction on a pool connection; *res as pg__exec. */
-static int exec1(pgstore *p, const char *sql, int n, const char *const *vals,
-                 PGresult **res, const char *what, terr *e) {
-  PGconn *c;
-  int rc = pg__get(p, &c, e);
-  if (rc) return rc;
-  rc = pg__exec(c, sql, n, vals, res, what, e);
-  pg__put(p, c, rc == T_EUNAVAIL);
-  return rc;
+/* One statement as a pg_txfn (pg__read / pg__write): the parameters and
+ * the result (NULL when not kept) in a stmt. */
+typedef struct stmt {
+  const char *sql, *what;
+  int n;
+  const char *const *vals;
+  PGresult *res;
+  int keep;
+} stmt;
+
+static int stmt_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
+  (void)p;
+  stmt *s = arg;
+  return pg__exec(c, s->sql, s->n, s->vals, s->keep ? &s->res : NULL, s->what, e);
 }
 
 /* ---- nodes ------------------------------------------------------------------ */
 int pg_node_register(void *impl, store_node *n, terr *e) {
   pgstore *p = impl;
-  char threads[24], gpus[24];
+  char threads[32], gpus[32];
   t_id_new('n', n->id);
-  snprintf(threads, sizeof threads, "%d", n->threads);
-  snprintf(gpus, sizeof gpus, "%d", n->gpus);
   const char *v[] = {n->id, n->name ? n->name : "", n->url ? n->url : "",
-                     threads, gpus, n->version ? n->version : ""};
-  PGresult *r;
-  int rc = exec1(p,
-                 "INSERT INTO nodes (id, name, url, threads, gpus, version,"
-                 " started_at, heartbeat_at, running, queued)"
-                 " VALUES ($1, $2, $3, $4::int, $5::int, $6, " PG_CLOCK ", "
-                 PG_CLOCK ", 0, 0) RETURNING started_at",
-                 6, v, &r, "node register", e);
-  if (rc) return rc;
-  n->started_at = n->heartbeat_at = col_i64(r, 0, 0);
-  n->alive = 1;
-  n->running = n->queued = 0;
-  n->jobs_done = 0;
-  PQclear(r);
-  pg__set_node(p, n->id);
-  return T_OK;
+                     pg__i64(threads, n->threads), pg__i64(gpus, n->gpus),
+                     n->version ? n->version : ""};
+  stmt s = {"INSERT INTO nodes (id, name, url, threads, gpus, version,"
+            " started_at, heartbeat_at, running, queued)"
+            " VALUES ($1, $2, $3, $4::int, $5::int, $6, " PG_CLOCK ", "
+            PG_CLOCK ", 0, 0) RETURNING started_at",
+            "node register", 6, v, NULL, 1};
+  int rc = pg__write(p, stmt_fn, &s, e);
+  if (rc == T_OK) {
+    n->started_at = n->heartbeat_at = col_i64(s.res, 0, 0);
+    n->alive = 1;
+    n->running = n->queued = 0;
+    n->jobs_done = 0;
+    pg__set_node(p, n->id);
+  }
+  PQclear(s.res);
+  return rc;
+}
+
+typedef struct hb_args {
+  const store_node *n;
+  const char *lease, *held; /* text: ms; text[] literal */
+  PGresult *cancel, *lost;
+} hb_args;
+
+static int heartbeat_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
+  (void)p;
+  hb_args *a = arg;
+  char running[32], queued[32], load[32];
+  const char *vn[] = {a->n->id, pg__i64(running, a->n->running),
+                      pg__i64(queued, a->n->queued),
+                      isfinite(a->n->load) ? pg__f64(load, a->n->load) : NULL};
+  const char *vl[] = {a->n->id, a->lease};
+  const char *vh[] = {a->n->id, a->held};
+  int rc = pg__exec(c,
+                    "UPDATE nodes SET heartbeat_at = " PG_CLOCK ","
+                    " running = $2::int, queued = $3::int,"
+                    " load = $4::double precision WHERE id = $1",
+                    4, vn, NULL, "heartbeat", e);
+  if (!rc)
+    rc = pg__exec(c,
+                  "UPDATE jobs SET lease_until = " PG_CLOCK " + $2::bigint"
+                  " WHERE node = $1 AND " PG_UNFINISHED,
+                  2, vl, NULL, "lease renewal", e);
+  if (!rc)
+    rc = pg__exec(c,
+                  "SELECT id FROM jobs WHERE node = $1 AND " PG_UNFINISHED
+                  " AND cancel_requested ORDER BY id",
+                  1, vl, &a->cancel, "cancel requests", e);
+  if (!rc)
+    rc = pg__exec(c,
+                  "SELECT h.id FROM unnest($2::text[]) AS h(id) WHERE NOT EXISTS"
+                  " (SELECT 1 FROM jobs j WHERE j.id = h.id AND j.node = $1"
+                  " AND j." PG_UNFINISHED ")",
+                  2, vh, &a->lost, "lost jobs", e);
+  return rc;
 }
 
 int pg_node_heartbeat(void *impl, const store_node *n, int64_t lease_ms,
@@ -229,60 +270,37 @@ int pg_node_heartbeat(void *impl, const store_node *n, int64_t lease_ms,
   pgcl *cl = cl_of(p, 1, e);
   if (!cl) return T_ENOMEM;
   atomic_store(&cl->lease_ms, lease_ms);
-
-  char running[24], queued[24], load[40], lease[24];
-  snprintf(running, sizeof running, "%d", n->running);
-  snprintf(queued, sizeof queued, "%d", n->queued);
-  snprintf(load, sizeof load, "%.17g", n->load);
-  snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
-  char *arr = text_array(held, nheld);
-  if (!arr) return oom(e);
-
-  PGconn *c;
-  int rc = pg__get(p, &c, e);
-  if (rc) {
-    free(arr);
-    return rc;
-  }
-  PGresult *rcan = NULL, *rlost = NULL;
-  const char *vn[] = {n->id, running, queued, isfinite(n->load) ? load : NULL};
-  const char *vl[] = {n->id, lease};
-  const char *vh[] = {n->id, arr};
-  rc = pg__begin(c, e);
-  if (!rc)
-    rc = pg__exec(c,
-                  "UPDATE nodes SET heartbeat_at = " PG_CLOCK ", running = $2::int,"
-                  " queued = $3::int, load = $4::double precision WHERE id = $1",
-                  4, vn, NULL, "heartbeat", e);
-  if (!rc)
-    rc = pg__exec(c,
-                  "UPDATE jobs SET lease_until = " PG_CLOCK " + $2::bigint"
-                  " WHERE node = $1 AND " PG_UNFINISHED,
-                  2, vl, NULL, "lease renewal", e);
-  if (!rc)
-    rc = pg__exec(c,
-                  "SELECT id FROM jobs WHERE node = $1 AND " PG_UNFINISHED
-                  " AND cancel_requested ORDER BY id",
-                  1, vl, &rcan, "cancel requests", e);
-  if (!rc)
-    rc = pg__exec(c,
-                  "SELECT h.id FROM unnest($2::text[]) AS h(id) WHERE NOT EXISTS"
-                  " (SELECT 1 FROM jobs j WHERE j.id = h.id AND j.node = $1"
-                  " AND j." PG_UNFINISHED ")",
-                  2, vh, &rlost, "lost jobs", e);
-  if (!rc) rc = pg__commit(c, e);
-  if (rc) pg__rollback(c);
-  pg__put(p, c, rc == T_EUNAVAIL);
-  free(arr);
-  if (!rc) rc = ids_of(rcan, 0, cancel, ncancel, e);
-  if (!rc) rc = ids_of(rlost, 0, lost, nlost, e);
-  if (rc) {
-    ids_free(*cancel, *ncancel);
+  char lease[32];
+  hb_args a = {n, pg__i64(lease, lease_ms), text_array(held, nheld), NULL, NULL};
+  if (!a.held) return oom(e);
+  int rc = pg__write(p, heartbeat_fn, &a, e);
+  free((char *)a.held);
+  if (!rc) rc = ids_of(&a.cancel, 1, cancel, ncancel, e);
+  if (!rc && (rc = ids_of(&a.lost, 1, lost, nlost, e))) {
+    for (int i = 0; i < *ncancel; i++) free((*cancel)[i]);
+    free(*cancel);
     *cancel = NULL;
     *ncancel = 0;
   }
-  PQclear(rcan);
-  PQclear(rlost);
+  PQclear(a.cancel);
+  PQclear(a.lost);
+  return rc;
+}
+
+static int leave_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
+  (void)p;
+  const char *v[] = {arg};
+  int rc = pg__exec(c,
+                    "WITH r AS (UPDATE jobs SET node = NULL, lease_until = NULL,"
+                    " attempts = GREATEST(attempts - 1, 0)"
+                    " WHERE node = $1 AND status = 'queued' RETURNING id)"
+                    " SELECT pg_notify('tessel', 'queued:' || id) FROM r",
+                    1, v, NULL, "node leave", e);
+  if (!rc)
+    rc = pg__exec(c,
+                  "UPDATE nodes SET gone = true, running = 0, queued = 0,"
+                  " heartbeat_at = " PG_CLOCK " WHERE id = $1",
+                  1, v, NULL, "node leave", e);
   return rc;
 }
 
@@ -290,28 +308,7 @@ int pg_node_heartbeat(void *impl, const store_node *n, int64_t lease_ms,
  * claim counted is given back (the job never started here). Running ones
  * (a shutdown that did not wait for them) are left to the reaper. */
 int pg_node_leave(void *impl, const char *node_id, terr *e) {
-  pgstore *p = impl;
-  PGconn *c;
-  int rc = pg__get(p, &c, e);
-  if (rc) return rc;
-  const char *v[] = {node_id};
-  rc = pg__begin(c, e);
-  if (!rc)
-    rc = pg__exec(c,
-                  "WITH r AS (UPDATE jobs SET node = NULL, lease_until = NULL,"
-                  " attempts = GREATEST(attempts - 1, 0)"
-                  " WHERE node = $1 AND status = 'queued' RETURNING id)"
-                  " SELECT pg_notify('tessel', 'queued:' || id) FROM r",
-                  1, v, NULL, "node leave", e);
-  if (!rc)
-    rc = pg__exec(c,
-                  "UPDATE nodes SET gone = true, running = 0, queued = 0,"
-                  " heartbeat_at = " PG_CLOCK " WHERE id = $1",
-                  1, v, NULL, "node leave", e);
-  if (!rc) rc = pg__commit(c, e);
-  if (rc) pg__rollback(c);
-  pg__put(p, c, rc == T_EUNAVAIL);
-  return rc;
+  return pg__write(impl, leave_fn, (void *)node_id, e);
 }
 
 /* alive: not gone and a heartbeat within the lease (this store's last
@@ -321,33 +318,28 @@ int pg_node_list(void *impl, int64_t keep_ms, store_node **nodes, int *n,
   pgstore *p = impl;
   *nodes = NULL;
   *n = 0;
-  char keep[24], lease[24];
-  snprintf(keep, sizeof keep, "%lld", (long long)keep_ms);
-  snprintf(lease, sizeof lease, "%lld", (long long)lease_of(p));
-  const char *v[] = {keep, lease};
-  PGresult *r;
-  int rc = exec1(p,
-                 "SELECT id, name, url, threads, gpus, version, started_at,"
-                 " heartbeat_at, running, queued, load, jobs_done,"
-                 " (NOT gone AND heartbeat_at >= " PG_CLOCK " - $2::bigint)"
-                 " FROM nodes WHERE heartbeat_at >= " PG_CLOCK " - $1::bigint"
-                 " ORDER BY started_at, id",
-                 2, v, &r, "node list", e);
+  char keep[32], lease[32];
+  const char *v[] = {pg__i64(keep, keep_ms), pg__i64(lease, lease_of(p))};
+  stmt s = {"SELECT id, name, url, threads, gpus, version, started_at,"
+            " heartbeat_at, running, queued, load, jobs_done,"
+            " (NOT gone AND heartbeat_at >= " PG_CLOCK " - $2::bigint)"
+            " FROM nodes WHERE heartbeat_at >= " PG_CLOCK " - $1::bigint"
+            " ORDER BY started_at, id",
+            "node list", 2, v, NULL, 1};
+  int rc = pg__read(p, stmt_fn, &s, e);
   if (rc) return rc;
+  PGresult *r = s.res;
   int rows = PQntuples(r);
   store_node *out = rows ? calloc((size_t)rows, sizeof *out) : NULL;
-  if (rows && !out) {
-    PQclear(r);
-    return oom(e);
-  }
-  for (int i = 0; i < rows; i++) {
+  int no_mem = rows && !out;
+  for (int i = 0; !no_mem && i < rows; i++) {
     store_node *x = &out[i];
     snprintf(x->id, sizeof x->id, "%s", PQgetvalue(r, i, 0));
-    x->name = col_str(r, i, 1);
-    x->url = col_str(r, i, 2);
+    x->name = pg__dup(r, i, 1, &no_mem);
+    x->url = pg__dup(r, i, 2, &no_mem);
     x->threads = (int)col_i64(r, i, 3);
     x->gpus = (int)col_i64(r, i, 4);
-    x->version = col_str(r, i, 5);
+    x->version = pg__dup(r, i, 5, &no_mem);
     x->started_at = col_i64(r, i, 6);
     x->heartbeat_at = col_i64(r, i, 7);
     x->running = (int)col_i64(r, i, 8);
@@ -355,14 +347,12 @@ int pg_node_list(void *impl, int64_t keep_ms, store_node **nodes, int *n,
     x->load = PQgetisnull(r, i, 10) ? NAN : strtod(PQgetvalue(r, i, 10), NULL);
     x->jobs_done = col_i64(r, i, 11);
     x->alive = PQgetvalue(r, i, 12)[0] == 't';
-    if ((!x->name && !PQgetisnull(r, i, 1)) || (!x->url && !PQgetisnull(r, i, 2)) ||
-        (!x->version && !PQgetisnull(r, i, 5))) {
-      store_nodes_free(out, rows);
-      PQclear(r);
-      return oom(e);
-    }
   }
   PQclear(r);
+  if (no_mem) {
+    store_nodes_free(out, out ? rows : 0);
+    return oom(e);
+  }
   *nodes = out;
   *n = rows;
   return T_OK;
@@ -384,10 +374,9 @@ int pg_job_claim(void *impl, const char *node_id, int has_gpu, int parents,
   if (max <= 0) return T_OK;
   if (lease_ms <= 0)
     return terr_set(e, T_EINVAL, "lease_ms", -1, "lease must be positive");
-  char smax[24], lease[24];
-  snprintf(smax, sizeof smax, "%d", max);
-  snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
-  const char *v[] = {node_id, lease, has_gpu ? "true" : "false", smax};
+  char smax[32], lease[32];
+  const char *v[] = {node_id, pg__i64(lease, lease_ms),
+                     has_gpu ? "true" : "false", pg__i64(smax, max)};
   static const char *const sql[2] = {
 #define CLAIM_SQL(WHICH)                                                      \
   "WITH c AS MATERIALIZED (SELECT id AS cid FROM jobs"                        \
@@ -400,65 +389,45 @@ int pg_job_claim(void *impl, const char *node_id, int has_gpu, int parents,
       CLAIM_SQL("true"),
 #undef CLAIM_SQL
   };
-  PGresult *r;
-  int rc = exec1(p, sql[parents ? 1 : 0], 4, v, &r, "claim", e);
-  if (rc) return rc;
-  int rows = PQntuples(r);
-  store_job *out = rows ? calloc((size_t)rows, sizeof *out) : NULL;
-  if (rows && !out) {
-    PQclear(r);
-    return oom(e); /* the rows stay claimed: the lease ends, the reaper requeues */
-  }
-  for (int i = 0; i < rows; i++)
-    if (pg__job_row(r, i, &out[i])) {
-      for (int k = 0; k <= i; k++) store_job_clear(&out[k]);
-      free(out);
-      PQclear(r);
-      return oom(e);
-    }
-  PQclear(r);
-  qsort(out, (size_t)rows, sizeof *out, claim_cmp);
-  *jobs = out;
-  *n = rows;
-  return T_OK;
+  stmt s = {sql[parents ? 1 : 0], "claim", 4, v, NULL, 1};
+  int rc = pg__write(p, stmt_fn, &s, e);
+  /* no memory for the rows: they stay claimed; the lease ends and the
+   * reaper puts them back */
+  if (!rc) rc = pg__job_rows(s.res, jobs, n, e);
+  PQclear(s.res);
+  if (!rc && *n > 1) qsort(*jobs, (size_t)*n, sizeof **jobs, claim_cmp);
+  return rc;
 }
 
 /* ---- the reaper --------------------------------------------------------------- */
-int pg_reap(void *impl, int max_attempts, char ***ids, int *n, terr *e) {
-  pgstore *p = impl;
-  *ids = NULL;
-  *n = 0;
-  char smax[24];
-  snprintf(smax, sizeof smax, "%d", max_attempts);
-  const char *v[] = {smax};
-  PGconn *c;
-  int rc = pg__get(p, &c, e);
+typedef struct reap_args {
+  const char *max;
+  PGresult *failed, *back;
+} reap_args;
+
+static int reap_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
+  (void)p;
+  reap_args *a = arg;
+  const char *v[] = {a->max};
+  PGresult *lock;
+  int rc = pg__exec(c, "SELECT pg_try_advisory_xact_lock(" PG_REAP_LOCK ")",
+                    0, NULL, &lock, "reap lock", e);
   if (rc) return rc;
-  PGresult *rlock = NULL, *rfail = NULL, *rback = NULL;
-  rc = pg__begin(c, e);
-  if (!rc)
-    rc = pg__exec(c, "SELECT pg_try_advisory_xact_lock(" PG_REAP_LOCK ")", 0,
-                  NULL, &rlock, "reap lock", e);
-  if (!rc && PQgetvalue(rlock, 0, 0)[0] != 't') { /* another node reaps */
-    PQclear(rlock);
-    pg__rollback(c);
-    pg__put(p, c, 0);
-    return T_OK;
-  }
-  PQclear(rlock);
-  if (!rc)
-    rc = pg__exec(
-        c,
-        "WITH r AS (UPDATE jobs SET status = 'failed',"
-        " finished_at = " PG_CLOCK ", lease_until = NULL,"
-        " error_code = 'crashed', error_message = 'the job was started '"
-        " || attempts || ' times and its node stopped heartbeating each time;"
-        " it is not run again (--max-attempts ' || $1::int || ')',"
-        " t_total = (" PG_CLOCK " - created_at)::double precision"
-        " WHERE " PG_UNFINISHED " AND node IS NOT NULL"
-        " AND lease_until < " PG_CLOCK " AND attempts >= $1::int RETURNING id)"
-        " SELECT id, pg_notify('tessel', 'end:' || id) FROM r ORDER BY id",
-        1, v, &rfail, "reap", e);
+  int mine = PQgetvalue(lock, 0, 0)[0] == 't';
+  PQclear(lock);
+  if (!mine) return T_OK; /* another node reaps now */
+  rc = pg__exec(
+      c,
+      "WITH r AS (UPDATE jobs SET status = 'failed',"
+      " finished_at = " PG_CLOCK ", lease_until = NULL,"
+      " error_code = 'crashed', error_message = 'the job was started '"
+      " || attempts || ' times and its node stopped heartbeating each time;"
+      " it is not run again (--max-attempts ' || $1::int || ')',"
+      " t_total = (" PG_CLOCK " - created_at)::double precision"
+      " WHERE " PG_UNFINISHED " AND node IS NOT NULL"
+      " AND lease_until < " PG_CLOCK " AND attempts >= $1::int RETURNING id)"
+      " SELECT id, pg_notify('tessel', 'end:' || id) FROM r ORDER BY id",
+      1, v, &a->failed, "reap", e);
   if (!rc)
     rc = pg__exec(
         c,
@@ -468,97 +437,88 @@ int pg_reap(void *impl, int max_attempts, char ***ids, int *n, terr *e) {
         " WHERE " PG_UNFINISHED " AND node IS NOT NULL"
         " AND lease_until < " PG_CLOCK " AND attempts < $1::int RETURNING id)"
         " SELECT id, pg_notify('tessel', 'queued:' || id) FROM r ORDER BY id",
-        1, v, &rback, "reap", e);
-  if (!rc) rc = pg__commit(c, e);
-  if (rc) pg__rollback(c);
-  pg__put(p, c, rc == T_EUNAVAIL);
-  if (!rc) {
-    int nf = PQntuples(rfail), nb = PQntuples(rback);
-    char **v2 = nf + nb ? calloc((size_t)(nf + nb), sizeof *v2) : NULL;
-    if (nf + nb && !v2) rc = oom(e);
-    for (int i = 0; !rc && i < nf + nb; i++) {
-      v2[i] = strdup(i < nf ? PQgetvalue(rfail, i, 0) : PQgetvalue(rback, i - nf, 0));
-      if (!v2[i]) {
-        ids_free(v2, i);
-        v2 = NULL;
-        rc = oom(e);
-      }
-    }
-    if (!rc) {
-      *ids = v2;
-      *n = nf + nb;
-    }
-  }
-  PQclear(rfail);
-  PQclear(rback);
+        1, v, &a->back, "reap", e);
+  return rc;
+}
+
+int pg_reap(void *impl, int max_attempts, char ***ids, int *n, terr *e) {
+  *ids = NULL;
+  *n = 0;
+  char smax[32];
+  reap_args a = {pg__i64(smax, max_attempts), NULL, NULL};
+  int rc = pg__write(impl, reap_fn, &a, e);
+  PGresult *both[2] = {a.failed, a.back};
+  if (!rc) rc = ids_of(both, 2, ids, n, e);
+  PQclear(a.failed);
+  PQclear(a.back);
   return rc;
 }
 
 /* ---- cancel through any node ----------------------------------------------------- */
+typedef struct cancel_args {
+  const char *id, *owner;
+  int ended;
+} cancel_args;
+
+static int cancel_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
+  (void)p;
+  cancel_args *a = arg;
+  const char *v[] = {a->id};
+  PGresult *r;
+  int rc = pg__exec(c,
+                    "SELECT status, owner, node IS NULL FROM jobs WHERE id = $1"
+                    " FOR UPDATE",
+                    1, v, &r, "cancel", e);
+  if (rc) return rc;
+  if (PQntuples(r) == 0 ||
+      (a->owner && strcmp(PQgetvalue(r, 0, 1), a->owner) != 0)) {
+    PQclear(r);
+    return terr_set(e, T_ENOTFOUND, "id", -1, "no job %s", a->id);
+  }
+  int st = job_status_parse(PQgetvalue(r, 0, 0));
+  int unclaimed = PQgetvalue(r, 0, 2)[0] == 't';
+  if (st < 0 || job_status_final((job_status)st))
+    rc = terr_set(e, T_ECONFLICT, "id", -1, "job %s already %s", a->id,
+                  PQgetvalue(r, 0, 0));
+  PQclear(r);
+  if (rc) return rc;
+  if (st == JOB_QUEUED && unclaimed) {
+    a->ended = 1;
+    return pg__exec(
+        c,
+        "WITH u AS (UPDATE jobs SET status = 'canceled',"
+        " finished_at = " PG_CLOCK ", error_code = 'canceled',"
+        " error_message = 'canceled by request before it started',"
+        " t_queue = (" PG_CLOCK " - created_at)::double precision,"
+        " t_total = (" PG_CLOCK " - created_at)::double precision"
+        " WHERE id = $1 RETURNING id)"
+        " SELECT pg_notify('tessel', 'end:' || id) FROM u",
+        1, v, NULL, "cancel", e);
+  }
+  a->ended = 0;
+  return pg__exec(c,
+                  "WITH u AS (UPDATE jobs SET cancel_requested = true"
+                  " WHERE id = $1 RETURNING id)"
+                  " SELECT pg_notify('tessel', 'cancel:' || id) FROM u",
+                  1, v, NULL, "cancel", e);
+}
+
 int pg_job_cancel_request(void *impl, const char *id, const char *owner,
                           int *ended, terr *e) {
-  pgstore *p = impl;
-  *ended = 0;
-  PGconn *c;
-  int rc = pg__get(p, &c, e);
-  if (rc) return rc;
-  const char *v[] = {id};
-  PGresult *r = NULL;
-  rc = pg__begin(c, e);
-  if (!rc)
-    rc = pg__exec(c,
-                  "SELECT status, owner, node IS NULL FROM jobs WHERE id = $1"
-                  " FOR UPDATE",
-                  1, v, &r, "cancel", e);
-  if (!rc && (PQntuples(r) == 0 ||
-              (owner && strcmp(PQgetvalue(r, 0, 1), owner) != 0))) {
-    rc = terr_set(e, T_ENOTFOUND, "id", -1, "no job %s", id);
-  } else if (!rc) {
-    const char *status = PQgetvalue(r, 0, 0);
-    int unclaimed = PQgetvalue(r, 0, 2)[0] == 't';
-    int st = job_status_parse(status);
-    if (st < 0 || job_status_final((job_status)st)) {
-      rc = terr_set(e, T_ECONFLICT, "id", -1, "job %s already %s", id, status);
-    } else if (st == JOB_QUEUED && unclaimed) {
-      rc = pg__exec(
-          c,
-          "WITH u AS (UPDATE jobs SET status = 'canceled',"
-          " finished_at = " PG_CLOCK ", error_code = 'canceled',"
-          " error_message = 'canceled by request before it started',"
-          " t_queue = (" PG_CLOCK " - created_at)::double precision,"
-          " t_total = (" PG_CLOCK " - created_at)::double precision"
-          " WHERE id = $1 RETURNING id)"
-          " SELECT pg_notify('tessel', 'end:' || id) FROM u",
-          1, v, NULL, "cancel", e);
-      *ended = 1;
-    } else {
-      rc = pg__exec(c,
-                    "UPDATE jobs SET cancel_requested = true WHERE id = $1",
-                    1, v, NULL, "cancel", e);
-      if (!rc)
-        rc = pg__exec(c, "SELECT pg_notify('tessel', 'cancel:' || $1)", 1, v,
-                      NULL, "cancel", e);
-    }
-  }
-  PQclear(r);
-  if (!rc) rc = pg__commit(c, e);
-  if (rc) {
-    *ended = 0;
-    pg__rollback(c);
-  }
-  pg__put(p, c, rc == T_EUNAVAIL);
+  cancel_args a = {id, owner, 0};
+  int rc = pg__write(impl, cancel_fn, &a, e);
+  *ended = rc ? 0 : a.ended;
   return rc;
 }
 
 int pg_queue_depth(void *impl, int64_t *queued, terr *e) {
-  PGresult *r;
   *queued = 0;
-  int rc = exec1(impl, "SELECT count(*) FROM jobs WHERE status = 'queued'", 0,
-                 NULL, &r, "queue depth", e);
-  if (rc) return rc;
-  *queued = col_i64(r, 0, 0);
-  PQclear(r);
-  return T_OK;
+  stmt s = {"SELECT count(*) FROM jobs WHERE status = 'queued'", "queue depth",
+            0, NULL, NULL, 1};
+  int rc = pg__read(impl, stmt_fn, &s, e);
+  if (!rc) *queued = col_i64(s.res, 0, 0);
+  PQclear(s.res);
+  return rc;
 }
 
 /* ---- events: the listener thread ---------------------------------------------------- */
