@@ -13,6 +13,8 @@
  * each part's href. tests/unit/
  * test_job_text.c checks the text against an independent jansson model.
  *
+ * A split job's "tiles" reads its tiles from the store (add_tiles).
+ *
  * Threads: any; the only shared state read is the scheduler's live
  * progress of an unfinished job (sched_progress takes its lock).
  */
@@ -154,6 +156,53 @@ static void add_size(tbuf *b, const char *est) {
   else tbuf_add(b, k, n);
 }
 
+/* A split job's "tiles" (sched/split.c): total, done (succeeded tiles) and
+ * by_node, the done tiles per node name (this node's name on SQLite, where
+ * rows name no node). Its tiles are read from the store; when they cannot
+ * be, done is 0 and by_node empty. */
+static void add_tiles(tbuf *b, jobs *J, const job_record *j) {
+  store_job *kids = NULL;
+  int nk = 0, done = 0;
+  terr e;
+  if (store_job_children(J->st, j->id, &kids, &nk, &e) != T_OK) nk = 0;
+  char names[64][104];
+  int counts[64], nn = 0;
+  for (int i = 0; i < nk; i++) {
+    if (kids[i].status != JOB_SUCCEEDED) continue;
+    done++;
+    char name[104] = "";
+    if (kids[i].node && J->sc &&
+        sched_node_name(J->sc, kids[i].node, name, sizeof name)) {
+    } else if (kids[i].node) {
+      snprintf(name, sizeof name, "%s", kids[i].node);
+    } else if (J->sc) {
+      char id[T_ID_MAX];
+      sched_node_self(J->sc, id, name, sizeof name);
+    }
+    int k = 0;
+    while (k < nn && strcmp(names[k], name) != 0) k++;
+    if (k == nn && nn < 64) {
+      snprintf(names[nn], sizeof names[nn], "%s", name);
+      counts[nn++] = 0;
+    }
+    if (k < nn) counts[k]++;
+  }
+  tbuf_adds(b, ",\"tiles\":{\"total\":");
+  tbuf_json_int(b, j->tiles);
+  tbuf_adds(b, ",\"done\":");
+  tbuf_json_int(b, done);
+  tbuf_adds(b, ",\"by_node\":{");
+  for (int k = 0; k < nn; k++) {
+    if (k) tbuf_add(b, ",", 1);
+    tbuf_json_str(b, names[k]);
+    tbuf_add(b, ":", 1);
+    tbuf_json_int(b, counts[k]);
+  }
+  tbuf_adds(b, "}}");
+  for (int i = 0; i < nk; i++) store_job_clear(&kids[i]);
+  free(kids);
+}
+
 char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len) {
   tbuf b;
   tbuf_init(&b, 0);
@@ -234,6 +283,7 @@ char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len) {
     tbuf_json_str(&b, nname);
   else
     tbuf_json_str(&b, j->node);
+  if (j->tiles > 0 && !j->parent && J && J->st) add_tiles(&b, J, j);
   if (with_params) {
     tbuf_adds(&b, ",\"params\":");
     add_doc(&b, j->params, "{}");

@@ -173,6 +173,9 @@ static int build_row(jobs *J, const char *owner, const submission *s,
   j->timeout_s = s->timeout_s > 0 ? s->timeout_s : J->default_timeout_s;
   j->created_at = t_wall_ms();
   j->max_abs_diff = NAN;
+  /* A job split into tiles is marked so at insert (sched/split.c). */
+  j->tiles = sched_split_tiles(J->sc, s->kind->name, s->params, est,
+                               s->backend, s->output_file != NULL);
   if (!j->owner || !j->kind || !j->params || !j->backend_requested ||
       !j->estimate || (s->request_id && (!j->body_hash || !j->request_id)) ||
       (s->label && !j->label) || (s->output_file && !j->output_file)) {

@@ -151,6 +151,12 @@ typedef struct job_ctx {
   int (*gpu_borrow)(struct job_ctx *ctx, int dev);
   void (*gpu_return)(struct job_ctx *ctx, int dev);
   void *ud; /* the scheduler's */
+  /* A tile of a split job (sched/split.c): the run computes rows
+   * [row0, row1) of the whole job's result only — exactly those rows, bit
+   * for bit, every part cut the same way. row1 = 0: every row. Only kinds
+   * that split (geodesic: a matrix, query knn or rowwise) read it; the
+   * scheduler sets it for no other. */
+  int64_t row0, row1;
   /* Set by run, recorded with the job by the scheduler (0 when unused):
    * geodesic "vincenty", the pairs whose iteration did not converge (NaN in
    * the result). */

@@ -171,6 +171,9 @@ static int node_has_gpu(sched *s) {
   return 0;
 }
 
+/* Claims take split parents too (parents = 1; db/pg/pg_cluster.c): a
+ * claimed parent goes to its coordinator (sched_add_claimed ->
+ * sched/split.c), not to a worker. */
 static void node_claim(sched *s) {
   sched_cluster *c = s->cl;
   for (int round = 0; round < 64; round++) {

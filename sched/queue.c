@@ -103,6 +103,10 @@ sjob *sjob_new(const store_job *sj) {
   j->timeout_s = sj->timeout_s;
   j->created_at = sj->created_at;
   j->attempts = sj->attempts;
+  if (sj->parent && sj->tiles > 0) { /* a tile of a split job */
+    j->tile = sj->tile;
+    j->tiles = sj->tiles;
+  }
   if (sj->node && sj->node[0]) {
     /* Claimed from a cluster store (sched/cluster.c): the claim counted
      * this run's attempt already; attempts means those before it, and the

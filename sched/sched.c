@@ -404,6 +404,13 @@ static void sched_clean_unfinished(sched *s, const store_job *jobs, int n) {
 static int sched_add(sched *s, const store_job *sj, int reserved,
                      json_t *params, const job_estimate *est,
                      const kind_ops *k, void *checked, terr *e) {
+  if (sj->tiles > 0 && !sj->parent && !(reserved && s->cluster)) {
+    /* A split parent: its coordinator runs it, in no queue (sched/split.c);
+     * on a cluster store once claimed (a submit only inserts the row). */
+    kind_checked_free(k, checked);
+    if (reserved) sched_unreserve(s);
+    return sched_split_run(s, sj, e);
+  }
   sjob *j = sjob_new(sj);
   if (!j) {
     kind_checked_free(k, checked);
@@ -595,6 +602,7 @@ void sched_shutdown(sched *s, double deadline_s) {
   }
   /* Nothing runs here now: the node stops heartbeating and leaves (its
    * claimed, unstarted jobs go back to the queue). */
+  sched_split_stop(s); /* parents left running: resumed at the next start */
   sched_cluster_stop(s);
 }
 

@@ -156,6 +156,17 @@ int sched_wait_end(sched *s, const char *id, sched_end_fn cb, void *arg,
  * fired (or is firing: sched_unwait then returns after cb has returned). */
 int sched_unwait(sched *s, uint64_t token);
 
+/* ---- split jobs (sched/split.c) ---------------------------------------
+ * The tiles a new job is split into (its store row's tiles), or 0 when it
+ * is not split: a geodesic matrix or query knn/rowwise of at least
+ * cfg.split_min_pairs rows x columns, kept by the service (output 0), not
+ * compare (backend: a tbackend). Any thread. */
+int sched_split_tiles(const sched *s, const char *kind, const json_t *params,
+                      const job_estimate *est, int backend, int output);
+/* Rows [*r0, *r1) of n that tile `tile` of `tiles` computes. */
+void sched_split_rows(int64_t n, int tile, int tiles, int64_t *r0,
+                      int64_t *r1);
+
 /* ---- the node (sched/cluster.c) ------------------------------------------
  * On a cluster store (store_is_cluster: PostgreSQL) this tesseld is one node
  * of several on one store and one data directory. sched_start then neither

@@ -70,6 +70,8 @@ typedef struct sjob {
   int64_t created_at;  /* wall ms */
   int attempts;        /* starts recorded in the store before this run */
   int crash_test;      /* test fault switch: abort() at the start (sched.c) */
+  int tile, tiles;     /* a tile of a split job (tiles > 0): its rows are
+                          sched_split_rows of est.size (sched/split.c) */
   int state;           /* [mu] SJ_* */
   int queue, heap_index; /* [mu] Q_* and position while QUEUED; -1 else */
   atomic_int stop;
@@ -162,6 +164,9 @@ struct sched {
    * submitted jobs are claimed from the store (sched/cluster.c). */
   int cluster;
   struct sched_cluster *cl; /* sched/cluster.c; always set after create */
+  /* sched/split.c: coordinator threads running, and their stop flag */
+  atomic_int split_threads, split_quit;
+  struct split_run *splits; /* [mu] the parents they run (a list) */
   void *journal;        /* sched/journal.c: the mapped slots; NULL: none */
   int journal_slots;
   atomic_int *journal_used; /* per slot: 1 while a worker holds it */
@@ -244,6 +249,15 @@ void sched_journal_open(sched *s);
 void sched_journal_close(sched *s);
 int sched_journal_take(sched *s, const char *id, int attempt);
 void sched_journal_put(sched *s, int slot);
+
+/* sched/split.c (see there): run a split parent (a store row with tiles >
+ * 0 and no parent) on a coordinator thread; stop them all (shutdown: the
+ * parents stay running in the store, resumed at the next start). */
+int sched_split_run(sched *s, const store_job *parent, terr *e);
+void sched_split_stop(sched *s);
+/* [mu] 1 when a coordinator here runs parent id: a wait on it is a remote
+ * waiter (sched/wait.c), fired when the coordinator ends or quits. */
+int sched_split_held_locked(sched *s, const char *id);
 
 /* sched/cluster.c: the node (see there). create/destroy with the
  * scheduler; stop (from sched_shutdown, once no job runs) ends the node

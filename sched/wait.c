@@ -24,7 +24,9 @@
  * listener thread), by the node thread's read of the store (at once after
  * the registration, so that an end that came before it is not missed, then
  * every second and on "reset"), or when this node ends the job itself
- * (sched_release_locked, with the committed row).
+ * (sched_release_locked, with the committed row). A split parent run by a
+ * coordinator here (sched/split.c) is waited for the same way on any
+ * store: fired when its coordinator has ended it (or quits).
  * Finding a token walks the list: it holds one entry per request that is
  * waiting right now (a few hundred at most).
  *
@@ -206,7 +208,7 @@ static int wait_add(sched *s, const char *id, sched_wait_fn cb,
   if (!w) return 1; /* the caller answers from the store instead */
   tmutex_lock(&s->mu);
   sjob *j = sched_find(s, id);
-  if (!j && (!s->cluster || s->shut)) {
+  if (!j && (!s->cluster || s->shut) && !sched_split_held_locked(s, id)) {
     tmutex_unlock(&s->mu);
     free(w);
     return 1;

@@ -14,6 +14,13 @@
  * kilometres by the pair function), so the pair loops stay free of layout
  * and dtype branches.
  *
+ * A band (a tile of a split job: pl->row1 > 0, no targets; plan.h) is
+ * computed as a full grid of tiles over its rows and every column: pairs
+ * j > i as the matrix's row loop computes them (p[i] first), the mirrored
+ * ones (j < i) one at a time as pair (p[j], p[i]) — the bits the whole
+ * matrix has there — and the diagonal zero; Vincenty's non-converged pairs
+ * are counted at j > i only, so the tiles' counts add up to the matrix's.
+ *
  * Threads: geod_cpu_run hands tile indices to pool_for; any worker may run
  * any tile. Tiles write disjoint elements (a pair (i, j) belongs to exactly
  * one tile, and its mirror (j, i) to no other tile), so no lock guards the
@@ -40,6 +47,9 @@ typedef struct geod_cpu {
   int64_t ntr, ntc; /* tile rows and columns */
   int64_t ntiles;
   int tri;             /* upper triangle of tiles (no targets) */
+  int band;            /* rows [r0, r1) of a matrix without targets */
+  int64_t r0, r1;
+  int64_t base;        /* band, condensed: index of row r0's first pair */
   long long *nonconv;  /* one per slot */
 } geod_cpu;
 
@@ -120,6 +130,50 @@ static void row_store(const geod_cpu *c, int64_t i, int64_t j0, int64_t len,
   }
 }
 
+/* A band's buf[0..len) = its elements (i, j0 .. j0+len) into the output:
+ * band row i - r0, or condensed index - base. */
+static void band_store(const geod_cpu *c, int64_t i, int64_t j0, int64_t len,
+                       const double *buf) {
+  const geod_plan *pl = c->pl;
+  int64_t at = pl->condensed ? geod_condensed_index(pl->n, i, j0) - c->base
+                             : (i - c->r0) * pl->m + j0;
+  if (pl->dtype == T_F32) {
+    float *o = (float *)c->out->data + at;
+    for (int64_t k = 0; k < len; k++) o[k] = (float)buf[k];
+  } else {
+    memcpy((double *)c->out->data + at, buf, (size_t)len * sizeof *buf);
+  }
+}
+
+/* One tile of a band: rows i0.. and columns j0.. of the grid. */
+static void band_tile(geod_cpu *c, int64_t ti, int64_t tj, long long *nc) {
+  const geod_plan *pl = c->pl;
+  double buf[GEOD_TILE_MAX];
+  long long mirror_nc = 0; /* counted at j > i, by the pair's own row */
+  int64_t i0 = c->r0 + ti * c->tile, i1 = i0 + c->tile;
+  int64_t j0 = tj * c->tile, j1 = j0 + c->tile;
+  if (i1 > c->r1) i1 = c->r1;
+  if (j1 > pl->m) j1 = pl->m;
+  for (int64_t i = i0; i < i1; i++) {
+    int64_t jl = j1 < i ? j1 : i; /* mirrored: j in [j0, jl) */
+    if (!pl->condensed && j0 < jl) {
+      for (int64_t j = j0; j < jl; j++)
+        geod_row_compute(pl, &pl->p[j], &pl->p[i], 1, &buf[j - j0],
+                         &mirror_nc);
+      band_store(c, i, j0, jl - j0, buf);
+    }
+    if (!pl->condensed && i >= j0 && i < j1) {
+      buf[0] = 0.0; /* the diagonal */
+      band_store(c, i, i, 1, buf);
+    }
+    int64_t js = j0 > i + 1 ? j0 : i + 1;
+    if (js < j1) {
+      geod_row_compute(pl, &pl->p[i], &pl->p[js], j1 - js, buf, nc);
+      band_store(c, i, js, j1 - js, buf);
+    }
+  }
+}
+
 /* pool_chunk_fn: one tile. */
 static void tile_run(void *arg, int64_t k, int slot) {
   geod_cpu *c = arg;
@@ -128,6 +182,12 @@ static void tile_run(void *arg, int64_t k, int slot) {
   long long nc = 0;
   int64_t ti, tj;
   tile_of(c, k, &ti, &tj);
+  if (c->band) {
+    band_tile(c, ti, tj, &nc);
+    c->nonconv[slot] += nc;
+    job_ctx_progress(c->ctx, 1);
+    return;
+  }
   int64_t i0 = ti * c->tile, i1 = i0 + c->tile;
   int64_t j0 = tj * c->tile, j1 = j0 + c->tile;
   if (i1 > pl->n) i1 = pl->n;
@@ -157,8 +217,12 @@ int geod_cpu_run(const geod_plan *pl, int width, tarray *out, job_ctx *ctx,
   c.out = out;
   c.ctx = ctx;
   c.tile = pl->method == GEOD_HAVERSINE ? GEOD_TILE_FAST : GEOD_TILE_SLOW;
-  c.tri = !pl->has_targets;
-  c.ntr = (pl->n + c.tile - 1) / c.tile;
+  c.band = !pl->has_targets && pl->row1 > 0;
+  c.tri = !pl->has_targets && !c.band;
+  geod_plan_band(pl, &c.r0, &c.r1);
+  if (c.band && pl->condensed)
+    c.base = geod_condensed_index(pl->n, c.r0, c.r0 + 1);
+  c.ntr = (c.r1 - c.r0 + c.tile - 1) / c.tile;
   c.ntc = (pl->m + c.tile - 1) / c.tile;
   c.ntiles = c.tri ? c.ntr * (c.ntr + 1) / 2 : c.ntr * c.ntc;
   if (pl->condensed && pl->n < 2) c.ntiles = 0; /* empty result */

@@ -18,6 +18,10 @@
  *         are counted at j > i only, once a pair as in SYM.
  *   COND  a band of rows of the condensed (pdist) layout: j > i only, each
  *         row contiguous.
+ * A plan that is itself a band (plan.h row0/row1: a tile of a split job,
+ * no targets) is SQR or COND over its rows only (gg_bands starts at row0,
+ * offsets from 0 in its result), never SYM: the same kernels, so the same
+ * bits as those rows of the whole matrix.
  * The method (karney / vincenty / haversine) and the output type
  * (float64 / float32) are template parameters, so no branch on them runs
  * per pair. The ellipsoid and the band come in one __grid_constant__
@@ -316,14 +320,15 @@ static int64_t gg_bands(const geod_plan *pl, int mode, size_t es, size_t cap,
     free(b);
     return -1;
   }
-  int64_t r = 0;
+  int64_t r, rend; /* a band (a tile of a split job): its rows only */
+  geod_plan_band(pl, &r, &rend);
   size_t off = 0;
-  while (r < n) {
+  while (r < rend) {
     int64_t r1;
     if (mode == GG_COND) {
       size_t acc = 0;
       r1 = r;
-      while (r1 < n && acc + (size_t)(n - r1 - 1) * es <= cap) {
+      while (r1 < rend && acc + (size_t)(n - r1 - 1) * es <= cap) {
         acc += (size_t)(n - r1 - 1) * es;
         r1++;
       }
@@ -337,7 +342,7 @@ static int64_t gg_bands(const geod_plan *pl, int mode, size_t es, size_t cap,
         rows = rows / GG_TILE * GG_TILE;
         if (rows < GG_TILE) rows = GG_TILE;
       }
-      r1 = r + rows < n ? r + rows : n;
+      r1 = r + rows < rend ? r + rows : rend;
     }
     if (tvec_grow(&b, &alloc, sizeof *b, (size_t)cnt + 1, 0)) {
       free(b);
@@ -785,7 +790,7 @@ extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
   /* Resident (SYM) when the square matrix fits the budget, else passes. */
   T_TRY(gg_budget(pl, &budget, e));
   mode = GG_ROWS;
-  if (!pl->has_targets && !pl->condensed && total <= budget) {
+  if (!pl->has_targets && !pl->condensed && pl->row1 == 0 && total <= budget) {
     /* Resident; if the allocation fails after all, passes. */
     if (devmem_alloc(d, total, &bout, &e2) == 0) {
       dout = (char *)bout.ptr;

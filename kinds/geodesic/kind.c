@@ -13,6 +13,13 @@
  * ctx->result_part (0, then 1, 2, ...). A context without result_part can
  * take a one-part query (rowwise) only: more parts fail T_EINTERNAL.
  *
+ * A tile of a split job (ctx->row1 > 0) runs geod_plan_rows's plan for
+ * rows [row0, row1) instead of the whole one (plan.h): with targets the
+ * rows' points against every target, without a band that keeps the whole
+ * matrix's pair order; the result is those rows of the whole result, bit
+ * for bit, on every backend — except a query without targets on CUDA (the
+ * query engine takes no band yet): refused, and never split so.
+ *
  * Threads: check on an HTTP thread; prepare, run, release on a scheduler
  * worker (run may be called once per backend on the same plan, "compare").
  */
@@ -44,18 +51,23 @@ static int geod_prepare(const json_t *params, const tenv *env, void **plan,
 
 /* A query's run: the engine's parts, the first as *result and all named
  * through ctx->result_part. */
-static int geoq_run(const geod_job *job, tbackend b, job_ctx *ctx,
-                    tarray **result, terr *e) {
+static int geoq_run(const geod_job *job, const geod_plan *pl, tbackend b,
+                    job_ctx *ctx, tarray **result, terr *e) {
   geoq_out out;
   int64_t nonconv = 0;
   int rc;
   memset(&out, 0, sizeof out);
   double t0 = t_now_ms();
-  if (b == B_CUDA) {
-    rc = gpu_geoq(ctx->device, job->pl, &job->q, ctx, &out, &nonconv, e);
+  if (b == B_CUDA && pl->row1 > 0) {
+    /* The CUDA query engine takes no band yet (sched/split.c splits such
+     * a query only on serial and cpu): never a wrong row. */
+    return terr_set(e, T_EUNAVAIL, "backend", -1,
+                    "a query without targets cannot run as a tile on CUDA");
+  } else if (b == B_CUDA) {
+    rc = gpu_geoq(ctx->device, pl, &job->q, ctx, &out, &nonconv, e);
   } else {
     int width = b == B_SERIAL ? 1 : ctx->threads;
-    rc = geoq_cpu_run(job->pl, &job->q, width, ctx, &out, &nonconv, e);
+    rc = geoq_cpu_run(pl, &job->q, width, ctx, &out, &nonconv, e);
     ctx->t_compute += t_now_ms() - t0;
   }
   ctx->nonconverged = nonconv;
@@ -84,8 +96,17 @@ static int geod_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
                     terr *e) {
   const geod_job *job = plan;
   const geod_plan *pl = job->pl;
+  geod_plan band;
   *result = NULL;
-  if (job->q.type != GEOQ_NONE) return geoq_run(job, b, ctx, result, e);
+  if (ctx->row1 > 0) { /* a tile of a split job */
+    if (job->q.type == GEOQ_RADIUS)
+      return terr_set(e, T_EINVAL, "params.query", -1,
+                      "a radius query cannot be split into rows");
+    int rc = geod_plan_rows(job->pl, ctx->row0, ctx->row1, &band, e);
+    if (rc) return rc;
+    pl = &band;
+  }
+  if (job->q.type != GEOQ_NONE) return geoq_run(job, pl, b, ctx, result, e);
   tarray *out = NULL;
   int64_t nonconv = 0;
   int rc = ctx->result_alloc(ctx, pl->dtype, pl->ndim, pl->shape, &out, e);

@@ -83,6 +83,29 @@ int geod_plan_build(geod_method method, double a, double f, double radius_m,
   return 0;
 }
 
+int geod_plan_rows(const geod_plan *pl, int64_t r0, int64_t r1,
+                   geod_plan *sub, terr *e) {
+  if (r0 < 0 || r1 <= r0 || r1 > pl->n || pl->row1 > 0)
+    return terr_set(e, T_EINVAL, "row", -1,
+                    "rows [%lld, %lld) are not a band of %lld rows",
+                    (long long)r0, (long long)r1, (long long)pl->n);
+  *sub = *pl;
+  if (pl->has_targets) {
+    sub->p = pl->p + r0;
+    sub->n = r1 - r0;
+    sub->shape[0] = r1 - r0;
+    return 0;
+  }
+  sub->row0 = r0;
+  sub->row1 = r1;
+  if (pl->condensed) /* row r's pairs start at geod_condensed_index(n, r, r+1) */
+    sub->shape[0] = geod_condensed_index(pl->n, r1, r1 + 1) -
+                    geod_condensed_index(pl->n, r0, r0 + 1);
+  else
+    sub->shape[0] = r1 - r0;
+  return 0;
+}
+
 void geod_plan_free(geod_plan *pl) {
   if (!pl) return;
   if (pl->q && pl->q != pl->p) free(pl->q);

@@ -41,7 +41,13 @@ typedef struct geod_plan {
   int64_t n;          /* points (rows) */
   int64_t m;          /* columns: targets, or n */
   int ndim;           /* of the result: 2, or 1 when condensed */
-  int64_t shape[2];
+  int64_t shape[2];   /* of the result (of rows [row0, row1) with a band) */
+  /* A band of rows of a matrix without targets (a tile of a split job,
+   * geod_plan_rows): this run computes rows [row0, row1) of the whole
+   * result only, each element as the whole matrix has it (pair (p[min(i,
+   * j)], p[max(i, j)]), zero diagonal; condensed: row i's pairs j > i).
+   * row1 = 0: no band, every row. */
+  int64_t row0, row1;
   /* Prepared points (geod_point_prep, or _sphere for haversine): p has n,
    * q has m; q == p when there are no targets. Owned by the plan. */
   geod_point *p, *q;
@@ -94,6 +100,23 @@ int geod_plan_build(geod_method method, double a, double f, double radius_m,
                     int64_t n, const double *tgt, int64_t m, geod_plan **out,
                     terr *e);
 void geod_plan_free(geod_plan *pl); /* NULL is a no-op */
+
+/* The first row and one past the last that a run of pl computes. */
+static inline void geod_plan_band(const geod_plan *pl, int64_t *r0,
+                                  int64_t *r1) {
+  *r0 = pl->row1 > 0 ? pl->row0 : 0;
+  *r1 = pl->row1 > 0 ? pl->row1 : pl->n;
+}
+
+/* *sub = rows [r0, r1) of pl's result (a tile of a split job: its result is
+ * exactly those rows of pl's, bit for bit). A shallow copy that shares pl's
+ * points (valid while pl is; not to be freed): with targets the rows are
+ * just the points p[r0 .. r1) against every target (an ordinary plan);
+ * without, a band (row0, row1 above) whose shape is [r1 - r0, n], or the
+ * condensed entries of those rows. T_EINVAL (field "row") unless
+ * 0 <= r0 < r1 <= n (and pl is not a band itself). */
+int geod_plan_rows(const geod_plan *pl, int64_t r0, int64_t r1,
+                   geod_plan *sub, terr *e);
 
 #ifdef __cplusplus
 }

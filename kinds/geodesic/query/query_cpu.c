@@ -48,6 +48,11 @@
  * write disjoint rows of the parts, or their own buffer, so nothing is
  * locked; the pair count is an atomic. Progress is one per tile; a stop
  * request is honoured between tiles.
+ *
+ * A band (plan.h: rows [row0, row1) of a plan without targets, a tile of a
+ * split job) runs those rows only and writes row i at i - row0; the tree
+ * holds every candidate as for the whole run, so each row comes out as the
+ * whole run has it. A radius query has no band (its parts are not rows).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -228,6 +233,7 @@ typedef struct geoq_run {
   const geoq *q;
   job_ctx *ctx;
   kdtree t;
+  int64_t r0, r1;    /* the rows computed (a band: plan.h), out row i - r0 */
   int64_t rows;      /* per tile */
   int64_t ntiles;
   int64_t k;         /* knn (k_eff), or 1 for rowwise min/argmin */
@@ -412,6 +418,7 @@ static void acc_add(geoq_acc *a, geoq_op op, double d, int64_t j) {
 static void acc_store(const geoq_run *r, int64_t i, const geoq_acc *a) {
   const geod_plan *pl = r->pl;
   double v;
+  i -= r->r0;
   switch (r->q->op) {
     case GEOQ_ARGMIN:
     case GEOQ_ARGMAX:
@@ -457,16 +464,17 @@ static void tile_knn(geoq_run *r, geoq_slot *sl, int64_t i) {
   int64_t k = r->k;
   geoq_hit best[GEOQ_MAX_K];
   int64_t cnt = knn_row(r, sl, i, INFINITY, best);
-  int64_t *ix = (int64_t *)r->a1->data + i * k;
+  int64_t o = i - r->r0;
+  int64_t *ix = (int64_t *)r->a1->data + o * k;
   for (int64_t c = 0; c < k; c++) {
     /* cnt < k only if the search lost candidates: never (no bound until
      * the heap is full); -1 / NaN keep such a bug visible. */
     double d = c < cnt ? best[c].d : NAN;
     ix[c] = c < cnt ? best[c].j : -1;
     if (r->pl->dtype == T_F32)
-      ((float *)r->a0->data)[i * k + c] = (float)d;
+      ((float *)r->a0->data)[o * k + c] = (float)d;
     else
-      ((double *)r->a0->data)[i * k + c] = d;
+      ((double *)r->a0->data)[o * k + c] = d;
   }
 }
 
@@ -510,8 +518,8 @@ static void tile_rowwise(geoq_run *r, geoq_slot *sl, int64_t i) {
 static void tile_run(void *arg, int64_t tile, int slot) {
   geoq_run *r = arg;
   geoq_slot *sl = &r->slot[slot];
-  int64_t i0 = tile * r->rows, i1 = i0 + r->rows;
-  if (i1 > r->pl->n) i1 = r->pl->n;
+  int64_t i0 = r->r0 + tile * r->rows, i1 = i0 + r->rows;
+  if (i1 > r->r1) i1 = r->r1;
   for (int64_t i = i0; i < i1 && !sl->err && !atomic_load(&r->over); i++) {
     switch (r->q->type) {
       case GEOQ_KNN: tile_knn(r, sl, i); break;
@@ -599,16 +607,21 @@ int geoq_cpu_run(const geod_plan *pl, const geoq *q, int width, job_ctx *ctx,
     if (r.rows < 1) r.rows = 1;
     if (r.rows > GEOQ_TILE_ROWS) r.rows = GEOQ_TILE_ROWS;
   }
-  r.ntiles = (pl->n + r.rows - 1) / r.rows;
+  geod_plan_band(pl, &r.r0, &r.r1);
+  int64_t nrows = r.r1 - r.r0;
+  r.ntiles = (nrows + r.rows - 1) / r.rows;
   r.k = q->type == GEOQ_KNN ? geoq_knn_k(pl, q) : 1;
   /* The parts whose shape is known now. */
-  if (q->type == GEOQ_KNN) {
-    int64_t sh[2] = {pl->n, r.k};
+  if (q->type == GEOQ_RADIUS && pl->row1 > 0) {
+    rc = terr_set(e, T_EINTERNAL, "params.query", -1,
+                  "a radius query has no band of rows");
+  } else if (q->type == GEOQ_KNN) {
+    int64_t sh[2] = {nrows, r.k};
     rc = out_add(ctx, out, "distance", pl->dtype, 2, sh, e);
     if (!rc) rc = out_add(ctx, out, "index", T_I64, 2, sh, e);
     if (!rc) r.a0 = out->part[0], r.a1 = out->part[1];
   } else if (q->type == GEOQ_ROWWISE) {
-    rc = out_add(ctx, out, NULL, geoq_rowwise_dtype(pl, q->op), 1, &pl->n, e);
+    rc = out_add(ctx, out, NULL, geoq_rowwise_dtype(pl, q->op), 1, &nrows, e);
     if (!rc) r.a0 = out->part[0];
   } else if (q->type == GEOQ_RADIUS) {
     r.tile = calloc((size_t)(r.ntiles > 0 ? r.ntiles : 1), sizeof *r.tile);

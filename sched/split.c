@@ -1,0 +1,573 @@
+/* sched/split.c — split jobs: one large geodesic job run as tile jobs, each
+ * computing a band of its rows (API.md, "Split jobs").
+ *
+ * Which jobs split (sched_split_tiles, at submit): a geodesic matrix, or a
+ * query knn / rowwise (not radius: its parts are not rows), whose rows x
+ * columns reach cfg.split_min_pairs (0: never), kept in the service (no
+ * output.file) and run on one backend (not compare); a query without
+ * targets only on serial or cpu (the CUDA query engine takes no band).
+ * Rows x columns: n x m for a matrix with targets, n x n without; a query
+ * counts n x n (its targets' count is not in the estimate). The row is
+ * inserted with tiles = T (cfg.tiles, else 2 x live nodes — on SQLite 2 —
+ * at most n), so that a parent (tiles > 0, parent NULL) is told from any
+ * other job wherever it is read again.
+ *
+ * A parent is not run by a worker: sched_add hands it to sched_split_run,
+ * which starts its coordinator thread (one a parent, no worker slot). The
+ * coordinator marks the parent running, inserts the tiles that are not in
+ * the store yet (store_job_children: a resumed parent inserts only the
+ * missing ones) — kind geodesic, the parent's params, owner, priority,
+ * backend and timeout, parent = id, tile = i, tiles = T — and queues them
+ * here (sched_add_claimed); tile i computes rows [n i / T, n (i + 1) / T)
+ * (sched/run.c sets job_ctx row0/row1). It then follows them by reading the
+ * store every SPLIT_POLL_MS: progress is the pairs of the tiles done; a
+ * tile that failed or was canceled cancels the others and fails the parent
+ * with "tile i: <its message>" and its code; a parent canceled in the
+ * store (DELETE /v1/jobs/{id}/cancel reaches the row, the parent being in
+ * no queue) cancels its tiles. When every tile succeeded it writes the
+ * parent's result — every part, the tiles' rows concatenated in tile order
+ * (float64, float32 or int64 bytes as they are) — where the scheduler keeps
+ * any result: part 0 in the row when it fits row_max, else
+ * <results>/<id>.npy; part k as <results>/<id>.<name>.npy (array/parts.h),
+ * each through a temporary renamed when whole; and ends the parent
+ * succeeded with its timings and the tiles' non-converged pairs. The tiles'
+ * rows stay (tiles.by_node in the job's JSON) until the parent is deleted or
+ * expires, which takes them with it (db/store.h).
+ *
+ * A restart: the parent is unfinished in the store, queued again by
+ * sched_start (and so handed here again) with its unfinished tiles queued
+ * as any job; the coordinator inserts only missing tiles and goes on.
+ * A cluster store: a submit only inserts the row; a node's claimer claims
+ * parents apart (store_job_claim with parents = 1, sched/cluster.c) and
+ * hands each to a coordinator here; the tiles it inserts are claimed by
+ * any node's claimer ("queued" events). The parent's lease is renewed by
+ * the node's heartbeat with its other claims; the coordinator stops
+ * without writing when the row names another node (its lease went to
+ * another node, whose coordinator resumes it: only missing tiles are
+ * inserted), and a cancel that reached the row (cancel_requested) cancels
+ * the tiles and ends the parent canceled. Its files are named per run
+ * (<id>.r<attempt>...), as sched/cluster.c names a claimed job's, so a
+ * fenced coordinator never touches its successor's.
+ *
+ * Threads: each coordinator is a detached thread; s->split_threads counts
+ * them and sched_shutdown sets s->split_quit and waits for none left (a
+ * coordinator that quits leaves the parent running in the store: resumed
+ * at the next start). They make [sync] store calls with no scheduler lock
+ * held, and call sched_cancel for tiles.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "array/parts.h"
+#include "sched/sched_int.h"
+#include "util/util.h"
+
+#define SPLIT_POLL_MS 50
+#define SPLIT_PATH_MAX 4200
+
+/* The query type named in params ("" for a matrix), and whether it has
+ * targets. */
+static const char *split_query(const json_t *params, int *targets) {
+  json_t *t = json_object_get(params, "targets");
+  *targets = t && !json_is_null(t);
+  json_t *q = json_object_get(params, "query");
+  if (!q || json_is_null(q)) return "";
+  if (json_object_get(q, "knn")) return "knn";
+  if (json_object_get(q, "rowwise")) return "rowwise";
+  return "radius";
+}
+
+int sched_split_tiles(const sched *s, const char *kind, const json_t *params,
+                      const job_estimate *est, int backend, int output) {
+  if (!s || s->cfg.split_min_pairs <= 0 || !kind || !params || !est ||
+      strcmp(kind, "geodesic") != 0 || output || backend == B_COMPARE)
+    return 0;
+  int targets;
+  const char *q = split_query(params, &targets);
+  if (strcmp(q, "radius") == 0) return 0;
+  if (q[0] && !targets && backend != B_SERIAL && backend != B_CPU) return 0;
+  double n = (double)est->size, cols = n;
+  if (!q[0] && targets) cols = (double)est->out_shape[1];
+  if (n < 2 || n * cols < (double)s->cfg.split_min_pairs) return 0;
+  int t = s->cfg.tiles > 0 ? s->cfg.tiles : 2 * sched_live_nodes((sched *)s);
+  if (t < 2) t = 2;
+  if (t > 256) t = 256;
+  if (t > est->size) t = (int)est->size;
+  return t;
+}
+
+void sched_split_rows(int64_t n, int tile, int tiles, int64_t *r0,
+                      int64_t *r1) {
+  *r0 = n * tile / tiles;
+  *r1 = n * (tile + 1) / tiles;
+}
+
+typedef struct split_run {
+  sched *s;
+  store_job p; /* the parent's row (owned copy of the fields used) */
+  struct split_run *next; /* [mu] s->splits */
+} split_run;
+
+int sched_split_held_locked(sched *s, const char *id) {
+  SCHED_ASSERT_LOCKED(s);
+  for (split_run *r = s->splits; r; r = r->next)
+    if (strcmp(r->p.id, id) == 0) return 1;
+  return 0;
+}
+
+/* ---- the result -------------------------------------------------------- */
+
+/* Part `index` of a succeeded tile's result, mapped or parsed. */
+static int tile_part(store *st, const store_job *c, int index,
+                     const tparts *tp, tarray **out, terr *e) {
+  *out = NULL;
+  if (index > 0) return tarray_map_npy(tp->p[index].path, out, e);
+  if (c->result_path) return tarray_map_npy(c->result_path, out, e);
+  void *npy = NULL;
+  size_t len = 0;
+  int rc = store_job_result_npy(st, c->id, NULL, &npy, &len, e);
+  if (rc == T_OK) rc = npy_parse_result(npy, len, INT64_MAX, out, e);
+  free(npy);
+  return rc;
+}
+
+/* Concatenate part `index` of every tile into `path` (a temporary renamed
+ * over it) or, for part 0 when it fits row_max, into *npy. Fills *info. */
+static int join_part(sched *s, const store_job *kids, int nk, int index,
+                     const tparts *tps, const char *path, void **npy,
+                     size_t *npy_len, tpart *info, terr *e) {
+  tarray **a = calloc((size_t)nk, sizeof *a);
+  int rc = a ? T_OK : terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  int64_t shape[T_MAXDIM];
+  for (int i = 0; !rc && i < nk; i++) {
+    rc = tile_part(s->cfg.st, &kids[i], index, &tps[i], &a[i], e);
+    if (rc) break;
+    if (i == 0) {
+      memcpy(shape, a[0]->shape, sizeof shape);
+      shape[0] = 0;
+    } else if (a[i]->dtype != a[0]->dtype || a[i]->ndim != a[0]->ndim ||
+               (a[0]->ndim > 1 &&
+                memcmp(a[i]->shape + 1, a[0]->shape + 1,
+                       (size_t)(a[0]->ndim - 1) * sizeof(int64_t)) != 0)) {
+      rc = terr_set(e, T_EIO, "", -1, "tile %d's result does not match "
+                    "tile 0's", i);
+    }
+    if (!rc) shape[0] += a[i]->shape[0];
+  }
+  if (!rc) {
+    tdtype dt = a[0]->dtype;
+    int ndim = a[0]->ndim;
+    char hdr[NPY_HEADER_MAX];
+    size_t hl = npy_header(dt, ndim, shape, hdr);
+    int64_t bytes = tshape_size(ndim, shape, INT64_MAX) * (int64_t)tdtype_size(dt);
+    info->dtype = dt;
+    info->ndim = ndim;
+    memcpy(info->shape, shape, sizeof info->shape);
+    info->bytes = bytes;
+    if (npy && s->row_max > 0 && bytes + NPY_HEADER_MAX <= s->row_max) {
+      char *b = malloc(hl + (size_t)bytes + 1);
+      if (!b) {
+        rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
+      } else {
+        memcpy(b, hdr, hl);
+        size_t at = hl;
+        for (int i = 0; i < nk; i++) {
+          size_t len = (size_t)a[i]->size * tdtype_size(dt);
+          if (len) memcpy(b + at, a[i]->data, len);
+          at += len;
+        }
+        *npy = b;
+        *npy_len = at;
+      }
+    } else {
+      char tmp[SPLIT_PATH_MAX];
+      snprintf(tmp, sizeof tmp, "%s.tmp%u", path,
+               atomic_fetch_add(&s->tmp_counter, 1));
+      FILE *f = fopen(tmp, "wb");
+      int err = 0;
+      if (!f) {
+        err = errno;
+      } else {
+        if (fwrite(hdr, 1, hl, f) != hl) err = errno ? errno : EIO;
+        for (int i = 0; !err && i < nk; i++) {
+          size_t len = (size_t)a[i]->size * tdtype_size(dt);
+          if (len && fwrite(a[i]->data, 1, len, f) != len)
+            err = errno ? errno : EIO;
+        }
+        if (fclose(f) != 0 && !err) err = errno;
+      }
+      if (!err && rename(tmp, path) != 0) err = errno;
+      if (err) {
+        unlink(tmp);
+        rc = terr_set(e, T_EIO, "", -1, "cannot write %s: %s", path,
+                      strerror(err));
+        rc = terr_nospace(e, rc, err);
+      }
+    }
+  }
+  for (int i = 0; a && i < nk; i++) tarray_free(a[i]);
+  free(a);
+  return rc;
+}
+
+/* Every part of the tiles joined into the parent's result; the end record
+ * filled (its strings and buffers the caller's: *final, *doc, *npy). */
+static int join_result(split_run *r, const store_job *kids, int nk,
+                       store_job_end *end, char *final, char **doc,
+                       void **npy, terr *e) {
+  sched *s = r->s;
+  tparts *tps = calloc((size_t)nk, sizeof *tps);
+  tparts out;
+  memset(&out, 0, sizeof out);
+  int rc = tps ? T_OK : terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  for (int i = 0; !rc && i < nk; i++)
+    rc = tparts_parse(kids[i].result_parts, &tps[i], e);
+  for (int i = 1; !rc && i < nk; i++)
+    if (tps[i].n != tps[0].n)
+      rc = terr_set(e, T_EIO, "", -1, "tile %d has %d parts, tile 0 %d", i,
+                    tps[i].n, tps[0].n);
+  int nparts = tps && tps[0].n > 0 ? tps[0].n : 1;
+  size_t npy_len = 0;
+  char stem[T_ID_MAX + 16];
+  if (s->cluster)
+    snprintf(stem, sizeof stem, "%s.r%d", r->p.id, r->p.attempts);
+  else
+    snprintf(stem, sizeof stem, "%s", r->p.id);
+  snprintf(final, SPLIT_PATH_MAX, "%s/%s.npy", s->results_dir, stem);
+  for (int k = 0; !rc && k < nparts; k++) {
+    tpart *t = &out.p[k];
+    out.n = k + 1;
+    if (tps[0].n > 0) snprintf(t->name, sizeof t->name, "%s", tps[0].p[k].name);
+    char path[SPLIT_PATH_MAX];
+    if (k > 0) {
+      snprintf(path, sizeof path, "%s/%s.%s.npy", s->results_dir, stem,
+               t->name);
+      if (!(t->path = strdup(path))) {
+        rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
+        break;
+      }
+    }
+    rc = join_part(s, kids, nk, k, tps, k ? path : final, k ? NULL : npy,
+                   &npy_len, t, e);
+  }
+  if (!rc) {
+    tpart *t0 = &out.p[0];
+    snprintf(end->result.dtype, sizeof end->result.dtype, "%s",
+             tdtype_name(t0->dtype));
+    end->result.ndim = t0->ndim;
+    for (int d = 0; d < t0->ndim && d < STORE_MAXDIM; d++)
+      end->result.shape[d] = t0->shape[d];
+    end->result.bytes = t0->bytes;
+    for (int i = 0; i < nk; i++)
+      end->result.nonconverged += kids[i].result.nonconverged;
+    if (*npy) {
+      end->result_npy = *npy;
+      end->result_npy_len = npy_len;
+      final[0] = 0;
+    }
+    end->result_path = final[0] ? final : NULL;
+    if (nparts > 1 && !(*doc = tparts_text(&out)))
+      rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
+    end->result_parts = *doc;
+  }
+  if (rc) { /* nothing half-kept */
+    for (int k = 1; k < out.n; k++)
+      if (out.p[k].path) unlink(out.p[k].path);
+    if (final[0]) unlink(final);
+  }
+  tparts_clear(&out);
+  for (int i = 0; tps && i < nk; i++) tparts_clear(&tps[i]);
+  free(tps);
+  return rc;
+}
+
+/* ---- the coordinator --------------------------------------------------- */
+
+static void kids_free(store_job *k, int n) {
+  for (int i = 0; i < n; i++) store_job_clear(&k[i]);
+  free(k);
+}
+
+/* Insert and queue the tiles the store does not have. */
+static int insert_missing(split_run *r, terr *e) {
+  store_job *kids = NULL;
+  int nk = 0, T = r->p.tiles;
+  int rc = store_job_children(r->s->cfg.st, r->p.id, &kids, &nk, e);
+  if (rc) return rc;
+  for (int i = 0; !rc && i < T; i++) {
+    int have = 0;
+    for (int k = 0; k < nk; k++) have |= kids[k].tile == i;
+    if (have) continue;
+    store_job c;
+    memset(&c, 0, sizeof c);
+    t_id_new('j', c.id);
+    c.owner = r->p.owner;
+    c.kind = r->p.kind;
+    c.params = r->p.params;
+    c.status = JOB_QUEUED;
+    c.backend_requested = r->p.backend_requested;
+    c.priority = r->p.priority;
+    c.timeout_s = r->p.timeout_s;
+    c.created_at = t_wall_ms();
+    c.max_abs_diff = NAN;
+    c.parent = r->p.id;
+    c.tile = i;
+    c.tiles = T;
+    int existing = 0;
+    rc = store_job_insert(r->s->cfg.st, &c, &existing, e);
+    if (!rc && !r->s->cluster) rc = sched_add_claimed(r->s, &c, e);
+  }
+  if (r->s->cluster) sched_cluster_kick(r->s); /* claim tiles here too */
+  kids_free(kids, nk);
+  return rc;
+}
+
+static void cancel_tiles(split_run *r, const store_job *kids, int nk) {
+  for (int i = 0; i < nk; i++) {
+    if (job_status_final(kids[i].status)) continue;
+    terr e;
+    terr_clear(&e);
+    if (sched_cancel(r->s, kids[i].id, NULL, &e) != T_OK && e.code != T_ECONFLICT)
+      log_warn("split %s: cannot cancel tile %d (%s): %s", r->p.id,
+               kids[i].tile, kids[i].id, e.message);
+  }
+}
+
+static int finish(split_run *r, store_job_end *end) {
+  terr e;
+  terr_clear(&e);
+  double now = (double)t_wall_ms();
+  int64_t started = r->p.started_at ? r->p.started_at : r->p.created_at;
+  job_timings_put(&end->timings, JOB_T_QUEUE,
+                  (double)(started - r->p.created_at));
+  job_timings_put(&end->timings, JOB_T_TOTAL, now - (double)r->p.created_at);
+  end->finished_at = (int64_t)now;
+  int rc = store_job_finish(r->s->cfg.st, r->p.id, end, &e);
+  if (rc != T_OK)
+    log_warn("split %s: cannot end the job: %s", r->p.id, e.message);
+  return rc;
+}
+
+static void coordinate(split_run *r) {
+  sched *s = r->s;
+  store *st = s->cfg.st;
+  terr e;
+  terr_clear(&e);
+  int64_t now = t_wall_ms();
+  char reason[96];
+  snprintf(reason, sizeof reason, "split into %d tiles", r->p.tiles);
+  /* queued -> running (a resumed parent was put back to queued by
+   * sched_start); a parent canceled meanwhile is seen by the loop */
+  if (store_job_start(st, r->p.id, now, "split", reason, r->p.estimate, &e) !=
+      T_OK)
+    log_warn("split %s: cannot start: %s", r->p.id, e.message);
+  if (!r->p.started_at) r->p.started_at = now;
+  if (insert_missing(r, &e) != T_OK) {
+    store_job_end end = {.status = JOB_FAILED, .max_abs_diff = NAN,
+                         .error_code = terr_code_name((terr_code)e.code),
+                         .error_message = e.message};
+    finish(r, &end);
+    return;
+  }
+  /* progress in pairs: the estimate's points (rows) and pairs (work) */
+  int64_t n = 0, pairs = 0, last_done = -1;
+  if (r->p.estimate) {
+    json_t *est = json_loads(r->p.estimate, 0, NULL);
+    n = (int64_t)json_integer_value(json_object_get(est, "size"));
+    pairs = (int64_t)json_number_value(json_object_get(est, "work"));
+    json_decref(est);
+  }
+  while (!atomic_load(&s->split_quit)) {
+    store_job p, *kids = NULL;
+    int nk = 0;
+    memset(&p, 0, sizeof p);
+    if (store_job_get(st, r->p.id, NULL, &p, &e) != T_OK) {
+      if (e.code == T_ENOTFOUND) return; /* deleted */
+      usleep(SPLIT_POLL_MS * 1000);
+      continue;
+    }
+    int pfinal = job_status_final(p.status);
+    int lost = 0, cancel = 0;
+    if (s->cluster && !pfinal) {
+      char self[T_ID_MAX], name[8];
+      sched_node_self(s, self, name, sizeof name);
+      lost = !p.node || strcmp(p.node, self) != 0;
+      cancel = p.cancel_requested;
+    }
+    store_job_clear(&p);
+    if (lost) { /* another node's coordinator has it now: write nothing */
+      log_warn("split %s: its lease went to another node; stopping", r->p.id);
+      return;
+    }
+    if (store_job_children(st, r->p.id, &kids, &nk, &e) != T_OK) {
+      usleep(SPLIT_POLL_MS * 1000);
+      continue;
+    }
+    if (pfinal || cancel) { /* canceled (or ended elsewhere): so are its tiles */
+      cancel_tiles(r, kids, nk);
+      kids_free(kids, nk);
+      if (cancel) {
+        store_job_end end = {.status = JOB_CANCELED, .max_abs_diff = NAN,
+                             .error_code = "canceled",
+                             .error_message = "canceled by request"};
+        finish(r, &end);
+      }
+      return;
+    }
+    int done = 0, bad = -1;
+    int64_t rows_done = 0;
+    for (int i = 0; i < nk; i++) {
+      if (kids[i].status == JOB_SUCCEEDED) {
+        int64_t r0, r1;
+        sched_split_rows(n, kids[i].tile, r->p.tiles, &r0, &r1);
+        done++;
+        rows_done += r1 - r0;
+      } else if (job_status_final(kids[i].status) && bad < 0) {
+        bad = i;
+      }
+    }
+    if (bad >= 0) {
+      cancel_tiles(r, kids, nk);
+      char msg[1200];
+      snprintf(msg, sizeof msg, "tile %d: %s", kids[bad].tile,
+               kids[bad].error_message ? kids[bad].error_message
+                                       : job_status_name(kids[bad].status));
+      store_job_end end = {.status = JOB_FAILED, .max_abs_diff = NAN,
+                           .error_code = kids[bad].error_code
+                                             ? kids[bad].error_code
+                                             : "internal",
+                           .error_message = msg};
+      finish(r, &end);
+      kids_free(kids, nk);
+      return;
+    }
+    int64_t pdone = n > 0 ? (int64_t)((double)pairs * (double)rows_done / (double)n) : done;
+    int64_t ptotal = n > 0 ? pairs : r->p.tiles;
+    if (done == r->p.tiles && nk == r->p.tiles) {
+      store_job_end end = {.status = JOB_SUCCEEDED, .max_abs_diff = NAN,
+                           .progress_done = ptotal, .progress_total = ptotal};
+      char final[SPLIT_PATH_MAX] = "";
+      char *doc = NULL;
+      void *npy = NULL;
+      terr je;
+      terr_clear(&je);
+      char msg[1200];
+      if (join_result(r, kids, nk, &end, final, &doc, &npy, &je) != T_OK) {
+        memset(&end.result, 0, sizeof end.result);
+        end.result_path = NULL;
+        end.result_npy = NULL;
+        end.result_parts = NULL;
+        end.status = JOB_FAILED;
+        end.error_code = terr_code_name((terr_code)je.code);
+        snprintf(msg, sizeof msg, "joining the tiles: %s", je.message);
+        end.error_message = msg;
+      }
+      if (finish(r, &end) != T_OK) { /* canceled meanwhile: keep nothing */
+        if (end.result_path) unlink(end.result_path);
+        tparts tp;
+        terr pe;
+        if (doc && tparts_parse(doc, &tp, &pe) == T_OK) {
+          for (int k = 1; k < tp.n; k++)
+            if (tp.p[k].path) unlink(tp.p[k].path);
+          tparts_clear(&tp);
+        }
+      }
+      free(doc);
+      free(npy);
+      kids_free(kids, nk);
+      return;
+    }
+    kids_free(kids, nk);
+    if (pdone != last_done) {
+      store_job_progress(st, r->p.id, pdone, ptotal);
+      last_done = pdone;
+    }
+    usleep(SPLIT_POLL_MS * 1000);
+  }
+}
+
+static void *split_main(void *arg) {
+  split_run *r = arg;
+  coordinate(r);
+  sched *s = r->s;
+  /* ended (or left running at a shutdown): its waiters read the store */
+  tmutex_lock(&s->mu);
+  for (split_run **pp = &s->splits; *pp; pp = &(*pp)->next)
+    if (*pp == r) {
+      *pp = r->next;
+      break;
+    }
+  tmutex_unlock(&s->mu);
+  sched_fire_remote(s, r->p.id, NULL);
+  store_job_clear(&r->p);
+  free(r);
+  atomic_fetch_sub(&s->split_threads, 1);
+  return NULL;
+}
+
+static char *dup_s(const char *x) { return x ? strdup(x) : NULL; }
+
+int sched_split_run(sched *s, const store_job *parent, terr *e) {
+  split_run *r = calloc(1, sizeof *r);
+  if (!r) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  r->s = s;
+  store_job *p = &r->p;
+  snprintf(p->id, sizeof p->id, "%s", parent->id);
+  p->owner = dup_s(parent->owner ? parent->owner : "");
+  p->kind = dup_s(parent->kind);
+  p->params = dup_s(parent->params);
+  p->backend_requested = dup_s(parent->backend_requested ? parent->backend_requested : "auto");
+  p->status = parent->status;
+  p->priority = parent->priority;
+  p->timeout_s = parent->timeout_s;
+  p->created_at = parent->created_at;
+  p->started_at = parent->status == JOB_RUNNING ? parent->started_at : 0;
+  p->tiles = parent->tiles;
+  p->attempts = parent->attempts;
+  p->estimate = dup_s(parent->estimate);
+  if (!p->owner || !p->kind || !p->params || !p->backend_requested) {
+    store_job_clear(p);
+    free(r);
+    return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  }
+  tmutex_lock(&s->mu);
+  if (sched_split_held_locked(s, p->id)) { /* already run here */
+    tmutex_unlock(&s->mu);
+    store_job_clear(p);
+    free(r);
+    return T_OK;
+  }
+  r->next = s->splits;
+  s->splits = r;
+  tmutex_unlock(&s->mu);
+  atomic_fetch_add(&s->split_threads, 1);
+  pthread_t th;
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  int err = pthread_create(&th, &at, split_main, r);
+  pthread_attr_destroy(&at);
+  if (err) {
+    atomic_fetch_sub(&s->split_threads, 1);
+    tmutex_lock(&s->mu);
+    for (split_run **pp = &s->splits; *pp; pp = &(*pp)->next)
+      if (*pp == r) {
+        *pp = r->next;
+        break;
+      }
+    tmutex_unlock(&s->mu);
+    store_job_clear(p);
+    free(r);
+    return terr_set(e, T_EINTERNAL, "", -1, "cannot start a split thread");
+  }
+  return T_OK;
+}
+
+void sched_split_stop(sched *s) {
+  atomic_store(&s->split_quit, 1);
+  while (atomic_load(&s->split_threads) > 0) usleep(10 * 1000);
+}
