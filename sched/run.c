@@ -599,12 +599,24 @@ static char *srun_estimate_json(const sjob *j) {
 
 
 /* ---- end ------------------------------------------------------------------- */
+/* The number of this run of j: attempts counts starts, incremented by a
+ * cluster store's claim (already this run's) or by the start itself. */
+static int srun_attempt(const sched *s, const sjob *j) {
+  return s->cluster ? j->attempts : j->attempts + 1;
+}
+
 /* One log line per job end (API.md, "Logs"): id, kind, backend used, final
- * status, total ms (queue + run), and the error's code and message. */
-static void srun_log_end(const sjob *j, int status, const char *used,
-                         double total_ms, const char *code, const char *msg) {
+ * status, total ms (queue + run), the error's code and message, and the
+ * run's number and span (wall ms; started 0: it never started), so that
+ * the runs of a job on several nodes can be laid side by side. */
+static void srun_log_end(const sched *s, const sjob *j, int status,
+                         const char *used, double total_ms, const char *code,
+                         const char *msg, int64_t started_at) {
   t_kv kv[] = {
       T_KV_S("id", j->id),
+      T_KV_N("attempt", srun_attempt(s, j)),
+      T_KV_N("started", started_at),
+      T_KV_N("finished", t_wall_ms()),
       T_KV_S("kind", j->kind),
       T_KV_S("backend", used ? used : "-"),
       T_KV_S("status", job_status_name((job_status)status)),
@@ -708,7 +720,7 @@ void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
                          .error_code = code, .error_message = msg};
     job_timings_put(&end.timings, JOB_T_QUEUE, queue_ms);
     job_timings_put(&end.timings, JOB_T_TOTAL, queue_ms);
-    srun_log_end(j, status, NULL, queue_ms, code, msg);
+    srun_log_end(s, j, status, NULL, queue_ms, code, msg, 0);
     terr e;
     SCHED_ASSERT_UNLOCKED(s); /* a [sync] store call */
     if (store_job_finish(s->cfg.st, j->id, &end, &e) != T_OK)
@@ -815,6 +827,11 @@ void sched_run_job(sched *s, sjob *j, int device) {
     if (rc) goto end;
   }
   started = 1;
+  if (s->cluster) { /* a node says which runs it began (test_cluster.py) */
+    t_kv kv[] = {T_KV_S("id", j->id), T_KV_N("attempt", srun_attempt(s, j)),
+                 T_KV_N("started", started_at), T_KV_S("backend", used)};
+    t_log_kv(T_LOG_INFO, "job_start", kv, (int)(sizeof kv / sizeof kv[0]));
+  }
   if (j->crash_test) { /* tests only: TESSEL_TEST_CRASH_LABEL */
     log_error("scheduler: job %s: TESSEL_TEST_CRASH_LABEL: aborting", j->id);
     abort();
@@ -968,7 +985,8 @@ end:
       .result_parts = parts_doc};
   for (int t = 0; t < JOB_T__COUNT; t++) /* to the microsecond */
     job_timings_put(&end.timings, (job_timing)t, sched_ms_round(ms[t]));
-  srun_log_end(j, status, started ? used : NULL, ms[JOB_T_TOTAL], code, msg);
+  srun_log_end(s, j, status, started ? used : NULL, ms[JOB_T_TOTAL], code,
+               msg, started ? started_at : 0);
   /* Its memory is free (results kept or dropped, the plan released): a
    * job waiting for it may start. */
   sched_mem_release(s, j);

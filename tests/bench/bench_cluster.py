@@ -1,0 +1,201 @@
+#!/usr/bin/python3
+"""bench_cluster.py — what one, two and three nodes on PostgreSQL give
+against one node on SQLite, in one run on one machine, for the jobs a
+cluster adds the most overhead to: tiny `?wait` jobs (a map of 3 elements,
+submit to answer).
+
+  python3 tests/bench/bench_cluster.py build/tesseld [--seconds 8] [--clients 16]
+
+For each set-up it starts the nodes fresh (PostgreSQL: tests/cluster/
+pgserver.sh, one database per set-up, one shared data directory), warms up,
+then `--clients` threads submit `POST /v1/jobs?wait=30` round robin over
+the nodes for `--seconds`. The table gives jobs/s, p50 and p99 latency,
+the ratio of jobs/s to the one SQLite node, and where the CPU went (the
+nodes' and the PostgreSQL server's processes, in cores, from /proc). Then
+bench_claim (next to tesseld in the build directory) gives the claim rate
+of the store alone. Results as markdown: --out FILE.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PGS = os.path.join(HERE, "..", "cluster", "pgserver.sh")
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_ticks(pids):
+    t = 0
+    for pid in pids:
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                parts = f.read().rsplit(")", 1)[1].split()
+            t += int(parts[11]) + int(parts[12])  # utime + stime
+        except (OSError, IndexError, ValueError):
+            pass
+    return t
+
+
+def pg_pids(pgdir):
+    """The PostgreSQL server's processes (the postmaster and its children)."""
+    try:
+        with open(os.path.join(pgdir, "data", "postmaster.pid")) as f:
+            pm = int(f.readline())
+    except (OSError, ValueError):
+        return []
+    pids = [pm]
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pm:
+                        pids.append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    return pids
+
+
+def start_node(binary, tmp, name, store, data, log):
+    p = subprocess.Popen([binary, "--port", "0", "--data-dir", data, "--store",
+                          store, "--node-name", name, "--access-log", "0",
+                          "--threads", "2"],
+                         stdout=subprocess.PIPE, stderr=open(log, "w"))
+    line = p.stdout.readline().decode()
+    if "listening on" not in line:
+        raise RuntimeError("%s did not start: %s" % (name, open(log).read()[-800:]))
+    threading.Thread(target=p.stdout.read, daemon=True).start()
+    return p, int(line.strip().rstrip("/").rsplit(":", 1)[1])
+
+
+def submit(port):
+    body = json.dumps({"kind": "map", "backend": "cpu",
+                       "params": {"expr": "x+1", "inputs": {"x": [1, 2, 3]}}}).encode()
+    req = urllib.request.Request("http://127.0.0.1:%d/v1/jobs?wait=30" % port,
+                                 data=body, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        d = json.loads(r.read())
+        return r.status == 200 and d["status"] == "succeeded"
+
+
+def drive(ports, seconds, clients):
+    lat, bad = [], [0]
+    lock = threading.Lock()
+    end = time.time() + seconds
+
+    def client(k):
+        i = k
+        mine = []
+        while time.time() < end:
+            t0 = time.perf_counter()
+            try:
+                ok = submit(ports[i % len(ports)])
+            except Exception:  # noqa: BLE001 - counted, not fatal
+                ok = False
+            mine.append((time.perf_counter() - t0) * 1e3)
+            if not ok:
+                with lock:
+                    bad[0] += 1
+            i += 1
+        with lock:
+            lat.extend(mine)
+
+    t0 = time.time()
+    ths = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    return lat, time.time() - t0, bad[0]
+
+
+def pct(v, q):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(q * len(v)))] if v else float("nan")
+
+
+def main():
+    args = sys.argv[1:]
+    if not args:
+        print(__doc__)
+        return 2
+    binary = os.path.abspath(args[0])
+    seconds = float(args[args.index("--seconds") + 1]) if "--seconds" in args else 8
+    clients = int(args[args.index("--clients") + 1]) if "--clients" in args else 16
+    out = args[args.index("--out") + 1] if "--out" in args else None
+    tmp = tempfile.mkdtemp(prefix="tessel-bcl-")
+    os.chmod(tmp, 0o755)
+    pgdir = os.path.join(tmp, "pg")
+    rows = []
+    try:
+        url = subprocess.check_output(["sh", PGS, "start", pgdir], text=True).strip().splitlines()[-1]
+        setups = [("SQLite, 1 node", 0), ("PostgreSQL, 1 node", 1),
+                  ("PostgreSQL, 2 nodes", 2), ("PostgreSQL, 3 nodes", 3)]
+        for label, n in setups:
+            data = os.path.join(tmp, "data-%d" % n)
+            os.makedirs(data)
+            if n:
+                db = "bench%d" % n
+                subprocess.check_call(["runuser", "-u", "postgres", "--",
+                                       "/usr/lib/postgresql/15/bin/createdb",
+                                       "-h", pgdir, db])
+                store = url.replace("/tessel?", "/%s?" % db)
+            else:
+                store = "sqlite:"
+            procs = [start_node(binary, tmp, "b%d" % i, store, data,
+                                os.path.join(tmp, "b%d-%d.log" % (n, i)))
+                     for i in range(max(1, n))]
+            ports = [p[1] for p in procs]
+            drive(ports, 1.0, clients)  # warm-up
+            npids = [p[0].pid for p in procs]
+            ppids = pg_pids(pgdir) if n else []
+            c0n, c0p = cpu_ticks(npids), cpu_ticks(ppids)
+            lat, wall, bad = drive(ports, seconds, clients)
+            cn = (cpu_ticks(npids) - c0n) / HZ / wall
+            cp = (cpu_ticks(ppids) - c0p) / HZ / wall if n else 0.0
+            rows.append((label, len(lat) / wall, pct(lat, 0.5), pct(lat, 0.99),
+                         cn, cp, bad))
+            for p, _ in procs:
+                p.send_signal(signal.SIGTERM)
+            for p, _ in procs:
+                p.wait(timeout=60)
+        claim = ""
+        bc = os.path.join(os.path.dirname(binary), "bench_claim")
+        if os.path.exists(bc):
+            subprocess.check_call(["runuser", "-u", "postgres", "--",
+                                   "/usr/lib/postgresql/15/bin/createdb",
+                                   "-h", pgdir, "claims"])
+            claim = subprocess.run([bc, url.replace("/tessel?", "/claims?"),
+                                    "4000", "1,2,4,8"], capture_output=True,
+                                   text=True, timeout=600).stdout
+    finally:
+        subprocess.run(["sh", PGS, "stop", pgdir], capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+    base = rows[0][1] if rows else 1
+    lines = ["tiny ?wait jobs, %d clients, %.0f s each, %d cores, load %s" %
+             (clients, seconds, os.cpu_count(), open("/proc/loadavg").read().split()[0]),
+             "",
+             "| set-up | jobs/s | p50 ms | p99 ms | vs SQLite | nodes' CPU (cores) | PostgreSQL CPU (cores) | failed |",
+             "|---|---|---|---|---|---|---|---|"]
+    for label, rate, p50, p99, cn, cp, bad in rows:
+        lines.append("| %s | %.0f | %.1f | %.1f | %.2f | %.2f | %.2f | %d |" %
+                     (label, rate, p50, p99, rate / base, cn, cp, bad))
+    if claim:
+        lines += ["", "```", claim.rstrip(), "```"]
+    text = "\n".join(lines)
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            f.write(text + "\n")
+    return 0 if rows and all(r[6] == 0 for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
