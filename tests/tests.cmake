@@ -28,16 +28,6 @@ if(NOT TESSEL_FUZZ)
     set_tests_properties(unit/${n} PROPERTIES LABELS unit TIMEOUT 600 SKIP_RETURN_CODE 77)
   endforeach()
 
-  # The store's cluster operations on a throwaway PostgreSQL 15 server
-  # (tests/cluster/with_pg.sh starts and stops it; the test restarts it).
-  if(LIBPQ_FOUND AND TESSEL_PG_SOURCES AND EXISTS /usr/lib/postgresql/15/bin/postgres)
-    add_test(NAME store_cluster_pg
-      COMMAND sh ${CMAKE_SOURCE_DIR}/tests/cluster/with_pg.sh
-              $<TARGET_FILE:unit_test_store_cluster>)
-    set_tests_properties(store_cluster_pg PROPERTIES LABELS unit TIMEOUT 600
-      SKIP_RETURN_CODE 77
-      ENVIRONMENT "TESSEL_PGSERVER=${CMAKE_SOURCE_DIR}/tests/cluster/pgserver.sh")
-  endif()
   # The store's unit tests again on a throwaway PostgreSQL server
   # (tests/cluster/with_pg.sh starts it and sets TESSEL_TEST_PG).
   add_test(NAME store_pg
