@@ -14,7 +14,12 @@
  * finish callbacks and marks the ops done (p->done_seq). A batch that
  * fails with T_EUNAVAIL (the server is gone) is retried whole, with
  * backoff 100 ms doubling to 2 s, until it commits or the store closes:
- * a finish is never dropped because the server restarted. Progress ops
+ * a finish is never dropped because the server restarted. A batch in which
+ * an op (or the commit) lost a deadlock (T_EBUSY, pg_conn.c: e.g. a finish
+ * locks job rows then its node's row, a heartbeat its node's row then its
+ * job rows) is rolled back and run again whole, up to PG_BUSY_TRIES times:
+ * rolling back only the op would keep the locks the other side waits for.
+ * Progress ops
  * are coalesced per job while they wait. [sync] writes (pg__write) first
  * wait until every op queued before them is done (pg__flush), so writes
  * commit in the order they were queued, as store.h says.
@@ -38,6 +43,7 @@
 #include "db/pg/pg_int.h"
 
 #define PG_POOL 8
+#define PG_BUSY_TRIES 20 /* runs of a batch that keeps losing deadlocks */
 
 enum { OP_INSERT, OP_START, OP_PROGRESS, OP_FINISH };
 
@@ -208,8 +214,8 @@ static int run_op(pgstore *p, PGconn *c, pg_op *o, terr *e) {
   }
 }
 
-/* One attempt at the batch: 0 committed (each op's rc set), T_EUNAVAIL to
- * retry it whole. */
+/* One attempt at the batch: 0 committed (each op's rc set), T_EUNAVAIL or
+ * T_EBUSY (a deadlock lost: nothing committed) to retry it whole. */
 static int run_batch(pgstore *p, pg_op *batch) {
   PGconn *c;
   terr e;
@@ -221,8 +227,9 @@ static int run_batch(pgstore *p, pg_op *batch) {
     if ((rc = pg__exec(c, "SAVEPOINT op", 0, NULL, NULL, "savepoint", &e)))
       break;
     o->rc = run_op(p, c, o, &o->err);
-    if (o->rc == T_EUNAVAIL) {
-      rc = T_EUNAVAIL;
+    if (o->rc == T_EUNAVAIL || o->rc == T_EBUSY) {
+      rc = o->rc;
+      e = o->err;
       break;
     }
     rc = pg__exec(c, o->rc ? "ROLLBACK TO SAVEPOINT op" : "RELEASE SAVEPOINT op",
@@ -231,6 +238,7 @@ static int run_batch(pgstore *p, pg_op *batch) {
   if (!rc) rc = pg__commit(c, &e);
   if (rc) pg__rollback(c);
   pg__put(p, c, rc == T_EUNAVAIL);
+  if (rc == T_EBUSY) return T_EBUSY;
   if (rc && rc != T_EUNAVAIL) {
     /* The transaction itself failed: every op fails with it. */
     for (pg_op *o = batch; o; o = o->next)
@@ -256,7 +264,22 @@ static void *writer_main(void *arg) {
     if (!batch && stopping) break;
     int delay = 100, nops = 0;
     for (pg_op *o = batch; o; o = o->next) nops++;
-    while (run_batch(p, batch) == T_EUNAVAIL) {
+    int busy = 0;
+    for (;;) {
+      int brc = run_batch(p, batch);
+      if (brc == T_EBUSY && ++busy < PG_BUSY_TRIES) {
+        struct timespec ts = {0, (long)busy * 5000000L}; /* 5 ms, 10 ms, ... */
+        nanosleep(&ts, NULL);
+        continue;
+      }
+      if (brc == T_EBUSY) { /* gave way every time: the ops fail (T_EIO) */
+        for (pg_op *o = batch; o; o = o->next)
+          o->rc = terr_set(&o->err, T_EIO, "store", -1,
+                           "store: a queued write lost %d deadlocks in a row",
+                           PG_BUSY_TRIES);
+        break;
+      }
+      if (brc != T_EUNAVAIL) break;
       atomic_store(&p->down, 1);
       pthread_mutex_lock(&p->mu);
       stopping = p->stopping;
