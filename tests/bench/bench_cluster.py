@@ -133,6 +133,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="tessel-bcl-")
     os.chmod(tmp, 0o755)
     pgdir = os.path.join(tmp, "pg")
+    os.makedirs(pgdir)
     rows = []
     try:
         url = subprocess.check_output(["sh", PGS, "start", pgdir], text=True).strip().splitlines()[-1]
