@@ -163,14 +163,16 @@ static int tie_data_dir(PGconn *c, const char *data_dir, terr *e) {
   int got = read_id_file(path, file, sizeof file, e);
   if (got < 0) return T_EIO;
   if (have[0] && got && strcmp(have, file) == 0) return 0;
+  if (have[0] && got)
+    return terr_set(e, T_EINVAL, "data_dir", -1,
+                    "%s belongs to another store (store-id %s, this store's "
+                    "is %s)",
+                    data_dir, file, have);
   if (have[0])
     return terr_set(e, T_EINVAL, "data_dir", -1,
-                    got ? "%s belongs to another store (store-id %s, the "
-                          "store's is %s)"
-                        : "%s has no store-id but the store has one (%s%s): "
-                          "every node must share the first node's data "
-                          "directory",
-                    data_dir, got ? file : "", have);
+                    "%s has no store-id but the store has one (%s): every "
+                    "node must share the first node's data directory",
+                    data_dir, have);
   if (got)
     return terr_set(e, T_EINVAL, "data_dir", -1,
                     "%s belongs to another store (store-id %s); this store "

@@ -108,10 +108,13 @@ int pg__get(pgstore *p, PGconn **c, terr *e) {
   pthread_mutex_lock(&p->mu);
   while (p->nfree == 0 && p->nmade >= PG_POOL)
     pthread_cond_wait(&p->pool_cv, &p->mu);
-  if (p->nfree > 0) {
+  while (p->nfree > 0) {
     *c = p->free_conns[--p->nfree];
     pthread_mutex_unlock(&p->mu);
-    if (PQstatus(*c) == CONNECTION_OK) return 0;
+    /* A server that restarted closed our idle sockets: reading what is
+     * there (nothing blocks) finds that, so the caller gets a live
+     * connection instead of a T_EUNAVAIL after the server is back. */
+    if (PQconsumeInput(*c) && PQstatus(*c) == CONNECTION_OK) return 0;
     PQfinish(*c); /* gone while idle: make a new one in its slot */
     *c = NULL;
     pthread_mutex_lock(&p->mu);
