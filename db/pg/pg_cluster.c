@@ -21,17 +21,22 @@
  *    row is claimed by another node, back in the queue, ended, or gone).
  *  - The reaper runs under pg_try_advisory_xact_lock(7243002) (one node at
  *    a time; the others return at once with nothing): unfinished claimed
- *    jobs whose lease ended fail "crashed" when their attempts reached
- *    max_attempts, else go back to the queue unclaimed (attempts kept: they
- *    were counted at the claim). Each sends "end:<id>" / "queued:<id>" in
- *    the same statement (pg_notify, delivered on commit).
+ *    jobs whose lease ended end canceled when a cancel was asked for them
+ *    (their node can no longer stop them), else fail "crashed" when their
+ *    attempts reached max_attempts, else go back to the queue unclaimed
+ *    (attempts kept: they were counted at the claim). Each sends
+ *    "end:<id>" / "queued:<id>" in the same statement (pg_notify,
+ *    delivered on commit).
  *  - A cancel request locks the row (FOR UPDATE) and either ends a queued,
  *    unclaimed job here or sets cancel_requested and tells its node.
  *  - The listener: one thread per store on a connection of its own
  *    (pg__connect, LISTEN tessel), polling the socket and a stop pipe; each
  *    "<what>:<id>" is handed to every registered callback. A lost
  *    connection is retried with backoff (100 ms doubling to 2 s); once back
- *    every callback gets "reset" (events may have been missed).
+ *    every callback gets "reset" (events may have been missed). A
+ *    connection quiet for PG_LISTEN_PROBE_MS gets a "SELECT 1"; unanswered
+ *    as long again, it counts as lost (a server that stopped answering
+ *    without closing the socket).
  *
  * Per-store state of this file (the listener, the lease a node's liveness
  * is judged by) lives in a `pgcl` found by the store's pointer in a small
@@ -46,8 +51,9 @@
  * borrows a pool connection for its call. reg_mu (the registry) is taken
  * before a pgcl's mu, never the other way. pgcl.mu guards the callbacks and
  * is held while the listener thread calls them, so store_unlisten returns
- * only once its callback can no longer run; a callback must therefore not
- * call store_listen / store_unlisten (it must not block anyway). Only
+ * only once its callback can no longer run; a callback may store_unlisten
+ * (no lock is taken on the listener thread) but not store_listen, and must
+ * not block. Only
  * store_listen / store_unlisten and the listener take pgcl.mu (the lease is
  * atomic), so a caller holding its own locks elsewhere cannot meet a
  * callback that takes them.
@@ -56,8 +62,8 @@
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
-#include <stdatomic.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +82,10 @@
 #define PG_LISTEN_BACKOFF_MIN_MS 100
 #define PG_LISTEN_BACKOFF_MAX_MS 2000
 #define PG_EVENT_WHAT_MAX 16
+/* After this long without a byte the listener asks the server (SELECT 1);
+ * no answer within as long again: the connection is lost (a server or
+ * network gone without closing it). */
+#define PG_LISTEN_PROBE_MS 10000
 
 /* ---- per-store state ----------------------------------------------------- */
 typedef struct pg_sub {
@@ -86,15 +96,15 @@ typedef struct pg_sub {
 
 typedef struct pgcl {
   pgstore *p;
-  struct pgcl *next;       /* [reg_mu] */
+  struct pgcl *next; /* [reg_mu] */
   pthread_mutex_t mu;
-  TVEC(pg_sub) subs;       /* [mu] */
-  uint64_t next_token;     /* [mu] */
+  TVEC(pg_sub) subs;        /* [mu] */
+  uint64_t next_token;      /* [mu] */
   _Atomic int64_t lease_ms; /* the last heartbeat's lease (no lock) */
-  int started;             /* [mu] the listener thread runs */
-  int stopfd[2];           /* a pipe: a byte in [0] stops the thread */
+  _Atomic int started;      /* set under mu, once: the listener runs */
+  int stopfd[2];            /* a pipe: a byte in [0] stops the thread */
   pthread_t thread;
-  PGconn *conn;            /* the listener's; its thread's once started */
+  PGconn *conn; /* the listener's; its thread's once started */
 } pgcl;
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -129,13 +139,15 @@ static int64_t lease_of(pgstore *p) {
   return c ? atomic_load(&c->lease_ms) : PG_LEASE_MS_DEFAULT;
 }
 
-/* ---- small helpers --------------------------------------------------------- */
+/* ---- small helpers ---------------------------------------------------------
+ */
 static int oom(terr *e) {
   return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
 }
 
 static int64_t col_i64(PGresult *r, int row, int col) {
-  return PQgetisnull(r, row, col) ? 0 : strtoll(PQgetvalue(r, row, col), NULL, 10);
+  return PQgetisnull(r, row, col) ? 0
+                                  : strtoll(PQgetvalue(r, row, col), NULL, 10);
 }
 
 /* Column 0 of every row of the results r[0..nr) as one new array of heap
@@ -192,22 +204,32 @@ typedef struct stmt {
 static int stmt_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
   (void)p;
   stmt *s = arg;
-  return pg__exec(c, s->sql, s->n, s->vals, s->keep ? &s->res : NULL, s->what, e);
+  return pg__exec(c, s->sql, s->n, s->vals, s->keep ? &s->res : NULL, s->what,
+                  e);
 }
 
-/* ---- nodes ------------------------------------------------------------------ */
+/* ---- nodes ------------------------------------------------------------------
+ */
 int pg_node_register(void *impl, store_node *n, terr *e) {
   pgstore *p = impl;
   char threads[32], gpus[32];
   t_id_new('n', n->id);
-  const char *v[] = {n->id, n->name ? n->name : "", n->url ? n->url : "",
-                     pg__i64(threads, n->threads), pg__i64(gpus, n->gpus),
+  const char *v[] = {n->id,
+                     n->name ? n->name : "",
+                     n->url ? n->url : "",
+                     pg__i64(threads, n->threads),
+                     pg__i64(gpus, n->gpus),
                      n->version ? n->version : ""};
-  stmt s = {"INSERT INTO nodes (id, name, url, threads, gpus, version,"
-            " started_at, heartbeat_at, running, queued)"
-            " VALUES ($1, $2, $3, $4::int, $5::int, $6, " PG_CLOCK ", "
-            PG_CLOCK ", 0, 0) RETURNING started_at",
-            "node register", 6, v, NULL, 1};
+  stmt s = {
+      "INSERT INTO nodes (id, name, url, threads, gpus, version,"
+      " started_at, heartbeat_at, running, queued)"
+      " VALUES ($1, $2, $3, $4::int, $5::int, $6, " PG_CLOCK ", " PG_CLOCK
+      ", 0, 0) RETURNING started_at",
+      "node register",
+      6,
+      v,
+      NULL,
+      1};
   int rc = pg__write(p, stmt_fn, &s, e);
   if (rc == T_OK) {
     n->started_at = n->heartbeat_at = col_i64(s.res, 0, 0);
@@ -236,13 +258,15 @@ static int heartbeat_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
   const char *vl[] = {a->n->id, a->lease};
   const char *vh[] = {a->n->id, a->held};
   int rc = pg__exec(c,
-                    "UPDATE nodes SET heartbeat_at = " PG_CLOCK ","
+                    "UPDATE nodes SET heartbeat_at = " PG_CLOCK
+                    ","
                     " running = $2::int, queued = $3::int,"
                     " load = $4::double precision WHERE id = $1",
                     4, vn, NULL, "heartbeat", e);
   if (!rc)
     rc = pg__exec(c,
-                  "UPDATE jobs SET lease_until = " PG_CLOCK " + $2::bigint"
+                  "UPDATE jobs SET lease_until = " PG_CLOCK
+                  " + $2::bigint"
                   " WHERE node = $1 AND " PG_UNFINISHED,
                   2, vl, NULL, "lease renewal", e);
   if (!rc)
@@ -251,11 +275,12 @@ static int heartbeat_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
                   " AND cancel_requested ORDER BY id",
                   1, vl, &a->cancel, "cancel requests", e);
   if (!rc)
-    rc = pg__exec(c,
-                  "SELECT h.id FROM unnest($2::text[]) AS h(id) WHERE NOT EXISTS"
-                  " (SELECT 1 FROM jobs j WHERE j.id = h.id AND j.node = $1"
-                  " AND j." PG_UNFINISHED ")",
-                  2, vh, &a->lost, "lost jobs", e);
+    rc =
+        pg__exec(c,
+                 "SELECT h.id FROM unnest($2::text[]) AS h(id) WHERE NOT EXISTS"
+                 " (SELECT 1 FROM jobs j WHERE j.id = h.id AND j.node = $1"
+                 " AND j." PG_UNFINISHED ")",
+                 2, vh, &a->lost, "lost jobs", e);
   return rc;
 }
 
@@ -271,7 +296,8 @@ int pg_node_heartbeat(void *impl, const store_node *n, int64_t lease_ms,
   if (!cl) return T_ENOMEM;
   atomic_store(&cl->lease_ms, lease_ms);
   char lease[32];
-  hb_args a = {n, pg__i64(lease, lease_ms), text_array(held, nheld), NULL, NULL};
+  hb_args a = {n, pg__i64(lease, lease_ms), text_array(held, nheld), NULL,
+               NULL};
   if (!a.held) return oom(e);
   int rc = pg__write(p, heartbeat_fn, &a, e);
   free((char *)a.held);
@@ -290,12 +316,13 @@ int pg_node_heartbeat(void *impl, const store_node *n, int64_t lease_ms,
 static int leave_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
   (void)p;
   const char *v[] = {arg};
-  int rc = pg__exec(c,
-                    "WITH r AS (UPDATE jobs SET node = NULL, lease_until = NULL,"
-                    " attempts = GREATEST(attempts - 1, 0)"
-                    " WHERE node = $1 AND status = 'queued' RETURNING id)"
-                    " SELECT pg_notify('tessel', 'queued:' || id) FROM r",
-                    1, v, NULL, "node leave", e);
+  int rc =
+      pg__exec(c,
+               "WITH r AS (UPDATE jobs SET node = NULL, lease_until = NULL,"
+               " attempts = GREATEST(attempts - 1, 0)"
+               " WHERE node = $1 AND status = 'queued' RETURNING id)"
+               " SELECT pg_notify('tessel', 'queued:' || id) FROM r",
+               1, v, NULL, "node leave", e);
   if (!rc)
     rc = pg__exec(c,
                   "UPDATE nodes SET gone = true, running = 0, queued = 0,"
@@ -320,12 +347,19 @@ int pg_node_list(void *impl, int64_t keep_ms, store_node **nodes, int *n,
   *n = 0;
   char keep[32], lease[32];
   const char *v[] = {pg__i64(keep, keep_ms), pg__i64(lease, lease_of(p))};
-  stmt s = {"SELECT id, name, url, threads, gpus, version, started_at,"
-            " heartbeat_at, running, queued, load, jobs_done,"
-            " (NOT gone AND heartbeat_at >= " PG_CLOCK " - $2::bigint)"
-            " FROM nodes WHERE heartbeat_at >= " PG_CLOCK " - $1::bigint"
-            " ORDER BY started_at, id",
-            "node list", 2, v, NULL, 1};
+  stmt s = {
+      "SELECT id, name, url, threads, gpus, version, started_at,"
+      " heartbeat_at, running, queued, load, jobs_done,"
+      " (NOT gone AND heartbeat_at >= " PG_CLOCK
+      " - $2::bigint)"
+      " FROM nodes WHERE heartbeat_at >= " PG_CLOCK
+      " - $1::bigint"
+      " ORDER BY started_at, id",
+      "node list",
+      2,
+      v,
+      NULL,
+      1};
   int rc = pg__read(p, stmt_fn, &s, e);
   if (rc) return rc;
   PGresult *r = s.res;
@@ -358,7 +392,8 @@ int pg_node_list(void *impl, int64_t keep_ms, store_node **nodes, int *n,
   return T_OK;
 }
 
-/* ---- claims ----------------------------------------------------------------- */
+/* ---- claims -----------------------------------------------------------------
+ */
 static int claim_cmp(const void *a, const void *b) {
   const store_job *x = a, *y = b;
   if (x->priority != y->priority) return x->priority > y->priority ? -1 : 1;
@@ -366,8 +401,7 @@ static int claim_cmp(const void *a, const void *b) {
 }
 
 int pg_job_claim(void *impl, const char *node_id, int has_gpu, int parents,
-                 int max, int64_t lease_ms, store_job **jobs, int *n,
-                 terr *e) {
+                 int max, int64_t lease_ms, store_job **jobs, int *n, terr *e) {
   pgstore *p = impl;
   *jobs = NULL;
   *n = 0;
@@ -378,13 +412,15 @@ int pg_job_claim(void *impl, const char *node_id, int has_gpu, int parents,
   const char *v[] = {node_id, pg__i64(lease, lease_ms),
                      has_gpu ? "true" : "false", pg__i64(smax, max)};
   static const char *const sql[2] = {
-#define CLAIM_SQL(WHICH)                                                      \
-  "WITH c AS MATERIALIZED (SELECT id AS cid FROM jobs"                        \
-  " WHERE status = 'queued' AND node IS NULL AND " WHICH                      \
-  " AND (backend_requested <> 'cuda' OR $3::boolean)"                         \
-  " ORDER BY priority DESC, id LIMIT $4::int FOR UPDATE SKIP LOCKED)"         \
-  " UPDATE jobs SET node = $1, lease_until = " PG_CLOCK " + $2::bigint,"      \
-  " attempts = attempts + 1 FROM c WHERE jobs.id = c.cid RETURNING " PG_JOB_COLS
+#define CLAIM_SQL(WHICH)                                              \
+  "WITH c AS MATERIALIZED (SELECT id AS cid FROM jobs"                \
+  " WHERE status = 'queued' AND node IS NULL AND " WHICH              \
+  " AND (backend_requested <> 'cuda' OR $3::boolean)"                 \
+  " ORDER BY priority DESC, id LIMIT $4::int FOR UPDATE SKIP LOCKED)" \
+  " UPDATE jobs SET node = $1, lease_until = " PG_CLOCK               \
+  " + $2::bigint,"                                                    \
+  " attempts = attempts + 1 FROM c WHERE jobs.id = c.cid "            \
+  "RETURNING " PG_JOB_COLS
       CLAIM_SQL("NOT (tiles > 0 AND parent IS NULL)"),
       CLAIM_SQL("true"),
 #undef CLAIM_SQL
@@ -399,10 +435,11 @@ int pg_job_claim(void *impl, const char *node_id, int has_gpu, int parents,
   return rc;
 }
 
-/* ---- the reaper --------------------------------------------------------------- */
+/* ---- the reaper
+ * --------------------------------------------------------------- */
 typedef struct reap_args {
   const char *max;
-  PGresult *failed, *back;
+  PGresult *canceled, *failed, *back;
 } reap_args;
 
 static int reap_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
@@ -410,32 +447,54 @@ static int reap_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
   reap_args *a = arg;
   const char *v[] = {a->max};
   PGresult *lock;
-  int rc = pg__exec(c, "SELECT pg_try_advisory_xact_lock(" PG_REAP_LOCK ")",
-                    0, NULL, &lock, "reap lock", e);
+  int rc = pg__exec(c, "SELECT pg_try_advisory_xact_lock(" PG_REAP_LOCK ")", 0,
+                    NULL, &lock, "reap lock", e);
   if (rc) return rc;
   int mine = PQgetvalue(lock, 0, 0)[0] == 't';
   PQclear(lock);
   if (!mine) return T_OK; /* another node reaps now */
-  rc = pg__exec(
-      c,
-      "WITH r AS (UPDATE jobs SET status = 'failed',"
-      " finished_at = " PG_CLOCK ", lease_until = NULL,"
-      " error_code = 'crashed', error_message = 'the job was started '"
-      " || attempts || ' times and its node stopped heartbeating each time;"
-      " it is not run again (--max-attempts ' || $1::int || ')',"
-      " t_total = (" PG_CLOCK " - created_at)::double precision"
-      " WHERE " PG_UNFINISHED " AND node IS NOT NULL"
-      " AND lease_until < " PG_CLOCK " AND attempts >= $1::int RETURNING id)"
-      " SELECT id, pg_notify('tessel', 'end:' || id) FROM r ORDER BY id",
-      1, v, &a->failed, "reap", e);
+  rc = pg__exec(c,
+                "WITH r AS (UPDATE jobs SET status = 'canceled',"
+                " finished_at = " PG_CLOCK
+                ", lease_until = NULL,"
+                " error_code = 'canceled', error_message = 'canceled by "
+                "request', t_total = (" PG_CLOCK
+                " - created_at)::double precision"
+                " WHERE " PG_UNFINISHED
+                " AND node IS NOT NULL"
+                " AND lease_until < " PG_CLOCK
+                " AND cancel_requested"
+                " RETURNING id)"
+                " SELECT id, pg_notify('tessel', 'end:' || id) FROM r"
+                " ORDER BY id",
+                0, NULL, &a->canceled, "reap", e);
+  if (!rc)
+    rc = pg__exec(
+        c,
+        "WITH r AS (UPDATE jobs SET status = 'failed',"
+        " finished_at = " PG_CLOCK
+        ", lease_until = NULL,"
+        " error_code = 'crashed', error_message = 'the job was started '"
+        " || attempts || ' times and its node stopped heartbeating each time;"
+        " it is not run again (--max-attempts ' || $1::int || ')',"
+        " t_total = (" PG_CLOCK
+        " - created_at)::double precision"
+        " WHERE " PG_UNFINISHED
+        " AND node IS NOT NULL"
+        " AND lease_until < " PG_CLOCK
+        " AND attempts >= $1::int RETURNING id)"
+        " SELECT id, pg_notify('tessel', 'end:' || id) FROM r ORDER BY id",
+        1, v, &a->failed, "reap", e);
   if (!rc)
     rc = pg__exec(
         c,
         "WITH r AS (UPDATE jobs SET status = 'queued', started_at = 0,"
         " node = NULL, lease_until = NULL, backend_used = NULL,"
         " backend_reason = NULL, progress_done = 0, progress_total = 0"
-        " WHERE " PG_UNFINISHED " AND node IS NOT NULL"
-        " AND lease_until < " PG_CLOCK " AND attempts < $1::int RETURNING id)"
+        " WHERE " PG_UNFINISHED
+        " AND node IS NOT NULL"
+        " AND lease_until < " PG_CLOCK
+        " AND attempts < $1::int RETURNING id)"
         " SELECT id, pg_notify('tessel', 'queued:' || id) FROM r ORDER BY id",
         1, v, &a->back, "reap", e);
   return rc;
@@ -445,16 +504,18 @@ int pg_reap(void *impl, int max_attempts, char ***ids, int *n, terr *e) {
   *ids = NULL;
   *n = 0;
   char smax[32];
-  reap_args a = {pg__i64(smax, max_attempts), NULL, NULL};
+  reap_args a = {pg__i64(smax, max_attempts), NULL, NULL, NULL};
   int rc = pg__write(impl, reap_fn, &a, e);
-  PGresult *both[2] = {a.failed, a.back};
-  if (!rc) rc = ids_of(both, 2, ids, n, e);
+  PGresult *all[3] = {a.canceled, a.failed, a.back};
+  if (!rc) rc = ids_of(all, 3, ids, n, e);
+  PQclear(a.canceled);
   PQclear(a.failed);
   PQclear(a.back);
   return rc;
 }
 
-/* ---- cancel through any node ----------------------------------------------------- */
+/* ---- cancel through any node
+ * ----------------------------------------------------- */
 typedef struct cancel_args {
   const char *id, *owner;
   int ended;
@@ -484,16 +545,18 @@ static int cancel_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
   if (rc) return rc;
   if (st == JOB_QUEUED && unclaimed) {
     a->ended = 1;
-    return pg__exec(
-        c,
-        "WITH u AS (UPDATE jobs SET status = 'canceled',"
-        " finished_at = " PG_CLOCK ", error_code = 'canceled',"
-        " error_message = 'canceled by request before it started',"
-        " t_queue = (" PG_CLOCK " - created_at)::double precision,"
-        " t_total = (" PG_CLOCK " - created_at)::double precision"
-        " WHERE id = $1 RETURNING id)"
-        " SELECT pg_notify('tessel', 'end:' || id) FROM u",
-        1, v, NULL, "cancel", e);
+    return pg__exec(c,
+                    "WITH u AS (UPDATE jobs SET status = 'canceled',"
+                    " finished_at = " PG_CLOCK
+                    ", error_code = 'canceled',"
+                    " error_message = 'canceled by request before it started',"
+                    " t_queue = (" PG_CLOCK
+                    " - created_at)::double precision,"
+                    " t_total = (" PG_CLOCK
+                    " - created_at)::double precision"
+                    " WHERE id = $1 RETURNING id)"
+                    " SELECT pg_notify('tessel', 'end:' || id) FROM u",
+                    1, v, NULL, "cancel", e);
   }
   a->ended = 0;
   return pg__exec(c,
@@ -513,19 +576,35 @@ int pg_job_cancel_request(void *impl, const char *id, const char *owner,
 
 int pg_queue_depth(void *impl, int64_t *queued, terr *e) {
   *queued = 0;
-  stmt s = {"SELECT count(*) FROM jobs WHERE status = 'queued'", "queue depth",
-            0, NULL, NULL, 1};
+  stmt s = {
+      "SELECT count(*) FROM jobs WHERE status = 'queued' AND parent IS NULL",
+      "queue depth",
+      0,
+      NULL,
+      NULL,
+      1};
   int rc = pg__read(impl, stmt_fn, &s, e);
   if (!rc) *queued = col_i64(s.res, 0, 0);
   PQclear(s.res);
   return rc;
 }
 
-/* ---- events: the listener thread ---------------------------------------------------- */
-/* Hand what/id to every callback. [mu] taken here. */
+/* ---- events: the listener thread
+ * ---------------------------------------------------- */
+/* Hand what/id to every callback. [mu] taken here. A callback may
+ * unlisten (itself or another: pg_unlisten takes no lock on this thread),
+ * so the list is walked by token (tokens grow along it), not by index. */
 static void dispatch(pgcl *c, const char *what, const char *id) {
   pthread_mutex_lock(&c->mu);
-  for (size_t i = 0; i < c->subs.n; i++) c->subs.v[i].cb(c->subs.v[i].arg, what, id);
+  uint64_t last = 0;
+  for (;;) {
+    size_t i = 0;
+    while (i < c->subs.n && c->subs.v[i].token <= last) i++;
+    if (i == c->subs.n) break;
+    pg_sub sub = c->subs.v[i];
+    last = sub.token;
+    sub.cb(sub.arg, what, id);
+  }
   pthread_mutex_unlock(&c->mu);
 }
 
@@ -561,7 +640,8 @@ static int stop_within(pgcl *c, int ms) {
 static void *listen_main(void *arg) {
   pgcl *c = arg;
   PGconn *conn = c->conn;
-  int delay = 0; /* before the next connect: 0, then 100 ms doubling to 2 s */
+  int delay = 0;   /* before the next connect: 0, then 100 ms doubling to 2 s */
+  int probing = 0; /* a "SELECT 1" is out on conn */
   for (;;) {
     if (!conn) {
       if (delay && stop_within(c, delay)) break;
@@ -576,10 +656,22 @@ static void *listen_main(void *arg) {
     }
     struct pollfd pf[2] = {{.fd = c->stopfd[0], .events = POLLIN},
                            {.fd = PQsocket(conn), .events = POLLIN}};
-    int k = pf[1].fd >= 0 ? poll(pf, 2, -1) : 0;
-    if (k < 0 && errno == EINTR) continue;
+    int k = pf[1].fd >= 0 ? poll(pf, 2, PG_LISTEN_PROBE_MS) : -1;
+    if (k < 0 && pf[1].fd >= 0 && errno == EINTR) continue;
     if (k > 0 && pf[0].revents) break;
-    int ok = k > 0 && PQconsumeInput(conn) && PQstatus(conn) == CONNECTION_OK;
+    int ok;
+    if (k == 0) { /* quiet: ask; a probe still unanswered means lost */
+      ok = !probing && PQsendQuery(conn, "SELECT 1");
+      probing = ok;
+    } else {
+      ok = k > 0 && PQconsumeInput(conn) && PQstatus(conn) == CONNECTION_OK;
+      while (ok && probing && !PQisBusy(conn)) {
+        PGresult *r = PQgetResult(conn);
+        if (!r) probing = 0; /* answered */
+        PQclear(r);
+        if (!probing) break;
+      }
+    }
     PGnotify *nt;
     while ((nt = PQnotifies(conn))) {
       if (nt->relname && strcmp(nt->relname, "tessel") == 0 && nt->extra)
@@ -590,6 +682,7 @@ static void *listen_main(void *arg) {
       log_warn("store: the event connection was lost; reconnecting");
       PQfinish(conn);
       conn = NULL;
+      probing = 0;
     }
   }
   if (conn) PQfinish(conn);
@@ -624,7 +717,8 @@ int pg_listen(void *impl, store_event_fn cb, void *arg, uint64_t *token,
         close(c->stopfd[0]);
         close(c->stopfd[1]);
         c->stopfd[0] = c->stopfd[1] = -1;
-        rc = terr_set(e, T_EINTERNAL, "", -1, "store: cannot start the listener");
+        rc = terr_set(e, T_EINTERNAL, "", -1,
+                      "store: cannot start the listener");
       } else {
         c->started = 1;
       }
@@ -643,7 +737,10 @@ int pg_listen(void *impl, store_event_fn cb, void *arg, uint64_t *token,
 void pg_unlisten(void *impl, uint64_t token) {
   pgcl *c = cl_of(impl, 0, NULL);
   if (!c) return;
-  pthread_mutex_lock(&c->mu);
+  /* from a callback, on the listener thread: it holds mu already */
+  int here =
+      atomic_load(&c->started) && pthread_equal(pthread_self(), c->thread);
+  if (!here) pthread_mutex_lock(&c->mu);
   for (size_t i = 0; i < c->subs.n; i++)
     if (c->subs.v[i].token == token) {
       memmove(&c->subs.v[i], &c->subs.v[i + 1],
@@ -651,7 +748,7 @@ void pg_unlisten(void *impl, uint64_t token) {
       c->subs.n--;
       break;
     }
-  pthread_mutex_unlock(&c->mu);
+  if (!here) pthread_mutex_unlock(&c->mu);
 }
 
 void pg__listen_stop(pgstore *p) {

@@ -7,15 +7,18 @@
  * its own, which also sets up what the API cannot (a job's attempts, a
  * split parent) and reads what it does not show. Cases: register / list /
  * leave; 500 jobs claimed by 4 threads over both stores, each exactly once;
- * the has_gpu and split-parent filters; priority order; heartbeat renewal
- * with its cancel and lost lists; the reaper (back to the queue, "crashed"
- * at max_attempts, two reapers at once); cancel requests both ways; events
- * across stores and "reset" after a server restart (with_pg.sh's
+ * the has_gpu and split-parent filters; priority order; a claimed job's
+ * attempt counted once (at the claim, not again at its start); heartbeat
+ * renewal with its cancel and lost lists; the reaper (back to the queue,
+ * "crashed" at max_attempts, two reapers at once); cancel requests both ways;
+ * events across stores, "reset" after the listener's backend stops
+ * answering (SIGSTOP: its probe) and after a server restart (with_pg.sh's
  * $TESSEL_TEST_PGSERVER and $TESSEL_TEST_PG_DIR). Deadlines are bounds
  * only, never asserted as speed.
  */
 #include <libpq-fe.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +53,9 @@ static const char *sqlf(const char *fmt, const char *id) {
   return sql(q);
 }
 
-static void reset_tables(void) { sql("DELETE FROM jobs; DELETE FROM nodes"); }
+static void reset_tables(void) {
+  sql("DELETE FROM jobs; DELETE FROM nodes");
+}
 
 static void node_init(store_node *n, const char *name, int gpus) {
   memset(n, 0, sizeof *n);
@@ -108,7 +113,8 @@ static int has(char **v, int n, const char *id) {
   return 0;
 }
 
-/* ---- nodes ------------------------------------------------------------------ */
+/* ---- nodes ------------------------------------------------------------------
+ */
 TEST(nodes_register_list_leave) {
   reset_tables();
   store_node a, b;
@@ -132,11 +138,15 @@ TEST(nodes_register_list_leave) {
   char id[T_ID_MAX];
   insert_backend(sa, "auto", 0, id);
   CHECK(claim(sb, b.id, 1, 1, 5, 60000, NULL) == 1);
-  CHECK(strcmp(sqlf("SELECT attempts FROM jobs WHERE id = '%s'", id), "1") == 0);
+  CHECK(strcmp(sqlf("SELECT attempts FROM jobs WHERE id = '%s'", id), "1") ==
+        0);
   CHECK(store_node_leave(sb, b.id, &e) == 0);
-  /* claimed, never started: back to the queue, the claim's attempt given back */
+  /* claimed, never started: back to the queue, the claim's attempt given back
+   */
   CHECK(strcmp(sqlf("SELECT coalesce(node, 'none') || attempts || status FROM "
-                    "jobs WHERE id = '%s'", id), "none0queued") == 0);
+                    "jobs WHERE id = '%s'",
+                    id),
+               "none0queued") == 0);
 
   store_node *v = NULL;
   int n = 0;
@@ -163,7 +173,8 @@ TEST(nodes_register_list_leave) {
   store_node_clear(&b);
 }
 
-/* ---- claims ------------------------------------------------------------------ */
+/* ---- claims
+ * ------------------------------------------------------------------ */
 #define NCLAIM 500
 typedef struct claimer {
   store *s;
@@ -182,7 +193,9 @@ static void *claim_main(void *arg) {
   return NULL;
 }
 
-static int cmp_id(const void *a, const void *b) { return strcmp(a, b); }
+static int cmp_id(const void *a, const void *b) {
+  return strcmp(a, b);
+}
 
 TEST(claim_each_job_once) {
   reset_tables();
@@ -198,8 +211,10 @@ TEST(claim_each_job_once) {
   CHECK(store_queue_depth(sb, &depth, &e) == 0 && depth == NCLAIM);
 
   static char got[4][NCLAIM][T_ID_MAX];
-  claimer c[4] = {{sa, "n_A", got[0], 0}, {sb, "n_B", got[1], 0},
-                  {sa, "n_A", got[2], 0}, {sb, "n_B", got[3], 0}};
+  claimer c[4] = {{sa, "n_A", got[0], 0},
+                  {sb, "n_B", got[1], 0},
+                  {sa, "n_A", got[2], 0},
+                  {sb, "n_B", got[3], 0}};
   pthread_t t[4];
   for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, claim_main, &c[i]);
   for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
@@ -214,7 +229,8 @@ TEST(claim_each_job_once) {
   for (int i = 1; i < total; i++) dups += strcmp(all[i - 1], all[i]) == 0;
   CHECK_MSG(dups == 0, "%d jobs claimed twice", dups);
   CHECK(strcmp(sql("SELECT count(*) FROM jobs WHERE node IS NULL OR "
-                   "attempts <> 1 OR lease_until IS NULL"), "0") == 0);
+                   "attempts <> 1 OR lease_until IS NULL"),
+               "0") == 0);
   /* still queued (a claim is not a start): the depth counts them */
   CHECK(store_queue_depth(sa, &depth, &e) == 0 && depth == NCLAIM);
 }
@@ -231,24 +247,67 @@ TEST(claim_filters_and_order) {
   insert_backend(sa, "auto", 8, child);
   sqlf("UPDATE jobs SET tiles = 2 WHERE id = '%s'", parent);
   char q[256];
-  snprintf(q, sizeof q, "UPDATE jobs SET tiles = 2, tile = 1, parent = '%s' "
-           "WHERE id = '%s'", parent, child);
+  snprintf(q, sizeof q,
+           "UPDATE jobs SET tiles = 2, tile = 1, parent = '%s' "
+           "WHERE id = '%s'",
+           parent, child);
   sql(q);
 
+  int64_t depth = -1;
+  terr e;
+  CHECK(store_queue_depth(sb, &depth, &e) == 0 && depth == 5); /* no tile */
   char ids[8][T_ID_MAX];
   /* no GPU, not the coordinator: the tile, then by priority, FIFO within */
-  CHECK(claim(sa, "n_A", 0, 0, 1, 60000, ids) == 1 && strcmp(ids[0], child) == 0);
-  CHECK(claim(sa, "n_A", 0, 0, 1, 60000, ids) == 1 && strcmp(ids[0], high) == 0);
-  CHECK(claim(sa, "n_A", 0, 0, 1, 60000, ids) == 1 && strcmp(ids[0], low1) == 0);
-  CHECK(claim(sa, "n_A", 0, 0, 1, 60000, ids) == 1 && strcmp(ids[0], low2) == 0);
+  CHECK(claim(sa, "n_A", 0, 0, 1, 60000, ids) == 1 &&
+        strcmp(ids[0], child) == 0);
+  CHECK(claim(sa, "n_A", 0, 0, 1, 60000, ids) == 1 &&
+        strcmp(ids[0], high) == 0);
+  CHECK(claim(sa, "n_A", 0, 0, 1, 60000, ids) == 1 &&
+        strcmp(ids[0], low1) == 0);
+  CHECK(claim(sa, "n_A", 0, 0, 1, 60000, ids) == 1 &&
+        strcmp(ids[0], low2) == 0);
   /* left: the cuda job (no GPU here) and the split parent (not coordinator) */
   CHECK(claim(sb, "n_B", 0, 0, 10, 60000, ids) == 0);
-  CHECK(claim(sb, "n_B", 0, 1, 10, 60000, ids) == 1 && strcmp(ids[0], parent) == 0);
-  CHECK(claim(sb, "n_B", 1, 0, 10, 60000, ids) == 1 && strcmp(ids[0], cuda) == 0);
+  CHECK(claim(sb, "n_B", 0, 1, 10, 60000, ids) == 1 &&
+        strcmp(ids[0], parent) == 0);
+  CHECK(claim(sb, "n_B", 1, 0, 10, 60000, ids) == 1 &&
+        strcmp(ids[0], cuda) == 0);
   CHECK(claim(sb, "n_B", 1, 1, 10, 60000, ids) == 0);
 }
 
-/* ---- heartbeat ------------------------------------------------------------------- */
+TEST(claim_counts_the_attempt_once) {
+  reset_tables();
+  store_node a;
+  node_init(&a, "alpha", 0);
+  terr e;
+  CHECK(store_node_register(sa, &a, &e) == 0);
+  char id[T_ID_MAX], plain[T_ID_MAX];
+  insert_backend(sa, "auto", 1, id);
+  CHECK(claim(sa, a.id, 0, 0, 1, 60000, NULL) == 1);
+  insert_backend(sa, "auto", 0, plain); /* never claimed */
+  CHECK(store_job_start(sa, id, 1, "cpu", NULL, NULL, &e) == 0);
+  CHECK(store_job_start(sa, plain, 1, "cpu", NULL, NULL, &e) == 0);
+  store_job j;
+  memset(&j, 0, sizeof j);
+  CHECK(store_job_get(sa, id, NULL, &j, &e) == 0);
+  CHECK(j.status == JOB_RUNNING && j.attempts == 1); /* the claim's, once */
+  store_job_clear(&j);
+  CHECK(store_job_unstart(sa, id, &e) == 0);
+  CHECK(store_job_get(sa, id, NULL, &j, &e) == 0);
+  CHECK(j.status == JOB_QUEUED && j.attempts == 1 && j.node &&
+        strcmp(j.node, a.id) == 0);
+  store_job_clear(&j);
+  CHECK(store_job_get(sa, plain, NULL, &j, &e) == 0);
+  CHECK(j.status == JOB_RUNNING && j.attempts == 1); /* counted at start */
+  store_job_clear(&j);
+  CHECK(store_job_unstart(sa, plain, &e) == 0);
+  CHECK(strcmp(sqlf("SELECT attempts FROM jobs WHERE id = '%s'", plain), "0") ==
+        0);
+  store_node_clear(&a);
+}
+
+/* ---- heartbeat
+ * ------------------------------------------------------------------- */
 TEST(heartbeat_renews_cancels_lost) {
   reset_tables();
   store_node a, b;
@@ -265,23 +324,28 @@ TEST(heartbeat_renews_cancels_lost) {
   CHECK(claim(sb, b.id, 0, 0, 1, 60000, NULL) == 1);
 
   int ended = -1;
-  CHECK(store_job_cancel_request(sb, j1, "alice", &ended, &e) == 0 && ended == 0);
+  CHECK(store_job_cancel_request(sb, j1, "alice", &ended, &e) == 0 &&
+        ended == 0);
   const char *held[] = {j1, j2, jb};
   char **cancel = NULL, **lost = NULL;
   int nc = -1, nl = -1;
-  CHECK(store_node_heartbeat(sa, &a, 3600000, held, 3, &cancel, &nc, &lost,
-                             &nl, &e) == 0);
+  CHECK(store_node_heartbeat(sa, &a, 3600000, held, 3, &cancel, &nc, &lost, &nl,
+                             &e) == 0);
   CHECK(nc == 1 && has(cancel, nc, j1));
   CHECK(nl == 1 && has(lost, nl, jb)); /* claimed by the other node */
   free_strs(cancel, nc);
   free_strs(lost, nl);
   /* renewed to about an hour from now, far past the claim's second */
-  CHECK(strcmp(sqlf("SELECT lease_until > (extract(epoch from clock_timestamp())"
-                    " * 1000)::bigint + 600000 FROM jobs WHERE id = '%s'", j2),
-               "t") == 0);
-  CHECK(strcmp(sqlf("SELECT lease_until < (extract(epoch from clock_timestamp())"
-                    " * 1000)::bigint + 600000 FROM jobs WHERE id = '%s'", jb),
-               "t") == 0); /* another node's lease untouched */
+  CHECK(
+      strcmp(sqlf("SELECT lease_until > (extract(epoch from clock_timestamp())"
+                  " * 1000)::bigint + 600000 FROM jobs WHERE id = '%s'",
+                  j2),
+             "t") == 0);
+  CHECK(
+      strcmp(sqlf("SELECT lease_until < (extract(epoch from clock_timestamp())"
+                  " * 1000)::bigint + 600000 FROM jobs WHERE id = '%s'",
+                  jb),
+             "t") == 0); /* another node's lease untouched */
 
   /* ended (or deleted) jobs are lost too */
   sqlf("UPDATE jobs SET status = 'succeeded' WHERE id = '%s'", j2);
@@ -296,7 +360,8 @@ TEST(heartbeat_renews_cancels_lost) {
   store_node_clear(&b);
 }
 
-/* ---- reaper --------------------------------------------------------------------- */
+/* ---- reaper
+ * --------------------------------------------------------------------- */
 /* Wait (bounded) until every claimed lease has passed on the store's clock. */
 static void leases_pass(void) {
   for (int i = 0; i < 1000; i++) {
@@ -311,12 +376,15 @@ static void leases_pass(void) {
 
 TEST(reap_requeues_and_fails_crashed) {
   reset_tables();
-  char j1[T_ID_MAX], j2[T_ID_MAX], jkeep[T_ID_MAX];
+  char j1[T_ID_MAX], j2[T_ID_MAX], j3[T_ID_MAX], jkeep[T_ID_MAX];
   insert_backend(sa, "auto", 1, j1);
   insert_backend(sa, "auto", 1, j2);
+  insert_backend(sa, "auto", 1, j3);
   sqlf("UPDATE jobs SET attempts = 2 WHERE id = '%s'", j2);
-  CHECK(claim(sa, "n_dead", 0, 0, 2, 1, NULL) == 2); /* a 1 ms lease */
-  sqlf("UPDATE jobs SET status = 'running', started_at = 5 WHERE id = '%s'", j1);
+  CHECK(claim(sa, "n_dead", 0, 0, 3, 1, NULL) == 3); /* a 1 ms lease */
+  sqlf("UPDATE jobs SET cancel_requested = true WHERE id = '%s'", j3);
+  sqlf("UPDATE jobs SET status = 'running', started_at = 5 WHERE id = '%s'",
+       j1);
   leases_pass();
   insert_backend(sa, "auto", 0, jkeep);
   CHECK(claim(sb, "n_live", 0, 0, 1, 3600000, NULL) == 1);
@@ -325,7 +393,7 @@ TEST(reap_requeues_and_fails_crashed) {
   int n = -1;
   terr e;
   CHECK(store_reap(sb, 3, &ids, &n, &e) == 0);
-  CHECK(n == 2 && has(ids, n, j1) && has(ids, n, j2));
+  CHECK(n == 3 && has(ids, n, j1) && has(ids, n, j2) && has(ids, n, j3));
   free_strs(ids, n);
   store_job j;
   memset(&j, 0, sizeof j);
@@ -337,7 +405,13 @@ TEST(reap_requeues_and_fails_crashed) {
   CHECK(j.status == JOB_FAILED && j.attempts == 3 && j.finished_at > 0);
   CHECK(j.error_code && strcmp(j.error_code, "crashed") == 0);
   store_job_clear(&j);
-  CHECK(strcmp(sqlf("SELECT node FROM jobs WHERE id = '%s'", jkeep), "n_live") == 0);
+  /* a cancel asked for while its node died: ended, not run again */
+  CHECK(store_job_get(sa, j3, NULL, &j, &e) == 0);
+  CHECK(j.status == JOB_CANCELED && j.error_code &&
+        strcmp(j.error_code, "canceled") == 0);
+  store_job_clear(&j);
+  CHECK(strcmp(sqlf("SELECT node FROM jobs WHERE id = '%s'", jkeep),
+               "n_live") == 0);
   /* nothing left to reap */
   CHECK(store_reap(sa, 3, &ids, &n, &e) == 0 && n == 0 && !ids);
 }
@@ -377,10 +451,12 @@ TEST(reap_twice_at_once_moves_each_once) {
   free_strs(r[0].ids, r[0].n);
   free_strs(r[1].ids, r[1].n);
   CHECK(strcmp(sql("SELECT count(*) FROM jobs WHERE status = 'queued' AND "
-                   "node IS NULL AND attempts = 1"), "40") == 0);
+                   "node IS NULL AND attempts = 1"),
+               "40") == 0);
 }
 
-/* ---- cancel requests --------------------------------------------------------------- */
+/* ---- cancel requests
+ * --------------------------------------------------------------- */
 TEST(cancel_request_both_ways) {
   reset_tables();
   char q1[T_ID_MAX], c1[T_ID_MAX];
@@ -392,7 +468,8 @@ TEST(cancel_request_both_ways) {
   CHECK(store_job_cancel_request(sb, q1, "mallory", &ended, &e) == T_ENOTFOUND);
   CHECK(store_job_cancel_request(sb, "j_0000000000000000000000none", NULL,
                                  &ended, &e) == T_ENOTFOUND);
-  CHECK(store_job_cancel_request(sb, q1, "alice", &ended, &e) == 0 && ended == 1);
+  CHECK(store_job_cancel_request(sb, q1, "alice", &ended, &e) == 0 &&
+        ended == 1);
   store_job j;
   memset(&j, 0, sizeof j);
   CHECK(store_job_get(sa, q1, NULL, &j, &e) == 0);
@@ -407,7 +484,8 @@ TEST(cancel_request_both_ways) {
   store_job_clear(&j);
 }
 
-/* ---- events -------------------------------------------------------------------------- */
+/* ---- events
+ * -------------------------------------------------------------------------- */
 static pthread_mutex_t ev_mu = PTHREAD_MUTEX_INITIALIZER;
 static char events[256][64];
 static int nevents;
@@ -426,19 +504,32 @@ static void on_event2(void *arg, const char *what, const char *id) {
   count2++;
 }
 
-/* Wait (at most 20 s, a bound) for the event "what:id". */
-static int got_event(const char *what, const char *id) {
+/* A subscriber that unlistens itself from its first event. */
+static _Atomic int count3;
+static uint64_t tok3;
+static void on_event3(void *arg, const char *what, const char *id) {
+  (void)what, (void)id;
+  count3++;
+  store_unlisten(arg, tok3);
+}
+
+/* Wait (at most secs, a bound) until the event "what:id" came n times. */
+static int got_event_n(const char *what, const char *id, int n, int secs) {
   char want[64];
   snprintf(want, sizeof want, "%s:%s", what, id ? id : "");
-  for (int i = 0; i < 2000; i++) {
+  for (int i = 0; i < secs * 100; i++) {
     pthread_mutex_lock(&ev_mu);
     int found = 0;
-    for (int k = 0; k < nevents && !found; k++) found = strcmp(events[k], want) == 0;
+    for (int k = 0; k < nevents; k++) found += strcmp(events[k], want) == 0;
     pthread_mutex_unlock(&ev_mu);
-    if (found) return 1;
+    if (found >= n) return 1;
     usleep(10000);
   }
   return 0;
+}
+
+static int got_event(const char *what, const char *id) {
+  return got_event_n(what, id, 1, 20);
 }
 
 /* A [sync] call, retried (bounded) while the restarted server is not back. */
@@ -462,6 +553,9 @@ TEST(listen_across_stores_and_reset) {
   terr e;
   uint64_t tok = 0;
   uint64_t tok2 = 0;
+  /* first in the list: it leaves during the first dispatch, the others
+   * still get that event */
+  CHECK(store_listen(sb, on_event3, sb, &tok3, &e) == 0);
   CHECK(store_listen(sb, on_event, NULL, &tok, &e) == 0 && tok != 0);
   CHECK(store_listen(sb, on_event2, NULL, &tok2, &e) == 0 && tok2 != tok);
   char q1[T_ID_MAX], c1[T_ID_MAX];
@@ -478,16 +572,33 @@ TEST(listen_across_stores_and_reset) {
   CHECK(store_job_cancel_request(sa, c1, NULL, &ended, &e) == 0 && ended == 0);
   CHECK(got_event("cancel", c1));
 
+  /* a server that stops answering without closing the connection (its
+   * backend stopped): the listener's probe finds it lost and reconnects */
+  char pid[32];
+  snprintf(pid, sizeof pid, "%s",
+           sql("SELECT pid FROM pg_stat_activity WHERE query = "
+               "'LISTEN tessel'"));
+  CHECK(pid[0] != 0);
+  if (pid[0]) {
+    CHECK(kill(atoi(pid), SIGSTOP) == 0);
+    CHECK(got_event_n("reset", NULL, 1, 60));
+    kill(atoi(pid), SIGCONT);
+    char q4[T_ID_MAX];
+    insert_backend(sa, "auto", 0, q4);
+    CHECK(got_event("queued", q4)); /* on the new connection */
+  }
+
   const char *pgserver = getenv("TESSEL_TEST_PGSERVER");
   const char *pgdir = getenv("TESSEL_TEST_PG_DIR");
   if (!pgserver || !pgdir) {
-    printf("listen_across_stores_and_reset: no restart (TESSEL_TEST_PGSERVER "
-           "or TESSEL_TEST_PG_DIR unset)\n");
+    printf(
+        "listen_across_stores_and_reset: no restart (TESSEL_TEST_PGSERVER "
+        "or TESSEL_TEST_PG_DIR unset)\n");
   } else {
     char cmd[700];
     snprintf(cmd, sizeof cmd, "'%s' restart '%s'", pgserver, pgdir);
     CHECK(system(cmd) == 0);
-    CHECK(got_event("reset", NULL));
+    CHECK(got_event_n("reset", NULL, 2, 60));
     PQfinish(db);
     db = PQconnectdb(url);
     CHECK(PQstatus(db) == CONNECTION_OK);
@@ -497,11 +608,13 @@ TEST(listen_across_stores_and_reset) {
   }
   store_unlisten(sb, tok);
   CHECK(count2 == seen2); /* no callback after store_unlisten */
+  CHECK(count3 == 1);
 }
 
 int main(void) {
   url = getenv("TESSEL_TEST_PG");
-  if (!url || !*url) SKIP_ALL("TESSEL_TEST_PG is not set (ctest store_cluster_pg)");
+  if (!url || !*url)
+    SKIP_ALL("TESSEL_TEST_PG is not set (ctest store_cluster_pg)");
   if (fixture_root("/tmp/tessel_store_cluster_XXXXXX")) return 1;
   char dir[300];
   fresh_dir(dir, sizeof dir);
@@ -519,6 +632,7 @@ int main(void) {
   RUN(nodes_register_list_leave);
   RUN(claim_each_job_once);
   RUN(claim_filters_and_order);
+  RUN(claim_counts_the_attempt_once);
   RUN(heartbeat_renews_cancels_lost);
   RUN(reap_requeues_and_fails_crashed);
   RUN(reap_twice_at_once_moves_each_once);
