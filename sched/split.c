@@ -367,6 +367,12 @@ static void coordinate(split_run *r) {
     log_warn("split %s: cannot start: %s", r->p.id, e.message);
   if (!r->p.started_at) r->p.started_at = now;
   if (insert_missing(r, &e) != T_OK) {
+    if (e.code == T_EUNAVAIL || atomic_load(&s->split_quit)) {
+      /* shutting down: the tiles inserted stay queued in the store, and
+       * the parent running: the next start resumes it */
+      log_info("split %s: left to the next start (%s)", r->p.id, e.message);
+      return;
+    }
     store_job_end end = {.status = JOB_FAILED, .max_abs_diff = NAN,
                          .error_code = terr_code_name((terr_code)e.code),
                          .error_message = e.message};

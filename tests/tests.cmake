@@ -87,6 +87,10 @@ if(NOT TESSEL_FUZZ)
     COMMAND sh ${CMAKE_SOURCE_DIR}/tests/cluster/test_two_nodes.sh $<TARGET_FILE:tesseld>)
   set_tests_properties(cluster_smoke PROPERTIES LABELS integration TIMEOUT 300
     SKIP_RETURN_CODE 77)
+  add_test(NAME cluster_split
+    COMMAND sh ${CMAKE_SOURCE_DIR}/tests/cluster/test_split_nodes.sh $<TARGET_FILE:tesseld>)
+  set_tests_properties(cluster_split PROPERTIES LABELS integration TIMEOUT 300
+    SKIP_RETURN_CODE 77)
 
   # Issue 14's judgement: its own PostgreSQL 15 (pgserver.sh) and three
   # nodes: bad configuration, 2,000 jobs with a kill -9, idempotency, cancel
