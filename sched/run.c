@@ -599,6 +599,15 @@ static char *srun_estimate_json(const sjob *j) {
 
 
 /* ---- end ------------------------------------------------------------------- */
+/* This node's name on a cluster store (for the log lines of its runs, whose
+ * logs are read side by side with other nodes'), else NULL (not logged). */
+static const char *srun_node(const sched *s, char *buf, size_t cap) {
+  if (!s->cluster) return NULL;
+  char id[T_ID_MAX];
+  sched_node_self((sched *)s, id, buf, cap);
+  return buf[0] ? buf : NULL;
+}
+
 /* The number of this run of j: sjob.attempts counts the runs before it
  * (on a cluster store too: sched/queue.c takes the claim's own back). */
 static int srun_attempt(const sched *s, const sjob *j) {
@@ -616,8 +625,10 @@ static void srun_log_end(const char *event, const sched *s, const sjob *j,
                          int status, const char *used, double total_ms,
                          const char *code, const char *msg,
                          int64_t started_at) {
+  char node[104];
   t_kv kv[] = {
       T_KV_S("id", j->id),
+      T_KV_S("node", srun_node(s, node, sizeof node)),
       T_KV_N("attempt", srun_attempt(s, j)),
       T_KV_N("started", started_at),
       T_KV_N("finished", t_wall_ms()),
@@ -843,7 +854,10 @@ void sched_run_job(sched *s, sjob *j, int device) {
   }
   started = 1;
   if (s->cluster) { /* a node says which runs it began (test_cluster.py) */
-    t_kv kv[] = {T_KV_S("id", j->id), T_KV_N("attempt", srun_attempt(s, j)),
+    char node[104];
+    t_kv kv[] = {T_KV_S("id", j->id),
+                 T_KV_S("node", srun_node(s, node, sizeof node)),
+                 T_KV_N("attempt", srun_attempt(s, j)),
                  T_KV_N("started", started_at), T_KV_S("backend", used)};
     t_log_kv(T_LOG_INFO, "job_start", kv, (int)(sizeof kv / sizeof kv[0]));
   }

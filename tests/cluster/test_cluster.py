@@ -201,9 +201,9 @@ def start_fails(binary, tmp, store, data, what, expect):
     msg = open(log).read()
     check(p.returncode != 0, "%s: the node exits non-zero (%d)" %
           (what, p.returncode))
-    check(expect.lower() in msg.lower(),
-          "%s: the message says %r (%s)" % (what, expect,
-                                            msg.strip().splitlines()[-1:]))
+    said = [l for l in msg.splitlines() if expect.lower() in l.lower()]
+    check(said, "%s: the message says %r (%s)" %
+          (what, expect, said[:1] or msg.strip().splitlines()[-3:]))
     check("secret123" not in msg and "secret123" not in p.stdout.decode(),
           "%s: no password in what it prints" % what)
 
@@ -404,6 +404,11 @@ def phase_many_jobs(nodes):
               for j in twice[:3]]))
     print("     (%d job(s) ended by the killed node just before the kill, "
           "their line lost with it)" % unlogged)
+    misnamed = [(n.name, ev.get("node")) for n in nodes
+                for ev in n.events("job_start") + n.events("job_end")
+                if ev.get("node") != n.name]
+    check(not misnamed, "2000 jobs: every job_start/job_end line names its "
+          "node (%s)" % misnamed[:3])
     have_spans = sum(1 for j in ids if j in spans)
     check(have_spans == len(ids),
           "2000 jobs: every job's run is in the logs (%d of %d)" %
