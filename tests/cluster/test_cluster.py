@@ -514,13 +514,23 @@ def phase_across(nodes):
 
 
 def phase_cuda(nodes):
-    st, _, b = http(nodes[0].port, "POST", "/v1/jobs",
+    """API.md, Nodes: a cuda job is refused 503 when no live node has a GPU,
+    else accepted and run by a GPU node."""
+    st, d = jget(nodes[1].port, "/v1/nodes")
+    gpus = sum(x.get("gpus") or 0 for x in (d or {}).get("nodes", [])
+               if x.get("alive"))
+    st, _, b = http(nodes[0].port, "POST", "/v1/jobs?wait=30",
                     {"kind": "map", "backend": "cuda",
                      "params": {"expr": "x+1", "inputs": {"x": [1]}}})
     d = json.loads(b) if b else {}
-    check(st == 503 and "backend" in json.dumps(d),
-          "a cuda job with no GPU node: 503 naming the backend (%d %s)" %
-          (st, b[:160]))
+    if gpus == 0:
+        check(st == 503 and (d.get("error") or {}).get("field") == "backend",
+              "a cuda job with no GPU node: 503 naming the backend (%d %s)" %
+              (st, b[:160]))
+    else:
+        check(st == 200 and d.get("status") == "succeeded",
+              "a cuda job with %d GPU(s) in the cluster: run by a GPU node "
+              "(%d %s)" % (gpus, st, b[:160]))
 
 
 def geodesic_body():
