@@ -263,11 +263,16 @@ static int heartbeat_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
                     " running = $2::int, queued = $3::int,"
                     " load = $4::double precision WHERE id = $1",
                     4, vn, NULL, "heartbeat", e);
+  /* SKIP LOCKED: a row another transaction holds is not waited for — it
+   * is being finished (the writer's batch locks its job rows, then this
+   * node's row: waiting here, with this node's row held, was a deadlock)
+   * or canceled; a lease skipped once is renewed at the next heartbeat. */
   if (!rc)
     rc = pg__exec(c,
                   "UPDATE jobs SET lease_until = " PG_CLOCK
-                  " + $2::bigint"
-                  " WHERE node = $1 AND " PG_UNFINISHED,
+                  " + $2::bigint WHERE id IN (SELECT id FROM jobs"
+                  " WHERE node = $1 AND " PG_UNFINISHED
+                  " FOR UPDATE SKIP LOCKED)",
                   2, vl, NULL, "lease renewal", e);
   if (!rc)
     rc = pg__exec(c,
