@@ -8,9 +8,9 @@
  * admin shutdown) -> T_EUNAVAIL; 23505 unique violation -> T_ECONFLICT;
  * 53100 disk full -> T_ENOSPACE; 40P01 deadlock and 40001 serialization
  * failure -> T_EBUSY (the transaction was chosen to give way: run it again
- * whole; the writer of pg_store.c does); anything else T_EIO. The server's words
- * are kept (they never hold the conninfo); libpq's connection words may
- * name the host, never the password, and pg__open_conn still masks any
+ * whole; the writer of pg_store.c does); anything else T_EIO. The server's
+ * words are kept (they never hold the conninfo); libpq's connection words
+ * may name the host, never the password, and pg__open_conn still masks any
  * password it finds there.
  *
  * Threads: a connection is used by one thread at a time (the pool,
