@@ -2,6 +2,8 @@
 #   make run    install what is missing, build (Release), start the service
 #   make test   install what is missing, build with -Werror, run every test
 #   make bench  the benchmark tables (tests/bench/README.md)
+#   make bench-cluster  one SQLite node against 1, 2, 3 PostgreSQL nodes
+#               (tests/bench/bench_cluster.py; needs postgresql-15)
 # The variables the daemon reads (TESSEL_LISTEN, TESSEL_PORT,
 # TESSEL_DATA_DIR, TESSEL_THREADS, ...) pass straight through `make run`.
 
@@ -19,7 +21,7 @@ export TESSEL_PORT ?= 8080
 export TESSEL_DATA_DIR ?= $(CURDIR)/data
 
 .PHONY: all deps deps-test deps-bench build run test test-main test-asan test-tsan test-fuzz \
-        test-browser test-docker bench clean format
+        test-browser test-docker bench bench-cluster clean format
 
 all: build
 
@@ -90,6 +92,14 @@ bench: build
 	$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTESSEL_CUDA=$(CUDA)
 	$(CMAKE) --build $(BUILD) -j $(JOBS)
 	sh tests/bench/run.sh $(BUILD)
+
+# Tiny ?wait jobs per second on one SQLite node and 1-3 PostgreSQL nodes,
+# and the store's claim rate alone; the table goes to tests/bench/results/.
+bench-cluster:
+	$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTESSEL_CUDA=$(CUDA)
+	$(CMAKE) --build $(BUILD) -j $(JOBS) --target tesseld bench_claim
+	/usr/bin/python3 tests/bench/bench_cluster.py $(BUILD)/tesseld \
+	  --out tests/bench/results/cluster-$$(nproc)core-$$(date +%Y-%m-%d).md
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')

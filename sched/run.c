@@ -599,21 +599,36 @@ static char *srun_estimate_json(const sjob *j) {
 
 
 /* ---- end ------------------------------------------------------------------- */
-/* The number of this run of j: attempts counts starts, incremented by a
- * cluster store's claim (already this run's) or by the start itself. */
-static int srun_attempt(const sched *s, const sjob *j) {
-  return s->cluster ? j->attempts : j->attempts + 1;
+/* This node's name on a cluster store (for the log lines of its runs, whose
+ * logs are read side by side with other nodes'), else NULL (not logged). */
+static const char *srun_node(const sched *s, char *buf, size_t cap) {
+  if (!s->cluster) return NULL;
+  char id[T_ID_MAX];
+  sched_node_self((sched *)s, id, buf, cap);
+  return buf[0] ? buf : NULL;
 }
 
-/* One log line per job end (API.md, "Logs"): id, kind, backend used, final
- * status, total ms (queue + run), the error's code and message, and the
- * run's number and span (wall ms; started 0: it never started), so that
- * the runs of a job on several nodes can be laid side by side. */
-static void srun_log_end(const sched *s, const sjob *j, int status,
-                         const char *used, double total_ms, const char *code,
-                         const char *msg, int64_t started_at) {
+/* The number of this run of j: sjob.attempts counts the runs before it
+ * (on a cluster store too: sched/queue.c takes the claim's own back). */
+static int srun_attempt(const sched *s, const sjob *j) {
+  (void)s;
+  return j->attempts + 1;
+}
+
+/* One log line per job end (API.md, "Logs"), written once the end is
+ * committed (event "job_end"), or once the store refused it ("job_dropped":
+ * the node fence, or a store error; the job runs again): id, kind, backend
+ * used, final status, total ms (queue + run), the error's code and message,
+ * and the run's number and span (wall ms; started 0: it never started), so
+ * that the runs of a job on several nodes can be laid side by side. */
+static void srun_log_end(const char *event, const sched *s, const sjob *j,
+                         int status, const char *used, double total_ms,
+                         const char *code, const char *msg,
+                         int64_t started_at) {
+  char node[104];
   t_kv kv[] = {
       T_KV_S("id", j->id),
+      T_KV_S("node", srun_node(s, node, sizeof node)),
       T_KV_N("attempt", srun_attempt(s, j)),
       T_KV_N("started", started_at),
       T_KV_N("finished", t_wall_ms()),
@@ -624,8 +639,9 @@ static void srun_log_end(const sched *s, const sjob *j, int status,
       T_KV_S("error", code),
       T_KV_S("message", code ? msg : NULL),
   };
-  t_log_kv(status == JOB_FAILED ? T_LOG_WARN : T_LOG_INFO, "job_end", kv,
-           (int)(sizeof kv / sizeof kv[0]));
+  t_log_kv(status == JOB_FAILED || strcmp(event, "job_end") != 0 ? T_LOG_WARN
+                                                                : T_LOG_INFO,
+           event, kv, (int)(sizeof kv / sizeof kv[0]));
 }
 
 /* Release a job whose store row is already final (or left unfinished);
@@ -649,7 +665,10 @@ typedef struct srun_end {
   sjob *j;
   int status, started;
   int retried; /* the end failed to commit once: a plain failure retried */
-  double run_ms;
+  double run_ms, total_ms; /* total: for the log line */
+  int64_t started_at;      /* wall ms, 0 when it never started */
+  const char *code;        /* the error's code (a static name) or NULL */
+  char msg[TERR_MSG_MAX];
   char used[32];
   char final[SRUN_PATH_MAX]; /* the result file; "" when none */
   tparts parts; /* a result of several arrays: their files (p[1..].path) */
@@ -680,6 +699,8 @@ static void srun_finished(void *arg, int rc, const terr *fe, store_job *row) {
     x->retried = 1;
     x->final[0] = 0;
     x->status = JOB_FAILED;
+    x->code = end.error_code;
+    snprintf(x->msg, sizeof x->msg, "%s", msg);
     terr qe;
     if (store_job_finish_async(s->cfg.st, j->id, &end, srun_finished, x,
                                &qe) == T_OK) {
@@ -693,21 +714,21 @@ static void srun_finished(void *arg, int rc, const terr *fe, store_job *row) {
      * cluster store also the fence: the job's lease went to another node,
      * which runs it again; this run's result files (named for this run,
      * sjob.stem) were removed above. */
-    if (s->cluster) {
+    if (s->cluster)
       log_warn("scheduler: job %s: end not written, result dropped: %s",
                j->id, fe ? fe->message : "");
-      /* The job_end logged for this run is void: say so, by run. */
-      t_kv kv[] = {T_KV_S("id", j->id), T_KV_N("attempt", srun_attempt(s, j))};
-      t_log_kv(T_LOG_WARN, "job_end_dropped", kv,
-               (int)(sizeof kv / sizeof kv[0]));
-    }
     else
       log_info("scheduler: job %s: %s", j->id, fe ? fe->message : "");
+    srun_log_end("job_dropped", s, j, x->status, x->started ? x->used : NULL,
+                 x->total_ms, x->code, x->msg, x->started_at);
     srun_release(s, j, -1, 0, NULL, 0, NULL);
   } else {
     if (rc != T_OK) /* stays running in the store: the next start reruns it */
       log_error("scheduler: cannot record the end of job %s: %s", j->id,
                 fe ? fe->message : "");
+    srun_log_end(rc == T_OK ? "job_end" : "job_dropped", s, j, x->status,
+                 x->started ? x->used : NULL, x->total_ms, x->code, x->msg,
+                 x->started_at);
     srun_release(s, j, x->status, 1, x->started ? x->used : NULL, x->run_ms,
                  rc == T_OK ? row : NULL);
   }
@@ -725,7 +746,7 @@ void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
                          .error_code = code, .error_message = msg};
     job_timings_put(&end.timings, JOB_T_QUEUE, queue_ms);
     job_timings_put(&end.timings, JOB_T_TOTAL, queue_ms);
-    srun_log_end(s, j, status, NULL, queue_ms, code, msg, 0);
+    srun_log_end("job_end", s, j, status, NULL, queue_ms, code, msg, 0);
     terr e;
     SCHED_ASSERT_UNLOCKED(s); /* a [sync] store call */
     if (store_job_finish(s->cfg.st, j->id, &end, &e) != T_OK)
@@ -833,7 +854,10 @@ void sched_run_job(sched *s, sjob *j, int device) {
   }
   started = 1;
   if (s->cluster) { /* a node says which runs it began (test_cluster.py) */
-    t_kv kv[] = {T_KV_S("id", j->id), T_KV_N("attempt", srun_attempt(s, j)),
+    char node[104];
+    t_kv kv[] = {T_KV_S("id", j->id),
+                 T_KV_S("node", srun_node(s, node, sizeof node)),
+                 T_KV_N("attempt", srun_attempt(s, j)),
                  T_KV_N("started", started_at), T_KV_S("backend", used)};
     t_log_kv(T_LOG_INFO, "job_start", kv, (int)(sizeof kv / sizeof kv[0]));
   }
@@ -990,8 +1014,6 @@ end:
       .result_parts = parts_doc};
   for (int t = 0; t < JOB_T__COUNT; t++) /* to the microsecond */
     job_timings_put(&end.timings, (job_timing)t, sched_ms_round(ms[t]));
-  srun_log_end(s, j, status, started ? used : NULL, ms[JOB_T_TOTAL], code,
-               msg, started ? started_at : 0);
   /* Its memory is free (results kept or dropped, the plan released): a
    * job waiting for it may start. */
   sched_mem_release(s, j);
@@ -1001,6 +1023,8 @@ end:
   terr fe;
   if (!x) {
     log_error("scheduler: no memory to end job %s", j->id);
+    srun_log_end("job_dropped", s, j, status, started ? used : NULL,
+                 ms[JOB_T_TOTAL], code, msg, started ? started_at : 0);
     if (final[0]) unlink(final);
     srun_unlink_parts(&parts);
     srun_release(s, j, status, 1, started ? used : NULL, run_ms, NULL);
@@ -1011,6 +1035,10 @@ end:
   x->status = status;
   x->started = started;
   x->run_ms = run_ms;
+  x->total_ms = ms[JOB_T_TOTAL];
+  x->started_at = started ? started_at : 0;
+  x->code = code;
+  snprintf(x->msg, sizeof x->msg, "%s", code ? msg : "");
   snprintf(x->used, sizeof x->used, "%s", used);
   snprintf(x->final, sizeof x->final, "%s", final);
   x->parts = parts; /* its paths go with x */

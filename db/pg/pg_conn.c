@@ -6,9 +6,11 @@
  * Error mapping (pg_int.h): the SQLSTATE of the result (PG_DIAG_SQLSTATE)
  * decides: a connection that is gone (CONNECTION_BAD, class 08, 57P01..03
  * admin shutdown) -> T_EUNAVAIL; 23505 unique violation -> T_ECONFLICT;
- * 53100 disk full -> T_ENOSPACE; anything else T_EIO. The server's words
- * are kept (they never hold the conninfo); libpq's connection words may
- * name the host, never the password, and pg__open_conn still masks any
+ * 53100 disk full -> T_ENOSPACE; 40P01 deadlock and 40001 serialization
+ * failure -> T_EBUSY (the transaction was chosen to give way: run it again
+ * whole; the writer of pg_store.c does); anything else T_EIO. The server's
+ * words are kept (they never hold the conninfo); libpq's connection words
+ * may name the host, never the password, and pg__open_conn still masks any
  * password it finds there.
  *
  * Threads: a connection is used by one thread at a time (the pool,
@@ -91,6 +93,7 @@ static int map_state(PGconn *c, const char *st) {
     return T_EUNAVAIL;
   if (strcmp(st, "23505") == 0) return T_ECONFLICT;
   if (strcmp(st, "53100") == 0) return T_ENOSPACE;
+  if (strcmp(st, "40P01") == 0 || strcmp(st, "40001") == 0) return T_EBUSY;
   return T_EIO;
 }
 

@@ -12,7 +12,8 @@
  * maps a failure to a terr code: connection lost or server gone ->
  * T_EUNAVAIL (and the connection is marked broken: pg__put closes it);
  * unique violation (23505) -> T_ECONFLICT; disk full (53100) -> T_ENOSPACE;
- * else T_EIO. Messages never contain the conninfo (no password leaks).
+ * deadlock (40P01) or serialization failure (40001) -> T_EBUSY (run the
+ * transaction again); else T_EIO. Messages never contain the conninfo (no password leaks).
  *
  * Notifications: one channel, "tessel"; the payload is "<what>:<id>" with
  * what one of "queued", "end", "cancel" (store_listen). A job's insert sends

@@ -11,7 +11,9 @@ pgserver.sh, one database per set-up, one shared data directory), warms up,
 then `--clients` threads submit `POST /v1/jobs?wait=30` round robin over
 the nodes for `--seconds`. The table gives jobs/s, p50 and p99 latency,
 the ratio of jobs/s to the one SQLite node, and where the CPU went (the
-nodes' and the PostgreSQL server's processes, in cores, from /proc). Then
+nodes' and the PostgreSQL server's processes, in cores and in CPU ms per
+job, from /proc: the store's ms per job over its cores is where it
+saturates). Then
 bench_claim (next to tesseld in the build directory) gives the claim rate
 of the store alone. Results as markdown: --out FILE.
 """
@@ -133,6 +135,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="tessel-bcl-")
     os.chmod(tmp, 0o755)
     pgdir = os.path.join(tmp, "pg")
+    os.makedirs(pgdir)
     rows = []
     try:
         url = subprocess.check_output(["sh", PGS, "start", pgdir], text=True).strip().splitlines()[-1]
@@ -182,11 +185,13 @@ def main():
     lines = ["tiny ?wait jobs, %d clients, %.0f s each, %d cores, load %s" %
              (clients, seconds, os.cpu_count(), open("/proc/loadavg").read().split()[0]),
              "",
-             "| set-up | jobs/s | p50 ms | p99 ms | vs SQLite | nodes' CPU (cores) | PostgreSQL CPU (cores) | failed |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| set-up | jobs/s | p50 ms | p99 ms | vs SQLite | nodes' CPU (cores) | PostgreSQL CPU (cores) | nodes' CPU ms/job | PostgreSQL CPU ms/job | failed |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for label, rate, p50, p99, cn, cp, bad in rows:
-        lines.append("| %s | %.0f | %.1f | %.1f | %.2f | %.2f | %.2f | %d |" %
-                     (label, rate, p50, p99, rate / base, cn, cp, bad))
+        lines.append("| %s | %.0f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %d |" %
+                     (label, rate, p50, p99, rate / base, cn, cp,
+                      1e3 * cn / rate if rate else 0,
+                      1e3 * cp / rate if rate else 0, bad))
     if claim:
         lines += ["", "```", claim.rstrip(), "```"]
     text = "\n".join(lines)
