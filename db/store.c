@@ -46,7 +46,7 @@ int store_open_url(const char *url, const char *data_dir, store **out,
 #ifndef TESSEL_HAVE_PG
     (void)data_dir;
     return terr_set(e, T_EINVAL, "store", -1,
-                    "store: this tesseld was built without PostgreSQL "
+                    "this tesseld was built without PostgreSQL "
                     "(libpq)");
 #else
     void *impl = NULL;
@@ -56,7 +56,7 @@ int store_open_url(const char *url, const char *data_dir, store **out,
 #endif
   }
   return terr_set(e, T_EINVAL, "store", -1,
-                  "store: unknown kind of store (want sqlite: or "
+                  "unknown kind of store (want sqlite: or "
                   "postgresql://...)");
 }
 
@@ -79,7 +79,7 @@ void store_close(store *s) {
 
 static int not_here(terr *e) {
   return terr_set(e, T_ENOTIMPL, "store", -1,
-                  "store: only a cluster store (PostgreSQL) does this");
+                  "only a cluster store (PostgreSQL) does this");
 }
 
 int store_ready(store *s) {

@@ -69,7 +69,7 @@ int pg__open_conn(const char *conninfo, PGconn **c, terr *e) {
     free(pw);
     PQfinish(pc);
     return terr_set(e, T_EUNAVAIL, "store", -1,
-                    "store: cannot reach PostgreSQL: %s", msg);
+                    "cannot reach PostgreSQL: %s", msg);
   }
   /* Notices (e.g. "relation already exists, skipping") are not ours to log. */
   PQsetNoticeProcessor(pc, no_notice, NULL);

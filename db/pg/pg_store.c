@@ -287,7 +287,7 @@ static void *writer_main(void *arg) {
       if (stopping) {
         for (pg_op *o = batch; o; o = o->next) {
           o->rc = terr_set(&o->err, T_EUNAVAIL, "store", -1,
-                           "store: closed while PostgreSQL was unreachable");
+                           "closed while PostgreSQL was unreachable");
           store_job_clear(&o->row);
         }
         break;
@@ -366,7 +366,7 @@ int pg__flush(pgstore *p, terr *e) {
   pthread_mutex_unlock(&p->mu);
   if (held)
     return terr_set(e, T_EUNAVAIL, "store", -1,
-                    "store: PostgreSQL unreachable (%d queued write(s) wait "
+                    "PostgreSQL unreachable (%d queued write(s) wait "
                     "for it)",
                     held);
   return 0;
