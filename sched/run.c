@@ -92,6 +92,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "array/localfile.h"
@@ -841,15 +842,26 @@ void sched_run_job(sched *s, sjob *j, int device) {
    * committed first ([sync], group-committed with other writes). A job
    * canceled in the store before a worker took it (see sched_cancel) is
    * found at the finish (or answers T_ECONFLICT to the [sync] start),
-   * which then changes nothing. Any other [sync] error (a full disk): the
-   * job is not run. */
+   * which then changes nothing. A cluster store's server that is down
+   * (T_EUNAVAIL) is waited for (100 ms doubling to 2 s) while the job is
+   * not stopped: the job is claimed here, so failing it would lose an
+   * accepted job to a restart of the server. Any other [sync] error (a
+   * full disk): the job is not run. */
   jslot = s->journal ? sched_journal_take(s, j->id, j->attempts + 1) : -1;
   if (jslot >= 0) {
     store_job_start_async(s->cfg.st, j->id, started_at, used, j->reason,
                           estimate);
   } else {
-    rc = store_job_start(s->cfg.st, j->id, started_at, used, j->reason,
-                         estimate, &e);
+    int delay_ms = 100;
+    while ((rc = store_job_start(s->cfg.st, j->id, started_at, used,
+                                 j->reason, estimate, &e)) == T_EUNAVAIL &&
+           s->cluster && !atomic_load(&j->stop)) {
+      struct timespec ts = {delay_ms / 1000, (long)(delay_ms % 1000) * 1000000L};
+      nanosleep(&ts, NULL);
+      delay_ms = delay_ms * 2 > 2000 ? 2000 : delay_ms * 2;
+      started_at = t_wall_ms(); /* the start is when it really starts */
+      started_ms = t_now_ms();
+    }
     if (rc) goto end;
   }
   started = 1;
