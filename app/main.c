@@ -288,8 +288,6 @@ int main(int argc, char **argv) {
                     "100 bytes\n");
     return 2;
   }
-  char *store_url = NULL;
-  if (store_url_get(val, &store_url)) return 2;
   xfer_budget_set(max_xfer);
   if (strcmp(val[O_LOG_FORMAT], "json") == 0) {
     t_log_json = 1;
@@ -306,6 +304,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "tesseld: --log-level must be debug, info, warn or error\n");
     return 2;
   }
+  /* The store URL last among the flags: nothing above returns holding it. */
+  char *store_url = NULL;
+  if (store_url_get(val, &store_url)) return 2;
 
   /* Signals: blocked everywhere (threads inherit the mask), taken below. */
   sigset_t sigs;
