@@ -10,6 +10,7 @@
 #define TESSEL_DB_STORE_BACKEND_H
 
 #include "db/store.h"
+#include "db/store_common.h"
 
 typedef struct store_backend {
   const char *name; /* "sqlite" | "postgresql" (store_kind) */

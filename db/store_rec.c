@@ -1,11 +1,13 @@
 /* db/store_rec.c — the store's records, whatever the backend: status and
  * timing names, and the clear/copy of store_job, store_array, store_stat
- * and store_node (store.h). */
+ * and store_node (store.h); and what both backends do the same way
+ * (store_common.h: the list orders, insert checks, shape text). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "db/store.h"
+#include "db/store_common.h"
 
 static const char *const status_names[] = {"queued", "running", "succeeded",
                                            "failed", "canceled"};
@@ -113,4 +115,77 @@ void store_nodes_free(store_node *nodes, int n) {
   if (!nodes) return;
   for (int i = 0; i < n; i++) store_node_clear(&nodes[i]);
   free(nodes);
+}
+
+/* ---- what both backends share (store_common.h) ----------------------------- */
+
+int store__same_str(const char *a, const char *b) {
+  if (!a || !b) return a == b;
+  return strcmp(a, b) == 0;
+}
+
+void store__shape_text(const job_result_info *r, char *buf, size_t cap) {
+  size_t n = (size_t)snprintf(buf, cap, "[");
+  for (int d = 0; d < r->ndim && d < STORE_MAXDIM && n < cap; d++)
+    n += (size_t)snprintf(buf + n, cap - n, "%s%lld", d ? "," : "",
+                          (long long)r->shape[d]);
+  if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+const char *store__order_key_sql(store_job_order o, int desc) {
+  switch (o) {
+  case STORE_ORDER_STATUS:
+    return "(CASE status WHEN 'queued' THEN 0 WHEN 'running' THEN 1"
+           " WHEN 'succeeded' THEN 2 WHEN 'failed' THEN 3 ELSE 4 END)";
+  case STORE_ORDER_KIND: return "kind";
+  case STORE_ORDER_DURATION:
+    return desc ? "COALESCE(t_total, -1.0)" : "COALESCE(t_total, 1e300)";
+  default: return NULL; /* created: the id alone */
+  }
+}
+
+void store__job_pos(const store_job *j, store_job_order o, int desc,
+                    store_job_pos *p) {
+  memset(p, 0, sizeof *p);
+  snprintf(p->id, sizeof p->id, "%s", j->id);
+  if (o == STORE_ORDER_STATUS) p->num = (double)j->status;
+  if (o == STORE_ORDER_KIND) snprintf(p->text, sizeof p->text, "%s", j->kind);
+  if (o == STORE_ORDER_DURATION)
+    p->num = j->timings.set & (1u << JOB_T_TOTAL) ? j->timings.ms[JOB_T_TOTAL]
+             : desc                               ? STORE_DUR_NONE_DESC
+                                                  : STORE_DUR_NONE_ASC;
+}
+
+int store__job_insert_prep(store_job *j, terr *e) {
+  if (!j) return terr_set(e, T_EINVAL, "", -1, "store: no job");
+  if (!j->kind || !*j->kind)
+    return terr_set(e, T_EINVAL, "kind", -1, "missing");
+  if (!j->params) return terr_set(e, T_EINVAL, "params", -1, "missing");
+  if (!j->id[0]) t_id_new('j', j->id);
+  if (!j->created_at) j->created_at = t_wall_ms();
+  j->status = JOB_QUEUED;
+  return 0;
+}
+
+int store__array_insert_prep(store_array *a, terr *e) {
+  if (!a) return terr_set(e, T_EINVAL, "", -1, "store: no array");
+  if (!a->dtype) return terr_set(e, T_EINVAL, "dtype", -1, "missing");
+  if (!a->shape) return terr_set(e, T_EINVAL, "shape", -1, "missing");
+  if (!a->digest) return terr_set(e, T_EINVAL, "digest", -1, "missing");
+  if (!a->path) return terr_set(e, T_EINVAL, "path", -1, "missing");
+  if (!a->id[0]) t_id_new('a', a->id);
+  if (!a->created_at) a->created_at = t_wall_ms();
+  return 0;
+}
+
+int store__job_filter_check(const store_job_filter *f, terr *e) {
+  if (f->limit < 1 || f->limit > 1000)
+    return terr_set(e, T_EINVAL, "limit", f->limit, "must be 1..1000, got %d",
+                    f->limit);
+  if (f->status < -1 || f->status > JOB_CANCELED)
+    return terr_set(e, T_EINVAL, "status", -1, "unknown status %d", f->status);
+  if ((unsigned)f->order >= STORE_ORDER__COUNT)
+    return terr_set(e, T_EINVAL, "order_by", -1, "unknown order %d",
+                    (int)f->order);
+  return 0;
 }

@@ -114,20 +114,6 @@ int pg__job_rows(PGresult *r, store_job **jobs, int *n, terr *e) {
 
 /* ---- insert -------------------------------------------------------------- */
 
-static int same_str(const char *a, const char *b) {
-  if (!a || !b) return a == b;
-  return strcmp(a, b) == 0;
-}
-
-/* The shape as the store keeps it: JSON text "[3,4]". */
-static void shape_text(const job_result_info *r, char *buf, size_t cap) {
-  size_t n = (size_t)snprintf(buf, cap, "[");
-  for (int d = 0; d < r->ndim && d < STORE_MAXDIM && n < cap; d++)
-    n += (size_t)snprintf(buf + n, cap - n, "%s%lld", d ? "," : "",
-                          (long long)r->shape[d]);
-  if (n < cap) snprintf(buf + n, cap - n, "]");
-}
-
 static int pg__insert_on_(pgstore *p, PGconn *c, const store_job *j,
                           store_job *found, int *existing, int retry,
                           terr *e) {
@@ -147,7 +133,7 @@ static int pg__insert_on_(pgstore *p, PGconn *c, const store_job *j,
       rc = pg__job_row(r, 0, &f);
       PQclear(r);
       if (rc) return terr_set(e, rc, "", -1, "store: out of memory");
-      if (!same_str(f.body_hash, j->body_hash)) {
+      if (!store__same_str(f.body_hash, j->body_hash)) {
         store_job_clear(&f);
         return terr_set(e, T_ECONFLICT, "request_id", -1,
                         "'%s' was used for a different request body",
@@ -166,7 +152,7 @@ static int pg__insert_on_(pgstore *p, PGconn *c, const store_job *j,
   for (int i = 0; i < JOB_T__COUNT; i++)
     tv[i] = t->set & (1u << i) ? pg__f64(b[i], t->ms[i]) : NULL;
   const job_result_info *x = &j->result;
-  if (x->dtype[0]) shape_text(x, shape, sizeof shape);
+  if (x->dtype[0]) store__shape_text(x, shape, sizeof shape);
   const char *v[] = {
       j->id, j->owner, j->kind, j->params, j->backend_requested,
       j->backend_used, j->backend_reason, j->estimate,
@@ -238,13 +224,9 @@ static int insert_tx(pgstore *p, PGconn *c, void *arg, terr *e) {
 
 int pg_job_insert(void *impl, store_job *j, int *existing, terr *e) {
   if (existing) *existing = 0;
-  if (!impl || !j) return terr_set(e, T_EINVAL, "", -1, "store: no job");
-  if (!j->kind || !*j->kind)
-    return terr_set(e, T_EINVAL, "kind", -1, "missing");
-  if (!j->params) return terr_set(e, T_EINVAL, "params", -1, "missing");
-  if (!j->id[0]) t_id_new('j', j->id);
-  if (!j->created_at) j->created_at = t_wall_ms();
-  j->status = JOB_QUEUED;
+  if (!impl) return terr_set(e, T_EINVAL, "", -1, "store: not open");
+  int prc = store__job_insert_prep(j, e);
+  if (prc) return prc;
   store_job tmp = *j;
   if (!tmp.owner) tmp.owner = "";
   if (!tmp.backend_requested) tmp.backend_requested = "auto";
@@ -384,32 +366,6 @@ int pg_job_result_npy(void *impl, const char *id, const char *owner,
 
 /* ---- the list -------------------------------------------------------------- */
 
-#define DUR_NONE_DESC (-1.0)
-#define DUR_NONE_ASC 1e300
-static const char *order_key_sql(store_job_order o, int desc) {
-  switch (o) {
-  case STORE_ORDER_STATUS:
-    return "(CASE status WHEN 'queued' THEN 0 WHEN 'running' THEN 1"
-           " WHEN 'succeeded' THEN 2 WHEN 'failed' THEN 3 ELSE 4 END)";
-  case STORE_ORDER_KIND: return "kind";
-  case STORE_ORDER_DURATION:
-    return desc ? "COALESCE(t_total, -1.0)" : "COALESCE(t_total, 1e300)";
-  default: return NULL;
-  }
-}
-
-static void row_pos(const store_job *j, store_job_order o, int desc,
-                    store_job_pos *p) {
-  memset(p, 0, sizeof *p);
-  snprintf(p->id, sizeof p->id, "%s", j->id);
-  if (o == STORE_ORDER_STATUS) p->num = (double)j->status;
-  if (o == STORE_ORDER_KIND) snprintf(p->text, sizeof p->text, "%s", j->kind);
-  if (o == STORE_ORDER_DURATION)
-    p->num = j->timings.set & (1u << JOB_T_TOTAL) ? j->timings.ms[JOB_T_TOTAL]
-             : desc                               ? DUR_NONE_DESC
-                                                  : DUR_NONE_ASC;
-}
-
 /* q as a LIKE pattern: %q% with \ escaping \, % and _, A-Z folded. */
 static int like_pattern(const char *q, char *out, size_t cap) {
   size_t n = 0;
@@ -485,7 +441,7 @@ static int list_rd(pgstore *p, PGconn *c, void *arg, terr *e) {
   q.n = 0;
   filters(a, &q, st);
   qb w = q; /* the filters alone, for the total */
-  const char *key = order_key_sql(f->order, !f->asc);
+  const char *key = store__order_key_sql(f->order, !f->asc);
   const char *kcmp = !f->asc ? "<" : ">";
   const char *icmp = !key && f->asc ? ">" : "<";
   if (a->has_after && key) {
@@ -543,14 +499,8 @@ int pg_job_list(void *impl, const store_job_filter *f, store_job **jobs,
   list_args a = {.f = f, .has_after = f->after != NULL, .total = total};
   if (a.has_after) a.after = *f->after;
   memset(next, 0, sizeof *next);
-  if (f->limit < 1 || f->limit > 1000)
-    return terr_set(e, T_EINVAL, "limit", f->limit, "must be 1..1000, got %d",
-                    f->limit);
-  if (f->status < -1 || f->status > JOB_CANCELED)
-    return terr_set(e, T_EINVAL, "status", -1, "unknown status %d", f->status);
-  if ((unsigned)f->order >= STORE_ORDER__COUNT)
-    return terr_set(e, T_EINVAL, "order_by", -1, "unknown order %d",
-                    (int)f->order);
+  int frc = store__job_filter_check(f, e);
+  if (frc) return frc;
   char pat[2 * STORE_JOB_Q_MAX + 3];
   if (f->q && (strlen(f->q) > STORE_JOB_Q_MAX ||
                like_pattern(f->q, pat, sizeof pat)))
@@ -568,7 +518,7 @@ int pg_job_list(void *impl, const store_job_filter *f, store_job **jobs,
     store_job_clear(&a.v[f->limit]);
     a.cnt = f->limit;
     *has_next = 1;
-    row_pos(&a.v[a.cnt - 1], f->order, !f->asc, next);
+    store__job_pos(&a.v[a.cnt - 1], f->order, !f->asc, next);
   }
   *jobs = a.v;
   *n = a.cnt;

@@ -101,14 +101,6 @@ int pg__progress_on(PGconn *c, const char *id, int64_t done, int64_t total,
                   3, v, NULL, "progress", e);
 }
 
-static void shape_text(const job_result_info *r, char *buf, size_t cap) {
-  size_t n = (size_t)snprintf(buf, cap, "[");
-  for (int d = 0; d < r->ndim && d < STORE_MAXDIM && n < cap; d++)
-    n += (size_t)snprintf(buf + n, cap - n, "%s%lld", d ? "," : "",
-                          (long long)r->shape[d]);
-  if (n < cap) snprintf(buf + n, cap - n, "]");
-}
-
 int pg__finish_on(pgstore *p, PGconn *c, const char *id,
                   const store_job_end *x, store_job *row, terr *e) {
   char b[12][32], shape[STORE_MAXDIM * 22 + 4];
@@ -117,7 +109,7 @@ int pg__finish_on(pgstore *p, PGconn *c, const char *id,
     tv[i] = x->timings.set & (1u << i) ? pg__f64(b[i], x->timings.ms[i])
                                        : NULL;
   const job_result_info *res = &x->result;
-  if (res->dtype[0]) shape_text(res, shape, sizeof shape);
+  if (res->dtype[0]) store__shape_text(res, shape, sizeof shape);
   const char *v[] = {
       id, job_status_name(x->status), pg__i64(b[7], x->finished_at),
       tv[JOB_T_QUEUE], res->dtype[0] ? res->dtype : NULL, x->result_path,

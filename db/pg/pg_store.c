@@ -392,15 +392,12 @@ static int sdup(char **dst, const char *s) {
 
 static int pg_job_insert_async(void *impl, store_job *j, terr *e) {
   pgstore *p = impl;
-  if (!p || !j) return terr_set(e, T_EINVAL, "", -1, "store: no job");
-  if (!j->kind || !*j->kind) return terr_set(e, T_EINVAL, "kind", -1, "missing");
-  if (!j->params) return terr_set(e, T_EINVAL, "params", -1, "missing");
-  if (j->request_id)
+  if (!p) return terr_set(e, T_EINVAL, "", -1, "store: not open");
+  if (j && j->request_id)
     return terr_set(e, T_EINVAL, "request_id", -1,
                     "store: an idempotent insert must be [sync]");
-  if (!j->id[0]) t_id_new('j', j->id);
-  if (!j->created_at) j->created_at = t_wall_ms();
-  j->status = JOB_QUEUED;
+  int prc = store__job_insert_prep(j, e);
+  if (prc) return prc;
   pg_op *o = op_new(OP_INSERT, j->id);
   if (!o || store_job_copy(&o->job, j)) {
     free(o);

@@ -93,13 +93,9 @@ static int ainsert_fn(sqstore *s, store_wop *op, terr *e) {
  * (the stored a->path is the one to keep). */
 int sq_array_insert(sqstore *s, store_array *a, int *existing, terr *e) {
   if (existing) *existing = 0;
-  if (!s || !a) return terr_set(e, T_EINVAL, "", -1, "store: no array");
-  if (!a->dtype) return terr_set(e, T_EINVAL, "dtype", -1, "missing");
-  if (!a->shape) return terr_set(e, T_EINVAL, "shape", -1, "missing");
-  if (!a->digest) return terr_set(e, T_EINVAL, "digest", -1, "missing");
-  if (!a->path) return terr_set(e, T_EINVAL, "path", -1, "missing");
-  if (!a->id[0]) t_id_new('a', a->id);
-  if (!a->created_at) a->created_at = t_wall_ms();
+  if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
+  int prc = store__array_insert_prep(a, e);
+  if (prc) return prc;
   store_array tmp = *a;
   if (!tmp.owner) tmp.owner = "";
   ainsert_args x = {.a = &tmp};

@@ -32,15 +32,6 @@ void store__bind_timings(sqlite3_stmt *st, const job_timings *t,
   }
 }
 
-/* The shape as the store keeps it: JSON text "[3,4]". */
-static void shape_text(const job_result_info *r, char *buf, size_t cap) {
-  size_t n = (size_t)snprintf(buf, cap, "[");
-  for (int d = 0; d < r->ndim && d < STORE_MAXDIM && n < cap; d++)
-    n += (size_t)snprintf(buf + n, cap - n, "%s%lld", d ? "," : "",
-                          (long long)r->shape[d]);
-  if (n < cap) snprintf(buf + n, cap - n, "]");
-}
-
 void store__bind_result(sqlite3_stmt *st, const job_result_info *r,
                         const int idx[4]) {
   if (!r->dtype[0]) {
@@ -48,7 +39,7 @@ void store__bind_result(sqlite3_stmt *st, const job_result_info *r,
     return;
   }
   char shape[STORE_MAXDIM * 22 + 4];
-  shape_text(r, shape, sizeof shape);
+  store__shape_text(r, shape, sizeof shape);
   sqlite3_bind_text(st, idx[0], r->dtype, -1, SQLITE_TRANSIENT);
   sqlite3_bind_text(st, idx[1], shape, -1, SQLITE_TRANSIENT);
   sqlite3_bind_int64(st, idx[2], r->bytes);
@@ -175,11 +166,6 @@ typedef struct insert_args {
   int existing;
 } insert_args;
 
-static int same_str(const char *a, const char *b) {
-  if (!a || !b) return a == b;
-  return strcmp(a, b) == 0;
-}
-
 static int insert_fn(sqstore *s, store_wop *op, terr *e) {
   insert_args *a = op->arg;
   const store_job *j = a->j;
@@ -198,7 +184,7 @@ static int insert_fn(sqstore *s, store_wop *op, terr *e) {
       rc = store__job_row(st, &a->found);
       sqlite3_reset(st);
       if (rc) return terr_set(e, rc, "", -1, "store: out of memory");
-      if (!same_str(a->found.body_hash, j->body_hash)) {
+      if (!store__same_str(a->found.body_hash, j->body_hash)) {
         store_job_clear(&a->found);
         return terr_set(e, T_ECONFLICT, "request_id", -1,
                         "'%s' was used for a different request body",
@@ -261,13 +247,9 @@ static int insert_fn(sqstore *s, store_wop *op, terr *e) {
  * the job is stored as queued whatever j->status says (j->status is set). */
 int sq_job_insert(sqstore *s, store_job *j, int *existing, terr *e) {
   if (existing) *existing = 0;
-  if (!s || !j) return terr_set(e, T_EINVAL, "", -1, "store: no job");
-  if (!j->kind || !*j->kind)
-    return terr_set(e, T_EINVAL, "kind", -1, "missing");
-  if (!j->params) return terr_set(e, T_EINVAL, "params", -1, "missing");
-  if (!j->id[0]) t_id_new('j', j->id);
-  if (!j->created_at) j->created_at = t_wall_ms();
-  j->status = JOB_QUEUED;
+  if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
+  int prc = store__job_insert_prep(j, e);
+  if (prc) return prc;
   store_job tmp = *j;
   if (!tmp.owner) tmp.owner = "";
   if (!tmp.backend_requested) tmp.backend_requested = "auto";
@@ -297,16 +279,12 @@ typedef struct insert_op {
 
 /* [async] See store.h. */
 int sq_job_insert_async(sqstore *s, store_job *j, terr *e) {
-  if (!s || !j) return terr_set(e, T_EINVAL, "", -1, "store: no job");
-  if (!j->kind || !*j->kind)
-    return terr_set(e, T_EINVAL, "kind", -1, "missing");
-  if (!j->params) return terr_set(e, T_EINVAL, "params", -1, "missing");
-  if (j->request_id)
+  if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
+  if (j && j->request_id)
     return terr_set(e, T_EINVAL, "request_id", -1,
                     "store: an idempotent insert must be [sync]");
-  if (!j->id[0]) t_id_new('j', j->id);
-  if (!j->created_at) j->created_at = t_wall_ms();
-  j->status = JOB_QUEUED;
+  int prc = store__job_insert_prep(j, e);
+  if (prc) return prc;
   const char *owner = j->owner ? j->owner : "";
   const char *breq = j->backend_requested ? j->backend_requested : "auto";
   const char *strs[] = {owner,          j->kind,          j->params,
@@ -384,36 +362,6 @@ int sq_job_get(sqstore *s, const char *id, const char *owner, store_job *out,
   return rc;
 }
 
-/* The sort key of each order as SQL, and the sentinel for a job without a
- * duration: below every duration when descending, above when ascending, so
- * such jobs come last either way (durations are >= 0). */
-#define DUR_NONE_DESC (-1.0)
-#define DUR_NONE_ASC 1e300
-static const char *order_key_sql(store_job_order o, int desc) {
-  switch (o) {
-  case STORE_ORDER_STATUS:
-    return "(CASE status WHEN 'queued' THEN 0 WHEN 'running' THEN 1"
-           " WHEN 'succeeded' THEN 2 WHEN 'failed' THEN 3 ELSE 4 END)";
-  case STORE_ORDER_KIND: return "kind";
-  case STORE_ORDER_DURATION:
-    return desc ? "COALESCE(t_total, -1.0)" : "COALESCE(t_total, 1e300)";
-  default: return NULL; /* created: the id alone */
-  }
-}
-
-/* The position of row j in order o (see store_job_pos). */
-static void row_pos(const store_job *j, store_job_order o, int desc,
-                    store_job_pos *p) {
-  memset(p, 0, sizeof *p);
-  snprintf(p->id, sizeof p->id, "%s", j->id);
-  if (o == STORE_ORDER_STATUS) p->num = (double)j->status;
-  if (o == STORE_ORDER_KIND) snprintf(p->text, sizeof p->text, "%s", j->kind);
-  if (o == STORE_ORDER_DURATION)
-    p->num = j->timings.set & (1u << JOB_T_TOTAL) ? j->timings.ms[JOB_T_TOTAL]
-             : desc                               ? DUR_NONE_DESC
-                                                  : DUR_NONE_ASC;
-}
-
 /* q as a LIKE pattern: %q% with \ escaping \, % and _ (ESCAPE '\'). */
 static int like_pattern(const char *q, char *out, size_t cap) {
   size_t n = 0;
@@ -446,14 +394,8 @@ int sq_job_list(sqstore *s, const store_job_filter *f, store_job **jobs,
   int has_after = f->after != NULL;
   if (has_after) after = *f->after;
   memset(next, 0, sizeof *next);
-  if (f->limit < 1 || f->limit > 1000)
-    return terr_set(e, T_EINVAL, "limit", f->limit, "must be 1..1000, got %d",
-                    f->limit);
-  if (f->status < -1 || f->status > JOB_CANCELED)
-    return terr_set(e, T_EINVAL, "status", -1, "unknown status %d", f->status);
-  if ((unsigned)f->order >= STORE_ORDER__COUNT)
-    return terr_set(e, T_EINVAL, "order_by", -1, "unknown order %d",
-                    (int)f->order);
+  int frc = store__job_filter_check(f, e);
+  if (frc) return frc;
   char pat[2 * STORE_JOB_Q_MAX + 3];
   if (f->q && (strlen(f->q) > STORE_JOB_Q_MAX ||
                like_pattern(f->q, pat, sizeof pat)))
@@ -483,7 +425,7 @@ int sq_job_list(sqstore *s, const store_job_filter *f, store_job **jobs,
                            " AND (id LIKE ?8 ESCAPE '\\' OR"
                            " label LIKE ?8 ESCAPE '\\')");
 
-  const char *key = order_key_sql(f->order, !f->asc);
+  const char *key = store__order_key_sql(f->order, !f->asc);
   const char *kcmp = !f->asc ? "<" : ">";
   /* created: the id in the direction asked; others: ties newest first. */
   const char *icmp = !key && !!f->asc ? ">" : "<";
@@ -533,7 +475,7 @@ int sq_job_list(sqstore *s, const store_job_filter *f, store_job **jobs,
     store_job_clear(&v[f->limit]);
     cnt = f->limit;
     *has_next = 1;
-    row_pos(&v[cnt - 1], f->order, !f->asc, next);
+    store__job_pos(&v[cnt - 1], f->order, !f->asc, next);
   }
   if (total) {
     snprintf(sql, sizeof sql, "SELECT count(*) FROM jobs WHERE parent IS NULL%s", where);

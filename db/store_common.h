@@ -1,0 +1,37 @@
+/* store_common.h — what both store backends do the same way, written once
+ * (db/store_rec.c); private to db/ and its backends (store_backend.h
+ * includes it).
+ */
+#ifndef TESSEL_DB_STORE_COMMON_H
+#define TESSEL_DB_STORE_COMMON_H
+
+#include <stddef.h>
+
+#include "db/store.h"
+
+/* Equal strings, NULL equal only to NULL. */
+int store__same_str(const char *a, const char *b);
+/* A result's shape as both stores keep it: JSON text "[3,4]". */
+void store__shape_text(const job_result_info *r, char *buf, size_t cap);
+
+/* The list's orders (store_job_order): each sort key as SQL (the same text
+ * on SQLite and PostgreSQL; NULL for created: the id alone), the sentinel
+ * for a job without a duration (below every duration when descending,
+ * above when ascending, so such jobs come last either way; durations are
+ * >= 0), and the position of row j in order o for the next page's cursor. */
+#define STORE_DUR_NONE_DESC (-1.0)
+#define STORE_DUR_NONE_ASC 1e300
+const char *store__order_key_sql(store_job_order o, int desc);
+void store__job_pos(const store_job *j, store_job_order o, int desc,
+                    store_job_pos *p);
+/* A list's limit (1..1000), status and order: 0 or T_EINVAL naming it. */
+int store__job_filter_check(const store_job_filter *f, terr *e);
+
+/* The checks and defaults of an insert (store.h): a job needs its kind and
+ * params and gets an id, created_at now and status queued; an array needs
+ * dtype, shape, digest and path and gets an id and created_at. 0 or
+ * T_EINVAL naming the field. */
+int store__job_insert_prep(store_job *j, terr *e);
+int store__array_insert_prep(store_array *a, terr *e);
+
+#endif
