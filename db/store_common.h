@@ -9,6 +9,20 @@
 
 #include "db/store.h"
 
+/* A job row's columns, in the order both backends read them (SQLite's
+ * store__job_row, PostgreSQL's pg__job_row): one list, so that the two
+ * can never disagree on a column. */
+#define STORE_JOB_COLS                                                        \
+  "id, owner, kind, params, status, backend_requested, backend_used, "        \
+  "backend_reason, estimate, priority, label, request_id, body_hash, "        \
+  "timeout_s, created_at, started_at, finished_at, t_queue, progress_done, "  \
+  "progress_total, error_code, error_message, result_dtype, result_path, "    \
+  "compare, max_abs_diff, attempts, t_prepare, t_h2d, t_compute, t_d2h, "     \
+  "t_store, t_total, result_shape, result_bytes, result_nonconverged, "       \
+  "output_file, result_parts, node, lease_until, cancel_requested, "          \
+  "parent, tile, tiles"
+#define STORE_JOB_NCOLS 44
+
 /* Equal strings, NULL equal only to NULL. */
 int store__same_str(const char *a, const char *b);
 /* A result's shape as both stores keep it: JSON text "[3,4]". */

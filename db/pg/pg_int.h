@@ -59,18 +59,10 @@ int pg__job_row(PGresult *r, int row, store_job *j);
 /* The store's clock (wall ms): now() on the server, for leases. */
 int pg__now_ms(PGconn *c, int64_t *ms, terr *e);
 
-/* The job columns, in the SQLite backend's order (STORE_JOB_COLS) with the
- * cluster ones last: read with pg__job_row. */
-#define PG_JOB_COLS                                                           \
-  "id, owner, kind, params, status, backend_requested, backend_used, "        \
-  "backend_reason, estimate, priority, label, request_id, body_hash, "        \
-  "timeout_s, created_at, started_at, finished_at, t_queue, progress_done, "  \
-  "progress_total, error_code, error_message, result_dtype, result_path, "    \
-  "compare, max_abs_diff, attempts, t_prepare, t_h2d, t_compute, t_d2h, "     \
-  "t_store, t_total, result_shape, result_bytes, result_nonconverged, "       \
-  "output_file, result_parts, node, lease_until, cancel_requested, "          \
-  "parent, tile, tiles"
-#define PG_JOB_NCOLS 44
+/* The job columns: store_common.h's STORE_JOB_COLS (both backends read
+ * the same list, in the same order); read with pg__job_row. */
+#define PG_JOB_COLS STORE_JOB_COLS
+#define PG_JOB_NCOLS STORE_JOB_NCOLS
 /* Every row of r (PG_JOB_COLS) as a new array of *n jobs (store_job_list's
  * allocation rule). 0 or T_ENOMEM. */
 int pg__job_rows(PGresult *r, store_job **jobs, int *n, terr *e);

@@ -215,18 +215,9 @@ static inline int store__bind_text(sqlite3_stmt *st, int i, const char *v) {
 /* A heap copy of a text column; NULL for SQL NULL. Sets *oom on failure. */
 char *store__col_dup(sqlite3_stmt *st, int i, int *oom);
 
-/* store_jobs.c: read a row selected with the job column list into *j. */
-#define STORE_JOB_COLS                                                        \
-  "id, owner, kind, params, status, backend_requested, backend_used, "        \
-  "backend_reason, estimate, priority, label, request_id, body_hash, "        \
-  "timeout_s, created_at, started_at, finished_at, t_queue, progress_done, "  \
-  "progress_total, error_code, error_message, result_dtype, result_path, "    \
-  "compare, max_abs_diff, attempts, t_prepare, t_h2d, t_compute, t_d2h, "     \
-  "t_store, t_total, result_shape, result_bytes, result_nonconverged, "       \
-  "output_file, result_parts, node, lease_until, cancel_requested, "       \
-  "parent, tile, tiles"
-#define STORE_JOB_NCOLS 44
-/* The typed timings and result of a job (store_jobs.c): bind them at the
+/* store_jobs.c: a row selected with the job column list (STORE_JOB_COLS,
+ * db/store_common.h) is read into *j by store__job_row. The typed timings
+ * and result of a job: bind them at the
  * statement's parameters t[i] (the JOB_T_* order) and r[4] (dtype, shape,
  * bytes, nonconverged); read them from the STORE_JOB_COLS columns. */
 void store__bind_timings(sqlite3_stmt *st, const job_timings *t,
