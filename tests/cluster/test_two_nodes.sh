@@ -22,62 +22,18 @@
 set -eu
 
 bin=${1:?usage: $0 path/to/tesseld}
-case "$bin" in /*) ;; *) bin="$(pwd)/$bin" ;; esac
-here=$(cd "$(dirname "$0")" && pwd)
-pgs="$here/pgserver.sh"
-[ -x /usr/lib/postgresql/15/bin/postgres ] || { echo "skipped: no PostgreSQL 15 (Debian postgresql-15)"; exit 77; }
-[ -f "$pgs" ] || { echo "skipped: no tests/cluster/pgserver.sh"; exit 77; }
-command -v curl >/dev/null && command -v python3 >/dev/null || { echo "skipped: needs curl and python3"; exit 77; }
+tag=cl2
+. "$(dirname "$0")/nodes.sh"
 
-tmp=$(mktemp -d /tmp/tessel-cl2-XXXXXX)
-chmod 755 "$tmp"
-pida= pidb=
-cleanup() {
-  [ -n "$pida" ] && kill "$pida" 2>/dev/null || true
-  [ -n "$pidb" ] && kill "$pidb" 2>/dev/null || true
-  wait 2>/dev/null || true
-  sh "$pgs" stop "$tmp/pg" >/dev/null 2>&1 || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT INT TERM
-fail() { echo "FAIL: $*" >&2; for f in "$tmp"/node-*.log; do echo "--- $f" >&2; tail -30 "$f" >&2; done; exit 1; }
-
-mkdir -p "$tmp/pg"
-url=$(sh "$pgs" start "$tmp/pg" | tail -1)
-mkdir -p "$tmp/data"
-printf '%s\n' "$url" > "$tmp/store-url"
-
-# start NAME -> sets pid_NAME and port_NAME
-start_node() {
-  name=$1
-  "$bin" --store-file "$tmp/store-url" --data-dir "$tmp/data" --port 0 \
-    --threads 1 --lease-s 2 --node-name "$name" --access-log 0 \
-    > "$tmp/node-$name.out" 2> "$tmp/node-$name.log" &
-  pid=$!
-  i=0
-  while ! grep -q 'listening on' "$tmp/node-$name.out" 2>/dev/null; do
-    i=$((i + 1))
-    if [ $i -gt 300 ] || ! kill -0 $pid 2>/dev/null; then
-      if grep -q 'without PostgreSQL' "$tmp/node-$name.log"; then
-        echo "skipped: tesseld was built without libpq"; exit 77
-      fi
-      fail "node $name did not start"
-    fi
-    sleep 0.1
-  done
-  port=$(sed -n 's|.*:\([0-9]*\)/$|\1|p' "$tmp/node-$name.out" | head -1)
-  eval "pid_$name=$pid port_$name=$port"
+# a node of this test: the shared store and data directory, a 2 s lease
+cluster_node() {
+  start_node "$1" --store-file "$tmp/store-url" --data-dir "$tmp/data" \
+    --lease-s 2 --node-name "$1"
 }
 
-# j EXPR: a field of the JSON on stdin (python expression over d)
-j() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
-get() { curl -sS "http://127.0.0.1:$1$2"; }
-post() { curl -sS -H 'Content-Type: application/json' -d "$3" "http://127.0.0.1:$1$2"; }
-code() { curl -sS -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' -X POST "http://127.0.0.1:$1$2"; }
-
-start_node a
+cluster_node a
 pida=$pid_a
-start_node b
+cluster_node b
 pidb=$pid_b
 
 # ---- nodes
