@@ -77,15 +77,7 @@ int pg__open_conn(const char *conninfo, PGconn **c, terr *e) {
   return 0;
 }
 
-/* The last failure on this thread was a deadlock or a serialization
- * failure: PostgreSQL undid the victim's work, and running it again is the
- * documented remedy (pg__retryable). */
-static _Thread_local int last_retryable;
-
-int pg__retryable(void) { return last_retryable; }
-
 static int map_state(PGconn *c, const char *st) {
-  last_retryable = st && (strcmp(st, "40P01") == 0 || strcmp(st, "40001") == 0);
   if (PQstatus(c) == CONNECTION_BAD) return T_EUNAVAIL;
   if (!st) return T_EUNAVAIL; /* no SQLSTATE: libpq lost the server */
   if (strncmp(st, "08", 2) == 0 || strcmp(st, "57P01") == 0 ||

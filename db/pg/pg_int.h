@@ -41,11 +41,10 @@ int pg__connect(pgstore *p, PGconn **c, terr *e);
  * 0, or a terr code as above with "<what>: <server message>". */
 int pg__exec(PGconn *c, const char *sql, int n, const char *const *vals,
              PGresult **res, const char *what, terr *e);
-/* 1 when the last statement that failed on this thread failed on a
- * deadlock or a serialization failure (SQLSTATE 40P01, 40001): its
- * transaction (or savepoint) was undone and may be run again. */
-int pg__retryable(void);
-/* How many times such an operation is run again before its error stands. */
+/* How many times the writer runs a queued op again from its savepoint when
+ * it was a deadlock or serialization victim (T_EBUSY) before that error
+ * stands; ops clear their outputs before they run. A [sync] write is not
+ * run again (pg__write). */
 #define PG_RETRIES 5
 /* BEGIN / COMMIT / ROLLBACK on c. */
 int pg__begin(PGconn *c, terr *e);

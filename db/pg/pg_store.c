@@ -159,19 +159,17 @@ int pg__write(pgstore *p, pg_txfn fn, void *arg, terr *e) {
   if (rc) return rc;
   PGconn *c;
   if ((rc = pg__get(p, &c, e))) return rc;
-  for (int tries = 0;; tries++) {
-    if (!(rc = pg__begin(c, e))) {
-      rc = fn(p, c, arg, e);
-      if (!rc) {
-        rc = pg__commit(c, e);
-      } else {
-        pg__rollback(c);
-      }
+  /* Not run again here on a deadlock (T_EBUSY): fn may have filled its
+   * outputs (paths to remove, rows read) before the statement that lost;
+   * the caller answers 429 or, for the node's own calls (claim, heartbeat,
+   * reap), tries at its next tick. */
+  if (!(rc = pg__begin(c, e))) {
+    rc = fn(p, c, arg, e);
+    if (!rc) {
+      rc = pg__commit(c, e);
+    } else {
+      pg__rollback(c);
     }
-    /* A deadlock victim: the server undid it; run it again. */
-    if (!rc || rc == T_EUNAVAIL || !pg__retryable() || tries >= PG_RETRIES)
-      break;
-    terr_clear(e);
   }
   if (rc != T_EUNAVAIL) atomic_store(&p->down, 0);
   pg__put(p, c, rc == T_EUNAVAIL);
@@ -232,9 +230,7 @@ static int run_batch(pgstore *p, pg_op *batch) {
     o->rc = run_op(p, c, o, &o->err);
     /* A deadlock victim (with another node's or this node's heartbeat):
      * undo to the savepoint and run the op again. */
-    for (int tries = 0; o->rc && o->rc != T_EUNAVAIL && pg__retryable() &&
-                        tries < PG_RETRIES;
-         tries++) {
+    for (int tries = 0; o->rc == T_EBUSY && tries < PG_RETRIES; tries++) {
       if ((rc = pg__exec(c, "ROLLBACK TO SAVEPOINT op", 0, NULL, NULL,
                          "savepoint", &e)))
         break;
