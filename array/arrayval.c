@@ -16,6 +16,12 @@
  * random is counter-based (see arrayval.h): element i depends only on
  * (seed, i), never on threads or backends.
  *
+ * A run builds range, random and converted values by chunks of TENV_CHUNK
+ * elements on the env's pool (tenv_for), each element a function of its
+ * index alone, so the bytes are the same on any number of threads; it
+ * looks at the job's stop flag between chunks (a cancel during a long
+ * prepare).
+ *
  * Ownership: *out is the caller's. env's callbacks are the API's (they run
  * on the calling thread). No shared state; any thread.
  */
@@ -27,6 +33,7 @@
 #include <string.h>
 
 #include "array/localfile.h"
+#include "util/pool.h"
 #include "util/util.h"
 
 #define AV_SEED_MAX 9007199254740992.0 /* 2^53 */
@@ -391,39 +398,125 @@ int arrayval_check(const tenv *env, const json_t *v, const char *field,
 
 /* ---- building ------------------------------------------------------------ */
 
-static void fill_range(tarray *a, const av_form *f) {
-  int64_t n = a->size;
-  if (n == 0) return;
+int tenv_stop_error(int st, const char *field, terr *e) {
+  if (st == 2)
+    return terr_set(e, T_ETIMEOUT, field ? field : "", -1,
+                    "the job ran past its timeout while its input was built");
+  return terr_set(e, T_ECANCELED, field ? field : "", -1,
+                  "stopped while its input was built");
+}
+
+int tenv_for(const tenv *env, int64_t nchunks, tenv_chunk_fn fn, void *arg,
+             const char *field, terr *e) {
+  int st = 0;
+  if (env && env->pool && env->width > 1 && nchunks > 1) {
+    st = pool_for(env->pool, env->width, nchunks, fn, arg, env->stop);
+  } else {
+    for (int64_t c = 0; c < nchunks && !(st = tenv_stopped(env)); c++)
+      fn(arg, c, 0);
+  }
+  return st ? tenv_stop_error(st, field, e) : 0;
+}
+
+/* One build of an array by chunks of TENV_CHUNK elements: [lo, hi) of
+ * chunk c (any thread, any order: every element depends only on its index
+ * and the source). */
+typedef struct av_build {
+  tarray *a;
+  const av_form *f;
+  const tarray *src; /* a conversion's source */
+} av_build;
+
+static void chunk_bounds(const tarray *a, int64_t c, int64_t *lo, int64_t *hi) {
+  *lo = c * TENV_CHUNK;
+  *hi = *lo + TENV_CHUNK < a->size ? *lo + TENV_CHUNK : a->size;
+}
+
+static void fill_range(void *arg, int64_t c, int slot) {
+  (void)slot;
+  const av_build *b = arg;
+  tarray *a = b->a;
+  const av_form *f = b->f;
+  int64_t lo, hi;
+  chunk_bounds(a, c, &lo, &hi);
   double v0 = f->start, v1 = f->start + f->step, d = v1 - v0;
+  /* v[1] is start + step as given, not v0 + 1 * d (NumPy's DOUBLE_fill) */
   if (a->dtype == T_F64) {
     double *p = a->data;
-    p[0] = v0;
-    if (n > 1) p[1] = v1;
-    for (int64_t i = 2; i < n; i++) p[i] = v0 + (double)i * d;
+    for (int64_t i = lo; i < hi; i++)
+      p[i] = i == 0 ? v0 : i == 1 ? v1 : v0 + (double)i * d;
   } else {
     float *p = a->data;
-    p[0] = (float)v0;
-    if (n > 1) p[1] = (float)v1;
-    for (int64_t i = 2; i < n; i++) p[i] = (float)(v0 + (double)i * d);
+    for (int64_t i = lo; i < hi; i++)
+      p[i] = (float)(i == 0 ? v0 : i == 1 ? v1 : v0 + (double)i * d);
   }
 }
 
 /* Normal values come in Box-Muller pairs (2p, 2p + 1): one log, sqrt, cos
- * and sin per pair, the same expressions as normal_at, so bit-equal. */
-static void fill_random(tarray *a, const av_form *f) {
+ * and sin per pair, the same expressions as normal_at, so bit-equal. A
+ * chunk starts at an even index (TENV_CHUNK is even). */
+static void fill_random(void *arg, int64_t c, int slot) {
+  (void)slot;
+  const av_build *b = arg;
+  tarray *a = b->a;
+  const av_form *f = b->f;
   uint64_t key = sm_key(f->seed);
-  int64_t n = a->size;
+  int64_t lo, hi;
+  chunk_bounds(a, c, &lo, &hi);
   if (!f->normal) {
-    for (int64_t i = 0; i < n; i++)
+    for (int64_t i = lo; i < hi; i++)
       tarray_set(a, i, f->low + (f->high - f->low) * sm_u53(key, (uint64_t)i));
     return;
   }
-  for (int64_t i = 0; i < n; i += 2) {
+  for (int64_t i = lo; i < hi; i += 2) {
     double u1 = sm_u53(key, (uint64_t)i), u2 = sm_u53(key, (uint64_t)i + 1);
     double r = sqrt(-2.0 * log(1.0 - u1)), t = 6.283185307179586 * u2;
     tarray_set(a, i, f->mean + f->std * (r * cos(t)));
-    if (i + 1 < n) tarray_set(a, i + 1, f->mean + f->std * (r * sin(t)));
+    if (i + 1 < hi) tarray_set(a, i + 1, f->mean + f->std * (r * sin(t)));
   }
+}
+
+/* The same values as tarray_convert, by chunks. */
+static void convert_chunk(void *arg, int64_t c, int slot) {
+  (void)slot;
+  const av_build *b = arg;
+  tarray *a = b->a;
+  const tarray *s = b->src;
+  int64_t lo, hi;
+  chunk_bounds(a, c, &lo, &hi);
+  if (a->dtype == T_F32 && s->dtype == T_F64) {
+    const double *x = s->data;
+    float *y = a->data;
+    for (int64_t i = lo; i < hi; i++) y[i] = (float)x[i];
+  } else if (a->dtype == T_F64 && s->dtype == T_F32) {
+    const float *x = s->data;
+    double *y = a->data;
+    for (int64_t i = lo; i < hi; i++) y[i] = x[i];
+  } else {
+    for (int64_t i = lo; i < hi; i++) tarray_set(a, i, tarray_get(s, i));
+  }
+}
+
+static int64_t nchunks(int64_t size) {
+  return (size + TENV_CHUNK - 1) / TENV_CHUNK;
+}
+
+/* *a converted to dt in place of *a (the source is let go: a mapping is
+ * unmapped), by chunks on env's pool, stopping at its flag. */
+static int av_convert(const tenv *env, tarray **a, tdtype dt,
+                      const char *field, terr *e) {
+  tarray *c = tarray_new(dt, (*a)->ndim, (*a)->shape);
+  if (!c) return terr_set(e, T_ENOMEM, field, -1, "out of memory");
+  av_build b = {.a = c, .src = *a};
+  int rc = tenv_for(env, nchunks(c->size), convert_chunk, &b, field, e);
+  tarray_free(*a);
+  *a = NULL;
+  if (rc) {
+    tarray_free(c);
+    return rc;
+  }
+  *a = c;
+  return 0;
 }
 
 int arrayval_resolve(const tenv *env, const json_t *v, const char *field,
@@ -458,12 +551,8 @@ int arrayval_resolve(const tenv *env, const json_t *v, const char *field,
         if (e) *e = sub;
         return rc;
       }
-      if (a->dtype != dt) {
-        tarray *c = tarray_convert(a, dt);
-        tarray_free(a);
-        if (!c) return terr_set(e, T_ENOMEM, field, -1, "out of memory");
-        a = c;
-      }
+      if (a->dtype != dt && (rc = av_convert(env, &a, dt, field, e)))
+        return rc;
       *out = a;
       return 0;
     }
@@ -473,25 +562,27 @@ int arrayval_resolve(const tenv *env, const json_t *v, const char *field,
       rc = tlocal_map(env->local, env->owner, f.path, ff, max_elems,
                       env->local_log, &a, e);
       if (rc) return rc;
-      if (a->dtype != dt) { /* a converted copy: the mapping is let go */
-        tarray *c = tarray_convert(a, dt);
-        tarray_free(a);
-        if (!c) return terr_set(e, T_ENOMEM, field, -1, "out of memory");
-        a = c;
-      }
+      /* a converted copy: the mapping is let go */
+      if (a->dtype != dt && (rc = av_convert(env, &a, dt, field, e)))
+        return rc;
       *out = a;
       return 0;
     }
     case AV_RANGE:
-    case AV_RANDOM:
+    case AV_RANDOM: {
       a = tarray_new(dt, info.ndim, info.shape);
       if (!a) return terr_set(e, T_ENOMEM, field, -1, "out of memory");
-      if (info.form == AV_RANGE)
-        fill_range(a, &f);
-      else
-        fill_random(a, &f);
+      av_build b = {.a = a, .f = &f};
+      rc = tenv_for(env, nchunks(a->size),
+                    info.form == AV_RANGE ? fill_range : fill_random, &b,
+                    field, e);
+      if (rc) {
+        tarray_free(a);
+        return rc;
+      }
       *out = a;
       return 0;
+    }
   }
   return terr_set(e, T_EINTERNAL, field, -1, "unknown array form");
 }

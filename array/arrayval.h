@@ -35,8 +35,12 @@
 #define TESSEL_ARRAY_ARRAYVAL_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 
 #include "array/tarray.h"
+#include "util/err.h"
+
+struct pool;
 
 /* Where uploaded arrays come from: the API fills this with store lookups
  * that also check ownership (an array of another owner is "not found"). */
@@ -70,7 +74,40 @@ typedef struct tenv {
    * recorded; the check at submit maps nothing). */
   const struct tlocal *local;
   struct tlocal_log *local_log;
+  /* A run's building of its inputs (arrayval_resolve, a geodesic plan):
+   * the job's stop flag (job_ctx.stop: 0 go on, 2 timed out, any other
+   * value stop), looked at between chunks of TENV_CHUNK elements, so that
+   * a cancel during a long build (10^8 random values, a big conversion)
+   * ends it within a chunk's time instead of after the whole build; and
+   * the CPU pool with the width the job may use (1: the calling thread
+   * only, a serial job's). All NULL / 0 at check (the HTTP thread builds
+   * only small values then). */
+  atomic_int *stop;
+  struct pool *pool;
+  int width;
 } tenv;
+
+/* Elements per chunk of a build: ~1-40 ms of one core's work (a normal
+ * random value ~40 ns, a conversion ~1 ns), so a stop is seen well inside
+ * the ~1 s a cancel may take. Even: normal values come in pairs. */
+#define TENV_CHUNK ((int64_t)1 << 20)
+
+/* The stop flag's value now (0 when there is none). */
+static inline int tenv_stopped(const tenv *env) {
+  return env && env->stop
+             ? atomic_load_explicit(env->stop, memory_order_relaxed)
+             : 0;
+}
+/* The error a build stopped by flag value st returns: T_ETIMEOUT for 2,
+ * else T_ECANCELED, naming field. */
+int tenv_stop_error(int st, const char *field, terr *e);
+/* Call fn(arg, chunk, slot) for every chunk in [0, nchunks) on env's pool
+ * at env's width (the calling thread alone without a pool or at width 1),
+ * no chunk started once the stop flag is set. 0, or tenv_stop_error's
+ * code when it stopped. */
+typedef void (*tenv_chunk_fn)(void *arg, int64_t chunk, int slot);
+int tenv_for(const tenv *env, int64_t nchunks, tenv_chunk_fn fn, void *arg,
+             const char *field, terr *e);
 
 typedef enum {
   AV_INLINE, AV_ARRAY, AV_RANGE, AV_RANDOM, AV_RESULT, AV_FILE

@@ -14,7 +14,10 @@
  * Threads: check runs on an HTTP thread; prepare/run/release on a scheduler
  * worker. run may call pool_for on ctx->pool and must stop between chunks
  * once job_ctx_stopped(ctx) is true (returning T_ECANCELED or T_ETIMEOUT,
- * whichever job_ctx_stop_code says).
+ * whichever job_ctx_stop_code says). prepare gets the same flag and the
+ * pool in its tenv (env->stop, env->pool, env->width): what it builds by
+ * arrayval_resolve and geod_plan_build_on stops between chunks already;
+ * any other long loop of a prepare must look at tenv_stopped(env) too.
  */
 #ifndef TESSEL_KINDS_KINDS_H
 #define TESSEL_KINDS_KINDS_H

@@ -798,6 +798,12 @@ void sched_run_job(sched *s, sjob *j, int device) {
   rc = srun_resolve(&r, device, &e);
   if (rc == RESOLVE_HANDED_OVER) return; /* another worker owns it now */
   if (rc || atomic_load(&j->stop)) goto end;
+  /* Building the inputs (prepare) stops at a cancel, a timeout, a
+   * shutdown or a lost lease like the run does, and uses the width the
+   * run will (one thread for a serial job). */
+  r.env.stop = &j->stop;
+  r.env.pool = s->pool;
+  r.env.width = j->backend == B_SERIAL ? 1 : pool_threads(s->pool);
 
   /* Memory admission (sched/mem.c): run, wait in the queue, or fail. */
   int64_t need = j->have_est ? sched_mem_need(&j->est, j->backend) : 0;

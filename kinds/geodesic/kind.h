@@ -38,8 +38,10 @@ int geod_params_check(const json_t *params, const tenv *env,
 int geod_params_prepare(const json_t *params, const tenv *env,
                         geod_plan **out, geoq *q, terr *e);
 /* An n x 2 array of finite (lat, lon) with lat in [-90, 90]: 0, or
- * T_EINVAL naming `field` and the row (position). */
-int geod_points_validate(const tarray *a, const char *field, terr *e);
+ * T_EINVAL naming `field` and the row (position); tenv_stop_error's code
+ * once env's stop flag is set (env may be NULL). */
+int geod_points_validate(const tarray *a, const char *field, const tenv *env,
+                         terr *e);
 
 /* Fill `out` (shape and dtype of the plan) on `width` CPU threads of
  * ctx->pool (width 1, or no pool: the calling thread alone), tile by tile.

@@ -331,10 +331,14 @@ static int shape_check(int ndim, const int64_t *shape, const char *field,
   return 0;
 }
 
-int geod_points_validate(const tarray *a, const char *field, terr *e) {
+int geod_points_validate(const tarray *a, const char *field, const tenv *env,
+                         terr *e) {
   int rc = shape_check(a->ndim, a->shape, field, e);
   if (rc) return rc;
   for (int64_t r = 0; r < a->shape[0]; r++) {
+    int st; /* a stop between chunks (the whole check of 10^9 points: ~3 s) */
+    if ((r & (TENV_CHUNK - 1)) == 0 && (st = tenv_stopped(env)))
+      return tenv_stop_error(st, field, e);
     double lat = tarray_get(a, 2 * r), lon = tarray_get(a, 2 * r + 1);
     if (!isfinite(lat))
       return terr_set(e, T_EINVAL, field, r,
@@ -466,12 +470,12 @@ int geod_params_check(const json_t *params, const tenv *env,
   /* Values: checked now when cheap, always again at prepare. */
   if (npts * 2 <= GEOD_CHECK_VALUES_MAX) {
     rc = arrayval_resolve(env, s.points, "params.points", T_F64, &a, e);
-    if (!rc) rc = geod_points_validate(a, "params.points", e);
+    if (!rc) rc = geod_points_validate(a, "params.points", env, e);
     tarray_free(a);
     a = NULL;
     if (!rc && s.targets) {
       rc = arrayval_resolve(env, s.targets, "params.targets", T_F64, &a, e);
-      if (!rc) rc = geod_points_validate(a, "params.targets", e);
+      if (!rc) rc = geod_points_validate(a, "params.targets", env, e);
       tarray_free(a);
     }
   }
@@ -496,11 +500,11 @@ int geod_params_prepare(const json_t *params, const tenv *env,
   int rc = spec_parse(params, env, &s, e);
   if (rc) goto fail;
   rc = arrayval_resolve(env, s.points, "params.points", T_F64, &pa, e);
-  if (!rc) rc = geod_points_validate(pa, "params.points", e);
+  if (!rc) rc = geod_points_validate(pa, "params.points", env, e);
   if (rc) goto fail;
   if (s.targets) {
     rc = arrayval_resolve(env, s.targets, "params.targets", T_F64, &ta, e);
-    if (!rc) rc = geod_points_validate(ta, "params.targets", e);
+    if (!rc) rc = geod_points_validate(ta, "params.targets", env, e);
     if (rc) goto fail;
   }
   int ndim = 0;
@@ -509,9 +513,11 @@ int geod_params_prepare(const json_t *params, const tenv *env,
     rc = out_shape(&s, pa->shape[0], ta ? ta->shape[0] : pa->shape[0], &ndim,
                    shape, &elems, e);
   if (!rc)
-    rc = geod_plan_build(s.method, s.a, s.f, s.radius_m, s.unit, s.condensed,
-                         s.dtype, pa->data, pa->shape[0],
-                         ta ? ta->data : NULL, ta ? ta->shape[0] : 0, &pl, e);
+    rc = geod_plan_build_on(s.method, s.a, s.f, s.radius_m, s.unit,
+                            s.condensed, s.dtype, pa->data, pa->shape[0],
+                            ta ? ta->data : NULL, ta ? ta->shape[0] : 0,
+                            env ? env->pool : NULL, env ? env->width : 1,
+                            env ? env->stop : NULL, &pl, e);
   if (rc) goto fail;
   *out = pl;
   *q = s.q;

@@ -14,6 +14,8 @@
 
 #include "kinds/geodesic/plan.h"
 
+#include "util/pool.h"
+
 static int plan_init(geod_plan *pl, geod_method method, double a, double f,
                      double radius_m, double unit, int condensed, tdtype dt,
                      int64_t n, int64_t m, int has_targets, terr *e) {
@@ -41,24 +43,70 @@ static int plan_init(geod_plan *pl, geod_method method, double a, double f,
   return 0;
 }
 
-/* k points from rows (lat, lon), row-major. NULL when out of memory. */
-static geod_point *prep_points(const geod_plan *pl, const double *rows,
-                               int64_t k) {
-  geod_point *p = malloc((size_t)(k ? k : 1) * sizeof *p);
-  if (!p) return NULL;
-  for (int64_t i = 0; i < k; i++) {
-    if (pl->method == GEOD_HAVERSINE)
-      geod_point_prep_sphere(rows[2 * i], rows[2 * i + 1], &p[i]);
+/* Points are prepared by chunks of PREP_CHUNK (~5-50 ms of one core). */
+#define PREP_CHUNK ((int64_t)1 << 18)
+
+typedef struct prep_job {
+  const geod_plan *pl;
+  const double *rows; /* (lat, lon), row-major */
+  int64_t k;
+  geod_point *p;
+} prep_job;
+
+static void prep_chunk(void *arg, int64_t c, int slot) {
+  (void)slot;
+  const prep_job *j = arg;
+  int64_t lo = c * PREP_CHUNK, hi = lo + PREP_CHUNK < j->k ? lo + PREP_CHUNK : j->k;
+  for (int64_t i = lo; i < hi; i++) {
+    if (j->pl->method == GEOD_HAVERSINE)
+      geod_point_prep_sphere(j->rows[2 * i], j->rows[2 * i + 1], &j->p[i]);
     else
-      geod_point_prep(&pl->ell, rows[2 * i], rows[2 * i + 1], &p[i]);
+      geod_point_prep(&j->pl->ell, j->rows[2 * i], j->rows[2 * i + 1],
+                      &j->p[i]);
   }
-  return p;
+}
+
+/* k points into *out (malloc'd; NULL and T_ENOMEM when out of memory);
+ * the stop flag's value when it stopped the work (*out NULL then). */
+static int prep_points(const geod_plan *pl, const double *rows, int64_t k,
+                       struct pool *workers, int width, atomic_int *stop,
+                       geod_point **out) {
+  *out = NULL;
+  geod_point *p = malloc((size_t)(k ? k : 1) * sizeof *p);
+  if (!p) return -1;
+  prep_job j = {.pl = pl, .rows = rows, .k = k, .p = p};
+  int64_t nch = (k + PREP_CHUNK - 1) / PREP_CHUNK;
+  int st = 0;
+  if (workers && width > 1 && nch > 1) {
+    st = pool_for(workers, width, nch, prep_chunk, &j, stop);
+  } else {
+    for (int64_t c = 0; c < nch; c++) {
+      if (stop && (st = atomic_load_explicit(stop, memory_order_relaxed)))
+        break;
+      prep_chunk(&j, c, 0);
+    }
+  }
+  if (st) {
+    free(p);
+    return st;
+  }
+  *out = p;
+  return 0;
 }
 
 int geod_plan_build(geod_method method, double a, double f, double radius_m,
                     double unit, int condensed, tdtype dt, const double *pts,
                     int64_t n, const double *tgt, int64_t m, geod_plan **out,
                     terr *e) {
+  return geod_plan_build_on(method, a, f, radius_m, unit, condensed, dt, pts,
+                            n, tgt, m, NULL, 1, NULL, out, e);
+}
+
+int geod_plan_build_on(geod_method method, double a, double f,
+                       double radius_m, double unit, int condensed, tdtype dt,
+                       const double *pts, int64_t n, const double *tgt,
+                       int64_t m, struct pool *workers, int width,
+                       atomic_int *stop, geod_plan **out, terr *e) {
   *out = NULL;
   if (n < 1 || (tgt && m < 1) || (tgt && condensed))
     return terr_set(e, T_EINVAL, "params.points", -1,
@@ -72,9 +120,22 @@ int geod_plan_build(geod_method method, double a, double f, double radius_m,
     free(pl);
     return rc;
   }
-  pl->p = prep_points(pl, pts, n);
-  pl->q = tgt ? prep_points(pl, tgt, m) : pl->p;
-  if (!pl->p || !pl->q) {
+  int st = prep_points(pl, pts, n, workers, width, stop, &pl->p);
+  if (!st) {
+    if (tgt)
+      st = prep_points(pl, tgt, m, workers, width, stop, &pl->q);
+    else
+      pl->q = pl->p;
+  }
+  if (st > 0) {
+    geod_plan_free(pl);
+    return st == 2 ? terr_set(e, T_ETIMEOUT, "params.points", -1,
+                              "the job ran past its timeout while its "
+                              "points were prepared")
+                   : terr_set(e, T_ECANCELED, "params.points", -1,
+                              "stopped while its points were prepared");
+  }
+  if (st || !pl->p || !pl->q) {
     geod_plan_free(pl);
     return terr_set(e, T_ENOMEM, "", -1, "no memory for %lld points",
                     (long long)(n + m));

@@ -16,6 +16,9 @@
 #ifndef TESSEL_KINDS_GEODESIC_PLAN_H
 #define TESSEL_KINDS_GEODESIC_PLAN_H
 
+#ifndef __cplusplus
+#include <stdatomic.h>
+#endif
 #include <stdint.h>
 
 #include "kinds/geodesic/geodesic.h"
@@ -99,6 +102,18 @@ int geod_plan_build(geod_method method, double a, double f, double radius_m,
                     double unit, int condensed, tdtype dt, const double *pts,
                     int64_t n, const double *tgt, int64_t m, geod_plan **out,
                     terr *e);
+/* The same, the points prepared by chunks on pool at width threads (pool
+ * NULL or width 1: on the calling thread), no chunk started once *stop
+ * (may be NULL) is non-zero: then T_ECANCELED (T_ETIMEOUT when it is 2)
+ * and no plan. The scheduler's run (a job's stop flag and pool). */
+#ifndef __cplusplus /* the .cu files build no plans */
+struct pool;
+int geod_plan_build_on(geod_method method, double a, double f,
+                       double radius_m, double unit, int condensed, tdtype dt,
+                       const double *pts, int64_t n, const double *tgt,
+                       int64_t m, struct pool *workers, int width,
+                       atomic_int *stop, geod_plan **out, terr *e);
+#endif
 void geod_plan_free(geod_plan *pl); /* NULL is a no-op */
 
 /* The first row and one past the last that a run of pl computes. */

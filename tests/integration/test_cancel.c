@@ -19,6 +19,8 @@
  *     is printed;
  *   - its timings: queue + prepare + h2d + compute + d2h + store equals
  *     total within GAP_TOL_MS (+ 2 % of the total): no unaccounted gap.
+ * And a job canceled while it still builds its inputs (prepare: 2 x 10^8
+ * random values) ends within the same bound, having never computed.
  */
 #include <math.h>
 #include <time.h>
@@ -60,7 +62,9 @@ static int wait_computing(const char *id) {
   return 0;
 }
 
-static void cancel_one(const char *what, const char *body) {
+/* in_prepare: cancel while the job builds its inputs (before its compute
+ * begins), and check that it never computed. */
+static void cancel_at(const char *what, const char *body, int in_prepare) {
   long st = 0;
   json_t *j = submit(&S, "", body, &st);
   CHECK_MSG(j && st == 202, "%s: submit %ld", what, st);
@@ -68,8 +72,11 @@ static void cancel_one(const char *what, const char *body) {
   char id[64], path[128];
   snprintf(id, sizeof id, "%s", jstr(j, "id"));
   json_decref(j);
-  CHECK_MSG(wait_computing(id), "%s: never computing", what);
-  usleep(300000); /* well inside its compute */
+  if (in_prepare)
+    CHECK_MSG(wait_running(&S, id), "%s: never running", what);
+  else
+    CHECK_MSG(wait_computing(id), "%s: never computing", what);
+  usleep(300000); /* well inside its prepare, or its compute */
   snprintf(path, sizeof path, "/v1/jobs/%s/cancel", id);
   resp r = req(&S, "POST", path, NULL, NULL);
   double t0 = now_s();
@@ -94,10 +101,21 @@ static void cancel_one(const char *what, const char *body) {
   CHECK_MSG(total > 0 && fabs(total - sum) <= GAP_TOL_MS + 0.02 * total,
             "%s: total %.1f ms but the phases add up to %.1f ms", what, total,
             sum);
+  if (in_prepare) { /* stopped in prepare: it never computed */
+    json_t *p = done ? json_object_get(done, "progress") : NULL;
+    CHECK_MSG(tnum(t, "prepare") > 0 && tnum(t, "compute") == 0 &&
+                  json_integer_value(json_object_get(p, "total")) == 0,
+              "%s: prepare %.1f ms, compute %.1f ms: not stopped in prepare",
+              what, tnum(t, "prepare"), tnum(t, "compute"));
+  }
   json_decref(done);
   snprintf(path, sizeof path, "/v1/jobs/%s", id);
   r = req(&S, "DELETE", path, NULL, NULL);
   resp_free(&r);
+}
+
+static void cancel_one(const char *what, const char *body) {
+  cancel_at(what, body, 0);
 }
 
 /* Each body would run for tens of seconds on one core. */
@@ -140,6 +158,21 @@ TEST(cancel_geodesic) {
         "{\"random\":{\"shape\":[16000,2],\"low\":-60,\"high\":60,\"seed\":1}}}}");
 }
 
+/* A job still building its inputs: 2 x 10^8 normal random values take
+ * ~5-10 s of one core (a serial job builds on one thread), far past the
+ * bound; before the build looked at the stop flag the cancel waited for
+ * all of it (4.4 s for 10^8, 17 s for 4 x 10^8 on this VM). float32: an
+ * 800 MB input; the result is never made. */
+#define PREPARE_BODY(b)                                                        \
+  "{\"kind\":\"map\",\"backend\":\"" b "\",\"params\":{\"expr\":\"x+1\","     \
+  "\"inputs\":{\"x\":{\"random\":{\"shape\":[200000000],\"dist\":\"normal\","  \
+  "\"seed\":3}}},\"dtype\":\"float32\"}}"
+
+TEST(cancel_in_prepare) {
+  cancel_at("map/serial in prepare", PREPARE_BODY("serial"), 1);
+  cancel_at("map/cpu in prepare", PREPARE_BODY("cpu"), 1);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) SKIP_ALL("usage: test_cancel <tesseld>");
   curl_global_init(CURL_GLOBAL_ALL);
@@ -151,6 +184,7 @@ int main(int argc, char **argv) {
   RUN(cancel_reduce);
   RUN(cancel_matmul);
   RUN(cancel_geodesic);
+  RUN(cancel_in_prepare);
   CHECK(srv_kill(&S, SIGTERM) == 0);
   srv_cleanup(&S);
   curl_global_cleanup();

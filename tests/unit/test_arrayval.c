@@ -15,13 +15,26 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include "check.h"
 #include "array/arrayval.h"
+#include "util/pool.h"
 
 #define GOOD_ID "a_0123456789abcdefghjkmnpqrs"
+#define BIG_ID "a_bbbbbbbbbbbbbbbbbbbbbbbbbb"
+/* A float32 upload of several build chunks and a ragged end. */
+#define BIG_N (TENV_CHUNK * 3 + 5)
+static tarray *g_big;
 
 static int fake_meta(void *ud, const char *owner, const char *id, tdtype *dt,
                      int *ndim, int64_t *shape, terr *e) {
+  if (g_big && strcmp(id, BIG_ID) == 0) {
+    *dt = T_F32;
+    *ndim = 1;
+    shape[0] = BIG_N;
+    return 0;
+  }
   if (strcmp(id, GOOD_ID) != 0 || strcmp(owner, "alice") != 0)
     return terr_set(e, T_ENOTFOUND, "", -1, "no such array");
   *dt = T_F32;
@@ -34,6 +47,10 @@ static int fake_meta(void *ud, const char *owner, const char *id, tdtype *dt,
 static int fake_load(void *ud, const char *owner, const char *id, tarray **out,
                      terr *e) {
   int64_t sh[2] = {2, 3};
+  if (g_big && strcmp(id, BIG_ID) == 0) {
+    *out = tarray_clone(g_big);
+    return 0;
+  }
   if (strcmp(id, GOOD_ID) != 0)
     return terr_set(e, T_ENOTFOUND, "", -1, "no such array");
   tarray *a = tarray_new(T_F32, 2, sh);
@@ -465,6 +482,120 @@ TEST(inline_form) {
   json_decref(v);
 }
 
+/* ---- building by chunks (a run's prepare) ----------------------------------- */
+
+static tarray *resolve_env(const tenv *en, const char *text, tdtype dt,
+                           int *rc, terr *e) {
+  json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
+  tarray *a = NULL;
+  terr_clear(e);
+  *rc = v ? arrayval_resolve(en, v, "params.inputs.x", dt, &a, e) : -1;
+  json_decref(v);
+  return a;
+}
+
+/* A run builds its inputs by chunks on its pool: the same bytes on one
+ * thread or three (element i depends only on i), and nothing once its
+ * stop flag is set (a cancel or a timeout during a long prepare). */
+TEST(build_by_chunks) {
+  pool *p3 = pool_create(3, NULL, NULL);
+  g_big = tarray_new(T_F32, 1, (int64_t[]){BIG_N});
+  for (int64_t i = 0; i < BIG_N; i++) tarray_set(g_big, i, (double)i * 0.37 - 1e5);
+  tenv one = env, par = env;
+  one.max_elems = par.max_elems = 100000000;
+  par.pool = p3, par.width = 3;
+  char texts[4][200];
+  snprintf(texts[0], sizeof texts[0],
+           "{\"random\": {\"shape\": [%lld], \"seed\": 5}}", (long long)BIG_N);
+  snprintf(texts[1], sizeof texts[1],
+           "{\"random\": {\"shape\": [%lld], \"dist\": \"normal\", "
+           "\"mean\": 2, \"std\": 3, \"seed\": 6}}", (long long)BIG_N);
+  snprintf(texts[2], sizeof texts[2],
+           "{\"range\": {\"start\": 0.1, \"stop\": %.17g, \"step\": 0.3}}",
+           0.1 + 0.3 * (double)BIG_N - 0.15);
+  snprintf(texts[3], sizeof texts[3], "{\"array\": \"%s\"}", BIG_ID);
+  for (int t = 0; t < 4; t++)
+    for (int d = 0; d < 2; d++) {
+      tdtype dt = d ? T_F32 : T_F64;
+      terr e;
+      int rc1, rc2;
+      tarray *a = resolve_env(&one, texts[t], dt, &rc1, &e),
+             *b = resolve_env(&par, texts[t], dt, &rc2, &e);
+      CHECK_MSG(rc1 == 0 && rc2 == 0 && a && b, "%s: %d %d %s", texts[t], rc1,
+                rc2, e.message);
+      if (!a || !b) goto next;
+      CHECK(a->size == BIG_N && b->size == BIG_N && a->dtype == dt);
+      CHECK_MSG(memcmp(a->data, b->data, (size_t)BIG_N * tdtype_size(dt)) == 0,
+                "%s as %s: 1 and 3 threads differ", texts[t], tdtype_name(dt));
+      /* elements across chunk edges, from the definitions */
+      int64_t at[] = {0, 1, 2, TENV_CHUNK - 1, TENV_CHUNK, TENV_CHUNK + 1,
+                      2 * TENV_CHUNK, BIG_N - 2, BIG_N - 1};
+      for (size_t k = 0; k < sizeof at / sizeof at[0]; k++) {
+        uint64_t i = (uint64_t)at[k];
+        double want = t == 0   ? arrayval_uniform(5, i, 0, 1)
+                      : t == 1 ? arrayval_normal(6, i, 2, 3)
+                      : t == 2 ? (i == 0   ? 0.1
+                                  : i == 1 ? 0.1 + 0.3
+                                           : 0.1 + (double)i * ((0.1 + 0.3) - 0.1))
+                               : (double)(float)((double)i * 0.37 - 1e5);
+        if (dt == T_F32) want = (float)want;
+        CHECK_MSG(tarray_get(b, (int64_t)i) == want, "%s as %s: [%llu] %.17g, want %.17g",
+                  texts[t], tdtype_name(dt), (unsigned long long)i,
+                  tarray_get(b, (int64_t)i), want);
+      }
+    next:
+      tarray_free(a);
+      tarray_free(b);
+    }
+  /* a stop flag set: T_ECANCELED (1) or T_ETIMEOUT (2), nothing built, on
+   * one thread and on the pool; the float32 upload read as float64 (a
+   * conversion) too */
+  for (int code = 1; code <= 2; code++)
+    for (int t = 0; t < 4; t++) {
+      atomic_int st;
+      atomic_init(&st, code);
+      tenv s1 = one, s3 = par;
+      s1.stop = s3.stop = &st;
+      terr e;
+      int rc;
+      tarray *a = resolve_env(t % 2 ? &s3 : &s1, texts[t], T_F64, &rc, &e);
+      CHECK_MSG(rc == (code == 1 ? T_ECANCELED : T_ETIMEOUT) && !a,
+                "%s stopped %d: rc %d", texts[t], code, rc);
+      CHECK(strcmp(e.field, "params.inputs.x") == 0);
+      tarray_free(a);
+    }
+  pool_destroy(p3);
+  tarray_free(g_big);
+  g_big = NULL;
+}
+
+/* A stop during the build ends it: 2^25 normal values take seconds on one
+ * thread; the flag is set 20 ms in. */
+static void *stop_soon(void *arg) {
+  usleep(20000);
+  atomic_store((atomic_int *)arg, 1);
+  return NULL;
+}
+
+TEST(build_stops_midway) {
+  atomic_int st;
+  atomic_init(&st, 0);
+  tenv s1 = env;
+  s1.max_elems = 100000000;
+  s1.stop = &st;
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, stop_soon, &st) == 0);
+  terr e;
+  int rc;
+  tarray *a = resolve_env(&s1,
+                          "{\"random\": {\"shape\": [33554432], "
+                          "\"dist\": \"normal\", \"seed\": 1}}",
+                          T_F64, &rc, &e);
+  pthread_join(th, NULL);
+  CHECK_MSG(rc == T_ECANCELED && !a, "rc %d", rc);
+  tarray_free(a);
+}
+
 int main(void) {
   RUN(range_matches_numpy);
   RUN(range_errors);
@@ -475,5 +606,7 @@ int main(void) {
   RUN(array_form);
   RUN(result_form);
   RUN(inline_form);
+  RUN(build_by_chunks);
+  RUN(build_stops_midway);
   return check_summary();
 }

@@ -439,6 +439,71 @@ TEST(test_cancel_between_tiles) {
   }
 }
 
+/* Prepare builds its points by chunks on the run's pool: the same plan,
+ * bit for bit, on 1 or 3 threads, and none once the job's stop flag is set
+ * (a cancel during a long prepare; issue 15). */
+TEST(test_prepare_chunks_and_stop) {
+  int64_t n = (1 << 18) * 3 + 11; /* several of plan.c's chunks, a ragged end */
+  double *pts = malloc((size_t)n * 2 * sizeof *pts);
+  for (int64_t i = 0; i < n; i++) {
+    pts[2 * i] = arrayval_uniform(3, (uint64_t)(2 * i), -90, 90);
+    pts[2 * i + 1] = arrayval_uniform(3, (uint64_t)(2 * i + 1), -180, 180);
+  }
+  pool *p3 = pool_create(3, NULL, NULL);
+  for (int m = 0; m < 2; m++) {
+    geod_method meth = m ? GEOD_HAVERSINE : GEOD_KARNEY;
+    geod_plan *a = NULL, *b = NULL;
+    terr e;
+    CHECK(geod_plan_build(meth, GEOD_WGS84_A, GEOD_WGS84_F, 6371008.8, 1, 0,
+                          T_F64, pts, n, pts, n / 2, &a, &e) == 0);
+    CHECK(geod_plan_build_on(meth, GEOD_WGS84_A, GEOD_WGS84_F, 6371008.8, 1,
+                             0, T_F64, pts, n, pts, n / 2, p3, 3, NULL, &b,
+                             &e) == 0);
+    CHECK(a && b && memcmp(a->p, b->p, (size_t)n * sizeof *a->p) == 0 &&
+          memcmp(a->q, b->q, (size_t)(n / 2) * sizeof *a->q) == 0);
+    geod_plan_free(a);
+    geod_plan_free(b);
+  }
+  /* stopped: 1 canceled, 2 timed out; on the pool and on one thread */
+  for (int code = 1; code <= 2; code++)
+    for (int w = 1; w <= 3; w += 2) {
+      atomic_int st;
+      atomic_init(&st, code);
+      geod_plan *pl = NULL;
+      terr e;
+      terr_clear(&e);
+      int rc = geod_plan_build_on(GEOD_KARNEY, GEOD_WGS84_A, GEOD_WGS84_F, 0,
+                                  1, 0, T_F64, pts, n, NULL, 0, p3, w, &st,
+                                  &pl, &e);
+      CHECK_MSG(rc == (code == 1 ? T_ECANCELED : T_ETIMEOUT),
+                "stop %d width %d: rc %d", code, w, rc);
+      CHECK(pl == NULL && strcmp(e.field, "params.points") == 0);
+    }
+  /* the points' check and the whole prepare see the flag too */
+  tarray *t = tarray_new(T_F64, 2, (int64_t[]){n, 2});
+  memcpy(t->data, pts, (size_t)n * 2 * sizeof *pts);
+  atomic_int st;
+  atomic_init(&st, 1);
+  tenv env = g_env;
+  env.stop = &st;
+  terr e;
+  CHECK(geod_points_validate(t, "params.points", &g_env, &e) == 0);
+  CHECK(geod_points_validate(t, "params.points", &env, &e) == T_ECANCELED);
+  json_t *params = parse("{\"points\": {\"random\": {\"shape\": [1000, 2], "
+                         "\"low\": -50, \"high\": 50}}}");
+  void *plan = NULL;
+  CHECK(kind_geodesic_ops.prepare(params, &env, &plan, &e) == T_ECANCELED);
+  CHECK(plan == NULL);
+  atomic_store(&st, 0);
+  env.pool = p3, env.width = 3;
+  CHECK(kind_geodesic_ops.prepare(params, &env, &plan, &e) == 0 && plan);
+  kind_geodesic_ops.release(plan);
+  json_decref(params);
+  tarray_free(t);
+  pool_destroy(p3);
+  free(pts);
+}
+
 TEST(test_gpu_entry_without_gpu) {
   job_ctx ctx;
   terr e;
@@ -476,6 +541,7 @@ int main(void) {
   RUN(test_targets_units_dtype);
   RUN(test_array_forms);
   RUN(test_cancel_between_tiles);
+  RUN(test_prepare_chunks_and_stop);
   RUN(test_gpu_entry_without_gpu);
 
   free(g_pts);
