@@ -22,7 +22,9 @@
  * (sched/run.c sets job_ctx row0/row1). It then follows them by reading the
  * store every SPLIT_POLL_MS: progress is the pairs of the tiles done; a
  * tile that failed or was canceled cancels the others and fails the parent
- * with "tile i: <its message>" and its code; a parent canceled in the
+ * with "tile i: <its message>" and its code; past the job's timeout_s
+ * (from the coordinator's start: the tiles' wait for a worker counts) it
+ * cancels them and fails the parent deadline_exceeded; a parent canceled in the
  * store (DELETE /v1/jobs/{id}/cancel reaches the row, the parent being in
  * no queue) cancels its tiles. When every tile succeeded it writes the
  * parent's result — every part, the tiles' rows concatenated in tile order
@@ -337,6 +339,33 @@ static void cancel_tiles(split_run *r, const store_job *kids, int nk) {
   }
 }
 
+/* The parent's job_end line (API.md, "Logs"), as sched/run.c writes one
+ * for every other job once its end is committed: backend "split", and the
+ * tiles. */
+static void log_end(const split_run *r, job_status status, const char *code,
+                    const char *msg, int64_t finished_at) {
+  char self[T_ID_MAX], node[104] = "";
+  if (r->s->cluster) sched_node_self(r->s, self, node, sizeof node);
+  int64_t started = r->p.started_at ? r->p.started_at : r->p.created_at;
+  double ms = (double)(finished_at - r->p.created_at);
+  t_kv kv[] = {
+      T_KV_S("id", r->p.id),
+      T_KV_S("node", node[0] ? node : NULL),
+      T_KV_N("started", started),
+      T_KV_N("finished", finished_at),
+      T_KV_S("kind", r->p.kind),
+      T_KV_S("backend", "split"),
+      T_KV_N("tiles", r->p.tiles),
+      T_KV_S("status", job_status_name(status)),
+      T_KV_N("ms", ms),
+      T_KV_S("error", code),
+      T_KV_S("message", code ? msg : NULL),
+  };
+  t_log_kv(status == JOB_FAILED ? T_LOG_WARN : T_LOG_INFO, "job_end", kv,
+           (int)(sizeof kv / sizeof kv[0]));
+}
+
+/* End the parent (and log it). */
 static int finish(split_run *r, store_job_end *end) {
   terr e;
   terr_clear(&e);
@@ -347,8 +376,12 @@ static int finish(split_run *r, store_job_end *end) {
   job_timings_put(&end->timings, JOB_T_TOTAL, now - (double)r->p.created_at);
   end->finished_at = (int64_t)now;
   int rc = store_job_finish(r->s->cfg.st, r->p.id, end, &e);
-  if (rc != T_OK)
+  if (rc != T_OK) {
     log_warn("split %s: cannot end the job: %s", r->p.id, e.message);
+    return rc;
+  }
+  log_end(r, end->status, end->error_code, end->error_message,
+          end->finished_at);
   return rc;
 }
 
@@ -379,6 +412,13 @@ static void coordinate(split_run *r) {
     finish(r, &end);
     return;
   }
+  /* The job's timeout bounds the whole job, from this coordinator's start
+   * (as a run's does from its start; a resumed parent starts again): its
+   * tiles waiting for a worker count, not only their runs (each tile has
+   * the same timeout_s too). */
+  double t0 = t_now_ms();
+  double timeout_s = r->p.timeout_s > 0 ? r->p.timeout_s
+                                        : s->cfg.default_timeout_s;
   /* progress in pairs: the estimate's points (rows) and pairs (work) */
   int64_t n = 0, pairs = 0, last_done = -1;
   if (r->p.estimate) {
@@ -404,6 +444,9 @@ static void coordinate(split_run *r) {
       lost = !p.node || strcmp(p.node, self) != 0;
       cancel = p.cancel_requested;
     }
+    if (pfinal) /* ended in the store by a cancel (sched_cancel on SQLite) */
+      log_end(r, p.status, p.error_code, p.error_message,
+              p.finished_at ? p.finished_at : t_wall_ms());
     store_job_clear(&p);
     if (lost) { /* another node's coordinator has it now: write nothing */
       log_warn("split %s: its lease went to another node; stopping", r->p.id);
@@ -422,6 +465,21 @@ static void coordinate(split_run *r) {
                              .error_message = "canceled by request"};
         finish(r, &end);
       }
+      return;
+    }
+    if (timeout_s > 0 && t_now_ms() - t0 > timeout_s * 1e3) {
+      cancel_tiles(r, kids, nk);
+      int ended = 0;
+      for (int i = 0; i < nk; i++) ended += kids[i].status == JOB_SUCCEEDED;
+      char msg[200];
+      snprintf(msg, sizeof msg,
+               "the job ran past its timeout of %g s (%d of its %d tiles "
+               "done)", timeout_s, ended, r->p.tiles);
+      store_job_end end = {.status = JOB_FAILED, .max_abs_diff = NAN,
+                           .error_code = terr_code_name(T_ETIMEOUT),
+                           .error_message = msg};
+      finish(r, &end);
+      kids_free(kids, nk);
       return;
     }
     int done = 0, bad = -1;

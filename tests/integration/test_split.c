@@ -10,8 +10,10 @@
  * with and without targets, rowwise sum and argmin; serial and cpu). Then:
  * the tiles are not in GET /v1/jobs nor in its total; a canceled parent
  * ends canceled and so do its tiles (the daemon's job_end lines); DELETE
- * takes the tiles' and the parent's files; a tile that runs past its
- * timeout fails the parent with "tile i: ..."; kill -9 mid-split and a
+ * takes the tiles' and the parent's files; a tile that fails (a NaN found
+ * at run time) fails the parent with "tile i: ..."; the job's timeout_s
+ * bounds the whole job (its tiles' wait for a worker included); a split
+ * job's end has its job_end line (backend=split); kill -9 mid-split and a
  * restart resume the parent, whose result equals U's.
  */
 #include <dirent.h>
@@ -126,16 +128,26 @@ TEST(tiles_not_listed) {
   resp_free(&r);
 }
 
-/* job_end lines of the daemon's log with status=canceled. */
-static int canceled_ends(const srv *s) {
+/* job_end lines of the daemon's log with `what` (e.g. "status=canceled"):
+ * of tiles and other jobs (split 0), or of split parents (split 1: theirs
+ * say backend=split). */
+static int ends_with(const srv *s, const char *what, int split) {
   char path[400], line[2048];
   snprintf(path, sizeof path, "%s/daemon.log", s->dir);
   FILE *f = fopen(path, "r");
   int n = 0;
   while (f && fgets(line, sizeof line, f))
-    if (strstr(line, "job_end") && strstr(line, "status=canceled")) n++;
+    if (strstr(line, "job_end") && strstr(line, what) &&
+        !strstr(line, "backend=split") == !split)
+      n++;
   if (f) fclose(f);
   return n;
+}
+static int canceled_ends(const srv *s) {
+  return ends_with(s, "status=canceled", 0);
+}
+static int split_ends(const srv *s, const char *what) {
+  return ends_with(s, what, 1);
 }
 
 TEST(cancel_parent_cancels_tiles) {
@@ -164,6 +176,7 @@ TEST(cancel_parent_cancels_tiles) {
   for (int i = 0; i < 500 && (n = canceled_ends(&S) - before) < 4; i++)
     usleep(20000);
   CHECK_MSG(n == 4, "%d tiles ended canceled", n);
+  CHECK(split_ends(&S, "status=canceled") == 1); /* the job's own line */
 }
 
 /* Files under <dir>/results whose name starts with any of ids. */
@@ -222,15 +235,100 @@ TEST(delete_takes_tiles_and_files) {
   json_decref(all);
 }
 
+/* A tile that fails fails the job, with "tile i: <its message>": a NaN at
+ * row NAN_ROW of 2^20 + 8 uploaded points (beyond what a submit checks
+ * value by value, GEOD_CHECK_VALUES_MAX) is found by each tile's prepare. */
+#define NAN_ROW 1000003
 TEST(failing_tile_fails_parent) {
+  int64_t n = ((int64_t)1 << 20) + 8;
+  char hdr[128];
+  int hl = snprintf(hdr + 10, sizeof hdr - 10,
+                    "{'descr': '<f8', 'fortran_order': False, 'shape': "
+                    "(%lld, 2), }", (long long)n);
+  while (hl < 128 - 10 - 1) hdr[10 + hl++] = ' ';
+  hdr[10 + hl++] = '\n';
+  memcpy(hdr, "\x93NUMPY\x01\x00", 8);
+  hdr[8] = (char)(hl & 0xff), hdr[9] = (char)(hl >> 8);
+  size_t len = 128 + (size_t)n * 16;
+  char *body = malloc(len);
+  memcpy(body, hdr, 128);
+  double *p = (double *)(body + 128);
+  for (int64_t i = 0; i < n; i++)
+    p[2 * i] = (double)(i % 170) - 85, p[2 * i + 1] = (double)(i % 359) - 179;
+  p[2 * NAN_ROW] = NAN;
+  resp u = reqx(&S, "POST", "/v1/arrays", "application/x-npy", body, (long)len,
+                NULL);
+  free(body);
+  json_t *a = resp_json(&u);
+  CHECK_MSG(u.status == 201 && a, "upload: %ld %.200s", u.status, u.body);
+  char sub[400];
+  snprintf(sub, sizeof sub,
+           "{\"kind\":\"geodesic\",\"backend\":\"serial\",\"params\":"
+           "{\"points\":{\"array\":\"%s\"},\"targets\":[[0,0],[10,10]],"
+           "\"query\":{\"knn\":{\"k\":1}}}}", a ? jstr(a, "id") : "");
+  json_decref(a);
+  resp_free(&u);
+  json_t *j = run_on(&S, sub);
+  CHECK(j && strcmp(jstr(j, "status"), "failed") == 0 &&
+        json_object_get(j, "tiles"));
+  json_t *err = j ? json_object_get(j, "error") : NULL;
+  const char *msg = err ? jstr(err, "message") : NULL;
+  CHECK_MSG(msg && strncmp(msg, "tile ", 5) == 0 && strstr(msg, "not finite") &&
+                strcmp(jstr(err, "code"), "invalid_argument") == 0,
+            "error: %s", msg ? msg : "none");
+  json_decref(j);
+}
+
+/* The job's timeout_s bounds the whole split job, its tiles' wait for a
+ * worker included, not each tile apart (each tile alone here takes
+ * milliseconds): two long jobs hold S's two workers; a split job with
+ * timeout_s 1 fails deadline_exceeded while they still run, and its
+ * tiles end with it. */
+#define LONG_MAP                                                               \
+  "{\"kind\":\"map\",\"backend\":\"serial\",\"params\":{\"expr\":"            \
+  "\"sin(x)*cos(x)+exp(sin(x))+log(x+2)+sqrt(x+1)+tanh(x)*atan(x)\","           \
+  "\"inputs\":{\"x\":{\"range\":{\"start\":0,\"stop\":60000000}}},"           \
+  "\"dtype\":\"float32\"}}"
+TEST(timeout_bounds_whole_split_job) {
+  char blk[2][64];
+  for (int i = 0; i < 2; i++) {
+    long st = 0;
+    json_t *b = submit(&S, "", LONG_MAP, &st);
+    CHECK(b && st == 202);
+    snprintf(blk[i], sizeof blk[i], "%s", b ? jstr(b, "id") : "");
+    json_decref(b);
+    CHECK(wait_running(&S, blk[i]));
+  }
+  int before = split_ends(&S, "status=failed");
   json_t *j = run_on(&S, "{\"kind\":\"geodesic\",\"backend\":\"serial\","
-                         "\"timeout_s\":0.2,\"params\":"
-                         "{\"points\":{\"random\":{\"shape\":[8000,2],\"seed\":5}}}}");
+                         "\"timeout_s\":1,\"params\":"
+                         "{\"points\":{\"random\":{\"shape\":[300,2],\"seed\":5}}}}");
   CHECK(j && strcmp(jstr(j, "status"), "failed") == 0);
   json_t *err = j ? json_object_get(j, "error") : NULL;
   const char *msg = err ? jstr(err, "message") : NULL;
-  CHECK_MSG(msg && strncmp(msg, "tile ", 5) == 0, "error: %s", msg ? msg : "none");
+  CHECK_MSG(err && strcmp(jstr(err, "code"), "deadline_exceeded") == 0 && msg &&
+                strstr(msg, "ran past its timeout of 1 s"),
+            "error: %s", msg ? msg : "none");
+  json_t *tiles = j ? json_object_get(j, "tiles") : NULL;
+  CHECK(tiles && json_integer_value(json_object_get(tiles, "done")) == 0);
   json_decref(j);
+  /* the blockers still ran: it was the job's own deadline */
+  for (int i = 0; i < 2; i++) {
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%s", blk[i]);
+    resp r = req(&S, "GET", path, NULL, NULL);
+    json_t *o = resp_json(&r);
+    CHECK_MSG(o && strcmp(jstr(o, "status"), "running") == 0,
+              "blocker %d: %.200s", i, r.body);
+    json_decref(o);
+    resp_free(&r);
+    snprintf(path, sizeof path, "/v1/jobs/%s/cancel", blk[i]);
+    r = req(&S, "POST", path, NULL, NULL);
+    resp_free(&r);
+    json_decref(wait_job(&S, blk[i], 60));
+  }
+  /* its one job_end line: backend split, status failed */
+  CHECK(split_ends(&S, "status=failed") == before + 1);
 }
 
 TEST(kill9_resumes_parent) {
@@ -289,6 +387,7 @@ int main(int argc, char **argv) {
   RUN(cancel_parent_cancels_tiles);
   RUN(delete_takes_tiles_and_files);
   RUN(failing_tile_fails_parent);
+  RUN(timeout_bounds_whole_split_job);
   RUN(kill9_resumes_parent);
   srv_cleanup(&S);
   srv_cleanup(&U);
