@@ -400,9 +400,9 @@ void jobs_node_self(jobs *J, char id[T_ID_MAX], char *name, size_t cap) {
   sched_node_self(J->sc, id, name, cap);
 }
 
-void jobs_histogram(jobs *J, tkind kind, tbackend backend, int status,
+void jobs_histogram(jobs *J, tkind kind, const char *backend, int status,
                     int64_t counts[SCHED_HIST_BUCKETS], double *sum_ms,
                     int64_t *count) {
-  sched_histogram(J->sc, tkind_name(kind), tbackend_name(backend), status,
-                  counts, sum_ms, count);
+  sched_histogram(J->sc, tkind_name(kind), backend, status, counts, sum_ms,
+                  count);
 }

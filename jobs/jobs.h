@@ -167,9 +167,10 @@ const char *jobs_store_kind(jobs *J);
 /* The nodes (GET /v1/nodes; sched_nodes) and this one's id and name. */
 int jobs_nodes(jobs *J, store_node **nodes, int *n, terr *e);
 void jobs_node_self(jobs *J, char id[T_ID_MAX], char *name, size_t cap);
-/* The run-time histogram of the jobs of one kind, backend and final
+/* The run-time histogram of the jobs of one kind, backend family
+ * ("serial", "cpu", "cuda", "compare", "split") and final
  * status (-1: any) since start (sched_histogram). */
-void jobs_histogram(jobs *J, tkind kind, tbackend backend, int status,
+void jobs_histogram(jobs *J, tkind kind, const char *backend, int status,
                     int64_t counts[SCHED_HIST_BUCKETS], double *sum_ms,
                     int64_t *count);
 

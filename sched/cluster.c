@@ -240,6 +240,7 @@ static void node_heartbeat(sched *s) {
   sched_get_stats(s, &st); /* jobs this node ended (the store's jobs_done) */
   me.jobs_done = 0;
   for (int i = JOB_SUCCEEDED; i < 5; i++) me.jobs_done += st.finished_total[i];
+  me.jobs_done += st.tiles_done; /* a tile is work this node did */
   tmutex_lock(&s->mu);
   me.running = s->nrunning;
   me.queued = s->nqueued;
@@ -515,6 +516,7 @@ int sched_nodes(sched *s, store_node **nodes, int *n, terr *e) {
   me->load = sched_sample_now(s, &smp) == 0 ? smp.machine_cpu_percent : NAN;
   me->alive = 1;
   for (int i = JOB_SUCCEEDED; i < 5; i++) me->jobs_done += st.finished_total[i];
+  me->jobs_done += st.tiles_done; /* a tile is work this node did */
   *nodes = me;
   *n = 1;
   return T_OK;

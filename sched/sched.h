@@ -210,7 +210,9 @@ int sched_claim_room(int workers, int queued, int running);
 /* Counters for /metrics, /v1/stats and /readyz. */
 typedef struct sched_stats {
   int queued, running, workers, gpu_workers;
-  int64_t finished_total[5]; /* by job_status since start */
+  int64_t finished_total[5]; /* by job_status since start; a split job
+                                counts once, its tiles not */
+  int64_t tiles_done;        /* tiles of split jobs ended here */
   int accepting;
 } sched_stats;
 void sched_get_stats(sched *s, sched_stats *out);

@@ -201,7 +201,8 @@ struct sched {
   int started, accepting, taking, quit, shut;
   int mon_idle;
   swaiter *waiters;
-  int64_t finished_total[5];
+  int64_t finished_total[5]; /* jobs as the API counts them: no tile */
+  int64_t tiles_done;        /* tiles of split jobs run here (node work) */
   double finish_ms[SCHED_RATE_RING]; /* monotonic finish times, a ring */
   int nfinish, finish_pos;
   shist *hist;
@@ -254,6 +255,10 @@ void sched_journal_put(sched *s, int slot);
  * 0 and no parent) on a coordinator thread; stop them all (shutdown: the
  * parents stay running in the store, resumed at the next start). */
 int sched_split_run(sched *s, const store_job *parent, terr *e);
+/* A split job's end, counted as one job of backend "split" (finished
+ * total, the duration histogram, the rate); takes mu. */
+void sched_count_split_end(sched *s, const char *kind, int status,
+                           double run_ms);
 void sched_split_stop(sched *s);
 /* [mu] 1 when a coordinator here runs parent id: a wait on it is a remote
  * waiter (sched/wait.c), fired when the coordinator ends or quits. */

@@ -341,7 +341,7 @@ static void cancel_tiles(split_run *r, const store_job *kids, int nk) {
 
 /* The parent's job_end line (API.md, "Logs"), as sched/run.c writes one
  * for every other job once its end is committed: backend "split", and the
- * tiles. */
+ * tiles; and its count in /metrics (its tiles are not counted there). */
 static void log_end(const split_run *r, job_status status, const char *code,
                     const char *msg, int64_t finished_at) {
   char self[T_ID_MAX], node[104] = "";
@@ -363,6 +363,8 @@ static void log_end(const split_run *r, job_status status, const char *code,
   };
   t_log_kv(status == JOB_FAILED ? T_LOG_WARN : T_LOG_INFO, "job_end", kv,
            (int)(sizeof kv / sizeof kv[0]));
+  sched_count_split_end(r->s, r->p.kind, status,
+                        (double)(finished_at - started));
 }
 
 /* End the parent (and log it). */

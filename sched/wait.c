@@ -113,8 +113,17 @@ swaiter *sched_release_locked(sched *s, sjob *j, int status, int counted,
     j->in_running = 0;
     if (--s->nrunning == 0) pthread_cond_broadcast(&s->idle_cv);
   }
-  if (counted && status >= 0 && status < 5) s->finished_total[status]++;
-  if (backend && status >= 0) {
+  /* A tile of a split job is no job to the counts, the latency histogram
+   * and the rate (API.md: its tiles are in no count nor statistic); the
+   * job's own end is counted by sched/split.c (sched_count_split_end). */
+  int tile = j->tiles > 0;
+  if (counted && status >= 0 && status < 5) {
+    if (tile)
+      s->tiles_done++;
+    else
+      s->finished_total[status]++;
+  }
+  if (backend && status >= 0 && !tile) {
     hist_observe(s, j->kind, backend, status, run_ms);
     s->finish_ms[s->finish_pos] = t_now_ms();
     s->finish_pos = (s->finish_pos + 1) % SCHED_RATE_RING;
@@ -284,6 +293,18 @@ int sched_progress(sched *s, const char *id, int64_t *done, int64_t *total) {
   return j ? T_OK : T_ENOTFOUND;
 }
 
+void sched_count_split_end(sched *s, const char *kind, int status,
+                           double run_ms) {
+  if (status < 0 || status >= 5) return;
+  tmutex_lock(&s->mu);
+  s->finished_total[status]++;
+  hist_observe(s, kind, "split", status, run_ms);
+  s->finish_ms[s->finish_pos] = t_now_ms();
+  s->finish_pos = (s->finish_pos + 1) % SCHED_RATE_RING;
+  s->nfinish++;
+  tmutex_unlock(&s->mu);
+}
+
 void sched_get_stats(sched *s, sched_stats *out) {
   memset(out, 0, sizeof *out);
   tmutex_lock(&s->mu);
@@ -292,6 +313,7 @@ void sched_get_stats(sched *s, sched_stats *out) {
   out->workers = s->pool ? pool_threads(s->pool) : 0;
   out->gpu_workers = s->gpu_started;
   memcpy(out->finished_total, s->finished_total, sizeof out->finished_total);
+  out->tiles_done = s->tiles_done;
   out->accepting = s->accepting && s->started;
   tmutex_unlock(&s->mu);
 }

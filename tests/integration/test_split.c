@@ -13,7 +13,8 @@
  * takes the tiles' and the parent's files; a tile that fails (a NaN found
  * at run time) fails the parent with "tile i: ..."; the job's timeout_s
  * bounds the whole job (its tiles' wait for a worker included); a split
- * job's end has its job_end line (backend=split); kill -9 mid-split and a
+ * job's end has its job_end line (backend=split) and counts once in
+ * /metrics, its tiles not; kill -9 mid-split and a
  * restart resume the parent, whose result equals U's.
  */
 #include <dirent.h>
@@ -108,6 +109,44 @@ TEST(split_equals_whole) {
       njobs_submitted++;
     }
   }
+}
+
+/* The value of the /metrics sample whose line starts with `series` (0
+ * when absent). */
+static double metric(srv *s, const char *series) {
+  resp r = req(s, "GET", "/metrics", NULL, NULL);
+  double v = 0;
+  const char *p = r.body;
+  size_t n = strlen(series);
+  while (p && *p) {
+    if (strncmp(p, series, n) == 0 && p[n] == ' ') {
+      v = atof(p + n + 1);
+      break;
+    }
+    p = strchr(p, '\n');
+    if (p) p++;
+  }
+  resp_free(&r);
+  return v;
+}
+
+/* /metrics counts a split job once, as backend "split", and none of its
+ * 4 tiles (API.md: they are in no count nor statistic). */
+TEST(metrics_count_the_job) {
+  const char *fin = "tessel_jobs_finished_total{status=\"succeeded\"}";
+  const char *hist = "tessel_job_duration_seconds_count{kind=\"geodesic\","
+                     "backend=\"split\",status=\"succeeded\"}";
+  double f0 = metric(&S, fin), h0 = metric(&S, hist);
+  json_t *j = run_on(&S, "{\"kind\":\"geodesic\",\"backend\":\"serial\","
+                         "\"params\":{\"points\":{\"random\":{\"shape\":"
+                         "[300,2],\"seed\":9}}}}");
+  CHECK(j && strcmp(jstr(j, "status"), "succeeded") == 0 &&
+        json_integer_value(json_object_get(json_object_get(j, "tiles"),
+                                           "total")) == 4);
+  json_decref(j);
+  double f1 = metric(&S, fin), h1 = metric(&S, hist);
+  CHECK_MSG(f1 - f0 == 1 && h1 - h0 == 1,
+            "finished %g -> %g, split histogram %g -> %g", f0, f1, h0, h1);
 }
 
 TEST(tiles_not_listed) {
@@ -384,6 +423,7 @@ int main(int argc, char **argv) {
   }
   RUN(split_equals_whole);
   RUN(tiles_not_listed);
+  RUN(metrics_count_the_job);
   RUN(cancel_parent_cancels_tiles);
   RUN(delete_takes_tiles_and_files);
   RUN(failing_tile_fails_parent);
