@@ -163,9 +163,15 @@ int sched_unwait(sched *s, uint64_t token);
  * compare (backend: a tbackend). Any thread. */
 int sched_split_tiles(const sched *s, const char *kind, const json_t *params,
                       const job_estimate *est, int backend, int output);
-/* Rows [*r0, *r1) of n that tile `tile` of `tiles` computes. */
-void sched_split_rows(int64_t n, int tile, int tiles, int64_t *r0,
+/* Rows [*r0, *r1) of n that tile `tile` of `tiles` computes: n / tiles
+ * rows each, or with tri (a matrix without targets, sched_split_tri: row i
+ * costs about n - i pairs, square or condensed) bands of equal pairs,
+ * never empty (tiles <= n). Every node cuts the same way (integers). */
+void sched_split_rows(int64_t n, int tile, int tiles, int tri, int64_t *r0,
                       int64_t *r1);
+/* 1 for a geodesic matrix without targets (square or condensed): its rows
+ * cost less the further down they are. Any thread. */
+int sched_split_tri(const json_t *params);
 
 /* ---- the node (sched/cluster.c) ------------------------------------------
  * On a cluster store (store_is_cluster: PostgreSQL) this tesseld is one node

@@ -19,7 +19,9 @@
  * missing ones) — kind geodesic, the parent's params, owner, priority,
  * backend and timeout, parent = id, tile = i, tiles = T — and queues them
  * here (sched_add_claimed); tile i computes rows [n i / T, n (i + 1) / T)
- * (sched/run.c sets job_ctx row0/row1). It then follows them by reading the
+ * (sched/run.c sets job_ctx row0/row1; for a matrix without targets the
+ * bands hold equal pairs instead, sched_split_rows with tri). It then
+ * follows them by reading the
  * store every SPLIT_POLL_MS: progress is the pairs of the tiles done; a
  * tile that failed or was canceled cancels the others and fails the parent
  * with "tile i: <its message>" and its code; past the job's timeout_s
@@ -29,7 +31,9 @@
  * no queue) cancels its tiles. When every tile succeeded it writes the
  * parent's result — every part, the tiles' rows concatenated in tile order
  * (float64, float32 or int64 bytes as they are) — where the scheduler keeps
- * any result: part 0 in the row when it fits row_max, else
+ * any result (a square matrix without targets: its tiles hold their rows'
+ * upper parts, which join_square mirrors into the whole matrix): part 0 in
+ * the row when it fits row_max, else
  * <results>/<id>.npy; part k as <results>/<id>.<name>.npy (array/parts.h),
  * each through a temporary renamed when whole; and ends the parent
  * succeeded with its timings and the tiles' non-converged pairs. The tiles'
@@ -102,8 +106,46 @@ int sched_split_tiles(const sched *s, const char *kind, const json_t *params,
   return t;
 }
 
-void sched_split_rows(int64_t n, int tile, int tiles, int64_t *r0,
+int sched_split_tri(const json_t *params) {
+  int targets;
+  const char *q = split_query(params, &targets);
+  return !q[0] && !targets;
+}
+
+/* Pairs of rows [0, r) of a triangle whose row i has n - i: r n - r (r -
+ * 1) / 2, times the tiles (no overflow: n < 2^62 / ... in 128 bits). */
+static unsigned __int128 tri_cum(int64_t n, int64_t r) {
+  return (unsigned __int128)r * (unsigned __int128)n -
+         (unsigned __int128)r * (unsigned __int128)(r - 1) / 2;
+}
+
+/* The first row of band k of a triangle cut into `tiles` bands of equal
+ * pairs: the smallest r with tri_cum(r) * tiles >= k * tri_cum(n), at least
+ * k and at most n - (tiles - k) so that no band is empty (tiles <= n). */
+static int64_t tri_edge(int64_t n, int k, int tiles) {
+  if (k <= 0) return 0;
+  if (k >= tiles) return n;
+  unsigned __int128 want = (unsigned __int128)k * tri_cum(n, n);
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (tri_cum(n, mid) * (unsigned __int128)tiles >= want)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  if (lo < k) lo = k;
+  if (lo > n - (tiles - k)) lo = n - (tiles - k);
+  return lo;
+}
+
+void sched_split_rows(int64_t n, int tile, int tiles, int tri, int64_t *r0,
                       int64_t *r1) {
+  if (tri && n >= tiles) {
+    *r0 = tri_edge(n, tile, tiles);
+    *r1 = tri_edge(n, tile + 1, tiles);
+    return;
+  }
   *r0 = n * tile / tiles;
   *r1 = n * (tile + 1) / tiles;
 }
@@ -216,6 +258,164 @@ static int join_part(sched *s, const store_job *kids, int nk, int index,
   return rc;
 }
 
+/* 1 for a square matrix without targets: its tiles computed only their
+ * rows' upper part (kinds/geodesic geod_plan_upper), which join_square
+ * mirrors. */
+static int split_upper(const json_t *params) {
+  const char *layout = json_string_value(json_object_get(params, "layout"));
+  return sched_split_tri(params) && !(layout && strcmp(layout, "condensed") == 0);
+}
+
+/* Where a join writes: a buffer (mem, filled from at) or a file. */
+typedef struct jsink {
+  FILE *f;
+  char *mem;
+  size_t at;
+  int err;
+} jsink;
+
+static void jsink_put(jsink *k, const void *p, size_t len) {
+  if (k->err || !len) return;
+  if (k->mem) {
+    memcpy(k->mem + k->at, p, len);
+    k->at += len;
+  } else if (fwrite(p, 1, len, k->f) != len) {
+    k->err = errno ? errno : EIO;
+  }
+}
+
+/* Rows per block of join_square: a block of B x n elements is built, then
+ * written; its mirrored columns read B contiguous elements of each row
+ * above it. */
+#define JOIN_BLOCK 64
+
+/* The whole square matrix (n x n) from its tiles' upper parts: tile t
+ * holds rows [E[t], E[t+1]) x columns [E[t], n). Row i is: columns j < i
+ * element (j, i) of row j's tile (the pair (p[j], p[i]) that the whole
+ * matrix mirrors there), zero on the diagonal, columns j > i its own
+ * tile's. Written to path (a temporary renamed over it) or, when it fits
+ * row_max, into *npy; *nonconv counts the NaN pairs (j > i: Vincenty's
+ * non-converged, once a pair as the whole job counts them). */
+static int join_square(sched *s, const store_job *kids, int nk, int tiles,
+                       int64_t n, const char *path, void **npy,
+                       size_t *npy_len, tpart *info, int64_t *nonconv,
+                       terr *e) {
+  tarray **a = calloc((size_t)tiles, sizeof *a);
+  int64_t *E = calloc((size_t)tiles + 1, sizeof *E);
+  char *buf = NULL;
+  int rc = a && E ? T_OK : terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  if (!rc && nk != tiles)
+    rc = terr_set(e, T_EIO, "", -1, "%d of %d tiles", nk, tiles);
+  for (int t = 0; !rc && t <= tiles; t++) {
+    int64_t r0, r1;
+    sched_split_rows(n, t < tiles ? t : tiles - 1, tiles, 1, &r0, &r1);
+    E[t] = t < tiles ? r0 : r1;
+  }
+  for (int i = 0; !rc && i < nk; i++) {
+    int t = kids[i].tile;
+    if (t < 0 || t >= tiles || a[t]) {
+      rc = terr_set(e, T_EIO, "", -1, "tile %d is out of place", t);
+      break;
+    }
+    if ((rc = tile_part(s->cfg.st, &kids[i], 0, NULL, &a[t], e))) break;
+    if (a[t]->ndim != 2 || a[t]->shape[0] != E[t + 1] - E[t] ||
+        a[t]->shape[1] != n - E[t] ||
+        (a[t]->dtype != T_F64 && a[t]->dtype != T_F32) ||
+        a[t]->dtype != (a[0] ? a[0]->dtype : a[t]->dtype))
+      rc = terr_set(e, T_EIO, "", -1,
+                    "tile %d's result is not the upper part of rows "
+                    "[%lld, %lld)", t, (long long)E[t], (long long)E[t + 1]);
+  }
+  for (int t = 0; !rc && t < tiles; t++) /* every tile there, one dtype */
+    if (!a[t] || a[t]->dtype != a[0]->dtype)
+      rc = terr_set(e, T_EIO, "", -1, "tile %d is missing", t);
+  jsink k = {0};
+  char tmp[SPLIT_PATH_MAX] = "";
+  if (!rc) {
+    tdtype dt = a[0]->dtype;
+    size_t es = tdtype_size(dt);
+    int64_t shape[T_MAXDIM] = {n, n};
+    char hdr[NPY_HEADER_MAX];
+    size_t hl = npy_header(dt, 2, shape, hdr);
+    int64_t bytes = n * n * (int64_t)es;
+    info->dtype = dt;
+    info->ndim = 2;
+    memcpy(info->shape, shape, sizeof info->shape);
+    info->bytes = bytes;
+    if (npy && s->row_max > 0 && bytes + NPY_HEADER_MAX <= s->row_max) {
+      if (!(k.mem = malloc(hl + (size_t)bytes + 1)))
+        rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
+    } else {
+      snprintf(tmp, sizeof tmp, "%s.tmp%u", path,
+               atomic_fetch_add(&s->tmp_counter, 1));
+      if (!(k.f = fopen(tmp, "wb"))) k.err = errno;
+    }
+    if (!rc && !(buf = malloc((size_t)JOIN_BLOCK * (size_t)n * es)))
+      rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
+    if (!rc) jsink_put(&k, hdr, hl);
+    int64_t nan = 0;
+    for (int t = 0; !rc && !k.err && t < tiles; t++)
+      for (int64_t i0 = E[t]; i0 < E[t + 1] && !k.err; i0 += JOIN_BLOCK) {
+        int64_t i1 = i0 + JOIN_BLOCK < E[t + 1] ? i0 + JOIN_BLOCK : E[t + 1];
+        int64_t w = n - E[t]; /* tile t's row length */
+        for (int64_t i = i0; i < i1; i++) { /* j >= i: its own row */
+          char *row = buf + (size_t)((i - i0) * n) * es;
+          const char *src = (const char *)a[t]->data +
+                            (size_t)((i - E[t]) * w + (i - E[t])) * es;
+          memcpy(row + (size_t)i * es, src, (size_t)(n - i) * es);
+          memset(row + (size_t)i * es, 0, es); /* the diagonal */
+          if (dt == T_F64) {
+            const double *d = (const double *)(row + (size_t)i * es);
+            for (int64_t j = 1; j < n - i; j++) nan += d[j] != d[j];
+          } else {
+            const float *f = (const float *)(row + (size_t)i * es);
+            for (int64_t j = 1; j < n - i; j++) nan += f[j] != f[j];
+          }
+        }
+        int tj = 0; /* j < i: element (j, i) of row j's tile */
+        for (int64_t j = 0; j + 1 < i1; j++) {
+          while (j >= E[tj + 1]) tj++;
+          int64_t wj = n - E[tj], from = j + 1 > i0 ? j + 1 : i0;
+          const char *srow = (const char *)a[tj]->data +
+                             (size_t)((j - E[tj]) * wj) * es;
+          if (es == 8) {
+            const uint64_t *x = (const uint64_t *)srow;
+            uint64_t *y = (uint64_t *)buf;
+            for (int64_t i = from; i < i1; i++)
+              y[(i - i0) * n + j] = x[i - E[tj]];
+          } else {
+            const uint32_t *x = (const uint32_t *)srow;
+            uint32_t *y = (uint32_t *)buf;
+            for (int64_t i = from; i < i1; i++)
+              y[(i - i0) * n + j] = x[i - E[tj]];
+          }
+        }
+        jsink_put(&k, buf, (size_t)((i1 - i0) * n) * es);
+      }
+    *nonconv = nan;
+    if (k.f && fclose(k.f) != 0 && !k.err) k.err = errno;
+    k.f = NULL;
+    if (!rc && !k.err && tmp[0] && rename(tmp, path) != 0) k.err = errno;
+    if (!rc && k.err) {
+      rc = terr_set(e, T_EIO, "", -1, "cannot write %s: %s", path,
+                    strerror(k.err));
+      rc = terr_nospace(e, rc, k.err);
+    }
+    if (rc && tmp[0]) unlink(tmp);
+    if (!rc && k.mem) {
+      *npy = k.mem;
+      *npy_len = k.at;
+      k.mem = NULL;
+    }
+  }
+  free(k.mem);
+  free(buf);
+  for (int t = 0; a && t < tiles; t++) tarray_free(a[t]);
+  free(a);
+  free(E);
+  return rc;
+}
+
 /* Every part of the tiles joined into the parent's result; the end record
  * filled (its strings and buffers the caller's: *final, *doc, *npy). */
 static int join_result(split_run *r, const store_job *kids, int nk,
@@ -234,6 +434,19 @@ static int join_result(split_run *r, const store_job *kids, int nk,
                     tps[i].n, tps[0].n);
   int nparts = tps && tps[0].n > 0 ? tps[0].n : 1;
   size_t npy_len = 0;
+  /* a square matrix without targets: its tiles' upper parts, mirrored */
+  json_t *params = r->p.params ? json_loads(r->p.params, 0, NULL) : NULL;
+  int upper = params && split_upper(params);
+  json_decref(params);
+  int64_t n = 0, nonconv = -1;
+  if (upper) {
+    json_t *est = r->p.estimate ? json_loads(r->p.estimate, 0, NULL) : NULL;
+    n = (int64_t)json_integer_value(json_object_get(est, "size"));
+    json_decref(est);
+    if (nparts != 1 || n < 1)
+      rc = terr_set(e, T_EIO, "", -1, "a square matrix of %lld points in %d "
+                    "parts", (long long)n, nparts);
+  }
   char stem[T_ID_MAX + 16];
   if (s->cluster)
     snprintf(stem, sizeof stem, "%s.r%d", r->p.id, r->p.attempts);
@@ -253,8 +466,12 @@ static int join_result(split_run *r, const store_job *kids, int nk,
         break;
       }
     }
-    rc = join_part(s, kids, nk, k, tps, k ? path : final, k ? NULL : npy,
-                   &npy_len, t, e);
+    if (upper && k == 0)
+      rc = join_square(s, kids, nk, r->p.tiles, n, final, npy, &npy_len, t,
+                       &nonconv, e);
+    else
+      rc = join_part(s, kids, nk, k, tps, k ? path : final, k ? NULL : npy,
+                     &npy_len, t, e);
   }
   if (!rc) {
     tpart *t0 = &out.p[0];
@@ -264,8 +481,11 @@ static int join_result(split_run *r, const store_job *kids, int nk,
     for (int d = 0; d < t0->ndim && d < STORE_MAXDIM; d++)
       end->result.shape[d] = t0->shape[d];
     end->result.bytes = t0->bytes;
-    for (int i = 0; i < nk; i++)
-      end->result.nonconverged += kids[i].result.nonconverged;
+    if (nonconv >= 0) /* counted by join_square */
+      end->result.nonconverged = nonconv;
+    else
+      for (int i = 0; i < nk; i++)
+        end->result.nonconverged += kids[i].result.nonconverged;
     if (*npy) {
       end->result_npy = *npy;
       end->result_npy_len = npy_len;
@@ -485,13 +705,9 @@ static void coordinate(split_run *r) {
       return;
     }
     int done = 0, bad = -1;
-    int64_t rows_done = 0;
     for (int i = 0; i < nk; i++) {
       if (kids[i].status == JOB_SUCCEEDED) {
-        int64_t r0, r1;
-        sched_split_rows(n, kids[i].tile, r->p.tiles, &r0, &r1);
-        done++;
-        rows_done += r1 - r0;
+        done++; /* each tile an equal share of the pairs (sched_split_rows) */
       } else if (job_status_final(kids[i].status) && bad < 0) {
         bad = i;
       }
@@ -511,7 +727,7 @@ static void coordinate(split_run *r) {
       kids_free(kids, nk);
       return;
     }
-    int64_t pdone = n > 0 ? (int64_t)((double)pairs * (double)rows_done / (double)n) : done;
+    int64_t pdone = n > 0 ? (int64_t)((double)pairs * done / r->p.tiles) : done;
     int64_t ptotal = n > 0 ? pairs : r->p.tiles;
     if (done == r->p.tiles && nk == r->p.tiles) {
       store_job_end end = {.status = JOB_SUCCEEDED, .max_abs_diff = NAN,

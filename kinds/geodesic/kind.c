@@ -18,7 +18,10 @@
  * rows' points against every target, without a band that keeps the whole
  * matrix's pair order; the result is those rows of the whole result, bit
  * for bit, on every backend — except a query without targets on CUDA (the
- * query engine takes no band yet): refused, and never split so.
+ * query engine takes no band yet): refused, and never split so. A square
+ * matrix without targets computes only its rows' upper part
+ * (geod_plan_upper: columns row0 .. n - 1), which the split job's join
+ * mirrors into the whole matrix.
  *
  * Threads: check on an HTTP thread; prepare, run, release on a scheduler
  * worker (run may be called once per backend on the same plan, "compare").
@@ -102,7 +105,11 @@ static int geod_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
     if (job->q.type == GEOQ_RADIUS)
       return terr_set(e, T_EINVAL, "params.query", -1,
                       "a radius query cannot be split into rows");
-    int rc = geod_plan_rows(job->pl, ctx->row0, ctx->row1, &band, e);
+    /* a square matrix without targets: the rows' upper part only (its
+     * join mirrors the rest, sched/split.c); else the rows themselves */
+    int upper = job->q.type == GEOQ_NONE && !pl->has_targets && !pl->condensed;
+    int rc = upper ? geod_plan_upper(job->pl, ctx->row0, ctx->row1, &band, e)
+                   : geod_plan_rows(job->pl, ctx->row0, ctx->row1, &band, e);
     if (rc) return rc;
     pl = &band;
   }

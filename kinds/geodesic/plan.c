@@ -167,6 +167,30 @@ int geod_plan_rows(const geod_plan *pl, int64_t r0, int64_t r1,
   return 0;
 }
 
+int geod_plan_upper(const geod_plan *pl, int64_t r0, int64_t r1,
+                    geod_plan *sub, terr *e) {
+  if (r0 < 0 || r1 <= r0 || r1 > pl->n || pl->row1 > 0 || pl->has_targets ||
+      pl->condensed)
+    return terr_set(e, T_EINVAL, "row", -1,
+                    "rows [%lld, %lld) are not an upper band of a square "
+                    "matrix of %lld points", (long long)r0, (long long)r1,
+                    (long long)pl->n);
+  *sub = *pl;
+  /* points r0 .. r1 - 1 against targets r0 .. n - 1: the same prepared
+   * points, so pair (p[i], p[j]) as the whole matrix computes it for
+   * j > i; the GPU uploads the targets once (q == p, m > n) */
+  sub->p = pl->p + r0;
+  sub->q = pl->p + r0;
+  sub->n = r1 - r0;
+  sub->m = pl->n - r0;
+  sub->has_targets = 1;
+  sub->ndim = 2;
+  sub->shape[0] = r1 - r0;
+  sub->shape[1] = pl->n - r0;
+  sub->row0 = sub->row1 = 0;
+  return 0;
+}
+
 void geod_plan_free(geod_plan *pl) {
   if (!pl) return;
   if (pl->q && pl->q != pl->p) free(pl->q);

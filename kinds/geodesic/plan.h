@@ -132,6 +132,19 @@ static inline void geod_plan_band(const geod_plan *pl, int64_t *r0,
  * 0 <= r0 < r1 <= n (and pl is not a band itself). */
 int geod_plan_rows(const geod_plan *pl, int64_t r0, int64_t r1,
                    geod_plan *sub, terr *e);
+/* *sub = the upper part of rows [r0, r1) of a square matrix without
+ * targets (a tile of a split job, sched/split.c): rows [r0, r1) x columns
+ * [r0, n), shape [r1 - r0, n - r0], as points p[r0 .. r1) against targets
+ * p[r0 .. n) — an ordinary plan with targets sharing pl's points. Element
+ * (i, j), j > i, is the whole matrix's (i, j) bit for bit (pair (p[i],
+ * p[j]) on every backend); the diagonal and the block's lower part
+ * (j <= i) are not the whole matrix's: the split job's join takes (i, j),
+ * j < i, from row j's tile as (j, i), and zero on the diagonal. The tiles
+ * compute about n^2 / 2 pairs in all where full rows took n^2. T_EINVAL
+ * (field "row") unless 0 <= r0 < r1 <= n and pl is square, without
+ * targets, and not a band. */
+int geod_plan_upper(const geod_plan *pl, int64_t r0, int64_t r1,
+                    geod_plan *sub, terr *e);
 
 #ifdef __cplusplus
 }

@@ -9,7 +9,9 @@
  * odd edges; also forced into passes (a small device-memory budget) and
  * over two lanes of device 0: every band's bytes equal the whole result's
  * rows (the condensed entries of its rows), its non-converged count adds up
- * to the whole one's, and a poisoned output is fully written.
+ * to the whole one's, and a poisoned output is fully written. A square
+ * matrix's tiles as split jobs now run them (geod_plan_upper: the rows'
+ * upper part as a plan with targets) equal the whole's pairs j > i.
  */
 #include <math.h>
 #include <stdint.h>
@@ -97,6 +99,25 @@ static void check_bands(const geod_plan *pl, const char *what) {
                 "%s T=%d tile %d [%lld, %lld): not the whole's rows", what, T,
                 t, (long long)r0, (long long)r1);
       nc_sum += nc;
+      tarray_free(b);
+      if (pl->condensed || pl->has_targets) continue;
+      /* a square matrix's tile as a split job runs it: the rows' upper
+       * part (geod_plan_upper, an ordinary plan with targets on the GPU):
+       * every pair j > i is the whole matrix's, bit for bit */
+      CHECK(geod_plan_upper(pl, r0, r1, &band, &e) == 0);
+      if (v == 3) band.gpu_mem_limit = 1 << 20, band.gpu_chunk_bytes = 64 << 10;
+      rc = run(&band, v == 3 ? 2 : 1, &b, &nc, &e);
+      CHECK_MSG(rc == 0, "%s T=%d upper tile %d: %s", what, T, t, e.message);
+      if (rc) continue;
+      int64_t w = pl->n - r0, bad = 0;
+      CHECK(b->ndim == 2 && b->shape[0] == r1 - r0 && b->shape[1] == w);
+      for (int64_t i = r0; i < r1 && b->size == (r1 - r0) * w; i++)
+        bad += memcmp((char *)b->data + (size_t)((i - r0) * w + (i + 1 - r0)) * es,
+                      (char *)whole->data + (size_t)(i * pl->m + i + 1) * es,
+                      (size_t)(pl->n - i - 1) * es) != 0;
+      CHECK_MSG(bad == 0, "%s T=%d upper tile %d [%lld, %lld): %lld rows "
+                "differ from the whole's", what, T, t, (long long)r0,
+                (long long)r1, (long long)bad);
       tarray_free(b);
     }
     if (v < 3)

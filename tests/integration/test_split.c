@@ -111,6 +111,44 @@ TEST(split_equals_whole) {
   }
 }
 
+/* Vincenty's non-converged pairs (NaN) in a split square matrix: the
+ * same bytes and the same count as the whole job (the join counts them at
+ * j > i, once a pair). Points near (0, 0) and near (0, 180): many pairs
+ * near-antipodal. float64 and float32. */
+TEST(split_vincenty_nonconverged) {
+  size_t cap = 64 * NPTS + 512;
+  char *pts = malloc(cap), *body = malloc(cap + 256);
+  size_t at = 0;
+  at += (size_t)snprintf(pts + at, cap - at, "[");
+  for (int i = 0; i < NPTS; i++)
+    at += (size_t)snprintf(pts + at, cap - at, "%s[%.6f,%.6f]", i ? "," : "",
+                           (i % 7) * 0.05 - 0.15,
+                           (i % 2 ? 179.8 : 0.0) + (i % 5) * 0.03);
+  snprintf(pts + at, cap - at, "]");
+  for (int f32 = 0; f32 < 2; f32++) {
+    snprintf(body, cap + 256,
+             "{\"kind\":\"geodesic\",\"backend\":\"cpu\",\"params\":{"
+             "\"points\":%s,\"method\":\"vincenty\"%s}}",
+             pts, f32 ? ",\"dtype\":\"float32\"" : "");
+    same_result(body, NULL, f32 ? "vincenty antipodes float32" : "vincenty antipodes");
+    njobs_submitted++;
+    json_t *a = run_on(&S, body), *b = run_on(&U, body);
+    json_t *ra = a ? json_object_get(a, "result") : NULL,
+           *rb = b ? json_object_get(b, "result") : NULL;
+    json_int_t na = json_integer_value(json_object_get(ra, "nonconverged")),
+               nb = json_integer_value(json_object_get(rb, "nonconverged"));
+    printf("vincenty antipodes%s: %lld non-converged pairs split, %lld whole\n",
+           f32 ? " float32" : "", (long long)na, (long long)nb);
+    CHECK_MSG(nb > 0 && na == nb, "non-converged: split %lld, whole %lld",
+              (long long)na, (long long)nb);
+    njobs_submitted++;
+    json_decref(a);
+    json_decref(b);
+  }
+  free(pts);
+  free(body);
+}
+
 /* The value of the /metrics sample whose line starts with `series` (0
  * when absent). */
 static double metric(srv *s, const char *series) {
@@ -422,6 +460,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   RUN(split_equals_whole);
+  RUN(split_vincenty_nonconverged);
   RUN(tiles_not_listed);
   RUN(metrics_count_the_job);
   RUN(cancel_parent_cancels_tiles);

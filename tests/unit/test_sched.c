@@ -961,6 +961,55 @@ TEST(test_destroy_waits_for_firing_waiters) {
   for (int i = 0; i < 500 && !atomic_load(&w.returned); i++) sleep_ms(2);
 }
 
+/* sched_split_rows: every tile's band is non-empty, the bands cover
+ * [0, n) in order; tri = 0 bands differ by at most one row; tri = 1 bands
+ * (a matrix without targets, row i ~ n - i pairs) hold the same pairs to
+ * within one row's (n), and their rows grow down the matrix. The same
+ * bands every call (every node must cut alike). */
+TEST(test_split_rows) {
+  static const int64_t ns[] = {2, 3, 7, 300, 1001, 50000, 3000000};
+  static const int ts[] = {2, 3, 4, 6, 16, 256};
+  for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
+    for (size_t b = 0; b < sizeof ts / sizeof ts[0]; b++)
+      for (int tri = 0; tri < 2; tri++) {
+        int64_t n = ns[a];
+        int T = ts[b];
+        if (T > n) continue; /* sched_split_tiles: at most n tiles */
+        double total = tri ? (double)n * (double)(n + 1) / 2 : (double)n;
+        int64_t prev = 0, minrows = n, maxrows = 0, prows = 0;
+        double worst = 0;
+        int ok = 1;
+        for (int t = 0; t < T; t++) {
+          int64_t r0, r1, q0, q1;
+          sched_split_rows(n, t, T, tri, &r0, &r1);
+          sched_split_rows(n, t, T, tri, &q0, &q1);
+          ok &= r0 == prev && r1 > r0 && r1 <= n && q0 == r0 && q1 == r1;
+          /* lower rows are cheaper: more of them (to a row of rounding) */
+          if (tri) ok &= t == 0 || r1 - r0 + 1 >= prows;
+          prows = r1 - r0;
+          prev = r1;
+          if (r1 - r0 < minrows) minrows = r1 - r0;
+          if (r1 - r0 > maxrows) maxrows = r1 - r0;
+          double w = tri ? (double)(r1 - r0) * (double)n -
+                               ((double)r1 * (double)(r1 - 1) -
+                                (double)r0 * (double)(r0 - 1)) / 2
+                         : (double)(r1 - r0);
+          double off = fabs(w - total / T);
+          if (off > worst) worst = off;
+        }
+        ok &= prev == n;
+        CHECK_MSG(ok, "n %lld T %d tri %d: bands not contiguous/non-empty/"
+                  "growing", (long long)n, T, tri);
+        if (!tri)
+          CHECK_MSG(maxrows - minrows <= 1, "n %lld T %d: rows %lld..%lld",
+                    (long long)n, T, (long long)minrows, (long long)maxrows);
+        else if (n >= 4 * (int64_t)T) /* tiny n: clamped to one row each */
+          CHECK_MSG(worst <= (double)n,
+                    "n %lld T %d: a band is %.0f pairs off %.0f", (long long)n,
+                    T, worst, total / T);
+      }
+}
+
 int main(void) {
   t_log_level = T_LOG_WARN;
   snprintf(root, sizeof root, "/tmp/tessel_sched_XXXXXX");
@@ -987,6 +1036,7 @@ int main(void) {
   RUN(test_shutdown_and_restart);
   RUN(test_progress_stored);
   RUN(test_compiled_once);
+  RUN(test_split_rows);
   rm_tree(root);
   return check_summary();
 }
