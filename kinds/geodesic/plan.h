@@ -139,8 +139,10 @@ int geod_plan_rows(const geod_plan *pl, int64_t r0, int64_t r1,
  * (i, j), j > i, is the whole matrix's (i, j) bit for bit (pair (p[i],
  * p[j]) on every backend); the diagonal and the block's lower part
  * (j <= i) are not the whole matrix's: the split job's join takes (i, j),
- * j < i, from row j's tile as (j, i), and zero on the diagonal. The tiles
- * compute about n^2 / 2 pairs in all where full rows took n^2. T_EINVAL
+ * j < i, from row j's tile as (j, i), and zero on the diagonal (and
+ * counts the job's non-converged pairs at j > i: a tile's own count covers
+ * its whole rectangle). The tiles compute about n^2 / 2 pairs in all
+ * where full rows took n^2. T_EINVAL
  * (field "row") unless 0 <= r0 < r1 <= n and pl is square, without
  * targets, and not a band. */
 int geod_plan_upper(const geod_plan *pl, int64_t r0, int64_t r1,

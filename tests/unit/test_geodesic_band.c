@@ -4,10 +4,11 @@
  * bit.
  *
  * Through the kind's prepare/run (as the scheduler calls it), serial and
- * cpu (a pool of 2): a square matrix (its bands recompute the mirrored
- * pairs (p[j], p[i]), j < i), condensed, with targets, float32, vincenty
- * (with non-converged NaNs, counted once a pair: the bands' counts add up to
- * the whole's), haversine (larger CPU tiles), knn with and without targets
+ * cpu (a pool of 2): a square matrix (a tile is its rows' upper part,
+ * columns [r0, n): its pairs j > i are the whole's, bit for bit, and their
+ * NaNs the whole's non-converged count), condensed, with targets, float32,
+ * vincenty (with non-converged NaNs, counted once a pair: the bands' counts
+ * add up to the whole's), haversine (larger CPU tiles), knn with and without targets
  * (indices global), rowwise sum / argmin / max / count within; bands cut as
  * a split job cuts them (T = 3 and 7) and an odd one; poisoned outputs.
  * A radius query and a bad band are refused.
@@ -98,6 +99,9 @@ static int64_t row_at(const tarray *whole, int condensed, int64_t n,
 static void check(const char *what, const char *params, int condensed,
                   int64_t n) {
   tbackend bs[] = {B_SERIAL, B_CPU};
+  /* a square matrix without targets: a tile is its rows' upper part
+   * (geod_plan_upper), which the split job's join mirrors */
+  int upper = !condensed && !strstr(params, "targets") && !strstr(params, "query");
   for (int bi = 0; bi < 2; bi++) {
     parts whole;
     int64_t ncw = 0;
@@ -108,7 +112,7 @@ static void check(const char *what, const char *params, int condensed,
     int cuts[] = {3, 7, 2};
     for (int v = 0; v < 3; v++) {
       int T = cuts[v];
-      int64_t ncs = 0;
+      int64_t ncs = 0, nan_upper = 0;
       for (int t = 0; t < T; t++) {
         int64_t r0 = n * t / T, r1 = n * (t + 1) / T;
         if (v == 2) r0 = t == 0 ? 1 : 130, r1 = t == 0 ? 130 : n - 1;
@@ -120,6 +124,29 @@ static void check(const char *what, const char *params, int condensed,
         if (rc) continue;
         ncs += nc;
         CHECK_MSG(b.n == whole.n, "%s: %d parts, whole %d", what, b.n, whole.n);
+        if (upper) { /* rows x columns [r0, n): the pairs j > i are the whole's */
+          const tarray *w = whole.a[0], *u = b.a[0];
+          size_t es = tdtype_size(w->dtype);
+          int64_t wd = n - r0, bad = 0;
+          CHECK_MSG(u && u->ndim == 2 && u->shape[0] == r1 - r0 &&
+                        u->shape[1] == wd && u->dtype == w->dtype,
+                    "%s: upper band [%lld, %lld): shape", what, (long long)r0,
+                    (long long)r1);
+          for (int64_t i = r0; u && u->size == (r1 - r0) * wd && i < r1; i++) {
+            const char *x = (const char *)u->data + (size_t)((i - r0) * wd + i + 1 - r0) * es;
+            bad += memcmp(x, (char *)w->data + (size_t)(i * n + i + 1) * es,
+                          (size_t)(n - i - 1) * es) != 0;
+            for (int64_t j = i + 1; j < n; j++) { /* the join's count */
+              double d = tarray_get(u, (i - r0) * wd + j - r0);
+              nan_upper += d != d;
+            }
+          }
+          CHECK_MSG(bad == 0, "%s (%s): upper band [%lld, %lld): %lld rows are "
+                    "not the whole's", what, tbackend_name(bs[bi]),
+                    (long long)r0, (long long)r1, (long long)bad);
+          parts_free(&b);
+          continue;
+        }
         for (int k = 0; k < whole.n && k < b.n; k++) {
           const tarray *w = whole.a[k];
           size_t es = tdtype_size(w->dtype);
@@ -134,10 +161,12 @@ static void check(const char *what, const char *params, int condensed,
         }
         parts_free(&b);
       }
-      /* a matrix counts each pair once, in its own row's band */
+      /* a matrix counts each pair once, in its own row's band (a square
+       * one's split job: its join, from the NaNs at j > i) */
       if (v < 2 && !strstr(params, "query"))
-        CHECK_MSG(ncs == ncw, "%s: non-converged %lld, whole %lld", what,
-                  (long long)ncs, (long long)ncw);
+        CHECK_MSG((upper ? nan_upper : ncs) == ncw,
+                  "%s: non-converged %lld, whole %lld", what,
+                  (long long)(upper ? nan_upper : ncs), (long long)ncw);
     }
     parts_free(&whole);
   }
