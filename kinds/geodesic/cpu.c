@@ -14,6 +14,11 @@
  * kilometres by the pair function), so the pair loops stay free of layout
  * and dtype branches.
  *
+ * An upper band (plan.h upper: a square matrix's tile as a split job runs
+ * it, the rows' points against the points from the same first row) is a
+ * grid of tiles on or above its diagonal i == j, each computing the pairs
+ * j > i only, as the whole matrix's row loop does; j <= i are zeroed first.
+ *
  * A band (a tile of a split job: pl->row1 > 0, no targets; plan.h) is
  * computed as a full grid of tiles over its rows and every column: pairs
  * j > i as the matrix's row loop computes them (p[i] first), the mirrored
@@ -47,6 +52,8 @@ typedef struct geod_cpu {
   int64_t ntr, ntc; /* tile rows and columns */
   int64_t ntiles;
   int tri;             /* upper triangle of tiles (no targets) */
+  int up;              /* an upper band (plan.h upper): the tiles on or
+                          above the diagonal i == j, pairs j > i only */
   int band;            /* rows [r0, r1) of a matrix without targets */
   int64_t r0, r1;
   int64_t base;        /* band, condensed: index of row r0's first pair */
@@ -56,12 +63,13 @@ typedef struct geod_cpu {
 /* Tile k -> (ti, tj). Upper-triangle order: row ti holds tiles ti..ntr-1,
  * and starts at index ti ntr - ti (ti - 1) / 2. */
 static void tile_of(const geod_cpu *c, int64_t k, int64_t *ti, int64_t *tj) {
-  if (!c->tri) {
+  if (!c->tri && !c->up) {
     *ti = k / c->ntc;
     *tj = k % c->ntc;
     return;
   }
-  int64_t lo = 0, hi = c->ntr - 1, n = c->ntr;
+  /* row ti holds tiles ti .. ntc - 1 (ntc = ntr for tri) */
+  int64_t lo = 0, hi = c->ntr - 1, n = c->ntc;
   while (lo < hi) { /* the last row whose start is <= k */
     int64_t mid = (lo + hi + 1) / 2;
     if (mid * n - mid * (mid - 1) / 2 <= k)
@@ -194,7 +202,7 @@ static void tile_run(void *arg, int64_t k, int slot) {
   if (j1 > pl->m) j1 = pl->m;
   for (int64_t i = i0; i < i1; i++) {
     int64_t js = j0;
-    if (c->tri && js < i + 1) js = i + 1; /* pairs above the diagonal */
+    if ((c->tri || c->up) && js < i + 1) js = i + 1; /* above the diagonal */
     if (js < j1) {
       geod_row_compute(pl, &pl->p[i], &pl->q[js], j1 - js, buf, &nc);
       row_store(c, i, js, j1 - js, buf);
@@ -219,12 +227,18 @@ int geod_cpu_run(const geod_plan *pl, int width, tarray *out, job_ctx *ctx,
   c.tile = pl->method == GEOD_HAVERSINE ? GEOD_TILE_FAST : GEOD_TILE_SLOW;
   c.band = !pl->has_targets && pl->row1 > 0;
   c.tri = !pl->has_targets && !c.band;
+  c.up = pl->has_targets && pl->upper;
   geod_plan_band(pl, &c.r0, &c.r1);
   if (c.band && pl->condensed)
     c.base = geod_condensed_index(pl->n, c.r0, c.r0 + 1);
   c.ntr = (c.r1 - c.r0 + c.tile - 1) / c.tile;
   c.ntc = (pl->m + c.tile - 1) / c.tile;
-  c.ntiles = c.tri ? c.ntr * (c.ntr + 1) / 2 : c.ntr * c.ntc;
+  c.ntiles = c.tri || c.up ? c.ntr * c.ntc - c.ntr * (c.ntr - 1) / 2
+                           : c.ntr * c.ntc;
+  if (c.up) /* j <= i: zero (no tile writes them) */
+    for (int64_t i = 0; i < pl->n; i++)
+      memset((char *)out->data + (size_t)(i * pl->m) * tdtype_size(pl->dtype),
+             0, (size_t)(i + 1) * tdtype_size(pl->dtype));
   if (pl->condensed && pl->n < 2) c.ntiles = 0; /* empty result */
   c.nonconv = calloc((size_t)width, sizeof *c.nonconv);
   if (!c.nonconv)

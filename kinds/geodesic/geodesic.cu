@@ -10,7 +10,9 @@
  *         with j > i are computed; a tile writes them to (i, j) and, through
  *         a shared-memory transpose (coalesced too), to (j, i); the
  *         diagonal is zero. Half the work of the full matrix.
- *   ROWS  a band of full rows of a matrix with targets (n x m).
+ *   ROWS  a band of full rows of a matrix with targets (n x m); of an
+ *         upper band (plan.h upper: a square matrix's tile of a split job)
+ *         the pairs j > i only, j <= i written zero.
  *   SQR   a band of full rows of a square matrix (too large for device
  *         memory, or spread over devices): element (i, j) is the pair
  *         (p[min(i, j)], p[max(i, j)]), the diagonal zero — the arguments
@@ -152,6 +154,7 @@ typedef struct gg_args {
   int64_t base0;  /* COND: condensed index of the band's first element */
   void *out;      /* SYM: the whole matrix; ROWS/COND: the band */
   unsigned long long *nonconv;
+  int upper;      /* ROWS: pairs j > i only, j <= i written zero (plan.h) */
 } gg_args;
 
 /* The kernel arguments every launch of a plan shares (the band fields are
@@ -167,6 +170,7 @@ static void gg_args_init(gg_args *a, const geod_plan *pl, const geod_point *dp,
   a->n = pl->n;
   a->m = pl->m;
   a->nonconv = dnc;
+  a->upper = pl->has_targets && pl->upper;
 }
 
 /* One element: the shared device function (kinds/geodesic/pair_dev.cuh),
@@ -207,7 +211,8 @@ __global__ void __launch_bounds__(GG_TILE *BY, MINB)
     const int64_t i = i0 + ir;
     const bool ok = jok && i < a.r1;
     const bool need =
-        ok && (MODE == GG_ROWS || (MODE == GG_SQR ? j != i : j > i));
+        ok && (MODE == GG_ROWS ? (!a.upper || j > i)
+                               : (MODE == GG_SQR ? j != i : j > i));
     double d = 0;
     if (need) {
       geod_point pi = a.p[i];

@@ -178,12 +178,14 @@ int geod_plan_upper(const geod_plan *pl, int64_t r0, int64_t r1,
   *sub = *pl;
   /* points r0 .. r1 - 1 against targets r0 .. n - 1: the same prepared
    * points, so pair (p[i], p[j]) as the whole matrix computes it for
-   * j > i; the GPU uploads the targets once (q == p, m > n) */
+   * j > i, and only those (upper); the GPU uploads the targets once
+   * (q == p, m > n) */
   sub->p = pl->p + r0;
   sub->q = pl->p + r0;
   sub->n = r1 - r0;
   sub->m = pl->n - r0;
   sub->has_targets = 1;
+  sub->upper = 1;
   sub->ndim = 2;
   sub->shape[0] = r1 - r0;
   sub->shape[1] = pl->n - r0;

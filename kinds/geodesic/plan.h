@@ -51,6 +51,10 @@ typedef struct geod_plan {
    * j)], p[max(i, j)]), zero diagonal; condensed: row i's pairs j > i).
    * row1 = 0: no band, every row. */
   int64_t row0, row1;
+  /* An upper band (geod_plan_upper): targets that are the points
+   * themselves from the same first row (q == p, m >= n), of which only the
+   * pairs j > i are computed; elements j <= i are zero. 0: every element. */
+  int upper;
   /* Prepared points (geod_point_prep, or _sphere for haversine): p has n,
    * q has m; q == p when there are no targets. Owned by the plan. */
   geod_point *p, *q;
@@ -135,14 +139,14 @@ int geod_plan_rows(const geod_plan *pl, int64_t r0, int64_t r1,
 /* *sub = the upper part of rows [r0, r1) of a square matrix without
  * targets (a tile of a split job, sched/split.c): rows [r0, r1) x columns
  * [r0, n), shape [r1 - r0, n - r0], as points p[r0 .. r1) against targets
- * p[r0 .. n) — an ordinary plan with targets sharing pl's points. Element
- * (i, j), j > i, is the whole matrix's (i, j) bit for bit (pair (p[i],
- * p[j]) on every backend); the diagonal and the block's lower part
- * (j <= i) are not the whole matrix's: the split job's join takes (i, j),
- * j < i, from row j's tile as (j, i), and zero on the diagonal (and
- * counts the job's non-converged pairs at j > i: a tile's own count covers
- * its whole rectangle). The tiles compute about n^2 / 2 pairs in all
- * where full rows took n^2. T_EINVAL
+ * p[r0 .. n) with `upper` set — a plan with targets sharing pl's points,
+ * of which only the pairs j > i are computed. Element (i, j), j > i, is
+ * the whole matrix's (i, j) bit for bit (pair (p[i], p[j]) on every
+ * backend); the diagonal and the block's lower part (j <= i) are zero: the
+ * split job's join takes (i, j), j < i, from row j's tile as (j, i).
+ * Vincenty's non-converged pairs are counted at j > i, so the tiles'
+ * counts add up to the whole matrix's. The tiles compute n (n - 1) / 2
+ * pairs in all, as the whole job does, where full rows took n^2. T_EINVAL
  * (field "row") unless 0 <= r0 < r1 <= n and pl is square, without
  * targets, and not a band. */
 int geod_plan_upper(const geod_plan *pl, int64_t r0, int64_t r1,

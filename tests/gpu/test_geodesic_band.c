@@ -75,7 +75,7 @@ static void check_bands(const geod_plan *pl, const char *what) {
   int cuts[] = {2, 3, 7};
   for (int v = 0; v < 4; v++) {
     int T = v < 3 ? cuts[v] : 2;
-    int64_t nc_sum = 0;
+    int64_t nc_sum = 0, nc_up = 0;
     for (int t = 0; t < T; t++) {
       int64_t r0 = pl->n * t / T, r1 = pl->n * (t + 1) / T;
       if (v == 3) r0 = t == 0 ? 1 : 77, r1 = t == 0 ? 77 : pl->n - 1;
@@ -111,10 +111,14 @@ static void check_bands(const geod_plan *pl, const char *what) {
       if (rc) continue;
       int64_t w = pl->n - r0, bad = 0;
       CHECK(b->ndim == 2 && b->shape[0] == r1 - r0 && b->shape[1] == w);
-      for (int64_t i = r0; i < r1 && b->size == (r1 - r0) * w; i++)
+      for (int64_t i = r0; i < r1 && b->size == (r1 - r0) * w; i++) {
         bad += memcmp((char *)b->data + (size_t)((i - r0) * w + (i + 1 - r0)) * es,
                       (char *)whole->data + (size_t)(i * pl->m + i + 1) * es,
                       (size_t)(pl->n - i - 1) * es) != 0;
+        for (int64_t j = r0; j <= i; j++) /* j <= i: written zero */
+          bad += tarray_get(b, (i - r0) * w + j - r0) != 0.0;
+      }
+      nc_up += nc;
       CHECK_MSG(bad == 0, "%s T=%d upper tile %d [%lld, %lld): %lld rows "
                 "differ from the whole's", what, T, t, (long long)r0,
                 (long long)r1, (long long)bad);
@@ -123,6 +127,9 @@ static void check_bands(const geod_plan *pl, const char *what) {
     if (v < 3)
       CHECK_MSG(nc_sum == ncw, "%s T=%d: non-converged %lld, whole %lld", what,
                 T, (long long)nc_sum, (long long)ncw);
+    if (v < 3 && !pl->condensed && !pl->has_targets) /* upper bands too */
+      CHECK_MSG(nc_up == ncw, "%s T=%d: upper non-converged %lld, whole %lld",
+                what, T, (long long)nc_up, (long long)ncw);
   }
   tarray_free(whole);
 }

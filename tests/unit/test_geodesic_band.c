@@ -5,8 +5,8 @@
  *
  * Through the kind's prepare/run (as the scheduler calls it), serial and
  * cpu (a pool of 2): a square matrix (a tile is its rows' upper part,
- * columns [r0, n): its pairs j > i are the whole's, bit for bit, and their
- * NaNs the whole's non-converged count), condensed, with targets, float32,
+ * columns [r0, n): its pairs j > i are the whole's, bit for bit, j <= i
+ * zero, and the bands' non-converged counts and NaNs the whole's), condensed, with targets, float32,
  * vincenty (with non-converged NaNs, counted once a pair: the bands' counts
  * add up to the whole's), haversine (larger CPU tiles), knn with and without targets
  * (indices global), rowwise sum / argmin / max / count within; bands cut as
@@ -140,6 +140,8 @@ static void check(const char *what, const char *params, int condensed,
               double d = tarray_get(u, (i - r0) * wd + j - r0);
               nan_upper += d != d;
             }
+            for (int64_t j = r0; j <= i; j++) /* j <= i: zero */
+              bad += tarray_get(u, (i - r0) * wd + j - r0) != 0.0;
           }
           CHECK_MSG(bad == 0, "%s (%s): upper band [%lld, %lld): %lld rows are "
                     "not the whole's", what, tbackend_name(bs[bi]),
@@ -162,11 +164,11 @@ static void check(const char *what, const char *params, int condensed,
         parts_free(&b);
       }
       /* a matrix counts each pair once, in its own row's band (a square
-       * one's split job: its join, from the NaNs at j > i) */
+       * one's upper bands: at j > i, where their NaNs are) */
       if (v < 2 && !strstr(params, "query"))
-        CHECK_MSG((upper ? nan_upper : ncs) == ncw,
-                  "%s: non-converged %lld, whole %lld", what,
-                  (long long)(upper ? nan_upper : ncs), (long long)ncw);
+        CHECK_MSG(ncs == ncw && (!upper || nan_upper == ncw),
+                  "%s: non-converged %lld (NaN at j > i: %lld), whole %lld",
+                  what, (long long)ncs, (long long)nan_upper, (long long)ncw);
     }
     parts_free(&whole);
   }
