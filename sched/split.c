@@ -62,6 +62,7 @@
  * held, and call sched_cancel for tiles.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,14 +180,203 @@ static int tile_part(store *st, const store_job *c, int index,
   return rc;
 }
 
+/* ---- the join: the tiles' rows into the job's result -------------------
+ *
+ * Both joins write row blocks of the result in parallel on the node's pool
+ * (the tiles are done; the coordinator takes part in its own loop): into a
+ * buffer when the result fits the job's row (row_max), else with pwrite
+ * into a temporary file sized (and its blocks reserved) first, renamed
+ * over the result when whole. A concatenation (every part of every other
+ * kind of split job) writes each block straight from the tiles' mapped
+ * rows; a square matrix's mirror (join_square) builds each block in a
+ * buffer of its slot first. */
+
+typedef struct jwork {
+  int mirror;      /* square: tiles hold their rows' upper parts */
+  int tiles;
+  tarray **a;      /* by tile index */
+  const int64_t *E;/* tile t: result rows [E[t], E[t+1]) */
+  int64_t rows;    /* of the result */
+  int64_t rowel;   /* elements in a result row */
+  size_t es;       /* element size */
+  int64_t block;   /* rows a chunk writes */
+  char *mem;       /* the result's data in a buffer, or NULL: */
+  int fd;          /*   written with pwrite at off + its offset */
+  size_t off;
+  char **buf;      /* mirror into a file: a block buffer per slot */
+  atomic_int err;  /* the first errno */
+  _Atomic int64_t nan;
+} jwork;
+
+static void jw_fail(jwork *w, int err) {
+  int zero = 0;
+  atomic_compare_exchange_strong(&w->err, &zero, err ? err : EIO);
+}
+
+/* Write len bytes of the result at byte `at` of its data. */
+static void jw_put(jwork *w, const void *p, size_t len, size_t at) {
+  if (w->mem) {
+    memcpy(w->mem + at, p, len);
+    return;
+  }
+  const char *c = p;
+  while (len > 0 && !atomic_load(&w->err)) {
+    ssize_t k = pwrite(w->fd, c, len, (off_t)(w->off + at));
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) {
+      jw_fail(w, k < 0 ? errno : EIO);
+      return;
+    }
+    c += k, at += (size_t)k, len -= (size_t)k;
+  }
+}
+
+/* Square rows [i0, i1) (one tile's, t) into dst (B x n): row i is element
+ * (j, i) of row j's tile for j < i, zero on the diagonal, its own tile's
+ * for j > i (whose NaNs are counted: Vincenty's non-converged pairs). */
+static void mirror_rows(jwork *w, int t, int64_t i0, int64_t i1, char *dst) {
+  const int64_t n = w->rows, *E = w->E;
+  const size_t es = w->es;
+  int64_t nan = 0;
+  for (int64_t i = i0; i < i1; i++) { /* j >= i: its own row */
+    char *row = dst + (size_t)((i - i0) * n) * es;
+    const char *src = (const char *)w->a[t]->data +
+                      (size_t)((i - E[t]) * (n - E[t]) + (i - E[t])) * es;
+    memcpy(row + (size_t)i * es, src, (size_t)(n - i) * es);
+    memset(row + (size_t)i * es, 0, es); /* the diagonal */
+    if (es == 8) {
+      const double *d = (const double *)(row + (size_t)i * es);
+      for (int64_t j = 1; j < n - i; j++) nan += d[j] != d[j];
+    } else {
+      const float *f = (const float *)(row + (size_t)i * es);
+      for (int64_t j = 1; j < n - i; j++) nan += f[j] != f[j];
+    }
+  }
+  int tj = 0; /* j < i: element (j, i) of row j's tile */
+  for (int64_t j = 0; j + 1 < i1; j++) {
+    while (j >= E[tj + 1]) tj++;
+    int64_t wj = n - E[tj], from = j + 1 > i0 ? j + 1 : i0;
+    const char *srow =
+        (const char *)w->a[tj]->data + (size_t)((j - E[tj]) * wj) * es;
+    if (es == 8) {
+      const uint64_t *x = (const uint64_t *)srow;
+      uint64_t *y = (uint64_t *)dst;
+      for (int64_t i = from; i < i1; i++) y[(i - i0) * n + j] = x[i - E[tj]];
+    } else {
+      const uint32_t *x = (const uint32_t *)srow;
+      uint32_t *y = (uint32_t *)dst;
+      for (int64_t i = from; i < i1; i++) y[(i - i0) * n + j] = x[i - E[tj]];
+    }
+  }
+  atomic_fetch_add(&w->nan, nan);
+}
+
+/* pool_chunk_fn: result rows [c B, (c + 1) B), cut at tile edges. */
+static void jw_chunk(void *arg, int64_t c, int slot) {
+  jwork *w = arg;
+  int64_t r0 = c * w->block, r1 = r0 + w->block < w->rows ? r0 + w->block
+                                                         : w->rows;
+  size_t rowb = (size_t)w->rowel * w->es;
+  int t = 0;
+  while (r0 < r1 && !atomic_load(&w->err)) {
+    while (r0 >= w->E[t + 1]) t++;
+    int64_t e = r1 < w->E[t + 1] ? r1 : w->E[t + 1]; /* within tile t */
+    if (!w->mirror) {
+      const char *src = (const char *)w->a[t]->data + (size_t)(r0 - w->E[t]) * rowb;
+      jw_put(w, src, (size_t)(e - r0) * rowb, (size_t)r0 * rowb);
+    } else if (w->mem) {
+      mirror_rows(w, t, r0, e, w->mem + (size_t)r0 * rowb);
+    } else {
+      mirror_rows(w, t, r0, e, w->buf[slot]);
+      jw_put(w, w->buf[slot], (size_t)(e - r0) * rowb, (size_t)r0 * rowb);
+    }
+    r0 = e;
+  }
+}
+
+/* Write the result (header hdr, then w's rows) to path or, when it fits
+ * row_max and npy is not NULL, into *npy; on the node's pool. */
+static int jw_run(sched *s, jwork *w, const char *hdr, size_t hl,
+                  int64_t bytes, const char *path, void **npy,
+                  size_t *npy_len, terr *e) {
+  int width = s->pool ? pool_threads(s->pool) : 1;
+  char tmp[SPLIT_PATH_MAX] = "";
+  char *mem = NULL;
+  int rc = T_OK;
+  w->fd = -1;
+  /* a mirror's blocks: ~4 MiB a buffer, 8 to 64 rows */
+  w->block = (int64_t)(((size_t)4 << 20) / ((size_t)w->rowel * w->es + 1));
+  if (w->block < 8) w->block = 8;
+  if (w->block > 64) w->block = 64;
+  if (!w->mirror) w->block = 256;
+  if (npy && s->row_max > 0 && bytes + NPY_HEADER_MAX <= s->row_max) {
+    if (!(mem = malloc(hl + (size_t)bytes + 1)))
+      return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+    memcpy(mem, hdr, hl);
+    w->mem = mem + hl;
+  } else {
+    snprintf(tmp, sizeof tmp, "%s.tmp%u", path,
+             atomic_fetch_add(&s->tmp_counter, 1));
+    w->fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    w->off = hl;
+    int err = w->fd < 0 ? errno : 0;
+    if (!err && pwrite(w->fd, hdr, hl, 0) != (ssize_t)hl) err = errno ? errno : EIO;
+    /* the blocks reserved now: a full disk fails here, not mid-write */
+    if (!err && bytes > 0) {
+      int fe = posix_fallocate(w->fd, 0, (off_t)(hl + (size_t)bytes));
+      if (fe && fe != EOPNOTSUPP && fe != EINVAL) err = fe;
+    }
+    if (err) jw_fail(w, err);
+    if (!err && w->mirror &&
+        !(w->buf = calloc((size_t)width, sizeof *w->buf)))
+      rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
+    for (int k = 0; !rc && !err && w->mirror && k < width; k++)
+      if (!(w->buf[k] = malloc((size_t)w->block * (size_t)w->rowel * w->es)))
+        rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  }
+  if (!rc && !atomic_load(&w->err)) {
+    int64_t nch = (w->rows + w->block - 1) / w->block;
+    if (s->pool && width > 1 && nch > 1)
+      pool_for(s->pool, width, nch, jw_chunk, w, NULL);
+    else
+      for (int64_t c = 0; c < nch; c++) jw_chunk(w, c, 0);
+  }
+  if (w->fd >= 0) {
+    if (close(w->fd) != 0) jw_fail(w, errno);
+    w->fd = -1;
+    if (!rc && !atomic_load(&w->err) && rename(tmp, path) != 0)
+      jw_fail(w, errno);
+  }
+  for (int k = 0; w->buf && k < width; k++) free(w->buf[k]);
+  free(w->buf);
+  w->buf = NULL;
+  int err = atomic_load(&w->err);
+  if (!rc && err) {
+    rc = terr_set(e, T_EIO, "", -1, "cannot write %s: %s", path, strerror(err));
+    rc = terr_nospace(e, rc, err);
+  }
+  if (rc) {
+    if (tmp[0]) unlink(tmp);
+    free(mem);
+    return rc;
+  }
+  if (mem) {
+    *npy = mem;
+    *npy_len = hl + (size_t)bytes;
+  }
+  return T_OK;
+}
+
 /* Concatenate part `index` of every tile into `path` (a temporary renamed
  * over it) or, for part 0 when it fits row_max, into *npy. Fills *info. */
 static int join_part(sched *s, const store_job *kids, int nk, int index,
                      const tparts *tps, const char *path, void **npy,
                      size_t *npy_len, tpart *info, terr *e) {
   tarray **a = calloc((size_t)nk, sizeof *a);
-  int rc = a ? T_OK : terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  int64_t *E = calloc((size_t)nk + 1, sizeof *E);
+  int rc = a && E ? T_OK : terr_set(e, T_ENOMEM, "", -1, "out of memory");
   int64_t shape[T_MAXDIM];
+  /* in tile order (kids are: store_job_children), each its own rows */
   for (int i = 0; !rc && i < nk; i++) {
     rc = tile_part(s->cfg.st, &kids[i], index, &tps[i], &a[i], e);
     if (rc) break;
@@ -200,7 +390,10 @@ static int join_part(sched *s, const store_job *kids, int nk, int index,
       rc = terr_set(e, T_EIO, "", -1, "tile %d's result does not match "
                     "tile 0's", i);
     }
-    if (!rc) shape[0] += a[i]->shape[0];
+    if (!rc) {
+      shape[0] += a[i]->shape[0];
+      E[i + 1] = shape[0];
+    }
   }
   if (!rc) {
     tdtype dt = a[0]->dtype;
@@ -212,88 +405,30 @@ static int join_part(sched *s, const store_job *kids, int nk, int index,
     info->ndim = ndim;
     memcpy(info->shape, shape, sizeof info->shape);
     info->bytes = bytes;
-    if (npy && s->row_max > 0 && bytes + NPY_HEADER_MAX <= s->row_max) {
-      char *b = malloc(hl + (size_t)bytes + 1);
-      if (!b) {
-        rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
-      } else {
-        memcpy(b, hdr, hl);
-        size_t at = hl;
-        for (int i = 0; i < nk; i++) {
-          size_t len = (size_t)a[i]->size * tdtype_size(dt);
-          if (len) memcpy(b + at, a[i]->data, len);
-          at += len;
-        }
-        *npy = b;
-        *npy_len = at;
-      }
-    } else {
-      char tmp[SPLIT_PATH_MAX];
-      snprintf(tmp, sizeof tmp, "%s.tmp%u", path,
-               atomic_fetch_add(&s->tmp_counter, 1));
-      FILE *f = fopen(tmp, "wb");
-      int err = 0;
-      if (!f) {
-        err = errno;
-      } else {
-        if (fwrite(hdr, 1, hl, f) != hl) err = errno ? errno : EIO;
-        for (int i = 0; !err && i < nk; i++) {
-          size_t len = (size_t)a[i]->size * tdtype_size(dt);
-          if (len && fwrite(a[i]->data, 1, len, f) != len)
-            err = errno ? errno : EIO;
-        }
-        if (fclose(f) != 0 && !err) err = errno;
-      }
-      if (!err && rename(tmp, path) != 0) err = errno;
-      if (err) {
-        unlink(tmp);
-        rc = terr_set(e, T_EIO, "", -1, "cannot write %s: %s", path,
-                      strerror(err));
-        rc = terr_nospace(e, rc, err);
-      }
-    }
+    jwork w;
+    memset(&w, 0, sizeof w);
+    w.tiles = nk;
+    w.a = a;
+    w.E = E;
+    w.rows = shape[0];
+    w.rowel = shape[0] ? tshape_size(ndim, shape, INT64_MAX) / shape[0] : 0;
+    w.es = tdtype_size(dt);
+    if (w.rows > 0 && w.rowel > 0)
+      rc = jw_run(s, &w, hdr, hl, bytes, path, npy, npy_len, e);
+    else /* no element: the header alone */
+      rc = jw_run(s, &w, hdr, hl, 0, path, npy, npy_len, e);
   }
   for (int i = 0; a && i < nk; i++) tarray_free(a[i]);
   free(a);
+  free(E);
   return rc;
 }
 
-/* 1 for a square matrix without targets: its tiles computed only their
- * rows' upper part (kinds/geodesic geod_plan_upper), which join_square
- * mirrors. */
-static int split_upper(const json_t *params) {
-  const char *layout = json_string_value(json_object_get(params, "layout"));
-  return sched_split_tri(params) && !(layout && strcmp(layout, "condensed") == 0);
-}
-
-/* Where a join writes: a buffer (mem, filled from at) or a file. */
-typedef struct jsink {
-  FILE *f;
-  char *mem;
-  size_t at;
-  int err;
-} jsink;
-
-static void jsink_put(jsink *k, const void *p, size_t len) {
-  if (k->err || !len) return;
-  if (k->mem) {
-    memcpy(k->mem + k->at, p, len);
-    k->at += len;
-  } else if (fwrite(p, 1, len, k->f) != len) {
-    k->err = errno ? errno : EIO;
-  }
-}
-
-/* Rows per block of join_square: a block of B x n elements is built, then
- * written; its mirrored columns read B contiguous elements of each row
- * above it. */
-#define JOIN_BLOCK 64
-
 /* The whole square matrix (n x n) from its tiles' upper parts: tile t
- * holds rows [E[t], E[t+1]) x columns [E[t], n). Row i is: columns j < i
- * element (j, i) of row j's tile (the pair (p[j], p[i]) that the whole
- * matrix mirrors there), zero on the diagonal, columns j > i its own
- * tile's. Written to path (a temporary renamed over it) or, when it fits
+ * holds rows [E[t], E[t+1]) x columns [E[t], n) (kinds/geodesic
+ * geod_plan_upper). Row i is: columns j < i element (j, i) of row j's tile
+ * (the pair (p[j], p[i]) that the whole matrix mirrors there), zero on the
+ * diagonal, columns j > i its own tile's. Written to path or, when it fits
  * row_max, into *npy; *nonconv counts the NaN pairs (j > i: Vincenty's
  * non-converged, once a pair as the whole job counts them). */
 static int join_square(sched *s, const store_job *kids, int nk, int tiles,
@@ -302,14 +437,14 @@ static int join_square(sched *s, const store_job *kids, int nk, int tiles,
                        terr *e) {
   tarray **a = calloc((size_t)tiles, sizeof *a);
   int64_t *E = calloc((size_t)tiles + 1, sizeof *E);
-  char *buf = NULL;
   int rc = a && E ? T_OK : terr_set(e, T_ENOMEM, "", -1, "out of memory");
   if (!rc && nk != tiles)
     rc = terr_set(e, T_EIO, "", -1, "%d of %d tiles", nk, tiles);
-  for (int t = 0; !rc && t <= tiles; t++) {
+  for (int t = 0; !rc && t < tiles; t++) {
     int64_t r0, r1;
-    sched_split_rows(n, t < tiles ? t : tiles - 1, tiles, 1, &r0, &r1);
-    E[t] = t < tiles ? r0 : r1;
+    sched_split_rows(n, t, tiles, 1, &r0, &r1);
+    E[t] = r0;
+    E[t + 1] = r1;
   }
   for (int i = 0; !rc && i < nk; i++) {
     int t = kids[i].tile;
@@ -320,100 +455,49 @@ static int join_square(sched *s, const store_job *kids, int nk, int tiles,
     if ((rc = tile_part(s->cfg.st, &kids[i], 0, NULL, &a[t], e))) break;
     if (a[t]->ndim != 2 || a[t]->shape[0] != E[t + 1] - E[t] ||
         a[t]->shape[1] != n - E[t] ||
-        (a[t]->dtype != T_F64 && a[t]->dtype != T_F32) ||
-        a[t]->dtype != (a[0] ? a[0]->dtype : a[t]->dtype))
+        (a[t]->dtype != T_F64 && a[t]->dtype != T_F32))
       rc = terr_set(e, T_EIO, "", -1,
                     "tile %d's result is not the upper part of rows "
                     "[%lld, %lld)", t, (long long)E[t], (long long)E[t + 1]);
   }
   for (int t = 0; !rc && t < tiles; t++) /* every tile there, one dtype */
     if (!a[t] || a[t]->dtype != a[0]->dtype)
-      rc = terr_set(e, T_EIO, "", -1, "tile %d is missing", t);
-  jsink k = {0};
-  char tmp[SPLIT_PATH_MAX] = "";
+      rc = terr_set(e, T_EIO, "", -1, "tile %d is missing or of another "
+                    "dtype", t);
   if (!rc) {
     tdtype dt = a[0]->dtype;
-    size_t es = tdtype_size(dt);
     int64_t shape[T_MAXDIM] = {n, n};
     char hdr[NPY_HEADER_MAX];
     size_t hl = npy_header(dt, 2, shape, hdr);
-    int64_t bytes = n * n * (int64_t)es;
+    int64_t bytes = n * n * (int64_t)tdtype_size(dt);
     info->dtype = dt;
     info->ndim = 2;
     memcpy(info->shape, shape, sizeof info->shape);
     info->bytes = bytes;
-    if (npy && s->row_max > 0 && bytes + NPY_HEADER_MAX <= s->row_max) {
-      if (!(k.mem = malloc(hl + (size_t)bytes + 1)))
-        rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
-    } else {
-      snprintf(tmp, sizeof tmp, "%s.tmp%u", path,
-               atomic_fetch_add(&s->tmp_counter, 1));
-      if (!(k.f = fopen(tmp, "wb"))) k.err = errno;
-    }
-    if (!rc && !(buf = malloc((size_t)JOIN_BLOCK * (size_t)n * es)))
-      rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
-    if (!rc) jsink_put(&k, hdr, hl);
-    int64_t nan = 0;
-    for (int t = 0; !rc && !k.err && t < tiles; t++)
-      for (int64_t i0 = E[t]; i0 < E[t + 1] && !k.err; i0 += JOIN_BLOCK) {
-        int64_t i1 = i0 + JOIN_BLOCK < E[t + 1] ? i0 + JOIN_BLOCK : E[t + 1];
-        int64_t w = n - E[t]; /* tile t's row length */
-        for (int64_t i = i0; i < i1; i++) { /* j >= i: its own row */
-          char *row = buf + (size_t)((i - i0) * n) * es;
-          const char *src = (const char *)a[t]->data +
-                            (size_t)((i - E[t]) * w + (i - E[t])) * es;
-          memcpy(row + (size_t)i * es, src, (size_t)(n - i) * es);
-          memset(row + (size_t)i * es, 0, es); /* the diagonal */
-          if (dt == T_F64) {
-            const double *d = (const double *)(row + (size_t)i * es);
-            for (int64_t j = 1; j < n - i; j++) nan += d[j] != d[j];
-          } else {
-            const float *f = (const float *)(row + (size_t)i * es);
-            for (int64_t j = 1; j < n - i; j++) nan += f[j] != f[j];
-          }
-        }
-        int tj = 0; /* j < i: element (j, i) of row j's tile */
-        for (int64_t j = 0; j + 1 < i1; j++) {
-          while (j >= E[tj + 1]) tj++;
-          int64_t wj = n - E[tj], from = j + 1 > i0 ? j + 1 : i0;
-          const char *srow = (const char *)a[tj]->data +
-                             (size_t)((j - E[tj]) * wj) * es;
-          if (es == 8) {
-            const uint64_t *x = (const uint64_t *)srow;
-            uint64_t *y = (uint64_t *)buf;
-            for (int64_t i = from; i < i1; i++)
-              y[(i - i0) * n + j] = x[i - E[tj]];
-          } else {
-            const uint32_t *x = (const uint32_t *)srow;
-            uint32_t *y = (uint32_t *)buf;
-            for (int64_t i = from; i < i1; i++)
-              y[(i - i0) * n + j] = x[i - E[tj]];
-          }
-        }
-        jsink_put(&k, buf, (size_t)((i1 - i0) * n) * es);
-      }
-    *nonconv = nan;
-    if (k.f && fclose(k.f) != 0 && !k.err) k.err = errno;
-    k.f = NULL;
-    if (!rc && !k.err && tmp[0] && rename(tmp, path) != 0) k.err = errno;
-    if (!rc && k.err) {
-      rc = terr_set(e, T_EIO, "", -1, "cannot write %s: %s", path,
-                    strerror(k.err));
-      rc = terr_nospace(e, rc, k.err);
-    }
-    if (rc && tmp[0]) unlink(tmp);
-    if (!rc && k.mem) {
-      *npy = k.mem;
-      *npy_len = k.at;
-      k.mem = NULL;
-    }
+    jwork w;
+    memset(&w, 0, sizeof w);
+    w.mirror = 1;
+    w.tiles = tiles;
+    w.a = a;
+    w.E = E;
+    w.rows = n;
+    w.rowel = n;
+    w.es = tdtype_size(dt);
+    rc = jw_run(s, &w, hdr, hl, bytes, path, npy, npy_len, e);
+    *nonconv = atomic_load(&w.nan);
   }
-  free(k.mem);
-  free(buf);
   for (int t = 0; a && t < tiles; t++) tarray_free(a[t]);
   free(a);
   free(E);
   return rc;
+}
+
+/* 1 for a square matrix without targets: its tiles computed only their
+ * rows' upper part (kinds/geodesic geod_plan_upper), which join_square
+ * mirrors. */
+static int split_upper(const json_t *params) {
+  const char *layout = json_string_value(json_object_get(params, "layout"));
+  return sched_split_tri(params) && !(layout && strcmp(layout, "condensed") == 0);
 }
 
 /* Every part of the tiles joined into the parent's result; the end record

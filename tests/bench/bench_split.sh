@@ -3,11 +3,11 @@
 # side on one machine: the same job on a tesseld that never splits (U) and
 # on one that splits from 1000 pairs (S, --tiles T), each with --threads W.
 #
-#   sh tests/bench/bench_split.sh path/to/tesseld [n] [tiles] [workers]
+#   sh tests/bench/bench_split.sh path/to/tesseld [n] [tiles] [workers] [backend]
 #
 # For each layout (square, condensed, with targets: n x n/2) on backend
-# serial — a whole job on one thread, a split job's tiles on up to W
-# workers at once — it prints submit -> succeeded wall ms of both and the
+# serial (the default: a whole job on one thread, a split job's tiles on up
+# to W workers at once; or cpu, cuda) it prints submit -> succeeded wall ms of both and the
 # ratio whole / split (above 1: the split job is faster). The results are
 # compared byte for byte (a split job's result is the whole job's).
 # Needs curl and python3.
@@ -16,6 +16,7 @@ bin=${1:?path to tesseld}
 n=${2:-3000}
 T=${3:-4}
 W=${4:-$(nproc)}
+B=${5:-serial}
 d=$(mktemp -d /tmp/tessel-bsplit.XXXXXX)
 start() { # name port flags...
   name=$1 port=$2
@@ -55,7 +56,7 @@ print("%.1f %s %s" % (ms, j["id"], (j.get("tiles") or {}).get("total", 0)))
 PY
 }
 npy() { curl -s "localhost:$1/v1/jobs/$2/result?format=npy" | sha256sum | cut -c1-16; }
-echo "n = $n, tiles = $T, workers = $W, cores = $(nproc), backend serial"
+echo "n = $n, tiles = $T, workers = $W, cores = $(nproc), backend $B"
 printf '%-10s %12s %12s %8s %7s %s\n' layout whole_ms split_ms ratio tiles same_bytes
 for layout in square condensed targets; do
   extra=""
@@ -63,7 +64,7 @@ for layout in square condensed targets; do
     condensed) extra=',"layout":"condensed"' ;;
     targets) extra=",\"targets\":{\"random\":{\"shape\":[$((n / 2)),2],\"low\":-60,\"high\":60,\"seed\":2}}" ;;
   esac
-  body="{\"kind\":\"geodesic\",\"backend\":\"serial\",\"params\":{\"points\":{\"random\":{\"shape\":[$n,2],\"low\":-80,\"high\":80,\"seed\":1}}$extra}}"
+  body="{\"kind\":\"geodesic\",\"backend\":\"$B\",\"params\":{\"points\":{\"random\":{\"shape\":[$n,2],\"low\":-80,\"high\":80,\"seed\":1}}$extra}}"
   set -- $(run $pu "$body")
   wms=$1 wid=$2
   set -- $(run $ps "$body")

@@ -3,7 +3,7 @@
  * jobs, each a band of its rows, and its result is the same bytes as the
  * job run whole.
  *
- * Two daemons: S splits everything from 1000 pairs into 4 tiles, U never
+ * Two daemons: S splits everything from 100 pairs into 4 tiles, U never
  * splits. Each case runs on both (random points from a seed, so the same
  * points) and every part of the two results is compared byte for byte in
  * .npy (matrix square and condensed, with targets, float32 Vincenty, knn
@@ -115,6 +115,18 @@ TEST(split_equals_whole) {
  * same bytes and the same count as the whole job (the join counts them at
  * j > i, once a pair). Points near (0, 0) and near (0, 180): many pairs
  * near-antipodal. float64 and float32. */
+/* Results small enough for the job's row (4 KiB): the joins write them
+ * into a buffer, not a file. */
+TEST(split_small_in_row) {
+  same_result("{\"kind\":\"geodesic\",\"backend\":\"cpu\",\"params\":{\"points\":"
+              "{\"random\":{\"shape\":[20,2],\"seed\":31}},\"dtype\":\"float32\"}}",
+              NULL, "small square float32");
+  same_result("{\"kind\":\"geodesic\",\"backend\":\"cpu\",\"params\":{\"points\":"
+              "{\"random\":{\"shape\":[20,2],\"seed\":32}},\"layout\":\"condensed\"}}",
+              NULL, "small condensed");
+  njobs_submitted += 2;
+}
+
 TEST(split_vincenty_nonconverged) {
   size_t cap = 64 * NPTS + 512;
   char *pts = malloc(cap), *body = malloc(cap + 256);
@@ -452,7 +464,7 @@ TEST(kill9_resumes_parent) {
 int main(int argc, char **argv) {
   if (argc < 2) SKIP_ALL("usage: test_split <tesseld>");
   curl_global_init(CURL_GLOBAL_ALL);
-  if (srv_start(&S, argv[1], "--threads", "2", "--split-min-pairs", "1000",
+  if (srv_start(&S, argv[1], "--threads", "2", "--split-min-pairs", "100",
                 "--tiles", "4", NULL) != 0)
     return 1;
   if (srv_start(&U, argv[1], "--threads", "2", NULL) != 0) {
@@ -461,6 +473,7 @@ int main(int argc, char **argv) {
   }
   RUN(split_equals_whole);
   RUN(split_vincenty_nonconverged);
+  RUN(split_small_in_row);
   RUN(tiles_not_listed);
   RUN(metrics_count_the_job);
   RUN(cancel_parent_cancels_tiles);
