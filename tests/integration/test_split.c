@@ -115,6 +115,39 @@ TEST(split_equals_whole) {
  * same bytes and the same count as the whole job (the join counts them at
  * j > i, once a pair). Points near (0, 0) and near (0, 180): many pairs
  * near-antipodal. float64 and float32. */
+/* A GPU beats its tiles (API.md): with a GPU (features.cuda), a job asked
+ * for cuda and an auto one are run whole; without, cuda is 503 and auto is
+ * split. */
+TEST(gpu_jobs_not_split) {
+  resp r = req(&S, "GET", "/v1/info", NULL, NULL);
+  json_t *info = resp_json(&r);
+  int gpu = json_is_true(json_object_get(json_object_get(info, "features"), "cuda"));
+  json_decref(info);
+  resp_free(&r);
+  const char *be[] = {"cuda", "auto"};
+  for (int i = 0; i < 2; i++) {
+    char body[300];
+    snprintf(body, sizeof body,
+             "{\"kind\":\"geodesic\",\"backend\":\"%s\",\"params\":{"
+             "\"points\":{\"random\":{\"shape\":[300,2],\"seed\":41}}}}", be[i]);
+    long st = 0;
+    json_t *j = submit(&S, "", body, &st);
+    if (!gpu && i == 0) {
+      CHECK_MSG(st == 503, "cuda without a GPU: %ld", st);
+    } else {
+      CHECK_MSG(st == 202 && j, "%s: submit %ld", be[i], st);
+      int split = j && json_is_object(json_object_get(j, "tiles"));
+      CHECK_MSG(split == (!gpu && i == 1), "%s with%s a GPU: %s", be[i],
+                gpu ? "" : "out", split ? "split" : "whole");
+      json_t *d = j ? wait_job(&S, jstr(j, "id"), 120) : NULL;
+      CHECK(d && strcmp(jstr(d, "status"), "succeeded") == 0);
+      json_decref(d);
+      njobs_submitted++;
+    }
+    json_decref(j);
+  }
+}
+
 /* Results small enough for the job's row (4 KiB): the joins write them
  * into a buffer, not a file. */
 TEST(split_small_in_row) {
@@ -474,6 +507,7 @@ int main(int argc, char **argv) {
   RUN(split_equals_whole);
   RUN(split_vincenty_nonconverged);
   RUN(split_small_in_row);
+  RUN(gpu_jobs_not_split);
   RUN(tiles_not_listed);
   RUN(metrics_count_the_job);
   RUN(cancel_parent_cancels_tiles);
