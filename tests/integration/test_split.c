@@ -507,8 +507,8 @@ int main(int argc, char **argv) {
   RUN(split_equals_whole);
   RUN(split_vincenty_nonconverged);
   RUN(split_small_in_row);
+  RUN(tiles_not_listed); /* every job listed so far is split */
   RUN(gpu_jobs_not_split);
-  RUN(tiles_not_listed);
   RUN(metrics_count_the_job);
   RUN(cancel_parent_cancels_tiles);
   RUN(delete_takes_tiles_and_files);
