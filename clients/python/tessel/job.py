@@ -92,11 +92,15 @@ class Job(concurrent.futures.Future):
         return info
 
     def _update(self, info):
-        self.info = info
         st = info.get("status")
-        if st not in FINAL:
-            return
         with self._ulock:
+            # A snapshot taken before the job ended (the waiter's poll of
+            # the queued list, answered late) never replaces a final one.
+            if st not in FINAL:
+                if not self._ended:
+                    self.info = info
+                return
+            self.info = info
             if self._ended:
                 return
             self._ended = True

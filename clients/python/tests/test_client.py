@@ -191,6 +191,20 @@ def test_job_is_a_future(client):
     assert j.timings["total"] >= 0 and j.backend["used"] and j.progress[0] == j.progress[1]
 
 
+def test_stale_snapshot_after_end():
+    """A job's JSON taken before it ended (the waiter's poll, answered after
+    result() saw the end) does not take its status back: it stays final."""
+    from tessel.job import Job
+    j = Job(None, {"id": "j_x", "kind": "map", "status": "running"})
+    assert j.status == "running" and not j.done()
+    j._update({"id": "j_x", "kind": "map", "status": "succeeded", "timings_ms": {"total": 1}})
+    assert j.done() and j.status == "succeeded"
+    j._update({"id": "j_x", "kind": "map", "status": "queued"})
+    assert j.status == "succeeded" and j.timings == {"total": 1}
+    j._update({"id": "j_x", "kind": "map", "status": "succeeded", "timings_ms": {"total": 2}})
+    assert j.status == "succeeded" and j.timings == {"total": 2}
+
+
 def test_as_completed_order(client):
     slow = long_job(client)
     fast = client.submit_map("x+1", x=[1.0, 2.0, 3.0, 4.0])
