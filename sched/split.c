@@ -24,7 +24,8 @@
  * (sched/run.c sets job_ctx row0/row1; for a matrix without targets the
  * bands hold equal pairs instead, sched_split_rows with tri). It then
  * follows them by reading the
- * store every SPLIT_POLL_MS: progress is the pairs of the tiles done; a
+ * store every SPLIT_POLL_MS: progress is the pairs of the tiles done and
+ * the running tiles' stored progress (each tile an equal share); a
  * tile that failed or was canceled cancels the others and fails the parent
  * with "tile i: <its message>" and its code; past the job's timeout_s
  * (from the coordinator's start: the tiles' wait for a worker counts) it
@@ -803,11 +804,16 @@ static void coordinate(split_run *r) {
       return;
     }
     int done = 0, bad = -1;
+    double frac = 0; /* tiles done, and the running ones' stored progress */
     for (int i = 0; i < nk; i++) {
       if (kids[i].status == JOB_SUCCEEDED) {
         done++; /* each tile an equal share of the pairs (sched_split_rows) */
+        frac += 1;
       } else if (job_status_final(kids[i].status) && bad < 0) {
         bad = i;
+      } else if (kids[i].progress_total > 0 && kids[i].progress_done > 0) {
+        double f = (double)kids[i].progress_done / (double)kids[i].progress_total;
+        frac += f < 1 ? f : 1;
       }
     }
     if (bad >= 0) {
@@ -825,7 +831,7 @@ static void coordinate(split_run *r) {
       kids_free(kids, nk);
       return;
     }
-    int64_t pdone = n > 0 ? (int64_t)((double)pairs * done / r->p.tiles) : done;
+    int64_t pdone = n > 0 ? (int64_t)((double)pairs * frac / r->p.tiles) : done;
     int64_t ptotal = n > 0 ? pairs : r->p.tiles;
     if (done == r->p.tiles && nk == r->p.tiles) {
       store_job_end end = {.status = JOB_SUCCEEDED, .max_abs_diff = NAN,

@@ -284,7 +284,22 @@ TEST(cancel_parent_cancels_tiles) {
   snprintf(id, sizeof id, "%s", j ? jstr(j, "id") : "");
   json_decref(j);
   CHECK(wait_running(&S, id));
-  usleep(200000);
+  /* its progress moves before any tile is done: the running tiles' own */
+  int moved = 0;
+  snprintf(path, sizeof path, "/v1/jobs/%s", id);
+  for (int i = 0; i < 300 && !moved; i++) {
+    resp g = req(&S, "GET", path, NULL, NULL);
+    json_t *o = resp_json(&g);
+    json_t *tl = o ? json_object_get(o, "tiles") : NULL;
+    json_t *pg = o ? json_object_get(o, "progress") : NULL;
+    if (tl && json_integer_value(json_object_get(tl, "done")) > 0) i = 300;
+    moved = json_integer_value(json_object_get(pg, "done")) > 0 &&
+            json_integer_value(json_object_get(tl, "done")) == 0;
+    json_decref(o);
+    resp_free(&g);
+    if (!moved) usleep(20000);
+  }
+  CHECK_MSG(moved, "no progress before the first tile ended");
   snprintf(path, sizeof path, "/v1/jobs/%s/cancel", id);
   resp r = req(&S, "POST", path, NULL, NULL);
   CHECK_MSG(r.status == 200 || r.status == 202, "cancel: %ld %.200s",
