@@ -332,13 +332,6 @@ static void node_check_waiters(sched *s, int all) {
   free_ids(ids, n);
 }
 
-static void abs_after(struct timespec *ts, double ms) {
-  clock_gettime(CLOCK_MONOTONIC, ts);
-  long long ns = (long long)ts->tv_nsec + (long long)(ms > 0 ? ms * 1e6 : 0);
-  ts->tv_sec += (time_t)(ns / 1000000000LL);
-  ts->tv_nsec = (long)(ns % 1000000000LL);
-}
-
 static void *node_main(void *arg) {
   sched *s = arg;
   sched_cluster *c = s->cl;
@@ -382,7 +375,7 @@ static void *node_main(void *arg) {
     if (next_reap < wake) wake = next_reap;
     if (next_poll < wake) wake = next_poll;
     struct timespec ts;
-    abs_after(&ts, wake - now < 1 ? 1 : wake - now);
+    tmutex_deadline(&ts, wake - now < 1 ? 1 : wake - now);
     pthread_cond_timedwait(&c->cv, &c->mu, &ts);
   }
   pthread_mutex_unlock(&c->mu);

@@ -241,15 +241,6 @@ static void *sched_gpu_worker(void *arg) {
   return NULL;
 }
 
-/* The CLOCK_MONOTONIC time ms from now, for the timed waits (whose
- * condvars use that clock: a wall-clock step changes no deadline). */
-static void abs_time_after(struct timespec *ts, double ms) {
-  clock_gettime(CLOCK_MONOTONIC, ts);
-  long long ns = (long long)ts->tv_nsec + (long long)(ms > 0 ? ms * 1e6 : 0);
-  ts->tv_sec += (time_t)(ns / 1000000000LL);
-  ts->tv_nsec = (long)(ns % 1000000000LL);
-}
-
 /* Deadlines and progress. Holds mu except while sleeping. */
 static void *sched_monitor(void *arg) {
   sched *s = arg;
@@ -283,7 +274,7 @@ static void *sched_monitor(void *arg) {
       continue;
     }
     struct timespec ts;
-    abs_time_after(&ts, wake - now < 1 ? 1 : wake - now);
+    tmutex_deadline(&ts, wake - now < 1 ? 1 : wake - now);
     tmutex_timedwait(&s->mon_cv, &s->mu, &ts);
   }
   tmutex_unlock(&s->mu);
@@ -562,7 +553,7 @@ void sched_shutdown(sched *s, double deadline_s) {
   double until = t_now_ms() + (deadline_s > 0 ? deadline_s * 1e3 : 0);
   while (s->nrunning > 0 && t_now_ms() < until) {
     struct timespec ts;
-    abs_time_after(&ts, until - t_now_ms());
+    tmutex_deadline(&ts, until - t_now_ms());
     tmutex_timedwait(&s->idle_cv, &s->mu, &ts);
   }
   /* Still running: stop them, leaving them unfinished in the store. */

@@ -86,6 +86,16 @@ static inline void tmutex_wait(pthread_cond_t *cv, tmutex *t) {
 #endif
 }
 
+/* The CLOCK_MONOTONIC time ms from now (none before now), the deadline of
+ * a tmutex_timedwait on a condvar of that clock (pthread_condattr_setclock):
+ * a step of the wall clock changes no deadline. */
+static inline void tmutex_deadline(struct timespec *ts, double ms) {
+  clock_gettime(CLOCK_MONOTONIC, ts);
+  long long ns = (long long)ts->tv_nsec + (long long)(ms > 0 ? ms * 1e6 : 0);
+  ts->tv_sec += (time_t)(ns / 1000000000LL);
+  ts->tv_nsec = (long)(ns % 1000000000LL);
+}
+
 static inline int tmutex_timedwait(pthread_cond_t *cv, tmutex *t,
                                    const struct timespec *ts) {
 #ifndef NDEBUG

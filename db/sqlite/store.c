@@ -50,6 +50,7 @@
 #include <time.h>
 
 #include "db/sqlite/store_int.h"
+#include "util/tmutex.h"
 #include "util/vec.h"
 
 struct store_stmt {
@@ -261,16 +262,6 @@ static void run_batch(sqstore *s, store_wop *head) {
   }
 }
 
-/* The CLOCK_MONOTONIC time at t_now_ms() == ms (both are monotonic). */
-static void mono_at(struct timespec *ts, double ms) {
-  double now = t_now_ms();
-  clock_gettime(CLOCK_MONOTONIC, ts);
-  long long ns = (long long)ts->tv_nsec +
-                 (long long)(ms > now ? (ms - now) * 1e6 : 0);
-  ts->tv_sec += (time_t)(ns / 1000000000LL);
-  ts->tv_nsec = (long)(ns % 1000000000LL);
-}
-
 static void *writer_main(void *arg) {
   sqstore *s = arg;
   pthread_mutex_lock(&s->mu);
@@ -286,7 +277,7 @@ static void *writer_main(void *arg) {
       double due = s->lazy_since + STORE_LAZY_MS;
       if (t_now_ms() >= due) break;
       struct timespec ts;
-      mono_at(&ts, due);
+      tmutex_deadline(&ts, due - t_now_ms()); /* t_now_ms is monotonic */
       s->wsleep = 2;
       pthread_cond_timedwait(&s->work, &s->mu, &ts);
       s->wsleep = 0;
