@@ -382,6 +382,16 @@ static inline json_t *result_data_at(srv *s, json_t *job, const char *query) {
 
 /* Poll a job (up to ~5 s) until its status is "running"; 1 if it got
  * there, 0 if not (the caller's later checks then fail on their own). */
+/* 1 when the daemon has a usable GPU (GET /v1/devices cuda.available). */
+static inline int srv_has_gpu(srv *s) {
+  resp r = req(s, "GET", "/v1/devices", NULL, NULL);
+  json_t *d = resp_json(&r);
+  int gpu = json_is_true(json_object_get(json_object_get(d, "cuda"), "available"));
+  json_decref(d);
+  resp_free(&r);
+  return gpu;
+}
+
 static inline int wait_running(srv *s, const char *id) {
   char path[128];
   snprintf(path, sizeof path, "/v1/jobs/%s", id);

@@ -104,12 +104,7 @@ TEST(chains_through_files_and_rows) {
 /* The same chains with every job on the GPU (the GPU machine; without a
  * usable GPU this is said and skipped: cuda would be 503). */
 TEST(chains_through_cuda) {
-  resp r = req(&S, "GET", "/v1/devices", NULL, NULL);
-  json_t *d = resp_json(&r);
-  int gpu = json_is_true(json_object_get(json_object_get(d, "cuda"), "available"));
-  json_decref(d);
-  resp_free(&r);
-  if (!gpu) {
+  if (!srv_has_gpu(&S)) {
     printf("SKIPPED: chains_through_cuda: no usable GPU\n");
     return;
   }

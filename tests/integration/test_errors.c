@@ -89,12 +89,7 @@ TEST(bad_bodies) {
   CHECK(post_job_error("{\"kind\":\"map\",\"params\":{\"expr\":\"x\",\"inputs\":{\"x\":{\"array\":\"a_0000000000000000000000000a\"}}}}",
                        404, "not_found", NULL));
   /* No GPU here (CI): cuda is 503. On a GPU machine this test is skipped. */
-  resp d = req(&S, "GET", "/v1/devices", NULL, NULL);
-  json_t *dev = resp_json(&d);
-  int gpu = json_is_true(json_object_get(json_object_get(dev, "cuda"), "available"));
-  json_decref(dev);
-  resp_free(&d);
-  if (!gpu)
+  if (!srv_has_gpu(&S))
     CHECK(post_job_error("{\"kind\":\"map\",\"backend\":\"cuda\",\"params\":{\"expr\":\"x\",\"inputs\":{\"x\":[1]}}}",
                          503, "unavailable", NULL));
   /* A result over --max-result: 413 before any work. */

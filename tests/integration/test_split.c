@@ -115,15 +115,11 @@ TEST(split_equals_whole) {
  * same bytes and the same count as the whole job (the join counts them at
  * j > i, once a pair). Points near (0, 0) and near (0, 180): many pairs
  * near-antipodal. float64 and float32. */
-/* A GPU beats its tiles (API.md): with a GPU (features.cuda), a job asked
+/* A GPU beats its tiles (API.md): with a usable GPU, a job asked
  * for cuda and an auto one are run whole; without, cuda is 503 and auto is
  * split. */
 TEST(gpu_jobs_not_split) {
-  resp r = req(&S, "GET", "/v1/info", NULL, NULL);
-  json_t *info = resp_json(&r);
-  int gpu = json_is_true(json_object_get(json_object_get(info, "features"), "cuda"));
-  json_decref(info);
-  resp_free(&r);
+  int gpu = srv_has_gpu(&S);
   const char *be[] = {"cuda", "auto"};
   for (int i = 0; i < 2; i++) {
     char body[300];
