@@ -77,6 +77,13 @@
 #define PG_CLOCK "((extract(epoch from clock_timestamp()) * 1000)::bigint)"
 #define PG_REAP_LOCK "7243002"
 #define PG_UNFINISHED "status IN ('queued','running')"
+/* A claimed job whose node stopped renewing its lease (the reaper's). */
+#define PG_LEASE_EXPIRED \
+  PG_UNFINISHED " AND node IS NOT NULL AND lease_until < " PG_CLOCK
+/* The columns of a job the reaper ends now (with its status and error). */
+#define PG_ENDED_NOW                                                  \
+  " finished_at = " PG_CLOCK ", lease_until = NULL, t_total = (" PG_CLOCK \
+  " - created_at)::double precision"
 /* Until a node heartbeats with its own lease: the scheduler's default. */
 #define PG_LEASE_MS_DEFAULT 10000
 #define PG_LISTEN_BACKOFF_MIN_MS 100
@@ -461,15 +468,9 @@ static int reap_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
   if (!mine) return T_OK; /* another node reaps now */
   rc = pg__exec(c,
                 "WITH r AS (UPDATE jobs SET status = 'canceled',"
-                " finished_at = " PG_CLOCK
-                ", lease_until = NULL,"
                 " error_code = 'canceled', error_message = 'canceled by "
-                "request', t_total = (" PG_CLOCK
-                " - created_at)::double precision"
-                " WHERE " PG_UNFINISHED
-                " AND node IS NOT NULL"
-                " AND lease_until < " PG_CLOCK
-                " AND cancel_requested"
+                "request'," PG_ENDED_NOW
+                " WHERE " PG_LEASE_EXPIRED " AND cancel_requested"
                 " RETURNING id)"
                 " SELECT id, pg_notify('tessel', 'end:' || id) FROM r"
                 " ORDER BY id",
@@ -478,17 +479,11 @@ static int reap_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
     rc = pg__exec(
         c,
         "WITH r AS (UPDATE jobs SET status = 'failed',"
-        " finished_at = " PG_CLOCK
-        ", lease_until = NULL,"
         " error_code = 'crashed', error_message = 'the job was started '"
         " || attempts || ' times and its node stopped heartbeating each time;"
         " it is not run again (--max-attempts ' || $1::int || ')',"
-        " t_total = (" PG_CLOCK
-        " - created_at)::double precision"
-        " WHERE " PG_UNFINISHED
-        " AND node IS NOT NULL"
-        " AND lease_until < " PG_CLOCK
-        " AND attempts >= $1::int RETURNING id)"
+        PG_ENDED_NOW
+        " WHERE " PG_LEASE_EXPIRED " AND attempts >= $1::int RETURNING id)"
         " SELECT id, pg_notify('tessel', 'end:' || id) FROM r ORDER BY id",
         1, v, &a->failed, "reap", e);
   if (!rc)
@@ -497,10 +492,7 @@ static int reap_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
         "WITH r AS (UPDATE jobs SET status = 'queued', started_at = 0,"
         " node = NULL, lease_until = NULL, backend_used = NULL,"
         " backend_reason = NULL, progress_done = 0, progress_total = 0"
-        " WHERE " PG_UNFINISHED
-        " AND node IS NOT NULL"
-        " AND lease_until < " PG_CLOCK
-        " AND attempts < $1::int RETURNING id)"
+        " WHERE " PG_LEASE_EXPIRED " AND attempts < $1::int RETURNING id)"
         " SELECT id, pg_notify('tessel', 'queued:' || id) FROM r ORDER BY id",
         1, v, &a->back, "reap", e);
   return rc;
