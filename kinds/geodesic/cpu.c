@@ -19,12 +19,11 @@
  * grid of tiles on or above its diagonal i == j, each computing the pairs
  * j > i only, as the whole matrix's row loop does; j <= i are zeroed first.
  *
- * A band (a tile of a split job: pl->row1 > 0, no targets; plan.h) is
- * computed as a full grid of tiles over its rows and every column: pairs
- * j > i as the matrix's row loop computes them (p[i] first), the mirrored
- * ones (j < i) one at a time as pair (p[j], p[i]) — the bits the whole
- * matrix has there — and the diagonal zero; Vincenty's non-converged pairs
- * are counted at j > i only, so the tiles' counts add up to the matrix's.
+ * A band (a tile of a split job: pl->row1 > 0, no targets; plan.h) is a
+ * condensed matrix's rows [r0, r1): a grid of tiles over those rows, pairs
+ * j > i as the matrix's row loop computes them, written from the band's
+ * first condensed index. (A square matrix's tile is an upper band; a
+ * square band is refused.)
  *
  * Threads: geod_cpu_run hands tile indices to pool_for; any worker may run
  * any tile. Tiles write disjoint elements (a pair (i, j) belongs to exactly
@@ -138,13 +137,12 @@ static void row_store(const geod_cpu *c, int64_t i, int64_t j0, int64_t len,
   }
 }
 
-/* A band's buf[0..len) = its elements (i, j0 .. j0+len) into the output:
- * band row i - r0, or condensed index - base. */
+/* A band's buf[0..len) = its pairs (i, j0 .. j0+len) into the output at
+ * their condensed index, less the band's first (base). */
 static void band_store(const geod_cpu *c, int64_t i, int64_t j0, int64_t len,
                        const double *buf) {
   const geod_plan *pl = c->pl;
-  int64_t at = pl->condensed ? geod_condensed_index(pl->n, i, j0) - c->base
-                             : (i - c->r0) * pl->m + j0;
+  int64_t at = geod_condensed_index(pl->n, i, j0) - c->base;
   if (pl->dtype == T_F32) {
     float *o = (float *)c->out->data + at;
     for (int64_t k = 0; k < len; k++) o[k] = (float)buf[k];
@@ -157,23 +155,11 @@ static void band_store(const geod_cpu *c, int64_t i, int64_t j0, int64_t len,
 static void band_tile(geod_cpu *c, int64_t ti, int64_t tj, long long *nc) {
   const geod_plan *pl = c->pl;
   double buf[GEOD_TILE_MAX];
-  long long mirror_nc = 0; /* counted at j > i, by the pair's own row */
   int64_t i0 = c->r0 + ti * c->tile, i1 = i0 + c->tile;
   int64_t j0 = tj * c->tile, j1 = j0 + c->tile;
   if (i1 > c->r1) i1 = c->r1;
   if (j1 > pl->m) j1 = pl->m;
   for (int64_t i = i0; i < i1; i++) {
-    int64_t jl = j1 < i ? j1 : i; /* mirrored: j in [j0, jl) */
-    if (!pl->condensed && j0 < jl) {
-      for (int64_t j = j0; j < jl; j++)
-        geod_row_compute(pl, &pl->p[j], &pl->p[i], 1, &buf[j - j0],
-                         &mirror_nc);
-      band_store(c, i, j0, jl - j0, buf);
-    }
-    if (!pl->condensed && i >= j0 && i < j1) {
-      buf[0] = 0.0; /* the diagonal */
-      band_store(c, i, i, 1, buf);
-    }
     int64_t js = j0 > i + 1 ? j0 : i + 1;
     if (js < j1) {
       geod_row_compute(pl, &pl->p[i], &pl->p[js], j1 - js, buf, nc);
@@ -226,11 +212,14 @@ int geod_cpu_run(const geod_plan *pl, int width, tarray *out, job_ctx *ctx,
   c.ctx = ctx;
   c.tile = pl->method == GEOD_HAVERSINE ? GEOD_TILE_FAST : GEOD_TILE_SLOW;
   c.band = !pl->has_targets && pl->row1 > 0;
+  if (c.band && !pl->condensed)
+    return terr_set(e, T_EINVAL, "row", -1,
+                    "a square matrix's rows run as an upper band "
+                    "(geod_plan_upper), not a band");
   c.tri = !pl->has_targets && !c.band;
   c.up = pl->has_targets && pl->upper;
   geod_plan_band(pl, &c.r0, &c.r1);
-  if (c.band && pl->condensed)
-    c.base = geod_condensed_index(pl->n, c.r0, c.r0 + 1);
+  if (c.band) c.base = geod_condensed_index(pl->n, c.r0, c.r0 + 1);
   c.ntr = (c.r1 - c.r0 + c.tile - 1) / c.tile;
   c.ntc = (pl->m + c.tile - 1) / c.tile;
   c.ntiles = c.tri || c.up ? c.ntr * c.ntc - c.ntr * (c.ntr - 1) / 2

@@ -131,8 +131,9 @@ static inline void geod_plan_band(const geod_plan *pl, int64_t *r0,
  * exactly those rows of pl's, bit for bit). A shallow copy that shares pl's
  * points (valid while pl is; not to be freed): with targets the rows are
  * just the points p[r0 .. r1) against every target (an ordinary plan);
- * without, a band (row0, row1 above) whose shape is [r1 - r0, n], or the
- * condensed entries of those rows. T_EINVAL (field "row") unless
+ * without, a band (row0, row1 above) whose shape is [r1 - r0, n] (a
+ * query's; a square matrix's tile is an upper band, geod_plan_upper, and
+ * the CPU refuses a square band), or the condensed entries of those rows. T_EINVAL (field "row") unless
  * 0 <= r0 < r1 <= n (and pl is not a band itself). */
 int geod_plan_rows(const geod_plan *pl, int64_t r0, int64_t r1,
                    geod_plan *sub, terr *e);
