@@ -440,15 +440,17 @@ static void fill_range(void *arg, int64_t c, int slot) {
   int64_t lo, hi;
   chunk_bounds(a, c, &lo, &hi);
   double v0 = f->start, v1 = f->start + f->step, d = v1 - v0;
-  /* v[1] is start + step as given, not v0 + 1 * d (NumPy's DOUBLE_fill) */
   if (a->dtype == T_F64) {
     double *p = a->data;
-    for (int64_t i = lo; i < hi; i++)
-      p[i] = i == 0 ? v0 : i == 1 ? v1 : v0 + (double)i * d;
+    for (int64_t i = lo; i < hi; i++) p[i] = v0 + (double)i * d;
+    /* v[0], v[1] are start and start + step as given (NumPy's DOUBLE_fill) */
+    if (lo == 0) p[0] = v0;
+    if (lo <= 1 && 1 < hi) p[1] = v1;
   } else {
     float *p = a->data;
-    for (int64_t i = lo; i < hi; i++)
-      p[i] = (float)(i == 0 ? v0 : i == 1 ? v1 : v0 + (double)i * d);
+    for (int64_t i = lo; i < hi; i++) p[i] = (float)(v0 + (double)i * d);
+    if (lo == 0) p[0] = (float)v0;
+    if (lo <= 1 && 1 < hi) p[1] = (float)v1;
   }
 }
 

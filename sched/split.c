@@ -319,11 +319,13 @@ static int jw_run(sched *s, jwork *w, const char *hdr, size_t hl,
   char *mem = NULL;
   int rc = T_OK;
   w->fd = -1;
-  /* a mirror's blocks: ~4 MiB a buffer, 8 to 64 rows */
-  w->block = (int64_t)(((size_t)4 << 20) / ((size_t)w->rowel * w->es + 1));
-  if (w->block < 8) w->block = 8;
-  if (w->block > 64) w->block = 64;
-  if (!w->mirror) w->block = 256;
+  /* rows a chunk writes: a mirror's buffer ~4 MiB (8 to 64 rows) */
+  w->block = 256;
+  if (w->mirror) {
+    w->block = (int64_t)(((size_t)4 << 20) / ((size_t)w->rowel * w->es + 1));
+    if (w->block < 8) w->block = 8;
+    if (w->block > 64) w->block = 64;
+  }
   if (npy && s->row_max > 0 && bytes + NPY_HEADER_MAX <= s->row_max) {
     if (!(mem = malloc(hl + (size_t)bytes + 1)))
       return terr_set(e, T_ENOMEM, "", -1, "out of memory");
@@ -428,10 +430,7 @@ static int join_part(sched *s, const store_job *kids, int nk, int index,
     w.rows = shape[0];
     w.rowel = shape[0] ? tshape_size(ndim, shape, INT64_MAX) / shape[0] : 0;
     w.es = tdtype_size(dt);
-    if (w.rows > 0 && w.rowel > 0)
-      rc = jw_run(s, &w, hdr, hl, bytes, path, npy, npy_len, e);
-    else /* no element: the header alone */
-      rc = jw_run(s, &w, hdr, hl, 0, path, npy, npy_len, e);
+    rc = jw_run(s, &w, hdr, hl, bytes, path, npy, npy_len, e); /* 0 rows: the header */
   }
   for (int i = 0; a && i < nk; i++) tarray_free(a[i]);
   free(a);
@@ -658,10 +657,10 @@ static void cancel_tiles(split_run *r, const store_job *kids, int nk) {
   }
 }
 
-/* The parent's job_end line (API.md, "Logs"), as sched/run.c writes one
- * for every other job once its end is committed: backend "split", and the
- * tiles; and its count in /metrics (its tiles are not counted there). */
-static void log_end(const split_run *r, job_status status, const char *code,
+/* A committed end of the parent: its job_end line (API.md, "Logs"), as
+ * sched/run.c writes one for every other job (backend "split", and the
+ * tiles), and its count in /metrics (its tiles are not counted there). */
+static void note_end(const split_run *r, job_status status, const char *code,
                     const char *msg, int64_t finished_at) {
   char self[T_ID_MAX], node[104] = "";
   if (r->s->cluster) sched_node_self(r->s, self, node, sizeof node);
@@ -701,7 +700,7 @@ static int finish(split_run *r, store_job_end *end) {
     log_warn("split %s: cannot end the job: %s", r->p.id, e.message);
     return rc;
   }
-  log_end(r, end->status, end->error_code, end->error_message,
+  note_end(r, end->status, end->error_code, end->error_message,
           end->finished_at);
   return rc;
 }
@@ -766,7 +765,7 @@ static void coordinate(split_run *r) {
       cancel = p.cancel_requested;
     }
     if (pfinal) /* ended in the store by a cancel (sched_cancel on SQLite) */
-      log_end(r, p.status, p.error_code, p.error_message,
+      note_end(r, p.status, p.error_code, p.error_message,
               p.finished_at ? p.finished_at : t_wall_ms());
     store_job_clear(&p);
     if (lost) { /* another node's coordinator has it now: write nothing */
