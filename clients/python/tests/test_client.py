@@ -226,11 +226,10 @@ def test_cancel_queued_and_running(client):
     with pytest.raises(concurrent.futures.CancelledError):
         queued.result()
     for j in running:
-        # Cancel is seen between chunks: wait until the job computes them
-        # (generating its input comes first and is not interrupted).
-        deadline = time.time() + 60
-        while j.refresh()["status"] != "succeeded" and j.progress[0] == 0 and time.time() < deadline:
-            time.sleep(0.01)
+        # At once: a cancel stops the job in whatever phase it is, the
+        # generation of its 10^8 inputs (seconds) included. Waiting for its
+        # compute to report progress lost a race when that phase was shorter
+        # than the progress interval (the job succeeded first, CI 2026-11-26).
         assert j.cancel() is True
         assert j.status == "canceled"
     done, _ = concurrent.futures.wait(running + [queued], timeout=60)
