@@ -16,11 +16,14 @@
  * random is counter-based (see arrayval.h): element i depends only on
  * (seed, i), never on threads or backends.
  *
- * A run builds range, random and converted values by chunks of TENV_CHUNK
- * elements on the env's pool (tenv_for), each element a function of its
- * index alone, so the bytes are the same on any number of threads; it
- * looks at the job's stop flag between chunks (a cancel during a long
- * prepare).
+ * A run builds range, random and converted values (a float32 upload read
+ * as float64, a {"file"}, a result of another dtype: an int64 result, a
+ * geodesic query's indices, is always converted, to float64 as NumPy
+ * promotes it, exact up to 2^53 and rounded to nearest beyond) by chunks
+ * of TENV_CHUNK elements on the env's pool (tenv_for), each element a
+ * function of its index alone, so the bytes are the same on any number of
+ * threads; it looks at the job's stop flag between chunks (a cancel during
+ * a long prepare).
  *
  * Ownership: *out is the caller's. env's callbacks are the API's (they run
  * on the calling thread). No shared state; any thread.
@@ -494,6 +497,10 @@ static void convert_chunk(void *arg, int64_t c, int slot) {
     const float *x = s->data;
     double *y = a->data;
     for (int64_t i = lo; i < hi; i++) y[i] = x[i];
+  } else if (a->dtype == T_F64 && s->dtype == T_I64) {
+    const int64_t *x = s->data;
+    double *y = a->data;
+    for (int64_t i = lo; i < hi; i++) y[i] = (double)x[i];
   } else {
     for (int64_t i = lo; i < hi; i++) tarray_set(a, i, tarray_get(s, i));
   }

@@ -61,6 +61,9 @@ typedef struct tenv {
   int (*result_meta)(void *ud, const char *owner, const char *id,
                      const char *part, tdtype *dt, int *ndim, int64_t *shape,
                      terr *e);
+  /* The result's data. An int64 result is given as stored (T_I64), though
+   * result_meta says float64 (what a job reads of it): arrayval_resolve
+   * converts it by chunks, stoppable like any other build. */
   int (*result_load)(void *ud, const char *owner, const char *id,
                      const char *part, tarray **out, terr *e);
   int64_t max_elems; /* cap on any one input's element count */

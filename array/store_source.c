@@ -9,9 +9,12 @@
  * do the same for a finished job's result (a chained input): the job must
  * have succeeded (T_ECONFLICT saying its status otherwise). A job's input
  * is its result's first part, or the part it names ({"result", "part"}: a
- * result of several arrays, array/parts.h; parts 1.. are always files);
- * an int64 result is given as float64 (NumPy's promotion; arrays are never
- * integers inside a job).
+ * result of several arrays, array/parts.h; parts 1.. are always files).
+ * An int64 result is read as float64 (NumPy's promotion; arrays are never
+ * integers inside a job): result_meta says float64, and result_load gives
+ * the int64 array as stored, which arrayval_resolve converts by chunks on
+ * the job's pool, stopping at its flag (a conversion of 10^8 indices is
+ * as cancelable as any other build of an input).
  */
 #include "array/store_source.h"
 #include "array/parts.h"
@@ -128,7 +131,8 @@ static int env_result_job(void *ud, const char *owner, const char *id,
 
 /* What the job's row says of its result (its first part). 0 or T_EIO.
  * An int64 result (a geodesic query's indices) is T_I64 here; what a job
- * reads of it is float64 (env_result_meta, env_result_load). */
+ * reads of it is float64 (env_result_meta; arrayval_resolve converts what
+ * env_result_load gives). */
 static int result_shape(const store_job *j, tdtype *dt, int *ndim,
                         int64_t *shape, terr *e) {
   int i64 = strcmp(j->result.dtype, "int64") == 0;
@@ -191,7 +195,8 @@ static int env_result_meta(void *ud, const char *owner, const char *id,
 
 /* The result from its file (mapped, no copy) or, for a small one kept in
  * the job's row, parsed from the row's .npy bytes; either way checked
- * against what the row says. */
+ * against what the row says, and given as stored: an int64 result stays
+ * T_I64 here (arrayval_resolve converts it by chunks, stoppable). */
 static int env_result_load(void *ud, const char *owner, const char *id,
                            const char *part, tarray **out, terr *e) {
   *out = NULL;
@@ -225,15 +230,6 @@ static int env_result_load(void *ud, const char *owner, const char *id,
     tarray_free(a);
     return terr_set(e, T_EIO, "", -1,
                     "job %s: its result file does not match its record", id);
-  }
-  if (a->dtype == T_I64) {
-    /* Integers are never an input as such: NumPy's int64 -> float64
-     * promotion (exact up to 2^53, rounded to nearest beyond), so no
-     * expression or kernel ever reads int64 data. */
-    tarray *c = tarray_convert(a, T_F64);
-    tarray_free(a);
-    if (!c) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
-    a = c;
   }
   *out = a;
   return T_OK;

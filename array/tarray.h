@@ -35,7 +35,7 @@
 /* T_I64 holds integer results only (a geodesic query's indices and counts):
  * no input is ever int64 (uploads of integer .npy become float64), and a
  * job's int64 result read as another job's input is converted to float64
- * (array/store_source.c). */
+ * (arrayval_resolve, by chunks; array/store_source.c gives it as stored). */
 typedef enum { T_F64 = 0, T_F32 = 1, T_I64 = 2 } tdtype;
 
 typedef struct tarray {
@@ -226,7 +226,7 @@ int tarray_sink_close(tarray *a);
  * carried to the file). Header checks as npy_parse; '<f8', '<f4' and '<i8'
  * map (the dtypes Tessel writes: '<i8' is an int64 result, mapped as T_I64
  * unconverted), other integer dtypes are refused. A reader of a job's
- * result as an input converts T_I64 (array/store_source.c). */
+ * result as an input converts T_I64 (arrayval_resolve, by chunks). */
 int tarray_map_npy(const char *path, tarray **out, terr *e);
 /* The same from an open descriptor (borrowed; the mapping keeps the file
  * after the caller closes it); `name` is for messages. Only '<f8' and '<f4'

@@ -7,7 +7,10 @@
  * whatever the shape, and its uniform/normal moments and histogram lie
  * within 5-sigma statistical bounds. array: a fake store (meta + load, one
  * float32 array) and a store that refuses every id. Every refusal: code,
- * field and message.
+ * field and message. An int64 result (given as stored by result_load) is
+ * converted to float64 by chunks: the bytes of a plain conversion for
+ * sizes that are not a multiple of the chunk, on one thread or three, and
+ * a stop flag set before or during the conversion ends it.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -596,6 +599,152 @@ TEST(build_stops_midway) {
   tarray_free(a);
 }
 
+/* ---- an int64 result read as float64 (a knn index part as an input) ---- */
+
+#define I64_JOB "j_0123456789abcdefghjkmnpqrv"
+static tarray *g_i64;        /* what the next load gives (handed over) */
+static atomic_int *g_stop_at_load; /* set by a thread once the load is done */
+static pthread_t g_stopper;
+static int g_stopper_started;
+
+static void *stop_now(void *arg) {
+  atomic_store((atomic_int *)arg, 1);
+  return NULL;
+}
+
+static int i64_meta(void *ud, const char *owner, const char *id,
+                    const char *part, tdtype *dt, int *ndim, int64_t *shape,
+                    terr *e) {
+  (void)ud, (void)owner, (void)part;
+  if (strcmp(id, I64_JOB) != 0 || !g_i64)
+    return terr_set(e, T_ENOTFOUND, "", -1, "no such job");
+  *dt = T_F64; /* what a job reads of it, as store_source says */
+  *ndim = 1;
+  shape[0] = g_i64->size;
+  return 0;
+}
+static int i64_load(void *ud, const char *owner, const char *id,
+                    const char *part, tarray **out, terr *e) {
+  (void)ud, (void)owner, (void)part;
+  if (strcmp(id, I64_JOB) != 0 || !g_i64)
+    return terr_set(e, T_ENOTFOUND, "", -1, "no such job");
+  *out = g_i64; /* as stored: T_I64 */
+  g_i64 = NULL;
+  if (g_stop_at_load)
+    g_stopper_started =
+        pthread_create(&g_stopper, NULL, stop_now, g_stop_at_load) == 0;
+  return 0;
+}
+
+/* Small, negative, and past 2^53 (where float64 rounds). */
+static tarray *i64_source(int64_t n) {
+  tarray *a = tarray_new(T_I64, 1, &n);
+  if (!a) return NULL;
+  int64_t *v = a->data;
+  for (int64_t i = 0; i < n; i++)
+    v[i] = i % 3 == 0   ? i
+           : i % 3 == 1 ? -i * 7
+                        : (int64_t)(((uint64_t)i * 0x9E3779B97F4A7C15ULL) >> 1);
+  return a;
+}
+
+TEST(int64_result_by_chunks) {
+  pool *p3 = pool_create(3, NULL, NULL);
+  tenv one = env;
+  one.max_elems = 100000000;
+  one.result_meta = i64_meta;
+  one.result_load = i64_load;
+  tenv par = one;
+  par.pool = p3, par.width = 3;
+  const char *text = "{\"result\": \"" I64_JOB "\"}";
+  const int64_t sizes[] = {5, TENV_CHUNK - 1, TENV_CHUNK + 1,
+                           3 * TENV_CHUNK + 7};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+    for (int w = 0; w < 2; w++)
+      for (int d = 0; d < 2; d++) {
+        int64_t n = sizes[k];
+        tdtype dt = d ? T_F32 : T_F64;
+        tarray *src = i64_source(n), *want = tarray_new(dt, 1, &n);
+        CHECK(src && want);
+        if (!src || !want) {
+          tarray_free(src);
+          tarray_free(want);
+          continue;
+        }
+        /* the reference: one plain loop, as numpy's astype */
+        const int64_t *v = src->data;
+        for (int64_t i = 0; i < n; i++) {
+          if (dt == T_F64)
+            ((double *)want->data)[i] = (double)v[i];
+          else
+            ((float *)want->data)[i] = (float)(double)v[i];
+        }
+        g_i64 = src;
+        terr e;
+        int rc;
+        tarray *a = resolve_env(w ? &par : &one, text, dt, &rc, &e);
+        CHECK_MSG(rc == 0 && a && a->dtype == dt && a->size == n,
+                  "n %lld width %d %s: rc %d %s", (long long)n, w ? 3 : 1,
+                  tdtype_name(dt), rc, e.message);
+        CHECK_MSG(a && memcmp(a->data, want->data,
+                              (size_t)n * tdtype_size(dt)) == 0,
+                  "n %lld width %d %s: not the plain conversion's bytes",
+                  (long long)n, w ? 3 : 1, tdtype_name(dt));
+        tarray_free(a);
+        tarray_free(want);
+        tarray_free(g_i64); /* not loaded when it failed */
+        g_i64 = NULL;
+      }
+  /* a stop flag set before: nothing converted, the stop's code */
+  for (int code = 1; code <= 2; code++)
+    for (int w = 0; w < 2; w++) {
+      atomic_int st;
+      atomic_init(&st, code);
+      tenv s = w ? par : one;
+      s.stop = &st;
+      g_i64 = i64_source(TENV_CHUNK * 2 + 1);
+      terr e;
+      int rc;
+      tarray *a = resolve_env(&s, text, T_F64, &rc, &e);
+      CHECK_MSG(rc == (code == 1 ? T_ECANCELED : T_ETIMEOUT) && !a,
+                "stop %d width %d: rc %d", code, w ? 3 : 1, rc);
+      CHECK_STR(e.field, "params.inputs.x");
+      tarray_free(a);
+      tarray_free(g_i64);
+      g_i64 = NULL;
+    }
+  pool_destroy(p3);
+}
+
+/* A stop during the conversion ends it: 2^24 + 1 elements (17 chunks,
+ * tens of ms on one thread); the flag is set by a thread started once the
+ * load has handed the int64 array over, so while it is converted. */
+TEST(int64_result_stops_midway) {
+  atomic_int st;
+  atomic_init(&st, 0);
+  tenv s1 = env;
+  s1.max_elems = 100000000;
+  s1.result_meta = i64_meta;
+  s1.result_load = i64_load;
+  s1.stop = &st;
+  g_i64 = i64_source(((int64_t)1 << 24) + 1);
+  CHECK(g_i64 != NULL);
+  g_stop_at_load = &st;
+  g_stopper_started = 0;
+  terr e;
+  int rc;
+  tarray *a = resolve_env(&s1, "{\"result\": \"" I64_JOB "\"}", T_F64, &rc,
+                          &e);
+  if (g_stopper_started) pthread_join(g_stopper, NULL);
+  CHECK(g_stopper_started);
+  g_stop_at_load = NULL;
+  CHECK_MSG(rc == T_ECANCELED && !a, "rc %d", rc);
+  CHECK(strstr(e.message, "stopped while its input was built") != NULL);
+  tarray_free(a);
+  tarray_free(g_i64);
+  g_i64 = NULL;
+}
+
 int main(void) {
   RUN(range_matches_numpy);
   RUN(range_errors);
@@ -608,5 +757,7 @@ int main(void) {
   RUN(inline_form);
   RUN(build_by_chunks);
   RUN(build_stops_midway);
+  RUN(int64_result_by_chunks);
+  RUN(int64_result_stops_midway);
   return check_summary();
 }

@@ -3,7 +3,12 @@
  * mapped from the file, another owner's array is "not found" exactly like
  * an unknown id, and a file that no longer matches its row is an I/O error.
  * A job's int64 result (a geodesic query's indices) taken as an input is
- * float64 (NumPy's promotion), from its file or from its row.
+ * float64 (NumPy's promotion), from its file or from its row: result_load
+ * gives the int64 array as stored and arrayval_resolve converts it by
+ * chunks, so a result of several chunks and a ragged end has the bytes of
+ * a plain element-by-element conversion, and a stop flag set before the
+ * conversion (a cancel, a timeout) ends it with T_ECANCELED / T_ETIMEOUT
+ * and no array (test_arrayval stops one midway).
  */
 #include <dirent.h>
 #include <math.h>
@@ -14,6 +19,7 @@
 
 #include "check.h"
 #include "array/store_source.h"
+#include "util/pool.h"
 
 static char root[256];
 
@@ -153,20 +159,89 @@ TEST(test_env_int64_result_is_float64) {
     tarray *got = NULL;
     CHECK_MSG(env.result_load(env.ud, "alice", ids[k], NULL, &got, &e) == 0, "%s",
               e.message);
+    /* as stored: the conversion is arrayval_resolve's */
+    CHECK(got && got->dtype == T_I64 && got->size == 3 &&
+          memcmp(got->data, v, sizeof v) == 0);
+    tarray_free(got);
+    /* Through the array-value form a kind sees: float64 (or float32 when
+     * asked), never int64. */
+    json_t *ref = json_pack("{s:s}", "result", ids[k]);
+    got = NULL;
+    CHECK(arrayval_resolve(&env, ref, "params.x", T_F64, &got, &e) == 0);
     CHECK(got && got->dtype == T_F64 && got->size == 3);
     if (got) { /* 2^53 + 1 rounds to 2^53, as numpy's astype(float64) */
       CHECK(((double *)got->data)[0] == 9007199254740992.0);
       CHECK(((double *)got->data)[1] == -5 && ((double *)got->data)[2] == 7);
     }
     tarray_free(got);
-    /* Through the array-value form a kind sees: float64 whatever asked. */
-    json_t *ref = json_pack("{s:s}", "result", ids[k]);
+    got = NULL;
     CHECK(arrayval_resolve(&env, ref, "params.x", T_F32, &got, &e) == 0);
     CHECK(got && got->dtype == T_F32 && tarray_get(got, 1) == -5);
     tarray_free(got);
     json_decref(ref);
   }
   tarray_free(a);
+  store_close(st);
+}
+
+/* An int64 result of several conversion chunks and a ragged end (a knn
+ * index part read by the next job): its float64 bytes are a plain
+ * element-by-element conversion's, on one thread and on a pool; a stop flag
+ * already set stops it before any chunk: no array, the stop's code, named
+ * at the input. */
+TEST(test_env_int64_result_by_chunks) {
+  store *st = NULL;
+  terr e;
+  CHECK(store_open(root, &st, &e) == 0);
+  if (!st) return;
+  int64_t n = 2 * TENV_CHUNK + 3;
+  tarray *a = tarray_new(T_I64, 1, &n);
+  tarray *want = tarray_new(T_F64, 1, &n);
+  CHECK(a && want);
+  if (!a || !want) goto done;
+  int64_t *v = a->data;
+  for (int64_t i = 0; i < n; i++) /* small, negative, past 2^53 (rounded) */
+    v[i] = i % 3 == 0   ? i
+           : i % 3 == 1 ? -i * 7
+                        : (int64_t)(((uint64_t)i * 0x9E3779B97F4A7C15ULL) >> 1);
+  for (int64_t i = 0; i < n; i++) ((double *)want->data)[i] = (double)v[i];
+  char path[400], id[T_ID_MAX];
+  snprintf(path, sizeof path, "%s/big_ix.npy", root);
+  add_int64_job(st, a, path, id);
+  json_t *ref = json_pack("{s:s}", "result", id);
+  pool *p2 = pool_create(2, NULL, NULL);
+  for (int w = 1; w <= 2; w++) {
+    tenv env;
+    tenv_from_store(&env, st, "alice", 0);
+    env.pool = p2;
+    env.width = w;
+    tarray *got = NULL;
+    int rc = arrayval_resolve(&env, ref, "params.x", T_F64, &got, &e);
+    CHECK_MSG(rc == 0, "width %d: %s", w, e.message);
+    CHECK(got && got->dtype == T_F64 && got->size == n);
+    CHECK_MSG(got && memcmp(got->data, want->data, (size_t)n * 8) == 0,
+              "width %d: not the plain conversion's bytes", w);
+    tarray_free(got);
+  }
+  for (int code = 1; code <= 2; code++) {
+    atomic_int stop;
+    atomic_init(&stop, code);
+    tenv env;
+    tenv_from_store(&env, st, "alice", 0);
+    env.stop = &stop;
+    tarray *got = NULL;
+    terr_clear(&e);
+    int rc = arrayval_resolve(&env, ref, "params.x", T_F64, &got, &e);
+    CHECK_MSG(rc == (code == 1 ? T_ECANCELED : T_ETIMEOUT) && !got,
+              "stop %d: rc %d", code, rc);
+    CHECK_STR(e.field, "params.x");
+    tarray_free(got);
+  }
+  pool_destroy(p2);
+  json_decref(ref);
+done:
+  tarray_free(a);
+  tarray_free(want);
   store_close(st);
 }
 
@@ -193,6 +268,7 @@ int main(void) {
   if (!mkdtemp(root)) SKIP_ALL("cannot create a temp dir");
   RUN(test_env_meta_and_load);
   RUN(test_env_int64_result_is_float64);
+  RUN(test_env_int64_result_by_chunks);
   rm_tree(root);
   return check_summary();
 }
