@@ -263,6 +263,21 @@ void sched_split_stop(sched *s);
 /* [mu] 1 when a coordinator here runs parent id: a wait on it is a remote
  * waiter (sched/wait.c), fired when the coordinator ends or quits. */
 int sched_split_held_locked(sched *s, const char *id);
+/* The whole n x n matrix of a square split job without targets from its
+ * tiles' results a[0 .. tiles) (borrowed, by tile index): each the upper
+ * part of its rows as sched_split_rows cuts them with tri, mirrored, or
+ * (a tile that the version before upper bands finished) its rows whole as
+ * that version cut them (tri 0), copied as they are; any other shape, a
+ * missing tile, or rows in no tile (old and new cuts that leave a gap) is
+ * T_EIO saying which. Written on s's pool (s->pool, s->row_max and
+ * s->tmp_counter are all it reads) to path (a temporary renamed over it)
+ * or, when npy is not NULL and it fits s->row_max, into *npy (the .npy
+ * bytes, the caller's to free); *info its part record, *nonconv its NaN
+ * pairs j > i (Vincenty's non-converged, once a pair). */
+struct tpart;
+int sched_split_join_square(sched *s, tarray **a, int tiles, int64_t n,
+                            const char *path, void **npy, size_t *npy_len,
+                            struct tpart *info, int64_t *nonconv, terr *e);
 
 /* sched/cluster.c: the node (see there). create/destroy with the
  * scheduler; stop (from sched_shutdown, once no job runs) ends the node

@@ -35,7 +35,11 @@
  * parent's result — every part, the tiles' rows concatenated in tile order
  * (float64, float32 or int64 bytes as they are) — where the scheduler keeps
  * any result (a square matrix without targets: its tiles hold their rows'
- * upper parts, which join_square mirrors into the whole matrix): part 0 in
+ * upper parts, which join_square mirrors into the whole matrix; a tile that
+ * the version before upper bands finished holds its rows whole, cut by
+ * equal rows, which the join copies as they are, so that a parent resumed
+ * across the upgrade still joins unless the two cuts leave rows in no
+ * tile, sched_split_join_square): part 0 in
  * the row when it fits row_max, else
  * <results>/<id>.npy; part k as <results>/<id>.<name>.npy (array/parts.h),
  * each through a temporary renamed when whole; and ends the parent
@@ -207,10 +211,16 @@ static int tile_part(store *st, const store_job *c, int index,
  * buffer of its slot first. */
 
 typedef struct jwork {
-  int mirror;      /* square: tiles hold their rows' upper parts */
+  int mirror;      /* square: tiles hold their rows' upper parts (or,
+                      C below, their rows whole) */
   int tiles;
   tarray **a;      /* by tile index */
-  const int64_t *E;/* tile t: result rows [E[t], E[t+1]) */
+  const int64_t *E;/* concatenation: tile t: result rows [E[t], E[t+1]) */
+  /* mirror (square_form): tile t holds rows [R0[t], ...) x columns
+   * [C[t], n), C[t] = R0[t] (an upper part) or 0 (rows whole, a tile of the
+   * version before upper bands); result row i is taken from tile own[i] */
+  const int64_t *R0, *C;
+  const int *own;
   int64_t rows;    /* of the result */
   int64_t rowel;   /* elements in a result row */
   size_t es;       /* element size */
@@ -246,19 +256,27 @@ static void jw_put(jwork *w, const void *p, size_t len, size_t at) {
   }
 }
 
-/* Square rows [i0, i1) (one tile's, t) into dst (B x n): row i is element
- * (j, i) of row j's tile for j < i, zero on the diagonal, its own tile's
- * for j > i (whose NaNs are counted: Vincenty's non-converged pairs). */
+/* Square rows [i0, i1) (all taken from one tile, t) into dst (B x n): row
+ * i is element (j, i) of row j's tile for j < i, zero on the diagonal, its
+ * own tile's for j > i (whose NaNs are counted: Vincenty's non-converged
+ * pairs). A tile that holds its rows whole (C[t] < R0[t]: the version
+ * before upper bands computed them so, j < i as the pair (p[j], p[i]) and
+ * the diagonal zero, the whole matrix's bits) gives them as they are. */
 static void mirror_rows(jwork *w, int t, int64_t i0, int64_t i1, char *dst) {
-  const int64_t n = w->rows, *E = w->E;
+  const int64_t n = w->rows, *R0 = w->R0, *C = w->C;
   const size_t es = w->es;
+  const int whole = C[t] < R0[t];
   int64_t nan = 0;
   for (int64_t i = i0; i < i1; i++) { /* j >= i: its own row */
     char *row = dst + (size_t)((i - i0) * n) * es;
     const char *src = (const char *)w->a[t]->data +
-                      (size_t)((i - E[t]) * (n - E[t]) + (i - E[t])) * es;
-    memcpy(row + (size_t)i * es, src, (size_t)(n - i) * es);
-    memset(row + (size_t)i * es, 0, es); /* the diagonal */
+                      (size_t)((i - R0[t]) * (n - C[t]) + (i - C[t])) * es;
+    if (whole) {
+      memcpy(row, src - (size_t)i * es, (size_t)n * es);
+    } else {
+      memcpy(row + (size_t)i * es, src, (size_t)(n - i) * es);
+      memset(row + (size_t)i * es, 0, es); /* the diagonal */
+    }
     if (es == 8) {
       const double *d = (const double *)(row + (size_t)i * es);
       for (int64_t j = 1; j < n - i; j++) nan += d[j] != d[j];
@@ -267,20 +285,19 @@ static void mirror_rows(jwork *w, int t, int64_t i0, int64_t i1, char *dst) {
       for (int64_t j = 1; j < n - i; j++) nan += f[j] != f[j];
     }
   }
-  int tj = 0; /* j < i: element (j, i) of row j's tile */
-  for (int64_t j = 0; j + 1 < i1; j++) {
-    while (j >= E[tj + 1]) tj++;
-    int64_t wj = n - E[tj], from = j + 1 > i0 ? j + 1 : i0;
+  for (int64_t j = 0; !whole && j + 1 < i1; j++) { /* j < i: (j, i) */
+    int tj = w->own[j]; /* C[tj] <= j < i */
+    int64_t wj = n - C[tj], from = j + 1 > i0 ? j + 1 : i0;
     const char *srow =
-        (const char *)w->a[tj]->data + (size_t)((j - E[tj]) * wj) * es;
+        (const char *)w->a[tj]->data + (size_t)((j - R0[tj]) * wj) * es;
     if (es == 8) {
       const uint64_t *x = (const uint64_t *)srow;
       uint64_t *y = (uint64_t *)dst;
-      for (int64_t i = from; i < i1; i++) y[(i - i0) * n + j] = x[i - E[tj]];
+      for (int64_t i = from; i < i1; i++) y[(i - i0) * n + j] = x[i - C[tj]];
     } else {
       const uint32_t *x = (const uint32_t *)srow;
       uint32_t *y = (uint32_t *)dst;
-      for (int64_t i = from; i < i1; i++) y[(i - i0) * n + j] = x[i - E[tj]];
+      for (int64_t i = from; i < i1; i++) y[(i - i0) * n + j] = x[i - C[tj]];
     }
   }
   atomic_fetch_add(&w->nan, nan);
@@ -294,8 +311,14 @@ static void jw_chunk(void *arg, int64_t c, int slot) {
   size_t rowb = (size_t)w->rowel * w->es;
   int t = 0;
   while (r0 < r1 && !atomic_load(&w->err)) {
-    while (r0 >= w->E[t + 1]) t++;
-    int64_t e = r1 < w->E[t + 1] ? r1 : w->E[t + 1]; /* within tile t */
+    int64_t e = r0 + 1; /* rows [r0, e) within tile t */
+    if (w->mirror) {
+      t = w->own[r0];
+      while (e < r1 && w->own[e] == t) e++;
+    } else {
+      while (r0 >= w->E[t + 1]) t++;
+      e = r1 < w->E[t + 1] ? r1 : w->E[t + 1];
+    }
     if (!w->mirror) {
       const char *src = (const char *)w->a[t]->data + (size_t)(r0 - w->E[t]) * rowb;
       jw_put(w, src, (size_t)(e - r0) * rowb, (size_t)r0 * rowb);
@@ -438,46 +461,99 @@ static int join_part(sched *s, const store_job *kids, int nk, int index,
   return rc;
 }
 
-/* The whole square matrix (n x n) from its tiles' upper parts: tile t
- * holds rows [E[t], E[t+1]) x columns [E[t], n) (kinds/geodesic
- * geod_plan_upper). Row i is: columns j < i element (j, i) of row j's tile
- * (the pair (p[j], p[i]) that the whole matrix mirrors there), zero on the
- * diagonal, columns j > i its own tile's. Written to path or, when it fits
- * row_max, into *npy; *nonconv counts the NaN pairs (j > i: Vincenty's
- * non-converged, once a pair as the whole job counts them). */
-static int join_square(sched *s, const store_job *kids, int nk, int tiles,
-                       int64_t n, const char *path, void **npy,
-                       size_t *npy_len, tpart *info, int64_t *nonconv,
-                       terr *e) {
-  tarray **a = calloc((size_t)tiles, sizeof *a);
-  int64_t *E = calloc((size_t)tiles + 1, sizeof *E);
-  int rc = a && E ? T_OK : terr_set(e, T_ENOMEM, "", -1, "out of memory");
-  if (!rc && nk != tiles)
-    rc = terr_set(e, T_EIO, "", -1, "%d of %d tiles", nk, tiles);
-  for (int t = 0; !rc && t < tiles; t++) {
-    int64_t r0, r1;
-    sched_split_rows(n, t, tiles, 1, &r0, &r1);
-    E[t] = r0;
-    E[t + 1] = r1;
+/* Which form tile t's result a has, of tiles cutting an n x n matrix:
+ * the upper part of its rows as this version cuts them (sched_split_rows
+ * with tri, bands of equal pairs: [r1 - r0, n - r0], columns [r0, n),
+ * kinds/geodesic geod_plan_upper), or its rows whole as the version before
+ * upper bands cut and computed them (bands of equal rows: [r1 - r0, n]),
+ * a tile finished before an upgrade and joined after it. *r0 and *c its
+ * first row and column (c = r0: an upper part; c = 0 < r0: rows whole;
+ * tile 0's two forms, both from column 0, are joined alike); *r1 its row
+ * end. -1 when it is neither, or not float64 / float32: the store records
+ * no other difference (a tile's params are its parent's). */
+static int tile_form(const tarray *a, int64_t n, int t, int tiles,
+                     int64_t *r0, int64_t *r1, int64_t *c) {
+  if (a->ndim != 2 || (a->dtype != T_F64 && a->dtype != T_F32)) return -1;
+  sched_split_rows(n, t, tiles, 1, r0, r1);
+  if (a->shape[0] == *r1 - *r0 && a->shape[1] == n - *r0) {
+    *c = *r0;
+    return 0;
   }
-  for (int i = 0; !rc && i < nk; i++) {
-    int t = kids[i].tile;
-    if (t < 0 || t >= tiles || a[t]) {
-      rc = terr_set(e, T_EIO, "", -1, "tile %d is out of place", t);
-      break;
+  sched_split_rows(n, t, tiles, 0, r0, r1);
+  if (a->shape[0] == *r1 - *r0 && a->shape[1] == n) {
+    *c = 0;
+    return 0;
+  }
+  return -1;
+}
+
+/* The rows and columns of each tile (tile_form), and which tile each
+ * result row is taken from (own[i]: the first tile in tile order holding
+ * row i; after an upgrade an old tile's rows and a new tile's may
+ * overlap). T_EIO when a tile has neither form or another dtype, is
+ * missing, or rows lie in no tile. */
+static int square_form(tarray **a, int tiles, int64_t n, int64_t *R0,
+                       int64_t *C, int *own, terr *e) {
+  int64_t r1 = 0;
+  for (int t = 0; t < tiles; t++) {
+    if (!a[t] || a[t]->dtype != a[0]->dtype) /* every tile, one dtype */
+      return terr_set(e, T_EIO, "", -1, "tile %d is missing or of another "
+                      "dtype", t);
+    if (tile_form(a[t], n, t, tiles, &R0[t], &r1, &C[t]) == 0) {
+      for (int64_t i = R0[t]; i < r1; i++)
+        if (own[i] < 0) own[i] = t;
+      continue;
     }
-    if ((rc = tile_part(s->cfg.st, &kids[i], 0, NULL, &a[t], e))) break;
-    if (a[t]->ndim != 2 || a[t]->shape[0] != E[t + 1] - E[t] ||
-        a[t]->shape[1] != n - E[t] ||
-        (a[t]->dtype != T_F64 && a[t]->dtype != T_F32))
-      rc = terr_set(e, T_EIO, "", -1,
-                    "tile %d's result is not the upper part of rows "
-                    "[%lld, %lld)", t, (long long)E[t], (long long)E[t + 1]);
+    int64_t u0, u1, w0, w1;
+    sched_split_rows(n, t, tiles, 1, &u0, &u1);
+    sched_split_rows(n, t, tiles, 0, &w0, &w1);
+    char sh[96] = "";
+    for (int d = 0, o = 0; d < a[t]->ndim && o < (int)sizeof sh - 24; d++)
+      o += snprintf(sh + o, sizeof sh - (size_t)o, "%s%lld", d ? ", " : "",
+                    (long long)a[t]->shape[d]);
+    return terr_set(e, T_EIO, "", -1,
+                    "tile %d's result (%s [%s]) is not the upper part of "
+                    "rows [%lld, %lld) ([%lld, %lld]) nor rows [%lld, %lld) "
+                    "whole ([%lld, %lld], a tile of the version before upper "
+                    "bands)", t, tdtype_name(a[t]->dtype), sh, (long long)u0,
+                    (long long)u1, (long long)(u1 - u0), (long long)(n - u0),
+                    (long long)w0, (long long)w1, (long long)(w1 - w0),
+                    (long long)n);
   }
-  for (int t = 0; !rc && t < tiles; t++) /* every tile there, one dtype */
-    if (!a[t] || a[t]->dtype != a[0]->dtype)
-      rc = terr_set(e, T_EIO, "", -1, "tile %d is missing or of another "
-                    "dtype", t);
+  for (int64_t i = 0; i < n; i++) {
+    if (own[i] >= 0) continue;
+    int64_t j = i;
+    while (j < n && own[j] < 0) j++;
+    return terr_set(e, T_EIO, "", -1,
+                    "rows [%lld, %lld) are in no tile's result: tiles that "
+                    "the version before upper bands finished (rows whole, "
+                    "bands of equal rows) and tiles of this version (bands "
+                    "of equal pairs) leave them out; submit the job again",
+                    (long long)i, (long long)j);
+  }
+  return T_OK;
+}
+
+/* The whole square matrix (n x n) from its tiles (sched_int.h). Row i is:
+ * columns j < i element (j, i) of row j's tile (the pair (p[j], p[i]) that
+ * the whole matrix mirrors there), zero on the diagonal, columns j > i its
+ * own tile's; or, taken from a tile of the version before upper bands, the
+ * row as that tile holds it (the same bits). */
+int sched_split_join_square(sched *s, tarray **a, int tiles, int64_t n,
+                            const char *path, void **npy, size_t *npy_len,
+                            struct tpart *info, int64_t *nonconv, terr *e) {
+  if (tiles < 1 || n < 1)
+    return terr_set(e, T_EIO, "", -1, "%d tiles of a square matrix of %lld "
+                    "points", tiles, (long long)n);
+  int64_t *R0 = calloc((size_t)tiles, sizeof *R0);
+  int64_t *C = calloc((size_t)tiles, sizeof *C);
+  int *own = malloc((size_t)n * sizeof *own);
+  int rc = R0 && C && own ? T_OK
+                          : terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  if (!rc) {
+    for (int64_t i = 0; i < n; i++) own[i] = -1;
+    rc = square_form(a, tiles, n, R0, C, own, e);
+  }
   if (!rc) {
     tdtype dt = a[0]->dtype;
     int64_t shape[T_MAXDIM] = {n, n};
@@ -493,22 +569,51 @@ static int join_square(sched *s, const store_job *kids, int nk, int tiles,
     w.mirror = 1;
     w.tiles = tiles;
     w.a = a;
-    w.E = E;
+    w.R0 = R0;
+    w.C = C;
+    w.own = own;
     w.rows = n;
     w.rowel = n;
     w.es = tdtype_size(dt);
     rc = jw_run(s, &w, hdr, hl, bytes, path, npy, npy_len, e);
     *nonconv = atomic_load(&w.nan);
   }
+  free(R0);
+  free(C);
+  free(own);
+  return rc;
+}
+
+/* The square join of a parent's tiles as the store has them: each in its
+ * place (tile index), then sched_split_join_square. */
+static int join_square(sched *s, const store_job *kids, int nk, int tiles,
+                       int64_t n, const char *path, void **npy,
+                       size_t *npy_len, tpart *info, int64_t *nonconv,
+                       terr *e) {
+  tarray **a = calloc((size_t)(tiles > 0 ? tiles : 1), sizeof *a);
+  int rc = a ? T_OK : terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  if (!rc && nk != tiles)
+    rc = terr_set(e, T_EIO, "", -1, "%d of %d tiles", nk, tiles);
+  for (int i = 0; !rc && i < nk; i++) {
+    int t = kids[i].tile;
+    if (t < 0 || t >= tiles || a[t]) {
+      rc = terr_set(e, T_EIO, "", -1, "tile %d is out of place", t);
+      break;
+    }
+    rc = tile_part(s->cfg.st, &kids[i], 0, NULL, &a[t], e);
+  }
+  if (!rc)
+    rc = sched_split_join_square(s, a, tiles, n, path, npy, npy_len, info,
+                                 nonconv, e);
   for (int t = 0; a && t < tiles; t++) tarray_free(a[t]);
   free(a);
-  free(E);
   return rc;
 }
 
 /* 1 for a square matrix without targets: its tiles computed only their
  * rows' upper part (kinds/geodesic geod_plan_upper), which join_square
- * mirrors. */
+ * mirrors (a tile finished before upper bands, its rows whole, is told
+ * apart by its shape: tile_form). */
 static int split_upper(const json_t *params) {
   const char *layout = json_string_value(json_object_get(params, "layout"));
   return sched_split_tri(params) && !(layout && strcmp(layout, "condensed") == 0);
