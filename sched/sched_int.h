@@ -275,6 +275,16 @@ int sched_split_held_locked(sched *s, const char *id);
  * bytes, the caller's to free); *info its part record, *nonconv its NaN
  * pairs j > i (Vincenty's non-converged, once a pair). */
 struct tpart;
+/* The rows of each tile of a condensed split job (n points, `tiles`
+ * tiles), told from its result's length len[t] (pairs j > i of its rows):
+ * a band of equal pairs as this version cuts it (sched_split_rows, tri 1)
+ * or one of equal rows as the version before cut it (tri 0; a tile it
+ * finished before an upgrade), whichever starts where tile t - 1 ended and
+ * holds len[t] pairs. T_EIO saying which tile when none does or the bands
+ * end before row n (old and new cuts that leave a gap or overlap): the
+ * join concatenates the tiles, which is the matrix only then. */
+int sched_split_condensed_check(const int64_t *len, int tiles, int64_t n,
+                                terr *e);
 int sched_split_join_square(sched *s, tarray **a, int tiles, int64_t n,
                             const char *path, void **npy, size_t *npy_len,
                             struct tpart *info, int64_t *nonconv, terr *e);

@@ -407,11 +407,48 @@ static int jw_run(sched *s, jwork *w, const char *hdr, size_t hl,
   return T_OK;
 }
 
+/* Pairs j > i of rows [r0, r1) of a condensed matrix of n points. */
+static unsigned __int128 cond_pairs(int64_t n, int64_t r0, int64_t r1) {
+  return tri_cum(n - 1, r1) - tri_cum(n - 1, r0);
+}
+
+int sched_split_condensed_check(const int64_t *len, int tiles, int64_t n,
+                                terr *e) {
+  int64_t cur = 0;
+  for (int t = 0; t < tiles; t++) {
+    int64_t r0[2], r1[2];
+    sched_split_rows(n, t, tiles, 1, &r0[0], &r1[0]);
+    sched_split_rows(n, t, tiles, 0, &r0[1], &r1[1]);
+    int f = 0;
+    while (f < 2 && !(r0[f] == cur && len[t] >= 0 &&
+                      cond_pairs(n, r0[f], r1[f]) ==
+                          (unsigned __int128)len[t]))
+      f++;
+    if (f == 2)
+      return terr_set(e, T_EIO, "", -1,
+                      "tile %d's result (%lld pairs) is not the pairs of rows "
+                      "[%lld, %lld) (%lld) nor, as the version before equal-"
+                      "pair bands cut them, of rows [%lld, %lld) (%lld) after "
+                      "the rows before it ended at %lld: submit the job again",
+                      t, (long long)len[t], (long long)r0[0], (long long)r1[0],
+                      (long long)cond_pairs(n, r0[0], r1[0]), (long long)r0[1],
+                      (long long)r1[1], (long long)cond_pairs(n, r0[1], r1[1]),
+                      (long long)cur);
+    cur = r1[f];
+  }
+  if (cur != n)
+    return terr_set(e, T_EIO, "", -1, "the tiles' rows end at %lld of %lld: "
+                    "submit the job again", (long long)cur, (long long)n);
+  return T_OK;
+}
+
 /* Concatenate part `index` of every tile into `path` (a temporary renamed
- * over it) or, for part 0 when it fits row_max, into *npy. Fills *info. */
+ * over it) or, for part 0 when it fits row_max, into *npy. Fills *info.
+ * cond_n > 0: a condensed matrix of cond_n points, whose tiles' lengths
+ * must cut it (sched_split_condensed_check). */
 static int join_part(sched *s, const store_job *kids, int nk, int index,
-                     const tparts *tps, const char *path, void **npy,
-                     size_t *npy_len, tpart *info, terr *e) {
+                     const tparts *tps, int64_t cond_n, const char *path,
+                     void **npy, size_t *npy_len, tpart *info, terr *e) {
   tarray **a = calloc((size_t)nk, sizeof *a);
   int64_t *E = calloc((size_t)nk + 1, sizeof *E);
   int rc = a && E ? T_OK : terr_set(e, T_ENOMEM, "", -1, "out of memory");
@@ -434,6 +471,22 @@ static int join_part(sched *s, const store_job *kids, int nk, int index,
       shape[0] += a[i]->shape[0];
       E[i + 1] = shape[0];
     }
+  }
+  if (!rc && cond_n > 0) { /* kids in tile order, every tile there */
+    int64_t *len = malloc((size_t)nk * sizeof *len);
+    if (!len)
+      rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
+    else if (a[0]->ndim != 1)
+      rc = terr_set(e, T_EIO, "", -1, "a condensed matrix's tile of %d "
+                    "dimensions", a[0]->ndim);
+    for (int i = 0; !rc && i < nk; i++)
+      if (kids[i].tile != i)
+        rc = terr_set(e, T_EIO, "", -1, "tile %d is out of place",
+                      kids[i].tile);
+      else
+        len[i] = E[i + 1] - E[i];
+    if (!rc) rc = sched_split_condensed_check(len, nk, cond_n, e);
+    free(len);
   }
   if (!rc) {
     tdtype dt = a[0]->dtype;
@@ -640,15 +693,17 @@ static int join_result(split_run *r, const store_job *kids, int nk,
   /* a square matrix without targets: its tiles' upper parts, mirrored */
   json_t *params = r->p.params ? json_loads(r->p.params, 0, NULL) : NULL;
   int upper = params && split_upper(params);
+  int cond = params && !upper && sched_split_tri(params);
   json_decref(params);
   int64_t n = 0, nonconv = -1;
-  if (upper) {
+  if (upper || cond) {
     json_t *est = r->p.estimate ? json_loads(r->p.estimate, 0, NULL) : NULL;
     n = (int64_t)json_integer_value(json_object_get(est, "size"));
     json_decref(est);
-    if (nparts != 1 || n < 1)
-      rc = terr_set(e, T_EIO, "", -1, "a square matrix of %lld points in %d "
-                    "parts", (long long)n, nparts);
+    if (nparts != 1 || n < 1 || (cond && nk != r->p.tiles))
+      rc = terr_set(e, T_EIO, "", -1, "a %s matrix of %lld points in %d "
+                    "parts, %d of %d tiles", upper ? "square" : "condensed",
+                    (long long)n, nparts, nk, r->p.tiles);
   }
   char stem[T_ID_MAX + 16];
   if (s->cluster)
@@ -673,7 +728,8 @@ static int join_result(split_run *r, const store_job *kids, int nk,
       rc = join_square(s, kids, nk, r->p.tiles, n, final, npy, &npy_len, t,
                        &nonconv, e);
     else
-      rc = join_part(s, kids, nk, k, tps, k ? path : final, k ? NULL : npy,
+      rc = join_part(s, kids, nk, k, tps, cond ? n : 0, k ? path : final,
+                     k ? NULL : npy,
                      &npy_len, t, e);
   }
   if (!rc) {

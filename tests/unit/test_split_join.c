@@ -265,11 +265,67 @@ TEST(old_tiles_join_as_whole_rows) {
   check_join("vincenty", buf, 120, 1);
 }
 
+/* Pairs j > i of rows [r0, r1) of n points, one row at a time. */
+static int64_t pairs_of(int64_t n, int64_t r0, int64_t r1) {
+  int64_t p = 0;
+  for (int64_t i = r0; i < r1; i++) p += n - 1 - i;
+  return p;
+}
+
+/* A condensed split job's tiles concatenate; sched_split_condensed_check
+ * says when that is the matrix: every tile cut as this version cuts
+ * (equal pairs) or as the one before (equal rows), in any mix whose rows
+ * follow on from 0 to n (predicted here from the two cuts' row ranges),
+ * and nothing else: a pair more or less, a tile in the other cut's place,
+ * a negative length. */
+TEST(condensed_tiles_must_cut_the_matrix) {
+  const int64_t sizes[] = {7, 1000, 4099};
+  for (int si = 0; si < 3; si++) {
+    int64_t n = sizes[si];
+    for (int tiles = 1; tiles <= 4; tiles++) {
+      int64_t r0[2][4], r1[2][4];
+      for (int t = 0; t < tiles; t++)
+        for (int f = 0; f < 2; f++)
+          sched_split_rows(n, t, tiles, !f, &r0[f][t], &r1[f][t]);
+      for (int mix = 0; mix < (1 << tiles); mix++) { /* bit t: tile t old */
+        int64_t len[4], cur = 0;
+        int contiguous = 1;
+        for (int t = 0; t < tiles; t++) {
+          int f = (mix >> t) & 1;
+          len[t] = pairs_of(n, r0[f][t], r1[f][t]);
+          contiguous &= r0[f][t] == cur;
+          cur = r1[f][t];
+        }
+        contiguous &= cur == n;
+        terr e = {0};
+        int rc = sched_split_condensed_check(len, tiles, n, &e);
+        CHECK_MSG((rc == T_OK) == contiguous, "n %lld, %d tiles, mix %d: "
+                  "rc %d (%s), contiguous %d", (long long)n, tiles, mix, rc,
+                  e.message, contiguous);
+        if (!contiguous) CHECK(rc == T_EIO && strstr(e.message, "again"));
+        if (!contiguous || n < 1000) continue;
+        for (int t = 0; t < tiles; t++) { /* one pair more, one less */
+          for (int d = -1; d <= 1; d += 2) {
+            len[t] += d;
+            terr e2 = {0};
+            CHECK(sched_split_condensed_check(len, tiles, n, &e2) == T_EIO);
+            len[t] -= d;
+          }
+        }
+        len[0] = -1;
+        terr e3 = {0};
+        CHECK(sched_split_condensed_check(len, tiles, n, &e3) == T_EIO);
+      }
+    }
+  }
+}
+
 int main(void) {
   t_log_level = T_LOG_ERROR; /* Vincenty's NaNs are warned of, and wanted */
   if (!mkdtemp(g_dir)) SKIP_ALL("cannot create a temp dir");
   g_pool = pool_create(2, NULL, NULL);
   RUN(old_tiles_join_as_whole_rows);
+  RUN(condensed_tiles_must_cut_the_matrix);
   pool_destroy(g_pool);
   rmdir(g_dir);
   return check_summary();
