@@ -11,6 +11,8 @@
  * attempt counted once (at the claim, not again at its start); heartbeat
  * renewal with its cancel and lost lists; the reaper (back to the queue,
  * "crashed" at max_attempts, two reapers at once); cancel requests both ways;
+ * a finish run again after its commit (the writer's retry when the
+ * COMMIT's answer was lost) succeeds for the same node and outcome only;
  * events across stores, "reset" after the listener's backend stops
  * answering (SIGSTOP: its probe) and after a server restart (with_pg.sh's
  * $TESSEL_TEST_PGSERVER and $TESSEL_TEST_PG_DIR). Deadlines are bounds
@@ -19,6 +21,7 @@
 #include <libpq-fe.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -486,6 +489,75 @@ TEST(cancel_request_both_ways) {
   store_job_clear(&j);
 }
 
+/* ---- a finish retried after its COMMIT's answer was lost
+ * ------------------------------------------------------------- */
+typedef struct fin_cb {
+  _Atomic int done;
+  int rc;
+  job_status status;
+} fin_cb;
+
+static void on_finished(void *arg, int rc, const terr *e, store_job *row) {
+  fin_cb *f = arg;
+  (void)e;
+  f->rc = rc;
+  f->status = row ? row->status : (job_status)-1;
+  if (row) store_job_clear(row);
+  atomic_store(&f->done, 1);
+}
+
+/* The writer retries a batch whose COMMIT answer was lost (pg_store.c):
+ * the same finish then meets a row it ended itself. Simulated by running
+ * the identical finish again, [sync] and [async]. */
+TEST(finish_retry_after_lost_commit_answer) {
+  reset_tables();
+  store_node a, b;
+  node_init(&a, "alpha", 0);
+  node_init(&b, "beta", 0);
+  terr e;
+  CHECK(store_node_register(sa, &a, &e) == 0);
+  CHECK(store_node_register(sb, &b, &e) == 0);
+  char id[T_ID_MAX];
+  insert_backend(sa, "auto", 0, id);
+  CHECK(claim(sa, a.id, 0, 0, 1, 60000, NULL) == 1);
+  CHECK(store_job_start(sa, id, 1, "cpu", NULL, NULL, &e) == 0);
+  char path[300];
+  snprintf(path, sizeof path, "/data/results/%s.r1.npy", id);
+  store_job_end end = {.status = JOB_SUCCEEDED, .finished_at = 123456,
+                       .result_path = path, .max_abs_diff = NAN};
+  CHECK(store_job_finish(sa, id, &end, &e) == 0);
+  /* the retry: the row holds this very finish -> success, nothing changed */
+  int rc = store_job_finish(sa, id, &end, &e);
+  CHECK_MSG(rc == 0, "retry: %d %s", rc, e.message);
+  fin_cb f = {0};
+  CHECK(store_job_finish_async(sa, id, &end, on_finished, &f, &e) == 0);
+  CHECK(store_sync(sa, &e) == 0);
+  for (int i = 0; i < 1000 && !atomic_load(&f.done); i++) usleep(10000);
+  CHECK(atomic_load(&f.done) && f.rc == 0 && f.status == JOB_SUCCEEDED);
+  /* another outcome, or another node: still a conflict */
+  store_job_end other = end;
+  other.status = JOB_FAILED;
+  other.result_path = NULL;
+  other.error_code = "internal";
+  CHECK(store_job_finish(sa, id, &other, &e) == T_ECONFLICT);
+  other = end;
+  other.finished_at = end.finished_at + 1;
+  CHECK(store_job_finish(sa, id, &other, &e) == T_ECONFLICT);
+  other = end;
+  other.result_path = "/data/results/elsewhere.npy";
+  CHECK(store_job_finish(sa, id, &other, &e) == T_ECONFLICT);
+  CHECK(store_job_finish(sb, id, &end, &e) == T_ECONFLICT);
+  store_job j;
+  memset(&j, 0, sizeof j);
+  CHECK(store_job_get(sa, id, NULL, &j, &e) == 0);
+  CHECK(j.status == JOB_SUCCEEDED && j.finished_at == 123456 && j.node &&
+        strcmp(j.node, a.id) == 0 && j.result_path &&
+        strcmp(j.result_path, path) == 0);
+  store_job_clear(&j);
+  store_node_clear(&a);
+  store_node_clear(&b);
+}
+
 /* ---- events
  * -------------------------------------------------------------------------- */
 static pthread_mutex_t ev_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -639,6 +711,7 @@ int main(void) {
   RUN(reap_requeues_and_fails_crashed);
   RUN(reap_twice_at_once_moves_each_once);
   RUN(cancel_request_both_ways);
+  RUN(finish_retry_after_lost_commit_answer);
   RUN(listen_across_stores_and_reset); /* last: restarts the server */
   store_close(sb);
   store_close(sa);
