@@ -263,7 +263,10 @@ void store_job_progress(store *s, const char *id, int64_t done, int64_t total);
  * (result_path) or, when small, its .npy bytes kept in the row itself
  * (result_npy, result_npy_len; NULL: none), read back with
  * store_job_result_npy; it commits with the status, so a succeeded job
- * always has it. */
+ * always has it. A job already ended is T_ECONFLICT, except on
+ * PostgreSQL for the very end it holds (same status, finished_at,
+ * result_path and error_code, written by this store's node): that is a
+ * retry after a COMMIT whose answer was lost, and it answers 0. */
 typedef struct store_job_end {
   job_status status;
   int64_t finished_at;
