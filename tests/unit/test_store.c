@@ -981,6 +981,41 @@ TEST(test_arrays) {
   CHECK(store_job_finish(s, j.id, &x, &e) == 0);
   store_job_clear(&j);
 
+  /* An array deleted between a submit's check and its insert: the insert
+   * fails naming the field (never a queued job on a deleted array). */
+  store_array d;
+  array_init(&d, "alice", "gone");
+  CHECK(store_array_insert(s, &d, NULL, &e) == 0);
+  CHECK(store_array_delete(s, d.id, "alice", &path, &e) == 0);
+  free(path);
+  path = NULL;
+  job_init(&j, "alice", "map");
+  free(j.params);
+  snprintf(params, sizeof params,
+           "{\"expr\":\"x+y\",\"inputs\":{\"x\":{\"array\":\"%s\"},"
+           "\"y\":{\"array\":\"%s\"}}}",
+           a.id, d.id);
+  j.params = sdup(params);
+  int rc = store_job_insert(s, &j, NULL, &e);
+  CHECK_MSG(rc == T_ENOTFOUND, "insert: %d %s", rc, e.message);
+  CHECK_STR(e.field, "params.inputs.y");
+  CHECK(strstr(e.message, d.id) != NULL);
+  int64_t counts[5];
+  CHECK(store_job_counts(s, NULL, counts, &e) == 0);
+  CHECK(counts[JOB_QUEUED] == 0 && counts[JOB_RUNNING] == 0);
+  /* the [async] insert fails the same way: its finish finds no job */
+  store_job_clear(&j);
+  job_init(&j, "alice", "map");
+  free(j.params);
+  snprintf(params, sizeof params, "{\"v\":[1,{\"array\":\"%s\"}]}", d.id);
+  j.params = sdup(params);
+  CHECK(store_job_insert_async(s, &j, &e) == 0);
+  CHECK(store_sync(s, &e) == 0);
+  store_job got;
+  CHECK(store_job_get(s, j.id, NULL, &got, &e) == T_ENOTFOUND);
+  store_job_clear(&j);
+  store_array_clear(&d);
+
   /* Listing with paging. */
   for (int i = 0; i < 5; i++) {
     store_array c;

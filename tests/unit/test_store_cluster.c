@@ -13,6 +13,8 @@
  * "crashed" at max_attempts, two reapers at once); cancel requests both ways;
  * a finish run again after its commit (the writer's retry when the
  * COMMIT's answer was lost) succeeds for the same node and outcome only;
+ * an array delete and a job insert referencing it on two nodes at once
+ * (interleaved through the test's own locks): exactly one wins;
  * events across stores, "reset" after the listener's backend stops
  * answering (SIGSTOP: its probe) and after a server restart (with_pg.sh's
  * $TESSEL_TEST_PGSERVER and $TESSEL_TEST_PG_DIR). Deadlines are bounds
@@ -489,6 +491,127 @@ TEST(cancel_request_both_ways) {
   store_job_clear(&j);
 }
 
+/* ---- an array delete against a job insert on another node
+ * ----------------------------------------------------------- */
+/* Wait (bounded) until n backends wait for a lock; 1 when they do. */
+static int lock_waiters(int n) {
+  char want[16];
+  snprintf(want, sizeof want, "%d", n);
+  for (int i = 0; i < 1000; i++) {
+    if (strcmp(sql("SELECT count(*) FROM pg_stat_activity WHERE"
+                   " wait_event_type = 'Lock'"),
+               want) == 0)
+      return 1;
+    usleep(10000);
+  }
+  return 0;
+}
+
+static char *array_new(store *s, const char *digest, char id[T_ID_MAX]) {
+  store_array a;
+  memset(&a, 0, sizeof a);
+  a.owner = strdup("alice");
+  a.dtype = strdup("float64");
+  a.shape = strdup("[2]");
+  a.bytes = 16;
+  a.digest = strdup(digest);
+  a.path = strdup("/data/arrays/x.npy");
+  terr e;
+  CHECK_MSG(store_array_insert(s, &a, NULL, &e) == 0, "array: %s", e.message);
+  snprintf(id, T_ID_MAX, "%s", a.id);
+  store_array_clear(&a);
+  return id;
+}
+
+typedef struct racer {
+  store *s;
+  const char *array, *request_id;
+  char job[T_ID_MAX];
+  int rc;
+  terr e;
+} racer;
+
+static void *insert_main(void *arg) {
+  racer *r = arg;
+  store_job j;
+  job_init(&j, "alice", "map");
+  free(j.params);
+  char params[160];
+  snprintf(params, sizeof params,
+           "{\"expr\":\"x\",\"inputs\":{\"x\":{\"array\":\"%s\"}}}",
+           r->array);
+  j.params = strdup(params);
+  if (r->request_id) j.request_id = strdup(r->request_id);
+  int existing;
+  r->rc = store_job_insert(r->s, &j, &existing, &r->e);
+  snprintf(r->job, sizeof r->job, "%s", j.id);
+  store_job_clear(&j);
+  return NULL;
+}
+
+static void *delete_main(void *arg) {
+  racer *r = arg;
+  char *path = NULL;
+  r->rc = store_array_delete(r->s, r->array, "alice", &path, &r->e);
+  free(path);
+  return NULL;
+}
+
+/* The delete locked the array first (the test's connection does what
+ * pg_arrays.c's delete does: FOR UPDATE, then DELETE): the insert on
+ * another node waits for it, then fails naming the field. */
+TEST(array_delete_first_fails_the_insert) {
+  reset_tables();
+  sql("DELETE FROM arrays");
+  char aid[T_ID_MAX];
+  array_new(sa, "race1", aid);
+  sql("BEGIN");
+  sqlf("SELECT 1 FROM arrays WHERE id = '%s' FOR UPDATE", aid);
+  racer ins = {.s = sb, .array = aid, .rc = -1};
+  pthread_t t;
+  pthread_create(&t, NULL, insert_main, &ins);
+  CHECK_MSG(lock_waiters(1), "the insert did not wait for the array's lock");
+  sqlf("DELETE FROM arrays WHERE id = '%s'", aid);
+  sql("COMMIT");
+  pthread_join(t, NULL);
+  CHECK_MSG(ins.rc == T_ENOTFOUND, "insert: %d %s", ins.rc, ins.e.message);
+  CHECK(strcmp(ins.e.field, "params.inputs.x") == 0);
+  CHECK(strcmp(sql("SELECT count(*) FROM jobs"), "0") == 0);
+}
+
+/* The insert locked the array first: it is held (its INSERT waits on the
+ * test's uncommitted row of the same request_id) while a delete on the
+ * other node starts; the delete waits, then sees the committed job and is
+ * refused. Exactly one wins, and no queued job names a deleted array. */
+TEST(job_insert_first_refuses_the_delete) {
+  reset_tables();
+  sql("DELETE FROM arrays");
+  char aid[T_ID_MAX];
+  array_new(sa, "race2", aid);
+  sql("BEGIN");
+  sql("INSERT INTO jobs (id, owner, kind, params, status, backend_requested,"
+      " created_at, request_id) VALUES ('j_0000000000000000000000hold',"
+      " 'alice', 'map', '{}', 'queued', 'auto', 1, 'race-rid')");
+  racer ins = {.s = sa, .array = aid, .request_id = "race-rid", .rc = -1};
+  racer del = {.s = sb, .array = aid, .rc = -1};
+  pthread_t ti, td;
+  pthread_create(&ti, NULL, insert_main, &ins);
+  CHECK(lock_waiters(1)); /* the insert, on the request_id's row */
+  pthread_create(&td, NULL, delete_main, &del);
+  CHECK_MSG(lock_waiters(2), "the delete did not wait for the insert");
+  sql("ROLLBACK");
+  pthread_join(ti, NULL);
+  pthread_join(td, NULL);
+  CHECK_MSG(ins.rc == 0, "insert: %d %s", ins.rc, ins.e.message);
+  CHECK_MSG(del.rc == T_ECONFLICT, "delete: %d %s", del.rc, del.e.message);
+  CHECK(strcmp(sqlf("SELECT count(*) FROM arrays WHERE id = '%s'", aid),
+               "1") == 0);
+  CHECK(strcmp(sql("SELECT count(*) FROM jobs j WHERE status = 'queued' AND"
+                   " NOT EXISTS (SELECT 1 FROM arrays a WHERE"
+                   " strpos(j.params, a.id) > 0)"),
+               "0") == 0);
+}
+
 /* ---- a finish retried after its COMMIT's answer was lost
  * ------------------------------------------------------------- */
 typedef struct fin_cb {
@@ -712,6 +835,8 @@ int main(void) {
   RUN(reap_twice_at_once_moves_each_once);
   RUN(cancel_request_both_ways);
   RUN(finish_retry_after_lost_commit_answer);
+  RUN(array_delete_first_fails_the_insert);
+  RUN(job_insert_first_refuses_the_delete);
   RUN(listen_across_stores_and_reset); /* last: restarts the server */
   store_close(sb);
   store_close(sa);
