@@ -382,15 +382,21 @@ typedef struct store_node {
   int64_t started_at, heartbeat_at; /* wall ms (the store's clock) */
   int running, queued; /* its jobs, at its last heartbeat */
   double load;         /* machine CPU % at its last heartbeat; NaN unknown */
-  int alive;           /* heartbeat within the lease time */
+  int alive;           /* not gone and its heartbeat within its own lease */
   int64_t jobs_done;   /* jobs it finished */
+  int64_t lease_ms;    /* its lease (--lease-s), written at register and by
+                        * each heartbeat; 0 at register: none yet (the
+                        * listing store's own lease judges it until its
+                        * first heartbeat, as it does rows of nodes older
+                        * than the column) */
 } store_node;
 void store_node_clear(store_node *n);
 /* [sync] Register n (n->id set here, started_at/heartbeat_at from the
- * store's clock). */
+ * store's clock; n->lease_ms recorded, 0: none yet). */
 int store_node_register(store *s, store_node *n, terr *e);
-/* [sync] The node is alive: its heartbeat and counters are written and
- * every lease it holds is renewed to now + lease_ms. *cancel (a new array of
+/* [sync] The node is alive: its heartbeat, counters and lease_ms (by
+ * which store_node_list judges it alive) are written and every lease it
+ * holds is renewed to now + lease_ms. *cancel (a new array of
  * *ncancel heap ids, NULL when none) lists its jobs with cancel_requested;
  * *lost those it believes it runs (held, nheld) but no longer holds (the
  * lease expired and the job went elsewhere): it must stop them and not

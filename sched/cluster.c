@@ -399,6 +399,7 @@ int sched_join(sched *s, const sched_node_config *nc, terr *e) {
   c->self.threads = s->nthreads;
   c->self.gpus = s->ngpu;
   c->lease_ms = nc->lease_ms > 0 ? nc->lease_ms : SCHED_LEASE_MS_DEFAULT;
+  c->self.lease_ms = c->lease_ms; /* the store judges this node by it */
   c->joined_at = t_wall_ms();
   if (!s->cluster) {
     t_id_new('n', c->self.id); /* this process, for sched_nodes */
@@ -508,6 +509,7 @@ int sched_nodes(sched *s, store_node **nodes, int *n, terr *e) {
   me->queued = st.queued;
   me->load = sched_sample_now(s, &smp) == 0 ? smp.machine_cpu_percent : NAN;
   me->alive = 1;
+  me->lease_ms = c->lease_ms;
   for (int i = JOB_SUCCEEDED; i < 5; i++) me->jobs_done += st.finished_total[i];
   me->jobs_done += st.tiles_done; /* a tile is work this node did */
   *nodes = me;

@@ -15,7 +15,8 @@
  *    same row: a row one claimer has locked is skipped by the other, and
  *    once committed it is no longer unclaimed. (The CTE rather than
  *    `id IN (subquery)`: it is evaluated exactly once, so LIMIT holds.)
- *  - A heartbeat is one transaction: the node row, the renewal of every
+ *  - A heartbeat is one transaction: the node row (with the node's lease,
+ *    by which node lists judge it alive), the renewal of every
  *    lease the node holds on an unfinished job, then the cancel requests
  *    among those and the ids it believes it holds but does not (lost: the
  *    row is claimed by another node, back in the queue, ended, or gone).
@@ -38,8 +39,9 @@
  *    as long again, it counts as lost (a server that stopped answering
  *    without closing the socket).
  *
- * Per-store state of this file (the listener, the lease a node's liveness
- * is judged by) lives in a `pgcl` found by the store's pointer in a small
+ * Per-store state of this file (the listener, this store's last lease: it
+ * judges the liveness of node rows that have none of their own) lives in a
+ * `pgcl` found by the store's pointer in a small
  * registry (reg_mu), so pg_store.c's struct needs no fields of ours; it is
  * made on first use and freed by pg__listen_stop at store close.
  *
@@ -219,21 +221,22 @@ static int stmt_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
  */
 int pg_node_register(void *impl, store_node *n, terr *e) {
   pgstore *p = impl;
-  char threads[32], gpus[32];
+  char threads[32], gpus[32], lease[32];
   t_id_new('n', n->id);
   const char *v[] = {n->id,
                      n->name ? n->name : "",
                      n->url ? n->url : "",
                      pg__i64(threads, n->threads),
                      pg__i64(gpus, n->gpus),
-                     n->version ? n->version : ""};
+                     n->version ? n->version : "",
+                     n->lease_ms > 0 ? pg__i64(lease, n->lease_ms) : NULL};
   stmt s = {
       "INSERT INTO nodes (id, name, url, threads, gpus, version,"
-      " started_at, heartbeat_at, running, queued)"
+      " started_at, heartbeat_at, running, queued, lease_ms)"
       " VALUES ($1, $2, $3, $4::int, $5::int, $6, " PG_CLOCK ", " PG_CLOCK
-      ", 0, 0) RETURNING started_at",
+      ", 0, 0, $7::bigint) RETURNING started_at",
       "node register",
-      6,
+      7,
       v,
       NULL,
       1};
@@ -262,7 +265,7 @@ static int heartbeat_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
   const char *vn[] = {a->n->id, pg__i64(running, a->n->running),
                       pg__i64(queued, a->n->queued),
                       isfinite(a->n->load) ? pg__f64(load, a->n->load) : NULL,
-                      pg__i64(done, a->n->jobs_done)};
+                      pg__i64(done, a->n->jobs_done), a->lease};
   const char *vl[] = {a->n->id, a->lease};
   const char *vh[] = {a->n->id, a->held};
   /* Lock order: the job rows are renewed in id order and those another
@@ -279,9 +282,9 @@ static int heartbeat_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
     rc = pg__exec(c,
                   "UPDATE nodes SET heartbeat_at = " PG_CLOCK ","
                   " running = $2::int, queued = $3::int,"
-                  " load = $4::double precision, jobs_done = $5::bigint"
-                  " WHERE id = $1",
-                  5, vn, NULL, "heartbeat", e);
+                  " load = $4::double precision, jobs_done = $5::bigint,"
+                  " lease_ms = $6::bigint WHERE id = $1",
+                  6, vn, NULL, "heartbeat", e);
   if (!rc)
     rc = pg__exec(c,
                   "SELECT id FROM jobs WHERE node = $1 AND " PG_UNFINISHED
@@ -351,8 +354,10 @@ int pg_node_leave(void *impl, const char *node_id, terr *e) {
   return pg__write(impl, leave_fn, (void *)node_id, e);
 }
 
-/* alive: not gone and a heartbeat within the lease (this store's last
- * heartbeat's lease: nodes of one cluster run with one --lease-s). */
+/* alive: not gone and a heartbeat within the node's own lease (its row's
+ * lease_ms: nodes of one cluster may run with different --lease-s); a row
+ * without one (an older binary's, or a node not yet heartbeating) is
+ * judged by this store's last heartbeat's lease. */
 int pg_node_list(void *impl, int64_t keep_ms, store_node **nodes, int *n,
                  terr *e) {
   pgstore *p = impl;
@@ -364,7 +369,7 @@ int pg_node_list(void *impl, int64_t keep_ms, store_node **nodes, int *n,
       "SELECT id, name, url, threads, gpus, version, started_at,"
       " heartbeat_at, running, queued, load, jobs_done,"
       " (NOT gone AND heartbeat_at >= " PG_CLOCK
-      " - $2::bigint)"
+      " - COALESCE(lease_ms, $2::bigint)), lease_ms"
       " FROM nodes WHERE heartbeat_at >= " PG_CLOCK
       " - $1::bigint"
       " ORDER BY started_at, id",
@@ -394,6 +399,7 @@ int pg_node_list(void *impl, int64_t keep_ms, store_node **nodes, int *n,
     x->load = PQgetisnull(r, i, 10) ? NAN : strtod(PQgetvalue(r, i, 10), NULL);
     x->jobs_done = col_i64(r, i, 11);
     x->alive = PQgetvalue(r, i, 12)[0] == 't';
+    x->lease_ms = col_i64(r, i, 13);
   }
   PQclear(r);
   if (no_mem) {

@@ -6,7 +6,9 @@
  * empties the jobs and nodes tables first through a libpq connection of
  * its own, which also sets up what the API cannot (a job's attempts, a
  * split parent) and reads what it does not show. Cases: register / list /
- * leave; 500 jobs claimed by 4 threads over both stores, each exactly once;
+ * leave; each node alive by its own lease whichever node lists it, and the
+ * migration that added that lease upgrading a schema-1 store; 500 jobs
+ * claimed by 4 threads over both stores, each exactly once;
  * the has_gpu and split-parent filters; priority order; a claimed job's
  * attempt counted once (at the claim, not again at its start); heartbeat
  * renewal with its cancel and lost lists; the reaper (back to the queue,
@@ -37,6 +39,7 @@
 static const char *url;
 static store *sa, *sb; /* two nodes' stores on one database */
 static PGconn *db;     /* the test's own connection */
+static char data_dir[300]; /* the stores' data directory */
 
 /* Run q on the test's connection; the first row's first column (static
  * copy, "" when none). */
@@ -178,6 +181,88 @@ TEST(nodes_register_list_leave) {
   store_nodes_free(v, n);
   store_node_clear(&a);
   store_node_clear(&b);
+}
+
+/* The alive flag of node id in s's list (-1: not listed); its lease into
+ * *lease. */
+static int alive_in(store *s, const char *id, int64_t *lease) {
+  store_node *v = NULL;
+  int n = 0, alive = -1;
+  terr e;
+  CHECK(store_node_list(s, 600000, &v, &n, &e) == 0);
+  for (int i = 0; i < n; i++)
+    if (strcmp(v[i].id, id) == 0) {
+      alive = v[i].alive;
+      if (lease) *lease = v[i].lease_ms;
+    }
+  store_nodes_free(v, n);
+  return alive;
+}
+
+/* Nodes with different --lease-s: each is judged by its own lease, whichever
+ * node lists them. */
+TEST(nodes_alive_by_their_own_lease) {
+  reset_tables();
+  store_node a, b;
+  node_init(&a, "slow-lease", 0);
+  node_init(&b, "fast-lease", 0);
+  a.lease_ms = 3600000;
+  terr e;
+  CHECK(store_node_register(sa, &a, &e) == 0);
+  CHECK(store_node_register(sb, &b, &e) == 0); /* no lease yet */
+  int64_t lease = -1;
+  CHECK(alive_in(sb, a.id, &lease) == 1 && lease == 3600000);
+  CHECK(alive_in(sa, b.id, &lease) == 1 && lease == 0);
+  char **cancel, **lost;
+  int nc, nl;
+  CHECK(store_node_heartbeat(sa, &a, 3600000, NULL, 0, &cancel, &nc, &lost,
+                             &nl, &e) == 0);
+  CHECK(store_node_heartbeat(sb, &b, 500, NULL, 0, &cancel, &nc, &lost, &nl,
+                             &e) == 0);
+  /* b's lease passes on the store's clock (bounded wait), a's does not */
+  int passed = 0;
+  for (int i = 0; i < 1000 && !passed; i++) {
+    passed = strcmp(sqlf("SELECT heartbeat_at < (extract(epoch from "
+                         "clock_timestamp()) * 1000)::bigint - 600 FROM nodes"
+                         " WHERE id = '%s'",
+                         b.id),
+                    "t") == 0;
+    if (!passed) usleep(10000);
+  }
+  CHECK(passed);
+  /* listed by b (whose own lease is 500 ms): a is alive by its hour */
+  CHECK(alive_in(sb, a.id, &lease) == 1 && lease == 3600000);
+  /* listed by a (whose own lease is an hour): b is dead by its 500 ms */
+  CHECK(alive_in(sa, b.id, &lease) == 0 && lease == 500);
+  CHECK(alive_in(sb, b.id, NULL) == 0);
+  store_node_clear(&a);
+  store_node_clear(&b);
+}
+
+/* A store of schema 1 (no nodes.lease_ms) is upgraded at open; its old
+ * rows, without a lease, are judged by the listing store's lease. */
+TEST(nodes_lease_migration_upgrades) {
+  reset_tables();
+  store_node a;
+  node_init(&a, "old", 0);
+  terr e;
+  CHECK(store_node_register(sa, &a, &e) == 0);
+  sql("ALTER TABLE nodes DROP COLUMN lease_ms;"
+      " DELETE FROM schema_migrations WHERE version >= 2");
+  store *sc = NULL;
+  CHECK_MSG(store_open_url(url, data_dir, &sc, &e) == 0, "reopen: %s", e.message);
+  if (!sc) return;
+  CHECK(store_schema_version(sc) >= 2);
+  CHECK(strcmp(sql("SELECT count(*) FROM schema_migrations WHERE version = 2"),
+               "1") == 0);
+  CHECK(strcmp(sqlf("SELECT coalesce(lease_ms::text, 'null') FROM nodes WHERE"
+                    " id = '%s'",
+                    a.id),
+               "null") == 0);
+  int64_t lease = -1;
+  CHECK(alive_in(sc, a.id, &lease) == 1 && lease == 0);
+  store_close(sc);
+  store_node_clear(&a);
 }
 
 /* ---- claims
@@ -813,8 +898,8 @@ int main(void) {
   if (!url || !*url)
     SKIP_ALL("TESSEL_TEST_PG is not set (ctest store_cluster_pg)");
   if (fixture_root("/tmp/tessel_store_cluster_XXXXXX")) return 1;
-  char dir[300];
-  fresh_dir(dir, sizeof dir);
+  char *dir = data_dir;
+  fresh_dir(dir, sizeof data_dir);
   mkdir(dir, 0755);
   terr e;
   if (store_open_url(url, dir, &sa, &e) || store_open_url(url, dir, &sb, &e)) {
@@ -827,6 +912,8 @@ int main(void) {
     return 1;
   }
   RUN(nodes_register_list_leave);
+  RUN(nodes_alive_by_their_own_lease);
+  RUN(nodes_lease_migration_upgrades);
   RUN(claim_each_job_once);
   RUN(claim_filters_and_order);
   RUN(claim_counts_the_attempt_once);
