@@ -421,11 +421,19 @@ void store_nodes_free(store_node *nodes, int n);
 int store_job_claim(store *s, const char *node_id, int has_gpu, int parents,
                     int max, int64_t lease_ms, store_job **jobs, int *n,
                     terr *e);
+/* A job the reaper moved, and the attempt its dead node ran (the claim's
+ * count: result files of that run are named <id>.r<attempt>...). */
+typedef struct store_reaped {
+  char id[T_ID_MAX];
+  int attempt;
+} store_reaped;
 /* [sync] Jobs whose lease expired (their node died) go back to the queue,
  * unclaimed; those whose attempts reached max_attempts fail "crashed"
  * instead. Run by one node at a time (an advisory lock; 0 with *n = 0 when
- * another holds it). *ids (heap, NULL when none): the jobs moved. */
-int store_reap(store *s, int max_attempts, char ***ids, int *n, terr *e);
+ * another holds it). *jobs (a new array the caller frees, NULL when none):
+ * the *n jobs moved, each with the attempt it was taken from. */
+int store_reap(store *s, int max_attempts, store_reaped **jobs, int *n,
+               terr *e);
 /* [sync] A cancel through any node: a queued, unclaimed job ends canceled
  * here (*ended = 1); a claimed one gets cancel_requested and its node is
  * told (*ended = 0). T_ECONFLICT when finished, T_ENOTFOUND when absent or

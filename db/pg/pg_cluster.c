@@ -27,7 +27,8 @@
  *    attempts reached max_attempts, else go back to the queue unclaimed
  *    (attempts kept: they were counted at the claim). Each sends
  *    "end:<id>" / "queued:<id>" in the same statement (pg_notify,
- *    delivered on commit).
+ *    delivered on commit) and returns the job's attempts: the run the dead
+ *    node was making, whose temporaries the caller removes.
  *  - A cancel request locks the row (FOR UPDATE) and either ends a queued,
  *    unclaimed job here or sets cancel_requested and tells its node.
  *  - The listener: one thread per store on a connection of its own
@@ -477,9 +478,9 @@ static int reap_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
                 " error_code = 'canceled', error_message = 'canceled by "
                 "request'," PG_ENDED_NOW
                 " WHERE " PG_LEASE_EXPIRED " AND cancel_requested"
-                " RETURNING id)"
-                " SELECT id, pg_notify('tessel', 'end:' || id) FROM r"
-                " ORDER BY id",
+                " RETURNING id, attempts)"
+                " SELECT id, attempts, pg_notify('tessel', 'end:' || id)"
+                " FROM r ORDER BY id",
                 0, NULL, &a->canceled, "reap", e);
   if (!rc)
     rc = pg__exec(
@@ -489,8 +490,10 @@ static int reap_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
         " || attempts || ' times and its node stopped heartbeating each time;"
         " it is not run again (--max-attempts ' || $1::int || ')',"
         PG_ENDED_NOW
-        " WHERE " PG_LEASE_EXPIRED " AND attempts >= $1::int RETURNING id)"
-        " SELECT id, pg_notify('tessel', 'end:' || id) FROM r ORDER BY id",
+        " WHERE " PG_LEASE_EXPIRED " AND attempts >= $1::int"
+        " RETURNING id, attempts)"
+        " SELECT id, attempts, pg_notify('tessel', 'end:' || id) FROM r"
+        " ORDER BY id",
         1, v, &a->failed, "reap", e);
   if (!rc)
     rc = pg__exec(
@@ -498,20 +501,45 @@ static int reap_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
         "WITH r AS (UPDATE jobs SET status = 'queued', started_at = 0,"
         " node = NULL, lease_until = NULL, backend_used = NULL,"
         " backend_reason = NULL, progress_done = 0, progress_total = 0"
-        " WHERE " PG_LEASE_EXPIRED " AND attempts < $1::int RETURNING id)"
-        " SELECT id, pg_notify('tessel', 'queued:' || id) FROM r ORDER BY id",
+        " WHERE " PG_LEASE_EXPIRED " AND attempts < $1::int"
+        " RETURNING id, attempts)"
+        " SELECT id, attempts, pg_notify('tessel', 'queued:' || id) FROM r"
+        " ORDER BY id",
         1, v, &a->back, "reap", e);
   return rc;
 }
 
-int pg_reap(void *impl, int max_attempts, char ***ids, int *n, terr *e) {
-  *ids = NULL;
+/* Columns 0 (id) and 1 (attempts) of every row of r[0..nr) as a new
+ * array (*out NULL when none). */
+static int reaped_of(PGresult *const *r, int nr, store_reaped **out, int *n,
+                     terr *e) {
+  *out = NULL;
+  *n = 0;
+  int rows = 0;
+  for (int k = 0; k < nr; k++) rows += r[k] ? PQntuples(r[k]) : 0;
+  if (rows == 0) return T_OK;
+  store_reaped *v = calloc((size_t)rows, sizeof *v);
+  if (!v) return oom(e);
+  int i = 0;
+  for (int k = 0; k < nr; k++)
+    for (int row = 0; r[k] && row < PQntuples(r[k]); row++, i++) {
+      snprintf(v[i].id, sizeof v[i].id, "%s", PQgetvalue(r[k], row, 0));
+      v[i].attempt = (int)col_i64(r[k], row, 1);
+    }
+  *out = v;
+  *n = rows;
+  return T_OK;
+}
+
+int pg_reap(void *impl, int max_attempts, store_reaped **jobs, int *n,
+            terr *e) {
+  *jobs = NULL;
   *n = 0;
   char smax[32];
   reap_args a = {pg__i64(smax, max_attempts), NULL, NULL, NULL};
   int rc = pg__write(impl, reap_fn, &a, e);
   PGresult *all[3] = {a.canceled, a.failed, a.back};
-  if (!rc) rc = ids_of(all, 3, ids, n, e);
+  if (!rc) rc = reaped_of(all, 3, jobs, n, e);
   PQclear(a.canceled);
   PQclear(a.failed);
   PQclear(a.back);

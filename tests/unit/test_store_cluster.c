@@ -12,7 +12,8 @@
  * the has_gpu and split-parent filters; priority order; a claimed job's
  * attempt counted once (at the claim, not again at its start); heartbeat
  * renewal with its cancel and lost lists; the reaper (back to the queue,
- * "crashed" at max_attempts, two reapers at once); cancel requests both ways;
+ * "crashed" at max_attempts, each job with its dead run's attempt, two
+ * reapers at once); cancel requests both ways;
  * a finish run again after its commit (the writer's retry when the
  * COMMIT's answer was lost) succeeds for the same node and outcome only;
  * an array delete and a job insert referencing it on two nodes at once
@@ -466,6 +467,13 @@ static void leases_pass(void) {
   CHECK_MSG(0, "leases did not pass within 10 s");
 }
 
+/* The attempt a reap returned for id; -1 when id was not reaped. */
+static int reaped_at(const store_reaped *v, int n, const char *id) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(v[i].id, id) == 0) return v[i].attempt;
+  return -1;
+}
+
 TEST(reap_requeues_and_fails_crashed) {
   reset_tables();
   char j1[T_ID_MAX], j2[T_ID_MAX], j3[T_ID_MAX], jkeep[T_ID_MAX];
@@ -481,12 +489,14 @@ TEST(reap_requeues_and_fails_crashed) {
   insert_backend(sa, "auto", 0, jkeep);
   CHECK(claim(sb, "n_live", 0, 0, 1, 3600000, NULL) == 1);
 
-  char **ids = NULL;
+  store_reaped *ids = NULL;
   int n = -1;
   terr e;
   CHECK(store_reap(sb, 3, &ids, &n, &e) == 0);
-  CHECK(n == 3 && has(ids, n, j1) && has(ids, n, j2) && has(ids, n, j3));
-  free_strs(ids, n);
+  /* each with the attempt its dead node ran (the claim's count) */
+  CHECK(n == 3 && reaped_at(ids, n, j1) == 1 && reaped_at(ids, n, j2) == 3 &&
+        reaped_at(ids, n, j3) == 1);
+  free(ids);
   store_job j;
   memset(&j, 0, sizeof j);
   CHECK(store_job_get(sa, j1, NULL, &j, &e) == 0);
@@ -510,7 +520,7 @@ TEST(reap_requeues_and_fails_crashed) {
 
 typedef struct reaper {
   store *s;
-  char **ids;
+  store_reaped *ids;
   int n, rc;
 } reaper;
 
@@ -539,9 +549,10 @@ TEST(reap_twice_at_once_moves_each_once) {
   for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
   CHECK(r[0].rc == 0 && r[1].rc == 0);
   CHECK_MSG(r[0].n + r[1].n == 40, "%d + %d moved", r[0].n, r[1].n);
-  for (int i = 0; i < r[0].n; i++) CHECK(!has(r[1].ids, r[1].n, r[0].ids[i]));
-  free_strs(r[0].ids, r[0].n);
-  free_strs(r[1].ids, r[1].n);
+  for (int i = 0; i < r[0].n; i++)
+    CHECK(reaped_at(r[1].ids, r[1].n, r[0].ids[i].id) < 0);
+  free(r[0].ids);
+  free(r[1].ids);
   CHECK(strcmp(sql("SELECT count(*) FROM jobs WHERE status = 'queued' AND "
                    "node IS NULL AND attempts = 1"),
                "40") == 0);
