@@ -17,7 +17,8 @@
  * a finish run again after its commit (the writer's retry when the
  * COMMIT's answer was lost) succeeds for the same node and outcome only;
  * an array delete and a job insert referencing it on two nodes at once
- * (interleaved through the test's own locks): exactly one wins;
+ * (interleaved through the test's own locks): exactly one wins; expiry
+ * skips an array an insert in flight holds;
  * events across stores, "reset" after the listener's backend stops
  * answering (SIGSTOP: its probe) and after a server restart (with_pg.sh's
  * $TESSEL_TEST_PGSERVER and $TESSEL_TEST_PG_DIR). Deadlines are bounds
@@ -708,6 +709,69 @@ TEST(job_insert_first_refuses_the_delete) {
                "0") == 0);
 }
 
+typedef struct expirer {
+  store *s;
+  char **paths;
+  int n, rc;
+  _Atomic int done;
+} expirer;
+
+static void *expire_main(void *arg) {
+  expirer *x = arg;
+  terr e;
+  x->rc = store_expire(x->s, INT64_MAX / 2, &x->paths, &x->n, &e);
+  atomic_store(&x->done, 1);
+  return NULL;
+}
+
+/* Expiry against a job insert in flight (the test's transaction holds what
+ * pg_jobs.c's insert holds: its job row and FOR KEY SHARE on the array):
+ * the array is skipped, not waited for nor deleted; an unreferenced old
+ * array still goes. */
+TEST(expire_skips_an_array_an_insert_holds) {
+  reset_tables();
+  sql("DELETE FROM arrays");
+  char held[T_ID_MAX], free_[T_ID_MAX];
+  array_new(sa, "exp-held", held);
+  array_new(sa, "exp-free", free_);
+  sql("UPDATE arrays SET path = '/data/arrays/' || digest || '.npy'");
+  sql("BEGIN");
+  char q[400];
+  snprintf(q, sizeof q,
+           "INSERT INTO jobs (id, owner, kind, params, status,"
+           " backend_requested, created_at) VALUES"
+           " ('j_0000000000000000000000held', 'alice', 'map',"
+           " '{\"x\":{\"array\":\"%s\"}}', 'queued', 'auto', 1)",
+           held);
+  sql(q);
+  sqlf("SELECT 1 FROM arrays WHERE id = '%s' FOR KEY SHARE", held);
+  expirer x = {.s = sb, .rc = -1};
+  pthread_t t;
+  pthread_create(&t, NULL, expire_main, &x);
+  int waited = 0;
+  for (int i = 0; i < 1000 && !atomic_load(&x.done) && !waited; i++) {
+    waited = strcmp(sql("SELECT count(*) FROM pg_stat_activity WHERE"
+                        " wait_event_type = 'Lock'"),
+                    "0") != 0;
+    usleep(10000);
+  }
+  CHECK_MSG(!waited, "the expiry waited for the insert's lock");
+  sql("COMMIT");
+  pthread_join(t, NULL);
+  CHECK(x.rc == 0);
+  int gone_free = 0, gone_held = 0;
+  for (int i = 0; i < x.n; i++) {
+    gone_free += strcmp(x.paths[i], "/data/arrays/exp-free.npy") == 0;
+    gone_held += strcmp(x.paths[i], "/data/arrays/exp-held.npy") == 0;
+  }
+  free_strs(x.paths, x.n);
+  CHECK(gone_free == 1 && gone_held == 0);
+  CHECK(strcmp(sqlf("SELECT count(*) FROM arrays WHERE id = '%s'", held),
+               "1") == 0);
+  CHECK(strcmp(sqlf("SELECT count(*) FROM arrays WHERE id = '%s'", free_),
+               "0") == 0);
+}
+
 /* ---- a finish retried after its COMMIT's answer was lost
  * ------------------------------------------------------------- */
 typedef struct fin_cb {
@@ -935,6 +999,7 @@ int main(void) {
   RUN(finish_retry_after_lost_commit_answer);
   RUN(array_delete_first_fails_the_insert);
   RUN(job_insert_first_refuses_the_delete);
+  RUN(expire_skips_an_array_an_insert_holds);
   RUN(listen_across_stores_and_reset); /* last: restarts the server */
   store_close(sb);
   store_close(sa);
