@@ -215,9 +215,10 @@ int store_job_claim(store *s, const char *node_id, int has_gpu, int parents, int
   return s->be->job_claim(s->impl, node_id, has_gpu, parents, max, lease_ms, jobs, n, e);
 }
 
-int store_reap(store *s, int max_attempts, char ***ids, int *n, terr *e) {
+int store_reap(store *s, int max_attempts, store_reaped **jobs, int *n,
+               terr *e) {
   if (!s->be->reap) return not_here(e);
-  return s->be->reap(s->impl, max_attempts, ids, n, e);
+  return s->be->reap(s->impl, max_attempts, jobs, n, e);
 }
 
 int store_job_cancel_request(store *s, const char *id, const char *owner, int *ended, terr *e) {

@@ -263,7 +263,10 @@ void store_job_progress(store *s, const char *id, int64_t done, int64_t total);
  * (result_path) or, when small, its .npy bytes kept in the row itself
  * (result_npy, result_npy_len; NULL: none), read back with
  * store_job_result_npy; it commits with the status, so a succeeded job
- * always has it. */
+ * always has it. A job already ended is T_ECONFLICT, except on
+ * PostgreSQL for the very end it holds (same status, finished_at,
+ * result_path and error_code, written by this store's node): that is a
+ * retry after a COMMIT whose answer was lost, and it answers 0. */
 typedef struct store_job_end {
   job_status status;
   int64_t finished_at;
@@ -379,15 +382,21 @@ typedef struct store_node {
   int64_t started_at, heartbeat_at; /* wall ms (the store's clock) */
   int running, queued; /* its jobs, at its last heartbeat */
   double load;         /* machine CPU % at its last heartbeat; NaN unknown */
-  int alive;           /* heartbeat within the lease time */
+  int alive;           /* not gone and its heartbeat within its own lease */
   int64_t jobs_done;   /* jobs it finished */
+  int64_t lease_ms;    /* its lease (--lease-s), written at register and by
+                        * each heartbeat; 0 at register: none yet (the
+                        * listing store's own lease judges it until its
+                        * first heartbeat, as it does rows of nodes older
+                        * than the column) */
 } store_node;
 void store_node_clear(store_node *n);
 /* [sync] Register n (n->id set here, started_at/heartbeat_at from the
- * store's clock). */
+ * store's clock; n->lease_ms recorded, 0: none yet). */
 int store_node_register(store *s, store_node *n, terr *e);
-/* [sync] The node is alive: its heartbeat and counters are written and
- * every lease it holds is renewed to now + lease_ms. *cancel (a new array of
+/* [sync] The node is alive: its heartbeat, counters and lease_ms (by
+ * which store_node_list judges it alive) are written and every lease it
+ * holds is renewed to now + lease_ms. *cancel (a new array of
  * *ncancel heap ids, NULL when none) lists its jobs with cancel_requested;
  * *lost those it believes it runs (held, nheld) but no longer holds (the
  * lease expired and the job went elsewhere): it must stop them and not
@@ -412,11 +421,19 @@ void store_nodes_free(store_node *nodes, int n);
 int store_job_claim(store *s, const char *node_id, int has_gpu, int parents,
                     int max, int64_t lease_ms, store_job **jobs, int *n,
                     terr *e);
+/* A job the reaper moved, and the attempt its dead node ran (the claim's
+ * count: result files of that run are named <id>.r<attempt>...). */
+typedef struct store_reaped {
+  char id[T_ID_MAX];
+  int attempt;
+} store_reaped;
 /* [sync] Jobs whose lease expired (their node died) go back to the queue,
  * unclaimed; those whose attempts reached max_attempts fail "crashed"
  * instead. Run by one node at a time (an advisory lock; 0 with *n = 0 when
- * another holds it). *ids (heap, NULL when none): the jobs moved. */
-int store_reap(store *s, int max_attempts, char ***ids, int *n, terr *e);
+ * another holds it). *jobs (a new array the caller frees, NULL when none):
+ * the *n jobs moved, each with the attempt it was taken from. */
+int store_reap(store *s, int max_attempts, store_reaped **jobs, int *n,
+               terr *e);
 /* [sync] A cancel through any node: a queued, unclaimed job ends canceled
  * here (*ended = 1); a claimed one gets cancel_requested and its node is
  * told (*ended = 0). T_ECONFLICT when finished, T_ENOTFOUND when absent or

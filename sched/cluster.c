@@ -21,7 +21,9 @@
  *     jobs with a cancel request are canceled; then the node list (live
  *     nodes, GPU nodes) and the cluster's queue depth, kept for admission;
  *   - the reaper, every lease/2: store_reap (one node at a time: the
- *     store's advisory lock);
+ *     store's advisory lock); the temporaries of each reaped run
+ *     (<results>/<id>.r<attempt>.*npy.tmp*, in the shared data directory)
+ *     are removed at once, not left until the node's next start;
  *   - remote waiters (sched/wait.c): their jobs read from the store, those
  *     registered since the last pass at once, every one every second and
  *     after a "reset" event (the listener reconnected: events were lost).
@@ -39,11 +41,13 @@
  * once no job runs) joins the thread, unlistens, and leaves
  * (store_node_leave: claimed, unstarted jobs go back to the queue).
  */
+#include <dirent.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sched/sched_int.h"
 #include "util/vec.h"
@@ -291,17 +295,53 @@ static void node_heartbeat(sched *s) {
     atomic_store(&c->depth, (long long)depth);
 }
 
+/* 1 when name is a temporary of the run <id>.r<attempt> of a reaped job:
+ * "<id>.r<attempt>." then ".npy.tmp" somewhere after (the result's
+ * <stem>.npy.tmp<N>, a part's or a split join's <stem>.<name>.npy.tmp<N>;
+ * sched/run.c, sched/split.c). */
+static int reaped_temp(const char *name, const store_reaped *v, int n) {
+  for (int i = 0; i < n; i++) {
+    char stem[T_ID_MAX + 16];
+    int len = snprintf(stem, sizeof stem, "%s.r%d.", v[i].id, v[i].attempt);
+    if (len > 0 && (size_t)len < sizeof stem &&
+        strncmp(name, stem, (size_t)len) == 0 && strstr(name + len - 1,
+                                                         ".npy.tmp"))
+      return 1;
+  }
+  return 0;
+}
+
+/* Remove the temporaries of the runs the reaper took back: their node died
+ * while writing them in the shared results directory, and no run will
+ * finish them (a live node's own are removed by its run). One pass over
+ * the folder; finished results and other runs' files stay. */
+static void remove_reaped_temps(sched *s, const store_reaped *v, int n) {
+  if (n <= 0) return;
+  DIR *d = opendir(s->results_dir);
+  if (!d) return;
+  struct dirent *de;
+  char path[4096];
+  while ((de = readdir(d))) {
+    if (!reaped_temp(de->d_name, v, n)) continue;
+    snprintf(path, sizeof path, "%s/%s", s->results_dir, de->d_name);
+    if (unlink(path) == 0) log_info("node: removed %s (a dead node's run)", path);
+  }
+  closedir(d);
+}
+
 static void node_reap(sched *s) {
-  char **ids = NULL;
+  store_reaped *v = NULL;
   int n = 0;
   terr e;
-  int rc = store_reap(s->cfg.st, s->max_attempts, &ids, &n, &e);
+  int rc = store_reap(s->cfg.st, s->max_attempts, &v, &n, &e);
   node_store_result(s->cl, rc, "reap", &e);
   if (rc) return;
   for (int i = 0; i < n; i++)
-    log_warn("node: job %s: its node stopped heartbeating; back to the queue "
-             "(or failed 'crashed' after %d attempts)", ids[i], s->max_attempts);
-  free_ids(ids, n);
+    log_warn("node: job %s: its node stopped heartbeating in attempt %d; back "
+             "to the queue (or failed 'crashed' after %d attempts)", v[i].id,
+             v[i].attempt, s->max_attempts);
+  remove_reaped_temps(s, v, n);
+  free(v);
   if (n) sched_cluster_kick(s);
 }
 
@@ -399,6 +439,7 @@ int sched_join(sched *s, const sched_node_config *nc, terr *e) {
   c->self.threads = s->nthreads;
   c->self.gpus = s->ngpu;
   c->lease_ms = nc->lease_ms > 0 ? nc->lease_ms : SCHED_LEASE_MS_DEFAULT;
+  c->self.lease_ms = c->lease_ms; /* the store judges this node by it */
   c->joined_at = t_wall_ms();
   if (!s->cluster) {
     t_id_new('n', c->self.id); /* this process, for sched_nodes */
@@ -508,6 +549,7 @@ int sched_nodes(sched *s, store_node **nodes, int *n, terr *e) {
   me->queued = st.queued;
   me->load = sched_sample_now(s, &smp) == 0 ? smp.machine_cpu_percent : NAN;
   me->alive = 1;
+  me->lease_ms = c->lease_ms;
   for (int i = JOB_SUCCEEDED; i < 5; i++) me->jobs_done += st.finished_total[i];
   me->jobs_done += st.tiles_done; /* a tile is work this node did */
   *nodes = me;

@@ -180,8 +180,9 @@ int sched_split_tri(const json_t *params);
  * nodes run them); sched_join registers the node and starts its thread:
  * heartbeat every lease/3 (renewing its leases; jobs it lost stop and write
  * nothing, jobs with a cancel request are canceled), reap every lease/2
- * (store_reap with max_attempts), and the claimer (up to the free worker
- * slots, woken by "queued" events, by local job ends and every 500 ms). A
+ * (store_reap with max_attempts; the dead runs' temporaries removed), and
+ * the claimer (up to the free worker slots, woken by "queued" events, by
+ * local job ends and every 500 ms). A
  * submit inserts the row and wakes the claimer instead of queueing it here;
  * a cancel of a job held elsewhere is a store_job_cancel_request (the holder
  * stops it at its "cancel" event); a wait on a job held elsewhere fires on

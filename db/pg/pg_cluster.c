@@ -15,7 +15,8 @@
  *    same row: a row one claimer has locked is skipped by the other, and
  *    once committed it is no longer unclaimed. (The CTE rather than
  *    `id IN (subquery)`: it is evaluated exactly once, so LIMIT holds.)
- *  - A heartbeat is one transaction: the node row, the renewal of every
+ *  - A heartbeat is one transaction: the node row (with the node's lease,
+ *    by which node lists judge it alive), the renewal of every
  *    lease the node holds on an unfinished job, then the cancel requests
  *    among those and the ids it believes it holds but does not (lost: the
  *    row is claimed by another node, back in the queue, ended, or gone).
@@ -26,7 +27,8 @@
  *    attempts reached max_attempts, else go back to the queue unclaimed
  *    (attempts kept: they were counted at the claim). Each sends
  *    "end:<id>" / "queued:<id>" in the same statement (pg_notify,
- *    delivered on commit).
+ *    delivered on commit) and returns the job's attempts: the run the dead
+ *    node was making, whose temporaries the caller removes.
  *  - A cancel request locks the row (FOR UPDATE) and either ends a queued,
  *    unclaimed job here or sets cancel_requested and tells its node.
  *  - The listener: one thread per store on a connection of its own
@@ -38,8 +40,9 @@
  *    as long again, it counts as lost (a server that stopped answering
  *    without closing the socket).
  *
- * Per-store state of this file (the listener, the lease a node's liveness
- * is judged by) lives in a `pgcl` found by the store's pointer in a small
+ * Per-store state of this file (the listener, this store's last lease: it
+ * judges the liveness of node rows that have none of their own) lives in a
+ * `pgcl` found by the store's pointer in a small
  * registry (reg_mu), so pg_store.c's struct needs no fields of ours; it is
  * made on first use and freed by pg__listen_stop at store close.
  *
@@ -219,21 +222,22 @@ static int stmt_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
  */
 int pg_node_register(void *impl, store_node *n, terr *e) {
   pgstore *p = impl;
-  char threads[32], gpus[32];
+  char threads[32], gpus[32], lease[32];
   t_id_new('n', n->id);
   const char *v[] = {n->id,
                      n->name ? n->name : "",
                      n->url ? n->url : "",
                      pg__i64(threads, n->threads),
                      pg__i64(gpus, n->gpus),
-                     n->version ? n->version : ""};
+                     n->version ? n->version : "",
+                     n->lease_ms > 0 ? pg__i64(lease, n->lease_ms) : NULL};
   stmt s = {
       "INSERT INTO nodes (id, name, url, threads, gpus, version,"
-      " started_at, heartbeat_at, running, queued)"
+      " started_at, heartbeat_at, running, queued, lease_ms)"
       " VALUES ($1, $2, $3, $4::int, $5::int, $6, " PG_CLOCK ", " PG_CLOCK
-      ", 0, 0) RETURNING started_at",
+      ", 0, 0, $7::bigint) RETURNING started_at",
       "node register",
-      6,
+      7,
       v,
       NULL,
       1};
@@ -262,7 +266,7 @@ static int heartbeat_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
   const char *vn[] = {a->n->id, pg__i64(running, a->n->running),
                       pg__i64(queued, a->n->queued),
                       isfinite(a->n->load) ? pg__f64(load, a->n->load) : NULL,
-                      pg__i64(done, a->n->jobs_done)};
+                      pg__i64(done, a->n->jobs_done), a->lease};
   const char *vl[] = {a->n->id, a->lease};
   const char *vh[] = {a->n->id, a->held};
   /* Lock order: the job rows are renewed in id order and those another
@@ -279,9 +283,9 @@ static int heartbeat_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
     rc = pg__exec(c,
                   "UPDATE nodes SET heartbeat_at = " PG_CLOCK ","
                   " running = $2::int, queued = $3::int,"
-                  " load = $4::double precision, jobs_done = $5::bigint"
-                  " WHERE id = $1",
-                  5, vn, NULL, "heartbeat", e);
+                  " load = $4::double precision, jobs_done = $5::bigint,"
+                  " lease_ms = $6::bigint WHERE id = $1",
+                  6, vn, NULL, "heartbeat", e);
   if (!rc)
     rc = pg__exec(c,
                   "SELECT id FROM jobs WHERE node = $1 AND " PG_UNFINISHED
@@ -351,8 +355,10 @@ int pg_node_leave(void *impl, const char *node_id, terr *e) {
   return pg__write(impl, leave_fn, (void *)node_id, e);
 }
 
-/* alive: not gone and a heartbeat within the lease (this store's last
- * heartbeat's lease: nodes of one cluster run with one --lease-s). */
+/* alive: not gone and a heartbeat within the node's own lease (its row's
+ * lease_ms: nodes of one cluster may run with different --lease-s); a row
+ * without one (an older binary's, or a node not yet heartbeating) is
+ * judged by this store's last heartbeat's lease. */
 int pg_node_list(void *impl, int64_t keep_ms, store_node **nodes, int *n,
                  terr *e) {
   pgstore *p = impl;
@@ -364,7 +370,7 @@ int pg_node_list(void *impl, int64_t keep_ms, store_node **nodes, int *n,
       "SELECT id, name, url, threads, gpus, version, started_at,"
       " heartbeat_at, running, queued, load, jobs_done,"
       " (NOT gone AND heartbeat_at >= " PG_CLOCK
-      " - $2::bigint)"
+      " - COALESCE(lease_ms, $2::bigint)), lease_ms"
       " FROM nodes WHERE heartbeat_at >= " PG_CLOCK
       " - $1::bigint"
       " ORDER BY started_at, id",
@@ -394,6 +400,7 @@ int pg_node_list(void *impl, int64_t keep_ms, store_node **nodes, int *n,
     x->load = PQgetisnull(r, i, 10) ? NAN : strtod(PQgetvalue(r, i, 10), NULL);
     x->jobs_done = col_i64(r, i, 11);
     x->alive = PQgetvalue(r, i, 12)[0] == 't';
+    x->lease_ms = col_i64(r, i, 13);
   }
   PQclear(r);
   if (no_mem) {
@@ -471,9 +478,9 @@ static int reap_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
                 " error_code = 'canceled', error_message = 'canceled by "
                 "request'," PG_ENDED_NOW
                 " WHERE " PG_LEASE_EXPIRED " AND cancel_requested"
-                " RETURNING id)"
-                " SELECT id, pg_notify('tessel', 'end:' || id) FROM r"
-                " ORDER BY id",
+                " RETURNING id, attempts)"
+                " SELECT id, attempts, pg_notify('tessel', 'end:' || id)"
+                " FROM r ORDER BY id",
                 0, NULL, &a->canceled, "reap", e);
   if (!rc)
     rc = pg__exec(
@@ -483,8 +490,10 @@ static int reap_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
         " || attempts || ' times and its node stopped heartbeating each time;"
         " it is not run again (--max-attempts ' || $1::int || ')',"
         PG_ENDED_NOW
-        " WHERE " PG_LEASE_EXPIRED " AND attempts >= $1::int RETURNING id)"
-        " SELECT id, pg_notify('tessel', 'end:' || id) FROM r ORDER BY id",
+        " WHERE " PG_LEASE_EXPIRED " AND attempts >= $1::int"
+        " RETURNING id, attempts)"
+        " SELECT id, attempts, pg_notify('tessel', 'end:' || id) FROM r"
+        " ORDER BY id",
         1, v, &a->failed, "reap", e);
   if (!rc)
     rc = pg__exec(
@@ -492,20 +501,45 @@ static int reap_fn(pgstore *p, PGconn *c, void *arg, terr *e) {
         "WITH r AS (UPDATE jobs SET status = 'queued', started_at = 0,"
         " node = NULL, lease_until = NULL, backend_used = NULL,"
         " backend_reason = NULL, progress_done = 0, progress_total = 0"
-        " WHERE " PG_LEASE_EXPIRED " AND attempts < $1::int RETURNING id)"
-        " SELECT id, pg_notify('tessel', 'queued:' || id) FROM r ORDER BY id",
+        " WHERE " PG_LEASE_EXPIRED " AND attempts < $1::int"
+        " RETURNING id, attempts)"
+        " SELECT id, attempts, pg_notify('tessel', 'queued:' || id) FROM r"
+        " ORDER BY id",
         1, v, &a->back, "reap", e);
   return rc;
 }
 
-int pg_reap(void *impl, int max_attempts, char ***ids, int *n, terr *e) {
-  *ids = NULL;
+/* Columns 0 (id) and 1 (attempts) of every row of r[0..nr) as a new
+ * array (*out NULL when none). */
+static int reaped_of(PGresult *const *r, int nr, store_reaped **out, int *n,
+                     terr *e) {
+  *out = NULL;
+  *n = 0;
+  int rows = 0;
+  for (int k = 0; k < nr; k++) rows += r[k] ? PQntuples(r[k]) : 0;
+  if (rows == 0) return T_OK;
+  store_reaped *v = calloc((size_t)rows, sizeof *v);
+  if (!v) return oom(e);
+  int i = 0;
+  for (int k = 0; k < nr; k++)
+    for (int row = 0; r[k] && row < PQntuples(r[k]); row++, i++) {
+      snprintf(v[i].id, sizeof v[i].id, "%s", PQgetvalue(r[k], row, 0));
+      v[i].attempt = (int)col_i64(r[k], row, 1);
+    }
+  *out = v;
+  *n = rows;
+  return T_OK;
+}
+
+int pg_reap(void *impl, int max_attempts, store_reaped **jobs, int *n,
+            terr *e) {
+  *jobs = NULL;
   *n = 0;
   char smax[32];
   reap_args a = {pg__i64(smax, max_attempts), NULL, NULL, NULL};
   int rc = pg__write(impl, reap_fn, &a, e);
   PGresult *all[3] = {a.canceled, a.failed, a.back};
-  if (!rc) rc = ids_of(all, 3, ids, n, e);
+  if (!rc) rc = reaped_of(all, 3, jobs, n, e);
   PQclear(a.canceled);
   PQclear(a.failed);
   PQclear(a.back);

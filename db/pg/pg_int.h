@@ -149,7 +149,8 @@ int pg_node_list(void *impl, int64_t keep_ms, store_node **nodes, int *n,
 int pg_job_claim(void *impl, const char *node_id, int has_gpu, int parents,
                  int max, int64_t lease_ms, store_job **jobs, int *n,
                  terr *e);
-int pg_reap(void *impl, int max_attempts, char ***ids, int *n, terr *e);
+int pg_reap(void *impl, int max_attempts, store_reaped **jobs, int *n,
+            terr *e);
 int pg_job_cancel_request(void *impl, const char *id, const char *owner,
                           int *ended, terr *e);
 int pg_listen(void *impl, store_event_fn cb, void *arg, uint64_t *token,

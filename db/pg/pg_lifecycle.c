@@ -9,7 +9,10 @@
  * claimed by that node; a row another node holds is T_ECONFLICT "job <id>
  * is held by another node". A finish records the finishing node, clears
  * the lease and notifies "end:<id>", all in its
- * transaction. A delete takes a split job's children with it and returns
+ * transaction. A finish that finds the row already ended by this very
+ * finish (same node, status, finished_at, result path and error code:
+ * the retry of a batch whose COMMIT's answer was lost) succeeds without
+ * writing (same_finish); any other ended row is T_ECONFLICT. A delete takes a split job's children with it and returns
  * every file of their results (result_path and result_parts' paths).
  *
  * Threads: any; [sync] entries borrow a pooled connection (pg__write).
@@ -48,6 +51,42 @@ static int why_unchanged(pgstore *p, PGconn *c, const char *id,
 }
 
 static int changed(PGresult *r) { return atoi(PQcmdTuples(r)) > 0; }
+
+/* A finish that changed nothing: 1 when the row already holds this very
+ * finish — final with the same status, finished_at, result path and error
+ * code, finished by this node (pg__node; an unregistered store: a row no
+ * node finished). That is the retry of a batch whose COMMIT committed but
+ * whose answer was lost with the connection (pg_store.c retries it whole):
+ * the end is in the store, so the finish succeeded; row (when not NULL)
+ * gets the job as it is. 0 when not (why_unchanged says why), <0 with e
+ * set on error. */
+static int same_finish(pgstore *p, PGconn *c, const char *id,
+                       const store_job_end *x, store_job *row, terr *e) {
+  char b[32];
+  const char *v[] = {id, job_status_name(x->status),
+                     pg__i64(b, x->finished_at), x->result_path,
+                     x->error_code, pg__node(p)};
+  PGresult *r;
+  if (pg__exec(c,
+               "SELECT " PG_JOB_COLS " FROM jobs WHERE id = $1"
+               " AND status = $2 AND finished_at = $3::bigint"
+               " AND result_path IS NOT DISTINCT FROM $4"
+               " AND error_code IS NOT DISTINCT FROM $5"
+               " AND (node = $6 OR ($6 = '' AND node IS NULL))",
+               6, v, &r, "finish job", e))
+    return -1;
+  int same = PQntuples(r) == 1;
+  if (same && row && pg__job_row(r, 0, row)) {
+    PQclear(r);
+    terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+    return -1;
+  }
+  PQclear(r);
+  if (same)
+    log_info("store: job %s: its finish was already committed (a retry "
+             "after a lost answer)", id);
+  return same;
+}
 
 /* The fence: $n is this store's node id ("" before it registered). */
 #define FENCE(n) " AND (node IS NULL OR $" n "::text = '' OR node = $" n "::text)"
@@ -144,7 +183,9 @@ int pg__finish_on(pgstore *p, PGconn *c, const char *id,
   if (rc) return rc;
   if (PQntuples(r) != 1) {
     PQclear(r);
-    return why_unchanged(p, c, id, "queued or running", e);
+    int same = same_finish(p, c, id, x, row, e);
+    if (same < 0) return e->code ? e->code : T_EIO;
+    return same ? 0 : why_unchanged(p, c, id, "queued or running", e);
   }
   if (row && pg__job_row(r, 0, row))
     rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");

@@ -13,7 +13,8 @@
  *
  * Columns mirror the SQLite backend's (db/sqlite/schema.c; the same names,
  * so that PG_JOB_COLS is STORE_JOB_COLS) plus the cluster ones of
- * spec14: node, lease_until, cancel_requested, parent, tile, tiles. Ids and
+ * spec14: node, lease_until, cancel_requested, parent, tile, tiles (and,
+ * since migration 2, nodes.lease_ms: each node's own lease). Ids and
  * kinds sort bytewise (COLLATE "C") as SQLite's do: ids sort by creation
  * time, and list cursors compare them. Times are BIGINT wall ms; timings
  * DOUBLE PRECISION; a small result's .npy bytes are BYTEA.
@@ -106,6 +107,11 @@ static const char *const migrations[] = {
     "  gone BOOLEAN NOT NULL DEFAULT false,\n"
     "  jobs_done BIGINT NOT NULL DEFAULT 0\n"
     ");\n",
+    /* 2: each node's own lease (ms), by which its liveness is judged:
+     * nodes of one cluster may run with different --lease-s. NULL for a
+     * node that has not written one (older binaries, before its first
+     * heartbeat): the listing store's own lease judges it. */
+    "ALTER TABLE nodes ADD COLUMN lease_ms BIGINT;\n",
 };
 #define NMIG ((int)(sizeof migrations / sizeof migrations[0]))
 

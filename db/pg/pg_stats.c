@@ -12,7 +12,10 @@
  * nothing this round (0, no paths) — the holder does the work. It deletes
  * the old finished jobs (a split job with its tiles; tiles never expire
  * on their own) and the old unreferenced arrays with DELETE ... RETURNING,
- * collecting the files the caller removes.
+ * collecting the files the caller removes. Arrays are locked before their
+ * reference check (FOR UPDATE SKIP LOCKED: one a job insert is taking is
+ * left for the next round), as a delete does, so an expiry never removes
+ * an array a job inserted at the same moment on another node uses.
  *
  * Threads: any (pooled connections).
  */
@@ -175,6 +178,12 @@ int pg_finished_by_step(void *impl, const char *owner, int64_t since_ms,
   " json_array_elements(old.result_parts::json) AS p"                        \
   " WHERE old.result_parts IS NOT NULL AND json_typeof(p) = 'object' AND "
 
+/* A queued or running job mentions the array (the outer query's
+ * `arrays` row): pg_arrays.c's reference check. */
+#define ARRAY_REFS                                                           \
+  "(SELECT 1 FROM jobs WHERE status IN ('queued','running')"                \
+  " AND strpos(jobs.params, arrays.id) > 0)"
+
 typedef struct expire_args {
   int64_t before;
   char **paths;
@@ -197,19 +206,42 @@ static int expire_tx(pgstore *p, PGconn *c, void *arg, terr *e) {
       "DELETE FROM jobs AS old WHERE " EXPIRED_TILES " RETURNING result_path",
       PART_PATHS EXPIRED_JOBS,
       "DELETE FROM jobs AS old WHERE " EXPIRED_JOBS " RETURNING result_path",
-      "DELETE FROM arrays WHERE created_at < $1::bigint AND NOT EXISTS"
-      " (SELECT 1 FROM jobs WHERE status IN ('queued','running')"
-      " AND strpos(jobs.params, arrays.id) > 0) RETURNING path",
   };
   char b[32];
-  const char *v[] = {pg__i64(b, a->before)};
+  const char *v[] = {pg__i64(b, a->before), NULL};
   for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
     if ((rc = pg__exec(c, steps[i], 1, v, &r, "expire", e))) return rc;
     rc = pg__collect_paths(r, &a->paths, &a->n, &a->cap, e);
     PQclear(r);
     if (rc) return rc;
   }
-  return 0;
+  /* Old unreferenced arrays, in two statements: lock them first, skipping
+   * those a job insert holds (FOR KEY SHARE until it commits: pg_jobs.c),
+   * then delete the locked ones still unreferenced. The second statement's
+   * snapshot is taken after the locks, so it sees every job whose insert
+   * locked an array before us; later inserts wait for this transaction and
+   * find the array gone. (One statement would check references on a
+   * snapshot older than its locks.) */
+  if ((rc = pg__exec(c,
+                     "SELECT coalesce(array_agg(id), '{}') FROM (SELECT id"
+                     " FROM arrays WHERE created_at < $1::bigint AND NOT"
+                     " EXISTS " ARRAY_REFS " FOR UPDATE SKIP LOCKED) AS l",
+                     1, v, &r, "expire", e)))
+    return rc;
+  char *ids = strdup(PQgetvalue(r, 0, 0));
+  PQclear(r);
+  if (!ids) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  v[1] = ids;
+  rc = pg__exec(c,
+                "DELETE FROM arrays WHERE id = ANY($2::text[]) AND"
+                " created_at < $1::bigint AND NOT EXISTS " ARRAY_REFS
+                " RETURNING path",
+                2, v, &r, "expire", e);
+  free(ids);
+  if (rc) return rc;
+  rc = pg__collect_paths(r, &a->paths, &a->n, &a->cap, e);
+  PQclear(r);
+  return rc;
 }
 
 int pg_expire(void *impl, int64_t before_ms, char ***paths, int *npaths,

@@ -21,10 +21,13 @@
  *    was lost) writes nothing when it ends — the row is left to the new
  *    holder — and its result file (named for its run) is removed;
  *  - no node claims more jobs than it has workers (claims only up to the
- *    free slots), and every job ends once.
+ *    free slots), and every job ends once;
+ *  - a job the reaper took back from a dead node: the temporaries of the
+ *    run it died in are removed, other runs' files and results stay.
  */
 #include <dirent.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include "db/store_backend.h"
 #include "sched/sched_int.h"
@@ -63,6 +66,7 @@ static struct {
   pthread_mutex_t deliver; /* held while a callback runs: unlisten waits */
   pthread_t thread;
   int max_claimed[4]; /* the most jobs a node held claimed at once */
+  store_reaped reap;  /* the next reap's answer (id "": none) */
 } F;
 
 typedef struct fnode {
@@ -336,9 +340,16 @@ static int f_job_claim(void *impl, const char *node_id, int has_gpu, int parents
   free(all);
   return T_OK;
 }
-static int f_reap(void *impl, int max_attempts, char ***ids, int *n, terr *e) {
+static int f_reap(void *impl, int max_attempts, store_reaped **out, int *n, terr *e) {
   (void)impl, (void)max_attempts, (void)e;
-  *ids = NULL, *n = 0; /* leases are moved by the test itself */
+  *out = NULL, *n = 0; /* leases are moved by the test itself; */
+  pthread_mutex_lock(&F.mu);
+  if (F.reap.id[0]) { /* a reap the test planted, answered once */
+    *out = malloc(sizeof **out);
+    if (*out) **out = F.reap, *n = 1;
+    F.reap.id[0] = 0;
+  }
+  pthread_mutex_unlock(&F.mu);
   return T_OK;
 }
 static int f_job_cancel_request(void *impl, const char *id, const char *owner, int *ended, terr *e) {
@@ -644,11 +655,61 @@ TEST(test_two_nodes) {
   fake_close();
 }
 
+/* Touch <dir>/results/<name>. */
+static void plant(const char *name) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/results/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  CHECK_MSG(f != NULL, "cannot create %s", path);
+  if (f) fclose(f);
+}
+static int planted(const char *name) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/results/%s", dir, name);
+  return access(path, F_OK) == 0;
+}
+
+/* A job taken back from a dead node by the reaper: the temporaries of the
+ * run it died in (<id>.r<attempt>.npy.tmp<N>, a part's too) are removed;
+ * another attempt's temporaries, another job's and finished results stay. */
+TEST(test_reap_removes_dead_run_temporaries) {
+  if (fake_open()) {
+    CHECK(0);
+    return;
+  }
+  node a;
+  if (node_open(&a, "a", 1)) return;
+  char id[T_ID_MAX], other[T_ID_MAX], name[8][128];
+  t_id_new('j', id);
+  t_id_new('j', other);
+  snprintf(name[0], sizeof name[0], "%s.r2.npy.tmp7", id);      /* goes */
+  snprintf(name[1], sizeof name[1], "%s.r2.dist.npy.tmp8", id);  /* goes */
+  snprintf(name[2], sizeof name[2], "%s.r1.npy.tmp3", id);       /* stays */
+  snprintf(name[3], sizeof name[3], "%s.r12.npy.tmp4", id);      /* stays */
+  snprintf(name[4], sizeof name[4], "%s.r1.npy", id);            /* stays */
+  snprintf(name[5], sizeof name[5], "%s.r2.npy.tmp1", other);    /* stays */
+  snprintf(name[6], sizeof name[6], "%s.npy", other);            /* stays */
+  for (int i = 0; i < 7; i++) plant(name[i]);
+  pthread_mutex_lock(&F.mu);
+  snprintf(F.reap.id, sizeof F.reap.id, "%s", id);
+  F.reap.attempt = 2;
+  pthread_mutex_unlock(&F.mu);
+  /* the reaper runs every lease/2 (300 ms): a bound, not a speed */
+  for (int i = 0; i < 5000 && (planted(name[0]) || planted(name[1])); i++)
+    sleep_ms(2);
+  CHECK_MSG(!planted(name[0]), "%s stayed", name[0]);
+  CHECK_MSG(!planted(name[1]), "%s stayed", name[1]);
+  for (int i = 2; i < 7; i++) CHECK_MSG(planted(name[i]), "%s was removed", name[i]);
+  node_close(&a);
+  fake_close();
+}
+
 int main(void) {
   t_log_level = T_LOG_ERROR;
   snprintf(root, sizeof root, "/tmp/tessel_schednodes_XXXXXX");
   if (!mkdtemp(root)) SKIP_ALL("cannot create a temp dir");
   RUN(test_two_nodes);
+  RUN(test_reap_removes_dead_run_temporaries);
   rm_tree(root);
   return check_summary();
 }

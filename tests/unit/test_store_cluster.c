@@ -6,11 +6,19 @@
  * empties the jobs and nodes tables first through a libpq connection of
  * its own, which also sets up what the API cannot (a job's attempts, a
  * split parent) and reads what it does not show. Cases: register / list /
- * leave; 500 jobs claimed by 4 threads over both stores, each exactly once;
+ * leave; each node alive by its own lease whichever node lists it, and the
+ * migration that added that lease upgrading a schema-1 store; 500 jobs
+ * claimed by 4 threads over both stores, each exactly once;
  * the has_gpu and split-parent filters; priority order; a claimed job's
  * attempt counted once (at the claim, not again at its start); heartbeat
  * renewal with its cancel and lost lists; the reaper (back to the queue,
- * "crashed" at max_attempts, two reapers at once); cancel requests both ways;
+ * "crashed" at max_attempts, each job with its dead run's attempt, two
+ * reapers at once); cancel requests both ways;
+ * a finish run again after its commit (the writer's retry when the
+ * COMMIT's answer was lost) succeeds for the same node and outcome only;
+ * an array delete and a job insert referencing it on two nodes at once
+ * (interleaved through the test's own locks): exactly one wins; expiry
+ * skips an array an insert in flight holds;
  * events across stores, "reset" after the listener's backend stops
  * answering (SIGSTOP: its probe) and after a server restart (with_pg.sh's
  * $TESSEL_TEST_PGSERVER and $TESSEL_TEST_PG_DIR). Deadlines are bounds
@@ -19,6 +27,7 @@
 #include <libpq-fe.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +41,7 @@
 static const char *url;
 static store *sa, *sb; /* two nodes' stores on one database */
 static PGconn *db;     /* the test's own connection */
+static char data_dir[300]; /* the stores' data directory */
 
 /* Run q on the test's connection; the first row's first column (static
  * copy, "" when none). */
@@ -173,6 +183,88 @@ TEST(nodes_register_list_leave) {
   store_nodes_free(v, n);
   store_node_clear(&a);
   store_node_clear(&b);
+}
+
+/* The alive flag of node id in s's list (-1: not listed); its lease into
+ * *lease. */
+static int alive_in(store *s, const char *id, int64_t *lease) {
+  store_node *v = NULL;
+  int n = 0, alive = -1;
+  terr e;
+  CHECK(store_node_list(s, 600000, &v, &n, &e) == 0);
+  for (int i = 0; i < n; i++)
+    if (strcmp(v[i].id, id) == 0) {
+      alive = v[i].alive;
+      if (lease) *lease = v[i].lease_ms;
+    }
+  store_nodes_free(v, n);
+  return alive;
+}
+
+/* Nodes with different --lease-s: each is judged by its own lease, whichever
+ * node lists them. */
+TEST(nodes_alive_by_their_own_lease) {
+  reset_tables();
+  store_node a, b;
+  node_init(&a, "slow-lease", 0);
+  node_init(&b, "fast-lease", 0);
+  a.lease_ms = 3600000;
+  terr e;
+  CHECK(store_node_register(sa, &a, &e) == 0);
+  CHECK(store_node_register(sb, &b, &e) == 0); /* no lease yet */
+  int64_t lease = -1;
+  CHECK(alive_in(sb, a.id, &lease) == 1 && lease == 3600000);
+  CHECK(alive_in(sa, b.id, &lease) == 1 && lease == 0);
+  char **cancel, **lost;
+  int nc, nl;
+  CHECK(store_node_heartbeat(sa, &a, 3600000, NULL, 0, &cancel, &nc, &lost,
+                             &nl, &e) == 0);
+  CHECK(store_node_heartbeat(sb, &b, 500, NULL, 0, &cancel, &nc, &lost, &nl,
+                             &e) == 0);
+  /* b's lease passes on the store's clock (bounded wait), a's does not */
+  int passed = 0;
+  for (int i = 0; i < 1000 && !passed; i++) {
+    passed = strcmp(sqlf("SELECT heartbeat_at < (extract(epoch from "
+                         "clock_timestamp()) * 1000)::bigint - 600 FROM nodes"
+                         " WHERE id = '%s'",
+                         b.id),
+                    "t") == 0;
+    if (!passed) usleep(10000);
+  }
+  CHECK(passed);
+  /* listed by b (whose own lease is 500 ms): a is alive by its hour */
+  CHECK(alive_in(sb, a.id, &lease) == 1 && lease == 3600000);
+  /* listed by a (whose own lease is an hour): b is dead by its 500 ms */
+  CHECK(alive_in(sa, b.id, &lease) == 0 && lease == 500);
+  CHECK(alive_in(sb, b.id, NULL) == 0);
+  store_node_clear(&a);
+  store_node_clear(&b);
+}
+
+/* A store of schema 1 (no nodes.lease_ms) is upgraded at open; its old
+ * rows, without a lease, are judged by the listing store's lease. */
+TEST(nodes_lease_migration_upgrades) {
+  reset_tables();
+  store_node a;
+  node_init(&a, "old", 0);
+  terr e;
+  CHECK(store_node_register(sa, &a, &e) == 0);
+  sql("ALTER TABLE nodes DROP COLUMN lease_ms;"
+      " DELETE FROM schema_migrations WHERE version >= 2");
+  store *sc = NULL;
+  CHECK_MSG(store_open_url(url, data_dir, &sc, &e) == 0, "reopen: %s", e.message);
+  if (!sc) return;
+  CHECK(store_schema_version(sc) >= 2);
+  CHECK(strcmp(sql("SELECT count(*) FROM schema_migrations WHERE version = 2"),
+               "1") == 0);
+  CHECK(strcmp(sqlf("SELECT coalesce(lease_ms::text, 'null') FROM nodes WHERE"
+                    " id = '%s'",
+                    a.id),
+               "null") == 0);
+  int64_t lease = -1;
+  CHECK(alive_in(sc, a.id, &lease) == 1 && lease == 0);
+  store_close(sc);
+  store_node_clear(&a);
 }
 
 /* ---- claims
@@ -376,6 +468,13 @@ static void leases_pass(void) {
   CHECK_MSG(0, "leases did not pass within 10 s");
 }
 
+/* The attempt a reap returned for id; -1 when id was not reaped. */
+static int reaped_at(const store_reaped *v, int n, const char *id) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(v[i].id, id) == 0) return v[i].attempt;
+  return -1;
+}
+
 TEST(reap_requeues_and_fails_crashed) {
   reset_tables();
   char j1[T_ID_MAX], j2[T_ID_MAX], j3[T_ID_MAX], jkeep[T_ID_MAX];
@@ -391,12 +490,14 @@ TEST(reap_requeues_and_fails_crashed) {
   insert_backend(sa, "auto", 0, jkeep);
   CHECK(claim(sb, "n_live", 0, 0, 1, 3600000, NULL) == 1);
 
-  char **ids = NULL;
+  store_reaped *ids = NULL;
   int n = -1;
   terr e;
   CHECK(store_reap(sb, 3, &ids, &n, &e) == 0);
-  CHECK(n == 3 && has(ids, n, j1) && has(ids, n, j2) && has(ids, n, j3));
-  free_strs(ids, n);
+  /* each with the attempt its dead node ran (the claim's count) */
+  CHECK(n == 3 && reaped_at(ids, n, j1) == 1 && reaped_at(ids, n, j2) == 3 &&
+        reaped_at(ids, n, j3) == 1);
+  free(ids);
   store_job j;
   memset(&j, 0, sizeof j);
   CHECK(store_job_get(sa, j1, NULL, &j, &e) == 0);
@@ -420,7 +521,7 @@ TEST(reap_requeues_and_fails_crashed) {
 
 typedef struct reaper {
   store *s;
-  char **ids;
+  store_reaped *ids;
   int n, rc;
 } reaper;
 
@@ -449,9 +550,10 @@ TEST(reap_twice_at_once_moves_each_once) {
   for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
   CHECK(r[0].rc == 0 && r[1].rc == 0);
   CHECK_MSG(r[0].n + r[1].n == 40, "%d + %d moved", r[0].n, r[1].n);
-  for (int i = 0; i < r[0].n; i++) CHECK(!has(r[1].ids, r[1].n, r[0].ids[i]));
-  free_strs(r[0].ids, r[0].n);
-  free_strs(r[1].ids, r[1].n);
+  for (int i = 0; i < r[0].n; i++)
+    CHECK(reaped_at(r[1].ids, r[1].n, r[0].ids[i].id) < 0);
+  free(r[0].ids);
+  free(r[1].ids);
   CHECK(strcmp(sql("SELECT count(*) FROM jobs WHERE status = 'queued' AND "
                    "node IS NULL AND attempts = 1"),
                "40") == 0);
@@ -484,6 +586,259 @@ TEST(cancel_request_both_ways) {
   CHECK(store_job_get(sa, c1, NULL, &j, &e) == 0);
   CHECK(j.status == JOB_QUEUED && j.cancel_requested == 1);
   store_job_clear(&j);
+}
+
+/* ---- an array delete against a job insert on another node
+ * ----------------------------------------------------------- */
+/* Wait (bounded) until n backends wait for a lock; 1 when they do. */
+static int lock_waiters(int n) {
+  char want[16];
+  snprintf(want, sizeof want, "%d", n);
+  for (int i = 0; i < 1000; i++) {
+    if (strcmp(sql("SELECT count(*) FROM pg_stat_activity WHERE"
+                   " wait_event_type = 'Lock'"),
+               want) == 0)
+      return 1;
+    usleep(10000);
+  }
+  return 0;
+}
+
+static char *array_new(store *s, const char *digest, char id[T_ID_MAX]) {
+  store_array a;
+  memset(&a, 0, sizeof a);
+  a.owner = strdup("alice");
+  a.dtype = strdup("float64");
+  a.shape = strdup("[2]");
+  a.bytes = 16;
+  a.digest = strdup(digest);
+  a.path = strdup("/data/arrays/x.npy");
+  terr e;
+  CHECK_MSG(store_array_insert(s, &a, NULL, &e) == 0, "array: %s", e.message);
+  snprintf(id, T_ID_MAX, "%s", a.id);
+  store_array_clear(&a);
+  return id;
+}
+
+typedef struct racer {
+  store *s;
+  const char *array, *request_id;
+  char job[T_ID_MAX];
+  int rc;
+  terr e;
+} racer;
+
+static void *insert_main(void *arg) {
+  racer *r = arg;
+  store_job j;
+  job_init(&j, "alice", "map");
+  free(j.params);
+  char params[160];
+  snprintf(params, sizeof params,
+           "{\"expr\":\"x\",\"inputs\":{\"x\":{\"array\":\"%s\"}}}",
+           r->array);
+  j.params = strdup(params);
+  if (r->request_id) j.request_id = strdup(r->request_id);
+  int existing;
+  r->rc = store_job_insert(r->s, &j, &existing, &r->e);
+  snprintf(r->job, sizeof r->job, "%s", j.id);
+  store_job_clear(&j);
+  return NULL;
+}
+
+static void *delete_main(void *arg) {
+  racer *r = arg;
+  char *path = NULL;
+  r->rc = store_array_delete(r->s, r->array, "alice", &path, &r->e);
+  free(path);
+  return NULL;
+}
+
+/* The delete locked the array first (the test's connection does what
+ * pg_arrays.c's delete does: FOR UPDATE, then DELETE): the insert on
+ * another node waits for it, then fails naming the field. */
+TEST(array_delete_first_fails_the_insert) {
+  reset_tables();
+  sql("DELETE FROM arrays");
+  char aid[T_ID_MAX];
+  array_new(sa, "race1", aid);
+  sql("BEGIN");
+  sqlf("SELECT 1 FROM arrays WHERE id = '%s' FOR UPDATE", aid);
+  racer ins = {.s = sb, .array = aid, .rc = -1};
+  pthread_t t;
+  pthread_create(&t, NULL, insert_main, &ins);
+  CHECK_MSG(lock_waiters(1), "the insert did not wait for the array's lock");
+  sqlf("DELETE FROM arrays WHERE id = '%s'", aid);
+  sql("COMMIT");
+  pthread_join(t, NULL);
+  CHECK_MSG(ins.rc == T_ENOTFOUND, "insert: %d %s", ins.rc, ins.e.message);
+  CHECK(strcmp(ins.e.field, "params.inputs.x") == 0);
+  CHECK(strcmp(sql("SELECT count(*) FROM jobs"), "0") == 0);
+}
+
+/* The insert locked the array first: it is held (its INSERT waits on the
+ * test's uncommitted row of the same request_id) while a delete on the
+ * other node starts; the delete waits, then sees the committed job and is
+ * refused. Exactly one wins, and no queued job names a deleted array. */
+TEST(job_insert_first_refuses_the_delete) {
+  reset_tables();
+  sql("DELETE FROM arrays");
+  char aid[T_ID_MAX];
+  array_new(sa, "race2", aid);
+  sql("BEGIN");
+  sql("INSERT INTO jobs (id, owner, kind, params, status, backend_requested,"
+      " created_at, request_id) VALUES ('j_0000000000000000000000hold',"
+      " 'alice', 'map', '{}', 'queued', 'auto', 1, 'race-rid')");
+  racer ins = {.s = sa, .array = aid, .request_id = "race-rid", .rc = -1};
+  racer del = {.s = sb, .array = aid, .rc = -1};
+  pthread_t ti, td;
+  pthread_create(&ti, NULL, insert_main, &ins);
+  CHECK(lock_waiters(1)); /* the insert, on the request_id's row */
+  pthread_create(&td, NULL, delete_main, &del);
+  CHECK_MSG(lock_waiters(2), "the delete did not wait for the insert");
+  sql("ROLLBACK");
+  pthread_join(ti, NULL);
+  pthread_join(td, NULL);
+  CHECK_MSG(ins.rc == 0, "insert: %d %s", ins.rc, ins.e.message);
+  CHECK_MSG(del.rc == T_ECONFLICT, "delete: %d %s", del.rc, del.e.message);
+  CHECK(strcmp(sqlf("SELECT count(*) FROM arrays WHERE id = '%s'", aid),
+               "1") == 0);
+  CHECK(strcmp(sql("SELECT count(*) FROM jobs j WHERE status = 'queued' AND"
+                   " NOT EXISTS (SELECT 1 FROM arrays a WHERE"
+                   " strpos(j.params, a.id) > 0)"),
+               "0") == 0);
+}
+
+typedef struct expirer {
+  store *s;
+  char **paths;
+  int n, rc;
+  _Atomic int done;
+} expirer;
+
+static void *expire_main(void *arg) {
+  expirer *x = arg;
+  terr e;
+  x->rc = store_expire(x->s, INT64_MAX / 2, &x->paths, &x->n, &e);
+  atomic_store(&x->done, 1);
+  return NULL;
+}
+
+/* Expiry against a job insert in flight (the test's transaction holds what
+ * pg_jobs.c's insert holds: its job row and FOR KEY SHARE on the array):
+ * the array is skipped, not waited for nor deleted; an unreferenced old
+ * array still goes. */
+TEST(expire_skips_an_array_an_insert_holds) {
+  reset_tables();
+  sql("DELETE FROM arrays");
+  char held[T_ID_MAX], free_[T_ID_MAX];
+  array_new(sa, "exp-held", held);
+  array_new(sa, "exp-free", free_);
+  sql("UPDATE arrays SET path = '/data/arrays/' || digest || '.npy'");
+  sql("BEGIN");
+  char q[400];
+  snprintf(q, sizeof q,
+           "INSERT INTO jobs (id, owner, kind, params, status,"
+           " backend_requested, created_at) VALUES"
+           " ('j_0000000000000000000000held', 'alice', 'map',"
+           " '{\"x\":{\"array\":\"%s\"}}', 'queued', 'auto', 1)",
+           held);
+  sql(q);
+  sqlf("SELECT 1 FROM arrays WHERE id = '%s' FOR KEY SHARE", held);
+  expirer x = {.s = sb, .rc = -1};
+  pthread_t t;
+  pthread_create(&t, NULL, expire_main, &x);
+  int waited = 0;
+  for (int i = 0; i < 1000 && !atomic_load(&x.done) && !waited; i++) {
+    waited = strcmp(sql("SELECT count(*) FROM pg_stat_activity WHERE"
+                        " wait_event_type = 'Lock'"),
+                    "0") != 0;
+    usleep(10000);
+  }
+  CHECK_MSG(!waited, "the expiry waited for the insert's lock");
+  sql("COMMIT");
+  pthread_join(t, NULL);
+  CHECK(x.rc == 0);
+  int gone_free = 0, gone_held = 0;
+  for (int i = 0; i < x.n; i++) {
+    gone_free += strcmp(x.paths[i], "/data/arrays/exp-free.npy") == 0;
+    gone_held += strcmp(x.paths[i], "/data/arrays/exp-held.npy") == 0;
+  }
+  free_strs(x.paths, x.n);
+  CHECK(gone_free == 1 && gone_held == 0);
+  CHECK(strcmp(sqlf("SELECT count(*) FROM arrays WHERE id = '%s'", held),
+               "1") == 0);
+  CHECK(strcmp(sqlf("SELECT count(*) FROM arrays WHERE id = '%s'", free_),
+               "0") == 0);
+}
+
+/* ---- a finish retried after its COMMIT's answer was lost
+ * ------------------------------------------------------------- */
+typedef struct fin_cb {
+  _Atomic int done;
+  int rc;
+  job_status status;
+} fin_cb;
+
+static void on_finished(void *arg, int rc, const terr *e, store_job *row) {
+  fin_cb *f = arg;
+  (void)e;
+  f->rc = rc;
+  f->status = row ? row->status : (job_status)-1;
+  if (row) store_job_clear(row);
+  atomic_store(&f->done, 1);
+}
+
+/* The writer retries a batch whose COMMIT answer was lost (pg_store.c):
+ * the same finish then meets a row it ended itself. Simulated by running
+ * the identical finish again, [sync] and [async]. */
+TEST(finish_retry_after_lost_commit_answer) {
+  reset_tables();
+  store_node a, b;
+  node_init(&a, "alpha", 0);
+  node_init(&b, "beta", 0);
+  terr e;
+  CHECK(store_node_register(sa, &a, &e) == 0);
+  CHECK(store_node_register(sb, &b, &e) == 0);
+  char id[T_ID_MAX];
+  insert_backend(sa, "auto", 0, id);
+  CHECK(claim(sa, a.id, 0, 0, 1, 60000, NULL) == 1);
+  CHECK(store_job_start(sa, id, 1, "cpu", NULL, NULL, &e) == 0);
+  char path[300];
+  snprintf(path, sizeof path, "/data/results/%s.r1.npy", id);
+  store_job_end end = {.status = JOB_SUCCEEDED, .finished_at = 123456,
+                       .result_path = path, .max_abs_diff = NAN};
+  CHECK(store_job_finish(sa, id, &end, &e) == 0);
+  /* the retry: the row holds this very finish -> success, nothing changed */
+  int rc = store_job_finish(sa, id, &end, &e);
+  CHECK_MSG(rc == 0, "retry: %d %s", rc, e.message);
+  fin_cb f = {0};
+  CHECK(store_job_finish_async(sa, id, &end, on_finished, &f, &e) == 0);
+  CHECK(store_sync(sa, &e) == 0);
+  for (int i = 0; i < 1000 && !atomic_load(&f.done); i++) usleep(10000);
+  CHECK(atomic_load(&f.done) && f.rc == 0 && f.status == JOB_SUCCEEDED);
+  /* another outcome, or another node: still a conflict */
+  store_job_end other = end;
+  other.status = JOB_FAILED;
+  other.result_path = NULL;
+  other.error_code = "internal";
+  CHECK(store_job_finish(sa, id, &other, &e) == T_ECONFLICT);
+  other = end;
+  other.finished_at = end.finished_at + 1;
+  CHECK(store_job_finish(sa, id, &other, &e) == T_ECONFLICT);
+  other = end;
+  other.result_path = "/data/results/elsewhere.npy";
+  CHECK(store_job_finish(sa, id, &other, &e) == T_ECONFLICT);
+  CHECK(store_job_finish(sb, id, &end, &e) == T_ECONFLICT);
+  store_job j;
+  memset(&j, 0, sizeof j);
+  CHECK(store_job_get(sa, id, NULL, &j, &e) == 0);
+  CHECK(j.status == JOB_SUCCEEDED && j.finished_at == 123456 && j.node &&
+        strcmp(j.node, a.id) == 0 && j.result_path &&
+        strcmp(j.result_path, path) == 0);
+  store_job_clear(&j);
+  store_node_clear(&a);
+  store_node_clear(&b);
 }
 
 /* ---- events
@@ -618,8 +973,8 @@ int main(void) {
   if (!url || !*url)
     SKIP_ALL("TESSEL_TEST_PG is not set (ctest store_cluster_pg)");
   if (fixture_root("/tmp/tessel_store_cluster_XXXXXX")) return 1;
-  char dir[300];
-  fresh_dir(dir, sizeof dir);
+  char *dir = data_dir;
+  fresh_dir(dir, sizeof data_dir);
   mkdir(dir, 0755);
   terr e;
   if (store_open_url(url, dir, &sa, &e) || store_open_url(url, dir, &sb, &e)) {
@@ -632,6 +987,8 @@ int main(void) {
     return 1;
   }
   RUN(nodes_register_list_leave);
+  RUN(nodes_alive_by_their_own_lease);
+  RUN(nodes_lease_migration_upgrades);
   RUN(claim_each_job_once);
   RUN(claim_filters_and_order);
   RUN(claim_counts_the_attempt_once);
@@ -639,6 +996,10 @@ int main(void) {
   RUN(reap_requeues_and_fails_crashed);
   RUN(reap_twice_at_once_moves_each_once);
   RUN(cancel_request_both_ways);
+  RUN(finish_retry_after_lost_commit_answer);
+  RUN(array_delete_first_fails_the_insert);
+  RUN(job_insert_first_refuses_the_delete);
+  RUN(expire_skips_an_array_an_insert_holds);
   RUN(listen_across_stores_and_reset); /* last: restarts the server */
   store_close(sb);
   store_close(sa);
