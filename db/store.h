@@ -279,6 +279,13 @@ typedef struct store_job_end {
   const void *result_npy; /* copied; NULL: the result (if any) is a file */
   size_t result_npy_len;
   const char *result_parts; /* store_job.result_parts; NULL: one array */
+  /* 1: the end of a run of a job this node claimed (sched/run.c, a split
+   * job's coordinator). On a cluster store the row must still be claimed
+   * by this node: one the reaper took back (the node was paused past its
+   * lease; the job is queued again, node NULL) is T_ECONFLICT, as one
+   * another node claimed is. 0: an end any node may write (a cancel of a
+   * queued job). A single-node store ignores it. */
+  int held;
 } store_job_end;
 int store_job_finish(store *s, const char *id, const store_job_end *end,
                      terr *e);

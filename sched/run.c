@@ -696,7 +696,7 @@ static void srun_finished(void *arg, int rc, const terr *fe, store_job *row) {
     store_job_end end = {.status = JOB_FAILED, .finished_at = t_wall_ms(),
                          .max_abs_diff = NAN,
                          .error_code = terr_code_name((terr_code)rc),
-                         .error_message = msg};
+                         .error_message = msg, .held = 1};
     x->retried = 1;
     x->final[0] = 0;
     x->status = JOB_FAILED;
@@ -1029,7 +1029,7 @@ end:
       .max_abs_diff = r.compare ? r.max_abs_diff : NAN, .error_code = code,
       .error_message = code ? msg : NULL, .progress_done = pdone,
       .progress_total = ptotal, .result_npy = npy, .result_npy_len = npy_len,
-      .result_parts = parts_doc};
+      .result_parts = parts_doc, .held = 1};
   for (int t = 0; t < JOB_T__COUNT; t++) /* to the microsecond */
     job_timings_put(&end.timings, (job_timing)t, sched_ms_round(ms[t]));
   /* Its memory is free (results kept or dropped, the plan released): a

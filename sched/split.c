@@ -856,6 +856,7 @@ static int finish(split_run *r, store_job_end *end) {
                   (double)(started - r->p.created_at));
   job_timings_put(&end->timings, JOB_T_TOTAL, now - (double)r->p.created_at);
   end->finished_at = (int64_t)now;
+  end->held = 1; /* this node's coordinator run; not one the reaper took */
   int rc = store_job_finish(r->s->cfg.st, r->p.id, end, &e);
   if (rc != T_OK) {
     log_warn("split %s: cannot end the job: %s", r->p.id, e.message);

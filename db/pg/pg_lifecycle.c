@@ -7,12 +7,17 @@
  * (why_unchanged). The node fence (spec14): once the store knows its node
  * (pg__node), start and finish only touch a row that is unclaimed or
  * claimed by that node; a row another node holds is T_ECONFLICT "job <id>
- * is held by another node". A finish records the finishing node, clears
- * the lease and notifies "end:<id>", all in its
- * transaction. A finish that finds the row already ended by this very
- * finish (same node, status, finished_at, result path and error code:
- * the retry of a batch whose COMMIT's answer was lost) succeeds without
- * writing (same_finish); any other ended row is T_ECONFLICT. A delete takes a split job's children with it and returns
+ * is held by another node". The end of a run (store_job_end.held) needs
+ * the row claimed by this node still: one the reaper took back while the
+ * node was paused past its lease (queued again, node NULL) is T_ECONFLICT
+ * "no longer held by this node", so a stale run neither ends a job that
+ * will run again nor records the failure its removed temporaries caused.
+ * A finish records the finishing node, clears the lease and notifies
+ * "end:<id>", all in its transaction. A finish that finds the row already
+ * ended by this very finish (same node, status, finished_at, result path
+ * and error code: the retry of a batch whose COMMIT's answer was lost)
+ * succeeds without writing (same_finish); any other ended row is
+ * T_ECONFLICT. A delete takes a split job's children with it and returns
  * every file of their results (result_path and result_parts' paths).
  *
  * Threads: any; [sync] entries borrow a pooled connection (pg__write).
@@ -42,6 +47,10 @@ static int why_unchanged(pgstore *p, PGconn *c, const char *id,
         !PQgetisnull(r, 0, 1) && strcmp(PQgetvalue(r, 0, 1), self) != 0)
       rc = terr_set(e, T_ECONFLICT, "id", -1,
                     "job %s is held by another node", id);
+    else if (sv >= 0 && !job_status_final((job_status)sv) && self[0] &&
+             PQgetisnull(r, 0, 1))
+      rc = terr_set(e, T_ECONFLICT, "id", -1, "job %s is no longer held by "
+                    "this node (its lease passed: it is %s again)", id, st);
     else
       rc = terr_set(e, T_ECONFLICT, "id", -1, "job %s is %s, not %s", id, st,
                     want);
@@ -157,13 +166,13 @@ int pg__finish_on(pgstore *p, PGconn *c, const char *id,
       pg__i64(b[10], x->progress_total), (const char *)x->result_npy,
       tv[JOB_T_PREPARE], tv[JOB_T_H2D], tv[JOB_T_COMPUTE], tv[JOB_T_D2H],
       tv[JOB_T_STORE], tv[JOB_T_TOTAL], res->dtype[0] ? shape : NULL, NULL,
-      NULL, x->result_parts, pg__node(p)};
+      NULL, x->result_parts, pg__node(p), x->held ? "1" : "0"};
   char rb[2][32];
   if (res->dtype[0]) {
     v[20] = pg__i64(rb[0], res->bytes);
     if (res->nonconverged > 0) v[21] = pg__i64(rb[1], res->nonconverged);
   }
-  int lens[24] = {0}, fmts[24] = {0};
+  int lens[25] = {0}, fmts[25] = {0};
   lens[12] = (int)x->result_npy_len;
   fmts[12] = 1;
   PGresult *r;
@@ -178,8 +187,10 @@ int pg__finish_on(pgstore *p, PGconn *c, const char *id,
       " result_bytes = $21, result_nonconverged = $22, result_parts = $23,"
       " node = COALESCE(NULLIF($24::text, ''), node), lease_until = NULL"
       " WHERE id = $1 AND status IN ('queued','running')" FENCE("24")
+      /* held: claimed by this node still, not taken back by the reaper */
+      " AND ($25::int = 0 OR $24::text = '' OR node IS NOT NULL)"
       " RETURNING " PG_JOB_COLS,
-      24, v, lens, fmts, 0, &r, "finish job", e);
+      25, v, lens, fmts, 0, &r, "finish job", e);
   if (rc) return rc;
   if (PQntuples(r) != 1) {
     PQclear(r);

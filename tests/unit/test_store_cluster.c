@@ -841,6 +841,61 @@ TEST(finish_retry_after_lost_commit_answer) {
   store_node_clear(&b);
 }
 
+/* A node paused past its lease: the reaper put its running job back in the
+ * queue (node NULL). The paused run's end (held) is refused, the row left
+ * as the reaper left it; so is it once another node claimed the job. An
+ * end any node may write (a cancel, held 0) still ends it. */
+TEST(stale_run_end_after_reap_is_refused) {
+  reset_tables();
+  store_node a, b;
+  node_init(&a, "alpha", 0);
+  node_init(&b, "beta", 0);
+  terr e;
+  CHECK(store_node_register(sa, &a, &e) == 0);
+  CHECK(store_node_register(sb, &b, &e) == 0);
+  char id[T_ID_MAX], id2[T_ID_MAX];
+  insert_backend(sa, "auto", 0, id);
+  CHECK(claim(sa, a.id, 0, 0, 1, 1, NULL) == 1); /* a 1 ms lease */
+  CHECK(store_job_start(sa, id, 1, "cpu", NULL, NULL, &e) == 0);
+  leases_pass();
+  store_reaped *r = NULL;
+  int n = -1;
+  CHECK(store_reap(sb, 3, &r, &n, &e) == 0 && n == 1);
+  free(r);
+  store_job_end end = {.status = JOB_FAILED, .finished_at = 99,
+                       .max_abs_diff = NAN, .error_code = "io",
+                       .error_message = "its temporary was removed",
+                       .held = 1};
+  int rc = store_job_finish(sa, id, &end, &e);
+  CHECK_MSG(rc == T_ECONFLICT && strstr(e.message, "no longer held"),
+            "stale end: %d %s", rc, e.message);
+  fin_cb f = {0}; /* the same through the writer */
+  CHECK(store_job_finish_async(sa, id, &end, on_finished, &f, &e) == 0);
+  CHECK(store_sync(sa, &e) == 0);
+  for (int i = 0; i < 1000 && !atomic_load(&f.done); i++) usleep(10000);
+  CHECK(atomic_load(&f.done) && f.rc == T_ECONFLICT);
+  store_job j;
+  memset(&j, 0, sizeof j);
+  CHECK(store_job_get(sa, id, NULL, &j, &e) == 0);
+  CHECK(j.status == JOB_QUEUED && !j.node && j.finished_at == 0 &&
+        !j.error_code);
+  store_job_clear(&j);
+  /* claimed by b now: a's stale end is refused still, b's own end is not */
+  CHECK(claim(sb, b.id, 0, 0, 1, 60000, NULL) == 1);
+  CHECK(store_job_finish(sa, id, &end, &e) == T_ECONFLICT);
+  end.status = JOB_SUCCEEDED;
+  end.error_code = end.error_message = NULL;
+  CHECK(store_job_finish(sb, id, &end, &e) == 0);
+  /* held 0 (a cancel of a queued job) needs no claim */
+  insert_backend(sa, "auto", 0, id2);
+  store_job_end cancel = {.status = JOB_CANCELED, .finished_at = 100,
+                          .max_abs_diff = NAN, .error_code = "canceled",
+                          .error_message = "canceled by request"};
+  CHECK(store_job_finish(sa, id2, &cancel, &e) == 0);
+  store_node_clear(&a);
+  store_node_clear(&b);
+}
+
 /* ---- events
  * -------------------------------------------------------------------------- */
 static pthread_mutex_t ev_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -997,6 +1052,7 @@ int main(void) {
   RUN(reap_twice_at_once_moves_each_once);
   RUN(cancel_request_both_ways);
   RUN(finish_retry_after_lost_commit_answer);
+  RUN(stale_run_end_after_reap_is_refused);
   RUN(array_delete_first_fails_the_insert);
   RUN(job_insert_first_refuses_the_delete);
   RUN(expire_skips_an_array_an_insert_holds);
