@@ -21,9 +21,10 @@
  *     jobs with a cancel request are canceled; then the node list (live
  *     nodes, GPU nodes) and the cluster's queue depth, kept for admission;
  *   - the reaper, every lease/2: store_reap (one node at a time: the
- *     store's advisory lock); the temporaries of each reaped run
- *     (<results>/<id>.r<attempt>.*npy.tmp*, in the shared data directory)
- *     are removed at once, not left until the node's next start;
+ *     store's advisory lock); the files of each reaped run
+ *     (<results>/<id>.r<attempt>.*, in the shared data directory:
+ *     temporaries, and results whose end was never recorded) are removed
+ *     at once, not left until expiry;
  *   - remote waiters (sched/wait.c): their jobs read from the store, those
  *     registered since the last pass at once, every one every second and
  *     after a "reset" event (the listener reconnected: events were lost).
@@ -295,26 +296,29 @@ static void node_heartbeat(sched *s) {
     atomic_store(&c->depth, (long long)depth);
 }
 
-/* 1 when name is a temporary of the run <id>.r<attempt> of a reaped job:
- * "<id>.r<attempt>." then ".npy.tmp" somewhere after (the result's
- * <stem>.npy.tmp<N>, a part's or a split join's <stem>.<name>.npy.tmp<N>;
- * sched/run.c, sched/split.c). */
-static int reaped_temp(const char *name, const store_reaped *v, int n) {
+/* 1 when name is a file of the run <id>.r<attempt> of a reaped job: it
+ * begins "<id>.r<attempt>." (its temporaries <stem>.npy.tmp<N> and
+ * <stem>.<part>.npy.tmp<N>, and the files it completed, <stem>.npy and
+ * <stem>.<part>.npy; sched/run.c, sched/split.c). No job's record names
+ * them: a run's end names its files in the transaction that ends the job,
+ * and the store refuses the end of a run it took back (store_job_end.held),
+ * so the job is run again under another attempt's name. */
+static int reaped_file(const char *name, const store_reaped *v, int n) {
   for (int i = 0; i < n; i++) {
     char stem[T_ID_MAX + 16];
     int len = snprintf(stem, sizeof stem, "%s.r%d.", v[i].id, v[i].attempt);
     if (len > 0 && (size_t)len < sizeof stem &&
-        strncmp(name, stem, (size_t)len) == 0 && strstr(name + len - 1,
-                                                         ".npy.tmp"))
+        strncmp(name, stem, (size_t)len) == 0)
       return 1;
   }
   return 0;
 }
 
-/* Remove the temporaries of the runs the reaper took back: their node died
- * while writing them in the shared results directory, and no run will
- * finish them (a live node's own are removed by its run). One pass over
- * the folder; finished results and other runs' files stay. */
+/* Remove the files of the runs the reaper took back: their node died
+ * while writing them in the shared results directory, or after writing
+ * them and before its end was recorded, and no run will finish or name
+ * them (a live node's own are removed by its run). One pass over the
+ * folder; finished results and other runs' files stay. */
 static void remove_reaped_temps(sched *s, const store_reaped *v, int n) {
   if (n <= 0) return;
   DIR *d = opendir(s->results_dir);
@@ -322,7 +326,7 @@ static void remove_reaped_temps(sched *s, const store_reaped *v, int n) {
   struct dirent *de;
   char path[4096];
   while ((de = readdir(d))) {
-    if (!reaped_temp(de->d_name, v, n)) continue;
+    if (!reaped_file(de->d_name, v, n)) continue;
     snprintf(path, sizeof path, "%s/%s", s->results_dir, de->d_name);
     if (unlink(path) == 0) log_info("node: removed %s (a dead node's run)", path);
   }

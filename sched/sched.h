@@ -180,7 +180,7 @@ int sched_split_tri(const json_t *params);
  * nodes run them); sched_join registers the node and starts its thread:
  * heartbeat every lease/3 (renewing its leases; jobs it lost stop and write
  * nothing, jobs with a cancel request are canceled), reap every lease/2
- * (store_reap with max_attempts; the dead runs' temporaries removed), and
+ * (store_reap with max_attempts; the dead runs' files removed), and
  * the claimer (up to the free worker slots, woken by "queued" events, by
  * local job ends and every 500 ms). A
  * submit inserts the row and wakes the claimer instead of queueing it here;

@@ -669,9 +669,11 @@ static int planted(const char *name) {
   return access(path, F_OK) == 0;
 }
 
-/* A job taken back from a dead node by the reaper: the temporaries of the
- * run it died in (<id>.r<attempt>.npy.tmp<N>, a part's too) are removed;
- * another attempt's temporaries, another job's and finished results stay. */
+/* A job taken back from a dead node by the reaper: the files of the run it
+ * died in are removed, its temporaries (<id>.r<attempt>.npy.tmp<N>, a
+ * part's too) and the result files it completed before its end was
+ * recorded; another attempt's files, another job's and finished results
+ * stay. */
 TEST(test_reap_removes_dead_run_temporaries) {
   if (fake_open()) {
     CHECK(0);
@@ -679,7 +681,7 @@ TEST(test_reap_removes_dead_run_temporaries) {
   }
   node a;
   if (node_open(&a, "a", 1)) return;
-  char id[T_ID_MAX], other[T_ID_MAX], name[8][128];
+  char id[T_ID_MAX], other[T_ID_MAX], name[10][128];
   t_id_new('j', id);
   t_id_new('j', other);
   snprintf(name[0], sizeof name[0], "%s.r2.npy.tmp7", id);      /* goes */
@@ -689,16 +691,21 @@ TEST(test_reap_removes_dead_run_temporaries) {
   snprintf(name[4], sizeof name[4], "%s.r1.npy", id);            /* stays */
   snprintf(name[5], sizeof name[5], "%s.r2.npy.tmp1", other);    /* stays */
   snprintf(name[6], sizeof name[6], "%s.npy", other);            /* stays */
-  for (int i = 0; i < 7; i++) plant(name[i]);
+  /* written whole by the dead run, its end never recorded: go too */
+  snprintf(name[7], sizeof name[7], "%s.r2.npy", id);
+  snprintf(name[8], sizeof name[8], "%s.r2.dist.npy", id);
+  for (int i = 0; i < 9; i++) plant(name[i]);
   pthread_mutex_lock(&F.mu);
   snprintf(F.reap.id, sizeof F.reap.id, "%s", id);
   F.reap.attempt = 2;
   pthread_mutex_unlock(&F.mu);
   /* the reaper runs every lease/2 (300 ms): a bound, not a speed */
-  for (int i = 0; i < 5000 && (planted(name[0]) || planted(name[1])); i++)
+  for (int i = 0; i < 5000 && (planted(name[0]) || planted(name[1]) ||
+                              planted(name[7]) || planted(name[8]));
+       i++)
     sleep_ms(2);
-  CHECK_MSG(!planted(name[0]), "%s stayed", name[0]);
-  CHECK_MSG(!planted(name[1]), "%s stayed", name[1]);
+  for (int i = 0; i < 2; i++) CHECK_MSG(!planted(name[i]), "%s stayed", name[i]);
+  for (int i = 7; i < 9; i++) CHECK_MSG(!planted(name[i]), "%s stayed", name[i]);
   for (int i = 2; i < 7; i++) CHECK_MSG(planted(name[i]), "%s was removed", name[i]);
   node_close(&a);
   fake_close();
