@@ -7,7 +7,9 @@
  * seconds pass, and the answer is then 200 with the finished job, or 202.
  * GET /v1/jobs/{id}?wait=S waits the same way and answers 200 either way.
  *
- * With ?wait and no request_id the job's row is committed with the next
+ * With ?wait, no request_id and no stored input (an array or a result,
+ * which the insert must find still there: jobs_submit) the job's row is
+ * committed with the next
  * store write (jobs_submit's async_insert): the answer comes only after the
  * job's end (or, at the wait's timeout, a jobs_sync) has been committed,
  * and the insert commits no later than that; so the job is still committed

@@ -223,6 +223,28 @@ json_t *jobs_local_dirs(jobs *J, const char *owner) {
   return out;
 }
 
+/* 1 when v holds, at any depth, an input read from the store ({"array":
+ * "<id>"} or {"result": "<id>"}): its insert checks that the array or job
+ * is still there (a delete may have come between the submit's check and
+ * the insert), so it is a [sync] one whose T_ENOTFOUND names the field. */
+static int refs_stored(const json_t *v, int depth) {
+  if (depth > 64) return 1; /* deeper than any kind reads: the safe answer */
+  if (json_is_object(v)) {
+    const char *k;
+    json_t *x;
+    json_object_foreach((json_t *)v, k, x) {
+      if ((strcmp(k, "array") == 0 || strcmp(k, "result") == 0) &&
+          json_is_string(x))
+        return 1;
+      if (refs_stored(x, depth + 1)) return 1;
+    }
+  } else if (json_is_array(v)) {
+    for (size_t i = 0; i < json_array_size(v); i++)
+      if (refs_stored(json_array_get(v, i), depth + 1)) return 1;
+  }
+  return 0;
+}
+
 int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
                 char id[T_ID_MAX], int *retry_after_s, terr *e) {
   submission s;
@@ -233,6 +255,9 @@ int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
   /* On a cluster store the row must be committed before another node can
    * claim it: always the [sync] insert. */
   *async_insert = *async_insert && !s.request_id && !store_is_cluster(J->st);
+  /* Nor one whose inputs it must find still stored: its failure must be
+   * answered (404 naming the field), not found after the answer. */
+  *async_insert = *async_insert && !refs_stored(s.params, 0);
 
   tenv env;
   tenv_from_store(&env, J->st, owner, J->max_elems);
