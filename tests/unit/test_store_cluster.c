@@ -18,8 +18,8 @@
  * COMMIT's answer was lost) succeeds for the same node and outcome only;
  * an array delete and a job insert referencing it on two nodes at once
  * (interleaved through the test's own locks): exactly one wins; expiry
- * skips an array an insert in flight holds; the same two interleavings
- * for a job whose result another job's insert takes ({"result": id});
+ * skips an array an insert in flight holds; the same three for a job
+ * whose result another job's insert takes ({"result": id});
  * events across stores, "reset" after the listener's backend stops
  * answering (SIGSTOP: its probe) and after a server restart (with_pg.sh's
  * $TESSEL_TEST_PGSERVER and $TESSEL_TEST_PG_DIR). Deadlines are bounds
@@ -856,6 +856,61 @@ TEST(insert_first_refuses_the_result_delete) {
                "1") == 0);
 }
 
+/* Expiry against a job insert in flight (the test's transaction holds what
+ * pg_jobs.c's insert holds: its job row and FOR KEY SHARE on the job whose
+ * result it takes): that job is skipped, not waited for nor deleted; an
+ * unreferenced old job still goes, and the files returned are its result's
+ * and its parts' only. */
+TEST(expire_skips_a_job_an_insert_holds) {
+  reset_tables();
+  sql("DELETE FROM arrays");
+  char held[T_ID_MAX], free_[T_ID_MAX];
+  finished_new("/r/held.npy", "[{\"name\":\"a\",\"path\":\"/r/held.a.npy\"}]",
+               held);
+  finished_new("/r/free.npy",
+               "[{\"name\":\"a\",\"path\":\"/r/free.a.npy\"},"
+               "{\"name\":\"b\",\"path\":\"/r/free.b.npy\"}]",
+               free_);
+  sql("BEGIN");
+  char q[400];
+  snprintf(q, sizeof q,
+           "INSERT INTO jobs (id, owner, kind, params, status,"
+           " backend_requested, created_at) VALUES"
+           " ('j_0000000000000000000000held', 'alice', 'map',"
+           " '{\"x\":{\"result\":\"%s\"}}', 'queued', 'auto', 1)",
+           held);
+  sql(q);
+  sqlf("SELECT 1 FROM jobs WHERE id = '%s' FOR KEY SHARE", held);
+  expirer x = {.s = sb, .rc = -1};
+  pthread_t t;
+  pthread_create(&t, NULL, expire_main, &x);
+  int waited = 0;
+  for (int i = 0; i < 1000 && !atomic_load(&x.done) && !waited; i++) {
+    waited = strcmp(sql("SELECT count(*) FROM pg_stat_activity WHERE"
+                        " wait_event_type = 'Lock'"),
+                    "0") != 0;
+    usleep(10000);
+  }
+  CHECK_MSG(!waited, "the expiry waited for the insert's lock");
+  sql("COMMIT");
+  pthread_join(t, NULL);
+  CHECK(x.rc == 0);
+  static const char *const want[] = {"/r/free.npy", "/r/free.a.npy",
+                                     "/r/free.b.npy"};
+  int seen = 0;
+  for (int i = 0; i < x.n; i++) {
+    CHECK_MSG(strstr(x.paths[i], "held") == NULL, "expired %s", x.paths[i]);
+    for (int k = 0; k < 3; k++)
+      if (strcmp(x.paths[i], want[k]) == 0) seen |= 1 << k;
+  }
+  CHECK_MSG(x.n == 3 && seen == 7, "%d paths", x.n);
+  free_strs(x.paths, x.n);
+  CHECK(strcmp(sqlf("SELECT count(*) FROM jobs WHERE id = '%s'", held),
+               "1") == 0);
+  CHECK(strcmp(sqlf("SELECT count(*) FROM jobs WHERE id = '%s'", free_),
+               "0") == 0);
+}
+
 /* ---- a finish retried after its COMMIT's answer was lost
  * ------------------------------------------------------------- */
 typedef struct fin_cb {
@@ -1142,6 +1197,7 @@ int main(void) {
   RUN(expire_skips_an_array_an_insert_holds);
   RUN(result_delete_first_fails_the_insert);
   RUN(insert_first_refuses_the_result_delete);
+  RUN(expire_skips_a_job_an_insert_holds);
   RUN(listen_across_stores_and_reset); /* last: restarts the server */
   store_close(sb);
   store_close(sa);
