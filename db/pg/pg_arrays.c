@@ -10,7 +10,7 @@
  * the insert, or the reference check and the delete, share a transaction
  * (pg__write); the insert's race with another node's insert of the same
  * digest ends in the unique index, answered as the existing row. A job
- * insert share-locks the arrays it references (pg_jobs.c, lock_arrays), so
+ * insert share-locks the arrays it references (pg_jobs.c, lock_refs), so
  * the delete's FOR UPDATE waits for such an insert to commit, and the
  * reference check, a later statement under READ COMMITTED, sees its job.
  *

@@ -3,8 +3,9 @@
  * its transaction), get, the list with every filter and order of
  * store_job_filter and its cursor, the unfinished jobs, a split job's
  * children, a result kept in the row. An insert share-locks the arrays
- * its params reference (lock_arrays: serialised with an array delete on
- * any node; one already gone fails the insert T_ENOTFOUND).
+ * and the jobs (their results as inputs) its params reference (lock_refs:
+ * serialised with an array's or a job's delete and with expiry on any
+ * node; one already gone fails the insert T_ENOTFOUND).
  *
  * Same semantics as db/sqlite/store_jobs.c: children (rows with parent)
  * are never listed nor counted; q matches ASCII letters in any case and
@@ -116,45 +117,60 @@ int pg__job_rows(PGresult *r, store_job **jobs, int *n, terr *e) {
 
 /* ---- insert -------------------------------------------------------------- */
 
-/* Every {"array": "<id>"} object inside params (at any depth), with its
- * dotted path as the API names a field ("params.x", "params.inputs.a",
- * "params.v[0]"): a recursive walk of the document's objects and arrays. */
-#define PG_ARRAY_REFS_SQL                                                      \
-  "WITH RECURSIVE t(path, v) AS (SELECT 'params'::text, $1::jsonb"             \
-  " UNION ALL SELECT t.path || c.sub, c.v FROM t CROSS JOIN LATERAL ("         \
-  "  SELECT '.' || o.k, o.x FROM jsonb_each(CASE jsonb_typeof(t.v)"            \
-  "   WHEN 'object' THEN t.v ELSE '{}'::jsonb END) AS o(k, x)"                 \
-  "  UNION ALL SELECT '[' || (a.i - 1) || ']', a.x FROM"                       \
-  "   jsonb_array_elements(CASE jsonb_typeof(t.v) WHEN 'array' THEN t.v"       \
-  "   ELSE '[]'::jsonb END) WITH ORDINALITY AS a(x, i)) AS c(sub, v)"          \
-  " WHERE jsonb_typeof(c.v) IN ('object', 'array')),"                          \
-  " refs AS MATERIALIZED (SELECT path, v->>'array' AS aid FROM t"              \
-  "  WHERE jsonb_typeof(v) = 'object' AND jsonb_typeof(v->'array') = 'string')"
+/* Every {"array": "<id>"} and {"result": "<job id>"} object inside params
+ * (at any depth), with its dotted path as the API names a field
+ * ("params.x", "params.inputs.a", "params.v[0]"), the key (kind) and the
+ * id (rid): a recursive walk of the document's objects and arrays. */
+#define PG_REFS_SQL                                                      \
+  "WITH RECURSIVE t(path, v) AS (SELECT 'params'::text, $1::jsonb"       \
+  " UNION ALL SELECT t.path || c.sub, c.v FROM t CROSS JOIN LATERAL ("   \
+  "  SELECT '.' || o.k, o.x FROM jsonb_each(CASE jsonb_typeof(t.v)"      \
+  "   WHEN 'object' THEN t.v ELSE '{}'::jsonb END) AS o(k, x)"           \
+  "  UNION ALL SELECT '[' || (a.i - 1) || ']', a.x FROM"                 \
+  "   jsonb_array_elements(CASE jsonb_typeof(t.v) WHEN 'array' THEN t.v" \
+  "   ELSE '[]'::jsonb END) WITH ORDINALITY AS a(x, i)) AS c(sub, v)"    \
+  " WHERE jsonb_typeof(c.v) IN ('object', 'array')),"                    \
+  " refs AS MATERIALIZED (SELECT t.path, k.kind, t.v->>k.kind AS rid"    \
+  "  FROM t CROSS JOIN (VALUES ('array'), ('result')) AS k(kind)"        \
+  "  WHERE jsonb_typeof(t.v) = 'object'"                                 \
+  "  AND jsonb_typeof(t.v->k.kind) = 'string')"
 
-/* The arrays a new job references are share-locked (FOR KEY SHARE) until
- * its transaction ends, and one that is gone fails the insert: T_ENOTFOUND
- * naming its field. An array delete takes the row FOR UPDATE and then
- * looks for referencing jobs (pg_arrays.c), so the two are serialised:
- * a delete that locked first and commits makes this insert wait and then
- * find the array gone; an insert that locked first makes the delete wait
- * and then see the committed job (READ COMMITTED: its reference check is
- * a statement after the lock) and answer T_ECONFLICT. Only params that
- * mention "array" are walked. */
-static int lock_arrays(PGconn *c, const store_job *j, terr *e) {
-  if (!j->params || !strstr(j->params, "\"array\"")) return 0;
+/* The arrays and the jobs (whose results are inputs) a new job references
+ * are share-locked (FOR KEY SHARE) until its transaction ends, and one
+ * that is gone fails the insert: T_ENOTFOUND naming its field. A delete
+ * (of an array, pg_arrays.c, or of a job, pg_lifecycle.c) takes the row
+ * FOR UPDATE and then looks for referencing jobs, so the two are
+ * serialised: a delete that locked first and commits makes this insert
+ * wait and then find the row gone; an insert that locked first makes the
+ * delete wait and then see the committed job (READ COMMITTED: its
+ * reference check is a statement after the lock) and answer T_ECONFLICT.
+ * Expiry skips the rows locked here (pg_stats.c). A referenced job may be
+ * in any state (a chain may name a queued one): only its row must exist.
+ * FOR KEY SHARE does not block the referenced job's own updates (start,
+ * finish). Only params that mention "array" or "result" are walked. */
+static int lock_refs(PGconn *c, const store_job *j, terr *e) {
+  if (!j->params ||
+      (!strstr(j->params, "\"array\"") && !strstr(j->params, "\"result\"")))
+    return 0;
   const char *v[] = {j->params};
   PGresult *r;
-  int rc = pg__exec(c,
-                    PG_ARRAY_REFS_SQL ","
-                    " locked AS MATERIALIZED (SELECT id FROM arrays WHERE id IN"
-                    "  (SELECT aid FROM refs) FOR KEY SHARE)"
-                    " SELECT path, aid FROM refs WHERE aid NOT IN"
-                    " (SELECT id FROM locked) ORDER BY path LIMIT 1",
-                    1, v, &r, "insert job: arrays", e);
+  int rc =
+      pg__exec(c,
+               PG_REFS_SQL ","
+               " arr AS MATERIALIZED (SELECT id FROM arrays WHERE id IN"
+               "  (SELECT rid FROM refs WHERE kind = 'array') FOR KEY SHARE),"
+               " job AS MATERIALIZED (SELECT id FROM jobs WHERE id IN"
+               "  (SELECT rid FROM refs WHERE kind = 'result') FOR KEY SHARE)"
+               " SELECT path, kind, rid FROM refs WHERE CASE kind"
+               "  WHEN 'array' THEN rid NOT IN (SELECT id FROM arr)"
+               "  ELSE rid NOT IN (SELECT id FROM job) END"
+               " ORDER BY path, kind LIMIT 1",
+               1, v, &r, "insert job: references", e);
   if (rc) return rc;
   if (PQntuples(r) == 1)
-    rc = terr_set(e, T_ENOTFOUND, PQgetvalue(r, 0, 0), -1,
-                  "array %s not found", PQgetvalue(r, 0, 1));
+    rc = terr_set(e, T_ENOTFOUND, PQgetvalue(r, 0, 0), -1, "%s %s not found",
+                  strcmp(PQgetvalue(r, 0, 1), "array") == 0 ? "array" : "job",
+                  PQgetvalue(r, 0, 2));
   PQclear(r);
   return rc;
 }
@@ -191,7 +207,7 @@ static int pg__insert_on_(pgstore *p, PGconn *c, const store_job *j,
     }
     PQclear(r);
   }
-  if ((rc = lock_arrays(c, j, e))) return rc;
+  if ((rc = lock_refs(c, j, e))) return rc;
   char b[16][32], shape[STORE_MAXDIM * 22 + 4];
   const job_timings *t = &j->timings;
   const char *tv[JOB_T__COUNT];

@@ -18,7 +18,11 @@
  * and error code: the retry of a batch whose COMMIT's answer was lost)
  * succeeds without writing (same_finish); any other ended row is
  * T_ECONFLICT. A delete takes a split job's children with it and returns
- * every file of their results (result_path and result_parts' paths).
+ * every file of their results (result_path and result_parts' paths). It
+ * locks the row FOR UPDATE before looking for queued or running jobs that
+ * take its result: a job insert share-locks the jobs whose results it
+ * takes (pg_jobs.c, lock_refs), so on any two nodes the delete either
+ * sees the inserted job (T_ECONFLICT) or the insert finds the job gone.
  *
  * Threads: any; [sync] entries borrow a pooled connection (pg__write).
  */

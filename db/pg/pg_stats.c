@@ -10,12 +10,14 @@
  * store_expire runs on one node at a time: its transaction first takes
  * pg_try_advisory_xact_lock(7243003); a node that does not get it expires
  * nothing this round (0, no paths) — the holder does the work. It deletes
- * the old finished jobs (a split job with its tiles; tiles never expire
- * on their own) and the old unreferenced arrays with DELETE ... RETURNING,
- * collecting the files the caller removes. Arrays are locked before their
- * reference check (FOR UPDATE SKIP LOCKED: one a job insert is taking is
- * left for the next round), as a delete does, so an expiry never removes
- * an array a job inserted at the same moment on another node uses.
+ * the old unreferenced finished jobs (a split job with its tiles; tiles
+ * never expire on their own) and the old unreferenced arrays with
+ * DELETE ... RETURNING, collecting the files of the rows it removed for
+ * the caller to remove. Jobs and arrays are locked before their reference
+ * check (FOR UPDATE SKIP LOCKED: one a job insert is taking is left for
+ * the next round), as a delete does, so an expiry never removes a job
+ * whose result, or an array, a job inserted at the same moment on another
+ * node uses.
  *
  * Threads: any (pooled connections).
  */
@@ -164,19 +166,13 @@ int pg_finished_by_step(void *impl, const char *owner, int64_t since_ms,
 
 /* ---- expiry ------------------------------------------------------------------ */
 
-#define EXPIRED(A)                                                           \
-  A ".finished_at > 0 AND " A ".finished_at < $1::bigint"                    \
-  " AND " A ".status IN ('succeeded','failed','canceled') AND NOT EXISTS"    \
-  " (SELECT 1 FROM jobs AS u WHERE u.status IN ('queued','running')"         \
-  " AND strpos(u.params, " A ".id) > 0)"
-#define EXPIRED_TILES                                                        \
-  "old.parent IS NOT NULL AND EXISTS (SELECT 1 FROM jobs AS par"             \
-  " WHERE par.id = old.parent AND " EXPIRED("par") ")"
-#define EXPIRED_JOBS "old.parent IS NULL AND " EXPIRED("old")
-#define PART_PATHS                                                           \
-  "SELECT p->>'path' FROM jobs AS old,"                                      \
-  " json_array_elements(old.result_parts::json) AS p"                        \
-  " WHERE old.result_parts IS NOT NULL AND json_typeof(p) = 'object' AND "
+/* A finished top-level job (`old`) older than $1 whose result no queued
+ * or running job takes (the reference check of pg_lifecycle.c's delete). */
+#define EXPIRED_JOBS                                                        \
+  "old.parent IS NULL AND old.finished_at > 0 AND old.finished_at <"        \
+  " $1::bigint AND old.status IN ('succeeded','failed','canceled') AND NOT" \
+  " EXISTS (SELECT 1 FROM jobs AS u WHERE u.status IN ('queued','running')" \
+  " AND strpos(u.params, old.id) > 0)"
 
 /* A queued or running job mentions the array (the outer query's
  * `arrays` row): pg_arrays.c's reference check. */
@@ -201,20 +197,43 @@ static int expire_tx(pgstore *p, PGconn *c, void *arg, terr *e) {
   int got = PQgetvalue(r, 0, 0)[0] == 't';
   PQclear(r);
   if (!got) return 0; /* another node expires now */
-  static const char *const steps[] = {
-      PART_PATHS EXPIRED_TILES,
-      "DELETE FROM jobs AS old WHERE " EXPIRED_TILES " RETURNING result_path",
-      PART_PATHS EXPIRED_JOBS,
-      "DELETE FROM jobs AS old WHERE " EXPIRED_JOBS " RETURNING result_path",
-  };
   char b[32];
   const char *v[] = {pg__i64(b, a->before), NULL};
-  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
-    if ((rc = pg__exec(c, steps[i], 1, v, &r, "expire", e))) return rc;
-    rc = pg__collect_paths(r, &a->paths, &a->n, &a->cap, e);
-    PQclear(r);
-    if (rc) return rc;
-  }
+  /* Old unreferenced jobs, in two statements as arrays below: lock them
+   * first, skipping those a job insert holds (FOR KEY SHARE on the job
+   * whose result it takes, until it commits: pg_jobs.c), then delete the
+   * locked ones still unreferenced, with their tiles (a tile never expires
+   * on its own; it goes with its parent). The DELETE's snapshot follows
+   * the locks, so it sees every job whose insert locked before us; later
+   * inserts wait for this transaction and find the job gone. The files
+   * returned are those of the rows this DELETE removed (result_path, then
+   * every part's path). */
+  if ((rc = pg__exec(c,
+                     "SELECT coalesce(array_agg(id), '{}') FROM (SELECT id"
+                     " FROM jobs AS old WHERE " EXPIRED_JOBS
+                     " FOR UPDATE SKIP LOCKED) AS l",
+                     1, v, &r, "expire", e)))
+    return rc;
+  char *ids = strdup(PQgetvalue(r, 0, 0));
+  PQclear(r);
+  if (!ids) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  v[1] = ids;
+  rc = pg__exec(c,
+                "WITH gone AS MATERIALIZED (SELECT id FROM jobs AS old WHERE"
+                " old.id = ANY($2::text[]) AND " EXPIRED_JOBS "),"
+                " d AS (DELETE FROM jobs WHERE id IN (SELECT id FROM gone)"
+                "  OR parent IN (SELECT id FROM gone)"
+                "  RETURNING result_path, result_parts)"
+                " SELECT result_path FROM d UNION ALL SELECT p->>'path'"
+                " FROM d, json_array_elements(d.result_parts::json) AS p"
+                " WHERE d.result_parts IS NOT NULL"
+                " AND json_typeof(p) = 'object'",
+                2, v, &r, "expire", e);
+  free(ids);
+  if (rc) return rc;
+  rc = pg__collect_paths(r, &a->paths, &a->n, &a->cap, e);
+  PQclear(r);
+  if (rc) return rc;
   /* Old unreferenced arrays, in two statements: lock them first, skipping
    * those a job insert holds (FOR KEY SHARE until it commits: pg_jobs.c),
    * then delete the locked ones still unreferenced. The second statement's
@@ -228,7 +247,7 @@ static int expire_tx(pgstore *p, PGconn *c, void *arg, terr *e) {
                      " EXISTS " ARRAY_REFS " FOR UPDATE SKIP LOCKED) AS l",
                      1, v, &r, "expire", e)))
     return rc;
-  char *ids = strdup(PQgetvalue(r, 0, 0));
+  ids = strdup(PQgetvalue(r, 0, 0));
   PQclear(r);
   if (!ids) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
   v[1] = ids;

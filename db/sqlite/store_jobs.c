@@ -9,8 +9,9 @@
  * strings included. Checks that decide the outcome (request_id reuse) run
  * inside the same op, hence the same transaction, as the change they
  * guard, so two racing callers cannot both pass; so does the check that
- * the arrays a job references still exist (arrays_exist), which an array
- * delete could otherwise slip between. The insert writes with
+ * the arrays and jobs (their results as inputs) a job references still
+ * exist (refs_exist), which a delete or an expiry could otherwise slip
+ * between. The insert writes with
  * one statement (store_wop.one_stmt): no SAVEPOINT of its own. Reads run
  * on the calling thread's read-only connection.
  *
@@ -168,39 +169,51 @@ typedef struct insert_args {
   int existing;
 } insert_args;
 
-/* An array the new job references ({"array": "<id>"} anywhere in its
- * params) that is not in the store: T_ENOTFOUND naming its field
- * ("params.inputs.x", as the API names it). On the writer thread, in the
- * insert's own op: an array delete (also a writer op, which refuses while
- * a queued or running job references the array) is either before it (the
- * array is gone: this insert fails) or after it (the delete sees the job),
- * never between the check and the insert. Only params that mention
- * "array" are walked (json_tree). */
-static int arrays_exist(sqstore *s, const store_job *j, terr *e) {
-  if (!j->params || !strstr(j->params, "\"array\"")) return 0;
+/* An array or a job the new job references ({"array": "<id>"} or
+ * {"result": "<job id>"} anywhere in its params) that is not in the
+ * store: T_ENOTFOUND naming its field ("params.inputs.x", as the API
+ * names it). On the writer thread, in the insert's own op: a delete (an
+ * array's or a job's, also writer ops, which refuse while a queued or
+ * running job references the row) or an expiry is either before it (the
+ * row is gone: this insert fails) or after it (it sees the job), never
+ * between the check and the insert. A referenced job may be in any state
+ * (a chain may name a queued one): only its row must exist. Only params
+ * that mention "array" or "result" are walked (json_tree). */
+static int refs_exist(sqstore *s, const store_job *j, terr *e) {
+  if (!j->params ||
+      (!strstr(j->params, "\"array\"") && !strstr(j->params, "\"result\"")))
+    return 0;
   sqlite3_stmt *st;
-  int rc = store__stmt(&s->w,
-                       "SELECT t.fullkey, t.atom FROM json_tree(?1) AS t"
-                       " WHERE t.key = 'array' AND t.type = 'text' AND NOT"
-                       " EXISTS (SELECT 1 FROM arrays WHERE arrays.id = t.atom)"
-                       " ORDER BY t.fullkey LIMIT 1",
-                       &st, e);
+  int rc =
+      store__stmt(&s->w,
+                  "SELECT t.fullkey, t.key, t.atom FROM json_tree(?1) AS t"
+                  " WHERE t.type = 'text' AND ((t.key = 'array' AND NOT EXISTS"
+                  " (SELECT 1 FROM arrays WHERE arrays.id = t.atom)) OR"
+                  " (t.key = 'result' AND NOT EXISTS"
+                  " (SELECT 1 FROM jobs WHERE jobs.id = t.atom)))"
+                  " ORDER BY t.fullkey LIMIT 1",
+                  &st, e);
   if (rc) return rc;
   store__bind_text(st, 1, j->params);
   int step = sqlite3_step(st);
   if (step == SQLITE_ROW) {
     /* "$.inputs.x.array" -> "params.inputs.x" */
     const char *k = (const char *)sqlite3_column_text(st, 0);
-    const char *id = (const char *)sqlite3_column_text(st, 1);
+    const char *key = (const char *)sqlite3_column_text(st, 1);
+    const char *id = (const char *)sqlite3_column_text(st, 2);
+    int arr = key && strcmp(key, "array") == 0;
+    size_t suffix = arr ? 6 : 7; /* ".array", ".result" */
     size_t n = k ? strlen(k) : 0;
-    if (n >= 7 && strcmp(k + n - 6, ".array") == 0) n -= 6;
+    if (n >= suffix + 1 &&
+        strcmp(k + n - suffix, arr ? ".array" : ".result") == 0)
+      n -= suffix;
     char field[TERR_FIELD_MAX];
     snprintf(field, sizeof field, "params%.*s", n ? (int)n - 1 : 0,
              n ? k + 1 : "");
-    rc = terr_set(e, T_ENOTFOUND, field, -1, "array %s not found",
-                  id ? id : "");
+    rc = terr_set(e, T_ENOTFOUND, field, -1, "%s %s not found",
+                  arr ? "array" : "job", id ? id : "");
   } else if (step != SQLITE_DONE) {
-    rc = store__dberr(e, s->w.db, "insert job: arrays");
+    rc = store__dberr(e, s->w.db, "insert job: references");
   }
   sqlite3_reset(st);
   return rc;
@@ -236,7 +249,7 @@ static int insert_fn(sqstore *s, store_wop *op, terr *e) {
     sqlite3_reset(st);
     if (step != SQLITE_DONE) return store__dberr(e, s->w.db, "insert job");
   }
-  if ((rc = arrays_exist(s, j, e))) return rc;
+  if ((rc = refs_exist(s, j, e))) return rc;
   rc = store__stmt(&s->w,
                    "INSERT INTO jobs (" STORE_JOB_COLS ") VALUES"
                    " (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"

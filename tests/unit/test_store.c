@@ -914,6 +914,43 @@ TEST(test_delete_job) {
   path = (char *)1;
   CHECK(job_delete1(s, id, NULL, &path, &e) == 0);
   CHECK(path == NULL);
+
+  /* A job deleted between a submit's check and its insert: an insert that
+   * takes its result ({"result": id}, with a part too) fails naming the
+   * field, and no row is left (never a queued job on a deleted result). */
+  char kept[T_ID_MAX], gone[T_ID_MAX], params[300];
+  CHECK(insert_job(s, "alice", "map", 0, kept) == 0);
+  CHECK(insert_job(s, "alice", "map", 0, gone) == 0);
+  x = end_ok(11, "/data/results/gone.npy");
+  CHECK(store_job_finish(s, gone, &x, &e) == 0);
+  CHECK(job_delete1(s, gone, "alice", &path, &e) == 0);
+  free(path);
+  store_job j;
+  job_init(&j, "alice", "map");
+  free(j.params);
+  snprintf(params, sizeof params,
+           "{\"expr\":\"x+y\",\"inputs\":{\"x\":{\"result\":\"%s\"},"
+           "\"y\":{\"result\":\"%s\",\"part\":\"index\"}}}",
+           kept, gone);
+  j.params = sdup(params);
+  int rc = store_job_insert(s, &j, NULL, &e);
+  CHECK_MSG(rc == T_ENOTFOUND, "insert: %d %s", rc, e.message);
+  CHECK_STR(e.field, "params.inputs.y");
+  CHECK(strstr(e.message, gone) != NULL);
+  CHECK(http_status_of(e.code) == 404);
+  int64_t counts[5];
+  CHECK(store_job_counts(s, NULL, counts, &e) == 0);
+  CHECK(counts[JOB_QUEUED] == 1); /* `kept` alone */
+  store_job_clear(&j);
+  /* A queued job's result is a valid reference (a chain): only the row
+   * must exist. */
+  job_init(&j, "alice", "map");
+  free(j.params);
+  snprintf(params, sizeof params, "{\"v\":[1,{\"result\":\"%s\"}]}", kept);
+  j.params = sdup(params);
+  rc = store_job_insert(s, &j, NULL, &e);
+  CHECK_MSG(rc == 0, "insert: %d %s", rc, e.message);
+  store_job_clear(&j);
   store_close(s);
 }
 

@@ -18,7 +18,8 @@
  * COMMIT's answer was lost) succeeds for the same node and outcome only;
  * an array delete and a job insert referencing it on two nodes at once
  * (interleaved through the test's own locks): exactly one wins; expiry
- * skips an array an insert in flight holds;
+ * skips an array an insert in flight holds; the same three for a job
+ * whose result another job's insert takes ({"result": id});
  * events across stores, "reset" after the listener's backend stops
  * answering (SIGSTOP: its probe) and after a server restart (with_pg.sh's
  * $TESSEL_TEST_PGSERVER and $TESSEL_TEST_PG_DIR). Deadlines are bounds
@@ -623,6 +624,7 @@ static char *array_new(store *s, const char *digest, char id[T_ID_MAX]) {
 typedef struct racer {
   store *s;
   const char *array, *request_id;
+  const char *result; /* instead of array: the job whose result is taken */
   char job[T_ID_MAX];
   int rc;
   terr e;
@@ -635,8 +637,8 @@ static void *insert_main(void *arg) {
   free(j.params);
   char params[160];
   snprintf(params, sizeof params,
-           "{\"expr\":\"x\",\"inputs\":{\"x\":{\"array\":\"%s\"}}}",
-           r->array);
+           "{\"expr\":\"x\",\"inputs\":{\"x\":{\"%s\":\"%s\"}}}",
+           r->result ? "result" : "array", r->result ? r->result : r->array);
   j.params = strdup(params);
   if (r->request_id) j.request_id = strdup(r->request_id);
   int existing;
@@ -648,6 +650,13 @@ static void *insert_main(void *arg) {
 
 static void *delete_main(void *arg) {
   racer *r = arg;
+  if (r->result) {
+    char **paths = NULL;
+    int n = 0;
+    r->rc = store_job_delete(r->s, r->result, "alice", &paths, &n, &r->e);
+    free_strs(paths, n);
+    return NULL;
+  }
   char *path = NULL;
   r->rc = store_array_delete(r->s, r->array, "alice", &path, &r->e);
   free(path);
@@ -769,6 +778,136 @@ TEST(expire_skips_an_array_an_insert_holds) {
   CHECK(strcmp(sqlf("SELECT count(*) FROM arrays WHERE id = '%s'", held),
                "1") == 0);
   CHECK(strcmp(sqlf("SELECT count(*) FROM arrays WHERE id = '%s'", free_),
+               "0") == 0);
+}
+
+/* ---- a job's delete or expiry against an insert taking its result
+ * ------------------------------------------------------------------ */
+/* A succeeded job of alice's, finished at 1 ms (old for any expiry),
+ * its result at `path` (parts: `parts`, a JSON text, or NULL). */
+static char *finished_new(const char *path, const char *parts,
+                          char id[T_ID_MAX]) {
+  insert_backend(sa, "auto", 0, id);
+  char q[512];
+  snprintf(q, sizeof q,
+           "UPDATE jobs SET status = 'succeeded', started_at = 1,"
+           " finished_at = 1, result_path = '%s', result_parts = %s%s%s"
+           " WHERE id = '%s'",
+           path, parts ? "'" : "", parts ? parts : "NULL", parts ? "'" : "",
+           id);
+  sql(q);
+  return id;
+}
+
+/* The delete locked the job first (the test's connection does what
+ * pg_lifecycle.c's delete does: FOR UPDATE, then DELETE): the insert on
+ * another node that takes its result waits for it, then fails naming the
+ * field. */
+TEST(result_delete_first_fails_the_insert) {
+  reset_tables();
+  char jid[T_ID_MAX];
+  finished_new("/r/race1.npy", NULL, jid);
+  sql("BEGIN");
+  sqlf("SELECT 1 FROM jobs WHERE id = '%s' FOR UPDATE", jid);
+  racer ins = {.s = sb, .result = jid, .rc = -1};
+  pthread_t t;
+  pthread_create(&t, NULL, insert_main, &ins);
+  CHECK_MSG(lock_waiters(1), "the insert did not wait for the job's lock");
+  sqlf("DELETE FROM jobs WHERE id = '%s'", jid);
+  sql("COMMIT");
+  pthread_join(t, NULL);
+  CHECK_MSG(ins.rc == T_ENOTFOUND, "insert: %d %s", ins.rc, ins.e.message);
+  CHECK(strcmp(ins.e.field, "params.inputs.x") == 0);
+  char want[64];
+  snprintf(want, sizeof want, "job %s not found", jid);
+  CHECK_MSG(strstr(ins.e.message, want) != NULL, "%s", ins.e.message);
+  CHECK(strcmp(sql("SELECT count(*) FROM jobs"), "0") == 0);
+}
+
+/* The insert locked the job first: it is held (its INSERT waits on the
+ * test's uncommitted row of the same request_id) while a delete of the
+ * job on the other node starts; the delete waits, then sees the committed
+ * job that takes the result and is refused; the job is still there. */
+TEST(insert_first_refuses_the_result_delete) {
+  reset_tables();
+  char jid[T_ID_MAX];
+  finished_new("/r/race2.npy", NULL, jid);
+  sql("BEGIN");
+  sql("INSERT INTO jobs (id, owner, kind, params, status, backend_requested,"
+      " created_at, request_id) VALUES ('j_0000000000000000000000hold',"
+      " 'alice', 'map', '{}', 'queued', 'auto', 1, 'race-rid')");
+  racer ins = {.s = sa, .result = jid, .request_id = "race-rid", .rc = -1};
+  racer del = {.s = sb, .result = jid, .rc = -1};
+  pthread_t ti, td;
+  pthread_create(&ti, NULL, insert_main, &ins);
+  CHECK(lock_waiters(1)); /* the insert, on the request_id's row */
+  pthread_create(&td, NULL, delete_main, &del);
+  CHECK_MSG(lock_waiters(2), "the delete did not wait for the insert");
+  sql("ROLLBACK");
+  pthread_join(ti, NULL);
+  pthread_join(td, NULL);
+  CHECK_MSG(ins.rc == 0, "insert: %d %s", ins.rc, ins.e.message);
+  CHECK_MSG(del.rc == T_ECONFLICT, "delete: %d %s", del.rc, del.e.message);
+  CHECK(strcmp(sqlf("SELECT status FROM jobs WHERE id = '%s'", jid),
+               "succeeded") == 0);
+  CHECK(strcmp(sqlf("SELECT count(*) FROM jobs WHERE status = 'queued' AND"
+                    " strpos(params, '%s') > 0",
+                    jid),
+               "1") == 0);
+}
+
+/* Expiry against a job insert in flight (the test's transaction holds what
+ * pg_jobs.c's insert holds: its job row and FOR KEY SHARE on the job whose
+ * result it takes): that job is skipped, not waited for nor deleted; an
+ * unreferenced old job still goes, and the files returned are its result's
+ * and its parts' only. */
+TEST(expire_skips_a_job_an_insert_holds) {
+  reset_tables();
+  sql("DELETE FROM arrays");
+  char held[T_ID_MAX], free_[T_ID_MAX];
+  finished_new("/r/held.npy", "[{\"name\":\"a\",\"path\":\"/r/held.a.npy\"}]",
+               held);
+  finished_new("/r/free.npy",
+               "[{\"name\":\"a\",\"path\":\"/r/free.a.npy\"},"
+               "{\"name\":\"b\",\"path\":\"/r/free.b.npy\"}]",
+               free_);
+  sql("BEGIN");
+  char q[400];
+  snprintf(q, sizeof q,
+           "INSERT INTO jobs (id, owner, kind, params, status,"
+           " backend_requested, created_at) VALUES"
+           " ('j_0000000000000000000000held', 'alice', 'map',"
+           " '{\"x\":{\"result\":\"%s\"}}', 'queued', 'auto', 1)",
+           held);
+  sql(q);
+  sqlf("SELECT 1 FROM jobs WHERE id = '%s' FOR KEY SHARE", held);
+  expirer x = {.s = sb, .rc = -1};
+  pthread_t t;
+  pthread_create(&t, NULL, expire_main, &x);
+  int waited = 0;
+  for (int i = 0; i < 1000 && !atomic_load(&x.done) && !waited; i++) {
+    waited = strcmp(sql("SELECT count(*) FROM pg_stat_activity WHERE"
+                        " wait_event_type = 'Lock'"),
+                    "0") != 0;
+    usleep(10000);
+  }
+  CHECK_MSG(!waited, "the expiry waited for the insert's lock");
+  sql("COMMIT");
+  pthread_join(t, NULL);
+  CHECK(x.rc == 0);
+  static const char *const want[] = {"/r/free.npy", "/r/free.a.npy",
+                                     "/r/free.b.npy"};
+  int seen = 0;
+  for (int i = 0; i < x.n; i++) {
+    CHECK_MSG(strstr(x.paths[i], "held") == NULL, "expired %s", x.paths[i]);
+    for (int k = 0; k < 3; k++)
+      if (strcmp(x.paths[i], want[k]) == 0) seen |= 1 << k;
+  }
+  CHECK_MSG(x.n == 3 && seen == 7, "%d paths", x.n);
+  free_strs(x.paths, x.n);
+  CHECK(strcmp(sqlf("SELECT count(*) FROM jobs WHERE id = '%s'", held),
+               "1") == 0);
+  CHECK(strcmp(sqlf("SELECT count(*) FROM jobs WHERE id = '%s'", free_),
                "0") == 0);
 }
 
@@ -1056,6 +1195,9 @@ int main(void) {
   RUN(array_delete_first_fails_the_insert);
   RUN(job_insert_first_refuses_the_delete);
   RUN(expire_skips_an_array_an_insert_holds);
+  RUN(result_delete_first_fails_the_insert);
+  RUN(insert_first_refuses_the_result_delete);
+  RUN(expire_skips_a_job_an_insert_holds);
   RUN(listen_across_stores_and_reset); /* last: restarts the server */
   store_close(sb);
   store_close(sa);
