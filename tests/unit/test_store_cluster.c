@@ -663,26 +663,59 @@ static void *delete_main(void *arg) {
   return NULL;
 }
 
-/* The delete locked the array first (the test's connection does what
- * pg_arrays.c's delete does: FOR UPDATE, then DELETE): the insert on
- * another node waits for it, then fails naming the field. */
+/* The delete of row `id` of `table` locked it first (the test's
+ * connection does what the store's delete does: FOR UPDATE, then DELETE):
+ * the insert *ins on another node waits for it, then fails naming the
+ * field, and no job is left. */
+static void delete_first(const char *table, const char *id, racer *ins) {
+  char q[160];
+  sql("BEGIN");
+  snprintf(q, sizeof q, "SELECT 1 FROM %s WHERE id = '%s' FOR UPDATE", table,
+           id);
+  sql(q);
+  pthread_t t;
+  pthread_create(&t, NULL, insert_main, ins);
+  CHECK_MSG(lock_waiters(1), "the insert did not wait for the %s lock", table);
+  snprintf(q, sizeof q, "DELETE FROM %s WHERE id = '%s'", table, id);
+  sql(q);
+  sql("COMMIT");
+  pthread_join(t, NULL);
+  CHECK_MSG(ins->rc == T_ENOTFOUND, "insert: %d %s", ins->rc, ins->e.message);
+  CHECK(strcmp(ins->e.field, "params.inputs.x") == 0);
+  CHECK(strcmp(sql("SELECT count(*) FROM jobs"), "0") == 0);
+}
+
+/* The insert *ins locked what it reads first: it is held (its INSERT waits
+ * on the test's uncommitted row of the same request_id) while the delete
+ * *del on the other node starts; the delete waits, then sees the
+ * committed job and is refused. */
+static void insert_first(racer *ins, racer *del) {
+  sql("BEGIN");
+  sql("INSERT INTO jobs (id, owner, kind, params, status, backend_requested,"
+      " created_at, request_id) VALUES ('j_0000000000000000000000hold',"
+      " 'alice', 'map', '{}', 'queued', 'auto', 1, 'race-rid')");
+  ins->request_id = "race-rid";
+  pthread_t ti, td;
+  pthread_create(&ti, NULL, insert_main, ins);
+  CHECK(lock_waiters(1)); /* the insert, on the request_id's row */
+  pthread_create(&td, NULL, delete_main, del);
+  CHECK_MSG(lock_waiters(2), "the delete did not wait for the insert");
+  sql("ROLLBACK");
+  pthread_join(ti, NULL);
+  pthread_join(td, NULL);
+  CHECK_MSG(ins->rc == 0, "insert: %d %s", ins->rc, ins->e.message);
+  CHECK_MSG(del->rc == T_ECONFLICT, "delete: %d %s", del->rc,
+            del->e.message);
+}
+
+/* An array's delete locked it first: the insert fails naming the field. */
 TEST(array_delete_first_fails_the_insert) {
   reset_tables();
   sql("DELETE FROM arrays");
   char aid[T_ID_MAX];
   array_new(sa, "race1", aid);
-  sql("BEGIN");
-  sqlf("SELECT 1 FROM arrays WHERE id = '%s' FOR UPDATE", aid);
   racer ins = {.s = sb, .array = aid, .rc = -1};
-  pthread_t t;
-  pthread_create(&t, NULL, insert_main, &ins);
-  CHECK_MSG(lock_waiters(1), "the insert did not wait for the array's lock");
-  sqlf("DELETE FROM arrays WHERE id = '%s'", aid);
-  sql("COMMIT");
-  pthread_join(t, NULL);
-  CHECK_MSG(ins.rc == T_ENOTFOUND, "insert: %d %s", ins.rc, ins.e.message);
-  CHECK(strcmp(ins.e.field, "params.inputs.x") == 0);
-  CHECK(strcmp(sql("SELECT count(*) FROM jobs"), "0") == 0);
+  delete_first("arrays", aid, &ins);
 }
 
 /* The insert locked the array first: it is held (its INSERT waits on the
@@ -694,22 +727,9 @@ TEST(job_insert_first_refuses_the_delete) {
   sql("DELETE FROM arrays");
   char aid[T_ID_MAX];
   array_new(sa, "race2", aid);
-  sql("BEGIN");
-  sql("INSERT INTO jobs (id, owner, kind, params, status, backend_requested,"
-      " created_at, request_id) VALUES ('j_0000000000000000000000hold',"
-      " 'alice', 'map', '{}', 'queued', 'auto', 1, 'race-rid')");
-  racer ins = {.s = sa, .array = aid, .request_id = "race-rid", .rc = -1};
+  racer ins = {.s = sa, .array = aid, .rc = -1};
   racer del = {.s = sb, .array = aid, .rc = -1};
-  pthread_t ti, td;
-  pthread_create(&ti, NULL, insert_main, &ins);
-  CHECK(lock_waiters(1)); /* the insert, on the request_id's row */
-  pthread_create(&td, NULL, delete_main, &del);
-  CHECK_MSG(lock_waiters(2), "the delete did not wait for the insert");
-  sql("ROLLBACK");
-  pthread_join(ti, NULL);
-  pthread_join(td, NULL);
-  CHECK_MSG(ins.rc == 0, "insert: %d %s", ins.rc, ins.e.message);
-  CHECK_MSG(del.rc == T_ECONFLICT, "delete: %d %s", del.rc, del.e.message);
+  insert_first(&ins, &del);
   CHECK(strcmp(sqlf("SELECT count(*) FROM arrays WHERE id = '%s'", aid),
                "1") == 0);
   CHECK(strcmp(sql("SELECT count(*) FROM jobs j WHERE status = 'queued' AND"
@@ -807,21 +827,11 @@ TEST(result_delete_first_fails_the_insert) {
   reset_tables();
   char jid[T_ID_MAX];
   finished_new("/r/race1.npy", NULL, jid);
-  sql("BEGIN");
-  sqlf("SELECT 1 FROM jobs WHERE id = '%s' FOR UPDATE", jid);
   racer ins = {.s = sb, .result = jid, .rc = -1};
-  pthread_t t;
-  pthread_create(&t, NULL, insert_main, &ins);
-  CHECK_MSG(lock_waiters(1), "the insert did not wait for the job's lock");
-  sqlf("DELETE FROM jobs WHERE id = '%s'", jid);
-  sql("COMMIT");
-  pthread_join(t, NULL);
-  CHECK_MSG(ins.rc == T_ENOTFOUND, "insert: %d %s", ins.rc, ins.e.message);
-  CHECK(strcmp(ins.e.field, "params.inputs.x") == 0);
+  delete_first("jobs", jid, &ins);
   char want[64];
   snprintf(want, sizeof want, "job %s not found", jid);
   CHECK_MSG(strstr(ins.e.message, want) != NULL, "%s", ins.e.message);
-  CHECK(strcmp(sql("SELECT count(*) FROM jobs"), "0") == 0);
 }
 
 /* The insert locked the job first: it is held (its INSERT waits on the
@@ -832,22 +842,9 @@ TEST(insert_first_refuses_the_result_delete) {
   reset_tables();
   char jid[T_ID_MAX];
   finished_new("/r/race2.npy", NULL, jid);
-  sql("BEGIN");
-  sql("INSERT INTO jobs (id, owner, kind, params, status, backend_requested,"
-      " created_at, request_id) VALUES ('j_0000000000000000000000hold',"
-      " 'alice', 'map', '{}', 'queued', 'auto', 1, 'race-rid')");
-  racer ins = {.s = sa, .result = jid, .request_id = "race-rid", .rc = -1};
+  racer ins = {.s = sa, .result = jid, .rc = -1};
   racer del = {.s = sb, .result = jid, .rc = -1};
-  pthread_t ti, td;
-  pthread_create(&ti, NULL, insert_main, &ins);
-  CHECK(lock_waiters(1)); /* the insert, on the request_id's row */
-  pthread_create(&td, NULL, delete_main, &del);
-  CHECK_MSG(lock_waiters(2), "the delete did not wait for the insert");
-  sql("ROLLBACK");
-  pthread_join(ti, NULL);
-  pthread_join(td, NULL);
-  CHECK_MSG(ins.rc == 0, "insert: %d %s", ins.rc, ins.e.message);
-  CHECK_MSG(del.rc == T_ECONFLICT, "delete: %d %s", del.rc, del.e.message);
+  insert_first(&ins, &del);
   CHECK(strcmp(sqlf("SELECT status FROM jobs WHERE id = '%s'", jid),
                "succeeded") == 0);
   CHECK(strcmp(sqlf("SELECT count(*) FROM jobs WHERE status = 'queued' AND"
