@@ -42,7 +42,6 @@
  * once no job runs) joins the thread, unlistens, and leaves
  * (store_node_leave: claimed, unstarted jobs go back to the queue).
  */
-#include <dirent.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -303,8 +302,15 @@ static void node_heartbeat(sched *s) {
  * them: a run's end names its files in the transaction that ends the job,
  * and the store refuses the end of a run it took back (store_job_end.held),
  * so the job is run again under another attempt's name. */
-static int reaped_file(const char *name, const store_reaped *v, int n) {
-  for (int i = 0; i < n; i++) {
+typedef struct reaped {
+  const store_reaped *v;
+  int n;
+} reaped;
+
+static int reaped_file(const char *name, const void *arg) {
+  const reaped *r = arg;
+  const store_reaped *v = r->v;
+  for (int i = 0; i < r->n; i++) {
     char stem[T_ID_MAX + 16];
     int len = snprintf(stem, sizeof stem, "%s.r%d.", v[i].id, v[i].attempt);
     if (len > 0 && (size_t)len < sizeof stem &&
@@ -319,18 +325,10 @@ static int reaped_file(const char *name, const store_reaped *v, int n) {
  * them and before its end was recorded, and no run will finish or name
  * them (a live node's own are removed by its run). One pass over the
  * folder; finished results and other runs' files stay. */
-static void remove_reaped_temps(sched *s, const store_reaped *v, int n) {
+static void remove_reaped_files(sched *s, const store_reaped *v, int n) {
   if (n <= 0) return;
-  DIR *d = opendir(s->results_dir);
-  if (!d) return;
-  struct dirent *de;
-  char path[4096];
-  while ((de = readdir(d))) {
-    if (!reaped_file(de->d_name, v, n)) continue;
-    snprintf(path, sizeof path, "%s/%s", s->results_dir, de->d_name);
-    if (unlink(path) == 0) log_info("node: removed %s (a dead node's run)", path);
-  }
-  closedir(d);
+  reaped r = {v, n};
+  sched_results_sweep(s, reaped_file, &r, "a dead node's run");
 }
 
 static void node_reap(sched *s) {
@@ -344,7 +342,7 @@ static void node_reap(sched *s) {
     log_warn("node: job %s: its node stopped heartbeating in attempt %d; back "
              "to the queue (or failed 'crashed' after %d attempts)", v[i].id,
              v[i].attempt, s->max_attempts);
-  remove_reaped_temps(s, v, n);
+  remove_reaped_files(s, v, n);
   free(v);
   if (n) sched_cluster_kick(s);
 }

@@ -350,18 +350,47 @@ int sched_create(const sched_config *cfg, sched **out, terr *e) {
   return T_OK;
 }
 
-/* Remove <results>/<id>.npy.tmp* left by a process that died mid-write. */
-static void sched_clean_temp(sched *s) {
+void sched_results_sweep(sched *s, int (*match)(const char *name,
+                                                 const void *arg),
+                         const void *arg, const char *why) {
   DIR *d = opendir(s->results_dir);
   if (!d) return;
   struct dirent *de;
   char path[4096];
   while ((de = readdir(d))) {
-    if (!strstr(de->d_name, ".npy.tmp")) continue;
+    if (!match(de->d_name, arg)) continue;
     snprintf(path, sizeof path, "%s/%s", s->results_dir, de->d_name);
-    if (unlink(path) == 0) log_info("scheduler: removed stale %s", path);
+    if (unlink(path) == 0) log_info("scheduler: removed %s (%s)", path, why);
   }
   closedir(d);
+}
+
+static int is_temp(const char *name, const void *arg) {
+  (void)arg;
+  return strstr(name, ".npy.tmp") != NULL;
+}
+
+/* Remove <results>/<id>.npy.tmp* left by a process that died mid-write. */
+static void sched_clean_temp(sched *s) {
+  sched_results_sweep(s, is_temp, NULL, "stale");
+}
+
+typedef struct unfinished {
+  const store_job *jobs;
+  int n;
+} unfinished;
+
+/* <id>.npy or <id>.<part>.npy of one of the jobs */
+static int of_unfinished(const char *name, const void *arg) {
+  const unfinished *u = arg;
+  const char *dot = strchr(name, '.');
+  size_t len = strlen(name);
+  if (!dot || len < 4 || strcmp(name + len - 4, ".npy") != 0) return 0;
+  size_t idlen = (size_t)(dot - name);
+  for (int i = 0; i < u->n; i++)
+    if (strlen(u->jobs[i].id) == idlen && memcmp(u->jobs[i].id, name, idlen) == 0)
+      return 1;
+  return 0;
 }
 
 /* Remove the result files of jobs that did not end (<id>.npy and every
@@ -370,25 +399,8 @@ static void sched_clean_temp(sched *s) {
  * none is ever listed half-kept. One pass over the folder. */
 static void sched_clean_unfinished(sched *s, const store_job *jobs, int n) {
   if (n <= 0) return;
-  DIR *d = opendir(s->results_dir);
-  if (!d) return;
-  struct dirent *de;
-  char path[4096];
-  while ((de = readdir(d))) {
-    const char *dot = strchr(de->d_name, '.');
-    size_t len = strlen(de->d_name);
-    if (!dot || len < 4 || strcmp(de->d_name + len - 4, ".npy") != 0) continue;
-    size_t idlen = (size_t)(dot - de->d_name);
-    int match = 0;
-    for (int i = 0; i < n && !match; i++)
-      match = strlen(jobs[i].id) == idlen &&
-              memcmp(jobs[i].id, de->d_name, idlen) == 0;
-    if (!match) continue;
-    snprintf(path, sizeof path, "%s/%s", s->results_dir, de->d_name);
-    if (unlink(path) == 0)
-      log_info("scheduler: removed %s of an unfinished job", path);
-  }
-  closedir(d);
+  unfinished u = {jobs, n};
+  sched_results_sweep(s, of_unfinished, &u, "of an unfinished job");
 }
 
 /* Queue one job from the store. reserved: it holds a reserve slot. */

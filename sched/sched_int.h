@@ -289,6 +289,13 @@ int sched_split_join_square(sched *s, tarray **a, int tiles, int64_t n,
                             const char *path, void **npy, size_t *npy_len,
                             struct tpart *info, int64_t *nonconv, terr *e);
 
+/* Remove every file of the results directory whose name match(name, arg)
+ * accepts, logging each with `why`. One pass; a file that cannot be
+ * removed is left (the next sweep or expiry tries again). */
+void sched_results_sweep(sched *s, int (*match)(const char *name,
+                                                 const void *arg),
+                         const void *arg, const char *why);
+
 /* sched/cluster.c: the node (see there). create/destroy with the
  * scheduler; stop (from sched_shutdown, once no job runs) ends the node
  * thread, the listener and, with store_node_leave, the node's claims. */
