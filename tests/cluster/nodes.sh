@@ -15,7 +15,9 @@
 case "$bin" in /*) ;; *) bin="$(pwd)/$bin" ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 pgs="$here/pgserver.sh"
-[ -x /usr/lib/postgresql/15/bin/postgres ] || { echo "skipped: no PostgreSQL 15 (Debian postgresql-15)"; exit 77; }
+# PG_BIN (pgserver.sh reads it too): the server's binaries elsewhere than
+# Debian's place (the GPU machine: tests/cluster/pack_pg.sh).
+[ -x "${PG_BIN:-/usr/lib/postgresql/15/bin}/postgres" ] || { echo "skipped: no PostgreSQL 15 (Debian postgresql-15)"; exit 77; }
 [ -f "$pgs" ] || { echo "skipped: no tests/cluster/pgserver.sh"; exit 77; }
 command -v curl >/dev/null && command -v python3 >/dev/null || { echo "skipped: needs curl and python3"; exit 77; }
 

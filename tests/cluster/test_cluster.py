@@ -27,6 +27,8 @@ Phases (each says what it asserts where it runs):
      that does not hold a running job answers 202 and the job ends
      canceled;
   4. a cuda job on a cluster without a GPU node -> 503 naming the backend;
+     with one (the GPU machine, TESSEL_CLUSTER_GPU_N0=1: only n0 sees the
+     GPU), submitted to n1 it runs on n0 on cuda, its result right;
   5. a split geodesic job runs tiles on at least two nodes and its result
      equals, byte for byte, the same job on a one-node SQLite tesseld;
   6. PostgreSQL stopped and started again under load: every node answers
@@ -57,7 +59,14 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PGS = os.path.join(HERE, "pgserver.sh")
-PG_BIN = "/usr/lib/postgresql/15/bin"
+# PG_BIN: the server's binaries (pgserver.sh reads the same variable), for
+# a machine where they are not installed in Debian's place (the GPU
+# machine: tests/cluster/pack_pg.sh).
+PG_BIN = os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin")
+# TESSEL_CLUSTER_GPU_N0=1: n1 and n2 see no GPU (CUDA_VISIBLE_DEVICES=""),
+# so that on a GPU machine phase 4 proves a cuda job submitted to a node
+# without one runs on n0, the node with one.
+GPU_N0 = os.environ.get("TESSEL_CLUSTER_GPU_N0") == "1"
 SPLIT = ["--split-min-pairs", "1000", "--tiles", "6"]  # n0 only
 
 failures = []
@@ -129,9 +138,10 @@ def dump(pgdir):
 
 # ---- nodes ------------------------------------------------------------------
 class Node:
-    def __init__(self, binary, tmp, name, store, data, extra=()):
+    def __init__(self, binary, tmp, name, store, data, extra=(), env=None):
         self.binary, self.tmp, self.name = binary, tmp, name
         self.store, self.data, self.extra = store, data, list(extra)
+        self.env = env  # None: this process's environment
         self.proc = None
         self.port = None
         self.incarnation = 0
@@ -148,7 +158,7 @@ class Node:
         log = os.path.join(self.tmp, "%s.%d.log" % (self.name, self.incarnation))
         self.logs.append(log)
         self.proc = subprocess.Popen(self.argv(), stdout=subprocess.PIPE,
-                                     stderr=open(log, "w"))
+                                     stderr=open(log, "w"), env=self.env)
         line = self.proc.stdout.readline().decode()
         if "listening on" not in line:
             self.proc.wait(timeout=10)
@@ -524,22 +534,36 @@ def phase_across(nodes):
 
 def phase_cuda(nodes):
     """API.md, Nodes: a cuda job is refused 503 when no live node has a GPU,
-    else accepted and run by a GPU node."""
+    else accepted and run by a GPU node: submitted to a node without one
+    (TESSEL_CLUSTER_GPU_N0 on a GPU machine), it runs on one that has."""
     st, d = jget(nodes[1].port, "/v1/nodes")
-    gpus = sum(x.get("gpus") or 0 for x in (d or {}).get("nodes", [])
-               if x.get("alive"))
-    st, _, b = http(nodes[0].port, "POST", "/v1/jobs?wait=30",
+    live = [x for x in (d or {}).get("nodes", []) if x.get("alive")]
+    gpus = sum(x.get("gpus") or 0 for x in live)
+    with_gpu = sorted(x["name"] for x in live if x.get("gpus"))
+    without = [n for n in nodes if n.name not in with_gpu]
+    via = without[0] if without else nodes[0]
+    x = [float(i) for i in range(1000)]
+    st, _, b = http(via.port, "POST", "/v1/jobs?wait=30",
                     {"kind": "map", "backend": "cuda",
-                     "params": {"expr": "x+1", "inputs": {"x": [1]}}})
+                     "params": {"expr": "x*x+1", "inputs": {"x": x}}})
     d = json.loads(b) if b else {}
     if gpus == 0:
         check(st == 503 and (d.get("error") or {}).get("field") == "backend",
               "a cuda job with no GPU node: 503 naming the backend (%d %s)" %
               (st, b[:160]))
-    else:
-        check(st == 200 and d.get("status") == "succeeded",
-              "a cuda job with %d GPU(s) in the cluster: run by a GPU node "
-              "(%d %s)" % (gpus, st, b[:160]))
+        return
+    used = (d.get("backend") or {}).get("used") or ""
+    check(st == 200 and d.get("status") == "succeeded" and
+          used.startswith("cuda") and d.get("node") in with_gpu,
+          "a cuda job submitted to %s (%s GPU) with %d GPU(s) in the cluster: "
+          "run on %s by %s (%d %s)" %
+          (via.name, "a" if via.name in with_gpu else "no", gpus,
+           d.get("node"), used, st, b[:160]))
+    if st == 200 and d.get("status") == "succeeded":
+        st, r = jget(via.port, "/v1/jobs/%s/result" % d["id"])
+        got = (r or {}).get("data")
+        check(got == [v * v + 1 for v in x],
+              "the cuda job's result, read through %s, is x*x+1" % via.name)
 
 
 def geodesic_body():
@@ -722,8 +746,9 @@ def main():
             check(st == 200, "first node: job %d ran (%d)" % (i, st))
         first.stop()
         phase_bad_config(binary, tmp, pgdir, url, data)
-        nodes = [first.start()] + [Node(binary, tmp, "n%d" % i, url, data
-                                        ).start() for i in (1, 2)]
+        hide = dict(os.environ, CUDA_VISIBLE_DEVICES="") if GPU_N0 else None
+        nodes = [first.start()] + [Node(binary, tmp, "n%d" % i, url, data,
+                                        env=hide).start() for i in (1, 2)]
         phase_many_jobs(nodes)
         phase_across(nodes)
         phase_cuda(nodes)
