@@ -210,9 +210,9 @@ int store_node_list(store *s, int64_t keep_ms, store_node **nodes, int *n, terr 
   return s->be->node_list(s->impl, keep_ms, nodes, n, e);
 }
 
-int store_job_claim(store *s, const char *node_id, int has_gpu, int parents, int max, int64_t lease_ms, store_job **jobs, int *n, terr *e) {
+int store_job_claim(store *s, const char *node_id, store_claim_room room, int parents, int64_t lease_ms, store_job **jobs, int *n, terr *e) {
   if (!s->be->job_claim) return not_here(e);
-  return s->be->job_claim(s->impl, node_id, has_gpu, parents, max, lease_ms, jobs, n, e);
+  return s->be->job_claim(s->impl, node_id, room, parents, lease_ms, jobs, n, e);
 }
 
 int store_reap(store *s, int max_attempts, store_reaped **jobs, int *n,

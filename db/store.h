@@ -418,15 +418,23 @@ int store_node_leave(store *s, const char *node_id, terr *e);
 int store_node_list(store *s, int64_t keep_ms, store_node **nodes, int *n,
                     terr *e);
 void store_nodes_free(store_node *nodes, int n);
-/* [sync] Claim up to max queued, unclaimed jobs for node_id (SELECT ... FOR
- * UPDATE SKIP LOCKED: two nodes never claim the same job), priority first,
- * FIFO within; cuda jobs only when has_gpu; parents of split jobs only when
- * parents (the node's coordinator) else only other jobs. Each claimed row
- * gets node, lease_until = now + lease_ms, and attempts += 1 (committed:
- * the cap of max_attempts holds across nodes). Same allocation rule as
- * store_job_list; *n may be 0. */
-int store_job_claim(store *s, const char *node_id, int has_gpu, int parents,
-                    int max, int64_t lease_ms, store_job **jobs, int *n,
+/* The room a node has for claims (sched_claim_room): at most `cpu` jobs
+ * that only a CPU worker runs (backend serial, cpu, compare), at most
+ * `gpu` that only a GPU worker runs (cuda; 0 on a node without a healthy
+ * GPU), and at most `any` in all, those either runs (auto) included. */
+typedef struct store_claim_room {
+  int cpu, gpu, any;
+} store_claim_room;
+/* [sync] Claim queued, unclaimed jobs for node_id within room (SELECT ...
+ * FOR UPDATE SKIP LOCKED: two nodes never claim the same job), priority
+ * first, FIFO within, in each of the three classes (cuda first, then the
+ * CPU-only ones, then the rest up to `any`); parents of split jobs only
+ * when parents (the node's coordinator) else only other jobs. Each
+ * claimed row gets node, lease_until = now + lease_ms, and attempts += 1
+ * (committed: the cap of max_attempts holds across nodes). Same
+ * allocation rule as store_job_list; *n may be 0. */
+int store_job_claim(store *s, const char *node_id, store_claim_room room,
+                    int parents, int64_t lease_ms, store_job **jobs, int *n,
                     terr *e);
 /* A job the reaper moved, and the attempt its dead node ran (the claim's
  * count: result files of that run are named <id>.r<attempt>...). */

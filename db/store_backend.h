@@ -47,7 +47,7 @@ typedef struct store_backend {
   int (*node_heartbeat)(void *impl, const store_node *n, int64_t lease_ms, const char *const *held, int nheld, char ***cancel, int *ncancel, char ***lost, int *nlost, terr *e); /* cluster */
   int (*node_leave)(void *impl, const char *node_id, terr *e); /* cluster */
   int (*node_list)(void *impl, int64_t keep_ms, store_node **nodes, int *n, terr *e); /* cluster */
-  int (*job_claim)(void *impl, const char *node_id, int has_gpu, int parents, int max, int64_t lease_ms, store_job **jobs, int *n, terr *e); /* cluster */
+  int (*job_claim)(void *impl, const char *node_id, store_claim_room room, int parents, int64_t lease_ms, store_job **jobs, int *n, terr *e); /* cluster */
   int (*reap)(void *impl, int max_attempts, store_reaped **jobs, int *n, terr *e); /* cluster */
   int (*job_cancel_request)(void *impl, const char *id, const char *owner, int *ended, terr *e); /* cluster */
   int (*listen)(void *impl, store_event_fn cb, void *arg, uint64_t *token, terr *e); /* cluster */

@@ -8,9 +8,11 @@
  *   - cancels that arrived as "cancel" events for jobs held here
  *     (sched_cancel_held; the listener thread only queues the id: a cancel
  *     of a queued job makes a [sync] store write);
- *   - the claimer: store_job_claim of up to sched_claim_room jobs (the
- *     worker slots not filled by jobs queued or running here, so no node
- *     hoards the queue; cuda jobs only while a GPU here is healthy), each
+ *   - the claimer: store_job_claim within sched_claim_room (per kind of
+ *     worker, the slots not filled by jobs queued or running here, so no
+ *     node hoards the queue nor takes a job only its busy CPU workers can
+ *     run because its GPU worker is free; cuda jobs only while a GPU here
+ *     is healthy), each
  *     queued here (sched_add_claimed). The claim counts the attempt in the
  *     store, so the poison-job cap holds across nodes (sjob_new takes the
  *     run's attempt and result-file name from the claimed row);
@@ -81,9 +83,18 @@ typedef struct sched_cluster {
   int store_down; /* the node thread's last store call failed (log once) */
 } sched_cluster;
 
-int sched_claim_room(int workers, int queued, int running) {
-  int room = workers - queued - running;
-  return room > 0 ? room : 0;
+static int nonneg(int v) { return v > 0 ? v : 0; }
+
+store_claim_room sched_claim_room(int cpu_workers, int gpu_workers, int q_cpu,
+                                  int q_gpu, int q_auto, int run_cpu,
+                                  int run_gpu) {
+  store_claim_room r;
+  r.cpu = nonneg(cpu_workers - run_cpu - q_cpu);
+  r.gpu = nonneg(gpu_workers - run_gpu - q_gpu);
+  r.any = nonneg(r.cpu + r.gpu - q_auto);
+  if (r.cpu > r.any) r.cpu = r.any;
+  if (r.gpu > r.any) r.gpu = r.any;
+  return r;
 }
 
 /* ---- create / kick ---------------------------------------------------------- */
@@ -181,18 +192,23 @@ static int node_has_gpu(sched *s) {
 static void node_claim(sched *s) {
   sched_cluster *c = s->cl;
   for (int round = 0; round < 64; round++) {
+    int gpus = node_has_gpu(s) ? s->gpu_started : 0;
+    store_claim_room room = {0, 0, 0};
     tmutex_lock(&s->mu);
-    int room = s->taking && !s->shut
-                   ? sched_claim_room(s->nthreads + s->gpu_started, s->nqueued,
-                                      s->nrunning)
-                   : 0;
+    if (s->taking && !s->shut) {
+      int run_gpu = 0;
+      for (sjob *j = s->running; j; j = j->rnext) run_gpu += j->on_gpu;
+      room = sched_claim_room(s->nthreads, gpus, (int)s->q[Q_CPU].n,
+                              (int)s->q[Q_GPU].n, (int)s->q[Q_AUTO].n,
+                              s->nrunning - run_gpu, run_gpu);
+    }
     tmutex_unlock(&s->mu);
-    if (room <= 0) return;
+    if (room.any <= 0) return;
     store_job *jobs = NULL;
     int n = 0;
     terr e;
-    int rc = store_job_claim(s->cfg.st, c->self.id, node_has_gpu(s), 1, room,
-                             c->lease_ms, &jobs, &n, &e);
+    int rc = store_job_claim(s->cfg.st, c->self.id, room, 1, c->lease_ms,
+                             &jobs, &n, &e);
     node_store_result(c, rc, "claim", &e);
     if (rc) return;
     for (int i = 0; i < n; i++) {
@@ -206,7 +222,7 @@ static void node_claim(sched *s) {
       store_job_clear(&jobs[i]);
     }
     free(jobs);
-    if (n < room) return; /* the queue has no more for us now */
+    if (n < room.any) return; /* the queue has no more for us now */
   }
 }
 

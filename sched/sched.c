@@ -123,9 +123,10 @@ static sjob *sched_pop(sched *s, int a, int b) {
 }
 
 /* A worker takes j: RUNNING, in the running list, deadline armed. [mu] */
-static void sched_take(sched *s, sjob *j) {
+static void sched_take(sched *s, sjob *j, int on_gpu) {
   SCHED_ASSERT_LOCKED(s);
   s->nqueued--;
+  j->on_gpu = on_gpu;
   j->queue = -1;
   sjob_set_state(j, SJ_RUNNING);
   j->taken_ms = t_now_ms();
@@ -207,7 +208,7 @@ static int sched_idle(void *ud) {
   sched *s = ud;
   tmutex_lock(&s->mu);
   sjob *j = s->taking ? sched_pop(s, Q_CPU, Q_AUTO) : NULL;
-  if (j) sched_take(s, j);
+  if (j) sched_take(s, j, 0);
   tmutex_unlock(&s->mu);
   if (!j) return 0;
   sched_run_job(s, j, -1);
@@ -232,7 +233,7 @@ static void *sched_gpu_worker(void *arg) {
       tmutex_wait(&s->gpu_cv, &s->mu);
       continue;
     }
-    sched_take(s, j);
+    sched_take(s, j, 1);
     tmutex_unlock(&s->mu);
     sched_run_job(s, j, a.dev);
     tmutex_lock(&s->mu);

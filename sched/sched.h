@@ -210,9 +210,15 @@ void sched_node_self(sched *s, char id[T_ID_MAX], char *name, size_t cap);
 int sched_node_name(sched *s, const char *id, char *name, size_t cap);
 /* Live nodes as of the last heartbeat (1 on SQLite or before it). */
 int sched_live_nodes(sched *s);
-/* How many jobs the claimer may take: the worker slots not filled by the
- * jobs queued or running here (never below 0): no node hoards the queue. */
-int sched_claim_room(int workers, int queued, int running);
+/* What the claimer may take (store_claim_room): per kind of worker, its
+ * slots not filled by the jobs queued for it or running on it, and in all
+ * those less the auto jobs queued here (which either kind takes); never
+ * below 0. No node hoards the queue, nor takes a job that only its busy
+ * CPU workers could run because a GPU worker is free (or the reverse).
+ * gpu_workers: the GPU workers of healthy devices (0: none). */
+store_claim_room sched_claim_room(int cpu_workers, int gpu_workers, int q_cpu,
+                                  int q_gpu, int q_auto, int run_cpu,
+                                  int run_gpu);
 
 /* Counters for /metrics, /v1/stats and /readyz. */
 typedef struct sched_stats {

@@ -84,6 +84,7 @@ typedef struct sjob {
   double deadline_ms;        /* [mu] monotonic; 0: none */
   int nwaiters;              /* [mu] */
   int in_running;            /* [mu] counted in nrunning */
+  int on_gpu;                /* [mu] taken by a GPU worker (while running) */
   int64_t mem_held;          /* [mu] its share of sched.mem_reserved */
   int mem_blocked;           /* [mu] sent back: waits for memory */
   uint64_t mem_wait_gen;     /* [mu] sched.mem_gen when sent back */

@@ -5,9 +5,11 @@
  * server, in wall ms), never a node's: leases and heartbeats of nodes whose
  * clocks disagree compare on one clock.
  *
- *  - A claim is one statement: a MATERIALIZED CTE picks up to max queued,
- *    unclaimed rows (priority first, then id: ids sort by creation time;
- *    cuda ones only with has_gpu; split parents — tiles > 0, no parent —
+ *  - A claim is one statement: MATERIALIZED CTEs pick queued, unclaimed
+ *    rows within the node's room (store_claim_room: cuda ones up to its
+ *    free GPU workers, serial/cpu/compare up to its free CPU workers, auto
+ *    up to what is left), each priority first, then id (ids sort by
+ *    creation time); split parents — tiles > 0, no parent —
  *    only with parents, the coordinator's claim, which takes every other
  *    job too: sched/cluster.c has one claimer and passes parents = 1)
  *    FOR UPDATE SKIP LOCKED, and the UPDATE stamps them with the node, the
@@ -420,32 +422,51 @@ static int claim_cmp(const void *a, const void *b) {
   return strcmp(x->id, y->id);
 }
 
-int pg_job_claim(void *impl, const char *node_id, int has_gpu, int parents,
-                 int max, int64_t lease_ms, store_job **jobs, int *n, terr *e) {
+int pg_job_claim(void *impl, const char *node_id, store_claim_room room,
+                 int parents, int64_t lease_ms, store_job **jobs, int *n,
+                 terr *e) {
   pgstore *p = impl;
   *jobs = NULL;
   *n = 0;
-  if (max <= 0) return T_OK;
+  if (room.any <= 0) return T_OK;
   if (lease_ms <= 0)
     return terr_set(e, T_EINVAL, "lease_ms", -1, "lease must be positive");
-  char smax[32], lease[32];
+  char sany[32], scpu[32], sgpu[32], lease[32];
   const char *v[] = {node_id, pg__i64(lease, lease_ms),
-                     has_gpu ? "true" : "false", pg__i64(smax, max)};
+                     pg__i64(sgpu, room.gpu < room.any ? room.gpu : room.any),
+                     pg__i64(scpu, room.cpu), pg__i64(sany, room.any)};
+  /* Each class's first rows by priority (cuda up to $3, the CPU-only
+   * backends up to $4, the rest, auto, up to $5), then the first $5 of them
+   * all by priority, FIFO within, in one statement: a node whose CPU
+   * workers are busy takes no CPU-only job to hold while a GPU worker
+   * idles. A row a class picked and the final cut left is locked only
+   * until this transaction ends; another claimer skips it meanwhile and
+   * takes it at its next claim. */
   static const char *const sql[2] = {
-#define CLAIM_SQL(WHICH)                                              \
-  "WITH c AS MATERIALIZED (SELECT id AS cid FROM jobs"                \
-  " WHERE status = 'queued' AND node IS NULL AND " WHICH              \
-  " AND (backend_requested <> 'cuda' OR $3::boolean)"                 \
-  " ORDER BY priority DESC, id LIMIT $4::int FOR UPDATE SKIP LOCKED)" \
-  " UPDATE jobs SET node = $1, lease_until = " PG_CLOCK               \
-  " + $2::bigint,"                                                    \
-  " attempts = attempts + 1 FROM c WHERE jobs.id = c.cid "            \
-  "RETURNING " PG_JOB_COLS
+#define CLAIM_PICK(WHICH, CLASS, LIMIT)                                 \
+  "SELECT id, priority FROM jobs WHERE status = 'queued' AND node IS"   \
+  " NULL AND " WHICH " AND " CLASS " ORDER BY priority DESC, id LIMIT " \
+  LIMIT " FOR UPDATE SKIP LOCKED"
+#define CPU_ONLY "backend_requested IN ('serial', 'cpu', 'compare')"
+#define CLAIM_SQL(WHICH)                                                \
+  "WITH g AS MATERIALIZED (" CLAIM_PICK(WHICH,                          \
+      "backend_requested = 'cuda'", "$3::int") "),"                     \
+  " c AS MATERIALIZED (" CLAIM_PICK(WHICH, CPU_ONLY, "$4::int") "),"    \
+  " o AS MATERIALIZED (" CLAIM_PICK(WHICH, "backend_requested <> 'cuda'" \
+      " AND NOT " CPU_ONLY, "$5::int") "),"                             \
+  " x AS MATERIALIZED (SELECT id AS cid FROM (SELECT * FROM g UNION ALL" \
+  " SELECT * FROM c UNION ALL SELECT * FROM o) AS u"                    \
+  " ORDER BY priority DESC, id LIMIT $5::int)"                          \
+  " UPDATE jobs SET node = $1, lease_until = " PG_CLOCK                 \
+  " + $2::bigint, attempts = attempts + 1 FROM x WHERE jobs.id = x.cid" \
+  " RETURNING " PG_JOB_COLS
       CLAIM_SQL("NOT (tiles > 0 AND parent IS NULL)"),
       CLAIM_SQL("true"),
 #undef CLAIM_SQL
+#undef CPU_ONLY
+#undef CLAIM_PICK
   };
-  stmt s = {sql[parents ? 1 : 0], "claim", 4, v, NULL, 1};
+  stmt s = {sql[parents ? 1 : 0], "claim", 5, v, NULL, 1};
   int rc = pg__write(p, stmt_fn, &s, e);
   /* no memory for the rows: they stay claimed; the lease ends and the
    * reaper puts them back */

@@ -146,8 +146,8 @@ int pg_node_heartbeat(void *impl, const store_node *n, int64_t lease_ms,
 int pg_node_leave(void *impl, const char *node_id, terr *e);
 int pg_node_list(void *impl, int64_t keep_ms, store_node **nodes, int *n,
                  terr *e);
-int pg_job_claim(void *impl, const char *node_id, int has_gpu, int parents,
-                 int max, int64_t lease_ms, store_job **jobs, int *n,
+int pg_job_claim(void *impl, const char *node_id, store_claim_room room,
+                 int parents, int64_t lease_ms, store_job **jobs, int *n,
                  terr *e);
 int pg_reap(void *impl, int max_attempts, store_reaped **jobs, int *n,
             terr *e);

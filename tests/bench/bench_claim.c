@@ -36,7 +36,8 @@ static void *claim_loop(void *p) {
   for (;;) {
     store_job *v = NULL;
     int n = 0;
-    if (store_job_claim(c->st, c->node, 0, 0, c->batch, 60000, &v, &n, &e)) {
+    store_claim_room room = {c->batch, 0, c->batch};
+    if (store_job_claim(c->st, c->node, room, 0, 60000, &v, &n, &e)) {
       fprintf(stderr, "claim: %s\n", e.message);
       c->failed = 1;
       return NULL;

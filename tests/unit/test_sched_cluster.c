@@ -2,8 +2,10 @@
  * no PostgreSQL server.
  *
  * Asserts:
- *  - the claimer's room: the worker slots minus the jobs queued and running
- *    here, never below 0 (a node never claims more than it can start);
+ *  - the claimer's room, per kind of worker: its slots minus the jobs
+ *    queued for it and running on it, the total less the queued auto jobs,
+ *    never below 0 (a node never claims more than it can start, nor a
+ *    CPU-only job for a free GPU worker);
  *  - a claimed row (node set: a cluster store's claim, which counted this
  *    run's attempt) becomes a job whose attempts are those before this run
  *    and whose result files are named for the run ("<id>.r<attempt>"), so a
@@ -18,13 +20,35 @@
 #include "sched/sched_int.h"
 #include "sched_fixture.h"
 
+static int room_is(store_claim_room r, int cpu, int gpu, int any) {
+  return r.cpu == cpu && r.gpu == gpu && r.any == any;
+}
+
+/* (cpu workers, gpu workers, queued cpu, gpu, auto, running cpu, gpu) */
 TEST(test_claim_room) {
-  CHECK(sched_claim_room(4, 0, 0) == 4);
-  CHECK(sched_claim_room(4, 1, 2) == 1);
-  CHECK(sched_claim_room(4, 2, 2) == 0);
-  CHECK(sched_claim_room(4, 3, 2) == 0); /* over (memory waits): not < 0 */
-  CHECK(sched_claim_room(0, 0, 0) == 0);
-  CHECK(sched_claim_room(17, 0, 16) == 1); /* 16 CPU + 1 GPU worker */
+  /* no GPU: every job queues for the CPU workers, as one pool of slots */
+  CHECK(room_is(sched_claim_room(4, 0, 0, 0, 0, 0, 0), 4, 0, 4));
+  CHECK(room_is(sched_claim_room(4, 0, 1, 0, 0, 2, 0), 1, 0, 1));
+  CHECK(room_is(sched_claim_room(4, 0, 2, 0, 0, 2, 0), 0, 0, 0));
+  /* over (memory waits): never below 0 */
+  CHECK(room_is(sched_claim_room(4, 0, 3, 0, 0, 2, 0), 0, 0, 0));
+  CHECK(room_is(sched_claim_room(0, 0, 0, 0, 0, 0, 0), 0, 0, 0));
+  /* 1 CPU + 1 GPU worker, the CPU one busy: room for a cuda or an auto
+   * job, none for a CPU-only one (it would wait for the busy worker while
+   * another node idles: tests/cluster/test_two_nodes.sh on the GPU host) */
+  CHECK(room_is(sched_claim_room(1, 1, 0, 0, 0, 1, 0), 0, 1, 1));
+  /* the GPU worker busy instead: a CPU-only or an auto job, no cuda one */
+  CHECK(room_is(sched_claim_room(1, 1, 0, 0, 0, 0, 1), 1, 0, 1));
+  /* 16 CPU + 1 GPU, 16 running on CPU: as above */
+  CHECK(room_is(sched_claim_room(16, 1, 0, 0, 0, 16, 0), 0, 1, 1));
+  /* queued auto jobs take either kind's slot: the total shrinks, and each
+   * kind's room is at most the total */
+  CHECK(room_is(sched_claim_room(2, 1, 0, 0, 2, 0, 0), 1, 1, 1));
+  CHECK(room_is(sched_claim_room(2, 1, 0, 0, 3, 0, 0), 0, 0, 0));
+  /* queued cuda jobs fill the GPU slots only */
+  CHECK(room_is(sched_claim_room(2, 1, 0, 1, 0, 0, 0), 2, 0, 2));
+  /* an unhealthy GPU (0 GPU workers): cuda never, the rest by CPU slots */
+  CHECK(room_is(sched_claim_room(2, 0, 0, 0, 0, 1, 0), 1, 0, 1));
 }
 
 TEST(test_claimed_row_names_its_run) {

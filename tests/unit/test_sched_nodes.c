@@ -306,8 +306,9 @@ static int f_node_list(void *impl, int64_t keep_ms, store_node **nodes, int *n, 
   pthread_mutex_unlock(&F.mu);
   return T_OK;
 }
-static int f_job_claim(void *impl, const char *node_id, int has_gpu, int parents, int max, int64_t lease_ms, store_job **out_jobs, int *n, terr *e) {
-  (void)impl, (void)has_gpu, (void)parents;
+static int f_job_claim(void *impl, const char *node_id, store_claim_room room, int parents, int64_t lease_ms, store_job **out_jobs, int *n, terr *e) {
+  (void)impl, (void)parents;
+  int max = room.any; /* the fake's jobs are all cpu: room.cpu <= room.any */
   store_job *all = NULL;
   int nall = 0;
   *out_jobs = NULL;

@@ -100,7 +100,8 @@ static int claim(store *s, const char *node, int gpu, int parents, int max,
   store_job *v = NULL;
   int n = -1;
   terr e;
-  int rc = store_job_claim(s, node, gpu, parents, max, lease, &v, &n, &e);
+  store_claim_room room = {max, gpu ? max : 0, max};
+  int rc = store_job_claim(s, node, room, parents, lease, &v, &n, &e);
   CHECK_MSG(rc == 0, "claim: %s", e.message);
   if (rc) return 0;
   for (int i = 0; i < n; i++) {
@@ -368,6 +369,51 @@ TEST(claim_filters_and_order) {
   CHECK(claim(sb, "n_B", 1, 0, 10, 60000, ids) == 1 &&
         strcmp(ids[0], cuda) == 0);
   CHECK(claim(sb, "n_B", 1, 1, 10, 60000, ids) == 0);
+}
+
+/* Claim with a room per kind of worker (store_claim_room). */
+static int claim_room(store *s, int cpu, int gpu, int any,
+                      char (*ids)[T_ID_MAX]) {
+  store_job *v = NULL;
+  int n = -1;
+  terr e;
+  store_claim_room room = {cpu, gpu, any};
+  CHECK_MSG(store_job_claim(s, "n_R", room, 0, 60000, &v, &n, &e) == 0,
+            "claim: %s", e.message);
+  for (int i = 0; i < n; i++) {
+    snprintf(ids[i], T_ID_MAX, "%s", v[i].id);
+    store_job_clear(&v[i]);
+  }
+  free(v);
+  return n;
+}
+
+/* A node's room per kind of worker: a CPU-only job (serial, cpu, compare)
+ * only within its CPU room, a cuda job only within its GPU room, auto
+ * within the total; among what the classes allow, priority first. */
+TEST(claim_within_each_kind_of_room) {
+  reset_tables();
+  char cpu1[T_ID_MAX], ser[T_ID_MAX], cuda1[T_ID_MAX], auto1[T_ID_MAX],
+      cmp[T_ID_MAX], ids[8][T_ID_MAX];
+  insert_backend(sa, "cpu", 9, cpu1);
+  insert_backend(sa, "serial", 8, ser);
+  insert_backend(sa, "cuda", 1, cuda1);
+  insert_backend(sa, "auto", 2, auto1);
+  insert_backend(sa, "compare", 7, cmp);
+  /* CPU busy, one GPU worker free: no CPU-only job, though theirs are the
+   * highest priorities; of the auto (2) and the cuda (1) job, the auto */
+  CHECK(claim_room(sa, 0, 1, 1, ids) == 1 && strcmp(ids[0], auto1) == 0);
+  CHECK(claim_room(sa, 0, 1, 1, ids) == 1 && strcmp(ids[0], cuda1) == 0);
+  /* only CPU-only jobs left: none for a room without CPU slots */
+  CHECK(claim_room(sa, 0, 0, 1, ids) == 0);
+  CHECK(claim_room(sa, 0, 5, 5, ids) == 0); /* compare is CPU-only too */
+  /* CPU room 2: the two CPU-only jobs of highest priority */
+  CHECK(claim_room(sa, 2, 0, 2, ids) == 2 &&
+        ((strcmp(ids[0], cpu1) == 0 && strcmp(ids[1], ser) == 0) ||
+         (strcmp(ids[1], cpu1) == 0 && strcmp(ids[0], ser) == 0)));
+  CHECK(claim_room(sa, 1, 0, 1, ids) == 1 && strcmp(ids[0], cmp) == 0);
+  CHECK(strcmp(sql("SELECT count(*) FROM jobs WHERE node IS NULL"), "0") ==
+        0);
 }
 
 TEST(claim_counts_the_attempt_once) {
@@ -1182,6 +1228,7 @@ int main(void) {
   RUN(nodes_lease_migration_upgrades);
   RUN(claim_each_job_once);
   RUN(claim_filters_and_order);
+  RUN(claim_within_each_kind_of_room);
   RUN(claim_counts_the_attempt_once);
   RUN(heartbeat_renews_cancels_lost);
   RUN(reap_requeues_and_fails_crashed);
