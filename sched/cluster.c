@@ -65,6 +65,7 @@ typedef struct node_name {
   char name[104];
 } node_name;
 #define SCHED_NAMES_KEEP_MS ((int64_t)7 * 24 * 3600 * 1000) /* id -> name */
+#define SCHED_NAMES_MISS_MS 1000 /* an unknown id reads the list at most so often */
 
 typedef struct sched_cluster {
   pthread_mutex_t mu;
@@ -72,6 +73,7 @@ typedef struct sched_cluster {
   int kick, recheck, reset, quit;     /* [cl] */
   TVEC(node_id) cancels;              /* [cl] */
   TVEC(node_name) names;              /* [cl] every node's name, by id */
+  atomic_llong names_read_at; /* monotonic ms of the last read on a miss */
   pthread_t thread;
   int thread_started, joined, listening;
   uint64_t listen_token;
@@ -111,6 +113,7 @@ int sched_cluster_create(sched *s, terr *e) {
   c->lease_ms = SCHED_LEASE_MS_DEFAULT;
   atomic_init(&c->depth, 0);
   atomic_init(&c->live_nodes, 1);
+  atomic_init(&c->names_read_at, -(long long)SCHED_NAMES_MISS_MS);
   atomic_init(&c->gpu_nodes, 0);
   s->cl = c;
   return T_OK;
@@ -178,6 +181,39 @@ static void node_store_result(sched_cluster *c, int rc, const char *what,
   else if (!rc && c->store_down)
     log_info("node: the store answers again");
   c->store_down = rc != 0;
+}
+
+/* Read the node list: every node's name by id (c->names), and with
+ * counts the live nodes and those with a GPU (admission's view). */
+static void node_list_read(sched *s, int counts) {
+  sched_cluster *c = s->cl;
+  store_node *nodes = NULL;
+  int nn = 0;
+  terr e;
+  if (store_node_list(s->cfg.st, SCHED_NAMES_KEEP_MS, &nodes, &nn, &e) !=
+      T_OK)
+    return;
+  if (counts) {
+    int live = 0, gpu = 0;
+    for (int i = 0; i < nn; i++) {
+      live += nodes[i].alive;
+      gpu += nodes[i].alive && nodes[i].gpus > 0;
+    }
+    atomic_store(&c->live_nodes, live);
+    atomic_store(&c->gpu_nodes, gpu);
+  }
+  pthread_mutex_lock(&c->mu);
+  if (tvec_reserve(&c->names, (size_t)nn) == 0) {
+    c->names.n = 0;
+    for (int i = 0; i < nn; i++) {
+      node_name *x = &c->names.v[c->names.n++];
+      snprintf(x->id, sizeof x->id, "%s", nodes[i].id);
+      snprintf(x->name, sizeof x->name, "%s",
+               nodes[i].name ? nodes[i].name : "");
+    }
+  }
+  pthread_mutex_unlock(&c->mu);
+  store_nodes_free(nodes, nn);
 }
 
 static int node_has_gpu(sched *s) {
@@ -282,30 +318,7 @@ static void node_heartbeat(sched *s) {
   free_ids(lost, nlost);
   free_ids(cancel, ncancel);
 
-  store_node *nodes = NULL;
-  int nn = 0;
-  if (store_node_list(s->cfg.st, SCHED_NAMES_KEEP_MS, &nodes, &nn, &e) ==
-      T_OK) {
-    int live = 0, gpu = 0;
-    for (int i = 0; i < nn; i++) {
-      live += nodes[i].alive;
-      gpu += nodes[i].alive && nodes[i].gpus > 0;
-    }
-    atomic_store(&c->live_nodes, live);
-    atomic_store(&c->gpu_nodes, gpu);
-    pthread_mutex_lock(&c->mu);
-    if (tvec_reserve(&c->names, (size_t)nn) == 0) {
-      c->names.n = 0;
-      for (int i = 0; i < nn; i++) {
-        node_name *x = &c->names.v[c->names.n++];
-        snprintf(x->id, sizeof x->id, "%s", nodes[i].id);
-        snprintf(x->name, sizeof x->name, "%s",
-                 nodes[i].name ? nodes[i].name : "");
-      }
-    }
-    pthread_mutex_unlock(&c->mu);
-    store_nodes_free(nodes, nn);
-  }
+  node_list_read(s, 1);
   int64_t depth;
   if (store_queue_depth(s->cfg.st, &depth, &e) == T_OK)
     atomic_store(&c->depth, (long long)depth);
@@ -524,10 +537,8 @@ void sched_node_self(sched *s, char id[T_ID_MAX], char *name, size_t cap) {
   snprintf(name, cap, "%s", c && c->self.name ? c->self.name : "");
 }
 
-int sched_node_name(sched *s, const char *id, char *name, size_t cap) {
-  sched_cluster *c = s->cl;
+static int name_of(sched_cluster *c, const char *id, char *name, size_t cap) {
   int found = 0;
-  if (!c || !id) return 0;
   pthread_mutex_lock(&c->mu);
   if (c->self.name && strcmp(id, c->self.id) == 0) {
     snprintf(name, cap, "%s", c->self.name);
@@ -540,6 +551,23 @@ int sched_node_name(sched *s, const char *id, char *name, size_t cap) {
     }
   pthread_mutex_unlock(&c->mu);
   return found;
+}
+
+/* A node that joined since the last heartbeat's node list is not in
+ * c->names yet: on a miss the list is read at once (a store read, no lock
+ * held), at most once per SCHED_NAMES_MISS_MS, so that a job it ran is
+ * shown with its name, not its id. */
+int sched_node_name(sched *s, const char *id, char *name, size_t cap) {
+  sched_cluster *c = s->cl;
+  if (!c || !id) return 0;
+  if (name_of(c, id, name, cap)) return 1;
+  if (!s->cluster) return 0;
+  long long now = (long long)t_now_ms(), last = atomic_load(&c->names_read_at);
+  if (now - last < SCHED_NAMES_MISS_MS ||
+      !atomic_compare_exchange_strong(&c->names_read_at, &last, now))
+    return 0;
+  node_list_read(s, 0);
+  return name_of(c, id, name, cap);
 }
 
 int sched_nodes(sched *s, store_node **nodes, int *n, terr *e) {

@@ -592,6 +592,13 @@ TEST(test_two_nodes) {
   atomic_store(&gate_open, 0);
   node a, b;
   if (node_open(&a, "a", 1) || node_open(&b, "b", 1)) return;
+  /* b joined after a's last node list: a names it at once all the same
+   * (a job b ran is shown with b's name, not its id), and an id no node
+   * has is no name */
+  char nm[64] = "";
+  CHECK_MSG(sched_node_name(a.s, b.id, nm, sizeof nm) && strcmp(nm, "b") == 0,
+            "b's name on a: '%s'", nm);
+  CHECK(!sched_node_name(a.s, "n_00000000000000000000000000", nm, sizeof nm));
   store_node *ns = NULL;
   int nn = 0;
   terr e;
