@@ -13,6 +13,8 @@
 #      client rows tests/bench/bench_client.py with $TESSEL_PYTHON or python3),
 #   6. bench_auto.sh: auto's backend against serial, cpu and cuda,
 #      submit -> stored, per case (SKIP_AUTO=1 skips it; needs curl, jq).
+# Step 3b runs tests/cluster (two nodes, split nodes, test_cluster.py with
+# a GPU node) on PostgreSQL carried in BIN/pg.tar.xz (SKIP_CLUSTER=1 skips).
 # Logs go to $OUT when set (the device tool), else to BIN. SKIP_BENCH=1 skips
 # step 4. Carry only libraries that machine lacks (not libnettle: its GnuTLS
 # needs its own).
@@ -70,6 +72,28 @@ kill -TERM $pid; wait $pid
 timeout 200 "$BIN/bench_geodesic" --no-cpu --gpu-sizes 20000,50000 --e2e 20000 --e2e-dir "$data" \
   2>&1 | tee "$LOG/bench_geodesic.txt"
 rm -rf "$data"
+
+step "3b. a PostgreSQL cluster with a GPU node (tests/cluster, pack_pg.sh)"
+if [ -f "$BIN/pg.tar.xz" ] && [ -z "${SKIP_CLUSTER:-}" ]; then
+  # the server carried in $BIN (no PostgreSQL there); only n0 sees the GPU
+  PG_BIN=$(sh tests/cluster/pack_pg.sh --unpack "$BIN") && export PG_BIN
+  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$PWD/$BIN/pg/lib"
+  for t in test_two_nodes.sh test_split_nodes.sh; do
+    echo "=== $t"
+    timeout 280 sh "tests/cluster/$t" "$BIN/tesseld" > "$LOG/$t.log" 2>&1
+    rc=$?
+    grep -E "^ok|^FAIL" "$LOG/$t.log"
+    [ $rc -eq 0 ] || { echo "--- FAILED ($rc)"; fail=1; }
+  done
+  echo "=== test_cluster.py (TESSEL_CLUSTER_GPU_N0=1)"
+  TESSEL_CLUSTER_GPU_N0=1 timeout 500 python3 tests/cluster/test_cluster.py "$BIN/tesseld" \
+    > "$LOG/test_cluster.log" 2>&1
+  rc=$?
+  grep -E "^FAIL|cuda job|all passed" "$LOG/test_cluster.log"
+  [ $rc -eq 0 ] || { echo "--- FAILED ($rc)"; fail=1; }
+else
+  echo "no $BIN/pg.tar.xz (pack.sh makes it where PostgreSQL 15 is installed) or SKIP_CLUSTER: skipped"
+fi
 
 step "4. GPU benchmarks"
 if [ -z "${SKIP_BENCH:-}" ]; then

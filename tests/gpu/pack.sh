@@ -24,4 +24,6 @@ for l in libmicrohttpd.so.12 libxxhash.so.0 libgfortran.so.5 libquadmath.so.0 li
 done
 cp -L /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 "$dir/lib/"
 strip "$dir"/tesseld "$dir"/gpu_test_* "$dir"/integ_test_* "$dir"/bench_* 2>/dev/null || true
+# PostgreSQL for device_run.sh's cluster step (that machine has none)
+if [ -x /usr/lib/postgresql/15/bin/postgres ]; then sh tests/cluster/pack_pg.sh "$dir"; fi
 du -sh "$dir"
