@@ -9,7 +9,7 @@
  * leave; each node alive by its own lease whichever node lists it, and the
  * migration that added that lease upgrading a schema-1 store; 500 jobs
  * claimed by 4 threads over both stores, each exactly once;
- * the has_gpu and split-parent filters; priority order; a claimed job's
+ * the per-class room (CPU-only, cuda, the total) and split-parent filters; priority order; a claimed job's
  * attempt counted once (at the claim, not again at its start); heartbeat
  * renewal with its cancel and lost lists; the reaper (back to the queue,
  * "crashed" at max_attempts, each job with its dead run's attempt, two
