@@ -435,7 +435,25 @@ int pg_job_claim(void *impl, const char *node_id, store_claim_room room,
   const char *v[] = {node_id, pg__i64(lease, lease_ms),
                      pg__i64(sgpu, room.gpu < room.any ? room.gpu : room.any),
                      pg__i64(scpu, room.cpu), pg__i64(sany, room.any)};
-  /* Each class's first rows by priority (cuda up to $3, the CPU-only
+  /* When no class is short of the total (a node without a GPU: CPU room =
+   * total, no cuda), one pick in priority order, cuda jobs only with GPU
+   * room: the claim costs one ordered scan, not three (bench_claim: the
+   * class statement gives half the claims/s on rows of one class). */
+  int simple = room.cpu >= room.any && (room.gpu <= 0 || room.gpu >= room.any);
+  static const char *const one[2] = {
+#define CLAIM_ONE(WHICH)                                                \
+  "WITH c AS MATERIALIZED (SELECT id AS cid FROM jobs"                  \
+  " WHERE status = 'queued' AND node IS NULL AND " WHICH                \
+  " AND (backend_requested <> 'cuda' OR $3::int > 0)"                   \
+  " ORDER BY priority DESC, id LIMIT $4::int FOR UPDATE SKIP LOCKED)"   \
+  " UPDATE jobs SET node = $1, lease_until = " PG_CLOCK                 \
+  " + $2::bigint, attempts = attempts + 1"                              \
+  " FROM c WHERE jobs.id = c.cid RETURNING " PG_JOB_COLS
+      CLAIM_ONE("NOT (tiles > 0 AND parent IS NULL)"),
+      CLAIM_ONE("true"),
+#undef CLAIM_ONE
+  };
+  /* Else each class's first rows by priority (cuda up to $3, the CPU-only
    * backends up to $4, the rest, auto, up to $5), then the first $5 of them
    * all by priority, FIFO within, in one statement: a node whose CPU
    * workers are busy takes no CPU-only job to hold while a GPU worker
@@ -466,7 +484,9 @@ int pg_job_claim(void *impl, const char *node_id, store_claim_room room,
 #undef CPU_ONLY
 #undef CLAIM_PICK
   };
-  stmt s = {sql[parents ? 1 : 0], "claim", 5, v, NULL, 1};
+  const char *v1[] = {v[0], v[1], v[2], v[4]}; /* node, lease, gpu, total */
+  stmt s = {simple ? one[parents ? 1 : 0] : sql[parents ? 1 : 0], "claim",
+            simple ? 4 : 5, simple ? v1 : v, NULL, 1};
   int rc = pg__write(p, stmt_fn, &s, e);
   /* no memory for the rows: they stay claimed; the lease ends and the
    * reaper puts them back */
