@@ -104,12 +104,22 @@ fail:
 /* ---- a finished job's result (chained jobs) -------------------------------- */
 
 /* The job, which must have succeeded: T_ENOTFOUND, T_ECONFLICT saying its
- * status, or 0 with *j filled (store_job_clear). */
+ * status, or 0 with *j filled (store_job_clear). A tile of a split job is
+ * not a job of the API (its parent's result holds its rows; expiry and
+ * delete go by the parent): T_ECONFLICT naming the parent, as a job that
+ * cannot be taken yet. */
 static int env_result_job(void *ud, const char *owner, const char *id,
                           store_job *j, terr *e) {
   memset(j, 0, sizeof *j);
   int rc = store_job_get(ud, id, owner, j, e);
   if (rc) return rc;
+  if (j->parent) {
+    rc = terr_set(e, T_ECONFLICT, "", -1,
+                  "job %s is a tile of split job %s, not a job of its own: "
+                  "take {\"result\": \"%s\"}", id, j->parent, j->parent);
+    store_job_clear(j);
+    return rc;
+  }
   if (j->status == JOB_SUCCEEDED && j->output_file) {
     rc = terr_set(e, T_ECONFLICT, "", -1,
                   "job %s wrote its result to %.200s (output.file) and the "

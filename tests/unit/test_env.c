@@ -134,6 +134,54 @@ static void add_int64_job(store *st, const tarray *a, const char *path,
   free(npy);
 }
 
+/* A tile of a split job (a row with a parent) is no input: a conflict
+ * naming the field and the parent, while its parent is taken. */
+TEST(test_env_tile_is_no_input) {
+  store *st = NULL;
+  terr e;
+  CHECK(store_open(root, &st, &e) == 0);
+  if (!st) return;
+  int64_t n = 2;
+  tarray *a = tarray_new(T_I64, 1, &n);
+  memset(a->data, 0, 16);
+  char parent[T_ID_MAX], tile[T_ID_MAX];
+  add_int64_job(st, a, NULL, parent);
+  store_job t;
+  memset(&t, 0, sizeof t);
+  t.owner = strdup("alice");
+  t.kind = strdup("geodesic");
+  t.params = strdup("{}");
+  t.body_hash = strdup("0");
+  t.parent = strdup(parent);
+  t.tile = 0;
+  t.tiles = 1;
+  t.max_abs_diff = NAN;
+  int existing;
+  CHECK(store_job_insert(st, &t, &existing, &e) == 0);
+  snprintf(tile, sizeof tile, "%s", t.id);
+  store_job_clear(&t);
+  store_job_end end = {.status = JOB_SUCCEEDED, .finished_at = 5,
+                       .max_abs_diff = NAN};
+  CHECK(store_job_finish(st, tile, &end, &e) == 0);
+  tenv env;
+  tenv_from_store(&env, st, "alice", 1000);
+  json_t *ref = json_pack("{s:s}", "result", tile);
+  tarray *got = NULL;
+  int rc = arrayval_resolve(&env, ref, "params.x", T_F64, &got, &e);
+  CHECK_MSG(rc == T_ECONFLICT && !got && strcmp(e.field, "params.x") == 0 &&
+                strstr(e.message, "tile of split job") &&
+                strstr(e.message, parent),
+            "a tile as input: %d %s (%s)", rc, e.message, e.field);
+  json_decref(ref);
+  ref = json_pack("{s:s}", "result", parent);
+  CHECK(arrayval_resolve(&env, ref, "params.x", T_F64, &got, &e) == 0 && got &&
+        got->size == 2);
+  tarray_free(got);
+  json_decref(ref);
+  tarray_free(a);
+  store_close(st);
+}
+
 TEST(test_env_int64_result_is_float64) {
   store *st = NULL;
   terr e;
@@ -268,6 +316,7 @@ int main(void) {
   if (!mkdtemp(root)) SKIP_ALL("cannot create a temp dir");
   RUN(test_env_meta_and_load);
   RUN(test_env_int64_result_is_float64);
+  RUN(test_env_tile_is_no_input);
   RUN(test_env_int64_result_by_chunks);
   rm_tree(root);
   return check_summary();
