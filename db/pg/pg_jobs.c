@@ -144,8 +144,9 @@ int pg__job_rows(PGresult *r, store_job **jobs, int *n, terr *e) {
  * wait and then find the row gone; an insert that locked first makes the
  * delete wait and then see the committed job (READ COMMITTED: its
  * reference check is a statement after the lock) and answer T_ECONFLICT.
- * Expiry skips the rows locked here (pg_stats.c). A referenced job may be
- * in any state (a chain may name a queued one): only its row must exist.
+ * Expiry skips the rows locked here (pg_stats.c). Only the referenced
+ * job's row must exist here: that it succeeded is the submit's check
+ * (array/store_source.c).
  * FOR KEY SHARE does not block the referenced job's own updates (start,
  * finish). Only params that mention "array" or "result" are walked. */
 static int lock_refs(PGconn *c, const store_job *j, terr *e) {

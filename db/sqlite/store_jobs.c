@@ -176,8 +176,9 @@ typedef struct insert_args {
  * array's or a job's, also writer ops, which refuse while a queued or
  * running job references the row) or an expiry is either before it (the
  * row is gone: this insert fails) or after it (it sees the job), never
- * between the check and the insert. A referenced job may be in any state
- * (a chain may name a queued one): only its row must exist. Only params
+ * between the check and the insert. Only the referenced job's row must
+ * exist here (that it succeeded is the submit's check,
+ * array/store_source.c). Only params
  * that mention "array" or "result" are walked (json_tree). */
 static int refs_exist(sqstore *s, const store_job *j, terr *e) {
   if (!j->params ||
