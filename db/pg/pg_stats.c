@@ -187,6 +187,38 @@ typedef struct expire_args {
   size_t cap;
 } expire_args;
 
+/* The ids `pick` selects (older than $1 and unreferenced), locked, those a
+ * job insert holds (FOR KEY SHARE until it commits: pg_jobs.c) skipped. */
+#define LOCKED_IDS(pick)                                                    \
+  "SELECT coalesce(array_agg(id), '{}') FROM (" pick                        \
+  " FOR UPDATE SKIP LOCKED) AS l"
+
+/* Expire in two statements: `lock` (LOCKED_IDS), then `del` on those ids
+ * ($2) with the same
+ * conditions again, collecting the paths it returns into a. The second
+ * statement's snapshot is taken after the locks, so it sees every job
+ * whose insert locked a row before us; later inserts wait for this
+ * transaction and find the row gone. (One statement would check
+ * references on a snapshot older than its locks.) */
+static int lock_then_delete(PGconn *c, expire_args *a, const char *lock,
+                            const char *del, terr *e) {
+  char b[32];
+  const char *v[] = {pg__i64(b, a->before), NULL};
+  PGresult *r;
+  int rc = pg__exec(c, lock, 1, v, &r, "expire", e);
+  if (rc) return rc;
+  char *ids = strdup(PQgetvalue(r, 0, 0));
+  PQclear(r);
+  if (!ids) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  v[1] = ids;
+  rc = pg__exec(c, del, 2, v, &r, "expire", e);
+  free(ids);
+  if (rc) return rc;
+  rc = pg__collect_paths(r, &a->paths, &a->n, &a->cap, e);
+  PQclear(r);
+  return rc;
+}
+
 static int expire_tx(pgstore *p, PGconn *c, void *arg, terr *e) {
   (void)p;
   expire_args *a = arg;
@@ -197,70 +229,30 @@ static int expire_tx(pgstore *p, PGconn *c, void *arg, terr *e) {
   int got = PQgetvalue(r, 0, 0)[0] == 't';
   PQclear(r);
   if (!got) return 0; /* another node expires now */
-  char b[32];
-  const char *v[] = {pg__i64(b, a->before), NULL};
-  /* Old unreferenced jobs, in two statements as arrays below: lock them
-   * first, skipping those a job insert holds (FOR KEY SHARE on the job
-   * whose result it takes, until it commits: pg_jobs.c), then delete the
-   * locked ones still unreferenced, with their tiles (a tile never expires
-   * on its own; it goes with its parent). The DELETE's snapshot follows
-   * the locks, so it sees every job whose insert locked before us; later
-   * inserts wait for this transaction and find the job gone. The files
-   * returned are those of the rows this DELETE removed (result_path, then
-   * every part's path). */
-  if ((rc = pg__exec(c,
-                     "SELECT coalesce(array_agg(id), '{}') FROM (SELECT id"
-                     " FROM jobs AS old WHERE " EXPIRED_JOBS
-                     " FOR UPDATE SKIP LOCKED) AS l",
-                     1, v, &r, "expire", e)))
-    return rc;
-  char *ids = strdup(PQgetvalue(r, 0, 0));
-  PQclear(r);
-  if (!ids) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
-  v[1] = ids;
-  rc = pg__exec(c,
-                "WITH gone AS MATERIALIZED (SELECT id FROM jobs AS old WHERE"
-                " old.id = ANY($2::text[]) AND " EXPIRED_JOBS "),"
-                " d AS (DELETE FROM jobs WHERE id IN (SELECT id FROM gone)"
-                "  OR parent IN (SELECT id FROM gone)"
-                "  RETURNING result_path, result_parts)"
-                " SELECT result_path FROM d UNION ALL SELECT p->>'path'"
-                " FROM d, json_array_elements(d.result_parts::json) AS p"
-                " WHERE d.result_parts IS NOT NULL"
-                " AND json_typeof(p) = 'object'",
-                2, v, &r, "expire", e);
-  free(ids);
+  /* Old unreferenced jobs (a split job with its tiles: a tile never
+   * expires on its own), then old unreferenced arrays; the files returned
+   * are those of the rows removed (a job's result_path, then every part's
+   * path). */
+  rc = lock_then_delete(
+      c, a,
+      LOCKED_IDS("SELECT id FROM jobs AS old WHERE " EXPIRED_JOBS),
+      "WITH gone AS MATERIALIZED (SELECT id FROM jobs AS old WHERE"
+      " old.id = ANY($2::text[]) AND " EXPIRED_JOBS "),"
+      " d AS (DELETE FROM jobs WHERE id IN (SELECT id FROM gone)"
+      "  OR parent IN (SELECT id FROM gone)"
+      "  RETURNING result_path, result_parts)"
+      " SELECT result_path FROM d UNION ALL SELECT p->>'path'"
+      " FROM d, json_array_elements(d.result_parts::json) AS p"
+      " WHERE d.result_parts IS NOT NULL AND json_typeof(p) = 'object'",
+      e);
   if (rc) return rc;
-  rc = pg__collect_paths(r, &a->paths, &a->n, &a->cap, e);
-  PQclear(r);
-  if (rc) return rc;
-  /* Old unreferenced arrays, in two statements: lock them first, skipping
-   * those a job insert holds (FOR KEY SHARE until it commits: pg_jobs.c),
-   * then delete the locked ones still unreferenced. The second statement's
-   * snapshot is taken after the locks, so it sees every job whose insert
-   * locked an array before us; later inserts wait for this transaction and
-   * find the array gone. (One statement would check references on a
-   * snapshot older than its locks.) */
-  if ((rc = pg__exec(c,
-                     "SELECT coalesce(array_agg(id), '{}') FROM (SELECT id"
-                     " FROM arrays WHERE created_at < $1::bigint AND NOT"
-                     " EXISTS " ARRAY_REFS " FOR UPDATE SKIP LOCKED) AS l",
-                     1, v, &r, "expire", e)))
-    return rc;
-  ids = strdup(PQgetvalue(r, 0, 0));
-  PQclear(r);
-  if (!ids) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
-  v[1] = ids;
-  rc = pg__exec(c,
-                "DELETE FROM arrays WHERE id = ANY($2::text[]) AND"
-                " created_at < $1::bigint AND NOT EXISTS " ARRAY_REFS
-                " RETURNING path",
-                2, v, &r, "expire", e);
-  free(ids);
-  if (rc) return rc;
-  rc = pg__collect_paths(r, &a->paths, &a->n, &a->cap, e);
-  PQclear(r);
-  return rc;
+  return lock_then_delete(
+      c, a,
+      LOCKED_IDS("SELECT id FROM arrays WHERE created_at < $1::bigint AND"
+                 " NOT EXISTS " ARRAY_REFS),
+      "DELETE FROM arrays WHERE id = ANY($2::text[]) AND"
+      " created_at < $1::bigint AND NOT EXISTS " ARRAY_REFS " RETURNING path",
+      e);
 }
 
 int pg_expire(void *impl, int64_t before_ms, char ***paths, int *npaths,
