@@ -99,9 +99,8 @@ TEST(test_env_meta_and_load) {
   store_close(st);
 }
 
-/* A succeeded job whose result is the int64 array a: a file, or the row. */
-static void add_int64_job(store *st, const tarray *a, const char *path,
-                          char *id) {
+/* A queued geodesic job of alice's (a tile of `parent` when not NULL). */
+static void add_job(store *st, const char *parent, char *id) {
   store_job j;
   memset(&j, 0, sizeof j);
   j.owner = strdup("alice");
@@ -109,11 +108,22 @@ static void add_int64_job(store *st, const tarray *a, const char *path,
   j.params = strdup("{}");
   j.body_hash = strdup("0");
   j.max_abs_diff = NAN;
+  if (parent) {
+    j.parent = strdup(parent);
+    j.tiles = 1;
+  }
   int existing;
   terr e;
   CHECK(store_job_insert(st, &j, &existing, &e) == 0);
   snprintf(id, T_ID_MAX, "%s", j.id);
   store_job_clear(&j);
+}
+
+/* A succeeded job whose result is the int64 array a: a file, or the row. */
+static void add_int64_job(store *st, const tarray *a, const char *path,
+                          char *id) {
+  terr e;
+  add_job(st, NULL, id);
   char *npy = NULL;
   size_t len = 0;
   if (path) {
@@ -146,20 +156,7 @@ TEST(test_env_tile_is_no_input) {
   memset(a->data, 0, 16);
   char parent[T_ID_MAX], tile[T_ID_MAX];
   add_int64_job(st, a, NULL, parent);
-  store_job t;
-  memset(&t, 0, sizeof t);
-  t.owner = strdup("alice");
-  t.kind = strdup("geodesic");
-  t.params = strdup("{}");
-  t.body_hash = strdup("0");
-  t.parent = strdup(parent);
-  t.tile = 0;
-  t.tiles = 1;
-  t.max_abs_diff = NAN;
-  int existing;
-  CHECK(store_job_insert(st, &t, &existing, &e) == 0);
-  snprintf(tile, sizeof tile, "%s", t.id);
-  store_job_clear(&t);
+  add_job(st, parent, tile);
   store_job_end end = {.status = JOB_SUCCEEDED, .finished_at = 5,
                        .max_abs_diff = NAN};
   CHECK(store_job_finish(st, tile, &end, &e) == 0);

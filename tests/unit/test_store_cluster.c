@@ -799,6 +799,39 @@ static void *expire_main(void *arg) {
   return NULL;
 }
 
+/* Expiry (*x, on store sb) while the test's transaction holds what
+ * pg_jobs.c's insert of a job taking `held` as its `key` ("array" or
+ * "result") holds: the job row and FOR KEY SHARE on the array's or the
+ * job's row. The expiry must neither wait for it nor fail. */
+static void expire_beside_insert(const char *key, const char *held,
+                                 expirer *x) {
+  sql("BEGIN");
+  char q[400];
+  snprintf(q, sizeof q,
+           "INSERT INTO jobs (id, owner, kind, params, status,"
+           " backend_requested, created_at) VALUES"
+           " ('j_0000000000000000000000held', 'alice', 'map',"
+           " '{\"x\":{\"%s\":\"%s\"}}', 'queued', 'auto', 1)",
+           key, held);
+  sql(q);
+  snprintf(q, sizeof q, "SELECT 1 FROM %s WHERE id = '%s' FOR KEY SHARE",
+           strcmp(key, "array") == 0 ? "arrays" : "jobs", held);
+  sql(q);
+  pthread_t t;
+  pthread_create(&t, NULL, expire_main, x);
+  int waited = 0;
+  for (int i = 0; i < 1000 && !atomic_load(&x->done) && !waited; i++) {
+    waited = strcmp(sql("SELECT count(*) FROM pg_stat_activity WHERE"
+                        " wait_event_type = 'Lock'"),
+                    "0") != 0;
+    usleep(10000);
+  }
+  CHECK_MSG(!waited, "the expiry waited for the insert's lock");
+  sql("COMMIT");
+  pthread_join(t, NULL);
+  CHECK(x->rc == 0);
+}
+
 /* Expiry against a job insert in flight (the test's transaction holds what
  * pg_jobs.c's insert holds: its job row and FOR KEY SHARE on the array):
  * the array is skipped, not waited for nor deleted; an unreferenced old
@@ -810,30 +843,8 @@ TEST(expire_skips_an_array_an_insert_holds) {
   array_new(sa, "exp-held", held);
   array_new(sa, "exp-free", free_);
   sql("UPDATE arrays SET path = '/data/arrays/' || digest || '.npy'");
-  sql("BEGIN");
-  char q[400];
-  snprintf(q, sizeof q,
-           "INSERT INTO jobs (id, owner, kind, params, status,"
-           " backend_requested, created_at) VALUES"
-           " ('j_0000000000000000000000held', 'alice', 'map',"
-           " '{\"x\":{\"array\":\"%s\"}}', 'queued', 'auto', 1)",
-           held);
-  sql(q);
-  sqlf("SELECT 1 FROM arrays WHERE id = '%s' FOR KEY SHARE", held);
   expirer x = {.s = sb, .rc = -1};
-  pthread_t t;
-  pthread_create(&t, NULL, expire_main, &x);
-  int waited = 0;
-  for (int i = 0; i < 1000 && !atomic_load(&x.done) && !waited; i++) {
-    waited = strcmp(sql("SELECT count(*) FROM pg_stat_activity WHERE"
-                        " wait_event_type = 'Lock'"),
-                    "0") != 0;
-    usleep(10000);
-  }
-  CHECK_MSG(!waited, "the expiry waited for the insert's lock");
-  sql("COMMIT");
-  pthread_join(t, NULL);
-  CHECK(x.rc == 0);
+  expire_beside_insert("array", held, &x);
   int gone_free = 0, gone_held = 0;
   for (int i = 0; i < x.n; i++) {
     gone_free += strcmp(x.paths[i], "/data/arrays/exp-free.npy") == 0;
@@ -914,30 +925,8 @@ TEST(expire_skips_a_job_an_insert_holds) {
                "[{\"name\":\"a\",\"path\":\"/r/free.a.npy\"},"
                "{\"name\":\"b\",\"path\":\"/r/free.b.npy\"}]",
                free_);
-  sql("BEGIN");
-  char q[400];
-  snprintf(q, sizeof q,
-           "INSERT INTO jobs (id, owner, kind, params, status,"
-           " backend_requested, created_at) VALUES"
-           " ('j_0000000000000000000000held', 'alice', 'map',"
-           " '{\"x\":{\"result\":\"%s\"}}', 'queued', 'auto', 1)",
-           held);
-  sql(q);
-  sqlf("SELECT 1 FROM jobs WHERE id = '%s' FOR KEY SHARE", held);
   expirer x = {.s = sb, .rc = -1};
-  pthread_t t;
-  pthread_create(&t, NULL, expire_main, &x);
-  int waited = 0;
-  for (int i = 0; i < 1000 && !atomic_load(&x.done) && !waited; i++) {
-    waited = strcmp(sql("SELECT count(*) FROM pg_stat_activity WHERE"
-                        " wait_event_type = 'Lock'"),
-                    "0") != 0;
-    usleep(10000);
-  }
-  CHECK_MSG(!waited, "the expiry waited for the insert's lock");
-  sql("COMMIT");
-  pthread_join(t, NULL);
-  CHECK(x.rc == 0);
+  expire_beside_insert("result", held, &x);
   static const char *const want[] = {"/r/free.npy", "/r/free.a.npy",
                                      "/r/free.b.npy"};
   int seen = 0;
