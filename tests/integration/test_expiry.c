@@ -25,7 +25,9 @@ TEST(finished_jobs_and_their_files_expire) {
   snprintf(file, sizeof file, "%s/results/%s.npy", S.dir, id);
   CHECK(file_exists(file));
   resp r = req(&S, "POST", "/v1/arrays", "application/json", "[4,5,6]");
+  CHECK(r.status == 201);
   json_t *a = resp_json(&r);
+  CHECK(a && json_is_string(json_object_get(a, "id")));
   char apath[128];
   snprintf(apath, sizeof apath, "/v1/arrays/%s", a ? jstr(a, "id") : "x");
   json_decref(a);
@@ -42,9 +44,11 @@ TEST(finished_jobs_and_their_files_expire) {
 
   snprintf(path, sizeof path, "/v1/jobs/%s", id);
   /* TTL 1 s, expiry every 1 s: the array, uploaded a moment after the job
-   * finished, may go one pass later than the job. */
-  int job_gone = 0, array_gone = 0;
-  for (int i = 0; i < 100 && !(job_gone && array_gone); i++) {
+   * finished, may go one pass later than the job, and a pass removes the
+   * row before the file, so wait for all three states (bounded: 60 s, for
+   * a loaded sanitizer build), not for a time. */
+  int job_gone = 0, array_gone = 0, file_gone = 0;
+  for (int i = 0; i < 600 && !(job_gone && array_gone && file_gone); i++) {
     usleep(100000);
     r = req(&S, "GET", path, NULL, NULL);
     job_gone = r.status == 404;
@@ -52,10 +56,11 @@ TEST(finished_jobs_and_their_files_expire) {
     r = req(&S, "GET", apath, NULL, NULL);
     array_gone = r.status == 404;
     resp_free(&r);
+    file_gone = job_gone && !file_exists(file);
   }
   CHECK(job_gone);
   CHECK(array_gone);
-  CHECK(!file_exists(file));
+  CHECK(file_gone);
   r = req(&S, "GET", slow_path, NULL, NULL);
   CHECK(r.status == 200); /* unfinished: kept */
   resp_free(&r);
