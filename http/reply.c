@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "http/http_int.h"
+#include "util/buf.h"
 
 #define JSON_TYPE "application/json; charset=utf-8"
 #define STREAM_BLOCK (256 * 1024)
@@ -146,8 +147,10 @@ void http_reply_buffer(http_req *r, int status, const char *content_type,
 }
 
 void http_reply_json(http_req *r, int status, json_t *body) {
-  char *s = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+  char *raw = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
   json_decref(body);
+  char *s = raw ? tjson_short_reals(raw, NULL) : NULL; /* 823.754, not 17 digits */
+  free(raw);
   if (!s) {
     reply_error(r, T_EINTERNAL, "", -1, "the answer could not be encoded");
     return;

@@ -220,7 +220,7 @@ char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len) {
   tbuf_adds(&b, ",\"request_id\":");
   tbuf_json_str(&b, j->request_id);
   tbuf_adds(&b, ",\"timeout_s\":");
-  tbuf_json_real(&b, j->timeout_s, 17);
+  tbuf_json_real(&b, j->timeout_s, 0);
   tbuf_adds(&b, ",\"backend\":{\"requested\":");
   tbuf_json_str(&b, j->backend_requested ? j->backend_requested : "auto");
   tbuf_adds(&b, ",\"used\":");
@@ -262,7 +262,7 @@ char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len) {
   tbuf_adds(&b, ",\"compare\":");
   add_doc(&b, j->compare, "null");
   tbuf_adds(&b, ",\"max_abs_diff\":");
-  tbuf_json_real(&b, j->max_abs_diff, 17);
+  tbuf_json_real(&b, j->max_abs_diff, 0);
   tbuf_adds(&b, ",\"error\":");
   if (j->error_code) {
     tbuf_adds(&b, "{\"code\":");
@@ -301,7 +301,7 @@ char *jobs_estimate_json(const job_estimate *est) {
   tbuf_adds(&b, "{\"size\":");
   tbuf_json_int(&b, (long long)est->size);
   tbuf_adds(&b, ",\"work\":");
-  tbuf_json_real(&b, est->work, 17);
+  tbuf_json_real(&b, est->work, 0);
   tbuf_adds(&b, ",\"out_bytes\":");
   tbuf_json_int(&b, (long long)est->out_bytes);
   tbuf_adds(&b, ",\"in_bytes\":");

@@ -19,6 +19,7 @@
 #include "array/localfile.h"
 #include "array/store_source.h"
 #include "jobs/jobs.h"
+#include "util/buf.h"
 #include "util/sigbus.h"
 #include "util/util.h"
 
@@ -162,7 +163,11 @@ static int build_row(jobs *J, const char *owner, const submission *s,
   t_id_new('j', j->id);
   j->owner = strdup(owner);
   j->kind = strdup(s->kind->name);
-  j->params = json_dumps(s->params, JSON_COMPACT);
+  { /* stored and shown as the user wrote them: 1e-06, not 17 digits */
+    char *raw = json_dumps(s->params, JSON_COMPACT);
+    j->params = raw ? tjson_short_reals(raw, NULL) : NULL;
+    free(raw);
+  }
   j->status = JOB_QUEUED;
   j->backend_requested = strdup(tbackend_name(s->backend));
   j->estimate = jobs_estimate_json(est);

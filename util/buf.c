@@ -10,6 +10,7 @@
 #include "util/buf.h"
 
 #include <assert.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,9 +140,19 @@ void tbuf_json_real(tbuf *b, double v, int prec) {
     tbuf_add(b, "null", 4);
     return;
   }
-  if (prec < 1 || prec > 17) prec = 17;
+  if (prec < 0 || prec > 17) prec = 17;
   char num[48];
-  int n = snprintf(num, sizeof num, "%.*g", prec, v);
+  int n;
+  if (prec == 0) { /* the fewest digits that read back as v */
+    /* A normal double's shortest form has at most 15 digits whenever %.15g
+     * reads back (the digits past it are zeros, which %g drops); a
+     * subnormal has fewer significant bits, so its search starts at 1. */
+    for (prec = fabs(v) < DBL_MIN && v != 0 ? 1 : 15; prec < 17; prec++) {
+      n = snprintf(num, sizeof num, "%.*g", prec, v);
+      if (n > 0 && n < (int)sizeof num && strtod(num, NULL) == v) break;
+    }
+  }
+  n = snprintf(num, sizeof num, "%.*g", prec, v);
   if (n <= 0 || n >= (int)sizeof num - 3) {
     tbuf_add(b, "null", 4);
     return;
@@ -161,3 +172,39 @@ void tbuf_json_real(tbuf *b, double v, int prec) {
 }
 
 void tbuf_json_int(tbuf *b, long long v) { tbuf_addf(b, "%lld", v); }
+
+/* Copy the JSON text s, every real number token (one with '.', 'e' or
+ * 'E', outside strings) written again with the fewest digits that read
+ * back as the same double (tbuf_json_real with prec 0); integers, strings
+ * and everything else byte for byte. jansson writes reals with 17
+ * significant digits ("823.75400000000002"), which is exact but noisy;
+ * this is the text a reader expects ("823.754") and parses to the same
+ * value. Linear; the text is assumed to be jansson's (valid JSON). */
+char *tjson_short_reals(const char *s, size_t *len) {
+  tbuf b;
+  tbuf_init(&b, 0);
+  const char *p = s;
+  while (*p) {
+    const char *run = p;
+    while (*p && *p != '"' && *p != '-' && (*p < '0' || *p > '9')) p++;
+    tbuf_add(&b, run, (size_t)(p - run));
+    if (!*p) break;
+    if (*p == '"') { /* a string, escapes included, as it is */
+      run = p++;
+      while (*p && *p != '"') p += (*p == '\\' && p[1]) ? 2 : 1;
+      if (*p) p++;
+      tbuf_add(&b, run, (size_t)(p - run));
+      continue;
+    }
+    run = p;
+    int real = 0;
+    while (*p == '-' || *p == '+' || *p == '.' || *p == 'e' || *p == 'E' ||
+           (*p >= '0' && *p <= '9')) {
+      real |= *p == '.' || *p == 'e' || *p == 'E';
+      p++;
+    }
+    if (real) tbuf_json_real(&b, strtod(run, NULL), 0);
+    else tbuf_add(&b, run, (size_t)(p - run));
+  }
+  return tbuf_take(&b, len);
+}

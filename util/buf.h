@@ -48,7 +48,15 @@ void tbuf_free(tbuf *b);
 
 /* JSON values, as jansson writes them (see above). */
 void tbuf_json_str(tbuf *b, const char *s);         /* NULL: null */
-void tbuf_json_real(tbuf *b, double v, int prec);   /* 17: jansson's default */
+/* prec 17 is jansson's default; prec 0 writes the fewest significant
+ * digits (15 to 17) that read back as v: "823.754", not jansson's
+ * "823.75400000000002" (then the text differs from jansson's, not the
+ * value). */
+void tbuf_json_real(tbuf *b, double v, int prec);
 void tbuf_json_int(tbuf *b, long long v);
+/* JSON text s (jansson's) with each real written as tbuf_json_real(.., 0)
+ * writes it; a new malloc()ed string (the caller's), *len its length (len
+ * may be NULL), NULL when out of memory. */
+char *tjson_short_reals(const char *s, size_t *len);
 
 #endif

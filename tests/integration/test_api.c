@@ -489,6 +489,69 @@ TEST(metrics_and_stats) {
   resp_free(&r);
 }
 
+/* Every real in `body` is written with the fewest digits that read back as
+ * the same double: no number token of 16+ significant digits that %.15g
+ * would give back exactly (API.md's rule; jansson's default wrote
+ * "823.75400000000002"). Strings are skipped. Returns the noisy tokens
+ * seen (0 = none). */
+static int noisy_reals(const char *body) {
+  int noisy = 0;
+  for (const char *p = body; p && *p;) {
+    if (*p == '"') {
+      for (p++; *p && *p != '"'; p += (*p == '\\' && p[1]) ? 2 : 1) {
+      }
+      if (*p) p++;
+      continue;
+    }
+    if (*p != '-' && (*p < '0' || *p > '9')) {
+      p++;
+      continue;
+    }
+    const char *t = p;
+    int digits = 0, real = 0;
+    for (; *p == '-' || *p == '+' || *p == '.' || *p == 'e' || *p == 'E' ||
+           (*p >= '0' && *p <= '9');
+         p++) {
+      if (*p == 'e' || *p == 'E') real = 2;
+      if (*p == '.' && real != 2) real = 1;
+      if (*p >= '0' && *p <= '9' && real != 2) digits++;
+    }
+    if (!real || digits < 16) continue;
+    double v = strtod(t, NULL);
+    char shorter[40];
+    snprintf(shorter, sizeof shorter, "%.15g", v);
+    if (strtod(shorter, NULL) == v) {
+      fprintf(stderr, "noisy real %.*s (%s reads back the same)\n", (int)(p - t), t,
+              shorter);
+      noisy++;
+    }
+  }
+  return noisy;
+}
+
+TEST(reals_without_digit_noise) {
+  json_t *j = submit(&S, "?wait=30",
+                     "{\"kind\":\"map\",\"timeout_s\":30.1,\"params\":{\"expr\":"
+                     "\"x*0.1\",\"inputs\":{\"x\":{\"range\":{\"start\":0.1,"
+                     "\"stop\":3}}}}}",
+                     NULL);
+  CHECK(j && strcmp(jstr(j, "status"), "succeeded") == 0);
+  char path[128];
+  snprintf(path, sizeof path, "/v1/jobs/%s", j ? jstr(j, "id") : "x");
+  json_decref(j);
+  const char *paths[] = {path, "/v1/stats", "/v1/jobs?limit=50", "/v1/info"};
+  for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+    resp r = req(&S, "GET", paths[i], NULL, NULL);
+    CHECK_MSG(r.status == 200, "%s: %ld", paths[i], r.status);
+    CHECK_MSG(noisy_reals(r.body) == 0, "%s", paths[i]);
+    if (i == 0) { /* the user's 30.1 and 0.1 come back as written */
+      CHECK(strstr(r.body, "\"timeout_s\":30.1") != NULL);
+      CHECK(strstr(r.body, "\"start\":0.1") != NULL);
+    }
+    resp_free(&r);
+  }
+}
+
 TEST(dashboard_served) {
   resp r = req(&S, "GET", "/", NULL, NULL);
   CHECK(r.status == 200 && strstr(r.body, "<html") != NULL);
@@ -537,6 +600,7 @@ int main(int argc, char **argv) {
   RUN(cancel_running_and_delete);
   RUN(metrics_and_stats);
   RUN(dashboard_served);
+  RUN(reals_without_digit_noise);
   int code = srv_kill(&S, SIGTERM);
   CHECK(code == 0); /* graceful shutdown exits 0 */
   srv_cleanup(&S);

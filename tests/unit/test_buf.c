@@ -112,9 +112,47 @@ TEST(json) {
   free(t);
 }
 
+/* prec 0: the fewest digits that read back as the same double, and JSON
+ * text from jansson rewritten that way outside strings only. */
+TEST(json_shortest) {
+  const double reals[] = {823.754,     1e-6, 89.289289289289286, 0.1, 1.0 / 3.0,
+                          1e16,        -2.0, 5e-324, 1.7976931348623157e308,
+                          123456789.125, 0.30000000000000004};
+  const char *want[] = {"823.754", "1e-6", "89.28928928928929", "0.1",
+                        "0.3333333333333333", "1e16", "-2.0", "5e-324",
+                        "1.7976931348623157e308", "123456789.125",
+                        "0.30000000000000004"};
+  for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++) {
+    tbuf b;
+    tbuf_init(&b, 0);
+    tbuf_json_real(&b, reals[i], 0);
+    char *t = tbuf_take(&b, NULL);
+    CHECK_STR(t, want[i]);
+    CHECK(t && strtod(t, NULL) == reals[i]);
+    free(t);
+  }
+  json_t *doc = json_pack("{s:f, s:s, s:i, s:[f, f, b, n], s:f}", "a", 823.754,
+                          "s", "x 1.50000000000000001 \"q\\\" 2.0", "n", -12,
+                          "b", 1e-6, 1.0, 1, "t", 9.9999999999999995e-7);
+  char *raw = json_dumps(doc, JSON_COMPACT);
+  CHECK(raw && strstr(raw, "823.75400000000002")); /* what jansson writes */
+  size_t len = 0;
+  char *t = raw ? tjson_short_reals(raw, &len) : NULL;
+  CHECK_STR(t, "{\"a\":823.754,\"s\":\"x 1.50000000000000001 \\\"q\\\\\\\" 2.0\","
+               "\"n\":-12,\"b\":[1e-6,1.0,true,null],\"t\":1e-6}");
+  CHECK(t && len == strlen(t));
+  json_t *back = t ? json_loads(t, 0, NULL) : NULL;
+  CHECK(back && json_equal(back, doc)); /* the same values */
+  json_decref(back);
+  json_decref(doc);
+  free(raw);
+  free(t);
+}
+
 int main(void) {
   RUN(growth);
   RUN(cap);
   RUN(json);
+  RUN(json_shortest);
   return check_summary();
 }
