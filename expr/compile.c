@@ -51,6 +51,7 @@ const expr_opinfo expr_ops[EO__COUNT] = {
     [EO_TRUNC] = {"trunc", 1, 1}, [EO_MIN] = {"min", 2, 1},
     [EO_MAX] = {"max", 2, 1},     [EO_HYPOT] = {"hypot", 2, 1},
     [EO_FMOD] = {"fmod", 2, 1},   [EO_WHERE] = {"where", 3, 1},
+    [EO_FMA] = {"fma", 3, 1},
     [EO_SQUARE] = {"square", 1, 0}, [EO_COPY] = {"copy", 1, 0},
 };
 
@@ -113,6 +114,7 @@ double expr_apply_f64(expr_op op, double a, double b, double c) {
     case EO_HYPOT: return hypot(a, b);
     case EO_FMOD: return fmod(a, b);
     case EO_WHERE: return a != 0 ? b : c;
+    case EO_FMA: return fma(a, b, c);
     case EO_SQUARE: return a * a;
     case EO_COPY: return a;
     default: return NAN;

@@ -16,9 +16,9 @@
  * remainder (sign of the divisor); fmod is C's. round() rounds half to even.
  * Functions: abs sqrt cbrt exp exp2 expm1 log log2 log10 log1p sin cos tan
  * asin acos atan atan2 sinh cosh tanh asinh acosh atanh floor ceil round trunc
- * min max pow hypot fmod where(c, a, b). Constants: pi e. Any other name is
- * an input. Limits: source <= 4096 bytes, <= 16 distinct inputs, depth <= 64,
- * <= 1024 nodes.
+ * min max pow hypot fmod where(c, a, b) fma(a, b, c). Constants: pi e. Any
+ * other name is an input. Limits: source <= 4096 bytes, <= 16 distinct
+ * inputs, depth <= 64, <= 1024 nodes.
  *
  * Errors: T_EINVAL with the 0-based character position, e.g.
  *   "unknown function 'foo' at 3", "unexpected ')' at 7",
@@ -33,7 +33,10 @@
  * result never depends on where a block ends, and serial == cpu bit for
  * bit); NumPy's SIMD loops make the same trade. Every other function and
  * operator is libm's / IEEE 754. Constants folded at compile time
- * (sin(1)) use libm.
+ * (sin(1)) use libm. Each operation is rounded on its own (no a*b + c is
+ * ever contracted into an FMA; fma(a, b, c) asks for one), as in NumPy and
+ * in the GPU kernels, which give the VM's bits for + - * / % and the exact
+ * functions (api/API.md lists them and the ulp bounds of the others).
  *
  * Thread safety: a compiled expr is immutable; any number of threads may
  * evaluate it at once, each with its own scratch.
@@ -84,7 +87,9 @@ const char *expr_canonical(const expr *x);
  * <prefix>remainder(a,b), `**` and pow() are <prefix>pow(a,b), and every
  * other function is <prefix><its name>: abs sqrt cbrt exp exp2 expm1 log
  * log2 log10 log1p sin cos tan asin acos atan atan2 sinh cosh tanh asinh
- * acosh atanh floor ceil round trunc min max hypot fmod where. Constants
+ * acosh atanh floor ceil round trunc min max hypot fmod where fma. The C
+ * operators must be compiled without FMA contraction (-ffp-contract=off,
+ * NVRTC --fmad=false) to mean what the VM computes. Constants
  * (folded in float64) appear as "((ctype)2.5)"; Inf/NaN as
  * "((ctype)(1.0/0.0))" / "((ctype)(0.0/0.0))". Semantics to give them:
  * expr/expr_math.h (remainder, NaN-propagating min/max, round = rint). */

@@ -56,7 +56,7 @@ typedef enum {
   EO_LOG10, EO_LOG1P, EO_SIN, EO_COS, EO_TAN, EO_ASIN, EO_ACOS, EO_ATAN,
   EO_ATAN2, EO_SINH, EO_COSH, EO_TANH, EO_ASINH, EO_ACOSH, EO_ATANH,
   EO_FLOOR, EO_CEIL, EO_ROUND, EO_TRUNC, EO_MIN, EO_MAX, EO_HYPOT, EO_FMOD,
-  EO_WHERE,
+  EO_WHERE, EO_FMA,
   /* made by the compiler only */
   EO_SQUARE, /* x**2 */
   EO_COPY,   /* dst = a (a bare input or constant as the whole program) */

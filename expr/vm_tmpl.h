@@ -6,7 +6,10 @@
  * input operand at its data (in place when it is contiguous and already
  * of type VT, else gathered/converted into its block buffer), then run the
  * program: one tight loop per instruction, specialised for vector and
- * scalar operands so that the compiler vectorises the arithmetic. The last
+ * scalar operands so that the compiler vectorises the arithmetic. Every
+ * operation is rounded to VT on its own (each loop stores its result; the
+ * library is built with -ffp-contract=off besides): a*b + c is two
+ * roundings, as in NumPy and on the GPU; fma(a, b, c) is one. The last
  * instruction writes straight into the destination. Registers may alias
  * an operand of the same instruction (the allocator reuses them); every
  * loop reads element i before writing element i, so that is safe.
@@ -123,6 +126,17 @@ static void VNAME(vm_where)(VNAME(vopnd) C, VNAME(vopnd) A, VNAME(vopnd) B,
     d[i] = c_[i & mc] != 0 ? a_[i & ma] : b_[i & mb];
 }
 
+/* fma(a, b, c): a*b + c with one rounding (libm's fma/fmaf: the FMA
+ * instruction where the CPU has it, else glibc's exact emulation). */
+static void VNAME(vm_fma)(VNAME(vopnd) A, VNAME(vopnd) B, VNAME(vopnd) C,
+                          int n, VT *d) {
+  int64_t ma = A.v ? -1 : 0, mb = B.v ? -1 : 0, mc = C.v ? -1 : 0;
+  const VT *a_ = A.v ? A.v : &A.s, *b_ = B.v ? B.v : &B.s,
+           *c_ = C.v ? C.v : &C.s;
+  for (int64_t i = 0; i < n; i++)
+    d[i] = VFN(fma)(a_[i & ma], b_[i & mb], c_[i & mc]);
+}
+
 VM_CLONES static void VNAME(vm_exec)(const expr_ins *in, VNAME(vopnd) A,
                            VNAME(vopnd) B, VNAME(vopnd) C, int n, VT *d) {
 #ifdef VM_MVEC
@@ -189,6 +203,7 @@ VM_CLONES static void VNAME(vm_exec)(const expr_ins *in, VNAME(vopnd) A,
     case EO_HYPOT: V_BIN(VFN(hypot)(a, b)); break;
     case EO_FMOD: V_BIN(VFN(fmod)(a, b)); break;
     case EO_WHERE: VNAME(vm_where)(A, B, C, n, d); break;
+    case EO_FMA: VNAME(vm_fma)(A, B, C, n, d); break;
     default: break; /* EO_NUM / EO_IN never reach the program */
   }
 }

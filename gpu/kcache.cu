@@ -8,8 +8,10 @@
  *      module belongs to a context);
  *   2. the process-wide table of cubins (per architecture);
  *   3. files <data_dir>/kernels/<sha256>.cubin, so a restart does not pay
- *      the compile again. The file name hashes the key, the architecture
- *      and the NVRTC version; the file starts with the key itself, checked
+ *      the compile again. The file name hashes the key, the architecture,
+ *      the NVRTC version and the floating-point options (KC_FP_OPTS: no
+ *      FMA contraction, IEEE division and sqrt, no flush to zero, so that
+ *      a map gives the CPU's bits); the file starts with the key, checked
  *      on load, so a hash collision or a stale file cannot load the wrong
  *      code. Files are written to a temporary name and renamed.
  * The key must determine the source exactly (callers build it from the
@@ -34,6 +36,14 @@
 #include "util/util.h"
 #include "util/vec.h"
 
+/* IEEE arithmetic, as the CPU's VM and NumPy: no a*b + c contracted into
+ * an FMA (an expression asks for one with fma()), correctly rounded
+ * division and square root, subnormals kept (NVRTC's defaults for the last
+ * three, stated so that no one flips them unseen). Part of the disk
+ * cache's file name, so a cubin built with other options is never loaded. */
+#define KC_FP_OPTS "--fmad=false", "--prec-div=true", "--prec-sqrt=true", \
+                   "--ftz=false"
+#define KC_FP_SIG "fmad=false prec-div=true prec-sqrt=true ftz=false"
 #define KC_SRC_MAX (1 << 20)
 #define KC_FILE_MAX (64 << 20)
 static const char kc_magic[8] = {'T', 'X', 'K', 'C', 'U', 'B', '1', 0};
@@ -121,9 +131,10 @@ static int disk_path(const char *key, int arch, char *path, size_t len) {
   nvrtcVersion(&maj, &min);
   char hex[65];
   size_t kl = strlen(key);
-  char *buf = (char *)malloc(kl + 64);
+  char *buf = (char *)malloc(kl + 128);
   if (!buf) return -1;
-  int n = snprintf(buf, kl + 64, "%s|sm_%d|nvrtc %d.%d", key, arch, maj, min);
+  int n = snprintf(buf, kl + 128, "%s|sm_%d|nvrtc %d.%d|%s", key, arch, maj,
+                   min, KC_FP_SIG);
   t_sha256_hex(buf, (size_t)n, hex);
   free(buf);
   snprintf(path, len, "%s/kernels/%s.cubin", dir, hex);
@@ -209,7 +220,7 @@ static int nvrtc_compile(const char *src, int arch, void **code, size_t *len,
   char archopt[64];
   snprintf(archopt, sizeof archopt, "--gpu-architecture=%s_%d",
            exact ? "sm" : "compute", target);
-  const char *opts[] = {archopt, "--std=c++17", "--fmad=true",
+  const char *opts[] = {archopt, "--std=c++17", KC_FP_OPTS,
                         "--extra-device-vectorization"};
   nvrtcProgram prog = NULL;
   nvrtcResult r = nvrtcCreateProgram(&prog, src, "tessel_fused.cu", 0, NULL,

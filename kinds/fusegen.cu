@@ -3,9 +3,11 @@
  * The text is a fixed template (this file) around the one expression that
  * expr_emit_c writes from the parsed tree. The template defines the
  * functions the emitted expression calls (tx_sin, tx_pow, tx_remainder,
- * tx_where, ... for double and float, with NumPy's meaning as in
+ * tx_where, tx_fma, ... for double and float, with NumPy's meaning as in
  * expr/expr_math.h: remainder takes the divisor's sign, min/max
- * propagate NaN, round is half-to-even), the argument block (FUSE_ARGS_DECL,
+ * propagate NaN, round is half-to-even; + - * / are the C operators,
+ * which gpu/kcache.cu compiles without FMA contraction, so that they round
+ * as the CPU does), the argument block (FUSE_ARGS_DECL,
  * the same declaration the host compiles) and the kernel:
  *
  *   map     tx_map: a grid-stride loop; each thread reads two groups of 4
@@ -83,6 +85,8 @@ static const char prelude[] =
     "TX1(round, rint, rintf) TX1(trunc, trunc, truncf)\n"
     "TX2(atan2, atan2, atan2f) TX2(hypot, hypot, hypotf)\n"
     "TX2(fmod, fmod, fmodf)\n"
+    "TXF double tx_fma(double a, double b, double c) { return fma(a, b, c); }\n"
+    "TXF float tx_fma(float a, float b, float c) { return fmaf(a, b, c); }\n"
     /* x**2 is exactly x*x (both correctly rounded); pow otherwise. */
     "TXF double tx_pow(double a, double b) { return b == 2.0 ? a * a : pow(a, b); }\n"
     "TXF float tx_pow(float a, float b) { return b == 2.0f ? a * a : powf(a, b); }\n"

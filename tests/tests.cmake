@@ -6,7 +6,7 @@
 find_package(CURL REQUIRED)
 pkg_check_modules(PROJ IMPORTED_TARGET proj)
 
-set(TESSEL_TEST_FLAGS ${TESSEL_WARN} ${TESSEL_SAN_FLAGS})
+set(TESSEL_TEST_FLAGS ${TESSEL_WARN} ${TESSEL_FP_FLAGS} ${TESSEL_SAN_FLAGS})
 
 function(tessel_test_exe name src)
   add_executable(${name} ${src})

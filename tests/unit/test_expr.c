@@ -14,6 +14,8 @@
  * ~100k random arrays (test_mvec_accuracy, which also checks NaN/Inf/
  * overflow/underflow against libm). The emitted C is compared with the VM
  * bit for bit, except expressions using those four: within 4 ulp per use.
+ * test_no_contraction: a*b + c is rounded twice (never contracted into an
+ * FMA, as on the GPU and in NumPy) and fma(a, b, c) once.
  */
 #include <ctype.h>
 #include <float.h>
@@ -191,6 +193,7 @@ TEST(test_every_function) {
       {"x ** y", 1.7, 3.3, pow(1.7, 3.3)},
       {"hypot(x, y)", 3, 4, 5},       {"fmod(x, y)", 5.5, 2, 1.5},
       {"where(x, y, 7)", 1, 3, 3},    {"where(x, y, 7)", 0, 3, 7},
+      {"fma(x, y, 1)", 3, 0.5, 2.5},
       {"pi", 0, 0, M_PI},             {"e", 0, 0, M_E},
       {"2*pi*x", 0.25, 0, 2 * M_PI * 0.25},
       {"x**3", 1.1, 0, pow(1.1, 3)},
@@ -575,7 +578,7 @@ TEST(test_emit_c_compiles) {
   fprintf(f, "  }\n  return 0;\n}\n");
   fclose(f);
   snprintf(cmd, sizeof cmd,
-           "cc -std=c11 -O1 -Wall -Werror -o %s %s -lm 2>&1", bpath, cpath);
+           "cc -std=c11 -O1 -ffp-contract=off -Wall -Werror -o %s %s -lm 2>&1", bpath, cpath);
   int rc = system(cmd);
   CHECK_MSG(rc == 0, "emitted C did not compile: %s", cpath);
   if (rc != 0) return;
@@ -745,6 +748,84 @@ TEST(test_mvec_accuracy) {
   }
 }
 
+/* out = src over arrays x, y, z of dtype dt (n elements each). */
+static tarray *ev_arrays(const char *src, tarray *const *xyz, tdtype dt) {
+  expr *ex = NULL;
+  terr e;
+  CHECK_MSG(expr_compile(src, &ex, &e) == 0, "%s: %s", src, e.message);
+  if (!ex) return NULL;
+  const tarray *in[3];
+  for (int i = 0; i < expr_ninputs(ex); i++)
+    in[i] = xyz[expr_input_name(ex, i)[0] - 'x'];
+  tarray *out = tarray_new(dt, 1, xyz[0]->shape);
+  void *scratch = aligned_alloc(64, (expr_scratch_size(ex) + 63) & ~(size_t)63);
+  expr_eval(ex, in, out, 0, out->size, scratch);
+  free(scratch);
+  expr_free(ex);
+  return out;
+}
+
+/* a*b + c is two roundings and fma(a, b, c) one, as in NumPy and on the GPU
+ * (issue 23, case 10). With a = 1 + h, b = 1 - h, c = -1: a*b = 1 - h*h
+ * rounds to 1, so a*b + c is 0, where a contracted multiply-add gives
+ * -h*h (h = 2^-30 in float64, 2^-13 in float32, scaled by 2^k per
+ * element). Arrays (the vector loops), 0-d inputs and folded constants. */
+TEST(test_no_contraction) {
+  for (int t = 0; t < 2; t++) {
+    tdtype dt = t ? T_F32 : T_F64;
+    double h = t ? 0x1p-13 : 0x1p-30;
+    int64_t n = 1001;
+    tarray *xyz[3];
+    for (int i = 0; i < 3; i++) xyz[i] = tarray_new(dt, 1, &n);
+    for (int64_t i = 0; i < n; i++) {
+      double s = ldexp(1, (int)(i % 41) - 20);
+      tarray_set(xyz[0], i, (1 + h) * s);
+      tarray_set(xyz[1], i, 1 - h);
+      tarray_set(xyz[2], i, -s);
+    }
+    static const char *const zero[] = {"x*y + z", "z + x*y", "x*y - (-z)",
+                                       "-(x*y) - z", "x*y*1 + z"};
+    for (size_t k = 0; k < sizeof zero / sizeof *zero; k++) {
+      tarray *o = ev_arrays(zero[k], xyz, dt);
+      int64_t bad = 0;
+      for (int64_t i = 0; o && i < n; i++) bad += tarray_get(o, i) != 0;
+      CHECK_MSG(o && bad == 0, "%s (%s): %lld elements not 0 (contracted?)",
+                zero[k], tdtype_name(dt), (long long)bad);
+      tarray_free(o);
+    }
+    tarray *f = ev_arrays("fma(x, y, z)", xyz, dt);
+    int64_t bad = 0;
+    for (int64_t i = 0; f && i < n; i++) {
+      double s = ldexp(1, (int)(i % 41) - 20);
+      bad += tarray_get(f, i) != -h * h * s;
+    }
+    CHECK_MSG(f && bad == 0, "fma (%s): %lld elements not the fused value",
+              tdtype_name(dt), (long long)bad);
+    tarray_free(f);
+    for (int i = 0; i < 3; i++) tarray_free(xyz[i]);
+    /* 0-d inputs: the scalar paths */
+    CHECK(ev_dt("x*y + z", 1 + h, 1 - h, -1, dt) == 0);
+    CHECK(ev_dt("fma(x, y, z)", 1 + h, 1 - h, -1, dt) == -h * h);
+    CHECK(ev_dt("fma(x, 2, 1)", 3, 0, 0, dt) == 7);
+  }
+  /* folding (in float64) */
+  CHECK(ev("(1 + 2**-30) * (1 - 2**-30) - 1", 0, 0, 0) == 0);
+  CHECK(ev("fma(1 + 2**-30, 1 - 2**-30, -1)", 0, 0, 0) == -0x1p-60);
+  /* the emitted text calls tx_fma; a wrong arity is an error */
+  expr *x = NULL;
+  terr e;
+  CHECK(expr_compile("fma(a, b, c)", &x, &e) == 0);
+  if (x) {
+    char buf[256];
+    CHECK(expr_emit_c(x, "double", "tx_", buf, sizeof buf) > 0);
+    CHECK_STR(buf, "tx_fma(v0, v1, v2)");
+    CHECK_STR(expr_canonical(x), "fma(in0,in1,in2)");
+    expr_free(x);
+  }
+  CHECK(expr_compile("fma(a, b)", &x, &e) != 0);
+  CHECK_STR(e.message, "expected 3 arguments to fma, got 2 at 0");
+}
+
 int main(void) {
   RUN(test_lex_tokens);
   RUN(test_precedence);
@@ -758,5 +839,6 @@ int main(void) {
   RUN(test_emit_c_text);
   RUN(test_emit_c_compiles);
   RUN(test_mvec_accuracy);
+  RUN(test_no_contraction);
   return check_summary();
 }

@@ -21,7 +21,7 @@ import {PRESETS, presetById} from '../presets.js';
 const BACKEND_NOTES = {auto: 'the fastest by estimate', serial: 'one CPU thread', cpu: 'the thread pool',
   cuda: 'a GPU', compare: 'every backend, checked'};
 const FUNCS = 'abs sqrt cbrt exp exp2 expm1 log log2 log10 log1p sin cos tan asin acos atan atan2 sinh cosh tanh ' +
-  'asinh acosh atanh floor ceil round trunc min max pow hypot fmod where';
+  'asinh acosh atanh floor ceil round trunc min max pow hypot fmod fma where';
 
 function segmented(name, options, value, legend) {
   const g = h('div', {class: 'seg', role: 'radiogroup', 'aria-label': legend});
