@@ -62,14 +62,31 @@
  * own device's unlock, and logs it.
  *
  * Same-host files (--local-dir, array/localfile.h). A job with "output":
- * {"file": path} has its output directory opened before it starts (a
- * directory gone since submit fails the job naming output.file); its first
- * file result is created there as ".<name>.tmp<random>" instead of under
- * <data>/results (a guarded mapping: the user may truncate it), and at
- * the end it is renamed over the name once its size is checked and its
- * mapping was not torn; a heap result (or a later one) is written there
- * with npy_write. Nothing of an output job's result is kept by the
- * service (no result_path, nothing in the row). {"file"} inputs are
+ * {"file": path} has its output directory opened (and pinned) before it
+ * starts (a directory gone since submit fails the job naming output.file);
+ * its first file result is created as an unnamed file in that directory
+ * (O_TMPFILE; no one can open, cut or rename it, and a crash leaves
+ * nothing) instead of under <data>/results, a guarded mapping or a sink;
+ * a heap result (or a later one) is written there with npy_write. At the
+ * end the file is checked whole (length, header read back, not torn, no
+ * hole: else the job fails conflict naming output.file) and then placed,
+ * in this order: (1) the fenced "still held" step (sched_cluster_hold: a
+ * heartbeat naming the job, which renews its lease; 0 at once on a single
+ * node): a node that lost the job (paused past its lease while another
+ * node ran it) places nothing, writes no end, logs job_dropped; (2) the
+ * placement (tlocal_out_place: the directory found again from the root
+ * and still the pinned one, else conflict and nothing written; a link
+ * and rename over the name); (3) the finish, which records the truth of
+ * (2): succeeded, or failed with why the file could not be placed. So the
+ * record is never "succeeded" for a file that is not there. Placing before
+ * the finish, not after, is deliberate: after a committed "succeeded" a
+ * failed placement could no longer be recorded (the job has ended). What
+ * is left: a crash between (2) and (3) leaves the job running in the
+ * store; it runs again and places the same result again; a node paused
+ * for longer than a lease between (1) and (2) (a few syscalls) could still
+ * place after another node (no filesystem takes a fencing token). Nothing
+ * of an output job's result is kept by the service (no result_path,
+ * nothing in the row). {"file"} inputs are
  * mapped through the run's tenv, which records them (r.env.local_log);
  * after the plan is released the log is checked, and an input torn or
  * changed under the job fails it naming the input, whatever it computed.
@@ -273,13 +290,15 @@ done:
   return rc;
 }
 
-/* An output job's result `a` (freed here) into its output file: its own
- * temporary renamed over the name (after the size and tear checks), or,
- * for a heap result or one that went elsewhere, written there first. */
+/* An output job's result `a` (freed here) into its output's unnamed
+ * temporary, checked whole (tlocal_out_check): its own temporary (after
+ * the tear check), or, for a heap result or one that went elsewhere,
+ * written there first. Placed under the name later (srun_place_output). */
 static int srun_keep_output(srun *r, tarray *a, terr *e) {
-  char hdr[NPY_HEADER_MAX];
-  int64_t expect = (int64_t)npy_header(a->dtype, a->ndim, a->shape, hdr) +
-                   a->size * (int64_t)tdtype_size(a->dtype);
+  tdtype dt = a->dtype;
+  int ndim = a->ndim;
+  int64_t shape[T_MAXDIM];
+  memcpy(shape, a->shape, sizeof shape);
   salloc *al = srun_find_alloc(r, a);
   int rc;
   if (al && al->out) {
@@ -293,13 +312,34 @@ static int srun_keep_output(srun *r, tarray *a, terr *e) {
                     "cannot write the result: %s", strerror(err));
       return terr_nospace(e, rc, err);
     }
-    return tlocal_out_commit(&r->out, expect, torn, e);
+    return tlocal_out_check(&r->out, dt, ndim, shape, torn, e);
   }
   if (a->sink && (rc = srun_readable(r, &a, e))) return rc;
   rc = tlocal_out_write(&r->out, a, e);
   srun_drop_result(r, a);
-  if (rc == T_OK) rc = tlocal_out_commit(&r->out, expect, 0, e);
+  if (rc == T_OK) rc = tlocal_out_check(&r->out, dt, ndim, shape, 0, e);
   return rc;
+}
+
+/* The checked output under its name, by the node that still holds the
+ * job: the fenced "still held" step first (sched_cluster_hold; 0 at once
+ * on a single node), then tlocal_out_place. T_ECONFLICT from the hold:
+ * the job is another node's now (*lost set, nothing placed). */
+static int srun_place_output(srun *r, int *lost, terr *e) {
+  *lost = 0;
+  int rc = sched_cluster_hold(r->s, r->j->id, e);
+  if (rc == T_ECONFLICT) {
+    *lost = 1;
+    tlocal_out_discard(&r->out);
+    return rc;
+  }
+  if (rc) {
+    tlocal_out_discard(&r->out);
+    return terr_set(e, rc, "output.file", -1,
+                    "the output was not placed: the store could not confirm "
+                    "that this node still holds the job: %s", e->message);
+  }
+  return tlocal_out_place(&r->out, e);
 }
 
 /* Remove the files of parts 1.. (a job that failed after keeping them, or
@@ -762,7 +802,7 @@ void sched_run_job(sched *s, sjob *j, int device) {
   srun r;
   memset(&r, 0, sizeof r);
   r.s = s, r.j = j, r.device = device, r.max_abs_diff = NAN;
-  r.out.dirfd = -1;
+  r.out.dirfd = r.out.fd = r.out.tmpdirfd = -1;
   tenv_from_store(&r.env, s->cfg.st, j->owner, s->env_max_elems);
   r.env.local = s->cfg.local;
   /* The same value as at submit (jobs.max_result_bytes): defaults that
@@ -985,8 +1025,21 @@ end:
       srun_drop_res(&r, &res);
       final[0] = 0;
     } else if (r.out.dirfd >= 0) { /* the user's file; the service keeps nothing */
+      int lost = 0;
       wrc = srun_keep_output(&r, result, &e);
+      if (!wrc) wrc = srun_place_output(&r, &lost, &e);
       final[0] = 0;
+      if (lost) { /* another node's job now: as SJ_STOP_LOST, nothing written */
+        log_warn("scheduler: job %s: output not placed, result dropped: %s",
+                 j->id, e.message);
+        srun_log_end("job_dropped", s, j, status, used,
+                     t_now_ms() - (started ? started_ms : j->taken_ms), NULL,
+                     NULL, started ? started_at : 0);
+        srun_cleanup(&r);
+        sched_mem_release(s, j);
+        srun_release(s, j, -1, 0, NULL, 0, NULL);
+        goto out;
+      }
     } else {
       wrc = srun_keep_result(&r, result, final, &npy, &npy_len, &e);
       res.a[0] = NULL;
