@@ -15,6 +15,14 @@
  * dup), the fstat taken at open, the field, and an atomic torn flag that
  * util/sigbus sets if the mapping is torn; tlocal_log_check compares.
  *
+ * Outputs (the last section) hold one descriptor from creation to
+ * placement: the unnamed temporary (O_TMPFILE in the output's directory,
+ * or the named fallback under <allowed dir>/.tessel-tmp), checked through
+ * it and linked into place through it; the directory is pinned by
+ * st_dev/st_ino at open and resolved again, from the root, at placement
+ * (and once more after it: a move between the check and the link takes
+ * the entry back). Nothing reopens the file by name.
+ *
  * Threads: any; no shared state. Ownership: see the header.
  */
 #include "array/localfile.h"
