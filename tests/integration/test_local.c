@@ -457,7 +457,7 @@ TEST(output_truncated_while_written) {
   size_t olen = 0, nlen = 0;
   char *old = slurp(out, &olen);
   char id[64];
-  slow_output_job(x, out, 4000000, id);
+  slow_output_job(x, out, 8000000, id);
   CHECK(out_temp(L, "t_out.npy", tmp, sizeof tmp) == 0);
   CHECK_MSG(truncate(tmp, 0) == 0, "truncate %s: %s", tmp, strerror(errno));
   json_t *j = wait_job(&S, id, 120);
@@ -484,7 +484,7 @@ TEST(output_dir_moved_out_while_written) {
   snprintf(away, sizeof away, "%s/moving", OUT);
   CHECK(mkdir(dir, 0700) == 0);
   char id[64];
-  slow_output_job(x, out, 4000000, id);
+  slow_output_job(x, out, 8000000, id);
   CHECK(rename(dir, away) == 0);
   json_t *j = wait_job(&S, id, 120);
   fails_conflict_on_output(j);
