@@ -64,29 +64,12 @@
  * Same-host files (--local-dir, array/localfile.h). A job with "output":
  * {"file": path} has its output directory opened (and pinned) before it
  * starts (a directory gone since submit fails the job naming output.file);
- * its first file result is created as an unnamed file in that directory
- * (O_TMPFILE; no one can open, cut or rename it, and a crash leaves
- * nothing) instead of under <data>/results, a guarded mapping or a sink;
- * a heap result (or a later one) is written there with npy_write. At the
- * end the file is checked whole (length, header read back, not torn, no
- * hole: else the job fails conflict naming output.file) and then placed,
- * in this order: (1) the fenced "still held" step (sched_cluster_hold: a
- * heartbeat naming the job, which renews its lease; 0 at once on a single
- * node): a node that lost the job (paused past its lease while another
- * node ran it) places nothing, writes no end, logs job_dropped; (2) the
- * placement (tlocal_out_place: the directory found again from the root
- * and still the pinned one, else conflict and nothing written; a link
- * and rename over the name); (3) the finish, which records the truth of
- * (2): succeeded, or failed with why the file could not be placed. So the
- * record is never "succeeded" for a file that is not there. Placing before
- * the finish, not after, is deliberate: after a committed "succeeded" a
- * failed placement could no longer be recorded (the job has ended). What
- * is left: a crash between (2) and (3) leaves the job running in the
- * store; it runs again and places the same result again; a node paused
- * for longer than a lease between (1) and (2) (a few syscalls) could still
- * place after another node (no filesystem takes a fencing token). Nothing
- * of an output job's result is kept by the service (no result_path,
- * nothing in the row). {"file"} inputs are
+ * its first file result is created there as an unnamed file instead of
+ * under <data>/results, a heap result (or a later one) is written there at
+ * the end; then it is checked, and placed only after the fenced "still
+ * held" step, before the finish: sched/run_output.c says why in that
+ * order and what is left. Nothing of an output job's result is kept by
+ * the service (no result_path, nothing in the row). {"file"} inputs are
  * mapped through the run's tenv, which records them (r.env.local_log);
  * after the plan is released the log is checked, and an input torn or
  * changed under the job fails it naming the input, whatever it computed.
@@ -179,7 +162,7 @@ static int srun_result_stream(job_ctx *ctx, tdtype dt, int ndim,
   return srun_result_new(ctx, dt, ndim, shape, 1, out, e);
 }
 
-static salloc *srun_find_alloc(srun *r, const tarray *a) {
+salloc *srun_find_alloc(srun *r, const tarray *a) {
   for (int i = 0; i < r->nallocs; i++)
     if (r->allocs[i].a == a && (r->allocs[i].path[0] || r->allocs[i].out))
       return &r->allocs[i];
@@ -219,7 +202,7 @@ int srun_readable(srun *r, tarray **a, terr *e) {
 }
 
 /* Free a result that is not kept (and its temporary file). */
-static void srun_drop_result(srun *r, tarray *a) {
+void srun_drop_result(srun *r, tarray *a) {
   if (!a) return;
   salloc *al = srun_find_alloc(r, a);
   tarray_free(a);
@@ -288,58 +271,6 @@ static int srun_keep_result(srun *r, tarray *a, const char *final, char **npy,
 done:
   tarray_free(a);
   return rc;
-}
-
-/* An output job's result `a` (freed here) into its output's unnamed
- * temporary, checked whole (tlocal_out_check): its own temporary (after
- * the tear check), or, for a heap result or one that went elsewhere,
- * written there first. Placed under the name later (srun_place_output). */
-static int srun_keep_output(srun *r, tarray *a, terr *e) {
-  tdtype dt = a->dtype;
-  int ndim = a->ndim;
-  int64_t shape[T_MAXDIM];
-  memcpy(shape, a->shape, sizeof shape);
-  salloc *al = srun_find_alloc(r, a);
-  int rc;
-  if (al && al->out) {
-    int torn = a->guard ? sigbus_torn(a->guard) : 0;
-    int err = tarray_sink_close(a); /* a deferred write error: not whole */
-    tarray_free(a);
-    al->out = r->out_busy = 0;
-    if (err) {
-      tlocal_out_discard(&r->out);
-      rc = terr_set(e, T_EIO, "output.file", -1,
-                    "cannot write the result: %s", strerror(err));
-      return terr_nospace(e, rc, err);
-    }
-    return tlocal_out_check(&r->out, dt, ndim, shape, torn, e);
-  }
-  if (a->sink && (rc = srun_readable(r, &a, e))) return rc;
-  rc = tlocal_out_write(&r->out, a, e);
-  srun_drop_result(r, a);
-  if (rc == T_OK) rc = tlocal_out_check(&r->out, dt, ndim, shape, 0, e);
-  return rc;
-}
-
-/* The checked output under its name, by the node that still holds the
- * job: the fenced "still held" step first (sched_cluster_hold; 0 at once
- * on a single node), then tlocal_out_place. T_ECONFLICT from the hold:
- * the job is another node's now (*lost set, nothing placed). */
-static int srun_place_output(srun *r, int *lost, terr *e) {
-  *lost = 0;
-  int rc = sched_cluster_hold(r->s, r->j->id, e);
-  if (rc == T_ECONFLICT) {
-    *lost = 1;
-    tlocal_out_discard(&r->out);
-    return rc;
-  }
-  if (rc) {
-    tlocal_out_discard(&r->out);
-    return terr_set(e, rc, "output.file", -1,
-                    "the output was not placed: the store could not confirm "
-                    "that this node still holds the job: %s", e->message);
-  }
-  return tlocal_out_place(&r->out, e);
 }
 
 /* Remove the files of parts 1.. (a job that failed after keeping them, or
@@ -957,6 +888,7 @@ end:
   if (stop == SJ_STOP_LOST) {
     /* Its lease went to another node (sched_drop_lost): the fence would
      * refuse its end, and the other node's run is the job's. */
+  lost: /* or so said the fenced step before an output's placement */
     srun_drop_res(&r, &res);
     srun_cleanup(&r);
     sched_mem_release(s, j);
@@ -1025,20 +957,11 @@ end:
       srun_drop_res(&r, &res);
       final[0] = 0;
     } else if (r.out.dirfd >= 0) { /* the user's file; the service keeps nothing */
-      int lost = 0;
-      wrc = srun_keep_output(&r, result, &e);
-      if (!wrc) wrc = srun_place_output(&r, &lost, &e);
+      wrc = srun_output(&r, result, &e);
       final[0] = 0;
-      if (lost) { /* another node's job now: as SJ_STOP_LOST, nothing written */
-        log_warn("scheduler: job %s: output not placed, result dropped: %s",
-                 j->id, e.message);
-        srun_log_end("job_dropped", s, j, status, used,
-                     t_now_ms() - (started ? started_ms : j->taken_ms), NULL,
-                     NULL, started ? started_at : 0);
-        srun_cleanup(&r);
-        sched_mem_release(s, j);
-        srun_release(s, j, -1, 0, NULL, 0, NULL);
-        goto out;
+      if (wrc == SRUN_OUTPUT_LOST) { /* another node's job: as SJ_STOP_LOST */
+        memset(&res, 0, sizeof res); /* freed */
+        goto lost;
       }
     } else {
       wrc = srun_keep_result(&r, result, final, &npy, &npy_len, &e);
