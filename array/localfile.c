@@ -15,14 +15,24 @@
  * dup), the fstat taken at open, the field, and an atomic torn flag that
  * util/sigbus sets if the mapping is torn; tlocal_log_check compares.
  *
+ * Outputs (the last section) hold one descriptor from creation to
+ * placement: the unnamed temporary (O_TMPFILE in the output's directory,
+ * or the named fallback under <allowed dir>/.tessel-tmp), checked through
+ * it and linked into place through it; the directory is pinned by
+ * st_dev/st_ino at open and resolved again, from the root, at placement
+ * (and once more after it: a move between the check and the link takes
+ * the entry back). Nothing reopens the file by name.
+ *
  * Threads: any; no shared state. Ownership: see the header.
  */
 #include "array/localfile.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +42,11 @@
 #include <unistd.h>
 
 #include "util/sigbus.h"
+#include "util/util.h"
 
 int tlocal_test_no_openat2;
+
+static void out_sweep(const char *dir); /* outputs, below */
 
 /* ---- configuration ----------------------------------------------------- */
 
@@ -63,6 +76,7 @@ int tlocal_create(const char *const *dirs, int n, tlocal **out, terr *e) {
                       dirs[i]);
     }
     l->dirs[l->n++] = c;
+    out_sweep(c);
   }
   *out = l;
   return 0;
@@ -447,67 +461,155 @@ int tlocal_map(const tlocal *l, const char *owner, const char *path,
 }
 
 /* ---- outputs --------------------------------------------------------------- */
+/* The result is written into an unnamed file (O_TMPFILE) in the output's
+ * own directory, or, where that filesystem refuses one, into a named file
+ * under <allowed dir>/.tessel-tmp; it gets the user's name only in
+ * tlocal_out_place, after tlocal_out_check, by a link (or a rename) into
+ * the directory found again from the root. The descriptor o->fd is the
+ * file from creation to placement: nothing reopens it by name. */
+
+int tlocal_test_no_tmpfile;
+
+#define TLOCAL_TMPDIR ".tessel-tmp"
+
+/* Drop the temporary: an unnamed one is gone with its descriptor, a named
+ * one is unlinked. */
+static void out_drop(tlocal_out *o) {
+  if (o->dirfd < 0) return; /* never opened: fd and tmpdirfd mean nothing */
+  if (o->fd >= 0) close(o->fd);
+  o->fd = -1;
+  if (o->tmp[0] && o->tmpdirfd >= 0) unlinkat(o->tmpdirfd, o->tmp, 0);
+  o->tmp[0] = 0;
+}
+
+/* Remove the named temporaries of processes that are gone from
+ * dir/.tessel-tmp ("t<pid>.<hex>"; a live daemon's stay). */
+static void out_sweep(const char *dir) {
+  int d = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  int t = d < 0 ? -1
+                : openat(d, TLOCAL_TMPDIR,
+                         O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (d >= 0) close(d);
+  DIR *dp = t < 0 ? NULL : fdopendir(t);
+  if (!dp) {
+    if (t >= 0) close(t);
+    return;
+  }
+  struct dirent *de;
+  while ((de = readdir(dp))) {
+    char *end = NULL;
+    long pid = de->d_name[0] == 't' ? strtol(de->d_name + 1, &end, 10) : 0;
+    if (pid <= 0 || !end || *end != '.') continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+    if (unlinkat(dirfd(dp), de->d_name, 0) == 0)
+      log_warn("local files: removed %s/" TLOCAL_TMPDIR "/%s, the temporary "
+               "output of a process that died (pid %ld)", dir, de->d_name,
+               pid);
+  }
+  closedir(dp);
+}
 
 int tlocal_out_open(const tlocal *l, const char *owner, const char *path,
                     const char *field, tlocal_out *o, terr *e) {
   memset(o, 0, sizeof *o);
-  o->dirfd = -1;
+  o->dirfd = o->fd = o->tmpdirfd = -1;
+  o->l = l;
   snprintf(o->field, sizeof o->field, "%s", field);
   int rc = resolve(l, owner, path, field, 0, 1, &o->dirfd, o->name,
                    sizeof o->name, e);
   if (rc) return rc;
   struct stat st;
-  if (fstatat(o->dirfd, o->name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+  if (fstat(o->dirfd, &st) != 0) {
+    rc = terr_set(e, T_EIO, field, -1, "cannot look at the directory of "
+                  "'%.200s': %s", path, strerror(errno));
+  } else {
+    o->dev = st.st_dev;
+    o->ino = st.st_ino;
+    if (!(o->path = strdup(path)) || !(o->owner = strdup(owner ? owner : "")))
+      rc = terr_set(e, T_ENOMEM, field, -1, "out of memory");
+  }
+  if (rc == 0 && fstatat(o->dirfd, o->name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
     if (S_ISLNK(st.st_mode))
       rc = terr_set(e, T_EFORBIDDEN, field, -1,
                     "'%.200s' is a symbolic link; it is not replaced", path);
     else if (!S_ISREG(st.st_mode))
       rc = terr_set(e, T_EINVAL, field, -1,
                     "'%.200s' exists and is not a regular file", path);
-  } else if (errno != ENOENT) {
+  } else if (rc == 0 && errno != ENOENT) {
     rc = open_error(errno, path, field, e);
   }
   if (rc) tlocal_out_close(o);
   return rc;
 }
 
-/* Create the temporary; its descriptor. */
+/* The fallback's directory: .tessel-tmp in the allowed directory that
+ * o->path lies below (made 0700 when missing), into o->tmpdirfd. */
+static int out_tmpdir(tlocal_out *o, int why, terr *e) {
+  char root[TLOCAL_PATH_MAX];
+  const char *rest;
+  int err = ENOENT;
+  for (int i = 0; o->tmpdirfd < 0 && i < o->l->n; i++) {
+    if (root_text(o->l, i, o->owner, root, sizeof root) != 0 ||
+        tlocal_path_below(root, o->path, &rest) != 0)
+      continue;
+    int d = open(o->l->dirs[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (d >= 0 && (mkdirat(d, TLOCAL_TMPDIR, 0700) == 0 || errno == EEXIST))
+      o->tmpdirfd = openat(d, TLOCAL_TMPDIR,
+                           O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    err = errno;
+    if (d >= 0) close(d);
+    break;
+  }
+  if (o->tmpdirfd >= 0) return 0;
+  int rc = terr_set(e, T_EIO, o->field, -1,
+                    "the filesystem of '%.200s' refuses unnamed files "
+                    "(O_TMPFILE: %s) and the allowed directory's "
+                    TLOCAL_TMPDIR " cannot be used: %s", o->path,
+                    strerror(why), strerror(err));
+  return terr_nospace(e, rc, err);
+}
+
+/* Create the temporary (o->fd). 0, or an error naming the field. */
 static int out_tmp(tlocal_out *o, terr *e) {
-  if (o->tmp[0]) {
-    unlinkat(o->dirfd, o->tmp, 0);
+  out_drop(o);
+  int err = EOPNOTSUPP;
+  if (!tlocal_test_no_tmpfile) {
+    o->fd = openat(o->dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+    if (o->fd >= 0) return 0;
+    err = errno;
+  }
+  if (err == EOPNOTSUPP || err == EISDIR || err == EINVAL) {
+    int rc = out_tmpdir(o, err, e);
+    if (rc) return rc;
+    for (int tries = 0; tries < 8; tries++) {
+      uint64_t r = 0;
+      if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+        r = (uint64_t)(uintptr_t)o ^ (uint64_t)tries * 0x9E3779B97F4A7C15ULL;
+      snprintf(o->tmp, sizeof o->tmp, "t%ld.%016llx", (long)getpid(),
+               (unsigned long long)r);
+      o->fd = openat(o->tmpdirfd, o->tmp,
+                     O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+      if (o->fd >= 0) return 0;
+      if ((err = errno) != EEXIST) break;
+    }
     o->tmp[0] = 0;
   }
-  for (int tries = 0; tries < 8; tries++) {
-    uint64_t r = 0;
-    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
-      r = (uint64_t)(uintptr_t)o ^ (uint64_t)tries * 0x9E3779B97F4A7C15ULL;
-    snprintf(o->tmp, sizeof o->tmp, ".%s.tmp%016llx", o->name,
-             (unsigned long long)r);
-    int fd = openat(o->dirfd, o->tmp,
-                    O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd >= 0) return fd;
-    if (errno != EEXIST) break;
-  }
-  int err = errno;
-  o->tmp[0] = 0;
-  int rc = terr_set(e, T_EIO, o->field, -1,
-                    "cannot create a temporary file beside %s: %s", o->name,
-                    strerror(err));
-  terr_nospace(e, rc, err);
-  return -1;
+  int rc = terr_set(e, err == EACCES || err == EPERM ? T_EFORBIDDEN : T_EIO,
+                    o->field, -1, "cannot create the output file for "
+                    "'%.200s': %s", o->path, strerror(err));
+  return terr_nospace(e, rc, err);
 }
 
 int tlocal_out_create(tlocal_out *o, tdtype dt, int ndim, const int64_t *shape,
                       int sink, tarray **out, terr *e) {
   *out = NULL;
-  int fd = out_tmp(o, e);
-  if (fd < 0) return e ? e->code : T_EIO;
+  int rc = out_tmp(o, e);
+  if (rc) return rc;
   tarray *a = NULL;
-  int rc = tarray_create_npy_fd(fd, o->tmp, dt, ndim, shape, sink, &a, e);
-  close(fd);
+  rc = tarray_create_npy_fd(o->fd, o->name, dt, ndim, shape, sink, &a, e);
   if (rc == T_OK && !sink) {
-    /* The user may truncate it: writes go to zero pages then, and the
-     * commit sees the tear. */
+    /* A mapping reads zeros where the file was cut (only the daemon's own
+     * user can reach an unnamed file, through /proc): the check sees it. */
     a->guard = sigbus_guard(a->map_base, a->map_len, PROT_READ | PROT_WRITE,
                             NULL);
     if (!a->guard) {
@@ -519,85 +621,187 @@ int tlocal_out_create(tlocal_out *o, tdtype dt, int ndim, const int64_t *shape,
   }
   if (rc) {
     if (e && !e->field[0]) terr_prefix(e, o->field);
-    unlinkat(o->dirfd, o->tmp, 0);
-    o->tmp[0] = 0;
+    out_drop(o);
     return rc;
   }
+  o->mapped = !sink;
   *out = a;
   return 0;
 }
 
 int tlocal_out_write(tlocal_out *o, const tarray *a, terr *e) {
-  int fd = out_tmp(o, e);
-  if (fd < 0) return e ? e->code : T_EIO;
-  FILE *f = fdopen(fd, "wb");
-  int rc;
+  int rc = out_tmp(o, e);
+  if (rc) return rc;
+  int fd = fcntl(o->fd, F_DUPFD_CLOEXEC, 0);
+  FILE *f = fd < 0 ? NULL : fdopen(fd, "wb");
   if (!f) {
-    close(fd);
+    if (fd >= 0) close(fd);
     rc = terr_set(e, T_ENOMEM, o->field, -1, "out of memory");
   } else {
     rc = npy_write(f, a, e);
     int err = rc ? errno : 0;
     if (fclose(f) != 0 && rc == T_OK) {
       err = errno;
-      rc = terr_set(e, T_EIO, o->field, -1, "cannot write %s: %s", o->tmp,
-                    strerror(err));
+      rc = terr_set(e, T_EIO, o->field, -1, "cannot write the output file "
+                    "for '%.200s': %s", o->path, strerror(err));
     }
     rc = terr_nospace(e, rc, err);
   }
-  if (rc) {
-    unlinkat(o->dirfd, o->tmp, 0);
-    o->tmp[0] = 0;
-  }
+  o->mapped = 0;
+  if (rc) out_drop(o);
   return rc;
 }
 
-int tlocal_out_commit(tlocal_out *o, int64_t expect_bytes, int torn, terr *e) {
-  if (!o->tmp[0])
+int tlocal_out_check(tlocal_out *o, tdtype dt, int ndim, const int64_t *shape,
+                     int torn, terr *e) {
+  if (o->dirfd < 0 || o->fd < 0)
     return terr_set(e, T_EINTERNAL, o->field, -1, "no output file was made");
+  char want[NPY_HEADER_MAX], got[NPY_HEADER_MAX];
+  size_t hl = npy_header(dt, ndim, shape, want);
+  int64_t expect = (int64_t)hl + tshape_size(ndim, shape, INT64_MAX) *
+                                     (int64_t)tdtype_size(dt);
   struct stat st;
-  int rc = 0;
-  if (torn || fstatat(o->dirfd, o->tmp, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-      !S_ISREG(st.st_mode) || st.st_size != expect_bytes)
-    rc = terr_set(e, T_ECONFLICT, o->field, -1,
-                  "file changed while the job ran: the temporary output %s "
-                  "was truncated, replaced or removed", o->tmp);
-  else if (renameat(o->dirfd, o->tmp, o->dirfd, o->name) != 0)
-    rc = terr_set(e, T_EIO, o->field, -1, "cannot rename %s to %s: %s",
-                  o->tmp, o->name, strerror(errno));
-  else
+  const char *why = NULL;
+  off_t hole;
+  if (torn)
+    why = "it was cut while the job wrote it (its mapping was torn)";
+  else if (fstat(o->fd, &st) != 0 || st.st_size != expect)
+    why = "its length is not its header's and data's";
+  else if (pread(o->fd, got, hl, 0) != (ssize_t)hl || memcmp(got, want, hl))
+    why = "its header was overwritten";
+  else if (!o->mapped && (hole = lseek(o->fd, 0, SEEK_HOLE)) >= 0 &&
+           hole < st.st_size)
+    /* Every byte of a sink or a written file was written: a hole is what
+     * a truncation under the write left (a mapping's untouched pages may
+     * be holes of a reserved file, so it is judged by its guard). */
+    why = "part of it was cut away while the job wrote it";
+  if (!why) return 0;
+  out_drop(o);
+  return terr_set(e, T_ECONFLICT, o->field, -1,
+                  "file changed while the job ran: the output for '%.200s' "
+                  "was not whole (%s); nothing was placed", o->path, why);
+}
+
+/* path's parent resolved again from the root into *fd: 0 when it is still
+ * the directory pinned at open, else -1 (moved out, replaced, gone). */
+static int out_same_dir(tlocal_out *o, int *fd) {
+  char name[TLOCAL_NAME_MAX + 1];
+  terr sub;
+  struct stat st;
+  if (resolve(o->l, o->owner, o->path, o->field, 0, 1, fd, name, sizeof name,
+              &sub) != 0)
+    return -1;
+  if (fstat(*fd, &st) == 0 && st.st_dev == o->dev && st.st_ino == o->ino)
+    return 0;
+  close(*fd);
+  *fd = -1;
+  return -1;
+}
+
+static int out_moved(tlocal_out *o, terr *e) {
+  return terr_set(e, T_ECONFLICT, o->field, -1,
+                  "the directory of '%.200s' was moved or replaced while the "
+                  "job ran (an output is written only into the directory that "
+                  "was checked, below the allowed directory); nothing was "
+                  "written", o->path);
+}
+
+/* Link the unnamed file fd into dirfd as name: 0, or -1 with errno.
+ * AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; without it (ENOENT) the
+ * /proc/self/fd link does the same. */
+static int out_link(int fd, int dirfd, const char *name) {
+  if (linkat(fd, "", dirfd, name, AT_EMPTY_PATH) == 0) return 0;
+  if (errno != ENOENT && errno != EPERM) return -1;
+  char proc[64];
+  snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+  return linkat(AT_FDCWD, proc, dirfd, name, AT_SYMLINK_FOLLOW);
+}
+
+/* Put the temporary under o->name in d (the pinned directory): 0, or -1
+ * with errno (nothing placed, the name as it was). */
+static int out_put(tlocal_out *o, int d) {
+  if (o->tmp[0]) { /* the named fallback: a rename replaces atomically */
+    if (renameat(o->tmpdirfd, o->tmp, d, o->name) != 0) return -1;
     o->tmp[0] = 0;
-  if (rc && o->tmp[0]) {
-    unlinkat(o->dirfd, o->tmp, 0);
-    o->tmp[0] = 0;
+    return 0;
   }
+  if (out_link(o->fd, d, o->name) == 0) return 0;
+  if (errno != EEXIST) return -1; /* else an old file: replaced by a rename */
+  char side[TLOCAL_NAME_MAX + 40];
+  for (int tries = 0; tries < 8; tries++) {
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+      r = (uint64_t)(uintptr_t)o ^ (uint64_t)tries * 0x9E3779B97F4A7C15ULL;
+    snprintf(side, sizeof side, ".%s.tmp%016llx", o->name,
+             (unsigned long long)r);
+    if (out_link(o->fd, d, side) == 0) {
+      if (renameat(d, side, d, o->name) == 0) return 0;
+      int err = errno;
+      unlinkat(d, side, 0);
+      errno = err;
+      return -1;
+    }
+    if (errno != EEXIST) return -1;
+  }
+  return -1;
+}
+
+int tlocal_out_place(tlocal_out *o, terr *e) {
+  if (o->dirfd < 0 || o->fd < 0)
+    return terr_set(e, T_EINTERNAL, o->field, -1, "no output file was made");
+  int d = -1, rc = 0;
+  if (out_same_dir(o, &d) != 0) {
+    out_drop(o);
+    return out_moved(o, e);
+  }
+  if (out_put(o, d) != 0) {
+    int err = errno;
+    rc = terr_set(e, err == EACCES || err == EPERM ? T_EFORBIDDEN : T_EIO,
+                  o->field, -1, "cannot put the output at '%.200s': %s%s",
+                  o->path, strerror(err),
+                  err == EXDEV ? " (it is on another filesystem than the "
+                                 "allowed directory's " TLOCAL_TMPDIR ")"
+                               : "");
+    rc = terr_nospace(e, rc, err);
+  } else {
+    /* Moved out between the check and the link: take the entry back (if
+     * it is still ours) and fail as if it had moved before. */
+    int d2 = -1;
+    struct stat mine, there;
+    if (out_same_dir(o, &d2) != 0) {
+      if (fstat(o->fd, &mine) == 0 &&
+          fstatat(d, o->name, &there, AT_SYMLINK_NOFOLLOW) == 0 &&
+          there.st_dev == mine.st_dev && there.st_ino == mine.st_ino)
+        unlinkat(d, o->name, 0);
+      rc = out_moved(o, e);
+    }
+    if (d2 >= 0) close(d2);
+  }
+  close(d);
+  out_drop(o);
   return rc;
 }
 
-void tlocal_out_discard(tlocal_out *o) {
-  if (o->dirfd >= 0 && o->tmp[0]) unlinkat(o->dirfd, o->tmp, 0);
-  o->tmp[0] = 0;
-}
+void tlocal_out_discard(tlocal_out *o) { out_drop(o); }
 
 int tlocal_out_map(tlocal_out *o, tarray **out, terr *e) {
   *out = NULL;
-  if (!o->tmp[0])
+  if (o->dirfd < 0 || o->fd < 0)
     return terr_set(e, T_EINTERNAL, o->field, -1, "no output file was made");
-  int fd = openat(o->dirfd, o->tmp, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0)
-    return terr_set(e, T_ECONFLICT, o->field, -1,
-                    "file changed while the job ran: the temporary output %s "
-                    "is gone: %s", o->tmp, strerror(errno));
-  int rc = tarray_map_npy_fd(fd, o->tmp, 1, NULL, out, e);
-  close(fd);
+  int rc = tarray_map_npy_fd(o->fd, o->name, 1, NULL, out, e);
   if (rc && e && !e->field[0]) terr_prefix(e, o->field);
   return rc;
 }
 
 void tlocal_out_close(tlocal_out *o) {
   if (!o) return;
-  if (o->dirfd >= 0 && o->tmp[0]) unlinkat(o->dirfd, o->tmp, 0);
-  o->tmp[0] = 0;
-  if (o->dirfd >= 0) close(o->dirfd);
-  o->dirfd = -1;
+  if (o->dirfd >= 0) {
+    out_drop(o);
+    if (o->tmpdirfd >= 0) close(o->tmpdirfd);
+    close(o->dirfd);
+  }
+  o->dirfd = o->fd = o->tmpdirfd = -1;
+  free(o->path);
+  free(o->owner);
+  o->path = o->owner = NULL;
 }

@@ -1,6 +1,6 @@
 /* array/localfile.h — the same-host path: .npy files named by path under the
  * directories of --local-dir, read by mapping (never copied) and written
- * under a temporary name renamed when complete.
+ * unnamed (O_TMPFILE) and linked into place when complete.
  *
  * Off unless the daemon was given --local-dir (tlocal NULL: every path is
  * 403). Which directories a request may use ("roots"): without tokens
@@ -29,11 +29,32 @@
  * the file's size or mtime changed between the open and the end. The
  * tarray is an ordinary mapped one (data, map_base) with a->guard set.
  *
- * Output files: tlocal_out_open resolves the parent directory the same way
- * and checks the final name (not a symlink, not a directory; an existing
- * regular file is replaced); tlocal_out_create makes ".<name>.tmp<random>"
- * in that directory (O_EXCL | O_NOFOLLOW) and tlocal_out_commit renames it
- * over the name.
+ * Output files are never visible until complete. tlocal_out_open resolves
+ * the parent directory the same way, checks the final name (not a symlink,
+ * not a directory; an existing regular file is replaced) and pins the
+ * directory's identity (st_dev, st_ino). tlocal_out_create makes the
+ * result in an unnamed file, open(O_TMPFILE) in that directory: no one can
+ * open, truncate or rename it by name, and a crash (kill -9) leaves
+ * nothing, its blocks freed with the last descriptor. Where the filesystem
+ * refuses O_TMPFILE (EOPNOTSUPP, EISDIR, EINVAL) the temporary is a named
+ * file "t<pid>.<random>" in <allowed dir>/.tessel-tmp (made by the daemon,
+ * mode 0700), never in the user's directory; tlocal_create removes the
+ * ones of dead processes at start (another daemon's live ones stay).
+ * tlocal_out_check then checks what was written (fstat size = header +
+ * data, the header read back and compared, a guarded mapping not torn, a
+ * sink or written file without holes: a truncation under a write leaves
+ * zeros) and tlocal_out_place puts it under the name: the parent is
+ * resolved again from the root beneath the allowed directory and must be
+ * the very directory pinned at open (a directory moved out of --local-dir,
+ * or replaced, fails T_ECONFLICT naming the field, and nothing is written
+ * anywhere), then the file is linked in: linkat (AT_EMPTY_PATH, or
+ * /proc/self/fd where that needs a capability) straight to a name that
+ * does not exist, else to a temporary name beside it renamed over the old
+ * file (atomic: a reader sees the old file or the new, whole). After the
+ * link the parent is resolved once more; had it moved out in between, the
+ * placed entry is removed again and the job fails the same way. The
+ * caller (sched/run.c) places only after the store confirmed that its node
+ * still holds the job.
  *
  * Threads: any; no shared state. Ownership: returned descriptors, arrays
  * and logs are the caller's.
@@ -99,37 +120,51 @@ int tlocal_map(const tlocal *l, const char *owner, const char *path,
                const char *field, int64_t max_elems, tlocal_log *log,
                tarray **out, terr *e);
 
-/* An output file's place: the parent directory (descriptor) and the final
- * name. */
+/* An output file's place: the parent directory (descriptor and identity),
+ * the final name, and the file being written. */
 typedef struct tlocal_out {
   int dirfd;                     /* -1 when closed */
+  int fd;                        /* the temporary, open; -1 when none */
+  int tmpdirfd;                  /* the fallback's .tessel-tmp; -1 when none */
+  int mapped;                    /* the temporary is a mapping (not a sink) */
+  dev_t dev;                     /* the parent's identity at open */
+  ino_t ino;
+  const tlocal *l;
+  char *path, *owner;            /* copies: the parent is resolved again */
   char name[TLOCAL_NAME_MAX + 1];
-  char tmp[TLOCAL_NAME_MAX + 40]; /* the temporary's name; "" when none */
+  char tmp[64];                  /* the fallback temporary's name; "" */
   char field[64];
 } tlocal_out;
-/* Resolve path's parent and check its final name. out->dirfd is the
- * caller's (tlocal_out_close). */
+/* Resolve path's parent and check its final name. The out is the
+ * caller's (tlocal_out_close), also after a failure. */
 int tlocal_out_open(const tlocal *l, const char *owner, const char *path,
                     const char *field, tlocal_out *out, terr *e);
-/* Create the temporary .npy of dt/shape in the directory: a guarded shared
- * mapping (sink 0) or a sink (sink 1), as tarray_create_npy(_sink). One
- * temporary at a time: a second call first removes the first. */
+/* Create the unnamed temporary .npy of dt/shape: a guarded shared mapping
+ * (sink 0) or a sink (sink 1), as tarray_create_npy(_sink). One temporary
+ * at a time: a second call first drops the first. */
 int tlocal_out_create(tlocal_out *o, tdtype dt, int ndim, const int64_t *shape,
                       int sink, tarray **out, terr *e);
 /* A heap result: the temporary written with npy_write. */
 int tlocal_out_write(tlocal_out *o, const tarray *a, terr *e);
-/* The temporary is complete: check it is still the size it must be (and,
- * for a mapping, not torn: pass a->guard's torn state), then rename it
- * over the name. expect_bytes: header + data. On failure the temporary is
- * removed. */
-int tlocal_out_commit(tlocal_out *o, int64_t expect_bytes, int torn, terr *e);
-/* Remove the temporary (if any); the directory stays open. */
+/* The temporary is complete (a sink closed, a mapping freed): check it is
+ * the .npy of dt/shape (its size, its header read back, no hole: see
+ * above) and that a mapping was not torn (torn: a->guard's state).
+ * T_ECONFLICT naming the field, and the temporary dropped, when not. */
+int tlocal_out_check(tlocal_out *o, tdtype dt, int ndim, const int64_t *shape,
+                     int torn, terr *e);
+/* Place the checked temporary under the name (see above). On failure the
+ * temporary is dropped and the name left as it was. */
+int tlocal_out_place(tlocal_out *o, terr *e);
+/* Drop the temporary (if any); the directory stays open. */
 void tlocal_out_discard(tlocal_out *o);
 /* The complete temporary (a sink that was closed), mapped guarded and
  * private for reading back (compare). */
 int tlocal_out_map(tlocal_out *o, tarray **out, terr *e);
-/* Remove the temporary (if any) and close the directory. */
+/* Drop the temporary (if any), close the directory, free the copies. */
 void tlocal_out_close(tlocal_out *o);
+/* Tests only: 1 makes tlocal_out_create behave as where the filesystem
+ * refuses O_TMPFILE (the named fallback under .tessel-tmp). */
+extern int tlocal_test_no_tmpfile;
 
 /* Tests only: 1 makes the resolution walk components as it does where the
  * kernel has no openat2. */

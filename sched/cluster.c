@@ -22,6 +22,9 @@
  *     refuses their end anyway, and sched/run.c then drops the result);
  *     jobs with a cancel request are canceled; then the node list (live
  *     nodes, GPU nodes) and the cluster's queue depth, kept for admission;
+ *     a worker makes one too, naming its job, as the fenced "still held"
+ *     step before a run's end writes outside the store (sched_cluster_hold:
+ *     an output file is placed only by the node that holds the job);
  *   - the reaper, every lease/2: store_reap (one node at a time: the
  *     store's advisory lock); the files of each reaped run
  *     (<results>/<id>.r<attempt>.*, in the shared data directory:
@@ -286,9 +289,10 @@ static void free_ids(char **ids, int n) {
   free(ids);
 }
 
-static void node_heartbeat(sched *s) {
-  sched_cluster *c = s->cl;
-  store_node me = c->self; /* shallow: the strings stay c->self's */
+/* This node's heartbeat figures: c->self (shallow: the strings stay
+ * c->self's) with its load and counters now. */
+static store_node node_me(sched *s) {
+  store_node me = s->cl->self;
   sched_sample smp;
   me.load = sched_sample_now(s, &smp) == 0 ? smp.machine_cpu_percent : NAN;
   sched_stats st;
@@ -299,6 +303,35 @@ static void node_heartbeat(sched *s) {
   tmutex_lock(&s->mu);
   me.running = s->nrunning;
   me.queued = s->nqueued;
+  tmutex_unlock(&s->mu);
+  return me;
+}
+
+int sched_cluster_hold(sched *s, const char *id, terr *e) {
+  sched_cluster *c = s->cl;
+  /* A node that never joined claimed nothing: no job of its runs. */
+  if (!s->cluster || !c || !c->self.id[0]) return 0;
+  store_node me = node_me(s);
+  const char *held[1] = {id};
+  char **cancel = NULL, **lost = NULL;
+  int ncancel = 0, nlost = 0;
+  /* Its cancels are left to the node thread's next heartbeat (a cancel
+   * request stays listed until the job ends). */
+  int rc = store_node_heartbeat(s->cfg.st, &me, c->lease_ms, held, 1, &cancel,
+                                &ncancel, &lost, &nlost, e);
+  if (rc == T_OK && nlost > 0)
+    rc = terr_set(e, T_ECONFLICT, "id", -1,
+                  "job %s is no longer held by this node: its lease went to "
+                  "another node, or it ended there", id);
+  free_ids(lost, nlost);
+  free_ids(cancel, ncancel);
+  return rc;
+}
+
+static void node_heartbeat(sched *s) {
+  sched_cluster *c = s->cl;
+  store_node me = node_me(s);
+  tmutex_lock(&s->mu);
   char **held = NULL;
   int nheld = held_ids(s, &held);
   tmutex_unlock(&s->mu);

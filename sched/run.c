@@ -62,14 +62,14 @@
  * own device's unlock, and logs it.
  *
  * Same-host files (--local-dir, array/localfile.h). A job with "output":
- * {"file": path} has its output directory opened before it starts (a
- * directory gone since submit fails the job naming output.file); its first
- * file result is created there as ".<name>.tmp<random>" instead of under
- * <data>/results (a guarded mapping: the user may truncate it), and at
- * the end it is renamed over the name once its size is checked and its
- * mapping was not torn; a heap result (or a later one) is written there
- * with npy_write. Nothing of an output job's result is kept by the
- * service (no result_path, nothing in the row). {"file"} inputs are
+ * {"file": path} has its output directory opened (and pinned) before it
+ * starts (a directory gone since submit fails the job naming output.file);
+ * its first file result is created there as an unnamed file instead of
+ * under <data>/results, a heap result (or a later one) is written there at
+ * the end; then it is checked, and placed only after the fenced "still
+ * held" step, before the finish: sched/run_output.c says why in that
+ * order and what is left. Nothing of an output job's result is kept by
+ * the service (no result_path, nothing in the row). {"file"} inputs are
  * mapped through the run's tenv, which records them (r.env.local_log);
  * after the plan is released the log is checked, and an input torn or
  * changed under the job fails it naming the input, whatever it computed.
@@ -162,7 +162,7 @@ static int srun_result_stream(job_ctx *ctx, tdtype dt, int ndim,
   return srun_result_new(ctx, dt, ndim, shape, 1, out, e);
 }
 
-static salloc *srun_find_alloc(srun *r, const tarray *a) {
+salloc *srun_find_alloc(srun *r, const tarray *a) {
   for (int i = 0; i < r->nallocs; i++)
     if (r->allocs[i].a == a && (r->allocs[i].path[0] || r->allocs[i].out))
       return &r->allocs[i];
@@ -202,7 +202,7 @@ int srun_readable(srun *r, tarray **a, terr *e) {
 }
 
 /* Free a result that is not kept (and its temporary file). */
-static void srun_drop_result(srun *r, tarray *a) {
+void srun_drop_result(srun *r, tarray *a) {
   if (!a) return;
   salloc *al = srun_find_alloc(r, a);
   tarray_free(a);
@@ -270,35 +270,6 @@ static int srun_keep_result(srun *r, tarray *a, const char *final, char **npy,
   if (rc) unlink(tmp);
 done:
   tarray_free(a);
-  return rc;
-}
-
-/* An output job's result `a` (freed here) into its output file: its own
- * temporary renamed over the name (after the size and tear checks), or,
- * for a heap result or one that went elsewhere, written there first. */
-static int srun_keep_output(srun *r, tarray *a, terr *e) {
-  char hdr[NPY_HEADER_MAX];
-  int64_t expect = (int64_t)npy_header(a->dtype, a->ndim, a->shape, hdr) +
-                   a->size * (int64_t)tdtype_size(a->dtype);
-  salloc *al = srun_find_alloc(r, a);
-  int rc;
-  if (al && al->out) {
-    int torn = a->guard ? sigbus_torn(a->guard) : 0;
-    int err = tarray_sink_close(a); /* a deferred write error: not whole */
-    tarray_free(a);
-    al->out = r->out_busy = 0;
-    if (err) {
-      tlocal_out_discard(&r->out);
-      rc = terr_set(e, T_EIO, "output.file", -1,
-                    "cannot write the result: %s", strerror(err));
-      return terr_nospace(e, rc, err);
-    }
-    return tlocal_out_commit(&r->out, expect, torn, e);
-  }
-  if (a->sink && (rc = srun_readable(r, &a, e))) return rc;
-  rc = tlocal_out_write(&r->out, a, e);
-  srun_drop_result(r, a);
-  if (rc == T_OK) rc = tlocal_out_commit(&r->out, expect, 0, e);
   return rc;
 }
 
@@ -762,7 +733,7 @@ void sched_run_job(sched *s, sjob *j, int device) {
   srun r;
   memset(&r, 0, sizeof r);
   r.s = s, r.j = j, r.device = device, r.max_abs_diff = NAN;
-  r.out.dirfd = -1;
+  r.out.dirfd = r.out.fd = r.out.tmpdirfd = -1;
   tenv_from_store(&r.env, s->cfg.st, j->owner, s->env_max_elems);
   r.env.local = s->cfg.local;
   /* The same value as at submit (jobs.max_result_bytes): defaults that
@@ -917,6 +888,7 @@ end:
   if (stop == SJ_STOP_LOST) {
     /* Its lease went to another node (sched_drop_lost): the fence would
      * refuse its end, and the other node's run is the job's. */
+  lost: /* or so said the fenced step before an output's placement */
     srun_drop_res(&r, &res);
     srun_cleanup(&r);
     sched_mem_release(s, j);
@@ -985,8 +957,12 @@ end:
       srun_drop_res(&r, &res);
       final[0] = 0;
     } else if (r.out.dirfd >= 0) { /* the user's file; the service keeps nothing */
-      wrc = srun_keep_output(&r, result, &e);
+      wrc = srun_output(&r, result, &e);
       final[0] = 0;
+      if (wrc == SRUN_OUTPUT_LOST) { /* another node's job: as SJ_STOP_LOST */
+        memset(&res, 0, sizeof res); /* freed */
+        goto lost;
+      }
     } else {
       wrc = srun_keep_result(&r, result, final, &npy, &npy_len, &e);
       res.a[0] = NULL;

@@ -1,7 +1,8 @@
-/* sched/run_int.h — private to sched/run.c and sched/compare.c: a run's
- * state (srun: its result allocations, the parts and borrowed GPUs of the
+/* sched/run_int.h — private to sched/run.c, compare.c and run_output.c: a
+ * run's state (srun: its result allocations, the parts and borrowed GPUs of the
  * current backend run, its timings and compare's record) and the few
- * calls compare makes into run.c. Same thread rules as run.c: everything
+ * calls compare (and run_output.c, the end of an output job) make into
+ * run.c. Same thread rules as run.c: everything
  * here belongs to the worker that runs the job.
  */
 #ifndef TESSEL_SCHED_RUN_INT_H
@@ -70,6 +71,17 @@ int srun_backend(srun *r, void *plan, tbackend b, int device, sres *res,
                  double *ms, terr *e);
 int srun_readable(srun *r, tarray **a, terr *e);
 void srun_drop_res(srun *r, sres *res);
+/* run.c: the allocation of a result file (or the output's temporary)
+ * holding a, or NULL (heap); a result freed with its temporary file. */
+salloc *srun_find_alloc(srun *r, const tarray *a);
+void srun_drop_result(srun *r, tarray *a);
+/* run_output.c: an output job's result `a` (freed here) checked and placed
+ * under the user's name by the node that still holds the job (see there).
+ * 0; an error (the job fails with it, the name as it was); or
+ * SRUN_OUTPUT_LOST: the job is another node's now, nothing was placed and
+ * no end may be written. */
+#define SRUN_OUTPUT_LOST (-2)
+int srun_output(srun *r, tarray *a, terr *e);
 /* compare.c: run the plan on serial, cpu and (when a GPU is healthy)
  * cuda, compare every run's result with serial's part by part, and keep
  * serial's in *result (empty on failure). */

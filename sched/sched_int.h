@@ -306,6 +306,14 @@ void sched_cluster_destroy(sched *s);
 /* Wake the claimer (a job was submitted, or a local job ended). Any thread,
  * no lock held or [mu]; never blocks. */
 void sched_cluster_kick(sched *s);
+/* The fenced "still held" step of a run's end, before it touches anything
+ * outside the store (an output file, sched/run.c): a heartbeat of this
+ * node naming the job (which renews its leases, as every heartbeat does).
+ * 0 when this node still holds the job; T_ECONFLICT when it went to
+ * another node or ended there (this node was paused past its lease); the
+ * store's error otherwise. 0 at once on a single-node store. A worker
+ * thread, no lock held ([sync] store call). */
+int sched_cluster_hold(sched *s, const char *id, terr *e);
 /* The same, to read the store for the remote waiters registered since. */
 void sched_cluster_recheck(sched *s);
 /* The cluster's view for admission: queued jobs in the whole store, live

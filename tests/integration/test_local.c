@@ -15,7 +15,14 @@
  *    one truncated while the job reads it: the job fails naming the field
  *    and the daemon still answers /healthz;
  *  - per-token dirs: alice reads DIR/alice, not DIR/bob nor DIR itself;
- *  - a canceled output job leaves no temporary file;
+ *  - a canceled output job leaves no temporary file (nor has a named one
+ *    while it runs);
+ *  - issue 23: an output cut while the job streams it (the named
+ *    temporary, or the unnamed one through /proc/<pid>/fd) fails conflict
+ *    naming output.file and the file that was there stays; an output
+ *    directory moved out of the allowed one while the job writes gets
+ *    nothing and the job fails conflict; kill -9 during an output write
+ *    and a restart leave no temporary in the directory;
  *  - a queued output job whose directory is gone after a restart fails
  *    naming output.file.
  */
@@ -361,7 +368,7 @@ TEST(canceled_output_job_leaves_no_temporary) {
   snprintf(qid, sizeof qid, "%s", q ? jstr(q, "id") : "");
   json_decref(q);
   CHECK(wait_reading(&S, qid));
-  CHECK(count_entries(L, ".c_out.npy.tmp") == 1); /* its temporary, now */
+  CHECK(count_entries(L, "c_out") == 0); /* its temporary is unnamed */
   snprintf(path, sizeof path, "/v1/jobs/%s/cancel", qid);
   resp r = req(&S, "POST", path, NULL, NULL);
   resp_free(&r);
@@ -370,6 +377,143 @@ TEST(canceled_output_job_leaves_no_temporary) {
   json_decref(j);
   CHECK(count_entries(L, "c_out") == 0);
   unlink(x);
+}
+
+/* A slow serial map of n float64 at `in` (written here) into `out`;
+ * submitted, running and mid-way once this returns; its id in id. */
+static void slow_output_job(const char *in, const char *out, int64_t n,
+                            char id[64]) {
+  char body[2048];
+  CHECK(write_npy(in, n) == 0);
+  snprintf(body, sizeof body,
+           "{\"kind\":\"map\",\"backend\":\"serial\",\"params\":{\"expr\":"
+           "\"sin(x)*cos(x)*exp(-abs(x))*log(abs(x)+2)*sqrt(abs(x)+1)*"
+           "tanh(x)*atan(x)*sin(x*2)*cos(x*3)*exp(sin(x))\",\"inputs\":{\"x\":"
+           "{\"file\":\"%s\"}}},\"output\":{\"file\":\"%s\"}}", in, out);
+  long st;
+  json_t *q = submit(&S, "", body, &st);
+  CHECK(q && st == 202);
+  snprintf(id, 64, "%s", q ? jstr(q, "id") : "");
+  json_decref(q);
+  CHECK(wait_reading(&S, id));
+}
+
+/* The output temporary the daemon is writing for a file named `name` in
+ * dir, as a path that truncate() reaches: a named one in dir
+ * (".<name>.tmp..."), or an unnamed one (O_TMPFILE) through the daemon's
+ * /proc/<pid>/fd ("<dir>/#<inode> (deleted)"). 0 when found. */
+static int out_temp(const char *dir, const char *name, char *path,
+                    size_t cap) {
+  char part[300], fds[64], link[700], target[700];
+  snprintf(part, sizeof part, ".%s.tmp", name);
+  DIR *d = opendir(dir);
+  struct dirent *de;
+  while (d && (de = readdir(d)))
+    if (strncmp(de->d_name, part, strlen(part)) == 0) {
+      snprintf(path, cap, "%s/%s", dir, de->d_name);
+      closedir(d);
+      return 0;
+    }
+  if (d) closedir(d);
+  snprintf(fds, sizeof fds, "/proc/%d/fd", (int)S.pid);
+  snprintf(part, sizeof part, "%s/#", dir);
+  d = opendir(fds);
+  while (d && (de = readdir(d))) {
+    snprintf(link, sizeof link, "%s/%s", fds, de->d_name);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n <= 0) continue;
+    target[n] = 0;
+    if (strncmp(target, part, strlen(part)) == 0) {
+      snprintf(path, cap, "%s", link);
+      closedir(d);
+      return 0;
+    }
+  }
+  if (d) closedir(d);
+  return -1;
+}
+
+/* j failed "conflict" naming output.file. */
+static void fails_conflict_on_output(json_t *j) {
+  CHECK(j && jstr(j, "status") && strcmp(jstr(j, "status"), "failed") == 0);
+  json_t *err = j ? json_object_get(j, "error") : NULL;
+  const char *code = err ? jstr(err, "code") : NULL;
+  const char *m = err ? jstr(err, "message") : NULL;
+  CHECK_MSG(code && strcmp(code, "conflict") == 0, "code %s (%s)",
+            code ? code : "-", m ? m : "-");
+  CHECK_MSG(m && strstr(m, "output.file"), "message %s", m ? m : "-");
+  json_t *res = j ? json_object_get(j, "result") : NULL;
+  CHECK(!res || !json_object_get(res, "file")); /* no file is claimed */
+}
+
+/* Issue 23, case 3: the output cut while the job streams it. It used to
+ * succeed with a zeroed header; now it fails conflict and the file that
+ * was there stays as it was. */
+TEST(output_truncated_while_written) {
+  char x[400], out[400], tmp[800];
+  snprintf(x, sizeof x, "%s/t.npy", L);
+  snprintf(out, sizeof out, "%s/t_out.npy", L);
+  CHECK(write_npy(out, 10) == 0); /* the user's previous result */
+  size_t olen = 0, nlen = 0;
+  char *old = slurp(out, &olen);
+  char id[64];
+  slow_output_job(x, out, 8000000, id);
+  CHECK(out_temp(L, "t_out.npy", tmp, sizeof tmp) == 0);
+  CHECK_MSG(truncate(tmp, 0) == 0, "truncate %s: %s", tmp, strerror(errno));
+  json_t *j = wait_job(&S, id, 120);
+  fails_conflict_on_output(j);
+  json_decref(j);
+  char *now = slurp(out, &nlen);
+  CHECK(old && now && olen == nlen && memcmp(old, now, olen) == 0);
+  free(old);
+  free(now);
+  CHECK(count_entries(L, "t_out") == 1);
+  CHECK(healthy(&S));
+  unlink(x);
+  unlink(out);
+}
+
+/* Issue 23, case 4: the output's directory moved out of --local-dir while
+ * the job writes. It used to receive the file; now nothing is written
+ * outside (nor inside) and the job fails conflict naming output.file. */
+TEST(output_dir_moved_out_while_written) {
+  char x[400], dir[400], out[500], away[400];
+  snprintf(x, sizeof x, "%s/m.npy", L);
+  snprintf(dir, sizeof dir, "%s/moving", L);
+  snprintf(out, sizeof out, "%s/o.npy", dir);
+  snprintf(away, sizeof away, "%s/moving", OUT);
+  CHECK(mkdir(dir, 0700) == 0);
+  char id[64];
+  slow_output_job(x, out, 8000000, id);
+  CHECK(rename(dir, away) == 0);
+  json_t *j = wait_job(&S, id, 120);
+  fails_conflict_on_output(j);
+  json_decref(j);
+  CHECK_MSG(count_entries(away, NULL) == 0, "%d entries in %s",
+            count_entries(away, NULL), away);
+  CHECK(access(dir, F_OK) != 0);
+  CHECK(rmdir(away) == 0);
+  unlink(x);
+}
+
+/* Issue 23, case 5: kill -9 while an output is written, then a restart
+ * (the job runs again and succeeds): no temporary stays in the user's
+ * directory. */
+TEST(output_kill9_leaves_no_temporary) {
+  char x[400], out[400];
+  snprintf(x, sizeof x, "%s/k.npy", L);
+  snprintf(out, sizeof out, "%s/k_out.npy", L);
+  char id[64];
+  slow_output_job(x, out, 2000000, id);
+  srv_kill(&S, SIGKILL);
+  CHECK(srv_restart(&S) == 0);
+  json_t *j = wait_job(&S, id, 120);
+  CHECK(j && jstr(j, "status") && strcmp(jstr(j, "status"), "succeeded") == 0);
+  json_decref(j);
+  CHECK(count_entries(L, "k_out") == 1); /* the output alone */
+  CHECK(count_entries(L, ".tmp") == 0);
+  unlink(x);
+  unlink(out);
 }
 
 TEST(output_dir_gone_after_restart) {
@@ -488,6 +632,9 @@ int main(int argc, char **argv) {
   RUN(bad_files_are_400_and_missing_404);
   RUN(file_truncated_after_submit_and_while_read);
   RUN(canceled_output_job_leaves_no_temporary);
+  RUN(output_truncated_while_written);
+  RUN(output_dir_moved_out_while_written);
+  RUN(output_kill9_leaves_no_temporary);
   RUN(output_dir_gone_after_restart);
   RUN(feature_off_is_403);
   RUN(per_token_directories);

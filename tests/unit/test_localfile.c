@@ -1,9 +1,13 @@
 /* test_localfile.c — array/localfile: the allowed directories, the textual
  * check, opening beneath a root with openat2 and with the component walk
- * (the same answers both ways), per-owner roots, outputs (temporary,
- * commit, symlink refused), and a mapped input truncated under a reader:
+ * (the same answers both ways), per-owner roots, outputs (unnamed while
+ * written, checked: a header overwritten, a hole, a short file refused;
+ * placed over an existing file; a directory moved out or replaced: nothing
+ * written; the named fallback under .tessel-tmp and its sweep at start;
+ * symlink refused), and a mapped input truncated under a reader:
  * zeros, no crash, and the log's check fails naming the field.
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -133,13 +137,40 @@ TEST(open_beneath_both_ways) {
   tlocal_free(l);
 }
 
+/* Entries of dir (not . and ..); -1 when it cannot be read. */
+static int entries(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *de;
+  while ((de = readdir(d)))
+    n += strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+  closedir(d);
+  return n;
+}
+
+/* An output of 3 float64 (0, 1, 2) made as a sink (sink 1) or a mapping,
+ * complete; its length in *bytes. */
+static tarray *out_three(tlocal_out *o, int sink, int64_t *bytes) {
+  int64_t shape[1] = {3};
+  double v[3] = {0, 1, 2};
+  char hdr[NPY_HEADER_MAX];
+  terr e;
+  tarray *a = NULL;
+  *bytes = (int64_t)npy_header(T_F64, 1, shape, hdr) + 24;
+  CHECK(tlocal_out_create(o, T_F64, 1, shape, sink, &a, &e) == 0);
+  if (a) CHECK(tarray_write(a, 0, 3, v, &e) == 0);
+  return a;
+}
+
 TEST(outputs) {
   const char *dirs[] = {D};
   tlocal *l;
   terr e;
   CHECK(tlocal_create(dirs, 1, &l, &e) == 0);
-  char p[400];
+  char p[400], in[400];
   tlocal_out o;
+  snprintf(in, sizeof in, "%s/in", D);
   snprintf(p, sizeof p, "%s/in/link.npy", D);
   CHECK(tlocal_out_open(l, "", p, "output.file", &o, &e) == T_EFORBIDDEN);
   CHECK_STR(e.field, "output.file");
@@ -148,25 +179,136 @@ TEST(outputs) {
   snprintf(p, sizeof p, "%s/in", D); /* a directory */
   CHECK(tlocal_out_open(l, "", p, "output.file", &o, &e) == T_EINVAL);
   snprintf(p, sizeof p, "%s/in/o.npy", D);
+  int before = entries(in);
   CHECK(tlocal_out_open(l, "", p, "output.file", &o, &e) == 0);
-  int64_t shape[1] = {3};
-  tarray *a = NULL;
-  CHECK(tlocal_out_create(&o, T_F64, 1, shape, 0, &a, &e) == 0);
-  CHECK(a && a->guard > 0 && o.tmp[0] == '.');
-  for (int i = 0; a && i < 3; i++) ((double *)a->data)[i] = i;
-  char hdr[NPY_HEADER_MAX];
-  int64_t bytes = (int64_t)npy_header(T_F64, 1, shape, hdr) + 24;
+  int64_t shape[1] = {3}, bytes;
+  tarray *a = out_three(&o, 0, &bytes);
+  /* unnamed: nothing new in the directory while it is written */
+  CHECK(a && a->guard > 0 && o.fd >= 0 && o.tmp[0] == 0);
+  CHECK(entries(in) == before);
   int torn = a ? sigbus_torn(a->guard) : 1;
   tarray_free(a);
-  CHECK(tlocal_out_commit(&o, bytes, torn, &e) == 0);
+  CHECK(tlocal_out_check(&o, T_F64, 1, shape, torn, &e) == 0);
+  CHECK(tlocal_out_place(&o, &e) == 0);
   struct stat st;
   CHECK(stat(p, &st) == 0 && st.st_size == bytes);
-  /* A temporary cut short is refused and removed. */
-  CHECK(tlocal_out_create(&o, T_F64, 1, shape, 1, &a, &e) == 0);
+  CHECK(entries(in) == before + 1);
+  /* over an existing file (link beside it, renamed over): replaced */
+  a = out_three(&o, 1, &bytes);
   tarray_free(a);
-  CHECK(tlocal_out_commit(&o, bytes + 8, 0, &e) == T_ECONFLICT);
-  CHECK(o.tmp[0] == 0);
+  CHECK(tlocal_out_check(&o, T_F64, 1, shape, 0, &e) == 0);
+  CHECK(tlocal_out_place(&o, &e) == 0);
+  CHECK(entries(in) == before + 1);
+  ino_t old_ino = stat(p, &st) == 0 ? st.st_ino : 0;
+  /* a header overwritten under the write: refused, the old file stays */
+  a = out_three(&o, 1, &bytes);
+  tarray_free(a);
+  CHECK(pwrite(o.fd, "\0\0\0\0\0\0\0\0", 8, 0) == 8);
+  CHECK(tlocal_out_check(&o, T_F64, 1, shape, 0, &e) == T_ECONFLICT);
+  CHECK_STR(e.field, "output.file");
+  CHECK(strstr(e.message, "header") != NULL);
+  CHECK(o.fd < 0 && tlocal_out_place(&o, &e) == T_EINTERNAL);
+  /* cut and written again past the cut: the header rewritten, the length
+   * right, a hole where the data was: refused */
+  int64_t big[1] = {8192};
+  double *v = calloc(8192, sizeof *v);
+  for (int i = 0; i < 8192; i++) v[i] = i + 1;
+  CHECK(tlocal_out_create(&o, T_F64, 1, big, 1, &a, &e) == 0);
+  if (a) CHECK(tarray_write(a, 0, 8192, v, &e) == 0);
+  tarray_free(a);
+  free(v);
+  char hdr[NPY_HEADER_MAX];
+  size_t hl = npy_header(T_F64, 1, big, hdr);
+  CHECK(ftruncate(o.fd, 0) == 0 && pwrite(o.fd, hdr, hl, 0) == (ssize_t)hl &&
+        ftruncate(o.fd, (off_t)hl + 8192 * 8) == 0);
+  CHECK(tlocal_out_check(&o, T_F64, 1, big, 0, &e) == T_ECONFLICT);
+  CHECK(strstr(e.message, "cut away") != NULL);
+  CHECK(stat(p, &st) == 0 && st.st_ino == old_ino);
+  /* too short */
+  a = out_three(&o, 1, &bytes);
+  tarray_free(a);
+  CHECK(ftruncate(o.fd, bytes - 8) == 0);
+  CHECK(tlocal_out_check(&o, T_F64, 1, shape, 0, &e) == T_ECONFLICT);
   tlocal_out_close(&o);
+  CHECK(entries(in) == before + 1);
+  tlocal_free(l);
+}
+
+/* The output's directory moved out of the allowed one (or replaced) while
+ * the job wrote: nothing is written there, nor anywhere. */
+TEST(output_dir_moved) {
+  const char *dirs[] = {D};
+  tlocal *l;
+  terr e;
+  CHECK(tlocal_create(dirs, 1, &l, &e) == 0);
+  char mv[300], p[400], away[300], outside[300];
+  snprintf(mv, sizeof mv, "%s/mv", D);
+  snprintf(p, sizeof p, "%s/mv/o.npy", D);
+  snprintf(outside, sizeof outside, "%s-outside", D);
+  snprintf(away, sizeof away, "%s/mv", outside);
+  CHECK(mkdir(mv, 0700) == 0 && mkdir(outside, 0700) == 0);
+  for (int replaced = 0; replaced < 2; replaced++) {
+    tlocal_out o;
+    int64_t shape[1] = {3}, bytes;
+    CHECK(tlocal_out_open(l, "", p, "output.file", &o, &e) == 0);
+    tarray *a = out_three(&o, 1, &bytes);
+    tarray_free(a);
+    CHECK(rename(mv, away) == 0);
+    if (replaced) CHECK(mkdir(mv, 0700) == 0); /* another one in its place */
+    CHECK(tlocal_out_check(&o, T_F64, 1, shape, 0, &e) == 0);
+    CHECK(tlocal_out_place(&o, &e) == T_ECONFLICT);
+    CHECK_STR(e.field, "output.file");
+    CHECK(strstr(e.message, "moved") != NULL);
+    CHECK(entries(away) == 0);
+    CHECK(access(p, F_OK) != 0);
+    tlocal_out_close(&o);
+    if (replaced) CHECK(rmdir(mv) == 0);
+    CHECK(rename(away, mv) == 0);
+  }
+  CHECK(rmdir(mv) == 0 && rmdir(outside) == 0);
+  tlocal_free(l);
+}
+
+/* Where O_TMPFILE is refused: a named temporary under .tessel-tmp, never
+ * in the user's directory; those of dead processes are swept at start. */
+TEST(output_fallback_and_sweep) {
+  const char *dirs[] = {D};
+  tlocal *l;
+  terr e;
+  CHECK(tlocal_create(dirs, 1, &l, &e) == 0);
+  char p[400], in[400], tmpd[400], dead[500], live[500];
+  snprintf(in, sizeof in, "%s/in", D);
+  snprintf(p, sizeof p, "%s/in/fb.npy", D);
+  snprintf(tmpd, sizeof tmpd, "%s/.tessel-tmp", D);
+  int before = entries(in);
+  tlocal_test_no_tmpfile = 1;
+  tlocal_out o;
+  int64_t shape[1] = {3}, bytes;
+  CHECK(tlocal_out_open(l, "", p, "output.file", &o, &e) == 0);
+  tarray *a = out_three(&o, 1, &bytes);
+  tarray_free(a);
+  CHECK(o.tmp[0] == 't' && entries(tmpd) == 1 && entries(in) == before);
+  CHECK(tlocal_out_check(&o, T_F64, 1, shape, 0, &e) == 0);
+  CHECK(tlocal_out_place(&o, &e) == 0);
+  struct stat st;
+  CHECK(stat(p, &st) == 0 && st.st_size == bytes && entries(tmpd) == 0);
+  /* dropped: removed */
+  a = out_three(&o, 1, &bytes);
+  tarray_free(a);
+  CHECK(entries(tmpd) == 1);
+  tlocal_out_close(&o);
+  CHECK(entries(tmpd) == 0);
+  tlocal_test_no_tmpfile = 0;
+  tlocal_free(l);
+  snprintf(dead, sizeof dead, "%s/t2147483646.00ab", tmpd); /* no such pid */
+  snprintf(live, sizeof live, "%s/t%ld.00cd", tmpd, (long)getpid());
+  FILE *f = fopen(dead, "w");
+  if (f) fclose(f);
+  f = fopen(live, "w");
+  if (f) fclose(f);
+  CHECK(tlocal_create(dirs, 1, &l, &e) == 0);
+  CHECK(access(dead, F_OK) != 0 && access(live, F_OK) == 0);
+  unlink(live);
   tlocal_free(l);
 }
 
@@ -220,6 +362,8 @@ int main(void) {
   RUN(text);
   RUN(open_beneath_both_ways);
   RUN(outputs);
+  RUN(output_dir_moved);
+  RUN(output_fallback_and_sweep);
   RUN(truncated_under_a_reader);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", D);

@@ -23,12 +23,16 @@
  *  - no node claims more jobs than it has workers (claims only up to the
  *    free slots), and every job ends once;
  *  - a job the reaper took back from a dead node: the temporaries of the
- *    run it died in are removed, other runs' files and results stay.
+ *    run it died in are removed, other runs' files and results stay;
+ *  - a stale node (its job went to the other node, which placed the
+ *    output) ends its run late: it places nothing over the finished output
+ *    and writes no end; a node that holds its output job places the file.
  */
 #include <dirent.h>
 #include <pthread.h>
 #include <unistd.h>
 
+#include "array/localfile.h"
 #include "db/store_backend.h"
 #include "sched/sched_int.h"
 #include "sched_fixture.h"
@@ -431,6 +435,7 @@ typedef struct node {
   char id[T_ID_MAX];
 } node;
 static char dir[300];
+static const tlocal *node_local; /* --local-dir of the nodes opened next */
 
 static int fake_open(void) {
   memset(&F, 0, sizeof F);
@@ -460,7 +465,7 @@ static int node_open(node *n, const char *name, int threads) {
     return -1;
   sched_config cfg = {.st = n->st, .data_dir = dir, .threads = threads,
                       .queue_limit = 100, .inline_result_max = 64,
-                      .kind_lookup = test_kinds};
+                      .kind_lookup = test_kinds, .local = node_local};
   int rc = sched_create(&cfg, &n->s, &e);
   CHECK_MSG(rc == 0, "sched_create: %s", e.message);
   if (!rc) rc = sched_start(n->s, &e);
@@ -663,6 +668,113 @@ TEST(test_two_nodes) {
   fake_close();
 }
 
+/* nsubmit with "output": {"file": out}. */
+static void nsubmit_out(node *n, const char *kind, const char *params,
+                        const char *out, char id[T_ID_MAX]) {
+  int retry;
+  terr e;
+  CHECK(sched_reserve(n->s, &retry, &e) == 0);
+  store_job j;
+  memset(&j, 0, sizeof j);
+  j.owner = strdup("");
+  j.kind = strdup(kind);
+  j.params = strdup(params);
+  j.backend_requested = strdup("cpu");
+  j.body_hash = strdup("0");
+  j.output_file = strdup(out);
+  j.timeout_s = 60;
+  j.max_abs_diff = NAN;
+  int existing;
+  CHECK(store_job_insert(n->st, &j, &existing, &e) == 0);
+  snprintf(id, T_ID_MAX, "%s", j.id);
+  store_job_clear(&j);
+  CHECK(store_job_get(n->st, id, NULL, &j, &e) == 0);
+  CHECK(sched_enqueue(n->s, &j, &e) == 0);
+  store_job_clear(&j);
+}
+
+static size_t held_jobs(node *n) {
+  tmutex_lock(&n->s->mu);
+  size_t k = n->s->njobs;
+  tmutex_unlock(&n->s->mu);
+  return k;
+}
+
+/* Issue 23, case 6: a node whose job went to another node (it was paused
+ * past its lease; the other node finished the job and placed its output)
+ * ends its run late: it must not place its own output over the finished
+ * one (the fenced "still held" step comes before the placement), and it
+ * writes no end. An output job of a node that still holds it is placed. */
+TEST(test_stale_node_output) {
+  if (fake_open()) {
+    CHECK(0);
+    return;
+  }
+  char ldir[400], out[500], f[T_ID_MAX], holder[T_ID_MAX];
+  snprintf(ldir, sizeof ldir, "%s/local", dir);
+  CHECK(t_mkdirs(ldir) == 0);
+  const char *dirs[] = {ldir};
+  tlocal *l = NULL;
+  terr e;
+  CHECK(tlocal_create(dirs, 1, &l, &e) == 0);
+  node_local = l;
+  node a, b;
+  if (node_open(&a, "a", 1) || node_open(&b, "b", 1)) return;
+  snprintf(out, sizeof out, "%s/o.npy", ldir);
+  const char finished[] = "the output the other node placed";
+  FILE *fp = fopen(out, "w");
+  CHECK(fp && fputs(finished, fp) >= 0);
+  if (fp) fclose(fp);
+
+  atomic_store(&gate_open, 0);
+  nsubmit_out(&a, "gate", "{\"n\":1}", out, f);
+  claimed_by(f, holder);
+  CHECK(wait_running(&a, f));
+  node *h = strcmp(holder, a.id) == 0 ? &a : &b;
+  node *other = h == &a ? &b : &a;
+  pthread_mutex_lock(&F.mu); /* the job is the other node's now */
+  fclaim *c = fclaim_find(f);
+  if (c) snprintf(c->node, sizeof c->node, "%s", other->id), c->moved = 1;
+  pthread_mutex_unlock(&F.mu);
+  atomic_store(&gate_open, 1); /* the stale node resumes and ends its run */
+  for (int i = 0; i < 5000 && held_jobs(h) > 0; i++) sleep_ms(2);
+  CHECK(held_jobs(h) == 0);
+  char buf[128] = "";
+  fp = fopen(out, "r");
+  size_t n = fp ? fread(buf, 1, sizeof buf - 1, fp) : 0;
+  buf[n] = 0;
+  if (fp) fclose(fp);
+  CHECK_MSG(strcmp(buf, finished) == 0, "the output was replaced (%zu bytes)",
+            n);
+  DIR *d = opendir(ldir);
+  struct dirent *de;
+  while (d && (de = readdir(d)))
+    CHECK_MSG(de->d_name[0] != '.' || !strstr(de->d_name, ".tmp"),
+              "%s stayed", de->d_name);
+  if (d) closedir(d);
+  store_job row;
+  memset(&row, 0, sizeof row);
+  CHECK(store_job_get(a.st, f, NULL, &row, &e) == 0 &&
+        row.status == JOB_RUNNING); /* no end written either */
+  store_job_clear(&row);
+
+  /* held to the end: placed */
+  char g[T_ID_MAX], out2[500];
+  snprintf(out2, sizeof out2, "%s/o2.npy", ldir);
+  nsubmit_out(&b, "gate", "{\"n\":1}", out2, g);
+  CHECK(final_status(&b, g, &row) && row.status == JOB_SUCCEEDED);
+  store_job_clear(&row);
+  tarray *r = NULL;
+  CHECK(tarray_map_npy(out2, &r, &e) == 0 && r && r->size == 1 &&
+        ((double *)r->data)[0] == 42);
+  tarray_free(r);
+  node_close(&a);
+  node_close(&b);
+  node_local = NULL;
+  tlocal_free(l);
+  fake_close();
+}
+
 /* Touch <dir>/results/<name>. */
 static void plant(const char *name) {
   char path[600];
@@ -725,6 +837,7 @@ int main(void) {
   if (!mkdtemp(root)) SKIP_ALL("cannot create a temp dir");
   RUN(test_two_nodes);
   RUN(test_reap_removes_dead_run_temporaries);
+  RUN(test_stale_node_output);
   rm_tree(root);
   return check_summary();
 }
