@@ -137,13 +137,20 @@ def test_geodesic_radius_and_rowwise(client):
 
 
 # ---- input forms -------------------------------------------------------------
-@pytest.mark.parametrize("form", ["list", "fortran", "bigendian", "float32", "int", "strided", "scalar"])
+@pytest.mark.parametrize("form", ["list", "fortran", "bigendian", "float32", "int", "strided",
+                                  "transposed", "scalar"])
 def test_input_forms(client, form):
     base = np.arange(12.0).reshape(3, 4)
     v = {"list": base.tolist(), "fortran": np.asfortranarray(base), "bigendian": base.astype(">f8"),
          "float32": base.astype(np.float32), "int": base.astype(np.int32),
-         "strided": np.arange(24.0).reshape(3, 8)[:, ::2] / 2 * 1 if False else base.T.copy().T,
+         "strided": (np.arange(24.0).reshape(3, 8) / 2)[:, ::2],  # a view: every 2nd column
+         "transposed": base.T.copy().T,
          "scalar": 3.0}[form]
+    if form == "strided":
+        assert not v.flags.c_contiguous and v.strides == (64, 16)
+        np.testing.assert_array_equal(v, base)
+    if form == "transposed":
+        assert v.flags.f_contiguous and not v.flags.c_contiguous
     want = np.asarray(v, dtype=np.float64) * 2
     np.testing.assert_array_equal(client.map("x*2", x=v), want)
 
@@ -311,10 +318,13 @@ def test_compare(client):
     assert isinstance(t, list) and {r["backend"] for r in t} >= {"serial", "cpu"}
     assert all(r["ms"] >= 0 for r in t) and t[0]["speedup"] == pytest.approx(1.0)
     np.testing.assert_array_equal(t.result, np.arange(1000.0) ** 2)
-    try:
-        import pandas  # noqa: F401
-    except ImportError:
-        pytest.skip("pandas is not installed: CompareTable.to_frame untested")
+
+
+def test_compare_to_frame(client):
+    # Skipped before asserting anything when pandas is missing (deps/ has
+    # python3-pandas, so CI runs it).
+    pytest.importorskip("pandas", reason="pandas is not installed: CompareTable.to_frame untested")
+    t = client.compare("map", expr="x+1", x=np.arange(10.0))
     assert list(t.to_frame()["backend"]) == [r["backend"] for r in t]
 
 
@@ -440,3 +450,12 @@ def test_https(daemon):
             tessel.Client(url, verify="/nonexistent/ca.pem")
     finally:
         p.stop()
+
+
+def test_jobs_are_job_objects(client):
+    """c.jobs() answers Job objects, as c.arrays() answers Arrays."""
+    j = client.submit_map("x*2", x=A, label="py-jobs-objects", wait=60)
+    got = client.jobs(label="py-jobs-objects")
+    assert got and all(isinstance(k, tessel.Job) for k in got)
+    assert got[0].id == j.id and got[0].status == "succeeded" and got[0].kind == "map"
+    np.testing.assert_array_equal(got[0].result(), A * 2)
