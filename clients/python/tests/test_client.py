@@ -1,12 +1,15 @@
 """The Python client against a real tesseld: every method, every input form,
-futures and the executor, errors, long waits, the same-host path.
+futures and the executor, errors, long waits, the same-host path, https://
+against tesseld's own TLS (the test-only certificate of tests/integration/tls).
 
 No timing is asserted; the only ordering asserted (as_completed) sets a job
 of ~10^8 element-operations against one of 4 elements.
 """
 import concurrent.futures
+import json
 import os
-import shutil
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -425,31 +428,45 @@ def test_same_host_from_info(daemon):
 
 
 # ---- https:// ---------------------------------------------------------------
-@pytest.mark.skipif(shutil.which("openssl") is None,
-                    reason="no openssl to make a certificate: https:// untested")
-def test_https(daemon):
-    # The daemon speaks plain HTTP (TLS is issue 15's); a local TLS proxy in
-    # front of it with a self-signed certificate stands for an https server.
-    from conftest import TLSProxy
-    p = TLSProxy(int(daemon.url.rsplit(":", 1)[1]))
+def test_https_against_tesseld_tls():
+    """The client against tesseld's own TLS (--tls-cert / --tls-key, the
+    test-only certificate of tests/integration/tls): verify= names the CA
+    file; the wrong CA, or the system's CAs, fail the handshake."""
+    from conftest import TLS_DIR, Daemon
+    cert = os.path.join(TLS_DIR, "server-cert.pem")
+    d = Daemon(["--tls-cert", cert, "--tls-key", os.path.join(TLS_DIR, "server-key.pem")])
     try:
-        url = f"https://localhost:{p.port}"
-        c = tessel.Client(url, verify=p.cert)  # the self-signed CA, checked
+        assert d.url.startswith("https://localhost:")
+        c = tessel.Client(d.url, verify=cert)  # the self-signed certificate, checked
+        assert c.info()["features"]["tls"] is True
         big = np.random.default_rng(5).random(300000)  # several TLS records each way
         np.testing.assert_array_equal(c.map("x*2", x=big), big * 2)
         arr = c.upload(A)
         np.testing.assert_array_equal(arr.download(), A)
-        assert c.local_dir() is None or c.local_dir() == os.path.realpath(daemon.local)
+        dist, idx = c.geodesic_knn([(0, 0), (0, 1), (0, 3)], 1)
+        assert idx.ravel().tolist() == [1, 0, 1]
         c.close()
-        insecure = tessel.Client(url, verify=False, same_host=False)
+        insecure = tessel.Client(d.url, verify=False, same_host=False)
         assert insecure.reduce("sum", x=A).item() == A.sum()
-        with pytest.raises(tessel.Unavailable) as e:  # the system's CAs do not know it
-            tessel.Client(url, same_host=False, verify=True).devices()
-        assert "CERTIFICATE_VERIFY_FAILED" in str(e.value)
+        for verify in (True, os.path.join(TLS_DIR, "other-cert.pem")):
+            with pytest.raises(tessel.Unavailable) as e:  # the system's CAs / another cert
+                tessel.Client(d.url, same_host=False, verify=verify).devices()
+            assert "CERTIFICATE_VERIFY_FAILED" in str(e.value)
         with pytest.raises(ValueError):
-            tessel.Client(url, verify="/nonexistent/ca.pem")
+            tessel.Client(d.url, verify="/nonexistent/ca.pem")
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(tessel.__path__[0]))
+        run = [sys.executable, "-m", "tessel", "--url", d.url]
+        p = subprocess.run(run + ["--cafile", cert, "devices"], capture_output=True, text=True,
+                           env=env, timeout=120)
+        assert p.returncode == 0 and "cpu" in json.loads(p.stdout), p.stderr
+        p = subprocess.run(run + ["devices"], capture_output=True, text=True,
+                           env=dict(env, TESSEL_CAFILE=cert), timeout=120)
+        assert p.returncode == 0, p.stderr
+        p = subprocess.run(run + ["devices"], capture_output=True, text=True,
+                           env={k: v for k, v in env.items() if k != "TESSEL_CAFILE"}, timeout=120)
+        assert p.returncode == 6 and "CERTIFICATE_VERIFY_FAILED" in p.stderr
     finally:
-        p.stop()
+        d.stop()
 
 
 def test_jobs_are_job_objects(client):
