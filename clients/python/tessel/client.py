@@ -47,7 +47,7 @@ import numpy as np
 from . import errors
 from .array import Array, _wire_array  # noqa: F401 (tessel.client.Array, as before)
 from .job import Job, Waiter, _unlink_quiet, reaper
-from .kinds import ArrayLike, Kinds, Output
+from .kinds import ArrayLike, Kinds, Output  # noqa: F401 (ArrayLike: tessel.client.ArrayLike)
 from .transport import Transport, npy_header, read_npy_file
 
 DEFAULT_URL = "http://127.0.0.1:8080"

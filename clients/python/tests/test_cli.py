@@ -85,6 +85,11 @@ def test_pip_installs_offline(daemon, tmp_path):
     p = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "--no-index",
                         "--no-build-isolation", PKG], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
+    typed = subprocess.run([str(venv / "bin" / "python"), "-c",
+                            "import os, tessel; print(os.path.dirname(tessel.__file__))"],
+                           capture_output=True, text=True, cwd=str(tmp_path), timeout=60,
+                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert os.path.isfile(os.path.join(typed.stdout.strip(), "py.typed")), typed.stderr
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     for cmd in ([str(venv / "bin" / "python"), "-m", "tessel"], [str(venv / "bin" / "tessel")]):
         q = subprocess.run(cmd + ["--url", daemon.url, "devices"], capture_output=True,
@@ -160,3 +165,75 @@ def test_cli_data_errors_are_not_usage(daemon, tmp_path):
     rc, a, _ = cli(daemon, "upload", str(arr))
     rc, _, err = cli(daemon, "result", a["id"], "--part", "x")
     assert rc == 2 and "no parts" in err
+
+
+def test_build_backend_needs_neither_setuptools_nor_wheel(tmp_path):
+    """The package's own PEP 517 backend builds the wheel with the standard
+    library alone: `pip install --no-build-isolation` on a Python 3.11
+    without `wheel` failed with "invalid command 'bdist_wheel'" under
+    setuptools. Here setuptools and wheel are made unimportable first."""
+    code = ("import sys, json; sys.modules['setuptools'] = None; sys.modules['wheel'] = None; "
+            "sys.path.insert(0, sys.argv[1] + '/_build'); import tessel_build as b; "
+            "print(json.dumps([b.get_requires_for_build_wheel(), b.build_wheel(sys.argv[2]), "
+            "b.build_sdist(sys.argv[2])]))")
+    p = subprocess.run([sys.executable, "-c", code, PKG, str(tmp_path)], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    reqs, whl, sdist = json.loads(p.stdout)
+    assert reqs == [] and whl == "tessel-0.1.0-py3-none-any.whl"
+    import zipfile
+    with zipfile.ZipFile(tmp_path / whl) as z:
+        names = set(z.namelist())
+        meta = z.read("tessel-0.1.0.dist-info/METADATA").decode()
+        eps = z.read("tessel-0.1.0.dist-info/entry_points.txt").decode()
+    assert {"tessel/py.typed", "tessel/client.py", "tessel/kinds.py", "tessel/array.py",
+            "tessel-0.1.0.dist-info/RECORD"} <= names
+    assert "Requires-Dist: numpy" in meta and "tessel = tessel.cli:main" in eps
+    assert (tmp_path / sdist).exists()
+
+
+def test_build_backend_reads_pyproject_without_tomllib():
+    """Before 3.11 there is no tomllib: the backend's own reader must give
+    what tomllib gives for pyproject.toml."""
+    tomllib = pytest.importorskip("tomllib", reason="Python < 3.11: nothing to compare with")
+    sys.path.insert(0, os.path.join(PKG, "_build"))
+    try:
+        import tessel_build
+    finally:
+        sys.path.pop(0)
+    with open(os.path.join(PKG, "pyproject.toml"), "rb") as f:
+        data = f.read()
+    want = tomllib.loads(data.decode())
+    got = tessel_build._parse_toml_subset(data.decode())
+    assert got["project"] == {k: v for k, v in want["project"].items()
+                              if k not in ("optional-dependencies", "scripts")}
+    assert got["project.optional-dependencies"] == want["project"]["optional-dependencies"]
+    assert got["project.scripts"] == want["project"]["scripts"]
+    assert got["build-system"] == want["build-system"]
+
+
+@pytest.mark.parametrize("version", ["3.8", "3.11", "3.13"])
+def test_pip_installs_on_other_pythons(tmp_path, version):
+    """The README's "any other Python" route on the interpreters this
+    machine has (pyenv's carry neither wheel nor, from 3.12, setuptools);
+    --no-deps, since they have no NumPy and there is no index."""
+    import glob
+    import shutil
+    # pyenv's interpreters themselves (its shims fail for a version not selected)
+    found = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}.*/bin/python{version}")))
+    py = found[-1] if found else shutil.which(f"python{version}")
+    if py is None:
+        pytest.skip(f"no python{version} here")
+    venv = tmp_path / "venv"
+    p = subprocess.run([py, "-m", "venv", str(venv)], capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        pytest.skip(f"python{version} cannot make a venv: {p.stderr.strip()[-200:]}")
+    p = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index",
+                        "--no-deps", "--no-build-isolation", PKG],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    site = subprocess.run([str(venv / "bin" / "python"), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, timeout=60).stdout.strip()
+    assert os.path.isfile(os.path.join(site, "tessel", "py.typed"))
+    assert os.access(venv / "bin" / "tessel", os.X_OK)

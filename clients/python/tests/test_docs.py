@@ -8,7 +8,7 @@ import os
 import typing
 
 import numpy as np
-import pytest
+import pytest  # noqa: F401 (the daemon fixture)
 
 import tessel
 import tessel.array
