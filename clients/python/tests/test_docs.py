@@ -8,7 +8,6 @@ import os
 import typing
 
 import numpy as np
-import pytest  # noqa: F401 (the daemon fixture)
 
 import tessel
 import tessel.array
