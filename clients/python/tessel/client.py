@@ -491,7 +491,7 @@ class Client(Kinds):
         backend : {"auto", "serial", "cpu", "cuda", "compare"}, optional
             Where it runs; "auto" lets the server choose.
         priority : int, optional
-            Higher runs first; default the server's.
+            0 to 9, higher runs first (FIFO within a priority); default 5.
         timeout_s : float, optional
             The job fails with ``deadline_exceeded`` past this many seconds.
         label : str, optional

@@ -47,7 +47,7 @@ PointsLike = Union[ArrayLike, DataFrameLike]
 Output = Union[None, bool, str]
 
 _OPTS = """priority : int, optional
-        The job's priority (higher runs first); default the server's.
+        0 to 9, higher runs first (FIFO within a priority); default 5.
     timeout_s : float, optional
         The job fails with ``deadline_exceeded`` past this many seconds.
     label : str, optional
