@@ -6,8 +6,10 @@
     j = c.submit_map("sin(x)", x=y)          # a concurrent.futures.Future
     z = c.reduce("sum", "x", x=j, axis=None) # chained on the server
 
-The modules: client (Client, Array, the executor), job (Job, the waiter
-thread), transport (HTTP and .npy streaming), errors, cli.
+The modules: client (Client, the executor), kinds (the per-kind methods),
+array (Array), job (Job, the waiter thread), transport (HTTP and .npy
+streaming), errors, cli. Typed (PEP 561: py.typed ships with the package);
+help(tessel.Client.geodesic_knn) and the like read as NumPy's docs.
 """
 from .client import Array, Client, CompareTable, TesselExecutor
 from .errors import (Canceled, Conflict, InvalidArgument, JobFailed, NotFound, PayloadTooLarge,

@@ -26,71 +26,82 @@ the interpreter's exit wait until they are gone.
 
 Threads: a Client may be used from any number of threads at once (one
 connection per thread; the same-host probe runs once under a lock).
+
+The per-kind methods (map, reduce, matmul, geodesic and its queries) live in
+kinds.py (the Kinds mixin), Array in array.py; every public method is
+annotated and has a NumPy-style docstring whose example runs as a doctest
+(tests/test_docs.py).
 """
+from __future__ import annotations
+
 import concurrent.futures
 import json
 import os
 import threading
+import urllib.parse
 import uuid
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import errors
+from .array import Array, _wire_array  # noqa: F401 (tessel.client.Array, as before)
 from .job import Job, Waiter, _unlink_quiet, reaper
+from .kinds import ArrayLike, Kinds, Output  # noqa: F401 (ArrayLike: tessel.client.ArrayLike)
 from .transport import Transport, npy_header, read_npy_file
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 _ARRAY_PARAMS = ("a", "b", "bias", "points", "targets")
-_SUBMIT_OPTS = ("backend", "priority", "timeout_s", "label", "request_id")
 
 
-class Array:
-    """An array kept on the server (POST /v1/arrays). Usable as any input."""
+class Client(Kinds):
+    """A connection to a Tessel server: NumPy arrays in, NumPy arrays out.
 
-    def __init__(self, client, info):
-        self.client = client
-        self.info = info
-        self.id = info["id"]
-        self.dtype = np.dtype(info["dtype"])
-        self.shape = tuple(info["shape"])
+    Parameters
+    ----------
+    url : str, optional
+        The server; default ``$TESSEL_URL``, else http://127.0.0.1:8080.
+        An https:// URL is spoken over TLS.
+    token : str, optional
+        Bearer token; default ``$TESSEL_TOKEN``.
+    retries : int, optional
+        How many times a 429, or a 503 with Retry-After, is retried after
+        sleeping what the server says; 0 (default) raises at once.
+    timeout : float, optional
+        Seconds a socket operation may take.
+    same_host : bool, optional
+        None (default): use a same-host directory once a probe job proved
+        the server reads what this process writes; False: never.
+    local_dir : str, optional
+        The one directory to try for same-host transfers, instead of the
+        server's ``local_dirs`` (GET /v1/info).
+    max_wait : float, optional
+        Seconds of each server-side wait (the server allows up to 60).
+    verify : bool or str, optional
+        https:// only: True checks the server's certificate against the
+        system's CAs, a path against that CA file (a self-signed server,
+        e.g. tesseld's own ``--tls-cert``), False not at all. Default
+        ``$TESSEL_CAFILE`` when set, else True.
 
-    def __repr__(self):
-        return f"<tessel.Array {self.id} {self.dtype} {self.shape}>"
+    Raises
+    ------
+    ValueError
+        `verify` names a CA file that cannot be read.
 
-    def download(self, out=None):
-        return self.client._t.download_npy(f"/v1/arrays/{self.id}/data", out)
+    Examples
+    --------
+    >>> c = tessel.Client(url)  # a same-host result comes back as an np.memmap
+    >>> c.map("x + 1", x=[1.0, 2.0]).tolist()
+    [2.0, 3.0]
+    >>> c.close()
 
-    def delete(self):
-        self.client._t.request("DELETE", f"/v1/arrays/{self.id}")
+    A Client is a context manager, and may be used from many threads.
+    """
 
-
-def _wire_array(a):
-    """a as the server takes it: C-contiguous, native, float64 or float32."""
-    a = np.asarray(a)
-    if a.dtype.kind == "f" and a.dtype.itemsize in (4, 8):
-        want = a.dtype.newbyteorder("=")
-    elif a.dtype.kind in "biuf":
-        want = np.dtype(np.float64)
-    else:
-        raise errors.InvalidArgument(f"an array of {a.dtype} is not numbers", code="invalid_argument")
-    if a.dtype != want or not a.flags.c_contiguous:
-        a = np.ascontiguousarray(a, dtype=want)
-    return a
-
-
-class Client:
-    """A Tessel server. url: default $TESSEL_URL, else http://127.0.0.1:8080;
-    token: default $TESSEL_TOKEN; retries: how many times a 429 / 503 with
-    Retry-After is retried after sleeping what it says (0: raise at once);
-    same_host: None (use it when proven), False (never); local_dir: a
-    directory to try when the server does not list one in /v1/info;
-    max_wait: seconds of each server-side wait (the server allows up to 60);
-    verify (https:// only): True checks the certificate against the
-    system's CAs, a path against that CA bundle (default $TESSEL_CAFILE when
-    set), False not at all."""
-
-    def __init__(self, url=None, token=None, retries=0, timeout=120.0, same_host=None,
-                 local_dir=None, max_wait=60.0, verify=None):
+    def __init__(self, url: Optional[str] = None, token: Optional[str] = None, retries: int = 0,
+                 timeout: float = 120.0, same_host: Optional[bool] = None,
+                 local_dir: Optional[str] = None, max_wait: float = 60.0,
+                 verify: Union[None, bool, str] = None) -> None:
         self.url = url or os.environ.get("TESSEL_URL") or DEFAULT_URL
         token = token if token is not None else os.environ.get("TESSEL_TOKEN")
         if verify is None:
@@ -116,59 +127,200 @@ class Client:
         self._deleted_at = {}  # array id -> epoch of its last DELETE
         self._uploading = 0
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<tessel.Client {self.url}>"
 
-    def close(self):
-        """Stop the waiter thread, close this thread's connection and wait
-        until the temporary same-host files of ended jobs are removed."""
+    def close(self) -> None:
+        """Stop the waiter thread and close this thread's connection.
+
+        Waits until the temporary same-host files of ended jobs are removed.
+
+        Examples
+        --------
+        >>> with tessel.Client(url) as c2:  # close() on leaving
+        ...     "by_kind" in c2.stats()
+        True
+        """
         self._waiter.close()
         self._t.close()
         reaper.drain()
 
-    def __enter__(self):
+    def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
     # -- service -------------------------------------------------------------
-    def devices(self):
+    def devices(self) -> Dict[str, Any]:
+        """The server's devices: CPU threads and GPUs (GET /v1/devices).
+
+        Returns
+        -------
+        dict
+            ``{"cpu": {...}, "cuda": {"available": bool, "devices": [...]}}``.
+
+        Examples
+        --------
+        >>> sorted(c.devices())
+        ['cpu', 'cuda']
+        """
         return self._t.json("GET", "/v1/devices")[1]
 
-    def stats(self):
+    def stats(self) -> Dict[str, Any]:
+        """The server's counters: jobs by kind, backend and status, with their times (GET /v1/stats).
+
+        Returns
+        -------
+        dict
+            ``by_kind``: a list of {"kind", "backend", "status", "count",
+            "p50_ms", "p95_ms", "result_bytes"}; API.md lists the rest.
+
+        Examples
+        --------
+        >>> sum(r["count"] for r in c.stats()["by_kind"]) >= 0
+        True
+        """
         return self._t.json("GET", "/v1/stats")[1]
 
-    def info(self):
-        """GET /v1/info, or {} on a server that has none."""
+    def info(self) -> Dict[str, Any]:
+        """The server's version, features and limits (GET /v1/info).
+
+        Returns
+        -------
+        dict
+            {} on a server that has no /v1/info.
+
+        Examples
+        --------
+        >>> "tls" in c.info()["features"]
+        True
+        """
         try:
             return self._t.json("GET", "/v1/info")[1]
         except errors.NotFound:
             return {}
 
     # -- arrays ---------------------------------------------------------------
-    def upload(self, a, dtype=None):
-        """Upload an array (anything numpy.asarray takes); a tessel.Array."""
+    def upload(self, a: Any, dtype: Any = None) -> Array:
+        """Keep an array on the server, to use as the input of many jobs.
+
+        Parameters
+        ----------
+        a : array_like
+            Anything numpy.asarray takes. Sent as C-order native float64 /
+            float32 (converted here first when it is not).
+        dtype : data-type, optional
+            Convert to this dtype first (e.g. ``np.float32``).
+
+        Returns
+        -------
+        Array
+            Kept until deleted; never removed by the client.
+
+        Raises
+        ------
+        InvalidArgument
+            Not numbers.
+        PayloadTooLarge
+            Larger than the server takes.
+
+        Examples
+        --------
+        >>> a = c.upload(np.arange(3.0))
+        >>> a.shape, c.map("x + 1", x=a)
+        ((3,), array([1., 2., 3.]))
+        """
         a = np.asarray(a) if dtype is None else np.asarray(a, dtype=dtype)
         info = self._t.upload_npy(_wire_array(a))[1]
         with self._temp_lock:
             self._pinned.add(info["id"])
         return Array(self, info)
 
-    def array(self, id):
+    def array(self, id: str) -> Array:
+        """An array kept on the server, by id.
+
+        Parameters
+        ----------
+        id : str
+            ``a_...``.
+
+        Returns
+        -------
+        Array
+
+        Raises
+        ------
+        NotFound
+            No such array.
+
+        Examples
+        --------
+        >>> a = c.upload([1.0, 2.0])
+        >>> c.array(a.id).shape
+        (2,)
+        """
         return Array(self, self._t.json("GET", f"/v1/arrays/{id}")[1])
 
-    def arrays(self, limit=100):
+    def arrays(self, limit: int = 100) -> List[Array]:
+        """The arrays kept on the server, newest first.
+
+        Parameters
+        ----------
+        limit : int, optional
+            At most this many (1 to 1000).
+
+        Returns
+        -------
+        list of Array
+
+        Examples
+        --------
+        >>> a = c.upload([5.0, 6.0])
+        >>> a.id in [x.id for x in c.arrays(1000)]
+        True
+        """
         return [Array(self, i) for i in self._t.json("GET", f"/v1/arrays?limit={limit}")[1]["arrays"]]
 
-    def download(self, a, out=None):
-        """The data of a tessel.Array or array id as NumPy."""
+    def download(self, a: Union[Array, str], out: Optional[np.ndarray] = None) -> np.ndarray:
+        """The data of an array kept on the server.
+
+        Parameters
+        ----------
+        a : Array or str
+            The array or its id.
+        out : ndarray, optional
+            An array of the same shape and dtype to read into.
+
+        Returns
+        -------
+        ndarray
+
+        Examples
+        --------
+        >>> a = c.upload([3.0, 4.0])
+        >>> c.download(a.id)
+        array([3., 4.])
+        """
         return Array(self, {"id": a, "dtype": "float64", "shape": []}).download(out) \
             if isinstance(a, str) else a.download(out)
 
     # -- same host ------------------------------------------------------------
-    def local_dir(self):
-        """The same-host directory in use, or None (probes once)."""
+    def local_dir(self) -> Optional[str]:
+        """The same-host directory in use, or None.
+
+        The first call probes (a tiny job proves the server reads what this
+        process writes there); the answer is kept for the Client's life.
+
+        Returns
+        -------
+        str or None
+
+        Examples
+        --------
+        >>> tessel.Client(url, same_host=False).local_dir() is None
+        True
+        """
         if self._local is None:
             with self._local_lock:
                 if self._local is None:
@@ -204,10 +356,30 @@ class Client:
                 _unlink_quiet(out)
         return None
 
-    def empty(self, shape, dtype=np.float64):
-        """An array living in the same-host directory (np.memmap of a .npy
-        there), so passing it as an input later copies nothing. Without a
-        same-host directory: a plain numpy.empty."""
+    def empty(self, shape: Union[int, Sequence[int]], dtype: Any = np.float64) -> np.ndarray:
+        """A new array living in the same-host directory, like numpy.empty.
+
+        An np.memmap of a .npy there: fill it and pass it as an input, and
+        nothing is copied. Without a same-host directory: numpy.empty.
+
+        Parameters
+        ----------
+        shape : int or tuple of int
+        dtype : data-type, optional
+            float64 (default) or float32 to be passed without conversion.
+
+        Returns
+        -------
+        ndarray
+            An np.memmap when there is a same-host directory.
+
+        Examples
+        --------
+        >>> e = c.empty((2, 2))
+        >>> e[...] = 1.5
+        >>> c.reduce("sum", x=e)
+        array(6.)
+        """
         d = self.local_dir()
         if d is None:
             return np.empty(shape, dtype)
@@ -306,24 +478,67 @@ class Client:
             ev.set()
 
     # -- jobs --------------------------------------------------------------------
-    def submit(self, kind, *args, **kw):
-        """Submit a job; a tessel.Job (a concurrent.futures.Future). params
-        are the kind's (API.md "Job kinds"); array values may be any input
-        form. Options: backend, priority, timeout_s, label, request_id,
-        output (None: a same-host file when available; False: keep it on
-        the server; a path: {"file": path}), wait (seconds the server may
-        hold the submit)."""
+    def submit(self, kind: str, *, backend: str = "auto", priority: Optional[int] = None,
+               timeout_s: Optional[float] = None, label: Optional[str] = None,
+               request_id: Optional[str] = None, output: Output = None, wait: float = 0.0,
+               **params: Any) -> Job:
+        """Submit a job of any kind and return at once.
+
+        Parameters
+        ----------
+        kind : str
+            "map", "reduce", "matmul", "geodesic" (API.md "Job kinds").
+        backend : {"auto", "serial", "cpu", "cuda", "compare"}, optional
+            Where it runs; "auto" lets the server choose.
+        priority : int, optional
+            0 to 9, higher runs first (FIFO within a priority); default 5.
+        timeout_s : float, optional
+            The job fails with ``deadline_exceeded`` past this many seconds.
+        label : str, optional
+            A free text kept with the job.
+        request_id : str, optional
+            Idempotency key: the same request_id twice is one job.
+        output : None, False or str, optional
+            None: a same-host output file when there is one; False: the
+            server keeps the result; a path: the server writes it there.
+        wait : float, optional
+            Seconds the server may hold the submit until the job ends.
+        **params
+            The kind's parameters (API.md); an array value may be any input
+            form (ndarray, list, Array, Job, raw API value). None values are
+            left out.
+
+        Returns
+        -------
+        Job
+            A concurrent.futures.Future.
+
+        Raises
+        ------
+        InvalidArgument
+            A bad parameter (``.field`` names it).
+
+        Examples
+        --------
+        >>> j = c.submit("reduce", op="sum", inputs={"x": [1.0, 2.0, 3.0]})
+        >>> j.result()
+        array(6.)
+        """
+        opts = dict(backend=backend, priority=priority, timeout_s=timeout_s, label=label,
+                    request_id=request_id, output=output, wait=wait)
         try:
-            return self._submit(kind, *args, **kw)
+            return self._submit(kind, opts, params)
         except errors.NotFound as e:
             # Another thread's job ended and removed a temporary upload of
             # the same content between our upload and submit: once more.
             if not (e.field or "").startswith("params."):
                 raise
-            return self._submit(kind, *args, **kw)
+            return self._submit(kind, opts, params)
 
-    def _submit(self, kind, backend="auto", priority=None, timeout_s=None, label=None,
-                request_id=None, output=None, wait=0.0, **params):
+    def _submit(self, kind: str, opts: Dict[str, Any], params: Dict[str, Any]) -> Job:
+        backend, priority, timeout_s, label, request_id, output, wait = (
+            opts["backend"], opts["priority"], opts["timeout_s"], opts["label"],
+            opts["request_id"], opts["output"], opts["wait"])
         cleanup = []
         try:
             p = {}
@@ -366,17 +581,71 @@ class Client:
             self._waiter.add(job)
         return job
 
-    def job(self, id):
-        """A Job for an existing id (finished by this client's waiter)."""
-        _, info = self._t.json("GET", f"/v1/jobs/{id}")
+    def job(self, id: str) -> Job:
+        """A job by id, as a Job (a Future finished by this client's waiter).
+
+        Parameters
+        ----------
+        id : str
+            ``j_...``.
+
+        Returns
+        -------
+        Job
+
+        Raises
+        ------
+        NotFound
+            No such job.
+
+        Examples
+        --------
+        >>> j = c.submit_map("x", x=[1.0])
+        >>> c.job(j.id).result()
+        array([1.])
+        """
+        return self._job(self._t.json("GET", f"/v1/jobs/{id}")[1])
+
+    def _job(self, info: Dict[str, Any]) -> Job:
         j = Job(self, info)
         if not j.done():
             self._waiter.add(j)
         return j
 
-    def jobs(self, status=None, kind=None, limit=50):
-        q = "&".join(f"{k}={v}" for k, v in (("status", status), ("kind", kind), ("limit", limit)) if v)
-        return self._t.json("GET", "/v1/jobs?" + q)[1]["jobs"]
+    def jobs(self, status: Optional[str] = None, kind: Optional[str] = None,
+             backend: Optional[str] = None, label: Optional[str] = None,
+             limit: int = 50) -> List[Job]:
+        """The server's jobs, newest first, as Job objects (as `arrays` gives Arrays).
+
+        Parameters
+        ----------
+        status : {"queued", "running", "succeeded", "failed", "canceled"}, optional
+        kind : str, optional
+            "map", "reduce", "matmul", "geodesic".
+        backend : str, optional
+            The backend the job asked for.
+        label : str, optional
+            The jobs with this label.
+        limit : int, optional
+            At most this many (1 to 1000).
+
+        Returns
+        -------
+        list of Job
+            Each with ``.id``, ``.kind``, ``.status``, ``.info`` (the JSON);
+            pending ones are finished by this client's waiter.
+
+        Examples
+        --------
+        >>> j = c.submit_map("x", x=[2.0], label="doc-jobs", wait=60)
+        >>> k = c.jobs(label="doc-jobs", limit=1)[0]
+        >>> k.id == j.id, k.status, k.result()
+        (True, 'succeeded', array([2.]))
+        """
+        q = urllib.parse.urlencode([(k, v) for k, v in (
+            ("status", status), ("kind", kind), ("backend", backend), ("label", label),
+            ("limit", limit)) if v is not None])
+        return [self._job(i) for i in self._t.json("GET", "/v1/jobs?" + q)[1]["jobs"]]
 
     def _fetch_result(self, job, out=None):
         r = job.info.get("result") or {}
@@ -386,103 +655,31 @@ class Client:
             return np.load(r["file"], mmap_mode="c")
         return self._t.download_npy(f"/v1/jobs/{job.id}/result", out)
 
-    # -- one method per kind --------------------------------------------------------
-    def submit_map(self, expr, backend="auto", dtype=None, inputs=None, **kw):
-        opts, named = _split(kw)
-        return self.submit("map", backend=backend, expr=expr, dtype=dtype,
-                           inputs=dict(inputs or {}, **named), **opts)
+    def compare(self, kind: str, **params: Any) -> "CompareTable":
+        """Run one job on every available backend and compare their times.
 
-    def submit_reduce(self, op, expr=None, backend="auto", axis=None, ddof=None, dtype=None,
-                      inputs=None, **kw):
-        opts, named = _split(kw)
-        return self.submit("reduce", backend=backend, op=op, expr=expr, axis=axis, ddof=ddof,
-                           dtype=dtype, inputs=dict(inputs or {}, **named), **opts)
+        Parameters
+        ----------
+        kind : str
+            "map", "reduce", "matmul", "geodesic" or another kind.
+        **params
+            What `submit_map` / `submit_reduce` / `submit_matmul` /
+            `submit_geodesic` (or `submit`) take for that kind, except
+            `backend` ("compare" here).
 
-    def submit_matmul(self, a, b, bias=None, backend="auto", transpose_a=None, transpose_b=None,
-                      dtype=None, **opts):
-        return self.submit("matmul", backend=backend, a=a, b=b, bias=bias, transpose_a=transpose_a,
-                           transpose_b=transpose_b, dtype=dtype, **opts)
+        Returns
+        -------
+        CompareTable
+            A list of ``{"backend", "ms", "speedup", ...}`` records
+            (speedup against serial); ``.result`` the array,
+            ``.max_abs_diff``, ``.to_frame()`` with pandas.
 
-    def submit_geodesic(self, points, targets=None, method="karney", units="m", layout=None,
-                        ellipsoid=None, radius_m=None, dtype=None, backend="auto",
-                        lat="lat", lon="lon", query=None, **opts):
-        """layout None: the server's ("square"); query: {"knn": {"k": 10}},
-        {"radius": {"r": 5000}} or {"rowwise": {"op": "argmin"}} (API.md),
-        whose results of several parts (knn, radius) are never written to a
-        same-host output file: read them with Job.part / Job.parts."""
-        if query is not None and ("knn" in query or "radius" in query):
-            opts.setdefault("output", False)
-        return self.submit("geodesic", backend=backend,
-                           points=_points(points, lat, lon, "params.points"),
-                           targets=None if targets is None else _points(targets, lat, lon, "params.targets"),
-                           method=method, units=units, layout=layout, ellipsoid=ellipsoid,
-                           radius_m=radius_m, dtype=dtype, query=query, **opts)
-
-    def map(self, expr, backend="auto", progress=False, **kw):
-        """expr over the named inputs (x=a, ...), NumPy broadcasting."""
-        return self._run(self.submit_map(expr, backend=backend, wait=self._w(progress), **kw), progress)
-
-    def reduce(self, op, expr=None, backend="auto", progress=False, **kw):
-        """op (sum mean min max prod var std argmin argmax norm) of expr."""
-        return self._run(self.submit_reduce(op, expr, backend=backend, wait=self._w(progress), **kw),
-                         progress)
-
-    def matmul(self, a, b, bias=None, backend="auto", progress=False, **kw):
-        """a @ b + bias."""
-        return self._run(self.submit_matmul(a, b, bias, backend=backend, wait=self._w(progress), **kw),
-                         progress)
-
-    def geodesic(self, points, targets=None, backend="auto", progress=False, **kw):
-        """Pairwise distances; points (n, 2) [lat, lon], a list of (lat, lon)
-        or a DataFrame with columns lat= / lon= (named, never guessed)."""
-        return self._run(self.submit_geodesic(points, targets, backend=backend,
-                                              wait=self._w(progress), **kw), progress)
-
-    def geodesic_knn(self, points, k, targets=None, backend="auto", progress=False, **kw):
-        """The k nearest targets of each point (the other points when there
-        are no targets; a point is never its own neighbour), exact on the
-        ellipsoid: (distance [n, k], index [n, k] int64), each row ascending,
-        ties by the smaller index; k is cut to the candidates there are."""
-        job = self.submit_geodesic(points, targets, backend=backend,
-                                   query={"knn": {"k": int(k)}}, wait=self._w(progress), **kw)
-        job.wait(progress=progress)
-        return job.part("distance"), job.part("index")
-
-    def geodesic_radius(self, points, r, targets=None, max_pairs=None, backend="auto",
-                        progress=False, **kw):
-        """Every pair within distance r (in units): (i, j, distance), sorted
-        by (i, j); without targets each pair once, i < j."""
-        q = {"r": r}
-        if max_pairs is not None:
-            q["max_pairs"] = int(max_pairs)
-        job = self.submit_geodesic(points, targets, backend=backend, query={"radius": q},
-                                   wait=self._w(progress), **kw)
-        job.wait(progress=progress)
-        return job.part("i"), job.part("j"), job.part("distance")
-
-    def geodesic_rowwise(self, points, op, targets=None, within=None, backend="auto",
-                         progress=False, **kw):
-        """One value per point over its targets (or the other points, or
-        those within `within`): op min, argmin, max, argmax, mean, sum or
-        count; argmin/argmax/count are int64 (-1: no candidate)."""
-        q = {"op": op}
-        if within is not None:
-            q["within"] = within
-        return self._run(self.submit_geodesic(points, targets, backend=backend,
-                                              query={"rowwise": q}, wait=self._w(progress), **kw),
-                         progress)
-
-    def _w(self, progress):
-        return 0 if progress else self.max_wait
-
-    @staticmethod
-    def _run(job, progress):
-        return job.result(progress=progress)
-
-    def compare(self, kind, **params):
-        """Run on every available backend (backend="compare"): a
-        CompareTable (a list of {"backend", "ms", ...} records with
-        "speedup" against serial), .result the array, .to_frame()."""
+        Examples
+        --------
+        >>> t = c.compare("map", expr="x*2", x=np.arange(3.0))
+        >>> t.result, t[0]["backend"], t[0]["speedup"]
+        (array([0., 2., 4.]), 'serial', 1.0)
+        """
         params.setdefault("wait", self.max_wait)
         if kind == "geodesic":
             job = self.submit_geodesic(backend="compare", **params)
@@ -492,49 +689,51 @@ class Client:
             job = self.submit(kind, backend="compare", **params)
         return CompareTable(job)
 
-    def executor(self, max_in_flight=8):
-        """A concurrent.futures.Executor running Tessel operations: each
-        submit(fn, ...) runs fn (e.g. lambda a: c.map("x**2", x=a), or one
-        returning a Job) with at most max_in_flight of them at once; a
-        Job returned by fn is resolved to its result array."""
+    def executor(self, max_in_flight: int = 8) -> "TesselExecutor":
+        """A concurrent.futures.Executor whose calls are Tessel operations.
+
+        Each ``submit(fn, ...)`` runs fn (e.g. ``lambda a: c.map("x**2",
+        x=a)``, or one returning a Job, resolved to its result array) with
+        at most `max_in_flight` running at once: a drop-in for a
+        ProcessPoolExecutor whose work moved to the server.
+
+        Parameters
+        ----------
+        max_in_flight : int, optional
+            The most calls running at once.
+
+        Returns
+        -------
+        TesselExecutor
+
+        Examples
+        --------
+        >>> with c.executor(max_in_flight=2) as ex:
+        ...     sums = list(ex.map(lambda d: c.reduce("sum", x=d).item(), [[1.0, 2.0], [3.0]]))
+        >>> sums
+        [3.0, 3.0]
+        """
         return TesselExecutor(max_in_flight)
 
 
-def weakref_finalize(obj, fn, *args):
+def weakref_finalize(obj: Any, fn: Callable[..., Any], *args: Any) -> Any:
     import weakref
     return weakref.finalize(obj, fn, *args)
 
 
-def _split(kw):
-    """Submit options apart from named inputs (map/reduce take x=..., y=...)."""
-    opts = {k: kw.pop(k) for k in list(kw) if k in _SUBMIT_OPTS + ("output", "wait")}
-    return opts, kw
-
-
-def _points(p, lat, lon, field):
-    """An (n, 2) [lat, lon] value from an array, a list of pairs or a DataFrame."""
-    if isinstance(p, (Array, Job, dict)):
-        return p
-    if hasattr(p, "columns") and hasattr(p, "to_numpy"):  # a pandas DataFrame
-        cols = list(p.columns)
-        missing = [c for c in (lat, lon) if c not in cols]
-        if missing:
-            raise errors.InvalidArgument(
-                f"the DataFrame has no column {missing[0]!r} (it has {cols}); name the "
-                f"latitude and longitude columns with lat= and lon=",
-                code="invalid_argument", field=field)
-        return np.column_stack([p[lat].to_numpy(dtype=np.float64), p[lon].to_numpy(dtype=np.float64)])
-    a = np.asarray(p, dtype=np.float64)
-    if a.ndim != 2 or a.shape[1] != 2:
-        raise errors.InvalidArgument(f"expected (n, 2) [lat, lon] points, got shape {a.shape}",
-                                     code="invalid_argument", field=field)
-    return a
-
-
 class CompareTable(list):
-    """The backends' times of a compare job, as a list of records."""
+    """The backends' times of a compare job (`Client.compare`), as a list of records.
 
-    def __init__(self, job):
+    Attributes
+    ----------
+    job : Job
+    result : ndarray
+        The job's result.
+    max_abs_diff : float or None
+        The largest difference between the backends' results.
+    """
+
+    def __init__(self, job: Job) -> None:
         self.job = job
         self.result = job.result()
         rows = [dict(r) for r in (job.info.get("compare") or [])]
@@ -545,26 +744,49 @@ class CompareTable(list):
         super().__init__(rows)
         self.max_abs_diff = job.info.get("max_abs_diff")
 
-    def to_frame(self):
+    def to_frame(self) -> Any:
+        """The records as a pandas DataFrame (needs pandas).
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per backend.
+
+        Raises
+        ------
+        ImportError
+            pandas is not installed.
+
+        Examples
+        --------
+        >>> c.compare("map", expr="x", x=[1.0]).to_frame().columns[0]
+        'backend'
+        """
         import pandas as pd  # optional
         return pd.DataFrame(list(self))
 
 
 class TesselExecutor(concurrent.futures.Executor):
-    """Executor whose calls are Tessel operations; at most max_in_flight run
-    at once (each on a thread of its own that waits for its job)."""
+    """Executor whose calls are Tessel operations (`Client.executor`).
 
-    def __init__(self, max_in_flight=8):
+    At most `max_in_flight` run at once, each on a thread of its own that
+    waits for its job; a Job returned by a call is resolved to its array.
+    """
+
+    def __init__(self, max_in_flight: int = 8) -> None:
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=max_in_flight,
                                                            thread_name_prefix="tessel-exec")
 
     @staticmethod
-    def _call(fn, args, kwargs):
+    def _call(fn: Callable[..., Any], args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
         r = fn(*args, **kwargs)
         return r.result() if isinstance(r, Job) else r
 
-    def submit(self, fn, /, *args, **kwargs):
+    def submit(self, fn: Callable[..., Any], /, *args: Any,
+               **kwargs: Any) -> concurrent.futures.Future:
+        """Run ``fn(*args, **kwargs)``; a Future of its value (a Job's array)."""
         return self._pool.submit(self._call, fn, args, kwargs)
 
-    def shutdown(self, wait=True, *, cancel_futures=False):
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop taking calls; wait for the running ones when `wait`."""
         self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)

@@ -19,7 +19,12 @@ few, the queued and running lists when many), backing off from 20 ms to
 The reaper (one daemon thread per process) removes the temporary same-host
 files: a job's input files once it ended, its output file once the Job is
 gone (an array mapped from it stays valid).
+
+Job's public methods are annotated and carry NumPy-style docstrings whose
+examples run as doctests (tests/test_docs.py).
 """
+from __future__ import annotations
+
 import atexit
 import concurrent.futures
 import os
@@ -27,6 +32,7 @@ import threading
 import time
 import warnings
 import weakref
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -36,10 +42,35 @@ FINAL = ("succeeded", "failed", "canceled")
 
 
 class Job(concurrent.futures.Future):
-    """A job. .id, .kind, .status, .progress (done, total), .timings (ms),
-    .backend (requested, used, reason), .info (the last job JSON)."""
+    """A job on the server, as a concurrent.futures.Future.
 
-    def __init__(self, client, info, cleanup=None, output_file=None, owns_file=False):
+    Made by ``c.submit*``, ``c.job(id)`` and ``c.jobs()``, never directly.
+    ``wait``, ``as_completed`` and ``add_done_callback`` work as for any
+    Future; ``result()`` has no 60 s limit.
+
+    Attributes
+    ----------
+    id : str
+        ``j_...``.
+    kind, status : str
+    progress : tuple of int
+        (done, total) chunks.
+    timings : dict
+        Milliseconds per phase (``timings_ms``).
+    backend : dict
+        Requested, used, and why.
+    info : dict
+        The last job JSON the server answered.
+
+    Examples
+    --------
+    >>> j = c.submit_map("x*2", x=[1.0, 2.0])
+    >>> j.result(), j.status
+    (array([2., 4.]), 'succeeded')
+    """
+
+    def __init__(self, client: Any, info: Dict[str, Any], cleanup: Optional[list] = None,
+                 output_file: Optional[str] = None, owns_file: bool = False) -> None:
         super().__init__()
         self.client = client
         self.id = info["id"]
@@ -56,37 +87,55 @@ class Job(concurrent.futures.Future):
             weakref.finalize(self, reaper.unlink, output_file)
         self._update(info)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<tessel.Job {self.id} {self.kind} {self.status}>"
 
     # -- what the server says ------------------------------------------------
     @property
-    def kind(self):
+    def kind(self) -> Optional[str]:
+        """The job's kind: "map", "reduce", "matmul", "geodesic"."""
         return self.info.get("kind")
 
     @property
-    def status(self):
+    def status(self) -> Optional[str]:
+        """queued, running, succeeded, failed or canceled (as last seen)."""
         return self.info.get("status")
 
     @property
-    def progress(self):
+    def progress(self) -> Tuple[int, int]:
+        """(done, total) chunks, as last seen."""
         p = self.info.get("progress") or {}
         return (p.get("done", 0), p.get("total", 0))
 
     @property
-    def timings(self):
+    def timings(self) -> Dict[str, Any]:
+        """Milliseconds per phase (the job's ``timings_ms``)."""
         return self.info.get("timings_ms") or {}
 
     @property
-    def backend(self):
+    def backend(self) -> Dict[str, Any]:
+        """The backend requested, used, and the reason."""
         return self.info.get("backend") or {}
 
     @property
-    def compare_table(self):
+    def compare_table(self) -> Optional[List[Dict[str, Any]]]:
+        """The backends' records of a compare job, else None."""
         return self.info.get("compare")
 
-    def refresh(self):
-        """GET the job now; returns its JSON."""
+    def refresh(self) -> Dict[str, Any]:
+        """Ask the server for the job now (GET /v1/jobs/{id}).
+
+        Returns
+        -------
+        dict
+            The job JSON, also kept as ``.info``.
+
+        Examples
+        --------
+        >>> j = c.submit_map("x", x=[1.0], wait=60)
+        >>> j.refresh()["status"]
+        'succeeded'
+        """
         _, info = self.client._t.json("GET", f"/v1/jobs/{self.id}")
         self._update(info)
         return info
@@ -119,11 +168,42 @@ class Job(concurrent.futures.Future):
             self.set_running_or_notify_cancel()  # tells wait()/as_completed
 
     # -- waiting -----------------------------------------------------------
-    def running(self):
+    def running(self) -> bool:
+        """True while the job runs on the server (as last seen).
+
+        Returns
+        -------
+        bool
+
+        Examples
+        --------
+        >>> c.submit_map("x", x=[1.0], wait=60).running()  # it ended
+        False
+        """
         return self.status == "running"
 
-    def wait(self, timeout=None, progress=False):
-        """Wait until the job ended (no download). True when it did."""
+    def wait(self, timeout: Optional[float] = None, progress: bool = False) -> bool:
+        """Wait until the job ended, without downloading its result.
+
+        Parameters
+        ----------
+        timeout : float, optional
+            Seconds; None waits as long as it takes (asking the server
+            again every `max_wait` seconds).
+        progress : bool, optional
+            Show a tqdm progress bar.
+
+        Returns
+        -------
+        bool
+            True when it ended, False when `timeout` passed first.
+
+        Examples
+        --------
+        >>> j = c.submit_map("x + 1", x=[1.0])
+        >>> j.wait(60), j.status
+        (True, 'succeeded')
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
         bar = _bar(self, progress)
         try:
@@ -149,9 +229,41 @@ class Job(concurrent.futures.Future):
                 bar.close()
         return True
 
-    def result(self, timeout=None, progress=False, out=None):
-        """The result as a NumPy array (downloaded once and kept). Raises
-        JobFailed, Canceled, or concurrent.futures.TimeoutError."""
+    def result(self, timeout: Optional[float] = None, progress: bool = False,
+               out: Optional[np.ndarray] = None) -> np.ndarray:
+        """The job's result as a NumPy array, once it ended.
+
+        Downloaded once and kept (or mapped from a same-host file): every
+        call returns the same array. A result of several parts (a kNN or
+        radius query) answers its first part here: see `part`.
+
+        Parameters
+        ----------
+        timeout : float, optional
+            Seconds to wait; None: as long as it takes.
+        progress : bool, optional
+            Show a tqdm progress bar while waiting.
+        out : ndarray, optional
+            An array of the result's shape and dtype to read into; returned.
+
+        Returns
+        -------
+        ndarray
+
+        Raises
+        ------
+        JobFailed
+            The job failed (``.code``, ``.field``, ``.job``).
+        Canceled
+            The job was canceled (a concurrent.futures.CancelledError).
+        concurrent.futures.TimeoutError
+            `timeout` passed first.
+
+        Examples
+        --------
+        >>> c.submit_map("x / 2", x=[1.0, 3.0]).result(timeout=60)
+        array([0.5, 1.5])
+        """
         if not self.wait(timeout, progress):
             raise concurrent.futures.TimeoutError(f"job {self.id} still {self.status}")
         if self.cancelled():
@@ -165,15 +277,50 @@ class Job(concurrent.futures.Future):
         return self._array
 
     @property
-    def part_names(self):
+    def part_names(self) -> List[str]:
         """The names of the result's parts (API.md "Results of several
-        arrays"); [] for a result of one array."""
+        arrays"), e.g. ["distance", "index"] for a kNN query; [] for a
+        result of one array."""
         r = self.info.get("result") or {}
         return [p["name"] for p in r.get("parts") or []]
 
-    def part(self, name, timeout=None, out=None):
-        """Part `name` of the result as a NumPy array (int64 parts stay
-        int64), downloaded once and kept (or into out)."""
+    def part(self, name: str, timeout: Optional[float] = None,
+             out: Optional[np.ndarray] = None) -> np.ndarray:
+        """One part of a result of several arrays, e.g. a kNN query's "index".
+
+        Parameters
+        ----------
+        name : str
+            One of `part_names`: "distance" and "index" for a kNN query;
+            "i", "j" and "distance" for a radius query.
+        timeout : float, optional
+            Seconds to wait for the job; None: as long as it takes.
+        out : ndarray, optional
+            An array of the part's shape and dtype to read into.
+
+        Returns
+        -------
+        ndarray
+            In the part's own dtype (int64 parts stay int64); downloaded
+            once and kept.
+
+        Raises
+        ------
+        NotFound
+            No part of that name.
+        JobFailed, Canceled, concurrent.futures.TimeoutError
+            As `result`.
+
+        Examples
+        --------
+        >>> j = c.submit_geodesic([(0, 0), (0, 1), (0, 3)], query={"knn": {"k": 2}})
+        >>> j.part("index")
+        array([[1, 2],
+               [0, 2],
+               [1, 0]])
+        >>> j.part("distance").dtype
+        dtype('float64')
+        """
         if not self.wait(timeout):
             raise concurrent.futures.TimeoutError(f"job {self.id} still {self.status}")
         if self.cancelled():
@@ -186,22 +333,72 @@ class Job(concurrent.futures.Future):
             self._parts[name] = arr
         return arr
 
-    def parts(self, timeout=None):
-        """Every part of the result: {name: array}."""
+    def parts(self, timeout: Optional[float] = None) -> Dict[str, np.ndarray]:
+        """Every part of the result, by name.
+
+        Parameters
+        ----------
+        timeout : float, optional
+            Seconds to wait for the job.
+
+        Returns
+        -------
+        dict of str to ndarray
+            {} for a result of one array.
+
+        Examples
+        --------
+        >>> j = c.submit_geodesic([(0, 0), (0, 1)], query={"radius": {"r": 200000}})
+        >>> sorted(j.parts())
+        ['distance', 'i', 'j']
+        """
         if not self.wait(timeout):
             raise concurrent.futures.TimeoutError(f"job {self.id} still {self.status}")
         return {n: self.part(n) for n in self.part_names}
 
-    def exception(self, timeout=None):
+    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        """The job's error (JobFailed or Canceled) once it ended, else None.
+
+        Parameters
+        ----------
+        timeout : float, optional
+            Seconds to wait for the job; None: as long as it takes.
+
+        Returns
+        -------
+        JobFailed, Canceled or None
+
+        Raises
+        ------
+        concurrent.futures.TimeoutError
+            `timeout` passed first.
+
+        Examples
+        --------
+        >>> c.submit_map("x", x=[1.0]).exception(60) is None
+        True
+        """
         if not self.wait(timeout):
             raise concurrent.futures.TimeoutError(f"job {self.id} still {self.status}")
         if self.cancelled():
             return errors.from_job(self.info)
         return super().exception(0)
 
-    def cancel(self):
-        """Cancel on the server. True when the job ended canceled; False
-        when it had already ended (or finished before it could stop)."""
+    def cancel(self) -> bool:
+        """Cancel the job on the server.
+
+        Returns
+        -------
+        bool
+            True when the job ended canceled; False when it had already
+            ended (or finished before it could stop).
+
+        Examples
+        --------
+        >>> j = c.submit_map("x", x=[1.0], wait=60)
+        >>> j.cancel()  # it had already succeeded
+        False
+        """
         if self.done():
             return self.cancelled()
         try:
@@ -216,8 +413,19 @@ class Job(concurrent.futures.Future):
             self.refresh()
         return self.cancelled()
 
-    def delete(self):
-        """DELETE the finished job (and its stored result) on the server."""
+    def delete(self) -> None:
+        """Remove the ended job and its stored result from the server.
+
+        Raises
+        ------
+        Conflict
+            The job has not ended.
+
+        Examples
+        --------
+        >>> j = c.submit_map("x", x=[1.0], wait=60)
+        >>> j.delete()
+        """
         self.client._t.request("DELETE", f"/v1/jobs/{self.id}")
 
 

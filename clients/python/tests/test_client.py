@@ -1,12 +1,15 @@
 """The Python client against a real tesseld: every method, every input form,
-futures and the executor, errors, long waits, the same-host path.
+futures and the executor, errors, long waits, the same-host path, https://
+against tesseld's own TLS (the test-only certificate of tests/integration/tls).
 
 No timing is asserted; the only ordering asserted (as_completed) sets a job
 of ~10^8 element-operations against one of 4 elements.
 """
 import concurrent.futures
+import json
 import os
-import shutil
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -137,13 +140,20 @@ def test_geodesic_radius_and_rowwise(client):
 
 
 # ---- input forms -------------------------------------------------------------
-@pytest.mark.parametrize("form", ["list", "fortran", "bigendian", "float32", "int", "strided", "scalar"])
+@pytest.mark.parametrize("form", ["list", "fortran", "bigendian", "float32", "int", "strided",
+                                  "transposed", "scalar"])
 def test_input_forms(client, form):
     base = np.arange(12.0).reshape(3, 4)
     v = {"list": base.tolist(), "fortran": np.asfortranarray(base), "bigendian": base.astype(">f8"),
          "float32": base.astype(np.float32), "int": base.astype(np.int32),
-         "strided": np.arange(24.0).reshape(3, 8)[:, ::2] / 2 * 1 if False else base.T.copy().T,
+         "strided": (np.arange(24.0).reshape(3, 8) / 2)[:, ::2],  # a view: every 2nd column
+         "transposed": base.T.copy().T,
          "scalar": 3.0}[form]
+    if form == "strided":
+        assert not v.flags.c_contiguous and v.strides == (64, 16)
+        np.testing.assert_array_equal(v, base)
+    if form == "transposed":
+        assert v.flags.f_contiguous and not v.flags.c_contiguous
     want = np.asarray(v, dtype=np.float64) * 2
     np.testing.assert_array_equal(client.map("x*2", x=v), want)
 
@@ -311,10 +321,13 @@ def test_compare(client):
     assert isinstance(t, list) and {r["backend"] for r in t} >= {"serial", "cpu"}
     assert all(r["ms"] >= 0 for r in t) and t[0]["speedup"] == pytest.approx(1.0)
     np.testing.assert_array_equal(t.result, np.arange(1000.0) ** 2)
-    try:
-        import pandas  # noqa: F401
-    except ImportError:
-        pytest.skip("pandas is not installed: CompareTable.to_frame untested")
+
+
+def test_compare_to_frame(client):
+    # Skipped before asserting anything when pandas is missing (deps/ has
+    # python3-pandas, so CI runs it).
+    pytest.importorskip("pandas", reason="pandas is not installed: CompareTable.to_frame untested")
+    t = client.compare("map", expr="x+1", x=np.arange(10.0))
     assert list(t.to_frame()["backend"]) == [r["backend"] for r in t]
 
 
@@ -415,28 +428,51 @@ def test_same_host_from_info(daemon):
 
 
 # ---- https:// ---------------------------------------------------------------
-@pytest.mark.skipif(shutil.which("openssl") is None,
-                    reason="no openssl to make a certificate: https:// untested")
-def test_https(daemon):
-    # The daemon speaks plain HTTP (TLS is issue 15's); a local TLS proxy in
-    # front of it with a self-signed certificate stands for an https server.
-    from conftest import TLSProxy
-    p = TLSProxy(int(daemon.url.rsplit(":", 1)[1]))
+def test_https_against_tesseld_tls():
+    """The client against tesseld's own TLS (--tls-cert / --tls-key, the
+    test-only certificate of tests/integration/tls): verify= names the CA
+    file; the wrong CA, or the system's CAs, fail the handshake."""
+    from conftest import TLS_DIR, Daemon
+    cert = os.path.join(TLS_DIR, "server-cert.pem")
+    d = Daemon(["--tls-cert", cert, "--tls-key", os.path.join(TLS_DIR, "server-key.pem")])
     try:
-        url = f"https://localhost:{p.port}"
-        c = tessel.Client(url, verify=p.cert)  # the self-signed CA, checked
+        assert d.url.startswith("https://localhost:")
+        c = tessel.Client(d.url, verify=cert)  # the self-signed certificate, checked
+        assert c.info()["features"]["tls"] is True
         big = np.random.default_rng(5).random(300000)  # several TLS records each way
         np.testing.assert_array_equal(c.map("x*2", x=big), big * 2)
         arr = c.upload(A)
         np.testing.assert_array_equal(arr.download(), A)
-        assert c.local_dir() is None or c.local_dir() == os.path.realpath(daemon.local)
+        dist, idx = c.geodesic_knn([(0, 0), (0, 1), (0, 3)], 1)
+        assert idx.ravel().tolist() == [1, 0, 1]
         c.close()
-        insecure = tessel.Client(url, verify=False, same_host=False)
+        insecure = tessel.Client(d.url, verify=False, same_host=False)
         assert insecure.reduce("sum", x=A).item() == A.sum()
-        with pytest.raises(tessel.Unavailable) as e:  # the system's CAs do not know it
-            tessel.Client(url, same_host=False, verify=True).devices()
-        assert "CERTIFICATE_VERIFY_FAILED" in str(e.value)
+        for verify in (True, os.path.join(TLS_DIR, "other-cert.pem")):
+            with pytest.raises(tessel.Unavailable) as e:  # the system's CAs / another cert
+                tessel.Client(d.url, same_host=False, verify=verify).devices()
+            assert "CERTIFICATE_VERIFY_FAILED" in str(e.value)
         with pytest.raises(ValueError):
-            tessel.Client(url, verify="/nonexistent/ca.pem")
+            tessel.Client(d.url, verify="/nonexistent/ca.pem")
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(tessel.__path__[0]))
+        run = [sys.executable, "-m", "tessel", "--url", d.url]
+        p = subprocess.run(run + ["--cafile", cert, "devices"], capture_output=True, text=True,
+                           env=env, timeout=120)
+        assert p.returncode == 0 and "cpu" in json.loads(p.stdout), p.stderr
+        p = subprocess.run(run + ["devices"], capture_output=True, text=True,
+                           env=dict(env, TESSEL_CAFILE=cert), timeout=120)
+        assert p.returncode == 0, p.stderr
+        p = subprocess.run(run + ["devices"], capture_output=True, text=True,
+                           env={k: v for k, v in env.items() if k != "TESSEL_CAFILE"}, timeout=120)
+        assert p.returncode == 6 and "CERTIFICATE_VERIFY_FAILED" in p.stderr
     finally:
-        p.stop()
+        d.stop()
+
+
+def test_jobs_are_job_objects(client):
+    """c.jobs() answers Job objects, as c.arrays() answers Arrays."""
+    j = client.submit_map("x*2", x=A, label="py-jobs-objects", wait=60)
+    got = client.jobs(label="py-jobs-objects")
+    assert got and all(isinstance(k, tessel.Job) for k in got)
+    assert got[0].id == j.id and got[0].status == "succeeded" and got[0].kind == "map"
+    np.testing.assert_array_equal(got[0].result(), A * 2)
