@@ -161,7 +161,7 @@ export function mount(root, {query}) {
   async function refresh(signal) {
     const my = ++gen;
     const page = await jobsApi.list({status: f.status, kind: f.kind, backend: f.backend, label: f.label, q: f.q,
-      order_by: f.sort === 'created' ? '' : f.sort, desc: f.dir === SORTS[f.sort] ? '' : String(f.dir === 'desc'),
+      order_by: f.sort, desc: String(f.dir === 'desc'),
       limit: f.limit, cursor: cursors[cursors.length - 1]}, {signal});
     const jobs = page.jobs || [];
     const next = page.next_cursor;
