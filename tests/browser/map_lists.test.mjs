@@ -245,14 +245,15 @@ test('on a phone the overview\'s tables show the status without scrolling', LONG
   p.on('pageerror', (e) => errors.push('page error (phone): ' + e.message));
   try {
     await go('#/', p);
-    await p.waitForSelector('#recent-table tbody tr .badge');
+    const recent = '[aria-label="Latest jobs"] tbody tr .badge';
+    await p.waitForSelector(recent);
     await p.waitForSelector('#nodes tbody tr [data-alive]');
-    const seen = await p.evaluate(() => [...document.querySelectorAll('#recent-table tbody tr .badge, #nodes tbody tr [data-alive]')]
+    const seen = await p.evaluate((sel) => [...document.querySelectorAll(`${sel}, #nodes tbody tr [data-alive]`)]
       .map((b) => {
         const wrap = b.closest('.table-wrap').getBoundingClientRect();
         const r = b.getBoundingClientRect();
         return {text: b.textContent, left: r.left, right: r.right, wl: wrap.left, wr: wrap.right};
-      }));
+      }), recent);
     assert.ok(seen.length >= 2, 'the latest jobs and the node');
     for (const s of seen) assert.ok(s.left >= s.wl && s.right <= s.wr, `"${s.text}" in view: ${JSON.stringify(s)}`);
     await p.screenshot({path: path.join(ART, 'overview-390.png'), fullPage: true});
@@ -264,7 +265,7 @@ test('on a phone the overview\'s tables show the status without scrolling', LONG
 test('axe: no landmark-unique on any view', LONG, async () => {
   assert.ok(matrixJob && knnJob, 'the jobs of the earlier tests');
   const found = [];
-  for (const [hash, sel] of [['#/', '#recent-table tbody tr'], ['#/jobs', '#jobs-table tbody tr'],
+  for (const [hash, sel] of [['#/', '[aria-label="Latest jobs"] tbody tr'], ['#/jobs', '#jobs-table tbody tr'],
     [`#/jobs/${matrixJob}`, '#heatmap[data-drawn="1"]'], [`#/jobs/${knnJob}`, '#nb-table tbody tr'],
     ['#/submit', '#request-json'], ['#/perf', '#perf-chart-map']]) {
     await go(hash);
