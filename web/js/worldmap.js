@@ -135,6 +135,64 @@ function segment(la1, lo1, la2, lo2) {
   return `M${px(lo1)} ${py(la1)}L${px(lo2 + s)} ${py(la2)}M${px(lo1 - s)} ${py(la1)}L${px(lo2)} ${py(la2)}`;
 }
 
+/* The index of the point nearest to map position (x, y) within r, or -1. */
+function nearest(pts, x, y, r) {
+  let best = -1;
+  let bd = r * r;
+  for (let i = 0; i < pts.n; i += 1) {
+    const dx = px(pts.lon[i]) - x;
+    const dy = py(pts.lat[i]) - y;
+    const d = dx * dx + dy * dy;
+    if (d < bd) { bd = d; best = i; }
+  }
+  return best;
+}
+
+/* Wheel, drag, click and keys on the map; c: {view(), setView, zoomBy,
+ * toMap, click(ev)} (a press that moved less than 4 px is a click). */
+function bindControls(svg, c) {
+  svg.addEventListener('wheel', (ev) => {
+    ev.preventDefault();
+    const m = c.toMap(ev);
+    if (m) c.zoomBy(ev.deltaY < 0 ? 1.5 : 1 / 1.5, m.x, m.y);
+  }, {passive: false});
+  let drag = null;
+  svg.addEventListener('pointerdown', (ev) => {
+    if (ev.button !== 0) return;
+    drag = {sx: ev.clientX, sy: ev.clientY, x: c.view().x, y: c.view().y, moved: false, id: ev.pointerId};
+  });
+  svg.addEventListener('pointermove', (ev) => {
+    if (!drag || ev.pointerId !== drag.id) return;
+    const dx = ev.clientX - drag.sx;
+    const dy = ev.clientY - drag.sy;
+    if (!drag.moved && Math.hypot(dx, dy) < 4) return;
+    if (!drag.moved) { drag.moved = true; svg.setPointerCapture(ev.pointerId); svg.classList.add('dragging'); }
+    const k = c.view().k;
+    const unit = (W / k) / svg.getBoundingClientRect().width;
+    c.setView(drag.x - dx * unit, drag.y - dy * unit, k);
+  });
+  const endDrag = (ev) => {
+    if (!drag) return;
+    const clicked = !drag.moved && ev.type === 'pointerup';
+    drag = null;
+    svg.classList.remove('dragging');
+    if (clicked) c.click(ev);
+  };
+  svg.addEventListener('pointerup', endDrag);
+  svg.addEventListener('pointercancel', endDrag);
+  svg.addEventListener('keydown', (ev) => {
+    const v = c.view();
+    const step = (W / v.k) / 8;
+    const keys = {ArrowLeft: [-step, 0], ArrowRight: [step, 0], ArrowUp: [0, -step], ArrowDown: [0, step]};
+    if (keys[ev.key]) c.setView(v.x + keys[ev.key][0], v.y + keys[ev.key][1], v.k);
+    else if (ev.key === '+' || ev.key === '=') c.zoomBy(2);
+    else if (ev.key === '-' || ev.key === '_') c.zoomBy(0.5);
+    else if (ev.key === '0') c.setView(0, 0, 1);
+    else return;
+    ev.preventDefault();
+  });
+}
+
 export function worldMap({label}) {
   const svg = svgEl('svg', {id: 'map-svg', class: 'map-svg', viewBox: `0 0 ${W} ${H}`, role: 'img',
     tabindex: '0', 'aria-label': label, 'aria-describedby': 'map-hint'});
@@ -186,60 +244,12 @@ export function worldMap({label}) {
     const p = new DOMPoint(ev.clientX, ev.clientY).matrixTransform(m.inverse());
     return {x: p.x, y: p.y, unit: 1 / m.a};
   }
-
-  svg.addEventListener('wheel', (ev) => {
-    ev.preventDefault();
-    const m = toMap(ev);
-    if (m) zoomBy(ev.deltaY < 0 ? 1.5 : 1 / 1.5, m.x, m.y);
-  }, {passive: false});
-  let drag = null;
-  svg.addEventListener('pointerdown', (ev) => {
-    if (ev.button !== 0) return;
-    drag = {sx: ev.clientX, sy: ev.clientY, x: v.x, y: v.y, moved: false, id: ev.pointerId};
-  });
-  svg.addEventListener('pointermove', (ev) => {
-    if (!drag || ev.pointerId !== drag.id) return;
-    const dx = ev.clientX - drag.sx;
-    const dy = ev.clientY - drag.sy;
-    if (!drag.moved && Math.hypot(dx, dy) < 4) return;
-    if (!drag.moved) { drag.moved = true; svg.setPointerCapture(ev.pointerId); svg.classList.add('dragging'); }
-    const unit = (W / v.k) / svg.getBoundingClientRect().width;
-    setView(drag.x - dx * unit, drag.y - dy * unit, v.k);
-  });
-  const endDrag = (ev) => {
-    if (!drag) return;
-    const clicked = !drag.moved && ev.type === 'pointerup';
-    drag = null;
-    svg.classList.remove('dragging');
-    if (clicked) pickAt(ev);
-  };
-  svg.addEventListener('pointerup', endDrag);
-  svg.addEventListener('pointercancel', endDrag);
-  svg.addEventListener('keydown', (ev) => {
-    const step = (W / v.k) / 8;
-    const keys = {ArrowLeft: [-step, 0], ArrowRight: [step, 0], ArrowUp: [0, -step], ArrowDown: [0, step]};
-    if (keys[ev.key]) setView(v.x + keys[ev.key][0], v.y + keys[ev.key][1], v.k);
-    else if (ev.key === '+' || ev.key === '=') zoomBy(2);
-    else if (ev.key === '-' || ev.key === '_') zoomBy(0.5);
-    else if (ev.key === '0') setView(0, 0, 1);
-    else return;
-    ev.preventDefault();
-  });
-
   function pickAt(ev) {
-    if (!pts || !pick) return;
-    const m = toMap(ev);
-    if (!m) return;
-    let best = -1;
-    let bd = (PICK_PX * m.unit) ** 2;
-    for (let i = 0; i < pts.n; i += 1) {
-      const dx = px(pts.lon[i]) - m.x;
-      const dy = py(pts.lat[i]) - m.y;
-      const d = dx * dx + dy * dy;
-      if (d < bd) { bd = d; best = i; }
-    }
+    const m = pts && pick ? toMap(ev) : null;
+    const best = m ? nearest(pts, m.x, m.y, PICK_PX * m.unit) : -1;
     if (best >= 0) pick(best);
   }
+  bindControls(svg, {view: () => v, setView, zoomBy, toMap, click: pickAt});
 
   loadAtlas().then((a) => {
     land.setAttribute('d', a.land);

@@ -245,7 +245,6 @@ export function mount(root, {params}) {
   function renderParts(j) {
     const parts = j.result.parts;
     const p = j.params || {};
-    const q = p.query || {};
     const units = p.units || 'm';
     const byName = Object.fromEntries(parts.map((pt) => [pt.name, pt]));
     /* explicit roles: under 680 px the rows become cards (style.css), and a
@@ -265,13 +264,7 @@ export function mount(root, {params}) {
     const body = h('div', {class: 'stack'});
     clear(resultHost).append(card('Result', h('p', null, `${parts.length} arrays; `, h('code', null, '/result'),
       ` is the first (${parts[0].name}).`), table, body));
-    const gm = j.kind === 'geodesic' ? jobMap(j) : null;
-    if (gm) body.append(gm.el);
-    if (q.knn && byName.distance && byName.index) body.append(neighbourExplorer(j, byName.distance, byName.index, units, gm));
-    else if (q.radius && byName.i && byName.j && byName.distance) {
-      body.append(pairsTable(j, byName, q.radius.r, units));
-      if (gm) pairLines(j, byName.i.shape[0], gm);
-    }
+    body.append(...queryViews(j, byName, units));
   }
 
   async function refresh(signal) {
@@ -474,6 +467,20 @@ function neighbourExplorer(j, distPart, idxPart, units, gm) {
   }
   show(0);
   return el;
+}
+
+/* A result of parts: the map of a geodesic job, and the query's own view
+ * (a knn point's neighbours, a radius job's first pairs and its lines). */
+function queryViews(j, byName, units) {
+  const q = (j.params || {}).query || {};
+  const gm = j.kind === 'geodesic' ? jobMap(j) : null;
+  const out = gm ? [gm.el] : [];
+  if (q.knn && byName.distance && byName.index) out.push(neighbourExplorer(j, byName.distance, byName.index, units, gm));
+  else if (q.radius && byName.i && byName.j && byName.distance) {
+    out.push(pairsTable(j, byName, q.radius.r, units));
+    if (gm) pairLines(j, byName.i.shape[0], gm);
+  }
+  return out;
 }
 
 /* The world map of a geodesic job's points; ready resolves to the map once
