@@ -4,8 +4,8 @@
 # Installs playwright-core and axe-core into tests/browser/node_modules (npm
 # ci, from the committed package-lock.json) when either is missing, finds Debian's chromium,
 # starts tesseld on a free loopback port with a fresh data dir and
-# TESSEL_WEB_DIR=web, waits for /readyz, runs dashboard.test.mjs under
-# node's test runner and stops the server. Screenshots and the server log go
+# TESSEL_WEB_DIR=web, waits for /readyz, runs dashboard.test.mjs and then
+# map_lists.test.mjs under node's test runner and stops the server. Screenshots and the server log go
 # to tests/browser/artifacts/.
 set -eu
 
@@ -80,9 +80,13 @@ if [ $ready -ne 1 ]; then
   exit 1
 fi
 
+# One file after the other, never side by side: map_lists.test.mjs makes
+# 1,000 jobs, and dashboard.test.mjs counts the jobs it sees.
 status=0
-TESSEL_URL=$url TESSEL_BIN=$bin WEB_DIR="$root/web" CHROMIUM=$chromium ARTIFACTS=$art \
-  node --test --test-reporter=spec "$here/dashboard.test.mjs" || status=$?
+for f in dashboard.test.mjs map_lists.test.mjs; do
+  TESSEL_URL=$url TESSEL_BIN=$bin WEB_DIR="$root/web" CHROMIUM=$chromium ARTIFACTS=$art \
+    node --test --test-reporter=spec "$here/$f" || status=$?
+done
 if [ $status -ne 0 ]; then
   echo "browser tests: failed; screenshots and the server log are in $art" >&2
 fi

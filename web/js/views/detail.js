@@ -25,11 +25,21 @@
  * ~20), grown by doubling as larger points are asked for and kept, up to
  * NB_CAP_BYTES per part; points beyond are refused and the page says why.
  * For radius, the first pairs (i, j, distance) as JSON.
+ *
+ * Every geodesic job that succeeded gets a world map of its points
+ * (worldmap.js; the points read by geopoints.js from the params: inline,
+ * generated like the service's {"random"}, or an upload's or a job's
+ * .npy): a distance matrix's heatmap beside it; for knn, a click on a
+ * point shows its neighbours in the table and on the map (and a point
+ * chosen in the table is shown there too); for radius, the first
+ * PAIR_LINES pairs as lines (two int64 parts read as .npy, 16 bytes a pair).
  */
 import {api, jobsApi, download, getToken, getBytes} from '../api.js';
 import {h, clear, card, fmtMs, fmtBytes, fmtNum, fmtShape, fmtTime, fmtInt, statusBadge, isActive, poll,
   errorBox, announce, backendFamily, etaMs, tableWrap, field} from '../dom.js';
 import {parseNpy} from '../npy.js';
+import {worldMap} from '../worldmap.js';
+import {readPoints} from '../geopoints.js';
 import {chartBox, timingsChart, compareChart, drawHeatmap, drawColorbar, chartsReady, PHASES} from '../charts.js';
 
 const PREVIEW_ROWS = 10;
@@ -38,6 +48,7 @@ const HEAT_MAX = 200;
 const NB_CAP_BYTES = 8 * 1024 * 1024; /* rows of each knn part read for the neighbour table */
 const NB_FIRST_ROWS = 1024;
 const PAIRS_ROWS = 20;
+const PAIR_LINES = 20000;
 
 export function mount(root, {params}) {
   const id = params.id;
@@ -226,14 +237,14 @@ export function mount(root, {params}) {
       res = await api.get(jobsApi.resultUrl(id, {format: 'json', limit_rows: rows, layout: condensed ? 'square' : ''}));
     } catch (x) { clear(body).append(errorBox(x)); return; }
     clear(body);
-    if (isMatrix) body.append(heatmap(res.data, full, j));
+    if (isMatrix) body.append(h('div', {class: 'map-heat'}, jobMap(j).el, heatmap(res.data, full, j)));
+    else if (j.kind === 'geodesic') body.append(jobMap(j).el);
     body.append(previewTable(res.data, full));
   }
 
   function renderParts(j) {
     const parts = j.result.parts;
     const p = j.params || {};
-    const q = p.query || {};
     const units = p.units || 'm';
     const byName = Object.fromEntries(parts.map((pt) => [pt.name, pt]));
     /* explicit roles: under 680 px the rows become cards (style.css), and a
@@ -253,8 +264,7 @@ export function mount(root, {params}) {
     const body = h('div', {class: 'stack'});
     clear(resultHost).append(card('Result', h('p', null, `${parts.length} arrays; `, h('code', null, '/result'),
       ` is the first (${parts[0].name}).`), table, body));
-    if (q.knn && byName.distance && byName.index) body.append(neighbourExplorer(j, byName.distance, byName.index, units));
-    else if (q.radius && byName.i && byName.j && byName.distance) body.append(pairsTable(j, byName, q.radius.r, units));
+    body.append(...queryViews(j, byName, units));
   }
 
   async function refresh(signal) {
@@ -372,7 +382,7 @@ function previewTable(data, shape) {
 
 /* One point's k nearest neighbours, from rows 0 … p of the knn job's
  * `distance` and `index` parts (read as .npy, see the file's opening). */
-function neighbourExplorer(j, distPart, idxPart, units) {
+function neighbourExplorer(j, distPart, idxPart, units, gm) {
   const n = idxPart.shape[0];
   const kk = idxPart.shape[1];
   const rowBytes = Math.max(kk * 8, 1);
@@ -428,6 +438,7 @@ function neighbourExplorer(j, distPart, idxPart, units) {
     delete host.dataset.loading;
     const rows = [];
     for (let c = 0; c < kk; c += 1) rows.push([loaded.idx[p * kk + c], loaded.dist[p * kk + c]]);
+    if (gm) gm.ready.then((m) => { if (m && my === seq) m.highlight(p, rows.map(([idx]) => idx)); });
     clear(host).append(kk === 0 ? h('p', {class: 'empty', id: 'nb-empty'}, `Point ${p} has no candidates.`)
       : h('div', {class: 'stack'},
         h('p', {class: 'muted'}, 'Select a neighbour to show its own neighbours.'),
@@ -447,8 +458,64 @@ function neighbourExplorer(j, distPart, idxPart, units) {
     const t = input.value.trim();
     show(t === '' ? NaN : Number(t));
   });
+  if (gm) {
+    gm.ready.then((m) => {
+      if (!m) return;
+      m.onPick((i) => { input.value = String(i); show(i); announce(`Neighbours of point ${i}`); });
+      gm.hint(' Click a point to show its neighbours.');
+    });
+  }
   show(0);
   return el;
+}
+
+/* A result of parts: the map of a geodesic job, and the query's own view
+ * (a knn point's neighbours, a radius job's first pairs and its lines). */
+function queryViews(j, byName, units) {
+  const q = (j.params || {}).query || {};
+  const gm = j.kind === 'geodesic' ? jobMap(j) : null;
+  const out = gm ? [gm.el] : [];
+  if (q.knn && byName.distance && byName.index) out.push(neighbourExplorer(j, byName.distance, byName.index, units, gm));
+  else if (q.radius && byName.i && byName.j && byName.distance) {
+    out.push(pairsTable(j, byName, q.radius.r, units));
+    if (gm) pairLines(j, byName.i.shape[0], gm);
+  }
+  return out;
+}
+
+/* The world map of a geodesic job's points; ready resolves to the map once
+ * the points are on it (null when the page cannot read them: the note
+ * says why). */
+function jobMap(j) {
+  const p = j.params || {};
+  const m = worldMap({label: 'World map of the job\'s points'});
+  const note = h('span', {id: 'map-note'}, 'Reading the points…');
+  const extra = h('span');
+  const el = h('section', {class: 'stack', 'aria-labelledby': 'map-title', id: 'map-section'},
+    h('h3', {id: 'map-title'}, 'Map'), m.el, h('p', {class: 'muted map-note'}, note, extra));
+  const ready = Promise.all([readPoints(p.points), p.targets ? readPoints(p.targets) : null]).then(([a, b]) => {
+    if (a.why) { note.textContent = `No points on the map: ${a.why}.`; return null; }
+    const t = b && !b.why ? b : null;
+    m.setPoints(a, t);
+    const what = `${fmtInt(a.n)} point${a.n === 1 ? '' : 's'}${t ? ` (blue) and ${fmtInt(t.n)} targets (green)` : ''}`;
+    m.el.querySelector('svg').setAttribute('aria-label', `World map of the job's ${what}`);
+    note.textContent = `${what} on the map` + (a.cut ? `: the first ${fmtInt(a.n)} of ${fmtInt(a.n + a.cut)}.` : '.') +
+      (b && b.why ? ` No targets: ${b.why}.` : '');
+    return m;
+  }).catch((x) => { note.textContent = `No points on the map: ${x.message}`; return null; });
+  return {el, map: m, ready, hint: (text) => { extra.textContent = text; }};
+}
+
+/* The first PAIR_LINES pairs of a radius job as lines on its map. */
+function pairLines(j, total, gm) {
+  const rows = Math.min(total, PAIR_LINES);
+  if (!rows) return;
+  const get = (name) => getBytes(jobsApi.partUrl(j.id, name, {format: 'npy', limit_rows: rows})).then(parseNpy);
+  Promise.all([gm.ready, get('i'), get('j')]).then(([m, i, jj]) => {
+    if (!m) return;
+    m.setPairs(i.data, jj.data);
+    gm.hint(` Lines: ${rows < total ? `the first ${fmtInt(rows)} of ${fmtInt(total)}` : `all ${fmtInt(total)}`} pairs within r.`);
+  }).catch((x) => gm.hint(` The pairs could not be read: ${x.message}`));
 }
 
 /* The first pairs of a radius job: rows 0 … PAIRS_ROWS-1 of i, j, distance. */

@@ -1,20 +1,14 @@
 /* jobs.js — the live jobs table.
  *
- * Two ways to fill it, both kept in the address (#/jobs?…) so Back, reload
- * and a shared link show the same page:
- *  - paged by the API (the default: newest first, filters status, kind,
- *    backend, exact label): GET /v1/jobs with a page size, polled every
- *    750 ms. Paging follows the API's cursors; the cursors of the pages
- *    before this one are in the address (`cursors=c2,c3`, `page=3`), and
- *    each page is a history entry, so Back returns to the page before.
- *  - a scan (a search by part of an id or label, or a sort other than
- *    newest first): the API has neither, so the newest SCAN_MAX jobs that
- *    match the filters are read in one request (every 5 s), matched, sorted
- *    and paged here, and the page says that it looked at the newest
- *    SCAN_MAX only. A whole job id in the search box is asked for directly.
- * The total: exact from GET /v1/stats when the filters are status and kind
- * only (its counts per kind and status); in a scan, the matches found; else
- * "not counted" (the API gives no total for backend or label filters).
+ * Filled by the API, kept in the address (#/jobs?…) so Back, reload and a
+ * shared link show the same page: GET /v1/jobs with the filters (status,
+ * kind, backend, exact label), the search `q=` (part of an id or label,
+ * matched by the service over every job), the order `order_by=` with
+ * `desc=` and a page size, polled every 750 ms. Paging follows the API's
+ * cursors, which hold the order; the cursors of the pages before this one
+ * are in the address (`cursors=c2,c3`), and each page is a history entry,
+ * so Back returns to the page before. The total is the list's own `total`
+ * (every job that matches, search included), for any filter.
  *
  * Rows are keyed by job id and only cells whose content changed are
  * rewritten, so a focused button keeps its focus while the table updates.
@@ -26,45 +20,19 @@
  * readers. Under 680 px the table is shown as cards (style.css); explicit
  * table roles keep its semantics when CSS changes its display.
  */
-import {api, jobsApi} from '../api.js';
+import {jobsApi} from '../api.js';
 import {h, clear, field, select, fmtMs, fmtAgo, fmtSize, fmtInt, statusBadge, isActive, backendText, poll,
   errorBox, announce, etaMs, STATUSES, KINDS, BACKENDS} from '../dom.js';
 import {replaceQuery, parseHash} from '../route.js';
 
 const PAGE_SIZES = ['10', '25', '50', '100'];
-const SCAN_MAX = 1000;
 const SORTS = {created: 'desc', status: 'asc', kind: 'asc', duration: 'desc'};
-const ID_RE = /^j_[0-9a-z]{20,40}$/i;
 const COLS = [
   {key: 'job', title: 'Job', sort: 'created'}, {key: 'kind', title: 'Kind', sort: 'kind'},
   {key: 'backend', title: 'Backend'}, {key: 'status', title: 'Status', sort: 'status'},
   {key: 'progress', title: 'Progress / time', sort: 'duration'}, {key: 'size', title: 'Size', num: true},
   {key: 'created', title: 'Created'}, {key: 'actions', title: 'Actions'},
 ];
-
-function durationOf(j, now) {
-  const t = j.timings_ms || {};
-  if (typeof t.total === 'number') return t.total;
-  if (j.status === 'running' && j.started_at) return now - new Date(j.started_at).getTime();
-  return null;
-}
-
-/* Sort a scanned list: key and direction; ties newest first. */
-export function sortJobs(jobs, key, dir) {
-  const now = Date.now();
-  const sign = dir === 'asc' ? 1 : -1;
-  const val = (j) => (key === 'status' ? STATUSES.indexOf(j.status) : key === 'kind' ? j.kind
-    : key === 'duration' ? durationOf(j, now) : j.created_at || '');
-  return [...jobs].sort((a, b) => {
-    const va = val(a);
-    const vb = val(b);
-    if (va === null && vb !== null) return 1; /* no duration yet: last either way */
-    if (vb === null && va !== null) return -1;
-    const c = va < vb ? -1 : va > vb ? 1 : 0;
-    if (c) return sign * c;
-    return a.id < b.id ? 1 : a.id > b.id ? -1 : 0;
-  });
-}
 
 export function mount(root, {query}) {
   const f = {
@@ -80,22 +48,16 @@ export function mount(root, {query}) {
   if (!f.dir) f.dir = SORTS[f.sort];
   /* cursors[i] opens page i + 1; cursors[0] is null (the first page) */
   let cursors = [null, ...String(query.cursors || '').split(',').filter((c) => /^[A-Za-z0-9_-]{1,256}$/.test(c))];
-  let scanPage = Math.max(1, parseInt(query.page, 10) || 1);
   const rows = new Map();
   const lastStatus = new Map();
   const canceling = new Set();
   let first = true;
   let stale = false;
-  let tick = 0;
-  let statsCache = null;
-
-  const scanMode = () => (f.q !== '' && !ID_RE.test(f.q)) || !(f.sort === 'created' && f.dir === 'desc');
-  const idMode = () => ID_RE.test(f.q);
 
   const statusSel = select([['', 'any status'], ...STATUSES], f.status, {name: 'status'});
   const kindSel = select([['', 'any kind'], ...KINDS], f.kind, {name: 'kind'});
   const backendSel = select([['', 'any backend'], ...BACKENDS.filter((b) => b !== 'auto'), 'auto'], f.backend, {name: 'backend'});
-  const searchIn = h('input', {type: 'search', name: 'q', value: f.q, placeholder: 'j_… or part of a label',
+  const searchIn = h('input', {type: 'search', name: 'q', value: f.q, placeholder: 'j_… or part of a label', maxlength: '100',
     autocomplete: 'off', spellcheck: 'false'});
   const limitSel = select(PAGE_SIZES, f.limit, {name: 'limit'});
   const clearBtn = h('button', {type: 'button', class: 'btn'}, 'Clear filters');
@@ -104,7 +66,6 @@ export function mount(root, {query}) {
   const empty = h('p', {class: 'empty', hidden: true}, 'No jobs match these filters.');
   const pageInfo = h('span', {class: 'muted', id: 'page-info', 'aria-live': 'polite'});
   const total = h('span', {class: 'total', id: 'jobs-total'});
-  const scanNote = h('p', {class: 'muted scan-note', id: 'scan-note', hidden: true});
   const newer = h('button', {type: 'button', class: 'btn', id: 'page-newer', disabled: true}, '← Newer');
   const older = h('button', {type: 'button', class: 'btn', id: 'page-older', disabled: true}, 'Older →');
   const updated = h('span', {class: 'muted', id: 'jobs-updated'});
@@ -127,18 +88,18 @@ export function mount(root, {query}) {
       field('Status', statusSel), field('Kind', kindSel), field('Backend', backendSel),
       field('Search', searchIn, f.label ? `and the exact label "${f.label}"` : null), field('Per page', limitSel),
       h('div', {class: 'field'}, clearBtn)),
-    msg, scanNote,
+    msg,
     h('div', {class: 'table-wrap'}, table),
     empty,
     h('nav', {class: 'pager', 'aria-label': 'Pages'}, total, pageInfo, newer, older));
 
-  function pageNo() { return scanMode() ? scanPage : cursors.length; }
+  function pageNo() { return cursors.length; }
 
   function queryObj(page) {
     return {status: f.status, kind: f.kind, backend: f.backend, label: f.label, q: f.q,
       sort: f.sort === 'created' ? '' : f.sort, dir: f.dir === SORTS[f.sort] ? '' : f.dir,
       limit: f.limit === '25' ? '' : f.limit, page: page > 1 ? String(page) : '',
-      cursors: !scanMode() && page > 1 ? cursors.slice(1, page).join(',') : ''};
+      cursors: page > 1 ? cursors.slice(1, page).join(',') : ''};
   }
 
   function markSort() {
@@ -157,7 +118,7 @@ export function mount(root, {query}) {
 
   /* Filters and sort change the page in place (replaceState); paging makes
    * a history entry (the router mounts the view again on Back). */
-  function resetPaging() { cursors = [null]; scanPage = 1; }
+  function resetPaging() { cursors = [null]; }
   function onFilter() {
     f.status = statusSel.value; f.kind = kindSel.value; f.backend = backendSel.value;
     f.q = searchIn.value.trim(); f.limit = limitSel.value;
@@ -187,58 +148,24 @@ export function mount(root, {query}) {
   });
   newer.addEventListener('click', () => {
     if (pageNo() <= 1) return;
-    if (!scanMode()) cursors.pop(); else scanPage -= 1;
+    cursors.pop();
     goPage(pageNo(), 'page-newer');
   });
   older.addEventListener('click', () => {
     if (older.disabled) return;
-    if (!scanMode()) cursors.push(older.dataset.next); else scanPage += 1;
+    cursors.push(older.dataset.next);
     goPage(pageNo(), 'page-older');
   });
 
   let gen = 0;
   async function refresh(signal) {
     const my = ++gen;
-    const filters = {status: f.status, kind: f.kind, backend: f.backend, label: f.label};
-    let jobs;
-    let next = null;
-    let count = null; /* {n, exact} */
-    let note = '';
-    if (idMode()) {
-      try {
-        const j = await jobsApi.get(f.q, {signal});
-        jobs = [j].filter((x) => (!f.status || x.status === f.status) && (!f.kind || x.kind === f.kind));
-      } catch (e) {
-        if (e.status !== 404) throw e;
-        jobs = [];
-      }
-      count = {n: jobs.length, exact: true};
-      note = `The job with id ${f.q}, asked for by its id.`;
-    } else if (scanMode()) {
-      const page = await jobsApi.list({...filters, limit: SCAN_MAX}, {signal});
-      const needle = f.q.toLowerCase();
-      const all = (page.jobs || []).filter((j) => !needle || j.id.toLowerCase().includes(needle) ||
-        (j.label || '').toLowerCase().includes(needle));
-      const sorted = sortJobs(all, f.sort, f.dir);
-      const size = Number(f.limit);
-      const pages = Math.max(1, Math.ceil(sorted.length / size));
-      if (scanPage > pages) scanPage = pages;
-      jobs = sorted.slice((scanPage - 1) * size, scanPage * size);
-      next = scanPage < pages ? 'scan' : null;
-      count = {n: sorted.length, exact: !page.next_cursor};
-      note = page.next_cursor
-        ? `Searched and sorted here among the newest ${fmtInt(SCAN_MAX)} jobs that match the filters: the API offers neither a search by part of a label nor an order other than newest first.`
-        : `Searched and sorted here among all ${fmtInt((page.jobs || []).length)} jobs that match the filters.`;
-    } else {
-      const page = await jobsApi.list({...filters, limit: f.limit, cursor: cursors[cursors.length - 1]}, {signal});
-      jobs = page.jobs || [];
-      next = page.next_cursor;
-      if (!f.backend && !f.label) {
-        if (!statsCache || tick % 4 === 0) statsCache = await api.get('/v1/stats', {signal});
-        count = {n: countFromStats(statsCache, f.status, f.kind), exact: true};
-      }
-    }
-    tick += 1;
+    const page = await jobsApi.list({status: f.status, kind: f.kind, backend: f.backend, label: f.label, q: f.q,
+      order_by: f.sort, desc: String(f.dir === 'desc'),
+      limit: f.limit, cursor: cursors[cursors.length - 1]}, {signal});
+    const jobs = page.jobs || [];
+    const next = page.next_cursor;
+    const count = typeof page.total === 'number' ? page.total : null;
     if (my !== gen) return; /* a newer request (filter change) overtook this one */
     clear(msg);
     setStale(false);
@@ -246,14 +173,11 @@ export function mount(root, {query}) {
     older.disabled = !next;
     older.dataset.next = next || '';
     newer.disabled = pageNo() <= 1;
-    scanNote.hidden = !note;
-    scanNote.textContent = note;
     const start = (pageNo() - 1) * Number(f.limit);
     pageInfo.textContent = jobs.length ? `Page ${pageNo()} · jobs ${fmtInt(start + 1)}–${fmtInt(start + jobs.length)}`
       : `Page ${pageNo()}`;
-    total.textContent = count === null ? 'total not counted (the API counts by status and kind only)'
-      : `${fmtInt(count.n)}${count.exact ? '' : '+'} job${count.n === 1 ? '' : 's'}`;
-    total.dataset.total = count === null ? '' : String(count.n);
+    total.textContent = count === null ? '' : `${fmtInt(count)} job${count === 1 ? '' : 's'}`;
+    total.dataset.total = count === null ? '' : String(count);
     updated.textContent = 'updated ' + new Date().toLocaleTimeString('en-GB');
     if (first) {
       first = false;
@@ -407,21 +331,10 @@ export function mount(root, {query}) {
     if (err.code === 'network' || err.status >= 500) setStale(true);
   }
 
-  const every = () => (canceling.size ? 250 : scanMode() ? 5000 : 750);
+  const every = () => (canceling.size ? 250 : 750);
   let stop = poll(refresh, every, showError);
   function refreshNow() { stop(); stop = poll(refresh, every, showError); }
   return () => { stop(); clearTimeout(searchTimer); };
-}
-
-/* Jobs counted by GET /v1/stats: by status alone from jobs_by_status, with a
- * kind from by_kind (summed over backends). */
-export function countFromStats(stats, status, kind) {
-  if (!kind) {
-    const by = stats.jobs_by_status || {};
-    return status ? (by[status] || 0) : Object.values(by).reduce((a, b) => a + b, 0);
-  }
-  return (stats.by_kind || []).filter((r) => r.kind === kind && (!status || r.status === status))
-    .reduce((a, r) => a + (r.count || 0), 0);
 }
 
 function progressText(j) {

@@ -398,13 +398,15 @@ function renderRecent(el, jobs) {
     el.append(h('p', {class: 'empty'}, 'No jobs yet. ', h('a', {href: '#/submit'}, 'Submit the first one.')));
     return;
   }
-  el.append(tableWrap('Latest jobs', h('table', null,
-    h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'job'), h('th', {scope: 'col'}, 'kind'),
-      h('th', {scope: 'col'}, 'backend'), h('th', {scope: 'col'}, 'status'), h('th', {scope: 'col'}, 'label'),
+  /* status right after the id: on a phone the table scrolls sideways
+   * inside its box, and the status must be in view without scrolling */
+  el.append(tableWrap('Latest jobs', h('table', {id: 'recent-table'},
+    h('thead', null, h('tr', null, h('th', {scope: 'col'}, 'job'), h('th', {scope: 'col'}, 'status'),
+      h('th', {scope: 'col'}, 'kind'), h('th', {scope: 'col'}, 'backend'), h('th', {scope: 'col'}, 'label'),
       h('th', {scope: 'col', class: 'num'}, 'total'), h('th', {scope: 'col'}, 'created'))),
-    h('tbody', null, jobs.map((j) => h('tr', null,
-      h('td', null, h('a', {href: `#/jobs/${encodeURIComponent(j.id)}`, class: 'mono'}, j.id)),
-      h('td', null, j.kind), h('td', null, backendText(j)), h('td', null, statusBadge(j.status)),
+    h('tbody', null, jobs.map((j) => h('tr', {dataset: {id: j.id}},
+      h('td', {class: 'c-id'}, h('a', {href: `#/jobs/${encodeURIComponent(j.id)}`, class: 'mono', title: j.id}, j.id)),
+      h('td', {class: 'c-status'}, statusBadge(j.status)), h('td', null, j.kind), h('td', null, backendText(j)),
       h('td', null, h('div', {class: 'label-cell muted', title: j.label || ''}, j.label || '')),
       h('td', {class: 'num'}, fmtMs((j.timings_ms || {}).total)),
       h('td', {title: j.created_at}, fmtAgo(j.created_at))))))));
