@@ -2,7 +2,8 @@
  *
  * Every setting has a flag, an environment variable and a default; a flag
  * beats the variable (`tesseld --help` lists them). Start-up order: data
- * dir, store (store_open_url: SQLite, or a PostgreSQL cluster store; bad
+ * dir and its lock (util/dirlock.h: a second daemon on it exits 2 naming
+ * the first's pid; a cluster store's nodes share theirs), store (store_open_url: SQLite, or a PostgreSQL cluster store; bad
  * configuration there exits 2 with the store unchanged), GPU discovery,
  * scheduler (re-queues the jobs a dead process left behind; on a cluster
  * store the queue is shared instead), HTTP server, then the node joins the
@@ -29,6 +30,7 @@
 #include "sched/sched.h"
 #include "db/store.h"
 #include "http/http.h"
+#include "util/dirlock.h"
 #include "util/util.h"
 #include "util/xfer.h"
 
@@ -327,6 +329,18 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
+  /* One daemon per data directory, before anything in it is read or
+   * changed (the store, the in-flight journal, the upload sweep): a second
+   * one exits 2 naming the first's pid. Cluster nodes share theirs. */
+  {
+    terr le;
+    int sqlite = !store_url[0] || strcmp(store_url, "sqlite:") == 0;
+    if (dirlock_take(data_dir, !sqlite, &le)) {
+      log_error("%s", le.message);
+      free(store_url);
+      return 2;
+    }
+  }
   const char *web_dir = val[O_WEB_DIR];
   char web_default[4200];
   if (!web_dir[0]) {
@@ -553,6 +567,7 @@ out:
   gpu_shutdown();
   store_close(st);
   jobs_local_free(local);
+  dirlock_release();
   if (rc) log_error("tesseld stopped after an error");
   else log_info("tesseld stopped");
   return rc;
