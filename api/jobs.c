@@ -31,6 +31,7 @@
 
 #include "api/api_int.h"
 #include "gpu/gpu.h"
+#include "util/reserve.h"
 #include "util/util.h"
 
 static void add_location(http_req *r, const char *id) {
@@ -96,7 +97,12 @@ static void reply_job_stored(http_req *r, api_ctx *ctx, const char *id,
   }
   job_record j;
   if (jobs_get(ctx->jobs, id, NULL, &j, &e)) {
-    if (e.code == T_ENOTFOUND && async_insert)
+    if (e.code == T_ENOTFOUND && async_insert && reserve_full())
+      terr_set(&e, T_ENOSPACE, "", -1,
+               "job %s could not be recorded: the data directory's disk is "
+               "full",
+               id);
+    else if (e.code == T_ENOTFOUND && async_insert)
       terr_set(&e, T_EINTERNAL, "", -1, "job %s could not be recorded", id);
     http_reply_error(r, &e);
     return;

@@ -3,7 +3,9 @@
  * Every setting has a flag, an environment variable and a default; a flag
  * beats the variable (`tesseld --help` lists them). Start-up order: data
  * dir and its lock (util/dirlock.h: a second daemon on it exits 2 naming
- * the first's pid; a cluster store's nodes share theirs), store (store_open_url: SQLite, or a PostgreSQL cluster store; bad
+ * the first's pid; a cluster store's nodes share theirs) and its disk's
+ * reserve (util/reserve.h, --disk-reserve: room for deletes and the
+ * store's bookkeeping on a full disk, checked every second), store (store_open_url: SQLite, or a PostgreSQL cluster store; bad
  * configuration there exits 2 with the store unchanged), GPU discovery,
  * scheduler (re-queues the jobs a dead process left behind; on a cluster
  * store the queue is shared instead), HTTP server, then the node joins the
@@ -13,7 +15,13 @@
  * close the store. The main thread also expires old jobs and arrays.
  *
  * Threads: SIGINT/SIGTERM are blocked in every thread and taken here with
- * sigtimedwait, so no handler runs at an arbitrary point.
+ * sigtimedwait, so no handler runs at an arbitrary point. Every thread but
+ * OpenBLAS's: its library constructor starts them before main, with no
+ * signal blocked, and a SIGTERM that came while the main thread was out of
+ * sigtimedwait (expiring, at start) went to one of them and killed the
+ * process without its shutdown (1 run in 5 of test_disk_reserve's restart).
+ * So a handler is installed too: it only notes the signal, in whichever
+ * OpenBLAS thread took it, and the loop reads the note within a second.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -31,6 +39,7 @@
 #include "db/store.h"
 #include "http/http.h"
 #include "util/dirlock.h"
+#include "util/reserve.h"
 #include "util/util.h"
 #include "util/xfer.h"
 
@@ -52,7 +61,8 @@ enum {
   O_CONN_TIMEOUT, O_PER_IP, O_ACCESS_LOG, O_LOG_LEVEL, O_LOG_FORMAT, O_MAX_XFER,
   O_MAX_ATTEMPTS, O_MAX_MEMORY, O_SERVER_NAME, O_ALLOW_ORIGIN,
   O_HEADER_TIMEOUT, O_MIN_BODY_RATE, O_MAX_CONNS, O_LOCAL_DIR, O_TLS_CERT, O_TLS_KEY,
-  O_STORE, O_STORE_FILE, O_NODE_NAME, O_LEASE, O_SPLIT_MIN_PAIRS, O_TILES, O__COUNT
+  O_STORE, O_STORE_FILE, O_NODE_NAME, O_LEASE, O_SPLIT_MIN_PAIRS, O_TILES, O_DISK_RESERVE,
+  O__COUNT
 };
 
 static const option_def opts[O__COUNT] = {
@@ -93,6 +103,7 @@ static const option_def opts[O__COUNT] = {
   [O_LEASE] = {"lease-s", "TESSEL_LEASE_S", "10", "cluster: seconds a node's claim on a job lasts without a heartbeat (1 to 300); a dead node's jobs run elsewhere after it"},
   [O_SPLIT_MIN_PAIRS] = {"split-min-pairs", "TESSEL_SPLIT_MIN_PAIRS", "", "geodesic jobs with at least this many pairs are split into tiles (0: never; default 0 on SQLite, 200000000 on PostgreSQL)"},
   [O_TILES] = {"tiles", "TESSEL_TILES", "", "tiles per split job, 2 to 256 (default: 2 x live nodes)"},
+  [O_DISK_RESERVE] = {"disk-reserve", "TESSEL_DISK_RESERVE", "", "bytes kept free on the data directory's disk so that deletes, expiry and the store's bookkeeping work when it is full (new work then gets 507); 0: none (default: 64 MiB or 5% of the file system, the smaller)"},
   [O_MAX_MEMORY] = {"max-memory", "TESSEL_MAX_MEMORY", "0", "memory budget of running jobs, bytes (0: 80% of the smaller of RAM and the cgroup limit)"},
 };
 
@@ -181,6 +192,10 @@ static void name_for_file(const char *name, char *out, size_t cap) {
   out[i] = 0;
 }
 
+/* A stop signal taken by a thread that does not block it (see the top). */
+static volatile sig_atomic_t stop_signal;
+static void note_stop_signal(int sig) { stop_signal = sig; }
+
 static void expire_old(store *st, int64_t ttl_s) {
   if (ttl_s <= 0) return;
   char **paths = NULL;
@@ -258,7 +273,8 @@ int main(int argc, char **argv) {
   int64_t port, threads, http_threads, queue_limit, job_timeout, ttl, max_body,
       max_upload, max_result, max_elems, max_json, shutdown_s, conn_timeout,
       per_ip, access_log, max_xfer, max_attempts, max_memory, header_timeout,
-      min_body_rate, max_conns, lease_s, split_min = -1, tiles = 0;
+      min_body_rate, max_conns, lease_s, split_min = -1, tiles = 0,
+      disk_reserve = -1;
   if (get_i64(val, O_PORT, 0, 65535, &port) ||
       get_i64(val, O_THREADS, 0, 1024, &threads) ||
       get_i64(val, O_HTTP_THREADS, 1, 256, &http_threads) ||
@@ -283,7 +299,9 @@ int main(int argc, char **argv) {
       get_i64(val, O_LEASE, 1, 300, &lease_s) ||
       (val[O_SPLIT_MIN_PAIRS][0] &&
        get_i64(val, O_SPLIT_MIN_PAIRS, 0, INT64_MAX, &split_min)) ||
-      (val[O_TILES][0] && get_i64(val, O_TILES, 2, 256, &tiles)))
+      (val[O_TILES][0] && get_i64(val, O_TILES, 2, 256, &tiles)) ||
+      (val[O_DISK_RESERVE][0] &&
+       get_i64(val, O_DISK_RESERVE, 0, INT64_MAX, &disk_reserve)))
     return 2;
   if (strlen(val[O_NODE_NAME]) > 100) {
     fprintf(stderr, "tesseld: --node-name (TESSEL_NODE_NAME) takes at most "
@@ -316,6 +334,13 @@ int main(int argc, char **argv) {
   sigaddset(&sigs, SIGINT);
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+  struct sigaction stop_sa;
+  memset(&stop_sa, 0, sizeof stop_sa);
+  stop_sa.sa_handler = note_stop_signal;
+  sigemptyset(&stop_sa.sa_mask);
+  stop_sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &stop_sa, NULL);
+  sigaction(SIGTERM, &stop_sa, NULL);
   signal(SIGPIPE, SIG_IGN);
 
   const char *data_dir = val[O_DATA_DIR];
@@ -339,6 +364,13 @@ int main(int argc, char **argv) {
       log_error("%s", le.message);
       free(store_url);
       return 2;
+    }
+    /* The data disk's reserve (util/reserve.h), before the store writes. */
+    if (disk_reserve < 0) disk_reserve = reserve_default_bytes(data_dir);
+    if (reserve_open(data_dir, disk_reserve, &le)) {
+      log_error("%s", le.message);
+      free(store_url);
+      return 1;
     }
   }
   const char *web_dir = val[O_WEB_DIR];
@@ -547,11 +579,13 @@ int main(int argc, char **argv) {
   for (;;) {
     struct timespec ts = {1, 0};
     int sig = sigtimedwait(&sigs, NULL, &ts);
+    if (sig < 0 && stop_signal) sig = stop_signal;
     if (sig == SIGINT || sig == SIGTERM) {
       log_info("signal %d: shutting down (jobs get up to %llds)", sig,
                (long long)shutdown_s);
       break;
     }
+    reserve_watch(1); /* a full disk: given up; room again: taken back */
     if (t_now_ms() >= next_expiry) {
       expire_old(st, ttl);
       next_expiry = t_now_ms() + expiry_every_ms;
@@ -567,6 +601,7 @@ out:
   gpu_shutdown();
   store_close(st);
   jobs_local_free(local);
+  reserve_close();
   dirlock_release();
   if (rc) log_error("tesseld stopped after an error");
   else log_info("tesseld stopped");

@@ -1,0 +1,70 @@
+/* reserve.h — room kept on the data directory's disk for the way out of a
+ * full disk.
+ *
+ * Deleting an array or a job, expiry, a job's end: every one of them is a
+ * write to the store (SQLite's WAL grows before a checkpoint frees it), so
+ * on a disk with no block left the very requests that would free space
+ * failed 507. The daemon therefore keeps a reserve: <data>/tesseld.reserve,
+ * a file of --disk-reserve bytes whose blocks are allocated (fallocate) and
+ * never written, and two states.
+ *
+ *   held   the normal state. A new data file (an upload, a result) is
+ *          admitted only when it leaves the low mark free besides the
+ *          reserve (reserve_admit); otherwise it fails ENOSPC (507 /
+ *          "resource_exhausted"), as a file that does not fit always did.
+ *   given  the disk is full: the reserve file is emptied, its blocks free
+ *          for the store. New work (uploads, job submissions) is refused
+ *          507 before it writes anything (reserve_full), new data files of
+ *          running jobs are refused, and deletes, expiry and the store's
+ *          own bookkeeping use the freed room.
+ *
+ * Given up when the free space falls under the low mark (reserve_watch:
+ * the store's writer before each batch, at most every few milliseconds,
+ * and the main loop every second) or at once when a store write hit the
+ * full disk anyway (reserve_release; the store retries its deletes and
+ * expiry once). Taken back (re-allocated) when the free space is at least
+ * the reserve plus twice the low mark: after deletes have freed room, the
+ * next submission (which calls reserve_watch when it finds the reserve
+ * given) or the next second.
+ *
+ * Sizes: --disk-reserve bytes, 0 for none; by default 64 MiB or 5% of
+ * the file system, whichever is smaller. The low mark is a quarter of the
+ * reserve, at least 1 MiB (at most the reserve). Only files on the data
+ * directory's file system are counted (st_dev); a --local-dir elsewhere
+ * is not this disk's business.
+ *
+ * Threads: every function may be called from any thread (an atomic state
+ * for the readers; a mutex around the file's changes).
+ */
+#ifndef TESSEL_UTIL_RESERVE_H
+#define TESSEL_UTIL_RESERVE_H
+
+#include <stdint.h>
+
+#include "util/err.h"
+
+/* The default size for dir's file system: min(64 MiB, 5% of it). */
+int64_t reserve_default_bytes(const char *dir);
+/* Keep `bytes` on dir's disk (0: no reserve; every call below is then a
+ * no-op that admits everything). When the disk has no room for it now the
+ * reserve starts given up (a warning). T_EIO when the file cannot be
+ * created. */
+int reserve_open(const char *dir, int64_t bytes, terr *e);
+void reserve_close(void);
+/* The configured size and the low mark, bytes (0 without a reserve). */
+int64_t reserve_size(void);
+int64_t reserve_low_mark(void);
+/* 1 while the reserve is given up (the disk is full): refuse new work. */
+int reserve_full(void);
+/* Look at the free space (at most every few ms unless `now`): give the
+ * reserve up below the low mark, take it back above reserve + 2 x low. */
+void reserve_watch(int now);
+/* A store write hit the full disk: give the reserve up now. 1 when this
+ * call freed it. */
+int reserve_release(void);
+/* May a new data file of `bytes` be allocated on fd's file system? 0, or
+ * ENOSPC when the reserve is given up or the file would leave less than
+ * the low mark free. Files on another file system: always 0. */
+int reserve_admit(int fd, int64_t bytes);
+
+#endif
