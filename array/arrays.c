@@ -75,7 +75,7 @@ void arrays_writer_abort(array_writer *w) {
 /* The writer without its file: id, paths, digest state. */
 static int writer_new(arrays *A, array_writer **out, terr *e) {
   *out = NULL;
-  reserve_watch(reserve_full()); /* full now? room again since? */
+  reserve_watch(1); /* full now? room again since? */
   if (reserve_full())
     return terr_set(e, T_ENOSPACE, "", -1,
                     "the data directory's disk is full: delete arrays or jobs "

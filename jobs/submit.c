@@ -282,7 +282,7 @@ int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
   /* A full data disk (its reserve given to the store): 507 before a row
    * or a result takes what the deletes need; room again since, the reserve
    * is taken back here and the job goes on. */
-  reserve_watch(reserve_full());
+  reserve_watch(1);
   if (reserve_full()) {
     kind_checked_free(s.kind, checked);
     return terr_set(e, T_ENOSPACE, "", -1,

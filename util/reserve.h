@@ -19,13 +19,14 @@
  *          own bookkeeping use the freed room.
  *
  * Given up when the free space falls under the low mark (reserve_watch:
- * the store's writer before each batch, at most every few milliseconds,
- * and the main loop every second) or at once when a store write hit the
- * full disk anyway (reserve_release; the store retries its deletes and
- * expiry once). Taken back (re-allocated) when the free space is at least
- * the reserve plus twice the low mark: after deletes have freed room, the
- * next submission (which calls reserve_watch when it finds the reserve
- * given) or the next second.
+ * every job submission and upload, the store's writer before each batch
+ * at most every few milliseconds, and the main loop every second) or at
+ * once when a store write hit the full disk anyway (reserve_release; the
+ * store retries its deletes and expiry once, and while the reserve is
+ * given its writer restarts the WAL every 64 pages: store_ckpt.c). Taken
+ * back (re-allocated) when the free space is at least the reserve plus
+ * twice the low mark: after deletes have freed room, at the next
+ * submission or upload, or within a second.
  *
  * Sizes: --disk-reserve bytes, 0 for none; by default 64 MiB or 5% of
  * the file system, whichever is smaller. The low mark is a quarter of the
