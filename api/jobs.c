@@ -31,7 +31,7 @@
 
 #include "api/api_int.h"
 #include "gpu/gpu.h"
-#include "util/reserve.h"
+#include "util/datadir.h"
 #include "util/util.h"
 
 static void add_location(http_req *r, const char *id) {

@@ -2,9 +2,9 @@
  *
  * Every setting has a flag, an environment variable and a default; a flag
  * beats the variable (`tesseld --help` lists them). Start-up order: data
- * dir and its lock (util/dirlock.h: a second daemon on it exits 2 naming
+ * dir, its lock (util/datadir.h: a second daemon on it exits 2 naming
  * the first's pid; a cluster store's nodes share theirs) and its disk's
- * reserve (util/reserve.h, --disk-reserve: room for deletes and the
+ * reserve (same header, --disk-reserve: room for deletes and the
  * store's bookkeeping on a full disk, checked every second), store (store_open_url: SQLite, or a PostgreSQL cluster store; bad
  * configuration there exits 2 with the store unchanged), GPU discovery,
  * scheduler (re-queues the jobs a dead process left behind; on a cluster
@@ -38,8 +38,7 @@
 #include "sched/sched.h"
 #include "db/store.h"
 #include "http/http.h"
-#include "util/dirlock.h"
-#include "util/reserve.h"
+#include "util/datadir.h"
 #include "util/util.h"
 #include "util/xfer.h"
 
@@ -365,7 +364,7 @@ int main(int argc, char **argv) {
       free(store_url);
       return 2;
     }
-    /* The data disk's reserve (util/reserve.h), before the store writes. */
+    /* The data disk's reserve (util/datadir.h), before the store writes. */
     if (disk_reserve < 0) disk_reserve = reserve_default_bytes(data_dir);
     if (reserve_open(data_dir, disk_reserve, &le)) {
       log_error("%s", le.message);

@@ -23,7 +23,7 @@
 #endif
 
 #include "array/wbehind.h"
-#include "util/reserve.h"
+#include "util/datadir.h"
 #include "util/util.h"
 
 #define LIST_DEFAULT 50
@@ -35,7 +35,7 @@
  * array/codec/npyfile.c: its blocks reserved first, so a full disk is a 507
  * before any data is read, and Tessel's own header already in place),
  * hashed on the way (a stream, whose blocks cannot be reserved ahead,
- * asks the data disk's reserve every 4 MiB: util/reserve.h; with the
+ * asks the data disk's reserve every 4 MiB: util/datadir.h; with the
  * reserve given up, no upload starts: 507), and renamed to its real name
  * only when complete; then the store row. A process that dies mid-write
  * leaves only a .tmp, which arrays_sweep removes at the next start.

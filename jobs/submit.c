@@ -6,7 +6,7 @@
  * _async) -> sched_enqueue_checked, or sched_unreserve when the insert
  * fails or finds the request_id's earlier job. Every exit after a
  * successful reserve goes through exactly one of those two. Before the
- * slot: a full data disk (util/reserve.h: the free space under the
+ * slot: a full data disk (util/datadir.h: the free space under the
  * reserve's low mark, or the reserve already given to the store) refuses
  * the job 507, after the envelope and the params were checked.
  *
@@ -23,7 +23,7 @@
 #include "array/store_source.h"
 #include "jobs/jobs.h"
 #include "util/buf.h"
-#include "util/reserve.h"
+#include "util/datadir.h"
 #include "util/sigbus.h"
 #include "util/util.h"
 

@@ -58,7 +58,7 @@
  * Full disk: both ways reserve every block of the file (posix_fallocate)
  * before anything is computed, so a full disk is T_ENOSPACE at creation,
  * before any work. On the data directory's disk a file must also leave
- * the reserve's low mark free (util/reserve.h: reserve_admit), so that
+ * the reserve's low mark free (util/datadir.h: reserve_admit), so that
  * the store keeps room for its deletes and bookkeeping. A store through a shared mapping to a page with no
  * block behind it would raise SIGBUS, which no caller can handle; pwrite
  * would report ENOSPC, which tarray_write turns into T_ENOSPACE as well.
@@ -79,7 +79,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#include "util/reserve.h"
+#include "util/datadir.h"
 #include "util/util.h"
 
 #ifndef TMPFS_MAGIC

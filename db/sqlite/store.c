@@ -24,7 +24,7 @@
  * WAL checkpoints (and so the fsyncs) run on a thread of their own, see
  * store_ckpt.c, so that commits never wait for the disk.
  *
- * A full disk (util/reserve.h): before each batch the writer looks at the
+ * A full disk (util/datadir.h): before each batch the writer looks at the
  * free space (reserve_watch, rate-limited), which gives the data disk's
  * reserve to the store below its low mark; a batch that failed SQLITE_FULL
  * anyway gives it up at once, and the deletes and expiry retry once
@@ -57,7 +57,7 @@
 #include <time.h>
 
 #include "db/sqlite/store_int.h"
-#include "util/reserve.h"
+#include "util/datadir.h"
 #include "util/tmutex.h"
 #include "util/vec.h"
 

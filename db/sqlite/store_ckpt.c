@@ -18,14 +18,14 @@
  * touch wal_frames and ck_next. s->ckmu guards ck_want and ck_stop.
  */
 #include "db/sqlite/store_int.h"
-#include "util/reserve.h"
+#include "util/datadir.h"
 
 /* Pages of WAL (4 KiB each) between two background checkpoints: SQLite's
  * default auto-checkpoint size. */
 #define STORE_CKPT_FRAMES 1000
 /* WAL size at which the writer itself finishes a checkpoint (see below). */
 #define STORE_WAL_MAX_FRAMES (8 * STORE_CKPT_FRAMES)
-/* The same while the data disk is full (util/reserve.h: its reserve given
+/* The same while the data disk is full (util/datadir.h: its reserve given
  * to the store): the WAL restarts from its beginning every 64 pages, so
  * that deletes and bookkeeping on the reserve need at most ~256 KiB of WAL
  * however many they are (the sq_close before had truncated it to 0, and a

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "db/sqlite/store_int.h"
-#include "util/reserve.h"
+#include "util/datadir.h"
 
 /* After an UPDATE guarded by a status that changed no row: say why. */
 static int why_unchanged(sqstore *s, const char *id, const char *want,

@@ -11,7 +11,7 @@
  * (the arguments live on its stack). No lock of their own.
  *
  * A delete that finds the disk full (SQLITE_FULL) is tried once more after
- * the data disk's reserve is given to the store (util/reserve.h): freeing
+ * the data disk's reserve is given to the store (util/datadir.h): freeing
  * room must not need room.
  *
  * Ownership: the path store__delete returns is the caller's to free, and
@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "db/sqlite/store_int.h"
-#include "util/reserve.h"
+#include "util/datadir.h"
 #include "util/vec.h"
 
 /* See store_int.h (the writer thread). */

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "db/sqlite/store_int.h"
-#include "util/reserve.h"
+#include "util/datadir.h"
 #include "util/vec.h"
 
 /* ---- stats ---------------------------------------------------------------- */

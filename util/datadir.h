@@ -1,5 +1,27 @@
-/* reserve.h — room kept on the data directory's disk for the way out of a
- * full disk.
+/* datadir.h — the data directory's two guards: its lock (one daemon per
+ * directory) and its disk's reserve (room for the way out of a full disk).
+ *
+ * The lock (dirlock_*).
+ *
+ * A daemon that keeps its state in a data directory of its own (the SQLite
+ * store, the in-flight journal, the upload sweep) takes an exclusive lock on
+ * <data>/tesseld.lock for its whole life and writes its pid into the file; a
+ * second daemon on the same directory is refused, the message naming the
+ * first's pid, before it reads or changes anything there. Nodes of a
+ * cluster store share their data directory by design: each takes a shared
+ * lock instead, which its peers share and which keeps a single-node daemon
+ * (and the other way round) out.
+ *
+ * The lock is an open-file-description lock (fcntl F_OFD_SETLK): it goes
+ * with the descriptor, not the process, so no other close() in the process
+ * drops it, the descriptor is close-on-exec so no child keeps it, and the
+ * kernel releases it however the process dies (kill -9 included): a stale
+ * lock file never blocks a restart. On a file system without locks the
+ * daemon starts with a warning (as before).
+ *
+ * Threads: call from the main thread at start-up.
+ *
+ * The reserve (reserve_*).
  *
  * Deleting an array or a job, expiry, a job's end: every one of them is a
  * write to the store (SQLite's WAL grows before a checkpoint frees it), so
@@ -37,12 +59,24 @@
  * Threads: every function may be called from any thread (an atomic state
  * for the readers; a mutex around the file's changes).
  */
-#ifndef TESSEL_UTIL_RESERVE_H
-#define TESSEL_UTIL_RESERVE_H
+#ifndef TESSEL_UTIL_DATADIR_H
+#define TESSEL_UTIL_DATADIR_H
 
 #include <stdint.h>
 
 #include "util/err.h"
+
+/* ---- the lock ---- */
+
+/* Lock dir (exclusive, or shared when `shared`) for the life of the
+ * process (or until dirlock_release). T_ECONFLICT when another process
+ * holds a conflicting lock (the message names its pid when known), T_EIO
+ * when the lock file cannot be opened. */
+int dirlock_take(const char *dir, int shared, terr *e);
+/* Drop the lock (at exit; the kernel would anyway). */
+void dirlock_release(void);
+
+/* ---- the reserve ---- */
 
 /* The default size for dir's file system: min(64 MiB, 5% of it). */
 int64_t reserve_default_bytes(const char *dir);
