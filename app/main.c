@@ -212,6 +212,46 @@ static void expire_old(store *st, int64_t ttl_s) {
   if (n) log_info("expired %d files older than %llds", n, (long long)ttl_s);
 }
 
+/* One daemon per data directory, before anything in it is read or changed
+ * (the store, the in-flight journal, the upload sweep): a second one exits
+ * 2 naming the first's pid; cluster nodes share theirs. Then the data
+ * disk's reserve (util/datadir.h), before the store writes. 0, or the exit
+ * status, with the message logged. */
+static int guard_data_dir(const char *data_dir, const char *store_url,
+                          int64_t disk_reserve) {
+  terr e;
+  int sqlite = !store_url[0] || strcmp(store_url, "sqlite:") == 0;
+  if (dirlock_take(data_dir, !sqlite, &e)) {
+    log_error("%s", e.message);
+    return 2;
+  }
+  if (disk_reserve < 0) disk_reserve = reserve_default_bytes(data_dir);
+  int rc = reserve_open(data_dir, disk_reserve, &e);
+  if (rc) {
+    log_error("--disk-reserve (TESSEL_DISK_RESERVE): %s", e.message);
+    return rc == T_EINVAL ? 2 : 1;
+  }
+  return 0;
+}
+
+/* SIGINT/SIGTERM: blocked here (threads inherit the mask) and taken by the
+ * main loop's sigtimedwait; the handler is for OpenBLAS's threads (see the
+ * top). */
+static void block_stop_signals(sigset_t *sigs) {
+  sigemptyset(sigs);
+  sigaddset(sigs, SIGINT);
+  sigaddset(sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, sigs, NULL);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = note_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+}
+
 int main(int argc, char **argv) {
   const char *val[O__COUNT];
   for (int i = 0; i < O__COUNT; i++) {
@@ -329,18 +369,7 @@ int main(int argc, char **argv) {
 
   /* Signals: blocked everywhere (threads inherit the mask), taken below. */
   sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-  struct sigaction stop_sa;
-  memset(&stop_sa, 0, sizeof stop_sa);
-  stop_sa.sa_handler = note_stop_signal;
-  sigemptyset(&stop_sa.sa_mask);
-  stop_sa.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &stop_sa, NULL);
-  sigaction(SIGTERM, &stop_sa, NULL);
-  signal(SIGPIPE, SIG_IGN);
+  block_stop_signals(&sigs);
 
   const char *data_dir = val[O_DATA_DIR];
   char sub[4200];
@@ -353,24 +382,10 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  /* One daemon per data directory, before anything in it is read or
-   * changed (the store, the in-flight journal, the upload sweep): a second
-   * one exits 2 naming the first's pid. Cluster nodes share theirs. */
-  {
-    terr le;
-    int sqlite = !store_url[0] || strcmp(store_url, "sqlite:") == 0;
-    if (dirlock_take(data_dir, !sqlite, &le)) {
-      log_error("%s", le.message);
-      free(store_url);
-      return 2;
-    }
-    /* The data disk's reserve (util/datadir.h), before the store writes. */
-    if (disk_reserve < 0) disk_reserve = reserve_default_bytes(data_dir);
-    if (reserve_open(data_dir, disk_reserve, &le)) {
-      log_error("%s", le.message);
-      free(store_url);
-      return 1;
-    }
+  int grc = guard_data_dir(data_dir, store_url, disk_reserve);
+  if (grc) {
+    free(store_url);
+    return grc;
   }
   const char *web_dir = val[O_WEB_DIR];
   char web_default[4200];

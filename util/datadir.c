@@ -190,12 +190,20 @@ int reserve_open(const char *dir, int64_t bytes, terr *e) {
     unlink(res_path);
     return 0;
   }
+  struct statvfs v;
+  if (statvfs(dir, &v) == 0 &&
+      bytes > (int64_t)v.f_blocks * (int64_t)v.f_frsize / 2)
+    return terr_set(e, T_EINVAL, "", -1,
+                    "%lld bytes is more than half of %s's file system "
+                    "(%lld bytes): the daemon would refuse all work",
+                    (long long)bytes, dir,
+                    (long long)v.f_blocks * (long long)v.f_frsize);
   int fd = open(res_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   struct stat sb;
   if (fd < 0 || fstat(fd, &sb) != 0) {
     int err = errno;
     if (fd >= 0) close(fd);
-    return terr_set(e, T_EIO, "disk-reserve", -1, "cannot create %s: %s",
+    return terr_set(e, T_EIO, "", -1, "cannot create %s: %s",
                     res_path, strerror(err));
   }
   /* An earlier run's bigger reserve: give the difference back first. */
@@ -286,6 +294,7 @@ int reserve_admit(int fd, int64_t bytes) {
   if (atomic_load(&size_b) <= 0) return 0;
   struct stat sb;
   if (fstat(fd, &sb) != 0 || sb.st_dev != res_dev) return 0;
+  if (atomic_load(&given)) reserve_watch(1); /* room again since? */
   if (atomic_load(&given)) return ENOSPC;
   return free_bytes() - bytes < atomic_load(&low_b) ? ENOSPC : 0;
 }

@@ -50,8 +50,8 @@
  * twice the low mark: after deletes have freed room, at the next
  * submission or upload, or within a second.
  *
- * Sizes: --disk-reserve bytes, 0 for none; by default 64 MiB or 5% of
- * the file system, whichever is smaller. The low mark is a quarter of the
+ * Sizes: --disk-reserve bytes, 0 for none, at most half of the file
+ * system; by default 64 MiB or 5% of it, whichever is smaller. The low mark is a quarter of the
  * reserve, at least 1 MiB (at most the reserve). Only files on the data
  * directory's file system are counted (st_dev); a --local-dir elsewhere
  * is not this disk's business.
@@ -82,8 +82,8 @@ void dirlock_release(void);
 int64_t reserve_default_bytes(const char *dir);
 /* Keep `bytes` on dir's disk (0: no reserve; every call below is then a
  * no-op that admits everything). When the disk has no room for it now the
- * reserve starts given up (a warning). T_EIO when the file cannot be
- * created. */
+ * reserve starts given up (a warning). T_EINVAL when bytes is more than
+ * half of the file system, T_EIO when the file cannot be created. */
 int reserve_open(const char *dir, int64_t bytes, terr *e);
 void reserve_close(void);
 /* The configured size and the low mark, bytes (0 without a reserve). */
@@ -98,8 +98,9 @@ void reserve_watch(int now);
  * call freed it. */
 int reserve_release(void);
 /* May a new data file of `bytes` be allocated on fd's file system? 0, or
- * ENOSPC when the reserve is given up or the file would leave less than
- * the low mark free. Files on another file system: always 0. */
+ * ENOSPC when the reserve is given up (and cannot be taken back now) or
+ * the file would leave less than the low mark free. Files on another file
+ * system: always 0. */
 int reserve_admit(int fd, int64_t bytes);
 
 #endif
