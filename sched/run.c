@@ -32,10 +32,7 @@
  * A heap result whose .npy fits in row_result_max bytes is kept in the job's
  * store row (no file: creating one costs more than a tiny job, see
  * tests/bench/README.md); it commits with the finish. Other heap results are
- * written with npy_write to a temporary file. Every result file must also
- * leave the data disk's reserve alone (util/datadir.h: reserve_admit; a
- * full disk fails the job "resource_exhausted" and keeps the room for the
- * store's deletes and bookkeeping). Either way a file is renamed
+ * written with npy_write to a temporary file. Either way a file is renamed
  * to <id>.npy only when complete, so a crash never leaves a partial file
  * under the final name (sched_start removes stale temporaries). No fsync: a
  * process crash is covered, a power loss right after a job is not.
@@ -102,7 +99,6 @@
 #include "array/parts.h"
 #include "array/store_source.h"
 #include "sched/router.h"
-#include "util/datadir.h"
 #include "util/sigbus.h"
 
 #include "sched/run_int.h"
@@ -261,16 +257,8 @@ static int srun_keep_result(srun *r, tarray *a, const char *final, char **npy,
     rc = terr_nospace(e, rc, err);
     goto done;
   }
-  /* Not on the store's room (util/datadir.h): a full disk fails the job
-   * here as a write would. */
-  int err = reserve_admit(fileno(f), (int64_t)a->size *
-                                         (int64_t)tdtype_size(a->dtype) +
-                                         NPY_HEADER_MAX);
-  if (err)
-    rc = terr_set(e, T_EIO, "", -1, "cannot write %s: %s", tmp,
-                  strerror(err));
-  else if ((rc = npy_write(f, a, e)) != T_OK)
-    err = errno;
+  rc = npy_write(f, a, e);
+  int err = rc ? errno : 0;
   if (fclose(f) != 0 && rc == T_OK) {
     err = errno;
     rc = terr_set(e, T_EIO, "", -1, "cannot write %s: %s", tmp, strerror(err));
