@@ -86,7 +86,8 @@ static void wait_answer_free(wait_answer *a) {
 
 /* Answer from the store. With an async insert: after a store_sync when
  * `sync` (the insert may still be queued), and a job the store does not
- * have was never recorded (its insert failed): 500. A submit's answer is
+ * have was never recorded (its insert failed): 500, or 507 when the data
+ * disk is full (its reserve given to the store). A submit's answer is
  * 200 once the job ended, else 202 with Location; a GET's (get) is 200. */
 static void reply_job_stored(http_req *r, api_ctx *ctx, const char *id,
                              int async_insert, int sync, int get) {
