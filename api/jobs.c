@@ -31,6 +31,7 @@
 
 #include "api/api_int.h"
 #include "gpu/gpu.h"
+#include "util/datadir.h"
 #include "util/util.h"
 
 static void add_location(http_req *r, const char *id) {
@@ -85,7 +86,8 @@ static void wait_answer_free(wait_answer *a) {
 
 /* Answer from the store. With an async insert: after a store_sync when
  * `sync` (the insert may still be queued), and a job the store does not
- * have was never recorded (its insert failed): 500. A submit's answer is
+ * have was never recorded (its insert failed): 500, or 507 when the data
+ * disk is full (its reserve given to the store). A submit's answer is
  * 200 once the job ended, else 202 with Location; a GET's (get) is 200. */
 static void reply_job_stored(http_req *r, api_ctx *ctx, const char *id,
                              int async_insert, int sync, int get) {
@@ -96,7 +98,12 @@ static void reply_job_stored(http_req *r, api_ctx *ctx, const char *id,
   }
   job_record j;
   if (jobs_get(ctx->jobs, id, NULL, &j, &e)) {
-    if (e.code == T_ENOTFOUND && async_insert)
+    if (e.code == T_ENOTFOUND && async_insert && reserve_full())
+      terr_set(&e, T_ENOSPACE, "", -1,
+               "job %s could not be recorded: the data directory's disk is "
+               "full",
+               id);
+    else if (e.code == T_ENOTFOUND && async_insert)
       terr_set(&e, T_EINTERNAL, "", -1, "job %s could not be recorded", id);
     http_reply_error(r, &e);
     return;

@@ -23,6 +23,7 @@
 #endif
 
 #include "array/wbehind.h"
+#include "util/datadir.h"
 #include "util/util.h"
 
 #define LIST_DEFAULT 50
@@ -33,7 +34,9 @@
  * the data is appended to <data>/arrays/<id>.npy.tmp (a sink file of
  * array/codec/npyfile.c: its blocks reserved first, so a full disk is a 507
  * before any data is read, and Tessel's own header already in place),
- * hashed on the way, and renamed to its real name
+ * hashed on the way (a stream, whose blocks cannot be reserved ahead,
+ * asks the data disk's reserve every 4 MiB: util/datadir.h; with the
+ * reserve given up, no upload starts: 507), and renamed to its real name
  * only when complete; then the store row. A process that dies mid-write
  * leaves only a .tmp, which arrays_sweep removes at the next start.
  *
@@ -72,6 +75,11 @@ void arrays_writer_abort(array_writer *w) {
 /* The writer without its file: id, paths, digest state. */
 static int writer_new(arrays *A, array_writer **out, terr *e) {
   *out = NULL;
+  reserve_watch(1); /* full now? room again since? */
+  if (reserve_full())
+    return terr_set(e, T_ENOSPACE, "", -1,
+                    "the data directory's disk is full: delete arrays or jobs "
+                    "to free room");
   array_writer *w = calloc(1, sizeof *w);
   if (!w) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
   w->A = A;
@@ -155,6 +163,15 @@ int arrays_writer_write(array_writer *w, const void *p, size_t n, terr *e) {
     return terr_set(e, T_EINVAL, "body", (int64_t)w->have,
                     "more data than the shape holds (%llu bytes)",
                     (unsigned long long)w->want);
+  /* A stream's blocks cannot be reserved ahead: every 4 MiB it asks the
+   * data disk's reserve whether the next 4 MiB may be taken. */
+  if (w->stream && (w->have >> 22) != ((w->have + n) >> 22)) {
+    uint64_t off = 0;
+    int err = reserve_admit(tarray_sink_fd(w->a, &off), (int64_t)4 << 20);
+    if (err)
+      return terr_set(e, T_ENOSPACE, "body", (int64_t)w->have,
+                      "the data directory's disk is full");
+  }
   HASH_UPDATE(w->h, p, n);
   int rc = w->wb ? wbehind_write(w->wb, p, n, e)
                  : tarray_write_bytes(w->a, w->have, p, n, e);

@@ -10,8 +10,10 @@
  * CONNECTION_LIMIT and NOTIFY_CONNECTION (conns.c: deadlines and per-address
  * shares), CONNECTION_MEMORY_LIMIT (64 KiB: request line
  * + headers), SOCK_ADDR (cfg.listen through inet_pton or getaddrinfo;
- * port 0 picks a free port, read back with MHD_DAEMON_INFO_BIND_PORT),
- * LISTENING_ADDRESS_REUSE, UNESCAPE_CALLBACK (identity: the path reaches
+ * port 0 picks a free port, read back with MHD_DAEMON_INFO_BIND_PORT;
+ * no LISTENING_ADDRESS_REUSE, so the socket has SO_REUSEADDR and never
+ * SO_REUSEPORT: a port in use by another listener is refused),
+ * UNESCAPE_CALLBACK (identity: the path reaches
  * us still %-encoded so that route.c can split it before decoding) and
  * NOTIFY_COMPLETED (http.c).
  *
@@ -272,7 +274,11 @@ int http_server_start(http_server *s, terr *e) {
   OPT(MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)conns_notify, s);
   OPT(MHD_OPTION_CONNECTION_MEMORY_LIMIT, 64 * 1024, NULL);
   OPT(MHD_OPTION_SOCK_ADDR, 0, &ss);
-  OPT(MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL);
+  /* No LISTENING_ADDRESS_REUSE: 1 there is SO_REUSEPORT, with which a
+   * second tesseld bound the same port and took half the connections; 0
+   * is not "the default" but drops SO_REUSEADDR too. Left out, MHD sets
+   * SO_REUSEADDR alone: a restart binds at once over the old connections'
+   * TIME_WAIT, and a live listener keeps its port to itself. */
   OPT(MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)mhd_unescape_none, s);
   OPT(MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)http_on_completed, s);
   if (s->tls_cert) {

@@ -5,7 +5,10 @@
  * here and only here: sched_check_keep -> sched_reserve -> store_job_insert (or
  * _async) -> sched_enqueue_checked, or sched_unreserve when the insert
  * fails or finds the request_id's earlier job. Every exit after a
- * successful reserve goes through exactly one of those two.
+ * successful reserve goes through exactly one of those two. Before the
+ * slot: a full data disk (util/datadir.h: the free space under the
+ * reserve's low mark, or the reserve already given to the store) refuses
+ * the job 507, after the envelope and the params were checked.
  *
  * Threads: an HTTP thread (the caller's); no lock is held here.
  */
@@ -20,6 +23,7 @@
 #include "array/store_source.h"
 #include "jobs/jobs.h"
 #include "util/buf.h"
+#include "util/datadir.h"
 #include "util/sigbus.h"
 #include "util/util.h"
 
@@ -275,6 +279,16 @@ int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
                              &checked, e)))
     return rc;
 
+  /* A full data disk (its reserve given to the store): 507 before a row
+   * or a result takes what the deletes need; room again since, the reserve
+   * is taken back here and the job goes on. */
+  reserve_watch(1);
+  if (reserve_full()) {
+    kind_checked_free(s.kind, checked);
+    return terr_set(e, T_ENOSPACE, "", -1,
+                    "the data directory's disk is full: delete arrays or "
+                    "jobs to free room");
+  }
   *retry_after_s = 1;
   if ((rc = sched_reserve(J->sc, retry_after_s, e))) {
     kind_checked_free(s.kind, checked);

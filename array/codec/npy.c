@@ -17,7 +17,9 @@
  * T_EINVAL with position = the byte offset in the file.
  *
  * The writer pads the header so that the data starts at a multiple of 64
- * bytes (NumPy does the same), which also makes mapped data aligned.
+ * bytes (NumPy does the same), which also makes mapped data aligned. A
+ * file on the data directory's disk must first leave its reserve alone
+ * (util/datadir.h: reserve_admit; ENOSPC otherwise, before a byte).
  *
  * Ownership: every tarray returned is the caller's (tarray_free). Thread
  * safety: no shared state; any thread may call anything here.
@@ -32,6 +34,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/datadir.h"
 #include "util/sigbus.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -481,6 +484,13 @@ int npy_write(FILE *f, const tarray *a, terr *e) {
   char hdr[NPY_HEADER_MAX];
   size_t h = npy_header(a->dtype, a->ndim, a->shape, hdr);
   size_t bytes = (size_t)a->size * tdtype_size(a->dtype);
+  /* On the data disk: not on the store's room (util/datadir.h); errno
+   * says ENOSPC as a failed write would. */
+  int err = reserve_admit(fileno(f), (int64_t)(h + bytes));
+  if (err) {
+    errno = err;
+    return terr_set(e, T_EIO, "", -1, "npy: write failed: %s", strerror(err));
+  }
   if (fwrite(hdr, 1, h, f) != h ||
       (bytes && fwrite(a->data, 1, bytes, f) != bytes))
     return terr_set(e, T_EIO, "", -1, "npy: write failed: %s",

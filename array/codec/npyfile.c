@@ -57,7 +57,9 @@
  *
  * Full disk: both ways reserve every block of the file (posix_fallocate)
  * before anything is computed, so a full disk is T_ENOSPACE at creation,
- * before any work. A store through a shared mapping to a page with no
+ * before any work. On the data directory's disk a file must also leave
+ * the reserve's low mark free (util/datadir.h: reserve_admit), so that
+ * the store keeps room for its deletes and bookkeeping. A store through a shared mapping to a page with no
  * block behind it would raise SIGBUS, which no caller can handle; pwrite
  * would report ENOSPC, which tarray_write turns into T_ENOSPACE as well.
  *
@@ -77,6 +79,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "util/datadir.h"
 #include "util/util.h"
 
 #ifndef TMPFS_MAGIC
@@ -130,7 +133,8 @@ static int npy_file_init(int f, const char *name, tdtype dt, int ndim,
                   name, len, strerror(err));
     return terr_nospace(e, rc, err);
   }
-  if ((err = reserve_space(f, (off_t)len)) != 0) {
+  if ((err = reserve_admit(f, (int64_t)len)) != 0 ||
+      (err = reserve_space(f, (off_t)len)) != 0) {
     rc = terr_set(e, T_EIO, "", -1, "npy: cannot reserve %zu bytes for %s: %s",
                   len, name, strerror(err));
     return terr_nospace(e, rc, err);

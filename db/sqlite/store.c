@@ -24,6 +24,13 @@
  * WAL checkpoints (and so the fsyncs) run on a thread of their own, see
  * store_ckpt.c, so that commits never wait for the disk.
  *
+ * A full disk (util/datadir.h): before each batch the writer looks at the
+ * free space (reserve_watch, rate-limited), which gives the data disk's
+ * reserve to the store below its low mark; a batch that failed SQLITE_FULL
+ * anyway gives it up at once, and the deletes and expiry retry once
+ * (store__delete, sq_job_delete, sq_expire), so that the way out of a full
+ * disk is never blocked by it.
+ *
  * Wake-ups: only an urgent op (every [sync] one, and the async ops whose
  * completion someone awaits) wakes the writer, and only the first one queued
  * while it sleeps: the writer takes the whole queue. Lazy async ops (a job's
@@ -50,6 +57,7 @@
 #include <time.h>
 
 #include "db/sqlite/store_int.h"
+#include "util/datadir.h"
 #include "util/tmutex.h"
 #include "util/vec.h"
 
@@ -291,7 +299,13 @@ static void *writer_main(void *arg) {
     pthread_mutex_unlock(&s->mu);
 
     store__ckpt_writer(s);
+    reserve_watch(0); /* a full disk: the reserve's room before the commit */
     run_batch(s, batch);
+    for (store_wop *o = batch; o; o = o->next)
+      if (o->rc == T_ENOSPACE) { /* full anyway: the room for the retries */
+        reserve_release();
+        break;
+      }
 
     /* Wake each caller without holding s->mu, so that woken callers do not
      * queue up on it. After sem_post the op may be gone (it lives on the

@@ -10,17 +10,27 @@
  * a checkpoint runs beside the writer and the readers without blocking them;
  * the WAL restarts from its beginning once a checkpoint has copied all of it.
  *
+ * On a full data disk the writer finishes one every STORE_WAL_FULL_FRAMES
+ * instead, which bounds the room the store's writes take from the reserve.
+ *
  * Threads: ckpt_main runs on s->ckpt_thread; wal_hook (inside COMMIT) and
  * store__ckpt_writer (between batches) run on the writer thread and alone
  * touch wal_frames and ck_next. s->ckmu guards ck_want and ck_stop.
  */
 #include "db/sqlite/store_int.h"
+#include "util/datadir.h"
 
 /* Pages of WAL (4 KiB each) between two background checkpoints: SQLite's
  * default auto-checkpoint size. */
 #define STORE_CKPT_FRAMES 1000
 /* WAL size at which the writer itself finishes a checkpoint (see below). */
 #define STORE_WAL_MAX_FRAMES (8 * STORE_CKPT_FRAMES)
+/* The same while the data disk is full (util/datadir.h: its reserve given
+ * to the store): the WAL restarts from its beginning every 64 pages, so
+ * that deletes and bookkeeping on the reserve need at most ~256 KiB of WAL
+ * however many they are (the sq_close before had truncated it to 0, and a
+ * delete only frees pages of the database file). */
+#define STORE_WAL_FULL_FRAMES 64
 
 /* Writer thread, after each commit: frames = the WAL's size in pages. A
  * checkpoint copies frames to the database but the WAL only restarts from
@@ -45,7 +55,9 @@ static int wal_hook(void *ctx, sqlite3 *db, const char *name, int frames) {
 }
 
 void store__ckpt_writer(sqstore *s) {
-  if (s->wal_frames < STORE_WAL_MAX_FRAMES) return;
+  if (s->wal_frames <
+      (reserve_full() ? STORE_WAL_FULL_FRAMES : STORE_WAL_MAX_FRAMES))
+    return;
   /* Most frames are already copied by the background checkpoints, so this
    * copies the tail and syncs; the next write transaction then restarts the
    * WAL (readers permitting). */

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "db/sqlite/store_int.h"
+#include "util/datadir.h"
 
 /* After an UPDATE guarded by a status that changed no row: say why. */
 static int why_unchanged(sqstore *s, const char *id, const char *want,
@@ -415,11 +416,15 @@ int sq_job_delete(sqstore *s, const char *id, const char *owner,
   *npaths = 0;
   if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
   store_del_args a = {.id = id, .owner = owner};
-  int rc = store__write(s, delete_fn, &a, e);
-  if (rc) {
+  int rc;
+  for (int tries = 0;; tries++) { /* a full disk: once more, on the reserve */
+    rc = store__write(s, delete_fn, &a, e);
+    if (!rc) break;
     for (int i = 0; i < a.nmore; i++) free(a.more[i]);
     free(a.more);
-    return rc;
+    a = (store_del_args){.id = id, .owner = owner};
+    if (rc != T_ENOSPACE || tries) return rc;
+    reserve_release();
   }
   *paths = a.more;
   *npaths = a.nmore;

@@ -10,6 +10,10 @@
  * store__delete on a caller thread, which waits for the writer
  * (the arguments live on its stack). No lock of their own.
  *
+ * A delete that finds the disk full (SQLITE_FULL) is tried once more after
+ * the data disk's reserve is given to the store (util/datadir.h): freeing
+ * room must not need room.
+ *
  * Ownership: the path store__delete returns is the caller's to free, and
  * so are the strings and array store__collect_paths fills.
  */
@@ -18,6 +22,7 @@
 #include <string.h>
 
 #include "db/sqlite/store_int.h"
+#include "util/datadir.h"
 #include "util/vec.h"
 
 /* See store_int.h (the writer thread). */
@@ -48,11 +53,15 @@ int store__delete(sqstore *s, store_wfn fn, int one_stmt, const char *id,
   if (path) *path = NULL;
   if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
   store_del_args a = {.id = id, .owner = owner};
-  int rc = one_stmt ? store__write_one(s, fn, &a, e)
-                    : store__write(s, fn, &a, e);
-  if (rc) {
+  int rc;
+  for (int tries = 0;; tries++) { /* a full disk: once more, on the reserve */
+    rc = one_stmt ? store__write_one(s, fn, &a, e)
+                  : store__write(s, fn, &a, e);
+    if (!rc) break;
     free(a.path);
-    return rc;
+    a.path = NULL;
+    if (rc != T_ENOSPACE || tries) return rc;
+    reserve_release();
   }
   if (path) *path = a.path;
   else free(a.path);

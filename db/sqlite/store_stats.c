@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "db/sqlite/store_int.h"
+#include "util/datadir.h"
 #include "util/vec.h"
 
 /* ---- stats ---------------------------------------------------------------- */
@@ -267,11 +268,15 @@ int sq_expire(sqstore *s, int64_t before_ms, char ***paths, int *npaths,
   *npaths = 0;
   if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
   expire_args a = {.before = before_ms};
-  int rc = store__write(s, expire_fn, &a, e);
-  if (rc) {
+  int rc;
+  for (int tries = 0;; tries++) { /* a full disk: once more, on the reserve */
+    rc = store__write(s, expire_fn, &a, e);
+    if (!rc) break;
     for (int i = 0; i < a.n; i++) free(a.paths[i]);
     free(a.paths);
-    return rc;
+    a = (expire_args){.before = before_ms};
+    if (rc != T_ENOSPACE || tries) return rc;
+    reserve_release();
   }
   *paths = a.paths;
   *npaths = a.n;
