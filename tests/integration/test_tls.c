@@ -15,12 +15,16 @@
  *    option: only one of the two flags, a file that is missing, not PEM, or
  *    a key that does not match the certificate;
  *  - without the flags the daemon still speaks plain HTTP (features.tls
- *    false).
+ *    false);
+ *  - an expired certificate (tls/expired-cert.pem, valid on 2020-01-01
+ *    only) is served, but the start logs a warning that says EXPIRED and
+ *    its date.
  */
 #include "harness.h"
 
 static const char *daemon_path;
 static char cert[512], key[512], other_cert[512], other_key[512];
+static char expired_cert[512], expired_key[512];
 
 static void paths(void) {
   snprintf(cert, sizeof cert, "%s/tests/integration/tls/server-cert.pem", TESSEL_SOURCE_DIR);
@@ -29,6 +33,10 @@ static void paths(void) {
            TESSEL_SOURCE_DIR);
   snprintf(other_key, sizeof other_key, "%s/tests/integration/tls/other-key.pem",
            TESSEL_SOURCE_DIR);
+  snprintf(expired_cert, sizeof expired_cert,
+           "%s/tests/integration/tls/expired-cert.pem", TESSEL_SOURCE_DIR);
+  snprintf(expired_key, sizeof expired_key,
+           "%s/tests/integration/tls/expired-key.pem", TESSEL_SOURCE_DIR);
 }
 
 /* 1 when the daemon's log holds `what`. */
@@ -183,6 +191,15 @@ TEST(plain_http_without_the_flags) {
   srv_cleanup(&s);
 }
 
+TEST(expired_certificate_warns_at_start) {
+  srv s;
+  CHECK(srv_start(&s, daemon_path, "--threads", "1", "--tls-cert",
+                  expired_cert, "--tls-key", expired_key, NULL) == 0);
+  CHECK_MSG(log_has(&s, "EXPIRED on 2020-01-02T00:00:00Z"),
+            "no warning at start about the expired certificate");
+  srv_cleanup(&s);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) SKIP_ALL("usage: test_tls <tesseld>");
   daemon_path = argv[1];
@@ -191,6 +208,7 @@ int main(int argc, char **argv) {
   RUN(https_serves_everything);
   RUN(misconfiguration_stops_the_start);
   RUN(plain_http_without_the_flags);
+  RUN(expired_certificate_warns_at_start);
   curl_global_cleanup();
   return check_summary();
 }
