@@ -70,6 +70,10 @@ static int body_reserve(http_req *r, int64_t want, terr *e) {
   return T_OK;
 }
 
+int http_reserve_more(http_req *r, int64_t more, terr *e) {
+  return body_reserve(r, r->xfer_held + more, e);
+}
+
 /* Queue r's stored answer on its connection; the state becomes `state`. */
 static enum MHD_Result req_queue(http_req *r, struct MHD_Connection *c,
                                  int state) {
