@@ -29,6 +29,20 @@
  *    connection, because a client sending its next request at that moment
  *    would read the 408 as that request's answer (bench_e2e did, after its
  *    peers ran for a minute).
+ *    Under TLS the 408 goes through the connection's GnuTLS session
+ *    (gnutls_record_send, then gnutls_bye(GNUTLS_SHUT_WR): the client reads
+ *    the 408 and a close_notify), never in clear into the session (it did:
+ *    a TLS client read garbage). GnuTLS lets one thread send while another
+ *    receives on a session once the handshake is over, and MHD only
+ *    receives in the phases the reaper cuts. The handshake is known to be
+ *    over once MHD has parsed a request line on the connection (MHD's URI
+ *    log callback, conns_uri_seen, on the connection's own thread): a TLS
+ *    connection that has not sent one (still in its handshake, or silent
+ *    after it) is closed without a word, as no TLS record can be written
+ *    safely into a handshake that another thread runs.
+ *  - Answers written on the socket by http.c (req_raw_error) go through
+ *    conns_write_close, which uses the session the same way (there on the
+ *    connection's own thread).
  *  - Shares. MHD's per-address limit is not used. When a request's headers
  *    are complete, it is answered 503 with Retry-After (and closed), never
  *    dropped, if its address already has per_ip_limit requests in
@@ -46,6 +60,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <gnutls/gnutls.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +90,9 @@ struct conn_ent {
   uint64_t body_bytes;
   int cut;            /* the reaper shut it down */
   int kept;           /* a request was answered on it: idle between two */
+  gnutls_session_t tls; /* MHD's session under HTTPS, else NULL */
+  int tls_up;         /* a request line arrived: the handshake is over
+                         (atomic: set on MHD's thread, read by the reaper) */
 };
 
 static void addr_text(const struct sockaddr *sa, char *out, size_t cap) {
@@ -100,6 +118,12 @@ void conns_notify(void *cls, struct MHD_Connection *c, void **socket_context,
     const union MHD_ConnectionInfo *ai =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     e->fd = fi ? fi->connect_fd : -1;
+    if (s->tls_cert) {
+      const union MHD_ConnectionInfo *ti =
+          MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+      e->tls = ti ? (gnutls_session_t)ti->tls_session : NULL;
+      if (!e->tls) e->fd = -1; /* cannot answer in TLS: never cut */
+    }
     addr_text(ai ? ai->client_addr : NULL, e->ip, sizeof e->ip);
     e->phase = PH_HEADERS;
     e->deadline_ms = t_now_ms() + 1000.0 * t->header_timeout_s;
@@ -127,6 +151,54 @@ static conn_ent *ent_of(struct MHD_Connection *c) {
   const union MHD_ConnectionInfo *i =
       MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
   return i ? (conn_ent *)i->socket_context : NULL;
+}
+
+void *conns_uri_seen(void *cls, const char *uri, struct MHD_Connection *c) {
+  (void)cls;
+  (void)uri;
+  conn_ent *e = ent_of(c);
+  if (e) __atomic_store_n(&e->tls_up, 1, __ATOMIC_RELEASE);
+  return NULL; /* MHD's client_context: http_on_access makes the request */
+}
+
+/* Write all of msg through the session (TLS) or the socket: 0, or -1 when
+ * it could not (a full send buffer, a peer gone). */
+static int write_all(gnutls_session_t tls, int fd, const char *msg,
+                     size_t len) {
+  size_t sent = 0;
+  while (sent < len) {
+    ssize_t w = tls ? gnutls_record_send(tls, msg + sent, len - sent)
+                    : send(fd, msg + sent, len - sent,
+                           MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (w <= 0) return -1;
+    sent += (size_t)w;
+  }
+  return 0;
+}
+
+int conns_write_close(struct MHD_Connection *c, const char *msg, size_t len) {
+  const union MHD_ConnectionInfo *fi =
+      MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+  const union MHD_ConnectionInfo *ti =
+      MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+  gnutls_session_t tls = ti ? (gnutls_session_t)ti->tls_session : NULL;
+  if (!fi || write_all(tls, fi->connect_fd, msg, len)) return -1;
+  if (tls) gnutls_bye(tls, GNUTLS_SHUT_WR); /* close_notify */
+  shutdown(fi->connect_fd, SHUT_WR);
+  return 0;
+}
+
+/* The reaper's 408 on e (see the file's opening): in clear on a plain
+ * connection, through the session on a TLS one whose handshake is over,
+ * nothing on a TLS one still in (or silent since) its handshake. */
+static void say_timeout(conn_ent *e) {
+  int rc = 0;
+  if (!e->tls)
+    rc = write_all(NULL, e->fd, timeout_msg, timeout_len);
+  else if (__atomic_load_n(&e->tls_up, __ATOMIC_ACQUIRE) &&
+           (rc = write_all(e->tls, -1, timeout_msg, timeout_len)) == 0)
+    gnutls_bye(e->tls, GNUTLS_SHUT_WR);
+  if (rc) log_debug("http: the 408 could not be written to %s", e->ip);
 }
 
 const char *conns_client_ip(struct MHD_Connection *c) {
@@ -212,9 +284,7 @@ static void *reaper(void *arg) {
       e->cut = 1;
       __atomic_add_fetch(&t->cut, 1, __ATOMIC_RELAXED);
       int idle = e->phase == PH_HEADERS && e->kept; /* closed silently */
-      if (!idle &&
-          send(e->fd, timeout_msg, timeout_len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-        log_debug("http: the 408 could not be written: %s", strerror(errno));
+      if (!idle) say_timeout(e);
       shutdown(e->fd, SHUT_RDWR); /* open: see the file's opening */
       log_info("http: closed a connection from %s: %s", e->ip,
                idle ? "idle since its last answer (--conn-timeout)"

@@ -13,7 +13,8 @@
  * port 0 picks a free port, read back with MHD_DAEMON_INFO_BIND_PORT),
  * LISTENING_ADDRESS_REUSE, UNESCAPE_CALLBACK (identity: the path reaches
  * us still %-encoded so that route.c can split it before decoding) and
- * NOTIFY_COMPLETED (http.c).
+ * NOTIFY_COMPLETED (http.c), URI_LOG_CALLBACK (conns.c: a request line
+ * arrived, so a TLS handshake is over).
  *
  * HTTPS (--tls-cert/--tls-key): libmicrohttpd's own TLS through GnuTLS
  * (MHD_USE_TLS with HTTPS_MEM_CERT/HTTPS_MEM_KEY; the PEM files are read
@@ -326,6 +327,7 @@ int http_server_start(http_server *s, terr *e) {
   OPT(MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL);
   OPT(MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)mhd_unescape_none, s);
   OPT(MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)http_on_completed, s);
+  OPT(MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)conns_uri_seen, s);
   if (s->tls_cert) {
     OPT(MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert);
     OPT(MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key);

@@ -100,7 +100,8 @@ static enum MHD_Result req_queue(http_req *r, struct MHD_Connection *c,
  *  - an answer queued through MHD before the body makes MHD close the
  *    socket with the body unread, which sends a TCP RST that can destroy
  *    the answer before the client reads it.
- * So the error goes out here (a few hundred bytes into an empty send
+ * So the error goes out here (through the TLS session under HTTPS:
+ * conns_write_close; a few hundred bytes into an empty send
  * buffer: the request is still being received, MHD has nothing queued),
  * the write side is shut (the client sees the answer, then EOF), and what
  * the client still sends is read and dropped until it closes (curl and
@@ -155,14 +156,8 @@ static enum MHD_Result req_raw_error(http_req *r, struct MHD_Connection *c,
   }
   pthread_mutex_unlock(&r->mu);
   if (!off) goto done;
-  size_t sent = 0;
-  while (sent < off) {
-    ssize_t w = send(ci->connect_fd, msg + sent, off - sent, MSG_NOSIGNAL);
-    if (w <= 0) break;
-    sent += (size_t)w;
-  }
-  if (sent < off) goto done; /* could not even say it: just close */
-  shutdown(ci->connect_fd, SHUT_WR);
+  /* Through the TLS session under HTTPS (never in clear into it). */
+  if (conns_write_close(c, msg, off)) goto done; /* could not say it: close */
   pthread_mutex_lock(&r->mu);
   r->status = status;
   r->answered = 1;
