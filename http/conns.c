@@ -43,6 +43,20 @@
  *  - Answers written on the socket by http.c (req_raw_error) go through
  *    conns_write_close, which uses the session the same way (there on the
  *    connection's own thread).
+ *  - A malformed Content-Length ("-1", "+5", "0x10", or more than 64 bits)
+ *    never reaches http.c: MHD 0.9.75 refuses it while it parses the
+ *    headers, with an HTML answer whose header block it sends twice (its
+ *    error path queues the answer, then its state machine starts the reply
+ *    again). It logs why just before (mhd_logger, daemon.c, calls
+ *    conns_refuse_content_length on that same thread), so Tessel answers
+ *    first: the one connection of this thread whose header block is
+ *    complete, whose request http.c has not seen and which has no answer
+ *    queued is the one being refused (MHD handles one connection at a time
+ *    per thread); it gets one JSON 400 (413 when too large) naming
+ *    Content-Length and its write side closed, so MHD's doubled answer
+ *    finds a closed socket and MHD closes the connection. When that
+ *    connection cannot be told apart (never seen), or MHD's message
+ *    differs (a newer MHD, which answers once), MHD's own answer stands.
  *  - Shares. MHD's per-address limit is not used. When a request's headers
  *    are complete, it is answered 503 with Retry-After (and closed), never
  *    dropped, if its address already has per_ip_limit requests in
@@ -90,6 +104,9 @@ struct conn_ent {
   uint64_t body_bytes;
   int cut;            /* the reaper shut it down */
   int kept;           /* a request was answered on it: idle between two */
+  struct MHD_Connection *conn;
+  pthread_t owner;    /* the MHD thread that accepted it (and serves it) */
+  int refused;        /* conns_refuse_content_length answered on it */
   gnutls_session_t tls; /* MHD's session under HTTPS, else NULL */
   int tls_up;         /* a request line arrived: the handshake is over
                          (atomic: set on MHD's thread, read by the reaper) */
@@ -118,6 +135,8 @@ void conns_notify(void *cls, struct MHD_Connection *c, void **socket_context,
     const union MHD_ConnectionInfo *ai =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     e->fd = fi ? fi->connect_fd : -1;
+    e->conn = c;
+    e->owner = pthread_self();
     if (s->tls_cert) {
       const union MHD_ConnectionInfo *ti =
           MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
@@ -199,6 +218,64 @@ static void say_timeout(conn_ent *e) {
            (rc = write_all(e->tls, -1, timeout_msg, timeout_len)) == 0)
     gnutls_bye(e->tls, GNUTLS_SHUT_WR);
   if (rc) log_debug("http: the 408 could not be written to %s", e->ip);
+}
+
+/* Copy v into out as JSON string content, or "" when it holds a byte that
+ * would need escaping (then the message leaves the value out). */
+static void json_safe(const char *v, char *out, size_t cap) {
+  size_t i = 0;
+  for (; v && v[i] && i + 1 < cap; i++) {
+    unsigned char ch = (unsigned char)v[i];
+    if (ch < 0x20 || ch >= 0x7f || ch == '"' || ch == '\\') {
+      i = 0;
+      break;
+    }
+    out[i] = (char)ch;
+  }
+  out[i] = 0;
+}
+
+void conns_refuse_content_length(http_server *s, int too_large) {
+  conn_table *t = &s->conns;
+  pthread_t self = pthread_self();
+  conn_ent *hit = NULL;
+  int n = 0;
+  pthread_mutex_lock(&t->mu);
+  for (conn_ent *e = t->head; e; e = e->next) {
+    if (!e->conn || e->cut || e->refused || e->phase != PH_HEADERS ||
+        !pthread_equal(e->owner, self))
+      continue;
+    if (!MHD_get_connection_info(e->conn,
+                                 MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE) ||
+        MHD_get_connection_info(e->conn, MHD_CONNECTION_INFO_HTTP_STATUS))
+      continue; /* headers still coming, or closed, or answered already */
+    hit = e;
+    n++;
+  }
+  if (n == 1) {
+    char v[48], body[256], msg[512];
+    json_safe(MHD_lookup_connection_value(hit->conn, MHD_HEADER_KIND,
+                                          "Content-Length"),
+              v, sizeof v);
+    int bl = snprintf(
+        body, sizeof body,
+        "{\"error\":{\"code\":\"%s\",\"message\":\"Content-Length%s%s%s %s\","
+        "\"field\":\"Content-Length\"}}",
+        too_large ? "payload_too_large" : "invalid_argument", v[0] ? " '" : "",
+        v, v[0] ? "'" : "",
+        too_large ? "is too large" : "is not a byte count (decimal digits only)");
+    int ml = snprintf(msg, sizeof msg,
+                      "HTTP/1.1 %s\r\nContent-Type: application/json; "
+                      "charset=utf-8\r\nConnection: close\r\n"
+                      "Content-Length: %d\r\n\r\n%s",
+                      too_large ? "413 Content Too Large" : "400 Bad Request",
+                      bl, body);
+    hit->refused = 1;
+    if (bl > 0 && ml > 0 && (size_t)ml < sizeof msg &&
+        conns_write_close(hit->conn, msg, (size_t)ml) == 0)
+      log_info("http: refused a malformed Content-Length from %s", hit->ip);
+  }
+  pthread_mutex_unlock(&t->mu);
 }
 
 const char *conns_client_ip(struct MHD_Connection *c) {

@@ -73,12 +73,23 @@
 static void mhd_logger(void *cls, const char *fmt, va_list ap) {
   char buf[512];
   vsnprintf(buf, sizeof buf, fmt, ap);
+  /* MHD 0.9.75's words, logged just before it answers a malformed
+   * Content-Length with its header block twice: conns.c answers first. */
+  if (strstr(buf, "Failed to parse `Content-Length' header"))
+    conns_refuse_content_length(cls, 0);
+  else if (strstr(buf, "Too large value of 'Content-Length' header"))
+    conns_refuse_content_length(cls, 1);
   size_t n = strlen(buf);
   while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) buf[--n] = 0;
   /* A client that goes away, or a connection we close on purpose after
-   * answering on the socket (req_raw_error), is no news. */
+   * answering on the socket (req_raw_error, a malformed Content-Length),
+   * or a request MHD refuses (a client's error, in its access line), is
+   * no news. */
   if (strstr(buf, "closing connection") || strstr(buf, "connection closure") ||
-      strstr(buf, "Connection reset") || strstr(buf, "Broken pipe"))
+      strstr(buf, "Connection reset") || strstr(buf, "Broken pipe") ||
+      strstr(buf, "no longer available for sending") ||
+      strstr(buf, "Content-Length' header") ||
+      strstr(buf, "Error processing request (HTTP response code is"))
     log_debug("mhd: %s", buf);
   else
     log_warn("mhd: %s", buf);

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include "http/http_int.h"
@@ -144,8 +145,9 @@ static enum MHD_Result req_raw_error(http_req *r, struct MHD_Connection *c,
                            "Connection: close\r\n",
                            status, reason ? reason : "Error", blen, r->rid);
     for (size_t i = 0; i < r->out_headers.n && off < cap; i++)
-      off += (size_t)snprintf(msg + off, cap - off, "%s: %s\r\n",
-                              r->out_headers.v[i].k, r->out_headers.v[i].v);
+      if (strcasecmp(r->out_headers.v[i].k, "Connection") != 0) /* above */
+        off += (size_t)snprintf(msg + off, cap - off, "%s: %s\r\n",
+                                r->out_headers.v[i].k, r->out_headers.v[i].v);
     if (off + 2 + blen <= cap) {
       memcpy(msg + off, "\r\n", 2);
       memcpy(msg + off + 2, body, blen);

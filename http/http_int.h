@@ -330,6 +330,10 @@ void *conns_uri_seen(void *cls, const char *uri, struct MHD_Connection *c);
  * and close the write side (TLS: close_notify first): 0, or -1 when msg
  * could not be written whole. On c's own MHD thread only. */
 int conns_write_close(struct MHD_Connection *c, const char *msg, size_t len);
+/* MHD has just logged that it refuses the Content-Length of the request
+ * whose headers this thread is parsing: answer it first (see conns.c).
+ * MHD's logger only. */
+void conns_refuse_content_length(http_server *s, int too_large);
 /* The client address of c as text ("-" when unknown); valid until c
  * closes. MHD threads. */
 const char *conns_client_ip(struct MHD_Connection *c);

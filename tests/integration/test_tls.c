@@ -22,7 +22,8 @@
  *    session; one that sends nothing after its handshake reads the end of
  *    the session; neither ever reads bytes outside TLS records (the reaper
  *    wrote its 408 in clear into the session, which the client's GnuTLS
- *    took for a broken record);
+ *    took for a broken record); a malformed Content-Length is answered
+ *    once, through the session as well;
  *  - an expired certificate (tls/expired-cert.pem, valid on 2020-01-01
  *    only) is served, but the start logs a warning that says EXPIRED and
  *    its date.
@@ -278,6 +279,17 @@ TEST(reaper_answers_inside_tls) {
             rc < 0 ? gnutls_strerror(rc) : "handshake failed");
   CHECK_MSG(got[0] == 0 || strncmp(got, "HTTP/1.1 408 ", 13) == 0,
             "an idle TLS client read \"%.200s\"", got);
+  /* A malformed Content-Length (answered before libmicrohttpd, through
+   * the session too): one 400 naming it, decrypted, then the end. */
+  rc = tls_idle_client(s.port,
+                       "POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                       "application/json\r\nContent-Length: -1\r\n\r\n",
+                       got, sizeof got);
+  CHECK_MSG((rc == 0 || rc == GNUTLS_E_PREMATURE_TERMINATION) &&
+                strncmp(got, "HTTP/1.1 400 ", 13) == 0 &&
+                strstr(got, "\"field\":\"Content-Length\"") &&
+                !strstr(got + 1, "HTTP/1.1"),
+            "Content-Length -1 over TLS: %d, \"%.300s\"", rc, got);
   /* The daemon serves TLS as before. */
   s.cainfo = cert;
   resp r = req(&s, "GET", "/healthz", NULL, NULL);
