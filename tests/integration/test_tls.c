@@ -23,7 +23,8 @@
  *    the session; neither ever reads bytes outside TLS records (the reaper
  *    wrote its 408 in clear into the session, which the client's GnuTLS
  *    took for a broken record); a malformed Content-Length is answered
- *    once, through the session as well;
+ *    once, through the session as well, and so is a body over --max-body
+ *    (answered before its bytes are read);
  *  - an expired certificate (tls/expired-cert.pem, valid on 2020-01-01
  *    only) is served, but the start logs a warning that says EXPIRED and
  *    its date.
@@ -259,7 +260,8 @@ static int tls_idle_client(int port, const char *send_text, char *got,
 TEST(reaper_answers_inside_tls) {
   srv s;
   CHECK(srv_start(&s, daemon_path, "--threads", "2", "--tls-cert", cert,
-                  "--tls-key", key, "--header-timeout", "1", NULL) == 0);
+                  "--tls-key", key, "--header-timeout", "1", "--max-body",
+                  "2000", NULL) == 0);
   char got[4096];
   /* A request line and a header, then nothing: the header deadline. */
   int rc = tls_idle_client(s.port, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n",
@@ -290,6 +292,15 @@ TEST(reaper_answers_inside_tls) {
                 strstr(got, "\"field\":\"Content-Length\"") &&
                 !strstr(got + 1, "HTTP/1.1"),
             "Content-Length -1 over TLS: %d, \"%.300s\"", rc, got);
+  /* A body over --max-body announced, its bytes on their way: answered
+   * on the socket by http.c before the body (req_raw_error), in TLS. */
+  rc = tls_idle_client(s.port,
+                       "POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                       "application/json\r\nContent-Length: 5000\r\n\r\n{",
+                       got, sizeof got);
+  CHECK_MSG((rc == 0 || rc == GNUTLS_E_PREMATURE_TERMINATION) &&
+                strncmp(got, "HTTP/1.1 413 ", 13) == 0,
+            "a body over --max-body over TLS: %d, \"%.300s\"", rc, got);
   /* The daemon serves TLS as before. */
   s.cainfo = cert;
   resp r = req(&s, "GET", "/healthz", NULL, NULL);
