@@ -42,7 +42,9 @@
  *    safely into a handshake that another thread runs.
  *  - Answers written on the socket by http.c (req_raw_error) go through
  *    conns_write_close, which uses the session the same way (there on the
- *    connection's own thread).
+ *    connection's own thread), under `mu` as the reaper writes, so that
+ *    the two never send on one session at once; a connection answered that
+ *    way gets no 408 after it when the reaper cuts its drain.
  *  - A malformed Content-Length ("-1", "+5", "0x10", or more than 64 bits)
  *    never reaches http.c: MHD 0.9.75 refuses it while it parses the
  *    headers, with an HTML answer whose header block it sends twice (its
@@ -106,7 +108,8 @@ struct conn_ent {
   int kept;           /* a request was answered on it: idle between two */
   struct MHD_Connection *conn;
   pthread_t owner;    /* the MHD thread that accepted it (and serves it) */
-  int refused;        /* conns_refuse_content_length answered on it */
+  int answered;       /* an answer was written on the socket itself
+                         (conns_write_close): the reaper adds nothing */
   gnutls_session_t tls; /* MHD's session under HTTPS, else NULL */
   int tls_up;         /* a request line arrived: the handshake is over
                          (atomic: set on MHD's thread, read by the reaper) */
@@ -195,16 +198,31 @@ static int write_all(gnutls_session_t tls, int fd, const char *msg,
   return 0;
 }
 
-int conns_write_close(struct MHD_Connection *c, const char *msg, size_t len) {
+/* conns_write_close with t->mu held (e: c's entry, or NULL). Under mu so
+ * that the reaper, which writes under mu too, never writes into the same
+ * session at the same time (two senders on one GnuTLS session are not
+ * allowed), and never adds its 408 after this answer. */
+static int write_close_locked(conn_ent *e, struct MHD_Connection *c,
+                              const char *msg, size_t len) {
+  if (e && (e->cut || e->answered)) return -1; /* already said, or cut */
   const union MHD_ConnectionInfo *fi =
       MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
   const union MHD_ConnectionInfo *ti =
       MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
   gnutls_session_t tls = ti ? (gnutls_session_t)ti->tls_session : NULL;
+  if (e) e->answered = 1;
   if (!fi || write_all(tls, fi->connect_fd, msg, len)) return -1;
   if (tls) gnutls_bye(tls, GNUTLS_SHUT_WR); /* close_notify */
   shutdown(fi->connect_fd, SHUT_WR);
   return 0;
+}
+
+int conns_write_close(http_server *s, struct MHD_Connection *c,
+                      const char *msg, size_t len) {
+  pthread_mutex_lock(&s->conns.mu);
+  int rc = write_close_locked(ent_of(c), c, msg, len);
+  pthread_mutex_unlock(&s->conns.mu);
+  return rc;
 }
 
 /* The reaper's 408 on e (see the file's opening): in clear on a plain
@@ -242,7 +260,7 @@ void conns_refuse_content_length(http_server *s, int too_large) {
   int n = 0;
   pthread_mutex_lock(&t->mu);
   for (conn_ent *e = t->head; e; e = e->next) {
-    if (!e->conn || e->cut || e->refused || e->phase != PH_HEADERS ||
+    if (!e->conn || e->cut || e->answered || e->phase != PH_HEADERS ||
         !pthread_equal(e->owner, self))
       continue;
     if (!MHD_get_connection_info(e->conn,
@@ -270,9 +288,8 @@ void conns_refuse_content_length(http_server *s, int too_large) {
                       "Content-Length: %d\r\n\r\n%s",
                       too_large ? "413 Content Too Large" : "400 Bad Request",
                       bl, body);
-    hit->refused = 1;
     if (bl > 0 && ml > 0 && (size_t)ml < sizeof msg &&
-        conns_write_close(hit->conn, msg, (size_t)ml) == 0)
+        write_close_locked(hit, hit->conn, msg, (size_t)ml) == 0)
       log_info("http: refused a malformed Content-Length from %s", hit->ip);
   }
   pthread_mutex_unlock(&t->mu);
@@ -361,7 +378,7 @@ static void *reaper(void *arg) {
       e->cut = 1;
       __atomic_add_fetch(&t->cut, 1, __ATOMIC_RELAXED);
       int idle = e->phase == PH_HEADERS && e->kept; /* closed silently */
-      if (!idle) say_timeout(e);
+      if (!idle && !e->answered) say_timeout(e);
       shutdown(e->fd, SHUT_RDWR); /* open: see the file's opening */
       log_info("http: closed a connection from %s: %s", e->ip,
                idle ? "idle since its last answer (--conn-timeout)"

@@ -159,7 +159,7 @@ static enum MHD_Result req_raw_error(http_req *r, struct MHD_Connection *c,
   pthread_mutex_unlock(&r->mu);
   if (!off) goto done;
   /* Through the TLS session under HTTPS (never in clear into it). */
-  if (conns_write_close(c, msg, off)) goto done; /* could not say it: close */
+  if (conns_write_close(r->srv, c, msg, off)) goto done; /* not said: close */
   pthread_mutex_lock(&r->mu);
   r->status = status;
   r->answered = 1;

@@ -329,7 +329,8 @@ void *conns_uri_seen(void *cls, const char *uri, struct MHD_Connection *c);
 /* Write msg on c (through its TLS session under HTTPS, in clear otherwise)
  * and close the write side (TLS: close_notify first): 0, or -1 when msg
  * could not be written whole. On c's own MHD thread only. */
-int conns_write_close(struct MHD_Connection *c, const char *msg, size_t len);
+int conns_write_close(http_server *s, struct MHD_Connection *c,
+                      const char *msg, size_t len);
 /* MHD has just logged that it refuses the Content-Length of the request
  * whose headers this thread is parsing: answer it first (see conns.c).
  * MHD's logger only. */
