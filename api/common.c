@@ -2,9 +2,24 @@
  * answering with a job (whose JSON jobs/json.c writes), an array's metadata,
  * a deletion or an error.
  *
+ * A JSON body's parsed tree counts in the transfer budget
+ * (--max-transfer-memory) beside the body itself: Jansson's tree takes 10
+ * to 75 times the text (16 bytes of tree per byte of "[0,0,...]", 75 for
+ * "[{},{},...]"), so a 16 MB body parsed into ~300 MB that nothing
+ * counted. Jansson allocates through meter_malloc / meter_free
+ * (json_set_alloc_funcs, installed by api_register); while
+ * api_body_object parses, a thread-local meter adds up what the tree
+ * takes and reserves it for the request (http_reserve_more) a MiB at a
+ * time, so the parse fails the moment the budget cannot hold more: 413
+ * (field "body") when the budget could never hold it, 503 + Retry-After
+ * when other requests hold it now. The reservation is given back with the
+ * request (http/request.c also returns the freed pages to the system).
+ * Outside a parse the two functions are malloc and free.
+ *
  * Threads: called from HTTP handlers (MHD worker threads) and from job
  * completion callbacks (scheduler workers); nothing here holds state.
  */
+#include <malloc.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,8 +29,48 @@
 
 #include "api/api_int.h"
 #include "util/util.h"
+#include "util/xfer.h"
+
+#define METER_STEP ((int64_t)1024 * 1024)
+
+typedef struct parse_meter {
+  http_req *r;
+  int64_t held;  /* bytes reserved for the tree so far */
+  int64_t used;  /* bytes the tree takes now */
+  int refused;   /* the budget said no: every later allocation fails */
+  terr err;      /* what it said */
+} parse_meter;
+static __thread parse_meter *meter_cur;
+
+static void *meter_malloc(size_t n) {
+  void *p = malloc(n);
+  parse_meter *m = meter_cur;
+  if (!p || !m) return p;
+  int64_t sz = (int64_t)malloc_usable_size(p);
+  if (m->used + sz > m->held) {
+    int64_t more = m->used + sz - m->held;
+    if (more < METER_STEP) more = METER_STEP;
+    if (m->refused || http_reserve_more(m->r, more, &m->err) != T_OK) {
+      m->refused = 1;
+      free(p);
+      return NULL;
+    }
+    m->held += more;
+  }
+  m->used += sz;
+  return p;
+}
+
+static void meter_free(void *p) {
+  parse_meter *m = meter_cur;
+  if (p && m) m->used -= (int64_t)malloc_usable_size(p);
+  free(p);
+}
 
 int api_register(http_server *srv, api_ctx *ctx, terr *e) {
+  /* Idempotent, and equivalent to Jansson's own malloc/free outside a
+   * parse, so memory allocated before this call may be freed after it. */
+  json_set_alloc_funcs(meter_malloc, meter_free);
   int rc = api_jobs_register(srv, ctx, e);
   if (!rc) rc = api_arrays_register(srv, ctx, e);
   if (!rc) rc = api_service_register(srv, ctx, e);
@@ -29,7 +84,27 @@ int api_body_object(http_req *r, json_t **out, terr *e) {
   const char *body = http_body(r, &len);
   if (len == 0) return terr_set(e, T_EINVAL, "body", -1, "a JSON object is required");
   json_error_t je;
+  parse_meter m = {.r = r};
+  terr_clear(&m.err);
+  meter_cur = &m;
   json_t *v = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+  meter_cur = NULL;
+  if (m.refused) {
+    json_decref(v); /* NULL: the parse failed with the allocation */
+    if (m.err.code == T_EUNAVAIL)
+      return terr_set(e, T_EUNAVAIL, "", -1,
+                      "parsing this %zu byte JSON body takes more than %lld "
+                      "bytes, which the server's transfer budget "
+                      "(--max-transfer-memory, %lld bytes) cannot hold now: "
+                      "retry shortly",
+                      len, (long long)m.held, (long long)xfer_budget_limit());
+    return terr_set(e, m.err.code ? m.err.code : T_ENOMEM, "body", -1,
+                    "this %zu byte JSON body parses into more than %lld bytes, "
+                    "more than the server's transfer budget "
+                    "(--max-transfer-memory, %lld bytes) holds: send the "
+                    "values as an array upload (POST /v1/arrays) instead",
+                    len, (long long)m.held, (long long)xfer_budget_limit());
+  }
   if (!v)
     return terr_set(e, T_EINVAL, "body", je.position,
                     "invalid JSON at line %d column %d: %s", je.line,

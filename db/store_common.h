@@ -23,6 +23,12 @@
   "parent, tile, tiles"
 #define STORE_JOB_NCOLS 44
 
+/* The 409 of a delete that queued or running jobs block (both backends'
+ * store__referenced / pg__referenced give n and the first one's id): says
+ * what blocks it, naming the first dependent and how many there are, so
+ * the caller knows which jobs to wait for or cancel. Returns T_ECONFLICT. */
+int store_refused_by_dependents(terr *e, const char *noun, const char *id,
+                                int n, const char *first);
 /* Equal strings, NULL equal only to NULL. */
 int store__same_str(const char *a, const char *b);
 /* A result's shape as both stores keep it: JSON text "[3,4]". */

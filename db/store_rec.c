@@ -119,6 +119,21 @@ void store_nodes_free(store_node *nodes, int n) {
 
 /* ---- what both backends share (store_common.h) ----------------------------- */
 
+int store_refused_by_dependents(terr *e, const char *noun, const char *id,
+                                int n, const char *first) {
+  const char *what = noun[0] == 'j' ? "'s result is the input of"
+                                    : " is an input of";
+  if (n == 1)
+    return terr_set(e, T_ECONFLICT, "id", -1,
+                    "%s %s%s queued or running job %s: cancel it or wait for "
+                    "it to finish",
+                    noun, id, what, first);
+  return terr_set(e, T_ECONFLICT, "id", -1,
+                  "%s %s%s %d queued or running jobs (%s and %d more): "
+                  "cancel them or wait for them to finish",
+                  noun, id, what, n, first, n - 1);
+}
+
 int store__same_str(const char *a, const char *b) {
   if (!a || !b) return a == b;
   return strcmp(a, b) == 0;

@@ -29,6 +29,36 @@
  *    connection, because a client sending its next request at that moment
  *    would read the 408 as that request's answer (bench_e2e did, after its
  *    peers ran for a minute).
+ *    Under TLS the 408 goes through the connection's GnuTLS session
+ *    (gnutls_record_send, then gnutls_bye(GNUTLS_SHUT_WR): the client reads
+ *    the 408 and a close_notify), never in clear into the session (it did:
+ *    a TLS client read garbage). GnuTLS lets one thread send while another
+ *    receives on a session once the handshake is over, and MHD only
+ *    receives in the phases the reaper cuts. The handshake is known to be
+ *    over once MHD has parsed a request line on the connection (MHD's URI
+ *    log callback, conns_uri_seen, on the connection's own thread): a TLS
+ *    connection that has not sent one (still in its handshake, or silent
+ *    after it) is closed without a word, as no TLS record can be written
+ *    safely into a handshake that another thread runs.
+ *  - Answers written on the socket by http.c (req_raw_error) go through
+ *    conns_write_close, which uses the session the same way (there on the
+ *    connection's own thread), under `mu` as the reaper writes, so that
+ *    the two never send on one session at once; a connection answered that
+ *    way gets no 408 after it when the reaper cuts its drain.
+ *  - A malformed Content-Length ("-1", "+5", "0x10", or more than 64 bits)
+ *    never reaches http.c: MHD 0.9.75 refuses it while it parses the
+ *    headers, with an HTML answer whose header block it sends twice (its
+ *    error path queues the answer, then its state machine starts the reply
+ *    again). It logs why just before (mhd_logger, daemon.c, calls
+ *    conns_refuse_content_length on that same thread), so Tessel answers
+ *    first: the one connection of this thread whose header block is
+ *    complete, whose request http.c has not seen and which has no answer
+ *    queued is the one being refused (MHD handles one connection at a time
+ *    per thread); it gets one JSON 400 (413 when too large) naming
+ *    Content-Length and its write side closed, so MHD's doubled answer
+ *    finds a closed socket and MHD closes the connection. When that
+ *    connection cannot be told apart (never seen), or MHD's message
+ *    differs (a newer MHD, which answers once), MHD's own answer stands.
  *  - Shares. MHD's per-address limit is not used. When a request's headers
  *    are complete, it is answered 503 with Retry-After (and closed), never
  *    dropped, if its address already has per_ip_limit requests in
@@ -46,6 +76,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <gnutls/gnutls.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +106,13 @@ struct conn_ent {
   uint64_t body_bytes;
   int cut;            /* the reaper shut it down */
   int kept;           /* a request was answered on it: idle between two */
+  struct MHD_Connection *conn;
+  pthread_t owner;    /* the MHD thread that accepted it (and serves it) */
+  int answered;       /* an answer was written on the socket itself
+                         (conns_write_close): the reaper adds nothing */
+  gnutls_session_t tls; /* MHD's session under HTTPS, else NULL */
+  int tls_up;         /* a request line arrived: the handshake is over
+                         (atomic: set on MHD's thread, read by the reaper) */
 };
 
 static void addr_text(const struct sockaddr *sa, char *out, size_t cap) {
@@ -100,6 +138,14 @@ void conns_notify(void *cls, struct MHD_Connection *c, void **socket_context,
     const union MHD_ConnectionInfo *ai =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     e->fd = fi ? fi->connect_fd : -1;
+    e->conn = c;
+    e->owner = pthread_self();
+    if (s->tls_cert) {
+      const union MHD_ConnectionInfo *ti =
+          MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+      e->tls = ti ? (gnutls_session_t)ti->tls_session : NULL;
+      if (!e->tls) e->fd = -1; /* cannot answer in TLS: never cut */
+    }
     addr_text(ai ? ai->client_addr : NULL, e->ip, sizeof e->ip);
     e->phase = PH_HEADERS;
     e->deadline_ms = t_now_ms() + 1000.0 * t->header_timeout_s;
@@ -127,6 +173,126 @@ static conn_ent *ent_of(struct MHD_Connection *c) {
   const union MHD_ConnectionInfo *i =
       MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
   return i ? (conn_ent *)i->socket_context : NULL;
+}
+
+void *conns_uri_seen(void *cls, const char *uri, struct MHD_Connection *c) {
+  (void)cls;
+  (void)uri;
+  conn_ent *e = ent_of(c);
+  if (e) __atomic_store_n(&e->tls_up, 1, __ATOMIC_RELEASE);
+  return NULL; /* MHD's client_context: http_on_access makes the request */
+}
+
+/* Write all of msg through the session (TLS) or the socket: 0, or -1 when
+ * it could not (a full send buffer, a peer gone). */
+static int write_all(gnutls_session_t tls, int fd, const char *msg,
+                     size_t len) {
+  size_t sent = 0;
+  while (sent < len) {
+    ssize_t w = tls ? gnutls_record_send(tls, msg + sent, len - sent)
+                    : send(fd, msg + sent, len - sent,
+                           MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (w <= 0) return -1;
+    sent += (size_t)w;
+  }
+  return 0;
+}
+
+/* conns_write_close with t->mu held (e: c's entry, or NULL). Under mu so
+ * that the reaper, which writes under mu too, never writes into the same
+ * session at the same time (two senders on one GnuTLS session are not
+ * allowed), and never adds its 408 after this answer. */
+static int write_close_locked(conn_ent *e, struct MHD_Connection *c,
+                              const char *msg, size_t len) {
+  if (e && (e->cut || e->answered)) return -1; /* already said, or cut */
+  const union MHD_ConnectionInfo *fi =
+      MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+  const union MHD_ConnectionInfo *ti =
+      MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+  gnutls_session_t tls = ti ? (gnutls_session_t)ti->tls_session : NULL;
+  if (e) e->answered = 1;
+  if (!fi || write_all(tls, fi->connect_fd, msg, len)) return -1;
+  if (tls) gnutls_bye(tls, GNUTLS_SHUT_WR); /* close_notify */
+  shutdown(fi->connect_fd, SHUT_WR);
+  return 0;
+}
+
+int conns_write_close(http_server *s, struct MHD_Connection *c,
+                      const char *msg, size_t len) {
+  pthread_mutex_lock(&s->conns.mu);
+  int rc = write_close_locked(ent_of(c), c, msg, len);
+  pthread_mutex_unlock(&s->conns.mu);
+  return rc;
+}
+
+/* The reaper's 408 on e (see the file's opening): in clear on a plain
+ * connection, through the session on a TLS one whose handshake is over,
+ * nothing on a TLS one still in (or silent since) its handshake. */
+static void say_timeout(conn_ent *e) {
+  int rc = 0;
+  if (!e->tls)
+    rc = write_all(NULL, e->fd, timeout_msg, timeout_len);
+  else if (__atomic_load_n(&e->tls_up, __ATOMIC_ACQUIRE) &&
+           (rc = write_all(e->tls, -1, timeout_msg, timeout_len)) == 0)
+    gnutls_bye(e->tls, GNUTLS_SHUT_WR);
+  if (rc) log_debug("http: the 408 could not be written to %s", e->ip);
+}
+
+/* Copy v into out as JSON string content, or "" when it holds a byte that
+ * would need escaping (then the message leaves the value out). */
+static void json_safe(const char *v, char *out, size_t cap) {
+  size_t i = 0;
+  for (; v && v[i] && i + 1 < cap; i++) {
+    unsigned char ch = (unsigned char)v[i];
+    if (ch < 0x20 || ch >= 0x7f || ch == '"' || ch == '\\') {
+      i = 0;
+      break;
+    }
+    out[i] = (char)ch;
+  }
+  out[i] = 0;
+}
+
+void conns_refuse_content_length(http_server *s, int too_large) {
+  conn_table *t = &s->conns;
+  pthread_t self = pthread_self();
+  conn_ent *hit = NULL;
+  int n = 0;
+  pthread_mutex_lock(&t->mu);
+  for (conn_ent *e = t->head; e; e = e->next) {
+    if (!e->conn || e->cut || e->answered || e->phase != PH_HEADERS ||
+        !pthread_equal(e->owner, self))
+      continue;
+    if (!MHD_get_connection_info(e->conn,
+                                 MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE) ||
+        MHD_get_connection_info(e->conn, MHD_CONNECTION_INFO_HTTP_STATUS))
+      continue; /* headers still coming, or closed, or answered already */
+    hit = e;
+    n++;
+  }
+  if (n == 1) {
+    char v[48], body[256], msg[512];
+    json_safe(MHD_lookup_connection_value(hit->conn, MHD_HEADER_KIND,
+                                          "Content-Length"),
+              v, sizeof v);
+    int bl = snprintf(
+        body, sizeof body,
+        "{\"error\":{\"code\":\"%s\",\"message\":\"Content-Length%s%s%s %s\","
+        "\"field\":\"Content-Length\"}}",
+        too_large ? "payload_too_large" : "invalid_argument", v[0] ? " '" : "",
+        v, v[0] ? "'" : "",
+        too_large ? "is too large" : "is not a byte count (decimal digits only)");
+    int ml = snprintf(msg, sizeof msg,
+                      "HTTP/1.1 %s\r\nContent-Type: application/json; "
+                      "charset=utf-8\r\nConnection: close\r\n"
+                      "Content-Length: %d\r\n\r\n%s",
+                      too_large ? "413 Content Too Large" : "400 Bad Request",
+                      bl, body);
+    if (bl > 0 && ml > 0 && (size_t)ml < sizeof msg &&
+        write_close_locked(hit, hit->conn, msg, (size_t)ml) == 0)
+      log_info("http: refused a malformed Content-Length from %s", hit->ip);
+  }
+  pthread_mutex_unlock(&t->mu);
 }
 
 const char *conns_client_ip(struct MHD_Connection *c) {
@@ -212,9 +378,7 @@ static void *reaper(void *arg) {
       e->cut = 1;
       __atomic_add_fetch(&t->cut, 1, __ATOMIC_RELAXED);
       int idle = e->phase == PH_HEADERS && e->kept; /* closed silently */
-      if (!idle &&
-          send(e->fd, timeout_msg, timeout_len, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-        log_debug("http: the 408 could not be written: %s", strerror(errno));
+      if (!idle && !e->answered) say_timeout(e);
       shutdown(e->fd, SHUT_RDWR); /* open: see the file's opening */
       log_info("http: closed a connection from %s: %s", e->ip,
                idle ? "idle since its last answer (--conn-timeout)"

@@ -15,12 +15,17 @@
  * SO_REUSEPORT: a port in use by another listener is refused),
  * UNESCAPE_CALLBACK (identity: the path reaches
  * us still %-encoded so that route.c can split it before decoding) and
- * NOTIFY_COMPLETED (http.c).
+ * NOTIFY_COMPLETED (http.c), URI_LOG_CALLBACK (conns.c: a request line
+ * arrived, so a TLS handshake is over).
  *
  * HTTPS (--tls-cert/--tls-key): libmicrohttpd's own TLS through GnuTLS
  * (MHD_USE_TLS with HTTPS_MEM_CERT/HTTPS_MEM_KEY; the PEM files are read
  * once at create, at most 1 MiB each, and the key's copy is wiped when the
- * server is destroyed). Everything above the socket is unchanged: the
+ * server is destroyed). The certificate's dates are read at start
+ * (tls_check_dates): an expired or not yet valid one, which every client
+ * refuses, is a warning naming its dates, as is one that expires within
+ * 14 days; a certificate GnuTLS cannot parse stops the start.
+ * Everything above the socket is unchanged: the
  * same routes, limits and deadlines. Downloads lose sendfile (the bytes
  * are encrypted in user space), which a reverse proxy terminating TLS
  * keeps (README: when to use which). A plain-HTTP request to the TLS port
@@ -59,6 +64,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <gnutls/x509.h>
+#include <time.h>
+
 #include "http/http_int.h"
 #include "util/vec.h"
 
@@ -67,12 +75,23 @@
 static void mhd_logger(void *cls, const char *fmt, va_list ap) {
   char buf[512];
   vsnprintf(buf, sizeof buf, fmt, ap);
+  /* MHD 0.9.75's words, logged just before it answers a malformed
+   * Content-Length with its header block twice: conns.c answers first. */
+  if (strstr(buf, "Failed to parse `Content-Length' header"))
+    conns_refuse_content_length(cls, 0);
+  else if (strstr(buf, "Too large value of 'Content-Length' header"))
+    conns_refuse_content_length(cls, 1);
   size_t n = strlen(buf);
   while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) buf[--n] = 0;
   /* A client that goes away, or a connection we close on purpose after
-   * answering on the socket (req_raw_error), is no news. */
+   * answering on the socket (req_raw_error, a malformed Content-Length),
+   * or a request MHD refuses (a client's error, in its access line), is
+   * no news. */
   if (strstr(buf, "closing connection") || strstr(buf, "connection closure") ||
-      strstr(buf, "Connection reset") || strstr(buf, "Broken pipe"))
+      strstr(buf, "Connection reset") || strstr(buf, "Broken pipe") ||
+      strstr(buf, "no longer available for sending") ||
+      strstr(buf, "Content-Length' header") ||
+      strstr(buf, "Error processing request (HTTP response code is"))
     log_debug("mhd: %s", buf);
   else
     log_warn("mhd: %s", buf);
@@ -97,6 +116,49 @@ static int read_pem(const char *path, const char *field, char **out, terr *e) {
     *out = NULL;
     return terr_set(e, T_EINVAL, field, -1, "%s is not a PEM file", path);
   }
+  return T_OK;
+}
+
+static void utc_text(time_t t, char *out, size_t cap) {
+  struct tm tm;
+  if (t == (time_t)-1 || !gmtime_r(&t, &tm) ||
+      !strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm))
+    snprintf(out, cap, "(unknown)");
+}
+
+/* Warn about the first certificate of the PEM chain when clients will
+ * refuse it (expired, not yet valid) or soon will (within 14 days). A PEM
+ * block GnuTLS cannot read as a certificate is T_EINVAL naming tls-cert. */
+static int tls_check_dates(const char *pem, const char *path, terr *e) {
+  gnutls_x509_crt_t crt;
+  if (gnutls_x509_crt_init(&crt) < 0)
+    return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  gnutls_datum_t d = {(unsigned char *)pem, (unsigned)strlen(pem)};
+  int g = gnutls_x509_crt_import(crt, &d, GNUTLS_X509_FMT_PEM);
+  if (g < 0) {
+    gnutls_x509_crt_deinit(crt);
+    return terr_set(e, T_EINVAL, "tls-cert", -1,
+                    "%s holds no certificate GnuTLS can read: %s", path,
+                    gnutls_strerror(g));
+  }
+  time_t from = gnutls_x509_crt_get_activation_time(crt);
+  time_t until = gnutls_x509_crt_get_expiration_time(crt);
+  gnutls_x509_crt_deinit(crt);
+  time_t now = time(NULL);
+  char f[32], u[32];
+  utc_text(from, f, sizeof f);
+  utc_text(until, u, sizeof u);
+  if (until != (time_t)-1 && until < now)
+    log_warn("tls: the certificate %s EXPIRED on %s (valid %s to %s): "
+             "clients will refuse it; renew it",
+             path, u, f, u);
+  else if (from != (time_t)-1 && from > now)
+    log_warn("tls: the certificate %s is NOT YET VALID: valid from %s (to "
+             "%s); clients will refuse it until then (is the clock right?)",
+             path, f, u);
+  else if (until != (time_t)-1 && until - now < 14 * 86400)
+    log_warn("tls: the certificate %s expires on %s, in less than 14 days",
+             path, u);
   return T_OK;
 }
 
@@ -147,6 +209,7 @@ int http_server_create(const http_config *cfg, http_server **out, terr *e) {
       goto fail;
     }
     rc = read_pem(cfg->tls_cert, "tls-cert", &s->tls_cert, e);
+    if (rc == T_OK) rc = tls_check_dates(s->tls_cert, cfg->tls_cert, e);
     if (rc == T_OK) rc = read_pem(cfg->tls_key, "tls-key", &s->tls_key, e);
     if (rc != T_OK) goto fail;
   }
@@ -281,6 +344,7 @@ int http_server_start(http_server *s, terr *e) {
    * TIME_WAIT, and a live listener keeps its port to itself. */
   OPT(MHD_OPTION_UNESCAPE_CALLBACK, (intptr_t)mhd_unescape_none, s);
   OPT(MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)http_on_completed, s);
+  OPT(MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)conns_uri_seen, s);
   if (s->tls_cert) {
     OPT(MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert);
     OPT(MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key);

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include "http/http_int.h"
@@ -70,6 +71,10 @@ static int body_reserve(http_req *r, int64_t want, terr *e) {
   return T_OK;
 }
 
+int http_reserve_more(http_req *r, int64_t more, terr *e) {
+  return body_reserve(r, r->xfer_held + more, e);
+}
+
 /* Queue r's stored answer on its connection; the state becomes `state`. */
 static enum MHD_Result req_queue(http_req *r, struct MHD_Connection *c,
                                  int state) {
@@ -96,7 +101,8 @@ static enum MHD_Result req_queue(http_req *r, struct MHD_Connection *c,
  *  - an answer queued through MHD before the body makes MHD close the
  *    socket with the body unread, which sends a TCP RST that can destroy
  *    the answer before the client reads it.
- * So the error goes out here (a few hundred bytes into an empty send
+ * So the error goes out here (through the TLS session under HTTPS:
+ * conns_write_close; a few hundred bytes into an empty send
  * buffer: the request is still being received, MHD has nothing queued),
  * the write side is shut (the client sees the answer, then EOF), and what
  * the client still sends is read and dropped until it closes (curl and
@@ -139,8 +145,9 @@ static enum MHD_Result req_raw_error(http_req *r, struct MHD_Connection *c,
                            "Connection: close\r\n",
                            status, reason ? reason : "Error", blen, r->rid);
     for (size_t i = 0; i < r->out_headers.n && off < cap; i++)
-      off += (size_t)snprintf(msg + off, cap - off, "%s: %s\r\n",
-                              r->out_headers.v[i].k, r->out_headers.v[i].v);
+      if (strcasecmp(r->out_headers.v[i].k, "Connection") != 0) /* above */
+        off += (size_t)snprintf(msg + off, cap - off, "%s: %s\r\n",
+                                r->out_headers.v[i].k, r->out_headers.v[i].v);
     if (off + 2 + blen <= cap) {
       memcpy(msg + off, "\r\n", 2);
       memcpy(msg + off + 2, body, blen);
@@ -151,14 +158,8 @@ static enum MHD_Result req_raw_error(http_req *r, struct MHD_Connection *c,
   }
   pthread_mutex_unlock(&r->mu);
   if (!off) goto done;
-  size_t sent = 0;
-  while (sent < off) {
-    ssize_t w = send(ci->connect_fd, msg + sent, off - sent, MSG_NOSIGNAL);
-    if (w <= 0) break;
-    sent += (size_t)w;
-  }
-  if (sent < off) goto done; /* could not even say it: just close */
-  shutdown(ci->connect_fd, SHUT_WR);
+  /* Through the TLS session under HTTPS (never in clear into it). */
+  if (conns_write_close(r->srv, c, msg, off)) goto done; /* not said: close */
   pthread_mutex_lock(&r->mu);
   r->status = status;
   r->answered = 1;

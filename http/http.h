@@ -135,6 +135,13 @@ const char *http_query(const http_req *r, const char *name);
 const char *http_header(const http_req *r, const char *name);
 /* The whole body; len 0 when none. Owned by the request. */
 const char *http_body(const http_req *r, size_t *len);
+/* Reserve `more` bytes of the transfer budget (--max-transfer-memory) for
+ * memory held on behalf of r beyond its body (the JSON tree parsed from
+ * it: api/common.c); they are given back when the request is freed. T_OK,
+ * T_ETOOLARGE (field "body") when the budget could never hold all that r
+ * holds, T_EUNAVAIL (+ Retry-After) when it cannot now. Only on the
+ * request's handler thread. */
+int http_reserve_more(http_req *r, int64_t more, terr *e);
 /* Token name of the caller ("" when the service is open). */
 const char *http_owner(const http_req *r);
 /* The request id (from X-Request-Id when sane, else generated). */

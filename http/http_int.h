@@ -323,6 +323,18 @@ void conns_end(http_server *s, struct MHD_Connection *c);
 int conns_start(http_server *s, terr *e);
 void conns_stop(http_server *s);
 int64_t conns_cut_count(const http_server *s);
+/* MHD's URI log callback (cls: the server): a request line arrived on c,
+ * so its TLS handshake (if any) is over. Returns NULL. c's thread. */
+void *conns_uri_seen(void *cls, const char *uri, struct MHD_Connection *c);
+/* Write msg on c (through its TLS session under HTTPS, in clear otherwise)
+ * and close the write side (TLS: close_notify first): 0, or -1 when msg
+ * could not be written whole. On c's own MHD thread only. */
+int conns_write_close(http_server *s, struct MHD_Connection *c,
+                      const char *msg, size_t len);
+/* MHD has just logged that it refuses the Content-Length of the request
+ * whose headers this thread is parsing: answer it first (see conns.c).
+ * MHD's logger only. */
+void conns_refuse_content_length(http_server *s, int too_large);
 /* The client address of c as text ("-" when unknown); valid until c
  * closes. MHD threads. */
 const char *conns_client_ip(struct MHD_Connection *c);

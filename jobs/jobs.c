@@ -239,11 +239,9 @@ int jobs_delete(jobs *J, const char *id, const char *owner, char ***paths,
   if (!id || !t_id_valid('j', id))
     return terr_set(e, T_ENOTFOUND, "id", -1, "job '%s' not found",
                     id ? id : "");
-  int rc = store_job_delete(J->st, id, owner, paths, npaths, e);
-  if (rc == T_ECONFLICT)
-    terr_set(e, T_ECONFLICT, "id", -1,
-             "job %s has not finished: cancel it first", id);
-  return rc;
+  /* The store's 409 says what blocks the delete: the job's own status,
+   * the queued jobs that take its result, or its tiles. */
+  return store_job_delete(J->st, id, owner, paths, npaths, e);
 }
 
 /* The layout a kind gives its stored result, from the stored params. */

@@ -43,17 +43,20 @@ static int array_row(PGresult *r, int row, store_array *a) {
   return 0;
 }
 
-int pg__referenced(PGconn *c, const char *id, terr *e) {
+int pg__referenced(PGconn *c, const char *id, char *first, terr *e) {
   const char *v[] = {id};
   PGresult *r;
+  first[0] = 0;
   if (pg__exec(c,
-               "SELECT 1 FROM jobs WHERE status IN ('queued','running')"
-               " AND strpos(params, $1) > 0 LIMIT 1",
+               "SELECT count(*), min(id) FROM jobs WHERE status IN"
+               " ('queued','running') AND strpos(params, $1) > 0",
                1, v, &r, "references", e))
     return -1;
-  int n = PQntuples(r);
+  int n = PQntuples(r) == 1 ? atoi(PQgetvalue(r, 0, 0)) : 0;
+  if (n > 0 && !PQgetisnull(r, 0, 1))
+    snprintf(first, T_ID_MAX, "%s", PQgetvalue(r, 0, 1));
   PQclear(r);
-  return n > 0;
+  return n;
 }
 
 int pg__collect_paths(PGresult *r, char ***paths, int *n, size_t *cap,
@@ -267,11 +270,11 @@ static int adelete_tx(pgstore *p, PGconn *c, void *arg, terr *e) {
   a->path = pg__dup(r, 0, 1, &oom);
   PQclear(r);
   if (oom) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
-  int ref = pg__referenced(c, a->id, e);
+  char first[T_ID_MAX];
+  int ref = pg__referenced(c, a->id, first, e);
   if (ref < 0) return e->code ? e->code : T_EIO;
   if (ref > 0)
-    return terr_set(e, T_ECONFLICT, "id", -1,
-                    "array %s is used by a queued or running job", a->id);
+    return store_refused_by_dependents(e, "array", a->id, ref, first);
   return pg__exec(c, "DELETE FROM arrays WHERE id = $1", 1, v, NULL,
                   "delete array", e);
 }

@@ -131,9 +131,10 @@ int pg_array_insert(void *impl, store_array *a, int *existing, terr *e);
 int pg_array_get(void *impl, const char *id, const char *owner, store_array *out, terr *e);
 int pg_array_delete(void *impl, const char *id, const char *owner, char **path, terr *e);
 int pg_array_list(void *impl, const char *owner, const char *cursor, int limit, store_array **arrays, int *n, char *next_cursor, terr *e);
-/* pg_arrays.c, for job delete and expiry: 1 when a queued or running job's
- * params mention id, 0 when none, <0 (e set) on error. */
-int pg__referenced(PGconn *c, const char *id, terr *e);
+/* pg_arrays.c, for job and array delete: how many queued or running jobs'
+ * params mention id, 0 when none, <0 (e set) on error; first[T_ID_MAX]
+ * gets the smallest (earliest) such job's id. */
+int pg__referenced(PGconn *c, const char *id, char *first, terr *e);
 /* Append the non-NULL column 0 of every row of r to (*paths, *n, *cap). */
 int pg__collect_paths(PGresult *r, char ***paths, int *n, size_t *cap,
                       terr *e);

@@ -318,12 +318,11 @@ static int delete_tx(pgstore *p, PGconn *c, void *arg, terr *e) {
   if (sv < 0 || !job_status_final((job_status)sv))
     return terr_set(e, T_ECONFLICT, "id", -1, "job %s is %s; cancel it first",
                     a->id, job_status_name((job_status)sv));
-  int ref = pg__referenced(c, a->id, e);
+  char first[T_ID_MAX];
+  int ref = pg__referenced(c, a->id, first, e);
   if (ref < 0) return e->code ? e->code : T_EIO;
   if (ref > 0)
-    return terr_set(e, T_ECONFLICT, "id", -1,
-                    "job %s's result is the input of a queued or running job",
-                    a->id);
+    return store_refused_by_dependents(e, "job", a->id, ref, first);
   if ((rc = pg__exec(c,
                      "SELECT count(*) FROM jobs WHERE parent = $1"
                      " AND status IN ('queued','running')",

@@ -225,11 +225,11 @@ static int adelete_fn(sqstore *s, store_wop *op, terr *e) {
   if (oom) rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
   sqlite3_reset(st);
   if (rc) return rc;
-  int ref = store__referenced(s, a->id, e);
+  char first[T_ID_MAX];
+  int ref = store__referenced(s, a->id, first, e);
   if (ref < 0) return T_EIO;
   if (ref > 0)
-    return terr_set(e, T_ECONFLICT, "id", -1,
-                    "array %s is used by a queued or running job", a->id);
+    return store_refused_by_dependents(e, "array", a->id, ref, first);
   return store__del_exec(s, "DELETE FROM arrays WHERE id = ?1", a->id, "array",
                          e);
 }

@@ -184,12 +184,14 @@ int store__delete(sqstore *s, store_wfn fn, int one_stmt, const char *id,
  * absent or another owner's (a->owner NULL: any), T_EIO "delete <noun>". */
 int store__del_find(sqstore *s, const store_del_args *a, const char *sql,
                     const char *noun, sqlite3_stmt **st, terr *e);
-/* Writer thread: 1 when a queued or running job's params mention id (an
+/* Writer thread: how many queued or running jobs' params mention id (an
  * array, or a job whose result is a chained input), 0 when none, negative
- * (e filled) on a database error. Ids are unique random-tailed strings, so
- * a substring search of the params text finds exactly the references; the
+ * (e filled) on a database error; first[T_ID_MAX] gets the smallest such
+ * job's id (the earliest: ids sort by creation), for the 409 that names
+ * what blocks a delete. Ids are unique random-tailed strings, so a
+ * substring search of the params text finds exactly the references; the
  * index jobs_unfinished keeps the scan to the unfinished jobs. */
-int store__referenced(sqstore *s, const char *id, terr *e);
+int store__referenced(sqstore *s, const char *id, char *first, terr *e);
 /* Step st (its parameters bound) and append column 0 of every row that is
  * not NULL to (*paths, *n, *cap) as heap strings; resets st. 0, T_ENOMEM
  * or T_EIO ("what"). The part files of jobs: store_job_delete, store_expire. */

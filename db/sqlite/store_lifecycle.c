@@ -365,12 +365,11 @@ static int delete_fn(sqstore *s, store_wop *op, terr *e) {
   }
   sqlite3_reset(st);
   if (rc) return rc;
-  int ref = store__referenced(s, a->id, e); /* a chained input */
+  char first[T_ID_MAX];
+  int ref = store__referenced(s, a->id, first, e); /* a chained input */
   if (ref < 0) return T_EIO;
   if (ref > 0)
-    return terr_set(e, T_ECONFLICT, "id", -1,
-                    "job %s's result is the input of a queued or running job",
-                    a->id);
+    return store_refused_by_dependents(e, "job", a->id, ref, first);
   /* A split job's tiles go with it: none may still run. */
   if ((rc = store__stmt(&s->w,
                         "SELECT count(*) FROM jobs WHERE parent = ?1"

@@ -69,20 +69,24 @@ int store__delete(sqstore *s, store_wfn fn, int one_stmt, const char *id,
 }
 
 /* See store_int.h (the writer thread). */
-int store__referenced(sqstore *s, const char *id, terr *e) {
+int store__referenced(sqstore *s, const char *id, char *first, terr *e) {
   sqlite3_stmt *st;
+  first[0] = 0;
   if (store__stmt(&s->w,
-                  "SELECT 1 FROM jobs WHERE status IN ('queued','running')"
-                  " AND instr(params, ?1) > 0 LIMIT 1",
+                  "SELECT count(*), min(id) FROM jobs WHERE status IN"
+                  " ('queued','running') AND instr(params, ?1) > 0",
                   &st, e))
     return -1;
   sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-  int step = sqlite3_step(st);
+  int step = sqlite3_step(st), n = -1;
+  if (step == SQLITE_ROW) {
+    n = sqlite3_column_int(st, 0);
+    const char *f = (const char *)sqlite3_column_text(st, 1);
+    if (f) snprintf(first, T_ID_MAX, "%s", f);
+  }
   sqlite3_reset(st);
-  if (step == SQLITE_ROW) return 1;
-  if (step == SQLITE_DONE) return 0;
-  store__dberr(e, s->w.db, "references");
-  return -1;
+  if (n < 0) store__dberr(e, s->w.db, "references");
+  return n;
 }
 
 /* See store_int.h (the writer thread). */

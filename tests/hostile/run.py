@@ -548,6 +548,7 @@ def main():
         invariants(d, name)
         print(f"phase {name}: {time.time() - t0:.1f} s", flush=True)
     __import__("phase_datadir").phase(d)  # a second tesseld is refused
+    __import__("phase_server").phase(d)  # a malformed Content-Length: one answer
     t0 = time.time()
     try:
         phase_kill(d)

@@ -8,8 +8,9 @@
  *    naming the input's field, with its status in the message;
  *  - an unknown job: 404; a malformed id: 400 naming ".result"; an
  *    object with two forms: 400;
- *  - a job whose result a queued job takes cannot be deleted (409) until
- *    that job has run; then it can.
+ *  - a job whose result a queued job takes cannot be deleted (409, the
+ *    message naming that job: the dependent is what blocks the delete, not
+ *    the finished job's own status) until that job has run; then it can.
  */
 #include "harness.h"
 
@@ -196,6 +197,9 @@ TEST(an_input_job_is_kept_while_a_queued_job_takes_it) {
   snprintf(path, sizeof path, "/v1/jobs/%s", aid);
   resp r = req(&S, "DELETE", path, NULL, NULL);
   CHECK(is_error(&r, 409, "conflict", "id"));
+  CHECK_MSG(r.body && strstr(r.body, bid) && !strstr(r.body, "not finished"),
+            "the 409 does not name the dependent %s: %.300s", bid,
+            r.body ? r.body : "");
   resp_free(&r);
   /* Let the queued job run, then the input may go. */
   snprintf(path, sizeof path, "/v1/jobs/%s/cancel", lid);

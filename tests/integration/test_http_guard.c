@@ -51,6 +51,22 @@ static int count(const char *hay, const char *needle) {
   return c;
 }
 
+/* 1 when b is exactly one well-formed HTTP/1.1 response: a status line, one
+ * header block with one Content-Length, and that many body bytes, nothing
+ * after. */
+static int one_response(const char *b) {
+  const char *end = strstr(b, "\r\n\r\n");
+  if (strncmp(b, "HTTP/1.1 ", 9) != 0 || !end) return 0;
+  int ncl = 0;
+  long cl = -1;
+  for (const char *p = strstr(b, "\r\n"); p && p < end; p = strstr(p + 2, "\r\n"))
+    if (strncasecmp(p + 2, "Content-Length:", 15) == 0) {
+      ncl++;
+      cl = strtol(p + 17, NULL, 10);
+    }
+  return ncl == 1 && cl >= 0 && strlen(end + 4) == (size_t)cl;
+}
+
 /* One answer with `status`, a JSON error naming `field`, then close. */
 static int refused_alone(const char *name, const char *req, int status,
                          const char *field) {
@@ -64,7 +80,7 @@ static int refused_alone(const char *name, const char *req, int status,
   snprintf(fld, sizeof fld, "\"field\":\"%s\"", field);
   int ok = closed && strncmp(b, want, strlen(want)) == 0 &&
            count(b, "\nHTTP/1.") == 0 && !strstr(b, "\"status\":\"ok\"") &&
-           strstr(b, fld) && strstr(b, "application/json");
+           strstr(b, fld) && strstr(b, "application/json") && one_response(b);
   if (!ok) fprintf(stderr, "%s: closed %d, got:\n%.800s\n", name, closed, b);
   free(b);
   return ok;
@@ -99,14 +115,17 @@ TEST(framing) {
   CHECK_MSG(strncmp(b, "HTTP/1.1 200", 12) == 0 || strncmp(b, "HTTP/1.0 200", 12) == 0,
             "%.300s", b);
   free(b);
-  /* A malformed Content-Length is refused by libmicrohttpd itself (0.9.75
-   * answers it in HTML, see API.md): still one refusal, the pipelined
-   * request unanswered, the connection closed. */
-  snprintf(r, sizeof r, "%sContent-Length: 1x\r\n\r\n{}GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", P);
-  b = raw(&S, r, strlen(r), &closed);
-  CHECK_MSG(closed && strncmp(b, "HTTP/1.1 400", 12) == 0 && !strstr(b, "\"status\":\"ok\""),
-            "%.500s", b);
-  free(b);
+  /* A malformed Content-Length, which libmicrohttpd refuses itself (0.9.75
+   * sent its header block twice): exactly one well-formed JSON answer, the
+   * pipelined request unanswered, the connection closed. */
+  const char *bad[] = {"-1", "+5", "0x10", "1x", "5 5"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(r, sizeof r, "%sContent-Length: %s\r\n\r\n{}", P, bad[i]);
+    CHECK_MSG(refused_alone(bad[i], r, 400, "Content-Length"),
+              "Content-Length: %s", bad[i]);
+  }
+  snprintf(r, sizeof r, "%sContent-Length: 99999999999999999999999\r\n\r\n{}", P);
+  CHECK(refused_alone("CL over 64 bits", r, 413, "Content-Length"));
 }
 
 static long jobs_listed(srv *s) {

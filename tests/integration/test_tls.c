@@ -15,12 +15,29 @@
  *    option: only one of the two flags, a file that is missing, not PEM, or
  *    a key that does not match the certificate;
  *  - without the flags the daemon still speaks plain HTTP (features.tls
- *    false).
+ *    false);
+ *  - the connection reaper speaks TLS on a TLS connection (--header-timeout
+ *    1, a GnuTLS client of its own): a client that sends part of a header
+ *    block and waits reads, decrypted, one 408 and then the end of the
+ *    session; one that sends nothing after its handshake reads the end of
+ *    the session; neither ever reads bytes outside TLS records (the reaper
+ *    wrote its 408 in clear into the session, which the client's GnuTLS
+ *    took for a broken record); a malformed Content-Length is answered
+ *    once, through the session as well, and so is a body over --max-body
+ *    (answered before its bytes are read);
+ *  - an expired certificate (tls/expired-cert.pem, valid on 2020-01-01
+ *    only) is served, but the start logs a warning that says EXPIRED and
+ *    its date.
  */
+#include <gnutls/gnutls.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "harness.h"
 
 static const char *daemon_path;
 static char cert[512], key[512], other_cert[512], other_key[512];
+static char expired_cert[512], expired_key[512];
 
 static void paths(void) {
   snprintf(cert, sizeof cert, "%s/tests/integration/tls/server-cert.pem", TESSEL_SOURCE_DIR);
@@ -29,6 +46,10 @@ static void paths(void) {
            TESSEL_SOURCE_DIR);
   snprintf(other_key, sizeof other_key, "%s/tests/integration/tls/other-key.pem",
            TESSEL_SOURCE_DIR);
+  snprintf(expired_cert, sizeof expired_cert,
+           "%s/tests/integration/tls/expired-cert.pem", TESSEL_SOURCE_DIR);
+  snprintf(expired_key, sizeof expired_key,
+           "%s/tests/integration/tls/expired-key.pem", TESSEL_SOURCE_DIR);
 }
 
 /* 1 when the daemon's log holds `what`. */
@@ -183,6 +204,120 @@ TEST(plain_http_without_the_flags) {
   srv_cleanup(&s);
 }
 
+/* Connect to 127.0.0.1:port, shake hands (trusting anything: what is
+ * tested is the framing, not the certificate), send `send` (may be ""),
+ * then read until the session ends. *got gets the decrypted bytes (up to
+ * cap - 1, NUL-terminated); returns how the reading ended: 0 (close_notify),
+ * GNUTLS_E_PREMATURE_TERMINATION (TCP close), another GnuTLS error (bytes
+ * that were no TLS record), or 1 when the handshake itself failed. */
+static int tls_idle_client(int port, const char *send_text, char *got,
+                           size_t cap) {
+  got[0] = 0;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    if (fd >= 0) close(fd);
+    return 1;
+  }
+  gnutls_certificate_credentials_t cred;
+  gnutls_session_t ss;
+  gnutls_certificate_allocate_credentials(&cred);
+  gnutls_init(&ss, GNUTLS_CLIENT);
+  gnutls_set_default_priority(ss);
+  gnutls_credentials_set(ss, GNUTLS_CRD_CERTIFICATE, cred);
+  gnutls_transport_set_int(ss, fd);
+  gnutls_handshake_set_timeout(ss, 10000);
+  gnutls_record_set_timeout(ss, 20000); /* the reaper cuts after ~1 s */
+  int rc;
+  do rc = gnutls_handshake(ss);
+  while (rc < 0 && !gnutls_error_is_fatal(rc));
+  if (rc < 0) {
+    rc = 1;
+  } else {
+    if (send_text[0]) gnutls_record_send(ss, send_text, strlen(send_text));
+    size_t n = 0;
+    for (;;) {
+      char buf[1024];
+      ssize_t r = gnutls_record_recv(ss, buf, sizeof buf);
+      if (r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED) continue;
+      if (r <= 0) {
+        rc = (int)r;
+        break;
+      }
+      size_t k = (size_t)r < cap - 1 - n ? (size_t)r : cap - 1 - n;
+      memcpy(got + n, buf, k);
+      n += k;
+      got[n] = 0;
+    }
+  }
+  gnutls_deinit(ss);
+  gnutls_certificate_free_credentials(cred);
+  close(fd);
+  return rc;
+}
+
+TEST(reaper_answers_inside_tls) {
+  srv s;
+  CHECK(srv_start(&s, daemon_path, "--threads", "2", "--tls-cert", cert,
+                  "--tls-key", key, "--header-timeout", "1", "--max-body",
+                  "2000", NULL) == 0);
+  char got[4096];
+  /* A request line and a header, then nothing: the header deadline. */
+  int rc = tls_idle_client(s.port, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+                           got, sizeof got);
+  CHECK_MSG(rc == 0 || rc == GNUTLS_E_PREMATURE_TERMINATION,
+            "the session ended with %d (%s): bytes outside TLS?", rc,
+            rc < 0 ? gnutls_strerror(rc) : "handshake");
+  CHECK_MSG(strncmp(got, "HTTP/1.1 408 ", 13) == 0 &&
+                strstr(got, "deadline_exceeded") &&
+                !strstr(strstr(got, "\r\n\r\n") ? strstr(got, "\r\n\r\n") + 4 : got,
+                        "HTTP/1.1"),
+            "decrypted: \"%.300s\"", got);
+  /* Nothing at all after the handshake: closed, in TLS terms or TCP's. */
+  rc = tls_idle_client(s.port, "", got, sizeof got);
+  CHECK_MSG(rc == 0 || rc == GNUTLS_E_PREMATURE_TERMINATION,
+            "an idle TLS client read %d (%s)", rc,
+            rc < 0 ? gnutls_strerror(rc) : "handshake failed");
+  CHECK_MSG(got[0] == 0 || strncmp(got, "HTTP/1.1 408 ", 13) == 0,
+            "an idle TLS client read \"%.200s\"", got);
+  /* A malformed Content-Length (answered before libmicrohttpd, through
+   * the session too): one 400 naming it, decrypted, then the end. */
+  rc = tls_idle_client(s.port,
+                       "POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                       "application/json\r\nContent-Length: -1\r\n\r\n",
+                       got, sizeof got);
+  CHECK_MSG((rc == 0 || rc == GNUTLS_E_PREMATURE_TERMINATION) &&
+                strncmp(got, "HTTP/1.1 400 ", 13) == 0 &&
+                strstr(got, "\"field\":\"Content-Length\"") &&
+                !strstr(got + 1, "HTTP/1.1"),
+            "Content-Length -1 over TLS: %d, \"%.300s\"", rc, got);
+  /* A body over --max-body announced, its bytes on their way: answered
+   * on the socket by http.c before the body (req_raw_error), in TLS. */
+  rc = tls_idle_client(s.port,
+                       "POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                       "application/json\r\nContent-Length: 5000\r\n\r\n{",
+                       got, sizeof got);
+  CHECK_MSG((rc == 0 || rc == GNUTLS_E_PREMATURE_TERMINATION) &&
+                strncmp(got, "HTTP/1.1 413 ", 13) == 0,
+            "a body over --max-body over TLS: %d, \"%.300s\"", rc, got);
+  /* The daemon serves TLS as before. */
+  s.cainfo = cert;
+  resp r = req(&s, "GET", "/healthz", NULL, NULL);
+  CHECK_MSG(r.status == 200, "healthz after the idle clients: %ld", r.status);
+  resp_free(&r);
+  srv_cleanup(&s);
+}
+
+TEST(expired_certificate_warns_at_start) {
+  srv s;
+  CHECK(srv_start(&s, daemon_path, "--threads", "1", "--tls-cert",
+                  expired_cert, "--tls-key", expired_key, NULL) == 0);
+  CHECK_MSG(log_has(&s, "EXPIRED on 2020-01-02T00:00:00Z"),
+            "no warning at start about the expired certificate");
+  srv_cleanup(&s);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) SKIP_ALL("usage: test_tls <tesseld>");
   daemon_path = argv[1];
@@ -191,6 +326,8 @@ int main(int argc, char **argv) {
   RUN(https_serves_everything);
   RUN(misconfiguration_stops_the_start);
   RUN(plain_http_without_the_flags);
+  RUN(expired_certificate_warns_at_start);
+  RUN(reaper_answers_inside_tls);
   curl_global_cleanup();
   return check_summary();
 }
