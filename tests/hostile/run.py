@@ -538,7 +538,11 @@ def main():
     d = Daemon(binary, extra=["--header-timeout", "2", "--per-ip-limit", "64"])
     d.start()
     phases = [("json", phase_json), ("expressions", phase_expr), ("uploads", phase_uploads),
-              ("shapes", phase_shapes), ("framing", phase_framing), ("floods", phase_floods)]
+              ("shapes", phase_shapes), ("framing", phase_framing), ("floods", phase_floods),
+              # a second tesseld on the data directory or port is refused
+              ("datadir", __import__("phase_datadir").phase),
+              # a malformed Content-Length gets one answer
+              ("content-length", __import__("phase_server").phase)]
     for name, fn in phases:
         t0 = time.time()
         try:
@@ -547,8 +551,6 @@ def main():
             check(False, f"[{name}] the phase raised {e!r} (last input: {d.last_input})")
         invariants(d, name)
         print(f"phase {name}: {time.time() - t0:.1f} s", flush=True)
-    __import__("phase_datadir").phase(d)  # a second tesseld is refused
-    __import__("phase_server").phase(d)  # a malformed Content-Length: one answer
     t0 = time.time()
     try:
         phase_kill(d)
