@@ -97,12 +97,40 @@ int tlocal_root(const tlocal *l, int i, const char *owner, char *buf,
 int tlocal_open(const tlocal *l, const char *owner, const char *path,
                 const char *field, int *fd, terr *e);
 
+/* Pins: each {"file"} input of a job as it was when the job was accepted,
+ * by the field that names it ("params.inputs.x.file"): the file's identity
+ * (st_dev, st_ino, size, mtime and ctime to the nanosecond) and the header
+ * the plan was checked against (dtype, shape). The check at submit records
+ * them; they are stored with the job (the "files" of its stored estimate,
+ * jobs/json.c and sched/text.c), so that a run in this process, a run
+ * after a restart and a run on another cluster node all reopen the path
+ * and compare. Any difference — another file at the path (os.replace),
+ * the same file written, truncated, touched or chmod-ed, another dtype or
+ * shape — fails the job T_ECONFLICT naming the input before a byte of it
+ * is read; the run maps the descriptor it compared, so it reads the very
+ * inode that was checked. No descriptor is held while a job is queued
+ * (a queue of any length holds none). A field without a pin (a job stored
+ * before pins existed) is pinned when its run's check reads it. */
+typedef struct tlocal_pins tlocal_pins;
+tlocal_pins *tlocal_pins_new(void); /* NULL: out of memory */
+void tlocal_pins_free(tlocal_pins *p); /* NULL ok */
+int tlocal_pins_count(const tlocal_pins *p);
+/* As JSON text, an array of {"field","dev","ino","size","mtime_ns",
+ * "ctime_ns","dtype","shape"}; NULL when there are none (or out of
+ * memory). Caller frees. */
+char *tlocal_pins_text(const tlocal_pins *p);
+/* From that text (a jansson value: the "files" of a stored estimate).
+ * NULL when v is not such an array or out of memory: the run then pins
+ * what its check reads. */
+tlocal_pins *tlocal_pins_from_json(const void *json_v);
+
 /* Header only (submit): dtype, shape and element count of the .npy at path,
  * checked as the mapping will check it (float32/float64, C order, length
- * exactly header + data). */
+ * exactly header + data). pins (NULL: none kept): the field's pin is
+ * compared (T_ECONFLICT on any difference), or recorded when it has none. */
 int tlocal_npy_meta(const tlocal *l, const char *owner, const char *path,
-                    const char *field, int64_t max_elems, tdtype *dt,
-                    int *ndim, int64_t *shape, terr *e);
+                    const char *field, int64_t max_elems, tlocal_pins *pins,
+                    tdtype *dt, int *ndim, int64_t *shape, terr *e);
 
 /* What a job's run opened, checked at its end. */
 typedef struct tlocal_log tlocal_log;
@@ -115,10 +143,13 @@ void tlocal_log_free(tlocal_log *g); /* NULL ok */
 
 /* Map the .npy at path (guarded, private, read/write: writes stay in the
  * job's copy). Recorded in `log` when not NULL (then the log must outlive
- * the array). *out is the caller's (tarray_free). */
+ * the array). pins as for tlocal_npy_meta: the descriptor opened is
+ * compared with the field's pin (identity first, then the mapped header)
+ * before the array is handed out, and the element count is checked
+ * against max_elems as mapped. *out is the caller's (tarray_free). */
 int tlocal_map(const tlocal *l, const char *owner, const char *path,
-               const char *field, int64_t max_elems, tlocal_log *log,
-               tarray **out, terr *e);
+               const char *field, int64_t max_elems, tlocal_pins *pins,
+               tlocal_log *log, tarray **out, terr *e);
 
 /* An output file's place: the parent directory (descriptor and identity),
  * the final name, and the file being written. */

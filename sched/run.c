@@ -527,6 +527,10 @@ static int srun_resolve(srun *r, int device, terr *e) {
     kind_checked_free(j->checked_k, j->checked);
     int rc = kind_check_keep(j->k, j->params, &r->env, &j->est, &j->checked, e);
     j->checked_k = j->k;
+    /* the caps the submit applied, against what is there now */
+    if (!rc)
+      rc = sched_check_caps(s, j->requested >= 0 ? (tbackend)j->requested
+                                                 : B_AUTO, &j->est, e);
     if (rc) return rc;
     j->have_est = 1;
   }
@@ -566,7 +570,10 @@ static int srun_resolve(srun *r, int device, terr *e) {
  * the router's, in one object. Caller frees. */
 static char *srun_estimate_json(const sjob *j) {
   if (!j->have_est) return NULL;
-  return stext_estimate(&j->est, j->estimates);
+  char *files = tlocal_pins_text(j->pins);
+  char *t = stext_estimate(&j->est, j->estimates, files);
+  free(files);
+  return t;
 }
 
 
@@ -736,6 +743,10 @@ void sched_run_job(sched *s, sjob *j, int device) {
   r.out.dirfd = r.out.fd = r.out.tmpdirfd = -1;
   tenv_from_store(&r.env, s->cfg.st, j->owner, s->env_max_elems);
   r.env.local = s->cfg.local;
+  /* {"file"} inputs are compared with their pins (array/localfile.h); a
+   * job stored without them pins what its check reads now. */
+  if (s->cfg.local && !j->pins) j->pins = tlocal_pins_new();
+  r.env.local_pins = j->pins;
   /* The same value as at submit (jobs.max_result_bytes): defaults that
    * follow it must not change between check and run. */
   r.env.max_result_bytes = s->cfg.max_result_bytes;

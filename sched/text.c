@@ -50,10 +50,11 @@ static void st_value(tbuf *b, const json_t *v) {
   }
 }
 
-char *stext_estimate(const job_estimate *est, const json_t *router) {
-  static const char *const own[] = {"size",      "work",     "out_dtype",
+char *stext_estimate(const job_estimate *est, const json_t *router,
+                     const char *files) {
+  static const char *const own[] = {"size",      "work",      "out_dtype",
                                     "out_shape", "out_bytes", "in_bytes",
-                                    "mem_bytes"};
+                                    "mem_bytes", "files"};
   tbuf b;
   tbuf_init(&b, 0);
   int first = 1;
@@ -88,6 +89,10 @@ char *stext_estimate(const job_estimate *est, const json_t *router) {
     if (dup) continue;
     st_key(&b, k, &first);
     st_value(&b, v);
+  }
+  if (files) { /* kept for a run after a restart (array/localfile.h) */
+    st_key(&b, "files", &first);
+    tbuf_adds(&b, files);
   }
   tbuf_add(&b, "}", 1);
   return tbuf_take(&b, NULL);

@@ -324,12 +324,12 @@ TEST(truncated_under_a_reader) {
   tdtype dt;
   int ndim;
   int64_t shape[T_MAXDIM];
-  CHECK(tlocal_npy_meta(l, "", p, "x.file", 1000000, &dt, &ndim, shape, &e) == 0);
+  CHECK(tlocal_npy_meta(l, "", p, "x.file", 1000000, NULL, &dt, &ndim, shape, &e) == 0);
   CHECK(ndim == 1 && shape[0] == 100000 && dt == T_F64);
-  CHECK(tlocal_npy_meta(l, "", p, "x.file", 10, &dt, &ndim, shape, &e) == T_ETOOLARGE);
+  CHECK(tlocal_npy_meta(l, "", p, "x.file", 10, NULL, &dt, &ndim, shape, &e) == T_ETOOLARGE);
   tlocal_log *g = tlocal_log_new();
   tarray *a = NULL;
-  CHECK(tlocal_map(l, "", p, "x.file", 1000000, g, &a, &e) == 0);
+  CHECK(tlocal_map(l, "", p, "x.file", 1000000, NULL, g, &a, &e) == 0);
   CHECK(a && a->guard > 0);
   CHECK(tlocal_log_check(g, &e) == 0);
   if (a) {
@@ -344,8 +344,8 @@ TEST(truncated_under_a_reader) {
   CHECK(strstr(e.message, "truncated") != NULL);
   tlocal_log_free(g);
   /* Now shorter than its header says: refused at the header. */
-  CHECK(tlocal_npy_meta(l, "", p, "x.file", 1000000, &dt, &ndim, shape, &e) == T_EINVAL);
-  CHECK(tlocal_map(l, "", p, "x.file", 1000000, NULL, &a, &e) == T_EINVAL);
+  CHECK(tlocal_npy_meta(l, "", p, "x.file", 1000000, NULL, &dt, &ndim, shape, &e) == T_EINVAL);
+  CHECK(tlocal_map(l, "", p, "x.file", 1000000, NULL, NULL, &a, &e) == T_EINVAL);
   CHECK_STR(e.field, "x.file");
   tlocal_free(l);
 }
