@@ -15,6 +15,12 @@
  * dup), the fstat taken at open, the field, and an atomic torn flag that
  * util/sigbus sets if the mapping is torn; tlocal_log_check compares.
  *
+ * Pins (one per input field, a small array searched linearly: a job has at
+ * most 16 inputs) hold the identity and header a check found; pin_use
+ * records or compares, pin_failed turns a pinned file that can no longer
+ * be opened or read into a T_ECONFLICT; tlocal_map compares the identity
+ * on the descriptor it opened before mapping it, then the mapped header.
+ *
  * Outputs (the last section) hold one descriptor from creation to
  * placement: the unnamed temporary (O_TMPFILE in the output's directory,
  * or the named fallback under <allowed dir>/.tessel-tmp), checked through

@@ -22,6 +22,9 @@
  * id is); a file that is not a float .npy, a bad header, or a length that
  * disagrees with the header (truncated) is 400.
  *
+ * A job's inputs are pinned when it is accepted (see "Pins" below): its
+ * run reads the very inode its submit checked, or fails T_ECONFLICT.
+ *
  * A mapped input is a guarded mapping (util/sigbus.h): a user may truncate
  * the file while a job reads it, which would raise SIGBUS; instead the
  * mapping reads zeros and is marked torn, and tlocal_log_check fails the

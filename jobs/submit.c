@@ -9,6 +9,9 @@
  * slot: a full data disk (util/datadir.h: the free space under the
  * reserve's low mark, or the reserve already given to the store) refuses
  * the job 507, after the envelope and the params were checked.
+ * The check pins each {"file"} input (array/localfile.h): the pins go
+ * into the row's estimate ("files"), from which the queue reads them
+ * (sched/queue.c).
  *
  * Threads: an HTTP thread (the caller's); no lock is held here.
  */

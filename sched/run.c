@@ -70,9 +70,10 @@
  * held" step, before the finish: sched/run_output.c says why in that
  * order and what is left. Nothing of an output job's result is kept by
  * the service (no result_path, nothing in the row). {"file"} inputs are
- * mapped through the run's tenv, which records them (r.env.local_log);
- * after the plan is released the log is checked, and an input torn or
- * changed under the job fails it naming the input, whatever it computed.
+ * mapped through the run's tenv, compared first with the pins the job was
+ * accepted with (r.env.local_pins = j->pins, array/localfile.h), and
+ * recorded (r.env.local_log); after the plan is released the log is
+ * checked: an input torn or changed under the job fails it naming it.
  * A failed or canceled job leaves no temporary (srun_cleanup).
  *
  * The router's cost model estimates submit -> stored, so a run teaches it
@@ -523,14 +524,11 @@ static int srun_resolve(srun *r, int device, terr *e) {
   if (j->requested < 0)
     return terr_set(e, T_EINVAL, "backend", -1, "unknown backend '%s'",
                     j->backend_text);
-  if (!j->have_est) { /* queued from the store: checked here, once */
+  if (!j->have_est) { /* queued from the store: checked here, once (caps too) */
     kind_checked_free(j->checked_k, j->checked);
     int rc = kind_check_keep(j->k, j->params, &r->env, &j->est, &j->checked, e);
     j->checked_k = j->k;
-    /* the caps the submit applied, against what is there now */
-    if (!rc)
-      rc = sched_check_caps(s, j->requested >= 0 ? (tbackend)j->requested
-                                                 : B_AUTO, &j->est, e);
+    if (!rc) rc = sched_check_caps(s, (tbackend)j->requested, &j->est, e);
     if (rc) return rc;
     j->have_est = 1;
   }
@@ -570,12 +568,8 @@ static int srun_resolve(srun *r, int device, terr *e) {
  * the router's, in one object. Caller frees. */
 static char *srun_estimate_json(const sjob *j) {
   if (!j->have_est) return NULL;
-  char *files = tlocal_pins_text(j->pins);
-  char *t = stext_estimate(&j->est, j->estimates, files);
-  free(files);
-  return t;
+  return stext_estimate(&j->est, j->estimates, j->pins);
 }
-
 
 /* ---- end ------------------------------------------------------------------- */
 /* This node's name on a cluster store (for the log lines of its runs, whose
@@ -743,8 +737,7 @@ void sched_run_job(sched *s, sjob *j, int device) {
   r.out.dirfd = r.out.fd = r.out.tmpdirfd = -1;
   tenv_from_store(&r.env, s->cfg.st, j->owner, s->env_max_elems);
   r.env.local = s->cfg.local;
-  /* {"file"} inputs are compared with their pins (array/localfile.h); a
-   * job stored without them pins what its check reads now. */
+  /* {"file"} inputs against their pins (none stored: pinned by the check) */
   if (s->cfg.local && !j->pins) j->pins = tlocal_pins_new();
   r.env.local_pins = j->pins;
   /* The same value as at submit (jobs.max_result_bytes): defaults that

@@ -394,10 +394,9 @@ static inline double sched_ms_round(double ms) { return round(ms * 1e3) / 1e3; }
 int sched_check_caps(sched *s, tbackend b, const job_estimate *est, terr *e);
 /* sched/text.c: the stored estimate document, a new string (NULL: no
  * memory): the kind's figures, then the router's (router may be NULL),
- * then "files": the JSON text files (the job's pins, tlocal_pins_text;
- * NULL: none). */
+ * then "files": the job's pins (array/localfile.h; none: no "files"). */
 char *stext_estimate(const job_estimate *est, const json_t *router,
-                     const char *files);
+                     const struct tlocal_pins *pins);
 
 /* sched/wait.c */
 /* With mu held: remove j from the id table, count it, detach its waiters;
