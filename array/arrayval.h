@@ -18,7 +18,10 @@
  *   arrayval_check    at submit: the form is valid, the shape is known,
  *                     the referenced array exists and belongs to the owner;
  *                     nothing big is built.
- *   arrayval_resolve  at run time: builds (or maps) the data.
+ *   arrayval_resolve  at run time: builds (or maps) the data. A {"file"}
+ *                     is compared with its pin (env->local_pins) first,
+ *                     and a run that kept its check's info compares the
+ *                     built shape with it (arrayval_as_planned).
  * Random values come from a counter-based generator, so element i is the
  * same whatever the thread count or backend, and the GPU can generate the
  * same values. Exactly (all arithmetic mod 2^64, G = 0x9E3779B97F4A7C15,
