@@ -123,12 +123,12 @@ static void fails_conflict(json_t *j, const char *field) {
 static void body_for(char *buf, size_t cap, const char *kind, const char *x) {
   if (strcmp(kind, "reduce") == 0)
     snprintf(buf, cap,
-             "{\"kind\":\"reduce\",\"params\":{\"op\":\"sum\",\"inputs\":{\"x\":"
-             "{\"file\":\"%s\"}}}}", x);
+             "{\"kind\":\"reduce\",\"backend\":\"serial\",\"params\":"
+             "{\"op\":\"sum\",\"inputs\":{\"x\":{\"file\":\"%s\"}}}}", x);
   else
     snprintf(buf, cap,
-             "{\"kind\":\"map\",\"params\":{\"expr\":\"x+0\",\"inputs\":{\"x\":"
-             "{\"file\":\"%s\"}}}}", x);
+             "{\"kind\":\"map\",\"backend\":\"serial\",\"params\":"
+             "{\"expr\":\"x+0\",\"inputs\":{\"x\":{\"file\":\"%s\"}}}}", x);
 }
 
 /* Case 1: the file at x holds n values when the job is accepted; while it
