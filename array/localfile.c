@@ -373,11 +373,13 @@ static lf_pin *pin_find(tlocal_pins *p, const char *field) {
   return NULL;
 }
 
+/* A new pin for field: NULL when out of memory or when p holds
+ * LF_PINS_MAX already. */
 static lf_pin *pin_add(tlocal_pins *p, const char *field) {
+  if (p->n >= LF_PINS_MAX) return NULL;
   if (p->n == p->cap) {
-    int cap = p->cap * 2 + 4;
-    lf_pin *v = cap <= LF_PINS_MAX ? realloc(p->v, (size_t)cap * sizeof *v)
-                                   : NULL;
+    int cap = p->cap * 2 + 4 < LF_PINS_MAX ? p->cap * 2 + 4 : LF_PINS_MAX;
+    lf_pin *v = realloc(p->v, (size_t)cap * sizeof *v);
     if (!v) return NULL;
     p->v = v;
     p->cap = cap;
@@ -420,7 +422,11 @@ static int pin_use(tlocal_pins *p, const char *field, const char *path,
   lf_pin *x = pin_find(p, field);
   if (!x) {
     if (!(x = pin_add(p, field)))
-      return terr_set(e, T_ENOMEM, field, -1, "out of memory");
+      return p->n >= LF_PINS_MAX
+                 ? terr_set(e, T_EINVAL, field, -1,
+                            "more than %d same-host files in one job",
+                            LF_PINS_MAX)
+                 : terr_set(e, T_ENOMEM, field, -1, "out of memory");
     x->dev = (int64_t)st->st_dev;
     x->ino = (int64_t)st->st_ino;
     x->size = (int64_t)st->st_size;
@@ -442,8 +448,7 @@ static int pin_use(tlocal_pins *p, const char *field, const char *path,
 /* A failure to open or read a pinned input (gone, no longer a usable .npy)
  * is a change too: T_ECONFLICT with the reason, naming the field. Other
  * errors (out of memory, a full registry) and unpinned fields unchanged. */
-static int pin_failed(tlocal_pins *p, const char *field, const char *path,
-                      int rc, terr *e) {
+static int pin_failed(tlocal_pins *p, const char *field, int rc, terr *e) {
   if (!rc || rc == T_ECONFLICT || rc == T_ENOMEM || rc == T_EUNAVAIL ||
       !pin_find(p, field))
     return rc;
@@ -452,8 +457,7 @@ static int pin_failed(tlocal_pins *p, const char *field, const char *path,
   const char *rest = e->message; /* "<field>: <why>" */
   size_t fl = strlen(e->field);
   if (fl && strncmp(rest, e->field, fl) == 0 && rest[fl] == ':') rest += fl + 2;
-  snprintf(why, sizeof why, "%s", rest);
-  (void)path; /* the message names it already */
+  snprintf(why, sizeof why, "%s", rest); /* it names the path already */
   return terr_set(e, T_ECONFLICT, field, -1,
                   "changed since the job was accepted: %s", why);
 }
@@ -535,7 +539,7 @@ int tlocal_npy_meta(const tlocal *l, const char *owner, const char *path,
                     tdtype *dt, int *ndim, int64_t *shape, terr *e) {
   int fd;
   int rc = tlocal_open(l, owner, path, field, &fd, e);
-  if (rc) return pin_failed(pins, field, path, rc, e);
+  if (rc) return pin_failed(pins, field, rc, e);
   struct stat st;
   const lf_pin *x = pin_find(pins, field);
   if (x && fstat(fd, &st) == 0 && (rc = pin_same_file(x, path, &st, e))) {
@@ -576,7 +580,7 @@ int tlocal_npy_meta(const tlocal *l, const char *owner, const char *path,
   close(fd);
   if (rc)
     return pin_failed(
-        pins, field, path,
+        pins, field,
         terr_set(e, rc == T_ETOOLARGE ? T_ETOOLARGE : T_EINVAL, field,
                  sub.position, "'%.200s' is not a usable .npy: %s", path,
                  sub.message),
@@ -646,7 +650,7 @@ int tlocal_map(const tlocal *l, const char *owner, const char *path,
   *out = NULL;
   int fd;
   int rc = tlocal_open(l, owner, path, field, &fd, e);
-  if (rc) return pin_failed(pins, field, path, rc, e);
+  if (rc) return pin_failed(pins, field, rc, e);
   lf_rec *r = calloc(1, sizeof *r);
   if (!r || log_room(log) != 0) {
     free(r);
@@ -675,7 +679,7 @@ int tlocal_map(const tlocal *l, const char *owner, const char *path,
     rc = terr_set(&sub, T_ETOOLARGE, "", -1, "more than %lld elements",
                   (long long)max_elems);
   if (rc)
-    rc = pin_failed(pins, field, path,
+    rc = pin_failed(pins, field,
                     terr_set(e, rc, field, sub.position, "%s", sub.message), e);
   /* The header as mapped is the one the plan was checked against. */
   else

@@ -261,8 +261,8 @@ static int refs_stored(const json_t *v, int depth) {
   return 0;
 }
 
-static int submit_checked(jobs *J, const char *owner, submission *sp,
-                          json_t *body, tenv *envp, int *async_insert,
+static int submit_checked(jobs *J, const char *owner, const submission *sp,
+                          json_t *body, const tenv *envp, int *async_insert,
                           char id[T_ID_MAX], int *retry_after_s, terr *e);
 
 int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
@@ -295,8 +295,8 @@ int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
 
 /* jobs_submit once its envelope is checked and env is made: the check,
  * the queue slot, the row, the queue. */
-static int submit_checked(jobs *J, const char *owner, submission *sp,
-                          json_t *body, tenv *envp, int *async_insert,
+static int submit_checked(jobs *J, const char *owner, const submission *sp,
+                          json_t *body, const tenv *envp, int *async_insert,
                           char id[T_ID_MAX], int *retry_after_s, terr *e) {
   submission s = *sp;
   tenv env = *envp;
