@@ -22,7 +22,7 @@
  * id is); a file that is not a float .npy, a bad header, or a length that
  * disagrees with the header (truncated) is 400.
  *
- * A job's inputs are pinned when it is accepted (see "Pins" below): its
+ * A job's inputs are pinned when it is accepted (array/localpin.h): its
  * run reads the very inode its submit checked, or fails T_ECONFLICT.
  *
  * A mapped input is a guarded mapping (util/sigbus.h): a user may truncate
@@ -69,6 +69,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "array/localpin.h"
 #include "array/tarray.h"
 
 #define TLOCAL_PATH_MAX 4096
@@ -99,33 +100,6 @@ int tlocal_root(const tlocal *l, int i, const char *owner, char *buf,
  * caller's. Errors name `field`. */
 int tlocal_open(const tlocal *l, const char *owner, const char *path,
                 const char *field, int *fd, terr *e);
-
-/* Pins: each {"file"} input of a job as it was when the job was accepted,
- * by the field that names it ("params.inputs.x.file"): the file's identity
- * (st_dev, st_ino, size, mtime and ctime to the nanosecond) and the header
- * the plan was checked against (dtype, shape). The check at submit records
- * them; they are stored with the job (the "files" of its stored estimate,
- * jobs/json.c and sched/text.c), so that a run in this process, a run
- * after a restart and a run on another cluster node all reopen the path
- * and compare. Any difference — another file at the path (os.replace),
- * the same file written, truncated, touched or chmod-ed, another dtype or
- * shape — fails the job T_ECONFLICT naming the input before a byte of it
- * is read; the run maps the descriptor it compared, so it reads the very
- * inode that was checked. No descriptor is held while a job is queued
- * (a queue of any length holds none). A field without a pin (a job stored
- * before pins existed) is pinned when its run's check reads it. */
-typedef struct tlocal_pins tlocal_pins;
-tlocal_pins *tlocal_pins_new(void); /* NULL: out of memory */
-void tlocal_pins_free(tlocal_pins *p); /* NULL ok */
-int tlocal_pins_count(const tlocal_pins *p);
-/* As JSON text, an array of {"field","dev","ino","size","mtime_ns",
- * "ctime_ns","dtype","shape"}; NULL when there are none (or out of
- * memory). Caller frees. */
-char *tlocal_pins_text(const tlocal_pins *p);
-/* From that text (a jansson value: the "files" of a stored estimate).
- * NULL when v is not such an array or out of memory: the run then pins
- * what its check reads. */
-tlocal_pins *tlocal_pins_from_json(const void *json_v);
 
 /* Header only (submit): dtype, shape and element count of the .npy at path,
  * checked as the mapping will check it (float32/float64, C order, length
