@@ -70,8 +70,7 @@
  * held" step, before the finish: sched/run_output.c says why in that
  * order and what is left. Nothing of an output job's result is kept by
  * the service (no result_path, nothing in the row). {"file"} inputs are
- * mapped through the run's tenv, compared first with the pins the job was
- * accepted with (r.env.local_pins = j->pins, array/localfile.h), and
+ * mapped through the run's tenv, compared with their pins (j->pins) and
  * recorded (r.env.local_log); after the plan is released the log is
  * checked: an input torn or changed under the job fails it naming it.
  * A failed or canceled job leaves no temporary (srun_cleanup).
@@ -564,13 +563,6 @@ static int srun_resolve(srun *r, int device, terr *e) {
   return RESOLVE_GO;
 }
 
-/* The estimate as JSON text for store_job_start: the kind's figures and
- * the router's, in one object. Caller frees. */
-static char *srun_estimate_json(const sjob *j) {
-  if (!j->have_est) return NULL;
-  return stext_estimate(&j->est, j->estimates, j->pins);
-}
-
 /* ---- end ------------------------------------------------------------------- */
 /* This node's name on a cluster store (for the log lines of its runs, whose
  * logs are read side by side with other nodes'), else NULL (not logged). */
@@ -811,7 +803,9 @@ void sched_run_job(sched *s, sjob *j, int device) {
     snprintf(used, sizeof used, "cuda:%d", device);
   else
     snprintf(used, sizeof used, "%s", tbackend_name(j->backend));
-  estimate = srun_estimate_json(j);
+  /* for store_job_start: the kind's figures, the router's, the pins */
+  estimate =
+      j->have_est ? stext_estimate(&j->est, j->estimates, j->pins) : NULL;
   started_at = t_wall_ms();
   started_ms = t_now_ms();
   /* Counted before the job runs, so that a job that kills the process is
