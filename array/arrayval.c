@@ -1,7 +1,11 @@
 /* arrayval.c — the array value forms of API.md: inline JSON,
  * {"array": id}, {"result": job id} (with "part": name, a part of a result
- * of several arrays), {"file": path}, {"range": ...} and {"random": ...}. A {"file"} is checked (header read, no mapping) and
- * mapped by array/localfile.c under the env's --local-dir directories.
+ * of several arrays), {"file": path}, {"range": ...} and {"random": ...}.
+ * A {"file"} is checked (header read, no mapping) and mapped by
+ * array/localfile.c under the env's --local-dir directories, each time
+ * against its pin in env->local_pins (recorded by the check at submit,
+ * compared at run: a file changed in between is T_ECONFLICT naming the
+ * input, before a byte of it is read).
  *
  * Both entry points share one parser (av_parse) that validates the form
  * strictly (unknown keys, wrong types and bad values are T_EINVAL naming the
@@ -311,8 +315,8 @@ static int parse_file(const tenv *env, const json_t *pv, const char *field,
                     TLOCAL_PATH_MAX);
   f->path = p;
   return tlocal_npy_meta(env ? env->local : NULL, env ? env->owner : "", p,
-                         ff, max_elems, &info->dtype, &info->ndim,
-                         info->shape, e);
+                         ff, max_elems, env ? env->local_pins : NULL,
+                         &info->dtype, &info->ndim, info->shape, e);
 }
 
 /* Validate v and fill info (and f for the object forms). */
@@ -569,7 +573,7 @@ int arrayval_resolve(const tenv *env, const json_t *v, const char *field,
       char ff[TERR_FIELD_MAX];
       snprintf(ff, sizeof ff, "%s.file", field);
       rc = tlocal_map(env->local, env->owner, f.path, ff, max_elems,
-                      env->local_log, &a, e);
+                      env->local_pins, env->local_log, &a, e);
       if (rc) return rc;
       /* a converted copy: the mapping is let go */
       if (a->dtype != dt && (rc = av_convert(env, &a, dt, field, e)))
@@ -594,4 +598,17 @@ int arrayval_resolve(const tenv *env, const json_t *v, const char *field,
     }
   }
   return terr_set(e, T_EINTERNAL, field, -1, "unknown array form");
+}
+
+int arrayval_as_planned(const arrayval_info *planned, const tarray *a,
+                        const char *field, terr *e) {
+  int same = a && a->ndim == planned->ndim;
+  for (int d = 0; same && d < a->ndim; d++)
+    same = a->shape[d] == planned->shape[d];
+  if (same) return 0;
+  char was[T_MAXDIM * 22], now[T_MAXDIM * 22];
+  return terr_set(e, T_ECONFLICT, field ? field : "", -1,
+                  "the input is %s now; the job was accepted for %s",
+                  a ? tshape_str(a->ndim, a->shape, now, sizeof now) : "gone",
+                  tshape_str(planned->ndim, planned->shape, was, sizeof was));
 }

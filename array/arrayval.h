@@ -18,7 +18,10 @@
  *   arrayval_check    at submit: the form is valid, the shape is known,
  *                     the referenced array exists and belongs to the owner;
  *                     nothing big is built.
- *   arrayval_resolve  at run time: builds (or maps) the data.
+ *   arrayval_resolve  at run time: builds (or maps) the data. A {"file"}
+ *                     is compared with its pin (env->local_pins) first,
+ *                     and a run that kept its check's info compares the
+ *                     built shape with it (arrayval_as_planned).
  * Random values come from a counter-based generator, so element i is the
  * same whatever the thread count or backend, and the GPU can generate the
  * same values. Exactly (all arithmetic mod 2^64, G = 0x9E3779B97F4A7C15,
@@ -77,6 +80,12 @@ typedef struct tenv {
    * recorded; the check at submit maps nothing). */
   const struct tlocal *local;
   struct tlocal_log *local_log;
+  /* Each {"file"} input as the job was accepted (array/localfile.h,
+   * "Pins"): the check at submit records it, the run compares what it
+   * opens and maps with it (T_ECONFLICT naming the input on any
+   * difference). NULL: nothing recorded nor compared (a check that keeps
+   * nothing, a test). */
+  struct tlocal_pins *local_pins;
   /* A run's building of its inputs (arrayval_resolve, a geodesic plan):
    * the job's stop flag (job_ctx.stop: 0 go on, 2 timed out, any other
    * value stop), looked at between chunks of TENV_CHUNK elements, so that
@@ -130,6 +139,12 @@ int arrayval_check(const tenv *env, const json_t *v, const char *field,
 /* Build the array, converted to `dt`. Caller owns *out. */
 int arrayval_resolve(const tenv *env, const json_t *v, const char *field,
                      tdtype dt, tarray **out, terr *e);
+
+/* For a run that kept its check's info (a plan): 0 when the built array a
+ * has the shape the check found, else T_ECONFLICT naming field (the value
+ * changed since the job was accepted: nothing of a is to be read). */
+int arrayval_as_planned(const arrayval_info *planned, const tarray *a,
+                        const char *field, terr *e);
 
 /* The generator behind {"random"}: element i of the stream `seed`. */
 double arrayval_uniform(uint64_t seed, uint64_t i, double low, double high);

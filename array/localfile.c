@@ -15,6 +15,10 @@
  * dup), the fstat taken at open, the field, and an atomic torn flag that
  * util/sigbus sets if the mapping is torn; tlocal_log_check compares.
  *
+ * Inputs are compared with their pins (array/localpin.h): tlocal_npy_meta
+ * compares the identity on the descriptor it opened before it reads the
+ * header, tlocal_map before it maps, then the mapped header.
+ *
  * Outputs (the last section) hold one descriptor from creation to
  * placement: the unnamed temporary (O_TMPFILE in the output's directory,
  * or the named fallback under <allowed dir>/.tessel-tmp), checked through
@@ -329,12 +333,17 @@ int tlocal_open(const tlocal *l, const char *owner, const char *path,
 /* ---- inputs ---------------------------------------------------------------- */
 
 int tlocal_npy_meta(const tlocal *l, const char *owner, const char *path,
-                    const char *field, int64_t max_elems, tdtype *dt,
-                    int *ndim, int64_t *shape, terr *e) {
+                    const char *field, int64_t max_elems, tlocal_pins *pins,
+                    tdtype *dt, int *ndim, int64_t *shape, terr *e) {
   int fd;
   int rc = tlocal_open(l, owner, path, field, &fd, e);
-  if (rc) return rc;
+  if (rc) return tlocal_pin_failed(pins, field, rc, e);
   struct stat st;
+  if (fstat(fd, &st) == 0 &&
+      (rc = tlocal_pin_same(pins, field, path, &st, e))) {
+    close(fd); /* not the file accepted: nothing of it is read */
+    return rc;
+  }
   unsigned char *buf = malloc(10 + 65536 + 16);
   size_t have = 0;
   if (!buf) {
@@ -368,9 +377,15 @@ int tlocal_npy_meta(const tlocal *l, const char *owner, const char *path,
   }
   close(fd);
   if (rc)
-    return terr_set(e, rc == T_ETOOLARGE ? T_ETOOLARGE : T_EINVAL, field,
-                    sub.position, "'%.200s' is not a usable .npy: %s", path,
-                    sub.message);
+    return tlocal_pin_failed(
+        pins, field,
+        terr_set(e, rc == T_ETOOLARGE ? T_ETOOLARGE : T_EINVAL, field,
+                 sub.position, "'%.200s' is not a usable .npy: %s", path,
+                 sub.message),
+        e);
+  if ((rc = tlocal_pin_use(pins, field, path, &st, h.dtype, h.ndim, h.shape,
+                           e)))
+    return rc;
   *dt = h.dtype;
   *ndim = h.ndim;
   for (int i = 0; i < h.ndim; i++) shape[i] = h.shape[i];
@@ -417,38 +432,62 @@ int tlocal_log_check(tlocal_log *g, terr *e) {
   return 0;
 }
 
+/* Room for one more record in log (NULL: none needed): 0 or -1. */
+static int log_room(tlocal_log *log) {
+  if (!log || log->n < log->cap) return 0;
+  size_t cap = log->cap * 2 + 4;
+  lf_rec **v = realloc(log->v, cap * sizeof *v);
+  if (!v) return -1;
+  log->v = v;
+  log->cap = cap;
+  return 0;
+}
+
 int tlocal_map(const tlocal *l, const char *owner, const char *path,
-               const char *field, int64_t max_elems, tlocal_log *log,
-               tarray **out, terr *e) {
+               const char *field, int64_t max_elems, tlocal_pins *pins,
+               tlocal_log *log, tarray **out, terr *e) {
   *out = NULL;
   int fd;
   int rc = tlocal_open(l, owner, path, field, &fd, e);
-  if (rc) return rc;
+  if (rc) return tlocal_pin_failed(pins, field, rc, e);
   lf_rec *r = calloc(1, sizeof *r);
-  if (!r || (log && log->n == log->cap &&
-             !(log->v = realloc(log->v, (log->cap = log->cap * 2 + 4) *
-                                            sizeof *log->v)))) {
+  if (!r || log_room(log) != 0) {
     free(r);
     close(fd);
     return terr_set(e, T_ENOMEM, field, -1, "out of memory");
   }
   snprintf(r->field, sizeof r->field, "%s", field);
   r->fd = fd;
-  fstat(fd, &r->st);
   terr sub;
   terr_clear(&sub);
   tarray *a = NULL;
-  rc = tarray_map_npy_fd(fd, path, 1, log ? &r->torn : NULL, &a, &sub);
-  if (rc == T_OK && a->size > max_elems) {
-    rc = terr_set(&sub, T_ETOOLARGE, "", -1, "more than %lld elements",
-                  (long long)max_elems);
-    tarray_free(a);
-    a = NULL;
-  }
+  /* The inode accepted, unchanged, before anything of it is mapped. */
+  if (fstat(fd, &r->st) != 0)
+    rc = terr_set(e, T_EIO, field, -1, "cannot stat '%.200s': %s", path,
+                  strerror(errno));
+  else
+    rc = tlocal_pin_same(pins, field, path, &r->st, e);
   if (rc) {
     close(fd);
     free(r);
-    return terr_set(e, rc, field, sub.position, "%s", sub.message);
+    return rc;
+  }
+  rc = tarray_map_npy_fd(fd, path, 1, log ? &r->torn : NULL, &a, &sub);
+  if (rc == T_OK && a->size > max_elems)
+    rc = terr_set(&sub, T_ETOOLARGE, "", -1, "more than %lld elements",
+                  (long long)max_elems);
+  if (rc)
+    rc = tlocal_pin_failed(pins, field,
+                    terr_set(e, rc, field, sub.position, "%s", sub.message), e);
+  /* The header as mapped is the one the plan was checked against. */
+  else
+    rc = tlocal_pin_use(pins, field, path, &r->st, a->dtype, a->ndim,
+                        a->shape, e);
+  if (rc) {
+    tarray_free(a);
+    close(fd);
+    free(r);
+    return rc;
   }
   if (log) {
     log->v[log->n++] = r;

@@ -22,6 +22,9 @@
  * id is); a file that is not a float .npy, a bad header, or a length that
  * disagrees with the header (truncated) is 400.
  *
+ * A job's inputs are pinned when it is accepted (array/localpin.h): its
+ * run reads the very inode its submit checked, or fails T_ECONFLICT.
+ *
  * A mapped input is a guarded mapping (util/sigbus.h): a user may truncate
  * the file while a job reads it, which would raise SIGBUS; instead the
  * mapping reads zeros and is marked torn, and tlocal_log_check fails the
@@ -66,6 +69,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "array/localpin.h"
 #include "array/tarray.h"
 
 #define TLOCAL_PATH_MAX 4096
@@ -99,10 +103,11 @@ int tlocal_open(const tlocal *l, const char *owner, const char *path,
 
 /* Header only (submit): dtype, shape and element count of the .npy at path,
  * checked as the mapping will check it (float32/float64, C order, length
- * exactly header + data). */
+ * exactly header + data). pins (NULL: none kept): the field's pin is
+ * compared (T_ECONFLICT on any difference), or recorded when it has none. */
 int tlocal_npy_meta(const tlocal *l, const char *owner, const char *path,
-                    const char *field, int64_t max_elems, tdtype *dt,
-                    int *ndim, int64_t *shape, terr *e);
+                    const char *field, int64_t max_elems, tlocal_pins *pins,
+                    tdtype *dt, int *ndim, int64_t *shape, terr *e);
 
 /* What a job's run opened, checked at its end. */
 typedef struct tlocal_log tlocal_log;
@@ -115,10 +120,13 @@ void tlocal_log_free(tlocal_log *g); /* NULL ok */
 
 /* Map the .npy at path (guarded, private, read/write: writes stay in the
  * job's copy). Recorded in `log` when not NULL (then the log must outlive
- * the array). *out is the caller's (tarray_free). */
+ * the array). pins as for tlocal_npy_meta: the descriptor opened is
+ * compared with the field's pin (identity first, then the mapped header)
+ * before the array is handed out, and the element count is checked
+ * against max_elems as mapped. *out is the caller's (tarray_free). */
 int tlocal_map(const tlocal *l, const char *owner, const char *path,
-               const char *field, int64_t max_elems, tlocal_log *log,
-               tarray **out, terr *e);
+               const char *field, int64_t max_elems, tlocal_pins *pins,
+               tlocal_log *log, tarray **out, terr *e);
 
 /* An output file's place: the parent directory (descriptor and identity),
  * the final name, and the file being written. */

@@ -187,7 +187,8 @@ char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len);
 char *jobs_timings_json(const job_timings *t);
 char *jobs_result_json(const job_result_info *r, const char *id);
 /* The stored estimate document written at submit (new string, NULL when out
- * of memory). */
-char *jobs_estimate_json(const job_estimate *est);
+ * of memory). files: the same-host inputs' pins as JSON text
+ * (tlocal_pins_text; NULL: none), kept as its "files". */
+char *jobs_estimate_json(const job_estimate *est, const char *files);
 
 #endif

@@ -295,7 +295,7 @@ char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len) {
 /* The submit-time estimate; the router adds its per-backend figures when
  * the job starts (sched/text.c). "size" feeds the dashboard's performance
  * chart. The same text json_pack("{s:I, s:f, s:I, s:I}") dumped. */
-char *jobs_estimate_json(const job_estimate *est) {
+char *jobs_estimate_json(const job_estimate *est, const char *files) {
   tbuf b;
   tbuf_init(&b, 0);
   tbuf_adds(&b, "{\"size\":");
@@ -306,6 +306,10 @@ char *jobs_estimate_json(const job_estimate *est) {
   tbuf_json_int(&b, (long long)est->out_bytes);
   tbuf_adds(&b, ",\"in_bytes\":");
   tbuf_json_int(&b, (long long)est->in_bytes);
+  if (files) { /* the pins a run compares with (array/localfile.h) */
+    tbuf_adds(&b, ",\"files\":");
+    tbuf_adds(&b, files);
+  }
   tbuf_add(&b, "}", 1);
   return tbuf_take(&b, NULL);
 }

@@ -9,6 +9,9 @@
  * slot: a full data disk (util/datadir.h: the free space under the
  * reserve's low mark, or the reserve already given to the store) refuses
  * the job 507, after the envelope and the params were checked.
+ * The check pins each {"file"} input (array/localfile.h): the pins go
+ * into the row's estimate ("files"), from which the queue reads them
+ * (sched/queue.c).
  *
  * Threads: an HTTP thread (the caller's); no lock is held here.
  */
@@ -150,8 +153,8 @@ static int check_output(jobs *J, const char *owner, const submission *s,
  * store frees them, and replaces the row when the request_id names an
  * earlier job). */
 static int build_row(jobs *J, const char *owner, const submission *s,
-                     json_t *body, const job_estimate *est, job_record *j,
-                     terr *e) {
+                     json_t *body, const job_estimate *est,
+                     const tlocal_pins *pins, job_record *j, terr *e) {
   memset(j, 0, sizeof *j);
   char *canon = NULL;
   /* The body's hash tells a retry (same request_id, same body) from a
@@ -174,7 +177,11 @@ static int build_row(jobs *J, const char *owner, const submission *s,
   }
   j->status = JOB_QUEUED;
   j->backend_requested = strdup(tbackend_name(s->backend));
-  j->estimate = jobs_estimate_json(est);
+  /* with the pins of its {"file"} inputs: the run compares them, in this
+   * process or after a restart or on another node (array/localfile.h) */
+  char *files = tlocal_pins_text(pins);
+  j->estimate = jobs_estimate_json(est, files);
+  free(files);
   j->priority = s->priority;
   j->label = s->label ? strdup(s->label) : NULL;
   j->request_id = s->request_id ? strdup(s->request_id) : NULL;
@@ -254,6 +261,10 @@ static int refs_stored(const json_t *v, int depth) {
   return 0;
 }
 
+static int submit_checked(jobs *J, const char *owner, const submission *sp,
+                          json_t *body, const tenv *envp, int *async_insert,
+                          char id[T_ID_MAX], int *retry_after_s, terr *e);
+
 int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
                 char id[T_ID_MAX], int *retry_after_s, terr *e) {
   submission s;
@@ -272,9 +283,27 @@ int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
   tenv_from_store(&env, J->st, owner, J->max_elems);
   env.local = J->local;
   env.max_result_bytes = J->max_result_bytes;
+  /* Each {"file"} input's identity and header as checked now: stored with
+   * the row, compared by the run (array/localfile.h, "Pins"). */
+  if (J->local && !(env.local_pins = tlocal_pins_new()))
+    return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  rc = submit_checked(J, owner, &s, body, &env, async_insert, id,
+                      retry_after_s, e);
+  tlocal_pins_free(env.local_pins);
+  return rc;
+}
+
+/* jobs_submit once its envelope is checked and env is made: the check,
+ * the queue slot, the row, the queue. */
+static int submit_checked(jobs *J, const char *owner, const submission *sp,
+                          json_t *body, const tenv *envp, int *async_insert,
+                          char id[T_ID_MAX], int *retry_after_s, terr *e) {
+  submission s = *sp;
+  tenv env = *envp;
   job_estimate est;
   memset(&est, 0, sizeof est);
   void *checked = NULL; /* the parsed, compiled expression: built once */
+  int rc;
   if ((rc = sched_check_keep(J->sc, s.kind, s.params, &env, s.backend, &est,
                              &checked, e)))
     return rc;
@@ -296,7 +325,7 @@ int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
   }
 
   job_record row;
-  if ((rc = build_row(J, owner, &s, body, &est, &row, e))) {
+  if ((rc = build_row(J, owner, &s, body, &est, env.local_pins, &row, e))) {
     kind_checked_free(s.kind, checked);
     sched_unreserve(J->sc);
     return rc;

@@ -144,7 +144,10 @@ int kexpr_resolve(const kexpr *k, const tenv *env, tarray **in, char **ids,
   for (i = 0; i < k->nin; i++) in[i] = NULL, ids[i] = NULL;
   for (i = 0; i < k->nin; i++) {
     input_field(field, sizeof field, expr_input_name(k->x, i));
-    if ((rc = arrayval_resolve(env, k->val[i], field, k->dt, &in[i], e)))
+    /* The plan was checked for the shape found at submit (a {"file"} may
+     * have changed since, array/localfile.h "Pins"): nothing else is read. */
+    if ((rc = arrayval_resolve(env, k->val[i], field, k->dt, &in[i], e)) ||
+        (rc = arrayval_as_planned(&k->info[i], in[i], field, e)))
       goto fail;
     /* A GPU may keep an uploaded array or a job's result resident by id;
      * only when the data it holds is the array as stored (not converted). */

@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
+#include "array/localfile.h"
 #include "sched/sched_int.h"
 
 /* ---- heaps ----------------------------------------------------------------- */
@@ -121,6 +124,14 @@ sjob *sjob_new(const store_job *sj) {
     j->attempts = sj->attempts > 0 ? sj->attempts - 1 : 0;
     snprintf(j->stem, sizeof j->stem, "%s.r%d", sj->id, sj->attempts);
   }
+  /* The pins its submit stored (array/localfile.h): a run compares its
+   * {"file"} inputs with them wherever it runs. Parsed only for a job
+   * that has them. */
+  if (sj->estimate && strstr(sj->estimate, "\"files\"")) {
+    json_t *est = json_loads(sj->estimate, 0, NULL);
+    j->pins = tlocal_pins_from_json(json_object_get(est, "files"));
+    json_decref(est);
+  }
   j->crash_test = sched_test_crash_label(sj->label);
   j->heap_index = -1;
   j->queue = -1;
@@ -142,6 +153,7 @@ void sjob_free(sjob *j) {
   free(j->backend_text);
   free(j->output_file);
   kind_checked_free(j->checked_k, j->checked);
+  tlocal_pins_free(j->pins);
   json_decref(j->params);
   json_decref(j->estimates);
   free(j);

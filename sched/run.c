@@ -70,9 +70,9 @@
  * held" step, before the finish: sched/run_output.c says why in that
  * order and what is left. Nothing of an output job's result is kept by
  * the service (no result_path, nothing in the row). {"file"} inputs are
- * mapped through the run's tenv, which records them (r.env.local_log);
- * after the plan is released the log is checked, and an input torn or
- * changed under the job fails it naming the input, whatever it computed.
+ * mapped through the run's tenv, compared with their pins (j->pins) and
+ * recorded (r.env.local_log); after the plan is released the log is
+ * checked: an input torn or changed under the job fails it naming it.
  * A failed or canceled job leaves no temporary (srun_cleanup).
  *
  * The router's cost model estimates submit -> stored, so a run teaches it
@@ -523,10 +523,11 @@ static int srun_resolve(srun *r, int device, terr *e) {
   if (j->requested < 0)
     return terr_set(e, T_EINVAL, "backend", -1, "unknown backend '%s'",
                     j->backend_text);
-  if (!j->have_est) { /* queued from the store: checked here, once */
+  if (!j->have_est) { /* queued from the store: checked here, once (caps too) */
     kind_checked_free(j->checked_k, j->checked);
     int rc = kind_check_keep(j->k, j->params, &r->env, &j->est, &j->checked, e);
     j->checked_k = j->k;
+    if (!rc) rc = sched_check_caps(s, (tbackend)j->requested, &j->est, e);
     if (rc) return rc;
     j->have_est = 1;
   }
@@ -561,14 +562,6 @@ static int srun_resolve(srun *r, int device, terr *e) {
            : terr_set(e, T_ENOMEM, "", -1, "no memory to queue the job");
   return RESOLVE_GO;
 }
-
-/* The estimate as JSON text for store_job_start: the kind's figures and
- * the router's, in one object. Caller frees. */
-static char *srun_estimate_json(const sjob *j) {
-  if (!j->have_est) return NULL;
-  return stext_estimate(&j->est, j->estimates);
-}
-
 
 /* ---- end ------------------------------------------------------------------- */
 /* This node's name on a cluster store (for the log lines of its runs, whose
@@ -736,6 +729,9 @@ void sched_run_job(sched *s, sjob *j, int device) {
   r.out.dirfd = r.out.fd = r.out.tmpdirfd = -1;
   tenv_from_store(&r.env, s->cfg.st, j->owner, s->env_max_elems);
   r.env.local = s->cfg.local;
+  /* {"file"} inputs against their pins (none stored: pinned by the check) */
+  if (s->cfg.local && !j->pins) j->pins = tlocal_pins_new();
+  r.env.local_pins = j->pins;
   /* The same value as at submit (jobs.max_result_bytes): defaults that
    * follow it must not change between check and run. */
   r.env.max_result_bytes = s->cfg.max_result_bytes;
@@ -807,7 +803,9 @@ void sched_run_job(sched *s, sjob *j, int device) {
     snprintf(used, sizeof used, "cuda:%d", device);
   else
     snprintf(used, sizeof used, "%s", tbackend_name(j->backend));
-  estimate = srun_estimate_json(j);
+  /* for store_job_start: the kind's figures, the router's, the pins */
+  estimate =
+      j->have_est ? stext_estimate(&j->est, j->estimates, j->pins) : NULL;
   started_at = t_wall_ms();
   started_ms = t_now_ms();
   /* Counted before the job runs, so that a job that kills the process is

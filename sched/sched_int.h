@@ -98,6 +98,11 @@ typedef struct sjob {
    * checked_free when the job ends before it is prepared. */
   void *checked;
   const kind_ops *checked_k;
+  /* Its {"file"} inputs as accepted (array/localfile.h, "Pins"): read from
+   * the stored estimate's "files" (sjob_new), given to the run's tenv,
+   * stored again with the estimate at its start. NULL: none stored (the
+   * run's check pins what it reads). */
+  struct tlocal_pins *pins;
   tbackend backend; /* resolved; B_AUTO until resolved */
   char reason[256];
   json_t *estimates; /* router figures; NULL when not routed */
@@ -382,9 +387,16 @@ void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
 
 /* A duration in ms as stored: rounded to the microsecond. */
 static inline double sched_ms_round(double ms) { return round(ms * 1e3) / 1e3; }
+/* sched/wait.c: the result and memory caps (--max-result, the per-job and
+ * --max-memory limits) against est for backend b: 0 or T_ETOOLARGE
+ * naming "params". The submit's check applies them; so does a run that
+ * checks its job again (one queued from the store). */
+int sched_check_caps(sched *s, tbackend b, const job_estimate *est, terr *e);
 /* sched/text.c: the stored estimate document, a new string (NULL: no
- * memory): the kind's figures, then the router's (router may be NULL). */
-char *stext_estimate(const job_estimate *est, const json_t *router);
+ * memory): the kind's figures, then the router's (router may be NULL),
+ * then "files": the job's pins (array/localfile.h; none: no "files"). */
+char *stext_estimate(const job_estimate *est, const json_t *router,
+                     const struct tlocal_pins *pins);
 
 /* sched/wait.c */
 /* With mu held: remove j from the id table, count it, detach its waiters;

@@ -789,6 +789,7 @@ static int insert_missing(split_run *r, terr *e) {
     c.owner = r->p.owner;
     c.kind = r->p.kind;
     c.params = r->p.params;
+    c.estimate = r->p.estimate; /* its "files": the pins a tile compares */
     c.status = JOB_QUEUED;
     c.backend_requested = r->p.backend_requested;
     c.priority = r->p.priority;

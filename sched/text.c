@@ -1,7 +1,8 @@
 /* sched/text.c — the estimate document a worker stores at a job's start:
- * the kind's figures and the router's, written straight to text (the
- * router's figures are a free-form object of its own; a job's timings and
- * result are typed columns, whose JSON jobs/json.c writes).
+ * the kind's figures and the router's (and, for a job with {"file"}
+ * inputs, their pins as "files": array/localfile.h), written straight to
+ * text (the router's figures are a free-form object of its own; a job's
+ * timings and result are typed columns, whose JSON jobs/json.c writes).
  *
  * They used to be built as jansson trees and dumped; for a tiny job that
  * was a tenth of the worker's time (tests/bench/README.md). The text is the
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array/localfile.h"
 #include "sched/sched_int.h"
 #include "util/buf.h"
 
@@ -50,10 +52,11 @@ static void st_value(tbuf *b, const json_t *v) {
   }
 }
 
-char *stext_estimate(const job_estimate *est, const json_t *router) {
-  static const char *const own[] = {"size",      "work",     "out_dtype",
+char *stext_estimate(const job_estimate *est, const json_t *router,
+                     const struct tlocal_pins *pins) {
+  static const char *const own[] = {"size",      "work",      "out_dtype",
                                     "out_shape", "out_bytes", "in_bytes",
-                                    "mem_bytes"};
+                                    "mem_bytes", "files"};
   tbuf b;
   tbuf_init(&b, 0);
   int first = 1;
@@ -88,6 +91,12 @@ char *stext_estimate(const job_estimate *est, const json_t *router) {
     if (dup) continue;
     st_key(&b, k, &first);
     st_value(&b, v);
+  }
+  char *files = tlocal_pins_text(pins);
+  if (files) { /* kept for a run after a restart (array/localfile.h) */
+    st_key(&b, "files", &first);
+    tbuf_adds(&b, files);
+    free(files);
   }
   tbuf_add(&b, "}", 1);
   return tbuf_take(&b, NULL);

@@ -353,6 +353,18 @@ static int check_limits(sched *s, tbackend b, const job_estimate *est,
     return terr_set(e, T_EUNAVAIL, "backend", -1,
                     "cuda requested but no usable GPU: %s",
                     s->gpu.unavailable_reason());
+  int rc = sched_check_caps(s, b, est, e);
+  if (rc) return rc;
+  tmutex_lock(&s->mu);
+  int accepting = s->accepting;
+  tmutex_unlock(&s->mu);
+  if (!accepting)
+    return terr_set(e, T_EUNAVAIL, "", -1, "the service is shutting down");
+  return T_OK;
+}
+
+int sched_check_caps(sched *s, tbackend b, const job_estimate *est,
+                     terr *e) {
   if (s->cfg.max_result_bytes > 0 && est->out_bytes > s->cfg.max_result_bytes)
     return terr_set(e, T_ETOOLARGE, "params", -1,
                     "the result would take %lld bytes; the limit is %lld",
@@ -370,10 +382,5 @@ static int check_limits(sched *s, tbackend b, const job_estimate *est,
                     "the job would need about %lld bytes of memory; the "
                     "limit is %lld (%s)", (long long)mem, (long long)cap,
                     cap == s->mem_budget ? "--max-memory" : "per job");
-  tmutex_lock(&s->mu);
-  int accepting = s->accepting;
-  tmutex_unlock(&s->mu);
-  if (!accepting)
-    return terr_set(e, T_EUNAVAIL, "", -1, "the service is shutting down");
   return T_OK;
 }

@@ -28,7 +28,9 @@
  * work), and checks the values of inputs small enough to build cheaply
  * (GEOD_CHECK_VALUES_MAX elements); geod_params_prepare (scheduler worker)
  * resolves the arrays, checks every value (again: params may come back
- * from the store after a restart) and builds the plan (kinds/geodesic/plan.c).
+ * from the store after a restart), checks the result limits (--max-elements,
+ * --max-result) again against the points it read, and builds the plan
+ * (kinds/geodesic/plan.c).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -426,6 +428,38 @@ static int query_estimate(const geod_spec *s, const tenv *env, int64_t n,
   return 0;
 }
 
+/* The estimate of a job of spec s over n points and m candidates (targets,
+ * or n): the result checked against --max-elements (kind_result_check). */
+static int geod_estimate(const geod_spec *s, const tenv *env, int64_t n,
+                         int64_t m, job_estimate *est, terr *e) {
+  int rc;
+  int64_t npts = n + (s->targets ? m : 0);
+  memset(est, 0, sizeof *est);
+  if (s->q.type != GEOQ_NONE) {
+    if ((rc = query_estimate(s, env, n, m, est, e))) return rc;
+    /* the index: one 32-byte item per candidate and its boxes */
+    est->mem_bytes = est->out_bytes + npts * (int64_t)(16 + sizeof(geod_point)) +
+                     m * 96;
+  } else {
+    int ndim = 0;
+    int64_t shape[2] = {0, 0}, elems = 0;
+    rc = out_shape(s, n, m, &ndim, shape, &elems, e);
+    if (rc) return rc;
+    est->out_dtype = s->dtype;
+    est->out_ndim = ndim;
+    est->out_shape[0] = shape[0];
+    est->out_shape[1] = ndim > 1 ? shape[1] : 0;
+    if ((rc = kind_result_check(env, est, e))) return rc;
+    est->mem_bytes = est->out_bytes + npts * (int64_t)(16 + sizeof(geod_point));
+    est->work =
+        s->targets ? (double)n * (double)m : (double)n * (double)(n - 1) / 2;
+  }
+  est->in_bytes = npts * (int64_t)sizeof(geod_point);
+  est->ops_per_elem = geod_method_cost_ns(s->method);
+  est->size = n;
+  return 0;
+}
+
 int geod_params_check(const json_t *params, const tenv *env,
                       job_estimate *est, terr *e) {
   geod_spec s;
@@ -443,32 +477,9 @@ int geod_params_check(const json_t *params, const tenv *env,
     if (rc) return rc;
     m = ti.shape[0];
   }
-  int64_t npts = n + (s.targets ? m : 0);
-  memset(est, 0, sizeof *est);
-  if (s.q.type != GEOQ_NONE) {
-    if ((rc = query_estimate(&s, env, n, m, est, e))) return rc;
-    /* the index: one 32-byte item per candidate and its boxes */
-    est->mem_bytes = est->out_bytes + npts * (int64_t)(16 + sizeof(geod_point)) +
-                     m * 96;
-  } else {
-    int ndim = 0;
-    int64_t shape[2] = {0, 0}, elems = 0;
-    rc = out_shape(&s, n, m, &ndim, shape, &elems, e);
-    if (rc) return rc;
-    est->out_dtype = s.dtype;
-    est->out_ndim = ndim;
-    est->out_shape[0] = shape[0];
-    est->out_shape[1] = ndim > 1 ? shape[1] : 0;
-    if ((rc = kind_result_check(env, est, e))) return rc;
-    est->mem_bytes = est->out_bytes + npts * (int64_t)(16 + sizeof(geod_point));
-    est->work =
-        s.targets ? (double)n * (double)m : (double)n * (double)(n - 1) / 2;
-  }
-  est->in_bytes = npts * (int64_t)sizeof(geod_point);
-  est->ops_per_elem = geod_method_cost_ns(s.method);
-  est->size = n;
+  if ((rc = geod_estimate(&s, env, n, m, est, e))) return rc;
   /* Values: checked now when cheap, always again at prepare. */
-  if (npts * 2 <= GEOD_CHECK_VALUES_MAX) {
+  if ((n + (s.targets ? m : 0)) * 2 <= GEOD_CHECK_VALUES_MAX) {
     rc = arrayval_resolve(env, s.points, "params.points", T_F64, &a, e);
     if (!rc) rc = geod_points_validate(a, "params.points", env, e);
     tarray_free(a);
@@ -507,11 +518,16 @@ int geod_params_prepare(const json_t *params, const tenv *env,
     if (!rc) rc = geod_points_validate(ta, "params.targets", env, e);
     if (rc) goto fail;
   }
-  int ndim = 0;
-  int64_t shape[2] = {0, 0}, elems = 0;
-  if (s.q.type == GEOQ_NONE) /* a query has no matrix to overflow */
-    rc = out_shape(&s, pa->shape[0], ta ? ta->shape[0] : pa->shape[0], &ndim,
-                   shape, &elems, e);
+  /* The limits against the points read, not those accepted (a {"file"}
+   * changed since fails on its pin first: array/localfile.h). */
+  job_estimate est;
+  rc = geod_estimate(&s, env, pa->shape[0], ta ? ta->shape[0] : pa->shape[0],
+                     &est, e);
+  if (!rc && env && env->max_result_bytes > 0 &&
+      est.out_bytes > env->max_result_bytes)
+    rc = terr_set(e, T_ETOOLARGE, "params", -1,
+                  "the result would take %lld bytes; the limit is %lld",
+                  (long long)est.out_bytes, (long long)env->max_result_bytes);
   if (!rc)
     rc = geod_plan_build_on(s.method, s.a, s.f, s.radius_m, s.unit,
                             s.condensed, s.dtype, pa->data, pa->shape[0],

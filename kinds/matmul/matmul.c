@@ -265,12 +265,13 @@ static int mm_prepare(const json_t *params, const tenv *env, void **plan,
   if (p->s.has_bias &&
       (rc = arrayval_resolve(env, vc, "params.bias", p->s.dt, &p->bias, e)))
     goto fail;
-  /* an upload may have changed since check: its size must still fit */
-  if (p->a->size != p->s.ia.size || p->b->size != p->s.ib.size ||
-      (p->bias && p->bias->size != p->s.ic.size)) {
-    rc = terr_set(e, T_EINVAL, "params", -1, "an input changed shape");
+  /* a {"file"} may have changed since its check (its pin says so first,
+   * array/localfile.h): nothing of another shape is read */
+  if ((rc = arrayval_as_planned(&p->s.ia, p->a, "params.a", e)) ||
+      (rc = arrayval_as_planned(&p->s.ib, p->b, "params.b", e)) ||
+      (p->bias && (rc = arrayval_as_planned(&p->s.ic, p->bias, "params.bias",
+                                            e))))
     goto fail;
-  }
   p->ids[0] = MM_KEEPS(p->s.ia.form) ? upload_id(va) : NULL;
   p->ids[1] = MM_KEEPS(p->s.ib.form) ? upload_id(vb) : NULL;
   p->ids[2] = p->s.has_bias && MM_KEEPS(p->s.ic.form) ? upload_id(vc) : NULL;

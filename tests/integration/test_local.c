@@ -11,9 +11,10 @@
  *    existing symlink (the link's target unchanged); a daemon without
  *    --local-dir refuses both forms with 403;
  *  - a truncated .npy and a file that is no .npy: 400; a missing file: 404;
- *  - a file truncated after submit while the job waits in the queue, and
- *    one truncated while the job reads it: the job fails naming the field
- *    and the daemon still answers /healthz;
+ *  - a file truncated after submit while the job waits in the queue (its
+ *    pin differs: conflict), and one truncated while the job reads it: the
+ *    job fails naming the field and the daemon still answers /healthz
+ *    (test_local_pins.c: files replaced while queued);
  *  - per-token dirs: alice reads DIR/alice, not DIR/bob nor DIR itself;
  *  - a canceled output job leaves no temporary file (nor has a named one
  *    while it runs);
@@ -326,7 +327,7 @@ TEST(file_truncated_after_submit_and_while_read) {
   resp r = req(&S, "POST", path, NULL, NULL);
   resp_free(&r);
   json_t *j = wait_job(&S, qid, 120);
-  fails_naming_input(j, "header says"); /* the header is checked again */
+  fails_naming_input(j, "its size changed"); /* its pin, before a byte */
   json_decref(j);
 
   /* Truncated while the job reads it: a slow expression over 4M values

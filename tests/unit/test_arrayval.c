@@ -745,6 +745,26 @@ TEST(int64_result_stops_midway) {
   g_i64 = NULL;
 }
 
+/* A built array against the shape its check found: a changed input
+ * (a {"file"} replaced since) is T_ECONFLICT naming the field. */
+TEST(as_planned) {
+  arrayval_info planned;
+  memset(&planned, 0, sizeof planned);
+  planned.ndim = 1;
+  planned.shape[0] = 4000;
+  int64_t s500[1] = {500}, s4000[1] = {4000}, s2d[2] = {4000, 1};
+  tarray *a = tarray_new(T_F64, 1, s500), *b = tarray_new(T_F64, 1, s4000),
+         *c = tarray_new(T_F64, 2, s2d);
+  terr e;
+  CHECK(arrayval_as_planned(&planned, b, "params.inputs.x", &e) == 0);
+  CHECK(arrayval_as_planned(&planned, a, "params.inputs.x", &e) == T_ECONFLICT);
+  CHECK(strcmp(e.field, "params.inputs.x") == 0 && strstr(e.message, "[500]"));
+  CHECK(arrayval_as_planned(&planned, c, "params.inputs.x", &e) == T_ECONFLICT);
+  tarray_free(a);
+  tarray_free(b);
+  tarray_free(c);
+}
+
 int main(void) {
   RUN(range_matches_numpy);
   RUN(range_errors);
@@ -759,5 +779,6 @@ int main(void) {
   RUN(build_stops_midway);
   RUN(int64_result_by_chunks);
   RUN(int64_result_stops_midway);
+  RUN(as_planned);
   return check_summary();
 }

@@ -504,6 +504,27 @@ TEST(test_prepare_chunks_and_stop) {
   free(pts);
 }
 
+/* prepare checks --max-result (and --max-elements) against the points it
+ * read, not only the submit's check: 10 points give an 800-byte matrix. */
+TEST(test_prepare_enforces_the_limits) {
+  json_t *params = parse("{\"points\": {\"random\": {\"shape\": [10, 2], "
+                         "\"low\": -50, \"high\": 50}}}");
+  tenv env = g_env;
+  void *plan = NULL;
+  terr e;
+  env.max_result_bytes = 799;
+  CHECK(kind_geodesic_ops.prepare(params, &env, &plan, &e) == T_ETOOLARGE);
+  CHECK(plan == NULL && strcmp(e.field, "params") == 0);
+  env.max_result_bytes = 800;
+  env.max_elems = 99;
+  CHECK(kind_geodesic_ops.prepare(params, &env, &plan, &e) == T_ETOOLARGE);
+  CHECK(plan == NULL);
+  env.max_elems = 100;
+  CHECK(kind_geodesic_ops.prepare(params, &env, &plan, &e) == 0 && plan);
+  kind_geodesic_ops.release(plan);
+  json_decref(params);
+}
+
 TEST(test_gpu_entry_without_gpu) {
   job_ctx ctx;
   terr e;
@@ -542,6 +563,7 @@ int main(void) {
   RUN(test_array_forms);
   RUN(test_cancel_between_tiles);
   RUN(test_prepare_chunks_and_stop);
+  RUN(test_prepare_enforces_the_limits);
   RUN(test_gpu_entry_without_gpu);
 
   free(g_pts);

@@ -4,11 +4,13 @@
  * written, checked: a header overwritten, a hole, a short file refused;
  * placed over an existing file; a directory moved out or replaced: nothing
  * written; the named fallback under .tessel-tmp and its sweep at start;
- * symlink refused), and a mapped input truncated under a reader:
- * zeros, no crash, and the log's check fails naming the field.
+ * symlink refused), a mapped input truncated under a reader:
+ * zeros, no crash, and the log's check fails naming the field; and pins
+ * (a file touched, replaced or gone since its check: T_ECONFLICT).
  */
 #include <dirent.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -324,12 +326,12 @@ TEST(truncated_under_a_reader) {
   tdtype dt;
   int ndim;
   int64_t shape[T_MAXDIM];
-  CHECK(tlocal_npy_meta(l, "", p, "x.file", 1000000, &dt, &ndim, shape, &e) == 0);
+  CHECK(tlocal_npy_meta(l, "", p, "x.file", 1000000, NULL, &dt, &ndim, shape, &e) == 0);
   CHECK(ndim == 1 && shape[0] == 100000 && dt == T_F64);
-  CHECK(tlocal_npy_meta(l, "", p, "x.file", 10, &dt, &ndim, shape, &e) == T_ETOOLARGE);
+  CHECK(tlocal_npy_meta(l, "", p, "x.file", 10, NULL, &dt, &ndim, shape, &e) == T_ETOOLARGE);
   tlocal_log *g = tlocal_log_new();
   tarray *a = NULL;
-  CHECK(tlocal_map(l, "", p, "x.file", 1000000, g, &a, &e) == 0);
+  CHECK(tlocal_map(l, "", p, "x.file", 1000000, NULL, g, &a, &e) == 0);
   CHECK(a && a->guard > 0);
   CHECK(tlocal_log_check(g, &e) == 0);
   if (a) {
@@ -344,9 +346,69 @@ TEST(truncated_under_a_reader) {
   CHECK(strstr(e.message, "truncated") != NULL);
   tlocal_log_free(g);
   /* Now shorter than its header says: refused at the header. */
-  CHECK(tlocal_npy_meta(l, "", p, "x.file", 1000000, &dt, &ndim, shape, &e) == T_EINVAL);
-  CHECK(tlocal_map(l, "", p, "x.file", 1000000, NULL, &a, &e) == T_EINVAL);
+  CHECK(tlocal_npy_meta(l, "", p, "x.file", 1000000, NULL, &dt, &ndim, shape, &e) == T_EINVAL);
+  CHECK(tlocal_map(l, "", p, "x.file", 1000000, NULL, NULL, &a, &e) == T_EINVAL);
   CHECK_STR(e.field, "x.file");
+  tlocal_free(l);
+}
+
+/* Pins: recorded by the first check, compared by every later open; kept
+ * through their stored text; a touched or replaced file is T_ECONFLICT
+ * naming the field, before anything of it is mapped. */
+TEST(pins) {
+  const char *dirs[] = {D};
+  tlocal *l;
+  terr e;
+  CHECK(tlocal_create(dirs, 1, &l, &e) == 0);
+  put_npy("in/p.npy", 100);
+  put_npy("in/q.npy", 100);
+  char p[400], q[400];
+  snprintf(p, sizeof p, "%s/in/p.npy", D);
+  snprintf(q, sizeof q, "%s/in/q.npy", D);
+  tdtype dt;
+  int ndim;
+  int64_t shape[T_MAXDIM];
+  tlocal_pins *pins = tlocal_pins_new();
+  CHECK(tlocal_npy_meta(l, "", p, "x.file", 1000, pins, &dt, &ndim, shape, &e) == 0);
+  CHECK(tlocal_pins_count(pins) == 1);
+  CHECK(tlocal_npy_meta(l, "", p, "x.file", 1000, pins, &dt, &ndim, shape, &e) == 0);
+  CHECK(tlocal_pins_count(pins) == 1);
+  tarray *a = NULL;
+  CHECK(tlocal_map(l, "", p, "x.file", 1000, pins, NULL, &a, &e) == 0);
+  CHECK(a && a->size == 100);
+  tarray_free(a);
+  /* Through the stored text (a restart), the same answers. */
+  char *t = tlocal_pins_text(pins);
+  json_t *jv = t ? json_loads(t, 0, NULL) : NULL;
+  tlocal_pins *back = tlocal_pins_from_json(jv);
+  CHECK(back && tlocal_pins_count(back) == 1);
+  CHECK(tlocal_map(l, "", p, "x.file", 1000, back, NULL, &a, &e) == 0);
+  tarray_free(a);
+  json_decref(jv);
+  free(t);
+  CHECK(!tlocal_pins_from_json(NULL));
+  json_t *bad = json_loads("[{\"field\":\"x\"}]", 0, NULL);
+  CHECK(!tlocal_pins_from_json(bad));
+  json_decref(bad);
+  /* Touched in place (same inode, same size): refused. */
+  struct timespec ts[2] = {{1000000000, 0}, {1000000000, 0}};
+  CHECK(utimensat(AT_FDCWD, p, ts, 0) == 0);
+  a = NULL;
+  CHECK(tlocal_map(l, "", p, "x.file", 1000, back, NULL, &a, &e) == T_ECONFLICT && !a);
+  CHECK_STR(e.field, "x.file");
+  CHECK(strstr(e.message, "changed since the job was accepted") != NULL);
+  /* Another file renamed over it: refused, by header read or map. */
+  CHECK(rename(q, p) == 0);
+  CHECK(tlocal_npy_meta(l, "", p, "x.file", 1000, pins, &dt, &ndim, shape, &e) == T_ECONFLICT);
+  CHECK(strstr(e.message, "another file") != NULL);
+  CHECK(tlocal_map(l, "", p, "x.file", 1000, pins, NULL, &a, &e) == T_ECONFLICT && !a);
+  /* Gone: a change too. Another field is pinned as it is now. */
+  CHECK(tlocal_map(l, "", q, "x.file", 1000, pins, NULL, &a, &e) == T_ECONFLICT);
+  CHECK(tlocal_map(l, "", p, "y.file", 1000, pins, NULL, &a, &e) == 0);
+  CHECK(tlocal_pins_count(pins) == 2);
+  tarray_free(a);
+  tlocal_pins_free(back);
+  tlocal_pins_free(pins);
   tlocal_free(l);
 }
 
@@ -365,6 +427,7 @@ int main(void) {
   RUN(output_dir_moved);
   RUN(output_fallback_and_sweep);
   RUN(truncated_under_a_reader);
+  RUN(pins);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", D);
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", D);

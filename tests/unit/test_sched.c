@@ -374,7 +374,7 @@ TEST(test_stored_text) {
                            (json_int_t)est.in_bytes, "mem_bytes",
                            (json_int_t)est.mem_bytes);
   json_object_update_missing(tree, router);
-  same_as_jansson(stext_estimate(&est, router), tree);
+  same_as_jansson(stext_estimate(&est, router, NULL), tree);
   json_decref(router);
   tree = json_pack("{s:I, s:f, s:s, s:[], s:I, s:I, s:I}", "size",
                    (json_int_t)est.size, "work", est.work, "out_dtype",
@@ -383,7 +383,7 @@ TEST(test_stored_text) {
                    (json_int_t)est.in_bytes, "mem_bytes",
                    (json_int_t)est.mem_bytes);
   est.out_ndim = 0;
-  same_as_jansson(stext_estimate(&est, NULL), tree);
+  same_as_jansson(stext_estimate(&est, NULL, NULL), tree);
 }
 
 /* ---- timeout ------------------------------------------------------------------- */
