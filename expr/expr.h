@@ -8,16 +8,20 @@
  * Grammar (lowest precedence first), Python-like:
  *   or  ->  and ('or' and)*          and -> not ('and' not)*
  *   not ->  'not' not | cmp          cmp -> sum (('<'|'<='|'>'|'>='|'=='|'!=') sum)?
- *   sum ->  term (('+'|'-') term)*   term -> unary (('*'|'/'|'%') unary)*
+ *   sum ->  term (('+'|'-') term)*   term -> unary (('*'|'/'|'//'|'%') unary)*
  *   unary -> '-' unary | '+' unary | power
  *   power -> atom ('**' unary)?      (right-associative; -x**2 == -(x**2))
  *   atom -> number | name | name '(' args ')' | '(' or ')'
  * Comparisons and logic give 1.0 / 0.0 (non-zero is true). `%` is NumPy's
- * remainder (sign of the divisor); fmod is C's. round() rounds half to even.
+ * remainder (sign of the divisor); fmod is C's; `//` is np.floor_divide.
+ * round() rounds half to even.
  * Functions: abs sqrt cbrt exp exp2 expm1 log log2 log10 log1p sin cos tan
  * asin acos atan atan2 sinh cosh tanh asinh acosh atanh floor ceil round trunc
- * min max pow hypot fmod where(c, a, b) fma(a, b, c). Constants: pi e. Any
- * other name is an input. Limits: source <= 4096 bytes, <= 16 distinct
+ * min max pow hypot fmod where(c, a, b) fma(a, b, c) sign isnan isinf
+ * isfinite signbit (1.0 / 0.0) copysign nextafter ones_like, and NumPy's
+ * names arcsin arccos arctan arctan2 arcsinh arccosh arctanh minimum maximum
+ * absolute power rint remainder floor_divide (the same functions), copy and
+ * conj (the value itself). Constants: pi e. Any other name is an input. Limits: source <= 4096 bytes, <= 16 distinct
  * inputs, depth <= 64, <= 1024 nodes.
  *
  * Errors: T_EINVAL with the 0-based character position, e.g.
