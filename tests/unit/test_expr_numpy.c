@@ -13,7 +13,8 @@
  * Parsing: each NumPy name gives the canonical text of its C name, `//`
  * binds as `*` `/` `%` do (left to right, below unary minus and `**`),
  * `/ /` and `///` are errors with their position, a function name without
- * a call is an error, arities are checked. The live comparison with NumPy
+ * a call is an error, arities are checked; the emitted C calls
+ * tx_floordiv and the C names. The live comparison with NumPy
  * over a grid and random inputs, and numexpr's own test table, are in
  * clients/python/tests/test_numpy_names.py (through tesseld).
  */
@@ -215,10 +216,26 @@ TEST(test_errors) {
   }
 }
 
+/* The GPU kernels call tx_floordiv and the C names (kinds/fusegen.cu's
+ * prelude defines them; test_fusegen compiles them with NVRTC). */
+TEST(test_emit_c) {
+  expr *x = NULL;
+  terr e;
+  char buf[512];
+  CHECK(expr_compile("x // 2 + sign(y) * arcsin(x) - minimum(x, y) + "
+                     "nextafter(x, y) * isfinite(copy(y))", &x, &e) == 0);
+  if (!x) return;
+  CHECK(expr_emit_c(x, "float", "tx_", buf, sizeof buf) > 0);
+  CHECK_STR(buf, "(((tx_floordiv(v0, ((float)2.0)) + (tx_sign(v1) * tx_asin(v0))) - "
+                 "tx_min(v0, v1)) + (tx_nextafter(v0, v1) * tx_isfinite(v1)))");
+  expr_free(x);
+}
+
 int main(void) {
   RUN(test_values_like_numpy);
   RUN(test_folding_like_the_vm);
   RUN(test_names_and_precedence);
   RUN(test_errors);
+  RUN(test_emit_c);
   return check_summary();
 }
