@@ -30,7 +30,8 @@ const expr_opinfo expr_ops[EO__COUNT] = {
     [EO_NEG] = {"-", 1, 0},       [EO_NOT] = {"not", 1, 0},
     [EO_ADD] = {"+", 2, 0},       [EO_SUB] = {"-", 2, 0},
     [EO_MUL] = {"*", 2, 0},       [EO_DIV] = {"/", 2, 0},
-    [EO_MOD] = {"%", 2, 0},       [EO_POW] = {"pow", 2, 1},
+    [EO_MOD] = {"%", 2, 0},       [EO_FLOORDIV] = {"//", 2, 0},
+    [EO_POW] = {"pow", 2, 1},
     [EO_LT] = {"<", 2, 0},        [EO_LE] = {"<=", 2, 0},
     [EO_GT] = {">", 2, 0},        [EO_GE] = {">=", 2, 0},
     [EO_EQ] = {"==", 2, 0},       [EO_NE] = {"!=", 2, 0},
@@ -51,11 +52,34 @@ const expr_opinfo expr_ops[EO__COUNT] = {
     [EO_TRUNC] = {"trunc", 1, 1}, [EO_MIN] = {"min", 2, 1},
     [EO_MAX] = {"max", 2, 1},     [EO_HYPOT] = {"hypot", 2, 1},
     [EO_FMOD] = {"fmod", 2, 1},   [EO_WHERE] = {"where", 3, 1},
-    [EO_FMA] = {"fma", 3, 1},
+    [EO_FMA] = {"fma", 3, 1},     [EO_SIGN] = {"sign", 1, 1},
+    [EO_ISNAN] = {"isnan", 1, 1}, [EO_ISINF] = {"isinf", 1, 1},
+    [EO_ISFINITE] = {"isfinite", 1, 1}, [EO_SIGNBIT] = {"signbit", 1, 1},
+    [EO_COPYSIGN] = {"copysign", 2, 1},
+    [EO_NEXTAFTER] = {"nextafter", 2, 1},
+    [EO_ONES_LIKE] = {"ones_like", 1, 1},
     [EO_SQUARE] = {"square", 1, 0}, [EO_COPY] = {"copy", 1, 0},
 };
 
+/* NumPy's (and numexpr's) names of the same functions. */
+static const struct {
+  const char *name;
+  expr_op op;
+} aliases[] = {
+    {"arcsin", EO_ASIN},   {"arccos", EO_ACOS},   {"arctan", EO_ATAN},
+    {"arctan2", EO_ATAN2}, {"arcsinh", EO_ASINH}, {"arccosh", EO_ACOSH},
+    {"arctanh", EO_ATANH}, {"minimum", EO_MIN},   {"maximum", EO_MAX},
+    {"absolute", EO_ABS},  {"power", EO_POW},     {"rint", EO_ROUND},
+    {"remainder", EO_MOD}, {"floor_divide", EO_FLOORDIV},
+    /* the value itself (real numbers only): the parser keeps the argument */
+    {"copy", EO_COPY},     {"conj", EO_COPY},
+};
+
 int expr_func_lookup(const char *name, int len) {
+  for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
+    if ((int)strlen(aliases[i].name) == len &&
+        !memcmp(aliases[i].name, name, (size_t)len))
+      return aliases[i].op;
   for (int op = 0; op < EO__COUNT; op++) {
     const char *n = expr_ops[op].name;
     if (expr_ops[op].is_func && (int)strlen(n) == len && !memcmp(n, name, len))
@@ -73,6 +97,7 @@ double expr_apply_f64(expr_op op, double a, double b, double c) {
     case EO_MUL: return a * b;
     case EO_DIV: return a / b;
     case EO_MOD: return xm_remainder(a, b);
+    case EO_FLOORDIV: return xm_floordiv(a, b);
     case EO_POW: return pow(a, b);
     case EO_LT: return a < b ? 1.0 : 0.0;
     case EO_LE: return a <= b ? 1.0 : 0.0;
@@ -115,6 +140,14 @@ double expr_apply_f64(expr_op op, double a, double b, double c) {
     case EO_FMOD: return fmod(a, b);
     case EO_WHERE: return a != 0 ? b : c;
     case EO_FMA: return fma(a, b, c);
+    case EO_SIGN: return XM_SIGN(a);
+    case EO_ISNAN: return isnan(a) ? 1.0 : 0.0;
+    case EO_ISINF: return isinf(a) ? 1.0 : 0.0;
+    case EO_ISFINITE: return isfinite(a) ? 1.0 : 0.0;
+    case EO_SIGNBIT: return signbit(a) ? 1.0 : 0.0;
+    case EO_COPYSIGN: return copysign(a, b);
+    case EO_NEXTAFTER: return nextafter(a, b);
+    case EO_ONES_LIKE: return 1.0;
     case EO_SQUARE: return a * a;
     case EO_COPY: return a;
     default: return NAN;

@@ -8,8 +8,9 @@
  *              and logic are C operators cast back to the type (1 / 0);
  *              every function of the language is called as
  *              <prefix><name>(...) (e.g. tx_sin, tx_atan2, tx_where,
- *              tx_round), `%` as <prefix>remainder(a,b) and `**` as
- *              <prefix>pow(a,b); constants are ((type)<%.17g>), infinities
+ *              tx_round, tx_isnan), `%` as <prefix>remainder(a,b), `//`
+ *              as <prefix>floordiv(a,b) and `**` as <prefix>pow(a,b);
+ *              constants are ((type)<%.17g>), infinities
  *              and NaN from folding as ((type)(1.0/0.0)) etc.
  * Both are built from the tree only, never from the source text. Both
  * writers are bounded: a too-small buffer is reported, never overrun.
@@ -78,8 +79,9 @@ static void canon(wbuf *w, const expr_tree *t, int id) {
   }
 }
 
-/* A %.17g number is at most 24 bytes; every node adds at most a name of 5
- * and 3 punctuation bytes, so 40 bytes a node always suffice. */
+/* A %.17g number is at most 24 bytes; every other node adds at most a
+ * name of 9 ("nextafter") and 4 punctuation bytes, so 40 bytes a node
+ * always suffice. */
 char *expr_canonical_build(const expr_tree *t) {
   size_t len = (size_t)t->nnodes * 40 + 1;
   char *buf = malloc(len);
@@ -160,7 +162,9 @@ static void emit(emitter *m, const expr_tree *t, int id) {
     w_put(w, "))");
     return;
   }
-  const char *name = op == EO_MOD ? "remainder" : expr_ops[op].name;
+  const char *name = op == EO_MOD        ? "remainder"
+                     : op == EO_FLOORDIV ? "floordiv"
+                                         : expr_ops[op].name;
   w_put(w, "%s%s(", m->fp, name);
   for (int k = 0; k < n->nargs; k++) {
     if (k) w_put(w, ", ");

@@ -8,16 +8,20 @@
  * Grammar (lowest precedence first), Python-like:
  *   or  ->  and ('or' and)*          and -> not ('and' not)*
  *   not ->  'not' not | cmp          cmp -> sum (('<'|'<='|'>'|'>='|'=='|'!=') sum)?
- *   sum ->  term (('+'|'-') term)*   term -> unary (('*'|'/'|'%') unary)*
+ *   sum ->  term (('+'|'-') term)*   term -> unary (('*'|'/'|'//'|'%') unary)*
  *   unary -> '-' unary | '+' unary | power
  *   power -> atom ('**' unary)?      (right-associative; -x**2 == -(x**2))
  *   atom -> number | name | name '(' args ')' | '(' or ')'
  * Comparisons and logic give 1.0 / 0.0 (non-zero is true). `%` is NumPy's
- * remainder (sign of the divisor); fmod is C's. round() rounds half to even.
+ * remainder (sign of the divisor); fmod is C's; `//` is np.floor_divide.
+ * round() rounds half to even.
  * Functions: abs sqrt cbrt exp exp2 expm1 log log2 log10 log1p sin cos tan
  * asin acos atan atan2 sinh cosh tanh asinh acosh atanh floor ceil round trunc
- * min max pow hypot fmod where(c, a, b) fma(a, b, c). Constants: pi e. Any
- * other name is an input. Limits: source <= 4096 bytes, <= 16 distinct
+ * min max pow hypot fmod where(c, a, b) fma(a, b, c) sign isnan isinf
+ * isfinite signbit (1.0 / 0.0) copysign nextafter ones_like, and NumPy's
+ * names arcsin arccos arctan arctan2 arcsinh arccosh arctanh minimum maximum
+ * absolute power rint remainder floor_divide (the same functions), copy and
+ * conj (the value itself). Constants: pi e. Any other name is an input. Limits: source <= 4096 bytes, <= 16 distinct
  * inputs, depth <= 64, <= 1024 nodes.
  *
  * Errors: T_EINVAL with the 0-based character position, e.g.
@@ -84,15 +88,18 @@ const char *expr_canonical(const expr *x);
  * small. Built only from the parsed tree: no source text is copied.
  * Exactly: + - * / and unary minus are C operators; comparisons, and/or/not
  * are C operators cast to ctype ("((double)(v0 < v1))"); `%` is
- * <prefix>remainder(a,b), `**` and pow() are <prefix>pow(a,b), and every
- * other function is <prefix><its name>: abs sqrt cbrt exp exp2 expm1 log
- * log2 log10 log1p sin cos tan asin acos atan atan2 sinh cosh tanh asinh
- * acosh atanh floor ceil round trunc min max hypot fmod where fma. The C
+ * <prefix>remainder(a,b), `//` is <prefix>floordiv(a,b), `**` and pow()
+ * are <prefix>pow(a,b), and every other function is <prefix><its C name>
+ * (NumPy's names are emitted as the C name): abs sqrt cbrt exp exp2 expm1
+ * log log2 log10 log1p sin cos tan asin acos atan atan2 sinh cosh tanh
+ * asinh acosh atanh floor ceil round trunc min max hypot fmod where fma
+ * sign isnan isinf isfinite signbit copysign nextafter ones_like. The C
  * operators must be compiled without FMA contraction (-ffp-contract=off,
  * NVRTC --fmad=false) to mean what the VM computes. Constants
  * (folded in float64) appear as "((ctype)2.5)"; Inf/NaN as
  * "((ctype)(1.0/0.0))" / "((ctype)(0.0/0.0))". Semantics to give them:
- * expr/expr_math.h (remainder, NaN-propagating min/max, round = rint). */
+ * expr/expr_math.h (remainder, floordiv, sign, NaN-propagating min/max,
+ * round = rint; the classifications give 1/0 in ctype). */
 int expr_emit_c(const expr *x, const char *ctype, const char *fn_prefix,
                 char *buf, size_t len);
 

@@ -27,7 +27,7 @@
 /* ---- tokens ------------------------------------------------------------ */
 typedef enum {
   TK_END = 0, TK_NUM, TK_NAME,
-  TK_PLUS, TK_MINUS, TK_STAR, TK_SLASH, TK_PERCENT, TK_POW,
+  TK_PLUS, TK_MINUS, TK_STAR, TK_SLASH, TK_DSLASH, TK_PERCENT, TK_POW,
   TK_LT, TK_LE, TK_GT, TK_GE, TK_EQ, TK_NE,
   TK_AND, TK_OR, TK_NOT,
   TK_LPAREN, TK_RPAREN, TK_COMMA
@@ -49,14 +49,15 @@ const char *expr_tok_text(expr_tok_kind k); /* "'+'", "number", ... */
 typedef enum {
   EO_NUM = 0, EO_IN,                  /* leaves */
   EO_NEG, EO_NOT,                     /* prefix operators */
-  EO_ADD, EO_SUB, EO_MUL, EO_DIV, EO_MOD, EO_POW,
+  EO_ADD, EO_SUB, EO_MUL, EO_DIV, EO_MOD, EO_FLOORDIV, EO_POW,
   EO_LT, EO_LE, EO_GT, EO_GE, EO_EQ, EO_NE, EO_AND, EO_OR,
   /* functions, in the order of the language reference */
   EO_ABS, EO_SQRT, EO_CBRT, EO_EXP, EO_EXP2, EO_EXPM1, EO_LOG, EO_LOG2,
   EO_LOG10, EO_LOG1P, EO_SIN, EO_COS, EO_TAN, EO_ASIN, EO_ACOS, EO_ATAN,
   EO_ATAN2, EO_SINH, EO_COSH, EO_TANH, EO_ASINH, EO_ACOSH, EO_ATANH,
   EO_FLOOR, EO_CEIL, EO_ROUND, EO_TRUNC, EO_MIN, EO_MAX, EO_HYPOT, EO_FMOD,
-  EO_WHERE, EO_FMA,
+  EO_WHERE, EO_FMA, EO_SIGN, EO_ISNAN, EO_ISINF, EO_ISFINITE, EO_SIGNBIT,
+  EO_COPYSIGN, EO_NEXTAFTER, EO_ONES_LIKE,
   /* made by the compiler only */
   EO_SQUARE, /* x**2 */
   EO_COPY,   /* dst = a (a bare input or constant as the whole program) */
@@ -69,7 +70,12 @@ typedef struct expr_opinfo {
   int is_func;       /* callable by name in the language */
 } expr_opinfo;
 extern const expr_opinfo expr_ops[EO__COUNT];
-/* The function called `name` (length len), or -1. `pow` maps to EO_POW. */
+/* The function called `name` (length len), or -1. `pow` maps to EO_POW;
+ * NumPy's names (arcsin ... arctanh, minimum, maximum, absolute, power,
+ * rint, remainder, floor_divide, ...) map to the op of the C name, so that
+ * they fold, print (canonical form) and run as that op; numexpr's copy and
+ * conj (the value itself, for real numbers) give EO_COPY, which the parser
+ * replaces by the argument. */
 int expr_func_lookup(const char *name, int len);
 
 /* Scalar double semantics of every op (the folding and reference form). */

@@ -4,7 +4,7 @@
  * are decimal (digits, an optional fraction, an optional exponent; ".5" and
  * "5." are numbers, "1e" is an error); names are [A-Za-z_][A-Za-z0-9_]*, and
  * the names and/or/not are the logic keywords; everything else is an
- * operator of one or two characters. Each token keeps its byte offset so
+ * operator of one or two characters (`**`, `//`, `<=`, `>=`, `==`, `!=`). Each token keeps its byte offset so
  * that the parser and the caller can say where a problem is. The token
  * array is bounded by the source length (at most EXPR_MAX_SRC + 1 tokens).
  */
@@ -18,7 +18,7 @@
 static const char *const tok_text[] = {
     [TK_END] = "end of expression", [TK_NUM] = "number", [TK_NAME] = "name",
     [TK_PLUS] = "'+'", [TK_MINUS] = "'-'", [TK_STAR] = "'*'",
-    [TK_SLASH] = "'/'", [TK_PERCENT] = "'%'", [TK_POW] = "'**'",
+    [TK_SLASH] = "'/'", [TK_DSLASH] = "'//'", [TK_PERCENT] = "'%'", [TK_POW] = "'**'",
     [TK_LT] = "'<'", [TK_LE] = "'<='", [TK_GT] = "'>'", [TK_GE] = "'>='",
     [TK_EQ] = "'=='", [TK_NE] = "'!='", [TK_AND] = "'and'",
     [TK_OR] = "'or'", [TK_NOT] = "'not'", [TK_LPAREN] = "'('",
@@ -111,7 +111,10 @@ int expr_lex(const char *src, expr_tok **toks, int *ntok, terr *e) {
           if (d == '*') tk->kind = TK_POW, len = 2;
           else tk->kind = TK_STAR;
           break;
-        case '/': tk->kind = TK_SLASH; break;
+        case '/':
+          if (d == '/') tk->kind = TK_DSLASH, len = 2;
+          else tk->kind = TK_SLASH;
+          break;
         case '%': tk->kind = TK_PERCENT; break;
         case '(': tk->kind = TK_LPAREN; break;
         case ')': tk->kind = TK_RPAREN; break;

@@ -7,7 +7,12 @@
  * the parser's recursion; every later pass recurses at most as deep as the
  * tree, which the node cap bounds.
  *
- * Names: a name followed by '(' must be a function of the language; `pi`
+ * `//` (floor division) is a `*`-level operator, as in Python; `/ /` is
+ * two slashes and an error, as in Python.
+ *
+ * Names: a name followed by '(' must be a function of the language (or one
+ * of NumPy's names for it: expr_func_lookup; copy(x) and conj(x) are x
+ * itself and make no node); `pi`
  * and `e` are constants; any other name is an input (at most
  * EXPR_MAX_INPUTS distinct ones, numbered in order of first appearance).
  * A function name used without a call is an error, so that `sin + 1` is
@@ -99,6 +104,10 @@ static int parse_call(parser *p, int depth, int fn, int *out) {
                     want == 1 ? "" : "s", name->len, p->src + name->pos, n,
                     pos);
   p->i++;
+  if (fn == EO_COPY) { /* copy(x), conj(x): x itself */
+    *out = args[0];
+    return 0;
+  }
   return node_new(p, (expr_op)fn, pos, n, args, out);
 }
 
@@ -214,6 +223,7 @@ typedef int (*level_fn)(parser *, int, int *);
 static expr_op binop_of(expr_tok_kind k, int level) {
   switch (level) {
     case 0: return k == TK_STAR ? EO_MUL : k == TK_SLASH ? EO_DIV
+                 : k == TK_DSLASH ? EO_FLOORDIV
                  : k == TK_PERCENT ? EO_MOD : EO__COUNT;
     case 1: return k == TK_PLUS ? EO_ADD : k == TK_MINUS ? EO_SUB : EO__COUNT;
     case 2: return k == TK_AND ? EO_AND : EO__COUNT;

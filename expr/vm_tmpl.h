@@ -162,6 +162,7 @@ VM_CLONES static void VNAME(vm_exec)(const expr_ins *in, VNAME(vopnd) A,
     case EO_MUL: V_BIN(a * b); break;
     case EO_DIV: V_BIN(a / b); break;
     case EO_MOD: V_BIN(VFN(xm_remainder)(a, b)); break;
+    case EO_FLOORDIV: V_BIN(VFN(xm_floordiv)(a, b)); break;
     case EO_POW: V_BIN(VFN(pow)(a, b)); break;
     case EO_LT: V_BIN((VT)(a < b)); break;
     case EO_LE: V_BIN((VT)(a <= b)); break;
@@ -204,6 +205,14 @@ VM_CLONES static void VNAME(vm_exec)(const expr_ins *in, VNAME(vopnd) A,
     case EO_FMOD: V_BIN(VFN(fmod)(a, b)); break;
     case EO_WHERE: VNAME(vm_where)(A, B, C, n, d); break;
     case EO_FMA: VNAME(vm_fma)(A, B, C, n, d); break;
+    case EO_SIGN: V_UN((VT)XM_SIGN(a)); break;
+    case EO_ISNAN: V_UN((VT)(a != a)); break;
+    case EO_ISINF: V_UN((VT)(VFN(fabs)(a) == (VT)INFINITY)); break;
+    case EO_ISFINITE: V_UN((VT)(VFN(fabs)(a) < (VT)INFINITY)); break;
+    case EO_SIGNBIT: V_UN((VT)(signbit(a) != 0)); break;
+    case EO_COPYSIGN: V_BIN(VFN(copysign)(a, b)); break;
+    case EO_NEXTAFTER: V_BIN(VFN(nextafter)(a, b)); break;
+    case EO_ONES_LIKE: V_UN(((void)a, (VT)1)); break;
     default: break; /* EO_NUM / EO_IN never reach the program */
   }
 }

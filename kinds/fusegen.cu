@@ -4,8 +4,10 @@
  * expr_emit_c writes from the parsed tree. The template defines the
  * functions the emitted expression calls (tx_sin, tx_pow, tx_remainder,
  * tx_where, tx_fma, ... for double and float, with NumPy's meaning as in
- * expr/expr_math.h: remainder takes the divisor's sign, min/max
- * propagate NaN, round is half-to-even; + - * / are the C operators,
+ * expr/expr_math.h: remainder takes the divisor's sign, floordiv is
+ * np.floor_divide, min/max propagate NaN, round is half-to-even, sign and
+ * the classifications (isnan isinf isfinite signbit) give 1/0 in the
+ * result's type; + - * / are the C operators,
  * which gpu/kcache.cu compiles without FMA contraction, so that they round
  * as the CPU does), the argument block (FUSE_ARGS_DECL,
  * the same declaration the host compiles) and the kernel:
@@ -84,7 +86,16 @@ static const char prelude[] =
     "TX1(floor, floor, floorf) TX1(ceil, ceil, ceilf)\n"
     "TX1(round, rint, rintf) TX1(trunc, trunc, truncf)\n"
     "TX2(atan2, atan2, atan2f) TX2(hypot, hypot, hypotf)\n"
-    "TX2(fmod, fmod, fmodf)\n"
+    "TX2(fmod, fmod, fmodf) TX2(copysign, copysign, copysignf)\n"
+    "TX2(nextafter, nextafter, nextafterf)\n"
+    /* sign, the classifications and ones_like: 1/0 in the result's type */
+    "template <typename T> TXF T tx_sign(T a) {\n"
+    "  return a > 0 ? T(1) : a < 0 ? T(-1) : a == 0 ? T(0) : a; }\n"
+    "template <typename T> TXF T tx_isnan(T a) { return T(a != a); }\n"
+    "template <typename T> TXF T tx_isinf(T a) { return T(isinf(a) != 0); }\n"
+    "template <typename T> TXF T tx_isfinite(T a) { return T(isfinite(a) != 0); }\n"
+    "template <typename T> TXF T tx_signbit(T a) { return T(signbit(a) != 0); }\n"
+    "template <typename T> TXF T tx_ones_like(T a) { (void)a; return T(1); }\n"
     "TXF double tx_fma(double a, double b, double c) { return fma(a, b, c); }\n"
     "TXF float tx_fma(float a, float b, float c) { return fmaf(a, b, c); }\n"
     /* x**2 is exactly x*x (both correctly rounded); pow otherwise. */
@@ -103,6 +114,19 @@ static const char prelude[] =
     "  float m = fmodf(a, b); if (b == 0) return m;\n"
     "  if (m != 0) { if ((b < 0) != (m < 0)) m += b; } else { m = copysignf(0.0f, b); }\n"
     "  return m; }\n"
+    /* np.floor_divide as expr/expr_math.h's xm_floordiv */
+    "TXF double tx_floordiv(double a, double b) {\n"
+    "  if (b == 0) return a / b;\n"
+    "  double m = fmod(a, b), q = (a - m) / b;\n"
+    "  if (m != 0 && (b < 0) != (m < 0)) q -= 1.0;\n"
+    "  if (q == 0) return copysign(0.0, a / b);\n"
+    "  double f = floor(q); return q - f > 0.5 ? f + 1.0 : f; }\n"
+    "TXF float tx_floordiv(float a, float b) {\n"
+    "  if (b == 0) return a / b;\n"
+    "  float m = fmodf(a, b), q = (a - m) / b;\n"
+    "  if (m != 0 && (b < 0) != (m < 0)) q -= 1.0f;\n"
+    "  if (q == 0) return copysignf(0.0f, a / b);\n"
+    "  float f = floorf(q); return q - f > 0.5f ? f + 1.0f : f; }\n"
     "#if TX_CS\n"
     "#define TX_LD(p) __ldcs(p)\n#define TX_ST(p, v) __stcs(p, v)\n"
     "#else\n"

@@ -6,7 +6,9 @@
  * — ±0 included, NaN in the same positions (a NaN's payload and sign are
  * not compared: the GPU's default NaN is not x86's) — on every expression
  * made of + - * /, comparisons, logic, where, abs, floor/ceil/round/trunc,
- * sqrt, fmod, % and min/max, in float64 and float32 (and float32 out of
+ * sqrt, fmod, % and min/max, and NumPy's // (floor_divide), sign, isnan,
+ * isinf, isfinite, signbit, copysign, nextafter, minimum/maximum and
+ * ones_like, in float64 and float32 (and float32 out of
  * float64 inputs). The inputs are a grid of special values taken pairwise
  * (±0, ±inf, NaN, the smallest and largest subnormals and normals, ±1e308,
  * values whose products round, halfway cases of round) followed by random
@@ -242,6 +244,12 @@ static const char *const exact_exprs[] = {
     "(a < b)*a*b + (a >= c)*c", "abs(a*b + c)*(a != b) + (a == c)",
     "min(a*b, c) + max(a, b*c)", "not (a*b + c) or (a <= b and b > c)",
     "fma(a, b, c)", "fma(a, b, c) - a*b", "fma(a, a, 2*a) + 1",
+    /* NumPy's functions (issue 28): exact on both sides */
+    "a // b", "a*b // c + a % c", "floor_divide(a, c) - b",
+    "sign(a*b - c)", "isnan(a*b) + 2*isinf(a + c) + 4*isfinite(a/b)",
+    "signbit(a*b + c) + signbit(a)", "copysign(a*b, c - a)",
+    "nextafter(a, b)", "nextafter(a*b, c)", "minimum(a, b) - maximum(b, c)",
+    "ones_like(a) + conj(b)",
 };
 
 TEST(map_bits_like_the_cpu) {
@@ -256,6 +264,8 @@ TEST(map_bits_like_the_cpu) {
     if (dt == T_F64) { /* float32 results of float64 inputs */
       check_bits("a*b + c", T_F32, in);
       check_bits("a**2 + 2*a + 1", T_F32, in);
+      check_bits("a // b", T_F32, in);
+      check_bits("nextafter(a, b)", T_F32, in);
     }
     for (int i = 0; i < 3; i++) tarray_free(in[i]);
   }

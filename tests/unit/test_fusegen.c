@@ -44,6 +44,10 @@ static const char *const exprs[] = {
     "floor(x) + ceil(y) + round(x) + trunc(y) + min(x, y) + max(x, y) + "
     "pow(x, y) + hypot(x, y) + fmod(x, y) + x % y",
     "where(x > y and not (x == 0), x, y) + (x <= y or x != y) + (x >= 1) + (x < pi*e)",
+    /* NumPy's names and the functions added for them (issue 28) */
+    "x // y + sign(x) + isnan(y) + isinf(x) + isfinite(y) + signbit(x) + "
+    "copysign(x, y) + nextafter(x, y) + ones_like(y) + arcsin(x/4) + "
+    "minimum(x, y) + maximum(x, y) + floor_divide(y, x) + conj(x)",
 };
 
 TEST(map_kernels_compile) {

@@ -20,8 +20,11 @@ import {PRESETS, presetById} from '../presets.js';
 
 const BACKEND_NOTES = {auto: 'the fastest by estimate', serial: 'one CPU thread', cpu: 'the thread pool',
   cuda: 'a GPU', compare: 'every backend, checked'};
+// The language's functions (api/API.md "map"); NumPy's names are accepted too.
 const FUNCS = 'abs sqrt cbrt exp exp2 expm1 log log2 log10 log1p sin cos tan asin acos atan atan2 sinh cosh tanh ' +
-  'asinh acosh atanh floor ceil round trunc min max pow hypot fmod fma where';
+  'asinh acosh atanh floor ceil round trunc min max pow hypot fmod fma where sign isnan isinf isfinite signbit ' +
+  'copysign nextafter ones_like (or NumPy\'s arcsin arccos arctan arctan2 arcsinh arccosh arctanh minimum maximum ' +
+  'absolute power rint remainder floor_divide copy conj)';
 
 function segmented(name, options, value, legend) {
   const g = h('div', {class: 'seg', role: 'radiogroup', 'aria-label': legend});
@@ -101,7 +104,7 @@ function mapSection() {
   const inputs = inputsEditor('map');
   const dtype = select(['float64', 'float32'], 'float64', {dataset: {field: 'params.dtype'}});
   const el = h('div', {class: 'stack'},
-    field('Expression', expr, `Names of the inputs, + - * / % **, comparisons, and or not, ${FUNCS}, pi, e.`),
+    field('Expression', expr, `Names of the inputs, + - * / // % **, comparisons, and or not, ${FUNCS}, pi, e.`),
     inputs.el, field('dtype', dtype));
   return {el, expr,
     get: () => ({expr: expr.value, inputs: inputs.get(), dtype: dtype.value}),
