@@ -14,9 +14,9 @@
 #ifndef TESSEL_API_API_H
 #define TESSEL_API_API_H
 
-#include "array/arrays.h"
-#include "http/http.h"
-#include "jobs/jobs.h"
+#include "compute/array/arrays.h"
+#include "server/http.h"
+#include "compute/jobs/jobs.h"
 
 /* The limits of the running daemon that GET /v1/info shows and the resource
  * files do not already hold (app/main.c copies them from the options in
@@ -30,7 +30,7 @@ typedef struct api_limits {
   int64_t result_ttl_s;     /* finished jobs and unused arrays kept; 0: kept */
   int64_t max_attempts;     /* starts of a job before it fails "crashed" */
   int64_t max_memory;       /* running jobs' budget as configured; 0: 80 %
-                               of RAM or the cgroup limit (sched/mem.c) */
+                               of RAM or the cgroup limit (compute/sched/mem.c) */
   int64_t max_job_memory;   /* one job's estimated memory before 413 */
   int64_t max_connections;  /* connections at once, all clients */
   int64_t per_ip_limit;     /* connections from one address */

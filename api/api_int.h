@@ -5,7 +5,7 @@
 #include <jansson.h>
 
 #include "api/api.h"
-#include "array/tarray.h"
+#include "compute/array/tarray.h"
 
 /* The longest ?wait a request may ask for, seconds (POST /v1/jobs). */
 #define API_MAX_WAIT_S 60.0

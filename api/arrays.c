@@ -3,11 +3,11 @@
  * An upload is read by its Content-Type (application/x-npy, text/csv,
  * application/json; anything else 415), checked strictly (NaN and Inf are
  * refused in CSV and JSON; .npy keeps them) and stored through
- * array/arrays.h (the file, the store row, the content id). The same
+ * compute/array/arrays.h (the file, the store row, the content id). The same
  * content from the same owner gives the same id, whatever the format: the
  * first upload answers 201, a repeat 200 with the existing array.
  *
- * Every body is streamed (http_route_sink): array/codec/upload.h reads it as it
+ * Every body is streamed (http_route_sink): compute/array/codec/upload.h reads it as it
  * arrives — an .npy header as soon as it is in, CSV and JSON through their
  * push readers — and writes the data straight into the array's file,
  * hashing on the way, so the server never holds the body: an upload of
@@ -29,8 +29,8 @@
 #include <unistd.h>
 
 #include "api/api_int.h"
-#include "array/codec/upload.h"
-#include "gpu/gpu.h"
+#include "compute/array/codec/upload.h"
+#include "compute/gpu/gpu.h"
 #include "util/util.h"
 
 static int content_is(const char *ct, const char *want) {

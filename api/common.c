@@ -1,5 +1,5 @@
 /* common.c — what every resource of the API shares: reading a JSON body,
- * answering with a job (whose JSON jobs/json.c writes), an array's metadata,
+ * answering with a job (whose JSON compute/jobs/json.c writes), an array's metadata,
  * a deletion or an error.
  *
  * A JSON body's parsed tree counts in the transfer budget
@@ -13,7 +13,7 @@
  * time, so the parse fails the moment the budget cannot hold more: 413
  * (field "body") when the budget could never hold it, 503 + Retry-After
  * when other requests hold it now. The reservation is given back with the
- * request (http/request.c also returns the freed pages to the system).
+ * request (server/request.c also returns the freed pages to the system).
  * Outside a parse the two functions are malloc and free.
  *
  * Threads: called from HTTP handlers (MHD worker threads) and from job

@@ -12,10 +12,10 @@
  * TESSEL_BUILD_TYPE, TESSEL_COMPILER, TESSEL_HAVE_CUDA), the options in
  * effect (api_ctx.limits, filled by app/main.c), the transfer budget
  * (util/xfer.h), the GPUs found at start (gpu_count) and the kinds' and
- * backends' names (kinds/names.c). The local directories are the caller's
+ * backends' names (compute/kinds/names.c). The local directories are the caller's
  * own (jobs_local_dirs): with tokens, only DIR/<token name>.
  *
- * It takes no query parameter (400 naming one, as on every route; http/).
+ * It takes no query parameter (400 naming one, as on every route; server/).
  * Needs a token when tokens are configured (HTTP_AUTH).
  *
  * Threads: MHD worker threads; everything read is constant after start
@@ -25,7 +25,7 @@
 #include <stdlib.h>
 
 #include "api/api_int.h"
-#include "gpu/gpu.h"
+#include "compute/gpu/gpu.h"
 #include "util/xfer.h"
 
 #ifndef TESSEL_BUILD_TYPE

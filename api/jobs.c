@@ -1,6 +1,6 @@
 /* jobs.c — the /v1/jobs resource: submit, list, read, cancel, delete, result.
  *
- * A handler reads the request, calls the job's owner (jobs/jobs.h: the
+ * A handler reads the request, calls the job's owner (compute/jobs/jobs.h: the
  * check, the queue slot, the store row and the queue are its business) and
  * encodes the answer. Submit answers 202 with Location; with ?wait=S the
  * connection is suspended (no HTTP thread is held) until the job ends or S
@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "api/api_int.h"
-#include "gpu/gpu.h"
+#include "compute/gpu/gpu.h"
 #include "util/datadir.h"
 #include "util/util.h"
 

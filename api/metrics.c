@@ -13,7 +13,7 @@
  *                                          canceled and failed jobs apart
  *                                          from the latency of succeeded ones
  *   tessel_http_requests_total             counter by route pattern,
- *   tessel_http_request_duration_seconds   method and code (http/stats.c)
+ *   tessel_http_request_duration_seconds   method and code (server/stats.c)
  *   process_cpu_seconds_total, process_resident_memory_bytes,
  *   process_virtual_memory_bytes, process_open_fds, process_max_fds,
  *   process_start_time_seconds             the standard process metrics

@@ -8,7 +8,7 @@
  * answer says the whole array's rows in X-Total-Rows, and JSON keeps the
  * whole "shape" beside "rows", the rows sent) and, for
  * a result whose kind names its layout (jobs_result_get), square <->
- * condensed (array/layout.h).
+ * condensed (compute/array/layout.h).
  *
  * Nothing is copied whole, whatever the size: every answer holds O(buffer)
  * memory while a client, however slow, reads it.
@@ -38,7 +38,7 @@
 #include <unistd.h>
 
 #include "api/api_int.h"
-#include "array/layout.h"
+#include "compute/array/layout.h"
 #include "util/util.h"
 #include "util/xfer.h"
 

@@ -33,11 +33,11 @@
 #include <unistd.h>
 
 #include "api/api.h"
-#include "gpu/gpu.h"
-#include "jobs/jobs.h"
-#include "sched/sched.h"
+#include "compute/gpu/gpu.h"
+#include "compute/jobs/jobs.h"
+#include "compute/sched/sched.h"
 #include "db/store.h"
-#include "http/http.h"
+#include "server/http.h"
 #include "util/datadir.h"
 #include "util/util.h"
 #include "util/xfer.h"
@@ -464,7 +464,7 @@ int main(int argc, char **argv) {
       .calibration_path = calib,
       .kind_lookup = kind_find,
       .max_attempts = (int)max_attempts,
-      .max_memory_bytes = max_memory, /* 0: from the machine (sched/mem.c) */
+      .max_memory_bytes = max_memory, /* 0: from the machine (compute/sched/mem.c) */
       .local = local,
       .split_min_pairs = split_min,
       .tiles = (int)tiles, /* 0: 2 x live nodes */

@@ -109,8 +109,8 @@ typedef struct store_job {
                             * every part in order (the first's data is
                             * result_path / the row's npy; each other's is
                             * its "path" file); NULL for one array.
-                            * Written by sched/text.c, read by
-                            * array/parts.h */
+                            * Written by compute/sched/text.c, read by
+                            * compute/array/parts.h */
   /* cluster (all NULL / 0 on SQLite) */
   char *node;              /* the node that claimed it (a store_node id);
                             * NULL while unclaimed */
@@ -130,7 +130,7 @@ typedef struct store_array {
   char *shape;   /* JSON text, e.g. "[100,10000]" */
   int64_t bytes; /* data bytes */
   char *digest;  /* content id: "xxh3-128:<hex>" of data, dtype, shape
-                  * (older rows: "sha256:<hex>"; array/arrays.c) */
+                  * (older rows: "sha256:<hex>"; compute/array/arrays.c) */
   char *path;    /* .npy file */
   int64_t created_at;
 } store_array;
@@ -279,7 +279,7 @@ typedef struct store_job_end {
   const void *result_npy; /* copied; NULL: the result (if any) is a file */
   size_t result_npy_len;
   const char *result_parts; /* store_job.result_parts; NULL: one array */
-  /* 1: the end of a run of a job this node claimed (sched/run.c, a split
+  /* 1: the end of a run of a job this node claimed (compute/sched/run.c, a split
    * job's coordinator). On a cluster store the row must still be claimed
    * by this node: one the reaper took back (the node was paused past its
    * lease; the job is queued again, node NULL) is T_ECONFLICT, as one

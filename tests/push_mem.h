@@ -1,4 +1,4 @@
-/* push_mem.h — a push reader's value sink (array/tarray.h tvals_out) that
+/* push_mem.h — a push reader's value sink (compute/array/tarray.h tvals_out) that
  * collects the values in memory: what the CSV and JSON push readers'
  * unit tests and fuzz targets compare with the one-shot parsers' arrays.
  * Included once per test program (static functions). The caller frees b.
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "array/tarray.h"
+#include "compute/array/tarray.h"
 
 typedef struct mem {
   char *b;

@@ -5,7 +5,7 @@
  * (field path, position, message). The code has a name here, the error
  * code of API.md's JSON errors and of a failed job ("invalid_argument",
  * ...); its HTTP status is the transport's business (http_status_of in
- * http/http.h). A NULL `terr *` is allowed everywhere: the detail is then
+ * server/http.h). A NULL `terr *` is allowed everywhere: the detail is then
  * dropped.
  */
 #ifndef TESSEL_UTIL_ERR_H

@@ -4,7 +4,7 @@
  * A page of a file mapping that lies past the file's end (the file was
  * truncated after it was mapped) raises SIGBUS when it is touched. For
  * Tessel's own files that is a bug and must crash loudly; for a file a user
- * handed us on the same host (array/localfile.h: {"file": ...} inputs and
+ * handed us on the same host (compute/array/localfile.h: {"file": ...} inputs and
  * "output" files under --local-dir) it is something the user can do at any
  * time, and the daemon must survive it. So such mappings are registered
  * here: sigbus_install (once, at start) puts a process-wide SA_SIGINFO

@@ -11,7 +11,7 @@
  *    up to what is left), each priority first, then id (ids sort by
  *    creation time); split parents — tiles > 0, no parent —
  *    only with parents, the coordinator's claim, which takes every other
- *    job too: sched/cluster.c has one claimer and passes parents = 1)
+ *    job too: compute/sched/cluster.c has one claimer and passes parents = 1)
  *    FOR UPDATE SKIP LOCKED, and the UPDATE stamps them with the node, the
  *    lease and attempts + 1, returning the rows. Two nodes never get the
  *    same row: a row one claimer has locked is skipped by the other, and

@@ -146,7 +146,7 @@ int pg__job_rows(PGresult *r, store_job **jobs, int *n, terr *e) {
  * reference check is a statement after the lock) and answer T_ECONFLICT.
  * Expiry skips the rows locked here (pg_stats.c). Only the referenced
  * job's row must exist here: that it succeeded is the submit's check
- * (array/store_source.c).
+ * (compute/array/store_source.c).
  * FOR KEY SHARE does not block the referenced job's own updates (start,
  * finish). Only params that mention "array" or "result" are walked. */
 static int lock_refs(PGconn *c, const store_job *j, terr *e) {

@@ -105,7 +105,7 @@ static const migration migrations[] = {
     {2, "ALTER TABLE jobs ADD COLUMN result_npy BLOB;\n"},
     /* A job's timings and result metadata as typed columns instead of JSON
      * documents: the store queries them (stats) and the service writes
-     * their JSON in one place (jobs/json.c). Old rows are carried over from
+     * their JSON in one place (compute/jobs/json.c). Old rows are carried over from
      * their documents, which are then dropped. */
     {3, "ALTER TABLE jobs ADD COLUMN t_queue REAL;\n"
         "ALTER TABLE jobs ADD COLUMN t_prepare REAL;\n"
@@ -134,14 +134,14 @@ static const migration migrations[] = {
         "ALTER TABLE jobs DROP COLUMN timings;\n"
         "ALTER TABLE jobs DROP COLUMN result;\n"},
     /* An array's content id names its hash: XXH3-128 for new uploads
-     * (array/arrays.c says why), "sha256:" before the old rows' digests. */
+     * (compute/array/arrays.c says why), "sha256:" before the old rows' digests. */
     {4, "DROP INDEX arrays_owner_sha;\n"
         "ALTER TABLE arrays RENAME COLUMN sha256 TO digest;\n"
         "UPDATE arrays SET digest = 'sha256:' || digest"
         " WHERE instr(digest, ':') = 0;\n"
         "CREATE UNIQUE INDEX arrays_owner_digest ON arrays(owner, digest);\n"},
     /* A job's "output": {"file": path} (same-host results under
-     * --local-dir, array/localfile.h): the path as submitted; NULL for a
+     * --local-dir, compute/array/localfile.h): the path as submitted; NULL for a
      * job whose result the service keeps. */
     {5, "ALTER TABLE jobs ADD COLUMN output_file TEXT;\n"},
     /* A result of several named arrays (a geodesic knn: "distance" and
@@ -149,7 +149,7 @@ static const migration migrations[] = {
      * entry per part in order, the first's included (its data is where
      * result_path / result_npy say; the others' in their "path" files).
      * NULL for a result of one array. Written by the scheduler
-     * (sched/text.c); the store reads only the paths (json_each), to
+     * (compute/sched/text.c); the store reads only the paths (json_each), to
      * remove the files with the row. */
     {6, "ALTER TABLE jobs ADD COLUMN result_parts TEXT;\n"},
     /* Split jobs and the cluster's columns (store.h): a tile's parent and

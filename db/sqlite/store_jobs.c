@@ -178,7 +178,7 @@ typedef struct insert_args {
  * row is gone: this insert fails) or after it (it sees the job), never
  * between the check and the insert. Only the referenced job's row must
  * exist here (that it succeeded is the submit's check,
- * array/store_source.c). Only params
+ * compute/array/store_source.c). Only params
  * that mention "array" or "result" are walked (json_tree). */
 static int refs_exist(sqstore *s, const store_job *j, terr *e) {
   if (!j->params ||

@@ -5,7 +5,7 @@
  *
  * One run prints, for a result of N bytes already in device memory, the time
  * until its bytes are in the page cache of a fresh result file (created,
- * fallocated, as sched/run.c creates them), each way side by side:
+ * fallocated, as compute/sched/run.c creates them), each way side by side:
  *   d2h -> one pinned buffer             the PCIe ceiling (no file)
  *   pinned -> file, pwrite, T threads    the page-cache write ceiling
  *   slots: d2h -> pinned slots -> mapped file, gang memcpy   (the old way)

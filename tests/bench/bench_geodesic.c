@@ -38,12 +38,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "kinds/geodesic/kind.h"
+#include "compute/kinds/geodesic/kind.h"
 #include "util/pool.h"
 #include "util/util.h"
 
 #if TESSEL_HAVE_CUDA
-#include "kinds/geodesic/geodesic_cuda.h"
+#include "compute/kinds/geodesic/geodesic_cuda.h"
 #endif
 #if TESSEL_HAVE_PROJ
 #include <geodesic.h>

@@ -1,5 +1,5 @@
 /* bench_geoq_cpu.c — the CPU engine of the geodesic queries
- * (kinds/geodesic/query/query_cpu.c) against the brute force it replaces, on this
+ * (compute/kinds/geodesic/query/query_cpu.c) against the brute force it replaces, on this
  * machine's cores: knn (k nearest) of n uniform points, serial and on the
  * pool, against the square matrix the kind computes (and a selection per
  * row, which is not timed: the matrix alone is the lower bound of brute
@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kinds/geodesic/kind.h"
+#include "compute/kinds/geodesic/kind.h"
 #include "util/pool.h"
 #include "util/util.h"
 

@@ -162,7 +162,7 @@ def tessel_query(c, pts, query, backend):
     if job.status != "succeeded":
         raise RuntimeError(f"job {job.id} {job.status}: {job.info.get('error')}")
     # the parts the result lists (name, dtype, shape, href), else the
-    # query's documented ones (kinds/geodesic/query/query.h)
+    # query's documented ones (compute/kinds/geodesic/query/query.h)
     names = [p["name"] for p in (job.info.get("result") or {}).get("parts") or [] if p.get("name")] or \
         (["distance", "index"] if "knn" in query else ["i", "j", "distance"])
     parts = {nm: c._t.download_npy(f"/v1/jobs/{job.id}/result/{nm}") for nm in names}

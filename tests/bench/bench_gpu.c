@@ -48,12 +48,12 @@ int main(void) {
 #include <string.h>
 #include <unistd.h>
 
-#include "sched/costmodel.h"
-#include "gpu/devctx.h"
-#include "expr/expr.h"
-#include "gpu/gpu.h"
-#include "kinds/gpu_kernels.h"
-#include "kinds/kinds.h"
+#include "compute/sched/costmodel.h"
+#include "compute/gpu/devctx.h"
+#include "compute/expr/expr.h"
+#include "compute/gpu/gpu.h"
+#include "compute/kinds/gpu_kernels.h"
+#include "compute/kinds/kinds.h"
 #include "util/pool.h"
 #include "util/util.h"
 

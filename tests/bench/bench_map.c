@@ -46,9 +46,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "array/arrays.h"
-#include "jobs/jobs.h"
-#include "kinds/exprkind.h"
+#include "compute/array/arrays.h"
+#include "compute/jobs/jobs.h"
+#include "compute/kinds/exprkind.h"
 #include "util/pool.h"
 #include "util/util.h"
 

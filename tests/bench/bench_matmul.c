@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kinds/kinds.h"
+#include "compute/kinds/kinds.h"
 #include "util/pool.h"
 #include "util/util.h"
 

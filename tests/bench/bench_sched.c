@@ -3,7 +3,7 @@
  * Three tables, each a ratio against a peer measured in the same run:
  *   1. result files: a mapped .npy (tarray_create_npy, fill, unmap, rename)
  *      against a heap array written with npy_write then renamed — the two
- *      ways sched/run.c stores a result; picks inline_result_max;
+ *      ways compute/sched/run.c stores a result; picks inline_result_max;
  *   2. pool_for on tiny loops against the same loop run inline;
  *   3. tiny jobs end to end (reserve, insert, enqueue, run, finish, wait)
  *      on serial against cpu, jobs per second.
@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "util/pool.h"
-#include "sched/sched.h"
+#include "compute/sched/sched.h"
 #include "db/store.h"
 
 /* ---- 1. result files ---------------------------------------------------- */
@@ -219,7 +219,7 @@ int main(int argc, char **argv) {
   pool_destroy(p);
 
   printf("\n## tiny jobs end to end (2 workers, store commit included)\n\n");
-  printf("| backend | results | jobs/s | vs serial, heap |\n|---|---|---|---|\n");
+  printf("| backend | results | compute/jobs/s | vs serial, heap |\n|---|---|---|---|\n");
   const char *bk[] = {"serial", "cpu", "serial"};
   int64_t inl[] = {65536, 65536, 1}; /* 1: every result mapped */
   double rate[3][3];

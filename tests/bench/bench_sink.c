@@ -1,5 +1,5 @@
 /* bench_sink.c — where a big map result should be written: the measured
- * alternatives behind array/codec/npyfile.c's choice.
+ * alternatives behind compute/array/codec/npyfile.c's choice.
  *
  *   bench_sink [SIZES=1e7,1e8] [THREADS=2] [DIR=/tmp] [ROUNDS=5] [CELL]
  *
@@ -16,7 +16,7 @@
  *   anon      a heap array (2 MiB aligned, MADV_HUGEPAGE: tarray_new),
  *             then each thread pwrites its slices into the fallocated file
  *   heapwrite a heap array, then npy_write through stdio by one thread
- *             (sched/run.c's way for results up to inline_result_max)
+ *             (compute/sched/run.c's way for results up to inline_result_max)
  *   chunk     tarray_create_npy_sink: each chunk evaluates into its slot's
  *             buffer and pwrites it at its offset (no big intermediate)
  *   memory    the floor: chunks evaluate into one reused heap array, no file
@@ -40,7 +40,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "expr/expr.h"
+#include "compute/expr/expr.h"
 #include "util/pool.h"
 #include "util/util.h"
 

@@ -1,6 +1,6 @@
 #!/bin/sh
-# tests/cluster/test_split_nodes.sh — split jobs on a cluster (sched/split.c
-# with sched/cluster.c): a PostgreSQL 15 server (tests/cluster/pgserver.sh),
+# tests/cluster/test_split_nodes.sh — split jobs on a cluster (compute/sched/split.c
+# with compute/sched/cluster.c): a PostgreSQL 15 server (tests/cluster/pgserver.sh),
 # two nodes a and b on one data directory splitting from 1000 pairs into 4
 # tiles, and a third tesseld on its own SQLite store that never splits.
 #   sh tests/cluster/test_split_nodes.sh build/tesseld

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/cluster/test_two_nodes.sh — the cross-node paths of sched/cluster.c,
+# tests/cluster/test_two_nodes.sh — the cross-node paths of compute/sched/cluster.c,
 # end to end: a PostgreSQL 15 server (tests/cluster/pgserver.sh) and two
 # tesseld nodes on one data directory.
 #   sh tests/cluster/test_two_nodes.sh build/tesseld

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "expr/expr.h"
+#include "compute/expr/expr.h"
 
 static const int64_t shapes[5][2] = {{0, 0}, {1, 0}, {4, 0}, {3, 1}, {3, 4}};
 static const int ndims[5] = {0, 1, 1, 2, 2};

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kinds/kinds.h"
+#include "compute/kinds/kinds.h"
 #include "util/pool.h"
 
 #define FZ_BIG62 ((int64_t)1 << 62)

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "array/arrayval.h"
+#include "compute/array/arrayval.h"
 
 static int refuse_meta(void *ud, const char *owner, const char *id,
                        tdtype *dt, int *ndim, int64_t *shape, terr *e) {

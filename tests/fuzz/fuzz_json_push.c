@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "array/tarray.h"
+#include "compute/array/tarray.h"
 #include "push_mem.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

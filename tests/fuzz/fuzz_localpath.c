@@ -1,5 +1,5 @@
 /* fuzz_localpath.c — libFuzzer target for the same-host path checker
- * (array/localfile.c, tlocal_path_below).
+ * (compute/array/localfile.c, tlocal_path_below).
  *
  * The first byte picks a root, the rest is the path. Whatever the checker
  * accepts must never escape its root: the path is the root, '/', then the
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "array/localfile.h"
+#include "compute/array/localfile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static const char *const roots[] = {"/", "/a", "/a/b", "/dev/shm/tessel"};

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "array/tarray.h"
+#include "compute/array/tarray.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   tarray *a = NULL, *b = NULL;

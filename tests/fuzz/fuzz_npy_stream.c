@@ -2,7 +2,7 @@
  *
  * Differential: the input's first byte picks how the rest is cut into
  * pieces (1 to 256 bytes, or all at once), the pieces go through
- * npy_upload (array/codec/upload.h) into a real store in a temporary directory,
+ * npy_upload (compute/array/codec/upload.h) into a real store in a temporary directory,
  * and the outcome must agree with npy_parse on the whole buffer: accepted
  * by one exactly when accepted by the other, and when accepted, the stored
  * file holds npy_parse's dtype, shape and bytes. The stored array is then
@@ -15,8 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "array/tarray.h"
-#include "array/codec/upload.h"
+#include "compute/array/tarray.h"
+#include "compute/array/codec/upload.h"
 
 static store *st;
 static arrays A;

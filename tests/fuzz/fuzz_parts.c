@@ -1,5 +1,5 @@
 /* fuzz_parts.c — libFuzzer target for the stored result-parts document
- * (array/parts.h: tparts_parse), which comes back from the database file.
+ * (compute/array/parts.h: tparts_parse), which comes back from the database file.
  *
  * Any input parses or is refused (T_EIO) without a crash or a leak; an
  * accepted document is written again with tparts_text and must parse to
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "array/parts.h"
+#include "compute/array/parts.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *text = malloc(size + 1);

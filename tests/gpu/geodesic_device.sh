@@ -25,8 +25,8 @@ build)
   CF="-O3 -std=gnu11 -D_GNU_SOURCE -DTESSEL_HAVE_CUDA=1 -I. -Itests"
   CF="$CF -DTESSEL_SOURCE_DIR=\"$(pwd)\" -I/usr/local/cuda/include"
   $NVCC -std=c++17 -O3 -arch=sm_90 -I. -D_GNU_SOURCE -DTESSEL_HAVE_CUDA=1 \
-    -c kinds/geodesic/geodesic.cu -o "$dir/obj/geodesic.cu.o"
-  for f in kinds/geodesic/plan.c kinds/geodesic/cpu.c array/tarray.c \
+    -c compute/kinds/geodesic/geodesic.cu -o "$dir/obj/geodesic.cu.o"
+  for f in compute/kinds/geodesic/plan.c compute/kinds/geodesic/cpu.c compute/array/tarray.c \
     util/err.c util/util.c tests/gpu/test_geodesic_gpu.c \
     tests/bench/bench_geodesic.c; do
     $CC $CF -c "$f" -o "$dir/obj/$(basename "$f").o"

@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "gpu/gpu.h"
-#include "kinds/kinds.h"
-#include "array/tarray.h"
+#include "compute/gpu/gpu.h"
+#include "compute/kinds/kinds.h"
+#include "compute/array/tarray.h"
 
 /* SplitMix64: reproducible streams without global state. */
 static inline uint64_t tu_next(uint64_t *s) {

@@ -11,7 +11,7 @@
  * works afterwards); health marking after GPU_FAIL_LIMIT device errors.
  * Exits 77 ("SKIPPED: no CUDA device") where there is no GPU.
  */
-#include "kinds/gpu_kernels.h"
+#include "compute/kinds/gpu_kernels.h"
 #include "gpu_test_util.h"
 
 #if TESSEL_HAVE_CUDA

@@ -1,5 +1,5 @@
 /* test_geodesic_band.c — the tiles of a split job on CUDA: a band of rows
- * (geod_plan_rows, kinds/geodesic/plan.h) computed by cuda_geodesic is
+ * (geod_plan_rows, compute/kinds/geodesic/plan.h) computed by cuda_geodesic is
  * exactly those rows of the whole matrix computed on the same device.
  *
  * Exits 77 without CUDA in the build or a device. For square (whose whole
@@ -18,11 +18,11 @@
 #include <string.h>
 
 #include "check.h"
-#include "kinds/geodesic/plan.h"
+#include "compute/kinds/geodesic/plan.h"
 
 #if TESSEL_HAVE_CUDA
-#include "gpu/gpu.h"
-#include "kinds/geodesic/geodesic_cuda.h"
+#include "compute/gpu/gpu.h"
+#include "compute/kinds/geodesic/geodesic_cuda.h"
 
 static uint64_t rng = 0x2545F4914F6CDD1DULL;
 static double urand(void) {

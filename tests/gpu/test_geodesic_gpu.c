@@ -1,5 +1,5 @@
 /* test_geodesic_gpu.c — the geodesic kind on a CUDA GPU
- * (kinds/geodesic/geodesic.cu), run on the device machine.
+ * (compute/kinds/geodesic/geodesic.cu), run on the device machine.
  *
  * Exits 77 ("SKIPPED: no CUDA device") without CUDA in the build or a
  * device at run time. On a GPU:
@@ -34,11 +34,11 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "kinds/geodesic/plan.h"
+#include "compute/kinds/geodesic/plan.h"
 
 #if TESSEL_HAVE_CUDA
-#include "gpu/gpu.h"
-#include "kinds/geodesic/geodesic_cuda.h"
+#include "compute/gpu/gpu.h"
+#include "compute/kinds/geodesic/geodesic_cuda.h"
 #endif
 #if TESSEL_HAVE_PROJ
 #include <geodesic.h>

@@ -1,5 +1,5 @@
 /* test_geoquery_gpu.c — the geodesic queries on CUDA GPUs
- * (kinds/geodesic/query/query.cu behind gpu_geoq), run on the device machine.
+ * (compute/kinds/geodesic/query/query.cu behind gpu_geoq), run on the device machine.
  *
  * Exits 77 ("SKIPPED: ...") without CUDA in the build or a device at run
  * time. The reference is brute force over the GPU matrix of the same plan
@@ -35,14 +35,14 @@
 #include <stdlib.h>
 
 #include "check.h"
-#include "kinds/geodesic/plan.h"
-#include "kinds/geodesic/query/query_gpu.h"
+#include "compute/kinds/geodesic/plan.h"
+#include "compute/kinds/geodesic/query/query_gpu.h"
 #include "util/util.h"
 
 #if TESSEL_HAVE_CUDA
 #include "gpu_test_util.h"
-#include "kinds/geodesic/geodesic_cuda.h"
-#include "kinds/geodesic/query/query_cuda.h"
+#include "compute/kinds/geodesic/geodesic_cuda.h"
+#include "compute/kinds/geodesic/query/query_cuda.h"
 
 static int g_ngpu;
 static int g_cases;

@@ -19,9 +19,9 @@
 #include <unistd.h>
 
 #if TESSEL_HAVE_CUDA
-#include "kinds/fuse.h"
-#include "expr/expr.h"
-#include "kinds/gpu_kernels.h"
+#include "compute/kinds/fuse.h"
+#include "compute/expr/expr.h"
+#include "compute/kinds/gpu_kernels.h"
 #include "gpu_test_util.h"
 
 static tarray *cpu_map(const expr *x, const tarray *const *in, tdtype dt,
@@ -231,7 +231,7 @@ TEST(result_stays_for_a_chain) {
   tarray_free(c);
 }
 
-/* A result in a fresh file mapping (as sched/run.c creates big results) on
+/* A result in a fresh file mapping (as compute/sched/run.c creates big results) on
  * a disk file system is prefaulted by the gang before it is filled; its
  * every element is right and the flag is spent. */
 TEST(result_in_a_file) {

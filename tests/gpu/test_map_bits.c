@@ -36,9 +36,9 @@
 #include <string.h>
 
 #if TESSEL_HAVE_CUDA
-#include "expr/expr.h"
-#include "kinds/exprkind.h"
-#include "kinds/gpu_kernels.h"
+#include "compute/expr/expr.h"
+#include "compute/kinds/exprkind.h"
+#include "compute/kinds/gpu_kernels.h"
 #include "gpu_test_util.h"
 
 static int g_print_ulp;

@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "expr/expr.h"
-#include "kinds/gpu_kernels.h"
-#include "kinds/exprkind.h"
+#include "compute/expr/expr.h"
+#include "compute/kinds/gpu_kernels.h"
+#include "compute/kinds/exprkind.h"
 #include "gpu_test_util.h"
 
 static const char *opname(int op) { return reduce_op_name((reduce_op)op); }

@@ -1,5 +1,5 @@
 /* test_http_conns.c — slow clients and floods from one address get
- * answers, not silence (http/conns.c), against the real daemon.
+ * answers, not silence (server/conns.c), against the real daemon.
  *
  * All from 127.0.0.1 (what every client behind a proxy looks like), with
  * bounded counts and waits:

@@ -1,4 +1,4 @@
-/* test_http_guard.c — requests refused from their headers (http/guard.c),
+/* test_http_guard.c — requests refused from their headers (server/guard.c),
  * against the real daemon.
  *
  * Framing attacks go over raw sockets: each is followed by a pipelined

@@ -21,7 +21,7 @@
  */
 #include <dirent.h>
 
-#include "array/tarray.h"
+#include "compute/array/tarray.h"
 #include "harness.h"
 
 static srv S;

@@ -17,7 +17,7 @@
 #include <math.h>
 
 #include "harness.h"
-#include "http/http.h"
+#include "server/http.h"
 
 static const char *daemon_path;
 

@@ -1,4 +1,4 @@
-/* test_split.c — split jobs on SQLite (sched/split.c, API.md "Split
+/* test_split.c — split jobs on SQLite (compute/sched/split.c, API.md "Split
  * jobs"): a geodesic job with at least --split-min-pairs pairs runs as tile
  * jobs, each a band of its rows, and its result is the same bytes as the
  * job run whole.

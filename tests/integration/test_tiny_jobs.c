@@ -2,7 +2,7 @@
  *
  * A ?wait submission without request_id is inserted [async] and its end is
  * committed by the store's writer, which then hands the answer to the
- * connection (see api/jobs.c, sched/run.c); small results live in
+ * connection (see api/jobs.c, compute/sched/run.c); small results live in
  * the job's row, not in a file. Checked here: many concurrent tiny ?wait
  * jobs all answer 200 "succeeded" with the right result in every format
  * (JSON, .npy, CSV), served from the row (no file); a larger result is a

@@ -29,7 +29,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "array/tarray.h"
+#include "compute/array/tarray.h"
 #include "util/util.h"
 #include "harness.h"
 

@@ -24,7 +24,7 @@
  */
 #include <stdint.h>
 
-#include "array/tarray.h"
+#include "compute/array/tarray.h"
 #include "harness.h"
 
 static srv S;

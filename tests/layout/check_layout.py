@@ -5,12 +5,16 @@
    edge of the folder graph below. The graph is a DAG that points down, from
    the daemon's wiring to the utilities; an include that goes up or across
    fails, with the file, the line and the edge it would add.
-2. Inside kinds/, a kind's folder (kinds/map/, ...) may include the shared
-   kinds/ headers and its own files, never another kind's folder.
+2. Inside compute/kinds/, a kind's folder (compute/kinds/map/, ...) may include
+   the shared compute/kinds/ headers and its own files, never another kind's.
 3. Every production folder opens with a README.md, and holds at most
    MAX_FILES source files directly.
 4. The graph itself is acyclic (checked here, so that an edit to ALLOWED
    cannot slip a cycle in).
+5. The design card's folders exist (server/, compute/ with its rooms, api/,
+   db/, web/, tests/, docker/), and no other top-level folder holds C or CUDA
+   sources. A room is a folder (compute/sched) or a top folder (db); the
+   room of an include is the longest room its path starts with.
 
 Usage: check_layout.py [source root]   (default: two folders up from here)
 Exit status 0 when every rule holds, 1 with one line per violation.
@@ -23,16 +27,20 @@ import sys
 ALLOWED = {
     "util": [],
     "db": ["util"],
-    "array": ["db", "util"],
-    "expr": ["array", "util"],
-    "gpu": ["array", "util"],
-    "kinds": ["gpu", "expr", "array", "util"],
-    "sched": ["kinds", "gpu", "expr", "array", "db", "util"],
-    "jobs": ["sched", "kinds", "array", "db", "util"],
-    "http": ["util"],
-    "api": ["jobs", "http", "array", "gpu", "util"],
-    "app": ["api", "http", "jobs", "sched", "gpu", "db", "util"],
+    "compute/array": ["db", "util"],
+    "compute/expr": ["compute/array", "util"],
+    "compute/gpu": ["compute/array", "util"],
+    "compute/kinds": ["compute/gpu", "compute/expr", "compute/array", "util"],
+    "compute/sched": ["compute/kinds", "compute/gpu", "compute/expr", "compute/array", "db", "util"],
+    "compute/jobs": ["compute/sched", "compute/kinds", "compute/array", "db", "util"],
+    "server": ["util"],
+    "api": ["compute/jobs", "server", "compute/array", "compute/gpu", "util"],
+    "app": ["api", "server", "compute/jobs", "compute/sched", "compute/gpu", "db", "util"],
 }
+# The design card's top-level folders (with app/ and util/, which it allows).
+CARD = ["server", "compute", "api", "db", "web", "tests", "docker", "app", "util"]
+# Folders that hold rooms but are none themselves: a README, no sources.
+HALLS = ["compute"]
 MAX_FILES = 20
 SOURCE_EXT = (".c", ".h", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
@@ -69,13 +77,43 @@ def main():
     cyc = acyclic(ALLOWED)
     if cyc:
         bad.append("ALLOWED has a cycle: " + " -> ".join(cyc))
+    for top in CARD:
+        if not os.path.isdir(os.path.join(root, top)):
+            bad.append(f"{top}/: missing (the design card's floor plan)")
+    for hall in HALLS:
+        hdir = os.path.join(root, hall)
+        if not os.path.isfile(os.path.join(hdir, "README.md")):
+            bad.append(f"{hall}/: no README.md")
+        for f in os.listdir(hdir) if os.path.isdir(hdir) else []:
+            if f.endswith(SOURCE_EXT):
+                bad.append(f"{hall}/{f}: sources belong in one of {hall}/'s rooms")
+    for f in sorted(os.listdir(root)):
+        d = os.path.join(root, f)
+        if os.path.isdir(d) and f not in CARD and not f.startswith((".", "build")) \
+                and f not in ("clients", "deps", "data", "node_modules"):
+            for _, _, files in os.walk(d):
+                if any(x.endswith(SOURCE_EXT) for x in files):
+                    bad.append(f"{f}/: sources outside the design card's folders")
+                    break
+
+    def room_of(path):
+        best = None
+        for r in ALLOWED:
+            if path == r or path.startswith(r + "/"):
+                if best is None or len(r) > len(best):
+                    best = r
+        return best
+
     for top in ALLOWED:
         tdir = os.path.join(root, top)
         if not os.path.isdir(tdir):
             bad.append(f"{top}/: missing")
             continue
-        for dirpath, _, files in os.walk(tdir):
+        for dirpath, dirs, files in os.walk(tdir):
             rel_dir = os.path.relpath(dirpath, root)
+            if room_of(rel_dir) != top:  # a room of its own, walked as such
+                dirs[:] = []
+                continue
             srcs = [f for f in files if f.endswith(SOURCE_EXT)]
             if "README.md" not in files:
                 bad.append(f"{rel_dir}/: no README.md saying what it holds and what it may call")
@@ -93,8 +131,8 @@ def main():
                         if len(parts) < 2:
                             bad.append(f"{rel}:{no}: include \"{inc}\" is not rooted at a folder")
                             continue
-                        dst = parts[0]
-                        if dst not in ALLOWED:
+                        dst = room_of(inc)
+                        if dst is None:
                             bad.append(f"{rel}:{no}: include \"{inc}\" names no production folder")
                         elif dst != top and dst not in ALLOWED[top]:
                             bad.append(f"{rel}:{no}: {top} -> {dst} is not an allowed edge (\"{inc}\")")
@@ -102,7 +140,7 @@ def main():
                             src_sub = rel.split("/")[1] if rel.count("/") >= 2 else None
                             dst_sub = parts[1] if len(parts) >= 3 else None
                             if dst_sub and dst_sub != src_sub:
-                                bad.append(f"{rel}:{no}: kinds/{src_sub or ''} -> kinds/{dst_sub}/ goes across kinds (\"{inc}\")")
+                                bad.append(f"{rel}:{no}: compute/kinds/{src_sub or ''} -> compute/kinds/{dst_sub}/ goes across kinds (\"{inc}\")")
                         if not os.path.isfile(os.path.join(root, inc)):
                             bad.append(f"{rel}:{no}: include \"{inc}\" does not exist")
     for b in bad:

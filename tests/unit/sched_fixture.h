@@ -34,8 +34,8 @@
 
 #include "check.h"
 #include "util/pool.h"
-#include "jobs/jobs.h"
-#include "sched/sched.h"
+#include "compute/jobs/jobs.h"
+#include "compute/sched/sched.h"
 #include "db/store.h"
 
 static char root[256];

@@ -21,7 +21,7 @@
 #include <pthread.h>
 
 #include "check.h"
-#include "array/arrayval.h"
+#include "compute/array/arrayval.h"
 #include "util/pool.h"
 
 #define GOOD_ID "a_0123456789abcdefghjkmnpqrs"

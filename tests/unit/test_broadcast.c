@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "expr/expr.h"
-#include "expr/expr_int.h"
+#include "compute/expr/expr.h"
+#include "compute/expr/expr_int.h"
 
 static int bc(int n, const int *nd, const int64_t *const *sh, int *ond,
               int64_t *osh, terr *e) {

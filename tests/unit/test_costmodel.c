@@ -1,4 +1,4 @@
-/* test_costmodel.c — the router's cost model (sched/costmodel.c), without a
+/* test_costmodel.c — the router's cost model (compute/sched/costmodel.c), without a
  * GPU: the model picks the backend with the smallest estimate and says so
  * with every figure; estimates grow with the work and the bytes; a GPU is
  * chosen for heavy work only when one is usable, and not when copying the
@@ -18,9 +18,9 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "gpu/gpu.h"
-#include "sched/costmodel.h"
-#include "sched/router.h"
+#include "compute/gpu/gpu.h"
+#include "compute/sched/costmodel.h"
+#include "compute/sched/router.h"
 
 /* A machine like the H100 host: 16 threads, ~1 G VM ops/s per thread. */
 static cm_rates rates(int gpus) {
@@ -47,7 +47,7 @@ static cm_rates rates(int gpus) {
   r.gpu_ops = 1.2e13;
   r.gpu_fixed_s = 3e-4;
   r.chunk_bytes = 32 << 20;
-  /* result files: the sink's pwrite ~4.5 GB/s (array/codec/npyfile.c), first
+  /* result files: the sink's pwrite ~4.5 GB/s (compute/array/codec/npyfile.c), first
    * writes through a mapping ~1.9 GB/s (issue 11: an 800 MB GPU result's
    * d2h phase took 373-464 ms) */
   r.write_1 = 4.5e9;

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "array/tarray.h"
+#include "compute/array/tarray.h"
 
 static tarray *parse(const char *s, int64_t cap, int nonfinite, int *rc,
                      terr *e) {

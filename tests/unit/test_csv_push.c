@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "array/tarray.h"
+#include "compute/array/tarray.h"
 #include "push_mem.h"
 
 /* Feed body in pieces ending at cuts[0..ncuts) (increasing), then end. */

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "array/store_source.h"
+#include "compute/array/store_source.h"
 #include "util/pool.h"
 
 static char root[256];

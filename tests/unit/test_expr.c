@@ -8,7 +8,7 @@
  * within 1 ulp (the expected values are folded by the C compiler, correctly
  * rounded; glibc's functions are within 1 ulp), float32 within 2^-22
  * relative (float libm vs double libm rounded to float). sin, cos, exp and
- * log are the exception (expr/expr.h's contract: within 4 ulp of the
+ * log are the exception (compute/expr/expr.h's contract: within 4 ulp of the
  * correctly rounded value, as the VM may use glibc's libmvec): they are
  * checked within 4 ulp of a long double reference, in the table and over
  * ~100k random arrays (test_mvec_accuracy, which also checks NaN/Inf/
@@ -26,8 +26,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "expr/expr.h"
-#include "expr/expr_int.h"
+#include "compute/expr/expr.h"
+#include "compute/expr/expr_int.h"
 
 /* Evaluate src with inputs named x, y, z (0-d) in float64 or float32. */
 static double ev_dt(const char *src, double x, double y, double z, tdtype dt) {
@@ -512,7 +512,7 @@ TEST(test_emit_c_text) {
   expr_free(x);
 }
 
-/* Compile the emitted C with the semantics of expr/expr_math.h and compare with
+/* Compile the emitted C with the semantics of compute/expr/expr_math.h and compare with
  * the VM at a few points. Skipped when no C compiler is installed. */
 TEST(test_emit_c_compiles) {
   if (system("cc --version >/dev/null 2>&1") != 0) {

@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "expr/expr.h"
+#include "compute/expr/expr.h"
 
 /* src over 0-d inputs x, y in dtype dt; a compile error fails the test. */
 static double ev(const char *src, double x, double y, tdtype dt) {
@@ -216,7 +216,7 @@ TEST(test_errors) {
   }
 }
 
-/* The GPU kernels call tx_floordiv and the C names (kinds/fusegen.cu's
+/* The GPU kernels call tx_floordiv and the C names (compute/kinds/fusegen.cu's
  * prelude defines them; test_fusegen compiles them with NVRTC). */
 TEST(test_emit_c) {
   expr *x = NULL;

@@ -1,4 +1,4 @@
-/* test_fusegen.c — the fused-kernel generator (kinds/fusegen.cu),
+/* test_fusegen.c — the fused-kernel generator (compute/kinds/fusegen.cu),
  * checked without a GPU: for expressions that use every operator and
  * function of the language, the generated map and reduce kernels (float64
  * and float32, full/scalar/broadcast inputs, every reduce op, rows and
@@ -9,7 +9,7 @@
 #include "check.h"
 
 #if TESSEL_HAVE_CUDA
-#include "kinds/fuse.h"
+#include "compute/kinds/fuse.h"
 
 static char g_src[1 << 18];
 

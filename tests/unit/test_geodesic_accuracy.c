@@ -1,4 +1,4 @@
-/* test_geodesic_accuracy.c — the geodesic core (kinds/geodesic/geodesic.h) against
+/* test_geodesic_accuracy.c — the geodesic core (compute/kinds/geodesic/geodesic.h) against
  * independent references.
  *
  * karney: 8 classes x GEOD_ACC_PER_CLASS pairs on each of four ellipsoids
@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "kinds/geodesic/geodesic.h"
+#include "compute/kinds/geodesic/geodesic.h"
 
 #if TESSEL_HAVE_PROJ
 #include <geodesic.h>

@@ -1,5 +1,5 @@
 /* test_geodesic_band.c — the tiles of a split job on the CPU: the geodesic
- * kind run with job_ctx row0/row1 (kinds/geodesic/kind.c, geod_plan_rows)
+ * kind run with job_ctx row0/row1 (compute/kinds/geodesic/kind.c, geod_plan_rows)
  * gives exactly those rows of the whole job's result, every part, bit for
  * bit.
  *
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "kinds/kinds.h"
+#include "compute/kinds/kinds.h"
 #include "util/pool.h"
 
 static pool *g_pool;

@@ -3,7 +3,7 @@
  * option, serial against the pool, cancellation between tiles, Vincenty's
  * non-convergence count, and the GPU entry without a GPU.
  *
- * The references are the core's own functions (kinds/geodesic/geodesic.h), whose
+ * The references are the core's own functions (compute/kinds/geodesic/geodesic.h), whose
  * accuracy test_geodesic_accuracy.c establishes; here the question is
  * whether the kind puts every pair in the right place, in the right unit
  * and type. CPU results are compared bit for bit: the tiles call the same
@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "kinds/geodesic/gpu.h"
-#include "kinds/geodesic/kind.h"
+#include "compute/kinds/geodesic/gpu.h"
+#include "compute/kinds/geodesic/kind.h"
 #include "util/pool.h"
 #include "util/util.h"
 

@@ -1,5 +1,5 @@
 /* test_geoquery.c — the CPU engine of the geodesic queries
- * (kinds/geodesic/query/query_cpu.c) against brute force over the matrix, and
+ * (compute/kinds/geodesic/query/query_cpu.c) against brute force over the matrix, and
  * params.query through the kind (400s naming the field, the estimate, the
  * parts named through result_part).
  *
@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #include "check.h"
-#include "kinds/geodesic/kind.h"
+#include "compute/kinds/geodesic/kind.h"
 #include "util/pool.h"
 
 static pool *g_pool;

@@ -3,8 +3,8 @@
  * answers "unavailable" instead of failing or exiting. On a machine WITH a
  * GPU the test is skipped (tests/gpu/ covers that case). */
 #include "check.h"
-#include "gpu/gpu.h"
-#include "kinds/gpu_kernels.h"
+#include "compute/gpu/gpu.h"
+#include "compute/kinds/gpu_kernels.h"
 
 TEST(no_device_has_reason) {
   const char *why = gpu_unavailable_reason();

@@ -1,4 +1,4 @@
-/* test_gpu_nvml.c — gpu/nvml.c without NVML: the library named is absent
+/* test_gpu_nvml.c — compute/gpu/nvml.c without NVML: the library named is absent
  * (as on a machine without the NVIDIA driver, and in every CUDA-less
  * build), and nothing may fail but the figure.
  *
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "gpu/gpu.h"
+#include "compute/gpu/gpu.h"
 
 #define NO_LIB "libtessel-test-no-such-nvml.so.1"
 

@@ -1,8 +1,8 @@
-/* test_http.c — http/ against libcurl, in process, on a loopback port.
+/* test_http.c — server/ against libcurl, in process, on a loopback port.
  *
  * One server (port 0, 4 threads, 1 MiB body cap, 8 MiB upload cap, two
  * tokens, a web_dir in a temp folder) with test handlers that need nothing
- * outside http/ and util/. Each test talks HTTP to it with libcurl and
+ * outside server/ and util/. Each test talks HTTP to it with libcurl and
  * checks status, headers and bodies: routing (404, 405 + Allow, decoded
  * params, query), request ids, the JSON error shape, body caps (413 before
  * the body is read, chunked over cap, upload cap), bearer auth, deferred
@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "http/http.h"
-#include "http/http_int.h" /* white-box: the deadline heap */
+#include "server/http.h"
+#include "server/http_int.h" /* white-box: the deadline heap */
 #include "util/util.h"
 
 /* ---- test data --------------------------------------------------------- */

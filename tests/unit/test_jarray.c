@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "array/tarray.h"
+#include "compute/array/tarray.h"
 
 static int parse_text(const char *text, tdtype dt, int64_t cap, tarray **out,
                       terr *e) {

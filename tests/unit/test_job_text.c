@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "jobs/jobs.h"
+#include "compute/jobs/jobs.h"
 #include "util/util.h"
 
 /* ---- the model: the job object of API.md built as a jansson tree -------- */

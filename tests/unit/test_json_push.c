@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "array/tarray.h"
+#include "compute/array/tarray.h"
 #include "push_mem.h"
 
 static int push(const char *s, size_t len, const size_t *cuts, int ncuts,

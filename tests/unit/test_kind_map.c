@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "kinds/gpu_kernels.h"
-#include "kinds/exprkind.h"
-#include "kinds/kinds.h"
+#include "compute/kinds/gpu_kernels.h"
+#include "compute/kinds/exprkind.h"
+#include "compute/kinds/kinds.h"
 #include "util/pool.h"
 #include "util/util.h"
 

@@ -1,10 +1,10 @@
-/* test_layout.c — array/layout.h: square <-> condensed shapes for every n up
+/* test_layout.c — compute/array/layout.h: square <-> condensed shapes for every n up
  * to 300 (and the shapes that are neither), and the condensed index against
  * the enumeration it names (row by row above the diagonal).
  */
 #include <string.h>
 
-#include "array/layout.h"
+#include "compute/array/layout.h"
 #include "check.h"
 
 TEST(parse) {

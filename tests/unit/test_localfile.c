@@ -1,4 +1,4 @@
-/* test_localfile.c — array/localfile: the allowed directories, the textual
+/* test_localfile.c — compute/array/localfile: the allowed directories, the textual
  * check, opening beneath a root with openat2 and with the component walk
  * (the same answers both ways), per-owner roots, outputs (unnamed while
  * written, checked: a header overwritten, a hole, a short file refused;
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "array/localfile.h"
+#include "compute/array/localfile.h"
 #include "check.h"
 #include "util/sigbus.h"
 

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "expr/expr.h"
+#include "compute/expr/expr.h"
 
 typedef long double ld;
 

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "kinds/kinds.h"
+#include "compute/kinds/kinds.h"
 #include "util/pool.h"
 
 static pool *the_pool;

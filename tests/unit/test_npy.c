@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "array/tarray.h"
+#include "compute/array/tarray.h"
 
 static char tmpdir[256];
 static int have_numpy;

@@ -1,4 +1,4 @@
-/* test_npyfile.c — array/codec/npyfile.c: a .npy filled by slices from several
+/* test_npyfile.c — compute/array/codec/npyfile.c: a .npy filled by slices from several
  * threads is byte for byte the file npy_write makes of the same array,
  * whatever the sizes (0, 1, sizes that no slice divides, float32 and
  * float64) and the order the slices land in; ranges outside the array are
@@ -10,7 +10,7 @@
  * The file under test is included, as h2o's tests do, to build a sink on
  * /dev/full (which no file creation could give).
  */
-#include "array/codec/npyfile.c"
+#include "compute/array/codec/npyfile.c"
 
 #include <dirent.h>
 #include <stdatomic.h>

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "kinds/exprkind.h"
+#include "compute/kinds/exprkind.h"
 #include "util/pool.h"
 
 #include "util/pool.h"

@@ -1,5 +1,5 @@
-/* test_result_sink.c — map results written by slices (sched/run.c's
- * result_stream, array/codec/npyfile.c's sink), through the real scheduler and
+/* test_result_sink.c — map results written by slices (compute/sched/run.c's
+ * result_stream, compute/array/codec/npyfile.c's sink), through the real scheduler and
  * the real map kind:
  *   - a result file written by 3 pool threads is byte for byte the serial
  *     one, float64 and float32, for sizes no chunk or slice divides, one

@@ -12,8 +12,8 @@
  * No test asserts a duration; waits poll with a generous cap.
  */
 #include "sched_fixture.h"
-#include "expr/expr.h"
-#include "sched/sched_int.h" /* white-box: sched/text.c */
+#include "compute/expr/expr.h"
+#include "compute/sched/sched_int.h" /* white-box: compute/sched/text.c */
 
 /* ---- success, result files, timings ---------------------------------------- */
 TEST(test_success_and_result_file) {
@@ -318,7 +318,7 @@ TEST(test_canceled_in_store_before_start) {
   fx_close(&f);
 }
 
-/* ---- the stored documents (sched/text.c) ---------------------------------------- */
+/* ---- the stored documents (compute/sched/text.c) ---------------------------------------- */
 /* Written straight to text, they must read exactly as jansson's
  * JSON_COMPACT | JSON_REAL_PRECISION(9) dump of the same tree. */
 static void same_as_jansson(char *text, json_t *tree) {

@@ -1,4 +1,4 @@
-/* test_sched_cluster.c — the parts of the node (sched/cluster.c) that need
+/* test_sched_cluster.c — the parts of the node (compute/sched/cluster.c) that need
  * no PostgreSQL server.
  *
  * Asserts:
@@ -17,7 +17,7 @@
  *    job the scheduler does not hold answers 1 at once (no remote waiter:
  *    the caller reads the store).
  */
-#include "sched/sched_int.h"
+#include "compute/sched/sched_int.h"
 #include "sched_fixture.h"
 
 static int room_is(store_claim_room r, int cpu, int gpu, int any) {

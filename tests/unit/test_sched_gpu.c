@@ -14,7 +14,7 @@
  * nor one twice; the lock is this thread's while borrowed; whatever the
  * kind forgets to give back (even when it fails) the scheduler does.
  */
-#include "gpu/gpu.h"
+#include "compute/gpu/gpu.h"
 #include "sched_fixture.h"
 
 #define NDEV 2

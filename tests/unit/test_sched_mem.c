@@ -1,9 +1,9 @@
-/* test_sched_mem.c — memory admission arithmetic (sched/mem.c) with
+/* test_sched_mem.c — memory admission arithmetic (compute/sched/mem.c) with
  * injected figures: the budget, what running jobs hold, what the machine
  * has available; and the parsers of /proc/meminfo and cgroup v2 files.
  */
 #include "check.h"
-#include "sched/sched_int.h"
+#include "compute/sched/sched_int.h"
 
 #define MiB ((int64_t)1 << 20)
 #define GiB ((int64_t)1 << 30)

@@ -1,4 +1,4 @@
-/* test_sched_nodes.c — two scheduler nodes (sched/cluster.c) on one store,
+/* test_sched_nodes.c — two scheduler nodes (compute/sched/cluster.c) on one store,
  * in one process, without PostgreSQL.
  *
  * The store is a fake cluster backend (store_open_backend): every job
@@ -32,9 +32,9 @@
 #include <pthread.h>
 #include <unistd.h>
 
-#include "array/localfile.h"
+#include "compute/array/localfile.h"
 #include "db/store_backend.h"
-#include "sched/sched_int.h"
+#include "compute/sched/sched_int.h"
 #include "sched_fixture.h"
 
 /* ---- the fake cluster store ----------------------------------------------------- */

@@ -21,7 +21,7 @@
  * removing the result files of a job whose end never committed, and an
  * "output" file job with parts failing naming output.file.
  */
-#include "array/parts.h"
+#include "compute/array/parts.h"
 #include "sched_fixture.h"
 
 #define BIG ((int64_t)1 << 60)

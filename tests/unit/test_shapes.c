@@ -14,7 +14,7 @@
 #include <stdatomic.h>
 
 #include "check.h"
-#include "kinds/exprkind.h"
+#include "compute/kinds/exprkind.h"
 #include "util/pool.h"
 
 static pool *P;

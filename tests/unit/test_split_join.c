@@ -1,5 +1,5 @@
 /* test_split_join.c — the join of a square split job without targets
- * (sched/split.c, sched_split_join_square): its tiles' results as the
+ * (compute/sched/split.c, sched_split_join_square): its tiles' results as the
  * geodesic kind computes them now (each the upper part of its rows,
  * geod_plan_upper, bands of equal pairs) join into the whole matrix, the
  * same bytes as the job run whole; and so do tiles that the version before
@@ -17,7 +17,7 @@
  * column more, new rows whole, flat), another dtype or missing fails with
  * T_EIO naming the tile, and nothing is written.
  *
- * White-box (sched/sched_int.h): a bare sched with only what the join
+ * White-box (compute/sched/sched_int.h): a bare sched with only what the join
  * reads (its pool, row_max, tmp_counter).
  */
 #include <stdatomic.h>
@@ -26,9 +26,9 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "array/parts.h"
-#include "kinds/kinds.h"
-#include "sched/sched_int.h"
+#include "compute/array/parts.h"
+#include "compute/kinds/kinds.h"
+#include "compute/sched/sched_int.h"
 #include "util/pool.h"
 
 #define TILES 4

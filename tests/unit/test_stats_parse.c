@@ -1,6 +1,6 @@
 /* test_stats_parse.c — the parsers behind /v1/stats' `system` and
  * /v1/stats/history: t_parse_time (util/util.c: ?since as Unix seconds or
- * RFC 3339) and sched_sample_parse_stat (sched/sample.c: the "cpu" line of
+ * RFC 3339) and sched_sample_parse_stat (compute/sched/sample.c: the "cpu" line of
  * /proc/stat).
  *
  * Asserts: known times give their exact ms (a zone offset applied, a
@@ -12,7 +12,7 @@
  * twice) and refusal of what is not such a line.
  */
 #include "check.h"
-#include "sched/sched.h"
+#include "compute/sched/sched.h"
 #include "util/util.h"
 
 static int64_t ms_of(const char *s) {

@@ -20,7 +20,7 @@
 
 #include "check.h"
 #include "db/store.h"
-#include "http/http.h"
+#include "server/http.h"
 #include "store_fixture.h"
 #include "db/pg/pg_int.h" /* pg__set_node: the node fence, without pg_cluster.c */
 

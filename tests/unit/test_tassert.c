@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "sched/sched_int.h"
+#include "compute/sched/sched_int.h"
 #include "util/tmutex.h"
 #include "util/xfer.h"
 

@@ -1,4 +1,4 @@
-/* test_wbehind.c — array/wbehind.c: a stream given in pieces of every size
+/* test_wbehind.c — compute/array/wbehind.c: a stream given in pieces of every size
  * (1 byte to several buffers, sizes that no buffer divides) lands in the
  * file byte for byte at base + its offset, nothing before base touched;
  * more than the stream's total is refused; a write error (/dev/full: ENOSPC)
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "array/wbehind.h"
+#include "compute/array/wbehind.h"
 #include "check.h"
 
 static uint64_t rng = 88172645463325252ULL;

@@ -8,7 +8,7 @@
  * form of API.md "Array values":
  *  - nested JSON arrays: taken from the params as they are;
  *  - {"random": …}: generated here, the service's own counter-based
- *    generator (array/arrayval.c: SplitMix64, element i depends only on
+ *    generator (compute/array/arrayval.c: SplitMix64, element i depends only on
  *    (seed, i); normal through the same Box–Muller), in BigInt, so the map
  *    shows the very points the job used without downloading them. Uniform
  *    values are the same bits; normal ones are within an ulp of libm's;

@@ -1,0 +1,333 @@
+/* arrays.c — the uploaded arrays' life (arrays.h): the writer (content
+ * digest, atomic file write, store row), and the id and query rules.
+ *
+ * Threads: any; the store takes its own locks.
+ */
+#include "compute/array/arrays.h"
+
+#include <assert.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+#if defined(__x86_64__)
+/* libxxhash's run-time dispatch picks its AVX2/AVX-512 code: 5x the
+ * speed of the plain entry point (SSE2) on 32 KiB pieces. */
+#include <xxh_x86dispatch.h>
+#define HASH_UPDATE XXH3_128bits_update_dispatch
+#else
+#define HASH_UPDATE XXH3_128bits_update
+#endif
+
+#include "compute/array/wbehind.h"
+#include "util/datadir.h"
+#include "util/util.h"
+
+#define LIST_DEFAULT 50
+#define LIST_MAX 1000
+
+/* ---- the writer: one path from data to a stored array -------------------
+ * Whatever the upload's format, its array reaches the store through here:
+ * the data is appended to <data>/arrays/<id>.npy.tmp (a sink file of
+ * compute/array/codec/npyfile.c: its blocks reserved first, so a full disk is a 507
+ * before any data is read, and Tessel's own header already in place),
+ * hashed on the way (a stream, whose blocks cannot be reserved ahead,
+ * asks the data disk's reserve every 4 MiB: util/datadir.h; with the
+ * reserve given up, no upload starts: 507), and renamed to its real name
+ * only when complete; then the store row. A process that dies mid-write
+ * leaves only a .tmp, which arrays_sweep removes at the next start.
+ *
+ * The content id is XXH3-128 (libxxhash) of the data as stored, then of
+ * "|dtype|shape": equal arrays, equal digests, whatever the upload's
+ * format. XXH3 is not cryptographic; it only has to tell one owner's arrays
+ * apart (deduplication never crosses owners, so a collision an owner crafts
+ * harms only that owner), and it hashes at memory speed where SHA-256 (the
+ * digest before, kept as "sha256:<hex>" on older rows) took 0.4-0.6 GB/s
+ * here: most of an upload's time.
+ *
+ * A big array's bytes (WBEHIND_MIN and up) are written by a write-behind
+ * thread (compute/array/wbehind.c: the HTTP thread hashes and buffers, the writer
+ * pwrites 1 MiB at a time), smaller ones as they come. */
+struct array_writer {
+  arrays *A;
+  tarray *a; /* the file being filled (tarray_create_npy_sink); NULL once
+              * closed */
+  uint64_t want, have; /* data bytes */
+  char path[4096], tmp[4200]; /* tmp "" when there is no file to drop */
+  char id[T_ID_MAX];
+  XXH3_state_t *h;
+  wbehind *wb; /* NULL: written as it comes */
+  int stream; /* opened without its shape (arrays_writer_open_stream) */
+};
+
+void arrays_writer_abort(array_writer *w) {
+  if (!w) return;
+  wbehind_abort(w->wb); /* before the file it writes is closed */
+  tarray_free(w->a);
+  if (w->tmp[0]) unlink(w->tmp); /* "" once renamed (or never created) */
+  if (w->h) XXH3_freeState(w->h);
+  free(w);
+}
+
+/* The writer without its file: id, paths, digest state. */
+static int writer_new(arrays *A, array_writer **out, terr *e) {
+  *out = NULL;
+  reserve_watch(1); /* full now? room again since? */
+  if (reserve_full())
+    return terr_set(e, T_ENOSPACE, "", -1,
+                    "the data directory's disk is full: delete arrays or jobs "
+                    "to free room");
+  array_writer *w = calloc(1, sizeof *w);
+  if (!w) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  w->A = A;
+  if (!(w->h = XXH3_createState()) || XXH3_128bits_reset(w->h) != XXH_OK) {
+    arrays_writer_abort(w);
+    return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  }
+  t_id_new('a', w->id);
+  snprintf(w->path, sizeof w->path, "%s/arrays/%s.npy", A->data_dir, w->id);
+  snprintf(w->tmp, sizeof w->tmp, "%s.tmp", w->path);
+  *out = w;
+  return T_OK;
+}
+
+int arrays_writer_open(arrays *A, tdtype dt, int ndim, const int64_t *shape,
+                       array_writer **out, terr *e) {
+  array_writer *w;
+  int rc = writer_new(A, &w, e);
+  if (rc) return rc;
+  /* Sized, its blocks reserved (a full disk: 507 before any data is read)
+   * and Tessel's header written; nothing is left at tmp on failure. */
+  rc = tarray_create_npy_sink(w->tmp, dt, ndim, shape, &w->a, e);
+  if (rc) {
+    w->tmp[0] = 0;
+    arrays_writer_abort(w);
+    return rc;
+  }
+  w->want = (uint64_t)w->a->size * tdtype_size(dt);
+  if (w->want >= WBEHIND_MIN) {
+    uint64_t off = 0;
+    int fd = tarray_sink_fd(w->a, &off);
+    if ((rc = wbehind_open(fd, off, w->want, &w->wb, e))) {
+      arrays_writer_abort(w);
+      return rc;
+    }
+  }
+  *out = w;
+  return T_OK;
+}
+
+int arrays_writer_open_stream(arrays *A, tdtype dt, array_writer **out,
+                              terr *e) {
+  array_writer *w;
+  int rc = writer_new(A, &w, e);
+  if (rc) return rc;
+  rc = tarray_create_npy_stream(w->tmp, dt, &w->a, e);
+  if (rc) {
+    w->tmp[0] = 0;
+    arrays_writer_abort(w);
+    return rc;
+  }
+  w->want = (uint64_t)w->a->size * tdtype_size(dt);
+  w->stream = 1;
+  *out = w;
+  return T_OK;
+}
+
+void arrays_writer_restart(array_writer *w) {
+  assert(w->stream);
+  XXH3_128bits_reset(w->h);
+  w->have = 0;
+}
+
+int arrays_writer_shape(array_writer *w, int ndim, const int64_t *shape,
+                        terr *e) {
+  int64_t n = tshape_size(ndim, shape, INT64_MAX);
+  if (!w->stream || n < 0 ||
+      (uint64_t)n * tdtype_size(w->a->dtype) != w->have)
+    return terr_set(e, T_EINTERNAL, "", -1,
+                    "arrays: a shape that does not hold the %llu bytes written",
+                    (unsigned long long)w->have);
+  int rc = tarray_stream_finish(w->a, ndim, shape, e);
+  if (rc) return rc;
+  w->want = w->have;
+  w->stream = 0;
+  return T_OK;
+}
+
+int arrays_writer_write(array_writer *w, const void *p, size_t n, terr *e) {
+  if (n > w->want - w->have)
+    return terr_set(e, T_EINVAL, "body", (int64_t)w->have,
+                    "more data than the shape holds (%llu bytes)",
+                    (unsigned long long)w->want);
+  /* A stream's blocks cannot be reserved ahead: every 4 MiB it asks the
+   * data disk's reserve whether the next 4 MiB may be taken. */
+  if (w->stream && (w->have >> 22) != ((w->have + n) >> 22)) {
+    uint64_t off = 0;
+    int err = reserve_admit(tarray_sink_fd(w->a, &off), (int64_t)4 << 20);
+    if (err)
+      return terr_set(e, T_ENOSPACE, "body", (int64_t)w->have,
+                      "the data directory's disk is full");
+  }
+  HASH_UPDATE(w->h, p, n);
+  int rc = w->wb ? wbehind_write(w->wb, p, n, e)
+                 : tarray_write_bytes(w->a, w->have, p, n, e);
+  if (rc) return rc;
+  w->have += n;
+  return T_OK;
+}
+
+uint64_t arrays_writer_missing(const array_writer *w) {
+  return w->want - w->have;
+}
+
+/* "xxh3-128:<32 hex>" of the data written, then "|dtype|shape". */
+static void writer_digest(array_writer *w, char out[ARRAY_DIGEST_MAX]) {
+  char shape[256], tail[300];
+  tshape_str(w->a->ndim, w->a->shape, shape, sizeof shape);
+  int tl = snprintf(tail, sizeof tail, "|%s|%s", tdtype_name(w->a->dtype), shape);
+  HASH_UPDATE(w->h, tail, (size_t)tl);
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, XXH3_128bits_digest(w->h));
+  int n = snprintf(out, ARRAY_DIGEST_MAX, "xxh3-128:");
+  for (size_t i = 0; i < sizeof c.digest; i++)
+    n += snprintf(out + n, ARRAY_DIGEST_MAX - (size_t)n, "%02x", c.digest[i]);
+}
+
+int arrays_writer_commit(array_writer *w, const char *owner, store_array *rec,
+                         int *existing, terr *e) {
+  memset(rec, 0, sizeof *rec);
+  *existing = 0;
+  int rc;
+  if (w->stream) {
+    rc = terr_set(e, T_EINTERNAL, "", -1, "arrays: the shape was never given");
+    arrays_writer_abort(w);
+    return rc;
+  }
+  if (w->have != w->want) {
+    rc = terr_set(e, T_EINVAL, "body", (int64_t)w->have,
+                  "the data is %llu bytes, the shape needs %llu",
+                  (unsigned long long)w->have, (unsigned long long)w->want);
+    arrays_writer_abort(w);
+    return rc;
+  }
+  int err = 0;
+  if (w->wb) { /* the buffered tail written, the writer's first error */
+    err = wbehind_finish(w->wb);
+    w->wb = NULL;
+  }
+  int cerr = tarray_sink_close(w->a); /* a deferred write error: not whole */
+  if (!err) err = cerr;
+  if (err) {
+    rc = terr_set(e, T_EIO, "", -1, "cannot write %s: %s", w->tmp,
+                  strerror(err));
+    rc = terr_nospace(e, rc, err);
+    arrays_writer_abort(w);
+    return rc;
+  }
+  if (rename(w->tmp, w->path) != 0) {
+    rc = terr_set(e, T_EIO, "", -1, "cannot rename %s", w->tmp);
+    arrays_writer_abort(w);
+    return rc;
+  }
+  w->tmp[0] = 0;
+  char digest[ARRAY_DIGEST_MAX], shape[300];
+  writer_digest(w, digest);
+  /* The stored shape is JSON: "[2, 3]" is already valid JSON. */
+  tshape_str(w->a->ndim, w->a->shape, shape, sizeof shape);
+  snprintf(rec->id, sizeof rec->id, "%s", w->id);
+  /* Heap copies: the store frees them when the content is already stored. */
+  rec->owner = strdup(owner);
+  rec->dtype = strdup(tdtype_name(w->a->dtype));
+  rec->shape = strdup(shape);
+  rec->bytes = (int64_t)w->want;
+  rec->digest = strdup(digest);
+  rec->path = strdup(w->path);
+  rec->created_at = t_wall_ms();
+  if (!rec->owner || !rec->dtype || !rec->shape || !rec->digest ||
+      !rec->path) {
+    unlink(w->path);
+    store_array_clear(rec);
+    arrays_writer_abort(w);
+    return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  }
+  if ((rc = store_array_insert(w->A->st, rec, existing, e))) {
+    unlink(w->path);
+    store_array_clear(rec);
+  } else if (*existing) {
+    unlink(w->path); /* the same content is stored under its id */
+  }
+  arrays_writer_abort(w); /* renamed: frees only */
+  return rc;
+}
+
+int arrays_put(arrays *A, const char *owner, const tarray *a,
+               store_array *rec, int *existing, terr *e) {
+  memset(rec, 0, sizeof *rec);
+  *existing = 0;
+  array_writer *w;
+  int rc = arrays_writer_open(A, a->dtype, a->ndim, a->shape, &w, e);
+  if (rc) return rc;
+  size_t bytes = (size_t)a->size * tdtype_size(a->dtype);
+  if (bytes && (rc = arrays_writer_write(w, a->data, bytes, e))) {
+    arrays_writer_abort(w);
+    return rc;
+  }
+  return arrays_writer_commit(w, owner, rec, existing, e);
+}
+
+void arrays_sweep(arrays *A) {
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s/arrays", A->data_dir);
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *de;
+  int n = 0;
+  while ((de = readdir(d))) {
+    size_t l = strlen(de->d_name);
+    if (l < 8 || strcmp(de->d_name + l - 8, ".npy.tmp") != 0) continue;
+    char p[4600];
+    snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+    if (unlink(p) == 0) n++;
+  }
+  closedir(d);
+  if (n) log_info("arrays: removed %d unfinished upload(s)", n);
+}
+
+int arrays_get(arrays *A, const char *id, const char *owner, store_array *rec,
+               terr *e) {
+  memset(rec, 0, sizeof *rec);
+  if (!id || !t_id_valid('a', id))
+    return terr_set(e, T_ENOTFOUND, "id", -1, "array '%s' not found",
+                    id ? id : "");
+  return store_array_get(A->st, id, owner, rec, e);
+}
+
+int arrays_delete(arrays *A, const char *id, const char *owner, char **path,
+                  terr *e) {
+  *path = NULL;
+  if (!id || !t_id_valid('a', id))
+    return terr_set(e, T_ENOTFOUND, "id", -1, "array '%s' not found",
+                    id ? id : "");
+  return store_array_delete(A->st, id, owner, path, e);
+}
+
+int arrays_list(arrays *A, const char *owner, const char *limit,
+                const char *cursor, store_array **out, int *n,
+                char next[T_ID_MAX], terr *e) {
+  *out = NULL;
+  *n = 0;
+  next[0] = 0;
+  int64_t lim = LIST_DEFAULT;
+  if (limit && (t_parse_i64(limit, &lim) || lim < 1 || lim > LIST_MAX))
+    return terr_set(e, T_EINVAL, "limit", -1,
+                    "expected an integer from 1 to %d", LIST_MAX);
+  if (cursor && *cursor && !t_id_valid('a', cursor))
+    return terr_set(e, T_EINVAL, "cursor", -1,
+                    "not a cursor from next_cursor");
+  return store_array_list(A->st, owner, cursor && *cursor ? cursor : NULL,
+                          (int)lim, out, n, next, e);
+}

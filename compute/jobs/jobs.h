@@ -1,0 +1,194 @@
+/* jobs.h — the one owner of a job's life.
+ *
+ * The API calls these and nothing else for a job: it never runs the
+ * scheduler's protocol or reads the store itself. What happens here:
+ *   submit  the body's envelope is checked field by field (unknown fields
+ *           refused), the kind checks and estimates its params once
+ *           (sched_check: 400, 413, 503), a queue slot is reserved (429 with
+ *           *retry_after_s), the job is committed to the store (idempotent
+ *           by request_id: the same body gives the original job, another
+ *           body is 409) and only then queued with what the check produced,
+ *           so that no worker parses or compiles the params again.
+ *   get, list, cancel, delete, result, and waiting for a job's end.
+ * The job's JSON (API.md "The job object") is written in one place,
+ * compute/jobs/json.c, for every answer that carries jobs.
+ *
+ * Threads: every function may be called from any thread; none blocks on
+ * compute. Ownership: out-parameters are the caller's (store_job_clear,
+ * jobs_result_clear, free); `owner` strings are borrowed for the call.
+ */
+#ifndef TESSEL_JOBS_JOBS_H
+#define TESSEL_JOBS_JOBS_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "db/store.h"
+#include "compute/sched/sched.h"
+#include "util/err.h"
+
+/* The job service: borrowed store and scheduler, the limits of submit. */
+typedef struct jobs {
+  store *st;
+  sched *sc;
+  int64_t max_elems;        /* cap on the elements of any one array */
+  int64_t max_result_bytes; /* --max-result, for kinds whose defaults follow
+                               it (tenv.max_result_bytes); 0: not known */
+  double default_timeout_s; /* for jobs that give no timeout_s */
+  /* --local-dir (compute/array/localfile.h): {"file"} inputs and "output" files;
+   * NULL: off (403). Borrowed. */
+  const struct tlocal *local;
+} jobs;
+
+/* A job as the API shows it (the store's row, typed). */
+typedef store_job job_record;
+
+/* ---- the same-host path (--local-dir) -------------------------------------- */
+
+/* The allowed directories, checked now (compute/array/localfile.h: each must exist
+ * and be a directory, else T_EINVAL naming it), logged, and the SIGBUS
+ * guard installed (util/sigbus.h); *out NULL when n is 0 (off). For the
+ * daemon's start; jobs_local_free releases it after the scheduler. */
+int jobs_local_open(const char *const *dirs, int n, int tokens,
+                    struct tlocal **out, terr *e);
+void jobs_local_free(struct tlocal *l);
+/* The same-host directories `owner` may use (compute/array/localfile.h's roots):
+ * every DIR when owner is "" or NULL (no tokens); with tokens DIR/owner
+ * for each DIR where that directory exists now, never another token's.
+ * A new JSON array of strings ([] when --local-dir is off); NULL when out
+ * of memory. */
+json_t *jobs_local_dirs(jobs *J, const char *owner);
+
+/* ---- life ---------------------------------------------------------------- */
+
+/* Submit the job described by the request body (a JSON object, borrowed).
+ * *async_insert in: the caller answers only after a later store commit
+ * (?wait), so the row may be committed with the next store write instead of
+ * now; out: whether it was (never for a request_id, which must be compared
+ * with the stored jobs at once). On 0, id holds the job's id (the original
+ * job's for a repeated request_id). T_EBUSY sets *retry_after_s. */
+int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
+                char id[T_ID_MAX], int *retry_after_s, terr *e);
+
+/* The job `id` of `owner` (NULL: any owner). A malformed id, an unknown
+ * job and another owner's job are all T_ENOTFOUND naming "id". */
+int jobs_get(jobs *J, const char *id, const char *owner, job_record *out,
+             terr *e);
+
+/* The list query, as the request gave it (each NULL when absent): the
+ * filters, q (a substring of the id or the label), order_by (created,
+ * status, kind, duration), desc (true, false; the default is the order's:
+ * true for created and duration, false for status and kind), the page size
+ * and the cursor of the page before. */
+typedef struct jobs_query {
+  const char *status, *kind, *backend, *label, *limit, *cursor;
+  const char *q, *order_by, *desc;
+} jobs_query;
+/* The page of jobs: the JSON text
+ * {"jobs":[...],"next_cursor":...,"total":N} (new string of *len bytes),
+ * total counting every job that matches the filters. A cursor is opaque:
+ * it encodes the order, the direction, the last row's sort key and id; one
+ * from another order or direction is refused. Bad values are T_EINVAL
+ * naming the parameter. */
+int jobs_list_json(jobs *J, const char *owner, const jobs_query *q,
+                   char **text, size_t *len, terr *e);
+
+/* Cancel: 0 when the job is canceled or stopping; T_ECONFLICT naming "id"
+ * when it has already ended; T_ENOTFOUND. */
+int jobs_cancel(jobs *J, const char *id, const char *owner, terr *e);
+
+/* Delete a finished job's row; *paths (free() each and the array; NULL
+ * when none) are its *npaths result files for the caller to remove, every
+ * part's. T_ECONFLICT when the job has not finished. */
+int jobs_delete(jobs *J, const char *id, const char *owner, char ***paths,
+                int *npaths, terr *e);
+
+/* A succeeded job's result: the .npy file (path) or, for a small result
+ * kept in the job's row, its bytes (npy, npy_len). layout: the stored
+ * result's layout ("square", "condensed") when the kind lets it be
+ * switched, else NULL. T_ECONFLICT when the job has not succeeded, and for
+ * a job with "output": {"file"} (its result is that file only). */
+typedef struct jobs_result {
+  char *path;
+  char *npy;
+  size_t npy_len;
+  const char *layout; /* static string */
+} jobs_result;
+int jobs_result_get(jobs *J, const char *id, const char *owner,
+                    jobs_result *out, terr *e);
+/* The same for part `name` of a result of several arrays (NULL: the first,
+ * as jobs_result_get). T_ENOTFOUND (field "name") when the result has no
+ * such part, the name is not a part name, or the result is one array;
+ * errors of the job itself as above (T_ECONFLICT while it has not
+ * succeeded). layout is NULL for parts after the first. */
+int jobs_result_part_get(jobs *J, const char *id, const char *owner,
+                         const char *name, jobs_result *out, terr *e);
+void jobs_result_clear(jobs_result *r);
+
+/* Commit every store write queued so far (after an async insert). */
+int jobs_sync(jobs *J, terr *e);
+
+/* ---- waiting --------------------------------------------------------------
+ * As sched_wait_end / sched_unwait (sched.h): cb runs once when the job
+ * ends, with its row as committed (or NULL: read it with jobs_get), on a
+ * thread that must not block; 1 means the job is not waiting to end here
+ * (read it now). */
+typedef void (*jobs_end_fn)(void *arg, const char *id, const job_record *j);
+int jobs_wait_end(jobs *J, const char *id, jobs_end_fn cb, void *arg,
+                  uint64_t *token);
+int jobs_unwait(jobs *J, uint64_t token);
+
+/* ---- the service's figures ------------------------------------------------ */
+
+/* The store's groups (kind, backend used, status) and counts by status for
+ * `owner` (NULL: all), and the scheduler's counters. */
+typedef struct jobs_stats {
+  store_stat *groups;
+  int ngroups;
+  int64_t by_status[5]; /* indexed by job_status */
+  sched_stats sched;
+} jobs_stats;
+int jobs_stats_get(jobs *J, const char *owner, jobs_stats *out, terr *e);
+void jobs_stats_clear(jobs_stats *s);
+/* The scheduler's counters alone (no store read). */
+void jobs_sched_stats(jobs *J, sched_stats *out);
+/* The load now and the kept samples since a time (sched_sample_now,
+ * sched_samples: compute/sched/sample.c). */
+int jobs_sample_now(jobs *J, sched_sample *out);
+int jobs_samples(jobs *J, int64_t since_wall_ms, sched_sample *out, int cap);
+/* Jobs finished per step, by status (store_finished_by_step). */
+int jobs_finished_by_step(jobs *J, const char *owner, int64_t since_ms,
+                          int64_t step_ms, int nsteps, int64_t *counts, terr *e);
+/* 1 when the store answers reads. */
+int jobs_store_ready(jobs *J);
+/* "sqlite" or "postgresql" (store_kind). */
+const char *jobs_store_kind(jobs *J);
+/* The nodes (GET /v1/nodes; sched_nodes) and this one's id and name. */
+int jobs_nodes(jobs *J, store_node **nodes, int *n, terr *e);
+void jobs_node_self(jobs *J, char id[T_ID_MAX], char *name, size_t cap);
+/* The run-time histogram of the jobs of one kind, backend family
+ * ("serial", "cpu", "cuda", "compare", "split") and final
+ * status (-1: any) since start (sched_histogram). */
+void jobs_histogram(jobs *J, tkind kind, const char *backend, int status,
+                    int64_t counts[SCHED_HIST_BUCKETS], double *sum_ms,
+                    int64_t *count);
+
+/* ---- JSON (compute/jobs/json.c) ---------------------------------------------------- */
+
+/* The job object of API.md as JSON text (with its params when
+ * with_params), a new string of *len bytes; NULL when out of memory. A
+ * job that has not ended shows the scheduler's live progress when J is
+ * given. */
+char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len);
+/* The typed timings as API.md's timings_ms object, and a result's metadata
+ * as its result object (with its href when id is given; "null" when there
+ * is no result): new strings, NULL when out of memory. */
+char *jobs_timings_json(const job_timings *t);
+char *jobs_result_json(const job_result_info *r, const char *id);
+/* The stored estimate document written at submit (new string, NULL when out
+ * of memory). files: the same-host inputs' pins as JSON text
+ * (tlocal_pins_text; NULL: none), kept as its "files". */
+char *jobs_estimate_json(const job_estimate *est, const char *files);
+
+#endif

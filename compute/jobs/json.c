@@ -1,0 +1,315 @@
+/* compute/jobs/json.c — the job object of API.md, written in one place.
+ *
+ * Every answer that carries a job (submit, ?wait, get, cancel, the list)
+ * is written here straight into one capped buffer (util/buf.h), key for
+ * key in API.md's order, from the typed record (db/store.h: timings and
+ * result are numbers). The documents the store keeps as text — the
+ * submitted params, the estimate (below, plus the router's figures) and
+ * compare's per-backend list — are JSON the service itself wrote, copied
+ * verbatim: parsing and dumping them again cost more than running a tiny
+ * job (tests/bench/README.md). The result's parts (a result of several
+ * arrays) are the exception: their document holds the service's file
+ * paths, so it is read (compute/array/parts.h) and written without them, with
+ * each part's href. tests/unit/
+ * test_job_text.c checks the text against an independent jansson model.
+ *
+ * A split job's "tiles" reads its tiles from the store (add_tiles).
+ *
+ * Threads: any; the only shared state read is the scheduler's live
+ * progress of an unfinished job (sched_progress takes its lock).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "compute/array/parts.h"
+#include "compute/jobs/jobs.h"
+#include "util/buf.h"
+#include "util/util.h"
+
+/* A stored JSON document, or `none` when there is none. */
+static void add_doc(tbuf *b, const char *doc, const char *none) {
+  tbuf_adds(b, doc && *doc ? doc : none);
+}
+
+static void add_time(tbuf *b, int64_t ms) {
+  if (ms <= 0) {
+    tbuf_add(b, "null", 4);
+    return;
+  }
+  char when[40];
+  tbuf_json_str(b, t_rfc3339(ms, when, sizeof when));
+}
+
+/* {"queue":..,...}: the recorded phases in API.md's order, reals as
+ * jansson's JSON_REAL_PRECISION(9) writes them (the stored values are
+ * already rounded to the microsecond). */
+static void add_timings(tbuf *b, const job_timings *t) {
+  tbuf_add(b, "{", 1);
+  int first = 1;
+  for (int i = 0; i < JOB_T__COUNT; i++) {
+    if (!(t->set & (1u << i))) continue;
+    if (!first) tbuf_add(b, ",", 1);
+    first = 0;
+    tbuf_json_str(b, job_timing_name((job_timing)i));
+    tbuf_add(b, ":", 1);
+    tbuf_json_real(b, t->ms[i], 9);
+  }
+  tbuf_add(b, "}", 1);
+}
+
+/* ,"parts":[{"name","dtype","shape","bytes","href"}] of a result of
+ * several arrays (the stored document, compute/array/parts.h; its paths are the
+ * service's and never shown). Nothing for a one-array result, or when the
+ * document does not read (logged). */
+static void add_parts(tbuf *b, const char *doc, const char *id) {
+  if (!doc || !id) return;
+  tparts p;
+  terr e;
+  if (tparts_parse(doc, &p, &e) != T_OK) {
+    log_warn("job %s: %s", id, e.message);
+    return;
+  }
+  if (p.n > 1) {
+    tbuf_adds(b, ",\"parts\":[");
+    for (int i = 0; i < p.n; i++) {
+      const tpart *t = &p.p[i];
+      tbuf_adds(b, i ? ",{\"name\":" : "{\"name\":");
+      tbuf_json_str(b, t->name);
+      tbuf_adds(b, ",\"dtype\":");
+      tbuf_json_str(b, tdtype_name(t->dtype));
+      tbuf_adds(b, ",\"shape\":[");
+      for (int d = 0; d < t->ndim; d++) {
+        if (d) tbuf_add(b, ",", 1);
+        tbuf_json_int(b, (long long)t->shape[d]);
+      }
+      tbuf_adds(b, "],\"bytes\":");
+      tbuf_json_int(b, (long long)t->bytes);
+      tbuf_adds(b, ",\"href\":\"/v1/jobs/");
+      tbuf_adds(b, id); /* ids and part names need no escaping */
+      tbuf_adds(b, "/result/");
+      tbuf_adds(b, t->name);
+      tbuf_adds(b, "\"}");
+    }
+    tbuf_add(b, "]", 1);
+  }
+  tparts_clear(&p);
+}
+
+/* {"dtype","shape","bytes"[,"nonconverged"][,"href"|"file"][,"parts"]}:
+ * an output job's result is its file (file given), which the service does
+ * not keep; a result of several arrays lists them all in "parts" (the
+ * other fields are the first's). */
+static void add_result(tbuf *b, const job_result_info *r, const char *id,
+                       const char *file, const char *parts) {
+  tbuf_adds(b, "{\"dtype\":");
+  tbuf_json_str(b, r->dtype);
+  tbuf_adds(b, ",\"shape\":[");
+  for (int d = 0; d < r->ndim; d++) {
+    if (d) tbuf_add(b, ",", 1);
+    tbuf_json_int(b, (long long)r->shape[d]);
+  }
+  tbuf_adds(b, "],\"bytes\":");
+  tbuf_json_int(b, (long long)r->bytes);
+  if (r->nonconverged > 0) {
+    tbuf_adds(b, ",\"nonconverged\":");
+    tbuf_json_int(b, (long long)r->nonconverged);
+  }
+  if (file) {
+    tbuf_adds(b, ",\"file\":");
+    tbuf_json_str(b, file);
+  } else if (id) {
+    tbuf_adds(b, ",\"href\":\"/v1/jobs/");
+    tbuf_adds(b, id);
+    tbuf_adds(b, "/result\"");
+    add_parts(b, parts, id);
+  }
+  tbuf_add(b, "}", 1);
+}
+
+char *jobs_timings_json(const job_timings *t) {
+  tbuf b;
+  tbuf_init(&b, 0);
+  add_timings(&b, t);
+  return tbuf_take(&b, NULL);
+}
+
+char *jobs_result_json(const job_result_info *r, const char *id) {
+  if (!r->dtype[0]) return strdup("null");
+  tbuf b;
+  tbuf_init(&b, 0);
+  add_result(&b, r, id, NULL, NULL);
+  return tbuf_take(&b, NULL);
+}
+
+/* The value of the top-level key "size" of a stored estimate (an object of
+ * numbers and strings that the service wrote, compact): its text, or
+ * "null". */
+static void add_size(tbuf *b, const char *est) {
+  const char *k = est ? strstr(est, "\"size\":") : NULL;
+  if (!k) {
+    tbuf_add(b, "null", 4);
+    return;
+  }
+  k += 7;
+  size_t n = strspn(k, "-+0123456789.eE");
+  if (n == 0) tbuf_add(b, "null", 4);
+  else tbuf_add(b, k, n);
+}
+
+/* A split job's "tiles" (compute/sched/split.c): total, done (succeeded tiles) and
+ * by_node, the done tiles per node name (this node's name on SQLite, where
+ * rows name no node). Its tiles are read from the store; when they cannot
+ * be, done is 0 and by_node empty. */
+static void add_tiles(tbuf *b, jobs *J, const job_record *j) {
+  store_job *kids = NULL;
+  int nk = 0, done = 0;
+  terr e;
+  if (store_job_children(J->st, j->id, &kids, &nk, &e) != T_OK) nk = 0;
+  char names[64][104];
+  int counts[64], nn = 0;
+  for (int i = 0; i < nk; i++) {
+    if (kids[i].status != JOB_SUCCEEDED) continue;
+    done++;
+    char name[104] = "";
+    if (kids[i].node && J->sc &&
+        sched_node_name(J->sc, kids[i].node, name, sizeof name)) {
+    } else if (kids[i].node) {
+      snprintf(name, sizeof name, "%s", kids[i].node);
+    } else if (J->sc) {
+      char id[T_ID_MAX];
+      sched_node_self(J->sc, id, name, sizeof name);
+    }
+    int k = 0;
+    while (k < nn && strcmp(names[k], name) != 0) k++;
+    if (k == nn && nn < 64) {
+      snprintf(names[nn], sizeof names[nn], "%s", name);
+      counts[nn++] = 0;
+    }
+    if (k < nn) counts[k]++;
+  }
+  tbuf_adds(b, ",\"tiles\":{\"total\":");
+  tbuf_json_int(b, j->tiles);
+  tbuf_adds(b, ",\"done\":");
+  tbuf_json_int(b, done);
+  tbuf_adds(b, ",\"by_node\":{");
+  for (int k = 0; k < nn; k++) {
+    if (k) tbuf_add(b, ",", 1);
+    tbuf_json_str(b, names[k]);
+    tbuf_add(b, ":", 1);
+    tbuf_json_int(b, counts[k]);
+  }
+  tbuf_adds(b, "}}");
+  for (int i = 0; i < nk; i++) store_job_clear(&kids[i]);
+  free(kids);
+}
+
+char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len) {
+  tbuf b;
+  tbuf_init(&b, 0);
+  tbuf_reserve(&b, 1024 + (j->params ? strlen(j->params) : 0));
+  tbuf_adds(&b, "{\"id\":");
+  tbuf_json_str(&b, j->id);
+  tbuf_adds(&b, ",\"kind\":");
+  tbuf_json_str(&b, j->kind ? j->kind : "");
+  tbuf_adds(&b, ",\"status\":");
+  tbuf_json_str(&b, job_status_name(j->status));
+  tbuf_adds(&b, ",\"label\":");
+  tbuf_json_str(&b, j->label);
+  tbuf_adds(&b, ",\"priority\":");
+  tbuf_json_int(&b, j->priority);
+  tbuf_adds(&b, ",\"request_id\":");
+  tbuf_json_str(&b, j->request_id);
+  tbuf_adds(&b, ",\"timeout_s\":");
+  tbuf_json_real(&b, j->timeout_s, 0);
+  tbuf_adds(&b, ",\"backend\":{\"requested\":");
+  tbuf_json_str(&b, j->backend_requested ? j->backend_requested : "auto");
+  tbuf_adds(&b, ",\"used\":");
+  tbuf_json_str(&b, j->backend_used);
+  tbuf_adds(&b, ",\"reason\":");
+  tbuf_json_str(&b, j->backend_reason);
+  tbuf_adds(&b, "},\"estimate\":");
+  add_doc(&b, j->estimate, "null");
+  tbuf_adds(&b, ",\"size\":");
+  add_size(&b, j->estimate);
+  tbuf_adds(&b, ",\"created_at\":");
+  add_time(&b, j->created_at);
+  tbuf_adds(&b, ",\"started_at\":");
+  add_time(&b, j->started_at);
+  tbuf_adds(&b, ",\"finished_at\":");
+  add_time(&b, j->finished_at);
+  tbuf_adds(&b, ",\"timings_ms\":");
+  add_timings(&b, &j->timings);
+  int64_t done = j->progress_done, total = j->progress_total;
+  if (!job_status_final(j->status) && J && J->sc)
+    sched_progress(J->sc, j->id, &done, &total);
+  tbuf_adds(&b, ",\"progress\":{\"done\":");
+  tbuf_json_int(&b, (long long)done);
+  tbuf_adds(&b, ",\"total\":");
+  tbuf_json_int(&b, (long long)total);
+  tbuf_adds(&b, "},\"result\":");
+  if (j->status == JOB_SUCCEEDED && j->result.dtype[0])
+    add_result(&b, &j->result, j->id, j->output_file, j->result_parts);
+  else
+    tbuf_add(&b, "null", 4);
+  tbuf_adds(&b, ",\"output\":");
+  if (j->output_file) {
+    tbuf_adds(&b, "{\"file\":");
+    tbuf_json_str(&b, j->output_file);
+    tbuf_adds(&b, "}");
+  } else {
+    tbuf_add(&b, "null", 4);
+  }
+  tbuf_adds(&b, ",\"compare\":");
+  add_doc(&b, j->compare, "null");
+  tbuf_adds(&b, ",\"max_abs_diff\":");
+  tbuf_json_real(&b, j->max_abs_diff, 0);
+  tbuf_adds(&b, ",\"error\":");
+  if (j->error_code) {
+    tbuf_adds(&b, "{\"code\":");
+    tbuf_json_str(&b, j->error_code);
+    tbuf_adds(&b, ",\"message\":");
+    tbuf_json_str(&b, j->error_message ? j->error_message : "");
+    tbuf_adds(&b, "}");
+  } else {
+    tbuf_add(&b, "null", 4);
+  }
+  tbuf_adds(&b, ",\"attempts\":");
+  tbuf_json_int(&b, j->attempts);
+  /* The node that claimed (or ran) it, by name when this node knows it
+   * (compute/sched/cluster.c); null on SQLite and while unclaimed. */
+  tbuf_adds(&b, ",\"node\":");
+  char nname[104];
+  if (j->node && J && J->sc && sched_node_name(J->sc, j->node, nname, sizeof nname))
+    tbuf_json_str(&b, nname);
+  else
+    tbuf_json_str(&b, j->node);
+  if (j->tiles > 0 && !j->parent && J && J->st) add_tiles(&b, J, j);
+  if (with_params) {
+    tbuf_adds(&b, ",\"params\":");
+    add_doc(&b, j->params, "{}");
+  }
+  tbuf_adds(&b, "}");
+  return tbuf_take(&b, len);
+}
+
+/* The submit-time estimate; the router adds its per-backend figures when
+ * the job starts (compute/sched/text.c). "size" feeds the dashboard's performance
+ * chart. The same text json_pack("{s:I, s:f, s:I, s:I}") dumped. */
+char *jobs_estimate_json(const job_estimate *est, const char *files) {
+  tbuf b;
+  tbuf_init(&b, 0);
+  tbuf_adds(&b, "{\"size\":");
+  tbuf_json_int(&b, (long long)est->size);
+  tbuf_adds(&b, ",\"work\":");
+  tbuf_json_real(&b, est->work, 0);
+  tbuf_adds(&b, ",\"out_bytes\":");
+  tbuf_json_int(&b, (long long)est->out_bytes);
+  tbuf_adds(&b, ",\"in_bytes\":");
+  tbuf_json_int(&b, (long long)est->in_bytes);
+  if (files) { /* the pins a run compares with (compute/array/localfile.h) */
+    tbuf_adds(&b, ",\"files\":");
+    tbuf_adds(&b, files);
+  }
+  tbuf_add(&b, "}", 1);
+  return tbuf_take(&b, NULL);
+}

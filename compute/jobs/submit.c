@@ -1,0 +1,357 @@
+/* compute/jobs/submit.c — a job's submission: the envelope, the check, the queue
+ * slot, the store row, the queue (jobs.h says the order and why).
+ *
+ * The protocol the scheduler asks of its caller (sched.h "submit") is run
+ * here and only here: sched_check_keep -> sched_reserve -> store_job_insert (or
+ * _async) -> sched_enqueue_checked, or sched_unreserve when the insert
+ * fails or finds the request_id's earlier job. Every exit after a
+ * successful reserve goes through exactly one of those two. Before the
+ * slot: a full data disk (util/datadir.h: the free space under the
+ * reserve's low mark, or the reserve already given to the store) refuses
+ * the job 507, after the envelope and the params were checked.
+ * The check pins each {"file"} input (compute/array/localfile.h): the pins go
+ * into the row's estimate ("files"), from which the queue reads them
+ * (compute/sched/queue.c).
+ *
+ * Threads: an HTTP thread (the caller's); no lock is held here.
+ */
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "compute/array/localfile.h"
+#include "compute/array/store_source.h"
+#include "compute/jobs/jobs.h"
+#include "util/buf.h"
+#include "util/datadir.h"
+#include "util/sigbus.h"
+#include "util/util.h"
+
+#define DEFAULT_PRIORITY 5
+
+/* The envelope of a job submission, checked; strings borrowed from the
+ * body. */
+typedef struct submission {
+  const kind_ops *kind;
+  tbackend backend;
+  int priority;
+  double timeout_s;
+  const char *request_id, *label;
+  const char *output_file; /* "output": {"file"}; NULL when none */
+  json_t *params;
+} submission;
+
+/* The first key of obj not in the NULL-terminated list: "<key>: unknown
+ * field". */
+static int only_keys(const json_t *obj, const char *const *allowed, terr *e) {
+  const char *key;
+  json_t *v;
+  json_object_foreach((json_t *)obj, key, v) {
+    int i = 0;
+    while (allowed[i] && strcmp(allowed[i], key) != 0) i++;
+    if (!allowed[i]) return terr_set(e, T_EINVAL, key, -1, "unknown field");
+  }
+  return T_OK;
+}
+
+/* An optional string field of minlen..maxlen characters: *out is NULL when
+ * absent. */
+static int opt_string(json_t *body, const char *key, size_t minlen,
+                      size_t maxlen, const char **out, terr *e) {
+  json_t *v = json_object_get(body, key);
+  *out = NULL;
+  if (!v) return T_OK;
+  if (!json_is_string(v) || json_string_length(v) < minlen ||
+      json_string_length(v) > maxlen)
+    return terr_set(e, T_EINVAL, key, -1,
+                    "expected a string of %zu to %zu characters", minlen,
+                    maxlen);
+  *out = json_string_value(v);
+  return T_OK;
+}
+
+static int parse_submission(json_t *body, submission *s, terr *e) {
+  static const char *const keys[] = {"kind",    "backend",    "priority",
+                                     "timeout_s", "request_id", "label",
+                                     "params",  "output",     NULL};
+  int rc = only_keys(body, keys, e);
+  if (rc) return rc;
+  json_t *v = json_object_get(body, "kind");
+  if (!json_is_string(v))
+    return terr_set(e, T_EINVAL, "kind", -1, "required: one of %s",
+                    tkind_list());
+  s->kind = kind_find(json_string_value(v));
+  if (!s->kind)
+    return terr_set(e, T_EINVAL, "kind", -1, "'%s' is not one of %s",
+                    json_string_value(v), tkind_list());
+  s->backend = B_AUTO;
+  v = json_object_get(body, "backend");
+  if (v) {
+    int b = json_is_string(v) ? tbackend_parse(json_string_value(v)) : -1;
+    if (b < 0)
+      return terr_set(e, T_EINVAL, "backend", -1, "expected one of %s",
+                      tbackend_list());
+    s->backend = (tbackend)b;
+  }
+  s->priority = DEFAULT_PRIORITY;
+  v = json_object_get(body, "priority");
+  if (v) {
+    if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+        json_integer_value(v) > 9)
+      return terr_set(e, T_EINVAL, "priority", -1,
+                      "expected an integer from 0 to 9 (higher runs first)");
+    s->priority = (int)json_integer_value(v);
+  }
+  s->timeout_s = 0;
+  v = json_object_get(body, "timeout_s");
+  if (v) {
+    if (!json_is_number(v) || !(json_number_value(v) > 0) ||
+        json_number_value(v) > 86400)
+      return terr_set(e, T_EINVAL, "timeout_s", -1,
+                      "expected seconds, more than 0 and at most 86400");
+    s->timeout_s = json_number_value(v);
+  }
+  if (opt_string(body, "request_id", 1, 64, &s->request_id, e) ||
+      opt_string(body, "label", 0, 200, &s->label, e))
+    return e->code;
+  s->params = json_object_get(body, "params");
+  if (!json_is_object(s->params))
+    return terr_set(e, T_EINVAL, "params", -1, "required: a JSON object");
+  v = json_object_get(body, "output");
+  if (v) {
+    json_t *f = json_object_get(v, "file");
+    if (!json_is_object(v) || json_object_size(v) != 1 || !f)
+      return terr_set(e, T_EINVAL, "output", -1,
+                      "expected {\"file\": \"/abs/path.npy\"}");
+    s->output_file = json_string_value(f);
+    if (!s->output_file || strlen(s->output_file) != json_string_length(f) ||
+        json_string_length(f) > TLOCAL_PATH_MAX)
+      return terr_set(e, T_EINVAL, "output.file", -1,
+                      "must be an absolute path (a string of at most %d "
+                      "bytes with no NUL)", TLOCAL_PATH_MAX);
+  }
+  return T_OK;
+}
+
+/* The output file's place, checked now as the run will check it again
+ * (compute/array/localfile.h: 403 outside the allowed directories, a symlink
+ * refused, a missing directory 404). */
+static int check_output(jobs *J, const char *owner, const submission *s,
+                        terr *e) {
+  if (!s->output_file) return T_OK;
+  tlocal_out o;
+  int rc = tlocal_out_open(J->local, owner, s->output_file, "output.file", &o,
+                           e);
+  tlocal_out_close(&o);
+  return rc;
+}
+
+/* The store row of a checked submission (strings are heap copies: the
+ * store frees them, and replaces the row when the request_id names an
+ * earlier job). */
+static int build_row(jobs *J, const char *owner, const submission *s,
+                     json_t *body, const job_estimate *est,
+                     const tlocal_pins *pins, job_record *j, terr *e) {
+  memset(j, 0, sizeof *j);
+  char *canon = NULL;
+  /* The body's hash tells a retry (same request_id, same body) from a
+   * reuse of the key; without a key nothing compares it. */
+  if (s->request_id) {
+    canon = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!canon) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+    char hash[65];
+    t_sha256_hex(canon, strlen(canon), hash);
+    free(canon);
+    j->body_hash = strdup(hash);
+  }
+  t_id_new('j', j->id);
+  j->owner = strdup(owner);
+  j->kind = strdup(s->kind->name);
+  { /* stored and shown as the user wrote them: 1e-06, not 17 digits */
+    char *raw = json_dumps(s->params, JSON_COMPACT);
+    j->params = raw ? tjson_short_reals(raw, NULL) : NULL;
+    free(raw);
+  }
+  j->status = JOB_QUEUED;
+  j->backend_requested = strdup(tbackend_name(s->backend));
+  /* with the pins of its {"file"} inputs: the run compares them, in this
+   * process or after a restart or on another node (compute/array/localfile.h) */
+  char *files = tlocal_pins_text(pins);
+  j->estimate = jobs_estimate_json(est, files);
+  free(files);
+  j->priority = s->priority;
+  j->label = s->label ? strdup(s->label) : NULL;
+  j->request_id = s->request_id ? strdup(s->request_id) : NULL;
+  j->output_file = s->output_file ? strdup(s->output_file) : NULL;
+  j->timeout_s = s->timeout_s > 0 ? s->timeout_s : J->default_timeout_s;
+  j->created_at = t_wall_ms();
+  j->max_abs_diff = NAN;
+  /* A job split into tiles is marked so at insert (compute/sched/split.c). */
+  j->tiles = sched_split_tiles(J->sc, s->kind->name, s->params, est,
+                               s->backend, s->output_file != NULL);
+  if (!j->owner || !j->kind || !j->params || !j->backend_requested ||
+      !j->estimate || (s->request_id && (!j->body_hash || !j->request_id)) ||
+      (s->label && !j->label) || (s->output_file && !j->output_file)) {
+    store_job_clear(j);
+    return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  }
+  return T_OK;
+}
+
+int jobs_local_open(const char *const *dirs, int n, int tokens,
+                    struct tlocal **out, terr *e) {
+  int rc = tlocal_create(dirs, n, out, e);
+  if (rc || !*out) return rc;
+  if (sigbus_install() != 0) {
+    tlocal_free(*out);
+    *out = NULL;
+    return terr_set(e, T_EINTERNAL, "local-dir", -1,
+                    "cannot install the SIGBUS handler");
+  }
+  for (int i = 0; i < (*out)->n; i++)
+    log_info("same-host files under %s%s", (*out)->dirs[i],
+             tokens ? "/<token name>" : "");
+  return 0;
+}
+
+void jobs_local_free(struct tlocal *l) { tlocal_free(l); }
+
+/* The roots compute/array/localfile.c's resolve would accept for owner, as its
+ * header states them: without an owner each DIR; with one, DIR/owner when
+ * owner is one plain path component and that entry is a directory itself
+ * (not a symlink: root_fd opens it with O_NOFOLLOW and refuses one). */
+json_t *jobs_local_dirs(jobs *J, const char *owner) {
+  json_t *out = json_array();
+  const tlocal *l = J->local;
+  for (int i = 0; out && l && i < l->n; i++) {
+    char root[TLOCAL_PATH_MAX];
+    if (tlocal_root(l, i, owner, root, sizeof root) != 0) continue;
+    json_t *js = json_string(root);
+    if (!js) continue; /* not UTF-8: JSON cannot carry it */
+    if (json_array_append_new(out, js) != 0) {
+      json_decref(out);
+      return NULL;
+    }
+  }
+  return out;
+}
+
+/* 1 when v holds, at any depth, an input read from the store ({"array":
+ * "<id>"} or {"result": "<id>"}): its insert checks that the array or job
+ * is still there (a delete may have come between the submit's check and
+ * the insert), so it is a [sync] one whose T_ENOTFOUND names the field. */
+static int refs_stored(const json_t *v, int depth) {
+  if (depth > 64) return 1; /* deeper than any kind reads: the safe answer */
+  if (json_is_object(v)) {
+    const char *k;
+    json_t *x;
+    json_object_foreach((json_t *)v, k, x) {
+      if ((strcmp(k, "array") == 0 || strcmp(k, "result") == 0) &&
+          json_is_string(x))
+        return 1;
+      if (refs_stored(x, depth + 1)) return 1;
+    }
+  } else if (json_is_array(v)) {
+    for (size_t i = 0; i < json_array_size(v); i++)
+      if (refs_stored(json_array_get(v, i), depth + 1)) return 1;
+  }
+  return 0;
+}
+
+static int submit_checked(jobs *J, const char *owner, const submission *sp,
+                          json_t *body, const tenv *envp, int *async_insert,
+                          char id[T_ID_MAX], int *retry_after_s, terr *e);
+
+int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
+                char id[T_ID_MAX], int *retry_after_s, terr *e) {
+  submission s;
+  memset(&s, 0, sizeof s);
+  id[0] = 0;
+  int rc = parse_submission(body, &s, e);
+  if (rc || (rc = check_output(J, owner, &s, e))) return rc;
+  /* On a cluster store the row must be committed before another node can
+   * claim it: always the [sync] insert. */
+  *async_insert = *async_insert && !s.request_id && !store_is_cluster(J->st);
+  /* Nor one whose inputs it must find still stored: its failure must be
+   * answered (404 naming the field), not found after the answer. */
+  *async_insert = *async_insert && !refs_stored(s.params, 0);
+
+  tenv env;
+  tenv_from_store(&env, J->st, owner, J->max_elems);
+  env.local = J->local;
+  env.max_result_bytes = J->max_result_bytes;
+  /* Each {"file"} input's identity and header as checked now: stored with
+   * the row, compared by the run (compute/array/localfile.h, "Pins"). */
+  if (J->local && !(env.local_pins = tlocal_pins_new()))
+    return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  rc = submit_checked(J, owner, &s, body, &env, async_insert, id,
+                      retry_after_s, e);
+  tlocal_pins_free(env.local_pins);
+  return rc;
+}
+
+/* jobs_submit once its envelope is checked and env is made: the check,
+ * the queue slot, the row, the queue. */
+static int submit_checked(jobs *J, const char *owner, const submission *sp,
+                          json_t *body, const tenv *envp, int *async_insert,
+                          char id[T_ID_MAX], int *retry_after_s, terr *e) {
+  submission s = *sp;
+  tenv env = *envp;
+  job_estimate est;
+  memset(&est, 0, sizeof est);
+  void *checked = NULL; /* the parsed, compiled expression: built once */
+  int rc;
+  if ((rc = sched_check_keep(J->sc, s.kind, s.params, &env, s.backend, &est,
+                             &checked, e)))
+    return rc;
+
+  /* A full data disk (its reserve given to the store): 507 before a row
+   * or a result takes what the deletes need; room again since, the reserve
+   * is taken back here and the job goes on. */
+  reserve_watch(1);
+  if (reserve_full()) {
+    kind_checked_free(s.kind, checked);
+    return terr_set(e, T_ENOSPACE, "", -1,
+                    "the data directory's disk is full: delete arrays or "
+                    "jobs to free room");
+  }
+  *retry_after_s = 1;
+  if ((rc = sched_reserve(J->sc, retry_after_s, e))) {
+    kind_checked_free(s.kind, checked);
+    return rc;
+  }
+
+  job_record row;
+  if ((rc = build_row(J, owner, &s, body, &est, env.local_pins, &row, e))) {
+    kind_checked_free(s.kind, checked);
+    sched_unreserve(J->sc);
+    return rc;
+  }
+  /* With async_insert (no idempotency key to check) nothing is answered
+   * before a later commit, which commits the insert too: it need not be
+   * waited for here, and then usually shares the end's transaction. */
+  int existing = 0;
+  rc = *async_insert
+           ? store_job_insert_async(J->st, &row, e)
+           : store_job_insert(J->st, &row, &existing, e);
+  if (rc) {
+    kind_checked_free(s.kind, checked);
+    store_job_clear(&row);
+    sched_unreserve(J->sc);
+    return rc;
+  }
+  snprintf(id, T_ID_MAX, "%s", row.id);
+  if (existing) {
+    kind_checked_free(s.kind, checked);
+    sched_unreserve(J->sc);
+  } else {
+    /* enqueue takes the slot and `checked`, whatever it answers */
+    rc = sched_enqueue_checked(J->sc, &row, s.params, &est, s.kind, checked,
+                               e);
+  }
+  store_job_clear(&row);
+  return rc;
+}

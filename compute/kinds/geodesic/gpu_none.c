@@ -1,0 +1,15 @@
+/* compute/kinds/geodesic/gpu_none.c — the geodesic kind's GPU entry in a build without
+ * CUDA: it answers "unavailable" (the scheduler answers 503 for cuda jobs
+ * before they get here; auto never routes to a missing GPU). Empty when
+ * CUDA is built (compute/kinds/geodesic/gpu.c then holds the real one). */
+#include "compute/kinds/geodesic/gpu.h"
+
+#if !TESSEL_HAVE_CUDA
+
+int gpu_geodesic(int dev, const geod_plan *pl, tarray *out, job_ctx *ctx,
+                 int64_t *nonconv, terr *e) {
+  *nonconv = 0;
+  return terr_set(e, T_EUNAVAIL, "backend", -1, "CUDA support not built");
+}
+
+#endif

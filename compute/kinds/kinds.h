@@ -1,0 +1,286 @@
+/* kinds.h — what a job kind (map, reduce, matmul, geodesic) provides, and
+ * the context a running job gets from the scheduler.
+ *
+ * A job's params are checked at submit (`check`, cheap, no big allocation,
+ * fills the estimate that the router and the 413 limit use) and prepared at
+ * run time (`prepare`, which builds the inputs, possibly after a restart
+ * from the stored params). What the check builds is not built twice: a
+ * kind whose check parses or compiles something (map, reduce: the
+ * expression) keeps it with check_keep and hands it to prepare_checked
+ * (kind_check_keep / kind_prepare_checked below call whichever the kind
+ * has). `run` computes on one backend; the scheduler may
+ * call it several times on the same plan (backend "compare").
+ *
+ * Threads: check runs on an HTTP thread; prepare/run/release on a scheduler
+ * worker. run may call pool_for on ctx->pool and must stop between chunks
+ * once job_ctx_stopped(ctx) is true (returning T_ECANCELED or T_ETIMEOUT,
+ * whichever job_ctx_stop_code says). prepare gets the same flag and the
+ * pool in its tenv (env->stop, env->pool, env->width): what it builds by
+ * arrayval_resolve and geod_plan_build_on stops between chunks already;
+ * any other long loop of a prepare must look at tenv_stopped(env) too.
+ */
+#ifndef TESSEL_KINDS_KINDS_H
+#define TESSEL_KINDS_KINDS_H
+
+#include <jansson.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "compute/array/arrayval.h"
+#include "compute/array/tarray.h"
+#include "util/err.h"
+
+typedef enum { K_MAP = 0, K_REDUCE, K_MATMUL, K_GEODESIC, K__COUNT } tkind;
+
+typedef enum {
+  B_AUTO = 0,
+  B_SERIAL,
+  B_CPU,
+  B_CUDA,
+  B_COMPARE,
+  B__COUNT
+} tbackend;
+/* The names (compute/kinds/names.c): "map", ..., "auto", ...; -1 when unknown;
+ * the lists "map, reduce, matmul, geodesic" for "one of ..." messages. */
+const char *tkind_name(tkind k);
+int tkind_parse(const char *s);
+const char *tkind_list(void);
+const char *tbackend_name(tbackend b);
+int tbackend_parse(const char *s);
+const char *tbackend_list(void);
+
+struct pool;
+
+/* One input as the cost model sees it (job_estimate.inputs): where its
+ * bytes come from decides what reading them costs. */
+#define JOB_EST_INPUTS 16
+typedef struct job_est_input {
+  int64_t bytes;     /* in the job's dtype */
+  int from_file;     /* an upload or a job's result: read through a fresh
+                        mapping of its file (page faults on a page-cache
+                        file), not from heap memory */
+  uint32_t resident; /* bit d: device d holds it already (its h2d is 0):
+                        an upload or a chained job's result in the GPU's
+                        resident cache when the job was checked
+                        (gpu_resident_mask; it may be evicted before the
+                        run, the estimate is then a little low) */
+} job_est_input;
+
+/* What the router and the limits need to know before anything runs. */
+typedef struct job_estimate {
+  tdtype out_dtype;
+  int out_ndim;
+  int64_t out_shape[T_MAXDIM];
+  int64_t out_bytes;  /* result size */
+  int64_t in_bytes;   /* bytes of input data to move (to a GPU) */
+  int64_t mem_bytes;  /* peak host memory the job needs (inputs + result) */
+  double work;        /* kind-specific unit: elements*ops, flops, pairs */
+  double ops_per_elem;/* map/reduce: VM instructions per element */
+  int64_t size;       /* the job's input size as people count it: elements of
+                         the largest input (map/reduce), m*k*n (matmul), points
+                         n (geodesic); shown per job and in performance charts */
+  /* The inputs that in_bytes counts, when the kind says (map, reduce,
+   * matmul); in_bytes beyond their sum is heap data (inline values, range,
+   * random, a geodesic's points). Inputs past JOB_EST_INPUTS are not
+   * listed (counted as heap). */
+  int ninputs;
+  job_est_input inputs[JOB_EST_INPUTS];
+} job_estimate;
+
+/* For a kind's check: list input `bytes` in est->inputs (from_file when
+ * the value is an upload or a job's result); no-op once the list is full. */
+static inline void job_estimate_input(job_estimate *est, int64_t bytes,
+                                      int from_file) {
+  if (est->ninputs >= JOB_EST_INPUTS || bytes <= 0) return;
+  est->inputs[est->ninputs].bytes = bytes;
+  est->inputs[est->ninputs].from_file = from_file != 0;
+  est->inputs[est->ninputs].resident = 0;
+  est->ninputs++;
+}
+
+#define JOB_MAX_PARTS 4
+
+typedef struct job_ctx {
+  const char *job_id;
+  /* The run's result is the job's result (not one of compare's runs): a GPU
+   * run may keep it on the device under job_id for a chained job to read
+   * without a copy (compute/gpu/resident.cu). */
+  int result_is_final;
+  struct pool *pool;       /* CPU pool (run chunks with pool_for) */
+  int threads;             /* width to use: 1 for serial, pool size for cpu */
+  int device;              /* CUDA device index for B_CUDA */
+  atomic_int *stop;        /* 0 run; 1 canceled; 2 timed out */
+  _Atomic int64_t progress_done, progress_total;
+  /* Phase times in ms, added to by run (prepare is timed by the scheduler). */
+  double t_h2d, t_compute, t_d2h;
+  /* Allocate the result array. The scheduler backs big results by a mapped
+   * .npy file in the data dir (no extra copy to store them). The array is
+   * owned by the caller of run once run returns it. */
+  int (*result_alloc)(struct job_ctx *ctx, tdtype dt, int ndim,
+                      const int64_t *shape, tarray **out, terr *e);
+  /* Optional (NULL: call result_alloc): the result of a CPU run that
+   * produces its output in contiguous runs (map). Small results are heap
+   * arrays as from result_alloc; big ones are sinks (compute/array/codec/npyfile.c:
+   * data NULL), which each pool thread fills straight into the result's
+   * file with tarray_write from its own small buffer — no page faults on a
+   * shared mapping, no full-size copy. A kind writes either kind of array
+   * with tarray_write, or computes into out->data when it is not NULL. Same
+   * thread and ownership rules as result_alloc. */
+  int (*result_stream)(struct job_ctx *ctx, tdtype dt, int ndim,
+                       const int64_t *shape, tarray **out, terr *e);
+  /* Results of several named arrays (a geodesic knn: "distance" and
+   * "index"; see compute/kinds/geodesic/query/query.h). NULL: this run cannot have them.
+   * A run that has them returns the first part in *result as usual and,
+   * before returning 0, names every part in order: index 0 with the array
+   * it returns in *result, then 1, 2, ... with the others, each allocated
+   * with result_alloc or result_stream. Parts 1.. belong to the scheduler
+   * once result_part is called (0 or not); part 0 stays the run's *result.
+   * name: a static string matching [a-z][a-z0-9_]{0,30}, unique in the
+   * job. At most JOB_MAX_PARTS parts. Same thread rule as result_alloc.
+   * A refused call (T_EINTERNAL, saying why) fails the run even when the
+   * kind goes on. A run that names parts does not keep its result on the
+   * GPU (result_is_final is for one-array results: map, matmul). */
+  int (*result_part)(struct job_ctx *ctx, int index, const char *name,
+                     tarray *a, terr *e);
+  /* Other GPUs for one run (a job spread over the host's GPUs). ngpu: the
+   * devices the process has (0 without CUDA). gpu_borrow(ctx, d): 0 when
+   * device d is healthy, not the run's own and free now — it is then held
+   * for this run, no other job runs on it — else -1 (busy, unhealthy, or
+   * the hook is NULL: then the run uses its own device only). Every
+   * borrowed device is given back with gpu_return before run returns (the
+   * scheduler gives back, and logs, any the run kept). Both from the
+   * run's thread (the lock is that thread's). */
+  int ngpu;
+  int (*gpu_borrow)(struct job_ctx *ctx, int dev);
+  void (*gpu_return)(struct job_ctx *ctx, int dev);
+  void *ud; /* the scheduler's */
+  /* A tile of a split job (compute/sched/split.c): the run computes rows
+   * [row0, row1) of the whole job's result only — exactly those rows, bit
+   * for bit, every part cut the same way. row1 = 0: every row. Only kinds
+   * that split (geodesic: a matrix, query knn or rowwise) read it; the
+   * scheduler sets it for no other. */
+  int64_t row0, row1;
+  /* Set by run, recorded with the job by the scheduler (0 when unused):
+   * geodesic "vincenty", the pairs whose iteration did not converge (NaN in
+   * the result). */
+  int64_t nonconverged;
+} job_ctx;
+
+static inline int job_ctx_stopped(const job_ctx *c) {
+  return c->stop && atomic_load_explicit(c->stop, memory_order_relaxed) != 0;
+}
+static inline int job_ctx_stop_code(const job_ctx *c) {
+  int s = c->stop ? atomic_load(c->stop) : 0;
+  return s == 2 ? T_ETIMEOUT : T_ECANCELED;
+}
+static inline void job_ctx_progress(job_ctx *c, int64_t add) {
+  atomic_fetch_add_explicit(&c->progress_done, add, memory_order_relaxed);
+}
+
+typedef struct kind_ops {
+  tkind kind;
+  const char *name;
+  /* Tolerance for "compare": results agree when, elementwise,
+   * |a - b| <= atol + rtol * |b|. tolerance_doc says it in words. */
+  double rtol, atol;
+  const char *tolerance_doc;
+  int (*check)(const json_t *params, const tenv *env, job_estimate *est,
+               terr *e);
+  int (*prepare)(const json_t *params, const tenv *env, void **plan,
+                 terr *e);
+  /* b is B_SERIAL, B_CPU or B_CUDA. */
+  int (*run)(void *plan, tbackend b, job_ctx *ctx, tarray **result, terr *e);
+  void (*release)(void *plan);
+  /* Optional (NULL: use rtol/atol above): the tolerance for this plan's
+   * results when it depends on the data or the dtype (matmul: float32 or
+   * float64, and the size of |a|.|b|, which a fixed rtol cannot follow where
+   * sums cancel). Called on the worker after prepare; same rule
+   * |a - b| <= atol + rtol * |b|. */
+  void (*tolerance)(const void *plan, double *rtol, double *atol);
+  /* Optional (NULL: the result has one layout): the layout of the stored
+   * result of a job with these (checked, stored) params, when it may be
+   * sent in another: "square" or "condensed" (a symmetric matrix; see
+   * compute/array/layout.h). NULL when this job's result cannot change layout. A
+   * static string. Any thread. */
+  const char *(*result_layout)(const json_t *params);
+  /* Optional (all three or none): check that keeps what it built in
+   * *checked (NULL checked: keep nothing), and prepare that takes it
+   * (checked NULL: check again). A kept value not handed to
+   * prepare_checked is freed with checked_free (NULL is fine). Same
+   * threads as check and prepare; ownership passes with the pointer. */
+  int (*check_keep)(const json_t *params, const tenv *env, job_estimate *est,
+                    void **checked, terr *e);
+  int (*prepare_checked)(const json_t *params, const tenv *env, void *checked,
+                         void **plan, terr *e);
+  void (*checked_free)(void *checked);
+} kind_ops;
+
+/* Check, keeping what the check built when the kind can (*checked NULL
+ * otherwise). */
+static inline int kind_check_keep(const kind_ops *k, const json_t *params,
+                                  const tenv *env, job_estimate *est,
+                                  void **checked, terr *e) {
+  *checked = NULL;
+  return k->check_keep ? k->check_keep(params, env, est, checked, e)
+                       : k->check(params, env, est, e);
+}
+/* Prepare with what kind_check_keep kept (taken, even on failure). */
+static inline int kind_prepare_checked(const kind_ops *k, const json_t *params,
+                                       const tenv *env, void *checked,
+                                       void **plan, terr *e) {
+  if (k->prepare_checked) return k->prepare_checked(params, env, checked, plan, e);
+  return k->prepare(params, env, plan, e);
+}
+static inline void kind_checked_free(const kind_ops *k, void *checked) {
+  if (checked && k && k->checked_free) k->checked_free(checked);
+}
+
+/* The table: NULL when the name is unknown. */
+const kind_ops *kind_find(const char *name);
+const kind_ops *kind_get(tkind k);
+
+/* For a kind's check: the first key of the object params that is not in
+ * the NULL-terminated list keys, or NULL when all are known. The caller
+ * words the error (each kind names its field its own way). The string
+ * belongs to params. Inline so a kind need not link the kind table. */
+static inline const char *kind_params_unknown_key(const json_t *params,
+                                                  const char *const *keys) {
+  const char *key;
+  json_t *v;
+  json_object_foreach((json_t *)params, key, v) {
+    int i = 0;
+    while (keys[i] && strcmp(key, keys[i]) != 0) i++;
+    if (!keys[i]) return key;
+  }
+  return NULL;
+}
+
+/* For the end of a kind's check, once est->out_dtype/out_ndim/out_shape are
+ * set: the result is an array like any other, so its shape must pass
+ * tshape_extent and its element count env->max_elems (--max-elements;
+ * T_ETOOLARGE, 413, field "params"): a reduce of a (0, 2^31) upload over
+ * axis 0 holds nothing in, but would give 2^31 elements out. Sets
+ * est->out_bytes (which then cannot overflow: see T_EXTENT_MAX). Inline
+ * for the same reason as above. */
+static inline int kind_result_check(const tenv *env, job_estimate *est,
+                                    terr *e) {
+  char sh[T_MAXDIM * 22];
+  int64_t n = tshape_size(est->out_ndim, est->out_shape, INT64_MAX);
+  if (n < 0)
+    return terr_set(e, T_ETOOLARGE, "params", -1,
+                    "the result's shape %s is too big",
+                    tshape_str(est->out_ndim, est->out_shape, sh, sizeof sh));
+  if (env && env->max_elems > 0 && n > env->max_elems)
+    return terr_set(e, T_ETOOLARGE, "params", -1,
+                    "the result would have %lld elements (shape %s); the "
+                    "limit on any array is %lld", (long long)n,
+                    tshape_str(est->out_ndim, est->out_shape, sh, sizeof sh),
+                    (long long)env->max_elems);
+  est->out_bytes = n * (int64_t)tdtype_size(est->out_dtype);
+  return 0;
+}
+
+extern const kind_ops kind_map_ops, kind_reduce_ops, kind_matmul_ops,
+    kind_geodesic_ops;
+
+#endif

@@ -1,0 +1,489 @@
+/* costmodel.c — the cost model's arithmetic, its corrections from recorded
+ * timings, its JSON cache, and the process-wide instance the router uses.
+ * The measuring is in calibrate.c; the formulas are in costmodel.h.
+ *
+ * Threads: cm_model_* are pure (the caller owns the model). The global
+ * model g_model is guarded by g_mu; the file is written under g_mu too,
+ * to a temporary name then renamed.
+ */
+#include "compute/sched/costmodel.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "compute/array/tarray.h"
+#include "compute/gpu/gpu.h"
+#include "util/util.h"
+
+/* Geodesic: the kind gives a pair's cost in ns on its build host
+ * (job_estimate.ops_per_elem: Karney 630, Vincenty 310, haversine 27;
+ * compute/kinds/geodesic/kind.h), where one thread runs the VM at about
+ * CM_GEOD_REF_VM instructions/s (calibrate's figure there: 1.8-2.6e9); so
+ * on this machine a pair costs ops_per_elem * CM_GEOD_REF_VM * 1e-9 VM
+ * instructions' time (Karney: ~1450), and on a GPU CM_GEOD_GPU_OPS
+ * fused-kernel operations for Karney, in proportion for the others.
+ * Corrected by observations. */
+#define CM_GEOD_REF_VM 2.3e9
+#define CM_GEOD_KARNEY_NS 630.0
+#define CM_GEOD_GPU_OPS 2000.0
+/* Below this many bytes a job's data stays in the caches, and results come
+ * from heap memory that malloc reuses (glibc maps allocations above 32 MiB
+ * afresh, and those pay page faults on their first writes). */
+#define CM_CACHE_BYTES (32.0 * 1024 * 1024)
+#define CM_CORR_MIN 0.05
+#define CM_CORR_MAX 20.0
+
+static const char *bname(tbackend b) {
+  return b == B_SERIAL || b == B_CPU || b == B_CUDA ? tbackend_name(b) : "?";
+}
+
+void cm_model_init(cm_model *m, const cm_rates *r) {
+  memset(m, 0, sizeof *m);
+  m->r = *r;
+  m->inline_max = 16 << 20;
+  for (int k = 0; k < K__COUNT; k++)
+    for (int b = 0; b < B__COUNT; b++) m->corr[k][b] = 1.0;
+}
+
+static double pos(double x) { return x > 0 && isfinite(x) ? x : 0; }
+static double rate(double x) { return x > 0 && isfinite(x) ? x : 1e-30; }
+/* A file's rate with several writers: never above one thread's (they
+ * queue on the inode lock; a measured "all" above it is noise). */
+static double capped(double one, double all) {
+  return all > 0 && all < one ? all : one;
+}
+/* A rate measured on one thread (r1) and on all `threads` (rn), for t
+ * threads: in between in proportion. */
+static double at_threads(double r1, double rn, int t, int threads) {
+  if (t <= 1 || threads <= 1) return r1;
+  if (t >= threads) return rn;
+  return r1 + (rn - r1) * (t - 1) / (threads - 1);
+}
+
+/* The input bytes read from files and from heap memory; for cuda, the
+ * bytes resident on a device are left out of both (and of h2d). */
+static void input_bytes(const job_estimate *est, int cuda, double *file,
+                        double *heap, double *resident) {
+  double listed = 0;
+  *file = *heap = *resident = 0;
+  int n = est->ninputs < JOB_EST_INPUTS ? est->ninputs : JOB_EST_INPUTS;
+  for (int i = 0; i < n; i++) {
+    double b = pos((double)est->inputs[i].bytes);
+    listed += b;
+    if (cuda && est->inputs[i].resident)
+      *resident += b;
+    else if (est->inputs[i].from_file)
+      *file += b;
+    else
+      *heap += b;
+  }
+  double rest = pos((double)est->in_bytes) - listed;
+  if (rest > 0) *heap += rest;
+}
+
+/* How the result is kept: in the row, heap + npy_write, a sink (pwrite
+ * from the pool's threads) or a fresh shared mapping (compute/sched/run.c). */
+typedef enum { KEEP_ROW, KEEP_HEAP, KEEP_SINK, KEEP_MAPPED } keep_way;
+static keep_way keep_of(const cm_model *m, tkind kind, tbackend b, double out) {
+  if (m->row_max > 0 && out + NPY_HEADER_MAX <= (double)m->row_max)
+    return KEEP_ROW;
+  if (kind == K_MAP && b != B_CUDA) return KEEP_SINK;
+  if (b != B_CUDA && out <= (double)m->inline_max) return KEEP_HEAP;
+  return KEEP_MAPPED;
+}
+
+void cm_model_parts(const cm_model *m, tkind kind, const job_estimate *est,
+                    tbackend b, cm_parts *p) {
+  const cm_rates *r = &m->r;
+  memset(p, 0, sizeof *p);
+  double work = pos(est->work), out = pos((double)est->out_bytes);
+  double fin, hin, res;
+  int threads = r->threads > 0 ? r->threads : 1;
+  double geod_ns = est->ops_per_elem > 0 && isfinite(est->ops_per_elem)
+                       ? est->ops_per_elem
+                       : CM_GEOD_KARNEY_NS;
+  input_bytes(est, b == B_CUDA, &fin, &hin, &res);
+  double in = fin + hin;
+  keep_way keep = keep_of(m, kind, b, out);
+  /* The store term: one thread's rate for serial; "all" capped by one
+   * thread's for the pool and the GPU's staging gang. */
+  int one = b == B_SERIAL;
+  if (keep != KEEP_ROW) {
+    double w = keep == KEEP_SINK
+                   ? (one ? r->write_1 : capped(r->write_1, r->write_n))
+               : keep == KEEP_HEAP
+                   ? r->write_1
+                   : b == B_CUDA ? (r->mwrite_pf > r->mwrite_n ? r->mwrite_pf
+                                                              : r->mwrite_n)
+                   : (one ? r->mwrite_1 : capped(r->mwrite_1, r->mwrite_n));
+    p->store = pos(r->file_fixed_s) + out / rate(w);
+  }
+  switch (b) {
+    case B_SERIAL:
+    case B_CPU: {
+      double per = kind == K_MATMUL ? r->gemm_1
+                   : kind == K_GEODESIC
+                       ? r->vm_ops_1 / (geod_ns * CM_GEOD_REF_VM * 1e-9)
+                       : r->vm_ops_1;
+      /* all threads: the measured VM rate for VM work; gemm and geodesic
+       * scale with the threads at the VM's measured efficiency */
+      double eff = r->vm_ops_n / rate(r->vm_ops_1 * threads);
+      if (eff > 1) eff = 1;
+      double par = kind == K_MAP || kind == K_REDUCE ? r->vm_ops_n
+                                                     : per * threads * eff;
+      p->compute = work / rate(one ? per : par);
+      /* mapped inputs fault whatever their size; heap ones cost beyond
+       * the caches; matmul re-reads its panels from cache (its heap reads
+       * are in the flop rate) */
+      p->read = fin / rate(one ? r->map_read_1 : r->map_read_n);
+      if (kind != K_MATMUL && in + out > CM_CACHE_BYTES)
+        p->read += hin / rate(one ? r->stream_1 : r->stream_n);
+      p->fixed =
+          pos(r->job_fixed_s) + (one ? r->serial_fixed_s : r->cpu_fixed_s);
+      if (!one && keep == KEEP_SINK)
+        p->total = p->fixed + fmax(fmax(p->compute, p->read), p->store);
+      else
+        p->total = p->fixed + fmax(p->compute, p->read) + p->store;
+      return;
+    }
+    case B_CUDA: {
+      if (r->gpus <= 0) {
+        p->total = INFINITY;
+        return;
+      }
+      double dev;
+      if (kind == K_MATMUL)
+        dev = work / rate(r->gpu_flops) + (in + res + out) / rate(r->dev_bw);
+      else if (kind == K_GEODESIC)
+        dev = work * CM_GEOD_GPU_OPS * (geod_ns / CM_GEOD_KARNEY_NS) /
+                  rate(r->gpu_ops) +
+              out / rate(r->dev_bw);
+      else
+        dev = fmax((in + res + out) / rate(r->dev_bw), work / rate(r->gpu_ops));
+      p->compute = dev;
+      int gang = r->gang > 0 ? r->gang : 1;
+      double share = (double)gang / threads;
+      if (share > 1) share = 1;
+      /* the gang's host side: mapped inputs read at the gang's width,
+       * heap ones copied into the pinned slots */
+      p->read =
+          fin / rate(at_threads(r->map_read_1, r->map_read_n, gang, threads)) +
+          hin / rate(r->copy_n * share);
+      if (keep == KEEP_ROW) /* a small result: still copied out of a slot */
+        p->store = out / rate(r->copy_n * share);
+      p->h2d = in / rate(r->h2d);
+      p->d2h = out / rate(r->d2h);
+      p->fixed = pos(r->job_fixed_s) + r->gpu_fixed_s;
+      if (kind == K_MATMUL) { /* copies in, then the product, then out */
+        p->total =
+            p->fixed + fmax(p->h2d, p->read) + dev + fmax(p->d2h, p->store);
+        return;
+      }
+      double chunk = fmin(in + out, r->chunk_bytes);
+      double latency = chunk / rate(fmin(r->h2d, r->copy_n * share));
+      p->total = p->fixed +
+                 fmax(fmax(p->h2d, p->d2h), fmax(p->read + p->store, dev)) +
+                 latency;
+      return;
+    }
+    default:
+      p->total = INFINITY;
+      return;
+  }
+}
+
+/* The uncorrected model, in seconds. */
+static double raw_s(const cm_model *m, tkind kind, const job_estimate *est,
+                    tbackend b) {
+  cm_parts p;
+  cm_model_parts(m, kind, est, b, &p);
+  return p.total;
+}
+
+double cm_model_ms(const cm_model *m, tkind kind, const job_estimate *est,
+                   tbackend b) {
+  if ((unsigned)kind >= K__COUNT || (unsigned)b >= B__COUNT) return INFINITY;
+  return raw_s(m, kind, est, b) * 1e3 * m->corr[kind][b];
+}
+
+void cm_model_observe(cm_model *m, tkind kind, const job_estimate *est,
+                      tbackend b, double measured_ms) {
+  if ((unsigned)kind >= K__COUNT || (b != B_SERIAL && b != B_CPU && b != B_CUDA))
+    return;
+  double raw = raw_s(m, kind, est, b) * 1e3;
+  if (!(raw > 0) || !isfinite(raw) || !(measured_ms > 0)) return;
+  double ratio = measured_ms / raw;
+  if (ratio < CM_CORR_MIN) ratio = CM_CORR_MIN;
+  if (ratio > CM_CORR_MAX) ratio = CM_CORR_MAX;
+  /* In log space, so that 2x too slow and 2x too fast weigh the same. */
+  double c = m->corr[kind][b];
+  c = exp((1 - CM_ALPHA) * log(c) + CM_ALPHA * log(ratio));
+  m->corr[kind][b] = c;
+  m->nobs[kind][b]++;
+}
+
+static void fmt_ms(char *buf, size_t len, double ms) {
+  if (!isfinite(ms))
+    snprintf(buf, len, "n/a");
+  else if (ms < 1)
+    snprintf(buf, len, "%.2f ms", ms);
+  else if (ms < 100)
+    snprintf(buf, len, "%.1f ms", ms);
+  else
+    snprintf(buf, len, "%.0f ms", ms);
+}
+
+static void append(char *buf, size_t len, size_t *off, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void append(char *buf, size_t len, size_t *off, const char *fmt, ...) {
+  if (*off >= len) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf + *off, len - *off, fmt, ap);
+  va_end(ap);
+  if (n > 0) *off += (size_t)n < len - *off ? (size_t)n : len - *off - 1;
+}
+
+int cm_model_choose(const cm_model *m, tkind kind, const job_estimate *est,
+                    int gpu_ok, tbackend *chosen, char *reason, size_t len,
+                    json_t **estimates) {
+  static const tbackend order[3] = {B_CUDA, B_CPU, B_SERIAL};
+  double ms[B__COUNT];
+  for (int b = 0; b < B__COUNT; b++) ms[b] = INFINITY;
+  ms[B_SERIAL] = cm_model_ms(m, kind, est, B_SERIAL);
+  ms[B_CPU] = cm_model_ms(m, kind, est, B_CPU);
+  if (gpu_ok && m->r.gpus > 0) ms[B_CUDA] = cm_model_ms(m, kind, est, B_CUDA);
+  tbackend best = B_SERIAL;
+  for (int i = 0; i < 3; i++)
+    if (ms[order[i]] < ms[best]) best = order[i];
+  *chosen = best;
+  /* "estimate cuda 12 ms, cpu 840 ms, serial 1600 ms", chosen first. */
+  char num[32];
+  size_t l = 0;
+  fmt_ms(num, sizeof num, ms[best]);
+  append(reason, len, &l, "estimate %s %s", bname(best), num);
+  for (int i = 0; i < 3; i++) {
+    if (order[i] == best || !isfinite(ms[order[i]])) continue;
+    fmt_ms(num, sizeof num, ms[order[i]]);
+    append(reason, len, &l, ", %s %s", bname(order[i]), num);
+  }
+  if (!gpu_ok) append(reason, len, &l, "; no usable GPU");
+  if (!estimates) return T_OK;
+  json_t *o = json_object();
+  json_object_set_new(o, "model", json_string("calibrated"));
+  json_object_set_new(o, "serial_ms", json_real(ms[B_SERIAL]));
+  json_object_set_new(o, "cpu_ms", json_real(ms[B_CPU]));
+  json_object_set_new(o, "cuda_ms", isfinite(ms[B_CUDA]) ? json_real(ms[B_CUDA])
+                                                        : json_null());
+  json_object_set_new(o, "choice", json_string(bname(best)));
+  json_t *corr = json_object();
+  json_object_set_new(corr, "serial", json_real(m->corr[kind][B_SERIAL]));
+  json_object_set_new(corr, "cpu", json_real(m->corr[kind][B_CPU]));
+  json_object_set_new(corr, "cuda", json_real(m->corr[kind][B_CUDA]));
+  json_object_set_new(o, "corrections", corr);
+  json_t *parts = json_object();
+  for (int i = 2; i >= 0; i--) {
+    if (!isfinite(ms[order[i]])) continue;
+    cm_parts p;
+    cm_model_parts(m, kind, est, order[i], &p);
+    json_t *pj = json_object();
+    json_object_set_new(pj, "fixed", json_real(p.fixed * 1e3));
+    json_object_set_new(pj, "read", json_real(p.read * 1e3));
+    if (order[i] == B_CUDA)
+      json_object_set_new(pj, "h2d", json_real(p.h2d * 1e3));
+    json_object_set_new(pj, "compute", json_real(p.compute * 1e3));
+    if (order[i] == B_CUDA)
+      json_object_set_new(pj, "d2h", json_real(p.d2h * 1e3));
+    json_object_set_new(pj, "store", json_real(p.store * 1e3));
+    json_object_set_new(parts, bname(order[i]), pj);
+  }
+  json_object_set_new(o, "parts_ms", parts);
+  *estimates = o;
+  return T_OK;
+}
+
+/* ---- JSON -------------------------------------------------------------- */
+
+#define CM_FIELDS(X)                                                        \
+  X(vm_ops_1) X(vm_ops_n) X(copy_n) X(stream_1) X(stream_n) X(fault_1)      \
+  X(fault_n) X(gemm_1) X(serial_fixed_s) X(cpu_fixed_s) X(write_1)          \
+  X(write_n) X(map_read_1) X(map_read_n) X(mwrite_1) X(mwrite_n)          \
+  X(mwrite_pf) X(file_fixed_s) X(job_fixed_s)
+#define CM_GPU_FIELDS(X)                                                    \
+  X(h2d) X(d2h) X(h2d_pageable) X(d2h_pageable) X(dev_bw) X(gpu_flops)      \
+  X(gpu_ops) X(gpu_fixed_s) X(chunk_bytes)
+
+json_t *cm_model_to_json(const cm_model *m) {
+  json_t *o = json_object(), *r = json_object(), *c = json_object();
+  json_object_set_new(r, "threads", json_integer(m->r.threads));
+  json_object_set_new(r, "gpus", json_integer(m->r.gpus));
+  json_object_set_new(r, "gang", json_integer(m->r.gang));
+#define PUT(f) json_object_set_new(r, #f, json_real(m->r.f));
+  CM_FIELDS(PUT)
+  CM_GPU_FIELDS(PUT)
+#undef PUT
+  for (int k = 0; k < K__COUNT; k++) {
+    json_t *kb = json_object();
+    for (int b = B_SERIAL; b <= B_CUDA; b++)
+      json_object_set_new(kb, bname((tbackend)b),
+                          json_pack("{s:f, s:i}", "factor", m->corr[k][b],
+                                    "observations", m->nobs[k][b]));
+    json_object_set_new(c, tkind_name((tkind)k), kb);
+  }
+  json_object_set_new(o, "version", json_integer(4));
+  json_object_set_new(o, "rates", r);
+  json_object_set_new(o, "corrections", c);
+  return o;
+}
+
+int cm_model_from_json(const json_t *j, cm_model *m, terr *e) {
+  cm_rates r;
+  memset(&r, 0, sizeof r);
+  const json_t *rj = json_object_get(j, "rates");
+  /* Version 3 added the file rates (submit -> stored), 4 the prefaulted
+   * mapping rate (GPU results): an older cache is measured again. */
+  if (!json_is_object(rj) ||
+      json_integer_value(json_object_get(j, "version")) != 4)
+    return terr_set(e, T_EINVAL, "calibration", -1, "not a version 4 model");
+  r.threads = (int)json_integer_value(json_object_get(rj, "threads"));
+  r.gpus = (int)json_integer_value(json_object_get(rj, "gpus"));
+  r.gang = (int)json_integer_value(json_object_get(rj, "gang"));
+#define GET(f)                                                              \
+  r.f = json_number_value(json_object_get(rj, #f));                         \
+  if (!(r.f > 0) || !isfinite(r.f))                                         \
+    return terr_set(e, T_EINVAL, "calibration.rates." #f, -1,               \
+                    "missing or not a positive number");
+  CM_FIELDS(GET)
+  if (r.gpus > 0) {
+    CM_GPU_FIELDS(GET)
+  }
+#undef GET
+  if (r.threads < 1)
+    return terr_set(e, T_EINVAL, "calibration.rates.threads", -1, "below 1");
+  cm_model_init(m, &r);
+  const json_t *cj = json_object_get(j, "corrections");
+  for (int k = 0; k < K__COUNT && json_is_object(cj); k++) {
+    const json_t *kb = json_object_get(cj, tkind_name((tkind)k));
+    for (int b = B_SERIAL; b <= B_CUDA && kb; b++) {
+      const json_t *x = json_object_get(kb, bname((tbackend)b));
+      double f = json_number_value(json_object_get(x, "factor"));
+      if (f >= CM_CORR_MIN && f <= CM_CORR_MAX) m->corr[k][b] = f;
+      m->nobs[k][b] = (int)json_integer_value(json_object_get(x, "observations"));
+    }
+  }
+  return 0;
+}
+
+/* ---- the process-wide model -------------------------------------------- */
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static cm_model g_model;
+static int g_ready, g_since_save;
+static char g_path[1024];
+
+static void save_locked(void) {
+  if (!g_path[0]) return;
+  json_t *j = cm_model_to_json(&g_model);
+  char tmp[1100];
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", g_path, (long)getpid());
+  if (j && json_dump_file(j, tmp, JSON_INDENT(2)) == 0) {
+    if (rename(tmp, g_path) != 0) unlink(tmp);
+  } else {
+    unlink(tmp); /* a partial file (a full disk) */
+    log_warn("router: cannot write %s", tmp);
+  }
+  json_decref(j);
+  g_since_save = 0;
+}
+
+int cm_init(const char *path, const char *dir, int threads, int64_t row_max,
+            int64_t inline_max, terr *e) {
+  cm_model m;
+  int loaded = 0;
+  if (path && path[0]) {
+    json_error_t jerr;
+    json_t *j = json_load_file(path, 0, &jerr);
+    terr le;
+    terr_clear(&le);
+    if (j && cm_model_from_json(j, &m, &le) == 0 && m.r.threads == threads &&
+        m.r.gpus == gpu_count())
+      loaded = 1;
+    else if (j)
+      log_info("router: recalibrating (%s)",
+               le.message[0] ? le.message : "threads or GPUs changed");
+    json_decref(j);
+  }
+  if (!loaded) {
+    cm_rates r;
+    double t0 = t_now_ms();
+    int rc = cm_calibrate_in(&r, threads, dir, e);
+    if (rc) return rc;
+    cm_model_init(&m, &r);
+    log_info(
+        "router: calibrated in %.0f ms: VM %.2g ops/s (1 thread), %.2g "
+        "(%d); result files: pwrite %.2g B/s (1), %.2g (%d), mapped "
+        "writes %.2g (1), %.2g (%d), prefaulted %.2g (%d), %.2g ms a file; "
+        "mapped inputs "
+        "read %.2g B/s (1), %.2g (%d); %d GPU(s)%s",
+        t_now_ms() - t0, r.vm_ops_1, r.vm_ops_n, threads, r.write_1, r.write_n,
+        threads, r.mwrite_1, r.mwrite_n, threads, r.mwrite_pf, threads,
+        r.file_fixed_s * 1e3,
+        r.map_read_1, r.map_read_n, threads, r.gpus,
+        r.gpus ? "" : " (cpu only)");
+    if (r.gpus)
+      log_info(
+          "router: GPU 0: h2d %.2g B/s, d2h %.2g B/s (pinned), device "
+          "%.2g B/s, dgemm %.2g flop/s, launch %.2g ms, staging gang %d",
+          r.h2d, r.d2h, r.dev_bw, r.gpu_flops, r.gpu_fixed_s * 1e3, r.gang);
+  }
+  m.row_max = row_max > 0 ? row_max : 0;
+  if (inline_max > 0) m.inline_max = inline_max;
+  pthread_mutex_lock(&g_mu);
+  g_model = m;
+  snprintf(g_path, sizeof g_path, "%s", path ? path : "");
+  if (!loaded) save_locked();
+  g_ready = 1;
+  pthread_mutex_unlock(&g_mu);
+  return 0;
+}
+
+int cm_ready(void) {
+  pthread_mutex_lock(&g_mu);
+  int r = g_ready;
+  pthread_mutex_unlock(&g_mu);
+  return r;
+}
+
+void cm_observe(tkind kind, const job_estimate *est, tbackend b, double ms) {
+  pthread_mutex_lock(&g_mu);
+  if (g_ready) {
+    cm_model_observe(&g_model, kind, est, b, ms);
+    if (++g_since_save >= 16) save_locked();
+  }
+  pthread_mutex_unlock(&g_mu);
+}
+
+int cm_choose(tkind kind, const job_estimate *est, int gpu_ok,
+              tbackend *chosen, char *reason, size_t len, json_t **estimates) {
+  pthread_mutex_lock(&g_mu);
+  cm_model m = g_model;
+  pthread_mutex_unlock(&g_mu);
+  return cm_model_choose(&m, kind, est, gpu_ok, chosen, reason, len, estimates);
+}
+
+void cm_get(cm_model *out) {
+  pthread_mutex_lock(&g_mu);
+  *out = g_model;
+  pthread_mutex_unlock(&g_mu);
+}
+
+void cm_shutdown(void) {
+  pthread_mutex_lock(&g_mu);
+  if (g_ready && g_since_save) save_locked();
+  g_ready = 0;
+  pthread_mutex_unlock(&g_mu);
+}

@@ -1,0 +1,138 @@
+/* router.c — the "auto" backend rule.
+ *
+ * With the calibrated cost model loaded (router_init), router_choose asks
+ * it (compute/sched/costmodel.c): the estimated time on every backend from this
+ * machine's measured rates, the fastest chosen, the reason naming the
+ * figures ("estimate cuda 12 ms, cpu 840 ms, serial 1600 ms"). Without it
+ * (before the scheduler starts, or in tests that do not calibrate), the
+ * size rule below:
+ *
+ * The kind's estimate gives `work` in a kind-specific unit (map/reduce:
+ * elements x VM instructions, matmul: flops, geodesic: point pairs). A
+ * rough single-core cost per unit turns it into "ms on one core":
+ *
+ *   serial  when that is under 0.2 ms: waking other threads and splitting
+ *           the work costs tens of microseconds, more than it saves;
+ *   cuda    when a usable GPU is there, the job takes at least 20 ms on one
+ *           core, and moving its bytes over PCIe (10 GB/s, pageable) costs
+ *           under a quarter of the time the CPU pool would take;
+ *   cpu     otherwise (the thread pool).
+ *
+ * The per-unit costs are order-of-magnitude figures for a current x86 core,
+ * not measurements of this machine. Keep this the only entry point
+ * (router.h).
+ */
+#include "compute/sched/router.h"
+
+#include <stdatomic.h>
+
+#include "compute/sched/costmodel.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+#define ROUTER_SERIAL_MAX_MS 0.2
+#define ROUTER_GPU_MIN_MS 20.0
+#define ROUTER_PCIE_BYTES_PER_MS 1.0e7 /* 10 GB/s */
+
+/* Single-core cost of one unit of `work`, in ns, and the unit's name. */
+static void router_unit(const kind_ops *k, double *ns, const char **unit) {
+  switch (k ? k->kind : K_MAP) {
+  case K_MATMUL: *ns = 0.05; *unit = "flops"; break;      /* ~20 GFLOP/s BLAS */
+  case K_GEODESIC: *ns = 400.0; *unit = "pairs"; break;   /* Karney inverse */
+  case K_REDUCE:
+  case K_MAP:
+  default: *ns = 1.0; *unit = "element-ops"; break;       /* VM instruction */
+  }
+}
+
+/* "1000 elements" / "5000 points": the size in the words a user knows
+ * (est->size when the kind gives it, else the work in its unit). */
+static void router_size_words(const kind_ops *k, const job_estimate *est,
+                              const char *unit, char *buf, size_t len) {
+  tkind kind = k ? k->kind : K_MAP;
+  const char *what = kind == K_GEODESIC ? "points"
+                     : kind == K_MATMUL ? "m*k*n" : "elements";
+  if (est->size > 0)
+    snprintf(buf, len, "%lld %s", (long long)est->size, what);
+  else if ((kind == K_MAP || kind == K_REDUCE) && est->ops_per_elem > 0)
+    snprintf(buf, len, "%.0f elements", est->work / est->ops_per_elem);
+  else
+    snprintf(buf, len, "%.3g %s", est->work, unit);
+}
+
+int router_init(const char *calibration_path, const char *results_dir,
+                int threads, int64_t row_max, int64_t inline_max, terr *e) {
+  return cm_init(calibration_path, results_dir, threads, row_max, inline_max,
+                 e);
+}
+
+void router_observe(const kind_ops *k, const job_estimate *est, tbackend b,
+                    double ms) {
+  if (k && est) cm_observe(k->kind, est, b, ms);
+}
+
+void router_shutdown(void) { cm_shutdown(); }
+
+/* Online cores, read once: sysconf reads /sys on every call, which cost
+ * more than the rest of a tiny job's routing. */
+static long router_cores(void) {
+  static atomic_long cached;
+  long n = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (n > 0) return n;
+  n = sysconf(_SC_NPROCESSORS_ONLN);
+  if (n < 1) n = 1;
+  atomic_store_explicit(&cached, n, memory_order_relaxed);
+  return n;
+}
+
+int router_choose(const kind_ops *k, const job_estimate *est,
+                  int gpu_available, tbackend *chosen, char *reason,
+                  size_t reason_len, json_t **estimates) {
+  if (k && cm_ready())
+    return cm_choose(k->kind, est, gpu_available, chosen, reason, reason_len,
+                     estimates);
+  double ns;
+  const char *unit;
+  router_unit(k, &ns, &unit);
+  double work = est->work > 0 ? est->work : 0;
+  long ncores = router_cores();
+  double serial_ms = work * ns / 1e6;
+  double cpu_ms = serial_ms / (double)ncores;
+  double bytes = (double)(est->in_bytes > 0 ? est->in_bytes : 0) +
+                 (double)(est->out_bytes > 0 ? est->out_bytes : 0);
+  double transfer_ms = bytes / ROUTER_PCIE_BYTES_PER_MS;
+  char size[64];
+  router_size_words(k, est, unit, size, sizeof size);
+
+  if (serial_ms < ROUTER_SERIAL_MAX_MS) {
+    *chosen = B_SERIAL;
+    snprintf(reason, reason_len,
+             "small job (%s): serial avoids thread hand-off", size);
+  } else if (gpu_available && serial_ms >= ROUTER_GPU_MIN_MS &&
+             transfer_ms < cpu_ms / 4) {
+    *chosen = B_CUDA;
+    snprintf(reason, reason_len,
+             "large job (%s, about %.0f ms on %ld cores): cuda, copies "
+             "about %.1f ms", size, cpu_ms, ncores, transfer_ms);
+  } else {
+    *chosen = B_CPU;
+    if (!gpu_available || serial_ms < ROUTER_GPU_MIN_MS)
+      snprintf(reason, reason_len,
+               "%s (about %.1f ms on one core): cpu pool of %ld threads%s",
+               size, serial_ms, ncores,
+               gpu_available ? "" : "; no usable GPU");
+    else
+      snprintf(reason, reason_len,
+               "%s: cpu, copying %.3g MB to a GPU (about %.1f ms) would "
+               "outweigh the compute (about %.1f ms)", size, bytes / 1e6,
+               transfer_ms, cpu_ms);
+  }
+  if (!estimates) return T_OK;
+  *estimates = json_pack("{s:s, s:f, s:s, s:f, s:f, s:i, s:f, s:b}", "model",
+                         "size-rule", "work", work, "unit", unit, "serial_ms",
+                         serial_ms, "cpu_ms", cpu_ms, "cores", (int)ncores,
+                         "transfer_ms", transfer_ms, "gpu_available",
+                         gpu_available ? 1 : 0);
+  return *estimates ? T_OK : T_ENOMEM;
+}

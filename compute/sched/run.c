@@ -1,0 +1,1052 @@
+/* compute/sched/run.c — running one job on the worker that took it.
+ *
+ * Steps: parse the stored params, find the kind, estimate (kind check, with a
+ * tenv backed by the store), resolve the backend (the router for auto; an
+ * auto job routed to the other kind of worker is handed over and this worker
+ * is done with it), the start counted where a crash cannot lose it (the
+ * in-flight journal, compute/sched/journal.c, or a [sync] store_job_start when there
+ * is none; after max_attempts starts without an end the job fails "crashed"
+ * instead of running) and store_job_start_async (not waited for: it commits
+ * at the latest with the finish), prepare (timed), run on one backend or, for
+ * compare, on each, then decide the end under the lock (a cancel or timeout
+ * that came in wins over a late success), keep the result, and queue the end
+ * with store_job_finish_async: the worker goes on with its next job while the
+ * store's writer commits the end together with other jobs' writes, then
+ * (srun_finished, on the writer thread) releases the job: stats, waiters
+ * (given the committed row), free. So a waiter never hears of an end that is
+ * not committed, and no worker sleeps on a commit. A finish that finds the
+ * job already ended in the store (canceled before it was taken) leaves the
+ * store's end as it is.
+ *
+ * Results: ctx->result_alloc gives heap memory for results of up to
+ * inline_result_max bytes and, above, a mapped .npy created by
+ * tarray_create_npy under a temporary name <data>/results/<id>.npy.tmp<N>
+ * (kinds whose output is scattered or comes from a device: matmul,
+ * geodesic, reduce, every GPU run). ctx->result_stream (a CPU map) gives
+ * heap memory for a result that will be kept in the row and, for any other,
+ * a sink (tarray_create_npy_sink) under the same kind of temporary name,
+ * which the pool threads fill with pwrite, each its own chunks
+ * (compute/array/codec/npyfile.c says why, with the measurements). Both kinds of file
+ * reserve their blocks first: a full disk fails the job
+ * "resource_exhausted" before anything is computed, never with SIGBUS.
+ * A heap result whose .npy fits in row_result_max bytes is kept in the job's
+ * store row (no file: creating one costs more than a tiny job, see
+ * tests/bench/README.md); it commits with the finish. Other heap results are
+ * written with npy_write to a temporary file. Either way a file is renamed
+ * to <id>.npy only when complete, so a crash never leaves a partial file
+ * under the final name (sched_start removes stale temporaries). No fsync: a
+ * process crash is covered, a power loss right after a job is not.
+ * Compare (compute/sched/compare.c, sharing run_int.h) reads its results: a sink's
+ * is mapped from its file once the run has returned it (srun_readable).
+ *
+ * Parts (job_ctx.result_part; compute/kinds/kinds.h): a run may give several named
+ * arrays, part 0 being the array it returns. srun_result_part checks each
+ * call (in order, a valid and unused name, at most JOB_MAX_PARTS; a refusal
+ * fails the run, and a refused part 1.. is freed here: it is the
+ * scheduler's once handed over) and srun_collect gathers them with the
+ * returned array into the run's sres. Part 0 is kept as any result is
+ * (row or <id>.npy); parts 1.. as <results>/<id>.<name>.npy, each allocated
+ * and written like a result file (blocks reserved first, temporary name,
+ * renamed when complete; srun_keep_parts), then listed in the end's
+ * result_parts document (compute/array/parts.h). A failure after some were kept
+ * removes them; an end that does not commit removes them (srun_finished);
+ * a process that dies before the commit leaves them to sched_start, which
+ * removes every result file of an unfinished job. An output job
+ * ("output": {"file"}) whose run gives several parts fails naming
+ * output.file. Compare compares part by part, by name (int64 exactly).
+ *
+ * Borrowed GPUs (job_ctx.gpu_borrow / gpu_return): a non-blocking
+ * gpu_trylock of a healthy device that is not the run's own (so two runs
+ * borrowing each other's devices never wait for each other), held by the
+ * run's thread; srun_backend gives back whatever the run kept, before its
+ * own device's unlock, and logs it.
+ *
+ * Same-host files (--local-dir, compute/array/localfile.h). A job with "output":
+ * {"file": path} has its output directory opened (and pinned) before it
+ * starts (a directory gone since submit fails the job naming output.file);
+ * its first file result is created there as an unnamed file instead of
+ * under <data>/results, a heap result (or a later one) is written there at
+ * the end; then it is checked, and placed only after the fenced "still
+ * held" step, before the finish: compute/sched/run_output.c says why in that
+ * order and what is left. Nothing of an output job's result is kept by
+ * the service (no result_path, nothing in the row). {"file"} inputs are
+ * mapped through the run's tenv, compared with their pins (j->pins) and
+ * recorded (r.env.local_log); after the plan is released the log is
+ * checked: an input torn or changed under the job fails it naming it.
+ * A failed or canceled job leaves no temporary (srun_cleanup).
+ *
+ * The router's cost model estimates submit -> stored, so a run teaches it
+ * (router_observe) what it estimated: a single backend's prepare + run +
+ * store, once the result is kept; each backend of a compare its prepare +
+ * run (its result is not stored alone).
+ *
+ * Threads: everything here runs on the worker that owns the job, except
+ * srun_finished (the store's writer thread: it must not block nor make a
+ * [sync] store call); sched.mu is taken only briefly (see sched_int.h) and
+ * never across a store write, a kind callback or a file write. result_alloc
+ * must be called from the thread that called run (not from inside pool_for
+ * chunks).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "compute/array/localfile.h"
+#include "compute/array/parts.h"
+#include "compute/array/store_source.h"
+#include "compute/sched/router.h"
+#include "util/sigbus.h"
+
+#include "compute/sched/run_int.h"
+
+
+/* ---- result arrays --------------------------------------------------------- */
+/* A result array. result_alloc's: heap up to inline_max bytes, else a
+ * mapped file under a temporary name. result_stream's: heap when the
+ * result will be kept in the store row (its .npy fits in row_max), else a
+ * sink under a temporary name, whatever its size: a sink beat heap +
+ * npy_write from 8 MB up (1.5x at 1e6 and 2e6 float64 on the 2-core VM,
+ * bench_sink) and matched it at 800 KB, and it never holds the result in
+ * memory. */
+static int srun_result_new(job_ctx *ctx, tdtype dt, int ndim,
+                           const int64_t *shape, int sink, tarray **out,
+                           terr *e) {
+  srun *r = ctx->ud;
+  *out = NULL;
+  int64_t n = tshape_size(ndim, shape, INT64_MAX);
+  if (n < 0 || n > INT64_MAX / 8)
+    return terr_set(e, T_ETOOLARGE, "", -1, "result shape is too large");
+  if (r->nallocs == SRUN_MAX_ALLOCS)
+    return terr_set(e, T_EINTERNAL, "", -1, "too many result allocations");
+  salloc *al = &r->allocs[r->nallocs];
+  al->path[0] = 0;
+  int64_t bytes = n * (int64_t)tdtype_size(dt);
+  int heap = sink ? r->s->row_max > 0 && bytes + NPY_HEADER_MAX <= r->s->row_max
+                  : bytes <= r->s->inline_max;
+  if (heap) {
+    al->a = tarray_new(dt, ndim, shape);
+    if (!al->a)
+      return terr_set(e, T_ENOMEM, "", -1, "no memory for a result of %lld bytes",
+                      (long long)bytes);
+  } else if (r->out.dirfd >= 0 && !r->out_busy) {
+    int rc = tlocal_out_create(&r->out, dt, ndim, shape, sink, &al->a, e);
+    if (rc) return rc;
+    al->out = r->out_busy = 1;
+  } else {
+    snprintf(al->path, sizeof al->path, "%s/%s.npy.tmp%u", r->s->results_dir,
+             r->j->stem, atomic_fetch_add(&r->s->tmp_counter, 1));
+    int rc = sink ? tarray_create_npy_sink(al->path, dt, ndim, shape, &al->a, e)
+                  : tarray_create_npy(al->path, dt, ndim, shape, &al->a, e);
+    if (rc) {
+      unlink(al->path);
+      al->path[0] = 0;
+      return rc;
+    }
+  }
+  r->nallocs++;
+  *out = al->a;
+  return T_OK;
+}
+
+static int srun_result_alloc(job_ctx *ctx, tdtype dt, int ndim,
+                             const int64_t *shape, tarray **out, terr *e) {
+  return srun_result_new(ctx, dt, ndim, shape, 0, out, e);
+}
+
+static int srun_result_stream(job_ctx *ctx, tdtype dt, int ndim,
+                              const int64_t *shape, tarray **out, terr *e) {
+  return srun_result_new(ctx, dt, ndim, shape, 1, out, e);
+}
+
+salloc *srun_find_alloc(srun *r, const tarray *a) {
+  for (int i = 0; i < r->nallocs; i++)
+    if (r->allocs[i].a == a && (r->allocs[i].path[0] || r->allocs[i].out))
+      return &r->allocs[i];
+  return NULL;
+}
+
+/* Remove an allocation's temporary file and forget it. */
+static void srun_forget(srun *r, salloc *al) {
+  if (al->out) {
+    tlocal_out_discard(&r->out);
+    al->out = r->out_busy = 0;
+  } else if (al->path[0]) {
+    unlink(al->path);
+  }
+  al->path[0] = 0;
+}
+
+/* Compare reads results: a sink's elements are in its file only, so *a
+ * (complete: run returned it) becomes a mapping of that file, listed in
+ * its place. A failure drops the result. */
+int srun_readable(srun *r, tarray **a, terr *e) {
+  if (!(*a)->sink) return T_OK;
+  salloc *al = srun_find_alloc(r, *a);
+  if (!al)
+    return terr_set(e, T_EINTERNAL, "", -1, "a result file has no record");
+  tarray *m = NULL;
+  tarray_free(*a); /* closes the file; the page cache has every slice */
+  *a = NULL;
+  int rc = al->out ? tlocal_out_map(&r->out, &m, e)
+                   : tarray_map_npy(al->path, &m, e);
+  if (rc) {
+    srun_forget(r, al);
+    return rc;
+  }
+  al->a = *a = m;
+  return T_OK;
+}
+
+/* Free a result that is not kept (and its temporary file). */
+void srun_drop_result(srun *r, tarray *a) {
+  if (!a) return;
+  salloc *al = srun_find_alloc(r, a);
+  tarray_free(a);
+  if (al) srun_forget(r, al);
+}
+
+/* Keep the result `a` (and free it): as the .npy bytes *npy (new heap
+ * buffer, *npy_len bytes) for the store row when they fit in row_max
+ * (npy non-NULL: part 0 only), else as the file `final` (<results>/<id>.npy,
+ * or <results>/<id>.<name>.npy for a later part). */
+static int srun_keep_result(srun *r, tarray *a, const char *final, char **npy,
+                            size_t *npy_len, terr *e) {
+  salloc *al = srun_find_alloc(r, a);
+  int rc = T_OK;
+  if (npy) {
+    *npy = NULL;
+    *npy_len = 0;
+  }
+  if (npy && !al && r->s->row_max > 0 &&
+      a->size * (int64_t)tdtype_size(a->dtype) + NPY_HEADER_MAX <=
+          r->s->row_max) {
+    rc = npy_to_buffer(a, npy, npy_len, e);
+    tarray_free(a);
+    return rc;
+  }
+  if (al) { /* mapped or a sink: the data is already in the file */
+    int err = tarray_sink_close(a); /* a deferred write error: not whole */
+    tarray_free(a);
+    if (err) {
+      rc = terr_set(e, T_EIO, "", -1, "cannot write the result: %s",
+                    strerror(err));
+      rc = terr_nospace(e, rc, err);
+      unlink(al->path);
+      al->path[0] = 0;
+      return rc;
+    }
+    if (rename(al->path, final) != 0)
+      rc = terr_set(e, T_EIO, "", -1, "cannot rename the result to %s: %s",
+                    final, strerror(errno));
+    else
+      al->path[0] = 0;
+    return rc;
+  }
+  char tmp[SRUN_PATH_MAX];
+  snprintf(tmp, sizeof tmp, "%s/%s.npy.tmp%u", r->s->results_dir, r->j->stem,
+           atomic_fetch_add(&r->s->tmp_counter, 1));
+  FILE *f = fopen(tmp, "wb");
+  if (!f) {
+    int err = errno;
+    rc = terr_set(e, T_EIO, "", -1, "cannot create %s: %s", tmp,
+                  strerror(err));
+    rc = terr_nospace(e, rc, err);
+    goto done;
+  }
+  rc = npy_write(f, a, e);
+  int err = rc ? errno : 0;
+  if (fclose(f) != 0 && rc == T_OK) {
+    err = errno;
+    rc = terr_set(e, T_EIO, "", -1, "cannot write %s: %s", tmp, strerror(err));
+  }
+  rc = terr_nospace(e, rc, err); /* a full disk: "resource_exhausted" */
+  if (rc == T_OK && rename(tmp, final) != 0)
+    rc = terr_set(e, T_EIO, "", -1, "cannot rename the result to %s: %s",
+                  final, strerror(errno));
+  if (rc) unlink(tmp);
+done:
+  tarray_free(a);
+  return rc;
+}
+
+/* Remove the files of parts 1.. (a job that failed after keeping them, or
+ * whose end did not commit) and forget them. */
+static void srun_unlink_parts(tparts *p) {
+  for (int i = 1; i < p->n; i++)
+    if (p->p[i].path) unlink(p->p[i].path);
+  tparts_clear(p);
+}
+
+/* Keep parts 1.. of res (freed here, kept or not) as
+ * <results>/<id>.<name>.npy, each as srun_keep_result keeps a file (its
+ * temporary renamed when complete), and list every part in *parts (their
+ * paths; parts->p[0]'s figures filled by the caller, which keeps part 0)
+ * and *doc (the store's text, new heap string). A failure removes the
+ * part files already kept. */
+static int srun_keep_parts(srun *r, sres *res, tparts *parts, char **doc,
+                           terr *e) {
+  int rc = T_OK, i;
+  *doc = NULL;
+  for (i = 0; i < res->n; i++) {
+    const tarray *a = i == 0 ? NULL : res->a[i];
+    tpart *t = &parts->p[i];
+    snprintf(t->name, sizeof t->name, "%s", res->name[i]);
+    parts->n = i + 1;
+    if (i == 0) continue; /* kept by the caller: its figures are the job's */
+    t->dtype = a->dtype;
+    t->ndim = a->ndim;
+    memcpy(t->shape, a->shape, sizeof t->shape);
+    t->bytes = a->size * (int64_t)tdtype_size(a->dtype);
+    size_t len = strlen(r->s->results_dir) + strlen(r->j->stem) + strlen(t->name) + 8;
+    if (!(t->path = malloc(len))) {
+      rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
+      break;
+    }
+    snprintf(t->path, len, "%s/%s.%s.npy", r->s->results_dir, r->j->stem, t->name);
+    rc = srun_keep_result(r, res->a[i], t->path, NULL, NULL, e);
+    res->a[i] = NULL;
+    if (rc) {
+      free(t->path);
+      t->path = NULL;
+      break;
+    }
+  }
+  for (int k = i + 1; k < res->n; k++) srun_drop_result(r, res->a[k]);
+  if (rc == T_OK && !(*doc = tparts_text(parts)))
+    rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  if (rc) srun_unlink_parts(parts);
+  return rc;
+}
+
+/* Remove every temporary file still listed (failed or dropped runs), the
+ * output's included, and close the output directory. */
+static void srun_cleanup(srun *r) {
+  for (int i = 0; i < r->nallocs; i++)
+    if (r->allocs[i].path[0]) unlink(r->allocs[i].path);
+  r->nallocs = 0;
+  tlocal_out_close(&r->out);
+  r->out_busy = 0;
+}
+
+/* ---- named parts and borrowed GPUs (job_ctx hooks) ---------------------------- */
+/* Free every array of res (and its temporary file); res is emptied. */
+void srun_drop_res(srun *r, sres *res) {
+  for (int i = 0; i < res->n; i++) srun_drop_result(r, res->a[i]);
+  memset(res, 0, sizeof *res);
+}
+
+/* job_ctx.result_part: record part `index`. A refused call (out of
+ * order, a bad or repeated name, too many) fails the run with the reason;
+ * a part 1.. it hands over is freed here then (it is the scheduler's). */
+static int srun_result_part(job_ctx *ctx, int index, const char *name,
+                            tarray *a, terr *e) {
+  srun *r = ctx->ud;
+  sres *p = &r->named;
+  const char *why = NULL;
+  int known = 0; /* a is already recorded: never freed twice */
+  for (int k = 0; a && k < p->n; k++) known |= p->a[k] == a;
+  if (index < 0 || index >= JOB_MAX_PARTS)
+    why = "a job has at most " SRUN_STR(JOB_MAX_PARTS) " parts";
+  else if (index != p->n) why = "parts are named in order, 0 first";
+  else if (!a || known) why = "no array, or one already named";
+  else if (!tpart_name_valid(name)) why = "the name is not [a-z][a-z0-9_]{0,30}";
+  for (int k = 0; !why && k < p->n; k++)
+    if (strcmp(p->name[k], name) == 0) why = "the name is taken";
+  if (why) {
+    if (index > 0 && a && !known) srun_drop_result(r, a);
+    if (!r->part_err[0])
+      snprintf(r->part_err, sizeof r->part_err,
+               "kind %s: result part %d ('%.40s'): %s", r->j->k->name, index,
+               name ? name : "", why);
+    return terr_set(e, T_EINTERNAL, "", -1, "%s", r->part_err);
+  }
+  p->name[index] = name;
+  p->a[index] = a;
+  p->n++;
+  return T_OK;
+}
+
+/* job_ctx.gpu_borrow: device dev held for this run when it is another
+ * healthy device that nobody holds now (a non-blocking try of its lock:
+ * never waits, so two runs borrowing each other's devices cannot
+ * deadlock). Runs on the run's thread, which then owns the lock. */
+static int srun_gpu_borrow(job_ctx *ctx, int dev) {
+  srun *r = ctx->ud;
+  sched *s = r->s;
+  if (dev < 0 || dev >= s->ngpu || dev >= 32 || dev == r->run_device ||
+      (r->borrowed >> dev & 1u) || !s->gpu.trylock || !s->gpu.healthy(dev))
+    return -1;
+  if (s->gpu.trylock(dev) != 0) return -1;
+  r->borrowed |= 1u << dev;
+  return 0;
+}
+
+static void srun_gpu_return(job_ctx *ctx, int dev) {
+  srun *r = ctx->ud;
+  if (dev < 0 || dev >= 32 || !(r->borrowed >> dev & 1u)) return;
+  r->borrowed &= ~(1u << dev);
+  r->s->gpu.unlock(dev);
+}
+
+/* After a run: give back what it kept of the borrowed devices. */
+static void srun_return_borrowed(srun *r, job_ctx *ctx) {
+  for (int d = 0; r->borrowed && d < 32; d++)
+    if (r->borrowed >> d & 1u) {
+      log_warn("scheduler: job %s: kind %s kept borrowed GPU %d after its "
+               "run; given back", r->j->id, r->j->k->name, d);
+      srun_gpu_return(ctx, d);
+    }
+}
+
+/* ---- one backend ------------------------------------------------------------ */
+static void ctx_setup(srun *r, job_ctx *ctx, tbackend b, int device) {
+  ctx->job_id = r->j->id;
+  ctx->result_is_final = r->j->backend != B_COMPARE;
+  ctx->pool = r->s->pool;
+  ctx->threads = b == B_SERIAL ? 1 : pool_threads(r->s->pool);
+  ctx->device = device;
+  ctx->stop = &r->j->stop;
+  ctx->t_h2d = ctx->t_compute = ctx->t_d2h = 0;
+  ctx->result_alloc = srun_result_alloc;
+  ctx->result_stream = srun_result_stream;
+  ctx->result_part = srun_result_part;
+  ctx->ngpu = r->s->ngpu;
+  ctx->gpu_borrow = r->s->gpu.trylock ? srun_gpu_borrow : NULL;
+  ctx->gpu_return = r->s->gpu.trylock ? srun_gpu_return : NULL;
+  ctx->ud = r;
+  ctx->row0 = ctx->row1 = 0;
+  if (r->j->tiles > 0) /* a tile of a split job: its band of the rows */
+    sched_split_rows(r->j->est.size, r->j->tile, r->j->tiles,
+                     sched_split_tri(r->j->params), &ctx->row0, &ctx->row1);
+  memset(&r->named, 0, sizeof r->named);
+  r->part_err[0] = 0;
+  r->run_device = b == B_CUDA ? device : -1;
+  r->borrowed = 0;
+}
+
+/* The run's *result and the parts it named, checked, into res (emptied
+ * and everything freed on failure). */
+static int srun_collect(srun *r, int rc, tarray *result, sres *res, terr *e) {
+  sres *p = &r->named;
+  memset(res, 0, sizeof *res);
+  if (rc == T_OK && r->part_err[0]) /* the kind went on after a refusal */
+    rc = terr_set(e, T_EINTERNAL, "", -1, "%s", r->part_err);
+  else if (rc == T_OK && !result)
+    rc = terr_set(e, T_EINTERNAL, "", -1, "kind %s returned no result",
+                  r->j->k->name);
+  else if (rc == T_OK && p->n > 0 && p->a[0] != result)
+    rc = terr_set(e, T_EINTERNAL, "", -1,
+                  "kind %s: result part 0 is not the array its run returned",
+                  r->j->k->name);
+  for (int i = 1; rc == T_OK && i < p->n; i++)
+    if (p->a[i] == result)
+      rc = terr_set(e, T_EINTERNAL, "", -1,
+                    "kind %s: result part %d is the array its run returned",
+                    r->j->k->name, i);
+  if (rc) {
+    srun_drop_result(r, result); /* a kind should not return one, but */
+    for (int i = 1; i < p->n; i++)
+      if (p->a[i] != result) srun_drop_result(r, p->a[i]);
+    memset(p, 0, sizeof *p);
+    return rc;
+  }
+  if (p->n > 1) *res = *p;
+  else res->n = 1; /* one array, even when the kind named it */
+  res->a[0] = result;
+  memset(p, 0, sizeof *p);
+  return T_OK;
+}
+
+/* Run the plan on b; adds the phases to r; *ms gets the wall time. */
+int srun_backend(srun *r, void *plan, tbackend b, int device,
+                        sres *res, double *ms, terr *e) {
+  job_ctx *ctx = &r->j->ctx;
+  ctx_setup(r, ctx, b, device);
+  tarray *result = NULL;
+  /* Never held across a kind callback or gpu_lock (sched_int.h). */
+  SCHED_ASSERT_UNLOCKED(r->s);
+  if (b == B_CUDA) r->s->gpu.lock(device);
+  double t0 = t_now_ms();
+  int rc = r->j->k->run(plan, b, ctx, &result, e);
+  *ms = t_now_ms() - t0;
+  srun_return_borrowed(r, ctx); /* every one, even after a failure */
+  if (b == B_CUDA) {
+    r->s->gpu.unlock(device);
+    r->s->gpu.note_result(device, rc); /* once per cuda run */
+  }
+  rc = srun_collect(r, rc, result, res, e);
+  /* Recorded timings correct the router's cost model, which estimates
+   * submit -> stored: a single run is observed once its result is stored
+   * (srun), each backend a compare runs here with the prepare it would
+   * have paid (its result is not stored: a small error in the store term,
+   * which the next single run corrects). */
+  if (rc == T_OK && r->j->have_est && r->j->backend == B_COMPARE)
+    router_observe(r->j->k, &r->j->est, b, r->t_prepare + *ms);
+  /* A run that gave no result (canceled, timed out, failed) is all
+   * compute but its copies: what a kind times is its loop, and the rest of
+   * its return (freeing a big result mapping: ~0.1 s per 2 GB) would
+   * otherwise belong to no phase. */
+  double phases = ctx->t_h2d + ctx->t_d2h;
+  r->t_h2d += ctx->t_h2d;
+  r->t_d2h += ctx->t_d2h;
+  r->t_compute += rc == T_OK && ctx->t_compute > 0
+                      ? ctx->t_compute
+                      : (*ms > phases ? *ms - phases : 0);
+  return rc;
+}
+
+/* ---- resolve: params, kind, estimate, backend ---------------------------- */
+enum { RESOLVE_GO = 0, RESOLVE_HANDED_OVER = -1 };
+
+static int srun_gpu_usable(sched *s) {
+  for (int d = 0; d < s->ngpu; d++)
+    if (s->gpu.healthy(d)) return 1;
+  return 0;
+}
+
+static int srun_resolve(srun *r, int device, terr *e) {
+  sched *s = r->s;
+  sjob *j = r->j;
+  if (!j->params) {
+    json_error_t jerr;
+    j->params = json_loads(j->params_text, 0, &jerr);
+    if (!j->params)
+      return terr_set(e, T_EINVAL, "params", jerr.position,
+                      "stored params are not valid JSON: %s", jerr.text);
+  }
+  if (!j->k && !(j->k = s->cfg.kind_lookup(j->kind)))
+    return terr_set(e, T_EINVAL, "kind", -1, "unknown kind '%s'", j->kind);
+  if (j->requested < 0)
+    return terr_set(e, T_EINVAL, "backend", -1, "unknown backend '%s'",
+                    j->backend_text);
+  if (!j->have_est) { /* queued from the store: checked here, once (caps too) */
+    kind_checked_free(j->checked_k, j->checked);
+    int rc = kind_check_keep(j->k, j->params, &r->env, &j->est, &j->checked, e);
+    j->checked_k = j->k;
+    if (!rc) rc = sched_check_caps(s, (tbackend)j->requested, &j->est, e);
+    if (rc) return rc;
+    j->have_est = 1;
+  }
+  if (j->backend == B_AUTO) {
+    tbackend chosen;
+    int usable = srun_gpu_usable(s);
+    router_choose(j->k, &j->est, usable, &chosen, j->reason, sizeof j->reason,
+                  &j->estimates);
+    if (j->requested == B_AUTO) {
+      j->backend = chosen;
+    } else {
+      j->backend = (tbackend)j->requested;
+      if (j->requested == B_COMPARE)
+        snprintf(j->reason, sizeof j->reason,
+                 "compare requested: serial, cpu%s", usable ? " and cuda" : "");
+      else
+        snprintf(j->reason, sizeof j->reason, "%s requested by the client",
+                 tbackend_name(j->backend));
+    }
+  }
+  if (j->backend == B_CUDA && device < 0) {
+    if (s->ngpu == 0)
+      return terr_set(e, T_EUNAVAIL, "backend", -1, "no usable GPU: %s",
+                      s->gpu.unavailable_reason());
+    return sched_handover(s, j, Q_GPU) == 0 ? RESOLVE_HANDED_OVER
+           : atomic_load(&j->stop) ? T_ECANCELED
+           : terr_set(e, T_ENOMEM, "", -1, "no memory to queue the job");
+  }
+  if (j->backend != B_CUDA && device >= 0)
+    return sched_handover(s, j, Q_CPU) == 0 ? RESOLVE_HANDED_OVER
+           : atomic_load(&j->stop) ? T_ECANCELED
+           : terr_set(e, T_ENOMEM, "", -1, "no memory to queue the job");
+  return RESOLVE_GO;
+}
+
+/* ---- end ------------------------------------------------------------------- */
+/* This node's name on a cluster store (for the log lines of its runs, whose
+ * logs are read side by side with other nodes'), else NULL (not logged). */
+static const char *srun_node(const sched *s, char *buf, size_t cap) {
+  if (!s->cluster) return NULL;
+  char id[T_ID_MAX];
+  sched_node_self((sched *)s, id, buf, cap);
+  return buf[0] ? buf : NULL;
+}
+
+/* The number of this run of j: sjob.attempts counts the runs before it
+ * (on a cluster store too: compute/sched/queue.c takes the claim's own back). */
+static int srun_attempt(const sched *s, const sjob *j) {
+  (void)s;
+  return j->attempts + 1;
+}
+
+/* One log line per job end (API.md, "Logs"), written once the end is
+ * committed (event "job_end"), or once the store refused it ("job_dropped":
+ * the node fence, or a store error; the job runs again): id, kind, backend
+ * used, final status, total ms (queue + run), the error's code and message,
+ * and the run's number and span (wall ms; started 0: it never started), so
+ * that the runs of a job on several nodes can be laid side by side. */
+static void srun_log_end(const char *event, const sched *s, const sjob *j,
+                         int status, const char *used, double total_ms,
+                         const char *code, const char *msg,
+                         int64_t started_at) {
+  char node[104];
+  t_kv kv[] = {
+      T_KV_S("id", j->id),
+      T_KV_S("node", srun_node(s, node, sizeof node)),
+      T_KV_N("attempt", srun_attempt(s, j)),
+      T_KV_N("started", started_at),
+      T_KV_N("finished", t_wall_ms()),
+      T_KV_S("kind", j->kind),
+      T_KV_S("backend", used ? used : "-"),
+      T_KV_S("status", job_status_name((job_status)status)),
+      T_KV_N("ms", round(total_ms * 1e3) / 1e3),
+      T_KV_S("error", code),
+      T_KV_S("message", code ? msg : NULL),
+  };
+  t_log_kv(status == JOB_FAILED || strcmp(event, "job_end") != 0 ? T_LOG_WARN
+                                                                : T_LOG_INFO,
+           event, kv, (int)(sizeof kv / sizeof kv[0]));
+}
+
+/* Release a job whose store row is already final (or left unfinished);
+ * ended: its committed row for the waiters, or NULL. */
+static void srun_release(sched *s, sjob *j, int status, int counted,
+                         const char *backend, double run_ms,
+                         const store_job *ended) {
+  tmutex_lock(&s->mu);
+  swaiter *chain = sched_release_locked(s, j, status, counted, backend, run_ms);
+  tmutex_unlock(&s->mu);
+  /* A slot is free: claim. Before sched_fire, whose end may let
+   * sched_destroy free s. */
+  if (s->cluster) sched_cluster_kick(s);
+  sched_fire(s, chain, j->id, ended);
+  sjob_free(j);
+}
+
+/* What the end of a job needs once its finish is committed. */
+typedef struct srun_end {
+  sched *s;
+  sjob *j;
+  int status, started;
+  int retried; /* the end failed to commit once: a plain failure retried */
+  double run_ms, total_ms; /* total: for the log line */
+  int64_t started_at;      /* wall ms, 0 when it never started */
+  const char *code;        /* the error's code (a static name) or NULL */
+  char msg[TERR_MSG_MAX];
+  char used[32];
+  char final[SRUN_PATH_MAX]; /* the result file; "" when none */
+  tparts parts; /* a result of several arrays: their files (p[1..].path) */
+} srun_end;
+
+/* The finish is committed (rc 0) or failed. Runs on the store's writer
+ * thread (store_job_finish_async), or on the worker when the finish could
+ * not be queued; takes sched.mu briefly, never makes a [sync] store call. */
+static void srun_finished(void *arg, int rc, const terr *fe, store_job *row) {
+  srun_end *x = arg;
+  sched *s = x->s;
+  sjob *j = x->j;
+  if (rc != T_OK && x->final[0]) unlink(x->final);
+  if (rc != T_OK) srun_unlink_parts(&x->parts);
+  if ((rc == T_ENOSPACE || rc == T_EIO) && !x->retried) {
+    /* The end did not fit (a full disk: SQLITE_FULL, or a result too big
+     * for what is left in the row): record a plain failure instead, which
+     * needs next to no space, so that the job is not run again at every
+     * start. Queued from this (writer) thread: it commits in the next
+     * batch and comes back here. */
+    char msg[TERR_MSG_MAX];
+    snprintf(msg, sizeof msg, "cannot record the job's end: %s",
+             fe ? fe->message : "store error");
+    store_job_end end = {.status = JOB_FAILED, .finished_at = t_wall_ms(),
+                         .max_abs_diff = NAN,
+                         .error_code = terr_code_name((terr_code)rc),
+                         .error_message = msg, .held = 1};
+    x->retried = 1;
+    x->final[0] = 0;
+    x->status = JOB_FAILED;
+    x->code = end.error_code;
+    snprintf(x->msg, sizeof x->msg, "%s", msg);
+    terr qe;
+    if (store_job_finish_async(s->cfg.st, j->id, &end, srun_finished, x,
+                               &qe) == T_OK) {
+      if (row) store_job_clear(row);
+      return;
+    }
+  }
+  if (rc == T_ECONFLICT || rc == T_ENOTFOUND) {
+    /* Ended in the store before a worker took it (canceled: see
+     * sched_cancel), or never recorded; the store's word stands. On a
+     * cluster store also the fence: the job's lease went to another node,
+     * which runs it again; this run's result files (named for this run,
+     * sjob.stem) were removed above. */
+    if (s->cluster)
+      log_warn("scheduler: job %s: end not written, result dropped: %s",
+               j->id, fe ? fe->message : "");
+    else
+      log_info("scheduler: job %s: %s", j->id, fe ? fe->message : "");
+    srun_log_end("job_dropped", s, j, x->status, x->started ? x->used : NULL,
+                 x->total_ms, x->code, x->msg, x->started_at);
+    srun_release(s, j, -1, 0, NULL, 0, NULL);
+  } else {
+    if (rc != T_OK) /* stays running in the store: the next start reruns it */
+      log_error("scheduler: cannot record the end of job %s: %s", j->id,
+                fe ? fe->message : "");
+    srun_log_end(rc == T_OK ? "job_end" : "job_dropped", s, j, x->status,
+                 x->started ? x->used : NULL, x->total_ms, x->code, x->msg,
+                 x->started_at);
+    srun_release(s, j, x->status, 1, x->started ? x->used : NULL, x->run_ms,
+                 rc == T_OK ? row : NULL);
+  }
+  if (row) store_job_clear(row);
+  tparts_clear(&x->parts);
+  free(x);
+}
+
+void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
+                         const char *msg) {
+  if (status >= 0) {
+    double queue_ms = sched_ms_round((double)(t_wall_ms() - j->created_at));
+    store_job_end end = {.status = (job_status)status,
+                         .finished_at = t_wall_ms(), .max_abs_diff = NAN,
+                         .error_code = code, .error_message = msg};
+    job_timings_put(&end.timings, JOB_T_QUEUE, queue_ms);
+    job_timings_put(&end.timings, JOB_T_TOTAL, queue_ms);
+    srun_log_end("job_end", s, j, status, NULL, queue_ms, code, msg, 0);
+    terr e;
+    SCHED_ASSERT_UNLOCKED(s); /* a [sync] store call */
+    if (store_job_finish(s->cfg.st, j->id, &end, &e) != T_OK)
+      log_error("scheduler: cannot finish job %s: %s", j->id, e.message);
+  }
+  srun_release(s, j, status, status >= 0, NULL, 0, NULL);
+}
+
+void sched_run_job(sched *s, sjob *j, int device) {
+  SCHED_ASSERT_UNLOCKED(s);
+  T_ASSERT(j->state == SJ_RUNNING);
+  srun r;
+  memset(&r, 0, sizeof r);
+  r.s = s, r.j = j, r.device = device, r.max_abs_diff = NAN;
+  r.out.dirfd = r.out.fd = r.out.tmpdirfd = -1;
+  tenv_from_store(&r.env, s->cfg.st, j->owner, s->env_max_elems);
+  r.env.local = s->cfg.local;
+  /* {"file"} inputs against their pins (none stored: pinned by the check) */
+  if (s->cfg.local && !j->pins) j->pins = tlocal_pins_new();
+  r.env.local_pins = j->pins;
+  /* The same value as at submit (jobs.max_result_bytes): defaults that
+   * follow it must not change between check and run. */
+  r.env.max_result_bytes = s->cfg.max_result_bytes;
+  terr e;
+  terr_clear(&e);
+  void *plan = NULL;
+  sres res;
+  memset(&res, 0, sizeof res);
+  tparts parts; /* the kept parts of a result of several arrays */
+  memset(&parts, 0, sizeof parts);
+  char used[32] = "", final[SRUN_PATH_MAX] = "";
+  char *estimate = NULL, *compare_json = NULL, *npy = NULL, *parts_doc = NULL;
+  job_result_info rinfo;
+  memset(&rinfo, 0, sizeof rinfo);
+  size_t npy_len = 0;
+  int64_t started_at = 0;
+  double started_ms = 0, end_ms = 0; /* monotonic: the start, the run's end */
+  int started = 0, crashed = 0, jslot = -1, status, rc;
+  double backend_ms = 0; /* a single backend's run */
+
+  /* A job whose every recorded start ended with the process (no finish):
+   * a poison job. It fails instead of taking the service down again. */
+  if (j->attempts >= s->max_attempts) {
+    crashed = 1;
+    rc = terr_set(&e, T_EINTERNAL, "", -1,
+                  "the job was started %d times and the process died each "
+                  "time; it is not run again (--max-attempts %d)",
+                  j->attempts, s->max_attempts);
+    goto end;
+  }
+  rc = srun_resolve(&r, device, &e);
+  if (rc == RESOLVE_HANDED_OVER) return; /* another worker owns it now */
+  if (rc || atomic_load(&j->stop)) goto end;
+  /* Building the inputs (prepare) stops at a cancel, a timeout, a
+   * shutdown or a lost lease like the run does, and uses the width the
+   * run will (one thread for a serial job). */
+  r.env.stop = &j->stop;
+  r.env.pool = s->pool;
+  r.env.width = j->backend == B_SERIAL ? 1 : pool_threads(s->pool);
+
+  /* Memory admission (compute/sched/mem.c): run, wait in the queue, or fail. */
+  int64_t need = j->have_est ? sched_mem_need(&j->est, j->backend) : 0;
+  int64_t mem_total = -1, mem_avail = -1;
+  if (need >= SCHED_MEM_PROBE_MIN) sched_mem_probe(&mem_total, &mem_avail);
+  int adm = sched_mem_admit(s, j, need, mem_avail);
+  if (adm == SCHED_MEM_WAIT) return; /* back in the queue */
+  if (adm == SCHED_MEM_NEVER) {
+    rc = terr_set(&e, T_ENOMEM, "", -1,
+                  "the job needs about %lld bytes of memory; the machine has "
+                  "%lld available now and the memory budget (--max-memory) is "
+                  "%lld bytes",
+                  (long long)need, (long long)mem_avail,
+                  (long long)s->mem_budget);
+    goto end;
+  }
+
+  /* Same-host files: the output's directory is opened now (it may be gone
+   * since submit, a restart ago); mapped inputs are recorded for the end. */
+  if (j->output_file &&
+      (rc = tlocal_out_open(s->cfg.local, j->owner, j->output_file,
+                            "output.file", &r.out, &e)))
+    goto end;
+  if (s->cfg.local && !(r.env.local_log = tlocal_log_new())) {
+    rc = terr_set(&e, T_ENOMEM, "", -1, "out of memory");
+    goto end;
+  }
+
+  if (j->backend == B_CUDA)
+    snprintf(used, sizeof used, "cuda:%d", device);
+  else
+    snprintf(used, sizeof used, "%s", tbackend_name(j->backend));
+  /* for store_job_start: the kind's figures, the router's, the pins */
+  estimate =
+      j->have_est ? stext_estimate(&j->est, j->estimates, j->pins) : NULL;
+  started_at = t_wall_ms();
+  started_ms = t_now_ms();
+  /* Counted before the job runs, so that a job that kills the process is
+   * counted even when it dies at once: after max_attempts such starts it
+   * fails "crashed" above. Normally in the in-flight journal (a store into
+   * a shared mapping that outlives the process, compute/sched/journal.c), and the
+   * store's start is lazy: it commits with the finish below, in the same
+   * transaction for a short job. Without a journal slot, the start is
+   * committed first ([sync], group-committed with other writes). A job
+   * canceled in the store before a worker took it (see sched_cancel) is
+   * found at the finish (or answers T_ECONFLICT to the [sync] start),
+   * which then changes nothing. A cluster store's server that is down
+   * (T_EUNAVAIL) is waited for (100 ms doubling to 2 s) while the job is
+   * not stopped: the job is claimed here, so failing it would lose an
+   * accepted job to a restart of the server. Any other [sync] error (a
+   * full disk): the job is not run. */
+  jslot = s->journal ? sched_journal_take(s, j->id, j->attempts + 1) : -1;
+  if (jslot >= 0) {
+    store_job_start_async(s->cfg.st, j->id, started_at, used, j->reason,
+                          estimate);
+  } else {
+    int delay_ms = 100;
+    while ((rc = store_job_start(s->cfg.st, j->id, started_at, used,
+                                 j->reason, estimate, &e)) == T_EUNAVAIL &&
+           s->cluster && !atomic_load(&j->stop)) {
+      struct timespec ts = {delay_ms / 1000, (long)(delay_ms % 1000) * 1000000L};
+      nanosleep(&ts, NULL);
+      delay_ms = delay_ms * 2 > 2000 ? 2000 : delay_ms * 2;
+      started_at = t_wall_ms(); /* the start is when it really starts */
+      started_ms = t_now_ms();
+    }
+    if (rc) goto end;
+  }
+  started = 1;
+  if (s->cluster) { /* a node says which runs it began (test_cluster.py) */
+    char node[104];
+    t_kv kv[] = {T_KV_S("id", j->id),
+                 T_KV_S("node", srun_node(s, node, sizeof node)),
+                 T_KV_N("attempt", srun_attempt(s, j)),
+                 T_KV_N("started", started_at), T_KV_S("backend", used)};
+    t_log_kv(T_LOG_INFO, "job_start", kv, (int)(sizeof kv / sizeof kv[0]));
+  }
+  if (j->crash_test) { /* tests only: TESSEL_TEST_CRASH_LABEL */
+    log_error("scheduler: job %s: TESSEL_TEST_CRASH_LABEL: aborting", j->id);
+    abort();
+  }
+
+  double t0 = t_now_ms();
+  void *checked = j->checked; /* prepare takes it */
+  j->checked = NULL;
+  SCHED_ASSERT_UNLOCKED(s); /* a kind callback */
+  rc = kind_prepare_checked(j->k, j->params, &r.env, checked, &plan, &e);
+  r.t_prepare = t_now_ms() - t0;
+  if (rc || atomic_load(&j->stop)) goto end;
+  if (j->backend == B_COMPARE) {
+    rc = srun_compare(&r, plan, &res, &e);
+  } else {
+    rc = srun_backend(&r, plan, j->backend, device, &res, &backend_ms, &e);
+  }
+
+end:
+  end_ms = t_now_ms();
+  if (plan) j->k->release(plan);
+  /* An input file torn or changed under the job: whatever it computed is
+   * not its result. */
+  if (rc == T_OK && r.env.local_log)
+    rc = tlocal_log_check(r.env.local_log, &e);
+  sched_journal_put(s, jslot); /* the run is over (no-op when -1) */
+  /* Decide the end under the lock: from now on cancel answers 409. */
+  tmutex_lock(&s->mu);
+  int stop = atomic_load(&j->stop);
+  sched_running_remove(s, j);
+  sjob_set_state(j, SJ_ENDING);
+  int64_t pdone = j->progress_base_done + atomic_load(&j->ctx.progress_done);
+  int64_t ptotal = j->progress_base_total + atomic_load(&j->ctx.progress_total);
+  tmutex_unlock(&s->mu);
+
+  if (stop == SJ_STOP_LOST) {
+    /* Its lease went to another node (sched_drop_lost): the fence would
+     * refuse its end, and the other node's run is the job's. */
+  lost: /* or so said the fenced step before an output's placement */
+    srun_drop_res(&r, &res);
+    srun_cleanup(&r);
+    sched_mem_release(s, j);
+    srun_release(s, j, -1, 0, NULL, 0, NULL);
+    goto out;
+  }
+  if (stop == SJ_STOP_SHUTDOWN && (rc || !res.n)) {
+    /* Stopped by shutdown: stays queued in the store, its start taken
+     * back (a shutdown is not a crash: attempts counts only those). */
+    if (started) {
+      terr ue;
+      if (store_job_unstart(s->cfg.st, j->id, &ue) != T_OK)
+        log_warn("scheduler: job %s stays running in the store: %s", j->id,
+                 ue.message);
+    }
+    srun_drop_res(&r, &res);
+    srun_cleanup(&r);
+    sched_mem_release(s, j);
+    srun_release(s, j, -1, 0, NULL, 0, NULL);
+    goto out;
+  }
+  const char *code = NULL;
+  char msg[TERR_MSG_MAX] = "";
+  if (stop == 1) {
+    status = JOB_CANCELED, code = "canceled";
+    snprintf(msg, sizeof msg, "canceled by request");
+  } else if (stop == 2) {
+    status = JOB_FAILED, code = terr_code_name(T_ETIMEOUT);
+    double timeout = j->timeout_s > 0 ? j->timeout_s : s->cfg.default_timeout_s;
+    snprintf(msg, sizeof msg, "the job ran past its timeout of %g s", timeout);
+  } else if (crashed) {
+    status = JOB_FAILED, code = "crashed";
+    snprintf(msg, sizeof msg, "%s", e.message);
+  } else if (rc) {
+    status = JOB_FAILED, code = terr_code_name((terr_code)rc);
+    snprintf(msg, sizeof msg, "%s", e.message[0] ? e.message : code);
+  } else {
+    status = JOB_SUCCEEDED;
+  }
+  if (status != JOB_SUCCEEDED) {
+    srun_drop_res(&r, &res);
+  } else {
+    tarray *result = res.a[0];
+    /* Pairs a geodesic method could not solve (Vincenty near antipodes)
+     * are NaN in the result and counted there, so the job says so. */
+    snprintf(rinfo.dtype, sizeof rinfo.dtype, "%s", tdtype_name(result->dtype));
+    rinfo.ndim = result->ndim;
+    for (int d = 0; d < result->ndim; d++) rinfo.shape[d] = result->shape[d];
+    rinfo.bytes = result->size * (int64_t)tdtype_size(result->dtype);
+    parts.p[0].dtype = result->dtype; /* for a result of several arrays */
+    parts.p[0].ndim = result->ndim;
+    memcpy(parts.p[0].shape, result->shape, sizeof parts.p[0].shape);
+    parts.p[0].bytes = rinfo.bytes;
+    rinfo.nonconverged =
+        j->ctx.nonconverged > 0 ? (int64_t)j->ctx.nonconverged : 0;
+    snprintf(final, sizeof final, "%s/%s.npy", s->results_dir, j->stem);
+    double t0s = t_now_ms();
+    int wrc;
+    if (r.out.dirfd >= 0 && res.n > 1) {
+      wrc = terr_set(&e, T_EINVAL, "output.file", -1,
+                     "this job's result is %d arrays (%s, %s%s); output.file "
+                     "takes a result of one array: submit it without "
+                     "\"output\" and read each part from "
+                     "/v1/jobs/{id}/result/{name}",
+                     res.n, res.name[0], res.name[1], res.n > 2 ? ", ..." : "");
+      srun_drop_res(&r, &res);
+      final[0] = 0;
+    } else if (r.out.dirfd >= 0) { /* the user's file; the service keeps nothing */
+      wrc = srun_output(&r, result, &e);
+      final[0] = 0;
+      if (wrc == SRUN_OUTPUT_LOST) { /* another node's job: as SJ_STOP_LOST */
+        memset(&res, 0, sizeof res); /* freed */
+        goto lost;
+      }
+    } else {
+      wrc = srun_keep_result(&r, result, final, &npy, &npy_len, &e);
+      res.a[0] = NULL;
+      if (npy) final[0] = 0; /* in the row, not a file */
+      if (wrc == T_OK && res.n > 1 &&
+          (wrc = srun_keep_parts(&r, &res, &parts, &parts_doc, &e))) {
+        if (final[0]) unlink(final);
+        free(npy);
+        npy = NULL;
+      }
+    }
+    memset(&res, 0, sizeof res); /* kept or freed */
+    r.t_store = t_now_ms() - t0s;
+    if (!wrc && j->have_est && j->backend != B_COMPARE)
+      router_observe(j->k, &j->est, j->backend,
+                     r.t_prepare + backend_ms + r.t_store);
+    if (wrc) {
+      status = JOB_FAILED, code = terr_code_name((terr_code)wrc);
+      snprintf(msg, sizeof msg, "%s", e.message);
+      final[0] = 0;
+      memset(&rinfo, 0, sizeof rinfo);
+    }
+  }
+  srun_cleanup(&r);
+
+  /* total = queue + run, run from the start (no interval counted twice),
+   * and every part of it in a phase: the end's own work — releasing the
+   * plan, keeping the result, or for a job without one (canceled, failed)
+   * removing what it had written — is the store phase. */
+  r.t_store = t_now_ms() - end_ms;
+  double queue_ms = started ? (double)(started_at - j->created_at) : 0;
+  double run_ms = t_now_ms() - (started ? started_ms : j->taken_ms);
+  double ms[JOB_T__COUNT] = {queue_ms, r.t_prepare, r.t_h2d, r.t_compute,
+                             r.t_d2h, r.t_store, queue_ms + run_ms};
+  compare_json = r.compare ? json_dumps(r.compare, SRUN_JSON) : NULL;
+  store_job_end end = {
+      .status = (job_status)status, .finished_at = t_wall_ms(),
+      .result = rinfo,
+      .result_path = final[0] ? final : NULL, .compare = compare_json,
+      .max_abs_diff = r.compare ? r.max_abs_diff : NAN, .error_code = code,
+      .error_message = code ? msg : NULL, .progress_done = pdone,
+      .progress_total = ptotal, .result_npy = npy, .result_npy_len = npy_len,
+      .result_parts = parts_doc, .held = 1};
+  for (int t = 0; t < JOB_T__COUNT; t++) /* to the microsecond */
+    job_timings_put(&end.timings, (job_timing)t, sched_ms_round(ms[t]));
+  /* Its memory is free (results kept or dropped, the plan released): a
+   * job waiting for it may start. */
+  sched_mem_release(s, j);
+  /* The end commits on the store's writer thread, which then releases the
+   * job (srun_finished); this worker goes on with its next job. */
+  srun_end *x = calloc(1, sizeof *x);
+  terr fe;
+  if (!x) {
+    log_error("scheduler: no memory to end job %s", j->id);
+    srun_log_end("job_dropped", s, j, status, started ? used : NULL,
+                 ms[JOB_T_TOTAL], code, msg, started ? started_at : 0);
+    if (final[0]) unlink(final);
+    srun_unlink_parts(&parts);
+    srun_release(s, j, status, 1, started ? used : NULL, run_ms, NULL);
+    goto out;
+  }
+  x->s = s;
+  x->j = j;
+  x->status = status;
+  x->started = started;
+  x->run_ms = run_ms;
+  x->total_ms = ms[JOB_T_TOTAL];
+  x->started_at = started ? started_at : 0;
+  x->code = code;
+  snprintf(x->msg, sizeof x->msg, "%s", code ? msg : "");
+  snprintf(x->used, sizeof x->used, "%s", used);
+  snprintf(x->final, sizeof x->final, "%s", final);
+  x->parts = parts; /* its paths go with x */
+  memset(&parts, 0, sizeof parts);
+  if (store_job_finish_async(s->cfg.st, j->id, &end, srun_finished, x, &fe) !=
+      T_OK) {
+    int frc = store_job_finish(s->cfg.st, j->id, &end, &fe);
+    srun_finished(x, frc, &fe, NULL);
+  }
+
+out:
+  tlocal_out_close(&r.out); /* no-op after srun_cleanup */
+  tlocal_log_free(r.env.local_log);
+  free(npy);
+  json_decref(r.compare);
+  free(estimate);
+  free(compare_json);
+  free(parts_doc);
+}

@@ -1,0 +1,411 @@
+/* sched_int.h — the scheduler's private state, shared by its four files:
+ *
+ *   compute/sched/queue.c the heaps and the id table, jobs from store rows
+ *   sched.c       queueing, reserve/enqueue/cancel, the CPU
+ *                 idle callback and GPU worker threads, the deadline and
+ *                 progress monitor, start/recovery/shutdown
+ *   compute/sched/run.c   running one job: estimate + router, store_job_start,
+ *                 prepare, run or compare, the result file, the end
+ *   compute/sched/wait.c  waiters, progress, stats, histogram, sched_check
+ *   compute/sched/text.c  the estimate document stored at a job's start
+ *
+ * Locks: ONE mutex, sched.mu, guards every field below marked [mu] and every
+ * sjob field marked [mu]. Lock order: sched.mu may be held while taking the
+ * pool's lock (pool_notify) and the store's async queue lock
+ * (store_job_progress, from the monitor); it is NEVER held across a [sync]
+ * store call, a kind callback, a waiter callback, gpu_lock or a file write.
+ * gpu_lock(dev) is taken by a worker with no scheduler lock held.
+ *
+ * A job's states: QUEUED (in a heap) -> RUNNING (taken by a worker; in the
+ * running list that the monitor scans) -> ENDING (its final store write is
+ * under way; no longer cancelable; the worker has moved on) -> gone from the
+ * id table, waiters fired, freed: by the store's writer thread once the end
+ * is committed (compute/sched/run.c), or by the thread that ended an unstarted job.
+ * The job struct is only touched under sched.mu by anyone but the worker
+ * that owns it while RUNNING, and the thread that releases it.
+ */
+#ifndef TESSEL_SCHED_SCHED_INT_H
+#define TESSEL_SCHED_SCHED_INT_H
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "compute/gpu/gpu.h"
+#include "util/heap.h"
+#include "util/pool.h"
+#include "util/tmutex.h"
+#include "compute/sched/sched.h"
+
+enum { SJ_QUEUED = 0, SJ_RUNNING, SJ_ENDING };
+enum { Q_CPU = 0, Q_GPU, Q_AUTO, Q__COUNT }; /* which heap holds a job */
+/* stop values: 0 run, 1 canceled, 2 timed out (kinds.h), and ours: */
+#define SJ_STOP_SHUTDOWN 3 /* leave the job unfinished in the store */
+#define SJ_STOP_LOST 4     /* cluster: its lease went to another node; write
+                            * nothing, drop what it computed */
+/* Results of result_alloc up to this many bytes are heap arrays written
+ * with npy_write at the end; larger ones are mapped .npy files
+ * (tarray_create_npy). Used when cfg.inline_result_max <= 0. Measured with
+ * bench_sched on ext4 (this 2-core VM, and a 16-core H200 host): heap +
+ * write takes 0.3-0.95x the time of a mapped file from 8 B to 8 MiB (first
+ * writes to a shared file mapping fault page by page), but 1.6-1.7x at 64
+ * MiB, where a mapping also spares a second, unreclaimable copy of the
+ * result in memory. result_stream's results (map) do not use it: they are
+ * sinks from the row's size up (compute/sched/run.c, compute/array/codec/npyfile.c). */
+#define SCHED_INLINE_RESULT_DEFAULT (16 << 20)
+
+typedef struct sjob {
+  char id[T_ID_MAX];
+  /* Its result files' name under <data>/results: the id, and on a cluster
+   * store "<id>.r<attempt>" (the claim's attempt, unique per run: a run
+   * whose lease was lost and that still writes never touches the files of
+   * the run that replaced it; compute/sched/cluster.c). */
+  char stem[T_ID_MAX + 16];
+  char *owner, *kind, *params_text, *backend_text; /* owned copies */
+  char *output_file;   /* "output": {"file"} (owned); NULL when none */
+  int requested;       /* tbackend, or -1 when the stored name is unknown */
+  int priority;
+  uint64_t seq;        /* FIFO order within a priority */
+  double timeout_s;
+  int64_t created_at;  /* wall ms */
+  int attempts;        /* starts recorded in the store before this run */
+  int crash_test;      /* test fault switch: abort() at the start (sched.c) */
+  int tile, tiles;     /* a tile of a split job (tiles > 0): its rows are
+                          sched_split_rows of est.size (compute/sched/split.c) */
+  int state;           /* [mu] SJ_* */
+  int queue, heap_index; /* [mu] Q_* and position while QUEUED; -1 else */
+  atomic_int stop;
+  job_ctx ctx;         /* progress_done/total read by others (atomics) */
+  /* Progress of earlier compare runs, so done/total grow over all runs. */
+  int64_t progress_base_done, progress_base_total; /* [mu] */
+  int progress_runs_left;                          /* [mu] runs after this */
+  int64_t stored_done;       /* [mu] monitor: last progress written */
+  double next_progress_ms;   /* [mu] monitor */
+  double deadline_ms;        /* [mu] monotonic; 0: none */
+  int nwaiters;              /* [mu] */
+  int in_running;            /* [mu] counted in nrunning */
+  int on_gpu;                /* [mu] taken by a GPU worker (while running) */
+  int64_t mem_held;          /* [mu] its share of sched.mem_reserved */
+  int mem_blocked;           /* [mu] sent back: waits for memory */
+  uint64_t mem_wait_gen;     /* [mu] sched.mem_gen when sent back */
+  /* Worker-owned, kept across a hand-over between CPU and GPU queues. */
+  json_t *params;
+  const kind_ops *k;
+  job_estimate est;
+  int have_est;
+  /* What the kind's check built (the parsed and compiled expression), for
+   * prepare to take instead of building it again; freed with checked_k's
+   * checked_free when the job ends before it is prepared. */
+  void *checked;
+  const kind_ops *checked_k;
+  /* Its {"file"} inputs as accepted (compute/array/localfile.h, "Pins"): read from
+   * the stored estimate's "files" (sjob_new), given to the run's tenv,
+   * stored again with the estimate at its start. NULL: none stored (the
+   * run's check pins what it reads). */
+  struct tlocal_pins *pins;
+  tbackend backend; /* resolved; B_AUTO until resolved */
+  char reason[256];
+  json_t *estimates; /* router figures; NULL when not routed */
+  double taken_ms;   /* monotonic, when a worker took it */
+  struct sjob *hnext;        /* [mu] id table chain */
+  struct sjob *rprev, *rnext;/* [mu] running list */
+} sjob;
+
+/* A job's state changes, checked in debug builds against the life above:
+ * QUEUED -> QUEUED (its first push), RUNNING (taken) or ENDING (canceled
+ * or shut down before it started); RUNNING -> QUEUED (handed to the other
+ * queue, or sent back to wait for memory) or ENDING; ENDING is final. The
+ * caller holds sched.mu ([mu]). */
+static inline int sjob_state_legal(int from, int to) {
+  static const unsigned char legal[3][3] = {
+      /* to:  QUEUED RUNNING ENDING */
+      [SJ_QUEUED] = {1, 1, 1},
+      [SJ_RUNNING] = {1, 0, 1},
+      [SJ_ENDING] = {0, 0, 0},
+  };
+  return from >= 0 && from < 3 && to >= 0 && to < 3 && legal[from][to];
+}
+
+/* A queue of jobs: the heap of util/heap.h ordered by sjob_before, each
+ * job's slot kept in its heap_index (-1 when in no heap). */
+typedef theap sjob_heap;
+
+typedef struct swaiter {
+  uint64_t token;
+  sjob *job;
+  sched_wait_fn cb;  /* one of cb, cbe */
+  sched_end_fn cbe;
+  void *arg;
+  int firing;       /* [mu] its job ended: in a worker's chain to call */
+  int calling;      /* [mu] cb is being called (or has been) */
+  int skip;         /* [mu] unwaited while firing: not to be called */
+  pthread_t thread; /* [mu] the thread calling cb, once calling */
+  /* A job not held here on a cluster store (compute/sched/cluster.c): job NULL,
+   * fired by the job's "end" event or a read of the store. */
+  int remote;
+  int checked;      /* [mu] the node thread has read its job once */
+  char rid[T_ID_MAX];
+  struct swaiter *prev, *next, *fnext;
+} swaiter;
+
+#define SCHED_RATE_RING 32
+typedef struct shist {
+  char kind[24], backend[24];
+  int status; /* job_status: succeeded, failed, canceled */
+  int64_t counts[SCHED_HIST_BUCKETS]; /* per bucket, not cumulative */
+  double sum_ms;
+  int64_t count;
+} shist;
+
+struct sched {
+  sched_config cfg; /* strings point at the copies below */
+  sched_gpu_ops gpu; /* cfg.gpu_ops or the real facade */
+  char *data_dir, *results_dir, *calibration_path;
+  int nthreads, ngpu;
+  int64_t inline_max;   /* bytes; results up to this are heap + npy_write */
+  int64_t row_max;      /* bytes of .npy kept in the store row; 0: none */
+  int64_t env_max_elems;
+  int max_attempts;     /* starts that never finished before "crashed" */
+  /* A cluster store (store_is_cluster): no journal, no recovery at start,
+   * submitted jobs are claimed from the store (compute/sched/cluster.c). */
+  int cluster;
+  struct sched_cluster *cl; /* compute/sched/cluster.c; always set after create */
+  /* compute/sched/split.c: coordinator threads running, and their stop flag */
+  atomic_int split_threads, split_quit;
+  struct split_run *splits; /* [mu] the parents they run (a list) */
+  void *journal;        /* compute/sched/journal.c: the mapped slots; NULL: none */
+  int journal_slots;
+  atomic_int *journal_used; /* per slot: 1 while a worker holds it */
+  int64_t mem_budget;   /* bytes running jobs may hold; 0: no budget */
+  pool *pool;
+  pthread_t gpu_threads[GPU_MAX_DEVICES];
+  int gpu_started;
+  pthread_t monitor;
+  int monitor_started;
+  struct sched_sampler *sampler; /* compute/sched/sample.c; NULL: none */
+  atomic_uint tmp_counter;
+
+  tmutex mu;
+  pthread_cond_t gpu_cv;   /* GPU workers sleep on it */
+  pthread_cond_t idle_cv;  /* shutdown waits for nrunning == 0 */
+  pthread_cond_t mon_cv;   /* the monitor sleeps on it */
+  pthread_cond_t fired_cv; /* sched_unwait waits for a firing callback;
+                           * sched_destroy for nfiring == 0 */
+  /* everything below: [mu] */
+  sjob_heap q[Q__COUNT];
+  sjob **buckets;
+  size_t nbuckets, njobs;
+  sjob *running;
+  int nqueued, nrunning, reserved;
+  int nremote; /* pending remote waiters (not yet firing) */
+  int nfiring; /* releases between sched_release_locked and sched_fire's end:
+                * sched_destroy waits for 0 (the releasing thread still
+                * reads the scheduler after a job stops counting as running) */
+  int64_t mem_reserved; /* bytes the running jobs' estimates hold */
+  uint64_t mem_gen;     /* bumped whenever memory is released */
+  uint64_t seq, next_token;
+  int started, accepting, taking, quit, shut;
+  int mon_idle;
+  swaiter *waiters;
+  int64_t finished_total[5]; /* jobs as the API counts them: no tile */
+  int64_t tiles_done;        /* tiles of split jobs run here (node work) */
+  double finish_ms[SCHED_RATE_RING]; /* monotonic finish times, a ring */
+  int nfinish, finish_pos;
+  shist *hist;
+  int nhist;
+  size_t caphist;
+};
+
+/* compute/sched/sample.c: the sampler thread (started by sched_create, stopped by
+ * sched_destroy); a failed start leaves s->sampler NULL. */
+typedef struct sched_sampler sched_sampler;
+int sched_sampler_start(sched *s);
+void sched_sampler_stop(sched *s);
+
+/* compute/sched/mem.c: memory admission (see there). */
+enum { SCHED_MEM_RUN = 0, SCHED_MEM_WAIT, SCHED_MEM_NEVER };
+/* Jobs needing less than this are admitted on the budget alone (reading
+ * /proc costs more than such a job's memory is worth). */
+#define SCHED_MEM_PROBE_MIN ((int64_t)32 << 20)
+/* Bytes job needs on backend (a tbackend): mem_bytes, + out_bytes for
+ * compare. */
+int64_t sched_mem_need(const job_estimate *est, int backend);
+/* budget <= 0: none; reserved: what running jobs hold; avail < 0: unknown.
+ * SCHED_MEM_RUN when need fits both the budget's room and avail; WAIT when
+ * it does not but running jobs hold memory; NEVER otherwise. */
+int sched_mem_decide(int64_t need, int64_t budget, int64_t reserved,
+                     int64_t avail);
+/* A small file (/proc, /sys) into buf, NUL-terminated, truncated to cap - 1
+ * bytes: 0, or -1 when it cannot be read or is empty (compute/sched/mem.c; the
+ * sampler reads /proc with it too). */
+int sched_read_small(const char *path, char *buf, size_t cap);
+void sched_mem_parse_meminfo(const char *text, int64_t *total,
+                             int64_t *avail);       /* -1: absent */
+int64_t sched_mem_parse_cgroup_value(const char *text); /* -1: "max"/bad */
+/* The machine's figures now: total = min(MemTotal, cgroup memory.max);
+ * avail = min(MemAvailable, memory.max - working set); -1 unknown. */
+void sched_mem_probe(int64_t *total, int64_t *avail);
+int64_t sched_mem_default_budget(int64_t total); /* 80 %; 0 when unknown */
+
+/* compute/sched/journal.c: the in-flight journal (see there). open: count the
+ * starts a dead process left in it (store_job_note_start), then map a fresh
+ * one (none on failure: s->journal stays NULL). take: a slot naming job id
+ * and its start number, or -1 when none (the caller then commits the start
+ * before running). put: free it. */
+void sched_journal_open(sched *s);
+void sched_journal_close(sched *s);
+int sched_journal_take(sched *s, const char *id, int attempt);
+void sched_journal_put(sched *s, int slot);
+
+/* compute/sched/split.c (see there): run a split parent (a store row with tiles >
+ * 0 and no parent) on a coordinator thread; stop them all (shutdown: the
+ * parents stay running in the store, resumed at the next start). */
+int sched_split_run(sched *s, const store_job *parent, terr *e);
+/* A split job's end, counted as one job of backend "split" (finished
+ * total, the duration histogram, the rate); takes mu. */
+void sched_count_split_end(sched *s, const char *kind, int status,
+                           double run_ms);
+void sched_split_stop(sched *s);
+/* [mu] 1 when a coordinator here runs parent id: a wait on it is a remote
+ * waiter (compute/sched/wait.c), fired when the coordinator ends or quits. */
+int sched_split_held_locked(sched *s, const char *id);
+/* The whole n x n matrix of a square split job without targets from its
+ * tiles' results a[0 .. tiles) (borrowed, by tile index): each the upper
+ * part of its rows as sched_split_rows cuts them with tri, mirrored, or
+ * (a tile that the version before upper bands finished) its rows whole as
+ * that version cut them (tri 0), copied as they are; any other shape, a
+ * missing tile, or rows in no tile (old and new cuts that leave a gap) is
+ * T_EIO saying which. Written on s's pool (s->pool, s->row_max and
+ * s->tmp_counter are all it reads) to path (a temporary renamed over it)
+ * or, when npy is not NULL and it fits s->row_max, into *npy (the .npy
+ * bytes, the caller's to free); *info its part record, *nonconv its NaN
+ * pairs j > i (Vincenty's non-converged, once a pair). */
+struct tpart;
+/* The rows of each tile of a condensed split job (n points, `tiles`
+ * tiles), told from its result's length len[t] (pairs j > i of its rows):
+ * a band of equal pairs as this version cuts it (sched_split_rows, tri 1)
+ * or one of equal rows as the version before cut it (tri 0; a tile it
+ * finished before an upgrade), whichever starts where tile t - 1 ended and
+ * holds len[t] pairs. T_EIO saying which tile when none does or the bands
+ * end before row n (old and new cuts that leave a gap or overlap): the
+ * join concatenates the tiles, which is the matrix only then. */
+int sched_split_condensed_check(const int64_t *len, int tiles, int64_t n,
+                                terr *e);
+int sched_split_join_square(sched *s, tarray **a, int tiles, int64_t n,
+                            const char *path, void **npy, size_t *npy_len,
+                            struct tpart *info, int64_t *nonconv, terr *e);
+
+/* Remove every file of the results directory whose name match(name, arg)
+ * accepts, logging each with `why`. One pass; a file that cannot be
+ * removed is left (the next sweep or expiry tries again). */
+void sched_results_sweep(sched *s, int (*match)(const char *name,
+                                                 const void *arg),
+                         const void *arg, const char *why);
+
+/* compute/sched/cluster.c: the node (see there). create/destroy with the
+ * scheduler; stop (from sched_shutdown, once no job runs) ends the node
+ * thread, the listener and, with store_node_leave, the node's claims. */
+int sched_cluster_create(sched *s, terr *e);
+void sched_cluster_stop(sched *s);
+void sched_cluster_destroy(sched *s);
+/* Wake the claimer (a job was submitted, or a local job ended). Any thread,
+ * no lock held or [mu]; never blocks. */
+void sched_cluster_kick(sched *s);
+/* The fenced "still held" step of a run's end, before it touches anything
+ * outside the store (an output file, compute/sched/run.c): a heartbeat of this
+ * node naming the job (which renews its leases, as every heartbeat does).
+ * 0 when this node still holds the job; T_ECONFLICT when it went to
+ * another node or ended there (this node was paused past its lease); the
+ * store's error otherwise. 0 at once on a single-node store. A worker
+ * thread, no lock held ([sync] store call). */
+int sched_cluster_hold(sched *s, const char *id, terr *e);
+/* The same, to read the store for the remote waiters registered since. */
+void sched_cluster_recheck(sched *s);
+/* The cluster's view for admission: queued jobs in the whole store, live
+ * nodes with a GPU (both as of the last heartbeat; 0 before the first). */
+int64_t sched_cluster_depth(sched *s);
+int sched_cluster_gpu_nodes(sched *s);
+/* Fire the remote waiters of job id (ended: its committed row, or NULL).
+ * No lock held. */
+void sched_fire_remote(sched *s, const char *id, const store_job *ended);
+/* A job held here: canceled (0), T_ENOTFOUND when not held, T_ECONFLICT
+ * when finishing (sched.c). */
+int sched_cancel_held(sched *s, const char *id, const char *owner, terr *e);
+/* Claimed jobs in: a row from store_job_claim queued here (sched.c). */
+int sched_add_claimed(sched *s, const store_job *row, terr *e);
+/* A job whose lease was lost: a queued one is dropped (nothing written),
+ * a running one stops (SJ_STOP_LOST) and writes nothing. */
+void sched_drop_lost(sched *s, const char *id);
+
+/* compute/sched/queue.c */
+int sjob_before(const sjob *a, const sjob *b); /* a runs first */
+static inline void sjob_set_state(sjob *j, int to) {
+  T_ASSERT(sjob_state_legal(j->state, to));
+  j->state = to;
+}
+/* Debug builds: the scheduler's lock rules (see the top of this file). */
+#define SCHED_ASSERT_LOCKED(s) T_ASSERT_HELD(&(s)->mu)
+#define SCHED_ASSERT_UNLOCKED(s) T_ASSERT_NOT_HELD(&(s)->mu)
+
+void sjob_heap_init(sjob_heap *h);
+int sjob_heap_push(sjob_heap *h, sjob *j);     /* [mu] 0 or T_ENOMEM */
+void sjob_heap_remove(sjob_heap *h, int i);    /* [mu] */
+/* [mu] The job at the top (NULL when empty), left in place. */
+static inline sjob *sjob_heap_top(const sjob_heap *h) { return theap_top(h); }
+sjob *sched_find(sched *s, const char *id);    /* [mu] NULL when not held */
+int sched_table_insert(sched *s, sjob *j);     /* [mu] 0 or T_ENOMEM */
+void sched_table_remove(sched *s, sjob *j);    /* [mu] */
+/* A job from its store row (strings copied); NULL on no memory. */
+sjob *sjob_new(const store_job *sj);
+void sjob_free(sjob *j);
+
+/* sched.c */
+/* 1 when TESSEL_TEST_CRASH_LABEL is set (read once, at the first call) and
+ * equals label: a test-only fault switch, the job aborts the process right
+ * after its start is committed. Any thread. */
+int sched_test_crash_label(const char *label);
+void sched_running_remove(sched *s, sjob *j);           /* [mu] */
+/* Put a taken job back into a queue (auto job routed to the other kind of
+ * worker). Takes the lock. 0, or 1 when the job was canceled meanwhile (the
+ * caller then ends it). */
+int sched_handover(sched *s, sjob *j, int queue);
+/* Memory admission of a taken job (compute/sched/mem.c has the rule): RUN with
+ * its need reserved; WAIT with the job back in its queue (like a
+ * handover: the caller is done with it); NEVER: the caller fails it. Takes
+ * the lock. */
+int sched_mem_admit(sched *s, sjob *j, int64_t need, int64_t avail);
+/* Give back the job's reservation and wake workers waiting for it. Takes
+ * the lock. */
+void sched_mem_release(sched *s, sjob *j);
+
+/* compute/sched/run.c: run a job taken by a worker; device -1 on a CPU worker. */
+void sched_run_job(sched *s, sjob *j, int device);
+/* End a job that never started (queued cancel, shutdown): store write when
+ * status >= 0, then release. No lock held. */
+void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
+                         const char *msg);
+
+/* A duration in ms as stored: rounded to the microsecond. */
+static inline double sched_ms_round(double ms) { return round(ms * 1e3) / 1e3; }
+/* compute/sched/wait.c: the result and memory caps (--max-result, the per-job and
+ * --max-memory limits) against est for backend b: 0 or T_ETOOLARGE
+ * naming "params". The submit's check applies them; so does a run that
+ * checks its job again (one queued from the store). */
+int sched_check_caps(sched *s, tbackend b, const job_estimate *est, terr *e);
+/* compute/sched/text.c: the stored estimate document, a new string (NULL: no
+ * memory): the kind's figures, then the router's (router may be NULL),
+ * then "files": the job's pins (compute/array/localfile.h; none: no "files"). */
+char *stext_estimate(const job_estimate *est, const json_t *router,
+                     const struct tlocal_pins *pins);
+
+/* compute/sched/wait.c */
+/* With mu held: remove j from the id table, count it, detach its waiters;
+ * returns the chain to fire (fnext-linked). */
+swaiter *sched_release_locked(sched *s, sjob *j, int status, int counted,
+                              const char *backend, double run_ms);
+/* Without mu: call the chain's callbacks (ended: the job's committed row,
+ * or NULL), then unlist and free them. */
+void sched_fire(sched *s, swaiter *chain, const char *id,
+                const store_job *ended);
+
+#endif

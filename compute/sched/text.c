@@ -1,0 +1,103 @@
+/* compute/sched/text.c — the estimate document a worker stores at a job's start:
+ * the kind's figures and the router's (and, for a job with {"file"}
+ * inputs, their pins as "files": compute/array/localfile.h), written straight to
+ * text (the router's figures are a free-form object of its own; a job's
+ * timings and result are typed columns, whose JSON compute/jobs/json.c writes).
+ *
+ * They used to be built as jansson trees and dumped; for a tiny job that
+ * was a tenth of the worker's time (tests/bench/README.md). The text is the
+ * same jansson wrote with JSON_COMPACT | JSON_REAL_PRECISION(9): keys in
+ * the same order, reals with 9 significant digits, ".0" on a real that
+ * reads as an integer, exponents without '+' or leading zeros (1e20, 6e-6),
+ * strings escaped as jansson does by default (util/buf.h's JSON writers).
+ * test_sched checks the stored documents parse and hold the expected
+ * values.
+ *
+ * Ownership: every function returns a new malloc()ed string (NULL when out
+ * of memory). Threads: any; nothing shared.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compute/array/localfile.h"
+#include "compute/sched/sched_int.h"
+#include "util/buf.h"
+
+/* `"key":` with the separator before it unless it is the first. */
+static void st_key(tbuf *b, const char *k, int *first) {
+  if (!*first) tbuf_add(b, ",", 1);
+  *first = 0;
+  tbuf_json_str(b, k);
+  tbuf_add(b, ":", 1);
+}
+
+/* One value of the router's flat object; anything nested is dumped by
+ * jansson (no router writes one today). */
+static void st_value(tbuf *b, const json_t *v) {
+  switch (json_typeof(v)) {
+    case JSON_STRING: tbuf_json_str(b, json_string_value(v)); break;
+    case JSON_INTEGER: tbuf_json_int(b, (long long)json_integer_value(v)); break;
+    case JSON_REAL: tbuf_json_real(b, json_real_value(v), 9); break;
+    case JSON_TRUE: tbuf_adds(b, "true"); break;
+    case JSON_FALSE: tbuf_adds(b, "false"); break;
+    case JSON_NULL: tbuf_adds(b, "null"); break;
+    default: {
+      char *t = json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(9) |
+                                  JSON_ENCODE_ANY);
+      tbuf_adds(b, t ? t : "null");
+      free(t);
+    }
+  }
+}
+
+char *stext_estimate(const job_estimate *est, const json_t *router,
+                     const struct tlocal_pins *pins) {
+  static const char *const own[] = {"size",      "work",      "out_dtype",
+                                    "out_shape", "out_bytes", "in_bytes",
+                                    "mem_bytes", "files"};
+  tbuf b;
+  tbuf_init(&b, 0);
+  int first = 1;
+  tbuf_add(&b, "{", 1);
+  st_key(&b, own[0], &first);
+  tbuf_json_int(&b, (long long)est->size);
+  st_key(&b, own[1], &first);
+  tbuf_json_real(&b, est->work, 9);
+  st_key(&b, own[2], &first);
+  tbuf_json_str(&b, tdtype_name(est->out_dtype));
+  st_key(&b, own[3], &first);
+  tbuf_add(&b, "[", 1);
+  for (int i = 0; i < est->out_ndim; i++) {
+    if (i) tbuf_add(&b, ",", 1);
+    tbuf_json_int(&b, (long long)est->out_shape[i]);
+  }
+  tbuf_add(&b, "]", 1);
+  st_key(&b, own[4], &first);
+  tbuf_json_int(&b, (long long)est->out_bytes);
+  st_key(&b, own[5], &first);
+  tbuf_json_int(&b, (long long)est->in_bytes);
+  st_key(&b, own[6], &first);
+  tbuf_json_int(&b, (long long)est->mem_bytes);
+  /* The router's figures, but not the keys above (json_object_update_
+   * missing, as before). */
+  const char *k;
+  json_t *v;
+  json_object_foreach((json_t *)router, k, v) {
+    int dup = 0;
+    for (size_t i = 0; i < sizeof own / sizeof own[0] && !dup; i++)
+      dup = strcmp(own[i], k) == 0;
+    if (dup) continue;
+    st_key(&b, k, &first);
+    st_value(&b, v);
+  }
+  char *files = tlocal_pins_text(pins);
+  if (files) { /* kept for a run after a restart (compute/array/localfile.h) */
+    st_key(&b, "files", &first);
+    tbuf_adds(&b, files);
+    free(files);
+  }
+  tbuf_add(&b, "}", 1);
+  return tbuf_take(&b, NULL);
+}
