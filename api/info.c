@@ -41,7 +41,7 @@ static json_t *names_json(int n, const char *(*name)(int)) {
   for (int i = 0; a && i < n; i++) json_array_append_new(a, json_string(name(i)));
   return a;
 }
-static const char *kind_name_i(int i) { return tkind_name((tkind)i); }
+static const char *kind_name_i(int i) { return kind_at(i)->name; }
 static const char *backend_name_i(int i) { return tbackend_name((tbackend)i); }
 
 static json_t *limits_json(const api_ctx *ctx) {
@@ -87,7 +87,7 @@ static void handle_info(http_req *r, void *ud) {
                  "same_host",
                  ctx->jobs->local != NULL, "chained_jobs", 1, "formats", "npy",
                  "csv", "json", "local_dirs", dirs, "limits",
-                 limits_json(ctx), "kinds", names_json(K__COUNT, kind_name_i),
+                 limits_json(ctx), "kinds", names_json(kind_count(), kind_name_i),
                  "backends", names_json(B__COUNT, backend_name_i))
            : NULL;
   if (!body) {

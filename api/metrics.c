@@ -109,17 +109,17 @@ static void job_histograms(tbuf *b, api_ctx *ctx) {
   /* the backends used (a family: cuda for cuda:N), and a split job's */
   static const char *const bks[] = {"serial", "cpu", "cuda", "compare",
                                     "split"};
-  for (int k = 0; k < K__COUNT; k++)
+  for (int k = 0; k < kind_count(); k++)
     for (size_t bk = 0; bk < sizeof bks / sizeof bks[0]; bk++)
       for (size_t si = 0; si < sizeof st / sizeof st[0]; si++) {
         int64_t counts[SCHED_HIST_BUCKETS], count = 0;
         double sum = 0;
-        jobs_histogram(ctx->jobs, (tkind)k, bks[bk], (int)st[si], counts,
+        jobs_histogram(ctx->jobs, kind_at(k)->name, bks[bk], (int)st[si], counts,
                        &sum, &count);
         if (count == 0) continue;
         char lab[160];
         snprintf(lab, sizeof lab, "kind=\"%s\",backend=\"%s\",status=\"%s\"",
-                 tkind_name((tkind)k), bks[bk], job_status_name(st[si]));
+                 kind_at(k)->name, bks[bk], job_status_name(st[si]));
         for (int h = 0; h < SCHED_HIST_BUCKETS; h++)
           tbuf_addf(b, "tessel_job_duration_seconds_bucket{%s,le=\"%g\"} %lld\n",
                     lab, sched_hist_bounds_ms[h] / 1e3, (long long)counts[h]);

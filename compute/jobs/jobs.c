@@ -101,7 +101,7 @@ static int cursor_decode(const char *cur, store_job_order o, int desc,
   if (o == STORE_ORDER_CREATED) {
     if (f[3][0]) goto bad;
   } else if (o == STORE_ORDER_KIND) {
-    if (tkind_parse(f[3]) < 0) goto bad;
+    if (!kind_find(f[3])) goto bad;
     snprintf(p->text, sizeof p->text, "%s", f[3]);
   } else {
     double v;
@@ -128,9 +128,9 @@ static int parse_query(const char *owner, const jobs_query *q,
                       "failed, canceled", q->status);
   }
   if (q->kind) {
-    if (tkind_parse(q->kind) < 0)
+    if (!kind_find(q->kind))
       return terr_set(e, T_EINVAL, "kind", -1, "'%s' is not one of %s",
-                      q->kind, tkind_list());
+                      q->kind, kind_list());
     f->kind = q->kind;
   }
   if (q->backend) {
@@ -398,9 +398,9 @@ void jobs_node_self(jobs *J, char id[T_ID_MAX], char *name, size_t cap) {
   sched_node_self(J->sc, id, name, cap);
 }
 
-void jobs_histogram(jobs *J, tkind kind, const char *backend, int status,
+void jobs_histogram(jobs *J, const char *kind, const char *backend, int status,
                     int64_t counts[SCHED_HIST_BUCKETS], double *sum_ms,
                     int64_t *count) {
-  sched_histogram(J->sc, tkind_name(kind), backend, status, counts, sum_ms,
+  sched_histogram(J->sc, kind, backend, status, counts, sum_ms,
                   count);
 }

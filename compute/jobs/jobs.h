@@ -170,7 +170,7 @@ void jobs_node_self(jobs *J, char id[T_ID_MAX], char *name, size_t cap);
 /* The run-time histogram of the jobs of one kind, backend family
  * ("serial", "cpu", "cuda", "compare", "split") and final
  * status (-1: any) since start (sched_histogram). */
-void jobs_histogram(jobs *J, tkind kind, const char *backend, int status,
+void jobs_histogram(jobs *J, const char *kind, const char *backend, int status,
                     int64_t counts[SCHED_HIST_BUCKETS], double *sum_ms,
                     int64_t *count);
 

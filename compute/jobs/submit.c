@@ -82,11 +82,11 @@ static int parse_submission(json_t *body, submission *s, terr *e) {
   json_t *v = json_object_get(body, "kind");
   if (!json_is_string(v))
     return terr_set(e, T_EINVAL, "kind", -1, "required: one of %s",
-                    tkind_list());
+                    kind_list());
   s->kind = kind_find(json_string_value(v));
   if (!s->kind)
     return terr_set(e, T_EINVAL, "kind", -1, "'%s' is not one of %s",
-                    json_string_value(v), tkind_list());
+                    json_string_value(v), kind_list());
   s->backend = B_AUTO;
   v = json_object_get(body, "backend");
   if (v) {
@@ -190,7 +190,7 @@ static int build_row(jobs *J, const char *owner, const submission *s,
   j->created_at = t_wall_ms();
   j->max_abs_diff = NAN;
   /* A job split into tiles is marked so at insert (compute/sched/split.c). */
-  j->tiles = sched_split_tiles(J->sc, s->kind->name, s->params, est,
+  j->tiles = sched_split_tiles(J->sc, s->kind, s->params, est,
                                s->backend, s->output_file != NULL);
   if (!j->owner || !j->kind || !j->params || !j->backend_requested ||
       !j->estimate || (s->request_id && (!j->body_hash || !j->request_id)) ||

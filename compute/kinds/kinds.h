@@ -1,6 +1,16 @@
 /* kinds.h — what a job kind (map, reduce, matmul, geodesic) provides, and
  * the context a running job gets from the scheduler.
  *
+ * A kind owns its whole contract in its kind_ops: its params (check,
+ * prepare), its runs, its tolerance for compare, its result's layout and
+ * parts, its part of the cost model (kind_cost: the unit of its work, its
+ * compute terms on a CPU and a GPU, how its result is kept, its own
+ * calibrated rates and how it measures them) and whether and how it splits
+ * into row tiles that are joined again (kind_split). Code outside
+ * compute/kinds/ asks these and never names a kind: the kinds are a table
+ * (kind_find, kind_count, kind_at), to which kinds_register adds one more —
+ * a test's own kind, registered by one line before anything runs.
+ *
  * A job's params are checked at submit (`check`, cheap, no big allocation,
  * fills the estimate that the router and the 413 limit use) and prepared at
  * run time (`prepare`, which builds the inputs, possibly after a restart
@@ -30,8 +40,6 @@
 #include "compute/array/tarray.h"
 #include "util/err.h"
 
-typedef enum { K_MAP = 0, K_REDUCE, K_MATMUL, K_GEODESIC, K__COUNT } tkind;
-
 typedef enum {
   B_AUTO = 0,
   B_SERIAL,
@@ -40,11 +48,8 @@ typedef enum {
   B_COMPARE,
   B__COUNT
 } tbackend;
-/* The names (compute/kinds/names.c): "map", ..., "auto", ...; -1 when unknown;
- * the lists "map, reduce, matmul, geodesic" for "one of ..." messages. */
-const char *tkind_name(tkind k);
-int tkind_parse(const char *s);
-const char *tkind_list(void);
+/* The backend names (compute/kinds/names.c): "auto", ...; -1 when unknown;
+ * the list "auto, serial, cpu, cuda, compare" for "one of ..." messages. */
 const char *tbackend_name(tbackend b);
 int tbackend_parse(const char *s);
 const char *tbackend_list(void);
@@ -177,9 +182,109 @@ static inline void job_ctx_progress(job_ctx *c, int64_t add) {
   atomic_fetch_add_explicit(&c->progress_done, add, memory_order_relaxed);
 }
 
-typedef struct kind_ops {
-  tkind kind;
+/* ---- a kind's part of the cost model (compute/sched/costmodel.h) -------- */
+
+/* What the cost model measured of the machine, for a kind's terms. */
+#define KIND_RATES 4 /* calibrated rates a kind may own */
+typedef struct kind_machine {
+  int threads;        /* the CPU pool's width the figures are for */
+  double vm_1, vm_n;  /* expression VM instructions/s, one thread and all
+                         `threads` together: the CPU's reference speed */
+  double par_eff;     /* vm_n / (vm_1 * threads), at most 1: how well work
+                         other than the VM's scales over the threads */
+  double gpu_ops;     /* fused-kernel operations/s (0: no GPU measured) */
+  double dev_bw;      /* device copy bytes/s, read + write */
+  const double *rate; /* the kind's own rates, in kind_cost.rates' order */
+} kind_machine;
+
+/* One rate a kind measures itself: its key in the calibration file's
+ * "rates" (unique among the kinds), and whether it is a GPU figure (then
+ * measured and needed only where the machine has a GPU). */
+typedef struct kind_rate {
   const char *name;
+  int gpu;
+} kind_rate;
+
+/* Flags of kind_cost. */
+enum {
+  /* A CPU run writes its result into a sink in runs from the pool's
+   * threads (job_ctx.result_stream: map): its store overlaps the compute. */
+  KIND_COST_SINK = 1,
+  /* Heap inputs are read inside the compute rate (matmul re-reads its
+   * panels from cache): no separate read term for them. */
+  KIND_COST_HEAP_IN_RATE = 2,
+  /* On a GPU the copies in, the compute and the copies out follow each
+   * other (matmul) instead of overlapping in pipelined chunks. */
+  KIND_COST_GPU_PHASED = 4,
+};
+
+/* Rates as the cost model divides by them: a missing one is tiny, so that
+ * what needs it costs "forever" rather than nothing. */
+static inline double kind_rate_or_tiny(double x) {
+  return x > 0 && x < 1e300 ? x : 1e-30;
+}
+
+typedef struct kind_cost {
+  /* What job_estimate.work counts ("element-ops", "flops", "pairs") and
+   * what job_estimate.size counts ("elements", "m*k*n", "points"), for the
+   * router's reasons; with size_from_ops a job without a size is told in
+   * work / ops_per_elem elements. */
+  const char *unit, *size_words;
+  int size_from_ops;
+  /* The router's size rule (before calibration): ns a unit of work takes on
+   * one core of a current x86 machine, an order of magnitude. */
+  double unit_ns;
+  unsigned flags; /* KIND_COST_* */
+  /* Compute seconds on the CPU: one thread (all 0) or the pool's `threads`
+   * (all 1). */
+  double (*cpu_s)(const job_estimate *est, int all, const kind_machine *m);
+  /* Seconds on the device; bytes: the input (resident ones included) and
+   * result bytes it touches, out: the result's. */
+  double (*gpu_s)(const job_estimate *est, double bytes, double out,
+                  const kind_machine *m);
+  /* The kind's own rates (at most KIND_RATES), and how it measures them:
+   * rate[i] for rates[i], the GPU ones on device 0 when gpus > 0. Called
+   * by the calibration (compute/sched/calibrate.c) on its thread; a rate
+   * it cannot measure gets a nominal figure. NULL/0: none. */
+  const kind_rate *rates;
+  int nrates;
+  void (*calibrate)(double *rate, int threads, int gpus);
+} kind_cost;
+
+/* The expression VM's terms (map, reduce; and any kind without a cost):
+ * work is VM instructions, on a GPU fused-kernel operations or the bytes
+ * at the device's copy rate, whichever takes longer (compute/kinds/cost.c). */
+double kind_vm_cpu_s(const job_estimate *est, int all, const kind_machine *m);
+double kind_vm_gpu_s(const job_estimate *est, double bytes, double out,
+                     const kind_machine *m);
+extern const kind_cost kind_cost_vm;
+
+/* ---- splitting into row tiles (compute/sched/split.c) -------------------- */
+
+/* How the tiles' part 0 joins into the job's result (every other part is
+ * always their rows concatenated). */
+typedef enum {
+  KIND_JOIN_ROWS = 0, /* the tiles' rows concatenated in tile order */
+  KIND_JOIN_SQUARE,   /* a symmetric n x n matrix: each tile computed its
+                         rows' upper part, mirrored into the whole */
+  KIND_JOIN_CONDENSED /* the upper triangle condensed: the tiles' pieces
+                         concatenated, their lengths checked */
+} kind_join;
+
+/* What a kind says of a job that can run as tiles: tile i of T computes
+ * rows [r0, r1) of est.size rows (job_ctx.row0/row1), cut by equal rows or,
+ * with tri, by equal cells of an upper triangle (row i has size - i). */
+typedef struct kind_split {
+  double cols;     /* cells a row costs: size x cols is what the service's
+                      split threshold (split_min_pairs) is compared with */
+  int tri;
+  kind_join join;
+  int cpu_only;    /* a band runs on serial or cpu only (the kind's CUDA
+                      code takes no band): other backends do not split */
+} kind_split;
+
+typedef struct kind_ops {
+  const char *name; /* [a-z][a-z0-9_]*, unique in the table */
   /* Tolerance for "compare": results agree when, elementwise,
    * |a - b| <= atol + rtol * |b|. tolerance_doc says it in words. */
   double rtol, atol;
@@ -213,6 +318,25 @@ typedef struct kind_ops {
   int (*prepare_checked)(const json_t *params, const tenv *env, void *checked,
                          void **plan, terr *e);
   void (*checked_free)(void *checked);
+  /* Optional (NULL: kind_cost_vm, work as VM instructions): the kind's
+   * part of the cost model. */
+  const kind_cost *cost;
+  /* Optional (NULL: never splits): 1 with *sp filled when a job with these
+   * checked params and estimate can run as row tiles, each computing
+   * exactly its rows of every part bit for bit as the whole job would;
+   * 0 when it cannot (its parts are not rows). tri and join must follow
+   * from params alone: the split service asks again with est zeroed when
+   * it joins. Any thread. */
+  int (*split)(const json_t *params, const job_estimate *est, kind_split *sp);
+  /* The names of the result parts its runs may give (job_ctx.result_part),
+   * NULL-terminated; NULL: one array always. For documents and tests; a
+   * stored job lists the parts it has, in its order. */
+  const char *const *parts;
+  /* 1: a GPU run of a one-array result may keep it on the device under the
+   * job's id for a chained job to read (job_ctx.result_is_final; the
+   * kind's CUDA driver keeps it, compute/gpu/resident.cu); the end of the
+   * job drops it. */
+  int resident_result;
 } kind_ops;
 
 /* Check, keeping what the check built when the kind can (*checked NULL
@@ -235,9 +359,28 @@ static inline void kind_checked_free(const kind_ops *k, void *checked) {
   if (checked && k && k->checked_free) k->checked_free(checked);
 }
 
-/* The table: NULL when the name is unknown. */
+/* The table (compute/kinds/kinds.c): the built-in kinds, then any added
+ * by kinds_register. kind_find: NULL when the name is unknown. kind_at(i)
+ * for i in [0, kind_count()). kind_slot: k's index in the table, -1 when
+ * it is not in it (a test's kind handed to the scheduler only by its
+ * kind_lookup): the cost model keeps per-kind figures by it. kind_list:
+ * "map, reduce, matmul, geodesic" for "one of ..." messages. */
+#define KIND_MAX 16
 const kind_ops *kind_find(const char *name);
-const kind_ops *kind_get(tkind k);
+int kind_count(void);
+const kind_ops *kind_at(int i);
+int kind_slot(const kind_ops *k);
+const char *kind_list(void);
+/* Add a kind to the table (a test's: one line before anything runs; not
+ * thread-safe, call it before the scheduler, the router or the server
+ * start). 0, or -1 when the table is full, the name is taken or invalid,
+ * or its cost owns a rate another kind owns. k stays the caller's and must
+ * outlive every use. */
+int kinds_register(const kind_ops *k);
+/* k's cost, kind_cost_vm when it has none (k may be NULL). */
+static inline const kind_cost *kind_cost_of(const kind_ops *k) {
+  return k && k->cost ? k->cost : &kind_cost_vm;
+}
 
 /* For a kind's check: the first key of the object params that is not in
  * the NULL-terminated list keys, or NULL when all are known. The caller

@@ -21,12 +21,13 @@
  *              pages), one thread and all; first writes through a fresh
  *              shared mapping of a fallocated file (how every other result
  *              is filled, a GPU's included), one thread and all;
- *   gemm_1     OpenBLAS dgemm 192^3 on one thread (kind_matmul keeps
- *              OpenBLAS single-threaded and spreads panels itself);
  *   GPU        gpu_measure_rates on device 0 (pinned and pageable PCIe,
- *              device copy, launch), cuBLAS dgemm 1024^3 through
- *              gpu_matmul's compute phase; the fused kernels' op rate is a
- *              nominal 64 lanes x 1.5 GHz per multiprocessor.
+ *              device copy, launch); the fused kernels' op rate is a
+ *              nominal 64 lanes x 1.5 GHz per multiprocessor;
+ *   kinds      then every kind in the table with rates of its own measures
+ *              them (kind_cost.calibrate: matmul's OpenBLAS dgemm on one
+ *              thread and cuBLAS dgemm, compute/kinds/matmul/cost.c). This
+ *              file names no kind and calls no kind's code directly.
  * Fixed overheads (thread hand-off, job set-up on a GPU, a job's own
  * submit -> stored cost) are nominal figures; the corrections from
  * recorded timings absorb their error. The file figures (6 x 8 MiB, the
@@ -35,12 +36,11 @@
  * line of cm_init says how long the whole took.
  *
  * Threads: runs on the caller's thread plus `threads` short-lived helper
- * threads; touches no global state except OpenBLAS's thread count (set to
- * 1, as kind_matmul does). Its files are named calib-<pid>.npy.tmp<n>
+ * threads; touches no global state (a kind's calibrate may: matmul sets
+ * OpenBLAS to one thread, as its runs do). Its files are named calib-<pid>.npy.tmp<n>
  * and removed before it returns (should the process die meanwhile, the
  * scheduler's sweep of *.npy.tmp* at start removes them).
  */
-#include <cblas.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -55,7 +55,6 @@
 #include "compute/sched/costmodel.h"
 #include "compute/expr/expr.h"
 #include "compute/gpu/gpu.h"
-#include "compute/kinds/gpu_kernels.h"
 #include "util/util.h"
 
 #define CAL_N 65536
@@ -382,36 +381,6 @@ static void measure_files(cm_rates *r, int threads, const char *dir) {
   free(buf);
 }
 
-static void measure_gemm(cm_rates *r) {
-  enum { N = 192 };
-  double *a = malloc(sizeof(double) * N * N), *b = malloc(sizeof(double) * N * N),
-         *c = malloc(sizeof(double) * N * N);
-  r->gemm_1 = 1e10; /* fallback: 10 GFLOP/s */
-  if (a && b && c) {
-    for (int i = 0; i < N * N; i++) {
-      a[i] = 1.0 + (i % 7) * 0.125;
-      b[i] = 2.0 - (i % 5) * 0.25;
-    }
-    openblas_set_num_threads(1);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0, a, N, b,
-                N, 0.0, c, N);
-    double t0 = t_now_ms();
-    for (int k = 0; k < 3; k++)
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0, a, N,
-                  b, N, 0.0, c, N);
-    double s = (t_now_ms() - t0) * 1e-3;
-    if (s > 0) r->gemm_1 = 3 * 2.0 * N * N * N / s;
-  }
-  free(a);
-  free(b);
-  free(c);
-}
-
-static int alloc_none(job_ctx *ctx, tdtype dt, int ndim, const int64_t *shape,
-                      tarray **out, terr *e) {
-  return terr_set(e, T_EINTERNAL, "", -1, "not used");
-}
-
 static void measure_gpu(cm_rates *r) {
   gpu_rates g;
   terr e;
@@ -437,25 +406,15 @@ static void measure_gpu(cm_rates *r) {
                       "multiprocessors"));
   json_decref(dj);
   r->gpu_ops = (double)(sms > 0 ? sms : 16) * 64 * 1.5e9;
-  /* cuBLAS dgemm rate from gpu_matmul's compute phase. */
-  int64_t sh[2] = {1024, 1024};
-  tarray *a = tarray_new(T_F64, 2, sh), *c = tarray_new(T_F64, 2, sh);
-  r->gpu_flops = 1e13;
-  if (a && c) {
-    for (int64_t i = 0; i < a->size; i++) ((double *)a->data)[i] = 1.0 + (i % 9) * 0.0625;
-    job_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.result_alloc = alloc_none;
-    for (int k = 0; k < 2; k++) { /* first: handle creation, warm-up */
-      ctx.t_compute = 0;
-      terr_clear(&e);
-      if (gpu_matmul(0, a, a, NULL, 0, 0, NULL, c, &ctx, &e) != 0) break;
-      if (k == 1 && ctx.t_compute > 0)
-        r->gpu_flops = 2.0 * 1024 * 1024 * 1024 / (ctx.t_compute * 1e-3);
-    }
+}
+
+/* Each kind in the table measures its own rates, at its slot. */
+static void measure_kinds(cm_rates *r, int threads) {
+  for (int k = 0; k < kind_count() && k < KIND_MAX; k++) {
+    const kind_cost *c = kind_at(k)->cost;
+    if (c && c->nrates > 0 && c->calibrate)
+      c->calibrate(r->kind_rate[k], threads, r->gpus);
   }
-  tarray_free(a);
-  tarray_free(c);
 }
 
 int cm_calibrate(cm_rates *r, int threads, terr *e) {
@@ -468,7 +427,6 @@ int cm_calibrate_in(cm_rates *r, int threads, const char *dir, terr *e) {
   r->threads = threads;
   int rc = measure_cpu(r, threads, e);
   if (rc) return rc;
-  measure_gemm(r);
   measure_files(r, threads, dir);
   r->serial_fixed_s = 5e-6;
   r->cpu_fixed_s = 5e-5 + 2e-6 * threads; /* waking the pool's threads */
@@ -477,5 +435,6 @@ int cm_calibrate_in(cm_rates *r, int threads, const char *dir, terr *e) {
    * job on the 2-core VM, tests/bench/results/auto-2core-*.md). */
   r->job_fixed_s = 3e-4;
   measure_gpu(r);
+  measure_kinds(r, threads);
   return 0;
 }

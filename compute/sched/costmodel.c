@@ -19,17 +19,6 @@
 #include "compute/gpu/gpu.h"
 #include "util/util.h"
 
-/* Geodesic: the kind gives a pair's cost in ns on its build host
- * (job_estimate.ops_per_elem: Karney 630, Vincenty 310, haversine 27;
- * compute/kinds/geodesic/kind.h), where one thread runs the VM at about
- * CM_GEOD_REF_VM instructions/s (calibrate's figure there: 1.8-2.6e9); so
- * on this machine a pair costs ops_per_elem * CM_GEOD_REF_VM * 1e-9 VM
- * instructions' time (Karney: ~1450), and on a GPU CM_GEOD_GPU_OPS
- * fused-kernel operations for Karney, in proportion for the others.
- * Corrected by observations. */
-#define CM_GEOD_REF_VM 2.3e9
-#define CM_GEOD_KARNEY_NS 630.0
-#define CM_GEOD_GPU_OPS 2000.0
 /* Below this many bytes a job's data stays in the caches, and results come
  * from heap memory that malloc reuses (glibc maps allocations above 32 MiB
  * afresh, and those pay page faults on their first writes). */
@@ -45,8 +34,34 @@ void cm_model_init(cm_model *m, const cm_rates *r) {
   memset(m, 0, sizeof *m);
   m->r = *r;
   m->inline_max = 16 << 20;
-  for (int k = 0; k < K__COUNT; k++)
+  for (int k = 0; k < KIND_MAX; k++)
     for (int b = 0; b < B__COUNT; b++) m->corr[k][b] = 1.0;
+}
+
+/* The slot of the kind in the table that owns the rate `name`, and the
+ * rate's index in that kind's list; -1 when none does. */
+static int rate_slot(const char *name, int *index) {
+  for (int k = 0; k < kind_count(); k++) {
+    const kind_cost *c = kind_at(k)->cost;
+    for (int i = 0; c && i < c->nrates; i++)
+      if (strcmp(c->rates[i].name, name) == 0) {
+        *index = i;
+        return k;
+      }
+  }
+  return -1;
+}
+
+double cm_rate_get(const cm_rates *r, const char *name) {
+  int i, k = rate_slot(name, &i);
+  return k < 0 ? 0 : r->kind_rate[k][i];
+}
+
+int cm_rate_set(cm_rates *r, const char *name, double v) {
+  int i, k = rate_slot(name, &i);
+  if (k < 0) return -1;
+  r->kind_rate[k][i] = v;
+  return 0;
 }
 
 static double pos(double x) { return x > 0 && isfinite(x) ? x : 0; }
@@ -86,29 +101,49 @@ static void input_bytes(const job_estimate *est, int cuda, double *file,
 }
 
 /* How the result is kept: in the row, heap + npy_write, a sink (pwrite
- * from the pool's threads) or a fresh shared mapping (compute/sched/run.c). */
+ * from the pool's threads: a KIND_COST_SINK kind) or a fresh shared
+ * mapping (compute/sched/run.c). */
 typedef enum { KEEP_ROW, KEEP_HEAP, KEEP_SINK, KEEP_MAPPED } keep_way;
-static keep_way keep_of(const cm_model *m, tkind kind, tbackend b, double out) {
+static keep_way keep_of(const cm_model *m, const kind_cost *c, tbackend b,
+                        double out) {
   if (m->row_max > 0 && out + NPY_HEADER_MAX <= (double)m->row_max)
     return KEEP_ROW;
-  if (kind == K_MAP && b != B_CUDA) return KEEP_SINK;
+  if ((c->flags & KIND_COST_SINK) && b != B_CUDA) return KEEP_SINK;
   if (b != B_CUDA && out <= (double)m->inline_max) return KEEP_HEAP;
   return KEEP_MAPPED;
 }
 
-void cm_model_parts(const cm_model *m, tkind kind, const job_estimate *est,
-                    tbackend b, cm_parts *p) {
+/* What the kind's terms see of the machine (its rates: k's slot's, none
+ * for a kind not in the table). */
+static kind_machine machine_of(const cm_model *m, const kind_ops *k) {
+  static const double none[KIND_RATES];
   const cm_rates *r = &m->r;
-  memset(p, 0, sizeof *p);
-  double work = pos(est->work), out = pos((double)est->out_bytes);
-  double fin, hin, res;
   int threads = r->threads > 0 ? r->threads : 1;
-  double geod_ns = est->ops_per_elem > 0 && isfinite(est->ops_per_elem)
-                       ? est->ops_per_elem
-                       : CM_GEOD_KARNEY_NS;
+  int slot = kind_slot(k);
+  double eff = r->vm_ops_n / rate(r->vm_ops_1 * threads);
+  return (kind_machine){
+      .threads = threads,
+      .vm_1 = r->vm_ops_1,
+      .vm_n = r->vm_ops_n,
+      .par_eff = eff > 1 ? 1 : eff,
+      .gpu_ops = r->gpus > 0 ? r->gpu_ops : 0,
+      .dev_bw = r->dev_bw,
+      .rate = slot >= 0 ? r->kind_rate[slot] : none,
+  };
+}
+
+void cm_model_parts(const cm_model *m, const kind_ops *k,
+                    const job_estimate *est, tbackend b, cm_parts *p) {
+  const cm_rates *r = &m->r;
+  const kind_cost *c = kind_cost_of(k);
+  kind_machine km = machine_of(m, k);
+  memset(p, 0, sizeof *p);
+  double out = pos((double)est->out_bytes);
+  double fin, hin, res;
+  int threads = km.threads;
   input_bytes(est, b == B_CUDA, &fin, &hin, &res);
   double in = fin + hin;
-  keep_way keep = keep_of(m, kind, b, out);
+  keep_way keep = keep_of(m, c, b, out);
   /* The store term: one thread's rate for serial; "all" capped by one
    * thread's for the pool and the GPU's staging gang. */
   int one = b == B_SERIAL;
@@ -125,22 +160,12 @@ void cm_model_parts(const cm_model *m, tkind kind, const job_estimate *est,
   switch (b) {
     case B_SERIAL:
     case B_CPU: {
-      double per = kind == K_MATMUL ? r->gemm_1
-                   : kind == K_GEODESIC
-                       ? r->vm_ops_1 / (geod_ns * CM_GEOD_REF_VM * 1e-9)
-                       : r->vm_ops_1;
-      /* all threads: the measured VM rate for VM work; gemm and geodesic
-       * scale with the threads at the VM's measured efficiency */
-      double eff = r->vm_ops_n / rate(r->vm_ops_1 * threads);
-      if (eff > 1) eff = 1;
-      double par = kind == K_MAP || kind == K_REDUCE ? r->vm_ops_n
-                                                     : per * threads * eff;
-      p->compute = work / rate(one ? per : par);
+      p->compute = pos(c->cpu_s(est, !one, &km));
       /* mapped inputs fault whatever their size; heap ones cost beyond
-       * the caches; matmul re-reads its panels from cache (its heap reads
-       * are in the flop rate) */
+       * the caches, unless the kind reads them inside its compute rate
+       * (matmul re-reads its panels from cache: KIND_COST_HEAP_IN_RATE) */
       p->read = fin / rate(one ? r->map_read_1 : r->map_read_n);
-      if (kind != K_MATMUL && in + out > CM_CACHE_BYTES)
+      if (!(c->flags & KIND_COST_HEAP_IN_RATE) && in + out > CM_CACHE_BYTES)
         p->read += hin / rate(one ? r->stream_1 : r->stream_n);
       p->fixed =
           pos(r->job_fixed_s) + (one ? r->serial_fixed_s : r->cpu_fixed_s);
@@ -155,15 +180,7 @@ void cm_model_parts(const cm_model *m, tkind kind, const job_estimate *est,
         p->total = INFINITY;
         return;
       }
-      double dev;
-      if (kind == K_MATMUL)
-        dev = work / rate(r->gpu_flops) + (in + res + out) / rate(r->dev_bw);
-      else if (kind == K_GEODESIC)
-        dev = work * CM_GEOD_GPU_OPS * (geod_ns / CM_GEOD_KARNEY_NS) /
-                  rate(r->gpu_ops) +
-              out / rate(r->dev_bw);
-      else
-        dev = fmax((in + res + out) / rate(r->dev_bw), work / rate(r->gpu_ops));
+      double dev = pos(c->gpu_s(est, in + res + out, out, &km));
       p->compute = dev;
       int gang = r->gang > 0 ? r->gang : 1;
       double share = (double)gang / threads;
@@ -178,7 +195,7 @@ void cm_model_parts(const cm_model *m, tkind kind, const job_estimate *est,
       p->h2d = in / rate(r->h2d);
       p->d2h = out / rate(r->d2h);
       p->fixed = pos(r->job_fixed_s) + r->gpu_fixed_s;
-      if (kind == K_MATMUL) { /* copies in, then the product, then out */
+      if (c->flags & KIND_COST_GPU_PHASED) { /* in, compute, then out */
         p->total =
             p->fixed + fmax(p->h2d, p->read) + dev + fmax(p->d2h, p->store);
         return;
@@ -197,24 +214,30 @@ void cm_model_parts(const cm_model *m, tkind kind, const job_estimate *est,
 }
 
 /* The uncorrected model, in seconds. */
-static double raw_s(const cm_model *m, tkind kind, const job_estimate *est,
-                    tbackend b) {
+static double raw_s(const cm_model *m, const kind_ops *k,
+                    const job_estimate *est, tbackend b) {
   cm_parts p;
-  cm_model_parts(m, kind, est, b, &p);
+  cm_model_parts(m, k, est, b, &p);
   return p.total;
 }
 
-double cm_model_ms(const cm_model *m, tkind kind, const job_estimate *est,
-                   tbackend b) {
-  if ((unsigned)kind >= K__COUNT || (unsigned)b >= B__COUNT) return INFINITY;
-  return raw_s(m, kind, est, b) * 1e3 * m->corr[kind][b];
+/* k's correction on b: 1 for a kind not in the table. */
+static double corr_of(const cm_model *m, const kind_ops *k, tbackend b) {
+  int slot = kind_slot(k);
+  return slot >= 0 ? m->corr[slot][b] : 1.0;
 }
 
-void cm_model_observe(cm_model *m, tkind kind, const job_estimate *est,
+double cm_model_ms(const cm_model *m, const kind_ops *k,
+                   const job_estimate *est, tbackend b) {
+  if ((unsigned)b >= B__COUNT) return INFINITY;
+  return raw_s(m, k, est, b) * 1e3 * corr_of(m, k, b);
+}
+
+void cm_model_observe(cm_model *m, const kind_ops *k, const job_estimate *est,
                       tbackend b, double measured_ms) {
-  if ((unsigned)kind >= K__COUNT || (b != B_SERIAL && b != B_CPU && b != B_CUDA))
-    return;
-  double raw = raw_s(m, kind, est, b) * 1e3;
+  int kind = kind_slot(k);
+  if (kind < 0 || (b != B_SERIAL && b != B_CPU && b != B_CUDA)) return;
+  double raw = raw_s(m, k, est, b) * 1e3;
   if (!(raw > 0) || !isfinite(raw) || !(measured_ms > 0)) return;
   double ratio = measured_ms / raw;
   if (ratio < CM_CORR_MIN) ratio = CM_CORR_MIN;
@@ -248,15 +271,15 @@ static void append(char *buf, size_t len, size_t *off, const char *fmt, ...) {
   if (n > 0) *off += (size_t)n < len - *off ? (size_t)n : len - *off - 1;
 }
 
-int cm_model_choose(const cm_model *m, tkind kind, const job_estimate *est,
-                    int gpu_ok, tbackend *chosen, char *reason, size_t len,
-                    json_t **estimates) {
+int cm_model_choose(const cm_model *m, const kind_ops *k,
+                    const job_estimate *est, int gpu_ok, tbackend *chosen,
+                    char *reason, size_t len, json_t **estimates) {
   static const tbackend order[3] = {B_CUDA, B_CPU, B_SERIAL};
   double ms[B__COUNT];
   for (int b = 0; b < B__COUNT; b++) ms[b] = INFINITY;
-  ms[B_SERIAL] = cm_model_ms(m, kind, est, B_SERIAL);
-  ms[B_CPU] = cm_model_ms(m, kind, est, B_CPU);
-  if (gpu_ok && m->r.gpus > 0) ms[B_CUDA] = cm_model_ms(m, kind, est, B_CUDA);
+  ms[B_SERIAL] = cm_model_ms(m, k, est, B_SERIAL);
+  ms[B_CPU] = cm_model_ms(m, k, est, B_CPU);
+  if (gpu_ok && m->r.gpus > 0) ms[B_CUDA] = cm_model_ms(m, k, est, B_CUDA);
   tbackend best = B_SERIAL;
   for (int i = 0; i < 3; i++)
     if (ms[order[i]] < ms[best]) best = order[i];
@@ -281,15 +304,15 @@ int cm_model_choose(const cm_model *m, tkind kind, const job_estimate *est,
                                                         : json_null());
   json_object_set_new(o, "choice", json_string(bname(best)));
   json_t *corr = json_object();
-  json_object_set_new(corr, "serial", json_real(m->corr[kind][B_SERIAL]));
-  json_object_set_new(corr, "cpu", json_real(m->corr[kind][B_CPU]));
-  json_object_set_new(corr, "cuda", json_real(m->corr[kind][B_CUDA]));
+  json_object_set_new(corr, "serial", json_real(corr_of(m, k, B_SERIAL)));
+  json_object_set_new(corr, "cpu", json_real(corr_of(m, k, B_CPU)));
+  json_object_set_new(corr, "cuda", json_real(corr_of(m, k, B_CUDA)));
   json_object_set_new(o, "corrections", corr);
   json_t *parts = json_object();
   for (int i = 2; i >= 0; i--) {
     if (!isfinite(ms[order[i]])) continue;
     cm_parts p;
-    cm_model_parts(m, kind, est, order[i], &p);
+    cm_model_parts(m, k, est, order[i], &p);
     json_t *pj = json_object();
     json_object_set_new(pj, "fixed", json_real(p.fixed * 1e3));
     json_object_set_new(pj, "read", json_real(p.read * 1e3));
@@ -310,12 +333,12 @@ int cm_model_choose(const cm_model *m, tkind kind, const job_estimate *est,
 
 #define CM_FIELDS(X)                                                        \
   X(vm_ops_1) X(vm_ops_n) X(copy_n) X(stream_1) X(stream_n) X(fault_1)      \
-  X(fault_n) X(gemm_1) X(serial_fixed_s) X(cpu_fixed_s) X(write_1)          \
+  X(fault_n) X(serial_fixed_s) X(cpu_fixed_s) X(write_1)          \
   X(write_n) X(map_read_1) X(map_read_n) X(mwrite_1) X(mwrite_n)          \
   X(mwrite_pf) X(file_fixed_s) X(job_fixed_s)
 #define CM_GPU_FIELDS(X)                                                    \
-  X(h2d) X(d2h) X(h2d_pageable) X(d2h_pageable) X(dev_bw) X(gpu_flops)      \
-  X(gpu_ops) X(gpu_fixed_s) X(chunk_bytes)
+  X(h2d) X(d2h) X(h2d_pageable) X(d2h_pageable) X(dev_bw) X(gpu_ops)        \
+  X(gpu_fixed_s) X(chunk_bytes)
 
 json_t *cm_model_to_json(const cm_model *m) {
   json_t *o = json_object(), *r = json_object(), *c = json_object();
@@ -326,13 +349,20 @@ json_t *cm_model_to_json(const cm_model *m) {
   CM_FIELDS(PUT)
   CM_GPU_FIELDS(PUT)
 #undef PUT
-  for (int k = 0; k < K__COUNT; k++) {
+  for (int k = 0; k < kind_count(); k++) {
+    const kind_cost *kc = kind_at(k)->cost;
+    for (int i = 0; kc && i < kc->nrates; i++)
+      if (!kc->rates[i].gpu || m->r.gpus > 0)
+        json_object_set_new(r, kc->rates[i].name,
+                            json_real(m->r.kind_rate[k][i]));
+  }
+  for (int k = 0; k < kind_count(); k++) {
     json_t *kb = json_object();
     for (int b = B_SERIAL; b <= B_CUDA; b++)
       json_object_set_new(kb, bname((tbackend)b),
                           json_pack("{s:f, s:i}", "factor", m->corr[k][b],
                                     "observations", m->nobs[k][b]));
-    json_object_set_new(c, tkind_name((tkind)k), kb);
+    json_object_set_new(c, kind_at(k)->name, kb);
   }
   json_object_set_new(o, "version", json_integer(4));
   json_object_set_new(o, "rates", r);
@@ -362,12 +392,24 @@ int cm_model_from_json(const json_t *j, cm_model *m, terr *e) {
     CM_GPU_FIELDS(GET)
   }
 #undef GET
+  for (int k = 0; k < kind_count(); k++) {
+    const kind_cost *kc = kind_at(k)->cost;
+    for (int i = 0; kc && i < kc->nrates; i++) {
+      if (kc->rates[i].gpu && r.gpus <= 0) continue;
+      const char *n = kc->rates[i].name;
+      double v = json_number_value(json_object_get(rj, n));
+      if (!(v > 0) || !isfinite(v))
+        return terr_set(e, T_EINVAL, "calibration.rates", -1,
+                        "%s: missing or not a positive number", n);
+      r.kind_rate[k][i] = v;
+    }
+  }
   if (r.threads < 1)
     return terr_set(e, T_EINVAL, "calibration.rates.threads", -1, "below 1");
   cm_model_init(m, &r);
   const json_t *cj = json_object_get(j, "corrections");
-  for (int k = 0; k < K__COUNT && json_is_object(cj); k++) {
-    const json_t *kb = json_object_get(cj, tkind_name((tkind)k));
+  for (int k = 0; k < kind_count() && json_is_object(cj); k++) {
+    const json_t *kb = json_object_get(cj, kind_at(k)->name);
     for (int b = B_SERIAL; b <= B_CUDA && kb; b++) {
       const json_t *x = json_object_get(kb, bname((tbackend)b));
       double f = json_number_value(json_object_get(x, "factor"));
@@ -398,6 +440,21 @@ static void save_locked(void) {
   }
   json_decref(j);
   g_since_save = 0;
+}
+
+/* "router: the kinds' rates: matmul gemm_1 3.1e+10, ..." (none: no line). */
+static void log_kind_rates(const cm_rates *r) {
+  char buf[512];
+  size_t l = 0;
+  buf[0] = 0;
+  for (int k = 0; k < kind_count(); k++) {
+    const kind_cost *kc = kind_at(k)->cost;
+    for (int i = 0; kc && i < kc->nrates; i++)
+      if (!kc->rates[i].gpu || r->gpus > 0)
+        append(buf, sizeof buf, &l, "%s%s %s %.2g", l ? ", " : "",
+               kind_at(k)->name, kc->rates[i].name, r->kind_rate[k][i]);
+  }
+  if (l) log_info("router: the kinds' rates: %s", buf);
 }
 
 int cm_init(const char *path, const char *dir, int threads, int64_t row_max,
@@ -437,8 +494,9 @@ int cm_init(const char *path, const char *dir, int threads, int64_t row_max,
     if (r.gpus)
       log_info(
           "router: GPU 0: h2d %.2g B/s, d2h %.2g B/s (pinned), device "
-          "%.2g B/s, dgemm %.2g flop/s, launch %.2g ms, staging gang %d",
-          r.h2d, r.d2h, r.dev_bw, r.gpu_flops, r.gpu_fixed_s * 1e3, r.gang);
+          "%.2g B/s, launch %.2g ms, staging gang %d",
+          r.h2d, r.d2h, r.dev_bw, r.gpu_fixed_s * 1e3, r.gang);
+    log_kind_rates(&r);
   }
   m.row_max = row_max > 0 ? row_max : 0;
   if (inline_max > 0) m.inline_max = inline_max;
@@ -458,21 +516,22 @@ int cm_ready(void) {
   return r;
 }
 
-void cm_observe(tkind kind, const job_estimate *est, tbackend b, double ms) {
+void cm_observe(const kind_ops *k, const job_estimate *est, tbackend b,
+                double ms) {
   pthread_mutex_lock(&g_mu);
   if (g_ready) {
-    cm_model_observe(&g_model, kind, est, b, ms);
+    cm_model_observe(&g_model, k, est, b, ms);
     if (++g_since_save >= 16) save_locked();
   }
   pthread_mutex_unlock(&g_mu);
 }
 
-int cm_choose(tkind kind, const job_estimate *est, int gpu_ok,
+int cm_choose(const kind_ops *k, const job_estimate *est, int gpu_ok,
               tbackend *chosen, char *reason, size_t len, json_t **estimates) {
   pthread_mutex_lock(&g_mu);
   cm_model m = g_model;
   pthread_mutex_unlock(&g_mu);
-  return cm_model_choose(&m, kind, est, gpu_ok, chosen, reason, len, estimates);
+  return cm_model_choose(&m, k, est, gpu_ok, chosen, reason, len, estimates);
 }
 
 void cm_get(cm_model *out) {

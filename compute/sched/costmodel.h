@@ -12,9 +12,10 @@
  *            side (mapped: map_read; heap: memcpy), 0 for an input
  *            resident on the device;
  *   h2d      cuda: the inputs not resident, over pinned PCIe (measured);
- *   compute  work over the measured rate (map/reduce: VM instructions;
- *            matmul: flops; geodesic: pairs, weighed by the method's
- *            cost per pair);
+ *   compute  the kind's term (kind_cost.cpu_s, gpu_s in kinds.h: its work
+ *            over the rate it is done at — VM instructions, flops, pairs
+ *            weighed by the method — from the machine's figures and the
+ *            kind's own calibrated rates);
  *   d2h      cuda: the result over pinned PCIe;
  *   store    keeping the result: 0 when its .npy fits the store row
  *            (row_max), else a file's fixed cost + the bytes over the rate
@@ -31,21 +32,25 @@
  * Combined (overlaps as the code runs them):
  *   serial   fixed + max(compute, read) + store
  *   cpu      a map: fixed + max(compute, read, store) (pool threads write
- *            their own chunks while others compute); else as serial with
- *            all threads' rates
+ *            their own chunks while others compute: KIND_COST_SINK);
+ *            else as serial with all threads' rates
  *   cuda     fixed + max(h2d, d2h, read + store, device) + one chunk's
  *            latency for the chunked kinds (pinned slots overlap the
- *            stages; the gang does both host sides); matmul (copies in,
- *            then the product, then out): fixed + max(h2d, read) +
- *            device + max(d2h, store)
+ *            stages; the gang does both host sides); a phased kind
+ *            (KIND_COST_GPU_PHASED, matmul: copies in, then the product,
+ *            then out): fixed + max(h2d, read) + device + max(d2h, store)
  * The rates come from a self-benchmark at start (calibrate.c: the VM on
- * one and on all threads, host memory, OpenBLAS dgemm, the result files
- * in the data dir's results folder; on a GPU the pinned and pageable PCIe
- * rates, device copy rate, launch cost and cuBLAS dgemm), cached as JSON
+ * one and on all threads, host memory, the result files in the data
+ * dir's results folder; on a GPU the pinned and pageable PCIe rates,
+ * device copy rate and launch cost; then each kind's own rates by its
+ * kind_cost.calibrate, e.g. matmul's OpenBLAS and cuBLAS dgemm), cached as JSON
  * in the data dir so a restart does not measure again, and written to the
  * log at start. Recorded submit -> stored times correct it: per (kind,
  * backend) an exponential moving average of measured / estimated
- * multiplies later estimates.
+ * multiplies later estimates. The model names no kind: it asks the kind's
+ * kind_cost, and keeps a kind's rates and corrections at its place in the
+ * kind table (kind_slot; a kind not in the table is estimated, never
+ * corrected).
  *
  * Threads: cm_init once at start; cm_choose / cm_estimate / cm_observe from
  * any thread (one mutex guards the rates and the corrections).
@@ -68,13 +73,11 @@ typedef struct cm_rates {
   double fault_1, fault_n;   /* first writes to fresh memory (page faults
                               * included), bytes/s: one thread, all */
   int gang;             /* host threads that stage a GPU job's copies */
-  double gemm_1;        /* OpenBLAS dgemm flops/s, one thread */
   double serial_fixed_s, cpu_fixed_s;
   int gpus;             /* usable GPUs when measured (0: no cuda figures) */
   double h2d, d2h;      /* pinned PCIe bytes/s */
   double h2d_pageable, d2h_pageable;
   double dev_bw;        /* device copy bytes/s, read + write */
-  double gpu_flops;     /* cuBLAS dgemm flops/s */
   double gpu_ops;       /* fused-kernel operations/s (nominal, corrected) */
   double gpu_fixed_s;   /* launch + synchronise + job set-up */
   double chunk_bytes;   /* bytes per pipeline chunk (latency term) */
@@ -87,7 +90,15 @@ typedef struct cm_rates {
                                   * result's way on disk file systems */
   double file_fixed_s;           /* create + fallocate + rename a result file */
   double job_fixed_s; /* every job's submit -> stored overhead (nominal) */
+  /* The kinds' own rates (kind_cost.rates), by kind_slot; in the JSON
+   * form under their own names beside the machine's. */
+  double kind_rate[KIND_MAX][KIND_RATES];
 } cm_rates;
+
+/* A kind's rate by its name (kind_cost.rates, any kind in the table):
+ * its value, 0 when no kind owns it; set: 0, or -1 when no kind owns it. */
+double cm_rate_get(const cm_rates *r, const char *name);
+int cm_rate_set(cm_rates *r, const char *name, double v);
 
 /* One backend's estimate in parts (seconds, uncorrected); total combines
  * them as the opening comment says (INFINITY: no such backend here). */
@@ -95,7 +106,8 @@ typedef struct cm_parts {
   double fixed, read, h2d, compute, d2h, store, total;
 } cm_parts;
 
-/* Correction factors, one per kind and backend (B_SERIAL..B_CUDA). */
+/* Correction factors, one per kind (kind_slot) and backend
+ * (B_SERIAL..B_CUDA). */
 #define CM_ALPHA 0.2 /* weight of a new observation in the average */
 typedef struct cm_model {
   cm_rates r;
@@ -104,22 +116,22 @@ typedef struct cm_model {
    * other results of up to inline_max bytes from result_alloc are heap
    * memory written with one npy_write. */
   int64_t row_max, inline_max;
-  double corr[K__COUNT][B__COUNT];
-  int nobs[K__COUNT][B__COUNT];
+  double corr[KIND_MAX][B__COUNT];
+  int nobs[KIND_MAX][B__COUNT];
 } cm_model;
 
 /* ---- pure model (no global state) -------------------------------------- */
 /* row_max 0, inline_max 16 MiB (the scheduler's defaults). */
 void cm_model_init(cm_model *m, const cm_rates *r);
 /* The terms of the job on b, uncorrected. */
-void cm_model_parts(const cm_model *m, tkind kind, const job_estimate *est,
+void cm_model_parts(const cm_model *m, const kind_ops *k, const job_estimate *est,
                     tbackend b, cm_parts *out);
 /* Estimated ms of the job on b (B_SERIAL, B_CPU or B_CUDA), corrected. */
-double cm_model_ms(const cm_model *m, tkind kind, const job_estimate *est,
+double cm_model_ms(const cm_model *m, const kind_ops *k, const job_estimate *est,
                    tbackend b);
 /* Fold a measured run (submit -> stored less the queue wait: prepare +
  * run + store) into the correction of (kind, b). */
-void cm_model_observe(cm_model *m, tkind kind, const job_estimate *est,
+void cm_model_observe(cm_model *m, const kind_ops *k, const job_estimate *est,
                       tbackend b, double measured_ms);
 /* The fastest of serial, cpu and (when gpu_ok) cuda; reason gets
  * "estimate cuda 12 ms, cpu 840 ms, serial 1600 ms"; *estimates (may be
@@ -127,18 +139,20 @@ void cm_model_observe(cm_model *m, tkind kind, const job_estimate *est,
  * "cuda_ms", "choice", "corrections", "parts_ms": {"serial": {"fixed",
  * "read", "compute", "store"}, "cpu": ..., "cuda": {... "h2d", "d2h"}}}
  * (parts uncorrected; cuda's only when it is estimated). */
-int cm_model_choose(const cm_model *m, tkind kind, const job_estimate *est,
+int cm_model_choose(const cm_model *m, const kind_ops *k, const job_estimate *est,
                     int gpu_ok, tbackend *chosen, char *reason, size_t len,
                     json_t **estimates);
 /* JSON form (rates and corrections) and back. cm_model_from_json fails
- * with T_EINVAL when a rate is missing or not a positive number. */
+ * with T_EINVAL when a rate is missing or not a positive number — a kind's
+ * too (a kind added since the file was written: measured again). */
 json_t *cm_model_to_json(const cm_model *m);
 int cm_model_from_json(const json_t *j, cm_model *m, terr *e);
 
 /* ---- calibrate.c ------------------------------------------------------- */
 /* Measure this machine (threads: the CPU pool's width). GPU figures when
  * gpu_count() > 0; the file figures in dir (cm_calibrate, or dir NULL:
- * nominal ones). A few tens to hundreds of milliseconds. */
+ * nominal ones); then every kind in the table that has rates measures
+ * them (kind_cost.calibrate). A few tens to hundreds of milliseconds. */
 int cm_calibrate(cm_rates *r, int threads, terr *e);
 int cm_calibrate_in(cm_rates *r, int threads, const char *dir, terr *e);
 
@@ -152,8 +166,8 @@ int cm_init(const char *path, const char *dir, int threads, int64_t row_max,
 int cm_ready(void);
 /* Record a finished run (total ms on backend b), and every 16 records
  * rewrite the cache file so that corrections survive a restart. */
-void cm_observe(tkind kind, const job_estimate *est, tbackend b, double ms);
-int cm_choose(tkind kind, const job_estimate *est, int gpu_ok,
+void cm_observe(const kind_ops *k, const job_estimate *est, tbackend b, double ms);
+int cm_choose(const kind_ops *k, const job_estimate *est, int gpu_ok,
               tbackend *chosen, char *reason, size_t len, json_t **estimates);
 /* A copy of the current model (tests, /v1/devices). */
 void cm_get(cm_model *out);

@@ -8,8 +8,9 @@
  * size rule below:
  *
  * The kind's estimate gives `work` in a kind-specific unit (map/reduce:
- * elements x VM instructions, matmul: flops, geodesic: point pairs). A
- * rough single-core cost per unit turns it into "ms on one core":
+ * elements x VM instructions, matmul: flops, geodesic: point pairs); the
+ * kind's cost (kind_cost: unit, unit_ns) gives a rough single-core cost
+ * per unit, which turns it into "ms on one core":
  *
  *   serial  when that is under 0.2 ms: waking other threads and splitting
  *           the work costs tens of microseconds, more than it saves;
@@ -20,7 +21,8 @@
  *
  * The per-unit costs are order-of-magnitude figures for a current x86 core,
  * not measurements of this machine. Keep this the only entry point
- * (router.h).
+ * (router.h). No kind is named here: what differs between kinds comes
+ * from their kind_cost.
  */
 #include "compute/sched/router.h"
 
@@ -35,30 +37,17 @@
 #define ROUTER_GPU_MIN_MS 20.0
 #define ROUTER_PCIE_BYTES_PER_MS 1.0e7 /* 10 GB/s */
 
-/* Single-core cost of one unit of `work`, in ns, and the unit's name. */
-static void router_unit(const kind_ops *k, double *ns, const char **unit) {
-  switch (k ? k->kind : K_MAP) {
-  case K_MATMUL: *ns = 0.05; *unit = "flops"; break;      /* ~20 GFLOP/s BLAS */
-  case K_GEODESIC: *ns = 400.0; *unit = "pairs"; break;   /* Karney inverse */
-  case K_REDUCE:
-  case K_MAP:
-  default: *ns = 1.0; *unit = "element-ops"; break;       /* VM instruction */
-  }
-}
-
 /* "1000 elements" / "5000 points": the size in the words a user knows
  * (est->size when the kind gives it, else the work in its unit). */
-static void router_size_words(const kind_ops *k, const job_estimate *est,
-                              const char *unit, char *buf, size_t len) {
-  tkind kind = k ? k->kind : K_MAP;
-  const char *what = kind == K_GEODESIC ? "points"
-                     : kind == K_MATMUL ? "m*k*n" : "elements";
+static void router_size_words(const kind_cost *c, const job_estimate *est,
+                              char *buf, size_t len) {
   if (est->size > 0)
-    snprintf(buf, len, "%lld %s", (long long)est->size, what);
-  else if ((kind == K_MAP || kind == K_REDUCE) && est->ops_per_elem > 0)
-    snprintf(buf, len, "%.0f elements", est->work / est->ops_per_elem);
+    snprintf(buf, len, "%lld %s", (long long)est->size, c->size_words);
+  else if (c->size_from_ops && est->ops_per_elem > 0)
+    snprintf(buf, len, "%.0f %s", est->work / est->ops_per_elem,
+             c->size_words);
   else
-    snprintf(buf, len, "%.3g %s", est->work, unit);
+    snprintf(buf, len, "%.3g %s", est->work, c->unit);
 }
 
 int router_init(const char *calibration_path, const char *results_dir,
@@ -69,7 +58,7 @@ int router_init(const char *calibration_path, const char *results_dir,
 
 void router_observe(const kind_ops *k, const job_estimate *est, tbackend b,
                     double ms) {
-  if (k && est) cm_observe(k->kind, est, b, ms);
+  if (k && est) cm_observe(k, est, b, ms);
 }
 
 void router_shutdown(void) { cm_shutdown(); }
@@ -90,11 +79,11 @@ int router_choose(const kind_ops *k, const job_estimate *est,
                   int gpu_available, tbackend *chosen, char *reason,
                   size_t reason_len, json_t **estimates) {
   if (k && cm_ready())
-    return cm_choose(k->kind, est, gpu_available, chosen, reason, reason_len,
+    return cm_choose(k, est, gpu_available, chosen, reason, reason_len,
                      estimates);
-  double ns;
-  const char *unit;
-  router_unit(k, &ns, &unit);
+  const kind_cost *c = kind_cost_of(k);
+  double ns = c->unit_ns;
+  const char *unit = c->unit;
   double work = est->work > 0 ? est->work : 0;
   long ncores = router_cores();
   double serial_ms = work * ns / 1e6;
@@ -103,7 +92,7 @@ int router_choose(const kind_ops *k, const job_estimate *est,
                  (double)(est->out_bytes > 0 ? est->out_bytes : 0);
   double transfer_ms = bytes / ROUTER_PCIE_BYTES_PER_MS;
   char size[64];
-  router_size_words(k, est, unit, size, sizeof size);
+  router_size_words(c, est, size, sizeof size);
 
   if (serial_ms < ROUTER_SERIAL_MAX_MS) {
     *chosen = B_SERIAL;

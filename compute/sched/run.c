@@ -421,7 +421,8 @@ static void ctx_setup(srun *r, job_ctx *ctx, tbackend b, int device) {
   ctx->row0 = ctx->row1 = 0;
   if (r->j->tiles > 0) /* a tile of a split job: its band of the rows */
     sched_split_rows(r->j->est.size, r->j->tile, r->j->tiles,
-                     sched_split_tri(r->j->params), &ctx->row0, &ctx->row1);
+                     sched_split_tri(r->j->k, r->j->params), &ctx->row0,
+                     &ctx->row1);
   memset(&r->named, 0, sizeof r->named);
   r->part_err[0] = 0;
   r->run_device = b == B_CUDA ? device : -1;

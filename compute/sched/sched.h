@@ -157,11 +157,12 @@ int sched_wait_end(sched *s, const char *id, sched_end_fn cb, void *arg,
 int sched_unwait(sched *s, uint64_t token);
 
 /* ---- split jobs (compute/sched/split.c) ---------------------------------------
- * The tiles a new job is split into (its store row's tiles), or 0 when it
- * is not split: a geodesic matrix or query knn/rowwise of at least
- * cfg.split_min_pairs rows x columns, kept by the service (output 0), not
- * compare (backend: a tbackend). Any thread. */
-int sched_split_tiles(const sched *s, const char *kind, const json_t *params,
+ * The tiles a new job of kind k is split into (its store row's tiles), or
+ * 0 when it is not split: a job its kind can split (kind_ops.split: a
+ * geodesic matrix or query knn/rowwise) of at least cfg.split_min_pairs
+ * rows x columns, kept by the service (output 0), not compare (backend: a
+ * tbackend). Any thread. */
+int sched_split_tiles(const sched *s, const kind_ops *k, const json_t *params,
                       const job_estimate *est, int backend, int output);
 /* Rows [*r0, *r1) of n that tile `tile` of `tiles` computes: n / tiles
  * rows each, or with tri (a matrix without targets, sched_split_tri: row i
@@ -169,9 +170,11 @@ int sched_split_tiles(const sched *s, const char *kind, const json_t *params,
  * never empty (tiles <= n). Every node cuts the same way (integers). */
 void sched_split_rows(int64_t n, int tile, int tiles, int tri, int64_t *r0,
                       int64_t *r1);
-/* 1 for a geodesic matrix without targets (square or condensed): its rows
- * cost less the further down they are. Any thread. */
-int sched_split_tri(const json_t *params);
+/* 1 when the kind cuts a job with these params in bands of equal cells of
+ * an upper triangle (kind_split.tri: a geodesic matrix without targets,
+ * square or condensed: its rows cost less the further down they are).
+ * Any thread. */
+int sched_split_tri(const kind_ops *k, const json_t *params);
 
 /* ---- the node (compute/sched/cluster.c) ------------------------------------------
  * On a cluster store (store_is_cluster: PostgreSQL) this tesseld is one node

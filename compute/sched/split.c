@@ -1,15 +1,16 @@
-/* compute/sched/split.c — split jobs: one large geodesic job run as tile jobs, each
+/* compute/sched/split.c — split jobs: one large job run as tile jobs, each
  * computing a band of its rows (API.md, "Split jobs").
  *
  * Which jobs split (sched_split_tiles, at submit): not one asked for cuda,
  * nor an auto one on a node with a usable GPU (one GPU beats its tiles:
- * their results are stored, then joined); a geodesic matrix, or a
- * query knn / rowwise (not radius: its parts are not rows), whose rows x
- * columns reach cfg.split_min_pairs (0: never), kept in the service (no
- * output.file) and run on one backend (not compare); a query without
- * targets only on serial or cpu (the CUDA query engine takes no band).
- * Rows x columns: n x m for a matrix with targets, n x n without; a query
- * counts n x n (its targets' count is not in the estimate). The row is
+ * their results are stored, then joined); one whose kind says it can run
+ * as row tiles (kind_ops.split; today a geodesic matrix, or a query knn /
+ * rowwise — not radius: its parts are not rows), whose rows x columns
+ * (est.size x kind_split.cols) reach cfg.split_min_pairs (0: never), kept
+ * in the service (no output.file) and run on one backend (not compare);
+ * a kind whose bands run on the CPU only (kind_split.cpu_only: a query
+ * without targets, the CUDA query engine takes no band) only on serial or
+ * cpu. This file names no kind and reads no kind's params. The row is
  * inserted with tiles = T (cfg.tiles, else 2 x live nodes — on SQLite 2 —
  * at most n), so that a parent (tiles > 0, parent NULL) is told from any
  * other job wherever it is read again.
@@ -18,11 +19,12 @@
  * which starts its coordinator thread (one a parent, no worker slot). The
  * coordinator marks the parent running, inserts the tiles that are not in
  * the store yet (store_job_children: a resumed parent inserts only the
- * missing ones) — kind geodesic, the parent's params, owner, priority,
+ * missing ones) — the parent's kind, params, owner, priority,
  * backend and timeout, parent = id, tile = i, tiles = T — and queues them
  * here (sched_add_claimed); tile i computes rows [n i / T, n (i + 1) / T)
- * (compute/sched/run.c sets job_ctx row0/row1; for a matrix without targets the
- * bands hold equal pairs instead, sched_split_rows with tri). It then
+ * (compute/sched/run.c sets job_ctx row0/row1; where the kind says tri, a
+ * matrix without targets, the bands hold equal pairs instead,
+ * sched_split_rows with tri). It then
  * follows them by reading the
  * store every SPLIT_POLL_MS: progress is the pairs of the tiles done and
  * the running tiles' stored progress (each tile an equal share); a
@@ -83,18 +85,6 @@
 #define SPLIT_POLL_MS 50
 #define SPLIT_PATH_MAX 4200
 
-/* The query type named in params ("" for a matrix), and whether it has
- * targets. */
-static const char *split_query(const json_t *params, int *targets) {
-  json_t *t = json_object_get(params, "targets");
-  *targets = t && !json_is_null(t);
-  json_t *q = json_object_get(params, "query");
-  if (!q || json_is_null(q)) return "";
-  if (json_object_get(q, "knn")) return "knn";
-  if (json_object_get(q, "rowwise")) return "rowwise";
-  return "radius";
-}
-
 /* A GPU of this node that can run a job now. */
 static int usable_gpu(const sched *s) {
   for (int d = 0; d < s->ngpu; d++)
@@ -102,23 +92,21 @@ static int usable_gpu(const sched *s) {
   return 0;
 }
 
-int sched_split_tiles(const sched *s, const char *kind, const json_t *params,
+int sched_split_tiles(const sched *s, const kind_ops *k, const json_t *params,
                       const job_estimate *est, int backend, int output) {
-  if (!s || s->cfg.split_min_pairs <= 0 || !kind || !params || !est ||
-      strcmp(kind, "geodesic") != 0 || output || backend == B_COMPARE)
+  kind_split sp;
+  if (!s || s->cfg.split_min_pairs <= 0 || !k || !k->split || !params ||
+      !est || output || backend == B_COMPARE)
     return 0;
   /* One GPU computes a matrix faster than its tiles' results can be
    * stored and joined (bench_split.sh, H200: n = 30000 whole 0.76 s, in 4
    * tiles 3.1 s): a job asked for cuda is not split, nor an auto one
    * submitted to a node with a usable GPU (its router would pick it). */
   if (backend == B_CUDA || (backend == B_AUTO && usable_gpu(s))) return 0;
-  int targets;
-  const char *q = split_query(params, &targets);
-  if (strcmp(q, "radius") == 0) return 0;
-  if (q[0] && !targets && backend != B_SERIAL && backend != B_CPU) return 0;
-  double n = (double)est->size, cols = n;
-  if (!q[0] && targets) cols = (double)est->out_shape[1];
-  if (n < 2 || n * cols < (double)s->cfg.split_min_pairs) return 0;
+  if (!k->split(params, est, &sp)) return 0; /* its parts are not rows */
+  if (sp.cpu_only && backend != B_SERIAL && backend != B_CPU) return 0;
+  double n = (double)est->size;
+  if (n < 2 || n * sp.cols < (double)s->cfg.split_min_pairs) return 0;
   int t = s->cfg.tiles > 0 ? s->cfg.tiles : 2 * sched_live_nodes((sched *)s);
   if (t < 2) t = 2;
   if (t > 256) t = 256;
@@ -126,10 +114,18 @@ int sched_split_tiles(const sched *s, const char *kind, const json_t *params,
   return t;
 }
 
-int sched_split_tri(const json_t *params) {
-  int targets;
-  const char *q = split_query(params, &targets);
-  return !q[0] && !targets;
+/* How k splits a job with these params, as far as params alone say (tri
+ * and the join); 0 when it does not split. */
+static int split_form(const kind_ops *k, const json_t *params, kind_split *sp) {
+  job_estimate none;
+  memset(&none, 0, sizeof none);
+  memset(sp, 0, sizeof *sp);
+  return k && k->split && params && k->split(params, &none, sp);
+}
+
+int sched_split_tri(const kind_ops *k, const json_t *params) {
+  kind_split sp;
+  return split_form(k, params, &sp) && sp.tri;
 }
 
 /* Pairs of rows [0, r) of a triangle whose row i has n - i: r n - r (r -
@@ -663,15 +659,6 @@ static int join_square(sched *s, const store_job *kids, int nk, int tiles,
   return rc;
 }
 
-/* 1 for a square matrix without targets: its tiles computed only their
- * rows' upper part (compute/kinds/geodesic geod_plan_upper), which join_square
- * mirrors (a tile finished before upper bands, its rows whole, is told
- * apart by its shape: tile_form). */
-static int split_upper(const json_t *params) {
-  const char *layout = json_string_value(json_object_get(params, "layout"));
-  return sched_split_tri(params) && !(layout && strcmp(layout, "condensed") == 0);
-}
-
 /* Every part of the tiles joined into the parent's result; the end record
  * filled (its strings and buffers the caller's: *final, *doc, *npy). */
 static int join_result(split_run *r, const store_job *kids, int nk,
@@ -690,10 +677,16 @@ static int join_result(split_run *r, const store_job *kids, int nk,
                     tps[i].n, tps[0].n);
   int nparts = tps && tps[0].n > 0 ? tps[0].n : 1;
   size_t npy_len = 0;
-  /* a square matrix without targets: its tiles' upper parts, mirrored */
+  /* How the kind joins part 0: a square matrix's tiles computed only
+   * their rows' upper part (compute/kinds/geodesic geod_plan_upper), which
+   * join_square mirrors (a tile finished before upper bands, its rows
+   * whole, is told apart by its shape: tile_form); a condensed one's
+   * pieces concatenate, their lengths checked. */
   json_t *params = r->p.params ? json_loads(r->p.params, 0, NULL) : NULL;
-  int upper = params && split_upper(params);
-  int cond = params && !upper && sched_split_tri(params);
+  kind_split sp;
+  int joins = split_form(s->cfg.kind_lookup(r->p.kind), params, &sp);
+  int upper = joins && sp.join == KIND_JOIN_SQUARE;
+  int cond = joins && sp.join == KIND_JOIN_CONDENSED;
   json_decref(params);
   int64_t n = 0, nonconv = -1;
   if (upper || cond) {

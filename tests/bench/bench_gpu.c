@@ -334,10 +334,10 @@ static void run_case(const char *kind, const char *name, const char *params_text
   }
   for (int b = 0; b < B__COUNT; b++) {
     r->ms[b] = NAN;
-    r->est_ms[b] = cm_model_ms(&g_model, k->kind, &est, (tbackend)b);
+    r->est_ms[b] = cm_model_ms(&g_model, k, &est, (tbackend)b);
   }
   char why[160];
-  cm_model_choose(&g_model, k->kind, &est, 1, &r->chose, why, sizeof why, NULL);
+  cm_model_choose(&g_model, k, &est, 1, &r->chose, why, sizeof why, NULL);
   r->ms[B_SERIAL] = time_kind(k, plan, B_SERIAL, r->est_ms[B_SERIAL]);
   r->ms[B_CPU] = time_kind(k, plan, B_CPU, r->est_ms[B_CPU]);
   r->ms[B_CUDA] = time_kind(k, plan, B_CUDA, r->est_ms[B_CUDA]);
@@ -633,7 +633,7 @@ int main(int argc, char **argv) {
   printf("calibration (%.0f ms): VM %.3g ops/s x1, %.3g x%d; copy %.3g B/s; "
          "dgemm %.3g flop/s x1; h2d %.3g, d2h %.3g, dev %.3g B/s; cuBLAS %.3g flop/s\n",
          t_now_ms() - t0, rates.vm_ops_1, rates.vm_ops_n, g_threads, rates.copy_n,
-         rates.gemm_1, rates.h2d, rates.d2h, rates.dev_bw, rates.gpu_flops);
+         cm_rate_get(&rates, "gemm_1"), rates.h2d, rates.d2h, rates.dev_bw, cm_rate_get(&rates, "gpu_flops"));
   cm_model_init(&g_model, &rates);
   measure_ceilings();
   measure_compile();

@@ -114,7 +114,7 @@ static int tiny_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
 }
 static void tiny_release(void *plan) {}
 static const kind_ops k_tiny = {
-    .kind = K_MAP, .name = "tiny", .tolerance_doc = "exact",
+    .name = "tiny", .tolerance_doc = "exact",
     .check = tiny_check, .prepare = tiny_prepare, .run = tiny_run,
     .release = tiny_release};
 static const kind_ops *lookup(const char *name) {

@@ -122,8 +122,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   const tenv env = {.owner = "", .array_meta = fake_meta,
                     .array_load = fake_load, .max_elems = 1 << 14};
-  for (int k = 0; k < K__COUNT; k++) {
-    const kind_ops *ops = kind_get((tkind)k);
+  for (int k = 0; k < kind_count(); k++) {
+    const kind_ops *ops = kind_at(k);
     job_estimate est;
     memset(&est, 0, sizeof est);
     terr e;

@@ -205,22 +205,22 @@ static void loose_tolerance(const void *plan, double *rtol, double *atol) {
   if (((const splan *)plan)->loose) *atol = 0.75;
 }
 
-#define KIND(k_, name_, rtol_, atol_, check_, prepare_, run_)               \
-  {.kind = (k_), .name = (name_), .rtol = (rtol_), .atol = (atol_),         \
+#define KIND(name_, rtol_, atol_, check_, prepare_, run_)               \
+  {.name = (name_), .rtol = (rtol_), .atol = (atol_),         \
    .tolerance_doc = "test", .check = (check_), .prepare = (prepare_),        \
    .run = (run_), .release = plan_release}
 static const kind_ops k_sleepy =
-    KIND(K_MAP, "sleepy", 0, 0, sleepy_check, sleepy_prepare, sleepy_run);
+    KIND("sleepy", 0, 0, sleepy_check, sleepy_prepare, sleepy_run);
 static const kind_ops k_wrong =
-    KIND(K_MAP, "wrong", 1e-9, 1e-12, sleepy_check, wrong_prepare, sleepy_run);
+    KIND("wrong", 1e-9, 1e-12, sleepy_check, wrong_prepare, sleepy_run);
 static const kind_ops k_gate =
-    KIND(K_MAP, "gate", 0, 0, sleepy_check, sleepy_prepare, gate_run);
+    KIND("gate", 0, 0, sleepy_check, sleepy_prepare, gate_run);
 static const kind_ops k_record =
-    KIND(K_MAP, "record", 0, 0, sleepy_check, record_prepare, record_run);
+    KIND("record", 0, 0, sleepy_check, record_prepare, record_run);
 static const kind_ops k_fail =
-    KIND(K_MAP, "fail", 0, 0, fail_check, fail_prepare, fail_run);
+    KIND("fail", 0, 0, fail_check, fail_prepare, fail_run);
 static const kind_ops k_loose = {
-    .kind = K_MAP, .name = "loose", .rtol = 1e-9, .atol = 1e-12,
+    .name = "loose", .rtol = 1e-9, .atol = 1e-12,
     .tolerance_doc = "test", .check = sleepy_check, .prepare = loose_prepare,
     .run = sleepy_run, .release = plan_release, .tolerance = loose_tolerance};
 

@@ -84,7 +84,7 @@ static int pairs_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
 }
 
 static const kind_ops k_pairs = {
-    .kind = K_MAP, .name = "pairs", .rtol = 1e-9, .atol = 1e-12,
+    .name = "pairs", .rtol = 1e-9, .atol = 1e-12,
     .tolerance_doc = "test", .check = pairs_check, .prepare = pairs_prepare,
     .run = pairs_run, .release = plan_release};
 

@@ -22,6 +22,9 @@
 #include "compute/sched/costmodel.h"
 #include "compute/sched/router.h"
 
+/* The built-in kinds, from the table (main). */
+static const kind_ops *km, *kr, *kmm, *kg;
+
 /* A machine like the H100 host: 16 threads, ~1 G VM ops/s per thread. */
 static cm_rates rates(int gpus) {
   cm_rates r;
@@ -35,7 +38,7 @@ static cm_rates rates(int gpus) {
   r.fault_1 = 2.5e9;
   r.fault_n = 30e9;
   r.gang = 16;
-  r.gemm_1 = 40e9;
+  cm_rate_set(&r, "gemm_1", 40e9);
   r.serial_fixed_s = 5e-6;
   r.cpu_fixed_s = 1e-4;
   r.gpus = gpus;
@@ -43,7 +46,7 @@ static cm_rates rates(int gpus) {
   r.h2d_pageable = 10e9;
   r.d2h_pageable = 18e9;
   r.dev_bw = 3e12;
-  r.gpu_flops = 5e13;
+  cm_rate_set(&r, "gpu_flops", 5e13);
   r.gpu_ops = 1.2e13;
   r.gpu_fixed_s = 3e-4;
   r.chunk_bytes = 32 << 20;
@@ -73,7 +76,7 @@ static job_estimate map_est(double n, double ops_per_elem) {
   return e;
 }
 
-static tbackend choose(const cm_model *m, tkind k, const job_estimate *e,
+static tbackend choose(const cm_model *m, const kind_ops *k, const job_estimate *e,
                        int gpu_ok, char *reason) {
   tbackend b = B_AUTO;
   json_t *j = NULL;
@@ -99,39 +102,39 @@ TEST(picks_the_fastest) {
   char why[200];
   job_estimate tiny = map_est(100, 4), mid = map_est(1e6, 4),
                big = map_est(1e9, 1), heavy = map_est(1e8, 200);
-  CHECK(choose(&m, K_MAP, &tiny, 1, why) == B_SERIAL);
+  CHECK(choose(&m, km, &tiny, 1, why) == B_SERIAL);
   CHECK(strncmp(why, "estimate serial ", 16) == 0);
-  CHECK(choose(&m, K_MAP, &mid, 0, why) == B_CPU);
+  CHECK(choose(&m, km, &mid, 0, why) == B_CPU);
   CHECK(strstr(why, "no usable GPU") != NULL);
-  CHECK(choose(&m, K_MAP, &heavy, 1, why) == B_CUDA);
+  CHECK(choose(&m, km, &heavy, 1, why) == B_CUDA);
   CHECK(strncmp(why, "estimate cuda ", 14) == 0 && strstr(why, ", cpu ") &&
         strstr(why, ", serial "));
-  CHECK(choose(&m, K_MAP, &heavy, 0, why) == B_CPU);
+  CHECK(choose(&m, km, &heavy, 0, why) == B_CPU);
   /* x+1 over 1e9: staging 16 GB through the host (~0.47 s) vs 1e9 ops on
    * 12 G ops/s plus writing the result (~0.35 s). */
-  CHECK(choose(&m, K_MAP, &big, 1, why) == B_CPU);
+  CHECK(choose(&m, km, &big, 1, why) == B_CPU);
   /* A slow CPU does not send it to the GPU: the GPU's result is written
    * through a mapping at 1.9 GB/s, slower than the sink's pwrite... */
   r.vm_ops_n = 1e9;
   r.stream_n = 14e9;
   cm_model_init(&m, &r);
-  CHECK(choose(&m, K_MAP, &big, 1, why) == B_CPU);
+  CHECK(choose(&m, km, &big, 1, why) == B_CPU);
   /* ...but would, were the GPU's results written as fast as the sink's
    * (and the CPU a little slower still). */
   r.mwrite_1 = r.mwrite_n = r.mwrite_pf = r.write_1;
   r.vm_ops_n = 4e8;
   cm_model_init(&m, &r);
-  CHECK(choose(&m, K_MAP, &big, 1, why) == B_CUDA);
+  CHECK(choose(&m, km, &big, 1, why) == B_CUDA);
   /* matmul 4096^3: 137 GFLOP; cuda ~3 ms + copies vs cpu ~0.3 s */
   job_estimate mm;
   memset(&mm, 0, sizeof mm);
   mm.work = 2.0 * 4096 * 4096 * 4096;
   mm.in_bytes = 2 * 8 * 4096 * 4096;
   mm.out_bytes = 8 * 4096 * 4096;
-  CHECK(choose(&m, K_MATMUL, &mm, 1, why) == B_CUDA);
+  CHECK(choose(&m, kmm, &mm, 1, why) == B_CUDA);
   cm_rates nog = rates(0);
   cm_model_init(&m, &nog);
-  CHECK(choose(&m, K_MATMUL, &mm, 1, why) == B_CPU); /* no GPU measured */
+  CHECK(choose(&m, kmm, &mm, 1, why) == B_CPU); /* no GPU measured */
 }
 
 TEST(monotonic) {
@@ -142,7 +145,7 @@ TEST(monotonic) {
     double prev = 0;
     for (double n = 1e3; n <= 1e10; n *= 10) {
       job_estimate e = map_est(n, 4);
-      double ms = cm_model_ms(&m, K_MAP, &e, (tbackend)b);
+      double ms = cm_model_ms(&m, km, &e, (tbackend)b);
       CHECK(ms > prev);
       prev = ms;
     }
@@ -166,14 +169,14 @@ TEST(stored_results_cost_a_gpu_job) {
    * 800 MB through a mapping (~420 ms), and not chosen. */
   job_estimate e = upload_est(1e8);
   cm_parts p;
-  cm_model_parts(&m, K_MAP, &e, B_CUDA, &p);
+  cm_model_parts(&m, km, &e, B_CUDA, &p);
   CHECK_NEAR(p.store, r.file_fixed_s + 8e8 / r.mwrite_1, 1e-9);
   CHECK_NEAR(p.d2h, 8e8 / r.d2h, 1e-12);
   CHECK_NEAR(p.h2d, 8e8 / r.h2d, 1e-12);
   CHECK(p.total >= p.fixed + p.store && p.total >= p.fixed + p.d2h);
-  CHECK(cm_model_ms(&m, K_MAP, &e, B_CUDA) >= 420);
+  CHECK(cm_model_ms(&m, km, &e, B_CUDA) >= 420);
   char why[200];
-  CHECK(choose(&m, K_MAP, &e, 1, why) != B_CUDA);
+  CHECK(choose(&m, km, &e, 1, why) != B_CUDA);
   /* With the result mapping prefaulted by the gang (measured 6.6 GB/s on
    * an H100's ext4), cuda's store is that rate's, the CPU backends' are
    * not moved by it. */
@@ -183,19 +186,19 @@ TEST(stored_results_cost_a_gpu_job) {
     cm_parts q, c1, c2;
     r2.mwrite_pf = 6.6e9;
     cm_model_init(&m2, &r2);
-    cm_model_parts(&m2, K_MAP, &e, B_CUDA, &q);
+    cm_model_parts(&m2, km, &e, B_CUDA, &q);
     CHECK_NEAR(q.store, r.file_fixed_s + 8e8 / 6.6e9, 1e-9);
     CHECK(q.total < p.total);
     job_estimate mm = e;
     mm.out_bytes = (int64_t)8e8;
-    cm_model_parts(&m, K_MATMUL, &mm, B_CPU, &c1);
-    cm_model_parts(&m2, K_MATMUL, &mm, B_CPU, &c2);
+    cm_model_parts(&m, kmm, &mm, B_CPU, &c1);
+    cm_model_parts(&m2, kmm, &mm, B_CPU, &c2);
     CHECK(c1.store == c2.store);
   }
   /* The estimate JSON has every backend's parts; cuda's with its copies. */
   tbackend b;
   json_t *j = NULL;
-  CHECK(cm_model_choose(&m, K_MAP, &e, 1, &b, why, sizeof why, &j) == 0);
+  CHECK(cm_model_choose(&m, km, &e, 1, &b, why, sizeof why, &j) == 0);
   json_t *pc = json_object_get(json_object_get(j, "parts_ms"), "cuda");
   CHECK_NEAR(json_number_value(json_object_get(pc, "store")), p.store * 1e3,
              1e-6);
@@ -211,11 +214,11 @@ TEST(stored_results_cost_a_gpu_job) {
   red.out_bytes = 8;
   m.row_max = 65536;
   for (int bb = B_SERIAL; bb <= B_CPU; bb++) {
-    cm_model_parts(&m, K_REDUCE, &red, (tbackend)bb, &p);
+    cm_model_parts(&m, kr, &red, (tbackend)bb, &p);
     CHECK(p.store == 0);
   }
   m.row_max = 0; /* no row: a file, at least its fixed cost */
-  cm_model_parts(&m, K_REDUCE, &red, B_SERIAL, &p);
+  cm_model_parts(&m, kr, &red, B_SERIAL, &p);
   CHECK(p.store >= r.file_fixed_s);
 }
 
@@ -227,8 +230,8 @@ TEST(store_does_not_scale_with_threads) {
   cm_model_init(&m, &r);
   job_estimate e = upload_est(1e8);
   cm_parts ps, pc;
-  cm_model_parts(&m, K_MAP, &e, B_SERIAL, &ps);
-  cm_model_parts(&m, K_MAP, &e, B_CPU, &pc);
+  cm_model_parts(&m, km, &e, B_SERIAL, &ps);
+  cm_model_parts(&m, km, &e, B_CPU, &pc);
   CHECK(ps.store > 0.1);
   CHECK(pc.store >= ps.store);
   /* a cheap map on the pool cannot be faster than its store */
@@ -239,8 +242,8 @@ TEST(store_does_not_scale_with_threads) {
   g.work = 5000.0 * 4999 / 2;
   g.out_bytes = 8 * 5000 * 5000;
   g.in_bytes = 5000 * 16;
-  cm_model_parts(&m, K_GEODESIC, &g, B_SERIAL, &ps);
-  cm_model_parts(&m, K_GEODESIC, &g, B_CPU, &pc);
+  cm_model_parts(&m, kg, &g, B_SERIAL, &ps);
+  cm_model_parts(&m, kg, &g, B_CPU, &pc);
   CHECK(pc.store >= ps.store && ps.store >= g.out_bytes / r.mwrite_1);
   CHECK(pc.compute < ps.compute); /* the compute does scale */
   /* the method's cost per pair counts: haversine (27 ns) is cheaper
@@ -248,13 +251,13 @@ TEST(store_does_not_scale_with_threads) {
   job_estimate hv = g;
   hv.ops_per_elem = 27;
   cm_parts ph;
-  cm_model_parts(&m, K_GEODESIC, &hv, B_SERIAL, &ph);
+  cm_model_parts(&m, kg, &hv, B_SERIAL, &ph);
   CHECK_NEAR(ph.compute * 630, ps.compute * 27, 1e-9 * ps.compute * 630);
   /* a 64-thread machine with the same per-thread rates: no smaller store */
   r.threads = 64;
   cm_model_init(&m, &r);
   cm_parts p64;
-  cm_model_parts(&m, K_MAP, &e, B_CPU, &p64);
+  cm_model_parts(&m, km, &e, B_CPU, &p64);
   CHECK(p64.store >= pc.store - 1e-12);
 }
 
@@ -265,25 +268,25 @@ TEST(inputs_where_they_come_from) {
   /* mapped from a file: the page faults' rate, even below the caches */
   job_estimate f = upload_est(1e6);
   cm_parts p;
-  cm_model_parts(&m, K_MAP, &f, B_SERIAL, &p);
+  cm_model_parts(&m, km, &f, B_SERIAL, &p);
   CHECK_NEAR(p.read, 8e6 / r.map_read_1, 1e-12);
   job_estimate h = f; /* the same bytes on the heap (inline, range) */
   h.inputs[0].from_file = 0;
-  cm_model_parts(&m, K_MAP, &h, B_SERIAL, &p);
+  cm_model_parts(&m, km, &h, B_SERIAL, &p);
   CHECK(p.read == 0); /* 16 MB in + out: in the caches */
   /* resident on the device: no h2d and no host read for cuda */
   job_estimate big = upload_est(1e8), res = big;
   res.inputs[0].resident = 1;
   cm_parts pb, pr;
-  cm_model_parts(&m, K_MAP, &big, B_CUDA, &pb);
-  cm_model_parts(&m, K_MAP, &res, B_CUDA, &pr);
+  cm_model_parts(&m, km, &big, B_CUDA, &pb);
+  cm_model_parts(&m, km, &res, B_CUDA, &pr);
   CHECK(pb.h2d > 0 && pb.read > 0);
   CHECK(pr.h2d == 0 && pr.read == 0);
   CHECK(pr.d2h == pb.d2h && pr.store == pb.store);
   CHECK(pr.total <= pb.total);
   /* ...which does not change a CPU backend's read */
-  cm_model_parts(&m, K_MAP, &big, B_SERIAL, &pb);
-  cm_model_parts(&m, K_MAP, &res, B_SERIAL, &pr);
+  cm_model_parts(&m, km, &big, B_SERIAL, &pb);
+  cm_model_parts(&m, km, &res, B_SERIAL, &pr);
   CHECK(pr.read == pb.read && pb.read > 0);
   /* a matmul's inputs: resident ones leave the h2d of the others */
   job_estimate mm;
@@ -294,7 +297,7 @@ TEST(inputs_where_they_come_from) {
   job_estimate_input(&mm, mm.out_bytes, 1);
   job_estimate_input(&mm, mm.out_bytes, 1);
   mm.inputs[1].resident = 1 << 0;
-  cm_model_parts(&m, K_MATMUL, &mm, B_CUDA, &p);
+  cm_model_parts(&m, kmm, &mm, B_CUDA, &p);
   CHECK_NEAR(p.h2d, (double)mm.out_bytes / r.h2d, 1e-12);
 }
 
@@ -303,34 +306,34 @@ TEST(corrections) {
   cm_rates r = rates(1);
   cm_model_init(&m, &r);
   job_estimate e = map_est(1e7, 4);
-  double raw = cm_model_ms(&m, K_MAP, &e, B_CPU);
-  for (int i = 0; i < 60; i++) cm_model_observe(&m, K_MAP, &e, B_CPU, 3 * raw);
-  CHECK_NEAR(m.corr[K_MAP][B_CPU], 3.0, 0.01);
-  CHECK_NEAR(cm_model_ms(&m, K_MAP, &e, B_CPU), 3 * raw, 0.01 * raw);
-  CHECK(m.nobs[K_MAP][B_CPU] == 60);
-  CHECK(m.corr[K_MAP][B_SERIAL] == 1.0); /* other pairs untouched */
-  CHECK(m.corr[K_REDUCE][B_CPU] == 1.0);
-  for (int i = 0; i < 200; i++) cm_model_observe(&m, K_MAP, &e, B_CUDA, 1e12);
-  CHECK(m.corr[K_MAP][B_CUDA] <= 20.0);  /* bounded */
-  cm_model_observe(&m, K_MAP, &e, B_AUTO, 5);  /* ignored */
-  cm_model_observe(&m, K_MAP, &e, B_CPU, -1);  /* ignored */
-  CHECK(m.nobs[K_MAP][B_CPU] == 60);
+  double raw = cm_model_ms(&m, km, &e, B_CPU);
+  for (int i = 0; i < 60; i++) cm_model_observe(&m, km, &e, B_CPU, 3 * raw);
+  CHECK_NEAR(m.corr[kind_slot(km)][B_CPU], 3.0, 0.01);
+  CHECK_NEAR(cm_model_ms(&m, km, &e, B_CPU), 3 * raw, 0.01 * raw);
+  CHECK(m.nobs[kind_slot(km)][B_CPU] == 60);
+  CHECK(m.corr[kind_slot(km)][B_SERIAL] == 1.0); /* other pairs untouched */
+  CHECK(m.corr[kind_slot(kr)][B_CPU] == 1.0);
+  for (int i = 0; i < 200; i++) cm_model_observe(&m, km, &e, B_CUDA, 1e12);
+  CHECK(m.corr[kind_slot(km)][B_CUDA] <= 20.0);  /* bounded */
+  cm_model_observe(&m, km, &e, B_AUTO, 5);  /* ignored */
+  cm_model_observe(&m, km, &e, B_CPU, -1);  /* ignored */
+  CHECK(m.nobs[kind_slot(km)][B_CPU] == 60);
 }
 
 TEST(json_roundtrip) {
   cm_model m, back;
   cm_rates r = rates(2);
   cm_model_init(&m, &r);
-  m.corr[K_REDUCE][B_CUDA] = 1.75;
-  m.nobs[K_REDUCE][B_CUDA] = 9;
+  m.corr[kind_slot(kr)][B_CUDA] = 1.75;
+  m.nobs[kind_slot(kr)][B_CUDA] = 9;
   json_t *j = cm_model_to_json(&m);
   terr e;
   terr_clear(&e);
   CHECK(cm_model_from_json(j, &back, &e) == 0);
   CHECK(back.r.threads == 16 && back.r.gpus == 2);
   CHECK_NEAR(back.r.dev_bw, 3e12, 1);
-  CHECK_NEAR(back.corr[K_REDUCE][B_CUDA], 1.75, 1e-12);
-  CHECK(back.nobs[K_REDUCE][B_CUDA] == 9);
+  CHECK_NEAR(back.corr[kind_slot(kr)][B_CUDA], 1.75, 1e-12);
+  CHECK(back.nobs[kind_slot(kr)][B_CUDA] == 9);
   json_object_set_new(json_object_get(j, "rates"), "vm_ops_1", json_string("x"));
   CHECK(cm_model_from_json(j, &back, &e) == T_EINVAL);
   CHECK_STR(e.field, "calibration.rates.vm_ops_1");
@@ -344,7 +347,7 @@ TEST(calibrate_and_cache) {
   char dir[] = "/tmp/tessel-router-XXXXXX";
   CHECK(mkdtemp(dir) != NULL);
   CHECK(cm_calibrate_in(&r, 2, dir, &e) == 0);
-  CHECK(r.vm_ops_1 > 1e6 && r.vm_ops_n > 1e6 && r.copy_n > 1e7 && r.gemm_1 > 1e7);
+  CHECK(r.vm_ops_1 > 1e6 && r.vm_ops_n > 1e6 && r.copy_n > 1e7 && cm_rate_get(&r, "gemm_1") > 1e7);
   CHECK(r.stream_1 > 1e7 && r.stream_n > 1e7 && r.fault_1 > 1e7 && r.fault_n > 1e7);
   CHECK(r.write_1 > 1e7 && r.write_n > 1e7 && r.map_read_1 > 1e7 &&
         r.map_read_n > 1e7 && r.mwrite_1 > 1e7 && r.mwrite_n > 1e7);
@@ -366,40 +369,43 @@ TEST(calibrate_and_cache) {
   CHECK(cm_ready());
   CHECK(access(path, R_OK) == 0);
   job_estimate je = map_est(1e6, 4);
-  for (int i = 0; i < 16; i++) cm_observe(K_MAP, &je, B_SERIAL, 1234.0);
+  for (int i = 0; i < 16; i++) cm_observe(km, &je, B_SERIAL, 1234.0);
   cm_model a;
   cm_get(&a);
-  CHECK(a.nobs[K_MAP][B_SERIAL] == 16);
+  CHECK(a.nobs[kind_slot(km)][B_SERIAL] == 16);
   cm_shutdown();
   CHECK(!cm_ready());
   /* Next start: read back (same threads and GPUs), corrections kept. */
   CHECK(cm_init(path, dir, 2, 0, 0, &e) == 0);
   cm_model b;
   cm_get(&b);
-  CHECK(b.nobs[K_MAP][B_SERIAL] == 16);
+  CHECK(b.nobs[kind_slot(km)][B_SERIAL] == 16);
   CHECK_NEAR(b.r.vm_ops_1, a.r.vm_ops_1, 1e-6 * a.r.vm_ops_1);
   tbackend ch;
   char why[200];
-  CHECK(cm_choose(K_MAP, &je, 0, &ch, why, sizeof why, NULL) == 0);
+  CHECK(cm_choose(km, &je, 0, &ch, why, sizeof why, NULL) == 0);
   CHECK(strncmp(why, "estimate ", 9) == 0);
   /* The router's entry point uses the model now, the size rule after. */
-  kind_ops k = {.kind = K_MAP, .name = "map"};
   json_t *est = NULL;
-  CHECK(router_choose(&k, &je, 0, &ch, why, sizeof why, &est) == 0);
+  CHECK(router_choose(km, &je, 0, &ch, why, sizeof why, &est) == 0);
   CHECK(strncmp(why, "estimate ", 9) == 0);
   CHECK_STR(json_string_value(json_object_get(est, "model")), "calibrated");
   json_decref(est);
-  router_observe(&k, &je, B_CPU, 5.0);
+  router_observe(km, &je, B_CPU, 5.0);
   cm_get(&b);
-  CHECK(b.nobs[K_MAP][B_CPU] == 1);
+  CHECK(b.nobs[kind_slot(km)][B_CPU] == 1);
   router_shutdown();
-  CHECK(router_choose(&k, &je, 0, &ch, why, sizeof why, NULL) == 0);
+  CHECK(router_choose(km, &je, 0, &ch, why, sizeof why, NULL) == 0);
   CHECK(strncmp(why, "estimate ", 9) != 0);
   unlink(path);
   rmdir(dir);
 }
 
 int main(void) {
+  km = kind_find("map");
+  kr = kind_find("reduce");
+  kmm = kind_find("matmul");
+  kg = kind_find("geodesic");
   gpu_init();
   RUN(picks_the_fastest);
   RUN(monotonic);

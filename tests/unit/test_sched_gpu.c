@@ -275,7 +275,7 @@ static int borrow_prepare(const json_t *params, const tenv *env, void **plan,
   return T_OK;
 }
 static const kind_ops k_borrow =
-    KIND(K_MAP, "borrow", 0, 0, sleepy_check, borrow_prepare, borrow_run);
+    KIND("borrow", 0, 0, sleepy_check, borrow_prepare, borrow_run);
 static const kind_ops *borrow_kinds(const char *name) {
   return strcmp(name, "borrow") == 0 ? &k_borrow : test_kinds(name);
 }

@@ -134,7 +134,7 @@ fail_d:
 static void pplan_free(void *plan) { free(plan); }
 
 static const kind_ops k_parts = {
-    .kind = K_GEODESIC, .name = "parts", .rtol = 1e-9, .atol = 0,
+    .name = "parts", .rtol = 1e-9, .atol = 0,
     .tolerance_doc = "test", .check = parts_check, .prepare = parts_prepare,
     .run = parts_run, .release = pplan_free};
 static const kind_ops *parts_kinds(const char *name) {

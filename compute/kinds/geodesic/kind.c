@@ -159,8 +159,11 @@ static const char *geod_result_layout(const json_t *params) {
   return l && strcmp(l, "condensed") == 0 ? "condensed" : "square";
 }
 
+/* A knn's "distance" and "index", a radius query's "i", "j", "distance"
+ * (query/query.h). */
+static const char *const geod_parts[] = {"distance", "index", "i", "j", NULL};
+
 const kind_ops kind_geodesic_ops = {
-    .kind = K_GEODESIC,
     .name = "geodesic",
     /* CPU (no FMA) and GPU (FMA, CUDA libm) solve to round-off: float64
      * results agree to ~1e-15 relative; float32 results may round to
@@ -176,4 +179,7 @@ const kind_ops kind_geodesic_ops = {
     .run = geod_run,
     .release = geod_release,
     .result_layout = geod_result_layout,
+    .cost = &kind_geodesic_cost,
+    .split = geod_split,
+    .parts = geod_parts,
 };

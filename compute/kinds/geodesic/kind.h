@@ -29,6 +29,10 @@ typedef struct geod_job {
 #define GEOD_COST_HAVERSINE_NS 27.0
 double geod_method_cost_ns(geod_method m);
 
+/* The kind's cost-model terms and its split (compute/kinds/geodesic/cost.c). */
+extern const kind_cost kind_geodesic_cost;
+int geod_split(const json_t *params, const job_estimate *est, kind_split *sp);
+
 /* Submit-time check: options, shapes, the estimate; values when the
  * inputs are small (see compute/kinds/geodesic/params.c). */
 int geod_params_check(const json_t *params, const tenv *env,

@@ -218,8 +218,20 @@ static void map_tolerance(const void *plan, double *rtol, double *atol) {
  * agree to a few ulp; rtol leaves room for a chain of such operations, and
  * atol for results near zero that come from cancelling terms of order one
  * (x**2 + 2*x + 1 near x = -1). */
+/* The VM's terms; a CPU run streams its result into a sink from the
+ * pool's threads (map_run with result_stream), so its store overlaps the
+ * compute. */
+static const kind_cost map_cost = {
+    .unit = "element-ops",
+    .size_words = "elements",
+    .size_from_ops = 1,
+    .unit_ns = 1.0,
+    .flags = KIND_COST_SINK,
+    .cpu_s = kind_vm_cpu_s,
+    .gpu_s = kind_vm_gpu_s,
+};
+
 const kind_ops kind_map_ops = {
-    .kind = K_MAP,
     .name = "map",
     .rtol = 1e-12,
     .atol = 1e-12,
@@ -237,4 +249,6 @@ const kind_ops kind_map_ops = {
     .run = map_run,
     .release = map_release,
     .tolerance = map_tolerance,
+    .cost = &map_cost,
+    .resident_result = 1,
 };

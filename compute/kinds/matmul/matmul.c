@@ -476,8 +476,9 @@ static int mm_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
   return 0;
 }
 
+extern const kind_cost kind_matmul_cost; /* cost.c */
+
 const kind_ops kind_matmul_ops = {
-    .kind = K_MATMUL,
     .name = "matmul",
     .rtol = 1e-6,
     .atol = 1e-9,
@@ -490,4 +491,6 @@ const kind_ops kind_matmul_ops = {
     .run = mm_run,
     .release = mm_release,
     .tolerance = mm_tolerance,
+    .cost = &kind_matmul_cost,
+    .resident_result = 1,
 };

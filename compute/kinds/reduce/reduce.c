@@ -224,7 +224,6 @@ static void reduce_tolerance(const void *plan, double *rtol, double *atol) {
  * careful summation on both sides the difference is a few ulp of the sum
  * of magnitudes, which is the result's own size unless the terms cancel. */
 const kind_ops kind_reduce_ops = {
-    .kind = K_REDUCE,
     .name = "reduce",
     .rtol = 1e-9,
     .atol = 1e-12,
@@ -242,4 +241,5 @@ const kind_ops kind_reduce_ops = {
     .run = reduce_run,
     .release = reduce_release,
     .tolerance = reduce_tolerance,
+    .cost = &kind_cost_vm,
 };
