@@ -8,11 +8,19 @@ pkg_check_modules(PROJ IMPORTED_TARGET proj)
 
 set(TESSEL_TEST_FLAGS ${TESSEL_WARN} ${TESSEL_FP_FLAGS} ${TESSEL_SAN_FLAGS})
 
+# Job kinds that exist only in tests (tests/kinds/: a test adds one to the
+# kind table with kinds_register); never linked into the daemon.
+file(GLOB TESSEL_TEST_KINDS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/kinds/*.c)
+add_library(tessel_test_kinds STATIC ${TESSEL_TEST_KINDS})
+target_compile_options(tessel_test_kinds PRIVATE ${TESSEL_TEST_FLAGS})
+target_include_directories(tessel_test_kinds PUBLIC ${CMAKE_SOURCE_DIR}/tests)
+target_link_libraries(tessel_test_kinds PUBLIC tessel_core)
+
 function(tessel_test_exe name src)
   add_executable(${name} ${src})
   target_compile_options(${name} PRIVATE ${TESSEL_TEST_FLAGS})
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
-  target_link_libraries(${name} PRIVATE tessel_core CURL::libcurl)
+  target_link_libraries(${name} PRIVATE tessel_test_kinds tessel_core CURL::libcurl)
   if(PROJ_FOUND)
     target_link_libraries(${name} PRIVATE PkgConfig::PROJ)
     target_compile_definitions(${name} PRIVATE TESSEL_HAVE_PROJ=1)
