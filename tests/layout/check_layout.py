@@ -15,6 +15,14 @@
    db/, web/, tests/, docker/), and no other top-level folder holds C or CUDA
    sources. A room is a folder (compute/sched) or a top folder (db); the
    room of an include is the longest room its path starts with.
+6. No production code outside compute/kinds/ names a kind: no kind enum
+   constant (K_MAP, ...), no kind's ops symbol (kind_map_ops, ...), and no
+   comparison (strcmp and friends) with a kind's name as a string literal
+   (the names read from the kinds' own kind_ops, `.name = "..."`); and of
+   compute/kinds/ it includes only the contract, compute/kinds/kinds.h (not
+   a kind's own code: its CUDA entry points, its BLAS). What a scheduler,
+   router, API or job file needs to know of a kind is in its kind_ops;
+   comments are not read.
 
 Usage: check_layout.py [source root]   (default: two folders up from here)
 Exit status 0 when every rule holds, 1 with one line per violation.
@@ -44,6 +52,42 @@ HALLS = ["compute"]
 MAX_FILES = 20
 SOURCE_EXT = (".c", ".h", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+KINDS_ROOM = "compute/kinds"
+KIND_OPS_NAME = re.compile(r'const\s+kind_ops\s+\w+\s*=\s*\{[^;]*?\.name\s*=\s*"([a-z0-9_]+)"', re.S)
+KIND_SYMBOL = re.compile(r'\b(K_(?:MAP|REDUCE|MATMUL|GEODESIC|_COUNT)|tkind|kind_[a-z0-9_]+_ops)\b')
+COMMENT = re.compile(r'//[^\n]*|/\*.*?\*/', re.S)
+
+
+def strip_comments(text):
+    """The text with every comment blanked (newlines kept: line numbers hold)."""
+    return COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+
+
+def kind_names(root):
+    """The kinds' names, from their kind_ops definitions in compute/kinds/."""
+    names = set()
+    for dirpath, _, files in os.walk(os.path.join(root, KINDS_ROOM)):
+        for f in files:
+            if f.endswith(".c"):
+                with open(os.path.join(dirpath, f), encoding="utf-8") as fh:
+                    names.update(KIND_OPS_NAME.findall(strip_comments(fh.read())))
+    return names
+
+
+def kind_leaks(rel, text, names):
+    """Where the file (outside compute/kinds/) names a kind: (line, what)."""
+    out = []
+    code = strip_comments(text)
+    compare = re.compile(r'\b(?:str(?:n)?(?:case)?cmp)\s*\(([^;{}]*?)"(' +
+                         "|".join(sorted(names)) + r')"') if names else None
+    for no, line in enumerate(code.split("\n"), 1):
+        m = KIND_SYMBOL.search(line)
+        if m:
+            out.append((no, m.group(1)))
+        c = compare.search(line) if compare else None
+        if c:
+            out.append((no, f'a comparison with "{c.group(2)}"'))
+    return out
 
 
 def acyclic(graph):
@@ -104,6 +148,9 @@ def main():
                     best = r
         return best
 
+    names = kind_names(root)
+    if not names:
+        bad.append(f"{KINDS_ROOM}/: no kind_ops with a .name found (rule 6 reads them)")
     for top in ALLOWED:
         tdir = os.path.join(root, top)
         if not os.path.isdir(tdir):
@@ -121,6 +168,11 @@ def main():
                 bad.append(f"{rel_dir}/: {len(srcs)} source files (at most {MAX_FILES})")
             for f in sorted(srcs):
                 rel = os.path.join(rel_dir, f)
+                if top != KINDS_ROOM:
+                    with open(os.path.join(dirpath, f), encoding="utf-8") as fh:
+                        for no, what in kind_leaks(rel, fh.read(), names):
+                            bad.append(f"{rel}:{no}: names a kind ({what}); ask its kind_ops "
+                                       f"({KINDS_ROOM}/kinds.h) instead")
                 with open(os.path.join(dirpath, f), encoding="utf-8") as fh:
                     for no, line in enumerate(fh, 1):
                         m = INCLUDE.match(line)
@@ -132,13 +184,16 @@ def main():
                             bad.append(f"{rel}:{no}: include \"{inc}\" is not rooted at a folder")
                             continue
                         dst = room_of(inc)
+                        if dst == KINDS_ROOM != top and inc != KINDS_ROOM + "/kinds.h":
+                            bad.append(f"{rel}:{no}: includes a kind's own code (\"{inc}\"); "
+                                       f"only {KINDS_ROOM}/kinds.h, the contract, outside {KINDS_ROOM}/")
                         if dst is None:
                             bad.append(f"{rel}:{no}: include \"{inc}\" names no production folder")
                         elif dst != top and dst not in ALLOWED[top]:
                             bad.append(f"{rel}:{no}: {top} -> {dst} is not an allowed edge (\"{inc}\")")
-                        elif dst == top == "kinds":
-                            src_sub = rel.split("/")[1] if rel.count("/") >= 2 else None
-                            dst_sub = parts[1] if len(parts) >= 3 else None
+                        elif dst == top == KINDS_ROOM:
+                            src_sub = rel.split("/")[2] if rel.count("/") >= 3 else None
+                            dst_sub = parts[2] if len(parts) >= 4 else None
                             if dst_sub and dst_sub != src_sub:
                                 bad.append(f"{rel}:{no}: compute/kinds/{src_sub or ''} -> compute/kinds/{dst_sub}/ goes across kinds (\"{inc}\")")
                         if not os.path.isfile(os.path.join(root, inc)):
