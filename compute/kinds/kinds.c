@@ -4,14 +4,15 @@
  * never by its name; the backend names are in compute/kinds/names.c.
  *
  * Threads: the table is written only by kinds_register, which runs before
- * anything reads it (kinds.h); after that every reader sees a fixed table.
+ * anything else reads it (kinds.h); after that every reader sees a fixed
+ * table, and kind_list's text is built once (pthread_once).
  */
 #include "compute/kinds/kinds.h"
 
+#include <assert.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-
-#include <assert.h>
 
 static const kind_ops *table[KIND_MAX] = {
     &kind_map_ops,
@@ -20,7 +21,8 @@ static const kind_ops *table[KIND_MAX] = {
     &kind_geodesic_ops,
 };
 static int count = 4;
-static char names[KIND_MAX * 34]; /* kind_list's text, "" until asked */
+static char names[KIND_MAX * 34]; /* kind_list's text */
+static pthread_once_t names_once = PTHREAD_ONCE_INIT;
 
 int kind_count(void) { return count; }
 
@@ -41,12 +43,18 @@ const kind_ops *kind_find(const char *name) {
   return NULL;
 }
 
-const char *kind_list(void) {
-  if (names[0]) return names;
+/* kind_list's text from the table: once on first use (any thread), and
+ * again by each kinds_register (before anything else runs). */
+static void names_build(void) {
   size_t len = 0;
+  names[0] = 0;
   for (int i = 0; i < count && len < sizeof names; i++)
     len += (size_t)snprintf(names + len, sizeof names - len, "%s%s",
                             i ? ", " : "", table[i]->name);
+}
+
+const char *kind_list(void) {
+  pthread_once(&names_once, names_build);
   return names;
 }
 
@@ -81,7 +89,8 @@ int kinds_register(const kind_ops *k) {
       rate_taken(k))
     return -1;
   table[count++] = k;
-  names[0] = 0; /* kind_list builds it again */
+  pthread_once(&names_once, names_build); /* not again after this one */
+  names_build();
   assert(kind_slot(k) == count - 1);
   return 0;
 }
