@@ -66,6 +66,8 @@ int cm_rate_set(cm_rates *r, const char *name, double v) {
 
 static double pos(double x) { return x > 0 && isfinite(x) ? x : 0; }
 static double rate(double x) { return x > 0 && isfinite(x) ? x : 1e-30; }
+/* A kind's term: NaN or negative is 0, "forever" stays infinite. */
+static double term(double x) { return x > 0 ? x : 0; }
 /* A file's rate with several writers: never above one thread's (they
  * queue on the inode lock; a measured "all" above it is noise). */
 static double capped(double one, double all) {
@@ -160,7 +162,7 @@ void cm_model_parts(const cm_model *m, const kind_ops *k,
   switch (b) {
     case B_SERIAL:
     case B_CPU: {
-      p->compute = pos(c->cpu_s(est, !one, &km));
+      p->compute = term(c->cpu_s(est, !one, &km));
       /* mapped inputs fault whatever their size; heap ones cost beyond
        * the caches, unless the kind reads them inside its compute rate
        * (matmul re-reads its panels from cache: KIND_COST_HEAP_IN_RATE) */
@@ -180,7 +182,7 @@ void cm_model_parts(const cm_model *m, const kind_ops *k,
         p->total = INFINITY;
         return;
       }
-      double dev = pos(c->gpu_s(est, in + res + out, out, &km));
+      double dev = term(c->gpu_s(est, in + res + out, out, &km));
       p->compute = dev;
       int gang = r->gang > 0 ? r->gang : 1;
       double share = (double)gang / threads;
