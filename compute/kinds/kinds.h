@@ -364,7 +364,8 @@ static inline void kind_checked_free(const kind_ops *k, void *checked) {
  * for i in [0, kind_count()). kind_slot: k's index in the table, -1 when
  * it is not in it (a test's kind handed to the scheduler only by its
  * kind_lookup): the cost model keeps per-kind figures by it. kind_list:
- * "map, reduce, matmul, geodesic" for "one of ..." messages. */
+ * "map, reduce, matmul, geodesic" for "one of ..." messages (a static
+ * string of the table's). Any thread, once registration is over. */
 #define KIND_MAX 16
 const kind_ops *kind_find(const char *name);
 int kind_count(void);
