@@ -5,7 +5,9 @@
  * Its contract, each part through kind_ops: check (unknown keys and bad
  * values refused naming the field; the estimate: n rows, 2n cells of work,
  * 16n bytes out), prepare/run/release on serial and cpu (a pool of
- * threads over row blocks; cuda refused: it has no device code), an exact
+ * threads over row blocks) and cuda (it has no device code: the run on
+ * the host, so that auto and compare on a GPU node see it run on every
+ * backend as the built-in kinds do), an exact
  * tolerance for compare, a cost (cells at its own calibrated rate
  * "twice_rows_1", which its calibrate sets to TWICE_RATE), and a split
  * into row tiles joined by concatenation (a tile computes rows [row0,
@@ -99,9 +101,10 @@ static int twice_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
                      terr *e) {
   const twice_plan *p = plan;
   *result = NULL;
-  if (b != B_SERIAL && b != B_CPU)
+  if (b != B_SERIAL && b != B_CPU && b != B_CUDA)
     return terr_set(e, T_EINVAL, "backend", -1,
-                    "kind twice runs on serial or cpu only");
+                    "kind twice runs on serial, cpu or cuda, not backend %d",
+                    (int)b);
   int64_t r0 = ctx->row1 > 0 ? ctx->row0 : 0, r1 = ctx->row1 > 0 ? ctx->row1 : p->n;
   int64_t shape[2] = {r1 - r0, 2};
   tarray *out = NULL;
