@@ -15,13 +15,15 @@
  * The kind is in no daemon, so the service runs in this process: the
  * store, the scheduler, the HTTP server and the API wired as app/main.c
  * wires them, on a loopback port; requests go through libcurl (harness.h's
- * helpers, pointed at that port). The argument (the daemon's path) is not
- * used.
+ * helpers, pointed at that port), with the GPUs the machine has (the kind
+ * has no device code: its cuda run computes on the host). The argument
+ * (the daemon's path) is not used.
  */
 #include "integration/harness.h"
 
 #include "api/api.h"
 #include "compute/array/arrays.h"
+#include "compute/gpu/gpu.h"
 #include "compute/jobs/jobs.h"
 #include "compute/sched/costmodel.h"
 #include "compute/sched/router.h"
@@ -229,6 +231,7 @@ static void calibration_keeps_it(void) {
 
 int main(int argc, char **argv) {
   curl_global_init(CURL_GLOBAL_ALL);
+  gpu_init(); /* as the daemon: on a GPU machine auto and compare may use it */
   RUN(registered_by_one_line);
   RUN(router_size_rule);
   if (start_service() != 0) {
@@ -242,6 +245,7 @@ int main(int argc, char **argv) {
   RUN(split_into_tiles_and_joined);
   RUN(api_lists_filters_and_counts_it);
   stop_service();
+  gpu_shutdown();
   RUN(calibration_keeps_it);
   char cmd[400];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
