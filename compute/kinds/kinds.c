@@ -24,7 +24,9 @@ static int count = 4;
 static char names[KIND_MAX * 34]; /* kind_list's text */
 static pthread_once_t names_once = PTHREAD_ONCE_INIT;
 
-int kind_count(void) { return count; }
+int kind_count(void) {
+  return count;
+}
 
 const kind_ops *kind_at(int i) {
   return i >= 0 && i < count ? table[i] : NULL;

@@ -19,8 +19,6 @@
  * has no device code: its cuda run computes on the host). The argument
  * (the daemon's path) is not used.
  */
-#include "integration/harness.h"
-
 #include "api/api.h"
 #include "compute/array/arrays.h"
 #include "compute/gpu/gpu.h"
@@ -29,6 +27,7 @@
 #include "compute/sched/router.h"
 #include "compute/sched/sched.h"
 #include "db/store.h"
+#include "integration/harness.h"
 #include "kinds/twice.h"
 #include "server/http.h"
 
@@ -84,11 +83,14 @@ static int start_service(void) {
   if (sched_create(&sc, &g_sc, &e)) goto fail;
   http_config hc = {.listen = "127.0.0.1", .port = 0, .threads = 2};
   if (http_server_create(&hc, &g_srv, &e)) goto fail;
-  g_jobs = (jobs){.st = g_st, .sc = g_sc, .max_elems = 1 << 26,
-                  .default_timeout_s = 60};
+  g_jobs = (jobs){
+      .st = g_st, .sc = g_sc, .max_elems = 1 << 26, .default_timeout_s = 60};
   g_arrays = (arrays){.st = g_st, .data_dir = g_dir};
-  g_api = (api_ctx){.srv = g_srv, .jobs = &g_jobs, .arrays = &g_arrays,
-                    .max_elems = 1 << 26, .max_json_result = 64 << 20};
+  g_api = (api_ctx){.srv = g_srv,
+                    .jobs = &g_jobs,
+                    .arrays = &g_arrays,
+                    .max_elems = 1 << 26,
+                    .max_json_result = 64 << 20};
   if (api_register(g_srv, &g_api, &e) || sched_start(g_sc, &e) ||
       http_server_start(g_srv, &e))
     goto fail;
@@ -140,9 +142,9 @@ static int rows_ok(json_t *data, int64_t n, double s) {
 }
 
 TEST(auto_runs_and_says_why) {
-  json_t *j = submit(&S, "?wait=60",
-                     "{\"kind\":\"twice\",\"params\":{\"n\":500,\"scale\":0.5}}",
-                     NULL);
+  json_t *j =
+      submit(&S, "?wait=60",
+             "{\"kind\":\"twice\",\"params\":{\"n\":500,\"scale\":0.5}}", NULL);
   CHECK(j && strcmp(jstr(j, "status"), "succeeded") == 0);
   const char *why = j ? jstr(json_object_get(j, "backend"), "reason") : NULL;
   CHECK_MSG(why && strncmp(why, "estimate ", 9) == 0, "reason %s",
@@ -167,7 +169,8 @@ TEST(bad_params_name_the_field) {
 TEST(compare_checks_its_backends) {
   json_t *j = submit(&S, "?wait=60",
                      "{\"kind\":\"twice\",\"backend\":\"compare\","
-                     "\"params\":{\"n\":20000}}", NULL);
+                     "\"params\":{\"n\":20000}}",
+                     NULL);
   CHECK(j && strcmp(jstr(j, "status"), "succeeded") == 0);
   json_t *cmp = j ? json_object_get(j, "compare") : NULL;
   CHECK(json_array_size(cmp) >= 2);
@@ -179,7 +182,8 @@ TEST(compare_checks_its_backends) {
 TEST(split_into_tiles_and_joined) {
   json_t *j = submit(&S, "?wait=60",
                      "{\"kind\":\"twice\",\"backend\":\"cpu\","
-                     "\"params\":{\"n\":3001,\"scale\":3}}", NULL);
+                     "\"params\":{\"n\":3001,\"scale\":3}}",
+                     NULL);
   char id[64] = "";
   if (j) snprintf(id, sizeof id, "%s", jstr(j, "id"));
   json_decref(j);
@@ -202,7 +206,8 @@ TEST(api_lists_filters_and_counts_it) {
   int seen = 0;
   size_t i;
   json_t *it;
-  json_array_foreach(kinds, i, it) seen |= strcmp(json_string_value(it), "twice") == 0;
+  json_array_foreach(kinds, i, it) seen |=
+      strcmp(json_string_value(it), "twice") == 0;
   CHECK(seen);
   json_decref(o);
   resp_free(&r);
@@ -214,7 +219,8 @@ TEST(api_lists_filters_and_counts_it) {
   json_decref(o);
   resp_free(&r);
   r = req(&S, "GET", "/metrics", NULL, NULL);
-  CHECK(r.status == 200 && strstr(r.body, "kind=\"twice\",backend=\"compare\""));
+  CHECK(r.status == 200 &&
+        strstr(r.body, "kind=\"twice\",backend=\"compare\""));
   resp_free(&r);
 }
 

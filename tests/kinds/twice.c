@@ -34,9 +34,9 @@ static int twice_parse(const json_t *params, twice_plan *p, terr *e) {
   if (!json_is_object(params))
     return terr_set(e, T_EINVAL, "params", -1, "must be an object");
   const char *bad = kind_params_unknown_key(params, keys);
-  if (bad)
-    return terr_set(e, T_EINVAL, "params", -1, "unknown key '%s'", bad);
-  json_t *n = json_object_get(params, "n"), *s = json_object_get(params, "scale");
+  if (bad) return terr_set(e, T_EINVAL, "params", -1, "unknown key '%s'", bad);
+  json_t *n = json_object_get(params, "n"),
+         *s = json_object_get(params, "scale");
   if (!json_is_integer(n) || json_integer_value(n) < 1 ||
       json_integer_value(n) > 10000000)
     return terr_set(e, T_EINVAL, "params.n", -1,
@@ -48,8 +48,8 @@ static int twice_parse(const json_t *params, twice_plan *p, terr *e) {
   return 0;
 }
 
-static int twice_check(const json_t *params, const tenv *env,
-                       job_estimate *est, terr *e) {
+static int twice_check(const json_t *params, const tenv *env, job_estimate *est,
+                       terr *e) {
   twice_plan p;
   int rc = twice_parse(params, &p, e);
   if (rc) return rc;
@@ -105,7 +105,8 @@ static int twice_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
     return terr_set(e, T_EINVAL, "backend", -1,
                     "kind twice runs on serial, cpu or cuda, not backend %d",
                     (int)b);
-  int64_t r0 = ctx->row1 > 0 ? ctx->row0 : 0, r1 = ctx->row1 > 0 ? ctx->row1 : p->n;
+  int64_t r0 = ctx->row1 > 0 ? ctx->row0 : 0,
+          r1 = ctx->row1 > 0 ? ctx->row1 : p->n;
   int64_t shape[2] = {r1 - r0, 2};
   tarray *out = NULL;
   int rc = ctx->result_alloc(ctx, T_F64, 2, shape, &out, e);
@@ -127,7 +128,9 @@ static int twice_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
   return 0;
 }
 
-static void twice_release(void *plan) { free(plan); }
+static void twice_release(void *plan) {
+  free(plan);
+}
 
 /* ---- its cost: cells at its own rate ----------------------------------- */
 

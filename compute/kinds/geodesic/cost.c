@@ -79,7 +79,7 @@ int geod_split(const json_t *params, const job_estimate *est, kind_split *sp) {
     const char *l = json_string_value(json_object_get(params, "layout"));
     sp->tri = 1;
     sp->join = l && strcmp(l, "condensed") == 0 ? KIND_JOIN_CONDENSED
-                                                 : KIND_JOIN_SQUARE;
+                                                : KIND_JOIN_SQUARE;
   }
   return 1;
 }

@@ -46,7 +46,8 @@ static double mm_gpu_s(const job_estimate *est, double bytes, double out,
  * GFLOP/s when there is no memory to measure. */
 static double measure_gemm(void) {
   enum { N = 192 };
-  double *a = malloc(sizeof(double) * N * N), *b = malloc(sizeof(double) * N * N),
+  double *a = malloc(sizeof(double) * N * N),
+         *b = malloc(sizeof(double) * N * N),
          *c = malloc(sizeof(double) * N * N);
   double rate = 1e10;
   if (a && b && c) {
@@ -55,8 +56,8 @@ static double measure_gemm(void) {
       b[i] = 2.0 - (i % 5) * 0.25;
     }
     openblas_set_num_threads(1);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0, a, N, b,
-                N, 0.0, c, N);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0, a, N,
+                b, N, 0.0, c, N);
     double t0 = t_now_ms();
     for (int k = 0; k < 3; k++)
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0, a, N,
@@ -107,7 +108,7 @@ static void matmul_calibrate(double *rate, int threads, int gpus) {
 }
 
 static const kind_rate mm_rates[] = {
-    [MM_GEMM_1] = {"gemm_1", 0},    /* OpenBLAS dgemm flops/s, one thread */
+    [MM_GEMM_1] = {"gemm_1", 0},       /* OpenBLAS dgemm flops/s, one thread */
     [MM_GPU_FLOPS] = {"gpu_flops", 1}, /* cuBLAS dgemm flops/s */
 };
 
