@@ -22,6 +22,8 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#include "util/tassert.h"
+
 typedef struct tmutex {
   pthread_mutex_t m;
 #ifndef NDEBUG
@@ -29,8 +31,7 @@ typedef struct tmutex {
 #endif
 } tmutex;
 
-/* T_ASSERT: assert, named so that a reader sees a documented invariant. */
-#define T_ASSERT(cond) assert(cond)
+/* T_ASSERT (util/tassert.h): an invariant, checked where asserts are on. */
 
 #ifndef NDEBUG
 static inline unsigned long tmutex_self_(void) {

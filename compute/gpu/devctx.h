@@ -8,7 +8,7 @@
  * every job (stage.cu), a small gang of host threads that fill and drain the
  * staging slots in parallel (stage.cu), the resident-array cache
  * (resident.cu), the loaded kernel modules (kcache.cu) and the cuBLAS handle
- * (matmul.cu).
+ * (compute/kinds/matmul/matmul.cu).
  *
  * Errors: every CUDA runtime / driver / NVRTC / cuBLAS status goes through
  * dev_fail* which fills the terr with "what failed (file:line): CUDA text"
@@ -18,7 +18,10 @@
  *
  * Threads and locks: a devctx is used by one thread at a time, the one that
  * holds its recursive mutex (dev_begin takes it, dev_end releases it; the
- * public gpu_lock/gpu_unlock take the same mutex). The health counters are
+ * public gpu_lock/gpu_unlock take the same mutex), always through
+ * dev_lock / dev_unlock, which record the holder: the functions whose
+ * state the lock guards (the pool, the staging slots, the resident cache,
+ * the loaded modules, the cuBLAS handle) assert it (DEV_ASSERT_HELD). The health counters are
  * accessed with __atomic builtins, without the lock. The kernel cache's in-memory cubin
  * table (kcache.cu) is shared by all devices under its own mutex; it is
  * never held while a device lock is being taken.
@@ -39,6 +42,7 @@ extern "C" {
 #include "compute/gpu/gpu.h"
 #include "compute/array/tarray.h"
 #include "util/err.h"
+#include "util/tassert.h"
 #include "util/util.h"
 
 #define DEV_STAGE_SLOTS 4             /* pipeline depth of chunked jobs */
@@ -92,6 +96,12 @@ typedef struct devctx {
   size_t mem_total;
 
   pthread_mutex_t lock; /* recursive; guards everything below */
+  /* Who holds `lock` and how deep (dev_lock / dev_unlock keep them; every
+   * build has the fields, so that C and CUDA files agree on the layout).
+   * holder is read without the lock (atomic): only the holder's own answer
+   * to "do I hold it?" is meaningful. */
+  unsigned long holder; /* pthread_self() of the holder; 0: free */
+  int hold_depth;       /* recursive takes by the holder */
   int ready;            /* streams, events and pool set up (dev_setup) */
   cudaStream_t s_h2d, s_comp, s_d2h;
   cudaEvent_t ev_a, ev_b; /* scratch events for timing single regions */
@@ -136,6 +146,34 @@ int64_t dev_wave_blocks(devctx *d, CUfunction fn, int threads);
 
 /* The context of Tessel device `dev`, or NULL when out of range. */
 devctx *dev_get(int dev);
+
+/* The device lock, with its holder recorded so that "the caller holds the
+ * device" is checked, not only written (DEV_ASSERT_HELD, on where asserts
+ * are: every build but Release). Every take of d->lock goes through these. */
+static inline void dev_lock(devctx *d) {
+  pthread_mutex_lock(&d->lock);
+  if (d->hold_depth++ == 0)
+    __atomic_store_n(&d->holder, (unsigned long)pthread_self(),
+                     __ATOMIC_RELAXED);
+}
+static inline int dev_trylock(devctx *d) {
+  if (pthread_mutex_trylock(&d->lock) != 0) return -1;
+  if (d->hold_depth++ == 0)
+    __atomic_store_n(&d->holder, (unsigned long)pthread_self(),
+                     __ATOMIC_RELAXED);
+  return 0;
+}
+static inline int dev_held(devctx *d) {
+  return __atomic_load_n(&d->holder, __ATOMIC_RELAXED) ==
+         (unsigned long)pthread_self();
+}
+static inline void dev_unlock(devctx *d) {
+  T_ASSERT(dev_held(d) && d->hold_depth > 0); /* unlock by the holder only */
+  if (--d->hold_depth == 0)
+    __atomic_store_n(&d->holder, 0UL, __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&d->lock);
+}
+#define DEV_ASSERT_HELD(d) T_ASSERT(dev_held(d))
 /* Take the device for a job: lock, make it current on this thread, set up
  * streams/pool on first use. On failure the lock is not held. */
 int dev_begin(int dev, devctx **out, terr *e);

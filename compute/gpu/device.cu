@@ -248,6 +248,8 @@ int gpu_init(void) {
       pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
       pthread_mutex_init(&d->lock, &ma);
       pthread_mutexattr_destroy(&ma);
+      d->holder = 0;
+      d->hold_depth = 0;
       __atomic_store_n(&d->healthy, 1, __ATOMIC_SEQ_CST);
       __atomic_store_n(&d->fails_in_row, 0, __ATOMIC_SEQ_CST);
       /* The staging copies are bound by memory and page faults; they run
@@ -286,7 +288,7 @@ int gpu_init(void) {
 void gpu_shutdown(void) {
   for (int i = 0; i < g_ndev; i++) {
     devctx *d = &g_dev[i];
-    pthread_mutex_lock(&d->lock);
+    dev_lock(d);
     cudaSetDevice(d->ordinal);
     cudaDeviceSynchronize();
     resident_destroy(d);
@@ -311,7 +313,7 @@ void gpu_shutdown(void) {
     gang_destroy(d->gang);
     d->gang = NULL;
     d->ready = 0;
-    pthread_mutex_unlock(&d->lock);
+    dev_unlock(d);
     pthread_mutex_destroy(&d->lock);
   }
   g_ndev = 0;
@@ -369,10 +371,10 @@ json_t *gpu_devices_json(void) {
     json_object_set_new(o, "healthy", json_boolean(gpu_healthy(i)));
     json_object_set_new(o, "failures_in_row",
                         json_integer(__atomic_load_n(&d->fails_in_row, __ATOMIC_RELAXED)));
-    pthread_mutex_lock(&d->lock);
+    dev_lock(d);
     json_object_set_new(o, "resident_bytes",
                         json_integer((json_int_t)resident_bytes(d)));
-    pthread_mutex_unlock(&d->lock);
+    dev_unlock(d);
     json_array_append_new(devs, o);
   }
   json_object_set_new(root, "devices", devs);
@@ -409,17 +411,17 @@ void gpu_note_result(int dev, int rc) {
 
 void gpu_lock(int dev) {
   devctx *d = dev_get(dev);
-  if (d) pthread_mutex_lock(&d->lock);
+  if (d) dev_lock(d);
 }
 
 void gpu_unlock(int dev) {
   devctx *d = dev_get(dev);
-  if (d) pthread_mutex_unlock(&d->lock);
+  if (d) dev_unlock(d);
 }
 
 int gpu_trylock(int dev) {
   devctx *d = dev_get(dev);
-  return d && pthread_mutex_trylock(&d->lock) == 0 ? 0 : -1;
+  return d && dev_trylock(d) == 0 ? 0 : -1;
 }
 
 int dev_begin(int dev, devctx **out, terr *e) {
@@ -429,7 +431,7 @@ int dev_begin(int dev, devctx **out, terr *e) {
     return terr_set(e, T_EUNAVAIL, "backend", -1,
                     "no CUDA device %d (%d usable)%s%s", dev, g_ndev,
                     g_ndev ? "" : ": ", g_ndev ? "" : g_reason);
-  pthread_mutex_lock(&d->lock);
+  dev_lock(d);
   int rc = 0;
   if (!d->ready) {
     rc = terr_set(e, T_EUNAVAIL, "backend", -1, "CUDA device %d is shut down",
@@ -440,7 +442,7 @@ int dev_begin(int dev, devctx **out, terr *e) {
   *out = d;
   return 0;
 fail:
-  pthread_mutex_unlock(&d->lock);
+  dev_unlock(d);
   return rc;
 }
 
@@ -449,7 +451,7 @@ void dev_end(devctx *d, int rc) {
   if (!d) return;
   resident_release_all(d);
   resident_drop_pending(d);
-  pthread_mutex_unlock(&d->lock);
+  dev_unlock(d);
 }
 
 int64_t dev_wave_blocks(devctx *d, CUfunction fn, int threads) {

@@ -51,6 +51,7 @@ static int take_cached(devpool *p, size_t want) {
 }
 
 int devmem_alloc(devctx *d, size_t bytes, devbuf *out, terr *e) {
+  DEV_ASSERT_HELD(d); /* the pool is the device's: guarded by its lock */
   devpool *p = &d->pool;
   out->ptr = NULL;
   out->bytes = 0;
@@ -97,6 +98,7 @@ int devmem_alloc(devctx *d, size_t bytes, devbuf *out, terr *e) {
 
 void devmem_free(devctx *d, devbuf *b) {
   if (!b || !b->ptr) return;
+  DEV_ASSERT_HELD(d);
   devpool *p = &d->pool;
   p->live_bytes -= b->bytes;
   int keep = p->cached_bytes + b->bytes <= p->cache_cap;

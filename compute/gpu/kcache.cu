@@ -306,6 +306,7 @@ int kcache_get(devctx *d, const char *key, kcache_gen_fn gen, void *arg,
                const char *entry, CUfunction *fn, double *compile_ms,
                terr *e) {
   int rc = 0;
+  DEV_ASSERT_HELD(d); /* d->mods is guarded by the device lock */
   int arch = d->cc_major * 10 + d->cc_minor;
   void *code = NULL;
   size_t len = 0;
@@ -389,9 +390,9 @@ void kcache_unload(devctx *d) {
 void kcache_reset_memory(void) {
   for (int i = 0; i < gpu_count(); i++) {
     devctx *d = dev_get(i);
-    pthread_mutex_lock(&d->lock);
+    dev_lock(d);
     if (cudaSetDevice(d->ordinal) == cudaSuccess) kcache_unload(d);
-    pthread_mutex_unlock(&d->lock);
+    dev_unlock(d);
   }
   pthread_mutex_lock(&g_mu);
   for (int i = 0; i < g_nbins; i++) {

@@ -111,6 +111,8 @@ uint32_t gpu_resident_mask(const char *id, int dtype, size_t bytes) {
 
 static void remove_at(devctx *d, int i) {
   struct resident *r = d->res;
+  T_ASSERT(i >= 0 && i < r->n);
+  T_ASSERT(r->total >= r->e[i].buf.bytes); /* total sums the entries */
   mirror_del(d->index, r->e[i].id, r->e[i].dtype, r->e[i].bytes);
   r->total -= r->e[i].buf.bytes;
   devmem_free(d, &r->e[i].buf);
@@ -145,6 +147,7 @@ static int make_room(devctx *d, size_t want) {
 static res_entry *entry_add(devctx *d, const char *id, int dtype,
                             size_t bytes, devbuf buf, int pinned) {
   struct resident *r = d->res;
+  T_ASSERT((size_t)r->n < r->cap); /* make_room grew the list */
   res_entry *x = &r->e[r->n++];
   memset(x, 0, sizeof *x);
   snprintf(x->id, sizeof x->id, "%s", id);
@@ -176,6 +179,7 @@ size_t resident_evict(devctx *d, size_t bytes) {
 int resident_acquire(devctx *d, const char *id, const void *host, size_t bytes,
                      int dtype, const void **ptr, double *h2d_ms, terr *e) {
   *ptr = NULL;
+  DEV_ASSERT_HELD(d); /* the cache is guarded by the device lock */
   struct resident *r = res_of(d);
   if (!r || !id || !id[0] || bytes == 0) return 0;
   for (int i = 0; i < r->n; i++) {
@@ -207,6 +211,7 @@ int resident_acquire(devctx *d, const char *id, const void *host, size_t bytes,
 
 int resident_adopt(devctx *d, const char *id, int dtype, size_t bytes,
                    devbuf *buf) {
+  DEV_ASSERT_HELD(d);
   struct resident *r = res_of(d);
   if (!r || !id || !id[0] || bytes == 0 || !buf->ptr) return 0;
   for (int i = 0; i < r->n; i++) /* a re-run: the newer bytes win */
@@ -230,6 +235,7 @@ void resident_release_all(devctx *d) {
 size_t resident_bytes(devctx *d) { return d->res ? d->res->total : 0; }
 
 void resident_drop_id(devctx *d, const char *id) {
+  DEV_ASSERT_HELD(d); /* HTTP threads come through dev_trylock */
   struct resident *r = d->res;
   if (!r || !id) return;
   for (int i = 0; i < r->n;) {
@@ -273,10 +279,10 @@ void gpu_resident_drop(const char *id) {
   if (!id) return;
   for (int i = 0; i < gpu_count(); i++) {
     devctx *d = dev_get(i);
-    if (pthread_mutex_trylock(&d->lock) == 0) {
+    if (dev_trylock(d) == 0) {
       if (d->ready && cudaSetDevice(d->ordinal) == cudaSuccess)
         resident_drop_id(d, id);
-      pthread_mutex_unlock(&d->lock);
+      dev_unlock(d);
       continue;
     }
     pthread_mutex_lock(&g_pending_mu);

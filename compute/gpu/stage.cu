@@ -67,6 +67,7 @@
 
 int stage_ensure(devctx *d, terr *e) {
   int rc = 0;
+  DEV_ASSERT_HELD(d); /* the slots are the device's, one job at a time */
   size_t per = d->stage_total / DEV_STAGE_SLOTS;
   per &= ~(size_t)4095;
   for (int i = 0; i < DEV_STAGE_SLOTS; i++) {
@@ -258,9 +259,11 @@ int stage_upload(devctx *d, void *dst, const void *src, size_t bytes,
   T_TRY(stage_ensure(d, e));
   {
     size_t per = d->slot[0].bytes, off = 0;
+    T_ASSERT(per > 0); /* stage_ensure made the slots: else no progress */
     for (int64_t k = 0; off < bytes; k++) {
       stage_slot *s = &d->slot[k % DEV_STAGE_SLOTS];
       size_t n = bytes - off < per ? bytes - off : per;
+      T_ASSERT(n <= s->bytes); /* the slots are of one size */
       if (s->busy) CU_TRY(cudaEventSynchronize(s->h2d_done));
       gang_item it = {s->host, (const char *)src + off, n};
       gang_copy(d->gang, &it, 1);
@@ -294,6 +297,7 @@ int stage_download(devctx *d, void *dst, const void *src, size_t bytes,
       if (k < nchunks) {
         stage_slot *s = &d->slot[k % DEV_STAGE_SLOTS];
         size_t off = (size_t)k * per, n = bytes - off < per ? bytes - off : per;
+        T_ASSERT(n <= s->bytes); /* the slots are of one size */
         CU_TRY(cudaMemcpyAsync(s->host, (const char *)src + off, n,
                                cudaMemcpyDeviceToHost, d->s_d2h));
         CU_TRY(cudaEventRecord(s->d2h_done, d->s_d2h));
