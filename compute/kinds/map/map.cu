@@ -119,12 +119,16 @@ int fuse_stage_chunk(devctx *d, int nin, const tarray *const *inputs,
   int rc = 0;
   gang_item items[FUSE_MAX_IN];
   int ni = 0;
+  T_ASSERT(nin >= 0 && nin <= FUSE_MAX_IN && start >= 0 && cnt >= 0);
   for (int i = 0; i < nin; i++)
-    if (m[i].streamed)
+    if (m[i].streamed) {
+      /* The chunk of each streamed input fits its region of the slot. */
+      T_ASSERT(m[i].region + (size_t)cnt * m[i].es <= sl->bytes);
       items[ni++] = (gang_item){sl->host + m[i].region,
                                 (const char *)inputs[i]->data +
                                     (size_t)start * m[i].es,
                                 (size_t)cnt * m[i].es};
+    }
   double t0 = t_now_ms();
   gang_copy(d->gang, items, ni);
   *t_h2d += t_now_ms() - t0;
@@ -179,6 +183,7 @@ static int slot_finish(devctx *d, int s, const chunk_rec *c, size_t out_region,
   int rc = 0;
   stage_slot *sl = &d->slot[s];
   size_t es = tdtype_size(out->dtype);
+  T_ASSERT(sl->busy); /* a chunk in flight in the slot: its copies queued */
   CU_TRY(cudaEventSynchronize(sl->d2h_done));
   *job->t_h2d += dev_event_ms(sl->h2d_start, sl->h2d_done);
   *job->t_compute += dev_event_ms(sl->comp_start, sl->comp_done);
@@ -225,6 +230,8 @@ static int map_chunked(devctx *d, CUfunction fn, int groups, fuse_args *args,
         off += (size_t)C * m[i].es;
       }
     out_region = off;
+    /* A chunk's inputs and its output fit one pinned slot. */
+    T_ASSERT(out_region + (size_t)C * es_out <= d->slot[0].bytes);
   }
   for (int s = 0; s < DEV_STAGE_SLOTS; s++)
     T_TRY(devmem_alloc(d, (size_t)C * per_elem, &dslot[s], e));
@@ -233,6 +240,7 @@ static int map_chunked(devctx *d, CUfunction fn, int groups, fuse_args *args,
     int s = (int)(k % DEV_STAGE_SLOTS);
     stage_slot *sl = &d->slot[s];
     if (sl->busy) T_TRY(slot_finish(d, s, &rec[s], out_region, out, job, e));
+    T_ASSERT(!sl->busy); /* the slot is free before it is staged again */
     if ((rc = job->stopped(job->ctx)) != 0) {
       terr_set(e, (terr_code)rc, "", -1, "stopped after %lld of %lld elements",
                (long long)(k * C), (long long)n);

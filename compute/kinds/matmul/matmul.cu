@@ -59,6 +59,7 @@ void matmul_destroy(devctx *d) {
 
 static int handle_of(devctx *d, cublasHandle_t *h, terr *e) {
   int rc = 0;
+  DEV_ASSERT_HELD(d); /* the handle and its workspace are the device's */
   if (!d->cublas) {
     /* The stream and workspace are set once: cublasSetStream would reset
      * the workspace to cuBLAS's own pool on every call. */
@@ -279,6 +280,8 @@ int cuda_matmul(int dev, const tarray *a, const tarray *b, const tarray *bias,
     int uniform = (a_batch == 1 || a_batch == batch) &&
                   (b_batch == 1 || b_batch == batch);
     if (uniform) {
+      /* The result buffer holds the batch of m x n matrices, back to back. */
+      T_ASSERT(batch * m * n == out->size);
       BLAS_TRY(gemm(h, dt, transpose_a, transpose_b, m, n, k, A, B, cbuf.ptr,
                     batch, sa, sb, m * n, beta));
     } else {

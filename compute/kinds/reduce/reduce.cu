@@ -27,6 +27,9 @@
  * a quarter of the device memory, and, for a slab split along the axis,
  * `inner` must fit a staging chunk.
  *
+ * The call runs in steps (red_shape, red_kernels, red_staging,
+ * red_launch_all, red_gather; red_release on every path) over one red_run.
+ *
  * Threads: runs under the device's lock on the caller's thread.
  */
 #include <math.h>
@@ -60,6 +63,7 @@ static int64_t plan_count(const red_plan *p) {
   return p->outer * ceil_div(p->L, per);
 }
 static void plan_chunk(const red_plan *p, int64_t k, red_chunk *c) {
+  T_ASSERT(k >= 0 && k < plan_count(p));
   if (!p->split) {
     c->o0 = k * p->slab_o;
     c->no = p->outer - c->o0 < p->slab_o ? p->outer - c->o0 : p->slab_o;
@@ -111,6 +115,8 @@ static int launch_chunk(devctx *d, CUfunction part_fn, CUfunction comb_fn,
     devmem_free(d, parts);
     T_TRY(devmem_alloc(d, need, parts, e));
   }
+  /* Every part of every output of the chunk has its state slot. */
+  T_ASSERT(parts->bytes >= need);
   a->part = parts->ptr;
   a->o0 = c->o0;
   a->no = c->no;
@@ -184,6 +190,301 @@ static int reduce_zero_size(reduce_op op, const tarray *const *inputs, int nin,
   return 1;
 }
 
+/* ---- cuda_reduce in steps ------------------------------------------------
+ * One call's state (red_run), then the steps in the order they run: check
+ * and plan the shape, the fused kernels, the inputs placed and the chunk
+ * size chosen (staging), the chunks launched, the result gathered. Each
+ * step leaves on the first error with rc set; red_release frees what the
+ * steps took, on every path. */
+
+typedef struct red_run {
+  devctx *d;
+  reduce_op op;
+  const expr *x;
+  const tarray *const *inputs;
+  const char *const *ids;
+  int axis, dev, nin, nd, nstream;
+  tarray *out;
+  const gpu_job *job;
+  int64_t bshape[T_MAXDIM];
+  fuse_input m[FUSE_MAX_IN];
+  fuse_sig sig;
+  fuse_args args;
+  red_plan plan;
+  devbuf obuf, parts, acc;
+  devbuf dslot[DEV_STAGE_SLOTS];
+  red_chunk rec[DEV_STAGE_SLOTS]; /* the chunk last staged in each slot */
+  CUfunction part_fn, comb_fn, tree_fn;
+  char *key;
+  int64_t nchunks;
+  size_t per_elem, oes;
+} red_run;
+
+/* The shape around the axis ([outer, L, inner]), the fused kernel's
+ * signature and arguments, and the result's size checked against both. */
+static int red_shape(red_run *r, terr *e) {
+  red_plan *p = &r->plan;
+  if (r->nin < 0 || r->nin > FUSE_MAX_IN || (unsigned)r->op >= R__COUNT)
+    return terr_set(e, T_EINVAL, "params", -1, "reduce of %d inputs, op %d",
+                    r->nin, (int)r->op);
+  broadcast_shape(r->nin, r->inputs, &r->nd, r->bshape);
+  if (r->axis >= r->nd)
+    return terr_set(e, T_EINVAL, "params.axis", -1, "axis %d of %d dimensions",
+                    r->axis, r->nd);
+  p->outer = p->L = p->inner = 1;
+  for (int dd = 0; dd < r->nd; dd++) {
+    if (r->axis < 0 || dd == r->axis) p->L *= r->bshape[dd];
+    else if (dd < r->axis) p->outer *= r->bshape[dd];
+    else p->inner *= r->bshape[dd];
+  }
+  r->sig.x = r->x;
+  r->sig.nin = r->nin;
+  r->sig.reduce = 1;
+  r->sig.op = r->op;
+  r->sig.ct = T_F64; /* values are computed and folded in float64 */
+  r->sig.out_dt = r->out->dtype;
+  r->sig.columns = p->inner > 1;
+  r->args.ndim = r->nd;
+  r->args.L = p->L;
+  r->args.inner = p->inner;
+  for (int dd = 0; dd < r->nd; dd++) r->args.shape[dd] = r->bshape[dd];
+  for (int i = 0; i < r->nin; i++) {
+    int64_t st[T_MAXDIM];
+    r->sig.mode[i] = (char)fuse_classify(r->inputs[i], r->nd, r->bshape, st);
+    for (int dd = 0; dd < r->nd; dd++) r->args.stride[i][dd] = st[dd];
+    r->sig.in_dt[i] = r->inputs[i]->dtype;
+    r->m[i].es = tdtype_size(r->inputs[i]->dtype);
+    if (r->sig.mode[i] == FM_BCAST) r->sig.ndim = r->nd;
+  }
+  if (r->out->size != p->outer * p->inner)
+    return terr_set(e, T_EINVAL, "params.axis", -1,
+                    "result has %lld elements, expected %lld",
+                    (long long)r->out->size, (long long)(p->outer * p->inner));
+  if ((double)r->out->size * (r->oes + 0.0) > (double)r->d->mem_total / 4)
+    return terr_set(e, T_ETOOLARGE, "params", -1,
+                    "a reduce result of %lld elements is too large for GPU %d",
+                    (long long)r->out->size, r->dev);
+  return 0;
+}
+
+/* The part, combine and tree-combine kernels of the signature (compiled
+ * once, then from the kernel cache). */
+static int red_kernels(red_run *r, terr *e) {
+  int rc = 0;
+  double cms = 0;
+  r->key = (char *)malloc(RED_KEY_MAX);
+  if (!r->key || fuse_key(&r->sig, r->key, RED_KEY_MAX) < 0)
+    return terr_set(e, T_ENOMEM, "", -1, "kernel key");
+  T_TRY(kcache_get(r->d, r->key, fuse_gen_reduce, &r->sig,
+                   r->sig.columns ? "tx_cols" : "tx_rows", &r->part_fn, &cms,
+                   e));
+  *r->job->t_compute += cms;
+  T_TRY(kcache_get(r->d, r->key, fuse_gen_reduce, &r->sig, "tx_combine",
+                   &r->comb_fn, &cms, e));
+  T_TRY(kcache_get(r->d, r->key, fuse_gen_reduce, &r->sig, "tx_combine_tree",
+                   &r->tree_fn, &cms, e));
+fail:
+  return rc;
+}
+
+/* Slabs too big to stream and too wide to split along the axis: upload
+ * the streamed inputs whole instead (T_ENOMEM when they do not fit). */
+static int red_upload_whole(red_run *r, terr *e) {
+  int rc = 0;
+  for (int i = 0; i < r->nin; i++) {
+    fuse_input *mi = &r->m[i];
+    if (!mi->streamed) continue;
+    size_t bytes = (size_t)r->inputs[i]->size * mi->es;
+    T_TRY(devmem_alloc(r->d, bytes, &mi->tmp, e));
+    double t0 = t_now_ms();
+    T_TRY(stage_upload(r->d, mi->tmp.ptr, r->inputs[i]->data, bytes, e));
+    *r->job->t_h2d += t_now_ms() - t0;
+    r->args.in[i] = mi->tmp.ptr;
+    r->args.off[i] = 0;
+    mi->streamed = 0;
+  }
+  r->nstream = 0;
+  r->plan.C = RED_RESIDENT_CHUNK;
+fail:
+  return rc;
+}
+
+/* The chunking: whole slabs (slab_o outer indices a chunk) when a slab
+ * fits a chunk, else slabs cut along the axis, with `acc` carrying the
+ * state of an outer index's `inner` outputs between its chunks. */
+static int red_chunking(red_run *r, terr *e) {
+  int rc = 0;
+  red_plan *p = &r->plan;
+  int64_t slab = p->L * p->inner;
+  if (slab <= p->C) {
+    p->split = 0;
+    int64_t by_c = slab ? p->C / slab : p->outer;
+    int64_t by_out = RED_MAX_OUT / p->inner;
+    p->slab_o = by_c < by_out ? by_c : by_out;
+    if (p->slab_o < 1) p->slab_o = 1;
+    return 0;
+  }
+  if (p->inner > p->C || p->inner > RED_MAX_OUT) /* resident */
+    return terr_set(e, T_ETOOLARGE, "params.axis", -1,
+                    "reducing axis %d with %lld elements after it is too "
+                    "large for the GPU's staging",
+                    r->axis, (long long)p->inner);
+  p->split = 1;
+  T_TRY(devmem_alloc(r->d, (size_t)p->inner * sizeof(fuse_state), &r->acc, e));
+  r->args.acc = r->acc.ptr;
+fail:
+  return rc;
+}
+
+/* Inputs placed (resident, whole on the device, or streamed), the output
+ * buffer, the chunk size, and the device side of the staging slots: each
+ * streamed input has a region of C elements in every slot's buffer. */
+static int red_staging(red_run *r, terr *e) {
+  int rc = 0;
+  devctx *d = r->d;
+  red_plan *p = &r->plan;
+  size_t off = 0;
+  T_TRY(fuse_place_inputs(d, r->nin, r->inputs, r->ids, &r->sig, r->m,
+                          &r->args, r->job, e));
+  T_TRY(devmem_alloc(d, (size_t)r->out->size * r->oes, &r->obuf, e));
+  r->args.out = r->obuf.ptr;
+  for (int i = 0; i < r->nin; i++) {
+    r->nstream += r->m[i].streamed;
+    if (r->m[i].streamed) r->per_elem += r->m[i].es;
+  }
+  if (r->nstream) {
+    T_TRY(stage_ensure(d, e));
+    p->C = (int64_t)(d->slot[0].bytes / r->per_elem) & ~(int64_t)255;
+  } else {
+    p->C = RED_RESIDENT_CHUNK;
+  }
+  if (r->nstream && p->L * p->inner > p->C && p->inner > p->C)
+    T_TRY(red_upload_whole(r, e));
+  T_TRY(red_chunking(r, e));
+  if (p->outer * p->L * p->inner == 0) {
+    /* Nothing to fold: the combine kernel writes each output's identity
+     * (sum 0, prod 1, mean/var NaN, ...). */
+    red_chunk c = {0, p->outer, 0, p->L};
+    T_TRY(launch_chunk(d, r->part_fn, r->comb_fn, r->tree_fn, p, &c, &r->args,
+                       &r->parts, e));
+    r->nchunks = 0;
+  } else {
+    r->nchunks = plan_count(p);
+  }
+  for (int i = 0; i < r->nin; i++)
+    if (r->m[i].streamed) {
+      r->m[i].region = off;
+      off += (size_t)p->C * r->m[i].es;
+    }
+  /* Each streamed input's region holds a chunk: C of its elements. */
+  T_ASSERT(!r->nstream || off == (size_t)p->C * r->per_elem);
+  if (r->nstream)
+    for (int s = 0; s < DEV_STAGE_SLOTS; s++)
+      T_TRY(devmem_alloc(d, off, &r->dslot[s], e));
+fail:
+  return rc;
+}
+
+/* Slot s is reused: the kernels of the chunk staged in it before have read
+ * it; count its copy time and its progress. */
+static int red_slot_done(red_run *r, int s, int wait, terr *e) {
+  int rc = 0;
+  stage_slot *sl = &r->d->slot[s];
+  const red_chunk *c = &r->rec[s];
+  if (wait) CU_TRY(cudaEventSynchronize(sl->comp_done));
+  *r->job->t_h2d += dev_event_ms(sl->h2d_start, sl->h2d_done);
+  r->job->progress(r->job->ctx, c->no * c->nl * r->plan.inner);
+fail:
+  return rc;
+}
+
+/* Every chunk in order: staged through slot k % DEV_STAGE_SLOTS when
+ * inputs stream, then reduced on the compute stream. */
+static int red_launch_all(red_run *r, terr *e) {
+  int rc = 0;
+  devctx *d = r->d;
+  const red_plan *p = &r->plan;
+  const int64_t total = p->outer * p->L * p->inner;
+  CU_TRY(cudaEventRecord(d->ev_a, d->s_comp));
+  for (int64_t k = 0; k < r->nchunks; k++) {
+    int s = (int)(k % DEV_STAGE_SLOTS);
+    stage_slot *sl = &d->slot[s];
+    if ((rc = r->job->stopped(r->job->ctx)) != 0)
+      return terr_set(e, (terr_code)rc, "", -1,
+                      "stopped after %lld of %lld chunks", (long long)k,
+                      (long long)r->nchunks);
+    red_chunk c;
+    plan_chunk(p, k, &c);
+    int64_t start = (c.o0 * p->L + c.l0) * p->inner;
+    int64_t cnt = c.no * c.nl * p->inner;
+    /* The chunk lies in the data and fits a slot's region (C elements). */
+    T_ASSERT(start >= 0 && cnt > 0 && start + cnt <= total);
+    T_ASSERT(!r->nstream || cnt <= p->C);
+    if (r->nstream) {
+      if (sl->busy) T_TRY(red_slot_done(r, s, 1, e));
+      T_TRY(fuse_stage_chunk(d, r->nin, r->inputs, r->m, sl, r->dslot[s].ptr,
+                             start, cnt, &r->args, r->job->t_h2d, e));
+    }
+    T_TRY(launch_chunk(d, r->part_fn, r->comb_fn, r->tree_fn, p, &c, &r->args,
+                       &r->parts, e));
+    if (r->nstream) {
+      CU_TRY(cudaEventRecord(sl->comp_done, d->s_comp));
+      sl->busy = 1;
+      r->rec[s] = c;
+    } else {
+      r->job->progress(r->job->ctx, cnt);
+    }
+  }
+fail:
+  return rc;
+}
+
+/* The kernels done: the time, the last slots' progress, the result down. */
+static int red_gather(red_run *r, terr *e) {
+  int rc = 0;
+  devctx *d = r->d;
+  CU_TRY(cudaEventRecord(d->ev_b, d->s_comp));
+  CU_TRY(cudaEventSynchronize(d->ev_b));
+  *r->job->t_compute += dev_event_ms(d->ev_a, d->ev_b);
+  for (int64_t k = r->nchunks - DEV_STAGE_SLOTS; r->nstream && k < r->nchunks;
+       k++) {
+    if (k < 0) continue;
+    int s = (int)(k % DEV_STAGE_SLOTS);
+    if (!d->slot[s].busy) continue;
+    T_TRY(red_slot_done(r, s, 0, e));
+    d->slot[s].busy = 0;
+  }
+  {
+    double t0 = t_now_ms();
+    T_TRY(stage_download(d, r->out->data, r->obuf.ptr,
+                         (size_t)r->out->size * r->oes, e));
+    *r->job->t_d2h += t_now_ms() - t0;
+  }
+fail:
+  return rc;
+}
+
+/* Everything the steps took, on every path; the device ended. */
+static void red_release(red_run *r, int rc) {
+  devctx *d = r->d;
+  if (rc) {
+    cudaStreamSynchronize(d->s_h2d);
+    cudaStreamSynchronize(d->s_comp);
+    (void)cudaGetLastError();
+  }
+  for (int s = 0; s < DEV_STAGE_SLOTS; s++) {
+    d->slot[s].busy = 0;
+    devmem_free(d, &r->dslot[s]);
+  }
+  free(r->key);
+  devmem_free(d, &r->obuf);
+  devmem_free(d, &r->parts);
+  devmem_free(d, &r->acc);
+  for (int i = 0; i < r->nin && i < FUSE_MAX_IN; i++)
+    devmem_free(d, &r->m[i].tmp);
+  dev_end(d, rc);
+}
+
 int cuda_reduce(int dev, reduce_op op, const expr *x,
                 const tarray *const *inputs, const char *const *ids, int axis,
                 tarray *out, const gpu_job *job, terr *e) {
@@ -198,226 +499,30 @@ int cuda_reduce(int dev, reduce_op op, const expr *x,
   if (rc) return rc;
   /* Result pages in before the first byte comes down (stage.cu). */
   stage_prefault(d, out, job ? job->t_d2h : NULL);
-  int nin = expr_ninputs(x), nd = 0, nstream = 0;
-  int64_t bshape[T_MAXDIM];
-  fuse_input m[FUSE_MAX_IN];
-  fuse_sig sig;
-  fuse_args args;
-  red_plan plan;
-  devbuf obuf = {NULL, 0}, parts = {NULL, 0}, acc = {NULL, 0};
-  devbuf dslot[DEV_STAGE_SLOTS];
-  red_chunk rec[DEV_STAGE_SLOTS];
-  CUfunction part_fn = NULL, comb_fn = NULL, tree_fn = NULL;
-  char *key = NULL;
-  int64_t nchunks = 0, k = 0;
-  size_t per_elem = 0, oes = tdtype_size(out->dtype);
-  memset(m, 0, sizeof m);
-  memset(&sig, 0, sizeof sig);
-  memset(&args, 0, sizeof args);
-  memset(&plan, 0, sizeof plan);
-  memset(dslot, 0, sizeof dslot);
-  memset(rec, 0, sizeof rec);
-  if (nin < 0 || nin > FUSE_MAX_IN || (unsigned)op >= R__COUNT) {
-    rc = terr_set(e, T_EINVAL, "params", -1, "reduce of %d inputs, op %d", nin,
-                  (int)op);
-    goto fail;
-  }
-  broadcast_shape(nin, inputs, &nd, bshape);
-  if (axis >= nd) {
-    rc = terr_set(e, T_EINVAL, "params.axis", -1, "axis %d of %d dimensions",
-                  axis, nd);
-    goto fail;
-  }
-  plan.outer = plan.L = plan.inner = 1;
-  for (int dd = 0; dd < nd; dd++) {
-    if (axis < 0 || dd == axis) plan.L *= bshape[dd];
-    else if (dd < axis) plan.outer *= bshape[dd];
-    else plan.inner *= bshape[dd];
-  }
-  sig.x = x;
-  sig.nin = nin;
-  sig.reduce = 1;
-  sig.op = op;
-  sig.ct = T_F64; /* values are computed and folded in float64 */
-  sig.out_dt = out->dtype;
-  sig.columns = plan.inner > 1;
-  args.ndim = nd;
-  args.L = plan.L;
-  args.inner = plan.inner;
-  for (int dd = 0; dd < nd; dd++) args.shape[dd] = bshape[dd];
-  for (int i = 0; i < nin; i++) {
-    int64_t st[T_MAXDIM];
-    sig.mode[i] = (char)fuse_classify(inputs[i], nd, bshape, st);
-    for (int dd = 0; dd < nd; dd++) args.stride[i][dd] = st[dd];
-    sig.in_dt[i] = inputs[i]->dtype;
-    m[i].es = tdtype_size(inputs[i]->dtype);
-    if (sig.mode[i] == FM_BCAST) sig.ndim = nd;
-  }
-  if (out->size != plan.outer * plan.inner) {
-    rc = terr_set(e, T_EINVAL, "params.axis", -1,
-                  "result has %lld elements, expected %lld",
-                  (long long)out->size, (long long)(plan.outer * plan.inner));
-    goto fail;
-  }
-  if ((double)out->size * (oes + 0.0) > (double)d->mem_total / 4) {
-    rc = terr_set(e, T_ETOOLARGE, "params", -1,
-                  "a reduce result of %lld elements is too large for GPU %d",
-                  (long long)out->size, dev);
-    goto fail;
-  }
-  job->progress_total(job->ctx, plan.outer * plan.L * plan.inner);
+  red_run run, *r = &run;
+  memset(r, 0, sizeof *r);
+  r->d = d;
+  r->op = op;
+  r->x = x;
+  r->inputs = inputs;
+  r->ids = ids;
+  r->axis = axis;
+  r->dev = dev;
+  r->out = out;
+  r->job = job;
+  r->nin = expr_ninputs(x);
+  r->oes = tdtype_size(out->dtype);
+  T_TRY(red_shape(r, e));
+  job->progress_total(job->ctx, r->plan.outer * r->plan.L * r->plan.inner);
   if ((rc = job->stopped(job->ctx)) != 0) {
     terr_set(e, (terr_code)rc, "", -1, "stopped before start");
     goto fail;
   }
-  key = (char *)malloc(RED_KEY_MAX);
-  if (!key || fuse_key(&sig, key, RED_KEY_MAX) < 0) {
-    rc = terr_set(e, T_ENOMEM, "", -1, "kernel key");
-    goto fail;
-  }
-  {
-    double cms = 0;
-    T_TRY(kcache_get(d, key, fuse_gen_reduce, &sig,
-                     sig.columns ? "tx_cols" : "tx_rows", &part_fn, &cms, e));
-    *job->t_compute += cms;
-    T_TRY(kcache_get(d, key, fuse_gen_reduce, &sig, "tx_combine", &comb_fn,
-                     &cms, e));
-    T_TRY(kcache_get(d, key, fuse_gen_reduce, &sig, "tx_combine_tree",
-                     &tree_fn, &cms, e));
-  }
-  T_TRY(fuse_place_inputs(d, nin, inputs, ids, &sig, m, &args, job, e));
-  T_TRY(devmem_alloc(d, (size_t)out->size * oes, &obuf, e));
-  args.out = obuf.ptr;
-  for (int i = 0; i < nin; i++) {
-    nstream += m[i].streamed;
-    if (m[i].streamed) per_elem += m[i].es;
-  }
-  if (nstream) {
-    T_TRY(stage_ensure(d, e));
-    plan.C = (int64_t)(d->slot[0].bytes / per_elem) & ~(int64_t)255;
-  } else {
-    plan.C = RED_RESIDENT_CHUNK;
-  }
-  if (nstream && plan.L * plan.inner > plan.C && plan.inner > plan.C) {
-    /* Slabs too big to stream and too wide to split along the axis:
-     * upload the inputs whole instead (T_ENOMEM when they do not fit). */
-    for (int i = 0; i < nin; i++) {
-      if (!m[i].streamed) continue;
-      size_t bytes = (size_t)inputs[i]->size * m[i].es;
-      T_TRY(devmem_alloc(d, bytes, &m[i].tmp, e));
-      double t0 = t_now_ms();
-      T_TRY(stage_upload(d, m[i].tmp.ptr, inputs[i]->data, bytes, e));
-      *job->t_h2d += t_now_ms() - t0;
-      args.in[i] = m[i].tmp.ptr;
-      args.off[i] = 0;
-      m[i].streamed = 0;
-    }
-    nstream = 0;
-    plan.C = RED_RESIDENT_CHUNK;
-  }
-  {
-    int64_t slab = plan.L * plan.inner;
-    if (slab <= plan.C) {
-      plan.split = 0;
-      int64_t by_c = slab ? plan.C / slab : plan.outer;
-      int64_t by_out = RED_MAX_OUT / plan.inner;
-      plan.slab_o = by_c < by_out ? by_c : by_out;
-      if (plan.slab_o < 1) plan.slab_o = 1;
-    } else {
-      if (plan.inner > plan.C || plan.inner > RED_MAX_OUT) { /* resident */
-        rc = terr_set(e, T_ETOOLARGE, "params.axis", -1,
-                      "reducing axis %d with %lld elements after it is too "
-                      "large for the GPU's staging",
-                      axis, (long long)plan.inner);
-        goto fail;
-      }
-      plan.split = 1;
-      T_TRY(devmem_alloc(d, (size_t)plan.inner * sizeof(fuse_state), &acc, e));
-      args.acc = acc.ptr;
-    }
-  }
-  if (plan.outer * plan.L * plan.inner == 0) {
-    /* Nothing to fold: the combine kernel writes each output's identity
-     * (sum 0, prod 1, mean/var NaN, ...). */
-    red_chunk c = {0, plan.outer, 0, plan.L};
-    T_TRY(launch_chunk(d, part_fn, comb_fn, tree_fn, &plan, &c, &args, &parts, e));
-    nchunks = 0;
-  } else {
-    nchunks = plan_count(&plan);
-  }
-  {
-    size_t off = 0;
-    for (int i = 0; i < nin; i++)
-      if (m[i].streamed) {
-        m[i].region = off;
-        off += (size_t)plan.C * m[i].es;
-      }
-    if (nstream)
-      for (int s = 0; s < DEV_STAGE_SLOTS; s++)
-        T_TRY(devmem_alloc(d, off, &dslot[s], e));
-  }
-  CU_TRY(cudaEventRecord(d->ev_a, d->s_comp));
-  for (k = 0; k < nchunks; k++) {
-    int s = (int)(k % DEV_STAGE_SLOTS);
-    stage_slot *sl = &d->slot[s];
-    if ((rc = job->stopped(job->ctx)) != 0) {
-      terr_set(e, (terr_code)rc, "", -1, "stopped after %lld of %lld chunks",
-               (long long)k, (long long)nchunks);
-      goto fail;
-    }
-    red_chunk c;
-    plan_chunk(&plan, k, &c);
-    int64_t start = (c.o0 * plan.L + c.l0) * plan.inner;
-    int64_t cnt = c.no * c.nl * plan.inner;
-    if (nstream) {
-      if (sl->busy) { /* its last chunk's kernels have read the slot */
-        CU_TRY(cudaEventSynchronize(sl->comp_done));
-        *job->t_h2d += dev_event_ms(sl->h2d_start, sl->h2d_done);
-        job->progress(job->ctx, rec[s].no * rec[s].nl * plan.inner);
-      }
-      T_TRY(fuse_stage_chunk(d, nin, inputs, m, sl, dslot[s].ptr, start, cnt,
-                             &args, job->t_h2d, e));
-    }
-    T_TRY(launch_chunk(d, part_fn, comb_fn, tree_fn, &plan, &c, &args, &parts, e));
-    if (nstream) {
-      CU_TRY(cudaEventRecord(sl->comp_done, d->s_comp));
-      sl->busy = 1;
-      rec[s] = c;
-    } else {
-      job->progress(job->ctx, cnt);
-    }
-  }
-  CU_TRY(cudaEventRecord(d->ev_b, d->s_comp));
-  CU_TRY(cudaEventSynchronize(d->ev_b));
-  *job->t_compute += dev_event_ms(d->ev_a, d->ev_b);
-  for (k = nchunks - DEV_STAGE_SLOTS; nstream && k < nchunks; k++) {
-    if (k < 0) continue;
-    int s = (int)(k % DEV_STAGE_SLOTS);
-    if (!d->slot[s].busy) continue;
-    *job->t_h2d += dev_event_ms(d->slot[s].h2d_start, d->slot[s].h2d_done);
-    job->progress(job->ctx, rec[s].no * rec[s].nl * plan.inner);
-    d->slot[s].busy = 0;
-  }
-  {
-    double t0 = t_now_ms();
-    T_TRY(stage_download(d, out->data, obuf.ptr, (size_t)out->size * oes, e));
-    *job->t_d2h += t_now_ms() - t0;
-  }
+  T_TRY(red_kernels(r, e));
+  T_TRY(red_staging(r, e));
+  T_TRY(red_launch_all(r, e));
+  T_TRY(red_gather(r, e));
 fail:
-  if (rc) {
-    cudaStreamSynchronize(d->s_h2d);
-    cudaStreamSynchronize(d->s_comp);
-    (void)cudaGetLastError();
-  }
-  for (int s = 0; s < DEV_STAGE_SLOTS; s++) {
-    d->slot[s].busy = 0;
-    devmem_free(d, &dslot[s]);
-  }
-  free(key);
-  devmem_free(d, &obuf);
-  devmem_free(d, &parts);
-  devmem_free(d, &acc);
-  for (int i = 0; i < nin && i < FUSE_MAX_IN; i++) devmem_free(d, &m[i].tmp);
-  dev_end(d, rc);
+  red_release(r, rc);
   return rc;
 }
