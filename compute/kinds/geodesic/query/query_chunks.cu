@@ -1,0 +1,467 @@
+/* compute/kinds/geodesic/query/query_chunks.cu — the devices' side of the
+ * CUDA query engine (query.cu's design paragraph, "Chunks"): each device
+ * taken and given the targets' index (gq_dev_setup), the chunk size cut
+ * to what every device's memory budget holds, the chunk buffers
+ * (gq_dev_buffers) and the host staging (gq_host_stage); the sorted
+ * queries cut into chunks (gq_cut: radius fill chunks by their pair
+ * counts too); and one pass over the chunks (gq_pass): a device takes the
+ * next chunk when its last is done — its queries up, the kernel, for
+ * radius fill the segmented sort of each row by j (gq_submit) — and a
+ * finished chunk's results come down and are scattered to their original
+ * rows (gq_finish).
+ *
+ * A device is idle (chunk -1) or holds one chunk in flight; the host
+ * staging holds one chunk's results, sized for the largest chunk: both
+ * are asserted where they are used. Every CUDA status through CU_TRY;
+ * nothing here frees what query.cu's cleanup frees. Runs on cuda_geoq's
+ * thread, every device taken (dev_begin) for the whole call.
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cub/device/device_segmented_sort.cuh>
+
+#include "compute/kinds/geodesic/query/query_int.h"
+
+int gq_stop(gq_run *r, terr *e) {
+  const geoq_gpu_job *job = r->job;
+  int rc;
+  if (job && job->stopped && (rc = job->stopped(job->ctx)) != 0)
+    return terr_set(e, (terr_code)rc, "", -1, "%s",
+                    rc == T_ETIMEOUT ? "the job ran past its timeout"
+                                     : "the job was canceled");
+  return 0;
+}
+
+static int gq_alloc(devctx *d, size_t bytes, devbuf *b, terr *e) {
+  return devmem_alloc(d, bytes ? bytes : 8, b, e);
+}
+
+void gq_dev_free(gq_dev *x) {
+  devbuf *all[] = {&x->tx, &x->tp, &x->tj, &x->box, &x->nc,  &x->qx,
+                   &x->qp, &x->qi, &x->qh,  &x->qs,  &x->hd,  &x->hj,
+                   &x->od, &x->oj, &x->coff, &x->sk, &x->sv, &x->tmp};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    devmem_free(x->d, all[i]);
+}
+
+/* Device bytes a chunk of cq queries takes (radius fill: plus pcap pairs). */
+size_t gq_chunk_bytes(const gq_run *r, int64_t cq) {
+  size_t b = (size_t)cq * (3 * sizeof(double) + sizeof(geod_point) +
+                           3 * sizeof(long long));
+  switch (r->mode) {
+    case GQ_KNN:
+      b += (size_t)cq * (size_t)r->K * (2 * sizeof(double) + r->es + 8);
+      break;
+    case GQ_RCOUNT:
+    case GQ_RFILL: b += (size_t)(cq + 1) * 8 * 2; break;
+    default: b += (size_t)cq * 16; break;
+  }
+  return b;
+}
+
+/* Take the device, upload the targets' index, size and allocate the chunk
+ * buffers within the budget. */
+int gq_dev_setup(gq_run *r, gq_dev *x, terr *e) {
+  int rc = 0;
+  const geod_plan *pl = r->pl;
+  size_t free_b = 0, total_b = 0, fixed, budget;
+  int64_t m = r->T.n;
+  double t0;
+  T_TRY(dev_begin(x->dev, &x->d, e));
+  CU_TRY(cudaSetDevice(x->d->ordinal));
+  CU_TRY(cudaEventCreate(&x->start));
+  CU_TRY(cudaEventCreate(&x->done));
+  x->chunk = -1;
+  fixed = (size_t)m * (3 * sizeof(double) + sizeof(geod_point) + 8) +
+          (size_t)r->nt * 6 * sizeof(double);
+  CU_TRY(cudaMemGetInfo(&free_b, &total_b));
+  budget = (size_t)((double)free_b * 0.8);
+  if (pl->gpu_mem_limit > 0 && (size_t)pl->gpu_mem_limit < budget)
+    budget = (size_t)pl->gpu_mem_limit;
+  if (fixed + gq_chunk_bytes(r, 32) > budget)
+    return terr_set(e, T_ENOMEM, "", -1,
+                    "CUDA: %zu bytes of device memory cannot hold the "
+                    "targets' index (%zu bytes) and a chunk of queries",
+                    budget, fixed);
+  /* The chunk size: what memory holds, at most the common cut. */
+  {
+    size_t room = budget - fixed;
+    int64_t cq = r->cq;
+    /* radius: half of it, the rest for the fill pass's pairs */
+    if (r->mode == GQ_RCOUNT) room /= 2;
+    while (cq > 32 && gq_chunk_bytes(r, cq) > room)
+      cq = (cq / 2 + 31) / 32 * 32;
+    if (cq < r->cq) r->cq = cq; /* one cut for every device: the smallest */
+  }
+  /* Whole warps: the kernel gives a warp 32 consecutive queries. */
+  T_ASSERT(r->cq >= 32 && r->cq % 32 == 0);
+  t0 = t_now_ms();
+  T_TRY(gq_alloc(x->d, (size_t)m * 3 * sizeof(double), &x->tx, e));
+  T_TRY(gq_alloc(x->d, (size_t)m * sizeof(geod_point), &x->tp, e));
+  T_TRY(gq_alloc(x->d, (size_t)m * 8, &x->tj, e));
+  T_TRY(gq_alloc(x->d, (size_t)r->nt * 6 * sizeof(double), &x->box, e));
+  T_TRY(gq_alloc(x->d, sizeof(unsigned long long), &x->nc, e));
+  if (m) {
+    CU_TRY(cudaMemcpy(x->tx.ptr, r->T.x, (size_t)m * 3 * sizeof(double),
+                      cudaMemcpyHostToDevice));
+    CU_TRY(cudaMemcpy(x->tp.ptr, r->T.p, (size_t)m * sizeof(geod_point),
+                      cudaMemcpyHostToDevice));
+    CU_TRY(cudaMemcpy(x->tj.ptr, r->T.idx, (size_t)m * 8,
+                      cudaMemcpyHostToDevice));
+    CU_TRY(cudaMemcpy(x->box.ptr, r->box, (size_t)r->nt * 6 * sizeof(double),
+                      cudaMemcpyHostToDevice));
+  }
+  CU_TRY(cudaMemset(x->nc.ptr, 0, sizeof(unsigned long long)));
+  r->t_up += t_now_ms() - t0;
+fail:
+  return rc;
+}
+
+/* The chunk buffers, once r->cq (and r->pcap) are final. */
+int gq_dev_buffers(gq_run *r, gq_dev *x, terr *e) {
+  int rc = 0;
+  size_t cq = (size_t)r->cq, K = (size_t)r->K;
+  CU_TRY(cudaSetDevice(x->d->ordinal));
+  T_TRY(gq_alloc(x->d, cq * 3 * sizeof(double), &x->qx, e));
+  T_TRY(gq_alloc(x->d, cq * sizeof(geod_point), &x->qp, e));
+  T_TRY(gq_alloc(x->d, cq * 8, &x->qi, e));
+  T_TRY(gq_alloc(x->d, cq * 8, &x->qh, e));
+  if (r->slot) T_TRY(gq_alloc(x->d, cq * 8, &x->qs, e));
+  switch (r->mode) {
+    case GQ_KNN:
+      T_TRY(gq_alloc(x->d, cq * K * 8, &x->hd, e));
+      T_TRY(gq_alloc(x->d, cq * K * 8, &x->hj, e));
+      T_TRY(gq_alloc(x->d, cq * K * r->es, &x->od, e));
+      T_TRY(gq_alloc(x->d, cq * K * 8, &x->oj, e));
+      break;
+    case GQ_RCOUNT: T_TRY(gq_alloc(x->d, cq * 8, &x->oj, e)); break;
+    case GQ_RFILL: {
+      size_t pc = (size_t)r->pcap;
+      T_TRY(gq_alloc(x->d, (cq + 1) * 8, &x->coff, e));
+      T_TRY(gq_alloc(x->d, pc * 8, &x->od, e));
+      T_TRY(gq_alloc(x->d, pc * 8, &x->oj, e));
+      T_TRY(gq_alloc(x->d, pc * 8, &x->sk, e));
+      T_TRY(gq_alloc(x->d, pc * 8, &x->sv, e));
+      x->tmp_bytes = 0;
+      CU_TRY(cub::DeviceSegmentedSort::StableSortPairs(
+          (void *)NULL, x->tmp_bytes, (const long long *)NULL,
+          (long long *)NULL, (const double *)NULL, (double *)NULL,
+          (int64_t)pc, (int64_t)cq, (const long long *)NULL,
+          (const long long *)NULL));
+      T_TRY(gq_alloc(x->d, x->tmp_bytes, &x->tmp, e));
+      break;
+    }
+    default:
+      T_TRY(gq_alloc(x->d, cq * 8, &x->od, e));
+      T_TRY(gq_alloc(x->d, cq * 8, &x->oj, e));
+      break;
+  }
+fail:
+  return rc;
+}
+
+/* The kernel's arguments for a chunk of nq queries on device x. */
+static void gq_args_fill(const gq_run *r, const gq_dev *x, int64_t nq,
+                         gq_args *a) {
+  const geod_plan *pl = r->pl;
+  memset(a, 0, sizeof *a);
+  a->g = pl->ell;
+  a->radius = pl->radius_m;
+  a->unit = pl->unit;
+  a->self = !pl->has_targets;
+  a->op = r->q->op;
+  a->K = r->K;
+  a->bound0 = INFINITY;
+  if (r->mode == GQ_RCOUNT || r->mode == GQ_RFILL) a->bound0 = r->q->r;
+  if ((r->mode == GQ_MIN || r->mode == GQ_ROW) && r->q->has_within)
+    a->bound0 = r->q->within;
+  a->m = r->T.n;
+  a->nt = r->nt;
+  if (r->mode == GQ_KNN)
+    a->hw = std::max<int64_t>(r->K + (a->self ? 1 : 0), 32);
+  else
+    a->hw = 32;
+  if (a->hw > a->m) a->hw = a->m;
+  a->tx = (const double *)x->tx.ptr;
+  a->tp = (const geod_point *)x->tp.ptr;
+  a->tj = (const long long *)x->tj.ptr;
+  a->box = (const double *)x->box.ptr;
+  a->nq = nq;
+  a->qx = (const double *)x->qx.ptr;
+  a->qp = (const geod_point *)x->qp.ptr;
+  a->qi = (const long long *)x->qi.ptr;
+  a->qhome = (const long long *)x->qh.ptr;
+  a->qslot = r->slot && r->mode != GQ_RFILL ? (const long long *)x->qs.ptr
+                                             : NULL;
+  a->hd = (double *)x->hd.ptr;
+  a->hj = (long long *)x->hj.ptr;
+  a->od = x->od.ptr;
+  a->oj = (long long *)x->oj.ptr;
+  a->coff = (const long long *)x->coff.ptr;
+  a->nonconv = (unsigned long long *)x->nc.ptr;
+}
+
+/* Chunk c's queries up to device x on its compute stream (radius fill:
+ * and its row offsets, relative to the chunk's first pair). */
+static int gq_chunk_up(gq_run *r, gq_dev *x, const gq_chunk *c, terr *e) {
+  int rc = 0;
+  int64_t s0 = c->s0, nq = c->s1 - c->s0;
+  cudaStream_t st = x->d->s_comp;
+  double t0 = t_now_ms();
+  CU_TRY(cudaMemcpyAsync(x->qx.ptr, r->Q.x + 3 * s0, (size_t)nq * 24,
+                         cudaMemcpyHostToDevice, st));
+  CU_TRY(cudaMemcpyAsync(x->qp.ptr, r->Q.p + s0, (size_t)nq * sizeof(geod_point),
+                         cudaMemcpyHostToDevice, st));
+  CU_TRY(cudaMemcpyAsync(x->qi.ptr, r->Q.idx + s0, (size_t)nq * 8,
+                         cudaMemcpyHostToDevice, st));
+  CU_TRY(cudaMemcpyAsync(x->qh.ptr, r->home + s0, (size_t)nq * 8,
+                         cudaMemcpyHostToDevice, st));
+  if (r->slot && r->mode != GQ_RFILL)
+    CU_TRY(cudaMemcpyAsync(x->qs.ptr, r->slot + s0, (size_t)nq * 8,
+                           cudaMemcpyHostToDevice, st));
+  if (r->mode == GQ_RFILL) {
+    /* Offsets relative to the chunk's first pair, nq + 1 of them. */
+    T_ASSERT((size_t)(nq + 1) * 8 <= r->hoj_bytes);
+    for (int64_t k = 0; k <= nq; k++) r->hoj[k] = r->coff[s0 + k] - c->p0;
+    CU_TRY(cudaMemcpyAsync(x->coff.ptr, r->hoj, (size_t)(nq + 1) * 8,
+                           cudaMemcpyHostToDevice, st));
+  }
+  r->t_up += t_now_ms() - t0;
+fail:
+  return rc;
+}
+
+/* Start chunk c on device x: its queries up, the kernel, the event. */
+static int gq_submit(gq_run *r, gq_dev *x, const gq_chunk *c, int64_t ci,
+                     terr *e) {
+  int rc = 0;
+  int64_t nq = c->s1 - c->s0;
+  cudaStream_t st = x->d->s_comp;
+  gq_args a;
+  /* An idle device; a chunk its buffers hold (sized for r->cq queries,
+   * fill: r->pcap pairs). */
+  T_ASSERT(x->chunk < 0);
+  T_ASSERT(nq > 0 && nq <= r->cq);
+  T_ASSERT(r->mode != GQ_RFILL || (c->p1 - c->p0 >= 0 &&
+                                   c->p1 - c->p0 <= r->pcap));
+  CU_TRY(cudaSetDevice(x->d->ordinal));
+  T_TRY(gq_chunk_up(r, x, c, e));
+  gq_args_fill(r, x, nq, &a);
+  CU_TRY(cudaEventRecord(x->start, st));
+  CU_TRY(gq_launch(r->pl->method, r->mode, nq, st, a, r->f32));
+  if (r->mode == GQ_RFILL && c->p1 > c->p0) {
+    size_t tb = x->tmp_bytes;
+    const long long *co = (const long long *)x->coff.ptr;
+    CU_TRY(cub::DeviceSegmentedSort::StableSortPairs(
+        x->tmp.ptr, tb, (const long long *)x->oj.ptr, (long long *)x->sk.ptr,
+        (const double *)x->od.ptr, (double *)x->sv.ptr, c->p1 - c->p0, nq, co,
+        co + 1, st));
+  }
+  CU_TRY(cudaEventRecord(x->done, st));
+  x->chunk = ci;
+fail:
+  return rc;
+}
+
+/* Rows of rb bytes from src (nq of them, in the chunk's order) to their
+ * rows ord[] of dst, a run of consecutive rows in one copy. */
+static void gq_scatter_runs(char *dst, const char *src, const long long *ord,
+                            int64_t nq, size_t rb) {
+  for (int64_t k = 0, k1; k < nq; k = k1) { /* runs of consecutive rows */
+    for (k1 = k + 1; k1 < nq && ord[k1] == ord[k1 - 1] + 1; k1++) {
+    }
+    memcpy(dst + (size_t)ord[k] * rb, src + (size_t)k * rb,
+           (size_t)(k1 - k) * rb);
+  }
+}
+
+/* Radius fill: each query's pairs (sorted by j on the device) to its
+ * original row's place in the parts i, j, distance. */
+static void gq_scatter_pairs(gq_run *r, const gq_chunk *c) {
+  int64_t s0 = c->s0, nq = c->s1 - c->s0;
+  const long long *qi = r->Q.idx + s0;
+  long long *pi = (long long *)r->part[0]->data;
+  long long *pj = (long long *)r->part[1]->data;
+  const double *hd = (const double *)r->hod;
+  for (int64_t k = 0; k < nq; k++) {
+    int64_t i = qi[k], o = r->off[i];
+    int64_t a0 = r->coff[s0 + k] - c->p0, n1 = r->cnt[i];
+    /* The query's pairs lie in the chunk's and in its row's. */
+    T_ASSERT(a0 >= 0 && a0 + n1 <= c->p1 - c->p0);
+    for (int64_t u = 0; u < n1; u++) pi[o + u] = i;
+    memcpy(pj + o, r->hoj + a0, (size_t)n1 * 8);
+    if (r->f32) {
+      float *pd = (float *)r->part[2]->data;
+      for (int64_t u = 0; u < n1; u++) pd[o + u] = (float)hd[a0 + u];
+    } else {
+      memcpy((double *)r->part[2]->data + o, hd + a0, (size_t)n1 * 8);
+    }
+  }
+}
+
+/* Chunk c on device x is done: its results down, scattered to their rows. */
+static int gq_finish(gq_run *r, gq_dev *x, const gq_chunk *c, terr *e) {
+  int rc = 0;
+  int64_t s0 = c->s0, nq = c->s1 - c->s0;
+  const long long *qi = r->Q.idx + s0;
+  double t0 = t_now_ms();
+  float kms = 0;
+  T_ASSERT(x->chunk >= 0); /* a chunk in flight on x */
+  CU_TRY(cudaSetDevice(x->d->ordinal));
+  CU_TRY(cudaEventElapsedTime(&kms, x->start, x->done));
+  r->t_kern += kms;
+  switch (r->mode) {
+    case GQ_KNN: {
+      size_t K = (size_t)r->K, es = r->es;
+      T_ASSERT((size_t)nq * K * es <= r->hod_bytes &&
+               (size_t)nq * K * 8 <= r->hoj_bytes);
+      CU_TRY(cudaMemcpy(r->hod, x->od.ptr, (size_t)nq * K * es,
+                        cudaMemcpyDeviceToHost));
+      CU_TRY(cudaMemcpy(r->hoj, x->oj.ptr, (size_t)nq * K * 8,
+                        cudaMemcpyDeviceToHost));
+      gq_scatter_runs((char *)r->part[0]->data, (const char *)r->hod,
+                      r->ord + s0, nq, K * es);
+      gq_scatter_runs((char *)r->part[1]->data, (const char *)r->hoj,
+                      r->ord + s0, nq, K * 8);
+      break;
+    }
+    case GQ_RCOUNT:
+      T_ASSERT((size_t)nq * 8 <= r->hoj_bytes);
+      CU_TRY(cudaMemcpy(r->hoj, x->oj.ptr, (size_t)nq * 8,
+                        cudaMemcpyDeviceToHost));
+      for (int64_t k = 0; k < nq; k++) r->cnt[qi[k]] = r->hoj[k];
+      break;
+    case GQ_RFILL: {
+      size_t np = (size_t)(c->p1 - c->p0);
+      if (np == 0) break;
+      T_ASSERT(np * 8 <= r->hod_bytes && np * 8 <= r->hoj_bytes);
+      CU_TRY(cudaMemcpy(r->hod, x->sv.ptr, np * 8, cudaMemcpyDeviceToHost));
+      CU_TRY(cudaMemcpy(r->hoj, x->sk.ptr, np * 8, cudaMemcpyDeviceToHost));
+      gq_scatter_pairs(r, c);
+      break;
+    }
+    default: {
+      int ints = r->q->op == GEOQ_ARGMIN || r->q->op == GEOQ_ARGMAX ||
+                 r->q->op == GEOQ_COUNT;
+      size_t es = ints ? 8 : r->es;
+      T_ASSERT((size_t)nq * es <= r->hod_bytes);
+      CU_TRY(cudaMemcpy(r->hod, ints ? x->oj.ptr : x->od.ptr, (size_t)nq * es,
+                        cudaMemcpyDeviceToHost));
+      gq_scatter_runs((char *)r->part[0]->data, (const char *)r->hod,
+                      r->ord + s0, nq, es);
+      break;
+    }
+  }
+  r->t_down += t_now_ms() - t0;
+  x->chunk = -1;
+  if (r->job && r->job->progress) r->job->progress(r->job->ctx, 1);
+fail:
+  return rc;
+}
+
+/* One pass over the chunks: each device takes the next chunk when its last
+ * is done. */
+int gq_pass(gq_run *r, const gq_chunk *ch, int64_t nch, terr *e) {
+  int rc = 0;
+  int64_t next = 0;
+  for (;;) {
+    int busy = 0, moved = 0;
+    for (int k = 0; k < r->ndev; k++) {
+      gq_dev *x = &r->dv[k];
+      if (x->chunk < 0 && next < nch) {
+        T_TRY(gq_stop(r, e));
+        T_TRY(gq_submit(r, x, &ch[next], next, e));
+        next++;
+        moved = 1;
+      }
+      if (x->chunk < 0) continue;
+      busy = 1;
+      CU_TRY(cudaSetDevice(x->d->ordinal));
+      cudaError_t q = cudaEventQuery(x->done);
+      if (q == cudaErrorNotReady) continue;
+      CU_TRY(q);
+      T_TRY(gq_finish(r, x, &ch[x->chunk], e));
+      moved = 1;
+    }
+    if (!busy && next >= nch) break;
+    if (!moved) usleep(100);
+  }
+fail:
+  return rc;
+}
+
+/* Cut sorted queries [0, n) into chunks of at most cq (radius fill: and at
+ * most pcap pairs). *out freed by the caller. */
+int gq_cut(gq_run *r, int fill, gq_chunk **out, int64_t *nch,
+                  terr *e) {
+  int64_t n = r->Q.n, cap = n / r->cq + 2, cnt = 0;
+  gq_chunk *c = (gq_chunk *)malloc((size_t)cap * sizeof *c);
+  size_t alloc = (size_t)cap;
+  if (!c) return terr_set(e, T_ENOMEM, "", -1, "no memory for the chunks");
+  for (int64_t s = 0; s < n;) {
+    int64_t s1 = s + r->cq < n ? s + r->cq : n;
+    if (fill) {
+      int64_t lim = r->coff[s] + r->pcap;
+      if (r->coff[s + 1] > lim) {
+        free(c);
+        return terr_set(e, T_ENOMEM, "", -1,
+                        "CUDA: one point has %lld pairs within r, more than "
+                        "the device memory budget holds (%lld)",
+                        (long long)(r->coff[s + 1] - r->coff[s]),
+                        (long long)r->pcap);
+      }
+      int64_t lo = s + 1, hi = s1; /* the largest s1 with coff[s1] <= lim */
+      while (lo < hi) {
+        int64_t mid = lo + (hi - lo + 1) / 2;
+        if (r->coff[mid] <= lim) lo = mid; else hi = mid - 1;
+      }
+      s1 = lo;
+    }
+    if ((size_t)cnt == alloc) {
+      gq_chunk *g = (gq_chunk *)realloc(c, alloc * 2 * sizeof *c);
+      if (!g) {
+        free(c);
+        return terr_set(e, T_ENOMEM, "", -1, "no memory for the chunks");
+      }
+      c = g;
+      alloc *= 2;
+    }
+    /* Each chunk moves on and fits the buffers (cq queries, pcap pairs). */
+    T_ASSERT(s1 > s && s1 - s <= r->cq);
+    T_ASSERT(!fill || r->coff[s1] - r->coff[s] <= r->pcap);
+    c[cnt].s0 = s;
+    c[cnt].s1 = s1;
+    c[cnt].p0 = fill ? r->coff[s] : 0;
+    c[cnt].p1 = fill ? r->coff[s1] : 0;
+    cnt++;
+    s = s1;
+  }
+  *out = c;
+  *nch = cnt;
+  return 0;
+}
+
+/* Host staging for a chunk's results. */
+int gq_host_stage(gq_run *r, terr *e) {
+  size_t cq = (size_t)r->cq, K = (size_t)(r->K > 0 ? r->K : 1);
+  size_t bo = cq * K * 8, bj = (cq + 1) * K * 8;
+  if (r->mode == GQ_RFILL) {
+    bo = (size_t)r->pcap * 8;
+    bj = ((size_t)r->pcap > cq + 1 ? (size_t)r->pcap : cq + 1) * 8;
+  }
+  free(r->hod);
+  free(r->hoj);
+  r->hod_bytes = bo ? bo : 8;
+  r->hoj_bytes = bj ? bj : 8;
+  r->hod = malloc(r->hod_bytes);
+  r->hoj = (long long *)malloc(r->hoj_bytes);
+  if (!r->hod || !r->hoj)
+    return terr_set(e, T_ENOMEM, "", -1, "no memory for the result staging");
+  return 0;
+}
+

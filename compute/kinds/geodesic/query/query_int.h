@@ -1,0 +1,163 @@
+/* compute/kinds/geodesic/query/query_int.h — private to the CUDA query
+ * engine: what its four files share. query.cu drives a call (cuda_geoq, its
+ * design paragraph says how the engine works); query_index.cu builds the
+ * index on the host (Morton order, tiles and their boxes, homes, output
+ * slots); query_chunks.cu runs chunks of queries on the devices (buffers,
+ * uploads, the pass over the chunks, results scattered to their rows);
+ * query_kernel.cu holds the kernel and its one launcher, gq_launch.
+ *
+ * The files call each other only through the functions declared here; the
+ * kernel file knows nothing of gq_run, and the host files see the kernel
+ * only through gq_launch (no <<<>>> outside query_kernel.cu). Everything
+ * here is C++ with internal meaning (gq_ prefix); the C side sees only
+ * query_cuda.h.
+ */
+#ifndef TESSEL_KINDS_GEODESIC_QUERY_INT_H
+#define TESSEL_KINDS_GEODESIC_QUERY_INT_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "compute/gpu/devctx.h"
+#include "compute/kinds/geodesic/query/query_cuda.h"
+
+#define GQ_TILE 32      /* targets a tile (= warp width) */
+#define GQ_WARPS 4      /* warps a block */
+#define GQ_MAX_DEV GPU_MAX_DEVICES
+#define GQ_CHUNK_MIN 16384 /* queries: the smallest chunk when not short */
+#define GQ_FULL 0xffffffffu
+
+/* The kernel's modes: knn, rowwise min/argmin (a best so far, pruned like
+ * knn), other rowwise ops, radius count and radius fill. */
+enum { GQ_KNN = 0, GQ_MIN, GQ_ROW, GQ_RCOUNT, GQ_RFILL };
+
+/* ---- the kernel (query_kernel.cu) ---------------------------------------- */
+
+typedef struct gq_args {
+  geod_ellipsoid g;
+  double radius, unit;
+  int self;            /* no targets: targets are the points */
+  int op;              /* rowwise op */
+  int K;               /* knn: k_eff */
+  int64_t hw;          /* home window (knn, min): targets */
+  double bound0;       /* the fixed bound in output units (r, within; inf) */
+  int64_t m, nt;       /* targets, tiles */
+  const double *tx;    /* 3 m: sorted targets' X */
+  const geod_point *tp;
+  const long long *tj; /* original index of sorted target */
+  const double *box;   /* 6 nt: lo xyz, hi xyz */
+  int64_t nq;          /* queries of the chunk */
+  const double *qx;
+  const geod_point *qp;
+  const long long *qi, *qhome;
+  const long long *qslot; /* knn, rowwise: the output row of each query in
+                           * the chunk (its rank by original index) */
+  double *hd;          /* knn heap, [nq/32][K][32] */
+  long long *hj;
+  void *od;            /* values out (plan dtype; fill: double) */
+  long long *oj;       /* indices / counts out */
+  const long long *coff; /* fill: the chunk's row offsets */
+  unsigned long long *nonconv;
+} gq_args;
+
+/* Launch the kernel for nq queries of a chunk on stream s: the method and
+ * mode pick the instance; a warp of 32 queries, GQ_WARPS warps a block.
+ * The launch's status (cudaGetLastError). */
+cudaError_t gq_launch(int method, int mode, int64_t nq, cudaStream_t s,
+                      const gq_args &a, int f32);
+
+/* ---- the index (query_index.cu) ------------------------------------------ */
+
+/* Sorted points: X (3 a point), the points, their original index. */
+typedef struct gq_side {
+  int64_t n;
+  double *x;
+  geod_point *p;
+  long long *idx;
+  uint64_t *code;
+} gq_side;
+
+/* Build the sorted side of n prepared points (T_ENOMEM; *s freed then). */
+int gq_side_build(const geod_plan *pl, const geod_point *pts, int64_t n,
+                  gq_side *s, terr *e);
+void gq_side_free(gq_side *s);
+/* The boxes of the tiles of sorted X (n points): 6 doubles a tile (lo xyz,
+ * hi xyz), *nt tiles; NULL when out of memory. The caller frees. */
+double *gq_boxes(const double *x, int64_t n, int64_t *nt);
+
+/* ---- the devices and the chunks (query_chunks.cu) ------------------------ */
+
+/* One device's share: its context, the targets' index, the chunk buffers
+ * and the chunk in flight. */
+typedef struct gq_dev {
+  int dev, borrowed;
+  devctx *d;
+  devbuf tx, tp, tj, box, nc;
+  devbuf qx, qp, qi, qh, qs, hd, hj, od, oj, coff, sk, sv, tmp;
+  size_t tmp_bytes;
+  cudaEvent_t start, done; /* around a chunk's kernels */
+  int64_t chunk; /* in flight, or -1 */
+  unsigned long long nonconv;
+} gq_dev;
+
+/* A chunk of sorted queries [s0, s1); fill chunks: pairs [p0, p1). */
+typedef struct gq_chunk {
+  int64_t s0, s1, p0, p1;
+} gq_chunk;
+
+/* Everything a call shares. */
+typedef struct gq_run {
+  const geod_plan *pl;
+  const geoq *q;
+  const geoq_gpu_job *job;
+  int mode, f32, K;
+  size_t es;
+  gq_side T, Q; /* targets, queries (Q aliases T without targets) */
+  long long *home; /* per sorted query */
+  /* knn, rowwise: slot[s], the row of sorted query s in its chunk's output
+   * (chunks are [c cq, (c + 1) cq)), and ord, each chunk's rows in order:
+   * the output comes back in increasing original row, scattered forward. */
+  long long *slot, *ord;
+  double *box;
+  int64_t nt;
+  int ndev;
+  gq_dev dv[GQ_MAX_DEV];
+  int64_t cq;  /* queries a chunk holds */
+  int64_t pcap; /* pairs a fill chunk holds */
+  /* host staging of a chunk's results (gq_host_stage: their sizes) */
+  void *hod;
+  long long *hoj;
+  size_t hod_bytes, hoj_bytes;
+  long long *cnt;  /* radius: pairs per original row */
+  int64_t *off;    /* radius: first pair of each original row */
+  long long *coff; /* radius fill: per sorted query, pairs before it */
+  tarray *part[GEOQ_MAX_PARTS];
+  int nparts;
+  double t_up, t_down, t_kern;
+} gq_run;
+
+/* (query_index.cu) The home of every sorted query: its position in the
+ * targets' order (without targets, itself); r->home allocated by the
+ * caller. slot and ord for chunks of r->cq sorted queries (see gq_run). */
+void gq_homes(gq_run *r);
+int gq_slots(gq_run *r, terr *e);
+
+/* 0, or the job's stop code with e set (canceled, timed out). */
+int gq_stop(gq_run *r, terr *e);
+/* Device bytes a chunk of cq queries takes (radius fill: plus pcap pairs). */
+size_t gq_chunk_bytes(const gq_run *r, int64_t cq);
+/* Take device x, upload the targets' index, cut r->cq to its budget. */
+int gq_dev_setup(gq_run *r, gq_dev *x, terr *e);
+/* The chunk buffers of device x, once r->cq (and r->pcap) are final. */
+int gq_dev_buffers(gq_run *r, gq_dev *x, terr *e);
+/* Give back every buffer of device x (its lock held). */
+void gq_dev_free(gq_dev *x);
+/* Host staging for a chunk's results. */
+int gq_host_stage(gq_run *r, terr *e);
+/* Cut the sorted queries into chunks (fill: by pairs too); *out freed by
+ * the caller. */
+int gq_cut(gq_run *r, int fill, gq_chunk **out, int64_t *nch, terr *e);
+/* One pass over the chunks, every device taking the next when it is free. */
+int gq_pass(gq_run *r, const gq_chunk *ch, int64_t nch, terr *e);
+
+#endif
