@@ -1,7 +1,7 @@
 /* compute/kinds/geodesic/pair_dev.cuh — the one device function that computes a
  * geodesic element on the GPU, shared by the matrix kernel
- * (compute/kinds/geodesic/geodesic.cu) and the query kernels
- * (compute/kinds/geodesic/query/query.cu), which promise distances bit-identical to the
+ * (compute/kinds/geodesic/geodesic_kernel.cu) and the query kernel
+ * (compute/kinds/geodesic/query/query_kernel.cu), which promise distances bit-identical to the
  * matrix's (compute/kinds/geodesic/query/query.h).
  *
  * Why __noinline__: nvcc fuses multiply-adds where the surrounding code
