@@ -23,6 +23,13 @@
    a kind's own code: its CUDA entry points, its BLAS). What a scheduler,
    router, API or job file needs to know of a kind is in its kind_ops;
    comments are not read.
+7. No function over MAX_FUNC_LINES lines and no source file over
+   MAX_FILE_LINES lines in the production folders (LENGTH_ROOTS), but for
+   the offenders listed in FUNC_ALLOW / FILE_ALLOW, to be split (issue 24);
+   a listed entry that no longer offends fails too, so the lists shrink. A
+   function is found by matching braces (comments, literals and
+   preprocessor lines blanked) and ends at a `}` alone at column 0, as
+   clang-format leaves every definition.
 
 Usage: check_layout.py [source root]   (default: two folders up from here)
 Exit status 0 when every rule holds, 1 with one line per violation.
@@ -88,6 +95,181 @@ def kind_leaks(rel, text, names):
         if c:
             out.append((no, f'a comparison with "{c.group(2)}"'))
     return out
+
+
+# ---- rule 7: short functions, short files ---------------------------------
+# Production folders whose sources the limits cover.
+LENGTH_ROOTS = ["app", "api", "server", "compute", "db", "util"]
+MAX_FUNC_LINES = 150
+MAX_FILE_LINES = 1000
+# Today's offenders, to be split (issue 24): each entry is "path:function"
+# (or a path, for a file) with the length it had when listed. An entry
+# that no longer offends is itself a violation, so the lists only shrink.
+FUNC_ALLOW = {
+    "app/main.c:main": 361,
+    "compute/sched/run.c:sched_run_job": 320,
+    "compute/sched/split.c:coordinate": 169,
+}
+FILE_ALLOW = {
+    "compute/sched/run.c": 1078,
+    "compute/sched/split.c": 1120,
+}
+HEADER_SKIP = re.compile(r'^\s*(extern\s+"C"|struct|union|enum|typedef|namespace)\b')
+NAME_AT_END = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)\s*$')
+
+
+def function_name(header):
+    """The name before the last top-level parenthesis of a definition's
+    header (`__global__ void __launch_bounds__(128) k(args)`: k), or None
+    when the header has none (an initializer, a block)."""
+    depth, last = 0, -1
+    for i, c in enumerate(header):
+        if c == "(":
+            if depth == 0:
+                last = i
+            depth += 1
+        elif c == ")":
+            depth -= 1
+    m = NAME_AT_END.search(header[:last]) if last >= 0 else None
+    return m.group(1) if m else None
+
+
+def strip_code(text):
+    """The text with comments, string and character literals and
+    preprocessor lines blanked (newlines kept), so that braces count."""
+    out = []
+    i, n = 0, len(text)
+    state = None  # None, "line", "block", '"', "'"
+    at_bol, in_pp = True, False
+    while i < n:
+        c = text[i]
+        nxt = text[i + 1] if i + 1 < n else ""
+        if c == "\n":
+            if state == "line":
+                state = None
+            if in_pp and not (out and out[-1] == "\\"):
+                in_pp = False
+            out.append("\n")
+            at_bol = True
+            i += 1
+            continue
+        if state is None and not in_pp and at_bol and c == "#":
+            in_pp = True
+        if not c.isspace():
+            at_bol = False
+        if in_pp and state is None:
+            if c == "/" and nxt == "*":
+                state = "block"
+                out.append("  ")
+                i += 2
+                continue
+            out.append("\\" if c == "\\" else " ")
+            i += 1
+            continue
+        if state is None:
+            if c == "/" and nxt == "/":
+                state = "line"
+                out.append("  ")
+                i += 2
+                continue
+            if c == "/" and nxt == "*":
+                state = "block"
+                out.append("  ")
+                i += 2
+                continue
+            if c in "\"'":
+                state = c
+                out.append(" ")
+                i += 1
+                continue
+            out.append(c)
+            i += 1
+            continue
+        if state == "block":
+            if c == "*" and nxt == "/":
+                state = None
+                out.append("  ")
+                i += 2
+                continue
+            out.append(" ")
+            i += 1
+            continue
+        if state in "\"'":
+            if c == "\\":
+                out.append("  ")
+                i += 2
+                continue
+            if c == state:
+                state = None
+            out.append(" ")
+            i += 1
+            continue
+        out.append(" ")  # line comment
+        i += 1
+    return "".join(out)
+
+
+def functions(text):
+    """(name, first line, last line) of every function whose body closes
+    with a `}` alone at column 0 (as clang-format leaves them)."""
+    code = strip_code(text).split("\n")
+    found = []
+    depth = 0
+    header_start = None  # first line of the text since the last ; } or {
+    start = name = None
+    for no, line in enumerate(code, 1):
+        for col, c in enumerate(line):
+            if depth == 0 and header_start is None and not c.isspace():
+                header_start = no
+            if c == "{":
+                if depth == 0:
+                    hdr = " ".join(code[(header_start or no) - 1:no - 1] + [line[:col]])
+                    name = None if HEADER_SKIP.match(hdr) else function_name(hdr)
+                    start = header_start or no if name else None
+                depth += 1
+            elif c == "}":
+                depth = max(depth - 1, 0)
+                if depth == 0:
+                    if start is not None and col == 0 and line.strip() == "}":
+                        found.append((name, start, no))
+                    start = name = None
+                    header_start = None
+            elif c == ";" and depth == 0:
+                header_start = None
+    return found
+
+
+def check_lengths(root, bad):
+    func_seen, file_seen = set(), set()
+    for top in LENGTH_ROOTS:
+        for dirpath, dirs, files in os.walk(os.path.join(root, top)):
+            dirs.sort()
+            for f in sorted(files):
+                if not f.endswith(SOURCE_EXT):
+                    continue
+                path = os.path.join(dirpath, f)
+                rel = os.path.relpath(path, root)
+                with open(path, encoding="utf-8") as fh:
+                    text = fh.read()
+                nlines = text.count("\n")
+                if nlines > MAX_FILE_LINES:
+                    if rel in FILE_ALLOW:
+                        file_seen.add(rel)
+                    else:
+                        bad.append(f"{rel}: {nlines} lines (at most {MAX_FILE_LINES}): split it by concern")
+                for name, first, last in functions(text):
+                    length = last - first + 1
+                    if length <= MAX_FUNC_LINES:
+                        continue
+                    key = f"{rel}:{name}"
+                    if key in FUNC_ALLOW:
+                        func_seen.add(key)
+                    else:
+                        bad.append(f"{rel}:{first}: {name} is {length} lines (at most {MAX_FUNC_LINES}): split it into steps")
+    for key in sorted(set(FUNC_ALLOW) - func_seen):
+        bad.append(f"{key}: within {MAX_FUNC_LINES} lines now (or gone): remove it from FUNC_ALLOW")
+    for key in sorted(set(FILE_ALLOW) - file_seen):
+        bad.append(f"{key}: within {MAX_FILE_LINES} lines now (or gone): remove it from FILE_ALLOW")
 
 
 def acyclic(graph):
@@ -198,6 +380,7 @@ def main():
                                 bad.append(f"{rel}:{no}: compute/kinds/{src_sub or ''} -> compute/kinds/{dst_sub}/ goes across kinds (\"{inc}\")")
                         if not os.path.isfile(os.path.join(root, inc)):
                             bad.append(f"{rel}:{no}: include \"{inc}\" does not exist")
+    check_lengths(root, bad)
     for b in bad:
         print(b)
     print(f"check_layout: {len(bad)} violation(s)" if bad else "check_layout: ok")
