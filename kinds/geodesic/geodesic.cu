@@ -739,7 +739,11 @@ extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
   int64_t nb = 0, next = 0, look = 0, chunks_total = 0, chunk_no = 0;
   size_t es = tdtype_size(pl->dtype), total, chunk, slot_bytes = 0;
   size_t budget = 0;
-  int devs[GPU_MAX_DEVICES], ndev = 1;
+  /* devs[0] is the run's own device also when nothing is borrowed
+   * (job->borrow NULL): the lanes of a test's spread over one GPU read it
+   * (uninitialised, it named a random device: gpu_test_geodesic_band
+   * failed one run in three on the H200). */
+  int devs[GPU_MAX_DEVICES] = {dev}, ndev = 1;
   int64_t pend_c = -1; /* chunk whose host copy is pending, its stage */
   size_t pend_off = 0, pend_len = 0;
   int pend_s = 0, timed = 0;
