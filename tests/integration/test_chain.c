@@ -183,7 +183,7 @@ TEST(an_input_job_is_kept_while_a_queued_job_takes_it) {
   char lid[64];
   snprintf(lid, sizeof lid, "%s", l ? jstr(l, "id") : "");
   json_decref(l);
-  wait_running(&S, lid);
+  CHECK(wait_running(&S, lid));
   char body[256];
   snprintf(body, sizeof body,
            "{\"kind\":\"map\",\"params\":{\"expr\":\"x+1\",\"inputs\":{\"x\":"
