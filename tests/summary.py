@@ -142,7 +142,7 @@ def main():
     elif not tf and not ts:
         print("make test: all suites passed")
     elif not tf:
-        print("make test: no failure, but %d skipped (above): not all suites passed" % ts)
+        print("make test: nothing failed, %d skipped (listed above)" % ts)
     print("%d passed, %d failed, %d skipped" % (tp, tf, ts))
     return 1 if tf else 0
 
