@@ -1,7 +1,9 @@
 # Test registration. Every file tests/unit/test_*.c is one executable and one
 # CTest test; tests/integration/test_*.c likewise, with libcurl and the path of
 # the daemon; tests/gpu/test_*.c exit 77 (CTest's "skipped") when no GPU is
-# present; tests/fuzz/fuzz_*.c are libFuzzer targets (TESSEL_FUZZ=ON, clang);
+# present (and fail where nvidia-smi lists one but the probe fails); a test
+# that cannot run what this machine lacks exits 77 too (SKIP_TEST in
+# tests/check.h), never 0; tests/fuzz/fuzz_*.c are libFuzzer targets (TESSEL_FUZZ=ON, clang);
 # tests/bench/bench_*.c are benchmark programs, built but never run as tests.
 find_package(CURL REQUIRED)
 pkg_check_modules(PROJ IMPORTED_TARGET proj)
