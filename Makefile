@@ -15,6 +15,9 @@ TEST_BUILD ?= build-test
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
+# Where each suite of `make test` leaves its counts (CTest's JUnit files,
+# the browser tests' TAP, the Docker test's verdict) for tests/summary.py.
+TEST_RESULTS ?= $(CURDIR)/$(TEST_BUILD)/results
 
 export TESSEL_LISTEN ?= 127.0.0.1
 export TESSEL_PORT ?= 8080
@@ -45,50 +48,68 @@ run: build
 # The whole suite: the main build (-Werror) under CTest, the sanitizer build
 # of the unit and integration tests, the fuzz targets, the browser tests and
 # the Docker test (which reports itself skipped when no engine can start).
+# Every suite runs even after one failed; tests/summary.py then prints each
+# suite's counts, every skip with its reason and every failure, and last
+# "N passed, N failed, N skipped" alone on its line (CI reads it); the
+# exit status is 1 when anything failed. A suite that stopped before it
+# left a result (a build error) counts as one failure.
+TEST_SUITES = main asan tsan fuzz browser docker
 test: deps-test
-	$(MAKE) test-main
-	$(MAKE) test-asan
-	$(MAKE) test-tsan
-	$(MAKE) test-fuzz
-	$(MAKE) test-browser
-	$(MAKE) test-docker
-	@echo "make test: all suites passed"
+	@rm -rf $(TEST_RESULTS) && mkdir -p $(TEST_RESULTS)
+	@for s in $(TEST_SUITES); do \
+	  $(MAKE) test-$$s TEST_RESULTS=$(TEST_RESULTS); rc=$$?; \
+	  if [ -z "$$(ls $(TEST_RESULTS)/$$s.xml $(TEST_RESULTS)/$$s-*.tap \
+	        $(TEST_RESULTS)/$$s.verdict 2>/dev/null)" ]; then \
+	    mkdir -p $(TEST_RESULTS); \
+	    echo "make test-$$s exited $$rc without a result" > $(TEST_RESULTS)/$$s.missing; \
+	  fi; \
+	done; \
+	/usr/bin/python3 tests/summary.py $(TEST_RESULTS)
 
 test-main:
 	$(CMAKE) -S . -B $(TEST_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DTESSEL_WERROR=ON -DTESSEL_CUDA=$(CUDA) -DCMAKE_CUDA_ARCHITECTURES=90
 	$(CMAKE) --build $(TEST_BUILD) -j $(JOBS)
-	cd $(TEST_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+	mkdir -p $(TEST_RESULTS)
+	cd $(TEST_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900 \
+	  --output-junit $(TEST_RESULTS)/main.xml
 
 test-asan:
+	mkdir -p $(TEST_RESULTS)
 	$(CMAKE) -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug \
 	  -DTESSEL_WERROR=ON -DTESSEL_SANITIZE=ON -DTESSEL_CUDA=OFF
 	$(CMAKE) --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --output-on-failure -j $(JOBS) -L 'unit|integration|hostile' --timeout 900
+	  ctest --output-on-failure -j $(JOBS) -L 'unit|integration|hostile' --timeout 900 \
+	  --output-junit $(TEST_RESULTS)/asan.xml
 
 # ThreadSanitizer over the concurrent parts: the pool, inputs built on it
 # (arrayval) and the scheduler
 # (two cluster nodes in one process included: test_sched_nodes).
 test-tsan:
+	mkdir -p $(TEST_RESULTS)
 	$(CMAKE) -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug \
 	  -DTESSEL_WERROR=ON -DTESSEL_TSAN=ON -DTESSEL_CUDA=OFF
 	$(CMAKE) --build $(TSAN_BUILD) -j $(JOBS) --target unit_test_pool unit_test_arrayval unit_test_sched unit_test_sched_gpu unit_test_sched_mem unit_test_sched_parts unit_test_sched_cluster unit_test_sched_nodes unit_test_wbehind unit_test_split_join
 	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-	  ctest --output-on-failure -R 'pool|arrayval|sched|wbehind|split_join' --timeout 600
+	  ctest --output-on-failure -R 'pool|arrayval|sched|wbehind|split_join' --timeout 600 \
+	  --output-junit $(TEST_RESULTS)/tsan.xml
 
 test-fuzz:
+	mkdir -p $(TEST_RESULTS)
 	CC=clang $(CMAKE) -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug \
 	  -DTESSEL_FUZZ=ON -DTESSEL_CUDA=OFF
 	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS)
-	cd $(FUZZ_BUILD) && ctest --output-on-failure -L fuzz
+	cd $(FUZZ_BUILD) && ctest --output-on-failure -L fuzz --output-junit $(TEST_RESULTS)/fuzz.xml
 
 test-browser: build
-	sh tests/browser/run.sh $(BUILD)/tesseld
+	mkdir -p $(TEST_RESULTS)
+	TESSEL_TEST_RESULTS=$(TEST_RESULTS) sh tests/browser/run.sh $(BUILD)/tesseld
 
 test-docker:
-	sh tests/docker/run.sh
+	mkdir -p $(TEST_RESULTS)
+	TESSEL_TEST_RESULTS=$(TEST_RESULTS) sh tests/docker/run.sh
 
 bench: build
 	$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTESSEL_CUDA=$(CUDA)

@@ -1,7 +1,9 @@
 # Test registration. Every file tests/unit/test_*.c is one executable and one
 # CTest test; tests/integration/test_*.c likewise, with libcurl and the path of
 # the daemon; tests/gpu/test_*.c exit 77 (CTest's "skipped") when no GPU is
-# present; tests/fuzz/fuzz_*.c are libFuzzer targets (TESSEL_FUZZ=ON, clang);
+# present (and fail where nvidia-smi lists one but the probe fails); a test
+# that cannot run what this machine lacks exits 77 too (SKIP_TEST in
+# tests/check.h), never 0; tests/fuzz/fuzz_*.c are libFuzzer targets (TESSEL_FUZZ=ON, clang);
 # tests/bench/bench_*.c are benchmark programs, built but never run as tests.
 find_package(CURL REQUIRED)
 pkg_check_modules(PROJ IMPORTED_TARGET proj)
@@ -58,7 +60,7 @@ if(NOT TESSEL_FUZZ)
     add_test(NAME integration/${n} COMMAND integ_${n} $<TARGET_FILE:tesseld>)
     set_tests_properties(integration/${n} PROPERTIES LABELS integration TIMEOUT 900
       SKIP_RETURN_CODE 77
-      ENVIRONMENT "TESSEL_WEB_DIR=${CMAKE_SOURCE_DIR}/web")
+      ENVIRONMENT "TESSEL_WEB_DIR=${CMAKE_SOURCE_DIR}/web;TESSEL_TEST_TLS_DIR=${CMAKE_SOURCE_DIR}/tests/integration/tls")
   endforeach()
 
   file(GLOB GPU_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/gpu/test_*.c)
@@ -94,7 +96,7 @@ if(NOT TESSEL_FUZZ)
 
   # Two nodes on one PostgreSQL store and data directory: the cross-node
   # paths once each (tests/cluster/test_two_nodes.sh); skipped (77) without
-  # PostgreSQL 15 or a tesseld built with libpq.
+  # a PostgreSQL server (any major) or a tesseld built with libpq.
   add_test(NAME cluster_smoke
     COMMAND sh ${CMAKE_SOURCE_DIR}/tests/cluster/test_two_nodes.sh $<TARGET_FILE:tesseld>)
   set_tests_properties(cluster_smoke PROPERTIES LABELS integration TIMEOUT 300
@@ -104,13 +106,13 @@ if(NOT TESSEL_FUZZ)
   set_tests_properties(cluster_split PROPERTIES LABELS integration TIMEOUT 300
     SKIP_RETURN_CODE 77)
 
-  # Issue 14's judgement: its own PostgreSQL 15 (pgserver.sh) and three
+  # Issue 14's judgement: its own PostgreSQL (pgserver.sh) and three
   # nodes: bad configuration, 2,000 jobs with a kill -9, idempotency, cancel
   # and ?wait across nodes, cuda without a GPU node, a split job against
   # SQLite, the store stopped under load, expiry once
   # (tests/cluster/test_cluster.py, Debian's python3 and its standard
   # library only; about 1 minute on the 2-core VM). Skipped (77, with the
-  # reason) only without PostgreSQL 15.
+  # reason) only without a PostgreSQL server.
   add_test(NAME cluster
     COMMAND /usr/bin/python3 ${CMAKE_SOURCE_DIR}/tests/cluster/test_cluster.py $<TARGET_FILE:tesseld>)
   set_tests_properties(cluster PROPERTIES LABELS integration TIMEOUT 900
@@ -158,5 +160,9 @@ if(TESSEL_PYTHON3_LAYOUT AND NOT TESSEL_FUZZ)
   add_test(NAME layout/check_layout
     COMMAND ${TESSEL_PYTHON3_LAYOUT} ${CMAKE_SOURCE_DIR}/tests/layout/check_layout.py ${CMAKE_SOURCE_DIR})
   set_tests_properties(layout/check_layout PROPERTIES LABELS unit TIMEOUT 60)
+  # The closing lines of make test (tests/summary.py) on made-up results.
+  add_test(NAME unit/summary
+    COMMAND ${TESSEL_PYTHON3_LAYOUT} ${CMAKE_SOURCE_DIR}/tests/test_summary.py)
+  set_tests_properties(unit/summary PROPERTIES LABELS unit TIMEOUT 60)
 endif()
 

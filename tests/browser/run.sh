@@ -82,10 +82,17 @@ fi
 
 # One file after the other, never side by side: map_lists.test.mjs makes
 # 1,000 jobs, and dashboard.test.mjs counts the jobs it sees.
+# With $TESSEL_TEST_RESULTS (make test) each file's TAP report goes there
+# too (browser-FILE.tap) for tests/summary.py to count.
 status=0
 for f in dashboard.test.mjs map_lists.test.mjs; do
+  set -- --test-reporter=spec --test-reporter-destination=stdout
+  if [ -n "${TESSEL_TEST_RESULTS:-}" ]; then
+    set -- "$@" --test-reporter=tap \
+      --test-reporter-destination="$TESSEL_TEST_RESULTS/browser-${f%%.*}.tap"
+  fi
   TESSEL_URL=$url TESSEL_BIN=$bin WEB_DIR="$root/web" CHROMIUM=$chromium ARTIFACTS=$art \
-    node --test --test-reporter=spec "$here/$f" || status=$?
+    node --test "$@" "$here/$f" || status=$?
 done
 if [ $status -ne 0 ]; then
   echo "browser tests: failed; screenshots and the server log are in $art" >&2

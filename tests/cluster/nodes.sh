@@ -1,7 +1,8 @@
 # tests/cluster/nodes.sh — what the shell tests of tests/cluster share;
 # sourced, after `set -eu`, as  tag=TAG; . "$(dirname "$0")/nodes.sh"  with $bin
 # set to the tesseld under test. It exits 77 (skipped, with the reason)
-# without PostgreSQL 15, pgserver.sh, curl or python3; makes $tmp
+# without a PostgreSQL server (any major: Debian 12 has 15, Ubuntu 24.04
+# 16), pgserver.sh, curl or python3; makes $tmp
 # (/tmp/tessel-TAG-XXXXXX, removed at exit with every node started and the
 # server), starts a PostgreSQL server in $tmp/pg with its URL in
 # $tmp/store-url and an empty $tmp/data, and defines:
@@ -16,8 +17,11 @@ case "$bin" in /*) ;; *) bin="$(pwd)/$bin" ;; esac
 here=$(cd "$(dirname "$0")" && pwd)
 pgs="$here/pgserver.sh"
 # PG_BIN (pgserver.sh reads it too): the server's binaries elsewhere than
-# Debian's place (the GPU machine: tests/cluster/pack_pg.sh).
-[ -x "${PG_BIN:-/usr/lib/postgresql/15/bin}/postgres" ] || { echo "skipped: no PostgreSQL 15 (Debian postgresql-15)"; exit 77; }
+# Debian's place (the GPU machine: tests/cluster/pack_pg.sh); else the
+# newest installed major, as pgserver.sh picks it.
+PG_BIN=${PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
+export PG_BIN
+[ -n "$PG_BIN" ] && [ -x "$PG_BIN/postgres" ] || { echo "skipped: no PostgreSQL server (Debian postgresql-15, Ubuntu postgresql-16)"; exit 77; }
 [ -f "$pgs" ] || { echo "skipped: no tests/cluster/pgserver.sh"; exit 77; }
 command -v curl >/dev/null && command -v python3 >/dev/null || { echo "skipped: needs curl and python3"; exit 77; }
 

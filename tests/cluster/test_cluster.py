@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """tests/cluster/test_cluster.py — Tessel as several nodes on one PostgreSQL
-store, judged as issue 14 says: a PostgreSQL 15 server of its own
+store, judged as issue 14 says: a PostgreSQL server of its own (any major)
 (tests/cluster/pgserver.sh, on a Unix socket in a temporary directory, run
 as the postgres user) and three tesseld nodes on one shared data directory.
 
@@ -42,8 +42,9 @@ No wall-clock time is asserted: waits have deadlines only so that a bug
 fails instead of hanging.
 
 Exit 0 when every check passed, 1 otherwise; 77 (skipped, with the reason)
-only when PostgreSQL 15 (Debian's postgresql-15, deps/) is not installed.
+only when no PostgreSQL server (deps/: postgresql-15 or -16) is installed.
 """
+import glob
 import json
 import os
 import random
@@ -62,7 +63,17 @@ PGS = os.path.join(HERE, "pgserver.sh")
 # PG_BIN: the server's binaries (pgserver.sh reads the same variable), for
 # a machine where they are not installed in Debian's place (the GPU
 # machine: tests/cluster/pack_pg.sh).
-PG_BIN = os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin")
+# Else the newest installed major (Debian 12: 15, Ubuntu 24.04: 16), as
+# pgserver.sh picks it.
+def newest_pg_bin():
+    def major(d):
+        name = os.path.basename(os.path.dirname(d))
+        return int(name) if name.isdigit() else -1
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=major)
+    return found[-1] if found else "/usr/lib/postgresql/NONE/bin"
+
+
+PG_BIN = os.environ.get("PG_BIN") or newest_pg_bin()
 # TESSEL_CLUSTER_GPU_N0=1: n1 and n2 see no GPU (CUDA_VISIBLE_DEVICES=""),
 # so that on a GPU machine phase 4 proves a cuda job submitted to a node
 # without one runs on n0, the node with one.
@@ -727,7 +738,7 @@ def main():
         return 2
     binary = os.path.abspath(sys.argv[1])
     if not os.path.exists(PG_BIN + "/postgres"):
-        print("skipped: no PostgreSQL 15 (Debian postgresql-15)")
+        print("skipped: no PostgreSQL server (Debian postgresql-15, Ubuntu postgresql-16)")
         return 77
     tmp = tempfile.mkdtemp(prefix="tessel-cluster-")
     os.chmod(tmp, 0o755)

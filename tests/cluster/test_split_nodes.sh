@@ -1,10 +1,10 @@
 #!/bin/sh
 # tests/cluster/test_split_nodes.sh — split jobs on a cluster (compute/sched/split.c
-# with compute/sched/cluster.c): a PostgreSQL 15 server (tests/cluster/pgserver.sh),
+# with compute/sched/cluster.c): a PostgreSQL server (tests/cluster/pgserver.sh),
 # two nodes a and b on one data directory splitting from 1000 pairs into 4
 # tiles, and a third tesseld on its own SQLite store that never splits.
 #   sh tests/cluster/test_split_nodes.sh build/tesseld
-# Exits 77 (skipped) without PostgreSQL 15, pgserver.sh, curl/python3 or a
+# Exits 77 (skipped) without a PostgreSQL server, pgserver.sh, curl/python3 or a
 # tesseld built with libpq. Asserts:
 #   - a split matrix (condensed) and a knn job submitted to a end
 #     succeeded with tiles {total 4, done 4}, by_node counting 4, and every

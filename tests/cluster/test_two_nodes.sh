@@ -1,9 +1,9 @@
 #!/bin/sh
 # tests/cluster/test_two_nodes.sh — the cross-node paths of compute/sched/cluster.c,
-# end to end: a PostgreSQL 15 server (tests/cluster/pgserver.sh) and two
+# end to end: a PostgreSQL server (tests/cluster/pgserver.sh) and two
 # tesseld nodes on one data directory.
 #   sh tests/cluster/test_two_nodes.sh build/tesseld
-# Exits 77 (skipped) without PostgreSQL 15, pgserver.sh or a tesseld built
+# Exits 77 (skipped) without a PostgreSQL server, pgserver.sh or a tesseld built
 # with libpq. The cluster's big test (many jobs, restarts, a stopped server)
 # is tests/cluster's others; this one proves each path once:
 #   - both nodes are live in GET /v1/nodes of either, and /v1/info says

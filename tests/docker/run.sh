@@ -9,7 +9,10 @@
 # reachable here, so the base image is made locally with debootstrap (and
 # kept as tessel-base:bookworm for the next run). When no engine can be
 # started it prints SKIPPED and why — it never reports a pass it did not
-# make.
+# make. With $TESSEL_TEST_RESULTS (make test) it also writes its verdict,
+# "passed", "skipped: WHY" or "failed: WHY", to docker.verdict there, so
+# that the closing line of make test counts a skip as a skip; a run that
+# stops without one counts as failed.
 set -eu
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -23,8 +26,11 @@ BASE=tessel-base:bookworm
 PY=/usr/bin/python3
 started_dockerd=""
 
-skip() { echo "docker test: SKIPPED: $*"; exit 0; }
-fail() { echo "docker test: FAILED: $*"; docker logs "$NAME" 2>&1 | tail -30 || true; cleanup; exit 1; }
+verdict() {
+  if [ -n "${TESSEL_TEST_RESULTS:-}" ]; then echo "$*" > "$TESSEL_TEST_RESULTS/docker.verdict"; fi
+}
+skip() { echo "docker test: SKIPPED: $*"; verdict "skipped: $*"; exit 0; }
+fail() { echo "docker test: FAILED: $*"; verdict "failed: $*"; docker logs "$NAME" 2>&1 | tail -30 || true; cleanup; exit 1; }
 cleanup() {
   docker rm -f "$NAME" >/dev/null 2>&1 || true
   docker volume rm -f "$VOLUME" >/dev/null 2>&1 || true
@@ -42,7 +48,8 @@ cleanup() {
 # Compose's own reading of it follows once an engine answers.
 if ! $PY tests/cluster/check_compose.py docker/compose.yaml >"$WORK.compose.txt" 2>&1; then
   cat "$WORK.compose.txt"; rm -f "$WORK.compose.txt"
-  echo "docker test: FAILED: docker/compose.yaml's cluster profile"; exit 1
+  echo "docker test: FAILED: docker/compose.yaml's cluster profile"
+  verdict "failed: docker/compose.yaml's cluster profile"; exit 1
 fi
 rm -f "$WORK.compose.txt"
 
@@ -167,4 +174,5 @@ wait_healthy
 check_results
 
 cleanup
+verdict passed
 echo "docker test: passed (image built, map and geodesic jobs checked, healthy, data survived a restart)"

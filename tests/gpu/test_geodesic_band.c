@@ -182,7 +182,7 @@ int main(void) {
   terr e;
   terr_clear(&e);
   if (cuda_geodesic_probe(0, name, sizeof name, &e) != 0)
-    SKIP_ALL("%s", e.message);
+    SKIP_ALL_NO_GPU("%s", e.message);
   printf("device 0: %s\n", name);
   RUN(test_gpu_bands);
   return check_summary();

@@ -667,7 +667,7 @@ int main(int argc, char **argv) {
   terr e;
   terr_clear(&e);
   if (cuda_geodesic_probe(0, name, sizeof name, &e) != 0)
-    SKIP_ALL("%s", e.message);
+    SKIP_ALL_NO_GPU("%s", e.message);
   g_ngpu = gpu_count();
   printf("device 0: %s; %d GPU(s)\n", name, g_ngpu);
   RUN(test_query_sets);

@@ -445,7 +445,7 @@ int main(int argc, char **argv) {
   gpu_config cfg = {dir, 0.5, 0};
   gpu_configure(&cfg);
   CHECK(gpu_init() == 0);
-  if (gpu_count() == 0) SKIP_ALL("no CUDA device (%s)", gpu_unavailable_reason());
+  if (gpu_count() == 0) SKIP_ALL_NO_GPU("no CUDA device (%s)", gpu_unavailable_reason());
   RUN(map_bits_like_the_cpu);
   RUN(reduce_bits_like_the_cpu);
   RUN(transcendental_ulps);

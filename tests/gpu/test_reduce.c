@@ -238,7 +238,7 @@ TEST(cancel_mid_job) {
 
 int main(void) {
   CHECK(gpu_init() == 0);
-  if (gpu_count() == 0) SKIP_ALL("no CUDA device (%s)", gpu_unavailable_reason());
+  if (gpu_count() == 0) SKIP_ALL_NO_GPU("no CUDA device (%s)", gpu_unavailable_reason());
   RUN(every_op_every_layout);
   RUN(float32_and_broadcast);
   RUN(nan_and_empty);

@@ -380,8 +380,6 @@ static inline json_t *result_data_at(srv *s, json_t *job, const char *query) {
 }
 #define result_data(s, job) result_data_at((s), (job), NULL)
 
-/* Poll a job (up to ~5 s) until its status is "running"; 1 if it got
- * there, 0 if not (the caller's later checks then fail on their own). */
 /* 1 when the daemon has a usable GPU (GET /v1/devices cuda.available). */
 static inline int srv_has_gpu(srv *s) {
   resp r = req(s, "GET", "/v1/devices", NULL, NULL);
@@ -392,19 +390,25 @@ static inline int srv_has_gpu(srv *s) {
   return gpu;
 }
 
-static inline int wait_running(srv *s, const char *id) {
+/* 1 when job id's status is "running" now. */
+static inline int job_is_running(srv *s, const char *id) {
   char path[128];
   snprintf(path, sizeof path, "/v1/jobs/%s", id);
-  for (int i = 0; i < 500; i++) {
-    resp r = req(s, "GET", path, NULL, NULL);
-    json_t *o = resp_json(&r);
-    int running = o && strcmp(jstr(o, "status"), "running") == 0;
-    json_decref(o);
-    resp_free(&r);
-    if (running) return 1;
-    usleep(10000);
-  }
-  return 0;
+  resp r = req(s, "GET", path, NULL, NULL);
+  json_t *o = r.status == 200 ? resp_json(&r) : NULL;
+  const char *st = o ? jstr(o, "status") : NULL;
+  int running = st && strcmp(st, "running") == 0;
+  json_decref(o);
+  resp_free(&r);
+  return running;
+}
+
+/* Poll a job (up to 60 s: a loaded machine may start it late) until its
+ * status is "running"; 1 if it got there, 0 if not (callers CHECK it). */
+static inline int wait_running(srv *s, const char *id) {
+  int running = 0;
+  WAIT_FOR((running = job_is_running(s, id)), 60);
+  return running;
 }
 
 #endif

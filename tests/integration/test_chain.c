@@ -138,7 +138,7 @@ TEST(unfinished_failed_canceled_unknown_inputs) {
   char lid[64];
   snprintf(lid, sizeof lid, "%s", l ? jstr(l, "id") : "");
   json_decref(l);
-  wait_running(&S, lid);
+  CHECK(wait_running(&S, lid));
   refused(lid, 409, "conflict", "params.inputs.x", "is running");
   /* Canceled: no result to take. */
   char path[128];
@@ -183,7 +183,7 @@ TEST(an_input_job_is_kept_while_a_queued_job_takes_it) {
   char lid[64];
   snprintf(lid, sizeof lid, "%s", l ? jstr(l, "id") : "");
   json_decref(l);
-  wait_running(&S, lid);
+  CHECK(wait_running(&S, lid));
   char body[256];
   snprintf(body, sizeof body,
            "{\"kind\":\"map\",\"params\":{\"expr\":\"x+1\",\"inputs\":{\"x\":"

@@ -53,7 +53,28 @@ static int has_line(const char *log, ...) {
   return 0;
 }
 
-/* Run a succeeded, a timed-out and a canceled job; returns the ids. */
+/* 1 when the log has a job_end line for each of the three ids. */
+static int ends_logged(const srv *s, const char *a, const char *b, const char *c) {
+  char *log = read_log(s);
+  int all = has_line(log, "job_end", a, NULL) && has_line(log, "job_end", b, NULL) &&
+            has_line(log, "job_end", c, NULL);
+  free(log);
+  return all;
+}
+
+/* 1 when the log has the access line of GET /v1/jobs?limit=1&status=... */
+static int access_logged(const srv *s) {
+  char *log = read_log(s);
+  int has = has_line(log, " access ", "method=GET", "path=/v1/jobs",
+                     "query=\"limit=1&status=succeeded\"", "status=200",
+                     "request_id=r_", "owner=-", "client=127.0.0.1", NULL);
+  free(log);
+  return has;
+}
+
+/* Run a succeeded, a timed-out and a canceled job; returns the ids once
+ * their end lines are in the log (written after the commit, so the
+ * answer can come first: wait for the lines, not for a time). */
 static void three_jobs(srv *s, char ok[64], char late[64], char gone[64]) {
   long st;
   json_t *j = submit(s, "?wait=30",
@@ -82,7 +103,9 @@ static void three_jobs(srv *s, char ok[64], char late[64], char gone[64]) {
   json_t *end = wait_job(s, gone, 30);
   CHECK_STR(jstr(end, "status"), "canceled");
   json_decref(end);
-  usleep(200000); /* the end lines are written once committed */
+  int logged = 0;
+  WAIT_FOR((logged = ends_logged(s, ok, late, gone)), 30);
+  CHECK_MSG(logged, "no job_end line for one of %s %s %s", ok, late, gone);
 }
 
 TEST(text_lines) {
@@ -92,11 +115,10 @@ TEST(text_lines) {
   three_jobs(&s, ok, late, gone);
   resp r = req(&s, "GET", "/v1/jobs?limit=1&status=succeeded", NULL, NULL);
   resp_free(&r);
-  usleep(100000);
+  int logged = 0;
+  WAIT_FOR((logged = access_logged(&s)), 30);
+  CHECK(logged);
   char *log = read_log(&s);
-  CHECK(has_line(log, " access ", "method=GET", "path=/v1/jobs",
-                 "query=\"limit=1&status=succeeded\"", "status=200",
-                 "request_id=r_", "owner=-", "client=127.0.0.1", NULL));
   CHECK(has_line(log, " job_end ", ok, "kind=map", "backend=serial",
                  "status=succeeded", "ms=", NULL));
   CHECK(has_line(log, " job_end ", late, "kind=geodesic", "status=failed",

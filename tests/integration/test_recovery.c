@@ -27,7 +27,7 @@ TEST(kill9_then_restart) {
     json_decref(j);
   }
   /* Wait for the first to be running, then kill -9. */
-  wait_running(&S, ids[0]);
+  CHECK(wait_running(&S, ids[0]));
   CHECK(srv_kill(&S, SIGKILL) == 128 + SIGKILL);
   CHECK(srv_restart(&S) == 0);
   for (int i = 0; i < NJOBS; i++) {
@@ -51,7 +51,7 @@ TEST(sigterm_with_short_deadline_requeues) {
   char id[64];
   snprintf(id, sizeof id, "%s", j ? jstr(j, "id") : "");
   json_decref(j);
-  usleep(300000);
+  CHECK(wait_running(&S, id));
   /* --shutdown-deadline 0: the running job is stopped, not failed. */
   CHECK(srv_kill(&S, SIGTERM) == 0);
   CHECK(srv_restart(&S) == 0);

@@ -39,17 +39,24 @@ static const char *daemon_path;
 static char cert[512], key[512], other_cert[512], other_key[512];
 static char expired_cert[512], expired_key[512];
 
-static void paths(void) {
-  snprintf(cert, sizeof cert, "%s/tests/integration/tls/server-cert.pem", TESSEL_SOURCE_DIR);
-  snprintf(key, sizeof key, "%s/tests/integration/tls/server-key.pem", TESSEL_SOURCE_DIR);
-  snprintf(other_cert, sizeof other_cert, "%s/tests/integration/tls/other-cert.pem",
-           TESSEL_SOURCE_DIR);
-  snprintf(other_key, sizeof other_key, "%s/tests/integration/tls/other-key.pem",
-           TESSEL_SOURCE_DIR);
-  snprintf(expired_cert, sizeof expired_cert,
-           "%s/tests/integration/tls/expired-cert.pem", TESSEL_SOURCE_DIR);
-  snprintf(expired_key, sizeof expired_key,
-           "%s/tests/integration/tls/expired-key.pem", TESSEL_SOURCE_DIR);
+/* The certificates' folder, found at run time (a path compiled in fails
+ * wherever the binary runs off the build machine): $TESSEL_TEST_TLS_DIR
+ * (CTest sets it, tests/tests.cmake), else tests/integration/tls under
+ * the current directory (a copy of the repository, as tests/gpu's
+ * device_run.sh runs the binaries from its root). 0 when found. */
+static int paths(void) {
+  const char *dir = getenv("TESSEL_TEST_TLS_DIR");
+  if (!dir || !*dir) dir = "tests/integration/tls";
+  snprintf(cert, sizeof cert, "%s/server-cert.pem", dir);
+  snprintf(key, sizeof key, "%s/server-key.pem", dir);
+  snprintf(other_cert, sizeof other_cert, "%s/other-cert.pem", dir);
+  snprintf(other_key, sizeof other_key, "%s/other-key.pem", dir);
+  snprintf(expired_cert, sizeof expired_cert, "%s/expired-cert.pem", dir);
+  snprintf(expired_key, sizeof expired_key, "%s/expired-key.pem", dir);
+  if (access(cert, R_OK) == 0 && access(expired_key, R_OK) == 0) return 0;
+  fprintf(stderr, "no test certificates at %s: set TESSEL_TEST_TLS_DIR to "
+                  "tests/integration/tls or run from the repository's root\n", dir);
+  return -1;
 }
 
 /* 1 when the daemon's log holds `what`. */
@@ -321,7 +328,7 @@ TEST(expired_certificate_warns_at_start) {
 int main(int argc, char **argv) {
   if (argc < 2) SKIP_ALL("usage: test_tls <tesseld>");
   daemon_path = argv[1];
-  paths();
+  if (paths() != 0) return 1;
   curl_global_init(CURL_GLOBAL_ALL);
   RUN(https_serves_everything);
   RUN(misconfiguration_stops_the_start);

@@ -415,14 +415,13 @@ TEST(lying_and_cut_bodies_leave_nothing) {
                 "Content-Type: application/x-npy\r\nContent-Length: %zu\r\n\r\n",
                 len);
   CHECK(send_all(fd, head, (size_t)hl) == 0 && send_all(fd, body, len / 2) == 0);
-  usleep(200 * 1000);
+  /* Leave once the daemon has begun the partial file (not after a time). */
+  int tmp = -1;
+  WAIT_FOR((tmp = count_files(adir, ".tmp")) == 1, 60);
+  CHECK_MSG(tmp == 1, "%d partial files while the body arrives", tmp);
   close(fd);
   /* Nothing under a real id, and no file once the daemon noticed. */
-  int tmp = -1;
-  for (int i = 0; i < 100 && tmp != 0; i++) {
-    usleep(50 * 1000);
-    tmp = count_files(adir, ".tmp");
-  }
+  WAIT_FOR((tmp = count_files(adir, ".tmp")) == 0, 60);
   CHECK_MSG(tmp == 0, "%d partial files left", tmp);
   CHECK(count_files(adir, ".npy") == files);
   CHECK(array_count(&S) == before);
@@ -444,10 +443,7 @@ static void kill_9_midway(const char *ct, const char *body, size_t len) {
   char adir[300];
   snprintf(adir, sizeof adir, "%s/arrays", k.dir);
   int tmp = 0;
-  for (int i = 0; i < 100 && tmp == 0; i++) {
-    usleep(20 * 1000);
-    tmp = count_files(adir, ".tmp");
-  }
+  WAIT_FOR((tmp = count_files(adir, ".tmp")) != 0, 60);
   CHECK_MSG(tmp == 1, "%s", ct);
   CHECK(srv_kill(&k, SIGKILL) == 128 + SIGKILL);
   close(fd);
@@ -834,13 +830,12 @@ TEST(text_refused_and_cut_bodies_leave_nothing) {
     /* Abandoned: the client sends half and leaves. */
     fd = connect_to(&S);
     CHECK(send_all(fd, head, (size_t)hl) == 0 && send_all(fd, body, len / 2) == 0);
-    usleep(200 * 1000);
-    close(fd);
+    /* Leave once the daemon has begun the partial file (not after a time). */
     int tmp = -1;
-    for (int i = 0; i < 100 && tmp != 0; i++) {
-      usleep(50 * 1000);
-      tmp = count_files(adir, ".tmp");
-    }
+    WAIT_FOR((tmp = count_files(adir, ".tmp")) == 1, 60);
+    CHECK_MSG(tmp == 1, "%s: %d partial files while the body arrives", ct, tmp);
+    close(fd);
+    WAIT_FOR((tmp = count_files(adir, ".tmp")) == 0, 60);
     CHECK_MSG(tmp == 0, "%s: %d partial files left", ct, tmp);
     CHECK(count_files(adir, ".npy") == files);
     CHECK(array_count(&S) == before);

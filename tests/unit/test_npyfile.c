@@ -4,7 +4,7 @@
  * float64) and the order the slices land in; ranges outside the array are
  * refused; a write error of a full device is T_ENOSPACE; creation on a full
  * file system is T_ENOSPACE with nothing left at the path (a small tmpfs:
- * needs root, skipped with a message otherwise). A streamed upload's file
+ * needs root; a CTest skip, with the reason, otherwise). A streamed upload's file
  * (shape given at the end, header padded to 256 bytes) maps back whole.
  *
  * The file under test is included, as h2o's tests do, to build a sink on
@@ -142,10 +142,7 @@ TEST(write_ranges_checked) {
 TEST(full_device_is_enospace) {
   /* A sink whose file is /dev/full: every write fails with ENOSPC. */
   int fd = open("/dev/full", O_WRONLY | O_CLOEXEC);
-  if (fd < 0) {
-    fprintf(stderr, "  no /dev/full: skipped\n");
-    return;
-  }
+  if (fd < 0) SKIP_TEST("no /dev/full: %s", strerror(errno));
   int64_t n = 4;
   tarray *a = array_shell(T_F64, 1, &n, n);
   struct tarray_sink *s = malloc(sizeof *s);
@@ -181,10 +178,9 @@ TEST(create_on_a_full_file_system) {
   snprintf(mnt, sizeof mnt, "%s/tiny", root);
   mkdir(mnt, 0755);
   if (mount("tmpfs", mnt, "tmpfs", 0, "size=8m") != 0) {
-    fprintf(stderr, "  cannot mount a tmpfs (%s): full-disk part skipped\n",
-            strerror(errno));
+    int err = errno;
     rmdir(mnt);
-    return;
+    SKIP_TEST("cannot mount a tmpfs (%s; needs root): full-disk part not run", strerror(err));
   }
   int64_t big = 2000000; /* 16 MB of float64 on an 8 MiB file system */
   for (int mapped = 0; mapped < 2; mapped++) {

@@ -6,7 +6,7 @@
  *     element and zero elements (every result is a file here: no row);
  *   - "compare" reads its sink results back and keeps an identical file;
  *   - a full disk (the results folder on an 8 MiB tmpfs: needs root,
- *     skipped with a message otherwise) fails the job "resource_exhausted"
+ *     a CTest skip with the reason otherwise) fails the job "resource_exhausted"
  *     with no file under the result's name and no temporary left, and the
  *     next job that fits succeeds;
  *   - below the scheduler, a write that fails in the middle of a parallel
@@ -76,9 +76,9 @@ TEST(full_disk_fails_the_job_cleanly) {
   char results[400];
   snprintf(results, sizeof results, "%s/results", f.dir);
   if (mount("tmpfs", results, "tmpfs", 0, "size=8m") != 0) {
-    fprintf(stderr, "  cannot mount a tmpfs (%s): skipped\n", strerror(errno));
+    int err = errno;
     fx_close(&f);
-    return;
+    SKIP_TEST("cannot mount a tmpfs (%s; needs root)", strerror(err));
   }
   const char *const backends[] = {"serial", "cpu"};
   for (int b = 0; b < 2; b++) {

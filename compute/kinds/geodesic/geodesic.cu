@@ -505,7 +505,7 @@ extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
                              const geod_gpu_job *job, int64_t *nonconv,
                              terr *e) {
   int rc = 0, spread = 0;
-  int devs[GPU_MAX_DEVICES], ndev = 1;
+  int devs[GPU_MAX_DEVICES] = {dev}, ndev = 1; /* devs[0]: own device, borrowed or not */
   size_t es = tdtype_size(pl->dtype), total, budget = 0;
   gg_one one, *S = &one;
   double t0;
