@@ -721,28 +721,271 @@ void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
   srun_release(s, j, status, status >= 0, NULL, 0, NULL);
 }
 
+/* A run's state before anything is done: the job's environment for its
+ * kind (the owner's store, same-host files and their pins). */
+static void srun_init(srun *r, sched *s, sjob *j, int device) {
+  memset(r, 0, sizeof *r);
+  r->s = s, r->j = j, r->device = device, r->max_abs_diff = NAN;
+  r->out.dirfd = r->out.fd = r->out.tmpdirfd = -1;
+  tenv_from_store(&r->env, s->cfg.st, j->owner, s->env_max_elems);
+  r->env.local = s->cfg.local;
+  /* {"file"} inputs against their pins (none stored: pinned by the check) */
+  if (s->cfg.local && !j->pins) j->pins = tlocal_pins_new();
+  r->env.local_pins = j->pins;
+  /* The same value as at submit (jobs.max_result_bytes): defaults that
+   * follow it must not change between check and run. */
+  r->env.max_result_bytes = s->cfg.max_result_bytes;
+}
+
+/* A run that ends without an end of its own (its lease lost, or stopped
+ * by a shutdown): what it holds is dropped and the job released. */
+static void srun_drop(srun *r, sres *res) {
+  srun_drop_res(r, res);
+  srun_cleanup(r);
+  sched_mem_release(r->s, r->j);
+  srun_release(r->s, r->j, -1, 0, NULL, 0, NULL);
+}
+
+/* Hands the end to the store's writer thread, which then releases the
+ * job (srun_finished); t is copied. Without memory for it: the job is
+ * dropped (logged, its files removed, released). */
+static void srun_send_end(srun_end *t, store_job_end *end) {
+  sched *s = t->s;
+  sjob *j = t->j;
+  srun_end *x = calloc(1, sizeof *x);
+  terr fe;
+  if (!x) {
+    log_error("scheduler: no memory to end job %s", j->id);
+    srun_log_end("job_dropped", s, j, t->status, t->started ? t->used : NULL,
+                 t->total_ms, t->code, t->msg, t->started_at);
+    if (t->final[0]) unlink(t->final);
+    srun_unlink_parts(&t->parts);
+    srun_release(s, j, t->status, 1, t->started ? t->used : NULL, t->run_ms,
+                 NULL);
+    return;
+  }
+  *x = *t;
+  if (store_job_finish_async(s->cfg.st, j->id, end, srun_finished, x, &fe) !=
+      T_OK) {
+    int frc = store_job_finish(s->cfg.st, j->id, end, &fe);
+    srun_finished(x, frc, &fe, NULL);
+  }
+}
+
+/* The job's end status from why it stopped (1 a cancel, 2 its timeout),
+ * a poison job (crashed) or its run's rc; *code and msg (TERR_MSG_MAX) for
+ * one that did not succeed. */
+static void srun_status(const srun *r, int stop, int crashed, int rc,
+                        const terr *e, int *status, const char **code,
+                        char *msg) {
+  const sjob *j = r->j;
+  if (stop == 1) {
+    *status = JOB_CANCELED, *code = "canceled";
+    snprintf(msg, TERR_MSG_MAX, "canceled by request");
+  } else if (stop == 2) {
+    *status = JOB_FAILED, *code = terr_code_name(T_ETIMEOUT);
+    double timeout = j->timeout_s > 0 ? j->timeout_s : r->s->cfg.default_timeout_s;
+    snprintf(msg, TERR_MSG_MAX, "the job ran past its timeout of %g s", timeout);
+  } else if (crashed) {
+    *status = JOB_FAILED, *code = "crashed";
+    snprintf(msg, TERR_MSG_MAX, "%s", e->message);
+  } else if (rc) {
+    *status = JOB_FAILED, *code = terr_code_name((terr_code)rc);
+    snprintf(msg, TERR_MSG_MAX, "%s", e->message[0] ? e->message : *code);
+  } else {
+    *status = JOB_SUCCEEDED;
+  }
+}
+
+/* The job's start, recorded: in the in-flight journal (*jslot) with a
+ * lazy store start, or committed to the store first (see the comment at
+ * the call); a cluster node logs it. used (32 bytes): the backend. An error: the job is not run. */
+static int srun_start(srun *r, char *used, char **estimate,
+                      int64_t *started_at, double *started_ms, int *jslot,
+                      terr *e) {
+  sched *s = r->s;
+  sjob *j = r->j;
+  int rc = T_OK;
+  if (j->backend == B_CUDA)
+    snprintf(used, 32, "cuda:%d", r->device);
+  else
+    snprintf(used, 32, "%s", tbackend_name(j->backend));
+  /* for store_job_start: the kind's figures, the router's, the pins */
+  *estimate =
+      j->have_est ? stext_estimate(&j->est, j->estimates, j->pins) : NULL;
+  *started_at = t_wall_ms();
+  *started_ms = t_now_ms();
+  *jslot = s->journal ? sched_journal_take(s, j->id, j->attempts + 1) : -1;
+  if (*jslot >= 0) {
+    store_job_start_async(s->cfg.st, j->id, *started_at, used, j->reason,
+                          *estimate);
+  } else {
+    int delay_ms = 100;
+    while ((rc = store_job_start(s->cfg.st, j->id, *started_at, used,
+                                 j->reason, *estimate, e)) == T_EUNAVAIL &&
+           s->cluster && !atomic_load(&j->stop)) {
+      struct timespec ts = {delay_ms / 1000, (long)(delay_ms % 1000) * 1000000L};
+      nanosleep(&ts, NULL);
+      delay_ms = delay_ms * 2 > 2000 ? 2000 : delay_ms * 2;
+      *started_at = t_wall_ms(); /* the start is when it really starts */
+      *started_ms = t_now_ms();
+    }
+    if (rc) return rc;
+  }
+  if (s->cluster) { /* a node says which runs it began (test_cluster.py) */
+    char node[104];
+    t_kv kv[] = {T_KV_S("id", j->id),
+                 T_KV_S("node", srun_node(s, node, sizeof node)),
+                 T_KV_N("attempt", srun_attempt(s, j)),
+                 T_KV_N("started", *started_at), T_KV_S("backend", used)};
+    t_log_kv(T_LOG_INFO, "job_start", kv, (int)(sizeof kv / sizeof kv[0]));
+  }
+  if (j->crash_test) { /* tests only: TESSEL_TEST_CRASH_LABEL */
+    log_error("scheduler: job %s: TESSEL_TEST_CRASH_LABEL: aborting", j->id);
+    abort();
+  }
+
+  return T_OK;
+}
+
+/* A succeeded run's result kept: the user's output.file, or the
+ * service's file or store row (and a result of several arrays' other
+ * parts); *rinfo and parts->p[0] say what it is, and the router learns
+ * the run's time. 0, an error (nothing
+ * kept), or SRUN_OUTPUT_LOST (another node's job now: nothing placed, res
+ * freed). */
+static int srun_keep(srun *r, sres *res, double backend_ms,
+                     job_result_info *rinfo,
+                     tparts *parts, char *final,
+                     char **npy, size_t *npy_len, char **parts_doc,
+                     terr *e) {
+  sched *s = r->s;
+  sjob *j = r->j;
+  tarray *result = res->a[0];
+  /* Pairs a geodesic method could not solve (Vincenty near antipodes)
+   * are NaN in the result and counted there, so the job says so. */
+  snprintf(rinfo->dtype, sizeof rinfo->dtype, "%s", tdtype_name(result->dtype));
+  rinfo->ndim = result->ndim;
+  for (int d = 0; d < result->ndim; d++) rinfo->shape[d] = result->shape[d];
+  rinfo->bytes = result->size * (int64_t)tdtype_size(result->dtype);
+  parts->p[0].dtype = result->dtype; /* for a result of several arrays */
+  parts->p[0].ndim = result->ndim;
+  memcpy(parts->p[0].shape, result->shape, sizeof parts->p[0].shape);
+  parts->p[0].bytes = rinfo->bytes;
+  rinfo->nonconverged =
+      j->ctx.nonconverged > 0 ? (int64_t)j->ctx.nonconverged : 0;
+  snprintf(final, SRUN_PATH_MAX, "%s/%s.npy", s->results_dir, j->stem);
+  double t0s = t_now_ms();
+  int wrc;
+  if (r->out.dirfd >= 0 && res->n > 1) {
+    wrc = terr_set(e, T_EINVAL, "output.file", -1,
+                   "this job's result is %d arrays (%s, %s%s); output.file "
+                   "takes a result of one array: submit it without "
+                   "\"output\" and read each part from "
+                   "/v1/jobs/{id}/result/{name}",
+                   res->n, res->name[0], res->name[1], res->n > 2 ? ", ..." : "");
+    srun_drop_res(r, res);
+    final[0] = 0;
+  } else if (r->out.dirfd >= 0) { /* the user's file; the service keeps nothing */
+    wrc = srun_output(r, result, e);
+    final[0] = 0;
+    if (wrc == SRUN_OUTPUT_LOST) { /* another node's job: as SJ_STOP_LOST */
+      memset(res, 0, sizeof *res); /* freed */
+      return wrc;
+    }
+  } else {
+    wrc = srun_keep_result(r, result, final, npy, npy_len, e);
+    res->a[0] = NULL;
+    if (*npy) final[0] = 0; /* in the row, not a file */
+    if (wrc == T_OK && res->n > 1 &&
+        (wrc = srun_keep_parts(r, res, parts, parts_doc, e))) {
+      if (final[0]) unlink(final);
+      free(*npy);
+      *npy = NULL;
+    }
+  }
+  memset(res, 0, sizeof *res); /* kept or freed */
+  r->t_store = t_now_ms() - t0s;
+  if (!wrc && j->have_est && j->backend != B_COMPARE)
+    router_observe(j->k, &j->est, j->backend,
+                   r->t_prepare + backend_ms + r->t_store);
+  if (wrc) { /* nothing kept */
+    final[0] = 0;
+    memset(rinfo, 0, sizeof *rinfo);
+  }
+  return wrc;
+}
+
+/* Before a job starts: a poison job fails (*crashed), then its backend
+ * and device (srun_resolve), its memory admission (compute/sched/mem.c:
+ * run, wait in the queue, or fail) and its same-host files. *leave when
+ * the job is not this worker's any more (handed over, or waiting for
+ * memory in the queue); else an error ends it. */
+static int srun_prelude(srun *r, int *crashed, int *leave, terr *e) {
+  sched *s = r->s;
+  sjob *j = r->j;
+  /* A job whose every recorded start ended with the process (no finish):
+   * a poison job. It fails instead of taking the service down again. */
+  if (j->attempts >= s->max_attempts) {
+    *crashed = 1;
+    return terr_set(e, T_EINTERNAL, "", -1,
+                  "the job was started %d times and the process died each "
+                  "time; it is not run again (--max-attempts %d)",
+                  j->attempts, s->max_attempts);
+  }
+  int rc = srun_resolve(r, r->device, e);
+  if (rc == RESOLVE_HANDED_OVER) { /* another worker owns it now */
+    *leave = 1;
+    return T_OK;
+  }
+  if (rc || atomic_load(&j->stop)) return rc;
+  /* Building the inputs (prepare) stops at a cancel, a timeout, a
+   * shutdown or a lost lease like the run does, and uses the width the
+   * run will (one thread for a serial job). */
+  r->env.stop = &j->stop;
+  r->env.pool = s->pool;
+  r->env.width = j->backend == B_SERIAL ? 1 : pool_threads(s->pool);
+
+  /* Memory admission (compute/sched/mem.c): run, wait in the queue, or fail. */
+  int64_t need = j->have_est ? sched_mem_need(&j->est, j->backend) : 0;
+  int64_t mem_total = -1, mem_avail = -1;
+  if (need >= SCHED_MEM_PROBE_MIN) sched_mem_probe(&mem_total, &mem_avail);
+  int adm = sched_mem_admit(s, j, need, mem_avail);
+  if (adm == SCHED_MEM_WAIT) { /* back in the queue */
+    *leave = 1;
+    return T_OK;
+  }
+  if (adm == SCHED_MEM_NEVER) {
+    return terr_set(e, T_ENOMEM, "", -1,
+                  "the job needs about %lld bytes of memory; the machine has "
+                  "%lld available now and the memory budget (--max-memory) is "
+                  "%lld bytes",
+                  (long long)need, (long long)mem_avail,
+                  (long long)s->mem_budget);
+  }
+
+  /* Same-host files: the output's directory is opened now (it may be gone
+   * since submit, a restart ago); mapped inputs are recorded for the end. */
+  if (j->output_file &&
+      (rc = tlocal_out_open(s->cfg.local, j->owner, j->output_file,
+                            "output.file", &r->out, e)))
+    return rc;
+  if (s->cfg.local && !(r->env.local_log = tlocal_log_new())) {
+    return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  }
+  return T_OK;
+}
+
 void sched_run_job(sched *s, sjob *j, int device) {
   SCHED_ASSERT_UNLOCKED(s);
   T_ASSERT(j->state == SJ_RUNNING);
   srun r;
-  memset(&r, 0, sizeof r);
-  r.s = s, r.j = j, r.device = device, r.max_abs_diff = NAN;
-  r.out.dirfd = r.out.fd = r.out.tmpdirfd = -1;
-  tenv_from_store(&r.env, s->cfg.st, j->owner, s->env_max_elems);
-  r.env.local = s->cfg.local;
-  /* {"file"} inputs against their pins (none stored: pinned by the check) */
-  if (s->cfg.local && !j->pins) j->pins = tlocal_pins_new();
-  r.env.local_pins = j->pins;
-  /* The same value as at submit (jobs.max_result_bytes): defaults that
-   * follow it must not change between check and run. */
-  r.env.max_result_bytes = s->cfg.max_result_bytes;
+  srun_init(&r, s, j, device);
   terr e;
   terr_clear(&e);
   void *plan = NULL;
-  sres res;
-  memset(&res, 0, sizeof res);
-  tparts parts; /* the kept parts of a result of several arrays */
-  memset(&parts, 0, sizeof parts);
+  sres res = {0};
+  tparts parts = {0}; /* the kept parts of a result of several arrays */
   char used[32] = "", final[SRUN_PATH_MAX] = "";
   char *estimate = NULL, *compare_json = NULL, *npy = NULL, *parts_doc = NULL;
   job_result_info rinfo;
@@ -752,63 +995,10 @@ void sched_run_job(sched *s, sjob *j, int device) {
   double started_ms = 0, end_ms = 0; /* monotonic: the start, the run's end */
   int started = 0, crashed = 0, jslot = -1, status, rc;
   double backend_ms = 0; /* a single backend's run */
-
-  /* A job whose every recorded start ended with the process (no finish):
-   * a poison job. It fails instead of taking the service down again. */
-  if (j->attempts >= s->max_attempts) {
-    crashed = 1;
-    rc = terr_set(&e, T_EINTERNAL, "", -1,
-                  "the job was started %d times and the process died each "
-                  "time; it is not run again (--max-attempts %d)",
-                  j->attempts, s->max_attempts);
-    goto end;
-  }
-  rc = srun_resolve(&r, device, &e);
-  if (rc == RESOLVE_HANDED_OVER) return; /* another worker owns it now */
-  if (rc || atomic_load(&j->stop)) goto end;
-  /* Building the inputs (prepare) stops at a cancel, a timeout, a
-   * shutdown or a lost lease like the run does, and uses the width the
-   * run will (one thread for a serial job). */
-  r.env.stop = &j->stop;
-  r.env.pool = s->pool;
-  r.env.width = j->backend == B_SERIAL ? 1 : pool_threads(s->pool);
-
-  /* Memory admission (compute/sched/mem.c): run, wait in the queue, or fail. */
-  int64_t need = j->have_est ? sched_mem_need(&j->est, j->backend) : 0;
-  int64_t mem_total = -1, mem_avail = -1;
-  if (need >= SCHED_MEM_PROBE_MIN) sched_mem_probe(&mem_total, &mem_avail);
-  int adm = sched_mem_admit(s, j, need, mem_avail);
-  if (adm == SCHED_MEM_WAIT) return; /* back in the queue */
-  if (adm == SCHED_MEM_NEVER) {
-    rc = terr_set(&e, T_ENOMEM, "", -1,
-                  "the job needs about %lld bytes of memory; the machine has "
-                  "%lld available now and the memory budget (--max-memory) is "
-                  "%lld bytes",
-                  (long long)need, (long long)mem_avail,
-                  (long long)s->mem_budget);
-    goto end;
-  }
-
-  /* Same-host files: the output's directory is opened now (it may be gone
-   * since submit, a restart ago); mapped inputs are recorded for the end. */
-  if (j->output_file &&
-      (rc = tlocal_out_open(s->cfg.local, j->owner, j->output_file,
-                            "output.file", &r.out, &e)))
-    goto end;
-  if (s->cfg.local && !(r.env.local_log = tlocal_log_new())) {
-    rc = terr_set(&e, T_ENOMEM, "", -1, "out of memory");
-    goto end;
-  }
-
-  if (j->backend == B_CUDA)
-    snprintf(used, sizeof used, "cuda:%d", device);
-  else
-    snprintf(used, sizeof used, "%s", tbackend_name(j->backend));
-  /* for store_job_start: the kind's figures, the router's, the pins */
-  estimate =
-      j->have_est ? stext_estimate(&j->est, j->estimates, j->pins) : NULL;
-  started_at = t_wall_ms();
-  started_ms = t_now_ms();
+  int leave = 0;
+  rc = srun_prelude(&r, &crashed, &leave, &e);
+  if (leave) return; /* another worker owns it, or back in the queue */
+  if (rc) goto end;
   /* Counted before the job runs, so that a job that kills the process is
    * counted even when it dies at once: after max_attempts such starts it
    * fails "crashed" above. Normally in the in-flight journal (a store into
@@ -823,37 +1013,9 @@ void sched_run_job(sched *s, sjob *j, int device) {
    * not stopped: the job is claimed here, so failing it would lose an
    * accepted job to a restart of the server. Any other [sync] error (a
    * full disk): the job is not run. */
-  jslot = s->journal ? sched_journal_take(s, j->id, j->attempts + 1) : -1;
-  if (jslot >= 0) {
-    store_job_start_async(s->cfg.st, j->id, started_at, used, j->reason,
-                          estimate);
-  } else {
-    int delay_ms = 100;
-    while ((rc = store_job_start(s->cfg.st, j->id, started_at, used,
-                                 j->reason, estimate, &e)) == T_EUNAVAIL &&
-           s->cluster && !atomic_load(&j->stop)) {
-      struct timespec ts = {delay_ms / 1000, (long)(delay_ms % 1000) * 1000000L};
-      nanosleep(&ts, NULL);
-      delay_ms = delay_ms * 2 > 2000 ? 2000 : delay_ms * 2;
-      started_at = t_wall_ms(); /* the start is when it really starts */
-      started_ms = t_now_ms();
-    }
-    if (rc) goto end;
-  }
+  rc = srun_start(&r, used, &estimate, &started_at, &started_ms, &jslot, &e);
+  if (rc) goto end;
   started = 1;
-  if (s->cluster) { /* a node says which runs it began (test_cluster.py) */
-    char node[104];
-    t_kv kv[] = {T_KV_S("id", j->id),
-                 T_KV_S("node", srun_node(s, node, sizeof node)),
-                 T_KV_N("attempt", srun_attempt(s, j)),
-                 T_KV_N("started", started_at), T_KV_S("backend", used)};
-    t_log_kv(T_LOG_INFO, "job_start", kv, (int)(sizeof kv / sizeof kv[0]));
-  }
-  if (j->crash_test) { /* tests only: TESSEL_TEST_CRASH_LABEL */
-    log_error("scheduler: job %s: TESSEL_TEST_CRASH_LABEL: aborting", j->id);
-    abort();
-  }
-
   double t0 = t_now_ms();
   void *checked = j->checked; /* prepare takes it */
   j->checked = NULL;
@@ -888,10 +1050,7 @@ end:
     /* Its lease went to another node (sched_drop_lost): the fence would
      * refuse its end, and the other node's run is the job's. */
   lost: /* or so said the fenced step before an output's placement */
-    srun_drop_res(&r, &res);
-    srun_cleanup(&r);
-    sched_mem_release(s, j);
-    srun_release(s, j, -1, 0, NULL, 0, NULL);
+    srun_drop(&r, &res);
     goto out;
   }
   if (stop == SJ_STOP_SHUTDOWN && (rc || !res.n)) {
@@ -903,87 +1062,21 @@ end:
         log_warn("scheduler: job %s stays running in the store: %s", j->id,
                  ue.message);
     }
-    srun_drop_res(&r, &res);
-    srun_cleanup(&r);
-    sched_mem_release(s, j);
-    srun_release(s, j, -1, 0, NULL, 0, NULL);
+    srun_drop(&r, &res);
     goto out;
   }
   const char *code = NULL;
   char msg[TERR_MSG_MAX] = "";
-  if (stop == 1) {
-    status = JOB_CANCELED, code = "canceled";
-    snprintf(msg, sizeof msg, "canceled by request");
-  } else if (stop == 2) {
-    status = JOB_FAILED, code = terr_code_name(T_ETIMEOUT);
-    double timeout = j->timeout_s > 0 ? j->timeout_s : s->cfg.default_timeout_s;
-    snprintf(msg, sizeof msg, "the job ran past its timeout of %g s", timeout);
-  } else if (crashed) {
-    status = JOB_FAILED, code = "crashed";
-    snprintf(msg, sizeof msg, "%s", e.message);
-  } else if (rc) {
-    status = JOB_FAILED, code = terr_code_name((terr_code)rc);
-    snprintf(msg, sizeof msg, "%s", e.message[0] ? e.message : code);
-  } else {
-    status = JOB_SUCCEEDED;
-  }
+  srun_status(&r, stop, crashed, rc, &e, &status, &code, msg);
   if (status != JOB_SUCCEEDED) {
     srun_drop_res(&r, &res);
-  } else {
-    tarray *result = res.a[0];
-    /* Pairs a geodesic method could not solve (Vincenty near antipodes)
-     * are NaN in the result and counted there, so the job says so. */
-    snprintf(rinfo.dtype, sizeof rinfo.dtype, "%s", tdtype_name(result->dtype));
-    rinfo.ndim = result->ndim;
-    for (int d = 0; d < result->ndim; d++) rinfo.shape[d] = result->shape[d];
-    rinfo.bytes = result->size * (int64_t)tdtype_size(result->dtype);
-    parts.p[0].dtype = result->dtype; /* for a result of several arrays */
-    parts.p[0].ndim = result->ndim;
-    memcpy(parts.p[0].shape, result->shape, sizeof parts.p[0].shape);
-    parts.p[0].bytes = rinfo.bytes;
-    rinfo.nonconverged =
-        j->ctx.nonconverged > 0 ? (int64_t)j->ctx.nonconverged : 0;
-    snprintf(final, sizeof final, "%s/%s.npy", s->results_dir, j->stem);
-    double t0s = t_now_ms();
-    int wrc;
-    if (r.out.dirfd >= 0 && res.n > 1) {
-      wrc = terr_set(&e, T_EINVAL, "output.file", -1,
-                     "this job's result is %d arrays (%s, %s%s); output.file "
-                     "takes a result of one array: submit it without "
-                     "\"output\" and read each part from "
-                     "/v1/jobs/{id}/result/{name}",
-                     res.n, res.name[0], res.name[1], res.n > 2 ? ", ..." : "");
-      srun_drop_res(&r, &res);
-      final[0] = 0;
-    } else if (r.out.dirfd >= 0) { /* the user's file; the service keeps nothing */
-      wrc = srun_output(&r, result, &e);
-      final[0] = 0;
-      if (wrc == SRUN_OUTPUT_LOST) { /* another node's job: as SJ_STOP_LOST */
-        memset(&res, 0, sizeof res); /* freed */
-        goto lost;
-      }
-    } else {
-      wrc = srun_keep_result(&r, result, final, &npy, &npy_len, &e);
-      res.a[0] = NULL;
-      if (npy) final[0] = 0; /* in the row, not a file */
-      if (wrc == T_OK && res.n > 1 &&
-          (wrc = srun_keep_parts(&r, &res, &parts, &parts_doc, &e))) {
-        if (final[0]) unlink(final);
-        free(npy);
-        npy = NULL;
-      }
-    }
-    memset(&res, 0, sizeof res); /* kept or freed */
-    r.t_store = t_now_ms() - t0s;
-    if (!wrc && j->have_est && j->backend != B_COMPARE)
-      router_observe(j->k, &j->est, j->backend,
-                     r.t_prepare + backend_ms + r.t_store);
-    if (wrc) {
-      status = JOB_FAILED, code = terr_code_name((terr_code)wrc);
-      snprintf(msg, sizeof msg, "%s", e.message);
-      final[0] = 0;
-      memset(&rinfo, 0, sizeof rinfo);
-    }
+  } else if ((rc = srun_keep(&r, &res, backend_ms, &rinfo, &parts, final,
+                              &npy, &npy_len, &parts_doc, &e)) ==
+             SRUN_OUTPUT_LOST) {
+    goto lost;
+  } else if (rc) {
+    status = JOB_FAILED, code = terr_code_name((terr_code)rc);
+    snprintf(msg, sizeof msg, "%s", e.message);
   }
   srun_cleanup(&r);
 
@@ -1012,35 +1105,15 @@ end:
   sched_mem_release(s, j);
   /* The end commits on the store's writer thread, which then releases the
    * job (srun_finished); this worker goes on with its next job. */
-  srun_end *x = calloc(1, sizeof *x);
-  terr fe;
-  if (!x) {
-    log_error("scheduler: no memory to end job %s", j->id);
-    srun_log_end("job_dropped", s, j, status, started ? used : NULL,
-                 ms[JOB_T_TOTAL], code, msg, started ? started_at : 0);
-    if (final[0]) unlink(final);
-    srun_unlink_parts(&parts);
-    srun_release(s, j, status, 1, started ? used : NULL, run_ms, NULL);
-    goto out;
-  }
-  x->s = s;
-  x->j = j;
-  x->status = status;
-  x->started = started;
-  x->run_ms = run_ms;
-  x->total_ms = ms[JOB_T_TOTAL];
-  x->started_at = started ? started_at : 0;
-  x->code = code;
-  snprintf(x->msg, sizeof x->msg, "%s", code ? msg : "");
-  snprintf(x->used, sizeof x->used, "%s", used);
-  snprintf(x->final, sizeof x->final, "%s", final);
-  x->parts = parts; /* its paths go with x */
+  srun_end t = {.s = s, .j = j, .status = status, .started = started,
+                .run_ms = run_ms, .total_ms = ms[JOB_T_TOTAL],
+                .started_at = started ? started_at : 0, .code = code,
+                .parts = parts}; /* its paths go with it */
   memset(&parts, 0, sizeof parts);
-  if (store_job_finish_async(s->cfg.st, j->id, &end, srun_finished, x, &fe) !=
-      T_OK) {
-    int frc = store_job_finish(s->cfg.st, j->id, &end, &fe);
-    srun_finished(x, frc, &fe, NULL);
-  }
+  snprintf(t.msg, sizeof t.msg, "%s", code ? msg : "");
+  snprintf(t.used, sizeof t.used, "%s", used);
+  snprintf(t.final, sizeof t.final, "%s", final);
+  srun_send_end(&t, &end);
 
 out:
   tlocal_out_close(&r.out); /* no-op after srun_cleanup */

@@ -107,7 +107,6 @@ MAX_FILE_LINES = 1000
 # that no longer offends is itself a violation, so the lists only shrink.
 FUNC_ALLOW = {
     "app/main.c:main": 361,
-    "compute/sched/run.c:sched_run_job": 320,
 }
 FILE_ALLOW = {
     "compute/sched/run.c": 1078,
