@@ -182,7 +182,7 @@ static inline void job_ctx_progress(job_ctx *c, int64_t add) {
   atomic_fetch_add_explicit(&c->progress_done, add, memory_order_relaxed);
 }
 
-/* ---- a kind's part of the cost model (compute/sched/costmodel.h) -------- */
+/* ---- a kind's part of the cost model (compute/sched/route/costmodel.h) -------- */
 
 /* What the cost model measured of the machine, for a kind's terms. */
 #define KIND_RATES 4 /* calibrated rates a kind may own */
@@ -244,7 +244,7 @@ typedef struct kind_cost {
                   const kind_machine *m);
   /* The kind's own rates (at most KIND_RATES), and how it measures them:
    * rate[i] for rates[i], the GPU ones on device 0 when gpus > 0. Called
-   * by the calibration (compute/sched/calibrate.c) on its thread; a rate
+   * by the calibration (compute/sched/route/calibrate.c) on its thread; a rate
    * it cannot measure gets a nominal figure. NULL/0: none. */
   const kind_rate *rates;
   int nrates;

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compute/sched/router.h"
+#include "compute/sched/route/router.h"
 #include "compute/sched/run_int.h"
 
 typedef struct cmp_arg {

@@ -98,277 +98,11 @@
 #include "compute/array/localfile.h"
 #include "compute/array/parts.h"
 #include "compute/array/store_source.h"
-#include "compute/sched/router.h"
+#include "compute/sched/route/router.h"
 #include "util/sigbus.h"
 
 #include "compute/sched/run_int.h"
 
-
-/* ---- result arrays --------------------------------------------------------- */
-/* A result array. result_alloc's: heap up to inline_max bytes, else a
- * mapped file under a temporary name. result_stream's: heap when the
- * result will be kept in the store row (its .npy fits in row_max), else a
- * sink under a temporary name, whatever its size: a sink beat heap +
- * npy_write from 8 MB up (1.5x at 1e6 and 2e6 float64 on the 2-core VM,
- * bench_sink) and matched it at 800 KB, and it never holds the result in
- * memory. */
-static int srun_result_new(job_ctx *ctx, tdtype dt, int ndim,
-                           const int64_t *shape, int sink, tarray **out,
-                           terr *e) {
-  srun *r = ctx->ud;
-  *out = NULL;
-  int64_t n = tshape_size(ndim, shape, INT64_MAX);
-  if (n < 0 || n > INT64_MAX / 8)
-    return terr_set(e, T_ETOOLARGE, "", -1, "result shape is too large");
-  if (r->nallocs == SRUN_MAX_ALLOCS)
-    return terr_set(e, T_EINTERNAL, "", -1, "too many result allocations");
-  salloc *al = &r->allocs[r->nallocs];
-  al->path[0] = 0;
-  int64_t bytes = n * (int64_t)tdtype_size(dt);
-  int heap = sink ? r->s->row_max > 0 && bytes + NPY_HEADER_MAX <= r->s->row_max
-                  : bytes <= r->s->inline_max;
-  if (heap) {
-    al->a = tarray_new(dt, ndim, shape);
-    if (!al->a)
-      return terr_set(e, T_ENOMEM, "", -1, "no memory for a result of %lld bytes",
-                      (long long)bytes);
-  } else if (r->out.dirfd >= 0 && !r->out_busy) {
-    int rc = tlocal_out_create(&r->out, dt, ndim, shape, sink, &al->a, e);
-    if (rc) return rc;
-    al->out = r->out_busy = 1;
-  } else {
-    snprintf(al->path, sizeof al->path, "%s/%s.npy.tmp%u", r->s->results_dir,
-             r->j->stem, atomic_fetch_add(&r->s->tmp_counter, 1));
-    int rc = sink ? tarray_create_npy_sink(al->path, dt, ndim, shape, &al->a, e)
-                  : tarray_create_npy(al->path, dt, ndim, shape, &al->a, e);
-    if (rc) {
-      unlink(al->path);
-      al->path[0] = 0;
-      return rc;
-    }
-  }
-  r->nallocs++;
-  *out = al->a;
-  return T_OK;
-}
-
-static int srun_result_alloc(job_ctx *ctx, tdtype dt, int ndim,
-                             const int64_t *shape, tarray **out, terr *e) {
-  return srun_result_new(ctx, dt, ndim, shape, 0, out, e);
-}
-
-static int srun_result_stream(job_ctx *ctx, tdtype dt, int ndim,
-                              const int64_t *shape, tarray **out, terr *e) {
-  return srun_result_new(ctx, dt, ndim, shape, 1, out, e);
-}
-
-salloc *srun_find_alloc(srun *r, const tarray *a) {
-  for (int i = 0; i < r->nallocs; i++)
-    if (r->allocs[i].a == a && (r->allocs[i].path[0] || r->allocs[i].out))
-      return &r->allocs[i];
-  return NULL;
-}
-
-/* Remove an allocation's temporary file and forget it. */
-static void srun_forget(srun *r, salloc *al) {
-  if (al->out) {
-    tlocal_out_discard(&r->out);
-    al->out = r->out_busy = 0;
-  } else if (al->path[0]) {
-    unlink(al->path);
-  }
-  al->path[0] = 0;
-}
-
-/* Compare reads results: a sink's elements are in its file only, so *a
- * (complete: run returned it) becomes a mapping of that file, listed in
- * its place. A failure drops the result. */
-int srun_readable(srun *r, tarray **a, terr *e) {
-  if (!(*a)->sink) return T_OK;
-  salloc *al = srun_find_alloc(r, *a);
-  if (!al)
-    return terr_set(e, T_EINTERNAL, "", -1, "a result file has no record");
-  tarray *m = NULL;
-  tarray_free(*a); /* closes the file; the page cache has every slice */
-  *a = NULL;
-  int rc = al->out ? tlocal_out_map(&r->out, &m, e)
-                   : tarray_map_npy(al->path, &m, e);
-  if (rc) {
-    srun_forget(r, al);
-    return rc;
-  }
-  al->a = *a = m;
-  return T_OK;
-}
-
-/* Free a result that is not kept (and its temporary file). */
-void srun_drop_result(srun *r, tarray *a) {
-  if (!a) return;
-  salloc *al = srun_find_alloc(r, a);
-  tarray_free(a);
-  if (al) srun_forget(r, al);
-}
-
-/* Keep the result `a` (and free it): as the .npy bytes *npy (new heap
- * buffer, *npy_len bytes) for the store row when they fit in row_max
- * (npy non-NULL: part 0 only), else as the file `final` (<results>/<id>.npy,
- * or <results>/<id>.<name>.npy for a later part). */
-static int srun_keep_result(srun *r, tarray *a, const char *final, char **npy,
-                            size_t *npy_len, terr *e) {
-  salloc *al = srun_find_alloc(r, a);
-  int rc = T_OK;
-  if (npy) {
-    *npy = NULL;
-    *npy_len = 0;
-  }
-  if (npy && !al && r->s->row_max > 0 &&
-      a->size * (int64_t)tdtype_size(a->dtype) + NPY_HEADER_MAX <=
-          r->s->row_max) {
-    rc = npy_to_buffer(a, npy, npy_len, e);
-    tarray_free(a);
-    return rc;
-  }
-  if (al) { /* mapped or a sink: the data is already in the file */
-    int err = tarray_sink_close(a); /* a deferred write error: not whole */
-    tarray_free(a);
-    if (err) {
-      rc = terr_set(e, T_EIO, "", -1, "cannot write the result: %s",
-                    strerror(err));
-      rc = terr_nospace(e, rc, err);
-      unlink(al->path);
-      al->path[0] = 0;
-      return rc;
-    }
-    if (rename(al->path, final) != 0)
-      rc = terr_set(e, T_EIO, "", -1, "cannot rename the result to %s: %s",
-                    final, strerror(errno));
-    else
-      al->path[0] = 0;
-    return rc;
-  }
-  char tmp[SRUN_PATH_MAX];
-  snprintf(tmp, sizeof tmp, "%s/%s.npy.tmp%u", r->s->results_dir, r->j->stem,
-           atomic_fetch_add(&r->s->tmp_counter, 1));
-  FILE *f = fopen(tmp, "wb");
-  if (!f) {
-    int err = errno;
-    rc = terr_set(e, T_EIO, "", -1, "cannot create %s: %s", tmp,
-                  strerror(err));
-    rc = terr_nospace(e, rc, err);
-    goto done;
-  }
-  rc = npy_write(f, a, e);
-  int err = rc ? errno : 0;
-  if (fclose(f) != 0 && rc == T_OK) {
-    err = errno;
-    rc = terr_set(e, T_EIO, "", -1, "cannot write %s: %s", tmp, strerror(err));
-  }
-  rc = terr_nospace(e, rc, err); /* a full disk: "resource_exhausted" */
-  if (rc == T_OK && rename(tmp, final) != 0)
-    rc = terr_set(e, T_EIO, "", -1, "cannot rename the result to %s: %s",
-                  final, strerror(errno));
-  if (rc) unlink(tmp);
-done:
-  tarray_free(a);
-  return rc;
-}
-
-/* Remove the files of parts 1.. (a job that failed after keeping them, or
- * whose end did not commit) and forget them. */
-static void srun_unlink_parts(tparts *p) {
-  for (int i = 1; i < p->n; i++)
-    if (p->p[i].path) unlink(p->p[i].path);
-  tparts_clear(p);
-}
-
-/* Keep parts 1.. of res (freed here, kept or not) as
- * <results>/<id>.<name>.npy, each as srun_keep_result keeps a file (its
- * temporary renamed when complete), and list every part in *parts (their
- * paths; parts->p[0]'s figures filled by the caller, which keeps part 0)
- * and *doc (the store's text, new heap string). A failure removes the
- * part files already kept. */
-static int srun_keep_parts(srun *r, sres *res, tparts *parts, char **doc,
-                           terr *e) {
-  int rc = T_OK, i;
-  *doc = NULL;
-  for (i = 0; i < res->n; i++) {
-    const tarray *a = i == 0 ? NULL : res->a[i];
-    tpart *t = &parts->p[i];
-    snprintf(t->name, sizeof t->name, "%s", res->name[i]);
-    parts->n = i + 1;
-    if (i == 0) continue; /* kept by the caller: its figures are the job's */
-    t->dtype = a->dtype;
-    t->ndim = a->ndim;
-    memcpy(t->shape, a->shape, sizeof t->shape);
-    t->bytes = a->size * (int64_t)tdtype_size(a->dtype);
-    size_t len = strlen(r->s->results_dir) + strlen(r->j->stem) + strlen(t->name) + 8;
-    if (!(t->path = malloc(len))) {
-      rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
-      break;
-    }
-    snprintf(t->path, len, "%s/%s.%s.npy", r->s->results_dir, r->j->stem, t->name);
-    rc = srun_keep_result(r, res->a[i], t->path, NULL, NULL, e);
-    res->a[i] = NULL;
-    if (rc) {
-      free(t->path);
-      t->path = NULL;
-      break;
-    }
-  }
-  for (int k = i + 1; k < res->n; k++) srun_drop_result(r, res->a[k]);
-  if (rc == T_OK && !(*doc = tparts_text(parts)))
-    rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
-  if (rc) srun_unlink_parts(parts);
-  return rc;
-}
-
-/* Remove every temporary file still listed (failed or dropped runs), the
- * output's included, and close the output directory. */
-static void srun_cleanup(srun *r) {
-  for (int i = 0; i < r->nallocs; i++)
-    if (r->allocs[i].path[0]) unlink(r->allocs[i].path);
-  r->nallocs = 0;
-  tlocal_out_close(&r->out);
-  r->out_busy = 0;
-}
-
-/* ---- named parts and borrowed GPUs (job_ctx hooks) ---------------------------- */
-/* Free every array of res (and its temporary file); res is emptied. */
-void srun_drop_res(srun *r, sres *res) {
-  for (int i = 0; i < res->n; i++) srun_drop_result(r, res->a[i]);
-  memset(res, 0, sizeof *res);
-}
-
-/* job_ctx.result_part: record part `index`. A refused call (out of
- * order, a bad or repeated name, too many) fails the run with the reason;
- * a part 1.. it hands over is freed here then (it is the scheduler's). */
-static int srun_result_part(job_ctx *ctx, int index, const char *name,
-                            tarray *a, terr *e) {
-  srun *r = ctx->ud;
-  sres *p = &r->named;
-  const char *why = NULL;
-  int known = 0; /* a is already recorded: never freed twice */
-  for (int k = 0; a && k < p->n; k++) known |= p->a[k] == a;
-  if (index < 0 || index >= JOB_MAX_PARTS)
-    why = "a job has at most " SRUN_STR(JOB_MAX_PARTS) " parts";
-  else if (index != p->n) why = "parts are named in order, 0 first";
-  else if (!a || known) why = "no array, or one already named";
-  else if (!tpart_name_valid(name)) why = "the name is not [a-z][a-z0-9_]{0,30}";
-  for (int k = 0; !why && k < p->n; k++)
-    if (strcmp(p->name[k], name) == 0) why = "the name is taken";
-  if (why) {
-    if (index > 0 && a && !known) srun_drop_result(r, a);
-    if (!r->part_err[0])
-      snprintf(r->part_err, sizeof r->part_err,
-               "kind %s: result part %d ('%.40s'): %s", r->j->k->name, index,
-               name ? name : "", why);
-    return terr_set(e, T_EINTERNAL, "", -1, "%s", r->part_err);
-  }
-  p->name[index] = name;
-  p->a[index] = a;
-  p->n++;
-  return T_OK;
-}
 
 /* job_ctx.gpu_borrow: device dev held for this run when it is another
  * healthy device that nobody holds now (a non-blocking try of its lock:
@@ -721,28 +455,271 @@ void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
   srun_release(s, j, status, status >= 0, NULL, 0, NULL);
 }
 
+/* A run's state before anything is done: the job's environment for its
+ * kind (the owner's store, same-host files and their pins). */
+static void srun_init(srun *r, sched *s, sjob *j, int device) {
+  memset(r, 0, sizeof *r);
+  r->s = s, r->j = j, r->device = device, r->max_abs_diff = NAN;
+  r->out.dirfd = r->out.fd = r->out.tmpdirfd = -1;
+  tenv_from_store(&r->env, s->cfg.st, j->owner, s->env_max_elems);
+  r->env.local = s->cfg.local;
+  /* {"file"} inputs against their pins (none stored: pinned by the check) */
+  if (s->cfg.local && !j->pins) j->pins = tlocal_pins_new();
+  r->env.local_pins = j->pins;
+  /* The same value as at submit (jobs.max_result_bytes): defaults that
+   * follow it must not change between check and run. */
+  r->env.max_result_bytes = s->cfg.max_result_bytes;
+}
+
+/* A run that ends without an end of its own (its lease lost, or stopped
+ * by a shutdown): what it holds is dropped and the job released. */
+static void srun_drop(srun *r, sres *res) {
+  srun_drop_res(r, res);
+  srun_cleanup(r);
+  sched_mem_release(r->s, r->j);
+  srun_release(r->s, r->j, -1, 0, NULL, 0, NULL);
+}
+
+/* Hands the end to the store's writer thread, which then releases the
+ * job (srun_finished); t is copied. Without memory for it: the job is
+ * dropped (logged, its files removed, released). */
+static void srun_send_end(srun_end *t, store_job_end *end) {
+  sched *s = t->s;
+  sjob *j = t->j;
+  srun_end *x = calloc(1, sizeof *x);
+  terr fe;
+  if (!x) {
+    log_error("scheduler: no memory to end job %s", j->id);
+    srun_log_end("job_dropped", s, j, t->status, t->started ? t->used : NULL,
+                 t->total_ms, t->code, t->msg, t->started_at);
+    if (t->final[0]) unlink(t->final);
+    srun_unlink_parts(&t->parts);
+    srun_release(s, j, t->status, 1, t->started ? t->used : NULL, t->run_ms,
+                 NULL);
+    return;
+  }
+  *x = *t;
+  if (store_job_finish_async(s->cfg.st, j->id, end, srun_finished, x, &fe) !=
+      T_OK) {
+    int frc = store_job_finish(s->cfg.st, j->id, end, &fe);
+    srun_finished(x, frc, &fe, NULL);
+  }
+}
+
+/* The job's end status from why it stopped (1 a cancel, 2 its timeout),
+ * a poison job (crashed) or its run's rc; *code and msg (TERR_MSG_MAX) for
+ * one that did not succeed. */
+static void srun_status(const srun *r, int stop, int crashed, int rc,
+                        const terr *e, int *status, const char **code,
+                        char *msg) {
+  const sjob *j = r->j;
+  if (stop == 1) {
+    *status = JOB_CANCELED, *code = "canceled";
+    snprintf(msg, TERR_MSG_MAX, "canceled by request");
+  } else if (stop == 2) {
+    *status = JOB_FAILED, *code = terr_code_name(T_ETIMEOUT);
+    double timeout = j->timeout_s > 0 ? j->timeout_s : r->s->cfg.default_timeout_s;
+    snprintf(msg, TERR_MSG_MAX, "the job ran past its timeout of %g s", timeout);
+  } else if (crashed) {
+    *status = JOB_FAILED, *code = "crashed";
+    snprintf(msg, TERR_MSG_MAX, "%s", e->message);
+  } else if (rc) {
+    *status = JOB_FAILED, *code = terr_code_name((terr_code)rc);
+    snprintf(msg, TERR_MSG_MAX, "%s", e->message[0] ? e->message : *code);
+  } else {
+    *status = JOB_SUCCEEDED;
+  }
+}
+
+/* The job's start, recorded: in the in-flight journal (*jslot) with a
+ * lazy store start, or committed to the store first (see the comment at
+ * the call); a cluster node logs it. used (32 bytes): the backend. An error: the job is not run. */
+static int srun_start(srun *r, char *used, char **estimate,
+                      int64_t *started_at, double *started_ms, int *jslot,
+                      terr *e) {
+  sched *s = r->s;
+  sjob *j = r->j;
+  int rc = T_OK;
+  if (j->backend == B_CUDA)
+    snprintf(used, 32, "cuda:%d", r->device);
+  else
+    snprintf(used, 32, "%s", tbackend_name(j->backend));
+  /* for store_job_start: the kind's figures, the router's, the pins */
+  *estimate =
+      j->have_est ? stext_estimate(&j->est, j->estimates, j->pins) : NULL;
+  *started_at = t_wall_ms();
+  *started_ms = t_now_ms();
+  *jslot = s->journal ? sched_journal_take(s, j->id, j->attempts + 1) : -1;
+  if (*jslot >= 0) {
+    store_job_start_async(s->cfg.st, j->id, *started_at, used, j->reason,
+                          *estimate);
+  } else {
+    int delay_ms = 100;
+    while ((rc = store_job_start(s->cfg.st, j->id, *started_at, used,
+                                 j->reason, *estimate, e)) == T_EUNAVAIL &&
+           s->cluster && !atomic_load(&j->stop)) {
+      struct timespec ts = {delay_ms / 1000, (long)(delay_ms % 1000) * 1000000L};
+      nanosleep(&ts, NULL);
+      delay_ms = delay_ms * 2 > 2000 ? 2000 : delay_ms * 2;
+      *started_at = t_wall_ms(); /* the start is when it really starts */
+      *started_ms = t_now_ms();
+    }
+    if (rc) return rc;
+  }
+  if (s->cluster) { /* a node says which runs it began (test_cluster.py) */
+    char node[104];
+    t_kv kv[] = {T_KV_S("id", j->id),
+                 T_KV_S("node", srun_node(s, node, sizeof node)),
+                 T_KV_N("attempt", srun_attempt(s, j)),
+                 T_KV_N("started", *started_at), T_KV_S("backend", used)};
+    t_log_kv(T_LOG_INFO, "job_start", kv, (int)(sizeof kv / sizeof kv[0]));
+  }
+  if (j->crash_test) { /* tests only: TESSEL_TEST_CRASH_LABEL */
+    log_error("scheduler: job %s: TESSEL_TEST_CRASH_LABEL: aborting", j->id);
+    abort();
+  }
+
+  return T_OK;
+}
+
+/* A succeeded run's result kept: the user's output.file, or the
+ * service's file or store row (and a result of several arrays' other
+ * parts); *rinfo and parts->p[0] say what it is, and the router learns
+ * the run's time. 0, an error (nothing
+ * kept), or SRUN_OUTPUT_LOST (another node's job now: nothing placed, res
+ * freed). */
+static int srun_keep(srun *r, sres *res, double backend_ms,
+                     job_result_info *rinfo,
+                     tparts *parts, char *final,
+                     char **npy, size_t *npy_len, char **parts_doc,
+                     terr *e) {
+  sched *s = r->s;
+  sjob *j = r->j;
+  tarray *result = res->a[0];
+  /* Pairs a geodesic method could not solve (Vincenty near antipodes)
+   * are NaN in the result and counted there, so the job says so. */
+  snprintf(rinfo->dtype, sizeof rinfo->dtype, "%s", tdtype_name(result->dtype));
+  rinfo->ndim = result->ndim;
+  for (int d = 0; d < result->ndim; d++) rinfo->shape[d] = result->shape[d];
+  rinfo->bytes = result->size * (int64_t)tdtype_size(result->dtype);
+  parts->p[0].dtype = result->dtype; /* for a result of several arrays */
+  parts->p[0].ndim = result->ndim;
+  memcpy(parts->p[0].shape, result->shape, sizeof parts->p[0].shape);
+  parts->p[0].bytes = rinfo->bytes;
+  rinfo->nonconverged =
+      j->ctx.nonconverged > 0 ? (int64_t)j->ctx.nonconverged : 0;
+  snprintf(final, SRUN_PATH_MAX, "%s/%s.npy", s->results_dir, j->stem);
+  double t0s = t_now_ms();
+  int wrc;
+  if (r->out.dirfd >= 0 && res->n > 1) {
+    wrc = terr_set(e, T_EINVAL, "output.file", -1,
+                   "this job's result is %d arrays (%s, %s%s); output.file "
+                   "takes a result of one array: submit it without "
+                   "\"output\" and read each part from "
+                   "/v1/jobs/{id}/result/{name}",
+                   res->n, res->name[0], res->name[1], res->n > 2 ? ", ..." : "");
+    srun_drop_res(r, res);
+    final[0] = 0;
+  } else if (r->out.dirfd >= 0) { /* the user's file; the service keeps nothing */
+    wrc = srun_output(r, result, e);
+    final[0] = 0;
+    if (wrc == SRUN_OUTPUT_LOST) { /* another node's job: as SJ_STOP_LOST */
+      memset(res, 0, sizeof *res); /* freed */
+      return wrc;
+    }
+  } else {
+    wrc = srun_keep_result(r, result, final, npy, npy_len, e);
+    res->a[0] = NULL;
+    if (*npy) final[0] = 0; /* in the row, not a file */
+    if (wrc == T_OK && res->n > 1 &&
+        (wrc = srun_keep_parts(r, res, parts, parts_doc, e))) {
+      if (final[0]) unlink(final);
+      free(*npy);
+      *npy = NULL;
+    }
+  }
+  memset(res, 0, sizeof *res); /* kept or freed */
+  r->t_store = t_now_ms() - t0s;
+  if (!wrc && j->have_est && j->backend != B_COMPARE)
+    router_observe(j->k, &j->est, j->backend,
+                   r->t_prepare + backend_ms + r->t_store);
+  if (wrc) { /* nothing kept */
+    final[0] = 0;
+    memset(rinfo, 0, sizeof *rinfo);
+  }
+  return wrc;
+}
+
+/* Before a job starts: a poison job fails (*crashed), then its backend
+ * and device (srun_resolve), its memory admission (compute/sched/mem.c:
+ * run, wait in the queue, or fail) and its same-host files. *leave when
+ * the job is not this worker's any more (handed over, or waiting for
+ * memory in the queue); else an error ends it. */
+static int srun_prelude(srun *r, int *crashed, int *leave, terr *e) {
+  sched *s = r->s;
+  sjob *j = r->j;
+  /* A job whose every recorded start ended with the process (no finish):
+   * a poison job. It fails instead of taking the service down again. */
+  if (j->attempts >= s->max_attempts) {
+    *crashed = 1;
+    return terr_set(e, T_EINTERNAL, "", -1,
+                  "the job was started %d times and the process died each "
+                  "time; it is not run again (--max-attempts %d)",
+                  j->attempts, s->max_attempts);
+  }
+  int rc = srun_resolve(r, r->device, e);
+  if (rc == RESOLVE_HANDED_OVER) { /* another worker owns it now */
+    *leave = 1;
+    return T_OK;
+  }
+  if (rc || atomic_load(&j->stop)) return rc;
+  /* Building the inputs (prepare) stops at a cancel, a timeout, a
+   * shutdown or a lost lease like the run does, and uses the width the
+   * run will (one thread for a serial job). */
+  r->env.stop = &j->stop;
+  r->env.pool = s->pool;
+  r->env.width = j->backend == B_SERIAL ? 1 : pool_threads(s->pool);
+
+  /* Memory admission (compute/sched/mem.c): run, wait in the queue, or fail. */
+  int64_t need = j->have_est ? sched_mem_need(&j->est, j->backend) : 0;
+  int64_t mem_total = -1, mem_avail = -1;
+  if (need >= SCHED_MEM_PROBE_MIN) sched_mem_probe(&mem_total, &mem_avail);
+  int adm = sched_mem_admit(s, j, need, mem_avail);
+  if (adm == SCHED_MEM_WAIT) { /* back in the queue */
+    *leave = 1;
+    return T_OK;
+  }
+  if (adm == SCHED_MEM_NEVER) {
+    return terr_set(e, T_ENOMEM, "", -1,
+                  "the job needs about %lld bytes of memory; the machine has "
+                  "%lld available now and the memory budget (--max-memory) is "
+                  "%lld bytes",
+                  (long long)need, (long long)mem_avail,
+                  (long long)s->mem_budget);
+  }
+
+  /* Same-host files: the output's directory is opened now (it may be gone
+   * since submit, a restart ago); mapped inputs are recorded for the end. */
+  if (j->output_file &&
+      (rc = tlocal_out_open(s->cfg.local, j->owner, j->output_file,
+                            "output.file", &r->out, e)))
+    return rc;
+  if (s->cfg.local && !(r->env.local_log = tlocal_log_new())) {
+    return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  }
+  return T_OK;
+}
+
 void sched_run_job(sched *s, sjob *j, int device) {
   SCHED_ASSERT_UNLOCKED(s);
   T_ASSERT(j->state == SJ_RUNNING);
   srun r;
-  memset(&r, 0, sizeof r);
-  r.s = s, r.j = j, r.device = device, r.max_abs_diff = NAN;
-  r.out.dirfd = r.out.fd = r.out.tmpdirfd = -1;
-  tenv_from_store(&r.env, s->cfg.st, j->owner, s->env_max_elems);
-  r.env.local = s->cfg.local;
-  /* {"file"} inputs against their pins (none stored: pinned by the check) */
-  if (s->cfg.local && !j->pins) j->pins = tlocal_pins_new();
-  r.env.local_pins = j->pins;
-  /* The same value as at submit (jobs.max_result_bytes): defaults that
-   * follow it must not change between check and run. */
-  r.env.max_result_bytes = s->cfg.max_result_bytes;
+  srun_init(&r, s, j, device);
   terr e;
   terr_clear(&e);
   void *plan = NULL;
-  sres res;
-  memset(&res, 0, sizeof res);
-  tparts parts; /* the kept parts of a result of several arrays */
-  memset(&parts, 0, sizeof parts);
+  sres res = {0};
+  tparts parts = {0}; /* the kept parts of a result of several arrays */
   char used[32] = "", final[SRUN_PATH_MAX] = "";
   char *estimate = NULL, *compare_json = NULL, *npy = NULL, *parts_doc = NULL;
   job_result_info rinfo;
@@ -752,63 +729,10 @@ void sched_run_job(sched *s, sjob *j, int device) {
   double started_ms = 0, end_ms = 0; /* monotonic: the start, the run's end */
   int started = 0, crashed = 0, jslot = -1, status, rc;
   double backend_ms = 0; /* a single backend's run */
-
-  /* A job whose every recorded start ended with the process (no finish):
-   * a poison job. It fails instead of taking the service down again. */
-  if (j->attempts >= s->max_attempts) {
-    crashed = 1;
-    rc = terr_set(&e, T_EINTERNAL, "", -1,
-                  "the job was started %d times and the process died each "
-                  "time; it is not run again (--max-attempts %d)",
-                  j->attempts, s->max_attempts);
-    goto end;
-  }
-  rc = srun_resolve(&r, device, &e);
-  if (rc == RESOLVE_HANDED_OVER) return; /* another worker owns it now */
-  if (rc || atomic_load(&j->stop)) goto end;
-  /* Building the inputs (prepare) stops at a cancel, a timeout, a
-   * shutdown or a lost lease like the run does, and uses the width the
-   * run will (one thread for a serial job). */
-  r.env.stop = &j->stop;
-  r.env.pool = s->pool;
-  r.env.width = j->backend == B_SERIAL ? 1 : pool_threads(s->pool);
-
-  /* Memory admission (compute/sched/mem.c): run, wait in the queue, or fail. */
-  int64_t need = j->have_est ? sched_mem_need(&j->est, j->backend) : 0;
-  int64_t mem_total = -1, mem_avail = -1;
-  if (need >= SCHED_MEM_PROBE_MIN) sched_mem_probe(&mem_total, &mem_avail);
-  int adm = sched_mem_admit(s, j, need, mem_avail);
-  if (adm == SCHED_MEM_WAIT) return; /* back in the queue */
-  if (adm == SCHED_MEM_NEVER) {
-    rc = terr_set(&e, T_ENOMEM, "", -1,
-                  "the job needs about %lld bytes of memory; the machine has "
-                  "%lld available now and the memory budget (--max-memory) is "
-                  "%lld bytes",
-                  (long long)need, (long long)mem_avail,
-                  (long long)s->mem_budget);
-    goto end;
-  }
-
-  /* Same-host files: the output's directory is opened now (it may be gone
-   * since submit, a restart ago); mapped inputs are recorded for the end. */
-  if (j->output_file &&
-      (rc = tlocal_out_open(s->cfg.local, j->owner, j->output_file,
-                            "output.file", &r.out, &e)))
-    goto end;
-  if (s->cfg.local && !(r.env.local_log = tlocal_log_new())) {
-    rc = terr_set(&e, T_ENOMEM, "", -1, "out of memory");
-    goto end;
-  }
-
-  if (j->backend == B_CUDA)
-    snprintf(used, sizeof used, "cuda:%d", device);
-  else
-    snprintf(used, sizeof used, "%s", tbackend_name(j->backend));
-  /* for store_job_start: the kind's figures, the router's, the pins */
-  estimate =
-      j->have_est ? stext_estimate(&j->est, j->estimates, j->pins) : NULL;
-  started_at = t_wall_ms();
-  started_ms = t_now_ms();
+  int leave = 0;
+  rc = srun_prelude(&r, &crashed, &leave, &e);
+  if (leave) return; /* another worker owns it, or back in the queue */
+  if (rc) goto end;
   /* Counted before the job runs, so that a job that kills the process is
    * counted even when it dies at once: after max_attempts such starts it
    * fails "crashed" above. Normally in the in-flight journal (a store into
@@ -823,37 +747,9 @@ void sched_run_job(sched *s, sjob *j, int device) {
    * not stopped: the job is claimed here, so failing it would lose an
    * accepted job to a restart of the server. Any other [sync] error (a
    * full disk): the job is not run. */
-  jslot = s->journal ? sched_journal_take(s, j->id, j->attempts + 1) : -1;
-  if (jslot >= 0) {
-    store_job_start_async(s->cfg.st, j->id, started_at, used, j->reason,
-                          estimate);
-  } else {
-    int delay_ms = 100;
-    while ((rc = store_job_start(s->cfg.st, j->id, started_at, used,
-                                 j->reason, estimate, &e)) == T_EUNAVAIL &&
-           s->cluster && !atomic_load(&j->stop)) {
-      struct timespec ts = {delay_ms / 1000, (long)(delay_ms % 1000) * 1000000L};
-      nanosleep(&ts, NULL);
-      delay_ms = delay_ms * 2 > 2000 ? 2000 : delay_ms * 2;
-      started_at = t_wall_ms(); /* the start is when it really starts */
-      started_ms = t_now_ms();
-    }
-    if (rc) goto end;
-  }
+  rc = srun_start(&r, used, &estimate, &started_at, &started_ms, &jslot, &e);
+  if (rc) goto end;
   started = 1;
-  if (s->cluster) { /* a node says which runs it began (test_cluster.py) */
-    char node[104];
-    t_kv kv[] = {T_KV_S("id", j->id),
-                 T_KV_S("node", srun_node(s, node, sizeof node)),
-                 T_KV_N("attempt", srun_attempt(s, j)),
-                 T_KV_N("started", started_at), T_KV_S("backend", used)};
-    t_log_kv(T_LOG_INFO, "job_start", kv, (int)(sizeof kv / sizeof kv[0]));
-  }
-  if (j->crash_test) { /* tests only: TESSEL_TEST_CRASH_LABEL */
-    log_error("scheduler: job %s: TESSEL_TEST_CRASH_LABEL: aborting", j->id);
-    abort();
-  }
-
   double t0 = t_now_ms();
   void *checked = j->checked; /* prepare takes it */
   j->checked = NULL;
@@ -888,10 +784,7 @@ end:
     /* Its lease went to another node (sched_drop_lost): the fence would
      * refuse its end, and the other node's run is the job's. */
   lost: /* or so said the fenced step before an output's placement */
-    srun_drop_res(&r, &res);
-    srun_cleanup(&r);
-    sched_mem_release(s, j);
-    srun_release(s, j, -1, 0, NULL, 0, NULL);
+    srun_drop(&r, &res);
     goto out;
   }
   if (stop == SJ_STOP_SHUTDOWN && (rc || !res.n)) {
@@ -903,87 +796,21 @@ end:
         log_warn("scheduler: job %s stays running in the store: %s", j->id,
                  ue.message);
     }
-    srun_drop_res(&r, &res);
-    srun_cleanup(&r);
-    sched_mem_release(s, j);
-    srun_release(s, j, -1, 0, NULL, 0, NULL);
+    srun_drop(&r, &res);
     goto out;
   }
   const char *code = NULL;
   char msg[TERR_MSG_MAX] = "";
-  if (stop == 1) {
-    status = JOB_CANCELED, code = "canceled";
-    snprintf(msg, sizeof msg, "canceled by request");
-  } else if (stop == 2) {
-    status = JOB_FAILED, code = terr_code_name(T_ETIMEOUT);
-    double timeout = j->timeout_s > 0 ? j->timeout_s : s->cfg.default_timeout_s;
-    snprintf(msg, sizeof msg, "the job ran past its timeout of %g s", timeout);
-  } else if (crashed) {
-    status = JOB_FAILED, code = "crashed";
-    snprintf(msg, sizeof msg, "%s", e.message);
-  } else if (rc) {
-    status = JOB_FAILED, code = terr_code_name((terr_code)rc);
-    snprintf(msg, sizeof msg, "%s", e.message[0] ? e.message : code);
-  } else {
-    status = JOB_SUCCEEDED;
-  }
+  srun_status(&r, stop, crashed, rc, &e, &status, &code, msg);
   if (status != JOB_SUCCEEDED) {
     srun_drop_res(&r, &res);
-  } else {
-    tarray *result = res.a[0];
-    /* Pairs a geodesic method could not solve (Vincenty near antipodes)
-     * are NaN in the result and counted there, so the job says so. */
-    snprintf(rinfo.dtype, sizeof rinfo.dtype, "%s", tdtype_name(result->dtype));
-    rinfo.ndim = result->ndim;
-    for (int d = 0; d < result->ndim; d++) rinfo.shape[d] = result->shape[d];
-    rinfo.bytes = result->size * (int64_t)tdtype_size(result->dtype);
-    parts.p[0].dtype = result->dtype; /* for a result of several arrays */
-    parts.p[0].ndim = result->ndim;
-    memcpy(parts.p[0].shape, result->shape, sizeof parts.p[0].shape);
-    parts.p[0].bytes = rinfo.bytes;
-    rinfo.nonconverged =
-        j->ctx.nonconverged > 0 ? (int64_t)j->ctx.nonconverged : 0;
-    snprintf(final, sizeof final, "%s/%s.npy", s->results_dir, j->stem);
-    double t0s = t_now_ms();
-    int wrc;
-    if (r.out.dirfd >= 0 && res.n > 1) {
-      wrc = terr_set(&e, T_EINVAL, "output.file", -1,
-                     "this job's result is %d arrays (%s, %s%s); output.file "
-                     "takes a result of one array: submit it without "
-                     "\"output\" and read each part from "
-                     "/v1/jobs/{id}/result/{name}",
-                     res.n, res.name[0], res.name[1], res.n > 2 ? ", ..." : "");
-      srun_drop_res(&r, &res);
-      final[0] = 0;
-    } else if (r.out.dirfd >= 0) { /* the user's file; the service keeps nothing */
-      wrc = srun_output(&r, result, &e);
-      final[0] = 0;
-      if (wrc == SRUN_OUTPUT_LOST) { /* another node's job: as SJ_STOP_LOST */
-        memset(&res, 0, sizeof res); /* freed */
-        goto lost;
-      }
-    } else {
-      wrc = srun_keep_result(&r, result, final, &npy, &npy_len, &e);
-      res.a[0] = NULL;
-      if (npy) final[0] = 0; /* in the row, not a file */
-      if (wrc == T_OK && res.n > 1 &&
-          (wrc = srun_keep_parts(&r, &res, &parts, &parts_doc, &e))) {
-        if (final[0]) unlink(final);
-        free(npy);
-        npy = NULL;
-      }
-    }
-    memset(&res, 0, sizeof res); /* kept or freed */
-    r.t_store = t_now_ms() - t0s;
-    if (!wrc && j->have_est && j->backend != B_COMPARE)
-      router_observe(j->k, &j->est, j->backend,
-                     r.t_prepare + backend_ms + r.t_store);
-    if (wrc) {
-      status = JOB_FAILED, code = terr_code_name((terr_code)wrc);
-      snprintf(msg, sizeof msg, "%s", e.message);
-      final[0] = 0;
-      memset(&rinfo, 0, sizeof rinfo);
-    }
+  } else if ((rc = srun_keep(&r, &res, backend_ms, &rinfo, &parts, final,
+                              &npy, &npy_len, &parts_doc, &e)) ==
+             SRUN_OUTPUT_LOST) {
+    goto lost;
+  } else if (rc) {
+    status = JOB_FAILED, code = terr_code_name((terr_code)rc);
+    snprintf(msg, sizeof msg, "%s", e.message);
   }
   srun_cleanup(&r);
 
@@ -1012,35 +839,15 @@ end:
   sched_mem_release(s, j);
   /* The end commits on the store's writer thread, which then releases the
    * job (srun_finished); this worker goes on with its next job. */
-  srun_end *x = calloc(1, sizeof *x);
-  terr fe;
-  if (!x) {
-    log_error("scheduler: no memory to end job %s", j->id);
-    srun_log_end("job_dropped", s, j, status, started ? used : NULL,
-                 ms[JOB_T_TOTAL], code, msg, started ? started_at : 0);
-    if (final[0]) unlink(final);
-    srun_unlink_parts(&parts);
-    srun_release(s, j, status, 1, started ? used : NULL, run_ms, NULL);
-    goto out;
-  }
-  x->s = s;
-  x->j = j;
-  x->status = status;
-  x->started = started;
-  x->run_ms = run_ms;
-  x->total_ms = ms[JOB_T_TOTAL];
-  x->started_at = started ? started_at : 0;
-  x->code = code;
-  snprintf(x->msg, sizeof x->msg, "%s", code ? msg : "");
-  snprintf(x->used, sizeof x->used, "%s", used);
-  snprintf(x->final, sizeof x->final, "%s", final);
-  x->parts = parts; /* its paths go with x */
+  srun_end t = {.s = s, .j = j, .status = status, .started = started,
+                .run_ms = run_ms, .total_ms = ms[JOB_T_TOTAL],
+                .started_at = started ? started_at : 0, .code = code,
+                .parts = parts}; /* its paths go with it */
   memset(&parts, 0, sizeof parts);
-  if (store_job_finish_async(s->cfg.st, j->id, &end, srun_finished, x, &fe) !=
-      T_OK) {
-    int frc = store_job_finish(s->cfg.st, j->id, &end, &fe);
-    srun_finished(x, frc, &fe, NULL);
-  }
+  snprintf(t.msg, sizeof t.msg, "%s", code ? msg : "");
+  snprintf(t.used, sizeof t.used, "%s", used);
+  snprintf(t.final, sizeof t.final, "%s", final);
+  srun_send_end(&t, &end);
 
 out:
   tlocal_out_close(&r.out); /* no-op after srun_cleanup */

@@ -11,6 +11,7 @@
 #include <math.h>
 
 #include "compute/array/localfile.h"
+#include "compute/array/parts.h"
 #include "compute/sched/sched_int.h"
 
 #define SRUN_MAX_ALLOCS 8
@@ -86,5 +87,19 @@ int srun_output(srun *r, tarray *a, terr *e);
  * cuda, compare every run's result with serial's part by part, and keep
  * serial's in *result (empty on failure). */
 int srun_compare(srun *r, void *plan, sres *result, terr *e);
+
+/* run_result.c: the result arrays (allocation, parts, keeping). */
+int srun_result_alloc(job_ctx *ctx, tdtype dt, int ndim,
+                      const int64_t *shape, tarray **out, terr *e);
+int srun_result_stream(job_ctx *ctx, tdtype dt, int ndim,
+                       const int64_t *shape, tarray **out, terr *e);
+int srun_keep_result(srun *r, tarray *a, const char *final, char **npy,
+                     size_t *npy_len, terr *e);
+void srun_unlink_parts(tparts *p);
+int srun_keep_parts(srun *r, sres *res, tparts *parts, char **doc,
+                    terr *e);
+void srun_cleanup(srun *r);
+int srun_result_part(job_ctx *ctx, int index, const char *name,
+                     tarray *a, terr *e);
 
 #endif

@@ -30,7 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "compute/sched/router.h"
+#include "compute/sched/route/router.h"
 
 #define MONITOR_TICK_MS 25.0
 #define PROGRESS_EVERY_MS 200.0

@@ -48,7 +48,7 @@ int main(void) {
 #include <string.h>
 #include <unistd.h>
 
-#include "compute/sched/costmodel.h"
+#include "compute/sched/route/costmodel.h"
 #include "compute/gpu/devctx.h"
 #include "compute/expr/expr.h"
 #include "compute/gpu/gpu.h"

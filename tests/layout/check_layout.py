@@ -107,12 +107,8 @@ MAX_FILE_LINES = 1000
 # that no longer offends is itself a violation, so the lists only shrink.
 FUNC_ALLOW = {
     "app/main.c:main": 361,
-    "compute/sched/run.c:sched_run_job": 320,
-    "compute/sched/split.c:coordinate": 169,
 }
 FILE_ALLOW = {
-    "compute/sched/run.c": 1078,
-    "compute/sched/split.c": 1120,
 }
 HEADER_SKIP = re.compile(r'^\s*(extern\s+"C"|struct|union|enum|typedef|namespace)\b')
 NAME_AT_END = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)\s*$')

@@ -1,4 +1,4 @@
-/* test_costmodel.c — the router's cost model (compute/sched/costmodel.c), without a
+/* test_costmodel.c — the router's cost model (compute/sched/route/costmodel.c), without a
  * GPU: the model picks the backend with the smallest estimate and says so
  * with every figure; estimates grow with the work and the bytes; a GPU is
  * chosen for heavy work only when one is usable, and not when copying the
@@ -19,8 +19,8 @@
 
 #include "check.h"
 #include "compute/gpu/gpu.h"
-#include "compute/sched/costmodel.h"
-#include "compute/sched/router.h"
+#include "compute/sched/route/costmodel.h"
+#include "compute/sched/route/router.h"
 
 /* The built-in kinds, from the table (main). */
 static const kind_ops *km, *kr, *kmm, *kg;

@@ -1,4 +1,4 @@
-/* test_router.c — the size rule behind backend "auto" (compute/sched/router.c):
+/* test_router.c — the size rule behind backend "auto" (compute/sched/route/router.c):
  * serial for work under 0.2 ms on one core, cuda for large work when a GPU
  * is usable and its copies are cheap next to the CPU pool's time, cpu
  * otherwise; the reason names the size in the kind's words; the estimates
@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "compute/sched/router.h"
+#include "compute/sched/route/router.h"
 
 /* The built-in kinds, from the table (main): their kind_cost is what the
  * size rule reads. */

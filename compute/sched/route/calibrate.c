@@ -52,7 +52,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "compute/sched/costmodel.h"
+#include "compute/sched/route/costmodel.h"
 #include "compute/expr/expr.h"
 #include "compute/gpu/gpu.h"
 #include "util/util.h"

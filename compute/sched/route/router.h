@@ -2,7 +2,7 @@
  *
  * One entry point. Once router_init has run (the scheduler calls it at
  * start with the data dir's calibration file), the choice comes from the
- * calibrated cost model (compute/sched/costmodel.h: measured rates of this
+ * calibrated cost model (compute/sched/route/costmodel.h: measured rates of this
  * machine, corrected by recorded job timings through router_observe);
  * before that, and in tests that never call it, from the size rule over
  * the kind's work estimate (router.c).

@@ -1,7 +1,7 @@
 /* router.c — the "auto" backend rule.
  *
  * With the calibrated cost model loaded (router_init), router_choose asks
- * it (compute/sched/costmodel.c): the estimated time on every backend from this
+ * it (compute/sched/route/costmodel.c): the estimated time on every backend from this
  * machine's measured rates, the fastest chosen, the reason naming the
  * figures ("estimate cuda 12 ms, cpu 840 ms, serial 1600 ms"). Without it
  * (before the scheduler starts, or in tests that do not calibrate), the
@@ -24,11 +24,11 @@
  * (router.h). No kind is named here: what differs between kinds comes
  * from their kind_cost.
  */
-#include "compute/sched/router.h"
+#include "compute/sched/route/router.h"
 
 #include <stdatomic.h>
 
-#include "compute/sched/costmodel.h"
+#include "compute/sched/route/costmodel.h"
 
 #include <stdio.h>
 #include <unistd.h>

@@ -6,7 +6,7 @@
  * model g_model is guarded by g_mu; the file is written under g_mu too,
  * to a temporary name then renamed.
  */
-#include "compute/sched/costmodel.h"
+#include "compute/sched/route/costmodel.h"
 
 #include <math.h>
 #include <pthread.h>
