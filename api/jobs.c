@@ -30,7 +30,6 @@
 #include <unistd.h>
 
 #include "api/api_int.h"
-#include "compute/gpu/gpu.h"
 #include "util/datadir.h"
 #include "util/util.h"
 
@@ -312,19 +311,11 @@ static void handle_delete(http_req *r, void *ud) {
   api_ctx *ctx = ud;
   terr e;
   const char *id = http_param(r, "id");
-  char **paths = NULL;
-  int n = 0;
-  if (jobs_delete(ctx->jobs, id, http_owner(r), &paths, &n, &e)) {
+  if (jobs_delete(ctx->jobs, id, http_owner(r), &e)) {
     http_reply_error(r, &e);
     return;
   }
-  gpu_resident_drop(id); /* a chain's copy in GPU memory, if any */
-  for (int i = 0; i < n; i++) { /* the result's files, every part's */
-    unlink(paths[i]);
-    free(paths[i]);
-  }
-  free(paths);
-  api_reply_deleted(r, id, NULL);
+  api_reply_deleted(r, id);
 }
 
 /* GET /v1/jobs/{id}/result and /v1/jobs/{id}/result/{name} (a part). */
