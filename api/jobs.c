@@ -329,9 +329,10 @@ static void handle_result(http_req *r, void *ud) {
     return;
   }
   const char *to = http_query(r, "layout");
-  if (to && !res.layout) {
+  if (to && !res.layout) { /* the kind's result_layout said: one layout */
     api_reply_terr(r, T_EINVAL, "layout",
-                   "only a geodesic matrix without targets can change layout");
+                   "this result has one layout: its kind keeps no symmetric "
+                   "matrix that may be sent square or condensed");
   } else if (res.npy) {
     api_reply_array_npy(r, ctx, res.npy, res.npy_len, res.layout, to);
     res.npy = NULL; /* taken */
