@@ -6,12 +6,13 @@
  * id (an uploaded array's, a chain's result kept on a device); (3) the
  * files, result and every part's, or the upload. Row first because a row
  * is what a reader follows to a file: a crash or a failure after (1)
- * leaves at worst files that nothing names (the start's sweep of the
- * results folder, compute/sched, and the next expiry's pass remove those),
- * never a row that names a missing file. A failed (1) changes nothing. The
- * GPU drop never fails (it is queued while a device is busy) and a file
- * already gone (ENOENT) is not an error; any other unlink error is left
- * as the orphan above.
+ * leaves at worst files that nothing names (disk space, never a wrong
+ * answer; no sweep removes such a finished file today, only the .tmp
+ * ones and unfinished jobs' results at start, compute/sched and
+ * compute/array), and never a row that names a missing file. A failed
+ * (1) changes nothing. The GPU drop never fails (it is queued while a
+ * device is busy) and a file already gone (ENOENT) is not an error; any
+ * other unlink error is left as the orphan above.
  *
  * Expiry learns from the store only the files it removed, so the ids whose
  * GPU copies go are read back from the file names, which the writers build
@@ -20,7 +21,7 @@
  * no valid id drops nothing.
  *
  * The full disk: the store's expiry and delete write on the disk reserve
- * when the disk is full (db/ takes it once and retries), so a delete still
+ * when the disk is full (db/sqlite gives it up once and retries), so a delete still
  * frees room on a full disk; nothing here needs to.
  *
  * Threads: any; no lock here (the store and the GPU runtime take theirs).
