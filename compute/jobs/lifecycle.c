@@ -21,17 +21,18 @@
  * no valid id drops nothing.
  *
  * The full disk: the store's expiry and delete write on the disk reserve
- * when the disk is full (db/sqlite gives it up once and retries), so a delete still
- * frees room on a full disk; nothing here needs to.
+ * when the disk is full (db/sqlite gives it up once and retries), so a
+ * delete still frees room on a full disk; nothing here needs to.
  *
  * Threads: any; no lock here (the store and the GPU runtime take theirs).
  */
+#include "compute/jobs/lifecycle.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "compute/gpu/gpu.h"
-#include "compute/jobs/lifecycle.h"
 #include "util/util.h"
 
 static void (*gpu_drop)(const char *id) = gpu_resident_drop;

@@ -30,7 +30,9 @@ static int drops_of(const char *id) {
   return n;
 }
 
-static int exists(const char *path) { return access(path, F_OK) == 0; }
+static int exists(const char *path) {
+  return access(path, F_OK) == 0;
+}
 
 static void touch(const char *path) {
   FILE *f = fopen(path, "w");
@@ -57,13 +59,13 @@ static void make_world(store *s, arrays *A, const char *dir, world *w) {
            "{\"name\":\"b\",\"dtype\":\"float64\",\"shape\":[3],\"bytes\":24,"
            "\"path\":\"%s\"}]",
            w->part);
-  store_job_end x = {.status = JOB_SUCCEEDED,
-                     .finished_at = t_wall_ms(),
-                     .result = {.dtype = "float64", .ndim = 1, .shape = {3},
-                                .bytes = 24},
-                     .result_path = w->result,
-                     .result_parts = parts,
-                     .max_abs_diff = NAN};
+  store_job_end x = {
+      .status = JOB_SUCCEEDED,
+      .finished_at = t_wall_ms(),
+      .result = {.dtype = "float64", .ndim = 1, .shape = {3}, .bytes = 24},
+      .result_path = w->result,
+      .result_parts = parts,
+      .max_abs_diff = NAN};
   CHECK(store_job_finish(s, w->job, &x, &e) == 0);
 
   int64_t shape[1] = {4};
