@@ -6,6 +6,7 @@
 
 #include "api/api.h"
 #include "compute/array/tarray.h"
+#include "compute/jobs/lifecycle.h"
 
 /* The longest ?wait a request may ask for, seconds (POST /v1/jobs). */
 #define API_MAX_WAIT_S 60.0
@@ -32,9 +33,9 @@ void api_reply_array_file(http_req *r, api_ctx *ctx, const char *path,
 void api_reply_array_npy(http_req *r, api_ctx *ctx, char *npy, size_t len,
                          const char *layout_from, const char *layout_to);
 
-/* After a delete: remove the file (path may be NULL; freed here) and answer
- * 200 {"id", "deleted": true}. */
-void api_reply_deleted(http_req *r, const char *id, char *path);
+/* After a delete (compute/jobs/lifecycle.h did it): answer 200
+ * {"id", "deleted": true}. */
+void api_reply_deleted(http_req *r, const char *id);
 
 /* Error helpers. */
 void api_reply_terr(http_req *r, int code, const char *field, const char *fmt,

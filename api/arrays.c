@@ -30,7 +30,6 @@
 
 #include "api/api_int.h"
 #include "compute/array/codec/upload.h"
-#include "compute/gpu/gpu.h"
 #include "util/util.h"
 
 static int content_is(const char *ct, const char *want) {
@@ -174,13 +173,11 @@ static void handle_delete(http_req *r, void *ud) {
   api_ctx *ctx = ud;
   terr e;
   const char *id = http_param(r, "id");
-  char *path = NULL;
-  if (arrays_delete(ctx->arrays, id, http_owner(r), &path, &e)) {
+  if (jobs_array_delete(ctx->arrays, id, http_owner(r), &e)) {
     http_reply_error(r, &e);
     return;
   }
-  gpu_resident_drop(id); /* its copy in GPU memory, if any (never blocks) */
-  api_reply_deleted(r, id, path);
+  api_reply_deleted(r, id);
 }
 
 static void handle_list(http_req *r, void *ud) {

@@ -133,9 +133,7 @@ static json_t *loads(const char *text) {
   return json_loads(text, 0, NULL);
 }
 
-void api_reply_deleted(http_req *r, const char *id, char *path) {
-  if (path) unlink(path);
-  free(path);
+void api_reply_deleted(http_req *r, const char *id) {
   http_reply_json(r, 200, json_pack("{s:s, s:b}", "id", id, "deleted", 1));
 }
 

@@ -30,7 +30,6 @@
 #include <unistd.h>
 
 #include "api/api_int.h"
-#include "compute/gpu/gpu.h"
 #include "util/datadir.h"
 #include "util/util.h"
 
@@ -312,19 +311,11 @@ static void handle_delete(http_req *r, void *ud) {
   api_ctx *ctx = ud;
   terr e;
   const char *id = http_param(r, "id");
-  char **paths = NULL;
-  int n = 0;
-  if (jobs_delete(ctx->jobs, id, http_owner(r), &paths, &n, &e)) {
+  if (jobs_delete(ctx->jobs, id, http_owner(r), &e)) {
     http_reply_error(r, &e);
     return;
   }
-  gpu_resident_drop(id); /* a chain's copy in GPU memory, if any */
-  for (int i = 0; i < n; i++) { /* the result's files, every part's */
-    unlink(paths[i]);
-    free(paths[i]);
-  }
-  free(paths);
-  api_reply_deleted(r, id, NULL);
+  api_reply_deleted(r, id);
 }
 
 /* GET /v1/jobs/{id}/result and /v1/jobs/{id}/result/{name} (a part). */
@@ -338,9 +329,10 @@ static void handle_result(http_req *r, void *ud) {
     return;
   }
   const char *to = http_query(r, "layout");
-  if (to && !res.layout) {
+  if (to && !res.layout) { /* the kind's result_layout said: one layout */
     api_reply_terr(r, T_EINVAL, "layout",
-                   "only a geodesic matrix without targets can change layout");
+                   "this result has one layout: its kind keeps no symmetric "
+                   "matrix that may be sent square or condensed");
   } else if (res.npy) {
     api_reply_array_npy(r, ctx, res.npy, res.npy_len, res.layout, to);
     res.npy = NULL; /* taken */

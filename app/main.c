@@ -35,6 +35,7 @@
 #include "api/api.h"
 #include "compute/gpu/gpu.h"
 #include "compute/jobs/jobs.h"
+#include "compute/jobs/lifecycle.h"
 #include "compute/sched/sched.h"
 #include "db/store.h"
 #include "server/http.h"
@@ -195,20 +196,16 @@ static void name_for_file(const char *name, char *out, size_t cap) {
 static volatile sig_atomic_t stop_signal;
 static void note_stop_signal(int sig) { stop_signal = sig; }
 
+/* Expiry's timer: compute/jobs/lifecycle.h ends each old job and array as
+ * a delete does (row, GPU copies, files). */
 static void expire_old(store *st, int64_t ttl_s) {
   if (ttl_s <= 0) return;
-  char **paths = NULL;
   int n = 0;
   terr e;
-  if (store_expire(st, t_wall_ms() - ttl_s * 1000, &paths, &n, &e)) {
+  if (jobs_expire(st, t_wall_ms() - ttl_s * 1000, &n, &e)) {
     log_warn("expiry failed: %s", e.message);
     return;
   }
-  for (int i = 0; i < n; i++) {
-    if (paths[i]) unlink(paths[i]);
-    free(paths[i]);
-  }
-  free(paths);
   if (n) log_info("expired %d files older than %llds", n, (long long)ttl_s);
 }
 

@@ -232,18 +232,6 @@ int jobs_cancel(jobs *J, const char *id, const char *owner, terr *e) {
   return rc;
 }
 
-int jobs_delete(jobs *J, const char *id, const char *owner, char ***paths,
-                int *npaths, terr *e) {
-  *paths = NULL;
-  *npaths = 0;
-  if (!id || !t_id_valid('j', id))
-    return terr_set(e, T_ENOTFOUND, "id", -1, "job '%s' not found",
-                    id ? id : "");
-  /* The store's 409 says what blocks the delete: the job's own status,
-   * the queued jobs that take its result, or its tiles. */
-  return store_job_delete(J->st, id, owner, paths, npaths, e);
-}
-
 /* The layout a kind gives its stored result, from the stored params. */
 static const char *result_layout(const job_record *j) {
   const kind_ops *k = kind_find(j->kind);

@@ -98,11 +98,7 @@ int jobs_list_json(jobs *J, const char *owner, const jobs_query *q,
  * when it has already ended; T_ENOTFOUND. */
 int jobs_cancel(jobs *J, const char *id, const char *owner, terr *e);
 
-/* Delete a finished job's row; *paths (free() each and the array; NULL
- * when none) are its *npaths result files for the caller to remove, every
- * part's. T_ECONFLICT when the job has not finished. */
-int jobs_delete(jobs *J, const char *id, const char *owner, char ***paths,
-                int *npaths, terr *e);
+/* Delete: compute/jobs/lifecycle.h (jobs_delete), with expiry. */
 
 /* A succeeded job's result: the .npy file (path) or, for a small result
  * kept in the job's row, its bytes (npy, npy_len). layout: the stored

@@ -31,6 +31,13 @@
    preprocessor lines blanked) and ends at a `}` alone at column 0, as
    clang-format leaves every definition.
 
+8. api/ translates HTTP to calls and calls to replies: no file under api/
+   calls unlink, unlinkat, remove, rename or renameat, nor a gpu_ function
+   (comments are not read). Ending a job or an array, its files and its GPU
+   copies, is compute/jobs/lifecycle.c's. The GPU runtime's read-only
+   reports in API_GPU_READS are let through, to move behind compute/ too;
+   a listed one no longer called fails, so the list only shrinks.
+
 Usage: check_layout.py [source root]   (default: two folders up from here)
 Exit status 0 when every rule holds, 1 with one line per violation.
 """
@@ -47,7 +54,7 @@ ALLOWED = {
     "compute/gpu": ["compute/array", "util"],
     "compute/kinds": ["compute/gpu", "compute/expr", "compute/array", "util"],
     "compute/sched": ["compute/kinds", "compute/gpu", "compute/expr", "compute/array", "db", "util"],
-    "compute/jobs": ["compute/sched", "compute/kinds", "compute/array", "db", "util"],
+    "compute/jobs": ["compute/sched", "compute/kinds", "compute/gpu", "compute/array", "db", "util"],
     "server": ["util"],
     "api": ["compute/jobs", "server", "compute/array", "compute/gpu", "util"],
     "app": ["api", "server", "compute/jobs", "compute/sched", "compute/gpu", "db", "util"],
@@ -291,6 +298,34 @@ def acyclic(graph):
     return None
 
 
+# ---- rule 8: the API removes nothing -------------------------------------
+API_ROOM = "api"
+API_FORBIDDEN = re.compile(r'\b(unlink|unlinkat|remove|rename|renameat|gpu_[A-Za-z0-9_]*)\s*\(')
+API_GPU_READS = {"gpu_count", "gpu_devices_json", "gpu_nvml_annotate"}
+
+
+def check_api_calls(root, bad):
+    """Rule 8: api/ calls no file-removing function and no GPU call."""
+    seen = set()
+    for dirpath, _, files in os.walk(os.path.join(root, API_ROOM)):
+        for f in sorted(files):
+            if not f.endswith(SOURCE_EXT):
+                continue
+            rel = os.path.relpath(os.path.join(dirpath, f), root)
+            with open(os.path.join(dirpath, f), encoding="utf-8") as fh:
+                code = strip_comments(fh.read())
+            for no, line in enumerate(code.split("\n"), 1):
+                for m in API_FORBIDDEN.finditer(line):
+                    name = m.group(1)
+                    if name in API_GPU_READS:
+                        seen.add(name)
+                        continue
+                    bad.append(f"{rel}:{no}: api/ calls {name}(); ending a job or an array "
+                               f"(files, GPU copies) is compute/jobs/lifecycle.h's")
+    for name in sorted(API_GPU_READS - seen):
+        bad.append(f"API_GPU_READS: {name} is no longer called in api/; remove it from the list")
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -377,6 +412,7 @@ def main():
                         if not os.path.isfile(os.path.join(root, inc)):
                             bad.append(f"{rel}:{no}: include \"{inc}\" does not exist")
     check_lengths(root, bad)
+    check_api_calls(root, bad)
     for b in bad:
         print(b)
     print(f"check_layout: {len(bad)} violation(s)" if bad else "check_layout: ok")
