@@ -7,7 +7,7 @@
  * Functions of the "cluster" section answer T_ENOTIMPL on SQLite (one node).
  *
  * SQLite: one database file, <data_dir>/tessel.db, in WAL mode with numbered
- * migrations (db/schema.c). Threading rule: ONE writer thread owns the only
+ * migrations (db/sqlite/schema.c). Threading rule: ONE writer thread owns the only
  * write connection and batches every write that is queued while it commits
  * the previous batch into one transaction (group commit). Readers use a
  * read-only connection per calling thread (thread-local, opened on first

@@ -86,6 +86,7 @@
 #include <time.h>
 
 #include "server/http_int.h"
+#include "util/tassert.h"
 
 enum { PH_HEADERS, PH_BODY, PH_HANDLED };
 
@@ -241,6 +242,7 @@ static void say_timeout(conn_ent *e) {
 /* Copy v into out as JSON string content, or "" when it holds a byte that
  * would need escaping (then the message leaves the value out). */
 static void json_safe(const char *v, char *out, size_t cap) {
+  T_ASSERT(out && cap > 0); /* room for the terminator at least */
   size_t i = 0;
   for (; v && v[i] && i + 1 < cap; i++) {
     unsigned char ch = (unsigned char)v[i];

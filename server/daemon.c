@@ -69,6 +69,7 @@
 
 #include "server/http_int.h"
 #include "util/vec.h"
+#include "util/tassert.h"
 
 #define MIB (1024 * 1024)
 
@@ -120,6 +121,7 @@ static int read_pem(const char *path, const char *field, char **out, terr *e) {
 }
 
 static void utc_text(time_t t, char *out, size_t cap) {
+  T_ASSERT(out && cap >= sizeof "YYYY-MM-DDTHH:MM:SSZ"); /* fits a date */
   struct tm tm;
   if (t == (time_t)-1 || !gmtime_r(&t, &tm) ||
       !strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm))

@@ -37,6 +37,7 @@
 #include "server/http_int.h"
 #include "util/vec.h"
 #include "util/xfer.h"
+#include "util/tassert.h"
 
 #define MIB (1024 * 1024)
 #define BODY_MIN_CAP (64 * 1024)
@@ -347,6 +348,7 @@ static enum MHD_Result req_sink(http_req *r, struct MHD_Connection *c,
                : r->sink->write(r->sink_st, data, len, &e);
   if (rc == T_OK) {
     r->streamed += len;
+    T_ASSERT(r->streamed <= r->body_limit); /* checked just above */
     return MHD_YES;
   }
   /* Drop what the sink holds now (a partial file), not when freed. */
@@ -401,6 +403,8 @@ static enum MHD_Result req_body(http_req *r, struct MHD_Connection *c,
 /* Step 3: the whole body is here; run the handler. */
 static enum MHD_Result req_dispatch(http_server *s, http_req *r,
                                     struct MHD_Connection *c) {
+  /* the terminator's byte is inside the body's buffer (req_body kept it) */
+  T_ASSERT(!r->body || r->body_len < r->body_cap);
   if (r->body) r->body[r->body_len] = 0;
   conns_handled(s, c);
   /* Counted before `stopping` is read: destroy sets stopping, then waits

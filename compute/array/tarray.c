@@ -5,12 +5,14 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "util/sigbus.h"
+#include "util/tassert.h"
 #include "util/util.h"
 
 #define HUGE_ALIGN ((size_t)2 << 20)
@@ -49,6 +51,7 @@ int64_t tshape_size(int ndim, const int64_t *shape, int64_t max_elems) {
 }
 
 char *tshape_str(int ndim, const int64_t *shape, char *buf, size_t len) {
+  T_ASSERT(buf && len > 0);
   size_t off = 0;
   off += (size_t)snprintf(buf, len, "[");
   for (int i = 0; i < ndim && off < len; i++)
@@ -56,6 +59,21 @@ char *tshape_str(int ndim, const int64_t *shape, char *buf, size_t len) {
                             (long long)shape[i]);
   if (off < len) snprintf(buf + off, len - off, "]");
   return buf;
+}
+
+/* The invariants every tarray keeps (checked by T_ASSERT): size is the
+ * product of the shape, and data held in a file mapping lies wholly inside
+ * it. No side effect: it is read only inside asserts. */
+static int tarray_consistent(const tarray *a) {
+  if (a->ndim < 0 || a->ndim > T_MAXDIM) return 0;
+  int64_t n = 1;
+  for (int i = 0; i < a->ndim; i++) n *= a->shape[i];
+  if (n != a->size) return 0;
+  if (!a->map_base || !a->data) return 1;
+  const char *d = a->data, *b = a->map_base;
+  size_t bytes = (size_t)a->size * tdtype_size(a->dtype);
+  return d >= b && (size_t)(d - b) <= a->map_len &&
+         bytes <= a->map_len - (size_t)(d - b);
 }
 
 tarray *tarray_new(tdtype dt, int ndim, const int64_t *shape) {
@@ -85,6 +103,8 @@ tarray *tarray_new(tdtype dt, int ndim, const int64_t *shape) {
     free(a);
     return NULL;
   }
+  T_ASSERT(((uintptr_t)a->data & 63) == 0); /* the VM's alignment */
+  T_ASSERT(tarray_consistent(a));
   return a;
 }
 
@@ -95,12 +115,14 @@ tarray *tarray_zeros(tdtype dt, int ndim, const int64_t *shape) {
 }
 
 tarray *tarray_clone(const tarray *a) {
+  T_ASSERT(tarray_consistent(a));
   tarray *c = tarray_new(a->dtype, a->ndim, a->shape);
   if (c) memcpy(c->data, a->data, (size_t)a->size * tdtype_size(a->dtype));
   return c;
 }
 
 tarray *tarray_convert(const tarray *a, tdtype dt) {
+  T_ASSERT(tarray_consistent(a));
   if (a->dtype == dt) return tarray_clone(a);
   tarray *c = tarray_new(dt, a->ndim, a->shape);
   if (!c) return NULL;

@@ -24,6 +24,7 @@
 
 #include "compute/expr/expr_int.h"
 #include "compute/expr/expr_math.h"
+#include "util/tassert.h"
 
 const expr_opinfo expr_ops[EO__COUNT] = {
     [EO_NUM] = {"num", 0, 0},     [EO_IN] = {"in", 0, 0},
@@ -209,6 +210,7 @@ static int need(const expr_tree *t, int id) {
 static int const_index(expr *x, double v) {
   for (int i = 0; i < x->nconsts; i++)
     if (memcmp(&x->consts[i], &v, sizeof v) == 0) return i;
+  T_ASSERT(x->nconsts <= x->tree.nnodes); /* one constant per node at most */
   x->consts[x->nconsts] = v;
   return x->nconsts++;
 }
@@ -254,7 +256,11 @@ static int gen_node(gen *g, int id, operand *out) {
   for (int k = 0; k < nargs; k++)
     if ((rc = gen_node(g, args[order[k]], &ops[order[k]]))) return rc;
   for (int k = 0; k < nargs; k++)
-    if (ops[k].kind == OPK_REG) g->busy[ops[k].idx] = 0;
+    if (ops[k].kind == OPK_REG) {
+      T_ASSERT(ops[k].idx >= 0 && ops[k].idx < EXPR_MAX_REGS);
+      T_ASSERT(g->busy[ops[k].idx]); /* an argument's register is live */
+      g->busy[ops[k].idx] = 0;
+    }
   int dst = -1;
   for (int i = 0; i < EXPR_MAX_REGS; i++)
     if (!g->busy[i]) {
@@ -267,6 +273,8 @@ static int gen_node(gen *g, int id, operand *out) {
                     n->pos);
   g->busy[dst] = 1;
   if (dst + 1 > g->nregs) g->nregs = dst + 1;
+  /* prog holds one instruction per node plus the final copy */
+  T_ASSERT(g->nins < x->tree.nnodes);
   expr_ins *in = &x->prog[g->nins++];
   memset(in, 0, sizeof *in);
   in->op = (uint8_t)op;
@@ -321,6 +329,8 @@ int expr_compile(const char *src, expr **out, terr *e) {
     in->dst = 0;
     g.nregs = 1;
   }
+  T_ASSERT(g.nins >= 1 && g.nins <= x->tree.nnodes + 1);
+  T_ASSERT(g.nregs >= 1 && g.nregs <= EXPR_MAX_REGS);
   x->nins = g.nins;
   x->nregs = g.nregs;
   x->prog[x->nins - 1].dst = -1; /* the last one writes the output */

@@ -16,6 +16,7 @@
 
 #include "compute/expr/expr_int.h"
 #include "compute/expr/expr_math.h"
+#include "util/tassert.h"
 
 /* Elements per block: 2048 doubles (16 KiB) per register keeps a typical
  * program's registers and input blocks in L1/L2 while a loop is long
@@ -167,6 +168,7 @@ size_t expr_scratch_size(const expr *x) {
 void expr_eval(const expr *x, const tarray *const *inputs, tarray *out,
                int64_t start, int64_t count, void *scratch) {
   if (count <= 0) return;
+  T_ASSERT(start >= 0 && start + count <= out->size); /* within out */
   expr_layout l;
   expr_layout_build(x->tree.ninputs, inputs, out->ndim, out->shape, &l);
   if (out->dtype == T_F64)

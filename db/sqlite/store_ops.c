@@ -23,11 +23,13 @@
 
 #include "db/sqlite/store_int.h"
 #include "util/datadir.h"
+#include "util/tassert.h"
 #include "util/vec.h"
 
 /* See store_int.h (the writer thread). */
 int store__exec_insert(sqstore *s, sqlite3_stmt *st, const char *noun,
                        const char *id, terr *e) {
+  T_ASSERT(s && st && noun); /* a statement prepared on the writer */
   int step = sqlite3_step(st);
   sqlite3_reset(st);
   if (step == SQLITE_DONE) return 0;
@@ -71,6 +73,7 @@ int store__delete(sqstore *s, store_wfn fn, int one_stmt, const char *id,
 /* See store_int.h (the writer thread). */
 int store__referenced(sqstore *s, const char *id, char *first, terr *e) {
   sqlite3_stmt *st;
+  T_ASSERT(s && id && first); /* first holds T_ID_MAX bytes */
   first[0] = 0;
   if (store__stmt(&s->w,
                   "SELECT count(*), min(id) FROM jobs WHERE status IN"
@@ -93,6 +96,7 @@ int store__referenced(sqstore *s, const char *id, char *first, terr *e) {
 int store__del_find(sqstore *s, const store_del_args *a, const char *sql,
                     const char *noun, sqlite3_stmt **out, terr *e) {
   sqlite3_stmt *st;
+  T_ASSERT(a && a->id && sql && out); /* store__delete checked the id */
   int rc = store__stmt(&s->w, sql, &st, e);
   if (rc) return rc;
   sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
@@ -118,6 +122,7 @@ int store__del_find(sqstore *s, const store_del_args *a, const char *sql,
 int store__collect_paths(sqstore *s, sqlite3_stmt *st, char ***paths, int *n,
                          size_t *cap, const char *what, terr *e) {
   int step, rc = 0;
+  T_ASSERT(st && paths && n && cap && *n >= 0); /* a prepared statement */
   while ((step = sqlite3_step(st)) == SQLITE_ROW) {
     if (sqlite3_column_type(st, 0) == SQLITE_NULL) continue;
     if (tvec_grow(paths, cap, sizeof **paths, (size_t)*n + 1, 0)) {

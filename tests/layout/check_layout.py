@@ -30,6 +30,12 @@
    function is found by matching braces (comments, literals and
    preprocessor lines blanked) and ends at a `}` alone at column 0, as
    clang-format leaves every definition.
+9. The tree states its invariants: at least MIN_ASSERTS assertion sites
+   (assert(, T_ASSERT, T_ASSERT_HELD, DEV_ASSERT_HELD; comments and
+   #define lines not counted) in the production folders, and at least
+   MIN_ASSERT_ROOMS rooms that hold MIN_ROOM_ASSERTS or more each (issue 24:
+   a lock held, an index in range, a legal state change, a buffer within
+   its cap; on in debug and sanitizer builds, off under NDEBUG).
 
 8. api/ translates HTTP to calls and calls to replies: no file under api/
    calls unlink, unlinkat, remove, rename or renameat, nor a gpu_ function
@@ -69,6 +75,10 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 KINDS_ROOM = "compute/kinds"
 KIND_OPS_NAME = re.compile(r'const\s+kind_ops\s+\w+\s*=\s*\{[^;]*?\.name\s*=\s*"([a-z0-9_]+)"', re.S)
 KIND_SYMBOL = re.compile(r'\b(K_(?:MAP|REDUCE|MATMUL|GEODESIC|_COUNT)|tkind|kind_[a-z0-9_]+_ops)\b')
+ASSERT_SITE = re.compile(r'\b(?:assert|T_ASSERT|T_ASSERT_HELD|T_ASSERT_NOT_HELD|DEV_ASSERT_HELD)\s*\(')
+MIN_ASSERTS = 60
+MIN_ASSERT_ROOMS = 8
+MIN_ROOM_ASSERTS = 4
 COMMENT = re.compile(r'//[^\n]*|/\*.*?\*/', re.S)
 
 
@@ -326,6 +336,31 @@ def check_api_calls(root, bad):
         bad.append(f"API_GPU_READS: {name} is no longer called in api/; remove it from the list")
 
 
+def check_asserts(root, room_of, bad):
+    """Rule 9: count assertion sites per room."""
+    per_room = {}
+    for top in ALLOWED:
+        for dirpath, _, files in os.walk(os.path.join(root, top)):
+            for f in files:
+                if not f.endswith(SOURCE_EXT):
+                    continue
+                rel = os.path.relpath(os.path.join(dirpath, f), root)
+                with open(os.path.join(dirpath, f), encoding="utf-8") as fh:
+                    text = strip_comments(fh.read())
+                n = sum(len(ASSERT_SITE.findall(line)) for line in text.split("\n")
+                        if not line.lstrip().startswith("#"))
+                if n:
+                    room = room_of(os.path.dirname(rel))
+                    per_room[room] = per_room.get(room, 0) + n
+    total = sum(per_room.values())
+    rooms = sorted(r for r, n in per_room.items() if n >= MIN_ROOM_ASSERTS)
+    if total < MIN_ASSERTS:
+        bad.append(f"assertions: {total} sites in the production folders (at least {MIN_ASSERTS})")
+    if len(rooms) < MIN_ASSERT_ROOMS:
+        bad.append(f"assertions: {len(rooms)} rooms hold {MIN_ROOM_ASSERTS} or more "
+                   f"({', '.join(rooms)}); at least {MIN_ASSERT_ROOMS}")
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -413,6 +448,7 @@ def main():
                             bad.append(f"{rel}:{no}: include \"{inc}\" does not exist")
     check_lengths(root, bad)
     check_api_calls(root, bad)
+    check_asserts(root, room_of, bad)
     for b in bad:
         print(b)
     print(f"check_layout: {len(bad)} violation(s)" if bad else "check_layout: ok")
