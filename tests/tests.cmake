@@ -67,8 +67,8 @@ if(NOT TESSEL_FUZZ)
   foreach(src ${GPU_TESTS})
     get_filename_component(n ${src} NAME_WE)
     tessel_test_exe(gpu_${n} ${src})
-    add_test(NAME compute/gpu/${n} COMMAND gpu_${n})
-    set_tests_properties(compute/gpu/${n} PROPERTIES LABELS gpu TIMEOUT 900 SKIP_RETURN_CODE 77)
+    add_test(NAME gpu/${n} COMMAND gpu_${n})
+    set_tests_properties(gpu/${n} PROPERTIES LABELS gpu TIMEOUT 900 SKIP_RETURN_CODE 77)
   endforeach()
 
   # The hostile-input suite: Python (standard library) against the real
