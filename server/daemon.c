@@ -37,7 +37,7 @@
  * daemon aborted on SIGTERM in test_disk_full, about 1 run in 7 here; the
  * defect is still open upstream). poll rebuilds its set every round, so a
  * quiesce is only a flag there. Measured with bench_service (2 cores, tiny
- * jobs, same run): poll 2554-2670 / 5860-6084 / 7957-8364 compute/jobs/s at
+ * jobs, same run): poll 2554-2670 / 5860-6084 / 7957-8364 jobs/s at
  * 1 / 8 / 64 connections against epoll's 2615-2936 / 6115-6328 /
  * 8488-9494, a few percent, for at most --max-connections sockets spread
  * over the pool's threads.

@@ -9,8 +9,8 @@ submit to answer).
 For each set-up it starts the nodes fresh (PostgreSQL: tests/cluster/
 pgserver.sh, one database per set-up, one shared data directory), warms up,
 then `--clients` threads submit `POST /v1/jobs?wait=30` round robin over
-the nodes for `--seconds`. The table gives compute/jobs/s, p50 and p99 latency,
-the ratio of compute/jobs/s to the one SQLite node, and where the CPU went (the
+the nodes for `--seconds`. The table gives jobs/s, p50 and p99 latency,
+the ratio of jobs/s to the one SQLite node, and where the CPU went (the
 nodes' and the PostgreSQL server's processes, in cores and in CPU ms per
 job, from /proc: the store's ms per job over its cores is where it
 saturates). Then
@@ -185,7 +185,7 @@ def main():
     lines = ["tiny ?wait jobs, %d clients, %.0f s each, %d cores, load %s" %
              (clients, seconds, os.cpu_count(), open("/proc/loadavg").read().split()[0]),
              "",
-             "| set-up | compute/jobs/s | p50 ms | p99 ms | vs SQLite | nodes' CPU (cores) | PostgreSQL CPU (cores) | nodes' CPU ms/job | PostgreSQL CPU ms/job | failed |",
+             "| set-up | jobs/s | p50 ms | p99 ms | vs SQLite | nodes' CPU (cores) | PostgreSQL CPU (cores) | nodes' CPU ms/job | PostgreSQL CPU ms/job | failed |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for label, rate, p50, p99, cn, cp, bad in rows:
         lines.append("| %s | %.0f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %d |" %

@@ -219,7 +219,7 @@ int main(int argc, char **argv) {
   pool_destroy(p);
 
   printf("\n## tiny jobs end to end (2 workers, store commit included)\n\n");
-  printf("| backend | results | compute/jobs/s | vs serial, heap |\n|---|---|---|---|\n");
+  printf("| backend | results | jobs/s | vs serial, heap |\n|---|---|---|---|\n");
   const char *bk[] = {"serial", "cpu", "serial"};
   int64_t inl[] = {65536, 65536, 1}; /* 1: every result mapped */
   double rate[3][3];

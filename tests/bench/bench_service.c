@@ -502,7 +502,7 @@ int main(int argc, char **argv) {
          "[async], finish [sync]) from C threads in-process, no HTTP\n");
   printf("%5s | %8s | %7s | %7s | %9s | %7s | %6s | %8s | %6s | %10s | %10s | "
          "%s\n",
-         "conc", "compute/jobs/s", "p50 ms", "p99 ms", "healthz/s", "hz p50", "svc/hz",
+         "conc", "jobs/s", "p50 ms", "p99 ms", "healthz/s", "hz p50", "svc/hz",
          "store/s", "svc/st", "daemon cpu", "client cpu", "errors");
   printf("------+----------+---------+---------+-----------+---------+--------+"
          "----------+--------+------------+------------+-------\n");
@@ -533,7 +533,7 @@ int main(int argc, char **argv) {
          "succeed are 'succeeded' in SQLite (%ld succeeded rows in all)\n",
          durable, ids.n, rows);
   printf("  daemon/client cpu: CPU time per service job (user + system, all "
-         "threads); on %ld cores they share, so compute/jobs/s <= %ld s / (daemon + "
+         "threads); on %ld cores they share, so jobs/s <= %ld s / (daemon + "
          "client cpu per job)\n",
          ncpu, ncpu);
   bench_daemon_remove(&d);

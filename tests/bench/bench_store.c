@@ -9,7 +9,7 @@
  *            schema and SQL, one transaction (autocommit) per write.
  * Both run in the same process, alternating, on fresh databases in a
  * mkdtemp directory (removed at the end). The table prints the median over
- * the rounds of compute/jobs/s side by side with the ratio, the CPU time (user +
+ * the rounds of jobs/s side by side with the ratio, the CPU time (user +
  * system, all threads) per job of each — steadier than wall time on a shared
  * machine — and the store's mean writes per commit (group commit at work).
  *
@@ -230,7 +230,7 @@ static int cmp_cell(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* The median round by compute/jobs/s (errors summed over the rounds). */
+/* The median round by jobs/s (errors summed over the rounds). */
 static cell median(cell *v, int n) {
   long errors = 0;
   for (int i = 0; i < n; i++) errors += v[i].errors;
@@ -257,7 +257,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   t_log_level = T_LOG_WARN;
-  printf("store throughput: compute/jobs/s, each job = insert + start + finish, all"
+  printf("store throughput: jobs/s, each job = insert + start + finish, all"
          " [sync]; %.1f s per cell, median of %d round(s); SQLite %s\n",
          g_seconds, (int)rounds, sqlite3_libversion());
   printf("%7s | %9s | %9s | %7s | %12s | %12s | %13s | %s\n", "threads",

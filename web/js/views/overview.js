@@ -243,7 +243,7 @@ export function mount(root) {
     const fin = stats.finished_since_start;
     clear(thrStat).append(
       h('span', {dataset: {finished: String(fin ?? '')}}, `${fmtInt(fin)} finished since the service started`),
-      rate === null ? '' : ` · ${rate.toFixed(rate < 10 ? 2 : 1)} compute/jobs/min on average`);
+      rate === null ? '' : ` · ${rate.toFixed(rate < 10 ? 2 : 1)} jobs/min on average`);
     renderKinds(kindBody, stats.by_kind || []);
     renderRecent(recentBody, (list.jobs || []).slice(0, 8));
   }
