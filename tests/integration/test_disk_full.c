@@ -8,14 +8,11 @@
  * succeeds; a restart does not run the failed job again; and the store
  * passes PRAGMA integrity_check.
  */
-#include <sqlite3.h>
-#include <sys/mount.h>
 #include <sys/statvfs.h>
 
-#include "harness.h"
+#include "full_disk.h"
 
 static srv S;
-static int mounted;
 
 #define BIG_MAP                                                            \
   "{\"kind\":\"map\",\"params\":{\"expr\":\"x*2\",\"inputs\":{\"x\":"      \
@@ -157,52 +154,19 @@ TEST(restart_does_not_rerun_the_failed_job) {
   CHECK(alive(&S));
   /* The store is consistent (read with the daemon stopped). */
   CHECK(srv_kill(&S, SIGTERM) == 0);
-  char db[400];
-  snprintf(db, sizeof db, "%s/tessel.db", S.dir);
-  sqlite3 *h = NULL;
-  CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-  sqlite3_stmt *q = NULL;
-  CHECK(h && sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &q, NULL) ==
-                 SQLITE_OK);
-  CHECK(q && sqlite3_step(q) == SQLITE_ROW &&
-        !strcmp((const char *)sqlite3_column_text(q, 0), "ok"));
-  sqlite3_finalize(q);
-  sqlite3_close(h);
-}
-
-static void cleanup(void) {
-  if (S.pid > 0) srv_kill(&S, SIGKILL);
-  if (check_failed) srv_dump_log(&S);
-  if (mounted) umount2(S.dir, MNT_DETACH);
-  rmdir(S.dir);
+  char why[300];
+  CHECK_STR(store_integrity(S.dir, why, sizeof why), "ok");
 }
 
 int main(int argc, char **argv) {
   if (argc < 2) SKIP_ALL("usage: test_disk_full <tesseld>");
-  if (geteuid() != 0) SKIP_ALL("mounting a tmpfs needs root");
-  memset(&S, 0, sizeof S);
-  S.daemon = argv[1];
-  snprintf(S.dir, sizeof S.dir, "/tmp/tessel-full-XXXXXX");
-  if (!mkdtemp(S.dir)) SKIP_ALL("mkdtemp: %s", strerror(errno));
-  if (mount("tmpfs", S.dir, "tmpfs", 0, "size=64m") != 0) {
-    int err = errno;
-    rmdir(S.dir);
-    SKIP_ALL("cannot mount a 64 MiB tmpfs: %s", strerror(err));
-  }
-  mounted = 1;
-  curl_global_init(CURL_GLOBAL_ALL);
-  S.args[S.nargs++] = "--threads";
-  S.args[S.nargs++] = "2";
-  if (srv_spawn(&S) != 0) {
-    cleanup();
-    return 1;
-  }
+  if (full_disk_start(&S, argv[1], "full", "2") != 0) return 1;
   RUN(big_result_fails_not_crashes);
   RUN(upload_that_does_not_fit_is_507);
   RUN(heap_result_on_a_full_disk_fails);
   RUN(small_job_still_succeeds);
   RUN(restart_does_not_rerun_the_failed_job);
-  cleanup();
+  full_disk_cleanup(&S);
   curl_global_cleanup();
   return check_summary();
 }

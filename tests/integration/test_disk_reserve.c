@@ -20,14 +20,11 @@
  *   - a new job is then recorded and succeeds;
  *   - the store passes PRAGMA integrity_check.
  */
-#include <sqlite3.h>
-#include <sys/mount.h>
 #include <sys/statvfs.h>
 
-#include "harness.h"
+#include "full_disk.h"
 
 static srv S;
-static int mounted;
 
 #define MAX_ARRAYS 64
 static char ids[MAX_ARRAYS][64];
@@ -230,46 +227,13 @@ TEST(after_the_deletes_a_new_job_succeeds) {
 TEST(the_store_is_sound) {
   int rc = srv_kill(&S, SIGTERM);
   CHECK_MSG(rc == 0, "the daemon's exit status %d", rc);
-  char db[400];
-  snprintf(db, sizeof db, "%s/tessel.db", S.dir);
-  sqlite3 *h = NULL;
-  CHECK(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
-  sqlite3_stmt *q = NULL;
-  CHECK(h && sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &q, NULL) ==
-                 SQLITE_OK);
-  CHECK(q && sqlite3_step(q) == SQLITE_ROW &&
-        !strcmp((const char *)sqlite3_column_text(q, 0), "ok"));
-  sqlite3_finalize(q);
-  sqlite3_close(h);
-}
-
-static void cleanup(void) {
-  if (S.pid > 0) srv_kill(&S, SIGKILL);
-  if (check_failed) srv_dump_log(&S);
-  if (mounted) umount2(S.dir, MNT_DETACH);
-  rmdir(S.dir);
+  char why[300];
+  CHECK_STR(store_integrity(S.dir, why, sizeof why), "ok");
 }
 
 int main(int argc, char **argv) {
   if (argc < 2) SKIP_ALL("usage: test_disk_reserve <tesseld>");
-  if (geteuid() != 0) SKIP_ALL("mounting a tmpfs needs root");
-  memset(&S, 0, sizeof S);
-  S.daemon = argv[1];
-  snprintf(S.dir, sizeof S.dir, "/tmp/tessel-reserve-XXXXXX");
-  if (!mkdtemp(S.dir)) SKIP_ALL("mkdtemp: %s", strerror(errno));
-  if (mount("tmpfs", S.dir, "tmpfs", 0, "size=64m") != 0) {
-    int err = errno;
-    rmdir(S.dir);
-    SKIP_ALL("cannot mount a 64 MiB tmpfs: %s", strerror(err));
-  }
-  mounted = 1;
-  curl_global_init(CURL_GLOBAL_ALL);
-  S.args[S.nargs++] = "--threads";
-  S.args[S.nargs++] = "1";
-  if (srv_spawn(&S) != 0) {
-    cleanup();
-    return 1;
-  }
+  if (full_disk_start(&S, argv[1], "reserve", "1") != 0) return 1;
   reserve_size = reserve_bytes(); /* held at start: its full size */
   RUN(fill_the_disk);
   RUN(new_work_on_a_full_disk_is_507);
@@ -278,7 +242,7 @@ int main(int argc, char **argv) {
   RUN(every_array_delete_succeeds_on_a_full_disk);
   RUN(after_the_deletes_a_new_job_succeeds);
   RUN(the_store_is_sound);
-  cleanup();
+  full_disk_cleanup(&S);
   curl_global_cleanup();
   return check_summary();
 }
