@@ -34,6 +34,13 @@ int jobs_array_delete(arrays *A, const char *id, const char *owner, terr *e);
  * removed. */
 int jobs_expire(store *st, int64_t before_ms, int *nfiles, terr *e);
 
+/* An upload in parts not completed (compute/array/codec/parts_upload.h)
+ * ends here too: a client's DELETE (T_ENOTFOUND naming "id"), or, from the
+ * daemon's timer, every one untouched for its TTL. No row and no GPU copy:
+ * only the table's entry and its .tmp file. *n (may be NULL): how many. */
+int jobs_upload_delete(const char *id, const char *owner, terr *e);
+void jobs_uploads_expire(int *n);
+
 /* Tests only: the call that drops an id's GPU-resident copies (default
  * gpu_resident_drop); NULL restores the default. */
 void jobs_lifecycle_gpu_drop_hook(void (*drop)(const char *id));
