@@ -50,7 +50,9 @@
  *
  * A big array's bytes (WBEHIND_MIN and up) are written by a write-behind
  * thread (compute/array/wbehind.c: the HTTP thread hashes and buffers, the writer
- * pwrites 1 MiB at a time), smaller ones as they come. */
+ * pwrites 1 MiB at a time) on a machine of 4 CPUs or more
+ * (wbehind_worth), smaller ones, and every one on fewer CPUs, as they
+ * come: pwrite straight from the HTTP layer's buffer. */
 struct array_writer {
   arrays *A;
   tarray *a; /* the file being filled (tarray_create_npy_sink); NULL once
@@ -108,7 +110,7 @@ int arrays_writer_open(arrays *A, tdtype dt, int ndim, const int64_t *shape,
     return rc;
   }
   w->want = (uint64_t)w->a->size * tdtype_size(dt);
-  if (w->want >= WBEHIND_MIN) {
+  if (w->want >= WBEHIND_MIN && wbehind_worth()) {
     uint64_t off = 0;
     int fd = tarray_sink_fd(w->a, &off);
     if ((rc = wbehind_open(fd, off, w->want, &w->wb, e))) {

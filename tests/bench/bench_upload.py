@@ -4,7 +4,7 @@ socket sink"; the client's parallel streams).
 
     /usr/bin/python3 tests/bench/bench_upload.py build/tesseld
         [--mib 1024] [--rounds 3] [--streams 6] [--client-mib 512]
-        [--sink build/bench_upload_sink]
+        [--sink build/bench_upload_sink] [--also LABEL=OTHER_TESSELD ...]
 
 One run, one table. Every row moves the same kind of bytes on loopback and
 is timed from the outside (curl's time_total, or the client call's wall
@@ -19,6 +19,10 @@ neighbour's load falls on all of them alike:
   client upload / download  tessel.Client with streams=1 and streams=N
                             (--client-mib of float64; a new array each
                             round, so nothing is deduplicated)
+
+--also adds the POST /v1/arrays row for other builds of tesseld (each its
+own daemon, interleaved with the rest): a change to the upload path
+measured beside the build before it, under the same load.
 
 The ratio column is the sink's median time over the row's (1.00 = as fast
 as the sink). Nothing here asserts a speed.
@@ -75,6 +79,7 @@ def main():
     ap.add_argument("--streams", type=int, default=6)
     ap.add_argument("--client-mib", type=int, default=512)
     ap.add_argument("--sink", default=None)
+    ap.add_argument("--also", action="append", default=[])
     a = ap.parse_args()
     sink_bin = a.sink or os.path.join(os.path.dirname(os.path.abspath(a.tesseld)),
                                       "bench_upload_sink")
@@ -97,6 +102,15 @@ def main():
                         r"listening on http://[^:]+:(\d+)", log)
         procs.append(d)
         base = f"http://127.0.0.1:{port}"
+        others = []
+        for k, spec in enumerate(a.also):
+            label, _, path = spec.partition("=")
+            p2, port2 = start([path, "--port", "0", "--data-dir",
+                               os.path.join(work, f"data{k}"), "--access-log", "0",
+                               "--max-upload", str(8 << 30)],
+                              r"listening on http://[^:]+:(\d+)", log)
+            procs.append(p2)
+            others.append((label, f"http://127.0.0.1:{port2}"))
         times = {}
 
         def add(row, t, nbytes):
@@ -115,6 +129,11 @@ def main():
                 curl(["-o", out, "-X", "POST", "-H", "Content-Type: application/x-npy",
                       "-T", npy, base + "/v1/arrays"]), nbytes)
             aid = json.load(open(out))["id"]
+            for label, b2 in others:
+                add(f"curl -T → tesseld [{label}] POST /v1/arrays",
+                    curl(["-o", out, "-X", "POST", "-H", "Content-Type: application/x-npy",
+                          "-T", npy, b2 + "/v1/arrays"]), nbytes)
+                curl_json(["-X", "DELETE", b2 + f"/v1/arrays/{json.load(open(out))['id']}"])
             add("curl GET /v1/arrays/{id}/data → /dev/null",
                 curl(["-o", "/dev/null", base + f"/v1/arrays/{aid}/data?format=npy"]), nbytes)
             curl_json(["-X", "DELETE", base + f"/v1/arrays/{aid}"])
