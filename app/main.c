@@ -33,7 +33,6 @@
 #include <unistd.h>
 
 #include "api/api.h"
-#include "compute/array/codec/parts_upload.h"
 #include "compute/gpu/gpu.h"
 #include "compute/jobs/jobs.h"
 #include "compute/jobs/lifecycle.h"
@@ -514,7 +513,7 @@ int main(int argc, char **argv) {
    * data directory is shared: the .tmp files may be other nodes' uploads in
    * progress. */
   if (!cluster) arrays_sweep(&actx_arrays);
-  parts_upload_setup(&(parts_limits){.ttl_s = upload_ttl,
+  jobs_uploads_setup(&(parts_limits){.ttl_s = upload_ttl,
                                      .max_open = max_open_uploads,
                                      .max_pending = max_upload_pending,
                                      .max_bytes = max_upload,

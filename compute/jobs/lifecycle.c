@@ -111,6 +111,8 @@ int jobs_expire(store *st, int64_t before_ms, int *nfiles, terr *e) {
   return T_OK;
 }
 
+void jobs_uploads_setup(const parts_limits *l) { parts_upload_setup(l); }
+
 int jobs_upload_delete(const char *id, const char *owner, terr *e) {
   return parts_upload_delete(id, owner, e);
 }
