@@ -188,11 +188,29 @@ int parts_upload_create(arrays *A, const char *owner, tdtype dt, int ndim,
   u->refs = 1;
   snprintf(u->dtype, sizeof u->dtype, "%s", tdtype_name(dt));
   tshape_str(ndim, shape, u->shape, sizeof u->shape);
+  /* Counted again under the lock: two creates at once must not both pass
+   * the checks above on the same last slot. */
   pthread_mutex_lock(&mu);
-  u->next = head;
-  head = u;
-  info_fill(u, out);
+  open = pending = 0;
+  for (upl *o = head; o; o = o->next)
+    if (strcmp(o->owner, owner) == 0) {
+      open++;
+      pending += (int64_t)o->bytes;
+    }
+  int full = open >= lim.max_open || pending + bytes > lim.max_pending;
+  if (!full) {
+    u->next = head;
+    head = u;
+    info_fill(u, out);
+  }
   pthread_mutex_unlock(&mu);
+  if (full) {
+    upl_free(u);
+    return terr_set(e, T_ETOOLARGE, "shape", -1,
+                    "this token's open uploads are at their limit "
+                    "(--max-open-uploads, --max-upload-pending): complete "
+                    "or delete one");
+  }
   return T_OK;
 }
 
