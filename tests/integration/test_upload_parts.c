@@ -13,7 +13,8 @@
  *    naming "offset"; a chunked part (no Content-Length): 400 naming
  *    Content-Length; an empty part: 400;
  *  - an unknown id and another token's upload: 404 for every route;
- *  - DELETE: the upload's file goes, later parts are 404;
+ *  - DELETE: the upload's file goes, later parts are 404; a DELETE while
+ *    a part is arriving answers at once, the part fails, the file goes;
  *  - limits: an upload over --max-upload (413 naming shape), more open
  *    uploads than --max-open-uploads, more bytes than --max-upload-pending
  *    (413), a part over the body cap (413);
@@ -371,6 +372,40 @@ TEST(unknown_foreign_delete) {
   free(id);
 }
 
+/* DELETE while a part is arriving: the delete answers at once, the part's
+ * next bytes fail, and the file goes when the part is gone. */
+TEST(delete_while_a_part_arrives) {
+  long st, n = 1 << 16; /* 512 KiB */
+  char *id = create(n, &st);
+  if (!id) return;
+  int before = tmp_files(S.dir);
+  int fd = raw_part(id, 0, n * 8, 4096);
+  CHECK(fd >= 0);
+  resp r;
+  char *z = calloc(1, 8);
+  /* the part is claimed once an overlap with it is refused */
+  WAIT_FOR(((r = put_part(id, 0, z, 8)), strstr(r.body, "still arriving") != NULL) ||
+               (resp_free(&r), 0), 10);
+  resp_free(&r);
+  char path[200];
+  snprintf(path, sizeof path, "/v1/uploads/%s", id);
+  r = req(&S, "DELETE", path, NULL, NULL);
+  CHECK_MSG(r.status == 200, "delete: %ld", r.status);
+  resp_free(&r);
+  r = req(&S, "GET", path, NULL, NULL);
+  CHECK(is_error(&r, 404, "not_found", "id"));
+  resp_free(&r);
+  char *more = calloc(1, 65536); /* the part's next bytes: refused */
+  ssize_t w = write(fd, more, 65536);
+  (void)w;
+  free(more);
+  close(fd);
+  WAIT_FOR(tmp_files(S.dir) == before - 1, 10);
+  CHECK_MSG(tmp_files(S.dir) == before - 1, "the deleted upload's file stays");
+  free(z);
+  free(id);
+}
+
 TEST(limits) {
   long st;
   /* --max-upload 4 MiB: one upload's bytes, and one part's body. */
@@ -440,6 +475,7 @@ TEST(expiry) {
 int main(int argc, char **argv) {
   if (argc < 2) SKIP_ALL("usage: test_upload_parts <tesseld>");
   curl_global_init(CURL_GLOBAL_ALL);
+  signal(SIGPIPE, SIG_IGN); /* raw sockets the daemon may have closed */
   char tokens[300];
   snprintf(tokens, sizeof tokens, "/tmp/tessel-tokens-parts-%d", (int)getpid());
   FILE *f = fopen(tokens, "w");
@@ -455,6 +491,7 @@ int main(int argc, char **argv) {
   RUN(missing_overlap_out_of_range);
   RUN(short_body_then_resend);
   RUN(unknown_foreign_delete);
+  RUN(delete_while_a_part_arrives);
   RUN(limits);
   resp r = req(&S, "GET", "/healthz", NULL, NULL);
   CHECK(r.status == 200);
