@@ -44,6 +44,7 @@ void api_reply_terr(http_req *r, int code, const char *field, const char *fmt,
 /* Resource registration (one per file). */
 int api_jobs_register(http_server *srv, api_ctx *ctx, terr *e);
 int api_arrays_register(http_server *srv, api_ctx *ctx, terr *e);
+int api_uploads_register(http_server *srv, api_ctx *ctx, terr *e);
 int api_service_register(http_server *srv, api_ctx *ctx, terr *e);
 int api_info_register(http_server *srv, api_ctx *ctx, terr *e);
 /* GET /metrics (api/metrics.c), routed by api/service.c. */

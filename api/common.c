@@ -73,6 +73,7 @@ int api_register(http_server *srv, api_ctx *ctx, terr *e) {
   json_set_alloc_funcs(meter_malloc, meter_free);
   int rc = api_jobs_register(srv, ctx, e);
   if (!rc) rc = api_arrays_register(srv, ctx, e);
+  if (!rc) rc = api_uploads_register(srv, ctx, e);
   if (!rc) rc = api_service_register(srv, ctx, e);
   if (!rc) rc = api_info_register(srv, ctx, e);
   return rc;

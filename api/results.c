@@ -20,6 +20,11 @@
  *    .npy is a byte range (npy: a new header with the cut shape, then the
  *    range), the layout switch is computed from the stored matrix a block
  *    at a time (see view_read), JSON and CSV are formatted 64 KiB ahead.
+ * Range (RFC 9110): the stored .npy as it is (format=npy, no cut, no
+ * layout switch) answers one byte range with 206 and Content-Range, so a
+ * client may fetch a big array over several connections at once; several
+ * ranges in one header, a range past the end, or a readable Range on any
+ * other answer is 416 naming Range; an unreadable header is ignored (200).
  * Each stream reserves its buffers in the transfer budget (util/xfer.h)
  * and answers 503 + Retry-After when it is spent. JSON is refused (406)
  * above ctx->max_json_result estimated bytes, pointing at npy.
@@ -548,6 +553,51 @@ static int view_is_whole(const src *s, const view *v) {
   return v->mode == V_PLAIN && (v->ndim == 0 || v->shape[0] == s->shape[0]);
 }
 
+/* ---- Range: pieces of the stored .npy --------------------------------- */
+
+/* The Range header against an answer of `len` bytes (http_range_parse says
+ * the rules). 0: send all (200); 1: send *off, *n bytes (206, headers
+ * added); -1: answered (416). `served` is 0 when this answer is not the
+ * stored .npy as it is (JSON, CSV, a cut or a layout switch): a readable
+ * Range is then refused, since its bytes would not be a piece of a file a
+ * second request could finish. */
+static int range_plan(http_req *r, int served, uint64_t len, uint64_t *off,
+                      uint64_t *n) {
+  const char *h = http_header(r, "Range");
+  uint64_t a = 0, b = 0;
+  *off = 0;
+  *n = len;
+  if (served) http_add_header(r, "Accept-Ranges", "bytes");
+  http_range_kind k = http_range_parse(h, served ? len : UINT64_MAX, &a, &b);
+  if (k == HTTP_RANGE_NONE) return 0;
+  char cr[64];
+  if (!served) {
+    api_reply_terr(r, T_ERANGE, "Range",
+                   "ranges are served for the stored .npy only (format=npy, "
+                   "no limit_rows, no layout): drop the Range header");
+    return -1;
+  }
+  if (k != HTTP_RANGE_ONE) {
+    snprintf(cr, sizeof cr, "bytes */%llu", (unsigned long long)len);
+    http_add_header(r, "Content-Range", cr);
+    if (k == HTTP_RANGE_MULTI)
+      api_reply_terr(r, T_ERANGE, "Range",
+                     "several ranges in one request are not served (no "
+                     "multipart/byteranges): ask one range per request");
+    else
+      api_reply_terr(r, T_ERANGE, "Range",
+                     "no byte of the range is within the %llu bytes",
+                     (unsigned long long)len);
+    return -1;
+  }
+  snprintf(cr, sizeof cr, "bytes %llu-%llu/%llu", (unsigned long long)a,
+           (unsigned long long)b, (unsigned long long)len);
+  http_add_header(r, "Content-Range", cr);
+  *off = a;
+  *n = b - a + 1;
+  return 1;
+}
+
 /* Open the .npy at path as a source: its header is checked (by mapping it:
  * only the header's page is touched), the data is then read with pread. */
 static int src_open_file(const char *path, src *s, uint64_t *file_len,
@@ -599,10 +649,17 @@ void api_reply_array_file(http_req *r, api_ctx *ctx, const char *path,
     return;
   }
   say_total_rows(r, &v);
-  if (q.fmt == FMT_NPY && view_is_whole(&s, &v)) {
+  int whole = q.fmt == FMT_NPY && view_is_whole(&s, &v);
+  uint64_t off = 0, n = 0;
+  int part = range_plan(r, whole, flen, &off, &n);
+  if (part < 0) {
+    src_close(&s);
+    return;
+  }
+  if (whole) {
     int fd = s.fd;
     s.fd = -1;
-    http_reply_fd(r, 200, "application/x-npy", fd, 0, flen);
+    http_reply_fd(r, part ? 206 : 200, "application/x-npy", fd, off, n);
     return;
   }
   reply_stream(r, ctx, &s, &v, q.fmt);
@@ -630,9 +687,18 @@ void api_reply_array_npy(http_req *r, api_ctx *ctx, char *npy, size_t len,
     return;
   }
   say_total_rows(r, &v);
-  if (q.fmt == FMT_NPY && view_is_whole(&s, &v)) {
+  int whole = q.fmt == FMT_NPY && view_is_whole(&s, &v);
+  uint64_t off = 0, n = 0;
+  int part = range_plan(r, whole, len, &off, &n);
+  if (part < 0) {
+    free(npy);
     src_close(&s);
-    http_reply_buffer(r, 200, "application/x-npy", npy, len);
+    return;
+  }
+  if (whole) {
+    src_close(&s);
+    if (off) memmove(npy, npy + off, (size_t)n);
+    http_reply_buffer(r, part ? 206 : 200, "application/x-npy", npy, (size_t)n);
     return;
   }
   free(npy); /* small (a result kept in its job's row): a is its copy */

@@ -62,6 +62,7 @@ enum {
   O_MAX_ATTEMPTS, O_MAX_MEMORY, O_SERVER_NAME, O_ALLOW_ORIGIN,
   O_HEADER_TIMEOUT, O_MIN_BODY_RATE, O_MAX_CONNS, O_LOCAL_DIR, O_TLS_CERT, O_TLS_KEY,
   O_STORE, O_STORE_FILE, O_NODE_NAME, O_LEASE, O_SPLIT_MIN_PAIRS, O_TILES, O_DISK_RESERVE,
+  O_UPLOAD_TTL, O_MAX_OPEN_UPLOADS, O_MAX_UPLOAD_PENDING,
   O__COUNT
 };
 
@@ -104,6 +105,9 @@ static const option_def opts[O__COUNT] = {
   [O_SPLIT_MIN_PAIRS] = {"split-min-pairs", "TESSEL_SPLIT_MIN_PAIRS", "", "geodesic jobs with at least this many pairs are split into tiles (0: never; default 0 on SQLite, 200000000 on PostgreSQL)"},
   [O_TILES] = {"tiles", "TESSEL_TILES", "", "tiles per split job, 2 to 256 (default: 2 x live nodes)"},
   [O_DISK_RESERVE] = {"disk-reserve", "TESSEL_DISK_RESERVE", "", "bytes kept free on the data directory's disk so that deletes, expiry and the store's bookkeeping work when it is full (new work then gets 507); 0: none (default: 64 MiB or 5% of the file system, the smaller)"},
+  [O_UPLOAD_TTL] = {"upload-ttl", "TESSEL_UPLOAD_TTL", "3600", "seconds an upload in parts (POST /v1/uploads) may stay untouched before it is dropped; 0 keeps it"},
+  [O_MAX_OPEN_UPLOADS] = {"max-open-uploads", "TESSEL_MAX_OPEN_UPLOADS", "16", "uploads in parts one token may hold open at once (413 beyond)"},
+  [O_MAX_UPLOAD_PENDING] = {"max-upload-pending", "TESSEL_MAX_UPLOAD_PENDING", "17179869184", "bytes the open uploads in parts of one token may hold in all (413 beyond)"},
   [O_MAX_MEMORY] = {"max-memory", "TESSEL_MAX_MEMORY", "0", "memory budget of running jobs, bytes (0: 80% of the smaller of RAM and the cgroup limit)"},
 };
 
@@ -310,7 +314,7 @@ int main(int argc, char **argv) {
       max_upload, max_result, max_elems, max_json, shutdown_s, conn_timeout,
       per_ip, access_log, max_xfer, max_attempts, max_memory, header_timeout,
       min_body_rate, max_conns, lease_s, split_min = -1, tiles = 0,
-      disk_reserve = -1;
+      disk_reserve = -1, upload_ttl, max_open_uploads, max_upload_pending;
   if (get_i64(val, O_PORT, 0, 65535, &port) ||
       get_i64(val, O_THREADS, 0, 1024, &threads) ||
       get_i64(val, O_HTTP_THREADS, 1, 256, &http_threads) ||
@@ -333,6 +337,9 @@ int main(int argc, char **argv) {
       get_i64(val, O_MIN_BODY_RATE, 0, INT64_MAX, &min_body_rate) ||
       get_i64(val, O_MAX_CONNS, 16, 1000000, &max_conns) ||
       get_i64(val, O_LEASE, 1, 300, &lease_s) ||
+      get_i64(val, O_UPLOAD_TTL, 0, INT64_MAX / 1000, &upload_ttl) ||
+      get_i64(val, O_MAX_OPEN_UPLOADS, 1, 1000000, &max_open_uploads) ||
+      get_i64(val, O_MAX_UPLOAD_PENDING, 1024, INT64_MAX, &max_upload_pending) ||
       (val[O_SPLIT_MIN_PAIRS][0] &&
        get_i64(val, O_SPLIT_MIN_PAIRS, 0, INT64_MAX, &split_min)) ||
       (val[O_TILES][0] && get_i64(val, O_TILES, 2, 256, &tiles)) ||
@@ -506,6 +513,11 @@ int main(int argc, char **argv) {
    * data directory is shared: the .tmp files may be other nodes' uploads in
    * progress. */
   if (!cluster) arrays_sweep(&actx_arrays);
+  jobs_uploads_setup(&(parts_limits){.ttl_s = upload_ttl,
+                                     .max_open = max_open_uploads,
+                                     .max_pending = max_upload_pending,
+                                     .max_bytes = max_upload,
+                                     .max_elems = max_elems});
   api_ctx actx = {
       .srv = srv,
       .jobs = &jctx,
@@ -597,6 +609,9 @@ int main(int argc, char **argv) {
       break;
     }
     reserve_watch(1); /* a full disk: given up; room again: taken back */
+    int nup = 0; /* uploads in parts untouched for --upload-ttl */
+    jobs_uploads_expire(&nup);
+    if (nup) log_info("expired %d incomplete uploads in parts", nup);
     if (t_now_ms() >= next_expiry) {
       expire_old(st, ttl);
       next_expiry = t_now_ms() + expiry_every_ms;

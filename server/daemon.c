@@ -8,8 +8,9 @@
  * t_log), THREAD_POOL_SIZE (cfg.threads epoll workers, each owning its
  * connections; left out for one thread), CONNECTION_TIMEOUT,
  * CONNECTION_LIMIT and NOTIFY_CONNECTION (conns.c: deadlines and per-address
- * shares), CONNECTION_MEMORY_LIMIT (64 KiB: request line
- * + headers), SOCK_ADDR (cfg.listen through inet_pton or getaddrinfo;
+ * shares), CONNECTION_MEMORY_LIMIT (CONN_MEMORY, 256 KiB: request line,
+ * headers and the read buffer a body is read through; see below),
+ * SOCK_ADDR (cfg.listen through inet_pton or getaddrinfo;
  * port 0 picks a free port, read back with MHD_DAEMON_INFO_BIND_PORT;
  * no LISTENING_ADDRESS_REUSE, so the socket has SO_REUSEADDR and never
  * SO_REUSEPORT: a port in use by another listener is refused),
@@ -30,6 +31,18 @@
  * are encrypted in user space), which a reverse proxy terminating TLS
  * keeps (README: when to use which). A plain-HTTP request to the TLS port
  * fails its handshake and is closed by MHD.
+ *
+ * Why 256 KiB of connection memory (issue 25): MHD reads a body in pieces
+ * of about half of it, and every piece is one recv, one sink call and one
+ * write into the upload's file. With 64 KiB (32 KiB pieces) `curl -T` of
+ * 1 GiB into POST /v1/arrays ran at 0.59-0.63x the same curl into a plain
+ * C sink on the 2-core VM (loaded by other builds); with 256 KiB and the
+ * pieces written straight into the file (compute/array/wbehind.h:
+ * wbehind_worth) 1.1-1.5x in the same runs (tests/bench/bench_upload.py,
+ * results in tests/bench/results/upload-2core-2026-11-28.md). Memory: the
+ * pool is MHD's mmap, touched only as far as a request fills it, so an
+ * idle or small-request connection still costs a page or two; a
+ * connection in the middle of a large body holds up to the whole 256 KiB.
  *
  * poll, not epoll: MHD 0.9.75's MHD_quiesce_daemon races an epoll worker
  * that removes the listening socket from its set at the same moment, and
@@ -328,6 +341,7 @@ int http_server_start(http_server *s, terr *e) {
    * one is no pool (MHD warns), the polling thread then serves alone. */
   struct MHD_OptionItem opts[20];
   int no = 0;
+#define CONN_MEMORY (256 * 1024)
 #define OPT(o, v, p) opts[no++] = (struct MHD_OptionItem){(o), (intptr_t)(v), (p)}
   OPT(MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, s);
   if (s->cfg.threads > 1)
@@ -337,7 +351,7 @@ int http_server_start(http_server *s, terr *e) {
    * 503 instead, and keeps the deadlines MHD's idle timeout cannot. */
   OPT(MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->conns.max_conns, NULL);
   OPT(MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)conns_notify, s);
-  OPT(MHD_OPTION_CONNECTION_MEMORY_LIMIT, 64 * 1024, NULL);
+  OPT(MHD_OPTION_CONNECTION_MEMORY_LIMIT, CONN_MEMORY, NULL);
   OPT(MHD_OPTION_SOCK_ADDR, 0, &ss);
   /* No LISTENING_ADDRESS_REUSE: 1 there is SO_REUSEPORT, with which a
    * second tesseld bound the same port and took half the connections; 0

@@ -147,6 +147,19 @@ const char *http_owner(const http_req *r);
 /* The request id (from X-Request-Id when sane, else generated). */
 const char *http_request_id(const http_req *r);
 
+/* The Range header of a download of `len` bytes (server/range.c says the
+ * rules): NONE (absent, or unreadable: send the whole, 200), ONE (send
+ * bytes *first..*last inclusive, 206), UNSAT (416, its Content-Range
+ * giving the length), MULTI (several ranges: Tessel answers 416). */
+typedef enum {
+  HTTP_RANGE_NONE = 0,
+  HTTP_RANGE_ONE,
+  HTTP_RANGE_UNSAT,
+  HTTP_RANGE_MULTI
+} http_range_kind;
+http_range_kind http_range_parse(const char *h, uint64_t len, uint64_t *first,
+                                 uint64_t *last);
+
 /* ---- answering (exactly one of these per request) ---------------------- */
 /* Add a response header before replying ("Location", "Retry-After"). */
 void http_add_header(http_req *r, const char *name, const char *value);

@@ -182,6 +182,7 @@ static const short status_of[T__COUNT] = {
     [T_EFORBIDDEN] = 403,
     [T_EMISDIRECTED] = 421,
     [T_ENOTIMPL] = 501,
+    [T_ERANGE] = 416,
 };
 
 int http_status_of(terr_code code) {

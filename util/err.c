@@ -27,6 +27,7 @@ static const char *const names[T__COUNT] = {
     [T_EFORBIDDEN] = "permission_denied",
     [T_EMISDIRECTED] = "misdirected_request",
     [T_ENOTIMPL] = "not_implemented",
+    [T_ERANGE] = "range_not_satisfiable",
 };
 
 int terr_nospace(terr *e, int rc, int err) {

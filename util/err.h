@@ -36,6 +36,7 @@ typedef enum {
   T_EFORBIDDEN,  /* 403 permission_denied (a foreign Origin) */
   T_EMISDIRECTED,/* 421 misdirected_request (a Host this server is not) */
   T_ENOTIMPL,    /* 501 not_implemented (an unknown transfer coding) */
+  T_ERANGE,      /* 416 range_not_satisfiable (a Range header that cannot be served) */
   T__COUNT
 } terr_code;
 

@@ -50,7 +50,9 @@
  *
  * A big array's bytes (WBEHIND_MIN and up) are written by a write-behind
  * thread (compute/array/wbehind.c: the HTTP thread hashes and buffers, the writer
- * pwrites 1 MiB at a time), smaller ones as they come. */
+ * pwrites 1 MiB at a time) on a machine of 4 CPUs or more
+ * (wbehind_worth), smaller ones, and every one on fewer CPUs, as they
+ * come: pwrite straight from the HTTP layer's buffer. */
 struct array_writer {
   arrays *A;
   tarray *a; /* the file being filled (tarray_create_npy_sink); NULL once
@@ -108,7 +110,7 @@ int arrays_writer_open(arrays *A, tdtype dt, int ndim, const int64_t *shape,
     return rc;
   }
   w->want = (uint64_t)w->a->size * tdtype_size(dt);
-  if (w->want >= WBEHIND_MIN) {
+  if (w->want >= WBEHIND_MIN && wbehind_worth()) {
     uint64_t off = 0;
     int fd = tarray_sink_fd(w->a, &off);
     if ((rc = wbehind_open(fd, off, w->want, &w->wb, e))) {
@@ -118,6 +120,67 @@ int arrays_writer_open(arrays *A, tdtype dt, int ndim, const int64_t *shape,
   }
   *out = w;
   return T_OK;
+}
+
+int arrays_writer_open_parts(arrays *A, tdtype dt, int ndim,
+                             const int64_t *shape, array_writer **out,
+                             terr *e) {
+  array_writer *w;
+  int rc = writer_new(A, &w, e);
+  if (rc) return rc;
+  rc = tarray_create_npy_sink(w->tmp, dt, ndim, shape, &w->a, e);
+  if (rc) {
+    w->tmp[0] = 0;
+    arrays_writer_abort(w);
+    return rc;
+  }
+  w->want = (uint64_t)w->a->size * tdtype_size(dt);
+  *out = w;
+  return T_OK;
+}
+
+int arrays_writer_pwrite(array_writer *w, uint64_t off, const void *p,
+                         size_t n, terr *e) {
+  if (off > w->want || n > w->want - off)
+    return terr_set(e, T_EINVAL, "offset", (int64_t)off,
+                    "bytes %llu..+%zu are outside the array's %llu bytes",
+                    (unsigned long long)off, n, (unsigned long long)w->want);
+  return tarray_write_bytes(w->a, off, p, n, e);
+}
+
+uint64_t arrays_writer_bytes(const array_writer *w) { return w->want; }
+
+int arrays_writer_commit_parts(array_writer *w, const char *owner,
+                               store_array *rec, int *existing, terr *e) {
+  /* Hash the data as it lies in the file, in file order: the digest a
+   * one-piece upload of the same bytes computes on the way. */
+  enum { CHUNK = 1 << 20 };
+  uint64_t off = 0;
+  int fd = tarray_sink_fd(w->a, &off), err = 0;
+  char *buf = malloc(CHUNK);
+  if (!buf) err = ENOMEM;
+  for (uint64_t at = 0; !err && at < w->want;) {
+    size_t k = w->want - at < CHUNK ? (size_t)(w->want - at) : CHUNK;
+    ssize_t got = pread(fd, buf, k, (off_t)(off + at));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      err = got < 0 ? errno : EIO;
+      break;
+    }
+    HASH_UPDATE(w->h, buf, (size_t)got);
+    at += (uint64_t)got;
+  }
+  free(buf);
+  if (err) {
+    memset(rec, 0, sizeof *rec);
+    *existing = 0;
+    int rc = terr_set(e, err == ENOMEM ? T_ENOMEM : T_EIO, "", -1,
+                      "cannot read back %s: %s", w->tmp, strerror(err));
+    arrays_writer_abort(w);
+    return rc;
+  }
+  w->have = w->want;
+  return arrays_writer_commit(w, owner, rec, existing, e);
 }
 
 int arrays_writer_open_stream(arrays *A, tdtype dt, array_writer **out,

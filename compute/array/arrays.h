@@ -52,6 +52,22 @@ int arrays_writer_commit(array_writer *w, const char *owner, store_array *rec,
                          int *existing, terr *e);
 void arrays_writer_abort(array_writer *w);
 
+/* A writer filled out of order (an upload in parts, codec/parts_upload.h):
+ * opened as arrays_writer_open (file sized, blocks reserved, header
+ * written) but written with arrays_writer_pwrite at data offsets, from any
+ * threads at once (pwrite; the caller keeps the pieces apart), and
+ * committed with arrays_writer_commit_parts, which hashes the file's data
+ * once it is whole and then commits as arrays_writer_commit does (the same
+ * digest, so the same id as a one-piece upload of the same bytes). */
+int arrays_writer_open_parts(arrays *A, tdtype dt, int ndim,
+                             const int64_t *shape, array_writer **out,
+                             terr *e);
+int arrays_writer_pwrite(array_writer *w, uint64_t off, const void *p,
+                         size_t n, terr *e);
+uint64_t arrays_writer_bytes(const array_writer *w); /* data bytes in all */
+int arrays_writer_commit_parts(array_writer *w, const char *owner,
+                               store_array *rec, int *existing, terr *e);
+
 /* Remove the .tmp files of uploads a dead process left unfinished (at
  * start, before the service takes requests). */
 void arrays_sweep(arrays *A);

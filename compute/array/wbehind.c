@@ -38,6 +38,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -92,6 +93,17 @@ static void wb_free(wbehind *w) {
   pthread_cond_destroy(&w->filled);
   pthread_cond_destroy(&w->emptied);
   free(w);
+}
+
+int wbehind_worth(void) {
+  static atomic_int cpus; /* 0: not asked yet */
+  int n = atomic_load(&cpus);
+  if (n == 0) {
+    long k = sysconf(_SC_NPROCESSORS_ONLN);
+    n = k > 0 ? (int)k : 1;
+    atomic_store(&cpus, n);
+  }
+  return n >= 4;
 }
 
 int wbehind_open(int fd, uint64_t base, uint64_t total, wbehind **out,

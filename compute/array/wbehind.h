@@ -27,6 +27,16 @@ typedef struct wbehind wbehind;
 #define WBEHIND_BUFS 4
 #define WBEHIND_BUF ((size_t)1 << 20) /* so 4 MiB of buffers per stream */
 
+/* 1 when a write-behind thread pays on this machine: 4 or more CPUs
+ * online. On 2 cores the thread competes with the HTTP thread and the
+ * client for the same cores and its extra copy (piece -> buffer) costs more
+ * than the overlap gives: with the 256 KiB pieces MHD reads now
+ * (server/daemon.c), writing each piece straight from MHD's buffer into the
+ * file (one copy: the page cache's) ran at 1.1-1.5x a plain sink where the
+ * write-behind ran at 0.6x (tests/bench/bench_upload.py, 2-core VM). The
+ * 16-core machine's gain (wbehind.c) is kept there. */
+int wbehind_worth(void);
+
 /* Write the next `total` bytes of the stream at fd offsets base, base+1, ...
  * T_ENOMEM when the buffers or the thread cannot be had. */
 int wbehind_open(int fd, uint64_t base, uint64_t total, wbehind **out,

@@ -24,6 +24,9 @@
  * when the disk is full (db/sqlite gives it up once and retries), so a
  * delete still frees room on a full disk; nothing here needs to.
  *
+ * Uploads in parts that were never completed have neither row nor GPU
+ * copy: their end is parts_upload.h's delete or expiry, called from here.
+ *
  * Threads: any; no lock here (the store and the GPU runtime take theirs).
  */
 #include "compute/jobs/lifecycle.h"
@@ -32,6 +35,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "compute/array/codec/parts_upload.h"
 #include "compute/gpu/gpu.h"
 #include "util/util.h"
 
@@ -106,3 +110,11 @@ int jobs_expire(store *st, int64_t before_ms, int *nfiles, terr *e) {
   if (nfiles) *nfiles = n;
   return T_OK;
 }
+
+void jobs_uploads_setup(const parts_limits *l) { parts_upload_setup(l); }
+
+int jobs_upload_delete(const char *id, const char *owner, terr *e) {
+  return parts_upload_delete(id, owner, e);
+}
+
+void jobs_uploads_expire(int *n) { parts_upload_expire(t_wall_ms(), n); }

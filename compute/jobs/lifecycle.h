@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "compute/array/arrays.h"
+#include "compute/array/codec/parts_upload.h"
 #include "compute/jobs/jobs.h"
 #include "db/store.h"
 #include "util/err.h"
@@ -33,6 +34,14 @@ int jobs_array_delete(arrays *A, const char *id, const char *owner, terr *e);
  * end one (row, GPU copies, files). *nfiles (may be NULL): the files
  * removed. */
 int jobs_expire(store *st, int64_t before_ms, int *nfiles, terr *e);
+
+/* An upload in parts not completed (compute/array/codec/parts_upload.h)
+ * ends here too: a client's DELETE (T_ENOTFOUND naming "id"), or, from the
+ * daemon's timer, every one untouched for its TTL. No row and no GPU copy:
+ * only the table's entry and its .tmp file. *n (may be NULL): how many. */
+void jobs_uploads_setup(const parts_limits *l); /* at start */
+int jobs_upload_delete(const char *id, const char *owner, terr *e);
+void jobs_uploads_expire(int *n);
 
 /* Tests only: the call that drops an id's GPU-resident copies (default
  * gpu_resident_drop); NULL restores the default. */

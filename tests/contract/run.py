@@ -335,6 +335,50 @@ def run():
     call("POST", "/v1/arrays", raw=b"1,2\n3\n", ctype="text/csv", want=400)
     call("POST", "/v1/arrays", raw=b"<x/>", ctype="application/xml", want=415)
     call("GET", "/v1/arrays/a_nope", want=404)
+    # Range on the stored .npy: 206, 416 (past the end, several, JSON)
+    st, h, body, _ = call("GET", "/v1/arrays/%s/data?format=npy" % aid,
+                          headers={"Range": "bytes=0-9"}, want=206)
+    if len(body) != 10 or not (h.get("content-range") or "").startswith("bytes 0-9/"):
+        fail("Range 0-9: %d bytes, %r" % (len(body), h.get("content-range")))
+    call("GET", "/v1/arrays/%s/data?format=npy" % aid, headers={"Range": "bytes=999999-"}, want=416)
+    call("GET", "/v1/arrays/%s/data?format=npy" % aid, headers={"Range": "bytes=0-1,3-4"}, want=416)
+    call("GET", "/v1/arrays/%s/data" % aid, headers={"Range": "bytes=0-9"}, want=416)
+    call("GET", "/v1/jobs/%s/result?format=npy" % mid, headers={"Range": "bytes=-4"}, want=206)
+    call("GET", "/v1/jobs/%s/result/index?format=npy" % kid, headers={"Range": "bytes=0-"}, want=206)
+    call("GET", "/v1/jobs/%s/result?format=csv" % mid, headers={"Range": "bytes=0-1"}, want=416)
+
+    # ---- uploads in parts
+    st, h, _, up = call("POST", "/v1/uploads", body={"dtype": "float64", "shape": [4]}, want=201)
+    uid = up["id"]
+    if h.get("location") != "/v1/uploads/" + uid:
+        fail("upload Location %r" % h.get("location"))
+    call("POST", "/v1/uploads", body={"dtype": "int8", "shape": [4]}, want=400)
+    call("POST", "/v1/uploads", body={"shape": [4], "x": 1}, want=400)
+    call("POST", "/v1/uploads", body={"shape": [1 << 30]}, want=413)
+    call("POST", "/v1/uploads", raw=b"x", ctype="text/plain", want=415)
+    call("PUT", "/v1/uploads/%s?offset=16" % uid, raw=b"\0" * 16,
+         ctype="application/octet-stream", want=200)
+    call("PUT", "/v1/uploads/%s?offset=24" % uid, raw=b"\0" * 16,
+         ctype="application/octet-stream", want=400)
+    call("POST", "/v1/uploads/%s/complete" % uid, want=409)
+    call("GET", "/v1/uploads/" + uid, want=200)
+    call("PUT", "/v1/uploads/%s?offset=0" % uid, raw=b"\0" * 16,
+         ctype="application/octet-stream", want=200)
+    st, h, _, done = call("POST", "/v1/uploads/%s/complete" % uid, want=201)
+    if h.get("location") != "/v1/arrays/" + (done or {}).get("id", ""):
+        fail("complete Location %r" % h.get("location"))
+    call("GET", "/v1/uploads/" + uid, want=404)
+    call("PUT", "/v1/uploads/%s?offset=0" % uid, raw=b"\0" * 8,
+         ctype="application/octet-stream", want=404)
+    call("POST", "/v1/uploads/%s/complete" % uid, want=404)
+    st, _, _, up = call("POST", "/v1/uploads", body={"shape": [4]}, want=201)
+    call("PUT", "/v1/uploads/%s?offset=0" % up["id"], raw=b"\0" * 32,
+         ctype="application/octet-stream", want=200)
+    call("POST", "/v1/uploads/%s/complete" % up["id"], want=200)  # the same zeros
+    st, _, _, up = call("POST", "/v1/uploads", body={"shape": [2, 2]}, want=201)
+    call("DELETE", "/v1/uploads/" + up["id"], want=200)
+    call("DELETE", "/v1/uploads/" + up["id"], want=404)
+    call("DELETE", "/v1/arrays/" + done["id"], want=200)
 
     # ---- unknown query parameters: 400 naming them, on every route
     for method, path in [("GET", "/v1/jobs?bogus=1"), ("GET", "/v1/jobs/%s?bogus=1" % mid),
@@ -345,6 +389,10 @@ def run():
                          ("GET", "/v1/arrays?bogus=1"), ("GET", "/v1/arrays/%s?bogus=1" % aid),
                          ("GET", "/v1/arrays/%s/data?bogus=1" % aid),
                          ("DELETE", "/v1/arrays/%s?bogus=1" % aid),
+                         ("GET", "/v1/uploads/u_nope?bogus=1"),
+                         ("PUT", "/v1/uploads/u_nope?offset=0&bogus=1"),
+                         ("POST", "/v1/uploads/u_nope/complete?bogus=1"),
+                         ("DELETE", "/v1/uploads/u_nope?bogus=1"),
                          ("GET", "/v1/info?bogus=1"), ("GET", "/v1/devices?bogus=1"),
                          ("GET", "/v1/nodes?bogus=1"),
                          ("GET", "/v1/stats?bogus=1"), ("GET", "/v1/stats/history?bogus=1"),
@@ -383,7 +431,7 @@ def run():
     # 405 with Allow on every path
     for t in SPEC["paths"]:
         path = t.replace("{id}", mid).replace("{name}", "index")
-        st, h, _, _ = call("PUT", path, token=True, raw=b"", want=405)
+        st, h, _, _ = call("PATCH", path, token=True, raw=b"", want=405)
         if not h.get("allow"):
             fail("405 without Allow on %s" % t)
     # 429: one job running, one queued (--queue-limit 1), the next refused

@@ -1263,6 +1263,46 @@ TEST(test_big_bodies_bounded) {
   CHECK(atomic_load(&slow_max) >= 1 && atomic_load(&slow_max) <= 3);
 }
 
+/* http_range_parse (server/range.c): each form, the clamps, what is
+ * refused and what is ignored. */
+TEST(test_range_parse) {
+  struct {
+    const char *h;
+    uint64_t len;
+    http_range_kind k;
+    uint64_t a, b;
+  } c[] = {
+      {NULL, 100, HTTP_RANGE_NONE, 0, 0},
+      {"bytes=0-9", 100, HTTP_RANGE_ONE, 0, 9},
+      {"bytes=90-200", 100, HTTP_RANGE_ONE, 90, 99},
+      {"bytes=99-99", 100, HTTP_RANGE_ONE, 99, 99},
+      {"bytes=10-", 100, HTTP_RANGE_ONE, 10, 99},
+      {"bytes=-5", 100, HTTP_RANGE_ONE, 95, 99},
+      {"bytes=-500", 100, HTTP_RANGE_ONE, 0, 99},
+      {"BYTES = 1-2", 100, HTTP_RANGE_ONE, 1, 2},
+      {"bytes=0-0,", 100, HTTP_RANGE_ONE, 0, 0},
+      {"bytes=100-", 100, HTTP_RANGE_UNSAT, 0, 0},
+      {"bytes=-0", 100, HTTP_RANGE_UNSAT, 0, 0},
+      {"bytes=0-", 0, HTTP_RANGE_UNSAT, 0, 0},
+      {"bytes=99999999999999999999999-", 100, HTTP_RANGE_UNSAT, 0, 0},
+      {"bytes=0-1,5-6", 100, HTTP_RANGE_MULTI, 0, 0},
+      {"bytes=5-2", 100, HTTP_RANGE_NONE, 0, 0},
+      {"items=0-1", 100, HTTP_RANGE_NONE, 0, 0},
+      {"bytes=", 100, HTTP_RANGE_NONE, 0, 0},
+      {"bytes=-", 100, HTTP_RANGE_NONE, 0, 0},
+      {"bytes=1-2x", 100, HTTP_RANGE_NONE, 0, 0},
+      {"bytes=+1-2", 100, HTTP_RANGE_NONE, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+    uint64_t a = 7, b = 7;
+    http_range_kind k = http_range_parse(c[i].h, c[i].len, &a, &b);
+    CHECK_MSG(k == c[i].k && a == c[i].a && b == c[i].b,
+              "'%s' len %llu: kind %d [%llu, %llu]", c[i].h ? c[i].h : "(null)",
+              (unsigned long long)c[i].len, (int)k, (unsigned long long)a,
+              (unsigned long long)b);
+  }
+}
+
 int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   setup_files();
@@ -1325,6 +1365,7 @@ int main(void) {
   RUN(test_quiesce_and_shutdown);
   RUN(test_ipv6_listen);
   RUN(test_timer_heap);
+  RUN(test_range_parse);
 
   wait_helpers();
   http_server_destroy(srv);

@@ -48,7 +48,7 @@ from . import errors
 from .array import Array, _wire_array  # noqa: F401 (tessel.client.Array, as before)
 from .job import Job, Waiter, _unlink_quiet, reaper
 from .kinds import ArrayLike, Kinds, Output  # noqa: F401 (ArrayLike: tessel.client.ArrayLike)
-from .transport import Transport, npy_header, read_npy_file
+from .transport import DEFAULT_STREAMS, Transport, npy_header, read_npy_file
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 _ARRAY_PARAMS = ("a", "b", "bias", "points", "targets")
@@ -82,6 +82,11 @@ class Client(Kinds):
         system's CAs, a path against that CA file (a self-signed server,
         e.g. tesseld's own ``--tls-cert``), False not at all. Default
         ``$TESSEL_CAFILE`` when set, else True.
+    streams : int, optional
+        Connections one big transfer uses at once (default 6): arrays of
+        64 MiB and more are uploaded in parts (POST /v1/uploads) and
+        downloaded in byte ranges, each part on its own connection; 1
+        sends everything over one.
 
     Raises
     ------
@@ -101,12 +106,13 @@ class Client(Kinds):
     def __init__(self, url: Optional[str] = None, token: Optional[str] = None, retries: int = 0,
                  timeout: float = 120.0, same_host: Optional[bool] = None,
                  local_dir: Optional[str] = None, max_wait: float = 60.0,
-                 verify: Union[None, bool, str] = None) -> None:
+                 verify: Union[None, bool, str] = None,
+                 streams: int = DEFAULT_STREAMS) -> None:
         self.url = url or os.environ.get("TESSEL_URL") or DEFAULT_URL
         token = token if token is not None else os.environ.get("TESSEL_TOKEN")
         if verify is None:
             verify = os.environ.get("TESSEL_CAFILE") or True
-        self._t = Transport(self.url, token or None, retries, timeout, verify)
+        self._t = Transport(self.url, token or None, retries, timeout, verify, streams=streams)
         self.max_wait = float(max_wait)
         self._same_host_opt = same_host
         self._local_dir_opt = local_dir
@@ -142,7 +148,7 @@ class Client(Kinds):
         True
         """
         self._waiter.close()
-        self._t.close()
+        self._t.shutdown()
         reaper.drain()
 
     def __enter__(self) -> "Client":

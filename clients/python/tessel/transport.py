@@ -16,12 +16,21 @@ bytes, parsed here), allocates numpy.empty of its shape and readinto()s the
 body into it. A same-host result read into a caller's `out` goes the same
 way from the file (read_npy_file: readinto, no mapping, no page faults).
 
+Parallel streams: an array of PARALLEL_MIN bytes (64 MiB) or more goes up
+in parts sent at once (POST /v1/uploads, then PUT ?offset= from `streams`
+worker threads, each on its own connection, then complete) and comes down
+in byte ranges fetched at once (Range: bytes=a-b on the .npy, each range
+readinto() its own slice of the one numpy.empty array: no extra copy). A
+server without /v1/uploads (404) or without ranges (a 200 to a Range
+request) is used the one-stream way, and remembered.
+
 HTTPS: an https:// URL is spoken with http.client.HTTPSConnection and an
 ssl context made once per Transport: the system's CAs (or $SSL_CERT_FILE),
 verify=PATH for a CA bundle of one's own (a self-signed server), or
 verify=False to skip the certificate check (said in the name: insecure).
 """
 import ast
+import concurrent.futures
 import os
 import http.client
 import json
@@ -31,11 +40,19 @@ import threading
 import time
 import urllib.parse
 
+from typing import Optional
+
 import numpy as np
 
 from . import errors
 
 _NPY_MAGIC = b"\x93NUMPY"
+
+#: Arrays of this many bytes or more are moved over several connections.
+PARALLEL_MIN = 64 << 20
+#: Connections a Transport uses for one big transfer unless told otherwise.
+DEFAULT_STREAMS = 6
+_HEAD_PROBE = 1 << 16  # the first range of a download: header and some data
 
 
 def npy_header(dtype, shape):
@@ -54,6 +71,30 @@ def _read_exact(resp, n):
     if len(data) != n:
         raise errors.Unavailable("the .npy ended in its header", status=0, code="io_error")
     return data
+
+
+class _NoParts(Exception):
+    """The server answered 404 to POST /v1/uploads."""
+
+
+def parse_npy_header(buf: bytes):
+    """(dtype, shape, fortran_order, data offset) of the .npy whose first
+    bytes are buf, or None when buf does not hold the whole header yet."""
+    if len(buf) < 10 or buf[:6] != _NPY_MAGIC:
+        if len(buf) >= 6 and buf[:6] != _NPY_MAGIC:
+            raise errors.TesselError("the server's body is not .npy", code="io_error")
+        return None
+    width = 2 if buf[6] == 1 else 4
+    if len(buf) < 8 + width:
+        return None
+    hlen = int.from_bytes(buf[8:8 + width], "little")
+    if hlen > 100000:
+        raise errors.TesselError("a .npy header over 100000 bytes", code="io_error")
+    off = 8 + width + hlen
+    if len(buf) < off:
+        return None
+    hdr = ast.literal_eval(buf[8 + width:off].decode("latin1"))
+    return np.dtype(hdr["descr"]), tuple(hdr["shape"]), bool(hdr["fortran_order"]), off
 
 
 def read_npy(resp, out=None):
@@ -112,7 +153,8 @@ class Transport:
     retries: how many times a 429 / 503 with Retry-After is retried;
     verify: the certificate check of https:// (ssl_context)."""
 
-    def __init__(self, url, token=None, retries=0, timeout=120.0, verify=True):
+    def __init__(self, url, token=None, retries=0, timeout=120.0, verify=True,
+                 streams: int = DEFAULT_STREAMS, parallel_min: int = PARALLEL_MIN):
         u = urllib.parse.urlsplit(url)
         if u.scheme not in ("http", "https"):
             raise ValueError(f"url: expected http:// or https://, got {url!r}")
@@ -126,6 +168,20 @@ class Transport:
         self.timeout = timeout
         self._ssl = ssl_context(verify) if self.https else None
         self._local = threading.local()
+        if int(streams) < 1:
+            raise ValueError(f"streams: expected 1 or more, got {streams!r}")
+        self.streams = int(streams)
+        self.parallel_min = int(parallel_min)
+        self._pool = None
+        self._pool_lock = threading.Lock()
+        self._no_parts = False   # the server has no /v1/uploads
+        self._no_ranges = False  # the server answered a Range with 200
+        #: Counters for tests and benchmarks: connections opened, requests
+        #: sent; on_request(method, path, headers) is called before each.
+        self.connections_opened = 0
+        self.requests_sent = 0
+        self.on_request = None
+        self._count_lock = threading.Lock()
 
     # -- connections -------------------------------------------------------
     def _conn(self, fresh=False):
@@ -140,13 +196,34 @@ class Transport:
         else:
             c = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
         self._local.conn = c
+        with self._count_lock:
+            self.connections_opened += 1
         return c, False
 
     def close(self):
+        """Close this thread's connection (and the transfer threads')."""
         c = getattr(self._local, "conn", None)
         if c is not None:
             c.close()
             self._local.conn = None
+
+    def shutdown(self):
+        """Stop the transfer threads (their connections close with them)."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.map(lambda _: self.close(), range(self.streams))
+            pool.shutdown(wait=True)
+        self.close()
+
+    def _workers(self) -> concurrent.futures.ThreadPoolExecutor:
+        """The transfer threads: `streams` of them, each keeping its own
+        connection (threading.local) from one transfer to the next."""
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self.streams, thread_name_prefix="tessel-xfer")
+            return self._pool
 
     def _headers(self, extra):
         h = {"Accept": "application/json"}
@@ -166,6 +243,10 @@ class Transport:
                 conn.sock.settimeout(timeout)
             try:
                 parts = [] if body is None else ([body] if isinstance(body, (bytes, bytearray)) else body)
+                with self._count_lock:
+                    self.requests_sent += 1
+                if self.on_request is not None:
+                    self.on_request(method, path, headers)
                 conn.putrequest(method, self.prefix + path, skip_accept_encoding=True)
                 h = dict(headers)
                 if body is not None or method in ("POST", "PUT"):
@@ -219,20 +300,135 @@ class Transport:
         hdr = {"Content-Type": "application/json"} if body is not None else {}
         return self.request(method, path, body, hdr, timeout)
 
-    def upload_npy(self, a, query=""):
+    def upload_npy(self, a: np.ndarray, query: str = ""):
         """POST /v1/arrays with a C-contiguous native array, streamed from
-        its buffer. Returns (status, array JSON)."""
+        its buffer; PARALLEL_MIN bytes and more go in parts over several
+        connections (upload_parts). Returns (status, array JSON)."""
         assert a.flags.c_contiguous and a.dtype.isnative
+        if (a.nbytes >= self.parallel_min and self.streams > 1 and not query
+                and not self._no_parts):
+            try:
+                return self.upload_parts(a)
+            except _NoParts:
+                pass  # an older server: one stream (remembered)
         parts = [npy_header(a.dtype, a.shape)]
         if a.size:
             parts.append(memoryview(a.reshape(-1)).cast("B"))
         return self.request("POST", "/v1/arrays" + query, parts,
                             {"Content-Type": "application/x-npy"})
 
-    def download_npy(self, path, out=None):
+    def _part_bounds(self, n: int):
+        """[a, b) pieces of n bytes: twice as many as streams (so a slow
+        connection does not hold the end back), 8 MiB at least."""
+        k = max(1, min(self.streams * 2, -(-n // (8 << 20))))
+        step = -(-n // k)
+        return [(o, min(n, o + step)) for o in range(0, n, step)]
+
+    def upload_parts(self, a: np.ndarray):
+        """The array in parts sent at once: POST /v1/uploads, one PUT
+        ?offset= per part from the transfer threads, then complete. The
+        parts are slices of the array's own buffer (no copy). Returns
+        (status, array JSON) as upload_npy. A 404 on the create means the
+        server has no parts uploads: _NoParts (the caller falls back)."""
+        try:
+            _, up = self.json("POST", "/v1/uploads",
+                              {"dtype": a.dtype.name, "shape": list(a.shape)})
+        except errors.NotFound as e:
+            self._no_parts = True
+            raise _NoParts() from e
+        uid = up["id"]
+        view = memoryview(a.reshape(-1)).cast("B")
+
+        def put(bounds):
+            lo, hi = bounds
+            self.request("PUT", f"/v1/uploads/{uid}?offset={lo}", [view[lo:hi]],
+                         {"Content-Type": "application/octet-stream"})
+
+        try:
+            for f in [self._workers().submit(put, b) for b in self._part_bounds(view.nbytes)]:
+                f.result()
+            return self.request("POST", f"/v1/uploads/{uid}/complete")
+        except BaseException:
+            try:
+                self.request("DELETE", f"/v1/uploads/{uid}")
+            except errors.TesselError:
+                pass  # gone already, or the server is: it expires anyway
+            raise
+
+    def download_npy(self, path: str, out: Optional[np.ndarray] = None) -> np.ndarray:
+        """GET a .npy into a new array (or `out`). Big ones (PARALLEL_MIN
+        bytes and more, learnt from the first range's Content-Range) come
+        in ranges over several connections, each read into its own slice."""
+        if self.streams > 1 and not self._no_ranges:
+            return self._download_ranges(path, out)
         resp = self.request("GET", path, headers={"Accept": "application/x-npy"}, raw=True)
         try:
             return read_npy(resp, out)
         except BaseException:
             self.close()  # a half-read body: the connection cannot be reused
             raise
+
+    def _get_range(self, path: str, lo: int, hi: int):
+        """GET bytes lo..hi-1 of path; the open response (206, or a 200 from
+        a server that ignores Range)."""
+        return self.request("GET", path, raw=True, headers={
+            "Accept": "application/x-npy", "Range": f"bytes={lo}-{hi - 1}"})
+
+    def _download_ranges(self, path, out):
+        resp = self._get_range(path, 0, _HEAD_PROBE)
+        try:
+            if resp.status != 206:  # ranges not served: this body is the whole
+                self._no_ranges = True
+                return read_npy(resp, out)
+            total = int(resp.getheader("Content-Range", "").rpartition("/")[2])
+            first = resp.read()
+        except BaseException:
+            self.close()
+            raise
+        head = parse_npy_header(first)
+        if head is None:
+            raise errors.TesselError("a .npy header longer than the first range",
+                                     code="io_error")
+        dtype, shape, fortran, off = head
+        if out is None:
+            out = np.empty(shape, dtype=dtype, order="F" if fortran else "C")
+        elif out.shape != shape or out.dtype != dtype:
+            raise ValueError(f"out has {out.shape} {out.dtype}, the result {shape} {dtype}")
+        view = memoryview(out.reshape(-1, order="A") if out.size else out).cast("B")
+        if total - off != view.nbytes:
+            raise errors.TesselError("the .npy's length does not match its header",
+                                     code="io_error")
+        have = min(len(first), total) - off
+        view[:have] = first[off:off + have]
+        rest = total - (off + have)
+        if rest <= 0:
+            return out
+        bounds = [(off + have + a, off + have + b) for a, b in (
+            self._part_bounds(rest) if total >= self.parallel_min else [(0, rest)])]
+
+        def fetch(b):
+            lo, hi = b
+            r = self._get_range(path, lo, hi)
+            try:
+                if r.status != 206:
+                    raise errors.TesselError(f"a range of {path} came back {r.status}",
+                                             code="io_error")
+                part = view[lo - off:hi - off]
+                got = 0
+                while got < part.nbytes:
+                    k = r.readinto(part[got:])
+                    if not k:
+                        raise errors.Unavailable(
+                            f"the range ended after {got} of {part.nbytes} bytes",
+                            code="io_error")
+                    got += k
+            except BaseException:
+                self.close()
+                raise
+
+        if len(bounds) == 1:
+            fetch(bounds[0])
+        else:
+            for f in [self._workers().submit(fetch, b) for b in bounds]:
+                f.result()
+        return out

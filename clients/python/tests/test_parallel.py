@@ -1,0 +1,105 @@
+"""Parallel-stream transfers (transport.py): an array of 64 MiB and more goes
+up in parts over several connections and comes down in byte ranges over
+several connections, into one preallocated array; the bytes are the bytes.
+
+Counted on the client's hook (Transport.on_request, connections_opened), so
+nothing here is timed. Also: a small array keeps to one upload request; a
+transport with streams=1 sends a big one in one piece; a server that
+answers 404 to POST /v1/uploads (a fake, older server) is used the
+one-stream way.
+"""
+import collections
+import threading
+
+import numpy as np
+import pytest
+
+import tessel
+from tessel import transport
+
+
+def _recorder(t):
+    """Count requests as (method, has a Range header, the path's first two
+    segments) and the threads that sent them."""
+    seen = collections.Counter()
+    lock = threading.Lock()
+    threads = set()
+
+    def hook(method, path, headers):
+        room = "/".join(path.split("?")[0].split("/")[:3])  # "/v1/uploads"
+        with lock:
+            seen[(method, "Range" in headers, room)] += 1
+            threads.add(threading.get_ident())
+
+    t.on_request = hook
+    return seen, threads
+
+
+def test_big_round_trip_uses_several_connections(daemon):
+    with tessel.Client(daemon.url, same_host=False, streams=4) as c:
+        t = c._t
+        seen, threads = _recorder(t)
+        rng = np.random.default_rng(7)
+        a = rng.standard_normal(9 * 1024 * 1024)  # 72 MiB of float64
+        before = t.connections_opened
+        arr = c.upload(a)
+        puts = seen[("PUT", False, "/v1/uploads")]
+        assert puts >= 4, seen
+        assert t.connections_opened - before >= 2
+        assert len(threads) >= 2
+        # The one-piece upload of the same bytes gives the same id.
+        with tessel.Client(daemon.url, same_host=False, streams=1) as c1:
+            assert c1.upload(a).id == arr.id
+        seen.clear()
+        back = arr.download()
+        ranged = sum(n for (m, rng_, _), n in seen.items() if m == "GET" and rng_)
+        assert ranged >= 3, seen
+        assert back.dtype == a.dtype and back.shape == a.shape
+        assert back.tobytes() == a.tobytes()
+        # Into a caller's out, and a job's result the same way.
+        out = np.empty_like(a)
+        assert arr.download(out) is out and np.array_equal(out, a)
+        seen.clear()
+        r = c.map("x * 2", x=arr)
+        assert np.array_equal(r, a * 2)
+        assert sum(n for (m, rng_, _), n in seen.items() if m == "GET" and rng_) >= 3
+
+
+def test_small_array_one_request(daemon):
+    with tessel.Client(daemon.url, same_host=False, streams=4) as c:
+        seen, _ = _recorder(c._t)
+        arr = c.upload(np.arange(1000.0))
+        assert not any(m == "PUT" for (m, _, _) in seen), seen
+        assert np.array_equal(arr.download(), np.arange(1000.0))
+
+
+def test_streams_one_sends_one_piece(daemon):
+    with tessel.Client(daemon.url, same_host=False, streams=1) as c:
+        seen, _ = _recorder(c._t)
+        a = np.arange(9 * 1024 * 1024, dtype=np.float64)
+        arr = c.upload(a)
+        assert not any(m == "PUT" for (m, _, _) in seen)
+        assert np.array_equal(arr.download(), a)
+        assert not any(r for (_, r, _) in seen)
+
+
+def test_falls_back_without_uploads_route(daemon, monkeypatch):
+    with tessel.Client(daemon.url, same_host=False, streams=4) as c:
+        t = c._t
+        real = t.json
+
+        def no_uploads(method, path, obj=None, timeout=None):
+            if path == "/v1/uploads":
+                raise tessel.errors.NotFound("no route", status=404, code="not_found")
+            return real(method, path, obj, timeout)
+
+        monkeypatch.setattr(t, "json", no_uploads)
+        a = np.linspace(0, 1, 9 * 1024 * 1024)
+        arr = c.upload(a)
+        assert t._no_parts
+        assert np.array_equal(arr.download(), a)
+
+
+def test_streams_must_be_positive():
+    with pytest.raises(ValueError):
+        transport.Transport("http://127.0.0.1:1", streams=0)
