@@ -107,6 +107,10 @@ int pg__progress_on(PGconn *c, const char *id, int64_t done, int64_t total,
  * back otherwise). */
 typedef int (*pg_txfn)(pgstore *p, PGconn *c, void *arg, terr *e);
 int pg__write(pgstore *p, pg_txfn fn, void *arg, terr *e);
+/* A [sync] write through the writer's queue, sharing its batch's commit
+ * (pg_store.c: the group commit of submits). */
+int pg__write_grouped(pgstore *p, pg_txfn fn, void *arg, terr *e);
+int pg_job_insert_many(void *impl, store_job *jobs, int n, int *existing, int *rcs, terr *errs, terr *e);
 /* A read on a pooled connection: fn(p, c, arg, e), no transaction. */
 int pg__read(pgstore *p, pg_txfn fn, void *arg, terr *e);
 

@@ -282,6 +282,8 @@ typedef struct insert_args {
 
 static int insert_tx(pgstore *p, PGconn *c, void *arg, terr *e) {
   insert_args *a = arg;
+  store_job_clear(&a->found); /* run again after a deadlock */
+  a->existing = 0;
   return pg__insert_on(p, c, a->j, &a->found, &a->existing, e);
 }
 
@@ -295,7 +297,7 @@ int pg_job_insert(void *impl, store_job *j, int *existing, terr *e) {
   if (!tmp.backend_requested) tmp.backend_requested = "auto";
   insert_args a = {.j = &tmp};
   store_job_clear(&a.found);
-  int rc = pg__write(impl, insert_tx, &a, e);
+  int rc = pg__write_grouped(impl, insert_tx, &a, e);
   if (rc) {
     store_job_clear(&a.found);
     return rc;
@@ -306,6 +308,83 @@ int pg_job_insert(void *impl, store_job *j, int *existing, terr *e) {
     if (existing) *existing = 1;
   }
   return 0;
+}
+
+/* A chunk of store_insert_jobs: each row in a savepoint of its own. */
+typedef struct insert_many_args {
+  insert_args *a;
+  int n;
+  int *rcs;
+  const int *refused; /* rows that failed before the store */
+  terr *errs;
+} insert_many_args;
+
+static int insert_many_tx(pgstore *p, PGconn *c, void *arg, terr *e) {
+  insert_many_args *m = arg;
+  for (int i = 0; i < m->n; i++) {
+    store_job_clear(&m->a[i].found);
+    m->a[i].existing = 0;
+    if (m->refused[i]) continue;
+    int rc = pg__exec(c, "SAVEPOINT row", 0, NULL, NULL, "savepoint", e);
+    if (rc) return rc;
+    terr_clear(&m->errs[i]);
+    m->rcs[i] = insert_tx(p, c, &m->a[i], &m->errs[i]);
+    if (m->rcs[i] == T_EUNAVAIL || m->rcs[i] == T_EBUSY) {
+      *e = m->errs[i]; /* the chunk's, not the row's: the writer decides */
+      return m->rcs[i];
+    }
+    rc = pg__exec(c, m->rcs[i] ? "ROLLBACK TO SAVEPOINT row"
+                               : "RELEASE SAVEPOINT row",
+                  0, NULL, NULL, "savepoint", e);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* [sync] One chunk of store_insert_jobs, one op of the writer's batch. */
+int pg_job_insert_many(void *impl, store_job *jobs, int n, int *existing,
+                       int *rcs, terr *errs, terr *e) {
+  if (!impl) return terr_set(e, T_EINVAL, "", -1, "store: not open");
+  store_job *rows = calloc((size_t)n, sizeof *rows);
+  insert_args *a = calloc((size_t)n, sizeof *a);
+  int *refused = calloc((size_t)n, sizeof *refused);
+  if (!rows || !a || !refused) {
+    free(rows);
+    free(a);
+    free(refused);
+    return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  }
+  for (int i = 0; i < n; i++) {
+    existing[i] = 0;
+    terr_clear(&errs[i]);
+    refused[i] = rcs[i] = store__job_insert_prep(&jobs[i], &errs[i]);
+    rows[i] = jobs[i];
+    if (!rows[i].owner) rows[i].owner = "";
+    if (!rows[i].backend_requested) rows[i].backend_requested = "auto";
+    a[i].j = &rows[i];
+    store_job_clear(&a[i].found);
+  }
+  insert_many_args m = {a, n, rcs, refused, errs};
+  int rc = pg__write_grouped(impl, insert_many_tx, &m, e);
+  for (int i = 0; i < n; i++) {
+    if (rc) {
+      store_job_clear(&a[i].found);
+      if (!refused[i]) {
+        rcs[i] = rc;
+        if (e) errs[i] = *e;
+      }
+      continue;
+    }
+    if (a[i].existing) {
+      store_job_clear(&jobs[i]);
+      jobs[i] = a[i].found;
+      existing[i] = 1;
+    }
+  }
+  free(rows);
+  free(a);
+  free(refused);
+  return rc;
 }
 
 /* ---- reads ---------------------------------------------------------------- */

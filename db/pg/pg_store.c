@@ -39,7 +39,7 @@
 
 #define PG_POOL 8
 
-enum { OP_INSERT, OP_START, OP_PROGRESS, OP_FINISH };
+enum { OP_INSERT, OP_START, OP_PROGRESS, OP_FINISH, OP_TX };
 
 typedef struct pg_op {
   int type;
@@ -53,6 +53,10 @@ typedef struct pg_op {
   store_finish_fn cb;
   void *cb_arg;
   store_job row;            /* finish: as committed */
+  pg_txfn fn;               /* OP_TX: a [sync] write (pg__write_grouped) */
+  void *fn_arg;
+  int done;                 /* OP_TX: committed or failed (p->mu); the op
+                               is the waiting caller's, never freed here */
   int rc;
   terr err;
 } pg_op;
@@ -209,6 +213,7 @@ static int run_op(pgstore *p, PGconn *c, pg_op *o, terr *e) {
     return rc;
   }
   case OP_PROGRESS: return pg__progress_on(c, o->id, o->a, o->b, e);
+  case OP_TX: return o->fn(p, c, o->fn_arg, e);
   default:
     store_job_clear(&o->row);
     return pg__finish_on(p, c, o->id, &o->end, &o->row, e);
@@ -272,15 +277,34 @@ static void *writer_main(void *arg) {
     pthread_mutex_unlock(&p->mu);
     if (!batch && stopping) break;
     int delay = 100, nops = 0;
-    for (pg_op *o = batch; o; o = o->next) nops++;
+    uint64_t last = 0; /* the batch's newest seq, OP_TX ops answered early
+                          included */
+    for (pg_op *o = batch; o; o = o->next) {
+      nops++;
+      if (o->seq > last) last = o->seq;
+    }
     while (run_batch(p, batch) == T_EUNAVAIL) {
       atomic_store(&p->down, 1);
       pthread_mutex_lock(&p->mu);
+      /* A [sync] write is not held while the server is gone (as
+       * pg__write): its caller gets T_EUNAVAIL now and the rest waits. */
+      for (pg_op **pp = &batch; *pp;) {
+        pg_op *o = *pp;
+        if (o->type != OP_TX) {
+          pp = &o->next;
+          continue;
+        }
+        *pp = o->next;
+        nops--;
+        o->rc = terr_set(&o->err, T_EUNAVAIL, "store", -1,
+                         "PostgreSQL unreachable");
+        o->done = 1;
+      }
       stopping = p->stopping;
       p->retrying = nops;
       pthread_cond_broadcast(&p->done_cv); /* flush answers T_EUNAVAIL */
       pthread_mutex_unlock(&p->mu);
-      if (stopping) {
+      if (stopping || !batch) {
         for (pg_op *o = batch; o; o = o->next) {
           o->rc = terr_set(&o->err, T_EUNAVAIL, "store", -1,
                            "closed while PostgreSQL was unreachable");
@@ -294,11 +318,15 @@ static void *writer_main(void *arg) {
       nanosleep(&ts, NULL);
       delay = delay * 2 > 2000 ? 2000 : delay * 2;
     }
-    uint64_t last = 0;
+    pg_op *waiters = NULL; /* OP_TX ops, told after the loop */
     while (batch) {
       pg_op *o = batch;
       batch = o->next;
-      last = o->seq;
+      if (o->type == OP_TX) {
+        o->next = waiters;
+        waiters = o;
+        continue;
+      }
       if (o->type == OP_FINISH && o->cb) {
         store_job row = o->row;
         memset(&o->row, 0, sizeof o->row);
@@ -311,6 +339,10 @@ static void *writer_main(void *arg) {
       op_free(o);
     }
     pthread_mutex_lock(&p->mu);
+    for (pg_op *o = waiters, *next; o; o = next) {
+      next = o->next; /* after done = 1 the op may be gone */
+      o->done = 1;
+    }
     p->retrying = 0;
     if (last > p->done_seq) p->done_seq = last;
     pthread_cond_broadcast(&p->done_cv);
@@ -329,7 +361,7 @@ static int enqueue(pgstore *p, pg_op *o, terr *e) {
   pthread_mutex_lock(&p->mu);
   if (p->stopping || p->writer_gone) {
     pthread_mutex_unlock(&p->mu);
-    op_free(o);
+    if (o->type != OP_TX) op_free(o);
     return terr_set(e, T_EUNAVAIL, "", -1, "store: closing");
   }
   if (o->type == OP_PROGRESS) /* coalesce: the newest numbers win */
@@ -348,6 +380,27 @@ static int enqueue(pgstore *p, pg_op *o, terr *e) {
   pthread_cond_signal(&p->work_cv);
   pthread_mutex_unlock(&p->mu);
   return 0;
+}
+
+/* [sync] fn in the writer's next batch (its own savepoint, retried from it
+ * on a deadlock as the async ops are), committed with whatever else is
+ * queued: N callers at once share one transaction and one commit (group
+ * commit), and a lone caller pays what pg__write pays. Returns after that
+ * commit (or failure); T_EUNAVAIL at once while the server is gone. fn must
+ * clear its outputs when it starts (it may run again). */
+int pg__write_grouped(pgstore *p, pg_txfn fn, void *arg, terr *e) {
+  pg_op o;
+  memset(&o, 0, sizeof o);
+  o.type = OP_TX;
+  o.fn = fn;
+  o.fn_arg = arg;
+  int rc = enqueue(p, &o, e);
+  if (rc) return rc;
+  pthread_mutex_lock(&p->mu);
+  while (!o.done) pthread_cond_wait(&p->done_cv, &p->mu);
+  pthread_mutex_unlock(&p->mu);
+  if (o.rc && e) *e = o.err;
+  return o.rc;
 }
 
 /* While the writer retries a batch (the server is gone), a [sync] write
@@ -583,6 +636,7 @@ const store_backend store_pg_backend = {
     .schema_version = pg_schema_version,
     .job_insert = pg_job_insert,
     .job_insert_async = pg_job_insert_async,
+    .job_insert_many = pg_job_insert_many,
     .sync = pg_sync,
     .job_get = pg_job_get,
     .job_list = pg_job_list,

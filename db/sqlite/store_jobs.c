@@ -323,6 +323,90 @@ int sq_job_insert(sqstore *s, store_job *j, int *existing, terr *e) {
   return 0;
 }
 
+/* A chunk of store_insert_jobs: its rows, each with its own outcome. */
+typedef struct insert_many_args {
+  store_job *rows; /* prepared, owner and backend_requested set */
+  insert_args *a;  /* per row */
+  int n;
+  int *rcs;
+  terr *errs;
+} insert_many_args;
+
+/* Writer thread: every row in its own savepoint (a row that fails undoes
+ * only itself), the whole chunk in the batch's transaction. */
+static int insert_many_fn(sqstore *s, store_wop *op, terr *e) {
+  insert_many_args *m = op->arg;
+  for (int i = 0; i < m->n; i++) {
+    store_job_clear(&m->a[i].found);
+    m->a[i].existing = 0;
+    if (m->rcs[i]) continue; /* refused before the store */
+    store_wop row = {.fn = insert_fn, .arg = &m->a[i]};
+    sqlite3_stmt *st;
+    int rc = store__stmt(&s->w, "SAVEPOINT row", &st, e);
+    if (!rc) rc = store__exec_stmt(&s->w, st, "savepoint", e);
+    if (rc) return rc;
+    terr_clear(&m->errs[i]);
+    m->rcs[i] = insert_fn(s, &row, &m->errs[i]);
+    if (sqlite3_get_autocommit(s->w.db)) /* an I/O error ended it all */
+      return m->rcs[i] ? (*e = m->errs[i], m->rcs[i])
+                       : store__dberr(e, s->w.db, "insert jobs");
+    if (m->rcs[i]) {
+      store_job_clear(&m->a[i].found);
+      m->a[i].existing = 0;
+      if ((rc = store__stmt(&s->w, "ROLLBACK TO row", &st, e)) ||
+          (rc = store__exec_stmt(&s->w, st, "savepoint", e)))
+        return rc;
+    }
+    if ((rc = store__stmt(&s->w, "RELEASE row", &st, e)) ||
+        (rc = store__exec_stmt(&s->w, st, "savepoint", e)))
+      return rc;
+  }
+  return 0;
+}
+
+/* [sync] See store.h (store_insert_jobs: one chunk, one op). */
+int sq_job_insert_many(sqstore *s, store_job *jobs, int n, int *existing,
+                       int *rcs, terr *errs, terr *e) {
+  if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
+  store_job *rows = calloc((size_t)n, sizeof *rows);
+  insert_args *a = calloc((size_t)n, sizeof *a);
+  if (!rows || !a) {
+    free(rows);
+    free(a);
+    return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  }
+  for (int i = 0; i < n; i++) {
+    existing[i] = 0;
+    terr_clear(&errs[i]);
+    rcs[i] = store__job_insert_prep(&jobs[i], &errs[i]);
+    rows[i] = jobs[i];
+    if (!rows[i].owner) rows[i].owner = "";
+    if (!rows[i].backend_requested) rows[i].backend_requested = "auto";
+    a[i].j = &rows[i];
+    store_job_clear(&a[i].found);
+  }
+  insert_many_args m = {rows, a, n, rcs, errs};
+  int rc = store__write(s, insert_many_fn, &m, e);
+  for (int i = 0; i < n; i++) {
+    if (rc) {
+      store_job_clear(&a[i].found);
+      if (!rcs[i]) {
+        rcs[i] = rc;
+        if (e) errs[i] = *e;
+      }
+      continue;
+    }
+    if (a[i].existing) {
+      store_job_clear(&jobs[i]);
+      jobs[i] = a[i].found;
+      existing[i] = 1;
+    }
+  }
+  free(rows);
+  free(a);
+  return rc;
+}
+
 /* An async insert: the op, its arguments and the row's strings in one
  * block. */
 typedef struct insert_op {
