@@ -192,7 +192,7 @@ int store_job_insert_async(store *s, store_job *j, terr *e);
  * when every chunk committed; else the error of the chunk that did not
  * (its rows and every later one get it in rcs; the chunks before it are
  * committed). Every row with rcs[i] == 0 is durable when this returns. */
-#define STORE_INSERT_CHUNK 256
+#define STORE_INSERT_CHUNK 128
 int store_insert_jobs(store *s, store_job *jobs, int n, int *existing,
                       int *rcs, terr *errs, terr *e);
 /* [sync] Returns once every write queued before it (by any thread) has

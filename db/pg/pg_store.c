@@ -228,23 +228,41 @@ static int run_batch(pgstore *p, pg_op *batch) {
   terr_clear(&e);
   if (pg__get(p, &c, &e)) return T_EUNAVAIL;
   int rc = pg__begin(c, &e);
+  /* A lone op needs no savepoint (two round trips less for a lone
+   * submit): the transaction holds nothing else, so a deadlock is undone
+   * by a new transaction and an op that fails ends it. */
+  int lone = batch && !batch->next;
   for (pg_op *o = batch; !rc && o; o = o->next) {
     terr_clear(&o->err);
-    if ((rc = pg__exec(c, "SAVEPOINT op", 0, NULL, NULL, "savepoint", &e)))
+    if (!lone &&
+        (rc = pg__exec(c, "SAVEPOINT op", 0, NULL, NULL, "savepoint", &e)))
       break;
     o->rc = run_op(p, c, o, &o->err);
     /* A deadlock victim (with another node's or this node's heartbeat):
      * undo to the savepoint and run the op again. */
     for (int tries = 0; o->rc == T_EBUSY && tries < PG_RETRIES; tries++) {
-      if ((rc = pg__exec(c, "ROLLBACK TO SAVEPOINT op", 0, NULL, NULL,
-                         "savepoint", &e)))
-        break;
+      if (lone) {
+        pg__rollback(c);
+        rc = pg__begin(c, &e);
+      } else {
+        rc = pg__exec(c, "ROLLBACK TO SAVEPOINT op", 0, NULL, NULL,
+                      "savepoint", &e);
+      }
+      if (rc) break;
       terr_clear(&o->err);
       o->rc = run_op(p, c, o, &o->err);
     }
     if (rc) break;
     if (o->rc == T_EUNAVAIL) {
       rc = T_EUNAVAIL;
+      break;
+    }
+    if (lone) {
+      if (o->rc) { /* nothing to commit: the op's failure is its answer */
+        pg__rollback(c);
+        pg__put(p, c, 0);
+        return 0;
+      }
       break;
     }
     rc = pg__exec(c, o->rc ? "ROLLBACK TO SAVEPOINT op" : "RELEASE SAVEPOINT op",
