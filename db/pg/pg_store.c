@@ -391,7 +391,9 @@ static int enqueue(pgstore *p, pg_op *o, terr *e) {
         op_free(o);
         return 0;
       }
-  o->seq = ++p->enq_seq;
+  /* An OP_TX takes no number: pg__flush need not wait for it (its caller
+   * does), and it may leave the queue unrun (pg__write_grouped). */
+  if (o->type != OP_TX) o->seq = ++p->enq_seq;
   if (p->qtail) p->qtail->next = o;
   else p->qhead = o;
   p->qtail = o;
@@ -412,10 +414,34 @@ int pg__write_grouped(pgstore *p, pg_txfn fn, void *arg, terr *e) {
   o.type = OP_TX;
   o.fn = fn;
   o.fn_arg = arg;
+  pthread_mutex_lock(&p->mu);
+  int held = p->retrying;
+  pthread_mutex_unlock(&p->mu);
+  if (held)
+    return terr_set(e, T_EUNAVAIL, "store", -1,
+                    "PostgreSQL unreachable (%d queued write(s) wait for it)",
+                    held);
   int rc = enqueue(p, &o, e);
   if (rc) return rc;
   pthread_mutex_lock(&p->mu);
-  while (!o.done) pthread_cond_wait(&p->done_cv, &p->mu);
+  while (!o.done) {
+    if (p->retrying) { /* the server went away: leave the queue if still in
+                          it (else the writer answers it) */
+      pg_op *prev = NULL;
+      for (pg_op *q = p->qhead; q; prev = q, q = q->next) {
+        if (q != &o) continue;
+        if (prev) prev->next = q->next;
+        else p->qhead = q->next;
+        if (p->qtail == q) p->qtail = prev;
+        o.done = 1;
+        o.rc = terr_set(&o.err, T_EUNAVAIL, "store", -1,
+                        "PostgreSQL unreachable");
+        break;
+      }
+      if (o.done) break;
+    }
+    pthread_cond_wait(&p->done_cv, &p->mu);
+  }
   pthread_mutex_unlock(&p->mu);
   if (o.rc && e) *e = o.err;
   return o.rc;
