@@ -105,9 +105,10 @@ int store_insert_jobs(store *s, store_job *jobs, int n, int *existing,
                       int *rcs, terr *errs, terr *e) {
   if (!s || n < 0 || (n > 0 && (!jobs || !existing || !rcs || !errs)))
     return terr_set(e, T_EINVAL, "", -1, "store: insert jobs: bad arguments");
-  int rc = 0;
-  for (int i = 0; i < n; i += STORE_INSERT_CHUNK) {
-    int k = n - i < STORE_INSERT_CHUNK ? n - i : STORE_INSERT_CHUNK;
+  int rc = 0, chunk = s->be->insert_chunk > 0 ? s->be->insert_chunk
+                                               : STORE_INSERT_CHUNK;
+  for (int i = 0; i < n; i += chunk) {
+    int k = n - i < chunk ? n - i : chunk;
     if (rc) { /* an earlier chunk failed whole: the rest is not tried */
       for (int r = i; r < i + k; r++) {
         existing[r] = 0;
@@ -118,7 +119,7 @@ int store_insert_jobs(store *s, store_job *jobs, int n, int *existing,
     }
     if (!s->be->job_insert_many) {
       rc = terr_set(e, T_ENOTIMPL, "", -1, "store: insert jobs: not on this store");
-      i -= STORE_INSERT_CHUNK; /* every row gets it */
+      i -= chunk; /* every row gets it */
       continue;
     }
     rc = s->be->job_insert_many(s->impl, jobs + i, k, existing + i, rcs + i,

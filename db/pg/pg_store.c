@@ -681,6 +681,9 @@ const store_backend store_pg_backend = {
     .job_insert = pg_job_insert,
     .job_insert_async = pg_job_insert_async,
     .job_insert_many = pg_job_insert_many,
+    /* a row costs ~0.5 ms here (its round trips): 32 rows keep a lone
+     * submit's wait behind a chunk near 16 ms (bench_insert) */
+    .insert_chunk = 32,
     .sync = pg_sync,
     .job_get = pg_job_get,
     .job_list = pg_job_list,
