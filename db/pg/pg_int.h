@@ -2,9 +2,10 @@
  *
  * The PostgreSQL backend (store_pg_backend): a pool of libpq connections
  * (borrowed per call: pg__get / pg__put), a writer thread for the [async]
- * operations of store.h (a FIFO; each batch in one transaction; a [sync]
- * write first waits until every async write queued before it committed —
- * pg__flush), numbered migrations under an advisory lock (pg_schema.c),
+ * operations of store.h and the job inserts (a FIFO; each batch in one
+ * transaction, so inserts that arrive together share a commit —
+ * pg__write_grouped; another [sync] write first waits until every async
+ * write queued before it committed — pg__flush), numbered migrations under an advisory lock (pg_schema.c),
  * and the cluster operations (pg_cluster.c: nodes, claims, leases,
  * LISTEN/NOTIFY).
  *

@@ -19,6 +19,15 @@
  * wait until every op queued before them is done (pg__flush), so writes
  * commit in the order they were queued, as store.h says.
  *
+ * Group commit of [sync] writes: a job's insert (and store_insert_jobs'
+ * chunks) go through the same queue as an OP_TX op that lives on its
+ * caller's stack (pg__write_grouped): the writer runs it in its batch, and
+ * the caller returns after that batch's COMMIT, so submits that arrive
+ * together share one transaction and one WAL flush. A batch of one op
+ * runs without a savepoint. While the server is gone (the writer retrying
+ * a batch), an OP_TX is not held: its caller gets T_EUNAVAIL at once, as
+ * pg__write's callers do, and leaves the queue if it is still there.
+ *
  * Readiness: store_ready is 0 when the last connection attempt or
  * statement failed with a lost server and none succeeded since; it probes
  * with SELECT 1 at most once a second when asked.
