@@ -237,8 +237,10 @@ static int pg__insert_on_(pgstore *p, PGconn *c, const store_job *j,
   }
   v[38] = pg__i64(tb[0], j->tile);
   v[39] = pg__i64(tb[1], j->tiles);
+  /* The insert and its "queued" notification in one round trip: the
+   * notification only for a row that went in. */
   rc = pg__exec(c,
-                "INSERT INTO jobs (id, owner, kind, params, status,"
+                "WITH ins AS (INSERT INTO jobs (id, owner, kind, params, status,"
                 " backend_requested, backend_used, backend_reason, estimate,"
                 " priority, label, request_id, body_hash, timeout_s,"
                 " created_at, started_at, finished_at, t_queue,"
@@ -254,19 +256,18 @@ static int pg__insert_on_(pgstore *p, PGconn *c, const store_job *j,
                 /* Another node's insert of the same key won the race: we
                  * waited for its commit; answer as its row (below). */
                 " ON CONFLICT (owner, request_id) WHERE request_id IS NOT NULL"
-                " DO NOTHING",
+                " DO NOTHING RETURNING id)"
+                " SELECT pg_notify('tessel', 'queued:' || id) FROM ins",
                 40, v, &r, "insert job", e);
   if (rc == T_ECONFLICT)
     return terr_set(e, T_ECONFLICT, "id", -1, "job %s: %s", j->id, e->message);
   if (rc) return rc;
-  int inserted = atoi(PQcmdTuples(r)) > 0;
+  int inserted = PQntuples(r) > 0;
   PQclear(r);
   if (!inserted) return retry ? pg__insert_on_(p, c, j, found, existing, 0, e)
                               : terr_set(e, T_EIO, "request_id", -1,
                                          "store: insert job: lost a race twice");
-  const char *nv[] = {j->id};
-  return pg__exec(c, "SELECT pg_notify('tessel', 'queued:' || $1::text)", 1,
-                  nv, NULL, "notify", e);
+  return 0;
 }
 
 int pg__insert_on(pgstore *p, PGconn *c, const store_job *j, store_job *found,
@@ -319,13 +320,42 @@ typedef struct insert_many_args {
   terr *errs;
 } insert_many_args;
 
-static int insert_many_tx(pgstore *p, PGconn *c, void *arg, terr *e) {
-  insert_many_args *m = arg;
+/* Every row without a savepoint of its own (two round trips a row fewer),
+ * inside one savepoint for the chunk: 0 when all went in, 1 when a row
+ * failed (the chunk's savepoint is rolled back: run it row by row), else
+ * the error that ends the chunk. */
+static int insert_many_fast(pgstore *p, PGconn *c, insert_many_args *m,
+                            terr *e) {
+  int rc = pg__exec(c, "SAVEPOINT many", 0, NULL, NULL, "savepoint", e);
+  if (rc) return rc;
   for (int i = 0; i < m->n; i++) {
     store_job_clear(&m->a[i].found);
     m->a[i].existing = 0;
     if (m->refused[i]) continue;
-    int rc = pg__exec(c, "SAVEPOINT row", 0, NULL, NULL, "savepoint", e);
+    terr_clear(&m->errs[i]);
+    m->rcs[i] = insert_tx(p, c, &m->a[i], &m->errs[i]);
+    if (m->rcs[i] == T_EUNAVAIL) {
+      *e = m->errs[i];
+      return T_EUNAVAIL;
+    }
+    if (m->rcs[i]) {
+      rc = pg__exec(c, "ROLLBACK TO SAVEPOINT many", 0, NULL, NULL,
+                    "savepoint", e);
+      return rc ? rc : 1;
+    }
+  }
+  return pg__exec(c, "RELEASE SAVEPOINT many", 0, NULL, NULL, "savepoint", e);
+}
+
+static int insert_many_tx(pgstore *p, PGconn *c, void *arg, terr *e) {
+  insert_many_args *m = arg;
+  int rc = insert_many_fast(p, c, m, e);
+  if (rc != 1) return rc;
+  for (int i = 0; i < m->n; i++) {
+    store_job_clear(&m->a[i].found);
+    m->a[i].existing = 0;
+    if (m->refused[i]) continue;
+    rc = pg__exec(c, "SAVEPOINT row", 0, NULL, NULL, "savepoint", e);
     if (rc) return rc;
     terr_clear(&m->errs[i]);
     m->rcs[i] = insert_tx(p, c, &m->a[i], &m->errs[i]);
