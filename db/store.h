@@ -180,7 +180,9 @@ int store_job_insert(store *s, store_job *j, int *existing, terr *e);
  * store_job_finish*), so a job may be answered as accepted only after
  * such a write — and a job whose insert failed (an I/O error) is then
  * T_ENOTFOUND to store_job_get and to its finish. T_EUNAVAIL when closing,
- * T_ENOMEM. */
+ * T_ENOMEM. For many jobs at once use store_insert_jobs: N async inserts
+ * queued together are all ahead of every later write (one transaction of
+ * N rows that a lone submit waits behind). */
 int store_job_insert_async(store *s, store_job *j, terr *e);
 /* [sync] Insert n jobs, each as store_job_insert would (the same
  * defaults, the same request_id rule: an existing row replaces jobs[i] and

@@ -332,10 +332,46 @@ typedef struct insert_many_args {
   terr *errs;
 } insert_many_args;
 
-/* Writer thread: every row in its own savepoint (a row that fails undoes
- * only itself), the whole chunk in the batch's transaction. */
+static int wstep(sqstore *s, const char *sql, terr *e) {
+  sqlite3_stmt *st;
+  int rc = store__stmt(&s->w, sql, &st, e);
+  return rc ? rc : store__exec_stmt(&s->w, st, "savepoint", e);
+}
+
+/* Writer thread: the chunk's rows under one savepoint, none of their own:
+ * 0 when every row went in; 1 when one failed (the savepoint is rolled
+ * back: go row by row); else the error that ends the chunk. */
+static int insert_many_fast(sqstore *s, insert_many_args *m, terr *e) {
+  int rc = wstep(s, "SAVEPOINT many", e);
+  if (rc) return rc;
+  for (int i = 0; i < m->n; i++) {
+    if (m->rcs[i]) continue; /* refused before the store */
+    store_wop row = {.fn = insert_fn, .arg = &m->a[i]};
+    terr_clear(&m->errs[i]);
+    int r = insert_fn(s, &row, &m->errs[i]);
+    if (sqlite3_get_autocommit(s->w.db)) /* an I/O error ended it all */
+      return r ? (*e = m->errs[i], r) : store__dberr(e, s->w.db, "insert jobs");
+    if (r) {
+      for (int k = 0; k <= i; k++) {
+        store_job_clear(&m->a[k].found);
+        m->a[k].existing = 0;
+      }
+      terr_clear(&m->errs[i]);
+      rc = wstep(s, "ROLLBACK TO many", e);
+      if (!rc) rc = wstep(s, "RELEASE many", e);
+      return rc ? rc : 1;
+    }
+  }
+  return wstep(s, "RELEASE many", e);
+}
+
+/* Writer thread: the fast way first; when a row fails, every row in its
+ * own savepoint (a row that fails undoes only itself), the whole chunk in
+ * the batch's transaction. */
 static int insert_many_fn(sqstore *s, store_wop *op, terr *e) {
   insert_many_args *m = op->arg;
+  int frc = insert_many_fast(s, m, e);
+  if (frc != 1) return frc;
   for (int i = 0; i < m->n; i++) {
     store_job_clear(&m->a[i].found);
     m->a[i].existing = 0;
