@@ -1,6 +1,8 @@
 /* db/store.c — the store interface: a backend and its handle, and one
  * dispatching function per operation (store_backend.h). Nothing here knows
- * SQL. */
+ * SQL. The one operation with logic of its own is store_insert_jobs: it
+ * cuts a batch into the backend's chunks and hands them over one at a
+ * time, each after the one before committed. */
 #include <stdlib.h>
 #include <string.h>
 

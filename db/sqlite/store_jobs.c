@@ -1,5 +1,6 @@
-/* store_jobs.c — the job rows: insert (with idempotency, or [async]),
- * get, list, the unfinished ones for recovery, a result kept in the row.
+/* store_jobs.c — the job rows: insert (with idempotency, or [async], or a
+ * chunk of store_insert_jobs: its rows under one savepoint, row by row
+ * with a savepoint each only when one fails), get, list, the unfinished ones for recovery, a result kept in the row.
  * The lifecycle writes
  * (start, finish, requeue, delete) are in store_lifecycle.c.
  *
