@@ -1,6 +1,8 @@
 /* db/store.c — the store interface: a backend and its handle, and one
  * dispatching function per operation (store_backend.h). Nothing here knows
- * SQL. */
+ * SQL. The one operation with logic of its own is store_insert_jobs: it
+ * cuts a batch into the backend's chunks and hands them over one at a
+ * time, each after the one before committed. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,6 +98,36 @@ int store_job_insert(store *s, store_job *j, int *existing, terr *e) {
 
 int store_job_insert_async(store *s, store_job *j, terr *e) {
   return s->be->job_insert_async(s->impl, j, e);
+}
+
+/* Chunk by chunk, each queued only once the one before committed: a write
+ * queued meanwhile (a lone submit, a job's end) waits for one chunk at most,
+ * never for the whole batch. */
+int store_insert_jobs(store *s, store_job *jobs, int n, int *existing,
+                      int *rcs, terr *errs, terr *e) {
+  if (!s || n < 0 || (n > 0 && (!jobs || !existing || !rcs || !errs)))
+    return terr_set(e, T_EINVAL, "", -1, "store: insert jobs: bad arguments");
+  int rc = 0, chunk = s->be->insert_chunk > 0 ? s->be->insert_chunk
+                                               : STORE_INSERT_CHUNK;
+  for (int i = 0; i < n; i += chunk) {
+    int k = n - i < chunk ? n - i : chunk;
+    if (rc) { /* an earlier chunk failed whole: the rest is not tried */
+      for (int r = i; r < i + k; r++) {
+        existing[r] = 0;
+        rcs[r] = rc;
+        if (e) errs[r] = *e;
+      }
+      continue;
+    }
+    if (!s->be->job_insert_many) {
+      rc = terr_set(e, T_ENOTIMPL, "", -1, "store: insert jobs: not on this store");
+      i -= chunk; /* every row gets it */
+      continue;
+    }
+    rc = s->be->job_insert_many(s->impl, jobs + i, k, existing + i, rcs + i,
+                                errs + i, e);
+  }
+  return rc;
 }
 
 int store_sync(store *s, terr *e) {

@@ -180,8 +180,24 @@ int store_job_insert(store *s, store_job *j, int *existing, terr *e);
  * store_job_finish*), so a job may be answered as accepted only after
  * such a write — and a job whose insert failed (an I/O error) is then
  * T_ENOTFOUND to store_job_get and to its finish. T_EUNAVAIL when closing,
- * T_ENOMEM. */
+ * T_ENOMEM. For many jobs at once use store_insert_jobs: N async inserts
+ * queued together are all ahead of every later write (one transaction of
+ * N rows that a lone submit waits behind). */
 int store_job_insert_async(store *s, store_job *j, terr *e);
+/* [sync] Insert n jobs, each as store_job_insert would (the same
+ * defaults, the same request_id rule: an existing row replaces jobs[i] and
+ * sets existing[i]), in transactions of at most STORE_INSERT_CHUNK rows
+ * (SQLite; 32 on PostgreSQL, where a row costs its round trips),
+ * each queued only when the one before has committed, so that another
+ * write waits for one chunk at most. Row i's outcome is rcs[i] (0 or a
+ * terr code) with its detail in errs[i]: a row that fails (a bad field, a
+ * request_id conflict, an array not found) undoes only itself. Returns 0
+ * when every chunk committed; else the error of the chunk that did not
+ * (its rows and every later one get it in rcs; the chunks before it are
+ * committed). Every row with rcs[i] == 0 is durable when this returns. */
+#define STORE_INSERT_CHUNK 128
+int store_insert_jobs(store *s, store_job *jobs, int n, int *existing,
+                      int *rcs, terr *errs, terr *e);
 /* [sync] Returns once every write queued before it (by any thread) has
  * been committed or has failed. */
 int store_sync(store *s, terr *e);

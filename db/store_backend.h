@@ -15,11 +15,15 @@
 typedef struct store_backend {
   const char *name; /* "sqlite" | "postgresql" (store_kind) */
   int cluster;      /* store_is_cluster */
+  int insert_chunk; /* store_insert_jobs' rows per transaction (0: the
+                       STORE_INSERT_CHUNK default) */
   void (*close)(void *impl);
   int (*ready)(void *impl);
   int (*schema_version)(void *impl);
   int (*job_insert)(void *impl, store_job *j, int *existing, terr *e);
   int (*job_insert_async)(void *impl, store_job *j, terr *e);
+  /* one chunk of store_insert_jobs (n <= insert_chunk), one write */
+  int (*job_insert_many)(void *impl, store_job *jobs, int n, int *existing, int *rcs, terr *errs, terr *e);
   int (*sync)(void *impl, terr *e);
   int (*job_get)(void *impl, const char *id, const char *owner, store_job *out, terr *e);
   int (*job_list)(void *impl, const store_job_filter *f, store_job **jobs, int *n, int *has_next, store_job_pos *next, int64_t *total, terr *e);

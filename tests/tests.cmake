@@ -47,6 +47,11 @@ if(NOT TESSEL_FUZZ)
   add_test(NAME store_pg
     COMMAND ${CMAKE_SOURCE_DIR}/tests/cluster/with_pg.sh $<TARGET_FILE:unit_test_store>)
   set_tests_properties(store_pg PROPERTIES LABELS unit TIMEOUT 600 SKIP_RETURN_CODE 77)
+  # Group commit and store_insert_jobs on PostgreSQL (the same file as
+  # unit/test_store_batch, TESSEL_TEST_PG set).
+  add_test(NAME store_batch_pg
+    COMMAND ${CMAKE_SOURCE_DIR}/tests/cluster/with_pg.sh $<TARGET_FILE:unit_test_store_batch>)
+  set_tests_properties(store_batch_pg PROPERTIES LABELS unit TIMEOUT 600 SKIP_RETURN_CODE 77)
   # The cluster section of the store (db/pg/pg_cluster.c): two stores on one
   # throwaway server as two nodes; it restarts the server once.
   add_test(NAME store_cluster_pg

@@ -2,9 +2,10 @@
  *
  * The PostgreSQL backend (store_pg_backend): a pool of libpq connections
  * (borrowed per call: pg__get / pg__put), a writer thread for the [async]
- * operations of store.h (a FIFO; each batch in one transaction; a [sync]
- * write first waits until every async write queued before it committed —
- * pg__flush), numbered migrations under an advisory lock (pg_schema.c),
+ * operations of store.h and the job inserts (a FIFO; each batch in one
+ * transaction, so inserts that arrive together share a commit —
+ * pg__write_grouped; another [sync] write first waits until every async
+ * write queued before it committed — pg__flush), numbered migrations under an advisory lock (pg_schema.c),
  * and the cluster operations (pg_cluster.c: nodes, claims, leases,
  * LISTEN/NOTIFY).
  *
@@ -107,6 +108,10 @@ int pg__progress_on(PGconn *c, const char *id, int64_t done, int64_t total,
  * back otherwise). */
 typedef int (*pg_txfn)(pgstore *p, PGconn *c, void *arg, terr *e);
 int pg__write(pgstore *p, pg_txfn fn, void *arg, terr *e);
+/* A [sync] write through the writer's queue, sharing its batch's commit
+ * (pg_store.c: the group commit of submits). */
+int pg__write_grouped(pgstore *p, pg_txfn fn, void *arg, terr *e);
+int pg_job_insert_many(void *impl, store_job *jobs, int n, int *existing, int *rcs, terr *errs, terr *e);
 /* A read on a pooled connection: fn(p, c, arg, e), no transaction. */
 int pg__read(pgstore *p, pg_txfn fn, void *arg, terr *e);
 

@@ -237,8 +237,10 @@ static int pg__insert_on_(pgstore *p, PGconn *c, const store_job *j,
   }
   v[38] = pg__i64(tb[0], j->tile);
   v[39] = pg__i64(tb[1], j->tiles);
+  /* The insert and its "queued" notification in one round trip: the
+   * notification only for a row that went in. */
   rc = pg__exec(c,
-                "INSERT INTO jobs (id, owner, kind, params, status,"
+                "WITH ins AS (INSERT INTO jobs (id, owner, kind, params, status,"
                 " backend_requested, backend_used, backend_reason, estimate,"
                 " priority, label, request_id, body_hash, timeout_s,"
                 " created_at, started_at, finished_at, t_queue,"
@@ -254,19 +256,18 @@ static int pg__insert_on_(pgstore *p, PGconn *c, const store_job *j,
                 /* Another node's insert of the same key won the race: we
                  * waited for its commit; answer as its row (below). */
                 " ON CONFLICT (owner, request_id) WHERE request_id IS NOT NULL"
-                " DO NOTHING",
+                " DO NOTHING RETURNING id)"
+                " SELECT pg_notify('tessel', 'queued:' || id) FROM ins",
                 40, v, &r, "insert job", e);
   if (rc == T_ECONFLICT)
     return terr_set(e, T_ECONFLICT, "id", -1, "job %s: %s", j->id, e->message);
   if (rc) return rc;
-  int inserted = atoi(PQcmdTuples(r)) > 0;
+  int inserted = PQntuples(r) > 0;
   PQclear(r);
   if (!inserted) return retry ? pg__insert_on_(p, c, j, found, existing, 0, e)
                               : terr_set(e, T_EIO, "request_id", -1,
                                          "store: insert job: lost a race twice");
-  const char *nv[] = {j->id};
-  return pg__exec(c, "SELECT pg_notify('tessel', 'queued:' || $1::text)", 1,
-                  nv, NULL, "notify", e);
+  return 0;
 }
 
 int pg__insert_on(pgstore *p, PGconn *c, const store_job *j, store_job *found,
@@ -282,6 +283,8 @@ typedef struct insert_args {
 
 static int insert_tx(pgstore *p, PGconn *c, void *arg, terr *e) {
   insert_args *a = arg;
+  store_job_clear(&a->found); /* run again after a deadlock */
+  a->existing = 0;
   return pg__insert_on(p, c, a->j, &a->found, &a->existing, e);
 }
 
@@ -295,7 +298,7 @@ int pg_job_insert(void *impl, store_job *j, int *existing, terr *e) {
   if (!tmp.backend_requested) tmp.backend_requested = "auto";
   insert_args a = {.j = &tmp};
   store_job_clear(&a.found);
-  int rc = pg__write(impl, insert_tx, &a, e);
+  int rc = pg__write_grouped(impl, insert_tx, &a, e);
   if (rc) {
     store_job_clear(&a.found);
     return rc;
@@ -306,6 +309,112 @@ int pg_job_insert(void *impl, store_job *j, int *existing, terr *e) {
     if (existing) *existing = 1;
   }
   return 0;
+}
+
+/* A chunk of store_insert_jobs: each row in a savepoint of its own. */
+typedef struct insert_many_args {
+  insert_args *a;
+  int n;
+  int *rcs;
+  const int *refused; /* rows that failed before the store */
+  terr *errs;
+} insert_many_args;
+
+/* Every row without a savepoint of its own (two round trips a row fewer),
+ * inside one savepoint for the chunk: 0 when all went in, 1 when a row
+ * failed (the chunk's savepoint is rolled back: run it row by row), else
+ * the error that ends the chunk. */
+static int insert_many_fast(pgstore *p, PGconn *c, insert_many_args *m,
+                            terr *e) {
+  int rc = pg__exec(c, "SAVEPOINT many", 0, NULL, NULL, "savepoint", e);
+  if (rc) return rc;
+  for (int i = 0; i < m->n; i++) {
+    store_job_clear(&m->a[i].found);
+    m->a[i].existing = 0;
+    if (m->refused[i]) continue;
+    terr_clear(&m->errs[i]);
+    m->rcs[i] = insert_tx(p, c, &m->a[i], &m->errs[i]);
+    if (m->rcs[i] == T_EUNAVAIL) {
+      *e = m->errs[i];
+      return T_EUNAVAIL;
+    }
+    if (m->rcs[i]) {
+      rc = pg__exec(c, "ROLLBACK TO SAVEPOINT many", 0, NULL, NULL,
+                    "savepoint", e);
+      return rc ? rc : 1;
+    }
+  }
+  return pg__exec(c, "RELEASE SAVEPOINT many", 0, NULL, NULL, "savepoint", e);
+}
+
+static int insert_many_tx(pgstore *p, PGconn *c, void *arg, terr *e) {
+  insert_many_args *m = arg;
+  int rc = insert_many_fast(p, c, m, e);
+  if (rc != 1) return rc;
+  for (int i = 0; i < m->n; i++) {
+    store_job_clear(&m->a[i].found);
+    m->a[i].existing = 0;
+    if (m->refused[i]) continue;
+    rc = pg__exec(c, "SAVEPOINT row", 0, NULL, NULL, "savepoint", e);
+    if (rc) return rc;
+    terr_clear(&m->errs[i]);
+    m->rcs[i] = insert_tx(p, c, &m->a[i], &m->errs[i]);
+    if (m->rcs[i] == T_EUNAVAIL || m->rcs[i] == T_EBUSY) {
+      *e = m->errs[i]; /* the chunk's, not the row's: the writer decides */
+      return m->rcs[i];
+    }
+    rc = pg__exec(c, m->rcs[i] ? "ROLLBACK TO SAVEPOINT row"
+                               : "RELEASE SAVEPOINT row",
+                  0, NULL, NULL, "savepoint", e);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* [sync] One chunk of store_insert_jobs, one op of the writer's batch. */
+int pg_job_insert_many(void *impl, store_job *jobs, int n, int *existing,
+                       int *rcs, terr *errs, terr *e) {
+  if (!impl) return terr_set(e, T_EINVAL, "", -1, "store: not open");
+  store_job *rows = calloc((size_t)n, sizeof *rows);
+  insert_args *a = calloc((size_t)n, sizeof *a);
+  int *refused = calloc((size_t)n, sizeof *refused);
+  if (!rows || !a || !refused) {
+    free(rows);
+    free(a);
+    free(refused);
+    return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  }
+  for (int i = 0; i < n; i++) {
+    existing[i] = 0;
+    terr_clear(&errs[i]);
+    refused[i] = rcs[i] = store__job_insert_prep(&jobs[i], &errs[i]);
+    rows[i] = jobs[i];
+    if (!rows[i].owner) rows[i].owner = "";
+    if (!rows[i].backend_requested) rows[i].backend_requested = "auto";
+    a[i].j = &rows[i];
+    store_job_clear(&a[i].found);
+  }
+  insert_many_args m = {a, n, rcs, refused, errs};
+  int rc = pg__write_grouped(impl, insert_many_tx, &m, e);
+  for (int i = 0; i < n; i++) {
+    if (rc) {
+      store_job_clear(&a[i].found);
+      if (!refused[i]) {
+        rcs[i] = rc;
+        if (e) errs[i] = *e;
+      }
+      continue;
+    }
+    if (a[i].existing) {
+      store_job_clear(&jobs[i]);
+      jobs[i] = a[i].found;
+      existing[i] = 1;
+    }
+  }
+  free(rows);
+  free(a);
+  free(refused);
+  return rc;
 }
 
 /* ---- reads ---------------------------------------------------------------- */

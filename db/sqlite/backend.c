@@ -31,6 +31,10 @@ static int be_job_insert_async(void *impl, store_job *j, terr *e) {
   return sq_job_insert_async(impl, j, e);
 }
 
+static int be_job_insert_many(void *impl, store_job *jobs, int n, int *existing, int *rcs, terr *errs, terr *e) {
+  return sq_job_insert_many(impl, jobs, n, existing, rcs, errs, e);
+}
+
 static int be_sync(void *impl, terr *e) {
   return sq_sync(impl, e);
 }
@@ -131,6 +135,7 @@ const store_backend store_sqlite_backend = {
     .schema_version = be_schema_version,
     .job_insert = be_job_insert,
     .job_insert_async = be_job_insert_async,
+    .job_insert_many = be_job_insert_many,
     .sync = be_sync,
     .job_get = be_job_get,
     .job_list = be_job_list,

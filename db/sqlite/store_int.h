@@ -250,6 +250,7 @@ int sq_ready(sqstore *s);
 int sq_schema_version(sqstore *s);
 int sq_job_insert(sqstore *s, store_job *j, int *existing, terr *e);
 int sq_job_insert_async(sqstore *s, store_job *j, terr *e);
+int sq_job_insert_many(sqstore *s, store_job *jobs, int n, int *existing, int *rcs, terr *errs, terr *e);
 int sq_sync(sqstore *s, terr *e);
 int sq_job_get(sqstore *s, const char *id, const char *owner, store_job *out, terr *e);
 int sq_job_list(sqstore *s, const store_job_filter *f, store_job **jobs, int *n, int *has_next, store_job_pos *next, int64_t *total, terr *e);

@@ -1,5 +1,6 @@
-/* store_jobs.c — the job rows: insert (with idempotency, or [async]),
- * get, list, the unfinished ones for recovery, a result kept in the row.
+/* store_jobs.c — the job rows: insert (with idempotency, or [async], or a
+ * chunk of store_insert_jobs: its rows under one savepoint, row by row
+ * with a savepoint each only when one fails), get, list, the unfinished ones for recovery, a result kept in the row.
  * The lifecycle writes
  * (start, finish, requeue, delete) are in store_lifecycle.c.
  *
@@ -321,6 +322,126 @@ int sq_job_insert(sqstore *s, store_job *j, int *existing, terr *e) {
     if (existing) *existing = 1;
   }
   return 0;
+}
+
+/* A chunk of store_insert_jobs: its rows, each with its own outcome. */
+typedef struct insert_many_args {
+  store_job *rows; /* prepared, owner and backend_requested set */
+  insert_args *a;  /* per row */
+  int n;
+  int *rcs;
+  terr *errs;
+} insert_many_args;
+
+static int wstep(sqstore *s, const char *sql, terr *e) {
+  sqlite3_stmt *st;
+  int rc = store__stmt(&s->w, sql, &st, e);
+  return rc ? rc : store__exec_stmt(&s->w, st, "savepoint", e);
+}
+
+/* Writer thread: the chunk's rows under one savepoint, none of their own:
+ * 0 when every row went in; 1 when one failed (the savepoint is rolled
+ * back: go row by row); else the error that ends the chunk. */
+static int insert_many_fast(sqstore *s, insert_many_args *m, terr *e) {
+  int rc = wstep(s, "SAVEPOINT many", e);
+  if (rc) return rc;
+  for (int i = 0; i < m->n; i++) {
+    if (m->rcs[i]) continue; /* refused before the store */
+    store_wop row = {.fn = insert_fn, .arg = &m->a[i]};
+    terr_clear(&m->errs[i]);
+    int r = insert_fn(s, &row, &m->errs[i]);
+    if (sqlite3_get_autocommit(s->w.db)) /* an I/O error ended it all */
+      return r ? (*e = m->errs[i], r) : store__dberr(e, s->w.db, "insert jobs");
+    if (r) {
+      for (int k = 0; k <= i; k++) {
+        store_job_clear(&m->a[k].found);
+        m->a[k].existing = 0;
+      }
+      terr_clear(&m->errs[i]);
+      rc = wstep(s, "ROLLBACK TO many", e);
+      if (!rc) rc = wstep(s, "RELEASE many", e);
+      return rc ? rc : 1;
+    }
+  }
+  return wstep(s, "RELEASE many", e);
+}
+
+/* Writer thread: the fast way first; when a row fails, every row in its
+ * own savepoint (a row that fails undoes only itself), the whole chunk in
+ * the batch's transaction. */
+static int insert_many_fn(sqstore *s, store_wop *op, terr *e) {
+  insert_many_args *m = op->arg;
+  int frc = insert_many_fast(s, m, e);
+  if (frc != 1) return frc;
+  for (int i = 0; i < m->n; i++) {
+    store_job_clear(&m->a[i].found);
+    m->a[i].existing = 0;
+    if (m->rcs[i]) continue; /* refused before the store */
+    store_wop row = {.fn = insert_fn, .arg = &m->a[i]};
+    sqlite3_stmt *st;
+    int rc = store__stmt(&s->w, "SAVEPOINT row", &st, e);
+    if (!rc) rc = store__exec_stmt(&s->w, st, "savepoint", e);
+    if (rc) return rc;
+    terr_clear(&m->errs[i]);
+    m->rcs[i] = insert_fn(s, &row, &m->errs[i]);
+    if (sqlite3_get_autocommit(s->w.db)) /* an I/O error ended it all */
+      return m->rcs[i] ? (*e = m->errs[i], m->rcs[i])
+                       : store__dberr(e, s->w.db, "insert jobs");
+    if (m->rcs[i]) {
+      store_job_clear(&m->a[i].found);
+      m->a[i].existing = 0;
+      if ((rc = store__stmt(&s->w, "ROLLBACK TO row", &st, e)) ||
+          (rc = store__exec_stmt(&s->w, st, "savepoint", e)))
+        return rc;
+    }
+    if ((rc = store__stmt(&s->w, "RELEASE row", &st, e)) ||
+        (rc = store__exec_stmt(&s->w, st, "savepoint", e)))
+      return rc;
+  }
+  return 0;
+}
+
+/* [sync] See store.h (store_insert_jobs: one chunk, one op). */
+int sq_job_insert_many(sqstore *s, store_job *jobs, int n, int *existing,
+                       int *rcs, terr *errs, terr *e) {
+  if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
+  store_job *rows = calloc((size_t)n, sizeof *rows);
+  insert_args *a = calloc((size_t)n, sizeof *a);
+  if (!rows || !a) {
+    free(rows);
+    free(a);
+    return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  }
+  for (int i = 0; i < n; i++) {
+    existing[i] = 0;
+    terr_clear(&errs[i]);
+    rcs[i] = store__job_insert_prep(&jobs[i], &errs[i]);
+    rows[i] = jobs[i];
+    if (!rows[i].owner) rows[i].owner = "";
+    if (!rows[i].backend_requested) rows[i].backend_requested = "auto";
+    a[i].j = &rows[i];
+    store_job_clear(&a[i].found);
+  }
+  insert_many_args m = {rows, a, n, rcs, errs};
+  int rc = store__write(s, insert_many_fn, &m, e);
+  for (int i = 0; i < n; i++) {
+    if (rc) {
+      store_job_clear(&a[i].found);
+      if (!rcs[i]) {
+        rcs[i] = rc;
+        if (e) errs[i] = *e;
+      }
+      continue;
+    }
+    if (a[i].existing) {
+      store_job_clear(&jobs[i]);
+      jobs[i] = a[i].found;
+      existing[i] = 1;
+    }
+  }
+  free(rows);
+  free(a);
+  return rc;
 }
 
 /* An async insert: the op, its arguments and the row's strings in one

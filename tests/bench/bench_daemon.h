@@ -1,7 +1,8 @@
 /* bench_daemon.h — the real tesseld for a benchmark: started on a free port
  * with a fresh data dir, stopped with SIGKILL (no clean shutdown: what was
- * acknowledged must already be durable). Header-only: each bench_*.c is one
- * program.
+ * acknowledged must already be durable). bench_daemon_start with parent
+ * NULL starts it again on the same data dir (after a kill -9). Header-only:
+ * each bench_*.c is one program.
  */
 #ifndef TESSEL_BENCH_DAEMON_H
 #define TESSEL_BENCH_DAEMON_H
@@ -28,11 +29,13 @@ typedef struct bench_daemon {
 static inline int bench_daemon_start(bench_daemon *d, const char *exe,
                               const char *parent, const char *name,
                               const char *const *extra) {
-  memset(d, 0, sizeof *d);
-  snprintf(d->dir, sizeof d->dir, "%s/tessel_%s_XXXXXX", parent, name);
-  if (!mkdtemp(d->dir)) {
-    perror("mkdtemp");
-    return -1;
+  if (parent) { /* a fresh data dir; NULL: again on d->dir (a restart) */
+    memset(d, 0, sizeof *d);
+    snprintf(d->dir, sizeof d->dir, "%s/tessel_%s_XXXXXX", parent, name);
+    if (!mkdtemp(d->dir)) {
+      perror("mkdtemp");
+      return -1;
+    }
   }
   int out[2];
   if (pipe(out) != 0) return -1;

@@ -28,7 +28,11 @@
  *
  *   bench_service <tesseld> [--seconds S=2] [--conc 1,4,8,16,64]
  *                 [--max-jobs N=200000] [--threads T] [--http-threads H]
- *                 [--dir PARENT=/tmp]
+ *                 [--dir PARENT=/tmp] [--batch B,.. [--kill-rounds R=0]]
+ * --batch runs the batch modes instead (bench_batch.h: B jobs per POST
+ * /v1/jobs:batch at each concurrency of --conc, submit->start and
+ * submit->end percentiles, then R kill -9 rounds under the last cell's
+ * load counting acknowledged jobs lost and jobs run twice).
  * --threads / --http-threads are passed to the daemon (default: its own
  * defaults, one CPU worker per core and 4 HTTP threads).
  *
@@ -267,6 +271,8 @@ out:
   return c;
 }
 
+#include "bench_batch.h" /* --batch: the batch modes and kill rounds */
+
 /* ---- the store peer ----------------------------------------------------------- */
 
 typedef struct peer_arg {
@@ -405,7 +411,7 @@ out:
 
 /* ---- main ------------------------------------------------------------------------ */
 
-static int parse_conc(const char *s, int *v, int *n) {
+static int parse_list(const char *s, int *v, int *n, int max) {
   char buf[256];
   snprintf(buf, sizeof buf, "%s", s);
   *n = 0;
@@ -414,7 +420,7 @@ static int parse_conc(const char *s, int *v, int *n) {
     char save = p[len];
     p[len] = 0;
     int64_t x;
-    if (t_parse_i64(p, &x) != 0 || x < 1 || x > MAX_CONC) return -1;
+    if (t_parse_i64(p, &x) != 0 || x < 1 || x > max) return -1;
     v[(*n)++] = (int)x;
     p += len + (save ? 1 : 0);
   }
@@ -427,13 +433,15 @@ int main(int argc, char **argv) {
   double seconds = 2;
   int64_t max_jobs = 200000;
   int conc[16] = {1, 4, 8, 16, 64}, nconc = 5;
+  int bs[16], nb = 0;
+  int64_t rounds = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int bad = 0;
     if (strcmp(a, "--seconds") == 0 && v)
       bad = t_parse_f64(v, &seconds) || !(seconds > 0 && seconds <= 600), i++;
     else if (strcmp(a, "--conc") == 0 && v)
-      bad = parse_conc(v, conc, &nconc), i++;
+      bad = parse_list(v, conc, &nconc, MAX_CONC), i++;
     else if (strcmp(a, "--max-jobs") == 0 && v)
       bad = t_parse_i64(v, &max_jobs) || max_jobs < 1 || max_jobs > 10000000,
       i++;
@@ -443,6 +451,10 @@ int main(int argc, char **argv) {
       http_threads = v, i++;
     else if (strcmp(a, "--dir") == 0 && v)
       parent = v, i++;
+    else if (strcmp(a, "--batch") == 0 && v)
+      bad = parse_list(v, bs, &nb, 10000), i++;
+    else if (strcmp(a, "--kill-rounds") == 0 && v)
+      bad = t_parse_i64(v, &rounds) || rounds < 0 || rounds > 100, i++;
     else if (a[0] != '-' && !exe)
       exe = a;
     else
@@ -452,7 +464,8 @@ int main(int argc, char **argv) {
   if (!exe) {
     fprintf(stderr,
             "usage: %s <tesseld> [--seconds S] [--conc 1,4,8,16,64] [--max-jobs N]"
-            " [--threads T] [--http-threads H] [--dir PARENT]\n",
+            " [--threads T] [--http-threads H] [--dir PARENT]"
+            " [--batch B,.. [--kill-rounds R]]\n",
             argv[0]);
     return 2;
   }
@@ -472,6 +485,12 @@ int main(int argc, char **argv) {
     extra[ne++] = http_threads;
   }
   extra[ne] = NULL;
+  if (nb) {
+    int rc = batch_main(exe, parent, extra, bs, nb, conc, nconc, seconds,
+                        (int)rounds);
+    curl_global_cleanup();
+    return rc;
+  }
   if (bench_daemon_start(&d, exe, parent, "bench_service", extra) != 0) return 1;
 
   idlist ids = {calloc((size_t)max_jobs * (size_t)nconc + 4096, T_ID_MAX), 0,

@@ -42,6 +42,7 @@ else
   echo "== bench_service: no $B/tesseld (skipped)"
 fi
 run bench_store 2 1
+run bench_insert --seconds 2
 run bench_sched
 run bench_map 1e7 2
 run bench_sink 1e6,1e7 2

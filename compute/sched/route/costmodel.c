@@ -427,6 +427,13 @@ int cm_model_from_json(const json_t *j, cm_model *m, terr *e) {
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static cm_model g_model;
 static int g_ready, g_since_save;
+static double g_saved_ms; /* t_now_ms of the last save */
+/* Rewriting the file (a new inode, a rename) costs tens of microseconds
+ * under g_mu, which every worker's observation takes: at thousands of tiny
+ * jobs a second, "every 16 observations" alone was a tenth of the daemon's
+ * CPU (issue 26's profile). At most once a second, then; cm_shutdown
+ * saves the rest. */
+#define CM_SAVE_MIN_MS 1000.0
 static char g_path[1024];
 
 static void save_locked(void) {
@@ -442,6 +449,7 @@ static void save_locked(void) {
   }
   json_decref(j);
   g_since_save = 0;
+  g_saved_ms = t_now_ms();
 }
 
 /* "router: the kinds' rates: matmul gemm_1 3.1e+10, ..." (none: no line). */
@@ -523,7 +531,8 @@ void cm_observe(const kind_ops *k, const job_estimate *est, tbackend b,
   pthread_mutex_lock(&g_mu);
   if (g_ready) {
     cm_model_observe(&g_model, k, est, b, ms);
-    if (++g_since_save >= 16) save_locked();
+    if (++g_since_save >= 16 && t_now_ms() - g_saved_ms >= CM_SAVE_MIN_MS)
+      save_locked();
   }
   pthread_mutex_unlock(&g_mu);
 }

@@ -164,8 +164,9 @@ int cm_calibrate_in(cm_rates *r, int threads, const char *dir, terr *e);
 int cm_init(const char *path, const char *dir, int threads, int64_t row_max,
             int64_t inline_max, terr *e);
 int cm_ready(void);
-/* Record a finished run (total ms on backend b), and every 16 records
- * rewrite the cache file so that corrections survive a restart. */
+/* Record a finished run (total ms on backend b), and every 16 records (at
+ * most once a second; cm_shutdown writes the rest) rewrite the cache file
+ * so that corrections survive a restart. */
 void cm_observe(const kind_ops *k, const job_estimate *est, tbackend b, double ms);
 int cm_choose(const kind_ops *k, const job_estimate *est, int gpu_ok,
               tbackend *chosen, char *reason, size_t len, json_t **estimates);
