@@ -248,10 +248,20 @@ void gang_copy(gang *g, const gang_item *items, int n);
  * results. */
 void stage_prefault(devctx *d, tarray *out, double *ms);
 
-/* Copy a whole pageable host buffer to the device / back, through the
- * pinned slots (host copies by the gang overlapped with the DMA). On the
- * copy streams; return after the copy is complete. Not for use while a
- * chunked pipeline holds the slots. */
+/* 1 when every byte of [p, p + bytes) is page-locked host memory the DMA
+ * engines reach directly (cudaHostAlloc'd, or cudaHostRegister'ed: a
+ * registered shared-memory region), so that copies need no staging slot;
+ * 0 for pageable memory, device memory, NULL or bytes 0. Both ends are
+ * asked (cudaPointerGetAttributes: cudaMemoryTypeHost); a range over two
+ * registrations with a hole between would pass, and its DMA then fails
+ * the job with CUDA's error (never a wrong result). */
+int stage_pinned(const void *p, size_t bytes);
+
+/* Copy a whole host buffer to the device / back. Page-locked host memory
+ * (stage_pinned) goes by one DMA, no staging copy; pageable memory goes
+ * through the pinned slots (host copies by the gang overlapped with the
+ * DMA). On the copy streams; return after the copy is complete. Not for use
+ * while a chunked pipeline holds the slots. */
 int stage_upload(devctx *d, void *dst, const void *src, size_t bytes, terr *e);
 int stage_download(devctx *d, void *dst, const void *src, size_t bytes,
                    terr *e);
