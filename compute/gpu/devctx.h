@@ -266,6 +266,12 @@ int stage_upload(devctx *d, void *dst, const void *src, size_t bytes, terr *e);
 int stage_download(devctx *d, void *dst, const void *src, size_t bytes,
                    terr *e);
 
+/* A device buffer of out->size elements into out: stage_download when
+ * out has data, else (a result sink: compute/array/codec/npyfile.c)
+ * through the slots, each chunk written into the file by tarray_write
+ * (pwrite) while the next chunk's DMA runs. */
+int stage_download_array(devctx *d, tarray *out, const void *src, terr *e);
+
 /* Milliseconds between two completed events (0 when unavailable). */
 double dev_event_ms(cudaEvent_t a, cudaEvent_t b);
 
@@ -309,6 +315,9 @@ void kcache_unload(devctx *d);
 /* Compile `src` for sm_<arch> with the options kcache uses and throw the
  * result away (needs no GPU: tests use it to check generated kernels). */
 int kcache_compile_check(const char *src, int arch, double *ms, terr *e);
+/* Load NVRTC in the background (a tiny compile on a detached thread), so
+ * that the first job's compile does not pay its cold start. gpu_init. */
+void kcache_warm_async(int arch);
 /* Counters for tests and the benchmark. */
 typedef struct kcache_stats {
   int64_t compiles, mem_hits, disk_hits, module_hits;

@@ -64,6 +64,9 @@ print("uploaded", a["id"], a["bytes"], "bytes")
 del body
 
 
+results = {}
+
+
 def job(backend):
     j = req("POST", "/v1/jobs?wait=60", json.dumps(
         {"kind": "map", "backend": backend,
@@ -71,6 +74,9 @@ def job(backend):
     if j.get("status") != "succeeded":
         print("job:", json.dumps(j)[:600])
     t = j.get("timings_ms", {})
+    if backend not in results:  # each backend's result once, to compare
+        with urllib.request.urlopen(url + "/v1/jobs/%s/result?format=npy" % j["id"], timeout=600) as f:
+            results[backend] = f.read()
     req("DELETE", "/v1/jobs/" + j["id"])
     return t
 
@@ -81,6 +87,9 @@ runs = {"cuda": [], "cpu": []}
 for _ in range(REPS):
     for b in ("cuda", "cpu"):
         runs[b].append(job(b))
+same = results.get("cuda") == results.get("cpu")
+print("cuda and cpu results: %s (%d bytes)" % ("the same bytes" if same else "DIFFER",
+                                             len(results.get("cuda", b""))))
 keys = ["queue", "prepare", "h2d", "compute", "d2h", "store", "total"]
 print("\n## `map %s` on an uploaded %g float64 array (job timings_ms, medians of %d)\n"
       % (EXPR, N, REPS))

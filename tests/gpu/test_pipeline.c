@@ -15,6 +15,8 @@
  *     and pageable inputs and outputs, a broadcasting row input included,
  *     and with the inputs resident (the whole path, d2h straight into the
  *     pinned output);
+ *   - a result sink (a file written by slices, as a cuda map's smaller
+ *     results are) gets the same bits from the chunked and whole paths;
  *   - reduce min and max give the CPU's bits; sum gives the same bits from
  *     pinned and pageable inputs (the same chunks, the same order) and the
  *     CPU's within the reduce kind's tolerance.
@@ -22,6 +24,7 @@
  * benchmark (tests/bench/bench_pipeline.c) reports it. Exits 77 ("SKIPPED:
  * no CUDA device") without a GPU.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -186,6 +189,49 @@ TEST(map_resident_whole_into_pinned) {
   gpu_resident_drop(ids[1]);
 }
 
+/* A result file written by slices (a sink: what a cuda map writes below
+ * KIND_GPU_SINK_MAX), from the chunked path (streamed inputs) and the
+ * whole path (resident inputs): read back, the CPU's bits. */
+static char g_dir[64];
+TEST(map_into_a_sink) {
+  const char *const ids[1] = {"a_pipe_sink"};
+  int64_t C = map_chunk(1);
+  const int64_t sizes[] = {1, C - 1, C + 1, 9 * C + 5};
+  for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+    for (int resident = 0; resident < 2; resident++)
+      for (int pinned = 0; pinned < 2; pinned++) {
+        int64_t n = sizes[s];
+        terr e;
+        expr *x = NULL;
+        CHECK(expr_compile("a*a - a", &x, &e) == 0);
+        ext in;
+        ext_make(&in, 1, &n, pinned);
+        ext_fill(&in, 300 + (uint64_t)s);
+        const tarray *ins[1] = {&in.t};
+        tarray *ref = cpu_map(x, ins, 1, &n), *out = NULL, *back = NULL;
+        char path[128];
+        snprintf(path, sizeof path, "%s/sink-%zu-%d-%d.npy", g_dir, s, resident, pinned);
+        CHECK_MSG(tarray_create_npy_sink(path, T_F64, 1, &n, &out, &e) == 0, "%s",
+                  e.message);
+        tu_job j;
+        tu_job_init(&j, 0);
+        CHECK_MSG(gpu_map(0, x, ins, resident ? ids : NULL, out, &j.ctx, &e) == 0,
+                  "sink n=%lld: %s", (long long)n, e.message);
+        tarray_free(out);
+        CHECK_MSG(tarray_map_npy(path, &back, &e) == 0, "%s", e.message);
+        int64_t first = -1;
+        CHECK_MSG(back && back->size == n && differing(back, ref, &first) == 0,
+                  "sink n=%lld resident %d pinned %d: first differing [%lld]",
+                  (long long)n, resident, pinned, (long long)first);
+        tarray_free(back);
+        tarray_free(ref);
+        unlink(path);
+        ext_free(&in);
+        expr_free(x);
+        gpu_resident_drop(ids[0]);
+      }
+}
+
 /* One reduce over all of a (op), on `pinned` input; result in *v. */
 static int run_reduce(int op, int64_t n, int pinned, int use_cpu, double *v) {
   terr e;
@@ -277,6 +323,7 @@ TEST(registered_heap_output) {
 int main(void) {
   char dir[] = "/tmp/tessel-gpu-pipe-XXXXXX";
   CHECK(mkdtemp(dir) != NULL);
+  snprintf(g_dir, sizeof g_dir, "%s", dir);
   gpu_config cfg = {dir, 0.5, STAGE_BYTES};
   gpu_configure(&cfg);
   CHECK(gpu_init() == 0);
@@ -284,6 +331,7 @@ int main(void) {
   RUN(map_pinned_and_pageable_like_the_cpu);
   RUN(map_broadcast_row_pinned);
   RUN(map_resident_whole_into_pinned);
+  RUN(map_into_a_sink);
   RUN(reduce_pinned_and_pageable);
   RUN(registered_heap_output);
   gpu_shutdown();

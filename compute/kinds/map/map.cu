@@ -26,6 +26,20 @@
  *             result into `out`. So up to four chunks are in flight, and
  *             copy-in, compute and copy-out of different chunks overlap.
  *             The stop flag is checked before every chunk.
+ * Page-locked host memory (issue 25): a streamed input that is pinned
+ * (stage_pinned: a cudaHostAlloc'd buffer or a registered shared-memory
+ * region) goes up by DMA from where it lies, and a pinned output is the
+ * copy-out's destination itself, so neither passes through a slot or the
+ * gang; the slot's pinned part is then unused for it, and the chunking,
+ * streams and events are as above. Measured on an H200 (bench_pipeline):
+ * 10^8 float64 `x**2 + 2*x + 1` pinned -> pinned in 16.7 ms, h2d and d2h of
+ * different chunks at once (the two copies back to back take 28.9 ms).
+ * A result sink (a file written by slices: kind_gpu_sink picks it for
+ * results below KIND_GPU_SINK_MAX, where a fresh mapping's prefault costs
+ * more than it saves) is written by tarray_write (pwrite) from the slot.
+ * TESSEL_GPU_TRACE (set to anything) logs each run's own marks (device
+ * lock, prefault, kernel cache, inputs, the run) at info level: how the
+ * breakdown of tests/bench/results/h200-2026-11-28-pipeline.md was taken.
  * Timings: h2d / compute / d2h add the copy and kernel times of every chunk
  * (CUDA events) plus the host staging copies; in the chunked path they
  * overlap, so their sum can exceed the wall time.
@@ -168,7 +182,7 @@ static int map_whole(devctx *d, CUfunction fn, int groups, fuse_args *args,
   *job->t_compute += dev_event_ms(d->ev_a, d->ev_b);
   {
     double t0 = t_now_ms();
-    T_TRY(stage_download(d, out->data, obuf->ptr, (size_t)out->size * es, e));
+    T_TRY(stage_download_array(d, out, obuf->ptr, e));
     *job->t_d2h += t_now_ms() - t0;
   }
   if (job->keep_as) /* for a chained job: stays on the device (resident.cu) */
@@ -195,7 +209,11 @@ static int slot_finish(devctx *d, int s, const chunk_rec *c, size_t out_region,
   *job->t_h2d += dev_event_ms(sl->h2d_start, sl->h2d_done);
   *job->t_compute += dev_event_ms(sl->comp_start, sl->comp_done);
   *job->t_d2h += dev_event_ms(sl->d2h_start, sl->d2h_done);
-  if (!out_pinned) { /* else the DMA wrote into out itself */
+  if (out->sink) { /* a result file written by slices: pwrite the slot */
+    double t0 = t_now_ms();
+    T_TRY(tarray_write(out, c->start, c->count, sl->host + out_region, e));
+    *job->t_d2h += t_now_ms() - t0;
+  } else if (!out_pinned) { /* else the DMA wrote into out itself */
     double t0 = t_now_ms();
     gang_item it = {(char *)out->data + (size_t)c->start * es,
                     sl->host + out_region, (size_t)c->count * es};
