@@ -248,13 +248,29 @@ void gang_copy(gang *g, const gang_item *items, int n);
  * results. */
 void stage_prefault(devctx *d, tarray *out, double *ms);
 
-/* Copy a whole pageable host buffer to the device / back, through the
- * pinned slots (host copies by the gang overlapped with the DMA). On the
- * copy streams; return after the copy is complete. Not for use while a
- * chunked pipeline holds the slots. */
+/* 1 when every byte of [p, p + bytes) is page-locked host memory the DMA
+ * engines reach directly (cudaHostAlloc'd, or cudaHostRegister'ed: a
+ * registered shared-memory region), so that copies need no staging slot;
+ * 0 for pageable memory, device memory, NULL or bytes 0. Both ends are
+ * asked (cudaPointerGetAttributes: cudaMemoryTypeHost); a range over two
+ * registrations with a hole between would pass, and its DMA then fails
+ * the job with CUDA's error (never a wrong result). */
+int stage_pinned(const void *p, size_t bytes);
+
+/* Copy a whole host buffer to the device / back. Page-locked host memory
+ * (stage_pinned) goes by one DMA, no staging copy; pageable memory goes
+ * through the pinned slots (host copies by the gang overlapped with the
+ * DMA). On the copy streams; return after the copy is complete. Not for use
+ * while a chunked pipeline holds the slots. */
 int stage_upload(devctx *d, void *dst, const void *src, size_t bytes, terr *e);
 int stage_download(devctx *d, void *dst, const void *src, size_t bytes,
                    terr *e);
+
+/* A device buffer of out->size elements into out: stage_download when
+ * out has data, else (a result sink: compute/array/codec/npyfile.c)
+ * through the slots, each chunk written into the file by tarray_write
+ * (pwrite) while the next chunk's DMA runs. */
+int stage_download_array(devctx *d, tarray *out, const void *src, terr *e);
 
 /* Milliseconds between two completed events (0 when unavailable). */
 double dev_event_ms(cudaEvent_t a, cudaEvent_t b);
@@ -299,6 +315,9 @@ void kcache_unload(devctx *d);
 /* Compile `src` for sm_<arch> with the options kcache uses and throw the
  * result away (needs no GPU: tests use it to check generated kernels). */
 int kcache_compile_check(const char *src, int arch, double *ms, terr *e);
+/* Load NVRTC in the background (a tiny compile on a detached thread), so
+ * that the first job's compile does not pay its cold start. gpu_init. */
+void kcache_warm_async(int arch);
 /* Counters for tests and the benchmark. */
 typedef struct kcache_stats {
   int64_t compiles, mem_hits, disk_hits, module_hits;

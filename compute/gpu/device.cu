@@ -280,8 +280,10 @@ int gpu_init(void) {
   if (g_ndev == 0)
     set_reason("no usable CUDA device: %s%s",
                g_nskipped ? g_skipped[0].why : "none found", "");
-  else
+  else {
     g_reason[0] = 0;
+    kcache_warm_async(10 * g_dev[0].cc_major + g_dev[0].cc_minor);
+  }
   return 0;
 }
 

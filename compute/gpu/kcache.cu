@@ -278,6 +278,32 @@ int kcache_compile_check(const char *src, int arch, double *ms, terr *e) {
   return rc;
 }
 
+/* NVRTC's first compile in a process loads its builtins library from disk:
+ * on a machine whose file cache is cold that took ~170 ms more than the
+ * ~25 ms of a compile (issue 25: the "compute 163 ms" of a first cuda map
+ * on an H200). gpu_init starts this once, on its own detached thread, so
+ * that the first job finds NVRTC loaded; a failure here is only a missed
+ * warm-up (the job's own compile reports any real error). */
+static void *warm_main(void *arg) {
+  int arch = (int)(intptr_t)arg;
+  terr e;
+  terr_clear(&e);
+  (void)kcache_compile_check("extern \"C\" __global__ void tx_warm(double *p) "
+                             "{ if (p) p[threadIdx.x] += 1.0; }\n",
+                             arch, NULL, &e);
+  return NULL;
+}
+
+void kcache_warm_async(int arch) {
+  pthread_t th;
+  pthread_attr_t at;
+  if (getenv("TESSEL_NO_NVRTC_WARM")) return;
+  if (pthread_attr_init(&at) != 0) return;
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  (void)pthread_create(&th, &at, warm_main, (void *)(intptr_t)arch);
+  pthread_attr_destroy(&at);
+}
+
 /* ---- the entry point --------------------------------------------------- */
 
 static kc_mod *mod_find(devctx *d, const char *key) {

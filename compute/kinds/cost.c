@@ -10,8 +10,17 @@
  * the time. Pure functions, any thread.
  */
 #include <math.h>
+#include <stdlib.h>
 
 #include "compute/kinds/kinds.h"
+#include "util/util.h"
+
+int kind_gpu_sink(double bytes) {
+  const char *v = getenv("TESSEL_GPU_SINK_MAX");
+  int64_t cap;
+  if (v && t_parse_i64(v, &cap) == 0 && cap >= 0) return bytes <= (double)cap;
+  return bytes <= KIND_GPU_SINK_MAX;
+}
 
 double kind_vm_cpu_s(const job_estimate *est, int all, const kind_machine *m) {
   double work = est->work > 0 && isfinite(est->work) ? est->work : 0;

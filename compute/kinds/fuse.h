@@ -97,6 +97,8 @@ typedef struct fuse_input {
   int streamed;     /* full-size input copied chunk by chunk */
   size_t es;        /* element size (set by the caller) */
   size_t region;    /* its offset in a staging slot (streamed) */
+  int pinned;       /* streamed from page-locked host memory: DMA from it
+                       directly, no slot copy (stage_pinned) */
 } fuse_input;
 
 /* Place every input (m[i].es set by the caller): scalars copied, uploaded

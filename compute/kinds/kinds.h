@@ -259,6 +259,15 @@ double kind_vm_gpu_s(const job_estimate *est, double bytes, double out,
                      const kind_machine *m);
 extern const kind_cost kind_cost_vm;
 
+/* Whether a cuda run of a KIND_COST_SINK kind (map) writes a result of
+ * `bytes` into a sink (pwrite from the pinned slots, one writer) rather
+ * than a fresh shared mapping (prefaulted, then filled by the gang): below
+ * KIND_GPU_SINK_MAX the mapping's prefault is dearer than the copies it
+ * saves (issue 25; tests/bench/results/h200-2026-11-28-pipeline.md).
+ * TESSEL_GPU_SINK_MAX (bytes) overrides it, for measuring. cost.c. */
+#define KIND_GPU_SINK_MAX ((double)(256 << 20))
+int kind_gpu_sink(double bytes);
+
 /* ---- splitting into row tiles (compute/sched/split.c) -------------------- */
 
 /* How the tiles' part 0 joins into the job's result (every other part is

@@ -152,6 +152,32 @@ TEST(monotonic) {
   }
 }
 
+/* A cuda map writes a result below KIND_GPU_SINK_MAX into a sink from the
+ * pinned slots (one writer: the sink's one-thread rate), a bigger one into
+ * a prefaulted mapping (issue 25: at 10^7 float64 the mapping's prefault
+ * alone took 35 ms on an H200, the sink's whole write 19 ms). */
+TEST(cuda_results_below_the_sink_cap_go_to_a_sink) {
+  cm_model m;
+  cm_rates r = rates(1);
+  r.mwrite_pf = 6.6e9;
+  cm_model_init(&m, &r);
+  job_estimate small = map_est(1e7, 1), big = map_est(1e8, 1);
+  cm_parts p;
+  CHECK(kind_gpu_sink(8e7) && !kind_gpu_sink(8e8));
+  cm_model_parts(&m, km, &small, B_CUDA, &p);
+  CHECK_NEAR(p.store, r.file_fixed_s + 8e7 / r.write_n, 1e-9);
+  cm_model_parts(&m, km, &big, B_CUDA, &p);
+  CHECK_NEAR(p.store, r.file_fixed_s + 8e8 / 6.6e9, 1e-9);
+  /* the override moves the cap both ways (for measuring) */
+  setenv("TESSEL_GPU_SINK_MAX", "0", 1);
+  CHECK(!kind_gpu_sink(8e7));
+  cm_model_parts(&m, km, &small, B_CUDA, &p);
+  CHECK_NEAR(p.store, r.file_fixed_s + 8e7 / 6.6e9, 1e-9);
+  setenv("TESSEL_GPU_SINK_MAX", "1000000000", 1);
+  CHECK(kind_gpu_sink(8e8));
+  unsetenv("TESSEL_GPU_SINK_MAX");
+}
+
 /* x**2 + 2*x + 1 over n float64 read from an upload (a mapped file). */
 static job_estimate upload_est(double n) {
   job_estimate e = map_est(n, 7);
@@ -415,6 +441,7 @@ int main(void) {
   RUN(stored_results_cost_a_gpu_job);
   RUN(store_does_not_scale_with_threads);
   RUN(inputs_where_they_come_from);
+  RUN(cuda_results_below_the_sink_cap_go_to_a_sink);
   RUN(corrections);
   RUN(json_roundtrip);
   RUN(calibrate_and_cache);

@@ -16,8 +16,11 @@
  * evaluated into its slot's buffer (one chunk, at most 512 KiB: it stays
  * in the core's L2) and written at its offset in the result's file by the
  * thread that computed it, so threads never fault pages of a shared
- * mapping and the result is not held twice. A GPU run takes result_alloc's
- * memory (its copies from the device land there).
+ * mapping and the result is not held twice. A GPU run takes result_stream
+ * too when the result is below KIND_GPU_SINK_MAX (kind_gpu_sink: its
+ * chunks are written from the pinned slots, compute/kinds/map/map.cu), and
+ * result_alloc's memory for bigger ones (a mapping the GPU's gang
+ * prefaults, then fills; issue 25's measurements say where each wins).
  *
  * Threads: check on an HTTP thread; prepare/run/release on a scheduler
  * worker; run's chunks on pool threads, each writing only its own range of
@@ -180,7 +183,14 @@ static int map_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
   *result = NULL;
   map_plan *p = plan;
   tarray *out = NULL;
-  int rc = b != B_CUDA && ctx->result_stream
+  /* A CPU run streams its result into a sink from the pool's threads; a
+   * cuda run too when the result is small enough that a fresh mapping's
+   * prefault would cost more than writing from the pinned slots
+   * (kind_gpu_sink). */
+  double bytes = (double)tdtype_size(p->k.dt) *
+                 (double)tshape_size(p->k.ndim, p->k.shape, INT64_MAX);
+  int sink = b != B_CUDA || kind_gpu_sink(bytes);
+  int rc = sink && ctx->result_stream
                ? ctx->result_stream(ctx, p->k.dt, p->k.ndim, p->k.shape, &out, e)
                : ctx->result_alloc(ctx, p->k.dt, p->k.ndim, p->k.shape, &out, e);
   if (rc) return rc;

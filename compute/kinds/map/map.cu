@@ -26,6 +26,20 @@
  *             result into `out`. So up to four chunks are in flight, and
  *             copy-in, compute and copy-out of different chunks overlap.
  *             The stop flag is checked before every chunk.
+ * Page-locked host memory (issue 25): a streamed input that is pinned
+ * (stage_pinned: a cudaHostAlloc'd buffer or a registered shared-memory
+ * region) goes up by DMA from where it lies, and a pinned output is the
+ * copy-out's destination itself, so neither passes through a slot or the
+ * gang; the slot's pinned part is then unused for it, and the chunking,
+ * streams and events are as above. Measured on an H200 (bench_pipeline):
+ * 10^8 float64 `x**2 + 2*x + 1` pinned -> pinned in 16.7 ms, h2d and d2h of
+ * different chunks at once (the two copies back to back take 28.9 ms).
+ * A result sink (a file written by slices: kind_gpu_sink picks it for
+ * results below KIND_GPU_SINK_MAX, where a fresh mapping's prefault costs
+ * more than it saves) is written by tarray_write (pwrite) from the slot.
+ * TESSEL_GPU_TRACE (set to anything) logs each run's own marks (device
+ * lock, prefault, kernel cache, inputs, the run) at info level: how the
+ * breakdown of tests/bench/results/h200-2026-11-28-pipeline.md was taken.
  * Timings: h2d / compute / d2h add the copy and kernel times of every chunk
  * (CUDA events) plus the host staging copies; in the chunked path they
  * overlap, so their sum can exceed the wall time.
@@ -102,6 +116,7 @@ int fuse_place_inputs(devctx *d, int nin, const tarray *const *inputs,
       m[i].dptr = m[i].tmp.ptr;
     } else {
       m[i].streamed = 1;
+      m[i].pinned = stage_pinned(in->data, bytes);
     }
   }
   for (int i = 0; i < nin; i++) {
@@ -121,7 +136,7 @@ int fuse_stage_chunk(devctx *d, int nin, const tarray *const *inputs,
   int ni = 0;
   T_ASSERT(nin >= 0 && nin <= FUSE_MAX_IN && start >= 0 && cnt >= 0);
   for (int i = 0; i < nin; i++)
-    if (m[i].streamed) {
+    if (m[i].streamed && !m[i].pinned) {
       /* The chunk of each streamed input fits its region of the slot. */
       T_ASSERT(m[i].region + (size_t)cnt * m[i].es <= sl->bytes);
       items[ni++] = (gang_item){sl->host + m[i].region,
@@ -135,9 +150,14 @@ int fuse_stage_chunk(devctx *d, int nin, const tarray *const *inputs,
   CU_TRY(cudaEventRecord(sl->h2d_start, d->s_h2d));
   for (int i = 0; i < nin; i++)
     if (m[i].streamed) {
-      CU_TRY(cudaMemcpyAsync((char *)dev_slot + m[i].region,
-                             sl->host + m[i].region, (size_t)cnt * m[i].es,
-                             cudaMemcpyHostToDevice, d->s_h2d));
+      /* Page-locked inputs go up from where they are; the rest from the
+       * slot the gang just filled. */
+      const char *src = m[i].pinned ? (const char *)inputs[i]->data +
+                                          (size_t)start * m[i].es
+                                    : (const char *)sl->host + m[i].region;
+      CU_TRY(cudaMemcpyAsync((char *)dev_slot + m[i].region, src,
+                             (size_t)cnt * m[i].es, cudaMemcpyHostToDevice,
+                             d->s_h2d));
       args->in[i] = (char *)dev_slot + m[i].region;
       args->off[i] = start;
     }
@@ -162,7 +182,7 @@ static int map_whole(devctx *d, CUfunction fn, int groups, fuse_args *args,
   *job->t_compute += dev_event_ms(d->ev_a, d->ev_b);
   {
     double t0 = t_now_ms();
-    T_TRY(stage_download(d, out->data, obuf->ptr, (size_t)out->size * es, e));
+    T_TRY(stage_download_array(d, out, obuf->ptr, e));
     *job->t_d2h += t_now_ms() - t0;
   }
   if (job->keep_as) /* for a chained job: stays on the device (resident.cu) */
@@ -179,7 +199,8 @@ typedef struct chunk_rec {
 
 /* Wait for slot s's chunk and copy its result into out. */
 static int slot_finish(devctx *d, int s, const chunk_rec *c, size_t out_region,
-                       tarray *out, const gpu_job *job, terr *e) {
+                       int out_pinned, tarray *out, const gpu_job *job,
+                       terr *e) {
   int rc = 0;
   stage_slot *sl = &d->slot[s];
   size_t es = tdtype_size(out->dtype);
@@ -188,7 +209,11 @@ static int slot_finish(devctx *d, int s, const chunk_rec *c, size_t out_region,
   *job->t_h2d += dev_event_ms(sl->h2d_start, sl->h2d_done);
   *job->t_compute += dev_event_ms(sl->comp_start, sl->comp_done);
   *job->t_d2h += dev_event_ms(sl->d2h_start, sl->d2h_done);
-  {
+  if (out->sink) { /* a result file written by slices: pwrite the slot */
+    double t0 = t_now_ms();
+    T_TRY(tarray_write(out, c->start, c->count, sl->host + out_region, e));
+    *job->t_d2h += t_now_ms() - t0;
+  } else if (!out_pinned) { /* else the DMA wrote into out itself */
     double t0 = t_now_ms();
     gang_item it = {(char *)out->data + (size_t)c->start * es,
                     sl->host + out_region, (size_t)c->count * es};
@@ -213,6 +238,8 @@ static int map_chunked(devctx *d, CUfunction fn, int groups, fuse_args *args,
   memset(rec, 0, sizeof rec);
   int64_t n = out->size, C = 0, k = 0, nchunks = 0;
   size_t out_region = 0;
+  /* A page-locked result (a registered region) is written by the DMA. */
+  int out_pinned = stage_pinned(out->data, (size_t)n * es_out);
   T_TRY(stage_ensure(d, e));
   for (int i = 0; i < nin; i++)
     if (m[i].streamed) per_elem += m[i].es;
@@ -239,7 +266,7 @@ static int map_chunked(devctx *d, CUfunction fn, int groups, fuse_args *args,
   for (k = 0; k < nchunks; k++) {
     int s = (int)(k % DEV_STAGE_SLOTS);
     stage_slot *sl = &d->slot[s];
-    if (sl->busy) T_TRY(slot_finish(d, s, &rec[s], out_region, out, job, e));
+    if (sl->busy) T_TRY(slot_finish(d, s, &rec[s], out_region, out_pinned, out, job, e));
     T_ASSERT(!sl->busy); /* the slot is free before it is staged again */
     if ((rc = job->stopped(job->ctx)) != 0) {
       terr_set(e, (terr_code)rc, "", -1, "stopped after %lld of %lld elements",
@@ -260,7 +287,8 @@ static int map_chunked(devctx *d, CUfunction fn, int groups, fuse_args *args,
     CU_TRY(cudaEventRecord(sl->comp_done, d->s_comp));
     CU_TRY(cudaStreamWaitEvent(d->s_d2h, sl->comp_done, 0));
     CU_TRY(cudaEventRecord(sl->d2h_start, d->s_d2h));
-    CU_TRY(cudaMemcpyAsync(sl->host + out_region,
+    CU_TRY(cudaMemcpyAsync(out_pinned ? (char *)out->data + (size_t)start * es_out
+                                      : (char *)sl->host + out_region,
                            (char *)dslot[s].ptr + out_region,
                            (size_t)cnt * es_out, cudaMemcpyDeviceToHost,
                            d->s_d2h));
@@ -272,7 +300,7 @@ static int map_chunked(devctx *d, CUfunction fn, int groups, fuse_args *args,
     if (k < 0) continue;
     int s = (int)(k % DEV_STAGE_SLOTS);
     if (d->slot[s].busy)
-      T_TRY(slot_finish(d, s, &rec[s], out_region, out, job, e));
+      T_TRY(slot_finish(d, s, &rec[s], out_region, out_pinned, out, job, e));
   }
 fail:
   if (rc) { /* let in-flight copies finish before their buffers go */
@@ -292,10 +320,13 @@ int cuda_map(int dev, const expr *x, const tarray *const *inputs,
              const char *const *ids, tarray *out, const gpu_job *job,
              terr *e) {
   devctx *d = NULL;
+  double tr[6] = {t_now_ms(), 0, 0, 0, 0, 0}; /* TESSEL_GPU_TRACE's marks */
   int rc = dev_begin(dev, &d, e);
   if (rc) return rc;
+  tr[1] = t_now_ms();
   /* Result pages in before the first byte comes down (stage.cu). */
   stage_prefault(d, out, job ? job->t_d2h : NULL);
+  tr[2] = t_now_ms();
   int nin = expr_ninputs(x), nstream = 0;
   fuse_input m[FUSE_MAX_IN];
   fuse_sig sig;
@@ -341,7 +372,9 @@ int cuda_map(int dev, const expr *x, const tarray *const *inputs,
     T_TRY(kcache_get(d, key, fuse_gen_map, &sig, "tx_map", &fn, &cms, e));
     *job->t_compute += cms;
   }
+  tr[3] = t_now_ms();
   T_TRY(fuse_place_inputs(d, nin, inputs, ids, &sig, m, &args, job, e));
+  tr[4] = t_now_ms();
   for (int i = 0; i < nin; i++) nstream += m[i].streamed;
   if (nstream == 0) {
     /* Whole path when the output fits (beside what is resident). */
@@ -355,6 +388,12 @@ int cuda_map(int dev, const expr *x, const tarray *const *inputs,
   T_TRY(map_chunked(d, fn, sig.groups, &args, nin, inputs, m, out, job, e));
 done:
 fail:
+  tr[5] = t_now_ms();
+  if (getenv("TESSEL_GPU_TRACE"))
+    log_info("gpu map trace: begin %.1f prefault %.1f kernel-cache %.1f "
+             "inputs %.1f run %.1f ms (%s)", tr[1] - tr[0], tr[2] - tr[1],
+             tr[3] ? tr[3] - tr[2] : 0, tr[4] ? tr[4] - tr[3] : 0,
+             tr[4] ? tr[5] - tr[4] : 0, nstream ? "chunked" : "whole");
   free(key);
   devmem_free(d, &obuf);
   for (int i = 0; i < nin && i < FUSE_MAX_IN; i++) devmem_free(d, &m[i].tmp);

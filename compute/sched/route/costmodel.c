@@ -110,7 +110,8 @@ static keep_way keep_of(const cm_model *m, const kind_cost *c, tbackend b,
                         double out) {
   if (m->row_max > 0 && out + NPY_HEADER_MAX <= (double)m->row_max)
     return KEEP_ROW;
-  if ((c->flags & KIND_COST_SINK) && b != B_CUDA) return KEEP_SINK;
+  if ((c->flags & KIND_COST_SINK) && (b != B_CUDA || kind_gpu_sink(out)))
+    return KEEP_SINK; /* cuda: written from the slots below a size */
   if (b != B_CUDA && out <= (double)m->inline_max) return KEEP_HEAP;
   return KEEP_MAPPED;
 }
