@@ -46,6 +46,7 @@ int api_jobs_register(http_server *srv, api_ctx *ctx, terr *e);
 int api_arrays_register(http_server *srv, api_ctx *ctx, terr *e);
 int api_service_register(http_server *srv, api_ctx *ctx, terr *e);
 int api_info_register(http_server *srv, api_ctx *ctx, terr *e);
+int api_regions_register(http_server *srv, api_ctx *ctx, terr *e);
 /* GET /metrics (api/metrics.c), routed by api/service.c. */
 void api_handle_metrics(http_req *r, void *ud);
 

@@ -75,6 +75,7 @@ int api_register(http_server *srv, api_ctx *ctx, terr *e) {
   if (!rc) rc = api_arrays_register(srv, ctx, e);
   if (!rc) rc = api_service_register(srv, ctx, e);
   if (!rc) rc = api_info_register(srv, ctx, e);
+  if (!rc) rc = api_regions_register(srv, ctx, e);
   return rc;
 }
 

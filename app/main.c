@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "compute/array/region.h"
 #include "compute/gpu/gpu.h"
 #include "compute/jobs/jobs.h"
 #include "compute/jobs/lifecycle.h"
@@ -61,7 +62,7 @@ enum {
   O_CONN_TIMEOUT, O_PER_IP, O_ACCESS_LOG, O_LOG_LEVEL, O_LOG_FORMAT, O_MAX_XFER,
   O_MAX_ATTEMPTS, O_MAX_MEMORY, O_SERVER_NAME, O_ALLOW_ORIGIN,
   O_HEADER_TIMEOUT, O_MIN_BODY_RATE, O_MAX_CONNS, O_LOCAL_DIR, O_TLS_CERT, O_TLS_KEY,
-  O_STORE, O_STORE_FILE, O_NODE_NAME, O_LEASE, O_SPLIT_MIN_PAIRS, O_TILES, O_DISK_RESERVE,
+  O_STORE, O_STORE_FILE, O_NODE_NAME, O_LEASE, O_SPLIT_MIN_PAIRS, O_TILES, O_DISK_RESERVE, O_REGION_BYTES,
   O__COUNT
 };
 
@@ -104,6 +105,7 @@ static const option_def opts[O__COUNT] = {
   [O_SPLIT_MIN_PAIRS] = {"split-min-pairs", "TESSEL_SPLIT_MIN_PAIRS", "", "geodesic jobs with at least this many pairs are split into tiles (0: never; default 0 on SQLite, 200000000 on PostgreSQL)"},
   [O_TILES] = {"tiles", "TESSEL_TILES", "", "tiles per split job, 2 to 256 (default: 2 x live nodes)"},
   [O_DISK_RESERVE] = {"disk-reserve", "TESSEL_DISK_RESERVE", "", "bytes kept free on the data directory's disk so that deletes, expiry and the store's bookkeeping work when it is full (new work then gets 507); 0: none (default: 64 MiB or 5% of the file system, the smaller)"},
+  [O_REGION_BYTES] = {"region-bytes", "TESSEL_REGION_BYTES", "0", "bytes of registered regions (/v1/regions) one token may hold (0: a quarter of RAM)"},
   [O_MAX_MEMORY] = {"max-memory", "TESSEL_MAX_MEMORY", "0", "memory budget of running jobs, bytes (0: 80% of the smaller of RAM and the cgroup limit)"},
 };
 
@@ -310,7 +312,7 @@ int main(int argc, char **argv) {
       max_upload, max_result, max_elems, max_json, shutdown_s, conn_timeout,
       per_ip, access_log, max_xfer, max_attempts, max_memory, header_timeout,
       min_body_rate, max_conns, lease_s, split_min = -1, tiles = 0,
-      disk_reserve = -1;
+      disk_reserve = -1, region_bytes = 0;
   if (get_i64(val, O_PORT, 0, 65535, &port) ||
       get_i64(val, O_THREADS, 0, 1024, &threads) ||
       get_i64(val, O_HTTP_THREADS, 1, 256, &http_threads) ||
@@ -333,6 +335,7 @@ int main(int argc, char **argv) {
       get_i64(val, O_MIN_BODY_RATE, 0, INT64_MAX, &min_body_rate) ||
       get_i64(val, O_MAX_CONNS, 16, 1000000, &max_conns) ||
       get_i64(val, O_LEASE, 1, 300, &lease_s) ||
+      get_i64(val, O_REGION_BYTES, 0, INT64_MAX, &region_bytes) ||
       (val[O_SPLIT_MIN_PAIRS][0] &&
        get_i64(val, O_SPLIT_MIN_PAIRS, 0, INT64_MAX, &split_min)) ||
       (val[O_TILES][0] && get_i64(val, O_TILES, 2, 256, &tiles)) ||
@@ -345,6 +348,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   xfer_budget_set(max_xfer);
+  region_set_limit(region_bytes); /* compute/array/region.h */
   if (strcmp(val[O_LOG_FORMAT], "json") == 0) {
     t_log_json = 1;
   } else if (strcmp(val[O_LOG_FORMAT], "text") != 0) {

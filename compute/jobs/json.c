@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compute/array/region.h"
 #include "compute/array/parts.h"
 #include "compute/jobs/jobs.h"
 #include "util/buf.h"
@@ -114,7 +115,14 @@ static void add_result(tbuf *b, const job_result_info *r, const char *id,
     tbuf_adds(b, ",\"nonconverged\":");
     tbuf_json_int(b, (long long)r->nonconverged);
   }
-  if (file) {
+  char rid[REGION_ID_MAX];
+  int64_t off;
+  if (region_out_parse(file, rid, &off)) { /* raw bytes in the region */
+    tbuf_adds(b, ",\"region\":");
+    tbuf_json_str(b, rid);
+    tbuf_adds(b, ",\"offset\":");
+    tbuf_json_int(b, (long long)off);
+  } else if (file) {
     tbuf_adds(b, ",\"file\":");
     tbuf_json_str(b, file);
   } else if (id) {
@@ -252,7 +260,16 @@ char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len) {
   else
     tbuf_add(&b, "null", 4);
   tbuf_adds(&b, ",\"output\":");
-  if (j->output_file) {
+  char out_region[REGION_ID_MAX];
+  int64_t out_offset;
+  if (region_out_parse(j->output_file, out_region, &out_offset)) {
+    /* the result's raw bytes at offset; "result" says dtype and shape */
+    tbuf_adds(&b, "{\"region\":");
+    tbuf_json_str(&b, out_region);
+    tbuf_adds(&b, ",\"offset\":");
+    tbuf_json_int(&b, (long long)out_offset);
+    tbuf_adds(&b, "}");
+  } else if (j->output_file) {
     tbuf_adds(&b, "{\"file\":");
     tbuf_json_str(&b, j->output_file);
     tbuf_adds(&b, "}");

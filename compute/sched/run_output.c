@@ -24,6 +24,11 @@
  * could still place after another node has: no filesystem takes a fencing
  * token, so a lease can only narrow that window to the pause itself.
  *
+ * An output region ("output": {"region"}) is simpler: srun_output_region
+ * copies the result's bytes in at the offset; the region is checked whole
+ * (its size, not torn) before and after, and a range past its end writes
+ * nothing. Regions exist on a single node only (compute/jobs/regions.c).
+ *
  * Threads: the worker that runs the job (compute/sched/run.c), no lock held.
  */
 #include <stdio.h>
@@ -83,4 +88,29 @@ int srun_output(srun *r, tarray *a, terr *e) {
                     "that this node still holds the job: %s", why);
   }
   return tlocal_out_place(&r->out, e);
+}
+
+/* "output": {"region": id, "offset": o} (compute/array/region.h): the
+ * result's raw bytes copied into the region, no .npy header. A result of
+ * several arrays is refused (its parts have no offsets of their own yet). */
+int srun_output_region(srun *r, sres *res, terr *e) {
+  int rc;
+  tarray *a = res->a[0];
+  if (res->n > 1) {
+    rc = terr_set(e, T_EINVAL, "output.region", -1,
+                  "this job's result is %d arrays (%s, %s%s); an output "
+                  "region takes a result of one array: submit it without "
+                  "\"output\"", res->n, res->name[0], res->name[1],
+                  res->n > 2 ? ", ..." : "");
+  } else if (!a) {
+    rc = terr_set(e, T_EINTERNAL, "output", -1, "no result");
+  } else if (a->sink && (rc = srun_readable(r, &a, e))) {
+    res->a[0] = a; /* NULL: dropped */
+  } else {
+    res->a[0] = a;
+    rc = region_output(r->j->owner, r->out_region, r->out_offset, a, "output",
+                       e);
+  }
+  srun_drop_res(r, res);
+  return rc;
 }
