@@ -33,7 +33,6 @@
 #include <unistd.h>
 
 #include "api/api.h"
-#include "compute/array/region.h"
 #include "compute/gpu/gpu.h"
 #include "compute/jobs/jobs.h"
 #include "compute/jobs/lifecycle.h"
@@ -348,7 +347,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   xfer_budget_set(max_xfer);
-  region_set_limit(region_bytes); /* compute/array/region.h */
+  jobs_region_limit(region_bytes); /* compute/array/region.h */
   if (strcmp(val[O_LOG_FORMAT], "json") == 0) {
     t_log_json = 1;
   } else if (strcmp(val[O_LOG_FORMAT], "text") != 0) {

@@ -28,6 +28,8 @@ static int cluster_refusal(const char *field, terr *e) {
                   "is one node's mapping, and any node may run a job");
 }
 
+void jobs_region_limit(int64_t bytes) { region_set_limit(bytes); }
+
 int jobs_region_add(jobs *J, const char *owner, const char *path,
                     region_info *out, terr *e) {
   if (store_is_cluster(J->st)) return cluster_refusal("path", e);
