@@ -58,8 +58,8 @@ static void add_timings(tbuf *b, const job_timings *t) {
   tbuf_add(b, "}", 1);
 }
 
-/* ,"parts":[{"name","dtype","shape","bytes","href"}] of a result of
- * several arrays (the stored document, compute/array/parts.h; its paths are the
+/* ,"parts":[{"name","dtype","shape","bytes","href"|"offset"}] of a result
+ * of several arrays (offset: in the job's output region) (the stored document, compute/array/parts.h; its paths are the
  * service's and never shown). Nothing for a one-array result, or when the
  * document does not read (logged). */
 static void add_parts(tbuf *b, const char *doc, const char *id) {
@@ -85,6 +85,12 @@ static void add_parts(tbuf *b, const char *doc, const char *id) {
       }
       tbuf_adds(b, "],\"bytes\":");
       tbuf_json_int(b, (long long)t->bytes);
+      if (t->in_region) { /* its bytes' place in the output region */
+        tbuf_adds(b, ",\"offset\":");
+        tbuf_json_int(b, (long long)t->offset);
+        tbuf_adds(b, "}");
+        continue;
+      }
       tbuf_adds(b, ",\"href\":\"/v1/jobs/");
       tbuf_adds(b, id); /* ids and part names need no escaping */
       tbuf_adds(b, "/result/");
@@ -122,6 +128,7 @@ static void add_result(tbuf *b, const job_result_info *r, const char *id,
     tbuf_json_str(b, rid);
     tbuf_adds(b, ",\"offset\":");
     tbuf_json_int(b, (long long)off);
+    add_parts(b, parts, id);
   } else if (file) {
     tbuf_adds(b, ",\"file\":");
     tbuf_json_str(b, file);

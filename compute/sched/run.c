@@ -612,7 +612,7 @@ static int srun_keep(srun *r, sres *res, double backend_ms,
   double t0s = t_now_ms();
   int wrc;
   if (r->out_region[0]) { /* raw bytes into the client's region */
-    wrc = srun_output_region(r, res, e);
+    wrc = srun_output_region(r, res, parts, parts_doc, e);
     final[0] = 0;
   } else if (r->out.dirfd >= 0 && res->n > 1) {
     wrc = terr_set(e, T_EINVAL, "output.file", -1,

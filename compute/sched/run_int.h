@@ -87,9 +87,11 @@ void srun_drop_result(srun *r, tarray *a);
 #define SRUN_OUTPUT_LOST (-2)
 int srun_output(srun *r, tarray *a, terr *e);
 /* run_output.c: a result into the job's output region (every array of res
- * freed here): the range checked and the region whole, else an error and
- * nothing written. */
-int srun_output_region(srun *r, sres *res, terr *e);
+ * freed here): every part's range checked and the region whole, else an
+ * error and nothing written; a result of several arrays lists each part's
+ * offset in *doc (parts filled). */
+int srun_output_region(srun *r, sres *res, tparts *parts, char **doc,
+                       terr *e);
 /* compare.c: run the plan on serial, cpu and (when a GPU is healthy)
  * cuda, compare every run's result with serial's part by part, and keep
  * serial's in *result (empty on failure). */
