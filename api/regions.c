@@ -2,10 +2,9 @@
  * as a shared-memory region, list the caller's, read one, delete one.
  *
  * HTTP in, one call down, a reply out: the registry and its rules are
- * compute/array/region.h's, the store's part (cluster refusal, the jobs
- * that still use a region) compute/jobs/regions.c's. This file also hands
- * the registry the GPU's page-locking (compute/gpu: gpu_host_register),
- * which compute/array may not call itself.
+ * compute/array/region.h's, the store's and the GPU's part (cluster
+ * refusal, the jobs that still use a region, the page-locking)
+ * compute/jobs/regions.c's.
  *
  *   POST   /v1/regions        {"path": "/abs/file"} -> 201 the region
  *   GET    /v1/regions        {"regions": [...]}, the caller's own
@@ -19,7 +18,6 @@
 
 #include "api/api_int.h"
 #include "compute/array/region.h"
-#include "compute/gpu/gpu.h"
 
 static json_t *region_json(const region_info *g) {
   return json_pack("{s:s, s:s, s:I, s:I, s:b, s:b, s:I}", "id", g->id, "path",
@@ -104,7 +102,6 @@ static void handle_delete(http_req *r, void *ud) {
 }
 
 int api_regions_register(http_server *srv, api_ctx *ctx, terr *e) {
-  region_set_pin(gpu_host_register, gpu_host_unregister);
   int rc = 0;
   rc |= http_route(srv, "POST", "/v1/regions", handle_add, ctx, HTTP_AUTH);
   rc |= http_route(srv, "GET", "/v1/regions", handle_list, ctx, HTTP_AUTH);

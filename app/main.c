@@ -347,7 +347,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   xfer_budget_set(max_xfer);
-  jobs_region_limit(region_bytes); /* compute/array/region.h */
+  jobs_regions_setup(region_bytes); /* compute/array/region.h */
   if (strcmp(val[O_LOG_FORMAT], "json") == 0) {
     t_log_json = 1;
   } else if (strcmp(val[O_LOG_FORMAT], "text") != 0) {

@@ -63,9 +63,10 @@ json_t *jobs_local_dirs(jobs *J, const char *owner);
 /* ---- registered regions (compute/jobs/regions.c, compute/array/region.h) -- */
 
 struct region_info;
-/* The per-token byte limit of regions (--region-bytes; 0: a quarter of
- * RAM), set once at start. */
-void jobs_region_limit(int64_t bytes);
+/* Once at start: the per-token byte limit of regions (--region-bytes; 0:
+ * a quarter of RAM), and the GPU's page-locking of each new region
+ * (compute/gpu: gpu_host_register; compute/array may not call it). */
+void jobs_regions_setup(int64_t bytes);
 /* POST /v1/regions: 400 on a cluster store, else region_add under
  * --local-dir (errors name "path"). */
 int jobs_region_add(jobs *J, const char *owner, const char *path,

@@ -13,13 +13,18 @@
  * The output region is kept in the row's output_file column as
  * region_out_text spells it (compute/array/region.h).
  *
- * Threads: an HTTP thread (the caller's).
+ * The GPU: jobs_regions_setup hands the registry compute/gpu's page-locking
+ * (each new region is pinned once for every device; compute/array may not
+ * call compute/gpu itself).
+ *
+ * Threads: an HTTP thread (the caller's); jobs_regions_setup once at start.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compute/array/region.h"
+#include "compute/gpu/gpu.h"
 #include "compute/jobs/jobs.h"
 
 static int cluster_refusal(const char *field, terr *e) {
@@ -28,7 +33,10 @@ static int cluster_refusal(const char *field, terr *e) {
                   "is one node's mapping, and any node may run a job");
 }
 
-void jobs_region_limit(int64_t bytes) { region_set_limit(bytes); }
+void jobs_regions_setup(int64_t bytes) {
+  region_set_limit(bytes);
+  region_set_pin(gpu_host_register, gpu_host_unregister);
+}
 
 int jobs_region_add(jobs *J, const char *owner, const char *path,
                     region_info *out, terr *e) {
