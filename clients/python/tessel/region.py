@@ -285,15 +285,20 @@ def copy_in(dst: np.ndarray, src: np.ndarray) -> None:
 def _shape_of(v: Any) -> Optional[Tuple[int, ...]]:
     """An input's shape as the client knows it; None for a raw API value
     or a job whose result it has not seen."""
-    if isinstance(v, dict):
-        return None
-    shp = getattr(v, "shape", None)
-    if shp is not None and not isinstance(v, np.ndarray):
-        return tuple(shp) if isinstance(shp, (tuple, list)) else None
-    try:
-        return np.shape(v)
-    except Exception:
-        return None
+    if isinstance(v, np.ndarray):
+        return v.shape
+    if isinstance(v, (bool, int, float, list, tuple)):
+        try:
+            return np.shape(v)
+        except Exception:
+            return None
+    info = getattr(v, "info", None)
+    if isinstance(info, dict) and "status" in info:  # a Job: its result's shape
+        r = info.get("result") or {}
+        return tuple(r["shape"]) if info.get("status") == "succeeded" and \
+            not r.get("parts") and "shape" in r else None
+    shp = getattr(v, "shape", None)  # an Array
+    return tuple(shp) if isinstance(shp, (tuple, list)) else None
 
 
 def _out_bytes(kind: str, p: Dict[str, Any]) -> Optional[int]:

@@ -109,6 +109,9 @@ def test_empty_calls_move_no_bytes_over_http(rc, http):
     cnt.seen.clear()
     z = rc.map("y - 1", y=y)
     np.testing.assert_array_equal(z, np.array(y) - 1)
+    j2 = rc.submit_map("y * 3", y=j)  # the Job itself: its region range
+    assert set(j2.info["params"]["inputs"]["y"]) == {"region", "offset", "dtype", "shape"}
+    np.testing.assert_array_equal(j2.result(timeout=60), np.array(y) * 3)
     assert cnt.data_requests() == []
 
 
