@@ -435,6 +435,13 @@ int region_input(const char *owner, const char *id, int64_t offset,
   return 0;
 }
 
+int region_result(const char *owner, const char *id, int64_t offset,
+                  tdtype dt, int ndim, const int64_t *shape,
+                  const char *field, tarray **out, terr *e) {
+  return region_input(owner, id, offset, dt, ndim, shape, field, NULL, out,
+                      e);
+}
+
 int region_output(const char *owner, const char *id, int64_t offset,
                   const tarray *a, const char *field, terr *e) {
   char f[TERR_FIELD_MAX];
@@ -446,7 +453,9 @@ int region_output(const char *owner, const char *id, int64_t offset,
   if (!(rc = range_ok(r, offset, bytes, (int64_t)tdtype_size(a->dtype), field,
                       e)) &&
       !(rc = region_whole(r, field, e))) {
-    if (bytes > 0) memcpy((char *)r->base + offset, a->data, (size_t)bytes);
+    char *dst = (char *)r->base + offset;
+    if (bytes > 0 && dst != (char *)a->data) /* else computed in place */
+      memcpy(dst, a->data, (size_t)bytes);
     if (atomic_load(&r->torn))
       rc = terr_set(e, T_ECONFLICT, field, -1,
                     "region %s was truncated while the result was written "

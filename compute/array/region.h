@@ -118,9 +118,16 @@ int region_check_range(const char *owner, const char *id, int64_t offset,
 int region_input(const char *owner, const char *id, int64_t offset,
                  tdtype dt, int ndim, const int64_t *shape,
                  const char *field, tlocal_log *log, tarray **out, terr *e);
+/* A result array of dt/shape allocated in place at offset (the job's
+ * output region: a kind computes straight into it, a GPU copies straight
+ * into its pinned pages); errors as region_input's, naming field. */
+int region_result(const char *owner, const char *id, int64_t offset,
+                  tdtype dt, int ndim, const int64_t *shape,
+                  const char *field, tarray **out, terr *e);
 /* A job's result into the region at offset (raw bytes, C order): the range
  * checked, the region whole before and after the copy, else T_EINVAL /
- * T_ECONFLICT naming field and nothing said to be written. */
+ * T_ECONFLICT naming field and nothing said to be written. A result that
+ * already lies there (region_result) is not copied, only checked. */
 int region_output(const char *owner, const char *id, int64_t offset,
                   const tarray *a, const char *field, terr *e);
 

@@ -60,6 +60,7 @@ typedef struct srun {
   int out_busy;      /* an allocation holds out's temporary */
   char out_region[REGION_ID_MAX]; /* "output": {"region"}; "" when none */
   int64_t out_offset;
+  int out_region_busy; /* an allocation lies in the output region */
 } srun;
 
 

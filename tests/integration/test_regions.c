@@ -376,6 +376,37 @@ static void region_map_body(char *buf, size_t cap, const char *id,
            backend, expr, id, (long long)off, (long long)n, o);
 }
 
+/* A result too big for the heap is allocated in the output region itself
+ * (compute/sched/run_result.c): computed in place, every element right. */
+TEST(big_result_computed_in_place) {
+  cregion c;
+  size_t n = 2000000;
+  CHECK(cregion_make(&c, "big.bin", 2 * n * 8 + 4096) == 0);
+  double *x = c.p, *y = (double *)((char *)c.p + n * 8 + 4096);
+  for (size_t i = 0; i < n; i++) x[i] = (double)i * 0.5, y[i] = -1;
+  CHECK(register_path(&S, c.path, c.id, sizeof c.id, NULL) == 201);
+  const char *backends[] = {"cpu", "serial"};
+  for (int b = 0; b < 2; b++) {
+    char body[2048];
+    region_map_body(body, sizeof body, c.id, 0, (int64_t)n,
+                    (int64_t)(n * 8 + 4096), backends[b], "x*2+1");
+    json_t *j = run_job(&S, body);
+    CHECK(succeeded(j));
+    json_decref(j);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += y[i] != x[i] * 2 + 1;
+    CHECK_MSG(bad == 0, "%s: %zu wrong elements", backends[b], bad);
+    for (size_t i = 0; i < n; i++) y[i] = -1;
+  }
+  char path[128];
+  snprintf(path, sizeof path, "/v1/regions/%s", c.id);
+  resp r = req(&S, "DELETE", path, NULL, NULL);
+  CHECK(r.status == 200);
+  resp_free(&r);
+  cregion_unmap(&c);
+  unlink(c.path);
+}
+
 TEST(ranges_past_the_end_and_unknown_ids) {
   cregion c;
   CHECK(cregion_make(&c, "r.bin", 8192) == 0);
@@ -695,6 +726,7 @@ int main(int argc, char **argv) {
   RUN(register_list_get_delete);
   RUN(paths_refused);
   RUN(every_kind_reads_and_writes_a_region);
+  RUN(big_result_computed_in_place);
   RUN(ranges_past_the_end_and_unknown_ids);
   RUN(delete_while_queued_is_409);
   RUN(truncated_while_queued_and_while_read);
