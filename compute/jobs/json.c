@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compute/array/region.h"
 #include "compute/array/parts.h"
+#include "compute/array/region.h"
 #include "compute/jobs/jobs.h"
 #include "util/buf.h"
 #include "util/util.h"

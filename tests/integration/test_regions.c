@@ -214,6 +214,11 @@ static void same_as_http(const char *kind, const char *params_region,
         json_integer_value(json_object_get(out, "offset")) == out_off);
   json_t *res = a ? json_object_get(a, "result") : NULL;
   CHECK(res && jstr(res, "region") && !jstr(res, "href"));
+  char path[128];
+  snprintf(path, sizeof path, "/v1/jobs/%s/result", a ? jstr(a, "id") : "");
+  resp r = req(&S, "GET", path, NULL, NULL);
+  CHECK(is_error(&r, 409, "conflict", "id") && strstr(r.body, c->id));
+  resp_free(&r);
   snprintf(body, sizeof body,
            "{\"kind\":\"%s\",\"backend\":\"cpu\",\"params\":%s}", kind,
            params_http);
