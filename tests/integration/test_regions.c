@@ -580,6 +580,24 @@ TEST(truncated_while_queued_and_while_read) {
   j = wait_job(&S, qid, 120);
   fails_naming(j, "params.inputs.x", "truncated");
   json_decref(j);
+  /* an output region cut short before the run: the job fails naming
+   * "output", nothing said to be written */
+  {
+    cregion o;
+    CHECK(cregion_make(&o, "o.bin", 1 << 16) == 0);
+    CHECK(register_path(&S, o.path, o.id, sizeof o.id, NULL) == 201);
+    cregion_unmap(&o);
+    CHECK(truncate(o.path, 100) == 0);
+    char ob[1024];
+    snprintf(ob, sizeof ob,
+             "{\"kind\":\"map\",\"params\":{\"expr\":\"x+1\",\"inputs\":{\"x\":"
+             "{\"range\":{\"stop\":1000}}}},\"output\":{\"region\":\"%s\","
+             "\"offset\":0}}", o.id);
+    j = run_job(&S, ob);
+    fails_naming(j, "output", "shorter than when it was registered");
+    json_decref(j);
+    unlink(o.path);
+  }
   /* torn for good: a later job fails, saying to register again */
   CHECK(truncate(c.path, (off_t)bytes) == 0);
   region_map_body(body, sizeof body, c.id, 0, 10, -1, "cpu", "x+1");
