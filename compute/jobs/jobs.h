@@ -67,6 +67,9 @@ struct region_info;
  * a quarter of RAM), and the GPU's page-locking of each new region
  * (compute/gpu: gpu_host_register; compute/array may not call it). */
 void jobs_regions_setup(int64_t bytes);
+/* 1 when POST /v1/regions can work here: --local-dir given, and a single
+ * node's store (GET /v1/info features.regions). */
+int jobs_regions_available(jobs *J);
 /* POST /v1/regions: 400 on a cluster store, else region_add under
  * --local-dir (errors name "path"). */
 int jobs_region_add(jobs *J, const char *owner, const char *path,

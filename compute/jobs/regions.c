@@ -38,6 +38,10 @@ void jobs_regions_setup(int64_t bytes) {
   region_set_pin(gpu_host_register, gpu_host_unregister);
 }
 
+int jobs_regions_available(jobs *J) {
+  return J->local != NULL && !store_is_cluster(J->st);
+}
+
 int jobs_region_add(jobs *J, const char *owner, const char *path,
                     region_info *out, terr *e) {
   if (store_is_cluster(J->st)) return cluster_refusal("path", e);
