@@ -337,6 +337,7 @@ int region_delete(const char *owner, const char *id, region_job_probe probe,
 /* 0 when r is whole: not torn, its file at least the registered size. */
 static int region_whole(region *r, const char *field, terr *e) {
   struct stat st;
+  memset(&st, 0, sizeof st);
   if (atomic_load(&r->torn))
     return terr_set(e, T_ECONFLICT, field, -1,
                     "region %s was truncated under the daemon: delete it and "
