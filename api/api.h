@@ -7,6 +7,8 @@
  *              GET /v1/arrays/{id}/data
  *   service.c  GET /v1/devices, /v1/stats, /healthz, /readyz, /metrics,
  *              /openapi.json
+ *   regions.c  POST/GET /v1/regions, GET/DELETE /v1/regions/{id}
+ *              (registered shared-memory regions)
  *   info.c     GET /v1/info (version, build, features, limits)
  *   results.c  content negotiation and streaming of arrays (json/npy/csv),
  *              shared by job results and array data

@@ -47,6 +47,7 @@ int api_arrays_register(http_server *srv, api_ctx *ctx, terr *e);
 int api_uploads_register(http_server *srv, api_ctx *ctx, terr *e);
 int api_service_register(http_server *srv, api_ctx *ctx, terr *e);
 int api_info_register(http_server *srv, api_ctx *ctx, terr *e);
+int api_regions_register(http_server *srv, api_ctx *ctx, terr *e);
 /* GET /metrics (api/metrics.c), routed by api/service.c. */
 void api_handle_metrics(http_req *r, void *ud);
 

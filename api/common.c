@@ -76,6 +76,7 @@ int api_register(http_server *srv, api_ctx *ctx, terr *e) {
   if (!rc) rc = api_uploads_register(srv, ctx, e);
   if (!rc) rc = api_service_register(srv, ctx, e);
   if (!rc) rc = api_info_register(srv, ctx, e);
+  if (!rc) rc = api_regions_register(srv, ctx, e);
   return rc;
 }
 

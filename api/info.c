@@ -77,7 +77,7 @@ static void handle_info(http_req *r, void *ud) {
   json_t *body =
       dirs ? json_pack(
                  "{s:s, s:s, s:{s:s, s:b, s:s}, s:s, s:{s:s, s:s},"
-                 " s:{s:b, s:b, s:b, s:b, s:b, s:[s,s,s]},"
+                 " s:{s:b, s:b, s:b, s:b, s:b, s:b, s:[s,s,s]},"
                  " s:o, s:o, s:o, s:o}",
                  "name", "tessel", "version", TESSEL_VERSION, "build", "type",
                  TESSEL_BUILD_TYPE, "cuda", TESSEL_HAVE_CUDA, "compiler",
@@ -85,7 +85,9 @@ static void handle_info(http_req *r, void *ud) {
                  "id", nid, "name", nname, "features", "cuda",
                  gpu_count() > 0, "tokens", ctx->tokens, "tls", ctx->tls,
                  "same_host",
-                 ctx->jobs->local != NULL, "chained_jobs", 1, "formats", "npy",
+                 ctx->jobs->local != NULL, "regions",
+                 jobs_regions_available(ctx->jobs), "chained_jobs", 1,
+                 "formats", "npy",
                  "csv", "json", "local_dirs", dirs, "limits",
                  limits_json(ctx), "kinds", names_json(kind_count(), kind_name_i),
                  "backends", names_json(B__COUNT, backend_name_i))

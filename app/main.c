@@ -61,7 +61,7 @@ enum {
   O_CONN_TIMEOUT, O_PER_IP, O_ACCESS_LOG, O_LOG_LEVEL, O_LOG_FORMAT, O_MAX_XFER,
   O_MAX_ATTEMPTS, O_MAX_MEMORY, O_SERVER_NAME, O_ALLOW_ORIGIN,
   O_HEADER_TIMEOUT, O_MIN_BODY_RATE, O_MAX_CONNS, O_LOCAL_DIR, O_TLS_CERT, O_TLS_KEY,
-  O_STORE, O_STORE_FILE, O_NODE_NAME, O_LEASE, O_SPLIT_MIN_PAIRS, O_TILES, O_DISK_RESERVE,
+  O_STORE, O_STORE_FILE, O_NODE_NAME, O_LEASE, O_SPLIT_MIN_PAIRS, O_TILES, O_DISK_RESERVE, O_REGION_BYTES,
   O_UPLOAD_TTL, O_MAX_OPEN_UPLOADS, O_MAX_UPLOAD_PENDING,
   O__COUNT
 };
@@ -108,6 +108,7 @@ static const option_def opts[O__COUNT] = {
   [O_UPLOAD_TTL] = {"upload-ttl", "TESSEL_UPLOAD_TTL", "3600", "seconds an upload in parts (POST /v1/uploads) may stay untouched before it is dropped; 0 keeps it"},
   [O_MAX_OPEN_UPLOADS] = {"max-open-uploads", "TESSEL_MAX_OPEN_UPLOADS", "16", "uploads in parts one token may hold open at once (413 beyond)"},
   [O_MAX_UPLOAD_PENDING] = {"max-upload-pending", "TESSEL_MAX_UPLOAD_PENDING", "17179869184", "bytes the open uploads in parts of one token may hold in all (413 beyond)"},
+  [O_REGION_BYTES] = {"region-bytes", "TESSEL_REGION_BYTES", "0", "bytes of registered regions (/v1/regions) one token may hold (0: a quarter of RAM)"},
   [O_MAX_MEMORY] = {"max-memory", "TESSEL_MAX_MEMORY", "0", "memory budget of running jobs, bytes (0: 80% of the smaller of RAM and the cgroup limit)"},
 };
 
@@ -314,7 +315,8 @@ int main(int argc, char **argv) {
       max_upload, max_result, max_elems, max_json, shutdown_s, conn_timeout,
       per_ip, access_log, max_xfer, max_attempts, max_memory, header_timeout,
       min_body_rate, max_conns, lease_s, split_min = -1, tiles = 0,
-      disk_reserve = -1, upload_ttl, max_open_uploads, max_upload_pending;
+      disk_reserve = -1, upload_ttl, max_open_uploads, max_upload_pending,
+      region_bytes = 0;
   if (get_i64(val, O_PORT, 0, 65535, &port) ||
       get_i64(val, O_THREADS, 0, 1024, &threads) ||
       get_i64(val, O_HTTP_THREADS, 1, 256, &http_threads) ||
@@ -340,6 +342,7 @@ int main(int argc, char **argv) {
       get_i64(val, O_UPLOAD_TTL, 0, INT64_MAX / 1000, &upload_ttl) ||
       get_i64(val, O_MAX_OPEN_UPLOADS, 1, 1000000, &max_open_uploads) ||
       get_i64(val, O_MAX_UPLOAD_PENDING, 1024, INT64_MAX, &max_upload_pending) ||
+      get_i64(val, O_REGION_BYTES, 0, INT64_MAX, &region_bytes) ||
       (val[O_SPLIT_MIN_PAIRS][0] &&
        get_i64(val, O_SPLIT_MIN_PAIRS, 0, INT64_MAX, &split_min)) ||
       (val[O_TILES][0] && get_i64(val, O_TILES, 2, 256, &tiles)) ||
@@ -352,6 +355,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   xfer_budget_set(max_xfer);
+  jobs_regions_setup(region_bytes); /* compute/array/region.h */
   if (strcmp(val[O_LOG_FORMAT], "json") == 0) {
     t_log_json = 1;
   } else if (strcmp(val[O_LOG_FORMAT], "text") != 0) {

@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "compute/array/localfile.h"
+#include "compute/array/region.h"
 #include "util/pool.h"
 #include "util/util.h"
 
@@ -54,6 +55,7 @@ typedef struct av_form {
   const char *id;                   /* array, result */
   const char *part;                 /* result: "part", or NULL */
   const char *path;                 /* file */
+  int64_t offset;                   /* region (id: its id) */
 } av_form;
 
 /* ---- the generator ------------------------------------------------------- */
@@ -319,6 +321,56 @@ static int parse_file(const tenv *env, const json_t *pv, const char *field,
                          &info->dtype, &info->ndim, info->shape, e);
 }
 
+/* {"region": id, "offset": bytes, "dtype": "float64", "shape": [n, ...]}:
+ * a range of a registered region (compute/array/region.h), checked against
+ * its size now (400 naming field.offset past its end) and read in place at
+ * run time. offset defaults to 0; dtype and shape are required. */
+static int parse_region(const tenv *env, const json_t *v, const char *field,
+                        int64_t max_elems, av_form *f, arrayval_info *info,
+                        terr *e) {
+  static const char *const keys[] = {"region", "offset", "dtype", "shape",
+                                     NULL};
+  char ff[TERR_FIELD_MAX];
+  int rc = keys_only(v, field, keys, "region, offset, dtype, shape", e);
+  if (rc) return rc;
+  const json_t *x = json_object_get(v, "region");
+  snprintf(ff, sizeof ff, "%s.region", field);
+  if (!json_is_string(x) || json_string_length(x) < 1 ||
+      json_string_length(x) >= REGION_ID_MAX)
+    return terr_set(e, T_EINVAL, ff, -1, "must be a region's id (\"r_...\")");
+  f->id = json_string_value(x);
+  snprintf(ff, sizeof ff, "%s.offset", field);
+  x = json_object_get(v, "offset");
+  if (x && (!json_is_integer(x) || json_integer_value(x) < 0))
+    return terr_set(e, T_EINVAL, ff, -1,
+                    "must be a byte offset (an integer >= 0)");
+  f->offset = x ? json_integer_value(x) : 0;
+  snprintf(ff, sizeof ff, "%s.dtype", field);
+  x = json_object_get(v, "dtype");
+  if (!json_is_string(x) || tdtype_parse(json_string_value(x), &info->dtype))
+    return terr_set(e, T_EINVAL, ff, -1, "required: float64 or float32");
+  snprintf(ff, sizeof ff, "%s.shape", field);
+  x = json_object_get(v, "shape");
+  if (!json_is_array(x) || json_array_size(x) > T_MAXDIM)
+    return terr_set(e, T_EINVAL, ff, -1,
+                    "required: a list of at most %d integers >= 0", T_MAXDIM);
+  info->ndim = (int)json_array_size(x);
+  for (int d = 0; d < info->ndim; d++) {
+    const json_t *n = json_array_get(x, (size_t)d);
+    if (!json_is_integer(n) || json_integer_value(n) < 0)
+      return terr_set(e, T_EINVAL, ff, d, "element %d must be an integer >= 0",
+                      d);
+    info->shape[d] = json_integer_value(n);
+  }
+  int64_t size = tshape_size(info->ndim, info->shape, max_elems);
+  if (size < 0)
+    return terr_set(e, T_ETOOLARGE, ff, -1, "more than %lld elements",
+                    (long long)max_elems);
+  int64_t isz = (int64_t)tdtype_size(info->dtype);
+  return region_check_range(env && env->owner ? env->owner : "", f->id,
+                            f->offset, size * isz, isz, field, e);
+}
+
 /* Validate v and fill info (and f for the object forms). */
 static int av_parse(const tenv *env, const json_t *v, const char *field,
                     arrayval_info *info, av_form *f, terr *e) {
@@ -332,9 +384,12 @@ static int av_parse(const tenv *env, const json_t *v, const char *field,
   if (json_is_number(v) || json_is_array(v)) {
     info->form = AV_INLINE;
     rc = jarray_shape(v, max_elems, field, &info->ndim, info->shape, e);
+  } else if (json_is_object(v) && json_object_get(v, "region")) {
+    info->form = AV_REGION;
+    rc = parse_region(env, v, field, max_elems, f, info, e);
   } else if (json_is_object(v)) {
     static const char *const keys[] = {"array", "result", "file", "range",
-                                       "random", NULL};
+                                       "random", "region", NULL};
     /* {"result": id, "part": name}: a part of a result of several arrays */
     const json_t *pv = json_object_get(v, "part");
     char fp[TERR_FIELD_MAX];
@@ -355,7 +410,8 @@ static int av_parse(const tenv *env, const json_t *v, const char *field,
       static const char *const keys_part[] = {"array", "result", "file",
                                               "range", "random", "part", NULL};
       if ((rc = keys_only(v, field, pv ? keys_part : keys,
-                          "array, result (and part), file, range or random",
+                          "array, result (and part), file, range, random or "
+                          "region",
                           e)))
         return rc;
       return terr_set(e, T_EINVAL, field, -1,
@@ -379,8 +435,8 @@ static int av_parse(const tenv *env, const json_t *v, const char *field,
       info->form = AV_RANDOM;
       rc = parse_random(x, field, max_elems, f, info, e);
     } else {
-      return keys_only(v, field, keys, "array, result, file, range or random",
-                       e);
+      return keys_only(v, field, keys,
+                       "array, result, file, range, random or region", e);
     }
   } else {
     return terr_set(e, T_EINVAL, field, -1,
@@ -576,6 +632,17 @@ int arrayval_resolve(const tenv *env, const json_t *v, const char *field,
                       env->local_pins, env->local_log, &a, e);
       if (rc) return rc;
       /* a converted copy: the mapping is let go */
+      if (a->dtype != dt && (rc = av_convert(env, &a, dt, field, e)))
+        return rc;
+      *out = a;
+      return 0;
+    }
+    case AV_REGION: {
+      /* borrowed in place: the mapping is read, never copied */
+      rc = region_input(env->owner ? env->owner : "", f.id, f.offset,
+                        info.dtype, info.ndim, info.shape, field,
+                        env->local_log, &a, e);
+      if (rc) return rc;
       if (a->dtype != dt && (rc = av_convert(env, &a, dt, field, e)))
         return rc;
       *out = a;

@@ -9,6 +9,10 @@
  *   {"file": "/abs/path.npy"}                      a .npy on this host, under
  *                                                  --local-dir (mapped, never
  *                                                  copied; compute/array/localfile.h)
+ *   {"region": "r_...", "offset": 0, "dtype": "float64", "shape": [n]}
+ *                                                  a range of a registered
+ *                                                  region, read in place
+ *                                                  (compute/array/region.h)
  *   {"range": {"start": 0, "stop": 10, "step": 1}} numpy.arange (float64)
  *   {"random": {"shape": [n], "dist": "uniform"|"normal", "low": 0,
  *               "high": 1, "mean": 0, "std": 1, "seed": 42}}
@@ -122,7 +126,7 @@ int tenv_for(const tenv *env, int64_t nchunks, tenv_chunk_fn fn, void *arg,
              const char *field, terr *e);
 
 typedef enum {
-  AV_INLINE, AV_ARRAY, AV_RANGE, AV_RANDOM, AV_RESULT, AV_FILE
+  AV_INLINE, AV_ARRAY, AV_RANGE, AV_RANDOM, AV_RESULT, AV_FILE, AV_REGION
 } arrayval_form;
 
 typedef struct arrayval_info {

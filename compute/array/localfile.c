@@ -330,6 +330,22 @@ int tlocal_open(const tlocal *l, const char *owner, const char *path,
   return 0;
 }
 
+int tlocal_open_rw(const tlocal *l, const char *owner, const char *path,
+                   const char *field, int *fd, terr *e) {
+  int rc = resolve(l, owner, path, field,
+                   O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0, fd, NULL, 0,
+                   e);
+  if (rc) return rc;
+  struct stat st;
+  if (fstat(*fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(*fd);
+    *fd = -1;
+    return terr_set(e, T_EINVAL, field, -1, "'%.200s' is not a regular file",
+                    path);
+  }
+  return 0;
+}
+
 /* ---- inputs ---------------------------------------------------------------- */
 
 int tlocal_npy_meta(const tlocal *l, const char *owner, const char *path,
@@ -394,9 +410,12 @@ int tlocal_npy_meta(const tlocal *l, const char *owner, const char *path,
 
 typedef struct lf_rec {
   char field[TERR_FIELD_MAX];
-  int fd;
+  int fd; /* -1: a hook's record (tlocal_log_hook) */
   struct stat st;
   atomic_int torn;
+  int (*check)(void *arg, const char *field, terr *e);
+  void (*drop)(void *arg);
+  void *arg;
 } lf_rec;
 
 struct tlocal_log {
@@ -409,7 +428,8 @@ tlocal_log *tlocal_log_new(void) { return calloc(1, sizeof(tlocal_log)); }
 void tlocal_log_free(tlocal_log *g) {
   if (!g) return;
   for (size_t i = 0; i < g->n; i++) {
-    close(g->v[i]->fd);
+    if (g->v[i]->fd >= 0) close(g->v[i]->fd);
+    if (g->v[i]->drop) g->v[i]->drop(g->v[i]->arg);
     free(g->v[i]);
   }
   free(g->v);
@@ -419,6 +439,11 @@ void tlocal_log_free(tlocal_log *g) {
 int tlocal_log_check(tlocal_log *g, terr *e) {
   for (size_t i = 0; g && i < g->n; i++) {
     lf_rec *r = g->v[i];
+    if (r->check) {
+      int rc = r->check(r->arg, r->field, e);
+      if (rc) return rc;
+      continue;
+    }
     struct stat now;
     int torn = atomic_load(&r->torn);
     if (torn || fstat(r->fd, &now) != 0 || now.st_size != r->st.st_size ||
@@ -440,6 +465,21 @@ static int log_room(tlocal_log *log) {
   if (!v) return -1;
   log->v = v;
   log->cap = cap;
+  return 0;
+}
+
+int tlocal_log_hook(tlocal_log *g, const char *field,
+                    int (*check)(void *arg, const char *field, terr *e),
+                    void (*drop)(void *arg), void *arg) {
+  lf_rec *r = calloc(1, sizeof *r);
+  if (!r || log_room(g) != 0) {
+    free(r);
+    return -1;
+  }
+  snprintf(r->field, sizeof r->field, "%s", field);
+  r->fd = -1;
+  r->check = check, r->drop = drop, r->arg = arg;
+  g->v[g->n++] = r;
   return 0;
 }
 

@@ -101,6 +101,11 @@ int tlocal_root(const tlocal *l, int i, const char *owner, char *buf,
 int tlocal_open(const tlocal *l, const char *owner, const char *path,
                 const char *field, int *fd, terr *e);
 
+/* The same for reading and writing (a region, compute/array/region.h):
+ * O_RDWR, a regular file, the same resolution and errors. */
+int tlocal_open_rw(const tlocal *l, const char *owner, const char *path,
+                   const char *field, int *fd, terr *e);
+
 /* Header only (submit): dtype, shape and element count of the .npy at path,
  * checked as the mapping will check it (float32/float64, C order, length
  * exactly header + data). pins (NULL: none kept): the field's pin is
@@ -117,6 +122,13 @@ tlocal_log *tlocal_log_new(void); /* NULL: out of memory */
  * while they live; any number of times. */
 int tlocal_log_check(tlocal_log *g, terr *e);
 void tlocal_log_free(tlocal_log *g); /* NULL ok */
+/* Another check for the end (a region a job read, compute/array/region.h):
+ * tlocal_log_check calls check(arg, field, e) in its turn (non-zero fails
+ * the job with e), tlocal_log_free calls drop(arg) (NULL: none). 0, or -1
+ * out of memory (nothing recorded, drop not called). */
+int tlocal_log_hook(tlocal_log *g, const char *field,
+                    int (*check)(void *arg, const char *field, terr *e),
+                    void (*drop)(void *arg), void *arg);
 
 /* Map the .npy at path (guarded, private, read/write: writes stay in the
  * job's copy). Recorded in `log` when not NULL (then the log must outlive

@@ -43,6 +43,9 @@ char *tparts_text(const tparts *p) {
     if (t->path) {
       tbuf_adds(&b, ",\"path\":");
       tbuf_json_str(&b, t->path);
+    } else if (t->in_region) {
+      tbuf_adds(&b, ",\"offset\":");
+      tbuf_json_int(&b, (long long)t->offset);
     }
     tbuf_add(&b, "}", 1);
   }
@@ -69,7 +72,7 @@ static const char *part_read(const json_t *v, int index, tpart *t) {
   json_t *x;
   json_object_foreach((json_t *)v, key, x) {
     if (strcmp(key, "name") && strcmp(key, "dtype") && strcmp(key, "shape") &&
-        strcmp(key, "bytes") && strcmp(key, "path"))
+        strcmp(key, "bytes") && strcmp(key, "path") && strcmp(key, "offset"))
       return "an entry has an unknown key";
   }
   const char *name = json_string_value(json_object_get(v, "name"));
@@ -96,6 +99,14 @@ static const char *part_read(const json_t *v, int index, tpart *t) {
     return "a part's bytes are not its shape's";
   t->bytes = n * (int64_t)tdtype_size(t->dtype);
   const json_t *pv = json_object_get(v, "path");
+  const json_t *ov = json_object_get(v, "offset");
+  if (ov) { /* in an output region: an offset, never a path */
+    if (pv || !json_is_integer(ov) || json_integer_value(ov) < 0)
+      return "a part's offset is not a byte offset (or it has a path too)";
+    t->in_region = 1;
+    t->offset = (int64_t)json_integer_value(ov);
+    return NULL;
+  }
   if (pv && (index == 0 || !json_is_string(pv) ||
              strlen(json_string_value(pv)) != json_string_length(pv) ||
              json_string_value(pv)[0] != '/'))
@@ -120,6 +131,8 @@ int tparts_parse(const char *text, tparts *out, terr *e) {
     why = part_read(json_array_get(doc, i), (int)i, t);
     for (size_t k = 0; !why && k < i; k++)
       if (strcmp(out->p[k].name, t->name) == 0) why = "two parts have one name";
+    if (!why && i > 0 && t->in_region != out->p[0].in_region)
+      why = "some parts have an offset and others not";
   }
   json_decref(doc);
   if (!why) return T_OK;

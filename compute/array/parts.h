@@ -10,6 +10,8 @@
  *   [{"name":"distance","dtype":"float64","shape":[3,2],"bytes":48},
  *    {"name":"index","dtype":"int64","shape":[3,2],"bytes":48,
  *     "path":"/data/results/j_....index.npy"}]
+ * A result written into an output region (compute/array/region.h) lists
+ * every part with "offset" (its bytes' place in the region) and no path.
  * The store reads only the paths (to remove the files with the row); the
  * job's JSON (compute/jobs/json.c), GET /v1/jobs/{id}/result/{name} (compute/jobs/jobs.c)
  * and a chained input's "part" (compute/array/store_source.c) read it with
@@ -39,6 +41,9 @@ typedef struct tpart {
   int64_t bytes;
   char *path; /* the part's file; NULL for part 0 (stored as a one-array
                  result is) */
+  int in_region;  /* 1: written into the job's output region at offset
+                     (compute/array/region.h), no file (path NULL) */
+  int64_t offset;
 } tpart;
 
 typedef struct tparts {
@@ -54,7 +59,7 @@ char *tparts_text(const tparts *p);
  * saying what is wrong) on anything tparts_text would not write: more than
  * TPARTS_MAX entries, a bad or repeated name, an unknown dtype, a bad
  * shape, bytes that are not the shape's, a path on part 0 or none on the
- * others. On failure *out is cleared. */
+ * others (unless every part has an "offset" and none a path). On failure *out is cleared. */
 int tparts_parse(const char *text, tparts *out, terr *e);
 void tparts_clear(tparts *p);
 /* The index of the part called name, or -1. */

@@ -17,6 +17,7 @@
  * as cancelable as any other build of an input).
  */
 #include "compute/array/store_source.h"
+#include "compute/array/region.h"
 #include "compute/array/parts.h"
 
 #include <jansson.h>
@@ -117,6 +118,17 @@ static int env_result_job(void *ud, const char *owner, const char *id,
     rc = terr_set(e, T_ECONFLICT, "", -1,
                   "job %s is a tile of split job %s, not a job of its own: "
                   "take {\"result\": \"%s\"}", id, j->parent, j->parent);
+    store_job_clear(j);
+    return rc;
+  }
+  char rid[REGION_ID_MAX];
+  int64_t roff;
+  if (j->status == JOB_SUCCEEDED &&
+      region_out_parse(j->output_file, rid, &roff)) {
+    rc = terr_set(e, T_ECONFLICT, "", -1,
+                  "job %s wrote its result into region %s at offset %lld "
+                  "and the service keeps no copy: take it as {\"region\": "
+                  "...}", id, rid, (long long)roff);
     store_job_clear(j);
     return rc;
   }

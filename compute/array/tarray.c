@@ -144,7 +144,9 @@ void tarray_free(tarray *a) {
   if (!a) return;
   tarray_sink_close(a);
   sigbus_unguard(a->guard); /* before the unmap: the range may be reused */
-  if (a->map_base)
+  if (a->release)
+    a->release(a->release_arg);
+  else if (a->map_base)
     munmap(a->map_base, a->map_len);
   else
     free(a->data);

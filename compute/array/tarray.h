@@ -57,6 +57,11 @@ typedef struct tarray {
               * input or an "output" file under --local-dir, which another
               * process may truncate): util/sigbus.h's id, dropped by
               * tarray_free before it unmaps; 0 otherwise */
+  /* Non-NULL: data is borrowed (a registered region's mapping,
+   * compute/array/region.h): tarray_free calls release(release_arg)
+   * instead of freeing or unmapping anything. */
+  void (*release)(void *arg);
+  void *release_arg;
 } tarray;
 
 size_t tdtype_size(tdtype dt);               /* 8 or 4 (int64: 8) */

@@ -15,6 +15,7 @@
 #define TESSEL_GPU_GPU_H
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "util/err.h"
@@ -93,5 +94,15 @@ typedef struct gpu_rates {
   int stage_threads; /* host threads that stage this device's copies */
 } gpu_rates;
 int gpu_measure_rates(int dev, gpu_rates *r, terr *e);
+
+/* A registered region's mapping (compute/array/region.h) page-locked for
+ * every device once, at registration (compute/gpu/hostreg.cu:
+ * cudaHostRegister, portable), so that copies to and from it run at pinned
+ * speed with no staging copy. 0; T_EUNAVAIL when no GPU is usable (the
+ * region then works unpinned); T_EDEVICE with CUDA's reason otherwise.
+ * gpu_host_unregister undoes it (before the munmap; no-op for a range
+ * never registered). Any thread. */
+int gpu_host_register(void *p, size_t n, terr *e);
+void gpu_host_unregister(void *p);
 
 #endif

@@ -30,4 +30,10 @@ int gpu_measure_rates(int dev, gpu_rates *r, terr *e) {
   return terr_set(e, T_EUNAVAIL, "backend", -1, "%s", gpu_unavailable_reason());
 }
 
+int gpu_host_register(void *p, size_t n, terr *e) {
+  (void)p, (void)n;
+  return terr_set(e, T_EUNAVAIL, "", -1, "%s", gpu_unavailable_reason());
+}
+void gpu_host_unregister(void *p) { (void)p; }
+
 #endif

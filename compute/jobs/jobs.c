@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "compute/array/parts.h"
+#include "compute/array/region.h"
 #include "compute/jobs/jobs.h"
 #include "util/buf.h"
 #include "util/util.h"
@@ -290,6 +291,16 @@ int jobs_result_part_get(jobs *J, const char *id, const char *owner,
     rc = terr_set(e, j.status == JOB_SUCCEEDED ? T_ENOTFOUND : T_ECONFLICT,
                   "id", -1, "job %s is %s: it has no result", j.id,
                   job_status_name(j.status));
+    store_job_clear(&j);
+    return rc;
+  }
+  char rid[REGION_ID_MAX];
+  int64_t roff;
+  if (region_out_parse(j.output_file, rid, &roff)) { /* raw bytes there */
+    rc = terr_set(e, T_ECONFLICT, "id", -1,
+                  "job %s wrote its result into region %s at offset %lld "
+                  "(output.region); the service keeps no copy: read it there",
+                  j.id, rid, (long long)roff);
     store_job_clear(&j);
     return rc;
   }

@@ -60,6 +60,31 @@ void jobs_local_free(struct tlocal *l);
  * of memory. */
 json_t *jobs_local_dirs(jobs *J, const char *owner);
 
+/* ---- registered regions (compute/jobs/regions.c, compute/array/region.h) -- */
+
+struct region_info;
+/* Once at start: the per-token byte limit of regions (--region-bytes; 0:
+ * a quarter of RAM), and the GPU's page-locking of each new region
+ * (compute/gpu: gpu_host_register; compute/array may not call it). */
+void jobs_regions_setup(int64_t bytes);
+/* 1 when POST /v1/regions can work here: --local-dir given, and a single
+ * node's store (GET /v1/info features.regions). */
+int jobs_regions_available(jobs *J);
+/* POST /v1/regions: 400 on a cluster store, else region_add under
+ * --local-dir (errors name "path"). */
+int jobs_region_add(jobs *J, const char *owner, const char *path,
+                    struct region_info *out, terr *e);
+/* DELETE /v1/regions/{id}: 404, or 409 naming the queued or running jobs
+ * that use it (the store says which). */
+int jobs_region_delete(jobs *J, const char *owner, const char *id, terr *e);
+/* 1 when params name a region ({"region": id} at any depth). */
+int jobs_names_region(const json_t *params);
+/* Record job_id as a user of every region its params name and of
+ * out_region (NULL: none): T_ENOTFOUND naming the field when one is gone;
+ * 400 on a cluster store. */
+int jobs_regions_use(jobs *J, const char *owner, const json_t *params,
+                     const char *out_region, const char *job_id, terr *e);
+
 /* ---- life ---------------------------------------------------------------- */
 
 /* Submit the job described by the request body (a JSON object, borrowed).

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "compute/array/parts.h"
+#include "compute/array/region.h"
 #include "compute/jobs/jobs.h"
 #include "util/buf.h"
 #include "util/util.h"
@@ -57,8 +58,8 @@ static void add_timings(tbuf *b, const job_timings *t) {
   tbuf_add(b, "}", 1);
 }
 
-/* ,"parts":[{"name","dtype","shape","bytes","href"}] of a result of
- * several arrays (the stored document, compute/array/parts.h; its paths are the
+/* ,"parts":[{"name","dtype","shape","bytes","href"|"offset"}] of a result
+ * of several arrays (offset: in the job's output region) (the stored document, compute/array/parts.h; its paths are the
  * service's and never shown). Nothing for a one-array result, or when the
  * document does not read (logged). */
 static void add_parts(tbuf *b, const char *doc, const char *id) {
@@ -84,6 +85,12 @@ static void add_parts(tbuf *b, const char *doc, const char *id) {
       }
       tbuf_adds(b, "],\"bytes\":");
       tbuf_json_int(b, (long long)t->bytes);
+      if (t->in_region) { /* its bytes' place in the output region */
+        tbuf_adds(b, ",\"offset\":");
+        tbuf_json_int(b, (long long)t->offset);
+        tbuf_adds(b, "}");
+        continue;
+      }
       tbuf_adds(b, ",\"href\":\"/v1/jobs/");
       tbuf_adds(b, id); /* ids and part names need no escaping */
       tbuf_adds(b, "/result/");
@@ -114,7 +121,15 @@ static void add_result(tbuf *b, const job_result_info *r, const char *id,
     tbuf_adds(b, ",\"nonconverged\":");
     tbuf_json_int(b, (long long)r->nonconverged);
   }
-  if (file) {
+  char rid[REGION_ID_MAX];
+  int64_t off;
+  if (region_out_parse(file, rid, &off)) { /* raw bytes in the region */
+    tbuf_adds(b, ",\"region\":");
+    tbuf_json_str(b, rid);
+    tbuf_adds(b, ",\"offset\":");
+    tbuf_json_int(b, (long long)off);
+    add_parts(b, parts, id);
+  } else if (file) {
     tbuf_adds(b, ",\"file\":");
     tbuf_json_str(b, file);
   } else if (id) {
@@ -252,7 +267,16 @@ char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len) {
   else
     tbuf_add(&b, "null", 4);
   tbuf_adds(&b, ",\"output\":");
-  if (j->output_file) {
+  char out_region[REGION_ID_MAX];
+  int64_t out_offset;
+  if (region_out_parse(j->output_file, out_region, &out_offset)) {
+    /* the result's raw bytes at offset; "result" says dtype and shape */
+    tbuf_adds(&b, "{\"region\":");
+    tbuf_json_str(&b, out_region);
+    tbuf_adds(&b, ",\"offset\":");
+    tbuf_json_int(&b, (long long)out_offset);
+    tbuf_adds(&b, "}");
+  } else if (j->output_file) {
     tbuf_adds(&b, "{\"file\":");
     tbuf_json_str(&b, j->output_file);
     tbuf_adds(&b, "}");

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "compute/array/localfile.h"
+#include "compute/array/region.h"
 #include "compute/array/store_source.h"
 #include "compute/jobs/jobs.h"
 #include "util/buf.h"
@@ -41,6 +42,8 @@ typedef struct submission {
   double timeout_s;
   const char *request_id, *label;
   const char *output_file; /* "output": {"file"}; NULL when none */
+  const char *out_region;  /* "output": {"region"}; NULL when none */
+  int64_t out_offset;      /* its "offset" */
   json_t *params;
 } submission;
 
@@ -70,6 +73,34 @@ static int opt_string(json_t *body, const char *key, size_t minlen,
                     "expected a string of %zu to %zu characters", minlen,
                     maxlen);
   *out = json_string_value(v);
+  return T_OK;
+}
+
+/* "output": {"region": id, "offset": bytes} (compute/array/region.h). */
+static int parse_output_region(json_t *v, submission *s, terr *e) {
+  static const char *const keys[] = {"region", "offset", NULL};
+  const char *key;
+  json_t *x;
+  json_object_foreach(v, key, x) {
+    int i = 0;
+    while (keys[i] && strcmp(keys[i], key) != 0) i++;
+    if (!keys[i])
+      return terr_set(e, T_EINVAL, "output", -1,
+                      "'%s': unknown field (expected {\"region\": id, "
+                      "\"offset\": bytes})", key);
+  }
+  x = json_object_get(v, "region");
+  if (!json_is_string(x) || json_string_length(x) < 1 ||
+      json_string_length(x) >= REGION_ID_MAX ||
+      strchr(json_string_value(x), '@'))
+    return terr_set(e, T_EINVAL, "output.region", -1,
+                    "must be a region's id (\"r_...\")");
+  s->out_region = json_string_value(x);
+  x = json_object_get(v, "offset");
+  if (x && (!json_is_integer(x) || json_integer_value(x) < 0))
+    return terr_set(e, T_EINVAL, "output.offset", -1,
+                    "must be a byte offset (an integer >= 0)");
+  s->out_offset = x ? json_integer_value(x) : 0;
   return T_OK;
 }
 
@@ -121,6 +152,8 @@ static int parse_submission(json_t *body, submission *s, terr *e) {
   if (!json_is_object(s->params))
     return terr_set(e, T_EINVAL, "params", -1, "required: a JSON object");
   v = json_object_get(body, "output");
+  if (json_is_object(v) && json_object_get(v, "region"))
+    return parse_output_region(v, s, e);
   if (v) {
     json_t *f = json_object_get(v, "file");
     if (!json_is_object(v) || json_object_size(v) != 1 || !f)
@@ -141,12 +174,30 @@ static int parse_submission(json_t *body, submission *s, terr *e) {
  * refused, a missing directory 404). */
 static int check_output(jobs *J, const char *owner, const submission *s,
                         terr *e) {
+  if ((s->out_region || jobs_names_region(s->params)) &&
+      store_is_cluster(J->st))
+    return jobs_regions_use(J, owner, s->params, s->out_region, "", e);
+  if (s->out_region) /* the offset now; the result's size after the check */
+    return region_check_range(owner, s->out_region, s->out_offset, 0, 8,
+                              "output", e);
   if (!s->output_file) return T_OK;
   tlocal_out o;
   int rc = tlocal_out_open(J->local, owner, s->output_file, "output.file", &o,
                            e);
   tlocal_out_close(&o);
   return rc;
+}
+
+/* An output region must hold the result's first array (the estimate's
+ * shape; a geodesic radius query's: max_pairs) at its offset: 400 naming
+ * output.offset now rather than a job that fails. */
+static int check_output_size(const char *owner, const submission *s,
+                             const job_estimate *est, terr *e) {
+  if (!s->out_region) return T_OK;
+  int64_t n = tshape_size(est->out_ndim, est->out_shape, INT64_MAX);
+  int64_t isz = (int64_t)tdtype_size(est->out_dtype);
+  return region_check_range(owner, s->out_region, s->out_offset,
+                            n < 0 ? INT64_MAX : n * isz, isz, "output", e);
 }
 
 /* The store row of a checked submission (strings are heap copies: the
@@ -185,16 +236,21 @@ static int build_row(jobs *J, const char *owner, const submission *s,
   j->priority = s->priority;
   j->label = s->label ? strdup(s->label) : NULL;
   j->request_id = s->request_id ? strdup(s->request_id) : NULL;
-  j->output_file = s->output_file ? strdup(s->output_file) : NULL;
+  j->output_file = s->output_file ? strdup(s->output_file)
+                  : s->out_region
+                      ? region_out_text(s->out_region, s->out_offset)
+                      : NULL;
   j->timeout_s = s->timeout_s > 0 ? s->timeout_s : J->default_timeout_s;
   j->created_at = t_wall_ms();
   j->max_abs_diff = NAN;
   /* A job split into tiles is marked so at insert (compute/sched/split.c). */
   j->tiles = sched_split_tiles(J->sc, s->kind, s->params, est,
-                               s->backend, s->output_file != NULL);
+                               s->backend,
+                               s->output_file != NULL || s->out_region);
   if (!j->owner || !j->kind || !j->params || !j->backend_requested ||
       !j->estimate || (s->request_id && (!j->body_hash || !j->request_id)) ||
-      (s->label && !j->label) || (s->output_file && !j->output_file)) {
+      (s->label && !j->label) ||
+      ((s->output_file || s->out_region) && !j->output_file)) {
     store_job_clear(j);
     return terr_set(e, T_ENOMEM, "", -1, "out of memory");
   }
@@ -278,6 +334,10 @@ int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
   /* Nor one whose inputs it must find still stored: its failure must be
    * answered (404 naming the field), not found after the answer. */
   *async_insert = *async_insert && !refs_stored(s.params, 0);
+  /* Nor one naming a region: a delete asks the store whether it is
+   * queued (compute/jobs/regions.c), so the row must be there. */
+  *async_insert = *async_insert && !s.out_region &&
+                  !jobs_names_region(s.params);
 
   tenv env;
   tenv_from_store(&env, J->st, owner, J->max_elems);
@@ -325,8 +385,17 @@ static int submit_checked(jobs *J, const char *owner, const submission *sp,
   }
 
   job_record row;
-  if ((rc = build_row(J, owner, &s, body, &est, env.local_pins, &row, e))) {
+  if ((rc = check_output_size(owner, &s, &est, e)) ||
+      (rc = build_row(J, owner, &s, body, &est, env.local_pins, &row, e))) {
     kind_checked_free(s.kind, checked);
+    sched_unreserve(J->sc);
+    return rc;
+  }
+  /* The regions it names know it before the row exists: a delete from
+   * now on answers 409 while it is queued or running. */
+  if ((rc = jobs_regions_use(J, owner, s.params, s.out_region, row.id, e))) {
+    kind_checked_free(s.kind, checked);
+    store_job_clear(&row);
     sched_unreserve(J->sc);
     return rc;
   }

@@ -611,7 +611,10 @@ static int srun_keep(srun *r, sres *res, double backend_ms,
   snprintf(final, SRUN_PATH_MAX, "%s/%s.npy", s->results_dir, j->stem);
   double t0s = t_now_ms();
   int wrc;
-  if (r->out.dirfd >= 0 && res->n > 1) {
+  if (r->out_region[0]) { /* raw bytes into the client's region */
+    wrc = srun_output_region(r, res, parts, parts_doc, e);
+    final[0] = 0;
+  } else if (r->out.dirfd >= 0 && res->n > 1) {
     wrc = terr_set(e, T_EINVAL, "output.file", -1,
                    "this job's result is %d arrays (%s, %s%s); output.file "
                    "takes a result of one array: submit it without "
@@ -700,7 +703,9 @@ static int srun_prelude(srun *r, int *crashed, int *leave, terr *e) {
 
   /* Same-host files: the output's directory is opened now (it may be gone
    * since submit, a restart ago); mapped inputs are recorded for the end. */
-  if (j->output_file &&
+  if (region_out_parse(j->output_file, r->out_region, &r->out_offset)) {
+    /* a registered region (compute/array/region.h): written at the end */
+  } else if (j->output_file &&
       (rc = tlocal_out_open(s->cfg.local, j->owner, j->output_file,
                             "output.file", &r->out, e)))
     return rc;

@@ -12,6 +12,7 @@
 
 #include "compute/array/localfile.h"
 #include "compute/array/parts.h"
+#include "compute/array/region.h"
 #include "compute/sched/sched_int.h"
 
 #define SRUN_MAX_ALLOCS 8
@@ -57,6 +58,9 @@ typedef struct srun {
   double rtol, atol; /* compare's tolerance for this plan */
   tlocal_out out;    /* "output": {"file"}; out.dirfd -1 when none */
   int out_busy;      /* an allocation holds out's temporary */
+  char out_region[REGION_ID_MAX]; /* "output": {"region"}; "" when none */
+  int64_t out_offset;
+  int out_region_busy; /* an allocation lies in the output region */
 } srun;
 
 
@@ -83,6 +87,12 @@ void srun_drop_result(srun *r, tarray *a);
  * no end may be written. */
 #define SRUN_OUTPUT_LOST (-2)
 int srun_output(srun *r, tarray *a, terr *e);
+/* run_output.c: a result into the job's output region (every array of res
+ * freed here): every part's range checked and the region whole, else an
+ * error and nothing written; a result of several arrays lists each part's
+ * offset in *doc (parts filled). */
+int srun_output_region(srun *r, sres *res, tparts *parts, char **doc,
+                       terr *e);
 /* compare.c: run the plan on serial, cpu and (when a GPU is healthy)
  * cuda, compare every run's result with serial's part by part, and keep
  * serial's in *result (empty on failure). */

@@ -24,6 +24,11 @@
  * could still place after another node has: no filesystem takes a fencing
  * token, so a lease can only narrow that window to the pause itself.
  *
+ * An output region ("output": {"region"}) is simpler: srun_output_region
+ * copies the result's bytes in at the offset; the region is checked whole
+ * (its size, not torn) before and after, and a range past its end writes
+ * nothing. Regions exist on a single node only (compute/jobs/regions.c).
+ *
  * Threads: the worker that runs the job (compute/sched/run.c), no lock held.
  */
 #include <stdio.h>
@@ -83,4 +88,52 @@ int srun_output(srun *r, tarray *a, terr *e) {
                     "that this node still holds the job: %s", why);
   }
   return tlocal_out_place(&r->out, e);
+}
+
+/* "output": {"region": id, "offset": o} (compute/array/region.h): the
+ * result's raw bytes copied into the region, no .npy header. A result of
+ * several arrays: part 0 at o, each next part at the first multiple of
+ * REGION_ALIGN after the one before, every range checked before a byte is
+ * written, and the offsets listed in *doc (compute/array/parts.h). */
+int srun_output_region(srun *r, sres *res, tparts *parts, char **doc,
+                       terr *e) {
+  int rc = T_OK, n = res->n > 0 ? res->n : 1;
+  int64_t off = r->out_offset;
+  *doc = NULL;
+  for (int i = 0; rc == T_OK && i < n; i++) {
+    tarray *a = res->a[i];
+    if (!a) {
+      rc = terr_set(e, T_EINTERNAL, "output", -1, "no result");
+      break;
+    }
+    if (a->sink && (rc = srun_readable(r, &a, e))) {
+      res->a[i] = a; /* NULL: dropped */
+      break;
+    }
+    res->a[i] = a;
+    tpart *t = &parts->p[i];
+    snprintf(t->name, sizeof t->name, "%s", res->name[i] ? res->name[i] : "");
+    t->dtype = a->dtype;
+    t->ndim = a->ndim;
+    memcpy(t->shape, a->shape, sizeof t->shape);
+    t->bytes = a->size * (int64_t)tdtype_size(a->dtype);
+    t->in_region = 1;
+    t->offset = off;
+    parts->n = i + 1;
+    rc = region_check_range(r->j->owner, r->out_region, off, t->bytes,
+                            (int64_t)tdtype_size(a->dtype), "output", e);
+    off += t->bytes;
+    off += (REGION_ALIGN - off % REGION_ALIGN) % REGION_ALIGN;
+  }
+  for (int i = 0; rc == T_OK && i < n; i++)
+    rc = region_output(r->j->owner, r->out_region, parts->p[i].offset,
+                       res->a[i], "output", e);
+  if (rc == T_OK && n > 1 && !(*doc = tparts_text(parts)))
+    rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  if (n == 1 || rc) { /* nothing to list: no parts document */
+    memset(parts->p + 1, 0, sizeof(tpart) * (TPARTS_MAX - 1));
+    parts->n = 0;
+  }
+  srun_drop_res(r, res);
+  return rc;
 }

@@ -2,7 +2,8 @@
  * run.c): the memory or file each is written into (job_ctx.result_alloc /
  * result_stream: heap, a mapped file or a sink under a temporary name),
  * the named parts of a result of several arrays (job_ctx.result_part),
- * and keeping a result once the run succeeded (in the store row, or its
+ * and keeping a result once the run succeeded (an output region's first
+ * big array allocated in the region itself, compute/array/region.h) (in the store row, or its
  * file renamed into place; the other parts' files and their document).
  * What a run left behind is freed or unlinked by srun_cleanup and
  * srun_drop_res. */
@@ -45,7 +46,18 @@ static int srun_result_new(job_ctx *ctx, tdtype dt, int ndim,
   int64_t bytes = n * (int64_t)tdtype_size(dt);
   int heap = sink ? r->s->row_max > 0 && bytes + NPY_HEADER_MAX <= r->s->row_max
                   : bytes <= r->s->inline_max;
-  if (heap) {
+  terr re;
+  if (!heap && r->out_region[0] && !r->out_region_busy &&
+      region_result(r->j->owner, r->out_region, r->out_offset, dt, ndim,
+                    shape, "output", &al->a, &re) == T_OK) {
+    /* The first big result array lies in the job's output region: the
+     * kind (or the GPU's copy back) writes it in place, a map's threads
+     * each their own chunks (a memory array, as a heap result: never a
+     * sink here, whose file would be copied in); srun_output_region
+     * then checks it and copies nothing. A range that does not fit:
+     * allocated as usual, the error said at the end. */
+    r->out_region_busy = 1;
+  } else if (heap) {
     al->a = tarray_new(dt, ndim, shape);
     if (!al->a)
       return terr_set(e, T_ENOMEM, "", -1, "no memory for a result of %lld bytes",

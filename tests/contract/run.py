@@ -88,12 +88,14 @@ class Daemon:
         tok = os.path.join(self.dir, "tokens")
         with open(tok, "w") as f:
             f.write("alice:%s\n" % TOKEN)
+        self.local = os.path.join(self.dir, "local")  # alice's: local/alice
+        os.makedirs(os.path.join(self.local, "alice"))
         self.log = open(os.path.join(self.dir, "daemon.log"), "wb")
         self.proc = subprocess.Popen(
             [binary, "--port", "0", "--data-dir", os.path.join(self.dir, "data"),
              "--threads", "1", "--access-log", "0", "--token-file", tok,
              "--queue-limit", "1", "--max-body", "200000",
-             "--max-json-result", "100000"],
+             "--max-json-result", "100000", "--local-dir", self.local],
             stdout=subprocess.PIPE, stderr=self.log)
         deadline = time.time() + 60
         self.port = None
@@ -420,6 +422,24 @@ def run():
                                       ctype="application/json" if m == "post" else None)
                 if st == 400 and b"unknown query parameter" in body:
                     fail("%s %s: the spec's parameter %s is refused" % (m, t, prm["name"]))
+
+    # ---- regions (API.md "Regions"): every answer against the spec
+    rpath = os.path.join(os.path.realpath(D.local), "alice", "r.bin")
+    with open(rpath, "wb") as f:
+        f.truncate(4096)
+    st, _, _, reg = call("POST", "/v1/regions", body={"path": rpath}, want=201)
+    call("GET", "/v1/regions", want=200)
+    call("GET", "/v1/regions/%s" % reg["id"], want=200)
+    call("GET", "/v1/regions/r_nope", want=404)
+    call("POST", "/v1/regions", body={"path": "/etc/passwd"}, want=403)
+    st, _, _, rj = submit({"kind": "geodesic", "params": {
+        "points": {"region": reg["id"], "offset": 0, "dtype": "float64", "shape": [3, 2]},
+        "query": {"knn": {"k": 1}}}, "output": {"region": reg["id"], "offset": 1024}}, wait=30)
+    if not rj or rj.get("status") != "succeeded" or "offset" not in rj["result"]["parts"][1]:
+        fail("a job into a region: %r" % (rj,))
+    call("POST", "/v1/jobs", body={"kind": "map", "params": {"expr": "x", "inputs": {"x": {
+        "region": reg["id"], "offset": 4096, "dtype": "float64", "shape": [1]}}}}, want=400)
+    call("DELETE", "/v1/regions/%s" % reg["id"], want=200)
 
     # ---- other errors
     call("GET", "/v1/jobs/j_nope", want=404)

@@ -133,6 +133,7 @@ TEST(fields_and_flags) {
   json_t *f = json_object_get(j, "features");
   CHECK(jbool(f, "tokens") == 0);
   CHECK(jbool(f, "same_host") == 1);
+  CHECK(jbool(f, "regions") == 1); /* --local-dir on SQLite: POST /v1/regions */
   CHECK(jbool(f, "chained_jobs") == 1);
   static const char *const formats[] = {"npy", "csv", "json"};
   CHECK(strings_are(json_object_get(f, "formats"), formats, 3));
@@ -205,6 +206,7 @@ TEST(no_local_dir) {
   CHECK(srv_start(&s, daemon_path, "--threads", "1", NULL) == 0);
   json_t *j = get_info(&s, NULL);
   CHECK(jbool(json_object_get(j, "features"), "same_host") == 0);
+  CHECK(jbool(json_object_get(j, "features"), "regions") == 0);
   json_t *d = json_object_get(j, "local_dirs");
   CHECK(json_is_array(d) && json_array_size(d) == 0);
   /* The defaults of --help, as the daemon parsed them. */

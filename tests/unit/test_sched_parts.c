@@ -530,6 +530,41 @@ TEST(test_parts_output_file_refused) {
   jobs_local_free(local);
 }
 
+/* The document of a result written into an output region: offsets, no
+ * paths; read back the same; a mix of offsets and paths refused. */
+TEST(test_parts_region_offsets) {
+  tparts p;
+  memset(&p, 0, sizeof p);
+  p.n = 2;
+  snprintf(p.p[0].name, sizeof p.p[0].name, "distance");
+  snprintf(p.p[1].name, sizeof p.p[1].name, "index");
+  p.p[1].dtype = T_I64;
+  for (int i = 0; i < 2; i++) {
+    p.p[i].ndim = 1;
+    p.p[i].shape[0] = 3;
+    p.p[i].bytes = 24;
+    p.p[i].in_region = 1;
+    p.p[i].offset = i ? 128 : 40;
+  }
+  char *doc = tparts_text(&p);
+  tparts q;
+  terr e;
+  CHECK_MSG(doc && tparts_parse(doc, &q, &e) == 0, "%s", e.message);
+  CHECK(q.n == 2 && q.p[0].in_region && q.p[0].offset == 40 &&
+        q.p[1].in_region && q.p[1].offset == 128 && !q.p[1].path);
+  tparts_clear(&q);
+  free(doc);
+  const char *mixed =
+      "[{\"name\":\"a\",\"dtype\":\"float64\",\"shape\":[1],\"bytes\":8,"
+      "\"offset\":0},{\"name\":\"b\",\"dtype\":\"float64\",\"shape\":[1],"
+      "\"bytes\":8,\"path\":\"/x.npy\"}]";
+  CHECK(tparts_parse(mixed, &q, &e) == T_EIO);
+  const char *both =
+      "[{\"name\":\"a\",\"dtype\":\"float64\",\"shape\":[1],\"bytes\":8,"
+      "\"offset\":0,\"path\":\"/x.npy\"}]";
+  CHECK(tparts_parse(both, &q, &e) == T_EIO);
+}
+
 int main(void) {
   t_log_level = T_LOG_ERROR;
   snprintf(root, sizeof root, "/tmp/tessel_parts_XXXXXX");
@@ -541,6 +576,7 @@ int main(void) {
   RUN(test_parts_while_running_and_one_array);
   RUN(test_parts_unfinished_swept_at_start);
   RUN(test_parts_output_file_refused);
+  RUN(test_parts_region_offsets);
   rm_tree(root);
   return check_summary();
 }

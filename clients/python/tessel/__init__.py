@@ -7,7 +7,8 @@
     z = c.reduce("sum", "x", x=j, axis=None) # chained on the server
 
 The modules: client (Client, the executor), kinds (the per-kind methods),
-array (Array), job (Job, the waiter thread), transport (HTTP and .npy
+array (Array), region (Region: registered shared-memory regions and the
+client's pool of them), job (Job, the waiter thread), transport (HTTP and .npy
 streaming), errors, cli. Typed (PEP 561: py.typed ships with the package);
 help(tessel.Client.geodesic_knn) and the like read as NumPy's docs.
 """
@@ -15,8 +16,9 @@ from .client import Array, Client, CompareTable, TesselExecutor
 from .errors import (Canceled, Conflict, InvalidArgument, JobFailed, NotFound, PayloadTooLarge,
                      PermissionDenied, TesselError, TooManyRequests, Unavailable)
 from .job import Job
+from .region import Region
 
 __version__ = "0.1.0"
-__all__ = ["Client", "Array", "Job", "CompareTable", "TesselExecutor", "TesselError",
+__all__ = ["Client", "Array", "Job", "Region", "CompareTable", "TesselExecutor", "TesselError",
            "InvalidArgument", "PermissionDenied", "NotFound", "Conflict", "PayloadTooLarge",
            "Unavailable", "TooManyRequests", "JobFailed", "Canceled"]

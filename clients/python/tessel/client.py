@@ -15,11 +15,17 @@ Same-host path. When the server lets this caller use a --local-dir
 directory (GET /v1/info "local_dirs", or Client(local_dir=...)), and that
 directory exists and is writable here, and a probe job proves the server
 reads what this process wrote there (a random tiny .npy, read back through
-"output" too), inputs are written there as .npy files ({"file": path}) and
-results come back as "output" files mapped with mmap (copy-on-write), or read
-into the caller's out= with readinto. The probe's answer is kept for the
-Client's life. c.empty() gives an array that already lives there. Otherwise
-everything goes over HTTP. The temporary files are removed by the reaper
+"output" too), arrays go through registered shared-memory regions there
+(region.py; API.md "Regions"): an ndarray already in one of the client's
+regions (c.empty(), Region.ndarray, an earlier result) is named in place,
+an ordinary one is copied into a block of the client's region pool by
+several threads, and the result is written by the server into a block the
+client carved for it and returned as a view: no byte crosses HTTP. With
+regions=False, or a server without them, inputs are written there as .npy
+files ({"file": path}) and results come back as "output" files mapped with
+mmap (copy-on-write), or read into the caller's out= with readinto. The
+probe's answer is kept for the Client's life. Otherwise everything goes over
+HTTP. The temporary files are removed by the reaper
 thread (job.py) once their job ended: freeing an 800 MB file's pages takes
 tens of milliseconds that the caller does not wait for; Client.close() and
 the interpreter's exit wait until they are gone.
@@ -47,6 +53,8 @@ import numpy as np
 from . import errors
 from .array import Array, _wire_array  # noqa: F401 (tessel.client.Array, as before)
 from .job import Job, Waiter, _unlink_quiet, reaper
+from .region import Region, _Pool, _out_bytes, copy_in
+from .region import view as region_view
 from .kinds import ArrayLike, Kinds, Output  # noqa: F401 (ArrayLike: tessel.client.ArrayLike)
 from .transport import DEFAULT_STREAMS, Transport, npy_header, read_npy_file
 
@@ -75,6 +83,10 @@ class Client(Kinds):
     local_dir : str, optional
         The one directory to try for same-host transfers, instead of the
         server's ``local_dirs`` (GET /v1/info).
+    regions : bool, optional
+        Same-host only. None (default): arrays go through registered
+        shared-memory regions (`region`, `empty`; API.md "Regions") where
+        the server has them; False: through .npy files as before.
     max_wait : float, optional
         Seconds of each server-side wait (the server allows up to 60).
     verify : bool or str, optional
@@ -95,7 +107,7 @@ class Client(Kinds):
 
     Examples
     --------
-    >>> c = tessel.Client(url)  # a same-host result comes back as an np.memmap
+    >>> c = tessel.Client(url)  # same host: results come back in a region
     >>> c.map("x + 1", x=[1.0, 2.0]).tolist()
     [2.0, 3.0]
     >>> c.close()
@@ -107,7 +119,8 @@ class Client(Kinds):
                  timeout: float = 120.0, same_host: Optional[bool] = None,
                  local_dir: Optional[str] = None, max_wait: float = 60.0,
                  verify: Union[None, bool, str] = None,
-                 streams: int = DEFAULT_STREAMS) -> None:
+                 streams: int = DEFAULT_STREAMS,
+                 regions: Optional[bool] = None) -> None:
         self.url = url or os.environ.get("TESSEL_URL") or DEFAULT_URL
         token = token if token is not None else os.environ.get("TESSEL_TOKEN")
         if verify is None:
@@ -119,6 +132,10 @@ class Client(Kinds):
         self._local = None  # None: not probed yet; "" no; else the directory
         self._local_lock = threading.Lock()
         self._empties = {}  # data address -> (path, nbytes) of c.empty arrays
+        self._regions_opt = regions
+        self._regions = {}  # region id -> weakref to its live Region
+        self._rpool = None  # the pool c.empty and the calls carve blocks from
+        self._rpool_lock = threading.Lock()
         self._waiter = Waiter(self)
         self._temp_lock = threading.Lock()
         self._temps = {}      # array id -> jobs using it (uploads made for jobs)
@@ -148,6 +165,8 @@ class Client(Kinds):
         True
         """
         self._waiter.close()
+        if self._rpool is not None:
+            self._rpool.close()
         self._t.shutdown()
         reaper.drain()
 
@@ -365,8 +384,11 @@ class Client(Kinds):
     def empty(self, shape: Union[int, Sequence[int]], dtype: Any = np.float64) -> np.ndarray:
         """A new array living in the same-host directory, like numpy.empty.
 
-        An np.memmap of a .npy there: fill it and pass it as an input, and
-        nothing is copied. Without a same-host directory: numpy.empty.
+        Carved from a registered region the client keeps (growing it by new
+        regions as needed): fill it and pass it as an input, and no byte
+        crosses HTTP or a file. With ``regions=False`` (or a server without
+        regions): an np.memmap of a .npy there. Without a same-host
+        directory: numpy.empty.
 
         Parameters
         ----------
@@ -377,23 +399,111 @@ class Client(Kinds):
         Returns
         -------
         ndarray
-            An np.memmap when there is a same-host directory.
+            A view of a region's mapping (or an np.memmap) when there is a
+            same-host directory.
 
         Examples
         --------
-        >>> e = c.empty((2, 2))
+        >>> e = sc.empty((2, 2))  # sc: a client with a same-host directory
         >>> e[...] = 1.5
-        >>> c.reduce("sum", x=e)
+        >>> sc.reduce("sum", x=e)
         array(6.)
         """
         d = self.local_dir()
         if d is None:
             return np.empty(shape, dtype)
+        shp = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+        dt = np.dtype(dtype)
+        blk = self._block(int(np.prod(shp, dtype=np.int64)) * dt.itemsize)
+        if blk is not None:
+            return region_view(blk[2], dt, shp)
         path = os.path.join(d, f"tessel-{os.getpid()}-{uuid.uuid4().hex}.npy")
         m = np.lib.format.open_memmap(path, mode="w+", dtype=np.dtype(dtype), shape=shape)
         self._empties[m.__array_interface__["data"][0]] = (path, m.nbytes)
         weakref_finalize(m, self._forget_empty, m.__array_interface__["data"][0], path)
         return m
+
+    def region(self, nbytes: int) -> Region:
+        """A new registered shared-memory region of nbytes (API.md "Regions").
+
+        A file in the same-host directory, sized, mapped here and registered
+        with the server: ``Region.ndarray`` views it; arrays in it are job
+        inputs read in place, and results of calls whose inputs all lie in
+        regions are written into the client's regions.
+
+        Parameters
+        ----------
+        nbytes : int
+
+        Returns
+        -------
+        Region
+            A context manager; ``close()`` deletes it.
+
+        Raises
+        ------
+        RuntimeError
+            No same-host directory.
+        PayloadTooLarge
+            Past the server's per-token limits (``--region-bytes``, 16
+            regions).
+
+        Examples
+        --------
+        >>> r = sc.region(1 << 16)  # sc: a client with a same-host directory
+        >>> r.id.startswith("r_"), r.nbytes
+        (True, 65536)
+        >>> r.close()
+        """
+        return Region(self, nbytes)
+
+    def _regions_on(self) -> bool:
+        return self._regions_opt is not False and self.local_dir() is not None
+
+    def _block(self, nbytes):
+        """A pool block (region, offset, array) or None: regions are off,
+        or the server refused one (then off for this client)."""
+        if not self._regions_on():
+            return None
+        with self._rpool_lock:
+            if self._rpool is None:
+                self._rpool = _Pool(self)
+            pool = self._rpool
+        try:
+            return pool.block(nbytes)
+        except OSError:
+            return None  # the directory is full, say: the file path instead
+        except errors.TesselError as e:
+            if isinstance(e, errors.NotFound) or getattr(e, "status", 0) in (404, 405):
+                self._regions_opt = False  # a server without /v1/regions
+            return None
+
+    def _region_of(self, a):
+        """(Region, offset) holding a wholly when a is a C-contiguous native
+        float array in one of this client's live regions, else None."""
+        if not (self._regions and a.flags.c_contiguous and a.dtype.isnative
+                and a.dtype.kind == "f" and a.dtype.itemsize in (4, 8)):
+            return None
+        for ref in list(self._regions.values()):
+            r = ref()
+            off = r._offset_of(a) if r is not None and not r._closed else None
+            if off is not None and off % a.dtype.itemsize == 0:
+                return r, off
+        return None
+
+    def _regions_gone(self):
+        """The server no longer has our regions (it restarted): forget them
+        all; arrays in them are ordinary arrays from now on."""
+        with self._rpool_lock:
+            pool, self._rpool = self._rpool, None
+        for ref in list(self._regions.values()):
+            r = ref()
+            if r is not None:
+                r._closed = True
+                r._fin.detach()
+        self._regions.clear()
+        if pool is not None:
+            pool.regions = []
 
     def _forget_empty(self, addr, path):
         self._empties.pop(addr, None)
@@ -411,6 +521,11 @@ class Client(Kinds):
                 raise errors.from_job(v.info)
             if v._output_file:
                 return {"file": v._output_file}
+            r = v.info.get("result") or {}
+            if r.get("region") and not r.get("parts") and r.get("region") in self._regions:
+                cleanup.append(lambda: v)  # its block stays while this job runs
+                return {"region": r["region"], "offset": r["offset"],
+                        "dtype": r["dtype"], "shape": r["shape"]}
             return {"result": v.id}
         if isinstance(v, dict):
             return v
@@ -424,7 +539,19 @@ class Client(Kinds):
             if hit and hit[1] == a.nbytes and a.dtype.kind == "f":
                 a.flush() if isinstance(a, np.memmap) else None
                 return {"file": hit[0]}
+        if isinstance(a, np.ndarray) and a.size:
+            hit = self._region_of(a)
+            if hit is not None:  # in place: no byte copied or sent
+                cleanup.append(lambda: a)  # kept (not reused) while the job runs
+                return {"region": hit[0].id, "offset": hit[1], "dtype": a.dtype.name,
+                        "shape": list(a.shape)}
         a = _wire_array(a)
+        blk = self._block(a.nbytes) if a.size else None
+        if blk is not None:  # copied into a region by several threads
+            copy_in(region_view(blk[2], a.dtype, a.shape), a)
+            cleanup.append(lambda: blk)
+            return {"region": blk[0].id, "offset": blk[1], "dtype": a.dtype.name,
+                    "shape": list(a.shape)}
         d = self.local_dir()
         if d is not None:
             path = os.path.join(d, f"tessel-{os.getpid()}-{uuid.uuid4().hex}.npy")
@@ -534,10 +661,22 @@ class Client(Kinds):
                     request_id=request_id, output=output, wait=wait)
         try:
             return self._submit(kind, opts, params)
+        except errors.InvalidArgument as e:
+            # The result's size this client estimated for its region block
+            # was too small (an input it could not see into): the server
+            # keeps the result instead.
+            if e.field != "output.offset" or output is not None:
+                raise
+            return self._submit(kind, dict(opts, output=False), params)
         except errors.NotFound as e:
             # Another thread's job ended and removed a temporary upload of
             # the same content between our upload and submit: once more.
-            if not (e.field or "").startswith("params."):
+            # A region not found: the server restarted and dropped them all;
+            # the client registers new ones.
+            f = e.field or ""
+            if f.endswith(".region"):
+                self._regions_gone()
+            elif not f.startswith("params."):
                 raise
             return self._submit(kind, opts, params)
 
@@ -562,8 +701,15 @@ class Client(Kinds):
             for k, v in (("priority", priority), ("timeout_s", timeout_s), ("label", label)):
                 if v is not None:
                     body[k] = v
-            out_file = None
-            if output is None and self.local_dir() is not None:
+            out_file = out_blk = None
+            if output is None and self._regions_on():
+                nb = _out_bytes(kind, params)
+                out_blk = self._block(nb) if nb else None
+            if out_blk is not None:  # the result's bytes into our region
+                body["output"] = {"region": out_blk[0].id, "offset": out_blk[1]}
+            elif output is None and self.local_dir() is not None and \
+                    not (kind == "geodesic" and
+                         {"knn", "radius"} & set(params.get("query") or {})):
                 out_file = os.path.join(self.local_dir(),
                                         f"tessel-{os.getpid()}-{uuid.uuid4().hex}.out.npy")
             elif isinstance(output, str):
@@ -583,6 +729,7 @@ class Client(Kinds):
                     pass
             raise
         job = Job(self, info, cleanup, out_file, owns_file=output is None)
+        job._out_block = out_blk
         if not job.done():
             self._waiter.add(job)
         return job
@@ -653,8 +800,36 @@ class Client(Kinds):
             ("limit", limit)) if v is not None])
         return [self._job(i) for i in self._t.json("GET", "/v1/jobs?" + q)[1]["jobs"]]
 
+    def _region_result(self, job, r, out):
+        """A result (or part) r that the server wrote into a region: a view
+        of the job's block (kept alive by it), or copied into out."""
+        blk = getattr(job, "_out_block", None)
+        if blk is not None and blk[0].id == r["region"]:
+            v = region_view(blk[2], r["dtype"], r["shape"], r["offset"] - blk[1])
+        else:
+            reg = self._regions.get(r["region"])
+            reg = reg() if reg is not None else None
+            if reg is None:
+                raise errors.NotFound(f"region {r['region']} is not this client's",
+                                      code="not_found")
+            v = reg.ndarray(r["shape"], r["dtype"], r["offset"])
+        if out is not None:
+            np.copyto(out, v)
+            return out
+        return v
+
+    def _fetch_part(self, job, name, out=None):
+        r = job.info.get("result") or {}
+        if r.get("region"):
+            for p in r.get("parts") or []:
+                if p["name"] == name:
+                    return self._region_result(job, dict(p, region=r["region"]), out)
+        return self._t.download_npy(f"/v1/jobs/{job.id}/result/{name}", out)
+
     def _fetch_result(self, job, out=None):
         r = job.info.get("result") or {}
+        if r.get("region"):
+            return self._region_result(job, r, out)
         if r.get("file"):
             if out is not None:  # as a download fills it: no mapping to fault in
                 return read_npy_file(r["file"], out)

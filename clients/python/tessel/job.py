@@ -79,6 +79,7 @@ class Job(concurrent.futures.Future):
         self._output_file = output_file
         self._array = None
         self._parts = {}  # part name -> array, once downloaded
+        self._out_block = None  # (Region, offset, array): its output region block
         self._ulock = threading.Lock()
         self._ended = False
         if output_file and owns_file:
@@ -328,7 +329,7 @@ class Job(concurrent.futures.Future):
         super().result(0)
         if out is None and name in self._parts:
             return self._parts[name]
-        arr = self.client._t.download_npy(f"/v1/jobs/{self.id}/result/{name}", out)
+        arr = self.client._fetch_part(self, name, out)
         if out is None:
             self._parts[name] = arr
         return arr

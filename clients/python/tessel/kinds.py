@@ -439,7 +439,10 @@ class Kinds:
                [0],
                [1]])
         """
-        if query is not None and ("knn" in query or "radius" in query) and output is None:
+        # Several parts: no output file takes them; a region does (a kNN's
+        # size is known here), so the client's region pool is used then.
+        if query is not None and ("knn" in query or "radius" in query) and output is None \
+                and not ("knn" in query and self._regions_on()):
             output = False
         return self.submit("geodesic", backend=backend,
                            points=_points(points, lat, lon, "params.points"),

@@ -14,8 +14,10 @@ import tessel.array
 import tessel.client
 import tessel.job
 import tessel.kinds
+import tessel.region
 
-PUBLIC = [tessel.Client, tessel.Array, tessel.Job, tessel.CompareTable, tessel.TesselExecutor]
+PUBLIC = [tessel.Client, tessel.Array, tessel.Job, tessel.CompareTable, tessel.TesselExecutor,
+          tessel.Region]
 
 
 def public_methods():
@@ -26,7 +28,8 @@ def public_methods():
             # Future's and Executor's own methods that are not overridden
             # keep the standard library's signatures and docs.
             if fn.__module__ not in (
-                    "tessel.client", "tessel.kinds", "tessel.job", "tessel.array"):
+                    "tessel.client", "tessel.kinds", "tessel.job", "tessel.array",
+                    "tessel.region"):
                 continue
             yield f"{cls.__name__}.{name}", fn
 
@@ -78,9 +81,11 @@ def test_docstrings_are_numpy_style():
 
 
 def test_examples_run(daemon):
-    """Every docstring example, run against the daemon: docs that paste."""
+    """Every docstring example, run against the daemon: docs that paste.
+    ``sc`` is a same-host client (the regions' examples need one)."""
     c = tessel.Client(daemon.url, same_host=False)
-    g = {"c": c, "np": np, "tessel": tessel, "url": daemon.url}
+    sc = tessel.Client(daemon.url, local_dir=daemon.local)
+    g = {"c": c, "sc": sc, "np": np, "tessel": tessel, "url": daemon.url}
     try:
         try:
             import pandas  # noqa: F401
@@ -89,7 +94,7 @@ def test_examples_run(daemon):
             needs_pandas = ("tessel.client.CompareTable.to_frame",)
         runner = doctest.DocTestRunner(
             optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-        for mod in (tessel.client, tessel.kinds, tessel.job, tessel.array):
+        for mod in (tessel.client, tessel.kinds, tessel.job, tessel.array, tessel.region):
             for t in doctest.DocTestFinder().find(mod, globs=dict(g)):
                 if t.name not in needs_pandas:
                     runner.run(t)
@@ -98,6 +103,7 @@ def test_examples_run(daemon):
         assert r.attempted >= 80
     finally:
         c.close()
+        sc.close()
 
 
 def test_py_typed_is_in_the_package():
