@@ -377,8 +377,8 @@ class Client(Kinds):
         --------
         >>> e = c.empty((2, 2))
         >>> e[...] = 1.5
-        >>> c.reduce("sum", x=e)
-        array(6.)
+        >>> float(c.reduce("sum", x=e))
+        6.0
         """
         d = self.local_dir()
         if d is None:
