@@ -46,7 +46,8 @@ int kexpr_check(const json_t *params, const tenv *env,
   k->dt = T_F64;
   json_t *jd = json_object_get(params, "dtype");
   if (jd && json_is_null(jd)) jd = NULL;
-  if (jd && (!json_is_string(jd) || tdtype_parse(json_string_value(jd), &k->dt)))
+  if (jd &&
+      (!json_is_string(jd) || tdtype_parse(json_string_value(jd), &k->dt)))
     return terr_set(e, T_EINVAL, "params.dtype", -1,
                     "must be \"float64\" or \"float32\"");
   /* inputs */
