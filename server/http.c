@@ -269,6 +269,13 @@ static enum MHD_Result req_begin(http_server *s, http_req *r,
                              r->match.allow);
     }
     r->routed = 1; /* /metrics: route "static" */
+    /* The API's own space is never the dashboard's files: an unknown
+     * /v1/... is no such endpoint, not "no file". */
+    if (!strcmp(r->path, "/v1") || !strncmp(r->path, "/v1/", 4))
+      return req_early_error(r, c, 0, T_ENOTFOUND, "path", -1,
+                             "no such endpoint: %s %s (the endpoints are "
+                             "listed in /openapi.json)",
+                             r->method, r->path);
     if (!s->web_dir_real)
       return req_early_error(r, c, 0, T_ENOTFOUND, "", -1,
                              "no route for %s %s", r->method, r->path);

@@ -299,6 +299,12 @@ int t_fmt_shortest(char *buf, size_t cap, double v, int float32) {
   return n;
 }
 
+t_numtext t_num(double v) {
+  t_numtext t;
+  t_fmt_shortest(t.s, sizeof t.s, v, 0);
+  return t;
+}
+
 int t_parse_i64(const char *s, int64_t *out) {
   if (!s || !*s) return -1;
   char *end;

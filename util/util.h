@@ -64,6 +64,15 @@ void t_log_kv(int level, const char *event, const t_kv *kv, int n);
  * snprintf's return. The numbers of JSON and CSV results and of JSON logs. */
 int t_fmt_shortest(char *buf, size_t cap, double v, int float32);
 
+/* A number of the user's for a message: t_num(2000000).s is "2000000",
+ * t_num(0.1).s "0.1" (t_fmt_shortest), never %g's "2e+06". The struct's
+ * array lives to the end of the full expression (C11 6.2.4), so
+ * terr_set(e, ..., "r = %s", t_num(r).s) needs no buffer of its own. */
+typedef struct t_numtext {
+  char s[32];
+} t_numtext;
+t_numtext t_num(double v);
+
 /* Parse a whole string as a number; 0 on success, -1 on junk or overflow.
  * (Use these, never atoi.) */
 int t_parse_i64(const char *s, int64_t *out);

@@ -27,6 +27,24 @@
 #include "util/buf.h"
 #include "util/util.h"
 
+/* The field a stored error message names, or 0. A run-time error is kept
+ * as its message only, which terr_set wrote as "field: text" (util/err.h);
+ * a field of the job's own request ("params...", "output...") is read
+ * back from there, so a job that fails at run time names its field as a
+ * refused submit does. Other messages ("the job was canceled", a path
+ * with a colon) name none. */
+static int message_field(const char *msg, char *field, size_t cap) {
+  if (!msg || (strncmp(msg, "params.", 7) && strncmp(msg, "output", 6)))
+    return 0;
+  size_t n = strspn(msg,
+                    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                    "0123456789_.[]");
+  if (n == 0 || n >= cap || strncmp(msg + n, ": ", 2)) return 0;
+  memcpy(field, msg, n);
+  field[n] = 0;
+  return 1;
+}
+
 /* A stored JSON document, or `none` when there is none. */
 static void add_doc(tbuf *b, const char *doc, const char *none) {
   tbuf_adds(b, doc && *doc ? doc : none);
@@ -293,6 +311,12 @@ char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len) {
     tbuf_json_str(&b, j->error_code);
     tbuf_adds(&b, ",\"message\":");
     tbuf_json_str(&b, j->error_message ? j->error_message : "");
+    tbuf_adds(&b, ",\"field\":");
+    char field[TERR_FIELD_MAX];
+    if (message_field(j->error_message, field, sizeof field))
+      tbuf_json_str(&b, field);
+    else
+      tbuf_add(&b, "null", 4);
     tbuf_adds(&b, "}");
   } else {
     tbuf_add(&b, "null", 4);

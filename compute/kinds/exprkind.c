@@ -42,10 +42,11 @@ int kexpr_check(const json_t *params, const tenv *env,
       return terr_set(e, T_EINVAL, field, -1, "unknown field");
     }
   }
-  /* dtype */
+  /* dtype: given, or NumPy's promotion of the inputs (kexpr_infer_dtype) */
   k->dt = T_F64;
   json_t *jd = json_object_get(params, "dtype");
-  if (jd && !json_is_null(jd) &&
+  if (jd && json_is_null(jd)) jd = NULL;
+  if (jd &&
       (!json_is_string(jd) || tdtype_parse(json_string_value(jd), &k->dt)))
     return terr_set(e, T_EINVAL, "params.dtype", -1,
                     "must be \"float64\" or \"float32\"");
@@ -116,6 +117,7 @@ int kexpr_check(const json_t *params, const tenv *env,
   }
   if ((rc = expr_broadcast(k->nin, nds, shs, np, &k->ndim, k->shape, e)))
     goto fail;
+  if (!jd) k->dt = kexpr_infer_dtype(k->nin, k->info);
   k->size = tshape_size(k->ndim, k->shape, INT64_MAX);
   if (k->size < 0) {
     char sh[T_MAXDIM * 22];
@@ -129,6 +131,23 @@ fail:
   expr_free(k->x);
   k->x = NULL;
   return rc;
+}
+
+/* NumPy's promotion, for the float dtypes Tessel computes in: a bare
+ * number is a Python scalar (weak: it takes the arrays' dtype, NEP 50);
+ * every other form is an array of its dtype: an upload, a result or a
+ * same-host file its own, an inline list, range or random float64 (as
+ * np.array([1.5]) and np.arange are). float32 only when every array is
+ * float32; an int64 array (a result's indices) with float32 is float64,
+ * as in NumPy; numbers alone are float64. */
+tdtype kexpr_infer_dtype(int n, const arrayval_info *info) {
+  int arrays = 0;
+  for (int i = 0; i < n; i++) {
+    if (info[i].form == AV_INLINE && info[i].ndim == 0) continue;
+    if (info[i].dtype != T_F32) return T_F64;
+    arrays++;
+  }
+  return arrays ? T_F32 : T_F64;
 }
 
 void kexpr_free(kexpr *k) {

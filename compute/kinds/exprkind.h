@@ -24,7 +24,8 @@
 
 typedef struct kexpr {
   expr *x;                   /* owned */
-  tdtype dt;                 /* the job's dtype (params.dtype) */
+  tdtype dt;                 /* the job's dtype (params.dtype, else
+                              * kexpr_infer_dtype of the inputs) */
   int nin;                   /* = expr_ninputs(x) */
   const json_t *val[EXPR_MAX_INPUTS];  /* params.inputs[name], by input */
   arrayval_info info[EXPR_MAX_INPUTS];
@@ -42,6 +43,11 @@ int kexpr_check(const json_t *params, const tenv *env,
                 const char *const *extra, int default_single, kexpr *k,
                 terr *e);
 void kexpr_free(kexpr *k);
+
+/* The job's dtype when params.dtype is absent, as NumPy promotes the
+ * inputs (checked infos, in input order): float32 when every input but
+ * the bare numbers is float32, else float64 (API.md "Result dtypes"). */
+tdtype kexpr_infer_dtype(int n, const arrayval_info *info);
 
 /* Parse and compile once per job: a kind's check_keep hands its checked
  * kexpr on with kexpr_keep (moved to the heap into *checked, or freed when

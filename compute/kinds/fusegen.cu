@@ -63,7 +63,12 @@ static void put(sbuf *b, const char *fmt, ...) {
   b->off += (size_t)n;
 }
 
-static const char *ctype_name(tdtype t) { return t == T_F64 ? "double" : "float"; }
+/* The C type of a dtype: the compute type is float or double; an output
+ * may also be int64 (a reduction's argmin/argmax indices, which st_final
+ * gives as a double holding an integer below 2^53: the cast is exact). */
+static const char *ctype_name(tdtype t) {
+  return t == T_F64 ? "double" : t == T_I64 ? "long long" : "float";
+}
 
 /* ---- the shared prelude ------------------------------------------------ */
 

@@ -25,8 +25,9 @@
 
 static const char *opname(int op) { return reduce_op_name((reduce_op)op); }
 
+/* argmin/argmax: int64 indices, as the reduce kind stores them */
 static tdtype out_dt(int op, tdtype dt) {
-  return (op == R_ARGMIN || op == R_ARGMAX) ? T_F64 : dt;
+  return (op == R_ARGMIN || op == R_ARGMAX) ? T_I64 : dt;
 }
 
 /* Run op over `axis` on GPU dev and CPU; compare. Returns the job's h2d. */

@@ -156,6 +156,102 @@ TEST(reduce_sum_of_squares_per_dataset) {
   json_decref(j);
 }
 
+/* An uploaded array's id (JSON, in `dtype`), or NULL. */
+static char *upload_json(const char *dtype, const char *body) {
+  char path[64];
+  snprintf(path, sizeof path, "/v1/arrays?dtype=%s", dtype);
+  resp r = req(&S, "POST", path, "application/json", body);
+  json_t *a = resp_json(&r);
+  char *id = a && jstr(a, "id") ? strdup(jstr(a, "id")) : NULL;
+  json_decref(a);
+  resp_free(&r);
+  return id;
+}
+
+/* The result dtype of a job (params as JSON text, %s the float32 array, %s
+ * the float64 one), on `backend`; "" when it did not succeed. */
+static const char *dtype_of(const char *backend, const char *fmt,
+                            const char *x32, const char *y64, char *out,
+                            size_t cap) {
+  char params[512], body[700];
+  snprintf(params, sizeof params, fmt, x32, y64);
+  snprintf(body, sizeof body, "{%s,\"backend\":\"%s\"}", params, backend);
+  json_t *j = submit(&S, "?wait=30", body, NULL);
+  const char *dt = j ? jstr(json_object_get(j, "result"), "dtype") : NULL;
+  snprintf(out, cap, "%s", j && !strcmp(jstr(j, "status"), "succeeded") && dt ? dt : "");
+  if (!*out) fprintf(stderr, "  %s: %s\n", body, j ? json_dumps(j, 0) : "(no answer)");
+  json_decref(j);
+  return out;
+}
+
+TEST(result_dtypes_as_numpy) {
+  /* Without "dtype", a job's dtype is NumPy's promotion of its inputs: a
+   * float32 array stays float32 with numbers (weak Python scalars) and
+   * with other float32 arrays; a float64 array (an upload, an inline list,
+   * a range) makes it float64; argmin/argmax are int64; "dtype" still
+   * decides when given. On serial and cpu, and cuda where there is a GPU. */
+  char *x = upload_json("float32", "[[1.5, -2.5, 3.25], [4, 5, -6]]");
+  char *y = upload_json("float64", "[0.5, 0.25, 0.125]");
+  CHECK(x && y);
+  if (!x || !y) return;
+  static const struct {
+    const char *params, *want;
+  } cases[] = {
+      {"\"kind\":\"map\",\"params\":{\"expr\":\"x*2\",\"inputs\":{\"x\":{\"array\":\"%s\"}}}%.0s",
+       "float32"},
+      {"\"kind\":\"map\",\"params\":{\"expr\":\"x*c + 1.5\",\"inputs\":{\"x\":{\"array\":\"%s\"},"
+       "\"c\":2.5}}%.0s", "float32"},
+      {"\"kind\":\"map\",\"params\":{\"expr\":\"x*x\",\"inputs\":{\"x\":{\"array\":\"%s\"}}}%.0s",
+       "float32"},
+      {"\"kind\":\"map\",\"params\":{\"expr\":\"x + y\",\"inputs\":{\"x\":{\"array\":\"%s\"},"
+       "\"y\":{\"array\":\"%s\"}}}", "float64"},
+      {"\"kind\":\"map\",\"params\":{\"expr\":\"x + y\",\"inputs\":{\"x\":{\"array\":\"%s\"},"
+       "\"y\":[1, 2, 3]}}%.0s", "float64"},
+      {"\"kind\":\"map\",\"params\":{\"expr\":\"x + y\",\"inputs\":{\"x\":{\"array\":\"%s\"},"
+       "\"y\":{\"range\":{\"stop\":3}}}}%.0s", "float64"},
+      {"\"kind\":\"map\",\"params\":{\"expr\":\"x*2\",\"dtype\":\"float64\",\"inputs\":{\"x\":"
+       "{\"array\":\"%s\"}}}%.0s", "float64"},
+      {"\"kind\":\"map\",\"params\":{\"expr\":\"y*2\",\"dtype\":\"float32\",\"inputs\":{\"y\":"
+       "{\"array\":\"%.0s%s\"}}}", "float32"},
+      {"\"kind\":\"map\",\"params\":{\"expr\":\"2*c\",\"inputs\":{\"c\":3}}%.0s%.0s", "float64"},
+      {"\"kind\":\"reduce\",\"params\":{\"op\":\"sum\",\"inputs\":{\"x\":{\"array\":\"%s\"}}}%.0s",
+       "float32"},
+      {"\"kind\":\"reduce\",\"params\":{\"op\":\"mean\",\"axis\":1,\"inputs\":{\"x\":{\"array\":"
+       "\"%s\"}}}%.0s", "float32"},
+      {"\"kind\":\"reduce\",\"params\":{\"op\":\"argmax\",\"inputs\":{\"x\":{\"array\":\"%s\"}}}"
+       "%.0s", "int64"},
+      {"\"kind\":\"reduce\",\"params\":{\"op\":\"argmin\",\"axis\":0,\"inputs\":{\"x\":{\"array\":"
+       "\"%s\"}}}%.0s", "int64"},
+      {"\"kind\":\"matmul\",\"params\":{\"a\":{\"array\":\"%s\"},\"b\":{\"array\":\"%s\"}}",
+       "float64"},
+  };
+  char got[16];
+  /* with a GPU, cuda too: its kernels take the plan's dtype (map.cu,
+   * reduce.cu's int64 argmin/argmax store, matmul.cu's float32 GEMM) */
+  const char *backends[] = {"serial", "cpu", "cuda"};
+  int nb = srv_has_gpu(&S) ? 3 : 2;
+  for (int b = 0; b < nb; b++)
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+      CHECK_MSG(!strcmp(dtype_of(backends[b], cases[i].params, x, y, got, sizeof got),
+                        cases[i].want),
+                "%s case %zu: %s, want %s", backends[b], i, got, cases[i].want);
+  /* the values: argmax of x is its flat index 4, as an integer */
+  json_t *j = submit(&S, "?wait=30", "{\"kind\":\"reduce\",\"params\":{\"op\":\"argmax\","
+                     "\"inputs\":{\"x\":[[1.5,-2.5,3.25],[4,5,-6]]}}}", NULL);
+  json_t *d = j ? result_data(&S, j) : NULL;
+  CHECK(d && json_is_integer(d) && json_integer_value(d) == 4);
+  json_decref(d);
+  json_decref(j);
+  /* float32 @ float32 is float32 (x is 2 x 3, its rows as a 3 x 2) */
+  char *w = upload_json("float32", "[[1, 2], [3, 4], [5, 6]]");
+  CHECK(w && !strcmp(dtype_of("cpu", "\"kind\":\"matmul\",\"params\":{\"a\":{\"array\":\"%s\"},"
+                              "\"b\":{\"array\":\"%s\"}}", x, w, got, sizeof got),
+                     "float32"));
+  free(w);
+  free(x);
+  free(y);
+}
+
 TEST(matmul_w_x_plus_b) {
   json_t *j = submit(&S, "?wait=30",
                      "{\"kind\":\"matmul\",\"params\":{\"a\":[[1,2],[3,4]],\"b\":"
@@ -508,13 +604,17 @@ static int noisy_reals(const char *body) {
       continue;
     }
     const char *t = p;
-    int digits = 0, real = 0;
+    /* significant digits: a real's leading zeros are not ("0.00109...",
+     * 15 significant digits, is the shortest text of cpu_percent 0.00109...;
+     * counting its zeros flagged it when the machine was nearly idle) */
+    int digits = 0, real = 0, lead = 1;
     for (; *p == '-' || *p == '+' || *p == '.' || *p == 'e' || *p == 'E' ||
            (*p >= '0' && *p <= '9');
          p++) {
       if (*p == 'e' || *p == 'E') real = 2;
       if (*p == '.' && real != 2) real = 1;
-      if (*p >= '0' && *p <= '9' && real != 2) digits++;
+      if (*p >= '1' && *p <= '9') lead = 0;
+      if (*p >= '0' && *p <= '9' && real != 2 && !lead) digits++;
     }
     if (!real || digits < 16) continue;
     double v = strtod(t, NULL);
@@ -589,6 +689,7 @@ int main(int argc, char **argv) {
   RUN(map_seed_square_polynomial);
   RUN(map_seed_linear_equations);
   RUN(reduce_sum_of_squares_per_dataset);
+  RUN(result_dtypes_as_numpy);
   RUN(matmul_w_x_plus_b);
   RUN(geodesic_matrix_layouts);
   RUN(arrays_upload_use_download_delete);

@@ -13,8 +13,8 @@
  *    the part;
  *  - compare (serial, cpu[, cuda]) on a knn job succeeds with every part
  *    compared (max_abs_diff 0 on the CPU);
- *  - radius over its cap fails resource_exhausted naming
- *    params.query.radius.max_pairs; with the cap it lists the pairs i < j
+ *  - radius over its cap fails resource_exhausted, error.field
+ *    params.query.radius.max_pairs, r in the message as the user wrote it; with the cap it lists the pairs i < j
  *    within r, as the matrix says;
  *  - rowwise argmin's int64 result is a plain one-array result;
  *  - bad queries are 400 naming the field; a query with "layout" is 400; a
@@ -132,14 +132,16 @@ TEST(radius_cap_and_pairs) {
   /* r = 100 km: the close pairs only */
   json_t *j = submit(&S, "?wait=30",
                      "{\"kind\":\"geodesic\",\"backend\":\"serial\",\"params\":"
-                     "{\"points\":" PTS ",\"query\":{\"radius\":{\"r\":100000,"
+                     "{\"points\":" PTS ",\"query\":{\"radius\":{\"r\":2000000,"
                      "\"max_pairs\":2}}}}", &st);
   CHECK_STR(jstr(j, "status"), "failed");
   json_t *err = json_object_get(j, "error");
   CHECK_STR(jstr(err, "code"), "resource_exhausted");
-  /* a job's error has a code and a message (no field member): the message
-   * names the parameter and the count reached */
-  CHECK(jstr(err, "message") && strstr(jstr(err, "message"), "max_pairs"));
+  /* a run-time error names its field as a refused submit does, and the
+   * user's 2000000 comes back as written, not as %g's 2e+06 */
+  CHECK_STR(jstr(err, "field"), "params.query.radius.max_pairs");
+  CHECK_MSG(jstr(err, "message") && strstr(jstr(err, "message"), "r = 2000000 "),
+            "message: %s", jstr(err, "message"));
   json_decref(j);
   j = submit(&S, "?wait=30",
              "{\"kind\":\"geodesic\",\"backend\":\"cpu\",\"params\":"

@@ -90,7 +90,8 @@ TEST(reduce_kernels_compile) {
     s.reduce = 1;
     s.op = (reduce_op)op;
     s.ct = T_F64;
-    s.out_dt = (op == R_ARGMIN || op == R_ARGMAX || op % 2) ? T_F64 : T_F32;
+    int arg = op == R_ARGMIN || op == R_ARGMAX; /* int64 indices, as reduce.c's */
+    s.out_dt = arg ? T_I64 : op % 2 ? T_F64 : T_F32;
     s.columns = cols;
     s.mode[0] = FM_FULL;
     s.mode[1] = cols ? FM_BCAST : FM_SCALAR;
@@ -98,6 +99,9 @@ TEST(reduce_kernels_compile) {
     s.in_dt[1] = T_F64;
     s.ndim = cols ? 2 : 0;
     CHECK_MSG(compiles(&s), "reduce op %d cols %d", op, cols);
+    if (arg) /* the indices are stored as int64, not as a float */
+      CHECK_MSG(strstr(g_src, "((long long *)a.out)") != NULL,
+                "reduce op %d: no int64 store", op);
   }
   expr_free(x);
 }

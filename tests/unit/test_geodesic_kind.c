@@ -187,6 +187,17 @@ TEST(test_validation) {
              T_EINVAL, "params.ellipsoid.f", -1, "out of [-1/50, 1/50]");
   expect_err("{\"points\": [[0, 0]], \"ellipsoid\": {\"a\": -1, \"f\": 0}}",
              T_EINVAL, "params.ellipsoid.a", -1, NULL);
+  /* the user's numbers come back as written, not as %g's -6.378137e+06 */
+  expect_err("{\"points\": [[0, 0]], \"ellipsoid\": {\"a\": -6378137, "
+             "\"f\": 0}}",
+             T_EINVAL, "params.ellipsoid.a", -1,
+             "equatorial radius -6378137 must be positive");
+  expect_err("{\"points\": [[0, 0]], \"radius_m\": -2000000}", T_EINVAL,
+             "params.radius_m", -1, "radius -2000000 must be positive");
+  expect_err("{\"points\": [[0, 0]], \"query\": {\"radius\": {\"r\": "
+             "-2500000.5}}}",
+             T_EINVAL, "params.query.radius.r", -1,
+             "radius -2500000.5 must be >= 0");
   expect_err("{\"points\": [[0, 0]], \"ellipsoid\": {\"a\": 1, \"b\": 0}}",
              T_EINVAL, "params.ellipsoid", -1, "unknown key 'b'");
   expect_err("{\"points\": [[0, 0]], \"radius_m\": 0}", T_EINVAL,

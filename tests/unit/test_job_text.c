@@ -17,6 +17,19 @@
 /* ---- the model: the job object of API.md built as a jansson tree -------- */
 
 /* Parse stored JSON text; NULL text or bad JSON gives NULL. */
+/* The model of error.field: a message "params.a.b: text" or "output...:
+ * text" names the words before its first ": " when they hold no space. */
+static json_t *model_field(const char *msg) {
+  if (!msg) return json_null();
+  if (strncmp(msg, "params.", 7) != 0 && strncmp(msg, "output", 6) != 0)
+    return json_null();
+  const char *colon = strstr(msg, ": ");
+  if (!colon) return json_null();
+  for (const char *p = msg; p < colon; p++)
+    if (*p == ' ' || *p == '"' || *p == '\'') return json_null();
+  return json_stringn(msg, (size_t)(colon - msg));
+}
+
 static json_t *loads(const char *text) {
   if (!text || !*text) return NULL;
   return json_loads(text, 0, NULL);
@@ -101,8 +114,9 @@ static json_t *model_job_json(const store_job *j, int with_params) {
   if (j->error_code)
     json_object_set_new(
         o, "error",
-        json_pack("{s:s, s:s}", "code", j->error_code, "message",
-                  j->error_message ? j->error_message : ""));
+        json_pack("{s:s, s:s, s:o}", "code", j->error_code, "message",
+                  j->error_message ? j->error_message : "", "field",
+                  model_field(j->error_message)));
   else
     json_object_set_new(o, "error", json_null());
   json_object_set_new(o, "attempts", json_integer(j->attempts));
@@ -226,6 +240,14 @@ TEST(test_failed_and_odd) {
   j.result = (job_result_info){.dtype = "float64", .ndim = 1, .shape = {3},
                                .bytes = 24}; /* not shown */
   same(&j, "failed");
+  j.error_code = "resource_exhausted"; /* a run-time error names its field */
+  j.error_message = "params.query.radius.max_pairs: more than 10 pairs within "
+                    "r = 2000000 (11 found before stopping)";
+  same(&j, "failed at run time, a field");
+  j.error_message = "params.x is no field: it has a space";
+  same(&j, "no field: a space before the colon");
+  j.error_message = "the job ran past its timeout of 1 s";
+  same(&j, "no field: not a params path");
   j.status = JOB_CANCELED;
   j.error_code = "canceled";
   j.error_message = NULL;

@@ -16,3 +16,7 @@ try:  # and equal to geopy's geodesic (the same method) for a few pairs, when ge
         np.testing.assert_allclose(distance[i, j], geodesic((lat[i], lon[i]), (lat[j], lon[j])).m, rtol=1e-9)
 except ImportError:
     print("geopy not installed: checked against the haversine only")
+# Neighbour queries answer without the n x n matrix: each point's 3 nearest (also geodesic_radius, _rowwise)
+dist, idx = tessel.Client().geodesic_knn(np.column_stack([lat, lon]), k=3)
+np.testing.assert_allclose(dist, np.sort(distance, axis=1)[:, 1:4], rtol=1e-12)  # the matrix's nearest
+print("nearest to point 0:", idx[0], dist[0], "m")

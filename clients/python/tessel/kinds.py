@@ -131,7 +131,9 @@ class Kinds:
             The elementwise expression (API.md "map").
         {backend}
         dtype : {{"float64", "float32"}}, optional
-            The result's dtype; default the server's.
+            The dtype computed in and returned; default NumPy's promotion
+            of the inputs: float32 when every array input is float32
+            (numbers take the arrays' dtype), else float64.
         inputs : dict of str to array_like, optional
             Inputs by name, for names that clash with a parameter here.
         {opts}
@@ -173,7 +175,9 @@ class Kinds:
             input and every input must be used.
         {backend}
         dtype : {{"float64", "float32"}}, optional
-            The result's dtype; default the server's.
+            The dtype computed in and returned; default NumPy's promotion
+            of the inputs: float32 when every array input is float32
+            (numbers take the arrays' dtype), else float64.
         inputs : dict of str to array_like, optional
             Inputs by name, for names that clash with a parameter here
             (``inputs={{"label": a}}``).
@@ -263,7 +267,7 @@ class Kinds:
                progress: bool = False, priority: Optional[int] = None,
                timeout_s: Optional[float] = None, label: Optional[str] = None,
                request_id: Optional[str] = None, output: Output = None,
-               **named: ArrayLike) -> np.ndarray:
+               **named: ArrayLike) -> Union[np.ndarray, np.generic]:
         """Reduce an expression of arrays to one value, or one per row/column.
 
         Parameters
@@ -282,7 +286,9 @@ class Kinds:
             Delta degrees of freedom of ``var`` and ``std``; default 0, as
             NumPy's.
         dtype : {{"float64", "float32"}}, optional
-            The result's dtype; default the server's.
+            The dtype computed in and returned; default NumPy's promotion
+            of the inputs: float32 when every array input is float32
+            (numbers take the arrays' dtype), else float64.
         inputs : dict of str to array_like, optional
             Inputs by name, for names that clash with a parameter here.
         {progress}
@@ -292,8 +298,11 @@ class Kinds:
 
         Returns
         -------
-        ndarray
-            The input's shape without `axis` (0-d with axis None).
+        ndarray or NumPy scalar
+            The input's shape without `axis`; with axis None a NumPy scalar
+            (``np.float64``, ``np.float32``, ``np.int64``), as ``np.sum``
+            and ``np.argmax`` give. The dtype is NumPy's: the inputs'
+            promotion (float32 stays float32), int64 for argmin / argmax.
 
         Raises
         ------
@@ -305,13 +314,19 @@ class Kinds:
         --------
         >>> c.reduce("sum", "x**2", x=np.arange(6.0).reshape(2, 3), axis=1)
         array([ 5., 50.])
-        >>> c.reduce("std", x=[1.0, 2.0, 3.0, 4.0], ddof=1)
-        array(1.29099445)
+        >>> s = c.reduce("std", x=[1.0, 2.0, 3.0, 4.0], ddof=1)
+        >>> type(s).__name__, round(float(s), 8)
+        ('float64', 1.29099445)
+        >>> i = c.reduce("argmax", x=np.array([3.0, 9.0, 1.0], dtype=np.float32))
+        >>> type(i).__name__, int(i)
+        ('int64', 1)
         """
-        return self.submit_reduce(op, expr, backend, axis, ddof, dtype, inputs,
-                                  priority=priority, timeout_s=timeout_s, label=label,
-                                  request_id=request_id, output=output,
-                                  wait=self._w(progress), **named).result(progress=progress)
+        r = self.submit_reduce(op, expr, backend, axis, ddof, dtype, inputs,
+                               priority=priority, timeout_s=timeout_s, label=label,
+                               request_id=request_id, output=output,
+                               wait=self._w(progress), **named).result(progress=progress)
+        # np.sum(x) is a NumPy scalar, not a 0-d array: so is a full reduce
+        return r[()] if axis is None and isinstance(r, np.ndarray) and r.ndim == 0 else r
 
     # -- matmul -----------------------------------------------------------------
     @_doc
@@ -367,7 +382,9 @@ class Kinds:
         transpose_a, transpose_b : bool, optional
             Use the transpose of `a` / `b` (not copied on the client).
         dtype : {{"float64", "float32"}}, optional
-            The result's dtype; default the server's.
+            The dtype computed in and returned; default NumPy's promotion
+            of the inputs: float32 when every array input is float32
+            (numbers take the arrays' dtype), else float64.
         {progress}
         {opts}
 

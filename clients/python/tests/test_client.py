@@ -47,11 +47,50 @@ def test_map_float32(client):
     np.testing.assert_array_equal(y, np.float32([3, 5]))
 
 
+@pytest.mark.parametrize("same_host", [True, False])
+def test_result_dtypes_as_numpy(daemon, same_host):
+    """Without dtype=, the dtype NumPy would give: float32 op float32 and
+    float32 with a Python number stay float32; a float64 (or int, which
+    the client sends as float64) array makes float64; argmin/argmax are
+    int64; a full reduce is a NumPy scalar, as np.sum's. Inputs as
+    same-host files and as uploads."""
+    c = tessel.Client(daemon.url, same_host=same_host)
+    try:
+        x = np.float32([1.5, -2.5, 3.25])
+        w = np.float32([2, 4, 8])
+        cases = [
+            (c.map("x*2", x=x), x * 2),
+            (c.map("x*y + 1.5", x=x, y=w), x * w + 1.5),
+            (c.map("x*k", x=x, k=2.5), x * 2.5),
+            (c.map("x + y", x=x, y=np.arange(3.0)), x + np.arange(3.0)),
+            (c.map("x + y", x=x, y=[1.0, 2.0, 3.0]), x + np.array([1.0, 2.0, 3.0])),
+            (c.map("x*2", x=x, dtype="float64"), x.astype(np.float64) * 2),
+            (c.matmul(x.reshape(3, 1), w.reshape(1, 3)), x.reshape(3, 1) @ w.reshape(1, 3)),
+        ]
+        for got, want in cases:
+            assert got.dtype == want.dtype, (got, want)
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+        s = c.reduce("sum", x=x)
+        assert isinstance(s, np.float32) and not isinstance(s, np.ndarray)
+        assert s == np.sum(x) and type(s) is type(np.sum(x))
+        am = c.reduce("argmax", x=x)
+        assert isinstance(am, np.int64) and am == np.argmax(x)
+        rows = c.reduce("argmin", x=np.float32([[3, 1, 2], [0, 5, -1]]), axis=1)
+        assert rows.dtype == np.int64 and rows.tolist() == [1, 2]
+        m = c.reduce("mean", x=np.arange(6.0).reshape(2, 3), axis=0)
+        assert isinstance(m, np.ndarray) and m.dtype == np.float64
+        # a Job's result stays the array the server stored: 0-d for a full reduce
+        r = c.submit_reduce("sum", x=x).result()
+        assert isinstance(r, np.ndarray) and r.shape == () and r.dtype == np.float32
+    finally:
+        c.close()
+
+
 def test_reduce(client):
     d = np.random.default_rng(1).random((100, 1000))
     np.testing.assert_allclose(client.reduce("sum", "x**2", x=d, axis=1), (d**2).sum(axis=1), rtol=1e-12)
     assert client.reduce("std", x=d, ddof=1).item() == pytest.approx(d.std(ddof=1), rel=1e-12)
-    assert client.reduce("argmax", x=[3.0, 9.0, 1.0]).item() == 1.0
+    assert client.reduce("argmax", x=[3.0, 9.0, 1.0]).item() == 1
 
 
 def test_matmul(client):

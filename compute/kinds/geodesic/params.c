@@ -38,6 +38,7 @@
 #include <strings.h>
 
 #include "compute/kinds/geodesic/kind.h"
+#include "util/util.h"
 
 #define GEOD_CHECK_VALUES_MAX ((int64_t)1 << 21)
 #define GEOD_DEFAULT_RADIUS 6371008.8 /* mean Earth radius (IUGG) */
@@ -129,12 +130,12 @@ static int parse_ellipsoid(const json_t *v, geod_spec *s, terr *e) {
   if (rc) return rc;
   if (!(s->a > 0))
     return terr_set(e, T_EINVAL, "params.ellipsoid.a", -1,
-                    "equatorial radius %g must be positive", s->a);
+                    "equatorial radius %s must be positive", t_num(s->a).s);
   if (!(fabs(s->f) <= GEOD_MAX_ABS_F))
     return terr_set(e, T_EINVAL, "params.ellipsoid.f", -1,
-                    "flattening %g out of [-1/50, 1/50] (the sixth-order "
+                    "flattening %s out of [-1/50, 1/50] (the sixth-order "
                     "series lose accuracy beyond)",
-                    s->f);
+                    t_num(s->f).s);
   return 0;
 }
 
@@ -204,7 +205,7 @@ static int parse_query(const json_t *params, const tenv *env, geod_spec *s,
     if ((rc = get_number(r, "params.query.radius.r", &q->r, e))) return rc;
     if (!(q->r >= 0))
       return terr_set(e, T_EINVAL, "params.query.radius.r", -1,
-                      "radius %g must be >= 0", q->r);
+                      "radius %s must be >= 0", t_num(q->r).s);
     int64_t cap = env && env->max_result_bytes > 0 ? env->max_result_bytes
                                                    : GEOD_DEFAULT_MAX_RESULT;
     /* The default: what the result limit allows, at most
@@ -244,7 +245,7 @@ static int parse_query(const json_t *params, const tenv *env, geod_spec *s,
         return rc;
       if (!(q->within >= 0))
         return terr_set(e, T_EINVAL, "params.query.rowwise.within", -1,
-                        "within %g must be >= 0", q->within);
+                        "within %s must be >= 0", t_num(q->within).s);
     }
   } else {
     const char *key = kind_params_unknown_key(v, (const char *const[]){NULL});
@@ -303,7 +304,7 @@ static int spec_parse(const json_t *params, const tenv *env, geod_spec *s,
     if (rc) return rc;
     if (!(s->radius_m > 0))
       return terr_set(e, T_EINVAL, "params.radius_m", -1,
-                      "radius %g must be positive", s->radius_m);
+                      "radius %s must be positive", t_num(s->radius_m).s);
   }
   s->points = json_object_get(params, "points");
   if (!s->points)
@@ -352,7 +353,7 @@ int geod_points_validate(const tarray *a, const char *field, const tenv *env,
                       (long long)r);
     if (lat < -90 || lat > 90)
       return terr_set(e, T_EINVAL, field, r,
-                      "latitude %.17g out of [-90, 90] at row %lld", lat,
+                      "latitude %s out of [-90, 90] at row %lld", t_num(lat).s,
                       (long long)r);
   }
   return 0;

@@ -15,6 +15,7 @@
 #include "compute/kinds/geodesic/plan.h"
 
 #include "util/pool.h"
+#include "util/util.h"
 
 static int plan_init(geod_plan *pl, geod_method method, double a, double f,
                      double radius_m, double unit, int condensed, tdtype dt,
@@ -23,8 +24,8 @@ static int plan_init(geod_plan *pl, geod_method method, double a, double f,
   pl->method = method;
   if (geod_ellipsoid_init(&pl->ell, a, f) != 0)
     return terr_set(e, T_EINVAL, "params.ellipsoid", -1,
-                    "a = %g, f = %g is not an ellipsoid with |f| <= 1/50", a,
-                    f);
+                    "a = %s, f = %s is not an ellipsoid with |f| <= 1/50",
+                    t_num(a).s, t_num(f).s);
   pl->radius_m = radius_m;
   pl->unit = unit;
   pl->condensed = condensed;

@@ -4,6 +4,12 @@
  *   params {"expr": "x**2 + 2*x + 1", "inputs": {"x": <array value>},
  *           "dtype": "float64" | "float32"}
  *
+ * Without "dtype" the job's dtype is NumPy's promotion of the inputs
+ * (kexpr_infer_dtype): x float32 in "x*2" stays float32, as NumPy keeps
+ * it; a float64 array among them makes it float64. It is fixed at check,
+ * so the CPU VM and the GPU kernels (map.cu, fed by the same plan) compute
+ * and store in the same dtype.
+ *
  * check compiles the expression and checks the inputs (compute/kinds/exprkind.c) and
  * fills the estimate; prepare resolves the inputs in the job's dtype; run
  * evaluates on the CPU in chunks of output elements (each chunk runs the

@@ -9,7 +9,10 @@
  * as .T is in NumPy. bias broadcasts to the output by NumPy's rules without
  * adding dimensions: scalar, row [n] or [1, n], column [m, 1], or full
  * [m, n] (for an [m] result: scalar, [1] or [m]). It is added after the
- * product, i.e. (a @ b) + bias rounded as NumPy rounds it.
+ * product, i.e. (a @ b) + bias rounded as NumPy rounds it. Without
+ * "dtype" the job's dtype is NumPy's promotion of the operands
+ * (kexpr_infer_dtype: float32 @ float32 is float32, any float64 or int64
+ * operand makes it float64; a bare-number bias takes the others').
  *
  * Internally every operand is a row-major 2-D view: op(A) [M, K], op(B)
  * [K, N], C [M, N] with lda/ldb/ldc, and bias as (row stride, col stride)
@@ -48,6 +51,7 @@
 #include <string.h>
 
 #include "compute/gpu/gpu.h"
+#include "compute/kinds/exprkind.h"
 #include "compute/kinds/gpu_kernels.h"
 #include "compute/kinds/kinds.h"
 #include "util/pool.h"
@@ -118,6 +122,10 @@ static int mm_parse(const json_t *p, const tenv *env, mm_spec *s, terr *e) {
   if (s->has_bias &&
       (rc = arrayval_check(env, bias, "params.bias", &s->ic, e)))
     return rc;
+  if (!dt || json_is_null(dt)) { /* NumPy's: float32 @ float32 is float32 */
+    arrayval_info in[3] = {s->ia, s->ib, s->ic};
+    s->dt = kexpr_infer_dtype(s->has_bias ? 3 : 2, in);
+  }
   const arrayval_info *a = &s->ia, *b = &s->ib;
   tshape_str(a->ndim, a->shape, sa, sizeof sa);
   tshape_str(b->ndim, b->shape, sb, sizeof sb);

@@ -8,7 +8,9 @@
  * The expression is evaluated block by block and folded into accumulators
  * (reduce_cpu.c); arithmetic and accumulation are float64 whatever the
  * dtype, and the result is stored in the job's dtype (argmin/argmax:
- * float64 indices, flat for axis null, along the axis otherwise). B_CUDA
+ * int64 indices, flat for axis null, along the axis otherwise). Without
+ * "dtype" the job's dtype is NumPy's promotion of the inputs
+ * (kexpr_infer_dtype: np.sum of a float32 array is float32). B_CUDA
  * hands the job to gpu_reduce; ddof other than 0 is applied to its var/std
  * afterwards (var * n / (n - ddof)), since the GPU entry point computes the
  * population form. Zero-size work (no output, or outputs over an empty
@@ -96,8 +98,10 @@ static int reduce_params(const json_t *params, const kexpr *k, reduce_op *op,
   return 0;
 }
 
+/* argmin/argmax are indices: int64, as NumPy's np.argmax (and the
+ * geodesic row-wise argmin) give; every other op the job's dtype. */
 static tdtype out_dtype(reduce_op op, tdtype dt) {
-  return op == R_ARGMIN || op == R_ARGMAX ? T_F64 : dt;
+  return op == R_ARGMIN || op == R_ARGMAX ? T_I64 : dt;
 }
 
 static int reduce_check_keep(const json_t *params, const tenv *env,

@@ -62,6 +62,7 @@
 #include "util/heap.h"
 #include "util/pool.h"
 #include "util/vec.h"
+#include "util/util.h"
 
 #define GEOQ_LEAF 16       /* items in a leaf, at most */
 #define GEOQ_TILE_ROWS 64  /* rows per tile for the pruned searches */
@@ -673,9 +674,9 @@ int geoq_cpu_run(const geod_plan *pl, const geoq *q, int width, job_ctx *ctx,
                               : "the job was canceled");
   } else if (atomic_load(&r.over)) {
     rc = terr_set(e, T_ENOSPACE, "params.query.radius.max_pairs", -1,
-                  "more than %lld pairs within r = %g (%lld found before "
+                  "more than %lld pairs within r = %s (%lld found before "
                   "stopping); raise max_pairs or lower r",
-                  (long long)q->max_pairs, q->r,
+                  (long long)q->max_pairs, t_num(q->r).s,
                   (long long)atomic_load(&r.npairs));
   } else if (q->type == GEOQ_RADIUS) {
     rc = radius_parts(&r, out, e);
