@@ -123,7 +123,6 @@ MAX_FILE_LINES = 1000
 # (or a path, for a file) with the length it had when listed. An entry
 # that no longer offends is itself a violation, so the lists only shrink.
 FUNC_ALLOW = {
-    "app/main.c:main": 361,
 }
 FILE_ALLOW = {
 }
