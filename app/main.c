@@ -62,6 +62,7 @@ typedef struct daemon_parts {
 
 /* A file-name-safe copy of a node name (calibration-<name>.json). */
 static void name_for_file(const char *name, char *out, size_t cap) {
+  T_ASSERT(cap > 0); /* room for the terminating NUL */
   size_t i = 0;
   for (; name[i] && i + 1 < cap; i++) {
     char ch = name[i];
@@ -291,6 +292,7 @@ static int join_cluster(daemon_parts *d, terr *e) {
   int any = strcmp(lh, "0.0.0.0") == 0 || strcmp(lh, "::") == 0;
   const char *h = any ? d->host : lh;
   int port = http_port(d->srv);
+  T_ASSERT(port > 0 && port <= 65535); /* started: --port 0 has been picked */
   if (d->o->node_name[0])
     snprintf(name, sizeof name, "%s", d->o->node_name);
   else

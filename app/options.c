@@ -48,6 +48,7 @@ static int p_i64(const opt_def *d, const char *text, int from_env, app_opts *o) 
   int64_t *out = (int64_t *)(void *)((char *)o + d->off);
   if (!text[0] && !d->def[0]) return 0; /* optional: the preset stands */
   int64_t v;
+  T_ASSERT(d->lo <= d->hi); /* a row's range is not empty */
   if (t_parse_i64(text, &v) || v < d->lo || v > d->hi) {
     fprintf(stderr, "tesseld: --%s (%s) must be an integer from %lld to %lld, not '%s'\n",
             d->flag, d->env, (long long)d->lo, (long long)d->hi, text);
@@ -127,6 +128,7 @@ static int p_max_xfer(const opt_def *d, const char *text, int from_env, app_opts
 }
 
 static int local_dir_add(app_opts *o, const char *dir) {
+  T_ASSERT(o->nlocal >= 0 && o->nlocal <= LOCAL_DIRS_MAX);
   if (o->nlocal == LOCAL_DIRS_MAX) {
     fprintf(stderr, "tesseld: more than %d --local-dir\n", LOCAL_DIRS_MAX);
     return -1;
