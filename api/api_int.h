@@ -42,6 +42,9 @@ void api_reply_terr(http_req *r, int code, const char *field, const char *fmt,
                     ...) __attribute__((format(printf, 4, 5)));
 
 /* Resource registration (one per file). */
+/* Jansson's allocator, metered while api_body_object parses (common.c);
+ * api_register installs it before any route. */
+void api_body_meter_install(void);
 int api_jobs_register(http_server *srv, api_ctx *ctx, terr *e);
 int api_arrays_register(http_server *srv, api_ctx *ctx, terr *e);
 int api_uploads_register(http_server *srv, api_ctx *ctx, terr *e);

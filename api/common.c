@@ -7,7 +7,8 @@
  * to 75 times the text (16 bytes of tree per byte of "[0,0,...]", 75 for
  * "[{},{},...]"), so a 16 MB body parsed into ~300 MB that nothing
  * counted. Jansson allocates through meter_malloc / meter_free
- * (json_set_alloc_funcs, installed by api_register); while
+ * (json_set_alloc_funcs, installed by api_body_meter_install from
+ * api_register); while
  * api_body_object parses, a thread-local meter adds up what the tree
  * takes and reserves it for the request (http_reserve_more) a MiB at a
  * time, so the parse fails the moment the budget cannot hold more: 413
@@ -30,6 +31,7 @@
 #include "api/api_int.h"
 #include "util/util.h"
 #include "util/xfer.h"
+#include "util/tassert.h"
 
 #define METER_STEP ((int64_t)1024 * 1024)
 
@@ -58,26 +60,22 @@ static void *meter_malloc(size_t n) {
     m->held += more;
   }
   m->used += sz;
+  T_ASSERT(m->used <= m->held); /* the budget holds what the tree takes */
   return p;
 }
 
 static void meter_free(void *p) {
   parse_meter *m = meter_cur;
   if (p && m) m->used -= (int64_t)malloc_usable_size(p);
+  /* a tree freed within its parse was counted by it */
+  T_ASSERT(!m || m->used >= 0);
   free(p);
 }
 
-int api_register(http_server *srv, api_ctx *ctx, terr *e) {
+void api_body_meter_install(void) {
   /* Idempotent, and equivalent to Jansson's own malloc/free outside a
    * parse, so memory allocated before this call may be freed after it. */
   json_set_alloc_funcs(meter_malloc, meter_free);
-  int rc = api_jobs_register(srv, ctx, e);
-  if (!rc) rc = api_arrays_register(srv, ctx, e);
-  if (!rc) rc = api_uploads_register(srv, ctx, e);
-  if (!rc) rc = api_service_register(srv, ctx, e);
-  if (!rc) rc = api_info_register(srv, ctx, e);
-  if (!rc) rc = api_regions_register(srv, ctx, e);
-  return rc;
 }
 
 int api_body_object(http_req *r, json_t **out, terr *e) {
@@ -88,6 +86,7 @@ int api_body_object(http_req *r, json_t **out, terr *e) {
   json_error_t je;
   parse_meter m = {.r = r};
   terr_clear(&m.err);
+  T_ASSERT(meter_cur == NULL); /* one parse at a time on a thread */
   meter_cur = &m;
   json_t *v = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
   meter_cur = NULL;

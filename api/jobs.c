@@ -32,6 +32,7 @@
 #include "api/api_int.h"
 #include "util/datadir.h"
 #include "util/util.h"
+#include "util/tassert.h"
 
 static void add_location(http_req *r, const char *id) {
   char loc[96];
@@ -133,6 +134,8 @@ static void answer_wait(http_req *r, void *ud) {
 static void on_job_end(void *arg, const char *id, const job_record *ended) {
   waiter *w = arg;
   http_req *r = w->r;
+  /* fired for the job it waits on, with its committed row when it has one */
+  T_ASSERT(strcmp(id, w->id) == 0 && (!ended || strcmp(ended->id, w->id) == 0));
   /* The handler may still be setting the wait up (it holds w->mu from
    * http_defer to sched_wait_end's return): w is freed below. */
   pthread_mutex_lock(&w->mu);
@@ -210,6 +213,7 @@ static int parse_wait(http_req *r, double *wait_s, terr *e) {
       *wait_s > API_MAX_WAIT_S)
     return terr_set(e, T_EINVAL, "wait", -1,
                     "expected seconds between 0 and %.0f", API_MAX_WAIT_S);
+  T_ASSERT(*wait_s >= 0 && *wait_s <= API_MAX_WAIT_S); /* http_defer's ms fit */
   /* Tests only (never set in production): TESSEL_TEST_WAIT_HOLD_S=S holds a
    * valid wait at most S seconds, so a client's re-wait past the 60 s cap is
    * tested in seconds (clients/python/tests). */

@@ -1,5 +1,6 @@
 /* metrics.c — GET /metrics: the Prometheus text exposition format 0.0.4,
- * checked by `promtool check metrics` in make test (tests/metrics).
+ * checked by `promtool check metrics` in make test
+ * (tests/integration/test_metrics.c, when promtool is installed).
  *
  * Series (API.md, "Metrics", lists them with their labels):
  *   tessel_build_info                      gauge 1 with version, build type,

@@ -7,7 +7,7 @@
  * must reach them); the /v1 routes and /metrics follow the server auth.
  * Threads: MHD worker threads; everything read here is either the store
  * (read connections), the scheduler's counters (its lock), the load
- * sampler's ring (its lock; compute/sched/sample.c) or constant.
+ * sampler's ring (its lock; compute/sched/stats/sampler.c) or constant.
  */
 #include <errno.h>
 #include <math.h>
@@ -91,7 +91,7 @@ static json_t *pct_json(double v) { return isnan(v) ? json_null() : json_real(v)
 /* Bytes or null (-1: unreadable). */
 static json_t *bytes_json(int64_t v) { return v < 0 ? json_null() : json_integer(v); }
 
-/* /v1/stats' `system`: the load now (compute/sched/sample.c). New reference. */
+/* /v1/stats' `system`: the load now (compute/sched/stats/sampler.c). New reference. */
 static json_t *system_json(api_ctx *ctx) {
   sched_sample x;
   jobs_sample_now(ctx->jobs, &x); /* no sampler: percentages NaN (null) */
@@ -157,7 +157,7 @@ static json_t *sample_json(const sched_sample *x) {
 
 /* GET /v1/stats/history?since=&step=: jobs finished per step by status
  * (the store, the caller's own jobs with tokens) and the load samples the
- * sampler kept since `since` (compute/sched/sample.c: every 5 s, 2 hours). */
+ * sampler kept since `since` (compute/sched/stats/sampler.c: every 5 s, 2 hours). */
 static void handle_history(http_req *r, void *ud) {
   api_ctx *ctx = ud;
   int64_t now = t_wall_ms();

@@ -167,25 +167,6 @@ int http_claim(http_req *r) {
   return atomic_exchange_explicit(&r->claimed, 1, memory_order_acq_rel) == 0;
 }
 
-void http_defer(http_req *r, int64_t timeout_ms, http_timeout_fn on_timeout,
-                void *arg) {
-  pthread_mutex_lock(&r->mu);
-  http_server *s = r->srv;
-  if (r->state != REQ_HANDLING || r->answered || r->deferred) {
-    pthread_mutex_unlock(&r->mu);
-    if (!r->answered)
-      log_error("http: http_defer outside its handler or twice (%s %s)",
-                r->method, r->path);
-    return;
-  }
-  r->deferred = 1;
-  r->on_timeout = on_timeout;
-  r->timeout_arg = arg;
-  pthread_mutex_unlock(&r->mu);
-  /* The handler still runs, so the request is not completed: s is live. */
-  if (timeout_ms >= 0) timer_arm(s->timer, r, t_now_ms() + (double)timeout_ms);
-}
-
 const char *http_method(const http_req *r) { return r->method; }
 const char *http_path(const http_req *r) { return r->path; }
 

@@ -1,5 +1,8 @@
-/* timer.c — the deadline thread behind http_defer.
+/* timer.c — http_defer and the deadline thread behind it.
  *
+ * http_defer (here, not in request.c, so that request.c and timer.c do
+ * not call each other: issue 24's file circles) marks a request answered
+ * later and arms its deadline.
  * One thread per server sleeps on a condition variable (CLOCK_MONOTONIC)
  * until the earliest deadline of a min-heap (util/heap.h) of deferred
  * requests.
@@ -153,4 +156,23 @@ int timer_disarm(http_timer *t, http_req *r) {
   if (had) heap_remove(t, r);
   pthread_mutex_unlock(&t->mu);
   return had;
+}
+
+void http_defer(http_req *r, int64_t timeout_ms, http_timeout_fn on_timeout,
+                void *arg) {
+  pthread_mutex_lock(&r->mu);
+  http_server *s = r->srv;
+  if (r->state != REQ_HANDLING || r->answered || r->deferred) {
+    pthread_mutex_unlock(&r->mu);
+    if (!r->answered)
+      log_error("http: http_defer outside its handler or twice (%s %s)",
+                r->method, r->path);
+    return;
+  }
+  r->deferred = 1;
+  r->on_timeout = on_timeout;
+  r->timeout_arg = arg;
+  pthread_mutex_unlock(&r->mu);
+  /* The handler still runs, so the request is not completed: s is live. */
+  if (timeout_ms >= 0) timer_arm(s->timer, r, t_now_ms() + (double)timeout_ms);
 }

@@ -165,6 +165,10 @@ if(TESSEL_PYTHON3_LAYOUT AND NOT TESSEL_FUZZ)
   add_test(NAME layout/check_layout
     COMMAND ${TESSEL_PYTHON3_LAYOUT} ${CMAKE_SOURCE_DIR}/tests/layout/check_layout.py ${CMAKE_SOURCE_DIR})
   set_tests_properties(layout/check_layout PROPERTIES LABELS unit TIMEOUT 60)
+  # Rules 10 (file circles) and 11 (named paths) on made-up trees.
+  add_test(NAME layout/rules
+    COMMAND ${TESSEL_PYTHON3_LAYOUT} ${CMAKE_SOURCE_DIR}/tests/layout/test_rules.py)
+  set_tests_properties(layout/rules PROPERTIES LABELS unit TIMEOUT 60)
   # The closing lines of make test (tests/summary.py) on made-up results.
   add_test(NAME unit/summary
     COMMAND ${TESSEL_PYTHON3_LAYOUT} ${CMAKE_SOURCE_DIR}/tests/test_summary.py)

@@ -3,6 +3,7 @@
  * csv.c and jarray.c.) */
 #include "compute/array/tarray.h"
 
+#include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "util/sigbus.h"
 #include "util/tassert.h"
@@ -138,6 +140,14 @@ tarray *tarray_convert(const tarray *a, tdtype dt) {
     for (int64_t i = 0; i < a->size; i++) tarray_set(c, i, tarray_get(a, i));
   }
   return c;
+}
+
+int tarray_sink_close(tarray *a) {
+  if (!a || !a->sink) return 0;
+  int err = close(a->sink->fd) != 0 ? errno : 0;
+  free(a->sink);
+  a->sink = NULL;
+  return err;
 }
 
 void tarray_free(tarray *a) {

@@ -219,6 +219,13 @@ int tarray_write(tarray *a, int64_t start, int64_t count, const void *src,
  * (pieces that need not hold whole elements: a streamed upload). */
 int tarray_write_bytes(tarray *a, uint64_t off, const void *src, size_t len,
                        terr *e);
+/* A file filled by slices: tarray.sink (made by codec/npyfile.c's
+ * tarray_create_npy_fd, closed here: the type owns its end, so tarray.c
+ * never calls back into a codec). */
+struct tarray_sink {
+  int fd;
+  size_t data_off; /* bytes of header before element 0 */
+};
 /* A sink's file descriptor (still the sink's: closed by tarray_sink_close)
  * and the file offset of element 0; -1 when a is not a sink. For a
  * sequential writer that batches its own writes (compute/array/wbehind.h). */

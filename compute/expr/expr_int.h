@@ -69,7 +69,7 @@ typedef struct expr_opinfo {
   int arity;
   int is_func;       /* callable by name in the language */
 } expr_opinfo;
-extern const expr_opinfo expr_ops[EO__COUNT];
+extern const expr_opinfo expr_ops[EO__COUNT]; /* compute/expr/functab.c */
 /* The function called `name` (length len), or -1. `pow` maps to EO_POW;
  * NumPy's names (arcsin ... arctanh, minimum, maximum, absolute, power,
  * rint, remainder, floor_divide, ...) map to the op of the C name, so that

@@ -175,7 +175,7 @@ void jobs_stats_clear(jobs_stats *s);
 /* The scheduler's counters alone (no store read). */
 void jobs_sched_stats(jobs *J, sched_stats *out);
 /* The load now and the kept samples since a time (sched_sample_now,
- * sched_samples: compute/sched/sample.c). */
+ * sched_samples: compute/sched/stats/sampler.c). */
 int jobs_sample_now(jobs *J, sched_sample *out);
 int jobs_samples(jobs *J, int64_t since_wall_ms, sched_sample *out, int cap);
 /* Jobs finished per step, by status (store_finished_by_step). */

@@ -53,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compute/sched/cluster.h"
 #include "compute/sched/sched_int.h"
 #include "util/vec.h"
 

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "compute/sched/sched_int.h"
+#include "util/tassert.h"
 
 #define SJ_MAGIC 0x544a4e4cu /* "TJNL" */
 #define SJ_SLOT 64
@@ -126,6 +127,7 @@ void sched_journal_close(sched *s) {
 int sched_journal_take(sched *s, const char *id, int attempt) {
   for (int i = 0; i < s->journal_slots; i++) {
     int zero = 0;
+    T_ASSERT(s->journal != NULL); /* slots exist only with the mapping */
     if (!atomic_compare_exchange_strong(&s->journal_used[i], &zero, 1))
       continue;
     jslot *sl = (jslot *)((char *)s->journal + (size_t)i * SJ_SLOT);
@@ -141,6 +143,8 @@ int sched_journal_take(sched *s, const char *id, int attempt) {
 void sched_journal_put(sched *s, int slot) {
   if (slot < 0 || slot >= s->journal_slots) return;
   jslot *sl = (jslot *)((char *)s->journal + (size_t)slot * SJ_SLOT);
+  /* the slot is the caller's: taken by sched_journal_take, not yet put */
+  T_ASSERT(atomic_load(&s->journal_used[slot]) == 1);
   atomic_store_explicit(&sl->magic, 0, memory_order_release);
   atomic_store(&s->journal_used[slot], 0);
 }

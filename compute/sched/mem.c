@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "compute/sched/sched_int.h"
+#include "util/tassert.h"
 
 int64_t sched_mem_need(const job_estimate *est, int backend) {
   int64_t m = est->mem_bytes > 0 ? est->mem_bytes : 0;
@@ -48,6 +49,7 @@ int sched_mem_decide(int64_t need, int64_t budget, int64_t reserved,
   /* What the machine has now already excludes what running jobs touched;
    * counting their reservation again errs on the side of waiting. */
   if (avail >= 0 && avail < room) room = avail;
+  T_ASSERT(room >= 0); /* never a negative room: a job of 0 bytes runs */
   if (need <= room) return SCHED_MEM_RUN;
   return reserved > 0 ? SCHED_MEM_WAIT : SCHED_MEM_NEVER;
 }

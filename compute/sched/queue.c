@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "compute/array/localfile.h"
+#include "compute/sched/queue.h"
 #include "compute/sched/sched_int.h"
 
 /* ---- heaps ----------------------------------------------------------------- */

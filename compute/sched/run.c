@@ -98,6 +98,7 @@
 #include "compute/array/localfile.h"
 #include "compute/array/parts.h"
 #include "compute/array/store_source.h"
+#include "compute/sched/cluster.h"
 #include "compute/sched/route/router.h"
 #include "util/sigbus.h"
 

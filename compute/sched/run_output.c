@@ -36,6 +36,7 @@
 
 #include "util/sigbus.h"
 
+#include "compute/sched/cluster.h"
 #include "compute/sched/run_int.h"
 
 /* An output job's result `a` (freed here) into its output's unnamed

@@ -20,7 +20,10 @@
  *
  * Deadlines count from when a worker takes the job (queue time excluded).
  */
+#include "compute/sched/cluster.h"
+#include "compute/sched/queue.h"
 #include "compute/sched/sched_int.h"
+#include "compute/sched/stats/sampler.h"
 
 #include <dirent.h>
 #include <errno.h>

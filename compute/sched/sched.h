@@ -233,7 +233,7 @@ typedef struct sched_stats {
 } sched_stats;
 void sched_get_stats(sched *s, sched_stats *out);
 
-/* The daemon's load over time (compute/sched/sample.c): a sampler thread takes one
+/* The daemon's load over time (compute/sched/stats/sampler.c): a sampler thread takes one
  * sample every SCHED_SAMPLE_EVERY_MS into a ring of SCHED_SAMPLES (2 hours).
  * Percentages are NaN where unknown (the first sample), bytes -1. */
 #define SCHED_SAMPLE_EVERY_MS 5000
@@ -258,8 +258,9 @@ int sched_samples(sched *s, int64_t since_wall_ms, sched_sample *out, int cap);
  * ticks. 0, or -1 when the text is not such a line. */
 int sched_sample_parse_stat(const char *text, uint64_t *busy, uint64_t *total);
 
-/* Estimate a job at submit: kind check + limits (413) + backend
- * availability (503 for cuda without a GPU). Fills est. */
+/* Estimate a job at submit (compute/sched/submit_check.c): kind check +
+ * limits (413) + backend availability (503 for cuda without a GPU). Fills
+ * est. */
 int sched_check(sched *s, const kind_ops *k, const json_t *params,
                 const tenv *env, tbackend b, job_estimate *est, terr *e);
 /* The same, keeping what the kind's check built in *checked (see

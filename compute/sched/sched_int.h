@@ -1,13 +1,14 @@
-/* sched_int.h — the scheduler's private state, shared by its four files:
+/* sched_int.h — the scheduler's private state (struct sched, its waiters
+ * and histogram rows) and the calls between its files that have no header
+ * of their own. By concern (compute/sched/README.md has each file's line):
  *
- *   compute/sched/queue.c the heaps and the id table, jobs from store rows
- *   sched.c       queueing, reserve/enqueue/cancel, the CPU
- *                 idle callback and GPU worker threads, the deadline and
- *                 progress monitor, start/recovery/shutdown
- *   compute/sched/run.c   running one job: estimate + router, store_job_start,
- *                 prepare, run or compare, the result file, the end
- *   compute/sched/wait.c  waiters, progress, stats, histogram, sched_check
- *   compute/sched/text.c  the estimate document stored at a job's start
+ *   queue.h         a job (sjob), its states, the heaps and the id table
+ *   cluster.h       the cluster node: leases, heartbeats, claims
+ *   stats/sampler.h the /v1/stats sampler; split.h, run_int.h, route/router.h
+ *   here            sched.c (queueing, workers, monitor, start/shutdown),
+ *                   run.c's entry, wait.c (waiters, counters), text.c,
+ *                   mem.c (memory admission), journal.c (in-flight journal),
+ *                   submit_check.c (the submit-time check)
  *
  * Locks: ONE mutex, sched.mu, guards every field below marked [mu] and every
  * sjob field marked [mu]. Lock order: sched.mu may be held while taking the
@@ -28,6 +29,7 @@
 #define TESSEL_SCHED_SCHED_INT_H
 
 #include <math.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -35,14 +37,9 @@
 #include "util/heap.h"
 #include "util/pool.h"
 #include "util/tmutex.h"
+#include "compute/sched/queue.h"
 #include "compute/sched/sched.h"
 
-enum { SJ_QUEUED = 0, SJ_RUNNING, SJ_ENDING };
-enum { Q_CPU = 0, Q_GPU, Q_AUTO, Q__COUNT }; /* which heap holds a job */
-/* stop values: 0 run, 1 canceled, 2 timed out (kinds.h), and ours: */
-#define SJ_STOP_SHUTDOWN 3 /* leave the job unfinished in the store */
-#define SJ_STOP_LOST 4     /* cluster: its lease went to another node; write
-                            * nothing, drop what it computed */
 /* Results of result_alloc up to this many bytes are heap arrays written
  * with npy_write at the end; larger ones are mapped .npy files
  * (tarray_create_npy). Used when cfg.inline_result_max <= 0. Measured with
@@ -53,82 +50,6 @@ enum { Q_CPU = 0, Q_GPU, Q_AUTO, Q__COUNT }; /* which heap holds a job */
  * result in memory. result_stream's results (map) do not use it: they are
  * sinks from the row's size up (compute/sched/run.c, compute/array/codec/npyfile.c). */
 #define SCHED_INLINE_RESULT_DEFAULT (16 << 20)
-
-typedef struct sjob {
-  char id[T_ID_MAX];
-  /* Its result files' name under <data>/results: the id, and on a cluster
-   * store "<id>.r<attempt>" (the claim's attempt, unique per run: a run
-   * whose lease was lost and that still writes never touches the files of
-   * the run that replaced it; compute/sched/cluster.c). */
-  char stem[T_ID_MAX + 16];
-  char *owner, *kind, *params_text, *backend_text; /* owned copies */
-  char *output_file;   /* "output": {"file"} (owned); NULL when none */
-  int requested;       /* tbackend, or -1 when the stored name is unknown */
-  int priority;
-  uint64_t seq;        /* FIFO order within a priority */
-  double timeout_s;
-  int64_t created_at;  /* wall ms */
-  int attempts;        /* starts recorded in the store before this run */
-  int crash_test;      /* test fault switch: abort() at the start (sched.c) */
-  int tile, tiles;     /* a tile of a split job (tiles > 0): its rows are
-                          sched_split_rows of est.size (compute/sched/split.c) */
-  int state;           /* [mu] SJ_* */
-  int queue, heap_index; /* [mu] Q_* and position while QUEUED; -1 else */
-  atomic_int stop;
-  job_ctx ctx;         /* progress_done/total read by others (atomics) */
-  /* Progress of earlier compare runs, so done/total grow over all runs. */
-  int64_t progress_base_done, progress_base_total; /* [mu] */
-  int progress_runs_left;                          /* [mu] runs after this */
-  int64_t stored_done;       /* [mu] monitor: last progress written */
-  double next_progress_ms;   /* [mu] monitor */
-  double deadline_ms;        /* [mu] monotonic; 0: none */
-  int nwaiters;              /* [mu] */
-  int in_running;            /* [mu] counted in nrunning */
-  int on_gpu;                /* [mu] taken by a GPU worker (while running) */
-  int64_t mem_held;          /* [mu] its share of sched.mem_reserved */
-  int mem_blocked;           /* [mu] sent back: waits for memory */
-  uint64_t mem_wait_gen;     /* [mu] sched.mem_gen when sent back */
-  /* Worker-owned, kept across a hand-over between CPU and GPU queues. */
-  json_t *params;
-  const kind_ops *k;
-  job_estimate est;
-  int have_est;
-  /* What the kind's check built (the parsed and compiled expression), for
-   * prepare to take instead of building it again; freed with checked_k's
-   * checked_free when the job ends before it is prepared. */
-  void *checked;
-  const kind_ops *checked_k;
-  /* Its {"file"} inputs as accepted (compute/array/localfile.h, "Pins"): read from
-   * the stored estimate's "files" (sjob_new), given to the run's tenv,
-   * stored again with the estimate at its start. NULL: none stored (the
-   * run's check pins what it reads). */
-  struct tlocal_pins *pins;
-  tbackend backend; /* resolved; B_AUTO until resolved */
-  char reason[256];
-  json_t *estimates; /* router figures; NULL when not routed */
-  double taken_ms;   /* monotonic, when a worker took it */
-  struct sjob *hnext;        /* [mu] id table chain */
-  struct sjob *rprev, *rnext;/* [mu] running list */
-} sjob;
-
-/* A job's state changes, checked in debug builds against the life above:
- * QUEUED -> QUEUED (its first push), RUNNING (taken) or ENDING (canceled
- * or shut down before it started); RUNNING -> QUEUED (handed to the other
- * queue, or sent back to wait for memory) or ENDING; ENDING is final. The
- * caller holds sched.mu ([mu]). */
-static inline int sjob_state_legal(int from, int to) {
-  static const unsigned char legal[3][3] = {
-      /* to:  QUEUED RUNNING ENDING */
-      [SJ_QUEUED] = {1, 1, 1},
-      [SJ_RUNNING] = {1, 0, 1},
-      [SJ_ENDING] = {0, 0, 0},
-  };
-  return from >= 0 && from < 3 && to >= 0 && to < 3 && legal[from][to];
-}
-
-/* A queue of jobs: the heap of util/heap.h ordered by sjob_before, each
- * job's slot kept in its heap_index (-1 when in no heap). */
-typedef theap sjob_heap;
 
 typedef struct swaiter {
   uint64_t token;
@@ -182,7 +103,7 @@ struct sched {
   int gpu_started;
   pthread_t monitor;
   int monitor_started;
-  struct sched_sampler *sampler; /* compute/sched/sample.c; NULL: none */
+  struct sched_sampler *sampler; /* compute/sched/stats/sampler.c; NULL: none */
   atomic_uint tmp_counter;
 
   tmutex mu;
@@ -215,12 +136,6 @@ struct sched {
   int nhist;
   size_t caphist;
 };
-
-/* compute/sched/sample.c: the sampler thread (started by sched_create, stopped by
- * sched_destroy); a failed start leaves s->sampler NULL. */
-typedef struct sched_sampler sched_sampler;
-int sched_sampler_start(sched *s);
-void sched_sampler_stop(sched *s);
 
 /* compute/sched/mem.c: memory admission (see there). */
 enum { SCHED_MEM_RUN = 0, SCHED_MEM_WAIT, SCHED_MEM_NEVER };
@@ -302,29 +217,6 @@ void sched_results_sweep(sched *s, int (*match)(const char *name,
                                                  const void *arg),
                          const void *arg, const char *why);
 
-/* compute/sched/cluster.c: the node (see there). create/destroy with the
- * scheduler; stop (from sched_shutdown, once no job runs) ends the node
- * thread, the listener and, with store_node_leave, the node's claims. */
-int sched_cluster_create(sched *s, terr *e);
-void sched_cluster_stop(sched *s);
-void sched_cluster_destroy(sched *s);
-/* Wake the claimer (a job was submitted, or a local job ended). Any thread,
- * no lock held or [mu]; never blocks. */
-void sched_cluster_kick(sched *s);
-/* The fenced "still held" step of a run's end, before it touches anything
- * outside the store (an output file, compute/sched/run.c): a heartbeat of this
- * node naming the job (which renews its leases, as every heartbeat does).
- * 0 when this node still holds the job; T_ECONFLICT when it went to
- * another node or ended there (this node was paused past its lease); the
- * store's error otherwise. 0 at once on a single-node store. A worker
- * thread, no lock held ([sync] store call). */
-int sched_cluster_hold(sched *s, const char *id, terr *e);
-/* The same, to read the store for the remote waiters registered since. */
-void sched_cluster_recheck(sched *s);
-/* The cluster's view for admission: queued jobs in the whole store, live
- * nodes with a GPU (both as of the last heartbeat; 0 before the first). */
-int64_t sched_cluster_depth(sched *s);
-int sched_cluster_gpu_nodes(sched *s);
 /* Fire the remote waiters of job id (ended: its committed row, or NULL).
  * No lock held. */
 void sched_fire_remote(sched *s, const char *id, const store_job *ended);
@@ -337,27 +229,9 @@ int sched_add_claimed(sched *s, const store_job *row, terr *e);
  * a running one stops (SJ_STOP_LOST) and writes nothing. */
 void sched_drop_lost(sched *s, const char *id);
 
-/* compute/sched/queue.c */
-int sjob_before(const sjob *a, const sjob *b); /* a runs first */
-static inline void sjob_set_state(sjob *j, int to) {
-  T_ASSERT(sjob_state_legal(j->state, to));
-  j->state = to;
-}
 /* Debug builds: the scheduler's lock rules (see the top of this file). */
 #define SCHED_ASSERT_LOCKED(s) T_ASSERT_HELD(&(s)->mu)
 #define SCHED_ASSERT_UNLOCKED(s) T_ASSERT_NOT_HELD(&(s)->mu)
-
-void sjob_heap_init(sjob_heap *h);
-int sjob_heap_push(sjob_heap *h, sjob *j);     /* [mu] 0 or T_ENOMEM */
-void sjob_heap_remove(sjob_heap *h, int i);    /* [mu] */
-/* [mu] The job at the top (NULL when empty), left in place. */
-static inline sjob *sjob_heap_top(const sjob_heap *h) { return theap_top(h); }
-sjob *sched_find(sched *s, const char *id);    /* [mu] NULL when not held */
-int sched_table_insert(sched *s, sjob *j);     /* [mu] 0 or T_ENOMEM */
-void sched_table_remove(sched *s, sjob *j);    /* [mu] */
-/* A job from its store row (strings copied); NULL on no memory. */
-sjob *sjob_new(const store_job *sj);
-void sjob_free(sjob *j);
 
 /* sched.c */
 /* 1 when TESSEL_TEST_CRASH_LABEL is set (read once, at the first call) and
@@ -387,7 +261,7 @@ void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
 
 /* A duration in ms as stored: rounded to the microsecond. */
 static inline double sched_ms_round(double ms) { return round(ms * 1e3) / 1e3; }
-/* compute/sched/wait.c: the result and memory caps (--max-result, the per-job and
+/* compute/sched/submit_check.c: the result and memory caps (--max-result, the per-job and
  * --max-memory limits) against est for backend b: 0 or T_ETOOLARGE
  * naming "params". The submit's check applies them; so does a run that
  * checks its job again (one queued from the store). */

@@ -79,6 +79,7 @@
 #include <unistd.h>
 
 #include "compute/array/parts.h"
+#include "compute/sched/cluster.h"
 #include "compute/sched/sched_int.h"
 #include "compute/sched/split.h"
 #include "util/util.h"

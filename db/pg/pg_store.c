@@ -45,6 +45,7 @@
 #include <time.h>
 
 #include "db/pg/pg_int.h"
+#include "util/tassert.h"
 
 #define PG_POOL 8
 
@@ -115,6 +116,8 @@ int pg__get(pgstore *p, PGconn **c, terr *e) {
   pthread_mutex_lock(&p->mu);
   while (p->nfree == 0 && p->nmade >= PG_POOL)
     pthread_cond_wait(&p->pool_cv, &p->mu);
+  /* the pool's counts: idle ones are made ones, never more than PG_POOL */
+  T_ASSERT(p->nfree >= 0 && p->nfree <= p->nmade && p->nmade <= PG_POOL);
   while (p->nfree > 0) {
     *c = p->free_conns[--p->nfree];
     pthread_mutex_unlock(&p->mu);
@@ -151,6 +154,7 @@ void pg__put(pgstore *p, PGconn *c, int broken) {
     PQfinish(c);
     p->nmade--;
   } else {
+    T_ASSERT(p->nfree < p->nmade && p->nfree < PG_POOL); /* c was lent */
     p->free_conns[p->nfree++] = c;
   }
   pthread_cond_signal(&p->pool_cv);

@@ -70,14 +70,6 @@ struct store_stmt {
 
 /* ---- helpers --------------------------------------------------------------- */
 
-/* SQLITE_FULL (the disk or the data dir's file system is full) is
- * T_ENOSPACE: 507 at submit, "resource_exhausted" for a job. */
-int store__dberr(terr *e, sqlite3 *db, const char *what) {
-  int full = db && (sqlite3_errcode(db) & 0xff) == SQLITE_FULL;
-  return terr_set(e, full ? T_ENOSPACE : T_EIO, "", -1, "store: %s: %s", what,
-                  db ? sqlite3_errmsg(db) : "no database");
-}
-
 char *store__col_dup(sqlite3_stmt *st, int i, int *oom) {
   const unsigned char *t = sqlite3_column_text(st, i);
   if (!t) return NULL;

@@ -148,7 +148,16 @@ int store__write_one(sqstore *s, store_wfn fn, void *arg, terr *e);
  * and T_EUNAVAIL returned. */
 #define STORE_LAZY_MS 5.0
 int store__write_async(sqstore *s, store_wop *o);
-int store__dberr(terr *e, sqlite3 *db, const char *what);
+/* SQLite's error as the store's: SQLITE_FULL (the disk or the data dir's
+ * file system is full) is T_ENOSPACE, 507 at submit, "resource_exhausted"
+ * for a job; anything else T_EIO. Inline here, not in store.c, so that
+ * schema.c and store_ckpt.c, which store.c calls, do not call it back
+ * (issue 24's file circles). */
+static inline int store__dberr(terr *e, sqlite3 *db, const char *what) {
+  int full = db && (sqlite3_errcode(db) & 0xff) == SQLITE_FULL;
+  return terr_set(e, full ? T_ENOSPACE : T_EIO, "", -1, "store: %s: %s", what,
+                  db ? sqlite3_errmsg(db) : "no database");
+}
 /* Step a statement that returns no row: 0 or T_EIO (statement is reset). */
 int store__exec_stmt(store_conn *c, sqlite3_stmt *st, const char *what,
                      terr *e);

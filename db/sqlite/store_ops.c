@@ -2,7 +2,7 @@
  * step with its conflict check (job and array inserts), a reader's cached
  * statement (every read), and the [sync] delete by id with its returned
  * file path, its owner-checked lookup and its DELETE (job and array
- * deletes), and the collecting of file paths a delete returns.
+ * deletes), the collecting of file paths a delete returns.
  *
  * Threads: store__exec_insert runs on the writer thread (inside an op, on
  * s->w); store__read_stmt on any thread, with that thread's reader

@@ -260,7 +260,10 @@ static int fx_start(fx *f) {
   return rc;
 }
 
-static int fx_open(fx *f, int threads) {
+/* A fresh data dir and store, and the default configuration for threads
+ * workers, without the scheduler: the caller may change f->cfg (or the
+ * store) before fx_start. 0, or the store's error (checked). */
+static int fx_prepare(fx *f, int threads) {
   memset(f, 0, sizeof *f);
   snprintf(f->dir, sizeof f->dir, "%s/d%d", root, dir_seq++);
   terr e;
@@ -268,7 +271,12 @@ static int fx_open(fx *f, int threads) {
   CHECK_MSG(rc == 0, "store_open: %s", e.message);
   if (rc) return rc;
   fx_config(f, threads);
-  return fx_start(f);
+  return 0;
+}
+
+static int fx_open(fx *f, int threads) {
+  int rc = fx_prepare(f, threads);
+  return rc ? rc : fx_start(f);
 }
 
 static void fx_close(fx *f) {

@@ -103,6 +103,13 @@ static store *open_fresh(char *dir, size_t n) {
   return reopen(dir);
 }
 
+/* open_fresh for a test that never names its directory again: the
+ * directory's name lives here, one test at a time. */
+static inline store *open_fresh_store(void) {
+  static char dir[300];
+  return open_fresh(dir, sizeof dir);
+}
+
 static char *sdup(const char *x) { return x ? strdup(x) : NULL; }
 
 /* A queued job of `owner` with the usual fields. */

@@ -234,11 +234,8 @@ TEST(test_cancel_running) {
  * file at all); a larger one is a file as before. */
 TEST(test_result_in_row) {
   fx f;
-  memset(&f, 0, sizeof f);
-  snprintf(f.dir, sizeof f.dir, "%s/d%d", root, dir_seq++);
+  if (fx_prepare(&f, 2)) return;
   terr e;
-  CHECK(store_open(f.dir, &f.st, &e) == 0);
-  fx_config(&f, 2);
   f.cfg.inline_result_max = 1 << 20; /* heap results for both sizes */
   f.cfg.row_result_max = 4096;       /* 128 B header + up to 496 values */
   if (fx_start(&f)) return;
@@ -421,11 +418,8 @@ TEST(test_timeout) {
 /* ---- queue limit ---------------------------------------------------------------- */
 TEST(test_queue_limit) {
   fx f;
-  memset(&f, 0, sizeof f);
-  snprintf(f.dir, sizeof f.dir, "%s/d%d", root, dir_seq++);
+  if (fx_prepare(&f, 1)) return;
   terr e;
-  CHECK(store_open(f.dir, &f.st, &e) == 0);
-  fx_config(&f, 1);
   f.cfg.queue_limit = 2;
   if (fx_start(&f)) return;
   char gate[T_ID_MAX], a[T_ID_MAX], b[T_ID_MAX];
@@ -733,11 +727,8 @@ TEST(test_failures) {
 /* ---- sched_check: limits and backend availability ------------------------- */
 TEST(test_check) {
   fx f;
-  memset(&f, 0, sizeof f);
-  snprintf(f.dir, sizeof f.dir, "%s/d%d", root, dir_seq++);
+  if (fx_prepare(&f, 1)) return;
   terr e;
-  CHECK(store_open(f.dir, &f.st, &e) == 0);
-  fx_config(&f, 1);
   f.cfg.max_result_bytes = 800;
   f.cfg.max_job_mem_bytes = 1000;
   if (fx_start(&f)) return;
@@ -769,10 +760,8 @@ TEST(test_check) {
 /* ---- recovery ----------------------------------------------------------------- */
 TEST(test_recovery) {
   fx f;
-  memset(&f, 0, sizeof f);
-  snprintf(f.dir, sizeof f.dir, "%s/d%d", root, dir_seq++);
+  if (fx_prepare(&f, 2)) return; /* the store first: the jobs a dead process left */
   terr e;
-  CHECK(store_open(f.dir, &f.st, &e) == 0);
   char q[3][T_ID_MAX], r[2][T_ID_MAX];
   for (int i = 0; i < 3; i++)
     insert_job(f.st, "sleepy", "{\"n\":5,\"value\":7}", "cpu", 5, 0, q[i]);
@@ -788,7 +777,6 @@ TEST(test_recovery) {
   snprintf(stale, sizeof stale, "%s/results/%s.npy.tmp7", f.dir, r[0]);
   FILE *fp = fopen(stale, "wb");
   if (fp) fclose(fp);
-  fx_config(&f, 2);
   if (fx_start(&f)) return;
   store_job j;
   for (int i = 0; i < 3; i++) {

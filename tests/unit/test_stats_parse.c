@@ -1,6 +1,6 @@
 /* test_stats_parse.c — the parsers behind /v1/stats' `system` and
  * /v1/stats/history: t_parse_time (util/util.c: ?since as Unix seconds or
- * RFC 3339) and sched_sample_parse_stat (compute/sched/sample.c: the "cpu" line of
+ * RFC 3339) and sched_sample_parse_stat (compute/sched/stats/sampler.c: the "cpu" line of
  * /proc/stat).
  *
  * Asserts: known times give their exact ms (a zone offset applied, a

@@ -55,6 +55,13 @@ static int same_result(const job_result_info *a, const job_result_info *b) {
   return 1;
 }
 
+/* A cancel's end, as the scheduler writes it. */
+static store_job_end end_canceled(int64_t at, const char *message) {
+  store_job_end x = {.status = JOB_CANCELED, .finished_at = at, .max_abs_diff = NAN,
+                     .error_code = "canceled", .error_message = message};
+  return x;
+}
+
 static store_job_end end_ok(int64_t at, const char *path) {
   store_job_end x = {.status = JOB_SUCCEEDED,
                      .finished_at = at,
@@ -122,8 +129,7 @@ TEST(test_open_migrate_reopen) {
 }
 
 TEST(test_roundtrip_every_field) {
-  char dir[300];
-  store *s = open_fresh(dir, sizeof dir);
+  store *s = open_fresh_store();
   if (!s) return;
   store_job j;
   memset(&j, 0, sizeof j);
@@ -220,8 +226,7 @@ TEST(test_roundtrip_every_field) {
 }
 
 TEST(test_owner_isolation) {
-  char dir[300];
-  store *s = open_fresh(dir, sizeof dir);
+  store *s = open_fresh_store();
   if (!s) return;
   char id[T_ID_MAX];
   CHECK(insert_job(s, "alice", "map", 0, id) == 0);
@@ -256,8 +261,7 @@ TEST(test_owner_isolation) {
 }
 
 TEST(test_idempotency) {
-  char dir[300];
-  store *s = open_fresh(dir, sizeof dir);
+  store *s = open_fresh_store();
   if (!s) return;
   store_job a;
   job_init(&a, "alice", "map");
@@ -317,8 +321,7 @@ TEST(test_idempotency) {
 /* 25 jobs of alice in a known mix; checks each filter against a count
  * computed here, and that paging visits every job once, newest first. */
 TEST(test_list_filters_paging) {
-  char dir[300];
-  store *s = open_fresh(dir, sizeof dir);
+  store *s = open_fresh_store();
   if (!s) return;
   enum { N = 25 };
   char ids[N][T_ID_MAX];
@@ -420,8 +423,7 @@ TEST(test_list_filters_paging) {
 }
 
 TEST(test_lifecycle) {
-  char dir[300];
-  store *s = open_fresh(dir, sizeof dir);
+  store *s = open_fresh_store();
   if (!s) return;
   char id[T_ID_MAX];
   terr e;
@@ -478,9 +480,7 @@ TEST(test_lifecycle) {
   store_job_clear(&g);
 
   /* A queued job may be canceled directly. */
-  store_job_end cx = {.status = JOB_CANCELED, .finished_at = 3000,
-                      .max_abs_diff = NAN, .error_code = "canceled",
-                      .error_message = "canceled by the client"};
+  store_job_end cx = end_canceled(3000, "canceled by the client");
   CHECK(store_job_finish(s, other, &cx, &e) == 0);
   CHECK(store_job_get(s, other, NULL, &g, &e) == 0);
   CHECK(g.status == JOB_CANCELED);
@@ -535,9 +535,7 @@ TEST(test_start_async) {
 
   /* Canceled before the start lands: the start changes nothing, and the
    * worker's finish is refused. */
-  store_job_end cx = {.status = JOB_CANCELED, .finished_at = 3000,
-                      .max_abs_diff = NAN, .error_code = "canceled",
-                      .error_message = "canceled"};
+  store_job_end cx = end_canceled(3000, "canceled");
   CHECK(store_job_finish(s, c, &cx, &e) == 0);
   store_job_start_async(s, c, 3001, "cpu", NULL, NULL);
   store_job_start_async(s, "j_nope", 3001, "cpu", NULL, NULL);
@@ -582,8 +580,7 @@ static int wait_calls(fin_seen *f) {
   return atomic_load(&f->calls);
 }
 TEST(test_async_insert_finish) {
-  char dir[300];
-  store *s = open_fresh(dir, sizeof dir);
+  store *s = open_fresh_store();
   if (!s) return;
   terr e;
   store_job j;
@@ -805,8 +802,7 @@ TEST(test_migrate_from_v1) {
 }
 
 TEST(test_requeue_and_unfinished_order) {
-  char dir[300];
-  store *s = open_fresh(dir, sizeof dir);
+  store *s = open_fresh_store();
   if (!s) return;
   terr e;
   /* priorities in insert order; expect (priority desc, FIFO). */
@@ -850,8 +846,7 @@ TEST(test_requeue_and_unfinished_order) {
  * scheduler's journal) raises attempts, never lowers it, and leaves ended
  * jobs alone; a start taken back by a shutdown lowers it again. */
 TEST(test_note_start_and_unstart) {
-  char dir[300];
-  store *s = open_fresh(dir, sizeof dir);
+  store *s = open_fresh_store();
   if (!s) return;
   terr e;
   char id[T_ID_MAX], done_id[T_ID_MAX];
@@ -888,8 +883,7 @@ TEST(test_note_start_and_unstart) {
 }
 
 TEST(test_delete_job) {
-  char dir[300];
-  store *s = open_fresh(dir, sizeof dir);
+  store *s = open_fresh_store();
   if (!s) return;
   terr e;
   char id[T_ID_MAX];
@@ -967,8 +961,7 @@ static void array_init(store_array *a, const char *owner, const char *sha) {
 }
 
 TEST(test_arrays) {
-  char dir[300];
-  store *s = open_fresh(dir, sizeof dir);
+  store *s = open_fresh_store();
   if (!s) return;
   terr e;
   store_array a;
@@ -1093,8 +1086,7 @@ TEST(test_arrays) {
 }
 
 TEST(test_expire) {
-  char dir[300];
-  store *s = open_fresh(dir, sizeof dir);
+  store *s = open_fresh_store();
   if (!s) return;
   terr e;
   char old_done[T_ID_MAX], new_done[T_ID_MAX], old_queued[T_ID_MAX];
@@ -1162,8 +1154,7 @@ TEST(test_expire) {
 /* Stats against values computed here: compute times 1..20 ms for map/cpu
  * (p50 = 10.5, p95 = 19.05 by linear interpolation), 2 failed, 1 queued. */
 TEST(test_stats_counts) {
-  char dir[300];
-  store *s = open_fresh(dir, sizeof dir);
+  store *s = open_fresh_store();
   if (!s) return;
   terr e;
   for (int i = 1; i <= 20; i++) {
@@ -1253,8 +1244,7 @@ static int order_cmp(const store_job *a, const store_job *b, store_job_order o,
  * exactly once, in order, with the total of the filter; q matches part of
  * an id or a label in any case, % and _ literally. */
 TEST(test_list_orders_search_total) {
-  char dir[300];
-  store *s = open_fresh(dir, sizeof dir);
+  store *s = open_fresh_store();
   if (!s) return;
   enum { N = 30 };
   const char *kinds[] = {"map", "reduce", "matmul", "geodesic"};
@@ -1380,8 +1370,7 @@ static void insert_tile(store *s, const char *parent, int tile, int tiles,
 }
 
 TEST(test_split_children) {
-  char dir[300];
-  store *s = open_fresh(dir, sizeof dir);
+  store *s = open_fresh_store();
   if (!s) return;
   terr e;
   char p[T_ID_MAX], c0[T_ID_MAX], c1[T_ID_MAX], other[T_ID_MAX];
@@ -1622,8 +1611,7 @@ TEST(test_pg_restart) {
     printf("skip: needs tests/cluster/with_pg.sh\n");
     return;
   }
-  char dir[300];
-  store *s = open_fresh(dir, sizeof dir);
+  store *s = open_fresh_store();
   if (!s) return;
   char id[T_ID_MAX];
   terr e;
@@ -1661,8 +1649,7 @@ TEST(test_pg_node_fence) {
     printf("skip on sqlite: one node, no fence\n");
     return;
   }
-  char dir[300];
-  store *s = open_fresh(dir, sizeof dir);
+  store *s = open_fresh_store();
   if (!s) return;
   char mine[T_ID_MAX], theirs[T_ID_MAX], sql[300];
   terr e;

@@ -86,11 +86,6 @@
 #define TMPFS_MAGIC 0x01021994
 #endif
 
-/* A file filled by slices: tarray.sink. */
-struct tarray_sink {
-  int fd;
-  size_t data_off; /* bytes of header before element 0 */
-};
 
 /* Allocate len bytes of fd's blocks: 0 or an errno. posix_fallocate, retried
  * on EINTR; where the file system cannot (EOPNOTSUPP, EINVAL), one byte
@@ -270,14 +265,6 @@ int tarray_sink_fd(const tarray *a, uint64_t *data_off) {
   if (!a || !a->sink) return -1;
   *data_off = a->sink->data_off;
   return a->sink->fd;
-}
-
-int tarray_sink_close(tarray *a) {
-  if (!a || !a->sink) return 0;
-  int err = close(a->sink->fd) != 0 ? errno : 0;
-  free(a->sink);
-  a->sink = NULL;
-  return err;
 }
 
 int tarray_create_npy_fd(int fd, const char *name, tdtype dt, int ndim,

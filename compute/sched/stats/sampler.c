@@ -1,4 +1,4 @@
-/* compute/sched/sample.c — the daemon's load over time: a sampler thread and a
+/* compute/sched/stats/sampler.c — the daemon's load over time: a sampler thread and a
  * bounded ring of samples, for /v1/stats' `system` and /v1/stats/history.
  *
  * Every SCHED_SAMPLE_EVERY_MS the sampler thread reads the raw counters —
@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "compute/sched/sched_int.h"
+#include "compute/sched/stats/sampler.h"
 
 /* The raw counters of one reading. */
 typedef struct reading {
