@@ -72,6 +72,7 @@ int api_register(http_server *srv, api_ctx *ctx, terr *e) {
    * parse, so memory allocated before this call may be freed after it. */
   json_set_alloc_funcs(meter_malloc, meter_free);
   int rc = api_jobs_register(srv, ctx, e);
+  if (!rc) rc = api_batch_register(srv, ctx, e);
   if (!rc) rc = api_arrays_register(srv, ctx, e);
   if (!rc) rc = api_uploads_register(srv, ctx, e);
   if (!rc) rc = api_service_register(srv, ctx, e);
