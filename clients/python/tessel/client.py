@@ -45,6 +45,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import errors
+from .batch import Batches
 from .array import Array, _wire_array  # noqa: F401 (tessel.client.Array, as before)
 from .job import Job, Waiter, _unlink_quiet, reaper
 from .kinds import ArrayLike, Kinds, Output  # noqa: F401 (ArrayLike: tessel.client.ArrayLike)
@@ -54,7 +55,7 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 _ARRAY_PARAMS = ("a", "b", "bias", "points", "targets")
 
 
-class Client(Kinds):
+class Client(Kinds, Batches):
     """A connection to a Tessel server: NumPy arrays in, NumPy arrays out.
 
     Parameters
