@@ -69,6 +69,27 @@ TEST(order_and_bad_items) {
   json_decref(o);
 }
 
+/* Items a hostile client sends: each refused alone, the batch answered. */
+TEST(odd_items) {
+  long st;
+  json_t *o = post("/v1/jobs:batch",
+                   "{\"jobs\":[null,[],\"s\",{\"request_id\":5,"
+                   "\"kind\":\"map\",\"params\":{}},{}]}",
+                   &st);
+  CHECK(st == 200);
+  json_t *jobs = json_object_get(o, "jobs");
+  CHECK(json_array_size(jobs) == 5);
+  CHECK_STR(item_field(jobs, 0), "jobs[0]");
+  CHECK_STR(item_field(jobs, 1), "jobs[1]");
+  CHECK_STR(item_field(jobs, 2), "jobs[2]");
+  CHECK_STR(item_field(jobs, 3), "jobs[3].request_id");
+  CHECK_STR(item_field(jobs, 4), "jobs[4].kind");
+  json_decref(o);
+  o = post("/v1/jobs:batch", "{\"jobs\":[]}", &st);
+  CHECK(st == 200 && json_array_size(json_object_get(o, "jobs")) == 0);
+  json_decref(o);
+}
+
 TEST(request_id_repeat) {
   const char *body = "{\"jobs\":["
                      "{\"kind\":\"map\",\"request_id\":\"r1\",\"params\":{"
@@ -253,6 +274,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   RUN(order_and_bad_items);
+  RUN(odd_items);
   RUN(request_id_repeat);
   RUN(refused_batches_change_nothing);
   RUN(over_body_limit);

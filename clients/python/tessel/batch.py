@@ -5,7 +5,9 @@ A ``pool.map`` of small items becomes one ``POST /v1/jobs:batch`` per
 request_id so that a retried batch creates no new jobs) and then
 ``POST /v1/jobs:get`` with ``wait`` and ``"include": ["result"]`` until every
 job has ended: a small result comes back inline (``result.data``), a larger
-one is downloaded from its link. A bad item raises the error the single
+one is downloaded from its link. The items carry no request_id (one each
+would make the server insert and commit them one by one): a batch lost in
+transit raises, it is never resent by the client. A bad item raises the error the single
 call would raise (its field as ``jobs[i]...``), after every job of the call
 was submitted; a failed job raises `JobFailed` as ``.result()`` would.
 
@@ -15,7 +17,6 @@ Not done here (issue 26 item 5, second half): ``executor().map`` and
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
@@ -30,7 +31,7 @@ _BY_CODE = {
     "permission_denied": errors.PermissionDenied,
     "payload_too_large": errors.PayloadTooLarge,
     "unavailable": errors.Unavailable,
-    "resource_exhausted": errors.TooManyRequests,
+    "too_many_requests": errors.TooManyRequests,
 }
 
 
@@ -95,7 +96,7 @@ class Batches:
                         q[k] = self._in(v, f"params.{k}", cleanup)
                     else:
                         q[k] = v
-                b = {"kind": kind, "params": q, "request_id": "py-" + uuid.uuid4().hex}
+                b = {"kind": kind, "params": q}
                 b.update({k: v for k, v in opts.items() if v is not None})
                 bodies.append(b)
             ids: List[Optional[str]] = []
