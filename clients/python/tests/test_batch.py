@@ -3,7 +3,8 @@
 Checked: the results equal the single calls' in the order given; 50 jobs
 cost a couple of requests (a counter wrapped round the transport's
 request), not 100; a bad item raises InvalidArgument naming ``jobs[i]...``;
-a result over the inline bound comes back whole through its link.
+a result over the inline bound comes back whole through its link; the
+client's waiter polls its pending jobs with one jobs:get, not one GET each.
 """
 import numpy as np
 import pytest
@@ -54,3 +55,16 @@ def test_large_result_by_link(client):
     a = np.arange(20000.0)  # 160 kB: over the inline bound
     (r,) = client.map_many("x+1", [a])
     np.testing.assert_array_equal(r, a + 1)
+
+
+def test_waiter_polls_many_jobs_in_one_request(client, monkeypatch):
+    import concurrent.futures
+    jobs = [client.submit_map("x+1", x=[float(i)]) for i in range(30)]
+    calls = _counting(client, monkeypatch)
+    done, not_done = concurrent.futures.wait(jobs, timeout=120)
+    assert not not_done
+    polls = [p for m, p in calls if p == "/v1/jobs:get"]
+    per_job = [p for m, p in calls if m == "GET" and p.startswith("/v1/jobs/")]
+    assert [float(j.result()[0]) for j in jobs] == [i + 1.0 for i in range(30)]
+    assert not per_job, per_job
+    assert len(polls) < len(jobs)
