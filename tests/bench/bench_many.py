@@ -7,6 +7,8 @@ against a tesseld it starts (SQLite store, its own --data-dir):
 
   single  N x c.submit_map(...) in a row, then every .result()
   many    c.map_many("x*x", [N arrays]): one jobs:batch, jobs:get waits
+  executor  c.executor(max_in_flight=16).map of submit_map(...).result():
+          submits made together go out as jobs:batch (the client's Coalescer)
   sync    one c.map("x*x", x=<10 numbers>) at a time: its latency (the
           median of N calls, ms), not a rate
 
@@ -60,6 +62,13 @@ def run_many(c, items):
     return time.perf_counter() - t
 
 
+def run_executor(c, items):
+    t = time.perf_counter()
+    with c.executor(max_in_flight=16) as ex:
+        list(ex.map(lambda a: c.submit_map("x*x", x=a).result(), items))
+    return time.perf_counter() - t
+
+
 def run_sync(c, n):
     x = [float(i) for i in range(10)]
     lat = []
@@ -80,10 +89,11 @@ def main():
         items = [np.arange(10.0) + i for i in range(n)]
         run_many(c, items[:100])
         run_single(c, items[:100])  # warm-up
-        single, many, sync = [], [], []
+        single, many, execu, sync = [], [], [], []
         for _ in range(reps):
             single.append(run_single(c, items))
             many.append(run_many(c, items))
+            execu.append(run_executor(c, items))
             sync.append(run_sync(c, min(n, 500)))
         s, m, y = statistics.median(single), statistics.median(many), statistics.median(sync)
         print(f"tiny map jobs (x*x over 10 float64), N={n}, {os.cpu_count()} cores, "
@@ -91,6 +101,8 @@ def main():
         print(f"{'method':<34}{'jobs/s':>10}{'ms':>10}")
         print(f"{'submit_map x N, then results':<34}{n / s:>10.0f}{s * 1e3:>10.1f}")
         print(f"{'map_many (jobs:batch + jobs:get)':<34}{n / m:>10.0f}{m * 1e3:>10.1f}")
+        x = statistics.median(execu)
+        print(f"{'executor(16).map of submit_map':<34}{n / x:>10.0f}{x * 1e3:>10.1f}")
         print(f"{'ratio many / single':<34}{s / m:>10.1f}")
         print(f"{'one synchronous c.map (median)':<34}{'':>10}{y * 1e3:>10.2f}")
     finally:
