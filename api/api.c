@@ -13,6 +13,7 @@ static const struct {
   int (*add)(http_server *srv, api_ctx *ctx, terr *e);
 } resources[] = {
     {"jobs", api_jobs_register},       /* api/jobs.c, api/results.c */
+    {"batch", api_batch_register},     /* api/batch.c: jobs:batch, jobs:get */
     {"arrays", api_arrays_register},   /* api/arrays.c */
     {"uploads", api_uploads_register}, /* api/uploads.c */
     {"service", api_service_register}, /* api/service.c, api/metrics.c */

@@ -11,6 +11,11 @@
 /* The longest ?wait a request may ask for, seconds (POST /v1/jobs). */
 #define API_MAX_WAIT_S 60.0
 
+/* ?wait=S (0 when absent): 400 naming "wait" outside 0..API_MAX_WAIT_S.
+ * api_hold_wait: S as the tests' TESSEL_TEST_WAIT_HOLD_S caps it. */
+int api_parse_wait(http_req *r, double *wait_s, terr *e);
+double api_hold_wait(double wait_s);
+
 /* Parse the request body as one JSON object (duplicate keys refused, depth
  * bounded by jansson). 400 naming "body" and the byte position. Caller owns
  * *out. */
@@ -46,6 +51,7 @@ void api_reply_terr(http_req *r, int code, const char *field, const char *fmt,
  * api_register installs it before any route. */
 void api_body_meter_install(void);
 int api_jobs_register(http_server *srv, api_ctx *ctx, terr *e);
+int api_batch_register(http_server *srv, api_ctx *ctx, terr *e);
 int api_arrays_register(http_server *srv, api_ctx *ctx, terr *e);
 int api_uploads_register(http_server *srv, api_ctx *ctx, terr *e);
 int api_service_register(http_server *srv, api_ctx *ctx, terr *e);

@@ -205,7 +205,16 @@ static void reply_after_wait(http_req *r, api_ctx *ctx, const char *id,
 
 /* ---- POST /v1/jobs ---------------------------------------------------- */
 
-static int parse_wait(http_req *r, double *wait_s, terr *e) {
+double api_hold_wait(double wait_s) {
+  /* Tests only (never set in production): TESSEL_TEST_WAIT_HOLD_S=S holds a
+   * valid wait at most S seconds, so a client's re-wait past the 60 s cap is
+   * tested in seconds (clients/python/tests). */
+  const char *hold = getenv("TESSEL_TEST_WAIT_HOLD_S");
+  if (hold && atof(hold) > 0 && wait_s > atof(hold)) return atof(hold);
+  return wait_s;
+}
+
+int api_parse_wait(http_req *r, double *wait_s, terr *e) {
   *wait_s = 0;
   const char *w = http_query(r, "wait");
   if (!w) return T_OK;
@@ -214,11 +223,7 @@ static int parse_wait(http_req *r, double *wait_s, terr *e) {
     return terr_set(e, T_EINVAL, "wait", -1,
                     "expected seconds between 0 and %.0f", API_MAX_WAIT_S);
   T_ASSERT(*wait_s >= 0 && *wait_s <= API_MAX_WAIT_S); /* http_defer's ms fit */
-  /* Tests only (never set in production): TESSEL_TEST_WAIT_HOLD_S=S holds a
-   * valid wait at most S seconds, so a client's re-wait past the 60 s cap is
-   * tested in seconds (clients/python/tests). */
-  const char *hold = getenv("TESSEL_TEST_WAIT_HOLD_S");
-  if (hold && atof(hold) > 0 && *wait_s > atof(hold)) *wait_s = atof(hold);
+  *wait_s = api_hold_wait(*wait_s);
   return T_OK;
 }
 
@@ -228,7 +233,7 @@ static void handle_submit(http_req *r, void *ud) {
   terr_clear(&e);
   json_t *body = NULL;
   double wait_s;
-  if (parse_wait(r, &wait_s, &e) || api_body_object(r, &body, &e)) {
+  if (api_parse_wait(r, &wait_s, &e) || api_body_object(r, &body, &e)) {
     json_decref(body);
     http_reply_error(r, &e);
     return;
@@ -284,7 +289,7 @@ static void handle_get(http_req *r, void *ud) {
   terr e;
   terr_clear(&e);
   double wait_s;
-  if (parse_wait(r, &wait_s, &e) ||
+  if (api_parse_wait(r, &wait_s, &e) ||
       jobs_get(ctx->jobs, http_param(r, "id"), http_owner(r), &j, &e)) {
     http_reply_error(r, &e);
     return;

@@ -311,7 +311,7 @@ static enum MHD_Result req_begin(http_server *s, http_req *r,
     r->declared = n;
     if ((uint64_t)n > r->body_limit)
       return req_early_error(
-          r, c, 0, T_ETOOLARGE, "", -1,
+          r, c, 0, T_ETOOLARGE, "body", -1,
           "the body is %lld bytes; this route takes at most %llu",
           (long long)n, (unsigned long long)r->body_limit);
   }
@@ -376,7 +376,7 @@ static enum MHD_Result req_body(http_req *r, struct MHD_Connection *c,
     r->body = NULL;
     r->body_len = r->body_cap = 0;
     return req_early_error(
-        r, c, 1, T_ETOOLARGE, "", -1,
+        r, c, 1, T_ETOOLARGE, "body", -1,
         "the body is over %llu bytes, the most this route takes",
         (unsigned long long)r->body_limit);
   }

@@ -85,6 +85,25 @@ int jobs_names_region(const json_t *params);
 int jobs_regions_use(jobs *J, const char *owner, const json_t *params,
                      const char *out_region, const char *job_id, terr *e);
 
+/* ---- batches (batch.c) ---------------------------------------------------- */
+
+#define JOBS_BATCH_MAX 10000
+/* One item of a batch: rc 0 and its job's id, or rc and err (its field
+ * "jobs[i]..."). */
+typedef struct jobs_batch_item {
+  int rc;
+  char id[T_ID_MAX];
+  terr err;
+} jobs_batch_item;
+/* Submit each item of `items` (a JSON array, borrowed) as jobs_submit
+ * would, out[i] its outcome (out holds json_array_size(items) entries).
+ * Refused whole, before any item is submitted: not an array (400 "jobs"),
+ * more than JOBS_BATCH_MAX items (413 "jobs"), a request_id twice (400
+ * "jobs[i].request_id"). On 0 every submitted row has been committed (or
+ * its async insert failed: jobs_get then finds no such job). */
+int jobs_submit_batch(jobs *J, const char *owner, json_t *items,
+                      jobs_batch_item *out, terr *e);
+
 /* ---- life ---------------------------------------------------------------- */
 
 /* Submit the job described by the request body (a JSON object, borrowed).

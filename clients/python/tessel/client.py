@@ -51,6 +51,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import errors
+from .batch import Batches, Coalescer
 from .array import Array, _wire_array  # noqa: F401 (tessel.client.Array, as before)
 from .job import Job, Waiter, _unlink_quiet, reaper
 from .region import Region, _Pool, _out_bytes, copy_in
@@ -62,7 +63,7 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 _ARRAY_PARAMS = ("a", "b", "bias", "points", "targets")
 
 
-class Client(Kinds):
+class Client(Kinds, Batches):
     """A connection to a Tessel server: NumPy arrays in, NumPy arrays out.
 
     Parameters
@@ -126,6 +127,7 @@ class Client(Kinds):
         if verify is None:
             verify = os.environ.get("TESSEL_CAFILE") or True
         self._t = Transport(self.url, token or None, retries, timeout, verify, streams=streams)
+        self._coalescer = Coalescer(self._t)  # submits made together share a request
         self.max_wait = float(max_wait)
         self._same_host_opt = same_host
         self._local_dir_opt = local_dir
@@ -718,9 +720,9 @@ class Client(Kinds):
                 body["output"] = {"file": out_file}
             raw = json.dumps(body).encode()
             q = f"?wait={min(float(wait), self.max_wait):.3f}" if wait else ""
-            _, info = self._t.request("POST", "/v1/jobs" + q, raw,
-                                      {"Content-Type": "application/json"},
-                                      timeout=(float(wait) + 60) if wait else None)
+            info = self._coalescer.submit(body, q, lambda: self._t.request(
+                "POST", "/v1/jobs" + q, raw, {"Content-Type": "application/json"},
+                timeout=(float(wait) + 60) if wait else None)[1])
         except BaseException:
             for fn in cleanup:
                 try:

@@ -1,0 +1,395 @@
+/* batch.c — many jobs per request: POST /v1/jobs:batch and POST /v1/jobs:get.
+ *
+ * jobs:batch hands its "jobs" array to compute/jobs (jobs_submit_batch: each
+ * item through the one submit path, the batch refused whole only for its
+ * shape) and answers 200 {"jobs": [...]}, item i the job record or
+ * {"error": {...}} (its field "jobs[i]..."), in the order sent. jobs:get
+ * answers the records of "ids" in order, an id not found (or another
+ * owner's) as {"id", "error": not_found}, the others unharmed.
+ *
+ * Both may wait ("?wait=S" on jobs:batch, "wait": S in jobs:get's body, S
+ * at most API_MAX_WAIT_S): the connection is suspended (http_defer) and one
+ * end callback is registered per job not yet ended (jobs_wait_end); the
+ * last callback to run, or the timer, claims the request and the answer
+ * is read from the store then: a wait ends when every job has ended, not
+ * after a time. A multi-wait (mwait) is freed by whoever claims the
+ * request, once no callback can touch it: the handler holds mu while it
+ * registers, a callback takes mu to count itself down, and the timer
+ * removes every registration (jobs_unwait returns only after a firing
+ * callback has returned) before it frees.
+ *
+ * "include": ["result"] in jobs:get adds "data" to the "result" object
+ * ({"dtype", "shape", "bytes", "href"}) of each succeeded job whose result
+ * is kept in its row (util: small results, compute/sched) in at most
+ * API_INLINE_RESULT bytes: its values as nested lists (non-finite values
+ * as null, as the JSON format of GET .../result writes them); any other
+ * result stays a link (its "href").
+ *
+ * Threads: handlers on MHD threads; end callbacks on the store's writer
+ * (they only count down and claim); the timeout on the timer thread.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_int.h"
+#include "util/buf.h"
+#include "util/util.h"
+
+#define API_INLINE_RESULT (64 * 1024)
+#define API_GET_MAX JOBS_BATCH_MAX
+
+typedef struct mwait {
+  pthread_mutex_t mu;
+  http_req *r;
+  api_ctx *ctx;
+  char owner[128];
+  int n, pending, include_result;
+  int submitted; /* jobs:batch (its ids were just submitted) */
+  jobs_batch_item *items; /* ids (rc 0) or errors, in the order asked */
+  uint64_t *tokens;
+  int *waiting; /* tokens[i] is registered */
+} mwait;
+
+static void mwait_free(mwait *m) {
+  if (!m) return;
+  pthread_mutex_destroy(&m->mu);
+  free(m->items);
+  free(m->tokens);
+  free(m->waiting);
+  free(m);
+}
+
+static mwait *mwait_new(http_req *r, api_ctx *ctx, int n) {
+  mwait *m = calloc(1, sizeof *m);
+  if (!m) return NULL;
+  pthread_mutex_init(&m->mu, NULL);
+  m->r = r;
+  m->ctx = ctx;
+  m->n = n;
+  const char *o = http_owner(r);
+  snprintf(m->owner, sizeof m->owner, "%s", o ? o : "");
+  m->items = calloc((size_t)(n ? n : 1), sizeof *m->items);
+  m->tokens = calloc((size_t)(n ? n : 1), sizeof *m->tokens);
+  m->waiting = calloc((size_t)(n ? n : 1), sizeof *m->waiting);
+  if (!m->items || !m->tokens || !m->waiting) {
+    mwait_free(m);
+    return NULL;
+  }
+  return m;
+}
+
+/* ---- the answer ------------------------------------------------------- */
+
+/* The values of a (C order) as nested lists, from dimension d on. */
+static void put_values(tbuf *b, const tarray *a, int d, int64_t *at) {
+  if (d == a->ndim) {
+    if (a->dtype == T_I64) {
+      tbuf_json_int(b, ((const int64_t *)a->data)[*at]);
+    } else {
+      double v = a->dtype == T_F32 ? ((const float *)a->data)[*at]
+                                   : ((const double *)a->data)[*at];
+      tbuf_json_real(b, v, 0); /* non-finite: null */
+    }
+    (*at)++;
+    return;
+  }
+  tbuf_adds(b, "[");
+  for (int64_t i = 0; i < a->shape[d]; i++) {
+    if (i) tbuf_adds(b, ",");
+    put_values(b, a, d + 1, at);
+  }
+  tbuf_adds(b, "]");
+}
+
+/* The job's text (jobs_json's, len bytes) with "data" added to its
+ * "result" object when the result is kept in the row and small: nested
+ * lists as put_values writes them. The text as it was otherwise (its
+ * "result" is a link already). */
+static void put_with_data(tbuf *b, api_ctx *ctx, const char *text,
+                          size_t len, const char *id, const char *owner) {
+  char needle[T_ID_MAX + 40];
+  snprintf(needle, sizeof needle, "\"href\":\"/v1/jobs/%s/result\"}", id);
+  const char *at = strstr(text, needle);
+  jobs_result res;
+  terr e;
+  tarray *a = NULL;
+  memset(&res, 0, sizeof res);
+  if (at && jobs_result_get(ctx->jobs, id, owner, &res, &e) == 0 && res.npy &&
+      res.npy_len <= API_INLINE_RESULT &&
+      npy_parse_result(res.npy, res.npy_len, API_INLINE_RESULT, &a, &e) == 0) {
+    size_t cut = (size_t)(at - text) + strlen(needle) - 1; /* before '}' */
+    tbuf_add(b, text, cut);
+    tbuf_adds(b, ",\"data\":");
+    int64_t pos = 0;
+    put_values(b, a, 0, &pos);
+    tbuf_add(b, text + cut, len - cut);
+    tarray_free(a);
+  } else {
+    tbuf_add(b, text, len);
+  }
+  jobs_result_clear(&res);
+}
+
+static void put_error(tbuf *b, const char *id, const terr *e) {
+  tbuf_adds(b, "{");
+  if (id) {
+    tbuf_adds(b, "\"id\":");
+    tbuf_json_str(b, id);
+    tbuf_adds(b, ",");
+  }
+  tbuf_addf(b, "\"error\":{\"code\":\"%s\",\"message\":",
+            terr_code_name(e->code));
+  tbuf_json_str(b, e->message);
+  if (e->field[0]) {
+    tbuf_adds(b, ",\"field\":");
+    tbuf_json_str(b, e->field);
+  }
+  tbuf_adds(b, "}}");
+}
+
+/* One item: the job as stored, or its error. */
+static void put_item(tbuf *b, const mwait *m, const jobs_batch_item *it) {
+  if (it->rc) {
+    put_error(b, m->submitted ? NULL : it->id, &it->err);
+    return;
+  }
+  job_record j;
+  terr e;
+  if (jobs_get(m->ctx->jobs, it->id, m->owner[0] ? m->owner : NULL, &j, &e)) {
+    if (m->submitted) /* its async insert failed */
+      terr_set(&e, T_EINTERNAL, "", -1, "job %s could not be recorded",
+               it->id);
+    put_error(b, it->id, &e);
+    return;
+  }
+  size_t len = 0;
+  char *text = jobs_json(m->ctx->jobs, &j, 1, &len);
+  if (text && m->include_result && j.status == JOB_SUCCEEDED)
+    put_with_data(b, m->ctx, text, len, j.id, m->owner[0] ? m->owner : NULL);
+  else if (text) {
+    tbuf_add(b, text, len);
+  } else {
+    b->err = T_ENOMEM;
+  }
+  free(text);
+  store_job_clear(&j);
+}
+
+static void reply_items(http_req *r, const mwait *m) {
+  tbuf b;
+  tbuf_init(&b, 0);
+  tbuf_adds(&b, "{\"jobs\":[");
+  for (int i = 0; i < m->n; i++) {
+    if (i) tbuf_adds(&b, ",");
+    put_item(&b, m, &m->items[i]);
+  }
+  tbuf_adds(&b, "]}");
+  size_t len = 0;
+  char *text = tbuf_take(&b, &len);
+  if (!text) {
+    api_reply_terr(r, T_ENOMEM, "", "out of memory for the answer");
+    return;
+  }
+  http_reply_buffer(r, 200, "application/json; charset=utf-8", text, len);
+}
+
+/* ---- waiting for many jobs -------------------------------------------- */
+
+static void answer_mwait(http_req *r, void *ud) {
+  mwait *m = ud;
+  reply_items(r, m);
+  mwait_free(m);
+}
+
+/* The store's writer: one of the jobs ended. */
+static void on_one_end(void *arg, const char *id, const job_record *ended) {
+  (void)id;
+  (void)ended;
+  mwait *m = arg;
+  http_req *r = m->r;
+  pthread_mutex_lock(&m->mu);
+  int last = --m->pending == 0;
+  pthread_mutex_unlock(&m->mu);
+  if (last && http_claim(r)) /* no callback left, the timer cannot fire */
+    http_resume_call(r, answer_mwait, m);
+  http_req_unref(r);
+}
+
+static void on_mwait_timeout(http_req *r, void *arg) {
+  mwait *m = arg;
+  pthread_mutex_lock(&m->mu);
+  pthread_mutex_unlock(&m->mu);
+  for (int i = 0; i < m->n; i++)
+    if (m->waiting[i] && jobs_unwait(m->ctx->jobs, m->tokens[i]) == 1)
+      http_req_unref(r); /* that callback's reference: it will never run */
+  reply_items(r, m);
+  mwait_free(m);
+}
+
+/* Answer m's items once each job has ended or wait_s has passed. Takes m. */
+static void reply_after_mwait(http_req *r, mwait *m, double wait_s) {
+  if (wait_s <= 0) {
+    reply_items(r, m);
+    mwait_free(m);
+    return;
+  }
+  pthread_mutex_lock(&m->mu);
+  http_defer(r, (int64_t)(wait_s * 1000.0), on_mwait_timeout, m);
+  for (int i = 0; i < m->n; i++) {
+    if (m->items[i].rc) continue;
+    http_req_ref(r);
+    m->pending++;
+    if (jobs_wait_end(m->ctx->jobs, m->items[i].id, on_one_end, m,
+                      &m->tokens[i]) == 0) {
+      m->waiting[i] = 1;
+    } else { /* ended already (or not here): read it now */
+      m->pending--;
+      http_req_unref(r);
+    }
+  }
+  int none = m->pending == 0;
+  pthread_mutex_unlock(&m->mu);
+  if (none && http_claim(r)) answer_mwait(r, m);
+}
+
+/* ---- POST /v1/jobs:batch ---------------------------------------------- */
+
+static void handle_batch(http_req *r, void *ud) {
+  api_ctx *ctx = ud;
+  terr e;
+  terr_clear(&e);
+  json_t *body = NULL;
+  double wait_s;
+  if (api_parse_wait(r, &wait_s, &e) || api_body_object(r, &body, &e)) {
+    json_decref(body);
+    http_reply_error(r, &e);
+    return;
+  }
+  const char *key;
+  json_t *v;
+  json_object_foreach(body, key, v) if (strcmp(key, "jobs") != 0) {
+    terr_set(&e, T_EINVAL, key, -1, "unknown field (a batch is {\"jobs\": "
+                                    "[...]})");
+    break;
+  }
+  json_t *items = json_object_get(body, "jobs");
+  size_t n = json_array_size(items);
+  mwait *m = e.code ? NULL : mwait_new(r, ctx, n <= JOBS_BATCH_MAX ? (int)n : 0);
+  if (!e.code && !m) terr_set(&e, T_ENOMEM, "", -1, "out of memory");
+  if (m) m->submitted = 1;
+  if (e.code ||
+      jobs_submit_batch(ctx->jobs, http_owner(r), items, m->items, &e)) {
+    json_decref(body);
+    mwait_free(m);
+    http_reply_error(r, &e);
+    return;
+  }
+  json_decref(body);
+  reply_after_mwait(r, m, wait_s);
+}
+
+/* ---- POST /v1/jobs:get ------------------------------------------------ */
+
+static int parse_get(json_t *body, api_ctx *ctx, http_req *r, mwait **out,
+                     double *wait_s, terr *e) {
+  const char *key;
+  json_t *v;
+  json_object_foreach(body, key, v) if (strcmp(key, "ids") &&
+                                        strcmp(key, "wait") &&
+                                        strcmp(key, "include")) return
+      terr_set(e, T_EINVAL, key, -1, "unknown field");
+  json_t *ids = json_object_get(body, "ids");
+  if (!json_is_array(ids))
+    return terr_set(e, T_EINVAL, "ids", -1, "required: an array of job ids");
+  if (json_array_size(ids) > API_GET_MAX)
+    return terr_set(e, T_ETOOLARGE, "ids", -1, "at most %d ids",
+                    API_GET_MAX);
+  *wait_s = 0;
+  v = json_object_get(body, "wait");
+  if (v && (!json_is_number(v) || !isfinite(json_number_value(v)) ||
+            json_number_value(v) < 0 ||
+            json_number_value(v) > API_MAX_WAIT_S))
+    return terr_set(e, T_EINVAL, "wait", -1,
+                    "expected seconds between 0 and %.0f", API_MAX_WAIT_S);
+  if (v) *wait_s = json_number_value(v);
+  int inc = 0;
+  v = json_object_get(body, "include");
+  if (v && !json_is_array(v))
+    return terr_set(e, T_EINVAL, "include", -1, "expected [\"result\"]");
+  for (size_t i = 0; i < json_array_size(v); i++) {
+    const char *s = json_string_value(json_array_get(v, i));
+    if (!s || strcmp(s, "result") != 0) {
+      char field[32];
+      snprintf(field, sizeof field, "include[%zu]", i);
+      return terr_set(e, T_EINVAL, field, -1, "expected \"result\"");
+    }
+    inc = 1;
+  }
+  for (size_t i = 0; i < json_array_size(ids); i++) {
+    const char *s = json_string_value(json_array_get(ids, i));
+    if (!s || !*s || strlen(s) >= T_ID_MAX) {
+      char field[32];
+      snprintf(field, sizeof field, "ids[%zu]", i);
+      return terr_set(e, T_EINVAL, field, -1,
+                      "expected a job id (a string of 1 to %d characters)",
+                      T_ID_MAX - 1);
+    }
+  }
+  mwait *m = mwait_new(r, ctx, (int)json_array_size(ids));
+  if (!m) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  m->include_result = inc;
+  for (int i = 0; i < m->n; i++) {
+    const char *s = json_string_value(json_array_get(ids, (size_t)i));
+    snprintf(m->items[i].id, T_ID_MAX, "%s", s);
+    /* not this owner's or unknown: per id, and not waited for */
+    job_record j;
+    terr ge;
+    if (jobs_get(ctx->jobs, s, http_owner(r), &j, &ge)) {
+      char field[32];
+      snprintf(field, sizeof field, "ids[%d]", i);
+      m->items[i].rc = ge.code;
+      if (ge.code == T_ENOTFOUND)
+        terr_set(&m->items[i].err, T_ENOTFOUND, field, -1,
+                 "job '%s' not found", s);
+      else
+        terr_set(&m->items[i].err, ge.code, field, -1, "%s", ge.message);
+    } else {
+      store_job_clear(&j);
+    }
+  }
+  *out = m;
+  return T_OK;
+}
+
+static void handle_get_many(http_req *r, void *ud) {
+  api_ctx *ctx = ud;
+  terr e;
+  terr_clear(&e);
+  json_t *body = NULL;
+  mwait *m = NULL;
+  double wait_s = 0;
+  int rc = api_body_object(r, &body, &e);
+  if (!rc) rc = parse_get(body, ctx, r, &m, &wait_s, &e);
+  json_decref(body);
+  if (rc) {
+    http_reply_error(r, &e);
+    return;
+  }
+  wait_s = api_hold_wait(wait_s);
+  reply_after_mwait(r, m, wait_s);
+}
+
+int api_batch_register(http_server *srv, api_ctx *ctx, terr *e) {
+  static const char *const wait[] = {"wait", NULL};
+  int rc = 0;
+  rc |= http_route(srv, "POST", "/v1/jobs:batch", handle_batch, ctx,
+                   HTTP_AUTH | HTTP_JSON);
+  rc |= http_route(srv, "POST", "/v1/jobs:get", handle_get_many, ctx,
+                   HTTP_AUTH | HTTP_JSON);
+  rc |= http_route_query(srv, "POST", "/v1/jobs:batch", wait);
+  if (rc)
+    return terr_set(e, T_EINTERNAL, "", -1, "cannot register batch routes");
+  return T_OK;
+}

@@ -1,0 +1,381 @@
+"""Many jobs per request: ``map_many``, ``reduce_many``, ``geodesic_many``.
+
+A ``pool.map`` of small items becomes one ``POST /v1/jobs:batch`` per
+10,000 items (each item the body ``submit_*`` would send, with its own
+request_id so that a retried batch creates no new jobs) and then
+``POST /v1/jobs:get`` with ``wait`` and ``"include": ["result"]`` until every
+job has ended: a small result comes back inline (``result.data``), a larger
+one is downloaded from its link. The items carry no request_id (one each
+would make the server insert and commit them one by one): a batch lost in
+transit raises, it is never resent by the client. A bad item raises the error the single
+call would raise (its field as ``jobs[i]...``), after every job of the call
+was submitted; a failed job raises `JobFailed` as ``.result()`` would.
+
+`Coalescer`: the submits of several threads (``executor().map``, or any
+threads sharing a client) made while one submit is in flight go out
+together as ``jobs:batch`` requests; each caller still gets its own Job
+(a future that resolves alone) or its own error.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+from . import errors
+
+BATCH_MAX = 10000  # the server's item limit (API.md "POST /v1/jobs:batch")
+
+_BY_CODE = {
+    "invalid_argument": errors.InvalidArgument,
+    "not_found": errors.NotFound,
+    "permission_denied": errors.PermissionDenied,
+    "payload_too_large": errors.PayloadTooLarge,
+    "unavailable": errors.Unavailable,
+    "too_many_requests": errors.TooManyRequests,
+}
+
+
+def _item_error(err: Dict[str, Any]) -> errors.TesselError:
+    cls = _BY_CODE.get(err.get("code") or "", errors.TesselError)
+    return cls(err.get("message", "refused"), status=0, code=err.get("code"),
+               field=err.get("field"), position=err.get("position"))
+
+
+INLINE_MAX = 8192  # elements of an input sent as a JSON list instead of an upload
+
+
+def _small(v: Any) -> Optional[Any]:
+    """A small float64 (or integer) input as nested lists, else None.
+
+    Lists go in the batch's body: 10,000 tiny inputs cost no upload each.
+    float32 and non-finite values keep the upload (a JSON number is a
+    float64; JSON has no NaN)."""
+    if isinstance(v, (dict, str, bytes)) or not isinstance(v, (list, tuple, np.ndarray)):
+        return None
+    try:
+        a = np.asarray(v)
+    except (ValueError, TypeError):
+        return None
+    if a.size > INLINE_MAX or a.dtype.kind not in "biuf" or a.dtype == np.float32:
+        return None
+    if a.dtype.kind == "f" and not np.isfinite(a).all():
+        return None
+    return a.astype(np.float64).tolist()
+
+
+def _inline(result: Dict[str, Any]) -> Optional[np.ndarray]:
+    """The array of an inline result (``result.data``), or None."""
+    if "data" not in result:
+        return None
+    a = np.array(result["data"], dtype=float if result.get("dtype") != "int64" else np.int64)
+    a = a.astype(result.get("dtype", "float64"), copy=False)
+    return a.reshape(result.get("shape", a.shape))
+
+
+class Batches:
+    """The batch calls of `Client` (a mixin: needs ``_t``, ``_input``, ``max_wait``)."""
+
+    def _in(self, v: Any, field: str, cleanup: List[Any]) -> Any:
+        small = _small(v)
+        return small if small is not None else self._input(v, field, cleanup)
+
+    def _run_many(self, kind: str, params: List[Dict[str, Any]],
+                  opts: Dict[str, Any]) -> List[np.ndarray]:
+        cleanup: List[Any] = []
+        try:
+            bodies = []
+            for p in params:
+                q: Dict[str, Any] = {}
+                for k, v in p.items():
+                    if v is None:
+                        continue
+                    if k == "inputs":
+                        q[k] = {n: self._in(x, f"params.inputs.{n}", cleanup)
+                                for n, x in v.items()}
+                    elif k in ("points", "targets", "a", "b", "bias"):
+                        q[k] = self._in(v, f"params.{k}", cleanup)
+                    else:
+                        q[k] = v
+                b = {"kind": kind, "params": q}
+                b.update({k: v for k, v in opts.items() if v is not None})
+                bodies.append(b)
+            ids: List[Optional[str]] = []
+            first_error = None
+            for lo in range(0, len(bodies), BATCH_MAX):
+                raw = json.dumps({"jobs": bodies[lo:lo + BATCH_MAX]}).encode()
+                _, out = self._t.request("POST", "/v1/jobs:batch", raw,
+                                         {"Content-Type": "application/json"})
+                for k, item in enumerate(out["jobs"]):
+                    if "status" not in item:  # refused: {"error": ...}
+                        e = dict(item["error"])
+                        f = e.get("field") or ""
+                        e["field"] = f"jobs[{lo + k}]" + f[f.index("]") + 1:] if f else f
+                        first_error = first_error or _item_error(e)
+                        ids.append(None)
+                    else:
+                        ids.append(item["id"])
+            if first_error is not None:
+                raise first_error
+            return self._results(ids)  # type: ignore[arg-type]
+        finally:
+            for fn in cleanup:
+                try:
+                    fn()
+                except Exception:
+                    pass
+
+    def _results(self, ids: List[str]) -> List[np.ndarray]:
+        done: Dict[str, Dict[str, Any]] = {}
+        pending = list(dict.fromkeys(ids))
+        while pending:
+            nxt = []
+            for lo in range(0, len(pending), BATCH_MAX):
+                chunk = pending[lo:lo + BATCH_MAX]
+                _, out = self._t.json("POST", "/v1/jobs:get",
+                                      {"ids": chunk, "wait": min(self.max_wait, 60.0),
+                                       "include": ["result"]},
+                                      timeout=min(self.max_wait, 60.0) + 60)
+                for j in out["jobs"]:
+                    if "status" not in j:  # {"id", "error"}
+                        raise _item_error(j["error"])
+                    if j["status"] in ("succeeded", "failed", "canceled"):
+                        done[j["id"]] = j
+                    else:
+                        nxt.append(j["id"])
+            pending = nxt
+        res = []
+        for i in ids:
+            j = done[i]
+            if j["status"] != "succeeded":
+                raise errors.from_job(j)
+            a = _inline(j.get("result") or {})
+            if a is None:
+                a = self._t.download_npy(f"/v1/jobs/{i}/result", None)
+            res.append(a)
+        return res
+
+    def map_many(self, expr: str, items: Sequence[Any], *, backend: str = "auto",
+                 dtype: Optional[str] = None, priority: Optional[int] = None,
+                 timeout_s: Optional[float] = None, label: Optional[str] = None,
+                 **common: Any) -> List[np.ndarray]:
+        """`map` over many inputs at once: one job each, few requests.
+
+        Parameters
+        ----------
+        expr : str
+            The elementwise expression (as `Client.map`).
+        items : sequence
+            One entry per job: an array_like bound to the expression's one
+            free input (``x`` unless `common` names the others), or a dict
+            of input name to array_like.
+        backend, dtype, priority, timeout_s, label
+            As `Client.map`, for every job.
+        **common : array_like
+            Inputs shared by every job (``y=...``).
+
+        Returns
+        -------
+        list of ndarray
+            The results, in the order of `items`.
+
+        Raises
+        ------
+        InvalidArgument
+            An item the server refused (``.field`` ``jobs[i]...``); raised
+            after the other items were submitted.
+        JobFailed
+            A job failed while running.
+
+        Examples
+        --------
+        >>> c.map_many("x*x", [[1.0, 2.0], [3.0]])
+        [array([1., 4.]), array([9.])]
+        """
+        params = []
+        for it in items:
+            ins = dict(common)
+            if isinstance(it, Mapping):
+                ins.update(it)
+            else:
+                ins["x"] = it
+            params.append({"expr": expr, "dtype": dtype, "inputs": ins})
+        return self._run_many("map", params, dict(backend=backend, priority=priority,
+                                                  timeout_s=timeout_s, label=label))
+
+    def reduce_many(self, op: str, items: Sequence[Any], *, expr: Optional[str] = None,
+                    axis: Optional[int] = None, backend: str = "auto",
+                    priority: Optional[int] = None, timeout_s: Optional[float] = None,
+                    label: Optional[str] = None, **common: Any) -> List[np.ndarray]:
+        """`reduce` over many inputs at once (one job each).
+
+        Parameters
+        ----------
+        op : str
+            "sum", "mean", "min", "max", ... (as `Client.reduce`).
+        items : sequence
+            One entry per job: an array_like (input ``x``) or a dict of
+            inputs.
+        expr : str, optional
+            An expression reduced instead of ``x`` (as `Client.reduce`).
+        axis : int, optional
+            The axis reduced; default all.
+        backend, priority, timeout_s, label
+            As `Client.reduce`, for every job.
+        **common : array_like
+            Inputs shared by every job.
+
+        Returns
+        -------
+        list of ndarray
+
+        Examples
+        --------
+        >>> [float(s) for s in c.reduce_many("sum", [[1.0, 2.0], [3.0]])]
+        [3.0, 3.0]
+        """
+        params = []
+        for it in items:
+            ins = dict(common)
+            if isinstance(it, Mapping):
+                ins.update(it)
+            else:
+                ins["x"] = it
+            params.append({"op": op, "expr": expr, "axis": axis, "inputs": ins})
+        return self._run_many("reduce", params, dict(backend=backend, priority=priority,
+                                                     timeout_s=timeout_s, label=label))
+
+    def geodesic_many(self, items: Sequence[Any], *, method: str = "karney",
+                      units: str = "m", backend: str = "auto",
+                      priority: Optional[int] = None, timeout_s: Optional[float] = None,
+                      label: Optional[str] = None, **common: Any) -> List[np.ndarray]:
+        """`geodesic` distance matrices of many point sets (one job each).
+
+        Parameters
+        ----------
+        items : sequence
+            One entry per job: the points (an (n, 2) array_like of lat, lon
+            in degrees), or a dict with ``points`` and ``targets``.
+        method, units, backend, priority, timeout_s, label
+            As `Client.geodesic`, for every job.
+        **common
+            Other geodesic parameters shared by every job (``layout=...``).
+
+        Returns
+        -------
+        list of ndarray
+
+        Examples
+        --------
+        >>> [m.shape for m in c.geodesic_many([[(0, 0), (0, 1)], [(0, 0), (1, 0), (2, 0)]])]
+        [(2, 2), (3, 3)]
+        """
+        params = []
+        for it in items:
+            p = dict(common, method=method, units=units)
+            if isinstance(it, Mapping):
+                p.update(it)
+            else:
+                p["points"] = np.asarray(it, dtype=np.float64)
+            params.append(p)
+        return self._run_many("geodesic", params, dict(backend=backend, priority=priority,
+                                                       timeout_s=timeout_s, label=label))
+
+
+class Coalescer:
+    """Gathers the submits of several threads made while one is in flight.
+
+    The first submit (no request in flight) is sent as it always was, one
+    ``POST /v1/jobs``: a lone caller pays nothing more. Submits made by
+    other threads meanwhile queue up; when the request in flight returns,
+    its thread sends the queue as ``POST /v1/jobs:batch`` requests (one per
+    ``?wait`` value, at most 10,000 items each) and hands every caller its
+    own job or its own error (its field as the single submit names it).
+    An item refused for a full queue (429), and every item when the
+    server has no jobs:batch, is sent again alone, with the usual retries.
+    """
+
+    def __init__(self, transport: Any) -> None:
+        self._t = transport
+        self._lock = threading.Lock()
+        self._busy = False
+        self._queue: List[List[Any]] = []
+        self._no_batch = False
+        self.batches = 0  # jobs:batch requests sent (for tests and benchmarks)
+
+    def submit(self, body: Dict[str, Any], query: str,
+               single: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
+        """The job JSON of `body`: by `single()`, or from a batch."""
+        slot: List[Any] = [body, query, threading.Event(), None, None]
+        with self._lock:
+            lead = not self._busy or self._no_batch
+            if lead:
+                self._busy = True
+            else:
+                self._queue.append(slot)
+        if not lead:
+            slot[2].wait()
+            if slot[4] is not None:
+                if getattr(slot[4], "code", None) == "too_many_requests" or slot[4] is _ALONE:
+                    return single()
+                raise slot[4]
+            return slot[3]
+        try:
+            return single()
+        finally:
+            self._drain()
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._busy = False
+                    return
+                q = self._queue[0][1]
+                batch = [s for s in self._queue if s[1] == q][:BATCH_MAX]
+                taken = set(map(id, batch))
+                self._queue = [s for s in self._queue if id(s) not in taken]
+            self._send(batch, q)
+
+    def _send(self, batch: List[List[Any]], q: str) -> None:
+        try:
+            if self._no_batch:
+                raise _NoBatch()
+            raw = json.dumps({"jobs": [s[0] for s in batch]}).encode()
+            wait = float(q.split("=", 1)[1]) if q else 0.0
+            _, out = self._t.request("POST", "/v1/jobs:batch" + q, raw,
+                                     {"Content-Type": "application/json"},
+                                     timeout=(wait + 60) if wait else None)
+            self.batches += 1
+            for s, item in zip(batch, out["jobs"]):
+                if "status" in item:
+                    s[3] = item
+                else:
+                    e = dict(item["error"])
+                    f = e.get("field") or ""
+                    rest = f[f.index("]") + 1:] if "]" in f else ""
+                    e["field"] = rest[1:] if rest.startswith(".") else rest
+                    s[4] = _item_error(e)
+        except (_NoBatch, errors.NotFound, errors.TesselError) as e:
+            if isinstance(e, _NoBatch) or getattr(e, "status", 0) in (404, 405):
+                self._no_batch = True
+                for s in batch:
+                    s[4] = _ALONE
+            else:
+                for s in batch:
+                    s[4] = e
+        except BaseException as e:
+            for s in batch:
+                s[4] = e
+        finally:
+            for s in batch:
+                s[2].set()
+
+
+class _NoBatch(Exception):
+    pass
+
+
+_ALONE = _NoBatch()  # "send it alone": this server has no jobs:batch

@@ -1,0 +1,120 @@
+"""map_many / reduce_many / geodesic_many (tessel/batch.py) against a real tesseld.
+
+Checked: the results equal the single calls' in the order given; 50 jobs
+cost a couple of requests (a counter wrapped round the transport's
+request), not 100; a bad item raises InvalidArgument naming ``jobs[i]...``;
+a result over the inline bound comes back whole through its link; the
+client's waiter polls its pending jobs with one jobs:get, not one GET each;
+submits of several threads made while one is in flight go out as batches
+(fewer requests than jobs), each caller getting its own job or error.
+"""
+import time
+
+import numpy as np
+import pytest
+
+import tessel
+
+
+def _counting(client, monkeypatch):
+    calls = []
+    real = client._t.request
+
+    def counted(method, path, *a, **kw):
+        calls.append((method, path))
+        return real(method, path, *a, **kw)
+
+    monkeypatch.setattr(client._t, "request", counted)
+    return calls
+
+
+def test_map_many_equals_single_calls(client, monkeypatch):
+    items = [np.arange(float(n)) for n in range(1, 51)]
+    single = [client.map("x*x + y", x=a, y=2.0) for a in items]
+    calls = _counting(client, monkeypatch)
+    many = client.map_many("x*x + y", items, y=2.0)
+    assert len(many) == len(single)
+    for a, b in zip(many, single):
+        np.testing.assert_array_equal(a, b)
+    assert ("POST", "/v1/jobs:batch") in calls
+    assert len(calls) < len(items) // 5, calls  # one batch, a jobs:get or two
+
+
+def test_reduce_and_geodesic_many(client):
+    got = client.reduce_many("sum", [[1.0, 2.0], [3.0], [4.0, 5.0, 6.0]])
+    assert [float(g) for g in got] == [3.0, 3.0, 15.0]
+    pts = [[(0, 0), (0, 1)], [(0, 0), (1, 0), (2, 0)]]
+    mats = client.geodesic_many(pts, units="km")
+    for m, p in zip(mats, pts):
+        np.testing.assert_allclose(m, client.geodesic(p, units="km"))
+
+
+def test_bad_item_names_its_index(client):
+    with pytest.raises(tessel.InvalidArgument) as ei:
+        client.map_many("x+1", [[1.0], {"y": [2.0]}, [3.0]])
+    assert ei.value.field.startswith("jobs[1].")
+
+
+def test_large_result_by_link(client):
+    a = np.arange(20000.0)  # 160 kB: over the inline bound
+    (r,) = client.map_many("x+1", [a])
+    np.testing.assert_array_equal(r, a + 1)
+
+
+def test_waiter_polls_many_jobs_in_one_request(client, monkeypatch):
+    import concurrent.futures
+    jobs = [client.submit_map("x+1", x=[float(i)]) for i in range(30)]
+    calls = _counting(client, monkeypatch)
+    done, not_done = concurrent.futures.wait(jobs, timeout=120)
+    assert not not_done
+    polls = [p for m, p in calls if p == "/v1/jobs:get"]
+    per_job = [p for m, p in calls if m == "GET" and p.startswith("/v1/jobs/")]
+    assert [float(j.result()[0]) for j in jobs] == [i + 1.0 for i in range(30)]
+    assert not per_job, per_job
+    assert len(polls) < len(jobs)
+
+
+def test_executor_coalesces_submits(client, monkeypatch):
+    calls = _counting(client, monkeypatch)
+    counted = client._t.request
+    held = []
+
+    def hold_first(method, path, *a, **kw):
+        # the first single submit stays in flight until others have queued
+        # behind it (a state, capped at 30 s), so a batch must form
+        if method == "POST" and path.startswith("/v1/jobs") and not held:
+            held.append(path)
+            deadline = time.monotonic() + 30
+            while len(client._coalescer._queue) < 4 and time.monotonic() < deadline:
+                time.sleep(0.005)
+        return counted(method, path, *a, **kw)
+
+    monkeypatch.setattr(client._t, "request", hold_first)
+    before = client._coalescer.batches
+    n = 64
+    with client.executor(max_in_flight=16) as ex:
+        futs = [ex.submit(lambda i: client.submit_map("x*2", x=[float(i)]), i) for i in range(n)]
+        got = [float(f.result()[0]) for f in futs]
+    assert got == [2.0 * i for i in range(n)]
+    submits = [p for m, p in calls if p.startswith("/v1/jobs") and m == "POST"
+               and (p.startswith("/v1/jobs?") or p == "/v1/jobs" or p.startswith("/v1/jobs:batch"))]
+    # 16 threads submitting at once: some went out together
+    assert client._coalescer.batches > before
+    assert len(submits) < n, submits
+
+
+def test_coalesced_submit_error_is_the_callers(client):
+    import concurrent.futures
+
+    def bad(i):
+        return client.submit_map("x+" if i % 2 else "x+1", x=[1.0])
+
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        futs = [ex.submit(bad, i) for i in range(32)]
+        for i, f in enumerate(futs):
+            if i % 2:
+                with pytest.raises(tessel.InvalidArgument) as ei:
+                    f.result()
+                assert ei.value.field == "params.expr"
+            else:
+                assert float(f.result().result()[0]) == 2.0

@@ -1,0 +1,287 @@
+/* test_batch.c — many jobs per request: POST /v1/jobs:batch and
+ * POST /v1/jobs:get (api/batch.c, compute/jobs/batch.c), against the real
+ * daemon.
+ *
+ * Checked: a batch answers its items in the order sent, a bad item with
+ * its error and a field path "jobs[i]..." while the good ones around it are
+ * accepted and run; the same batch sent again (request_id per item) gives
+ * the same ids and adds no rows; a request_id twice in one batch is 400
+ * naming "jobs[i].request_id", more than 10,000 items 413 naming "jobs",
+ * a body over --max-body 413, and each refused batch leaves the job count
+ * as it was; jobs:get answers in order with an unknown id as its own
+ * not_found error, refuses "wait" out of range (400 naming it), waits for
+ * the jobs' end (a running job is canceled while the request waits: the
+ * answer shows it canceled — a state, not a time), and with
+ * "include": ["result"] gives a small result's values inline as
+ * result.data and a large one as its link only.
+ */
+#include <pthread.h>
+
+#include "harness.h"
+
+static srv S;
+
+#define TINY(expr, xs)                                                   \
+  "{\"kind\":\"map\",\"params\":{\"expr\":\"" expr "\",\"inputs\":{\"x\":" xs \
+  "}}}"
+
+static json_t *post(const char *path, const char *body, long *status) {
+  resp r = req(&S, "POST", path, "application/json", body);
+  *status = r.status;
+  json_t *o = resp_json(&r);
+  resp_free(&r);
+  return o;
+}
+
+static json_int_t job_count(void) {
+  resp r = req(&S, "GET", "/v1/jobs?limit=1", NULL, NULL);
+  json_t *o = resp_json(&r);
+  json_int_t n = json_integer_value(json_object_get(o, "total"));
+  json_decref(o);
+  resp_free(&r);
+  return n;
+}
+
+static const char *item_field(json_t *jobs, size_t i) {
+  return jstr(json_object_get(json_array_get(jobs, i), "error"), "field");
+}
+
+TEST(order_and_bad_items) {
+  const char *body =
+      "{\"jobs\":[" TINY("x+1", "[1]") "," TINY("x+", "[1]") ",7,"
+      "{\"kind\":\"nope\",\"params\":{}}," TINY("x*3", "[2,4]") "]}";
+  long st;
+  json_t *o = post("/v1/jobs:batch?wait=30", body, &st);
+  CHECK(st == 200);
+  json_t *jobs = json_object_get(o, "jobs");
+  CHECK(json_array_size(jobs) == 5);
+  CHECK_STR(item_field(jobs, 1), "jobs[1].params.expr");
+  CHECK_STR(item_field(jobs, 2), "jobs[2]");
+  CHECK_STR(item_field(jobs, 3), "jobs[3].kind");
+  json_t *a = json_array_get(jobs, 0), *b = json_array_get(jobs, 4);
+  CHECK_STR(jstr(a, "status"), "succeeded");
+  CHECK_STR(jstr(b, "status"), "succeeded");
+  CHECK_STR(jstr(json_object_get(b, "params"), "expr"), "x*3");
+  json_t *d = result_data(&S, b);
+  CHECK(json_array_size(d) == 2 &&
+        json_number_value(json_array_get(d, 1)) == 12.0);
+  json_decref(d);
+  json_decref(o);
+}
+
+/* Items a hostile client sends: each refused alone, the batch answered. */
+TEST(odd_items) {
+  long st;
+  json_t *o = post("/v1/jobs:batch",
+                   "{\"jobs\":[null,[],\"s\",{\"request_id\":5,"
+                   "\"kind\":\"map\",\"params\":{}},{}]}",
+                   &st);
+  CHECK(st == 200);
+  json_t *jobs = json_object_get(o, "jobs");
+  CHECK(json_array_size(jobs) == 5);
+  CHECK_STR(item_field(jobs, 0), "jobs[0]");
+  CHECK_STR(item_field(jobs, 1), "jobs[1]");
+  CHECK_STR(item_field(jobs, 2), "jobs[2]");
+  CHECK_STR(item_field(jobs, 3), "jobs[3].request_id");
+  CHECK_STR(item_field(jobs, 4), "jobs[4].kind");
+  json_decref(o);
+  o = post("/v1/jobs:batch", "{\"jobs\":[]}", &st);
+  CHECK(st == 200 && json_array_size(json_object_get(o, "jobs")) == 0);
+  json_decref(o);
+}
+
+TEST(request_id_repeat) {
+  const char *body = "{\"jobs\":["
+                     "{\"kind\":\"map\",\"request_id\":\"r1\",\"params\":{"
+                     "\"expr\":\"x+1\",\"inputs\":{\"x\":[1]}}},"
+                     "{\"kind\":\"map\",\"request_id\":\"r2\",\"params\":{"
+                     "\"expr\":\"x+2\",\"inputs\":{\"x\":[1]}}}]}";
+  long st1, st2;
+  json_t *o1 = post("/v1/jobs:batch", body, &st1);
+  json_int_t n = job_count();
+  json_t *o2 = post("/v1/jobs:batch", body, &st2);
+  CHECK(st1 == 200 && st2 == 200);
+  for (size_t i = 0; i < 2; i++) {
+    const char *a = jstr(json_array_get(json_object_get(o1, "jobs"), i), "id");
+    const char *b = jstr(json_array_get(json_object_get(o2, "jobs"), i), "id");
+    CHECK(a && b && strcmp(a, b) == 0);
+  }
+  CHECK(job_count() == n);
+  json_decref(o1);
+  json_decref(o2);
+}
+
+TEST(refused_batches_change_nothing) {
+  json_int_t n = job_count();
+  long st;
+  json_t *o = post("/v1/jobs:batch",
+                   "{\"jobs\":[" TINY("x", "[1]") ","
+                   "{\"kind\":\"map\",\"request_id\":\"d\",\"params\":{}},"
+                   TINY("x", "[2]") ","
+                   "{\"kind\":\"map\",\"request_id\":\"d\",\"params\":{}}]}",
+                   &st);
+  CHECK(st == 400);
+  CHECK_STR(jstr(json_object_get(o, "error"), "field"), "jobs[3].request_id");
+  json_decref(o);
+
+  size_t cap = 10001 * 3 + 32;
+  char *big = malloc(cap);
+  size_t len = (size_t)snprintf(big, cap, "{\"jobs\":[");
+  for (int i = 0; i < 10001; i++) len += (size_t)snprintf(big + len, cap - len, "%s{}", i ? "," : "");
+  snprintf(big + len, cap - len, "]}");
+  o = post("/v1/jobs:batch", big, &st);
+  CHECK(st == 413);
+  CHECK_STR(jstr(json_object_get(o, "error"), "field"), "jobs");
+  json_decref(o);
+  free(big);
+
+  o = post("/v1/jobs:batch", "{\"jobs\":{}}", &st);
+  CHECK(st == 400);
+  CHECK_STR(jstr(json_object_get(o, "error"), "field"), "jobs");
+  json_decref(o);
+  o = post("/v1/jobs:batch", "{\"jobs\":[],\"x\":1}", &st);
+  CHECK(st == 400);
+  CHECK_STR(jstr(json_object_get(o, "error"), "field"), "x");
+  json_decref(o);
+  CHECK(job_count() == n);
+}
+
+/* The daemon runs with --max-body 65536 (see main). */
+TEST(over_body_limit) {
+  json_int_t n = job_count();
+  size_t cap = 70000;
+  char *big = malloc(cap);
+  size_t len = (size_t)snprintf(big, cap, "{\"jobs\":[");
+  while (len < 66000)
+    len += (size_t)snprintf(big + len, cap - len, TINY("x", "[1]") ",");
+  snprintf(big + len, cap - len, TINY("x", "[1]") "]}");
+  long st;
+  json_t *o = post("/v1/jobs:batch", big, &st);
+  CHECK(st == 413);
+  CHECK_STR(jstr(json_object_get(o, "error"), "field"), "body");
+  json_decref(o);
+  free(big);
+  CHECK(job_count() == n);
+}
+
+TEST(get_many) {
+  long st;
+  json_t *o = post("/v1/jobs:batch?wait=30",
+                   "{\"jobs\":[" TINY("x+1", "[[1,2],[3,4]]") "]}", &st);
+  char small[64], large[64], body[512];
+  snprintf(small, sizeof small, "%s",
+           jstr(json_array_get(json_object_get(o, "jobs"), 0), "id"));
+  json_decref(o);
+  /* 10,000 float64: 80,000 bytes, over the 64 KiB inline bound */
+  json_t *lg = submit(&S, "?wait=30",
+                      "{\"kind\":\"map\",\"params\":{\"expr\":\"x*0+1\","
+                      "\"inputs\":{\"x\":{\"random\":{\"shape\":[10000],"
+                      "\"seed\":1}}}}}",
+                      &st);
+  snprintf(large, sizeof large, "%s", lg ? jstr(lg, "id") : "?");
+  json_decref(lg);
+  snprintf(body, sizeof body,
+           "{\"ids\":[\"%s\",\"j_unknown\",\"%s\"],\"wait\":30,"
+           "\"include\":[\"result\"]}",
+           small, large);
+  o = post("/v1/jobs:get", body, &st);
+  CHECK(st == 200);
+  json_t *jobs = json_object_get(o, "jobs");
+  CHECK(json_array_size(jobs) == 3);
+  json_t *a = json_array_get(jobs, 0), *u = json_array_get(jobs, 1),
+         *c = json_array_get(jobs, 2);
+  CHECK_STR(jstr(a, "id"), small);
+  json_t *data = json_object_get(json_object_get(a, "result"), "data");
+  CHECK(json_array_size(data) == 2 &&
+        json_number_value(json_array_get(json_array_get(data, 1), 1)) == 5.0);
+  CHECK_STR(jstr(u, "id"), "j_unknown");
+  CHECK_STR(jstr(json_object_get(u, "error"), "code"), "not_found");
+  CHECK_STR(jstr(json_object_get(u, "error"), "field"), "ids[1]");
+  CHECK_STR(jstr(c, "status"), "succeeded");
+  CHECK(json_object_get(json_object_get(c, "result"), "data") == NULL);
+  CHECK(jstr(json_object_get(c, "result"), "href") != NULL);
+  json_decref(o);
+
+  o = post("/v1/jobs:get", "{\"ids\":[],\"wait\":61}", &st);
+  CHECK(st == 400);
+  CHECK_STR(jstr(json_object_get(o, "error"), "field"), "wait");
+  json_decref(o);
+  o = post("/v1/jobs:get", "{\"ids\":[\"a\",3]}", &st);
+  CHECK(st == 400);
+  CHECK_STR(jstr(json_object_get(o, "error"), "field"), "ids[1]");
+  json_decref(o);
+  o = post("/v1/jobs:get", "{\"ids\":[],\"include\":[\"logs\"]}", &st);
+  CHECK(st == 400);
+  CHECK_STR(jstr(json_object_get(o, "error"), "field"), "include[0]");
+  json_decref(o);
+}
+
+/* A job that builds 2 x 10^8 random values before it computes: running
+ * long enough to be canceled while a jobs:get waits on it. */
+#define SLOW                                                                \
+  "{\"kind\":\"map\",\"backend\":\"serial\",\"params\":{\"expr\":\"x+1\","  \
+  "\"inputs\":{\"x\":{\"random\":{\"shape\":[200000000],\"dist\":"         \
+  "\"normal\",\"seed\":3}}},\"dtype\":\"float32\"}}"
+
+typedef struct getter {
+  char body[256];
+  long status;
+  json_t *answer;
+} getter;
+
+static void *get_thread(void *arg) {
+  getter *g = arg;
+  g->answer = post("/v1/jobs:get", g->body, &g->status);
+  return NULL;
+}
+
+TEST(wait_for_the_end) {
+  long st;
+  json_t *o = post("/v1/jobs:batch", "{\"jobs\":[" SLOW "," TINY("x", "[1]") "]}", &st);
+  CHECK(st == 200);
+  const char *slow = jstr(json_array_get(json_object_get(o, "jobs"), 0), "id");
+  const char *tiny = jstr(json_array_get(json_object_get(o, "jobs"), 1), "id");
+  if (!slow || !tiny) {
+    json_decref(o);
+    CHECK(0);
+    return;
+  }
+  getter g = {0};
+  snprintf(g.body, sizeof g.body, "{\"ids\":[\"%s\",\"%s\"],\"wait\":60}",
+           tiny, slow);
+  CHECK(wait_running(&S, slow));
+  pthread_t t;
+  pthread_create(&t, NULL, get_thread, &g);
+  char path[128];
+  snprintf(path, sizeof path, "/v1/jobs/%s/cancel", slow);
+  resp r = req(&S, "POST", path, NULL, NULL);
+  resp_free(&r);
+  pthread_join(t, NULL);
+  CHECK(g.status == 200);
+  json_t *jobs = json_object_get(g.answer, "jobs");
+  CHECK_STR(jstr(json_array_get(jobs, 0), "status"), "succeeded");
+  CHECK_STR(jstr(json_array_get(jobs, 1), "status"), "canceled");
+  json_decref(g.answer);
+  json_decref(o);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) SKIP_ALL("usage: test_batch <tesseld>");
+  curl_global_init(CURL_GLOBAL_ALL);
+  if (srv_start(&S, argv[1], "--threads", "2", "--max-body", "65536",
+                NULL) != 0) {
+    fprintf(stderr, "cannot start %s\n", argv[1]);
+    return 1;
+  }
+  RUN(order_and_bad_items);
+  RUN(odd_items);
+  RUN(request_id_repeat);
+  RUN(refused_batches_change_nothing);
+  RUN(over_body_limit);
+  RUN(get_many);
+  RUN(wait_for_the_end);
+  CHECK(srv_kill(&S, SIGTERM) == 0);
+  srv_cleanup(&S);
+  curl_global_cleanup();
+  return check_summary();
+}
