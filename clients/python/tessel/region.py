@@ -76,8 +76,8 @@ class Region:
     >>> with sc.region(1 << 20) as r:  # sc: a client with a same-host directory
     ...     x = r.ndarray((4,), offset=0)
     ...     x[:] = [1.0, 2.0, 3.0, 4.0]
-    ...     sc.reduce("sum", x=x)
-    array(10.)
+    ...     float(sc.reduce("sum", x=x))
+    10.0
     """
 
     def __init__(self, client: Any, nbytes: int, owned_file: bool = True) -> None:
