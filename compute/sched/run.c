@@ -520,7 +520,7 @@ static void srun_status(const srun *r, int stop, int crashed, int rc,
   } else if (stop == 2) {
     *status = JOB_FAILED, *code = terr_code_name(T_ETIMEOUT);
     double timeout = j->timeout_s > 0 ? j->timeout_s : r->s->cfg.default_timeout_s;
-    snprintf(msg, TERR_MSG_MAX, "the job ran past its timeout of %g s", timeout);
+    snprintf(msg, TERR_MSG_MAX, "the job ran past its timeout of %s s", t_num(timeout).s);
   } else if (crashed) {
     *status = JOB_FAILED, *code = "crashed";
     snprintf(msg, TERR_MSG_MAX, "%s", e->message);

@@ -362,8 +362,8 @@ static void coord_timed_out(split_run *r, store_job *kids, int nk,
   for (int i = 0; i < nk; i++) ended += kids[i].status == JOB_SUCCEEDED;
   char msg[200];
   snprintf(msg, sizeof msg,
-           "the job ran past its timeout of %g s (%d of its %d tiles done)",
-           timeout_s, ended, r->p.tiles);
+           "the job ran past its timeout of %s s (%d of its %d tiles done)",
+           t_num(timeout_s).s, ended, r->p.tiles);
   store_job_end end = {.status = JOB_FAILED, .max_abs_diff = NAN,
                        .error_code = terr_code_name(T_ETIMEOUT),
                        .error_message = msg};
