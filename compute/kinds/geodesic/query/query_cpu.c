@@ -8,12 +8,27 @@
  * and vincenty, X = (N cos(lat) cos(lon), N cos(lat) sin(lon), N (1 - e2)
  * sin(lat)) with N = a / sqrt(1 - e2 sin^2(lat)), e2 = f (2 - f) (negative
  * for a prolate ellipsoid), or the sphere of radius_m for haversine. The
- * tree is implicit: node k (1-based, children 2k and 2k + 1) covers items
- * [lo, hi) of one array in tree order and splits it at the middle by count
- * along the widest axis of its bounding box (a quickselect on the key
- * (coordinate, index), which is distinct for every item), so the depth is
- * log2(m / GEOQ_LEAF) whatever the data: a cluster of equal points splits
- * like any other. Building is O(m log m) expected; each node keeps its box.
+ * tree's items are the candidates' distinct locations (the same bytes of
+ * the prepared geod_point, found with a hash table in O(m)), each with
+ * its candidates in increasing j: a pile of copies is one item, so it
+ * costs one pair per side of i instead of one per copy (without that, the
+ * chord bound is 0 inside a pile and 40,000 copies with k = 10 evaluated
+ * every pair). The tree is implicit: node k (1-based, children 2k and
+ * 2k + 1) covers items [lo, hi) of one array in tree order and splits it
+ * at the middle by count along the widest axis of its bounding box (a
+ * quickselect on the key (coordinate, location), which is distinct for
+ * every item), so the depth is log2(ng / GEOQ_LEAF) whatever the data.
+ * Building is O(m + ng log ng) expected; each node keeps its box.
+ *
+ * A location's candidates: with targets d(i, j) is the solver on (p[i],
+ * q[j]), the same inputs for every j of the location; without targets
+ * those j < i are (p[j], p[i]) and those j > i are (p[i], p[j]) — two
+ * sides, i itself left out. One evaluation per side gives every one of
+ * them its value bit for bit (a deterministic function of the same
+ * bytes). knn offers a side's candidates in increasing j and stops at the
+ * first refused: every later one has the same d and a larger j, so it
+ * would be refused too (ties by the smaller index hold); the range search
+ * takes the whole side or none of it.
  *
  * Pruning (the argument is in compute/kinds/geodesic/query/query.h): the chord |X_i - X_j|
  * never exceeds the geodesic d(i, j) in metres, and the distance from X_i
@@ -28,7 +43,10 @@
  *
  *   knn      depth-first, nearer child first; the k best (d, j) so far in a
  *            heap (util/heap.h) whose worst sets B once it holds k (no bound
- *            while that worst is NaN: NaN ranks last).
+ *            while that worst is NaN: NaN ranks last). Points that are not
+ *            copies but lie within GEOQ_PRUNE_ABS_M (1 mm) of each other
+ *            are not pruned among themselves: thousands of distinct points
+ *            inside one millimetre still cost a pair each.
  *   radius   range search with B = r; each row's hits sorted by j, each
  *            tile's rows in order into the tile's buffer, the buffers
  *            concatenated in tile order: (i, j) order. A shared count stops
