@@ -16,7 +16,7 @@
  * every pair). The tree is implicit: node k (1-based, children 2k and
  * 2k + 1) covers items [lo, hi) of one array in tree order and splits it
  * at the middle by count along the widest axis of its bounding box (a
- * quickselect on the key (coordinate, location), which is distinct for
+ * quickselect on the key (coordinate, smallest index), which is distinct for
  * every item), so the depth is log2(ng / GEOQ_LEAF) whatever the data.
  * Building is O(m + ng log ng) expected; each node keeps its box.
  *
@@ -89,7 +89,8 @@
 
 typedef struct kd_item {
   double x[3];
-  int64_t g; /* its location: candidates js[gs[g] .. gs[g + 1]) */
+  int64_t j; /* the location's smallest candidate index */
+  int64_t g; /* -1: j is its only candidate; else js[gs[g] .. gs[g + 1]) */
 } kd_item;
 
 typedef struct kd_box {
@@ -126,7 +127,7 @@ static void xyz_of(const geod_plan *pl, const geod_point *p, double x[3]) {
 }
 
 static int item_less(const kd_item *a, const kd_item *b, int ax) {
-  return a->x[ax] < b->x[ax] || (a->x[ax] == b->x[ax] && a->g < b->g);
+  return a->x[ax] < b->x[ax] || (a->x[ax] == b->x[ax] && a->j < b->j);
 }
 
 static void item_swap(kd_item *a, kd_item *b) {
@@ -268,9 +269,10 @@ static int kd_build(const geod_plan *pl, kdtree *t, terr *e) {
     return terr_set(e, T_ENOMEM, "", -1, "no memory for the index of %lld "
                     "points", (long long)t->m);
   }
-  for (int64_t g = 0; g < t->ng; g++) {
-    xyz_of(pl, &q[t->js[t->gs[g]]], t->it[g].x);
-    t->it[g].g = g;
+  for (int64_t g = 0; g < t->ng; g++) { /* singletons skip gs and js */
+    t->it[g].j = t->js[t->gs[g]];
+    t->it[g].g = t->gs[g + 1] - t->gs[g] > 1 ? g : -1;
+    xyz_of(pl, &q[t->it[g].j], t->it[g].x);
   }
   if (t->ng > 0) kd_build_node(t, 1, 0, t->ng);
   return 0;
@@ -447,7 +449,10 @@ static void knn_node(geoq_search *s, int64_t node, int64_t lo, int64_t hi) {
     for (int64_t a = lo; a < hi; a++) {
       const kd_item *it = &t->it[a];
       if (pt_d2(it->x, s->x) > s->prune2) continue;
-      knn_group(s, it->g);
+      if (it->g >= 0)
+        knn_group(s, it->g);
+      else if (s->r->pl->has_targets || it->j != s->i)
+        knn_side(s, &it->j, &it->j + 1);
     }
     return;
   }
@@ -518,7 +523,11 @@ static void range_node(geoq_search *s, int64_t node, int64_t lo, int64_t hi) {
   for (int64_t a = lo; a < hi && !s->s->err; a++) {
     const kd_item *it = &t->it[a];
     if (pt_d2(it->x, s->x) > s->prune2) continue;
-    range_group(s, it->g);
+    if (it->g >= 0)
+      range_group(s, it->g);
+    else if (s->r->pl->has_targets ||
+             (it->j != s->i && (!s->skip_le_i || it->j > s->i)))
+      range_side(s, &it->j, &it->j + 1);
   }
 }
 
