@@ -3,10 +3,13 @@
  * machine's cores: knn (k nearest) of n uniform points, serial and on the
  * pool, against the square matrix the kind computes (and a selection per
  * row, which is not timed: the matrix alone is the lower bound of brute
- * force); and radius r on n clustered points. WGS84, Karney, float64.
+ * force); radius r on n clustered points; and knn on C copies of one
+ * point (the case that was quadratic before the index grouped candidates
+ * by location: every chord is 0 in a pile of copies, so no bound pruned).
+ * WGS84, Karney, float64.
  *
  *   bench_geoq_cpu [--n 100000] [--k 10] [--r 1000] [--threads T]
- *                  [--band ROWS]
+ *                  [--band ROWS] [--copies C (0: none)] [--no-radius 1]
  *
  * The matrix is too big to compute at n = 10^5 in a benchmark (5x10^9
  * pairs): it is timed on a band of ROWS rows against all n points (the
@@ -87,7 +90,8 @@ static double time_query(const geod_plan *pl, const geoq *q, pool *p,
 }
 
 int main(int argc, char **argv) {
-  int64_t n = 100000, k = 10, band = 200;
+  int64_t n = 100000, k = 10, band = 200, copies = 40000;
+  int radius = 1;
   double r = 1000;
   int threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -96,6 +100,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--r")) r = atof(argv[i + 1]);
     else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--band")) band = atoll(argv[i + 1]);
+    else if (!strcmp(argv[i], "--copies")) copies = atoll(argv[i + 1]);
+    else if (!strcmp(argv[i], "--no-radius")) radius = !atoi(argv[i + 1]);
     else {
       fprintf(stderr, "unknown option %s\n", argv[i]);
       return 2;
@@ -147,6 +153,25 @@ int main(int argc, char **argv) {
            "1x");
   }
   geod_plan_free(pl);
+  if (copies > 0) { /* knn on copies of one point */
+    double *cp = malloc((size_t)copies * 2 * sizeof *cp);
+    for (int64_t i = 0; i < copies; i++) cp[2 * i] = -33.865, cp[2 * i + 1] = 151.2094;
+    geod_plan *cpl = plan_of(cp, copies, NULL, 0);
+    for (int w = 0; w < 2; w++) {
+      int width = w ? threads : 1;
+      double t = time_query(cpl, &q, p, width, &cnt);
+      snprintf(label, sizeof label, "knn k=%lld %lld copies of 1 point %s",
+               (long long)k, (long long)copies, w ? "cpu" : "serial");
+      printf("%-44s %10.2f %12.0f %9s\n", label, t, (double)copies / t, "-");
+    }
+    geod_plan_free(cpl);
+    free(cp);
+  }
+  if (!radius) {
+    free(pts);
+    pool_destroy(p);
+    return 0;
+  }
   /* radius on clustered points: cities of 500 points within a few km */
   for (int64_t i = 0; i < n; i++) {
     int64_t c = i / 500;

@@ -27,6 +27,12 @@
  * hands out no part; a cancel before the first chunk and one after the
  * first of 12 fail with T_ECANCELED; a missing device with T_EDEVICE; the
  * next call works.
+ * Piles against the CPU engine (geoq_cpu_run, itself checked against brute
+ * force in tests/unit/test_geoquery.c): a few locations repeated in
+ * interleaved order (poles, antimeridian), a cluster within 1 m with
+ * copies, and 40,000 copies of one point with k = 10 (no matrix at that
+ * size): knn indices equal and distances bit-identical to the CPU's, with
+ * and without targets, float64 and float32.
  * --time adds the timing case (printed, never asserted): n = 10^6 uniform
  * and clustered, knn k = 10 karney WGS84, radius r = 1 km clustered,
  * beside the matrix kernel's rate (cuda_geodesic_bench).
@@ -35,6 +41,7 @@
 #include <stdlib.h>
 
 #include "check.h"
+#include "compute/kinds/geodesic/kind.h"
 #include "compute/kinds/geodesic/plan.h"
 #include "compute/kinds/geodesic/query/query_gpu.h"
 #include "util/util.h"
@@ -49,7 +56,9 @@ static int g_cases;
 
 /* ---- point sets --------------------------------------------------------- */
 
-enum { S_UNIFORM = 0, S_CLUSTER, S_POLES, S_ANTIMERIDIAN, S_ANTIPODAL, S_NSET };
+enum { S_UNIFORM = 0, S_CLUSTER, S_POLES, S_ANTIMERIDIAN, S_ANTIPODAL, S_NSET,
+       /* outside test_query_sets' loop: */
+       S_PILES = S_NSET, S_TIGHT, S_COPIES };
 static const char *const set_names[S_NSET] = {"uniform", "clusters+dups",
                                               "poles", "antimeridian",
                                               "antipodal"};
@@ -69,6 +78,25 @@ static double *make_set(int set, int64_t n, uint64_t seed) {
   for (int64_t i = 0; i < n; i++) {
     double lat, lon;
     switch (set) {
+      case S_PILES: { /* six locations, interleaved */
+        static const double loc[6][2] = {{12.5, -43.25}, {90, 0}, {-90, 45},
+                                         {0, 180}, {0, -180}, {48.85, 2.35}};
+        int l = (int)(tu_next(&s) % 6);
+        lat = loc[l][0], lon = loc[l][1];
+        break;
+      }
+      case S_TIGHT: /* within 1 m, a third of them copies */
+        if (i > 0 && tu_next(&s) % 3 == 0) {
+          int64_t k = (int64_t)(tu_next(&s) % (uint64_t)i);
+          lat = p[2 * k], lon = p[2 * k + 1];
+          break;
+        }
+        lat = 48.85 + tu_uniform(&s, -4.5e-6, 4.5e-6);
+        lon = 2.35 + tu_uniform(&s, -6.5e-6, 6.5e-6);
+        break;
+      case S_COPIES:
+        lat = -33.865, lon = 151.2094;
+        break;
       case S_CLUSTER: {
         int c = (int)(tu_next(&s) % 8);
         if (i > 0 && tu_next(&s) % 5 == 0) { /* a duplicate */
@@ -498,6 +526,73 @@ TEST(test_query_edges) {
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) run_case(&cs[i]);
 }
 
+/* GPU knn against the CPU engine on the same plan: indices equal and
+ * distances bit for bit. */
+static void vs_cpu(const char *what, const qcase *c) {
+  geod_plan *pl = plan_of(c);
+  CHECK(pl != NULL);
+  if (!pl) return;
+  geoq q = {.type = GEOQ_KNN, .k = c->k};
+  geoq_out g, h;
+  int64_t nc;
+  qjob jb;
+  int bad = 0;
+  memset(&h, 0, sizeof h);
+  if (run_q(pl, &q, 0, &g, &nc, &jb) != 0) {
+    CHECK_MSG(0, "%s: gpu knn failed", what);
+    geod_plan_free(pl);
+    return;
+  }
+  tu_job cj;
+  tu_job_init(&cj, 0);
+  cj.ctx.result_alloc = alloc_poison;
+  terr e;
+  terr_clear(&e);
+  int rc = geoq_cpu_run(pl, &q, 1, &cj.ctx, &h, &nc, &e);
+  CHECK_MSG(rc == 0, "%s: cpu knn: %s", what, e.message);
+  if (!rc) {
+    CHECK(g.nparts == 2 && h.nparts == 2);
+    for (int k = 0; k < 2 && !bad; k++) {
+      size_t bytes = (size_t)h.part[k]->size * tdtype_size(h.part[k]->dtype);
+      bad = g.part[k]->size != h.part[k]->size ||
+            g.part[k]->dtype != h.part[k]->dtype ||
+            memcmp(g.part[k]->data, h.part[k]->data, bytes) != 0;
+    }
+    for (int64_t x = 0; bad && x < h.part[1]->size; x++)
+      if (((int64_t *)g.part[1]->data)[x] != ((int64_t *)h.part[1]->data)[x] ||
+          !same_bits(g.part[0], x, h.part[0], x)) {
+        fprintf(stderr, "  %s: element %lld: gpu (%.17g, %lld), cpu (%.17g, "
+                "%lld)\n", what, (long long)x, tarray_get(g.part[0], x),
+                (long long)((int64_t *)g.part[1]->data)[x],
+                tarray_get(h.part[0], x),
+                (long long)((int64_t *)h.part[1]->data)[x]);
+        break;
+      }
+    CHECK_MSG(!bad, "%s: gpu knn differs from the cpu's", what);
+  }
+  printf("%-44s %s\n", what, bad || rc ? "FAILED" : "ok");
+  g_cases++;
+  out_free(&g);
+  out_free(&h);
+  geod_plan_free(pl);
+}
+
+TEST(test_query_piles_vs_cpu) {
+  qcase cs[] = {
+      {"piles vs cpu", GEOD_KARNEY, WGS, T_F64, S_PILES, -1, 3000, 0, 0, 0, 10, -1, -1, 1},
+      {"piles vs cpu k=1024", GEOD_KARNEY, WGS, T_F64, S_PILES, -1, 3000, 0, 0, 0, 1024, -1, -1, 1},
+      {"piles vs cpu targets f32", GEOD_KARNEY, WGS, T_F32, S_UNIFORM, S_PILES, 2000, 3000, 0, 0, 10, -1, -1, 1},
+      {"piles vs cpu vincenty", GEOD_VINCENTY, WGS, T_F64, S_PILES, -1, 2000, 0, 0, 0, 10, -1, -1, 1},
+      {"1 m cluster vs cpu", GEOD_KARNEY, WGS, T_F64, S_TIGHT, -1, 5000, 0, 0, 0, 10, -1, -1, 1},
+      {"1 m cluster vs cpu f32", GEOD_KARNEY, WGS, T_F32, S_TIGHT, -1, 5000, 0, 0, 0, 16, -1, -1, 1},
+      {"40000 copies k=10 vs cpu", GEOD_KARNEY, WGS, T_F64, S_COPIES, -1, 40000, 0, 0, 0, 10, -1, -1, 1},
+  };
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) vs_cpu(cs[i].what, &cs[i]);
+  /* and the piles against brute force over the GPU matrix */
+  qcase bf = {"piles vs brute force", GEOD_KARNEY, WGS, T_F64, S_PILES, -1, 1500, 0, 0, 0, 10, 0, 1, 0};
+  run_case(&bf);
+}
+
 TEST(test_query_two_devices) {
   if (g_ngpu < 2) {
     printf("one GPU: the 2-device cases run on device 0 alone\n");
@@ -675,6 +770,7 @@ int main(int argc, char **argv) {
   RUN(test_query_bitwise_sweep);
   RUN(test_query_targets);
   RUN(test_query_edges);
+  RUN(test_query_piles_vs_cpu);
   RUN(test_query_two_devices);
   RUN(test_query_errors);
   printf("%d cases\n", g_cases);

@@ -19,7 +19,13 @@
  * within r); on WGS84, f = 1/50 and f = -1/50, with karney, vincenty and
  * haversine, in m and km, float64 and float32, with and without targets,
  * serial and on the pool; and a single point, k >= n, r = 0, the max_pairs
- * cap and a stop request.
+ * cap and a stop request. Piles of copies (the engine evaluates one pair
+ * per location and side of i, and offers the copies in increasing j): a
+ * few locations repeated hundreds of times in interleaved order, at the
+ * poles and on the antimeridian, against brute force; and 40,000 copies of
+ * one point with k = 10, whose answer is known without the matrix (it was
+ * quadratic before the grouping: the test asserts the result, not the
+ * time).
  */
 #include <stdint.h>
 
@@ -439,6 +445,99 @@ TEST(dense_clusters) {
   free(s.v);
 }
 
+/* Piles: six locations (two at the poles, two on the antimeridian from
+ * both sides) repeated in interleaved order, a cluster within 1 m with
+ * its own copies, and targets from the same piles: every tie of equal
+ * distances broken by the smaller index, r = 0 catching exactly the
+ * copies, k >= n. */
+TEST(piles_of_copies) {
+  static const double loc[6][2] = {{12.5, -43.25}, {90, 0},     {-90, 45},
+                                   {0, 180},       {0, -180},   {48.85, 2.35}};
+  pts p = {0}, t = {0};
+  for (int c = 0; c < 200; c++) {
+    int l = (int)(urand() * 6);
+    add(&p, loc[l][0], loc[l][1]);
+  }
+  add_cluster(&p, 60, 48.85, 2.35, 1);
+  for (int c = 0; c < 60; c++) {
+    int l = (int)(urand() * 6);
+    add(&t, loc[l][0], loc[l][1]);
+  }
+  const cfg cs[] = {
+      {"piles karney m f64", GEOD_KARNEY, WGS_A, WGS_F, 1, T_F64, 0},
+      {"piles karney km f32 targets", GEOD_KARNEY, WGS_A, WGS_F, 1000, T_F32, 1},
+      {"piles vincenty m f64", GEOD_VINCENTY, WGS_A, WGS_F, 1, T_F64, 0},
+      {"piles haversine m f32", GEOD_HAVERSINE, WGS_A, WGS_F, 1, T_F32, 0},
+  };
+  for (int c = 0; c < 4; c++) {
+    ref r;
+    if (!build(&cs[c], &p, cs[c].targets ? &t : NULL, &r)) {
+      double m1 = 1 / cs[c].unit; /* one metre in output units */
+      check_knn(cs[c].name, &r, 1, 1);
+      check_knn(cs[c].name, &r, 10, 2);
+      check_knn(cs[c].name, &r, 40, 1);
+      check_knn(cs[c].name, &r, GEOQ_MAX_K, 2); /* k > n */
+      check_radius(cs[c].name, &r, 0, 2);
+      check_radius(cs[c].name, &r, m1, 1);
+      check_rowwise(cs[c].name, &r, GEOQ_ARGMIN, 1, 0.5 * m1, 2);
+      check_rowwise(cs[c].name, &r, GEOQ_COUNT, 1, 0, 1);
+    }
+    ref_free(&r);
+  }
+  free(p.v);
+  free(t.v);
+}
+
+/* 40,000 copies of one point, k = 10: row i's neighbours are the ten
+ * smallest j != i, each at the distance the solver gives the pair in the
+ * matrix's orientation (p[min], p[max]) — no matrix needed. */
+TEST(forty_thousand_copies) {
+  enum { N = 40000, K = 10 };
+  pts p = {0};
+  for (int c = 0; c < N; c++) add(&p, -33.865, 151.2094);
+  cfg kc = {"copies", GEOD_KARNEY, WGS_A, WGS_F, 1, T_F64, 0};
+  geod_plan *pl = NULL;
+  terr e;
+  terr_clear(&e);
+  int rc = geod_plan_build(kc.method, kc.a, kc.f, 6371008.8, 1, 0, T_F64,
+                           p.v, N, NULL, 0, &pl, &e);
+  CHECK_MSG(rc == 0, "plan: %s", e.message);
+  if (rc) {
+    free(p.v);
+    return;
+  }
+  double want;
+  long long nc0 = 0;
+  geod_row_compute(pl, &pl->p[0], &pl->p[1], 1, &want, &nc0);
+  geoq q = {.type = GEOQ_KNN, .k = K};
+  geoq_out out;
+  int64_t nc;
+  job_ctx ctx;
+  ctx_init(&ctx);
+  terr_clear(&e);
+  rc = geoq_cpu_run(pl, &q, 2, &ctx, &out, &nc, &e);
+  CHECK_MSG(rc == 0, "copies knn: %s", e.message);
+  if (!rc) {
+    CHECK(out.part[0]->shape[0] == N && out.part[0]->shape[1] == K);
+    const double *d = out.part[0]->data;
+    const int64_t *ix = out.part[1]->data;
+    int bad = 0;
+    for (int64_t i = 0; i < N && !bad; i++)
+      for (int64_t s = 0; s < K && !bad; s++) {
+        int64_t wj = s < i ? s : s + 1; /* the K smallest j != i */
+        if (ix[i * K + s] != wj || !same(T_F64, d[i * K + s], want)) {
+          CHECK_MSG(0, "row %lld rank %lld: got (%.17g, %lld), want (%.17g, "
+                    "%lld)", (long long)i, (long long)s, d[i * K + s],
+                    (long long)ix[i * K + s], want, (long long)wj);
+          bad = 1;
+        }
+      }
+    for (int c = 0; c < out.nparts; c++) tarray_free(out.part[c]);
+  }
+  geod_plan_free(pl);
+  free(p.v);
+}
+
 /* One point: no candidate without targets; one with a target. */
 TEST(single_point) {
   pts p = {0}, t = {0};
@@ -745,6 +844,8 @@ int main(void) {
   RUN(cap_and_stop);
   RUN(dense_clusters);
   RUN(hard_sets_equal_brute_force);
+  RUN(piles_of_copies);
+  RUN(forty_thousand_copies);
   pool_destroy(g_pool);
   return check_summary();
 }

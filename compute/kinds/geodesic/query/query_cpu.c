@@ -8,12 +8,27 @@
  * and vincenty, X = (N cos(lat) cos(lon), N cos(lat) sin(lon), N (1 - e2)
  * sin(lat)) with N = a / sqrt(1 - e2 sin^2(lat)), e2 = f (2 - f) (negative
  * for a prolate ellipsoid), or the sphere of radius_m for haversine. The
- * tree is implicit: node k (1-based, children 2k and 2k + 1) covers items
- * [lo, hi) of one array in tree order and splits it at the middle by count
- * along the widest axis of its bounding box (a quickselect on the key
- * (coordinate, index), which is distinct for every item), so the depth is
- * log2(m / GEOQ_LEAF) whatever the data: a cluster of equal points splits
- * like any other. Building is O(m log m) expected; each node keeps its box.
+ * tree's items are the candidates' distinct locations (the same bytes of
+ * the prepared geod_point, found with a hash table in O(m)), each with
+ * its candidates in increasing j: a pile of copies is one item, so it
+ * costs one pair per side of i instead of one per copy (without that, the
+ * chord bound is 0 inside a pile and 40,000 copies with k = 10 evaluated
+ * every pair). The tree is implicit: node k (1-based, children 2k and
+ * 2k + 1) covers items [lo, hi) of one array in tree order and splits it
+ * at the middle by count along the widest axis of its bounding box (a
+ * quickselect on the key (coordinate, smallest index), which is distinct for
+ * every item), so the depth is log2(ng / GEOQ_LEAF) whatever the data.
+ * Building is O(m + ng log ng) expected; each node keeps its box.
+ *
+ * A location's candidates: with targets d(i, j) is the solver on (p[i],
+ * q[j]), the same inputs for every j of the location; without targets
+ * those j < i are (p[j], p[i]) and those j > i are (p[i], p[j]) — two
+ * sides, i itself left out. One evaluation per side gives every one of
+ * them its value bit for bit (a deterministic function of the same
+ * bytes). knn offers a side's candidates in increasing j and stops at the
+ * first refused: every later one has the same d and a larger j, so it
+ * would be refused too (ties by the smaller index hold); the range search
+ * takes the whole side or none of it.
  *
  * Pruning (the argument is in compute/kinds/geodesic/query/query.h): the chord |X_i - X_j|
  * never exceeds the geodesic d(i, j) in metres, and the distance from X_i
@@ -28,7 +43,10 @@
  *
  *   knn      depth-first, nearer child first; the k best (d, j) so far in a
  *            heap (util/heap.h) whose worst sets B once it holds k (no bound
- *            while that worst is NaN: NaN ranks last).
+ *            while that worst is NaN: NaN ranks last). Points that are not
+ *            copies but lie within GEOQ_PRUNE_ABS_M (1 mm) of each other
+ *            are not pruned among themselves: thousands of distinct points
+ *            inside one millimetre still cost a pair each.
  *   radius   range search with B = r; each row's hits sorted by j, each
  *            tile's rows in order into the tile's buffer, the buffers
  *            concatenated in tile order: (i, j) order. A shared count stops
@@ -72,7 +90,8 @@
 
 typedef struct kd_item {
   double x[3];
-  int64_t j; /* the candidate's index in q (or p) */
+  int64_t j; /* the location's smallest candidate index */
+  int64_t g; /* -1: j is its only candidate; else js[gs[g] .. gs[g + 1]) */
 } kd_item;
 
 typedef struct kd_box {
@@ -80,10 +99,13 @@ typedef struct kd_box {
 } kd_box;
 
 typedef struct kdtree {
-  int64_t m;
-  kd_item *it;   /* m, tree order */
+  int64_t m;     /* candidates */
+  int64_t ng;    /* distinct locations: the items of the tree */
+  kd_item *it;   /* ng, tree order */
   kd_box *box;   /* node k at box[k], k >= 1 */
   int64_t nbox;
+  int64_t *gs;   /* ng + 1: where each location's candidates start in js */
+  int64_t *js;   /* m: the candidates, by location, each in increasing j */
 } kdtree;
 
 /* Earth-centred coordinates of a prepared point (its lat, lon degrees). */
@@ -165,29 +187,95 @@ static void kd_build_node(kdtree *t, int64_t node, int64_t lo, int64_t hi) {
 static void kd_free(kdtree *t) {
   free(t->it);
   free(t->box);
+  free(t->gs);
+  free(t->js);
   memset(t, 0, sizeof *t);
+}
+
+/* The prepared point is five doubles, all derived from the input: two
+ * candidates with the same bytes give every solver the same inputs. */
+_Static_assert(sizeof(geod_point) == 5 * sizeof(double),
+               "geod_point is compared and hashed as five doubles");
+
+static uint64_t pt_hash(const geod_point *p) {
+  uint64_t w[5], h = 0x9E3779B97F4A7C15ULL;
+  memcpy(w, p, sizeof w);
+  for (int c = 0; c < 5; c++) {
+    h = (h ^ w[c]) * 0xBF58476D1CE4E5B9ULL;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+/* Group the m candidates q by location (the same bytes of geod_point: -0
+ * and 0 are two locations, which only costs a pair more): gs, js and ng of
+ * t, each group's candidates in increasing j, groups numbered by their
+ * smallest j. An open-addressing table of the groups' first candidates;
+ * O(m) expected. */
+static int kd_group(const geod_point *q, kdtree *t) {
+  int64_t m = t->m;
+  size_t cap = 16;
+  while (cap < 2 * (size_t)m) cap <<= 1;
+  int64_t *tab = malloc(cap * sizeof *tab);
+  int64_t *gid = malloc((size_t)(m > 0 ? m : 1) * sizeof *gid);
+  t->gs = calloc((size_t)m + 2, sizeof *t->gs);
+  t->js = malloc((size_t)(m > 0 ? m : 1) * sizeof *t->js);
+  if (!tab || !gid || !t->gs || !t->js) {
+    free(tab);
+    free(gid);
+    return -1;
+  }
+  for (size_t c = 0; c < cap; c++) tab[c] = -1;
+  t->ng = 0;
+  for (int64_t j = 0; j < m; j++) {
+    size_t h = (size_t)pt_hash(&q[j]) & (cap - 1);
+    for (;; h = (h + 1) & (cap - 1)) {
+      if (tab[h] < 0) {
+        tab[h] = j;
+        gid[j] = t->ng++;
+        break;
+      }
+      if (memcmp(&q[tab[h]], &q[j], sizeof q[j]) == 0) {
+        gid[j] = gid[tab[h]];
+        break;
+      }
+    }
+  }
+  for (int64_t j = 0; j < m; j++) t->gs[gid[j] + 1]++;
+  for (int64_t g = 0; g < t->ng; g++) t->gs[g + 1] += t->gs[g];
+  for (int64_t g = 0; g < t->ng; g++) tab[g] = t->gs[g]; /* cursors */
+  for (int64_t j = 0; j < m; j++) t->js[tab[gid[j]]++] = j;
+  free(tab);
+  free(gid);
+  return 0;
 }
 
 static int kd_build(const geod_plan *pl, kdtree *t, terr *e) {
   const geod_point *q = pl->has_targets ? pl->q : pl->p;
   memset(t, 0, sizeof *t);
   t->m = pl->has_targets ? pl->m : pl->n;
-  /* Leaves sit at the depth D where m / 2^D first fits a leaf. */
-  int64_t span = t->m, nodes = 1;
+  if (kd_group(q, t)) {
+    kd_free(t);
+    return terr_set(e, T_ENOMEM, "", -1, "no memory for the index of %lld "
+                    "points", (long long)t->m);
+  }
+  /* Leaves sit at the depth D where ng / 2^D first fits a leaf. */
+  int64_t span = t->ng, nodes = 1;
   while (span > GEOQ_LEAF) span = (span + 1) / 2, nodes *= 2;
   t->nbox = 2 * nodes;
-  t->it = malloc((size_t)(t->m > 0 ? t->m : 1) * sizeof *t->it);
+  t->it = malloc((size_t)(t->ng > 0 ? t->ng : 1) * sizeof *t->it);
   t->box = malloc((size_t)t->nbox * sizeof *t->box);
   if (!t->it || !t->box) {
     kd_free(t);
     return terr_set(e, T_ENOMEM, "", -1, "no memory for the index of %lld "
                     "points", (long long)t->m);
   }
-  for (int64_t j = 0; j < t->m; j++) {
-    xyz_of(pl, &q[j], t->it[j].x);
-    t->it[j].j = j;
+  for (int64_t g = 0; g < t->ng; g++) { /* singletons skip gs and js */
+    t->it[g].j = t->js[t->gs[g]];
+    t->it[g].g = t->gs[g + 1] - t->gs[g] > 1 ? g : -1;
+    xyz_of(pl, &q[t->it[g].j], t->it[g].x);
   }
-  if (t->m > 0) kd_build_node(t, 1, 0, t->m);
+  if (t->ng > 0) kd_build_node(t, 1, 0, t->ng);
   return 0;
 }
 
@@ -291,20 +379,21 @@ static int hit_worse(const void *a, const void *b) {
 
 /* ---- knn ----------------------------------------------------------------- */
 
-static void knn_offer(geoq_search *s, int64_t j) {
+/* Offer h to the k best; 0 when the heap is full and h does not beat its
+ * worst (then no (d, j') with j' > j can either). */
+static int knn_take(geoq_search *s, geoq_hit h) {
   geoq_run *r = s->r;
   geoq_slot *sl = s->s;
-  geoq_hit h = {pair_d(r->pl, s->i, j, &sl->nonconv), j};
   if ((int64_t)sl->heap.n < r->k) {
     geoq_hit *slot = &sl->ent[sl->heap.n];
     *slot = h;
     if (theap_push(&sl->heap, slot)) { /* cannot happen: reserved */
       sl->err = T_ENOMEM;
-      return;
+      return 0;
     }
   } else {
     geoq_hit *top = theap_top(&sl->heap);
-    if (!hit_before(&h, top)) return;
+    if (!hit_before(&h, top)) return 0;
     theap_pop(&sl->heap);
     *top = h;
     theap_push(&sl->heap, top); /* room: one was just taken out */
@@ -313,6 +402,46 @@ static void knn_offer(geoq_search *s, int64_t j) {
     double p2 = prune2_of(r->pl, ((geoq_hit *)theap_top(&sl->heap))->d);
     if (p2 < s->prune2) s->prune2 = p2;
   }
+  return 1;
+}
+
+/* Candidates js[a .. b) of one location, increasing j, all on one side of
+ * i: the same solver inputs, so one d(i, j) is every one's value, bit for
+ * bit; offered in increasing j until the first one refused. */
+static void knn_side(geoq_search *s, const int64_t *a, const int64_t *b) {
+  if (a == b) return;
+  double d = pair_d(s->r->pl, s->i, *a, &s->s->nonconv);
+  for (; a < b; a++)
+    if (!knn_take(s, (geoq_hit){d, *a})) return;
+}
+
+/* The first of js[a .. b) (increasing) that is >= i. */
+static const int64_t *split_at(const int64_t *a, const int64_t *b,
+                               int64_t i) {
+  while (a < b) {
+    const int64_t *mid = a + (b - a) / 2;
+    if (*mid < i)
+      a = mid + 1;
+    else
+      b = mid;
+  }
+  return a;
+}
+
+/* One location's candidates: without targets those before i (d from
+ * p[j], p[i]) and those after it (d from p[i], p[j]) are two sides; i
+ * itself is never its own candidate. */
+static void knn_group(geoq_search *s, int64_t g) {
+  const kdtree *t = &s->r->t;
+  const int64_t *a = t->js + t->gs[g], *b = t->js + t->gs[g + 1];
+  if (s->r->pl->has_targets) {
+    knn_side(s, a, b);
+    return;
+  }
+  const int64_t *mid = split_at(a, b, s->i);
+  knn_side(s, a, mid);
+  if (mid < b && *mid == s->i) mid++;
+  knn_side(s, mid, b);
 }
 
 static void knn_node(geoq_search *s, int64_t node, int64_t lo, int64_t hi) {
@@ -320,9 +449,11 @@ static void knn_node(geoq_search *s, int64_t node, int64_t lo, int64_t hi) {
   if (hi - lo <= GEOQ_LEAF) {
     for (int64_t a = lo; a < hi; a++) {
       const kd_item *it = &t->it[a];
-      if (!s->r->pl->has_targets && it->j == s->i) continue;
       if (pt_d2(it->x, s->x) > s->prune2) continue;
-      knn_offer(s, it->j);
+      if (it->g >= 0)
+        knn_group(s, it->g);
+      else if (s->r->pl->has_targets || it->j != s->i)
+        knn_side(s, &it->j, &it->j + 1);
     }
     return;
   }
@@ -344,8 +475,8 @@ static int64_t knn_row(geoq_run *r, geoq_slot *sl, int64_t i, double cap,
                        geoq_hit *best) {
   geoq_search s = {.r = r, .s = sl, .i = i, .prune2 = prune2_of(r->pl, cap)};
   xyz_of(r->pl, &r->pl->p[i], s.x);
-  if (r->t.m > 0 && box_d2(&r->t.box[1], s.x) <= s.prune2)
-    knn_node(&s, 1, 0, r->t.m);
+  if (r->t.ng > 0 && box_d2(&r->t.box[1], s.x) <= s.prune2)
+    knn_node(&s, 1, 0, r->t.ng);
   int64_t cnt = (int64_t)sl->heap.n;
   for (int64_t c = cnt - 1; c >= 0; c--)
     best[c] = *(geoq_hit *)theap_pop(&sl->heap);
@@ -353,6 +484,33 @@ static int64_t knn_row(geoq_run *r, geoq_slot *sl, int64_t i, double cap,
 }
 
 /* ---- range --------------------------------------------------------------- */
+
+/* Candidates js[a .. b) of one location on one side of i (knn_side):
+ * one d(i, j), every one of them within or none. */
+static void range_side(geoq_search *s, const int64_t *a, const int64_t *b) {
+  if (a == b) return;
+  geoq_slot *sl = s->s;
+  double d = pair_d(s->r->pl, s->i, *a, &sl->nonconv);
+  if (!(d <= s->limit)) return; /* NaN is never within */
+  if (tvec_reserve(&sl->hits, sl->hits.n + (size_t)(b - a))) {
+    sl->err = T_ENOMEM;
+    return;
+  }
+  for (; a < b; a++) sl->hits.v[sl->hits.n++] = (geoq_hit){d, *a};
+}
+
+static void range_group(geoq_search *s, int64_t g) {
+  const kdtree *t = &s->r->t;
+  const int64_t *a = t->js + t->gs[g], *b = t->js + t->gs[g + 1];
+  if (s->r->pl->has_targets) {
+    range_side(s, a, b);
+    return;
+  }
+  const int64_t *mid = split_at(a, b, s->i);
+  if (!s->skip_le_i) range_side(s, a, mid);
+  if (mid < b && *mid == s->i) mid++;
+  range_side(s, mid, b);
+}
 
 static void range_node(geoq_search *s, int64_t node, int64_t lo, int64_t hi) {
   const kdtree *t = &s->r->t;
@@ -363,19 +521,14 @@ static void range_node(geoq_search *s, int64_t node, int64_t lo, int64_t hi) {
     range_node(s, 2 * node + 1, mid, hi);
     return;
   }
-  geoq_slot *sl = s->s;
-  for (int64_t a = lo; a < hi; a++) {
+  for (int64_t a = lo; a < hi && !s->s->err; a++) {
     const kd_item *it = &t->it[a];
-    if (!s->r->pl->has_targets &&
-        (it->j == s->i || (s->skip_le_i && it->j < s->i)))
-      continue;
     if (pt_d2(it->x, s->x) > s->prune2) continue;
-    geoq_hit h = {pair_d(s->r->pl, s->i, it->j, &sl->nonconv), it->j};
-    if (!(h.d <= s->limit)) continue; /* NaN is never within */
-    if (tvec_push(&sl->hits, h)) {
-      sl->err = T_ENOMEM;
-      return;
-    }
+    if (it->g >= 0)
+      range_group(s, it->g);
+    else if (s->r->pl->has_targets ||
+             (it->j != s->i && (!s->skip_le_i || it->j > s->i)))
+      range_side(s, &it->j, &it->j + 1);
   }
 }
 
@@ -392,7 +545,7 @@ static void range_row(geoq_run *r, geoq_slot *sl, int64_t i, double limit,
                    .prune2 = prune2_of(r->pl, limit)};
   xyz_of(r->pl, &r->pl->p[i], s.x);
   sl->hits.n = 0;
-  if (r->t.m > 0) range_node(&s, 1, 0, r->t.m);
+  if (r->t.ng > 0) range_node(&s, 1, 0, r->t.ng);
   if (sl->hits.n > 1)
     qsort(sl->hits.v, sl->hits.n, sizeof *sl->hits.v, hit_by_j);
 }
