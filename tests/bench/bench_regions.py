@@ -14,7 +14,10 @@ It starts TESSELD on a fresh data directory with a same-host directory
            copies it into a region itself; that copy is in the time);
 - http:    a client with same_host=False (uploads and downloads over
            loopback HTTP, several connections for big arrays);
-- cupy:    cp.asarray(inputs) + compute + .get(out=a reused host array);
+- cupy:    cp.asarray(inputs) + compute + .get(out=a reused host array)
+           (the ratios are against this one, the faster CuPy form);
+- cupy_new: cp.asarray(inputs) + compute + cp.asnumpy (a new host array
+           each time, as issue 25's table measured CuPy);
 - torch:   from_numpy().to('cuda') + compute + copy_ into a reused tensor;
 and the floors: pinned PCIe h2d + d2h of the case's bytes (CuPy, pinned
 buffers) and one memcpy of them on the host. Every Tessel result is checked
@@ -173,6 +176,11 @@ def map_case(name, expr, np_f, cp_f, torch_f, ins, reg, sh, http, backend, reps)
             cp.cuda.Device().synchronize()
         row.t["cupy"] = med(f_cp, reps)
         row.checks.append(check(name + "/cupy", out, want, 1e-12))
+
+        def f_cpn():  # the issue's form: asnumpy into a new array
+            d = {k: cp.asarray(v) for k, v in ins.items()}
+            cp.asnumpy(cp_f(**d))
+        row.t["cupy_new"] = med(f_cpn, reps)
     if torch is not None:
         tout = torch.empty(want.shape, dtype=torch.float64)
 
@@ -210,6 +218,8 @@ def matmul_case(n, reg, sh, http, backend, reps):
             cp.cuda.Device().synchronize()
         row.t["cupy"] = med(f_cp, reps)
         row.checks.append(check("matmul/cupy", out, want, 1e-9))
+        row.t["cupy_new"] = med(lambda: cp.asnumpy(cp.asarray(W) @ cp.asarray(X)
+                                                   + cp.asarray(b)), reps)
     if torch is not None:
         tout = torch.empty((n, n), dtype=torch.float64)
 
@@ -296,7 +306,7 @@ def main():
         p.send_signal(signal.SIGTERM)
         p.wait(30)
         shutil.rmtree(top, ignore_errors=True)
-    cols = ["region", "ndarray", "http", "cupy", "torch", "pcie", "memcpy"]
+    cols = ["region", "ndarray", "http", "cupy", "cupy_new", "torch", "pcie", "memcpy"]
     la = os.getloadavg()
     print(f"\nbackend {a.backend}, medians of {a.reps} after a warm-up, load {la[0]:.1f}; "
           "(×) = time / CuPy's in this run; pcie = pinned h2d+d2h of the bytes; "

@@ -526,8 +526,15 @@ TEST(test_query_edges) {
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) run_case(&cs[i]);
 }
 
-/* GPU knn against the CPU engine on the same plan: indices equal and
- * distances bit for bit. */
+/* GPU knn against the CPU engine on the same plan. The two engines'
+ * solvers are the same formulas on different math libraries (CUDA's sin,
+ * atan2... against glibc's libm), so a distance may differ in its last
+ * bits (1e-10 m seen between points 1 cm apart): each engine is held bit
+ * for bit to its own brute force elsewhere ("piles vs brute force" here,
+ * tests/unit/test_geoquery.c for the CPU). Across engines: every distance
+ * within 1e-9 m + 1e-12 relative (float32: + one float32 step), so an
+ * index may differ only where the two distances there are such a near
+ * tie. */
 static void vs_cpu(const char *what, const qcase *c) {
   geod_plan *pl = plan_of(c);
   CHECK(pl != NULL);
@@ -552,22 +559,22 @@ static void vs_cpu(const char *what, const qcase *c) {
   CHECK_MSG(rc == 0, "%s: cpu knn: %s", what, e.message);
   if (!rc) {
     CHECK(g.nparts == 2 && h.nparts == 2);
-    for (int k = 0; k < 2 && !bad; k++) {
-      size_t bytes = (size_t)h.part[k]->size * tdtype_size(h.part[k]->dtype);
-      bad = g.part[k]->size != h.part[k]->size ||
-            g.part[k]->dtype != h.part[k]->dtype ||
-            memcmp(g.part[k]->data, h.part[k]->data, bytes) != 0;
-    }
-    for (int64_t x = 0; bad && x < h.part[1]->size; x++)
-      if (((int64_t *)g.part[1]->data)[x] != ((int64_t *)h.part[1]->data)[x] ||
-          !same_bits(g.part[0], x, h.part[0], x)) {
+    bad = g.nparts != 2 || h.nparts != 2 || g.part[1]->size != h.part[1]->size ||
+          g.part[0]->dtype != h.part[0]->dtype;
+    for (int64_t x = 0; !bad && x < h.part[1]->size; x++) {
+      double dg = tarray_get(g.part[0], x), dh = tarray_get(h.part[0], x);
+      int64_t ig = ((int64_t *)g.part[1]->data)[x],
+              ih = ((int64_t *)h.part[1]->data)[x];
+      /* float32 results: one float32 rounding step apart at most */
+      double tol = 1e-9 + (g.part[0]->dtype == T_F32 ? 0x1p-23 : 1e-12) * fabs(dh);
+      int near = (isnan(dg) && isnan(dh)) || fabs(dg - dh) <= tol;
+      if (!near) { /* indices may differ only at such a near tie */
         fprintf(stderr, "  %s: element %lld: gpu (%.17g, %lld), cpu (%.17g, "
-                "%lld)\n", what, (long long)x, tarray_get(g.part[0], x),
-                (long long)((int64_t *)g.part[1]->data)[x],
-                tarray_get(h.part[0], x),
-                (long long)((int64_t *)h.part[1]->data)[x]);
-        break;
+                "%lld)\n", what, (long long)x, dg, (long long)ig, dh,
+                (long long)ih);
+        bad = 1;
       }
+    }
     CHECK_MSG(!bad, "%s: gpu knn differs from the cpu's", what);
   }
   printf("%-44s %s\n", what, bad || rc ? "FAILED" : "ok");
