@@ -202,6 +202,16 @@ test('a job submitted through the form finishes in the table', LONG, async () =>
   await shot('jobs-table');
 });
 
+test('the map form sends no dtype unless one is chosen (the API then promotes as NumPy)', async () => {
+  await go('#/submit');
+  let sent = JSON.parse(await page.textContent('#request-json'));
+  assert.equal(sent.kind, 'map');
+  assert.ok(!('dtype' in sent.params), `no dtype by default: ${JSON.stringify(sent.params)}`);
+  await page.selectOption('select[data-field="params.dtype"] >> visible=true', 'float32');
+  sent = JSON.parse(await page.textContent('#request-json'));
+  assert.equal(sent.params.dtype, 'float32', 'a chosen dtype is sent');
+});
+
 test('the detail page draws the timings and the compare chart, previews and offers the result', LONG, async () => {
   assert.ok(formJob, 'the form test made a job');
   const job = await waitJob(formJob, (j) => j.status === 'succeeded');

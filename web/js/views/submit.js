@@ -94,6 +94,15 @@ function inputsEditor(kind) {
   };
 }
 
+/* map, reduce and matmul: without params.dtype the API takes NumPy's
+ * promotion of the inputs (API.md, "Result dtypes"), so the form's default
+ * sends none rather than forcing float64 onto float32 inputs. */
+const AUTO_DTYPES = [['', 'auto (from the inputs, as NumPy)'], 'float64', 'float32'];
+function withDtype(p, sel) {
+  if (sel.value) p.dtype = sel.value;
+  return p;
+}
+
 function exprInput() {
   return h('input', {type: 'text', class: 'mono', spellcheck: 'false', autocomplete: 'off', value: 'x**2',
     dataset: {field: 'params.expr'}});
@@ -102,13 +111,13 @@ function exprInput() {
 function mapSection() {
   const expr = exprInput();
   const inputs = inputsEditor('map');
-  const dtype = select(['float64', 'float32'], 'float64', {dataset: {field: 'params.dtype'}});
+  const dtype = select(AUTO_DTYPES, '', {dataset: {field: 'params.dtype'}});
   const el = h('div', {class: 'stack'},
     field('Expression', expr, `Names of the inputs, + - * / // % **, comparisons, and or not, ${FUNCS}, pi, e.`),
     inputs.el, field('dtype', dtype));
   return {el, expr,
-    get: () => ({expr: expr.value, inputs: inputs.get(), dtype: dtype.value}),
-    set(p) { expr.value = p.expr ?? ''; inputs.set(p.inputs); dtype.value = p.dtype || 'float64'; }};
+    get: () => withDtype({expr: expr.value, inputs: inputs.get()}, dtype),
+    set(p) { expr.value = p.expr ?? ''; inputs.set(p.inputs); dtype.value = p.dtype || ''; }};
 }
 
 function reduceSection() {
@@ -118,7 +127,7 @@ function reduceSection() {
   const inputs = inputsEditor('reduce');
   const axis = h('input', {type: 'text', inputmode: 'numeric', placeholder: 'all', dataset: {field: 'params.axis'}});
   const ddof = h('input', {type: 'text', inputmode: 'numeric', value: '0', dataset: {field: 'params.ddof'}});
-  const dtype = select(['float64', 'float32'], 'float64', {dataset: {field: 'params.dtype'}});
+  const dtype = select(AUTO_DTYPES, '', {dataset: {field: 'params.dtype'}});
   const ddofField = field('ddof', ddof, 'delta degrees of freedom of var and std');
   const sync = () => { ddofField.hidden = !['var', 'std'].includes(op.value); };
   op.addEventListener('change', sync);
@@ -130,14 +139,14 @@ function reduceSection() {
   sync();
   return {el, expr,
     get() {
-      const p = {op: op.value, expr: expr.value, inputs: inputs.get(), axis: axis.value.trim() === '' ? null : num(axis.value),
-        dtype: dtype.value};
+      const p = withDtype({op: op.value, expr: expr.value, inputs: inputs.get(),
+        axis: axis.value.trim() === '' ? null : num(axis.value)}, dtype);
       if (!ddofField.hidden) p.ddof = num(ddof.value);
       return p;
     },
     set(p) {
       op.value = p.op || 'sum'; expr.value = p.expr ?? 'x'; inputs.set(p.inputs); axis.value = p.axis ?? '';
-      ddof.value = p.ddof ?? 0; dtype.value = p.dtype || 'float64'; sync();
+      ddof.value = p.ddof ?? 0; dtype.value = p.dtype || ''; sync();
     }};
 }
 
@@ -147,7 +156,7 @@ function matmulSection() {
   const bias = arrayInput({name: 'bias', path: 'params.bias', optional: true});
   const ta = h('input', {type: 'checkbox', id: nextId('ta')});
   const tb = h('input', {type: 'checkbox', id: nextId('tb')});
-  const dtype = select(['float64', 'float32'], 'float64', {dataset: {field: 'params.dtype'}});
+  const dtype = select(AUTO_DTYPES, '', {dataset: {field: 'params.dtype'}});
   const el = h('div', {class: 'stack'}, h('p', {class: 'muted'}, 'a @ b + bias, bias broadcast (the seeds’ y = W·x + b).'),
     h('fieldset', null, h('legend', {class: 'legend'}, 'a'), a.el),
     h('fieldset', null, h('legend', {class: 'legend'}, 'b'), b.el),
@@ -156,14 +165,14 @@ function matmulSection() {
     field('dtype', dtype));
   return {el,
     get() {
-      const p = {a: a.get(), b: b.get(), transpose_a: ta.checked, transpose_b: tb.checked, dtype: dtype.value};
+      const p = withDtype({a: a.get(), b: b.get(), transpose_a: ta.checked, transpose_b: tb.checked}, dtype);
       const bi = bias.get();
       if (bi !== undefined) p.bias = bi;
       return p;
     },
     set(p) {
       a.set(p.a); b.set(p.b); bias.set(p.bias); ta.checked = !!p.transpose_a; tb.checked = !!p.transpose_b;
-      dtype.value = p.dtype || 'float64';
+      dtype.value = p.dtype || '';
     }};
 }
 
