@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <xxhash.h>
 #if defined(__x86_64__)
@@ -153,10 +154,26 @@ uint64_t arrays_writer_bytes(const array_writer *w) { return w->want; }
 int arrays_writer_commit_parts(array_writer *w, const char *owner,
                                store_array *rec, int *existing, terr *e) {
   /* Hash the data as it lies in the file, in file order: the digest a
-   * one-piece upload of the same bytes computes on the way. */
+   * one-piece upload of the same bytes computes on the way. From a
+   * read-only mapping of the file (the page cache hashed in place: 400 MB
+   * took 155 ms through pread into a 1 MiB buffer on the 2-core VM, most
+   * of a parallel upload's lead over one stream); pread below where the
+   * mapping fails. The .tmp is the daemon's own, in its data directory:
+   * no neighbour truncates it under the mapping. */
   enum { CHUNK = 1 << 20 };
   uint64_t off = 0;
   int fd = tarray_sink_fd(w->a, &off), err = 0;
+  if (fd >= 0 && w->want > 0 && off + w->want <= (uint64_t)SIZE_MAX) {
+    size_t len = (size_t)(off + w->want);
+    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    if (m != MAP_FAILED) {
+      (void)madvise(m, len, MADV_SEQUENTIAL);
+      HASH_UPDATE(w->h, (const char *)m + off, (size_t)w->want);
+      munmap(m, len);
+      w->have = w->want;
+      return arrays_writer_commit(w, owner, rec, existing, e);
+    }
+  }
   char *buf = malloc(CHUNK);
   if (!buf) err = ENOMEM;
   for (uint64_t at = 0; !err && at < w->want;) {
