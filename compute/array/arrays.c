@@ -148,7 +148,9 @@ static void parts_map(array_writer *w) {
   if (fd < 0 || w->want == 0 || off + w->want > (uint64_t)SIZE_MAX / 2 ||
       (knob && strcmp(knob, "0") == 0))
     return;
-  if (posix_fallocate(fd, (off_t)off, (off_t)w->want) != 0) return;
+  /* fallocate, not posix_fallocate: where the file system cannot, glibc's
+   * emulation writes every block once more; pwrite is better then. */
+  if (fallocate(fd, 0, (off_t)off, (off_t)w->want) != 0) return;
   size_t len = (size_t)(off + w->want);
   void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (m == MAP_FAILED) return;
