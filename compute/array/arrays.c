@@ -8,9 +8,11 @@
 #include <assert.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <xxhash.h>
 #if defined(__x86_64__)
@@ -52,7 +54,10 @@
  * thread (compute/array/wbehind.c: the HTTP thread hashes and buffers, the writer
  * pwrites 1 MiB at a time) on a machine of 4 CPUs or more
  * (wbehind_worth), smaller ones, and every one on fewer CPUs, as they
- * come: pwrite straight from the HTTP layer's buffer. */
+ * come: pwrite straight from the HTTP layer's buffer. A parts upload's
+ * file (POST /v1/uploads) is allocated whole and mapped MAP_SHARED: its
+ * parts, sent at once, are memcpy'd side by side into the mapping and
+ * complete hashes from it (parts_map; TESSEL_PARTS_MAP=0 pwrites them). */
 struct array_writer {
   arrays *A;
   tarray *a; /* the file being filled (tarray_create_npy_sink); NULL once
@@ -63,11 +68,15 @@ struct array_writer {
   XXH3_state_t *h;
   wbehind *wb; /* NULL: written as it comes */
   int stream; /* opened without its shape (arrays_writer_open_stream) */
+  char *pmap; /* a parts upload's .tmp mapped MAP_SHARED (NULL: pwrite) */
+  size_t pmap_len;
+  uint64_t pmap_off; /* where the data starts in the mapping */
 };
 
 void arrays_writer_abort(array_writer *w) {
   if (!w) return;
   wbehind_abort(w->wb); /* before the file it writes is closed */
+  if (w->pmap) munmap(w->pmap, w->pmap_len);
   tarray_free(w->a);
   if (w->tmp[0]) unlink(w->tmp); /* "" once renamed (or never created) */
   if (w->h) XXH3_freeState(w->h);
@@ -122,6 +131,34 @@ int arrays_writer_open(arrays *A, tdtype dt, int ndim, const int64_t *shape,
   return T_OK;
 }
 
+/* A parts upload's file, its blocks allocated at once and mapped
+ * MAP_SHARED: parts arriving at once memcpy into the mapping side by side,
+ * where buffered pwrites into one file queue on its inode lock (perf on
+ * the 2-core VM: rwsem_spin_on_owner the first item of 4 parallel PUTs,
+ * and 4 streams slower than 1). The blocks allocated first, so that a
+ * full disk is no SIGBUS at a page fault; if allocating or mapping fails,
+ * the parts are pwritten as before and that error (ENOSPC) comes there.
+ * Only the daemon's own .tmp in its data directory is mapped, and the
+ * mapping goes before the writer does (the last reference of the upload:
+ * no part is writing then). */
+static void parts_map(array_writer *w) {
+  uint64_t off = 0;
+  int fd = tarray_sink_fd(w->a, &off);
+  const char *knob = getenv("TESSEL_PARTS_MAP"); /* "0": pwrite, to A/B */
+  if (fd < 0 || w->want == 0 || off + w->want > (uint64_t)SIZE_MAX / 2 ||
+      (knob && strcmp(knob, "0") == 0))
+    return;
+  /* fallocate, not posix_fallocate: where the file system cannot, glibc's
+   * emulation writes every block once more; pwrite is better then. */
+  if (fallocate(fd, 0, (off_t)off, (off_t)w->want) != 0) return;
+  size_t len = (size_t)(off + w->want);
+  void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) return;
+  w->pmap = m;
+  w->pmap_len = len;
+  w->pmap_off = off;
+}
+
 int arrays_writer_open_parts(arrays *A, tdtype dt, int ndim,
                              const int64_t *shape, array_writer **out,
                              terr *e) {
@@ -135,6 +172,7 @@ int arrays_writer_open_parts(arrays *A, tdtype dt, int ndim,
     return rc;
   }
   w->want = (uint64_t)w->a->size * tdtype_size(dt);
+  parts_map(w);
   *out = w;
   return T_OK;
 }
@@ -145,6 +183,10 @@ int arrays_writer_pwrite(array_writer *w, uint64_t off, const void *p,
     return terr_set(e, T_EINVAL, "offset", (int64_t)off,
                     "bytes %llu..+%zu are outside the array's %llu bytes",
                     (unsigned long long)off, n, (unsigned long long)w->want);
+  if (w->pmap) {
+    memcpy(w->pmap + w->pmap_off + off, p, n);
+    return T_OK;
+  }
   return tarray_write_bytes(w->a, off, p, n, e);
 }
 
@@ -153,10 +195,33 @@ uint64_t arrays_writer_bytes(const array_writer *w) { return w->want; }
 int arrays_writer_commit_parts(array_writer *w, const char *owner,
                                store_array *rec, int *existing, terr *e) {
   /* Hash the data as it lies in the file, in file order: the digest a
-   * one-piece upload of the same bytes computes on the way. */
+   * one-piece upload of the same bytes computes on the way. From a
+   * read-only mapping of the file (the page cache hashed in place: 400 MB
+   * took 155 ms through pread into a 1 MiB buffer on the 2-core VM, most
+   * of a parallel upload's lead over one stream); pread below where the
+   * mapping fails. The .tmp is the daemon's own, in its data directory:
+   * no neighbour truncates it under the mapping. */
   enum { CHUNK = 1 << 20 };
   uint64_t off = 0;
   int fd = tarray_sink_fd(w->a, &off), err = 0;
+  if (w->pmap) {
+    HASH_UPDATE(w->h, w->pmap + w->pmap_off, (size_t)w->want);
+    munmap(w->pmap, w->pmap_len);
+    w->pmap = NULL;
+    w->have = w->want;
+    return arrays_writer_commit(w, owner, rec, existing, e);
+  }
+  if (fd >= 0 && w->want > 0 && off + w->want <= (uint64_t)SIZE_MAX) {
+    size_t len = (size_t)(off + w->want);
+    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    if (m != MAP_FAILED) {
+      (void)madvise(m, len, MADV_SEQUENTIAL);
+      HASH_UPDATE(w->h, (const char *)m + off, (size_t)w->want);
+      munmap(m, len);
+      w->have = w->want;
+      return arrays_writer_commit(w, owner, rec, existing, e);
+    }
+  }
   char *buf = malloc(CHUNK);
   if (!buf) err = ENOMEM;
   for (uint64_t at = 0; !err && at < w->want;) {
