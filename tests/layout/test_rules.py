@@ -42,6 +42,15 @@ check(cl.circles(static) == [], "a static function is no edge")
 table = {"r/a.c": "const int table[] = {1, 2};\n" + fn("a_one", "b_one();"),
          "r/b.c": fn("b_one", "return table[0];")}
 check(cl.circles(table) == [["r/a.c", "r/b.c"]], "a table another file reads is an edge")
+one_line = {"r/a.c": "int a_one(void) { return b_one(); }\n",
+            "r/b.c": fn("b_one", "a_one();")}
+check(cl.circles(one_line) == [["r/a.c", "r/b.c"]], "a one-line definition is a definition")
+stub_one = {"r/a.c": fn("a_one", "b_one();"), "r/b.c": fn("b_one", "a_one();"),
+            "r/b_none.c": "int a_one(void) { return 0; }\n"}
+check(cl.circles(stub_one) == [], "a one-line stub beside the real code is no edge")
+static_one = {"r/a.c": "static int a_one(void) { return b_one(); }\n" + fn("a_two", "a_one();"),
+              "r/b.c": fn("b_one", "a_one();")}
+check(cl.circles(static_one) == [], "a static one-line function is no edge")
 
 # ---- rule 11 --------------------------------------------------------------
 with tempfile.TemporaryDirectory() as root:
