@@ -381,7 +381,6 @@ def check_asserts(root, room_of, bad):
 MAX_CIRCLES = 2
 # room -> why its one circle stays (its README.md says more).
 CIRCLE_ALLOW = {
-    "compute/sched": "the worker loop, the queue and the cluster node call each other by design",
     "db": "pg/: the writer thread orders [async] ops before [sync] writes",
 }
 DEF_LINE = re.compile(r'^(?!static\b)(?:const\s+)?[A-Za-z_][\w\s\*]*?\b([A-Za-z_]\w*)\s*(?:\[[^\]]*\])?\s*=\s*\{', re.M)
