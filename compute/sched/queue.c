@@ -9,6 +9,14 @@
  * calls malloc_trim, so that the pages go back to the system rather than
  * stay in glibc's arenas (server/request.c does the same for the request's
  * own copy of the tree).
+ *
+ * And the queue's state on top of them (sched_int.h, "queue.c"): which
+ * heap a job waits in, pushing and waking its workers, the running list, a
+ * run's hand-back to a queue (sched_handover) and memory admission
+ * (sched_mem_admit / sched_mem_release; compute/sched/mem.c has the rule),
+ * each taking sched.mu itself or asserting it held, as marked; and the
+ * test-only crash switch. sched.c's workers take from the queue; run.c
+ * hands jobs back to it. It calls nothing above it (no file circle).
  */
 #include <malloc.h>
 #include <stdlib.h>
