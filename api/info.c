@@ -25,7 +25,6 @@
 #include <stdlib.h>
 
 #include "api/api_int.h"
-#include "compute/gpu/gpu.h"
 #include "util/xfer.h"
 
 #ifndef TESSEL_BUILD_TYPE
@@ -83,7 +82,7 @@ static void handle_info(http_req *r, void *ud) {
                  TESSEL_BUILD_TYPE, "cuda", TESSEL_HAVE_CUDA, "compiler",
                  TESSEL_COMPILER, "store", jobs_store_kind(ctx->jobs), "node",
                  "id", nid, "name", nname, "features", "cuda",
-                 gpu_count() > 0, "tokens", ctx->tokens, "tls", ctx->tls,
+                 jobs_gpu_count() > 0, "tokens", ctx->tokens, "tls", ctx->tls,
                  "same_host",
                  ctx->jobs->local != NULL, "regions",
                  jobs_regions_available(ctx->jobs), "chained_jobs", 1,

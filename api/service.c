@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include "api/api_int.h"
-#include "compute/gpu/gpu.h"
 #include "util/buf.h"
 #include "util/util.h"
 
@@ -60,8 +59,7 @@ static void handle_devices(http_req *r, void *ud) {
   jobs_sched_stats(ctx->jobs, &ss);
   json_t *cpu = cpu_json();
   json_object_set_new(cpu, "workers", json_integer(ss.workers));
-  json_t *cuda = gpu_devices_json();
-  gpu_nvml_annotate(cuda); /* utilisation per device, through NVML */
+  json_t *cuda = jobs_devices_json();
   http_reply_json(r, 200, json_pack("{s:o, s:o}", "cpu", cpu, "cuda", cuda));
 }
 

@@ -63,6 +63,9 @@ typedef struct devpool {
   size_t cached_bytes; /* sum of free[].bytes */
   size_t live_bytes;   /* handed out and not yet returned */
   size_t cache_cap;    /* cached beyond this are given back at once */
+  /* Set at start (device.cu: resident_evict): frees at least `bytes` of
+   * device memory not in use if it can, returning what it freed. */
+  size_t (*evict)(struct devctx *d, size_t bytes);
 } devpool;
 
 /* ---- host copy gang ---------------------------------------------------- */
@@ -139,6 +142,10 @@ typedef struct dev_driver {
                                                          size_t smem);
 } dev_driver;
 extern dev_driver dev_drv;
+/* The table of usable devices (devtab.cu; filled by gpu_init, emptied by
+ * gpu_shutdown, in device.cu): Tessel devices 0..g_ndev-1. */
+extern devctx g_dev[GPU_MAX_DEVICES];
+extern int g_ndev;
 /* Blocks of `threads` threads of fn that the whole device runs at once
  * (multiprocessors x resident blocks each): a grid of this size, or less,
  * runs in one wave. 8 per multiprocessor when the driver cannot say. */
@@ -183,6 +190,8 @@ void dev_end(devctx *d, int rc);
 /* Settings given to gpu_configure (data_dir may be ""). */
 const char *dev_data_dir(void);
 double dev_resident_fraction(void);
+/* Pinned staging bytes per device (gpu_configure's, else DEV_STAGE_DEFAULT). */
+int64_t dev_staging_bytes(void);
 
 /* Fill e from a CUDA status: T_ENOMEM for out-of-memory, else T_EDEVICE.
  * The runtime's sticky error state is cleared where it can be. */

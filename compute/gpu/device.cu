@@ -1,5 +1,5 @@
-/* device.cu — the CUDA backend's device table: discovery at start, the
- * /v1/devices answer, health, locks, and the CUDA-error -> terr helpers.
+/* device.cu — the CUDA backend's devices: discovery at start (it fills the
+ * table of devtab.cu), the /v1/devices answer, health and locks.
  *
  * gpu_init asks the runtime for the driver and runtime versions and the
  * devices, then for each device makes its primary context current, runs a
@@ -38,17 +38,10 @@ typedef struct dev_skipped {
   char why[256];
 } dev_skipped;
 
-static devctx g_dev[GPU_MAX_DEVICES];
-static int g_ndev;
 static dev_skipped g_skipped[DEV_INFO_MAX];
 static int g_nskipped;
 static char g_reason[DEV_REASON_MAX] = "gpu_init has not run";
 static int g_driver_version, g_runtime_version;
-static char g_data_dir[1024];
-static double g_resident_fraction = 0.5;
-static int64_t g_staging_bytes = DEV_STAGE_DEFAULT;
-
-dev_driver dev_drv;
 
 /* Look the driver functions up; -1 (why filled) when one is missing. */
 static int load_driver_api(char *why, size_t len) {
@@ -79,52 +72,6 @@ static int load_driver_api(char *why, size_t len) {
   }
   return 0;
 }
-
-/* ---- errors ------------------------------------------------------------ */
-
-static const char *base_name(const char *path) {
-  const char *s = strrchr(path, '/');
-  return s ? s + 1 : path;
-}
-
-int dev_fail(terr *e, cudaError_t err, const char *what, const char *file,
-             int line) {
-  /* Clears the error unless it is sticky (the context is then unusable and
-   * the device will be marked unhealthy by the failures that follow). */
-  (void)cudaGetLastError();
-  terr_code code = (err == cudaErrorMemoryAllocation) ? T_ENOMEM : T_EDEVICE;
-  if (code == T_ENOMEM)
-    return terr_set(e, T_ENOMEM, "", -1,
-                    "out of GPU memory: %s (%s:%d): %s", what, base_name(file),
-                    line, cudaGetErrorString(err));
-  return terr_set(e, T_EDEVICE, "", -1, "CUDA error in %s (%s:%d): %s (%s)",
-                  what, base_name(file), line, cudaGetErrorString(err),
-                  cudaGetErrorName(err));
-}
-
-int dev_fail_cu(terr *e, CUresult err, const char *what, const char *file,
-                int line) {
-  const char *name = NULL, *text = NULL;
-  if (dev_drv.GetErrorName) dev_drv.GetErrorName(err, &name);
-  if (dev_drv.GetErrorString) dev_drv.GetErrorString(err, &text);
-  terr_code code = (err == CUDA_ERROR_OUT_OF_MEMORY) ? T_ENOMEM : T_EDEVICE;
-  return terr_set(e, code, "", -1, "CUDA driver error in %s (%s:%d): %s (%s)",
-                  what, base_name(file), line, text ? text : "?",
-                  name ? name : "?");
-}
-
-/* ---- configuration ----------------------------------------------------- */
-
-void gpu_configure(const gpu_config *cfg) {
-  if (!cfg) return;
-  if (cfg->data_dir) snprintf(g_data_dir, sizeof g_data_dir, "%s", cfg->data_dir);
-  if (cfg->resident_fraction > 0 && cfg->resident_fraction <= 0.95)
-    g_resident_fraction = cfg->resident_fraction;
-  if (cfg->staging_bytes >= (4 << 20)) g_staging_bytes = cfg->staging_bytes;
-}
-
-const char *dev_data_dir(void) { return g_data_dir; }
-double dev_resident_fraction(void) { return g_resident_fraction; }
 
 /* ---- discovery --------------------------------------------------------- */
 
@@ -172,7 +119,10 @@ static int setup_device(devctx *d, int gang_threads, terr *e) {
   }
   /* Freed blocks stay cached up to an eighth of the device. */
   devpool_init(&d->pool, d->mem_total / 8);
-  d->stage_total = (size_t)g_staging_bytes;
+  /* The pool's last resort when cudaMalloc runs out (a hook, so that the
+   * pool does not call up into the resident cache that allocates from it). */
+  d->pool.evict = resident_evict;
+  d->stage_total = (size_t)dev_staging_bytes();
   d->gang = gang_create(gang_threads);
   d->ready = 1;
   return 0;
@@ -324,10 +274,6 @@ void gpu_shutdown(void) {
 
 int gpu_count(void) { return g_ndev; }
 const char *gpu_unavailable_reason(void) { return g_ndev ? "" : g_reason; }
-
-devctx *dev_get(int dev) {
-  return (dev >= 0 && dev < g_ndev) ? &g_dev[dev] : NULL;
-}
 
 /* ---- the /v1/devices answer -------------------------------------------- */
 

@@ -8,7 +8,8 @@
  * larger (so that small requests do not pin big blocks); otherwise by
  * cudaMalloc. When cudaMalloc reports out of memory the pool gives its
  * cached blocks back, then asks the resident-array cache to evict arrays
- * no running job holds, and tries again before failing with T_ENOMEM.
+ * no running job holds (through pool->evict, set at start: the cache
+ * allocates from the pool, so the pool does not call it by name), and tries again before failing with T_ENOMEM.
  * Freed blocks are cached up to pool->cache_cap bytes; beyond that they go
  * straight back to CUDA.
  *
@@ -74,7 +75,7 @@ int devmem_alloc(devctx *d, size_t bytes, devbuf *out, terr *e) {
     err = cudaMalloc(&ptr, want);
     if (err == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
-      size_t freed = resident_evict(d, want);
+      size_t freed = p->evict ? p->evict(d, want) : 0;
       if (freed) err = cudaMalloc(&ptr, want);
     }
   }

@@ -207,6 +207,13 @@ const char *jobs_store_kind(jobs *J);
 /* The nodes (GET /v1/nodes; sched_nodes) and this one's id and name. */
 int jobs_nodes(jobs *J, store_node **nodes, int *n, terr *e);
 void jobs_node_self(jobs *J, char id[T_ID_MAX], char *name, size_t cap);
+
+/* The devices the service computes on, for the API (compute/jobs/devices.c;
+ * the API calls no gpu_* function): the number of usable GPUs, and the
+ * /v1/devices "cuda" object (the runtime's answer with each device's
+ * utilisation from NVML), a new reference. */
+int jobs_gpu_count(void);
+json_t *jobs_devices_json(void);
 /* The run-time histogram of the jobs of one kind, backend family
  * ("serial", "cpu", "cuda", "compare", "split") and final
  * status (-1: any) since start (sched_histogram). */

@@ -252,12 +252,12 @@ static void node_claim(sched *s) {
     if (rc) return;
     for (int i = 0; i < n; i++) {
       terr ae;
-      if (sched_add_claimed(s, &jobs[i], &ae) != T_OK)
+      if (s->up.add_claimed(s, &jobs[i], &ae) != T_OK)
         log_warn("node: claimed job %s not queued: %s (it goes back to the "
                  "queue when this node leaves or its lease ends)",
                  jobs[i].id, ae.message);
       else if (jobs[i].cancel_requested)
-        sched_cancel_held(s, jobs[i].id, NULL, &ae);
+        s->up.cancel_held(s, jobs[i].id, NULL, &ae);
       store_job_clear(&jobs[i]);
     }
     free(jobs);
@@ -346,8 +346,8 @@ static void node_heartbeat(sched *s) {
   node_store_result(c, rc, "heartbeat", &e);
   free_ids(held, nheld);
   if (rc) return;
-  for (int i = 0; i < nlost; i++) sched_drop_lost(s, lost[i]);
-  for (int i = 0; i < ncancel; i++) sched_cancel_held(s, cancel[i], NULL, &e);
+  for (int i = 0; i < nlost; i++) s->up.drop_lost(s, lost[i]);
+  for (int i = 0; i < ncancel; i++) s->up.cancel_held(s, cancel[i], NULL, &e);
   free_ids(lost, nlost);
   free_ids(cancel, ncancel);
 
@@ -390,7 +390,7 @@ static int reaped_file(const char *name, const void *arg) {
 static void remove_reaped_files(sched *s, const store_reaped *v, int n) {
   if (n <= 0) return;
   reaped r = {v, n};
-  sched_results_sweep(s, reaped_file, &r, "a dead node's run");
+  s->up.results_sweep(s, reaped_file, &r, "a dead node's run");
 }
 
 static void node_reap(sched *s) {
@@ -455,7 +455,7 @@ static void *node_main(void *arg) {
 
     terr e;
     for (size_t i = 0; i < ncancel; i++)
-      sched_cancel_held(s, cancels[i], NULL, &e); /* not held: ignored */
+      s->up.cancel_held(s, cancels[i], NULL, &e); /* not held: ignored */
     free(cancels);
     node_claim(s);
     now = t_now_ms();

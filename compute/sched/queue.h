@@ -38,7 +38,7 @@ typedef struct sjob {
   int attempts;        /* starts recorded in the store before this run */
   int crash_test;      /* test fault switch: abort() at the start (sched.c) */
   int tile, tiles;     /* a tile of a split job (tiles > 0): its rows are
-                          sched_split_rows of est.size (compute/sched/split.c) */
+                          sched_split_rows of est.size (compute/sched/split_join.c) */
   int state;           /* [mu] SJ_* */
   int queue, heap_index; /* [mu] Q_* and position while QUEUED; -1 else */
   atomic_int stop;

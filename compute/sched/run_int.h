@@ -69,7 +69,7 @@ static inline json_t *ms_json(double ms) {
   return json_real(round(ms * 1e3) / 1e3);
 }
 
-/* run.c: one backend's run of the plan into *res (srun_backend; *ms its
+/* run_result.c: one backend's run of the plan into *res (srun_backend; *ms its
  * wall time); a sink result made readable (mapped from its file); every
  * array of a result freed with its temporary file. */
 int srun_backend(srun *r, void *plan, tbackend b, int device, sres *res,

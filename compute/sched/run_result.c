@@ -6,7 +6,10 @@
  * big array allocated in the region itself, compute/array/region.h) (in the store row, or its
  * file renamed into place; the other parts' files and their document).
  * What a run left behind is freed or unlinked by srun_cleanup and
- * srun_drop_res. */
+ * srun_drop_res. And one backend's run of the plan (srun_backend: the
+ * job_ctx set up, the GPUs the run borrows given back, the result gathered
+ * into its parts, the phases timed), which run.c calls once and compare.c
+ * once per backend; it calls neither (no file circle). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -298,4 +301,136 @@ int srun_result_part(job_ctx *ctx, int index, const char *name,
   p->a[index] = a;
   p->n++;
   return T_OK;
+}
+
+/* ---- one backend's run of the plan (run.c once, compare.c per backend) ---- */
+
+/* job_ctx.gpu_borrow: device dev held for this run when it is another
+ * healthy device that nobody holds now (a non-blocking try of its lock:
+ * never waits, so two runs borrowing each other's devices cannot
+ * deadlock). Runs on the run's thread, which then owns the lock. */
+static int srun_gpu_borrow(job_ctx *ctx, int dev) {
+  srun *r = ctx->ud;
+  sched *s = r->s;
+  if (dev < 0 || dev >= s->ngpu || dev >= 32 || dev == r->run_device ||
+      (r->borrowed >> dev & 1u) || !s->gpu.trylock || !s->gpu.healthy(dev))
+    return -1;
+  if (s->gpu.trylock(dev) != 0) return -1;
+  r->borrowed |= 1u << dev;
+  return 0;
+}
+
+static void srun_gpu_return(job_ctx *ctx, int dev) {
+  srun *r = ctx->ud;
+  if (dev < 0 || dev >= 32 || !(r->borrowed >> dev & 1u)) return;
+  r->borrowed &= ~(1u << dev);
+  r->s->gpu.unlock(dev);
+}
+
+/* After a run: give back what it kept of the borrowed devices. */
+static void srun_return_borrowed(srun *r, job_ctx *ctx) {
+  for (int d = 0; r->borrowed && d < 32; d++)
+    if (r->borrowed >> d & 1u) {
+      log_warn("scheduler: job %s: kind %s kept borrowed GPU %d after its "
+               "run; given back", r->j->id, r->j->k->name, d);
+      srun_gpu_return(ctx, d);
+    }
+}
+
+/* ---- one backend ------------------------------------------------------------ */
+static void ctx_setup(srun *r, job_ctx *ctx, tbackend b, int device) {
+  ctx->job_id = r->j->id;
+  ctx->result_is_final = r->j->backend != B_COMPARE;
+  ctx->pool = r->s->pool;
+  ctx->threads = b == B_SERIAL ? 1 : pool_threads(r->s->pool);
+  ctx->device = device;
+  ctx->stop = &r->j->stop;
+  ctx->t_h2d = ctx->t_compute = ctx->t_d2h = 0;
+  ctx->result_alloc = srun_result_alloc;
+  ctx->result_stream = srun_result_stream;
+  ctx->result_part = srun_result_part;
+  ctx->ngpu = r->s->ngpu;
+  ctx->gpu_borrow = r->s->gpu.trylock ? srun_gpu_borrow : NULL;
+  ctx->gpu_return = r->s->gpu.trylock ? srun_gpu_return : NULL;
+  ctx->ud = r;
+  ctx->row0 = ctx->row1 = 0;
+  if (r->j->tiles > 0) /* a tile of a split job: its band of the rows */
+    sched_split_rows(r->j->est.size, r->j->tile, r->j->tiles,
+                     sched_split_tri(r->j->k, r->j->params), &ctx->row0,
+                     &ctx->row1);
+  memset(&r->named, 0, sizeof r->named);
+  r->part_err[0] = 0;
+  r->run_device = b == B_CUDA ? device : -1;
+  r->borrowed = 0;
+}
+
+/* The run's *result and the parts it named, checked, into res (emptied
+ * and everything freed on failure). */
+static int srun_collect(srun *r, int rc, tarray *result, sres *res, terr *e) {
+  sres *p = &r->named;
+  memset(res, 0, sizeof *res);
+  if (rc == T_OK && r->part_err[0]) /* the kind went on after a refusal */
+    rc = terr_set(e, T_EINTERNAL, "", -1, "%s", r->part_err);
+  else if (rc == T_OK && !result)
+    rc = terr_set(e, T_EINTERNAL, "", -1, "kind %s returned no result",
+                  r->j->k->name);
+  else if (rc == T_OK && p->n > 0 && p->a[0] != result)
+    rc = terr_set(e, T_EINTERNAL, "", -1,
+                  "kind %s: result part 0 is not the array its run returned",
+                  r->j->k->name);
+  for (int i = 1; rc == T_OK && i < p->n; i++)
+    if (p->a[i] == result)
+      rc = terr_set(e, T_EINTERNAL, "", -1,
+                    "kind %s: result part %d is the array its run returned",
+                    r->j->k->name, i);
+  if (rc) {
+    srun_drop_result(r, result); /* a kind should not return one, but */
+    for (int i = 1; i < p->n; i++)
+      if (p->a[i] != result) srun_drop_result(r, p->a[i]);
+    memset(p, 0, sizeof *p);
+    return rc;
+  }
+  if (p->n > 1) *res = *p;
+  else res->n = 1; /* one array, even when the kind named it */
+  res->a[0] = result;
+  memset(p, 0, sizeof *p);
+  return T_OK;
+}
+
+/* Run the plan on b; adds the phases to r; *ms gets the wall time. */
+int srun_backend(srun *r, void *plan, tbackend b, int device,
+                        sres *res, double *ms, terr *e) {
+  job_ctx *ctx = &r->j->ctx;
+  ctx_setup(r, ctx, b, device);
+  tarray *result = NULL;
+  /* Never held across a kind callback or gpu_lock (sched_int.h). */
+  SCHED_ASSERT_UNLOCKED(r->s);
+  if (b == B_CUDA) r->s->gpu.lock(device);
+  double t0 = t_now_ms();
+  int rc = r->j->k->run(plan, b, ctx, &result, e);
+  *ms = t_now_ms() - t0;
+  srun_return_borrowed(r, ctx); /* every one, even after a failure */
+  if (b == B_CUDA) {
+    r->s->gpu.unlock(device);
+    r->s->gpu.note_result(device, rc); /* once per cuda run */
+  }
+  rc = srun_collect(r, rc, result, res, e);
+  /* Recorded timings correct the router's cost model, which estimates
+   * submit -> stored: a single run is observed once its result is stored
+   * (srun), each backend a compare runs here with the prepare it would
+   * have paid (its result is not stored: a small error in the store term,
+   * which the next single run corrects). */
+  if (rc == T_OK && r->j->have_est && r->j->backend == B_COMPARE)
+    router_observe(r->j->k, &r->j->est, b, r->t_prepare + *ms);
+  /* A run that gave no result (canceled, timed out, failed) is all
+   * compute but its copies: what a kind times is its loop, and the rest of
+   * its return (freeing a big result mapping: ~0.1 s per 2 GB) would
+   * otherwise belong to no phase. */
+  double phases = ctx->t_h2d + ctx->t_d2h;
+  r->t_h2d += ctx->t_h2d;
+  r->t_d2h += ctx->t_d2h;
+  r->t_compute += rc == T_OK && ctx->t_compute > 0
+                      ? ctx->t_compute
+                      : (*ms > phases ? *ms - phases : 0);
+  return rc;
 }

@@ -38,69 +38,6 @@
 #define MONITOR_TICK_MS 25.0
 #define PROGRESS_EVERY_MS 200.0
 
-/* The test-only fault switch (sched_int.h): TESSEL_TEST_CRASH_LABEL, read
- * once; unset or empty in production, where it costs one pointer test. */
-static pthread_once_t crash_once = PTHREAD_ONCE_INIT;
-static char crash_label[201];
-static void crash_label_read(void) {
-  const char *v = getenv("TESSEL_TEST_CRASH_LABEL");
-  if (v && *v) snprintf(crash_label, sizeof crash_label, "%s", v);
-}
-
-int sched_test_crash_label(const char *label) {
-  pthread_once(&crash_once, crash_label_read);
-  return crash_label[0] && label && strcmp(label, crash_label) == 0;
-}
-
-/* Which heap a job waits in. [mu] */
-static int sched_queue_for(const sched *s, const sjob *j) {
-  SCHED_ASSERT_LOCKED((sched *)s);
-  if (s->ngpu == 0) return Q_CPU; /* cuda then fails "unavailable" on a CPU worker */
-  if (j->backend == B_CUDA || (j->backend == B_AUTO && j->requested == B_CUDA))
-    return Q_GPU;
-  if (j->backend == B_AUTO && j->requested == B_AUTO) return Q_AUTO;
-  return Q_CPU;
-}
-
-/* Push j into a queue (the caller wakes its workers). [mu] */
-static int sched_queue_push(sched *s, sjob *j, int queue) {
-  SCHED_ASSERT_LOCKED(s);
-  int rc = sjob_heap_push(&s->q[queue], j);
-  if (rc) return rc;
-  j->queue = queue;
-  sjob_set_state(j, SJ_QUEUED);
-  s->nqueued++;
-  return T_OK;
-}
-
-static void sched_wake(sched *s, int queue) {
-  if (queue != Q_GPU) pool_notify(s->pool);
-  if (queue != Q_CPU) {
-    tmutex_lock(&s->mu);
-    pthread_cond_broadcast(&s->gpu_cv);
-    tmutex_unlock(&s->mu);
-  }
-}
-
-/* Also counts nrunning; the caller sets in_running. */
-static void running_add(sched *s, sjob *j) {
-  j->rprev = NULL;
-  j->rnext = s->running;
-  if (s->running) s->running->rprev = j;
-  s->running = j;
-  s->nrunning++;
-}
-
-void sched_running_remove(sched *s, sjob *j) {
-  SCHED_ASSERT_LOCKED(s);
-  if (j->rprev)
-    j->rprev->rnext = j->rnext;
-  else if (s->running == j)
-    s->running = j->rnext;
-  if (j->rnext) j->rnext->rprev = j->rprev;
-  j->rprev = j->rnext = NULL;
-}
-
 /* 1 when heap h has a top that may be taken now: not one sent back for
  * memory that no job has released since (it keeps its place, and the jobs
  * behind it wait too, so that a big job is not passed over for ever). */
@@ -136,73 +73,12 @@ static void sched_take(sched *s, sjob *j, int on_gpu) {
   double timeout = j->timeout_s > 0 ? j->timeout_s : s->cfg.default_timeout_s;
   j->deadline_ms = timeout > 0 ? j->taken_ms + timeout * 1e3 : 0;
   j->next_progress_ms = j->taken_ms + PROGRESS_EVERY_MS;
-  running_add(s, j);
+  sched_running_add(s, j);
   j->in_running = 1;
   if (s->mon_idle) {
     s->mon_idle = 0;
     pthread_cond_signal(&s->mon_cv);
   }
-}
-
-int sched_handover(sched *s, sjob *j, int queue) {
-  tmutex_lock(&s->mu);
-  if (atomic_load(&j->stop) != 0) {
-    tmutex_unlock(&s->mu);
-    return 1;
-  }
-  if (sched_queue_push(s, j, queue) != T_OK) {
-    tmutex_unlock(&s->mu); /* no memory for the heap: end it here */
-    return 1;
-  }
-  sched_running_remove(s, j);
-  s->nrunning--;
-  j->in_running = 0;
-  if (s->nrunning == 0) pthread_cond_broadcast(&s->idle_cv);
-  tmutex_unlock(&s->mu);
-  sched_wake(s, queue);
-  return 0;
-}
-
-int sched_mem_admit(sched *s, sjob *j, int64_t need, int64_t avail) {
-  tmutex_lock(&s->mu);
-  int d = sched_mem_decide(need, s->mem_budget, s->mem_reserved, avail);
-  if (d == SCHED_MEM_RUN) {
-    s->mem_reserved += need;
-    j->mem_held = need;
-    j->mem_blocked = 0;
-  } else if (d == SCHED_MEM_WAIT && atomic_load(&j->stop) == 0 &&
-             sched_queue_push(s, j, sched_queue_for(s, j)) == T_OK) {
-    j->mem_blocked = 1;
-    j->mem_wait_gen = s->mem_gen;
-    sched_running_remove(s, j);
-    s->nrunning--;
-    j->in_running = 0;
-    if (s->nrunning == 0) pthread_cond_broadcast(&s->idle_cv);
-  } else if (d == SCHED_MEM_WAIT) {
-    d = SCHED_MEM_NEVER; /* canceled meanwhile, or no memory for the heap */
-  }
-  tmutex_unlock(&s->mu);
-  return d;
-}
-
-void sched_mem_release(sched *s, sjob *j) {
-  tmutex_lock(&s->mu);
-  int64_t held = j->mem_held;
-  j->mem_held = 0;
-  if (held > 0) {
-    s->mem_reserved -= held;
-    s->mem_gen++;
-  }
-  int blocked = 0; /* a job sent back for memory may go now */
-  for (int q = 0; q < Q__COUNT; q++)
-    if (sjob_heap_top(&s->q[q]) && sjob_heap_top(&s->q[q])->mem_blocked)
-      blocked |= 1 << q;
-  if (held > 0 && blocked) {
-    if (s->pool && (blocked & ~(1 << Q_GPU)))
-      for (int i = 0; i < s->nthreads; i++) pool_notify(s->pool);
-    if (blocked & ~(1 << Q_CPU)) pthread_cond_broadcast(&s->gpu_cv);
-  }
-  tmutex_unlock(&s->mu);
 }
 
 /* ---- workers ------------------------------------------------------------- */
@@ -295,6 +171,13 @@ int sched_create(const sched_config *cfg, sched **out, terr *e) {
   if (!s) return terr_set(e, T_ENOMEM, "", -1, "scheduler: out of memory");
   for (int q = 0; q < Q__COUNT; q++) sjob_heap_init(&s->q[q]);
   s->cfg = *cfg;
+  s->up = (sched_up){.add_claimed = sched_add_claimed,
+                     .cancel_held = sched_cancel_held,
+                     .cancel = sched_cancel,
+                     .drop_lost = sched_drop_lost,
+                     .results_sweep = sched_results_sweep,
+                     .split_held_locked = sched_split_held_locked,
+                     .cluster_recheck = sched_cluster_recheck};
   s->data_dir = strdup(cfg->data_dir);
   size_t len = strlen(cfg->data_dir) + sizeof "/results";
   s->results_dir = malloc(len);

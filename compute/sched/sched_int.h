@@ -78,7 +78,24 @@ typedef struct shist {
   int64_t count;
 } shist;
 
+/* The calls that go up the room, set once by sched_create (sched.c) and
+ * read-only after: the cluster node (cluster.c), the split coordinator
+ * (split.c) and the waits (wait.c) call the worker side and the node
+ * through these, not by name, so that the files have no circle
+ * (tests/layout/check_layout.py rule 10; the README's table). */
+typedef struct sched_up {
+  int (*add_claimed)(sched *s, const store_job *row, terr *e);
+  int (*cancel_held)(sched *s, const char *id, const char *owner, terr *e);
+  int (*cancel)(sched *s, const char *id, const char *owner, terr *e);
+  void (*drop_lost)(sched *s, const char *id);
+  void (*results_sweep)(sched *s, int (*match)(const char *name, const void *arg),
+                        const void *arg, const char *why);
+  int (*split_held_locked)(sched *s, const char *id);
+  void (*cluster_recheck)(sched *s);
+} sched_up;
+
 struct sched {
+  sched_up up; /* sched_create's; read-only after */
   sched_config cfg; /* strings point at the copies below */
   sched_gpu_ops gpu; /* cfg.gpu_ops or the real facade */
   char *data_dir, *results_dir, *calibration_path;
@@ -217,6 +234,16 @@ void sched_results_sweep(sched *s, int (*match)(const char *name,
                                                  const void *arg),
                          const void *arg, const char *why);
 
+/* ---- queue.c: the queue's state under s->mu ---- */
+/* Which heap a job waits in. [mu] */
+int sched_queue_for(const sched *s, const sjob *j);
+/* Push j into a queue (the caller wakes its workers). [mu] */
+int sched_queue_push(sched *s, sjob *j, int queue);
+/* Wake the workers of a queue. Takes s->mu for the GPU workers' cv. */
+void sched_wake(sched *s, int queue);
+/* Add j to the running list, counting nrunning; the caller sets in_running. [mu] */
+void sched_running_add(sched *s, sjob *j);
+
 /* Fire the remote waiters of job id (ended: its committed row, or NULL).
  * No lock held. */
 void sched_fire_remote(sched *s, const char *id, const store_job *ended);
@@ -233,7 +260,7 @@ void sched_drop_lost(sched *s, const char *id);
 #define SCHED_ASSERT_LOCKED(s) T_ASSERT_HELD(&(s)->mu)
 #define SCHED_ASSERT_UNLOCKED(s) T_ASSERT_NOT_HELD(&(s)->mu)
 
-/* sched.c */
+/* queue.c (the queue's state; sched.c's workers and run.c call these) */
 /* 1 when TESSEL_TEST_CRASH_LABEL is set (read once, at the first call) and
  * equals label: a test-only fault switch, the job aborts the process right
  * after its start is committed. Any thread. */

@@ -115,52 +115,6 @@ int sched_split_tiles(const sched *s, const kind_ops *k, const json_t *params,
   return t;
 }
 
-/* How k splits a job with these params, as far as params alone say (tri
- * and the join); 0 when it does not split. */
-int sched_split_form(const kind_ops *k, const json_t *params, kind_split *sp) {
-  job_estimate none;
-  memset(&none, 0, sizeof none);
-  memset(sp, 0, sizeof *sp);
-  return k && k->split && params && k->split(params, &none, sp);
-}
-
-int sched_split_tri(const kind_ops *k, const json_t *params) {
-  kind_split sp;
-  return sched_split_form(k, params, &sp) && sp.tri;
-}
-
-/* The first row of band k of a triangle cut into `tiles` bands of equal
- * pairs: the smallest r with tri_cum(r) * tiles >= k * tri_cum(n), at least
- * k and at most n - (tiles - k) so that no band is empty (tiles <= n). */
-static int64_t tri_edge(int64_t n, int k, int tiles) {
-  if (k <= 0) return 0;
-  if (k >= tiles) return n;
-  unsigned __int128 want = (unsigned __int128)k * tri_cum(n, n);
-  int64_t lo = 0, hi = n;
-  while (lo < hi) {
-    int64_t mid = lo + (hi - lo) / 2;
-    if (tri_cum(n, mid) * (unsigned __int128)tiles >= want)
-      hi = mid;
-    else
-      lo = mid + 1;
-  }
-  if (lo < k) lo = k;
-  if (lo > n - (tiles - k)) lo = n - (tiles - k);
-  return lo;
-}
-
-void sched_split_rows(int64_t n, int tile, int tiles, int tri, int64_t *r0,
-                      int64_t *r1) {
-  if (tri && n >= tiles) {
-    *r0 = tri_edge(n, tile, tiles);
-    *r1 = tri_edge(n, tile + 1, tiles);
-    return;
-  }
-  *r0 = n * tile / tiles;
-  *r1 = n * (tile + 1) / tiles;
-}
-
-
 int sched_split_held_locked(sched *s, const char *id) {
   SCHED_ASSERT_LOCKED(s);
   for (split_run *r = s->splits; r; r = r->next)
@@ -201,7 +155,7 @@ static int insert_missing(split_run *r, terr *e) {
     c.tiles = T;
     int existing = 0;
     rc = store_job_insert(r->s->cfg.st, &c, &existing, e);
-    if (!rc && !r->s->cluster) rc = sched_add_claimed(r->s, &c, e);
+    if (!rc && !r->s->cluster) rc = r->s->up.add_claimed(r->s, &c, e);
   }
   if (r->s->cluster) sched_cluster_kick(r->s); /* claim tiles here too */
   kids_free(kids, nk);
@@ -213,7 +167,7 @@ static void cancel_tiles(split_run *r, const store_job *kids, int nk) {
     if (job_status_final(kids[i].status)) continue;
     terr e;
     terr_clear(&e);
-    if (sched_cancel(r->s, kids[i].id, NULL, &e) != T_OK && e.code != T_ECONFLICT)
+    if (r->s->up.cancel(r->s, kids[i].id, NULL, &e) != T_OK && e.code != T_ECONFLICT)
       log_warn("split %s: cannot cancel tile %d (%s): %s", r->p.id,
                kids[i].tile, kids[i].id, e.message);
   }

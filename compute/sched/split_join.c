@@ -4,7 +4,10 @@
  * (kind_split.join): rows concatenated, a square mirrored from its upper
  * bands, or condensed pairs; a result of several parts joined part by
  * part. The coordinator (split.c) calls sched_split_join_result once every
- * tile succeeded; the work is chunked over the scheduler's pool. */
+ * tile succeeded; the work is chunked over the scheduler's pool. The cut
+ * of the rows lives here too (sched_split_form, sched_split_tri,
+ * sched_split_rows), read by the coordinator and a run, so that the join
+ * calls nothing of split.c (no file circle). */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -17,6 +20,7 @@
 #include "compute/sched/sched_int.h"
 #include "compute/sched/split.h"
 #include "util/util.h"
+#include "compute/sched/cluster.h"
 
 /* ---- the result -------------------------------------------------------- */
 
@@ -599,3 +603,50 @@ int sched_split_join_result(split_run *r, const store_job *kids, int nk,
 }
 
 /* ---- the coordinator --------------------------------------------------- */
+
+/* ---- the cut of the rows (the coordinator, the join and a run read it) ---- */
+
+/* How k splits a job with these params, as far as params alone say (tri
+ * and the join); 0 when it does not split. */
+int sched_split_form(const kind_ops *k, const json_t *params, kind_split *sp) {
+  job_estimate none;
+  memset(&none, 0, sizeof none);
+  memset(sp, 0, sizeof *sp);
+  return k && k->split && params && k->split(params, &none, sp);
+}
+
+int sched_split_tri(const kind_ops *k, const json_t *params) {
+  kind_split sp;
+  return sched_split_form(k, params, &sp) && sp.tri;
+}
+
+/* The first row of band k of a triangle cut into `tiles` bands of equal
+ * pairs: the smallest r with tri_cum(r) * tiles >= k * tri_cum(n), at least
+ * k and at most n - (tiles - k) so that no band is empty (tiles <= n). */
+static int64_t tri_edge(int64_t n, int k, int tiles) {
+  if (k <= 0) return 0;
+  if (k >= tiles) return n;
+  unsigned __int128 want = (unsigned __int128)k * tri_cum(n, n);
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (tri_cum(n, mid) * (unsigned __int128)tiles >= want)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  if (lo < k) lo = k;
+  if (lo > n - (tiles - k)) lo = n - (tiles - k);
+  return lo;
+}
+
+void sched_split_rows(int64_t n, int tile, int tiles, int tri, int64_t *r0,
+                      int64_t *r1) {
+  if (tri && n >= tiles) {
+    *r0 = tri_edge(n, tile, tiles);
+    *r1 = tri_edge(n, tile + 1, tiles);
+    return;
+  }
+  *r0 = n * tile / tiles;
+  *r1 = n * (tile + 1) / tiles;
+}

@@ -219,7 +219,7 @@ static int wait_add(sched *s, const char *id, sched_wait_fn cb,
   if (!w) return 1; /* the caller answers from the store instead */
   tmutex_lock(&s->mu);
   sjob *j = sched_find(s, id);
-  if (!j && (!s->cluster || s->shut) && !sched_split_held_locked(s, id)) {
+  if (!j && (!s->cluster || s->shut) && !s->up.split_held_locked(s, id)) {
     tmutex_unlock(&s->mu);
     free(w);
     return 1;
@@ -240,7 +240,7 @@ static int wait_add(sched *s, const char *id, sched_wait_fn cb,
   if (j) j->nwaiters++;
   *token = w->token;
   tmutex_unlock(&s->mu);
-  if (!j) sched_cluster_recheck(s); /* read the store now: it may have ended */
+  if (!j) s->up.cluster_recheck(s); /* read the store now: it may have ended */
   return 0;
 }
 

@@ -411,4 +411,74 @@ static inline int wait_running(srv *s, const char *id) {
   return running;
 }
 
+/* 1 when GET /healthz answers 200 (the daemon is up and serving). */
+static inline int srv_healthy(srv *s) {
+  resp r = req(s, "GET", "/healthz", NULL, NULL);
+  int ok = r.status == 200;
+  resp_free(&r);
+  return ok;
+}
+
+/* Poll a job (up to ~20 s) until its progress says it has computed some
+ * but not all of its elements: it is reading its input. 1 when seen. */
+static inline int wait_reading(srv *s, const char *id) {
+  char path[128];
+  snprintf(path, sizeof path, "/v1/jobs/%s", id);
+  for (int i = 0; i < 2000; i++) {
+    resp r = req(s, "GET", path, NULL, NULL);
+    json_t *o = resp_json(&r);
+    json_t *p = o ? json_object_get(o, "progress") : NULL;
+    json_int_t done = json_integer_value(json_object_get(p, "done"));
+    json_int_t total = json_integer_value(json_object_get(p, "total"));
+    int mid = done > 0 && done < total;
+    json_decref(o);
+    resp_free(&r);
+    if (mid) return 1;
+    usleep(10000);
+  }
+  return 0;
+}
+
+/* A serial geodesic matrix long enough (6000 points) to be caught queued
+ * or running by a test that acts on it meanwhile. */
+#define LONG_SERIAL_JOB                                                 \
+  "{\"kind\":\"geodesic\",\"backend\":\"serial\",\"params\":{\"points\":" \
+  "{\"random\":{\"shape\":[6000,2],\"low\":-60,\"high\":60,\"seed\":1}}}}"
+
+/* Run the daemon to its exit, not as a server (a bad option, --help): argv
+ * is daemon, then pre's and args' strings (each NULL-terminated; at most
+ * 30 in all), env ("NAME=value") put in the child's environment when not
+ * NULL. Its exit status (-1 when it did not exit), its stdout+stderr in
+ * out (cap bytes, NUL-terminated). */
+static inline int daemon_run_capture(const char *daemon, const char *const *pre,
+                                     const char *const *args, const char *env,
+                                     char *out, size_t cap) {
+  int fds[2];
+  if (pipe(fds)) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    if (env) putenv((char *)env);
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = daemon;
+    for (int i = 0; pre && pre[i] && n < 31; i++) argv[n++] = pre[i];
+    for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    execv(daemon, (char *const *)argv);
+    _exit(127);
+  }
+  close(fds[1]);
+  size_t len = 0;
+  ssize_t got;
+  while ((got = read(fds[0], out + len, cap - 1 - len)) > 0) len += (size_t)got;
+  out[len] = 0;
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 #endif

@@ -21,33 +21,9 @@ static const char *daemon_path;
 /* Run tesseld with args (NULL-terminated) and env ("NAME=value" or NULL);
  * its exit status, stdout+stderr in out. */
 static int run(char *out, size_t cap, const char *env, const char *const *args) {
-  int fds[2];
-  if (pipe(fds)) return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    close(fds[0]);
-    if (env) putenv((char *)env);
-    const char *argv[32];
-    int n = 0;
-    argv[n++] = daemon_path;
-    argv[n++] = "--data-dir";
-    argv[n++] = "/nonexistent/tessel-cli-test"; /* never reached */
-    for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    execv(daemon_path, (char *const *)argv);
-    _exit(127);
-  }
-  close(fds[1]);
-  size_t len = 0;
-  ssize_t got;
-  while ((got = read(fds[0], out + len, cap - 1 - len)) > 0) len += (size_t)got;
-  out[len] = 0;
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  static const char *const pre[] = {"--data-dir", "/nonexistent/tessel-cli-test", /* never reached */
+                                    NULL};
+  return daemon_run_capture(daemon_path, pre, args, env, out, cap);
 }
 
 static int count(const char *hay, const char *needle) {

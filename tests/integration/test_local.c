@@ -35,9 +35,7 @@
 static srv S;
 static char L[256], OUT[256]; /* the allowed dir; a dir outside it */
 
-static const char *LONG_JOB =
-    "{\"kind\":\"geodesic\",\"backend\":\"serial\",\"params\":{\"points\":"
-    "{\"random\":{\"shape\":[6000,2],\"low\":-60,\"high\":60,\"seed\":1}}}}";
+static const char *LONG_JOB = LONG_SERIAL_JOB;
 
 /* Write values i * 0.5 (n of them) as a .npy at path; 0 on success. */
 static int write_npy(const char *path, int64_t n) {
@@ -108,13 +106,6 @@ static void map_body(char *buf, size_t cap, const char *expr, const char *path,
   snprintf(buf, cap,
            "{\"kind\":\"map\",\"params\":{\"expr\":\"%s\",\"inputs\":{\"x\":"
            "{\"file\":\"%s\"}}}%s}", expr, path, o);
-}
-
-static int healthy(srv *s) {
-  resp r = req(s, "GET", "/healthz", NULL, NULL);
-  int ok = r.status == 200;
-  resp_free(&r);
-  return ok;
 }
 
 TEST(round_trip_and_output_file) {
@@ -281,27 +272,7 @@ static void fails_naming_input(json_t *j, const char *why) {
   const char *m = err ? jstr(err, "message") : NULL;
   CHECK_MSG(m && strstr(m, "params.inputs.x.file") && strstr(m, why),
             "message %s", m ? m : "-");
-  CHECK(healthy(&S));
-}
-
-/* Poll a job (up to ~20 s) until its progress says it has computed some
- * but not all of its elements: it is reading its input. 1 when seen. */
-static int wait_reading(srv *s, const char *id) {
-  char path[128];
-  snprintf(path, sizeof path, "/v1/jobs/%s", id);
-  for (int i = 0; i < 2000; i++) {
-    resp r = req(s, "GET", path, NULL, NULL);
-    json_t *o = resp_json(&r);
-    json_t *p = o ? json_object_get(o, "progress") : NULL;
-    json_int_t done = json_integer_value(json_object_get(p, "done"));
-    json_int_t total = json_integer_value(json_object_get(p, "total"));
-    int mid = done > 0 && done < total;
-    json_decref(o);
-    resp_free(&r);
-    if (mid) return 1;
-    usleep(10000);
-  }
-  return 0;
+  CHECK(srv_healthy(&S));
 }
 
 TEST(file_truncated_after_submit_and_while_read) {
@@ -469,7 +440,7 @@ TEST(output_truncated_while_written) {
   free(old);
   free(now);
   CHECK(count_entries(L, "t_out") == 1);
-  CHECK(healthy(&S));
+  CHECK(srv_healthy(&S));
   unlink(x);
   unlink(out);
 }

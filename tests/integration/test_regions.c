@@ -21,9 +21,7 @@
 static srv S;
 static char L[256], OUT[256]; /* the allowed dir; a dir outside it */
 
-static const char *LONG_JOB =
-    "{\"kind\":\"geodesic\",\"backend\":\"serial\",\"params\":{\"points\":"
-    "{\"random\":{\"shape\":[6000,2],\"low\":-60,\"high\":60,\"seed\":1}}}}";
+static const char *LONG_JOB = LONG_SERIAL_JOB;
 
 /* A client's region file: created under L (size bytes), mapped shared. */
 typedef struct cregion {
@@ -109,13 +107,6 @@ static char *http_result(srv *s, json_t *job, size_t *n) {
   }
   resp_free(&r);
   return out;
-}
-
-static int healthy(srv *s) {
-  resp r = req(s, "GET", "/healthz", NULL, NULL);
-  int ok = r.status == 200;
-  resp_free(&r);
-  return ok;
 }
 
 TEST(register_list_get_delete) {
@@ -520,26 +511,7 @@ static void fails_naming(json_t *j, const char *field, const char *why) {
   const char *m = err ? jstr(err, "message") : NULL;
   CHECK_MSG(m && strstr(m, field) && strstr(m, why), "message %s",
             m ? m : "-");
-  CHECK(healthy(&S));
-}
-
-/* Poll a job until its progress is strictly between 0 and total. */
-static int wait_reading(const char *id) {
-  char path[128];
-  snprintf(path, sizeof path, "/v1/jobs/%s", id);
-  for (int i = 0; i < 2000; i++) {
-    resp r = req(&S, "GET", path, NULL, NULL);
-    json_t *o = resp_json(&r);
-    json_t *p = o ? json_object_get(o, "progress") : NULL;
-    json_int_t done = json_integer_value(json_object_get(p, "done"));
-    json_int_t total = json_integer_value(json_object_get(p, "total"));
-    int mid = done > 0 && done < total;
-    json_decref(o);
-    resp_free(&r);
-    if (mid) return 1;
-    usleep(10000);
-  }
-  return 0;
+  CHECK(srv_healthy(&S));
 }
 
 TEST(truncated_while_queued_and_while_read) {
@@ -575,7 +547,7 @@ TEST(truncated_while_queued_and_while_read) {
   CHECK(q && st == 202);
   snprintf(qid, sizeof qid, "%s", q ? jstr(q, "id") : "");
   json_decref(q);
-  CHECK(wait_reading(qid));
+  CHECK(wait_reading(&S, qid));
   CHECK(truncate(c.path, 4096) == 0);
   j = wait_job(&S, qid, 120);
   fails_naming(j, "params.inputs.x", "truncated");
@@ -756,7 +728,7 @@ int main(int argc, char **argv) {
   RUN(grown_or_replaced_after_register);
   RUN(tokens_and_limits);
   RUN(dropped_at_restart);
-  CHECK(healthy(&S));
+  CHECK(srv_healthy(&S));
   srv_cleanup(&S);
   char cmd[700];
   snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", L, OUT);

@@ -27,33 +27,8 @@ static const char *daemon_path;
 static int run_bad(char *out, size_t cap, int *made_db, const char *const *args) {
   char dir[] = "/tmp/tessel-flags-XXXXXX";
   if (!mkdtemp(dir)) return -1;
-  int fds[2];
-  if (pipe(fds)) return -1;
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    close(fds[0]);
-    const char *argv[32];
-    int n = 0;
-    argv[n++] = daemon_path;
-    argv[n++] = "--data-dir";
-    argv[n++] = dir;
-    argv[n++] = "--port";
-    argv[n++] = "0";
-    for (int i = 0; args[i] && n < 31; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    execv(daemon_path, (char *const *)argv);
-    _exit(127);
-  }
-  close(fds[1]);
-  size_t len = 0;
-  ssize_t got;
-  while ((got = read(fds[0], out + len, cap - 1 - len)) > 0) len += (size_t)got;
-  out[len] = 0;
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  const char *const pre[] = {"--data-dir", dir, "--port", "0", NULL};
+  int rc = daemon_run_capture(daemon_path, pre, args, NULL, out, cap);
   char db[300];
   snprintf(db, sizeof db, "%s/tessel.db", dir);
   struct stat sb;
@@ -61,7 +36,7 @@ static int run_bad(char *out, size_t cap, int *made_db, const char *const *args)
   char cmd[400];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd)) {}
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return rc;
 }
 
 static void bad(const char *want, const char *const *args) {

@@ -1,8 +1,8 @@
 /* compute/kinds/geodesic/geodesic_int.h — private to the CUDA matrix of
- * the geodesic kind: what its four files share. geodesic.cu (its opening
+ * the geodesic kind: what its five files share. geodesic.cu (its opening
  * comment is the design: kernel modes, the band pipeline, several
- * devices) holds the host helpers and the one-device pipeline
- * (cuda_geodesic); geodesic_spread.cu the lanes over several devices
+ * devices) holds the one-device pipeline (cuda_geodesic);
+ * geodesic_dev.cu the host helpers both pipelines use; geodesic_spread.cu the lanes over several devices
  * (gg_spread); geodesic_kernel.cu the kernel and its launchers;
  * geodesic_bench.cu the benchmark entry points (kernel variants, the
  * copy baseline).
@@ -61,7 +61,7 @@ const char *gg_variant_name(int variant);
  * for the current device's architecture). */
 cudaError_t gg_kernel_attributes(cudaFuncAttributes *attr);
 
-/* ---- the host side (geodesic.cu) ----------------------------------------- */
+/* ---- the host side (geodesic_dev.cu) ------------------------------------- */
 
 /* ---- on the device runtime ------------------------------------------------
  * Everything per device — the lock, streams, timing events, memory pool,
