@@ -25,14 +25,13 @@
  *
  * A big matrix on cuda with other GPUs in the process runs over every one
  * the scheduler lends, a lane (thread) each, by blocks of rows
- * (compute/kinds/geodesic/mgpu_matrix.h); ctx->spread then names them.
+ * (geod_mgpu, compute/kinds/geodesic/gpu.h); ctx->spread then names them.
  *
  * Threads: check on an HTTP thread; prepare, run, release on a scheduler
  * worker (run may be called once per backend on the same plan, "compare").
  */
 #include "compute/kinds/geodesic/gpu.h"
 #include "compute/kinds/geodesic/kind.h"
-#include "compute/kinds/geodesic/mgpu_matrix.h"
 #include "compute/kinds/geodesic/query/query_gpu.h"
 #include "util/util.h"
 
