@@ -8,13 +8,14 @@
  * blocks, which run on the lanes' threads (compute/kinds/mgpu.h): a block
  * computes its band of rows with cuda_geodesic on its lane's device,
  * borrowing nothing, into a view of the result at the band's first
- * element (no mapping of its own: its pages fault in on the lane's thread
- * as its slots drain, each lane its own); Vincenty's non-converged pairs
+ * element (a fresh result mapping prefaulted a block at a time by the
+ * lane's own gang: gm_prefault); Vincenty's non-converged pairs
  * are summed atomically; the phase times are each lane's, the slowest
  * lane's added to the job's. */
 #include "compute/kinds/geodesic/gpu.h"
 
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -99,6 +100,23 @@ static int64_t gm_first(const geod_plan *pl, int64_t r) {
   return pl->condensed ? geod_condensed_index(pl->n, r, r + 1) : r * pl->m;
 }
 
+/* A fresh result mapping marked for prefault (stage.cu says why): the
+ * whole pages inside the block's bytes are populated by the lane's device
+ * gang before its copies (cuda_geodesic's stage_prefault), each lane its
+ * own and at the same time; an edge page shared with the next block is
+ * left to fault on write, so that no lane ever touches another's bytes. */
+static void gm_prefault(const tarray *out, tarray *view) {
+  const uintptr_t pg = 4096;
+  if (!out->map_base || !out->map_prefault) return;
+  uintptr_t s = (uintptr_t)view->data,
+            t = s + (uintptr_t)view->size * tdtype_size(view->dtype);
+  uintptr_t a = (s + pg - 1) & ~(pg - 1), b = t & ~(pg - 1);
+  if (b <= a) return;
+  view->map_base = (void *)a;
+  view->map_len = b - a;
+  view->map_prefault = 1;
+}
+
 static int gm_block(void *u, int lane, int dev, int64_t r0, int64_t r1,
                     terr *e) {
   gm_run *G = u;
@@ -115,6 +133,7 @@ static int gm_block(void *u, int lane, int dev, int64_t r0, int64_t r1,
   view.data = (char *)G->out->data +
               gm_first(G->pl, r0) * (int64_t)tdtype_size(band.dtype);
   if (view.size == 0) return 0; /* the last row of a condensed matrix */
+  gm_prefault(G->out, &view);
   geod_gpu_job job;
   memset(&job, 0, sizeof job);
   job.ctx = (void *)G->lend;
@@ -157,6 +176,15 @@ int geod_mgpu_run(int own, const geod_plan *pl, tarray *out,
 
 int geod_mgpu(const geod_plan *pl, tarray *out, job_ctx *ctx,
               int64_t *nonconv, terr *e) {
+  /* No other device free now: the one-device path (a square matrix that
+   * fits is computed once a pair there, where bands compute both halves). */
+  int any = 0;
+  for (int d = 0; d < ctx->ngpu && !any; d++)
+    if (d != ctx->device && ctx->gpu_borrow(ctx, d) == 0) {
+      ctx->gpu_return(ctx, d);
+      any = 1;
+    }
+  if (!any) return gpu_geodesic(ctx->device, pl, out, ctx, nonconv, e);
   mgpu_lend lend;
   mgpu_report rep;
   mgpu_lend_of(ctx, &lend);
