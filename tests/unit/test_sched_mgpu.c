@@ -65,10 +65,8 @@ static int sp_block(void *u, int lane, int dev, int64_t r0, int64_t r1,
       !pthread_equal(dev_owner[dev], pthread_self()))
     atomic_fetch_add(&sp_bad, 1);
   atomic_store(&sp_entered[dev], 1);
-  if (dev == R->fail_dev) {
-    R->fail_dev = -1; /* its first block only (the lane stops then) */
+  if (dev == R->fail_dev) /* its first block: the lane stops then */
     return terr_set(e, T_EDEVICE, "", -1, "fake device %d failed", dev);
-  }
   if (atomic_load(&sp_slow) && !atomic_load(&b_done)) sleep_ms(1);
   for (int64_t r = r0; r < r1; r++) R->out[r] = (double)r;
   atomic_fetch_add(&sp_rows_done, r1 - r0);
