@@ -158,6 +158,17 @@ typedef struct job_ctx {
   int ngpu;
   int (*gpu_borrow)(struct job_ctx *ctx, int dev);
   void (*gpu_return)(struct job_ctx *ctx, int dev);
+  /* 1 when a queued single-GPU job waits for borrowed device dev: the run
+   * gives it back before its next block (compute/kinds/mgpu.h; the policy
+   * is compute/sched/README.md's "Lent GPUs"). NULL: never asked. A run
+   * that borrows from other threads than its own (mgpu_run's lanes) calls
+   * gpu_borrow, gpu_return and gpu_wanted for a device from the one
+   * thread that borrowed it. */
+  int (*gpu_wanted)(struct job_ctx *ctx, int dev);
+  /* Set by a run spread over several GPUs (mgpu_describe): the devices
+   * and the rows each wrote; the scheduler names them in the job's
+   * backend.used and log. "" when the run used its own device only. */
+  char spread[160];
   void *ud; /* the scheduler's */
   /* A tile of a split job (compute/sched/split.c): the run computes rows
    * [row0, row1) of the whole job's result only — exactly those rows, bit

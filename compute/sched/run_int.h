@@ -48,7 +48,7 @@ typedef struct srun {
   sres named;
   char part_err[TERR_MSG_MAX];
   int run_device;
-  uint32_t borrowed;
+  _Atomic uint32_t borrowed; /* lanes of a spread run borrow from their threads */
   salloc allocs[SRUN_MAX_ALLOCS];
   int nallocs;
   tenv env;

@@ -306,31 +306,42 @@ int srun_result_part(job_ctx *ctx, int index, const char *name,
 /* ---- one backend's run of the plan (run.c once, compare.c per backend) ---- */
 
 /* job_ctx.gpu_borrow: device dev held for this run when it is another
- * healthy device that nobody holds now (a non-blocking try of its lock:
- * never waits, so two runs borrowing each other's devices cannot
- * deadlock). Runs on the run's thread, which then owns the lock. */
+ * healthy device that nobody holds now and no GPU worker waits for (a
+ * non-blocking try of its lock: never waits, so two runs borrowing each
+ * other's devices cannot deadlock). Runs on the thread that will use the
+ * device (the run's, or a lane of a spread run: compute/kinds/mgpu.h),
+ * which then owns the lock; r->borrowed is atomic for those threads. */
 static int srun_gpu_borrow(job_ctx *ctx, int dev) {
   srun *r = ctx->ud;
   sched *s = r->s;
   if (dev < 0 || dev >= s->ngpu || dev >= 32 || dev == r->run_device ||
-      (r->borrowed >> dev & 1u) || !s->gpu.trylock || !s->gpu.healthy(dev))
+      (atomic_load(&r->borrowed) >> dev & 1u) || !s->gpu.trylock ||
+      !s->gpu.healthy(dev) || atomic_load(&s->gpu_want[dev]) > 0)
     return -1;
   if (s->gpu.trylock(dev) != 0) return -1;
-  r->borrowed |= 1u << dev;
+  atomic_fetch_or(&r->borrowed, 1u << dev);
   return 0;
 }
 
 static void srun_gpu_return(job_ctx *ctx, int dev) {
   srun *r = ctx->ud;
-  if (dev < 0 || dev >= 32 || !(r->borrowed >> dev & 1u)) return;
-  r->borrowed &= ~(1u << dev);
+  if (dev < 0 || dev >= 32 || !(atomic_load(&r->borrowed) >> dev & 1u))
+    return;
+  atomic_fetch_and(&r->borrowed, ~(1u << dev));
   r->s->gpu.unlock(dev);
+}
+
+/* job_ctx.gpu_wanted: a GPU worker has taken a job for dev and waits for
+ * its lock (srun_backend counts it in gpu_want). */
+static int srun_gpu_wanted(job_ctx *ctx, int dev) {
+  srun *r = ctx->ud;
+  return dev >= 0 && dev < 32 && atomic_load(&r->s->gpu_want[dev]) > 0;
 }
 
 /* After a run: give back what it kept of the borrowed devices. */
 static void srun_return_borrowed(srun *r, job_ctx *ctx) {
-  for (int d = 0; r->borrowed && d < 32; d++)
-    if (r->borrowed >> d & 1u) {
+  for (int d = 0; atomic_load(&r->borrowed) && d < 32; d++)
+    if (atomic_load(&r->borrowed) >> d & 1u) {
       log_warn("scheduler: job %s: kind %s kept borrowed GPU %d after its "
                "run; given back", r->j->id, r->j->k->name, d);
       srun_gpu_return(ctx, d);
@@ -352,6 +363,8 @@ static void ctx_setup(srun *r, job_ctx *ctx, tbackend b, int device) {
   ctx->ngpu = r->s->ngpu;
   ctx->gpu_borrow = r->s->gpu.trylock ? srun_gpu_borrow : NULL;
   ctx->gpu_return = r->s->gpu.trylock ? srun_gpu_return : NULL;
+  ctx->gpu_wanted = r->s->gpu.trylock ? srun_gpu_wanted : NULL;
+  ctx->spread[0] = 0;
   ctx->ud = r;
   ctx->row0 = ctx->row1 = 0;
   if (r->j->tiles > 0) /* a tile of a split job: its band of the rows */
@@ -361,7 +374,7 @@ static void ctx_setup(srun *r, job_ctx *ctx, tbackend b, int device) {
   memset(&r->named, 0, sizeof r->named);
   r->part_err[0] = 0;
   r->run_device = b == B_CUDA ? device : -1;
-  r->borrowed = 0;
+  atomic_store(&r->borrowed, 0);
 }
 
 /* The run's *result and the parts it named, checked, into res (emptied
@@ -405,7 +418,11 @@ int srun_backend(srun *r, void *plan, tbackend b, int device,
   tarray *result = NULL;
   /* Never held across a kind callback or gpu_lock (sched_int.h). */
   SCHED_ASSERT_UNLOCKED(r->s);
-  if (b == B_CUDA) r->s->gpu.lock(device);
+  if (b == B_CUDA) { /* a spread run that borrowed it gives it back */
+    atomic_fetch_add(&r->s->gpu_want[device], 1);
+    r->s->gpu.lock(device);
+    atomic_fetch_sub(&r->s->gpu_want[device], 1);
+  }
   double t0 = t_now_ms();
   int rc = r->j->k->run(plan, b, ctx, &result, e);
   *ms = t_now_ms() - t0;

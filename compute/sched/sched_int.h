@@ -98,6 +98,11 @@ struct sched {
   sched_up up; /* sched_create's; read-only after */
   sched_config cfg; /* strings point at the copies below */
   sched_gpu_ops gpu; /* cfg.gpu_ops or the real facade */
+  /* GPU workers waiting for device d's lock (a job taken, about to run
+   * on it): a spread run gives a borrowed device back before its next
+   * block while its count is not 0, and none is lent then (run.c,
+   * README.md "Lent GPUs"). Atomic: read by other runs' lane threads. */
+  atomic_int gpu_want[32];
   char *data_dir, *results_dir, *calibration_path;
   int nthreads, ngpu;
   int64_t inline_max;   /* bytes; results up to this are heap + npy_write */

@@ -23,6 +23,10 @@
  * (geod_plan_upper: columns row0 .. n - 1), which the split job's join
  * mirrors into the whole matrix.
  *
+ * A big matrix on cuda with other GPUs in the process runs over every one
+ * the scheduler lends, a lane (thread) each, by blocks of rows
+ * (geod_mgpu, compute/kinds/geodesic/gpu.h); ctx->spread then names them.
+ *
  * Threads: check on an HTTP thread; prepare, run, release on a scheduler
  * worker (run may be called once per backend on the same plan, "compare").
  */
@@ -121,6 +125,8 @@ static int geod_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
   double t0 = t_now_ms();
   if (out->size == 0) {
     /* no pair: nothing to compute on any backend */
+  } else if (b == B_CUDA && geod_mgpu_wants(pl, ctx)) {
+    rc = geod_mgpu(pl, out, ctx, &nonconv, e); /* every lent GPU's lane */
   } else if (b == B_CUDA) {
     rc = gpu_geodesic(ctx->device, pl, out, ctx, &nonconv, e);
   } else {

@@ -1,0 +1,93 @@
+/* mgpu.h — one job's rows over every GPU the scheduler lends (issue 27).
+ *
+ * A kind whose result is made of independent rows (a geodesic matrix, a
+ * query's rows, a product's rows) cuts them into blocks of a fixed size —
+ * the cut depends on the job alone, never on how many devices run it — and
+ * hands them to mgpu_run with one call, `block`, that computes rows
+ * [r0, r1) on a device and copies them straight into their place in the
+ * result. mgpu_run drives one lane per device: lane 0 is the run's own
+ * device on the calling thread; every other lane is a thread of its own
+ * that first borrows its device (the lock is then that thread's,
+ * job_ctx.gpu_borrow) and gives it back on the same thread. Each lane
+ * takes the next block from a shared counter, so a faster device takes
+ * more, and each drains its own copies: no block goes through another
+ * device or another lane's thread. Same kernel, same rows, same bits as a
+ * run on one device.
+ *
+ * The scheduler's policy (compute/sched/README.md, "Lent GPUs"): a lent
+ * lane asks `wanted` before every block, and when a queued single-GPU job
+ * waits for its device it stops taking blocks and gives the device back —
+ * a waiting job waits at most one block. A lane whose block fails with a
+ * device error (T_EDEVICE) stops; its block goes back to the others (the
+ * rows are recomputed whole, never half-written twice: a block writes
+ * only its own rows), and the job fails only when no lane is left. Any
+ * other error (stop, no memory, a bad plan) ends every lane and is the
+ * job's error.
+ *
+ * No CUDA here: the device work is behind `block`, so the lending, the
+ * split, the take-back and the failures are tested with fake devices
+ * (tests/unit/test_mgpu.c, tests/unit/test_sched_mgpu.c).
+ */
+#ifndef TESSEL_KINDS_MGPU_H
+#define TESSEL_KINDS_MGPU_H
+
+#include <stdint.h>
+
+#include "compute/kinds/kinds.h"
+#include "util/err.h"
+
+#define MGPU_MAX 32 /* devices one job may use (the scheduler's bit mask) */
+
+/* The scheduler's side, from the run's job_ctx (mgpu_lend_of). borrow and
+ * give_back are called on the lane's own thread; borrow NULL: the own
+ * device only. wanted NULL: never taken back. stopped: 0, or the terr
+ * code to stop with. */
+typedef struct mgpu_lend {
+  void *ctx;
+  int ngpu;
+  int (*borrow)(void *ctx, int dev);
+  void (*give_back)(void *ctx, int dev);
+  int (*wanted)(void *ctx, int dev);
+  int (*stopped)(void *ctx);
+  void (*progress)(void *ctx, int64_t rows); /* NULL ok */
+} mgpu_lend;
+
+/* The kind's side. block: rows [r0, r1) on device dev, written into their
+ * place in the result; called on lane `lane`'s thread, which holds dev.
+ * lane_end (NULL ok): after a lane's last block, on its thread, to free
+ * what the lane kept on its device (rc: the lane's last result). */
+typedef struct mgpu_ops {
+  void *u;
+  int (*block)(void *u, int lane, int dev, int64_t r0, int64_t r1, terr *e);
+  void (*lane_end)(void *u, int lane, int dev, int rc);
+} mgpu_ops;
+
+/* What ran where: for the job's record and the log (mgpu_describe). */
+typedef struct mgpu_report {
+  int lanes;                /* lanes that ran (own device included) */
+  int dev[MGPU_MAX];        /* lane k's device */
+  int64_t rows[MGPU_MAX];   /* rows lane k wrote */
+  int64_t blocks[MGPU_MAX]; /* blocks lane k wrote */
+  int failed[MGPU_MAX];     /* 1: lane k stopped on a device error */
+  int taken_back[MGPU_MAX]; /* 1: lane k gave its device to a waiting job */
+  int64_t block_rows, nblocks, retried;
+} mgpu_report;
+
+/* Rows [0, rows) in blocks of block_rows (the last may be shorter) over the
+ * own device and every device lend lends, at most max_lanes in all (0:
+ * MGPU_MAX). 0 when every block was written; else the error (e). rep
+ * (NULL ok) says who wrote what. Every borrowed device is given back
+ * before it returns, on every path. */
+int mgpu_run(int own, int64_t rows, int64_t block_rows, int max_lanes,
+             const mgpu_lend *lend, const mgpu_ops *ops, mgpu_report *rep,
+             terr *e);
+
+/* The scheduler's hooks of a run (job_ctx.gpu_borrow, gpu_return,
+ * gpu_wanted, its stop flag and progress) as an mgpu_lend. */
+void mgpu_lend_of(job_ctx *ctx, mgpu_lend *out);
+
+/* "cuda:0+1+3 rows 0:5000,1:4000,3:3000" and the take-backs and failures:
+ * for the job's record (job_ctx.spread) and the log. */
+void mgpu_describe(const mgpu_report *rep, char *buf, size_t len);
+
+#endif

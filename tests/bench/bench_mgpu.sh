@@ -1,0 +1,68 @@
+#!/bin/sh
+# bench_mgpu.sh BIN — one job over one GPU against the same job over two (issue 27).
+# Two daemons in turn, the first seeing GPU 0 only (CUDA_VISIBLE_DEVICES=0), the
+# second both (0,1); each runs, twice, on cuda: a geodesic square matrix of 40,000
+# points float32 (6.4 GB), a geodesic kNN of 10^7 points k = 10, and a matmul
+# 16384 x 16384 float64 (2 GB result). Prints one table: submit -> stored
+# (timings_ms.total, the better of two), its compute and d2h, and the spread the
+# daemon logged (job_end's "spread": the devices and the rows each wrote; "-"
+# when the job ran on one device). BIN: tests/gpu/pack.sh's directory (tesseld
+# and its libraries); the Python client from this checkout; numpy needed.
+# The exact command for the lent 2xH200 machine is in tests/bench/README.md.
+set -eu
+BIN=${1:?directory with the packed binaries (tests/gpu/pack.sh)}
+ROOT=$PWD
+cd "$BIN"
+export LD_LIBRARY_PATH=$PWD/lib
+res=$(mktemp -d /tmp/bmgpu.XXXXXX)
+for vis in 0 0,1; do
+  d=$(mktemp -d /tmp/bmgpu_d.XXXXXX)
+  CUDA_VISIBLE_DEVICES=$vis ./tesseld --port 0 --data-dir "$d" --access-log 0 \
+    > "$d/out" 2> "$d/log" &
+  pid=$!
+  for i in $(seq 1 150); do grep -q "listening on" "$d/out" && break; sleep 0.2; done
+  url=$(grep -o 'http://[^/]*' "$d/out" | head -1)
+  PYTHONPATH=$ROOT/clients/python python3 - "$url" "$vis" >> "$res/rows" <<'PY'
+import sys, numpy as np, tessel
+c = tessel.Client(sys.argv[1], same_host=False, timeout=1200)
+vis = sys.argv[2]
+rng = np.random.default_rng(1)
+def pts(n):
+    return np.column_stack([np.degrees(np.arcsin(rng.uniform(-1, 1, n))),
+                            rng.uniform(-180, 180, n)])
+def best(name, submit):
+    runs = []
+    for rep in range(2):
+        j = submit(); j.wait()
+        t = j.info["timings_ms"]
+        runs.append((t.get("total", 0), t.get("compute", 0), t.get("d2h", 0), j.status, j.id))
+        j.delete()
+    r = min(runs)
+    print(f"{name}\t{vis}\t{r[3]}\t{r[0]:.0f}\t{r[1]:.0f}\t{r[2]:.0f}\t{r[4]}", flush=True)
+sq = c.upload(pts(40000))
+best("geodesic square n=40000 f32",
+     lambda: c.submit_geodesic(sq, dtype="float32", backend="cuda", output=False))
+sq.delete()
+kp = c.upload(pts(10_000_000))
+best("geodesic knn 1e7 k=10",
+     lambda: c.submit_geodesic(kp, query={"knn": {"k": 10}}, backend="cuda", output=False))
+kp.delete()
+a = c.upload(rng.standard_normal((16384, 16384)))
+b = c.upload(rng.standard_normal((16384, 16384)))
+best("matmul 16384^2 f64",
+     lambda: c.submit_matmul(a, b, backend="cuda", output=False))
+PY
+  kill $pid; wait $pid 2>/dev/null || true
+  # job id -> the spread its job_end logged
+  grep -o 'id=j_[a-z0-9]* .*spread="[^"]*"' "$d/log" \
+    | sed 's/^id=\(j_[a-z0-9]*\) .*spread="\([^"]*\)"/\1\t\2/' >> "$res/spread" || true
+  rm -rf "$d"
+done
+echo "| job | GPUs visible | status | submit->stored ms | compute ms | d2h ms | spread |"
+echo "|---|---|---|---|---|---|---|"
+touch "$res/spread"
+while IFS='	' read -r name vis st tot comp d2h id; do
+  sp=$(awk -F'\t' -v id="$id" '$1 == id { print $2 }' "$res/spread")
+  echo "| $name | $vis | $st | $tot | $comp | $d2h | ${sp:--} |"
+done < "$res/rows"
+rm -rf "$res"

@@ -1,0 +1,276 @@
+/* test_mgpu.c — mgpu_run (compute/kinds/mgpu.h) with fake devices: one job's
+ * row blocks over 1, 2, 4 and 8 of them. The fakes: a mutex per device
+ * whose holder thread is recorded (the scheduler's lock is the thread's),
+ * a block that writes f(row) into each of its rows and checks that its
+ * thread holds the device. Checked: every row written into its place
+ * with the same bytes whatever the number of devices; a busy device is
+ * not used; a device failing mid-job (after writing half its block) gives
+ * its block back and the others finish it; every device failing fails the
+ * job with the device error; another error ends every lane; a device a
+ * waiting job wants is given back before the job ends (the job cannot end
+ * before the waiter holds it); a stop ends the run; every borrowed device
+ * is given back on every path.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "check.h"
+#include "compute/kinds/mgpu.h"
+
+#define NDEV 8
+#define ROWS 1000
+static pthread_mutex_t dev_mu[NDEV];
+static pthread_t dev_owner[NDEV];
+static atomic_int dev_held[NDEV];
+static atomic_int bad_thread, fail_dev, fail_after, fail_code, stop_after;
+static atomic_int blocks_done, want_dev, want_after, waiter_got;
+static atomic_int dev_blocks[NDEV], entered[NDEV], nentered, sync_start;
+static double out[ROWS];
+static atomic_int writes[ROWS];
+static int ndev_now;
+
+static double f(int64_t r) { return (double)r * 3.25 + 1.0; }
+
+static int fk_borrow(void *c, int dev) {
+  (void)c;
+  if (pthread_mutex_trylock(&dev_mu[dev]) != 0) return -1;
+  dev_owner[dev] = pthread_self();
+  atomic_store(&dev_held[dev], 1);
+  return 0;
+}
+static void fk_give_back(void *c, int dev) {
+  (void)c;
+  if (!pthread_equal(dev_owner[dev], pthread_self()))
+    atomic_fetch_add(&bad_thread, 1);
+  atomic_store(&dev_held[dev], 0);
+  pthread_mutex_unlock(&dev_mu[dev]);
+}
+static int fk_wanted(void *c, int dev) {
+  (void)c;
+  return dev >= 0 && dev == atomic_load(&want_dev) &&
+         atomic_load(&blocks_done) >= atomic_load(&want_after);
+}
+static int fk_stopped(void *c) {
+  (void)c;
+  int s = atomic_load(&stop_after);
+  return s > 0 && atomic_load(&blocks_done) >= s ? T_ECANCELED : 0;
+}
+
+static int fk_block(void *u, int lane, int dev, int64_t r0, int64_t r1,
+                    terr *e) {
+  (void)u;
+  (void)lane;
+  if (!atomic_load(&dev_held[dev]) ||
+      !pthread_equal(dev_owner[dev], pthread_self()))
+    atomic_fetch_add(&bad_thread, 1);
+  /* sync_start: no block goes on before every device has entered one. */
+  if (!atomic_exchange(&entered[dev], 1)) atomic_fetch_add(&nentered, 1);
+  if (atomic_load(&sync_start))
+    while (atomic_load(&nentered) < ndev_now) sched_yield();
+  /* A wanted device's waiter must get it before any other block ends. */
+  if (dev != atomic_load(&want_dev) && fk_wanted(NULL, atomic_load(&want_dev)))
+    while (!atomic_load(&waiter_got)) sched_yield();
+  int n = atomic_fetch_add(&dev_blocks[dev], 1);
+  if (dev == atomic_load(&fail_dev) && n >= atomic_load(&fail_after)) {
+    for (int64_t r = r0; r < r0 + (r1 - r0) / 2; r++) out[r] = -1; /* torn */
+    return terr_set(e, (terr_code)atomic_load(&fail_code), "", -1,
+                    "fake device %d failed", dev);
+  }
+  for (int64_t r = r0; r < r1; r++) {
+    out[r] = f(r);
+    atomic_fetch_add(&writes[r], 1);
+  }
+  atomic_fetch_add(&blocks_done, 1);
+  return 0;
+}
+
+static void reset(int ndev) {
+  ndev_now = ndev;
+  memset(out, 0, sizeof out);
+  for (int r = 0; r < ROWS; r++) atomic_store(&writes[r], 0);
+  for (int d = 0; d < NDEV; d++) {
+    atomic_store(&dev_blocks[d], 0);
+    atomic_store(&entered[d], 0);
+  }
+  atomic_store(&nentered, 0);
+  atomic_store(&sync_start, 1);
+  atomic_store(&bad_thread, 0);
+  atomic_store(&fail_dev, -1);
+  atomic_store(&fail_after, 0);
+  atomic_store(&fail_code, T_EDEVICE);
+  atomic_store(&stop_after, 0);
+  atomic_store(&blocks_done, 0);
+  atomic_store(&want_dev, -1);
+  atomic_store(&want_after, 0);
+  atomic_store(&waiter_got, 0);
+}
+
+/* The run as the scheduler makes it: the own device (0) held by the
+ * caller's thread. */
+static int run(int64_t block, mgpu_report *rep, terr *e) {
+  mgpu_lend l = {NULL, ndev_now, fk_borrow, fk_give_back, fk_wanted,
+                 fk_stopped, NULL};
+  mgpu_ops ops = {NULL, fk_block, NULL};
+  CHECK(fk_borrow(NULL, 0) == 0);
+  int rc = mgpu_run(0, ROWS, block, 0, &l, &ops, rep, e);
+  fk_give_back(NULL, 0);
+  for (int d = 0; d < NDEV; d++) CHECK(!atomic_load(&dev_held[d]));
+  CHECK(atomic_load(&bad_thread) == 0);
+  return rc;
+}
+
+static void check_rows(void) {
+  for (int r = 0; r < ROWS; r++) {
+    CHECK_MSG(out[r] == f(r), "row %d", r);
+    CHECK_MSG(atomic_load(&writes[r]) == 1, "row %d written %d times", r,
+              atomic_load(&writes[r]));
+  }
+}
+
+TEST(test_devices_1_2_4_8) {
+  static double one[ROWS];
+  int ns[] = {1, 2, 4, 8};
+  for (int i = 0; i < 4; i++) {
+    mgpu_report rep;
+    terr e;
+    reset(ns[i]);
+    CHECK(run(7, &rep, &e) == 0);
+    check_rows();
+    CHECK(rep.lanes == ns[i]);
+    CHECK(rep.dev[0] == 0);
+    int64_t rows = 0, blocks = 0;
+    for (int k = 0; k < rep.lanes; k++) {
+      rows += rep.rows[k];
+      blocks += rep.blocks[k];
+      CHECK(!rep.failed[k] && !rep.taken_back[k]);
+    }
+    CHECK(rows == ROWS && blocks == (ROWS + 6) / 7 && rep.nblocks == blocks);
+    if (i == 0) memcpy(one, out, sizeof one);
+    CHECK(memcmp(one, out, sizeof one) == 0); /* the same bytes */
+    char buf[200];
+    mgpu_describe(&rep, buf, sizeof buf);
+    CHECK(strncmp(buf, "cuda:0", 6) == 0);
+  }
+}
+
+TEST(test_busy_device_not_used) {
+  mgpu_report rep;
+  terr e;
+  reset(4);
+  atomic_store(&sync_start, 0); /* three devices only enter */
+  pthread_mutex_lock(&dev_mu[2]); /* another job's */
+  CHECK(run(10, &rep, &e) == 0);
+  pthread_mutex_unlock(&dev_mu[2]);
+  check_rows();
+  CHECK(rep.lanes == 3);
+  for (int k = 0; k < rep.lanes; k++) CHECK(rep.dev[k] != 2);
+  CHECK(atomic_load(&dev_blocks[2]) == 0);
+}
+
+TEST(test_device_fails_mid_job) {
+  mgpu_report rep;
+  terr e;
+  reset(4);
+  atomic_store(&fail_dev, 2);
+  atomic_store(&fail_after, 0); /* its first block fails, half written */
+  CHECK(run(5, &rep, &e) == 0);
+  check_rows(); /* the torn rows written again, whole, by another lane */
+  CHECK(rep.retried == 1 && rep.lanes == 4);
+  int seen = 0;
+  for (int k = 0; k < rep.lanes; k++)
+    if (rep.dev[k] == 2) {
+      seen = 1;
+      CHECK(rep.failed[k] && rep.blocks[k] == 0 && rep.rows[k] == 0);
+    }
+  CHECK(seen);
+  /* the own device failing: the borrowed ones finish */
+  reset(2);
+  atomic_store(&fail_dev, 0);
+  atomic_store(&fail_after, 0);
+  CHECK(run(5, &rep, &e) == 0);
+  check_rows();
+  CHECK(rep.failed[0] && rep.rows[0] == 0 && rep.rows[1] == ROWS);
+}
+
+TEST(test_every_device_fails) {
+  mgpu_report rep;
+  terr e;
+  reset(1); /* one device: nobody to hand the block to */
+  atomic_store(&fail_dev, 0);
+  atomic_store(&fail_after, 3);
+  CHECK(run(5, &rep, &e) == T_EDEVICE);
+  CHECK(e.code == T_EDEVICE && strstr(e.message, "fake device 0"));
+}
+
+TEST(test_other_error_ends_all) {
+  mgpu_report rep;
+  terr e;
+  reset(4);
+  atomic_store(&fail_dev, 1);
+  atomic_store(&fail_code, T_ENOMEM);
+  CHECK(run(5, &rep, &e) == T_ENOMEM);
+  CHECK(e.code == T_ENOMEM && rep.retried == 0);
+  int64_t rows = 0;
+  for (int k = 0; k < rep.lanes; k++) rows += rep.rows[k];
+  CHECK(rows < ROWS);
+}
+
+static void *waiter(void *arg) {
+  int dev = *(int *)arg;
+  while (!fk_wanted(NULL, dev)) sched_yield();
+  pthread_mutex_lock(&dev_mu[dev]); /* the GPU worker's blocking lock */
+  atomic_store(&waiter_got, 1);
+  pthread_mutex_unlock(&dev_mu[dev]);
+  return NULL;
+}
+
+TEST(test_wanted_device_given_back) {
+  mgpu_report rep;
+  terr e;
+  reset(4);
+  int dev = 3;
+  atomic_store(&want_dev, dev);
+  atomic_store(&want_after, 20);
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, waiter, &dev) == 0);
+  CHECK(run(5, &rep, &e) == 0);
+  pthread_join(th, NULL);
+  check_rows(); /* the others wrote what lane 3 left */
+  CHECK(atomic_load(&waiter_got) == 1 && rep.lanes == 4);
+  for (int k = 0; k < rep.lanes; k++)
+    CHECK(rep.taken_back[k] == (rep.dev[k] == dev));
+}
+
+TEST(test_stop) {
+  mgpu_report rep;
+  terr e;
+  reset(4);
+  atomic_store(&stop_after, 10);
+  CHECK(run(5, &rep, &e) == T_ECANCELED);
+  CHECK(e.code == T_ECANCELED);
+}
+
+TEST(test_bad_arguments) {
+  mgpu_lend l = {0};
+  mgpu_ops ops = {NULL, fk_block, NULL};
+  terr e;
+  CHECK(mgpu_run(0, 10, 0, 0, &l, &ops, NULL, &e) == T_EINVAL);
+  CHECK(mgpu_run(0, -1, 5, 0, &l, &ops, NULL, &e) == T_EINVAL);
+  /* no rows: nothing to do, no lane needed */
+  CHECK(mgpu_run(0, 0, 5, 0, &l, &ops, NULL, &e) == 0);
+}
+
+int main(void) {
+  for (int d = 0; d < NDEV; d++) pthread_mutex_init(&dev_mu[d], NULL);
+  RUN(test_devices_1_2_4_8);
+  RUN(test_busy_device_not_used);
+  RUN(test_device_fails_mid_job);
+  RUN(test_every_device_fails);
+  RUN(test_other_error_ends_all);
+  RUN(test_wanted_device_given_back);
+  RUN(test_stop);
+  RUN(test_bad_arguments);
+  return check_summary();
+}

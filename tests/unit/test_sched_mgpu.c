@@ -1,0 +1,251 @@
+/* test_sched_mgpu.c — one job over every GPU, through the scheduler, with
+ * four fake devices (issue 27; compute/kinds/mgpu.h, compute/sched/README.md
+ * "Lent GPUs"). The fakes are test_sched_gpu.c's: a mutex per device
+ * whose holder is recorded. The test kind "spread" {"n", "block", "fail"}
+ * runs on cuda through mgpu_run with the run's own hooks (mgpu_lend_of):
+ * each block writes result[r] = r into its rows and checks its thread
+ * holds the block's device. Checked: a spread job alone runs a lane on
+ * every device and names them (job_ctx.spread); a lent device that fails
+ * mid-job hands its block to the others and the result is whole; a
+ * single-GPU job arriving while the spread job holds every device runs
+ * while the spread job is still running (its device given back before
+ * the lane's next block) and the spread job still ends whole; no device
+ * is held after.
+ */
+#include "compute/gpu/gpu.h"
+#include "compute/kinds/mgpu.h"
+#include "sched_fixture.h"
+
+#define NDEV 4
+static pthread_mutex_t dev_mu[NDEV];
+static pthread_t dev_owner[NDEV];
+static atomic_int dev_held[NDEV];
+
+static int fake_count(void) { return NDEV; }
+static const char *fake_reason(void) { return ""; }
+static int fake_healthy(int dev) { (void)dev; return 1; }
+static void fake_note(int dev, int rc) { (void)dev, (void)rc; }
+static void fake_lock(int dev) {
+  pthread_mutex_lock(&dev_mu[dev]);
+  dev_owner[dev] = pthread_self();
+  atomic_store(&dev_held[dev], 1);
+}
+static void fake_unlock(int dev) {
+  atomic_store(&dev_held[dev], 0);
+  pthread_mutex_unlock(&dev_mu[dev]);
+}
+static int fake_trylock(int dev) {
+  if (pthread_mutex_trylock(&dev_mu[dev]) != 0) return -1;
+  dev_owner[dev] = pthread_self();
+  atomic_store(&dev_held[dev], 1);
+  return 0;
+}
+static const sched_gpu_ops fake_gpu = {fake_count, fake_healthy, fake_note,
+                                       fake_lock,  fake_unlock,  fake_reason,
+                                       fake_trylock};
+
+/* ---- the "spread" kind -------------------------------------------------- */
+static atomic_int sp_bad, sp_entered[NDEV], sp_slow;
+static atomic_long sp_rows_done;
+static pthread_mutex_t sp_mu = PTHREAD_MUTEX_INITIALIZER;
+static char sp_spread[160]; /* the last run's ctx->spread */
+static atomic_int b_done, b_dev;
+static atomic_long a_rows_at_b;
+
+typedef struct sp_run {
+  double *out;
+  int fail_dev;
+} sp_run;
+
+static int sp_block(void *u, int lane, int dev, int64_t r0, int64_t r1,
+                    terr *e) {
+  sp_run *R = u;
+  (void)lane;
+  if (!atomic_load(&dev_held[dev]) ||
+      !pthread_equal(dev_owner[dev], pthread_self()))
+    atomic_fetch_add(&sp_bad, 1);
+  atomic_store(&sp_entered[dev], 1);
+  if (dev == R->fail_dev) /* its first block: the lane stops then */
+    return terr_set(e, T_EDEVICE, "", -1, "fake device %d failed", dev);
+  if (atomic_load(&sp_slow) && !atomic_load(&b_done)) sleep_ms(1);
+  for (int64_t r = r0; r < r1; r++) R->out[r] = (double)r;
+  atomic_fetch_add(&sp_rows_done, r1 - r0);
+  return 0;
+}
+
+/* The kind fills ctx->spread as a real one does (geod_mgpu). */
+static int spread_run_named(void *plan, tbackend b, job_ctx *ctx,
+                            tarray **result, terr *e) {
+  splan *p = plan;
+  if (b != B_CUDA)
+    return terr_set(e, T_EINVAL, "backend", -1, "spread runs on cuda");
+  int rc = ctx->result_alloc(ctx, T_F64, 1, &p->n, result, e);
+  if (rc) return rc;
+  sp_run R = {(double *)(*result)->data, (int)p->work};
+  mgpu_lend lend;
+  mgpu_report rep;
+  mgpu_lend_of(ctx, &lend);
+  mgpu_ops ops = {&R, sp_block, NULL};
+  rc = mgpu_run(ctx->device, p->n, (int64_t)p->ms, 0, &lend, &ops, &rep, e);
+  if (rep.lanes > 1) mgpu_describe(&rep, ctx->spread, sizeof ctx->spread);
+  pthread_mutex_lock(&sp_mu);
+  snprintf(sp_spread, sizeof sp_spread, "%s", ctx->spread);
+  pthread_mutex_unlock(&sp_mu);
+  return rc;
+}
+
+/* {"n": rows, "block": rows a block, "fail": device failing or -1} in
+ * sleepy's plan: n, ms = block, work = fail. */
+static int spread_prepare(const json_t *params, const tenv *env, void **plan,
+                          terr *e) {
+  (void)env, (void)e;
+  splan *p = calloc(1, sizeof *p);
+  p->n = json_integer_value(json_object_get(params, "n"));
+  p->ms = (double)json_integer_value(json_object_get(params, "block"));
+  json_t *f = json_object_get(params, "fail");
+  p->work = f ? (double)json_integer_value(f) : -1;
+  *plan = p;
+  return T_OK;
+}
+static const kind_ops k_spread =
+    KIND("spread", 0, 0, sleepy_check, spread_prepare, spread_run_named);
+static const kind_ops *spread_kinds(const char *name) {
+  if (strcmp(name, "spread") == 0) return &k_spread;
+  return test_kinds(name);
+}
+
+/* sleepy on cuda: the single-GPU job; records where and when it ran. */
+static void b_hook(job_ctx *ctx) {
+  atomic_store(&a_rows_at_b, atomic_load(&sp_rows_done));
+  atomic_store(&b_dev, ctx->device);
+  atomic_store(&b_done, 1);
+}
+
+static int fx_open_mgpu(fx *f) {
+  memset(f, 0, sizeof *f);
+  snprintf(f->dir, sizeof f->dir, "%s/d%d", root, dir_seq++);
+  terr e;
+  int rc = store_open(f->dir, &f->st, &e);
+  CHECK_MSG(rc == 0, "store_open: %s", e.message);
+  if (rc) return rc;
+  fx_config(f, 2);
+  f->cfg.gpu_ops = &fake_gpu;
+  f->cfg.kind_lookup = spread_kinds;
+  return fx_start(f);
+}
+
+static void reset(void) {
+  atomic_store(&sp_bad, 0);
+  for (int d = 0; d < NDEV; d++) atomic_store(&sp_entered[d], 0);
+  atomic_store(&sp_rows_done, 0);
+  atomic_store(&sp_slow, 0);
+  atomic_store(&b_done, 0);
+  atomic_store(&b_dev, -1);
+  sp_spread[0] = 0;
+}
+
+/* Submit a spread job and wait for its end; checks the result's rows. */
+static void spread_job(fx *f, const char *params, int64_t n) {
+  char id[T_ID_MAX];
+  CHECK(submit(f, "spread", params, "cuda", 5, 0, id) == 0);
+  store_job j;
+  if (wait_final(f, id, &j)) {
+    CHECK_MSG(j.status == JOB_SUCCEEDED, "%s: %s", params,
+              j.error_message ? j.error_message : "");
+    if (j.result_path) check_npy(j.result_path, n, 0);
+    store_job_clear(&j);
+  }
+  wait_idle(f);
+}
+
+TEST(test_spread_over_every_device) {
+  reset();
+  fx f;
+  if (fx_open_mgpu(&f)) return;
+  spread_job(&f, "{\"n\":20000,\"block\":10}", 20000);
+  CHECK(atomic_load(&sp_bad) == 0);
+  CHECK_MSG(strncmp(sp_spread, "cuda:", 5) == 0, "spread '%s'", sp_spread);
+  for (int d = 0; d < NDEV; d++) {
+    char dev[8];
+    snprintf(dev, sizeof dev, "%d:", d);
+    CHECK_MSG(strstr(sp_spread, dev) != NULL, "device %d in '%s'", d,
+              sp_spread);
+    CHECK(!atomic_load(&dev_held[d]));
+  }
+  fx_close(&f);
+}
+
+TEST(test_spread_device_fails) {
+  reset();
+  fx f;
+  if (fx_open_mgpu(&f)) return;
+  /* device 3 is never the run's own here (the first free worker's is
+   * 0..2 unless 3 takes it: then the own device fails, the same path) */
+  spread_job(&f, "{\"n\":20000,\"block\":10,\"fail\":3}", 20000);
+  CHECK(atomic_load(&sp_bad) == 0);
+  if (atomic_load(&sp_entered[3]))
+    CHECK_MSG(strstr(sp_spread, "failed") && strstr(sp_spread, "again"),
+              "spread '%s'", sp_spread);
+  for (int d = 0; d < NDEV; d++) CHECK(!atomic_load(&dev_held[d]));
+  fx_close(&f);
+}
+
+TEST(test_single_gpu_job_takes_a_device_back) {
+  reset();
+  fx f;
+  if (fx_open_mgpu(&f)) return;
+  atomic_store(&sp_slow, 1); /* 1 ms a block until the single job ran */
+  char aid[T_ID_MAX], bid[T_ID_MAX];
+  int64_t n = 1000000;
+  CHECK(submit(&f, "spread", "{\"n\":1000000,\"block\":10}", "cuda", 5, 0,
+               aid) == 0);
+  /* every device is the spread job's (own or lent) */
+  int all = 0;
+  for (int i = 0; i < 20000 && !all; i++) {
+    all = 1;
+    for (int d = 0; d < NDEV; d++) all = all && atomic_load(&sp_entered[d]);
+    if (!all) sleep_ms(1);
+  }
+  CHECK(all);
+  cuda_hook = b_hook;
+  CHECK(submit(&f, "sleepy", "{\"n\":1}", "cuda", 5, 0, bid) == 0);
+  store_job j;
+  if (wait_final(&f, bid, &j)) {
+    CHECK(j.status == JOB_SUCCEEDED);
+    store_job_clear(&j);
+  }
+  /* It ran while the spread job still had rows to write. */
+  CHECK(atomic_load(&b_done) == 1);
+  CHECK_MSG(atomic_load(&a_rows_at_b) < n, "rows at b %ld",
+            atomic_load(&a_rows_at_b));
+  if (wait_final(&f, aid, &j)) {
+    CHECK_MSG(j.status == JOB_SUCCEEDED, "%s",
+              j.error_message ? j.error_message : "");
+    if (j.result_path) check_npy(j.result_path, n, 0);
+    store_job_clear(&j);
+  }
+  wait_idle(&f);
+  cuda_hook = NULL;
+  CHECK(atomic_load(&sp_bad) == 0);
+  char want[32];
+  snprintf(want, sizeof want, "%d:", atomic_load(&b_dev));
+  char *at = strstr(sp_spread, " rows ");
+  at = at ? strstr(at, want) : NULL;
+  CHECK_MSG(at && strncmp(strchr(at, ':') + 1, "0", 1) != 0 &&
+                strstr(at, "taken back"),
+            "device %d in '%s'", atomic_load(&b_dev), sp_spread);
+  for (int d = 0; d < NDEV; d++) CHECK(!atomic_load(&dev_held[d]));
+  fx_close(&f);
+}
+
+int main(void) {
+  t_log_level = T_LOG_WARN;
+  for (int d = 0; d < NDEV; d++) pthread_mutex_init(&dev_mu[d], NULL);
+  snprintf(root, sizeof root, "/tmp/tessel_schedmgpu_XXXXXX");
+  if (!mkdtemp(root)) SKIP_ALL("cannot create a temp dir");
+  RUN(test_spread_over_every_device);
+  RUN(test_spread_device_fails);
+  RUN(test_single_gpu_job_takes_a_device_back);
+  rm_tree(root);
+  return check_summary();
+}
