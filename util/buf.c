@@ -195,7 +195,14 @@ void tbuf_json_real(tbuf *b, double v, int prec) {
   tbuf_adds(b, num);
 }
 
-void tbuf_json_int(tbuf *b, long long v) { tbuf_addf(b, "%lld", v); }
+void tbuf_json_int(tbuf *b, long long v) { /* as %lld, without printf */
+  char num[24], *q = num + sizeof num;
+  unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v
+                               : (unsigned long long)v;
+  do *--q = (char)('0' + u % 10); while (u /= 10);
+  if (v < 0) *--q = '-';
+  tbuf_add(b, q, (size_t)(num + sizeof num - q));
+}
 
 /* Copy the JSON text s, every real number token (one with '.', 'e' or
  * 'E', outside strings) written again with the fewest digits that read

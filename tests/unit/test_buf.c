@@ -107,8 +107,14 @@ TEST(json) {
   tbuf_json_str(&b, NULL);
   tbuf_add(&b, ",", 1);
   tbuf_json_int(&b, -9223372036854775807LL - 1);
+  tbuf_add(&b, ",", 1);
+  tbuf_json_int(&b, 9223372036854775807LL);
+  tbuf_add(&b, ",", 1);
+  tbuf_json_int(&b, 0);
+  tbuf_add(&b, ",", 1);
+  tbuf_json_int(&b, -10);
   t = tbuf_take(&b, NULL);
-  CHECK_STR(t, "null,-9223372036854775808");
+  CHECK_STR(t, "null,-9223372036854775808,9223372036854775807,0,-10");
   free(t);
 }
 
