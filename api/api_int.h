@@ -21,6 +21,11 @@ double api_hold_wait(double wait_s);
  * *out. */
 int api_body_object(http_req *r, json_t **out, terr *e);
 
+/* The prelude of a submit (POST /v1/jobs, POST /v1/jobs:batch): ?wait and
+ * the body as one object. On an error it answers the request and returns
+ * its code (*body NULL); else 0 with *body the caller's. */
+int api_submit_prelude(http_req *r, double *wait_s, json_t **body);
+
 /* Answer `status` with the job (params included), as jobs_json writes it. */
 void api_reply_job(http_req *r, api_ctx *ctx, const job_record *j,
                    int status);

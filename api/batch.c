@@ -262,11 +262,7 @@ static void handle_batch(http_req *r, void *ud) {
   terr_clear(&e);
   json_t *body = NULL;
   double wait_s;
-  if (api_parse_wait(r, &wait_s, &e) || api_body_object(r, &body, &e)) {
-    json_decref(body);
-    http_reply_error(r, &e);
-    return;
-  }
+  if (api_submit_prelude(r, &wait_s, &body)) return;
   const char *key;
   json_t *v;
   json_object_foreach(body, key, v) if (strcmp(key, "jobs") != 0) {

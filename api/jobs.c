@@ -227,17 +227,27 @@ int api_parse_wait(http_req *r, double *wait_s, terr *e) {
   return T_OK;
 }
 
+int api_submit_prelude(http_req *r, double *wait_s, json_t **body) {
+  terr e;
+  terr_clear(&e);
+  *body = NULL;
+  int rc = api_parse_wait(r, wait_s, &e);
+  if (!rc) rc = api_body_object(r, body, &e);
+  if (rc) {
+    json_decref(*body);
+    *body = NULL;
+    http_reply_error(r, &e);
+  }
+  return rc;
+}
+
 static void handle_submit(http_req *r, void *ud) {
   api_ctx *ctx = ud;
   terr e;
   terr_clear(&e);
   json_t *body = NULL;
   double wait_s;
-  if (api_parse_wait(r, &wait_s, &e) || api_body_object(r, &body, &e)) {
-    json_decref(body);
-    http_reply_error(r, &e);
-    return;
-  }
+  if (api_submit_prelude(r, &wait_s, &body)) return;
   char id[T_ID_MAX];
   int retry_after = 1, async_insert = wait_s > 0;
   int rc = jobs_submit(ctx->jobs, http_owner(r), body, &async_insert, id,

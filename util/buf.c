@@ -135,14 +135,36 @@ void tbuf_json_str(tbuf *b, const char *s) {
   tbuf_add(b, "\"", 1);
 }
 
+/* prec (0: 15) significant digits hold every integer below 10^prec: %g
+ * writes such an integer-valued double as its digits, which these are. */
+static int int_real(tbuf *b, double v, int prec) {
+  static const double lim[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,
+                               1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                               1e12, 1e13, 1e14, 1e15};
+  double a = fabs(v);
+  int p = prec == 0 || prec > 15 ? 15 : prec;
+  if (a >= lim[p] || v != trunc(v) || (v == 0 && signbit(v))) return 0;
+  char num[24], *q = num + sizeof num;
+  unsigned long long u = (unsigned long long)a;
+  *--q = 0;
+  *--q = '0';
+  *--q = '.';
+  do *--q = (char)('0' + u % 10); while (u /= 10);
+  if (v < 0) *--q = '-';
+  tbuf_add(b, q, (size_t)(num + sizeof num - 1 - q));
+  return 1;
+}
+
 void tbuf_json_real(tbuf *b, double v, int prec) {
   if (!isfinite(v)) {
     tbuf_add(b, "null", 4);
     return;
   }
   if (prec < 0 || prec > 17) prec = 17;
+  /* the common case of data and counts, without printf's float path */
+  if (int_real(b, v, prec)) return;
   char num[48];
-  int n;
+  int n = -1;
   if (prec == 0) { /* the fewest digits that read back as v */
     /* A normal double's shortest form has at most 15 digits whenever %.15g
      * reads back (the digits past it are zeros, which %g drops); a
@@ -150,9 +172,11 @@ void tbuf_json_real(tbuf *b, double v, int prec) {
     for (prec = fabs(v) < DBL_MIN && v != 0 ? 1 : 15; prec < 17; prec++) {
       n = snprintf(num, sizeof num, "%.*g", prec, v);
       if (n > 0 && n < (int)sizeof num && strtod(num, NULL) == v) break;
+      n = -1;
     }
   }
-  n = snprintf(num, sizeof num, "%.*g", prec, v);
+  if (n < 0) /* not found by the search (its 17 digits), or a fixed prec */
+    n = snprintf(num, sizeof num, "%.*g", prec, v);
   if (n <= 0 || n >= (int)sizeof num - 3) {
     tbuf_add(b, "null", 4);
     return;
@@ -171,7 +195,14 @@ void tbuf_json_real(tbuf *b, double v, int prec) {
   tbuf_adds(b, num);
 }
 
-void tbuf_json_int(tbuf *b, long long v) { tbuf_addf(b, "%lld", v); }
+void tbuf_json_int(tbuf *b, long long v) { /* as %lld, without printf */
+  char num[24], *q = num + sizeof num;
+  unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v
+                               : (unsigned long long)v;
+  do *--q = (char)('0' + u % 10); while (u /= 10);
+  if (v < 0) *--q = '-';
+  tbuf_add(b, q, (size_t)(num + sizeof num - q));
+}
 
 /* Copy the JSON text s, every real number token (one with '.', 'e' or
  * 'E', outside strings) written again with the fewest digits that read

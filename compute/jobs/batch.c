@@ -1,20 +1,24 @@
 /* compute/jobs/batch.c — many submissions in one request (POST /v1/jobs:batch).
  *
- * Each item goes through jobs_submit, the one submit path: the envelope, the
- * kind's check, the limits, the pins, the queue slot, request_id's meaning.
+ * Each item goes through jobs_submit's own two halves (submit.h), the one
+ * submit path: the envelope, the kind's check, the limits, the pins, the
+ * queue slot, request_id's meaning.
  * Before any item is submitted the batch as a whole is checked: "jobs" an
  * array of at most JOBS_BATCH_MAX items (more: 413 naming "jobs") and no
  * request_id twice among its objects (400 naming "jobs[i].request_id"): a
  * refused batch leaves the store as it was. An item that is not an object,
  * or that its own submit refuses, gets its error with the field prefixed by
- * "jobs[i]" and the other items go on. Items without a request_id are
- * inserted [async] (store_job_insert_async) and a single jobs_sync at the
- * end commits them all before the caller answers: the items share commits
- * (the store's writer groups them) instead of one fsync each. An item whose
- * async insert failed is found missing by the caller's read (jobs_get) and
- * reported as that item's error. (store_insert_jobs could take the rows in
- * chunks of one transaction each; it would need the submit path split
- * around the insert, which this file leaves for later.)
+ * "jobs[i]" and the other items go on.
+ *
+ * The items go in chunks of STORE_INSERT_CHUNK: each item of a chunk is
+ * prepared as jobs_submit would (submit.h: the check, the queue slot, the
+ * row), the chunk's rows are inserted by one store_insert_jobs (one
+ * transaction; a row that fails, a request_id's earlier job, undoes or
+ * finds only itself), then each is enqueued or its slot given back. A
+ * job is queued only once its row is committed, every row is committed
+ * before the caller answers, and another write (a lone submit, /healthz's
+ * store, a job's end) waits behind one chunk at most, never behind the
+ * whole batch.
  *
  * Threads: the caller's HTTP thread; no lock is held here.
  */
@@ -23,6 +27,7 @@
 #include <string.h>
 
 #include "compute/jobs/jobs.h"
+#include "compute/jobs/submit.h"
 #include "util/util.h"
 
 /* e's field as "jobs[i]" or "jobs[i].<field>". */
@@ -68,6 +73,58 @@ static int check_request_ids(json_t *items, terr *e) {
                   "request_id '%s' is used twice in this batch", dup);
 }
 
+/* Items at..at+k-1: prepared, inserted in one store_insert_jobs, then
+ * enqueued. Returns only an error that is not an item's (out of memory). */
+static int submit_chunk(jobs *J, const char *owner, json_t *items, size_t at,
+                        size_t k, jobs_batch_item *out, terr *e) {
+  jobs_pending *p = calloc(k, sizeof *p);
+  store_job *rows = calloc(k, sizeof *rows);
+  int *idx = calloc(k, sizeof *idx), *existing = calloc(k, sizeof *existing),
+      *rcs = calloc(k, sizeof *rcs);
+  terr *errs = calloc(k, sizeof *errs);
+  int rc = T_OK;
+  if (!p || !rows || !idx || !existing || !rcs || !errs) {
+    rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
+    goto done;
+  }
+  size_t m = 0; /* the prepared ones */
+  for (size_t i = at; i < at + k; i++) {
+    jobs_batch_item *it = &out[i];
+    memset(it, 0, sizeof *it);
+    terr_clear(&it->err);
+    json_t *body = json_array_get(items, i);
+    int retry_after = 1;
+    if (!json_is_object(body))
+      it->rc = terr_set(&it->err, T_EINVAL, "", -1, "expected a job object");
+    else if (!(it->rc = jobs_submit_prepare(J, owner, body, &p[m],
+                                            &retry_after, &it->err)))
+      idx[m++] = (int)i;
+    if (it->rc) prefix_field(&it->err, (int)i);
+  }
+  if (m == 0) goto done;
+  for (size_t j = 0; j < m; j++) rows[j] = p[j].row;
+  /* its own error is in rcs/errs of every row it did not commit */
+  terr whole;
+  terr_clear(&whole);
+  (void)store_insert_jobs(J->st, rows, (int)m, existing, rcs, errs, &whole);
+  for (size_t j = 0; j < m; j++) {
+    jobs_batch_item *it = &out[idx[j]];
+    p[j].row = rows[j]; /* a request_id's earlier row replaced it */
+    it->err = errs[j];
+    it->rc = jobs_submit_inserted(J, &p[j], rcs[j], existing[j], it->id,
+                                  &it->err);
+    if (it->rc) prefix_field(&it->err, idx[j]);
+  }
+done:
+  free(p);
+  free(rows);
+  free(idx);
+  free(existing);
+  free(rcs);
+  free(errs);
+  return rc;
+}
+
 int jobs_submit_batch(jobs *J, const char *owner, json_t *items,
                       jobs_batch_item *out, terr *e) {
   if (!json_is_array(items))
@@ -79,23 +136,11 @@ int jobs_submit_batch(jobs *J, const char *owner, json_t *items,
                     "%zu items: a batch holds at most %d", n, JOBS_BATCH_MAX);
   int rc = check_request_ids(items, e);
   if (rc) return rc;
-  int async_any = 0;
-  for (size_t i = 0; i < n; i++) {
-    jobs_batch_item *it = &out[i];
-    memset(it, 0, sizeof *it);
-    terr_clear(&it->err);
-    json_t *body = json_array_get(items, i);
-    if (!json_is_object(body)) {
-      it->rc = terr_set(&it->err, T_EINVAL, "", -1, "expected a job object");
-    } else {
-      int async_insert = 1, retry_after = 1;
-      it->rc = jobs_submit(J, owner, body, &async_insert, it->id,
-                           &retry_after, &it->err);
-      async_any |= it->rc == 0 && async_insert;
-    }
-    if (it->rc) prefix_field(&it->err, (int)i);
-  }
-  /* every async insert committed (or failed) before anything is answered */
-  if (async_any && (rc = jobs_sync(J, e))) return rc;
+  for (size_t at = 0; at < n; at += STORE_INSERT_CHUNK)
+    if ((rc = submit_chunk(J, owner, items, at,
+                           n - at < STORE_INSERT_CHUNK ? n - at
+                                                       : STORE_INSERT_CHUNK,
+                           out, e)))
+      return rc;
   return T_OK;
 }

@@ -99,8 +99,9 @@ typedef struct jobs_batch_item {
  * would, out[i] its outcome (out holds json_array_size(items) entries).
  * Refused whole, before any item is submitted: not an array (400 "jobs"),
  * more than JOBS_BATCH_MAX items (413 "jobs"), a request_id twice (400
- * "jobs[i].request_id"). On 0 every submitted row has been committed (or
- * its async insert failed: jobs_get then finds no such job). */
+ * "jobs[i].request_id"). The rows go in through store_insert_jobs, one
+ * transaction per STORE_INSERT_CHUNK items, each job queued once its row
+ * is committed. On 0 every item with rc 0 has its row committed. */
 int jobs_submit_batch(jobs *J, const char *owner, json_t *items,
                       jobs_batch_item *out, terr *e);
 

@@ -13,6 +13,10 @@
  * into the row's estimate ("files"), from which the queue reads them
  * (compute/sched/queue.c).
  *
+ * jobs_submit is jobs_submit_prepare (everything before the insert), the
+ * insert, and jobs_submit_inserted (the enqueue or the unreserve): a batch
+ * (batch.c) runs the same two halves around store_insert_jobs (submit.h).
+ *
  * Threads: an HTTP thread (the caller's); no lock is held here.
  */
 #include <fcntl.h>
@@ -26,6 +30,7 @@
 #include "compute/array/region.h"
 #include "compute/array/store_source.h"
 #include "compute/jobs/jobs.h"
+#include "compute/jobs/submit.h"
 #include "util/buf.h"
 #include "util/datadir.h"
 #include "util/sigbus.h"
@@ -318,26 +323,25 @@ static int refs_stored(const json_t *v, int depth) {
 }
 
 static int submit_checked(jobs *J, const char *owner, const submission *sp,
-                          json_t *body, const tenv *envp, int *async_insert,
-                          char id[T_ID_MAX], int *retry_after_s, terr *e);
+                          json_t *body, const tenv *envp, jobs_pending *p,
+                          int *retry_after_s, terr *e);
 
-int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
-                char id[T_ID_MAX], int *retry_after_s, terr *e) {
+int jobs_submit_prepare(jobs *J, const char *owner, json_t *body,
+                        jobs_pending *p, int *retry_after_s, terr *e) {
   submission s;
   memset(&s, 0, sizeof s);
-  id[0] = 0;
+  memset(p, 0, sizeof *p);
   int rc = parse_submission(body, &s, e);
   if (rc || (rc = check_output(J, owner, &s, e))) return rc;
   /* On a cluster store the row must be committed before another node can
    * claim it: always the [sync] insert. */
-  *async_insert = *async_insert && !s.request_id && !store_is_cluster(J->st);
+  p->async_ok = !s.request_id && !store_is_cluster(J->st);
   /* Nor one whose inputs it must find still stored: its failure must be
    * answered (404 naming the field), not found after the answer. */
-  *async_insert = *async_insert && !refs_stored(s.params, 0);
+  p->async_ok = p->async_ok && !refs_stored(s.params, 0);
   /* Nor one naming a region: a delete asks the store whether it is
    * queued (compute/jobs/regions.c), so the row must be there. */
-  *async_insert = *async_insert && !s.out_region &&
-                  !jobs_names_region(s.params);
+  p->async_ok = p->async_ok && !s.out_region && !jobs_names_region(s.params);
 
   tenv env;
   tenv_from_store(&env, J->st, owner, J->max_elems);
@@ -347,17 +351,55 @@ int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
    * the row, compared by the run (compute/array/localfile.h, "Pins"). */
   if (J->local && !(env.local_pins = tlocal_pins_new()))
     return terr_set(e, T_ENOMEM, "", -1, "out of memory");
-  rc = submit_checked(J, owner, &s, body, &env, async_insert, id,
-                      retry_after_s, e);
+  rc = submit_checked(J, owner, &s, body, &env, p, retry_after_s, e);
   tlocal_pins_free(env.local_pins);
   return rc;
 }
 
-/* jobs_submit once its envelope is checked and env is made: the check,
- * the queue slot, the row, the queue. */
+int jobs_submit_inserted(jobs *J, jobs_pending *p, int insert_rc,
+                         int existing, char id[T_ID_MAX], terr *e) {
+  id[0] = 0;
+  if (insert_rc) {
+    kind_checked_free(p->kind, p->checked);
+    store_job_clear(&p->row);
+    sched_unreserve(J->sc);
+    return insert_rc;
+  }
+  snprintf(id, T_ID_MAX, "%s", p->row.id);
+  int rc = T_OK;
+  if (existing) {
+    kind_checked_free(p->kind, p->checked);
+    sched_unreserve(J->sc);
+  } else {
+    /* enqueue takes the slot and `checked`, whatever it answers */
+    rc = sched_enqueue_checked(J->sc, &p->row, p->params, &p->est, p->kind,
+                               p->checked, e);
+  }
+  store_job_clear(&p->row);
+  return rc;
+}
+
+int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
+                char id[T_ID_MAX], int *retry_after_s, terr *e) {
+  jobs_pending p;
+  id[0] = 0;
+  int rc = jobs_submit_prepare(J, owner, body, &p, retry_after_s, e);
+  if (rc) return rc;
+  /* With async_insert (no idempotency key to check) nothing is answered
+   * before a later commit, which commits the insert too: it need not be
+   * waited for here, and then usually shares the end's transaction. */
+  *async_insert = *async_insert && p.async_ok;
+  int existing = 0;
+  rc = *async_insert ? store_job_insert_async(J->st, &p.row, e)
+                     : store_job_insert(J->st, &p.row, &existing, e);
+  return jobs_submit_inserted(J, &p, rc, existing, id, e);
+}
+
+/* jobs_submit_prepare once its envelope is checked and env is made: the
+ * check, the queue slot, the row. On an error nothing is held. */
 static int submit_checked(jobs *J, const char *owner, const submission *sp,
-                          json_t *body, const tenv *envp, int *async_insert,
-                          char id[T_ID_MAX], int *retry_after_s, terr *e) {
+                          json_t *body, const tenv *envp, jobs_pending *p,
+                          int *retry_after_s, terr *e) {
   submission s = *sp;
   tenv env = *envp;
   job_estimate est;
@@ -399,28 +441,10 @@ static int submit_checked(jobs *J, const char *owner, const submission *sp,
     sched_unreserve(J->sc);
     return rc;
   }
-  /* With async_insert (no idempotency key to check) nothing is answered
-   * before a later commit, which commits the insert too: it need not be
-   * waited for here, and then usually shares the end's transaction. */
-  int existing = 0;
-  rc = *async_insert
-           ? store_job_insert_async(J->st, &row, e)
-           : store_job_insert(J->st, &row, &existing, e);
-  if (rc) {
-    kind_checked_free(s.kind, checked);
-    store_job_clear(&row);
-    sched_unreserve(J->sc);
-    return rc;
-  }
-  snprintf(id, T_ID_MAX, "%s", row.id);
-  if (existing) {
-    kind_checked_free(s.kind, checked);
-    sched_unreserve(J->sc);
-  } else {
-    /* enqueue takes the slot and `checked`, whatever it answers */
-    rc = sched_enqueue_checked(J->sc, &row, s.params, &est, s.kind, checked,
-                               e);
-  }
-  store_job_clear(&row);
-  return rc;
+  p->row = row;
+  p->kind = s.kind;
+  p->params = s.params;
+  p->est = est;
+  p->checked = checked;
+  return T_OK;
 }

@@ -13,7 +13,11 @@
  * the jobs' end (a running job is canceled while the request waits: the
  * answer shows it canceled — a state, not a time), and with
  * "include": ["result"] gives a small result's values inline as
- * result.data and a large one as its link only.
+ * result.data and a large one as its link only. A batch of 300 items
+ * (three of the store's insert chunks, a bad item and a missing array in
+ * the middle ones, request_ids in all) answers every item, adds exactly
+ * its good items, and sent again gives the request_id items their ids and
+ * adds only the items without one.
  */
 #include <pthread.h>
 
@@ -109,6 +113,71 @@ TEST(request_id_repeat) {
   CHECK(job_count() == n);
   json_decref(o1);
   json_decref(o2);
+}
+
+/* 300 items: chunk boundaries of store_insert_jobs (128) crossed twice. */
+#define NCHUNKY 300
+static char *chunky_body(void) {
+  size_t cap = NCHUNKY * 160 + 64, at = 0;
+  char *b = malloc(cap);
+  at += (size_t)snprintf(b + at, cap - at, "{\"jobs\":[");
+  for (int i = 0; i < NCHUNKY; i++) {
+    const char *sep = i ? "," : "";
+    if (i == 150)
+      at += (size_t)snprintf(b + at, cap - at, "%s7", sep);
+    else if (i == 260)
+      at += (size_t)snprintf(b + at, cap - at,
+                             "%s{\"kind\":\"map\",\"params\":{\"expr\":\"x\","
+                             "\"inputs\":{\"x\":{\"array\":\"a_nosuch%d\"}}}}",
+                             sep, i);
+    else if (i % 3 == 0)
+      at += (size_t)snprintf(b + at, cap - at,
+                             "%s{\"kind\":\"map\",\"request_id\":\"chunky%d\","
+                             "\"params\":{\"expr\":\"x+%d\",\"inputs\":{"
+                             "\"x\":[1]}}}",
+                             sep, i, i);
+    else
+      at += (size_t)snprintf(b + at, cap - at,
+                             "%s" TINY("x+%d", "[1]"), sep, i);
+  }
+  snprintf(b + at, cap - at, "]}");
+  return b;
+}
+
+TEST(chunks) {
+  char *body = chunky_body();
+  json_int_t n0 = job_count();
+  long st1, st2;
+  json_t *o1 = post("/v1/jobs:batch?wait=30", body, &st1);
+  json_int_t n1 = job_count();
+  json_t *o2 = post("/v1/jobs:batch", body, &st2);
+  json_int_t n2 = job_count();
+  CHECK(st1 == 200 && st2 == 200);
+  json_t *j1 = json_object_get(o1, "jobs"), *j2 = json_object_get(o2, "jobs");
+  CHECK(json_array_size(j1) == NCHUNKY && json_array_size(j2) == NCHUNKY);
+  CHECK_STR(item_field(j1, 150), "jobs[150]");
+  const char *f = item_field(j1, 260);
+  CHECK(f && strncmp(f, "jobs[260].", 10) == 0);
+  int with_rid = 0, without = 0;
+  for (int i = 0; i < NCHUNKY; i++) {
+    if (i == 150 || i == 260) continue;
+    json_t *a = json_array_get(j1, (size_t)i), *b = json_array_get(j2, (size_t)i);
+    CHECK_STR(jstr(a, "status"), "succeeded");
+    const char *ia = jstr(a, "id"), *ib = jstr(b, "id");
+    CHECK(ia && ib);
+    if (i % 3 == 0) {
+      with_rid++;
+      CHECK(ia && ib && strcmp(ia, ib) == 0);
+    } else {
+      without++;
+      CHECK(ia && ib && strcmp(ia, ib) != 0);
+    }
+  }
+  CHECK(n1 == n0 + with_rid + without);
+  CHECK(n2 == n1 + without);
+  json_decref(o1);
+  json_decref(o2);
+  free(body);
 }
 
 TEST(refused_batches_change_nothing) {
@@ -276,6 +345,7 @@ int main(int argc, char **argv) {
   RUN(order_and_bad_items);
   RUN(odd_items);
   RUN(request_id_repeat);
+  RUN(chunks);
   RUN(refused_batches_change_nothing);
   RUN(over_body_limit);
   RUN(get_many);

@@ -107,9 +107,54 @@ TEST(json) {
   tbuf_json_str(&b, NULL);
   tbuf_add(&b, ",", 1);
   tbuf_json_int(&b, -9223372036854775807LL - 1);
+  tbuf_add(&b, ",", 1);
+  tbuf_json_int(&b, 9223372036854775807LL);
+  tbuf_add(&b, ",", 1);
+  tbuf_json_int(&b, 0);
+  tbuf_add(&b, ",", 1);
+  tbuf_json_int(&b, -10);
   t = tbuf_take(&b, NULL);
-  CHECK_STR(t, "null,-9223372036854775808");
+  CHECK_STR(t, "null,-9223372036854775808,9223372036854775807,0,-10");
   free(t);
+}
+
+/* Integer-valued doubles take a path without printf: at every precision
+ * and at the edges of that path (10^p - 1, 10^p, -0.0) the text is what
+ * %g writes, read back as the same double. */
+TEST(json_integers) {
+  const double ints[] = {0.0,  -0.0, 1.0, -1.0, 9.0, 10.0, 99.0, 100.0,
+                         999999999.0, 1e9, -1e9, 123456789012345.0,
+                         999999999999999.0, 1e15, -1e15, 4503599627370497.0,
+                         9007199254740993.0, 1e22};
+  const int precs[] = {0, 1, 2, 9, 15, 16, 17};
+  for (size_t p = 0; p < sizeof precs / sizeof precs[0]; p++)
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+      tbuf b;
+      tbuf_init(&b, 0);
+      tbuf_json_real(&b, ints[i], precs[p]);
+      char *t = tbuf_take(&b, NULL);
+      /* the reference: %g at that precision (prec 0: the shortest that
+       * reads back from 15 digits on, as tbuf_json_real searches) */
+      char ref[48];
+      int rp = precs[p];
+      if (rp == 0)
+        for (rp = 15; rp < 17; rp++) {
+          snprintf(ref, sizeof ref, "%.*g", rp, ints[i]);
+          if (strtod(ref, NULL) == ints[i]) break;
+        }
+      snprintf(ref, sizeof ref, "%.*g", rp, ints[i]);
+      if (!strchr(ref, 'e') && !strchr(ref, '.')) strcat(ref, ".0");
+      if (!strchr(ref, 'e'))
+        CHECK_MSG(t && strcmp(t, ref) == 0, "%.17g prec %d: %s, want %s",
+                  ints[i], precs[p], t ? t : "(null)", ref);
+      else /* the exponent form: not the integer path's, and reads back */
+        CHECK_MSG(t && strchr(t, 'e'), "%.17g prec %d: %s", ints[i],
+                  precs[p], t ? t : "(null)");
+      if (precs[p] == 0 || precs[p] == 17)
+        CHECK(t && strtod(t, NULL) == ints[i] &&
+              signbit(strtod(t, NULL)) == signbit(ints[i]));
+      free(t);
+    }
 }
 
 /* prec 0: the fewest digits that read back as the same double, and JSON
@@ -153,6 +198,7 @@ int main(void) {
   RUN(growth);
   RUN(cap);
   RUN(json);
+  RUN(json_integers);
   RUN(json_shortest);
   return check_summary();
 }
