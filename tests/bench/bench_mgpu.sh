@@ -1,7 +1,8 @@
 #!/bin/sh
 # bench_mgpu.sh BIN — one job over one GPU against the same job over two (issue 27).
-# Two daemons in turn, the first seeing GPU 0 only (CUDA_VISIBLE_DEVICES=0), the
-# second both (0,1); each runs, twice, on cuda: a geodesic square matrix of 40,000
+# Three daemons in turn, the first seeing GPU 0 only (CUDA_VISIBLE_DEVICES=0), the
+# second both (0,1), the third both with the lanes of compute/kinds/mgpu.h
+# (TESSEL_GPU_LANES=1, off by default); each runs, twice, on cuda: a geodesic square matrix of 40,000
 # points float32 (6.4 GB), a geodesic kNN of 10^7 points k = 10, and a matmul
 # 16384 x 16384 float64 (2 GB result). Prints one table: submit -> stored
 # (timings_ms.total, the better of two), its compute and d2h, and the spread the
@@ -15,14 +16,17 @@ ROOT=$PWD
 cd "$BIN"
 export LD_LIBRARY_PATH=$PWD/lib
 res=$(mktemp -d /tmp/bmgpu.XXXXXX)
-for vis in 0 0,1; do
+for cfg in 0 0,1 0,1+lanes; do
+  vis=${cfg%+lanes}
+  lanes=0
+  [ "$cfg" = "$vis" ] || lanes=1
   d=$(mktemp -d /tmp/bmgpu_d.XXXXXX)
-  CUDA_VISIBLE_DEVICES=$vis ./tesseld --port 0 --data-dir "$d" --access-log 0 \
+  TESSEL_GPU_LANES=$lanes CUDA_VISIBLE_DEVICES=$vis ./tesseld --port 0 --data-dir "$d" --access-log 0 \
     > "$d/out" 2> "$d/log" &
   pid=$!
   for i in $(seq 1 150); do grep -q "listening on" "$d/out" && break; sleep 0.2; done
   url=$(grep -o 'http://[^/]*' "$d/out" | head -1)
-  PYTHONPATH=$ROOT/clients/python python3 - "$url" "$vis" >> "$res/rows" <<'PY'
+  PYTHONPATH=$ROOT/clients/python python3 - "$url" "$cfg" >> "$res/rows" <<'PY'
 import sys, numpy as np, tessel
 c = tessel.Client(sys.argv[1], same_host=False, timeout=1200)
 vis = sys.argv[2]

@@ -17,10 +17,24 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- a matrix over every lent GPU (gpu.h, issue 27) -------------------- */
+/* Off unless TESSEL_GPU_LANES=1: on a 2xH200 machine (2026-11-28) the
+ * lanes made the n = 40,000 float32 square matrix 3.2x SLOWER than one GPU
+ * (2,531 ms against 799; d2h 2,118 ms against 648): every block is a whole
+ * cuda_geodesic call (points up, device buffers, its own staging) and a
+ * one-GPU run computes each pair once where bands compute both halves.
+ * The lanes stay (bit-identical, tested) for the A/B until each lane keeps
+ * its device's buffers and staging across its blocks. */
+static int geod_lanes_on(void) {
+  const char *v = getenv("TESSEL_GPU_LANES");
+  return v && strcmp(v, "1") == 0;
+}
+
 int geod_mgpu_wants(const geod_plan *pl, const job_ctx *ctx) {
+  if (!geod_lanes_on()) return 0;
   int64_t bytes = pl->shape[0] * (pl->ndim == 2 ? pl->shape[1] : 1) *
                   (int64_t)tdtype_size(pl->dtype);
   return ctx->ngpu > 1 && ctx->gpu_borrow && ctx->gpu_return &&
