@@ -16,7 +16,7 @@ neighbour's load falls on all of them alike:
   curl -T → PUT /v1/uploads one part carrying the whole data (same path,
                             no header, written in place)
   curl GET /v1/arrays/…/data the download (sendfile), into /dev/null
-  client upload / download  tessel.Client with streams=1 and streams=N
+  client upload / download  tessel.Client with streams=1 and streams=N (upload_streams the same)
                             (--client-mib of float64; a new array each
                             round, so nothing is deduplicated)
 
@@ -118,8 +118,8 @@ def main():
 
         nbytes = os.path.getsize(npy)
         cn = a.client_mib * 1024 * 1024 // 8
-        c1 = tessel.Client(base, same_host=False, streams=1)
-        cN = tessel.Client(base, same_host=False, streams=a.streams)
+        c1 = tessel.Client(base, same_host=False, streams=1, upload_streams=1)
+        cN = tessel.Client(base, same_host=False, streams=a.streams, upload_streams=a.streams)
         for r in range(a.rounds):
             add("curl -T → C sink", curl(["-o", "/dev/null", "-X", "POST", "-H",
                                          "Content-Type: application/x-npy", "-T", npy,

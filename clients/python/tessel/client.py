@@ -57,7 +57,7 @@ from .job import Job, Waiter, _unlink_quiet, reaper
 from .region import Region, _Pool, _out_bytes, copy_in
 from .region import view as region_view
 from .kinds import ArrayLike, Kinds, Output  # noqa: F401 (ArrayLike: tessel.client.ArrayLike)
-from .transport import DEFAULT_STREAMS, Transport, npy_header, read_npy_file
+from .transport import DEFAULT_STREAMS, DEFAULT_UPLOAD_STREAMS, Transport, npy_header, read_npy_file
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 _ARRAY_PARAMS = ("a", "b", "bias", "points", "targets")
@@ -96,10 +96,14 @@ class Client(Kinds, Batches):
         e.g. tesseld's own ``--tls-cert``), False not at all. Default
         ``$TESSEL_CAFILE`` when set, else True.
     streams : int, optional
-        Connections one big transfer uses at once (default 6): arrays of
-        64 MiB and more are uploaded in parts (POST /v1/uploads) and
-        downloaded in byte ranges, each part on its own connection; 1
-        sends everything over one.
+        Connections one big download uses at once (default 8): results and
+        arrays of 64 MiB and more come down in byte ranges, each on its own
+        connection; 1 reads everything over one.
+    upload_streams : int, optional
+        Connections one big upload uses at once (default 1, measured the
+        faster on an H200 host: 0.227 s against 0.305 s for 800 MiB over
+        8); above 1, arrays of 64 MiB and more go up in parts
+        (POST /v1/uploads), each part on its own connection.
 
     Raises
     ------
@@ -121,12 +125,14 @@ class Client(Kinds, Batches):
                  local_dir: Optional[str] = None, max_wait: float = 60.0,
                  verify: Union[None, bool, str] = None,
                  streams: int = DEFAULT_STREAMS,
-                 regions: Optional[bool] = None) -> None:
+                 regions: Optional[bool] = None,
+                 upload_streams: int = DEFAULT_UPLOAD_STREAMS) -> None:
         self.url = url or os.environ.get("TESSEL_URL") or DEFAULT_URL
         token = token if token is not None else os.environ.get("TESSEL_TOKEN")
         if verify is None:
             verify = os.environ.get("TESSEL_CAFILE") or True
-        self._t = Transport(self.url, token or None, retries, timeout, verify, streams=streams)
+        self._t = Transport(self.url, token or None, retries, timeout, verify, streams=streams,
+                            upload_streams=upload_streams)
         self._coalescer = Coalescer(self._t)  # submits made together share a request
         self.max_wait = float(max_wait)
         self._same_host_opt = same_host

@@ -17,8 +17,8 @@ body into it. A same-host result read into a caller's `out` goes the same
 way from the file (read_npy_file: readinto, no mapping, no page faults).
 
 Parallel streams: an array of PARALLEL_MIN bytes (64 MiB) or more goes up
-in parts sent at once (POST /v1/uploads, then PUT ?offset= from `streams`
-worker threads, each on its own connection, then complete) and comes down
+in parts sent at once when `upload_streams` > 1 (default 1: measured
+faster; POST /v1/uploads, then PUT ?offset= from `upload_streams` worker threads, each on its own connection, then complete) and comes down
 in byte ranges fetched at once (Range: bytes=a-b on the .npy, each range
 readinto() its own slice of the one numpy.empty array: no extra copy). A
 server without /v1/uploads (404) or without ranges (a 200 to a Range
@@ -51,7 +51,12 @@ _NPY_MAGIC = b"\x93NUMPY"
 #: Arrays of this many bytes or more are moved over several connections.
 PARALLEL_MIN = 64 << 20
 #: Connections a Transport uses for one big transfer unless told otherwise.
-DEFAULT_STREAMS = 6
+DEFAULT_STREAMS = 8
+# Uploads default to one stream: on an H200 host (2026-11-28, 800 MiB,
+# tests/bench/bench_upload.py) one stream took 0.227 s and 8 parallel parts
+# 0.305 s (the server's page-cache allocation of one file, not the socket,
+# is the limit), where downloads went 0.310 s -> 0.071 s over 8 ranges.
+DEFAULT_UPLOAD_STREAMS = 1
 _HEAD_PROBE = 1 << 16  # the first range of a download: header and some data
 
 
@@ -154,7 +159,8 @@ class Transport:
     verify: the certificate check of https:// (ssl_context)."""
 
     def __init__(self, url, token=None, retries=0, timeout=120.0, verify=True,
-                 streams: int = DEFAULT_STREAMS, parallel_min: int = PARALLEL_MIN):
+                 streams: int = DEFAULT_STREAMS, parallel_min: int = PARALLEL_MIN,
+                 upload_streams: int = DEFAULT_UPLOAD_STREAMS):
         u = urllib.parse.urlsplit(url)
         if u.scheme not in ("http", "https"):
             raise ValueError(f"url: expected http:// or https://, got {url!r}")
@@ -171,6 +177,9 @@ class Transport:
         if int(streams) < 1:
             raise ValueError(f"streams: expected 1 or more, got {streams!r}")
         self.streams = int(streams)
+        if int(upload_streams) < 1:
+            raise ValueError(f"upload_streams: expected 1 or more, got {upload_streams!r}")
+        self.upload_streams = int(upload_streams)
         self.parallel_min = int(parallel_min)
         self._pool = None
         self._pool_lock = threading.Lock()
@@ -212,9 +221,12 @@ class Transport:
         with self._pool_lock:
             pool, self._pool = self._pool, None
         if pool is not None:
-            pool.map(lambda _: self.close(), range(self.streams))
+            pool.map(lambda _: self.close(), range(self._nworkers()))
             pool.shutdown(wait=True)
         self.close()
+
+    def _nworkers(self) -> int:
+        return max(self.streams, self.upload_streams)
 
     def _workers(self) -> concurrent.futures.ThreadPoolExecutor:
         """The transfer threads: `streams` of them, each keeping its own
@@ -222,7 +234,7 @@ class Transport:
         with self._pool_lock:
             if self._pool is None:
                 self._pool = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=self.streams, thread_name_prefix="tessel-xfer")
+                    max_workers=self._nworkers(), thread_name_prefix="tessel-xfer")
             return self._pool
 
     def _headers(self, extra):
@@ -305,7 +317,7 @@ class Transport:
         its buffer; PARALLEL_MIN bytes and more go in parts over several
         connections (upload_parts). Returns (status, array JSON)."""
         assert a.flags.c_contiguous and a.dtype.isnative
-        if (a.nbytes >= self.parallel_min and self.streams > 1 and not query
+        if (a.nbytes >= self.parallel_min and self.upload_streams > 1 and not query
                 and not self._no_parts):
             try:
                 return self.upload_parts(a)
@@ -317,10 +329,10 @@ class Transport:
         return self.request("POST", "/v1/arrays" + query, parts,
                             {"Content-Type": "application/x-npy"})
 
-    def _part_bounds(self, n: int):
+    def _part_bounds(self, n: int, streams: Optional[int] = None):
         """[a, b) pieces of n bytes: twice as many as streams (so a slow
         connection does not hold the end back), 8 MiB at least."""
-        k = max(1, min(self.streams * 2, -(-n // (8 << 20))))
+        k = max(1, min((streams or self.streams) * 2, -(-n // (8 << 20))))
         step = -(-n // k)
         return [(o, min(n, o + step)) for o in range(0, n, step)]
 
@@ -345,7 +357,7 @@ class Transport:
                          {"Content-Type": "application/octet-stream"})
 
         try:
-            for f in [self._workers().submit(put, b) for b in self._part_bounds(view.nbytes)]:
+            for f in [self._workers().submit(put, b) for b in self._part_bounds(view.nbytes, self.upload_streams)]:
                 f.result()
             return self.request("POST", f"/v1/uploads/{uid}/complete")
         except BaseException:

@@ -4,7 +4,7 @@ several connections, into one preallocated array; the bytes are the bytes.
 
 Counted on the client's hook (Transport.on_request, connections_opened), so
 nothing here is timed. Also: a small array keeps to one upload request; a
-transport with streams=1 sends a big one in one piece; a server that
+transport with upload_streams=1 (the default) sends a big one in one piece; a server that
 answers 404 to POST /v1/uploads (a fake, older server) is used the
 one-stream way.
 """
@@ -36,7 +36,7 @@ def _recorder(t):
 
 
 def test_big_round_trip_uses_several_connections(daemon):
-    with tessel.Client(daemon.url, same_host=False, streams=4) as c:
+    with tessel.Client(daemon.url, same_host=False, streams=4, upload_streams=4) as c:
         t = c._t
         seen, threads = _recorder(t)
         rng = np.random.default_rng(7)
@@ -66,7 +66,7 @@ def test_big_round_trip_uses_several_connections(daemon):
 
 
 def test_small_array_one_request(daemon):
-    with tessel.Client(daemon.url, same_host=False, streams=4) as c:
+    with tessel.Client(daemon.url, same_host=False, streams=4, upload_streams=4) as c:
         seen, _ = _recorder(c._t)
         arr = c.upload(np.arange(1000.0))
         assert not any(m == "PUT" for (m, _, _) in seen), seen
@@ -74,7 +74,7 @@ def test_small_array_one_request(daemon):
 
 
 def test_streams_one_sends_one_piece(daemon):
-    with tessel.Client(daemon.url, same_host=False, streams=1) as c:
+    with tessel.Client(daemon.url, same_host=False, streams=1, upload_streams=1) as c:
         seen, _ = _recorder(c._t)
         a = np.arange(9 * 1024 * 1024, dtype=np.float64)
         arr = c.upload(a)
@@ -84,7 +84,7 @@ def test_streams_one_sends_one_piece(daemon):
 
 
 def test_falls_back_without_uploads_route(daemon, monkeypatch):
-    with tessel.Client(daemon.url, same_host=False, streams=4) as c:
+    with tessel.Client(daemon.url, same_host=False, streams=4, upload_streams=4) as c:
         t = c._t
         real = t.json
 
@@ -103,3 +103,19 @@ def test_falls_back_without_uploads_route(daemon, monkeypatch):
 def test_streams_must_be_positive():
     with pytest.raises(ValueError):
         transport.Transport("http://127.0.0.1:1", streams=0)
+    with pytest.raises(ValueError):
+        transport.Transport("http://127.0.0.1:1", upload_streams=0)
+
+
+def test_default_uploads_one_piece_downloads_in_ranges(daemon):
+    """The defaults: a big upload in one request (upload_streams=1, the
+    faster measured), its download in ranges over several connections."""
+    with tessel.Client(daemon.url, same_host=False) as c:
+        assert c._t.upload_streams == 1 and c._t.streams > 1
+        seen, _ = _recorder(c._t)
+        a = np.arange(9 * 1024 * 1024, dtype=np.float64)
+        arr = c.upload(a)
+        assert not any(m == "PUT" for (m, _, _) in seen), seen
+        seen.clear()
+        assert np.array_equal(arr.download(), a)
+        assert sum(n for (m, r, _), n in seen.items() if m == "GET" and r) >= 3, seen
