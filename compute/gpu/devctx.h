@@ -56,6 +56,8 @@ typedef struct devbuf {
   size_t bytes;
 } devbuf;
 
+struct devctx; /* the evict hook's argument (below) */
+
 typedef struct devpool {
   devbuf *free;        /* cached free blocks, unsorted */
   int nfree;
