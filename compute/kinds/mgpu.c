@@ -202,10 +202,12 @@ int mgpu_run(int own, int64_t rows, int64_t block_rows, int max_lanes,
     rc = S->err.code ? S->err.code : T_EINTERNAL;
   } else if (S->next < S->nblocks || S->nretry > 0) {
     /* every lane failed or left: the first device error is the job's */
-    *e = S->dev_err;
-    rc = S->dev_failed ? T_EDEVICE : T_EINTERNAL;
-    if (!S->dev_failed)
+    if (S->dev_failed) {
+      *e = S->dev_err;
+      rc = T_EDEVICE;
+    } else {
       rc = terr_set(e, T_EINTERNAL, "", -1, "mgpu: blocks left, no lane");
+    }
   }
   if (rep) mg_report(S, rep);
   pthread_cond_destroy(&S->cv);

@@ -14,6 +14,8 @@
  *   loose   wrong, with a plan tolerance (kind_ops.tolerance) of atol 0.75
  *           when params.loose is true
  *
+ * fake_lock / fake_unlock / fake_trylock: the GPU tests' device locks.
+ *
  * Static functions: each test file uses a subset.
  */
 #ifndef TESSEL_TESTS_SCHED_FIXTURE_H
@@ -459,6 +461,39 @@ static void rm_tree(const char *path) {
   }
   closedir(d);
   rmdir(path);
+}
+
+/* ---- fake GPUs: a mutex per device whose holder is recorded ------------
+ * (test_sched_gpu.c, test_sched_mgpu.c). Each test brings its own count,
+ * health and note calls; the lock calls are these. fake_holds(dev): the
+ * calling thread holds dev's lock, as a kind's run or a lane must. */
+#define FAKE_NDEV_MAX 8
+static pthread_mutex_t dev_mu[FAKE_NDEV_MAX] = {
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER,
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER};
+static pthread_t dev_owner[FAKE_NDEV_MAX]; /* written under dev_mu */
+static atomic_int dev_held[FAKE_NDEV_MAX];
+
+static void fake_lock(int dev) {
+  pthread_mutex_lock(&dev_mu[dev]);
+  dev_owner[dev] = pthread_self();
+  atomic_store(&dev_held[dev], 1);
+}
+static void fake_unlock(int dev) {
+  atomic_store(&dev_held[dev], 0);
+  pthread_mutex_unlock(&dev_mu[dev]);
+}
+static int fake_trylock(int dev) {
+  if (pthread_mutex_trylock(&dev_mu[dev]) != 0) return -1;
+  dev_owner[dev] = pthread_self();
+  atomic_store(&dev_held[dev], 1);
+  return 0;
+}
+static int fake_holds(int dev) {
+  return dev >= 0 && dev < FAKE_NDEV_MAX && atomic_load(&dev_held[dev]) &&
+         pthread_equal(dev_owner[dev], pthread_self());
 }
 
 #endif

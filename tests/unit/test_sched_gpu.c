@@ -18,10 +18,7 @@
 #include "sched_fixture.h"
 
 #define NDEV 2
-static pthread_mutex_t dev_mu[NDEV] = {PTHREAD_MUTEX_INITIALIZER,
-                                       PTHREAD_MUTEX_INITIALIZER};
-static pthread_t dev_owner[NDEV]; /* written and read under dev_mu */
-static atomic_int dev_held[NDEV], streak[NDEV], notes[NDEV], last_rc[NDEV];
+static atomic_int streak[NDEV], notes[NDEV], last_rc[NDEV];
 static atomic_int hook_calls, hook_bad, hook_dev[NDEV];
 
 static int fake_count(void) { return NDEV; }
@@ -37,34 +34,14 @@ static void fake_note(int dev, int rc) {
   else if (rc == T_OK)
     atomic_store(&streak[dev], 0);
 }
-static void fake_lock(int dev) {
-  pthread_mutex_lock(&dev_mu[dev]);
-  dev_owner[dev] = pthread_self();
-  atomic_store(&dev_held[dev], 1);
-}
-static void fake_unlock(int dev) {
-  atomic_store(&dev_held[dev], 0);
-  pthread_mutex_unlock(&dev_mu[dev]);
-}
-static int fake_trylock(int dev) {
-  if (pthread_mutex_trylock(&dev_mu[dev]) != 0) return -1;
-  dev_owner[dev] = pthread_self();
-  atomic_store(&dev_held[dev], 1);
-  return 0;
-}
 static const sched_gpu_ops fake_gpu = {fake_count, fake_healthy, fake_note,
                                        fake_lock, fake_unlock, fake_reason,
                                        fake_trylock};
 
 /* fx_open with the fake GPUs. */
 static int fx_open_gpu(fx *f, int threads) {
-  memset(f, 0, sizeof *f);
-  snprintf(f->dir, sizeof f->dir, "%s/d%d", root, dir_seq++);
-  terr e;
-  int rc = store_open(f->dir, &f->st, &e);
-  CHECK_MSG(rc == 0, "store_open: %s", e.message);
+  int rc = fx_prepare(f, threads);
   if (rc) return rc;
-  fx_config(f, threads);
   f->cfg.gpu_ops = &fake_gpu;
   return fx_start(f);
 }
@@ -73,8 +50,7 @@ static int fx_open_gpu(fx *f, int threads) {
 static void check_cuda_ctx(job_ctx *ctx) {
   atomic_fetch_add(&hook_calls, 1);
   int d = ctx->device;
-  if (d < 0 || d >= NDEV || !atomic_load(&dev_held[d]) ||
-      !pthread_equal(dev_owner[d], pthread_self())) {
+  if (d < 0 || d >= NDEV || !fake_holds(d)) {
     atomic_fetch_add(&hook_bad, 1);
     return;
   }
@@ -253,8 +229,7 @@ static int borrow_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
   atomic_store(&bw_own, ctx->gpu_borrow(ctx, own));
   int got = ctx->gpu_borrow(ctx, other);
   atomic_store(&bw_other, got);
-  atomic_store(&bw_held_here, got == 0 && atomic_load(&dev_held[other]) &&
-                                  pthread_equal(dev_owner[other], pthread_self()));
+  atomic_store(&bw_held_here, got == 0 && fake_holds(other));
   atomic_store(&bw_twice, got == 0 ? ctx->gpu_borrow(ctx, other) : 99);
   atomic_store(&bw_own, atomic_load(&bw_own) * 10 + ctx->gpu_borrow(ctx, 7));
   if (got == 0 && p->value == 0) ctx->gpu_return(ctx, other); /* not forget */

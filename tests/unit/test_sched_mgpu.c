@@ -1,6 +1,6 @@
 /* test_sched_mgpu.c — one job over every GPU, through the scheduler, with
  * four fake devices (issue 27; compute/kinds/mgpu.h, compute/sched/README.md
- * "Lent GPUs"). The fakes are test_sched_gpu.c's: a mutex per device
+ * "Lent GPUs"). The fakes are sched_fixture.h's: a mutex per device
  * whose holder is recorded. The test kind "spread" {"n", "block", "fail"}
  * runs on cuda through mgpu_run with the run's own hooks (mgpu_lend_of):
  * each block writes result[r] = r into its rows and checks its thread
@@ -17,29 +17,11 @@
 #include "sched_fixture.h"
 
 #define NDEV 4
-static pthread_mutex_t dev_mu[NDEV];
-static pthread_t dev_owner[NDEV];
-static atomic_int dev_held[NDEV];
 
 static int fake_count(void) { return NDEV; }
 static const char *fake_reason(void) { return ""; }
 static int fake_healthy(int dev) { (void)dev; return 1; }
 static void fake_note(int dev, int rc) { (void)dev, (void)rc; }
-static void fake_lock(int dev) {
-  pthread_mutex_lock(&dev_mu[dev]);
-  dev_owner[dev] = pthread_self();
-  atomic_store(&dev_held[dev], 1);
-}
-static void fake_unlock(int dev) {
-  atomic_store(&dev_held[dev], 0);
-  pthread_mutex_unlock(&dev_mu[dev]);
-}
-static int fake_trylock(int dev) {
-  if (pthread_mutex_trylock(&dev_mu[dev]) != 0) return -1;
-  dev_owner[dev] = pthread_self();
-  atomic_store(&dev_held[dev], 1);
-  return 0;
-}
 static const sched_gpu_ops fake_gpu = {fake_count, fake_healthy, fake_note,
                                        fake_lock,  fake_unlock,  fake_reason,
                                        fake_trylock};
@@ -61,9 +43,7 @@ static int sp_block(void *u, int lane, int dev, int64_t r0, int64_t r1,
                     terr *e) {
   sp_run *R = u;
   (void)lane;
-  if (!atomic_load(&dev_held[dev]) ||
-      !pthread_equal(dev_owner[dev], pthread_self()))
-    atomic_fetch_add(&sp_bad, 1);
+  if (!fake_holds(dev)) atomic_fetch_add(&sp_bad, 1);
   atomic_store(&sp_entered[dev], 1);
   if (dev == R->fail_dev) /* its first block: the lane stops then */
     return terr_set(e, T_EDEVICE, "", -1, "fake device %d failed", dev);
@@ -122,13 +102,8 @@ static void b_hook(job_ctx *ctx) {
 }
 
 static int fx_open_mgpu(fx *f) {
-  memset(f, 0, sizeof *f);
-  snprintf(f->dir, sizeof f->dir, "%s/d%d", root, dir_seq++);
-  terr e;
-  int rc = store_open(f->dir, &f->st, &e);
-  CHECK_MSG(rc == 0, "store_open: %s", e.message);
+  int rc = fx_prepare(f, 2);
   if (rc) return rc;
-  fx_config(f, 2);
   f->cfg.gpu_ops = &fake_gpu;
   f->cfg.kind_lookup = spread_kinds;
   return fx_start(f);
@@ -240,7 +215,6 @@ TEST(test_single_gpu_job_takes_a_device_back) {
 
 int main(void) {
   t_log_level = T_LOG_WARN;
-  for (int d = 0; d < NDEV; d++) pthread_mutex_init(&dev_mu[d], NULL);
   snprintf(root, sizeof root, "/tmp/tessel_schedmgpu_XXXXXX");
   if (!mkdtemp(root)) SKIP_ALL("cannot create a temp dir");
   RUN(test_spread_over_every_device);
