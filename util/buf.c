@@ -135,6 +135,12 @@ void tbuf_json_str(tbuf *b, const char *s) {
   tbuf_add(b, "\"", 1);
 }
 
+/* u's decimal digits written backwards ending at end; returns the first. */
+static char *digits_back(char *end, unsigned long long u) {
+  do *--end = (char)('0' + u % 10); while (u /= 10);
+  return end;
+}
+
 /* prec (0: 15) significant digits hold every integer below 10^prec: %g
  * writes such an integer-valued double as its digits, which these are. */
 static int int_real(tbuf *b, double v, int prec) {
@@ -144,14 +150,11 @@ static int int_real(tbuf *b, double v, int prec) {
   double a = fabs(v);
   int p = prec == 0 || prec > 15 ? 15 : prec;
   if (a >= lim[p] || v != trunc(v) || (v == 0 && signbit(v))) return 0;
-  char num[24], *q = num + sizeof num;
-  unsigned long long u = (unsigned long long)a;
-  *--q = 0;
-  *--q = '0';
-  *--q = '.';
-  do *--q = (char)('0' + u % 10); while (u /= 10);
+  char num[24], *end = num + sizeof num - 2;
+  end[0] = '.', end[1] = '0';
+  char *q = digits_back(end, (unsigned long long)a);
   if (v < 0) *--q = '-';
-  tbuf_add(b, q, (size_t)(num + sizeof num - 1 - q));
+  tbuf_add(b, q, (size_t)(num + sizeof num - q));
   return 1;
 }
 
@@ -196,10 +199,9 @@ void tbuf_json_real(tbuf *b, double v, int prec) {
 }
 
 void tbuf_json_int(tbuf *b, long long v) { /* as %lld, without printf */
-  char num[24], *q = num + sizeof num;
-  unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v
-                               : (unsigned long long)v;
-  do *--q = (char)('0' + u % 10); while (u /= 10);
+  char num[24];
+  char *q = digits_back(num + sizeof num, v < 0 ? 0ULL - (unsigned long long)v
+                                                : (unsigned long long)v);
   if (v < 0) *--q = '-';
   tbuf_add(b, q, (size_t)(num + sizeof num - q));
 }
