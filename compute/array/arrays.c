@@ -204,23 +204,28 @@ int arrays_writer_commit_parts(array_writer *w, const char *owner,
   enum { CHUNK = 1 << 20 };
   uint64_t off = 0;
   int fd = tarray_sink_fd(w->a, &off), err = 0;
-  if (w->pmap) {
-    HASH_UPDATE(w->h, w->pmap + w->pmap_off, (size_t)w->want);
-    munmap(w->pmap, w->pmap_len);
-    w->pmap = NULL;
+  /* The parts' own mapping, else a read-only one of the file. */
+  const char *src = w->pmap ? w->pmap + w->pmap_off : NULL;
+  void *ro = MAP_FAILED;
+  size_t ro_len = 0;
+  if (!src && fd >= 0 && w->want > 0 && off + w->want <= (uint64_t)SIZE_MAX) {
+    ro_len = (size_t)(off + w->want);
+    ro = mmap(NULL, ro_len, PROT_READ, MAP_SHARED, fd, 0);
+    if (ro != MAP_FAILED) {
+      (void)madvise(ro, ro_len, MADV_SEQUENTIAL);
+      src = (const char *)ro + off;
+    }
+  }
+  if (src) {
+    HASH_UPDATE(w->h, src, (size_t)w->want);
+    if (w->pmap) {
+      munmap(w->pmap, w->pmap_len);
+      w->pmap = NULL;
+    } else {
+      munmap(ro, ro_len);
+    }
     w->have = w->want;
     return arrays_writer_commit(w, owner, rec, existing, e);
-  }
-  if (fd >= 0 && w->want > 0 && off + w->want <= (uint64_t)SIZE_MAX) {
-    size_t len = (size_t)(off + w->want);
-    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
-    if (m != MAP_FAILED) {
-      (void)madvise(m, len, MADV_SEQUENTIAL);
-      HASH_UPDATE(w->h, (const char *)m + off, (size_t)w->want);
-      munmap(m, len);
-      w->have = w->want;
-      return arrays_writer_commit(w, owner, rec, existing, e);
-    }
   }
   char *buf = malloc(CHUNK);
   if (!buf) err = ENOMEM;
