@@ -61,6 +61,15 @@ from .transport import DEFAULT_STREAMS, DEFAULT_UPLOAD_STREAMS, Transport, npy_h
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 _ARRAY_PARAMS = ("a", "b", "bias", "points", "targets")
+# An input this big (bytes) is made beside the job's other big ones (_inputs).
+BIG_INPUT = 1 << 20
+
+
+def _nbytes(v) -> int:
+    """The bytes of an ndarray-like input the client would send; 0 for the
+    rest (Array, Job, raw API values, numbers, lists: cheap or unknown)."""
+    return v.nbytes if isinstance(v, np.ndarray) else 0
+
 
 
 class Client(Kinds, Batches):
@@ -598,6 +607,41 @@ class Client(Kinds, Batches):
                 return {"array": i}
             gone.wait(60)  # the same content is being removed: upload anew
 
+    def _inputs(self, params, cleanup):
+        """The job's params with every array value made an API value. Two or
+        more big ndarrays (BIG_INPUT bytes and more, say `-b/a` on 10^8
+        elements) are made at once, one thread each: each upload (or copy
+        into a region) then runs beside the others instead of after them;
+        over HTTP the server takes each on its own connection."""
+        p, todo = {}, []
+        for k, v in params.items():
+            if v is None:
+                continue
+            if k == "inputs":
+                p[k] = {}
+                todo += [((k, n), x, f"params.inputs.{n}") for n, x in v.items()]
+            elif k in _ARRAY_PARAMS:
+                todo.append(((k, None), v, f"params.{k}"))
+            else:
+                p[k] = v
+        big = sum(1 for _, x, _ in todo if _nbytes(x) >= BIG_INPUT)
+        if big >= 2:
+            with concurrent.futures.ThreadPoolExecutor(
+                    min(len(todo), 8), thread_name_prefix="tessel-input") as ex:
+                futs = [ex.submit(self._input, x, f, cleanup) for _, x, f in todo]
+                # every one finished (ok or not) before a failure is raised,
+                # so that cleanup holds each temporary that was made
+                concurrent.futures.wait(futs)
+                vals = [f.result() for f in futs]
+        else:
+            vals = [self._input(x, f, cleanup) for _, x, f in todo]
+        for ((k, n), _, _), val in zip(todo, vals):
+            if n is None:
+                p[k] = val
+            else:
+                p[k][n] = val
+        return p
+
     def _drop_temp(self, i):
         with self._temp_lock:
             n = self._temps.get(i, 0) - 1
@@ -694,16 +738,7 @@ class Client(Kinds, Batches):
             opts["request_id"], opts["output"], opts["wait"])
         cleanup = []
         try:
-            p = {}
-            for k, v in params.items():
-                if v is None:
-                    continue
-                if k == "inputs":
-                    p[k] = {n: self._input(x, f"params.inputs.{n}", cleanup) for n, x in v.items()}
-                elif k in _ARRAY_PARAMS:
-                    p[k] = self._input(v, f"params.{k}", cleanup)
-                else:
-                    p[k] = v
+            p = self._inputs(params, cleanup)
             body = {"kind": kind, "backend": backend, "params": p,
                     "request_id": request_id or "py-" + uuid.uuid4().hex}
             for k, v in (("priority", priority), ("timeout_s", timeout_s), ("label", label)):

@@ -119,3 +119,52 @@ def test_default_uploads_one_piece_downloads_in_ranges(daemon):
         seen.clear()
         assert np.array_equal(arr.download(), a)
         assert sum(n for (m, r, _), n in seen.items() if m == "GET" and r) >= 3, seen
+
+
+def test_big_inputs_go_up_at_once(daemon):
+    """Two big ndarray inputs of one call are uploaded beside each other
+    (client._inputs): the hook holds each POST /v1/arrays at a barrier
+    that only opens when both have started, so inputs sent one after the
+    other would break it (the barrier's timeout guards a hang, nothing is
+    timed); the answer is still the answer."""
+    with tessel.Client(daemon.url, same_host=False, streams=1, upload_streams=1) as c:
+        gate = threading.Barrier(2, timeout=30)
+        posts = []
+
+        def hook(method, path, headers):
+            if method == "POST" and path.startswith("/v1/arrays"):
+                posts.append(threading.current_thread().name)
+                gate.wait()
+
+        c._t.on_request = hook
+        a = np.linspace(1.0, 2.0, 300_000)
+        b = np.linspace(-5.0, 5.0, 300_000)
+        got = c.map("-b/a", a=a, b=b)
+        assert len(posts) == 2 and all(n.startswith("tessel-input") for n in posts), posts
+        assert np.array_equal(got, -b / a)
+        # Small inputs stay on the caller's thread, one after the other.
+        posts.clear()
+        c._t.on_request = lambda m, p, h: posts.append(threading.current_thread().name) \
+            if m == "POST" and p.startswith("/v1/arrays") else None
+        small = np.arange(1.0, 1000.0)
+        assert np.array_equal(c.map("a+b", a=small, b=small + 1), 2 * small + 1)
+        assert posts == [] or all(not n.startswith("tessel-input") for n in posts), posts
+
+
+def test_big_inputs_one_bad_leaves_nothing(daemon):
+    """One of two big inputs refused (a dtype the service has no use for)
+    while the other uploads: the call raises and the temporary the other
+    made is removed once the failure is known (nothing left on the server)."""
+    with tessel.Client(daemon.url, same_host=False, streams=1, upload_streams=1) as c:
+        _, before = c._t.json("GET", "/v1/arrays")
+        a = np.linspace(1.0, 2.0, 300_000)
+        bad = np.zeros(300_000, dtype=np.complex128)
+        posts = []
+        c._t.on_request = lambda m, p, h: posts.append(p) \
+            if m == "POST" and p.startswith("/v1/arrays") else None
+        with pytest.raises((tessel.TesselError, TypeError, ValueError)):
+            c.map("a+b", a=a, b=bad)
+        assert len(posts) == 1, posts  # a's went up; then it was removed
+        _, after = c._t.json("GET", "/v1/arrays")
+        ids = lambda r: {x["id"] for x in (r.get("arrays") or r.get("items") or [])}
+        assert ids(after) <= ids(before), (before, after)
