@@ -260,7 +260,11 @@ void stage_prefault(devctx *d, tarray *out, double *ms) {
   gang_item it = {out->map_base, NULL, out->map_len};
   gang_copy(d->gang, &it, 1);
   out->map_prefault = 0; /* done: its pages are in */
-  if (ms) *ms += t_now_ms() - t0;
+  double t = t_now_ms() - t0;
+  log_debug("gpu %d: prefault %.1f MB by %d threads in %.1f ms (%.1f GB/s)",
+            d->index, out->map_len / 1e6, gang_size(d->gang), t,
+            t > 0 ? out->map_len / t / 1e6 : 0.0);
+  if (ms) *ms += t;
 }
 
 /* ---- page-locked host memory ------------------------------------------- */
@@ -317,6 +321,7 @@ fail:
 int stage_download(devctx *d, void *dst, const void *src, size_t bytes,
                    terr *e) {
   int rc = 0;
+  double t0 = t_now_ms(), drain = 0;
   if (bytes < ((size_t)1 << 20) || stage_pinned(dst, bytes)) {
     CU_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, d->s_d2h));
     CU_TRY(cudaStreamSynchronize(d->s_d2h));
@@ -342,9 +347,17 @@ int stage_download(devctx *d, void *dst, const void *src, size_t bytes,
         size_t off = (size_t)j * per, n = bytes - off < per ? bytes - off : per;
         CU_TRY(cudaEventSynchronize(s->d2h_done));
         gang_item it = {(char *)dst + off, s->host, n};
+        double t1 = t_now_ms();
         gang_copy(d->gang, &it, 1);
+        drain += t_now_ms() - t1;
       }
     }
+  }
+  {
+    double t = t_now_ms() - t0;
+    log_debug("gpu %d: d2h %.1f MB through the slots in %.1f ms (%.1f GB/s), "
+              "%.1f ms of it the gang's copies", d->index, bytes / 1e6, t,
+              t > 0 ? bytes / t / 1e6 : 0.0, drain);
   }
 fail:
   return rc;
