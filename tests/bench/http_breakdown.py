@@ -87,6 +87,7 @@ def main():
     ap.add_argument("--backend", default="cuda")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--cases", default="map1,map2,matmul,geodesic")
+    ap.add_argument("--log", help="keep the daemon's log here")
     a = ap.parse_args()
     top = tempfile.mkdtemp(prefix="http-breakdown-")
     p, url, _ = start(os.path.abspath(a.tesseld), top, a.threads)
@@ -115,6 +116,8 @@ def main():
     finally:
         p.send_signal(signal.SIGTERM)
         p.wait(30)
+        if a.log:
+            shutil.copy(os.path.join(top, "tesseld.log"), a.log)
         shutil.rmtree(top, ignore_errors=True)
     la = os.getloadavg()
     print(f"\nbackend {a.backend}, ms, medians of {a.reps} after a warm-up, load {la[0]:.1f}; "
