@@ -103,6 +103,12 @@ tarray *tarray_clone(const tarray *a);
 tarray *tarray_convert(const tarray *a, tdtype dt);
 /* Free data (unmapping when mapped) and the struct. NULL is a no-op. */
 void tarray_free(tarray *a);
+/* tarray_free, but a big file mapping (64 MiB and more) is unmapped on a
+ * thread of its own, so that the caller does not wait for the page tables
+ * to be torn down (a stored result: its bytes are in the file already).
+ * tarray_unmapping: how many such unmaps are under way (tests). */
+void tarray_free_behind(tarray *a);
+int tarray_unmapping(void);
 
 /* Element i (flat, C order) as double, whatever the dtype. */
 static inline double tarray_get(const tarray *a, int64_t i) {

@@ -163,7 +163,7 @@ int srun_keep_result(srun *r, tarray *a, const char *final, char **npy,
   }
   if (al) { /* mapped or a sink: the data is already in the file */
     int err = tarray_sink_close(a); /* a deferred write error: not whole */
-    tarray_free(a);
+    tarray_free_behind(a); /* a big mapping's unmap off the job's time */
     if (err) {
       rc = terr_set(e, T_EIO, "", -1, "cannot write the result: %s",
                     strerror(err));

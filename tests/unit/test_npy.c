@@ -379,6 +379,31 @@ TEST(create_and_map) {
   tarray_free(a);
   CHECK(tarray_map_npy(path, &m, &e) == 0 && m && m->size == 0);
   tarray_free(m);
+  /* A big mapping freed behind (tarray_free_behind: its unmap on a thread
+   * of its own) leaves every byte in the file; a small one and a heap
+   * array are freed at once. */
+  {
+    int64_t big[1] = {(int64_t)(80 << 20) / 8}; /* 80 MiB: over the 64 */
+    CHECK(tarray_create_npy(path, T_F64, 1, big, &a, &e) == 0);
+    if (a) {
+      CHECK(a->map_base != NULL);
+      for (int64_t i = 0; i < a->size; i += 4096) tarray_set(a, i, (double)i);
+      tarray_set(a, a->size - 1, -1.5);
+    }
+    tarray_free_behind(a);
+    for (int i = 0; i < 10000 && tarray_unmapping() > 0; i++) usleep(1000);
+    CHECK(tarray_unmapping() == 0);
+    CHECK(tarray_map_npy(path, &m, &e) == 0 && m && m->size == big[0]);
+    int ok = m != NULL;
+    for (int64_t i = 0; ok && i < m->size - 1; i += 4096) ok = tarray_get(m, i) == (double)i;
+    CHECK(ok && tarray_get(m, m->size - 1) == -1.5);
+    tarray_free(m);
+    CHECK(tarray_create_npy(path, T_F64, 2, shape, &a, &e) == 0);
+    tarray_free_behind(a); /* small: unmapped here */
+    CHECK(tarray_unmapping() == 0);
+    tarray_free_behind(tarray_new(T_F64, 2, shape));
+    tarray_free_behind(NULL);
+  }
   /* refusals: missing file, integer file, junk */
   char p2[300];
   snprintf(p2, sizeof p2, "%s/nope.npy", tmpdir);
