@@ -258,15 +258,6 @@ void gang_copy(gang *g, const gang_item *items, int n);
  * the first byte of the result comes down. Nothing to do for heap or sink
  * results. */
 void stage_prefault(devctx *d, tarray *out, double *ms);
-/* The same, but on filler threads of its own (as many as the gang), in
- * 8 MiB pieces from the start, while the caller goes on (uploads inputs,
- * runs kernels): every gang_copy into that mapping first waits until the
- * pieces it writes are populated. One such mapping per device at a time
- * (another is prefaulted at once, as stage_prefault does). The caller
- * ends it with gang_fill_end(d->gang) before it releases the device, on
- * every path (the fillers are joined; a failed job's are stopped). */
-void stage_prefault_ahead(devctx *d, tarray *out);
-void gang_fill_end(gang *g);
 
 /* 1 when every byte of [p, p + bytes) is page-locked host memory the DMA
  * engines reach directly (cudaHostAlloc'd, or cudaHostRegister'ed: a

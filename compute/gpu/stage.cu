@@ -48,14 +48,6 @@
  * gets each page touched instead (a read and a write of the same byte: the
  * file is new and nobody else writes it).
  *
- * Populating ahead (stage_prefault_ahead, used by map): the same
- * MADV_POPULATE_WRITE in 8 MiB pieces by filler threads of the job's own,
- * from the start of the mapping, while the job's inputs go up and its
- * kernels run; each gang_copy into the mapping first waits until the pieces
- * it writes are in. On an H200 host (2026-11-29) the prefault of an 800 MB
- * map result took 80-100 ms in front of a 20-30 ms copy back; ahead, it
- * runs beside the upload and the kernel instead.
- *
  * Page-locked inputs and outputs (issue 25). Memory the DMA engines reach
  * directly — a buffer from cudaHostAlloc, or a shared-memory region the
  * service registered with cudaHostRegister — needs none of the above:
@@ -77,7 +69,6 @@
  * time (the device lock holder); its mutex guards gen/pending/items.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,23 +118,7 @@ typedef struct gang_arg {
   int k;
 } gang_arg;
 
-/* A fresh result mapping populated ahead of the copies into it (see
- * stage_prefault_ahead): FILL_PIECE pieces taken in order by the filler
- * threads; mark: the bytes from base whose pieces are all done. */
-#define FILL_PIECE ((size_t)8 << 20)
-typedef struct fill_ahead {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  char *base;
-  size_t len, npieces, next, mark;
-  unsigned char *done;
-  int running, stop, nth;
-  pthread_t th[DEV_GANG_MAX];
-  double t0;
-} fill_ahead;
-
 struct gang {
-  fill_ahead fill; /* at most one mapping at a time: the device's job's */
   int n; /* participants, the caller included */
   int started;
   pthread_t th[DEV_GANG_MAX];
@@ -191,39 +166,6 @@ static void copy_share(const gang_item *it, int n, size_t lo, size_t hi) {
   }
 }
 
-static void *fill_main(void *p) {
-  fill_ahead *f = (fill_ahead *)p;
-  pthread_mutex_lock(&f->mu);
-  while (!f->stop && f->next < f->npieces) {
-    size_t i = f->next++;
-    pthread_mutex_unlock(&f->mu);
-    size_t lo = i * FILL_PIECE, n = f->len - lo < FILL_PIECE ? f->len - lo : FILL_PIECE;
-    populate(f->base + lo, n);
-    pthread_mutex_lock(&f->mu);
-    f->done[i] = 1;
-    size_t had = f->mark;
-    while (f->mark < f->len && f->done[f->mark / FILL_PIECE])
-      f->mark = f->mark + FILL_PIECE < f->len ? f->mark + FILL_PIECE : f->len;
-    if (f->mark != had) pthread_cond_broadcast(&f->cv);
-  }
-  f->running--;
-  pthread_cond_broadcast(&f->cv);
-  pthread_mutex_unlock(&f->mu);
-  return NULL;
-}
-
-/* Before a copy into [p, p + n): wait until the filler has populated it
- * (or stopped: a page it did not reach faults on write as before). */
-static void fill_wait(fill_ahead *f, const void *p, size_t n) {
-  const char *c = (const char *)p;
-  if (!f->base || c + n <= f->base || c >= f->base + f->len) return;
-  size_t need = (size_t)(c + n - f->base);
-  if (need > f->len) need = f->len;
-  pthread_mutex_lock(&f->mu);
-  while (f->mark < need && f->running > 0) pthread_cond_wait(&f->cv, &f->mu);
-  pthread_mutex_unlock(&f->mu);
-}
-
 static void share_bounds(const gang *g, int k, size_t *lo, size_t *hi) {
   size_t per = (g->total / (size_t)g->n + 63) & ~(size_t)63;
   *lo = per * (size_t)k;
@@ -262,8 +204,6 @@ gang *gang_create(int n) {
   pthread_mutex_init(&g->mu, NULL);
   pthread_cond_init(&g->go, NULL);
   pthread_cond_init(&g->done, NULL);
-  pthread_mutex_init(&g->fill.mu, NULL);
-  pthread_cond_init(&g->fill.cv, NULL);
   g->n = 1;
   for (int k = 1; k < n; k++) {
     gang_arg *a = &g->arg[k];
@@ -285,9 +225,6 @@ void gang_destroy(gang *g) {
   pthread_cond_broadcast(&g->go);
   pthread_mutex_unlock(&g->mu);
   for (int k = 1; k <= g->started; k++) pthread_join(g->th[k], NULL);
-  gang_fill_end(g);
-  pthread_mutex_destroy(&g->fill.mu);
-  pthread_cond_destroy(&g->fill.cv);
   pthread_mutex_destroy(&g->mu);
   pthread_cond_destroy(&g->go);
   pthread_cond_destroy(&g->done);
@@ -297,9 +234,6 @@ void gang_destroy(gang *g) {
 void gang_copy(gang *g, const gang_item *items, int n) {
   size_t total = 0;
   for (int i = 0; i < n; i++) total += items[i].bytes;
-  if (g && g->fill.base) /* into a mapping being populated: its pages first */
-    for (int i = 0; i < n; i++)
-      if (items[i].src) fill_wait(&g->fill, items[i].dst, items[i].bytes);
   if (!g || g->n == 1 || total < ((size_t)1 << 20)) {
     copy_share(items, n, 0, total);
     return;
@@ -331,55 +265,6 @@ void stage_prefault(devctx *d, tarray *out, double *ms) {
             d->index, out->map_len / 1e6, gang_size(d->gang), t,
             t > 0 ? out->map_len / t / 1e6 : 0.0);
   if (ms) *ms += t;
-}
-
-void gang_fill_end(gang *g) {
-  if (!g || !g->fill.base) return;
-  fill_ahead *f = &g->fill;
-  pthread_mutex_lock(&f->mu);
-  f->stop = 1;
-  pthread_mutex_unlock(&f->mu);
-  for (int k = 0; k < f->nth; k++) pthread_join(f->th[k], NULL);
-  log_debug("gpu: populated %.1f of %.1f MB ahead in %.1f ms", f->mark / 1e6,
-            f->len / 1e6, t_now_ms() - f->t0);
-  free(f->done);
-  f->done = NULL;
-  f->base = NULL;
-  f->len = f->npieces = f->next = f->mark = 0;
-  f->nth = f->running = f->stop = 0;
-}
-
-void stage_prefault_ahead(devctx *d, tarray *out) {
-  if (!out || !out->map_base || !out->map_prefault) return;
-  gang *g = d->gang;
-  if (!g || g->fill.base || out->map_len < 2 * FILL_PIECE) {
-    stage_prefault(d, out, NULL); /* no room for a filler: here and now */
-    return;
-  }
-  fill_ahead *f = &g->fill;
-  f->npieces = (out->map_len + FILL_PIECE - 1) / FILL_PIECE;
-  f->done = (unsigned char *)calloc(f->npieces, 1);
-  if (!f->done) {
-    stage_prefault(d, out, NULL);
-    return;
-  }
-  f->base = (char *)out->map_base;
-  f->len = out->map_len;
-  f->next = f->mark = 0;
-  f->stop = 0;
-  f->t0 = t_now_ms();
-  out->map_prefault = 0; /* in hand: nobody prefaults it again */
-  int want = gang_size(g);
-  pthread_mutex_lock(&f->mu);
-  for (f->nth = 0; f->nth < want; f->nth++) {
-    if (pthread_create(&f->th[f->nth], NULL, fill_main, f) != 0) break;
-    f->running++;
-  }
-  pthread_mutex_unlock(&f->mu);
-  if (f->nth == 0) { /* no thread: populate it here, as stage_prefault */
-    populate(f->base, f->len);
-    gang_fill_end(g);
-  }
 }
 
 /* ---- page-locked host memory ------------------------------------------- */

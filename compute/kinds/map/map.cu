@@ -324,10 +324,8 @@ int cuda_map(int dev, const expr *x, const tarray *const *inputs,
   int rc = dev_begin(dev, &d, e);
   if (rc) return rc;
   tr[1] = t_now_ms();
-  /* Result pages in before the first byte comes down (stage.cu), by
-   * fillers of their own while the inputs go up and the kernel runs: the
-   * copies back wait for the pieces they write (their wait is d2h's). */
-  stage_prefault_ahead(d, out);
+  /* Result pages in before the first byte comes down (stage.cu). */
+  stage_prefault(d, out, job ? job->t_d2h : NULL);
   tr[2] = t_now_ms();
   int nin = expr_ninputs(x), nstream = 0;
   fuse_input m[FUSE_MAX_IN];
@@ -399,7 +397,6 @@ fail:
   free(key);
   devmem_free(d, &obuf);
   for (int i = 0; i < nin && i < FUSE_MAX_IN; i++) devmem_free(d, &m[i].tmp);
-  gang_fill_end(d->gang); /* the fillers joined before the device goes */
   dev_end(d, rc);
   return rc;
 }
