@@ -48,6 +48,13 @@
  * gets each page touched instead (a read and a write of the same byte: the
  * file is new and nobody else writes it).
  *
+ * Populating ahead was tried and lost (2026-11-29, H200 host, map of 10^8
+ * float64 from an uploaded array): filler threads populating the result
+ * while the gang staged the input up made the h2d 147 ms instead of 26 and
+ * the job 356 ms instead of 177 — faults on the input's and the result's
+ * mappings, and two gangs of 16 on 16 cores, fight. The prefault stays in
+ * front; matmul runs it while the GEMM computes, when the gang is idle.
+ *
  * Page-locked inputs and outputs (issue 25). Memory the DMA engines reach
  * directly — a buffer from cudaHostAlloc, or a shared-memory region the
  * service registered with cudaHostRegister — needs none of the above:
