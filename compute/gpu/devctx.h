@@ -252,6 +252,10 @@ int gang_size(const gang *g); /* threads, the caller included */
  * item whose src is NULL has its dst pages prefaulted instead (made present
  * and writable: see stage.cu's opening). */
 void gang_copy(gang *g, const gang_item *items, int n);
+/* Run fn(arg, k, n) on every participant k of the n (the caller is k = 0);
+ * returns when all have returned. For host work that is not one copy (a
+ * scatter of rows to their places). */
+void gang_run(gang *g, void (*fn)(void *arg, int k, int n), void *arg);
 /* Prefault a result mapping that asks for it (out->map_prefault, set by
  * compute/array/codec/npyfile.c), on the gang, and clear the flag; the time is added to
  * *ms (the job's d2h: it is the cost of storing the result). Call before

@@ -136,6 +136,8 @@ struct gang {
   const gang_item *items;
   int nitems;
   size_t total;
+  void (*fn)(void *arg, int k, int n); /* gang_run's work, else NULL */
+  void *fn_arg;
   gang_arg arg[DEV_GANG_MAX];
 };
 
@@ -194,8 +196,13 @@ static void *gang_main(void *p) {
     share_bounds(g, a->k, &lo, &hi);
     const gang_item *items = g->items;
     int nitems = g->nitems;
+    void (*fn)(void *, int, int) = g->fn;
+    void *fn_arg = g->fn_arg;
     pthread_mutex_unlock(&g->mu);
-    copy_share(items, nitems, lo, hi);
+    if (fn)
+      fn(fn_arg, a->k, g->n);
+    else
+      copy_share(items, nitems, lo, hi);
     pthread_mutex_lock(&g->mu);
     if (--g->pending == 0) pthread_cond_signal(&g->done);
   }
@@ -249,6 +256,7 @@ void gang_copy(gang *g, const gang_item *items, int n) {
   g->items = items;
   g->nitems = n;
   g->total = total;
+  g->fn = NULL;
   g->pending = g->n - 1;
   g->gen++;
   pthread_cond_broadcast(&g->go);
@@ -258,6 +266,25 @@ void gang_copy(gang *g, const gang_item *items, int n) {
   copy_share(items, n, lo, hi);
   pthread_mutex_lock(&g->mu);
   while (g->pending > 0) pthread_cond_wait(&g->done, &g->mu);
+  pthread_mutex_unlock(&g->mu);
+}
+
+void gang_run(gang *g, void (*fn)(void *arg, int k, int n), void *arg) {
+  if (!g || g->n == 1) {
+    fn(arg, 0, 1);
+    return;
+  }
+  pthread_mutex_lock(&g->mu);
+  g->fn = fn;
+  g->fn_arg = arg;
+  g->pending = g->n - 1;
+  g->gen++;
+  pthread_cond_broadcast(&g->go);
+  pthread_mutex_unlock(&g->mu);
+  fn(arg, 0, g->n);
+  pthread_mutex_lock(&g->mu);
+  while (g->pending > 0) pthread_cond_wait(&g->done, &g->mu);
+  g->fn = NULL;
   pthread_mutex_unlock(&g->mu);
 }
 
