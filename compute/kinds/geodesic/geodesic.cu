@@ -246,6 +246,10 @@ static int gg_one_run(gg_one *S, int64_t *nonconv, terr *e) {
   CU_TRY(cudaEventRecord(d->ev_a, d->s_comp));
   for (int64_t b = 0; b < S->nb; b++) {
     T_TRY(gg_one_launch_ahead(S, b, e));
+    /* The result's pages in (stage.cu) while the first bands compute, not
+     * in front of them: the gang is idle until band 0 comes down. (d2h
+     * counts it, so that phase overlaps compute by up to that much.) */
+    if (b == 0) stage_prefault(d, S->out, job ? job->t_d2h : NULL);
     if (S->next == S->nb && !S->timed) {
       CU_TRY(cudaEventRecord(d->ev_b, d->s_comp));
       S->timed = 1;
@@ -282,7 +286,7 @@ static void gg_one_release(gg_one *S) {
 /* Other devices, when the result is worth spreading: then the lanes
  * (gg_spread), each device's lanes consecutive. *spread set when it ran
  * (its answer in the return); devs[0..*ndev) the devices, devs[0] dev. */
-static int gg_try_spread(int dev, const geod_plan *pl, tarray *out,
+static int gg_try_spread(devctx *d, int dev, const geod_plan *pl, tarray *out,
                          const geod_gpu_job *job, size_t total, size_t chunk,
                          int *devs, int *ndev, int *spread, int64_t *nonconv,
                          terr *e) {
@@ -301,6 +305,7 @@ static int gg_try_spread(int dev, const geod_plan *pl, tarray *out,
   for (int k = 0; k < *ndev; k++)
     for (int u = 0; u < per; u++) ldev[nl++] = devs[k];
   *spread = 1;
+  stage_prefault(d, out, job ? job->t_d2h : NULL); /* before any lane writes */
   return gg_spread(ldev, nl, pl, out, job, chunk, nonconv, e);
 }
 
@@ -325,13 +330,11 @@ extern "C" int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
   if (rc) return rc;
   if (total == 0) goto fail; /* nothing to compute: rc 0 */
   T_TRY(stage_ensure(S->d, e));
-  /* Result pages in before the first byte comes down (stage.cu). */
-  stage_prefault(S->d, out, job ? job->t_d2h : NULL);
   /* Chunks are the device's pinned slots (or smaller, when asked). */
   S->chunk = S->d->slot[0].bytes;
   if (pl->gpu_chunk_bytes > 0 && (size_t)pl->gpu_chunk_bytes < S->chunk)
     S->chunk = (size_t)pl->gpu_chunk_bytes;
-  rc = gg_try_spread(dev, pl, out, job, total, S->chunk, devs, &ndev, &spread,
+  rc = gg_try_spread(S->d, dev, pl, out, job, total, S->chunk, devs, &ndev, &spread,
                      nonconv, e);
   if (spread) {
     (void)cudaSetDevice(S->d->ordinal); /* the run's device current again */
