@@ -375,13 +375,21 @@ extern "C" int cuda_geoq(int dev, const geod_plan *pl, const geoq *q,
 
   out->nparts = 0;
   *nonconv = 0;
+  double tm[4] = {0, 0, 0, 0}; /* index, devices, passes: --log-level debug */
   rc = gq_begin(r, dev, pl, q, job, &ng, e);
   if (rc) return rc;
   T_TRY(gq_index(r, e));
+  tm[0] = t_now_ms();
   T_TRY(gq_devices(r, dev, ng, e));
+  tm[1] = t_now_ms();
   T_TRY(gq_run_pass(r, 0, &ch, e));
   if (r->mode == GQ_RCOUNT) T_TRY(gq_radius_fill(r, &ch, e));
+  tm[2] = t_now_ms();
   T_TRY(gq_collect(r, out, nonconv, t0, e));
+  log_debug("geoq: %lld queries on %d device(s): host index %.1f ms, devices "
+            "%.1f ms, passes %.1f ms (kernels %.1f, up %.1f, down %.1f)",
+            (long long)pl->n, r->ndev, tm[0] - t0, tm[1] - tm[0], tm[2] - tm[1],
+            r->t_kern, r->t_up, r->t_down);
 fail:
   gq_release(r, rc, ch);
   return rc;
