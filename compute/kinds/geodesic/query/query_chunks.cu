@@ -106,13 +106,10 @@ int gq_dev_setup(gq_run *r, gq_dev *x, terr *e) {
   T_TRY(gq_alloc(x->d, (size_t)m * 8, &x->tj, e));
   T_TRY(gq_alloc(x->d, (size_t)r->nt * 6 * sizeof(double), &x->box, e));
   T_TRY(gq_alloc(x->d, sizeof(unsigned long long), &x->nc, e));
-  if (m) {
-    CU_TRY(cudaMemcpy(x->tx.ptr, r->T.x, (size_t)m * 3 * sizeof(double),
-                      cudaMemcpyHostToDevice));
-    CU_TRY(cudaMemcpy(x->tp.ptr, r->T.p, (size_t)m * sizeof(geod_point),
-                      cudaMemcpyHostToDevice));
-    CU_TRY(cudaMemcpy(x->tj.ptr, r->T.idx, (size_t)m * 8,
-                      cudaMemcpyHostToDevice));
+  if (m) { /* through the pinned slots and the gang (stage.cu), not pageable */
+    T_TRY(stage_upload(x->d, x->tx.ptr, r->T.x, (size_t)m * 3 * sizeof(double), e));
+    T_TRY(stage_upload(x->d, x->tp.ptr, r->T.p, (size_t)m * sizeof(geod_point), e));
+    T_TRY(stage_upload(x->d, x->tj.ptr, r->T.idx, (size_t)m * 8, e));
     CU_TRY(cudaMemcpy(x->box.ptr, r->box, (size_t)r->nt * 6 * sizeof(double),
                       cudaMemcpyHostToDevice));
   }
@@ -166,8 +163,8 @@ fail:
 }
 
 /* The kernel's arguments for a chunk of nq queries on device x. */
-static void gq_args_fill(const gq_run *r, const gq_dev *x, int64_t nq,
-                         gq_args *a) {
+static void gq_args_fill(const gq_run *r, const gq_dev *x, int64_t s0,
+                         int64_t nq, gq_args *a) {
   const geod_plan *pl = r->pl;
   memset(a, 0, sizeof *a);
   a->g = pl->ell;
@@ -192,9 +189,15 @@ static void gq_args_fill(const gq_run *r, const gq_dev *x, int64_t nq,
   a->tj = (const long long *)x->tj.ptr;
   a->box = (const double *)x->box.ptr;
   a->nq = nq;
-  a->qx = (const double *)x->qx.ptr;
-  a->qp = (const geod_point *)x->qp.ptr;
-  a->qi = (const long long *)x->qi.ptr;
+  if (pl->has_targets) {
+    a->qx = (const double *)x->qx.ptr;
+    a->qp = (const geod_point *)x->qp.ptr;
+    a->qi = (const long long *)x->qi.ptr;
+  } else { /* the queries are the targets, on the device already */
+    a->qx = (const double *)x->tx.ptr + 3 * s0;
+    a->qp = (const geod_point *)x->tp.ptr + s0;
+    a->qi = (const long long *)x->tj.ptr + s0;
+  }
   a->qhome = (const long long *)x->qh.ptr;
   a->qslot = r->slot && r->mode != GQ_RFILL ? (const long long *)x->qs.ptr
                                              : NULL;
@@ -213,12 +216,15 @@ static int gq_chunk_up(gq_run *r, gq_dev *x, const gq_chunk *c, terr *e) {
   int64_t s0 = c->s0, nq = c->s1 - c->s0;
   cudaStream_t st = x->d->s_comp;
   double t0 = t_now_ms();
-  CU_TRY(cudaMemcpyAsync(x->qx.ptr, r->Q.x + 3 * s0, (size_t)nq * 24,
-                         cudaMemcpyHostToDevice, st));
-  CU_TRY(cudaMemcpyAsync(x->qp.ptr, r->Q.p + s0, (size_t)nq * sizeof(geod_point),
-                         cudaMemcpyHostToDevice, st));
-  CU_TRY(cudaMemcpyAsync(x->qi.ptr, r->Q.idx + s0, (size_t)nq * 8,
-                         cudaMemcpyHostToDevice, st));
+  if (r->pl->has_targets) { /* else the kernel reads them in the targets' */
+    CU_TRY(cudaMemcpyAsync(x->qx.ptr, r->Q.x + 3 * s0, (size_t)nq * 24,
+                           cudaMemcpyHostToDevice, st));
+    CU_TRY(cudaMemcpyAsync(x->qp.ptr, r->Q.p + s0,
+                           (size_t)nq * sizeof(geod_point),
+                           cudaMemcpyHostToDevice, st));
+    CU_TRY(cudaMemcpyAsync(x->qi.ptr, r->Q.idx + s0, (size_t)nq * 8,
+                           cudaMemcpyHostToDevice, st));
+  }
   CU_TRY(cudaMemcpyAsync(x->qh.ptr, r->home + s0, (size_t)nq * 8,
                          cudaMemcpyHostToDevice, st));
   if (r->slot && r->mode != GQ_RFILL)
@@ -251,7 +257,7 @@ static int gq_submit(gq_run *r, gq_dev *x, const gq_chunk *c, int64_t ci,
                                    c->p1 - c->p0 <= r->pcap));
   CU_TRY(cudaSetDevice(x->d->ordinal));
   T_TRY(gq_chunk_up(r, x, c, e));
-  gq_args_fill(r, x, nq, &a);
+  gq_args_fill(r, x, c->s0, nq, &a);
   CU_TRY(cudaEventRecord(x->start, st));
   CU_TRY(gq_launch(r->pl->method, r->mode, nq, st, a, r->f32));
   if (r->mode == GQ_RFILL && c->p1 > c->p0) {
