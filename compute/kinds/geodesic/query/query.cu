@@ -41,9 +41,15 @@
  *    — and several per device for balance); devices take the next chunk
  *    when they finish one (one host thread drives them all, polling
  *    events); each chunk's rows come back to a host buffer and are
- *    scattered into the result parts at their original rows. Progress and
- *    the stop check are per chunk; radius fill chunks are cut again by
- *    their pair counts.
+ *    scattered into the result parts at their original rows (by the
+ *    device gang, into parts prefaulted while the first chunks run). A
+ *    device has two lanes for knn and rowwise (gq_twins: two chunks in
+ *    flight, each half the memory budget), so that one chunk is copied
+ *    down and scattered while the next one's kernel runs; radius keeps one
+ *    (its fill pass is sized by the free memory). Without targets a
+ *    chunk's queries are read in the targets' device arrays, not sent up
+ *    again. Progress and the stop check are per chunk; radius fill chunks
+ *    are cut again by their pair counts.
  *
  * Measured on one H100 of a 2 x H100 host (2026-11-25; printed by
  * `gpu_test_geoquery_gpu --time`, the call with host arrays, no store):
@@ -180,9 +186,12 @@ static int gq_devices(gq_run *r, int dev, int ng, terr *e) {
   if (r->ndev == 1 && r->cq < GQ_CHUNK_MIN) r->cq = GQ_CHUNK_MIN;
   if (r->cq < 32) r->cq = 32;
   r->cq = (r->cq + 31) / 32 * 32;
+  r->nreal = r->ndev;
   for (int k = 0; k < r->ndev; k++) T_TRY(gq_dev_setup(r, &r->dv[k], e));
-  if (r->mode == GQ_KNN || r->mode == GQ_MIN || r->mode == GQ_ROW)
+  if (r->mode == GQ_KNN || r->mode == GQ_MIN || r->mode == GQ_ROW) {
     T_TRY(gq_slots(r, e));
+    T_TRY(gq_twins(r, e)); /* radius sizes its fill pass by free memory */
+  }
   for (int k = 0; k < r->ndev; k++) T_TRY(gq_dev_buffers(r, &r->dv[k], e));
   T_TRY(gq_host_stage(r, e));
   if (r->mode == GQ_RCOUNT) {
@@ -302,6 +311,7 @@ static int gq_collect(gq_run *r, geoq_out *out, int64_t *nonconv, double t0,
   for (int k = 0; k < r->ndev; k++) {
     gq_dev *x = &r->dv[k];
     T_ASSERT(x->chunk < 0); /* every chunk finished */
+    if (x->twin) continue; /* its counter is its device lane's */
     CU_TRY(cudaSetDevice(x->d->ordinal));
     CU_TRY(cudaMemcpy(&hnc, x->nc.ptr, sizeof hnc, cudaMemcpyDeviceToHost));
     *nonconv += (int64_t)hnc;
@@ -334,7 +344,7 @@ fail:
  * when borrowed; every host buffer and part not handed out freed. */
 static void gq_release(gq_run *r, int rc, gq_chunk *ch) {
   const geoq_gpu_job *job = r->job;
-  for (int k = 0; k < r->ndev; k++) {
+  for (int k = r->ndev - 1; k >= 0; k--) { /* twins first: their device's lock */
     gq_dev *x = &r->dv[k];
     if (x->d) {
       (void)cudaSetDevice(x->d->ordinal);
@@ -343,7 +353,7 @@ static void gq_release(gq_run *r, int rc, gq_chunk *ch) {
       if (x->done) (void)cudaEventDestroy(x->done);
       if (x->start) (void)cudaEventDestroy(x->start);
       if (rc) (void)cudaGetLastError();
-      dev_end(x->d, rc);
+      if (!x->twin) dev_end(x->d, rc); /* a twin took nothing */
     }
     if (x->borrowed && job && job->give_back) job->give_back(job->ctx, x->dev);
   }

@@ -45,8 +45,34 @@ void gq_dev_free(gq_dev *x) {
   devbuf *all[] = {&x->tx, &x->tp, &x->tj, &x->box, &x->nc,  &x->qx,
                    &x->qp, &x->qi, &x->qh,  &x->qs,  &x->hd,  &x->hj,
                    &x->od, &x->oj, &x->coff, &x->sk, &x->sv, &x->tmp};
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+  /* a twin's first five are its device lane's */
+  for (size_t i = x->twin ? 5 : 0; i < sizeof all / sizeof all[0]; i++)
     devmem_free(x->d, all[i]);
+}
+
+int gq_twins(gq_run *r, terr *e) {
+  int rc = 0;
+  T_ASSERT(r->ndev == r->nreal && 2 * r->nreal <= 2 * GQ_MAX_DEV);
+  for (int k = 0; k < r->nreal; k++) {
+    const gq_dev *a = &r->dv[k];
+    gq_dev *x = &r->dv[r->nreal + k];
+    memset(x, 0, sizeof *x);
+    x->dev = a->dev;
+    x->d = a->d;
+    x->twin = 1;
+    x->tx = a->tx;
+    x->tp = a->tp;
+    x->tj = a->tj;
+    x->box = a->box;
+    x->nc = a->nc;
+    x->chunk = -1;
+    r->ndev++; /* counted now: gq_release frees what it has */
+    CU_TRY(cudaSetDevice(x->d->ordinal));
+    CU_TRY(cudaEventCreate(&x->start));
+    CU_TRY(cudaEventCreate(&x->done));
+  }
+fail:
+  return rc;
 }
 
 /* Device bytes a chunk of cq queries takes (radius fill: plus pcap pairs). */
@@ -92,8 +118,9 @@ int gq_dev_setup(gq_run *r, gq_dev *x, terr *e) {
   {
     size_t room = budget - fixed;
     int64_t cq = r->cq;
-    /* radius: half of it, the rest for the fill pass's pairs */
-    if (r->mode == GQ_RCOUNT) room /= 2;
+    /* radius: half of it, the rest for the fill pass's pairs; knn and
+     * rowwise: half for each of the device's two lanes (gq_twins) */
+    room /= 2;
     while (cq > 32 && gq_chunk_bytes(r, cq) > room)
       cq = (cq / 2 + 31) / 32 * 32;
     if (cq < r->cq) r->cq = cq; /* one cut for every device: the smallest */

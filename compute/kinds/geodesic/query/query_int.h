@@ -91,6 +91,11 @@ double *gq_boxes(const double *x, int64_t n, int64_t *nt);
  * and the chunk in flight. */
 typedef struct gq_dev {
   int dev, borrowed;
+  /* A second lane of the device of lane dv[k - ndev]: its own chunk
+   * buffers and events, that lane's devctx and targets' index (tx, tp, tj,
+   * box, nc: not freed here). Two chunks in flight a device, so that one
+   * is copied down and scattered while the other's kernel runs. */
+  int twin;
   devctx *d;
   devbuf tx, tp, tj, box, nc;
   devbuf qx, qp, qi, qh, qs, hd, hj, od, oj, coff, sk, sv, tmp;
@@ -120,8 +125,9 @@ typedef struct gq_run {
   long long *slot, *ord;
   double *box;
   int64_t nt;
-  int ndev;
-  gq_dev dv[GQ_MAX_DEV];
+  int ndev;  /* lanes: the devices, then their twins (gq_twins) */
+  int nreal; /* devices: dv[0, nreal) */
+  gq_dev dv[2 * GQ_MAX_DEV];
   int64_t cq;  /* queries a chunk holds */
   int64_t pcap; /* pairs a fill chunk holds */
   /* host staging of a chunk's results (gq_host_stage: their sizes) */
@@ -152,6 +158,8 @@ int gq_dev_setup(gq_run *r, gq_dev *x, terr *e);
 int gq_dev_buffers(gq_run *r, gq_dev *x, terr *e);
 /* Give back every buffer of device x (its lock held). */
 void gq_dev_free(gq_dev *x);
+/* A twin lane for each device lane (gq_dev.twin), after gq_dev_setup. */
+int gq_twins(gq_run *r, terr *e);
 /* Host staging for a chunk's results. */
 int gq_host_stage(gq_run *r, terr *e);
 /* Cut the sorted queries into chunks (fill: by pairs too); *out freed by
