@@ -41,10 +41,12 @@ def best(name, submit):
     for rep in range(2):
         j = submit(); j.wait()
         t = j.info["timings_ms"]
-        runs.append((t.get("total", 0), t.get("compute", 0), t.get("d2h", 0), j.status, j.id))
+        runs.append((t.get("total", 0), t.get("compute", 0), t.get("d2h", 0), j.status, j.id,
+                     t.get("prepare", 0), t.get("h2d", 0), t.get("store", 0)))
         j.delete()
     r = min(runs)
-    print(f"{name}\t{vis}\t{r[3]}\t{r[0]:.0f}\t{r[1]:.0f}\t{r[2]:.0f}\t{r[4]}", flush=True)
+    print(f"{name}\t{vis}\t{r[3]}\t{r[0]:.0f}\t{r[1]:.0f}\t{r[2]:.0f}\t{r[4]}"
+          f"\t{r[5]:.0f}/{r[6]:.0f}/{r[7]:.0f}", flush=True)
 sq = c.upload(pts(40000))
 best("geodesic square n=40000 f32",
      lambda: c.submit_geodesic(sq, dtype="float32", backend="cuda", output=False))
@@ -68,11 +70,11 @@ PY
     | sed 's/^id=\(j_[a-z0-9]*\) .*spread="\([^"]*\)"/\1\t\2/' >> "$res/spread" || true
   rm -rf "$d"
 done
-echo "| job | GPUs visible | status | submit->stored ms | compute ms | d2h ms | spread |"
-echo "|---|---|---|---|---|---|---|"
+echo "| job | GPUs visible | status | submit->stored ms | compute ms | d2h ms | prepare/h2d/store ms | spread |"
+echo "|---|---|---|---|---|---|---|---|"
 touch "$res/spread"
-while IFS='	' read -r name vis st tot comp d2h id; do
+while IFS='	' read -r name vis st tot comp d2h id rest; do
   sp=$(awk -F'\t' -v id="$id" '$1 == id { print $2 }' "$res/spread")
-  echo "| $name | $vis | $st | $tot | $comp | $d2h | ${sp:--} |"
+  echo "| $name | $vis | $st | $tot | $comp | $d2h | $rest | ${sp:--} |"
 done < "$res/rows"
 rm -rf "$res"
