@@ -111,9 +111,16 @@ static int submit_chunk(jobs *J, const char *owner, json_t *items, size_t at,
     jobs_batch_item *it = &out[idx[j]];
     p[j].row = rows[j]; /* a request_id's earlier row replaced it */
     it->err = errs[j];
+    /* the row as committed, for the answer (a copy: the enqueue takes
+     * the original); without memory for it the answer reads the store */
+    if (rcs[j] == 0 && store_job_copy(&it->row, &rows[j]) != 0)
+      memset(&it->row, 0, sizeof it->row);
     it->rc = jobs_submit_inserted(J, &p[j], rcs[j], existing[j], it->id,
                                   &it->err);
-    if (it->rc) prefix_field(&it->err, idx[j]);
+    if (it->rc) {
+      store_job_clear(&it->row);
+      prefix_field(&it->err, idx[j]);
+    }
   }
 done:
   free(p);
@@ -123,6 +130,14 @@ done:
   free(rcs);
   free(errs);
   return rc;
+}
+
+void jobs_batch_item_clear(jobs_batch_item *it) {
+  if (it) store_job_clear(&it->row);
+}
+
+int jobs_holds(jobs *J, const char *id, const char *owner) {
+  return sched_holds(J->sc, id, owner);
 }
 
 int jobs_submit_batch(jobs *J, const char *owner, json_t *items,

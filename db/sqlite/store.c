@@ -506,6 +506,7 @@ int sq_open(const char *data_dir, sqstore **out, terr *e) {
   pthread_cond_init(&s->work, &mono);
   pthread_condattr_destroy(&mono);
   have_locks = 1;
+  (void)store__recent_init(s); /* without memory for it: every read a SELECT */
   if ((rc = store__ckpt_start(s, e))) goto fail;
   atomic_store(&s->alive, 1);
   if (pthread_create(&s->writer, NULL, writer_main, s) != 0) {
@@ -523,6 +524,7 @@ fail:
     pthread_mutex_destroy(&s->mu);
   }
   if (have_key) pthread_key_delete(s->rkey);
+  store__recent_free(s);
   conn_close(&s->w);
   free(s);
   return rc;
@@ -559,6 +561,7 @@ void sq_close(sqstore *s) {
   pthread_cond_destroy(&s->work);
   pthread_mutex_destroy(&s->rmu);
   pthread_mutex_destroy(&s->mu);
+  store__recent_free(s);
   free(s);
 }
 

@@ -114,6 +114,8 @@ struct sqstore {
 
   /* counters for the benchmark and tests (relaxed atomics) */
   atomic_llong n_batches, n_ops, n_checkpoints;
+
+  struct store_recent *recent; /* store_recent.c; NULL: none (no memory) */
 };
 
 /* schema.c: migrate the writer connection to the newest version. */
@@ -129,6 +131,23 @@ void store__ckpt_stop(sqstore *s);
 /* Writer thread, between batches: when the WAL is long, finish a checkpoint
  * so that the next transaction restarts the WAL. */
 void store__ckpt_writer(sqstore *s);
+
+/* store_recent.c: the committed rows of recently ended jobs (see there).
+ * init at open (T_ENOMEM leaves it off), free at close; gen on the writer
+ * when a finish reads its row back, put on the writer once that commit
+ * is done (dropped when a forget came between); forget (id, or NULL: all)
+ * on the writer inside a delete's or expiry's op, before its commit; get
+ * on any thread: 1 when it answered (*rc: T_OK with *out filled, or
+ * T_ENOTFOUND for another owner's job), 0 to read the store. */
+typedef struct store_recent store_recent;
+int store__recent_init(sqstore *s);
+void store__recent_free(sqstore *s);
+uint64_t store__recent_gen(sqstore *s);
+void store__recent_put(sqstore *s, const store_job *row, uint64_t gen);
+int store__recent_get(sqstore *s, const char *id, const char *owner,
+                      store_job *out, int *rc, terr *e);
+void store__recent_forget(sqstore *s, const char *id);
+void store__recent_counts(sqstore *s, int64_t *hits, int64_t *misses);
 
 /* store.c */
 int store__stmt(store_conn *c, const char *sql, sqlite3_stmt **out, terr *e);
