@@ -111,6 +111,8 @@ struct sqstore {
   pthread_cond_t ckcv;
   int ck_want, ck_stop;
   int wal_frames, ck_next;     /* writer thread only */
+  atomic_int ck_done;          /* frames the last background checkpoint
+                                  had copied (0 after the WAL restarted) */
 
   /* counters for the benchmark and tests (relaxed atomics) */
   atomic_llong n_batches, n_ops, n_checkpoints;
