@@ -28,16 +28,8 @@
 /* Pages of WAL (4 KiB each) between two background checkpoints: SQLite's
  * default auto-checkpoint size. */
 #define STORE_CKPT_FRAMES 1000
-/* WAL size at which the writer itself finishes a checkpoint (see below). */
-#define STORE_WAL_MAX_FRAMES (8 * STORE_CKPT_FRAMES)
-/* ... once the background checkpoints have copied all but this many frames
- * (its copy and sync then take a few ms, not the hundreds of ms of a
- * lagging checkpointer's backlog that every write would wait for: issue
- * 26's single submit behind a batch of 10,000); ... */
-#define STORE_WAL_TAIL_FRAMES 256
-/* ... or at once at this size, however far behind they are. */
-#define STORE_WAL_HARD_FRAMES (4 * STORE_WAL_MAX_FRAMES)
-/* The same while the data disk is full (util/datadir.h: its reserve given
+/* The WAL size at which the writer itself finishes a checkpoint:
+ * STORE_WAL_MAX_FRAMES and its companions, store_int.h. The same while the data disk is full (util/datadir.h: its reserve given
  * to the store): the WAL restarts from its beginning every 64 pages, so
  * that deletes and bookkeeping on the reserve need at most ~256 KiB of WAL
  * however many they are (the sq_close before had truncated it to 0, and a
@@ -65,7 +57,7 @@ static int wal_hook(void *ctx, sqlite3 *db, const char *name, int frames) {
   sqstore *s = ctx;
   if (frames < s->wal_frames) { /* restarted */
     s->ck_next = STORE_CKPT_FRAMES;
-    atomic_store(&s->ck_done, 0);
+    atomic_fetch_add(&s->wal_gen, 1);
   }
   s->wal_frames = frames;
   if (frames < s->ck_next) return SQLITE_OK;
@@ -80,19 +72,20 @@ void store__ckpt_writer(sqstore *s) {
     return;
   /* A long backlog is the checkpointer's to copy, beside the writer; the
    * writer takes over only the last few frames (or a WAL far too long). */
+  long long ck = atomic_load(&s->ck_done); /* copied of this WAL's run */
+  int copied = (int)(ck >> 32) == atomic_load(&s->wal_gen)
+                   ? (int)(ck & 0x7fffffff)
+                   : 0;
   if (!full && s->wal_frames < STORE_WAL_HARD_FRAMES &&
-      s->wal_frames - atomic_load(&s->ck_done) > STORE_WAL_TAIL_FRAMES) {
+      s->wal_frames - copied > STORE_WAL_TAIL_FRAMES) {
     ckpt_ask(s);
     return;
   }
   /* Most frames are already copied by the background checkpoints, so this
    * copies the tail and syncs; the next write transaction then restarts the
-   * WAL (readers permitting). */
-  int log = 0, done = 0;
-  if (sqlite3_wal_checkpoint_v2(s->w.db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log,
-                                &done) == SQLITE_OK &&
-      log == done)
-    s->wal_frames = 0;
+   * WAL (readers permitting), which wal_hook sees at that commit. */
+  (void)sqlite3_wal_checkpoint_v2(s->w.db, NULL, SQLITE_CHECKPOINT_PASSIVE,
+                                  NULL, NULL);
   atomic_fetch_add_explicit(&s->n_checkpoints, 1, memory_order_relaxed);
 }
 
@@ -104,12 +97,13 @@ static void *ckpt_main(void *arg) {
     if (s->ck_stop) break;
     s->ck_want = 0;
     pthread_mutex_unlock(&s->ckmu);
-    int log = 0, done = 0;
+    int log = 0, done = 0, gen = atomic_load(&s->wal_gen);
     int rc = sqlite3_wal_checkpoint_v2(s->ckdb, NULL, SQLITE_CHECKPOINT_PASSIVE,
                                        &log, &done);
     if (rc != SQLITE_OK && rc != SQLITE_BUSY)
       log_warn("store: checkpoint: %s", sqlite3_errmsg(s->ckdb));
-    if (rc == SQLITE_OK) atomic_store(&s->ck_done, done);
+    if (rc == SQLITE_OK && done > 0 && gen == atomic_load(&s->wal_gen))
+      atomic_store(&s->ck_done, (long long)gen << 32 | done);
     atomic_fetch_add_explicit(&s->n_checkpoints, 1, memory_order_relaxed);
     pthread_mutex_lock(&s->ckmu);
   }
@@ -127,6 +121,11 @@ int store__ckpt_start(sqstore *s, terr *e) {
     return rc;
   }
   sqlite3_busy_timeout(s->ckdb, 5000);
+  /* A connection that has read nothing has not opened the WAL: its
+   * checkpoints answered SQLITE_OK with -1 frames and copied nothing, so
+   * the writer copied the whole WAL itself (found measuring issue 26). */
+  sqlite3_exec(s->ckdb, "SELECT count(*) FROM sqlite_master", NULL, NULL,
+               NULL);
   pthread_mutex_init(&s->ckmu, NULL);
   pthread_cond_init(&s->ckcv, NULL);
   if (pthread_create(&s->ckpt_thread, NULL, ckpt_main, s) != 0) {

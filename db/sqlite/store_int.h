@@ -110,9 +110,13 @@ struct sqstore {
   pthread_mutex_t ckmu;        /* guards ck_want, ck_stop */
   pthread_cond_t ckcv;
   int ck_want, ck_stop;
-  int wal_frames, ck_next;     /* writer thread only */
-  atomic_int ck_done;          /* frames the last background checkpoint
-                                  had copied (0 after the WAL restarted) */
+  atomic_int wal_frames;       /* written by the writer thread only (read
+                                  by tests) */
+  int ck_next;                 /* writer thread only */
+  atomic_int wal_gen;          /* bumped by the writer when the WAL restarts */
+  atomic_llong ck_done;        /* the last background checkpoint: the
+                                  wal_gen it began in << 32 | frames it
+                                  had copied */
 
   /* counters for the benchmark and tests (relaxed atomics) */
   atomic_llong n_batches, n_ops, n_checkpoints;
@@ -125,6 +129,15 @@ int store__migrate(sqlite3 *db, int *version, terr *e);
 /* Apply the connection pragmas common to readers and the writer. */
 int store__pragmas(sqlite3 *db, int writer, terr *e);
 
+/* store_ckpt.c: the WAL size (frames) at which the writer itself finishes
+ * a checkpoint (the WAL then restarts), once the background checkpoints
+ * have copied all but STORE_WAL_TAIL_FRAMES (its copy and sync then take
+ * a few ms, not the hundreds of ms of a lagging checkpointer's backlog
+ * that every write would wait for: issue 26's single submit behind a batch
+ * of 10,000), or at STORE_WAL_HARD_FRAMES however far behind they are. */
+#define STORE_WAL_MAX_FRAMES 8000
+#define STORE_WAL_TAIL_FRAMES 256
+#define STORE_WAL_HARD_FRAMES (4 * STORE_WAL_MAX_FRAMES)
 /* store_ckpt.c: start the checkpointer thread and route the writer
  * connection's checkpoints to it (before the writer thread starts); stop it
  * (after the writer thread exited). */

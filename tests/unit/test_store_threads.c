@@ -11,7 +11,8 @@
  * uses a fresh directory under a mkdtemp root, removed at the end. And the
  * rows of ended jobs answered from memory (db/sqlite/store_recent.c): the
  * committed row, to its owner only, gone with its delete (also one that
- * shares the finish's transaction) and with expiry.
+ * shares the finish's transaction) and with expiry. A long run of writes
+ * still restarts the WAL before its hard size (db/sqlite/store_ckpt.c).
  */
 #include <math.h>
 #include <pthread.h>
@@ -412,6 +413,34 @@ TEST(test_recent_rows) {
   store_close(s);
 }
 
+/* A long run of writes still restarts the WAL, and before its hard size:
+ * the writer finishes a checkpoint once the background ones have copied
+ * all but a short tail (db/sqlite/store_ckpt.c), never copying a long
+ * backlog itself while every write waits. */
+TEST(test_wal_restarts) {
+  SKIP_ON_PG("SQLite's WAL");
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  enum { N = 128 };
+  static store_job jobs[N];
+  static int existing[N], rcs[N];
+  static terr errs[N];
+  int top = 0, restarted = 0;
+  for (int round = 0; round < 3000 && !restarted; round++) {
+    for (int i = 0; i < N; i++) job_init(&jobs[i], "w", "map");
+    terr e;
+    CHECK(store_insert_jobs(s, jobs, N, existing, rcs, errs, &e) == 0);
+    for (int i = 0; i < N; i++) store_job_clear(&jobs[i]);
+    int f = atomic_load(&SQ(s)->wal_frames);
+    if (f > top) top = f;
+    restarted = top >= STORE_WAL_MAX_FRAMES && f < top;
+  }
+  CHECK(restarted);
+  CHECK(top < STORE_WAL_HARD_FRAMES);
+  store_close(s);
+}
+
 int main(void) {
   if (fixture_root("/tmp/tessel_store_threads_XXXXXX")) return 1;
   RUN(test_concurrent_inserts);
@@ -419,6 +448,7 @@ int main(void) {
   RUN(test_batch_isolation);
   RUN(test_batch_one_transaction);
   RUN(test_recent_rows);
+  RUN(test_wal_restarts);
   rm_tree(root);
   return check_summary();
 }
