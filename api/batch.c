@@ -12,7 +12,11 @@
  * end callback is registered per job not yet ended (jobs_wait_end); the
  * last callback to run, or the timer, claims the request and the answer
  * is read from the store then: a wait ends when every job has ended, not
- * after a time. A multi-wait (mwait) is freed by whoever claims the
+ * after a time. "Read" costs no SELECT for most tiny jobs: an ended job's
+ * row comes from the store's memory of ended rows (db/sqlite), a batch's
+ * item not ended yet is its row as committed at submit (jobs_batch_item.row,
+ * shown while the scheduler holds the job, so never older than the
+ * store's), and a final row jobs:get read once is not read again. A multi-wait (mwait) is freed by whoever claims the
  * request, once no callback can touch it: the handler holds mu while it
  * registers, a callback takes mu to count itself down, and the timer
  * removes every registration (jobs_unwait returns only after a firing
@@ -55,6 +59,7 @@ typedef struct mwait {
 static void mwait_free(mwait *m) {
   if (!m) return;
   pthread_mutex_destroy(&m->mu);
+  for (int i = 0; i < m->n; i++) jobs_batch_item_clear(&m->items[i]);
   free(m->items);
   free(m->tokens);
   free(m->waiting);
@@ -149,32 +154,42 @@ static void put_error(tbuf *b, const char *id, const terr *e) {
   tbuf_adds(b, "}}");
 }
 
-/* One item: the job as stored, or its error. */
+/* One item: the job as stored, or its error. The row the item holds (a
+ * batch's as committed at submit, or a final one jobs:get read) stands
+ * for the store's while it cannot be older than it: final, or its job
+ * still not ended here (jobs_holds: its end not committed). Else a read
+ * (an ended job's row comes from the store's memory, db/sqlite). */
 static void put_item(tbuf *b, const mwait *m, const jobs_batch_item *it) {
   if (it->rc) {
     put_error(b, m->submitted ? NULL : it->id, &it->err);
     return;
   }
+  const char *owner = m->owner[0] ? m->owner : NULL;
   job_record j;
-  terr e;
-  if (jobs_get(m->ctx->jobs, it->id, m->owner[0] ? m->owner : NULL, &j, &e)) {
-    if (m->submitted) /* its async insert failed */
-      terr_set(&e, T_EINTERNAL, "", -1, "job %s could not be recorded",
-               it->id);
-    put_error(b, it->id, &e);
-    return;
+  const job_record *jr = &it->row;
+  if (!it->row.id[0] || (!job_status_final(it->row.status) &&
+                         !jobs_holds(m->ctx->jobs, it->id, owner))) {
+    terr e;
+    if (jobs_get(m->ctx->jobs, it->id, owner, &j, &e)) {
+      if (m->submitted) /* its async insert failed */
+        terr_set(&e, T_EINTERNAL, "", -1, "job %s could not be recorded",
+                 it->id);
+      put_error(b, it->id, &e);
+      return;
+    }
+    jr = &j;
   }
   size_t len = 0;
-  char *text = jobs_json(m->ctx->jobs, &j, 1, &len);
-  if (text && m->include_result && j.status == JOB_SUCCEEDED)
-    put_with_data(b, m->ctx, text, len, j.id, m->owner[0] ? m->owner : NULL);
+  char *text = jobs_json(m->ctx->jobs, jr, 1, &len);
+  if (text && m->include_result && jr->status == JOB_SUCCEEDED)
+    put_with_data(b, m->ctx, text, len, jr->id, owner);
   else if (text) {
     tbuf_add(b, text, len);
   } else {
     b->err = T_ENOMEM;
   }
   free(text);
-  store_job_clear(&j);
+  if (jr == &j) store_job_clear(&j);
 }
 
 static void reply_items(http_req *r, const mwait *m) {
@@ -339,7 +354,10 @@ static int parse_get(json_t *body, api_ctx *ctx, http_req *r, mwait **out,
   for (int i = 0; i < m->n; i++) {
     const char *s = json_string_value(json_array_get(ids, (size_t)i));
     snprintf(m->items[i].id, T_ID_MAX, "%s", s);
-    /* not this owner's or unknown: per id, and not waited for */
+    /* not this owner's or unknown: per id, and not waited for; a job
+     * queued or running here exists (no read); a final row is kept for
+     * the answer (it changes no more) */
+    if (jobs_holds(ctx->jobs, s, http_owner(r))) continue;
     job_record j;
     terr ge;
     if (jobs_get(ctx->jobs, s, http_owner(r), &j, &ge)) {
@@ -351,6 +369,8 @@ static int parse_get(json_t *body, api_ctx *ctx, http_req *r, mwait **out,
                  "job '%s' not found", s);
       else
         terr_set(&m->items[i].err, ge.code, field, -1, "%s", ge.message);
+    } else if (job_status_final(j.status)) {
+      m->items[i].row = j;
     } else {
       store_job_clear(&j);
     }

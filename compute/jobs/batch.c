@@ -10,8 +10,9 @@
  * or that its own submit refuses, gets its error with the field prefixed by
  * "jobs[i]" and the other items go on.
  *
- * The items go in chunks of STORE_INSERT_CHUNK: each item of a chunk is
- * prepared as jobs_submit would (submit.h: the check, the queue slot, the
+ * The items go in chunks of 8, 16, ... up to STORE_INSERT_CHUNK (the first
+ * jobs start while the rest are checked: issue 26's submit->start): each
+ * item of a chunk is prepared as jobs_submit would (submit.h: the check, the queue slot, the
  * row), the chunk's rows are inserted by one store_insert_jobs (one
  * transaction; a row that fails, a request_id's earlier job, undoes or
  * finds only itself), then each is enqueued or its slot given back. A
@@ -29,6 +30,8 @@
 #include "compute/jobs/jobs.h"
 #include "compute/jobs/submit.h"
 #include "util/util.h"
+
+#define BATCH_FIRST_CHUNK 8
 
 /* e's field as "jobs[i]" or "jobs[i].<field>". */
 static void prefix_field(terr *e, int i) {
@@ -111,9 +114,16 @@ static int submit_chunk(jobs *J, const char *owner, json_t *items, size_t at,
     jobs_batch_item *it = &out[idx[j]];
     p[j].row = rows[j]; /* a request_id's earlier row replaced it */
     it->err = errs[j];
+    /* the row as committed, for the answer (a copy: the enqueue takes
+     * the original); without memory for it the answer reads the store */
+    if (rcs[j] == 0 && store_job_copy(&it->row, &rows[j]) != 0)
+      memset(&it->row, 0, sizeof it->row);
     it->rc = jobs_submit_inserted(J, &p[j], rcs[j], existing[j], it->id,
                                   &it->err);
-    if (it->rc) prefix_field(&it->err, idx[j]);
+    if (it->rc) {
+      store_job_clear(&it->row);
+      prefix_field(&it->err, idx[j]);
+    }
   }
 done:
   free(p);
@@ -123,6 +133,14 @@ done:
   free(rcs);
   free(errs);
   return rc;
+}
+
+void jobs_batch_item_clear(jobs_batch_item *it) {
+  if (it) store_job_clear(&it->row);
+}
+
+int jobs_holds(jobs *J, const char *id, const char *owner) {
+  return sched_holds(J->sc, id, owner);
 }
 
 int jobs_submit_batch(jobs *J, const char *owner, json_t *items,
@@ -136,11 +154,15 @@ int jobs_submit_batch(jobs *J, const char *owner, json_t *items,
                     "%zu items: a batch holds at most %d", n, JOBS_BATCH_MAX);
   int rc = check_request_ids(items, e);
   if (rc) return rc;
-  for (size_t at = 0; at < n; at += STORE_INSERT_CHUNK)
-    if ((rc = submit_chunk(J, owner, items, at,
-                           n - at < STORE_INSERT_CHUNK ? n - at
-                                                       : STORE_INSERT_CHUNK,
-                           out, e)))
+  /* The first chunks are small and grow (8, 16, ... STORE_INSERT_CHUNK):
+   * the first jobs are queued, and a worker starts them, while the rest of
+   * the batch is still being checked, instead of after 128 items. */
+  size_t k = BATCH_FIRST_CHUNK;
+  for (size_t at = 0; at < n; at += k, k = k * 2 < STORE_INSERT_CHUNK
+                                                ? k * 2
+                                                : STORE_INSERT_CHUNK)
+    if ((rc = submit_chunk(J, owner, items, at, n - at < k ? n - at : k, out,
+                           e)))
       return rc;
   return T_OK;
 }

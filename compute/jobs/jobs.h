@@ -89,12 +89,20 @@ int jobs_regions_use(jobs *J, const char *owner, const json_t *params,
 
 #define JOBS_BATCH_MAX 10000
 /* One item of a batch: rc 0 and its job's id, or rc and err (its field
- * "jobs[i]..."). */
+ * "jobs[i]..."). row: rc 0, a copy of the job's row as committed by the
+ * submit (or the request_id's earlier job as found), which an answer may
+ * show instead of reading the store again while the job is not final
+ * (jobs_holds); row.id empty when none. jobs_batch_item_clear frees it. */
 typedef struct jobs_batch_item {
   int rc;
   char id[T_ID_MAX];
   terr err;
+  job_record row;
 } jobs_batch_item;
+void jobs_batch_item_clear(jobs_batch_item *it);
+/* sched_holds: 1 while job id is queued or running here (its end not yet
+ * committed) and owner's (NULL: anyone's). */
+int jobs_holds(jobs *J, const char *id, const char *owner);
 /* Submit each item of `items` (a JSON array, borrowed) as jobs_submit
  * would, out[i] its outcome (out holds json_array_size(items) entries).
  * Refused whole, before any item is submitted: not an array (400 "jobs"),

@@ -94,18 +94,24 @@ static int each_region(const json_t *v, char *field, size_t cap, int depth,
   return 0;
 }
 
-static int found(void *arg, const char *id, const char *field, terr *e) {
-  (void)id, (void)field, (void)e;
-  *(int *)arg = 1;
-  return 1; /* stop: one is enough */
+/* 1 when v holds a {"region": id} object at any depth: each_region's
+ * walk without the field's path (no text per node; a submit asks this
+ * three times of every job, most of which name no region). */
+static int has_region(const json_t *v, int depth) {
+  if (depth > 64) return 0;
+  if (json_is_object(v)) {
+    if (json_is_string(json_object_get(v, "region"))) return 1;
+    const char *k;
+    json_t *x;
+    json_object_foreach((json_t *)v, k, x) if (has_region(x, depth + 1)) return 1;
+  } else if (json_is_array(v)) {
+    for (size_t i = 0; i < json_array_size(v); i++)
+      if (has_region(json_array_get(v, i), depth + 1)) return 1;
+  }
+  return 0;
 }
 
-int jobs_names_region(const json_t *params) {
-  char field[TERR_FIELD_MAX] = "params";
-  int any = 0;
-  each_region(params, field, sizeof field, 0, found, &any, NULL);
-  return any;
-}
+int jobs_names_region(const json_t *params) { return has_region(params, 0); }
 
 typedef struct use_arg {
   jobs *J;

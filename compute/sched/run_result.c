@@ -45,6 +45,8 @@ static int srun_result_new(job_ctx *ctx, tdtype dt, int ndim,
   if (r->nallocs == SRUN_MAX_ALLOCS)
     return terr_set(e, T_EINTERNAL, "", -1, "too many result allocations");
   salloc *al = &r->allocs[r->nallocs];
+  al->a = NULL; /* srun_init leaves the slots as they were */
+  al->out = 0;
   al->path[0] = 0;
   int64_t bytes = n * (int64_t)tdtype_size(dt);
   int heap = sink ? r->s->row_max > 0 && bytes + NPY_HEADER_MAX <= r->s->row_max

@@ -136,6 +136,13 @@ int sched_cancel(sched *s, const char *id, const char *owner, terr *e);
  * scheduler does not hold it (finished: read the store). */
 int sched_progress(sched *s, const char *id, int64_t *done, int64_t *total);
 
+/* 1 when job `id` is queued or running here, or ending with its end not
+ * yet committed (so the store's row is not final), and is owner's (NULL:
+ * anyone's); else 0 (ended, unknown, or another owner's). A cheap "exists
+ * and is not final" for a reader that already holds an earlier copy of the
+ * row (compute/jobs: a batch's answer). */
+int sched_holds(sched *s, const char *id, const char *owner);
+
 /* Call cb(arg, id) once when job `id` ends. Returns 0 when registered, 1
  * when the job is not running or queued here (already finished: the caller
  * reads the store). *token identifies the registration for

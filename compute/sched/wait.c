@@ -295,6 +295,14 @@ int sched_progress(sched *s, const char *id, int64_t *done, int64_t *total) {
   return j ? T_OK : T_ENOTFOUND;
 }
 
+int sched_holds(sched *s, const char *id, const char *owner) {
+  tmutex_lock(&s->mu);
+  sjob *j = sched_find(s, id);
+  int held = j && (!owner || strcmp(j->owner, owner) == 0);
+  tmutex_unlock(&s->mu);
+  return held;
+}
+
 void sched_count_split_end(sched *s, const char *kind, int status,
                            double run_ms) {
   if (status < 0 || status >= 5) return;

@@ -66,6 +66,7 @@ struct store_stmt {
   const char *sql; /* the caller's text when static, else our copy */
   char *own;       /* our copy (for dynamic SQL), or NULL */
   sqlite3_stmt *st;
+  const char *key; /* the caller's pointer when prepared: a first guess */
 };
 
 /* ---- helpers --------------------------------------------------------------- */
@@ -94,6 +95,19 @@ static uint64_t fnv1a(const char *s) {
  * shapes), so a linear search by hash is enough. */
 int store__stmt(store_conn *c, const char *sql, sqlite3_stmt **out, terr *e) {
   *out = NULL;
+  /* Most calls pass a string literal, the same pointer every time: found
+   * by the pointer and confirmed by the text, without hashing it (the
+   * hash of a 600-byte statement was a tenth of a tiny job's store
+   * calls: tests/bench/README.md, 2026-11-29). */
+  for (int i = 0; i < c->nstmts; i++) {
+    struct store_stmt *x = &c->stmts[i];
+    if (x->key == sql && strcmp(x->sql, sql) == 0) {
+      sqlite3_reset(x->st);
+      sqlite3_clear_bindings(x->st);
+      *out = x->st;
+      return 0;
+    }
+  }
   uint64_t h = fnv1a(sql);
   for (int i = 0; i < c->nstmts; i++) {
     struct store_stmt *x = &c->stmts[i];
@@ -116,7 +130,7 @@ int store__stmt(store_conn *c, const char *sql, sqlite3_stmt **out, terr *e) {
     sqlite3_finalize(st);
     return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
   }
-  c->stmts[c->nstmts++] = (struct store_stmt){h, own, own, st};
+  c->stmts[c->nstmts++] = (struct store_stmt){h, own, own, st, sql};
   *out = st;
   return 0;
 }
@@ -506,6 +520,7 @@ int sq_open(const char *data_dir, sqstore **out, terr *e) {
   pthread_cond_init(&s->work, &mono);
   pthread_condattr_destroy(&mono);
   have_locks = 1;
+  (void)store__recent_init(s); /* without memory for it: every read a SELECT */
   if ((rc = store__ckpt_start(s, e))) goto fail;
   atomic_store(&s->alive, 1);
   if (pthread_create(&s->writer, NULL, writer_main, s) != 0) {
@@ -523,6 +538,7 @@ fail:
     pthread_mutex_destroy(&s->mu);
   }
   if (have_key) pthread_key_delete(s->rkey);
+  store__recent_free(s);
   conn_close(&s->w);
   free(s);
   return rc;
@@ -559,6 +575,7 @@ void sq_close(sqstore *s) {
   pthread_cond_destroy(&s->work);
   pthread_mutex_destroy(&s->rmu);
   pthread_mutex_destroy(&s->mu);
+  store__recent_free(s);
   free(s);
 }
 

@@ -110,10 +110,18 @@ struct sqstore {
   pthread_mutex_t ckmu;        /* guards ck_want, ck_stop */
   pthread_cond_t ckcv;
   int ck_want, ck_stop;
-  int wal_frames, ck_next;     /* writer thread only */
+  atomic_int wal_frames;       /* written by the writer thread only (read
+                                  by tests) */
+  int ck_next;                 /* writer thread only */
+  atomic_int wal_gen;          /* bumped by the writer when the WAL restarts */
+  atomic_llong ck_done;        /* the last background checkpoint: the
+                                  wal_gen it began in << 32 | frames it
+                                  had copied */
 
   /* counters for the benchmark and tests (relaxed atomics) */
   atomic_llong n_batches, n_ops, n_checkpoints;
+
+  struct store_recent *recent; /* store_recent.c; NULL: none (no memory) */
 };
 
 /* schema.c: migrate the writer connection to the newest version. */
@@ -121,6 +129,15 @@ int store__migrate(sqlite3 *db, int *version, terr *e);
 /* Apply the connection pragmas common to readers and the writer. */
 int store__pragmas(sqlite3 *db, int writer, terr *e);
 
+/* store_ckpt.c: the WAL size (frames) at which the writer itself finishes
+ * a checkpoint (the WAL then restarts), once the background checkpoints
+ * have copied all but STORE_WAL_TAIL_FRAMES (its copy and sync then take
+ * a few ms, not the hundreds of ms of a lagging checkpointer's backlog
+ * that every write would wait for: issue 26's single submit behind a batch
+ * of 10,000), or at STORE_WAL_HARD_FRAMES however far behind they are. */
+#define STORE_WAL_MAX_FRAMES 8000
+#define STORE_WAL_TAIL_FRAMES 256
+#define STORE_WAL_HARD_FRAMES (4 * STORE_WAL_MAX_FRAMES)
 /* store_ckpt.c: start the checkpointer thread and route the writer
  * connection's checkpoints to it (before the writer thread starts); stop it
  * (after the writer thread exited). */
@@ -129,6 +146,23 @@ void store__ckpt_stop(sqstore *s);
 /* Writer thread, between batches: when the WAL is long, finish a checkpoint
  * so that the next transaction restarts the WAL. */
 void store__ckpt_writer(sqstore *s);
+
+/* store_recent.c: the committed rows of recently ended jobs (see there).
+ * init at open (T_ENOMEM leaves it off), free at close; gen on the writer
+ * when a finish reads its row back, put on the writer once that commit
+ * is done (dropped when a forget came between); forget (id, or NULL: all)
+ * on the writer inside a delete's or expiry's op, before its commit; get
+ * on any thread: 1 when it answered (*rc: T_OK with *out filled, or
+ * T_ENOTFOUND for another owner's job), 0 to read the store. */
+typedef struct store_recent store_recent;
+int store__recent_init(sqstore *s);
+void store__recent_free(sqstore *s);
+uint64_t store__recent_gen(sqstore *s);
+void store__recent_put(sqstore *s, const store_job *row, uint64_t gen);
+int store__recent_get(sqstore *s, const char *id, const char *owner,
+                      store_job *out, int *rc, terr *e);
+void store__recent_forget(sqstore *s, const char *id);
+void store__recent_counts(sqstore *s, int64_t *hits, int64_t *misses);
 
 /* store.c */
 int store__stmt(store_conn *c, const char *sql, sqlite3_stmt **out, terr *e);

@@ -515,9 +515,12 @@ int sq_job_get(sqstore *s, const char *id, const char *owner, store_job *out,
   memset(out, 0, sizeof *out);
   out->max_abs_diff = NAN;
   if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
+  int rc;
+  if (store__recent_get(s, id, owner, out, &rc, e)) /* ended: in memory */
+    return rc;
   store_conn *c;
   sqlite3_stmt *st;
-  int rc = store__read_stmt(
+  rc = store__read_stmt(
       s, "SELECT " STORE_JOB_COLS " FROM jobs WHERE id = ?1", &c, &st, e);
   if (rc) return rc;
   sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);

@@ -13,7 +13,9 @@
  * A finish queued while its job's lazy start still waits in the queue takes
  * the start over (store_wop.absorbed): one UPDATE sets both, so a tiny job
  * costs an INSERT and an UPDATE. The async finish reads the row back in its
- * transaction and hands it to its callback after the commit.
+ * transaction and hands it to its callback after the commit, and to
+ * store_recent.c, which answers reads of it from then on; a delete forgets
+ * it there before its own commit.
  */
 #include <math.h>
 #include <stdio.h>
@@ -129,6 +131,7 @@ typedef struct finish_args {
   const char *id;
   const store_job_end *end;
   store_job *row; /* non-NULL: read the row back as committed (RETURNING) */
+  uint64_t gen;   /* store__recent_gen when it was read back */
 } finish_args;
 
 #define FINISH_SET                                                          \
@@ -193,6 +196,7 @@ static int finish_fn(sqstore *s, store_wop *op, terr *e) {
                         &st, e)))
     return rc;
   sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
+  a->gen = store__recent_gen(s);
   if (sqlite3_step(st) != SQLITE_ROW)
     rc = store__dberr(e, s->w.db, "read the finished job");
   else if (store__job_row(st, a->row))
@@ -209,7 +213,7 @@ int sq_job_finish(sqstore *s, const char *id, const store_job_end *end,
   if (!job_status_final(end->status) || end->status > JOB_CANCELED)
     return terr_set(e, T_EINVAL, "status", -1, "%d is not a final status",
                     (int)end->status);
-  finish_args a = {id, end, NULL};
+  finish_args a = {id, end, NULL, 0};
   store_wop op = {.fn = finish_fn, .arg = &a, .one_stmt = 1,
                   .absorb_id = id};
   return store__write_op(s, &op, e);
@@ -233,7 +237,8 @@ static void finish_after(sqstore *s, store_wop *op) {
   if (op->rc) {
     store_job_clear(&o->row); /* read back, then rolled back */
     o->cb(o->cb_arg, op->rc, &op->err, NULL);
-  } else {
+  } else { /* committed: readers may have it from memory from now on */
+    store__recent_put(s, &o->row, o->a.gen);
     o->cb(o->cb_arg, 0, &op->err, &o->row);
   }
 }
@@ -403,6 +408,7 @@ static int delete_fn(sqstore *s, store_wop *op, terr *e) {
   if ((rc = store__collect_paths(s, st, &a->more, &a->nmore, &a->cap,
                                  "delete job", e)))
     return rc;
+  store__recent_forget(s, a->id); /* before the commit: see store_recent.c */
   return store__del_exec(s, "DELETE FROM jobs WHERE id = ?1 OR parent = ?1",
                          a->id, "job", e);
 }

@@ -238,6 +238,7 @@ static int delete_returning(sqstore *s, expire_args *a, const char *sql,
 
 static int expire_fn(sqstore *s, store_wop *op, terr *e) {
   expire_args *a = op->arg;
+  store__recent_forget(s, NULL); /* before the commit: see store_recent.c */
   /* First the files of their results' other parts (read before the rows
    * go, in the same transaction). */
   int rc = delete_returning(s, a, STORE_PART_PATHS_SQL EXPIRED_TILES, e);

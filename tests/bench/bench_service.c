@@ -34,7 +34,11 @@
  * submit->end percentiles, then R kill -9 rounds under the last cell's
  * load counting acknowledged jobs lost and jobs run twice).
  * --threads / --http-threads are passed to the daemon (default: its own
- * defaults, one CPU worker per core and 4 HTTP threads).
+ * defaults, one CPU worker per core and 4 HTTP threads). --rate R paces the
+ * service cells: R jobs/s sent open loop (at most conc in flight), to
+ * measure submit->start at a set load (issue 26: "at half load"); every
+ * service row also shows submit->start p50/p99 (the answers'
+ * timings_ms.queue).
  *
  * Threads: the client is one thread; the store peer runs C threads in this
  * process while the daemon is idle.
@@ -122,8 +126,20 @@ typedef struct slot {
 typedef struct cell {
   long ok, bad;
   double secs, p50, p99, rate;
+  double s50, s99; /* submit->start: the answers' timings_ms.queue */
   double server_cpu_ms, client_cpu_ms;
 } cell;
+
+/* --rate R: the service cells send R jobs/s (open loop, at most conc in
+ * flight) instead of a closed loop; 0: closed. */
+static double g_rate;
+
+/* The answer's timings_ms.queue (ms), or NAN. */
+static double answer_queue_ms(const char *buf) {
+  const char *t = strstr(buf, "\"timings_ms\":{");
+  const char *q = t ? strstr(t, "\"queue\":") : NULL;
+  return q ? strtod(q + 8, NULL) : NAN;
+}
 
 /* Where the service cells put the ids of the jobs the client saw succeed. */
 typedef struct idlist {
@@ -186,11 +202,15 @@ static cell drive(const bench_daemon *d, int is_job, int conc, double seconds,
   snprintf(url, sizeof url, "http://127.0.0.1:%d%s", d->port,
            is_job ? "/v1/jobs?wait=5" : "/healthz");
   double *lat = malloc((size_t)max * sizeof *lat);
+  double *stl = malloc((size_t)max * sizeof *stl);
   slot *slots = calloc((size_t)conc, sizeof *slots);
+  slot **idle = calloc((size_t)conc, sizeof *idle); /* paced: free slots */
+  double rate = is_job ? g_rate : 0, next = 0;
+  int nidle = 0;
   CURLM *m = curl_multi_init();
   struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/json");
   hdrs = curl_slist_append(hdrs, "Expect:");
-  if (!lat || !slots || !m || !hdrs) {
+  if (!lat || !stl || !slots || !idle || !m || !hdrs) {
     fprintf(stderr, "bench_service: out of memory\n");
     c.bad = 1;
     goto out;
@@ -213,14 +233,28 @@ static cell drive(const bench_daemon *d, int is_job, int conc, double seconds,
   }
   double c0 = self_cpu_ms(), s0 = daemon_cpu_ms(d->pid);
   double t0 = t_now_ms(), end = t0 + seconds * 1e3, last = t0;
-  long sent = 0, nlat = 0;
-  for (int i = 0; i < conc && sent < max; i++, sent++) {
+  long sent = 0, nlat = 0, nst = 0;
+  for (int i = 0; i < conc && sent < max; i++) {
+    if (rate > 0) { /* sent when due */
+      idle[nidle++] = &slots[i];
+      continue;
+    }
     slots[i].len = 0;
     slots[i].t0 = t_now_ms();
     curl_multi_add_handle(m, slots[i].h);
+    sent++;
   }
+  next = t0;
   int running = 1;
-  while (running) {
+  while (running || (nidle && t_now_ms() < end && sent < max)) {
+    for (double now = t_now_ms(); nidle && now >= next && now < end &&
+                                  sent < max;
+         next += 1e3 / rate, sent++) { /* paced: the sends due */
+      slot *s = idle[--nidle];
+      s->len = 0;
+      s->t0 = now;
+      curl_multi_add_handle(m, s->h);
+    }
     curl_multi_perform(m, &running);
     CURLMsg *msg;
     int left;
@@ -238,13 +272,17 @@ static cell drive(const bench_daemon *d, int is_job, int conc, double seconds,
       if (res == CURLE_OK && check_answer(s, code, is_job, ids)) {
         c.ok++;
         lat[nlat++] = now - s->t0;
+        double q = is_job ? answer_queue_ms(s->buf) : NAN;
+        if (q == q) stl[nst++] = q;
       } else {
         if (c.bad++ < 3)
           fprintf(stderr, "bench_service: %s -> %s, HTTP %ld: %.200s\n", url,
                   curl_easy_strerror(res), code, s->buf);
       }
       curl_multi_remove_handle(m, h);
-      if (now < end && sent < max) {
+      if (rate > 0) {
+        idle[nidle++] = s;
+      } else if (now < end && sent < max) {
         s->len = 0;
         s->t0 = t_now_ms();
         curl_multi_add_handle(m, h);
@@ -253,7 +291,12 @@ static cell drive(const bench_daemon *d, int is_job, int conc, double seconds,
       }
     }
     if (readded) running = 1;
-    if (running) curl_multi_poll(m, NULL, 0, 100, NULL);
+    int wait_ms = 100;
+    if (rate > 0 && nidle) {
+      double due = next - t_now_ms();
+      wait_ms = due <= 0 ? 0 : due < 100 ? (int)due + 1 : 100;
+    }
+    if (running || nidle) curl_multi_poll(m, NULL, 0, wait_ms, NULL);
   }
   c.secs = (last - t0) / 1e3;
   c.client_cpu_ms = self_cpu_ms() - c0;
@@ -262,11 +305,16 @@ static cell drive(const bench_daemon *d, int is_job, int conc, double seconds,
   qsort(lat, (size_t)nlat, sizeof *lat, cmp_double);
   c.p50 = quantile(lat, nlat, 0.50);
   c.p99 = quantile(lat, nlat, 0.99);
+  qsort(stl, (size_t)nst, sizeof *stl, cmp_double);
+  c.s50 = quantile(stl, nst, 0.50);
+  c.s99 = quantile(stl, nst, 0.99);
 out:
   for (int i = 0; slots && i < conc; i++) curl_easy_cleanup(slots[i].h);
   if (m) curl_multi_cleanup(m);
   curl_slist_free_all(hdrs);
   free(slots);
+  free(idle);
+  free(stl);
   free(lat);
   return c;
 }
@@ -453,6 +501,8 @@ int main(int argc, char **argv) {
       parent = v, i++;
     else if (strcmp(a, "--batch") == 0 && v)
       bad = parse_list(v, bs, &nb, 10000), i++;
+    else if (strcmp(a, "--rate") == 0 && v)
+      bad = t_parse_f64(v, &g_rate) || !(g_rate >= 0 && g_rate <= 1e6), i++;
     else if (strcmp(a, "--kill-rounds") == 0 && v)
       bad = t_parse_i64(v, &rounds) || rounds < 0 || rounds > 100, i++;
     else if (a[0] != '-' && !exe)
@@ -464,7 +514,7 @@ int main(int argc, char **argv) {
   if (!exe) {
     fprintf(stderr,
             "usage: %s <tesseld> [--seconds S] [--conc 1,4,8,16,64] [--max-jobs N]"
-            " [--threads T] [--http-threads H] [--dir PARENT]"
+            " [--threads T] [--http-threads H] [--dir PARENT] [--rate R]"
             " [--batch B,.. [--kill-rounds R]]\n",
             argv[0]);
     return 2;
@@ -519,12 +569,16 @@ int main(int argc, char **argv) {
   printf("  peers, same run: healthz = GET /healthz from the same client (the "
          "HTTP floor); store = the store calls per job (insert [sync], start "
          "[async], finish [sync]) from C threads in-process, no HTTP\n");
+  if (g_rate > 0)
+    printf("  --rate %.0f: the service cells send %.0f jobs/s (open loop, at "
+           "most conc in flight)\n", g_rate, g_rate);
   printf("%5s | %8s | %7s | %7s | %9s | %7s | %6s | %8s | %6s | %10s | %10s | "
-         "%s\n",
+         "%s | %s\n",
          "conc", "jobs/s", "p50 ms", "p99 ms", "healthz/s", "hz p50", "svc/hz",
-         "store/s", "svc/st", "daemon cpu", "client cpu", "errors");
+         "store/s", "svc/st", "daemon cpu", "client cpu", "errors",
+         "start p50/p99 ms");
   printf("------+----------+---------+---------+-----------+---------+--------+"
-         "----------+--------+------------+------------+-------\n");
+         "----------+--------+------------+------------+-------+-----------\n");
   long errors = w.bad;
   for (int i = 0; i < nconc; i++) {
     int c = conc[i];
@@ -533,13 +587,13 @@ int main(int argc, char **argv) {
     cell st = store_peer(parent, c, seconds);
     errors += hz.bad + sv.bad + st.bad;
     printf("%5d | %8.0f | %7.3f | %7.3f | %9.0f | %7.3f | %5.2fx | %8.0f | "
-           "%5.2fx | %7.0f us | %7.0f us | %ld/%ld/%ld\n",
+           "%5.2fx | %7.0f us | %7.0f us | %ld/%ld/%ld | %.3f/%.3f\n",
            c, sv.rate, sv.p50, sv.p99, hz.rate, hz.p50,
            hz.rate > 0 ? sv.rate / hz.rate : 0, st.rate,
            st.rate > 0 ? sv.rate / st.rate : 0,
            sv.ok ? sv.server_cpu_ms * 1e3 / (double)sv.ok : 0,
            sv.ok ? sv.client_cpu_ms * 1e3 / (double)sv.ok : 0, sv.bad, hz.bad,
-           st.bad);
+           st.bad, sv.s50, sv.s99);
     fflush(stdout);
   }
   loadavg(la1, sizeof la1);

@@ -17,7 +17,9 @@
  * (three of the store's insert chunks, a bad item and a missing array in
  * the middle ones, request_ids in all) answers every item, adds exactly
  * its good items, and sent again gives the request_id items their ids and
- * adds only the items without one.
+ * adds only the items without one. Ended jobs' records (read from the
+ * store's memory and a batch's committed rows) match GET /v1/jobs/{id}
+ * and are gone from jobs:get and GET once the job is deleted.
  */
 #include <pthread.h>
 
@@ -334,6 +336,59 @@ TEST(wait_for_the_end) {
   json_decref(o);
 }
 
+/* An ended job's record is read from the store's memory of ended rows
+ * (db/sqlite/store_recent.c) and from a batch's committed rows: the same
+ * record as GET /v1/jobs/{id} gives, "queued" or ended in a batch's
+ * answer without ?wait, and gone everywhere once the job is deleted. */
+TEST(records_after_end_and_delete) {
+  long st;
+  json_t *o = post("/v1/jobs:batch",
+                   "{\"jobs\":[" TINY("x+1", "[1]") "," TINY("x+2", "[2]") "]}",
+                   &st);
+  CHECK(st == 200);
+  json_t *jobs = json_object_get(o, "jobs");
+  CHECK(json_array_size(jobs) == 2);
+  char id0[64], id1[64], body[256];
+  snprintf(id0, sizeof id0, "%s", jstr(json_array_get(jobs, 0), "id"));
+  snprintf(id1, sizeof id1, "%s", jstr(json_array_get(jobs, 1), "id"));
+  const char *s0 = jstr(json_array_get(jobs, 0), "status");
+  CHECK(s0 && (strcmp(s0, "queued") == 0 || strcmp(s0, "succeeded") == 0));
+  json_decref(o);
+  snprintf(body, sizeof body, "{\"ids\":[\"%s\",\"%s\"],\"wait\":30}", id0,
+           id1);
+  for (int round = 0; round < 2; round++) { /* waited for, then ended */
+    o = post("/v1/jobs:get", body, &st);
+    CHECK(st == 200);
+    jobs = json_object_get(o, "jobs");
+    CHECK_STR(jstr(json_array_get(jobs, 0), "status"), "succeeded");
+    CHECK_STR(jstr(json_array_get(jobs, 1), "status"), "succeeded");
+    CHECK(jstr(json_array_get(jobs, 0), "finished_at") != NULL);
+    json_decref(o);
+  }
+  char path[128];
+  snprintf(path, sizeof path, "/v1/jobs/%s", id0);
+  resp r = req(&S, "GET", path, NULL, NULL);
+  json_t *g = resp_json(&r);
+  CHECK(r.status == 200);
+  CHECK_STR(jstr(g, "status"), "succeeded");
+  json_decref(g);
+  resp_free(&r);
+  r = req(&S, "DELETE", path, NULL, NULL);
+  CHECK(r.status == 200 || r.status == 204);
+  resp_free(&r);
+  r = req(&S, "GET", path, NULL, NULL);
+  CHECK(r.status == 404);
+  resp_free(&r);
+  o = post("/v1/jobs:get", body, &st);
+  CHECK(st == 200);
+  jobs = json_object_get(o, "jobs");
+  CHECK_STR(item_field(jobs, 0), "ids[0]");
+  CHECK_STR(jstr(json_object_get(json_array_get(jobs, 0), "error"), "code"),
+            "not_found");
+  CHECK_STR(jstr(json_array_get(jobs, 1), "status"), "succeeded");
+  json_decref(o);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) SKIP_ALL("usage: test_batch <tesseld>");
   curl_global_init(CURL_GLOBAL_ALL);
@@ -350,6 +405,7 @@ int main(int argc, char **argv) {
   RUN(over_body_limit);
   RUN(get_many);
   RUN(wait_for_the_end);
+  RUN(records_after_end_and_delete);
   CHECK(srv_kill(&S, SIGTERM) == 0);
   srv_cleanup(&S);
   curl_global_cleanup();

@@ -8,7 +8,11 @@
  * in a batch fails alone (racing starts: exactly one wins); and, made
  * deterministic with a gate op that holds the writer, four queued ops share
  * ONE transaction while two of them fail with their own codes. Each test
- * uses a fresh directory under a mkdtemp root, removed at the end.
+ * uses a fresh directory under a mkdtemp root, removed at the end. And the
+ * rows of ended jobs answered from memory (db/sqlite/store_recent.c): the
+ * committed row, to its owner only, gone with its delete (also one that
+ * shares the finish's transaction) and with expiry. A long run of writes
+ * still restarts the WAL before its hard size (db/sqlite/store_ckpt.c).
  */
 #include <math.h>
 #include <pthread.h>
@@ -300,12 +304,155 @@ TEST(test_batch_one_transaction) {
   store_close(s);
 }
 
+
+/* ---- ended rows from memory (db/sqlite/store_recent.c) ------------------- */
+
+typedef struct fin_wait {
+  atomic_int done;
+  int rc;
+} fin_wait;
+
+static void on_fin(void *arg, int rc, const terr *e, store_job *row) {
+  (void)e, (void)row;
+  fin_wait *f = arg;
+  f->rc = rc;
+  atomic_store(&f->done, 1);
+}
+
+static int finish_and_wait(store *s, const char *id, fin_wait *f) {
+  store_job_end x = {.status = JOB_SUCCEEDED, .finished_at = 9000,
+                     .max_abs_diff = NAN};
+  terr e;
+  memset(f, 0, sizeof *f);
+  if (store_job_finish_async(s, id, &x, on_fin, f, &e) != 0) return -1;
+  while (!atomic_load(&f->done)) usleep(200);
+  return f->rc;
+}
+
+typedef struct del_arg {
+  store *s;
+  const char *id;
+  int rc;
+} del_arg;
+
+static void *delete_worker(void *p) {
+  del_arg *a = p;
+  char **paths = NULL;
+  int n = 0;
+  terr e;
+  a->rc = store_job_delete(a->s, a->id, NULL, &paths, &n, &e);
+  for (int i = 0; i < n; i++) free(paths[i]);
+  free(paths);
+  return NULL;
+}
+
+/* An ended job's row is answered from memory as committed (a hit, the
+ * same row a SELECT gives), never to another owner, and never after its
+ * delete or expiry, even when the delete shares the finish's transaction
+ * (the gate holds the writer until both are queued: the finish's put
+ * comes after the delete's forget and must be dropped). */
+TEST(test_recent_rows) {
+  SKIP_ON_PG("the SQLite store's memory of ended rows");
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  char id[T_ID_MAX], id2[T_ID_MAX], id3[T_ID_MAX];
+  terr e;
+  fin_wait f;
+  CHECK(insert_job(s, "alice", "map", 0, id) == 0);
+  store_job j;
+  CHECK(store_job_get(s, id, NULL, &j, &e) == 0 && j.status == JOB_QUEUED);
+  store_job_clear(&j);
+  CHECK(finish_and_wait(s, id, &f) == 0);
+  int64_t h0, m0, h1, m1;
+  store__recent_counts(SQ(s), &h0, &m0);
+  CHECK(store_job_get(s, id, "alice", &j, &e) == 0);
+  CHECK(j.status == JOB_SUCCEEDED && j.finished_at == 9000);
+  CHECK_STR(j.owner, "alice");
+  CHECK_STR(j.params, "{\"expr\":\"x+1\",\"inputs\":{\"x\":[1,2,3]}}");
+  store_job_clear(&j);
+  store__recent_counts(SQ(s), &h1, &m1);
+  CHECK(h1 == h0 + 1 && m1 == m0); /* from memory */
+  CHECK(store_job_get(s, id, "bob", &j, &e) == T_ENOTFOUND);
+  /* deleted: gone from memory too */
+  del_arg d = {s, id, -1};
+  delete_worker(&d);
+  CHECK(d.rc == 0);
+  CHECK(store_job_get(s, id, NULL, &j, &e) == T_ENOTFOUND);
+
+  /* the finish and the delete in one transaction */
+  CHECK(insert_job(s, "alice", "map", 0, id2) == 0);
+  gate g = {.want = 2};
+  batch_arg ga = {.s = s, .g = &g, .what = 0};
+  pthread_t gt, dt;
+  pthread_create(&gt, NULL, batch_worker, &ga);
+  while (!atomic_load(&g.started)) usleep(100);
+  store_job_end x = {.status = JOB_SUCCEEDED, .finished_at = 9001,
+                     .max_abs_diff = NAN};
+  memset(&f, 0, sizeof f);
+  CHECK(store_job_finish_async(s, id2, &x, on_fin, &f, &e) == 0);
+  del_arg d2 = {s, id2, -1};
+  pthread_create(&dt, NULL, delete_worker, &d2);
+  pthread_join(gt, NULL);
+  pthread_join(dt, NULL);
+  while (!atomic_load(&f.done)) usleep(200);
+  CHECK(f.rc == 0 && d2.rc == 0);
+  CHECK(store_job_get(s, id2, NULL, &j, &e) == T_ENOTFOUND);
+
+  /* expiry forgets every row */
+  CHECK(insert_job(s, "alice", "map", 0, id3) == 0);
+  CHECK(finish_and_wait(s, id3, &f) == 0);
+  CHECK(store_job_get(s, id3, NULL, &j, &e) == 0);
+  store_job_clear(&j);
+  char **paths = NULL;
+  int n = 0;
+  CHECK(store_expire(s, 10000, &paths, &n, &e) == 0);
+  for (int i = 0; i < n; i++) free(paths[i]);
+  free(paths);
+  CHECK(store_job_get(s, id3, NULL, &j, &e) == T_ENOTFOUND);
+  store_close(s);
+}
+
+/* A long run of writes still restarts the WAL, and before its hard size;
+ * the checkpointer's own passes copy frames (they once copied none):
+ * the writer finishes a checkpoint once the background ones have copied
+ * all but a short tail (db/sqlite/store_ckpt.c), never copying a long
+ * backlog itself while every write waits. */
+TEST(test_wal_restarts) {
+  SKIP_ON_PG("SQLite's WAL");
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  enum { N = 128 };
+  static store_job jobs[N];
+  static int existing[N], rcs[N];
+  static terr errs[N];
+  int top = 0, restarted = 0, copied = 0;
+  for (int round = 0; round < 3000 && !restarted; round++) {
+    for (int i = 0; i < N; i++) job_init(&jobs[i], "w", "map");
+    terr e;
+    CHECK(store_insert_jobs(s, jobs, N, existing, rcs, errs, &e) == 0);
+    for (int i = 0; i < N; i++) store_job_clear(&jobs[i]);
+    int f = atomic_load(&SQ(s)->wal_frames);
+    if (f > top) top = f;
+    int c = (int)(atomic_load(&SQ(s)->ck_done) & 0x7fffffff);
+    if (c > copied) copied = c;
+    restarted = top >= STORE_WAL_MAX_FRAMES && f < top;
+  }
+  CHECK(restarted);
+  CHECK(top < STORE_WAL_HARD_FRAMES);
+  CHECK(copied > 0); /* the background checkpoints copy frames at all */
+  store_close(s);
+}
+
 int main(void) {
   if (fixture_root("/tmp/tessel_store_threads_XXXXXX")) return 1;
   RUN(test_concurrent_inserts);
   RUN(test_async_progress_threads);
   RUN(test_batch_isolation);
   RUN(test_batch_one_transaction);
+  RUN(test_recent_rows);
+  RUN(test_wal_restarts);
   rm_tree(root);
   return check_summary();
 }
