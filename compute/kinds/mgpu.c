@@ -6,7 +6,13 @@
  * condition: a block they give back must still find a lane. Lane 0 is
  * the caller's thread (the run's own device, never taken back); lanes 1..
  * are threads that borrow their device first and give it back last, on
- * their own thread (the device lock is the thread's).
+ * their own thread (the device lock is the thread's). Before any block
+ * every thread meets a barrier three times (borrows tried, lanes opened,
+ * lanes prepared: mg_lane_run), so that prepare's shares are known and
+ * done before anybody writes. A two-deep lane (ops.launch) holds the
+ * block it is writing and the one launched behind it: it takes the second
+ * without waiting (a lane holding a block never waits for one), and a
+ * device error or a take-back gives back what it holds unwritten.
  */
 #include "compute/kinds/mgpu.h"
 
@@ -25,13 +31,15 @@ typedef struct mg_state {
   const mgpu_lend *lend;
   const mgpu_ops *ops;
   int64_t rows, block_rows, nblocks, next;
-  int64_t retry[MGPU_MAX]; /* blocks given back by failed lanes */
+  int64_t retry[2 * MGPU_MAX]; /* blocks given back (a lane holds two) */
   int nretry, busy, fatal, dev_failed;
   int64_t retried;
   terr err;     /* fatal: the job's error */
   terr dev_err; /* the first device error, if no lane is left */
   mgpu_report rep; /* by slot: slot 0 is the own device */
-  int ran[MGPU_MAX];
+  int ran[MGPU_MAX];  /* borrowed its device */
+  int live[MGPU_MAX]; /* lane_begin answered 0 */
+  int parties, arrived, phase; /* the barrier: parties 0 until all started */
 } mg_state;
 
 typedef struct mg_lane {
@@ -41,9 +49,27 @@ typedef struct mg_lane {
   int started;
 } mg_lane;
 
+/* Every lane thread (borrowed or not) and lane 0 meet here three times
+ * before any block: once the borrows are tried, once the lanes are open,
+ * once they are prepared. */
+static void mg_barrier(mg_state *S) {
+  pthread_mutex_lock(&S->mu);
+  int ph = S->phase;
+  S->arrived++;
+  if (S->parties > 0 && S->arrived == S->parties) {
+    S->arrived = 0;
+    S->phase++;
+    pthread_cond_broadcast(&S->cv);
+  }
+  while (S->phase == ph) pthread_cond_wait(&S->cv, &S->mu);
+  pthread_mutex_unlock(&S->mu);
+}
+
 /* The next block for a lane, or -1 when none is left (or the job ended).
- * Waits while other lanes are inside a block that may come back. */
-static int64_t mg_take(mg_state *S) {
+ * wait: a lane with nothing in hand waits while other lanes are inside a
+ * block that may come back; a lane holding one never waits (it may be
+ * the one whose block would come back). */
+static int64_t mg_take(mg_state *S, int wait) {
   int64_t b = -1;
   pthread_mutex_lock(&S->mu);
   for (;;) {
@@ -57,7 +83,7 @@ static int64_t mg_take(mg_state *S) {
       b = S->next++;
       break;
     }
-    if (S->busy == 0) break;
+    if (S->busy == 0 || !wait) break;
     pthread_cond_wait(&S->cv, &S->mu);
   }
   if (b >= 0) S->busy++;
@@ -65,26 +91,42 @@ static int64_t mg_take(mg_state *S) {
   return b;
 }
 
-/* A block's end: rc 0 counted; T_EDEVICE gives it back for another lane;
- * anything else ends the job. Returns 1 when the lane goes on. */
-static int mg_done(mg_state *S, int slot, int64_t b, int64_t r0, int64_t r1,
-                   int rc, const terr *e) {
+/* Ends the job with e (the first error wins). Under S->mu. */
+static void mg_fatal_locked(mg_state *S, const terr *e) {
+  if (!S->fatal) S->err = *e;
+  S->fatal = 1;
+}
+
+/* A block in hand goes back unwritten (its lane stops: taken back, or
+ * its device failed). Under S->mu. */
+static void mg_give_locked(mg_state *S, int64_t b) {
+  if (b < 0) return;
+  T_ASSERT(S->nretry < 2 * MGPU_MAX); /* two a lane, once a lane */
+  S->retry[S->nretry++] = b;
+  S->busy--;
+}
+
+/* A block's end: rc 0 counted; T_EDEVICE gives it (and `held`, the block
+ * launched after it, -1 when none) back for another lane; anything else
+ * ends the job. Returns 1 when the lane goes on. */
+static int mg_done(mg_state *S, int slot, int64_t b, int64_t held, int64_t r0,
+                   int64_t r1, int rc, const terr *e) {
   int go = 1;
   pthread_mutex_lock(&S->mu);
-  S->busy--;
   if (rc == T_OK) {
+    S->busy--;
     S->rep.rows[slot] += r1 - r0;
     S->rep.blocks[slot]++;
   } else if (rc == T_EDEVICE) {
-    T_ASSERT(S->nretry < MGPU_MAX); /* one block a lane, one failure a lane */
-    S->retry[S->nretry++] = b;
+    mg_give_locked(S, b);
+    mg_give_locked(S, held);
     S->rep.failed[slot] = 1;
     if (!S->dev_failed) S->dev_err = *e;
     S->dev_failed = 1;
     go = 0;
   } else {
-    if (!S->fatal) S->err = *e;
-    S->fatal = 1;
+    S->busy -= held >= 0 ? 2 : 1;
+    mg_fatal_locked(S, e);
     go = 0;
   }
   pthread_cond_broadcast(&S->cv);
@@ -92,48 +134,141 @@ static int mg_done(mg_state *S, int slot, int64_t b, int64_t r0, int64_t r1,
   return go;
 }
 
-/* One lane's loop on its thread, its device held. */
-static void mg_lane_loop(mg_state *S, int slot, int dev) {
+/* The run's stop, seen by a lane: the job's error; the block in hand (if
+ * any) is dropped with it. Returns the stop code, 0 when not stopped. */
+static int mg_check_stop(mg_state *S, int64_t held) {
   const mgpu_lend *l = S->lend;
+  int st = l->stopped ? l->stopped(l->ctx) : 0;
+  if (!st) return 0;
+  terr e;
+  terr_set(&e, (terr_code)st, "", -1, "stopped");
+  pthread_mutex_lock(&S->mu);
+  if (held >= 0) S->busy--;
+  mg_fatal_locked(S, &e);
+  pthread_cond_broadcast(&S->cv);
+  pthread_mutex_unlock(&S->mu);
+  return st;
+}
+
+/* The first block of a two-deep lane, launched before the lanes prepare
+ * (its kernel runs meanwhile); -1 when none, or it failed (then the lane
+ * stops: *go 0). */
+static int64_t mg_prime(mg_state *S, int slot, int dev, int *go, int *last) {
+  const mgpu_ops *o = S->ops;
+  *go = 1;
+  if (!o->launch || (S->lend->stopped && S->lend->stopped(S->lend->ctx)))
+    return -1;
+  int64_t b = mg_take(S, 0);
+  if (b < 0) return -1;
+  int64_t r0 = b * S->block_rows, r1 = r0 + S->block_rows;
+  if (r1 > S->rows) r1 = S->rows;
+  terr e;
+  terr_clear(&e);
+  *last = o->launch(o->u, slot, dev, r0, r1, &e);
+  if (*last == T_OK) return b;
+  *go = mg_done(S, slot, b, -1, r0, r1, *last, &e);
+  return -1;
+}
+
+/* One lane's blocks on its thread, its device held: cur is the block in
+ * hand (launched, not yet written; -1 none). Returns the last result. */
+static int mg_lane_loop(mg_state *S, int slot, int dev, int64_t cur) {
+  const mgpu_lend *l = S->lend;
+  const mgpu_ops *o = S->ops;
   int last = 0;
   for (;;) {
-    if (slot > 0 && l->wanted && l->wanted(l->ctx, dev)) {
+    if ((last = mg_check_stop(S, cur)) != 0) break;
+    int give = slot > 0 && l->wanted && l->wanted(l->ctx, dev);
+    if (give) {
       S->rep.taken_back[slot] = 1; /* its own slot: no other writer */
+      if (cur >= 0) { /* launched, unwritten: another lane's now */
+        pthread_mutex_lock(&S->mu);
+        mg_give_locked(S, cur);
+        pthread_cond_broadcast(&S->cv);
+        pthread_mutex_unlock(&S->mu);
+      }
       break;
     }
-    int st = l->stopped ? l->stopped(l->ctx) : 0;
-    if (st) {
-      terr e;
-      terr_set(&e, (terr_code)st, "", -1, "stopped");
-      pthread_mutex_lock(&S->mu);
-      if (!S->fatal) S->err = e;
-      S->fatal = 1;
-      pthread_cond_broadcast(&S->cv);
-      pthread_mutex_unlock(&S->mu);
-      last = st;
-      break;
-    }
-    int64_t b = mg_take(S);
-    if (b < 0) break;
-    int64_t r0 = b * S->block_rows, r1 = r0 + S->block_rows;
-    if (r1 > S->rows) r1 = S->rows;
     terr e;
     terr_clear(&e);
-    last = S->ops->block(S->ops->u, slot, dev, r0, r1, &e);
+    int64_t r0, r1, nxt = -1;
+    if (cur < 0) {
+      if ((cur = mg_take(S, 1)) < 0) break;
+      r0 = cur * S->block_rows;
+      r1 = r0 + S->block_rows < S->rows ? r0 + S->block_rows : S->rows;
+      if (o->launch && (last = o->launch(o->u, slot, dev, r0, r1, &e)) != 0) {
+        mg_done(S, slot, cur, -1, r0, r1, last, &e);
+        break;
+      }
+    }
+    r0 = cur * S->block_rows;
+    r1 = r0 + S->block_rows < S->rows ? r0 + S->block_rows : S->rows;
+    if (o->launch && (nxt = mg_take(S, 0)) >= 0) {
+      int64_t n0 = nxt * S->block_rows,
+              n1 = n0 + S->block_rows < S->rows ? n0 + S->block_rows : S->rows;
+      if ((last = o->launch(o->u, slot, dev, n0, n1, &e)) != 0) {
+        mg_done(S, slot, cur, nxt, r0, r1, last, &e);
+        break;
+      }
+    }
+    last = o->block(o->u, slot, dev, r0, r1, &e);
     if (last == T_OK && l->progress) l->progress(l->ctx, r1 - r0);
-    if (!mg_done(S, slot, b, r0, r1, last, &e)) break;
+    if (!mg_done(S, slot, cur, nxt, r0, r1, last, &e)) break;
+    cur = nxt;
   }
-  if (S->ops->lane_end) S->ops->lane_end(S->ops->u, slot, dev, last);
+  return last;
+}
+
+/* A lane from the barriers to its end: opened (lane_begin), its first
+ * block launched, prepared, then its loop; lane_end on every path.
+ * borrowed: 0 for a thread whose device was busy (it only meets the
+ * barriers). */
+static void mg_lane_run(mg_state *S, int slot, int dev, int borrowed) {
+  const mgpu_ops *o = S->ops;
+  int last = 0, go = 1;
+  int64_t cur = -1;
+  terr e;
+  terr_clear(&e);
+  mg_barrier(S); /* every borrow tried */
+  if (borrowed && o->lane_begin &&
+      (last = o->lane_begin(o->u, slot, dev, &e)) != 0) {
+    pthread_mutex_lock(&S->mu);
+    if (last == T_EDEVICE) {
+      S->rep.failed[slot] = 1;
+      if (!S->dev_failed) S->dev_err = e;
+      S->dev_failed = 1;
+    } else {
+      mg_fatal_locked(S, &e);
+    }
+    pthread_mutex_unlock(&S->mu);
+  } else if (borrowed) {
+    S->live[slot] = 1; /* read by others after the next barrier only */
+  }
+  mg_barrier(S); /* the lanes open */
+  if (S->live[slot]) {
+    cur = mg_prime(S, slot, dev, &go, &last);
+    if (o->prepare) {
+      int rank = 0, nlive = 0;
+      for (int k = 0; k < MGPU_MAX; k++) {
+        nlive += S->live[k];
+        if (k < slot) rank += S->live[k];
+      }
+      o->prepare(o->u, slot, dev, rank, nlive);
+    }
+  }
+  mg_barrier(S); /* prepared: blocks may be written */
+  if (S->live[slot] && go) last = mg_lane_loop(S, slot, dev, cur);
+  if (borrowed && o->lane_end) o->lane_end(o->u, slot, dev, last);
 }
 
 static void *mg_lane_main(void *arg) {
   mg_lane *x = arg;
   mg_state *S = x->S;
   const mgpu_lend *l = S->lend;
-  if (l->borrow(l->ctx, x->dev) != 0) return NULL; /* busy: not a lane */
-  S->ran[x->slot] = 1;
-  mg_lane_loop(S, x->slot, x->dev);
-  l->give_back(l->ctx, x->dev);
+  int borrowed = l->borrow(l->ctx, x->dev) == 0; /* busy: not a lane */
+  if (borrowed) S->ran[x->slot] = 1; /* read after the joins */
+  mg_lane_run(S, x->slot, x->dev, borrowed);
+  if (borrowed) l->give_back(l->ctx, x->dev);
   return NULL;
 }
 
@@ -153,6 +288,7 @@ static void mg_report(mg_state *S, mgpu_report *rep) {
   rep->block_rows = S->block_rows;
   rep->nblocks = S->nblocks;
   rep->retried = S->retried;
+  rep->depth = S->ops->launch ? 2 : 1;
 }
 
 int mgpu_run(int own, int64_t rows, int64_t block_rows, int max_lanes,
@@ -193,7 +329,15 @@ int mgpu_run(int own, int64_t rows, int64_t block_rows, int max_lanes,
       slots++;
     }
   }
-  mg_lane_loop(S, 0, own);
+  pthread_mutex_lock(&S->mu); /* every thread made: the barrier's size */
+  S->parties = slots;
+  if (S->arrived == slots) {
+    S->arrived = 0;
+    S->phase++;
+    pthread_cond_broadcast(&S->cv);
+  }
+  pthread_mutex_unlock(&S->mu);
+  mg_lane_run(S, 0, own, 1);
   for (int k = 1; k < slots; k++)
     if (lane[k].started) pthread_join(lane[k].th, NULL);
   int rc = T_OK;
@@ -266,6 +410,7 @@ void mgpu_describe(const mgpu_report *rep, char *buf, size_t len) {
            (long long)rep->rows[k], rep->failed[k] ? " failed" : "",
            rep->taken_back[k] ? " taken back" : "");
   MG_PUT(" blocks of %lld", (long long)rep->block_rows);
+  if (rep->depth > 1) MG_PUT(", %d deep", rep->depth);
   if (rep->retried) MG_PUT(", %lld again", (long long)rep->retried);
 #undef MG_PUT
   if (o >= len && len > 4) memcpy(buf + len - 4, "...", 4);

@@ -9,7 +9,14 @@
  * job with the device error; another error ends every lane; a device a
  * waiting job wants is given back before the job ends (the job cannot end
  * before the waiter holds it); a stop ends the run; every borrowed device
- * is given back on every path.
+ * is given back on every path. Every case runs twice: with block alone,
+ * and as a lane session (lane_begin, prepare, launch two deep, lane_end),
+ * where the fakes also check that a block is written only after its own
+ * lane launched it (oldest first, at most two launched), that no block is
+ * written before every open lane prepared, that prepare's ranks are
+ * 0..nlive-1 once each, that every lane that opened is ended, and that a
+ * device failing in a launch, or in a block with the next one launched,
+ * gives both back.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -28,6 +35,12 @@ static atomic_int bad_thread, fail_dev, fail_after, fail_code, stop_after;
 static atomic_int blocks_done, want_dev, want_after, waiter_got;
 static atomic_int dev_blocks[NDEV], entered[NDEV], nentered, sync_start;
 static double out[ROWS];
+/* the lane session's fakes */
+static int deep;
+static atomic_int nbegun, nended, nprepared, nlive_seen, rank_mask;
+static atomic_int fail_launch_dev, fail_begin_dev;
+static int64_t launched[NDEV][2]; /* a device's launched blocks' r0 */
+static int nlaunched[NDEV], nlaunches[NDEV]; /* its lane's thread only */
 static atomic_int writes[ROWS];
 static int ndev_now;
 
@@ -72,6 +85,16 @@ static int fk_block(void *u, int lane, int dev, int64_t r0, int64_t r1,
   /* A wanted device's waiter must get it before any other block ends. */
   if (dev != atomic_load(&want_dev) && fk_wanted(NULL, atomic_load(&want_dev)))
     while (!atomic_load(&waiter_got)) sched_yield();
+  if (deep) { /* launched by this lane, oldest first; prepared by all */
+    if (nlaunched[dev] < 1 || launched[dev][0] != r0)
+      atomic_fetch_add(&bad_thread, 1);
+    if (nlaunched[dev] > 0) {
+      launched[dev][0] = launched[dev][1];
+      nlaunched[dev]--;
+    }
+    if (atomic_load(&nprepared) != atomic_load(&nlive_seen))
+      atomic_fetch_add(&bad_thread, 1);
+  }
   int n = atomic_fetch_add(&dev_blocks[dev], 1);
   if (dev == atomic_load(&fail_dev) && n >= atomic_load(&fail_after)) {
     for (int64_t r = r0; r < r0 + (r1 - r0) / 2; r++) out[r] = -1; /* torn */
@@ -86,7 +109,52 @@ static int fk_block(void *u, int lane, int dev, int64_t r0, int64_t r1,
   return 0;
 }
 
+static int fk_lane_begin(void *u, int lane, int dev, terr *e) {
+  (void)u, (void)lane;
+  atomic_fetch_add(&nbegun, 1);
+  nlaunched[dev] = nlaunches[dev] = 0;
+  if (dev == atomic_load(&fail_begin_dev))
+    return terr_set(e, (terr_code)atomic_load(&fail_code), "", -1,
+                    "fake device %d failed to open", dev);
+  return 0;
+}
+static void fk_prepare(void *u, int lane, int dev, int rank, int nlive) {
+  (void)u, (void)lane, (void)dev;
+  if (rank < 0 || rank >= nlive ||
+      (atomic_fetch_or(&rank_mask, 1 << rank) & (1 << rank)))
+    atomic_fetch_add(&bad_thread, 1);
+  atomic_store(&nlive_seen, nlive);
+  atomic_fetch_add(&nprepared, 1);
+}
+static int fk_launch(void *u, int lane, int dev, int64_t r0, int64_t r1,
+                     terr *e) {
+  (void)u, (void)lane, (void)r1;
+  if (!atomic_load(&dev_held[dev]) ||
+      !pthread_equal(dev_owner[dev], pthread_self()) || nlaunched[dev] >= 2)
+    atomic_fetch_add(&bad_thread, 1);
+  /* its second launch: the one behind its first block (sync_start holds
+   * every lane's first block until all entered one: blocks are left) */
+  if (dev == atomic_load(&fail_launch_dev) && ++nlaunches[dev] == 2) {
+    if (!atomic_exchange(&entered[dev], 1)) /* as far as it gets */
+      atomic_fetch_add(&nentered, 1);
+    return terr_set(e, T_EDEVICE, "", -1, "fake device %d failed", dev);
+  }
+  if (nlaunched[dev] < 2) launched[dev][nlaunched[dev]++] = r0;
+  return 0;
+}
+static void fk_lane_end(void *u, int lane, int dev, int rc) {
+  (void)u, (void)lane, (void)dev, (void)rc;
+  atomic_fetch_add(&nended, 1);
+}
+
 static void reset(int ndev) {
+  atomic_store(&nbegun, 0);
+  atomic_store(&nended, 0);
+  atomic_store(&nprepared, 0);
+  atomic_store(&nlive_seen, -1);
+  atomic_store(&rank_mask, 0);
+  atomic_store(&fail_launch_dev, -1);
+  atomic_store(&fail_begin_dev, -1);
   ndev_now = ndev;
   memset(out, 0, sizeof out);
   for (int r = 0; r < ROWS; r++) atomic_store(&writes[r], 0);
@@ -112,10 +180,18 @@ static void reset(int ndev) {
 static int run(int64_t block, mgpu_report *rep, terr *e) {
   mgpu_lend l = {NULL, ndev_now, fk_borrow, fk_give_back, fk_wanted,
                  fk_stopped, NULL};
-  mgpu_ops ops = {NULL, fk_block, NULL};
+  mgpu_ops ops = {.u = NULL, .block = fk_block};
+  if (deep) {
+    ops.lane_begin = fk_lane_begin;
+    ops.prepare = fk_prepare;
+    ops.launch = fk_launch;
+    ops.lane_end = fk_lane_end;
+  }
   CHECK(fk_borrow(NULL, 0) == 0);
   int rc = mgpu_run(0, ROWS, block, 0, &l, &ops, rep, e);
   fk_give_back(NULL, 0);
+  CHECK(atomic_load(&nended) == atomic_load(&nbegun)); /* every one ended */
+  if (rep) CHECK(rep->depth == (deep ? 2 : 1));
   for (int d = 0; d < NDEV; d++) CHECK(!atomic_load(&dev_held[d]));
   CHECK(atomic_load(&bad_thread) == 0);
   return rc;
@@ -177,7 +253,7 @@ TEST(test_device_fails_mid_job) {
   atomic_store(&fail_after, 0); /* its first block fails, half written */
   CHECK(run(5, &rep, &e) == 0);
   check_rows(); /* the torn rows written again, whole, by another lane */
-  CHECK(rep.retried == 1 && rep.lanes == 4);
+  CHECK(rep.retried == 1 + deep && rep.lanes == 4); /* two deep: both held */
   int seen = 0;
   for (int k = 0; k < rep.lanes; k++)
     if (rep.dev[k] == 2) {
@@ -254,7 +330,7 @@ TEST(test_stop) {
 
 TEST(test_bad_arguments) {
   mgpu_lend l = {0};
-  mgpu_ops ops = {NULL, fk_block, NULL};
+  mgpu_ops ops = {.u = NULL, .block = fk_block};
   terr e;
   CHECK(mgpu_run(0, 10, 0, 0, &l, &ops, NULL, &e) == T_EINVAL);
   CHECK(mgpu_run(0, -1, 5, 0, &l, &ops, NULL, &e) == T_EINVAL);
@@ -262,15 +338,51 @@ TEST(test_bad_arguments) {
   CHECK(mgpu_run(0, 0, 5, 0, &l, &ops, NULL, &e) == 0);
 }
 
+/* The lane session only: a device failing in a launch (with a block in
+ * hand) or in lane_begin; the prepared shares cover every open lane. */
+TEST(test_session_failures) {
+  mgpu_report rep;
+  terr e;
+  char buf[200];
+  reset(4);
+  atomic_store(&fail_launch_dev, 1);
+  CHECK(run(5, &rep, &e) == 0);
+  check_rows(); /* what lane 1 held was written by the others */
+  CHECK(rep.retried == 2 && atomic_load(&dev_blocks[1]) == 0);
+  CHECK(atomic_load(&rank_mask) == 0xF && atomic_load(&nlive_seen) == 4);
+  for (int k = 0; k < rep.lanes; k++)
+    CHECK_MSG(rep.failed[k] == (rep.dev[k] == 1), "lane %d dev %d failed %d blocks %lld", k, rep.dev[k], rep.failed[k], (long long)rep.blocks[k]);
+  reset(4);
+  atomic_store(&fail_begin_dev, 2); /* lane 2 never opens */
+  atomic_store(&sync_start, 0);      /* nor enters a block */
+  CHECK(run(5, &rep, &e) == 0);
+  check_rows();
+  CHECK(atomic_load(&nlive_seen) == 3 && atomic_load(&rank_mask) == 0x7);
+  CHECK(atomic_load(&dev_blocks[2]) == 0);
+  mgpu_describe(&rep, buf, sizeof buf);
+  CHECK_MSG(strstr(buf, "2:0 failed") && strstr(buf, "2 deep"), "%s", buf);
+  reset(2);
+  atomic_store(&fail_begin_dev, 1);
+  atomic_store(&sync_start, 0);
+  atomic_store(&fail_code, T_ENOMEM); /* not a device error: the job's */
+  CHECK(run(5, &rep, &e) == T_ENOMEM);
+  CHECK(e.code == T_ENOMEM && strstr(e.message, "to open"));
+}
+
 int main(void) {
   for (int d = 0; d < NDEV; d++) pthread_mutex_init(&dev_mu[d], NULL);
-  RUN(test_devices_1_2_4_8);
-  RUN(test_busy_device_not_used);
-  RUN(test_device_fails_mid_job);
-  RUN(test_every_device_fails);
-  RUN(test_other_error_ends_all);
-  RUN(test_wanted_device_given_back);
-  RUN(test_stop);
-  RUN(test_bad_arguments);
+  for (deep = 0; deep < 2; deep++) {
+    printf("-- %s\n", deep ? "lane session, two deep" : "block alone");
+    RUN(test_devices_1_2_4_8);
+    RUN(test_busy_device_not_used);
+    RUN(test_device_fails_mid_job);
+    RUN(test_every_device_fails);
+    RUN(test_other_error_ends_all);
+    RUN(test_wanted_device_given_back);
+    RUN(test_stop);
+    RUN(test_bad_arguments);
+  }
+  deep = 1;
+  RUN(test_session_failures);
   return check_summary();
 }

@@ -65,7 +65,7 @@ static int spread_run_named(void *plan, tbackend b, job_ctx *ctx,
   mgpu_lend lend;
   mgpu_report rep;
   mgpu_lend_of(ctx, &lend);
-  mgpu_ops ops = {&R, sp_block, NULL};
+  mgpu_ops ops = {.u = &R, .block = sp_block};
   rc = mgpu_run(ctx->device, p->n, (int64_t)p->ms, 0, &lend, &ops, &rep, e);
   if (rep.lanes > 1) mgpu_describe(&rep, ctx->spread, sizeof ctx->spread);
   pthread_mutex_lock(&sp_mu);
