@@ -60,6 +60,11 @@ void geod_cb_give_back(void *c, int dev);
 
 int geod_mgpu_wants(const geod_plan *pl, const job_ctx *ctx);
 
+/* The switch: TESSEL_GPU_LANES=0 never takes this path, =1 takes it
+ * whenever the rest of geod_mgpu_wants holds, unset (or any other value)
+ * the built-in default (off today: gpu.c says why). */
+int geod_mgpu_switch(void);
+
 /* Rows a block: about total/16 bytes, within [BLOCK_MIN, BLOCK_MAX], at
  * least one row. From the plan alone, never from the devices. */
 int64_t geod_mgpu_block_rows(const geod_plan *pl);
