@@ -1,8 +1,11 @@
 #!/bin/sh
 # bench_mgpu.sh BIN — one job over one GPU against the same job over two (issue 27).
 # Three daemons in turn, the first seeing GPU 0 only (CUDA_VISIBLE_DEVICES=0), the
-# second both (0,1), the third both with the lanes of compute/kinds/mgpu.h
-# (TESSEL_GPU_LANES=1, off by default); each runs, twice, on cuda: a geodesic square matrix of 40,000
+# second both (0,1) with the lanes forced off (TESSEL_GPU_LANES=0: the one-thread
+# spread of geodesic_spread.cu), the third both with the lanes of compute/kinds/mgpu.h
+# forced on (TESSEL_GPU_LANES=1; unset is the built-in default, off today).
+# CFGS picks the daemons (default "0 0,1 0,1+lanes"; e.g. CFGS="0 0,1+lanes").
+# Each runs, twice, on cuda: a geodesic square matrix of 40,000
 # points float32 (6.4 GB), a geodesic kNN of 10^7 points k = 10, and a matmul
 # 16384 x 16384 float64 (2 GB result). Prints one table: submit -> stored
 # (timings_ms.total, the better of two), its compute and d2h, and the spread the
@@ -16,7 +19,7 @@ ROOT=$PWD
 cd "$BIN"
 export LD_LIBRARY_PATH=$PWD/lib
 res=$(mktemp -d /tmp/bmgpu.XXXXXX)
-for cfg in 0 0,1 0,1+lanes; do
+for cfg in ${CFGS:-0 0,1 0,1+lanes}; do
   vis=${cfg%+lanes}
   lanes=0
   [ "$cfg" = "$vis" ] || lanes=1

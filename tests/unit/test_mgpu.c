@@ -16,14 +16,17 @@
  * written before every open lane prepared, that prepare's ranks are
  * 0..nlive-1 once each, that every lane that opened is ended, and that a
  * device failing in a launch, or in a block with the next one launched,
- * gives both back.
+ * gives both back. And the geodesic matrix's switch, TESSEL_GPU_LANES:
+ * "0" off, "1" on, anything else (or unset) the built-in default.
  */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "compute/kinds/geodesic/gpu.h"
 #include "compute/kinds/mgpu.h"
 
 #define NDEV 8
@@ -369,6 +372,19 @@ TEST(test_session_failures) {
   CHECK(e.code == T_ENOMEM && strstr(e.message, "to open"));
 }
 
+TEST(test_lanes_switch) {
+  setenv("TESSEL_GPU_LANES", "0", 1);
+  CHECK(geod_mgpu_switch() == 0);
+  setenv("TESSEL_GPU_LANES", "1", 1);
+  CHECK(geod_mgpu_switch() == 1);
+  unsetenv("TESSEL_GPU_LANES");
+  int dflt = geod_mgpu_switch();
+  CHECK(dflt == 0 || dflt == 1);
+  setenv("TESSEL_GPU_LANES", "yes", 1); /* not a switch: the default */
+  CHECK(geod_mgpu_switch() == dflt);
+  unsetenv("TESSEL_GPU_LANES");
+}
+
 int main(void) {
   for (int d = 0; d < NDEV; d++) pthread_mutex_init(&dev_mu[d], NULL);
   for (deep = 0; deep < 2; deep++) {
@@ -384,5 +400,6 @@ int main(void) {
   }
   deep = 1;
   RUN(test_session_failures);
+  RUN(test_lanes_switch);
   return check_summary();
 }
