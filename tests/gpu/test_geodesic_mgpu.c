@@ -1,6 +1,6 @@
 /* test_geodesic_mgpu.c — a geodesic matrix over two real GPUs
  * (geod_mgpu_run, compute/kinds/geodesic/gpu.h: a lane session a device,
- * geodesic_lane.cu, block k + 1 launched before block k is written) is
+ * geodesic_spread.cu, block k + 1 launched before block k is written) is
  * the same bytes as the whole matrix on one GPU (cuda_geodesic on device
  * 0), and as the same blocks on device 0 alone.
  *

@@ -53,7 +53,7 @@ static inline int geod_gpu_lend(int own, int ngpu, int usable,
 int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
                   const geod_gpu_job *job, int64_t *nonconv, terr *e);
 
-/* ---- a lane session (geodesic_lane.cu) ------------------------------------
+/* ---- a lane session (geodesic_spread.cu) ----------------------------------
  * One device's share of a matrix over every lent GPU (geod_mgpu), kept on
  * the device across the lane's blocks; every call on the lane's thread,
  * which holds dev (borrowed, or the run's own). The plan is the whole

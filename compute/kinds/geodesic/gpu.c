@@ -6,7 +6,7 @@
  * answers then), but for which runs take geod_mgpu. Runs on the calling
  * (GPU worker) thread; so do all the callbacks — except geod_mgpu's,
  * which run on the lanes' threads (compute/kinds/mgpu.h): each lane is a
- * session on its device (geodesic_lane.cu: points up once, two block
+ * session on its device (geodesic_spread.cu: points up once, two block
  * buffers, the device's pinned slots) opened by gm_lane_begin; every
  * lane prefaults its share of a fresh result mapping on its device's
  * gang before any lane writes (gm_prepare); then the lane launches block
