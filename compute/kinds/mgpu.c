@@ -9,10 +9,12 @@
  * their own thread (the device lock is the thread's). Before any block
  * every thread meets a barrier three times (borrows tried, lanes opened,
  * lanes prepared: mg_lane_run), so that prepare's shares are known and
- * done before anybody writes. A two-deep lane (ops.launch) holds the
- * block it is writing and the one launched behind it: it takes the second
- * without waiting (a lane holding a block never waits for one), and a
- * device error or a take-back gives back what it holds unwritten.
+ * done before anybody writes. A two-deep lane (ops.launch) launches its
+ * first ops.prime blocks between the second barrier and prepare, then
+ * holds the block it is writing and the one launched behind it (mg_held,
+ * oldest first): it takes more without waiting (a lane holding a block
+ * never waits for one), and a device error or a take-back gives back
+ * what it holds unwritten.
  */
 #include "compute/kinds/mgpu.h"
 
@@ -31,7 +33,7 @@ typedef struct mg_state {
   const mgpu_lend *lend;
   const mgpu_ops *ops;
   int64_t rows, block_rows, nblocks, next;
-  int64_t retry[2 * MGPU_MAX]; /* blocks given back (a lane holds two) */
+  int64_t retry[MGPU_MAX * MGPU_PRIME_MAX]; /* blocks given back */
   int nretry, busy, fatal, dev_failed;
   int64_t retried;
   terr err;     /* fatal: the job's error */
@@ -100,33 +102,48 @@ static void mg_fatal_locked(mg_state *S, const terr *e) {
 /* A block in hand goes back unwritten (its lane stops: taken back, or
  * its device failed). Under S->mu. */
 static void mg_give_locked(mg_state *S, int64_t b) {
-  if (b < 0) return;
-  T_ASSERT(S->nretry < 2 * MGPU_MAX); /* two a lane, once a lane */
+  T_ASSERT(S->nretry < MGPU_MAX * MGPU_PRIME_MAX); /* what lanes hold */
   S->retry[S->nretry++] = b;
   S->busy--;
 }
 
-/* A block's end: rc 0 counted; T_EDEVICE gives it (and `held`, the block
- * launched after it, -1 when none) back for another lane; anything else
- * ends the job. Returns 1 when the lane goes on. */
-static int mg_done(mg_state *S, int slot, int64_t b, int64_t held, int64_t r0,
-                   int64_t r1, int rc, const terr *e) {
+/* What a lane holds: blocks launched and not yet written, oldest first
+ * (at most MGPU_PRIME_MAX, two once primed). */
+typedef struct mg_held {
+  int64_t b[MGPU_PRIME_MAX];
+  int n;
+} mg_held;
+
+static void mg_rows(const mg_state *S, int64_t b, int64_t *r0, int64_t *r1) {
+  *r0 = b * S->block_rows;
+  *r1 = *r0 + S->block_rows < S->rows ? *r0 + S->block_rows : S->rows;
+}
+
+/* The end of the oldest held block (rc 0: counted, popped), or of the
+ * lane: T_EDEVICE gives every held block back for another lane; anything
+ * else ends the job. Returns 1 when the lane goes on. */
+static int mg_done(mg_state *S, int slot, mg_held *h, int rc, const terr *e) {
   int go = 1;
+  int64_t r0, r1;
+  mg_rows(S, h->b[0], &r0, &r1);
   pthread_mutex_lock(&S->mu);
   if (rc == T_OK) {
     S->busy--;
     S->rep.rows[slot] += r1 - r0;
     S->rep.blocks[slot]++;
-  } else if (rc == T_EDEVICE) {
-    mg_give_locked(S, b);
-    mg_give_locked(S, held);
-    S->rep.failed[slot] = 1;
-    if (!S->dev_failed) S->dev_err = *e;
-    S->dev_failed = 1;
-    go = 0;
+    memmove(h->b, h->b + 1, (size_t)(h->n - 1) * sizeof h->b[0]);
+    h->n--;
   } else {
-    S->busy -= held >= 0 ? 2 : 1;
-    mg_fatal_locked(S, e);
+    if (rc == T_EDEVICE) {
+      for (int i = 0; i < h->n; i++) mg_give_locked(S, h->b[i]);
+      S->rep.failed[slot] = 1;
+      if (!S->dev_failed) S->dev_err = *e;
+      S->dev_failed = 1;
+    } else {
+      S->busy -= h->n;
+      mg_fatal_locked(S, e);
+    }
+    h->n = 0;
     go = 0;
   }
   pthread_cond_broadcast(&S->cv);
@@ -134,104 +151,115 @@ static int mg_done(mg_state *S, int slot, int64_t b, int64_t held, int64_t r0,
   return go;
 }
 
-/* The run's stop, seen by a lane: the job's error; the block in hand (if
- * any) is dropped with it. Returns the stop code, 0 when not stopped. */
-static int mg_check_stop(mg_state *S, int64_t held) {
+/* The run's stop, seen by a lane: the job's error; what the lane holds is
+ * dropped with it. Returns the stop code, 0 when not stopped. */
+static int mg_check_stop(mg_state *S, mg_held *h) {
   const mgpu_lend *l = S->lend;
   int st = l->stopped ? l->stopped(l->ctx) : 0;
   if (!st) return 0;
   terr e;
   terr_set(&e, (terr_code)st, "", -1, "stopped");
   pthread_mutex_lock(&S->mu);
-  if (held >= 0) S->busy--;
+  S->busy -= h->n;
+  h->n = 0;
   mg_fatal_locked(S, &e);
   pthread_cond_broadcast(&S->cv);
   pthread_mutex_unlock(&S->mu);
   return st;
 }
 
-/* The first block of a two-deep lane, launched before the lanes prepare
- * (its kernel runs meanwhile); -1 when none, or it failed (then the lane
- * stops: *go 0). */
-static int64_t mg_prime(mg_state *S, int slot, int dev, int *go, int *last) {
+/* Take (waiting, when asked, only if the lane holds nothing: a lane
+ * holding a block may be the one whose block would come back; and never
+ * before the last barrier, where the others wait) and launch one more
+ * block. 1 launched, 0 none to take, -1 the launch failed (the lane
+ * stops: every held block given back, or the job's error). */
+static int mg_launch_one(mg_state *S, int slot, int dev, mg_held *h,
+                         int wait, int *last) {
   const mgpu_ops *o = S->ops;
-  *go = 1;
-  if (!o->launch || (S->lend->stopped && S->lend->stopped(S->lend->ctx)))
-    return -1;
-  int64_t b = mg_take(S, 0);
-  if (b < 0) return -1;
-  int64_t r0 = b * S->block_rows, r1 = r0 + S->block_rows;
-  if (r1 > S->rows) r1 = S->rows;
+  int64_t b = mg_take(S, wait && h->n == 0), r0, r1;
+  if (b < 0) return 0;
+  T_ASSERT(h->n < MGPU_PRIME_MAX);
+  h->b[h->n++] = b;
+  if (!o->launch) return 1;
+  mg_rows(S, b, &r0, &r1);
   terr e;
   terr_clear(&e);
   *last = o->launch(o->u, slot, dev, r0, r1, &e);
-  if (*last == T_OK) return b;
-  *go = mg_done(S, slot, b, -1, r0, r1, *last, &e);
+  if (*last == T_OK) return 1;
+  /* the failed one first: mg_done gives back (or drops) them all */
+  int64_t t = h->b[0];
+  h->b[0] = b;
+  h->b[h->n - 1] = t;
+  mg_done(S, slot, h, *last, &e);
   return -1;
 }
 
-/* One lane's blocks on its thread, its device held: cur is the block in
- * hand (launched, not yet written; -1 none). Returns the last result. */
-static int mg_lane_loop(mg_state *S, int slot, int dev, int64_t cur) {
+/* The blocks a two-deep lane launches before the lanes prepare (their
+ * kernels run meanwhile): its depth, at most its fair share of the
+ * blocks (nlive lanes), at least one. Returns 0 when a launch failed. */
+static int mg_prime(mg_state *S, int slot, int dev, int depth, int nlive,
+                    mg_held *h, int *last) {
+  const mgpu_lend *l = S->lend;
+  if (!S->ops->launch || (l->stopped && l->stopped(l->ctx))) return 1;
+  int64_t fair = S->nblocks / (nlive > 0 ? nlive : 1);
+  if (fair < 1) fair = 1;
+  for (int i = 0; i < depth && i < fair; i++) {
+    int r = mg_launch_one(S, slot, dev, h, 0, last);
+    if (r < 0) return 0;
+    if (r == 0) break;
+  }
+  return 1;
+}
+
+/* One lane's blocks on its thread, its device held: h holds what it
+ * launched (primed). Returns the last result. */
+static int mg_lane_loop(mg_state *S, int slot, int dev, mg_held *h) {
   const mgpu_lend *l = S->lend;
   const mgpu_ops *o = S->ops;
   int last = 0;
   for (;;) {
-    if ((last = mg_check_stop(S, cur)) != 0) break;
-    int give = slot > 0 && l->wanted && l->wanted(l->ctx, dev);
-    if (give) {
+    if ((last = mg_check_stop(S, h)) != 0) break;
+    if (slot > 0 && l->wanted && l->wanted(l->ctx, dev)) {
       S->rep.taken_back[slot] = 1; /* its own slot: no other writer */
-      if (cur >= 0) { /* launched, unwritten: another lane's now */
-        pthread_mutex_lock(&S->mu);
-        mg_give_locked(S, cur);
-        pthread_cond_broadcast(&S->cv);
-        pthread_mutex_unlock(&S->mu);
-      }
+      pthread_mutex_lock(&S->mu); /* launched, unwritten: another lane's */
+      for (int i = 0; i < h->n; i++) mg_give_locked(S, h->b[i]);
+      h->n = 0;
+      pthread_cond_broadcast(&S->cv);
+      pthread_mutex_unlock(&S->mu);
       break;
     }
+    int r = 1;
+    if (h->n == 0) r = mg_launch_one(S, slot, dev, h, 1, &last);
+    while (r > 0 && o->launch && h->n < 2)
+      r = mg_launch_one(S, slot, dev, h, 0, &last);
+    if (r < 0 || h->n == 0) break; /* a launch failed; or nothing left */
+    int64_t r0, r1;
     terr e;
     terr_clear(&e);
-    int64_t r0, r1, nxt = -1;
-    if (cur < 0) {
-      if ((cur = mg_take(S, 1)) < 0) break;
-      r0 = cur * S->block_rows;
-      r1 = r0 + S->block_rows < S->rows ? r0 + S->block_rows : S->rows;
-      if (o->launch && (last = o->launch(o->u, slot, dev, r0, r1, &e)) != 0) {
-        mg_done(S, slot, cur, -1, r0, r1, last, &e);
-        break;
-      }
-    }
-    r0 = cur * S->block_rows;
-    r1 = r0 + S->block_rows < S->rows ? r0 + S->block_rows : S->rows;
-    if (o->launch && (nxt = mg_take(S, 0)) >= 0) {
-      int64_t n0 = nxt * S->block_rows,
-              n1 = n0 + S->block_rows < S->rows ? n0 + S->block_rows : S->rows;
-      if ((last = o->launch(o->u, slot, dev, n0, n1, &e)) != 0) {
-        mg_done(S, slot, cur, nxt, r0, r1, last, &e);
-        break;
-      }
-    }
+    mg_rows(S, h->b[0], &r0, &r1);
     last = o->block(o->u, slot, dev, r0, r1, &e);
     if (last == T_OK && l->progress) l->progress(l->ctx, r1 - r0);
-    if (!mg_done(S, slot, cur, nxt, r0, r1, last, &e)) break;
-    cur = nxt;
+    if (!mg_done(S, slot, h, last, &e)) break;
   }
   return last;
 }
 
-/* A lane from the barriers to its end: opened (lane_begin), its first
- * block launched, prepared, then its loop; lane_end on every path.
- * borrowed: 0 for a thread whose device was busy (it only meets the
- * barriers). */
+/* A lane from the barriers to its end: opened (lane_begin, which may
+ * lower its depth), its first blocks launched, prepared, then its loop;
+ * lane_end on every path. borrowed: 0 for a thread whose device was busy
+ * (it only meets the barriers). */
 static void mg_lane_run(mg_state *S, int slot, int dev, int borrowed) {
   const mgpu_ops *o = S->ops;
   int last = 0, go = 1;
-  int64_t cur = -1;
+  int depth = o->prime < 1 ? 1 : o->prime > MGPU_PRIME_MAX ? MGPU_PRIME_MAX
+                                                           : o->prime;
+  mg_held h;
+  h.n = 0;
   terr e;
   terr_clear(&e);
   mg_barrier(S); /* every borrow tried */
   if (borrowed && o->lane_begin &&
-      (last = o->lane_begin(o->u, slot, dev, &e)) != 0) {
+      (last = o->lane_begin(o->u, slot, dev, &depth, &e)) != 0) {
     pthread_mutex_lock(&S->mu);
     if (last == T_EDEVICE) {
       S->rep.failed[slot] = 1;
@@ -244,20 +272,19 @@ static void mg_lane_run(mg_state *S, int slot, int dev, int borrowed) {
   } else if (borrowed) {
     S->live[slot] = 1; /* read by others after the next barrier only */
   }
+  if (depth < 1 || depth > MGPU_PRIME_MAX) depth = 1;
   mg_barrier(S); /* the lanes open */
   if (S->live[slot]) {
-    cur = mg_prime(S, slot, dev, &go, &last);
-    if (o->prepare) {
-      int rank = 0, nlive = 0;
-      for (int k = 0; k < MGPU_MAX; k++) {
-        nlive += S->live[k];
-        if (k < slot) rank += S->live[k];
-      }
-      o->prepare(o->u, slot, dev, rank, nlive);
+    int rank = 0, nlive = 0;
+    for (int k = 0; k < MGPU_MAX; k++) {
+      nlive += S->live[k];
+      if (k < slot) rank += S->live[k];
     }
+    go = mg_prime(S, slot, dev, depth, nlive, &h, &last);
+    if (o->prepare) o->prepare(o->u, slot, dev, rank, nlive);
   }
   mg_barrier(S); /* prepared: blocks may be written */
-  if (S->live[slot] && go) last = mg_lane_loop(S, slot, dev, cur);
+  if (S->live[slot] && go) last = mg_lane_loop(S, slot, dev, &h);
   if (borrowed && o->lane_end) o->lane_end(o->u, slot, dev, last);
 }
 
@@ -289,6 +316,7 @@ static void mg_report(mg_state *S, mgpu_report *rep) {
   rep->nblocks = S->nblocks;
   rep->retried = S->retried;
   rep->depth = S->ops->launch ? 2 : 1;
+  rep->prime = S->ops->launch && S->ops->prime > 1 ? S->ops->prime : 1;
 }
 
 int mgpu_run(int own, int64_t rows, int64_t block_rows, int max_lanes,
@@ -411,6 +439,7 @@ void mgpu_describe(const mgpu_report *rep, char *buf, size_t len) {
            rep->taken_back[k] ? " taken back" : "");
   MG_PUT(" blocks of %lld", (long long)rep->block_rows);
   if (rep->depth > 1) MG_PUT(", %d deep", rep->depth);
+  if (rep->prime > 1) MG_PUT(", %d primed", rep->prime);
   if (rep->retried) MG_PUT(", %lld again", (long long)rep->retried);
 #undef MG_PUT
   if (o >= len && len > 4) memcpy(buf + len - 4, "...", 4);

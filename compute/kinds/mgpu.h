@@ -38,6 +38,7 @@
 #include "util/err.h"
 
 #define MGPU_MAX 32 /* devices one job may use (the scheduler's bit mask) */
+#define MGPU_PRIME_MAX 8 /* blocks a lane may launch before anybody writes */
 
 /* The scheduler's side, from the run's job_ctx (mgpu_lend_of). borrow and
  * give_back are called on the lane's own thread; borrow NULL: the own
@@ -63,25 +64,32 @@ typedef struct mgpu_lend {
  *   lane_begin  once every borrow was tried and before any block: opens
  *               what the lane keeps on its device across its blocks. rc
  *               T_EDEVICE: that lane takes no block (reported failed);
- *               any other error is the job's.
+ *               any other error is the job's. *prime comes in as
+ *               ops.prime and may be lowered (what the device holds).
  *   prepare     after every lane's lane_begin and before any lane's
  *               first block call: rank 0..nlive-1 among the lanes that
  *               opened, for work shared by them all before anybody writes
  *               (the geodesic matrix prefaults its share of the result).
- *               A lane's first block may already be launched.
+ *               A two-deep lane has launched its first `prime` blocks
+ *               (at most its fair share, rows / lanes), whose kernels
+ *               run while the lanes prepare.
  *   launch      two deep: enqueue the compute of rows [r0, r1); block
  *               then writes them. A lane launches its next block before
  *               it calls block for the one in hand, so that the device
- *               computes block k + 1 while block k is copied off; a lane
- *               holds at most two. A device error in either gives both
- *               back to the others. */
+ *               computes block k + 1 while block k is copied off; once
+ *               its primed blocks are written a lane holds at most two.
+ *               A device error gives every block it holds back to the
+ *               others.
+ *   prime       blocks a two-deep lane launches before prepare (0 or 1:
+ *               one; at most MGPU_PRIME_MAX). */
 typedef struct mgpu_ops {
   void *u;
   int (*block)(void *u, int lane, int dev, int64_t r0, int64_t r1, terr *e);
   void (*lane_end)(void *u, int lane, int dev, int rc);
-  int (*lane_begin)(void *u, int lane, int dev, terr *e);
+  int (*lane_begin)(void *u, int lane, int dev, int *prime, terr *e);
   void (*prepare)(void *u, int lane, int dev, int rank, int nlive);
   int (*launch)(void *u, int lane, int dev, int64_t r0, int64_t r1, terr *e);
+  int prime;
 } mgpu_ops;
 
 /* What ran where: for the job's record and the log (mgpu_describe). */
@@ -94,6 +102,7 @@ typedef struct mgpu_report {
   int taken_back[MGPU_MAX]; /* 1: lane k gave its device to a waiting job */
   int64_t block_rows, nblocks, retried;
   int depth; /* blocks a lane holds at once: 2 with ops.launch, else 1 */
+  int prime; /* blocks a lane launched before anybody wrote (ops.prime) */
 } mgpu_report;
 
 /* Rows [0, rows) in blocks of block_rows (the last may be shorter) over the
@@ -109,7 +118,7 @@ int mgpu_run(int own, int64_t rows, int64_t block_rows, int max_lanes,
  * gpu_wanted, its stop flag and progress) as an mgpu_lend. */
 void mgpu_lend_of(job_ctx *ctx, mgpu_lend *out);
 
-/* "cuda:0+1+3 rows 0:5000,1:4000,3:3000 blocks of 100, 2 deep" and the
+/* "cuda:0+1+3 rows 0:5000,1:4000,3:3000 blocks of 100, 2 deep, 8 primed" and the
  * take-backs and failures: for the job's record (job_ctx.spread) and the
  * log. */
 void mgpu_describe(const mgpu_report *rep, char *buf, size_t len);

@@ -11,8 +11,9 @@
  * targets float64 (karney), square vincenty; blocks of an odd number of
  * rows, so that the last is short and the lanes take several each;
  * outputs poisoned first; the two-GPU run writes into a mapping marked
- * for prefault (the lanes' shares), the session by hand launches two
- * blocks of different sizes before it finishes the first. A stop after a
+ * for prefault (the lanes' shares), the session by hand launches three
+ * blocks of different sizes (a ring of three buffers, each used again)
+ * before it finishes the first. A stop after a
  * few blocks ends the run with the stop's code and leaves both devices
  * free (a run after it is whole). The lanes borrow their device the way a
  * run's lanes do: a non-blocking gpu_trylock on the lane's own thread,
@@ -95,12 +96,15 @@ static void check_session(const geod_plan *pl, const tarray *one,
     if (x > cap) cap = x;
   }
   geod_lane *L = NULL;
-  int rc = cuda_geod_lane_open(0, pl, t, cap, NULL, NULL, &L, &e);
-  CHECK_MSG(rc == 0, "%s: %s", what, e.message);
-  if (rc == 0) rc = cuda_geod_lane_launch(L, cut[0], cut[1], &e);
+  int nbuf = 3; /* a ring of three: every buffer used twice or more */
+  int rc = cuda_geod_lane_open(0, pl, t, cap, &nbuf, NULL, NULL, &L, &e);
+  CHECK_MSG(rc == 0 && nbuf == 3, "%s: %s", what, e.message);
+  for (int b = 0; rc == 0 && b < nbuf && b < nb; b++)
+    rc = cuda_geod_lane_launch(L, cut[b], cut[b + 1], &e);
   for (int b = 0; rc == 0 && b < nb; b++) {
-    if (b + 1 < nb) rc = cuda_geod_lane_launch(L, cut[b + 1], cut[b + 2], &e);
-    if (rc == 0) rc = cuda_geod_lane_finish(L, cut[b], cut[b + 1], &nc, &e);
+    rc = cuda_geod_lane_finish(L, cut[b], cut[b + 1], &nc, &e);
+    if (rc == 0 && b + nbuf < nb)
+      rc = cuda_geod_lane_launch(L, cut[b + nbuf], cut[b + nbuf + 1], &e);
   }
   CHECK_MSG(rc == 0, "%s: session: %s", what, e.message);
   cuda_geod_lane_close(L, rc, NULL, NULL, NULL);

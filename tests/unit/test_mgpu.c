@@ -10,13 +10,14 @@
  * waiting job wants is given back before the job ends (the job cannot end
  * before the waiter holds it); a stop ends the run; every borrowed device
  * is given back on every path. Every case runs twice: with block alone,
- * and as a lane session (lane_begin, prepare, launch two deep, lane_end),
+ * and as a lane session (lane_begin, prepare, launch two deep after 3
+ * primed, 2 on the odd devices whose lane_begin lowers it, lane_end),
  * where the fakes also check that a block is written only after its own
- * lane launched it (oldest first, at most two launched), that no block is
- * written before every open lane prepared, that prepare's ranks are
- * 0..nlive-1 once each, that every lane that opened is ended, and that a
- * device failing in a launch, or in a block with the next one launched,
- * gives both back. And the geodesic matrix's switch, TESSEL_GPU_LANES:
+ * lane launched it (oldest first, never more launched than its prime),
+ * that no block is written before every open lane prepared, that
+ * prepare's ranks are 0..nlive-1 once each, that every lane that opened
+ * is ended, and that a device failing in a launch, or in a block with
+ * more launched, gives all it holds back. And the geodesic matrix's switch, TESSEL_GPU_LANES:
  * "0" off, "1" on, anything else (or unset) the built-in default.
  */
 #include <pthread.h>
@@ -42,7 +43,7 @@ static double out[ROWS];
 static int deep;
 static atomic_int nbegun, nended, nprepared, nlive_seen, rank_mask;
 static atomic_int fail_launch_dev, fail_begin_dev;
-static int64_t launched[NDEV][2]; /* a device's launched blocks' r0 */
+static int64_t launched[NDEV][MGPU_PRIME_MAX]; /* launched blocks' r0 */
 static int nlaunched[NDEV], nlaunches[NDEV]; /* its lane's thread only */
 static atomic_int writes[ROWS];
 static int ndev_now;
@@ -92,7 +93,8 @@ static int fk_block(void *u, int lane, int dev, int64_t r0, int64_t r1,
     if (nlaunched[dev] < 1 || launched[dev][0] != r0)
       atomic_fetch_add(&bad_thread, 1);
     if (nlaunched[dev] > 0) {
-      launched[dev][0] = launched[dev][1];
+      memmove(launched[dev], launched[dev] + 1,
+              (size_t)(nlaunched[dev] - 1) * sizeof launched[dev][0]);
       nlaunched[dev]--;
     }
     if (atomic_load(&nprepared) != atomic_load(&nlive_seen))
@@ -112,8 +114,13 @@ static int fk_block(void *u, int lane, int dev, int64_t r0, int64_t r1,
   return 0;
 }
 
-static int fk_lane_begin(void *u, int lane, int dev, terr *e) {
+/* Lanes prime 3 blocks, an odd device's lane only 2 (lane_begin lowers). */
+static int fk_depth(int dev) { return dev % 2 ? 2 : 3; }
+
+static int fk_lane_begin(void *u, int lane, int dev, int *prime, terr *e) {
   (void)u, (void)lane;
+  if (*prime != 3) atomic_fetch_add(&bad_thread, 1);
+  *prime = fk_depth(dev);
   atomic_fetch_add(&nbegun, 1);
   nlaunched[dev] = nlaunches[dev] = 0;
   if (dev == atomic_load(&fail_begin_dev))
@@ -133,7 +140,8 @@ static int fk_launch(void *u, int lane, int dev, int64_t r0, int64_t r1,
                      terr *e) {
   (void)u, (void)lane, (void)r1;
   if (!atomic_load(&dev_held[dev]) ||
-      !pthread_equal(dev_owner[dev], pthread_self()) || nlaunched[dev] >= 2)
+      !pthread_equal(dev_owner[dev], pthread_self()) ||
+      nlaunched[dev] >= fk_depth(dev))
     atomic_fetch_add(&bad_thread, 1);
   /* its second launch: the one behind its first block (sync_start holds
    * every lane's first block until all entered one: blocks are left) */
@@ -142,7 +150,7 @@ static int fk_launch(void *u, int lane, int dev, int64_t r0, int64_t r1,
       atomic_fetch_add(&nentered, 1);
     return terr_set(e, T_EDEVICE, "", -1, "fake device %d failed", dev);
   }
-  if (nlaunched[dev] < 2) launched[dev][nlaunched[dev]++] = r0;
+  if (nlaunched[dev] < fk_depth(dev)) launched[dev][nlaunched[dev]++] = r0;
   return 0;
 }
 static void fk_lane_end(void *u, int lane, int dev, int rc) {
@@ -189,12 +197,13 @@ static int run(int64_t block, mgpu_report *rep, terr *e) {
     ops.prepare = fk_prepare;
     ops.launch = fk_launch;
     ops.lane_end = fk_lane_end;
+    ops.prime = 3;
   }
   CHECK(fk_borrow(NULL, 0) == 0);
   int rc = mgpu_run(0, ROWS, block, 0, &l, &ops, rep, e);
   fk_give_back(NULL, 0);
   CHECK(atomic_load(&nended) == atomic_load(&nbegun)); /* every one ended */
-  if (rep) CHECK(rep->depth == (deep ? 2 : 1));
+  if (rep) CHECK(rep->depth == (deep ? 2 : 1) && rep->prime == (deep ? 3 : 1));
   for (int d = 0; d < NDEV; d++) CHECK(!atomic_load(&dev_held[d]));
   CHECK(atomic_load(&bad_thread) == 0);
   return rc;
@@ -256,7 +265,8 @@ TEST(test_device_fails_mid_job) {
   atomic_store(&fail_after, 0); /* its first block fails, half written */
   CHECK(run(5, &rep, &e) == 0);
   check_rows(); /* the torn rows written again, whole, by another lane */
-  CHECK(rep.retried == 1 + deep && rep.lanes == 4); /* two deep: both held */
+  /* two deep: the three it primed go back */
+  CHECK(rep.retried == (deep ? 3 : 1) && rep.lanes == 4);
   int seen = 0;
   for (int k = 0; k < rep.lanes; k++)
     if (rep.dev[k] == 2) {
@@ -363,7 +373,8 @@ TEST(test_session_failures) {
   CHECK(atomic_load(&nlive_seen) == 3 && atomic_load(&rank_mask) == 0x7);
   CHECK(atomic_load(&dev_blocks[2]) == 0);
   mgpu_describe(&rep, buf, sizeof buf);
-  CHECK_MSG(strstr(buf, "2:0 failed") && strstr(buf, "2 deep"), "%s", buf);
+  CHECK_MSG(strstr(buf, "2:0 failed") && strstr(buf, "2 deep, 3 primed"),
+            "%s", buf);
   reset(2);
   atomic_store(&fail_begin_dev, 1);
   atomic_store(&sync_start, 0);

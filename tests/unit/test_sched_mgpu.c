@@ -11,9 +11,10 @@
  * while the spread job is still running (its device given back before
  * the lane's next block) and the spread job still ends whole; no device
  * is held after. Every case runs twice: block alone, and as a lane
- * session two deep (lane_begin, prepare, launch, lane_end: the geodesic
- * matrix's way), where a block must have been launched by its own lane on
- * its device (oldest first, at most two) and every opened lane is ended.
+ * session two deep after 4 primed (lane_begin, prepare, launch, lane_end:
+ * the geodesic matrix's way), where a block must have been launched by
+ * its own lane on its device (oldest first, at most 4 held) and every
+ * opened lane is ended.
  */
 #include "compute/gpu/gpu.h"
 #include "compute/kinds/mgpu.h"
@@ -44,12 +45,12 @@ typedef struct sp_run {
 
 /* The lane session's fakes: a device's launched blocks (its holder's). */
 static int sp_deep;
-static int64_t sp_launched[NDEV][2];
+static int64_t sp_launched[NDEV][MGPU_PRIME_MAX];
 static int sp_nl[NDEV];
 static atomic_int sp_begun, sp_ended;
 
-static int sp_lane_begin(void *u, int lane, int dev, terr *e) {
-  (void)u, (void)lane, (void)e;
+static int sp_lane_begin(void *u, int lane, int dev, int *prime, terr *e) {
+  (void)u, (void)lane, (void)e, (void)prime;
   if (!fake_holds(dev)) atomic_fetch_add(&sp_bad, 1);
   sp_nl[dev] = 0;
   atomic_fetch_add(&sp_begun, 1);
@@ -63,8 +64,8 @@ static void sp_prepare(void *u, int lane, int dev, int rank, int nlive) {
 static int sp_launch(void *u, int lane, int dev, int64_t r0, int64_t r1,
                      terr *e) {
   (void)u, (void)lane, (void)r1, (void)e;
-  if (!fake_holds(dev) || sp_nl[dev] >= 2) atomic_fetch_add(&sp_bad, 1);
-  if (sp_nl[dev] < 2) sp_launched[dev][sp_nl[dev]++] = r0;
+  if (!fake_holds(dev) || sp_nl[dev] >= 4) atomic_fetch_add(&sp_bad, 1);
+  if (sp_nl[dev] < 4) sp_launched[dev][sp_nl[dev]++] = r0;
   return 0;
 }
 static void sp_lane_end(void *u, int lane, int dev, int rc) {
@@ -82,7 +83,8 @@ static int sp_block(void *u, int lane, int dev, int64_t r0, int64_t r1,
     if (sp_nl[dev] < 1 || sp_launched[dev][0] != r0)
       atomic_fetch_add(&sp_bad, 1);
     if (sp_nl[dev] > 0) {
-      sp_launched[dev][0] = sp_launched[dev][1];
+      memmove(sp_launched[dev], sp_launched[dev] + 1,
+              (size_t)(sp_nl[dev] - 1) * sizeof sp_launched[dev][0]);
       sp_nl[dev]--;
     }
   }
@@ -112,6 +114,7 @@ static int spread_run_named(void *plan, tbackend b, job_ctx *ctx,
     ops.prepare = sp_prepare;
     ops.launch = sp_launch;
     ops.lane_end = sp_lane_end;
+    ops.prime = 4;
   }
   rc = mgpu_run(ctx->device, p->n, (int64_t)p->ms, 0, &lend, &ops, &rep, e);
   if (rep.lanes > 1) mgpu_describe(&rep, ctx->spread, sizeof ctx->spread);

@@ -345,16 +345,20 @@ fail:
  * A lane (a thread of compute/kinds/mgpu.h holding its device) opens a
  * session once: the device taken (dev_begin, on the lane's thread: the
  * lock the lane borrowed), its pinned slots made, the points copied up
- * once, and two device block buffers of the plan's largest block. Then,
- * block after block, launch enqueues a block's kernel into the buffer
- * not in use (on the device's compute stream, after that buffer's copies
- * are done: an event), and finish copies the oldest launched block down
+ * once, and a ring of device block buffers of the plan's largest block
+ * (as many as asked, GEOD_LANE_BUF_MAX at most, as fit the device's
+ * budget, two at least). Then, block after block, launch enqueues a
+ * block's kernel into the next buffer of the ring (on the device's
+ * compute stream, after that buffer's copies are done: an event), and
+ * finish copies the oldest launched block down
  * through the device's pinned slots on the copy-out stream (after the
  * block's kernel: an event), draining chunk c - 1 into the result on the
  * device's gang while chunk c is in flight. The engine launches block
  * k + 1 before it finishes block k, so the kernel of k + 1 runs while k
  * is copied off and drained: a lane costs about max(compute, d2h +
- * drain), not their sum. prefault populates the lane's share of a fresh
+ * drain), not their sum; and it launches its first blocks (one a buffer)
+ * before the lanes prefault, so their kernels run meanwhile. prefault
+ * populates the lane's share of a fresh
  * result mapping on its device's gang, before any lane writes (stage.cu
  * says why the whole mapping first, nobody copying yet); each lane's gang
  * does its share at the same time, so every device's copy threads fault
@@ -374,14 +378,15 @@ struct geod_lane {
   const geod_plan *pl;
   tarray *out;
   geod_gpu_job job; /* its stop check only */
-  int mode, f32, have_ev;
+  int mode, f32, nbuf;
   devbuf bp, bq, bnc, bout, bnc2; /* bnc2: a Vincenty counter a buffer */
   unsigned long long hnc;         /* the finished block's count */
   size_t cap, chunk; /* bytes a block buffer; a copy */
   gg_args a;
-  gg_events ev;         /* band[k]: buffer k's kernel done; slot[k]: freed */
+  cudaEvent_t done[GEOD_LANE_BUF_MAX];  /* buffer k's kernel done */
+  cudaEvent_t freed[GEOD_LANE_BUF_MAX]; /* buffer k's copies done */
   cudaEvent_t t0, t1;   /* first kernel queued, last kernel done */
-  int64_t r0[2], r1[2]; /* the block in each buffer */
+  int64_t r0[GEOD_LANE_BUF_MAX], r1[GEOD_LANE_BUF_MAX]; /* buffer k's block */
   int64_t nl, nf;       /* blocks launched; blocks finished */
   int64_t chunk_no;
   double h2d, d2h;
@@ -401,27 +406,35 @@ extern "C" size_t cuda_geod_lane_bytes(const geod_plan *pl, int64_t r0,
          tdtype_size(pl->dtype);
 }
 
-/* Device side of an open: points, counter, events, the two buffers. */
-static int gl_setup(geod_lane *L, terr *e) {
+/* Device side of an open: points, counters, events, the ring of *nbuf
+ * buffers (lowered to what the budget holds; two at least). */
+static int gl_setup(geod_lane *L, int *nbuf, terr *e) {
   int rc = 0;
   size_t budget = 0;
   double t0 = t_now_ms();
+  int want = *nbuf < 2 ? 2 : *nbuf > GEOD_LANE_BUF_MAX ? GEOD_LANE_BUF_MAX
+                                                         : *nbuf;
   T_TRY(stage_ensure(L->d, e));
-  T_TRY(gg_events_create(&L->ev, e));
-  L->have_ev = 1;
+  for (int k = 0; k < GEOD_LANE_BUF_MAX; k++) {
+    CU_TRY(cudaEventCreateWithFlags(&L->done[k], cudaEventDisableTiming));
+    CU_TRY(cudaEventCreateWithFlags(&L->freed[k], cudaEventDisableTiming));
+  }
   CU_TRY(cudaEventCreateWithFlags(&L->t0, cudaEventDefault));
   CU_TRY(cudaEventCreateWithFlags(&L->t1, cudaEventDefault));
   T_TRY(gg_points_up(L->d, L->pl, &L->bp, &L->bq, &L->bnc, e));
   L->h2d += t_now_ms() - t0;
   T_TRY(gg_budget(L->pl, &budget, e));
-  if (2 * L->cap > budget)
+  if (L->cap > 0 && (size_t)want * L->cap > budget)
+    want = (int)(budget / L->cap);
+  if (want < 2)
     return terr_set(e, T_ENOMEM, "", -1,
                     "CUDA: %zu bytes of device memory cannot hold two "
                     "blocks of %zu bytes",
                     budget, L->cap);
-  if (L->cap > 0) T_TRY(devmem_alloc(L->d, 2 * L->cap, &L->bout, e));
-  T_TRY(devmem_alloc(L->d, 2 * sizeof(unsigned long long), &L->bnc2, e));
-  CU_TRY(cudaMemsetAsync(L->bnc2.ptr, 0, 2 * sizeof(unsigned long long),
+  L->nbuf = *nbuf = want;
+  if (L->cap > 0) T_TRY(devmem_alloc(L->d, want * L->cap, &L->bout, e));
+  T_TRY(devmem_alloc(L->d, want * sizeof(unsigned long long), &L->bnc2, e));
+  CU_TRY(cudaMemsetAsync(L->bnc2.ptr, 0, want * sizeof(unsigned long long),
                          L->d->s_comp));
   CU_TRY(cudaStreamSynchronize(L->d->s_comp));
   gg_args_init(&L->a, L->pl, (const geod_point *)L->bp.ptr,
@@ -436,8 +449,9 @@ fail:
 }
 
 extern "C" int cuda_geod_lane_open(int dev, const geod_plan *pl, tarray *out,
-                                   size_t cap, int (*stopped)(void *ctx),
-                                   void *ctx, geod_lane **lane, terr *e) {
+                                   size_t cap, int *nbuf,
+                                   int (*stopped)(void *ctx), void *ctx,
+                                   geod_lane **lane, terr *e) {
   *lane = NULL;
   geod_lane *L = (geod_lane *)calloc(1, sizeof *L);
   if (!L) return terr_set(e, T_ENOMEM, "", -1, "no memory for a lane");
@@ -454,7 +468,7 @@ extern "C" int cuda_geod_lane_open(int dev, const geod_plan *pl, tarray *out,
     return rc;
   }
   *lane = L; /* from here on, close ends it on every path */
-  return gl_setup(L, e);
+  return gl_setup(L, nbuf, e);
 }
 
 extern "C" void cuda_geod_lane_prefault(geod_lane *L, int rank, int nlive,
@@ -477,12 +491,13 @@ extern "C" int cuda_geod_lane_launch(geod_lane *L, int64_t r0, int64_t r1,
   int rc = 0;
   devctx *d = L->d;
   gg_args *a = &L->a;
-  int k = (int)(L->nl % 2);
+  int k = (int)(L->nl % L->nbuf);
   size_t bytes = cuda_geod_lane_bytes(L->pl, r0, r1);
-  T_ASSERT(L->nl - L->nf < 2 && bytes <= L->cap); /* a free buffer fits it */
+  /* a free buffer, and the block fits it */
+  T_ASSERT(L->nl - L->nf < L->nbuf && bytes <= L->cap);
   CU_TRY(cudaSetDevice(d->ordinal));
-  if (L->nl >= 2) /* the buffer's last block is copied off */
-    CU_TRY(cudaStreamWaitEvent(d->s_comp, L->ev.slot[k], 0));
+  if (L->nl >= L->nbuf) /* the buffer's last block is copied off */
+    CU_TRY(cudaStreamWaitEvent(d->s_comp, L->freed[k], 0));
   if (L->nl == 0) CU_TRY(cudaEventRecord(L->t0, d->s_comp));
   a->nonconv = (unsigned long long *)L->bnc2.ptr + k; /* zeroed by finish */
   for (int64_t p0 = r0; p0 < r1 && bytes > 0; p0 += GL_PIECE) {
@@ -499,7 +514,7 @@ extern "C" int cuda_geod_lane_launch(geod_lane *L, int64_t r0, int64_t r1,
               (unsigned)((p1 - p0 + GG_TILE - 1) / GG_TILE));
     CU_TRY(gg_launch(L->pl->method, L->mode, grid, d->s_comp, *a, L->f32));
   }
-  CU_TRY(cudaEventRecord(L->ev.band[k], d->s_comp));
+  CU_TRY(cudaEventRecord(L->done[k], d->s_comp));
   CU_TRY(cudaEventRecord(L->t1, d->s_comp));
   L->r0[k] = r0;
   L->r1[k] = r1;
@@ -523,7 +538,7 @@ extern "C" int cuda_geod_lane_finish(geod_lane *L, int64_t r0, int64_t r1,
                                      int64_t *nonconv, terr *e) {
   int rc = 0;
   devctx *d = L->d;
-  int k = (int)(L->nf % 2), ps = -1;
+  int k = (int)(L->nf % L->nbuf), ps = -1;
   size_t es = tdtype_size(L->pl->dtype), pend_off = 0, pend_len = 0;
   size_t base = (size_t)gl_first(L->pl, r0) * es;
   size_t bytes = cuda_geod_lane_bytes(L->pl, r0, r1);
@@ -532,7 +547,7 @@ extern "C" int cuda_geod_lane_finish(geod_lane *L, int64_t r0, int64_t r1,
   /* the oldest launched block, and only it */
   T_ASSERT(L->nf < L->nl && L->r0[k] == r0 && L->r1[k] == r1);
   CU_TRY(cudaSetDevice(d->ordinal));
-  CU_TRY(cudaStreamWaitEvent(d->s_d2h, L->ev.band[k], 0));
+  CU_TRY(cudaStreamWaitEvent(d->s_d2h, L->done[k], 0));
   for (size_t o = 0; o < bytes; o += L->chunk) {
     size_t len = bytes - o < L->chunk ? bytes - o : L->chunk;
     int s = (int)(L->chunk_no++ % GG_NSTAGE);
@@ -552,9 +567,9 @@ extern "C" int cuda_geod_lane_finish(geod_lane *L, int64_t r0, int64_t r1,
                          sizeof L->hnc, cudaMemcpyDeviceToHost, d->s_d2h));
   CU_TRY(cudaMemsetAsync((unsigned long long *)L->bnc2.ptr + k, 0,
                          sizeof L->hnc, d->s_d2h));
-  CU_TRY(cudaEventRecord(L->ev.slot[k], d->s_d2h));
+  CU_TRY(cudaEventRecord(L->freed[k], d->s_d2h));
   if (ps >= 0) T_TRY(gl_drain(L, ps, pend_off, pend_len, e));
-  CU_TRY(cudaEventSynchronize(L->ev.slot[k]));
+  CU_TRY(cudaEventSynchronize(L->freed[k]));
   if (nonconv) *nonconv += (int64_t)L->hnc;
   L->nf++;
 fail:
@@ -578,7 +593,10 @@ extern "C" void cuda_geod_lane_close(geod_lane *L, int rc, double *t_h2d,
   devmem_free(d, &L->bp);
   devmem_free(d, &L->bnc);
   devmem_free(d, &L->bnc2);
-  if (L->have_ev) gg_events_destroy(&L->ev);
+  for (int k = 0; k < GEOD_LANE_BUF_MAX; k++) {
+    if (L->done[k]) (void)cudaEventDestroy(L->done[k]);
+    if (L->freed[k]) (void)cudaEventDestroy(L->freed[k]);
+  }
   if (L->t0) (void)cudaEventDestroy(L->t0);
   if (L->t1) (void)cudaEventDestroy(L->t1);
   (void)cudaGetLastError();

@@ -8,10 +8,12 @@
  * which run on the lanes' threads (compute/kinds/mgpu.h): each lane is a
  * session on its device (geodesic_spread.cu: points up once, two block
  * buffers, the device's pinned slots) opened by gm_lane_begin; every
- * lane prefaults its share of a fresh result mapping on its device's
- * gang before any lane writes (gm_prepare); then the lane launches block
- * k + 1's kernel before it copies block k into its place in the result
- * (gm_launch, gm_block), and gm_lane_end closes it. Vincenty's
+ * lane launches its first blocks (GEOD_MGPU_PRIME at most, what its
+ * device holds) and prefaults its share of a fresh result mapping on its
+ * device's gang while they compute, before any lane writes (gm_prepare);
+ * then it launches block k + 1's kernel before it copies block k into
+ * its place in the result (gm_launch, gm_block), and gm_lane_end closes
+ * it. Vincenty's
  * non-converged pairs are summed atomically, a block's once it is
  * written; the phase times are each lane's, the slowest lane's added to
  * the job's. */
@@ -32,8 +34,8 @@
  * (points up, device buffers, its own staging, each lane prefaulting its
  * block while others copied) and nothing overlapped. Now each lane keeps
  * its session across its blocks, the mapping is prefaulted before any
- * copy by every lane's gang, and block k + 1 computes while block k is
- * copied off; the default stays off until the A/B on two GPUs
+ * copy by every lane's gang while the first blocks compute, and block
+ * k + 1 computes while block k is copied off; the default stays off until the A/B on two GPUs
  * (tests/bench/bench_mgpu.sh) says it wins. */
 #define GEOD_MGPU_DEFAULT 0
 
@@ -122,9 +124,13 @@ static int gm_stopped(void *c) {
   return l->stopped ? l->stopped(l->ctx) : 0;
 }
 
-static int gm_lane_begin(void *u, int lane, int dev, terr *e) {
+_Static_assert(GEOD_LANE_BUF_MAX >= MGPU_PRIME_MAX,
+               "a lane session holds every block its lane primes");
+
+/* The session; *prime lowered to the buffers the device holds. */
+static int gm_lane_begin(void *u, int lane, int dev, int *prime, terr *e) {
   gm_run *G = u;
-  return cuda_geod_lane_open(dev, G->pl, G->out, G->cap, gm_stopped,
+  return cuda_geod_lane_open(dev, G->pl, G->out, G->cap, prime, gm_stopped,
                              (void *)G->lend, &G->lane[lane], e);
 }
 
@@ -176,8 +182,8 @@ int geod_mgpu_run(int own, const geod_plan *pl, tarray *out,
   G->pl = pl;
   G->out = out;
   G->lend = lend;
-  mgpu_ops ops = {G, gm_block, gm_lane_end, gm_lane_begin, gm_prepare,
-                  gm_launch};
+  mgpu_ops ops = {G,          gm_block,  gm_lane_end,    gm_lane_begin,
+                  gm_prepare, gm_launch, GEOD_MGPU_PRIME};
   if (block_rows <= 0) block_rows = geod_mgpu_block_rows(pl);
   /* blocks shrink along a condensed matrix: the first is the largest */
   G->cap = cuda_geod_lane_bytes(pl, 0, block_rows < pl->n ? block_rows
