@@ -151,18 +151,23 @@ static int mg_done(mg_state *S, int slot, mg_held *h, int rc, const terr *e) {
   return go;
 }
 
-/* The run's stop, seen by a lane: the job's error; what the lane holds is
- * dropped with it. Returns the stop code, 0 when not stopped. */
+/* The run's stop, or the job's error met by another lane, seen by a
+ * lane: what it holds is dropped (not written for nothing). Returns the
+ * stop's or the error's code, 0 when the lane goes on. */
 static int mg_check_stop(mg_state *S, mg_held *h) {
   const mgpu_lend *l = S->lend;
   int st = l->stopped ? l->stopped(l->ctx) : 0;
-  if (!st) return 0;
   terr e;
-  terr_set(&e, (terr_code)st, "", -1, "stopped");
   pthread_mutex_lock(&S->mu);
+  if (!st && !S->fatal) {
+    pthread_mutex_unlock(&S->mu);
+    return 0;
+  }
+  if (!st) st = S->err.code ? S->err.code : T_EINTERNAL;
+  terr_set(&e, (terr_code)st, "", -1, "stopped");
   S->busy -= h->n;
   h->n = 0;
-  mg_fatal_locked(S, &e);
+  mg_fatal_locked(S, &e); /* the first error stays the job's */
   pthread_cond_broadcast(&S->cv);
   pthread_mutex_unlock(&S->mu);
   return st;

@@ -17,7 +17,7 @@
  * The scheduler's policy (compute/sched/README.md, "Lent GPUs"): a lent
  * lane asks `wanted` before every block, and when a queued single-GPU job
  * waits for its device it stops taking blocks and gives the device back —
- * a waiting job waits at most one block (a two-deep lane hands the block
+ * a waiting job waits at most one block (a two-deep lane hands the blocks
  * it launched ahead back unwritten). A lane whose block fails with a
  * device error (T_EDEVICE) stops; its blocks go back to the others (the
  * rows are recomputed whole, never half-written twice: a block writes
