@@ -6,8 +6,9 @@
  *
  * Exits 77 without CUDA in the build or a device. With one GPU the
  * one-device checks run (the lane session by hand and through the engine
- * on device 0 alone, against cuda_geodesic) and the two-GPU ones say they
- * were skipped. Square float64 and float32, condensed float32, points x
+ * on device 0 alone, against cuda_geodesic; and beside a lent "device 1"
+ * that does not exist, whose lane fails to open and is reported failed)
+ * and the two-GPU ones say they were skipped. Square float64 and float32, condensed float32, points x
  * targets float64 (karney), square vincenty; blocks of an odd number of
  * rows, so that the last is short and the lanes take several each;
  * outputs poisoned first; the two-GPU run writes into a mapping marked
@@ -150,6 +151,12 @@ static void check_stop(const geod_plan *pl, const char *what) {
   tarray_free(t);
 }
 
+static int ghost_borrow(void *c, int dev) {
+  (void)c, (void)dev;
+  return 0;
+}
+static void ghost_give_back(void *c, int dev) { (void)c, (void)dev; }
+
 static void check_case(const geod_plan *pl, const char *what) {
   terr e;
   int64_t nc1 = 0, nc2 = 0, nc3 = 0;
@@ -171,6 +178,18 @@ static void check_case(const geod_plan *pl, const char *what) {
             "%s: blocks on one GPU differ from the whole", what);
   CHECK(nc1 == nc3);
   if (!two_gpus) {
+    /* a lent "device 1" that does not exist: its lane cannot open (a
+     * device error), device 0 writes every block */
+    mgpu_lend ghost = {NULL, 2, ghost_borrow, ghost_give_back, NULL, NULL,
+                       NULL};
+    mgpu_report rep;
+    memset(blocks->data, 0xA5, bytes);
+    CHECK_MSG(geod_mgpu_run(0, pl, blocks, &ghost, pl->n / 23 + 1, &rep,
+                            NULL, NULL, NULL, &nc3, &e) == 0,
+              "%s: %s", what, e.message);
+    CHECK(rep.lanes == 2 && rep.failed[1] && rep.rows[0] == pl->n);
+    CHECK_MSG(memcmp(one->data, blocks->data, bytes) == 0,
+              "%s: blocks beside a failed lane differ from the whole", what);
     printf("  %s: one GPU: the two-GPU run skipped\n", what);
     goto done;
   }
