@@ -17,8 +17,11 @@
  * that no block is written before every open lane prepared, that
  * prepare's ranks are 0..nlive-1 once each, that every lane that opened
  * is ended, and that a device failing in a launch, or in a block with
- * more launched, gives all it holds back. And the geodesic matrix's switch, TESSEL_GPU_LANES:
- * "0" off, "1" on, anything else (or unset) the built-in default.
+ * more launched, gives all it holds back. 300 runs of random shape (1-8
+ * devices, block sizes, primes 0-8, a failure in a block, a launch or an
+ * open, or a stop) end whole or with the error they must. And the
+ * geodesic matrix's switch, TESSEL_GPU_LANES: "0" off, "1" on, anything
+ * else (or unset) the built-in default.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -115,11 +118,20 @@ static int fk_block(void *u, int lane, int dev, int64_t r0, int64_t r1,
 }
 
 /* Lanes prime 3 blocks, an odd device's lane only 2 (lane_begin lowers). */
-static int fk_depth(int dev) { return dev % 2 ? 2 : 3; }
+static int prime_ask = 3, fail_launch_at = 2;
+static int fk_asked(void) {
+  return prime_ask < 1 ? 1 : prime_ask > MGPU_PRIME_MAX ? MGPU_PRIME_MAX
+                                                        : prime_ask;
+}
+static int fk_depth(int dev) {
+  return dev % 2 && fk_asked() > 2 ? 2 : fk_asked();
+}
+/* what a lane may hold: its primed blocks, two once they are written */
+static int fk_cap(int dev) { return fk_depth(dev) < 2 ? 2 : fk_depth(dev); }
 
 static int fk_lane_begin(void *u, int lane, int dev, int *prime, terr *e) {
   (void)u, (void)lane;
-  if (*prime != 3) atomic_fetch_add(&bad_thread, 1);
+  if (*prime != fk_asked()) atomic_fetch_add(&bad_thread, 1);
   *prime = fk_depth(dev);
   atomic_fetch_add(&nbegun, 1);
   nlaunched[dev] = nlaunches[dev] = 0;
@@ -141,16 +153,16 @@ static int fk_launch(void *u, int lane, int dev, int64_t r0, int64_t r1,
   (void)u, (void)lane, (void)r1;
   if (!atomic_load(&dev_held[dev]) ||
       !pthread_equal(dev_owner[dev], pthread_self()) ||
-      nlaunched[dev] >= fk_depth(dev))
+      nlaunched[dev] >= fk_cap(dev))
     atomic_fetch_add(&bad_thread, 1);
   /* its second launch: the one behind its first block (sync_start holds
    * every lane's first block until all entered one: blocks are left) */
-  if (dev == atomic_load(&fail_launch_dev) && ++nlaunches[dev] == 2) {
+  if (dev == atomic_load(&fail_launch_dev) && ++nlaunches[dev] == fail_launch_at) {
     if (!atomic_exchange(&entered[dev], 1)) /* as far as it gets */
       atomic_fetch_add(&nentered, 1);
     return terr_set(e, T_EDEVICE, "", -1, "fake device %d failed", dev);
   }
-  if (nlaunched[dev] < fk_depth(dev)) launched[dev][nlaunched[dev]++] = r0;
+  if (nlaunched[dev] < fk_cap(dev)) launched[dev][nlaunched[dev]++] = r0;
   return 0;
 }
 static void fk_lane_end(void *u, int lane, int dev, int rc) {
@@ -197,13 +209,15 @@ static int run(int64_t block, mgpu_report *rep, terr *e) {
     ops.prepare = fk_prepare;
     ops.launch = fk_launch;
     ops.lane_end = fk_lane_end;
-    ops.prime = 3;
+    ops.prime = prime_ask;
   }
   CHECK(fk_borrow(NULL, 0) == 0);
   int rc = mgpu_run(0, ROWS, block, 0, &l, &ops, rep, e);
   fk_give_back(NULL, 0);
   CHECK(atomic_load(&nended) == atomic_load(&nbegun)); /* every one ended */
-  if (rep) CHECK(rep->depth == (deep ? 2 : 1) && rep->prime == (deep ? 3 : 1));
+  if (rep)
+    CHECK(rep->depth == (deep ? 2 : 1) &&
+          rep->prime == (deep && prime_ask > 1 ? prime_ask : 1));
   for (int d = 0; d < NDEV; d++) CHECK(!atomic_load(&dev_held[d]));
   CHECK(atomic_load(&bad_thread) == 0);
   return rc;
@@ -383,6 +397,48 @@ TEST(test_session_failures) {
   CHECK(e.code == T_ENOMEM && strstr(e.message, "to open"));
 }
 
+/* Many runs of random shape: 1-8 devices, blocks of 1-60 rows, prime
+ * 0-8, and one of: nothing wrong, a device failing in a block, in a
+ * launch or in lane_begin, a stop. Whole rows, or the error it must be. */
+TEST(test_random_sessions) {
+  uint64_t s = 0x2545F4914F6CDD1DULL;
+#define RND() (s ^= s << 13, s ^= s >> 7, s ^= s << 17, s)
+  for (int it = 0; it < 300; it++) {
+    mgpu_report rep;
+    terr e;
+    int nd = 1 + (int)(RND() % NDEV), what = (int)(RND() % 5);
+    int dev = (int)(RND() % (uint64_t)nd);
+    int64_t block = 1 + (int64_t)(RND() % 60);
+    reset(nd);
+    atomic_store(&sync_start, 0);
+    prime_ask = (int)(RND() % 9);
+    fail_launch_at = 1 + (int)(RND() % 3);
+    if (what == 1) {
+      atomic_store(&fail_dev, dev);
+      atomic_store(&fail_after, (int)(RND() % 4));
+    } else if (what == 2) {
+      atomic_store(&fail_launch_dev, dev);
+    } else if (what == 3) {
+      atomic_store(&fail_begin_dev, dev);
+    } else if (what == 4) {
+      atomic_store(&stop_after, 1 + (int)(RND() % 40));
+    }
+    int rc = run(block, &rep, &e);
+    int all_failed = rep.lanes > 0;
+    for (int k = 0; k < rep.lanes; k++) all_failed &= rep.failed[k];
+    if (rc == 0)
+      check_rows();
+    else
+      CHECK_MSG((what == 4 && rc == T_ECANCELED) ||
+                    (rc == T_EDEVICE && all_failed && nd == 1),
+                "run %d: rc %d (%s), devices %d, case %d", it, rc,
+                e.message, nd, what);
+  }
+#undef RND
+  prime_ask = 3;
+  fail_launch_at = 2;
+}
+
 TEST(test_lanes_switch) {
   setenv("TESSEL_GPU_LANES", "0", 1);
   CHECK(geod_mgpu_switch() == 0);
@@ -411,6 +467,7 @@ int main(void) {
   }
   deep = 1;
   RUN(test_session_failures);
+  RUN(test_random_sessions);
   RUN(test_lanes_switch);
   return check_summary();
 }
