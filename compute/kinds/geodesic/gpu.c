@@ -127,11 +127,15 @@ static int gm_stopped(void *c) {
 _Static_assert(GEOD_LANE_BUF_MAX >= MGPU_PRIME_MAX,
                "a lane session holds every block its lane primes");
 
-/* The session; *prime lowered to the buffers the device holds. */
+/* The session; *prime lowered to the buffers the device holds. A lent
+ * device without the memory for two blocks is no lane (a device error:
+ * the others go on), where the run's own device fails the job. */
 static int gm_lane_begin(void *u, int lane, int dev, int *prime, terr *e) {
   gm_run *G = u;
-  return cuda_geod_lane_open(dev, G->pl, G->out, G->cap, prime, gm_stopped,
-                             (void *)G->lend, &G->lane[lane], e);
+  int rc = cuda_geod_lane_open(dev, G->pl, G->out, G->cap, prime, gm_stopped,
+                               (void *)G->lend, &G->lane[lane], e);
+  if (rc == T_ENOMEM && lane > 0) rc = e->code = T_EDEVICE;
+  return rc;
 }
 
 /* The lane's share of a fresh result mapping, before anybody writes. */
