@@ -6,7 +6,15 @@
  * condition: a block they give back must still find a lane. Lane 0 is
  * the caller's thread (the run's own device, never taken back); lanes 1..
  * are threads that borrow their device first and give it back last, on
- * their own thread (the device lock is the thread's).
+ * their own thread (the device lock is the thread's). Before any block
+ * every thread meets a barrier three times (borrows tried, lanes opened,
+ * lanes prepared: mg_lane_run), so that prepare's shares are known and
+ * done before anybody writes. A two-deep lane (ops.launch) launches its
+ * first ops.prime blocks between the second barrier and prepare, then
+ * holds the block it is writing and the one launched behind it (mg_held,
+ * oldest first): it takes more without waiting (a lane holding a block
+ * never waits for one), and a device error or a take-back gives back
+ * what it holds unwritten.
  */
 #include "compute/kinds/mgpu.h"
 
@@ -25,13 +33,15 @@ typedef struct mg_state {
   const mgpu_lend *lend;
   const mgpu_ops *ops;
   int64_t rows, block_rows, nblocks, next;
-  int64_t retry[MGPU_MAX]; /* blocks given back by failed lanes */
+  int64_t retry[MGPU_MAX * MGPU_PRIME_MAX]; /* blocks given back */
   int nretry, busy, fatal, dev_failed;
   int64_t retried;
   terr err;     /* fatal: the job's error */
   terr dev_err; /* the first device error, if no lane is left */
   mgpu_report rep; /* by slot: slot 0 is the own device */
-  int ran[MGPU_MAX];
+  int ran[MGPU_MAX];  /* borrowed its device */
+  int live[MGPU_MAX]; /* lane_begin answered 0 */
+  int parties, arrived, phase; /* the barrier: parties 0 until all started */
 } mg_state;
 
 typedef struct mg_lane {
@@ -41,9 +51,27 @@ typedef struct mg_lane {
   int started;
 } mg_lane;
 
+/* Every lane thread (borrowed or not) and lane 0 meet here three times
+ * before any block: once the borrows are tried, once the lanes are open,
+ * once they are prepared. */
+static void mg_barrier(mg_state *S) {
+  pthread_mutex_lock(&S->mu);
+  int ph = S->phase;
+  S->arrived++;
+  if (S->parties > 0 && S->arrived == S->parties) {
+    S->arrived = 0;
+    S->phase++;
+    pthread_cond_broadcast(&S->cv);
+  }
+  while (S->phase == ph) pthread_cond_wait(&S->cv, &S->mu);
+  pthread_mutex_unlock(&S->mu);
+}
+
 /* The next block for a lane, or -1 when none is left (or the job ended).
- * Waits while other lanes are inside a block that may come back. */
-static int64_t mg_take(mg_state *S) {
+ * wait: a lane with nothing in hand waits while other lanes are inside a
+ * block that may come back; a lane holding one never waits (it may be
+ * the one whose block would come back). */
+static int64_t mg_take(mg_state *S, int wait) {
   int64_t b = -1;
   pthread_mutex_lock(&S->mu);
   for (;;) {
@@ -57,7 +85,7 @@ static int64_t mg_take(mg_state *S) {
       b = S->next++;
       break;
     }
-    if (S->busy == 0) break;
+    if (S->busy == 0 || !wait) break;
     pthread_cond_wait(&S->cv, &S->mu);
   }
   if (b >= 0) S->busy++;
@@ -65,26 +93,57 @@ static int64_t mg_take(mg_state *S) {
   return b;
 }
 
-/* A block's end: rc 0 counted; T_EDEVICE gives it back for another lane;
- * anything else ends the job. Returns 1 when the lane goes on. */
-static int mg_done(mg_state *S, int slot, int64_t b, int64_t r0, int64_t r1,
-                   int rc, const terr *e) {
-  int go = 1;
-  pthread_mutex_lock(&S->mu);
+/* Ends the job with e (the first error wins). Under S->mu. */
+static void mg_fatal_locked(mg_state *S, const terr *e) {
+  if (!S->fatal) S->err = *e;
+  S->fatal = 1;
+}
+
+/* A block in hand goes back unwritten (its lane stops: taken back, or
+ * its device failed). Under S->mu. */
+static void mg_give_locked(mg_state *S, int64_t b) {
+  T_ASSERT(S->nretry < MGPU_MAX * MGPU_PRIME_MAX); /* what lanes hold */
+  S->retry[S->nretry++] = b;
   S->busy--;
+}
+
+/* What a lane holds: blocks launched and not yet written, oldest first
+ * (at most MGPU_PRIME_MAX, two once primed). */
+typedef struct mg_held {
+  int64_t b[MGPU_PRIME_MAX];
+  int n;
+} mg_held;
+
+static void mg_rows(const mg_state *S, int64_t b, int64_t *r0, int64_t *r1) {
+  *r0 = b * S->block_rows;
+  *r1 = *r0 + S->block_rows < S->rows ? *r0 + S->block_rows : S->rows;
+}
+
+/* The end of the oldest held block (rc 0: counted, popped), or of the
+ * lane: T_EDEVICE gives every held block back for another lane; anything
+ * else ends the job. Returns 1 when the lane goes on. */
+static int mg_done(mg_state *S, int slot, mg_held *h, int rc, const terr *e) {
+  int go = 1;
+  int64_t r0, r1;
+  mg_rows(S, h->b[0], &r0, &r1);
+  pthread_mutex_lock(&S->mu);
   if (rc == T_OK) {
+    S->busy--;
     S->rep.rows[slot] += r1 - r0;
     S->rep.blocks[slot]++;
-  } else if (rc == T_EDEVICE) {
-    T_ASSERT(S->nretry < MGPU_MAX); /* one block a lane, one failure a lane */
-    S->retry[S->nretry++] = b;
-    S->rep.failed[slot] = 1;
-    if (!S->dev_failed) S->dev_err = *e;
-    S->dev_failed = 1;
-    go = 0;
+    memmove(h->b, h->b + 1, (size_t)(h->n - 1) * sizeof h->b[0]);
+    h->n--;
   } else {
-    if (!S->fatal) S->err = *e;
-    S->fatal = 1;
+    if (rc == T_EDEVICE) {
+      for (int i = 0; i < h->n; i++) mg_give_locked(S, h->b[i]);
+      S->rep.failed[slot] = 1;
+      if (!S->dev_failed) S->dev_err = *e;
+      S->dev_failed = 1;
+    } else {
+      S->busy -= h->n;
+      mg_fatal_locked(S, e);
+    }
+    h->n = 0;
     go = 0;
   }
   pthread_cond_broadcast(&S->cv);
@@ -92,48 +151,156 @@ static int mg_done(mg_state *S, int slot, int64_t b, int64_t r0, int64_t r1,
   return go;
 }
 
-/* One lane's loop on its thread, its device held. */
-static void mg_lane_loop(mg_state *S, int slot, int dev) {
+/* The run's stop, or the job's error met by another lane, seen by a
+ * lane: what it holds is dropped (not written for nothing). Returns the
+ * stop's or the error's code, 0 when the lane goes on. */
+static int mg_check_stop(mg_state *S, mg_held *h) {
   const mgpu_lend *l = S->lend;
+  int st = l->stopped ? l->stopped(l->ctx) : 0;
+  terr e;
+  pthread_mutex_lock(&S->mu);
+  if (!st && !S->fatal) {
+    pthread_mutex_unlock(&S->mu);
+    return 0;
+  }
+  if (!st) st = S->err.code ? S->err.code : T_EINTERNAL;
+  terr_set(&e, (terr_code)st, "", -1, "stopped");
+  S->busy -= h->n;
+  h->n = 0;
+  mg_fatal_locked(S, &e); /* the first error stays the job's */
+  pthread_cond_broadcast(&S->cv);
+  pthread_mutex_unlock(&S->mu);
+  return st;
+}
+
+/* Take (waiting, when asked, only if the lane holds nothing: a lane
+ * holding a block may be the one whose block would come back; and never
+ * before the last barrier, where the others wait) and launch one more
+ * block. 1 launched, 0 none to take, -1 the launch failed (the lane
+ * stops: every held block given back, or the job's error). */
+static int mg_launch_one(mg_state *S, int slot, int dev, mg_held *h,
+                         int wait, int *last) {
+  const mgpu_ops *o = S->ops;
+  int64_t b = mg_take(S, wait && h->n == 0), r0, r1;
+  if (b < 0) return 0;
+  T_ASSERT(h->n < MGPU_PRIME_MAX);
+  h->b[h->n++] = b;
+  if (!o->launch) return 1;
+  mg_rows(S, b, &r0, &r1);
+  terr e;
+  terr_clear(&e);
+  *last = o->launch(o->u, slot, dev, r0, r1, &e);
+  if (*last == T_OK) return 1;
+  /* the failed one first: mg_done gives back (or drops) them all */
+  int64_t t = h->b[0];
+  h->b[0] = b;
+  h->b[h->n - 1] = t;
+  mg_done(S, slot, h, *last, &e);
+  return -1;
+}
+
+/* The blocks a two-deep lane launches before the lanes prepare (their
+ * kernels run meanwhile): its depth, at most its fair share of the
+ * blocks (nlive lanes), at least one. Returns 0 when a launch failed. */
+static int mg_prime(mg_state *S, int slot, int dev, int depth, int nlive,
+                    mg_held *h, int *last) {
+  const mgpu_lend *l = S->lend;
+  if (!S->ops->launch || (l->stopped && l->stopped(l->ctx))) return 1;
+  int64_t fair = S->nblocks / (nlive > 0 ? nlive : 1);
+  if (fair < 1) fair = 1;
+  for (int i = 0; i < depth && i < fair; i++) {
+    int r = mg_launch_one(S, slot, dev, h, 0, last);
+    if (r < 0) return 0;
+    if (r == 0) break;
+  }
+  return 1;
+}
+
+/* One lane's blocks on its thread, its device held: h holds what it
+ * launched (primed). Returns the last result. */
+static int mg_lane_loop(mg_state *S, int slot, int dev, mg_held *h) {
+  const mgpu_lend *l = S->lend;
+  const mgpu_ops *o = S->ops;
   int last = 0;
   for (;;) {
+    if ((last = mg_check_stop(S, h)) != 0) break;
     if (slot > 0 && l->wanted && l->wanted(l->ctx, dev)) {
       S->rep.taken_back[slot] = 1; /* its own slot: no other writer */
-      break;
-    }
-    int st = l->stopped ? l->stopped(l->ctx) : 0;
-    if (st) {
-      terr e;
-      terr_set(&e, (terr_code)st, "", -1, "stopped");
-      pthread_mutex_lock(&S->mu);
-      if (!S->fatal) S->err = e;
-      S->fatal = 1;
+      pthread_mutex_lock(&S->mu); /* launched, unwritten: another lane's */
+      for (int i = 0; i < h->n; i++) mg_give_locked(S, h->b[i]);
+      h->n = 0;
       pthread_cond_broadcast(&S->cv);
       pthread_mutex_unlock(&S->mu);
-      last = st;
       break;
     }
-    int64_t b = mg_take(S);
-    if (b < 0) break;
-    int64_t r0 = b * S->block_rows, r1 = r0 + S->block_rows;
-    if (r1 > S->rows) r1 = S->rows;
+    int r = 1;
+    if (h->n == 0) r = mg_launch_one(S, slot, dev, h, 1, &last);
+    while (r > 0 && o->launch && h->n < 2)
+      r = mg_launch_one(S, slot, dev, h, 0, &last);
+    if (r < 0 || h->n == 0) break; /* a launch failed; or nothing left */
+    int64_t r0, r1;
     terr e;
     terr_clear(&e);
-    last = S->ops->block(S->ops->u, slot, dev, r0, r1, &e);
+    mg_rows(S, h->b[0], &r0, &r1);
+    last = o->block(o->u, slot, dev, r0, r1, &e);
     if (last == T_OK && l->progress) l->progress(l->ctx, r1 - r0);
-    if (!mg_done(S, slot, b, r0, r1, last, &e)) break;
+    if (!mg_done(S, slot, h, last, &e)) break;
   }
-  if (S->ops->lane_end) S->ops->lane_end(S->ops->u, slot, dev, last);
+  return last;
+}
+
+/* A lane from the barriers to its end: opened (lane_begin, which may
+ * lower its depth), its first blocks launched, prepared, then its loop;
+ * lane_end on every path. borrowed: 0 for a thread whose device was busy
+ * (it only meets the barriers). */
+static void mg_lane_run(mg_state *S, int slot, int dev, int borrowed) {
+  const mgpu_ops *o = S->ops;
+  int last = 0, go = 1;
+  int depth = o->prime < 1 ? 1 : o->prime > MGPU_PRIME_MAX ? MGPU_PRIME_MAX
+                                                           : o->prime;
+  mg_held h;
+  h.n = 0;
+  terr e;
+  terr_clear(&e);
+  mg_barrier(S); /* every borrow tried */
+  if (borrowed && o->lane_begin &&
+      (last = o->lane_begin(o->u, slot, dev, &depth, &e)) != 0) {
+    pthread_mutex_lock(&S->mu);
+    if (last == T_EDEVICE) {
+      S->rep.failed[slot] = 1;
+      if (!S->dev_failed) S->dev_err = e;
+      S->dev_failed = 1;
+    } else {
+      mg_fatal_locked(S, &e);
+    }
+    pthread_mutex_unlock(&S->mu);
+  } else if (borrowed) {
+    S->live[slot] = 1; /* read by others after the next barrier only */
+  }
+  if (depth < 1 || depth > MGPU_PRIME_MAX) depth = 1;
+  mg_barrier(S); /* the lanes open */
+  if (S->live[slot]) {
+    int rank = 0, nlive = 0;
+    for (int k = 0; k < MGPU_MAX; k++) {
+      nlive += S->live[k];
+      if (k < slot) rank += S->live[k];
+    }
+    go = mg_prime(S, slot, dev, depth, nlive, &h, &last);
+    if (o->prepare) o->prepare(o->u, slot, dev, rank, nlive);
+  }
+  mg_barrier(S); /* prepared: blocks may be written */
+  if (S->live[slot] && go) last = mg_lane_loop(S, slot, dev, &h);
+  if (borrowed && o->lane_end) o->lane_end(o->u, slot, dev, last);
 }
 
 static void *mg_lane_main(void *arg) {
   mg_lane *x = arg;
   mg_state *S = x->S;
   const mgpu_lend *l = S->lend;
-  if (l->borrow(l->ctx, x->dev) != 0) return NULL; /* busy: not a lane */
-  S->ran[x->slot] = 1;
-  mg_lane_loop(S, x->slot, x->dev);
-  l->give_back(l->ctx, x->dev);
+  int borrowed = l->borrow(l->ctx, x->dev) == 0; /* busy: not a lane */
+  if (borrowed) S->ran[x->slot] = 1; /* read after the joins */
+  mg_lane_run(S, x->slot, x->dev, borrowed);
+  if (borrowed) l->give_back(l->ctx, x->dev);
   return NULL;
 }
 
@@ -153,6 +320,8 @@ static void mg_report(mg_state *S, mgpu_report *rep) {
   rep->block_rows = S->block_rows;
   rep->nblocks = S->nblocks;
   rep->retried = S->retried;
+  rep->depth = S->ops->launch ? 2 : 1;
+  rep->prime = S->ops->launch && S->ops->prime > 1 ? S->ops->prime : 1;
 }
 
 int mgpu_run(int own, int64_t rows, int64_t block_rows, int max_lanes,
@@ -193,7 +362,15 @@ int mgpu_run(int own, int64_t rows, int64_t block_rows, int max_lanes,
       slots++;
     }
   }
-  mg_lane_loop(S, 0, own);
+  pthread_mutex_lock(&S->mu); /* every thread made: the barrier's size */
+  S->parties = slots;
+  if (S->arrived == slots) {
+    S->arrived = 0;
+    S->phase++;
+    pthread_cond_broadcast(&S->cv);
+  }
+  pthread_mutex_unlock(&S->mu);
+  mg_lane_run(S, 0, own, 1);
   for (int k = 1; k < slots; k++)
     if (lane[k].started) pthread_join(lane[k].th, NULL);
   int rc = T_OK;
@@ -266,6 +443,8 @@ void mgpu_describe(const mgpu_report *rep, char *buf, size_t len) {
            (long long)rep->rows[k], rep->failed[k] ? " failed" : "",
            rep->taken_back[k] ? " taken back" : "");
   MG_PUT(" blocks of %lld", (long long)rep->block_rows);
+  if (rep->depth > 1) MG_PUT(", %d deep", rep->depth);
+  if (rep->prime > 1) MG_PUT(", %d primed", rep->prime);
   if (rep->retried) MG_PUT(", %lld again", (long long)rep->retried);
 #undef MG_PUT
   if (o >= len && len > 4) memcpy(buf + len - 4, "...", 4);

@@ -17,8 +17,9 @@
  * The scheduler's policy (compute/sched/README.md, "Lent GPUs"): a lent
  * lane asks `wanted` before every block, and when a queued single-GPU job
  * waits for its device it stops taking blocks and gives the device back —
- * a waiting job waits at most one block. A lane whose block fails with a
- * device error (T_EDEVICE) stops; its block goes back to the others (the
+ * a waiting job waits at most one block (a two-deep lane hands the blocks
+ * it launched ahead back unwritten). A lane whose block fails with a
+ * device error (T_EDEVICE) stops; its blocks go back to the others (the
  * rows are recomputed whole, never half-written twice: a block writes
  * only its own rows), and the job fails only when no lane is left. Any
  * other error (stop, no memory, a bad plan) ends every lane and is the
@@ -37,6 +38,7 @@
 #include "util/err.h"
 
 #define MGPU_MAX 32 /* devices one job may use (the scheduler's bit mask) */
+#define MGPU_PRIME_MAX 8 /* blocks a lane may launch before anybody writes */
 
 /* The scheduler's side, from the run's job_ctx (mgpu_lend_of). borrow and
  * give_back are called on the lane's own thread; borrow NULL: the own
@@ -55,11 +57,39 @@ typedef struct mgpu_lend {
 /* The kind's side. block: rows [r0, r1) on device dev, written into their
  * place in the result; called on lane `lane`'s thread, which holds dev.
  * lane_end (NULL ok): after a lane's last block, on its thread, to free
- * what the lane kept on its device (rc: the lane's last result). */
+ * what the lane kept on its device (rc: the lane's last result); called
+ * for every lane that borrowed its device, lane_begin failed or not.
+ *
+ * The lane session (all NULL ok, then a lane only calls block):
+ *   lane_begin  once every borrow was tried and before any block: opens
+ *               what the lane keeps on its device across its blocks. rc
+ *               T_EDEVICE: that lane takes no block (reported failed);
+ *               any other error is the job's. *prime comes in as
+ *               ops.prime and may be lowered (what the device holds).
+ *   prepare     after every lane's lane_begin and before any lane's
+ *               first block call: rank 0..nlive-1 among the lanes that
+ *               opened, for work shared by them all before anybody writes
+ *               (the geodesic matrix prefaults its share of the result).
+ *               A two-deep lane has launched its first `prime` blocks
+ *               (at most its fair share, rows / lanes), whose kernels
+ *               run while the lanes prepare.
+ *   launch      two deep: enqueue the compute of rows [r0, r1); block
+ *               then writes them. A lane launches its next block before
+ *               it calls block for the one in hand, so that the device
+ *               computes block k + 1 while block k is copied off; once
+ *               its primed blocks are written a lane holds at most two.
+ *               A device error gives every block it holds back to the
+ *               others.
+ *   prime       blocks a two-deep lane launches before prepare (0 or 1:
+ *               one; at most MGPU_PRIME_MAX). */
 typedef struct mgpu_ops {
   void *u;
   int (*block)(void *u, int lane, int dev, int64_t r0, int64_t r1, terr *e);
   void (*lane_end)(void *u, int lane, int dev, int rc);
+  int (*lane_begin)(void *u, int lane, int dev, int *prime, terr *e);
+  void (*prepare)(void *u, int lane, int dev, int rank, int nlive);
+  int (*launch)(void *u, int lane, int dev, int64_t r0, int64_t r1, terr *e);
+  int prime;
 } mgpu_ops;
 
 /* What ran where: for the job's record and the log (mgpu_describe). */
@@ -71,6 +101,8 @@ typedef struct mgpu_report {
   int failed[MGPU_MAX];     /* 1: lane k stopped on a device error */
   int taken_back[MGPU_MAX]; /* 1: lane k gave its device to a waiting job */
   int64_t block_rows, nblocks, retried;
+  int depth; /* blocks a lane holds at once: 2 with ops.launch, else 1 */
+  int prime; /* blocks a lane launched before anybody wrote (ops.prime) */
 } mgpu_report;
 
 /* Rows [0, rows) in blocks of block_rows (the last may be shorter) over the
@@ -86,8 +118,9 @@ int mgpu_run(int own, int64_t rows, int64_t block_rows, int max_lanes,
  * gpu_wanted, its stop flag and progress) as an mgpu_lend. */
 void mgpu_lend_of(job_ctx *ctx, mgpu_lend *out);
 
-/* "cuda:0+1+3 rows 0:5000,1:4000,3:3000" and the take-backs and failures:
- * for the job's record (job_ctx.spread) and the log. */
+/* "cuda:0+1+3 rows 0:5000,1:4000,3:3000 blocks of 100, 2 deep, 8 primed" and the
+ * take-backs and failures: for the job's record (job_ctx.spread) and the
+ * log. */
 void mgpu_describe(const mgpu_report *rep, char *buf, size_t len);
 
 #endif

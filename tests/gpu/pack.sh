@@ -14,6 +14,7 @@ cp "$build"/tesseld "$build"/gpu_test_* "$build"/integ_test_* "$build"/bench_gpu
    "$build"/bench_geodesic "$build"/bench_e2e "$build"/bench_map "$dir"/
 [ -x "$build"/bench_d2h_store ] && cp "$build"/bench_d2h_store "$dir"/
 [ -x "$build"/bench_pipeline ] && cp "$build"/bench_pipeline "$dir"/
+[ -x "$build"/bench_lanes ] && cp "$build"/bench_lanes "$dir"/
 cp -r web "$dir"/
 # Not there: libmicrohttpd, libxxhash, OpenBLAS (+ gfortran), PROJ (+ its image libs).
 # Not carried on purpose: libnettle/libhogweed (that machine's GnuTLS needs

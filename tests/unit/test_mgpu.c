@@ -9,14 +9,28 @@
  * job with the device error; another error ends every lane; a device a
  * waiting job wants is given back before the job ends (the job cannot end
  * before the waiter holds it); a stop ends the run; every borrowed device
- * is given back on every path.
+ * is given back on every path. Every case runs twice: with block alone,
+ * and as a lane session (lane_begin, prepare, launch two deep after 3
+ * primed, 2 on the odd devices whose lane_begin lowers it, lane_end),
+ * where the fakes also check that a block is written only after its own
+ * lane launched it (oldest first, never more launched than its prime),
+ * that no block is written before every open lane prepared, that
+ * prepare's ranks are 0..nlive-1 once each, that every lane that opened
+ * is ended, and that a device failing in a launch, or in a block with
+ * more launched, gives all it holds back. 300 runs of random shape (1-8
+ * devices, block sizes, primes 0-8, a failure in a block, a launch or an
+ * open, or a stop) end whole or with the error they must. And the
+ * geodesic matrix's switch, TESSEL_GPU_LANES: "0" off, "1" on, anything
+ * else (or unset) the built-in default.
  */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "compute/kinds/geodesic/gpu.h"
 #include "compute/kinds/mgpu.h"
 
 #define NDEV 8
@@ -28,6 +42,12 @@ static atomic_int bad_thread, fail_dev, fail_after, fail_code, stop_after;
 static atomic_int blocks_done, want_dev, want_after, waiter_got;
 static atomic_int dev_blocks[NDEV], entered[NDEV], nentered, sync_start;
 static double out[ROWS];
+/* the lane session's fakes */
+static int deep;
+static atomic_int nbegun, nended, nprepared, nlive_seen, rank_mask;
+static atomic_int fail_launch_dev, fail_begin_dev;
+static int64_t launched[NDEV][MGPU_PRIME_MAX]; /* launched blocks' r0 */
+static int nlaunched[NDEV], nlaunches[NDEV]; /* its lane's thread only */
 static atomic_int writes[ROWS];
 static int ndev_now;
 
@@ -72,6 +92,17 @@ static int fk_block(void *u, int lane, int dev, int64_t r0, int64_t r1,
   /* A wanted device's waiter must get it before any other block ends. */
   if (dev != atomic_load(&want_dev) && fk_wanted(NULL, atomic_load(&want_dev)))
     while (!atomic_load(&waiter_got)) sched_yield();
+  if (deep) { /* launched by this lane, oldest first; prepared by all */
+    if (nlaunched[dev] < 1 || launched[dev][0] != r0)
+      atomic_fetch_add(&bad_thread, 1);
+    if (nlaunched[dev] > 0) {
+      memmove(launched[dev], launched[dev] + 1,
+              (size_t)(nlaunched[dev] - 1) * sizeof launched[dev][0]);
+      nlaunched[dev]--;
+    }
+    if (atomic_load(&nprepared) != atomic_load(&nlive_seen))
+      atomic_fetch_add(&bad_thread, 1);
+  }
   int n = atomic_fetch_add(&dev_blocks[dev], 1);
   if (dev == atomic_load(&fail_dev) && n >= atomic_load(&fail_after)) {
     for (int64_t r = r0; r < r0 + (r1 - r0) / 2; r++) out[r] = -1; /* torn */
@@ -86,7 +117,67 @@ static int fk_block(void *u, int lane, int dev, int64_t r0, int64_t r1,
   return 0;
 }
 
+/* Lanes prime 3 blocks, an odd device's lane only 2 (lane_begin lowers). */
+static int prime_ask = 3, fail_launch_at = 2;
+static int fk_asked(void) {
+  return prime_ask < 1 ? 1 : prime_ask > MGPU_PRIME_MAX ? MGPU_PRIME_MAX
+                                                        : prime_ask;
+}
+static int fk_depth(int dev) {
+  return dev % 2 && fk_asked() > 2 ? 2 : fk_asked();
+}
+/* what a lane may hold: its primed blocks, two once they are written */
+static int fk_cap(int dev) { return fk_depth(dev) < 2 ? 2 : fk_depth(dev); }
+
+static int fk_lane_begin(void *u, int lane, int dev, int *prime, terr *e) {
+  (void)u, (void)lane;
+  if (*prime != fk_asked()) atomic_fetch_add(&bad_thread, 1);
+  *prime = fk_depth(dev);
+  atomic_fetch_add(&nbegun, 1);
+  nlaunched[dev] = nlaunches[dev] = 0;
+  if (dev == atomic_load(&fail_begin_dev))
+    return terr_set(e, (terr_code)atomic_load(&fail_code), "", -1,
+                    "fake device %d failed to open", dev);
+  return 0;
+}
+static void fk_prepare(void *u, int lane, int dev, int rank, int nlive) {
+  (void)u, (void)lane, (void)dev;
+  if (rank < 0 || rank >= nlive ||
+      (atomic_fetch_or(&rank_mask, 1 << rank) & (1 << rank)))
+    atomic_fetch_add(&bad_thread, 1);
+  atomic_store(&nlive_seen, nlive);
+  atomic_fetch_add(&nprepared, 1);
+}
+static int fk_launch(void *u, int lane, int dev, int64_t r0, int64_t r1,
+                     terr *e) {
+  (void)u, (void)lane, (void)r1;
+  if (!atomic_load(&dev_held[dev]) ||
+      !pthread_equal(dev_owner[dev], pthread_self()) ||
+      nlaunched[dev] >= fk_cap(dev))
+    atomic_fetch_add(&bad_thread, 1);
+  /* its second launch: the one behind its first block (sync_start holds
+   * every lane's first block until all entered one: blocks are left) */
+  if (dev == atomic_load(&fail_launch_dev) && ++nlaunches[dev] == fail_launch_at) {
+    if (!atomic_exchange(&entered[dev], 1)) /* as far as it gets */
+      atomic_fetch_add(&nentered, 1);
+    return terr_set(e, T_EDEVICE, "", -1, "fake device %d failed", dev);
+  }
+  if (nlaunched[dev] < fk_cap(dev)) launched[dev][nlaunched[dev]++] = r0;
+  return 0;
+}
+static void fk_lane_end(void *u, int lane, int dev, int rc) {
+  (void)u, (void)lane, (void)dev, (void)rc;
+  atomic_fetch_add(&nended, 1);
+}
+
 static void reset(int ndev) {
+  atomic_store(&nbegun, 0);
+  atomic_store(&nended, 0);
+  atomic_store(&nprepared, 0);
+  atomic_store(&nlive_seen, -1);
+  atomic_store(&rank_mask, 0);
+  atomic_store(&fail_launch_dev, -1);
+  atomic_store(&fail_begin_dev, -1);
   ndev_now = ndev;
   memset(out, 0, sizeof out);
   for (int r = 0; r < ROWS; r++) atomic_store(&writes[r], 0);
@@ -112,10 +203,21 @@ static void reset(int ndev) {
 static int run(int64_t block, mgpu_report *rep, terr *e) {
   mgpu_lend l = {NULL, ndev_now, fk_borrow, fk_give_back, fk_wanted,
                  fk_stopped, NULL};
-  mgpu_ops ops = {NULL, fk_block, NULL};
+  mgpu_ops ops = {.u = NULL, .block = fk_block};
+  if (deep) {
+    ops.lane_begin = fk_lane_begin;
+    ops.prepare = fk_prepare;
+    ops.launch = fk_launch;
+    ops.lane_end = fk_lane_end;
+    ops.prime = prime_ask;
+  }
   CHECK(fk_borrow(NULL, 0) == 0);
   int rc = mgpu_run(0, ROWS, block, 0, &l, &ops, rep, e);
   fk_give_back(NULL, 0);
+  CHECK(atomic_load(&nended) == atomic_load(&nbegun)); /* every one ended */
+  if (rep)
+    CHECK(rep->depth == (deep ? 2 : 1) &&
+          rep->prime == (deep && prime_ask > 1 ? prime_ask : 1));
   for (int d = 0; d < NDEV; d++) CHECK(!atomic_load(&dev_held[d]));
   CHECK(atomic_load(&bad_thread) == 0);
   return rc;
@@ -177,7 +279,8 @@ TEST(test_device_fails_mid_job) {
   atomic_store(&fail_after, 0); /* its first block fails, half written */
   CHECK(run(5, &rep, &e) == 0);
   check_rows(); /* the torn rows written again, whole, by another lane */
-  CHECK(rep.retried == 1 && rep.lanes == 4);
+  /* two deep: the three it primed go back */
+  CHECK(rep.retried == (deep ? 3 : 1) && rep.lanes == 4);
   int seen = 0;
   for (int k = 0; k < rep.lanes; k++)
     if (rep.dev[k] == 2) {
@@ -254,7 +357,7 @@ TEST(test_stop) {
 
 TEST(test_bad_arguments) {
   mgpu_lend l = {0};
-  mgpu_ops ops = {NULL, fk_block, NULL};
+  mgpu_ops ops = {.u = NULL, .block = fk_block};
   terr e;
   CHECK(mgpu_run(0, 10, 0, 0, &l, &ops, NULL, &e) == T_EINVAL);
   CHECK(mgpu_run(0, -1, 5, 0, &l, &ops, NULL, &e) == T_EINVAL);
@@ -262,15 +365,109 @@ TEST(test_bad_arguments) {
   CHECK(mgpu_run(0, 0, 5, 0, &l, &ops, NULL, &e) == 0);
 }
 
+/* The lane session only: a device failing in a launch (with a block in
+ * hand) or in lane_begin; the prepared shares cover every open lane. */
+TEST(test_session_failures) {
+  mgpu_report rep;
+  terr e;
+  char buf[200];
+  reset(4);
+  atomic_store(&fail_launch_dev, 1);
+  CHECK(run(5, &rep, &e) == 0);
+  check_rows(); /* what lane 1 held was written by the others */
+  CHECK(rep.retried == 2 && atomic_load(&dev_blocks[1]) == 0);
+  CHECK(atomic_load(&rank_mask) == 0xF && atomic_load(&nlive_seen) == 4);
+  for (int k = 0; k < rep.lanes; k++)
+    CHECK_MSG(rep.failed[k] == (rep.dev[k] == 1), "lane %d dev %d failed %d blocks %lld", k, rep.dev[k], rep.failed[k], (long long)rep.blocks[k]);
+  reset(4);
+  atomic_store(&fail_begin_dev, 2); /* lane 2 never opens */
+  atomic_store(&sync_start, 0);      /* nor enters a block */
+  CHECK(run(5, &rep, &e) == 0);
+  check_rows();
+  CHECK(atomic_load(&nlive_seen) == 3 && atomic_load(&rank_mask) == 0x7);
+  CHECK(atomic_load(&dev_blocks[2]) == 0);
+  mgpu_describe(&rep, buf, sizeof buf);
+  CHECK_MSG(strstr(buf, "2:0 failed") && strstr(buf, "2 deep, 3 primed"),
+            "%s", buf);
+  reset(2);
+  atomic_store(&fail_begin_dev, 1);
+  atomic_store(&sync_start, 0);
+  atomic_store(&fail_code, T_ENOMEM); /* not a device error: the job's */
+  CHECK(run(5, &rep, &e) == T_ENOMEM);
+  CHECK(e.code == T_ENOMEM && strstr(e.message, "to open"));
+}
+
+/* Many runs of random shape: 1-8 devices, blocks of 1-60 rows, prime
+ * 0-8, and one of: nothing wrong, a device failing in a block, in a
+ * launch or in lane_begin, a stop. Whole rows, or the error it must be. */
+TEST(test_random_sessions) {
+  uint64_t s = 0x2545F4914F6CDD1DULL;
+#define RND() (s ^= s << 13, s ^= s >> 7, s ^= s << 17, s)
+  for (int it = 0; it < 300; it++) {
+    mgpu_report rep;
+    terr e;
+    int nd = 1 + (int)(RND() % NDEV), what = (int)(RND() % 5);
+    int dev = (int)(RND() % (uint64_t)nd);
+    int64_t block = 1 + (int64_t)(RND() % 60);
+    reset(nd);
+    atomic_store(&sync_start, 0);
+    prime_ask = (int)(RND() % 9);
+    fail_launch_at = 1 + (int)(RND() % 3);
+    if (what == 1) {
+      atomic_store(&fail_dev, dev);
+      atomic_store(&fail_after, (int)(RND() % 4));
+    } else if (what == 2) {
+      atomic_store(&fail_launch_dev, dev);
+    } else if (what == 3) {
+      atomic_store(&fail_begin_dev, dev);
+    } else if (what == 4) {
+      atomic_store(&stop_after, 1 + (int)(RND() % 40));
+    }
+    int rc = run(block, &rep, &e);
+    int all_failed = rep.lanes > 0;
+    for (int k = 0; k < rep.lanes; k++) all_failed &= rep.failed[k];
+    if (rc == 0)
+      check_rows();
+    else
+      CHECK_MSG((what == 4 && rc == T_ECANCELED) ||
+                    (rc == T_EDEVICE && all_failed && nd == 1),
+                "run %d: rc %d (%s), devices %d, case %d", it, rc,
+                e.message, nd, what);
+  }
+#undef RND
+  prime_ask = 3;
+  fail_launch_at = 2;
+}
+
+TEST(test_lanes_switch) {
+  setenv("TESSEL_GPU_LANES", "0", 1);
+  CHECK(geod_mgpu_switch() == 0);
+  setenv("TESSEL_GPU_LANES", "1", 1);
+  CHECK(geod_mgpu_switch() == 1);
+  unsetenv("TESSEL_GPU_LANES");
+  int dflt = geod_mgpu_switch();
+  CHECK(dflt == 0 || dflt == 1);
+  setenv("TESSEL_GPU_LANES", "yes", 1); /* not a switch: the default */
+  CHECK(geod_mgpu_switch() == dflt);
+  unsetenv("TESSEL_GPU_LANES");
+}
+
 int main(void) {
   for (int d = 0; d < NDEV; d++) pthread_mutex_init(&dev_mu[d], NULL);
-  RUN(test_devices_1_2_4_8);
-  RUN(test_busy_device_not_used);
-  RUN(test_device_fails_mid_job);
-  RUN(test_every_device_fails);
-  RUN(test_other_error_ends_all);
-  RUN(test_wanted_device_given_back);
-  RUN(test_stop);
-  RUN(test_bad_arguments);
+  for (deep = 0; deep < 2; deep++) {
+    printf("-- %s\n", deep ? "lane session, two deep" : "block alone");
+    RUN(test_devices_1_2_4_8);
+    RUN(test_busy_device_not_used);
+    RUN(test_device_fails_mid_job);
+    RUN(test_every_device_fails);
+    RUN(test_other_error_ends_all);
+    RUN(test_wanted_device_given_back);
+    RUN(test_stop);
+    RUN(test_bad_arguments);
+  }
+  deep = 1;
+  RUN(test_session_failures);
+  RUN(test_random_sessions);
+  RUN(test_lanes_switch);
   return check_summary();
 }

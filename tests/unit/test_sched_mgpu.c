@@ -10,7 +10,11 @@
  * single-GPU job arriving while the spread job holds every device runs
  * while the spread job is still running (its device given back before
  * the lane's next block) and the spread job still ends whole; no device
- * is held after.
+ * is held after. Every case runs twice: block alone, and as a lane
+ * session two deep after 4 primed (lane_begin, prepare, launch, lane_end:
+ * the geodesic matrix's way), where a block must have been launched by
+ * its own lane on its device (oldest first, at most 4 held) and every
+ * opened lane is ended.
  */
 #include "compute/gpu/gpu.h"
 #include "compute/kinds/mgpu.h"
@@ -39,12 +43,51 @@ typedef struct sp_run {
   int fail_dev;
 } sp_run;
 
+/* The lane session's fakes: a device's launched blocks (its holder's). */
+static int sp_deep;
+static int64_t sp_launched[NDEV][MGPU_PRIME_MAX];
+static int sp_nl[NDEV];
+static atomic_int sp_begun, sp_ended;
+
+static int sp_lane_begin(void *u, int lane, int dev, int *prime, terr *e) {
+  (void)u, (void)lane, (void)e, (void)prime;
+  if (!fake_holds(dev)) atomic_fetch_add(&sp_bad, 1);
+  sp_nl[dev] = 0;
+  atomic_fetch_add(&sp_begun, 1);
+  return 0;
+}
+static void sp_prepare(void *u, int lane, int dev, int rank, int nlive) {
+  (void)u, (void)lane;
+  if (!fake_holds(dev) || rank < 0 || rank >= nlive)
+    atomic_fetch_add(&sp_bad, 1);
+}
+static int sp_launch(void *u, int lane, int dev, int64_t r0, int64_t r1,
+                     terr *e) {
+  (void)u, (void)lane, (void)r1, (void)e;
+  if (!fake_holds(dev) || sp_nl[dev] >= 4) atomic_fetch_add(&sp_bad, 1);
+  if (sp_nl[dev] < 4) sp_launched[dev][sp_nl[dev]++] = r0;
+  return 0;
+}
+static void sp_lane_end(void *u, int lane, int dev, int rc) {
+  (void)u, (void)lane, (void)dev, (void)rc;
+  atomic_fetch_add(&sp_ended, 1);
+}
+
 static int sp_block(void *u, int lane, int dev, int64_t r0, int64_t r1,
                     terr *e) {
   sp_run *R = u;
   (void)lane;
   if (!fake_holds(dev)) atomic_fetch_add(&sp_bad, 1);
   atomic_store(&sp_entered[dev], 1);
+  if (sp_deep) { /* launched by this lane, oldest first */
+    if (sp_nl[dev] < 1 || sp_launched[dev][0] != r0)
+      atomic_fetch_add(&sp_bad, 1);
+    if (sp_nl[dev] > 0) {
+      memmove(sp_launched[dev], sp_launched[dev] + 1,
+              (size_t)(sp_nl[dev] - 1) * sizeof sp_launched[dev][0]);
+      sp_nl[dev]--;
+    }
+  }
   if (dev == R->fail_dev) /* its first block: the lane stops then */
     return terr_set(e, T_EDEVICE, "", -1, "fake device %d failed", dev);
   if (atomic_load(&sp_slow) && !atomic_load(&b_done)) sleep_ms(1);
@@ -65,7 +108,14 @@ static int spread_run_named(void *plan, tbackend b, job_ctx *ctx,
   mgpu_lend lend;
   mgpu_report rep;
   mgpu_lend_of(ctx, &lend);
-  mgpu_ops ops = {&R, sp_block, NULL};
+  mgpu_ops ops = {.u = &R, .block = sp_block};
+  if (sp_deep) {
+    ops.lane_begin = sp_lane_begin;
+    ops.prepare = sp_prepare;
+    ops.launch = sp_launch;
+    ops.lane_end = sp_lane_end;
+    ops.prime = 4;
+  }
   rc = mgpu_run(ctx->device, p->n, (int64_t)p->ms, 0, &lend, &ops, &rep, e);
   if (rep.lanes > 1) mgpu_describe(&rep, ctx->spread, sizeof ctx->spread);
   pthread_mutex_lock(&sp_mu);
@@ -114,6 +164,8 @@ static void reset(void) {
   for (int d = 0; d < NDEV; d++) atomic_store(&sp_entered[d], 0);
   atomic_store(&sp_rows_done, 0);
   atomic_store(&sp_slow, 0);
+  atomic_store(&sp_begun, 0);
+  atomic_store(&sp_ended, 0);
   atomic_store(&b_done, 0);
   atomic_store(&b_dev, -1);
   sp_spread[0] = 0;
@@ -139,6 +191,8 @@ TEST(test_spread_over_every_device) {
   if (fx_open_mgpu(&f)) return;
   spread_job(&f, "{\"n\":20000,\"block\":10}", 20000);
   CHECK(atomic_load(&sp_bad) == 0);
+  CHECK(atomic_load(&sp_begun) == atomic_load(&sp_ended));
+  CHECK(!sp_deep || atomic_load(&sp_begun) > 0);
   CHECK_MSG(strncmp(sp_spread, "cuda:", 5) == 0, "spread '%s'", sp_spread);
   for (int d = 0; d < NDEV; d++) {
     char dev[8];
@@ -158,6 +212,8 @@ TEST(test_spread_device_fails) {
    * 0..2 unless 3 takes it: then the own device fails, the same path) */
   spread_job(&f, "{\"n\":20000,\"block\":10,\"fail\":3}", 20000);
   CHECK(atomic_load(&sp_bad) == 0);
+  CHECK(atomic_load(&sp_begun) == atomic_load(&sp_ended));
+  CHECK(!sp_deep || atomic_load(&sp_begun) > 0);
   if (atomic_load(&sp_entered[3]))
     CHECK_MSG(strstr(sp_spread, "failed") && strstr(sp_spread, "again"),
               "spread '%s'", sp_spread);
@@ -202,6 +258,8 @@ TEST(test_single_gpu_job_takes_a_device_back) {
   wait_idle(&f);
   cuda_hook = NULL;
   CHECK(atomic_load(&sp_bad) == 0);
+  CHECK(atomic_load(&sp_begun) == atomic_load(&sp_ended));
+  CHECK(!sp_deep || atomic_load(&sp_begun) > 0);
   char want[32];
   snprintf(want, sizeof want, "%d:", atomic_load(&b_dev));
   char *at = strstr(sp_spread, " rows ");
@@ -217,9 +275,12 @@ int main(void) {
   t_log_level = T_LOG_WARN;
   snprintf(root, sizeof root, "/tmp/tessel_schedmgpu_XXXXXX");
   if (!mkdtemp(root)) SKIP_ALL("cannot create a temp dir");
-  RUN(test_spread_over_every_device);
-  RUN(test_spread_device_fails);
-  RUN(test_single_gpu_job_takes_a_device_back);
+  for (sp_deep = 0; sp_deep < 2; sp_deep++) {
+    printf("-- %s\n", sp_deep ? "lane session, two deep" : "block alone");
+    RUN(test_spread_over_every_device);
+    RUN(test_spread_device_fails);
+    RUN(test_single_gpu_job_takes_a_device_back);
+  }
   rm_tree(root);
   return check_summary();
 }

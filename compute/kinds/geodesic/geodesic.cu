@@ -70,7 +70,9 @@
  * points, budget) and the probe; geodesic_spread.cu the lanes over several devices
  * (gg_spread);
  * geodesic_kernel.cu the kernel and its launchers; geodesic_bench.cu the
- * benchmark entry points.
+ * benchmark entry points. geodesic_spread.cu also holds a lane session,
+ * one device's share of a matrix run by the lanes of compute/kinds/mgpu.h
+ * (geod_mgpu, gpu.c: a thread a device, instead of gg_spread's one).
  *
  * Errors: every CUDA status goes through CU_TRY (launches too, with
  * cudaGetLastError): T_EDEVICE, or T_ENOMEM for out of memory, with the

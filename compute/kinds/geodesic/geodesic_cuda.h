@@ -53,6 +53,47 @@ static inline int geod_gpu_lend(int own, int ngpu, int usable,
 int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
                   const geod_gpu_job *job, int64_t *nonconv, terr *e);
 
+/* ---- a lane session (geodesic_spread.cu) ----------------------------------
+ * One device's share of a matrix over every lent GPU (geod_mgpu), kept on
+ * the device across the lane's blocks; every call on the lane's thread,
+ * which holds dev (borrowed, or the run's own). The plan is the whole
+ * matrix (no band: row1 0, not upper); a block is rows [r0, r1) of it.
+ *   open      the device taken, its pinned slots, the points up once, a
+ *             ring of *nbuf block buffers of cap bytes each
+ *             (cuda_geod_lane_bytes of the largest block): *nbuf comes in
+ *             as the blocks the lane wants launched at once (2 ..
+ *             GEOD_LANE_BUF_MAX) and goes out as what the device's budget
+ *             holds (two at least, else T_ENOMEM). On failure *lane may
+ *             be set: close it.
+ *   prefault  share rank of nlive of a fresh result mapping marked
+ *             map_prefault, on the device's copy gang (the caller clears
+ *             the flag once every lane did its share); ms added to *ms.
+ *   launch    block [r0, r1)'s kernel into the ring's next buffer (at
+ *             most *nbuf launched and not finished).
+ *   finish    the oldest launched block (it must be [r0, r1)) copied down
+ *             and drained into its place in the result; returns once its
+ *             rows are there; adds the block's Vincenty non-converged
+ *             pairs to *nonconv (a counter a buffer, so exact per block:
+ *             a block a failed lane wrote is counted once, by whoever
+ *             writes it whole). Checks the stop (stopped, ctx) each chunk.
+ *   close     streams synchronised, buffers freed, the device ended with
+ *             rc; adds the lane's times (points up and prefault to t_h2d
+ *             and t_d2h; first to last kernel when rc is 0; time in
+ *             finish) to the pointers (NULL ok). */
+#define GEOD_LANE_BUF_MAX 8
+typedef struct geod_lane geod_lane;
+size_t cuda_geod_lane_bytes(const geod_plan *pl, int64_t r0, int64_t r1);
+int cuda_geod_lane_open(int dev, const geod_plan *pl, tarray *out, size_t cap,
+                        int *nbuf, int (*stopped)(void *ctx), void *ctx,
+                        geod_lane **lane, terr *e);
+void cuda_geod_lane_prefault(geod_lane *lane, int rank, int nlive,
+                             double *ms);
+int cuda_geod_lane_launch(geod_lane *lane, int64_t r0, int64_t r1, terr *e);
+int cuda_geod_lane_finish(geod_lane *lane, int64_t r0, int64_t r1,
+                          int64_t *nonconv, terr *e);
+void cuda_geod_lane_close(geod_lane *lane, int rc, double *t_h2d,
+                          double *t_compute, double *t_d2h);
+
 /* 0 when Tessel device `dev` exists and can run the geodesic kernels; else
  * T_EUNAVAIL with the reason in e. Starts the device runtime (gpu_init)
  * when nothing has: tests and benchmarks call it first. */

@@ -3,7 +3,7 @@
  * comment is the design: kernel modes, the band pipeline, several
  * devices) holds the one-device pipeline (cuda_geodesic);
  * geodesic_dev.cu the host helpers both pipelines use; geodesic_spread.cu the lanes over several devices
- * (gg_spread); geodesic_kernel.cu the kernel and its launchers;
+ * (gg_spread) and the lane session of geod_mgpu (cuda_geod_lane_*); geodesic_kernel.cu the kernel and its launchers;
  * geodesic_bench.cu the benchmark entry points (kernel variants, the
  * copy baseline).
  *

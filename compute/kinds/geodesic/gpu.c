@@ -4,14 +4,19 @@
  * which the matrix spreads over the host's GPUs — and calls
  * compute/kinds/geodesic/geodesic.cu. Empty without CUDA (compute/kinds/geodesic/gpu_none.c
  * answers then), but for which runs take geod_mgpu. Runs on the calling
- * (GPU worker) thread; so do all the callbacks — except geod_mgpu's
- * blocks, which run on the lanes' threads (compute/kinds/mgpu.h): a block
- * computes its band of rows with cuda_geodesic on its lane's device,
- * borrowing nothing, into a view of the result at the band's first
- * element (a fresh result mapping prefaulted a block at a time by the
- * lane's own gang: gm_prefault); Vincenty's non-converged pairs
- * are summed atomically; the phase times are each lane's, the slowest
- * lane's added to the job's. */
+ * (GPU worker) thread; so do all the callbacks — except geod_mgpu's,
+ * which run on the lanes' threads (compute/kinds/mgpu.h): each lane is a
+ * session on its device (geodesic_spread.cu: points up once, two block
+ * buffers, the device's pinned slots) opened by gm_lane_begin; every
+ * lane launches its first blocks (GEOD_MGPU_PRIME at most, what its
+ * device holds) and prefaults its share of a fresh result mapping on its
+ * device's gang while they compute, before any lane writes (gm_prepare);
+ * then it launches block k + 1's kernel before it copies block k into
+ * its place in the result (gm_launch, gm_block), and gm_lane_end closes
+ * it. Vincenty's
+ * non-converged pairs are summed atomically, a block's once it is
+ * written; the phase times are each lane's, the slowest lane's added to
+ * the job's. */
 #include "compute/kinds/geodesic/gpu.h"
 
 #include <stdatomic.h>
@@ -21,20 +26,28 @@
 #include <string.h>
 
 /* ---- a matrix over every lent GPU (gpu.h, issue 27) -------------------- */
-/* Off unless TESSEL_GPU_LANES=1: on a 2xH200 machine (2026-11-28) the
- * lanes made the n = 40,000 float32 square matrix 3.2x SLOWER than one GPU
- * (2,531 ms against 799; d2h 2,118 ms against 648): every block is a whole
- * cuda_geodesic call (points up, device buffers, its own staging) and a
- * one-GPU run computes each pair once where bands compute both halves.
- * The lanes stay (bit-identical, tested) for the A/B until each lane keeps
- * its device's buffers and staging across its blocks. */
-static int geod_lanes_on(void) {
+/* TESSEL_GPU_LANES: "0" never, "1" whenever geod_mgpu_wants' other
+ * conditions hold, unset (or anything else): GEOD_MGPU_DEFAULT. History:
+ * on a 2xH200 machine (2026-11-28) the first lanes made the n = 40,000
+ * float32 square matrix 3.2x SLOWER than one GPU (2,531 ms against 799;
+ * d2h 2,118 against 648): every block was a whole cuda_geodesic call
+ * (points up, device buffers, its own staging, each lane prefaulting its
+ * block while others copied) and nothing overlapped. Now each lane keeps
+ * its session across its blocks, the mapping is prefaulted before any
+ * copy by every lane's gang while the first blocks compute, and block
+ * k + 1 computes while block k is copied off; the default stays off until the A/B on two GPUs
+ * (tests/bench/bench_mgpu.sh) says it wins. */
+#define GEOD_MGPU_DEFAULT 0
+
+int geod_mgpu_switch(void) {
   const char *v = getenv("TESSEL_GPU_LANES");
-  return v && strcmp(v, "1") == 0;
+  if (v && strcmp(v, "0") == 0) return 0;
+  if (v && strcmp(v, "1") == 0) return 1;
+  return GEOD_MGPU_DEFAULT;
 }
 
 int geod_mgpu_wants(const geod_plan *pl, const job_ctx *ctx) {
-  if (!geod_lanes_on()) return 0;
+  if (!geod_mgpu_switch()) return 0;
   int64_t bytes = pl->shape[0] * (pl->ndim == 2 ? pl->shape[1] : 1) *
                   (int64_t)tdtype_size(pl->dtype);
   return ctx->ngpu > 1 && ctx->gpu_borrow && ctx->gpu_return &&
@@ -94,12 +107,14 @@ int gpu_geodesic(int dev, const geod_plan *pl, tarray *out, job_ctx *ctx,
   return cuda_geodesic(dev, pl, out, &job, nonconv, e);
 }
 
-/* ---- the lanes' blocks (geod_mgpu) ------------------------------------ */
+/* ---- the lanes' sessions (geod_mgpu) ---------------------------------- */
 
 typedef struct gm_run {
   const geod_plan *pl;
   tarray *out;
   const mgpu_lend *lend;
+  size_t cap; /* bytes of the largest block */
+  geod_lane *lane[MGPU_MAX];
   _Atomic int64_t nonconv;
   double h2d[MGPU_MAX], comp[MGPU_MAX], d2h[MGPU_MAX];
 } gm_run;
@@ -109,56 +124,50 @@ static int gm_stopped(void *c) {
   return l->stopped ? l->stopped(l->ctx) : 0;
 }
 
-/* The first element of row r in the whole result. */
-static int64_t gm_first(const geod_plan *pl, int64_t r) {
-  return pl->condensed ? geod_condensed_index(pl->n, r, r + 1) : r * pl->m;
+_Static_assert(GEOD_LANE_BUF_MAX >= MGPU_PRIME_MAX,
+               "a lane session holds every block its lane primes");
+
+/* The session; *prime lowered to the buffers the device holds. A lent
+ * device without the memory for two blocks is no lane (a device error:
+ * the others go on), where the run's own device fails the job. */
+static int gm_lane_begin(void *u, int lane, int dev, int *prime, terr *e) {
+  gm_run *G = u;
+  int rc = cuda_geod_lane_open(dev, G->pl, G->out, G->cap, prime, gm_stopped,
+                               (void *)G->lend, &G->lane[lane], e);
+  if (rc == T_ENOMEM && lane > 0) rc = e->code = T_EDEVICE;
+  return rc;
 }
 
-/* A fresh result mapping marked for prefault (stage.cu says why): the
- * whole pages inside the block's bytes are populated by the lane's device
- * gang before its copies (cuda_geodesic's stage_prefault), each lane its
- * own and at the same time; an edge page shared with the next block is
- * left to fault on write, so that no lane ever touches another's bytes. */
-static void gm_prefault(const tarray *out, tarray *view) {
-  const uintptr_t pg = 4096;
-  if (!out->map_base || !out->map_prefault) return;
-  uintptr_t s = (uintptr_t)view->data,
-            t = s + (uintptr_t)view->size * tdtype_size(view->dtype);
-  uintptr_t a = (s + pg - 1) & ~(pg - 1), b = t & ~(pg - 1);
-  if (b <= a) return;
-  view->map_base = (void *)a;
-  view->map_len = b - a;
-  view->map_prefault = 1;
+/* The lane's share of a fresh result mapping, before anybody writes. */
+static void gm_prepare(void *u, int lane, int dev, int rank, int nlive) {
+  gm_run *G = u;
+  (void)dev;
+  cuda_geod_lane_prefault(G->lane[lane], rank, nlive, &G->d2h[lane]);
+}
+
+static int gm_launch(void *u, int lane, int dev, int64_t r0, int64_t r1,
+                     terr *e) {
+  gm_run *G = u;
+  (void)dev;
+  return cuda_geod_lane_launch(G->lane[lane], r0, r1, e);
 }
 
 static int gm_block(void *u, int lane, int dev, int64_t r0, int64_t r1,
                     terr *e) {
   gm_run *G = u;
-  geod_plan band;
-  int rc = geod_plan_rows(G->pl, r0, r1, &band, e);
-  if (rc) return rc;
-  tarray view;
-  memset(&view, 0, sizeof view);
-  view.dtype = band.dtype;
-  view.ndim = band.ndim;
-  view.shape[0] = band.shape[0];
-  view.shape[1] = band.ndim == 2 ? band.shape[1] : 0;
-  view.size = band.shape[0] * (band.ndim == 2 ? band.shape[1] : 1);
-  view.data = (char *)G->out->data +
-              gm_first(G->pl, r0) * (int64_t)tdtype_size(band.dtype);
-  if (view.size == 0) return 0; /* the last row of a condensed matrix */
-  gm_prefault(G->out, &view);
-  geod_gpu_job job;
-  memset(&job, 0, sizeof job);
-  job.ctx = (void *)G->lend;
-  job.stopped = gm_stopped;
-  job.t_h2d = &G->h2d[lane];
-  job.t_compute = &G->comp[lane];
-  job.t_d2h = &G->d2h[lane];
   int64_t nc = 0;
-  rc = cuda_geodesic(dev, &band, &view, &job, &nc, e);
-  atomic_fetch_add(&G->nonconv, nc);
+  (void)dev;
+  int rc = cuda_geod_lane_finish(G->lane[lane], r0, r1, &nc, e);
+  if (rc == 0) atomic_fetch_add(&G->nonconv, nc);
   return rc;
+}
+
+static void gm_lane_end(void *u, int lane, int dev, int rc) {
+  gm_run *G = u;
+  (void)dev;
+  cuda_geod_lane_close(G->lane[lane], rc, &G->h2d[lane], &G->comp[lane],
+                       &G->d2h[lane]);
+  G->lane[lane] = NULL;
 }
 
 static double gm_max(const double *v) {
@@ -177,9 +186,14 @@ int geod_mgpu_run(int own, const geod_plan *pl, tarray *out,
   G->pl = pl;
   G->out = out;
   G->lend = lend;
-  mgpu_ops ops = {G, gm_block, NULL};
+  mgpu_ops ops = {G,          gm_block,  gm_lane_end,    gm_lane_begin,
+                  gm_prepare, gm_launch, GEOD_MGPU_PRIME};
   if (block_rows <= 0) block_rows = geod_mgpu_block_rows(pl);
+  /* blocks shrink along a condensed matrix: the first is the largest */
+  G->cap = cuda_geod_lane_bytes(pl, 0, block_rows < pl->n ? block_rows
+                                                          : pl->n);
   int rc = mgpu_run(own, pl->n, block_rows, 0, lend, &ops, rep, e);
+  out->map_prefault = 0; /* every lane did its share */
   *nonconv = atomic_load(&G->nonconv);
   if (t_h2d) *t_h2d += gm_max(G->h2d);
   if (t_compute) *t_compute += gm_max(G->comp);

@@ -40,14 +40,17 @@ void geod_cb_give_back(void *c, int dev);
  * CUDA).
  *
  * The matrix (square, condensed, or points x targets) is cut into blocks of
- * rows that depend on the job alone (geod_mgpu_block_rows); each block is
- * the band plan geod_plan_rows gives — the plan a split job's tile runs,
- * whose rows are those of the whole matrix bit for bit — computed by
- * cuda_geodesic on the lane's device with no borrowing of its own, into a
- * view of the result at the block's first element: every lane drains its
- * own pinned slots into its own rows, on its own thread, at the same time
- * as the others. Same kernels, same per-row work: the same bytes as one
- * GPU (tests/gpu/test_geodesic_mgpu.c).
+ * rows that depend on the job alone (geod_mgpu_block_rows); each lane is a
+ * session on its device (cuda_geod_lane_*, geodesic_cuda.h: points up
+ * once, a ring of block buffers, the device's pinned slots) that runs a
+ * block's rows with the kernel the bands over several devices use (SQR,
+ * ROWS or COND: each element from the same pair as on one GPU) and
+ * copies them straight into their place in the result: every lane drains
+ * its own pinned slots into its own rows, on its own thread, at the same
+ * time as the others, while its device computes its next block. Every
+ * lane's gang prefaults its share of a fresh result mapping before any
+ * lane writes, while the lanes' first blocks compute. Same kernels, same
+ * pairs: the same bytes as one GPU (tests/gpu/test_geodesic_mgpu.c).
  *
  * geod_mgpu_wants says when a cuda run takes this path: more than one
  * device in the process, a scheduler that lends, no band (a split job's
@@ -57,8 +60,16 @@ void geod_cb_give_back(void *c, int dev);
 #define GEOD_MGPU_MIN ((int64_t)128 << 20) /* result bytes */
 #define GEOD_MGPU_BLOCK_MIN ((int64_t)32 << 20)
 #define GEOD_MGPU_BLOCK_MAX ((int64_t)256 << 20)
+/* Blocks a lane launches before the lanes prefault the result (their
+ * kernels run meanwhile; at most its fair share; a device buffer each). */
+#define GEOD_MGPU_PRIME 8
 
 int geod_mgpu_wants(const geod_plan *pl, const job_ctx *ctx);
+
+/* The switch: TESSEL_GPU_LANES=0 never takes this path, =1 takes it
+ * whenever the rest of geod_mgpu_wants holds, unset (or any other value)
+ * the built-in default (off today: gpu.c says why). */
+int geod_mgpu_switch(void);
 
 /* Rows a block: about total/16 bytes, within [BLOCK_MIN, BLOCK_MAX], at
  * least one row. From the plan alone, never from the devices. */
