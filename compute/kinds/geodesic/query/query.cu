@@ -351,6 +351,7 @@ static void gq_release(gq_run *r, int rc, gq_chunk *ch) {
       (void)cudaStreamSynchronize(x->d->s_comp);
       gq_dev_free(x);
       if (x->done) (void)cudaEventDestroy(x->done);
+      if (x->up) (void)cudaEventDestroy(x->up);
       if (x->start) (void)cudaEventDestroy(x->start);
       if (rc) (void)cudaGetLastError();
       if (!x->twin) dev_end(x->d, rc); /* a twin took nothing */
@@ -396,9 +397,9 @@ extern "C" int cuda_geoq(int dev, const geod_plan *pl, const geoq *q,
   if (r->mode == GQ_RCOUNT) T_TRY(gq_radius_fill(r, &ch, e));
   tm[2] = t_now_ms();
   T_TRY(gq_collect(r, out, nonconv, t0, e));
-  log_debug("geoq: %lld queries on %d device(s): host index %.1f ms, devices "
-            "%.1f ms, passes %.1f ms (kernels %.1f, up %.1f, down %.1f)",
-            (long long)pl->n, r->ndev, tm[0] - t0, tm[1] - tm[0], tm[2] - tm[1],
+  log_debug("geoq: %lld queries on %d device(s), %d lanes: host index %.1f ms, "
+            "devices %.1f ms, passes %.1f ms (kernels %.1f, up %.1f, down %.1f)",
+            (long long)pl->n, r->nreal, r->ndev, tm[0] - t0, tm[1] - tm[0], tm[2] - tm[1],
             r->t_kern, r->t_up, r->t_down);
 fail:
   gq_release(r, rc, ch);

@@ -101,6 +101,7 @@ typedef struct gq_dev {
   devbuf qx, qp, qi, qh, qs, hd, hj, od, oj, coff, sk, sv, tmp;
   size_t tmp_bytes;
   cudaEvent_t start, done; /* around a chunk's kernels */
+  cudaEvent_t up;          /* a chunk's queries are up (its kernel waits) */
   int64_t chunk; /* in flight, or -1 */
   unsigned long long nonconv;
 } gq_dev;
