@@ -22,7 +22,13 @@
  *    client that dies mid-part leave no range received: the same range is
  *    then accepted again; the daemon lives;
  *  - expiry: with --upload-ttl 1, an untouched upload goes (404, its file
- *    removed) — waited for as a state, no fixed sleep.
+ *    removed) — waited for as a state, no fixed sleep;
+ *  - the digest hashed as parts come in file order (arrays.c hashes a
+ *    piece that starts where the bytes hashed end): parts sent in order
+ *    one after the other give the one-piece upload's id; a part at offset
+ *    0 that dies after some bytes went into the digest, then sent again
+ *    with other bytes, gives the id of the bytes sent last (a digest kept
+ *    from the dead part would give a new id) and those bytes.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -155,6 +161,93 @@ TEST(parts_in_any_order_same_id) {
   CHECK(a1 && a2 && st == 200 && strcmp(a1, a2) == 0);
   free(a1);
   free(a2);
+  free(npy);
+}
+
+static int raw_part(const char *id, long off, long cl, long send_n);
+
+/* Both queues of our connection fd to the daemon are empty in
+ * /proc/net/tcp: every byte sent was read by the daemon. */
+static int socket_drained(int fd) {
+  struct sockaddr_in me;
+  socklen_t ml = sizeof me;
+  if (getsockname(fd, (struct sockaddr *)&me, &ml) != 0) return 0;
+  unsigned mine = ntohs(me.sin_port), theirs = (unsigned)S.port;
+  FILE *f = fopen("/proc/net/tcp", "r");
+  if (!f) return 0;
+  char line[512];
+  int seen = 0, busy = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned lp, rp;
+    unsigned long tx, rx;
+    if (sscanf(line, " %*d: %*x:%x %*x:%x %*x %lx:%lx", &lp, &rp, &tx, &rx) != 4)
+      continue;
+    if ((lp == mine && rp == theirs) || (lp == theirs && rp == mine)) {
+      seen++;
+      if (tx || rx) busy = 1;
+    }
+  }
+  fclose(f);
+  return seen == 2 && !busy;
+}
+
+TEST(in_order_and_resent_digest) {
+  size_t len, off;
+  long n = 131072; /* 1 MiB of data */
+  char *npy = make_npy(n, 3.25, &len, &off);
+  long bytes = n * 8, cut[5];
+  for (int i = 0; i <= 4; i++) cut[i] = bytes * i / 4 - (i > 0 && i < 4 ? 8 * i + 3 : 0);
+  int fwd[4] = {0, 1, 2, 3};
+  long st;
+  /* In order, one after the other: every piece hashed on the way. */
+  char *a1 = upload_parts(npy, off, n, cut, fwd, 4, &st);
+  CHECK_MSG(a1 && st == 201, "complete: %ld", st);
+  CHECK(a1 && data_equal(a1, npy + off, (size_t)bytes));
+  resp r = reqx(&S, "POST", "/v1/arrays", "application/x-npy", npy, (long)len, NULL);
+  json_t *j = resp_json(&r);
+  CHECK_MSG(r.status == 200 && j && a1 && strcmp(jstr(j, "id"), a1) == 0,
+            "one piece after in-order parts: %ld %.200s", r.status, r.body);
+  json_decref(j);
+  resp_free(&r);
+  free(a1);
+  /* A part at 0 that sends 64 KiB of zeros (hashed as they come) and dies;
+   * then the real bytes over the same range, and the rest. */
+  free(npy);
+  npy = make_npy(n, -11.5, &len, &off);
+  char *id = create(n, &st);
+  CHECK(id && st == 201);
+  if (!id) {
+    free(npy);
+    return;
+  }
+  int fd = raw_part(id, 0, 262144, 65536);
+  CHECK(fd >= 0);
+  /* Wait until the daemon has read the dead part's bytes off its socket
+   * (nothing queued either way), so they went through the digest. */
+  WAIT_FOR(fd < 0 || socket_drained(fd), 20);
+  close(fd);
+  WAIT_FOR(((r = put_part(id, 0, npy + off, 262144)), r.status == 200) ||
+               (resp_free(&r), 0), 10);
+  CHECK_MSG(r.status == 200, "resend: %ld %.200s", r.status, r.body);
+  resp_free(&r);
+  r = put_part(id, 262144, npy + off + 262144, bytes - 262144);
+  CHECK(r.status == 200);
+  resp_free(&r);
+  r = complete(id);
+  j = resp_json(&r);
+  CHECK_MSG(r.status == 201 && j, "complete: %ld %.200s", r.status, r.body);
+  char *a2 = j && jstr(j, "id") ? strdup(jstr(j, "id")) : NULL;
+  json_decref(j);
+  resp_free(&r);
+  CHECK(a2 && data_equal(a2, npy + off, (size_t)bytes));
+  r = reqx(&S, "POST", "/v1/arrays", "application/x-npy", npy, (long)len, NULL);
+  j = resp_json(&r);
+  CHECK_MSG(r.status == 200 && j && a2 && strcmp(jstr(j, "id"), a2) == 0,
+            "one piece after a resent part: %ld %.200s", r.status, r.body);
+  json_decref(j);
+  resp_free(&r);
+  free(a2);
+  free(id);
   free(npy);
 }
 
@@ -501,6 +594,7 @@ int main(int argc, char **argv) {
   RUN(parts_at_once_from_threads);
   RUN(missing_overlap_out_of_range);
   RUN(short_body_then_resend);
+  RUN(in_order_and_resent_digest);
   RUN(unknown_foreign_delete);
   RUN(delete_while_a_part_arrives);
   RUN(limits);
