@@ -26,6 +26,7 @@
 #define HASH_UPDATE XXH3_128bits_update
 #endif
 
+#include "compute/array/prefill.h"
 #include "compute/array/wbehind.h"
 #include "util/datadir.h"
 #include "util/util.h"
@@ -76,6 +77,7 @@ struct array_writer {
   char *pmap; /* a parts upload's .tmp mapped MAP_SHARED (NULL: pwrite) */
   size_t pmap_len;
   uint64_t pmap_off; /* where the data starts in the mapping */
+  prefill *pf;       /* its pages made present ahead of the parts, or NULL */
   /* Parts (arrays_writer_part_begin/end): how many are in flight, and the
    * data bytes [0, hashed) already in h. hmu guards h and hashed while
    * parts are written (nothing else touches h then). */
@@ -88,6 +90,7 @@ struct array_writer {
 void arrays_writer_abort(array_writer *w) {
   if (!w) return;
   wbehind_abort(w->wb); /* before the file it writes is closed */
+  prefill_free(w->pf);  /* its threads gone before the mapping */
   if (w->pmap) munmap(w->pmap, w->pmap_len);
   tarray_free(w->a);
   if (w->tmp[0]) unlink(w->tmp); /* "" once renamed (or never created) */
@@ -170,6 +173,7 @@ static void parts_map(array_writer *w) {
   w->pmap = m;
   w->pmap_len = len;
   w->pmap_off = off;
+  w->pf = prefill_new(m, len); /* NULL on small machines: faults as they come */
 }
 
 int arrays_writer_open_parts(arrays *A, tdtype dt, int ndim,
@@ -223,8 +227,9 @@ static void parts_hash_on_the_way(array_writer *w, uint64_t off,
   pthread_mutex_unlock(&w->hmu);
 }
 
-void arrays_writer_part_begin(array_writer *w) {
+void arrays_writer_part_begin(array_writer *w, uint64_t off, uint64_t n) {
   atomic_fetch_add(&w->parts_busy, 1);
+  if (w->pf && off <= w->want) prefill_range(w->pf, w->pmap_off + off, n);
 }
 
 void arrays_writer_part_end(array_writer *w, int failed_after_hashing) {
@@ -284,6 +289,8 @@ int arrays_writer_commit_parts(array_writer *w, const char *owner,
   }
   /* The bytes hashed on the way (parts_hash_on_the_way) are not again. */
   uint64_t from = w->hashed;
+  prefill_free(w->pf); /* every part is in: nothing left to fill ahead */
+  w->pf = NULL;
   if (src) {
     HASH_UPDATE(w->h, src + from, (size_t)(w->want - from));
     if (w->pmap) {

@@ -28,7 +28,10 @@
  *    one after the other give the one-piece upload's id; a part at offset
  *    0 that dies after some bytes went into the digest, then sent again
  *    with other bytes, gives the id of the bytes sent last (a digest kept
- *    from the dead part would give a new id) and those bytes.
+ *    from the dead part would give a new id) and those bytes;
+ *  - parts' pages filled ahead (compute/array/prefill.c, forced on with
+ *    TESSEL_PARTS_PREFILL=3): parts at once give the bytes and the id; a
+ *    delete while a big part arrives stops the fillers, daemon up.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -576,6 +579,76 @@ TEST(expiry) {
   S = keep;
 }
 
+/* A daemon that fills parts' pages ahead (TESSEL_PARTS_PREFILL=3; off by
+ * default on fewer than 4 CPUs): four 4 MiB parts at once give the bytes
+ * sent and the one-piece id; a part dropped and its upload deleted while
+ * the filler threads may still run leaves the daemon up and no file. */
+TEST(prefilled_parts) {
+  setenv("TESSEL_PARTS_PREFILL", "3", 1);
+  srv F;
+  int started = srv_start(&F, S.daemon, NULL) == 0;
+  unsetenv("TESSEL_PARTS_PREFILL");
+  CHECK(started);
+  if (!started) return;
+  srv keep = S;
+  S = F;
+  size_t len, off;
+  long n = 1 << 21; /* 16 MiB */
+  char *npy = make_npy(n, 0.125, &len, &off);
+  long st, bytes = n * 8;
+  char *id = create(n, &st);
+  CHECK(id);
+  pthread_t th[4];
+  part_job pj[4];
+  for (int i = 0; id && i < 4; i++) {
+    pj[i] = (part_job){id, npy + off + bytes * i / 4, bytes * i / 4,
+                       bytes * (i + 1) / 4 - bytes * i / 4, 0};
+    pthread_create(&th[i], NULL, send_one, &pj[i]);
+  }
+  for (int i = 0; id && i < 4; i++) {
+    pthread_join(th[i], NULL);
+    CHECK_MSG(pj[i].status == 200, "part %d: %ld", i, pj[i].status);
+  }
+  resp r = complete(id ? id : "u_none");
+  json_t *j = resp_json(&r);
+  CHECK_MSG(r.status == 201 && j, "complete: %ld %.200s", r.status, r.body);
+  char *aid = j && jstr(j, "id") ? strdup(jstr(j, "id")) : NULL;
+  json_decref(j);
+  resp_free(&r);
+  CHECK(aid && data_equal(aid, npy + off, (size_t)bytes));
+  r = reqx(&S, "POST", "/v1/arrays", "application/x-npy", npy, (long)len, NULL);
+  j = resp_json(&r);
+  CHECK_MSG(r.status == 200 && j && aid && strcmp(jstr(j, "id"), aid) == 0,
+            "one piece after prefilled parts: %ld %.200s", r.status, r.body);
+  json_decref(j);
+  resp_free(&r);
+  free(aid);
+  free(id);
+  /* A big part begun, its upload deleted at once, then the client gone. */
+  id = create(n, &st);
+  CHECK(id);
+  int fd = id ? raw_part(id, 0, bytes, 65536) : -1;
+  CHECK(fd >= 0);
+  char path[200];
+  snprintf(path, sizeof path, "/v1/uploads/%s", id ? id : "u_none");
+  WAIT_FOR(((r = complete(id ? id : "u_none")), r.status == 409 && r.body &&
+            strstr(r.body, "still arriving")) || (resp_free(&r), 0), 20);
+  resp_free(&r);
+  r = req(&S, "DELETE", path, NULL, NULL);
+  CHECK(r.status == 200);
+  resp_free(&r);
+  if (fd >= 0) close(fd);
+  WAIT_FOR(tmp_files(F.dir) == 0, 20);
+  CHECK_MSG(tmp_files(F.dir) == 0, "the deleted upload's file stays");
+  r = req(&S, "GET", "/healthz", NULL, NULL);
+  CHECK(r.status == 200);
+  resp_free(&r);
+  free(id);
+  free(npy);
+  srv_cleanup(&F);
+  S = keep;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) SKIP_ALL("usage: test_upload_parts <tesseld>");
   curl_global_init(CURL_GLOBAL_ALL);
@@ -604,6 +677,7 @@ int main(int argc, char **argv) {
   srv_cleanup(&S);
   unlink(tokens);
   RUN(expiry);
+  RUN(prefilled_parts);
   curl_global_cleanup();
   return check_summary();
 }

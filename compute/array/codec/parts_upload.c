@@ -281,7 +281,7 @@ int parts_put_begin(const char *id, const char *owner, int64_t offset,
     u->busy[u->nbusy++] = (prange){(uint64_t)offset, (uint64_t)(offset + len)};
     u->refs++;
     u->touched_ms = t_wall_ms();
-    arrays_writer_part_begin(u->w);
+    arrays_writer_part_begin(u->w, (uint64_t)offset, (uint64_t)len);
     p->u = u;
     p->off = (uint64_t)offset;
     p->len = (uint64_t)len;
