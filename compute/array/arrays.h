@@ -70,7 +70,7 @@ int arrays_writer_pwrite(array_writer *w, uint64_t off, const void *p,
  * that (it may be sent again with other bytes) passes 1 to end, and the
  * digest starts over (complete then hashes the whole file). begin names
  * the part's data range [off, off + n): where the file is mapped, its
- * pages are made present ahead of the part by prefill.h's threads. */
+ * pages are made present ahead of the part by wbehind.h's prefill threads. */
 void arrays_writer_part_begin(array_writer *w, uint64_t off, uint64_t n);
 void arrays_writer_part_end(array_writer *w, int failed_after_hashing);
 uint64_t arrays_writer_bytes(const array_writer *w); /* data bytes in all */

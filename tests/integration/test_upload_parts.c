@@ -29,7 +29,7 @@
  *    0 that dies after some bytes went into the digest, then sent again
  *    with other bytes, gives the id of the bytes sent last (a digest kept
  *    from the dead part would give a new id) and those bytes;
- *  - parts' pages filled ahead (compute/array/prefill.c, forced on with
+ *  - parts' pages filled ahead (compute/array/wbehind.c's prefill, forced on with
  *    TESSEL_PARTS_PREFILL=3): parts at once give the bytes and the id; a
  *    delete while a big part arrives stops the fillers, daemon up.
  */
