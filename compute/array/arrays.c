@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -55,9 +57,14 @@
  * pwrites 1 MiB at a time) on a machine of 4 CPUs or more
  * (wbehind_worth), smaller ones, and every one on fewer CPUs, as they
  * come: pwrite straight from the HTTP layer's buffer. A parts upload's
- * file (POST /v1/uploads) is allocated whole and mapped MAP_SHARED: its
- * parts, sent at once, are memcpy'd side by side into the mapping and
- * complete hashes from it (parts_map; TESSEL_PARTS_MAP=0 pwrites them). */
+ * file (POST /v1/uploads) is allocated whole and, on 4 CPUs or more,
+ * mapped MAP_SHARED with its pages filled ahead (wbehind.h's prefill): its parts,
+ * sent at once, are memcpy'd side by side into the mapping and complete
+ * hashes from it (parts_map; TESSEL_PARTS_MAP=0 pwrites them, =1 maps
+ * them without fillers).
+ * A part alone in flight is pwritten even then (parts_alone below), and
+ * the parts' bytes are hashed as they come while they arrive in file order
+ * (parts_hash_on_the_way): complete hashes only what did not. */
 struct array_writer {
   arrays *A;
   tarray *a; /* the file being filled (tarray_create_npy_sink); NULL once
@@ -71,15 +78,25 @@ struct array_writer {
   char *pmap; /* a parts upload's .tmp mapped MAP_SHARED (NULL: pwrite) */
   size_t pmap_len;
   uint64_t pmap_off; /* where the data starts in the mapping */
+  prefill *pf;       /* its pages made present ahead of the parts, or NULL */
+  /* Parts (arrays_writer_part_begin/end): how many are in flight, and the
+   * data bytes [0, hashed) already in h. hmu guards h and hashed while
+   * parts are written (nothing else touches h then). */
+  atomic_int parts_busy;
+  pthread_mutex_t hmu;
+  int hmu_init;
+  uint64_t hashed;
 };
 
 void arrays_writer_abort(array_writer *w) {
   if (!w) return;
   wbehind_abort(w->wb); /* before the file it writes is closed */
+  prefill_free(w->pf);  /* its threads gone before the mapping */
   if (w->pmap) munmap(w->pmap, w->pmap_len);
   tarray_free(w->a);
   if (w->tmp[0]) unlink(w->tmp); /* "" once renamed (or never created) */
   if (w->h) XXH3_freeState(w->h);
+  if (w->hmu_init) pthread_mutex_destroy(&w->hmu);
   free(w);
 }
 
@@ -138,15 +155,22 @@ int arrays_writer_open(arrays *A, tdtype dt, int ndim, const int64_t *shape,
  * and 4 streams slower than 1). The blocks allocated first, so that a
  * full disk is no SIGBUS at a page fault; if allocating or mapping fails,
  * the parts are pwritten as before and that error (ENOSPC) comes there.
+ * Only where wbehind.h's prefill fills the mapping's pages ahead (4 CPUs or more):
+ * a page the copy faults in is zeroed first, so without the fillers every
+ * byte was written twice, and pwrites won even for parts at once (the
+ * client's 800 MB over 2 parts on the 2-core VM: 1.39-1.50 s mapped,
+ * 0.93 s pwritten; one stream 0.94-1.02 s).
  * Only the daemon's own .tmp in its data directory is mapped, and the
  * mapping goes before the writer does (the last reference of the upload:
  * no part is writing then). */
 static void parts_map(array_writer *w) {
   uint64_t off = 0;
   int fd = tarray_sink_fd(w->a, &off);
-  const char *knob = getenv("TESSEL_PARTS_MAP"); /* "0": pwrite, to A/B */
-  if (fd < 0 || w->want == 0 || off + w->want > (uint64_t)SIZE_MAX / 2 ||
-      (knob && strcmp(knob, "0") == 0))
+  /* "0": pwrite, "1": mapped; unset: mapped where its pages are filled
+   * ahead (prefill_threads), else pwrite (see above). */
+  const char *knob = getenv("TESSEL_PARTS_MAP");
+  int map = knob && *knob ? strcmp(knob, "0") != 0 : prefill_threads() > 0;
+  if (fd < 0 || w->want == 0 || off + w->want > (uint64_t)SIZE_MAX / 2 || !map)
     return;
   /* fallocate, not posix_fallocate: where the file system cannot, glibc's
    * emulation writes every block once more; pwrite is better then. */
@@ -157,6 +181,7 @@ static void parts_map(array_writer *w) {
   w->pmap = m;
   w->pmap_len = len;
   w->pmap_off = off;
+  w->pf = prefill_new(m, len); /* NULL on small machines: faults as they come */
 }
 
 int arrays_writer_open_parts(arrays *A, tdtype dt, int ndim,
@@ -172,22 +197,75 @@ int arrays_writer_open_parts(arrays *A, tdtype dt, int ndim,
     return rc;
   }
   w->want = (uint64_t)w->a->size * tdtype_size(dt);
+  pthread_mutex_init(&w->hmu, NULL);
+  w->hmu_init = 1;
   parts_map(w);
   *out = w;
   return T_OK;
 }
 
+/* Is this the only part in flight? Then its pieces are pwritten, not
+ * copied into the mapping: a page of the mapping that is not yet in the
+ * page cache is read in as zeros first (fallocate's unwritten blocks),
+ * so every byte was written twice, and a full-page pwrite skips that
+ * (perf of one 1 GiB PUT on the 2-core VM: 64 % of the daemon's cycles in
+ * the kernel's memset; the PUT took 3.0-3.3 s mapped, 1.9-2.2 s
+ * pwritten). Several parts at once keep the mapping (pwrites into one
+ * file queue on its inode lock). Both write the same page cache, so a
+ * part may switch between them piece by piece. */
+static int parts_alone(array_writer *w) {
+  return atomic_load(&w->parts_busy) <= 1;
+}
+
+/* The piece [off, off + n) is written: if it starts where the bytes
+ * hashed so far end, hash it now, hot in cache, rather than read it back
+ * at complete (the whole of a one-stream upload, the first part of
+ * parallel ones). Parts are disjoint and each part's pieces come in order
+ * on one thread, so one thread at a time can find its piece at the
+ * frontier; hmu orders it with the one that moved it. *hashed is set when
+ * this piece went into the digest. */
+static void parts_hash_on_the_way(array_writer *w, uint64_t off,
+                                  const void *p, size_t n, int *hashed) {
+  pthread_mutex_lock(&w->hmu);
+  if (off == w->hashed) {
+    HASH_UPDATE(w->h, p, n);
+    w->hashed += n;
+    *hashed = 1;
+  }
+  pthread_mutex_unlock(&w->hmu);
+}
+
+void arrays_writer_part_begin(array_writer *w, uint64_t off, uint64_t n) {
+  atomic_fetch_add(&w->parts_busy, 1);
+  if (w->pf && off <= w->want) prefill_range(w->pf, w->pmap_off + off, n);
+}
+
+void arrays_writer_part_end(array_writer *w, int failed_after_hashing) {
+  atomic_fetch_sub(&w->parts_busy, 1);
+  if (!failed_after_hashing) return;
+  /* A part that put bytes into the digest and then failed may be sent
+   * again with other bytes: the digest starts over, and complete hashes
+   * the file as it is then. */
+  pthread_mutex_lock(&w->hmu);
+  XXH3_128bits_reset(w->h);
+  w->hashed = 0;
+  pthread_mutex_unlock(&w->hmu);
+}
+
 int arrays_writer_pwrite(array_writer *w, uint64_t off, const void *p,
-                         size_t n, terr *e) {
+                         size_t n, int *hashed, terr *e) {
   if (off > w->want || n > w->want - off)
     return terr_set(e, T_EINVAL, "offset", (int64_t)off,
                     "bytes %llu..+%zu are outside the array's %llu bytes",
                     (unsigned long long)off, n, (unsigned long long)w->want);
-  if (w->pmap) {
+  if (w->pmap && !parts_alone(w)) {
     memcpy(w->pmap + w->pmap_off + off, p, n);
-    return T_OK;
+  } else {
+    int rc = tarray_write_bytes(w->a, off, p, n, e);
+    if (rc) return rc;
   }
-  return tarray_write_bytes(w->a, off, p, n, e);
+  parts_hash_on_the_way(w, off, p, n, hashed);
+  return T_OK;
 }
 
 uint64_t arrays_writer_bytes(const array_writer *w) { return w->want; }
@@ -200,7 +278,8 @@ int arrays_writer_commit_parts(array_writer *w, const char *owner,
    * took 155 ms through pread into a 1 MiB buffer on the 2-core VM, most
    * of a parallel upload's lead over one stream); pread below where the
    * mapping fails. The .tmp is the daemon's own, in its data directory:
-   * no neighbour truncates it under the mapping. */
+   * no neighbour truncates it under the mapping. Only the bytes past
+   * those hashed as they came (w->hashed): none for one stream in order. */
   enum { CHUNK = 1 << 20 };
   uint64_t off = 0;
   int fd = tarray_sink_fd(w->a, &off), err = 0;
@@ -216,8 +295,12 @@ int arrays_writer_commit_parts(array_writer *w, const char *owner,
       src = (const char *)ro + off;
     }
   }
+  /* The bytes hashed on the way (parts_hash_on_the_way) are not again. */
+  uint64_t from = w->hashed;
+  prefill_free(w->pf); /* every part is in: nothing left to fill ahead */
+  w->pf = NULL;
   if (src) {
-    HASH_UPDATE(w->h, src, (size_t)w->want);
+    HASH_UPDATE(w->h, src + from, (size_t)(w->want - from));
     if (w->pmap) {
       munmap(w->pmap, w->pmap_len);
       w->pmap = NULL;
@@ -229,7 +312,7 @@ int arrays_writer_commit_parts(array_writer *w, const char *owner,
   }
   char *buf = malloc(CHUNK);
   if (!buf) err = ENOMEM;
-  for (uint64_t at = 0; !err && at < w->want;) {
+  for (uint64_t at = from; !err && at < w->want;) {
     size_t k = w->want - at < CHUNK ? (size_t)(w->want - at) : CHUNK;
     ssize_t got = pread(fd, buf, k, (off_t)(off + at));
     if (got < 0 && errno == EINTR) continue;

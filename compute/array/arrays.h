@@ -63,7 +63,16 @@ int arrays_writer_open_parts(arrays *A, tdtype dt, int ndim,
                              const int64_t *shape, array_writer **out,
                              terr *e);
 int arrays_writer_pwrite(array_writer *w, uint64_t off, const void *p,
-                         size_t n, terr *e);
+                         size_t n, int *hashed, terr *e);
+/* Around each part: begin before its first arrays_writer_pwrite, end
+ * after its last. A piece that starts where the bytes already hashed end
+ * is hashed as it is written (*hashed set to 1); a part that failed after
+ * that (it may be sent again with other bytes) passes 1 to end, and the
+ * digest starts over (complete then hashes the whole file). begin names
+ * the part's data range [off, off + n): where the file is mapped, its
+ * pages are made present ahead of the part by wbehind.h's prefill threads. */
+void arrays_writer_part_begin(array_writer *w, uint64_t off, uint64_t n);
+void arrays_writer_part_end(array_writer *w, int failed_after_hashing);
 uint64_t arrays_writer_bytes(const array_writer *w); /* data bytes in all */
 int arrays_writer_commit_parts(array_writer *w, const char *owner,
                                store_array *rec, int *existing, terr *e);

@@ -10,6 +10,10 @@
  * Ownership: the fd stays the caller's (not closed here); wbehind_finish and
  * wbehind_abort free the wbehind. Threads: one producer (any thread, the
  * same one for every call) and the wbehind's own writer thread.
+
+ *
+ * Below it, the other helper threads of an upload's writes: prefill, a
+ * parts upload's mapping populated ahead of its parts.
  */
 #ifndef TESSEL_ARRAY_WBEHIND_H
 #define TESSEL_ARRAY_WBEHIND_H
@@ -50,5 +54,27 @@ int wbehind_write(wbehind *w, const void *p, size_t n, terr *e);
 int wbehind_finish(wbehind *w);
 /* Stop (what is buffered may or may not be written), wait, free. NULL ok. */
 void wbehind_abort(wbehind *w);
+
+/* ---- prefill: a parts upload's mapping populated ahead of its parts by
+ * threads of its own (wbehind.c's second half has the why and the
+ * measurements).
+ *
+ * prefill_new(base, len) for a MAP_SHARED mapping [base, base + len) of a
+ * file whose blocks are allocated; NULL when prefilling is off (fewer than
+ * 4 CPUs, or TESSEL_PARTS_PREFILL=0) or memory is short: callers then go
+ * on without it. prefill_range(p, off, n): a part will write [off, off+n)
+ * — its pages are made present by up to prefill's threads, started as
+ * needed; they exit when nothing is left. prefill_free(p): stops the
+ * threads, waits for them (none touches the mapping after it returns) and
+ * frees; call before the mapping goes. Never changes a byte of the file.
+ *
+ * Threads: prefill_range and prefill_free from any thread (one free).
+ */
+typedef struct prefill prefill;
+
+prefill *prefill_new(char *base, size_t len);
+void prefill_range(prefill *p, uint64_t off, uint64_t n);
+void prefill_free(prefill *p);
+int prefill_threads(void); /* the threads a prefill may use; 0: off */
 
 #endif

@@ -20,6 +20,10 @@ neighbour's load falls on all of them alike:
                             (--client-mib of float64; a new array each
                             round, so nothing is deduplicated)
 
+Every row starts after os.sync(), with no dirty page cache left by the
+row before (its writeback otherwise lands on the next row: the same build
+measured twice in a row read 0.77 s, then 1.49 s).
+
 --also adds the POST /v1/arrays row for other builds of tesseld (each its
 own daemon, interleaved with the rest): a change to the upload path
 measured beside the build before it, under the same load.
@@ -58,6 +62,14 @@ def start(cmd, pattern, log):
         if not line and p.poll() is not None:
             break
     raise RuntimeError(f"{cmd[0]} did not start")
+
+
+def settle():
+    """Every row starts with no dirty page cache left by the one before:
+    without this the row after a 1 GiB upload paid for its writeback (the
+    same tesseld measured twice in a row, --also, read 0.77 s then 1.49 s
+    on the 2-core VM)."""
+    os.sync()
 
 
 def curl(args):
@@ -115,11 +127,13 @@ def main():
 
         def add(row, t, nbytes):
             times.setdefault(row, ([], nbytes))[0].append(t)
+            settle()
 
         nbytes = os.path.getsize(npy)
         cn = a.client_mib * 1024 * 1024 // 8
         c1 = tessel.Client(base, same_host=False, streams=1, upload_streams=1)
         cN = tessel.Client(base, same_host=False, streams=a.streams, upload_streams=a.streams)
+        settle()
         for r in range(a.rounds):
             add("curl -T → C sink", curl(["-o", "/dev/null", "-X", "POST", "-H",
                                          "Content-Type: application/x-npy", "-T", npy,

@@ -22,7 +22,16 @@
  *    client that dies mid-part leave no range received: the same range is
  *    then accepted again; the daemon lives;
  *  - expiry: with --upload-ttl 1, an untouched upload goes (404, its file
- *    removed) — waited for as a state, no fixed sleep.
+ *    removed) — waited for as a state, no fixed sleep;
+ *  - the digest hashed as parts come in file order (arrays.c hashes a
+ *    piece that starts where the bytes hashed end): parts sent in order
+ *    one after the other give the one-piece upload's id; a part at offset
+ *    0 that dies after some bytes went into the digest, then sent again
+ *    with other bytes, gives the id of the bytes sent last (a digest kept
+ *    from the dead part would give a new id) and those bytes;
+ *  - parts' pages filled ahead (compute/array/wbehind.c's prefill, forced on with
+ *    TESSEL_PARTS_PREFILL=3): parts at once give the bytes and the id; a
+ *    delete while a big part arrives stops the fillers, daemon up.
  */
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -155,6 +164,93 @@ TEST(parts_in_any_order_same_id) {
   CHECK(a1 && a2 && st == 200 && strcmp(a1, a2) == 0);
   free(a1);
   free(a2);
+  free(npy);
+}
+
+static int raw_part(const char *id, long off, long cl, long send_n);
+
+/* Both queues of our connection fd to the daemon are empty in
+ * /proc/net/tcp: every byte sent was read by the daemon. */
+static int socket_drained(int fd) {
+  struct sockaddr_in me;
+  socklen_t ml = sizeof me;
+  if (getsockname(fd, (struct sockaddr *)&me, &ml) != 0) return 0;
+  unsigned mine = ntohs(me.sin_port), theirs = (unsigned)S.port;
+  FILE *f = fopen("/proc/net/tcp", "r");
+  if (!f) return 0;
+  char line[512];
+  int seen = 0, busy = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned lp, rp;
+    unsigned long tx, rx;
+    if (sscanf(line, " %*d: %*x:%x %*x:%x %*x %lx:%lx", &lp, &rp, &tx, &rx) != 4)
+      continue;
+    if ((lp == mine && rp == theirs) || (lp == theirs && rp == mine)) {
+      seen++;
+      if (tx || rx) busy = 1;
+    }
+  }
+  fclose(f);
+  return seen == 2 && !busy;
+}
+
+TEST(in_order_and_resent_digest) {
+  size_t len, off;
+  long n = 131072; /* 1 MiB of data */
+  char *npy = make_npy(n, 3.25, &len, &off);
+  long bytes = n * 8, cut[5];
+  for (int i = 0; i <= 4; i++) cut[i] = bytes * i / 4 - (i > 0 && i < 4 ? 8 * i + 3 : 0);
+  int fwd[4] = {0, 1, 2, 3};
+  long st;
+  /* In order, one after the other: every piece hashed on the way. */
+  char *a1 = upload_parts(npy, off, n, cut, fwd, 4, &st);
+  CHECK_MSG(a1 && st == 201, "complete: %ld", st);
+  CHECK(a1 && data_equal(a1, npy + off, (size_t)bytes));
+  resp r = reqx(&S, "POST", "/v1/arrays", "application/x-npy", npy, (long)len, NULL);
+  json_t *j = resp_json(&r);
+  CHECK_MSG(r.status == 200 && j && a1 && strcmp(jstr(j, "id"), a1) == 0,
+            "one piece after in-order parts: %ld %.200s", r.status, r.body);
+  json_decref(j);
+  resp_free(&r);
+  free(a1);
+  /* A part at 0 that sends 64 KiB of zeros (hashed as they come) and dies;
+   * then the real bytes over the same range, and the rest. */
+  free(npy);
+  npy = make_npy(n, -11.5, &len, &off);
+  char *id = create(n, &st);
+  CHECK(id && st == 201);
+  if (!id) {
+    free(npy);
+    return;
+  }
+  int fd = raw_part(id, 0, 262144, 65536);
+  CHECK(fd >= 0);
+  /* Wait until the daemon has read the dead part's bytes off its socket
+   * (nothing queued either way), so they went through the digest. */
+  WAIT_FOR(fd < 0 || socket_drained(fd), 20);
+  close(fd);
+  WAIT_FOR(((r = put_part(id, 0, npy + off, 262144)), r.status == 200) ||
+               (resp_free(&r), 0), 10);
+  CHECK_MSG(r.status == 200, "resend: %ld %.200s", r.status, r.body);
+  resp_free(&r);
+  r = put_part(id, 262144, npy + off + 262144, bytes - 262144);
+  CHECK(r.status == 200);
+  resp_free(&r);
+  r = complete(id);
+  j = resp_json(&r);
+  CHECK_MSG(r.status == 201 && j, "complete: %ld %.200s", r.status, r.body);
+  char *a2 = j && jstr(j, "id") ? strdup(jstr(j, "id")) : NULL;
+  json_decref(j);
+  resp_free(&r);
+  CHECK(a2 && data_equal(a2, npy + off, (size_t)bytes));
+  r = reqx(&S, "POST", "/v1/arrays", "application/x-npy", npy, (long)len, NULL);
+  j = resp_json(&r);
+  CHECK_MSG(r.status == 200 && j && a2 && strcmp(jstr(j, "id"), a2) == 0,
+            "one piece after a resent part: %ld %.200s", r.status, r.body);
+  json_decref(j);
+  resp_free(&r);
+  free(a2);
+  free(id);
   free(npy);
 }
 
@@ -483,6 +579,76 @@ TEST(expiry) {
   S = keep;
 }
 
+/* A daemon that fills parts' pages ahead (TESSEL_PARTS_PREFILL=3; off by
+ * default on fewer than 4 CPUs): four 4 MiB parts at once give the bytes
+ * sent and the one-piece id; a part dropped and its upload deleted while
+ * the filler threads may still run leaves the daemon up and no file. */
+TEST(prefilled_parts) {
+  setenv("TESSEL_PARTS_PREFILL", "3", 1);
+  srv F;
+  int started = srv_start(&F, S.daemon, NULL) == 0;
+  unsetenv("TESSEL_PARTS_PREFILL");
+  CHECK(started);
+  if (!started) return;
+  srv keep = S;
+  S = F;
+  size_t len, off;
+  long n = 1 << 21; /* 16 MiB */
+  char *npy = make_npy(n, 0.125, &len, &off);
+  long st, bytes = n * 8;
+  char *id = create(n, &st);
+  CHECK(id);
+  pthread_t th[4];
+  part_job pj[4];
+  for (int i = 0; id && i < 4; i++) {
+    pj[i] = (part_job){id, npy + off + bytes * i / 4, bytes * i / 4,
+                       bytes * (i + 1) / 4 - bytes * i / 4, 0};
+    pthread_create(&th[i], NULL, send_one, &pj[i]);
+  }
+  for (int i = 0; id && i < 4; i++) {
+    pthread_join(th[i], NULL);
+    CHECK_MSG(pj[i].status == 200, "part %d: %ld", i, pj[i].status);
+  }
+  resp r = complete(id ? id : "u_none");
+  json_t *j = resp_json(&r);
+  CHECK_MSG(r.status == 201 && j, "complete: %ld %.200s", r.status, r.body);
+  char *aid = j && jstr(j, "id") ? strdup(jstr(j, "id")) : NULL;
+  json_decref(j);
+  resp_free(&r);
+  CHECK(aid && data_equal(aid, npy + off, (size_t)bytes));
+  r = reqx(&S, "POST", "/v1/arrays", "application/x-npy", npy, (long)len, NULL);
+  j = resp_json(&r);
+  CHECK_MSG(r.status == 200 && j && aid && strcmp(jstr(j, "id"), aid) == 0,
+            "one piece after prefilled parts: %ld %.200s", r.status, r.body);
+  json_decref(j);
+  resp_free(&r);
+  free(aid);
+  free(id);
+  /* A big part begun, its upload deleted at once, then the client gone. */
+  id = create(n, &st);
+  CHECK(id);
+  int fd = id ? raw_part(id, 0, bytes, 65536) : -1;
+  CHECK(fd >= 0);
+  char path[200];
+  snprintf(path, sizeof path, "/v1/uploads/%s", id ? id : "u_none");
+  WAIT_FOR(((r = complete(id ? id : "u_none")), r.status == 409 && r.body &&
+            strstr(r.body, "still arriving")) || (resp_free(&r), 0), 20);
+  resp_free(&r);
+  r = req(&S, "DELETE", path, NULL, NULL);
+  CHECK(r.status == 200);
+  resp_free(&r);
+  if (fd >= 0) close(fd);
+  WAIT_FOR(tmp_files(F.dir) == 0, 20);
+  CHECK_MSG(tmp_files(F.dir) == 0, "the deleted upload's file stays");
+  r = req(&S, "GET", "/healthz", NULL, NULL);
+  CHECK(r.status == 200);
+  resp_free(&r);
+  free(id);
+  free(npy);
+  srv_cleanup(&F);
+  S = keep;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) SKIP_ALL("usage: test_upload_parts <tesseld>");
   curl_global_init(CURL_GLOBAL_ALL);
@@ -501,6 +667,7 @@ int main(int argc, char **argv) {
   RUN(parts_at_once_from_threads);
   RUN(missing_overlap_out_of_range);
   RUN(short_body_then_resend);
+  RUN(in_order_and_resent_digest);
   RUN(unknown_foreign_delete);
   RUN(delete_while_a_part_arrives);
   RUN(limits);
@@ -510,6 +677,7 @@ int main(int argc, char **argv) {
   srv_cleanup(&S);
   unlink(tokens);
   RUN(expiry);
+  RUN(prefilled_parts);
   curl_global_cleanup();
   return check_summary();
 }
