@@ -57,8 +57,8 @@
  * pwrites 1 MiB at a time) on a machine of 4 CPUs or more
  * (wbehind_worth), smaller ones, and every one on fewer CPUs, as they
  * come: pwrite straight from the HTTP layer's buffer. A parts upload's
- * file (POST /v1/uploads) is allocated whole and, on 4 CPUs or more,
- * mapped MAP_SHARED with its pages filled ahead (wbehind.h's prefill): its parts,
+ * file (POST /v1/uploads) is allocated whole and, with TESSEL_PARTS_PREFILL=N
+ * (off by default), mapped MAP_SHARED with its pages filled ahead (wbehind.h's prefill): its parts,
  * sent at once, are memcpy'd side by side into the mapping and complete
  * hashes from it (parts_map; TESSEL_PARTS_MAP=0 pwrites them, =1 maps
  * them without fillers).
@@ -155,7 +155,7 @@ int arrays_writer_open(arrays *A, tdtype dt, int ndim, const int64_t *shape,
  * and 4 streams slower than 1). The blocks allocated first, so that a
  * full disk is no SIGBUS at a page fault; if allocating or mapping fails,
  * the parts are pwritten as before and that error (ENOSPC) comes there.
- * Only where wbehind.h's prefill fills the mapping's pages ahead (4 CPUs or more):
+ * Only where wbehind.h's prefill fills the mapping's pages ahead (TESSEL_PARTS_PREFILL=N):
  * a page the copy faults in is zeroed first, so without the fillers every
  * byte was written twice, and pwrites won even for parts at once (the
  * client's 800 MB over 2 parts on the 2-core VM: 1.39-1.50 s mapped,

@@ -219,9 +219,12 @@ void wbehind_abort(wbehind *w) {
  * (its Content-Length, checked) are filled, when the part begins: an
  * upload created and never sent costs no memory.
  *
- * Off below 4 CPUs (the 2-core VM: the same faults, only on threads that
- * compete with the receiving one) and with TESSEL_PARTS_PREFILL=0; =N
- * sets the threads (default: half the CPUs, at most 8).
+ * Off by default: TESSEL_PARTS_PREFILL=N turns it on with N threads. On
+ * the 2-core VM the fillers only compete with the receiving thread; on the
+ * 16-core H200 host (2026-11-29, bench_upload.py, 800 MB) it lost too:
+ * one 800 MB part 0.538 s filled ahead by 8 threads against 0.380 s
+ * pwritten, the client over 8 parts 0.432 s against 0.404 s (one stream,
+ * POST /v1/arrays, 0.227-0.269 s: still the fastest way up).
  *
  * Threads: mu guards every field below it; madvise runs outside it on a
  * chunk the thread claimed. free sets stop and waits until running is 0.
@@ -254,8 +257,7 @@ int prefill_threads(void) {
   static atomic_int cached = -1;
   int n = atomic_load(&cached);
   if (n >= 0) return n;
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  n = cpus >= 4 ? (int)(cpus / 2 > 8 ? 8 : cpus / 2) : 0;
+  n = 0; /* off unless asked: measured slower (above) */
   const char *knob = getenv("TESSEL_PARTS_PREFILL");
   if (knob && *knob) {
     long k = strtol(knob, NULL, 10);

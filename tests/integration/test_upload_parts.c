@@ -580,7 +580,7 @@ TEST(expiry) {
 }
 
 /* A daemon that fills parts' pages ahead (TESSEL_PARTS_PREFILL=3; off by
- * default on fewer than 4 CPUs): four 4 MiB parts at once give the bytes
+ * default): four 4 MiB parts at once give the bytes
  * sent and the one-piece id; a part dropped and its upload deleted while
  * the filler threads may still run leaves the daemon up and no file. */
 TEST(prefilled_parts) {
