@@ -359,6 +359,7 @@ static int gq_down_scatter(gq_run *r, gq_dev *x, char *dst, const char *src,
                            terr *e) {
   int rc = 0;
   devctx *d = x->d;
+  if (nq <= 0 || rb == 0) return 0; /* k = 0: a single point has no neighbour */
   T_TRY(stage_ensure(d, e));
   {
     int64_t per = (int64_t)(d->slot[0].bytes / rb);
