@@ -313,7 +313,8 @@ typedef struct fin_wait {
 } fin_wait;
 
 static void on_fin(void *arg, int rc, const terr *e, store_job *row) {
-  (void)e, (void)row;
+  (void)e;
+  if (row) store_job_clear(row); /* the callback owns the row (store.h) */
   fin_wait *f = arg;
   f->rc = rc;
   atomic_store(&f->done, 1);
