@@ -104,6 +104,31 @@ static int data_equal(const char *aid, const char *data, size_t bytes) {
   return ok;
 }
 
+/* Complete upload `id`: the array id (malloc) or NULL; *status the answer's. */
+static char *complete_id(const char *id, long *status) {
+  resp r = complete(id);
+  *status = r.status;
+  json_t *j = resp_json(&r);
+  char *aid = j && jstr(j, "id") ? strdup(jstr(j, "id")) : NULL;
+  if (!aid) fprintf(stderr, "complete: %ld %.200s\n", r.status, r.body ? r.body : "");
+  json_decref(j);
+  resp_free(&r);
+  return aid;
+}
+
+/* Array aid holds the .npy's data, and the same .npy sent in one piece is
+ * that array, already stored (200, the same id). */
+static void same_as_one_piece(const char *aid, const char *npy, size_t len,
+                              size_t off, long bytes, const char *what) {
+  CHECK_MSG(aid && data_equal(aid, npy + off, (size_t)bytes), "%s: data", what);
+  resp r = reqx(&S, "POST", "/v1/arrays", "application/x-npy", npy, (long)len, NULL);
+  json_t *j = resp_json(&r);
+  CHECK_MSG(r.status == 200 && j && aid && jstr(j, "id") && strcmp(jstr(j, "id"), aid) == 0,
+            "one piece %s: %ld %.200s", what, r.status, r.body);
+  json_decref(j);
+  resp_free(&r);
+}
+
 /* Send the parts [cut[i], cut[i+1]) in the order of `order`; complete. The
  * array id (malloc) or NULL; *status the complete's. */
 static char *upload_parts(const char *npy, size_t off, long n, const long *cut,
@@ -118,12 +143,7 @@ static char *upload_parts(const char *npy, size_t off, long n, const long *cut,
     CHECK_MSG(r.status == 200, "part %d: %ld %.200s", i, r.status, r.body);
     resp_free(&r);
   }
-  resp r = complete(id);
-  *status = r.status;
-  json_t *j = resp_json(&r);
-  char *aid = j && jstr(j, "id") ? strdup(jstr(j, "id")) : NULL;
-  json_decref(j);
-  resp_free(&r);
+  char *aid = complete_id(id, status);
   free(id);
   return aid;
 }
@@ -138,14 +158,8 @@ TEST(parts_in_any_order_same_id) {
   long st;
   char *a1 = upload_parts(npy, off, n, cut, rev, 8, &st);
   CHECK_MSG(a1 && st == 201, "complete: %ld", st);
-  CHECK(a1 && data_equal(a1, npy + off, (size_t)bytes));
   /* The same bytes in one piece: the same array, already stored. */
-  resp r = reqx(&S, "POST", "/v1/arrays", "application/x-npy", npy, (long)len, NULL);
-  json_t *j = resp_json(&r);
-  CHECK_MSG(r.status == 200 && j && a1 && strcmp(jstr(j, "id"), a1) == 0,
-            "one piece: %ld %.200s", r.status, r.body);
-  json_decref(j);
-  resp_free(&r);
+  same_as_one_piece(a1, npy, len, off, bytes, "after reversed parts");
   /* And parts again, shuffled: the same id, 200. */
   char *a2 = upload_parts(npy, off, n, cut, shuf, 8, &st);
   CHECK(a2 && a1 && st == 200 && strcmp(a1, a2) == 0);
@@ -154,8 +168,8 @@ TEST(parts_in_any_order_same_id) {
   /* One piece first, then parts of the same bytes. */
   free(npy);
   npy = make_npy(n, -7.0, &len, &off);
-  r = reqx(&S, "POST", "/v1/arrays", "application/x-npy", npy, (long)len, NULL);
-  j = resp_json(&r);
+  resp r = reqx(&S, "POST", "/v1/arrays", "application/x-npy", npy, (long)len, NULL);
+  json_t *j = resp_json(&r);
   CHECK(r.status == 201 && j);
   a1 = j ? strdup(jstr(j, "id")) : NULL;
   json_decref(j);
@@ -205,13 +219,7 @@ TEST(in_order_and_resent_digest) {
   /* In order, one after the other: every piece hashed on the way. */
   char *a1 = upload_parts(npy, off, n, cut, fwd, 4, &st);
   CHECK_MSG(a1 && st == 201, "complete: %ld", st);
-  CHECK(a1 && data_equal(a1, npy + off, (size_t)bytes));
-  resp r = reqx(&S, "POST", "/v1/arrays", "application/x-npy", npy, (long)len, NULL);
-  json_t *j = resp_json(&r);
-  CHECK_MSG(r.status == 200 && j && a1 && strcmp(jstr(j, "id"), a1) == 0,
-            "one piece after in-order parts: %ld %.200s", r.status, r.body);
-  json_decref(j);
-  resp_free(&r);
+  same_as_one_piece(a1, npy, len, off, bytes, "after in-order parts");
   free(a1);
   /* A part at 0 that sends 64 KiB of zeros (hashed as they come) and dies;
    * then the real bytes over the same range, and the rest. */
@@ -229,6 +237,7 @@ TEST(in_order_and_resent_digest) {
    * (nothing queued either way), so they went through the digest. */
   WAIT_FOR(fd < 0 || socket_drained(fd), 20);
   close(fd);
+  resp r;
   WAIT_FOR(((r = put_part(id, 0, npy + off, 262144)), r.status == 200) ||
                (resp_free(&r), 0), 10);
   CHECK_MSG(r.status == 200, "resend: %ld %.200s", r.status, r.body);
@@ -236,19 +245,9 @@ TEST(in_order_and_resent_digest) {
   r = put_part(id, 262144, npy + off + 262144, bytes - 262144);
   CHECK(r.status == 200);
   resp_free(&r);
-  r = complete(id);
-  j = resp_json(&r);
-  CHECK_MSG(r.status == 201 && j, "complete: %ld %.200s", r.status, r.body);
-  char *a2 = j && jstr(j, "id") ? strdup(jstr(j, "id")) : NULL;
-  json_decref(j);
-  resp_free(&r);
-  CHECK(a2 && data_equal(a2, npy + off, (size_t)bytes));
-  r = reqx(&S, "POST", "/v1/arrays", "application/x-npy", npy, (long)len, NULL);
-  j = resp_json(&r);
-  CHECK_MSG(r.status == 200 && j && a2 && strcmp(jstr(j, "id"), a2) == 0,
-            "one piece after a resent part: %ld %.200s", r.status, r.body);
-  json_decref(j);
-  resp_free(&r);
+  char *a2 = complete_id(id, &st);
+  CHECK_MSG(a2 && st == 201, "complete: %ld", st);
+  same_as_one_piece(a2, npy, len, off, bytes, "after a resent part");
   free(a2);
   free(id);
   free(npy);
@@ -609,19 +608,10 @@ TEST(prefilled_parts) {
     pthread_join(th[i], NULL);
     CHECK_MSG(pj[i].status == 200, "part %d: %ld", i, pj[i].status);
   }
-  resp r = complete(id ? id : "u_none");
-  json_t *j = resp_json(&r);
-  CHECK_MSG(r.status == 201 && j, "complete: %ld %.200s", r.status, r.body);
-  char *aid = j && jstr(j, "id") ? strdup(jstr(j, "id")) : NULL;
-  json_decref(j);
-  resp_free(&r);
-  CHECK(aid && data_equal(aid, npy + off, (size_t)bytes));
-  r = reqx(&S, "POST", "/v1/arrays", "application/x-npy", npy, (long)len, NULL);
-  j = resp_json(&r);
-  CHECK_MSG(r.status == 200 && j && aid && strcmp(jstr(j, "id"), aid) == 0,
-            "one piece after prefilled parts: %ld %.200s", r.status, r.body);
-  json_decref(j);
-  resp_free(&r);
+  long cst = 0;
+  char *aid = complete_id(id ? id : "u_none", &cst);
+  CHECK_MSG(aid && cst == 201, "complete: %ld", cst);
+  same_as_one_piece(aid, npy, len, off, bytes, "after prefilled parts");
   free(aid);
   free(id);
   /* A big part begun, its upload deleted at once, then the client gone. */
@@ -631,6 +621,7 @@ TEST(prefilled_parts) {
   CHECK(fd >= 0);
   char path[200];
   snprintf(path, sizeof path, "/v1/uploads/%s", id ? id : "u_none");
+  resp r;
   WAIT_FOR(((r = complete(id ? id : "u_none")), r.status == 409 && r.body &&
             strstr(r.body, "still arriving")) || (resp_free(&r), 0), 20);
   resp_free(&r);
