@@ -104,7 +104,7 @@ def check(name, got, want, rtol):
 
 class Row:
     def __init__(self, case):
-        self.case, self.t, self.checks = case, {}, []
+        self.case, self.t, self.checks, self.note = case, {}, [], None
 
     def fmt(self, cols):
         base = self.t.get("cupy")
@@ -142,9 +142,6 @@ def memcpy_floor(nbytes, reps):
     return med(lambda: np.copyto(b, a), reps)
 
 
-D2H_LINES = []  # the region result's copy back, per map case (map_case)
-
-
 def map_case(name, expr, np_f, cp_f, torch_f, ins, reg, sh, http, backend, reps):
     row = Row(name)
     want = np_f(**ins)
@@ -166,9 +163,8 @@ def map_case(name, expr, np_f, cp_f, torch_f, ins, reg, sh, http, backend, reps)
     j.result()
     d2h = float((j.info.get("timings_ms") or {}).get("d2h") or 0)
     if d2h > 0:
-        D2H_LINES.append(f"{name}: {want.nbytes / 1e6:.0f} MB into the region in "
-                         f"{d2h:.1f} ms = {want.nbytes / d2h / 1e6:.1f} GB/s "
-                         f"(timings_ms.d2h)")
+        row.note = (f"{name}: {want.nbytes / 1e6:.0f} MB into the region in "
+                    f"{d2h:.1f} ms = {want.nbytes / d2h / 1e6:.1f} GB/s (timings_ms.d2h)")
 
     def f_nd():
         got["n"] = sh.map(expr, backend=backend, **ins)
@@ -327,8 +323,9 @@ def main():
     print("|---" * (len(cols) + 2) + "|")
     for r in rows:
         print(r.fmt(cols))
-    for line in D2H_LINES:
-        print(line)
+    for r in rows:
+        if r.note:
+            print(r.note)
     if any("MISMATCH" in r.checks for r in rows):
         sys.exit(1)
 

@@ -386,7 +386,7 @@ extern "C" int cuda_geoq(int dev, const geod_plan *pl, const geoq *q,
 
   out->nparts = 0;
   *nonconv = 0;
-  double tm[4] = {0, 0, 0, 0}; /* index, devices, passes: --log-level debug */
+  double tm[3] = {0, 0, 0}; /* index, devices, passes: --log-level debug */
   rc = gq_begin(r, dev, pl, q, job, &ng, e);
   if (rc) return rc;
   T_TRY(gq_index(r, e));
