@@ -152,18 +152,23 @@ int tarray_sink_close(tarray *a) {
   return err;
 }
 
-void tarray_free(tarray *a) {
+static int unmap_behind(void *base, size_t len);
+
+/* tarray_free; behind: a big mapping unmapped on a thread of its own. */
+static void free_array(tarray *a, int behind) {
   if (!a) return;
   tarray_sink_close(a);
   sigbus_unguard(a->guard); /* before the unmap: the range may be reused */
   if (a->release)
     a->release(a->release_arg);
-  else if (a->map_base)
+  else if (a->map_base && !(behind && unmap_behind(a->map_base, a->map_len)))
     munmap(a->map_base, a->map_len);
-  else
+  else if (!a->map_base)
     free(a->data);
   free(a);
 }
+
+void tarray_free(tarray *a) { free_array(a, 0); }
 
 /* ---- unmapping behind ---------------------------------------------------
  * munmap of a big MAP_SHARED result walks every page-table entry (moving
@@ -194,6 +199,7 @@ static void *unmap_main(void *p) {
 }
 
 static int unmap_behind(void *base, size_t len) {
+  if (len < UNMAP_BEHIND_MIN) return 0;
   if (atomic_fetch_add(&g_unmapping, 1) >= UNMAP_BEHIND_MAX) goto here;
   unmap_job *u = malloc(sizeof *u);
   if (!u) goto here;
@@ -215,17 +221,7 @@ here:
 
 int tarray_unmapping(void) { return atomic_load(&g_unmapping); }
 
-void tarray_free_behind(tarray *a) {
-  if (!a) return;
-  if (a->release || !a->map_base || a->map_len < UNMAP_BEHIND_MIN) {
-    tarray_free(a);
-    return;
-  }
-  tarray_sink_close(a);
-  sigbus_unguard(a->guard); /* as tarray_free: before the range can go */
-  if (!unmap_behind(a->map_base, a->map_len)) munmap(a->map_base, a->map_len);
-  free(a);
-}
+void tarray_free_behind(tarray *a) { free_array(a, 1); }
 
 size_t tnum_fmt(char *buf, size_t cap, tdtype dt, const void *elem, int json) {
   int n;
