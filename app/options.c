@@ -170,7 +170,7 @@ static const opt_def table[] = {
     NUM("port", "TESSEL_PORT", "8080", 0, 65535, port, "TCP port (0 picks a free one)"),
     STR("data-dir", "TESSEL_DATA_DIR", "./data", NULL, data_dir, "store, results and uploads"),
     NUM("threads", "TESSEL_THREADS", "0", 0, 1024, threads, "CPU worker threads (0: one per core)"),
-    NUM("http-threads", "TESSEL_HTTP_THREADS", "4", 1, 256, http_threads, "HTTP worker threads"),
+    NUM("http-threads", "TESSEL_HTTP_THREADS", "0", 0, 256, http_threads, "HTTP worker threads (0: one per core, 4 to 16)"),
     STR_NULL("token-file", "TESSEL_TOKEN_FILE", "none (no tokens)", token_file, "lines name:token; when set every /v1 route needs a bearer token"),
     FN("web-dir", "TESSEL_WEB_DIR", "", TESSEL_SOURCE_DIR "/web, when it exists", p_web_dir, "dashboard files served at /"),
     NUM("queue-limit", "TESSEL_QUEUE_LIMIT", "10000", 1, 100000000, queue_limit, "queued jobs before 429"),

@@ -194,7 +194,10 @@ int http_server_create(const http_config *cfg, http_server **out, terr *e) {
                   s->cfg.port);
     goto fail;
   }
-  if (s->cfg.threads <= 0) s->cfg.threads = 4;
+  if (s->cfg.threads <= 0) { /* one per core, 4 to 16 (http.h) */
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    s->cfg.threads = nc < 4 ? 4 : nc > 16 ? 16 : (int)nc;
+  }
   if (s->cfg.max_body <= 0) s->cfg.max_body = 16 * (int64_t)MIB;
   if (s->cfg.max_upload <= 0) s->cfg.max_upload = 1024 * (int64_t)MIB;
   if (s->cfg.conn_timeout_s <= 0) s->cfg.conn_timeout_s = 60;

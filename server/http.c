@@ -115,6 +115,10 @@ static enum MHD_Result req_queue(http_req *r, struct MHD_Connection *c,
  * never memory (nothing is kept), and the connection's deadlines still
  * hold. A streamed upload refused after its header is the common case. */
 #define DRAIN_MAX ((uint64_t)16 * MIB)
+int http_big_bodies(const http_server *s) {
+  return s->cfg.threads > 1 ? s->cfg.threads - 1 : 1;
+}
+
 static uint64_t drain_max(const http_req *r) {
   if (r->declared > 0 && (uint64_t)r->declared <= r->body_limit &&
       (uint64_t)r->declared > DRAIN_MAX)
@@ -424,13 +428,13 @@ static enum MHD_Result req_dispatch(http_server *s, http_req *r,
     return ret;
   }
   int big = r->body_len > BIG_BODY;
-  if (big && atomic_fetch_add(&s->big_active, 1) >= (s->cfg.threads > 1 ? s->cfg.threads - 1 : 1)) {
+  if (big && atomic_fetch_add(&s->big_active, 1) >= http_big_bodies(s)) {
     atomic_fetch_sub(&s->big_active, 1);
     http_add_header(r, "Retry-After", "1");
     reply_error(r, T_EUNAVAIL, "", -1,
                 "%d large bodies are being handled, the most at once: retry "
                 "shortly",
-                s->cfg.threads > 1 ? s->cfg.threads - 1 : 1);
+                http_big_bodies(s));
     enum MHD_Result ret = req_queue(r, c, REQ_QUEUED);
     atomic_fetch_sub(&s->active, 1);
     return ret;

@@ -30,7 +30,7 @@ typedef void (*http_handler)(http_req *r, void *ud);
 typedef struct http_config {
   const char *listen;        /* address, "127.0.0.1" by default */
   int port;                  /* 8080; 0 picks a free port (see http_port) */
-  int threads;               /* MHD worker threads (default 4) */
+  int threads;               /* MHD worker threads (0: one per core, 4 to 16) */
   int64_t max_body;          /* cap on JSON bodies (default 16 MiB) */
   int64_t max_upload;        /* cap on /v1/arrays uploads (default 1 GiB) */
   int conn_timeout_s;        /* idle connection timeout (default 60) */
@@ -103,6 +103,9 @@ int http_server_start(http_server *s, terr *e);
 int http_port(const http_server *s); /* the bound port */
 /* 1 when the server speaks HTTPS (http_config.tls_cert). */
 int http_is_tls(const http_server *s);
+/* Requests with a body over 1 MiB handled at once (threads - 1; more get
+ * 503): what a client sending parts at once may use. */
+int http_big_bodies(const http_server *s);
 /* Requests answered since start, by route pattern, method and status code,
  * with a histogram of their durations (server/stats.c says what each label
  * holds). For /metrics. */

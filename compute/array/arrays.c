@@ -26,6 +26,7 @@
 #define HASH_UPDATE XXH3_128bits_update
 #endif
 
+#include "compute/array/codec/pdigest.h"
 #include "compute/array/wbehind.h"
 #include "util/datadir.h"
 #include "util/util.h"
@@ -57,14 +58,15 @@
  * pwrites 1 MiB at a time) on a machine of 4 CPUs or more
  * (wbehind_worth), smaller ones, and every one on fewer CPUs, as they
  * come: pwrite straight from the HTTP layer's buffer. A parts upload's
- * file (POST /v1/uploads) is allocated whole and, with TESSEL_PARTS_PREFILL=N
- * (off by default), mapped MAP_SHARED with its pages filled ahead (wbehind.h's prefill): its parts,
- * sent at once, are memcpy'd side by side into the mapping and complete
- * hashes from it (parts_map; TESSEL_PARTS_MAP=0 pwrites them, =1 maps
- * them without fillers).
- * A part alone in flight is pwritten even then (parts_alone below), and
- * the parts' bytes are hashed as they come while they arrive in file order
- * (parts_hash_on_the_way): complete hashes only what did not. */
+ * file (POST /v1/uploads) is allocated whole and, on a machine of 4 CPUs
+ * or more, mapped MAP_SHARED (parts_map; TESSEL_PARTS_MAP=0 pwrites
+ * them, =1 maps them anywhere; TESSEL_PARTS_PREFILL=N, off by default,
+ * also fills its pages ahead: wbehind.h's prefill): its parts, sent at
+ * once, are memcpy'd side by side into the mapping.
+ * A part alone in flight is pwritten even then (parts_alone below). The
+ * digest is taken in file order as the parts come (pdigest.h: a piece at
+ * the hashed front by its writer, the parts behind it by a chaser thread
+ * from the mapping): complete hashes only what is still past the front. */
 struct array_writer {
   arrays *A;
   tarray *a; /* the file being filled (tarray_create_npy_sink); NULL once
@@ -79,24 +81,21 @@ struct array_writer {
   size_t pmap_len;
   uint64_t pmap_off; /* where the data starts in the mapping */
   prefill *pf;       /* its pages made present ahead of the parts, or NULL */
-  /* Parts (arrays_writer_part_begin/end): how many are in flight, and the
-   * data bytes [0, hashed) already in h. hmu guards h and hashed while
-   * parts are written (nothing else touches h then). */
+  /* Parts (arrays_writer_part_begin/end): how many are in flight, and
+   * the digest taken in file order as they come (pdigest.h). */
   atomic_int parts_busy;
-  pthread_mutex_t hmu;
-  int hmu_init;
-  uint64_t hashed;
+  pdigest *pd;
 };
 
 void arrays_writer_abort(array_writer *w) {
   if (!w) return;
   wbehind_abort(w->wb); /* before the file it writes is closed */
   prefill_free(w->pf);  /* its threads gone before the mapping */
+  pdigest_free(w->pd);  /* its chaser reads the mapping */
   if (w->pmap) munmap(w->pmap, w->pmap_len);
   tarray_free(w->a);
   if (w->tmp[0]) unlink(w->tmp); /* "" once renamed (or never created) */
   if (w->h) XXH3_freeState(w->h);
-  if (w->hmu_init) pthread_mutex_destroy(&w->hmu);
   free(w);
 }
 
@@ -155,22 +154,29 @@ int arrays_writer_open(arrays *A, tdtype dt, int ndim, const int64_t *shape,
  * and 4 streams slower than 1). The blocks allocated first, so that a
  * full disk is no SIGBUS at a page fault; if allocating or mapping fails,
  * the parts are pwritten as before and that error (ENOSPC) comes there.
- * Only where wbehind.h's prefill fills the mapping's pages ahead (TESSEL_PARTS_PREFILL=N):
- * a page the copy faults in is zeroed first, so without the fillers every
- * byte was written twice, and pwrites won even for parts at once (the
- * client's 800 MB over 2 parts on the 2-core VM: 1.39-1.50 s mapped,
- * 0.93 s pwritten; one stream 0.94-1.02 s).
+ * Only on 4 CPUs or more: a page the copy faults in is zeroed first, so
+ * every byte is written twice, and on the 2-core VM pwrites won even for
+ * parts at once (the client's 800 MB over 2 parts: 1.39-1.50 s mapped,
+ * 0.93 s pwritten; one stream 0.94-1.02 s). On the 16-core H200 host the
+ * mapping wins (2026-11-29, 800 MB from the client, 16 HTTP threads: 8
+ * parts received in 0.12 s mapped against 0.25 s pwritten, the pwrites
+ * queued on the inode lock: 5 threads busy, mostly in the kernel).
  * Only the daemon's own .tmp in its data directory is mapped, and the
  * mapping goes before the writer does (the last reference of the upload:
  * no part is writing then). */
+int arrays_parts_mapped(void) {
+  /* "0": pwrite, "1": mapped; unset: mapped on 4 CPUs or more, or where
+   * its pages are filled ahead (prefill_threads), else pwrite (above). */
+  const char *knob = getenv("TESSEL_PARTS_MAP");
+  if (knob && *knob) return strcmp(knob, "0") != 0;
+  return sysconf(_SC_NPROCESSORS_ONLN) >= 4 || prefill_threads() > 0;
+}
+
 static void parts_map(array_writer *w) {
   uint64_t off = 0;
   int fd = tarray_sink_fd(w->a, &off);
-  /* "0": pwrite, "1": mapped; unset: mapped where its pages are filled
-   * ahead (prefill_threads), else pwrite (see above). */
-  const char *knob = getenv("TESSEL_PARTS_MAP");
-  int map = knob && *knob ? strcmp(knob, "0") != 0 : prefill_threads() > 0;
-  if (fd < 0 || w->want == 0 || off + w->want > (uint64_t)SIZE_MAX / 2 || !map)
+  if (fd < 0 || w->want == 0 || off + w->want > (uint64_t)SIZE_MAX / 2 ||
+      !arrays_parts_mapped())
     return;
   /* fallocate, not posix_fallocate: where the file system cannot, glibc's
    * emulation writes every block once more; pwrite is better then. */
@@ -197,9 +203,13 @@ int arrays_writer_open_parts(arrays *A, tdtype dt, int ndim,
     return rc;
   }
   w->want = (uint64_t)w->a->size * tdtype_size(dt);
-  pthread_mutex_init(&w->hmu, NULL);
-  w->hmu_init = 1;
   parts_map(w);
+  w->pd = pdigest_new(w->h, w->pmap ? w->pmap + w->pmap_off : NULL, w->want,
+                      pdigest_chase_worth());
+  if (!w->pd) {
+    arrays_writer_abort(w);
+    return terr_set(e, T_ENOMEM, "", -1, "out of memory");
+  }
   *out = w;
   return T_OK;
 }
@@ -217,43 +227,19 @@ static int parts_alone(array_writer *w) {
   return atomic_load(&w->parts_busy) <= 1;
 }
 
-/* The piece [off, off + n) is written: if it starts where the bytes
- * hashed so far end, hash it now, hot in cache, rather than read it back
- * at complete (the whole of a one-stream upload, the first part of
- * parallel ones). Parts are disjoint and each part's pieces come in order
- * on one thread, so one thread at a time can find its piece at the
- * frontier; hmu orders it with the one that moved it. *hashed is set when
- * this piece went into the digest. */
-static void parts_hash_on_the_way(array_writer *w, uint64_t off,
-                                  const void *p, size_t n, int *hashed) {
-  pthread_mutex_lock(&w->hmu);
-  if (off == w->hashed) {
-    HASH_UPDATE(w->h, p, n);
-    w->hashed += n;
-    *hashed = 1;
-  }
-  pthread_mutex_unlock(&w->hmu);
-}
-
-void arrays_writer_part_begin(array_writer *w, uint64_t off, uint64_t n) {
+int arrays_writer_part_begin(array_writer *w, uint64_t off, uint64_t n) {
   atomic_fetch_add(&w->parts_busy, 1);
   if (w->pf && off <= w->want) prefill_range(w->pf, w->pmap_off + off, n);
+  return pdigest_begin(w->pd, off, n);
 }
 
-void arrays_writer_part_end(array_writer *w, int failed_after_hashing) {
+void arrays_writer_part_end(array_writer *w, int slot, int failed) {
   atomic_fetch_sub(&w->parts_busy, 1);
-  if (!failed_after_hashing) return;
-  /* A part that put bytes into the digest and then failed may be sent
-   * again with other bytes: the digest starts over, and complete hashes
-   * the file as it is then. */
-  pthread_mutex_lock(&w->hmu);
-  XXH3_128bits_reset(w->h);
-  w->hashed = 0;
-  pthread_mutex_unlock(&w->hmu);
+  pdigest_end(w->pd, slot, failed);
 }
 
-int arrays_writer_pwrite(array_writer *w, uint64_t off, const void *p,
-                         size_t n, int *hashed, terr *e) {
+int arrays_writer_pwrite(array_writer *w, int slot, uint64_t off,
+                         const void *p, size_t n, terr *e) {
   if (off > w->want || n > w->want - off)
     return terr_set(e, T_EINVAL, "offset", (int64_t)off,
                     "bytes %llu..+%zu are outside the array's %llu bytes",
@@ -264,7 +250,7 @@ int arrays_writer_pwrite(array_writer *w, uint64_t off, const void *p,
     int rc = tarray_write_bytes(w->a, off, p, n, e);
     if (rc) return rc;
   }
-  parts_hash_on_the_way(w, off, p, n, hashed);
+  pdigest_wrote(w->pd, slot, off, p, n);
   return T_OK;
 }
 
@@ -279,7 +265,8 @@ int arrays_writer_commit_parts(array_writer *w, const char *owner,
    * of a parallel upload's lead over one stream); pread below where the
    * mapping fails. The .tmp is the daemon's own, in its data directory:
    * no neighbour truncates it under the mapping. Only the bytes past
-   * those hashed as they came (w->hashed): none for one stream in order. */
+   * those hashed as they came (pdigest_finish): none for one stream in
+   * order, and for parts at once only what was past the front. */
   enum { CHUNK = 1 << 20 };
   uint64_t off = 0;
   int fd = tarray_sink_fd(w->a, &off), err = 0;
@@ -295,8 +282,9 @@ int arrays_writer_commit_parts(array_writer *w, const char *owner,
       src = (const char *)ro + off;
     }
   }
-  /* The bytes hashed on the way (parts_hash_on_the_way) are not again. */
-  uint64_t from = w->hashed;
+  /* The bytes hashed on the way (pdigest) are not again; its chaser is
+   * stopped before the mapping goes. */
+  uint64_t from = pdigest_finish(w->pd);
   prefill_free(w->pf); /* every part is in: nothing left to fill ahead */
   w->pf = NULL;
   if (src) {

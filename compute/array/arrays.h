@@ -62,17 +62,23 @@ void arrays_writer_abort(array_writer *w);
 int arrays_writer_open_parts(arrays *A, tdtype dt, int ndim,
                              const int64_t *shape, array_writer **out,
                              terr *e);
-int arrays_writer_pwrite(array_writer *w, uint64_t off, const void *p,
-                         size_t n, int *hashed, terr *e);
-/* Around each part: begin before its first arrays_writer_pwrite, end
- * after its last. A piece that starts where the bytes already hashed end
- * is hashed as it is written (*hashed set to 1); a part that failed after
- * that (it may be sent again with other bytes) passes 1 to end, and the
- * digest starts over (complete then hashes the whole file). begin names
- * the part's data range [off, off + n): where the file is mapped, its
- * pages are made present ahead of the part by wbehind.h's prefill threads. */
-void arrays_writer_part_begin(array_writer *w, uint64_t off, uint64_t n);
-void arrays_writer_part_end(array_writer *w, int failed_after_hashing);
+int arrays_writer_pwrite(array_writer *w, int slot, uint64_t off,
+                         const void *p, size_t n, terr *e);
+/* Around each part: begin before its first arrays_writer_pwrite (its
+ * answer, the part's slot in the digest, goes to every pwrite of the
+ * part), end after its last. The digest is taken in file order as the
+ * parts come (compute/array/codec/pdigest.h); a part that failed (it may be
+ * sent again with other bytes) passes failed 1 to end, and where its
+ * bytes were in the digest it starts over. begin names the part's data
+ * range [off, off + n): where the file is mapped and TESSEL_PARTS_PREFILL
+ * is on, its pages are made present by wbehind.h's prefill threads. */
+int arrays_writer_part_begin(array_writer *w, uint64_t off, uint64_t n);
+/* 1 when parts sent at once are copied side by side into the file's
+ * mapping (4 CPUs or more, or TESSEL_PARTS_MAP=1), where several at once
+ * beat one stream; 0: they are pwritten and queue on the file's inode
+ * lock, so one stream is as fast. */
+int arrays_parts_mapped(void);
+void arrays_writer_part_end(array_writer *w, int slot, int failed);
 uint64_t arrays_writer_bytes(const array_writer *w); /* data bytes in all */
 int arrays_writer_commit_parts(array_writer *w, const char *owner,
                                store_array *rec, int *existing, terr *e);

@@ -211,7 +211,7 @@ void wbehind_abort(wbehind *w) {
  * maps the page before the copy lands. 16 threads take fresh ext4 pages
  * that way at 14-16 GB/s on that host (tests/bench/bench_fill.c), about
  * 1 GB/s a thread, and the parts are copied by the daemon's few HTTP
- * threads (--http-threads, 4) that also receive them. So the
+ * threads (--http-threads, 4 then) that also receive them. So the
  * faults are taken ahead, by threads of the upload's own
  * (MADV_POPULATE_WRITE, 4 MiB at a time, the parts' ranges in turn, each
  * from its front where its bytes arrive first), and the HTTP threads only

@@ -17,8 +17,11 @@ body into it. A same-host result read into a caller's `out` goes the same
 way from the file (read_npy_file: readinto, no mapping, no page faults).
 
 Parallel streams: an array of PARALLEL_MIN bytes (64 MiB) or more goes up
-in parts sent at once when `upload_streams` > 1 (default 1: measured
-faster; POST /v1/uploads, then PUT ?offset= from `upload_streams` worker threads, each on its own connection, then complete) and comes down
+in parts (POST /v1/uploads, then PUT ?offset= from worker threads, each on
+its own connection, then complete): as many at once as the server advises
+(the upload's `streams`: up to 8 where its parts beat one stream, else 1,
+and then one PUT carries the whole array) unless `upload_streams` says how
+many (1: one POST /v1/arrays, no parts); and it comes down
 in byte ranges fetched at once (Range: bytes=a-b on the .npy, each range
 readinto() its own slice of the one numpy.empty array: no extra copy). A
 server without /v1/uploads (404) or without ranges (a 200 to a Range
@@ -52,11 +55,13 @@ _NPY_MAGIC = b"\x93NUMPY"
 PARALLEL_MIN = 64 << 20
 #: Connections a Transport uses for one big transfer unless told otherwise.
 DEFAULT_STREAMS = 8
-# Uploads default to one stream: on an H200 host (2026-11-28, 800 MiB,
-# tests/bench/bench_upload.py) one stream took 0.227 s and 8 parallel parts
-# 0.305 s (the server's page-cache allocation of one file, not the socket,
-# is the limit), where downloads went 0.310 s -> 0.071 s over 8 ranges.
-DEFAULT_UPLOAD_STREAMS = 1
+# Uploads default to what the server advises (None): on an H200 host
+# (2026-11-29, 800 MB) one stream took 0.20-0.25 s and 8 parts 0.15-0.18 s
+# once the server copied parts into the file's mapping and hashed behind
+# them as they came (before that, 8 parts lost: 0.30 s); on a 2-core server
+# parts at once are no faster than one, and it advises 1.
+DEFAULT_UPLOAD_STREAMS = None
+UPLOAD_STREAMS_MAX = 16  # the most parts at once an advice is followed to
 _HEAD_PROBE = 1 << 16  # the first range of a download: header and some data
 
 
@@ -160,7 +165,7 @@ class Transport:
 
     def __init__(self, url, token=None, retries=0, timeout=120.0, verify=True,
                  streams: int = DEFAULT_STREAMS, parallel_min: int = PARALLEL_MIN,
-                 upload_streams: int = DEFAULT_UPLOAD_STREAMS):
+                 upload_streams: Optional[int] = DEFAULT_UPLOAD_STREAMS):
         u = urllib.parse.urlsplit(url)
         if u.scheme not in ("http", "https"):
             raise ValueError(f"url: expected http:// or https://, got {url!r}")
@@ -177,9 +182,10 @@ class Transport:
         if int(streams) < 1:
             raise ValueError(f"streams: expected 1 or more, got {streams!r}")
         self.streams = int(streams)
-        if int(upload_streams) < 1:
+        if upload_streams is not None and int(upload_streams) < 1:
             raise ValueError(f"upload_streams: expected 1 or more, got {upload_streams!r}")
-        self.upload_streams = int(upload_streams)
+        # None: as many parts at once as the server advises (upload_parts)
+        self.upload_streams = None if upload_streams is None else int(upload_streams)
         self.parallel_min = int(parallel_min)
         self._pool = None
         self._pool_lock = threading.Lock()
@@ -226,7 +232,7 @@ class Transport:
         self.close()
 
     def _nworkers(self) -> int:
-        return max(self.streams, self.upload_streams)
+        return max(self.streams, self.upload_streams or DEFAULT_STREAMS)
 
     def _workers(self) -> concurrent.futures.ThreadPoolExecutor:
         """The transfer threads: `streams` of them, each keeping its own
@@ -317,7 +323,7 @@ class Transport:
         its buffer; PARALLEL_MIN bytes and more go in parts over several
         connections (upload_parts). Returns (status, array JSON)."""
         assert a.flags.c_contiguous and a.dtype.isnative
-        if (a.nbytes >= self.parallel_min and self.upload_streams > 1 and not query
+        if (a.nbytes >= self.parallel_min and self.upload_streams != 1 and not query
                 and not self._no_parts):
             try:
                 return self.upload_parts(a)
@@ -338,10 +344,13 @@ class Transport:
 
     def upload_parts(self, a: np.ndarray):
         """The array in parts sent at once: POST /v1/uploads, one PUT
-        ?offset= per part from the transfer threads, then complete. The
-        parts are slices of the array's own buffer (no copy). Returns
-        (status, array JSON) as upload_npy. A 404 on the create means the
-        server has no parts uploads: _NoParts (the caller falls back)."""
+        ?offset= per part, then complete. The parts are slices of the
+        array's own buffer (no copy), taken in file order by `k` worker
+        threads, k = upload_streams, or when that is None the server's
+        advice (the upload's `streams`; 1: one PUT of the whole array on
+        this thread). Returns (status, array JSON) as upload_npy. A 404 on
+        the create means the server has no parts uploads: _NoParts (the
+        caller falls back)."""
         try:
             _, up = self.json("POST", "/v1/uploads",
                               {"dtype": a.dtype.name, "shape": list(a.shape)})
@@ -350,6 +359,11 @@ class Transport:
             raise _NoParts() from e
         uid = up["id"]
         view = memoryview(a.reshape(-1)).cast("B")
+        k = self.upload_streams
+        if k is None:
+            advice = up.get("streams")
+            k = advice if isinstance(advice, int) and advice >= 1 else 1
+            k = min(k, UPLOAD_STREAMS_MAX)
 
         def put(bounds):
             lo, hi = bounds
@@ -357,8 +371,22 @@ class Transport:
                          {"Content-Type": "application/octet-stream"})
 
         try:
-            for f in [self._workers().submit(put, b) for b in self._part_bounds(view.nbytes, self.upload_streams)]:
-                f.result()
+            if k == 1:
+                put((0, view.nbytes))
+            else:
+                todo = iter(self._part_bounds(view.nbytes, k))
+                lock = threading.Lock()
+
+                def worker():  # the next part in file order, until none is left
+                    while True:
+                        with lock:
+                            b = next(todo, None)
+                        if b is None:
+                            return
+                        put(b)
+
+                for f in [self._workers().submit(worker) for _ in range(k)]:
+                    f.result()
             return self.request("POST", f"/v1/uploads/{uid}/complete")
         except BaseException:
             try:

@@ -4,7 +4,8 @@ several connections, into one preallocated array; the bytes are the bytes.
 
 Counted on the client's hook (Transport.on_request, connections_opened), so
 nothing here is timed. Also: a small array keeps to one upload request; a
-transport with upload_streams=1 (the default) sends a big one in one piece; a server that
+transport with upload_streams=1 sends a big one in one piece, and by default
+in as many parts as the server advises (the upload's `streams`); a server that
 answers 404 to POST /v1/uploads (a fake, older server) is used the
 one-stream way.
 """
@@ -48,7 +49,7 @@ def test_big_round_trip_uses_several_connections(daemon):
         assert t.connections_opened - before >= 2
         assert len(threads) >= 2
         # The one-piece upload of the same bytes gives the same id.
-        with tessel.Client(daemon.url, same_host=False, streams=1) as c1:
+        with tessel.Client(daemon.url, same_host=False, streams=1, upload_streams=1) as c1:
             assert c1.upload(a).id == arr.id
         seen.clear()
         back = arr.download()
@@ -107,18 +108,80 @@ def test_streams_must_be_positive():
         transport.Transport("http://127.0.0.1:1", upload_streams=0)
 
 
-def test_default_uploads_one_piece_downloads_in_ranges(daemon):
-    """The defaults: a big upload in one request (upload_streams=1, the
-    faster measured), its download in ranges over several connections."""
-    with tessel.Client(daemon.url, same_host=False) as c:
-        assert c._t.upload_streams == 1 and c._t.streams > 1
+def _advice(c):
+    """The server's `streams` for a new upload (the upload then deleted)."""
+    _, up = c._t.json("POST", "/v1/uploads", {"dtype": "float64", "shape": [8]})
+    c._t.request("DELETE", f"/v1/uploads/{up['id']}")
+    assert isinstance(up["streams"], int) and 1 <= up["streams"] <= 8, up
+    return up["streams"]
+
+
+def _default_round_trip(url, together=False):
+    """A 72 MiB array up and down with the defaults; returns the advice and
+    what was sent (the PUTs, the threads that sent them). together: every
+    PUT waits at a barrier of `advice` parties (30 s; it breaks, and the
+    upload fails, unless that many PUTs are on their way at once)."""
+    with tessel.Client(url, same_host=False) as c:
+        assert c._t.upload_streams is None and c._t.streams > 1
+        advice = _advice(c)
         seen, _ = _recorder(c._t)
+        counting = c._t.on_request
+        gate = threading.Barrier(advice, timeout=30)
+        put_threads = set()
+
+        def hook(method, path, headers):
+            counting(method, path, headers)
+            if method == "PUT":
+                put_threads.add(threading.get_ident())
+                if together:
+                    gate.wait()
+
+        c._t.on_request = hook
         a = np.arange(9 * 1024 * 1024, dtype=np.float64)
         arr = c.upload(a)
-        assert not any(m == "PUT" for (m, _, _) in seen), seen
+        c._t.on_request = counting
+        puts = seen[("PUT", False, "/v1/uploads")]
+        up_threads = put_threads
         seen.clear()
         assert np.array_equal(arr.download(), a)
         assert sum(n for (m, r, _), n in seen.items() if m == "GET" and r) >= 3, seen
+        with tessel.Client(url, same_host=False, streams=1, upload_streams=1) as c1:
+            assert c1.upload(a).id == arr.id  # the same bytes, the same id
+        return advice, puts, up_threads
+
+
+def test_default_uploads_as_the_server_advises(daemon):
+    """The defaults: a big upload in as many parts at once as the upload's
+    `streams` says (1: one PUT of the whole array on the caller's thread),
+    its download in ranges over several connections."""
+    advice, puts, threads = _default_round_trip(daemon.url)
+    if advice == 1:
+        assert puts == 1 and threads == {threading.get_ident()}, (puts, threads)
+    else:
+        assert puts == 2 * advice and 1 <= len(threads) <= advice, (puts, threads)
+
+
+def test_mapped_parts_advise_several():
+    """A server whose parts are copied into the file's mapping
+    (TESSEL_PARTS_MAP=1: the default on 4 CPUs or more) advises several
+    parts at once, at most its big bodies at once (--http-threads 3: 2),
+    and the client with its defaults sends that many at once (a barrier of
+    2 on every PUT), its parts in file order over 2 threads; with
+    TESSEL_PARTS_MAP=0 it advises 1 whatever the machine."""
+    from conftest import Daemon
+    d = Daemon(extra=("--http-threads", "3"), env={"TESSEL_PARTS_MAP": "1"})
+    try:
+        advice, puts, threads = _default_round_trip(d.url, together=True)
+        assert advice == 2, advice
+        assert puts == 4 and len(threads) == 2, (puts, threads)
+    finally:
+        d.stop()
+    d = Daemon(env={"TESSEL_PARTS_MAP": "0"})
+    try:
+        advice, puts, threads = _default_round_trip(d.url)
+        assert advice == 1 and puts == 1, (advice, puts)
+    finally:
+        d.stop()
 
 
 def test_big_inputs_go_up_at_once(daemon):

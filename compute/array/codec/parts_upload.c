@@ -52,7 +52,7 @@ typedef struct upl {
 struct parts_put {
   upl *u;
   uint64_t off, len, got;
-  int hashed; /* some of its bytes went into the digest as they came */
+  int slot; /* its slot in the writer's digest (arrays_writer_part_begin) */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -281,7 +281,7 @@ int parts_put_begin(const char *id, const char *owner, int64_t offset,
     u->busy[u->nbusy++] = (prange){(uint64_t)offset, (uint64_t)(offset + len)};
     u->refs++;
     u->touched_ms = t_wall_ms();
-    arrays_writer_part_begin(u->w, (uint64_t)offset, (uint64_t)len);
+    p->slot = arrays_writer_part_begin(u->w, (uint64_t)offset, (uint64_t)len);
     p->u = u;
     p->off = (uint64_t)offset;
     p->len = (uint64_t)len;
@@ -302,8 +302,7 @@ int parts_put_write(parts_put *p, const void *buf, size_t n, terr *e) {
   if (n > p->len - p->got)
     return terr_set(e, T_EINVAL, "body", (int64_t)(p->got + n),
                     "the part is longer than its Content-Length");
-  int rc = arrays_writer_pwrite(p->u->w, p->off + p->got, buf, n, &p->hashed,
-                                e);
+  int rc = arrays_writer_pwrite(p->u->w, p->slot, p->off + p->got, buf, n, e);
   if (rc) return rc;
   p->got += n;
   return T_OK;
@@ -354,7 +353,7 @@ int parts_put_end(parts_put *p, parts_info *out, terr *e) {
                   "the part is %llu bytes, its Content-Length said %llu",
                   (unsigned long long)p->got, (unsigned long long)p->len);
   /* Under mu: complete cannot take the writer meanwhile. */
-  arrays_writer_part_end(u->w, rc != T_OK && p->hashed);
+  arrays_writer_part_end(u->w, p->slot, rc != T_OK);
   if (rc == T_OK) {
     done_add(u, p->off, p->off + p->len);
     u->touched_ms = t_wall_ms();
@@ -370,7 +369,7 @@ int parts_put_end(parts_put *p, parts_info *out, terr *e) {
 void parts_put_abort(parts_put *p) {
   if (!p) return;
   pthread_mutex_lock(&mu);
-  arrays_writer_part_end(p->u->w, p->hashed);
+  arrays_writer_part_end(p->u->w, p->slot, 1);
   busy_drop(p->u, p->off);
   upl *gone = upl_unref(p->u);
   pthread_mutex_unlock(&mu);
