@@ -19,12 +19,14 @@
  * Needs a token when tokens are configured (HTTP_AUTH).
  *
  * Threads: MHD worker threads; everything read is constant after start
- * except the local directories' existence, read from the file system.
+ * except the local directories' existence, read from the file system, and
+ * the spare result files' counts (spare_get_stats, under its mutex).
  */
 #include <math.h>
 #include <stdlib.h>
 
 #include "api/api_int.h"
+#include "compute/array/codec/spare.h"
 #include "util/xfer.h"
 
 #ifndef TESSEL_BUILD_TYPE
@@ -68,6 +70,16 @@ static json_t *limits_json(const api_ctx *ctx) {
       "min_body_rate", (json_int_t)l->min_body_rate);
 }
 
+/* The spare result files (compute/array/codec/spare.h): the budget, what
+ * is ready now, and how many big results found one. */
+static json_t *spare_json(void) {
+  spare_stats st;
+  spare_get_stats(&st);
+  return json_pack("{s:I, s:I, s:i, s:I, s:I}", "budget", (json_int_t)st.budget,
+                   "held", (json_int_t)st.held, "ready", st.count, "taken",
+                   (json_int_t)st.taken, "missed", (json_int_t)st.missed);
+}
+
 static void handle_info(http_req *r, void *ud) {
   api_ctx *ctx = ud;
   json_t *dirs = jobs_local_dirs(ctx->jobs, http_owner(r));
@@ -77,7 +89,7 @@ static void handle_info(http_req *r, void *ud) {
       dirs ? json_pack(
                  "{s:s, s:s, s:{s:s, s:b, s:s}, s:s, s:{s:s, s:s},"
                  " s:{s:b, s:b, s:b, s:b, s:b, s:b, s:[s,s,s]},"
-                 " s:o, s:o, s:o, s:o}",
+                 " s:o, s:o, s:o, s:o, s:o}",
                  "name", "tessel", "version", TESSEL_VERSION, "build", "type",
                  TESSEL_BUILD_TYPE, "cuda", TESSEL_HAVE_CUDA, "compiler",
                  TESSEL_COMPILER, "store", jobs_store_kind(ctx->jobs), "node",
@@ -89,7 +101,8 @@ static void handle_info(http_req *r, void *ud) {
                  "formats", "npy",
                  "csv", "json", "local_dirs", dirs, "limits",
                  limits_json(ctx), "kinds", names_json(kind_count(), kind_name_i),
-                 "backends", names_json(B__COUNT, backend_name_i))
+                 "backends", names_json(B__COUNT, backend_name_i),
+                 "spare_results", spare_json())
            : NULL;
   if (!body) {
     api_reply_terr(r, T_ENOMEM, "", "out of memory");

@@ -209,6 +209,7 @@ static int create_scheduler(daemon_parts *d, terr *e) {
                          : d->cluster     ? 200000000
                                           : 0,
       .tiles = (int)o->tiles, /* 0: 2 x live nodes */
+      .spare_results = o->spare_results, /* -1: the default */
   };
   return sched_create(&d->scfg, &d->sc, e);
 }

@@ -203,6 +203,7 @@ static const opt_def table[] = {
     NUM("lease-s", "TESSEL_LEASE_S", "10", 1, 300, lease_s, "cluster: seconds a node's claim on a job lasts without a heartbeat (1 to 300); a dead node's jobs run elsewhere after it"),
     OPTNUM("split-min-pairs", "TESSEL_SPLIT_MIN_PAIRS", "0 on SQLite, 200000000 on PostgreSQL", 0, INT64_MAX, split_min, "geodesic jobs with at least this many pairs are split into tiles (0: never)"),
     OPTNUM("tiles", "TESSEL_TILES", "2 x live nodes", 2, 256, tiles, "tiles per split job, 2 to 256"),
+    OPTNUM("spare-results", "TESSEL_SPARE_RESULTS", "an eighth of the memory, at most 8 GiB, on 4 CPUs or more; 0 on fewer", 0, INT64_MAX, spare_results, "bytes of big result files made ahead, their pages in the page cache, so that a big result is copied into pages that are there (compute/array/codec/spare.h); 0: none"),
     OPTNUM("disk-reserve", "TESSEL_DISK_RESERVE", "64 MiB or 5% of the file system, the smaller", 0, INT64_MAX, disk_reserve, "bytes kept free on the data directory's disk so that deletes, expiry and the store's bookkeeping work when it is full (new work then gets 507); 0: none"),
     NUM("upload-ttl", "TESSEL_UPLOAD_TTL", "3600", 0, INT64_MAX / 1000, upload_ttl, "seconds an upload in parts (POST /v1/uploads) may stay untouched before it is dropped; 0 keeps it"),
     NUM("max-open-uploads", "TESSEL_MAX_OPEN_UPLOADS", "16", 1, 1000000, max_open_uploads, "uploads in parts one token may hold open at once (413 beyond)"),
@@ -232,6 +233,7 @@ int app_opts_parse(int argc, char **argv, app_opts *o) {
   memset(o, 0, sizeof *o);
   o->split_min = -1;
   o->disk_reserve = -1;
+  o->spare_results = -1;
   const char *text[NOPTS];
   int from_env[NOPTS], flagged[NOPTS];
   struct option lopts[NOPTS + 3];

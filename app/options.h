@@ -31,6 +31,7 @@ typedef struct app_opts {
   int64_t split_min;    /* -1: by the store (0 on SQLite, 2e8 on a cluster) */
   int64_t tiles;        /* 0: 2 x live nodes */
   int64_t disk_reserve; /* -1: the default (util/datadir.h) */
+  int64_t spare_results; /* -1: the default (compute/array/codec/spare.h) */
   int64_t upload_ttl, max_open_uploads, max_upload_pending; /* uploads in parts */
   int64_t region_bytes; /* 0: a quarter of RAM */
   const char *local_dirs[LOCAL_DIRS_MAX];

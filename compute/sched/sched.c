@@ -20,6 +20,7 @@
  *
  * Deadlines count from when a worker takes the job (queue time excluded).
  */
+#include "compute/array/codec/spare.h"
 #include "compute/sched/cluster.h"
 #include "compute/sched/queue.h"
 #include "compute/sched/sched_int.h"
@@ -189,6 +190,15 @@ int sched_create(const sched_config *cfg, sched **out, terr *e) {
     return terr_set(e, T_ENOMEM, "", -1, "scheduler: out of memory");
   }
   snprintf(s->results_dir, len, "%s/results", cfg->data_dir);
+  int64_t spare = cfg->spare_results < 0 ? spare_default_budget() : cfg->spare_results;
+  if (spare > 0) {
+    int rc = spare_start(cfg->data_dir, spare, e);
+    if (rc) {
+      sched_destroy(s);
+      return rc;
+    }
+    s->spare_on = 1;
+  }
   s->cfg.data_dir = s->data_dir;
   s->cfg.calibration_path = s->calibration_path;
   long ncores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -506,6 +516,7 @@ void sched_destroy(sched *s) {
   if (s->calibration_path) router_shutdown(); /* saves its corrections */
   sched_journal_close(s); /* no worker runs: every slot is free */
   sched_cluster_destroy(s);
+  if (s->spare_on) spare_stop();
   for (int q = 0; q < Q__COUNT; q++) theap_free(&s->q[q]);
   free(s->buckets);
   while (s->waiters) { /* registrations of jobs never finished here */

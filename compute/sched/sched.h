@@ -99,6 +99,10 @@ typedef struct sched_config {
   /* --local-dir (compute/array/localfile.h): {"file"} inputs and "output" files;
    * NULL: off. Borrowed; outlives the scheduler. */
   const struct tlocal *local;
+  /* Bytes of big result files made ahead in <data_dir>/spare
+   * (compute/array/codec/spare.h); -1: its default; 0: none (the tests'
+   * zeroed config: the spares are one per process). */
+  int64_t spare_results;
 } sched_config;
 
 int sched_create(const sched_config *cfg, sched **out, terr *e);

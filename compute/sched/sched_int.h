@@ -104,6 +104,7 @@ struct sched {
    * README.md "Lent GPUs"). Atomic: read by other runs' lane threads. */
   atomic_int gpu_want[32];
   char *data_dir, *results_dir, *calibration_path;
+  int spare_on; /* this scheduler started the spare result files (spare.h) */
   int nthreads, ngpu;
   int64_t inline_max;   /* bytes; results up to this are heap + npy_write */
   int64_t row_max;      /* bytes of .npy kept in the store row; 0: none */

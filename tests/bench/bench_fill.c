@@ -16,8 +16,11 @@
  *   p+c        the two one after the other: the store as the service does it
  *   faulting   memcpy into another fresh mapping, faults taken by the copy
  * Targets: a directory (a file there: posix_fallocate + MAP_SHARED, as
- * compute/array/codec/npyfile.c creates a result), `anon` (MAP_PRIVATE |
- * MAP_ANONYMOUS) or `anonhuge` (the same with MADV_HUGEPAGE).
+ * compute/array/codec/npyfile.c creates a result), `spare:DIR` (the same
+ * file made ahead, untimed, its pages read into the page cache: a spare
+ * result file), `sparew:DIR` (made ahead by writing it and syncing it: a
+ * recycled file), `anon` (MAP_PRIVATE | MAP_ANONYMOUS) or `anonhuge` (the
+ * same with MADV_HUGEPAGE).
  * Measured on the lent H200 host (16 cores, ext4 on /dev/vda, kernel as lent)
  * on 2026-11-29 (this program's first form), 3200 MiB: ext4 16 threads prefault 14.6-17.3 GB/s, copy
  * 56-59 GB/s, p+c 11.7-13.3 GB/s, faulting 14-16 GB/s; /dev/shm (tmpfs, no
@@ -41,6 +44,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
@@ -99,7 +105,13 @@ static char *fresh(const char *target, size_t len, int *fd, char *path, size_t c
     if (p != MAP_FAILED && huge) (void)madvise(p, len, MADV_HUGEPAGE);
     return p == MAP_FAILED ? NULL : p;
   }
-  snprintf(path, cap, "%s/bench_fill.%d.%ld.tmp", target, (int)getpid(), random());
+  /* spare:DIR — a file made ahead (untimed): fallocated and its pages read
+   * into the page cache (zeros, clean), as a spare result file would be;
+   * sparew:DIR — made ahead by writing it whole and syncing it (clean pages
+   * holding data: a recycled file). The timed mapping is a fresh one. */
+  int spare = strncmp(target, "spare:", 6) == 0, sparew = strncmp(target, "sparew:", 7) == 0;
+  const char *dir = spare ? target + 6 : sparew ? target + 7 : target;
+  snprintf(path, cap, "%s/bench_fill.%d.%ld.tmp", dir, (int)getpid(), random());
   *fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
   if (*fd < 0) return NULL;
   if (posix_fallocate(*fd, 0, (off_t)len) != 0) {
@@ -108,6 +120,12 @@ static char *fresh(const char *target, size_t len, int *fd, char *path, size_t c
     return NULL;
   }
   p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+  if (p != MAP_FAILED && (spare || sparew)) {
+    (void)madvise(p, len, sparew ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+    if (sparew) (void)fdatasync(*fd);
+    munmap(p, len);
+    p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+  }
   return p == MAP_FAILED ? NULL : p;
 }
 

@@ -55,9 +55,16 @@ except Exception:
 
 
 def med(f, reps):
+    """Median of reps timed calls after a warm-up; each call starts with no
+    dirty page cache (os.sync(), not timed): a stored result is gigabytes
+    of new dirty pages, and once earlier rows' results pass the kernel's
+    dirty limits every later writer is throttled to the disk's speed (the
+    geodesic http column read 2.0-2.3 s here where the same call alone,
+    http_breakdown.py, took 0.67 s). bench_upload.py does the same."""
     f()
     t = []
     for _ in range(reps):
+        os.sync()
         t0 = time.perf_counter()
         f()
         t.append(time.perf_counter() - t0)

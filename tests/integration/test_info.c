@@ -92,8 +92,9 @@ static void matches_spec(srv *s, json_t *info) {
       json_object_get(json_object_get(spec, "components"), "schemas"), "Info");
   CHECK(keys_match(info, sch, "info"));
   json_t *props = json_object_get(sch, "properties");
-  static const char *const objs[] = {"build", "features", "limits"};
-  for (int i = 0; i < 3; i++)
+  static const char *const objs[] = {"build", "features", "limits",
+                                     "spare_results"};
+  for (int i = 0; i < 4; i++)
     CHECK(keys_match(json_object_get(info, objs[i]),
                      json_object_get(props, objs[i]), objs[i]));
   json_decref(spec);
@@ -111,8 +112,8 @@ TEST(fields_and_flags) {
                   "--max-memory", "3000000000", "--max-transfer-memory",
                   "400000000", "--per-ip-limit", "33", "--max-connections",
                   "444", "--conn-timeout", "55", "--header-timeout", "9",
-                  "--min-body-rate", "1000", "--local-dir", d1, "--local-dir",
-                  d2, NULL) == 0);
+                  "--min-body-rate", "1000", "--spare-results", "134217728",
+                  "--local-dir", d1, "--local-dir", d2, NULL) == 0);
   resp u = req(&s, "GET", "/v1/info?unknown=1", NULL, NULL);
   CHECK(is_error(&u, 400, "invalid_argument", "unknown"));
   resp_free(&u);
@@ -129,6 +130,10 @@ TEST(fields_and_flags) {
   CHECK(jstr(b, "compiler") && jstr(b, "compiler")[0]);
   jbool(b, "cuda");
   CHECK_STR(jstr(j, "store"), "sqlite");
+  json_t *sp = json_object_get(j, "spare_results");
+  CHECK(jint(sp, "budget") == 134217728 && jint(sp, "held") == 0 &&
+        jint(sp, "ready") == 0 && jint(sp, "taken") == 0 &&
+        jint(sp, "missed") == 0); /* nothing big asked for yet */
 
   json_t *f = json_object_get(j, "features");
   CHECK(jbool(f, "tokens") == 0);

@@ -79,6 +79,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include "compute/array/codec/spare.h"
 #include "util/datadir.h"
 #include "util/util.h"
 
@@ -156,13 +157,33 @@ static tarray *array_shell(tdtype dt, int ndim, const int64_t *shape,
   return a;
 }
 
-/* Create `path` (truncated) and make it a .npy (tarray_create_npy_fd). On
- * failure nothing is left at path. */
+/* The .npy file's length for dt/shape, or -1. */
+static int64_t npy_file_len(tdtype dt, int ndim, const int64_t *shape) {
+  int64_t n = tshape_size(ndim, shape, INT64_MAX / 8);
+  if (n < 0) return -1;
+  char h[NPY_HEADER_MAX];
+  return (int64_t)npy_header(dt, ndim, shape, h) + n * (int64_t)tdtype_size(dt);
+}
+
+/* Create `path` (truncated) and make it a .npy (tarray_create_npy_fd). A
+ * big one takes a spare file (spare.h: its pages already in the page
+ * cache) when one is ready; its mapping then asks for no prefault, since a
+ * copy into pages that are there runs faster taking its own faults (3,200
+ * MiB on the H200 host, 16 threads: 33.8 GB/s, against 14.0 GB/s with a
+ * MADV_POPULATE_WRITE first; bench_fill `spare:`). On failure nothing is
+ * left at path. */
 static int npy_path_create(const char *path, tdtype dt, int ndim,
                            const int64_t *shape, int sink, tarray **out,
                            terr *e) {
   *out = NULL;
-  int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int64_t len = npy_file_len(dt, ndim, shape);
+  int spare = len >= SPARE_MIN && spare_take(path, len), fd = -1;
+  if (spare && (fd = open(path, O_RDWR | O_CLOEXEC)) >= 0)
+    (void)fchmod(fd, 0644); /* a spare is made 0600 */
+  if (fd < 0) {
+    spare = 0;
+    fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  }
   if (fd < 0) {
     int err = errno;
     int rc = terr_set(e, T_EIO, "", -1, "npy: cannot create %s: %s", path,
@@ -172,6 +193,7 @@ static int npy_path_create(const char *path, tdtype dt, int ndim,
   int rc = tarray_create_npy_fd(fd, path, dt, ndim, shape, sink, out, e);
   close(fd); /* a mapping or the sink's own descriptor keeps the file */
   if (rc) unlink(path);
+  else if (spare) (*out)->map_prefault = 0;
   return rc;
 }
 

@@ -1,0 +1,191 @@
+/* test_spare.c — compute/array/codec/spare.c, the big result files made
+ * ahead, and npyfile.c taking them:
+ *  - a result of 64 MiB or more finds none at first (missed), then the
+ *    keeper makes spares of its size rounded up to 64 MiB, as many as the
+ *    budget holds and at most SPARE_MAX (waited for as a state);
+ *  - the next such result takes one by rename: the file is at its path,
+ *    zeros, 0600 (the caller sets its own mode); the keeper refills;
+ *  - below SPARE_MIN nothing is asked or counted; a result whose size is
+ *    over the budget (or more than a spare fits) finds none and none is
+ *    made for it;
+ *  - tarray_create_npy of a big result takes a spare: its header right,
+ *    its length cut to the result's, 0644, data zeros, and its mapping
+ *    asks for no prefault (the pages are there); a small one is a fresh
+ *    file as before and keeps map_prefault;
+ *  - start removes an earlier run's files; stop removes the spares;
+ *  - budget 0: nothing made, nothing taken.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "compute/array/codec/spare.h"
+#include "compute/array/tarray.h"
+#include "check.h"
+
+static char dir[256];
+
+static void sleep_ms(int ms) {
+  struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+}
+
+/* Wait up to 60 s for `ready` spares. */
+static int wait_ready(int ready) {
+  spare_stats st;
+  for (int i = 0; i < 6000; i++) {
+    spare_get_stats(&st);
+    if (st.count == ready) return 1;
+    sleep_ms(10);
+  }
+  return 0;
+}
+
+static int count_files(const char *d) {
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "ls -A %s | wc -l", d);
+  FILE *p = popen(cmd, "r");
+  int n = -1;
+  if (p && fscanf(p, "%d", &n) != 1) n = -1;
+  if (p) pclose(p);
+  return n;
+}
+
+static int all_zero(const char *path, off_t from) {
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return 0;
+  static char buf[1 << 20];
+  ssize_t k;
+  int ok = 1;
+  off_t at = from;
+  while (ok && (k = pread(fd, buf, sizeof buf, at)) > 0) {
+    for (ssize_t i = 0; i < k; i++)
+      if (buf[i]) ok = 0;
+    at += k;
+  }
+  close(fd);
+  return ok;
+}
+
+TEST(take_and_refill) {
+  char sp[300], junk[320];
+  snprintf(sp, sizeof sp, "%s/spare", dir);
+  mkdir(sp, 0700);
+  snprintf(junk, sizeof junk, "%s/.s77", sp);
+  FILE *f = fopen(junk, "w");
+  if (f) fclose(f);
+  terr e;
+  CHECK(spare_start(dir, (int64_t)256 << 20, &e) == 0);
+  CHECK(count_files(sp) == 0); /* the earlier run's file is gone */
+  char path[300];
+  snprintf(path, sizeof path, "%s/r1", dir);
+  int64_t len = (int64_t)70 << 20;
+  CHECK(spare_take(path, len) == 0); /* none yet */
+  CHECK(access(path, F_OK) != 0);
+  CHECK(wait_ready(2)); /* two of 128 MiB in 256 MiB */
+  spare_stats st;
+  spare_get_stats(&st);
+  CHECK(st.held == (int64_t)256 << 20 && st.missed == 1 && st.taken == 0);
+  CHECK(spare_take(path, len) == 1);
+  struct stat sb;
+  CHECK(stat(path, &sb) == 0 && sb.st_size == (off_t)128 << 20);
+  CHECK((sb.st_mode & 0777) == 0600);
+  CHECK(all_zero(path, 0));
+  spare_get_stats(&st);
+  CHECK(st.taken == 1);
+  CHECK(wait_ready(2)); /* refilled */
+  /* Small results are not counted; one over the budget finds none and
+   * none is made for it. */
+  char p2[300];
+  snprintf(p2, sizeof p2, "%s/r2", dir);
+  CHECK(spare_take(p2, (int64_t)10 << 20) == 0);
+  CHECK(spare_take(p2, (int64_t)300 << 20) == 0);
+  spare_get_stats(&st);
+  CHECK(st.missed == 2 && st.count == 2 && st.held == (int64_t)256 << 20);
+  /* A spare more than twice the result (plus 64 MiB) is not spent on it:
+   * 128 MiB spares against 30 MiB... is below SPARE_MIN; 64 MiB takes one
+   * (128 <= 2 x 64 + 64). */
+  CHECK(spare_take(p2, SPARE_MIN) == 1);
+  unlink(path);
+  unlink(p2);
+  CHECK(wait_ready(2));
+  spare_stop();
+  CHECK(count_files(sp) == 0);
+}
+
+TEST(npy_result_from_a_spare) {
+  terr e;
+  CHECK(spare_start(dir, (int64_t)256 << 20, &e) == 0);
+  char path[300];
+  snprintf(path, sizeof path, "%s/big.npy", dir);
+  int64_t shape[1] = {(int64_t)10 << 20}; /* 80 MiB of float64 */
+  tarray *a = NULL;
+  CHECK(tarray_create_npy(path, T_F64, 1, shape, &a, &e) == 0);
+  CHECK(a && a->map_prefault == 1); /* none ready: a fresh file */
+  tarray_free(a);
+  unlink(path);
+  CHECK(wait_ready(2));
+  a = NULL;
+  CHECK(tarray_create_npy(path, T_F64, 1, shape, &a, &e) == 0);
+  CHECK(a && a->map_prefault == 0); /* from a spare: its pages are there */
+  spare_stats st;
+  spare_get_stats(&st);
+  CHECK(st.taken == 1);
+  if (a) {
+    double *d = a->data;
+    CHECK(d[0] == 0.0 && d[shape[0] - 1] == 0.0);
+    d[5] = 2.5;
+  }
+  tarray_free(a);
+  struct stat sb;
+  CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0644);
+  tarray *b = NULL;
+  CHECK(tarray_map_npy(path, &b, &e) == 0);
+  if (b) {
+    CHECK(b->size == shape[0] && b->dtype == T_F64);
+    CHECK(((double *)b->data)[5] == 2.5 && ((double *)b->data)[6] == 0.0);
+    CHECK(sb.st_size == (off_t)((char *)b->data - (char *)b->map_base) +
+                            shape[0] * 8);
+  }
+  tarray_free(b);
+  unlink(path);
+  /* A small result: a fresh file, as before. */
+  int64_t small[1] = {1000};
+  a = NULL;
+  CHECK(tarray_create_npy(path, T_F64, 1, small, &a, &e) == 0);
+  CHECK(a && a->map_prefault == 1);
+  tarray_free(a);
+  unlink(path);
+  spare_stop();
+}
+
+TEST(budget_zero_is_off) {
+  terr e;
+  CHECK(spare_start(dir, 0, &e) == 0);
+  char path[300];
+  snprintf(path, sizeof path, "%s/r0", dir);
+  CHECK(spare_take(path, (int64_t)100 << 20) == 0);
+  sleep_ms(50);
+  spare_stats st;
+  spare_get_stats(&st);
+  CHECK(st.budget == 0 && st.count == 0 && st.held == 0);
+  spare_stop();
+}
+
+int main(void) {
+  /* Beside the build, not /tmp (a small tmpfs on some machines): 256 MiB
+   * of spares live here for a moment. */
+  snprintf(dir, sizeof dir, "tessel-spare-%d", (int)getpid());
+  mkdir(dir, 0700);
+  RUN(take_and_refill);
+  RUN(npy_result_from_a_spare);
+  RUN(budget_zero_is_off);
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd) != 0) printf("could not remove %s\n", dir);
+  return check_summary();
+}
