@@ -136,7 +136,7 @@ static void same_as_one_piece(const char *aid, const char *npy, size_t len,
  * array id (malloc) or NULL; *status the complete's. */
 static char *upload_parts(const char *npy, size_t off, long n, const long *cut,
                           const int *order, int nparts, long *status) {
-  long st;
+  long st = 0;
   char *id = create(n, &st);
   CHECK(id && st == 201);
   if (!id) return NULL;
@@ -158,7 +158,7 @@ TEST(parts_in_any_order_same_id) {
   long bytes = n * 8, cut[9];
   for (int i = 0; i <= 8; i++) cut[i] = bytes * i / 8 - (i > 0 && i < 8 ? 13 * i : 0);
   int rev[8] = {7, 6, 5, 4, 3, 2, 1, 0}, shuf[8] = {3, 0, 7, 5, 1, 6, 2, 4};
-  long st;
+  long st = 0;
   char *a1 = upload_parts(npy, off, n, cut, rev, 8, &st);
   CHECK_MSG(a1 && st == 201, "complete: %ld", st);
   /* The same bytes in one piece: the same array, already stored. */
@@ -218,7 +218,7 @@ TEST(in_order_and_resent_digest) {
   long bytes = n * 8, cut[5];
   for (int i = 0; i <= 4; i++) cut[i] = bytes * i / 4 - (i > 0 && i < 4 ? 8 * i + 3 : 0);
   int fwd[4] = {0, 1, 2, 3};
-  long st;
+  long st = 0;
   /* In order, one after the other: every piece hashed on the way. */
   char *a1 = upload_parts(npy, off, n, cut, fwd, 4, &st);
   CHECK_MSG(a1 && st == 201, "complete: %ld", st);
@@ -274,7 +274,7 @@ TEST(parts_at_once_from_threads) {
   size_t len, off;
   long n = 1 << 19; /* 4 MiB */
   char *npy = make_npy(n, 3.0, &len, &off);
-  long st, bytes = n * 8;
+  long st = 0, bytes = n * 8;
   char *id = create(n, &st);
   CHECK(id);
   if (!id) {
@@ -445,7 +445,7 @@ static int tmp_files(const char *dir) {
 }
 
 TEST(unknown_foreign_delete) {
-  long st;
+  long st = 0;
   char *id = create(100, &st);
   if (!id) return;
   char path[200], z[800] = {0};
@@ -516,7 +516,7 @@ TEST(delete_while_a_part_arrives) {
 }
 
 TEST(limits) {
-  long st;
+  long st = 0;
   /* --max-upload 4 MiB: one upload's bytes, and one part's body. */
   char *id = create((4 << 20) / 8 + 1, &st);
   CHECK(!id && st == 413);
@@ -561,7 +561,7 @@ TEST(expiry) {
   }
   srv keep = S;
   S = E;
-  long st;
+  long st = 0;
   char *id = create(1000, &st);
   CHECK(id);
   char z[800] = {0};
@@ -597,7 +597,7 @@ TEST(prefilled_parts) {
   size_t len, off;
   long n = 1 << 21; /* 16 MiB */
   char *npy = make_npy(n, 0.125, &len, &off);
-  long st, bytes = n * 8;
+  long st = 0, bytes = n * 8;
   char *id = create(n, &st);
   CHECK(id);
   pthread_t th[4];

@@ -5,6 +5,8 @@
  *    budget holds and at most SPARE_MAX (waited for as a state);
  *  - the next such result takes one by rename: the file is at its path,
  *    zeros, 0600 (the caller sets its own mode); the keeper refills;
+ *  - a result that finds none that fits removes the oldest spares until its
+ *    own size has room, and the keeper makes spares of that size;
  *  - below SPARE_MIN nothing is asked or counted; a result whose size is
  *    over the budget (or more than a spare fits) finds none and none is
  *    made for it;
@@ -163,6 +165,31 @@ TEST(npy_result_from_a_spare) {
   spare_stop();
 }
 
+/* Spares of another size do not hold the budget for good: a result that
+ * finds none that fits removes the oldest until its own size has room,
+ * and the keeper then makes spares of that size. */
+TEST(spares_follow_the_size) {
+  terr e;
+  CHECK(spare_start(dir, (int64_t)256 << 20, &e) == 0);
+  char path[300];
+  snprintf(path, sizeof path, "%s/f1", dir);
+  CHECK(spare_take(path, (int64_t)70 << 20) == 0);
+  CHECK(wait_ready(2)); /* 2 x 128 MiB */
+  CHECK(spare_take(path, (int64_t)200 << 20) == 0); /* none fits: both go */
+  CHECK(wait_ready(1));                            /* one of 256 MiB */
+  spare_stats st;
+  spare_get_stats(&st);
+  CHECK(st.held == (int64_t)256 << 20 && st.missed == 2);
+  CHECK(spare_take(path, (int64_t)200 << 20) == 1);
+  struct stat sb;
+  CHECK(stat(path, &sb) == 0 && sb.st_size == (off_t)256 << 20);
+  unlink(path);
+  spare_stop();
+  char sp[300];
+  snprintf(sp, sizeof sp, "%s/spare", dir);
+  CHECK(count_files(sp) == 0);
+}
+
 TEST(budget_zero_is_off) {
   terr e;
   CHECK(spare_start(dir, 0, &e) == 0);
@@ -183,6 +210,7 @@ int main(void) {
   mkdir(dir, 0700);
   RUN(take_and_refill);
   RUN(npy_result_from_a_spare);
+  RUN(spares_follow_the_size);
   RUN(budget_zero_is_off);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -1,7 +1,7 @@
 /* spare.c — big result files made ahead (spare.h has the why, the policy
  * and the measurements).
  *
- * The table holds the ready spares (path, size). The keeper thread waits
+ * The table holds the ready spares (path, size), oldest first. The keeper thread waits
  * until a result asked for a size (`want`) for which there is room (fewer
  * than SPARE_MAX spares, their bytes plus this one within the budget, and
  * the disk's free space beyond it at least SPARE_DISK_FREE % of the file
@@ -211,15 +211,28 @@ int spare_take(const char *path, int64_t len) {
     if (S.s[i].size >= len && S.s[i].size <= 2 * len + SPARE_ROUND &&
         (best < 0 || S.s[i].size < S.s[best].size))
       best = i;
-  spare got = {{0}, 0};
+  spare got = {{0}, 0}, gone[SPARE_MAX];
+  int ngone = 0;
   if (best >= 0) {
     got = S.s[best];
-    S.s[best] = S.s[--S.n];
+    memmove(&S.s[best], &S.s[best + 1], (size_t)(S.n - best - 1) * sizeof S.s[0]);
+    S.n--;
     S.held -= got.size;
+  } else {
+    /* None fits: the spares follow the latest big result's size, so the
+     * oldest go until one of this size has room (spares of another size
+     * would otherwise hold the budget for good). */
+    while (S.n > 0 && !room_for(rounded(len)) && rounded(len) <= S.budget) {
+      gone[ngone++] = S.s[0];
+      S.held -= S.s[0].size;
+      memmove(&S.s[0], &S.s[1], (size_t)(S.n - 1) * sizeof S.s[0]);
+      S.n--;
+    }
   }
   S.want = len;
   pthread_cond_signal(&cv);
   pthread_mutex_unlock(&mu);
+  for (int i = 0; i < ngone; i++) unlink(gone[i].path);
   int ok = best >= 0 && rename(got.path, path) == 0;
   if (best >= 0 && !ok) unlink(got.path); /* another file system: not usable */
   pthread_mutex_lock(&mu);
