@@ -53,6 +53,12 @@ typedef struct tarray {
                                  write faults are dear (not tmpfs): whoever
                                  fills it fast should prefault it first, in
                                  parallel (compute/gpu/stage.cu says why) */
+  unsigned char map_warm; /* its pages are already in the page cache (a spare
+                             file, compute/array/codec/spare.h): a copy into
+                             it runs faster taking its own faults than after
+                             a prefault, so stage_prefault skips it (a
+                             prefault hidden behind compute may still pay:
+                             matmul's view clears this) */
   int guard; /* > 0: the mapping is a guarded same-host file (a {"file"}
               * input or an "output" file under --local-dir, which another
               * process may truncate): util/sigbus.h's id, dropped by

@@ -289,7 +289,7 @@ void gang_run(gang *g, void (*fn)(void *arg, int k, int n), void *arg) {
 }
 
 void stage_prefault(devctx *d, tarray *out, double *ms) {
-  if (!out || !out->map_base || !out->map_prefault) return;
+  if (!out || !out->map_base || !out->map_prefault || out->map_warm) return;
   double t0 = t_now_ms();
   gang_item it = {out->map_base, NULL, out->map_len};
   gang_copy(d->gang, &it, 1);

@@ -12,8 +12,8 @@
  *    made for it;
  *  - tarray_create_npy of a big result takes a spare: its header right,
  *    its length cut to the result's, 0644, data zeros, and its mapping
- *    asks for no prefault (the pages are there); a small one is a fresh
- *    file as before and keeps map_prefault;
+ *    marked map_warm (the pages are there: stage_prefault skips it); a
+ *    small one is a fresh file as before, not warm;
  *  - start removes an earlier run's files; stop removes the spares;
  *  - budget 0: nothing made, nothing taken.
  */
@@ -127,13 +127,13 @@ TEST(npy_result_from_a_spare) {
   int64_t shape[1] = {(int64_t)10 << 20}; /* 80 MiB of float64 */
   tarray *a = NULL;
   CHECK(tarray_create_npy(path, T_F64, 1, shape, &a, &e) == 0);
-  CHECK(a && a->map_prefault == 1); /* none ready: a fresh file */
+  CHECK(a && a->map_prefault == 1 && a->map_warm == 0); /* none ready: fresh */
   tarray_free(a);
   unlink(path);
   CHECK(wait_ready(2));
   a = NULL;
   CHECK(tarray_create_npy(path, T_F64, 1, shape, &a, &e) == 0);
-  CHECK(a && a->map_prefault == 0); /* from a spare: its pages are there */
+  CHECK(a && a->map_warm == 1); /* from a spare: its pages are there */
   spare_stats st;
   spare_get_stats(&st);
   CHECK(st.taken == 1);
@@ -159,7 +159,7 @@ TEST(npy_result_from_a_spare) {
   int64_t small[1] = {1000};
   a = NULL;
   CHECK(tarray_create_npy(path, T_F64, 1, small, &a, &e) == 0);
-  CHECK(a && a->map_prefault == 1);
+  CHECK(a && a->map_prefault == 1 && a->map_warm == 0);
   tarray_free(a);
   unlink(path);
   spare_stop();

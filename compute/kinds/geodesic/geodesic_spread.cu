@@ -474,7 +474,7 @@ extern "C" int cuda_geod_lane_open(int dev, const geod_plan *pl, tarray *out,
 extern "C" void cuda_geod_lane_prefault(geod_lane *L, int rank, int nlive,
                                         double *ms) {
   tarray *out = L->out;
-  if (!out->map_base || !out->map_prefault || nlive < 1) return;
+  if (!out->map_base || !out->map_prefault || out->map_warm || nlive < 1) return;
   double t0 = t_now_ms();
   size_t per = (out->map_len / (size_t)nlive + 4095) & ~(size_t)4095;
   size_t lo = per * (size_t)rank, hi = lo + per;
