@@ -231,3 +231,34 @@ def test_big_inputs_one_bad_leaves_nothing(daemon):
         _, after = c._t.json("GET", "/v1/arrays")
         ids = lambda r: {x["id"] for x in (r.get("arrays") or r.get("items") or [])}
         assert ids(after) <= ids(before), (before, after)
+
+
+def test_empty_array_big_on_huge_page_memory():
+    """transport.empty_array: 64 MiB and more lie in their own private
+    anonymous mapping (asked for huge pages), writable, C or Fortran order
+    as asked, freed with the array; smaller ones are np.empty's."""
+    import mmap
+    big = transport.empty_array((9 * 1024 * 1024,), np.float64)
+    assert big.flags.writeable and big.flags.c_contiguous and big.nbytes == 72 << 20
+    mapped = hasattr(mmap, "MADV_HUGEPAGE") and hasattr(mmap, "MAP_ANONYMOUS")
+    if mapped:
+        assert isinstance(big.base, mmap.mmap)
+    big[::4096] = 7.0
+    assert big[4096] == 7.0
+    if mapped:
+        assert big[1] == 0.0  # fresh anonymous pages read as zeros
+    f = transport.empty_array((3072, 3072), np.float64, "F")
+    assert f.flags.f_contiguous and f.shape == (3072, 3072)
+    small = transport.empty_array((1000,), np.float32)
+    assert small.base is None and small.dtype == np.float32
+
+
+def test_big_download_is_writable_and_right(daemon):
+    """A big result downloaded into a new array (several ranges into the
+    huge-page array) is the bytes, and the caller may write to it."""
+    with tessel.Client(daemon.url, same_host=False, streams=4, upload_streams=1) as c:
+        a = np.random.default_rng(3).standard_normal(9 * 1024 * 1024)
+        arr = c.upload(a)
+        back = arr.download()
+        assert back.tobytes() == a.tobytes() and back.flags.writeable
+        back[0] = 1.0
