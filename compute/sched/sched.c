@@ -106,7 +106,13 @@ typedef struct gpu_arg {
  * started before (a job that killed the process takes no other with it).
  * [mu] */
 static const kind_ops *sched_gang_kind(const sched *s, const sjob *j) {
-  if (!j->have_est || j->tiles > 0 || j->output_file || j->attempts > 0 ||
+  /* TESSEL_GPU_GANG=0: every job alone (for measuring, bench_gang.py) */
+  static int off = -1;
+  if (off < 0) {
+    const char *v = getenv("TESSEL_GPU_GANG");
+    off = v && strcmp(v, "0") == 0;
+  }
+  if (off || !j->have_est || j->tiles > 0 || j->output_file || j->attempts > 0 ||
       atomic_load(&j->stop) || j->mem_blocked ||
       !(j->backend == B_CUDA ||
         (j->backend == B_AUTO && j->requested == B_CUDA)))
