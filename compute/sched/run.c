@@ -16,7 +16,11 @@
  * (given the committed row), free. So a waiter never hears of an end that is
  * not committed, and no worker sleeps on a commit. A finish that finds the
  * job already ended in the store (canceled before it was taken) leaves the
- * store's end as it is.
+ * store's end as it is. The steps before the backend are srun_open, those
+ * after it srun_close; a gang (sched_run_gang: tiny cuda jobs a GPU worker
+ * took together, compute/sched/README.md "Gangs") opens and closes each
+ * member so, on the CPU pool, around one launch (srun_backend_gang), and a
+ * member's start stores "launch" in its estimate (srun_note_launch).
  *
  * Results: ctx->result_alloc gives heap memory for results of up to
  * inline_result_max bytes and, above, a mapped .npy created by
@@ -801,11 +805,35 @@ void sched_run_job(sched *s, sjob *j, int device) {
   srun_close(&o);
 }
 
+/* A gang's members opened and closed on the CPU pool, several at once (as
+ * CPU workers run jobs side by side): on the GPU worker's thread alone,
+ * 100 members' starts, prepares and ends took longer than their launch. */
+typedef struct sgang {
+  sched *s;
+  sjob **jobs;
+  sone *o;
+  int *ready;
+  int device;
+} sgang;
+
+static void gang_open_one(void *arg, int64_t i, int slot) {
+  (void)slot;
+  sgang *g = arg;
+  g->ready[i] = srun_open(&g->o[i], g->s, g->jobs[i], g->device);
+}
+
+static void gang_close_one(void *arg, int64_t i, int slot) {
+  (void)slot;
+  sgang *g = arg;
+  if (!g->o[i].leave) srun_close(&g->o[i]);
+}
+
 /* A gang (compute/sched/README.md, "Gangs"): n cuda jobs of one kind a
  * GPU worker took together. Each opens as any job does (its own start,
- * prepare and errors); those whose prepared plans share the first ready
- * one's gang key run in one launch (srun_backend_gang), the others alone,
- * one after the other; each closes with its own end. */
+ * prepare and errors; on the pool, several at once); those whose prepared
+ * plans share the first ready one's gang key run in one launch
+ * (srun_backend_gang), the others alone, one after the other, on this
+ * thread; each closes with its own end (on the pool too). */
 void sched_run_gang(sched *s, sjob **jobs, int n, int device) {
   sone *o = malloc((size_t)n * sizeof *o);
   srun **rs = calloc((size_t)n, sizeof *rs);
@@ -822,8 +850,10 @@ void sched_run_gang(sched *s, sjob **jobs, int n, int device) {
     for (int i = 0; i < n; i++) sched_run_job(s, jobs[i], device);
     return;
   }
-  int m = 0, have_key = 0;
-  for (int i = 0; i < n; i++) ready[i] = srun_open(&o[i], s, jobs[i], device);
+  sgang ga = {.s = s, .jobs = jobs, .o = o, .ready = ready, .device = device};
+  int width = s->pool ? pool_threads(s->pool) : 1, m = 0, have_key = 0;
+  if (s->pool) pool_for(s->pool, width, n, gang_open_one, &ga, NULL);
+  else for (int i = 0; i < n; i++) gang_open_one(&ga, i, 0);
   for (int i = 0; i < n; i++) {
     if (!ready[i] || jobs[i]->backend != B_CUDA || !jobs[i]->k->gang_key ||
         !jobs[i]->k->gang_key(o[i].plan, have_key ? key : key0,
@@ -847,14 +877,14 @@ void sched_run_gang(sched *s, sjob **jobs, int n, int device) {
       g++;
     }
   }
-  /* The ones outside the launch, alone; then every end, in order. */
-  for (int i = 0; i < n; i++) {
-    if (o[i].leave) continue; /* another worker's, or back in the queue */
-    if (ready[i] && !(in[i] && m >= 2))
+  /* The ones outside the launch, alone, on this thread (the device's);
+   * then every end. */
+  for (int i = 0; i < n; i++)
+    if (!o[i].leave && ready[i] && !(in[i] && m >= 2))
       o[i].rc = srun_backend(&o[i].r, o[i].plan, jobs[i]->backend, device,
                              &o[i].res, &o[i].backend_ms, &o[i].e);
-    srun_close(&o[i]);
-  }
+  if (s->pool) pool_for(s->pool, width, n, gang_close_one, &ga, NULL);
+  else for (int i = 0; i < n; i++) gang_close_one(&ga, i, 0);
   free(o), free(rs), free(plans), free(ready), free(in), free(rcs);
   free(res), free(es), free(key0), free(key);
 }

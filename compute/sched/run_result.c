@@ -9,7 +9,9 @@
  * srun_drop_res. And one backend's run of the plan (srun_backend: the
  * job_ctx set up, the GPUs the run borrows given back, the result gathered
  * into its parts, the phases timed), which run.c calls once and compare.c
- * once per backend; it calls neither (no file circle). */
+ * once per backend; it calls neither (no file circle); and a gang's one
+ * launch of several jobs' plans (srun_backend_gang), which run.c calls for
+ * a gang. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

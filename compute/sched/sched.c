@@ -14,7 +14,9 @@
  * Workers: the CPU workers are the pool's threads; the pool's idle callback
  * (sched_idle) takes a CPU job and runs it on the worker, which may split it
  * over the whole pool with pool_for. One thread per GPU device runs cuda
- * jobs. A monitor thread sets stop = 2 on jobs past their deadline (it wakes
+ * jobs; one that takes a tiny cuda job of a kind with gang ops takes the
+ * alike queued cuda jobs behind it too, to share one launch (sched_take_gang;
+ * compute/sched/README.md, "Gangs"). A monitor thread sets stop = 2 on jobs past their deadline (it wakes
  * at least every 25 ms while jobs run, and sleeps while none do) and writes
  * progress [async] at most every 200 ms per job.
  *

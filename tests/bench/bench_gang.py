@@ -69,16 +69,29 @@ def timed(fn, reps):
     return statistics.median(ts), min(ts), out
 
 
-def records(c, handles):
-    """One raw batch, then every record: (values, launches, shared sizes, timings)."""
+def records(c, handles, reps):
+    """Raw batches (jobs:batch, then jobs:get with the results inline),
+    reps times: the medians of the two requests' ms, then the last batch's
+    records: (launches, shared sizes, per-job median timings, statuses)."""
     body = {"jobs": [{"kind": "reduce", "backend": BACKEND,
                       "params": {"op": "sum", "expr": "x**2",
                                  "inputs": {"x": {"array": h.id}}}} for h in handles]}
-    _, out = c._t.request("POST", "/v1/jobs:batch", json.dumps(body).encode(),
-                          {"Content-Type": "application/json"})
-    ids = [j["id"] for j in out["jobs"]]
-    _, got = c._t.request("POST", "/v1/jobs:get",
-                          json.dumps({"ids": ids, "wait": 30}).encode(),
+    raw = json.dumps(body).encode()
+    tb, tg = [], []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        _, out = c._t.request("POST", "/v1/jobs:batch", raw,
+                              {"Content-Type": "application/json"})
+        t1 = time.perf_counter()
+        ids = [j["id"] for j in out["jobs"]]
+        _, got = c._t.request("POST", "/v1/jobs:get",
+                              json.dumps({"ids": ids, "wait": 30,
+                                          "include": ["result"]}).encode(),
+                              {"Content-Type": "application/json"})
+        t2 = time.perf_counter()
+        tb.append((t1 - t0) * 1e3)
+        tg.append((t2 - t1) * 1e3)
+    _, got = c._t.request("POST", "/v1/jobs:get", json.dumps({"ids": ids}).encode(),
                           {"Content-Type": "application/json"})
     jobs = got["jobs"]
     firsts, shared = set(), []
@@ -88,7 +101,8 @@ def records(c, handles):
         shared.append(la["shared"] if la else 1)
     tm = {k: statistics.median(j["timings_ms"][k] for j in jobs)
           for k in ("queue", "prepare", "h2d", "compute", "d2h", "store", "total")}
-    return len(firsts), sorted(set(shared)), tm, [j["status"] for j in jobs]
+    return (len(firsts), sorted(set(shared)), tm, [j["status"] for j in jobs],
+            statistics.median(tb), statistics.median(tg))
 
 
 def main():
@@ -109,10 +123,12 @@ def main():
                                                           backend=BACKEND), reps)
             values[name] = np.array([float(v) for v in out])
             rows.append((f"tessel {name}", med, best))
-            launches, shared, tm, st = records(c, handles)
+            launches, shared, tm, st, tb, tg = records(c, handles, reps)
             print(f"# {name}: {launches} launches for {n} jobs (launch.shared "
                   f"{shared}), statuses {sorted(set(st))}; per-job median ms "
                   + ", ".join(f"{k} {v:.3f}" for k, v in tm.items()))
+            print(f"# {name}: raw requests, median ms: jobs:batch {tb:.2f}, "
+                  f"jobs:get (wait, results inline) {tg:.2f}, together {tb + tg:.2f}")
             if name == "gangs":
                 med, best, _ = timed(lambda: c.reduce_many("sum", xs, expr="x**2",
                                                             backend=BACKEND), reps)

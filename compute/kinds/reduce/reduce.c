@@ -19,6 +19,9 @@
  * empty axis are refused at submit (400 naming params.axis, or
  * params.inputs for axis null), as NumPy raises for them.
  *
+ * Gangs (kind_ops.gang_*, below): tiny cuda reductions of one expression,
+ * op, dtypes and size share one launch, each bit for bit its own.
+ *
  * Threads: check on an HTTP thread; prepare/run/release on a scheduler
  * worker; chunks on pool threads (see reduce_cpu.c).
  */
@@ -224,7 +227,13 @@ static int reduce_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
  * the job's own. Not ganged: an axis, argmin/argmax (int64 indices), an
  * input that broadcasts or is one element, a same-host file (guarded
  * mapping) or a sink. */
-#define REDUCE_GANG_MAX ((int64_t)1 << 20) /* elements per job */
+/* Elements per job, at most. Measured on an H200 (tests/gpu/test_gang.c,
+ * 2026-11-29; tests/bench/results/gang-h200-2026-11-29.md): 50 jobs of
+ * 2-4,097 elements took 0.06-0.7 ms as one gang against ~2 ms one by one,
+ * 16 of 65,536 2.07 ms against 1.74, 16 of 2^20 46.8 against 14.3 (the
+ * stacking copy and the pageable staging of big rows cost more than the
+ * launches they save): the gang ends below 2^16. */
+#define REDUCE_GANG_MAX ((int64_t)1 << 15)
 
 static int reduce_gang_key(const void *plan, char *key, size_t cap) {
   const reduce_plan *p = plan;
