@@ -12,8 +12,13 @@
  * and "launch" in its stored estimate; jobs that may not group (another
  * key, no key, another size, backend cpu) run alone, a failing member
  * fails alone; a member canceled during the launch ends canceled and the
- * others succeed; a member canceled in the queue is not taken.
+ * others succeed; a member canceled in the queue is not taken; a kill -9
+ * during a launch loses no acknowledged job (after the restart each ends
+ * succeeded with its own value).
  */
+#include <signal.h>
+#include <sys/wait.h>
+
 #include "sched_fixture.h"
 
 static atomic_int gang_calls, gang_members, gang_bad_lock, gang_hold,
@@ -260,6 +265,93 @@ TEST(test_gang_cancel_of_one_member) {
   fx_close(&f);
 }
 
+/* The scheduler on an existing data dir (a restart). */
+static int fx_reopen_gang(fx *f, const char *dir) {
+  memset(f, 0, sizeof *f);
+  snprintf(f->dir, sizeof f->dir, "%s", dir);
+  terr e;
+  int rc = store_open(f->dir, &f->st, &e);
+  CHECK_MSG(rc == 0, "store_open: %s", e.message);
+  if (rc) return rc;
+  fx_config(f, 2);
+  f->cfg.gpu_ops = &one_gpu;
+  f->cfg.kind_lookup = gang_kinds;
+  f->cfg.row_result_max = 4096;
+  return fx_start(f);
+}
+
+/* kill -9 while a gang's launch runs: after the restart every acknowledged
+ * job (the gang's, one queued behind it, the gate) ends, each once,
+ * succeeded with its own value. */
+TEST(test_gang_killed_mid_launch) {
+  enum { N = 6 };
+  char dir[300];
+  snprintf(dir, sizeof dir, "%s/d%d", root, dir_seq); /* the child's fx */
+  int fd[2];
+  CHECK(pipe(fd) == 0);
+  pid_t pid = fork();
+  if (pid == 0) { /* the service that dies */
+    close(fd[0]);
+    fx f;
+    if (fx_open_gang(&f)) _exit(2);
+    atomic_store(&gang_in, 0);
+    atomic_store(&gang_hold, 1);
+    char ids[N + 2][T_ID_MAX];
+    hold_gpu(&f, ids[N]);
+    for (int i = 0; i < N; i++) {
+      char p[128];
+      snprintf(p, sizeof p, "{\"n\":10,\"value\":%d,\"key\":\"a\"}", i);
+      if (submit_checked(&f, "gangy", p, "cuda", ids[i])) _exit(3);
+    }
+    atomic_store(&gate_open, 1);
+    for (int i = 0; i < 5000 && !atomic_load(&gang_in); i++) sleep_ms(1);
+    if (!atomic_load(&gang_in)) _exit(7); /* no launch under way */
+    /* acknowledged while the launch runs: queued behind it */
+    if (submit_checked(&f, "gangy", "{\"n\":10,\"value\":9,\"key\":\"a\"}",
+                       "cuda", ids[N + 1]))
+      _exit(4);
+    if (write(fd[1], ids, sizeof ids) != (ssize_t)sizeof ids) _exit(5);
+    kill(getpid(), SIGKILL);
+    _exit(6);
+  }
+  close(fd[1]);
+  char ids[N + 2][T_ID_MAX];
+  ssize_t got = read(fd[0], ids, sizeof ids);
+  close(fd[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  CHECK_MSG(got == (ssize_t)sizeof ids && WIFSIGNALED(st) &&
+                WTERMSIG(st) == SIGKILL,
+            "child: %zd bytes, status %d", got, st);
+  if (got != (ssize_t)sizeof ids) return;
+  dir_seq++;
+  atomic_store(&gang_hold, 0);
+  atomic_store(&gate_open, 1);
+  fx f;
+  if (fx_reopen_gang(&f, dir)) return;
+  for (int i = 0; i < N; i++) {
+    store_job j;
+    if (!wait_final(&f, ids[i], &j)) continue;
+    CHECK_MSG(j.status == JOB_SUCCEEDED, "job %d: %d %s", i, (int)j.status,
+              j.error_message ? j.error_message : "");
+    store_job_clear(&j);
+    void *npy = NULL;
+    size_t len = 0;
+    terr e;
+    CHECK(store_job_result_npy(f.st, ids[i], "", &npy, &len, &e) == 0);
+    if (npy) check_npy_buf(npy, len, 1, 2.0 * i);
+    free(npy);
+  }
+  check_job(&f, ids[N + 1], JOB_SUCCEEDED, 18, 0, "");
+  store_job j;
+  if (wait_final(&f, ids[N], &j)) {
+    CHECK(j.status == JOB_SUCCEEDED);
+    store_job_clear(&j);
+  }
+  wait_idle(&f);
+  fx_close(&f);
+}
+
 int main(void) {
   t_log_level = T_LOG_ERROR;
   snprintf(root, sizeof root, "/tmp/tessel_schedgang_XXXXXX");
@@ -267,6 +359,7 @@ int main(void) {
   RUN(test_gang_alike_jobs_share_a_launch);
   RUN(test_gang_keeps_apart_what_may_not_share);
   RUN(test_gang_cancel_of_one_member);
+  RUN(test_gang_killed_mid_launch);
   rm_tree(root);
   return check_summary();
 }
