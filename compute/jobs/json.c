@@ -189,6 +189,29 @@ static void add_size(tbuf *b, const char *est) {
   else tbuf_add(b, k, n);
 }
 
+/* The job's "launch": the object "launch" of its stored estimate — written
+ * by the scheduler at the start of a job that a GPU worker took together
+ * with others to share one launch (compute/sched/README.md, "Gangs"):
+ * {"shared": N, "first": "<id>"}, numbers and an id, no nested object —
+ * or null. */
+static void add_launch(tbuf *b, const char *est) {
+  /* The scheduler appends it last: the document ends with
+   * ,"launch":{...}} (a string in the document — a file's name — never
+   * ends it), and it holds nothing but its keys, a number and an id. */
+  size_t n = est ? strlen(est) : 0;
+  const char *k = NULL;
+  for (const char *p = est; p && (p = strstr(p, ",\"launch\":{")); p++) k = p;
+  if (k) k += 10;
+  const char *end = k ? strchr(k, '}') : NULL;
+  if (!end || end + 2 != est + n || end[1] != '}' ||
+      strspn(k, "{}\",:_-0123456789abcdefghijklmnopqrstuvwxyz"
+                "ABCDEFGHIJKLMNOPQRSTUVWXYZ") < (size_t)(end + 1 - k)) {
+    tbuf_add(b, "null", 4);
+    return;
+  }
+  tbuf_add(b, k, (size_t)(end + 1 - k));
+}
+
 /* A split job's "tiles" (compute/sched/split.c): total, done (succeeded tiles) and
  * by_node, the done tiles per node name (this node's name on SQLite, where
  * rows name no node). Its tiles are read from the store; when they cannot
@@ -264,6 +287,8 @@ char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len) {
   add_doc(&b, j->estimate, "null");
   tbuf_adds(&b, ",\"size\":");
   add_size(&b, j->estimate);
+  tbuf_adds(&b, ",\"launch\":");
+  add_launch(&b, j->estimate);
   tbuf_adds(&b, ",\"created_at\":");
   add_time(&b, j->created_at);
   tbuf_adds(&b, ",\"started_at\":");

@@ -32,6 +32,7 @@ static void glue_job(job_ctx *ctx, gpu_job *j) {
   j->t_compute = &ctx->t_compute;
   j->t_d2h = &ctx->t_d2h;
   j->keep_as = ctx->result_is_final ? ctx->job_id : NULL;
+  j->rows_alone = 0;
 }
 
 int gpu_map(int dev, const expr *x, const tarray *const *inputs,
@@ -47,6 +48,16 @@ int gpu_reduce(int dev, reduce_op op, const expr *x,
   gpu_job j;
   glue_job(ctx, &j);
   return cuda_reduce(dev, op, x, inputs, ids, axis, out, &j, e);
+}
+
+int gpu_reduce_rows(int dev, reduce_op op, const expr *x,
+                    const tarray *const *stacked, tarray *out, job_ctx *ctx,
+                    terr *e) {
+  gpu_job j;
+  glue_job(ctx, &j);
+  j.keep_as = NULL; /* out is the gang's, no job's result */
+  j.rows_alone = 1;
+  return cuda_reduce(dev, op, x, stacked, NULL, 1, out, &j, e);
 }
 
 int gpu_matmul(int dev, const tarray *a, const tarray *b, const tarray *bias,

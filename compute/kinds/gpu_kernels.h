@@ -26,6 +26,18 @@ int gpu_reduce(int dev, reduce_op op, const expr *x,
                const tarray *const *inputs, const char *const *ids, int axis,
                tarray *out, job_ctx *ctx, terr *e);
 
+/* A gang of tiny reduce jobs in one launch (issue 26): `stacked` holds
+ * their inputs as the rows of [G, L] arrays (input i of job g at row g;
+ * every job's inputs the same shape, L elements, no broadcasting), and
+ * out[g] gets job g's reduction over everything, bit for bit the value
+ * gpu_reduce gives for that job alone (each row folded in the parts a
+ * single job's output would be). One staging of the stacked inputs (one
+ * h2d per staging chunk), one part and one combine launch per chunk, one
+ * d2h. ctx: the gang's (its phase times are the whole launch's). */
+int gpu_reduce_rows(int dev, reduce_op op, const expr *x,
+                    const tarray *const *stacked, tarray *out, job_ctx *ctx,
+                    terr *e);
+
 /* out = op(a) @ op(b) + bias; bias NULL or broadcastable to out. ids[3]:
  * a, b, bias (NULL entries for inline data). */
 int gpu_matmul(int dev, const tarray *a, const tarray *b, const tarray *bias,

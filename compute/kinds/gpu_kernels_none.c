@@ -15,6 +15,12 @@ int gpu_reduce(int dev, reduce_op op, const expr *x,
   return terr_set(e, T_EUNAVAIL, "backend", -1, "CUDA support not built");
 }
 
+int gpu_reduce_rows(int dev, reduce_op op, const expr *x,
+                    const tarray *const *stacked, tarray *out, job_ctx *ctx,
+                    terr *e) {
+  return terr_set(e, T_EUNAVAIL, "backend", -1, "CUDA support not built");
+}
+
 int gpu_matmul(int dev, const tarray *a, const tarray *b, const tarray *bias,
                int transpose_a, int transpose_b, const char *const ids[3],
                tarray *out, job_ctx *ctx, terr *e) {

@@ -29,6 +29,12 @@ typedef struct gpu_job {
    * next job of a chain (the whole result was on the device and is the
    * job's, not a compare run's): resident_adopt keeps it under this id. */
   const char *keep_as;
+  /* 1: a gang of tiny reduce jobs stacked as the rows of one array
+   * (gpu_reduce_rows): each row is folded in as many parts as that row
+   * alone would be (a single job's chunk of one output), whatever the
+   * number of rows, so that every row's value is bit for bit the one its
+   * job alone gives. 0 for every other call. */
+  int rows_alone;
 } gpu_job;
 
 int cuda_map(int dev, const expr *x, const tarray *const *inputs,

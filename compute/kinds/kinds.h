@@ -357,6 +357,22 @@ typedef struct kind_ops {
    * kind's CUDA driver keeps it, compute/gpu/resident.cu); the end of the
    * job drops it. */
   int resident_result;
+  /* Optional (all three or none; issue 26): tiny cuda jobs that share one
+   * GPU launch — a gang. gang_max: the largest job (est.size, elements)
+   * a GPU worker takes together with the queued jobs of the same kind
+   * behind it (compute/sched/README.md, "Gangs"). gang_key: 1, with key
+   * (NUL-terminated, at most cap bytes) filled, when this prepared plan's
+   * cuda run can share a launch with every other plan of the same key; 0
+   * when it runs alone. gang_run: the cuda run of n >= 2 plans of one key
+   * on ctx[0]->device, which the caller holds: results[i] allocated with
+   * ctx[i]->result_alloc and filled, rc[i] and e[i] job i's own end (a
+   * member that fails fails alone), each ctx's phase times its share of
+   * the launch's. Each job's result is bit for bit its run alone on cuda
+   * (tests/gpu/test_gang.c). A cancel of one member stops no other. */
+  int64_t gang_max;
+  int (*gang_key)(const void *plan, char *key, size_t cap);
+  void (*gang_run)(void *const *plans, int n, job_ctx *const *ctx,
+                   tarray **results, int *rc, terr *e);
 } kind_ops;
 
 /* Check, keeping what the check built when the kind can (*checked NULL

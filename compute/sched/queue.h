@@ -74,6 +74,11 @@ typedef struct sjob {
   char reason[256];
   json_t *estimates; /* router figures; NULL when not routed */
   double taken_ms;   /* monotonic, when a worker took it */
+  /* A gang's (sched.c, sched_gpu_worker): the jobs taken together to
+   * share one launch, and the first one's id; 0 and "" for a job taken
+   * alone. Set when taken, read by its run (stored with its start). */
+  int gang_n;
+  char gang_first[T_ID_MAX];
   struct sjob *hnext;        /* [mu] id table chain */
   struct sjob *rprev, *rnext;/* [mu] running list */
 } sjob;

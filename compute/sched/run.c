@@ -16,7 +16,11 @@
  * (given the committed row), free. So a waiter never hears of an end that is
  * not committed, and no worker sleeps on a commit. A finish that finds the
  * job already ended in the store (canceled before it was taken) leaves the
- * store's end as it is.
+ * store's end as it is. The steps before the backend are srun_open, those
+ * after it srun_close; a gang (sched_run_gang: tiny cuda jobs a GPU worker
+ * took together, compute/sched/README.md "Gangs") opens and closes each
+ * member so, on the CPU pool, around one launch (srun_backend_gang), and a
+ * member's start stores "launch" in its estimate (srun_note_launch).
  *
  * Results: ctx->result_alloc gives heap memory for results of up to
  * inline_result_max bytes and, above, a mapped .npy created by
@@ -100,6 +104,7 @@
 #include "compute/array/store_source.h"
 #include "compute/sched/cluster.h"
 #include "compute/sched/route/router.h"
+#include "util/buf.h"
 #include "util/sigbus.h"
 
 #include "compute/sched/run_int.h"
@@ -407,6 +412,28 @@ static void srun_status(const srun *r, int stop, int crashed, int rc,
   }
 }
 
+/* A gang member's estimate document gains "launch": {"shared": the jobs
+ * taken together for its launch, "first": the first one's id}, which the
+ * job's record shows as its "launch" (compute/jobs/json.c). Left as it was
+ * without memory. */
+static void srun_note_launch(char **estimate, const sjob *j) {
+  size_t n = strlen(*estimate);
+  if (n < 2 || (*estimate)[n - 1] != '}') return;
+  tbuf b;
+  tbuf_init(&b, 0);
+  tbuf_add(&b, *estimate, n - 1);
+  tbuf_adds(&b, ",\"launch\":{\"shared\":");
+  tbuf_json_int(&b, j->gang_n);
+  tbuf_adds(&b, ",\"first\":");
+  tbuf_json_str(&b, j->gang_first);
+  tbuf_adds(&b, "}}");
+  size_t len;
+  char *t = tbuf_take(&b, &len);
+  if (!t) return;
+  free(*estimate);
+  *estimate = t;
+}
+
 /* The job's start, recorded: in the in-flight journal (*jslot) with a
  * lazy store start, or committed to the store first (see the comment at
  * the call); a cluster node logs it. used (32 bytes): the backend. An error: the job is not run. */
@@ -423,6 +450,8 @@ static int srun_start(srun *r, char *used, char **estimate,
   /* for store_job_start: the kind's figures, the router's, the pins */
   *estimate =
       j->have_est ? stext_estimate(&j->est, j->estimates, j->pins) : NULL;
+  if (*estimate && j->gang_n > 1) /* its record says it shared a launch */
+    srun_note_launch(estimate, j);
   *started_at = t_wall_ms();
   *started_ms = t_now_ms();
   *jslot = s->journal ? sched_journal_take(s, j->id, j->attempts + 1) : -1;
@@ -591,30 +620,46 @@ static int srun_prelude(srun *r, int *crashed, int *leave, terr *e) {
   return T_OK;
 }
 
-void sched_run_job(sched *s, sjob *j, int device) {
+/* One job's run, its state from its start to its end (sched_run_job,
+ * sched_run_gang): the steps before the backend (srun_open) and after it
+ * (srun_close), so that a gang's members each take their own. */
+typedef struct sone {
+  srun r;
+  terr e;
+  void *plan;
+  sres res;
+  tparts parts; /* the kept parts of a result of several arrays */
+  char used[32], final[SRUN_PATH_MAX];
+  char *estimate, *compare_json, *npy, *parts_doc;
+  job_result_info rinfo;
+  size_t npy_len;
+  int64_t started_at;
+  double started_ms, end_ms; /* monotonic: the start, the run's end */
+  int started, crashed, jslot, rc, leave;
+  double backend_ms; /* a single backend's run */
+} sone;
+
+/* Everything before the backend: prelude, start, prepare. 1 when the job
+ * is ready to run (o->plan), 0 when it is over before (o->leave: another
+ * worker's, or back in the queue; else o->rc and srun_close ends it). */
+static int srun_open(sone *o, sched *s, sjob *j, int device) {
   SCHED_ASSERT_UNLOCKED(s);
   T_ASSERT(j->state == SJ_RUNNING);
-  srun r;
-  srun_init(&r, s, j, device);
-  terr e;
-  terr_clear(&e);
-  void *plan = NULL;
-  sres res = {0};
-  tparts parts = {0}; /* the kept parts of a result of several arrays */
-  char used[32] = "", final[SRUN_PATH_MAX];
-  final[0] = 0;
-  char *estimate = NULL, *compare_json = NULL, *npy = NULL, *parts_doc = NULL;
-  job_result_info rinfo;
-  memset(&rinfo, 0, sizeof rinfo);
-  size_t npy_len = 0;
-  int64_t started_at = 0;
-  double started_ms = 0, end_ms = 0; /* monotonic: the start, the run's end */
-  int started = 0, crashed = 0, jslot = -1, status, rc;
-  double backend_ms = 0; /* a single backend's run */
-  int leave = 0;
-  rc = srun_prelude(&r, &crashed, &leave, &e);
-  if (leave) return; /* another worker owns it, or back in the queue */
-  if (rc) goto end;
+  srun_init(&o->r, s, j, device);
+  terr_clear(&o->e);
+  o->plan = NULL;
+  memset(&o->res, 0, sizeof o->res);
+  memset(&o->parts, 0, sizeof o->parts);
+  o->used[0] = o->final[0] = 0;
+  o->estimate = o->compare_json = o->npy = o->parts_doc = NULL;
+  memset(&o->rinfo, 0, sizeof o->rinfo);
+  o->npy_len = 0;
+  o->started_at = 0;
+  o->started_ms = o->end_ms = o->backend_ms = 0;
+  o->started = o->crashed = o->leave = 0;
+  o->jslot = -1;
+  o->rc = srun_prelude(&o->r, &o->crashed, &o->leave, &o->e);
+  if (o->leave || o->rc) return 0;
   /* Counted before the job runs, so that a job that kills the process is
    * counted even when it dies at once: after max_attempts such starts it
    * fails "crashed" above. Normally in the in-flight journal (a store into
@@ -629,30 +674,35 @@ void sched_run_job(sched *s, sjob *j, int device) {
    * not stopped: the job is claimed here, so failing it would lose an
    * accepted job to a restart of the server. Any other [sync] error (a
    * full disk): the job is not run. */
-  rc = srun_start(&r, used, &estimate, &started_at, &started_ms, &jslot, &e);
-  if (rc) goto end;
-  started = 1;
+  o->rc = srun_start(&o->r, o->used, &o->estimate, &o->started_at,
+                     &o->started_ms, &o->jslot, &o->e);
+  if (o->rc) return 0;
+  o->started = 1;
   double t0 = t_now_ms();
   void *checked = j->checked; /* prepare takes it */
   j->checked = NULL;
   SCHED_ASSERT_UNLOCKED(s); /* a kind callback */
-  rc = kind_prepare_checked(j->k, j->params, &r.env, checked, &plan, &e);
-  r.t_prepare = t_now_ms() - t0;
-  if (rc || atomic_load(&j->stop)) goto end;
-  if (j->backend == B_COMPARE) {
-    rc = srun_compare(&r, plan, &res, &e);
-  } else {
-    rc = srun_backend(&r, plan, j->backend, device, &res, &backend_ms, &e);
-  }
+  o->rc = kind_prepare_checked(j->k, j->params, &o->r.env, checked, &o->plan,
+                               &o->e);
+  o->r.t_prepare = t_now_ms() - t0;
+  return !o->rc && !atomic_load(&j->stop);
+}
 
-end:
-  end_ms = t_now_ms();
-  if (plan) j->k->release(plan);
+/* Everything after the backend: the end decided, the result kept, the end
+ * sent to the store; what the run holds freed. */
+static void srun_close(sone *o) {
+  srun *rr = &o->r;
+  sched *s = rr->s;
+  sjob *j = rr->j;
+  int rc = o->rc, status;
+  o->end_ms = t_now_ms();
+  if (o->plan) j->k->release(o->plan);
+  o->plan = NULL;
   /* An input file torn or changed under the job: whatever it computed is
    * not its result. */
-  if (rc == T_OK && r.env.local_log)
-    rc = tlocal_log_check(r.env.local_log, &e);
-  sched_journal_put(s, jslot); /* the run is over (no-op when -1) */
+  if (rc == T_OK && rr->env.local_log)
+    rc = tlocal_log_check(rr->env.local_log, &o->e);
+  sched_journal_put(s, o->jslot); /* the run is over (no-op when -1) */
   /* Decide the end under the lock: from now on cancel answers 409. */
   tmutex_lock(&s->mu);
   int stop = atomic_load(&j->stop);
@@ -666,54 +716,54 @@ end:
     /* Its lease went to another node (sched_drop_lost): the fence would
      * refuse its end, and the other node's run is the job's. */
   lost: /* or so said the fenced step before an output's placement */
-    srun_drop(&r, &res);
+    srun_drop(rr, &o->res);
     goto out;
   }
-  if (stop == SJ_STOP_SHUTDOWN && (rc || !res.n)) {
+  if (stop == SJ_STOP_SHUTDOWN && (rc || !o->res.n)) {
     /* Stopped by shutdown: stays queued in the store, its start taken
      * back (a shutdown is not a crash: attempts counts only those). */
-    if (started) {
+    if (o->started) {
       terr ue;
       if (store_job_unstart(s->cfg.st, j->id, &ue) != T_OK)
         log_warn("scheduler: job %s stays running in the store: %s", j->id,
                  ue.message);
     }
-    srun_drop(&r, &res);
+    srun_drop(rr, &o->res);
     goto out;
   }
   const char *code = NULL;
   char msg[TERR_MSG_MAX] = "";
-  srun_status(&r, stop, crashed, rc, &e, &status, &code, msg);
+  srun_status(rr, stop, o->crashed, rc, &o->e, &status, &code, msg);
   if (status != JOB_SUCCEEDED) {
-    srun_drop_res(&r, &res);
-  } else if ((rc = srun_keep(&r, &res, backend_ms, &rinfo, &parts, final,
-                              &npy, &npy_len, &parts_doc, &e)) ==
-             SRUN_OUTPUT_LOST) {
+    srun_drop_res(rr, &o->res);
+  } else if ((rc = srun_keep(rr, &o->res, o->backend_ms, &o->rinfo, &o->parts,
+                             o->final, &o->npy, &o->npy_len, &o->parts_doc,
+                             &o->e)) == SRUN_OUTPUT_LOST) {
     goto lost;
   } else if (rc) {
     status = JOB_FAILED, code = terr_code_name((terr_code)rc);
-    snprintf(msg, sizeof msg, "%s", e.message);
+    snprintf(msg, sizeof msg, "%s", o->e.message);
   }
-  srun_cleanup(&r);
+  srun_cleanup(rr);
 
   /* total = queue + run, run from the start (no interval counted twice),
    * and every part of it in a phase: the end's own work — releasing the
    * plan, keeping the result, or for a job without one (canceled, failed)
    * removing what it had written — is the store phase. */
-  r.t_store = t_now_ms() - end_ms;
-  double queue_ms = started ? (double)(started_at - j->created_at) : 0;
-  double run_ms = t_now_ms() - (started ? started_ms : j->taken_ms);
-  double ms[JOB_T__COUNT] = {queue_ms, r.t_prepare, r.t_h2d, r.t_compute,
-                             r.t_d2h, r.t_store, queue_ms + run_ms};
-  compare_json = r.compare ? json_dumps(r.compare, SRUN_JSON) : NULL;
+  rr->t_store = t_now_ms() - o->end_ms;
+  double queue_ms = o->started ? (double)(o->started_at - j->created_at) : 0;
+  double run_ms = t_now_ms() - (o->started ? o->started_ms : j->taken_ms);
+  double ms[JOB_T__COUNT] = {queue_ms, rr->t_prepare, rr->t_h2d, rr->t_compute,
+                             rr->t_d2h, rr->t_store, queue_ms + run_ms};
+  o->compare_json = rr->compare ? json_dumps(rr->compare, SRUN_JSON) : NULL;
   store_job_end end = {
       .status = (job_status)status, .finished_at = t_wall_ms(),
-      .result = rinfo,
-      .result_path = final[0] ? final : NULL, .compare = compare_json,
-      .max_abs_diff = r.compare ? r.max_abs_diff : NAN, .error_code = code,
+      .result = o->rinfo,
+      .result_path = o->final[0] ? o->final : NULL, .compare = o->compare_json,
+      .max_abs_diff = rr->compare ? rr->max_abs_diff : NAN, .error_code = code,
       .error_message = code ? msg : NULL, .progress_done = pdone,
-      .progress_total = ptotal, .result_npy = npy, .result_npy_len = npy_len,
-      .result_parts = parts_doc, .held = 1};
+      .progress_total = ptotal, .result_npy = o->npy,
+      .result_npy_len = o->npy_len, .result_parts = o->parts_doc, .held = 1};
   for (int t = 0; t < JOB_T__COUNT; t++) /* to the microsecond */
     job_timings_put(&end.timings, (job_timing)t, sched_ms_round(ms[t]));
   /* Its memory is free (results kept or dropped, the plan released): a
@@ -721,22 +771,120 @@ end:
   sched_mem_release(s, j);
   /* The end commits on the store's writer thread, which then releases the
    * job (srun_finished); this worker goes on with its next job. */
-  srun_end t = {.s = s, .j = j, .status = status, .started = started,
+  srun_end t = {.s = s, .j = j, .status = status, .started = o->started,
                 .run_ms = run_ms, .total_ms = ms[JOB_T_TOTAL],
-                .started_at = started ? started_at : 0, .code = code,
-                .parts = parts}; /* its paths go with it */
-  memset(&parts, 0, sizeof parts);
+                .started_at = o->started ? o->started_at : 0, .code = code,
+                .parts = o->parts}; /* its paths go with it */
+  memset(&o->parts, 0, sizeof o->parts);
   snprintf(t.msg, sizeof t.msg, "%s", code ? msg : "");
-  snprintf(t.used, sizeof t.used, "%s", used);
-  snprintf(t.final, sizeof t.final, "%s", final);
+  snprintf(t.used, sizeof t.used, "%s", o->used);
+  snprintf(t.final, sizeof t.final, "%s", o->final);
   srun_send_end(&t, &end);
 
 out:
-  tlocal_out_close(&r.out); /* no-op after srun_cleanup */
-  tlocal_log_free(r.env.local_log);
-  free(npy);
-  json_decref(r.compare);
-  free(estimate);
-  free(compare_json);
-  free(parts_doc);
+  tlocal_out_close(&rr->out); /* no-op after srun_cleanup */
+  tlocal_log_free(rr->env.local_log);
+  free(o->npy);
+  json_decref(rr->compare);
+  free(o->estimate);
+  free(o->compare_json);
+  free(o->parts_doc);
+}
+
+void sched_run_job(sched *s, sjob *j, int device) {
+  sone o;
+  int ready = srun_open(&o, s, j, device);
+  if (o.leave) return; /* another worker owns it, or back in the queue */
+  if (ready) {
+    if (j->backend == B_COMPARE)
+      o.rc = srun_compare(&o.r, o.plan, &o.res, &o.e);
+    else
+      o.rc = srun_backend(&o.r, o.plan, j->backend, device, &o.res,
+                          &o.backend_ms, &o.e);
+  }
+  srun_close(&o);
+}
+
+/* A gang's members opened and closed on the CPU pool, several at once (as
+ * CPU workers run jobs side by side): on the GPU worker's thread alone,
+ * 100 members' starts, prepares and ends took longer than their launch. */
+typedef struct sgang {
+  sched *s;
+  sjob **jobs;
+  sone *o;
+  int *ready;
+  int device;
+} sgang;
+
+static void gang_open_one(void *arg, int64_t i, int slot) {
+  (void)slot;
+  sgang *g = arg;
+  g->ready[i] = srun_open(&g->o[i], g->s, g->jobs[i], g->device);
+}
+
+static void gang_close_one(void *arg, int64_t i, int slot) {
+  (void)slot;
+  sgang *g = arg;
+  if (!g->o[i].leave) srun_close(&g->o[i]);
+}
+
+/* A gang (compute/sched/README.md, "Gangs"): n cuda jobs of one kind a
+ * GPU worker took together. Each opens as any job does (its own start,
+ * prepare and errors; on the pool, several at once); those whose prepared
+ * plans share the first ready one's gang key run in one launch
+ * (srun_backend_gang), the others alone, one after the other, on this
+ * thread; each closes with its own end (on the pool too). */
+void sched_run_gang(sched *s, sjob **jobs, int n, int device) {
+  sone *o = malloc((size_t)n * sizeof *o);
+  srun **rs = calloc((size_t)n, sizeof *rs);
+  void **plans = calloc((size_t)n, sizeof *plans);
+  int *ready = calloc((size_t)n, sizeof *ready);
+  int *in = calloc((size_t)n, sizeof *in), *rcs = calloc((size_t)n, sizeof *rcs);
+  sres *res = calloc((size_t)n, sizeof *res);
+  terr *es = calloc((size_t)n, sizeof *es);
+  char *key0 = malloc(SCHED_GANG_KEY), *key = malloc(SCHED_GANG_KEY);
+  if (!o || !rs || !plans || !ready || !in || !rcs || !res || !es || !key0 ||
+      !key) {
+    free(o), free(rs), free(plans), free(ready), free(in), free(rcs);
+    free(res), free(es), free(key0), free(key);
+    for (int i = 0; i < n; i++) sched_run_job(s, jobs[i], device);
+    return;
+  }
+  sgang ga = {.s = s, .jobs = jobs, .o = o, .ready = ready, .device = device};
+  int width = s->pool ? pool_threads(s->pool) : 1, m = 0, have_key = 0;
+  if (s->pool) pool_for(s->pool, width, n, gang_open_one, &ga, NULL);
+  else for (int i = 0; i < n; i++) gang_open_one(&ga, i, 0);
+  for (int i = 0; i < n; i++) {
+    if (!ready[i] || jobs[i]->backend != B_CUDA || !jobs[i]->k->gang_key ||
+        !jobs[i]->k->gang_key(o[i].plan, have_key ? key : key0,
+                              SCHED_GANG_KEY))
+      continue;
+    if (have_key && strcmp(key, key0) != 0) continue;
+    have_key = 1;
+    in[i] = 1;
+    rs[m] = &o[i].r;
+    plans[m++] = o[i].plan;
+  }
+  if (m >= 2) {
+    double ms = 0;
+    srun_backend_gang(rs, plans, m, device, res, rcs, es, &ms);
+    for (int i = 0, g = 0; i < n; i++) {
+      if (!in[i]) continue;
+      o[i].res = res[g];
+      o[i].rc = rcs[g];
+      if (rcs[g]) o[i].e = es[g];
+      o[i].backend_ms = ms / m; /* its share, for the router */
+      g++;
+    }
+  }
+  /* The ones outside the launch, alone, on this thread (the device's);
+   * then every end. */
+  for (int i = 0; i < n; i++)
+    if (!o[i].leave && ready[i] && !(in[i] && m >= 2))
+      o[i].rc = srun_backend(&o[i].r, o[i].plan, jobs[i]->backend, device,
+                             &o[i].res, &o[i].backend_ms, &o[i].e);
+  if (s->pool) pool_for(s->pool, width, n, gang_close_one, &ga, NULL);
+  else for (int i = 0; i < n; i++) gang_close_one(&ga, i, 0);
+  free(o), free(rs), free(plans), free(ready), free(in), free(rcs);
+  free(res), free(es), free(key0), free(key);
 }

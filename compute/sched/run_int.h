@@ -75,6 +75,9 @@ static inline json_t *ms_json(double ms) {
 int srun_backend(srun *r, void *plan, tbackend b, int device, sres *res,
                  double *ms, terr *e);
 int srun_readable(srun *r, tarray **a, terr *e);
+/* run_result.c: a gang's one launch of n plans on device (see there). */
+void srun_backend_gang(srun *const *rs, void *const *plans, int n,
+                       int device, sres *res, int *rc, terr *e, double *ms);
 void srun_drop_res(srun *r, sres *res);
 /* run.c: the allocation of a result file (or the output's temporary)
  * holding a, or NULL (heap); a result freed with its temporary file. */

@@ -9,7 +9,9 @@
  * srun_drop_res. And one backend's run of the plan (srun_backend: the
  * job_ctx set up, the GPUs the run borrows given back, the result gathered
  * into its parts, the phases timed), which run.c calls once and compare.c
- * once per backend; it calls neither (no file circle). */
+ * once per backend; it calls neither (no file circle); and a gang's one
+ * launch of several jobs' plans (srun_backend_gang), which run.c calls for
+ * a gang. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -452,4 +454,50 @@ int srun_backend(srun *r, void *plan, tbackend b, int device,
                       ? ctx->t_compute
                       : (*ms > phases ? *ms - phases : 0);
   return rc;
+}
+
+/* A gang's launch (kind_ops.gang_run; compute/sched/README.md, "Gangs"):
+ * the n runs' plans on their one device, under its lock once; each run's
+ * result collected into its res[i] and its own rc[i]/e[i]; each run's
+ * phases its share. *ms: the launch's wall time. */
+void srun_backend_gang(srun *const *rs, void *const *plans, int n,
+                       int device, sres *res, int *rc, terr *e, double *ms) {
+  sched *s = rs[0]->s;
+  job_ctx **ctx = calloc((size_t)n, sizeof *ctx);
+  tarray **out = calloc((size_t)n, sizeof *out);
+  if (!ctx || !out) {
+    for (int i = 0; i < n; i++) {
+      rc[i] = terr_set(&e[i], T_ENOMEM, "", -1, "out of memory");
+      memset(&res[i], 0, sizeof res[i]);
+    }
+    free(ctx);
+    free(out);
+    return;
+  }
+  for (int i = 0; i < n; i++) {
+    ctx[i] = &rs[i]->j->ctx;
+    ctx_setup(rs[i], ctx[i], B_CUDA, device);
+    terr_clear(&e[i]);
+  }
+  SCHED_ASSERT_UNLOCKED(s);
+  atomic_fetch_add(&s->gpu_want[device], 1);
+  s->gpu.lock(device);
+  atomic_fetch_sub(&s->gpu_want[device], 1);
+  double t0 = t_now_ms();
+  rs[0]->j->k->gang_run(plans, n, ctx, out, rc, e);
+  *ms = t_now_ms() - t0;
+  int dev_rc = T_OK; /* the device's health: a device error of any run */
+  for (int i = 0; i < n; i++)
+    if (rc[i] == T_EDEVICE) dev_rc = rc[i];
+  s->gpu.unlock(device);
+  s->gpu.note_result(device, dev_rc);
+  for (int i = 0; i < n; i++) {
+    srun *r = rs[i];
+    rc[i] = srun_collect(r, rc[i], out[i], &res[i], &e[i]);
+    r->t_h2d += ctx[i]->t_h2d;
+    r->t_d2h += ctx[i]->t_d2h;
+    r->t_compute += ctx[i]->t_compute;
+  }
+  free(ctx);
+  free(out);
 }

@@ -14,7 +14,9 @@
  * Workers: the CPU workers are the pool's threads; the pool's idle callback
  * (sched_idle) takes a CPU job and runs it on the worker, which may split it
  * over the whole pool with pool_for. One thread per GPU device runs cuda
- * jobs. A monitor thread sets stop = 2 on jobs past their deadline (it wakes
+ * jobs; one that takes a tiny cuda job of a kind with gang ops takes the
+ * alike queued cuda jobs behind it too, to share one launch (sched_take_gang;
+ * compute/sched/README.md, "Gangs"). A monitor thread sets stop = 2 on jobs past their deadline (it wakes
  * at least every 25 ms while jobs run, and sleeps while none do) and writes
  * progress [async] at most every 200 ms per job.
  *
@@ -100,10 +102,61 @@ typedef struct gpu_arg {
   int dev;
 } gpu_arg;
 
+/* Gangs (compute/sched/README.md, "Gangs"): a queued cuda job that may
+ * share its launch with others — its kind has gang ops, it is at most the
+ * kind's gang_max elements, is no tile and has no "output", and was never
+ * started before (a job that killed the process takes no other with it).
+ * [mu] */
+static const kind_ops *sched_gang_kind(const sched *s, const sjob *j) {
+  /* TESSEL_GPU_GANG=0: every job alone (for measuring, bench_gang.py) */
+  static int off = -1;
+  if (off < 0) {
+    const char *v = getenv("TESSEL_GPU_GANG");
+    off = v && strcmp(v, "0") == 0;
+  }
+  if (off || !j->have_est || j->tiles > 0 || j->output_file || j->attempts > 0 ||
+      atomic_load(&j->stop) || j->mem_blocked ||
+      !(j->backend == B_CUDA ||
+        (j->backend == B_AUTO && j->requested == B_CUDA)))
+    return NULL;
+  const kind_ops *k = j->k ? j->k : s->cfg.kind_lookup(j->kind);
+  if (!k || !k->gang_run || !k->gang_key || k->gang_max <= 0 ||
+      j->est.size > k->gang_max)
+    return NULL;
+  return k;
+}
+
+/* With j taken: the queued cuda jobs right behind it that may share its
+ * launch (same kind, size and result dtype; the kind's key, once
+ * prepared, decides), taken too, in queue order: at most SCHED_GANG_MAX
+ * in all, the first that may not ends the gang. *n: the gang's size (1:
+ * j alone). [mu] */
+static void sched_take_gang(sched *s, sjob *j, sjob **gang, int *n) {
+  gang[0] = j;
+  *n = 1;
+  const kind_ops *k = sched_gang_kind(s, j);
+  if (!k) return;
+  sjob_heap *h = &s->q[Q_GPU];
+  while (*n < SCHED_GANG_MAX && heap_ready(s, h)) {
+    sjob *b = sjob_heap_top(h);
+    if (sched_gang_kind(s, b) != k || b->est.size != j->est.size ||
+        b->est.out_dtype != j->est.out_dtype)
+      break;
+    sjob_heap_remove(h, 0);
+    sched_take(s, b, 1);
+    gang[(*n)++] = b;
+  }
+  for (int i = 0; *n > 1 && i < *n; i++) {
+    gang[i]->gang_n = *n;
+    snprintf(gang[i]->gang_first, sizeof gang[i]->gang_first, "%s", j->id);
+  }
+}
+
 static void *sched_gpu_worker(void *arg) {
   gpu_arg a = *(gpu_arg *)arg;
   free(arg);
   sched *s = a.s;
+  sjob *gang[SCHED_GANG_MAX];
   tmutex_lock(&s->mu);
   while (!s->quit) {
     sjob *j = NULL;
@@ -114,8 +167,11 @@ static void *sched_gpu_worker(void *arg) {
       continue;
     }
     sched_take(s, j, 1);
+    int n = 1;
+    sched_take_gang(s, j, gang, &n);
     tmutex_unlock(&s->mu);
-    sched_run_job(s, j, a.dev);
+    if (n > 1) sched_run_gang(s, gang, n, a.dev);
+    else sched_run_job(s, j, a.dev);
     tmutex_lock(&s->mu);
   }
   tmutex_unlock(&s->mu);

@@ -287,6 +287,11 @@ void sched_mem_release(sched *s, sjob *j);
 
 /* compute/sched/run.c: run a job taken by a worker; device -1 on a CPU worker. */
 void sched_run_job(sched *s, sjob *j, int device);
+/* compute/sched/run.c: n cuda jobs taken together by the GPU worker of
+ * device (a gang: compute/sched/README.md, "Gangs"), each RUNNING. */
+#define SCHED_GANG_KEY 8192 /* a kind's gang key, at most */
+#define SCHED_GANG_MAX 256  /* jobs a GPU worker takes together */
+void sched_run_gang(sched *s, sjob **jobs, int n, int device);
 /* End a job that never started (queued cancel, shutdown): store write when
  * status >= 0, then release. No lock held. */
 void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,

@@ -65,6 +65,10 @@ static json_t *model_job_json(const store_job *j, int with_params) {
    * performance chart. */
   json_t *size = est ? json_object_get(est, "size") : NULL;
   json_object_set(o, "size", size ? size : json_null());
+  /* A gang member's launch (compute/sched/README.md, "Gangs"): the
+   * estimate's own top-level "launch" object. */
+  json_t *launch = est ? json_object_get(est, "launch") : NULL;
+  json_object_set(o, "launch", json_is_object(launch) ? launch : json_null());
   json_object_set_new(o, "created_at", time_or_null(j->created_at));
   json_object_set_new(o, "started_at", time_or_null(j->started_at));
   json_object_set_new(o, "finished_at", time_or_null(j->finished_at));
@@ -230,6 +234,18 @@ TEST(test_succeeded) {
   same(&j, "zero diff");
   j.output_file = "/dev/shm/tessel/y \"q\".npy"; /* result: file, no href */
   same(&j, "output file");
+  j.output_file = NULL;
+  /* a gang member: the scheduler appends "launch" to its estimate */
+  j.estimate = "{\"size\":3,\"work\":6.0,\"launch\":{\"shared\":100,"
+               "\"first\":\"j_01m7yjgaqf000005ep7bc8rce7\"}}";
+  same(&j, "launch");
+  /* a file's name that holds the same words is no launch */
+  j.estimate = "{\"size\":3,\"files\":[{\"field\":\"params.inputs.x\",\"path\":"
+               "\"a,\\\"launch\\\":{\\\"shared\\\":9}}\"}]}";
+  same(&j, "launch words in a file name");
+  j.estimate = "{\"size\":3,\"files\":[{\"path\":\"x\"}],\"p\":\"a,\\\"launch"
+               "\\\":{\\\"shared\\\":9}}\"}";
+  same(&j, "launch words last, in a string");
 }
 
 TEST(test_failed_and_odd) {

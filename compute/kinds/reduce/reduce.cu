@@ -81,10 +81,14 @@ static void plan_chunk(const red_plan *p, int64_t k, red_chunk *c) {
 /* Parts per output: as many as fill one wave of the device (`wave`
  * blocks; never more, so that no partial second wave doubles the time),
  * each part long enough to be worth it. */
-static int64_t chunk_parts(const red_plan *p, const red_chunk *c, int64_t wave) {
+static int64_t chunk_parts(const red_plan *p, const red_chunk *c, int64_t wave,
+                           int rows_alone) {
   int64_t outs = c->no * p->inner, P;
   if (p->inner == 1) {
-    P = wave / (c->no > 0 ? c->no : 1);
+    /* rows_alone (a gang, gpu_reduce_rows): each row as a chunk of one
+     * output would be cut, so that its parts, and the order of its
+     * additions, are its job's alone. */
+    P = wave / (rows_alone || c->no < 1 ? 1 : c->no);
     int64_t cap = c->nl / 2048;
     if (P > cap) P = cap;
   } else {
@@ -104,10 +108,10 @@ static unsigned grid_of(int64_t work, int64_t cap) {
 static int launch_chunk(devctx *d, CUfunction part_fn, CUfunction comb_fn,
                         CUfunction tree_fn, const red_plan *p,
                         const red_chunk *c, fuse_args *a, devbuf *parts,
-                        terr *e) {
+                        int rows_alone, terr *e) {
   int rc = 0;
   int64_t wave = dev_wave_blocks(d, part_fn, RED_THREADS);
-  int64_t P = chunk_parts(p, c, wave), nout = c->no * p->inner;
+  int64_t P = chunk_parts(p, c, wave, rows_alone), nout = c->no * p->inner;
   size_t need = (size_t)(nout * P) * sizeof(fuse_state);
   if (parts->bytes < need) {
     /* Kernels still queued may read the old buffer: wait for them. */
@@ -366,7 +370,7 @@ static int red_staging(red_run *r, terr *e) {
      * (sum 0, prod 1, mean/var NaN, ...). */
     red_chunk c = {0, p->outer, 0, p->L};
     T_TRY(launch_chunk(d, r->part_fn, r->comb_fn, r->tree_fn, p, &c, &r->args,
-                       &r->parts, e));
+                       &r->parts, r->job->rows_alone, e));
     r->nchunks = 0;
   } else {
     r->nchunks = plan_count(p);
@@ -426,7 +430,7 @@ static int red_launch_all(red_run *r, terr *e) {
                              start, cnt, &r->args, r->job->t_h2d, e));
     }
     T_TRY(launch_chunk(d, r->part_fn, r->comb_fn, r->tree_fn, p, &c, &r->args,
-                       &r->parts, e));
+                       &r->parts, r->job->rows_alone, e));
     if (r->nstream) {
       CU_TRY(cudaEventRecord(sl->comp_done, d->s_comp));
       sl->busy = 1;
