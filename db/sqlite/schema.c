@@ -253,9 +253,15 @@ static int edit_schema(sqlite3 *db, const char *sql, terr *e,
     cookie = sqlite3_column_int(st, 0);
   sqlite3_finalize(st);
   if (cookie < 0) return store__dberr(e, db, "read schema cookie");
+  /* A library built with SQLITE_DEFAULT_DEFENSIVE refuses writable_schema:
+   * off for the edit, as it was after. */
+  int defensive = 0;
+  sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, -1, &defensive);
+  sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 0, NULL);
   int rc = exec(db, "PRAGMA writable_schema = ON", e, what);
   if (!rc) rc = exec(db, sql, e, what);
   sqlite3_exec(db, "PRAGMA writable_schema = OFF", NULL, NULL, NULL);
+  sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, defensive, NULL);
   char bump[64];
   snprintf(bump, sizeof bump, "PRAGMA schema_version = %d", cookie + 1);
   if (!rc) rc = exec(db, bump, e, what);
