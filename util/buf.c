@@ -50,7 +50,9 @@ int tbuf_reserve(tbuf *b, size_t more) {
 }
 
 void tbuf_add(tbuf *b, const void *s, size_t n) {
-  if (tbuf_reserve(b, n)) return;
+  /* room already there (cap <= max + 1, so within the cap too): no
+   * reserve call; a tiny job's records make ~150 adds */
+  if ((b->err || n >= b->cap - b->len) && tbuf_reserve(b, n)) return;
   if (n) memcpy(b->p + b->len, s, n);
   b->len += n;
   b->p[b->len] = 0;
@@ -113,9 +115,22 @@ void tbuf_json_str(tbuf *b, const char *s) {
     tbuf_add(b, "null", 4);
     return;
   }
+  const char *q = s; /* the common case: nothing to escape, one copy */
+  while ((unsigned char)*q >= 0x20 && *q != '"' && *q != '\\') q++;
+  if (!*q) {
+    size_t n = (size_t)(q - s);
+    if (tbuf_reserve(b, n + 2)) return;
+    char *d = b->p + b->len;
+    d[0] = '"';
+    memcpy(d + 1, s, n);
+    d[n + 1] = '"';
+    d[n + 2] = 0;
+    b->len += n + 2;
+    return;
+  }
   tbuf_add(b, "\"", 1);
   const char *run = s;
-  for (; *s; s++) {
+  for (s = q; *s; s++) {
     unsigned char c = (unsigned char)*s;
     if (c >= 0x20 && c != '"' && c != '\\') continue;
     tbuf_add(b, run, (size_t)(s - run));

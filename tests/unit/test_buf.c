@@ -55,6 +55,14 @@ TEST(cap) {
   tbuf_addf(&b, "%s", "01234567890"); /* formatted, past the cap */
   CHECK(b.err == T_ETOOLARGE);
   tbuf_free(&b);
+  /* A string with nothing to escape (one copy) stops at the cap too,
+   * whole: 8 bytes fit, quoted, and the next one does not. */
+  tbuf_init(&b, 10);
+  tbuf_json_str(&b, "abcdef");
+  CHECK(b.err == 0 && b.len == 8);
+  tbuf_json_str(&b, "g");
+  CHECK(b.err == T_ETOOLARGE && b.len == 8);
+  tbuf_free(&b);
   /* A size that would overflow len + more is refused, not wrapped. */
   tbuf_init(&b, 0);
   tbuf_adds(&b, "ab");
