@@ -50,7 +50,9 @@ int tbuf_reserve(tbuf *b, size_t more) {
 }
 
 void tbuf_add(tbuf *b, const void *s, size_t n) {
-  if (tbuf_reserve(b, n)) return;
+  /* room already there (cap <= max + 1, so within the cap too): no
+   * reserve call; a tiny job's records make ~150 adds */
+  if ((b->err || n >= b->cap - b->len) && tbuf_reserve(b, n)) return;
   if (n) memcpy(b->p + b->len, s, n);
   b->len += n;
   b->p[b->len] = 0;
@@ -113,9 +115,22 @@ void tbuf_json_str(tbuf *b, const char *s) {
     tbuf_add(b, "null", 4);
     return;
   }
+  const char *q = s; /* the common case: nothing to escape, one copy */
+  while ((unsigned char)*q >= 0x20 && *q != '"' && *q != '\\') q++;
+  if (!*q) {
+    size_t n = (size_t)(q - s);
+    if (tbuf_reserve(b, n + 2)) return;
+    char *d = b->p + b->len;
+    d[0] = '"';
+    memcpy(d + 1, s, n);
+    d[n + 1] = '"';
+    d[n + 2] = 0;
+    b->len += n + 2;
+    return;
+  }
   tbuf_add(b, "\"", 1);
   const char *run = s;
-  for (; *s; s++) {
+  for (s = q; *s; s++) {
     unsigned char c = (unsigned char)*s;
     if (c >= 0x20 && c != '"' && c != '\\') continue;
     tbuf_add(b, run, (size_t)(s - run));
@@ -158,6 +173,50 @@ static int int_real(tbuf *b, double v, int prec) {
   return 1;
 }
 
+/* %.{prec}g (prec 1-9) of a v that %g writes in fixed notation (1e-4 <=
+ * |v| < 10^prec), without printf's float path (~2,700 instructions a call:
+ * a tiny job's timings and its estimate document write 14 reals,
+ * tests/bench/README.md). v * 10^s, s chosen so that it has prec integer
+ * digits, is one correctly rounded product (10^s is exact for s <= 22), off
+ * the exact one by under 1e-7 below 10^9; rounded to the nearest integer it
+ * gives %g's digits, unless it lies within 1e-6 of a tie (printf rounds the
+ * exact value, half to even) or carries into a new digit: then 0, and
+ * printf writes it. Trailing zeros of the fraction dropped, as %g does;
+ * ".0" when none is left (the JSON real, as jansson writes it). */
+static int fixed_real(tbuf *b, double v, int prec) {
+  static const double p10[] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5, 1e6,
+                               1e7, 1e8, 1e9, 1e10, 1e11, 1e12};
+  double a = fabs(v);
+  if (prec < 1 || prec > 9 || !(a >= 1e-4) || a >= p10[prec]) return 0;
+  double lo = p10[prec - 1], x = a;
+  int s = 0;
+  while (x < lo) {
+    if (++s > prec + 3) return 0;
+    x = a * p10[s];
+  }
+  double fl = floor(x), fr = x - fl;
+  if (fabs(fr - 0.5) < 1e-6) return 0;
+  unsigned long long d = (unsigned long long)fl + (fr > 0.5);
+  if ((double)d >= p10[prec]) return 0;
+  char dig[16], out[40], *o = out;
+  digits_back(dig + prec, d); /* exactly prec digits: d >= 10^(prec-1) */
+  int nd = prec, frac = s;
+  while (frac > 0 && dig[nd - 1] == '0') nd--, frac--;
+  if (v < 0) *o++ = '-';
+  if (s >= prec) { /* 0.000ddd */
+    *o++ = '0', *o++ = '.';
+    for (int i = 0; i < s - prec; i++) *o++ = '0';
+    memcpy(o, dig, (size_t)nd), o += nd;
+  } else {
+    memcpy(o, dig, (size_t)(prec - s)), o += prec - s;
+    *o++ = '.';
+    if (frac == 0) *o++ = '0';
+    else memcpy(o, dig + prec - s, (size_t)frac), o += frac;
+  }
+  tbuf_add(b, out, (size_t)(o - out));
+  return 1;
+}
+
 void tbuf_json_real(tbuf *b, double v, int prec) {
   if (!isfinite(v)) {
     tbuf_add(b, "null", 4);
@@ -165,7 +224,7 @@ void tbuf_json_real(tbuf *b, double v, int prec) {
   }
   if (prec < 0 || prec > 17) prec = 17;
   /* the common case of data and counts, without printf's float path */
-  if (int_real(b, v, prec)) return;
+  if (int_real(b, v, prec) || fixed_real(b, v, prec)) return;
   char num[48];
   int n = -1;
   if (prec == 0) { /* the fewest digits that read back as v */

@@ -246,5 +246,9 @@ char *jobs_result_json(const job_result_info *r, const char *id);
  * of memory). files: the same-host inputs' pins as JSON text
  * (tlocal_pins_text; NULL: none), kept as its "files". */
 char *jobs_estimate_json(const job_estimate *est, const char *files);
+/* A job's params as the store keeps them: json_dumps(JSON_COMPACT) with
+ * reals in their fewest digits (tjson_short_reals); malloc()ed, NULL when
+ * out of memory. */
+char *jobs_params_text(const json_t *params);
 
 #endif

@@ -227,9 +227,7 @@ static int build_row(jobs *J, const char *owner, const submission *s,
   j->owner = strdup(owner);
   j->kind = strdup(s->kind->name);
   { /* stored and shown as the user wrote them: 1e-06, not 17 digits */
-    char *raw = json_dumps(s->params, JSON_COMPACT);
-    j->params = raw ? tjson_short_reals(raw, NULL) : NULL;
-    free(raw);
+    j->params = jobs_params_text(s->params);
   }
   j->status = JOB_QUEUED;
   j->backend_requested = strdup(tbackend_name(s->backend));

@@ -16,6 +16,7 @@
 #
 #   sh tests/bench/tiny_instr.sh build/tesseld batch 8 100 4
 #   sh tests/bench/tiny_instr.sh build/tesseld single 400 1 4
+# KEEP=FILE keeps callgrind's output there (for callgrind_annotate).
 set -eu
 EXE=$1 MODE=$2 N=$3 B=$4 T=$5
 PORT=${PORT:-18777}
@@ -64,10 +65,11 @@ JOBS=$N
 IR=$(sed -n 's/^summary: //p' "$W/cg.1")
 echo "$MODE: $JOBS jobs, $IR instructions, $((IR / JOBS)) per job"
 callgrind_annotate --inclusive=yes "$W/cg.1" 2>/dev/null |
-  grep -E ':(http_on_access|writer_main|sched_run_job|finish_fn|insert_fn|jobs_json|stext_estimate|jobs_submit_prepare) ' |
+  grep -E ':(http_on_access|writer_main|sched_run_job|finish_fn|insert_fn|start_async_fn|jobs_json|stext_estimate|jobs_submit_prepare) ' |
   awk -v j="$JOBS" '{ gsub(",", "", $1); n = ""
                       for (i = 2; i <= NF; i++) if ($i ~ /:[a-z_]+$/) { n = $i; sub(/.*:/, "", n) }
                       if (n != "" && $1 > best[n]) best[n] = $1 }
                     END { for (n in best) printf "  %-22s %9d per job\n", n, best[n] / j }' |
   sort -k2 -n -r
+[ -n "${KEEP:-}" ] && cp "$W/cg.1" "$KEEP"
 rm -rf "$W"

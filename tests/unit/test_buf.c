@@ -55,6 +55,14 @@ TEST(cap) {
   tbuf_addf(&b, "%s", "01234567890"); /* formatted, past the cap */
   CHECK(b.err == T_ETOOLARGE);
   tbuf_free(&b);
+  /* A string with nothing to escape (one copy) stops at the cap too,
+   * whole: 8 bytes fit, quoted, and the next one does not. */
+  tbuf_init(&b, 10);
+  tbuf_json_str(&b, "abcdef");
+  CHECK(b.err == 0 && b.len == 8);
+  tbuf_json_str(&b, "g");
+  CHECK(b.err == T_ETOOLARGE && b.len == 8);
+  tbuf_free(&b);
   /* A size that would overflow len + more is refused, not wrapped. */
   tbuf_init(&b, 0);
   tbuf_adds(&b, "ab");
@@ -194,11 +202,47 @@ TEST(json_shortest) {
   free(t);
 }
 
+/* Reals that %g writes in fixed notation at 1-9 digits take a path without
+ * printf (fixed_real in buf.c): the text is jansson's at every precision,
+ * for values spread over the decades it covers and past them, and at its
+ * edges: ties (printf rounds the exact binary value, half to even), a
+ * rounding that carries into a new digit, the 1e-4 and 10^prec bounds. */
+TEST(json_fixed) {
+  const double edges[] = {0.125,       2.5,          0.5,
+                          9.9999999996, 99999.99995, 0.0001,
+                          0.00009999999999, 123456789.5, 1e-4,
+                          0.00012345678949, 999999999.4, 0.1,
+                          1.0 / 3.0,   -2.0 / 3.0,   1.05,
+                          0.015,       1234.5678,   -0.0625};
+  unsigned long long r = 88172645463325252ULL;
+  for (int p = 1; p <= 9; p++) {
+    for (int i = 0; i < 3000; i++) {
+      double v;
+      if (i < (int)(sizeof edges / sizeof edges[0])) {
+        v = edges[i];
+      } else { /* a mantissa in [1, 10), a decade from 1e-6 to 1e10 */
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        v = (1.0 + (double)(r >> 11) / 9007199254740992.0 * 9.0) *
+            pow(10.0, (double)((int)(r % 17) - 6));
+        if (r & 1) v = -v;
+        if (i % 7 == 0) v = round(v * 1000.0) / 1000.0; /* short decimals */
+      }
+      tbuf b;
+      tbuf_init(&b, 0);
+      tbuf_json_real(&b, v, p);
+      char *t = tbuf_take(&b, NULL);
+      same_as_jansson(json_real(v), t, p);
+      free(t);
+    }
+  }
+}
+
 int main(void) {
   RUN(growth);
   RUN(cap);
   RUN(json);
   RUN(json_integers);
   RUN(json_shortest);
+  RUN(json_fixed);
   return check_summary();
 }

@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "compute/jobs/jobs.h"
+#include "util/buf.h"
 #include "util/util.h"
 
 /* ---- the model: the job object of API.md built as a jansson tree -------- */
@@ -286,9 +287,50 @@ TEST(test_failed_and_odd) {
   same(&j, "claimed by a node");
 }
 
+/* The params a submit stores (jobs_params_text, one walk) are the text
+ * json_dumps(JSON_COMPACT) and tjson_short_reals wrote before it: for
+ * nested objects and arrays in their order, reals short and long, big and
+ * small integers, awkward strings, a string holding a NUL and a value
+ * deeper than the walk goes (both handed to jansson). */
+static void same_params(const char *text, size_t flags) {
+  json_error_t err;
+  json_t *v = json_loads(text, flags, &err);
+  CHECK_MSG(v != NULL, "%s: %s", text, err.text);
+  if (!v) return;
+  char *raw = json_dumps(v, JSON_COMPACT);
+  char *want = raw ? tjson_short_reals(raw, NULL) : NULL;
+  char *got = jobs_params_text(v);
+  CHECK_MSG(want && got && strcmp(want, got) == 0, "got %s, want %s",
+            got ? got : "(null)", want ? want : "(null)");
+  free(raw);
+  free(want);
+  free(got);
+  json_decref(v);
+}
+
+TEST(test_params_text) {
+  same_params("{\"expr\":\"x+1\",\"inputs\":{\"x\":[1,2,3]}}", 0);
+  same_params("{\"z\":1,\"a\":2,\"m\":{\"y\":[],\"b\":{}}}", 0);
+  same_params("{\"r\":[0.1,1e-06,823.754,1e300,-0.0,2.5e-7,"
+              "0.30000000000000004,123456789012345678.0,5e-324,-1.5,3.0]}", 0);
+  same_params("{\"i\":[0,-1,9223372036854775807,-9223372036854775808]}", 0);
+  same_params("{\"s\":[\"\",\"q\\\"uote\",\"back\\\\slash\","
+              "\"nl\\nta\\tb\",\"\\u0001\\u001f\",\"/\",\"\xc3\xa9\xe2\x82\xac\","
+              "\"\\ud83d\\ude00\"],\"t\":true,\"f\":false,\"n\":null}", 0);
+  same_params("{\"nul\":\"a\\u0000b\",\"k\":[\"\\u0000\"]}", JSON_ALLOW_NUL);
+  char deep[400];
+  size_t n = 0;
+  for (int i = 0; i < 90; i++) deep[n++] = '[';
+  n += (size_t)snprintf(deep + n, sizeof deep - n, "0.1");
+  for (int i = 0; i < 90; i++) deep[n++] = ']';
+  deep[n] = 0;
+  same_params(deep, JSON_DECODE_ANY);
+}
+
 int main(void) {
   RUN(test_queued);
   RUN(test_succeeded);
   RUN(test_failed_and_odd);
+  RUN(test_params_text);
   return check_summary();
 }

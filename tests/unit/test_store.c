@@ -766,7 +766,7 @@ TEST(test_migrate_from_v1) {
   CHECK(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK);
   sqlite3_close(db);
   CHECK(store_open(dir, &s, &e) == 0);
-  CHECK(store_schema_version(s) == 7);
+  CHECK(store_schema_version(s) == 8);
   /* Migration 4: an old array's digest says it is a sha256. */
   store_array oa;
   CHECK(store_array_get(s, "a_0123456789abcdefghjkmnpqrs", "bob", &oa,
