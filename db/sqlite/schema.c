@@ -17,7 +17,8 @@
  * result, compare, estimate) are stored as text; status as its name, so that
  * the file reads well in the sqlite3 shell. A small result's .npy bytes are
  * a BLOB in its job row (result_npy, migration 2); a result of several
- * arrays lists them in result_parts (migration 6). There are no foreign
+ * arrays lists them in result_parts (migration 6); a cuda run's GPUs and
+ * the rows each wrote are in devices (migration 8). There are no foreign
  * keys: the only relation (a job's params naming an array) lives inside
  * JSON text and is checked by the array operations, not by the schema.
  */
@@ -166,6 +167,11 @@ static const migration migrations[] = {
         "ALTER TABLE jobs ADD COLUMN tiles INTEGER NOT NULL DEFAULT 0;\n"
         "CREATE INDEX jobs_parent ON jobs(parent, tile)"
         " WHERE parent IS NOT NULL;\n"},
+    /* A cuda run's devices, written with its end (store.h,
+     * store_job.devices): JSON text, a lane a GPU with the rows and blocks
+     * it wrote (a job over every GPU, compute/kinds/mgpu.h); NULL for a
+     * job that ran on none and for the rows of older runs. */
+    {8, "ALTER TABLE jobs ADD COLUMN devices TEXT;\n"},
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

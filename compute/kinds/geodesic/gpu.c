@@ -219,7 +219,7 @@ int geod_mgpu(const geod_plan *pl, tarray *out, job_ctx *ctx,
   atomic_fetch_add(&ctx->progress_total, pl->n);
   int rc = geod_mgpu_run(ctx->device, pl, out, &lend, 0, &rep, &ctx->t_h2d,
                          &ctx->t_compute, &ctx->t_d2h, nonconv, e);
-  if (rep.lanes > 1) mgpu_describe(&rep, ctx->spread, sizeof ctx->spread);
+  mgpu_note(&rep, ctx);
   return rc;
 }
 
