@@ -121,6 +121,10 @@ typedef struct store_job {
                             * rows are left out of store_job_list */
   int tile;                /* a tile's index (0..) */
   int tiles;               /* a split parent: how many tiles; 0: not split */
+  char *devices;           /* a cuda run's GPUs, written with its end: JSON
+                            * text [{"device","rows","blocks"[,"failed"]
+                            * [,"taken_back"]}] (compute/sched/text.c,
+                            * stext_devices); NULL otherwise */
 } store_job;
 
 typedef struct store_array {
@@ -295,6 +299,10 @@ typedef struct store_job_end {
   const void *result_npy; /* copied; NULL: the result (if any) is a file */
   size_t result_npy_len;
   const char *result_parts; /* store_job.result_parts; NULL: one array */
+  /* A cuda run's devices (store_job.devices; NULL: none) and its
+   * backend_used as the run ended ("cuda:0+cuda:1"; NULL: the start's
+   * stays). */
+  const char *devices, *backend_used;
   /* 1: the end of a run of a job this node claimed (compute/sched/run.c, a split
    * job's coordinator). On a cluster store the row must still be claimed
    * by this node: one the reaper took back (the node was paused past its

@@ -20,8 +20,8 @@
   "compare, max_abs_diff, attempts, t_prepare, t_h2d, t_compute, t_d2h, "     \
   "t_store, t_total, result_shape, result_bytes, result_nonconverged, "       \
   "output_file, result_parts, node, lease_until, cancel_requested, "          \
-  "parent, tile, tiles"
-#define STORE_JOB_NCOLS 44
+  "parent, tile, tiles, devices"
+#define STORE_JOB_NCOLS 45
 
 /* The 409 of a delete that queued or running jobs block (both backends'
  * store__referenced / pg__referenced give n and the first one's id): says

@@ -46,6 +46,7 @@ void store_job_clear(store_job *j) {
   free(j->result_parts);
   free(j->node);
   free(j->parent);
+  free(j->devices);
   memset(j, 0, sizeof *j);
   j->max_abs_diff = NAN;
 }
@@ -59,7 +60,8 @@ int store_job_copy(store_job *dst, const store_job *src) {
                 &dst->request_id, &dst->body_hash,
                 &dst->error_code, &dst->error_message,
                 &dst->result_path, &dst->compare, &dst->output_file,
-                &dst->result_parts, &dst->node, &dst->parent};
+                &dst->result_parts, &dst->node, &dst->parent,
+                &dst->devices};
   int oom = 0;
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
     if (!*f[i]) continue;

@@ -287,6 +287,8 @@ char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len) {
   tbuf_json_str(&b, j->backend_used);
   tbuf_adds(&b, ",\"reason\":");
   tbuf_json_str(&b, j->backend_reason);
+  tbuf_adds(&b, ",\"devices\":"); /* a cuda run's GPUs, from its end */
+  add_doc(&b, j->devices, "null");
   tbuf_adds(&b, "},\"estimate\":");
   add_doc(&b, j->estimate, "null");
   tbuf_adds(&b, ",\"size\":");

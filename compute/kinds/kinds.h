@@ -169,6 +169,19 @@ typedef struct job_ctx {
    * and the rows each wrote; the scheduler names them in the job's
    * backend.used and log. "" when the run used its own device only. */
   char spread[160];
+  /* Set by a run that cut its rows over GPUs (mgpu_note): each lane's
+   * device, the rows and blocks it wrote, whether it stopped on a device
+   * error or gave its device back to a waiting job. The scheduler records
+   * them with the job's end (backend.devices; backend.used names the
+   * devices that wrote rows). n 0: the run said nothing (a cuda run then
+   * records its own device alone). */
+  struct {
+    int n;
+    struct {
+      int dev, failed, taken_back;
+      int64_t rows, blocks;
+    } lane[32];
+  } lanes;
   void *ud; /* the scheduler's */
   /* A tile of a split job (compute/sched/split.c): the run computes rows
    * [row0, row1) of the whole job's result only — exactly those rows, bit

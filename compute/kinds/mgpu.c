@@ -327,6 +327,7 @@ static void mg_report(mg_state *S, mgpu_report *rep) {
 int mgpu_run(int own, int64_t rows, int64_t block_rows, int max_lanes,
              const mgpu_lend *lend, const mgpu_ops *ops, mgpu_report *rep,
              terr *e) {
+  if (rep) memset(rep, 0, sizeof *rep); /* no lane, whatever the error */
   if (rows < 0 || block_rows <= 0 || !lend || !ops || !ops->block)
     return terr_set(e, T_EINVAL, "", -1, "mgpu_run: bad arguments");
   if (max_lanes <= 0 || max_lanes > MGPU_MAX) max_lanes = MGPU_MAX;
@@ -448,4 +449,17 @@ void mgpu_describe(const mgpu_report *rep, char *buf, size_t len) {
   if (rep->retried) MG_PUT(", %lld again", (long long)rep->retried);
 #undef MG_PUT
   if (o >= len && len > 4) memcpy(buf + len - 4, "...", 4);
+}
+
+void mgpu_note(const mgpu_report *rep, job_ctx *ctx) {
+  int n = rep->lanes < 32 ? rep->lanes : 32;
+  ctx->lanes.n = n;
+  for (int k = 0; k < n; k++) {
+    ctx->lanes.lane[k].dev = rep->dev[k];
+    ctx->lanes.lane[k].rows = rep->rows[k];
+    ctx->lanes.lane[k].blocks = rep->blocks[k];
+    ctx->lanes.lane[k].failed = rep->failed[k];
+    ctx->lanes.lane[k].taken_back = rep->taken_back[k];
+  }
+  if (rep->lanes > 1) mgpu_describe(rep, ctx->spread, sizeof ctx->spread);
 }

@@ -123,4 +123,8 @@ void mgpu_lend_of(job_ctx *ctx, mgpu_lend *out);
  * log. */
 void mgpu_describe(const mgpu_report *rep, char *buf, size_t len);
 
+/* The run's record of rep: ctx->lanes (every lane that ran, one or more)
+ * and, over more than one lane, ctx->spread (mgpu_describe). */
+void mgpu_note(const mgpu_report *rep, job_ctx *ctx);
+
 #endif

@@ -246,7 +246,8 @@ typedef struct srun_end {
   int64_t started_at;      /* wall ms, 0 when it never started */
   const char *code;        /* the error's code (a static name) or NULL */
   char msg[TERR_MSG_MAX];
-  char used[32];
+  char used[SRUN_USED_MAX]; /* backend.used: at the start, then the end's */
+  int device;               /* the run's own GPU (a cuda job) */
   char final[SRUN_PATH_MAX]; /* the result file; "" when none */
   tparts parts; /* a result of several arrays: their files (p[1..].path) */
 } srun_end;
@@ -341,6 +342,7 @@ static void srun_init(srun *r, sched *s, sjob *j, int device) {
   memset(r, 0, offsetof(srun, allocs));
   memset(&r->nallocs, 0, sizeof *r - offsetof(srun, nallocs));
   r->s = s, r->j = j, r->device = device, r->max_abs_diff = NAN;
+  j->ctx.lanes.n = 0; /* none until a run says (an earlier run's gone) */
   r->out.dirfd = r->out.fd = r->out.tmpdirfd = -1;
   tenv_from_store(&r->env, s->cfg.st, j->owner, s->env_max_elems);
   r->env.local = s->cfg.local;
@@ -367,6 +369,12 @@ static void srun_drop(srun *r, sres *res) {
 static void srun_send_end(srun_end *t, store_job_end *end) {
   sched *s = t->s;
   sjob *j = t->j;
+  char *devices = NULL; /* a cuda run's: the devices that ran it */
+  if (t->started && j->backend == B_CUDA) {
+    devices = stext_devices(&j->ctx, t->device, t->used, sizeof t->used);
+    end->devices = devices;
+    end->backend_used = t->used;
+  }
   srun_end *x = calloc(1, sizeof *x);
   terr fe;
   if (!x) {
@@ -377,6 +385,7 @@ static void srun_send_end(srun_end *t, store_job_end *end) {
     srun_unlink_parts(&t->parts);
     srun_release(s, j, t->status, 1, t->started ? t->used : NULL, t->run_ms,
                  NULL);
+    free(devices);
     return;
   }
   *x = *t;
@@ -385,6 +394,7 @@ static void srun_send_end(srun_end *t, store_job_end *end) {
     int frc = store_job_finish(s->cfg.st, j->id, end, &fe);
     srun_finished(x, frc, &fe, NULL);
   }
+  free(devices); /* the async finish copied it */
 }
 
 /* The job's end status from why it stopped (1 a cancel, 2 its timeout),
@@ -774,7 +784,7 @@ static void srun_close(sone *o) {
   srun_end t = {.s = s, .j = j, .status = status, .started = o->started,
                 .run_ms = run_ms, .total_ms = ms[JOB_T_TOTAL],
                 .started_at = o->started ? o->started_at : 0, .code = code,
-                .parts = o->parts}; /* its paths go with it */
+                .device = o->r.device, .parts = o->parts}; /* its paths go with it */
   memset(&o->parts, 0, sizeof o->parts);
   snprintf(t.msg, sizeof t.msg, "%s", code ? msg : "");
   snprintf(t.used, sizeof t.used, "%s", o->used);

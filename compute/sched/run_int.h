@@ -20,6 +20,8 @@
  * 2.3999999999999999). */
 #define SRUN_JSON (JSON_COMPACT | JSON_REAL_PRECISION(9))
 #define SRUN_PATH_MAX 4096
+/* backend.used of a run over every GPU: "cuda:0+cuda:1+..." */
+#define SRUN_USED_MAX 320
 #define SRUN_STR_(x) #x
 #define SRUN_STR(x) SRUN_STR_(x)
 

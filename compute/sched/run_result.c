@@ -369,6 +369,7 @@ static void ctx_setup(srun *r, job_ctx *ctx, tbackend b, int device) {
   ctx->gpu_return = r->s->gpu.trylock ? srun_gpu_return : NULL;
   ctx->gpu_wanted = r->s->gpu.trylock ? srun_gpu_wanted : NULL;
   ctx->spread[0] = 0;
+  ctx->lanes.n = 0;
   ctx->ud = r;
   ctx->row0 = ctx->row1 = 0;
   if (r->j->tiles > 0) /* a tile of a split job: its band of the rows */

@@ -309,6 +309,13 @@ int sched_check_caps(sched *s, tbackend b, const job_estimate *est, terr *e);
  * then "files": the job's pins (compute/array/localfile.h; none: no "files"). */
 char *stext_estimate(const job_estimate *est, const json_t *router,
                      const struct tlocal_pins *pins);
+/* A cuda run's devices for its end (API.md, backend.devices): JSON text
+ * [{"device","rows","blocks"[,"failed"][,"taken_back"]}], a lane each as
+ * ctx->lanes has them (the run's own first), or [{"device": own}] for a
+ * run that said nothing of lanes; and backend.used into used (cap bytes):
+ * "cuda:0+cuda:2", the devices that wrote rows, in that order, or
+ * "cuda:<own>" when none did. A new string; NULL: no memory. */
+char *stext_devices(const job_ctx *ctx, int own, char *used, size_t cap);
 
 /* compute/sched/wait.c */
 /* With mu held: remove j from the id table, count it, detach its waiters;

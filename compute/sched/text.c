@@ -124,3 +124,38 @@ char *stext_estimate(const job_estimate *est, const json_t *router,
   tbuf_add(&b, "}", 1);
   return tbuf_take(&b, NULL);
 }
+
+char *stext_devices(const job_ctx *ctx, int own, char *used, size_t cap) {
+  tbuf b;
+  tbuf_init(&b, 0);
+  tbuf_add(&b, "[", 1);
+  size_t o = 0;
+  used[0] = 0;
+  int n = ctx->lanes.n;
+  for (int k = 0; k < n; k++) {
+    int dev = ctx->lanes.lane[k].dev;
+    int64_t rows = ctx->lanes.lane[k].rows;
+    if (k) tbuf_add(&b, ",", 1);
+    tbuf_adds(&b, "{\"device\":");
+    tbuf_json_int(&b, dev);
+    tbuf_adds(&b, ",\"rows\":");
+    tbuf_json_int(&b, (long long)rows);
+    tbuf_adds(&b, ",\"blocks\":");
+    tbuf_json_int(&b, (long long)ctx->lanes.lane[k].blocks);
+    if (ctx->lanes.lane[k].failed) tbuf_adds(&b, ",\"failed\":true");
+    if (ctx->lanes.lane[k].taken_back) tbuf_adds(&b, ",\"taken_back\":true");
+    tbuf_add(&b, "}", 1);
+    if (rows > 0 && o < cap) { /* backend.used: the devices that wrote */
+      int w = snprintf(used + o, cap - o, "%scuda:%d", o ? "+" : "", dev);
+      o += w > 0 ? (size_t)w : 0;
+    }
+  }
+  if (n == 0) { /* the run's own device, as far as it said */
+    tbuf_adds(&b, "{\"device\":");
+    tbuf_json_int(&b, own);
+    tbuf_add(&b, "}", 1);
+  }
+  if (o == 0 || o >= cap) snprintf(used, cap, "cuda:%d", own);
+  tbuf_add(&b, "]", 1);
+  return tbuf_take(&b, NULL);
+}

@@ -90,6 +90,7 @@ int pg__job_row(PGresult *r, int row, store_job *j) {
   j->parent = pg__dup(r, row, 41, &oom);
   j->tile = (int)col_i64(r, row, 42);
   j->tiles = (int)col_i64(r, row, 43);
+  j->devices = pg__dup(r, row, 44, &oom);
   if (oom) {
     store_job_clear(j);
     return T_ENOMEM;

@@ -170,13 +170,14 @@ int pg__finish_on(pgstore *p, PGconn *c, const char *id,
       pg__i64(b[10], x->progress_total), (const char *)x->result_npy,
       tv[JOB_T_PREPARE], tv[JOB_T_H2D], tv[JOB_T_COMPUTE], tv[JOB_T_D2H],
       tv[JOB_T_STORE], tv[JOB_T_TOTAL], res->dtype[0] ? shape : NULL, NULL,
-      NULL, x->result_parts, pg__node(p), x->held ? "1" : "0"};
+      NULL, x->result_parts, pg__node(p), x->held ? "1" : "0", x->devices,
+      x->backend_used};
   char rb[2][32];
   if (res->dtype[0]) {
     v[20] = pg__i64(rb[0], res->bytes);
     if (res->nonconverged > 0) v[21] = pg__i64(rb[1], res->nonconverged);
   }
-  int lens[25] = {0}, fmts[25] = {0};
+  int lens[27] = {0}, fmts[27] = {0};
   lens[12] = (int)x->result_npy_len;
   fmts[12] = 1;
   PGresult *r;
@@ -189,12 +190,13 @@ int pg__finish_on(pgstore *p, PGconn *c, const char *id,
       " t_prepare = $14, t_h2d = $15, t_compute = $16, t_d2h = $17,"
       " t_store = $18, t_total = $19, result_shape = $20,"
       " result_bytes = $21, result_nonconverged = $22, result_parts = $23,"
-      " node = COALESCE(NULLIF($24::text, ''), node), lease_until = NULL"
+      " node = COALESCE(NULLIF($24::text, ''), node), lease_until = NULL,"
+      " devices = $26, backend_used = COALESCE($27::text, backend_used)"
       " WHERE id = $1 AND status IN ('queued','running')" FENCE("24")
       /* held: claimed by this node still, not taken back by the reaper */
       " AND ($25::int = 0 OR $24::text = '' OR node IS NOT NULL)"
       " RETURNING " PG_JOB_COLS,
-      25, v, lens, fmts, 0, &r, "finish job", e);
+      27, v, lens, fmts, 0, &r, "finish job", e);
   if (rc) return rc;
   if (PQntuples(r) != 1) {
     PQclear(r);

@@ -112,6 +112,9 @@ static const char *const migrations[] = {
      * node that has not written one (older binaries, before its first
      * heartbeat): the listing store's own lease judges it. */
     "ALTER TABLE nodes ADD COLUMN lease_ms BIGINT;\n",
+    /* 3: a cuda run's devices, written with its end (store.h,
+     * store_job.devices; SQLite's migration 8). */
+    "ALTER TABLE jobs ADD COLUMN devices TEXT;\n",
 };
 #define NMIG ((int)(sizeof migrations / sizeof migrations[0]))
 

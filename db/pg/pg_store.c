@@ -206,6 +206,8 @@ static void op_free(pg_op *o) {
   free((void *)o->end.error_code);
   free((void *)o->end.error_message);
   free((void *)o->end.result_parts);
+  free((void *)o->end.devices);
+  free((void *)o->end.backend_used);
   free((void *)o->end.result_npy);
   free(o);
 }
@@ -565,16 +567,20 @@ static int pg_job_finish_async(void *impl, const char *id,
   o->end = *end;
   o->end.result_path = o->end.compare = o->end.error_code = NULL;
   o->end.error_message = o->end.result_parts = NULL;
+  o->end.devices = o->end.backend_used = NULL;
   o->end.result_npy = NULL;
-  char *s[5];
+  char *s[7];
   int bad = sdup(&s[0], end->result_path) | sdup(&s[1], end->compare) |
             sdup(&s[2], end->error_code) | sdup(&s[3], end->error_message) |
-            sdup(&s[4], end->result_parts);
+            sdup(&s[4], end->result_parts) | sdup(&s[5], end->devices) |
+            sdup(&s[6], end->backend_used);
   o->end.result_path = s[0];
   o->end.compare = s[1];
   o->end.error_code = s[2];
   o->end.error_message = s[3];
   o->end.result_parts = s[4];
+  o->end.devices = s[5];
+  o->end.backend_used = s[6];
   if (end->result_npy) {
     void *b = malloc(end->result_npy_len ? end->result_npy_len : 1);
     if (b) memcpy(b, end->result_npy, end->result_npy_len);

@@ -19,7 +19,8 @@
  * result, compare, estimate) are stored as text; status as its name, so that
  * the file reads well in the sqlite3 shell. A small result's .npy bytes are
  * a BLOB in its job row (result_npy, migration 2); a result of several
- * arrays lists them in result_parts (migration 6). There are no foreign
+ * arrays lists them in result_parts (migration 6); a cuda run's GPUs and
+ * the rows each wrote are in devices (migration 9). There are no foreign
  * keys: the only relation (a job's params naming an array) lives inside
  * JSON text and is checked by the array operations, not by the schema.
  */
@@ -185,6 +186,11 @@ static const migration migrations[] = {
      " status = ''canceled''')"
      " WHERE type = 'table' AND name = 'jobs';\n",
      1},
+    /* A cuda run's devices, written with its end (store.h,
+     * store_job.devices): JSON text, a lane a GPU with the rows and blocks
+     * it wrote (a job over every GPU, compute/kinds/mgpu.h); NULL for a
+     * job that ran on none and for the rows of older runs. */
+    {9, "ALTER TABLE jobs ADD COLUMN devices TEXT;\n", 0},
 };
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 

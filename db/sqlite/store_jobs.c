@@ -122,6 +122,7 @@ int store__job_row(sqlite3_stmt *st, store_job *j) {
   j->parent = store__col_dup(st, 41, &oom);
   j->tile = sqlite3_column_int(st, 42);
   j->tiles = sqlite3_column_int(st, 43);
+  j->devices = store__col_dup(st, 44, &oom);
   if (oom) {
     store_job_clear(j);
     return T_ENOMEM;
@@ -257,7 +258,7 @@ static int insert_fn(sqstore *s, store_wop *op, terr *e) {
                    " (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
                    " ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24,"
                    " ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35,"
-                   " ?36, ?37, ?38, NULL, NULL, 0, ?39, ?40, ?41)",
+                   " ?36, ?37, ?38, NULL, NULL, 0, ?39, ?40, ?41, NULL)",
                    &st, e);
   if (rc) return rc;
   sqlite3_bind_text(st, 1, j->id, -1, SQLITE_STATIC);

@@ -141,7 +141,8 @@ typedef struct finish_args {
   " progress_total = ?12, result_npy = ?13, t_prepare = ?18, t_h2d = ?19,"  \
   " t_compute = ?20, t_d2h = ?21, t_store = ?22, t_total = ?23,"           \
   " result_shape = ?24, result_bytes = ?25, result_nonconverged = ?26,"     \
-  " result_parts = ?27"
+  " result_parts = ?27, devices = ?28,"                                      \
+  " backend_used = COALESCE(?29, backend_used)"
 #define FINISH_WHERE " WHERE id = ?1 AND status IN ('queued','running')"
 /* With the job's start taken over (store_wop.absorbed): the start's
  * columns too; the start would have needed status 'queued', which the
@@ -179,9 +180,12 @@ static int finish_fn(sqstore *s, store_wop *op, terr *e) {
     sqlite3_bind_blob64(st, 13, x->result_npy, x->result_npy_len,
                         SQLITE_STATIC);
   store__bind_text(st, 27, x->result_parts);
-  if (sa) {
+  store__bind_text(st, 28, x->devices);
+  store__bind_text(st, 29, x->backend_used);
+  if (sa) { /* its backend_used the end's when it has one (the last wins) */
     sqlite3_bind_int64(st, 14, sa->started_at);
-    store__bind_text(st, 15, sa->backend_used);
+    store__bind_text(st, 15,
+                     x->backend_used ? x->backend_used : sa->backend_used);
     store__bind_text(st, 16, sa->reason);
     store__bind_text(st, 17, sa->estimate);
   }
@@ -252,7 +256,8 @@ int sq_job_finish_async(sqstore *s, const char *id, const store_job_end *end,
     return terr_set(e, T_EINVAL, "status", -1, "%d is not a final status",
                     (int)end->status);
   const char *strs[] = {id, end->result_path, end->compare, end->error_code,
-                        end->error_message, end->result_parts};
+                        end->error_message, end->result_parts, end->devices,
+                        end->backend_used};
   size_t n = end->result_npy ? end->result_npy_len : 0;
   for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
     n += store__str_size(strs[i]);
@@ -272,6 +277,8 @@ int sq_job_finish_async(sqstore *s, const char *id, const store_job_end *end,
   x->error_code = store__pack_str(&p, end->error_code);
   x->error_message = store__pack_str(&p, end->error_message);
   x->result_parts = store__pack_str(&p, end->result_parts);
+  x->devices = store__pack_str(&p, end->devices);
+  x->backend_used = store__pack_str(&p, end->backend_used);
   o->a.end = x;
   o->row.max_abs_diff = NAN;
   o->a.row = &o->row;

@@ -67,7 +67,8 @@ static size_t row_bytes(const store_job *j) {
                      j->estimate,      j->label,         j->request_id,
                      j->body_hash,     j->error_code,    j->error_message,
                      j->result_path,   j->compare,       j->output_file,
-                     j->result_parts,  j->node,          j->parent};
+                     j->result_parts,  j->node,          j->parent,
+                     j->devices};
   size_t n = sizeof *j;
   for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
     if (f[i]) n += strlen(f[i]) + 1;

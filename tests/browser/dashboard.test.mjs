@@ -958,6 +958,18 @@ test('ETA of a running job from its progress', LONG, async () => {
   assert.deepEqual(eta, [30000, 10000, null, null]);
 });
 
+test('a cuda run\'s devices in words (backend.devices)', LONG, async () => {
+  await go('#/');
+  const words = await page.evaluate(async () => {
+    const {devicesText} = await import('/js/dom.js');
+    return [devicesText(null), devicesText([]), devicesText([{device: 2}]),
+      devicesText([{device: 0, rows: 20480, blocks: 13}, {device: 1, rows: 0, blocks: 0, failed: true},
+        {device: 3, rows: 1, blocks: 1, taken_back: true}])];
+  });
+  assert.deepEqual(words, [null, null, 'GPU 2',
+    'GPU 0: 20,480 rows in 13 blocks; GPU 1: 0 rows, failed; GPU 3: 1 row in 1 block, taken back']);
+});
+
 test('every control has a label and the keyboard reaches the pages', LONG, async () => {
   for (const hash of ['#/', '#/jobs', '#/submit', '#/perf']) {
     await go(hash);

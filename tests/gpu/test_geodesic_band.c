@@ -48,7 +48,8 @@ static int run(const geod_plan *pl, int lanes, tarray **out, int64_t *nc,
                terr *e) {
   int nl = 0;
   geod_gpu_job job = {NULL, cb_stopped, cb_progress, cb_progress, NULL, NULL,
-                      NULL, 0,          NULL,        NULL,        lanes, &nl};
+                      NULL, 0,          NULL,        NULL,        lanes, &nl,
+                      NULL};
   *out = poisoned(pl);
   if (!*out) return terr_set(e, T_ENOMEM, "", -1, "no memory");
   int rc = cuda_geodesic(0, pl, *out, &job, nc, e);

@@ -206,7 +206,8 @@ static int gpu_run(const geod_plan *pl, tarray **out, int64_t *nc,
   cb_state local = {0, 0, 0};
   if (!st) st = &local;
   geod_gpu_job job = {st,   cb_stopped, cb_progress, cb_total, NULL, NULL,
-                      NULL, 0,          NULL,        NULL,     0,    NULL};
+                      NULL, 0,          NULL,        NULL,     0,    NULL,
+                      NULL};
   *out = poisoned(pl);
   if (!*out) return terr_set(e, T_ENOMEM, "", -1, "no memory");
   int64_t ncl = 0;
@@ -484,12 +485,21 @@ static int g_ngpu;
 
 /* Run a plan on device 0 with device `lend` lendable and `lanes` lanes a
  * device, into a fresh poisoned array; *nl: the lanes driven. */
+static int64_t g_rep_rows, g_rep_calls; /* spread_report's */
+static void spread_report(void *c, int n, const int *dev,
+                          const int64_t *rows, const int64_t *bands) {
+  (void)c, (void)dev, (void)bands;
+  g_rep_calls++;
+  for (int k = 0; k < n; k++) g_rep_rows += rows[k];
+}
+
 static int spread_run(const geod_plan *pl, int lend, int lanes, lender *l,
                       tarray **out, int64_t *nc, int *nl, terr *e) {
   geod_gpu_job job = {l,      cb_stopped,     cb_progress, cb_total, NULL,
                       NULL,   NULL,           g_ngpu,      lend_borrow,
-                      lend_give_back, lanes,  nl};
+                      lend_give_back, lanes,  nl,          spread_report};
   int64_t ncl = 0;
+  g_rep_rows = g_rep_calls = 0;
   l->lend = lend;
   *out = poisoned(pl);
   if (!*out) return terr_set(e, T_ENOMEM, "", -1, "no memory");
@@ -497,6 +507,14 @@ static int spread_run(const geod_plan *pl, int lend, int lanes, lender *l,
   if (rc) {
     tarray_free(*out);
     *out = NULL;
+  }
+  /* spread: the devices' shares reported once, every row of the run */
+  if (rc == 0 && nl && *nl > 1) {
+    int64_t want = (pl->row1 > 0 ? pl->row1 : pl->n) -
+                   (pl->row1 > 0 ? pl->row0 : 0);
+    CHECK_MSG(g_rep_calls == 1 && g_rep_rows == want,
+              "report: %lld calls, %lld rows of %lld",
+              (long long)g_rep_calls, (long long)g_rep_rows, (long long)want);
   }
   return rc;
 }

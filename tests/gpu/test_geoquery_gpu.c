@@ -33,17 +33,23 @@
  * copies, and 40,000 copies of one point with k = 10 (no matrix at that
  * size): knn indices equal and distances bit-identical to the CPU's, with
  * and without targets, float64 and float32.
+ * The host index on the job's CPU pool (geoq_gpu_job.par, pool_for):
+ * 270,000 clustered points (copies included) with and without targets,
+ * knn k = 10 and rowwise argmin on one thread and on pools 3 and 4 wide,
+ * every part bit-identical (memcmp) to the one-thread run's.
  * --time adds the timing case (printed, never asserted): n = 10^6 uniform
  * and clustered, knn k = 10 karney WGS84, radius r = 1 km clustered,
  * beside the matrix kernel's rate (cuda_geodesic_bench).
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "compute/kinds/geodesic/kind.h"
 #include "compute/kinds/geodesic/plan.h"
 #include "compute/kinds/geodesic/query/query_gpu.h"
+#include "util/pool.h"
 #include "util/util.h"
 
 #if TESSEL_HAVE_CUDA
@@ -644,7 +650,7 @@ TEST(test_query_errors) {
     jb.cancel_at = 1;
     double h = 0;
     geoq_gpu_job job = {&jb, cb_stopped, cb_progress, cb_total, &h, &h, &h,
-                        tj_alloc, 0, NULL, NULL, NULL, NULL};
+                        tj_alloc, 0, NULL, NULL, NULL, NULL, NULL, 0, NULL};
     terr_clear(&e);
     rc = cuda_geoq(0, &p2, &k, &job, &o, &nc, &e);
     printf("canceled after %d of %d chunks: rc %d\n", jb.done, jb.total, rc);
@@ -662,6 +668,68 @@ TEST(test_query_errors) {
   CHECK(gpu_geoq(0, pl, &k, &jb.j.ctx, &o, &nc, &e) == 0 && o.nparts == 2);
   out_free(&o);
   geod_plan_free(pl);
+}
+
+/* The host index on the job's pool (query_index.cu through
+ * geoq_pool_par): every part the same bytes whatever the pool's width.
+ * n = 270,000 cuts the queries' loops into 3 shares on a pool 3 wide and
+ * 4 on one 4 wide (GQ_PAR_MIN items a share at least), against 1. */
+static pool *g_pool;
+static int pooled(const geod_plan *pl, const geoq *q, int width,
+                  geoq_out *o) {
+  qjob jb;
+  int64_t nc;
+  terr e;
+  terr_clear(&e);
+  qjob_init(&jb, 0);
+  jb.j.ctx.pool = width > 1 ? g_pool : NULL;
+  jb.j.ctx.threads = width;
+  memset(o, 0, sizeof *o);
+  int rc = gpu_geoq(0, pl, q, &jb.j.ctx, o, &nc, &e);
+  if (rc) fprintf(stderr, "gpu_geoq (width %d): %s\n", width, e.message);
+  return rc;
+}
+
+TEST(test_query_index_on_the_pool) {
+  CHECK(g_pool != NULL);
+  if (!g_pool) return;
+  qcase cs[] = {
+      {"pool", GEOD_KARNEY, WGS, T_F64, S_CLUSTER, -1, 270000, 0, 0, 0, 10, -1, -1, 0},
+      {"pool targets", GEOD_KARNEY, WGS, T_F32, S_CLUSTER, S_UNIFORM, 270000, 150000, 0, 0, 10, -1, -1, 0},
+  };
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+    geod_plan *pl = plan_of(&cs[i]);
+    CHECK(pl != NULL);
+    if (!pl) continue;
+    geoq qs[2] = {{.type = GEOQ_KNN, .k = 10},
+                  {.type = GEOQ_ROWWISE, .op = GEOQ_ARGMIN}};
+    for (int qi = 0; qi < 2; qi++) {
+      geoq_out one, many;
+      if (pooled(pl, &qs[qi], 1, &one) != 0) {
+        CHECK(0);
+        continue;
+      }
+      for (int w = 3; w <= 4; w++) {
+        if (pooled(pl, &qs[qi], w, &many) != 0) {
+          CHECK(0);
+          continue;
+        }
+        CHECK(many.nparts == one.nparts);
+        for (int k = 0; k < one.nparts && k < many.nparts; k++) {
+          const tarray *a = one.part[k], *b = many.part[k];
+          size_t bytes = (size_t)a->size * tdtype_size(a->dtype);
+          CHECK_MSG(a->size == b->size && a->dtype == b->dtype &&
+                        memcmp(a->data, b->data, bytes) == 0,
+                    "%s, query %d, part %d: width %d differs from one thread",
+                    cs[i].what, qi, k, w);
+        }
+        out_free(&many);
+      }
+      out_free(&one);
+      g_cases++;
+    }
+    geod_plan_free(pl);
+  }
 }
 
 /* ---- timing (printed, never asserted) ----------------------------------- */
@@ -695,8 +763,11 @@ static void time_one(const char *what, const geod_plan *pl, const geoq *q,
   terr e;
   double h2d = 0, comp = 0, d2h = 0, kern = 0, idx = 0;
   qjob_init(&jb, lend2);
+  jb.j.ctx.pool = g_pool; /* the index on a pool, as a job's is */
+  jb.j.ctx.threads = g_pool ? pool_threads(g_pool) : 1;
   geoq_gpu_job job = {&jb.j.ctx, NULL, NULL, NULL, &h2d, &comp, &d2h,
-                      tj_alloc, g_ngpu, tj_borrow, tj_give_back, &kern, &idx};
+                      tj_alloc, g_ngpu, tj_borrow, tj_give_back, &kern, &idx,
+                      geoq_pool_par, jb.j.ctx.threads, NULL};
   terr_clear(&e);
   memset(&o, 0, sizeof o);
   double t0 = t_now_ms();
@@ -772,6 +843,8 @@ int main(int argc, char **argv) {
     SKIP_ALL_NO_GPU("%s", e.message);
   g_ngpu = gpu_count();
   printf("device 0: %s; %d GPU(s)\n", name, g_ngpu);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN); /* a pool as tesseld's */
+  g_pool = pool_create(cores > 4 ? (int)cores : 4, NULL, NULL);
   RUN(test_query_sets);
   RUN(test_query_methods);
   RUN(test_query_bitwise_sweep);
@@ -780,8 +853,10 @@ int main(int argc, char **argv) {
   RUN(test_query_piles_vs_cpu);
   RUN(test_query_two_devices);
   RUN(test_query_errors);
+  RUN(test_query_index_on_the_pool);
   printf("%d cases\n", g_cases);
   if (time_it) timing();
+  pool_destroy(g_pool);
   return check_summary();
 }
 

@@ -54,12 +54,13 @@ static json_t *model_job_json(const store_job *j, int with_params) {
   json_object_set_new(o, "timeout_s", json_real(j->timeout_s));
   json_object_set_new(
       o, "backend",
-      json_pack("{s:s, s:o, s:o}", "requested",
+      json_pack("{s:s, s:o, s:o, s:o}", "requested",
                 j->backend_requested ? j->backend_requested : "auto", "used",
                 j->backend_used ? json_string(j->backend_used) : json_null(),
                 "reason",
                 j->backend_reason ? json_string(j->backend_reason)
-                                  : json_null()));
+                                  : json_null(),
+                "devices", j->devices ? loads(j->devices) : json_null()));
   json_t *est = loads(j->estimate);
   json_object_set_new(o, "estimate", est ? est : json_null());
   /* The input size (elements, or points for geodesic) for the dashboard's
@@ -247,6 +248,12 @@ TEST(test_succeeded) {
   j.estimate = "{\"size\":3,\"files\":[{\"path\":\"x\"}],\"p\":\"a,\\\"launch"
                "\\\":{\\\"shared\\\":9}}\"}";
   same(&j, "launch words last, in a string");
+  j.backend_requested = "cuda"; /* a run over three GPUs, one failed */
+  j.backend_used = "cuda:0+cuda:2";
+  j.devices = "[{\"device\":0,\"rows\":700,\"blocks\":7},{\"device\":1,"
+              "\"rows\":0,\"blocks\":0,\"failed\":true},{\"device\":2,"
+              "\"rows\":300,\"blocks\":3,\"taken_back\":true}]";
+  same(&j, "devices");
 }
 
 TEST(test_failed_and_odd) {

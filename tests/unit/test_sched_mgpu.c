@@ -117,7 +117,7 @@ static int spread_run_named(void *plan, tbackend b, job_ctx *ctx,
     ops.prime = 4;
   }
   rc = mgpu_run(ctx->device, p->n, (int64_t)p->ms, 0, &lend, &ops, &rep, e);
-  if (rep.lanes > 1) mgpu_describe(&rep, ctx->spread, sizeof ctx->spread);
+  mgpu_note(&rep, ctx);
   pthread_mutex_lock(&sp_mu);
   snprintf(sp_spread, sizeof sp_spread, "%s", ctx->spread);
   pthread_mutex_unlock(&sp_mu);
@@ -171,25 +171,88 @@ static void reset(void) {
   sp_spread[0] = 0;
 }
 
-/* Submit a spread job and wait for its end; checks the result's rows. */
-static void spread_job(fx *f, const char *params, int64_t n) {
-  char id[T_ID_MAX];
+/* What a job's record says of its devices (store_job.devices and
+ * backend_used, API.md backend.devices): per device bit, the lanes that
+ * wrote rows, failed, were taken back. Checked on the way: the document
+ * parses, every lane once, rows and blocks summing to the job's (n rows
+ * in blocks of `block`; 0: not checked), backend_used naming exactly the
+ * lanes that wrote, in the document's order. The lanes' count, or -1. */
+typedef struct dev_rec {
+  unsigned wrote, failed, taken;
+} dev_rec;
+static int check_devices(const store_job *j, int64_t n, int64_t block,
+                         dev_rec *d) {
+  memset(d, 0, sizeof *d);
+  json_t *doc = j->devices ? json_loads(j->devices, 0, NULL) : NULL;
+  CHECK_MSG(json_is_array(doc), "devices '%s'", j->devices ? j->devices : "");
+  if (!json_is_array(doc)) {
+    json_decref(doc);
+    return -1;
+  }
+  char used[400] = "";
+  int64_t rows = 0, blocks = 0;
+  unsigned seen = 0;
+  size_t k;
+  json_t *v;
+  json_array_foreach(doc, k, v) {
+    int dev = (int)json_integer_value(json_object_get(v, "device"));
+    int64_t r = json_integer_value(json_object_get(v, "rows"));
+    CHECK(dev >= 0 && dev < NDEV && !(seen >> dev & 1u));
+    seen |= 1u << (dev & 31);
+    rows += r;
+    blocks += json_integer_value(json_object_get(v, "blocks"));
+    if (r > 0) {
+      d->wrote |= 1u << dev;
+      size_t o = strlen(used);
+      snprintf(used + o, sizeof used - o, "%scuda:%d", o ? "+" : "", dev);
+    }
+    if (json_is_true(json_object_get(v, "failed"))) d->failed |= 1u << dev;
+    if (json_is_true(json_object_get(v, "taken_back"))) d->taken |= 1u << dev;
+  }
+  if (block > 0) {
+    CHECK_MSG(rows == n, "rows %lld of %lld", (long long)rows, (long long)n);
+    CHECK_MSG(blocks == (n + block - 1) / block, "blocks %lld",
+              (long long)blocks);
+    CHECK_MSG(j->backend_used && strcmp(j->backend_used, used) == 0,
+              "used '%s', wrote '%s'", j->backend_used ? j->backend_used : "",
+              used);
+  }
+  int lanes = (int)json_array_size(doc);
+  json_decref(doc);
+  return lanes;
+}
+
+/* Submit a spread job and wait for its end; checks the result's rows.
+ * *rec: the job's record of its devices; the lanes' count. */
+static int spread_job(fx *f, const char *params, int64_t n, int64_t block,
+                      dev_rec *rec, char id[T_ID_MAX]) {
+  int lanes = -1;
   CHECK(submit(f, "spread", params, "cuda", 5, 0, id) == 0);
   store_job j;
   if (wait_final(f, id, &j)) {
     CHECK_MSG(j.status == JOB_SUCCEEDED, "%s: %s", params,
               j.error_message ? j.error_message : "");
     if (j.result_path) check_npy(j.result_path, n, 0);
+    lanes = check_devices(&j, n, block, rec);
     store_job_clear(&j);
   }
   wait_idle(f);
+  return lanes;
 }
 
 TEST(test_spread_over_every_device) {
   reset();
   fx f;
   if (fx_open_mgpu(&f)) return;
-  spread_job(&f, "{\"n\":20000,\"block\":10}", 20000);
+  dev_rec rec;
+  char id[T_ID_MAX];
+  int lanes = spread_job(&f, "{\"n\":20000,\"block\":10}", 20000, 10, &rec,
+                         id);
+  /* every device a lane (a fast lane may write every block before the
+   * others borrow theirs: backend.used names those that wrote) */
+  CHECK_MSG(lanes == NDEV && rec.wrote != 0, "lanes %d wrote %x", lanes,
+            rec.wrote);
+  CHECK(rec.failed == 0);
   CHECK(atomic_load(&sp_bad) == 0);
   CHECK(atomic_load(&sp_begun) == atomic_load(&sp_ended));
   CHECK(!sp_deep || atomic_load(&sp_begun) > 0);
@@ -210,7 +273,16 @@ TEST(test_spread_device_fails) {
   if (fx_open_mgpu(&f)) return;
   /* device 3 is never the run's own here (the first free worker's is
    * 0..2 unless 3 takes it: then the own device fails, the same path) */
-  spread_job(&f, "{\"n\":20000,\"block\":10,\"fail\":3}", 20000);
+  dev_rec rec;
+  char id[T_ID_MAX];
+  int lanes = spread_job(&f, "{\"n\":20000,\"block\":10,\"fail\":3}",
+                         20000, 10, &rec, id);
+  /* device 3 recorded as what it did: a lane that failed, no rows, and
+   * not in backend.used; the others wrote every row */
+  CHECK(lanes == NDEV);
+  CHECK_MSG(!(rec.wrote >> 3 & 1u), "wrote %x", rec.wrote);
+  if (atomic_load(&sp_entered[3]))
+    CHECK_MSG(rec.failed == 1u << 3, "failed %x", rec.failed);
   CHECK(atomic_load(&sp_bad) == 0);
   CHECK(atomic_load(&sp_begun) == atomic_load(&sp_ended));
   CHECK(!sp_deep || atomic_load(&sp_begun) > 0);
@@ -243,16 +315,27 @@ TEST(test_single_gpu_job_takes_a_device_back) {
   store_job j;
   if (wait_final(&f, bid, &j)) {
     CHECK(j.status == JOB_SUCCEEDED);
+    /* a single-GPU job: its own device alone */
+    char want1[64];
+    snprintf(want1, sizeof want1, "[{\"device\":%d}]", atomic_load(&b_dev));
+    CHECK_MSG(j.devices && strcmp(j.devices, want1) == 0, "devices '%s'",
+              j.devices ? j.devices : "");
+    snprintf(want1, sizeof want1, "cuda:%d", atomic_load(&b_dev));
+    CHECK_STR(j.backend_used, want1);
     store_job_clear(&j);
   }
   /* It ran while the spread job still had rows to write. */
   CHECK(atomic_load(&b_done) == 1);
   CHECK_MSG(atomic_load(&a_rows_at_b) < n, "rows at b %ld",
             atomic_load(&a_rows_at_b));
+  dev_rec rec = {0};
+  char *used = NULL;
   if (wait_final(&f, aid, &j)) {
     CHECK_MSG(j.status == JOB_SUCCEEDED, "%s",
               j.error_message ? j.error_message : "");
     if (j.result_path) check_npy(j.result_path, n, 0);
+    CHECK(check_devices(&j, n, 10, &rec) == NDEV);
+    used = j.backend_used ? strdup(j.backend_used) : NULL;
     store_job_clear(&j);
   }
   wait_idle(&f);
@@ -267,8 +350,25 @@ TEST(test_single_gpu_job_takes_a_device_back) {
   CHECK_MSG(at && strncmp(strchr(at, ':') + 1, "0", 1) != 0 &&
                 strstr(at, "taken back"),
             "device %d in '%s'", atomic_load(&b_dev), sp_spread);
+  CHECK_MSG(rec.taken >> atomic_load(&b_dev) & 1u, "taken back %x",
+            rec.taken);
   for (int d = 0; d < NDEV; d++) CHECK(!atomic_load(&dev_held[d]));
   fx_close(&f);
+  /* the record survives a restart: read back from the store */
+  store *st = NULL;
+  terr e;
+  CHECK(store_open(f.dir, &st, &e) == 0);
+  if (st && store_job_get(st, aid, NULL, &j, &e) == 0) {
+    dev_rec again;
+    CHECK(check_devices(&j, n, 10, &again) == NDEV);
+    CHECK(again.wrote == rec.wrote && again.taken == rec.taken);
+    CHECK_STR(j.backend_used, used ? used : "");
+    store_job_clear(&j);
+  } else {
+    CHECK_MSG(0, "job %s after a restart: %s", aid, e.message);
+  }
+  if (st) store_close(st);
+  free(used);
 }
 
 int main(void) {

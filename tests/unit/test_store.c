@@ -669,6 +669,65 @@ TEST(test_async_insert_finish) {
 
 /* A small result kept in the row: committed with the end, read back with
  * store_job_result_npy (owner checked), gone with the row. */
+/* A cuda run's devices and its backend_used as it ended
+ * (store_job_end.devices, .backend_used): written with the finish and read
+ * back after a reopen; an end without them keeps the start's backend_used
+ * and has no devices; a lazy start taken over by its finish (SQLite's
+ * store_wop.absorbed) takes the end's backend_used. */
+TEST(test_devices_recorded) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  terr e;
+  char a[T_ID_MAX], b[T_ID_MAX], c[T_ID_MAX];
+  CHECK(insert_job(s, "", "geodesic", 0, a) == 0);
+  CHECK(insert_job(s, "", "geodesic", 0, b) == 0);
+  CHECK(insert_job(s, "", "geodesic", 0, c) == 0);
+  const char *two = "[{\"device\":0,\"rows\":600,\"blocks\":6},"
+                    "{\"device\":1,\"rows\":400,\"blocks\":4}]";
+  CHECK(store_job_start(s, a, 10, "cuda:0", NULL, NULL, &e) == 0);
+  store_job_end x = end_ok(11, NULL);
+  x.devices = two;
+  x.backend_used = "cuda:0+cuda:1";
+  CHECK(store_job_finish(s, a, &x, &e) == 0);
+  CHECK(store_job_start(s, b, 10, "cuda:1", NULL, NULL, &e) == 0);
+  store_job_end y = end_ok(11, NULL);
+  CHECK(store_job_finish(s, b, &y, &e) == 0);
+  store_job_start_async(s, c, 10, "cuda:2", NULL, NULL);
+  store_job_end z = end_ok(12, NULL);
+  z.devices = "[{\"device\":2,\"rows\":0,\"blocks\":0,\"failed\":true},"
+              "{\"device\":3,\"rows\":5,\"blocks\":1}]";
+  z.backend_used = "cuda:3";
+  fin_seen f;
+  memset(&f, 0, sizeof f);
+  f.caller = pthread_self();
+  CHECK(store_job_finish_async(s, c, &z, on_finished, &f, &e) == 0);
+  CHECK(wait_calls(&f) == 1 && f.rc == 0 && f.have_row);
+  if (f.have_row) {
+    CHECK_STR(f.row.devices, z.devices);
+    CHECK_STR(f.row.backend_used, "cuda:3");
+    CHECK(f.row.started_at == 10 && f.row.attempts == 1);
+    store_job_clear(&f.row);
+  }
+  store_close(s);
+  s = reopen(dir);
+  if (!s) return;
+  store_job g;
+  CHECK(store_job_get(s, a, NULL, &g, &e) == 0);
+  CHECK_STR(g.devices, two);
+  CHECK_STR(g.backend_used, "cuda:0+cuda:1");
+  store_job_clear(&g);
+  CHECK(store_job_get(s, b, NULL, &g, &e) == 0);
+  CHECK(g.devices == NULL);
+  CHECK_STR(g.backend_used, "cuda:1");
+  store_job_clear(&g);
+  CHECK(store_job_get(s, c, NULL, &g, &e) == 0);
+  CHECK_STR(g.devices, z.devices);
+  CHECK_STR(g.backend_used, "cuda:3");
+  store_job_clear(&g);
+  store_close(s);
+}
+
 TEST(test_result_in_row) {
   char dir[300];
   store *s = open_fresh(dir, sizeof dir);
@@ -743,6 +802,7 @@ TEST(test_migrate_from_v1) {
            "ALTER TABLE jobs DROP COLUMN node; ALTER TABLE jobs DROP COLUMN lease_until;"
            "ALTER TABLE jobs DROP COLUMN cancel_requested; ALTER TABLE jobs DROP COLUMN parent;"
            "ALTER TABLE jobs DROP COLUMN tile; ALTER TABLE jobs DROP COLUMN tiles;"
+           "ALTER TABLE jobs DROP COLUMN devices;"
            "ALTER TABLE jobs DROP COLUMN t_queue; ALTER TABLE jobs DROP COLUMN t_prepare;"
            "ALTER TABLE jobs DROP COLUMN t_h2d; ALTER TABLE jobs DROP COLUMN t_compute;"
            "ALTER TABLE jobs DROP COLUMN t_d2h; ALTER TABLE jobs DROP COLUMN t_store;"
@@ -766,7 +826,7 @@ TEST(test_migrate_from_v1) {
   CHECK(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK);
   sqlite3_close(db);
   CHECK(store_open(dir, &s, &e) == 0);
-  CHECK(store_schema_version(s) == 8);
+  CHECK(store_schema_version(s) == 9);
   /* Migration 4: an old array's digest says it is a sha256. */
   store_array oa;
   CHECK(store_array_get(s, "a_0123456789abcdefghjkmnpqrs", "bob", &oa,
@@ -1751,6 +1811,7 @@ int main(void) {
   RUN(test_start_async);
   RUN(test_async_insert_finish);
   RUN(test_result_in_row);
+  RUN(test_devices_recorded);
   RUN(test_migrate_from_v1);
   RUN(test_requeue_and_unfinished_order);
   RUN(test_delete_job);

@@ -243,8 +243,9 @@ TEST(nodes_alive_by_their_own_lease) {
   store_node_clear(&b);
 }
 
-/* A store of schema 1 (no nodes.lease_ms) is upgraded at open; its old
- * rows, without a lease, are judged by the listing store's lease. */
+/* A store of schema 1 (no nodes.lease_ms, no jobs.devices) is upgraded
+ * at open; its old rows, without a lease, are judged by the listing
+ * store's lease. */
 TEST(nodes_lease_migration_upgrades) {
   reset_tables();
   store_node a;
@@ -252,12 +253,17 @@ TEST(nodes_lease_migration_upgrades) {
   terr e;
   CHECK(store_node_register(sa, &a, &e) == 0);
   sql("ALTER TABLE nodes DROP COLUMN lease_ms;"
+      " ALTER TABLE jobs DROP COLUMN devices;"
       " DELETE FROM schema_migrations WHERE version >= 2");
   store *sc = NULL;
   CHECK_MSG(store_open_url(url, data_dir, &sc, &e) == 0, "reopen: %s", e.message);
   if (!sc) return;
   CHECK(store_schema_version(sc) >= 2);
   CHECK(strcmp(sql("SELECT count(*) FROM schema_migrations WHERE version = 2"),
+               "1") == 0);
+  /* and migration 3: jobs.devices back */
+  CHECK(strcmp(sql("SELECT count(*) FROM information_schema.columns WHERE"
+                   " table_name = 'jobs' AND column_name = 'devices'"),
                "1") == 0);
   CHECK(strcmp(sqlf("SELECT coalesce(lease_ms::text, 'null') FROM nodes WHERE"
                     " id = '%s'",

@@ -3,7 +3,7 @@
  * of an IN list, edited in sqlite_schema's text, on a fresh file and on a
  * file of schema 7 that holds jobs.
  *
- * Checks, on both: the version is 8 and the history says so; the table's
+ * Checks, on both: the version is the newest (9: migration 9, the devices column, follows) and the history says so; the table's
  * text holds the comparisons and no IN list; a statement that sets the
  * status builds no temporary b-tree (EXPLAIN has no OpenEphemeral: what
  * the migration is for, tests/bench/README.md); the constraint still
@@ -39,12 +39,16 @@ static long long number(sqlite3 *db, const char *sql) {
   return v;
 }
 
-/* The file as a build of schema 7 left it: the CHECK's old text (put back
- * the way migration 8 edits it), no history row 8, user_version 7. */
+/* The file as a build of schema 7 left it: no devices column (migration
+ * 9), the CHECK's old text (put back the way migration 8 edits it), no
+ * history rows 8 and 9, user_version 7. */
 static void back_to_v7(const char *dir) {
   sqlite3 *db = open_file(dir);
   long long cookie = number(db, "PRAGMA schema_version");
   CHECK(cookie > 0);
+  CHECK(sqlite3_exec(db, "ALTER TABLE jobs DROP COLUMN devices;", NULL, NULL,
+                     NULL) == SQLITE_OK);
+  cookie = number(db, "PRAGMA schema_version");
   char sql[1024];
   snprintf(sql, sizeof sql,
            "PRAGMA writable_schema = ON;"
@@ -79,11 +83,11 @@ static int ephemeral(sqlite3 *db, const char *sql) {
   return found;
 }
 
-/* What migration 8 promises, on the file in dir (closed). */
-static void check_v8(const char *dir, const char *queued_id) {
+/* What migration 8 promises (and the newest version, 9), on the file in dir (closed). */
+static void check_latest(const char *dir, const char *queued_id) {
   sqlite3 *db = open_file(dir);
-  CHECK(number(db, "PRAGMA user_version") == 8);
-  CHECK(number(db, "SELECT max(version) FROM schema_migrations") == 8);
+  CHECK(number(db, "PRAGMA user_version") == 9);
+  CHECK(number(db, "SELECT max(version) FROM schema_migrations") == 9);
   CHECK(number(db, "SELECT instr(sql, 'status IN') FROM sqlite_schema"
                    " WHERE name = 'jobs'") == 0);
   CHECK(number(db, "SELECT instr(sql, 'status = ''canceled''') > 0"
@@ -117,10 +121,10 @@ TEST(test_fresh_file) {
   char dir[300], id[T_ID_MAX];
   store *s = open_fresh(dir, sizeof dir);
   if (!s) return;
-  CHECK(store_schema_version(s) == 8);
+  CHECK(store_schema_version(s) == 9);
   CHECK(insert_job(s, "", "map", 0, id) == 0);
   store_close(s);
-  check_v8(dir, id);
+  check_latest(dir, id);
 }
 
 TEST(test_from_v7_keeps_jobs) {
@@ -138,7 +142,7 @@ TEST(test_from_v7_keeps_jobs) {
   back_to_v7(dir);
   s = reopen(dir);
   if (!s) return;
-  CHECK(store_schema_version(s) == 8);
+  CHECK(store_schema_version(s) == 9);
   store_job g;
   CHECK(store_job_get(s, done, NULL, &g, &e) == 0);
   CHECK(g.status == JOB_SUCCEEDED && g.finished_at == 5);
@@ -152,10 +156,10 @@ TEST(test_from_v7_keeps_jobs) {
   char another[T_ID_MAX];
   CHECK(insert_job(s, "", "map", 0, another) == 0);
   store_close(s);
-  check_v8(dir, another);
-  /* Opened again at 8: nothing to apply, the text as it was. */
+  check_latest(dir, another);
+  /* Opened again at the newest: nothing to apply, the text as it was. */
   s = reopen(dir);
-  if (s) CHECK(store_schema_version(s) == 8);
+  if (s) CHECK(store_schema_version(s) == 9);
   store_close(s);
 }
 

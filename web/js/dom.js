@@ -162,6 +162,24 @@ export function backendFamily(name) {
   return String(name).split(':')[0];
 }
 
+/* A cuda run's backend.devices as words, for its detail page: null when
+ * there are none; "GPU 2" for a run on one; over several GPUs each with
+ * the rows and blocks it wrote, and whether it failed or was taken back
+ * ("GPU 0: 600 rows in 6 blocks; GPU 1: 0 rows, failed"). */
+export function devicesText(devices) {
+  if (!Array.isArray(devices) || !devices.length) return null;
+  return devices.map((d) => {
+    let s = `GPU ${d.device}`;
+    if (d.rows != null) {
+      s += `: ${Number(d.rows).toLocaleString('en-US')} row${d.rows === 1 ? '' : 's'}`;
+      if (d.blocks) s += ` in ${d.blocks} block${d.blocks === 1 ? '' : 's'}`;
+    }
+    if (d.failed) s += ', failed';
+    if (d.taken_back) s += ', taken back';
+    return s;
+  }).join('; ');
+}
+
 export function backendText(job) {
   const b = job.backend || {};
   if (!b.used || b.used === b.requested) return b.requested || '—';

@@ -58,7 +58,8 @@ class Job(concurrent.futures.Future):
     timings : dict
         Milliseconds per phase (``timings_ms``).
     backend : dict
-        Requested, used, and why.
+        Requested, used, why, and a cuda run's ``devices`` once it ended
+        (``used`` is ``"cuda:0+cuda:1"`` for a run over several GPUs).
     info : dict
         The last job JSON the server answered.
 
@@ -115,7 +116,11 @@ class Job(concurrent.futures.Future):
 
     @property
     def backend(self) -> Dict[str, Any]:
-        """The backend requested, used, and the reason."""
+        """The backend requested, used, the reason, and ``devices``: a cuda
+        run's GPUs once it ended (API.md, ``backend.devices``), each with
+        the rows and blocks it wrote when the job ran over several; None
+        otherwise. ``used`` then names the GPUs that wrote rows,
+        ``"cuda:0+cuda:1"`` (its family before the first ``:``)."""
         return self.info.get("backend") or {}
 
     @property

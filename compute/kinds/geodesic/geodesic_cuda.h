@@ -28,6 +28,12 @@ typedef struct geod_gpu_job {
    * DEV_STAGE_SLOTS), so that the spread over devices runs on one GPU. */
   int lanes;
   int *nlanes; /* tests (NULL ok): set to the lanes the call drove */
+  /* The devices' shares of a run spread over several (gg_spread), for the
+   * job's record (NULL ok): once, after it succeeded, every device (the
+   * run's first) with the rows and bands it computed. Not called for a
+   * run on one device. */
+  void (*report)(void *ctx, int n, const int *dev, const int64_t *rows,
+                 const int64_t *bands);
 } geod_gpu_job;
 
 /* The devices of a run spread over the host: devs[0] = own, then every

@@ -54,6 +54,7 @@ typedef struct gg_lane {
   size_t copy_o;         /* bytes of band nq queued */
   gg_fly fly[DEV_STAGE_SLOTS];
   int64_t cq, cd; /* chunks queued; chunks drained */
+  int64_t rows;   /* rows of the bands it launched */
 } gg_lane;
 
 /* What the lanes share. */
@@ -118,6 +119,7 @@ static int gg_lane_step(gg_spread_run *S, gg_lane *x, int *moved, terr *e) {
     CU_TRY(cudaEventRecord(x->t1, d->s_comp));
     x->bid[k] = b;
     x->nl++;
+    x->rows += bd->r1 - bd->r0;
     *moved = 1;
   }
   while (x->nq < x->nl && x->cq - x->cd < x->nslot) {
@@ -298,6 +300,23 @@ static void gg_spread_release(gg_lane *lane, int nl, int rc) {
   }
 }
 
+/* What each device computed (the lanes of one device summed), for the
+ * job's record (job->lanes): the devices in lane order, the run's first. */
+static void gg_spread_report(const gg_lane *lane, int nl,
+                             const geod_gpu_job *job) {
+  if (!job || !job->report) return;
+  int dev[GG_LANE_MAX], n = 0;
+  int64_t rows[GG_LANE_MAX] = {0}, bands[GG_LANE_MAX] = {0};
+  for (int k = 0; k < nl; k++) {
+    int d = 0;
+    while (d < n && dev[d] != lane[k].dev) d++;
+    if (d == n) dev[n++] = lane[k].dev;
+    rows[d] += lane[k].rows;
+    bands[d] += lane[k].nl;
+  }
+  job->report(job->ctx, n, dev, rows, bands);
+}
+
 int gg_spread(const int *ldev, int nl, const geod_plan *pl, tarray *out,
               const geod_gpu_job *job, size_t chunk, int64_t *nonconv,
               terr *e) {
@@ -330,6 +349,7 @@ int gg_spread(const int *ldev, int nl, const geod_plan *pl, tarray *out,
     if (!moved) T_TRY(gg_spread_wait(&S, lane, nl, e));
   }
   T_TRY(gg_spread_gather(&S, lane, nl, nonconv, e));
+  gg_spread_report(lane, nl, job);
 fail:
   gg_spread_release(lane, nl, rc);
   free(lane);

@@ -90,6 +90,19 @@ void geod_cb_give_back(void *c, int dev) {
   if (ctx->gpu_return) ctx->gpu_return(ctx, dev);
 }
 
+void geod_cb_lanes(void *c, int n, const int *dev, const int64_t *rows,
+                   const int64_t *blocks) {
+  job_ctx *ctx = c;
+  int m = n < 32 ? n : 32;
+  memset(&ctx->lanes, 0, sizeof ctx->lanes);
+  ctx->lanes.n = m;
+  for (int k = 0; k < m; k++) {
+    ctx->lanes.lane[k].dev = dev[k];
+    ctx->lanes.lane[k].rows = rows[k];
+    ctx->lanes.lane[k].blocks = blocks[k];
+  }
+}
+
 int gpu_geodesic(int dev, const geod_plan *pl, tarray *out, job_ctx *ctx,
                  int64_t *nonconv, terr *e) {
   geod_gpu_job job = {ctx,
@@ -103,7 +116,8 @@ int gpu_geodesic(int dev, const geod_plan *pl, tarray *out, job_ctx *ctx,
                       ctx->gpu_borrow ? geod_cb_borrow : NULL,
                       geod_cb_give_back,
                       0,
-                      NULL};
+                      NULL,
+                      geod_cb_lanes};
   return cuda_geodesic(dev, pl, out, &job, nonconv, e);
 }
 
@@ -219,7 +233,7 @@ int geod_mgpu(const geod_plan *pl, tarray *out, job_ctx *ctx,
   atomic_fetch_add(&ctx->progress_total, pl->n);
   int rc = geod_mgpu_run(ctx->device, pl, out, &lend, 0, &rep, &ctx->t_h2d,
                          &ctx->t_compute, &ctx->t_d2h, nonconv, e);
-  if (rep.lanes > 1) mgpu_describe(&rep, ctx->spread, sizeof ctx->spread);
+  mgpu_note(&rep, ctx);
   return rc;
 }
 

@@ -33,6 +33,10 @@ void geod_cb_progress(void *c, int64_t add);
 void geod_cb_progress_total(void *c, int64_t add);
 int geod_cb_borrow(void *c, int dev);
 void geod_cb_give_back(void *c, int dev);
+/* The devices a run used, for its record (job_ctx.lanes): n devices, the
+ * run's own first, each with the rows and blocks (chunks) it computed. */
+void geod_cb_lanes(void *c, int n, const int *dev, const int64_t *rows,
+                   const int64_t *blocks);
 
 /* ---- over every lent GPU (issue 27) -------------------------------------
  * A geodesic matrix over every GPU the scheduler lends, through

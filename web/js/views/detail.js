@@ -35,7 +35,7 @@
  * PAIR_LINES pairs as lines (two int64 parts read as .npy, 16 bytes a pair).
  */
 import {api, jobsApi, download, getToken, getBytes} from '../api.js';
-import {h, clear, card, fmtMs, fmtBytes, fmtNum, fmtShape, fmtTime, fmtInt, statusBadge, isActive, poll,
+import {h, clear, card, fmtMs, fmtBytes, fmtNum, fmtShape, fmtTime, fmtInt, statusBadge, isActive, poll, devicesText,
   errorBox, announce, backendFamily, etaMs, tableWrap, field} from '../dom.js';
 import {parseNpy} from '../npy.js';
 import {worldMap} from '../worldmap.js';
@@ -162,6 +162,8 @@ export function mount(root, {params}) {
       ['created', fmtTime(j.created_at)], ['started', fmtTime(j.started_at)], ['finished', fmtTime(j.finished_at)],
       ['total time', fmtMs(t.total)],
     ];
+    const gpus = devicesText(b.devices); /* a cuda run's, once it ended */
+    if (gpus) rows.splice(4, 0, ['devices', gpus]);
     if (j.result && Array.isArray(j.result.parts)) {
       rows.push(['result', j.result.parts.map((pt) => `${pt.name} ${pt.dtype} ${fmtShape(pt.shape)}`).join('; ')]);
     } else if (j.result) rows.push(['result', `${j.result.dtype}, ${fmtShape(j.result.shape)}, ${fmtBytes(j.result.bytes)}`]);

@@ -150,14 +150,14 @@ static int gq_index(gq_run *r, terr *e) {
     T_TRY(gq_new_part(r, geoq_rowwise_dtype(pl, r->q->op), 1, sh, e));
   }
   t_ix = t_now_ms();
-  T_TRY(gq_side_build(pl, pl->q, pl->m, &r->T, e));
+  T_TRY(gq_side_build(job, pl, pl->q, pl->m, &r->T, e));
   if (pl->has_targets) {
-    T_TRY(gq_side_build(pl, pl->p, n, &r->Q, e));
+    T_TRY(gq_side_build(job, pl, pl->p, n, &r->Q, e));
   } else {
     r->Q = r->T;
   }
   r->home = (long long *)malloc((size_t)(n > 0 ? n : 1) * 8);
-  r->box = gq_boxes(r->T.x, r->T.n, &r->nt);
+  r->box = gq_boxes(job, r->T.x, r->T.n, &r->nt);
   if (!r->home || !r->box)
     return terr_set(e, T_ENOMEM, "", -1, "no memory for the query index");
   gq_homes(r);
@@ -375,6 +375,24 @@ static void gq_release(gq_run *r, int rc, gq_chunk *ch) {
   free(ch);
 }
 
+/* What each device computed (a twin lane's share is its device's), for
+ * the job's record (job->lanes). */
+static void gq_report_lanes(const gq_run *r) {
+  const geoq_gpu_job *job = r->job;
+  if (!job || !job->lanes) return;
+  int dev[GQ_MAX_DEV];
+  int64_t rows[GQ_MAX_DEV] = {0}, chunks[GQ_MAX_DEV] = {0};
+  for (int k = 0; k < r->nreal; k++) dev[k] = r->dv[k].dev;
+  for (int k = 0; k < r->ndev; k++)
+    for (int d = 0; d < r->nreal; d++)
+      if (r->dv[d].dev == r->dv[k].dev) {
+        rows[d] += r->lrows[k];
+        chunks[d] += r->lchunks[k];
+        break;
+      }
+  job->lanes(job->ctx, r->nreal, dev, rows, chunks);
+}
+
 extern "C" int cuda_geoq(int dev, const geod_plan *pl, const geoq *q,
                          const geoq_gpu_job *job, geoq_out *out,
                          int64_t *nonconv, terr *e) {
@@ -397,6 +415,7 @@ extern "C" int cuda_geoq(int dev, const geod_plan *pl, const geoq *q,
   if (r->mode == GQ_RCOUNT) T_TRY(gq_radius_fill(r, &ch, e));
   tm[2] = t_now_ms();
   T_TRY(gq_collect(r, out, nonconv, t0, e));
+  gq_report_lanes(r);
   log_debug("geoq: %lld queries on %d device(s), %d lanes: host index %.1f ms, "
             "devices %.1f ms, passes %.1f ms (kernels %.1f, up %.1f, down %.1f)",
             (long long)pl->n, r->nreal, r->ndev, tm[0] - t0, tm[1] - tm[0], tm[2] - tm[1],

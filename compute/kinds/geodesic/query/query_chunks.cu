@@ -482,6 +482,8 @@ static void gq_prefault_parts(gq_run *r) {
 int gq_pass(gq_run *r, const gq_chunk *ch, int64_t nch, terr *e) {
   int rc = 0;
   int64_t next = 0, first = 1;
+  memset(r->lrows, 0, sizeof r->lrows); /* the last pass's (radius: fill) */
+  memset(r->lchunks, 0, sizeof r->lchunks);
   for (;;) {
     int busy = 0, moved = 0;
     for (int k = 0; k < r->ndev; k++) {
@@ -498,7 +500,10 @@ int gq_pass(gq_run *r, const gq_chunk *ch, int64_t nch, terr *e) {
       cudaError_t q = cudaEventQuery(x->done);
       if (q == cudaErrorNotReady) continue;
       CU_TRY(q);
-      T_TRY(gq_finish(r, x, &ch[x->chunk], e));
+      const gq_chunk *c = &ch[x->chunk];
+      T_TRY(gq_finish(r, x, c, e));
+      r->lrows[k] += c->s1 - c->s0;
+      r->lchunks[k]++;
       moved = 1;
     }
     if (!busy && next >= nch) break;

@@ -28,6 +28,20 @@ typedef struct geoq_gpu_job {
   /* Benchmarks (NULL ok): ms of the kernels, summed over chunks and
    * devices, and of building the index on the host. */
   double *t_kernel, *t_index;
+  /* The job's CPU pool as a parallel for, for the host index
+   * (query_index.cu): par(ctx, nt, fn, arg) calls fn(arg, t) for every t
+   * in [0, nt), on at most par_width threads (the caller among them), and
+   * returns once all are done (query_gpu.c: pool_for over ctx->pool,
+   * ctx->threads wide). NULL: the calling thread runs them in order. The
+   * index is the same whatever the width (query_index.cu says why). */
+  void (*par)(void *ctx, int64_t nt, void (*fn)(void *arg, int64_t t),
+              void *arg);
+  int par_width;
+  /* The devices' shares, for the job's record (NULL ok): once, after a
+   * call that succeeded, every device it used (the run's first) with the
+   * queries (rows) and chunks each computed (radius: in its fill pass). */
+  void (*lanes)(void *ctx, int n, const int *dev, const int64_t *rows,
+                const int64_t *chunks);
 } geoq_gpu_job;
 
 /* See gpu_geoq (compute/kinds/geodesic/query/query_gpu.h). Every device borrowed is

@@ -3,13 +3,35 @@
  * (those of compute/kinds/geodesic/gpu.c, and the result allocation)
  * and calls compute/kinds/geodesic/query/query.cu. Empty without CUDA
  * (compute/kinds/geodesic/query/query_gpu_none.c answers then). Runs on the calling (GPU
- * worker) thread; so do all the callbacks. */
+ * worker) thread; so do all the callbacks but geoq_pool_par's shares,
+ * which run on the job's CPU pool (util/pool.h's pool_for, ctx->threads
+ * wide, the calling thread among them): the host index of the query. */
 #include "compute/kinds/geodesic/query/query_gpu.h"
 
 #if TESSEL_HAVE_CUDA
 
 #include "compute/kinds/geodesic/gpu.h" /* the job_ctx callbacks, shared */
 #include "compute/kinds/geodesic/query/query_cuda.h"
+#include "util/pool.h"
+
+typedef struct par_loop {
+  void (*fn)(void *arg, int64_t t);
+  void *arg;
+} par_loop;
+
+static void par_chunk(void *p, int64_t chunk, int slot) {
+  const par_loop *L = p;
+  (void)slot;
+  L->fn(L->arg, chunk);
+}
+
+void geoq_pool_par(void *c, int64_t nt, void (*fn)(void *arg, int64_t t),
+                   void *arg) {
+  job_ctx *ctx = c;
+  par_loop L = {fn, arg};
+  /* every share runs (no stop: a part of an index is no index) */
+  pool_for(ctx->pool, ctx->threads, nt, par_chunk, &L, NULL);
+}
 
 static int cb_alloc(void *c, tdtype dt, int ndim, const int64_t *shape,
                     tarray **out, terr *e) {
@@ -31,7 +53,10 @@ int gpu_geoq(int dev, const geod_plan *pl, const geoq *q, job_ctx *ctx,
                       ctx->gpu_borrow ? geod_cb_borrow : NULL,
                       geod_cb_give_back,
                       NULL,
-                      NULL};
+                      NULL,
+                      geoq_pool_par,
+                      ctx->threads,
+                      geod_cb_lanes};
   out->nparts = 0;
   *nonconv = 0;
   if (!ctx->result_alloc)

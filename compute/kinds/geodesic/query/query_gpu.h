@@ -20,4 +20,10 @@
 int gpu_geoq(int dev, const geod_plan *pl, const geoq *q, job_ctx *ctx,
              geoq_out *out, int64_t *nonconv, terr *e);
 
+/* geoq_gpu_job.par (query_cuda.h) over a job's CPU pool: ctx is its
+ * job_ctx, the shares go to pool_for over ctx->pool, ctx->threads wide (no
+ * pool, or one thread: in order on the caller). CUDA builds only. */
+void geoq_pool_par(void *ctx, int64_t nt, void (*fn)(void *arg, int64_t t),
+                   void *arg);
+
 #endif

@@ -12,20 +12,21 @@
  * taken, and allocates only with malloc (T_ENOMEM on failure, nothing
  * left allocated by the failing call).
  *
- * In parallel (gq_par: threads of its own for the call, as many as the
- * host's cores up to GQ_PAR_MAX, one per GQ_PAR_MIN items at least): on an
- * H200 host (16 cores) the index of 10^7 points took 2.4-2.6 s on one
- * thread against 1.95 s of kernels, and 160-207 ms of a 10^6 kNN whose
- * kernels take 73 ms. Every loop gives each thread a contiguous range, and
- * the radix sort stays stable (each pass: per-thread counts of its range,
- * offsets by digit then thread, each thread scattering its range in
- * order), so the index is the same whatever the thread count.
+ * In parallel on the job's CPU pool (gq_par through geoq_gpu_job.par:
+ * query_gpu.c hands it to util/pool.c's pool_for, so the index takes the
+ * job's threads instead of threads of its own; up to GQ_PAR_MAX shares,
+ * one per GQ_PAR_MIN items at least): on an H200 host (16 cores) the index
+ * of 10^7 points took 2.4-2.6 s on one thread against 1.95 s of kernels,
+ * and 160-207 ms of a 10^6 kNN whose kernels take 73 ms. Every loop cuts
+ * its items into T contiguous shares (share t: [n t / T, n (t+1) / T),
+ * whichever thread runs it), and the radix sort stays stable (each pass:
+ * per-share counts of its range, offsets by digit then share, each share
+ * scattering its range in order), so the index is the same whatever the
+ * share count and whichever threads run them.
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <algorithm>
 
@@ -36,49 +37,41 @@
 
 typedef void (*gq_par_fn)(void *arg, int t, int64_t lo, int64_t hi);
 
-typedef struct gq_par_arg {
+/* A loop over n items in T shares on the job's pool: share t is
+ * [n t / T, n (t+1) / T), whichever thread runs it. */
+typedef struct gq_loop {
   gq_par_fn fn;
   void *arg;
-  int t;
-  int64_t lo, hi;
-} gq_par_arg;
+  int T;
+  int64_t n;
+} gq_loop;
 
-static void *gq_par_main(void *p) {
-  gq_par_arg *a = (gq_par_arg *)p;
-  a->fn(a->arg, a->t, a->lo, a->hi);
-  return NULL;
+static void gq_loop_share(void *p, int64_t t) {
+  const gq_loop *L = (const gq_loop *)p;
+  L->fn(L->arg, (int)t, L->n * t / L->T, L->n * (t + 1) / L->T);
 }
 
-/* Threads for n items: 1 below 2 GQ_PAR_MIN, else up to the cores. */
-static int gq_par_threads(int64_t n) {
-  long c = sysconf(_SC_NPROCESSORS_ONLN);
-  int64_t t = n / GQ_PAR_MIN;
-  if (c < 1) c = 1;
-  if (t > c) t = c;
+/* Shares for n items: 1 below 2 GQ_PAR_MIN, else up to the threads the
+ * job's pool lends (job->par_width; none without job->par). */
+static int gq_par_threads(const geoq_gpu_job *job, int64_t n) {
+  int64_t t = n / GQ_PAR_MIN, w = job && job->par ? job->par_width : 1;
+  if (t > w) t = w;
   if (t > GQ_PAR_MAX) t = GQ_PAR_MAX;
   return t < 1 ? 1 : (int)t;
 }
 
-/* fn(arg, t, lo, hi) on T threads, thread t taking [n t / T, n (t+1) / T);
- * the caller is thread 0; a thread that cannot start runs its share on the
- * caller. Returns when every share is done. */
-static void gq_par(int T, int64_t n, gq_par_fn fn, void *arg) {
-  pthread_t th[GQ_PAR_MAX];
-  gq_par_arg a[GQ_PAR_MAX];
-  int started[GQ_PAR_MAX];
+/* fn(arg, t, lo, hi) for every share t of T, through job->par (the
+ * pool; the calling thread in order without it). Returns when every
+ * share is done. */
+static void gq_par(const geoq_gpu_job *job, int T, int64_t n, gq_par_fn fn,
+                   void *arg) {
   if (T < 1) T = 1;
-  if (T > GQ_PAR_MAX) T = GQ_PAR_MAX;
-  for (int t = 0; t < T; t++)
-    a[t] = (gq_par_arg){fn, arg, t, n * t / T, n * (t + 1) / T};
-  for (int t = 1; t < T; t++)
-    started[t] = pthread_create(&th[t], NULL, gq_par_main, &a[t]) == 0;
-  fn(arg, 0, a[0].lo, a[0].hi);
-  for (int t = 1; t < T; t++) {
-    if (started[t])
-      pthread_join(th[t], NULL);
-    else
-      fn(arg, t, a[t].lo, a[t].hi);
+  gq_loop L = {fn, arg, T, n};
+  if (job && job->par && T > 1) {
+    job->par(job->ctx, T, gq_loop_share, &L);
+    return;
   }
+  for (int t = 0; t < T; t++) gq_loop_share(&L, t);
 }
 
 /* Spread the low 21 bits of v to every third bit. */
@@ -112,7 +105,7 @@ typedef struct gq_key {
   int64_t idx;
 } gq_key;
 
-/* One pass of the radix sort: T threads, thread t's range of a counted
+/* One pass of the radix sort: T shares, share t's range of a counted
  * (count) or scattered into b at its offsets (scatter). */
 typedef struct gq_sort_pass {
   const gq_key *a;
@@ -136,7 +129,8 @@ static void gq_sort_share(void *p, int t, int64_t lo, int64_t hi) {
  * 8 bits a pass, passes where every key has the same byte skipped; T
  * threads (see the head of this file). *k may be swapped for the scratch
  * buffer. -1 when out of memory. */
-static int gq_radix_sort(gq_key **k, int64_t n, int T) {
+static int gq_radix_sort(const geoq_gpu_job *job, gq_key **k, int64_t n,
+                         int T) {
   gq_key *a = *k, *b = (gq_key *)malloc((size_t)(n > 0 ? n : 1) * sizeof *b);
   int64_t(*cnt)[256] = (int64_t(*)[256])malloc((size_t)T * sizeof *cnt);
   if (!b || !cnt) {
@@ -146,7 +140,7 @@ static int gq_radix_sort(gq_key **k, int64_t n, int T) {
   }
   for (int sh = 0; sh < 64 && n > 0; sh += 8) {
     gq_sort_pass P = {a, b, sh, 0, cnt};
-    gq_par(T, n, gq_sort_share, &P);
+    gq_par(job, T, n, gq_sort_share, &P);
     int one = 0;
     for (int v = 0; v < 256 && !one; v++) {
       int64_t tot = 0;
@@ -162,7 +156,7 @@ static int gq_radix_sort(gq_key **k, int64_t n, int T) {
         off += c;
       }
     P.scatter = 1;
-    gq_par(T, n, gq_sort_share, &P);
+    gq_par(job, T, n, gq_sort_share, &P);
     gq_key *x = a;
     a = b;
     b = x;
@@ -226,8 +220,8 @@ static void gq_gather_share(void *p, int t, int64_t lo, int64_t hi) {
   }
 }
 
-int gq_side_build(const geod_plan *pl, const geod_point *pts, int64_t n,
-                         gq_side *s, terr *e) {
+int gq_side_build(const geoq_gpu_job *job, const geod_plan *pl,
+                  const geod_point *pts, int64_t n, gq_side *s, terr *e) {
   double R = pl->method == GEOD_HAVERSINE
                  ? pl->radius_m
                  : (pl->ell.a > pl->ell.b ? pl->ell.a : pl->ell.b);
@@ -246,17 +240,17 @@ int gq_side_build(const geod_plan *pl, const geod_point *pts, int64_t n,
     gq_side_free(s);
     return terr_set(e, T_ENOMEM, "", -1, "no memory for the query index");
   }
-  int T = gq_par_threads(n);
+  int T = gq_par_threads(job, n);
   gq_build B = {pl, pts, n, R, (double)(1 << 21) / (2 * R), xs, k, s};
-  gq_par(T, n, gq_codes_share, &B);
-  if (gq_radix_sort(&k, n, T)) {
+  gq_par(job, T, n, gq_codes_share, &B);
+  if (gq_radix_sort(job, &k, n, T)) {
     free(k);
     free(xs);
     gq_side_free(s);
     return terr_set(e, T_ENOMEM, "", -1, "no memory for the query index");
   }
   B.k = k;
-  gq_par(T, n, gq_gather_share, &B);
+  gq_par(job, T, n, gq_gather_share, &B);
   free(k);
   free(xs);
   return 0;
@@ -285,12 +279,13 @@ static void gq_box_share(void *p, int th, int64_t lo, int64_t hi) {
 }
 
 /* The boxes of the tiles of sorted X (n points). */
-double *gq_boxes(const double *x, int64_t n, int64_t *nt) {
+double *gq_boxes(const geoq_gpu_job *job, const double *x, int64_t n,
+                 int64_t *nt) {
   *nt = (n + GQ_TILE - 1) / GQ_TILE;
   double *b = (double *)malloc((size_t)(*nt > 0 ? *nt : 1) * 6 * sizeof(double));
   if (!b) return NULL;
   gq_box_job J = {x, n, b};
-  gq_par(gq_par_threads(n), *nt, gq_box_share, &J);
+  gq_par(job, gq_par_threads(job, n), *nt, gq_box_share, &J);
   return b;
 }
 
@@ -308,15 +303,15 @@ static void gq_home_share(void *p, int t, int64_t lo, int64_t hi) {
 
 void gq_homes(gq_run *r) {
   const geod_plan *pl = r->pl;
-  gq_par(gq_par_threads(pl->n), pl->n, gq_home_share, r);
+  gq_par(r->job, gq_par_threads(r->job, pl->n), pl->n, gq_home_share, r);
   /* A home is a place in the targets' order (m itself: after the last). */
   T_ASSERT(pl->n == 0 || (r->home[0] >= 0 && r->home[pl->n - 1] <= r->T.n));
 }
 
-/* gq_slots' passes over original rows [lo, hi) (thread t): inv, then
- * each chunk's count of them (fill[t][c]), then, from each thread's
+/* gq_slots' passes over original rows [lo, hi) (share t): inv, then
+ * each chunk's count of them (fill[t][c]), then, from each share's
  * offsets, the slots — rows in increasing order within a chunk, as one
- * thread would give them. */
+ * share would give them. */
 typedef struct gq_slot_job {
   gq_run *r;
   long long *inv;
@@ -350,7 +345,7 @@ static void gq_slot_share(void *p, int t, int64_t lo, int64_t hi) {
 /* slot and ord for chunks of r->cq sorted queries (see gq_run), in O(n). */
 int gq_slots(gq_run *r, terr *e) {
   int64_t n = r->Q.n, nch = (n + r->cq - 1) / r->cq;
-  int T = gq_par_threads(n);
+  int T = gq_par_threads(r->job, n);
   size_t nn = (size_t)(n > 0 ? n : 1);
   long long *inv = (long long *)malloc(nn * 8);
   int64_t *fill = (int64_t *)malloc((size_t)T * (size_t)(nch > 0 ? nch : 1) * 8);
@@ -362,17 +357,17 @@ int gq_slots(gq_run *r, terr *e) {
     return terr_set(e, T_ENOMEM, "", -1, "no memory for the query index");
   }
   gq_slot_job J = {r, inv, fill, nch, 0};
-  gq_par(T, n, gq_slot_share, &J);
+  gq_par(r->job, T, n, gq_slot_share, &J);
   J.pass = 1;
-  gq_par(T, n, gq_slot_share, &J);
-  for (int64_t c = 0; c < nch; c++) /* thread t starts after threads < t */
+  gq_par(r->job, T, n, gq_slot_share, &J);
+  for (int64_t c = 0; c < nch; c++) /* share t starts after shares < t */
     for (int64_t t = 0, off = 0; t < T; t++) {
       int64_t k = fill[t * nch + c];
       fill[t * nch + c] = off;
       off += k;
     }
   J.pass = 2;
-  gq_par(T, n, gq_slot_share, &J);
+  gq_par(r->job, T, n, gq_slot_share, &J);
   free(inv);
   free(fill);
   return 0;

@@ -78,12 +78,14 @@ typedef struct gq_side {
 } gq_side;
 
 /* Build the sorted side of n prepared points (T_ENOMEM; *s freed then). */
-int gq_side_build(const geod_plan *pl, const geod_point *pts, int64_t n,
-                  gq_side *s, terr *e);
+int gq_side_build(const geoq_gpu_job *job, const geod_plan *pl,
+                  const geod_point *pts, int64_t n, gq_side *s, terr *e);
 void gq_side_free(gq_side *s);
 /* The boxes of the tiles of sorted X (n points): 6 doubles a tile (lo xyz,
- * hi xyz), *nt tiles; NULL when out of memory. The caller frees. */
-double *gq_boxes(const double *x, int64_t n, int64_t *nt);
+ * hi xyz), *nt tiles; NULL when out of memory. The caller frees. Both in
+ * parallel on job's pool (job->par; job NULL: on the calling thread). */
+double *gq_boxes(const geoq_gpu_job *job, const double *x, int64_t n,
+                 int64_t *nt);
 
 /* ---- the devices and the chunks (query_chunks.cu) ------------------------ */
 
@@ -141,6 +143,8 @@ typedef struct gq_run {
   tarray *part[GEOQ_MAX_PARTS];
   int nparts;
   double t_up, t_down, t_kern;
+  /* per lane, in the last pass (gq_pass): queries and chunks computed */
+  int64_t lrows[2 * GQ_MAX_DEV], lchunks[2 * GQ_MAX_DEV];
 } gq_run;
 
 /* (query_index.cu) The home of every sorted query: its position in the
