@@ -54,17 +54,22 @@ except Exception:
     torch = None
 
 
-def med(f, reps):
-    """Median of reps timed calls after a warm-up; each call starts with no
-    dirty page cache (os.sync(), not timed): a stored result is gigabytes
-    of new dirty pages, and once earlier rows' results pass the kernel's
-    dirty limits every later writer is throttled to the disk's speed (the
-    geodesic http column read 2.0-2.3 s here where the same call alone,
-    http_breakdown.py, took 0.67 s). bench_upload.py does the same."""
+def med(f, reps, settle=False):
+    """Median of reps timed calls after a warm-up. settle (the http rows):
+    each call starts with no dirty page cache (os.sync(), not timed): a
+    stored result is gigabytes of new dirty pages, and once earlier rows'
+    results pass the kernel's dirty limits every later writer is throttled
+    to the disk's speed (the geodesic http column read 2.0-2.3 s here where
+    the same call alone, http_breakdown.py, took 0.67 s; bench_upload.py
+    settles the same way). Not the region rows: their results are written
+    in place into the region's file, whose dirty pages stay as many; a sync
+    there would clean them, and the next job's copy would fault on every
+    page again (region map 41 -> 215 ms on the H200 when it did)."""
     f()
     t = []
     for _ in range(reps):
-        os.sync()
+        if settle:
+            os.sync()
         t0 = time.perf_counter()
         f()
         t.append(time.perf_counter() - t0)
@@ -180,7 +185,7 @@ def map_case(name, expr, np_f, cp_f, torch_f, ins, reg, sh, http, backend, reps)
 
     def f_http():
         got["h"] = http.map(expr, backend=backend, **ins)
-    row.t["http"] = med(f_http, reps)
+    row.t["http"] = med(f_http, reps, settle=True)
     row.checks.append(check(name + "/http", got["h"], want, 1e-12))
     if cp is not None:
         out = np.empty_like(want)
@@ -221,7 +226,8 @@ def matmul_case(n, reg, sh, http, backend, reps):
     row.t["region"] = med(lambda: got.__setitem__("r", reg.matmul(rW, rX, rb, backend=backend)),
                           reps)
     row.t["ndarray"] = med(lambda: got.__setitem__("n", sh.matmul(W, X, b, backend=backend)), reps)
-    row.t["http"] = med(lambda: got.__setitem__("h", http.matmul(W, X, b, backend=backend)), reps)
+    row.t["http"] = med(lambda: got.__setitem__("h", http.matmul(W, X, b, backend=backend)), reps,
+                        settle=True)
     want = got["h"]
     row.checks.append(check("matmul/region", got["r"], want, 1e-9))
     row.checks.append(check("matmul/ndarray", got["n"], want, 1e-9))
@@ -257,7 +263,8 @@ def geo_case(n, reg, sh, http, backend, reps):
     got = {}
     row.t["region"] = med(lambda: got.__setitem__("r", reg.geodesic(rp, backend=backend)), reps)
     row.t["ndarray"] = med(lambda: got.__setitem__("n", sh.geodesic(pts, backend=backend)), reps)
-    row.t["http"] = med(lambda: got.__setitem__("h", http.geodesic(pts, backend=backend)), reps)
+    row.t["http"] = med(lambda: got.__setitem__("h", http.geodesic(pts, backend=backend)), reps,
+                        settle=True)
     for k in ("r", "n"):
         same = np.array_equal(got[k], got["h"])
         row.checks.append("ok" if same else "MISMATCH")
