@@ -7,6 +7,8 @@
  *    zeros, 0600 (the caller sets its own mode); the keeper refills;
  *  - a result that finds none that fits removes the oldest spares until its
  *    own size has room, and the keeper makes spares of that size;
+ *  - on a disk under 10 % free (a 512 MiB tmpfs, root only) a big result
+ *    removes every spare and none is made until there is room again;
  *  - below SPARE_MIN nothing is asked or counted; a result whose size is
  *    over the budget (or more than a spare fits) finds none and none is
  *    made for it;
@@ -21,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -190,6 +194,45 @@ TEST(spares_follow_the_size) {
   CHECK(count_files(sp) == 0);
 }
 
+/* On a disk under SPARE_DISK_FREE % free, a big result removes every
+ * spare (their blocks go back) and takes none, and none is made while it
+ * stays short. A 512 MiB tmpfs of its own (root only: a mount). */
+TEST(short_disk_drops_spares) {
+  if (geteuid() != 0) SKIP_TEST("mounting a tmpfs needs root");
+  char mnt[320];
+  snprintf(mnt, sizeof mnt, "%s/small", dir);
+  mkdir(mnt, 0700);
+  if (mount("tmpfs", mnt, "tmpfs", 0, "size=512m") != 0)
+    SKIP_TEST("cannot mount a tmpfs: %s", strerror(errno));
+  terr e;
+  CHECK(spare_start(mnt, (int64_t)256 << 20, &e) == 0);
+  char path[400], filler[400], sp[400];
+  snprintf(path, sizeof path, "%s/r", mnt);
+  snprintf(filler, sizeof filler, "%s/filler", mnt);
+  snprintf(sp, sizeof sp, "%s/spare", mnt);
+  CHECK(spare_take(path, (int64_t)70 << 20) == 0);
+  CHECK(wait_ready(2)); /* 256 MiB of the 512 MiB */
+  /* Fill the disk to under 10 % free. */
+  int fd = open(filler, O_RDWR | O_CREAT, 0600);
+  CHECK(fd >= 0 && posix_fallocate(fd, 0, (off_t)220 << 20) == 0);
+  CHECK(spare_take(path, (int64_t)70 << 20) == 0);
+  spare_stats st;
+  spare_get_stats(&st);
+  CHECK(st.count == 0 && st.held == 0 && st.taken == 0);
+  CHECK(count_files(sp) == 0);
+  sleep_ms(200);
+  spare_get_stats(&st);
+  CHECK(st.count == 0); /* none made while the disk stays short */
+  /* Room again: the next big result's size is made again. */
+  if (fd >= 0) close(fd);
+  unlink(filler);
+  CHECK(spare_take(path, (int64_t)70 << 20) == 0);
+  CHECK(wait_ready(2));
+  spare_stop();
+  umount2(mnt, MNT_DETACH);
+  rmdir(mnt);
+}
+
 TEST(budget_zero_is_off) {
   terr e;
   CHECK(spare_start(dir, 0, &e) == 0);
@@ -211,6 +254,7 @@ int main(void) {
   RUN(take_and_refill);
   RUN(npy_result_from_a_spare);
   RUN(spares_follow_the_size);
+  RUN(short_disk_drops_spares);
   RUN(budget_zero_is_off);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

@@ -206,6 +206,19 @@ int spare_take(const char *path, int64_t len) {
     pthread_mutex_unlock(&mu);
     return 0;
   }
+  /* The disk is short (under SPARE_DISK_FREE % free): the spares' blocks
+   * go back to it, every one, before a result competes with them. */
+  if (!disk_room(0)) {
+    spare gone[SPARE_MAX];
+    int ngone = S.n;
+    memcpy(gone, S.s, (size_t)S.n * sizeof S.s[0]);
+    S.n = 0;
+    S.held = 0;
+    S.missed++;
+    pthread_mutex_unlock(&mu);
+    for (int i = 0; i < ngone; i++) unlink(gone[i].path);
+    return 0;
+  }
   int best = -1;
   for (int i = 0; i < S.n; i++)
     if (S.s[i].size >= len && S.s[i].size <= 2 * len + SPARE_ROUND &&

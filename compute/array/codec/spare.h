@@ -23,7 +23,9 @@
  * either way the keeper thread then makes spares of that result's size
  * (rounded up to SPARE_ROUND), up to SPARE_MAX of them within the budget
  * (--spare-results), only while the disk keeps SPARE_DISK_FREE of its
- * size free beyond them. A result that finds none that fits removes the
+ * size free beyond them; a big result that finds the disk under that
+ * removes every spare (their blocks go back to the disk) and takes none.
+ * A result that finds none that fits removes the
  * oldest spares until one of its size has room: the spares follow the
  * latest big result's size (uploads of 64 MiB and more ask too: their
  * files are made the same way). Back-to-back big results with no time between
