@@ -199,6 +199,21 @@ void spare_stop(void) {
   if (S.dir[0]) empty_dir(S.dir);
 }
 
+/* Under mu: take the oldest spares out of the table into gone (their files
+ * are the caller's to unlink, outside mu): all of them, or until a spare
+ * of `need` bytes has room (none when need is over the budget). Returns
+ * how many. */
+static int evict(spare *gone, int all, int64_t need) {
+  int k = 0;
+  while (S.n > 0 && (all || (!room_for(need) && need <= S.budget))) {
+    gone[k++] = S.s[0];
+    S.held -= S.s[0].size;
+    memmove(&S.s[0], &S.s[1], (size_t)(S.n - 1) * sizeof S.s[0]);
+    S.n--;
+  }
+  return k;
+}
+
 int spare_take(const char *path, int64_t len) {
   if (len < SPARE_MIN) return 0;
   pthread_mutex_lock(&mu);
@@ -206,14 +221,11 @@ int spare_take(const char *path, int64_t len) {
     pthread_mutex_unlock(&mu);
     return 0;
   }
+  spare got = {{0}, 0}, gone[SPARE_MAX];
   /* The disk is short (under SPARE_DISK_FREE % free): the spares' blocks
    * go back to it, every one, before a result competes with them. */
   if (!disk_room(0)) {
-    spare gone[SPARE_MAX];
-    int ngone = S.n;
-    memcpy(gone, S.s, (size_t)S.n * sizeof S.s[0]);
-    S.n = 0;
-    S.held = 0;
+    int ngone = evict(gone, 1, 0);
     S.missed++;
     pthread_mutex_unlock(&mu);
     for (int i = 0; i < ngone; i++) unlink(gone[i].path);
@@ -224,7 +236,6 @@ int spare_take(const char *path, int64_t len) {
     if (S.s[i].size >= len && S.s[i].size <= 2 * len + SPARE_ROUND &&
         (best < 0 || S.s[i].size < S.s[best].size))
       best = i;
-  spare got = {{0}, 0}, gone[SPARE_MAX];
   int ngone = 0;
   if (best >= 0) {
     got = S.s[best];
@@ -235,12 +246,7 @@ int spare_take(const char *path, int64_t len) {
     /* None fits: the spares follow the latest big result's size, so the
      * oldest go until one of this size has room (spares of another size
      * would otherwise hold the budget for good). */
-    while (S.n > 0 && !room_for(rounded(len)) && rounded(len) <= S.budget) {
-      gone[ngone++] = S.s[0];
-      S.held -= S.s[0].size;
-      memmove(&S.s[0], &S.s[1], (size_t)(S.n - 1) * sizeof S.s[0]);
-      S.n--;
-    }
+    ngone = evict(gone, 0, rounded(len));
   }
   S.want = len;
   pthread_cond_signal(&cv);
