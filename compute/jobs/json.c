@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compute/array/codec/jtext.h"
 #include "compute/array/parts.h"
 #include "compute/array/region.h"
 #include "compute/jobs/jobs.h"
@@ -393,55 +394,6 @@ char *jobs_estimate_json(const job_estimate *est, const char *files) {
   return tbuf_take(&b, NULL);
 }
 
-/* One value of a job's params, as json_dumps(JSON_COMPACT) then
- * tjson_short_reals write it: keys in the object's order, strings escaped
- * as jansson does, reals in their fewest digits (util/buf.h). A string
- * holding a NUL, or a value nested deeper than 64, is handed to those two
- * as it is (jansson writes the NUL as \u0000; the depth bounds the stack). */
-static void params_value(tbuf *b, const json_t *v, int depth) {
-  if (depth > 64 || (json_is_string(v) &&
-                     strlen(json_string_value(v)) != json_string_length(v))) {
-    char *raw = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    char *t = raw ? tjson_short_reals(raw, NULL) : NULL;
-    if (t) tbuf_adds(b, t);
-    else if (!b->err) b->err = T_ENOMEM; /* sticky: tbuf_take gives NULL */
-    free(raw);
-    free(t);
-    return;
-  }
-  switch (json_typeof(v)) {
-    case JSON_OBJECT: {
-      const char *k;
-      json_t *x;
-      int first = 1;
-      tbuf_add(b, "{", 1);
-      json_object_foreach((json_t *)v, k, x) {
-        if (!first) tbuf_add(b, ",", 1);
-        first = 0;
-        tbuf_json_str(b, k);
-        tbuf_add(b, ":", 1);
-        params_value(b, x, depth + 1);
-      }
-      tbuf_add(b, "}", 1);
-      break;
-    }
-    case JSON_ARRAY:
-      tbuf_add(b, "[", 1);
-      for (size_t i = 0; i < json_array_size(v); i++) {
-        if (i) tbuf_add(b, ",", 1);
-        params_value(b, json_array_get(v, i), depth + 1);
-      }
-      tbuf_add(b, "]", 1);
-      break;
-    case JSON_STRING: tbuf_json_str(b, json_string_value(v)); break;
-    case JSON_INTEGER: tbuf_json_int(b, (long long)json_integer_value(v)); break;
-    case JSON_REAL: tbuf_json_real(b, json_real_value(v), 0); break;
-    case JSON_TRUE: tbuf_add(b, "true", 4); break;
-    case JSON_FALSE: tbuf_add(b, "false", 5); break;
-    default: tbuf_add(b, "null", 4); break;
-  }
-}
-
 /* A job's params as stored: the text json_dumps(params, JSON_COMPACT)
  * then tjson_short_reals wrote (test_job_text.c compares the two), in one
  * walk (the dump and the second pass were 16k instructions of a tiny
@@ -449,6 +401,6 @@ static void params_value(tbuf *b, const json_t *v, int depth) {
 char *jobs_params_text(const json_t *params) {
   tbuf b;
   tbuf_init(&b, 0);
-  params_value(&b, params, 0);
+  tjson_tree(&b, params, 0); /* compute/array/codec/jtext.h */
   return tbuf_take(&b, NULL);
 }

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compute/array/codec/jtext.h"
 #include "compute/array/localfile.h"
 #include "compute/sched/sched_int.h"
 #include "util/buf.h"
@@ -31,48 +32,6 @@ static void st_key(tbuf *b, const char *k, int *first) {
   *first = 0;
   tbuf_json_str(b, k);
   tbuf_add(b, ":", 1);
-}
-
-/* One value of the router's object, nested objects and arrays written the
- * same way (keys in their order, as jansson's dump without JSON_SORT_KEYS):
- * the router's per-backend figures are objects, which jansson's dump made
- * the larger part of a tiny job's start (tests/bench/README.md, 11-29). */
-static void st_value(tbuf *b, const json_t *v, int depth) {
-  if (depth > 32) { /* deeper than any router writes: jansson's text */
-    char *t = json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(9) |
-                                JSON_ENCODE_ANY);
-    tbuf_adds(b, t ? t : "null");
-    free(t);
-    return;
-  }
-  switch (json_typeof(v)) {
-    case JSON_OBJECT: {
-      const char *k;
-      json_t *x;
-      int first = 1;
-      tbuf_add(b, "{", 1);
-      json_object_foreach((json_t *)v, k, x) {
-        st_key(b, k, &first);
-        st_value(b, x, depth + 1);
-      }
-      tbuf_add(b, "}", 1);
-      break;
-    }
-    case JSON_ARRAY:
-      tbuf_add(b, "[", 1);
-      for (size_t i = 0; i < json_array_size(v); i++) {
-        if (i) tbuf_add(b, ",", 1);
-        st_value(b, json_array_get(v, i), depth + 1);
-      }
-      tbuf_add(b, "]", 1);
-      break;
-    case JSON_STRING: tbuf_json_str(b, json_string_value(v)); break;
-    case JSON_INTEGER: tbuf_json_int(b, (long long)json_integer_value(v)); break;
-    case JSON_REAL: tbuf_json_real(b, json_real_value(v), 9); break;
-    case JSON_TRUE: tbuf_adds(b, "true"); break;
-    case JSON_FALSE: tbuf_adds(b, "false"); break;
-    default: tbuf_adds(b, "null"); break;
-  }
 }
 
 char *stext_estimate(const job_estimate *est, const json_t *router,
@@ -113,7 +72,7 @@ char *stext_estimate(const job_estimate *est, const json_t *router,
       dup = strcmp(own[i], k) == 0;
     if (dup) continue;
     st_key(&b, k, &first);
-    st_value(&b, v, 0);
+    tjson_tree(&b, v, 9); /* compute/array/codec/jtext.h */
   }
   char *files = tlocal_pins_text(pins);
   if (files) { /* kept for a run after a restart (compute/array/localfile.h) */
