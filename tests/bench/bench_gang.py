@@ -30,10 +30,7 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 
 import numpy as np
@@ -43,20 +40,10 @@ sys.path.insert(0, os.environ.get("TESSEL_CLIENT_DIR") or
                 os.path.join(HERE, "..", "..", "clients", "python"))
 import tessel  # noqa: E402
 
+sys.path.insert(0, HERE)
+from bench_many import start  # noqa: E402
+
 BACKEND = os.environ.get("BENCH_BACKEND", "cuda")  # "cpu": try the script without a GPU
-
-
-def start(binary, env):
-    d = tempfile.mkdtemp(prefix="bench-gang-")
-    p = subprocess.Popen([binary, "--port", "0", "--data-dir", d, "--access-log", "0"],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                         env=dict(os.environ, **env))
-    for line in p.stdout:
-        if "listening on http://" in line:
-            url = line.split("listening on ")[1].split()[0].rstrip(",/")
-            threading.Thread(target=lambda: [None for _ in p.stdout], daemon=True).start()
-            return p, d, url
-    raise SystemExit("tesseld did not start")
 
 
 def timed(fn, reps):

@@ -35,10 +35,14 @@ sys.path.insert(0, os.environ.get("TESSEL_CLIENT_DIR") or
 import tessel  # noqa: E402
 
 
-def start(binary):
+def start(binary, env=None, extra=()):
+    """tesseld on a fresh data directory (env: added to its environment;
+    extra: more flags); (process, data directory, url). bench_gang.py and
+    bench_spare.py start theirs through this too."""
     d = tempfile.mkdtemp(prefix="bench-many-")
-    p = subprocess.Popen([binary, "--port", "0", "--data-dir", d, "--access-log", "0"],
-                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    p = subprocess.Popen([binary, "--port", "0", "--data-dir", d, "--access-log", "0"] + list(extra),
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                         env=dict(os.environ, **(env or {})))
     for line in p.stdout:
         if "listening on http://" in line:
             url = line.split("listening on ")[1].split()[0].rstrip(",/")

@@ -24,31 +24,17 @@ run on a machine without a GPU (with --backend cpu).
 import argparse
 import json
 import os
-import re
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "clients", "python"))
+sys.path.insert(0, HERE)
 import numpy as np  # noqa: E402
 
 import tessel  # noqa: E402
-
-
-def start(tesseld, extra, log):
-    work = tempfile.mkdtemp(prefix="bench-spare-")
-    p = subprocess.Popen([tesseld, "--port", "0", "--data-dir", os.path.join(work, "data"),
-                          "--access-log", "0"] + extra, stdout=subprocess.PIPE, stderr=log)
-    while True:
-        line = p.stdout.readline().decode(errors="replace")
-        m = re.search(r"listening on http://[^:]+:(\d+)", line)
-        if m:
-            return p, f"http://127.0.0.1:{m.group(1)}"
-        if not line:
-            raise RuntimeError("tesseld did not start")
+from bench_many import start  # noqa: E402
 
 
 def spare(url):
@@ -72,12 +58,11 @@ def main():
     data = {"p20": pts(n20), "p30": pts(n30), "k7": pts(nk),
             "a": rng.standard_normal((nm, nm)), "b": rng.standard_normal((nm, nm)),
             "x": rng.random(nx)}
-    log = open(os.devnull, "wb")
     print(f"backend {a.backend}; ms from the job record; 'took': the result took a spare")
     print("| spares | job | rep | took | total | compute | d2h | store |")
     print("|---|---|---|---|---|---|---|---|")
     for label, extra in (("on", []), ("off", ["--spare-results", "0"])):
-        p, url = start(a.tesseld, extra, log)
+        p, _, url = start(a.tesseld, extra=extra)
         try:
             c = tessel.Client(url, same_host=False, timeout=1200)
             ins = {name: c.upload(v) for name, v in data.items()}
