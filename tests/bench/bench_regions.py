@@ -4,7 +4,7 @@ through Tessel three ways beside CuPy and PyTorch and the physical floors,
 all in one run on one machine.
 
 Usage: bench_regions.py TESSELD [--n 1e8] [--mm 8192] [--geo 20000]
-                        [--reps 3] [--backend cuda] [--threads T]
+                        [--reps 3] [--backend cuda] [--threads T] [--local auto|DIR]
 
 It starts TESSELD on a fresh data directory with a same-host directory
 (--local-dir), then for each case times, median of REPS after a warm-up:
@@ -84,9 +84,8 @@ def free_port():
     return p
 
 
-def start(tesseld, top, threads):
+def start(tesseld, top, threads, local):
     data = os.path.join(top, "data")
-    local = os.path.join(top, "local")
     os.makedirs(local)
     port = free_port()
     args = [tesseld, "--listen", "127.0.0.1", "--port", str(port), "--data-dir", data,
@@ -296,9 +295,25 @@ def main():
     ap.add_argument("--backend", default="cuda" if cp is not None else "cpu")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--cases", default="map1,map2,matmul,geodesic")
+    ap.add_argument("--local", default="auto",
+                    help="parent of the same-host directory (regions live there): "
+                         "auto = /dev/shm when it has room (a tmpfs region can be "
+                         "pinned for the GPU; an ext4 one cannot), else the run's "
+                         "temporary directory")
     a = ap.parse_args()
     top = tempfile.mkdtemp(prefix="bench-regions-")
-    p, url, local = start(os.path.abspath(a.tesseld), top, a.threads)
+    lparent = a.local
+    if lparent == "auto":
+        lparent = top
+        try:
+            st = os.statvfs("/dev/shm")
+            if st.f_bavail * st.f_frsize >= 16 * int(a.n) * 8:
+                lparent = "/dev/shm"
+        except OSError:
+            pass
+    local = tempfile.mkdtemp(prefix="bench-regions-local-", dir=lparent)
+    os.rmdir(local)
+    p, url, local = start(os.path.abspath(a.tesseld), top, a.threads, local)
     rows = []
     try:
         reg = tessel.Client(url, same_host=True, local_dir=local, timeout=600)
@@ -324,10 +339,15 @@ def main():
             rows.append(matmul_case(a.mm, reg, sh, http, a.backend, a.reps))
         if "geodesic" in cases:
             rows.append(geo_case(a.geo, reg, sh, http, a.backend, a.reps))
+        _, info = reg._t.json("GET", "/v1/regions")
+        pinned = sorted({bool(r.get("pinned")) for r in info.get("regions", [])})
+        print(f"same-host directory {local}: {len(info.get('regions', []))} regions "
+              f"registered, pinned {pinned}")
     finally:
         p.send_signal(signal.SIGTERM)
         p.wait(30)
         shutil.rmtree(top, ignore_errors=True)
+        shutil.rmtree(local, ignore_errors=True)
     cols = ["region", "ndarray", "http", "cupy", "cupy_new", "torch", "pcie", "memcpy"]
     la = os.getloadavg()
     print(f"\nbackend {a.backend}, medians of {a.reps} after a warm-up, load {la[0]:.1f}; "
