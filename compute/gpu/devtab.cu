@@ -9,6 +9,7 @@
  * (device.cu), before the workers start and after they stop; between the
  * two the table is immutable and dev_get may be called from any thread.
  */
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -67,6 +68,13 @@ void gpu_configure(const gpu_config *cfg) {
   if (cfg->resident_fraction > 0 && cfg->resident_fraction <= 0.95)
     g_resident_fraction = cfg->resident_fraction;
   if (cfg->staging_bytes >= (4 << 20)) g_staging_bytes = cfg->staging_bytes;
+  /* TESSEL_GPU_STAGING_MB: the staging size for A/B runs (4 MiB .. 4 GiB);
+   * a setting given in cfg wins. */
+  const char *v = getenv("TESSEL_GPU_STAGING_MB");
+  if (v && cfg->staging_bytes < (4 << 20)) {
+    long mb = strtol(v, NULL, 10);
+    if (mb >= 4 && mb <= 4096) g_staging_bytes = (int64_t)mb << 20;
+  }
 }
 
 const char *dev_data_dir(void) { return g_data_dir; }
