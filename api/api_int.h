@@ -7,6 +7,11 @@
 #include "api/api.h"
 #include "compute/array/tarray.h"
 #include "compute/jobs/lifecycle.h"
+#include "util/buf.h"
+
+/* The largest result answered inline as result.data (jobs:get's
+ * "include": ["result"], ?include=result on a job): the row's cap. */
+#define API_INLINE_RESULT (64 * 1024)
 
 /* The longest ?wait a request may ask for, seconds (POST /v1/jobs). */
 #define API_MAX_WAIT_S 60.0
@@ -29,6 +34,16 @@ int api_submit_prelude(http_req *r, double *wait_s, json_t **body);
 /* Answer `status` with the job (params included), as jobs_json writes it. */
 void api_reply_job(http_req *r, api_ctx *ctx, const job_record *j,
                    int status);
+/* The same; with `data` (?include=result on a succeeded job) its result
+ * object gains "data" as jobs:get's include writes it (api_job_text_data). */
+void api_reply_job_data(http_req *r, api_ctx *ctx, const job_record *j,
+                        int status, int data);
+/* Append the job's text (len bytes, jobs_json's) to b with "data" added to
+ * its "result" object when the result is kept in the row and at most
+ * API_INLINE_RESULT bytes (nested lists, non-finite values as null); the
+ * text as it was otherwise. owner NULL: not checked (batch.c). */
+void api_job_text_data(tbuf *b, api_ctx *ctx, const char *text, size_t len,
+                       const char *id, const char *owner);
 /* The array's metadata as the API shows it. New ref. */
 json_t *api_array_json(const store_array *a);
 

@@ -41,7 +41,6 @@
 #include "util/buf.h"
 #include "util/util.h"
 
-#define API_INLINE_RESULT (64 * 1024)
 #define API_GET_MAX JOBS_BATCH_MAX
 
 typedef struct mwait {
@@ -86,56 +85,6 @@ static mwait *mwait_new(http_req *r, api_ctx *ctx, int n) {
 }
 
 /* ---- the answer ------------------------------------------------------- */
-
-/* The values of a (C order) as nested lists, from dimension d on. */
-static void put_values(tbuf *b, const tarray *a, int d, int64_t *at) {
-  if (d == a->ndim) {
-    if (a->dtype == T_I64) {
-      tbuf_json_int(b, ((const int64_t *)a->data)[*at]);
-    } else {
-      double v = a->dtype == T_F32 ? ((const float *)a->data)[*at]
-                                   : ((const double *)a->data)[*at];
-      tbuf_json_real(b, v, 0); /* non-finite: null */
-    }
-    (*at)++;
-    return;
-  }
-  tbuf_adds(b, "[");
-  for (int64_t i = 0; i < a->shape[d]; i++) {
-    if (i) tbuf_adds(b, ",");
-    put_values(b, a, d + 1, at);
-  }
-  tbuf_adds(b, "]");
-}
-
-/* The job's text (jobs_json's, len bytes) with "data" added to its
- * "result" object when the result is kept in the row and small: nested
- * lists as put_values writes them. The text as it was otherwise (its
- * "result" is a link already). */
-static void put_with_data(tbuf *b, api_ctx *ctx, const char *text,
-                          size_t len, const char *id, const char *owner) {
-  char needle[T_ID_MAX + 40];
-  snprintf(needle, sizeof needle, "\"href\":\"/v1/jobs/%s/result\"}", id);
-  const char *at = strstr(text, needle);
-  jobs_result res;
-  terr e;
-  tarray *a = NULL;
-  memset(&res, 0, sizeof res);
-  if (at && jobs_result_get(ctx->jobs, id, owner, &res, &e) == 0 && res.npy &&
-      res.npy_len <= API_INLINE_RESULT &&
-      npy_parse_result(res.npy, res.npy_len, API_INLINE_RESULT, &a, &e) == 0) {
-    size_t cut = (size_t)(at - text) + strlen(needle) - 1; /* before '}' */
-    tbuf_add(b, text, cut);
-    tbuf_adds(b, ",\"data\":");
-    int64_t pos = 0;
-    put_values(b, a, 0, &pos);
-    tbuf_add(b, text + cut, len - cut);
-    tarray_free(a);
-  } else {
-    tbuf_add(b, text, len);
-  }
-  jobs_result_clear(&res);
-}
 
 static void put_error(tbuf *b, const char *id, const terr *e) {
   tbuf_adds(b, "{");
@@ -182,7 +131,7 @@ static void put_item(tbuf *b, const mwait *m, const jobs_batch_item *it) {
   size_t len = 0;
   char *text = jobs_json(m->ctx->jobs, jr, 1, &len);
   if (text && m->include_result && jr->status == JOB_SUCCEEDED)
-    put_with_data(b, m->ctx, text, len, jr->id, owner);
+    api_job_text_data(b, m->ctx, text, len, jr->id, owner);
   else if (text) {
     tbuf_add(b, text, len);
   } else {

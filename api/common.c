@@ -138,10 +138,72 @@ void api_reply_deleted(http_req *r, const char *id) {
   http_reply_json(r, 200, json_pack("{s:s, s:b}", "id", id, "deleted", 1));
 }
 
+/* The values of a (C order) as nested lists, from dimension d on. */
+static void put_values(tbuf *b, const tarray *a, int d, int64_t *at) {
+  if (d == a->ndim) {
+    if (a->dtype == T_I64) {
+      tbuf_json_int(b, ((const int64_t *)a->data)[*at]);
+    } else {
+      double v = a->dtype == T_F32 ? ((const float *)a->data)[*at]
+                                   : ((const double *)a->data)[*at];
+      tbuf_json_real(b, v, 0); /* non-finite: null */
+    }
+    (*at)++;
+    return;
+  }
+  tbuf_adds(b, "[");
+  for (int64_t i = 0; i < a->shape[d]; i++) {
+    if (i) tbuf_adds(b, ",");
+    put_values(b, a, d + 1, at);
+  }
+  tbuf_adds(b, "]");
+}
+
+/* The job's text (jobs_json's, len bytes) with "data" added to its
+ * "result" object when the result is kept in the row and small: nested
+ * lists as put_values writes them. The text as it was otherwise (its
+ * "result" is a link already). */
+void api_job_text_data(tbuf *b, api_ctx *ctx, const char *text, size_t len,
+                       const char *id, const char *owner) {
+  char needle[T_ID_MAX + 40];
+  snprintf(needle, sizeof needle, "\"href\":\"/v1/jobs/%s/result\"}", id);
+  const char *at = strstr(text, needle);
+  jobs_result res;
+  terr e;
+  tarray *a = NULL;
+  memset(&res, 0, sizeof res);
+  if (at && jobs_result_get(ctx->jobs, id, owner, &res, &e) == 0 && res.npy &&
+      res.npy_len <= API_INLINE_RESULT &&
+      npy_parse_result(res.npy, res.npy_len, API_INLINE_RESULT, &a, &e) == 0) {
+    size_t cut = (size_t)(at - text) + strlen(needle) - 1; /* before '}' */
+    tbuf_add(b, text, cut);
+    tbuf_adds(b, ",\"data\":");
+    int64_t pos = 0;
+    put_values(b, a, 0, &pos);
+    tbuf_add(b, text + cut, len - cut);
+    tarray_free(a);
+  } else {
+    tbuf_add(b, text, len);
+  }
+  jobs_result_clear(&res);
+}
+
 void api_reply_job(http_req *r, api_ctx *ctx, const job_record *j,
                    int status) {
+  api_reply_job_data(r, ctx, j, status, 0);
+}
+
+void api_reply_job_data(http_req *r, api_ctx *ctx, const job_record *j,
+                        int status, int data) {
   size_t len = 0;
   char *text = jobs_json(ctx ? ctx->jobs : NULL, j, 1, &len);
+  if (text && data && ctx) {
+    tbuf b;
+    tbuf_init(&b, 0); /* no cap: the job's text and at most 64 KiB of values */
+    api_job_text_data(&b, ctx, text, len, j->id, NULL);
+    free(text);
+    text = tbuf_take(&b, &len);
+  }
   if (!text) {
     api_reply_terr(r, T_ENOMEM, "", "out of memory for the answer");
     return;

@@ -40,7 +40,8 @@ static void add_location(http_req *r, const char *id) {
   http_add_header(r, "Location", loc);
 }
 
-static void reply_job(http_req *r, api_ctx *ctx, const char *id, int status) {
+static void reply_job(http_req *r, api_ctx *ctx, const char *id, int status,
+                      int data) {
   job_record j;
   terr e;
   if (jobs_get(ctx->jobs, id, NULL, &j, &e)) {
@@ -49,11 +50,23 @@ static void reply_job(http_req *r, api_ctx *ctx, const char *id, int status) {
   }
   if (status == 0) status = job_status_final(j.status) ? 200 : 202;
   add_location(r, j.id);
-  api_reply_job(r, ctx, &j, status);
+  api_reply_job_data(r, ctx, &j, status, data && j.status == JOB_SUCCEEDED);
   store_job_clear(&j);
 }
 
 /* ---- waiting for a job ------------------------------------------------ */
+
+/* How a job is answered (the `get` of the functions below): REPLY_GET, a
+ * GET's 200 however the job stands (else a submit's 200 or 202 with
+ * Location); REPLY_DATA, ?include=result: a succeeded job's small result
+ * inline as result.data (api_job_text_data). */
+enum { REPLY_GET = 1, REPLY_DATA = 2 };
+
+static void reply_job_rec(http_req *r, api_ctx *ctx, const job_record *j,
+                          int status, int get) {
+  api_reply_job_data(r, ctx, j, status,
+                     (get & REPLY_DATA) && j->status == JOB_SUCCEEDED);
+}
 
 /* A ?wait request. Its memory is freed by whoever claims the request (the
  * end callback, the timeout, or the handler when the job had already
@@ -64,7 +77,7 @@ typedef struct waiter {
   api_ctx *ctx;
   uint64_t token;
   int async_insert; /* the row was queued with store_job_insert_async */
-  int get;          /* GET /v1/jobs/{id}?wait: 200 however it stands */
+  int get;          /* REPLY_GET | REPLY_DATA */
   char id[T_ID_MAX];
 } waiter;
 
@@ -108,8 +121,9 @@ static void reply_job_stored(http_req *r, api_ctx *ctx, const char *id,
     http_reply_error(r, &e);
     return;
   }
-  if (!get) add_location(r, j.id);
-  api_reply_job(r, ctx, &j, get || job_status_final(j.status) ? 200 : 202);
+  if (!(get & REPLY_GET)) add_location(r, j.id);
+  reply_job_rec(r, ctx, &j,
+                (get & REPLY_GET) || job_status_final(j.status) ? 200 : 202, get);
   store_job_clear(&j);
 }
 
@@ -120,8 +134,8 @@ static void reply_job_stored(http_req *r, api_ctx *ctx, const char *id,
 static void answer_wait(http_req *r, void *ud) {
   wait_answer *a = ud;
   if (a->have_row) {
-    if (!a->get) add_location(r, a->row.id);
-    api_reply_job(r, a->ctx, &a->row, 200);
+    if (!(a->get & REPLY_GET)) add_location(r, a->row.id);
+    reply_job_rec(r, a->ctx, &a->row, 200, a->get);
   } else {
     reply_job_stored(r, a->ctx, a->id, a->async_insert, 0, a->get);
   }
@@ -227,6 +241,18 @@ int api_parse_wait(http_req *r, double *wait_s, terr *e) {
   return T_OK;
 }
 
+/* ?include=result (the only value): REPLY_DATA, else 0; 400 naming
+ * "include" for anything else. */
+static int parse_include(http_req *r, int *flags, terr *e) {
+  const char *v = http_query(r, "include");
+  *flags = 0;
+  if (!v) return T_OK;
+  if (strcmp(v, "result") != 0)
+    return terr_set(e, T_EINVAL, "include", -1, "expected \"result\"");
+  *flags = REPLY_DATA;
+  return T_OK;
+}
+
 int api_submit_prelude(http_req *r, double *wait_s, json_t **body) {
   terr e;
   terr_clear(&e);
@@ -247,6 +273,11 @@ static void handle_submit(http_req *r, void *ud) {
   terr_clear(&e);
   json_t *body = NULL;
   double wait_s;
+  int inc = 0;
+  if (parse_include(r, &inc, &e)) {
+    http_reply_error(r, &e);
+    return;
+  }
   if (api_submit_prelude(r, &wait_s, &body)) return;
   char id[T_ID_MAX];
   int retry_after = 1, async_insert = wait_s > 0;
@@ -263,9 +294,9 @@ static void handle_submit(http_req *r, void *ud) {
     return;
   }
   if (wait_s > 0)
-    reply_after_wait(r, ctx, id, wait_s, async_insert, 0);
+    reply_after_wait(r, ctx, id, wait_s, async_insert, inc);
   else /* 202 as documented, even when a tiny job has already ended */
-    reply_job(r, ctx, id, 202);
+    reply_job(r, ctx, id, 202, inc);
 }
 
 /* ---- GET /v1/jobs ----------------------------------------------------- */
@@ -299,7 +330,8 @@ static void handle_get(http_req *r, void *ud) {
   terr e;
   terr_clear(&e);
   double wait_s;
-  if (api_parse_wait(r, &wait_s, &e) ||
+  int inc = 0;
+  if (parse_include(r, &inc, &e) || api_parse_wait(r, &wait_s, &e) ||
       jobs_get(ctx->jobs, http_param(r, "id"), http_owner(r), &j, &e)) {
     http_reply_error(r, &e);
     return;
@@ -308,10 +340,10 @@ static void handle_get(http_req *r, void *ud) {
     char id[T_ID_MAX];
     snprintf(id, sizeof id, "%s", j.id);
     store_job_clear(&j);
-    reply_after_wait(r, ctx, id, wait_s, 0, 1);
+    reply_after_wait(r, ctx, id, wait_s, 0, REPLY_GET | inc);
     return;
   }
-  api_reply_job(r, ctx, &j, 200);
+  reply_job_rec(r, ctx, &j, 200, REPLY_GET | inc);
   store_job_clear(&j);
 }
 
@@ -323,7 +355,7 @@ static void handle_cancel(http_req *r, void *ud) {
     http_reply_error(r, &e);
     return;
   }
-  reply_job(r, ctx, id, 0);
+  reply_job(r, ctx, id, 0, 0);
 }
 
 static void handle_delete(http_req *r, void *ud) {
@@ -375,7 +407,7 @@ int api_jobs_register(http_server *srv, api_ctx *ctx, terr *e) {
                    ctx, HTTP_AUTH);
   /* The query parameters each route takes (any other is 400; openapi.json
    * lists the same). q, order_by and desc: the list's search and order. */
-  static const char *const wait[] = {"wait", NULL};
+  static const char *const wait[] = {"wait", "include", NULL};
   static const char *const list[] = {"status", "kind", "backend", "label",
                                      "limit",  "cursor", "q", "order_by",
                                      "desc",   NULL};

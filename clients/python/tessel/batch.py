@@ -67,10 +67,18 @@ def _small(v: Any) -> Optional[Any]:
 
 
 def _inline(result: Dict[str, Any]) -> Optional[np.ndarray]:
-    """The array of an inline result (``result.data``), or None."""
+    """The array of an inline result (``result.data``), or None: also when
+    it holds a null (JSON has no NaN or infinity, so the server writes every
+    non-finite value as null; the caller then downloads the ``.npy``, which
+    keeps them apart)."""
     if "data" not in result:
         return None
-    a = np.array(result["data"], dtype=float if result.get("dtype") != "int64" else np.int64)
+    try:
+        a = np.array(result["data"], dtype=float if result.get("dtype") != "int64" else np.int64)
+    except (TypeError, ValueError):  # a null in an int64 result
+        return None
+    if a.dtype.kind == "f" and np.isnan(a).any():
+        return None
     a = a.astype(result.get("dtype", "float64"), copy=False)
     return a.reshape(result.get("shape", a.shape))
 

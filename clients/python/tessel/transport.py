@@ -294,9 +294,12 @@ class Transport:
                     h["Content-Length"] = str(sum(memoryview(p).nbytes for p in parts))
                 for k, v in h.items():
                     conn.putheader(k, v)
-                conn.endheaders()
-                for p in parts:
-                    conn.sock.sendall(p)
+                if len(parts) == 1 and isinstance(parts[0], bytes) and len(parts[0]) <= (64 << 10):
+                    conn.endheaders(parts[0])  # head and a small body in one send
+                else:
+                    conn.endheaders()
+                    for p in parts:
+                        conn.sock.sendall(p)
                 return conn.getresponse()
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError,
                     http.client.CannotSendRequest, http.client.BadStatusLine) as e:

@@ -18,6 +18,7 @@ import pytest
 import tessel
 
 A = np.arange(12.0)
+BIG = np.arange(10000.0)  # over INLINE_MAX: goes up as an array (or a file), not inline
 # A job that runs seconds on one thread and stops at its next chunk when
 # canceled: an expensive reduce over 10^8 generated values.
 LONG = {"op": "sum", "expr": "sin(x)*exp(cos(x))+sqrt(x)",
@@ -218,9 +219,33 @@ def test_upload_array_and_chaining(client):
 
 def test_implicit_upload_removed(client):
     before = {a.id for a in client.arrays(1000)}
-    client.map("x", x=np.random.default_rng().random(7))
+    client.map("x", x=np.random.default_rng().random(BIG.size))
     time.sleep(0.05)
     assert {a.id for a in client.arrays(1000)} == before
+
+
+def test_tiny_call_is_one_request(daemon):
+    # A few numbers go in the job's body (no upload, no delete) and the
+    # result comes back in the submit's answer (?wait&include=result).
+    with tessel.Client(daemon.url, same_host=False) as c:
+        seen = []
+        c._t.on_request = lambda m, p, h: seen.append((m, p))
+        x = np.array([0.1, 1e300, -2.5, 3.0])
+        got = c.map("x + 0.2", x=x)
+        assert got.tobytes() == (x + 0.2).tobytes()  # exact, not just close
+        assert [m for m, _ in seen] == ["POST"] and "include=result" in seen[0][1]
+        seen.clear()
+        # non-finite values (null in JSON) come as the .npy: inf and nan kept apart
+        got = c.map("log(x)", x=np.array([0.0, -1.0, 1.0]))
+        assert np.isneginf(got[0]) and np.isnan(got[1]) and got[2] == 0.0
+        assert [m for m, _ in seen] == ["POST", "GET"]
+        seen.clear()
+        # float32 and non-finite inputs keep the upload (JSON numbers are float64)
+        y = c.map("x * 2", x=np.array([1.5, np.inf]))
+        assert np.isinf(y[1]) and y[0] == 3.0
+        assert ("POST", "/v1/arrays") in seen or any(p.startswith("/v1/uploads") for _, p in seen)
+        f = c.map("x * 2", x=np.array([1.5, 2.5], dtype=np.float32))
+        assert f.dtype == np.float32 and f.tolist() == [3.0, 5.0]
 
 
 # ---- futures -----------------------------------------------------------------
@@ -424,18 +449,18 @@ def test_same_host_picked(daemon):
     # The .npy file path (regions=False); test_regions.py has the regions'.
     c = tessel.Client(daemon.url, local_dir=daemon.local, regions=False)
     assert c.local_dir() == os.path.realpath(daemon.local)
-    j = c.submit_map("x*2", x=A)
+    j = c.submit_map("x*2", x=BIG)
     assert "file" in j.info["params"]["inputs"]["x"]
     y = j.result(timeout=60)
     assert isinstance(y, np.memmap)
-    np.testing.assert_array_equal(y, A * 2)
+    np.testing.assert_array_equal(y, BIG * 2)
     z = c.map("x+1", x=j)  # chained through the output file
-    np.testing.assert_array_equal(z, A * 2 + 1)
+    np.testing.assert_array_equal(z, BIG * 2 + 1)
     e = c.empty((3, 4))
     assert isinstance(e, np.memmap)
     e[...] = np.arange(12.0).reshape(3, 4)
     buf = np.full(A.shape, -1.0)
-    got = c.submit_map("x*3", x=A).result(out=buf)  # read into out, not mapped
+    got = c.submit_map("x*3", x=BIG[:12]).result(out=buf)  # read into out, not mapped
     assert got is buf and not isinstance(got, np.memmap)
     np.testing.assert_array_equal(buf, A * 3)
     k = c.submit_map("x*x", x=e)
@@ -450,11 +475,11 @@ def test_same_host_picked(daemon):
 def test_same_host_not_picked(daemon, other_dir):
     c = tessel.Client(daemon.url, local_dir=other_dir)  # not a --local-dir of the server
     assert c.local_dir() is None
-    j = c.submit_map("x*2", x=A)
+    j = c.submit_map("x*2", x=BIG)
     assert "array" in j.info["params"]["inputs"]["x"]
     y = j.result()
     assert not isinstance(y, np.memmap)
-    np.testing.assert_array_equal(y, A * 2)
+    np.testing.assert_array_equal(y, BIG * 2)
     assert os.listdir(other_dir) == []
     assert tessel.Client(daemon.url, same_host=False, local_dir=daemon.local).local_dir() is None
     assert not isinstance(c.empty(3), np.memmap)
