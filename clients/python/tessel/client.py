@@ -767,20 +767,20 @@ class Client(Kinds, Batches):
                 body["output"] = {"file": out_file}
             raw = json.dumps(body).encode()
             q = f"?wait={min(float(wait), self.max_wait):.3f}" if wait else ""
-            # A job waited for whose result the server keeps: a small result
-            # comes back inline in the same answer (?include=result), so a
-            # tiny call is one request. Batched submits (the coalescer's)
-            # read theirs as before.
-            inc = bool(wait) and out_file is None and out_blk is None and \
-                not self._no_include
+            # A job whose result the server keeps: a small result that is
+            # there when the answer leaves (with ?wait, or a job that ended
+            # at once) comes inline in it (?include=result), so a tiny call
+            # is one request. Batched submits (the coalescer's) read theirs
+            # through the waiter's jobs:get, which includes results too.
+            inc = out_file is None and out_blk is None and not self._no_include
 
             def single():
                 if inc:
                     try:
                         return self._t.request(
-                            "POST", "/v1/jobs" + q + "&include=result", raw,
-                            {"Content-Type": "application/json"},
-                            timeout=float(wait) + 60)[1]
+                            "POST", "/v1/jobs" + (q + "&" if q else "?") + "include=result",
+                            raw, {"Content-Type": "application/json"},
+                            timeout=(float(wait) + 60) if wait else None)[1]
                     except errors.InvalidArgument as e:
                         if e.field != "include":
                             raise
@@ -898,6 +898,8 @@ class Client(Kinds, Batches):
         r = job.info.get("result") or {}
         if "data" in r:  # inline in the job's answer (?include=result)
             a = _inline(r)
+            if out is None:
+                r.pop("data", None)  # the array is kept (job._array) instead of the lists
             if a is not None:
                 if out is None:
                     return a

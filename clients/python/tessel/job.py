@@ -188,6 +188,21 @@ class Job(concurrent.futures.Future):
         """
         return self.status == "running"
 
+    def _get_waiting(self, w: float):
+        """GET ?wait=w; with include=result when the server keeps the result
+        (a small one then comes inline: no download after)."""
+        c = self.client
+        path = f"/v1/jobs/{self.id}?wait={w:.3f}"
+        if not self._output_file and getattr(self, "_out_block", None) is None and \
+                not c._no_include:
+            try:
+                return c._t.json("GET", path + "&include=result", timeout=w + 60)
+            except errors.InvalidArgument as e:
+                if e.field != "include":
+                    raise
+                c._no_include = True  # an older server
+        return c._t.json("GET", path, timeout=w + 60)
+
     def wait(self, timeout: Optional[float] = None, progress: bool = False) -> bool:
         """Wait until the job ended, without downloading its result.
 
@@ -225,8 +240,7 @@ class Job(concurrent.futures.Future):
                     # GET ?wait holds the request until the job ends or w
                     # passes (API.md); asked again until it ends.
                     w = self.client.max_wait if left is None else max(0.001, min(self.client.max_wait, left))
-                    _, info = self.client._t.json(
-                        "GET", f"/v1/jobs/{self.id}?wait={w:.3f}", timeout=w + 60)
+                    _, info = self._get_waiting(w)
                     self._update(info)
             if bar is not None:
                 bar.show(self)
@@ -599,7 +613,8 @@ class Waiter:
                 for lo in range(0, len(jobs), 10000):
                     chunk = jobs[lo:lo + 10000]
                     _, out = client._t.json("POST", "/v1/jobs:get",
-                                            {"ids": [j.id for j in chunk]})
+                                            {"ids": [j.id for j in chunk],
+                                             "include": ["result"]})
                     for j, info in zip(chunk, out["jobs"]):
                         if "status" in info:
                             j._update(info)

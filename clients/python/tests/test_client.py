@@ -248,6 +248,20 @@ def test_tiny_call_is_one_request(daemon):
         assert f.dtype == np.float32 and f.tolist() == [3.0, 5.0]
 
 
+def test_futures_small_results_inline(daemon):
+    # Jobs submitted without a wait: the waiter's jobs:get (or the submit's
+    # own answer, or a GET ?wait) brings each small result along, so no
+    # job's result is downloaded on its own.
+    with tessel.Client(daemon.url, same_host=False) as c:
+        seen = []
+        c._t.on_request = lambda m, p, h: seen.append((m, p.split("?")[0]))
+        jobs = [c.submit_map("x * 3", x=np.arange(5.0) + i) for i in range(40)]
+        for i, j in enumerate(jobs):
+            assert j.result(timeout=60).tolist() == ((np.arange(5.0) + i) * 3).tolist()
+        assert not [p for m, p in seen if p.endswith("/result")]
+        assert all(m == "POST" or p.startswith("/v1/jobs/j_") for m, p in seen)
+
+
 # ---- futures -----------------------------------------------------------------
 def test_job_is_a_future(client):
     j = client.submit_map("x*2", x=A)
@@ -333,7 +347,7 @@ def test_rewait_past_the_server_cap():
         def json(method, path, obj=None, timeout=None):
             st, info = json0(method, path, obj, timeout)
             if method == "GET" and "?wait=" in path:
-                waits.append((path.split("?wait=")[1], info["status"]))
+                waits.append((path.split("?wait=")[1].split("&")[0], info["status"]))
             return st, info
         c._t.json = json
         j = long_job(c)
