@@ -13,6 +13,21 @@
  * "include": ["result"], ?include=result on a job): the row's cap. */
 #define API_INLINE_RESULT (64 * 1024)
 
+/* A read mask over a job's members ("fields" of jobs:batch and jobs:get;
+ * fields.c): bit k is the k-th member as jobs_json writes them. */
+#define API_FIELDS_MAX 24
+#define API_FIELD_RESULT (1ull << 16)
+typedef struct api_fields {
+  int on; /* 0: every member */
+  unsigned long long want;
+} api_fields;
+/* v NULL: every member; else an array of member names (400 naming
+ * "fields" or "fields[i]"). "id" is always kept. */
+int api_fields_parse(json_t *v, api_fields *f, terr *e);
+/* Append the job's text (jobs_json's, len bytes) with only f's members
+ * (the whole text when f is off, or when it is not one object). */
+void api_fields_put(tbuf *b, const char *text, size_t len, const api_fields *f);
+
 /* The longest ?wait a request may ask for, seconds (POST /v1/jobs). */
 #define API_MAX_WAIT_S 60.0
 

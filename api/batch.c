@@ -50,6 +50,7 @@ typedef struct mwait {
   char owner[128];
   int n, pending, include_result;
   int submitted; /* jobs:batch (its ids were just submitted) */
+  api_fields fields; /* "fields": the members each job is answered with */
   jobs_batch_item *items; /* ids (rc 0) or errors, in the order asked */
   uint64_t *tokens;
   int *waiting; /* tokens[i] is registered */
@@ -130,13 +131,18 @@ static void put_item(tbuf *b, const mwait *m, const jobs_batch_item *it) {
   }
   size_t len = 0;
   char *text = jobs_json(m->ctx->jobs, jr, 1, &len);
-  if (text && m->include_result && jr->status == JOB_SUCCEEDED)
-    api_job_text_data(b, m->ctx, text, len, jr->id, owner);
-  else if (text) {
-    tbuf_add(b, text, len);
-  } else {
-    b->err = T_ENOMEM;
+  if (text && m->include_result && jr->status == JOB_SUCCEEDED &&
+      (!m->fields.on || (m->fields.want & API_FIELD_RESULT))) {
+    tbuf t;
+    tbuf_init(&t, 0);
+    api_job_text_data(&t, m->ctx, text, len, jr->id, owner);
+    free(text);
+    text = tbuf_take(&t, &len);
   }
+  if (text)
+    api_fields_put(b, text, len, &m->fields);
+  else
+    b->err = T_ENOMEM;
   free(text);
   if (jr == &j) store_job_clear(&j);
 }
@@ -229,16 +235,22 @@ static void handle_batch(http_req *r, void *ud) {
   if (api_submit_prelude(r, &wait_s, &body)) return;
   const char *key;
   json_t *v;
-  json_object_foreach(body, key, v) if (strcmp(key, "jobs") != 0) {
+  json_object_foreach(body, key, v) if (strcmp(key, "jobs") != 0 &&
+                                        strcmp(key, "fields") != 0) {
     terr_set(&e, T_EINVAL, key, -1, "unknown field (a batch is {\"jobs\": "
-                                    "[...]})");
+                                    "[...], \"fields\": [...]})");
     break;
   }
+  api_fields fields;
+  if (!e.code) api_fields_parse(json_object_get(body, "fields"), &fields, &e);
   json_t *items = json_object_get(body, "jobs");
   size_t n = json_array_size(items);
   mwait *m = e.code ? NULL : mwait_new(r, ctx, n <= JOBS_BATCH_MAX ? (int)n : 0);
   if (!e.code && !m) terr_set(&e, T_ENOMEM, "", -1, "out of memory");
-  if (m) m->submitted = 1;
+  if (m) {
+    m->submitted = 1;
+    m->fields = fields;
+  }
   if (e.code ||
       jobs_submit_batch(ctx->jobs, http_owner(r), items, m->items, &e)) {
     json_decref(body);
@@ -258,8 +270,12 @@ static int parse_get(json_t *body, api_ctx *ctx, http_req *r, mwait **out,
   json_t *v;
   json_object_foreach(body, key, v) if (strcmp(key, "ids") &&
                                         strcmp(key, "wait") &&
-                                        strcmp(key, "include")) return
+                                        strcmp(key, "include") &&
+                                        strcmp(key, "fields")) return
       terr_set(e, T_EINVAL, key, -1, "unknown field");
+  api_fields fields;
+  if (api_fields_parse(json_object_get(body, "fields"), &fields, e))
+    return e->code;
   json_t *ids = json_object_get(body, "ids");
   if (!json_is_array(ids))
     return terr_set(e, T_EINVAL, "ids", -1, "required: an array of job ids");
@@ -300,6 +316,7 @@ static int parse_get(json_t *body, api_ctx *ctx, http_req *r, mwait **out,
   mwait *m = mwait_new(r, ctx, (int)json_array_size(ids));
   if (!m) return terr_set(e, T_ENOMEM, "", -1, "out of memory");
   m->include_result = inc;
+  m->fields = fields;
   for (int i = 0; i < m->n; i++) {
     const char *s = json_string_value(json_array_get(ids, (size_t)i));
     snprintf(m->items[i].id, T_ID_MAX, "%s", s);

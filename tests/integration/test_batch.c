@@ -25,6 +25,9 @@
  * GET /v1/jobs/{id}?include=result the same, a result over the inline
  * bound its link only, a non-finite value null; any other include is 400
  * naming "include" and adds no job.
+ * A read mask ("fields") answers each job of jobs:batch and jobs:get with
+ * only the members named (its id first, refused items as their error, the
+ * inline data kept); a bad mask is 400 naming fields[i] and submits nothing.
  */
 #include <pthread.h>
 
@@ -352,6 +355,49 @@ TEST(single_include_result) {
   resp_free(&r);
 }
 
+TEST(read_mask) {
+  long st;
+  json_int_t before = job_count();
+  json_t *o = post("/v1/jobs:batch?wait=30",
+                   "{\"fields\":[\"status\",\"error\"],\"jobs\":["
+                   TINY("x+1", "[1,2]") "," TINY("x+", "[1]") "]}", &st);
+  CHECK(st == 200);
+  json_t *a = json_array_get(json_object_get(o, "jobs"), 0);
+  CHECK(json_object_size(a) == 3 && jstr(a, "id") != NULL);
+  CHECK_STR(jstr(a, "status"), "succeeded");
+  CHECK(json_is_null(json_object_get(a, "error")));
+  CHECK(json_object_get(a, "params") == NULL && json_object_get(a, "estimate") == NULL);
+  CHECK_STR(item_field(json_object_get(o, "jobs"), 1), "jobs[1].params.expr");
+  char body[256];
+  snprintf(body, sizeof body,
+           "{\"ids\":[\"%s\"],\"include\":[\"result\"],\"fields\":[\"result\"]}",
+           jstr(a, "id"));
+  json_decref(o);
+  CHECK(job_count() == before + 1);
+  o = post("/v1/jobs:get", body, &st);
+  CHECK(st == 200);
+  a = json_array_get(json_object_get(o, "jobs"), 0);
+  CHECK(json_object_size(a) == 2);
+  json_t *data = json_object_get(json_object_get(a, "result"), "data");
+  CHECK(json_array_size(data) == 2 && json_number_value(json_array_get(data, 1)) == 3.0);
+  json_decref(o);
+  /* bad masks: nothing submitted */
+  o = post("/v1/jobs:batch", "{\"fields\":[\"status\",\"estimates\"],\"jobs\":["
+                             TINY("x+1", "[1]") "]}", &st);
+  CHECK(st == 400);
+  CHECK_STR(jstr(json_object_get(o, "error"), "field"), "fields[1]");
+  json_decref(o);
+  o = post("/v1/jobs:batch", "{\"fields\":[],\"jobs\":[" TINY("x+1", "[1]") "]}", &st);
+  CHECK(st == 400);
+  CHECK_STR(jstr(json_object_get(o, "error"), "field"), "fields");
+  json_decref(o);
+  o = post("/v1/jobs:get", "{\"ids\":[],\"fields\":\"status\"}", &st);
+  CHECK(st == 400);
+  CHECK_STR(jstr(json_object_get(o, "error"), "field"), "fields");
+  json_decref(o);
+  CHECK(job_count() == before + 1);
+}
+
 /* A job that builds 2 x 10^8 random values before it computes: running
  * long enough to be canceled while a jobs:get waits on it. */
 #define SLOW                                                                \
@@ -470,6 +516,7 @@ int main(int argc, char **argv) {
   RUN(over_body_limit);
   RUN(get_many);
   RUN(single_include_result);
+  RUN(read_mask);
   RUN(wait_for_the_end);
   RUN(records_after_end_and_delete);
   CHECK(srv_kill(&S, SIGTERM) == 0);
