@@ -181,6 +181,38 @@ def empty_array(shape, dtype, order="C") -> np.ndarray:
     return np.ndarray(shape, dtype=dt, buffer=m, order=order)
 
 
+class _OneSend:
+    """http.client sends a request's head and its body in two send() calls:
+    for a small JSON body that is two trips through the kernel on both ends
+    (and the server reads the head, then waits for the body). With
+    _hold_head set, the head is held back and goes out with the body's
+    first piece (both through the public send())."""
+
+    _hold_head = False
+    _held = None
+
+    def send(self, data):
+        if self._hold_head:
+            self._hold_head = False
+            self._held = bytes(data)
+            return
+        if self._held is not None:
+            data, self._held = self._held + bytes(data), None
+        super().send(data)  # type: ignore[misc]
+
+    def close(self):
+        self._hold_head, self._held = False, None
+        super().close()  # type: ignore[misc]
+
+
+class _HTTPConn(_OneSend, http.client.HTTPConnection):
+    pass
+
+
+class _HTTPSConn(_OneSend, http.client.HTTPSConnection):
+    pass
+
+
 class Transport:
     """Requests to one server. url: http://host:port[/prefix]; token or None;
     retries: how many times a 429 / 503 with Retry-After is retried;
@@ -229,10 +261,9 @@ class Transport:
         if c is not None:
             c.close()
         if self.https:
-            c = http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout,
-                                            context=self._ssl)
+            c = _HTTPSConn(self.host, self.port, timeout=self.timeout, context=self._ssl)
         else:
-            c = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+            c = _HTTPConn(self.host, self.port, timeout=self.timeout)
         self._local.conn = c
         with self._count_lock:
             self.connections_opened += 1
@@ -295,7 +326,8 @@ class Transport:
                 for k, v in h.items():
                     conn.putheader(k, v)
                 if len(parts) == 1 and isinstance(parts[0], bytes) and len(parts[0]) <= (64 << 10):
-                    conn.endheaders(parts[0])  # head and a small body in one send
+                    conn._hold_head = True  # head and a small body in one send (_OneSend)
+                    conn.endheaders(parts[0])
                 else:
                     conn.endheaders()
                     for p in parts:
