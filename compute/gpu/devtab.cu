@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "compute/gpu/devctx.h"
 #include "util/util.h"
@@ -71,6 +72,10 @@ void gpu_configure(const gpu_config *cfg) {
   /* TESSEL_GPU_STAGING_MB: the staging size for A/B runs (4 MiB .. 4 GiB);
    * a setting given in cfg wins. */
   const char *v = getenv("TESSEL_GPU_STAGING_MB");
+  long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+  if (cfg->staging_bytes < (4 << 20) && pages > 0 && psz > 0 &&
+      (int64_t)pages * psz >= DEV_STAGE_BIG_RAM)
+    g_staging_bytes = DEV_STAGE_BIG; /* devctx.h: geodesic d2h chunks */
   if (v && cfg->staging_bytes < (4 << 20)) {
     long mb = strtol(v, NULL, 10);
     if (mb >= 4 && mb <= 4096) g_staging_bytes = (int64_t)mb << 20;

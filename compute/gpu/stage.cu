@@ -89,6 +89,10 @@
 #include "compute/gpu/devctx.h"
 #include "util/util.h"
 
+size_t stage_chunk(const devctx *d) {
+  return d->slot[0].bytes < DEV_CHUNK_MAX ? d->slot[0].bytes : DEV_CHUNK_MAX;
+}
+
 int stage_ensure(devctx *d, terr *e) {
   int rc = 0;
   DEV_ASSERT_HELD(d); /* the slots are the device's, one job at a time */
@@ -330,7 +334,7 @@ int stage_upload(devctx *d, void *dst, const void *src, size_t bytes,
   }
   T_TRY(stage_ensure(d, e));
   {
-    size_t per = d->slot[0].bytes, off = 0;
+    size_t per = stage_chunk(d), off = 0;
     T_ASSERT(per > 0); /* stage_ensure made the slots: else no progress */
     for (int64_t k = 0; off < bytes; k++) {
       stage_slot *s = &d->slot[k % DEV_STAGE_SLOTS];
@@ -363,7 +367,7 @@ int stage_download(devctx *d, void *dst, const void *src, size_t bytes,
   }
   T_TRY(stage_ensure(d, e));
   {
-    size_t per = d->slot[0].bytes;
+    size_t per = stage_chunk(d);
     int64_t nchunks = (int64_t)((bytes + per - 1) / per);
     /* Issue chunk k's DMA, then drain chunk k-1 while it runs. */
     for (int64_t k = 0; k <= nchunks; k++) {
@@ -405,7 +409,7 @@ int stage_download_array(devctx *d, tarray *out, const void *src, terr *e) {
   {
     /* Whole elements a slot; chunk k's DMA runs while chunk k-1 is written
      * (pwrite from the pinned slot into the page cache: one copy). */
-    int64_t per = (int64_t)(d->slot[0].bytes / es);
+    int64_t per = (int64_t)(stage_chunk(d) / es);
     int64_t nchunks = (out->size + per - 1) / per;
     T_ASSERT(per > 0);
     for (int64_t k = 0; k <= nchunks; k++) {

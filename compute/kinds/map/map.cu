@@ -243,7 +243,7 @@ static int map_chunked(devctx *d, CUfunction fn, int groups, fuse_args *args,
   T_TRY(stage_ensure(d, e));
   for (int i = 0; i < nin; i++)
     if (m[i].streamed) per_elem += m[i].es;
-  C = (int64_t)(d->slot[0].bytes / per_elem) & ~(int64_t)255;
+  C = (int64_t)(stage_chunk(d) / per_elem) & ~(int64_t)255;
   if (C < 256) {
     rc = terr_set(e, T_ETOOLARGE, "params.inputs", -1,
                   "too many inputs for the GPU staging buffers");

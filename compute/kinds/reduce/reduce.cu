@@ -358,7 +358,7 @@ static int red_staging(red_run *r, terr *e) {
   }
   if (r->nstream) {
     T_TRY(stage_ensure(d, e));
-    p->C = (int64_t)(d->slot[0].bytes / r->per_elem) & ~(int64_t)255;
+    p->C = (int64_t)(stage_chunk(d) / r->per_elem) & ~(int64_t)255;
   } else {
     p->C = RED_RESIDENT_CHUNK;
   }

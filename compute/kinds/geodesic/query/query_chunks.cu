@@ -362,7 +362,7 @@ static int gq_down_scatter(gq_run *r, gq_dev *x, char *dst, const char *src,
   if (nq <= 0 || rb == 0) return 0; /* k = 0: a single point has no neighbour */
   T_TRY(stage_ensure(d, e));
   {
-    int64_t per = (int64_t)(d->slot[0].bytes / rb);
+    int64_t per = (int64_t)(stage_chunk(d) / rb);
     T_ASSERT(per > 0 && DEV_STAGE_SLOTS >= 2);
     int64_t np = (nq + per - 1) / per;
     for (int64_t p = 0; p <= np; p++) {
