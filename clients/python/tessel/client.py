@@ -632,9 +632,13 @@ class Client(Kinds, Batches):
                 p[k] = v
         big = sum(1 for _, x, _ in todo if _nbytes(x) >= BIG_INPUT)
         if big >= 2:
+            def one(x, f):  # this thread's upload shares the advised parts
+                self._t.share(big)
+                return self._input(x, f, cleanup)
+
             with concurrent.futures.ThreadPoolExecutor(
                     min(len(todo), 8), thread_name_prefix="tessel-input") as ex:
-                futs = [ex.submit(self._input, x, f, cleanup) for _, x, f in todo]
+                futs = [ex.submit(one, x, f) for _, x, f in todo]
                 # every one finished (ok or not) before a failure is raised,
                 # so that cleanup holds each temporary that was made
                 concurrent.futures.wait(futs)

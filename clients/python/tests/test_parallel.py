@@ -184,6 +184,34 @@ def test_mapped_parts_advise_several():
         d.stop()
 
 
+def test_two_uploads_share_the_advice():
+    """Two big inputs of one call go up at once and share the parts the
+    server advises (2 here: each sends its array as 1 PUT, the two PUTs at
+    a barrier of 2), rather than each asking for all of them (they then
+    queued behind each other on the client's transfer threads)."""
+    from conftest import Daemon
+    d = Daemon(extra=("--http-threads", "3"), env={"TESSEL_PARTS_MAP": "1"})
+    try:
+        with tessel.Client(d.url, same_host=False) as c:
+            assert _advice(c) == 2
+            gate = threading.Barrier(2, timeout=30)
+            puts = []
+
+            def hook(method, path, headers):
+                if method == "PUT":
+                    puts.append(path.split("?")[0])
+                    gate.wait()
+
+            c._t.on_request = hook
+            a = np.linspace(1.0, 2.0, 9 * 1024 * 1024)
+            b = np.linspace(-5.0, 5.0, 9 * 1024 * 1024)
+            got = c.map("-b/a", a=a, b=b, backend="cpu")
+            assert len(puts) == 2 and puts[0] != puts[1], puts
+            assert np.array_equal(got, -b / a)
+    finally:
+        d.stop()
+
+
 def test_big_inputs_go_up_at_once(daemon):
     """Two big ndarray inputs of one call are uploaded beside each other
     (client._inputs): the hook holds each POST /v1/arrays at a barrier
