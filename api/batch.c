@@ -224,6 +224,24 @@ static void reply_after_mwait(http_req *r, mwait *m, double wait_s) {
   if (none && http_claim(r)) answer_mwait(r, m);
 }
 
+/* "include": ["result"] (jobs:get, jobs:batch): *inc 1; absent: 0; else
+ * 400 naming "include" or "include[i]". */
+static int parse_include(json_t *v, int *inc, terr *e) {
+  *inc = 0;
+  if (v && !json_is_array(v))
+    return terr_set(e, T_EINVAL, "include", -1, "expected [\"result\"]");
+  for (size_t i = 0; i < json_array_size(v); i++) {
+    const char *s = json_string_value(json_array_get(v, i));
+    if (!s || strcmp(s, "result") != 0) {
+      char field[32];
+      snprintf(field, sizeof field, "include[%zu]", i);
+      return terr_set(e, T_EINVAL, field, -1, "expected \"result\"");
+    }
+    *inc = 1;
+  }
+  return T_OK;
+}
+
 /* ---- POST /v1/jobs:batch ---------------------------------------------- */
 
 static void handle_batch(http_req *r, void *ud) {
@@ -236,13 +254,17 @@ static void handle_batch(http_req *r, void *ud) {
   const char *key;
   json_t *v;
   json_object_foreach(body, key, v) if (strcmp(key, "jobs") != 0 &&
-                                        strcmp(key, "fields") != 0) {
+                                        strcmp(key, "fields") != 0 &&
+                                        strcmp(key, "include") != 0) {
     terr_set(&e, T_EINVAL, key, -1, "unknown field (a batch is {\"jobs\": "
-                                    "[...], \"fields\": [...]})");
+                                    "[...], \"fields\": [...], \"include\": "
+                                    "[\"result\"]})");
     break;
   }
   api_fields fields;
+  int inc = 0;
   if (!e.code) api_fields_parse(json_object_get(body, "fields"), &fields, &e);
+  if (!e.code) parse_include(json_object_get(body, "include"), &inc, &e);
   json_t *items = json_object_get(body, "jobs");
   size_t n = json_array_size(items);
   mwait *m = e.code ? NULL : mwait_new(r, ctx, n <= JOBS_BATCH_MAX ? (int)n : 0);
@@ -250,6 +272,7 @@ static void handle_batch(http_req *r, void *ud) {
   if (m) {
     m->submitted = 1;
     m->fields = fields;
+    m->include_result = inc;
   }
   if (e.code ||
       jobs_submit_batch(ctx->jobs, http_owner(r), items, m->items, &e)) {
@@ -291,18 +314,7 @@ static int parse_get(json_t *body, api_ctx *ctx, http_req *r, mwait **out,
                     "expected seconds between 0 and %.0f", API_MAX_WAIT_S);
   if (v) *wait_s = json_number_value(v);
   int inc = 0;
-  v = json_object_get(body, "include");
-  if (v && !json_is_array(v))
-    return terr_set(e, T_EINVAL, "include", -1, "expected [\"result\"]");
-  for (size_t i = 0; i < json_array_size(v); i++) {
-    const char *s = json_string_value(json_array_get(v, i));
-    if (!s || strcmp(s, "result") != 0) {
-      char field[32];
-      snprintf(field, sizeof field, "include[%zu]", i);
-      return terr_set(e, T_EINVAL, field, -1, "expected \"result\"");
-    }
-    inc = 1;
-  }
+  if (parse_include(json_object_get(body, "include"), &inc, e)) return e->code;
   for (size_t i = 0; i < json_array_size(ids); i++) {
     const char *s = json_string_value(json_array_get(ids, i));
     if (!s || !*s || strlen(s) >= T_ID_MAX) {

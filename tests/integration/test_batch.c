@@ -381,6 +381,21 @@ TEST(read_mask) {
   json_t *data = json_object_get(json_object_get(a, "result"), "data");
   CHECK(json_array_size(data) == 2 && json_number_value(json_array_get(data, 1)) == 3.0);
   json_decref(o);
+  /* include on jobs:batch: a job ended by the answer brings its data */
+  o = post("/v1/jobs:batch?wait=30",
+           "{\"include\":[\"result\"],\"fields\":[\"result\"],\"jobs\":["
+           TINY("x*2", "[1.5]") "]}", &st);
+  CHECK(st == 200);
+  a = json_array_get(json_object_get(o, "jobs"), 0);
+  data = json_object_get(json_object_get(a, "result"), "data");
+  CHECK(json_array_size(data) == 1 && json_number_value(json_array_get(data, 0)) == 3.0);
+  json_decref(o);
+  o = post("/v1/jobs:batch", "{\"include\":[\"logs\"],\"jobs\":[" TINY("x+1", "[1]") "]}",
+           &st);
+  CHECK(st == 400);
+  CHECK_STR(jstr(json_object_get(o, "error"), "field"), "include[0]");
+  json_decref(o);
+  before++; /* the x*2 job above */
   /* bad masks: nothing submitted */
   o = post("/v1/jobs:batch", "{\"fields\":[\"status\",\"estimates\"],\"jobs\":["
                              TINY("x+1", "[1]") "]}", &st);

@@ -329,6 +329,7 @@ class Coalescer:
         self._busy = False
         self._queue: List[List[Any]] = []
         self._no_batch = False
+        self._no_include = False
         self.batches = 0  # jobs:batch requests sent (for tests and benchmarks)
 
     def submit(self, body: Dict[str, Any], query: str,
@@ -369,11 +370,22 @@ class Coalescer:
         try:
             if self._no_batch:
                 raise _NoBatch()
-            raw = json.dumps({"jobs": [s[0] for s in batch]}).encode()
             wait = float(q.split("=", 1)[1]) if q else 0.0
-            _, out = self._t.request("POST", "/v1/jobs:batch" + q, raw,
-                                     {"Content-Type": "application/json"},
-                                     timeout=(wait + 60) if wait else None)
+            body: Dict[str, Any] = {"jobs": [s[0] for s in batch]}
+            if not self._no_include:  # a job ended by the answer brings its small result
+                body["include"] = ["result"]
+            try:
+                _, out = self._t.request("POST", "/v1/jobs:batch" + q, json.dumps(body).encode(),
+                                         {"Content-Type": "application/json"},
+                                         timeout=(wait + 60) if wait else None)
+            except errors.InvalidArgument as e:
+                if e.field != "include":
+                    raise
+                self._no_include = True  # an older server: it refused, made nothing
+                del body["include"]
+                _, out = self._t.request("POST", "/v1/jobs:batch" + q, json.dumps(body).encode(),
+                                         {"Content-Type": "application/json"},
+                                         timeout=(wait + 60) if wait else None)
             self.batches += 1
             for s, item in zip(batch, out["jobs"]):
                 if "status" in item:

@@ -53,7 +53,7 @@ import numpy as np
 from . import errors
 from .batch import Batches, Coalescer, _inline, _small
 from .array import Array, _wire_array  # noqa: F401 (tessel.client.Array, as before)
-from .job import Job, Waiter, _unlink_quiet, reaper
+from .job import Job, WaitGroup, Waiter, _unlink_quiet, reaper
 from .region import Region, _Pool, _out_bytes, copy_in
 from .region import view as region_view
 from .kinds import ArrayLike, Kinds, Output  # noqa: F401 (ArrayLike: tessel.client.ArrayLike)
@@ -157,6 +157,7 @@ class Client(Kinds, Batches):
         self._rpool = None  # the pool c.empty and the calls carve blocks from
         self._rpool_lock = threading.Lock()
         self._waiter = Waiter(self)
+        self._waits = WaitGroup(self)  # Job.wait's requests, shared by threads waiting at once
         self._temp_lock = threading.Lock()
         self._temps = {}      # array id -> jobs using it (uploads made for jobs)
         self._pinned = set()  # array ids c.upload() returned: never removed here

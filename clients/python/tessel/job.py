@@ -240,8 +240,7 @@ class Job(concurrent.futures.Future):
                     # GET ?wait holds the request until the job ends or w
                     # passes (API.md); asked again until it ends.
                     w = self.client.max_wait if left is None else max(0.001, min(self.client.max_wait, left))
-                    _, info = self._get_waiting(w)
-                    self._update(info)
+                    self.client._waits.step(self, w)
             if bar is not None:
                 bar.show(self)
         finally:
@@ -550,6 +549,85 @@ def _bar(job, progress):
             _warned_tqdm = True
         return None
     return _Bar(tqdm, job)
+
+
+class WaitGroup:
+    """Threads waiting in Job.wait at once share their requests (issue 26:
+    an executor's threads each waiting for a tiny job).
+
+    One thread at a time leads a round: alone, its job's GET ?wait (the
+    server holds it until the end); with others queued, one POST
+    /v1/jobs:get for all of them with a short wait (ROUND), so that one
+    job that runs long holds no other's answer for more than that. A
+    thread that finds a round in flight queues its job for the next one
+    and waits up to JOIN for it to end; if it has not (a long single
+    wait), it asks alone, as before. Every answer carries small results
+    (include=result). A server without jobs:get is asked job by job.
+    Threads: the condition guards busy and the queue."""
+
+    JOIN = 0.02
+    ROUND = 0.05
+
+    def __init__(self, client):
+        self._client = weakref.ref(client)
+        self._cv = threading.Condition()
+        self._busy = False
+        self._queue = []
+        self.rounds = 0  # jobs:get rounds sent (tests, benchmarks)
+
+    def step(self, job, w):
+        """Return once job's state was asked for at least once (or it ended)."""
+        deadline = time.monotonic() + self.JOIN
+        with self._cv:
+            while self._busy and not job.done():
+                if job not in self._queue:
+                    self._queue.append(job)
+                rem = deadline - time.monotonic()
+                if rem <= 0:
+                    break
+                self._cv.wait(rem)
+            if job.done():
+                return
+            lead = not self._busy
+            if lead:
+                self._busy = True
+                batch = list({id(j): j for j in [job] + self._queue if not j.done()}.values())
+                self._queue = []
+            elif job in self._queue:
+                self._queue.remove(job)
+        if not lead:  # the round in flight waits long: ask alone
+            _, info = job._get_waiting(w)
+            job._update(info)
+            return
+        try:
+            if len(batch) == 1 or getattr(self._client(), "_no_get_many", False):
+                _, info = job._get_waiting(w)
+                job._update(info)
+            else:
+                self._get_many(batch, min(w, self.ROUND))
+        finally:
+            with self._cv:
+                self._busy = False
+                self._cv.notify_all()
+
+    def _get_many(self, batch, w):
+        client = self._client()
+        try:
+            _, out = client._t.json("POST", "/v1/jobs:get",
+                                    {"ids": [j.id for j in batch], "wait": w,
+                                     "include": ["result"]}, timeout=w + 60)
+        except errors.TesselError as e:
+            if e.status not in (404, 405):
+                raise
+            client._no_get_many = True  # an older server: the next rounds go alone
+            return
+        self.rounds += 1
+        for j, info in zip(batch, out["jobs"]):
+            if "status" in info:
+                j._update(info)
+            elif (info.get("error") or {}).get("code") == "not_found":
+                j._update(dict(j.info, status="failed", error={
+                    "code": "not_found", "message": "the job was deleted"}))
 
 
 class Waiter:

@@ -388,10 +388,40 @@ def test_executor(client):
         jobs = list(ex.map(lambda d: client.submit_map("x+1", x=d), data[:3]))  # Jobs resolve too
         # The same content from many threads: one array on the server, shared
         # by the jobs, removed only after the last of them.
-        same = list(ex.map(lambda _: client.map("x+1", x=np.ones(5)), range(24)))
+        same = list(ex.map(lambda _: client.map("x+1", x=np.ones(BIG.size)), range(24)))
     assert sums == [10.0 * i * i for i in range(20)]
     assert all((s == 2.0).all() for s in same)
     np.testing.assert_array_equal(jobs[2], np.full(10, 3.0))
+
+
+def test_executor_waits_together(daemon):
+    # Threads waiting at once share their waits: rounds of one jobs:get for
+    # many jobs, not a GET ?wait each; each future still gets its own array.
+    with tessel.Client(daemon.url, same_host=False) as c:
+        seen = []
+        c._t.on_request = lambda m, p, h: seen.append((m, p.split("?")[0]))
+        data = [np.arange(6.0) + i for i in range(200)]
+        with c.executor(max_in_flight=16) as ex:
+            out = list(ex.map(lambda d: c.submit_map("x*2", x=d).result(), data))
+        assert all(o.tolist() == (d * 2).tolist() for o, d in zip(out, data))
+        gets = sum(1 for m, p in seen if m == "GET" and p.startswith("/v1/jobs/j_"))
+        assert c._waits.rounds > 0 and gets < len(data), (c._waits.rounds, gets)
+        assert not [p for m, p in seen if p.endswith("/result")]
+        # A job that runs long holds no other waiter's answer: tiny jobs
+        # waited for beside it end while it still runs.
+        slow = c.submit_map("x+1", x={"random": {"shape": [100_000_000], "dist": "normal",
+                                                 "seed": 3}},
+                            backend="serial", dtype="float32")  # seconds of normals on one thread
+        try:
+            with c.executor(max_in_flight=8) as ex:
+                fut = ex.submit(lambda: slow.wait(120))  # waits beside the tiny ones
+                out = list(ex.map(lambda d: c.submit_map("x-1", x=d).result(), data[:40]))
+                assert all(o.tolist() == (d - 1).tolist() for o, d in zip(out, data))
+                assert slow.refresh()["status"] in ("queued", "running")
+                slow.cancel()
+                assert fut.result(60) is True
+        finally:
+            slow.cancel()
 
 
 def test_compare(client):
