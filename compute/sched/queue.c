@@ -164,7 +164,7 @@ void sjob_free(sjob *j) {
   kind_checked_free(j->checked_k, j->checked);
   tlocal_pins_free(j->pins);
   json_decref(j->params);
-  json_decref(j->estimates);
+  free(j->figures);
   free(j);
   if (big) malloc_trim(0);
 }

@@ -72,7 +72,8 @@ typedef struct sjob {
   struct tlocal_pins *pins;
   tbackend backend; /* resolved; B_AUTO until resolved */
   char reason[256];
-  json_t *estimates; /* router figures; NULL when not routed */
+  char *figures; /* the router's figures: members of a JSON object
+                   * (router_choose_text); NULL when not routed */
   double taken_ms;   /* monotonic, when a worker took it */
   /* A gang's (sched.c, sched_gpu_worker): the jobs taken together to
    * share one launch, and the first one's id; 0 and "" for a job taken

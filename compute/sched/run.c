@@ -145,8 +145,12 @@ static int srun_resolve(srun *r, int device, terr *e) {
   if (j->backend == B_AUTO) {
     tbackend chosen;
     int usable = srun_gpu_usable(s);
-    router_choose(j->k, &j->est, usable, &chosen, j->reason, sizeof j->reason,
-                  &j->estimates);
+    tbuf figs;
+    tbuf_init(&figs, 0);
+    router_choose_text(j->k, &j->est, usable, &chosen, j->reason,
+                       sizeof j->reason, &figs, 9);
+    free(j->figures);
+    j->figures = tbuf_take(&figs, NULL); /* NULL: out of memory, none */
     if (j->requested == B_AUTO) {
       j->backend = chosen;
     } else {
@@ -459,7 +463,7 @@ static int srun_start(srun *r, char *used, char **estimate,
     snprintf(used, 32, "%s", tbackend_name(j->backend));
   /* for store_job_start: the kind's figures, the router's, the pins */
   *estimate =
-      j->have_est ? stext_estimate(&j->est, j->estimates, j->pins) : NULL;
+      j->have_est ? stext_estimate(&j->est, j->figures, j->pins) : NULL;
   if (*estimate && j->gang_n > 1) /* its record says it shared a launch */
     srun_note_launch(estimate, j);
   *started_at = t_wall_ms();
