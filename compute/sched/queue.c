@@ -116,6 +116,12 @@ sjob *sjob_new(const store_job *sj) {
     sjob_free(j);
     return NULL;
   }
+  store_job r = *sj;
+  r.params = NULL; /* possibly big, and in params_text already */
+  if ((j->row = malloc(sizeof *j->row)) && store_job_copy(j->row, &r)) {
+    free(j->row);
+    j->row = NULL;
+  }
   j->requested = tbackend_parse(sj->backend_requested ? sj->backend_requested
                                                       : "auto");
   j->priority = sj->priority;
@@ -161,6 +167,8 @@ void sjob_free(sjob *j) {
   free(j->params_text);
   free(j->backend_text);
   free(j->output_file);
+  if (j->row) store_job_clear(j->row);
+  free(j->row);
   kind_checked_free(j->checked_k, j->checked);
   tlocal_pins_free(j->pins);
   json_decref(j->params);

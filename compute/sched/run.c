@@ -780,6 +780,20 @@ static void srun_close(sone *o) {
       .result_npy_len = o->npy_len, .result_parts = o->parts_doc, .held = 1};
   for (int t = 0; t < JOB_T__COUNT; t++) /* to the microsecond */
     job_timings_put(&end.timings, (job_timing)t, sched_ms_round(ms[t]));
+  /* The row as this run's start left it (every column a start writes, and
+   * attempts counting it): the store applies the end to it instead of
+   * reading the row back (store_job_end.before). */
+  store_job before;
+  if (o->started && j->row) {
+    before = *j->row;
+    before.params = j->params_text;
+    before.started_at = o->started_at;
+    before.backend_used = o->used;
+    before.backend_reason = j->reason;
+    before.estimate = o->estimate;
+    before.attempts = j->row->attempts + 1;
+    end.before = &before;
+  }
   /* Its memory is free (results kept or dropped, the plan released): a
    * job waiting for it may start. */
   sched_mem_release(s, j);
