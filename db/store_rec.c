@@ -91,7 +91,7 @@ int store_job_ended(store_job *dst, const store_job *before,
       job_timings_put(&t.timings, (job_timing)i, x->timings.ms[i]);
   memset(&t.result, 0, sizeof t.result);
   if (x->result.dtype[0]) {
-    snprintf(t.result.dtype, sizeof t.result.dtype, "%s", x->result.dtype);
+    t_scopy(t.result.dtype, sizeof t.result.dtype, x->result.dtype);
     int nd = x->result.ndim < 0             ? 0
              : x->result.ndim > STORE_MAXDIM ? STORE_MAXDIM
                                              : x->result.ndim;
@@ -179,11 +179,16 @@ int store__same_str(const char *a, const char *b) {
 }
 
 void store__shape_text(const job_result_info *r, char *buf, size_t cap) {
-  size_t n = (size_t)snprintf(buf, cap, "[");
-  for (int d = 0; d < r->ndim && d < STORE_MAXDIM && n < cap; d++)
-    n += (size_t)snprintf(buf + n, cap - n, "%s%lld", d ? "," : "",
-                          (long long)r->shape[d]);
-  if (n < cap) snprintf(buf + n, cap - n, "]");
+  char t[STORE_MAXDIM * 22 + 4];
+  size_t n = 0;
+  t[n++] = '[';
+  for (int d = 0; d < r->ndim && d < STORE_MAXDIM; d++) {
+    if (d) t[n++] = ',';
+    n += t_fmt_int(t + n, (long long)r->shape[d]);
+  }
+  t[n++] = ']';
+  t[n] = 0;
+  t_scopy(buf, cap, t); /* cut to cap as snprintf did */
 }
 
 const char *store__order_key_sql(store_job_order o, int desc) {

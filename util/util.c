@@ -424,3 +424,18 @@ int t_read_file(const char *path, size_t max, char **out, size_t *len) {
   *len = have;
   return 0;
 }
+
+size_t t_fmt_int(char *out, long long v) {
+  char tmp[24];
+  size_t n = 0;
+  unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v
+                               : (unsigned long long)v;
+  do {
+    tmp[n++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  size_t o = 0;
+  if (v < 0) out[o++] = '-';
+  while (n) out[o++] = tmp[--n];
+  return o;
+}

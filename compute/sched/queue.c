@@ -104,8 +104,8 @@ static char *dup_or_empty(const char *x) { return strdup(x ? x : ""); }
 sjob *sjob_new(const store_job *sj) {
   sjob *j = calloc(1, sizeof *j);
   if (!j) return NULL;
-  snprintf(j->id, sizeof j->id, "%s", sj->id);
-  snprintf(j->stem, sizeof j->stem, "%s", sj->id);
+  t_scopy(j->id, sizeof j->id, sj->id);
+  t_scopy(j->stem, sizeof j->stem, sj->id);
   j->owner = dup_or_empty(sj->owner);
   j->kind = dup_or_empty(sj->kind);
   j->params_text = dup_or_empty(sj->params);

@@ -460,7 +460,7 @@ static int srun_start(srun *r, char *used, char **estimate,
   if (j->backend == B_CUDA)
     snprintf(used, 32, "cuda:%d", r->device);
   else
-    snprintf(used, 32, "%s", tbackend_name(j->backend));
+    t_scopy(used, 32, tbackend_name(j->backend));
   /* for store_job_start: the kind's figures, the router's, the pins */
   *estimate =
       j->have_est ? stext_estimate(&j->est, j->figures, j->pins) : NULL;
@@ -517,7 +517,7 @@ static int srun_keep(srun *r, sres *res, double backend_ms,
   tarray *result = res->a[0];
   /* Pairs a geodesic method could not solve (Vincenty near antipodes)
    * are NaN in the result and counted there, so the job says so. */
-  snprintf(rinfo->dtype, sizeof rinfo->dtype, "%s", tdtype_name(result->dtype));
+  t_scopy(rinfo->dtype, sizeof rinfo->dtype, tdtype_name(result->dtype));
   rinfo->ndim = result->ndim;
   for (int d = 0; d < result->ndim; d++) rinfo->shape[d] = result->shape[d];
   rinfo->bytes = result->size * (int64_t)tdtype_size(result->dtype);
@@ -527,7 +527,15 @@ static int srun_keep(srun *r, sres *res, double backend_ms,
   parts->p[0].bytes = rinfo->bytes;
   rinfo->nonconverged =
       j->ctx.nonconverged > 0 ? (int64_t)j->ctx.nonconverged : 0;
-  snprintf(final, SRUN_PATH_MAX, "%s/%s.npy", s->results_dir, j->stem);
+  size_t dl = strlen(s->results_dir), sl = strlen(j->stem);
+  if (dl + sl + 6 <= SRUN_PATH_MAX) { /* "<dir>/<stem>.npy", no printf */
+    memcpy(final, s->results_dir, dl);
+    final[dl] = '/';
+    memcpy(final + dl + 1, j->stem, sl);
+    memcpy(final + dl + 1 + sl, ".npy", 5);
+  } else {
+    snprintf(final, SRUN_PATH_MAX, "%s/%s.npy", s->results_dir, j->stem);
+  }
   double t0s = t_now_ms();
   int wrc;
   if (r->out_region[0]) { /* raw bytes into the client's region */
@@ -804,9 +812,9 @@ static void srun_close(sone *o) {
                 .started_at = o->started ? o->started_at : 0, .code = code,
                 .device = o->r.device, .parts = o->parts}; /* its paths go with it */
   memset(&o->parts, 0, sizeof o->parts);
-  snprintf(t.msg, sizeof t.msg, "%s", code ? msg : "");
-  snprintf(t.used, sizeof t.used, "%s", o->used);
-  snprintf(t.final, sizeof t.final, "%s", o->final);
+  t_scopy(t.msg, sizeof t.msg, code ? msg : "");
+  t_scopy(t.used, sizeof t.used, o->used);
+  t_scopy(t.final, sizeof t.final, o->final);
   srun_send_end(&t, &end);
 
 out:

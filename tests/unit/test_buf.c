@@ -9,6 +9,7 @@
 
 #include "check.h"
 #include "util/buf.h"
+#include "util/util.h"
 #include "util/err.h"
 
 TEST(growth) {
@@ -237,6 +238,30 @@ TEST(json_fixed) {
   }
 }
 
+/* util.h's printf-free copy and integer: what snprintf writes. */
+TEST(scopy_and_int) {
+  char a[8], b[8];
+  const char *srcs[] = {"", "abc", "1234567", "12345678", "123456789012"};
+  for (size_t i = 0; i < sizeof srcs / sizeof srcs[0]; i++) {
+    for (size_t cap = 1; cap <= sizeof a; cap++) {
+      memset(a, 'x', sizeof a);
+      memset(b, 'x', sizeof b);
+      t_scopy(a, cap, srcs[i]);
+      snprintf(b, cap, "%s", srcs[i]);
+      CHECK(memcmp(a, b, sizeof a) == 0);
+    }
+  }
+  const long long vs[] = {0, 7, -7, 10, 99, 100, 123456789, -1000000000000LL,
+                          9223372036854775807LL, -9223372036854775807LL - 1};
+  for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
+    char got[24], want[24];
+    size_t n = t_fmt_int(got, vs[i]);
+    got[n] = 0;
+    snprintf(want, sizeof want, "%lld", vs[i]);
+    CHECK_STR(got, want);
+  }
+}
+
 int main(void) {
   RUN(growth);
   RUN(cap);
@@ -244,5 +269,6 @@ int main(void) {
   RUN(json_integers);
   RUN(json_shortest);
   RUN(json_fixed);
+  RUN(scopy_and_int);
   return check_summary();
 }

@@ -393,14 +393,40 @@ static json_t *figures_tree(const cm_model *m, const kind_ops *k,
   return o;
 }
 
+/* The reason as it was written with printf ("%.2f" under 1 ms, "%.1f"
+ * under 100, "%.0f" above), chosen first. */
+static void old_ms(char *buf, size_t len, double ms) {
+  if (ms < 1) snprintf(buf, len, "%.2f ms", ms);
+  else if (ms < 100) snprintf(buf, len, "%.1f ms", ms);
+  else snprintf(buf, len, "%.0f ms", ms);
+}
+static void old_reason(const cm_model *m, const kind_ops *k,
+                       const job_estimate *e, int gpu_ok, tbackend best,
+                       char *out, size_t len) {
+  static const tbackend order[3] = {B_CUDA, B_CPU, B_SERIAL};
+  char num[40];
+  old_ms(num, sizeof num, cm_model_ms(m, k, e, best));
+  size_t l = (size_t)snprintf(out, len, "estimate %s %s", tbackend_name(best),
+                              num);
+  for (int i = 0; i < 3; i++) {
+    if (order[i] == best || (order[i] == B_CUDA && !(gpu_ok && m->r.gpus > 0)))
+      continue;
+    old_ms(num, sizeof num, cm_model_ms(m, k, e, order[i]));
+    l += (size_t)snprintf(out + l, len - l, ", %s %s", tbackend_name(order[i]),
+                          num);
+  }
+  if (!gpu_ok) snprintf(out + l, len - l, "; no usable GPU");
+}
+
 TEST(figures_text_as_jansson) {
   cm_model m;
   cm_rates r = rates(1);
   cm_model_init(&m, &r);
   m.corr[kind_slot(km)][B_CPU] = 1.2345678912345;
   m.row_max = 65536;
-  job_estimate es[] = {map_est(3, 1), map_est(100, 4), map_est(1e6, 4),
-                       map_est(1e8, 200), map_est(1e9, 1)};
+  job_estimate es[] = {map_est(3, 1),   map_est(100, 4),   map_est(1e6, 4),
+                       map_est(1e8, 200), map_est(1e9, 1),  map_est(2e5, 3),
+                       map_est(3e6, 7),   map_est(5e4, 11), map_est(7e7, 2)};
   for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
     for (int gpu = 0; gpu <= 1; gpu++) {
       tbuf b;
@@ -417,6 +443,9 @@ TEST(figures_text_as_jansson) {
       CHECK_STR(text, want);
       CHECK_STR(json_string_value(json_object_get(t, "choice")),
                 tbackend_name(ch));
+      char old[200];
+      old_reason(&m, km, &es[i], gpu, ch, old, sizeof old);
+      CHECK_STR(why, old);
       free(want);
       free(text);
       json_decref(t);

@@ -254,7 +254,37 @@ void cm_model_observe(cm_model *m, const kind_ops *k, const job_estimate *est,
   m->nobs[kind][b]++;
 }
 
+/* ms with `dec` decimals as "%.*f" writes it, into buf (32 bytes) without
+ * printf when the value is in range and not within a hair of a tie
+ * (printf rounds the exact binary value half to even): 1, else 0. */
+static int fixed_ms(char *buf, double ms, int dec) {
+  static const double p10[] = {1, 10, 100};
+  double x = ms * p10[dec];
+  if (!(ms >= 0) || x >= 1e9) return 0; /* x exact to well under 1e-6 */
+  double fl = floor(x), fr = x - fl;
+  if (fabs(fr - 0.5) < 1e-6) return 0;
+  long long d = (long long)fl + (fr > 0.5);
+  char dig[24];
+  size_t n = t_fmt_int(dig, d), o = 0;
+  if (dec == 0) {
+    memcpy(buf, dig, n);
+    o = n;
+  } else {
+    size_t whole = n > (size_t)dec ? n - (size_t)dec : 0;
+    if (whole == 0) buf[o++] = '0';
+    else memcpy(buf, dig, whole), o = whole;
+    buf[o++] = '.';
+    for (size_t z = n; z < (size_t)dec; z++) buf[o++] = '0';
+    memcpy(buf + o, dig + whole, n - whole);
+    o += n - whole;
+  }
+  memcpy(buf + o, " ms", 4);
+  return 1;
+}
+
 static void fmt_ms(char *buf, size_t len, double ms) {
+  int dec = ms < 1 ? 2 : ms < 100 ? 1 : 0;
+  if (len >= 32 && isfinite(ms) && fixed_ms(buf, ms, dec)) return;
   if (!isfinite(ms))
     snprintf(buf, len, "n/a");
   else if (ms < 1)
@@ -263,6 +293,13 @@ static void fmt_ms(char *buf, size_t len, double ms) {
     snprintf(buf, len, "%.1f ms", ms);
   else
     snprintf(buf, len, "%.0f ms", ms);
+}
+
+/* append's "%s" without printf: s cut to what is left, terminated. */
+static void append_str(char *buf, size_t len, size_t *off, const char *s) {
+  if (*off >= len) return;
+  t_scopy(buf + *off, len - *off, s);
+  *off += strlen(buf + *off);
 }
 
 static void append(char *buf, size_t len, size_t *off, const char *fmt, ...)
@@ -358,13 +395,19 @@ int cm_model_choose_text(const cm_model *m, const kind_ops *k,
   char num[32];
   size_t l = 0;
   fmt_ms(num, sizeof num, ms[best]);
-  append(reason, len, &l, "estimate %s %s", bname(best), num);
+  append_str(reason, len, &l, "estimate ");
+  append_str(reason, len, &l, bname(best));
+  append_str(reason, len, &l, " ");
+  append_str(reason, len, &l, num);
   for (int i = 0; i < 3; i++) {
     if (order[i] == best || !isfinite(ms[order[i]])) continue;
     fmt_ms(num, sizeof num, ms[order[i]]);
-    append(reason, len, &l, ", %s %s", bname(order[i]), num);
+    append_str(reason, len, &l, ", ");
+    append_str(reason, len, &l, bname(order[i]));
+    append_str(reason, len, &l, " ");
+    append_str(reason, len, &l, num);
   }
-  if (!gpu_ok) append(reason, len, &l, "; no usable GPU");
+  if (!gpu_ok) append_str(reason, len, &l, "; no usable GPU");
   if (figs) fig_text(figs, m, k, est, ms, best, digits);
   return figs && figs->err ? T_ENOMEM : T_OK;
 }
