@@ -37,6 +37,9 @@ void tbuf_init(tbuf *b, size_t max);
 int tbuf_reserve(tbuf *b, size_t more);
 void tbuf_add(tbuf *b, const void *s, size_t n);
 void tbuf_adds(tbuf *b, const char *s);
+/* tbuf_adds of a string literal, its length known at compile time (a job
+ * record is ~35 literal pieces: no strlen for each). */
+#define tbuf_addl(b, lit) tbuf_add((b), "" lit, sizeof(lit) - 1)
 void tbuf_addf(tbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void tbuf_vaddf(tbuf *b, const char *fmt, va_list ap);

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "util/buf.h"
@@ -262,6 +263,29 @@ TEST(scopy_and_int) {
   }
 }
 
+/* t_rfc3339 with its day cache: what gmtime and printf write, across day,
+ * month and year ends and back and forth between days. */
+TEST(rfc3339_days) {
+  const int64_t base[] = {0, 86399999, 86400000, 951782399999LL,
+                          951782400000LL, 1795000000123LL, 1798761599999LL,
+                          1798761600000LL, 253402300799999LL};
+  for (int round = 0; round < 2; round++)
+    for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
+      for (int64_t d = -1; d <= 1; d++) {
+        int64_t ms = base[i] + d * (round ? 1 : 86400000);
+        if (ms < 0) continue;
+        char got[40], want[40];
+        t_rfc3339(ms, got, sizeof got);
+        time_t s = (time_t)(ms / 1000);
+        struct tm tm;
+        gmtime_r(&s, &tm);
+        snprintf(want, sizeof want, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                 tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+        CHECK_STR(got, want);
+      }
+}
+
 int main(void) {
   RUN(growth);
   RUN(cap);
@@ -270,5 +294,6 @@ int main(void) {
   RUN(json_shortest);
   RUN(json_fixed);
   RUN(scopy_and_int);
+  RUN(rfc3339_days);
   return check_summary();
 }
