@@ -13,8 +13,10 @@
  * with store_job_finish_async: the worker goes on with its next job while the
  * store's writer commits the end together with other jobs' writes, then
  * (srun_finished, on the writer thread) releases the job: stats, waiters
- * (given the committed row), free. So a waiter never hears of an end that is
- * not committed, and no worker sleeps on a commit. A finish that finds the
+ * (given the committed row, which the end's `before` — the job's row as
+ * queued with this run's start applied, sjob.row — lets a single-node
+ * store make without reading it back), free. So a waiter never hears of
+ * an end that is not committed, and no worker sleeps on a commit. A finish that finds the
  * job already ended in the store (canceled before it was taken) leaves the
  * store's end as it is. The steps before the backend are srun_open, those
  * after it srun_close; a gang (sched_run_gang: tiny cuda jobs a GPU worker
