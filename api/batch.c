@@ -331,7 +331,7 @@ static int parse_get(json_t *body, api_ctx *ctx, http_req *r, mwait **out,
   m->fields = fields;
   for (int i = 0; i < m->n; i++) {
     const char *s = json_string_value(json_array_get(ids, (size_t)i));
-    snprintf(m->items[i].id, T_ID_MAX, "%s", s);
+    t_scopy(m->items[i].id, T_ID_MAX, s);
     /* not this owner's or unknown: per id, and not waited for; a job
      * queued or running here exists (no read); a final row is kept for
      * the answer (it changes no more) */

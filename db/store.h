@@ -310,7 +310,22 @@ typedef struct store_job_end {
    * another node claimed is. 0: an end any node may write (a cancel of a
    * queued job). A single-node store ignores it. */
   int held;
+  /* The job's row as the caller holds it with this run's start applied
+   * (started_at, backend_used, backend_reason, estimate as the start wrote
+   * them; attempts counting it), or NULL. The SQLite store, whose writer
+   * is the row's only writer, then hands store_job_ended(before, end) to
+   * the async finish's callback instead of reading the row back (a fifth
+   * of a tiny job's store work); the PostgreSQL store reads back (other
+   * nodes write the row too). */
+  const store_job *before;
 } store_job_end;
+/* *dst = a deep copy of `before` with the end's columns as the finish
+ * writes them (status, finished_at, timings, result, result_path,
+ * compare, max_abs_diff, error, progress, result_parts, devices, and
+ * backend_used when the end has one): the row a read after the finish
+ * gives. T_ENOMEM leaves *dst cleared. */
+int store_job_ended(store_job *dst, const store_job *before,
+                    const store_job_end *end);
 int store_job_finish(store *s, const char *id, const store_job_end *end,
                      terr *e);
 /* [async] The same as store_job_finish without waiting: the end record is

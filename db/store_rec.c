@@ -77,6 +77,43 @@ int store_job_copy(store_job *dst, const store_job *src) {
   return 0;
 }
 
+/* See store.h. What a read gives back: an unset timing and every field of
+ * an absent result are 0, a shape only its ndim entries, nonconverged 0
+ * unless positive (stored NULL). */
+int store_job_ended(store_job *dst, const store_job *before,
+                    const store_job_end *x) {
+  store_job t = *before; /* shallow: copied below */
+  t.status = x->status;
+  t.finished_at = x->finished_at;
+  memset(&t.timings, 0, sizeof t.timings);
+  for (int i = 0; i < JOB_T__COUNT; i++)
+    if (x->timings.set & (1u << i))
+      job_timings_put(&t.timings, (job_timing)i, x->timings.ms[i]);
+  memset(&t.result, 0, sizeof t.result);
+  if (x->result.dtype[0]) {
+    t_scopy(t.result.dtype, sizeof t.result.dtype, x->result.dtype);
+    int nd = x->result.ndim < 0             ? 0
+             : x->result.ndim > STORE_MAXDIM ? STORE_MAXDIM
+                                             : x->result.ndim;
+    t.result.ndim = nd;
+    for (int i = 0; i < nd; i++) t.result.shape[i] = x->result.shape[i];
+    t.result.bytes = x->result.bytes;
+    t.result.nonconverged =
+        x->result.nonconverged > 0 ? x->result.nonconverged : 0;
+  }
+  t.result_path = (char *)x->result_path;
+  t.compare = (char *)x->compare;
+  t.max_abs_diff = x->max_abs_diff;
+  t.error_code = (char *)x->error_code;
+  t.error_message = (char *)x->error_message;
+  t.progress_done = x->progress_done;
+  t.progress_total = x->progress_total;
+  t.result_parts = (char *)x->result_parts;
+  t.devices = (char *)x->devices;
+  if (x->backend_used) t.backend_used = (char *)x->backend_used;
+  return store_job_copy(dst, &t);
+}
+
 static const char *const timing_names[JOB_T__COUNT] = {
     "queue", "prepare", "h2d", "compute", "d2h", "store", "total"};
 
@@ -142,11 +179,16 @@ int store__same_str(const char *a, const char *b) {
 }
 
 void store__shape_text(const job_result_info *r, char *buf, size_t cap) {
-  size_t n = (size_t)snprintf(buf, cap, "[");
-  for (int d = 0; d < r->ndim && d < STORE_MAXDIM && n < cap; d++)
-    n += (size_t)snprintf(buf + n, cap - n, "%s%lld", d ? "," : "",
-                          (long long)r->shape[d]);
-  if (n < cap) snprintf(buf + n, cap - n, "]");
+  char t[STORE_MAXDIM * 22 + 4];
+  size_t n = 0;
+  t[n++] = '[';
+  for (int d = 0; d < r->ndim && d < STORE_MAXDIM; d++) {
+    if (d) t[n++] = ',';
+    n += t_fmt_int(t + n, (long long)r->shape[d]);
+  }
+  t[n++] = ']';
+  t[n] = 0;
+  t_scopy(buf, cap, t); /* cut to cap as snprintf did */
 }
 
 const char *store__order_key_sql(store_job_order o, int desc) {

@@ -49,9 +49,8 @@ int tbuf_reserve(tbuf *b, size_t more) {
   return 0;
 }
 
-void tbuf_add(tbuf *b, const void *s, size_t n) {
-  /* room already there (cap <= max + 1, so within the cap too): no
-   * reserve call; a tiny job's records make ~150 adds */
+/* tbuf_add's way when the room is not there (buf.h: the rest is inline). */
+void tbuf_add_grow(tbuf *b, const void *s, size_t n) {
   if ((b->err || n >= b->cap - b->len) && tbuf_reserve(b, n)) return;
   if (n) memcpy(b->p + b->len, s, n);
   b->len += n;

@@ -22,6 +22,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define TBUF_MAX_DEFAULT ((size_t)1 << 30) /* 1 GiB */
 
@@ -35,8 +36,22 @@ typedef struct tbuf {
 void tbuf_init(tbuf *b, size_t max);
 /* Room for `more` bytes beyond len: 0, or the error state's code. */
 int tbuf_reserve(tbuf *b, size_t more);
-void tbuf_add(tbuf *b, const void *s, size_t n);
+void tbuf_add_grow(tbuf *b, const void *s, size_t n);
+/* Inline when the room is there (cap <= max + 1, so within the cap too):
+ * a tiny job makes ~300 adds, most of a few bytes. */
+static inline void tbuf_add(tbuf *b, const void *s, size_t n) {
+  if (!b->err && n < b->cap - b->len) {
+    if (n) memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+  } else {
+    tbuf_add_grow(b, s, n);
+  }
+}
 void tbuf_adds(tbuf *b, const char *s);
+/* tbuf_adds of a string literal, its length known at compile time (a job
+ * record is ~35 literal pieces: no strlen for each). */
+#define tbuf_addl(b, lit) tbuf_add((b), "" lit, sizeof(lit) - 1)
 void tbuf_addf(tbuf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void tbuf_vaddf(tbuf *b, const char *fmt, va_list ap);

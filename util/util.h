@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* Monotonic time in milliseconds (fractional), for durations. */
 double t_now_ms(void);
@@ -72,6 +73,19 @@ typedef struct t_numtext {
   char s[32];
 } t_numtext;
 t_numtext t_num(double v);
+
+/* snprintf(dst, cap, "%s", src) without printf (cap > 0): src cut to
+ * cap - 1 bytes, dst always terminated. A tiny job made a dozen such
+ * copies at ~1,000 instructions each (tests/bench/README.md). */
+static inline void t_scopy(char *dst, size_t cap, const char *src) {
+  size_t n = 0;
+  while (n + 1 < cap && src[n]) n++;
+  memmove(dst, src, n);
+  dst[n] = 0;
+}
+/* v in decimal into out (room for 21 bytes; not terminated): its length.
+ * snprintf's "%lld" without printf. */
+size_t t_fmt_int(char *out, long long v);
 
 /* Parse a whole string as a number; 0 on success, -1 on junk or overflow.
  * (Use these, never atoi.) */

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "compute/expr/expr_int.h"
+#include "util/util.h"
 
 typedef struct wbuf {
   char *buf;
@@ -44,6 +45,32 @@ static void w_put(wbuf *w, const char *fmt, ...) {
   w->off += (size_t)n;
 }
 
+/* A string as it is (w_put's "%s" without printf: the canonical text of a
+ * tiny job's expression was five vsnprintf calls). */
+static void w_str(wbuf *w, const char *s) {
+  if (w->over) return;
+  size_t n = strlen(s);
+  if (n >= w->len - w->off) {
+    w->over = 1;
+    return;
+  }
+  memcpy(w->buf + w->off, s, n + 1);
+  w->off += n;
+}
+
+/* A number as "%.17g" writes it; an integer of up to 15 digits (which
+ * %.17g writes as its digits) without printf. */
+static void w_num(wbuf *w, double v) {
+  if (v == floor(v) && fabs(v) < 1e15 && !(v == 0 && signbit(v))) {
+    char d[24];
+    size_t n = t_fmt_int(d, (long long)v);
+    d[n] = 0;
+    w_str(w, d);
+  } else {
+    w_put(w, "%.17g", v);
+  }
+}
+
 static int is_cmp(expr_op op) { return op >= EO_LT && op <= EO_NE; }
 
 /* ---- canonical --------------------------------------------------------- */
@@ -52,30 +79,34 @@ static void canon(wbuf *w, const expr_tree *t, int id) {
   expr_op op = (expr_op)n->op;
   const char *name = expr_ops[op].name;
   if (op == EO_NUM) {
-    w_put(w, "%.17g", n->num);
+    w_num(w, n->num);
   } else if (op == EO_IN) {
-    w_put(w, "in%d", n->input);
+    w_str(w, "in");
+    w_num(w, n->input);
   } else if (op == EO_NEG) {
-    w_put(w, "(-");
+    w_str(w, "(-");
     canon(w, t, n->arg[0]);
-    w_put(w, ")");
+    w_str(w, ")");
   } else if (op == EO_NOT) {
-    w_put(w, "(not ");
+    w_str(w, "(not ");
     canon(w, t, n->arg[0]);
-    w_put(w, ")");
+    w_str(w, ")");
   } else if (!expr_ops[op].is_func) { /* binary operator */
-    w_put(w, "(");
+    w_str(w, "(");
     canon(w, t, n->arg[0]);
-    w_put(w, op == EO_AND || op == EO_OR ? " %s " : "%s", name);
+    if (op == EO_AND || op == EO_OR) w_str(w, " ");
+    w_str(w, name);
+    if (op == EO_AND || op == EO_OR) w_str(w, " ");
     canon(w, t, n->arg[1]);
-    w_put(w, ")");
+    w_str(w, ")");
   } else {
-    w_put(w, "%s(", name);
+    w_str(w, name);
+    w_str(w, "(");
     for (int k = 0; k < n->nargs; k++) {
-      if (k) w_put(w, ",");
+      if (k) w_str(w, ",");
       canon(w, t, n->arg[k]);
     }
-    w_put(w, ")");
+    w_str(w, ")");
   }
 }
 

@@ -68,14 +68,17 @@ static void add_time(tbuf *b, int64_t ms) {
  * jansson's JSON_REAL_PRECISION(9) writes them (the stored values are
  * already rounded to the microsecond). */
 static void add_timings(tbuf *b, const job_timings *t) {
+  /* the names as JSON keys, each with the separator before it */
+  static const char *const keys[JOB_T__COUNT] = {
+      "\"queue\":", "\"prepare\":", "\"h2d\":", "\"compute\":",
+      "\"d2h\":", "\"store\":", "\"total\":"};
   tbuf_add(b, "{", 1);
   int first = 1;
   for (int i = 0; i < JOB_T__COUNT; i++) {
     if (!(t->set & (1u << i))) continue;
     if (!first) tbuf_add(b, ",", 1);
     first = 0;
-    tbuf_json_str(b, job_timing_name((job_timing)i));
-    tbuf_add(b, ":", 1);
+    tbuf_adds(b, keys[i]);
     tbuf_json_real(b, t->ms[i], 9);
   }
   tbuf_add(b, "}", 1);
@@ -94,31 +97,31 @@ static void add_parts(tbuf *b, const char *doc, const char *id) {
     return;
   }
   if (p.n > 1) {
-    tbuf_adds(b, ",\"parts\":[");
+    tbuf_addl(b, ",\"parts\":[");
     for (int i = 0; i < p.n; i++) {
       const tpart *t = &p.p[i];
       tbuf_adds(b, i ? ",{\"name\":" : "{\"name\":");
       tbuf_json_str(b, t->name);
-      tbuf_adds(b, ",\"dtype\":");
+      tbuf_addl(b, ",\"dtype\":");
       tbuf_json_str(b, tdtype_name(t->dtype));
-      tbuf_adds(b, ",\"shape\":[");
+      tbuf_addl(b, ",\"shape\":[");
       for (int d = 0; d < t->ndim; d++) {
         if (d) tbuf_add(b, ",", 1);
         tbuf_json_int(b, (long long)t->shape[d]);
       }
-      tbuf_adds(b, "],\"bytes\":");
+      tbuf_addl(b, "],\"bytes\":");
       tbuf_json_int(b, (long long)t->bytes);
       if (t->in_region) { /* its bytes' place in the output region */
-        tbuf_adds(b, ",\"offset\":");
+        tbuf_addl(b, ",\"offset\":");
         tbuf_json_int(b, (long long)t->offset);
-        tbuf_adds(b, "}");
+        tbuf_addl(b, "}");
         continue;
       }
-      tbuf_adds(b, ",\"href\":\"/v1/jobs/");
+      tbuf_addl(b, ",\"href\":\"/v1/jobs/");
       tbuf_adds(b, id); /* ids and part names need no escaping */
-      tbuf_adds(b, "/result/");
+      tbuf_addl(b, "/result/");
       tbuf_adds(b, t->name);
-      tbuf_adds(b, "\"}");
+      tbuf_addl(b, "\"}");
     }
     tbuf_add(b, "]", 1);
   }
@@ -131,34 +134,34 @@ static void add_parts(tbuf *b, const char *doc, const char *id) {
  * other fields are the first's). */
 static void add_result(tbuf *b, const job_result_info *r, const char *id,
                        const char *file, const char *parts) {
-  tbuf_adds(b, "{\"dtype\":");
+  tbuf_addl(b, "{\"dtype\":");
   tbuf_json_str(b, r->dtype);
-  tbuf_adds(b, ",\"shape\":[");
+  tbuf_addl(b, ",\"shape\":[");
   for (int d = 0; d < r->ndim; d++) {
     if (d) tbuf_add(b, ",", 1);
     tbuf_json_int(b, (long long)r->shape[d]);
   }
-  tbuf_adds(b, "],\"bytes\":");
+  tbuf_addl(b, "],\"bytes\":");
   tbuf_json_int(b, (long long)r->bytes);
   if (r->nonconverged > 0) {
-    tbuf_adds(b, ",\"nonconverged\":");
+    tbuf_addl(b, ",\"nonconverged\":");
     tbuf_json_int(b, (long long)r->nonconverged);
   }
   char rid[REGION_ID_MAX];
   int64_t off;
   if (region_out_parse(file, rid, &off)) { /* raw bytes in the region */
-    tbuf_adds(b, ",\"region\":");
+    tbuf_addl(b, ",\"region\":");
     tbuf_json_str(b, rid);
-    tbuf_adds(b, ",\"offset\":");
+    tbuf_addl(b, ",\"offset\":");
     tbuf_json_int(b, (long long)off);
     add_parts(b, parts, id);
   } else if (file) {
-    tbuf_adds(b, ",\"file\":");
+    tbuf_addl(b, ",\"file\":");
     tbuf_json_str(b, file);
   } else if (id) {
-    tbuf_adds(b, ",\"href\":\"/v1/jobs/");
+    tbuf_addl(b, ",\"href\":\"/v1/jobs/");
     tbuf_adds(b, id);
-    tbuf_adds(b, "/result\"");
+    tbuf_addl(b, "/result\"");
     add_parts(b, parts, id);
   }
   tbuf_add(b, "}", 1);
@@ -248,18 +251,18 @@ static void add_tiles(tbuf *b, jobs *J, const job_record *j) {
     }
     if (k < nn) counts[k]++;
   }
-  tbuf_adds(b, ",\"tiles\":{\"total\":");
+  tbuf_addl(b, ",\"tiles\":{\"total\":");
   tbuf_json_int(b, j->tiles);
-  tbuf_adds(b, ",\"done\":");
+  tbuf_addl(b, ",\"done\":");
   tbuf_json_int(b, done);
-  tbuf_adds(b, ",\"by_node\":{");
+  tbuf_addl(b, ",\"by_node\":{");
   for (int k = 0; k < nn; k++) {
     if (k) tbuf_add(b, ",", 1);
     tbuf_json_str(b, names[k]);
     tbuf_add(b, ":", 1);
     tbuf_json_int(b, counts[k]);
   }
-  tbuf_adds(b, "}}");
+  tbuf_addl(b, "}}");
   for (int i = 0; i < nk; i++) store_job_clear(&kids[i]);
   free(kids);
 }
@@ -268,96 +271,96 @@ char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len) {
   tbuf b;
   tbuf_init(&b, 0);
   tbuf_reserve(&b, 1024 + (j->params ? strlen(j->params) : 0));
-  tbuf_adds(&b, "{\"id\":");
+  tbuf_addl(&b, "{\"id\":");
   tbuf_json_str(&b, j->id);
-  tbuf_adds(&b, ",\"kind\":");
+  tbuf_addl(&b, ",\"kind\":");
   tbuf_json_str(&b, j->kind ? j->kind : "");
-  tbuf_adds(&b, ",\"status\":");
+  tbuf_addl(&b, ",\"status\":");
   tbuf_json_str(&b, job_status_name(j->status));
-  tbuf_adds(&b, ",\"label\":");
+  tbuf_addl(&b, ",\"label\":");
   tbuf_json_str(&b, j->label);
-  tbuf_adds(&b, ",\"priority\":");
+  tbuf_addl(&b, ",\"priority\":");
   tbuf_json_int(&b, j->priority);
-  tbuf_adds(&b, ",\"request_id\":");
+  tbuf_addl(&b, ",\"request_id\":");
   tbuf_json_str(&b, j->request_id);
-  tbuf_adds(&b, ",\"timeout_s\":");
+  tbuf_addl(&b, ",\"timeout_s\":");
   tbuf_json_real(&b, j->timeout_s, 0);
-  tbuf_adds(&b, ",\"backend\":{\"requested\":");
+  tbuf_addl(&b, ",\"backend\":{\"requested\":");
   tbuf_json_str(&b, j->backend_requested ? j->backend_requested : "auto");
-  tbuf_adds(&b, ",\"used\":");
+  tbuf_addl(&b, ",\"used\":");
   tbuf_json_str(&b, j->backend_used);
-  tbuf_adds(&b, ",\"reason\":");
+  tbuf_addl(&b, ",\"reason\":");
   tbuf_json_str(&b, j->backend_reason);
-  tbuf_adds(&b, ",\"devices\":"); /* a cuda run's GPUs, from its end */
+  tbuf_addl(&b, ",\"devices\":"); /* a cuda run's GPUs, from its end */
   add_doc(&b, j->devices, "null");
-  tbuf_adds(&b, "},\"estimate\":");
+  tbuf_addl(&b, "},\"estimate\":");
   add_doc(&b, j->estimate, "null");
-  tbuf_adds(&b, ",\"size\":");
+  tbuf_addl(&b, ",\"size\":");
   add_size(&b, j->estimate);
-  tbuf_adds(&b, ",\"launch\":");
+  tbuf_addl(&b, ",\"launch\":");
   add_launch(&b, j->estimate);
-  tbuf_adds(&b, ",\"created_at\":");
+  tbuf_addl(&b, ",\"created_at\":");
   add_time(&b, j->created_at);
-  tbuf_adds(&b, ",\"started_at\":");
+  tbuf_addl(&b, ",\"started_at\":");
   add_time(&b, j->started_at);
-  tbuf_adds(&b, ",\"finished_at\":");
+  tbuf_addl(&b, ",\"finished_at\":");
   add_time(&b, j->finished_at);
-  tbuf_adds(&b, ",\"timings_ms\":");
+  tbuf_addl(&b, ",\"timings_ms\":");
   add_timings(&b, &j->timings);
   int64_t done = j->progress_done, total = j->progress_total;
   if (!job_status_final(j->status) && J && J->sc)
     sched_progress(J->sc, j->id, &done, &total);
-  tbuf_adds(&b, ",\"progress\":{\"done\":");
+  tbuf_addl(&b, ",\"progress\":{\"done\":");
   tbuf_json_int(&b, (long long)done);
-  tbuf_adds(&b, ",\"total\":");
+  tbuf_addl(&b, ",\"total\":");
   tbuf_json_int(&b, (long long)total);
-  tbuf_adds(&b, "},\"result\":");
+  tbuf_addl(&b, "},\"result\":");
   if (j->status == JOB_SUCCEEDED && j->result.dtype[0])
     add_result(&b, &j->result, j->id, j->output_file, j->result_parts);
   else
     tbuf_add(&b, "null", 4);
-  tbuf_adds(&b, ",\"output\":");
+  tbuf_addl(&b, ",\"output\":");
   char out_region[REGION_ID_MAX];
   int64_t out_offset;
   if (region_out_parse(j->output_file, out_region, &out_offset)) {
     /* the result's raw bytes at offset; "result" says dtype and shape */
-    tbuf_adds(&b, "{\"region\":");
+    tbuf_addl(&b, "{\"region\":");
     tbuf_json_str(&b, out_region);
-    tbuf_adds(&b, ",\"offset\":");
+    tbuf_addl(&b, ",\"offset\":");
     tbuf_json_int(&b, (long long)out_offset);
-    tbuf_adds(&b, "}");
+    tbuf_addl(&b, "}");
   } else if (j->output_file) {
-    tbuf_adds(&b, "{\"file\":");
+    tbuf_addl(&b, "{\"file\":");
     tbuf_json_str(&b, j->output_file);
-    tbuf_adds(&b, "}");
+    tbuf_addl(&b, "}");
   } else {
     tbuf_add(&b, "null", 4);
   }
-  tbuf_adds(&b, ",\"compare\":");
+  tbuf_addl(&b, ",\"compare\":");
   add_doc(&b, j->compare, "null");
-  tbuf_adds(&b, ",\"max_abs_diff\":");
+  tbuf_addl(&b, ",\"max_abs_diff\":");
   tbuf_json_real(&b, j->max_abs_diff, 0);
-  tbuf_adds(&b, ",\"error\":");
+  tbuf_addl(&b, ",\"error\":");
   if (j->error_code) {
-    tbuf_adds(&b, "{\"code\":");
+    tbuf_addl(&b, "{\"code\":");
     tbuf_json_str(&b, j->error_code);
-    tbuf_adds(&b, ",\"message\":");
+    tbuf_addl(&b, ",\"message\":");
     tbuf_json_str(&b, j->error_message ? j->error_message : "");
-    tbuf_adds(&b, ",\"field\":");
+    tbuf_addl(&b, ",\"field\":");
     char field[TERR_FIELD_MAX];
     if (message_field(j->error_message, field, sizeof field))
       tbuf_json_str(&b, field);
     else
       tbuf_add(&b, "null", 4);
-    tbuf_adds(&b, "}");
+    tbuf_addl(&b, "}");
   } else {
     tbuf_add(&b, "null", 4);
   }
-  tbuf_adds(&b, ",\"attempts\":");
+  tbuf_addl(&b, ",\"attempts\":");
   tbuf_json_int(&b, j->attempts);
   /* The node that claimed (or ran) it, by name when this node knows it
    * (compute/sched/cluster.c); null on SQLite and while unclaimed. */
-  tbuf_adds(&b, ",\"node\":");
+  tbuf_addl(&b, ",\"node\":");
   char nname[104];
   if (j->node && J && J->sc && sched_node_name(J->sc, j->node, nname, sizeof nname))
     tbuf_json_str(&b, nname);
@@ -365,10 +368,10 @@ char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len) {
     tbuf_json_str(&b, j->node);
   if (j->tiles > 0 && !j->parent && J && J->st) add_tiles(&b, J, j);
   if (with_params) {
-    tbuf_adds(&b, ",\"params\":");
+    tbuf_addl(&b, ",\"params\":");
     add_doc(&b, j->params, "{}");
   }
-  tbuf_adds(&b, "}");
+  tbuf_addl(&b, "}");
   return tbuf_take(&b, len);
 }
 
@@ -378,16 +381,16 @@ char *jobs_json(jobs *J, const job_record *j, int with_params, size_t *len) {
 char *jobs_estimate_json(const job_estimate *est, const char *files) {
   tbuf b;
   tbuf_init(&b, 0);
-  tbuf_adds(&b, "{\"size\":");
+  tbuf_addl(&b, "{\"size\":");
   tbuf_json_int(&b, (long long)est->size);
-  tbuf_adds(&b, ",\"work\":");
+  tbuf_addl(&b, ",\"work\":");
   tbuf_json_real(&b, est->work, 0);
-  tbuf_adds(&b, ",\"out_bytes\":");
+  tbuf_addl(&b, ",\"out_bytes\":");
   tbuf_json_int(&b, (long long)est->out_bytes);
-  tbuf_adds(&b, ",\"in_bytes\":");
+  tbuf_addl(&b, ",\"in_bytes\":");
   tbuf_json_int(&b, (long long)est->in_bytes);
   if (files) { /* the pins a run compares with (compute/array/localfile.h) */
-    tbuf_adds(&b, ",\"files\":");
+    tbuf_addl(&b, ",\"files\":");
     tbuf_adds(&b, files);
   }
   tbuf_add(&b, "}", 1);

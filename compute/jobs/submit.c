@@ -363,7 +363,7 @@ int jobs_submit_inserted(jobs *J, jobs_pending *p, int insert_rc,
     sched_unreserve(J->sc);
     return insert_rc;
   }
-  snprintf(id, T_ID_MAX, "%s", p->row.id);
+  t_scopy(id, T_ID_MAX, p->row.id);
   int rc = T_OK;
   if (existing) {
     kind_checked_free(p->kind, p->checked);

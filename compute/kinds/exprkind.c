@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "compute/gpu/gpu.h"
+#include "util/util.h"
 
 static int key_allowed(const char *key, const char *const *extra) {
   if (!strcmp(key, "expr") || !strcmp(key, "inputs") || !strcmp(key, "dtype"))
@@ -23,7 +24,13 @@ static int key_allowed(const char *key, const char *const *extra) {
 }
 
 static void input_field(char *buf, size_t len, const char *name) {
-  snprintf(buf, len, "params.inputs.%s", name);
+  static const char pre[] = "params.inputs.";
+  if (len < sizeof pre) {
+    if (len) buf[0] = 0;
+    return;
+  }
+  memcpy(buf, pre, sizeof pre - 1);
+  t_scopy(buf + sizeof pre - 1, len - (sizeof pre - 1), name);
 }
 
 int kexpr_check(const json_t *params, const tenv *env,

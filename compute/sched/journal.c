@@ -133,7 +133,7 @@ int sched_journal_take(sched *s, const char *id, int attempt) {
     jslot *sl = (jslot *)((char *)s->journal + (size_t)i * SJ_SLOT);
     atomic_store_explicit(&sl->magic, 0, memory_order_relaxed);
     sl->attempt = attempt;
-    snprintf(sl->id, sizeof sl->id, "%s", id);
+    t_scopy(sl->id, sizeof sl->id, id);
     atomic_store_explicit(&sl->magic, SJ_MAGIC, memory_order_release);
     return i;
   }

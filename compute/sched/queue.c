@@ -104,8 +104,8 @@ static char *dup_or_empty(const char *x) { return strdup(x ? x : ""); }
 sjob *sjob_new(const store_job *sj) {
   sjob *j = calloc(1, sizeof *j);
   if (!j) return NULL;
-  snprintf(j->id, sizeof j->id, "%s", sj->id);
-  snprintf(j->stem, sizeof j->stem, "%s", sj->id);
+  t_scopy(j->id, sizeof j->id, sj->id);
+  t_scopy(j->stem, sizeof j->stem, sj->id);
   j->owner = dup_or_empty(sj->owner);
   j->kind = dup_or_empty(sj->kind);
   j->params_text = dup_or_empty(sj->params);
@@ -115,6 +115,12 @@ sjob *sjob_new(const store_job *sj) {
       (sj->output_file && !j->output_file)) {
     sjob_free(j);
     return NULL;
+  }
+  store_job r = *sj;
+  r.params = NULL; /* possibly big, and in params_text already */
+  if ((j->row = malloc(sizeof *j->row)) && store_job_copy(j->row, &r)) {
+    free(j->row);
+    j->row = NULL;
   }
   j->requested = tbackend_parse(sj->backend_requested ? sj->backend_requested
                                                       : "auto");
@@ -161,10 +167,12 @@ void sjob_free(sjob *j) {
   free(j->params_text);
   free(j->backend_text);
   free(j->output_file);
+  if (j->row) store_job_clear(j->row);
+  free(j->row);
   kind_checked_free(j->checked_k, j->checked);
   tlocal_pins_free(j->pins);
   json_decref(j->params);
-  json_decref(j->estimates);
+  free(j->figures);
   free(j);
   if (big) malloc_trim(0);
 }

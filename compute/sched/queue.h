@@ -30,6 +30,10 @@ typedef struct sjob {
   char stem[T_ID_MAX + 16];
   char *owner, *kind, *params_text, *backend_text; /* owned copies */
   char *output_file;   /* "output": {"file"} (owned); NULL when none */
+  /* Its store row as queued, less params (params_text has them; owned):
+   * with this run's start and end applied, the row its end hands back
+   * without a read (store_job_end.before). NULL: out of memory, read back. */
+  store_job *row;
   int requested;       /* tbackend, or -1 when the stored name is unknown */
   int priority;
   uint64_t seq;        /* FIFO order within a priority */
@@ -72,7 +76,8 @@ typedef struct sjob {
   struct tlocal_pins *pins;
   tbackend backend; /* resolved; B_AUTO until resolved */
   char reason[256];
-  json_t *estimates; /* router figures; NULL when not routed */
+  char *figures; /* the router's figures: members of a JSON object
+                   * (router_choose_text); NULL when not routed */
   double taken_ms;   /* monotonic, when a worker took it */
   /* A gang's (sched.c, sched_gpu_worker): the jobs taken together to
    * share one launch, and the first one's id; 0 and "" for a job taken

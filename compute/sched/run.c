@@ -13,8 +13,10 @@
  * with store_job_finish_async: the worker goes on with its next job while the
  * store's writer commits the end together with other jobs' writes, then
  * (srun_finished, on the writer thread) releases the job: stats, waiters
- * (given the committed row), free. So a waiter never hears of an end that is
- * not committed, and no worker sleeps on a commit. A finish that finds the
+ * (given the committed row, which the end's `before` — the job's row as
+ * queued with this run's start applied, sjob.row — lets a single-node
+ * store make without reading it back), free. So a waiter never hears of
+ * an end that is not committed, and no worker sleeps on a commit. A finish that finds the
  * job already ended in the store (canceled before it was taken) leaves the
  * store's end as it is. The steps before the backend are srun_open, those
  * after it srun_close; a gang (sched_run_gang: tiny cuda jobs a GPU worker
@@ -145,8 +147,12 @@ static int srun_resolve(srun *r, int device, terr *e) {
   if (j->backend == B_AUTO) {
     tbackend chosen;
     int usable = srun_gpu_usable(s);
-    router_choose(j->k, &j->est, usable, &chosen, j->reason, sizeof j->reason,
-                  &j->estimates);
+    tbuf figs;
+    tbuf_init(&figs, 0);
+    router_choose_text(j->k, &j->est, usable, &chosen, j->reason,
+                       sizeof j->reason, &figs, 9);
+    free(j->figures);
+    j->figures = tbuf_take(&figs, NULL); /* NULL: out of memory, none */
     if (j->requested == B_AUTO) {
       j->backend = chosen;
     } else {
@@ -375,7 +381,9 @@ static void srun_send_end(srun_end *t, store_job_end *end) {
     end->devices = devices;
     end->backend_used = t->used;
   }
-  srun_end *x = calloc(1, sizeof *x);
+  srun_end *x = malloc(sizeof *x); /* all of it from *t below: no zeroing
+                                      * its 6 KiB (a tiny job's largest
+                                      * memset) */
   terr fe;
   if (!x) {
     log_error("scheduler: no memory to end job %s", j->id);
@@ -456,10 +464,10 @@ static int srun_start(srun *r, char *used, char **estimate,
   if (j->backend == B_CUDA)
     snprintf(used, 32, "cuda:%d", r->device);
   else
-    snprintf(used, 32, "%s", tbackend_name(j->backend));
+    t_scopy(used, 32, tbackend_name(j->backend));
   /* for store_job_start: the kind's figures, the router's, the pins */
   *estimate =
-      j->have_est ? stext_estimate(&j->est, j->estimates, j->pins) : NULL;
+      j->have_est ? stext_estimate(&j->est, j->figures, j->pins) : NULL;
   if (*estimate && j->gang_n > 1) /* its record says it shared a launch */
     srun_note_launch(estimate, j);
   *started_at = t_wall_ms();
@@ -513,7 +521,7 @@ static int srun_keep(srun *r, sres *res, double backend_ms,
   tarray *result = res->a[0];
   /* Pairs a geodesic method could not solve (Vincenty near antipodes)
    * are NaN in the result and counted there, so the job says so. */
-  snprintf(rinfo->dtype, sizeof rinfo->dtype, "%s", tdtype_name(result->dtype));
+  t_scopy(rinfo->dtype, sizeof rinfo->dtype, tdtype_name(result->dtype));
   rinfo->ndim = result->ndim;
   for (int d = 0; d < result->ndim; d++) rinfo->shape[d] = result->shape[d];
   rinfo->bytes = result->size * (int64_t)tdtype_size(result->dtype);
@@ -523,7 +531,15 @@ static int srun_keep(srun *r, sres *res, double backend_ms,
   parts->p[0].bytes = rinfo->bytes;
   rinfo->nonconverged =
       j->ctx.nonconverged > 0 ? (int64_t)j->ctx.nonconverged : 0;
-  snprintf(final, SRUN_PATH_MAX, "%s/%s.npy", s->results_dir, j->stem);
+  size_t dl = strlen(s->results_dir), sl = strlen(j->stem);
+  if (dl + sl + 6 <= SRUN_PATH_MAX) { /* "<dir>/<stem>.npy", no printf */
+    memcpy(final, s->results_dir, dl);
+    final[dl] = '/';
+    memcpy(final + dl + 1, j->stem, sl);
+    memcpy(final + dl + 1 + sl, ".npy", 5);
+  } else {
+    snprintf(final, SRUN_PATH_MAX, "%s/%s.npy", s->results_dir, j->stem);
+  }
   double t0s = t_now_ms();
   int wrc;
   if (r->out_region[0]) { /* raw bytes into the client's region */
@@ -776,6 +792,20 @@ static void srun_close(sone *o) {
       .result_npy_len = o->npy_len, .result_parts = o->parts_doc, .held = 1};
   for (int t = 0; t < JOB_T__COUNT; t++) /* to the microsecond */
     job_timings_put(&end.timings, (job_timing)t, sched_ms_round(ms[t]));
+  /* The row as this run's start left it (every column a start writes, and
+   * attempts counting it): the store applies the end to it instead of
+   * reading the row back (store_job_end.before). */
+  store_job before;
+  if (o->started && j->row) {
+    before = *j->row;
+    before.params = j->params_text;
+    before.started_at = o->started_at;
+    before.backend_used = o->used;
+    before.backend_reason = j->reason;
+    before.estimate = o->estimate;
+    before.attempts = j->row->attempts + 1;
+    end.before = &before;
+  }
   /* Its memory is free (results kept or dropped, the plan released): a
    * job waiting for it may start. */
   sched_mem_release(s, j);
@@ -786,9 +816,9 @@ static void srun_close(sone *o) {
                 .started_at = o->started ? o->started_at : 0, .code = code,
                 .device = o->r.device, .parts = o->parts}; /* its paths go with it */
   memset(&o->parts, 0, sizeof o->parts);
-  snprintf(t.msg, sizeof t.msg, "%s", code ? msg : "");
-  snprintf(t.used, sizeof t.used, "%s", o->used);
-  snprintf(t.final, sizeof t.final, "%s", o->final);
+  t_scopy(t.msg, sizeof t.msg, code ? msg : "");
+  t_scopy(t.used, sizeof t.used, o->used);
+  t_scopy(t.final, sizeof t.final, o->final);
   srun_send_end(&t, &end);
 
 out:

@@ -305,9 +305,10 @@ static inline double sched_ms_round(double ms) { return round(ms * 1e3) / 1e3; }
  * checks its job again (one queued from the store). */
 int sched_check_caps(sched *s, tbackend b, const job_estimate *est, terr *e);
 /* compute/sched/text.c: the stored estimate document, a new string (NULL: no
- * memory): the kind's figures, then the router's (router may be NULL),
- * then "files": the job's pins (compute/array/localfile.h; none: no "files"). */
-char *stext_estimate(const job_estimate *est, const json_t *router,
+ * memory): the kind's figures, then the router's (router: the members text
+ * router_choose_text wrote; NULL or "": none), then "files": the job's
+ * pins (compute/array/localfile.h; none: no "files"). */
+char *stext_estimate(const job_estimate *est, const char *router,
                      const struct tlocal_pins *pins);
 /* A cuda run's devices for its end (API.md, backend.devices): JSON text
  * [{"device","rows","blocks"[,"failed"][,"taken_back"]}], a lane each as

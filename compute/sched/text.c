@@ -1,8 +1,9 @@
 /* compute/sched/text.c — the estimate document a worker stores at a job's start:
  * the kind's figures and the router's (and, for a job with {"file"}
  * inputs, their pins as "files": compute/array/localfile.h), written straight to
- * text (the router's figures are a free-form object of its own; a job's
- * timings and result are typed columns, whose JSON compute/jobs/json.c writes).
+ * text (the router writes its own figures as text too, router_choose_text;
+ * a job's timings and result are typed columns, whose JSON
+ * compute/jobs/json.c writes).
  *
  * They used to be built as jansson trees and dumped; for a tiny job that
  * was a tenth of the worker's time (tests/bench/README.md). The text is the
@@ -21,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compute/array/codec/jtext.h"
 #include "compute/array/localfile.h"
 #include "compute/sched/sched_int.h"
 #include "util/buf.h"
@@ -34,7 +34,7 @@ static void st_key(tbuf *b, const char *k, int *first) {
   tbuf_add(b, ":", 1);
 }
 
-char *stext_estimate(const job_estimate *est, const json_t *router,
+char *stext_estimate(const job_estimate *est, const char *router,
                      const struct tlocal_pins *pins) {
   static const char *const own[] = {"size",      "work",      "out_dtype",
                                     "out_shape", "out_bytes", "in_bytes",
@@ -62,17 +62,11 @@ char *stext_estimate(const job_estimate *est, const json_t *router,
   tbuf_json_int(&b, (long long)est->in_bytes);
   st_key(&b, own[6], &first);
   tbuf_json_int(&b, (long long)est->mem_bytes);
-  /* The router's figures, but not the keys above (json_object_update_
-   * missing, as before). */
-  const char *k;
-  json_t *v;
-  json_object_foreach((json_t *)router, k, v) {
-    int dup = 0;
-    for (size_t i = 0; i < sizeof own / sizeof own[0] && !dup; i++)
-      dup = strcmp(own[i], k) == 0;
-    if (dup) continue;
-    st_key(&b, k, &first);
-    tjson_tree(&b, v, 9); /* compute/array/codec/jtext.h */
+  /* The router's figures (router_choose_text: members text, none of the
+   * keys above). */
+  if (router && *router) {
+    tbuf_add(&b, ",", 1);
+    tbuf_adds(&b, router);
   }
   char *files = tlocal_pins_text(pins);
   if (files) { /* kept for a run after a restart (compute/array/localfile.h) */

@@ -475,6 +475,15 @@ out:
   pthread_mutex_unlock(&s->mu);
 }
 
+/* SQLite's own memory statistics off, once, before its first connection:
+ * with them every allocation and free inside SQLite took a global mutex
+ * and updated counters (~20k instructions of a tiny job's INSERT and
+ * UPDATE went to SQLite's allocator; tests/bench/README.md). Nothing here
+ * reads them (sqlite3_memory_used, soft heap limits). Too late (SQLite
+ * initialized by someone else first): SQLITE_MISUSE, harmless. */
+static pthread_once_t sq_config_once = PTHREAD_ONCE_INIT;
+static void sq_config(void) { (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); }
+
 /* ---- open / close ------------------------------------------------------- */
 
 /* See store.h. Creates data_dir (and parents) when missing. Errors: T_EINVAL
@@ -497,6 +506,7 @@ int sq_open(const char *data_dir, sqstore **out, terr *e) {
                   strerror(errno));
     goto fail;
   }
+  pthread_once(&sq_config_once, sq_config);
   if (sqlite3_open_v2(s->path, &s->w.db,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
                           SQLITE_OPEN_NOMUTEX,

@@ -12,10 +12,13 @@
  *
  * A finish queued while its job's lazy start still waits in the queue takes
  * the start over (store_wop.absorbed): one UPDATE sets both, so a tiny job
- * costs an INSERT and an UPDATE. The async finish reads the row back in its
- * transaction and hands it to its callback after the commit, and to
- * store_recent.c, which answers reads of it from then on; a delete forgets
- * it there before its own commit.
+ * costs an INSERT and an UPDATE. The async finish hands the row as
+ * committed to its callback after the commit, and to store_recent.c, which
+ * answers reads of it from then on; a delete forgets it there before its
+ * own commit. That row is the caller's with the end applied when the
+ * caller gives it (store_job_end.before: this writer is the row's only
+ * writer, so it is what a read would give; test_store checks they are
+ * equal), else read back in the finish's transaction.
  */
 #include <math.h>
 #include <stdio.h>
@@ -130,7 +133,8 @@ void sq_job_start_async(sqstore *s, const char *id, int64_t started_at,
 typedef struct finish_args {
   const char *id;
   const store_job_end *end;
-  store_job *row; /* non-NULL: read the row back as committed (RETURNING) */
+  store_job *row; /* non-NULL: the row as committed, for the callback */
+  int composed;   /* 1: *row was made from end->before (no read back) */
   uint64_t gen;   /* store__recent_gen when it was read back */
 } finish_args;
 
@@ -193,6 +197,10 @@ static int finish_fn(sqstore *s, store_wop *op, terr *e) {
   if (sqlite3_changes(s->w.db) == 0)
     return why_unchanged(s, a->id, "queued or running", e);
   if (!a->row) return 0;
+  if (a->composed) { /* the caller's row and this end: what a read gives */
+    a->gen = store__recent_gen(s);
+    return 0;
+  }
   /* The row as this transaction has it (a plain read of a page the UPDATE
    * just touched; cheaper than RETURNING's temporary table). */
   if ((rc = store__stmt(&s->w,
@@ -217,7 +225,7 @@ int sq_job_finish(sqstore *s, const char *id, const store_job_end *end,
   if (!job_status_final(end->status) || end->status > JOB_CANCELED)
     return terr_set(e, T_EINVAL, "status", -1, "%d is not a final status",
                     (int)end->status);
-  finish_args a = {id, end, NULL, 0};
+  finish_args a = {id, end, NULL, 0, 0};
   store_wop op = {.fn = finish_fn, .arg = &a, .one_stmt = 1,
                   .absorb_id = id};
   return store__write_op(s, &op, e);
@@ -282,6 +290,12 @@ int sq_job_finish_async(sqstore *s, const char *id, const store_job_end *end,
   o->a.end = x;
   o->row.max_abs_diff = NAN;
   o->a.row = &o->row;
+  /* The row from the caller's and the end, made here on the caller's
+   * thread: the writer, this row's only writer, need not read it back
+   * (store.h, store_job_end.before). Out of memory: read back. */
+  o->a.composed =
+      end->before && store_job_ended(&o->row, end->before, end) == 0;
+  x->before = NULL; /* not kept past this call */
   o->cb = cb;
   o->cb_arg = arg;
   o->op.fn = finish_fn;

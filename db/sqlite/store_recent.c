@@ -3,8 +3,11 @@
  * answer) costs a copy instead of a SELECT on the reader's connection.
  *
  * What goes in: the row an async finish reads back inside its transaction
- * (store_lifecycle.c, finish_fn), put here by finish_after once that
- * transaction has committed; nothing else. A job's row is final from then
+ * (store_lifecycle.c, finish_fn), or makes from the caller's row and the
+ * end when the caller gives it (store.h, store_job_end.before: the writer
+ * is the row's only writer, so it is the row a read would give; tested by
+ * test_store_ended and test_sched_ended), put here by finish_after once
+ * that transaction has committed; nothing else. A job's row is final from then
  * on: the only writes that touch an ended job are its delete and expiry,
  * both on the writer thread, and both forget here inside their own
  * operation, before their commit (store__recent_forget). So a read that
@@ -13,8 +16,8 @@
  * commit a reader misses and reads the store, where the row still is.
  * A delete that lands in the same batch as a finish, before its commit,
  * would otherwise be undone by the finish's later put: every forget bumps
- * a generation, the finish notes the generation when it reads its row
- * back, and a put whose generation is not the current one is dropped (a
+ * a generation, the finish notes the generation inside its transaction
+ * (where it reads its row back, or would), and a put whose generation is not the current one is dropped (a
  * miss later, never a stale row).
  *
  * Bounded: at most RECENT_SLOTS rows and RECENT_BYTES bytes of their

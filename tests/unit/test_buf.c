@@ -6,9 +6,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "util/buf.h"
+#include "util/util.h"
 #include "util/err.h"
 
 TEST(growth) {
@@ -237,6 +239,53 @@ TEST(json_fixed) {
   }
 }
 
+/* util.h's printf-free copy and integer: what snprintf writes. */
+TEST(scopy_and_int) {
+  char a[8], b[8];
+  const char *srcs[] = {"", "abc", "1234567", "12345678", "123456789012"};
+  for (size_t i = 0; i < sizeof srcs / sizeof srcs[0]; i++) {
+    for (size_t cap = 1; cap <= sizeof a; cap++) {
+      memset(a, 'x', sizeof a);
+      memset(b, 'x', sizeof b);
+      t_scopy(a, cap, srcs[i]);
+      snprintf(b, cap, "%s", srcs[i]);
+      CHECK(memcmp(a, b, sizeof a) == 0);
+    }
+  }
+  const long long vs[] = {0, 7, -7, 10, 99, 100, 123456789, -1000000000000LL,
+                          9223372036854775807LL, -9223372036854775807LL - 1};
+  for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
+    char got[24], want[24];
+    size_t n = t_fmt_int(got, vs[i]);
+    got[n] = 0;
+    snprintf(want, sizeof want, "%lld", vs[i]);
+    CHECK_STR(got, want);
+  }
+}
+
+/* t_rfc3339 with its day cache: what gmtime and printf write, across day,
+ * month and year ends and back and forth between days. */
+TEST(rfc3339_days) {
+  const int64_t base[] = {0, 86399999, 86400000, 951782399999LL,
+                          951782400000LL, 1795000000123LL, 1798761599999LL,
+                          1798761600000LL, 253402300799999LL};
+  for (int round = 0; round < 2; round++)
+    for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
+      for (int64_t d = -1; d <= 1; d++) {
+        int64_t ms = base[i] + d * (round ? 1 : 86400000);
+        if (ms < 0) continue;
+        char got[40], want[40];
+        t_rfc3339(ms, got, sizeof got);
+        time_t s = (time_t)(ms / 1000);
+        struct tm tm;
+        gmtime_r(&s, &tm);
+        snprintf(want, sizeof want, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+                 tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+        CHECK_STR(got, want);
+      }
+}
+
 int main(void) {
   RUN(growth);
   RUN(cap);
@@ -244,5 +293,7 @@ int main(void) {
   RUN(json_integers);
   RUN(json_shortest);
   RUN(json_fixed);
+  RUN(scopy_and_int);
+  RUN(rfc3339_days);
   return check_summary();
 }

@@ -14,7 +14,9 @@
  * folder, which it leaves empty), and cm_init writes the cache and reads
  * it back on the next start. */
 #include <dirent.h>
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -346,6 +348,110 @@ TEST(corrections) {
   CHECK(m.nobs[kind_slot(km)][B_CPU] == 60);
 }
 
+/* The figures as the scheduler stores them (cm_model_choose_text, 9
+ * digits) are the text jansson wrote for the tree the model used to build
+ * per job (its code kept here as the reference), byte for byte. */
+static json_t *figures_tree(const cm_model *m, const kind_ops *k,
+                            const job_estimate *e, int gpu_ok) {
+  static const tbackend order[3] = {B_CUDA, B_CPU, B_SERIAL};
+  double ms[B__COUNT];
+  for (int b = 0; b < B__COUNT; b++) ms[b] = INFINITY;
+  ms[B_SERIAL] = cm_model_ms(m, k, e, B_SERIAL);
+  ms[B_CPU] = cm_model_ms(m, k, e, B_CPU);
+  if (gpu_ok && m->r.gpus > 0) ms[B_CUDA] = cm_model_ms(m, k, e, B_CUDA);
+  tbackend best = B_SERIAL;
+  for (int i = 0; i < 3; i++)
+    if (ms[order[i]] < ms[best]) best = order[i];
+  int slot = kind_slot(k);
+  json_t *o = json_object();
+  json_object_set_new(o, "model", json_string("calibrated"));
+  json_object_set_new(o, "serial_ms", json_real(ms[B_SERIAL]));
+  json_object_set_new(o, "cpu_ms", json_real(ms[B_CPU]));
+  json_object_set_new(o, "cuda_ms", isfinite(ms[B_CUDA]) ? json_real(ms[B_CUDA])
+                                                        : json_null());
+  json_object_set_new(o, "choice", json_string(tbackend_name(best)));
+  json_t *corr = json_object();
+  json_object_set_new(corr, "serial", json_real(m->corr[slot][B_SERIAL]));
+  json_object_set_new(corr, "cpu", json_real(m->corr[slot][B_CPU]));
+  json_object_set_new(corr, "cuda", json_real(m->corr[slot][B_CUDA]));
+  json_object_set_new(o, "corrections", corr);
+  json_t *parts = json_object();
+  for (int i = 2; i >= 0; i--) {
+    if (!isfinite(ms[order[i]])) continue;
+    cm_parts p;
+    cm_model_parts(m, k, e, order[i], &p);
+    json_t *pj = json_object();
+    json_object_set_new(pj, "fixed", json_real(p.fixed * 1e3));
+    json_object_set_new(pj, "read", json_real(p.read * 1e3));
+    if (order[i] == B_CUDA) json_object_set_new(pj, "h2d", json_real(p.h2d * 1e3));
+    json_object_set_new(pj, "compute", json_real(p.compute * 1e3));
+    if (order[i] == B_CUDA) json_object_set_new(pj, "d2h", json_real(p.d2h * 1e3));
+    json_object_set_new(pj, "store", json_real(p.store * 1e3));
+    json_object_set_new(parts, tbackend_name(order[i]), pj);
+  }
+  json_object_set_new(o, "parts_ms", parts);
+  return o;
+}
+
+/* The reason as it was written with printf ("%.2f" under 1 ms, "%.1f"
+ * under 100, "%.0f" above), chosen first. */
+static void old_ms(char *buf, size_t len, double ms) {
+  if (ms < 1) snprintf(buf, len, "%.2f ms", ms);
+  else if (ms < 100) snprintf(buf, len, "%.1f ms", ms);
+  else snprintf(buf, len, "%.0f ms", ms);
+}
+static void old_reason(const cm_model *m, const kind_ops *k,
+                       const job_estimate *e, int gpu_ok, tbackend best,
+                       char *out, size_t len) {
+  static const tbackend order[3] = {B_CUDA, B_CPU, B_SERIAL};
+  char num[40];
+  old_ms(num, sizeof num, cm_model_ms(m, k, e, best));
+  size_t l = (size_t)snprintf(out, len, "estimate %s %s", tbackend_name(best),
+                              num);
+  for (int i = 0; i < 3; i++) {
+    if (order[i] == best || (order[i] == B_CUDA && !(gpu_ok && m->r.gpus > 0)))
+      continue;
+    old_ms(num, sizeof num, cm_model_ms(m, k, e, order[i]));
+    l += (size_t)snprintf(out + l, len - l, ", %s %s", tbackend_name(order[i]),
+                          num);
+  }
+  if (!gpu_ok) snprintf(out + l, len - l, "; no usable GPU");
+}
+
+TEST(figures_text_as_jansson) {
+  cm_model m;
+  cm_rates r = rates(1);
+  cm_model_init(&m, &r);
+  m.corr[kind_slot(km)][B_CPU] = 1.2345678912345;
+  m.row_max = 65536;
+  job_estimate es[] = {map_est(3, 1),   map_est(100, 4),   map_est(1e6, 4),
+                       map_est(1e8, 200), map_est(1e9, 1),  map_est(2e5, 3),
+                       map_est(3e6, 7),   map_est(5e4, 11), map_est(7e7, 2)};
+  for (size_t i = 0; i < sizeof es / sizeof es[0]; i++)
+    for (int gpu = 0; gpu <= 1; gpu++) {
+      tbuf b;
+      tbuf_init(&b, 0);
+      tbuf_add(&b, "{", 1);
+      tbackend ch;
+      char why[200];
+      CHECK(cm_model_choose_text(&m, km, &es[i], gpu, &ch, why, sizeof why,
+                                 &b, 9) == 0);
+      tbuf_add(&b, "}", 1);
+      char *text = tbuf_take(&b, NULL);
+      json_t *t = figures_tree(&m, km, &es[i], gpu);
+      char *want = json_dumps(t, JSON_COMPACT | JSON_REAL_PRECISION(9));
+      CHECK_STR(text, want);
+      CHECK_STR(json_string_value(json_object_get(t, "choice")),
+                tbackend_name(ch));
+      char old[200];
+      old_reason(&m, km, &es[i], gpu, ch, old, sizeof old);
+      CHECK_STR(why, old);
+      free(want);
+      free(text);
+      json_decref(t);
+    }
+}
+
 TEST(json_roundtrip) {
   cm_model m, back;
   cm_rates r = rates(2);
@@ -443,6 +549,7 @@ int main(void) {
   RUN(inputs_where_they_come_from);
   RUN(cuda_results_below_the_sink_cap_go_to_a_sink);
   RUN(corrections);
+  RUN(figures_text_as_jansson);
   RUN(json_roundtrip);
   RUN(calibrate_and_cache);
   gpu_shutdown();

@@ -95,6 +95,42 @@ TEST(test_reason_fits_buffer) {
   CHECK(strlen(reason) == sizeof reason - 1);
 }
 
+/* The size rule's figures as the scheduler stores them (members text, 9
+ * digits) are what jansson wrote for the tree it used to build, less
+ * "work" (the job's estimate has it). */
+TEST(test_size_rule_text) {
+  job_estimate e = est_of(3e7, 50000000, 400000000, 400000000);
+  tbackend b;
+  char reason[256];
+  tbuf t;
+  tbuf_init(&t, 0);
+  tbuf_add(&t, "{", 1);
+  CHECK(router_choose_text(k_map, &e, 1, &b, reason, sizeof reason, &t, 9) ==
+        0);
+  tbuf_add(&t, "}", 1);
+  char *text = tbuf_take(&t, NULL);
+  json_t *est = NULL;
+  router_choose(k_map, &e, 1, &b, reason, sizeof reason, &est);
+  CHECK(est && json_object_get(est, "work") == NULL);
+  char *want = json_dumps(est, JSON_COMPACT | JSON_REAL_PRECISION(9));
+  CHECK_STR(text, want);
+  json_t *old = json_pack("{s:s, s:s, s:f, s:f, s:i, s:f, s:b}", "model",
+                          "size-rule", "unit", json_string_value(json_object_get(est, "unit")),
+                          "serial_ms", json_number_value(json_object_get(est, "serial_ms")),
+                          "cpu_ms", json_number_value(json_object_get(est, "cpu_ms")),
+                          "cores", (int)json_integer_value(json_object_get(est, "cores")),
+                          "transfer_ms", json_number_value(json_object_get(est, "transfer_ms")),
+                          "gpu_available", 1);
+  char *old_text = json_dumps(old, JSON_COMPACT | JSON_REAL_PRECISION(9));
+  CHECK_STR(text, old_text);
+  CHECK_NEAR(json_number_value(json_object_get(est, "serial_ms")), 30.0, 1e-9);
+  free(old_text);
+  json_decref(old);
+  free(want);
+  free(text);
+  json_decref(est);
+}
+
 int main(void) {
   k_map = kind_find("map");
   k_matmul = kind_find("matmul");
@@ -104,5 +140,6 @@ int main(void) {
   RUN(test_copies_outweigh);
   RUN(test_kind_units);
   RUN(test_reason_fits_buffer);
+  RUN(test_size_rule_text);
   return check_summary();
 }

@@ -12,11 +12,13 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "compute/array/tarray.h"
 #include "compute/gpu/gpu.h"
+#include "util/buf.h"
 #include "util/util.h"
 
 /* Below this many bytes a job's data stays in the caches, and results come
@@ -252,7 +254,37 @@ void cm_model_observe(cm_model *m, const kind_ops *k, const job_estimate *est,
   m->nobs[kind][b]++;
 }
 
+/* ms with `dec` decimals as "%.*f" writes it, into buf (32 bytes) without
+ * printf when the value is in range and not within a hair of a tie
+ * (printf rounds the exact binary value half to even): 1, else 0. */
+static int fixed_ms(char *buf, double ms, int dec) {
+  static const double p10[] = {1, 10, 100};
+  double x = ms * p10[dec];
+  if (!(ms >= 0) || x >= 1e9) return 0; /* x exact to well under 1e-6 */
+  double fl = floor(x), fr = x - fl;
+  if (fabs(fr - 0.5) < 1e-6) return 0;
+  long long d = (long long)fl + (fr > 0.5);
+  char dig[24];
+  size_t n = t_fmt_int(dig, d), o = 0;
+  if (dec == 0) {
+    memcpy(buf, dig, n);
+    o = n;
+  } else {
+    size_t whole = n > (size_t)dec ? n - (size_t)dec : 0;
+    if (whole == 0) buf[o++] = '0';
+    else memcpy(buf, dig, whole), o = whole;
+    buf[o++] = '.';
+    for (size_t z = n; z < (size_t)dec; z++) buf[o++] = '0';
+    memcpy(buf + o, dig + whole, n - whole);
+    o += n - whole;
+  }
+  memcpy(buf + o, " ms", 4);
+  return 1;
+}
+
 static void fmt_ms(char *buf, size_t len, double ms) {
+  int dec = ms < 1 ? 2 : ms < 100 ? 1 : 0;
+  if (len >= 32 && isfinite(ms) && fixed_ms(buf, ms, dec)) return;
   if (!isfinite(ms))
     snprintf(buf, len, "n/a");
   else if (ms < 1)
@@ -261,6 +293,13 @@ static void fmt_ms(char *buf, size_t len, double ms) {
     snprintf(buf, len, "%.1f ms", ms);
   else
     snprintf(buf, len, "%.0f ms", ms);
+}
+
+/* append's "%s" without printf: s cut to what is left, terminated. */
+static void append_str(char *buf, size_t len, size_t *off, const char *s) {
+  if (*off >= len) return;
+  t_scopy(buf + *off, len - *off, s);
+  *off += strlen(buf + *off);
 }
 
 static void append(char *buf, size_t len, size_t *off, const char *fmt, ...)
@@ -274,9 +313,74 @@ static void append(char *buf, size_t len, size_t *off, const char *fmt, ...) {
   if (n > 0) *off += (size_t)n < len - *off ? (size_t)n : len - *off - 1;
 }
 
-int cm_model_choose(const cm_model *m, const kind_ops *k,
-                    const job_estimate *est, int gpu_ok, tbackend *chosen,
-                    char *reason, size_t len, json_t **estimates) {
+/* "key": before a member of the figures' text, with the comma before all
+ * but the first (the keys here need no escaping). */
+static void fig_key(tbuf *b, const char *k, int *first) {
+  if (!*first) tbuf_add(b, ",", 1);
+  *first = 0;
+  tbuf_add(b, "\"", 1);
+  tbuf_adds(b, k);
+  tbuf_add(b, "\":", 2);
+}
+
+/* A real member; none for a non-finite value (jansson's json_real gave no
+ * value for it, so the key was left out). */
+static void fig_real(tbuf *b, const char *k, double v, int digits,
+                     int *first) {
+  if (!isfinite(v)) return;
+  fig_key(b, k, first);
+  tbuf_json_real(b, v, digits);
+}
+
+/* The figures as the members of a JSON object, written straight to text
+ * (a jansson tree built and walked for each job was ~40k instructions of
+ * a tiny job's ~350k: tests/bench/README.md). */
+static void fig_text(tbuf *b, const cm_model *m, const kind_ops *k,
+                     const job_estimate *est, const double *ms,
+                     tbackend best, int digits) {
+  static const tbackend order[3] = {B_CUDA, B_CPU, B_SERIAL};
+  int first = 1;
+  fig_key(b, "model", &first);
+  tbuf_add(b, "\"calibrated\"", 12);
+  fig_real(b, "serial_ms", ms[B_SERIAL], digits, &first);
+  fig_real(b, "cpu_ms", ms[B_CPU], digits, &first);
+  fig_key(b, "cuda_ms", &first);
+  if (isfinite(ms[B_CUDA])) tbuf_json_real(b, ms[B_CUDA], digits);
+  else tbuf_add(b, "null", 4);
+  fig_key(b, "choice", &first);
+  tbuf_json_str(b, bname(best));
+  fig_key(b, "corrections", &first);
+  int f2 = 1;
+  tbuf_add(b, "{", 1);
+  fig_real(b, "serial", corr_of(m, k, B_SERIAL), digits, &f2);
+  fig_real(b, "cpu", corr_of(m, k, B_CPU), digits, &f2);
+  fig_real(b, "cuda", corr_of(m, k, B_CUDA), digits, &f2);
+  tbuf_add(b, "}", 1);
+  fig_key(b, "parts_ms", &first);
+  tbuf_add(b, "{", 1);
+  f2 = 1;
+  for (int i = 2; i >= 0; i--) {
+    if (!isfinite(ms[order[i]])) continue;
+    cm_parts p;
+    cm_model_parts(m, k, est, order[i], &p);
+    int f3 = 1, gpu = order[i] == B_CUDA;
+    fig_key(b, bname(order[i]), &f2);
+    tbuf_add(b, "{", 1);
+    fig_real(b, "fixed", p.fixed * 1e3, digits, &f3);
+    fig_real(b, "read", p.read * 1e3, digits, &f3);
+    if (gpu) fig_real(b, "h2d", p.h2d * 1e3, digits, &f3);
+    fig_real(b, "compute", p.compute * 1e3, digits, &f3);
+    if (gpu) fig_real(b, "d2h", p.d2h * 1e3, digits, &f3);
+    fig_real(b, "store", p.store * 1e3, digits, &f3);
+    tbuf_add(b, "}", 1);
+  }
+  tbuf_add(b, "}", 1);
+}
+
+int cm_model_choose_text(const cm_model *m, const kind_ops *k,
+                         const job_estimate *est, int gpu_ok,
+                         tbackend *chosen, char *reason, size_t len,
+                         tbuf *figs, int digits) {
   static const tbackend order[3] = {B_CUDA, B_CPU, B_SERIAL};
   double ms[B__COUNT];
   for (int b = 0; b < B__COUNT; b++) ms[b] = INFINITY;
@@ -291,45 +395,47 @@ int cm_model_choose(const cm_model *m, const kind_ops *k,
   char num[32];
   size_t l = 0;
   fmt_ms(num, sizeof num, ms[best]);
-  append(reason, len, &l, "estimate %s %s", bname(best), num);
+  append_str(reason, len, &l, "estimate ");
+  append_str(reason, len, &l, bname(best));
+  append_str(reason, len, &l, " ");
+  append_str(reason, len, &l, num);
   for (int i = 0; i < 3; i++) {
     if (order[i] == best || !isfinite(ms[order[i]])) continue;
     fmt_ms(num, sizeof num, ms[order[i]]);
-    append(reason, len, &l, ", %s %s", bname(order[i]), num);
+    append_str(reason, len, &l, ", ");
+    append_str(reason, len, &l, bname(order[i]));
+    append_str(reason, len, &l, " ");
+    append_str(reason, len, &l, num);
   }
-  if (!gpu_ok) append(reason, len, &l, "; no usable GPU");
-  if (!estimates) return T_OK;
-  json_t *o = json_object();
-  json_object_set_new(o, "model", json_string("calibrated"));
-  json_object_set_new(o, "serial_ms", json_real(ms[B_SERIAL]));
-  json_object_set_new(o, "cpu_ms", json_real(ms[B_CPU]));
-  json_object_set_new(o, "cuda_ms", isfinite(ms[B_CUDA]) ? json_real(ms[B_CUDA])
-                                                        : json_null());
-  json_object_set_new(o, "choice", json_string(bname(best)));
-  json_t *corr = json_object();
-  json_object_set_new(corr, "serial", json_real(corr_of(m, k, B_SERIAL)));
-  json_object_set_new(corr, "cpu", json_real(corr_of(m, k, B_CPU)));
-  json_object_set_new(corr, "cuda", json_real(corr_of(m, k, B_CUDA)));
-  json_object_set_new(o, "corrections", corr);
-  json_t *parts = json_object();
-  for (int i = 2; i >= 0; i--) {
-    if (!isfinite(ms[order[i]])) continue;
-    cm_parts p;
-    cm_model_parts(m, k, est, order[i], &p);
-    json_t *pj = json_object();
-    json_object_set_new(pj, "fixed", json_real(p.fixed * 1e3));
-    json_object_set_new(pj, "read", json_real(p.read * 1e3));
-    if (order[i] == B_CUDA)
-      json_object_set_new(pj, "h2d", json_real(p.h2d * 1e3));
-    json_object_set_new(pj, "compute", json_real(p.compute * 1e3));
-    if (order[i] == B_CUDA)
-      json_object_set_new(pj, "d2h", json_real(p.d2h * 1e3));
-    json_object_set_new(pj, "store", json_real(p.store * 1e3));
-    json_object_set_new(parts, bname(order[i]), pj);
-  }
-  json_object_set_new(o, "parts_ms", parts);
-  *estimates = o;
-  return T_OK;
+  if (!gpu_ok) append_str(reason, len, &l, "; no usable GPU");
+  if (figs) fig_text(figs, m, k, est, ms, best, digits);
+  return figs && figs->err ? T_ENOMEM : T_OK;
+}
+
+json_t *cm_figures_json(tbuf *b) {
+  tbuf o;
+  tbuf_init(&o, 0);
+  tbuf_add(&o, "{", 1);
+  tbuf_add(&o, b->p ? b->p : "", b->len);
+  tbuf_add(&o, "}", 1);
+  tbuf_free(b);
+  size_t n;
+  char *text = tbuf_take(&o, &n);
+  json_t *j = text ? json_loadb(text, n, 0, NULL) : NULL;
+  free(text);
+  return j;
+}
+
+int cm_model_choose(const cm_model *m, const kind_ops *k,
+                    const job_estimate *est, int gpu_ok, tbackend *chosen,
+                    char *reason, size_t len, json_t **estimates) {
+  tbuf b;
+  tbuf_init(&b, 0);
+  int rc = cm_model_choose_text(m, k, est, gpu_ok, chosen, reason, len,
+                                estimates ? &b : NULL, 0);
+  if (!estimates) return rc;
+  *estimates = cm_figures_json(&b);
+  return *estimates ? T_OK : T_ENOMEM;
 }
 
 /* ---- JSON -------------------------------------------------------------- */
@@ -538,12 +644,25 @@ void cm_observe(const kind_ops *k, const job_estimate *est, tbackend b,
   pthread_mutex_unlock(&g_mu);
 }
 
-int cm_choose(const kind_ops *k, const job_estimate *est, int gpu_ok,
-              tbackend *chosen, char *reason, size_t len, json_t **estimates) {
+int cm_choose_text(const kind_ops *k, const job_estimate *est, int gpu_ok,
+                   tbackend *chosen, char *reason, size_t len, tbuf *figs,
+                   int digits) {
   pthread_mutex_lock(&g_mu);
   cm_model m = g_model;
   pthread_mutex_unlock(&g_mu);
-  return cm_model_choose(&m, k, est, gpu_ok, chosen, reason, len, estimates);
+  return cm_model_choose_text(&m, k, est, gpu_ok, chosen, reason, len, figs,
+                              digits);
+}
+
+int cm_choose(const kind_ops *k, const job_estimate *est, int gpu_ok,
+              tbackend *chosen, char *reason, size_t len, json_t **estimates) {
+  tbuf b;
+  tbuf_init(&b, 0);
+  int rc = cm_choose_text(k, est, gpu_ok, chosen, reason, len,
+                          estimates ? &b : NULL, 0);
+  if (!estimates) return rc;
+  *estimates = cm_figures_json(&b);
+  return *estimates ? T_OK : T_ENOMEM;
 }
 
 void cm_get(cm_model *out) {

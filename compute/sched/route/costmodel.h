@@ -63,6 +63,7 @@
 
 #include "compute/kinds/kinds.h"
 #include "util/err.h"
+#include "util/buf.h"
 
 typedef struct cm_rates {
   int threads;          /* CPU pool width the cpu figures are for */
@@ -142,6 +143,18 @@ void cm_model_observe(cm_model *m, const kind_ops *k, const job_estimate *est,
 int cm_model_choose(const cm_model *m, const kind_ops *k, const job_estimate *est,
                     int gpu_ok, tbackend *chosen, char *reason, size_t len,
                     json_t **estimates);
+/* The same choice with its figures written straight to text: the members
+ * of that object, without braces, appended to *figs (may be NULL), reals
+ * with `digits` significant digits (tbuf_json_real's prec: 9 for the
+ * stored estimate, 0 for every digit). T_ENOMEM when figs is in its error
+ * state afterwards. The scheduler's path: no tree per job. */
+int cm_model_choose_text(const cm_model *m, const kind_ops *k,
+                         const job_estimate *est, int gpu_ok,
+                         tbackend *chosen, char *reason, size_t len,
+                         tbuf *figs, int digits);
+/* Members text (as cm_model_choose_text writes it) as a new JSON object,
+ * NULL when it does not parse or out of memory; frees *members. */
+json_t *cm_figures_json(tbuf *members);
 /* JSON form (rates and corrections) and back. cm_model_from_json fails
  * with T_EINVAL when a rate is missing or not a positive number — a kind's
  * too (a kind added since the file was written: measured again). */
@@ -170,6 +183,9 @@ int cm_ready(void);
 void cm_observe(const kind_ops *k, const job_estimate *est, tbackend b, double ms);
 int cm_choose(const kind_ops *k, const job_estimate *est, int gpu_ok,
               tbackend *chosen, char *reason, size_t len, json_t **estimates);
+int cm_choose_text(const kind_ops *k, const job_estimate *est, int gpu_ok,
+                   tbackend *chosen, char *reason, size_t len, tbuf *figs,
+                   int digits);
 /* A copy of the current model (tests, /v1/devices). */
 void cm_get(cm_model *out);
 void cm_shutdown(void);

@@ -75,12 +75,31 @@ static long router_cores(void) {
   return n;
 }
 
-int router_choose(const kind_ops *k, const job_estimate *est,
-                  int gpu_available, tbackend *chosen, char *reason,
-                  size_t reason_len, json_t **estimates) {
+/* The size rule's figures as members of a JSON object (no braces; not
+ * "work", which the job's estimate holds already). */
+static void size_rule_text(tbuf *b, const char *unit, double serial_ms,
+                           double cpu_ms, long ncores, double transfer_ms,
+                           int gpu_available, int digits) {
+  tbuf_adds(b, "\"model\":\"size-rule\",\"unit\":");
+  tbuf_json_str(b, unit);
+  tbuf_adds(b, ",\"serial_ms\":");
+  tbuf_json_real(b, serial_ms, digits);
+  tbuf_adds(b, ",\"cpu_ms\":");
+  tbuf_json_real(b, cpu_ms, digits);
+  tbuf_adds(b, ",\"cores\":");
+  tbuf_json_int(b, ncores);
+  tbuf_adds(b, ",\"transfer_ms\":");
+  tbuf_json_real(b, transfer_ms, digits);
+  tbuf_adds(b, gpu_available ? ",\"gpu_available\":true"
+                             : ",\"gpu_available\":false");
+}
+
+int router_choose_text(const kind_ops *k, const job_estimate *est,
+                       int gpu_available, tbackend *chosen, char *reason,
+                       size_t reason_len, tbuf *figs, int digits) {
   if (k && cm_ready())
-    return cm_choose(k, est, gpu_available, chosen, reason, reason_len,
-                     estimates);
+    return cm_choose_text(k, est, gpu_available, chosen, reason, reason_len,
+                          figs, digits);
   const kind_cost *c = kind_cost_of(k);
   double ns = c->unit_ns;
   const char *unit = c->unit;
@@ -117,11 +136,20 @@ int router_choose(const kind_ops *k, const job_estimate *est,
                "outweigh the compute (about %.1f ms)", size, bytes / 1e6,
                transfer_ms, cpu_ms);
   }
-  if (!estimates) return T_OK;
-  *estimates = json_pack("{s:s, s:f, s:s, s:f, s:f, s:i, s:f, s:b}", "model",
-                         "size-rule", "work", work, "unit", unit, "serial_ms",
-                         serial_ms, "cpu_ms", cpu_ms, "cores", (int)ncores,
-                         "transfer_ms", transfer_ms, "gpu_available",
-                         gpu_available ? 1 : 0);
+  if (!figs) return T_OK;
+  size_rule_text(figs, unit, serial_ms, cpu_ms, ncores, transfer_ms,
+                 gpu_available, digits);
+  return figs->err ? T_ENOMEM : T_OK;
+}
+
+int router_choose(const kind_ops *k, const job_estimate *est,
+                  int gpu_available, tbackend *chosen, char *reason,
+                  size_t reason_len, json_t **estimates) {
+  tbuf b;
+  tbuf_init(&b, 0);
+  int rc = router_choose_text(k, est, gpu_available, chosen, reason,
+                              reason_len, estimates ? &b : NULL, 0);
+  if (!estimates) return rc;
+  *estimates = cm_figures_json(&b);
   return *estimates ? T_OK : T_ENOMEM;
 }

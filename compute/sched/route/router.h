@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "compute/kinds/kinds.h"
+#include "util/buf.h"
 
 /* Choose B_SERIAL, B_CPU or B_CUDA (B_CUDA only when gpu_available) for a
  * job of kind k with estimate est. reason (reason_len bytes) gets the why
@@ -27,6 +28,15 @@
 int router_choose(const kind_ops *k, const job_estimate *est,
                   int gpu_available, tbackend *chosen, char *reason,
                   size_t reason_len, json_t **estimates);
+/* The same, the figures written straight to text (the scheduler's path: no
+ * JSON tree per job): the members of that object, without braces,
+ * appended to *figs (may be NULL), reals with `digits` significant digits
+ * (util/buf.h's tbuf_json_real). T_ENOMEM when figs is in its error state
+ * afterwards. The size rule's figures hold no "work": the job's estimate
+ * has it. */
+int router_choose_text(const kind_ops *k, const job_estimate *est,
+                       int gpu_available, tbackend *chosen, char *reason,
+                       size_t reason_len, tbuf *figs, int digits);
 
 /* Load the cost model from calibration_path (JSON) when it was measured
  * for this many threads and GPUs, else run the self-benchmark (its result
