@@ -22,12 +22,14 @@
  * removes every registration (jobs_unwait returns only after a firing
  * callback has returned) before it frees.
  *
- * "include": ["result"] in jobs:get adds "data" to the "result" object
+ * "include": ["result"] in either body adds "data" to the "result" object
  * ({"dtype", "shape", "bytes", "href"}) of each succeeded job whose result
  * is kept in its row (util: small results, compute/sched) in at most
  * API_INLINE_RESULT bytes: its values as nested lists (non-finite values
- * as null, as the JSON format of GET .../result writes them); any other
- * result stays a link (its "href").
+ * as null, as the JSON format of GET .../result writes them; common.c's
+ * api_job_text_data); any other result stays a link (its "href").
+ * "fields" in either body is a read mask (fields.c): each job answered
+ * with only the members named.
  *
  * Threads: handlers on MHD threads; end callbacks on the store's writer
  * (they only count down and claim); the timeout on the timer thread.
