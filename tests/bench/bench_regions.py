@@ -84,8 +84,9 @@ def free_port():
     return p
 
 
-def start(tesseld, top, threads, local):
+def start(tesseld, top, threads, local=None):
     data = os.path.join(top, "data")
+    local = local or os.path.join(top, "local")  # http_breakdown.py's: under top
     os.makedirs(local)
     port = free_port()
     args = [tesseld, "--listen", "127.0.0.1", "--port", str(port), "--data-dir", data,
