@@ -9,7 +9,8 @@
  * and the cluster operations (pg_cluster.c: nodes, claims, leases,
  * LISTEN/NOTIFY).
  *
- * Every statement goes through pg__exec (text parameters, $1..$n), which
+ * Every statement goes through pg__exec (text parameters, $1..$n; one
+ * with parameters is prepared once per connection, pg_conn.c), which
  * maps a failure to a terr code: connection lost or server gone ->
  * T_EUNAVAIL (and the connection is marked broken: pg__put closes it);
  * unique violation (23505) -> T_ECONFLICT; disk full (53100) -> T_ENOSPACE;
@@ -42,6 +43,10 @@ int pg__connect(pgstore *p, PGconn **c, terr *e);
  * 0, or a terr code as above with "<what>: <server message>". */
 int pg__exec(PGconn *c, const char *sql, int n, const char *const *vals,
              PGresult **res, const char *what, terr *e);
+/* pg__exec for a text built per call (never prepared: pg_conn.c keeps
+ * the statements it prepared per connection, up to a bound). */
+int pg__exec_dyn(PGconn *c, const char *sql, int n, const char *const *vals,
+                 PGresult **res, const char *what, terr *e);
 /* How many times the writer runs a queued op again from its savepoint when
  * it was a deadlock or serialization victim (T_EBUSY) before that error
  * stands; ops clear their outputs before they run. A [sync] write is not

@@ -649,13 +649,13 @@ static int list_rd(pgstore *p, PGconn *c, void *arg, terr *e) {
   char sql[3400];
   snprintf(sql, sizeof sql, "SELECT " PG_JOB_COLS " FROM jobs%s", q.sql);
   PGresult *r;
-  int rc = pg__exec(c, sql, q.n, q.v, &r, "list jobs", e);
+  int rc = pg__exec_dyn(c, sql, q.n, q.v, &r, "list jobs", e);
   if (rc) return rc;
   rc = pg__job_rows(r, &a->v, &a->cnt, e);
   PQclear(r);
   if (rc || !a->total) return rc;
   snprintf(sql, sizeof sql, "SELECT count(*) FROM jobs%s", w.sql);
-  if ((rc = pg__exec(c, sql, w.n, w.v, &r, "count jobs", e))) return rc;
+  if ((rc = pg__exec_dyn(c, sql, w.n, w.v, &r, "count jobs", e))) return rc;
   *a->total = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
   PQclear(r);
   return 0;

@@ -87,7 +87,28 @@ def submit(port):
         return r.status == 200 and d["status"] == "succeeded"
 
 
-def drive(ports, seconds, clients):
+def submit_batch(port, k):
+    """POST /v1/jobs:batch?wait=30 of k tiny jobs: True when every one
+    succeeded."""
+    one = {"kind": "map", "backend": "cpu",
+           "params": {"expr": "x+1", "inputs": {"x": [1, 2, 3]}}}
+    body = json.dumps({"jobs": [one] * k}).encode()
+    req = urllib.request.Request("http://127.0.0.1:%d/v1/jobs:batch?wait=30" % port,
+                                 data=body, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=90) as r:
+        d = json.loads(r.read())
+        return (r.status == 200 and len(d["jobs"]) == k and
+                all(j.get("status") == "succeeded" for j in d["jobs"]))
+
+
+def drive_batch(ports, seconds, clients, k):
+    """drive() with batches of k jobs a request: the latencies are per
+    batch (len(lat) * k jobs)."""
+    return drive(ports, seconds, clients, lambda port: submit_batch(port, k))
+
+
+def drive(ports, seconds, clients, fn=submit):
     lat, bad = [], [0]
     lock = threading.Lock()
     end = time.time() + seconds
@@ -98,7 +119,7 @@ def drive(ports, seconds, clients):
         while time.time() < end:
             t0 = time.perf_counter()
             try:
-                ok = submit(ports[i % len(ports)])
+                ok = fn(ports[i % len(ports)])
             except Exception:  # noqa: BLE001 - counted, not fatal
                 ok = False
             mine.append((time.perf_counter() - t0) * 1e3)
