@@ -104,8 +104,16 @@ int pg__insert_on(pgstore *p, PGconn *c, const store_job *j, store_job *found,
 int pg__start_on(pgstore *p, PGconn *c, const char *id, int64_t started_at,
                  const char *backend_used, const char *reason,
                  const char *estimate, terr *e);
+/* A start the writer folded into the same job's finish (both queued at
+ * once: pg_store.c); the finish writes it as pg__start_on would have,
+ * when the row is still queued. */
+typedef struct pg_start {
+  int64_t started_at;
+  const char *backend_used, *reason, *estimate;
+} pg_start;
 int pg__finish_on(pgstore *p, PGconn *c, const char *id,
-                  const store_job_end *end, store_job *row, terr *e);
+                  const store_job_end *end, const pg_start *start,
+                  store_job *row, terr *e);
 int pg__progress_on(PGconn *c, const char *id, int64_t done, int64_t total,
                     terr *e);
 /* A [sync] write: flush the async queue, then run fn(p, c, arg, e) in one

@@ -13,7 +13,8 @@
  * "no longer held by this node", so a stale run neither ends a job that
  * will run again nor records the failure its removed temporaries caused.
  * A finish records the finishing node, clears the lease and notifies
- * "end:<id>", all in its transaction. A finish that finds the row already
+ * "end:<id>", all in its statement; a start the writer folded into it
+ * (pg_start: both were queued at once) is written by the same UPDATE. A finish that finds the row already
  * ended by this very finish (same node, status, finished_at, result path
  * and error code: the retry of a batch whose COMMIT's answer was lost)
  * succeeds without writing (same_finish); any other ended row is
@@ -154,7 +155,8 @@ int pg__progress_on(PGconn *c, const char *id, int64_t done, int64_t total,
 }
 
 int pg__finish_on(pgstore *p, PGconn *c, const char *id,
-                  const store_job_end *x, store_job *row, terr *e) {
+                  const store_job_end *x, const pg_start *st, store_job *row,
+                  terr *e) {
   char b[12][32], shape[STORE_MAXDIM * 22 + 4];
   const char *tv[JOB_T__COUNT];
   for (int i = 0; i < JOB_T__COUNT; i++)
@@ -171,19 +173,33 @@ int pg__finish_on(pgstore *p, PGconn *c, const char *id,
       tv[JOB_T_PREPARE], tv[JOB_T_H2D], tv[JOB_T_COMPUTE], tv[JOB_T_D2H],
       tv[JOB_T_STORE], tv[JOB_T_TOTAL], res->dtype[0] ? shape : NULL, NULL,
       NULL, x->result_parts, pg__node(p), x->held ? "1" : "0", x->devices,
-      x->backend_used};
+      x->backend_used, st ? pg__i64(b[11], st->started_at) : NULL,
+      st ? st->backend_used : NULL, st ? st->reason : NULL,
+      st ? st->estimate : NULL};
   char rb[2][32];
   if (res->dtype[0]) {
     v[20] = pg__i64(rb[0], res->bytes);
     if (res->nonconverged > 0) v[21] = pg__i64(rb[1], res->nonconverged);
   }
-  int lens[27] = {0}, fmts[27] = {0};
+  int lens[31] = {0}, fmts[31] = {0};
   lens[12] = (int)x->result_npy_len;
   fmts[12] = 1;
   PGresult *r;
+  /* A folded start ($28 not NULL) counts only on a row still queued (old
+   * values in SET): as pg__start_on, whose WHERE wants status queued. The
+   * "end" notification in the same statement (column 45 of the result). */
   int rc = pg__exec_ex(
       c,
-      "UPDATE jobs SET status = $2, finished_at = $3, t_queue = $4,"
+      "WITH u AS (UPDATE jobs SET"
+      " started_at = CASE WHEN $28::bigint IS NOT NULL AND status = 'queued'"
+      "  THEN $28::bigint ELSE started_at END,"
+      " backend_reason = CASE WHEN $28::bigint IS NOT NULL AND"
+      "  status = 'queued' THEN $30::text ELSE backend_reason END,"
+      " estimate = CASE WHEN $28::bigint IS NOT NULL AND status = 'queued'"
+      "  THEN $31::text ELSE estimate END,"
+      " attempts = attempts + CASE WHEN $28::bigint IS NOT NULL AND"
+      "  status = 'queued' AND node IS NULL THEN 1 ELSE 0 END,"
+      " status = $2, finished_at = $3, t_queue = $4,"
       " result_dtype = $5, result_path = $6, compare = $7,"
       " max_abs_diff = $8, error_code = $9, error_message = $10,"
       " progress_done = $11, progress_total = $12, result_npy = $13,"
@@ -191,12 +207,15 @@ int pg__finish_on(pgstore *p, PGconn *c, const char *id,
       " t_store = $18, t_total = $19, result_shape = $20,"
       " result_bytes = $21, result_nonconverged = $22, result_parts = $23,"
       " node = COALESCE(NULLIF($24::text, ''), node), lease_until = NULL,"
-      " devices = $26, backend_used = COALESCE($27::text, backend_used)"
+      " devices = $26, backend_used = COALESCE($27::text, CASE WHEN"
+      "  $28::bigint IS NOT NULL AND status = 'queued' THEN $29::text END,"
+      "  backend_used)"
       " WHERE id = $1 AND status IN ('queued','running')" FENCE("24")
       /* held: claimed by this node still, not taken back by the reaper */
       " AND ($25::int = 0 OR $24::text = '' OR node IS NOT NULL)"
-      " RETURNING " PG_JOB_COLS,
-      27, v, lens, fmts, 0, &r, "finish job", e);
+      " RETURNING " PG_JOB_COLS ")"
+      " SELECT *, pg_notify('tessel', 'end:' || id) FROM u",
+      31, v, lens, fmts, 0, &r, "finish job", e);
   if (rc) return rc;
   if (PQntuples(r) != 1) {
     PQclear(r);
@@ -207,11 +226,6 @@ int pg__finish_on(pgstore *p, PGconn *c, const char *id,
   if (row && pg__job_row(r, 0, row))
     rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
   PQclear(r);
-  if (rc) return rc;
-  const char *nv[] = {id, pg__node(p)};
-  rc = pg__exec(c, "SELECT pg_notify('tessel', 'end:' || $1::text)", 1, nv,
-                NULL, "notify", e);
-  if (rc && row) store_job_clear(row);
   return rc;
 }
 
@@ -222,7 +236,7 @@ typedef struct finish_args {
 
 static int finish_tx(pgstore *p, PGconn *c, void *arg, terr *e) {
   finish_args *a = arg;
-  return pg__finish_on(p, c, a->id, a->end, NULL, e);
+  return pg__finish_on(p, c, a->id, a->end, NULL, NULL, e);
 }
 
 int pg_job_finish(void *impl, const char *id, const store_job_end *end,
