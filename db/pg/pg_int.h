@@ -95,6 +95,27 @@ char *pg__dup(PGresult *r, int row, int col, int *oom);
 const char *pg__i64(char *buf, int64_t v);
 const char *pg__f64(char *buf, double v);
 
+/* A job row's 40 insert values (pg_jobs.c's INSERT order: id, owner,
+ * kind, params, backend_requested, ..., parent, tile, tiles), text or
+ * NULL, pointing into j and *jv; valid while both are. */
+#define PG_INSERT_NCOLS 40
+typedef struct pg_job_vals {
+  char b[20][32];
+  char shape[STORE_MAXDIM * 22 + 4];
+  const char *v[PG_INSERT_NCOLS];
+} pg_job_vals;
+const char **pg__job_values(const store_job *j, pg_job_vals *jv);
+/* pg_bulk.c: rows of a store_insert_jobs chunk in one INSERT (and one
+ * read of the request_ids already taken). ok[i] != 0: row i is tried
+ * (no references in its params, not refused); found/existing as
+ * store_job_insert's per row. 0 when every tried row went in or was
+ * found, 1 when one was not (a body_hash conflict, a race lost): nothing
+ * is changed then only if the caller rolls back; else a terr code. */
+int pg__insert_bulk(PGconn *c, const store_job *const *rows, int n,
+                    const int *ok, store_job *found, int *existing, terr *e);
+/* 1 when params mention an array or a job result (lock_refs walks them). */
+int pg__has_refs(const char *params);
+
 /* The job writes on a connection the caller holds inside its transaction
  * (the [sync] entries and the writer thread share them). insert: *found /
  * *existing as store_job_insert (j complete: id, owner, status set);
