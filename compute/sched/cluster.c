@@ -60,7 +60,7 @@
 #include "util/vec.h"
 
 #define SCHED_CLAIM_EVERY_MS 500.0
-#define SCHED_CLAIM_AHEAD_MS 20.0 /* claim_ahead: the work held ahead */
+#define SCHED_CLAIM_AHEAD_MS 50.0 /* claim_ahead: the work held ahead */
 #define SCHED_CLAIM_AHEAD_MAX 128
 #define SCHED_WAIT_POLL_MS 1000.0
 #define SCHED_NODES_KEEP_MS (10 * 60 * 1000) /* GET /v1/nodes: 10 minutes */
