@@ -1,5 +1,6 @@
-/* pg_bulk.c — a chunk of store_insert_jobs on PostgreSQL in two
- * statements, not one or two per row: one read of the (owner, request_id)
+/* pg_bulk.c — many rows a statement. A chunk of store_insert_jobs on
+ * PostgreSQL in two statements, not one or two per row: one read of the
+ * (owner, request_id)
  * pairs already taken (FOR UPDATE, as a single insert locks its key), then
  * one INSERT of every other row from 40 text arrays (unnest), with ON
  * CONFLICT on the request key and one "queued" notification for the whole
@@ -14,6 +15,12 @@
  * back and runs the chunk row by row, which gives each row its own
  * answer. So request_id keeps its meaning (the same rows again answer the
  * existing ids, create nothing).
+ *
+ * Finishes (pg__finish_bulk): the writer's batch ends several jobs in one
+ * UPDATE ... FROM unnest(31 text arrays), the same SET and WHERE as a
+ * single finish (PG_FINISH_SET / PG_FINISH_WHERE, pg_int.h), a small
+ * result's .npy as bytea hex text, one "end" notification per row; rows
+ * it did not end are left to pg__finish_on, which says why.
  *
  * Array literals: each value double-quoted with \ and " escaped; SQL NULL
  * as an unquoted NULL. Statement texts are fixed (prepared once per
@@ -185,5 +192,96 @@ int pg__insert_bulk(PGconn *c, const store_job *const *rows, int n,
         store_job_clear(&found[i]);
         existing[i] = 0;
       }
+  return rc;
+}
+
+/* ---- finishes ------------------------------------------------------------ */
+
+#define P(n, type) "u.c" #n "::" type
+static const char bulk_finish_sql[] =
+    "WITH u AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[],"
+    " $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],"
+    " $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],"
+    " $15::text[], $16::text[], $17::text[], $18::text[], $19::text[],"
+    " $20::text[], $21::text[], $22::text[], $23::text[], $24::text[],"
+    " $25::text[], $26::text[], $27::text[], $28::text[], $29::text[],"
+    " $30::text[], $31::text[]) AS u(c1, c2, c3, c4, c5, c6, c7, c8, c9,"
+    " c10, c11, c12, c13, c14, c15, c16, c17, c18, c19, c20, c21, c22, c23,"
+    " c24, c25, c26, c27, c28, c29, c30, c31)),"
+    " w AS (UPDATE jobs SET " PG_FINISH_SET(P) " FROM u WHERE jobs.id = u.c1"
+    " AND " PG_FINISH_WHERE(P) " RETURNING " PG_JOB_COLS ")"
+    " SELECT *, pg_notify('tessel', 'end:' || id) FROM w";
+#undef P
+
+/* The bytes as bytea's hex text ("\\x0a1b..."); heap, NULL on no memory. */
+static char *hex_of(const void *bytes, size_t n) {
+  static const char digits[] = "0123456789abcdef";
+  char *h = malloc(2 * n + 3);
+  if (!h) return NULL;
+  h[0] = '\\';
+  h[1] = 'x';
+  const unsigned char *b = bytes;
+  for (size_t i = 0; i < n; i++) {
+    h[2 + 2 * i] = digits[b[i] >> 4];
+    h[3 + 2 * i] = digits[b[i] & 15];
+  }
+  h[2 + 2 * n] = 0;
+  return h;
+}
+
+int pg__finish_bulk(pgstore *p, PGconn *c, pg_fin *f, int n, terr *e) {
+  tbuf cols[PG_FINISH_NVALS];
+  for (int k = 0; k < PG_FINISH_NVALS; k++) {
+    tbuf_init(&cols[k], 0);
+    tbuf_adds(&cols[k], "{");
+  }
+  int want = 0, bad = 0;
+  for (int i = 0; i < n; i++) {
+    f[i].done = 0;
+    int twice = 0; /* an id twice: the later ones one by one */
+    for (int k = 0; k < i && !twice; k++) twice = strcmp(f[k].id, f[i].id) == 0;
+    if (twice) {
+      f[i].done = -1;
+      continue;
+    }
+    pg_fin_vals fv;
+    const char **v = pg__finish_values(p, f[i].id, f[i].end, f[i].st, &fv);
+    char *hex = NULL;
+    if (f[i].end->result_npy &&
+        !(hex = hex_of(f[i].end->result_npy, f[i].end->result_npy_len)))
+      bad = 1;
+    v[12] = hex;
+    for (int k = 0; k < PG_FINISH_NVALS; k++) arr_add(&cols[k], v[k], !want);
+    free(hex);
+    want++;
+  }
+  char *vals[PG_FINISH_NVALS];
+  for (int k = 0; k < PG_FINISH_NVALS; k++) {
+    tbuf_adds(&cols[k], "}");
+    bad |= !(vals[k] = tbuf_take(&cols[k], NULL));
+  }
+  PGresult *r = NULL;
+  int rc = bad ? terr_set(e, T_ENOMEM, "", -1, "store: out of memory")
+               : pg__exec(c, bulk_finish_sql, PG_FINISH_NVALS,
+                          (const char *const *)vals, &r, "finish jobs", e);
+  for (int k = 0; k < PG_FINISH_NVALS; k++) free(vals[k]);
+  for (int i = 0; i < n; i++)
+    if (f[i].done < 0) f[i].done = 0;
+  for (int k = 0; !rc && k < PQntuples(r); k++) {
+    const char *id = PQgetvalue(r, k, 0);
+    for (int i = 0; i < n; i++) {
+      if (f[i].done || strcmp(f[i].id, id) != 0) continue;
+      if (f[i].row) {
+        store_job_clear(f[i].row);
+        if (pg__job_row(r, k, f[i].row)) {
+          rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+          break;
+        }
+      }
+      f[i].done = 1;
+      break;
+    }
+  }
+  PQclear(r);
   return rc;
 }

@@ -135,6 +135,56 @@ typedef struct pg_start {
 int pg__finish_on(pgstore *p, PGconn *c, const char *id,
                   const store_job_end *end, const pg_start *start,
                   store_job *row, terr *e);
+/* A finish's 31 values ($1 id, $2 status, ..., $13 the result's .npy
+ * (binary: result_npy_len bytes), ..., $24 this node, $25 held, ..., $28..
+ * $31 a folded start), pointing into id, end, start and *fv. */
+#define PG_FINISH_NVALS 31
+typedef struct pg_fin_vals {
+  char b[14][32];
+  char shape[STORE_MAXDIM * 22 + 4];
+  const char *v[PG_FINISH_NVALS];
+} pg_fin_vals;
+const char **pg__finish_values(pgstore *p, const char *id,
+                               const store_job_end *end, const pg_start *st,
+                               pg_fin_vals *fv);
+/* The finish's SET list and its WHERE beyond the id, with P(n, "type")
+ * naming value n (a parameter "$n::type", or a column of unnest'ed rows:
+ * pg_bulk.c). A folded start (value 28 not NULL) counts only on a row
+ * still queued (old values in SET): as pg__start_on, whose WHERE wants
+ * status queued. The fence: node NULL, no node of ours yet (value 24
+ * ''), or ours; held (value 25): claimed by this node still, not taken
+ * back by the reaper. */
+#define PG_FINISH_SET(P)                                                     \
+  "started_at = CASE WHEN " P(28, "bigint") " IS NOT NULL AND"              \
+  " status = 'queued' THEN " P(28, "bigint") " ELSE started_at END,"        \
+  " backend_reason = CASE WHEN " P(28, "bigint") " IS NOT NULL AND"         \
+  " status = 'queued' THEN " P(30, "text") " ELSE backend_reason END,"      \
+  " estimate = CASE WHEN " P(28, "bigint") " IS NOT NULL AND"               \
+  " status = 'queued' THEN " P(31, "text") " ELSE estimate END,"            \
+  " attempts = attempts + CASE WHEN " P(28, "bigint") " IS NOT NULL AND"    \
+  " status = 'queued' AND node IS NULL THEN 1 ELSE 0 END,"                  \
+  " status = " P(2, "text") ", finished_at = " P(3, "bigint") ","           \
+  " t_queue = " P(4, "float8") ", result_dtype = " P(5, "text") ","         \
+  " result_path = " P(6, "text") ", compare = " P(7, "text") ","            \
+  " max_abs_diff = " P(8, "float8") ", error_code = " P(9, "text") ","      \
+  " error_message = " P(10, "text") ","                                     \
+  " progress_done = " P(11, "bigint") ","                                   \
+  " progress_total = " P(12, "bigint") ", result_npy = " P(13, "bytea") "," \
+  " t_prepare = " P(14, "float8") ", t_h2d = " P(15, "float8") ","          \
+  " t_compute = " P(16, "float8") ", t_d2h = " P(17, "float8") ","          \
+  " t_store = " P(18, "float8") ", t_total = " P(19, "float8") ","          \
+  " result_shape = " P(20, "text") ", result_bytes = " P(21, "bigint") ","  \
+  " result_nonconverged = " P(22, "bigint") ","                             \
+  " result_parts = " P(23, "text") ","                                      \
+  " node = COALESCE(NULLIF(" P(24, "text") ", ''), node),"                  \
+  " lease_until = NULL, devices = " P(26, "text") ","                       \
+  " backend_used = COALESCE(" P(27, "text") ", CASE WHEN " P(28, "bigint")  \
+  " IS NOT NULL AND status = 'queued' THEN " P(29, "text") " END,"          \
+  " backend_used)"
+#define PG_FINISH_WHERE(P)                                                   \
+  "status IN ('queued','running') AND (node IS NULL OR " P(24, "text")      \
+  " = '' OR node = " P(24, "text") ") AND (" P(25, "int") " = 0 OR "        \
+  P(24, "text") " = '' OR node IS NOT NULL)"
 int pg__progress_on(PGconn *c, const char *id, int64_t done, int64_t total,
                     terr *e);
 /* A [sync] write: flush the async queue, then run fn(p, c, arg, e) in one
@@ -149,6 +199,19 @@ int pg_job_insert_many(void *impl, store_job *jobs, int n, int *existing, int *r
 /* A read on a pooled connection: fn(p, c, arg, e), no transaction. */
 int pg__read(pgstore *p, pg_txfn fn, void *arg, terr *e);
 
+/* pg_bulk.c: several finishes in one UPDATE (the writer's batch). Each
+ * f[i] whose row the UPDATE ended gets done = 1 and *row (when not NULL)
+ * the job as written; the others (fenced, ended already, an id twice)
+ * are left for pg__finish_on, which says why. 0 or a terr code (the
+ * transaction is then aborted). */
+typedef struct pg_fin {
+  const char *id;
+  const store_job_end *end;
+  const pg_start *st;
+  store_job *row;
+  int done;
+} pg_fin;
+int pg__finish_bulk(pgstore *p, PGconn *c, pg_fin *f, int n, terr *e);
 /* The backend's non-cluster entries (store_backend.h's, impl a pgstore). */
 int pg_job_insert(void *impl, store_job *j, int *existing, terr *e);
 int pg_job_get(void *impl, const char *id, const char *owner, store_job *out, terr *e);

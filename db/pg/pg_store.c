@@ -9,7 +9,8 @@
  *
  * Writer: [async] ops (insert, start, progress, finish) wait in a FIFO
  * (p->mu). The writer takes the whole queue, runs it in one transaction
- * (first without savepoints; when an op fails, that transaction is rolled
+ * (first without savepoints, its finishes in one UPDATE: pg_bulk.c; when
+ * an op fails, that transaction is rolled
  * back and the batch runs again with a SAVEPOINT per op, so an op that
  * fails alone is rolled back alone and reported: logged, or to a finish's
  * callback), commits, then calls the
@@ -247,6 +248,47 @@ static int run_op(pgstore *p, PGconn *c, pg_op *o, terr *e) {
   }
 }
 
+/* The batch's finishes (nfin of them) in one UPDATE (pg__finish_bulk);
+ * those it did not end one by one (run_op: they say why). Ops after
+ * others of the batch: a finish depends only on its job's row, which no
+ * other op of a batch writes after it (a start still queued was folded
+ * into it; a progress after an end changes nothing). 0, T_EUNAVAIL, or
+ * 1 when one failed. */
+static int run_finishes(pgstore *p, PGconn *c, pg_op *batch, int nfin) {
+  pg_fin *f = nfin > 1 ? calloc((size_t)nfin, sizeof *f) : NULL;
+  pg_start *st = nfin > 1 ? calloc((size_t)nfin, sizeof *st) : NULL;
+  int i = 0;
+  if (f && st) {
+    for (pg_op *o = batch; o; o = o->next) {
+      if (o->type != OP_FINISH) continue;
+      store_job_clear(&o->row);
+      st[i] = (pg_start){o->a, o->s1, o->s2, o->s3};
+      f[i] = (pg_fin){o->id, &o->end, o->folded ? &st[i] : NULL, &o->row, 0};
+      i++;
+    }
+    terr e;
+    terr_clear(&e);
+    int rc = pg__finish_bulk(p, c, f, nfin, &e);
+    if (rc) {
+      free(f);
+      free(st);
+      return rc == T_EUNAVAIL ? T_EUNAVAIL : 1;
+    }
+  }
+  i = 0;
+  int rc = 0;
+  for (pg_op *o = batch; !rc && o; o = o->next) {
+    if (o->type != OP_FINISH) continue;
+    if (!(f && st && f[i++].done)) {
+      o->rc = run_op(p, c, o, &o->err);
+      if (o->rc) rc = o->rc == T_EUNAVAIL ? T_EUNAVAIL : 1;
+    }
+  }
+  free(f);
+  free(st);
+  return rc;
+}
+
 /* Every op of the batch in one transaction without savepoints (two round
  * trips an op fewer than run_batch_safe): 0 committed (every op's rc 0),
  * T_EUNAVAIL to retry it whole, 1 when an op failed or the COMMIT did
@@ -259,11 +301,18 @@ static int run_batch_fast(pgstore *p, pg_op *batch) {
   terr_clear(&e);
   if (pg__get(p, &c, &e)) return T_EUNAVAIL;
   int rc = pg__begin(c, &e);
+  int nfin = 0;
   for (pg_op *o = batch; !rc && o; o = o->next) {
     terr_clear(&o->err);
+    o->rc = 0;
+    if (o->type == OP_FINISH) { /* together below */
+      nfin++;
+      continue;
+    }
     o->rc = run_op(p, c, o, &o->err);
     if (o->rc) rc = o->rc == T_EUNAVAIL ? T_EUNAVAIL : 1;
   }
+  if (!rc && nfin) rc = run_finishes(p, c, batch, nfin);
   if (!rc && (rc = pg__commit(c, &e)) && rc != T_EUNAVAIL) rc = 1;
   if (rc) pg__rollback(c);
   pg__put(p, c, rc == T_EUNAVAIL);

@@ -1049,6 +1049,12 @@ TEST(batch_finish_rows_each_their_own) {
                          .error_code = i % 4 == 3 ? "internal" : NULL,
                          .held = 1,
                          .max_abs_diff = NAN};
+    /* a small result in the row: bytes a text array must carry intact */
+    unsigned char npy[6] = {0, '\\', '"', ',', (unsigned char)i, 0xff};
+    if (i % 4 == 0) {
+      end.result_npy = npy;
+      end.result_npy_len = sizeof npy;
+    }
     memset(&f[i], 0, sizeof f[i]);
     CHECK(store_job_finish_async(sa, ids[i], &end, on_finished, &f[i], &e) ==
           0);
@@ -1072,6 +1078,14 @@ TEST(batch_finish_rows_each_their_own) {
               (want == JOB_SUCCEEDED
                    ? !j.result_path || strcmp(j.result_path, paths[i]) != 0
                    : j.result_path != NULL || !j.error_code);
+    void *got = NULL;
+    size_t glen = 0;
+    if (i % 4 == 0) {
+      unsigned char want_npy[6] = {0, '\\', '"', ',', (unsigned char)i, 0xff};
+      bad |= store_job_result_npy(sa, ids[i], NULL, &got, &glen, &e) != 0 ||
+              glen != sizeof want_npy || memcmp(got, want_npy, glen) != 0;
+      free(got);
+    }
     if (bad)
       printf("  row %d: status %d finished %lld started %lld attempts %d\n",
              i, (int)j.status, (long long)j.finished_at,
