@@ -51,10 +51,10 @@ typedef struct mwait {
   char owner[128];
   int n, pending, include_result;
   int submitted; /* jobs:batch (its ids were just submitted) */
-  int ended;     /* every waited job's end fired (on_one_end) */
   jobs_batch_item *items; /* ids (rc 0) or errors, in the order asked */
   uint64_t *tokens;
   int *waiting; /* tokens[i] is registered */
+  int ended;    /* every waited job's end fired (on_one_end) [mu] */
 } mwait;
 
 static void mwait_free(mwait *m) {
