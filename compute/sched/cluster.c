@@ -32,7 +32,8 @@
  *     (<results>/<id>.r<attempt>.*, in the shared data directory:
  *     temporaries, and results whose end was never recorded) are removed
  *     at once, not left until expiry;
- *   - remote waiters (compute/sched/wait.c): their jobs read from the store, those
+ *   - remote waiters (compute/sched/wait.c): their jobs read from the store
+ *     (store_job_get_many, SCHED_WAIT_READ a call), those
  *     registered since the last pass at once, every one every second and
  *     after a "reset" event (the listener reconnected: events were lost).
  * It wakes when kicked (a submit, a local job end, a "queued" event, a new
@@ -63,6 +64,7 @@
 #define SCHED_CLAIM_AHEAD_MS 50.0 /* claim_ahead: the work held ahead */
 #define SCHED_CLAIM_AHEAD_MAX 128
 #define SCHED_WAIT_POLL_MS 1000.0
+#define SCHED_WAIT_READ 256 /* waited jobs read a store call */
 #define SCHED_NODES_KEEP_MS (10 * 60 * 1000) /* GET /v1/nodes: 10 minutes */
 #define SCHED_CANCELS_MAX 4096 /* queued cancel ids; more wait for a heartbeat */
 
@@ -449,17 +451,25 @@ static void node_check_waiters(sched *s, int all) {
     if ((ids[n] = strdup(w->rid))) n++;
   }
   tmutex_unlock(&s->mu);
-  for (int i = 0; i < n; i++) {
-    store_job row;
-    memset(&row, 0, sizeof row);
+  /* read SCHED_WAIT_READ at a time: one store call (one SELECT on
+   * PostgreSQL) for many waited jobs */
+  store_job *rows = n ? calloc(SCHED_WAIT_READ, sizeof *rows) : NULL;
+  int found[SCHED_WAIT_READ];
+  for (int at = 0; rows && at < n; at += SCHED_WAIT_READ) {
+    int k = n - at < SCHED_WAIT_READ ? n - at : SCHED_WAIT_READ;
     terr e;
-    int rc = store_job_get(s->cfg.st, ids[i], NULL, &row, &e);
-    if (rc == T_OK && job_status_final(row.status))
-      sched_fire_remote(s, ids[i], &row);
-    else if (rc == T_ENOTFOUND) /* deleted: the API answers 404 */
-      sched_fire_remote(s, ids[i], NULL);
-    store_job_clear(&row);
+    if (store_job_get_many(s->cfg.st, (const char *const *)ids + at, k, rows,
+                           found, &e) != T_OK)
+      break; /* the next pass reads them again */
+    for (int i = 0; i < k; i++) {
+      if (found[i] && job_status_final(rows[i].status))
+        sched_fire_remote(s, ids[at + i], &rows[i]);
+      else if (!found[i]) /* deleted: the API answers 404 */
+        sched_fire_remote(s, ids[at + i], NULL);
+      store_job_clear(&rows[i]);
+    }
   }
+  free(rows);
   free_ids(ids, n);
 }
 

@@ -55,6 +55,15 @@ static void arr_add(tbuf *b, const char *s, int first) {
   tbuf_add(b, "\"", 1);
 }
 
+char *pg__text_array(const char *const *v, int n) {
+  tbuf b;
+  tbuf_init(&b, 0);
+  tbuf_adds(&b, "{");
+  for (int i = 0; i < n; i++) arr_add(&b, v[i], i == 0);
+  tbuf_adds(&b, "}");
+  return tbuf_take(&b, NULL);
+}
+
 #define U(n) "u.c" #n
 static const char bulk_insert_sql[] =
     "WITH u AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[],"

@@ -113,6 +113,9 @@ const char **pg__job_values(const store_job *j, pg_job_vals *jv);
  * is changed then only if the caller rolls back; else a terr code. */
 int pg__insert_bulk(PGconn *c, const store_job *const *rows, int n,
                     const int *ok, store_job *found, int *existing, terr *e);
+/* v[0..n) as a text[] literal ({"a","b",NULL}: quotes and backslashes
+ * escaped); heap, NULL on no memory. */
+char *pg__text_array(const char *const *v, int n);
 /* 1 when params mention an array or a job result (lock_refs walks them). */
 int pg__has_refs(const char *params);
 
@@ -215,6 +218,7 @@ int pg__finish_bulk(pgstore *p, PGconn *c, pg_fin *f, int n, terr *e);
 /* The backend's non-cluster entries (store_backend.h's, impl a pgstore). */
 int pg_job_insert(void *impl, store_job *j, int *existing, terr *e);
 int pg_job_get(void *impl, const char *id, const char *owner, store_job *out, terr *e);
+int pg_job_get_many(void *impl, const char *const *ids, int n, store_job *out, int *found, terr *e);
 int pg_job_list(void *impl, const store_job_filter *f, store_job **jobs, int *n, int *has_next, store_job_pos *next, int64_t *total, terr *e);
 int pg_job_unfinished(void *impl, store_job **jobs, int *n, terr *e);
 int pg_job_children(void *impl, const char *parent_id, store_job **jobs, int *n, terr *e);

@@ -486,6 +486,54 @@ int pg_job_get(void *impl, const char *id, const char *owner, store_job *out,
   return pg__read(impl, get_rd, &a, e);
 }
 
+typedef struct many_args {
+  const char *const *ids;
+  int n;
+  store_job *out;
+  int *found;
+} many_args;
+
+/* One SELECT for every id (id = ANY); each row goes to every position
+ * that asked for its id. */
+static int many_rd(pgstore *p, PGconn *c, void *arg, terr *e) {
+  (void)p;
+  many_args *a = arg;
+  char *arr = pg__text_array(a->ids, a->n);
+  if (!arr) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  PGresult *r;
+  int rc = pg__exec(c, "SELECT " PG_JOB_COLS " FROM jobs WHERE id ="
+                       " ANY($1::text[])",
+                    1, (const char *const[]){arr}, &r, "get jobs", e);
+  free(arr);
+  if (rc) return rc;
+  for (int k = 0; !rc && k < PQntuples(r); k++) {
+    const char *id = PQgetvalue(r, k, 0);
+    for (int i = 0; !rc && i < a->n; i++) {
+      if (a->found[i] || strcmp(a->ids[i], id) != 0) continue;
+      if (pg__job_row(r, k, &a->out[i]))
+        rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+      else
+        a->found[i] = 1;
+    }
+  }
+  PQclear(r);
+  return rc;
+}
+
+int pg_job_get_many(void *impl, const char *const *ids, int n,
+                    store_job *out, int *found, terr *e) {
+  if (!impl) return terr_set(e, T_EINVAL, "", -1, "store: not open");
+  if (n <= 0) return T_OK;
+  many_args a = {ids, n, out, found};
+  int rc = pg__read(impl, many_rd, &a, e);
+  if (rc)
+    for (int i = 0; i < n; i++) {
+      store_job_clear(&out[i]);
+      found[i] = 0;
+    }
+  return rc;
+}
+
 typedef struct rows_args {
   const char *sql;
   const char *v[2];

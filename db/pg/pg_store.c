@@ -849,6 +849,7 @@ const store_backend store_pg_backend = {
     .insert_chunk = 32,
     .sync = pg_sync,
     .job_get = pg_job_get,
+    .job_get_many = pg_job_get_many,
     .job_list = pg_job_list,
     .job_start = pg_job_start,
     .job_start_async = pg_job_start_async,

@@ -7,6 +7,8 @@
  * code and field (a missing kind, a request_id used for another body, an
  * array that is not there), a request_id seen before answers the stored
  * job (existing), and a repeat inside one batch answers the first row;
+ * the same batch again answers the same ids; store_job_get_many reads
+ * each asked id (twice, unknown);
  * "acknowledged => durable" under SIGKILL: a forked child runs 8 threads
  * that submit single jobs and batches at once and writes each acknowledged
  * id to a pipe right after its call returned; the parent kills the child
@@ -182,6 +184,43 @@ TEST(test_insert_jobs_again_same_ids) {
   store_close(s);
 }
 
+/* store_job_get_many (PostgreSQL: one SELECT; SQLite: one by one): each
+ * asked id its own row, an id twice gets it twice, an unknown id (one
+ * with a quote and a backslash too) found 0 and its row cleared. */
+TEST(test_get_many) {
+  store *s = open_fresh_store();
+  if (!s) return;
+  terr e;
+  enum { N = 6 };
+  static char ids[4][T_ID_MAX];
+  for (int i = 0; i < 4; i++) {
+    store_job j;
+    job_init(&j, i % 2 ? "bob" : "alice", "map");
+    j.priority = 10 + i;
+    CHECK(store_job_insert(s, &j, NULL, &e) == 0);
+    snprintf(ids[i], T_ID_MAX, "%s", j.id);
+    store_job_clear(&j);
+  }
+  const char *ask[N] = {ids[2], "j_nothere", ids[0], ids[2], "j_\"x\\", ids[3]};
+  int want[N] = {2, -1, 0, 2, -1, 3};
+  store_job out[N];
+  int found[N];
+  CHECK(store_job_get_many(s, ask, N, out, found, &e) == 0);
+  for (int i = 0; i < N; i++) {
+    if (want[i] < 0) {
+      CHECK_MSG(!found[i] && out[i].owner == NULL, "ask %d", i);
+      continue;
+    }
+    CHECK_MSG(found[i] && strcmp(out[i].id, ids[want[i]]) == 0 &&
+                  out[i].priority == 10 + want[i] &&
+                  strcmp(out[i].owner, want[i] % 2 ? "bob" : "alice") == 0,
+              "ask %d", i);
+    store_job_clear(&out[i]);
+  }
+  CHECK(store_job_get_many(s, ask, 0, out, found, &e) == 0);
+  store_close(s);
+}
+
 /* ---- acknowledged => durable under SIGKILL ------------------------------- */
 
 typedef struct child_worker {
@@ -293,6 +332,7 @@ int main(void) {
   if (fixture_root("/tmp/tessel_store_batch_XXXXXX")) return 1;
   RUN(test_insert_jobs_rows_fail_alone);
   RUN(test_insert_jobs_again_same_ids);
+  RUN(test_get_many);
   RUN(test_kill9_keeps_acknowledged);
   rm_tree(root);
   return check_summary();
