@@ -56,6 +56,7 @@ typedef struct mwait {
   jobs_batch_item *items; /* ids (rc 0) or errors, in the order asked */
   uint64_t *tokens;
   int *waiting; /* tokens[i] is registered */
+  int ended;    /* every waited job's end fired (on_one_end) [mu] */
 } mwait;
 
 static void mwait_free(mwait *m) {
@@ -119,8 +120,13 @@ static void put_item(tbuf *b, const mwait *m, const jobs_batch_item *it) {
   const char *owner = m->owner[0] ? m->owner : NULL;
   job_record j;
   const job_record *jr = &it->row;
-  if (!it->row.id[0] || (!job_status_final(it->row.status) &&
-                         !jobs_holds(m->ctx->jobs, it->id, owner))) {
+  /* After every end fired (m->ended) a row that is not final is read:
+   * on a cluster a job waited for as another node's may have been claimed
+   * here meanwhile, and its "end" event (its end committed) can come
+   * before this node lets go of it (jobs_holds still true). */
+  if (!it->row.id[0] ||
+      (!job_status_final(it->row.status) &&
+       (m->ended || !jobs_holds(m->ctx->jobs, it->id, owner)))) {
     terr e;
     if (jobs_get(m->ctx->jobs, it->id, owner, &j, &e)) {
       if (m->submitted) /* its async insert failed */
@@ -183,6 +189,7 @@ static void on_one_end(void *arg, const char *id, const job_record *ended) {
   http_req *r = m->r;
   pthread_mutex_lock(&m->mu);
   int last = --m->pending == 0;
+  if (last) m->ended = 1;
   pthread_mutex_unlock(&m->mu);
   if (last && http_claim(r)) /* no callback left, the timer cannot fire */
     http_resume_call(r, answer_mwait, m);

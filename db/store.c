@@ -3,6 +3,7 @@
  * SQL. The one operation with logic of its own is store_insert_jobs: it
  * cuts a batch into the backend's chunks and hands them over one at a
  * time, each after the one before committed. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -136,6 +137,32 @@ int store_sync(store *s, terr *e) {
 
 int store_job_get(store *s, const char *id, const char *owner, store_job *out, terr *e) {
   return s->be->job_get(s->impl, id, owner, out, e);
+}
+
+int store_job_get_many(store *s, const char *const *ids, int n,
+                       store_job *out, int *found, terr *e) {
+  for (int i = 0; i < n; i++) {
+    memset(&out[i], 0, sizeof out[i]);
+    out[i].max_abs_diff = NAN;
+    found[i] = 0;
+  }
+  if (s->be->job_get_many)
+    return s->be->job_get_many(s->impl, ids, n, out, found, e);
+  for (int i = 0; i < n; i++) {
+    terr ge;
+    int rc = s->be->job_get(s->impl, ids[i], NULL, &out[i], &ge);
+    if (rc == T_OK) {
+      found[i] = 1;
+    } else if (rc == T_ENOTFOUND) {
+      store_job_clear(&out[i]);
+    } else {
+      for (int k = 0; k < i; k++) store_job_clear(&out[k]);
+      for (int k = 0; k < n; k++) found[k] = 0;
+      if (e) *e = ge;
+      return rc;
+    }
+  }
+  return T_OK;
 }
 
 int store_job_list(store *s, const store_job_filter *f, store_job **jobs, int *n, int *has_next, store_job_pos *next, int64_t *total, terr *e) {

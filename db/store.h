@@ -209,6 +209,12 @@ int store_sync(store *s, terr *e);
  * T_ENOTFOUND. */
 int store_job_get(store *s, const char *id, const char *owner, store_job *out,
                   terr *e);
+/* Read the jobs ids[0..n) of any owner at once (one statement on
+ * PostgreSQL; one by one on a store without a batch read): found[i] 1 and
+ * out[i] the job (to store_job_clear), or found[i] 0 and out[i] cleared
+ * when there is none. An error leaves every out[i] cleared. */
+int store_job_get_many(store *s, const char *const *ids, int n,
+                       store_job *out, int *found, terr *e);
 
 /* The orders of a job list. Each sorts by a key, then by id (newest
  * first on ties; created sorts by id alone, ids sorting by creation time):

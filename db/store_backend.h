@@ -26,6 +26,8 @@ typedef struct store_backend {
   int (*job_insert_many)(void *impl, store_job *jobs, int n, int *existing, int *rcs, terr *errs, terr *e);
   int (*sync)(void *impl, terr *e);
   int (*job_get)(void *impl, const char *id, const char *owner, store_job *out, terr *e);
+  /* optional (NULL: store.c reads them one by one with job_get) */
+  int (*job_get_many)(void *impl, const char *const *ids, int n, store_job *out, int *found, terr *e);
   int (*job_list)(void *impl, const store_job_filter *f, store_job **jobs, int *n, int *has_next, store_job_pos *next, int64_t *total, terr *e);
   int (*job_start)(void *impl, const char *id, int64_t started_at, const char *backend_used, const char *reason, const char *estimate, terr *e);
   void (*job_start_async)(void *impl, const char *id, int64_t started_at, const char *backend_used, const char *reason, const char *estimate);

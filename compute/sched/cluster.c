@@ -12,7 +12,9 @@
  *     worker, the slots not filled by jobs queued or running here, so no
  *     node hoards the queue nor takes a job only its busy CPU workers can
  *     run because its GPU worker is free; cuda jobs only while a GPU here
- *     is healthy), each
+ *     is healthy; the CPU slots grow by claim_ahead, the jobs this node
+ *     finishes in SCHED_CLAIM_AHEAD_MS at its recent pace, so tiny jobs
+ *     come dozens to a claim), each
  *     queued here (sched_add_claimed). The claim counts the attempt in the
  *     store, so the poison-job cap holds across nodes (sjob_new takes the
  *     run's attempt and result-file name from the claimed row);
@@ -30,7 +32,8 @@
  *     (<results>/<id>.r<attempt>.*, in the shared data directory:
  *     temporaries, and results whose end was never recorded) are removed
  *     at once, not left until expiry;
- *   - remote waiters (compute/sched/wait.c): their jobs read from the store, those
+ *   - remote waiters (compute/sched/wait.c): their jobs read from the store
+ *     (store_job_get_many, SCHED_WAIT_READ a call), those
  *     registered since the last pass at once, every one every second and
  *     after a "reset" event (the listener reconnected: events were lost).
  * It wakes when kicked (a submit, a local job end, a "queued" event, a new
@@ -58,7 +61,10 @@
 #include "util/vec.h"
 
 #define SCHED_CLAIM_EVERY_MS 500.0
+#define SCHED_CLAIM_AHEAD_MS 50.0 /* claim_ahead: the work held ahead */
+#define SCHED_CLAIM_AHEAD_MAX 128
 #define SCHED_WAIT_POLL_MS 1000.0
+#define SCHED_WAIT_READ 256 /* waited jobs read a store call */
 #define SCHED_NODES_KEEP_MS (10 * 60 * 1000) /* GET /v1/nodes: 10 minutes */
 #define SCHED_CANCELS_MAX 4096 /* queued cancel ids; more wait for a heartbeat */
 
@@ -225,6 +231,24 @@ static int node_has_gpu(sched *s) {
   return 0;
 }
 
+/* Jobs this node finishes in SCHED_CLAIM_AHEAD_MS at its recent pace (the
+ * last SCHED_RATE_RING finishes), at most SCHED_CLAIM_AHEAD_MAX: the CPU
+ * room a claim may take beyond the free workers. Tiny jobs then come many
+ * to a claim (one store round trip and commit for a few dozen, not one
+ * each: tests/bench/results/pg-2core-2026-11-29.md), while a node running
+ * long jobs (a pace of a few a second) claims no more than its free
+ * workers: what it holds ahead is about SCHED_CLAIM_AHEAD_MS of its work.
+ * After a quiet spell the pace is low again (the span reaches now).
+ * [mu] held. */
+static int claim_ahead(sched *s) {
+  int n = s->nfinish < SCHED_RATE_RING ? s->nfinish : SCHED_RATE_RING;
+  if (n < SCHED_RATE_RING) return 0; /* too few finishes to judge a pace */
+  double span_ms = t_now_ms() - s->finish_ms[s->finish_pos];
+  if (span_ms < 1) span_ms = 1;
+  double ahead = (double)n * SCHED_CLAIM_AHEAD_MS / span_ms;
+  return ahead > SCHED_CLAIM_AHEAD_MAX ? SCHED_CLAIM_AHEAD_MAX : (int)ahead;
+}
+
 /* Claims take split parents too (parents = 1; db/pg/pg_cluster.c): a
  * claimed parent goes to its coordinator (sched_add_claimed ->
  * compute/sched/split.c), not to a worker. */
@@ -233,16 +257,21 @@ static void node_claim(sched *s) {
   for (int round = 0; round < 64; round++) {
     int gpus = node_has_gpu(s) ? s->gpu_started : 0;
     store_claim_room room = {0, 0, 0};
+    int ahead = 0;
     tmutex_lock(&s->mu);
     if (s->taking && !s->shut) {
       int run_gpu = 0;
       for (sjob *j = s->running; j; j = j->rnext) run_gpu += j->on_gpu;
-      room = sched_claim_room(s->nthreads, gpus, (int)s->q[Q_CPU].n,
+      ahead = claim_ahead(s);
+      room = sched_claim_room(s->nthreads + ahead, gpus, (int)s->q[Q_CPU].n,
                               (int)s->q[Q_GPU].n, (int)s->q[Q_AUTO].n,
                               s->nrunning - run_gpu, run_gpu);
     }
     tmutex_unlock(&s->mu);
-    if (room.any <= 0) return;
+    /* While half of what it holds ahead is still queued here, the next
+     * claim waits (a job's end kicks the claimer again): claims of many
+     * jobs, not one per end. */
+    if (room.any <= 0 || (ahead > 1 && room.any < ahead / 2)) return;
     store_job *jobs = NULL;
     int n = 0;
     terr e;
@@ -422,17 +451,25 @@ static void node_check_waiters(sched *s, int all) {
     if ((ids[n] = strdup(w->rid))) n++;
   }
   tmutex_unlock(&s->mu);
-  for (int i = 0; i < n; i++) {
-    store_job row;
-    memset(&row, 0, sizeof row);
+  /* read SCHED_WAIT_READ at a time: one store call (one SELECT on
+   * PostgreSQL) for many waited jobs */
+  store_job *rows = n ? calloc(SCHED_WAIT_READ, sizeof *rows) : NULL;
+  int found[SCHED_WAIT_READ];
+  for (int at = 0; rows && at < n; at += SCHED_WAIT_READ) {
+    int k = n - at < SCHED_WAIT_READ ? n - at : SCHED_WAIT_READ;
     terr e;
-    int rc = store_job_get(s->cfg.st, ids[i], NULL, &row, &e);
-    if (rc == T_OK && job_status_final(row.status))
-      sched_fire_remote(s, ids[i], &row);
-    else if (rc == T_ENOTFOUND) /* deleted: the API answers 404 */
-      sched_fire_remote(s, ids[i], NULL);
-    store_job_clear(&row);
+    if (store_job_get_many(s->cfg.st, (const char *const *)ids + at, k, rows,
+                           found, &e) != T_OK)
+      break; /* the next pass reads them again */
+    for (int i = 0; i < k; i++) {
+      if (found[i] && job_status_final(rows[i].status))
+        sched_fire_remote(s, ids[at + i], &rows[i]);
+      else if (!found[i]) /* deleted: the API answers 404 */
+        sched_fire_remote(s, ids[at + i], NULL);
+      store_job_clear(&rows[i]);
+    }
   }
+  free(rows);
   free_ids(ids, n);
 }
 

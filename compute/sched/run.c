@@ -4,8 +4,8 @@
  * tenv backed by the store), resolve the backend (the router for auto; an
  * auto job routed to the other kind of worker is handed over and this worker
  * is done with it), the start counted where a crash cannot lose it (the
- * in-flight journal, compute/sched/journal.c, or a [sync] store_job_start when there
- * is none; after max_attempts starts without an end the job fails "crashed"
+ * in-flight journal, compute/sched/journal.c, or on a cluster store the claim,
+ * or a [sync] store_job_start when there is neither; after max_attempts starts without an end the job fails "crashed"
  * instead of running) and store_job_start_async (not waited for: it commits
  * at the latest with the finish), prepare (timed), run on one backend or, for
  * compare, on each, then decide the end under the lock (a cancel or timeout
@@ -473,7 +473,11 @@ static int srun_start(srun *r, char *used, char **estimate,
   *started_at = t_wall_ms();
   *started_ms = t_now_ms();
   *jslot = s->journal ? sched_journal_take(s, j->id, j->attempts + 1) : -1;
-  if (*jslot >= 0) {
+  /* On a cluster store the claim counted this attempt (committed before
+   * the job came here) and the lease covers the run: the start need not
+   * be waited for either; the store's fence refuses the end of a run
+   * whose lease went elsewhere meanwhile. */
+  if (*jslot >= 0 || s->cluster) {
     store_job_start_async(s->cfg.st, j->id, *started_at, used, j->reason,
                           *estimate);
   } else {

@@ -13,10 +13,28 @@
  * may name the host, never the password, and pg__open_conn still masks any
  * password it finds there.
  *
+ * Prepared statements: a statement with parameters is parsed and planned
+ * once per connection, not at every call (pg_stat_statements and perf on
+ * tiny jobs: parse, analysis and planning were about half the server's
+ * CPU, tests/bench/results/pg-2core-2026-11-29.md). Each connection keeps
+ * a cache of the texts it prepared (PQsetInstanceData, freed with the
+ * connection by a libpq event procedure); a text seen for the first time
+ * is prepared (PQprepare, named "t<n>") and then run by name
+ * (PQexecPrepared). Up to PG_PREP_MAX texts a connection; texts built per
+ * call (the list's filters) use pg__exec_dyn and are never prepared. A
+ * prepared statement outlives a ROLLBACK (it is not transactional). One
+ * that fails with 0A000 (a table's row type changed under its cached plan:
+ * another node migrated the schema) is forgotten, so the next call
+ * prepares the text again under a new name. A pooler that does not keep
+ * sessions (PgBouncer in transaction mode without prepared-statement
+ * support) is not supported: connect to PostgreSQL or a session pooler.
+ *
  * Threads: a connection is used by one thread at a time (the pool,
- * pg_store.c, hands them out); nothing here keeps state.
+ * pg_store.c, hands them out); its statement cache is that connection's.
  */
 #include <inttypes.h>
+#include <libpq-events.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +69,53 @@ static void mask(const char *msg, const char *pw, char *out, size_t cap) {
   out[n] = 0;
 }
 
+/* ---- the per-connection statement cache ---------------------------------- */
+#define PG_PREP_MAX 64
+
+typedef struct prep_cache {
+  int n;
+  unsigned next_name; /* names are never reused on a connection */
+  uint64_t hash[PG_PREP_MAX];
+  char *sql[PG_PREP_MAX];
+  unsigned name[PG_PREP_MAX];
+} prep_cache;
+
+static void prep_clear(prep_cache *pc) {
+  for (int i = 0; i < pc->n; i++) free(pc->sql[i]);
+  pc->n = 0;
+}
+
+/* libpq's event procedure: the cache lives and dies with its connection
+ * (a reset connection is a new session: nothing of it is prepared). */
+static int prep_event(PGEventId id, void *info, void *pass) {
+  (void)pass;
+  PGconn *c = NULL;
+  if (id == PGEVT_CONNRESET) c = ((PGEventConnReset *)info)->conn;
+  else if (id == PGEVT_CONNDESTROY) c = ((PGEventConnDestroy *)info)->conn;
+  else return 1;
+  prep_cache *pc = PQinstanceData(c, prep_event);
+  if (!pc) return 1;
+  prep_clear(pc);
+  if (id == PGEVT_CONNDESTROY) {
+    PQsetInstanceData(c, prep_event, NULL);
+    free(pc);
+  }
+  return 1;
+}
+
+static uint64_t fnv1a(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+/* The index of sql in c's cache, -1 when absent. */
+static int prep_find(const prep_cache *pc, const char *sql, uint64_t h) {
+  for (int i = 0; i < pc->n; i++)
+    if (pc->hash[i] == h && strcmp(pc->sql[i], sql) == 0) return i;
+  return -1;
+}
+
 static void no_notice(void *arg, const char *msg) {
   (void)arg;
   (void)msg;
@@ -73,6 +138,12 @@ int pg__open_conn(const char *conninfo, PGconn **c, terr *e) {
   }
   /* Notices (e.g. "relation already exists, skipping") are not ours to log. */
   PQsetNoticeProcessor(pc, no_notice, NULL);
+  /* Without the cache (no memory) statements run unprepared. */
+  prep_cache *cache = calloc(1, sizeof *cache);
+  if (cache && PQregisterEventProc(pc, prep_event, "tessel-prep", NULL) &&
+      PQsetInstanceData(pc, prep_event, cache))
+    cache = NULL;
+  free(cache);
   *c = pc;
   return 0;
 }
@@ -89,15 +160,62 @@ static int map_state(PGconn *c, const char *st) {
   return T_EIO;
 }
 
-int pg__exec_ex(PGconn *c, const char *sql, int n, const char *const *vals,
-                const int *lens, const int *fmts, int resfmt, PGresult **res,
-                const char *what, terr *e) {
+/* Run sql (n > 0 parameters) by the name it was prepared under on c,
+ * preparing it first when new; unprepared when the cache is full or
+ * missing. *slot: its cache index (-1: unprepared). */
+static PGresult *run_prepared(PGconn *c, const char *sql, int n,
+                              const char *const *vals, const int *lens,
+                              const int *fmts, int resfmt, int *slot) {
+  *slot = -1;
+  prep_cache *pc = PQinstanceData(c, prep_event);
+  if (!pc) return PQexecParams(c, sql, n, NULL, vals, lens, fmts, resfmt);
+  uint64_t h = fnv1a(sql);
+  int i = prep_find(pc, sql, h);
+  char name[24];
+  if (i < 0) {
+    char *copy = pc->n < PG_PREP_MAX ? strdup(sql) : NULL;
+    if (!copy) return PQexecParams(c, sql, n, NULL, vals, lens, fmts, resfmt);
+    unsigned nm = pc->next_name++;
+    snprintf(name, sizeof name, "t%u", nm);
+    PGresult *p = PQprepare(c, name, sql, n, NULL);
+    if (!p || PQresultStatus(p) != PGRES_COMMAND_OK) {
+      free(copy);
+      return p; /* its error is the statement's */
+    }
+    PQclear(p);
+    i = pc->n++;
+    pc->hash[i] = h;
+    pc->sql[i] = copy;
+    pc->name[i] = nm;
+  }
+  snprintf(name, sizeof name, "t%u", pc->name[i]);
+  *slot = i;
+  return PQexecPrepared(c, name, n, vals, lens, fmts, resfmt);
+}
+
+/* Forget cache slot i of c (its plan no longer fits the table). */
+static void prep_forget(PGconn *c, int i) {
+  prep_cache *pc = PQinstanceData(c, prep_event);
+  if (!pc || i < 0 || i >= pc->n) return;
+  free(pc->sql[i]);
+  pc->n--;
+  pc->hash[i] = pc->hash[pc->n];
+  pc->sql[i] = pc->sql[pc->n];
+  pc->name[i] = pc->name[pc->n];
+}
+
+static int exec_any(PGconn *c, const char *sql, int n,
+                    const char *const *vals, const int *lens, const int *fmts,
+                    int resfmt, PGresult **res, const char *what, terr *e,
+                    int prepare) {
   if (res) *res = NULL;
   /* Without parameters: the simple protocol, which also runs a script of
    * several statements (the migrations). */
-  PGresult *r = n == 0 && resfmt == 0
-                    ? PQexec(c, sql)
-                    : PQexecParams(c, sql, n, NULL, vals, lens, fmts, resfmt);
+  int slot = -1;
+  PGresult *r =
+      n == 0 && resfmt == 0 ? PQexec(c, sql)
+      : prepare ? run_prepared(c, sql, n, vals, lens, fmts, resfmt, &slot)
+                : PQexecParams(c, sql, n, NULL, vals, lens, fmts, resfmt);
   ExecStatusType s = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
   if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) {
     if (res) *res = r;
@@ -105,6 +223,7 @@ int pg__exec_ex(PGconn *c, const char *sql, int n, const char *const *vals,
     return 0;
   }
   const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+  if (slot >= 0 && state && strcmp(state, "0A000") == 0) prep_forget(c, slot);
   int code = map_state(c, state);
   const char *m = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
   char msg[400];
@@ -112,6 +231,17 @@ int pg__exec_ex(PGconn *c, const char *sql, int n, const char *const *vals,
   terr_set(e, code, "", -1, "store: %s: %s", what, msg);
   PQclear(r);
   return code;
+}
+
+int pg__exec_ex(PGconn *c, const char *sql, int n, const char *const *vals,
+                const int *lens, const int *fmts, int resfmt, PGresult **res,
+                const char *what, terr *e) {
+  return exec_any(c, sql, n, vals, lens, fmts, resfmt, res, what, e, 1);
+}
+
+int pg__exec_dyn(PGconn *c, const char *sql, int n, const char *const *vals,
+                 PGresult **res, const char *what, terr *e) {
+  return exec_any(c, sql, n, vals, NULL, NULL, 0, res, what, e, 0);
 }
 
 int pg__exec(PGconn *c, const char *sql, int n, const char *const *vals,

@@ -9,7 +9,8 @@
  * and the cluster operations (pg_cluster.c: nodes, claims, leases,
  * LISTEN/NOTIFY).
  *
- * Every statement goes through pg__exec (text parameters, $1..$n), which
+ * Every statement goes through pg__exec (text parameters, $1..$n; one
+ * with parameters is prepared once per connection, pg_conn.c), which
  * maps a failure to a terr code: connection lost or server gone ->
  * T_EUNAVAIL (and the connection is marked broken: pg__put closes it);
  * unique violation (23505) -> T_ECONFLICT; disk full (53100) -> T_ENOSPACE;
@@ -42,6 +43,10 @@ int pg__connect(pgstore *p, PGconn **c, terr *e);
  * 0, or a terr code as above with "<what>: <server message>". */
 int pg__exec(PGconn *c, const char *sql, int n, const char *const *vals,
              PGresult **res, const char *what, terr *e);
+/* pg__exec for a text built per call (never prepared: pg_conn.c keeps
+ * the statements it prepared per connection, up to a bound). */
+int pg__exec_dyn(PGconn *c, const char *sql, int n, const char *const *vals,
+                 PGresult **res, const char *what, terr *e);
 /* How many times the writer runs a queued op again from its savepoint when
  * it was a deadlock or serialization victim (T_EBUSY) before that error
  * stands; ops clear their outputs before they run. A [sync] write is not
@@ -90,6 +95,30 @@ char *pg__dup(PGresult *r, int row, int col, int *oom);
 const char *pg__i64(char *buf, int64_t v);
 const char *pg__f64(char *buf, double v);
 
+/* A job row's 40 insert values (pg_jobs.c's INSERT order: id, owner,
+ * kind, params, backend_requested, ..., parent, tile, tiles), text or
+ * NULL, pointing into j and *jv; valid while both are. */
+#define PG_INSERT_NCOLS 40
+typedef struct pg_job_vals {
+  char b[20][32];
+  char shape[STORE_MAXDIM * 22 + 4];
+  const char *v[PG_INSERT_NCOLS];
+} pg_job_vals;
+const char **pg__job_values(const store_job *j, pg_job_vals *jv);
+/* pg_bulk.c: rows of a store_insert_jobs chunk in one INSERT (and one
+ * read of the request_ids already taken). ok[i] != 0: row i is tried
+ * (no references in its params, not refused); found/existing as
+ * store_job_insert's per row. 0 when every tried row went in or was
+ * found, 1 when one was not (a body_hash conflict, a race lost): nothing
+ * is changed then only if the caller rolls back; else a terr code. */
+int pg__insert_bulk(PGconn *c, const store_job *const *rows, int n,
+                    const int *ok, store_job *found, int *existing, terr *e);
+/* v[0..n) as a text[] literal ({"a","b",NULL}: quotes and backslashes
+ * escaped); heap, NULL on no memory. */
+char *pg__text_array(const char *const *v, int n);
+/* 1 when params mention an array or a job result (lock_refs walks them). */
+int pg__has_refs(const char *params);
+
 /* The job writes on a connection the caller holds inside its transaction
  * (the [sync] entries and the writer thread share them). insert: *found /
  * *existing as store_job_insert (j complete: id, owner, status set);
@@ -99,8 +128,66 @@ int pg__insert_on(pgstore *p, PGconn *c, const store_job *j, store_job *found,
 int pg__start_on(pgstore *p, PGconn *c, const char *id, int64_t started_at,
                  const char *backend_used, const char *reason,
                  const char *estimate, terr *e);
+/* A start the writer folded into the same job's finish (both queued at
+ * once: pg_store.c); the finish writes it as pg__start_on would have,
+ * when the row is still queued. */
+typedef struct pg_start {
+  int64_t started_at;
+  const char *backend_used, *reason, *estimate;
+} pg_start;
 int pg__finish_on(pgstore *p, PGconn *c, const char *id,
-                  const store_job_end *end, store_job *row, terr *e);
+                  const store_job_end *end, const pg_start *start,
+                  store_job *row, terr *e);
+/* A finish's 31 values ($1 id, $2 status, ..., $13 the result's .npy
+ * (binary: result_npy_len bytes), ..., $24 this node, $25 held, ..., $28..
+ * $31 a folded start), pointing into id, end, start and *fv. */
+#define PG_FINISH_NVALS 31
+typedef struct pg_fin_vals {
+  char b[14][32];
+  char shape[STORE_MAXDIM * 22 + 4];
+  const char *v[PG_FINISH_NVALS];
+} pg_fin_vals;
+const char **pg__finish_values(pgstore *p, const char *id,
+                               const store_job_end *end, const pg_start *st,
+                               pg_fin_vals *fv);
+/* The finish's SET list and its WHERE beyond the id, with P(n, "type")
+ * naming value n (a parameter "$n::type", or a column of unnest'ed rows:
+ * pg_bulk.c). A folded start (value 28 not NULL) counts only on a row
+ * still queued (old values in SET): as pg__start_on, whose WHERE wants
+ * status queued. The fence: node NULL, no node of ours yet (value 24
+ * ''), or ours; held (value 25): claimed by this node still, not taken
+ * back by the reaper. */
+#define PG_FINISH_SET(P)                                                     \
+  "started_at = CASE WHEN " P(28, "bigint") " IS NOT NULL AND"              \
+  " status = 'queued' THEN " P(28, "bigint") " ELSE started_at END,"        \
+  " backend_reason = CASE WHEN " P(28, "bigint") " IS NOT NULL AND"         \
+  " status = 'queued' THEN " P(30, "text") " ELSE backend_reason END,"      \
+  " estimate = CASE WHEN " P(28, "bigint") " IS NOT NULL AND"               \
+  " status = 'queued' THEN " P(31, "text") " ELSE estimate END,"            \
+  " attempts = attempts + CASE WHEN " P(28, "bigint") " IS NOT NULL AND"    \
+  " status = 'queued' AND node IS NULL THEN 1 ELSE 0 END,"                  \
+  " status = " P(2, "text") ", finished_at = " P(3, "bigint") ","           \
+  " t_queue = " P(4, "float8") ", result_dtype = " P(5, "text") ","         \
+  " result_path = " P(6, "text") ", compare = " P(7, "text") ","            \
+  " max_abs_diff = " P(8, "float8") ", error_code = " P(9, "text") ","      \
+  " error_message = " P(10, "text") ","                                     \
+  " progress_done = " P(11, "bigint") ","                                   \
+  " progress_total = " P(12, "bigint") ", result_npy = " P(13, "bytea") "," \
+  " t_prepare = " P(14, "float8") ", t_h2d = " P(15, "float8") ","          \
+  " t_compute = " P(16, "float8") ", t_d2h = " P(17, "float8") ","          \
+  " t_store = " P(18, "float8") ", t_total = " P(19, "float8") ","          \
+  " result_shape = " P(20, "text") ", result_bytes = " P(21, "bigint") ","  \
+  " result_nonconverged = " P(22, "bigint") ","                             \
+  " result_parts = " P(23, "text") ","                                      \
+  " node = COALESCE(NULLIF(" P(24, "text") ", ''), node),"                  \
+  " lease_until = NULL, devices = " P(26, "text") ","                       \
+  " backend_used = COALESCE(" P(27, "text") ", CASE WHEN " P(28, "bigint")  \
+  " IS NOT NULL AND status = 'queued' THEN " P(29, "text") " END,"          \
+  " backend_used)"
+#define PG_FINISH_WHERE(P)                                                   \
+  "status IN ('queued','running') AND (node IS NULL OR " P(24, "text")      \
+  " = '' OR node = " P(24, "text") ") AND (" P(25, "int") " = 0 OR "        \
+  P(24, "text") " = '' OR node IS NOT NULL)"
 int pg__progress_on(PGconn *c, const char *id, int64_t done, int64_t total,
                     terr *e);
 /* A [sync] write: flush the async queue, then run fn(p, c, arg, e) in one
@@ -115,9 +202,23 @@ int pg_job_insert_many(void *impl, store_job *jobs, int n, int *existing, int *r
 /* A read on a pooled connection: fn(p, c, arg, e), no transaction. */
 int pg__read(pgstore *p, pg_txfn fn, void *arg, terr *e);
 
+/* pg_bulk.c: several finishes in one UPDATE (the writer's batch). Each
+ * f[i] whose row the UPDATE ended gets done = 1 and *row (when not NULL)
+ * the job as written; the others (fenced, ended already, an id twice)
+ * are left for pg__finish_on, which says why. 0 or a terr code (the
+ * transaction is then aborted). */
+typedef struct pg_fin {
+  const char *id;
+  const store_job_end *end;
+  const pg_start *st;
+  store_job *row;
+  int done;
+} pg_fin;
+int pg__finish_bulk(pgstore *p, PGconn *c, pg_fin *f, int n, terr *e);
 /* The backend's non-cluster entries (store_backend.h's, impl a pgstore). */
 int pg_job_insert(void *impl, store_job *j, int *existing, terr *e);
 int pg_job_get(void *impl, const char *id, const char *owner, store_job *out, terr *e);
+int pg_job_get_many(void *impl, const char *const *ids, int n, store_job *out, int *found, terr *e);
 int pg_job_list(void *impl, const store_job_filter *f, store_job **jobs, int *n, int *has_next, store_job_pos *next, int64_t *total, terr *e);
 int pg_job_unfinished(void *impl, store_job **jobs, int *n, terr *e);
 int pg_job_children(void *impl, const char *parent_id, store_job **jobs, int *n, terr *e);

@@ -151,9 +151,7 @@ int pg__job_rows(PGresult *r, store_job **jobs, int *n, terr *e) {
  * FOR KEY SHARE does not block the referenced job's own updates (start,
  * finish). Only params that mention "array" or "result" are walked. */
 static int lock_refs(PGconn *c, const store_job *j, terr *e) {
-  if (!j->params ||
-      (!strstr(j->params, "\"array\"") && !strstr(j->params, "\"result\"")))
-    return 0;
+  if (!pg__has_refs(j->params)) return 0;
   const char *v[] = {j->params};
   PGresult *r;
   int rc =
@@ -175,6 +173,38 @@ static int lock_refs(PGconn *c, const store_job *j, terr *e) {
                   PQgetvalue(r, 0, 2));
   PQclear(r);
   return rc;
+}
+
+const char **pg__job_values(const store_job *j, pg_job_vals *jv) {
+  char (*b)[32] = jv->b;
+  const job_timings *t = &j->timings;
+  const char *tv[JOB_T__COUNT];
+  for (int i = 0; i < JOB_T__COUNT; i++)
+    tv[i] = t->set & (1u << i) ? pg__f64(b[i], t->ms[i]) : NULL;
+  const job_result_info *x = &j->result;
+  if (x->dtype[0]) store__shape_text(x, jv->shape, sizeof jv->shape);
+  const char *v[PG_INSERT_NCOLS] = {
+      j->id, j->owner, j->kind, j->params, j->backend_requested,
+      j->backend_used, j->backend_reason, j->estimate,
+      pg__i64(b[7], j->priority), j->label, j->request_id, j->body_hash,
+      pg__f64(b[8], j->timeout_s), pg__i64(b[9], j->created_at),
+      pg__i64(b[10], j->started_at), pg__i64(b[11], j->finished_at),
+      tv[JOB_T_QUEUE], pg__i64(b[12], j->progress_done),
+      pg__i64(b[13], j->progress_total), j->error_code, j->error_message,
+      x->dtype[0] ? x->dtype : NULL, j->result_path, j->compare,
+      isnan(j->max_abs_diff) ? NULL : pg__f64(b[14], j->max_abs_diff),
+      pg__i64(b[15], j->attempts), tv[JOB_T_PREPARE], tv[JOB_T_H2D],
+      tv[JOB_T_COMPUTE], tv[JOB_T_D2H], tv[JOB_T_STORE], tv[JOB_T_TOTAL],
+      x->dtype[0] ? jv->shape : NULL, NULL, NULL, j->output_file,
+      j->result_parts, j->parent, NULL, NULL};
+  if (x->dtype[0]) {
+    v[33] = pg__i64(b[16], x->bytes);
+    if (x->nonconverged > 0) v[34] = pg__i64(b[17], x->nonconverged);
+  }
+  v[38] = pg__i64(b[18], j->tile);
+  v[39] = pg__i64(b[19], j->tiles);
+  memcpy(jv->v, v, sizeof v);
+  return jv->v;
 }
 
 static int pg__insert_on_(pgstore *p, PGconn *c, const store_job *j,
@@ -210,34 +240,8 @@ static int pg__insert_on_(pgstore *p, PGconn *c, const store_job *j,
     PQclear(r);
   }
   if ((rc = lock_refs(c, j, e))) return rc;
-  char b[16][32], shape[STORE_MAXDIM * 22 + 4];
-  const job_timings *t = &j->timings;
-  const char *tv[JOB_T__COUNT];
-  for (int i = 0; i < JOB_T__COUNT; i++)
-    tv[i] = t->set & (1u << i) ? pg__f64(b[i], t->ms[i]) : NULL;
-  const job_result_info *x = &j->result;
-  if (x->dtype[0]) store__shape_text(x, shape, sizeof shape);
-  const char *v[] = {
-      j->id, j->owner, j->kind, j->params, j->backend_requested,
-      j->backend_used, j->backend_reason, j->estimate,
-      pg__i64(b[7], j->priority), j->label, j->request_id, j->body_hash,
-      pg__f64(b[8], j->timeout_s), pg__i64(b[9], j->created_at),
-      pg__i64(b[10], j->started_at), pg__i64(b[11], j->finished_at),
-      tv[JOB_T_QUEUE], pg__i64(b[12], j->progress_done),
-      pg__i64(b[13], j->progress_total), j->error_code, j->error_message,
-      x->dtype[0] ? x->dtype : NULL, j->result_path, j->compare,
-      isnan(j->max_abs_diff) ? NULL : pg__f64(b[14], j->max_abs_diff),
-      pg__i64(b[15], j->attempts), tv[JOB_T_PREPARE], tv[JOB_T_H2D],
-      tv[JOB_T_COMPUTE], tv[JOB_T_D2H], tv[JOB_T_STORE], tv[JOB_T_TOTAL],
-      x->dtype[0] ? shape : NULL, NULL, NULL, j->output_file, j->result_parts,
-      j->parent, NULL, NULL};
-  char rb[2][32], tb[2][32];
-  if (x->dtype[0]) {
-    v[33] = pg__i64(rb[0], x->bytes);
-    if (x->nonconverged > 0) v[34] = pg__i64(rb[1], x->nonconverged);
-  }
-  v[38] = pg__i64(tb[0], j->tile);
-  v[39] = pg__i64(tb[1], j->tiles);
+  pg_job_vals jv;
+  const char **v = pg__job_values(j, &jv);
   /* The insert and its "queued" notification in one round trip: the
    * notification only for a row that went in. */
   rc = pg__exec(c,
@@ -259,7 +263,7 @@ static int pg__insert_on_(pgstore *p, PGconn *c, const store_job *j,
                 " ON CONFLICT (owner, request_id) WHERE request_id IS NOT NULL"
                 " DO NOTHING RETURNING id)"
                 " SELECT pg_notify('tessel', 'queued:' || id) FROM ins",
-                40, v, &r, "insert job", e);
+                PG_INSERT_NCOLS, v, &r, "insert job", e);
   if (rc == T_ECONFLICT)
     return terr_set(e, T_ECONFLICT, "id", -1, "job %s: %s", j->id, e->message);
   if (rc) return rc;
@@ -321,30 +325,61 @@ typedef struct insert_many_args {
   terr *errs;
 } insert_many_args;
 
-/* Every row without a savepoint of its own (two round trips a row fewer),
- * inside one savepoint for the chunk: 0 when all went in, 1 when a row
- * failed (the chunk's savepoint is rolled back: run it row by row), else
- * the error that ends the chunk. */
+/* Every row without a savepoint of its own, inside one savepoint for the
+ * chunk: rows that reference arrays or job results one by one (lock_refs),
+ * every other in one INSERT (pg_bulk.c). 0 when all went in (or were
+ * found by request_id), 1 when a row failed (the chunk's savepoint is
+ * rolled back: run it row by row), else the error that ends the chunk. */
 static int insert_many_fast(pgstore *p, PGconn *c, insert_many_args *m,
                             terr *e) {
-  int rc = pg__exec(c, "SAVEPOINT many", 0, NULL, NULL, "savepoint", e);
-  if (rc) return rc;
-  for (int i = 0; i < m->n; i++) {
+  int n = m->n;
+  const store_job **rows = calloc((size_t)n, sizeof *rows);
+  int *ok = calloc((size_t)n, sizeof *ok), *ex = calloc((size_t)n, sizeof *ex);
+  store_job *found = calloc((size_t)n, sizeof *found);
+  int rc = !rows || !ok || !ex || !found
+               ? terr_set(e, T_ENOMEM, "", -1, "store: out of memory")
+               : pg__exec(c, "SAVEPOINT many", 0, NULL, NULL, "savepoint", e);
+  int bulk = 0;
+  for (int i = 0; !rc && i < n; i++) {
     store_job_clear(&m->a[i].found);
     m->a[i].existing = 0;
     if (m->refused[i]) continue;
     terr_clear(&m->errs[i]);
+    if (!pg__has_refs(m->a[i].j->params)) {
+      rows[i] = m->a[i].j;
+      ok[i] = 1;
+      m->rcs[i] = 0;
+      bulk++;
+      continue;
+    }
     m->rcs[i] = insert_tx(p, c, &m->a[i], &m->errs[i]);
     if (m->rcs[i] == T_EUNAVAIL) {
       *e = m->errs[i];
-      return T_EUNAVAIL;
-    }
-    if (m->rcs[i]) {
-      rc = pg__exec(c, "ROLLBACK TO SAVEPOINT many", 0, NULL, NULL,
-                    "savepoint", e);
-      return rc ? rc : 1;
+      rc = T_EUNAVAIL;
+    } else if (m->rcs[i]) {
+      rc = 1;
     }
   }
+  if (!rc && bulk) {
+    rc = pg__insert_bulk(c, rows, n, ok, found, ex, e);
+    if (rc && rc != T_EUNAVAIL) rc = 1;
+  }
+  for (int i = 0; !rc && i < n; i++)
+    if (ok[i] && ex[i]) {
+      m->a[i].found = found[i];
+      m->a[i].existing = 1;
+    }
+  free(rows);
+  free(ok);
+  free(ex);
+  free(found);
+  if (rc == 1) {
+    terr_clear(e);
+    int rrc = pg__exec(c, "ROLLBACK TO SAVEPOINT many", 0, NULL, NULL,
+                       "savepoint", e);
+    return rrc ? rrc : 1;
+  }
+  if (rc) return rc;
   return pg__exec(c, "RELEASE SAVEPOINT many", 0, NULL, NULL, "savepoint", e);
 }
 
@@ -449,6 +484,54 @@ int pg_job_get(void *impl, const char *id, const char *owner, store_job *out,
   if (!impl || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
   get_args a = {id, owner, out};
   return pg__read(impl, get_rd, &a, e);
+}
+
+typedef struct many_args {
+  const char *const *ids;
+  int n;
+  store_job *out;
+  int *found;
+} many_args;
+
+/* One SELECT for every id (id = ANY); each row goes to every position
+ * that asked for its id. */
+static int many_rd(pgstore *p, PGconn *c, void *arg, terr *e) {
+  (void)p;
+  many_args *a = arg;
+  char *arr = pg__text_array(a->ids, a->n);
+  if (!arr) return terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  PGresult *r;
+  int rc = pg__exec(c, "SELECT " PG_JOB_COLS " FROM jobs WHERE id ="
+                       " ANY($1::text[])",
+                    1, (const char *const[]){arr}, &r, "get jobs", e);
+  free(arr);
+  if (rc) return rc;
+  for (int k = 0; !rc && k < PQntuples(r); k++) {
+    const char *id = PQgetvalue(r, k, 0);
+    for (int i = 0; !rc && i < a->n; i++) {
+      if (a->found[i] || strcmp(a->ids[i], id) != 0) continue;
+      if (pg__job_row(r, k, &a->out[i]))
+        rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+      else
+        a->found[i] = 1;
+    }
+  }
+  PQclear(r);
+  return rc;
+}
+
+int pg_job_get_many(void *impl, const char *const *ids, int n,
+                    store_job *out, int *found, terr *e) {
+  if (!impl) return terr_set(e, T_EINVAL, "", -1, "store: not open");
+  if (n <= 0) return T_OK;
+  many_args a = {ids, n, out, found};
+  int rc = pg__read(impl, many_rd, &a, e);
+  if (rc)
+    for (int i = 0; i < n; i++) {
+      store_job_clear(&out[i]);
+      found[i] = 0;
+    }
+  return rc;
 }
 
 typedef struct rows_args {
@@ -649,13 +732,13 @@ static int list_rd(pgstore *p, PGconn *c, void *arg, terr *e) {
   char sql[3400];
   snprintf(sql, sizeof sql, "SELECT " PG_JOB_COLS " FROM jobs%s", q.sql);
   PGresult *r;
-  int rc = pg__exec(c, sql, q.n, q.v, &r, "list jobs", e);
+  int rc = pg__exec_dyn(c, sql, q.n, q.v, &r, "list jobs", e);
   if (rc) return rc;
   rc = pg__job_rows(r, &a->v, &a->cnt, e);
   PQclear(r);
   if (rc || !a->total) return rc;
   snprintf(sql, sizeof sql, "SELECT count(*) FROM jobs%s", w.sql);
-  if ((rc = pg__exec(c, sql, w.n, w.v, &r, "count jobs", e))) return rc;
+  if ((rc = pg__exec_dyn(c, sql, w.n, w.v, &r, "count jobs", e))) return rc;
   *a->total = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
   PQclear(r);
   return 0;

@@ -13,7 +13,8 @@
  * "no longer held by this node", so a stale run neither ends a job that
  * will run again nor records the failure its removed temporaries caused.
  * A finish records the finishing node, clears the lease and notifies
- * "end:<id>", all in its transaction. A finish that finds the row already
+ * "end:<id>", all in its statement; a start the writer folded into it
+ * (pg_start: both were queued at once) is written by the same UPDATE. A finish that finds the row already
  * ended by this very finish (same node, status, finished_at, result path
  * and error code: the retry of a batch whose COMMIT's answer was lost)
  * succeeds without writing (same_finish); any other ended row is
@@ -153,50 +154,55 @@ int pg__progress_on(PGconn *c, const char *id, int64_t done, int64_t total,
                   3, v, NULL, "progress", e);
 }
 
-int pg__finish_on(pgstore *p, PGconn *c, const char *id,
-                  const store_job_end *x, store_job *row, terr *e) {
-  char b[12][32], shape[STORE_MAXDIM * 22 + 4];
+const char **pg__finish_values(pgstore *p, const char *id,
+                              const store_job_end *x, const pg_start *st,
+                              pg_fin_vals *fv) {
+  char (*b)[32] = fv->b;
   const char *tv[JOB_T__COUNT];
   for (int i = 0; i < JOB_T__COUNT; i++)
     tv[i] = x->timings.set & (1u << i) ? pg__f64(b[i], x->timings.ms[i])
                                        : NULL;
   const job_result_info *res = &x->result;
-  if (res->dtype[0]) store__shape_text(res, shape, sizeof shape);
-  const char *v[] = {
+  if (res->dtype[0]) store__shape_text(res, fv->shape, sizeof fv->shape);
+  const char *v[PG_FINISH_NVALS] = {
       id, job_status_name(x->status), pg__i64(b[7], x->finished_at),
       tv[JOB_T_QUEUE], res->dtype[0] ? res->dtype : NULL, x->result_path,
       x->compare, isnan(x->max_abs_diff) ? NULL : pg__f64(b[8], x->max_abs_diff),
       x->error_code, x->error_message, pg__i64(b[9], x->progress_done),
       pg__i64(b[10], x->progress_total), (const char *)x->result_npy,
       tv[JOB_T_PREPARE], tv[JOB_T_H2D], tv[JOB_T_COMPUTE], tv[JOB_T_D2H],
-      tv[JOB_T_STORE], tv[JOB_T_TOTAL], res->dtype[0] ? shape : NULL, NULL,
-      NULL, x->result_parts, pg__node(p), x->held ? "1" : "0", x->devices,
-      x->backend_used};
-  char rb[2][32];
+      tv[JOB_T_STORE], tv[JOB_T_TOTAL], res->dtype[0] ? fv->shape : NULL,
+      NULL, NULL, x->result_parts, pg__node(p), x->held ? "1" : "0",
+      x->devices, x->backend_used,
+      st ? pg__i64(b[11], st->started_at) : NULL,
+      st ? st->backend_used : NULL, st ? st->reason : NULL,
+      st ? st->estimate : NULL};
   if (res->dtype[0]) {
-    v[20] = pg__i64(rb[0], res->bytes);
-    if (res->nonconverged > 0) v[21] = pg__i64(rb[1], res->nonconverged);
+    v[20] = pg__i64(b[12], res->bytes);
+    if (res->nonconverged > 0) v[21] = pg__i64(b[13], res->nonconverged);
   }
-  int lens[27] = {0}, fmts[27] = {0};
+  memcpy(fv->v, v, sizeof v);
+  return fv->v;
+}
+
+int pg__finish_on(pgstore *p, PGconn *c, const char *id,
+                  const store_job_end *x, const pg_start *st, store_job *row,
+                  terr *e) {
+  pg_fin_vals fv;
+  const char **v = pg__finish_values(p, id, x, st, &fv);
+  int lens[PG_FINISH_NVALS] = {0}, fmts[PG_FINISH_NVALS] = {0};
   lens[12] = (int)x->result_npy_len;
   fmts[12] = 1;
   PGresult *r;
+#define P(n, type) "$" #n "::" type
   int rc = pg__exec_ex(
       c,
-      "UPDATE jobs SET status = $2, finished_at = $3, t_queue = $4,"
-      " result_dtype = $5, result_path = $6, compare = $7,"
-      " max_abs_diff = $8, error_code = $9, error_message = $10,"
-      " progress_done = $11, progress_total = $12, result_npy = $13,"
-      " t_prepare = $14, t_h2d = $15, t_compute = $16, t_d2h = $17,"
-      " t_store = $18, t_total = $19, result_shape = $20,"
-      " result_bytes = $21, result_nonconverged = $22, result_parts = $23,"
-      " node = COALESCE(NULLIF($24::text, ''), node), lease_until = NULL,"
-      " devices = $26, backend_used = COALESCE($27::text, backend_used)"
-      " WHERE id = $1 AND status IN ('queued','running')" FENCE("24")
-      /* held: claimed by this node still, not taken back by the reaper */
-      " AND ($25::int = 0 OR $24::text = '' OR node IS NOT NULL)"
-      " RETURNING " PG_JOB_COLS,
-      27, v, lens, fmts, 0, &r, "finish job", e);
+      "WITH u AS (UPDATE jobs SET " PG_FINISH_SET(P)
+      " WHERE id = $1 AND " PG_FINISH_WHERE(P)
+      " RETURNING " PG_JOB_COLS ")"
+      " SELECT *, pg_notify('tessel', 'end:' || id) FROM u",
+      PG_FINISH_NVALS, v, lens, fmts, 0, &r, "finish job", e);
+#undef P
   if (rc) return rc;
   if (PQntuples(r) != 1) {
     PQclear(r);
@@ -207,11 +213,6 @@ int pg__finish_on(pgstore *p, PGconn *c, const char *id,
   if (row && pg__job_row(r, 0, row))
     rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
   PQclear(r);
-  if (rc) return rc;
-  const char *nv[] = {id, pg__node(p)};
-  rc = pg__exec(c, "SELECT pg_notify('tessel', 'end:' || $1::text)", 1, nv,
-                NULL, "notify", e);
-  if (rc && row) store_job_clear(row);
   return rc;
 }
 
@@ -222,7 +223,7 @@ typedef struct finish_args {
 
 static int finish_tx(pgstore *p, PGconn *c, void *arg, terr *e) {
   finish_args *a = arg;
-  return pg__finish_on(p, c, a->id, a->end, NULL, e);
+  return pg__finish_on(p, c, a->id, a->end, NULL, NULL, e);
 }
 
 int pg_job_finish(void *impl, const char *id, const store_job_end *end,

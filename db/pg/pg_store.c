@@ -9,13 +9,17 @@
  *
  * Writer: [async] ops (insert, start, progress, finish) wait in a FIFO
  * (p->mu). The writer takes the whole queue, runs it in one transaction
- * with a SAVEPOINT per op (an op that fails alone is rolled back alone and
- * reported: logged, or to a finish's callback), commits, then calls the
+ * (first without savepoints, its finishes in one UPDATE: pg_bulk.c; when
+ * an op fails, that transaction is rolled
+ * back and the batch runs again with a SAVEPOINT per op, so an op that
+ * fails alone is rolled back alone and reported: logged, or to a finish's
+ * callback), commits, then calls the
  * finish callbacks and marks the ops done (p->done_seq). A batch that
  * fails with T_EUNAVAIL (the server is gone) is retried whole, with
  * backoff 100 ms doubling to 2 s, until it commits or the store closes:
  * a finish is never dropped because the server restarted. Progress ops
- * are coalesced per job while they wait. [sync] writes (pg__write) first
+ * are coalesced per job while they wait, and a start still waiting when
+ * its job's finish comes is folded into the finish (one UPDATE). [sync] writes (pg__write) first
  * wait until every op queued before them is done (pg__flush), so writes
  * commit in the order they were queued, as store.h says.
  *
@@ -48,6 +52,8 @@
 #include "util/tassert.h"
 
 #define PG_POOL 8
+/* How long the writer holds a queue of starts alone (hold_starts). */
+#define PG_START_HOLD_MS 2
 
 enum { OP_INSERT, OP_START, OP_PROGRESS, OP_FINISH, OP_TX };
 
@@ -57,8 +63,11 @@ typedef struct pg_op {
   uint64_t seq;
   char id[T_ID_MAX];
   store_job job;            /* insert: the row (heap strings) */
-  char *s1, *s2, *s3;       /* start: backend_used, reason, estimate */
-  int64_t a, b;             /* start: started_at; progress: done, total */
+  char *s1, *s2, *s3;       /* start: backend_used, reason, estimate; a
+                               finish: those of a start folded into it */
+  int64_t a, b;             /* start: started_at; progress: done, total;
+                               finish: a folded start's started_at */
+  int folded;               /* finish: s1..s3 and a hold a start */
   store_job_end end;        /* finish: strings and npy heap copies */
   store_finish_fn cb;
   void *cb_arg;
@@ -85,6 +94,7 @@ struct pgstore {
   int stopping, writer_gone;
   int retrying;             /* writes the writer holds while the server is
                                gone (0: none) */
+  int flushers;             /* pg__flush callers waiting (hold_starts) */
   pthread_t writer;
   atomic_int down;          /* the last attempt found the server gone */
   atomic_llong probed_ms;   /* monotonic ms of the last readiness probe */
@@ -229,15 +239,91 @@ static int run_op(pgstore *p, PGconn *c, pg_op *o, terr *e) {
   }
   case OP_PROGRESS: return pg__progress_on(c, o->id, o->a, o->b, e);
   case OP_TX: return o->fn(p, c, o->fn_arg, e);
-  default:
+  default: {
     store_job_clear(&o->row);
-    return pg__finish_on(p, c, o->id, &o->end, &o->row, e);
+    pg_start st = {o->a, o->s1, o->s2, o->s3};
+    return pg__finish_on(p, c, o->id, &o->end, o->folded ? &st : NULL,
+                         &o->row, e);
   }
+  }
+}
+
+/* The batch's finishes (nfin of them) in one UPDATE (pg__finish_bulk);
+ * those it did not end one by one (run_op: they say why). Ops after
+ * others of the batch: a finish depends only on its job's row, which no
+ * other op of a batch writes after it (a start still queued was folded
+ * into it; a progress after an end changes nothing). 0, T_EUNAVAIL, or
+ * 1 when one failed. */
+static int run_finishes(pgstore *p, PGconn *c, pg_op *batch, int nfin) {
+  pg_fin *f = nfin > 1 ? calloc((size_t)nfin, sizeof *f) : NULL;
+  pg_start *st = nfin > 1 ? calloc((size_t)nfin, sizeof *st) : NULL;
+  int i = 0;
+  if (f && st) {
+    for (pg_op *o = batch; o; o = o->next) {
+      if (o->type != OP_FINISH) continue;
+      store_job_clear(&o->row);
+      st[i] = (pg_start){o->a, o->s1, o->s2, o->s3};
+      f[i] = (pg_fin){o->id, &o->end, o->folded ? &st[i] : NULL, &o->row, 0};
+      i++;
+    }
+    terr e;
+    terr_clear(&e);
+    int rc = pg__finish_bulk(p, c, f, nfin, &e);
+    if (rc) {
+      free(f);
+      free(st);
+      return rc == T_EUNAVAIL ? T_EUNAVAIL : 1;
+    }
+  }
+  i = 0;
+  int rc = 0;
+  for (pg_op *o = batch; !rc && o; o = o->next) {
+    if (o->type != OP_FINISH) continue;
+    if (!(f && st && f[i++].done)) {
+      o->rc = run_op(p, c, o, &o->err);
+      if (o->rc) rc = o->rc == T_EUNAVAIL ? T_EUNAVAIL : 1;
+    }
+  }
+  free(f);
+  free(st);
+  return rc;
+}
+
+/* Every op of the batch in one transaction without savepoints (two round
+ * trips an op fewer than run_batch_safe): 0 committed (every op's rc 0),
+ * T_EUNAVAIL to retry it whole, 1 when an op failed or the COMMIT did
+ * (rolled back: nothing of the batch stands; run it again op by op with
+ * savepoints, which gives each op its own answer). Ops clear their outputs
+ * when they run, so running them again is safe. */
+static int run_batch_fast(pgstore *p, pg_op *batch) {
+  PGconn *c;
+  terr e;
+  terr_clear(&e);
+  if (pg__get(p, &c, &e)) return T_EUNAVAIL;
+  int rc = pg__begin(c, &e);
+  int nfin = 0;
+  for (pg_op *o = batch; !rc && o; o = o->next) {
+    terr_clear(&o->err);
+    o->rc = 0;
+    if (o->type == OP_FINISH) { /* together below */
+      nfin++;
+      continue;
+    }
+    o->rc = run_op(p, c, o, &o->err);
+    if (o->rc) rc = o->rc == T_EUNAVAIL ? T_EUNAVAIL : 1;
+  }
+  if (!rc && nfin) rc = run_finishes(p, c, batch, nfin);
+  if (!rc && (rc = pg__commit(c, &e)) && rc != T_EUNAVAIL) rc = 1;
+  if (rc) pg__rollback(c);
+  pg__put(p, c, rc == T_EUNAVAIL);
+  if (!rc) atomic_store(&p->down, 0);
+  for (pg_op *o = batch; rc == 1 && o; o = o->next) o->rc = 0;
+  return rc;
 }
 
 /* One attempt at the batch: 0 committed (each op's rc set), T_EUNAVAIL to
  * retry it whole. */
-static int run_batch(pgstore *p, pg_op *batch) {
+static int run_batch_safe(pgstore *p, pg_op *batch) {
   PGconn *c;
   terr e;
   terr_clear(&e);
@@ -299,11 +385,43 @@ static int run_batch(pgstore *p, pg_op *batch) {
   return rc;
 }
 
+/* The batch without savepoints first; op by op with them when one of
+ * its ops failed. */
+static int run_batch(pgstore *p, pg_op *batch) {
+  if (batch && batch->next) {
+    int rc = run_batch_fast(p, batch);
+    if (rc != 1) return rc;
+  }
+  return run_batch_safe(p, batch);
+}
+
+/* Only starts (and progress) wait in the queue: nobody waits for them, and
+ * a tiny job's finish follows within a millisecond or two, folding its
+ * start into it (enqueue). So the writer waits up to PG_START_HOLD_MS for
+ * another op, or until a [sync] write waits for the queue (pg__flush).
+ * [mu] held. */
+static void hold_starts(pgstore *p) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_nsec += PG_START_HOLD_MS * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  for (;;) {
+    if (p->stopping || p->flushers > 0) return;
+    for (pg_op *o = p->qhead; o; o = o->next)
+      if (o->type != OP_START && o->type != OP_PROGRESS) return;
+    if (pthread_cond_timedwait(&p->work_cv, &p->mu, &until) != 0) return;
+  }
+}
+
 static void *writer_main(void *arg) {
   pgstore *p = arg;
   for (;;) {
     pthread_mutex_lock(&p->mu);
     while (!p->qhead && !p->stopping) pthread_cond_wait(&p->work_cv, &p->mu);
+    hold_starts(p);
     pg_op *batch = p->qhead;
     p->qhead = p->qtail = NULL;
     int stopping = p->stopping;
@@ -406,6 +524,25 @@ static int enqueue(pgstore *p, pg_op *o, terr *e) {
         op_free(o);
         return 0;
       }
+  /* A finish whose job's start still waits here takes it over: one
+   * UPDATE instead of two for a job that ended before its start was
+   * written (a tiny job). The start's number is below the finish's, so
+   * pg__flush still waits for both. */
+  if (o->type == OP_FINISH)
+    for (pg_op *q = p->qhead, *prev = NULL; q; prev = q, q = q->next) {
+      if (q->type != OP_START || strcmp(q->id, o->id) != 0) continue;
+      if (prev) prev->next = q->next;
+      else p->qhead = q->next;
+      if (p->qtail == q) p->qtail = prev;
+      o->folded = 1;
+      o->a = q->a;
+      o->s1 = q->s1;
+      o->s2 = q->s2;
+      o->s3 = q->s3;
+      q->s1 = q->s2 = q->s3 = NULL;
+      op_free(q);
+      break;
+    }
   /* An OP_TX takes no number: pg__flush need not wait for it (its caller
    * does), and it may leave the queue unrun (pg__write_grouped). */
   if (o->type != OP_TX) o->seq = ++p->enq_seq;
@@ -468,8 +605,14 @@ int pg__write_grouped(pgstore *p, pg_txfn fn, void *arg, terr *e) {
 int pg__flush(pgstore *p, terr *e) {
   pthread_mutex_lock(&p->mu);
   uint64_t want = p->enq_seq;
+  int waits = p->done_seq < want;
+  if (waits) {
+    p->flushers++;
+    pthread_cond_signal(&p->work_cv); /* a held start goes now */
+  }
   while (p->done_seq < want && !p->writer_gone && !p->retrying)
     pthread_cond_wait(&p->done_cv, &p->mu);
+  if (waits) p->flushers--;
   int held = p->done_seq < want && p->retrying ? p->retrying : 0;
   pthread_mutex_unlock(&p->mu);
   if (held)
@@ -700,11 +843,13 @@ const store_backend store_pg_backend = {
     .job_insert = pg_job_insert,
     .job_insert_async = pg_job_insert_async,
     .job_insert_many = pg_job_insert_many,
-    /* a row costs ~0.5 ms here (its round trips): 32 rows keep a lone
-     * submit's wait behind a chunk near 16 ms (bench_insert) */
+    /* a chunk is one INSERT (pg_bulk.c): ~0.1 ms a row on 2 cores, so 32
+     * rows keep a lone submit's wait behind a chunk near 4 ms
+     * (bench_insert, 10k+lone) */
     .insert_chunk = 32,
     .sync = pg_sync,
     .job_get = pg_job_get,
+    .job_get_many = pg_job_get_many,
     .job_list = pg_job_list,
     .job_start = pg_job_start,
     .job_start_async = pg_job_start_async,

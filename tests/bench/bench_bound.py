@@ -10,12 +10,17 @@ so the [sync] insert: answered after its commit) until the batch is
 answered; prints per round the batch's time and each lone request's count,
 p50 and max. A benchmark, not a test: the figures depend on the machine.
 
-  /usr/bin/python3 tests/bench/bench_bound.py path/to/tesseld
+  /usr/bin/python3 tests/bench/bench_bound.py path/to/tesseld [--store URL]
+
+--store URL runs the node on that store instead (a PostgreSQL conninfo:
+  sh tests/cluster/with_pg.sh sh -c 'python3 tests/bench/bench_bound.py
+  build/tesseld --store "$TESSEL_TEST_PG"').
 """
 import http.client, json, subprocess, sys, tempfile, threading, time, re, os
 binary=sys.argv[1]
 d=tempfile.mkdtemp(prefix="tiny-bound-")
-p=subprocess.Popen([binary,"--port","0","--data-dir",d,"--access-log","0"],stdout=subprocess.PIPE,stderr=subprocess.STDOUT,text=True)
+extra=["--store",sys.argv[sys.argv.index("--store")+1]] if "--store" in sys.argv else []
+p=subprocess.Popen([binary,"--port","0","--data-dir",d,"--access-log","0"]+extra,stdout=subprocess.PIPE,stderr=subprocess.STDOUT,text=True)
 port=None
 t0=time.time()
 while port is None and time.time()-t0<20:

@@ -5,11 +5,14 @@ cluster adds the most overhead to: tiny `?wait` jobs (a map of 3 elements,
 submit to answer).
 
   python3 tests/bench/bench_cluster.py build/tesseld [--seconds 8] [--clients 16]
+          [--batch K] [--nodes 0,1,2,3]
 
 For each set-up it starts the nodes fresh (PostgreSQL: tests/cluster/
 pgserver.sh, one database per set-up, one shared data directory), warms up,
 then `--clients` threads submit `POST /v1/jobs?wait=30` round robin over
-the nodes for `--seconds`. The table gives jobs/s, p50 and p99 latency,
+the nodes for `--seconds` (with `--batch K`: `POST /v1/jobs:batch?wait=30`
+of K tiny jobs a request instead, jobs/s counting jobs; `--nodes` picks the
+set-ups, 0 being the SQLite one). The table gives jobs/s, p50 and p99 latency,
 the ratio of jobs/s to the one SQLite node, and where the CPU went (the
 nodes' and the PostgreSQL server's processes, in cores and in CPU ms per
 job, from /proc: the store's ms per job over its cores is where it
@@ -87,7 +90,36 @@ def submit(port):
         return r.status == 200 and d["status"] == "succeeded"
 
 
-def drive(ports, seconds, clients):
+FAILED = []  # the first failed batch's jobs (submit_batch)
+
+
+def submit_batch(port, k):
+    """POST /v1/jobs:batch?wait=30 of k tiny jobs: True when every one
+    succeeded."""
+    one = {"kind": "map", "backend": "cpu",
+           "params": {"expr": "x+1", "inputs": {"x": [1, 2, 3]}}}
+    body = json.dumps({"jobs": [one] * k}).encode()
+    req = urllib.request.Request("http://127.0.0.1:%d/v1/jobs:batch?wait=30" % port,
+                                 data=body, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=90) as r:
+        d = json.loads(r.read())
+        ok = (r.status == 200 and len(d["jobs"]) == k and
+              all(j.get("status") == "succeeded" for j in d["jobs"]))
+        if not ok and not FAILED:  # the first one, to say why
+            bad = [j for j in d.get("jobs", []) if j.get("status") != "succeeded"]
+            FAILED.append(json.dumps(bad[:2])[:600])
+            sys.stderr.write("bench_cluster: a batch failed: %s\n" % FAILED[0])
+        return ok
+
+
+def drive_batch(ports, seconds, clients, k):
+    """drive() with batches of k jobs a request: the latencies are per
+    batch (len(lat) * k jobs)."""
+    return drive(ports, seconds, clients, lambda port: submit_batch(port, k))
+
+
+def drive(ports, seconds, clients, fn=submit):
     lat, bad = [], [0]
     lock = threading.Lock()
     end = time.time() + seconds
@@ -98,9 +130,14 @@ def drive(ports, seconds, clients):
         while time.time() < end:
             t0 = time.perf_counter()
             try:
-                ok = submit(ports[i % len(ports)])
-            except Exception:  # noqa: BLE001 - counted, not fatal
+                ok = fn(ports[i % len(ports)])
+            except Exception as x:  # noqa: BLE001 - counted, not fatal
                 ok = False
+                with lock:
+                    if not FAILED:
+                        FAILED.append(repr(x)[:600])
+                        sys.stderr.write("bench_cluster: a request failed: %s\n"
+                                         % FAILED[0])
             mine.append((time.perf_counter() - t0) * 1e3)
             if not ok:
                 with lock:
@@ -132,6 +169,12 @@ def main():
     seconds = float(args[args.index("--seconds") + 1]) if "--seconds" in args else 8
     clients = int(args[args.index("--clients") + 1]) if "--clients" in args else 16
     out = args[args.index("--out") + 1] if "--out" in args else None
+    batch = int(args[args.index("--batch") + 1]) if "--batch" in args else 0
+    pick = ([int(x) for x in args[args.index("--nodes") + 1].split(",")]
+            if "--nodes" in args else [0, 1, 2, 3])
+    run = drive if not batch else (
+        lambda ports, s, c: drive_batch(ports, s, c, batch))
+    per = max(batch, 1)
     tmp = tempfile.mkdtemp(prefix="tessel-bcl-")
     os.chmod(tmp, 0o755)
     pgdir = os.path.join(tmp, "pg")
@@ -142,6 +185,8 @@ def main():
         setups = [("SQLite, 1 node", 0), ("PostgreSQL, 1 node", 1),
                   ("PostgreSQL, 2 nodes", 2), ("PostgreSQL, 3 nodes", 3)]
         for label, n in setups:
+            if n not in pick:
+                continue
             data = os.path.join(tmp, "data-%d" % n)
             os.makedirs(data)
             if n:
@@ -156,22 +201,22 @@ def main():
                                 os.path.join(tmp, "b%d-%d.log" % (n, i)))
                      for i in range(max(1, n))]
             ports = [p[1] for p in procs]
-            drive(ports, 1.0, clients)  # warm-up
+            run(ports, 1.0, clients)  # warm-up
             npids = [p[0].pid for p in procs]
             ppids = pg_pids(pgdir) if n else []
             c0n, c0p = cpu_ticks(npids), cpu_ticks(ppids)
-            lat, wall, bad = drive(ports, seconds, clients)
+            lat, wall, bad = run(ports, seconds, clients)
             cn = (cpu_ticks(npids) - c0n) / HZ / wall
             cp = (cpu_ticks(ppids) - c0p) / HZ / wall if n else 0.0
-            rows.append((label, len(lat) / wall, pct(lat, 0.5), pct(lat, 0.99),
-                         cn, cp, bad))
+            rows.append((label, len(lat) * per / wall, pct(lat, 0.5),
+                         pct(lat, 0.99), cn, cp, bad))
             for p, _ in procs:
                 p.send_signal(signal.SIGTERM)
             for p, _ in procs:
                 p.wait(timeout=60)
         claim = ""
         bc = os.path.join(os.path.dirname(binary), "bench_claim")
-        if os.path.exists(bc):
+        if os.path.exists(bc) and "--no-claim" not in args:
             subprocess.check_call(["runuser", "-u", "postgres", "--",
                                    "/usr/lib/postgresql/15/bin/createdb",
                                    "-h", pgdir, "claims"])
@@ -181,15 +226,17 @@ def main():
     finally:
         subprocess.run(["sh", PGS, "stop", pgdir], capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
-    base = rows[0][1] if rows else 1
-    lines = ["tiny ?wait jobs, %d clients, %.0f s each, %d cores, load %s" %
-             (clients, seconds, os.cpu_count(), open("/proc/loadavg").read().split()[0]),
+    base = rows[0][1] if rows and 0 in pick else 0
+    lines = ["tiny ?wait jobs, %d clients, %s, %.0f s each, %d cores, load %s" %
+             (clients, "batches of %d (p50/p99: a batch)" % batch if batch
+              else "one job a request", seconds, os.cpu_count(),
+              open("/proc/loadavg").read().split()[0]),
              "",
              "| set-up | jobs/s | p50 ms | p99 ms | vs SQLite | nodes' CPU (cores) | PostgreSQL CPU (cores) | nodes' CPU ms/job | PostgreSQL CPU ms/job | failed |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for label, rate, p50, p99, cn, cp, bad in rows:
         lines.append("| %s | %.0f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %d |" %
-                     (label, rate, p50, p99, rate / base, cn, cp,
+                     (label, rate, p50, p99, rate / base if base else 0, cn, cp,
                       1e3 * cn / rate if rate else 0,
                       1e3 * cp / rate if rate else 0, bad))
     if claim:

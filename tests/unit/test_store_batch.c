@@ -7,6 +7,8 @@
  * code and field (a missing kind, a request_id used for another body, an
  * array that is not there), a request_id seen before answers the stored
  * job (existing), and a repeat inside one batch answers the first row;
+ * the same batch again answers the same ids; store_job_get_many reads
+ * each asked id (twice, unknown);
  * "acknowledged => durable" under SIGKILL: a forked child runs 8 threads
  * that submit single jobs and batches at once and writes each acknowledged
  * id to a pipe right after its call returned; the parent kills the child
@@ -101,6 +103,121 @@ TEST(test_insert_jobs_rows_fail_alone) {
   for (int i = 0; i < N; i++) store_job_clear(&jobs[i]);
   store_job_clear(&pre);
   CHECK(store_insert_jobs(s, NULL, 0, NULL, NULL, NULL, &e) == 0);
+  store_close(s);
+}
+
+/* The same rows again (PostgreSQL: one INSERT a chunk, db/pg/pg_bulk.c,
+ * and one read of the request_ids already taken): every row sent before
+ * answers its first id and nothing new is made; each stored row holds its
+ * own values, quotes, backslashes and non-ASCII bytes included. */
+TEST(test_insert_jobs_again_same_ids) {
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  terr e;
+  enum { N = 100, M = 150 };
+  static store_job a[N], b[M];
+  static int ex[M], rcs[M];
+  static terr errs[M];
+  char txt[200];
+  for (int i = 0; i < N; i++) {
+    job_init(&a[i], "alice", "map");
+    snprintf(txt, sizeof txt, "rid-%d", i);
+    a[i].request_id = sdup(txt);
+    snprintf(txt, sizeof txt, "hash-%d", i);
+    a[i].body_hash = sdup(txt);
+    free(a[i].params);
+    snprintf(txt, sizeof txt,
+             "{\"expr\":\"x+%d\",\"note\":\"q\\\"\\\\ \u00e9 {,}\",\"inputs\":{\"x\":[%d]}}",
+             i, i);
+    a[i].params = sdup(txt);
+    a[i].priority = i % 5;
+    if (i % 3) {
+      snprintf(txt, sizeof txt, "lab\"el,%d", i);
+      a[i].label = sdup(txt);
+    }
+  }
+  CHECK(store_insert_jobs(s, a, N, ex, rcs, errs, &e) == 0);
+  for (int i = 0; i < N; i++)
+    CHECK_MSG(rcs[i] == 0 && ex[i] == 0, "row %d: %d %s", i, rcs[i],
+              errs[i].message);
+  /* again, reversed, with 50 new rows among them */
+  for (int i = 0; i < M; i++) {
+    job_init(&b[i], "alice", "map");
+    int k = i < N ? N - 1 - i : i;
+    snprintf(txt, sizeof txt, "rid-%d", k);
+    b[i].request_id = sdup(txt);
+    snprintf(txt, sizeof txt, "hash-%d", k);
+    b[i].body_hash = sdup(txt);
+  }
+  CHECK(store_insert_jobs(s, b, M, ex, rcs, errs, &e) == 0);
+  int same = 0, fresh = 0;
+  for (int i = 0; i < M; i++) {
+    if (rcs[i]) continue;
+    if (i < N)
+      same += ex[i] == 1 && strcmp(b[i].id, a[N - 1 - i].id) == 0;
+    else
+      fresh += ex[i] == 0;
+  }
+  CHECK_MSG(same == N && fresh == M - N, "same %d of %d, new %d of %d", same,
+            N, fresh, M - N);
+  int64_t c[5];
+  CHECK(store_job_counts(s, "alice", c, &e) == 0 && c[JOB_QUEUED] == M);
+  int wrong = 0;
+  for (int i = 0; i < N; i++) {
+    store_job g;
+    if (store_job_get(s, a[i].id, "alice", &g, &e) != 0) {
+      wrong++;
+      continue;
+    }
+    wrong += strcmp(g.params, a[i].params) != 0 ||
+             g.priority != a[i].priority ||
+             !((!g.label && !a[i].label) ||
+               (g.label && a[i].label && strcmp(g.label, a[i].label) == 0)) ||
+             strcmp(g.request_id, a[i].request_id) != 0 ||
+             g.status != JOB_QUEUED;
+    store_job_clear(&g);
+  }
+  CHECK_MSG(wrong == 0, "%d rows differ from what was sent", wrong);
+  for (int i = 0; i < N; i++) store_job_clear(&a[i]);
+  for (int i = 0; i < M; i++) store_job_clear(&b[i]);
+  store_close(s);
+}
+
+/* store_job_get_many (PostgreSQL: one SELECT; SQLite: one by one): each
+ * asked id its own row, an id twice gets it twice, an unknown id (one
+ * with a quote and a backslash too) found 0 and its row cleared. */
+TEST(test_get_many) {
+  store *s = open_fresh_store();
+  if (!s) return;
+  terr e;
+  enum { N = 6 };
+  static char ids[4][T_ID_MAX];
+  for (int i = 0; i < 4; i++) {
+    store_job j;
+    job_init(&j, i % 2 ? "bob" : "alice", "map");
+    j.priority = 10 + i;
+    CHECK(store_job_insert(s, &j, NULL, &e) == 0);
+    snprintf(ids[i], T_ID_MAX, "%s", j.id);
+    store_job_clear(&j);
+  }
+  const char *ask[N] = {ids[2], "j_nothere", ids[0], ids[2], "j_\"x\\", ids[3]};
+  int want[N] = {2, -1, 0, 2, -1, 3};
+  store_job out[N];
+  int found[N];
+  CHECK(store_job_get_many(s, ask, N, out, found, &e) == 0);
+  for (int i = 0; i < N; i++) {
+    if (want[i] < 0) {
+      CHECK_MSG(!found[i] && out[i].owner == NULL, "ask %d", i);
+      continue;
+    }
+    CHECK_MSG(found[i] && strcmp(out[i].id, ids[want[i]]) == 0 &&
+                  out[i].priority == 10 + want[i] &&
+                  strcmp(out[i].owner, want[i] % 2 ? "bob" : "alice") == 0,
+              "ask %d", i);
+    store_job_clear(&out[i]);
+  }
+  CHECK(store_job_get_many(s, ask, 0, out, found, &e) == 0);
   store_close(s);
 }
 
@@ -214,6 +331,8 @@ TEST(test_kill9_keeps_acknowledged) {
 int main(void) {
   if (fixture_root("/tmp/tessel_store_batch_XXXXXX")) return 1;
   RUN(test_insert_jobs_rows_fail_alone);
+  RUN(test_insert_jobs_again_same_ids);
+  RUN(test_get_many);
   RUN(test_kill9_keeps_acknowledged);
   rm_tree(root);
   return check_summary();

@@ -283,12 +283,14 @@ typedef struct claimer {
   const char *node;
   char (*got)[T_ID_MAX];
   int n;
+  int max; /* jobs a claim (0: 7) */
 } claimer;
 
 static void *claim_main(void *arg) {
   claimer *c = arg;
   for (int idle = 0; idle < 3;) {
-    int k = claim(c->s, c->node, 0, 0, 7, 60000, c->got + c->n);
+    int k = claim(c->s, c->node, 0, 0, c->max ? c->max : 7, 60000,
+                  c->got + c->n);
     c->n += k;
     idle = k ? 0 : idle + 1;
   }
@@ -313,10 +315,12 @@ TEST(claim_each_job_once) {
   CHECK(store_queue_depth(sb, &depth, &e) == 0 && depth == NCLAIM);
 
   static char got[4][NCLAIM][T_ID_MAX];
-  claimer c[4] = {{sa, "n_A", got[0], 0},
-                  {sb, "n_B", got[1], 0},
-                  {sa, "n_A", got[2], 0},
-                  {sb, "n_B", got[3], 0}};
+  /* claims of 7 and of 64 (a node claiming ahead for tiny jobs,
+   * compute/sched/cluster.c) race on both stores */
+  claimer c[4] = {{sa, "n_A", got[0], 0, 7},
+                  {sb, "n_B", got[1], 0, 64},
+                  {sa, "n_A", got[2], 0, 64},
+                  {sb, "n_B", got[3], 0, 7}};
   pthread_t t[4];
   for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, claim_main, &c[i]);
   for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
@@ -1018,6 +1022,81 @@ TEST(finish_retry_after_lost_commit_answer) {
   store_node_clear(&b);
 }
 
+/* Many claimed jobs started and finished [async] at once (the writer's
+ * batch: a start still queued is folded into its finish, pg_store.c): each
+ * row ends with its own status, result path, end time, start time and
+ * backend, counted once (the claim's attempt), and each finish's callback
+ * gets its own row. */
+#define NFIN 40
+TEST(batch_finish_rows_each_their_own) {
+  reset_tables();
+  store_node a;
+  node_init(&a, "alpha", 0);
+  terr e;
+  CHECK(store_node_register(sa, &a, &e) == 0);
+  static char ids[NFIN][T_ID_MAX];
+  for (int i = 0; i < NFIN; i++) insert_backend(sa, "auto", 0, ids[i]);
+  CHECK(claim(sa, a.id, 0, 0, NFIN, 60000, ids) == NFIN);
+  static char paths[NFIN][300];
+  static fin_cb f[NFIN];
+  for (int i = 0; i < NFIN; i++) {
+    store_job_start_async(sa, ids[i], 1000 + i, i % 2 ? "cpu" : "serial",
+                          "why", NULL);
+    snprintf(paths[i], sizeof paths[i], "/data/results/%s.r1.npy", ids[i]);
+    store_job_end end = {.status = i % 4 == 3 ? JOB_FAILED : JOB_SUCCEEDED,
+                         .finished_at = 5000 + i,
+                         .result_path = i % 4 == 3 ? NULL : paths[i],
+                         .error_code = i % 4 == 3 ? "internal" : NULL,
+                         .held = 1,
+                         .max_abs_diff = NAN};
+    /* a small result in the row: bytes a text array must carry intact */
+    unsigned char npy[6] = {0, '\\', '"', ',', (unsigned char)i, 0xff};
+    if (i % 4 == 0) {
+      end.result_npy = npy;
+      end.result_npy_len = sizeof npy;
+    }
+    memset(&f[i], 0, sizeof f[i]);
+    CHECK(store_job_finish_async(sa, ids[i], &end, on_finished, &f[i], &e) ==
+          0);
+  }
+  CHECK(store_sync(sa, &e) == 0);
+  int wrong = 0;
+  for (int i = 0; i < NFIN; i++) {
+    for (int k = 0; k < 1000 && !atomic_load(&f[i].done); k++) usleep(10000);
+    job_status want = i % 4 == 3 ? JOB_FAILED : JOB_SUCCEEDED;
+    wrong += !atomic_load(&f[i].done) || f[i].rc != 0 || f[i].status != want;
+    store_job j;
+    memset(&j, 0, sizeof j);
+    if (store_job_get(sa, ids[i], NULL, &j, &e) != 0) {
+      wrong++;
+      continue;
+    }
+    int bad = j.status != want || j.finished_at != 5000 + i ||
+              j.started_at != 1000 + i || j.attempts != 1 ||
+              !j.backend_used ||
+              strcmp(j.backend_used, i % 2 ? "cpu" : "serial") != 0 ||
+              (want == JOB_SUCCEEDED
+                   ? !j.result_path || strcmp(j.result_path, paths[i]) != 0
+                   : j.result_path != NULL || !j.error_code);
+    void *got = NULL;
+    size_t glen = 0;
+    if (i % 4 == 0) {
+      unsigned char want_npy[6] = {0, '\\', '"', ',', (unsigned char)i, 0xff};
+      bad |= store_job_result_npy(sa, ids[i], NULL, &got, &glen, &e) != 0 ||
+              glen != sizeof want_npy || memcmp(got, want_npy, glen) != 0;
+      free(got);
+    }
+    if (bad)
+      printf("  row %d: status %d finished %lld started %lld attempts %d\n",
+             i, (int)j.status, (long long)j.finished_at,
+             (long long)j.started_at, j.attempts);
+    wrong += bad;
+    store_job_clear(&j);
+  }
+  CHECK_MSG(wrong == 0, "%d of %d rows wrong", wrong, NFIN);
+  store_node_clear(&a);
+}
+
 /* A node paused past its lease: the reaper put its running job back in the
  * queue (node NULL). The paused run's end (held) is refused, the row left
  * as the reaper left it; so is it once another node claimed the job. An
@@ -1230,6 +1309,7 @@ int main(void) {
   RUN(reap_twice_at_once_moves_each_once);
   RUN(cancel_request_both_ways);
   RUN(finish_retry_after_lost_commit_answer);
+  RUN(batch_finish_rows_each_their_own);
   RUN(stale_run_end_after_reap_is_refused);
   RUN(array_delete_first_fails_the_insert);
   RUN(job_insert_first_refuses_the_delete);
