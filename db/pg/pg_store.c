@@ -712,6 +712,7 @@ static int pg_job_finish_async(void *impl, const char *id,
   o->end.error_message = o->end.result_parts = NULL;
   o->end.devices = o->end.backend_used = NULL;
   o->end.result_npy = NULL;
+  o->end.before = NULL; /* the caller's row: not kept, PostgreSQL reads the row back */
   char *s[7];
   int bad = sdup(&s[0], end->result_path) | sdup(&s[1], end->compare) |
             sdup(&s[2], end->error_code) | sdup(&s[3], end->error_message) |
