@@ -551,6 +551,17 @@ def _bar(job, progress):
     return _Bar(tqdm, job)
 
 
+def _apply_get(jobs, answers):
+    """A jobs:get answer into its Jobs (in the order asked); an id the
+    server no longer has ends its Job failed, not_found."""
+    for j, info in zip(jobs, answers):
+        if "status" in info:
+            j._update(info)
+        elif (info.get("error") or {}).get("code") == "not_found":
+            j._update(dict(j.info, status="failed", error={
+                "code": "not_found", "message": "the job was deleted"}))
+
+
 class WaitGroup:
     """Threads waiting in Job.wait at once share their requests (issue 26:
     an executor's threads each waiting for a tiny job).
@@ -622,12 +633,7 @@ class WaitGroup:
             client._no_get_many = True  # an older server: the next rounds go alone
             return
         self.rounds += 1
-        for j, info in zip(batch, out["jobs"]):
-            if "status" in info:
-                j._update(info)
-            elif (info.get("error") or {}).get("code") == "not_found":
-                j._update(dict(j.info, status="failed", error={
-                    "code": "not_found", "message": "the job was deleted"}))
+        _apply_get(batch, out["jobs"])
 
 
 class Waiter:
@@ -693,12 +699,7 @@ class Waiter:
                     _, out = client._t.json("POST", "/v1/jobs:get",
                                             {"ids": [j.id for j in chunk],
                                              "include": ["result"]})
-                    for j, info in zip(chunk, out["jobs"]):
-                        if "status" in info:
-                            j._update(info)
-                        elif (info.get("error") or {}).get("code") == "not_found":
-                            j._update(dict(j.info, status="failed", error={
-                                "code": "not_found", "message": "the job was deleted"}))
+                    _apply_get(chunk, out["jobs"])
                 return
             except errors.TesselError as e:
                 if e.status not in (404, 405):
