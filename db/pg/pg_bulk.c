@@ -164,7 +164,14 @@ int pg__insert_bulk(PGconn *c, const store_job *const *rows, int n,
                     terr *e) {
   for (int i = 0; i < n; i++) existing[i] = 0;
   int rc = existing_rows(c, rows, n, ok, found, existing, e);
-  if (rc) return rc;
+  if (rc) { /* the rows it found before it stopped are not the caller's */
+    for (int i = 0; i < n; i++)
+      if (existing[i]) {
+        store_job_clear(&found[i]);
+        existing[i] = 0;
+      }
+    return rc;
+  }
   tbuf cols[PG_INSERT_NCOLS];
   for (int k = 0; k < PG_INSERT_NCOLS; k++) {
     tbuf_init(&cols[k], 0);
