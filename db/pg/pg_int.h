@@ -99,6 +99,18 @@ const char *pg__f64(char *buf, double v);
  * kind, params, backend_requested, ..., parent, tile, tiles), text or
  * NULL, pointing into j and *jv; valid while both are. */
 #define PG_INSERT_NCOLS 40
+/* The jobs columns an insert names, in that order (status, the fifth, is
+ * the literal 'queued', not one of the 40 values): pg_jobs.c's one row,
+ * pg_bulk.c's chunk. */
+#define PG_INSERT_COLUMNS                                                   \
+  " (id, owner, kind, params, status, backend_requested, backend_used,"     \
+  " backend_reason, estimate, priority, label, request_id, body_hash,"      \
+  " timeout_s, created_at, started_at, finished_at, t_queue,"              \
+  " progress_done, progress_total, error_code, error_message,"             \
+  " result_dtype, result_path, compare, max_abs_diff, attempts,"           \
+  " t_prepare, t_h2d, t_compute, t_d2h, t_store, t_total, result_shape,"   \
+  " result_bytes, result_nonconverged, output_file, result_parts, parent," \
+  " tile, tiles)"
 typedef struct pg_job_vals {
   char b[20][32];
   char shape[STORE_MAXDIM * 22 + 4];

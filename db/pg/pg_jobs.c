@@ -245,15 +245,7 @@ static int pg__insert_on_(pgstore *p, PGconn *c, const store_job *j,
   /* The insert and its "queued" notification in one round trip: the
    * notification only for a row that went in. */
   rc = pg__exec(c,
-                "WITH ins AS (INSERT INTO jobs (id, owner, kind, params, status,"
-                " backend_requested, backend_used, backend_reason, estimate,"
-                " priority, label, request_id, body_hash, timeout_s,"
-                " created_at, started_at, finished_at, t_queue,"
-                " progress_done, progress_total, error_code, error_message,"
-                " result_dtype, result_path, compare, max_abs_diff, attempts,"
-                " t_prepare, t_h2d, t_compute, t_d2h, t_store, t_total,"
-                " result_shape, result_bytes, result_nonconverged,"
-                " output_file, result_parts, parent, tile, tiles) VALUES"
+                "WITH ins AS (INSERT INTO jobs" PG_INSERT_COLUMNS " VALUES"
                 " ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, $9, $10, $11,"
                 " $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,"
                 " $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33,"
