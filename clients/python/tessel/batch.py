@@ -139,16 +139,10 @@ class Batches:
         """POST body to a batch call asking only `fields` of each job (a
         tiny job's whole record is ~1.5 KB: its estimate, params, timings);
         a server that has no "fields" (400 naming it) is asked again without."""
-        if not getattr(self, "_no_fields", False):
-            try:
-                return self._t.request("POST", path, json.dumps(dict(body, fields=fields)).encode(),
-                                       {"Content-Type": "application/json"}, timeout=timeout)[1]
-            except errors.InvalidArgument as e:
-                if e.field != "fields":
-                    raise
-                self._no_fields = True  # an older server: it refused, made nothing
-        return self._t.request("POST", path, json.dumps(body).encode(),
-                               {"Content-Type": "application/json"}, timeout=timeout)[1]
+        def post(b):
+            return self._t.request("POST", path, json.dumps(b).encode(),
+                                   {"Content-Type": "application/json"}, timeout=timeout)[1]
+        return self._t.newer("fields", lambda: post(dict(body, fields=fields)), lambda: post(body))
 
     def _results(self, ids: List[str]) -> List[np.ndarray]:
         done: Dict[str, Dict[str, Any]] = {}
@@ -329,7 +323,6 @@ class Coalescer:
         self._busy = False
         self._queue: List[List[Any]] = []
         self._no_batch = False
-        self._no_include = False
         self.batches = 0  # jobs:batch requests sent (for tests and benchmarks)
 
     def submit(self, body: Dict[str, Any], query: str,
@@ -372,20 +365,14 @@ class Coalescer:
                 raise _NoBatch()
             wait = float(q.split("=", 1)[1]) if q else 0.0
             body: Dict[str, Any] = {"jobs": [s[0] for s in batch]}
-            if not self._no_include:  # a job ended by the answer brings its small result
-                body["include"] = ["result"]
-            try:
-                _, out = self._t.request("POST", "/v1/jobs:batch" + q, json.dumps(body).encode(),
-                                         {"Content-Type": "application/json"},
-                                         timeout=(wait + 60) if wait else None)
-            except errors.InvalidArgument as e:
-                if e.field != "include":
-                    raise
-                self._no_include = True  # an older server: it refused, made nothing
-                del body["include"]
-                _, out = self._t.request("POST", "/v1/jobs:batch" + q, json.dumps(body).encode(),
-                                         {"Content-Type": "application/json"},
-                                         timeout=(wait + 60) if wait else None)
+
+            def post(b):
+                return self._t.request("POST", "/v1/jobs:batch" + q, json.dumps(b).encode(),
+                                       {"Content-Type": "application/json"},
+                                       timeout=(wait + 60) if wait else None)[1]
+            # a job ended by the answer brings its small result
+            out = self._t.newer("include", lambda: post(dict(body, include=["result"])),
+                                lambda: post(body))
             self.batches += 1
             for s, item in zip(batch, out["jobs"]):
                 if "status" in item:

@@ -145,7 +145,6 @@ class Client(Kinds, Batches):
         self._t = Transport(self.url, token or None, retries, timeout, verify, streams=streams,
                             upload_streams=upload_streams)
         self._coalescer = Coalescer(self._t)  # submits made together share a request
-        self._no_include = False  # the server refused ?include=result
         self.max_wait = float(max_wait)
         self._same_host_opt = same_host
         self._local_dir_opt = local_dir
@@ -777,22 +776,17 @@ class Client(Kinds, Batches):
             # at once) comes inline in it (?include=result), so a tiny call
             # is one request. Batched submits (the coalescer's) read theirs
             # through the waiter's jobs:get, which includes results too.
-            inc = out_file is None and out_blk is None and not self._no_include
-
-            def single():
-                if inc:
-                    try:
-                        return self._t.request(
-                            "POST", "/v1/jobs" + (q + "&" if q else "?") + "include=result",
-                            raw, {"Content-Type": "application/json"},
-                            timeout=(float(wait) + 60) if wait else None)[1]
-                    except errors.InvalidArgument as e:
-                        if e.field != "include":
-                            raise
-                        self._no_include = True  # an older server: refused, no job made
-                return self._t.request("POST", "/v1/jobs" + q, raw,
+            def post(query):
+                return self._t.request("POST", "/v1/jobs" + query, raw,
                                        {"Content-Type": "application/json"},
                                        timeout=(float(wait) + 60) if wait else None)[1]
+
+            def single():
+                if out_file is not None or out_blk is not None:
+                    return post(q)
+                return self._t.newer("include",
+                                     lambda: post((q + "&" if q else "?") + "include=result"),
+                                     lambda: post(q))
             info = self._coalescer.submit(body, q, single)
         except BaseException:
             for fn in cleanup:

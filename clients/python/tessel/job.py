@@ -191,17 +191,12 @@ class Job(concurrent.futures.Future):
     def _get_waiting(self, w: float):
         """GET ?wait=w; with include=result when the server keeps the result
         (a small one then comes inline: no download after)."""
-        c = self.client
+        t = self.client._t
         path = f"/v1/jobs/{self.id}?wait={w:.3f}"
-        if not self._output_file and getattr(self, "_out_block", None) is None and \
-                not c._no_include:
-            try:
-                return c._t.json("GET", path + "&include=result", timeout=w + 60)
-            except errors.InvalidArgument as e:
-                if e.field != "include":
-                    raise
-                c._no_include = True  # an older server
-        return c._t.json("GET", path, timeout=w + 60)
+        if self._output_file or getattr(self, "_out_block", None) is not None:
+            return t.json("GET", path, timeout=w + 60)
+        return t.newer("include", lambda: t.json("GET", path + "&include=result", timeout=w + 60),
+                       lambda: t.json("GET", path, timeout=w + 60))
 
     def wait(self, timeout: Optional[float] = None, progress: bool = False) -> bool:
         """Wait until the job ended, without downloading its result.

@@ -234,6 +234,7 @@ class Transport:
         self.timeout = timeout
         self._ssl = ssl_context(verify) if self.https else None
         self._local = threading.local()
+        self.refused = set()  # fields this server refused (newer())
         if int(streams) < 1:
             raise ValueError(f"streams: expected 1 or more, got {streams!r}")
         self.streams = int(streams)
@@ -351,6 +352,20 @@ class Transport:
                 self._local.conn = None
                 raise errors.Unavailable(f"{self.url}: {e}", code="unavailable") from e
         raise AssertionError("unreachable")
+
+    def newer(self, field, new, old):
+        """new(): a request that uses a field or parameter `field` older
+        servers lack (include, fields). A server that refuses it answers 400
+        naming it and makes nothing; then old(), and every later call of
+        this transport goes straight to old()."""
+        if field not in self.refused:
+            try:
+                return new()
+            except errors.InvalidArgument as e:
+                if e.field != field:
+                    raise
+                self.refused.add(field)
+        return old()
 
     def request(self, method, path, body=None, headers=None, timeout=None, raw=False):
         """One request with the retry policy. Returns (status, parsed JSON)

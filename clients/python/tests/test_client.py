@@ -248,6 +248,36 @@ def test_tiny_call_is_one_request(daemon):
         assert f.dtype == np.float32 and f.tolist() == [3.0, 5.0]
 
 
+def test_older_server_without_include_or_fields(daemon):
+    # A server that has no ?include / "include" / "fields" refuses them with
+    # 400 naming them (and makes nothing): the client asks again without,
+    # and from then on never tries them on that server.
+    with tessel.Client(daemon.url, same_host=False) as c:
+        real = c._t.request
+        tried = []
+
+        def request(method, path, body=None, headers=None, timeout=None, raw=False):
+            b = body if isinstance(body, (bytes, bytearray)) else b""
+            new_include = "include=" in path or (path.startswith("/v1/jobs:batch")
+                                                 and b'"include"' in b)  # jobs:get's is old
+            field = "include" if new_include else "fields" if b'"fields"' in b else None
+            tried.append(field)
+            if field:
+                raise tessel.errors.InvalidArgument(f"{field}: unknown", status=400,
+                                                    code="invalid_argument", field=field)
+            return real(method, path, body, headers, timeout, raw)
+
+        c._t.request = request
+        assert c.map("x + 1", x=[1.0, 2.0]).tolist() == [2.0, 3.0]
+        assert c.map("x * 2", x=[4.0]).tolist() == [8.0]
+        got = c.map_many("x - 1", [np.arange(3.0), np.arange(2.0)])
+        assert [g.tolist() for g in got] == [[-1.0, 0.0, 1.0], [-1.0, 0.0]]
+        got = c.map_many("x - 2", [np.arange(2.0)])
+        assert got[0].tolist() == [-2.0, -1.0]
+        assert c._t.refused == {"include", "fields"}
+        assert tried.count("include") == 1 and tried.count("fields") == 1, tried
+
+
 def test_futures_small_results_inline(daemon):
     # Jobs submitted without a wait: the waiter's jobs:get (or the submit's
     # own answer, or a GET ?wait) brings each small result along, so no
