@@ -368,7 +368,8 @@ TEST(read_mask) {
   CHECK(json_is_null(json_object_get(a, "error")));
   CHECK(json_object_get(a, "params") == NULL && json_object_get(a, "estimate") == NULL);
   CHECK_STR(item_field(json_object_get(o, "jobs"), 1), "jobs[1].params.expr");
-  char body[256];
+  char id[64], body[512];
+  snprintf(id, sizeof id, "%s", jstr(a, "id") ? jstr(a, "id") : "?");
   snprintf(body, sizeof body,
            "{\"ids\":[\"%s\"],\"include\":[\"result\"],\"fields\":[\"result\"]}",
            jstr(a, "id"));
@@ -381,6 +382,23 @@ TEST(read_mask) {
   json_t *data = json_object_get(json_object_get(a, "result"), "data");
   CHECK(json_array_size(data) == 2 && json_number_value(json_array_get(data, 1)) == 3.0);
   json_decref(o);
+  /* every member named gives the whole record: the mask's list
+   * (api/fields.c) has every member jobs_json writes */
+  snprintf(body, sizeof body,
+           "{\"ids\":[\"%s\"],\"fields\":[\"kind\",\"status\",\"label\","
+           "\"priority\",\"request_id\",\"timeout_s\",\"backend\",\"estimate\","
+           "\"size\",\"launch\",\"created_at\",\"started_at\",\"finished_at\","
+           "\"timings_ms\",\"progress\",\"result\",\"output\",\"compare\","
+           "\"max_abs_diff\",\"error\",\"attempts\",\"node\",\"params\"]}",
+           id);
+  char whole_body[128];
+  snprintf(whole_body, sizeof whole_body, "{\"ids\":[\"%s\"]}", id);
+  json_t *masked = post("/v1/jobs:get", body, &st);
+  json_t *whole = post("/v1/jobs:get", whole_body, &st);
+  CHECK(json_equal(json_array_get(json_object_get(masked, "jobs"), 0),
+                   json_array_get(json_object_get(whole, "jobs"), 0)));
+  json_decref(masked);
+  json_decref(whole);
   /* include on jobs:batch: a job ended by the answer brings its data */
   o = post("/v1/jobs:batch?wait=30",
            "{\"include\":[\"result\"],\"fields\":[\"result\"],\"jobs\":["
