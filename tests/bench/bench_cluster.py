@@ -5,14 +5,15 @@ cluster adds the most overhead to: tiny `?wait` jobs (a map of 3 elements,
 submit to answer).
 
   python3 tests/bench/bench_cluster.py build/tesseld [--seconds 8] [--clients 16]
-          [--batch K] [--nodes 0,1,2,3]
+          [--batch K] [--nodes 0,1,2,3] [--threads T]
 
 For each set-up it starts the nodes fresh (PostgreSQL: tests/cluster/
 pgserver.sh, one database per set-up, one shared data directory), warms up,
 then `--clients` threads submit `POST /v1/jobs?wait=30` round robin over
 the nodes for `--seconds` (with `--batch K`: `POST /v1/jobs:batch?wait=30`
 of K tiny jobs a request instead, jobs/s counting jobs; `--nodes` picks the
-set-ups, 0 being the SQLite one). The table gives jobs/s, p50 and p99 latency,
+set-ups, 0 being the SQLite one; `--threads`: each node's worker threads,
+2 by default as on the 2-core machine, more on a bigger one). The table gives jobs/s, p50 and p99 latency,
 the ratio of jobs/s to the one SQLite node, and where the CPU went (the
 nodes' and the PostgreSQL server's processes, in cores and in CPU ms per
 job, from /proc: the store's ms per job over its cores is where it
@@ -67,10 +68,13 @@ def pg_pids(pgdir):
     return pids
 
 
+NODE_THREADS = ["2"]  # --threads T
+
+
 def start_node(binary, tmp, name, store, data, log):
     p = subprocess.Popen([binary, "--port", "0", "--data-dir", data, "--store",
                           store, "--node-name", name, "--access-log", "0",
-                          "--threads", "2"],
+                          "--threads", NODE_THREADS[0]],
                          stdout=subprocess.PIPE, stderr=open(log, "w"))
     line = p.stdout.readline().decode()
     if "listening on" not in line:
@@ -170,6 +174,8 @@ def main():
     clients = int(args[args.index("--clients") + 1]) if "--clients" in args else 16
     out = args[args.index("--out") + 1] if "--out" in args else None
     batch = int(args[args.index("--batch") + 1]) if "--batch" in args else 0
+    if "--threads" in args:
+        NODE_THREADS[0] = str(int(args[args.index("--threads") + 1]))
     pick = ([int(x) for x in args[args.index("--nodes") + 1].split(",")]
             if "--nodes" in args else [0, 1, 2, 3])
     run = drive if not batch else (
