@@ -34,6 +34,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PGS = os.path.join(HERE, "..", "cluster", "pgserver.sh")
+# the server's binaries, as pgserver.sh finds them (PG_BIN: a carried pack)
+PG_BIN = os.environ.get("PG_BIN") or "/usr/lib/postgresql/15/bin"
 HZ = os.sysconf("SC_CLK_TCK")
 
 
@@ -198,7 +200,7 @@ def main():
             if n:
                 db = "bench%d" % n
                 subprocess.check_call(["runuser", "-u", "postgres", "--",
-                                       "/usr/lib/postgresql/15/bin/createdb",
+                                       os.path.join(PG_BIN, "createdb"),
                                        "-h", pgdir, db])
                 store = url.replace("/tessel?", "/%s?" % db)
             else:
@@ -224,7 +226,7 @@ def main():
         bc = os.path.join(os.path.dirname(binary), "bench_claim")
         if os.path.exists(bc) and "--no-claim" not in args:
             subprocess.check_call(["runuser", "-u", "postgres", "--",
-                                   "/usr/lib/postgresql/15/bin/createdb",
+                                   os.path.join(PG_BIN, "createdb"),
                                    "-h", pgdir, "claims"])
             claim = subprocess.run([bc, url.replace("/tessel?", "/claims?"),
                                     "4000", "1,2,4,8"], capture_output=True,
