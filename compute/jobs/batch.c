@@ -12,14 +12,28 @@
  *
  * The items go in chunks of 8, 16, ... up to STORE_INSERT_CHUNK (the first
  * jobs start while the rest are checked: issue 26's submit->start): each
- * item of a chunk is prepared as jobs_submit would (submit.h: the check, the queue slot, the
- * row), the chunk's rows are inserted by one store_insert_jobs (one
+ * item of a chunk is prepared as jobs_submit would (submit.h: the check,
+ * the queue slot, the row). An item jobs_submit would insert [async]
+ * (async_ok: no request_id, no stored input, no region, not a cluster
+ * store; and a store that counts its failed async inserts) is inserted
+ * so (store_job_insert_async) and enqueued at once: when the writer is
+ * behind, the job ends before its insert is taken and its finish takes the
+ * insert over (one INSERT of the ended row, db/sqlite/store.c). The other
+ * rows of the chunk are inserted by one store_insert_jobs (one
  * transaction; a row that fails, a request_id's earlier job, undoes or
- * finds only itself), then each is enqueued or its slot given back. A
- * job is queued only once its row is committed, every row is committed
- * before the caller answers, and another write (a lone submit, /healthz's
- * store, a job's end) waits behind one chunk at most, never behind the
- * whole batch.
+ * finds only itself), then each is enqueued or its slot given back.
+ *
+ * Still "acknowledged => durable": every row is committed before the
+ * caller answers. The async ones by one store_sync at the end (and one
+ * after every BATCH_ASYNC_AHEAD of them, so that the writer's queue, which
+ * a lone submit or /healthz's store waits behind, holds at most that many
+ * of this batch's rows; the [sync] chunks likewise at most one chunk). An
+ * async insert that fails on the writer is learnt from the store's count
+ * of such failures (store_insert_failures): when it moved during the batch
+ * (anyone's failure, or the sync's own), each async item is read back and
+ * one the store lacks is answered as failed (500 "could not be recorded",
+ * 507 on a full disk: what a lone ?wait submit answers); its job, queued
+ * already, ends with its finish failing (no row), as a lone submit's does.
  *
  * Threads: the caller's HTTP thread; no lock is held here.
  */

@@ -38,12 +38,23 @@
  * STORE_LAZY_MS, so that a tiny job's writes share one commit without a
  * wake-up each.
  *
+ * Take-overs (the fold table): a lazy start op and an async insert op wait
+ * in the queue listed by their job's id (a hash table, emptied in O(1)
+ * when the writer takes the queue). A finish queued meanwhile takes them
+ * over: the start's arguments go with the finish (one UPDATE sets both),
+ * and the insert op is emptied and the finish inserts the ended row
+ * instead (one INSERT, no UPDATE: under load, when the writer is behind,
+ * a tiny job's whole life is one row written once). Both stay in their
+ * batch, so the arguments stay valid. An op that must find the row where
+ * the queue put it (a [sync] start, requeue, unstart, note: touch_id)
+ * takes the job's entries out of the table, so nothing moves past it.
+ *
  * Savepoints: an op that writes with one statement (store_wop.one_stmt: the
  * job lifecycle ops) needs none, since SQLite undoes a failing statement
  * itself; the others get one when they share a batch.
  *
  * Locks: s->mu guards the queue (qhead/qtail/nurgent/lazy_since/progress/
- * stopping/writer_gone);
+ * fold/stopping/writer_gone);
  * s->rmu guards the reader registry. Neither is held while SQL runs, and they
  * are never held together. A [sync] caller sleeps on a semaphore of its own
  * that the writer posts after the commit (no lock, one wake-up per caller).

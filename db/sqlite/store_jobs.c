@@ -7,7 +7,11 @@
  * Every write here is a store_wop function that runs on the writer thread
  * (see store.c); the [sync] insert's arguments live on the waiting
  * caller's stack, the [async] insert's in one heap block with the op,
- * strings included. Checks that decide the outcome (request_id reuse) run
+ * strings included. A finish queued while the async insert still waits
+ * takes it over (store.c, store_lifecycle.c): store__insert_ended writes
+ * the row as the insert, the start and the end would have left it; every
+ * async insert that fails, so taken over or not, is counted
+ * (n_insert_failed, store_insert_failures) for jobs:batch's answer. Checks that decide the outcome (request_id reuse) run
  * inside the same op, hence the same transaction, as the change they
  * guard, so two racing callers cannot both pass; so does the check that
  * the arrays and jobs (their results as inputs) a job references still

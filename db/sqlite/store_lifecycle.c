@@ -12,7 +12,14 @@
  *
  * A finish queued while its job's lazy start still waits in the queue takes
  * the start over (store_wop.absorbed): one UPDATE sets both, so a tiny job
- * costs an INSERT and an UPDATE. The async finish hands the row as
+ * costs an INSERT and an UPDATE; and when its async insert still waits too
+ * (store_wop.absorbed_insert), the finish inserts the ended row instead
+ * (store__insert_ended, store_jobs.c): one INSERT. That insert's failure is
+ * the insert's own (counted and logged as before); the finish then runs its
+ * UPDATE as if it had taken nothing over, so it fails as it did when the
+ * row was missing. The [sync] start, requeue, unstart and note name their
+ * job (store_wop.touch_id): a start or insert queued before them stays
+ * where it is. The async finish hands the row as
  * committed to its callback after the commit, and to store_recent.c, which
  * answers reads of it from then on; a delete forgets it there before its
  * own commit. That row is the caller's with the end applied when the
