@@ -135,6 +135,10 @@ int store_sync(store *s, terr *e) {
   return s->be->sync(s->impl, e);
 }
 
+int64_t store_insert_failures(store *s) {
+  return s && s->be->insert_failures ? s->be->insert_failures(s->impl) : -1;
+}
+
 int store_job_get(store *s, const char *id, const char *owner, store_job *out, terr *e) {
   return s->be->job_get(s->impl, id, owner, out, e);
 }

@@ -205,6 +205,11 @@ int store_insert_jobs(store *s, store_job *jobs, int n, int *existing,
 /* [sync] Returns once every write queued before it (by any thread) has
  * been committed or has failed. */
 int store_sync(store *s, terr *e);
+/* How many store_job_insert_async rows have failed since the store opened
+ * (counted before a store_sync queued after them returns), or -1 when the
+ * store does not count them. Unchanged across a caller's inserts and its
+ * store_sync: every one of them is committed (jobs:batch, compute/jobs). */
+int64_t store_insert_failures(store *s);
 /* Read a job. owner NULL: any owner; else another owner's job is
  * T_ENOTFOUND. */
 int store_job_get(store *s, const char *id, const char *owner, store_job *out,

@@ -25,6 +25,8 @@ typedef struct store_backend {
   /* one chunk of store_insert_jobs (n <= insert_chunk), one write */
   int (*job_insert_many)(void *impl, store_job *jobs, int n, int *existing, int *rcs, terr *errs, terr *e);
   int (*sync)(void *impl, terr *e);
+  /* optional (NULL: store_insert_failures answers -1) */
+  int64_t (*insert_failures)(void *impl);
   int (*job_get)(void *impl, const char *id, const char *owner, store_job *out, terr *e);
   /* optional (NULL: store.c reads them one by one with job_get) */
   int (*job_get_many)(void *impl, const char *const *ids, int n, store_job *out, int *found, terr *e);

@@ -107,9 +107,11 @@ int jobs_holds(jobs *J, const char *id, const char *owner);
  * would, out[i] its outcome (out holds json_array_size(items) entries).
  * Refused whole, before any item is submitted: not an array (400 "jobs"),
  * more than JOBS_BATCH_MAX items (413 "jobs"), a request_id twice (400
- * "jobs[i].request_id"). The rows go in through store_insert_jobs, one
+ * "jobs[i].request_id"). The rows jobs_submit would insert [async] go in
+ * so, each job queued at once; the others through store_insert_jobs, one
  * transaction per STORE_INSERT_CHUNK items, each job queued once its row
- * is committed. On 0 every item with rc 0 has its row committed. */
+ * is committed (batch.c). On return every item with rc 0 has its row
+ * committed, also when an error (out of memory) is returned. */
 int jobs_submit_batch(jobs *J, const char *owner, json_t *items,
                       jobs_batch_item *out, terr *e);
 

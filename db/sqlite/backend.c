@@ -123,6 +123,10 @@ static int be_array_list(void *impl, const char *owner, const char *cursor, int 
   return sq_array_list(impl, owner, cursor, limit, arrays, n, next_cursor, e);
 }
 
+static int64_t be_insert_failures(void *impl) {
+  return atomic_load(&((sqstore *)impl)->n_insert_failed);
+}
+
 static int be_job_children(void *impl, const char *parent_id, store_job **jobs, int *n, terr *e) {
   return sq_job_children(impl, parent_id, jobs, n, e);
 }
@@ -137,6 +141,7 @@ const store_backend store_sqlite_backend = {
     .job_insert_async = be_job_insert_async,
     .job_insert_many = be_job_insert_many,
     .sync = be_sync,
+    .insert_failures = be_insert_failures,
     .job_get = be_job_get,
     .job_list = be_job_list,
     .job_start = be_job_start,

@@ -38,12 +38,23 @@
  * STORE_LAZY_MS, so that a tiny job's writes share one commit without a
  * wake-up each.
  *
+ * Take-overs (the fold table): a lazy start op and an async insert op wait
+ * in the queue listed by their job's id (a hash table, emptied in O(1)
+ * when the writer takes the queue). A finish queued meanwhile takes them
+ * over: the start's arguments go with the finish (one UPDATE sets both),
+ * and the insert op is emptied and the finish inserts the ended row
+ * instead (one INSERT, no UPDATE: under load, when the writer is behind,
+ * a tiny job's whole life is one row written once). Both stay in their
+ * batch, so the arguments stay valid. An op that must find the row where
+ * the queue put it (a [sync] start, requeue, unstart, note: touch_id)
+ * takes the job's entries out of the table, so nothing moves past it.
+ *
  * Savepoints: an op that writes with one statement (store_wop.one_stmt: the
  * job lifecycle ops) needs none, since SQLite undoes a failing statement
  * itself; the others get one when they share a batch.
  *
  * Locks: s->mu guards the queue (qhead/qtail/nurgent/lazy_since/progress/
- * stopping/writer_gone);
+ * fold/stopping/writer_gone);
  * s->rmu guards the reader registry. Neither is held while SQL runs, and they
  * are never held together. A [sync] caller sleeps on a semaphore of its own
  * that the writer posts after the commit (no lock, one wake-up per caller).
@@ -206,6 +217,109 @@ fail:
   return rc;
 }
 
+/* ---- the fold table ------------------------------------------------------
+ * The lazy starts and async inserts in the queue, by job id and kind, for
+ * a finish to take over (enqueue_locked). Open addressing with linear
+ * probes; a slot is live when its gen is the table's, so that the writer
+ * empties the table in O(1) when it takes the queue (gen++); a taken entry
+ * stays as a tombstone (op NULL) until then. A long queue (a batch of
+ * 10,000 async inserts) costs a finish one probe, not a scan. [s->mu] */
+enum { FOLD_START = 1, FOLD_INSERT = 2 };
+typedef struct fold_slot {
+  uint32_t gen, h;
+  store_wop *op; /* NULL: taken (a tombstone) */
+} fold_slot;
+struct store_fold {
+  fold_slot *v;
+  uint32_t cap, used, gen; /* used: live and tombstones */
+};
+
+static const char *fold_id(const store_wop *o, int kind) {
+  return kind == FOLD_START ? o->start_id : o->insert_id;
+}
+
+static uint32_t fold_hash(const char *id, int kind) {
+  uint32_t h = 2166136261u ^ (uint32_t)kind;
+  for (; *id; id++) h = (h ^ (unsigned char)*id) * 16777619u;
+  return h;
+}
+
+/* The slot of (id, kind): live, or the first empty one after its chain. */
+static fold_slot *fold_find(struct store_fold *f, const char *id, int kind,
+                            uint32_t h) {
+  for (uint32_t i = h & (f->cap - 1);; i = (i + 1) & (f->cap - 1)) {
+    fold_slot *x = &f->v[i];
+    if (x->gen != f->gen) return x;
+    if (x->op && x->h == h && fold_id(x->op, kind) &&
+        strcmp(fold_id(x->op, kind), id) == 0)
+      return x;
+  }
+}
+
+/* The queued op of (id, kind), taken out of the table; NULL if none. */
+static store_wop *fold_take(struct store_fold *f, const char *id, int kind) {
+  if (!f || !f->used) return NULL;
+  fold_slot *x = fold_find(f, id, kind, fold_hash(id, kind));
+  if (x->gen != f->gen) return NULL;
+  store_wop *o = x->op;
+  x->op = NULL;
+  return o;
+}
+
+/* List o under (its id, kind); a newer op of the same job replaces the
+ * older, which stays an ordinary op. Without memory to grow: not listed
+ * (it runs where it is). */
+static void fold_put(struct store_fold *f, store_wop *o, int kind) {
+  if (!f) return;
+  if ((f->used + 1) * 2 > f->cap) { /* grow, keeping the live ones */
+    uint32_t cap = f->cap * 2;
+    fold_slot *v = calloc(cap, sizeof *v);
+    if (!v) return;
+    struct store_fold g = {v, cap, 0, 1};
+    for (uint32_t i = 0; i < f->cap; i++) {
+      fold_slot *x = &f->v[i];
+      if (x->gen != f->gen || !x->op) continue;
+      int k = x->op->start_id ? FOLD_START : FOLD_INSERT;
+      fold_slot *y = fold_find(&g, fold_id(x->op, k), k, x->h);
+      *y = (fold_slot){g.gen, x->h, x->op};
+      g.used++;
+    }
+    free(f->v);
+    *f = g;
+  }
+  uint32_t h = fold_hash(fold_id(o, kind), kind);
+  fold_slot *x = fold_find(f, fold_id(o, kind), kind, h);
+  if (x->gen != f->gen) f->used++;
+  *x = (fold_slot){f->gen, h, o};
+}
+
+/* The writer took the queue: every entry goes. */
+static void fold_clear(struct store_fold *f) {
+  if (!f || !f->used) return;
+  f->used = 0;
+  if (++f->gen == 0) { /* wrapped: old slots could look live */
+    memset(f->v, 0, (size_t)f->cap * sizeof *f->v);
+    f->gen = 1;
+  }
+}
+
+static struct store_fold *fold_new(void) {
+  struct store_fold *f = malloc(sizeof *f);
+  fold_slot *v = calloc(256, sizeof *v);
+  if (!f || !v) {
+    free(f);
+    free(v);
+    return NULL;
+  }
+  *f = (struct store_fold){v, 256, 0, 1};
+  return f;
+}
+
+static void fold_free(struct store_fold *f) {
+  if (f) free(f->v);
+  free(f);
+}
+
 /* ---- the writer ------------------------------------------------------------ */
 
 static int wexec(sqstore *s, const char *sql) {
@@ -301,7 +415,8 @@ static void *writer_main(void *arg) {
     s->qhead = s->qtail = NULL;
     s->nurgent = 0;
     s->progress = NULL; /* ops taken: later progress starts a new entry */
-    s->starts = NULL;   /* and a later finish no longer finds its start */
+    fold_clear(s->fold); /* a later finish no longer finds its start or
+                            insert */
     pthread_mutex_unlock(&s->mu);
 
     store__ckpt_writer(s);
@@ -349,19 +464,26 @@ static int nothing_fn(sqstore *s, store_wop *o, terr *e) { return 0; }
 static void enqueue_locked(sqstore *s, store_wop *o) {
   o->next = NULL;
   o->absorbed = NULL;
-  if (o->absorb_id) { /* a finish: its job's start may still be queued */
-    for (store_wop **pp = &s->starts; *pp; pp = &(*pp)->pnext) {
-      store_wop *st = *pp;
-      if (strcmp(st->start_id, o->absorb_id) == 0) {
-        o->absorbed = st->arg;
-        st->fn = nothing_fn;
-        *pp = st->pnext;
-        break;
-      }
+  o->absorbed_insert = NULL;
+  if (o->absorb_id) { /* a finish: its job's start and insert may wait */
+    store_wop *st = fold_take(s->fold, o->absorb_id, FOLD_START);
+    if (st) {
+      o->absorbed = st->arg;
+      st->fn = nothing_fn;
+    }
+    store_wop *in = fold_take(s->fold, o->absorb_id, FOLD_INSERT);
+    if (in) {
+      o->absorbed_insert = in;
+      in->fn = nothing_fn;
+      atomic_fetch_add_explicit(&s->n_folds, 1, memory_order_relaxed);
     }
   } else if (o->start_id) {
-    o->pnext = s->starts;
-    s->starts = o;
+    fold_put(s->fold, o, FOLD_START);
+  } else if (o->insert_id) {
+    fold_put(s->fold, o, FOLD_INSERT);
+  } else if (o->touch_id) { /* the row must be where the queue has it */
+    (void)fold_take(s->fold, o->touch_id, FOLD_START);
+    (void)fold_take(s->fold, o->touch_id, FOLD_INSERT);
   }
   if (!s->qhead) s->lazy_since = t_now_ms();
   if (s->qtail) s->qtail->next = o;
@@ -531,6 +653,7 @@ int sq_open(const char *data_dir, sqstore **out, terr *e) {
   pthread_condattr_destroy(&mono);
   have_locks = 1;
   (void)store__recent_init(s); /* without memory for it: every read a SELECT */
+  s->fold = fold_new(); /* without memory for it: no take-over */
   if ((rc = store__ckpt_start(s, e))) goto fail;
   atomic_store(&s->alive, 1);
   if (pthread_create(&s->writer, NULL, writer_main, s) != 0) {
@@ -549,6 +672,7 @@ fail:
   }
   if (have_key) pthread_key_delete(s->rkey);
   store__recent_free(s);
+  fold_free(s->fold);
   conn_close(&s->w);
   free(s);
   return rc;
@@ -586,6 +710,7 @@ void sq_close(sqstore *s) {
   pthread_mutex_destroy(&s->rmu);
   pthread_mutex_destroy(&s->mu);
   store__recent_free(s);
+  fold_free(s->fold);
   free(s);
 }
 

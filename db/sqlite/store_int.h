@@ -72,6 +72,16 @@ struct store_wop {
   const char *start_id;
   const char *absorb_id;
   void *absorbed;
+  /* The same for a job's async insert (store_jobs.c): an insert op names
+   * its job in insert_id (in s->fold while queued); a finish queued while
+   * it waits takes it over too (`absorbed_insert`, the op itself, emptied
+   * in the queue): the writer then inserts the ended row, one INSERT and
+   * no UPDATE. An op that names its job in touch_id (a [sync] start,
+   * requeue, unstart, note) needs the row where the insert put it in the
+   * queue: the insert is no longer taken over. */
+  const char *insert_id;
+  const char *touch_id;
+  store_wop *absorbed_insert;
   store_wop *next;       /* queue link (s->mu) */
   /* async progress payload (heap ops, owned by the queue then the writer) */
   char job_id[T_ID_MAX];
@@ -96,7 +106,9 @@ struct sqstore {
                                   urgent one or the lazy deadline; 0 not */
   double lazy_since;           /* t_now_ms when the oldest lazy op came */
   store_wop *progress;         /* async progress ops in the queue, by job */
-  store_wop *starts;           /* lazy start ops in the queue, by job */
+  struct store_fold *fold;     /* lazy start and insert ops in the queue,
+                                  by job (store.c); NULL: no memory, no
+                                  take-over */
   int stopping;                /* store_close asked; drain then exit */
   int writer_gone;             /* the writer exited: writes fail at once */
 
@@ -120,6 +132,9 @@ struct sqstore {
 
   /* counters for the benchmark and tests (relaxed atomics) */
   atomic_llong n_batches, n_ops, n_checkpoints;
+  /* inserts a finish took over (at enqueue), and async inserts that
+   * failed (their own or the finish's that took them over) */
+  atomic_llong n_folds, n_insert_failed;
 
   struct store_recent *recent; /* store_recent.c; NULL: none (no memory) */
 };
@@ -259,6 +274,21 @@ static inline int store__bind_text(sqlite3_stmt *st, int i, const char *v) {
 }
 /* A heap copy of a text column; NULL for SQL NULL. Sets *oom on failure. */
 char *store__col_dup(sqlite3_stmt *st, int i, int *oom);
+
+/* A job's start as the start op carries it (store_lifecycle.c), for the
+ * finish that takes it over. */
+typedef struct store_start_args {
+  const char *id, *backend_used, *reason, *estimate;
+  int64_t started_at;
+} store_start_args;
+/* store_jobs.c, writer thread, in a finish's op that took over the async
+ * insert `ins` (and maybe the start sa): insert the row as the insert,
+ * the start and the end x would have left it. 0; or the insert's error,
+ * also set on ins (so that its after-callback counts and logs it), and
+ * the statement undone: the caller then runs the finish as if it had
+ * taken nothing over (its row is missing: the same outcome as before). */
+int store__insert_ended(sqstore *s, store_wop *ins, const store_start_args *sa,
+                        const store_job_end *x, terr *e);
 
 /* store_jobs.c: a row selected with the job column list (STORE_JOB_COLS,
  * db/store_common.h) is read into *j by store__job_row. The typed timings

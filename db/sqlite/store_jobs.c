@@ -7,7 +7,11 @@
  * Every write here is a store_wop function that runs on the writer thread
  * (see store.c); the [sync] insert's arguments live on the waiting
  * caller's stack, the [async] insert's in one heap block with the op,
- * strings included. Checks that decide the outcome (request_id reuse) run
+ * strings included. A finish queued while the async insert still waits
+ * takes it over (store.c, store_lifecycle.c): store__insert_ended writes
+ * the row as the insert, the start and the end would have left it; every
+ * async insert that fails, so taken over or not, is counted
+ * (n_insert_failed, store_insert_failures) for jobs:batch's answer. Checks that decide the outcome (request_id reuse) run
  * inside the same op, hence the same transaction, as the change they
  * guard, so two racing callers cannot both pass; so does the check that
  * the arrays and jobs (their results as inputs) a job references still
@@ -222,6 +226,8 @@ static int refs_exist(sqstore *s, const store_job *j, terr *e) {
   return rc;
 }
 
+static void bind_row(sqlite3_stmt *st, const store_job *j);
+
 static int insert_fn(sqstore *s, store_wop *op, terr *e) {
   insert_args *a = op->arg;
   const store_job *j = a->j;
@@ -261,11 +267,17 @@ static int insert_fn(sqstore *s, store_wop *op, terr *e) {
                    " ?36, ?37, ?38, NULL, NULL, 0, ?39, ?40, ?41, NULL)",
                    &st, e);
   if (rc) return rc;
+  bind_row(st, j);
+  sqlite3_bind_text(st, 5, "queued", -1, SQLITE_STATIC);
+  return store__exec_insert(s, st, "job", j->id, e);
+}
+
+/* Bind j at the INSERT's parameters ?1..?41 but ?5 (the status). */
+static void bind_row(sqlite3_stmt *st, const store_job *j) {
   sqlite3_bind_text(st, 1, j->id, -1, SQLITE_STATIC);
   store__bind_text(st, 2, j->owner);
   store__bind_text(st, 3, j->kind);
   store__bind_text(st, 4, j->params);
-  sqlite3_bind_text(st, 5, "queued", -1, SQLITE_STATIC);
   store__bind_text(st, 6, j->backend_requested);
   store__bind_text(st, 7, j->backend_used);
   store__bind_text(st, 8, j->backend_reason);
@@ -296,7 +308,61 @@ static int insert_fn(sqstore *s, store_wop *op, terr *e) {
   store__bind_text(st, 39, j->parent);
   sqlite3_bind_int(st, 40, j->tile);
   sqlite3_bind_int(st, 41, j->tiles);
-  return store__exec_insert(s, st, "job", j->id, e);
+}
+
+/* See store_int.h. The row: the insert's, then the start's columns as
+ * start_fn (and FINISH_START) sets them, then the end's as FINISH_SET
+ * does (backend_used: the end's when it has one). Shallow: nothing is
+ * allocated, so nothing here can run out of memory. */
+int store__insert_ended(sqstore *s, store_wop *ins, const store_start_args *sa,
+                        const store_job_end *x, terr *e) {
+  insert_args *a = ins->arg;
+  store_job t = *a->j;
+  if (sa) {
+    t.started_at = sa->started_at;
+    t.backend_used = (char *)sa->backend_used;
+    t.backend_reason = (char *)sa->reason;
+    t.estimate = (char *)sa->estimate;
+    t.attempts++;
+  }
+  t.status = x->status;
+  t.finished_at = x->finished_at;
+  t.timings = x->timings;
+  t.result = x->result;
+  t.result_path = (char *)x->result_path;
+  t.compare = (char *)x->compare;
+  t.max_abs_diff = x->max_abs_diff;
+  t.error_code = (char *)x->error_code;
+  t.error_message = (char *)x->error_message;
+  t.progress_done = x->progress_done;
+  t.progress_total = x->progress_total;
+  t.result_parts = (char *)x->result_parts;
+  t.devices = (char *)x->devices;
+  if (x->backend_used) t.backend_used = (char *)x->backend_used;
+  sqlite3_stmt *st;
+  int rc = refs_exist(s, &t, e);
+  if (!rc)
+    rc = store__stmt(&s->w,
+                     "INSERT INTO jobs (" STORE_JOB_COLS ", result_npy) VALUES"
+                     " (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
+                     " ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24,"
+                     " ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35,"
+                     " ?36, ?37, ?38, NULL, NULL, 0, ?39, ?40, ?41, ?42, ?43)",
+                     &st, e);
+  if (!rc) {
+    bind_row(st, &t);
+    sqlite3_bind_text(st, 5, job_status_name(t.status), -1, SQLITE_STATIC);
+    store__bind_text(st, 42, t.devices);
+    if (x->result_npy)
+      sqlite3_bind_blob64(st, 43, x->result_npy, x->result_npy_len,
+                          SQLITE_STATIC);
+    rc = store__exec_insert(s, st, "job", t.id, e);
+  }
+  if (rc) { /* the insert's own failure, for its after-callback */
+    ins->rc = rc;
+    ins->err = *e;
+  }
+  return rc;
 }
 
 /* [sync] See store.h. An empty j->id gets a new "j_" id, a zero created_at
@@ -454,6 +520,14 @@ typedef struct insert_op {
   char text[];
 } insert_op;
 
+/* Writer thread, after the batch: a failed insert (its own, or the
+ * insert of a finish that took it over) is counted and logged. */
+static void insert_after(sqstore *s, store_wop *op) {
+  if (!op->rc) return;
+  atomic_fetch_add_explicit(&s->n_insert_failed, 1, memory_order_relaxed);
+  log_warn("store: async write failed: %s", op->err.message);
+}
+
 /* [async] See store.h. */
 int sq_job_insert_async(sqstore *s, store_job *j, terr *e) {
   if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
@@ -502,6 +576,8 @@ int sq_job_insert_async(sqstore *s, store_job *j, terr *e) {
   o->op.arg = &o->a;
   o->op.one_stmt = 1;
   o->op.lazy = 1;
+  o->op.after = insert_after;
+  o->op.insert_id = r->id; /* a finish queued meanwhile takes it over */
   if (store__write_async(s, &o->op) != 0)
     return terr_set(e, T_EUNAVAIL, "", -1, "store: closing");
   return 0;

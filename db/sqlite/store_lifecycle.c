@@ -12,7 +12,14 @@
  *
  * A finish queued while its job's lazy start still waits in the queue takes
  * the start over (store_wop.absorbed): one UPDATE sets both, so a tiny job
- * costs an INSERT and an UPDATE. The async finish hands the row as
+ * costs an INSERT and an UPDATE; and when its async insert still waits too
+ * (store_wop.absorbed_insert), the finish inserts the ended row instead
+ * (store__insert_ended, store_jobs.c): one INSERT. That insert's failure is
+ * the insert's own (counted and logged as before); the finish then runs its
+ * UPDATE as if it had taken nothing over, so it fails as it did when the
+ * row was missing. The [sync] start, requeue, unstart and note name their
+ * job (store_wop.touch_id): a start or insert queued before them stays
+ * where it is. The async finish hands the row as
  * committed to its callback after the commit, and to store_recent.c, which
  * answers reads of it from then on; a delete forgets it there before its
  * own commit. That row is the caller's with the end applied when the
@@ -47,10 +54,7 @@ static int why_unchanged(sqstore *s, const char *id, const char *want,
   return rc;
 }
 
-typedef struct start_args {
-  const char *id, *backend_used, *reason, *estimate;
-  int64_t started_at;
-} start_args;
+typedef store_start_args start_args;
 
 static int start_fn(sqstore *s, store_wop *op, terr *e) {
   start_args *a = op->arg;
@@ -79,7 +83,8 @@ int sq_job_start(sqstore *s, const char *id, int64_t started_at,
                     const char *estimate, terr *e) {
   if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
   start_args a = {id, backend_used, reason, estimate, started_at};
-  return store__write_one(s, start_fn, &a, e);
+  store_wop op = {.fn = start_fn, .arg = &a, .one_stmt = 1, .touch_id = id};
+  return store__write_op(s, &op, e);
 }
 
 /* An async start: the op, its arguments and their strings in one block. */
@@ -148,6 +153,7 @@ typedef struct finish_args {
   " result_parts = ?27, devices = ?28,"                                      \
   " backend_used = COALESCE(?29, backend_used)"
 #define FINISH_WHERE " WHERE id = ?1 AND status IN ('queued','running')"
+static int finish_row(sqstore *s, finish_args *a, terr *e);
 /* With the job's start taken over (store_wop.absorbed): the start's
  * columns too; the start would have needed status 'queued', which the
  * finish accepts. */
@@ -160,7 +166,15 @@ static int finish_fn(sqstore *s, store_wop *op, terr *e) {
   const store_job_end *x = a->end;
   const start_args *sa = op->absorbed;
   sqlite3_stmt *st;
-  int rc = store__stmt(&s->w,
+  int rc;
+  if (op->absorbed_insert) { /* the row goes in ended: no UPDATE */
+    rc = store__insert_ended(s, op->absorbed_insert, sa, x, e);
+    if (rc && sqlite3_get_autocommit(s->w.db)) return rc; /* all undone */
+    if (!rc) return finish_row(s, a, e);
+    terr_clear(e); /* the insert's failure is its own; the finish goes on
+                      as it would have: its row is missing */
+  }
+  rc = store__stmt(&s->w,
                        sa ? FINISH_SET FINISH_START FINISH_WHERE
                           : FINISH_SET FINISH_WHERE,
                        &st, e);
@@ -196,6 +210,14 @@ static int finish_fn(sqstore *s, store_wop *op, terr *e) {
   if ((rc = store__exec_stmt(&s->w, st, "finish job", e))) return rc;
   if (sqlite3_changes(s->w.db) == 0)
     return why_unchanged(s, a->id, "queued or running", e);
+  return finish_row(s, a, e);
+}
+
+/* The finish's row for its callback, once its write is done: composed by
+ * the caller, or read back in this transaction. */
+static int finish_row(sqstore *s, finish_args *a, terr *e) {
+  sqlite3_stmt *st;
+  int rc;
   if (!a->row) return 0;
   if (a->composed) { /* the caller's row and this end: what a read gives */
     a->gen = store__recent_gen(s);
@@ -313,6 +335,14 @@ int sq_job_finish_async(sqstore *s, const char *id, const store_job_end *end,
   " backend_used = NULL, backend_reason = NULL,"                            \
   " progress_done = 0, progress_total = 0"
 
+/* [sync] A one-statement write of job id's row: a queued start or
+ * insert of that job stays where it is (store_wop.touch_id). */
+static int touch_write(sqstore *s, store_wfn fn, void *arg, const char *id,
+                       terr *e) {
+  store_wop op = {.fn = fn, .arg = arg, .one_stmt = 1, .touch_id = id};
+  return store__write_op(s, &op, e);
+}
+
 static int requeue_sql(sqstore *s, const char *id, const char *sql, terr *e) {
   sqlite3_stmt *st;
   int rc = store__stmt(&s->w, sql, &st, e);
@@ -340,7 +370,7 @@ static int unstart_fn(sqstore *s, store_wop *op, terr *e) {
 /* [sync] See store.h. T_ECONFLICT when the job is not running. */
 int sq_job_unstart(sqstore *s, const char *id, terr *e) {
   if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
-  return store__write_one(s, unstart_fn, (void *)id, e);
+  return touch_write(s, unstart_fn, (void *)id, id, e);
 }
 
 typedef struct note_args {
@@ -365,7 +395,7 @@ static int note_fn(sqstore *s, store_wop *op, terr *e) {
 int sq_job_note_start(sqstore *s, const char *id, int attempt, terr *e) {
   if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
   note_args a = {id, attempt};
-  return store__write_one(s, note_fn, &a, e);
+  return touch_write(s, note_fn, &a, id, e);
 }
 
 /* [sync] See store.h. Running (or queued) -> queued, forgetting the start
@@ -373,7 +403,7 @@ int sq_job_note_start(sqstore *s, const char *id, int attempt, terr *e) {
  * job already ended. */
 int sq_job_requeue(sqstore *s, const char *id, terr *e) {
   if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
-  return store__write_one(s, requeue_fn, (void *)id, e);
+  return touch_write(s, requeue_fn, (void *)id, id, e);
 }
 
 static int delete_fn(sqstore *s, store_wop *op, terr *e) {

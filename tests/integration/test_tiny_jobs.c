@@ -12,6 +12,7 @@
  * succeeded, with its result.
  */
 #include <pthread.h>
+#include <sqlite3.h>
 #include <stdatomic.h>
 
 #include "harness.h"
@@ -181,7 +182,161 @@ TEST(idempotent_wait) {
   resp_free(&r);
 }
 
-/* Every job that was answered 200 survives kill -9, result included. */
+/* ---- jobs:batch's async items -------------------------------------------
+ * Items without request_id are inserted [async] and run at once; the
+ * answer waits for one commit that covers them (compute/jobs/batch.c).
+ * Right after each answer another connection to the database file (a
+ * plain SQLite reader, not the daemon) must find every answered item's
+ * row; and after kill -9 every one is there (below). */
+#define NBATCHER 4
+#define BATCHES 4
+#define BATCH_ITEMS 150
+static char batched[NBATCHER * BATCHES * BATCH_ITEMS][64];
+static atomic_int nbatched;
+
+typedef struct batcher {
+  int missing, failed, bad;
+} batcher;
+
+/* How many of ids[0..n) the database file lacks, on a connection of our
+ * own (WAL: it sees what is committed, nothing else). */
+static int missing_rows(char (*ids)[64], int n) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/tessel.db", S.dir);
+  sqlite3 *db = NULL;
+  sqlite3_stmt *st = NULL;
+  int missing = n;
+  if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+      sqlite3_busy_timeout(db, 5000) == SQLITE_OK &&
+      sqlite3_prepare_v2(db, "SELECT 1 FROM jobs WHERE id = ?1", -1, &st,
+                         NULL) == SQLITE_OK) {
+    missing = 0;
+    for (int i = 0; i < n; i++) {
+      sqlite3_reset(st);
+      sqlite3_bind_text(st, 1, ids[i], -1, SQLITE_STATIC);
+      if (sqlite3_step(st) != SQLITE_ROW) missing++;
+    }
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return missing;
+}
+
+static void *batcher_main(void *arg) {
+  batcher *b = arg;
+  size_t cap = 64 + (size_t)BATCH_ITEMS * (sizeof TINY + 2);
+  char *body = malloc(cap);
+  for (int k = 0; k < BATCHES; k++) {
+    size_t len = (size_t)snprintf(body, cap, "{\"jobs\":[");
+    for (int i = 0; i < BATCH_ITEMS; i++)
+      len += (size_t)snprintf(body + len, cap - len, "%s%s", i ? "," : "",
+                              TINY);
+    snprintf(body + len, cap - len, "]}");
+    resp r = req(&S, "POST", "/v1/jobs:batch", "application/json", body);
+    json_t *j = r.status == 200 ? resp_json(&r) : NULL;
+    json_t *jobs = json_object_get(j, "jobs");
+    char own[BATCH_ITEMS][64];
+    int n = 0;
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+      const char *id = jstr(json_array_get(jobs, i), "id");
+      if (id && !json_is_object(json_object_get(json_array_get(jobs, i), "error")))
+        snprintf(own[n++], 64, "%s", id);
+    }
+    if (json_array_size(jobs) != BATCH_ITEMS || n != BATCH_ITEMS) {
+      if (!b->failed) fprintf(stderr, "batch: %ld %.300s\n", r.status, r.body);
+      b->failed++;
+    }
+    b->missing += missing_rows(own, n); /* right after the answer */
+    for (int i = 0; i < n; i++)
+      snprintf(batched[atomic_fetch_add(&nbatched, 1)], 64, "%s", own[i]);
+    json_decref(j);
+    resp_free(&r);
+  }
+  free(body);
+  return NULL;
+}
+
+TEST(batch_async_rows_committed_at_answer) {
+  batcher b[NBATCHER];
+  pthread_t t[NBATCHER];
+  memset(b, 0, sizeof b);
+  for (int i = 0; i < NBATCHER; i++)
+    pthread_create(&t[i], NULL, batcher_main, &b[i]);
+  int missing = 0, failed = 0;
+  for (int i = 0; i < NBATCHER; i++) {
+    pthread_join(t[i], NULL);
+    missing += b[i].missing;
+    failed += b[i].failed;
+  }
+  CHECK_MSG(failed == 0, "%d batches not answered whole", failed);
+  CHECK_MSG(missing == 0, "%d answered rows not committed at the answer",
+            missing);
+  CHECK(atomic_load(&nbatched) == NBATCHER * BATCHES * BATCH_ITEMS);
+  /* They run: each ends succeeded (a sample: the last of each batch). */
+  for (int i = BATCH_ITEMS - 1; i < atomic_load(&nbatched); i += BATCH_ITEMS) {
+    json_t *j = wait_job(&S, batched[i], 10);
+    CHECK(j && strcmp(jstr(j, "status"), "succeeded") == 0);
+    json_decref(j);
+  }
+}
+
+/* An async item whose insert fails on the writer (here a trigger another
+ * connection adds refuses the rows labelled "doomed": the writer's own
+ * error, after the submit accepted the item) is answered as failed, its
+ * neighbours as accepted and committed. */
+TEST(batch_async_insert_failure_is_answered) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/tessel.db", S.dir);
+  sqlite3 *db = NULL;
+  char *msg = NULL;
+  CHECK(sqlite3_open(path, &db) == SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  CHECK_MSG(sqlite3_exec(db,
+                         "CREATE TRIGGER doomed BEFORE INSERT ON jobs"
+                         " WHEN NEW.label = 'doomed'"
+                         " BEGIN SELECT RAISE(ABORT, 'doomed row'); END",
+                         NULL, NULL, &msg) == SQLITE_OK,
+            "%s", msg ? msg : "");
+  sqlite3_free(msg);
+#define DOOMED                                                             \
+  "{\"kind\":\"map\",\"label\":\"doomed\",\"params\":{\"expr\":\"x+1\","   \
+  "\"inputs\":{\"x\":[1,2,3]}}}"
+  const char *body = "{\"jobs\":[" TINY "," DOOMED "," TINY "," DOOMED "]}";
+  for (int round = 0; round < 3; round++) {
+    resp r = req(&S, "POST", "/v1/jobs:batch", "application/json", body);
+    CHECK(r.status == 200);
+    json_t *j = r.status == 200 ? resp_json(&r) : NULL;
+    json_t *jobs = json_object_get(j, "jobs");
+    CHECK(json_array_size(jobs) == 4);
+    char ok[2][64];
+    int nok = 0;
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+      json_t *it = json_array_get(jobs, i);
+      json_t *err = json_object_get(it, "error");
+      if (i % 2 == 1) {
+        CHECK_MSG(json_is_object(err) && jstr(it, "id") == NULL,
+                  "doomed item %zu answered as accepted", i);
+        CHECK(json_is_object(err) &&
+              strcmp(jstr(err, "code"), "internal") == 0);
+      } else {
+        CHECK(!json_is_object(err) && jstr(it, "id"));
+        if (jstr(it, "id") && nok < 2) snprintf(ok[nok++], 64, "%s", jstr(it, "id"));
+      }
+    }
+    CHECK(nok == 2 && missing_rows(ok, nok) == 0);
+    json_decref(j);
+    resp_free(&r);
+  }
+  CHECK(sqlite3_exec(db, "DROP TRIGGER doomed", NULL, NULL, NULL) ==
+        SQLITE_OK);
+  sqlite3_close(db);
+  resp h = req(&S, "GET", "/healthz", NULL, NULL);
+  CHECK(h.status == 200);
+  resp_free(&h);
+}
+
+/* Every job that was answered 200 survives kill -9, result included; so
+ * does every item a batch answered. */
 TEST(answered_jobs_survive_kill9) {
   CHECK(srv_kill(&S, SIGKILL) == 128 + SIGKILL);
   CHECK(srv_restart(&S) == 0);
@@ -198,6 +353,15 @@ TEST(answered_jobs_survive_kill9) {
   CHECK_MSG(bad == 0, "%d of %d answered jobs lost or not succeeded", bad,
             nanswered);
   for (int i = 0; i < nanswered; i += 53) check_tiny_result(answered[i]);
+  int lost = 0, n = atomic_load(&nbatched);
+  for (int i = 0; i < n; i++) {
+    char path[160];
+    snprintf(path, sizeof path, "/v1/jobs/%s", batched[i]);
+    resp r = req(&S, "GET", path, NULL, NULL);
+    if (r.status != 200) lost++;
+    resp_free(&r);
+  }
+  CHECK_MSG(lost == 0, "%d of %d batched jobs lost", lost, n);
 }
 
 int main(int argc, char **argv) {
@@ -208,6 +372,8 @@ int main(int argc, char **argv) {
   RUN(larger_results_are_files);
   RUN(wait_timeout_answers_a_stored_job);
   RUN(idempotent_wait);
+  RUN(batch_async_rows_committed_at_answer);
+  RUN(batch_async_insert_failure_is_answered);
   RUN(answered_jobs_survive_kill9);
   srv_cleanup(&S);
   curl_global_cleanup();
