@@ -17,7 +17,17 @@
  * insert, and jobs_submit_inserted (the enqueue or the unreserve): a batch
  * (batch.c) runs the same two halves around store_insert_jobs (submit.h).
  *
- * Threads: an HTTP thread (the caller's); no lock is held here.
+ * A request_id goes through J->rids (rids.h), the keys with an insert in
+ * flight: the prepare holds the key for the [sync] insert, released in
+ * jobs_submit_inserted; a ?wait submit on one node claims it instead
+ * (submit_keyed): the committed job of the key (store_job_by_request),
+ * else the [async] insert, the enqueue, and a watch on the job's end whose
+ * commit covers the insert. A submit that finds its key busy takes the
+ * [sync] insert, which then finds the row in flight.
+ *
+ * Threads: an HTTP thread (the caller's); no lock is held here (a submit
+ * whose key a ?wait submit has claimed waits in rids_hold until that one
+ * has queued its job: one store read, no commit).
  */
 #include <fcntl.h>
 #include <math.h>

@@ -9,8 +9,8 @@ dropped connection makes no second job); the "no request_id" row sends the
 same request without it. Both rows go through the same shim on the
 client's transport (the body decoded and encoded again; only the "no
 request_id" row drops the key), so the shim's cost is in both.
-The rows alternate in blocks of BLOCK calls against one fresh daemon
-(its own data directory), after WARM calls each; per row the median and
+The rows alternate call by call (both see the same machine state) against
+one fresh daemon (its own data directory), after WARM calls each; per row the median and
 p90 of the calls' wall times in microseconds (time.perf_counter around the
 call), and calls/s.
 
@@ -41,7 +41,6 @@ sys.path.insert(0, os.environ.get("TESSEL_CLIENT_DIR") or
 import tessel  # noqa: E402
 
 WARM = 100
-BLOCK = 100
 ROWS = ("no request_id", "request_id")
 
 
@@ -103,17 +102,14 @@ def run(tesseld, n, rounds):
         per = []  # per round: {row: [us]}
         for _ in range(rounds):
             got = {r: [] for r in ROWS}
-            done = 0
-            while done < n:
+            for _ in range(n):
                 for i, r in enumerate(ROWS):
                     shim.drop = i == 0
-                    for _ in range(BLOCK):
-                        t0 = time.perf_counter()
-                        y = c.map("x*x", x=x)
-                        got[r].append((time.perf_counter() - t0) * 1e6)
-                        if not np.array_equal(y, want):
-                            raise SystemExit("wrong result")
-                done += BLOCK
+                    t0 = time.perf_counter()
+                    y = c.map("x*x", x=x)
+                    got[r].append((time.perf_counter() - t0) * 1e6)
+                    if not np.array_equal(y, want):
+                        raise SystemExit("wrong result")
             per.append(got)
     finally:
         p.terminate()
