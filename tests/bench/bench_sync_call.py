@@ -15,8 +15,8 @@ p90 of the calls' wall times in microseconds (time.perf_counter around the
 call), and calls/s.
 
   python3 tests/bench/bench_sync_call.py path/to/tesseld [N=2000] [ROUNDS=1]
-      starts its own tesseld (--threads 2 unless $BENCH_THREADS), prints one
-      table (a column per round, then all rounds together);
+      starts its own tesseld (its default threads; $BENCH_THREADS: --threads),
+      prints one table (a column per round, then all rounds together);
   ($TESSEL_CLIENT_DIR: measure that copy of clients/python instead)
 
 Several builds side by side (before/after): run it once per build,
@@ -54,9 +54,10 @@ def start(tesseld):
     data = tempfile.mkdtemp(prefix="bench-sync-")
     port = free_port()
     log = open(os.path.join(data, "daemon.log"), "w")
-    p = subprocess.Popen([tesseld, "--port", str(port), "--data-dir", data,
-                          "--threads", os.environ.get("BENCH_THREADS", "2")],
-                         stdout=subprocess.PIPE, stderr=log, text=True)
+    args = [tesseld, "--port", str(port), "--data-dir", data]
+    if os.environ.get("BENCH_THREADS"):
+        args += ["--threads", os.environ["BENCH_THREADS"]]
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
     for line in p.stdout:
         if "listening on" in line:
             break
