@@ -11,37 +11,38 @@
  *
  * Threads: any (the mutex); nothing here blocks but a hold's wait.
  */
+#include "compute/jobs/rids.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compute/jobs/jobs.h"
-#include "compute/jobs/rids.h"
 
 #define RIDS_BUCKETS 1024 /* a power of two */
 
 enum { RID_NONE = 0, RID_CLAIMED, RID_QUEUED };
 
 struct rids_entry {
-  jobs_rids *t;             /* its table (rids_ended gets the entry only) */
-  rids_entry *next;         /* in its bucket */
-  rids_entry *qnext;        /* the queued list, in stamp order */
+  jobs_rids *t;      /* its table (rids_ended gets the entry only) */
+  rids_entry *next;  /* in its bucket */
+  rids_entry *qnext; /* the queued list, in stamp order */
   uint32_t hash;
-  int state;                /* RID_* */
-  int holds;                /* [sync] inserts in flight */
-  int watched;              /* queued: rids_ended not yet called */
-  int pending;              /* claimed, its job not yet in the queue:
-                               holds wait */
-  uint64_t stamp;           /* RID_QUEUED: when its insert was queued */
-  size_t len;               /* of key: owner, NUL, rid */
+  int state;      /* RID_* */
+  int holds;      /* [sync] inserts in flight */
+  int watched;    /* queued: rids_ended not yet called */
+  int pending;    /* claimed, its job not yet in the queue:
+                     holds wait */
+  uint64_t stamp; /* RID_QUEUED: when its insert was queued */
+  size_t len;     /* of key: owner, NUL, rid */
   char key[];
 };
 
 struct jobs_rids {
   pthread_mutex_t mu;
-  pthread_cond_t cv;        /* a claim ended */
+  pthread_cond_t cv; /* a claim ended */
   int max, nasync, nkeys;
-  uint64_t gen;             /* the latest stamp */
+  uint64_t gen; /* the latest stamp */
   rids_entry *qhead, *qtail;
   rids_entry *b[RIDS_BUCKETS];
 };
@@ -89,8 +90,7 @@ static uint32_t fnv1a(const char *p, size_t n) {
 }
 
 /* The entry of the key, or NULL. [mu] */
-static rids_entry *find(jobs_rids *t, const char *key, size_t len,
-                        uint32_t h) {
+static rids_entry *find(jobs_rids *t, const char *key, size_t len, uint32_t h) {
   for (rids_entry *en = t->b[h & (RIDS_BUCKETS - 1)]; en; en = en->next)
     if (en->hash == h && en->len == len && memcmp(en->key, key, len) == 0)
       return en;
@@ -98,8 +98,7 @@ static rids_entry *find(jobs_rids *t, const char *key, size_t len,
 }
 
 /* A new entry of the key, in its bucket; NULL when out of memory. [mu] */
-static rids_entry *add(jobs_rids *t, const char *key, size_t len,
-                       uint32_t h) {
+static rids_entry *add(jobs_rids *t, const char *key, size_t len, uint32_t h) {
   rids_entry *en = calloc(1, sizeof *en + len);
   if (!en) return NULL;
   en->t = t;
@@ -239,5 +238,9 @@ void rids_count(jobs_rids *t, int *keys, int *async) {
   pthread_mutex_unlock(&t->mu);
 }
 
-struct jobs_rids *jobs_rids_new(void) { return rids_new(0); }
-void jobs_rids_free(struct jobs_rids *t) { rids_free(t); }
+struct jobs_rids *jobs_rids_new(void) {
+  return rids_new(0);
+}
+void jobs_rids_free(struct jobs_rids *t) {
+  rids_free(t);
+}

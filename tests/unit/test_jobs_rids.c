@@ -236,8 +236,7 @@ TEST(threads_at_once) {
   for (int i = 0; i < NTHREADS; i++)
     pthread_create(&th[i], NULL, stress_main, (void *)(uintptr_t)(i + 1));
   for (int i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
-  CHECK_MSG(atomic_load(&g_bad) == 0, "%d broken rules",
-            atomic_load(&g_bad));
+  CHECK_MSG(atomic_load(&g_bad) == 0, "%d broken rules", atomic_load(&g_bad));
   rids_committed(g_t, rids_mark(g_t));
   int keys, async;
   rids_count(g_t, &keys, &async);
