@@ -195,7 +195,8 @@ void rids_unclaim(jobs_rids *t, rids_entry *en) {
   pthread_mutex_unlock(&t->mu);
 }
 
-rids_entry *rids_hold(jobs_rids *t, const char *owner, const char *rid) {
+rids_entry *rids_hold(jobs_rids *t, const char *owner, const char *rid,
+                      int *queued) {
   char key[2 * RIDS_PART_MAX + 2];
   size_t len = make_key(owner, rid, key);
   uint32_t h = fnv1a(key, len);
@@ -205,6 +206,7 @@ rids_entry *rids_hold(jobs_rids *t, const char *owner, const char *rid) {
    * then comes after it) or for it to go (the store had the key) */
   while ((en = find(t, key, len, h)) && en->pending)
     pthread_cond_wait(&t->cv, &t->mu);
+  *queued = en && en->state == RID_QUEUED;
   if (!en) en = add(t, key, len, h);
   if (en) en->holds++;
   pthread_mutex_unlock(&t->mu);

@@ -14,9 +14,12 @@
  *   - a [sync] one (a lone submit, a batch item) holds the key while its
  *     insert runs (rids_hold ... rids_release). A hold waits only while a
  *     claim is still reading the store and queueing its job (one read and
- *     two queue pushes, never a commit): then its insert is queued after
- *     the claim's and finds that row (the same job, or 409), or the store
- *     had the key and the claim is gone.
+ *     two queue pushes), then, when the claim's insert is queued and not
+ *     known committed, commits it (one store_sync: the store may move a
+ *     queued insert to its job's end, a finish taking it over, so the row
+ *     is where the queue put it only once committed); its own insert then
+ *     finds that row (the same job, or 409), or the store had the key and
+ *     the claim is gone. No submit waits longer than one commit.
  * Stamps say which [async] inserts are known committed: a stamp is given
  * once the insert is queued, rids_mark reads the latest before a [sync]
  * write is queued, and once that write returns every insert stamped at or
@@ -71,8 +74,11 @@ void rids_ended(rids_entry *en, int committed);
 void rids_unclaim(jobs_rids *t, rids_entry *en);
 
 /* The [sync] path: hold the key while this submit's insert runs; waits
- * while a claim of the key reads the store. NULL: out of memory. */
-rids_entry *rids_hold(jobs_rids *t, const char *owner, const char *rid);
+ * while a claim of the key reads the store. *queued: 1 when the key's
+ * [async] insert is queued and not known committed (then commit it before
+ * this insert: jobs_sync). NULL: out of memory. */
+rids_entry *rids_hold(jobs_rids *t, const char *owner, const char *rid,
+                      int *queued);
 void rids_release(jobs_rids *t, rids_entry *en);
 
 /* The latest stamp: read before a [sync] store write is queued, given to

@@ -384,14 +384,20 @@ int jobs_submit_prepare(jobs *J, const char *owner, json_t *body,
 static int key_hold(jobs *J, jobs_pending *p, terr *e) {
   p->async_ok = 0;
   p->rid_claimed = 0;
-  p->rid = rids_hold(J->rids, p->row.owner, p->row.request_id);
+  int queued = 0;
+  p->rid = rids_hold(J->rids, p->row.owner, p->row.request_id, &queued);
   /* read after the hold: a claim it waited for is queued by now, and the
    * insert it stamped is ahead of ours */
   p->rid_mark = rids_mark(J->rids);
-  if (p->rid) return T_OK;
   char id[T_ID_MAX];
-  return jobs_submit_inserted(
-      J, p, terr_set(e, T_ENOMEM, "", -1, "out of memory"), 0, id, e);
+  if (!p->rid)
+    return jobs_submit_inserted(
+        J, p, terr_set(e, T_ENOMEM, "", -1, "out of memory"), 0, id, e);
+  /* The key's [async] insert is queued: committed first, so that ours
+   * finds its row (a finish queued meanwhile may take a queued insert
+   * over, writing the row at the job's end instead: rids.h). */
+  int rc = queued ? jobs_sync(J, e) : T_OK;
+  return rc ? jobs_submit_inserted(J, p, rc, 0, id, e) : T_OK;
 }
 
 /* The last step of a prepare with a request_id: claim its key for an

@@ -8,11 +8,12 @@
  * below its mark, while a queued entry whose job end is not reported yet
  * (rids_ended) keeps its key busy; a job end known committed drops every
  * older queued entry too; a hold waits while a claim of its key has not
- * queued its job, and not otherwise; the bound refuses claims, never
- * holds. Then threads claim, queue, hold and commit on a few keys at once
- * (run under TSan by `make test-tsan`): no claim is granted while its key
- * is held or claimed, no hold returns while a claim of its key is pending,
- * and the table is empty at the end.
+ * queued its job, and not otherwise, and says when the claim's insert is
+ * queued and not known committed (the caller commits it first); the bound
+ * refuses claims, never holds. Then threads claim, queue, hold and commit on a
+ * few keys at once (run under TSan by `make test-tsan`): no claim is granted
+ * while its key is held or claimed, no hold returns while a claim of its key is
+ * pending, and the table is empty at the end.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -44,10 +45,11 @@ TEST(claim_refused_while_busy) {
   CHECK(a != NULL);
   /* a [sync] hold keeps the key busy for claims */
   rids_unclaim(t, a);
-  rids_entry *h = rids_hold(t, "alice", "k1");
-  CHECK(h != NULL);
+  int queued = -1;
+  rids_entry *h = rids_hold(t, "alice", "k1", &queued);
+  CHECK(h != NULL && queued == 0);
   CHECK(rids_claim(t, "alice", "k1") == NULL);
-  rids_entry *h2 = rids_hold(t, "alice", "k1"); /* holds share a key */
+  rids_entry *h2 = rids_hold(t, "alice", "k1", &queued); /* shared */
   CHECK(h2 == h);
   rids_release(t, h);
   CHECK(rids_claim(t, "alice", "k1") == NULL);
@@ -103,12 +105,13 @@ TEST(queued_until_committed_and_ended) {
 typedef struct holder {
   jobs_rids *t;
   rids_entry *en;
+  int queued;
   atomic_int returned;
 } holder;
 
 static void *hold_main(void *arg) {
   holder *h = arg;
-  h->en = rids_hold(h->t, "o", "k");
+  h->en = rids_hold(h->t, "o", "k", &h->queued);
   atomic_store(&h->returned, 1);
   return NULL;
 }
@@ -134,15 +137,20 @@ TEST(hold_waits_for_a_pending_claim) {
   }
   rids_enqueued(c);
   pthread_join(th, NULL);
-  CHECK(h.en != NULL);
+  /* the claim's insert is queued, not known committed: commit it first */
+  CHECK(h.en != NULL && h.queued == 1);
   /* a hold of a key whose claim is queued returns at once */
-  rids_entry *h2 = rids_hold(t, "o", "k");
-  CHECK(h2 == h.en);
+  int queued = 0;
+  rids_entry *h2 = rids_hold(t, "o", "k", &queued);
+  CHECK(h2 == h.en && queued == 1);
+  rids_release(t, h2);
+  rids_committed(t, rids_mark(t)); /* committed: the key stays (its end) */
+  h2 = rids_hold(t, "o", "k", &queued);
+  CHECK(h2 == h.en && queued == 0);
   rids_release(t, h2);
   rids_release(t, h.en);
+  CHECK(keys_of(t) == 1); /* its job's end not reported */
   rids_ended(c, 0);
-  CHECK(keys_of(t) == 1); /* queued, not known committed */
-  rids_committed(t, rids_mark(t));
   CHECK(keys_of(t) == 0);
   /* an unclaim frees a waiting hold too */
   c = rids_claim(t, "o", "k");
@@ -150,7 +158,7 @@ TEST(hold_waits_for_a_pending_claim) {
   pthread_create(&th, NULL, hold_main, &h);
   rids_unclaim(t, c);
   pthread_join(th, NULL);
-  CHECK(h.en != NULL);
+  CHECK(h.en != NULL && h.queued == 0);
   rids_release(t, h.en);
   CHECK(keys_of(t) == 0);
   rids_free(t);
@@ -166,7 +174,8 @@ TEST(bound_refuses_claims_not_holds) {
     CHECK(en[i] != NULL);
   }
   CHECK(rids_claim(t, "o", "k9") == NULL);
-  rids_entry *h = rids_hold(t, "o", "k9");
+  int queued;
+  rids_entry *h = rids_hold(t, "o", "k9", &queued);
   CHECK(h != NULL);
   rids_release(t, h);
   rids_unclaim(t, en[0]);
@@ -216,7 +225,8 @@ static void *stress_main(void *arg) {
       rids_ended(en, (int)(rand_r(&seed) % 2));
     } else if (op == 1) {
       uint64_t m = rids_mark(g_t);
-      rids_entry *en = rids_hold(g_t, "o", key);
+      int queued;
+      rids_entry *en = rids_hold(g_t, "o", key, &queued);
       if (!en) continue;
       atomic_fetch_add(&g_holding[k], 1);
       if (atomic_load(&g_pending[k]) != 0) atomic_fetch_add(&g_bad, 1);
