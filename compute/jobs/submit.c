@@ -23,11 +23,12 @@
  * (submit_keyed): the committed job of the key (store_job_by_request),
  * else the [async] insert, the enqueue, and a watch on the job's end whose
  * commit covers the insert. A submit that finds its key busy takes the
- * [sync] insert, which then finds the row in flight.
+ * [sync] insert, which then finds that row (committed first: key_hold).
  *
  * Threads: an HTTP thread (the caller's); no lock is held here (a submit
  * whose key a ?wait submit has claimed waits in rids_hold until that one
- * has queued its job: one store read, no commit).
+ * has queued its job, one store read, then commits that insert with one
+ * jobs_sync when it is not known committed).
  */
 #include <fcntl.h>
 #include <math.h>
