@@ -7,10 +7,11 @@
  * seconds pass, and the answer is then 200 with the finished job, or 202.
  * GET /v1/jobs/{id}?wait=S waits the same way and answers 200 either way.
  *
- * With ?wait, no request_id and no stored input (an array or a result,
- * which the insert must find still there: jobs_submit) the job's row is
- * committed with the next
- * store write (jobs_submit's async_insert): the answer comes only after the
+ * With ?wait and no stored input (an array or a result, which the insert
+ * must find still there: jobs_submit) the job's row is committed with the
+ * next store write (jobs_submit's async_insert), with a request_id too on
+ * one node (its key checked against the committed rows and the keys in
+ * flight: compute/jobs/rids.h): the answer comes only after the
  * job's end (or, at the wait's timeout, a jobs_sync) has been committed,
  * and the insert commits no later than that; so the job is still committed
  * before any answer leaves, and a tiny job costs one commit, shared with

@@ -250,6 +250,8 @@ static int register_api(daemon_parts *d, terr *e) {
       .max_result_bytes = o->max_result,
       .default_timeout_s = (double)o->job_timeout,
       .local = d->local,
+      /* keyed ?wait submits inserted [async]: one node only */
+      .rids = d->cluster ? NULL : jobs_rids_new(),
   };
   d->arr = (arrays){.st = d->st, .data_dir = o->data_dir};
   /* Uploads a dead process left unfinished; not on a cluster store, whose
@@ -425,6 +427,7 @@ out:
   sched_destroy(d.sc);
   gpu_shutdown();
   store_close(d.st);
+  jobs_rids_free(d.jctx.rids); /* after the last job's end */
   jobs_local_free(d.local);
   reserve_close();
   dirlock_release();

@@ -143,6 +143,16 @@ int store_job_get(store *s, const char *id, const char *owner, store_job *out, t
   return s->be->job_get(s->impl, id, owner, out, e);
 }
 
+int store_job_by_request(store *s, const char *owner, const char *rid,
+                         store_job *out, terr *e) {
+  memset(out, 0, sizeof *out);
+  out->max_abs_diff = NAN;
+  if (!s->be->job_by_request)
+    return terr_set(e, T_ENOTIMPL, "store", -1,
+                    "store: a read by request_id: not on this store");
+  return s->be->job_by_request(s->impl, owner, rid, out, e);
+}
+
 int store_job_get_many(store *s, const char *const *ids, int n,
                        store_job *out, int *found, terr *e) {
   for (int i = 0; i < n; i++) {

@@ -178,8 +178,13 @@ int store_schema_version(store *s);
 int store_job_insert(store *s, store_job *j, int *existing, terr *e);
 /* [async] Insert a new job without waiting: the same defaults as
  * store_job_insert (j->id, created_at and status are set here), the row
- * copied, j untouched otherwise. No request_id (T_EINVAL: idempotency needs
- * the [sync] insert). The row is committed by the time any [sync] write
+ * copied, j untouched otherwise. With a request_id (SQLite; PostgreSQL
+ * refuses one, T_EINVAL: a cluster's submits are [sync]) the caller must
+ * know that no other row of (owner, request_id) is committed or on its way
+ * (compute/jobs/rids.h: a read by store_job_by_request, and no other insert
+ * of the key in flight): one that is would make this insert a silent
+ * no-op (the unique index is the last guard), its job then T_ENOTFOUND as
+ * below. The row is committed by the time any [sync] write
  * queued after this call returns (store_sync, or the job's own
  * store_job_finish*), so a job may be answered as accepted only after
  * such a write — and a job whose insert failed (an I/O error) is then
@@ -214,6 +219,12 @@ int64_t store_insert_failures(store *s);
  * T_ENOTFOUND. */
 int store_job_get(store *s, const char *id, const char *owner, store_job *out,
                   terr *e);
+/* Read owner's job whose request_id is rid, as committed (a read, no
+ * write waited for): T_ENOTFOUND when there is none. One-node stores only
+ * (SQLite); T_ENOTIMPL on PostgreSQL, whose submits never insert [async]
+ * (compute/jobs/rids.h: what an idempotent [async] insert reads first). */
+int store_job_by_request(store *s, const char *owner, const char *rid,
+                         store_job *out, terr *e);
 /* Read the jobs ids[0..n) of any owner at once (one statement on
  * PostgreSQL; one by one on a store without a batch read): found[i] 1 and
  * out[i] the job (to store_job_clear), or found[i] 0 and out[i] cleared

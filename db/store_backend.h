@@ -3,7 +3,8 @@
  * replaced by the backend's own handle (impl). db/store.c holds the
  * `store` (a backend and its handle) and dispatches; db/sqlite/ and db/pg/
  * each define one table. An entry may be NULL only where marked
- * "cluster": the dispatcher then answers T_ENOTIMPL ("not on this store").
+ * "cluster" or "optional": the dispatcher then answers T_ENOTIMPL ("not on
+ * this store"), or does without it where store.h says how.
  * Private to db/.
  */
 #ifndef TESSEL_DB_STORE_BACKEND_H
@@ -30,6 +31,9 @@ typedef struct store_backend {
   int (*job_get)(void *impl, const char *id, const char *owner, store_job *out, terr *e);
   /* optional (NULL: store.c reads them one by one with job_get) */
   int (*job_get_many)(void *impl, const char *const *ids, int n, store_job *out, int *found, terr *e);
+  /* optional (NULL: T_ENOTIMPL; one-node stores: an idempotent [async]
+   * insert's read, compute/jobs/rids.h) */
+  int (*job_by_request)(void *impl, const char *owner, const char *rid, store_job *out, terr *e);
   int (*job_list)(void *impl, const store_job_filter *f, store_job **jobs, int *n, int *has_next, store_job_pos *next, int64_t *total, terr *e);
   int (*job_start)(void *impl, const char *id, int64_t started_at, const char *backend_used, const char *reason, const char *estimate, terr *e);
   void (*job_start_async)(void *impl, const char *id, int64_t started_at, const char *backend_used, const char *reason, const char *estimate);

@@ -15,6 +15,7 @@
 #include "compute/array/parts.h"
 #include "compute/array/region.h"
 #include "compute/jobs/jobs.h"
+#include "compute/jobs/rids.h"
 #include "util/buf.h"
 #include "util/util.h"
 
@@ -345,7 +346,14 @@ void jobs_result_clear(jobs_result *r) {
   memset(r, 0, sizeof *r);
 }
 
-int jobs_sync(jobs *J, terr *e) { return store_sync(J->st, e); }
+/* Every write queued before it committed: so is every keyed [async]
+ * insert stamped before it (rids.h), whose keys leave the table. */
+int jobs_sync(jobs *J, terr *e) {
+  uint64_t mark = J->rids ? rids_mark(J->rids) : 0;
+  int rc = store_sync(J->st, e);
+  if (!rc && J->rids) rids_committed(J->rids, mark);
+  return rc;
+}
 
 int jobs_wait_end(jobs *J, const char *id, jobs_end_fn cb, void *arg,
                   uint64_t *token) {

@@ -39,7 +39,17 @@ typedef struct jobs {
   /* --local-dir (compute/array/localfile.h): {"file"} inputs and "output" files;
    * NULL: off (403). Borrowed. */
   const struct tlocal *local;
+  /* The idempotency keys with an insert in flight (compute/jobs/rids.h):
+   * with it an idempotent ?wait submit is inserted [async] on a one-node
+   * store; NULL: every submit with a request_id takes the [sync] insert.
+   * Owned by whoever made it (jobs_rids_new), freed after the scheduler. */
+  struct jobs_rids *rids;
 } jobs;
+
+/* The table of jobs.rids, made at start, freed after the scheduler (no
+ * submit or job end may still run); NULL when out of memory. */
+struct jobs_rids *jobs_rids_new(void);
+void jobs_rids_free(struct jobs_rids *t);
 
 /* A job as the API shows it (the store's row, typed). */
 typedef store_job job_record;

@@ -17,7 +17,18 @@
  * insert, and jobs_submit_inserted (the enqueue or the unreserve): a batch
  * (batch.c) runs the same two halves around store_insert_jobs (submit.h).
  *
- * Threads: an HTTP thread (the caller's); no lock is held here.
+ * A request_id goes through J->rids (rids.h), the keys with an insert in
+ * flight: the prepare holds the key for the [sync] insert, released in
+ * jobs_submit_inserted; a ?wait submit on one node claims it instead
+ * (submit_keyed): the committed job of the key (store_job_by_request),
+ * else the [async] insert, the enqueue, and a watch on the job's end whose
+ * commit covers the insert. A submit that finds its key busy takes the
+ * [sync] insert, which then finds that row (committed first: key_hold).
+ *
+ * Threads: an HTTP thread (the caller's); no lock is held here (a submit
+ * whose key a ?wait submit has claimed waits in rids_hold until that one
+ * has queued its job, one store read, then commits that insert with one
+ * jobs_sync when it is not known committed).
  */
 #include <fcntl.h>
 #include <math.h>
@@ -30,6 +41,7 @@
 #include "compute/array/region.h"
 #include "compute/array/store_source.h"
 #include "compute/jobs/jobs.h"
+#include "compute/jobs/rids.h"
 #include "compute/jobs/submit.h"
 #include "util/buf.h"
 #include "util/datadir.h"
@@ -324,8 +336,14 @@ static int submit_checked(jobs *J, const char *owner, const submission *sp,
                           json_t *body, const tenv *envp, jobs_pending *p,
                           int *retry_after_s, terr *e);
 
-int jobs_submit_prepare(jobs *J, const char *owner, json_t *body,
-                        jobs_pending *p, int *retry_after_s, terr *e) {
+static int key_take(jobs *J, jobs_pending *p, int want_async, terr *e);
+
+/* jobs_submit_prepare; want_async: the caller inserts [async] when
+ * p->async_ok (jobs_submit with ?wait), so a request_id's key is claimed
+ * for that insert rather than held for a [sync] one (rids.h). */
+static int submit_prepare(jobs *J, const char *owner, json_t *body,
+                          jobs_pending *p, int *retry_after_s, int want_async,
+                          terr *e) {
   submission s;
   memset(&s, 0, sizeof s);
   memset(p, 0, sizeof *p);
@@ -333,7 +351,9 @@ int jobs_submit_prepare(jobs *J, const char *owner, json_t *body,
   if (rc || (rc = check_output(J, owner, &s, e))) return rc;
   /* On a cluster store the row must be committed before another node can
    * claim it: always the [sync] insert. */
-  p->async_ok = !s.request_id && !store_is_cluster(J->st);
+  p->async_ok = !store_is_cluster(J->st);
+  /* With a request_id only where the keys in flight are known (rids.h). */
+  p->async_ok = p->async_ok && (!s.request_id || J->rids);
   /* Nor one whose inputs it must find still stored: its failure must be
    * answered (404 naming the field), not found after the answer. */
   p->async_ok = p->async_ok && !refs_stored(s.params, 0);
@@ -351,12 +371,57 @@ int jobs_submit_prepare(jobs *J, const char *owner, json_t *body,
     return terr_set(e, T_ENOMEM, "", -1, "out of memory");
   rc = submit_checked(J, owner, &s, body, &env, p, retry_after_s, e);
   tlocal_pins_free(env.local_pins);
+  if (!rc && s.request_id && J->rids) rc = key_take(J, p, want_async, e);
   return rc;
+}
+
+int jobs_submit_prepare(jobs *J, const char *owner, json_t *body,
+                        jobs_pending *p, int *retry_after_s, terr *e) {
+  return submit_prepare(J, owner, body, p, retry_after_s, 0, e);
+}
+
+/* Hold p's key for a [sync] insert (rids.h: it waits only while a claim of
+ * the key reads the store). On an error p is given up (nothing held). */
+static int key_hold(jobs *J, jobs_pending *p, terr *e) {
+  p->async_ok = 0;
+  p->rid_claimed = 0;
+  int queued = 0;
+  p->rid = rids_hold(J->rids, p->row.owner, p->row.request_id, &queued);
+  /* read after the hold: a claim it waited for is queued by now, and the
+   * insert it stamped is ahead of ours */
+  p->rid_mark = rids_mark(J->rids);
+  char id[T_ID_MAX];
+  if (!p->rid)
+    return jobs_submit_inserted(
+        J, p, terr_set(e, T_ENOMEM, "", -1, "out of memory"), 0, id, e);
+  /* The key's [async] insert is queued: committed first, so that ours
+   * finds its row (a finish queued meanwhile may take a queued insert
+   * over, writing the row at the job's end instead: rids.h). */
+  int rc = queued ? jobs_sync(J, e) : T_OK;
+  return rc ? jobs_submit_inserted(J, p, rc, 0, id, e) : T_OK;
+}
+
+/* The last step of a prepare with a request_id: claim its key for an
+ * [async] insert when the caller makes one and the key is free, else hold
+ * it for the [sync] insert. */
+static int key_take(jobs *J, jobs_pending *p, int want_async, terr *e) {
+  if (want_async && p->async_ok &&
+      (p->rid = rids_claim(J->rids, p->row.owner, p->row.request_id))) {
+    p->rid_claimed = 1;
+    return T_OK;
+  }
+  return key_hold(J, p, e);
 }
 
 int jobs_submit_inserted(jobs *J, jobs_pending *p, int insert_rc,
                          int existing, char id[T_ID_MAX], terr *e) {
   id[0] = 0;
+  if (p->rid && !p->rid_claimed) { /* the [sync] insert has returned */
+    rids_release(J->rids, p->rid);
+    /* committed: so is every [async] insert stamped before it was queued */
+    if (!insert_rc) rids_committed(J->rids, p->rid_mark);
+    p->rid = NULL;
+  }
   if (insert_rc) {
     kind_checked_free(p->kind, p->checked);
     store_job_clear(&p->row);
@@ -377,16 +442,84 @@ int jobs_submit_inserted(jobs *J, jobs_pending *p, int insert_rc,
   return rc;
 }
 
+/* The scheduler's word that a keyed [async] insert's job ended (the
+ * store's writer thread, or the thread that ended it unstarted): with its
+ * committed row, its end's commit covers the insert (rids.h). */
+static void keyed_job_ended(void *arg, const char *id, const store_job *ended) {
+  (void)id;
+  rids_ended(arg, ended != NULL);
+}
+
+/* An idempotent ?wait submit that claimed its key (rids.h): the job the
+ * store has committed for the key (the same body: that job, *async_insert
+ * 0; another body: 409 naming request_id), else the [async] insert, whose
+ * key stays in J->rids until a commit is known to cover it. A read that
+ * fails leaves the decision to the [sync] insert. */
+static int submit_keyed(jobs *J, jobs_pending *p, int *async_insert,
+                        char id[T_ID_MAX], terr *e) {
+  rids_entry *en = p->rid;
+  p->rid = NULL;
+  p->rid_claimed = 0;
+  store_job found;
+  terr re;
+  int existing = 0;
+  int rc = store_job_by_request(J->st, p->row.owner, p->row.request_id,
+                                &found, &re);
+  if (rc == T_OK) {
+    existing = 1;
+    if (!found.body_hash || !p->row.body_hash ||
+        strcmp(found.body_hash, p->row.body_hash) != 0)
+      rc = terr_set(e, T_ECONFLICT, "request_id", -1,
+                    "'%s' was used for a different request body",
+                    p->row.request_id);
+    if (rc) {
+      store_job_clear(&found);
+    } else {
+      store_job_clear(&p->row);
+      p->row = found;
+    }
+  } else if (rc == T_ENOTFOUND) {
+    rc = store_job_insert_async(J->st, &p->row, e);
+  } else { /* cannot tell: the [sync] insert decides, as without the table */
+    rids_unclaim(J->rids, en);
+    *async_insert = 0;
+    if ((rc = key_hold(J, p, e))) return rc;
+    rc = store_job_insert(J->st, &p->row, &existing, e);
+    return jobs_submit_inserted(J, p, rc, existing, id, e);
+  }
+  if (rc || existing) {
+    rids_unclaim(J->rids, en);
+    *async_insert = 0;
+    return jobs_submit_inserted(J, p, rc, existing, id, e);
+  }
+  /* stamped before the enqueue: the job's end is queued after the stamp */
+  (void)rids_queued(J->rids, en);
+  rc = jobs_submit_inserted(J, p, 0, 0, id, e);
+  rids_enqueued(en);
+  uint64_t token;
+  if (rc) {
+    /* not queued, its row is: known committed after a sync (which sweeps) */
+    terr se;
+    (void)jobs_sync(J, &se);
+    rids_ended(en, 0);
+  } else if (sched_wait_end(J->sc, id, keyed_job_ended, en, &token) != 0) {
+    rids_ended(en, 0); /* ended already: the answer's own sync covers it */
+  }
+  return rc;
+}
+
 int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
                 char id[T_ID_MAX], int *retry_after_s, terr *e) {
   jobs_pending p;
   id[0] = 0;
-  int rc = jobs_submit_prepare(J, owner, body, &p, retry_after_s, e);
+  int rc = submit_prepare(J, owner, body, &p, retry_after_s, *async_insert, e);
   if (rc) return rc;
-  /* With async_insert (no idempotency key to check) nothing is answered
-   * before a later commit, which commits the insert too: it need not be
-   * waited for here, and then usually shares the end's transaction. */
+  /* With async_insert nothing is answered before a later commit, which
+   * commits the insert too: it need not be waited for here, and then
+   * usually shares the end's transaction. An idempotency key is checked
+   * against the committed rows and the inserts in flight (rids.h). */
   *async_insert = *async_insert && p.async_ok;
+  if (p.rid_claimed) return submit_keyed(J, &p, async_insert, id, e);
   int existing = 0;
   rc = *async_insert ? store_job_insert_async(J->st, &p.row, e)
                      : store_job_insert(J->st, &p.row, &existing, e);

@@ -7,7 +7,10 @@
  * The caller then inserts p->row by any store call and hands the outcome
  * to jobs_submit_inserted, which enqueues the job or gives the slot back
  * (a failed insert, or a request_id's earlier job): every prepared job goes
- * through it exactly once. Private to compute/jobs/.
+ * through it exactly once. A prepared job with a request_id holds its key
+ * in J->rids (rids.h) from the prepare to jobs_submit_inserted: the insert
+ * between them must be the store's [sync] one (store_job_insert or
+ * store_insert_jobs). Private to compute/jobs/.
  *
  * Threads: an HTTP thread (the caller's); no lock is held here.
  */
@@ -24,6 +27,12 @@ typedef struct jobs_pending {
   job_estimate est;
   void *checked;          /* the kind's checked params (owned) */
   int async_ok;           /* the row may be inserted [async] */
+  /* its request_id's entry in J->rids (rids.h), or NULL: held for a [sync]
+   * insert (released by jobs_submit_inserted), or claimed for jobs_submit's
+   * [async] one (rid_claimed) */
+  struct rids_entry *rid;
+  int rid_claimed;
+  uint64_t rid_mark;      /* rids_mark before the [sync] insert */
 } jobs_pending;
 
 /* Everything of jobs_submit before the insert. On an error nothing is

@@ -43,6 +43,10 @@ static int be_job_get(void *impl, const char *id, const char *owner, store_job *
   return sq_job_get(impl, id, owner, out, e);
 }
 
+static int be_job_by_request(void *impl, const char *owner, const char *rid, store_job *out, terr *e) {
+  return sq_job_by_request(impl, owner, rid, out, e);
+}
+
 static int be_job_list(void *impl, const store_job_filter *f, store_job **jobs, int *n, int *has_next, store_job_pos *next, int64_t *total, terr *e) {
   return sq_job_list(impl, f, jobs, n, has_next, next, total, e);
 }
@@ -143,6 +147,7 @@ const store_backend store_sqlite_backend = {
     .sync = be_sync,
     .insert_failures = be_insert_failures,
     .job_get = be_job_get,
+    .job_by_request = be_job_by_request,
     .job_list = be_job_list,
     .job_start = be_job_start,
     .job_start_async = be_job_start_async,

@@ -326,6 +326,7 @@ int sq_job_insert_async(sqstore *s, store_job *j, terr *e);
 int sq_job_insert_many(sqstore *s, store_job *jobs, int n, int *existing, int *rcs, terr *errs, terr *e);
 int sq_sync(sqstore *s, terr *e);
 int sq_job_get(sqstore *s, const char *id, const char *owner, store_job *out, terr *e);
+int sq_job_by_request(sqstore *s, const char *owner, const char *rid, store_job *out, terr *e);
 int sq_job_list(sqstore *s, const store_job_filter *f, store_job **jobs, int *n, int *has_next, store_job_pos *next, int64_t *total, terr *e);
 int sq_job_start(sqstore *s, const char *id, int64_t started_at, const char *backend_used, const char *reason, const char *estimate, terr *e);
 void sq_job_start_async(sqstore *s, const char *id, int64_t started_at, const char *backend_used, const char *reason, const char *estimate);

@@ -531,9 +531,6 @@ static void insert_after(sqstore *s, store_wop *op) {
 /* [async] See store.h. */
 int sq_job_insert_async(sqstore *s, store_job *j, terr *e) {
   if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
-  if (j && j->request_id)
-    return terr_set(e, T_EINVAL, "request_id", -1,
-                    "store: an idempotent insert must be [sync]");
   int prc = store__job_insert_prep(j, e);
   if (prc) return prc;
   const char *owner = j->owner ? j->owner : "";
@@ -541,6 +538,7 @@ int sq_job_insert_async(sqstore *s, store_job *j, terr *e) {
   const char *strs[] = {owner,          j->kind,          j->params,
                         breq,           j->backend_used,  j->backend_reason,
                         j->estimate,    j->label,         j->body_hash,
+                        j->request_id,
                         j->error_code,    j->error_message,
                         j->result_path,   j->compare,       j->output_file,
                         j->parent};
@@ -561,7 +559,7 @@ int sq_job_insert_async(sqstore *s, store_job *j, terr *e) {
   r->backend_reason = (char *)store__pack_str(&p, j->backend_reason);
   r->estimate = (char *)store__pack_str(&p, j->estimate);
   r->label = (char *)store__pack_str(&p, j->label);
-  r->request_id = NULL;
+  r->request_id = (char *)store__pack_str(&p, j->request_id);
   r->body_hash = (char *)store__pack_str(&p, j->body_hash);
   r->error_code = (char *)store__pack_str(&p, j->error_code);
   r->error_message = (char *)store__pack_str(&p, j->error_message);
@@ -613,6 +611,34 @@ int sq_job_get(sqstore *s, const char *id, const char *owner, store_job *out,
     rc = terr_set(e, T_ENOTFOUND, "id", -1, "no job %s", id);
   } else {
     rc = store__dberr(e, c->db, "get job");
+  }
+  sqlite3_reset(st);
+  return rc;
+}
+
+/* See store.h. The unique index (owner, request_id) finds it; the read
+ * sees what is committed now (its own statement, its own snapshot). */
+int sq_job_by_request(sqstore *s, const char *owner, const char *rid,
+                      store_job *out, terr *e) {
+  if (!s || !rid) return terr_set(e, T_EINVAL, "request_id", -1, "missing");
+  store_conn *c;
+  sqlite3_stmt *st;
+  int rc = store__read_stmt(s,
+                            "SELECT " STORE_JOB_COLS " FROM jobs"
+                            " WHERE owner = ?1 AND request_id = ?2",
+                            &c, &st, e);
+  if (rc) return rc;
+  sqlite3_bind_text(st, 1, owner ? owner : "", -1, SQLITE_STATIC);
+  sqlite3_bind_text(st, 2, rid, -1, SQLITE_STATIC);
+  int step = sqlite3_step(st);
+  if (step == SQLITE_ROW) {
+    if (store__job_row(st, out))
+      rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
+  } else if (step == SQLITE_DONE) {
+    rc = terr_set(e, T_ENOTFOUND, "request_id", -1, "no job with request_id %s",
+                  rid);
+  } else {
+    rc = store__dberr(e, c->db, "get job by request_id");
   }
   sqlite3_reset(st);
   return rc;
