@@ -8,7 +8,13 @@ that a busy machine weighs on every side alike.
 
   python3 tests/bench/gang_timeline.py build/tesseld [--n 100] [--len 10000]
           [--reps 40] [--rounds 3] [--backend cpu|cuda]
-          [--env NAME:VAR=V,VAR=V ...] [--timeline]
+          [--env NAME:VAR=V,VAR=V ...] [--mode raw|masked|one] [--timeline]
+
+--mode: raw (bench_gang.py's: whole records in both answers), masked (as
+the client asks: "fields" ["status", "error"] on jobs:batch, ["status",
+"error", "result"] on jobs:get), one (one jobs:batch?wait=30 with
+"include" and "fields": the ids, the wait and the results in one answer;
+its ms are in the jobs:batch column).
 
 Per environment (default: "kept" with the daemon's defaults and "off"
 with TESSEL_ARRAY_CACHE_MB=0, the arrays kept mapped or not) it prints the
@@ -57,21 +63,32 @@ def cpu_ms(pid):
     return (int(f[11]) + int(f[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
-def batch_body(handles, backend):
-    return json.dumps({"jobs": [{"kind": "reduce", "backend": backend,
-                                 "params": {"op": "sum", "expr": "x**2",
-                                            "inputs": {"x": {"array": h.id}}}}
-                                for h in handles]}).encode()
+MASK = {"raw": None, "masked": (["status", "error"], ["status", "error", "result"])}
 
 
-def one_batch(c, raw):
+def batch_body(handles, backend, mode):
+    b = {"jobs": [{"kind": "reduce", "backend": backend,
+                   "params": {"op": "sum", "expr": "x**2",
+                              "inputs": {"x": {"array": h.id}}}} for h in handles]}
+    if mode == "one":  # everything in the one answer
+        b.update(include=["result"], fields=["status", "error", "result"])
+    elif MASK[mode]:
+        b["fields"] = MASK[mode][0]
+    return json.dumps(b).encode()
+
+
+def one_batch(c, raw, mode):
     t0 = time.perf_counter()
-    _, out = c._t.request("POST", "/v1/jobs:batch", raw, H)
+    _, out = c._t.request("POST", "/v1/jobs:batch" + ("?wait=30" if mode == "one" else ""),
+                          raw, H)
     t1 = time.perf_counter()
+    if mode == "one":
+        return (t1 - t0) * 1e3, 0.0, [j["result"]["data"] for j in out["jobs"]]
     ids = [j["id"] for j in out["jobs"]]
-    _, got = c._t.request("POST", "/v1/jobs:get",
-                          json.dumps({"ids": ids, "wait": 30,
-                                      "include": ["result"]}).encode(), H)
+    g = {"ids": ids, "wait": 30, "include": ["result"]}
+    if MASK[mode]:
+        g["fields"] = MASK[mode][1]
+    _, got = c._t.request("POST", "/v1/jobs:get", json.dumps(g).encode(), H)
     t2 = time.perf_counter()
     vals = [j["result"]["data"] for j in got["jobs"]]
     return (t1 - t0) * 1e3, (t2 - t1) * 1e3, vals
@@ -84,14 +101,14 @@ def run_env(binary, env, xs, a, on_start=None):
     try:
         c = tessel.Client(url)
         handles = [c.upload(x) for x in xs]
-        raw = batch_body(handles, a.backend)
-        one_batch(c, raw)  # warm-up: connections open, kernels compiled
+        raw = batch_body(handles, a.backend, a.mode)
+        one_batch(c, raw, a.mode)  # warm-up: connections open, kernels compiled
         if on_start:
             on_start(p.pid)
         tb, tg = [], []
         c0 = cpu_ms(p.pid)
         for _ in range(a.reps):
-            b, g, vals = one_batch(c, raw)
+            b, g, vals = one_batch(c, raw, a.mode)
             tb.append(b)
             tg.append(g)
         return tb, tg, (cpu_ms(p.pid) - c0) / a.reps, vals
@@ -156,6 +173,7 @@ def main():
     ap.add_argument("--backend", default=os.environ.get("BENCH_BACKEND", "cpu"))
     ap.add_argument("--env", nargs="*", default=["kept:", "off:TESSEL_ARRAY_CACHE_MB=0"])
     ap.add_argument("--timeline", action="store_true")
+    ap.add_argument("--mode", choices=("raw", "masked", "one"), default="raw")
     a = ap.parse_args()
     envs = []
     for spec in a.env:
@@ -177,8 +195,9 @@ def main():
     same = all(np.array_equal(np.array(v).view(np.int64), np.array(first).view(np.int64))
                for v in values.values())
     rel = max(abs(v - w) / w for v, w in zip(first, want))
-    print(f"{a.n} x sum(x**2) over {a.len} float64, backend {a.backend}: jobs:batch, then "
-          f"jobs:get (wait, results inline); medians of {a.rounds} x {a.reps} batches")
+    print(f"{a.n} x sum(x**2) over {a.len} float64, backend {a.backend}, mode {a.mode}: "
+          f"jobs:batch, then jobs:get (wait, results inline); medians of {a.rounds} x "
+          f"{a.reps} batches")
     print(f"# every environment's values equal bit for bit: {same}; max rel. diff to "
           f"NumPy {rel:.2e}\n")
     print("| daemon | jobs:batch ms | jobs:get ms | together ms | daemon CPU ms / batch |")
