@@ -10,7 +10,13 @@
  * its expiry, "not found" to the next check and the next load, while a
  * job that still holds it reads its bytes unharmed; a load that began
  * before a drop keeps nothing; an array loaded again is the same bytes.
+ * Under threads (kept_arrays_under_threads): jobs loading 24 arrays of
+ * 64 KiB each through a cache of 1 MiB (so entries are evicted while jobs
+ * read them) while another thread drops them, every load reads its own
+ * array's bytes (sanitizer builds also watch the references).
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,10 +252,94 @@ TEST(kept_arrays_end_with_their_array) {
   store_close(s);
 }
 
+#define NARR 24
+#define ELEMS 8192 /* 64 KiB: 16 fit in the cache's 1 MiB (main's setenv) */
+
+typedef struct shared_arrays {
+  store *s;
+  char id[NARR][T_ID_MAX];
+  atomic_int stop, bad, loads;
+} shared_arrays;
+
+static void *loader(void *arg) {
+  shared_arrays *w = arg;
+  tenv env;
+  tenv_from_store(&env, w->s, "", 0);
+  unsigned seed = (unsigned)(uintptr_t)&env;
+  for (int i = 0; i < 3000 && !atomic_load(&w->stop); i++) {
+    int k = (int)(rand_r(&seed) % NARR);
+    tarray *a = NULL;
+    terr e;
+    if (env.array_load(env.ud, "", w->id[k], &a, &e) != 0 || !a ||
+        a->size != ELEMS) {
+      atomic_fetch_add(&w->bad, 1);
+    } else {
+      const double *d = a->data;
+      if (d[0] != k || d[ELEMS - 1] != k + 0.5) atomic_fetch_add(&w->bad, 1);
+    }
+    tarray_free(a);
+    atomic_fetch_add(&w->loads, 1);
+  }
+  return NULL;
+}
+
+static void *dropper(void *arg) {
+  shared_arrays *w = arg;
+  for (int i = 0; !atomic_load(&w->stop); i++) {
+    arrcache_drop(w->id[i % NARR]);
+    usleep(50);
+  }
+  return NULL;
+}
+
+TEST(kept_arrays_under_threads) {
+  char dir[300], sub[400];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  snprintf(sub, sizeof sub, "%s/arrays", dir);
+  CHECK(mkdir(sub, 0700) == 0);
+  arrays A = {.st = s, .data_dir = dir};
+  shared_arrays w = {.s = s};
+  int64_t shape[1] = {ELEMS};
+  for (int k = 0; k < NARR; k++) {
+    tarray *a = tarray_zeros(T_F64, 1, shape);
+    double *d = a->data;
+    for (int i = 0; i < ELEMS; i++) d[i] = k;
+    d[ELEMS - 1] = k + 0.5;
+    store_array rec;
+    int existing = 0;
+    terr e;
+    CHECK(arrays_put(&A, "", a, &rec, &existing, &e) == 0);
+    snprintf(w.id[k], T_ID_MAX, "%s", rec.id);
+    store_array_clear(&rec);
+    tarray_free(a);
+  }
+  arrcache_clear();
+  pthread_t t[4], d;
+  for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, loader, &w);
+  pthread_create(&d, NULL, dropper, &w);
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  atomic_store(&w.stop, 1);
+  pthread_join(d, NULL);
+  size_t bytes;
+  int n;
+  arrcache_stats(&n, &bytes);
+  CHECK_MSG(atomic_load(&w.bad) == 0, "%d of %d loads read another array",
+            atomic_load(&w.bad), atomic_load(&w.loads));
+  CHECK_MSG(bytes <= ((size_t)1 << 20), "%zu bytes kept over the 1 MiB bound",
+            bytes);
+  if (!store_is_cluster(s)) CHECK(n > 0);
+  arrcache_clear();
+  store_close(s);
+}
+
 int main(void) {
+  /* before the cache's first use in this process: its bound (1 MiB) */
+  setenv("TESSEL_ARRAY_CACHE_MB", "1", 1);
   if (fixture_root("/tmp/tessel_lifecycle_XXXXXX")) return 1;
   RUN(test_delete_and_expiry_end_alike);
   RUN(kept_arrays_end_with_their_array);
+  RUN(kept_arrays_under_threads);
   rm_tree(root);
   return check_summary();
 }
