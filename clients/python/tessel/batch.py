@@ -79,6 +79,11 @@ def _inline(result: Dict[str, Any]) -> Optional[np.ndarray]:
     keeps them apart)."""
     if "data" not in result:
         return None
+    d = result["data"]
+    if type(d) is float and not result.get("shape") and result.get("dtype") == "float64":
+        # a scalar (a reduce's result): its 0-d array at once, ~20x cheaper
+        # than the general path below (a JSON float is never NaN)
+        return np.array(d)
     try:
         a = np.array(result["data"], dtype=float if result.get("dtype") != "int64" else np.int64)
     except (TypeError, ValueError):  # a null in an int64 result

@@ -58,6 +58,14 @@ def test_many_when_the_batch_wait_runs_out(client, monkeypatch):
 def test_reduce_and_geodesic_many(client):
     got = client.reduce_many("sum", [[1.0, 2.0], [3.0], [4.0, 5.0, 6.0]])
     assert [float(g) for g in got] == [3.0, 3.0, 15.0]
+    # a scalar result (the inline fast path) is a 0-d float64 array, as the
+    # general path made it, holding the single call's value bit for bit
+    x = np.random.default_rng(3).standard_normal(1000)
+    (many,) = client.reduce_many("sum", [x], expr="x**2")
+    one = client.reduce("sum", x=x, expr="x**2")
+    assert isinstance(many, np.ndarray) and many.shape == () and many.dtype == np.float64
+    assert many.view(np.int64) == np.asarray(one, dtype=np.float64).view(np.int64)
+    assert abs(float(many) - float(np.sum(x ** 2))) <= 1e-12 * float(np.sum(x ** 2))
     pts = [[(0, 0), (0, 1)], [(0, 0), (1, 0), (2, 0)]]
     mats = client.geodesic_many(pts, units="km")
     for m, p in zip(mats, pts):
