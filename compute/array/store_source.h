@@ -50,6 +50,10 @@ void tenv_from_store(tenv *env, store *st, const char *owner,
  * arrcache_adopt keeps nothing offered under an older generation than the
  * one taken before the store read (arrcache_gen). On a cluster store
  * another node may delete the array: store_source.c keeps nothing there.
+ * The files are the daemon's own, in its locked data directory (not a
+ * neighbour's same-host file, which is guarded, localfile.h): a kept
+ * mapping is exposed to a truncation by the daemon's own user as a job's
+ * mapping always was, only for longer.
  *
  * Bounds: arrays of at most ARRCACHE_ONE_MAX bytes, ARRCACHE_TOTAL_MAX
  * bytes and ARRCACHE_ENTRIES_MAX entries in all (the least recently used
