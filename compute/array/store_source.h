@@ -99,7 +99,7 @@ void arrcache_drop(const char *id);
 /* Every entry leaves (a test between cases). */
 void arrcache_clear(void);
 
-/* What the cache holds now: entries and bytes (tests, /metrics). */
+/* What the cache holds now: entries and bytes (tests). */
 void arrcache_stats(int *entries, size_t *bytes);
 
 #endif
