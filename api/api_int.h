@@ -53,12 +53,13 @@ void api_reply_job(http_req *r, api_ctx *ctx, const job_record *j,
  * object gains "data" as jobs:get's include writes it (api_job_text_data). */
 void api_reply_job_data(http_req *r, api_ctx *ctx, const job_record *j,
                         int status, int data);
-/* Append the job's text (len bytes, jobs_json's) to b with "data" added to
- * its "result" object when the result is kept in the row and at most
- * API_INLINE_RESULT bytes (nested lists, non-finite values as null); the
- * text as it was otherwise. owner NULL: not checked (batch.c). */
+/* Append the job's text (len bytes, jobs_json's of the row j, read under
+ * its owner already) to b with "data" added to its "result" object when
+ * the result is kept in the row and at most API_INLINE_RESULT bytes
+ * (nested lists, non-finite values as null); the text as it was
+ * otherwise. */
 void api_job_text_data(tbuf *b, api_ctx *ctx, const char *text, size_t len,
-                       const char *id, const char *owner);
+                       const job_record *j);
 /* The array's metadata as the API shows it. New ref. */
 json_t *api_array_json(const store_array *a);
 

@@ -143,7 +143,7 @@ static void put_item(tbuf *b, const mwait *m, const jobs_batch_item *it) {
       (!m->fields.on || (m->fields.want & API_FIELD_RESULT))) {
     tbuf t;
     tbuf_init(&t, 0);
-    api_job_text_data(&t, m->ctx, text, len, jr->id, owner);
+    api_job_text_data(&t, m->ctx, text, len, jr);
     free(text);
     text = tbuf_take(&t, &len);
   }

@@ -159,22 +159,23 @@ static void put_values(tbuf *b, const tarray *a, int d, int64_t *at) {
   tbuf_adds(b, "]");
 }
 
-/* The job's text (jobs_json's, len bytes) with "data" added to its
- * "result" object when the result is kept in the row and small: nested
- * lists as put_values writes them. The text as it was otherwise (its
- * "result" is a link already). */
+/* The job's text (jobs_json's of the row j, len bytes) with "data" added
+ * to its "result" object when the result is kept in the row and small:
+ * nested lists as put_values writes them. The text as it was otherwise
+ * (its "result" is a link already). The row in hand is the one read under
+ * its owner: only the result's bytes are read (jobs_result_row_npy). */
 void api_job_text_data(tbuf *b, api_ctx *ctx, const char *text, size_t len,
-                       const char *id, const char *owner) {
+                       const job_record *j) {
   char needle[T_ID_MAX + 40];
-  snprintf(needle, sizeof needle, "\"href\":\"/v1/jobs/%s/result\"}", id);
+  snprintf(needle, sizeof needle, "\"href\":\"/v1/jobs/%s/result\"}", j->id);
   const char *at = strstr(text, needle);
-  jobs_result res;
+  void *npy = NULL;
+  size_t npy_len = 0;
   terr e;
   tarray *a = NULL;
-  memset(&res, 0, sizeof res);
-  if (at && jobs_result_get(ctx->jobs, id, owner, &res, &e) == 0 && res.npy &&
-      res.npy_len <= API_INLINE_RESULT &&
-      npy_parse_result(res.npy, res.npy_len, API_INLINE_RESULT, &a, &e) == 0) {
+  if (at && jobs_result_row_npy(ctx->jobs, j, &npy, &npy_len, &e) == 0 &&
+      npy_len <= API_INLINE_RESULT &&
+      npy_parse_result(npy, npy_len, API_INLINE_RESULT, &a, &e) == 0) {
     size_t cut = (size_t)(at - text) + strlen(needle) - 1; /* before '}' */
     tbuf_add(b, text, cut);
     tbuf_adds(b, ",\"data\":");
@@ -185,7 +186,7 @@ void api_job_text_data(tbuf *b, api_ctx *ctx, const char *text, size_t len,
   } else {
     tbuf_add(b, text, len);
   }
-  jobs_result_clear(&res);
+  free(npy);
 }
 
 void api_reply_job(http_req *r, api_ctx *ctx, const job_record *j,
@@ -200,7 +201,7 @@ void api_reply_job_data(http_req *r, api_ctx *ctx, const job_record *j,
   if (text && data && ctx) {
     tbuf b;
     tbuf_init(&b, 0); /* no cap: the job's text and at most 64 KiB of values */
-    api_job_text_data(&b, ctx, text, len, j->id, NULL);
+    api_job_text_data(&b, ctx, text, len, j);
     free(text);
     text = tbuf_take(&b, &len);
   }

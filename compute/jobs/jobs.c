@@ -339,6 +339,18 @@ int jobs_result_part_get(jobs *J, const char *id, const char *owner,
   return rc;
 }
 
+int jobs_result_row_npy(jobs *J, const job_record *j, void **npy,
+                        size_t *len, terr *e) {
+  *npy = NULL;
+  *len = 0;
+  /* an "output" (a file or a region) is where the result went: none kept */
+  if (j->status != JOB_SUCCEEDED || j->result_path || !j->result.dtype[0] ||
+      j->output_file)
+    return terr_set(e, T_ENOTFOUND, "id", -1,
+                    "job %s keeps no result in its row", j->id);
+  return store_job_result_npy(J->st, j->id, NULL, npy, len, e);
+}
+
 void jobs_result_clear(jobs_result *r) {
   if (!r) return;
   free(r->path);

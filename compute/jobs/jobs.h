@@ -178,6 +178,13 @@ typedef struct jobs_result {
 } jobs_result;
 int jobs_result_get(jobs *J, const char *id, const char *owner,
                     jobs_result *out, terr *e);
+/* The bytes (.npy) of the result j's row keeps (its first part), from
+ * the row j as read already (final: a succeeded job): no second read of
+ * the row, no layout. T_ENOTFOUND when j has no result kept in its row (not
+ * succeeded, a file, an "output"), or it was deleted since. *npy: the
+ * caller frees. For an answer that inlines small results (jobs:get). */
+int jobs_result_row_npy(jobs *J, const job_record *j, void **npy,
+                        size_t *len, terr *e);
 /* The same for part `name` of a result of several arrays (NULL: the first,
  * as jobs_result_get). T_ENOTFOUND (field "name") when the result has no
  * such part, the name is not a part name, or the result is one array;

@@ -2,8 +2,9 @@
  * (lifecycle.h): client delete and daemon expiry take the same path.
  *
  * Order, for each ended thing: (1) the store's row, in one transaction
- * that returns the files the row named; (2) the GPU-resident copies of its
- * id (an uploaded array's, a chain's result kept on a device); (3) the
+ * that returns the files the row named; (2) the kept copies of its id: an
+ * uploaded array's mapping (compute/array/store_source.h) and the GPU-resident
+ * copies (an uploaded array's, a chain's result kept on a device); (3) the
  * files, result and every part's, or the upload. Row first because a row
  * is what a reader follows to a file: a crash or a failure after (1)
  * leaves at worst files that nothing names (disk space, never a wrong
@@ -35,6 +36,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "compute/array/store_source.h"
 #include "compute/array/codec/parts_upload.h"
 #include "compute/gpu/gpu.h"
 #include "util/util.h"
@@ -88,6 +90,7 @@ int jobs_array_delete(arrays *A, const char *id, const char *owner, terr *e) {
   char *path = NULL;
   int rc = arrays_delete(A, id, owner, &path, e);
   if (rc) return rc;
+  arrcache_drop(id);
   gpu_drop(id);
   remove_file(path);
   return T_OK;
@@ -102,6 +105,7 @@ int jobs_expire(store *st, int64_t before_ms, int *nfiles, terr *e) {
   char id[T_ID_MAX], last[T_ID_MAX] = "";
   for (int i = 0; i < n; i++) { /* a job's parts follow its result */
     if (paths[i] && id_of_path(paths[i], id) && strcmp(id, last) != 0) {
+      if (id[0] == 'a') arrcache_drop(id);
       gpu_drop(id);
       memcpy(last, id, sizeof last);
     }

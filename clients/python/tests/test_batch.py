@@ -1,8 +1,9 @@
 """map_many / reduce_many / geodesic_many (tessel/batch.py) against a real tesseld.
 
 Checked: the results equal the single calls' in the order given; 50 jobs
-cost a couple of requests (a counter wrapped round the transport's
-request), not 100; a bad item raises InvalidArgument naming ``jobs[i]...``;
+cost one request (a jobs:batch that waits and brings the results; a
+counter wrapped round the transport's request), not 100, and when its wait
+runs out first the rest are waited for and right; a bad item raises InvalidArgument naming ``jobs[i]...``;
 a result over the inline bound comes back whole through its link; the
 client's waiter polls its pending jobs with one jobs:get, not one GET each;
 submits of several threads made while one is in flight go out as batches
@@ -36,13 +37,35 @@ def test_map_many_equals_single_calls(client, monkeypatch):
     assert len(many) == len(single)
     for a, b in zip(many, single):
         np.testing.assert_array_equal(a, b)
-    assert ("POST", "/v1/jobs:batch") in calls
-    assert len(calls) < len(items) // 5, calls  # one batch, a jobs:get or two
+    # one jobs:batch that waits: the 50 tiny jobs end within it, and their
+    # results come in its answer (no jobs:get)
+    assert [c for c in calls if c[1].startswith("/v1/jobs:batch?wait=")] == calls[:1], calls
+    assert len(calls) == 1, calls
+
+
+def test_many_when_the_batch_wait_runs_out(client, monkeypatch):
+    """The batch's wait over before the jobs end (max_wait 1 ms): the jobs
+    not ended in its answer are waited for with jobs:get, results right."""
+    items = [np.arange(float(n)) for n in range(1, 41)]
+    monkeypatch.setattr(client, "max_wait", 0.001)
+    calls = _counting(client, monkeypatch)
+    many = client.map_many("x*x + 1", items)
+    for a, x in zip(many, items):
+        np.testing.assert_array_equal(a, x * x + 1)
+    assert calls[0][1] == "/v1/jobs:batch?wait=0.001", calls
 
 
 def test_reduce_and_geodesic_many(client):
     got = client.reduce_many("sum", [[1.0, 2.0], [3.0], [4.0, 5.0, 6.0]])
     assert [float(g) for g in got] == [3.0, 3.0, 15.0]
+    # a scalar result (the inline fast path) is a 0-d float64 array, as the
+    # general path made it, holding the single call's value bit for bit
+    x = np.random.default_rng(3).standard_normal(1000)
+    (many,) = client.reduce_many("sum", [x], expr="x**2")
+    one = client.reduce("sum", x=x, expr="x**2")
+    assert isinstance(many, np.ndarray) and many.shape == () and many.dtype == np.float64
+    assert many.view(np.int64) == np.asarray(one, dtype=np.float64).view(np.int64)
+    assert abs(float(many) - float(np.sum(x ** 2))) <= 1e-12 * float(np.sum(x ** 2))
     pts = [[(0, 0), (0, 1)], [(0, 0), (1, 0), (2, 0)]]
     mats = client.geodesic_many(pts, units="km")
     for m, p in zip(mats, pts):
