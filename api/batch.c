@@ -129,9 +129,14 @@ static void put_item(tbuf *b, const mwait *m, const jobs_batch_item *it) {
        (m->ended || !jobs_holds(m->ctx->jobs, it->id, owner)))) {
     terr e;
     if (jobs_get(m->ctx->jobs, it->id, owner, &j, &e)) {
-      if (m->submitted) /* its async insert failed */
-        terr_set(&e, T_EINTERNAL, "", -1, "job %s could not be recorded",
-                 it->id);
+      if (m->submitted && e.code == T_ENOTFOUND) { /* its insert failed */
+        jobs_unrecorded(m->ctx->jobs, it->id, &e);
+        if (e.field[0]) { /* named as the batch names its items' fields */
+          char f[TERR_FIELD_MAX];
+          snprintf(f, sizeof f, "jobs[%td].%s", it - m->items, e.field);
+          t_scopy(e.field, sizeof e.field, f);
+        }
+      }
       put_error(b, it->id, &e);
       return;
     }

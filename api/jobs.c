@@ -7,8 +7,9 @@
  * seconds pass, and the answer is then 200 with the finished job, or 202.
  * GET /v1/jobs/{id}?wait=S waits the same way and answers 200 either way.
  *
- * With ?wait and no stored input (an array or a result, which the insert
- * must find still there: jobs_submit) the job's row is committed with the
+ * With ?wait and no job result as input (which the insert must find still
+ * there: jobs_submit; an uploaded array may be one, its insert's failure
+ * answered by jobs_unrecorded) the job's row is committed with the
  * next store write (jobs_submit's async_insert), with a request_id too on
  * one node (its key checked against the committed rows and the keys in
  * flight: compute/jobs/rids.h): the answer comes only after the
@@ -112,13 +113,8 @@ static void reply_job_stored(http_req *r, api_ctx *ctx, const char *id,
   }
   job_record j;
   if (jobs_get(ctx->jobs, id, NULL, &j, &e)) {
-    if (e.code == T_ENOTFOUND && async_insert && reserve_full())
-      terr_set(&e, T_ENOSPACE, "", -1,
-               "job %s could not be recorded: the data directory's disk is "
-               "full",
-               id);
-    else if (e.code == T_ENOTFOUND && async_insert)
-      terr_set(&e, T_EINTERNAL, "", -1, "job %s could not be recorded", id);
+    if (e.code == T_ENOTFOUND && async_insert)
+      jobs_unrecorded(ctx->jobs, id, &e);
     http_reply_error(r, &e);
     return;
   }

@@ -139,6 +139,11 @@ int64_t store_insert_failures(store *s) {
   return s && s->be->insert_failures ? s->be->insert_failures(s->impl) : -1;
 }
 
+int store_insert_error(store *s, const char *id, terr *out) {
+  return s && id && s->be->insert_error ? s->be->insert_error(s->impl, id, out)
+                                        : 0;
+}
+
 int store_job_get(store *s, const char *id, const char *owner, store_job *out, terr *e) {
   return s->be->job_get(s->impl, id, owner, out, e);
 }

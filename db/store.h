@@ -215,6 +215,13 @@ int store_sync(store *s, terr *e);
  * store does not count them. Unchanged across a caller's inserts and its
  * store_sync: every one of them is committed (jobs:batch, compute/jobs). */
 int64_t store_insert_failures(store *s);
+/* 1 and *out the error when job id's store_job_insert_async failed
+ * recently (the store keeps the last STORE_INSERT_ERRS such errors: an
+ * array its params name deleted before the insert ran is T_ENOTFOUND
+ * naming the input's field, "params.inputs.x"); 0 when it knows none.
+ * Ask after a store_sync that covers the insert. */
+#define STORE_INSERT_ERRS 64
+int store_insert_error(store *s, const char *id, terr *out);
 /* Read a job. owner NULL: any owner; else another owner's job is
  * T_ENOTFOUND. */
 int store_job_get(store *s, const char *id, const char *owner, store_job *out,

@@ -28,6 +28,8 @@ typedef struct store_backend {
   int (*sync)(void *impl, terr *e);
   /* optional (NULL: store_insert_failures answers -1) */
   int64_t (*insert_failures)(void *impl);
+  /* optional (NULL: store_insert_error knows none) */
+  int (*insert_error)(void *impl, const char *id, terr *out);
   int (*job_get)(void *impl, const char *id, const char *owner, store_job *out, terr *e);
   /* optional (NULL: store.c reads them one by one with job_get) */
   int (*job_get_many)(void *impl, const char *const *ids, int n, store_job *out, int *found, terr *e);

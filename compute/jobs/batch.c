@@ -14,7 +14,7 @@
  * jobs start while the rest are checked: issue 26's submit->start): each
  * item of a chunk is prepared as jobs_submit would (submit.h: the check,
  * the queue slot, the row). An item jobs_submit would insert [async]
- * (async_ok: no request_id, no stored input, no region, not a cluster
+ * (async_ok: no request_id, no job result as input, no region, not a cluster
  * store; and a store that counts its failed async inserts) is inserted
  * so (store_job_insert_async) and enqueued at once: when the writer is
  * behind, the job ends before its insert is taken and its finish takes the
@@ -209,10 +209,7 @@ static void async_settle(jobs *J, size_t n, jobs_batch_item *out,
       store_job_clear(&g);
       continue;
     }
-    if (rc == T_ENOTFOUND)
-      terr_set(&e, reserve_full() ? T_ENOSPACE : T_EINTERNAL, "", -1,
-               "job %s could not be recorded%s", it->id,
-               reserve_full() ? ": the data directory's disk is full" : "");
+    if (rc == T_ENOTFOUND) jobs_unrecorded(J, it->id, &e);
     it->rc = e.code;
     it->err = e;
     store_job_clear(&it->row);

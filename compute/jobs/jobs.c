@@ -16,6 +16,7 @@
 #include "compute/array/region.h"
 #include "compute/jobs/jobs.h"
 #include "compute/jobs/rids.h"
+#include "util/datadir.h"
 #include "util/buf.h"
 #include "util/util.h"
 
@@ -365,6 +366,21 @@ int jobs_sync(jobs *J, terr *e) {
   int rc = store_sync(J->st, e);
   if (!rc && J->rids) rids_committed(J->rids, mark);
   return rc;
+}
+
+int jobs_unrecorded(jobs *J, const char *id, terr *out) {
+  /* Only an input found gone is the client's to know (404 naming it); any
+   * other failure of the insert is the service's own. */
+  if (store_insert_error(J->st, id, out) && out->code == T_ENOTFOUND &&
+      out->field[0])
+    return out->code;
+  if (reserve_full())
+    return terr_set(out, T_ENOSPACE, "", -1,
+                    "job %s could not be recorded: the data directory's disk "
+                    "is full",
+                    id);
+  return terr_set(out, T_EINTERNAL, "", -1, "job %s could not be recorded",
+                  id);
 }
 
 int jobs_wait_end(jobs *J, const char *id, jobs_end_fn cb, void *arg,

@@ -196,6 +196,12 @@ void jobs_result_clear(jobs_result *r);
 
 /* Commit every store write queued so far (after an async insert). */
 int jobs_sync(jobs *J, terr *e);
+/* Why job id, inserted [async], is not in the store (after a jobs_sync
+ * covering its insert): its insert's error, e.g. an array its params name
+ * deleted before the insert ran, 404 naming the input's field. Else,
+ * 500 "could not be recorded" (507 when the data disk is full). Returns
+ * out->code. */
+int jobs_unrecorded(jobs *J, const char *id, terr *out);
 
 /* ---- waiting --------------------------------------------------------------
  * As sched_wait_end / sched_unwait (sched.h): cb runs once when the job

@@ -131,6 +131,10 @@ static int64_t be_insert_failures(void *impl) {
   return atomic_load(&((sqstore *)impl)->n_insert_failed);
 }
 
+static int be_insert_error(void *impl, const char *id, terr *out) {
+  return sq_insert_error(impl, id, out);
+}
+
 static int be_job_children(void *impl, const char *parent_id, store_job **jobs, int *n, terr *e) {
   return sq_job_children(impl, parent_id, jobs, n, e);
 }
@@ -146,6 +150,7 @@ const store_backend store_sqlite_backend = {
     .job_insert_many = be_job_insert_many,
     .sync = be_sync,
     .insert_failures = be_insert_failures,
+    .insert_error = be_insert_error,
     .job_get = be_job_get,
     .job_by_request = be_job_by_request,
     .job_list = be_job_list,

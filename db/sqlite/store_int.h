@@ -135,6 +135,13 @@ struct sqstore {
   /* inserts a finish took over (at enqueue), and async inserts that
    * failed (their own or the finish's that took them over) */
   atomic_llong n_folds, n_insert_failed;
+  /* The last STORE_INSERT_ERRS failed async inserts' errors by job id (a
+   * ring; under mu): so an answer names why (sq_insert_error). */
+  struct {
+    char id[T_ID_MAX];
+    terr err;
+  } ins_err[STORE_INSERT_ERRS];
+  unsigned ins_err_next;
 
   struct store_recent *recent; /* store_recent.c; NULL: none (no memory) */
 };
@@ -323,6 +330,7 @@ int sq_ready(sqstore *s);
 int sq_schema_version(sqstore *s);
 int sq_job_insert(sqstore *s, store_job *j, int *existing, terr *e);
 int sq_job_insert_async(sqstore *s, store_job *j, terr *e);
+int sq_insert_error(sqstore *s, const char *id, terr *out);
 int sq_job_insert_many(sqstore *s, store_job *jobs, int n, int *existing, int *rcs, terr *errs, terr *e);
 int sq_sync(sqstore *s, terr *e);
 int sq_job_get(sqstore *s, const char *id, const char *owner, store_job *out, terr *e);

@@ -524,8 +524,31 @@ typedef struct insert_op {
  * insert of a finish that took it over) is counted and logged. */
 static void insert_after(sqstore *s, store_wop *op) {
   if (!op->rc) return;
+  const insert_args *a = op->arg;
+  pthread_mutex_lock(&s->mu);
+  unsigned k = s->ins_err_next++ % STORE_INSERT_ERRS;
+  t_scopy(s->ins_err[k].id, T_ID_MAX, a->j->id);
+  s->ins_err[k].err = op->err;
+  if (!s->ins_err[k].err.code) s->ins_err[k].err.code = (terr_code)op->rc;
+  pthread_mutex_unlock(&s->mu);
+  /* counted after it is kept: a caller that sees the count move finds it */
   atomic_fetch_add_explicit(&s->n_insert_failed, 1, memory_order_relaxed);
   log_warn("store: async write failed: %s", op->err.message);
+}
+
+/* See store.h (store_insert_error). The newest first. */
+int sq_insert_error(sqstore *s, const char *id, terr *out) {
+  int found = 0;
+  pthread_mutex_lock(&s->mu);
+  for (unsigned i = 1; i <= STORE_INSERT_ERRS && !found; i++) {
+    unsigned k = (s->ins_err_next - i) % STORE_INSERT_ERRS;
+    if (s->ins_err[k].id[0] && strcmp(s->ins_err[k].id, id) == 0) {
+      *out = s->ins_err[k].err;
+      found = 1;
+    }
+  }
+  pthread_mutex_unlock(&s->mu);
+  return found;
 }
 
 /* [async] See store.h. */

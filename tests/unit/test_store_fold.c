@@ -420,6 +420,109 @@ TEST(test_fold_many) {
   store_close(s);
 }
 
+static void array_init(store_array *a, const char *owner, const char *sha) {
+  memset(a, 0, sizeof *a);
+  a->owner = sdup(owner);
+  a->dtype = sdup("float64");
+  a->shape = sdup("[3]");
+  a->bytes = 24;
+  a->digest = sdup(sha);
+  char p[128];
+  snprintf(p, sizeof p, "/data/arrays/%s.npy", sha);
+  a->path = sdup(p);
+}
+
+typedef struct del_call {
+  store *s;
+  const char *id;
+  int rc;
+  char *path;
+} del_call;
+
+static void *del_worker(void *p) {
+  del_call *a = p;
+  terr e;
+  a->rc = store_array_delete(a->s, a->id, NULL, &a->path, &e);
+  return NULL;
+}
+
+/* An uploaded array as an [async] insert's input (compute/jobs/submit.c):
+ * a delete queued before the insert goes first and the insert fails, the
+ * store noting why by job id (store_insert_error: T_ENOTFOUND naming the
+ * input), with and without the job's end folded into it; a delete queued
+ * after the insert sees the job and is refused. */
+TEST(test_array_deleted_before_the_async_insert) {
+  store *s = open_fresh_store();
+  if (!s) return;
+  terr e;
+  for (int order = 0; order < 3; order++) { /* delete first; + end; insert first */
+    store_array a;
+    char sha[16];
+    snprintf(sha, sizeof sha, "d%d", order);
+    array_init(&a, "o", sha);
+    int existing = -1;
+    CHECK(store_array_insert(s, &a, &existing, &e) == 0);
+    hold h;
+    long long f0 = failed(s);
+    hold_writer(s, &h);
+    del_call d = {s, a.id, -1, NULL};
+    pthread_t th;
+    store_job j;
+    job_init(&j, "o", "reduce");
+    free(j.params);
+    char params[160];
+    snprintf(params, sizeof params,
+             "{\"op\":\"sum\",\"inputs\":{\"x\":{\"array\":\"%s\"}}}", a.id);
+    j.params = sdup(params);
+    if (order < 2) {
+      pthread_create(&th, NULL, del_worker, &d);
+      queued(s, 1);
+      CHECK(store_job_insert_async(s, &j, &e) == 0);
+    } else {
+      CHECK(store_job_insert_async(s, &j, &e) == 0);
+      pthread_create(&th, NULL, del_worker, &d);
+      queued(s, 2);
+    }
+    seen f;
+    memset(&f, 0, sizeof f);
+    store_job_end x = {.status = JOB_SUCCEEDED, .max_abs_diff = NAN,
+                       .finished_at = 1795000001000};
+    if (order == 1)
+      CHECK(store_job_finish_async(s, j.id, &x, on_finished, &f, &e) == 0);
+    hold_release(s, &h);
+    pthread_join(th, NULL);
+    terr why;
+    memset(&why, 0, sizeof why);
+    store_job g;
+    if (order < 2) {
+      CHECK_MSG(d.rc == 0, "order %d: the delete failed %d", order, d.rc);
+      CHECK(failed(s) - f0 == 1);
+      CHECK(store_insert_error(s, j.id, &why) == 1);
+      CHECK_MSG(why.code == T_ENOTFOUND &&
+                    strcmp(why.field, "params.inputs.x") == 0,
+                "order %d: %d %s", order, why.code, why.field);
+      CHECK(store_job_get(s, j.id, NULL, &g, &e) == T_ENOTFOUND);
+      if (order == 1) {
+        wait_seen(&f);
+        CHECK(f.rc != 0); /* the end found no row */
+        store_job_clear(&f.row);
+      }
+    } else {
+      CHECK_MSG(d.rc == T_ECONFLICT, "the delete after the insert: %d", d.rc);
+      CHECK(failed(s) == f0);
+      CHECK(store_insert_error(s, j.id, &why) == 0);
+      CHECK(store_job_get(s, j.id, NULL, &g, &e) == 0);
+      store_job_clear(&g);
+    }
+    free(d.path);
+    store_job_clear(&j);
+    store_array_clear(&a);
+  }
+  terr why; /* an id it never saw: nothing */
+  CHECK(store_insert_error(s, "j_nosuchjob", &why) == 0);
+  store_close(s);
+}
+
 int main(void) {
   if (fixture_root("/tmp/tessel_fold_XXXXXX")) return 1;
   if (test_pg()) {
@@ -431,6 +534,7 @@ int main(void) {
   RUN(test_fold_insert_fails);
   RUN(test_fold_cancel_and_sync_start);
   RUN(test_fold_many);
+  RUN(test_array_deleted_before_the_async_insert);
   rm_tree(root);
   return check_summary();
 }
