@@ -310,24 +310,27 @@ json_t *jobs_local_dirs(jobs *J, const char *owner) {
   return out;
 }
 
-/* 1 when v holds, at any depth, an input read from the store ({"array":
- * "<id>"} or {"result": "<id>"}): its insert checks that the array or job
- * is still there (a delete may have come between the submit's check and
- * the insert), so it is a [sync] one whose T_ENOTFOUND names the field. */
-static int refs_stored(const json_t *v, int depth) {
+/* 1 when v holds, at any depth, an input read from the store of a kind
+ * in `keys` (REF_ARRAY: {"array": "<id>"}, REF_RESULT: {"result": "<id>"}):
+ * its insert checks that the array or job is still there (a delete may
+ * have come between the submit's check and the insert; see submit_prepare
+ * for which of them may still be inserted [async]). */
+enum { REF_ARRAY = 1, REF_RESULT = 2 };
+static int refs_stored(const json_t *v, int keys, int depth) {
   if (depth > 64) return 1; /* deeper than any kind reads: the safe answer */
   if (json_is_object(v)) {
     const char *k;
     json_t *x;
     json_object_foreach((json_t *)v, k, x) {
-      if ((strcmp(k, "array") == 0 || strcmp(k, "result") == 0) &&
+      if ((((keys & REF_ARRAY) && strcmp(k, "array") == 0) ||
+           ((keys & REF_RESULT) && strcmp(k, "result") == 0)) &&
           json_is_string(x))
         return 1;
-      if (refs_stored(x, depth + 1)) return 1;
+      if (refs_stored(x, keys, depth + 1)) return 1;
     }
   } else if (json_is_array(v)) {
     for (size_t i = 0; i < json_array_size(v); i++)
-      if (refs_stored(json_array_get(v, i), depth + 1)) return 1;
+      if (refs_stored(json_array_get(v, i), keys, depth + 1)) return 1;
   }
   return 0;
 }
@@ -354,9 +357,15 @@ static int submit_prepare(jobs *J, const char *owner, json_t *body,
   p->async_ok = !store_is_cluster(J->st);
   /* With a request_id only where the keys in flight are known (rids.h). */
   p->async_ok = p->async_ok && (!s.request_id || J->rids);
-  /* Nor one whose inputs it must find still stored: its failure must be
-   * answered (404 naming the field), not found after the answer. */
-  p->async_ok = p->async_ok && !refs_stored(s.params, 0);
+  /* An uploaded array as input may: an array delete (or expiry) is a
+   * writer op like the insert, so it either comes after the insert, sees
+   * the job and is refused 409, or comes before and the insert fails (its
+   * refs_exist), and the answer, given only after a commit covering the
+   * insert, names why from the store's note of that failure (404 naming
+   * the input: jobs_unrecorded). The job may have run meanwhile: its end
+   * finds no row and is dropped. Not a job's result as input: it stays a
+   * [sync] insert (chains: compute/jobs/README.md). */
+  p->async_ok = p->async_ok && !refs_stored(s.params, REF_RESULT, 0);
   /* Nor one naming a region: a delete asks the store whether it is
    * queued (compute/jobs/regions.c), so the row must be there. */
   p->async_ok = p->async_ok && !s.out_region && !jobs_names_region(s.params);
