@@ -477,7 +477,10 @@ typedef struct store_claim_room {
  * when parents (the node's coordinator) else only other jobs. Each
  * claimed row gets node, lease_until = now + lease_ms, and attempts += 1
  * (committed: the cap of max_attempts holds across nodes). Same
- * allocation rule as store_job_list; *n may be 0. */
+ * allocation rule as store_job_list; *n may be 0. It does not wait for
+ * [async] writes queued before it (it takes only committed rows that none
+ * of them writes; a claim behind the writer's commit was a commit's wait a
+ * claim). */
 int store_job_claim(store *s, const char *node_id, store_claim_room room,
                     int parents, int64_t lease_ms, store_job **jobs, int *n,
                     terr *e);

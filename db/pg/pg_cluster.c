@@ -487,7 +487,7 @@ int pg_job_claim(void *impl, const char *node_id, store_claim_room room,
   const char *v1[] = {v[0], v[1], v[2], v[4]}; /* node, lease, gpu, total */
   stmt s = {simple ? one[parents ? 1 : 0] : sql[parents ? 1 : 0], "claim",
             simple ? 4 : 5, simple ? v1 : v, NULL, 1};
-  int rc = pg__write(p, stmt_fn, &s, e);
+  int rc = pg__write_now(p, stmt_fn, &s, e); /* no queued op orders it */
   /* no memory for the rows: they stay claimed; the lease ends and the
    * reaper puts them back */
   if (!rc) rc = pg__job_rows(s.res, jobs, n, e);

@@ -200,7 +200,7 @@ int pg__finish_on(pgstore *p, PGconn *c, const char *id,
       "WITH u AS (UPDATE jobs SET " PG_FINISH_SET(P)
       " WHERE id = $1 AND " PG_FINISH_WHERE(P)
       " RETURNING " PG_JOB_COLS ")"
-      " SELECT *, pg_notify('tessel', 'end:' || id) FROM u",
+      " SELECT * FROM u", /* "end" notified after the commit */
       PG_FINISH_NVALS, v, lens, fmts, 0, &r, "finish job", e);
 #undef P
   if (rc) return rc;
@@ -210,6 +210,7 @@ int pg__finish_on(pgstore *p, PGconn *c, const char *id,
     if (same < 0) return e->code ? e->code : T_EIO;
     return same ? 0 : why_unchanged(p, c, id, "queued or running", e);
   }
+  pg__note(c, "end", id);
   if (row && pg__job_row(r, 0, row))
     rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
   PQclear(r);

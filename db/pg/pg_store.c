@@ -184,6 +184,11 @@ int pg__read(pgstore *p, pg_txfn fn, void *arg, terr *e) {
 int pg__write(pgstore *p, pg_txfn fn, void *arg, terr *e) {
   int rc = pg__flush(p, e);
   if (rc) return rc;
+  return pg__write_now(p, fn, arg, e);
+}
+
+int pg__write_now(pgstore *p, pg_txfn fn, void *arg, terr *e) {
+  int rc;
   PGconn *c;
   if ((rc = pg__get(p, &c, e))) return rc;
   /* Not run again here on a deadlock (T_EBUSY): fn may have filled its
