@@ -23,7 +23,9 @@
  *     elsewhere) stop and write nothing (sched_drop_lost; the store's fence
  *     refuses their end anyway, and compute/sched/run.c then drops the result);
  *     jobs with a cancel request are canceled; then the node list (live
- *     nodes, GPU nodes) and the cluster's queue depth, kept for admission;
+ *     nodes, GPU nodes) and the cluster's queue depth, kept for admission
+ *     (read again every SCHED_DEPTH_EVERY_MS while it is at half the
+ *     queue limit or more, and soon after admission refused by it);
  *     a worker makes one too, naming its job, as the fenced "still held"
  *     step before a run's end writes outside the store (sched_cluster_hold:
  *     an output file is placed only by the node that holds the job);
@@ -64,6 +66,12 @@
 #define SCHED_CLAIM_AHEAD_MS 50.0 /* claim_ahead: the work held ahead */
 #define SCHED_CLAIM_AHEAD_MAX 128
 #define SCHED_WAIT_POLL_MS 1000.0
+/* The queue depth is read at every heartbeat, and every this often while
+ * it is at half the queue limit or more, or after admission refused a
+ * submit by it (a depth read seconds before counted jobs long claimed:
+ * 429s "queue full" with nothing queued, tests/bench/results/
+ * pg-2core-2026-11-29b.md) */
+#define SCHED_DEPTH_EVERY_MS 250.0
 #define SCHED_WAIT_READ 256 /* waited jobs read a store call */
 #define SCHED_NODES_KEEP_MS (10 * 60 * 1000) /* GET /v1/nodes: 10 minutes */
 #define SCHED_CANCELS_MAX 4096 /* queued cancel ids; more wait for a heartbeat */
@@ -80,6 +88,8 @@ typedef struct sched_cluster {
   pthread_mutex_t mu;
   pthread_cond_t cv; /* CLOCK_MONOTONIC */
   int kick, recheck, reset, quit;     /* [cl] */
+  int depth_stale;                    /* [cl] admission asked for a read */
+  double depth_at;                    /* the node thread's last depth read */
   TVEC(node_id) cancels;              /* [cl] */
   TVEC(node_name) names;              /* [cl] every node's name, by id */
   atomic_llong names_read_at; /* monotonic ms of the last read on a miss */
@@ -147,6 +157,17 @@ void sched_cluster_recheck(sched *s) {
 
 int64_t sched_cluster_depth(sched *s) {
   return s->cl ? (int64_t)atomic_load(&s->cl->depth) : 0;
+}
+
+void sched_cluster_depth_stale(sched *s) {
+  sched_cluster *c = s->cl;
+  if (!c || !s->cluster) return;
+  pthread_mutex_lock(&c->mu);
+  if (!c->depth_stale) {
+    c->depth_stale = 1;
+    pthread_cond_signal(&c->cv);
+  }
+  pthread_mutex_unlock(&c->mu);
 }
 
 int sched_cluster_gpu_nodes(sched *s) {
@@ -358,6 +379,22 @@ int sched_cluster_hold(sched *s, const char *id, terr *e) {
   return rc;
 }
 
+static void node_read_depth(sched *s) {
+  sched_cluster *c = s->cl;
+  int64_t depth;
+  terr e;
+  c->depth_at = t_now_ms();
+  if (store_queue_depth(s->cfg.st, &depth, &e) == T_OK)
+    atomic_store(&c->depth, (long long)depth);
+}
+
+/* 1 when the depth is to be read before the next heartbeat: admission
+ * asked (stale), or it is at half the limit or more. */
+static int depth_wanted(sched *s, int stale) {
+  int64_t limit = s->cfg.queue_limit;
+  return stale || (limit > 0 && (int64_t)atomic_load(&s->cl->depth) * 2 >= limit);
+}
+
 static void node_heartbeat(sched *s) {
   sched_cluster *c = s->cl;
   store_node me = node_me(s);
@@ -381,9 +418,7 @@ static void node_heartbeat(sched *s) {
   free_ids(cancel, ncancel);
 
   node_list_read(s, 1);
-  int64_t depth;
-  if (store_queue_depth(s->cfg.st, &depth, &e) == T_OK)
-    atomic_store(&c->depth, (long long)depth);
+  node_read_depth(s);
 }
 
 /* 1 when name is a file of the run <id>.r<attempt> of a reaped job: it
@@ -482,7 +517,7 @@ static void *node_main(void *arg) {
   double next_poll = now + SCHED_WAIT_POLL_MS;
   pthread_mutex_lock(&c->mu);
   while (!c->quit) {
-    int recheck = c->recheck, reset = c->reset;
+    int recheck = c->recheck, reset = c->reset, stale = c->depth_stale;
     c->kick = c->recheck = c->reset = 0;
     node_id *cancels = c->cancels.v;
     size_t ncancel = c->cancels.n;
@@ -504,6 +539,14 @@ static void *node_main(void *arg) {
       node_reap(s);
       next_reap = t_now_ms() + (double)c->lease_ms / 2;
     }
+    int want_depth = depth_wanted(s, stale);
+    if (want_depth && t_now_ms() - c->depth_at >= SCHED_DEPTH_EVERY_MS) {
+      pthread_mutex_lock(&c->mu);
+      c->depth_stale = 0; /* a refusal after this read asks again */
+      pthread_mutex_unlock(&c->mu);
+      node_read_depth(s);
+      want_depth = depth_wanted(s, 0);
+    }
     int all = reset || now >= next_poll;
     if (all) next_poll = now + SCHED_WAIT_POLL_MS;
     if (all || recheck) node_check_waiters(s, all);
@@ -515,6 +558,9 @@ static void *node_main(void *arg) {
     if (next_hb < wake) wake = next_hb;
     if (next_reap < wake) wake = next_reap;
     if (next_poll < wake) wake = next_poll;
+    if ((want_depth || c->depth_stale) &&
+        c->depth_at + SCHED_DEPTH_EVERY_MS < wake)
+      wake = c->depth_at + SCHED_DEPTH_EVERY_MS;
     struct timespec ts;
     tmutex_deadline(&ts, wake - now < 1 ? 1 : wake - now);
     pthread_cond_timedwait(&c->cv, &c->mu, &ts);
