@@ -849,10 +849,12 @@ const store_backend store_pg_backend = {
     .job_insert = pg_job_insert,
     .job_insert_async = pg_job_insert_async,
     .job_insert_many = pg_job_insert_many,
-    /* a chunk is one INSERT (pg_bulk.c): ~0.1 ms a row on 2 cores, so 32
-     * rows keep a lone submit's wait behind a chunk near 4 ms
-     * (bench_insert, 10k+lone) */
-    .insert_chunk = 32,
+    /* a chunk is one INSERT (pg_bulk.c) and one turn of the writer: a
+     * batch of 100 in chunks of 32 waited for four of the writer's
+     * commits one after another (tests/bench/results/
+     * pg-2core-2026-11-29b.md); 128 rows are ~13 ms of a lone submit's
+     * wait on 2 cores (~0.1 ms a row, bench_insert 10k+lone) */
+    .insert_chunk = 128,
     .sync = pg_sync,
     .job_get = pg_job_get,
     .job_get_many = pg_job_get_many,
