@@ -5,7 +5,7 @@ cluster adds the most overhead to: tiny `?wait` jobs (a map of 3 elements,
 submit to answer).
 
   python3 tests/bench/bench_cluster.py build/tesseld [--seconds 8] [--clients 16]
-          [--batch K] [--nodes 0,1,2,3] [--threads T]
+          [--batch K] [--nodes 0,1,2,3] [--threads T] [--waits]
 
 For each set-up it starts the nodes fresh (PostgreSQL: tests/cluster/
 pgserver.sh, one database per set-up, one shared data directory), warms up,
@@ -17,7 +17,12 @@ set-ups, 0 being the SQLite one; `--threads`: each node's worker threads,
 the ratio of jobs/s to the one SQLite node, and where the CPU went (the
 nodes' and the PostgreSQL server's processes, in cores and in CPU ms per
 job, from /proc: the store's ms per job over its cores is where it
-saturates). Then
+saturates). With --waits, what the server's backends were doing over the
+measured run: pg_stat_activity sampled every 20 ms (wait event, state,
+statement), as backends on average per row — a store that is not
+CPU-bound shows here what it waits on (tests/bench/results/
+pg-2core-2026-11-29b.md: a "Lock:object" on COMMIT was every notifying
+commit of every node queued behind one lock). Then
 bench_claim (next to tesseld in the build directory) gives the claim rate
 of the store alone. Results as markdown: --out FILE.
 """
@@ -161,6 +166,34 @@ def drive(ports, seconds, clients, fn=submit):
     return lat, time.time() - t0, bad[0]
 
 
+WAITS_SQL = """CREATE TEMP TABLE s(w text, st text, q text);
+DO $$ BEGIN FOR i IN 1..%d LOOP PERFORM pg_stat_clear_snapshot();
+INSERT INTO s SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU'),
+ state, left(regexp_replace(query, '\\s+', ' ', 'g'), 60)
+ FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND datname IS NOT NULL;
+PERFORM pg_sleep(0.02); END LOOP; END $$;
+SELECT round(count(*) / %d.0, 2), w, st, q FROM s
+ GROUP BY w, st, q ORDER BY 1 DESC LIMIT 16;"""
+
+
+def waits_start(pgdir, db, seconds):
+    """Sample the server's backends in the background (psql as postgres)
+    for about `seconds`; waits_table(proc) gives the table."""
+    n = max(1, int(seconds / 0.025))
+    return subprocess.Popen(["runuser", "-u", "postgres", "--",
+                             os.path.join(PG_BIN, "psql"), "-h", pgdir,
+                             "-d", db, "-qAt", "-F", " | ",
+                             "-c", WAITS_SQL % (n, n)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+
+
+def waits_table(proc):
+    out = proc.communicate(timeout=120)[0].strip().splitlines()
+    return (["| backends | wait | state | statement |", "|---|---|---|---|"] +
+            ["| %s |" % l.replace("`", "'") for l in out if " | " in l])
+
+
 def pct(v, q):
     v = sorted(v)
     return v[min(len(v) - 1, int(q * len(v)))] if v else float("nan")
@@ -188,6 +221,7 @@ def main():
     pgdir = os.path.join(tmp, "pg")
     os.makedirs(pgdir)
     rows = []
+    waits = []
     try:
         url = subprocess.check_output(["sh", PGS, "start", pgdir], text=True).strip().splitlines()[-1]
         setups = [("SQLite, 1 node", 0), ("PostgreSQL, 1 node", 1),
@@ -213,7 +247,12 @@ def main():
             npids = [p[0].pid for p in procs]
             ppids = pg_pids(pgdir) if n else []
             c0n, c0p = cpu_ticks(npids), cpu_ticks(ppids)
+            wp = (waits_start(pgdir, db, seconds * 0.8)
+                  if n and "--waits" in args else None)
             lat, wall, bad = run(ports, seconds, clients)
+            if wp:
+                waits.append("%s:" % label)
+                waits += [""] + waits_table(wp) + [""]
             cn = (cpu_ticks(npids) - c0n) / HZ / wall
             cp = (cpu_ticks(ppids) - c0p) / HZ / wall if n else 0.0
             rows.append((label, len(lat) * per / wall, pct(lat, 0.5),
@@ -247,6 +286,9 @@ def main():
                      (label, rate, p50, p99, rate / base if base else 0, cn, cp,
                       1e3 * cn / rate if rate else 0,
                       1e3 * cp / rate if rate else 0, bad))
+    if waits:
+        lines += ["", "What the server's backends did (--waits; backends on "
+                  "average):", ""] + waits
     if claim:
         lines += ["", "```", claim.rstrip(), "```"]
     text = "\n".join(lines)
