@@ -4,7 +4,8 @@
  * pairs already taken (FOR UPDATE, as a single insert locks its key), then
  * one INSERT of every other row from 40 text arrays (unnest), with ON
  * CONFLICT on the request key and one "queued" notification for the whole
- * chunk (naming its smallest id; the nodes' claimers only need a kick).
+ * chunk (naming its first row; the nodes' claimers only need a kick),
+ * sent after the commit (pg__note).
  *
  * The caller (pg_jobs.c, insert_many_fast) runs this inside a savepoint
  * and only for rows whose params reference no array or job result (those
@@ -19,7 +20,8 @@
  * Finishes (pg__finish_bulk): the writer's batch ends several jobs in one
  * UPDATE ... FROM unnest(31 text arrays), the same SET and WHERE as a
  * single finish (PG_FINISH_SET / PG_FINISH_WHERE, pg_int.h), a small
- * result's .npy as bytea hex text, one "end" notification per row; rows
+ * result's .npy as bytea hex text, one "end" notification per row (after
+ * the commit: pg__note); rows
  * it did not end are left to pg__finish_on, which says why.
  *
  * Array literals: each value double-quoted with \ and " escaped; SQL NULL

@@ -50,7 +50,9 @@
  *
  * The [sync] entries run through pg__write (after every earlier [async]
  * write of this store committed, in one transaction) and the reads through
- * pg__read, so store.h's write order and store_ready hold for them too.
+ * pg__read, so store.h's write order and store_ready hold for them too;
+ * the claim alone runs through pg__write_now (no queued op writes the
+ * committed, unclaimed rows it takes: store.h says so).
  *
  * Threads and locks: every entry may be called from any thread; each
  * borrows a pool connection for its call. reg_mu (the registry) is taken

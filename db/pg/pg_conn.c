@@ -29,6 +29,17 @@
  * sessions (PgBouncer in transaction mode without prepared-statement
  * support) is not supported: connect to PostgreSQL or a session pooler.
  *
+ * Notifications after the commit (pg__note): what a transaction wrote and
+ * others must hear of ("queued", "end") is noted on its connection and
+ * sent once COMMIT succeeded (pg__commit), in one statement with
+ * synchronous_commit off for its own transaction. A NOTIFY inside the
+ * data's transaction would hold PostgreSQL's single notify lock from its
+ * pre-commit to the end of its WAL flush: every notifying commit of every
+ * node then ran one after another. The notes follow the transaction
+ * verbs run through pg__exec (BEGIN and ROLLBACK drop them, ROLLBACK TO
+ * SAVEPOINT drops those taken since that savepoint); the notify
+ * statement's failure only loses the events (the nodes poll the store).
+ *
  * Threads: a connection is used by one thread at a time (the pool,
  * pg_store.c, hands them out); its statement cache is that connection's.
  */

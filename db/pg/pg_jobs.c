@@ -1,6 +1,6 @@
 /* pg_jobs.c — the job rows on PostgreSQL: reading a row (pg__job_row),
- * insert (idempotent per owner and request_id; notifies "queued:<id>" in
- * its transaction), get, the list with every filter and order of
+ * insert (idempotent per owner and request_id; notes "queued:<id>", sent
+ * after its transaction commits: pg__note), get, the list with every filter and order of
  * store_job_filter and its cursor, the unfinished jobs, a split job's
  * children, a result kept in the row. An insert share-locks the arrays
  * and the jobs (their results as inputs) its params reference (lock_refs:

@@ -12,8 +12,9 @@
  * node was paused past its lease (queued again, node NULL) is T_ECONFLICT
  * "no longer held by this node", so a stale run neither ends a job that
  * will run again nor records the failure its removed temporaries caused.
- * A finish records the finishing node, clears the lease and notifies
- * "end:<id>", all in its statement; a start the writer folded into it
+ * A finish records the finishing node and clears the lease in its
+ * statement, and notes "end:<id>" (sent once its transaction committed:
+ * pg__note); a start the writer folded into it
  * (pg_start: both were queued at once) is written by the same UPDATE. A finish that finds the row already
  * ended by this very finish (same node, status, finished_at, result path
  * and error code: the retry of a batch whose COMMIT's answer was lost)

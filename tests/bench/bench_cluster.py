@@ -5,7 +5,8 @@ cluster adds the most overhead to: tiny `?wait` jobs (a map of 3 elements,
 submit to answer).
 
   python3 tests/bench/bench_cluster.py build/tesseld [--seconds 8] [--clients 16]
-          [--batch K] [--nodes 0,1,2,3] [--threads T] [--waits]
+          [--batch K] [--nodes 0,1,2,3] [--threads T] [--queue-limit N]
+          [--waits]
 
 For each set-up it starts the nodes fresh (PostgreSQL: tests/cluster/
 pgserver.sh, one database per set-up, one shared data directory), warms up,
@@ -13,7 +14,9 @@ then `--clients` threads submit `POST /v1/jobs?wait=30` round robin over
 the nodes for `--seconds` (with `--batch K`: `POST /v1/jobs:batch?wait=30`
 of K tiny jobs a request instead, jobs/s counting jobs; `--nodes` picks the
 set-ups, 0 being the SQLite one; `--threads`: each node's worker threads,
-2 by default as on the 2-core machine, more on a bigger one). The table gives jobs/s, p50 and p99 latency,
+2 by default as on the 2-core machine, more on a bigger one;
+`--queue-limit`: each node's, when the batches in flight exceed the
+default 10,000 and throughput, not admission, is measured). The table gives jobs/s, p50 and p99 latency,
 the ratio of jobs/s to the one SQLite node, and where the CPU went (the
 nodes' and the PostgreSQL server's processes, in cores and in CPU ms per
 job, from /proc: the store's ms per job over its cores is where it
@@ -76,12 +79,13 @@ def pg_pids(pgdir):
 
 
 NODE_THREADS = ["2"]  # --threads T
+NODE_EXTRA = []  # --queue-limit N
 
 
 def start_node(binary, tmp, name, store, data, log):
     p = subprocess.Popen([binary, "--port", "0", "--data-dir", data, "--store",
                           store, "--node-name", name, "--access-log", "0",
-                          "--threads", NODE_THREADS[0]],
+                          "--threads", NODE_THREADS[0]] + NODE_EXTRA,
                          stdout=subprocess.PIPE, stderr=open(log, "w"))
     line = p.stdout.readline().decode()
     if "listening on" not in line:
@@ -209,6 +213,9 @@ def main():
     clients = int(args[args.index("--clients") + 1]) if "--clients" in args else 16
     out = args[args.index("--out") + 1] if "--out" in args else None
     batch = int(args[args.index("--batch") + 1]) if "--batch" in args else 0
+    if "--queue-limit" in args:
+        NODE_EXTRA[:] = ["--queue-limit",
+                         str(int(args[args.index("--queue-limit") + 1]))]
     if "--threads" in args:
         NODE_THREADS[0] = str(int(args[args.index("--threads") + 1]))
     pick = ([int(x) for x in args[args.index("--nodes") + 1].split(",")]
