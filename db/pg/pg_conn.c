@@ -308,7 +308,13 @@ void pg__note(PGconn *c, const char *what, const char *id) {
   char *text = malloc(strlen(what) + strlen(id) + 2);
   if (text) sprintf(text, "%s:%s", what, id);
   prep_cache *pc = PQinstanceData(c, prep_event);
-  int held = pc && text && PQtransactionStatus(c) == PQTRANS_INTRANS;
+  PGTransactionStatusType ts = PQtransactionStatus(c);
+  if (ts != PQTRANS_INTRANS && ts != PQTRANS_IDLE) { /* a failed
+      transaction (it will roll back) or a lost connection: nothing to tell */
+    free(text);
+    return;
+  }
+  int held = pc && text && ts == PQTRANS_INTRANS;
   if (held && pc->nnotes == pc->notes_cap) {
     size_t cap = pc->notes_cap ? 2 * pc->notes_cap : 64;
     char **v = realloc(pc->notes, cap * sizeof *v);
@@ -323,8 +329,13 @@ void pg__note(PGconn *c, const char *what, const char *id) {
     pc->notes[pc->nnotes++] = text;
     return;
   }
-  /* Not in a transaction (it committed), or no memory to hold it: at once */
-  if (text) notes_send(c, (const char *const[]){text}, 1);
+  if (text && ts == PQTRANS_IDLE) /* not in a transaction: it committed */
+    notes_send(c, (const char *const[]){text}, 1);
+  else if (text) /* no memory to hold it: in the transaction, as NOTIFY is
+                    (delivered at its commit; the lock held through it) */
+    exec_any(c, "SELECT pg_notify('tessel', $1)", 1,
+             (const char *const[]){text}, NULL, NULL, 0, NULL, "notify",
+             &(terr){0}, 1);
   free(text);
 }
 
