@@ -262,7 +262,9 @@ def main():
                 waits += [""] + waits_table(wp) + [""]
             cn = (cpu_ticks(npids) - c0n) / HZ / wall
             cp = (cpu_ticks(ppids) - c0p) / HZ / wall if n else 0.0
-            rows.append((label, len(lat) * per / wall, pct(lat, 0.5),
+            # jobs/s counts the requests that succeeded whole (a refused
+            # batch answers at once and is no throughput)
+            rows.append((label, (len(lat) - bad) * per / wall, pct(lat, 0.5),
                          pct(lat, 0.99), cn, cp, bad))
             for p, _ in procs:
                 p.send_signal(signal.SIGTERM)
