@@ -209,6 +209,10 @@ int pg__finish_on(pgstore *p, PGconn *c, const char *id,
     PQclear(r);
     int same = same_finish(p, c, id, x, row, e);
     if (same < 0) return e->code ? e->code : T_EIO;
+    /* its own end, committed by a COMMIT whose answer was lost: the
+     * events noted then were dropped with it, so "end" is told now (a
+     * second one is harmless: listeners read the row) */
+    if (same) pg__note(c, "end", id);
     return same ? 0 : why_unchanged(p, c, id, "queued or running", e);
   }
   pg__note(c, "end", id);
