@@ -20,7 +20,8 @@ default 10,000 and throughput, not admission, is measured). The table gives jobs
 the ratio of jobs/s to the one SQLite node, and where the CPU went (the
 nodes' and the PostgreSQL server's processes, in cores and in CPU ms per
 job, from /proc: the store's ms per job over its cores is where it
-saturates). With --waits, what the server's backends were doing over the
+saturates; and this client's own, in cores: one Python process whose
+threads share one GIL, so near 1.0 it is the client that limits). With --waits, what the server's backends were doing over the
 measured run: pg_stat_activity sampled every 20 ms (wait event, state,
 statement), as backends on average per row — a store that is not
 CPU-bound shows here what it waits on (tests/bench/results/
@@ -254,6 +255,7 @@ def main():
             npids = [p[0].pid for p in procs]
             ppids = pg_pids(pgdir) if n else []
             c0n, c0p = cpu_ticks(npids), cpu_ticks(ppids)
+            t0 = os.times()
             wp = (waits_start(pgdir, db, seconds * 0.8)
                   if n and "--waits" in args else None)
             lat, wall, bad = run(ports, seconds, clients)
@@ -262,10 +264,12 @@ def main():
                 waits += [""] + waits_table(wp) + [""]
             cn = (cpu_ticks(npids) - c0n) / HZ / wall
             cp = (cpu_ticks(ppids) - c0p) / HZ / wall if n else 0.0
+            t1 = os.times()  # this client: its GIL is one core at most
+            cc = (t1.user - t0.user + t1.system - t0.system) / wall
             # jobs/s counts the requests that succeeded whole (a refused
             # batch answers at once and is no throughput)
             rows.append((label, (len(lat) - bad) * per / wall, pct(lat, 0.5),
-                         pct(lat, 0.99), cn, cp, bad))
+                         pct(lat, 0.99), cn, cp, bad, cc))
             for p, _ in procs:
                 p.send_signal(signal.SIGTERM)
             for p, _ in procs:
@@ -288,13 +292,13 @@ def main():
               else "one job a request", seconds, os.cpu_count(),
               open("/proc/loadavg").read().split()[0]),
              "",
-             "| set-up | jobs/s | p50 ms | p99 ms | vs SQLite | nodes' CPU (cores) | PostgreSQL CPU (cores) | nodes' CPU ms/job | PostgreSQL CPU ms/job | failed |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for label, rate, p50, p99, cn, cp, bad in rows:
-        lines.append("| %s | %.0f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %d |" %
+             "| set-up | jobs/s | p50 ms | p99 ms | vs SQLite | nodes' CPU (cores) | PostgreSQL CPU (cores) | nodes' CPU ms/job | PostgreSQL CPU ms/job | failed | client CPU (cores) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for label, rate, p50, p99, cn, cp, bad, cc in rows:
+        lines.append("| %s | %.0f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %d | %.2f |" %
                      (label, rate, p50, p99, rate / base if base else 0, cn, cp,
                       1e3 * cn / rate if rate else 0,
-                      1e3 * cp / rate if rate else 0, bad))
+                      1e3 * cp / rate if rate else 0, bad, cc))
     if waits:
         lines += ["", "What the server's backends did (--waits; backends on "
                   "average):", ""] + waits
