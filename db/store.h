@@ -191,7 +191,7 @@ int store_job_insert_async(store *s, store_job *j, terr *e);
 /* [sync] Insert n jobs, each as store_job_insert would (the same
  * defaults, the same request_id rule: an existing row replaces jobs[i] and
  * sets existing[i]), in transactions of at most STORE_INSERT_CHUNK rows
- * (128 on both stores),
+ * (SQLite; 100 on PostgreSQL),
  * each queued only when the one before has committed, so that another
  * write waits for one chunk at most. Row i's outcome is rcs[i] (0 or a
  * terr code) with its detail in errs[i]: a row that fails (a bad field, a

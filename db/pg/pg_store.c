@@ -851,10 +851,11 @@ const store_backend store_pg_backend = {
     .job_insert_many = pg_job_insert_many,
     /* a chunk is one INSERT (pg_bulk.c) and one turn of the writer: a
      * batch of 100 in chunks of 32 waited for four of the writer's
-     * commits one after another (tests/bench/results/
-     * pg-2core-2026-11-29b.md); 128 rows are ~13 ms of a lone submit's
-     * wait on 2 cores (~0.1 ms a row, bench_insert 10k+lone) */
-    .insert_chunk = 128,
+     * commits one after another; 100 rows: twice the rows/s at half the
+     * CPU a row of 32, a lone submit beside 10,000-row batches p99 19 ms,
+     * max 43 ms on the loaded 2-core VM (32: 10 and 12; 128: 19 and 48)
+     * (bench_insert; tests/bench/results/pg-2core-2026-11-29b.md) */
+    .insert_chunk = 100,
     .sync = pg_sync,
     .job_get = pg_job_get,
     .job_get_many = pg_job_get_many,
