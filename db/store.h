@@ -196,7 +196,7 @@ int store_job_insert_async(store *s, store_job *j, terr *e);
 /* [sync] Insert n jobs, each as store_job_insert would (the same
  * defaults, the same request_id rule: an existing row replaces jobs[i] and
  * sets existing[i]), in transactions of at most STORE_INSERT_CHUNK rows
- * (SQLite; 32 on PostgreSQL, where a row costs its round trips),
+ * (SQLite; 100 on PostgreSQL),
  * each queued only when the one before has committed, so that another
  * write waits for one chunk at most. Row i's outcome is rcs[i] (0 or a
  * terr code) with its detail in errs[i]: a row that fails (a bad field, a
@@ -500,7 +500,10 @@ typedef struct store_claim_room {
  * when parents (the node's coordinator) else only other jobs. Each
  * claimed row gets node, lease_until = now + lease_ms, and attempts += 1
  * (committed: the cap of max_attempts holds across nodes). Same
- * allocation rule as store_job_list; *n may be 0. */
+ * allocation rule as store_job_list; *n may be 0. It does not wait for
+ * [async] writes queued before it (it takes only committed rows that none
+ * of them writes; a claim behind the writer's commit was a commit's wait a
+ * claim). */
 int store_job_claim(store *s, const char *node_id, store_claim_room room,
                     int parents, int64_t lease_ms, store_job **jobs, int *n,
                     terr *e);

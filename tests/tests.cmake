@@ -34,9 +34,10 @@ if(NOT TESSEL_FUZZ)
   foreach(src ${UNIT_TESTS})
     get_filename_component(n ${src} NAME_WE)
     tessel_test_exe(unit_${n} ${src})
-    # test_store_cluster needs a PostgreSQL server: it runs as
-    # store_cluster_pg below, never as a skipped unit test.
-    if(NOT n STREQUAL "test_store_cluster")
+    # test_store_cluster and test_store_notify need a PostgreSQL server:
+    # they run as store_cluster_pg and store_notify_pg below, never as
+    # skipped unit tests.
+    if(NOT n STREQUAL "test_store_cluster" AND NOT n STREQUAL "test_store_notify")
       add_test(NAME unit/${n} COMMAND unit_${n})
       set_tests_properties(unit/${n} PROPERTIES LABELS unit TIMEOUT 600 SKIP_RETURN_CODE 77)
     endif()
@@ -57,6 +58,10 @@ if(NOT TESSEL_FUZZ)
   add_test(NAME store_cluster_pg
     COMMAND ${CMAKE_SOURCE_DIR}/tests/cluster/with_pg.sh $<TARGET_FILE:unit_test_store_cluster>)
   set_tests_properties(store_cluster_pg PROPERTIES LABELS unit TIMEOUT 600 SKIP_RETURN_CODE 77)
+  # The events after their commit (db/pg/pg_conn.c, pg__note).
+  add_test(NAME store_notify_pg
+    COMMAND ${CMAKE_SOURCE_DIR}/tests/cluster/with_pg.sh $<TARGET_FILE:unit_test_store_notify>)
+  set_tests_properties(store_notify_pg PROPERTIES LABELS unit TIMEOUT 300 SKIP_RETURN_CODE 77)
 
   file(GLOB INTEG_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/integration/test_*.c)
   foreach(src ${INTEG_TESTS})

@@ -23,7 +23,9 @@
  *     elsewhere) stop and write nothing (sched_drop_lost; the store's fence
  *     refuses their end anyway, and compute/sched/run.c then drops the result);
  *     jobs with a cancel request are canceled; then the node list (live
- *     nodes, GPU nodes) and the cluster's queue depth, kept for admission;
+ *     nodes, GPU nodes) and the cluster's queue depth, kept for admission
+ *     (read again every SCHED_DEPTH_EVERY_MS while it is at half the
+ *     queue limit or more, and soon after admission refused by it);
  *     a worker makes one too, naming its job, as the fenced "still held"
  *     step before a run's end writes outside the store (sched_cluster_hold:
  *     an output file is placed only by the node that holds the job);
@@ -32,21 +34,22 @@
  *     (<results>/<id>.r<attempt>.*, in the shared data directory:
  *     temporaries, and results whose end was never recorded) are removed
  *     at once, not left until expiry;
- *   - remote waiters (compute/sched/wait.c): their jobs read from the store
- *     (store_job_get_many, SCHED_WAIT_READ a call), those
- *     registered since the last pass at once, every one every second and
- *     after a "reset" event (the listener reconnected: events were lost).
- * It wakes when kicked (a submit, a local job end, a "queued" event, a new
- * remote waiter, a cancel), else at the next of those deadlines or after
- * SCHED_CLAIM_EVERY_MS. The listener's callback (node_event) never blocks:
+ * It wakes when kicked (a submit, a local job end, a "queued" event, a
+ * cancel, admission's refusal), else at the next of those deadlines or
+ * after SCHED_CLAIM_EVERY_MS. A second thread, the waiter thread, serves
+ * remote waiters (compute/sched/wait.c): their jobs read from the store
+ * (store_job_get_many, SCHED_WAIT_READ a call), those registered since its
+ * last pass at once (woken by the registration), every one every second,
+ * and all after a "reset" event (the listener reconnected: events were
+ * lost); on its own thread so that no claim waits behind those reads. The listener's callback (node_event) never blocks:
  * it takes cl.mu or, to fire remote waiters on "end", sched.mu, briefly.
  * On SQLite nothing here runs: sched_join records the name and url, and
  * sched_nodes answers this process alone.
  *
  * Threads and locks: cl.mu guards the fields marked [cl]; it is a leaf
  * (nothing else is taken while it is held) and may be taken with sched.mu
- * held (sched_cluster_kick from a release). The node thread makes [sync]
- * store calls with no lock held. sched_cluster_stop (from sched_shutdown,
+ * held (sched_cluster_kick from a release). The node and waiter threads
+ * make store calls with no lock held. sched_cluster_stop (from sched_shutdown,
  * once no job runs) joins the thread, unlistens, and leaves
  * (store_node_leave: claimed, unstarted jobs go back to the queue).
  */
@@ -64,6 +67,12 @@
 #define SCHED_CLAIM_AHEAD_MS 50.0 /* claim_ahead: the work held ahead */
 #define SCHED_CLAIM_AHEAD_MAX 128
 #define SCHED_WAIT_POLL_MS 1000.0
+/* The queue depth is read at every heartbeat, and every this often while
+ * it is at half the queue limit or more, or after admission refused a
+ * submit by it (a depth read seconds before counted jobs long claimed:
+ * 429s "queue full" with nothing queued, tests/bench/results/
+ * pg-2core-2026-11-29b.md) */
+#define SCHED_DEPTH_EVERY_MS 250.0
 #define SCHED_WAIT_READ 256 /* waited jobs read a store call */
 #define SCHED_NODES_KEEP_MS (10 * 60 * 1000) /* GET /v1/nodes: 10 minutes */
 #define SCHED_CANCELS_MAX 4096 /* queued cancel ids; more wait for a heartbeat */
@@ -78,13 +87,16 @@ typedef struct node_name {
 
 typedef struct sched_cluster {
   pthread_mutex_t mu;
-  pthread_cond_t cv; /* CLOCK_MONOTONIC */
+  pthread_cond_t cv;  /* CLOCK_MONOTONIC: the node thread's wake-up */
+  pthread_cond_t wcv; /* CLOCK_MONOTONIC: the waiter thread's */
   int kick, recheck, reset, quit;     /* [cl] */
+  int depth_stale;                    /* [cl] admission asked for a read */
+  double depth_at;                    /* the node thread's last depth read */
   TVEC(node_id) cancels;              /* [cl] */
   TVEC(node_name) names;              /* [cl] every node's name, by id */
   atomic_llong names_read_at; /* monotonic ms of the last read on a miss */
-  pthread_t thread;
-  int thread_started, joined, listening;
+  pthread_t thread, wthread;
+  int thread_started, wthread_started, joined, listening;
   uint64_t listen_token;
   store_node self; /* id set by store_node_register; strings owned */
   int64_t lease_ms;
@@ -117,6 +129,7 @@ int sched_cluster_create(sched *s, terr *e) {
   pthread_condattr_init(&mono);
   pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
   pthread_cond_init(&c->cv, &mono);
+  pthread_cond_init(&c->wcv, &mono);
   pthread_condattr_destroy(&mono);
   c->self.load = NAN;
   c->lease_ms = SCHED_LEASE_MS_DEFAULT;
@@ -128,25 +141,36 @@ int sched_cluster_create(sched *s, terr *e) {
   return T_OK;
 }
 
-static void cl_signal(sched *s, int *flag) {
+static void cl_signal(sched *s, int *flag, pthread_cond_t *cv) {
   sched_cluster *c = s->cl;
   if (!c || !s->cluster) return;
   pthread_mutex_lock(&c->mu);
   *flag = 1;
-  pthread_cond_signal(&c->cv);
+  pthread_cond_signal(cv);
   pthread_mutex_unlock(&c->mu);
 }
 
 void sched_cluster_kick(sched *s) {
-  if (s->cl) cl_signal(s, &s->cl->kick);
+  if (s->cl) cl_signal(s, &s->cl->kick, &s->cl->cv);
 }
 
 void sched_cluster_recheck(sched *s) {
-  if (s->cl) cl_signal(s, &s->cl->recheck);
+  if (s->cl) cl_signal(s, &s->cl->recheck, &s->cl->wcv);
 }
 
 int64_t sched_cluster_depth(sched *s) {
   return s->cl ? (int64_t)atomic_load(&s->cl->depth) : 0;
+}
+
+void sched_cluster_depth_stale(sched *s) {
+  sched_cluster *c = s->cl;
+  if (!c || !s->cluster) return;
+  pthread_mutex_lock(&c->mu);
+  if (!c->depth_stale) {
+    c->depth_stale = 1;
+    pthread_cond_signal(&c->cv);
+  }
+  pthread_mutex_unlock(&c->mu);
 }
 
 int sched_cluster_gpu_nodes(sched *s) {
@@ -176,7 +200,7 @@ static void node_event(void *arg, const char *what, const char *id) {
     pthread_cond_signal(&c->cv);
     pthread_mutex_unlock(&c->mu);
   } else if (strcmp(what, "reset") == 0) {
-    cl_signal(s, &c->reset);
+    cl_signal(s, &c->reset, &c->wcv);
   }
 }
 
@@ -358,6 +382,22 @@ int sched_cluster_hold(sched *s, const char *id, terr *e) {
   return rc;
 }
 
+static void node_read_depth(sched *s) {
+  sched_cluster *c = s->cl;
+  int64_t depth;
+  terr e;
+  c->depth_at = t_now_ms();
+  if (store_queue_depth(s->cfg.st, &depth, &e) == T_OK)
+    atomic_store(&c->depth, (long long)depth);
+}
+
+/* 1 when the depth is to be read before the next heartbeat: admission
+ * asked (stale), or it is at half the limit or more. */
+static int depth_wanted(sched *s, int stale) {
+  int64_t limit = s->cfg.queue_limit;
+  return stale || (limit > 0 && (int64_t)atomic_load(&s->cl->depth) * 2 >= limit);
+}
+
 static void node_heartbeat(sched *s) {
   sched_cluster *c = s->cl;
   store_node me = node_me(s);
@@ -381,9 +421,7 @@ static void node_heartbeat(sched *s) {
   free_ids(cancel, ncancel);
 
   node_list_read(s, 1);
-  int64_t depth;
-  if (store_queue_depth(s->cfg.st, &depth, &e) == T_OK)
-    atomic_store(&c->depth, (long long)depth);
+  node_read_depth(s);
 }
 
 /* 1 when name is a file of the run <id>.r<attempt> of a reaped job: it
@@ -473,17 +511,44 @@ static void node_check_waiters(sched *s, int all) {
   free_ids(ids, n);
 }
 
+/* The waiter thread: the store reads of remote waiters, off the node
+ * thread, so that a claim never waits behind them (with thousands of
+ * waited jobs, the reads of a pass took as long as several claims:
+ * tests/bench/results/pg-2core-2026-11-29b.md). */
+static void *waiters_main(void *arg) {
+  sched *s = arg;
+  sched_cluster *c = s->cl;
+  double next_poll = t_now_ms() + SCHED_WAIT_POLL_MS;
+  pthread_mutex_lock(&c->mu);
+  while (!c->quit) {
+    double now = t_now_ms();
+    int all = c->reset || now >= next_poll;
+    if (all || c->recheck) {
+      c->recheck = c->reset = 0;
+      if (all) next_poll = now + SCHED_WAIT_POLL_MS;
+      pthread_mutex_unlock(&c->mu);
+      node_check_waiters(s, all);
+      pthread_mutex_lock(&c->mu);
+      continue;
+    }
+    struct timespec ts;
+    tmutex_deadline(&ts, next_poll - now < 1 ? 1 : next_poll - now);
+    pthread_cond_timedwait(&c->wcv, &c->mu, &ts);
+  }
+  pthread_mutex_unlock(&c->mu);
+  return NULL;
+}
+
 static void *node_main(void *arg) {
   sched *s = arg;
   sched_cluster *c = s->cl;
   double now = t_now_ms();
   double next_hb = now + (double)c->lease_ms / 3;
   double next_reap = now + (double)c->lease_ms / 2;
-  double next_poll = now + SCHED_WAIT_POLL_MS;
   pthread_mutex_lock(&c->mu);
   while (!c->quit) {
-    int recheck = c->recheck, reset = c->reset;
-    c->kick = c->recheck = c->reset = 0;
+    int stale = c->depth_stale;
+    c->kick = 0;
     node_id *cancels = c->cancels.v;
     size_t ncancel = c->cancels.n;
     c->cancels.v = NULL;
@@ -504,17 +569,24 @@ static void *node_main(void *arg) {
       node_reap(s);
       next_reap = t_now_ms() + (double)c->lease_ms / 2;
     }
-    int all = reset || now >= next_poll;
-    if (all) next_poll = now + SCHED_WAIT_POLL_MS;
-    if (all || recheck) node_check_waiters(s, all);
+    int want_depth = depth_wanted(s, stale);
+    if (want_depth && t_now_ms() - c->depth_at >= SCHED_DEPTH_EVERY_MS) {
+      pthread_mutex_lock(&c->mu);
+      c->depth_stale = 0; /* a refusal after this read asks again */
+      pthread_mutex_unlock(&c->mu);
+      node_read_depth(s);
+      want_depth = depth_wanted(s, 0);
+    }
 
     pthread_mutex_lock(&c->mu);
-    if (c->quit || c->kick || c->recheck || c->reset || c->cancels.n) continue;
+    if (c->quit || c->kick || c->cancels.n) continue;
     now = t_now_ms();
     double wake = now + SCHED_CLAIM_EVERY_MS;
     if (next_hb < wake) wake = next_hb;
     if (next_reap < wake) wake = next_reap;
-    if (next_poll < wake) wake = next_poll;
+    if ((want_depth || c->depth_stale) &&
+        c->depth_at + SCHED_DEPTH_EVERY_MS < wake)
+      wake = c->depth_at + SCHED_DEPTH_EVERY_MS;
     struct timespec ts;
     tmutex_deadline(&ts, wake - now < 1 ? 1 : wake - now);
     pthread_cond_timedwait(&c->cv, &c->mu, &ts);
@@ -555,6 +627,9 @@ int sched_join(sched *s, const sched_node_config *nc, terr *e) {
   if (pthread_create(&c->thread, NULL, node_main, s) != 0)
     return terr_set(e, T_EINTERNAL, "", -1, "cannot start the node thread");
   c->thread_started = 1;
+  if (pthread_create(&c->wthread, NULL, waiters_main, s) != 0)
+    return terr_set(e, T_EINTERNAL, "", -1, "cannot start the waiter thread");
+  c->wthread_started = 1;
   log_info("node %s (%s) joined the cluster: lease %lld ms", c->self.name,
            c->self.id, (long long)c->lease_ms);
   sched_cluster_kick(s);
@@ -564,13 +639,20 @@ int sched_join(sched *s, const sched_node_config *nc, terr *e) {
 void sched_cluster_stop(sched *s) {
   sched_cluster *c = s->cl;
   if (!c) return;
-  if (c->thread_started) {
+  if (c->thread_started || c->wthread_started) {
     pthread_mutex_lock(&c->mu);
     c->quit = 1;
     pthread_cond_signal(&c->cv);
+    pthread_cond_signal(&c->wcv);
     pthread_mutex_unlock(&c->mu);
+  }
+  if (c->thread_started) {
     pthread_join(c->thread, NULL);
     c->thread_started = 0;
+  }
+  if (c->wthread_started) {
+    pthread_join(c->wthread, NULL);
+    c->wthread_started = 0;
   }
   if (c->listening) {
     store_unlisten(s->cfg.st, c->listen_token);
@@ -595,6 +677,7 @@ void sched_cluster_destroy(sched *s) {
   free(c->names.v);
   store_node_clear(&c->self);
   pthread_cond_destroy(&c->cv);
+  pthread_cond_destroy(&c->wcv);
   pthread_mutex_destroy(&c->mu);
   free(c);
   s->cl = NULL;

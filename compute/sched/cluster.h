@@ -34,6 +34,10 @@ void sched_cluster_recheck(sched *s);
 /* The cluster's view for admission: queued jobs in the whole store, live
  * nodes with a GPU (both as of the last heartbeat; 0 before the first). */
 int64_t sched_cluster_depth(sched *s);
+/* Admission refused a submit by the cluster's queue depth: the node thread
+ * reads the depth again soon (at most every SCHED_DEPTH_EVERY_MS), not at
+ * its next heartbeat. May be called with sched.mu held. */
+void sched_cluster_depth_stale(sched *s);
 int sched_cluster_gpu_nodes(sched *s);
 
 #endif

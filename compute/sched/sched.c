@@ -593,15 +593,16 @@ void sched_destroy(sched *s) {
 }
 
 /* ---- admission ------------------------------------------------------------ */
-/* Seconds until a queue slot is likely free, from recent finishes. [mu] */
-static int sched_retry_after(sched *s) {
+/* Seconds until a queue slot is likely free, from recent finishes, with
+ * queued jobs counted as admission counts them. [mu] */
+static int sched_retry_after(sched *s, int64_t queued) {
   SCHED_ASSERT_LOCKED(s);
   int n = s->nfinish < SCHED_RATE_RING ? s->nfinish : SCHED_RATE_RING;
   if (n == 0) return 5; /* nothing finished yet: no rate to go by */
   int oldest = s->nfinish < SCHED_RATE_RING ? 0 : s->finish_pos;
   double span_ms = t_now_ms() - s->finish_ms[oldest];
   double per_s = (double)n / (span_ms > 1 ? span_ms / 1e3 : 1e-3);
-  double ahead = (double)(s->nqueued + s->reserved - s->cfg.queue_limit + 1);
+  double ahead = (double)(queued + s->reserved - s->cfg.queue_limit + 1);
   double secs = ceil((ahead < 1 ? 1 : ahead) / per_s);
   return secs < 1 ? 1 : secs > 3600 ? 3600 : (int)secs;
 }
@@ -610,17 +611,23 @@ int sched_reserve(sched *s, int *retry_after_s, terr *e) {
   if (retry_after_s) *retry_after_s = 0;
   tmutex_lock(&s->mu);
   int rc = T_OK;
+  /* On a cluster the queue is the store's (every node's queued jobs, read
+   * by compute/sched/cluster.c); this node's own queue holds only what it
+   * claimed. The message names the counts that refused. */
+  int64_t queued = s->cluster ? (int64_t)sched_cluster_depth(s)
+                              : (int64_t)s->nqueued;
   if (!s->accepting) {
     rc = terr_set(e, T_EUNAVAIL, "", -1, "the service is shutting down");
   } else if (s->cfg.queue_limit > 0 &&
-             (s->cluster ? (int64_t)sched_cluster_depth(s)
-                         : (int64_t)s->nqueued) +
-                     s->reserved >= s->cfg.queue_limit) {
-    int ra = sched_retry_after(s);
+             queued + s->reserved >= s->cfg.queue_limit) {
+    int ra = sched_retry_after(s, queued);
     if (retry_after_s) *retry_after_s = ra;
     rc = terr_set(e, T_EBUSY, "", -1,
-                  "the job queue is full (%d jobs queued); retry in %d s",
-                  s->nqueued, ra);
+                  "the job queue is full (%lld jobs queued%s and %d being "
+                  "submitted, limit %d); retry in %d s",
+                  (long long)queued, s->cluster ? " in the cluster" : "",
+                  s->reserved, s->cfg.queue_limit, ra);
+    if (s->cluster) sched_cluster_depth_stale(s);
   } else {
     s->reserved++;
   }

@@ -67,7 +67,14 @@ typedef struct swaiter {
   int checked;      /* [mu] the node thread has read its job once */
   char rid[T_ID_MAX];
   struct swaiter *prev, *next, *fnext;
+  /* [mu] its chain in s->rhash while remote and not firing (wait.c) */
+  struct swaiter *rprev, *rnext;
 } swaiter;
+
+/* Buckets of the pending remote waiters by job id (wait.c): an "end"
+ * event or a job's end finds its remote waiters without walking them all
+ * (every node hears every end; a node may wait for thousands of jobs). */
+#define SCHED_RHASH 4096
 
 #define SCHED_RATE_RING 32
 typedef struct shist {
@@ -151,6 +158,7 @@ struct sched {
   int started, accepting, taking, quit, shut;
   int mon_idle;
   swaiter *waiters;
+  swaiter *rhash[SCHED_RHASH]; /* pending remote waiters by rid (wait.c) */
   int64_t finished_total[5]; /* jobs as the API counts them: no tile */
   int64_t tiles_done;        /* tiles of split jobs run here (node work) */
   double finish_ms[SCHED_RATE_RING]; /* monotonic finish times, a ring */

@@ -28,7 +28,11 @@
  * coordinator here (compute/sched/split.c) is waited for the same way on any
  * store: fired when its coordinator has ended it (or quits).
  * Finding a token walks the list: it holds one entry per request that is
- * waiting right now (a few hundred at most).
+ * waiting right now. A job's remote waiters are found through s->rhash
+ * (buckets by id) instead: every node hears every "end", and a node
+ * answering batches waits for thousands of jobs at once — walking them
+ * all under sched.mu at each end was O(waiters) per end
+ * (tests/bench/results/pg-2core-2026-11-29b.md).
  *
  * Histogram: per (kind, backend) a row of bucket counts of run time (from a
  * worker taking the job to its end; queue time excluded), for /metrics.
@@ -105,6 +109,43 @@ void sched_histogram(sched *s, const char *kind, const char *backend,
   for (int b = 1; b < SCHED_HIST_BUCKETS; b++) counts[b] += counts[b - 1];
 }
 
+/* ---- the remote waiters' buckets (s->rhash) -------------------------------- */
+static size_t rh_slot(const char *id) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *id; id++) h = (h ^ (unsigned char)*id) * 1099511628211ull;
+  return (size_t)(h % SCHED_RHASH);
+}
+
+static void rh_add(sched *s, swaiter *w) { /* [mu] */
+  swaiter **b = &s->rhash[rh_slot(w->rid)];
+  w->rprev = NULL;
+  w->rnext = *b;
+  if (*b) (*b)->rprev = w;
+  *b = w;
+}
+
+static void rh_del(sched *s, swaiter *w) { /* [mu] */
+  if (w->rprev)
+    w->rprev->rnext = w->rnext;
+  else
+    s->rhash[rh_slot(w->rid)] = w->rnext;
+  if (w->rnext) w->rnext->rprev = w->rprev;
+  w->rprev = w->rnext = NULL;
+}
+
+/* Mark the pending remote waiters of id firing, onto *chain. [mu] */
+static void rh_take(sched *s, const char *id, swaiter **chain) {
+  for (swaiter *w = s->rhash[rh_slot(id)], *next; w; w = next) {
+    next = w->rnext;
+    if (w->firing || strcmp(w->rid, id) != 0) continue;
+    rh_del(s, w);
+    w->firing = 1;
+    s->nremote--;
+    w->fnext = *chain;
+    *chain = w;
+  }
+}
+
 /* ---- release and fire ------------------------------------------------------ */
 swaiter *sched_release_locked(sched *s, sjob *j, int status, int counted,
                               const char *backend, double run_ms) {
@@ -144,27 +185,14 @@ swaiter *sched_release_locked(sched *s, sjob *j, int status, int counted,
     j->nwaiters = 0;
   }
   if (s->nremote) /* waits registered before this node claimed the job */
-    for (swaiter *w = s->waiters; w; w = w->next)
-      if (w->remote && !w->firing && strcmp(w->rid, j->id) == 0) {
-        w->firing = 1;
-        s->nremote--;
-        w->fnext = chain;
-        chain = w;
-      }
+    rh_take(s, j->id, &chain);
   return chain;
 }
 
 void sched_fire_remote(sched *s, const char *id, const store_job *ended) {
   swaiter *chain = NULL;
   tmutex_lock(&s->mu);
-  if (s->nremote)
-    for (swaiter *w = s->waiters; w; w = w->next)
-      if (w->remote && !w->firing && strcmp(w->rid, id) == 0) {
-        w->firing = 1;
-        s->nremote--;
-        w->fnext = chain;
-        chain = w;
-      }
+  if (s->nremote) rh_take(s, id, &chain);
   if (chain) s->nfiring++; /* sched_fire's end takes it back */
   tmutex_unlock(&s->mu);
   if (chain) sched_fire(s, chain, id, ended);
@@ -230,6 +258,7 @@ static int wait_add(sched *s, const char *id, sched_wait_fn cb,
     w->remote = 1;
     snprintf(w->rid, sizeof w->rid, "%s", id);
     s->nremote++;
+    rh_add(s, w);
   }
   w->cb = cb;
   w->cbe = cbe;
@@ -269,7 +298,10 @@ int sched_unwait(sched *s, uint64_t token) {
   if (w && !w->firing) { /* pending: remove it */
     waiter_unlist(s, w);
     if (w->job) w->job->nwaiters--;
-    if (w->remote) s->nremote--;
+    if (w->remote) {
+      s->nremote--;
+      rh_del(s, w);
+    }
     free(w);
     rc = 1;
   } else if (w && !w->calling && !w->skip) { /* about to fire: stop it */

@@ -4,7 +4,8 @@
  * pairs already taken (FOR UPDATE, as a single insert locks its key), then
  * one INSERT of every other row from 40 text arrays (unnest), with ON
  * CONFLICT on the request key and one "queued" notification for the whole
- * chunk (naming its smallest id; the nodes' claimers only need a kick).
+ * chunk (naming its first row; the nodes' claimers only need a kick),
+ * sent after the commit (pg__note).
  *
  * The caller (pg_jobs.c, insert_many_fast) runs this inside a savepoint
  * and only for rows whose params reference no array or job result (those
@@ -19,7 +20,8 @@
  * Finishes (pg__finish_bulk): the writer's batch ends several jobs in one
  * UPDATE ... FROM unnest(31 text arrays), the same SET and WHERE as a
  * single finish (PG_FINISH_SET / PG_FINISH_WHERE, pg_int.h), a small
- * result's .npy as bytea hex text, one "end" notification per row; rows
+ * result's .npy as bytea hex text, one "end" notification per row (after
+ * the commit: pg__note); rows
  * it did not end are left to pg__finish_on, which says why.
  *
  * Array literals: each value double-quoted with \ and " escaped; SQL NULL
@@ -89,9 +91,8 @@ static const char bulk_insert_sql[] =
     U(36) ", " U(37) ", " U(38) ", " U(39) "::int, " U(40) "::int FROM u"
     " ON CONFLICT (owner, request_id) WHERE request_id IS NOT NULL"
     " DO NOTHING RETURNING id)"
-    /* one notification for the chunk: an uncorrelated sub-select runs once */
-    " SELECT id, (SELECT pg_notify('tessel', 'queued:' || min(id)) FROM ins)"
-    " IS NULL FROM ins";
+    /* one notification for the chunk, after the commit (pg__note) */
+    " SELECT id FROM ins";
 #undef U
 
 int pg__has_refs(const char *params) {
@@ -193,6 +194,7 @@ int pg__insert_bulk(PGconn *c, const store_job *const *rows, int n,
   /* a row not inserted: its key was taken meanwhile (or twice in the
    * chunk); the row-by-row path answers it as the existing row */
   if (!rc && want && PQntuples(r) != want) rc = 1;
+  if (!rc && want) pg__note(c, "queued", PQgetvalue(r, 0, 0));
   PQclear(r);
   if (rc)
     for (int i = 0; i < n; i++)
@@ -218,7 +220,7 @@ static const char bulk_finish_sql[] =
     " c24, c25, c26, c27, c28, c29, c30, c31)),"
     " w AS (UPDATE jobs SET " PG_FINISH_SET(P) " FROM u WHERE jobs.id = u.c1"
     " AND " PG_FINISH_WHERE(P) " RETURNING " PG_JOB_COLS ")"
-    " SELECT *, pg_notify('tessel', 'end:' || id) FROM w";
+    " SELECT * FROM w"; /* each "end" notified after the commit */
 #undef P
 
 /* The bytes as bytea's hex text ("\\x0a1b..."); heap, NULL on no memory. */
@@ -287,6 +289,7 @@ int pg__finish_bulk(pgstore *p, PGconn *c, pg_fin *f, int n, terr *e) {
         }
       }
       f[i].done = 1;
+      pg__note(c, "end", id);
       break;
     }
   }

@@ -50,7 +50,9 @@
  *
  * The [sync] entries run through pg__write (after every earlier [async]
  * write of this store committed, in one transaction) and the reads through
- * pg__read, so store.h's write order and store_ready hold for them too.
+ * pg__read, so store.h's write order and store_ready hold for them too;
+ * the claim alone runs through pg__write_now (no queued op writes the
+ * committed, unclaimed rows it takes: store.h says so).
  *
  * Threads and locks: every entry may be called from any thread; each
  * borrows a pool connection for its call. reg_mu (the registry) is taken
@@ -487,7 +489,7 @@ int pg_job_claim(void *impl, const char *node_id, store_claim_room room,
   const char *v1[] = {v[0], v[1], v[2], v[4]}; /* node, lease, gpu, total */
   stmt s = {simple ? one[parents ? 1 : 0] : sql[parents ? 1 : 0], "claim",
             simple ? 4 : 5, simple ? v1 : v, NULL, 1};
-  int rc = pg__write(p, stmt_fn, &s, e);
+  int rc = pg__write_now(p, stmt_fn, &s, e); /* no queued op orders it */
   /* no memory for the rows: they stay claimed; the lease ends and the
    * reaper puts them back */
   if (!rc) rc = pg__job_rows(s.res, jobs, n, e);

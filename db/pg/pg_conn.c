@@ -29,6 +29,17 @@
  * sessions (PgBouncer in transaction mode without prepared-statement
  * support) is not supported: connect to PostgreSQL or a session pooler.
  *
+ * Notifications after the commit (pg__note): what a transaction wrote and
+ * others must hear of ("queued", "end") is noted on its connection and
+ * sent once COMMIT succeeded (pg__commit), in one statement with
+ * synchronous_commit off for its own transaction. A NOTIFY inside the
+ * data's transaction would hold PostgreSQL's single notify lock from its
+ * pre-commit to the end of its WAL flush: every notifying commit of every
+ * node then ran one after another. The notes follow the transaction
+ * verbs run through pg__exec (BEGIN and ROLLBACK drop them, ROLLBACK TO
+ * SAVEPOINT drops those taken since that savepoint); the notify
+ * statement's failure only loses the events (the nodes poll the store).
+ *
  * Threads: a connection is used by one thread at a time (the pool,
  * pg_store.c, hands them out); its statement cache is that connection's.
  */
@@ -72,17 +83,35 @@ static void mask(const char *msg, const char *pw, char *out, size_t cap) {
 /* ---- the per-connection statement cache ---------------------------------- */
 #define PG_PREP_MAX 64
 
+/* A savepoint of the open transaction and the number of notes taken
+ * before it (pg__note). */
+typedef struct note_mark {
+  char name[16];
+  size_t at;
+} note_mark;
+
 typedef struct prep_cache {
   int n;
   unsigned next_name; /* names are never reused on a connection */
   uint64_t hash[PG_PREP_MAX];
   char *sql[PG_PREP_MAX];
   unsigned name[PG_PREP_MAX];
+  /* the open transaction's notifications (pg__note), sent after its COMMIT */
+  char **notes;
+  size_t nnotes, notes_cap;
+  note_mark *marks;
+  size_t nmarks, marks_cap;
 } prep_cache;
+
+static void notes_cut(prep_cache *pc, size_t at) {
+  while (pc->nnotes > at) free(pc->notes[--pc->nnotes]);
+}
 
 static void prep_clear(prep_cache *pc) {
   for (int i = 0; i < pc->n; i++) free(pc->sql[i]);
   pc->n = 0;
+  notes_cut(pc, 0);
+  pc->nmarks = 0;
 }
 
 /* libpq's event procedure: the cache lives and dies with its connection
@@ -98,6 +127,8 @@ static int prep_event(PGEventId id, void *info, void *pass) {
   prep_clear(pc);
   if (id == PGEVT_CONNDESTROY) {
     PQsetInstanceData(c, prep_event, NULL);
+    free(pc->notes);
+    free(pc->marks);
     free(pc);
   }
   return 1;
@@ -207,6 +238,110 @@ static void prep_forget(PGconn *c, int i) {
 static int exec_any(PGconn *c, const char *sql, int n,
                     const char *const *vals, const int *lens, const int *fmts,
                     int resfmt, PGresult **res, const char *what, terr *e,
+                    int prepare);
+
+/* ---- notifications after the commit (pg__note) ---------------------------- */
+/* The transaction verbs keep c's notes in step with what will commit:
+ * SAVEPOINT marks how many were taken, ROLLBACK TO SAVEPOINT drops those
+ * taken since (the savepoint stays), RELEASE forgets the mark (and those
+ * above it), BEGIN and ROLLBACK drop them all. COMMIT is pg__commit's. */
+static void notes_track(PGconn *c, const char *sql) {
+  prep_cache *pc = PQinstanceData(c, prep_event);
+  if (!pc) return;
+  static const char sp[] = "SAVEPOINT ", rb[] = "ROLLBACK TO SAVEPOINT ",
+                    rl[] = "RELEASE SAVEPOINT ";
+  const char *name = NULL;
+  int verb = 0;
+  if (strncmp(sql, sp, sizeof sp - 1) == 0) name = sql + sizeof sp - 1, verb = 1;
+  else if (strncmp(sql, rb, sizeof rb - 1) == 0) name = sql + sizeof rb - 1, verb = 2;
+  else if (strncmp(sql, rl, sizeof rl - 1) == 0) name = sql + sizeof rl - 1, verb = 3;
+  else if (strcmp(sql, "BEGIN") == 0 || strcmp(sql, "ROLLBACK") == 0) {
+    notes_cut(pc, 0);
+    pc->nmarks = 0;
+    return;
+  } else {
+    return;
+  }
+  if (verb == 1) {
+    if (pc->nmarks == pc->marks_cap) {
+      size_t cap = pc->marks_cap ? 2 * pc->marks_cap : 8;
+      note_mark *m = realloc(pc->marks, cap * sizeof *m);
+      if (!m) return; /* unmarked: a rollback to it keeps the notes (an
+                         extra event; listeners read the store) */
+      pc->marks = m;
+      pc->marks_cap = cap;
+    }
+    note_mark *m = &pc->marks[pc->nmarks++];
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->at = pc->nnotes;
+    return;
+  }
+  for (size_t i = pc->nmarks; i-- > 0;) {
+    if (strcmp(pc->marks[i].name, name) != 0) continue;
+    if (verb == 2) {
+      notes_cut(pc, pc->marks[i].at);
+      pc->nmarks = i + 1;
+    } else {
+      pc->nmarks = i;
+    }
+    return;
+  }
+}
+
+/* Send what (a list of "<what>:<id>" on channel tessel) in a transaction
+ * of its own that does not wait for its WAL flush: it writes no data. */
+static void notes_send(PGconn *c, const char *const *v, size_t n) {
+  if (!n) return;
+  char *arr = pg__text_array(v, (int)n);
+  terr e;
+  if (!arr ||
+      exec_any(c,
+               "SELECT set_config('synchronous_commit', 'off', true),"
+               " count(pg_notify('tessel', n)) FROM unnest($1::text[]) AS n",
+               1, (const char *const[]){arr}, NULL, NULL, 0, NULL, "notify",
+               &e, 1))
+    log_debug("store: notifications not sent (the nodes poll for them)");
+  free(arr);
+}
+
+void pg__note(PGconn *c, const char *what, const char *id) {
+  char *text = malloc(strlen(what) + strlen(id) + 2);
+  if (text) sprintf(text, "%s:%s", what, id);
+  prep_cache *pc = PQinstanceData(c, prep_event);
+  PGTransactionStatusType ts = PQtransactionStatus(c);
+  if (ts != PQTRANS_INTRANS && ts != PQTRANS_IDLE) { /* a failed
+      transaction (it will roll back) or a lost connection: nothing to tell */
+    free(text);
+    return;
+  }
+  int held = pc && text && ts == PQTRANS_INTRANS;
+  if (held && pc->nnotes == pc->notes_cap) {
+    size_t cap = pc->notes_cap ? 2 * pc->notes_cap : 64;
+    char **v = realloc(pc->notes, cap * sizeof *v);
+    if (v) {
+      pc->notes = v;
+      pc->notes_cap = cap;
+    } else {
+      held = 0;
+    }
+  }
+  if (held) {
+    pc->notes[pc->nnotes++] = text;
+    return;
+  }
+  if (text && ts == PQTRANS_IDLE) /* not in a transaction: it committed */
+    notes_send(c, (const char *const[]){text}, 1);
+  else if (text) /* no memory to hold it: in the transaction, as NOTIFY is
+                    (delivered at its commit; the lock held through it) */
+    exec_any(c, "SELECT pg_notify('tessel', $1)", 1,
+             (const char *const[]){text}, NULL, NULL, 0, NULL, "notify",
+             &(terr){0}, 1);
+  free(text);
+}
+
+static int exec_any(PGconn *c, const char *sql, int n,
+                    const char *const *vals, const int *lens, const int *fmts,
+                    int resfmt, PGresult **res, const char *what, terr *e,
                     int prepare) {
   if (res) *res = NULL;
   /* Without parameters: the simple protocol, which also runs a script of
@@ -218,6 +353,7 @@ static int exec_any(PGconn *c, const char *sql, int n,
                 : PQexecParams(c, sql, n, NULL, vals, lens, fmts, resfmt);
   ExecStatusType s = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
   if (s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK) {
+    if (n == 0) notes_track(c, sql);
     if (res) *res = r;
     else PQclear(r);
     return 0;
@@ -254,10 +390,21 @@ int pg__begin(PGconn *c, terr *e) {
 }
 
 int pg__commit(PGconn *c, terr *e) {
-  return pg__exec(c, "COMMIT", 0, NULL, NULL, "commit", e);
+  prep_cache *pc = PQinstanceData(c, prep_event);
+  int rc = pg__exec(c, "COMMIT", 0, NULL, NULL, "commit", e);
+  if (!pc) return rc;
+  if (!rc) notes_send(c, (const char *const *)pc->notes, pc->nnotes);
+  notes_cut(pc, 0);
+  pc->nmarks = 0;
+  return rc;
 }
 
 void pg__rollback(PGconn *c) {
+  prep_cache *pc = PQinstanceData(c, prep_event);
+  if (pc) {
+    notes_cut(pc, 0);
+    pc->nmarks = 0;
+  }
   if (PQtransactionStatus(c) == PQTRANS_IDLE) return;
   PGresult *r = PQexec(c, "ROLLBACK");
   PQclear(r);

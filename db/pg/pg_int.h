@@ -52,7 +52,16 @@ int pg__exec_dyn(PGconn *c, const char *sql, int n, const char *const *vals,
  * stands; ops clear their outputs before they run. A [sync] write is not
  * run again (pg__write). */
 #define PG_RETRIES 5
-/* BEGIN / COMMIT / ROLLBACK on c. */
+/* A notification ("<what>:<id>" on channel tessel) of what c's open
+ * transaction wrote, sent once it committed (pg__commit), in a transaction
+ * of its own that does not wait for a WAL flush; dropped when it rolls back
+ * (or back to a savepoint taken before the note). A NOTIFY inside the
+ * data's transaction takes PostgreSQL's one notify lock from its commit to
+ * the end of its WAL flush, so every notifying commit of every node ran one
+ * after the other (tests/bench/results/pg-2core-2026-11-29b.md). Outside a
+ * transaction: sent at once. */
+void pg__note(PGconn *c, const char *what, const char *id);
+/* BEGIN / COMMIT / ROLLBACK on c (COMMIT then sends c's notes). */
 int pg__begin(PGconn *c, terr *e);
 int pg__commit(PGconn *c, terr *e);
 void pg__rollback(PGconn *c);
@@ -207,6 +216,11 @@ int pg__progress_on(PGconn *c, const char *id, int64_t done, int64_t total,
  * back otherwise). */
 typedef int (*pg_txfn)(pgstore *p, PGconn *c, void *arg, terr *e);
 int pg__write(pgstore *p, pg_txfn fn, void *arg, terr *e);
+/* pg__write without waiting for the async queue: for a write that no
+ * queued op of this node orders (the claim: it takes only committed,
+ * unclaimed rows; waiting for the writer's batch and its commit put a
+ * whole commit in front of every claim). */
+int pg__write_now(pgstore *p, pg_txfn fn, void *arg, terr *e);
 /* A [sync] write through the writer's queue, sharing its batch's commit
  * (pg_store.c: the group commit of submits). */
 int pg__write_grouped(pgstore *p, pg_txfn fn, void *arg, terr *e);

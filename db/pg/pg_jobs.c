@@ -1,6 +1,6 @@
 /* pg_jobs.c — the job rows on PostgreSQL: reading a row (pg__job_row),
- * insert (idempotent per owner and request_id; notifies "queued:<id>" in
- * its transaction), get, the list with every filter and order of
+ * insert (idempotent per owner and request_id; notes "queued:<id>", sent
+ * after its transaction commits: pg__note), get, the list with every filter and order of
  * store_job_filter and its cursor, the unfinished jobs, a split job's
  * children, a result kept in the row. An insert share-locks the arrays
  * and the jobs (their results as inputs) its params reference (lock_refs:
@@ -242,8 +242,8 @@ static int pg__insert_on_(pgstore *p, PGconn *c, const store_job *j,
   if ((rc = lock_refs(c, j, e))) return rc;
   pg_job_vals jv;
   const char **v = pg__job_values(j, &jv);
-  /* The insert and its "queued" notification in one round trip: the
-   * notification only for a row that went in. */
+  /* The "queued" notification only for a row that went in, sent after
+   * the commit (pg__note). */
   rc = pg__exec(c,
                 "WITH ins AS (INSERT INTO jobs" PG_INSERT_COLUMNS " VALUES"
                 " ($1, $2, $3, $4, 'queued', $5, $6, $7, $8, $9, $10, $11,"
@@ -254,13 +254,14 @@ static int pg__insert_on_(pgstore *p, PGconn *c, const store_job *j,
                  * waited for its commit; answer as its row (below). */
                 " ON CONFLICT (owner, request_id) WHERE request_id IS NOT NULL"
                 " DO NOTHING RETURNING id)"
-                " SELECT pg_notify('tessel', 'queued:' || id) FROM ins",
+                " SELECT id FROM ins",
                 PG_INSERT_NCOLS, v, &r, "insert job", e);
   if (rc == T_ECONFLICT)
     return terr_set(e, T_ECONFLICT, "id", -1, "job %s: %s", j->id, e->message);
   if (rc) return rc;
   int inserted = PQntuples(r) > 0;
   PQclear(r);
+  if (inserted) pg__note(c, "queued", j->id);
   if (!inserted) return retry ? pg__insert_on_(p, c, j, found, existing, 0, e)
                               : terr_set(e, T_EIO, "request_id", -1,
                                          "store: insert job: lost a race twice");

@@ -12,8 +12,9 @@
  * node was paused past its lease (queued again, node NULL) is T_ECONFLICT
  * "no longer held by this node", so a stale run neither ends a job that
  * will run again nor records the failure its removed temporaries caused.
- * A finish records the finishing node, clears the lease and notifies
- * "end:<id>", all in its statement; a start the writer folded into it
+ * A finish records the finishing node and clears the lease in its
+ * statement, and notes "end:<id>" (sent once its transaction committed:
+ * pg__note); a start the writer folded into it
  * (pg_start: both were queued at once) is written by the same UPDATE. A finish that finds the row already
  * ended by this very finish (same node, status, finished_at, result path
  * and error code: the retry of a batch whose COMMIT's answer was lost)
@@ -200,7 +201,7 @@ int pg__finish_on(pgstore *p, PGconn *c, const char *id,
       "WITH u AS (UPDATE jobs SET " PG_FINISH_SET(P)
       " WHERE id = $1 AND " PG_FINISH_WHERE(P)
       " RETURNING " PG_JOB_COLS ")"
-      " SELECT *, pg_notify('tessel', 'end:' || id) FROM u",
+      " SELECT * FROM u", /* "end" notified after the commit */
       PG_FINISH_NVALS, v, lens, fmts, 0, &r, "finish job", e);
 #undef P
   if (rc) return rc;
@@ -208,8 +209,13 @@ int pg__finish_on(pgstore *p, PGconn *c, const char *id,
     PQclear(r);
     int same = same_finish(p, c, id, x, row, e);
     if (same < 0) return e->code ? e->code : T_EIO;
+    /* its own end, committed by a COMMIT whose answer was lost: the
+     * events noted then were dropped with it, so "end" is told now (a
+     * second one is harmless: listeners read the row) */
+    if (same) pg__note(c, "end", id);
     return same ? 0 : why_unchanged(p, c, id, "queued or running", e);
   }
+  pg__note(c, "end", id);
   if (row && pg__job_row(r, 0, row))
     rc = terr_set(e, T_ENOMEM, "", -1, "store: out of memory");
   PQclear(r);

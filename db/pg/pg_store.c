@@ -184,6 +184,11 @@ int pg__read(pgstore *p, pg_txfn fn, void *arg, terr *e) {
 int pg__write(pgstore *p, pg_txfn fn, void *arg, terr *e) {
   int rc = pg__flush(p, e);
   if (rc) return rc;
+  return pg__write_now(p, fn, arg, e);
+}
+
+int pg__write_now(pgstore *p, pg_txfn fn, void *arg, terr *e) {
+  int rc;
   PGconn *c;
   if ((rc = pg__get(p, &c, e))) return rc;
   /* Not run again here on a deadlock (T_EBUSY): fn may have filled its
@@ -844,10 +849,13 @@ const store_backend store_pg_backend = {
     .job_insert = pg_job_insert,
     .job_insert_async = pg_job_insert_async,
     .job_insert_many = pg_job_insert_many,
-    /* a chunk is one INSERT (pg_bulk.c): ~0.1 ms a row on 2 cores, so 32
-     * rows keep a lone submit's wait behind a chunk near 4 ms
-     * (bench_insert, 10k+lone) */
-    .insert_chunk = 32,
+    /* a chunk is one INSERT (pg_bulk.c) and one turn of the writer: a
+     * batch of 100 in chunks of 32 waited for four of the writer's
+     * commits one after another; 100 rows: twice the rows/s at half the
+     * CPU a row of 32, a lone submit beside 10,000-row batches p99 19 ms,
+     * max 43 ms on the loaded 2-core VM (32: 10 and 12; 128: 19 and 48)
+     * (bench_insert; tests/bench/results/pg-2core-2026-11-29b.md) */
+    .insert_chunk = 100,
     .sync = pg_sync,
     .job_get = pg_job_get,
     .job_get_many = pg_job_get_many,

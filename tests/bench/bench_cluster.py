@@ -5,7 +5,8 @@ cluster adds the most overhead to: tiny `?wait` jobs (a map of 3 elements,
 submit to answer).
 
   python3 tests/bench/bench_cluster.py build/tesseld [--seconds 8] [--clients 16]
-          [--batch K] [--nodes 0,1,2,3] [--threads T]
+          [--batch K] [--nodes 0,1,2,3] [--threads T] [--queue-limit N]
+          [--waits]
 
 For each set-up it starts the nodes fresh (PostgreSQL: tests/cluster/
 pgserver.sh, one database per set-up, one shared data directory), warms up,
@@ -13,11 +14,19 @@ then `--clients` threads submit `POST /v1/jobs?wait=30` round robin over
 the nodes for `--seconds` (with `--batch K`: `POST /v1/jobs:batch?wait=30`
 of K tiny jobs a request instead, jobs/s counting jobs; `--nodes` picks the
 set-ups, 0 being the SQLite one; `--threads`: each node's worker threads,
-2 by default as on the 2-core machine, more on a bigger one). The table gives jobs/s, p50 and p99 latency,
+2 by default as on the 2-core machine, more on a bigger one;
+`--queue-limit`: each node's, when the batches in flight exceed the
+default 10,000 and throughput, not admission, is measured). The table gives jobs/s, p50 and p99 latency,
 the ratio of jobs/s to the one SQLite node, and where the CPU went (the
 nodes' and the PostgreSQL server's processes, in cores and in CPU ms per
 job, from /proc: the store's ms per job over its cores is where it
-saturates). Then
+saturates; and this client's own, in cores: one Python process whose
+threads share one GIL, so near 1.0 it is the client that limits). With --waits, what the server's backends were doing over the
+measured run: pg_stat_activity sampled every 20 ms (wait event, state,
+statement), as backends on average per row — a store that is not
+CPU-bound shows here what it waits on (tests/bench/results/
+pg-2core-2026-11-29b.md: a "Lock:object" on COMMIT was every notifying
+commit of every node queued behind one lock). Then
 bench_claim (next to tesseld in the build directory) gives the claim rate
 of the store alone. Results as markdown: --out FILE.
 """
@@ -71,12 +80,13 @@ def pg_pids(pgdir):
 
 
 NODE_THREADS = ["2"]  # --threads T
+NODE_EXTRA = []  # --queue-limit N
 
 
 def start_node(binary, tmp, name, store, data, log):
     p = subprocess.Popen([binary, "--port", "0", "--data-dir", data, "--store",
                           store, "--node-name", name, "--access-log", "0",
-                          "--threads", NODE_THREADS[0]],
+                          "--threads", NODE_THREADS[0]] + NODE_EXTRA,
                          stdout=subprocess.PIPE, stderr=open(log, "w"))
     line = p.stdout.readline().decode()
     if "listening on" not in line:
@@ -161,6 +171,34 @@ def drive(ports, seconds, clients, fn=submit):
     return lat, time.time() - t0, bad[0]
 
 
+WAITS_SQL = """CREATE TEMP TABLE s(w text, st text, q text);
+DO $$ BEGIN FOR i IN 1..%d LOOP PERFORM pg_stat_clear_snapshot();
+INSERT INTO s SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU'),
+ state, left(regexp_replace(query, '\\s+', ' ', 'g'), 60)
+ FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND datname IS NOT NULL;
+PERFORM pg_sleep(0.02); END LOOP; END $$;
+SELECT round(count(*) / %d.0, 2), w, st, q FROM s
+ GROUP BY w, st, q ORDER BY 1 DESC LIMIT 16;"""
+
+
+def waits_start(pgdir, db, seconds):
+    """Sample the server's backends in the background (psql as postgres)
+    for about `seconds`; waits_table(proc) gives the table."""
+    n = max(1, int(seconds / 0.025))
+    return subprocess.Popen(["runuser", "-u", "postgres", "--",
+                             os.path.join(PG_BIN, "psql"), "-h", pgdir,
+                             "-d", db, "-qAt", "-F", " | ",
+                             "-c", WAITS_SQL % (n, n)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+
+
+def waits_table(proc):
+    out = proc.communicate(timeout=120)[0].strip().splitlines()
+    return (["| backends | wait | state | statement |", "|---|---|---|---|"] +
+            ["| %s |" % l.replace("`", "'") for l in out if " | " in l])
+
+
 def pct(v, q):
     v = sorted(v)
     return v[min(len(v) - 1, int(q * len(v)))] if v else float("nan")
@@ -176,6 +214,9 @@ def main():
     clients = int(args[args.index("--clients") + 1]) if "--clients" in args else 16
     out = args[args.index("--out") + 1] if "--out" in args else None
     batch = int(args[args.index("--batch") + 1]) if "--batch" in args else 0
+    if "--queue-limit" in args:
+        NODE_EXTRA[:] = ["--queue-limit",
+                         str(int(args[args.index("--queue-limit") + 1]))]
     if "--threads" in args:
         NODE_THREADS[0] = str(int(args[args.index("--threads") + 1]))
     pick = ([int(x) for x in args[args.index("--nodes") + 1].split(",")]
@@ -188,6 +229,7 @@ def main():
     pgdir = os.path.join(tmp, "pg")
     os.makedirs(pgdir)
     rows = []
+    waits = []
     try:
         url = subprocess.check_output(["sh", PGS, "start", pgdir], text=True).strip().splitlines()[-1]
         setups = [("SQLite, 1 node", 0), ("PostgreSQL, 1 node", 1),
@@ -213,11 +255,21 @@ def main():
             npids = [p[0].pid for p in procs]
             ppids = pg_pids(pgdir) if n else []
             c0n, c0p = cpu_ticks(npids), cpu_ticks(ppids)
+            t0 = os.times()
+            wp = (waits_start(pgdir, db, seconds * 0.8)
+                  if n and "--waits" in args else None)
             lat, wall, bad = run(ports, seconds, clients)
+            if wp:
+                waits.append("%s:" % label)
+                waits += [""] + waits_table(wp) + [""]
             cn = (cpu_ticks(npids) - c0n) / HZ / wall
             cp = (cpu_ticks(ppids) - c0p) / HZ / wall if n else 0.0
-            rows.append((label, len(lat) * per / wall, pct(lat, 0.5),
-                         pct(lat, 0.99), cn, cp, bad))
+            t1 = os.times()  # this client: its GIL is one core at most
+            cc = (t1.user - t0.user + t1.system - t0.system) / wall
+            # jobs/s counts the requests that succeeded whole (a refused
+            # batch answers at once and is no throughput)
+            rows.append((label, (len(lat) - bad) * per / wall, pct(lat, 0.5),
+                         pct(lat, 0.99), cn, cp, bad, cc))
             for p, _ in procs:
                 p.send_signal(signal.SIGTERM)
             for p, _ in procs:
@@ -240,13 +292,16 @@ def main():
               else "one job a request", seconds, os.cpu_count(),
               open("/proc/loadavg").read().split()[0]),
              "",
-             "| set-up | jobs/s | p50 ms | p99 ms | vs SQLite | nodes' CPU (cores) | PostgreSQL CPU (cores) | nodes' CPU ms/job | PostgreSQL CPU ms/job | failed |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for label, rate, p50, p99, cn, cp, bad in rows:
-        lines.append("| %s | %.0f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %d |" %
+             "| set-up | jobs/s | p50 ms | p99 ms | vs SQLite | nodes' CPU (cores) | PostgreSQL CPU (cores) | nodes' CPU ms/job | PostgreSQL CPU ms/job | failed | client CPU (cores) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for label, rate, p50, p99, cn, cp, bad, cc in rows:
+        lines.append("| %s | %.0f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %d | %.2f |" %
                      (label, rate, p50, p99, rate / base if base else 0, cn, cp,
                       1e3 * cn / rate if rate else 0,
-                      1e3 * cp / rate if rate else 0, bad))
+                      1e3 * cp / rate if rate else 0, bad, cc))
+    if waits:
+        lines += ["", "What the server's backends did (--waits; backends on "
+                  "average):", ""] + waits
     if claim:
         lines += ["", "```", claim.rstrip(), "```"]
     text = "\n".join(lines)

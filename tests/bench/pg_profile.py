@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench_cluster as bc  # noqa: E402
 
-PSQL = "/usr/lib/postgresql/15/bin/psql"
+PSQL = os.path.join(bc.PG_BIN, "psql")  # PG_BIN: a carried pack
 
 
 def psql(pgdir, db, sql):

@@ -26,7 +26,11 @@
  *    run it died in are removed, other runs' files and results stay;
  *  - a stale node (its job went to the other node, which placed the
  *    output) ends its run late: it places nothing over the finished output
- *    and writes no end; a node that holds its output job places the file.
+ *    and writes no end; a node that holds its output job places the file;
+ *  - admission counts the cluster's queued jobs: its 429 names that count
+ *    (not this node's own queue), and a queue emptied since is admitted;
+ *  - 900 remote waits on 300 jobs: each end calls every wait not taken back
+ *    once, none taken back (the remote waiters' buckets).
  */
 #include <dirent.h>
 #include <pthread.h>
@@ -831,6 +835,104 @@ TEST(test_reap_removes_dead_run_temporaries) {
   fake_close();
 }
 
+/* Admission on a cluster counts the store's queued jobs (every node's),
+ * not this node's own queue (what it claimed): a refusal names that
+ * count, and once the store's queue empties a submit is taken again
+ * (admission's refusal has the depth read again; a bound, not a speed). */
+#define NFULL 101
+TEST(test_queue_full_names_the_cluster_count) {
+  if (fake_open()) {
+    CHECK(0);
+    return;
+  }
+  atomic_store(&gate_open, 0);
+  node a;
+  if (node_open(&a, "a", 1)) return; /* queue_limit 100, one worker */
+  static char ids[NFULL][T_ID_MAX];
+  for (int i = 0; i < NFULL; i++)
+    CHECK(insert_job(a.st, "gate", "{\"n\":1}", "cpu", 0, 60, ids[i]) == 0);
+  /* one runs (held by the gate); the rest wait in the store */
+  int retry = 0, rc = 0;
+  terr e;
+  for (int i = 0; i < 5000; i++) {
+    if ((rc = sched_reserve(a.s, &retry, &e)) != 0) break;
+    sched_unreserve(a.s);
+    sleep_ms(2);
+  }
+  CHECK_MSG(rc == T_EBUSY, "never refused: rc %d", rc);
+  long long named = -1;
+  const char *at = rc ? strstr(e.message, "(") : NULL;
+  if (at) sscanf(at, "(%lld jobs queued", &named);
+  CHECK_MSG(named >= 99 && strstr(e.message, "in the cluster"),
+            "the refusal names another count: %s", e.message);
+  CHECK(retry >= 1);
+  /* the store's queue empties (canceled while queued): taken again */
+  for (int i = 0; i < NFULL; i++) {
+    int ended;
+    store_job_cancel_request(a.st, ids[i], NULL, &ended, &e);
+  }
+  for (int i = 0; i < 5000 && (rc = sched_reserve(a.s, &retry, &e)) != 0; i++)
+    sleep_ms(2);
+  CHECK_MSG(rc == 0, "still refused: %s", e.message);
+  if (rc == 0) sched_unreserve(a.s);
+  atomic_store(&gate_open, 1);
+  node_close(&a);
+  fake_close();
+}
+
+/* Many remote waiters (s->rhash, compute/sched/wait.c): three waits on
+ * each of 300 jobs no node holds, every third unwaited before its end;
+ * the "end" of each job (sched_fire_remote, as the listener calls it)
+ * calls every wait not taken back exactly once, with its own id, and
+ * never one sched_unwait took back (the waiter thread's read may fire
+ * them first: either way once). A second "end" calls nothing more. */
+#define NRW 300
+typedef struct rwait {
+  atomic_int calls;
+  int bad;
+  char id[T_ID_MAX];
+} rwait;
+static void on_rwait(void *arg, const char *id, const store_job *ended) {
+  rwait *w = arg;
+  (void)ended;
+  if (strcmp(id, w->id) != 0) w->bad = 1;
+  atomic_fetch_add(&w->calls, 1);
+}
+
+TEST(test_many_remote_waiters) {
+  if (fake_open()) {
+    CHECK(0);
+    return;
+  }
+  node a;
+  if (node_open(&a, "a", 1)) return;
+  static rwait w[NRW * 3];
+  static uint64_t tok[NRW * 3];
+  static int taken[NRW * 3];
+  for (int i = 0; i < NRW * 3; i++) {
+    memset(&w[i], 0, sizeof w[i]);
+    if (i % 3 == 0) t_id_new('j', w[i].id);
+    else snprintf(w[i].id, sizeof w[i].id, "%s", w[i - i % 3].id);
+    CHECK(sched_wait_end(a.s, w[i].id, on_rwait, &w[i], &tok[i]) == 0);
+  }
+  for (int i = 2; i < NRW * 3; i += 3) taken[i] = sched_unwait(a.s, tok[i]);
+  for (int i = 0; i < NRW * 3; i += 3) sched_fire_remote(a.s, w[i].id, NULL);
+  int left = 1;
+  for (int k = 0; k < 5000 && left; k++) {
+    left = 0;
+    for (int i = 0; i < NRW * 3; i++)
+      left += !taken[i] && atomic_load(&w[i].calls) == 0;
+    if (left) sleep_ms(2);
+  }
+  for (int i = 0; i < NRW * 3; i += 3) sched_fire_remote(a.s, w[i].id, NULL);
+  int wrong = 0;
+  for (int i = 0; i < NRW * 3; i++)
+    wrong += w[i].bad || atomic_load(&w[i].calls) != (taken[i] ? 0 : 1);
+  CHECK_MSG(wrong == 0, "%d of %d waits called wrongly", wrong, NRW * 3);
+  node_close(&a);
+  fake_close();
+}
+
 int main(void) {
   t_log_level = T_LOG_ERROR;
   snprintf(root, sizeof root, "/tmp/tessel_schednodes_XXXXXX");
@@ -838,6 +940,8 @@ int main(void) {
   RUN(test_two_nodes);
   RUN(test_reap_removes_dead_run_temporaries);
   RUN(test_stale_node_output);
+  RUN(test_queue_full_names_the_cluster_count);
+  RUN(test_many_remote_waiters);
   rm_tree(root);
   return check_summary();
 }
