@@ -1,20 +1,24 @@
 """map_many / reduce_many / geodesic_many (tessel/batch.py) against a real tesseld.
 
 Checked: the results equal the single calls' in the order given; 50 jobs
-cost one request (a jobs:batch that waits and brings the results; a
-counter wrapped round the transport's request), not 100, and when its wait
+cost two requests (jobs:batch that waits and brings the results, split in
+two parts sent at once; a counter wrapped round the transport's request),
+not 100; a call split over several requests keeps its order and names a
+bad item by its index in the whole call; when the batch's wait
 runs out first the rest are waited for and right; a bad item raises InvalidArgument naming ``jobs[i]...``;
 a result over the inline bound comes back whole through its link; the
 client's waiter polls its pending jobs with one jobs:get, not one GET each;
 submits of several threads made while one is in flight go out as batches
 (fewer requests than jobs), each caller getting its own job or error.
 """
+import threading
 import time
 
 import numpy as np
 import pytest
 
 import tessel
+from tessel import batch as tbatch
 
 
 def _counting(client, monkeypatch):
@@ -37,10 +41,51 @@ def test_map_many_equals_single_calls(client, monkeypatch):
     assert len(many) == len(single)
     for a, b in zip(many, single):
         np.testing.assert_array_equal(a, b)
-    # one jobs:batch that waits: the 50 tiny jobs end within it, and their
-    # results come in its answer (no jobs:get)
-    assert [c for c in calls if c[1].startswith("/v1/jobs:batch?wait=")] == calls[:1], calls
-    assert len(calls) == 1, calls
+    # jobs:batch requests that wait, 25 items each (SPLIT_MIN), sent at
+    # once: the 50 tiny jobs end within them and their results come in
+    # their answers (no jobs:get)
+    assert len(calls) == 2, calls
+    assert all(c[1].startswith("/v1/jobs:batch?wait=") for c in calls), calls
+
+
+def test_splits():
+    sp = tbatch._splits
+    assert sp(0, 8) == [] and sp(1, 8) == [range(0, 1)]
+    assert sp(49, 8) == [range(0, 49)]            # under 2 * SPLIT_MIN: one
+    assert sp(100, 8) == [range(0, 25), range(25, 50), range(50, 75), range(75, 100)]
+    assert sp(2000, 8) == [range(lo, lo + 250) for lo in range(0, 2000, 250)]
+    assert sp(100, 1) == [range(0, 100)]          # one transfer thread: one request
+    big = sp(25000, 1)                             # never over the server's item limit
+    assert len(big) == 3 and all(len(r) <= tbatch.BATCH_MAX for r in big)
+    assert sum(len(r) for r in sp(1234, 7)) == 1234
+
+
+def test_split_call_keeps_order_and_names_the_index(client, monkeypatch):
+    """120 items over 3 requests in flight together (a barrier of 3 in the
+    counted request proves they overlap): results in the order given; a bad
+    item in the third part is named by its index in the whole call."""
+    monkeypatch.setattr(client._t, "_nworkers", lambda: 3)
+    calls = _counting(client, monkeypatch)
+    counted = client._t.request
+    meet = threading.Barrier(3, timeout=30)
+
+    def together(method, path, *a, **kw):
+        if path.startswith("/v1/jobs:batch"):
+            meet.wait()
+        return counted(method, path, *a, **kw)
+
+    monkeypatch.setattr(client._t, "request", together)
+    items = [np.full(3, float(i)) for i in range(120)]
+    got = client.map_many("x * 2 + 1", items)
+    assert len(calls) == 3, calls
+    for i, g in enumerate(got):
+        np.testing.assert_array_equal(g, np.full(3, 2.0 * i + 1))
+    meet.reset()
+    bad = list(items)
+    bad[97] = {"y": [2.0]}
+    with pytest.raises(tessel.InvalidArgument) as ei:
+        client.map_many("x + 1", bad)
+    assert ei.value.field.startswith("jobs[97]."), ei.value.field
 
 
 def test_many_when_the_batch_wait_runs_out(client, monkeypatch):
