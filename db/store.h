@@ -353,6 +353,9 @@ typedef struct store_job_end {
  * compare, max_abs_diff, error, progress, result_parts, devices, and
  * backend_used when the end has one): the row a read after the finish
  * gives. T_ENOMEM leaves *dst cleared. */
+/* The same, shallow and in place: row's end columns point into x (what a
+ * finish writes and a read gives back; store_job_ended copies it deep). */
+void store_job_apply_end(store_job *row, const store_job_end *x);
 int store_job_ended(store_job *dst, const store_job *before,
                     const store_job_end *end);
 int store_job_finish(store *s, const char *id, const store_job_end *end,

@@ -80,37 +80,42 @@ int store_job_copy(store_job *dst, const store_job *src) {
 /* See store.h. What a read gives back: an unset timing and every field of
  * an absent result are 0, a shape only its ndim entries, nonconverged 0
  * unless positive (stored NULL). */
-int store_job_ended(store_job *dst, const store_job *before,
-                    const store_job_end *x) {
-  store_job t = *before; /* shallow: copied below */
-  t.status = x->status;
-  t.finished_at = x->finished_at;
-  memset(&t.timings, 0, sizeof t.timings);
+void store_job_apply_end(store_job *row, const store_job_end *x) {
+  row->status = x->status;
+  row->finished_at = x->finished_at;
+  memset(&row->timings, 0, sizeof row->timings);
   for (int i = 0; i < JOB_T__COUNT; i++)
     if (x->timings.set & (1u << i))
-      job_timings_put(&t.timings, (job_timing)i, x->timings.ms[i]);
-  memset(&t.result, 0, sizeof t.result);
+      job_timings_put(&row->timings, (job_timing)i, x->timings.ms[i]);
+  memset(&row->result, 0, sizeof row->result);
   if (x->result.dtype[0]) {
-    t_scopy(t.result.dtype, sizeof t.result.dtype, x->result.dtype);
+    t_scopy(row->result.dtype, sizeof row->result.dtype, x->result.dtype);
     int nd = x->result.ndim < 0             ? 0
              : x->result.ndim > STORE_MAXDIM ? STORE_MAXDIM
                                              : x->result.ndim;
-    t.result.ndim = nd;
-    for (int i = 0; i < nd; i++) t.result.shape[i] = x->result.shape[i];
-    t.result.bytes = x->result.bytes;
-    t.result.nonconverged =
+    row->result.ndim = nd;
+    for (int i = 0; i < nd; i++) row->result.shape[i] = x->result.shape[i];
+    row->result.bytes = x->result.bytes;
+    row->result.nonconverged =
         x->result.nonconverged > 0 ? x->result.nonconverged : 0;
   }
-  t.result_path = (char *)x->result_path;
-  t.compare = (char *)x->compare;
-  t.max_abs_diff = x->max_abs_diff;
-  t.error_code = (char *)x->error_code;
-  t.error_message = (char *)x->error_message;
-  t.progress_done = x->progress_done;
-  t.progress_total = x->progress_total;
-  t.result_parts = (char *)x->result_parts;
-  t.devices = (char *)x->devices;
-  if (x->backend_used) t.backend_used = (char *)x->backend_used;
+  row->result_path = (char *)x->result_path;
+  row->compare = (char *)x->compare;
+  row->max_abs_diff = x->max_abs_diff;
+  row->error_code = (char *)x->error_code;
+  row->error_message = (char *)x->error_message;
+  row->progress_done = x->progress_done;
+  row->progress_total = x->progress_total;
+  row->result_parts = (char *)x->result_parts;
+  row->devices = (char *)x->devices;
+  if (x->backend_used) row->backend_used = (char *)x->backend_used;
+}
+
+/* See store.h. */
+int store_job_ended(store_job *dst, const store_job *before,
+                    const store_job_end *x) {
+  store_job t = *before; /* shallow: copied below */
+  store_job_apply_end(&t, x);
   return store_job_copy(dst, &t);
 }
 

@@ -325,20 +325,7 @@ int store__insert_ended(sqstore *s, store_wop *ins, const store_start_args *sa,
     t.estimate = (char *)sa->estimate;
     t.attempts++;
   }
-  t.status = x->status;
-  t.finished_at = x->finished_at;
-  t.timings = x->timings;
-  t.result = x->result;
-  t.result_path = (char *)x->result_path;
-  t.compare = (char *)x->compare;
-  t.max_abs_diff = x->max_abs_diff;
-  t.error_code = (char *)x->error_code;
-  t.error_message = (char *)x->error_message;
-  t.progress_done = x->progress_done;
-  t.progress_total = x->progress_total;
-  t.result_parts = (char *)x->result_parts;
-  t.devices = (char *)x->devices;
-  if (x->backend_used) t.backend_used = (char *)x->backend_used;
+  store_job_apply_end(&t, x); /* the columns as the finish writes them */
   sqlite3_stmt *st;
   int rc = refs_exist(s, &t, e);
   if (!rc)
