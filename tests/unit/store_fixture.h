@@ -1,7 +1,7 @@
 /* store_fixture.h — shared by the store tests (test_store.c and
  * test_store_threads.c): a mkdtemp root with one fresh data dir per test
  * (fresh_dir, open_fresh), a queued job with the usual fields (job_init,
- * insert_job) and the final rm_tree of the root.
+ * insert_job), an array row (array_init) and the final rm_tree of the root.
  *
  * PostgreSQL: when $TESSEL_TEST_PG holds a conninfo (tests/cluster/
  * with_pg.sh sets it), open_fresh opens that store instead, on a fresh
@@ -133,6 +133,19 @@ static int insert_job(store *s, const char *owner, const char *kind,
   if (rc == 0 && id_out) snprintf(id_out, T_ID_MAX, "%s", j.id);
   store_job_clear(&j);
   return rc;
+}
+
+/* An array row with the usual fields, its digest and file named sha. */
+static void array_init(store_array *a, const char *owner, const char *sha) {
+  memset(a, 0, sizeof *a);
+  a->owner = sdup(owner);
+  a->dtype = sdup("float64");
+  a->shape = sdup("[100,10]");
+  a->bytes = 8000;
+  a->digest = sdup(sha);
+  char p[128];
+  snprintf(p, sizeof p, "/data/arrays/%s.npy", sha);
+  a->path = sdup(p);
 }
 
 static void rm_tree(const char *path) {

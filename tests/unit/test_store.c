@@ -1037,18 +1037,6 @@ TEST(test_delete_job) {
   store_close(s);
 }
 
-static void array_init(store_array *a, const char *owner, const char *sha) {
-  memset(a, 0, sizeof *a);
-  a->owner = sdup(owner);
-  a->dtype = sdup("float64");
-  a->shape = sdup("[100,10]");
-  a->bytes = 8000;
-  a->digest = sdup(sha);
-  char p[128];
-  snprintf(p, sizeof p, "/data/arrays/%s.npy", sha);
-  a->path = sdup(p);
-}
-
 TEST(test_arrays) {
   store *s = open_fresh_store();
   if (!s) return;

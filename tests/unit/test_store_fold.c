@@ -420,18 +420,6 @@ TEST(test_fold_many) {
   store_close(s);
 }
 
-static void array_init(store_array *a, const char *owner, const char *sha) {
-  memset(a, 0, sizeof *a);
-  a->owner = sdup(owner);
-  a->dtype = sdup("float64");
-  a->shape = sdup("[3]");
-  a->bytes = 24;
-  a->digest = sdup(sha);
-  char p[128];
-  snprintf(p, sizeof p, "/data/arrays/%s.npy", sha);
-  a->path = sdup(p);
-}
-
 typedef struct del_call {
   store *s;
   const char *id;
