@@ -28,22 +28,7 @@
 #include "db/store.h"
 #include "job_same.h"
 #include "store_fixture.h"
-
-typedef struct seen {
-  atomic_int calls;
-  int rc;
-  store_job row;
-  int have_row;
-} seen;
-
-static void on_finished(void *arg, int rc, const terr *e, store_job *row) {
-  (void)e;
-  seen *f = arg;
-  f->rc = rc;
-  f->have_row = row != NULL;
-  if (row) f->row = *row; /* ours now */
-  atomic_fetch_add(&f->calls, 1);
-}
+#include "finish_seen.h"
 
 /* A queued job as a submit inserts it (the row the scheduler keeps). */
 static void insert(store *s, store_job *j, int variant) {
@@ -68,8 +53,8 @@ static void finish_wait(store *s, const char *id, store_job_end *x,
   terr e;
   memset(f, 0, sizeof *f);
   CHECK(store_job_finish_async(s, id, x, on_finished, f, &e) == 0);
-  for (int i = 0; i < 5000 && atomic_load(&f->calls) == 0; i++) usleep(1000);
-  CHECK(atomic_load(&f->calls) == 1 && f->rc == 0 && f->have_row);
+  wait_seen(f);
+  CHECK(f->rc == 0 && f->have_row);
 }
 
 typedef struct a_case {

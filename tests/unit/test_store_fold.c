@@ -37,6 +37,7 @@
 #define SQ(s) ((sqstore *)store_impl(s))
 #include "job_same.h"
 #include "store_fixture.h"
+#include "finish_seen.h"
 
 /* ---- the hold -------------------------------------------------------------- */
 
@@ -79,26 +80,6 @@ static long long failed(store *s) {
 
 /* ---- finishes ------------------------------------------------------------- */
 
-typedef struct seen {
-  atomic_int calls;
-  int rc;
-  store_job row;
-  int have_row;
-} seen;
-
-static void on_finished(void *arg, int rc, const terr *e, store_job *row) {
-  (void)e;
-  seen *f = arg;
-  f->rc = rc;
-  f->have_row = row != NULL;
-  if (row) f->row = *row; /* ours now */
-  atomic_fetch_add(&f->calls, 1);
-}
-
-static void wait_seen(seen *f) {
-  for (int i = 0; i < 10000 && atomic_load(&f->calls) == 0; i++) usleep(500);
-  CHECK(atomic_load(&f->calls) == 1);
-}
 
 /* A job as a submit would queue it [async]. */
 static void insert_async(store *s, store_job *j, int variant) {
