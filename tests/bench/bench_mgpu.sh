@@ -17,28 +17,40 @@ ROOT=$PWD
 cd "$BIN"
 export LD_LIBRARY_PATH=$PWD/lib
 res=$(mktemp -d /tmp/bmgpu.XXXXXX)
-# BENCH_MGPU_CFGS picks the daemons (default all three; "0" on a one-GPU host).
+# BENCH_MGPU_CFGS picks the daemons (default all three; "0" on a one-GPU host). A
+# config is VISIBLE[+lanes][:VAR=VALUE...]: e.g. "0:TESSEL_MM_LANES=0" runs a daemon
+# on GPU 0 with that variable set (the A/B switches of compute/kinds/matmul/lanes.h).
+# BENCH_MGPU_JOBS picks the jobs (default "square knn pile matmul"); BENCH_MGPU_REPS
+# the runs of each (default 2; the table shows the best, and a result file spare is
+# ready from the third on: compute/array/codec/spare.h).
 for cfg in ${BENCH_MGPU_CFGS:-0 0,1 0,1+lanes}; do
-  vis=${cfg%+lanes}
+  base=${cfg%%:*}
+  envs=""
+  [ "$base" = "$cfg" ] || envs=$(echo "${cfg#*:}" | tr ':' ' ')
+  vis=${base%+lanes}
   lanes=0
-  [ "$cfg" = "$vis" ] || lanes=1
+  [ "$base" = "$vis" ] || lanes=1
   d=$(mktemp -d /tmp/bmgpu_d.XXXXXX)
-  TESSEL_GPU_LANES=$lanes CUDA_VISIBLE_DEVICES=$vis ./tesseld --port 0 --data-dir "$d" --access-log 0 \
-    > "$d/out" 2> "$d/log" &
+  env TESSEL_GPU_LANES=$lanes CUDA_VISIBLE_DEVICES=$vis $envs ./tesseld --port 0 --data-dir "$d" \
+    --access-log 0 > "$d/out" 2> "$d/log" &
   pid=$!
   for i in $(seq 1 150); do grep -q "listening on" "$d/out" && break; sleep 0.2; done
   url=$(grep -o 'http://[^/]*' "$d/out" | head -1)
-  PYTHONPATH=$ROOT/clients/python python3 - "$url" "$cfg" >> "$res/rows" <<'PY'
-import sys, numpy as np, tessel
+  PYTHONPATH=$ROOT/clients/python BENCH_MGPU_JOBS="${BENCH_MGPU_JOBS:-square knn pile matmul}" \
+    BENCH_MGPU_REPS=${BENCH_MGPU_REPS:-2} python3 - "$url" "$cfg" >> "$res/rows" <<'PY'
+import os, sys, time, numpy as np, tessel
 c = tessel.Client(sys.argv[1], same_host=False, timeout=1200)
 vis = sys.argv[2]
+jobs = os.environ["BENCH_MGPU_JOBS"].split()
+reps = int(os.environ["BENCH_MGPU_REPS"])
 rng = np.random.default_rng(1)
 def pts(n):
     return np.column_stack([np.degrees(np.arcsin(rng.uniform(-1, 1, n))),
                             rng.uniform(-180, 180, n)])
 def best(name, submit):
     runs = []
-    for rep in range(2):
+    for rep in range(reps):
+        if rep: time.sleep(0.5)  # the spare keeper's turn
         j = submit(); j.wait()
         t = j.info["timings_ms"]
         runs.append((t.get("total", 0), t.get("compute", 0), t.get("d2h", 0), j.status, j.id,
@@ -46,23 +58,28 @@ def best(name, submit):
         j.delete()
     r = min(runs)
     print(f"{name}\t{vis}\t{r[3]}\t{r[0]:.0f}\t{r[1]:.0f}\t{r[2]:.0f}\t{r[4]}"
-          f"\t{r[5]:.0f}/{r[6]:.0f}/{r[7]:.0f}", flush=True)
-sq = c.upload(pts(40000))
-best("geodesic square n=40000 f32",
-     lambda: c.submit_geodesic(sq, dtype="float32", backend="cuda", output=False))
-sq.delete()
-kp = c.upload(pts(10_000_000))
-best("geodesic knn 1e7 k=10",
-     lambda: c.submit_geodesic(kp, query={"knn": {"k": 10}}, backend="cuda", output=False))
-kp.delete()
-pile = c.upload(np.tile([[48.85, 2.35]], (40000, 1)))
-best("geodesic knn 40000 identical k=10",
-     lambda: c.submit_geodesic(pile, query={"knn": {"k": 10}}, backend="cuda", output=False))
-pile.delete()
-a = c.upload(rng.standard_normal((16384, 16384)))
-b = c.upload(rng.standard_normal((16384, 16384)))
-best("matmul 16384^2 f64",
-     lambda: c.submit_matmul(a, b, backend="cuda", output=False))
+          f"\t{r[5]:.0f}/{r[6]:.0f}/{r[7]:.0f}\t" + "/".join(f"{x[0]:.0f}" for x in runs),
+          flush=True)
+if "square" in jobs:
+    sq = c.upload(pts(40000))
+    best("geodesic square n=40000 f32",
+         lambda: c.submit_geodesic(sq, dtype="float32", backend="cuda", output=False))
+    sq.delete()
+if "knn" in jobs:
+    kp = c.upload(pts(10_000_000))
+    best("geodesic knn 1e7 k=10",
+         lambda: c.submit_geodesic(kp, query={"knn": {"k": 10}}, backend="cuda", output=False))
+    kp.delete()
+if "pile" in jobs:
+    pile = c.upload(np.tile([[48.85, 2.35]], (40000, 1)))
+    best("geodesic knn 40000 identical k=10",
+         lambda: c.submit_geodesic(pile, query={"knn": {"k": 10}}, backend="cuda", output=False))
+    pile.delete()
+if "matmul" in jobs:
+    a = c.upload(rng.standard_normal((16384, 16384)))
+    b = c.upload(rng.standard_normal((16384, 16384)))
+    best("matmul 16384^2 f64",
+         lambda: c.submit_matmul(a, b, backend="cuda", output=False))
 PY
   kill $pid; wait $pid 2>/dev/null || true
   # job id -> the spread its job_end logged
@@ -70,11 +87,11 @@ PY
     | sed 's/^id=\(j_[a-z0-9]*\) .*spread="\([^"]*\)"/\1\t\2/' >> "$res/spread" || true
   rm -rf "$d"
 done
-echo "| job | GPUs visible | status | submit->stored ms | compute ms | d2h ms | prepare/h2d/store ms | spread |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| job | GPUs visible | status | submit->stored ms | compute ms | d2h ms | prepare/h2d/store ms | every run's total ms | spread |"
+echo "|---|---|---|---|---|---|---|---|---|"
 touch "$res/spread"
-while IFS='	' read -r name vis st tot comp d2h id rest; do
+while IFS='	' read -r name vis st tot comp d2h id rest reps; do
   sp=$(awk -F'\t' -v id="$id" '$1 == id { print $2 }' "$res/spread")
-  echo "| $name | $vis | $st | $tot | $comp | $d2h | $rest | ${sp:--} |"
+  echo "| $name | $vis | $st | $tot | $comp | $d2h | $rest | $reps | ${sp:--} |"
 done < "$res/rows"
 rm -rf "$res"

@@ -20,6 +20,7 @@
 
 #include "check.h"
 #include "compute/kinds/kinds.h"
+#include "compute/kinds/matmul/lanes.h"
 #include "util/pool.h"
 
 static pool *the_pool;
@@ -417,6 +418,45 @@ TEST(stop_and_cuda) {
   json_decref(p);
 }
 
+/* The cut of a product's rows over GPUs (compute/kinds/matmul/lanes.h):
+ * a function of the product alone; none under MM_LANES_MIN bytes of C or
+ * when one block would hold it all; else at most MM_BLOCKS_MAX blocks,
+ * more than one, rows a multiple of MM_ROW_ALIGN (when not fewer), no
+ * block far over MM_BLOCK_BYTES unless the block count forces it, and no
+ * overflow for extreme shapes. */
+TEST(lanes_cut) {
+  CHECK(mm_block_rows(16384, 16384, 8) == 1024); /* 16 blocks of 128 MiB */
+  CHECK(mm_block_rows(16384, 16384, 4) == 2048); /* 8 blocks */
+  CHECK(mm_block_rows(4096, 4096, 8) == 0);      /* 128 MiB: one GEMM */
+  CHECK(mm_block_rows(0, 16384, 8) == 0 && mm_block_rows(16384, 0, 8) == 0);
+  CHECK(mm_block_rows(1, (int64_t)1 << 30, 8) == 0); /* one row: no cut */
+  CHECK(mm_block_rows(INT32_MAX, INT32_MAX, 8) > 0);
+  CHECK(mm_block_rows(3, INT64_MAX / 2, 8) == 0); /* no overflow */
+  struct { int64_t m, n; size_t es; } c[] = {
+      {16384, 16384, 8}, {100000, 1000, 8}, {40000, 40000, 4},
+      {1 << 24, 16, 8},  {5000, 8192, 8},   {70000, 1024, 4},
+      {INT32_MAX, 3, 8}, {1000, 1 << 20, 8}};
+  for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+    int64_t m = c[i].m, n = c[i].n, br = mm_block_rows(m, n, c[i].es);
+    int64_t row = n * (int64_t)c[i].es;
+    double bytes = (double)m * (double)row;
+    if (bytes < (double)MM_LANES_MIN) {
+      CHECK_MSG(br == 0, "%lld x %lld: cut under the minimum", (long long)m,
+                (long long)n);
+      continue;
+    }
+    CHECK_MSG(br > 0 && br < m, "%lld x %lld: br %lld", (long long)m,
+              (long long)n, (long long)br);
+    int64_t nb = (m + br - 1) / br;
+    CHECK_MSG(nb >= 2 && nb <= MM_BLOCKS_MAX, "%lld x %lld: %lld blocks",
+              (long long)m, (long long)n, (long long)nb);
+    CHECK(br < MM_ROW_ALIGN || br % MM_ROW_ALIGN == 0);
+    CHECK((double)(br - MM_ROW_ALIGN) * row <= (double)MM_BLOCK_BYTES ||
+          br <= (m + MM_BLOCKS_MAX - 1) / MM_BLOCKS_MAX + MM_ROW_ALIGN);
+    CHECK(mm_block_rows(m, n, c[i].es) == br); /* the job alone decides */
+  }
+}
+
 int main(void) {
   the_pool = pool_create(2, NULL, NULL);
   if (!the_pool) return 1;
@@ -429,6 +469,7 @@ int main(void) {
   RUN(estimate_and_tolerance);
   RUN(serial_vs_cpu);
   RUN(stop_and_cuda);
+  RUN(lanes_cut);
   pool_destroy(the_pool);
   return check_summary();
 }

@@ -29,7 +29,10 @@
  *             wider than tall), spread with pool_for over ctx->threads;
  *             each panel is one gemm plus its bias, counts one unit of
  *             progress, and no panel starts once the job is stopped;
- *   B_CUDA    gpu_matmul (compute/kinds/gpu_kernels.h) on 2-D views.
+ *   B_CUDA    gpu_matmul (compute/kinds/gpu_kernels.h) on 2-D views; a
+ *             product of MM_LANES_MIN bytes and more in row blocks over
+ *             the run's GPU and every GPU the scheduler lends
+ *             (compute/kinds/matmul/lanes.h).
  *
  * Compare tolerance (kind_ops.tolerance): the summation order differs
  * between backends, and |fl(c_ij) - c_ij| <= k u (|a|.|b|)_ij. So results
@@ -54,6 +57,7 @@
 #include "compute/kinds/exprkind.h"
 #include "compute/kinds/gpu_kernels.h"
 #include "compute/kinds/kinds.h"
+#include "compute/kinds/matmul/lanes.h"
 #include "util/pool.h"
 #include "util/util.h"
 
@@ -453,9 +457,11 @@ static int mm_run_cuda(mm_plan *p, job_ctx *ctx, tarray *out, terr *e) {
   if (p->bias)
     vc = view2(p->bias, s->bias_rs ? s->m : 1, s->bias_cs ? s->n : 1);
   const char *ids[3] = {p->ids[0], p->ids[1], p->ids[2]};
-  int rc = gpu_matmul(ctx->device, &va, &vb, p->bias ? &vc : NULL, s->ta,
-                      s->tb, ids, &vo, ctx, e);
-  return rc;
+  if (mm_lanes_wanted(s->m, s->n, tdtype_size(s->dt)))
+    return mm_lanes_run(ctx, &va, &vb, p->bias ? &vc : NULL, s->ta, s->tb, ids,
+                        &vo, e);
+  return gpu_matmul(ctx->device, &va, &vb, p->bias ? &vc : NULL, s->ta, s->tb,
+                    ids, &vo, ctx, e);
 }
 
 static int mm_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,

@@ -28,10 +28,12 @@
  * device's lock; the cuBLAS handle is per device.
  */
 #include <cublas_v2.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "compute/gpu/devctx.h"
 #include "compute/kinds/gpujob.h"
+#include "compute/kinds/matmul/matmul_cuda.h"
 #include "util/util.h"
 
 #define MM_WORKSPACE ((size_t)32 << 20)
@@ -90,10 +92,11 @@ typedef struct bias_map {
 } bias_map;
 
 template <typename T>
-__global__ void mm_fill_bias(T *c, const T *bias, int64_t n, bias_map bm) {
+__global__ void mm_fill_bias(T *c, const T *bias, int64_t n, int64_t base,
+                             bias_map bm) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t rem = i, off = 0;
+    int64_t rem = base + i, off = 0; /* c[i] is the result's element base + i */
     for (int dd = bm.ndim - 1; dd >= 0; dd--) {
       int64_t q = rem / bm.shape[dd];
       off += (rem - q * bm.shape[dd]) * bm.stride[dd];
@@ -161,13 +164,14 @@ fail:
  * The 32-bit entry points when every dimension fits an int (cuBLAS picks
  * its kernels the same way then as for callers of the classic API), the
  * _64 ones otherwise. */
-static cublasStatus_t gemm(cublasHandle_t h, tdtype dt, int ta, int tb,
-                           int64_t m, int64_t n, int64_t k, const void *A,
-                           const void *B, void *C, int64_t batch, int64_t sa,
-                           int64_t sb, int64_t sc, double beta) {
+static cublasStatus_t gemm_ld(cublasHandle_t h, tdtype dt, int ta, int tb,
+                              int64_t m, int64_t n, int64_t k, const void *A,
+                              int64_t lda, const void *B, void *C,
+                              int64_t batch, int64_t sa, int64_t sb,
+                              int64_t sc, double beta) {
   cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  int64_t lda = ta ? m : k, ldb = tb ? k : n;
+  int64_t ldb = tb ? k : n;
   const int64_t big = 0x7fffffff;
   int small = m <= big && n <= big && k <= big && lda <= big && ldb <= big &&
               batch <= big;
@@ -201,6 +205,15 @@ static cublasStatus_t gemm(cublasHandle_t h, tdtype dt, int ta, int tb,
                                      (int)n, sc, (int)batch);
   return cublasSgemmStridedBatched_64(h, opb, opa, n, m, k, &onef, b, ldb, sb, a,
                                       lda, sa, &btf, c, n, sc, batch);
+}
+
+/* The whole op(A): its leading dimension is its stored row's length. */
+static cublasStatus_t gemm(cublasHandle_t h, tdtype dt, int ta, int tb,
+                           int64_t m, int64_t n, int64_t k, const void *A,
+                           const void *B, void *C, int64_t batch, int64_t sa,
+                           int64_t sb, int64_t sc, double beta) {
+  return gemm_ld(h, dt, ta, tb, m, n, k, A, ta ? m : k, B, C, batch, sa, sb,
+                 sc, beta);
 }
 
 int cuda_matmul(int dev, const tarray *a, const tarray *b, const tarray *bias,
@@ -266,10 +279,10 @@ int cuda_matmul(int dev, const tarray *a, const tarray *b, const tarray *bias,
     int grid = d->sms * 8;
     if (dt == T_F64)
       mm_fill_bias<double><<<grid, 256, 0, d->s_comp>>>(
-          (double *)cbuf.ptr, (const double *)Bias, out->size, bm);
+          (double *)cbuf.ptr, (const double *)Bias, out->size, 0, bm);
     else
       mm_fill_bias<float><<<grid, 256, 0, d->s_comp>>>(
-          (float *)cbuf.ptr, (const float *)Bias, out->size, bm);
+          (float *)cbuf.ptr, (const float *)Bias, out->size, 0, bm);
     CU_TRY(cudaGetLastError());
   }
   {
@@ -342,4 +355,192 @@ fail:
   devmem_free(d, &cbuf);
   dev_end(d, rc);
   return rc;
+}
+
+/* ---- the lane session (matmul_cuda.h) ---------------------------------- */
+
+struct mm_lane {
+  devctx *d;
+  mm_lane_args x;
+  tdtype dt;
+  size_t es;
+  int64_t m, n, k;
+  devbuf abuf, bbuf, biasbuf, cbuf;
+  const void *A, *B, *Bias;
+  bias_map bm;
+  cublasHandle_t h;
+  cudaEvent_t done[MM_LANE_HOLD]; /* block (nl % HOLD)'s GEMM done */
+  int64_t br0[MM_LANE_HOLD], br1[MM_LANE_HOLD];
+  cudaEvent_t t0, t1; /* first GEMM queued; last GEMM done */
+  int have_ev;
+  int64_t nl, nf, rows; /* blocks launched, finished; rows written */
+  double h2d, d2h;
+};
+
+extern "C" int cuda_mm_lane_open(int dev, const mm_lane_args *x, mm_lane **out,
+                                 terr *e) {
+  *out = NULL;
+  mm_lane *L = (mm_lane *)calloc(1, sizeof *L);
+  if (!L) return terr_set(e, T_ENOMEM, "", -1, "no memory for a lane");
+  int rc = dev_begin(dev, &L->d, e);
+  if (rc) {
+    free(L);
+    return rc;
+  }
+  *out = L; /* from here on, close ends it on every path */
+  devctx *d = L->d;
+  L->x = *x;
+  L->dt = x->out->dtype;
+  L->es = tdtype_size(L->dt);
+  const tarray *a = x->a, *b = x->b;
+  L->m = x->ta ? a->shape[1] : a->shape[0];
+  L->k = x->ta ? a->shape[0] : a->shape[1];
+  L->n = x->tb ? b->shape[0] : b->shape[1];
+  int64_t kb = x->tb ? b->shape[1] : b->shape[0];
+  gpu_job up;
+  memset(&up, 0, sizeof up);
+  up.t_h2d = &L->h2d;
+  if (a->ndim != 2 || b->ndim != 2 || x->out->ndim != 2 || kb != L->k ||
+      x->out->shape[0] != L->m || x->out->shape[1] != L->n)
+    return terr_set(e, T_EINVAL, "params", -1,
+                    "a lane takes 2-D operands that fit (k %lld vs %lld)",
+                    (long long)L->k, (long long)kb);
+  {
+    double need = (double)L->es * ((double)a->size + (double)b->size +
+                                   (double)x->out->size +
+                                   (x->bias ? (double)x->bias->size : 0));
+    if (need > 0.9 * (double)d->mem_total)
+      return terr_set(e, T_ETOOLARGE, "params", -1,
+                      "matmul needs %.3g GB of GPU memory; device %d has "
+                      "%.3g GB",
+                      need / 1e9, dev, (double)d->mem_total / 1e9);
+  }
+  L->have_ev = 1; /* close destroys the ones made (calloc: NULL else) */
+  for (int i = 0; i < MM_LANE_HOLD; i++)
+    CU_TRY(cudaEventCreateWithFlags(&L->done[i], cudaEventDisableTiming));
+  CU_TRY(cudaEventCreateWithFlags(&L->t0, cudaEventDefault));
+  CU_TRY(cudaEventCreateWithFlags(&L->t1, cudaEventDefault));
+  T_TRY(stage_ensure(d, e));
+  T_TRY(operand_up(d, a, x->ids[0], L->dt, &L->A, &L->abuf, &up, e));
+  T_TRY(operand_up(d, b, x->ids[1], L->dt, &L->B, &L->bbuf, &up, e));
+  if (x->bias) {
+    T_TRY(operand_up(d, x->bias, x->ids[2], L->dt, &L->Bias, &L->biasbuf, &up,
+                     e));
+    memset(&L->bm, 0, sizeof L->bm);
+    L->bm.ndim = x->out->ndim;
+    memcpy(L->bm.shape, x->out->shape, sizeof L->bm.shape);
+    if (broadcast_strides(x->bias, x->out->ndim, x->out->shape, L->bm.stride))
+      return terr_set(e, T_EINVAL, "params.bias", -1,
+                      "bias does not broadcast to the result");
+  }
+  T_TRY(devmem_alloc(d, (size_t)x->out->size * L->es, &L->cbuf, e));
+  T_TRY(handle_of(d, &L->h, e));
+fail:
+  return rc;
+}
+
+extern "C" void cuda_mm_lane_prefault(mm_lane *L, int rank, int nlive) {
+  tarray *out = L->x.out;
+  if (!out->map_base || !out->map_prefault || nlive < 1) return;
+  double t0 = t_now_ms();
+  size_t per = (out->map_len / (size_t)nlive + 4095) & ~(size_t)4095;
+  size_t lo = per * (size_t)rank, hi = lo + per;
+  if (hi > out->map_len) hi = out->map_len;
+  if (lo < hi) {
+    gang_item it = {(char *)out->map_base + lo, NULL, hi - lo};
+    gang_copy(L->d->gang, &it, 1);
+  }
+  L->d2h += t_now_ms() - t0;
+}
+
+extern "C" int cuda_mm_lane_launch(mm_lane *L, int64_t r0, int64_t r1,
+                                   terr *e) {
+  int rc = 0;
+  devctx *d = L->d;
+  int slot = (int)(L->nl % MM_LANE_HOLD);
+  size_t es = L->es;
+  T_ASSERT(L->nl - L->nf < MM_LANE_HOLD && 0 <= r0 && r0 < r1 && r1 <= L->m);
+  CU_TRY(cudaSetDevice(d->ordinal));
+  if (L->nl == 0) CU_TRY(cudaEventRecord(L->t0, d->s_comp));
+  {
+    void *C = (char *)L->cbuf.ptr + (size_t)(r0 * L->n) * es;
+    int64_t rows = r1 - r0;
+    if (L->Bias) {
+      int grid = d->sms * 8;
+      if (L->dt == T_F64)
+        mm_fill_bias<double><<<grid, 256, 0, d->s_comp>>>(
+            (double *)C, (const double *)L->Bias, rows * L->n, r0 * L->n,
+            L->bm);
+      else
+        mm_fill_bias<float><<<grid, 256, 0, d->s_comp>>>(
+            (float *)C, (const float *)L->Bias, rows * L->n, r0 * L->n,
+            L->bm);
+      CU_TRY(cudaGetLastError());
+    }
+    /* rows r0.. of op(A): of A itself, or columns r0.. of a transposed A
+     * (the stored row's length stays the leading dimension) */
+    const char *A = (const char *)L->A +
+                    (size_t)(L->x.ta ? r0 : r0 * L->k) * es;
+    BLAS_TRY(gemm_ld(L->h, L->dt, L->x.ta, L->x.tb, rows, L->n, L->k, A,
+                     L->x.ta ? L->m : L->k, L->B, C, 1, 0, 0, 0,
+                     L->Bias ? 1.0 : 0.0));
+  }
+  CU_TRY(cudaEventRecord(L->done[slot], d->s_comp));
+  CU_TRY(cudaEventRecord(L->t1, d->s_comp));
+  L->br0[slot] = r0;
+  L->br1[slot] = r1;
+  L->nl++;
+fail:
+  return rc;
+}
+
+extern "C" int cuda_mm_lane_finish(mm_lane *L, int64_t r0, int64_t r1,
+                                   terr *e) {
+  int rc = 0;
+  devctx *d = L->d;
+  int slot = (int)(L->nf % MM_LANE_HOLD);
+  size_t off = (size_t)(r0 * L->n) * L->es, bytes = (size_t)((r1 - r0) * L->n) * L->es;
+  /* the oldest launched block, and only it */
+  T_ASSERT(L->nf < L->nl && L->br0[slot] == r0 && L->br1[slot] == r1);
+  CU_TRY(cudaSetDevice(d->ordinal));
+  CU_TRY(cudaEventSynchronize(L->done[slot]));
+  {
+    double t0 = t_now_ms();
+    T_TRY(stage_download(d, (char *)L->x.out->data + off,
+                         (const char *)L->cbuf.ptr + off, bytes, e));
+    L->d2h += t_now_ms() - t0;
+  }
+  L->rows += r1 - r0;
+  L->nf++;
+fail:
+  return rc;
+}
+
+extern "C" int64_t cuda_mm_lane_rows(const mm_lane *L) { return L ? L->rows : 0; }
+
+extern "C" void cuda_mm_lane_close(mm_lane *L, int rc, double *t_h2d,
+                                   double *t_compute, double *t_d2h) {
+  if (!L) return;
+  devctx *d = L->d;
+  (void)cudaSetDevice(d->ordinal);
+  (void)cudaStreamSynchronize(d->s_comp);
+  if (rc == 0 && L->nl > 0 && t_compute) *t_compute += dev_event_ms(L->t0, L->t1);
+  if (t_h2d) *t_h2d += L->h2d;
+  if (t_d2h) *t_d2h += L->d2h;
+  if (rc == 0 && L->x.keep_as && L->rows == L->m && L->nf == L->nl)
+    resident_adopt(d, L->x.keep_as, (int)L->dt,
+                   (size_t)L->x.out->size * L->es, &L->cbuf);
+  devmem_free(d, &L->abuf);
+  devmem_free(d, &L->bbuf);
+  devmem_free(d, &L->biasbuf);
+  devmem_free(d, &L->cbuf);
+  if (L->have_ev) {
+    for (int i = 0; i < MM_LANE_HOLD; i++)
+      if (L->done[i]) (void)cudaEventDestroy(L->done[i]);
+    if (L->t0) (void)cudaEventDestroy(L->t0);
+    if (L->t1) (void)cudaEventDestroy(L->t1);
+  }
+  (void)cudaGetLastError();
+  dev_end(d, rc);
+  free(L);
 }
