@@ -35,9 +35,14 @@
  * block while others copied) and nothing overlapped. Now each lane keeps
  * its session across its blocks, the mapping is prefaulted before any
  * copy by every lane's gang while the first blocks compute, and block
- * k + 1 computes while block k is copied off; the default stays off until the A/B on two GPUs
- * (tests/bench/bench_mgpu.sh) says it wins. */
-#define GEOD_MGPU_DEFAULT 0
+ * k + 1 computes while block k is copied off. On two H200s (32 cores,
+ * ext4, 2026-11-29, tests/bench/bench_mgpu.sh, n = 40,000 float32
+ * submit->stored, four runs a daemon) the lanes against one GPU: 303 and
+ * 297 ms against 358 and 361 with a result spare ready, 619 against 648
+ * without one; bench_lanes (a prefaulted file, no daemon) 673 against
+ * 684. The first run of a daemon pays the lent device's first use (its
+ * pinned slots, its kernels: 1,268 against 641). So they are on. */
+#define GEOD_MGPU_DEFAULT 1
 
 int geod_mgpu_switch(void) {
   const char *v = getenv("TESSEL_GPU_LANES");

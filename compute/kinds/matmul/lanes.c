@@ -97,7 +97,7 @@ int mm_lanes_exec(int own, const mm_lane_args *x, const mgpu_lend *lend,
   ml_run *R = calloc(1, sizeof *R);
   if (!R) return terr_set(e, T_ENOMEM, "", -1, "no memory for the lanes");
   const char *pf = getenv("TESSEL_MM_PREFAULT");
-  R->prefault = !(pf && strcmp(pf, "0") == 0);
+  R->prefault = pf && strcmp(pf, "1") == 0;
   R->x = x;
   mgpu_ops ops = {R,          ml_block,  ml_end, ml_begin,
                   ml_prepare, ml_launch, MGPU_PRIME_MAX};

@@ -15,9 +15,17 @@
  * float64's ~210 on an H200). Blocks of about MM_BLOCK_BYTES of C, at most
  * MM_BLOCKS_MAX of them (the GEMMs stay large), their rows a multiple of
  * MM_ROW_ALIGN (cuBLAS's tiles). TESSEL_MM_LANES=0 turns blocks and lanes
- * off (one GEMM, for A/B runs); TESSEL_MM_PREFAULT=0 lets the copies take
- * a fresh result's page faults instead of the lanes prefaulting it before
- * any block is written.
+ * off (one GEMM, for A/B runs).
+ *
+ * A fresh result file's pages: each block's copy takes its own page
+ * faults (on the gang of the device that computed it, while the next
+ * GEMMs run), rather than the lanes prefaulting their shares of the
+ * mapping before any block is written (geodesic's way;
+ * TESSEL_MM_PREFAULT=1). Measured on two H200s (32 cores, ext4, 2026-11-29,
+ * tests/bench/bench_mgpu.sh, 16384^2 float64, best of reps 2-4): one GPU
+ * 164 ms faulting against 175 prefaulting (one GEMM: 225), two GPUs 111
+ * against 118. A prefault before the first copy waits for the pages the
+ * GEMMs would have hidden.
  */
 #ifndef TESSEL_KINDS_MATMUL_LANES_H
 #define TESSEL_KINDS_MATMUL_LANES_H
