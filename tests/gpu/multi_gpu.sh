@@ -60,6 +60,29 @@ j = call("/v1/jobs?wait=60", {"kind": "geodesic", "backend": "compare", "params"
     "points": {"random": {"shape": [3000, 2], "seed": 5}}}})
 print("compare:", j["compare"], "max_abs_diff", j["max_abs_diff"])
 assert j["status"] == "succeeded"
+# A product of 512 MiB over every GPU (compute/kinds/matmul/lanes.h): the
+# record names each GPU and its rows, and the bytes agree with the CPU's
+# within the rounding bound of a length-256 dot product.
+if ngpu >= 2:
+    import io, numpy as np
+    mm = {"a": {"random": {"shape": [8192, 256], "seed": 7}},
+          "b": {"random": {"shape": [256, 8192], "seed": 8}}}
+    g = call("/v1/jobs?wait=300", {"kind": "matmul", "backend": "cuda", "params": mm})
+    c = call("/v1/jobs?wait=300", {"kind": "matmul", "backend": "cpu", "params": mm})
+    assert g["status"] == "succeeded" and c["status"] == "succeeded", (g, c)
+    devs = g["backend"]["devices"]
+    print("matmul lanes:", g["backend"]["used"], devs, g["timings_ms"].get("total"))
+    assert "+" in g["backend"]["used"], g["backend"]
+    assert len([d for d in devs if d.get("rows", 0) > 0]) >= 2, devs
+    assert sum(d.get("rows", 0) for d in devs) == 8192, devs
+    def result(jid):
+        with urllib.request.urlopen(base + "/v1/jobs/%s/result?format=npy" % jid, timeout=600) as r:
+            return np.load(io.BytesIO(r.read()))
+    x, y = result(g["id"]), result(c["id"])
+    assert x.shape == (8192, 8192) and np.isfinite(x).all()
+    tol = 4 * (256 + 2) * 2.0 ** -53 * (np.abs(y) + 256)
+    assert (np.abs(x - y) <= tol).all(), float(np.abs(x - y).max())
+    print("matmul lanes: the CPU's within the bound")
 print("multi-GPU: every GPU used")
 PY
 rc=$?
