@@ -46,6 +46,10 @@
  *
  * Threads: runs under the device's lock on the caller's thread; the gang
  * helps with the staging copies.
+ *
+ * A big job over every lent GPU (compute/kinds/map/lanes.h) runs a lane
+ * session a device instead (map_lane.cu), with the signature and launch
+ * of this file (map_sig_init, map_launch; map_int.h): the same kernel.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +57,6 @@
 #include "compute/kinds/map/map_int.h"
 
 #define MAP_THREADS 256
-
 
 /* The kernel's shape: groups of 4 elements per thread per step and
  * streaming (evict-first) accesses. The defaults are the fastest measured
@@ -81,7 +84,7 @@ static unsigned map_grid(devctx *d, CUfunction fn, int64_t count, int groups) {
 }
 
 int map_launch(devctx *d, CUfunction fn, fuse_args *args, int64_t count,
-                      int groups, terr *e) {
+               int groups, terr *e) {
   int rc = 0;
   void *params[] = {args};
   CU_TRY_DRV(dev_drv.LaunchKernel(fn, map_grid(d, fn, count, groups), 1, 1,
