@@ -13,9 +13,12 @@
  * uploaded arrays (ids) resident on device 0 (the one-GPU run put them
  * there): lane 0 reads them from its cache, lane 1 streams them; and
  * once they are resident on device 1 too (a one-GPU run there), both
- * lanes read their caches; same bytes each time. Then a smaller float32 job of an odd element count with blocks
- * of an odd number of 4096s (the last short, the lanes taking several
- * each) into a page-locked result (gpu_host_register: the DMA writes it)
+ * lanes read their caches; same bytes each time. Then a smaller float32
+ * job of an odd element count: the lane session by hand on device 0
+ * (blocks of unequal sizes, each queued at its launch or behind an
+ * unfinished one, as a lane meets them), and blocks of an odd number of
+ * 4096s (the last short, the lanes taking several each) into a
+ * page-locked result (gpu_host_register: the DMA writes it)
  * through map_lanes_run with the CUDA session, against gpu_map's. A stop
  * after a few blocks ends the run with the stop's code and leaves every
  * device free. With one GPU: the lanes on device 0 alone, and beside a lent
@@ -176,6 +179,47 @@ static int stop_at(void *c) {
   return s > 0 && atomic_load(&rows_done) >= s ? T_ECANCELED : 0;
 }
 
+/* The session by hand on device 0, blocks of unequal sizes in the orders
+ * a lane meets: one finished before the next is launched (queued at
+ * once), and one launched behind an unfinished one (queued by its
+ * finish, its inputs going up while that one comes down). */
+static void check_session(const expr *x, const tarray *const *ins,
+                          const tarray *whole) {
+  terr e;
+  int64_t n = whole->size, cut[6];
+  tarray *t = tu_poisoned(whole->dtype, whole->ndim, whole->shape);
+  CHECK(t != NULL);
+  if (!t) return;
+  cut[0] = 0;
+  for (int b = 1; b < 5; b++) cut[b] = n / 10 * b * b / 4 / 4096 * 4096 + 4096;
+  cut[5] = n;
+  int64_t cap = 0;
+  for (int b = 0; b < 5; b++)
+    if (cut[b + 1] - cut[b] > cap) cap = cut[b + 1] - cut[b];
+  map_lanes_job J = {x, ins, NULL, t, 0, cap, NULL, NULL};
+  map_lane *L = NULL;
+  int rc = cuda_map_lane_open(&J, 0, &L, &e);
+  CHECK_MSG(rc == 0, "session: %s", e.message);
+  /* launch 0, finish 0 | launch 1, launch 2, finish 1 | launch 3,
+   * finish 2, finish 3 | launch 4, finish 4 */
+  static const char ops[] = "LFLLFLFFLF";
+  int nl = 0, nf = 0;
+  for (int i = 0; rc == 0 && ops[i]; i++) {
+    if (ops[i] == 'L') {
+      rc = cuda_map_lane_launch(L, cut[nl], cut[nl + 1], &e);
+      nl++;
+    } else {
+      rc = cuda_map_lane_finish(L, cut[nf], cut[nf + 1], &e);
+      nf++;
+    }
+  }
+  CHECK_MSG(rc == 0 && nl == 5 && nf == 5, "session: %s", e.message);
+  map_lane_times T;
+  if (L) cuda_map_lane_close(L, rc, &T);
+  CHECK_MSG(same(whole, t), "the session by hand differs from the whole");
+  tarray_free(t);
+}
+
 TEST(odd_blocks_pinned_result) {
   terr e;
   expr *x = NULL;
@@ -191,6 +235,7 @@ TEST(odd_blocks_pinned_result) {
   tu_job j1;
   tu_job_init(&j1, 0);
   CHECK_MSG(gpu_map(0, x, ins, NULL, o1, &j1.ctx, &e) == 0, "%s", e.message);
+  check_session(x, ins, o1);
   int pinned = gpu_host_register(o2->data, (size_t)n * 4, &e) == 0;
   printf("  result page-locked: %s\n", pinned ? "yes" : e.message);
   int64_t block = 4096 * 37; /* ~66 blocks, the last short */

@@ -14,24 +14,30 @@
  * device). Then two device buffers, each a block's streamed inputs and
  * its result.
  *
- * launch (block [r0, r1) into buffer nl % 2): the streamed inputs go up on
- * the device's copy-in stream, page-locked ones by DMA from where they
- * lie, the rest through the pinned slots (the gang copies a slot's piece
- * in, the copy-in stream moves it up; a slot is filled again only after
- * its last copy is done: an event a slot); the compute stream waits for
- * them and runs the kernel on the block. finish (the oldest launched):
- * the copy-out stream waits for the kernel and moves the result down,
- * into the result itself when that is page-locked, else through the
- * slots, chunk c - 1 drained into its place by the gang while chunk c
- * is in flight. The engine launches block k + 1 before it finishes block
- * k, so k + 1's inputs and kernel are queued while k is copied off.
+ * launch (block [r0, r1) into buffer nl % 2): with no older block in
+ * hand (the lane's first, primed before the lanes prepare; or after it ran
+ * dry) the block is queued at once: its streamed inputs up on the device's
+ * copy-in stream, page-locked ones by DMA from where they lie, the rest
+ * through the two up slots (the gang copies a slot's piece in, the copy-in
+ * stream moves it up; a slot is filled again once its last copy is done:
+ * an event a slot), then its kernel on the compute stream after them. A
+ * block launched behind an unfinished one is queued by that one's finish.
+ * finish (the oldest launched, always queued): the copy-out stream waits
+ * for its kernel and moves its result down, into the result itself when
+ * that is page-locked, else through the two down slots, chunk c - 1
+ * drained into its place by the gang while chunk c is in flight; between
+ * the chunks the next block's inputs go up a slot at a time, and its
+ * kernel is queued at the end. So a lane's two PCIe directions work at
+ * once (block k down while block k + 1 goes up), and each block's result
+ * goes straight into its place in the result.
  * prefault populates the lane's share of a fresh result mapping on its
  * device's gang before any lane writes. close ends the session on every
  * path (streams synchronised before any buffer is freed).
  *
- * Times: h2d and d2h are the lane thread's time in launch and finish
- * (the staging, the queueing, the waits and the drains), compute its
- * kernels' device time (events). Threads: the lane's only.
+ * Times: h2d is the lane thread's time staging and queueing inputs (in
+ * launch, and between a finish's chunks), d2h the rest of finish (the
+ * waits for the copies down and the drains), compute its kernels' device
+ * time (events). Threads: the lane's only.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -57,7 +63,8 @@ struct map_lane {
   cudaEvent_t up[ML_NBUF], kbeg[ML_NBUF], done[ML_NBUF];
   cudaEvent_t slot_ev[DEV_STAGE_SLOTS]; /* the slot's last copy done */
   int64_t r0[ML_NBUF], r1[ML_NBUF];
-  int64_t nl, nf, slot_no;
+  int queued[ML_NBUF]; /* buffer k's inputs and kernel are queued */
+  int64_t nl, nf, up_no, down_no;
   map_lane_times t;
 };
 
@@ -184,46 +191,104 @@ extern "C" void cuda_map_lane_prefault(map_lane *L, int rank, int nlive) {
   L->t.d2h += t_now_ms() - t0;
 }
 
-/* The non-pinned streamed inputs of [r0, r1) up through the slots into
- * buffer b; each slot filled again only after its last copy is done. */
-static int ml_stage(map_lane *L, char *b, int64_t r0, int64_t r1, terr *e) {
+/* ---- a block's inputs up and its kernel ---------------------------------
+ * Slots 0 and 1 carry inputs up, slots 2 and 3 results down (ML_UP,
+ * ML_DOWN): each direction double-buffered, so a block's inputs can be
+ * staged while the block before it is copied off without either waiting
+ * for a slot the other holds. */
+#define ML_UP 0
+#define ML_DOWN 2
+static_assert(DEV_STAGE_SLOTS >= 4, "two slots up and two down");
+
+/* Block kb's page-locked inputs queued up (DMA from where they lie). */
+static int ml_up_pinned(map_lane *L, int kb, terr *e) {
   int rc = 0;
   devctx *d = L->d;
-  const tarray *const *in = L->J->inputs;
-  for (int64_t o = r0; o < r1; o += L->C) {
-    int64_t cnt = r1 - o < L->C ? r1 - o : L->C;
-    int s = (int)(L->slot_no++ % DEV_STAGE_SLOTS), ni = 0;
-    gang_item items[FUSE_MAX_IN];
-    CU_TRY(cudaEventSynchronize(L->slot_ev[s]));
-    for (int i = 0; i < L->nin; i++)
-      if (L->m[i].streamed && !L->m[i].pinned) {
-        size_t es = L->m[i].es;
-        T_ASSERT(L->hreg[i] + (size_t)cnt * es <= d->slot[s].bytes);
-        items[ni++] = (gang_item){d->slot[s].host + L->hreg[i],
-                                  (const char *)in[i]->data + (size_t)o * es,
-                                  (size_t)cnt * es};
-      }
-    gang_copy(d->gang, items, ni);
-    for (int i = 0; i < L->nin; i++)
-      if (L->m[i].streamed && !L->m[i].pinned) {
-        size_t es = L->m[i].es;
-        CU_TRY(cudaMemcpyAsync(b + L->dreg[i] + (size_t)(o - r0) * es,
-                               d->slot[s].host + L->hreg[i], (size_t)cnt * es,
-                               cudaMemcpyHostToDevice, d->s_h2d));
-      }
-    CU_TRY(cudaEventRecord(L->slot_ev[s], d->s_h2d));
-  }
+  char *b = (char *)L->buf[kb].ptr;
+  int64_t r0 = L->r0[kb], n = L->r1[kb] - r0;
+  for (int i = 0; i < L->nin; i++)
+    if (L->m[i].streamed && L->m[i].pinned) {
+      size_t es = L->m[i].es;
+      CU_TRY(cudaMemcpyAsync(b + L->dreg[i],
+                             (const char *)L->J->inputs[i]->data +
+                                 (size_t)r0 * es,
+                             (size_t)n * es, cudaMemcpyHostToDevice,
+                             d->s_h2d));
+    }
 fail:
   return rc;
 }
 
+/* One slot of block kb's other streamed inputs, from element *o: the gang
+ * fills an up slot (once its last copy is done), the copy-in stream moves
+ * it into buffer kb; *o advanced. */
+static int ml_up_chunk(map_lane *L, int kb, int64_t *o, terr *e) {
+  int rc = 0;
+  devctx *d = L->d;
+  const tarray *const *in = L->J->inputs;
+  char *b = (char *)L->buf[kb].ptr;
+  int64_t r0 = L->r0[kb], r1 = L->r1[kb];
+  int64_t cnt = r1 - *o < L->C ? r1 - *o : L->C;
+  int s = ML_UP + (int)(L->up_no++ % 2), ni = 0;
+  gang_item items[FUSE_MAX_IN];
+  T_ASSERT(L->C > 0 && *o >= r0 && *o < r1);
+  CU_TRY(cudaEventSynchronize(L->slot_ev[s]));
+  for (int i = 0; i < L->nin; i++)
+    if (L->m[i].streamed && !L->m[i].pinned) {
+      size_t es = L->m[i].es;
+      T_ASSERT(L->hreg[i] + (size_t)cnt * es <= d->slot[s].bytes);
+      items[ni++] = (gang_item){d->slot[s].host + L->hreg[i],
+                                (const char *)in[i]->data + (size_t)*o * es,
+                                (size_t)cnt * es};
+    }
+  gang_copy(d->gang, items, ni);
+  for (int i = 0; i < L->nin; i++)
+    if (L->m[i].streamed && !L->m[i].pinned) {
+      size_t es = L->m[i].es;
+      CU_TRY(cudaMemcpyAsync(b + L->dreg[i] + (size_t)(*o - r0) * es,
+                             d->slot[s].host + L->hreg[i], (size_t)cnt * es,
+                             cudaMemcpyHostToDevice, d->s_h2d));
+    }
+  CU_TRY(cudaEventRecord(L->slot_ev[s], d->s_h2d));
+  *o += cnt;
+fail:
+  return rc;
+}
+
+/* Block kb's kernel, on the compute stream after its inputs are up. */
+static int ml_kernel(map_lane *L, int kb, terr *e) {
+  int rc = 0;
+  devctx *d = L->d;
+  char *b = (char *)L->buf[kb].ptr;
+  fuse_args a = L->args;
+  int64_t r0 = L->r0[kb], r1 = L->r1[kb];
+  CU_TRY(cudaEventRecord(L->up[kb], d->s_h2d));
+  CU_TRY(cudaStreamWaitEvent(d->s_comp, L->up[kb], 0));
+  for (int i = 0; i < L->nin; i++)
+    if (L->m[i].streamed) {
+      a.in[i] = b + L->dreg[i];
+      a.off[i] = r0;
+    }
+  a.out = b + L->out_reg;
+  a.start = r0;
+  a.count = r1 - r0;
+  CU_TRY(cudaEventRecord(L->kbeg[kb], d->s_comp));
+  T_TRY(map_launch(d, L->fn, &a, r1 - r0, L->sig.groups, e));
+  CU_TRY(cudaEventRecord(L->done[kb], d->s_comp));
+  L->queued[kb] = 1;
+fail:
+  return rc;
+}
+
+/* A launch with nothing older in hand (the lane's first, or after it ran
+ * dry) queues the block at once, so that it computes while the lanes
+ * prepare; one launched behind an unfinished block is queued by that
+ * block's finish, its inputs going up while that block comes down. */
 extern "C" int cuda_map_lane_launch(map_lane *L, int64_t r0, int64_t r1,
                                     terr *e) {
   int rc = 0;
   devctx *d = L->d;
   int k = (int)(L->nl % ML_NBUF), st;
-  char *b = (char *)L->buf[k].ptr;
-  fuse_args a = L->args;
   double t0 = t_now_ms();
   /* a free buffer, and the block fits it */
   T_ASSERT(L->nl - L->nf < ML_NBUF && r0 >= 0 && r0 < r1 &&
@@ -234,32 +299,16 @@ extern "C" int cuda_map_lane_launch(map_lane *L, int64_t r0, int64_t r1,
     goto fail;
   }
   CU_TRY(cudaSetDevice(d->ordinal));
-  for (int i = 0; i < L->nin; i++)
-    if (L->m[i].streamed && L->m[i].pinned) {
-      size_t es = L->m[i].es;
-      CU_TRY(cudaMemcpyAsync(b + L->dreg[i],
-                             (const char *)L->J->inputs[i]->data +
-                                 (size_t)r0 * es,
-                             (size_t)(r1 - r0) * es, cudaMemcpyHostToDevice,
-                             d->s_h2d));
-    }
-  if (L->C > 0) T_TRY(ml_stage(L, b, r0, r1, e));
-  CU_TRY(cudaEventRecord(L->up[k], d->s_h2d));
-  CU_TRY(cudaStreamWaitEvent(d->s_comp, L->up[k], 0));
-  for (int i = 0; i < L->nin; i++)
-    if (L->m[i].streamed) {
-      a.in[i] = b + L->dreg[i];
-      a.off[i] = r0;
-    }
-  a.out = b + L->out_reg;
-  a.start = r0;
-  a.count = r1 - r0;
-  CU_TRY(cudaEventRecord(L->kbeg[k], d->s_comp));
-  T_TRY(map_launch(d, L->fn, &a, r1 - r0, L->sig.groups, e));
-  CU_TRY(cudaEventRecord(L->done[k], d->s_comp));
   L->r0[k] = r0;
   L->r1[k] = r1;
+  L->queued[k] = 0;
   L->nl++;
+  if (L->nl - 1 == L->nf) {
+    int64_t o = r0;
+    T_TRY(ml_up_pinned(L, k, e));
+    while (L->C > 0 && o < r1) T_TRY(ml_up_chunk(L, k, &o, e));
+    T_TRY(ml_kernel(L, k, e));
+  }
 fail:
   L->t.h2d += t_now_ms() - t0;
   return rc;
@@ -277,43 +326,81 @@ fail:
   return rc;
 }
 
-extern "C" int cuda_map_lane_finish(map_lane *L, int64_t r0, int64_t r1,
-                                    terr *e) {
-  int rc = 0;
+/* Block k's result down into its place: straight into a page-locked
+ * result, else through the down slots, chunk c - 1 drained while chunk c
+ * is in flight; between the chunks, the next block's (kn, when it waits
+ * to be queued: *o < its end) inputs go up a slot at a time. */
+static int ml_down(map_lane *L, int k, int kn, int64_t *o, double *up_ms,
+                   terr *e) {
+  int rc = 0, ps = -1;
   devctx *d = L->d;
-  int k = (int)(L->nf % ML_NBUF), ps = -1;
   size_t es = tdtype_size(L->J->out->dtype), len = 0, pend_len = 0;
-  size_t bytes = (size_t)(r1 - r0) * es, chunk = d->slot[0].bytes;
-  char *dst = (char *)L->J->out->data + (size_t)r0 * es, *pend = NULL;
+  size_t bytes = (size_t)(L->r1[k] - L->r0[k]) * es, chunk = d->slot[0].bytes;
+  char *dst = (char *)L->J->out->data + (size_t)L->r0[k] * es, *pend = NULL;
   const char *src = (const char *)L->buf[k].ptr + L->out_reg;
-  double t0 = t_now_ms();
-  /* the oldest launched block, and only it */
-  T_ASSERT(L->nf < L->nl && L->r0[k] == r0 && L->r1[k] == r1);
-  CU_TRY(cudaSetDevice(d->ordinal));
   CU_TRY(cudaStreamWaitEvent(d->s_d2h, L->done[k], 0));
   if (L->out_pinned) { /* the DMA writes the result itself */
     CU_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
                            d->s_d2h));
-    CU_TRY(cudaStreamSynchronize(d->s_d2h));
-  } else {
-    for (size_t o = 0; o < bytes; o += len) {
-      int s = (int)(L->slot_no++ % DEV_STAGE_SLOTS);
-      len = bytes - o < chunk ? bytes - o : chunk;
-      CU_TRY(cudaEventSynchronize(L->slot_ev[s])); /* its last copy */
-      CU_TRY(cudaMemcpyAsync(d->slot[s].host, src + o, len,
-                             cudaMemcpyDeviceToHost, d->s_d2h));
-      CU_TRY(cudaEventRecord(L->slot_ev[s], d->s_d2h));
-      if (ps >= 0) T_TRY(ml_drain(L, ps, pend, pend_len, e));
-      ps = s;
-      pend = dst + o;
-      pend_len = len;
-    }
-    if (ps >= 0) T_TRY(ml_drain(L, ps, pend, pend_len, e));
+    CU_TRY(cudaEventRecord(L->slot_ev[ML_DOWN], d->s_d2h));
+    goto fail; /* the caller stages the rest and waits */
   }
+  for (size_t off = 0; off < bytes; off += len) {
+    int s = ML_DOWN + (int)(L->down_no++ % 2);
+    len = bytes - off < chunk ? bytes - off : chunk;
+    CU_TRY(cudaEventSynchronize(L->slot_ev[s])); /* drained: see below */
+    CU_TRY(cudaMemcpyAsync(d->slot[s].host, src + off, len,
+                           cudaMemcpyDeviceToHost, d->s_d2h));
+    CU_TRY(cudaEventRecord(L->slot_ev[s], d->s_d2h));
+    if (kn >= 0 && L->C > 0 && *o < L->r1[kn]) {
+      double t0 = t_now_ms();
+      T_TRY(ml_up_chunk(L, kn, o, e));
+      *up_ms += t_now_ms() - t0;
+    }
+    /* the other down slot's chunk into place before it is filled again */
+    if (ps >= 0) T_TRY(ml_drain(L, ps, pend, pend_len, e));
+    ps = s;
+    pend = dst + off;
+    pend_len = len;
+  }
+  if (ps >= 0) T_TRY(ml_drain(L, ps, pend, pend_len, e));
+fail:
+  return rc;
+}
+
+extern "C" int cuda_map_lane_finish(map_lane *L, int64_t r0, int64_t r1,
+                                    terr *e) {
+  int rc = 0;
+  devctx *d = L->d;
+  int k = (int)(L->nf % ML_NBUF), kn = -1;
+  int64_t o = 0;
+  double t0 = t_now_ms(), up_ms = 0;
+  /* the oldest launched block, and only it, queued */
+  T_ASSERT(L->nf < L->nl && L->r0[k] == r0 && L->r1[k] == r1 &&
+           L->queued[k]);
+  CU_TRY(cudaSetDevice(d->ordinal));
+  if (L->nl > L->nf + 1 && !L->queued[(L->nf + 1) % ML_NBUF]) {
+    kn = (int)((L->nf + 1) % ML_NBUF); /* launched behind it: goes up now */
+    o = L->r0[kn];
+    T_TRY(ml_up_pinned(L, kn, e));
+    if (L->C == 0) { /* nothing through the slots: its kernel now */
+      T_TRY(ml_kernel(L, kn, e));
+      kn = -1;
+    }
+  }
+  T_TRY(ml_down(L, k, kn, &o, &up_ms, e));
+  if (kn >= 0) {
+    double t1 = t_now_ms();
+    while (L->C > 0 && o < L->r1[kn]) T_TRY(ml_up_chunk(L, kn, &o, e));
+    T_TRY(ml_kernel(L, kn, e));
+    up_ms += t_now_ms() - t1;
+  }
+  if (L->out_pinned) CU_TRY(cudaEventSynchronize(L->slot_ev[ML_DOWN]));
   L->t.compute += dev_event_ms(L->kbeg[k], L->done[k]);
   L->nf++;
 fail:
-  L->t.d2h += t_now_ms() - t0;
+  L->t.h2d += up_ms;
+  L->t.d2h += t_now_ms() - t0 - up_ms;
   return rc;
 }
 
