@@ -40,9 +40,11 @@ typedef struct map_lane_times {
  *   open      *L set whenever it returns with a session to close (also
  *             on an error); T_ENOMEM: the device cannot hold two blocks.
  *   prefault  the lane's share (rank of nlive) of a fresh result mapping.
- *   launch    queue block [r0, r1)'s inputs and kernel (at most two
- *             launched and not finished).
- *   finish    the oldest launched block, [r0, r1), copied into its place.
+ *   launch    block [r0, r1) taken (at most two launched and not
+ *             finished): its inputs and kernel queued now, or, behind an
+ *             unfinished block, by that block's finish.
+ *   finish    the oldest launched block, [r0, r1), copied into its place
+ *             (and the next one's inputs sent up meanwhile).
  *   close     every path; rc the lane's last result. */
 typedef struct map_lane_fns {
   int (*open)(const map_lanes_job *J, int dev, map_lane **L, terr *e);
@@ -53,7 +55,7 @@ typedef struct map_lane_fns {
 } map_lane_fns;
 
 #if TESSEL_HAVE_CUDA
-/* map.cu's session (map_lanes_cuda lists them). */
+/* map_lane.cu's session (lanes.c's ml_cuda table lists them). */
 int cuda_map_lane_open(const map_lanes_job *J, int dev, map_lane **L,
                        terr *e);
 void cuda_map_lane_prefault(map_lane *L, int rank, int nlive);

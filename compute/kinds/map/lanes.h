@@ -4,16 +4,17 @@
  * The elements are cut into blocks whose size depends on the job alone
  * (map_lanes_block: the element count and the bytes an element moves),
  * never on how many devices run it. Each lane is a session on its device
- * (map_lane_fns; in a CUDA build map.cu's cuda_map_lane_*): the kernel,
- * the scalar and broadcast inputs placed once, uploaded arrays read from
- * the device's resident cache (compute/gpu/resident.cu: on the run's own
- * device as a one-GPU run does, on a lent one only where it holds them
- * already) and every other full-size input streamed up block by block
- * through the device's pinned slots, two device buffers so that block k + 1's h2d and kernel
- * are queued before block k's result is copied off, and each block's
- * result copied straight into its place in the result (no gather through
- * one GPU). Same fused kernel, same elements, so the same bits as one
- * GPU's whole run.
+ * (map_lane_fns, lane.h; in a CUDA build map_lane.cu's cuda_map_lane_*):
+ * the kernel, the scalar and broadcast inputs placed once, uploaded arrays
+ * read from the device's resident cache (compute/gpu/resident.cu: on the
+ * run's own device as a one-GPU run does, on a lent one only where it
+ * holds them already) and every other full-size input streamed up block
+ * by block through the device's pinned slots, two device buffers so that
+ * block k + 1's inputs go up while block k's result comes down, and each
+ * block's result copied straight into its place in the result (no gather
+ * through one GPU). Same fused kernel, same elements, so the same bits as one
+ * GPU's whole run. No device holds such a result whole, so none keeps it
+ * for a chained job (gpu_job.keep_as is the one-GPU path's only).
  *
  * map_lanes_run is the glue of a session onto mgpu_run and takes the
  * session as a function table, so that tests drive it with CPU fakes

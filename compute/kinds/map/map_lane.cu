@@ -6,7 +6,8 @@
  * lock the lane borrowed, or the run's own), its pinned slots made, the
  * fused kernel fetched from this device's cache (the signature built as
  * the one-GPU run builds it, map_sig_init: same key, same code, same
- * bits), scalars and broadcast inputs uploaded once, and the uploaded
+ * bits; one lane at a time, so that one compiles and the others load its
+ * cubin), scalars and broadcast inputs uploaded once, and the uploaded
  * arrays read from the device's resident cache: on the run's own device as
  * a one-GPU run reads them (cached whole there when they fit), on a lent
  * one only when its cache holds them already (gpu_resident_mask; else they
@@ -39,6 +40,7 @@
  * waits for the copies down and the drains), compute its kernels' device
  * time (events). Threads: the lane's only.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +48,8 @@
 #include "compute/kinds/map/lane.h"
 
 #define ML_NBUF 2
+
+static pthread_mutex_t ml_kernel_mu = PTHREAD_MUTEX_INITIALIZER;
 
 struct map_lane {
   devctx *d;
@@ -105,8 +109,14 @@ static int ml_setup(map_lane *L, terr *e) {
     rc = terr_set(e, T_ENOMEM, "", -1, "kernel key");
     goto fail;
   }
-  T_TRY(kcache_get(d, key, fuse_gen_map, &L->sig, "tx_map", &L->fn,
-                   &ignore_ms, e));
+  /* one lane at a time: the first compiles (when no cache has it), the
+   * others find its cubin in the process's table, instead of every lane
+   * compiling the same source at once */
+  pthread_mutex_lock(&ml_kernel_mu);
+  rc = kcache_get(d, key, fuse_gen_map, &L->sig, "tx_map", &L->fn, &ignore_ms,
+                  e);
+  pthread_mutex_unlock(&ml_kernel_mu);
+  if (rc) goto fail;
   /* uploaded arrays: the run's own device caches them as a one-GPU run
    * does (read from its cache, uploaded whole into it if they fit); a lent
    * device reads one only where its cache holds it already, else streams
