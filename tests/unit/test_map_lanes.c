@@ -20,7 +20,8 @@
  * every element written once, the report's rows add up to the job; a lent device failing mid-job (after half a
  * block torn) gives its blocks to the others and the bytes are still
  * equal; a lent device without memory for two blocks is a failed lane
- * (the job goes on), the own device's the job's T_ENOMEM; a stop ends it
+ * (the job goes on), the own device's the job's T_ENOMEM;
+ * TESSEL_MAP_PREFAULT=0 leaves the prefault out (same bytes); a stop ends it
  * with the stop's code; every device free after every run; the slowest
  * lane's times are the run's.
  */
@@ -328,6 +329,22 @@ TEST(test_failing_lane) {
   tarray_free(out);
 }
 
+/* TESSEL_MAP_PREFAULT=0: no lane prefaults, the bytes the same. */
+TEST(test_no_prefault) {
+  tarray *out = vec(N);
+  if (!out) return;
+  terr e;
+  reset();
+  setenv("TESSEL_MAP_PREFAULT", "0", 1);
+  CHECK_MSG(run(4, 4096 * 3, out, NULL, NULL, &e) == 0, "%s", e.message);
+  unsetenv("TESSEL_MAP_PREFAULT");
+  CHECK(atomic_load(&nprefault) == 0 && out->map_prefault == 0);
+  CHECK(memcmp(out->data, want->data, N * sizeof(double)) == 0);
+  CHECK(atomic_load(&bad) == 0);
+  all_free("no prefault");
+  tarray_free(out);
+}
+
 TEST(test_stop) {
   tarray *out = vec(N);
   if (!out) return;
@@ -359,6 +376,7 @@ int main(void) {
   RUN(test_wants);
   RUN(test_same_bytes_any_devices);
   RUN(test_failing_lane);
+  RUN(test_no_prefault);
   RUN(test_stop);
   for (int i = 0; i < 3; i++) tarray_free(in3[i]);
   tarray_free(want);

@@ -6,7 +6,9 @@
  * cannot hold two blocks is a device error there, so the others go on;
  * the run's own device failing so fails the job) and keeps one block
  * primed; prepare prefaults the lane's share of a fresh result mapping
- * while its first block's copies and kernel run; launch / block are the
+ * while its first block's copies and kernel run (as the geodesic matrix
+ * does; TESSEL_MAP_PREFAULT=0 leaves the pages to each block's drain, as
+ * matmul measured better: the A/B for two GPUs); launch / block are the
  * session's launch / finish; lane_end closes it and keeps its times. The
  * job's times are the slowest lane's. Threads: map_lanes_run on the
  * worker; the callbacks on the lanes' threads, each touching only its own
@@ -62,6 +64,7 @@ int map_lanes_wants(const expr *x, const tarray *const *inputs,
 typedef struct ml_run {
   const map_lanes_job *J;
   const map_lane_fns *f;
+  int prefault; /* TESSEL_MAP_PREFAULT: "0" leaves the pages to the drains */
   map_lane *lane[MGPU_MAX];
   map_lane_times t[MGPU_MAX];
 } ml_run;
@@ -77,7 +80,7 @@ static int ml_begin(void *u, int lane, int dev, int *prime, terr *e) {
 static void ml_prepare(void *u, int lane, int dev, int rank, int nlive) {
   ml_run *R = u;
   (void)dev;
-  if (R->f->prefault) R->f->prefault(R->lane[lane], rank, nlive);
+  if (R->prefault && R->f->prefault) R->f->prefault(R->lane[lane], rank, nlive);
 }
 
 static int ml_launch(void *u, int lane, int dev, int64_t r0, int64_t r1,
@@ -106,8 +109,10 @@ int map_lanes_run(int own, const map_lanes_job *J, int64_t block,
                   mgpu_report *rep, map_lane_times *T, terr *e) {
   ml_run *R = calloc(1, sizeof *R);
   if (!R) return terr_set(e, T_ENOMEM, "", -1, "no memory for the lanes");
+  const char *pf = getenv("TESSEL_MAP_PREFAULT");
   R->J = J;
   R->f = fns;
+  R->prefault = !(pf && strcmp(pf, "0") == 0);
   mgpu_ops ops = {R, ml_block, ml_end, ml_begin, ml_prepare, ml_launch, 1};
   int rc = mgpu_run(own, J->out->size, block, 0, lend, &ops, rep, e);
   J->out->map_prefault = 0; /* every lane did its share */

@@ -70,8 +70,9 @@ int map_lanes_wants(const expr *x, const tarray *const *inputs,
 
 /* The job's elements in blocks of block over the own device and every
  * device lend lends; T (NULL ok) gets the slowest lane's times. rep: as
- * mgpu_run's. The result mapping's prefault is done by the lanes
- * (out->map_prefault cleared). */
+ * mgpu_run's. The result mapping's prefault is done by the lanes, each
+ * its share before anybody writes (TESSEL_MAP_PREFAULT=0: by none, the
+ * drains fault the pages in); out->map_prefault cleared. */
 int map_lanes_run(int own, const map_lanes_job *J, int64_t block,
                   const mgpu_lend *lend, const map_lane_fns *fns,
                   mgpu_report *rep, map_lane_times *T, terr *e);
