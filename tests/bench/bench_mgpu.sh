@@ -4,8 +4,12 @@
 # second both (0,1), the third both with the lanes of compute/kinds/mgpu.h
 # (TESSEL_GPU_LANES=1, off by default); each runs, twice, on cuda: a geodesic square matrix of 40,000
 # points float32 (6.4 GB), a geodesic kNN of 10^7 points k = 10, and a matmul
-# 16384 x 16384 float64 (2 GB result), and a kNN of 40,000 copies of one point (the
-# pile issue 27 asks to stay under 1 s). Prints one table: submit -> stored
+# 16384 x 16384 float64 (2 GB result), a kNN of 40,000 copies of one point (the
+# pile issue 27 asks to stay under 1 s), and a map "a*b + c" of 2^28 float64
+# (a, b uploaded arrays of 2 GiB each, c a scalar; the 2 GiB result stored: the
+# lanes of compute/kinds/map/lanes.h, where the run's own device reads a and b
+# from its cache once they are there and a lent one streams them). Prints one
+# table: submit -> stored
 # (timings_ms.total, the better of two), its compute and d2h, and the spread the
 # daemon logged (job_end's "spread": the devices and the rows each wrote; "-"
 # when the job ran on one device). BIN: tests/gpu/pack.sh's directory (tesseld
@@ -20,7 +24,7 @@ res=$(mktemp -d /tmp/bmgpu.XXXXXX)
 # BENCH_MGPU_CFGS picks the daemons (default all three; "0" on a one-GPU host). A
 # config is VISIBLE[+lanes][:VAR=VALUE...]: e.g. "0:TESSEL_MM_LANES=0" runs a daemon
 # on GPU 0 with that variable set (the A/B switches of compute/kinds/matmul/lanes.h).
-# BENCH_MGPU_JOBS picks the jobs (default "square knn pile matmul"); BENCH_MGPU_REPS
+# BENCH_MGPU_JOBS picks the jobs (default "square knn pile matmul map"); BENCH_MGPU_REPS
 # the runs of each (default 2; the table shows the best, and a result file spare is
 # ready from the third on: compute/array/codec/spare.h).
 for cfg in ${BENCH_MGPU_CFGS:-0 0,1 0,1+lanes}; do
@@ -36,7 +40,7 @@ for cfg in ${BENCH_MGPU_CFGS:-0 0,1 0,1+lanes}; do
   pid=$!
   for i in $(seq 1 150); do grep -q "listening on" "$d/out" && break; sleep 0.2; done
   url=$(grep -o 'http://[^/]*' "$d/out" | head -1)
-  PYTHONPATH=$ROOT/clients/python BENCH_MGPU_JOBS="${BENCH_MGPU_JOBS:-square knn pile matmul}" \
+  PYTHONPATH=$ROOT/clients/python BENCH_MGPU_JOBS="${BENCH_MGPU_JOBS:-square knn pile matmul map}" \
     BENCH_MGPU_REPS=${BENCH_MGPU_REPS:-2} python3 - "$url" "$cfg" >> "$res/rows" <<'PY'
 import os, sys, time, numpy as np, tessel
 c = tessel.Client(sys.argv[1], same_host=False, timeout=1200)
@@ -80,6 +84,12 @@ if "matmul" in jobs:
     b = c.upload(rng.standard_normal((16384, 16384)))
     best("matmul 16384^2 f64",
          lambda: c.submit_matmul(a, b, backend="cuda", output=False))
+if "map" in jobs:
+    ma = c.upload(rng.standard_normal(1 << 28))
+    mb = c.upload(rng.standard_normal(1 << 28))
+    best("map 2^28 f64 a*b+c",
+         lambda: c.submit_map("a*b + c", backend="cuda", a=ma, b=mb, c=1.5, output=False))
+    ma.delete(); mb.delete()
 PY
   kill $pid; wait $pid 2>/dev/null || true
   # job id -> the spread its job_end logged

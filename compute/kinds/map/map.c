@@ -14,7 +14,9 @@
  * fills the estimate; prepare resolves the inputs in the job's dtype; run
  * evaluates on the CPU in chunks of output elements (each chunk runs the
  * block VM with its thread's own scratch, so no full-size temporary is
- * made) or hands the whole job to gpu_map.
+ * made) or hands the whole job to the GPU: map_lanes_gpu (lanes.h), which
+ * runs a big one over every GPU the scheduler lends (blocks of elements,
+ * a lane a device, mgpu.h) and any other on ctx->device (gpu_map).
  *
  * Where a CPU run's result goes: ctx->result_stream (when the scheduler
  * offers it) gives a heap array for a small result, computed into in
@@ -38,6 +40,7 @@
 
 #include "compute/kinds/gpu_kernels.h"
 #include "compute/kinds/exprkind.h"
+#include "compute/kinds/map/lanes.h"
 #include "util/pool.h"
 #include "util/util.h"
 
@@ -203,8 +206,9 @@ static int map_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
   if (out->size == 0) {
     /* zero-size: nothing to evaluate on any backend */
   } else if (b == B_CUDA) {
-    rc = gpu_map(ctx->device, p->k.x, (const tarray *const *)p->in,
-                 (const char *const *)p->ids, out, ctx, e);
+    /* one GPU, or a big job over every lent one (lanes.h) */
+    rc = map_lanes_gpu(p->k.x, (const tarray *const *)p->in,
+                       (const char *const *)p->ids, out, ctx, e);
   } else {
     double t0 = t_now_ms();
     rc = map_run_cpu(p, out, ctx, b == B_SERIAL ? 1 : ctx->threads, e);

@@ -46,14 +46,17 @@
  *
  * Threads: runs under the device's lock on the caller's thread; the gang
  * helps with the staging copies.
+ *
+ * A big job over every lent GPU (compute/kinds/map/lanes.h) runs a lane
+ * session a device instead (map_lane.cu), with the signature and launch
+ * of this file (map_sig_init, map_launch; map_int.h): the same kernel.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "compute/kinds/fuse.h"
+#include "compute/kinds/map/map_int.h"
 
 #define MAP_THREADS 256
-#define MAP_KEY_MAX 8192
 
 /* The kernel's shape: groups of 4 elements per thread per step and
  * streaming (evict-first) accesses. The defaults are the fastest measured
@@ -80,14 +83,38 @@ static unsigned map_grid(devctx *d, CUfunction fn, int64_t count, int groups) {
   return (unsigned)(g < 1 ? 1 : g);
 }
 
-static int map_launch(devctx *d, CUfunction fn, fuse_args *args, int64_t count,
-                      int groups, terr *e) {
+int map_launch(devctx *d, CUfunction fn, fuse_args *args, int64_t count,
+               int groups, terr *e) {
   int rc = 0;
   void *params[] = {args};
   CU_TRY_DRV(dev_drv.LaunchKernel(fn, map_grid(d, fn, count, groups), 1, 1,
                                   MAP_THREADS, 1, 1, 0, d->s_comp, params, NULL));
 fail:
   return rc;
+}
+
+/* The kernel's signature and the arguments every launch shares, from the
+ * inputs' shapes against the output's (m[i].es set too). The one-GPU run
+ * and every lane of a run over several (map_lane.cu) build it alike: the
+ * same key, the same kernel, the same bits. */
+void map_sig_init(const expr *x, int nin, const tarray *const *inputs,
+                  const tarray *out, fuse_sig *sig, fuse_args *args,
+                  fuse_input *m) {
+  sig->x = x;
+  sig->nin = nin;
+  sig->ct = sig->out_dt = out->dtype;
+  sig->vec4 = 1; /* slot regions, pool blocks and chunk starts are 16-aligned */
+  map_variant(&sig->groups, &sig->stream_hint);
+  args->ndim = out->ndim;
+  for (int dd = 0; dd < out->ndim; dd++) args->shape[dd] = out->shape[dd];
+  for (int i = 0; i < nin; i++) {
+    int64_t st[T_MAXDIM];
+    sig->mode[i] = (char)fuse_classify(inputs[i], out->ndim, out->shape, st);
+    for (int dd = 0; dd < out->ndim; dd++) args->stride[i][dd] = st[dd];
+    sig->in_dt[i] = inputs[i]->dtype;
+    m[i].es = tdtype_size(inputs[i]->dtype);
+    if (sig->mode[i] == FM_BCAST) sig->ndim = out->ndim;
+  }
 }
 
 int fuse_place_inputs(devctx *d, int nin, const tarray *const *inputs,
@@ -341,21 +368,7 @@ int cuda_map(int dev, const expr *x, const tarray *const *inputs,
     rc = terr_set(e, T_EINVAL, "params.inputs", -1, "%d inputs", nin);
     goto fail;
   }
-  sig.x = x;
-  sig.nin = nin;
-  sig.ct = sig.out_dt = out->dtype;
-  sig.vec4 = 1; /* slot regions, pool blocks and chunk starts are 16-aligned */
-  map_variant(&sig.groups, &sig.stream_hint);
-  args.ndim = out->ndim;
-  for (int dd = 0; dd < out->ndim; dd++) args.shape[dd] = out->shape[dd];
-  for (int i = 0; i < nin; i++) {
-    int64_t st[T_MAXDIM];
-    sig.mode[i] = (char)fuse_classify(inputs[i], out->ndim, out->shape, st);
-    for (int dd = 0; dd < out->ndim; dd++) args.stride[i][dd] = st[dd];
-    sig.in_dt[i] = inputs[i]->dtype;
-    m[i].es = tdtype_size(inputs[i]->dtype);
-    if (sig.mode[i] == FM_BCAST) sig.ndim = out->ndim;
-  }
+  map_sig_init(x, nin, inputs, out, &sig, &args, m);
   job->progress_total(job->ctx, out->size);
   if (out->size == 0) goto done;
   if ((rc = job->stopped(job->ctx)) != 0) {
