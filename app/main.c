@@ -183,6 +183,7 @@ static int open_store_and_gpus(daemon_parts *d, char *store_url) {
   gpu_configure(&(gpu_config){.data_dir = d->o->data_dir});
   gpu_init();
   if (gpu_count() == 0) log_info("CUDA: %s", gpu_unavailable_reason());
+  gpu_warm_start(); /* each GPU's pinned slots, while the rest starts */
   return 0;
 }
 

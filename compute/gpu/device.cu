@@ -20,8 +20,10 @@
  * table is immutable between them; a device's mutable state is guarded by
  * its recursive mutex (devctx.lock); health counters are atomics.
  */
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -237,7 +239,47 @@ int gpu_init(void) {
   return 0;
 }
 
+/* ---- the warm-up (gpu.h: gpu_warm_start) ------------------------------ */
+
+static pthread_t g_warm_th;
+static int g_warm_on, g_warm_ready;
+
+static void *warm_main(void *arg) {
+  (void)arg;
+  for (int i = g_ndev - 1; i >= 0; i--) {
+    devctx *d = NULL;
+    terr e;
+    terr_clear(&e);
+    double t0 = t_now_ms();
+    if (dev_begin(i, &d, &e) != 0) continue;
+    int rc = stage_ensure(d, &e);
+    dev_end(d, rc);
+    if (rc == 0) {
+      __atomic_add_fetch(&g_warm_ready, 1, __ATOMIC_SEQ_CST);
+      log_info("gpu %d: pinned staging ready (%.0f MiB) in %.0f ms", i,
+               (double)d->stage_total / (1 << 20), t_now_ms() - t0);
+    } else {
+      log_warn("gpu %d: pinned staging not made ahead: %s", i, e.message);
+    }
+  }
+  return NULL;
+}
+
+void gpu_warm_start(void) {
+  const char *v = getenv("TESSEL_GPU_WARM");
+  if (g_warm_on || g_ndev == 0 || (v && strcmp(v, "0") == 0)) return;
+  if (pthread_create(&g_warm_th, NULL, warm_main, NULL) == 0) g_warm_on = 1;
+}
+
+int gpu_warm_wait(void) {
+  if (!g_warm_on) return -1;
+  pthread_join(g_warm_th, NULL);
+  g_warm_on = 0;
+  return __atomic_load_n(&g_warm_ready, __ATOMIC_SEQ_CST);
+}
+
 void gpu_shutdown(void) {
+  if (g_warm_on) (void)gpu_warm_wait();
   for (int i = 0; i < g_ndev; i++) {
     devctx *d = &g_dev[i];
     dev_lock(d);

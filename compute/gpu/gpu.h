@@ -63,6 +63,16 @@ void gpu_unlock(int dev);
  * borrowed GPUs, compute/sched/run.c). */
 int gpu_trylock(int dev);
 
+/* Each device's pinned staging slots allocated ahead, on a thread of its
+ * own started after gpu_init (devices last to first, each under its lock):
+ * a device's first job, or the first job a GPU is lent to (the lanes of
+ * compute/kinds/mgpu.h), would otherwise pay the cudaHostAlloc of its slots
+ * (up to 1 GiB a device) itself. TESSEL_GPU_WARM=0 in the environment: not
+ * started. gpu_warm_wait: joins it; the devices whose slots are there, -1
+ * when it was not started. gpu_shutdown joins it too. */
+void gpu_warm_start(void);
+int gpu_warm_wait(void);
+
 /* ---- additions by the CUDA backend (additive; see compute/gpu/) -------- */
 /* Settings read by gpu_init; call before it (NULL or zero fields: defaults).
  * data_dir: compiled kernels are cached under <data_dir>/kernels.

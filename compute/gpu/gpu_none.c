@@ -20,6 +20,8 @@ void gpu_note_result(int dev, int rc) {}
 void gpu_lock(int dev) {}
 void gpu_unlock(int dev) {}
 int gpu_trylock(int dev) { return -1; }
+void gpu_warm_start(void) {}
+int gpu_warm_wait(void) { return -1; }
 void gpu_configure(const gpu_config *cfg) {}
 void gpu_resident_drop(const char *id) {}
 uint32_t gpu_resident_mask(const char *id, int dtype, size_t bytes) {

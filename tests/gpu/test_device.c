@@ -271,6 +271,22 @@ TEST(out_of_memory) {
   tarray_free(out);
 }
 
+/* gpu_warm_start: off with TESSEL_GPU_WARM=0 (nothing to wait for); on,
+ * every device's pinned slots are made (or were there already) once it is
+ * joined, and a second wait has nothing to join. Then a job runs as ever. */
+TEST(warm_up) {
+  setenv("TESSEL_GPU_WARM", "0", 1);
+  gpu_warm_start();
+  CHECK(gpu_warm_wait() == -1);
+  unsetenv("TESSEL_GPU_WARM");
+  gpu_warm_start();
+  CHECK(gpu_warm_wait() == gpu_count());
+  CHECK(gpu_warm_wait() == -1);
+  int64_t as[2] = {64, 64};
+  int64_t bs[2] = {64, 32};
+  one_matmul(gpu_count() - 1, T_F64, 2, as, 2, bs, -1, NULL, 0, 0, 2, bs, 41);
+}
+
 TEST(health_marking) {
   /* Last test: it leaves device 0 unhealthy. */
   for (int i = 0; i < GPU_FAIL_LIMIT - 1; i++) gpu_note_result(0, T_EDEVICE);
@@ -295,6 +311,7 @@ int main(void) {
   RUN(matmul_resident);
   RUN(matmul_too_large);
   RUN(out_of_memory);
+  RUN(warm_up);
   RUN(health_marking);
   gpu_shutdown();
   return check_summary();
