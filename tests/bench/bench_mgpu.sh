@@ -8,7 +8,12 @@
 # pile issue 27 asks to stay under 1 s). Prints one table: submit -> stored
 # (timings_ms.total, the better of two), its compute and d2h, and the spread the
 # daemon logged (job_end's "spread": the devices and the rows each wrote; "-"
-# when the job ran on one device). BIN: tests/gpu/pack.sh's directory (tesseld
+# when the job ran on one device). A config's "+even" runs its daemon with
+# TESSEL_GEOQ_EVEN=1 (the kNN's chunks and uploads as before the guided tail:
+# the before of an A/B in one run); BENCH_MGPU_JOBS picks the jobs (default
+# "square knn pile matmul"). Every daemon runs with TESSEL_GPU_TRACE=1 and the
+# kNN calls' "geoq trace:" lines follow the table (where their time went:
+# compute/kinds/geodesic/query/query.cu). BIN: tests/gpu/pack.sh's directory (tesseld
 # and its libraries); the Python client from this checkout; numpy needed.
 # The exact command for the lent 2xH200 machine is in tests/bench/README.md.
 set -eu
@@ -19,19 +24,23 @@ export LD_LIBRARY_PATH=$PWD/lib
 res=$(mktemp -d /tmp/bmgpu.XXXXXX)
 # BENCH_MGPU_CFGS picks the daemons (default all three; "0" on a one-GPU host).
 for cfg in ${BENCH_MGPU_CFGS:-0 0,1 0,1+lanes}; do
-  vis=${cfg%+lanes}
+  vis=${cfg%%+*}
   lanes=0
-  [ "$cfg" = "$vis" ] || lanes=1
+  even=0
+  case "$cfg" in *+lanes*) lanes=1 ;; esac
+  case "$cfg" in *+even*) even=1 ;; esac
   d=$(mktemp -d /tmp/bmgpu_d.XXXXXX)
-  TESSEL_GPU_LANES=$lanes CUDA_VISIBLE_DEVICES=$vis ./tesseld --port 0 --data-dir "$d" --access-log 0 \
+  TESSEL_GPU_TRACE=1 TESSEL_GEOQ_EVEN=$even TESSEL_GPU_LANES=$lanes CUDA_VISIBLE_DEVICES=$vis \
+    ./tesseld --port 0 --data-dir "$d" --access-log 0 \
     > "$d/out" 2> "$d/log" &
   pid=$!
   for i in $(seq 1 150); do grep -q "listening on" "$d/out" && break; sleep 0.2; done
   url=$(grep -o 'http://[^/]*' "$d/out" | head -1)
-  PYTHONPATH=$ROOT/clients/python python3 - "$url" "$cfg" >> "$res/rows" <<'PY'
+  PYTHONPATH=$ROOT/clients/python python3 - "$url" "$cfg" "${BENCH_MGPU_JOBS:-square knn pile matmul}" >> "$res/rows" <<'PY'
 import sys, numpy as np, tessel
 c = tessel.Client(sys.argv[1], same_host=False, timeout=1200)
 vis = sys.argv[2]
+jobs = sys.argv[3].split()
 rng = np.random.default_rng(1)
 def pts(n):
     return np.column_stack([np.degrees(np.arcsin(rng.uniform(-1, 1, n))),
@@ -47,27 +56,32 @@ def best(name, submit):
     r = min(runs)
     print(f"{name}\t{vis}\t{r[3]}\t{r[0]:.0f}\t{r[1]:.0f}\t{r[2]:.0f}\t{r[4]}"
           f"\t{r[5]:.0f}/{r[6]:.0f}/{r[7]:.0f}", flush=True)
-sq = c.upload(pts(40000))
-best("geodesic square n=40000 f32",
-     lambda: c.submit_geodesic(sq, dtype="float32", backend="cuda", output=False))
-sq.delete()
-kp = c.upload(pts(10_000_000))
-best("geodesic knn 1e7 k=10",
-     lambda: c.submit_geodesic(kp, query={"knn": {"k": 10}}, backend="cuda", output=False))
-kp.delete()
-pile = c.upload(np.tile([[48.85, 2.35]], (40000, 1)))
-best("geodesic knn 40000 identical k=10",
-     lambda: c.submit_geodesic(pile, query={"knn": {"k": 10}}, backend="cuda", output=False))
-pile.delete()
-a = c.upload(rng.standard_normal((16384, 16384)))
-b = c.upload(rng.standard_normal((16384, 16384)))
-best("matmul 16384^2 f64",
-     lambda: c.submit_matmul(a, b, backend="cuda", output=False))
+if "square" in jobs:
+    sq = c.upload(pts(40000))
+    best("geodesic square n=40000 f32",
+         lambda: c.submit_geodesic(sq, dtype="float32", backend="cuda", output=False))
+    sq.delete()
+if "knn" in jobs:
+    kp = c.upload(pts(10_000_000))
+    best("geodesic knn 1e7 k=10",
+         lambda: c.submit_geodesic(kp, query={"knn": {"k": 10}}, backend="cuda", output=False))
+    kp.delete()
+if "pile" in jobs:
+    pile = c.upload(np.tile([[48.85, 2.35]], (40000, 1)))
+    best("geodesic knn 40000 identical k=10",
+         lambda: c.submit_geodesic(pile, query={"knn": {"k": 10}}, backend="cuda", output=False))
+    pile.delete()
+if "matmul" in jobs:
+    a = c.upload(rng.standard_normal((16384, 16384)))
+    b = c.upload(rng.standard_normal((16384, 16384)))
+    best("matmul 16384^2 f64",
+         lambda: c.submit_matmul(a, b, backend="cuda", output=False))
 PY
   kill $pid; wait $pid 2>/dev/null || true
   # job id -> the spread its job_end logged
   grep -o 'id=j_[a-z0-9]* .*spread="[^"]*"' "$d/log" \
     | sed 's/^id=\(j_[a-z0-9]*\) .*spread="\([^"]*\)"/\1\t\2/' >> "$res/spread" || true
+  grep -o 'geoq trace: [0-9]\{7,\} queries.*' "$d/log" | sed "s/^/[$cfg] /" >> "$res/trace" || true
   rm -rf "$d"
 done
 echo "| job | GPUs visible | status | submit->stored ms | compute ms | d2h ms | prepare/h2d/store ms | spread |"
@@ -77,4 +91,9 @@ while IFS='	' read -r name vis st tot comp d2h id rest; do
   sp=$(awk -F'\t' -v id="$id" '$1 == id { print $2 }' "$res/spread")
   echo "| $name | $vis | $st | $tot | $comp | $d2h | $rest | ${sp:--} |"
 done < "$res/rows"
+if [ -s "$res/trace" ]; then
+  echo
+  echo "kNN calls of 10^6 points or more, as each daemon traced them (query.cu's gq_trace):"
+  cat "$res/trace"
+fi
 rm -rf "$res"

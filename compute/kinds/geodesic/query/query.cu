@@ -398,10 +398,10 @@ static void gq_release(gq_run *r, int rc, gq_chunk *ch) {
   for (int k = 0; k < GEOQ_MAX_PARTS; k++) tarray_free(r->part[k]);
   if (r->pl->has_targets) gq_side_free(&r->Q);
   gq_side_free(&r->T);
-  free(r->home);
-  free(r->slot);
-  free(r->ord);
-  free(r->box);
+  {
+    void *p[4] = {r->home, r->slot, r->ord, r->box};
+    gq_free_later(p, 4, r->pl->n);
+  }
   free(r->hod);
   free(r->hoj);
   free(r->cnt);

@@ -27,6 +27,7 @@
  * share count and whichever threads run them.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +37,48 @@
 
 #define GQ_PAR_MAX 32
 #define GQ_PAR_MIN ((int64_t)1 << 16)
+
+/* ---- freeing the index off the call's path -------------------------------
+ * free() of a fresh GB of index (munmap of its pages) took 125-255 ms on
+ * the 2-core VM for 10^7 points; a detached thread takes it instead.
+ * Transparent huge pages for these buffers (madvise MADV_HUGEPAGE) were
+ * tried there and dropped: 1 GiB touched in 200 ms against 790-875, but
+ * also in 1.4-2.1 s when the kernel compacted memory to find the pages. */
+
+static int gq_old_ways(void) { /* TESSEL_GEOQ_EVEN: the benchmarks' before */
+  const char *v = getenv("TESSEL_GEOQ_EVEN");
+  return v && *v && strcmp(v, "0") != 0;
+}
+
+typedef struct gq_frees {
+  int n;
+  void *p[GQ_FREE_MAX];
+} gq_frees;
+
+static void *gq_free_main(void *a) {
+  gq_frees *f = (gq_frees *)a;
+  for (int k = 0; k < f->n; k++) free(f->p[k]);
+  free(f);
+  return NULL;
+}
+
+void gq_free_later(void *const *p, int n, int64_t items) {
+  gq_frees *f = items >= GQ_FREE_ASYNC ? (gq_frees *)malloc(sizeof *f) : NULL;
+  pthread_attr_t at;
+  pthread_t th;
+  int ok = 0;
+  T_ASSERT(n >= 0 && n <= GQ_FREE_MAX);
+  if (f && !gq_old_ways() && pthread_attr_init(&at) == 0) {
+    f->n = n;
+    memcpy(f->p, p, (size_t)n * sizeof *p);
+    (void)pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    ok = pthread_create(&th, &at, gq_free_main, f) == 0;
+    (void)pthread_attr_destroy(&at);
+  }
+  if (ok) return;
+  free(f); /* no thread: here and now */
+  for (int k = 0; k < n; k++) free(p[k]);
+}
 
 typedef void (*gq_par_fn)(void *arg, int t, int64_t lo, int64_t hi);
 
@@ -163,17 +206,15 @@ static int gq_radix_sort(const geoq_gpu_job *job, gq_key **k, int64_t n,
     a = b;
     b = x;
   }
-  free(b);
+  gq_free_later((void *const *)&b, 1, n);
   free(cnt);
   *k = a;
   return 0;
 }
 
 void gq_side_free(gq_side *s) {
-  free(s->x);
-  free(s->p);
-  free(s->idx);
-  free(s->code);
+  void *p[4] = {s->x, s->p, s->idx, s->code};
+  gq_free_later(p, 4, s->n);
   memset(s, 0, sizeof *s);
 }
 
@@ -253,8 +294,10 @@ int gq_side_build(const geoq_gpu_job *job, const geod_plan *pl,
   }
   B.k = k;
   gq_par(job, T, n, gq_gather_share, &B);
-  free(k);
-  free(xs);
+  {
+    void *p[2] = {k, xs};
+    gq_free_later(p, 2, n);
+  }
   return 0;
 }
 
@@ -388,7 +431,7 @@ int gq_slots(gq_run *r, terr *e) {
     }
   J.pass = 2;
   gq_par(r->job, T, n, gq_slot_share, &J);
-  free(inv);
+  gq_free_later((void *const *)&inv, 1, n);
   free(fill);
   free(grp);
   free(ch);

@@ -83,6 +83,14 @@ typedef struct gq_side {
 int gq_side_build(const geoq_gpu_job *job, const geod_plan *pl,
                   const geod_point *pts, int64_t n, gq_side *s, terr *e);
 void gq_side_free(gq_side *s);
+/* free(p[0..n)), buffers of an index of `items` points: from
+ * GQ_FREE_ASYNC points on, on a detached thread of its own (the munmap of
+ * the index's fresh GB took 125-255 ms on the 2-core VM for 10^7 points);
+ * here for smaller ones, when the thread cannot start or with
+ * TESSEL_GEOQ_EVEN set (the benchmarks' before). At most GQ_FREE_MAX. */
+#define GQ_FREE_MAX 16
+#define GQ_FREE_ASYNC ((int64_t)1 << 20)
+void gq_free_later(void *const *p, int n, int64_t items);
 /* The boxes of the tiles of sorted X (n points): 6 doubles a tile (lo xyz,
  * hi xyz), *nt tiles; NULL when out of memory. The caller frees. Both in
  * parallel on job's pool (job->par; job NULL: on the calling thread). */
