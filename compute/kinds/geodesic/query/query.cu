@@ -178,6 +178,9 @@ static int gq_index(gq_run *r, terr *e) {
     r->Q = r->T;
   }
   r->tr_sides = t_now_ms() - t_ix;
+  r->tr_sort3[0] = r->T.t_codes + (pl->has_targets ? r->Q.t_codes : 0);
+  r->tr_sort3[1] = r->T.t_sort + (pl->has_targets ? r->Q.t_sort : 0);
+  r->tr_sort3[2] = r->T.t_gather + (pl->has_targets ? r->Q.t_gather : 0);
   r->home = (long long *)malloc((size_t)(n > 0 ? n : 1) * 8);
   r->box = gq_boxes(job, r->T.x, r->T.n, &r->nt);
   if (!r->home || !r->box)
@@ -431,7 +434,7 @@ static void gq_report_lanes(const gq_run *r) {
 #define GQ_TRACE_FMT \
   "geoq trace: %lld queries, %d device(s), %d lanes, %lld chunks (%s " \
   "cut, %lld a chunk at most): call %.1f ms = host index %.1f (sides " \
-  "%.1f, boxes %.1f, homes %.1f) + devices %.1f (setup and targets up " \
+  "%.1f: codes %.1f, sort %.1f, gather %.1f; boxes %.1f, homes %.1f) + devices %.1f (setup and targets up " \
   "%.1f + %.1f, slots %.1f) + passes %.1f (last pass %.1f: prefault " \
   "%.1f, after the last kernel %.1f, ends apart %.1f) + collect %.1f + " \
   "release %.1f; per device kernels/last end/down+scatter ms/chunks/rows:%s"
@@ -476,14 +479,16 @@ static void gq_trace(const gq_run *r, const double tm[6]) {
   if (getenv("TESSEL_GPU_TRACE"))
     log_info(GQ_TRACE_FMT, (long long)r->pl->n, r->nreal, r->ndev, (long long)nch,
              r->even ? "even" : "guided", (long long)r->cq, tm[5] - tm[0],
-             tm[1] - tm[0], r->tr_sides, r->tr_boxes, r->tr_homes,
+             tm[1] - tm[0], r->tr_sides, r->tr_sort3[0], r->tr_sort3[1],
+             r->tr_sort3[2], r->tr_boxes, r->tr_homes,
              tm[2] - tm[1], r->tr_setup[0], su, r->tr_slots, tm[3] - tm[2],
              r->tr_pass, r->tr_prefault, r->tr_pass - hi, hi - lo,
              tm[4] - tm[3], tm[5] - tm[4], lanes);
   else
     log_debug(GQ_TRACE_FMT, (long long)r->pl->n, r->nreal, r->ndev, (long long)nch,
               r->even ? "even" : "guided", (long long)r->cq, tm[5] - tm[0],
-              tm[1] - tm[0], r->tr_sides, r->tr_boxes, r->tr_homes,
+              tm[1] - tm[0], r->tr_sides, r->tr_sort3[0], r->tr_sort3[1],
+              r->tr_sort3[2], r->tr_boxes, r->tr_homes,
               tm[2] - tm[1], r->tr_setup[0], su, r->tr_slots, tm[3] - tm[2],
               r->tr_pass, r->tr_prefault, r->tr_pass - hi, hi - lo,
               tm[4] - tm[3], tm[5] - tm[4], lanes);

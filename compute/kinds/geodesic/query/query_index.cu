@@ -285,7 +285,9 @@ int gq_side_build(const geoq_gpu_job *job, const geod_plan *pl,
   }
   int T = gq_par_threads(job, n);
   gq_build B = {pl, pts, n, R, (double)(1 << 21) / (2 * R), xs, k, s};
+  double t0 = t_now_ms();
   gq_par(job, T, n, gq_codes_share, &B);
+  s->t_codes = t_now_ms() - t0;
   if (gq_radix_sort(job, &k, n, T)) {
     free(k);
     free(xs);
@@ -293,7 +295,9 @@ int gq_side_build(const geoq_gpu_job *job, const geod_plan *pl,
     return terr_set(e, T_ENOMEM, "", -1, "no memory for the query index");
   }
   B.k = k;
+  s->t_sort = t_now_ms() - t0 - s->t_codes;
   gq_par(job, T, n, gq_gather_share, &B);
+  s->t_gather = t_now_ms() - t0 - s->t_codes - s->t_sort;
   {
     void *p[2] = {k, xs};
     gq_free_later(p, 2, n);

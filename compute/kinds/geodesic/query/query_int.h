@@ -77,6 +77,7 @@ typedef struct gq_side {
   geod_point *p;
   long long *idx;
   uint64_t *code;
+  double t_codes, t_sort, t_gather; /* ms of gq_side_build's steps (trace) */
 } gq_side;
 
 /* Build the sorted side of n prepared points (T_ENOMEM; *s freed then). */
@@ -169,6 +170,7 @@ typedef struct gq_run {
    * its device's pass0) and the host's time bringing its chunks down and
    * scattering them. */
   double tr_sides, tr_boxes, tr_homes, tr_slots, tr_setup[GQ_MAX_DEV];
+  double tr_sort3[3]; /* the sides' codes, radix sort, gather */
   double tr_pass, tr_prefault;
   double tr_kern[2 * GQ_MAX_DEV], tr_kend[2 * GQ_MAX_DEV],
       tr_fin[2 * GQ_MAX_DEV];
