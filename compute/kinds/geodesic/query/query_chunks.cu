@@ -160,6 +160,9 @@ static int gq_dev_upload(const gq_run *r, gq_dev *x, double *ms, terr *e) {
                       cudaMemcpyHostToDevice));
   }
   CU_TRY(cudaMemset(x->nc.ptr, 0, sizeof(unsigned long long)));
+  /* all of it done before the kernels (on s_comp, a non-blocking stream
+   * that does not wait on this thread's default stream) read it */
+  CU_TRY(cudaDeviceSynchronize());
 fail:
   *ms = t_now_ms() - t0;
   return rc;
