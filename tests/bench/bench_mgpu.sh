@@ -2,7 +2,9 @@
 # bench_mgpu.sh BIN — one job over one GPU against the same job over two (issue 27).
 # Three daemons in turn, the first seeing GPU 0 only (CUDA_VISIBLE_DEVICES=0), the
 # second both (0,1), the third both with the lanes of compute/kinds/mgpu.h
-# (TESSEL_GPU_LANES=1, off by default); each runs, twice, on cuda: a geodesic square matrix of 40,000
+# (TESSEL_GPU_LANES=1; a config without "+lanes" sets it to 0, which turns the
+# geodesic matrix's and the map's lanes off; the matmul's have their own switch,
+# TESSEL_MM_LANES); each runs, twice, on cuda: a geodesic square matrix of 40,000
 # points float32 (6.4 GB), a geodesic kNN of 10^7 points k = 10, and a matmul
 # 16384 x 16384 float64 (2 GB result), a kNN of 40,000 copies of one point (the
 # pile issue 27 asks to stay under 1 s), and a map "a*b + c" of 2^28 float64
@@ -12,7 +14,11 @@
 # table: submit -> stored
 # (timings_ms.total, the better of two), its compute and d2h, and the spread the
 # daemon logged (job_end's "spread": the devices and the rows each wrote; "-"
-# when the job ran on one device). BIN: tests/gpu/pack.sh's directory (tesseld
+# when the job ran on one device). A config's "+even" runs its daemon with
+# TESSEL_GEOQ_EVEN=1 (the kNN's chunks and uploads as before the guided tail:
+# the before of an A/B in one run). Every daemon runs with TESSEL_GPU_TRACE=1 and the
+# kNN calls' "geoq trace:" lines follow the table (where their time went:
+# compute/kinds/geodesic/query/query.cu). BIN: tests/gpu/pack.sh's directory (tesseld
 # and its libraries); the Python client from this checkout; numpy needed.
 # The exact command for the lent 2xH200 machine is in tests/bench/README.md.
 set -eu
@@ -22,7 +28,7 @@ cd "$BIN"
 export LD_LIBRARY_PATH=$PWD/lib
 res=$(mktemp -d /tmp/bmgpu.XXXXXX)
 # BENCH_MGPU_CFGS picks the daemons (default all three; "0" on a one-GPU host). A
-# config is VISIBLE[+lanes][:VAR=VALUE...]: e.g. "0:TESSEL_MM_LANES=0" runs a daemon
+# config is VISIBLE[+lanes][+even][:VAR=VALUE...]: e.g. "0:TESSEL_MM_LANES=0" runs a daemon
 # on GPU 0 with that variable set (the A/B switches of compute/kinds/matmul/lanes.h).
 # BENCH_MGPU_JOBS picks the jobs (default "square knn pile matmul map"); BENCH_MGPU_REPS
 # the runs of each (default 2; the table shows the best, and a result file spare is
@@ -31,12 +37,14 @@ for cfg in ${BENCH_MGPU_CFGS:-0 0,1 0,1+lanes}; do
   base=${cfg%%:*}
   envs=""
   [ "$base" = "$cfg" ] || envs=$(echo "${cfg#*:}" | tr ':' ' ')
-  vis=${base%+lanes}
+  vis=${base%%+*}
   lanes=0
-  [ "$base" = "$vis" ] || lanes=1
+  even=0
+  case "$base" in *+lanes*) lanes=1 ;; esac
+  case "$base" in *+even*) even=1 ;; esac
   d=$(mktemp -d /tmp/bmgpu_d.XXXXXX)
-  env TESSEL_GPU_LANES=$lanes CUDA_VISIBLE_DEVICES=$vis $envs ./tesseld --port 0 --data-dir "$d" \
-    --access-log 0 > "$d/out" 2> "$d/log" &
+  env TESSEL_GPU_TRACE=1 TESSEL_GEOQ_EVEN=$even TESSEL_GPU_LANES=$lanes CUDA_VISIBLE_DEVICES=$vis $envs \
+    ./tesseld --port 0 --data-dir "$d" --access-log 0 > "$d/out" 2> "$d/log" &
   pid=$!
   for i in $(seq 1 150); do grep -q "listening on" "$d/out" && break; sleep 0.2; done
   url=$(grep -o 'http://[^/]*' "$d/out" | head -1)
@@ -95,6 +103,7 @@ PY
   # job id -> the spread its job_end logged
   grep -o 'id=j_[a-z0-9]* .*spread="[^"]*"' "$d/log" \
     | sed 's/^id=\(j_[a-z0-9]*\) .*spread="\([^"]*\)"/\1\t\2/' >> "$res/spread" || true
+  grep -o 'geoq trace: [0-9]\{7,\} queries.*' "$d/log" | sed "s/^/[$cfg] /" >> "$res/trace" || true
   rm -rf "$d"
 done
 echo "| job | GPUs visible | status | submit->stored ms | compute ms | d2h ms | prepare/h2d/store ms | every run's total ms | spread |"
@@ -104,4 +113,9 @@ while IFS='	' read -r name vis st tot comp d2h id rest reps; do
   sp=$(awk -F'\t' -v id="$id" '$1 == id { print $2 }' "$res/spread")
   echo "| $name | $vis | $st | $tot | $comp | $d2h | $rest | $reps | ${sp:--} |"
 done < "$res/rows"
+if [ -s "$res/trace" ]; then
+  echo
+  echo "kNN calls of 10^6 points or more, as each daemon traced them (query.cu's gq_trace):"
+  cat "$res/trace"
+fi
 rm -rf "$res"

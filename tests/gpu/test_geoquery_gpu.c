@@ -618,6 +618,67 @@ TEST(test_query_two_devices) {
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) run_case(&cs[i]);
 }
 
+/* The guided cut (query_chunks.cu, gq_plain_size: the last chunks shrink)
+ * against the even one (TESSEL_GEOQ_EVEN, every chunk the full size), on
+ * one device and, with two GPUs, on both: every part the same bytes
+ * (memcmp) as one device's guided run, knn k = 10 and rowwise argmin,
+ * without and with targets; and the guided cut cut more chunks (the
+ * progress total) than the even one. Sizes where the cut shrinks (chunks
+ * of more than GQ_TAIL_MIN queries): 10^6 points; 600,000 queries over
+ * 100,000 targets. */
+static void cut_run(const geod_plan *pl, const geoq *q, int even, int lend2,
+                    geoq_out *o, int64_t *chunks) {
+  qjob jb;
+  int64_t nc;
+  if (even) setenv("TESSEL_GEOQ_EVEN", "1", 1);
+  else unsetenv("TESSEL_GEOQ_EVEN");
+  int rc = run_q(pl, q, lend2, o, &nc, &jb);
+  unsetenv("TESSEL_GEOQ_EVEN");
+  CHECK(rc == 0);
+  *chunks = atomic_load(&jb.j.ctx.progress_total);
+}
+
+TEST(test_query_guided_cut) {
+  qcase cs[] = {
+      {"cut", GEOD_KARNEY, WGS, T_F64, S_UNIFORM, -1, 1000000, 0, 0, 1, 10, -1, -1, 0},
+      {"cut targets", GEOD_KARNEY, WGS, T_F32, S_CLUSTER, S_UNIFORM, 600000, 100000, 0, 1, 10, -1, -1, 0},
+  };
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+    geod_plan *pl = plan_of(&cs[i]);
+    CHECK(pl != NULL);
+    if (!pl) continue;
+    geoq qs[2] = {{.type = GEOQ_KNN, .k = 10},
+                  {.type = GEOQ_ROWWISE, .op = GEOQ_ARGMIN}};
+    for (int qi = 0; qi < 2; qi++) {
+      geoq_out ref, o;
+      int64_t cref = 0, ch = 0;
+      cut_run(pl, &qs[qi], 0, 0, &ref, &cref);
+      for (int run = 1; run < 4 && ref.nparts > 0; run++) {
+        int even = run & 1, two = run >= 2;
+        if (two && g_ngpu < 2) break;
+        cut_run(pl, &qs[qi], even, two, &o, &ch);
+        printf("%s, query %d: %s cut, %d device(s): %lld chunks (guided on "
+               "one: %lld)\n", cs[i].what, qi, even ? "even" : "guided",
+               two ? 2 : 1, (long long)ch, (long long)cref);
+        if (run == 1) CHECK(cref > ch); /* the tail was cut finer */
+        CHECK(o.nparts == ref.nparts);
+        for (int k = 0; k < ref.nparts && k < o.nparts; k++) {
+          const tarray *a = ref.part[k], *b = o.part[k];
+          size_t bytes = (size_t)a->size * tdtype_size(a->dtype);
+          CHECK_MSG(a->size == b->size && a->dtype == b->dtype &&
+                        memcmp(a->data, b->data, bytes) == 0,
+                    "%s, query %d, part %d: %s cut on %d device(s) differs",
+                    cs[i].what, qi, k, even ? "even" : "guided", two ? 2 : 1);
+        }
+        out_free(&o);
+      }
+      out_free(&ref);
+      g_cases++;
+    }
+    geod_plan_free(pl);
+  }
+}
+
 TEST(test_query_errors) {
   qcase c = {"", GEOD_KARNEY, WGS, T_F64, S_CLUSTER, -1, 1500, 0, 0, 0, 0, 0, 0, 0};
   geod_plan *pl = plan_of(&c);
@@ -832,10 +893,47 @@ static void timing(void) {
   }
 }
 
+/* --time-1e7: issue 27's kNN, 10^7 uniform points k = 10, one GPU and
+ * every GPU, the even cut (TESSEL_GEOQ_EVEN: the chunks and the uploads
+ * as before the guided tail) and the guided one, twice each, in turns;
+ * with TESSEL_GPU_TRACE set each call also logs its "geoq trace:" line
+ * (query.cu's gq_trace: where the time went). Printed, never asserted. */
+static void timing_big(void) {
+  terr e;
+  terr_clear(&e);
+  int64_t n = 10000000;
+  double *p = big_set(0, n);
+  geod_plan *pl = NULL;
+  double t0 = t_now_ms();
+  if (geod_plan_build(GEOD_KARNEY, 6378137, WGS, 0, 1, 0, T_F64, p, n, NULL, 0,
+                      &pl, &e) != 0) {
+    printf("plan: %s\n", e.message);
+    free(p);
+    return;
+  }
+  printf("\n-- timing (not asserted): knn k=10, n = 10^7 uniform, WGS84 karney "
+         "float64; plan build (host) %.1f ms --\n", t_now_ms() - t0);
+  geoq k10 = {.type = GEOQ_KNN, .k = 10};
+  for (int rep = 0; rep < 2; rep++)
+    for (int all = 0; all < 1 + (g_ngpu > 1); all++)
+      for (int even = 1; even >= 0; even--) {
+        char what[64];
+        snprintf(what, sizeof what, "knn 1e7 %s cut, %s", even ? "even" : "guided",
+                 all ? "all GPUs" : "one GPU");
+        if (even) setenv("TESSEL_GEOQ_EVEN", "1", 1);
+        time_one(what, pl, &k10, all);
+        unsetenv("TESSEL_GEOQ_EVEN");
+      }
+  geod_plan_free(pl);
+  free(p);
+}
+
 int main(int argc, char **argv) {
-  int time_it = 0;
-  for (int i = 1; i < argc; i++)
+  int time_it = 0, time_big = 0;
+  for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--time") == 0) time_it = 1;
+    if (strcmp(argv[i], "--time-1e7") == 0) time_big = 1;
+  }
   char name[256];
   terr e;
   terr_clear(&e);
@@ -852,10 +950,12 @@ int main(int argc, char **argv) {
   RUN(test_query_edges);
   RUN(test_query_piles_vs_cpu);
   RUN(test_query_two_devices);
+  RUN(test_query_guided_cut);
   RUN(test_query_errors);
   RUN(test_query_index_on_the_pool);
   printf("%d cases\n", g_cases);
   if (time_it) timing();
+  if (time_big) timing_big();
   pool_destroy(g_pool);
   return check_summary();
 }

@@ -38,9 +38,14 @@
  *    each row sorted by j on the device (CUB's segmented sort).
  *  - Chunks: the sorted queries are cut into chunks (at most what the
  *    device memory budget holds — free memory or the plan's gpu_mem_limit
- *    — and several per device for balance); devices take the next chunk
+ *    — and several per device for balance; at the end, guided: each half
+ *    a device's share of what is left, down to a sixteenth of the full
+ *    size or GQ_TAIL_MIN queries, so that the devices end together and
+ *    the last chunk's copy down and scatter after the last kernel is
+ *    short); devices take the next chunk
  *    when they finish one (one host thread drives them all, polling
- *    events); each chunk's rows come back to a host buffer and are
+ *    events; the targets' index goes up to every device at once, a
+ *    helper thread a device beyond the first); each chunk's rows come back to a host buffer and are
  *    scattered into the result parts at their original rows (by the
  *    device gang, into parts prefaulted while the first chunks run). A
  *    device has two lanes for knn and rowwise (gq_twins: two chunks in
@@ -78,6 +83,18 @@
  * worker, which holds the run's device lock) and takes every device it
  * uses with dev_begin (recursive: the run's own is already held) for the
  * whole call; the callbacks (alloc, progress, borrow) run on that thread.
+ * The targets' uploads to devices beyond the first run on short-lived
+ * threads (query_chunks.cu's gq_uploads) while it waits for them, holding
+ * their locks.
+ *
+ * Where the time goes: gq_trace logs one line a call ("geoq trace:", at
+ * info with TESSEL_GPU_TRACE, else debug): the host index's steps, each
+ * device's setup and upload, the pass's prefault, the time after the
+ * last kernel, how far apart the devices ended, and per device its
+ * kernels, last kernel end and copies down. TESSEL_GEOQ_EVEN=1 (for
+ * benchmarks) restores the even cut and the uploads in turn, so that one
+ * binary measures before and after
+ * (tests/bench/results/knn-2gpu-2026-11-29.md).
  *
  * Files (query_int.h declares what they share): this one drives a call,
  * in steps (gq_begin, gq_index, gq_devices, a pass over the chunks,
@@ -112,6 +129,10 @@ static int gq_begin(gq_run *r, int dev, const geod_plan *pl, const geoq *q,
   r->job = job;
   r->f32 = pl->dtype == T_F32;
   r->es = tdtype_size(pl->dtype);
+  {
+    const char *ev = getenv("TESSEL_GEOQ_EVEN"); /* benchmarks: the old cut */
+    r->even = ev && *ev && strcmp(ev, "0") != 0;
+  }
   switch (q->type) {
     case GEOQ_KNN: r->mode = GQ_KNN; break;
     case GEOQ_RADIUS: r->mode = GQ_RCOUNT; break;
@@ -156,11 +177,17 @@ static int gq_index(gq_run *r, terr *e) {
   } else {
     r->Q = r->T;
   }
+  r->tr_sides = t_now_ms() - t_ix;
+  r->tr_sort3[0] = r->T.t_codes + (pl->has_targets ? r->Q.t_codes : 0);
+  r->tr_sort3[1] = r->T.t_sort + (pl->has_targets ? r->Q.t_sort : 0);
+  r->tr_sort3[2] = r->T.t_gather + (pl->has_targets ? r->Q.t_gather : 0);
   r->home = (long long *)malloc((size_t)(n > 0 ? n : 1) * 8);
   r->box = gq_boxes(job, r->T.x, r->T.n, &r->nt);
   if (!r->home || !r->box)
     return terr_set(e, T_ENOMEM, "", -1, "no memory for the query index");
+  r->tr_boxes = t_now_ms() - t_ix - r->tr_sides;
   gq_homes(r);
+  r->tr_homes = t_now_ms() - t_ix - r->tr_sides - r->tr_boxes;
   if (job && job->t_index) *job->t_index += t_now_ms() - t_ix;
 fail:
   return rc;
@@ -187,9 +214,16 @@ static int gq_devices(gq_run *r, int dev, int ng, terr *e) {
   if (r->cq < 32) r->cq = 32;
   r->cq = (r->cq + 31) / 32 * 32;
   r->nreal = r->ndev;
-  for (int k = 0; k < r->ndev; k++) T_TRY(gq_dev_setup(r, &r->dv[k], e));
+  for (int k = 0; k < r->ndev; k++) {
+    double t = t_now_ms();
+    T_TRY(gq_dev_setup(r, &r->dv[k], e));
+    r->tr_setup[k] = t_now_ms() - t;
+  }
+  T_TRY(gq_uploads(r, e));
   if (r->mode == GQ_KNN || r->mode == GQ_MIN || r->mode == GQ_ROW) {
+    double t = t_now_ms();
     T_TRY(gq_slots(r, e));
+    r->tr_slots = t_now_ms() - t;
     T_TRY(gq_twins(r, e)); /* radius sizes its fill pass by free memory */
   }
   for (int k = 0; k < r->ndev; k++) T_TRY(gq_dev_buffers(r, &r->dv[k], e));
@@ -214,6 +248,9 @@ static int gq_run_pass(gq_run *r, int fill, gq_chunk **ch, terr *e) {
   free(*ch);
   *ch = NULL;
   T_TRY(gq_cut(r, fill, ch, &nch, e));
+  /* the cut the slots were laid out for (gq_slots) */
+  T_ASSERT(fill || !r->slot ||
+           (nch == r->slot_nch && (nch == 0 || (*ch)[nch - 1].s0 == r->slot_last)));
   if (job && job->progress_total) job->progress_total(job->ctx, nch);
   T_TRY(gq_pass(r, *ch, nch, e));
 fail:
@@ -352,6 +389,7 @@ static void gq_release(gq_run *r, int rc, gq_chunk *ch) {
       gq_dev_free(x);
       if (x->done) (void)cudaEventDestroy(x->done);
       if (x->up) (void)cudaEventDestroy(x->up);
+      if (x->pass0) (void)cudaEventDestroy(x->pass0);
       if (x->start) (void)cudaEventDestroy(x->start);
       if (rc) (void)cudaGetLastError();
       if (!x->twin) dev_end(x->d, rc); /* a twin took nothing */
@@ -363,10 +401,10 @@ static void gq_release(gq_run *r, int rc, gq_chunk *ch) {
   for (int k = 0; k < GEOQ_MAX_PARTS; k++) tarray_free(r->part[k]);
   if (r->pl->has_targets) gq_side_free(&r->Q);
   gq_side_free(&r->T);
-  free(r->home);
-  free(r->slot);
-  free(r->ord);
-  free(r->box);
+  {
+    void *p[4] = {r->home, r->slot, r->ord, r->box};
+    gq_free_later(p, 4, r->pl->n);
+  }
   free(r->hod);
   free(r->hoj);
   free(r->cnt);
@@ -393,6 +431,69 @@ static void gq_report_lanes(const gq_run *r) {
   job->lanes(job->ctx, r->nreal, dev, rows, chunks);
 }
 
+#define GQ_TRACE_FMT \
+  "geoq trace: %lld queries, %d device(s), %d lanes, %lld chunks (%s " \
+  "cut, %lld a chunk at most): call %.1f ms = host index %.1f (sides " \
+  "%.1f: codes %.1f, sort %.1f, gather %.1f; boxes %.1f, homes %.1f) + devices %.1f (setup and targets up " \
+  "%.1f + %.1f, slots %.1f) + passes %.1f (last pass %.1f: prefault " \
+  "%.1f, after the last kernel %.1f, ends apart %.1f) + collect %.1f + " \
+  "release %.1f; per device kernels/last end/down+scatter ms/chunks/rows:%s"
+
+/* Where a call's time went (r->tr_*, gq_run): one line, at info with
+ * TESSEL_GPU_TRACE set (the benchmarks: tests/bench/README.md), else at
+ * debug. tm: the call's start, the index built, the devices set up, the
+ * passes done, the results collected, released. Per device: its lanes'
+ * kernels (device ms), the end of its last kernel after the pass began,
+ * the host's time bringing its chunks down and scattering them (on the
+ * one host thread), its chunks and rows. "after the last kernel": the
+ * pass's span past the latest kernel end (the last chunks' copies and
+ * scatters not overlapped, and the polling); "ends apart": the latest
+ * device's last kernel end minus the earliest's. */
+static void gq_trace(const gq_run *r, const double tm[6]) {
+  char lanes[512];
+  size_t o = 0;
+  double kend[GQ_MAX_DEV] = {0}, hi = 0, lo = 0;
+  int64_t nch = 0;
+  for (int d = 0; d < r->nreal; d++) {
+    double kern = 0, fin = 0;
+    int64_t rows = 0, chunks = 0;
+    for (int k = 0; k < r->ndev; k++) {
+      if (r->dv[k].dev != r->dv[d].dev) continue;
+      kern += r->tr_kern[k];
+      fin += r->tr_fin[k];
+      rows += r->lrows[k];
+      chunks += r->lchunks[k];
+      if (r->tr_kend[k] > kend[d]) kend[d] = r->tr_kend[k];
+    }
+    nch += chunks;
+    if (d == 0 || kend[d] > hi) hi = kend[d];
+    if (d == 0 || kend[d] < lo) lo = kend[d];
+    if (o < sizeof lanes)
+      o += (size_t)snprintf(lanes + o, sizeof lanes - o,
+                            " gpu%d %.1f/%.1f/%.1f/%lld/%lld", r->dv[d].dev,
+                            kern, kend[d], fin, (long long)chunks,
+                            (long long)rows);
+  }
+  double su = 0;
+  for (int d = 1; d < r->nreal; d++) su += r->tr_setup[d];
+  if (getenv("TESSEL_GPU_TRACE"))
+    log_info(GQ_TRACE_FMT, (long long)r->pl->n, r->nreal, r->ndev, (long long)nch,
+             r->even ? "even" : "guided", (long long)r->cq, tm[5] - tm[0],
+             tm[1] - tm[0], r->tr_sides, r->tr_sort3[0], r->tr_sort3[1],
+             r->tr_sort3[2], r->tr_boxes, r->tr_homes,
+             tm[2] - tm[1], r->tr_setup[0], su, r->tr_slots, tm[3] - tm[2],
+             r->tr_pass, r->tr_prefault, r->tr_pass - hi, hi - lo,
+             tm[4] - tm[3], tm[5] - tm[4], lanes);
+  else
+    log_debug(GQ_TRACE_FMT, (long long)r->pl->n, r->nreal, r->ndev, (long long)nch,
+              r->even ? "even" : "guided", (long long)r->cq, tm[5] - tm[0],
+              tm[1] - tm[0], r->tr_sides, r->tr_sort3[0], r->tr_sort3[1],
+              r->tr_sort3[2], r->tr_boxes, r->tr_homes,
+              tm[2] - tm[1], r->tr_setup[0], su, r->tr_slots, tm[3] - tm[2],
+              r->tr_pass, r->tr_prefault, r->tr_pass - hi, hi - lo,
+              tm[4] - tm[3], tm[5] - tm[4], lanes);
+}
+
 extern "C" int cuda_geoq(int dev, const geod_plan *pl, const geoq *q,
                          const geoq_gpu_job *job, geoq_out *out,
                          int64_t *nonconv, terr *e) {
@@ -404,23 +505,22 @@ extern "C" int cuda_geoq(int dev, const geod_plan *pl, const geoq *q,
 
   out->nparts = 0;
   *nonconv = 0;
-  double tm[3] = {0, 0, 0}; /* index, devices, passes: --log-level debug */
+  double tm[6] = {t0, 0, 0, 0, 0, 0}; /* the steps' ends: gq_trace */
   rc = gq_begin(r, dev, pl, q, job, &ng, e);
   if (rc) return rc;
   T_TRY(gq_index(r, e));
-  tm[0] = t_now_ms();
-  T_TRY(gq_devices(r, dev, ng, e));
   tm[1] = t_now_ms();
+  T_TRY(gq_devices(r, dev, ng, e));
+  tm[2] = t_now_ms();
   T_TRY(gq_run_pass(r, 0, &ch, e));
   if (r->mode == GQ_RCOUNT) T_TRY(gq_radius_fill(r, &ch, e));
-  tm[2] = t_now_ms();
+  tm[3] = t_now_ms();
   T_TRY(gq_collect(r, out, nonconv, t0, e));
   gq_report_lanes(r);
-  log_debug("geoq: %lld queries on %d device(s), %d lanes: host index %.1f ms, "
-            "devices %.1f ms, passes %.1f ms (kernels %.1f, up %.1f, down %.1f)",
-            (long long)pl->n, r->nreal, r->ndev, tm[0] - t0, tm[1] - tm[0], tm[2] - tm[1],
-            r->t_kern, r->t_up, r->t_down);
+  tm[4] = t_now_ms();
 fail:
   gq_release(r, rc, ch);
+  tm[5] = t_now_ms();
+  if (rc == 0) gq_trace(r, tm);
   return rc;
 }

@@ -1,23 +1,30 @@
 /* compute/kinds/geodesic/query/query_chunks.cu — the devices' side of the
  * CUDA query engine (query.cu's design paragraph, "Chunks"): each device
- * taken and given the targets' index (gq_dev_setup), the chunk size cut
- * to what every device's memory budget holds, the chunk buffers
- * (gq_dev_buffers) and the host staging (gq_host_stage); the sorted
- * queries cut into chunks (gq_cut: radius fill chunks by their pair
+ * taken (gq_dev_setup) and given the targets' index, every device at once
+ * (gq_uploads), the chunk size cut to what every device's memory budget
+ * holds, the chunk buffers (gq_dev_buffers) and the host staging
+ * (gq_host_stage); the sorted queries cut into chunks (gq_cut: the full
+ * size, then shrinking at the end so that the devices end together and
+ * little runs after their last kernels; radius fill chunks by their pair
  * counts too); and one pass over the chunks (gq_pass): a device takes the
  * next chunk when its last is done — its queries up, the kernel, for
  * radius fill the segmented sort of each row by j (gq_submit) — and a
  * finished chunk's results come down and are scattered to their original
- * rows (gq_finish).
+ * rows (gq_finish). The pass keeps the times query.cu's trace prints
+ * (gq_run's tr_*: per lane, kernels, the end of its last one, the host's
+ * copies and scatters).
  *
  * A device is idle (chunk -1) or holds one chunk in flight; the host
  * staging holds one chunk's results, sized for the largest chunk: both
  * are asserted where they are used. Every CUDA status through CU_TRY;
  * nothing here frees what query.cu's cleanup frees. Runs on cuda_geoq's
- * thread, every device taken (dev_begin) for the whole call.
+ * thread, every device taken (dev_begin) for the whole call; only the
+ * targets' uploads to devices beyond the first run on threads of their
+ * own (gq_uploads), while this one waits for them.
  */
 #include <cuda_runtime.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -91,19 +98,19 @@ size_t gq_chunk_bytes(const gq_run *r, int64_t cq) {
   return b;
 }
 
-/* Take the device, upload the targets' index, size and allocate the chunk
- * buffers within the budget. */
+/* Take the device, size the chunk within the budget, allocate the
+ * targets' index (gq_dev_upload fills it). */
 int gq_dev_setup(gq_run *r, gq_dev *x, terr *e) {
   int rc = 0;
   const geod_plan *pl = r->pl;
   size_t free_b = 0, total_b = 0, fixed, budget;
   int64_t m = r->T.n;
-  double t0;
   T_TRY(dev_begin(x->dev, &x->d, e));
   CU_TRY(cudaSetDevice(x->d->ordinal));
   CU_TRY(cudaEventCreate(&x->start));
   CU_TRY(cudaEventCreate(&x->done));
   CU_TRY(cudaEventCreateWithFlags(&x->up, cudaEventDisableTiming));
+  CU_TRY(cudaEventCreate(&x->pass0));
   x->chunk = -1;
   fixed = (size_t)m * (3 * sizeof(double) + sizeof(geod_point) + 8) +
           (size_t)r->nt * 6 * sizeof(double);
@@ -129,12 +136,22 @@ int gq_dev_setup(gq_run *r, gq_dev *x, terr *e) {
   }
   /* Whole warps: the kernel gives a warp 32 consecutive queries. */
   T_ASSERT(r->cq >= 32 && r->cq % 32 == 0);
-  t0 = t_now_ms();
   T_TRY(gq_alloc(x->d, (size_t)m * 3 * sizeof(double), &x->tx, e));
   T_TRY(gq_alloc(x->d, (size_t)m * sizeof(geod_point), &x->tp, e));
   T_TRY(gq_alloc(x->d, (size_t)m * 8, &x->tj, e));
   T_TRY(gq_alloc(x->d, (size_t)r->nt * 6 * sizeof(double), &x->box, e));
   T_TRY(gq_alloc(x->d, sizeof(unsigned long long), &x->nc, e));
+fail:
+  return rc;
+}
+
+/* The targets' index up to device x (gq_dev_setup allocated it); *ms:
+ * the time it took. Reads r only: gq_uploads runs one a device at once. */
+static int gq_dev_upload(const gq_run *r, gq_dev *x, double *ms, terr *e) {
+  int rc = 0;
+  int64_t m = r->T.n;
+  double t0 = t_now_ms();
+  CU_TRY(cudaSetDevice(x->d->ordinal));
   if (m) { /* through the pinned slots and the gang (stage.cu), not pageable */
     T_TRY(stage_upload(x->d, x->tx.ptr, r->T.x, (size_t)m * 3 * sizeof(double), e));
     T_TRY(stage_upload(x->d, x->tp.ptr, r->T.p, (size_t)m * sizeof(geod_point), e));
@@ -143,8 +160,62 @@ int gq_dev_setup(gq_run *r, gq_dev *x, terr *e) {
                       cudaMemcpyHostToDevice));
   }
   CU_TRY(cudaMemset(x->nc.ptr, 0, sizeof(unsigned long long)));
-  r->t_up += t_now_ms() - t0;
+  /* all of it done before the kernels (on s_comp, a non-blocking stream
+   * that does not wait on this thread's default stream) read it */
+  CU_TRY(cudaDeviceSynchronize());
 fail:
+  *ms = t_now_ms() - t0;
+  return rc;
+}
+
+typedef struct gq_up_job {
+  const gq_run *r;
+  gq_dev *x;
+  pthread_t th;
+  int started, rc;
+  double ms;
+  terr e;
+} gq_up_job;
+
+static void *gq_up_main(void *p) {
+  gq_up_job *j = (gq_up_job *)p;
+  j->rc = gq_dev_upload(j->r, j->x, &j->ms, &j->e);
+  return NULL;
+}
+
+/* The targets' index up to every device at once: device k > 0 on a
+ * thread of its own, the first on this one (each through its own pinned
+ * slots, gang and copy stream: stage.cu). One after the other they took
+ * ~40 ms a device for 10^7 targets on an H200 host, the second's added
+ * to the job. This thread holds every device's lock (dev_begin) and waits
+ * for the helpers, so no one else uses a device meanwhile. A helper that
+ * cannot start leaves its device to this thread; r->even (the
+ * benchmarks' before) keeps them in turn. The first error is returned. */
+int gq_uploads(gq_run *r, terr *e) {
+  int rc = 0;
+  double t0 = t_now_ms();
+  gq_up_job j[GQ_MAX_DEV];
+  memset(j, 0, sizeof j);
+  for (int k = 0; k < r->nreal; k++) {
+    j[k].r = r;
+    j[k].x = &r->dv[k];
+    terr_clear(&j[k].e);
+    if (k > 0 && !r->even &&
+        pthread_create(&j[k].th, NULL, gq_up_main, &j[k]) == 0)
+      j[k].started = 1;
+  }
+  for (int k = 0; k < r->nreal; k++)
+    if (!j[k].started) gq_up_main(&j[k]);
+  for (int k = 0; k < r->nreal; k++) {
+    if (j[k].started) (void)pthread_join(j[k].th, NULL);
+    r->tr_setup[k] += j[k].ms;
+    if (j[k].rc && !rc) {
+      rc = j[k].rc;
+      *e = j[k].e;
+    }
+  }
+  r->t_up += t_now_ms() - t0; /* h2d: the span, this thread waited */
+  (void)cudaSetDevice(r->dv[0].d->ordinal);
   return rc;
 }
 
@@ -420,10 +491,18 @@ static int gq_finish(gq_run *r, gq_dev *x, const gq_chunk *c, terr *e) {
   const long long *qi = r->Q.idx + s0;
   double t0 = t_now_ms();
   float kms = 0;
+  int lane = (int)(x - r->dv);
+  float kend = 0;
   T_ASSERT(x->chunk >= 0); /* a chunk in flight on x */
+  T_ASSERT(lane >= 0 && lane < r->ndev && (!x->twin || lane >= r->nreal));
   CU_TRY(cudaSetDevice(x->d->ordinal));
   CU_TRY(cudaEventElapsedTime(&kms, x->start, x->done));
   r->t_kern += kms;
+  r->tr_kern[lane] += kms;
+  /* its device's pass0: a twin's device lane is dv[lane - nreal] */
+  CU_TRY(cudaEventElapsedTime(
+      &kend, r->dv[x->twin ? lane - r->nreal : lane].pass0, x->done));
+  if (kend > r->tr_kend[lane]) r->tr_kend[lane] = kend;
   switch (r->mode) {
     case GQ_KNN: {
       size_t K = (size_t)r->K, es = r->es;
@@ -459,6 +538,7 @@ static int gq_finish(gq_run *r, gq_dev *x, const gq_chunk *c, terr *e) {
     }
   }
   r->t_down += t_now_ms() - t0;
+  r->tr_fin[lane] += t_now_ms() - t0;
   x->chunk = -1;
   if (r->job && r->job->progress) r->job->progress(r->job->ctx, 1);
 fail:
@@ -475,6 +555,7 @@ static void gq_prefault_parts(gq_run *r) {
   for (int k = 0; k < r->nparts; k++)
     if (r->part[k]) stage_prefault(r->dv[0].d, r->part[k], &t);
   r->t_down += t;
+  r->tr_prefault += t;
 }
 
 /* One pass over the chunks: each device takes the next chunk when its last
@@ -482,8 +563,17 @@ static void gq_prefault_parts(gq_run *r) {
 int gq_pass(gq_run *r, const gq_chunk *ch, int64_t nch, terr *e) {
   int rc = 0;
   int64_t next = 0, first = 1;
+  double t0 = t_now_ms();
   memset(r->lrows, 0, sizeof r->lrows); /* the last pass's (radius: fill) */
   memset(r->lchunks, 0, sizeof r->lchunks);
+  memset(r->tr_kern, 0, sizeof r->tr_kern);
+  memset(r->tr_kend, 0, sizeof r->tr_kend);
+  memset(r->tr_fin, 0, sizeof r->tr_fin);
+  r->tr_prefault = 0;
+  for (int k = 0; k < r->nreal; k++) { /* the devices' clocks start */
+    CU_TRY(cudaSetDevice(r->dv[k].d->ordinal));
+    CU_TRY(cudaEventRecord(r->dv[k].pass0, r->dv[k].d->s_comp));
+  }
   for (;;) {
     int busy = 0, moved = 0;
     for (int k = 0; k < r->ndev; k++) {
@@ -514,12 +604,34 @@ int gq_pass(gq_run *r, const gq_chunk *ch, int64_t nch, terr *e) {
     }
     if (!moved) usleep(100);
   }
+  r->tr_pass = t_now_ms() - t0;
 fail:
   return rc;
 }
 
-/* Cut sorted queries [0, n) into chunks of at most cq (radius fill: and at
- * most pcap pairs). *out freed by the caller. */
+/* The queries of the next plain chunk when R sorted queries are left.
+ * The full cut (r->cq) while each lane of every device still has one
+ * ahead; then half a device's share of what is left (guided): the last
+ * chunks shrink, down to cq / GQ_TAIL_DIV or GQ_TAIL_MIN, so that what
+ * runs after a device's last kernel (that chunk's rows down and scattered, on the one
+ * host thread, device after device) is short, and the devices end
+ * together to within one small chunk's kernels. r->even (the benchmarks'
+ * TESSEL_GEOQ_EVEN): every chunk cq, as before. A multiple of 32. */
+static int64_t gq_plain_size(const gq_run *r, int64_t R) {
+  if (r->even) return r->cq;
+  int64_t lanes = 2 * (int64_t)(r->nreal > 0 ? r->nreal : 1);
+  int64_t lo = (r->cq / GQ_TAIL_DIV + 31) / 32 * 32;
+  int64_t g = ((R + lanes - 1) / lanes + 31) / 32 * 32;
+  if (lo < GQ_TAIL_MIN) lo = GQ_TAIL_MIN; /* (cq below it: no shrinking) */
+  if (g < lo) g = lo;
+  return g < r->cq ? g : r->cq;
+}
+
+/* Cut sorted queries [0, n) into chunks of at most cq (plain: shrinking
+ * at the end, gq_plain_size; radius fill: cq, and at most pcap pairs).
+ * Every plain chunk starts at a multiple of 32 (gq_slots relies on it). The
+ * same r gives the same cut (gq_slots cuts first, the pass again). *out
+ * freed by the caller. */
 int gq_cut(gq_run *r, int fill, gq_chunk **out, int64_t *nch,
                   terr *e) {
   int64_t n = r->Q.n, cap = n / r->cq + 2, cnt = 0;
@@ -527,7 +639,8 @@ int gq_cut(gq_run *r, int fill, gq_chunk **out, int64_t *nch,
   size_t alloc = (size_t)cap;
   if (!c) return terr_set(e, T_ENOMEM, "", -1, "no memory for the chunks");
   for (int64_t s = 0; s < n;) {
-    int64_t s1 = s + r->cq < n ? s + r->cq : n;
+    int64_t g = fill ? r->cq : gq_plain_size(r, n - s);
+    int64_t s1 = s + g < n ? s + g : n;
     if (fill) {
       int64_t lim = r->coff[s] + r->pcap;
       if (r->coff[s + 1] > lim) {
@@ -555,7 +668,7 @@ int gq_cut(gq_run *r, int fill, gq_chunk **out, int64_t *nch,
       alloc *= 2;
     }
     /* Each chunk moves on and fits the buffers (cq queries, pcap pairs). */
-    T_ASSERT(s1 > s && s1 - s <= r->cq);
+    T_ASSERT(s1 > s && s1 - s <= r->cq && (fill || s % 32 == 0));
     T_ASSERT(!fill || r->coff[s1] - r->coff[s] <= r->pcap);
     c[cnt].s0 = s;
     c[cnt].s1 = s1;

@@ -5,11 +5,13 @@
  * radix sort, stable), the targets cut into tiles of GQ_TILE with their
  * bounding boxes, every query given its home (its place in the targets'
  * order), and, for knn and rowwise, each sorted query its output slot in
- * its chunk (gq_slots) so that results come back in original row order.
+ * its chunk (gq_slots, for the cut gq_cut makes: chunks of several sizes,
+ * each starting at a multiple of 32) so that results come back in
+ * original row order.
  *
  * Plain host code (in a .cu file for the shared C++ types of
- * query_int.h); it runs on cuda_geoq's thread before any device is
- * taken, and allocates only with malloc (T_ENOMEM on failure, nothing
+ * query_int.h); it runs on cuda_geoq's thread (gq_slots once the devices
+ * are taken and the chunk size known, the rest before), and allocates only with malloc (T_ENOMEM on failure, nothing
  * left allocated by the failing call).
  *
  * In parallel on the job's CPU pool (gq_par through geoq_gpu_job.par:
@@ -25,6 +27,7 @@
  * share count and whichever threads run them.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +37,48 @@
 
 #define GQ_PAR_MAX 32
 #define GQ_PAR_MIN ((int64_t)1 << 16)
+
+/* ---- freeing the index off the call's path -------------------------------
+ * free() of a fresh GB of index (munmap of its pages) took 125-255 ms on
+ * the 2-core VM for 10^7 points; a detached thread takes it instead.
+ * Transparent huge pages for these buffers (madvise MADV_HUGEPAGE) were
+ * tried there and dropped: 1 GiB touched in 200 ms against 790-875, but
+ * also in 1.4-2.1 s when the kernel compacted memory to find the pages. */
+
+static int gq_old_ways(void) { /* TESSEL_GEOQ_EVEN: the benchmarks' before */
+  const char *v = getenv("TESSEL_GEOQ_EVEN");
+  return v && *v && strcmp(v, "0") != 0;
+}
+
+typedef struct gq_frees {
+  int n;
+  void *p[GQ_FREE_MAX];
+} gq_frees;
+
+static void *gq_free_main(void *a) {
+  gq_frees *f = (gq_frees *)a;
+  for (int k = 0; k < f->n; k++) free(f->p[k]);
+  free(f);
+  return NULL;
+}
+
+void gq_free_later(void *const *p, int n, int64_t items) {
+  gq_frees *f = items >= GQ_FREE_ASYNC ? (gq_frees *)malloc(sizeof *f) : NULL;
+  pthread_attr_t at;
+  pthread_t th;
+  int ok = 0;
+  T_ASSERT(n >= 0 && n <= GQ_FREE_MAX);
+  if (f && !gq_old_ways() && pthread_attr_init(&at) == 0) {
+    f->n = n;
+    memcpy(f->p, p, (size_t)n * sizeof *p);
+    (void)pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    ok = pthread_create(&th, &at, gq_free_main, f) == 0;
+    (void)pthread_attr_destroy(&at);
+  }
+  if (ok) return;
+  free(f); /* no thread: here and now */
+  for (int k = 0; k < n; k++) free(p[k]);
+}
 
 typedef void (*gq_par_fn)(void *arg, int t, int64_t lo, int64_t hi);
 
@@ -161,17 +206,15 @@ static int gq_radix_sort(const geoq_gpu_job *job, gq_key **k, int64_t n,
     a = b;
     b = x;
   }
-  free(b);
+  gq_free_later((void *const *)&b, 1, n);
   free(cnt);
   *k = a;
   return 0;
 }
 
 void gq_side_free(gq_side *s) {
-  free(s->x);
-  free(s->p);
-  free(s->idx);
-  free(s->code);
+  void *p[4] = {s->x, s->p, s->idx, s->code};
+  gq_free_later(p, 4, s->n);
   memset(s, 0, sizeof *s);
 }
 
@@ -242,7 +285,9 @@ int gq_side_build(const geoq_gpu_job *job, const geod_plan *pl,
   }
   int T = gq_par_threads(job, n);
   gq_build B = {pl, pts, n, R, (double)(1 << 21) / (2 * R), xs, k, s};
+  double t0 = t_now_ms();
   gq_par(job, T, n, gq_codes_share, &B);
+  s->t_codes = t_now_ms() - t0;
   if (gq_radix_sort(job, &k, n, T)) {
     free(k);
     free(xs);
@@ -250,9 +295,13 @@ int gq_side_build(const geoq_gpu_job *job, const geod_plan *pl,
     return terr_set(e, T_ENOMEM, "", -1, "no memory for the query index");
   }
   B.k = k;
+  s->t_sort = t_now_ms() - t0 - s->t_codes;
   gq_par(job, T, n, gq_gather_share, &B);
-  free(k);
-  free(xs);
+  s->t_gather = t_now_ms() - t0 - s->t_codes - s->t_sort;
+  {
+    void *p[2] = {k, xs};
+    gq_free_later(p, 2, n);
+  }
   return 0;
 }
 
@@ -311,12 +360,15 @@ void gq_homes(gq_run *r) {
 /* gq_slots' passes over original rows [lo, hi) (share t): inv, then
  * each chunk's count of them (fill[t][c]), then, from each share's
  * offsets, the slots — rows in increasing order within a chunk, as one
- * share would give them. */
+ * share would give them. grp: the chunk of each 32 sorted queries (every
+ * chunk starts at a multiple of 32: gq_cut). */
 typedef struct gq_slot_job {
   gq_run *r;
   long long *inv;
   int64_t *fill; /* [T][nch] */
   int64_t nch;
+  const gq_chunk *ch;
+  const int32_t *grp;
   int pass;
 } gq_slot_job;
 
@@ -331,32 +383,47 @@ static void gq_slot_share(void *p, int t, int64_t lo, int64_t hi) {
     }
   } else if (J->pass == 1) {
     memset(f, 0, (size_t)J->nch * sizeof *f);
-    for (int64_t i = lo; i < hi; i++) f[J->inv[i] / r->cq]++;
+    for (int64_t i = lo; i < hi; i++) f[J->grp[J->inv[i] >> 5]]++;
   } else {
     for (int64_t i = lo; i < hi; i++) {
-      int64_t s = J->inv[i], c = s / r->cq, u = f[c]++;
-      T_ASSERT(u < r->cq); /* chunk c holds sorted queries [c cq, (c+1) cq) */
+      int64_t s = J->inv[i], c = J->grp[s >> 5], u = f[c]++;
+      const gq_chunk *k = &J->ch[c];
+      T_ASSERT(s >= k->s0 && s < k->s1 && u < k->s1 - k->s0); /* in chunk c */
       r->slot[s] = u;
-      r->ord[c * r->cq + u] = i;
+      r->ord[k->s0 + u] = i;
     }
   }
 }
 
-/* slot and ord for chunks of r->cq sorted queries (see gq_run), in O(n). */
+/* slot and ord for the plain cut of the sorted queries (gq_cut, see
+ * gq_run), in O(n). */
 int gq_slots(gq_run *r, terr *e) {
-  int64_t n = r->Q.n, nch = (n + r->cq - 1) / r->cq;
+  int rc = 0;
+  int64_t n = r->Q.n, nch = 0, ng = (n + 31) / 32;
   int T = gq_par_threads(r->job, n);
   size_t nn = (size_t)(n > 0 ? n : 1);
+  gq_chunk *ch = NULL;
+  rc = gq_cut(r, 0, &ch, &nch, e);
+  if (rc) return rc;
   long long *inv = (long long *)malloc(nn * 8);
   int64_t *fill = (int64_t *)malloc((size_t)T * (size_t)(nch > 0 ? nch : 1) * 8);
+  int32_t *grp = (int32_t *)malloc((size_t)(ng > 0 ? ng : 1) * sizeof *grp);
   r->slot = (long long *)malloc(nn * 8);
   r->ord = (long long *)malloc(nn * 8);
-  if (!inv || !fill || !r->slot || !r->ord) {
+  if (!inv || !fill || !grp || !r->slot || !r->ord) {
     free(inv);
     free(fill);
+    free(grp);
+    free(ch);
     return terr_set(e, T_ENOMEM, "", -1, "no memory for the query index");
   }
-  gq_slot_job J = {r, inv, fill, nch, 0};
+  for (int64_t c = 0; c < nch; c++)
+    for (int64_t g = ch[c].s0 / 32; g < ng && g * 32 < ch[c].s1; g++)
+      grp[g] = (int32_t)c;
+  /* what the pass will cut again: gq_run_pass checks it is this cut */
+  r->slot_nch = nch;
+  r->slot_last = nch > 0 ? ch[nch - 1].s0 : 0;
+  gq_slot_job J = {r, inv, fill, nch, ch, grp, 0};
   gq_par(r->job, T, n, gq_slot_share, &J);
   J.pass = 1;
   gq_par(r->job, T, n, gq_slot_share, &J);
@@ -368,8 +435,10 @@ int gq_slots(gq_run *r, terr *e) {
     }
   J.pass = 2;
   gq_par(r->job, T, n, gq_slot_share, &J);
-  free(inv);
+  gq_free_later((void *const *)&inv, 1, n);
   free(fill);
+  free(grp);
+  free(ch);
   return 0;
 }
 

@@ -25,6 +25,8 @@
 #define GQ_WARPS 4      /* warps a block */
 #define GQ_MAX_DEV GPU_MAX_DEVICES
 #define GQ_CHUNK_MIN 16384 /* queries: the smallest chunk when not short */
+#define GQ_TAIL_DIV 16  /* the last plain chunks shrink to cq / GQ_TAIL_DIV, */
+#define GQ_TAIL_MIN 65536 /* but not below (512 blocks: every SM busy) */
 #define GQ_FULL 0xffffffffu
 
 /* The kernel's modes: knn, rowwise min/argmin (a best so far, pruned like
@@ -75,12 +77,21 @@ typedef struct gq_side {
   geod_point *p;
   long long *idx;
   uint64_t *code;
+  double t_codes, t_sort, t_gather; /* ms of gq_side_build's steps (trace) */
 } gq_side;
 
 /* Build the sorted side of n prepared points (T_ENOMEM; *s freed then). */
 int gq_side_build(const geoq_gpu_job *job, const geod_plan *pl,
                   const geod_point *pts, int64_t n, gq_side *s, terr *e);
 void gq_side_free(gq_side *s);
+/* free(p[0..n)), buffers of an index of `items` points: from
+ * GQ_FREE_ASYNC points on, on a detached thread of its own (the munmap of
+ * the index's fresh GB took 125-255 ms on the 2-core VM for 10^7 points);
+ * here for smaller ones, when the thread cannot start or with
+ * TESSEL_GEOQ_EVEN set (the benchmarks' before). At most GQ_FREE_MAX. */
+#define GQ_FREE_MAX 16
+#define GQ_FREE_ASYNC ((int64_t)1 << 20)
+void gq_free_later(void *const *p, int n, int64_t items);
 /* The boxes of the tiles of sorted X (n points): 6 doubles a tile (lo xyz,
  * hi xyz), *nt tiles; NULL when out of memory. The caller frees. Both in
  * parallel on job's pool (job->par; job NULL: on the calling thread). */
@@ -104,6 +115,7 @@ typedef struct gq_dev {
   size_t tmp_bytes;
   cudaEvent_t start, done; /* around a chunk's kernels */
   cudaEvent_t up;          /* a chunk's queries are up (its kernel waits) */
+  cudaEvent_t pass0;       /* a device lane's: the pass began (the trace) */
   int64_t chunk; /* in flight, or -1 */
   unsigned long long nonconv;
 } gq_dev;
@@ -145,6 +157,23 @@ typedef struct gq_run {
   double t_up, t_down, t_kern;
   /* per lane, in the last pass (gq_pass): queries and chunks computed */
   int64_t lrows[2 * GQ_MAX_DEV], lchunks[2 * GQ_MAX_DEV];
+  /* TESSEL_GEOQ_EVEN (benchmarks): every plain chunk r->cq, as before the
+   * guided tail (gq_cut) */
+  int even;
+  /* the plain cut gq_slots laid the slots out for: chunks, the last one's
+   * start (gq_run_pass asserts the pass cuts the same) */
+  int64_t slot_nch, slot_last;
+  /* The trace (query.cu's gq_trace; host ms unless said): the index's
+   * steps, each device's setup (taken, buffers, targets up), and of the
+   * last pass: its span, the prefault, per lane the kernels (device ms),
+   * the end of its last kernel after the pass began (device clock, from
+   * its device's pass0) and the host's time bringing its chunks down and
+   * scattering them. */
+  double tr_sides, tr_boxes, tr_homes, tr_slots, tr_setup[GQ_MAX_DEV];
+  double tr_sort3[3]; /* the sides' codes, radix sort, gather */
+  double tr_pass, tr_prefault;
+  double tr_kern[2 * GQ_MAX_DEV], tr_kend[2 * GQ_MAX_DEV],
+      tr_fin[2 * GQ_MAX_DEV];
 } gq_run;
 
 /* (query_index.cu) The home of every sorted query: its position in the
@@ -157,8 +186,11 @@ int gq_slots(gq_run *r, terr *e);
 int gq_stop(gq_run *r, terr *e);
 /* Device bytes a chunk of cq queries takes (radius fill: plus pcap pairs). */
 size_t gq_chunk_bytes(const gq_run *r, int64_t cq);
-/* Take device x, upload the targets' index, cut r->cq to its budget. */
+/* Take device x, allocate the targets' index, cut r->cq to its budget. */
 int gq_dev_setup(gq_run *r, gq_dev *x, terr *e);
+/* The targets' index up to every device, at once (a thread a device
+ * beyond the first; in turn with r->even). */
+int gq_uploads(gq_run *r, terr *e);
 /* The chunk buffers of device x, once r->cq (and r->pcap) are final. */
 int gq_dev_buffers(gq_run *r, gq_dev *x, terr *e);
 /* Give back every buffer of device x (its lock held). */
