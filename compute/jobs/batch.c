@@ -12,8 +12,14 @@
  *
  * The items go in chunks of 8, 16, ... up to STORE_INSERT_CHUNK (the first
  * jobs start while the rest are checked: issue 26's submit->start): each
- * item of a chunk is prepared as jobs_submit would (submit.h: the check,
- * the queue slot, the row). An item jobs_submit would insert [async]
+ * item of a chunk is prepared as jobs_submit would (submit.h), in two
+ * steps. First the chunk's checks (jobs_submit_check: the envelope, the
+ * kind's check with its array reads and estimate, the row without its id)
+ * run at once on J->checkers and this thread (pool_for; they take
+ * nothing shared and only read the body). Then, on this thread in item
+ * order, each checked item is admitted (jobs_submit_admit: the full
+ * disk, the queue slot, the id, the regions, the request_id's key), so
+ * ids, slots and keys go as a serial batch's did. An item jobs_submit would insert [async]
  * (async_ok: no request_id, no job result as input, no region, not a cluster
  * store; and a store that counts its failed async inserts) is inserted
  * so (store_job_insert_async) and enqueued at once: when the writer is
@@ -38,20 +44,29 @@
  * 507 on a full disk: what a lone ?wait submit answers); its job, queued
  * already, ends with its finish failing (no row), as a lone submit's does.
  *
- * Threads: the caller's HTTP thread; no lock is held here.
+ * Threads: the caller's HTTP thread, and J->checkers for the checks (a
+ * pool of its own: util/pool.h, no idle work; made at start,
+ * jobs_checkers_new); no lock is held here.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "compute/jobs/jobs.h"
 #include "compute/jobs/submit.h"
 #include "util/datadir.h"
+#include "util/pool.h"
 #include "util/util.h"
 
 #define BATCH_FIRST_CHUNK 8
 /* Async inserts a batch queues before it waits for their commit. */
 #define BATCH_ASYNC_AHEAD 128
+/* The checkers by default: a quarter of the online CPUs, at most this
+ * many, beside the HTTP thread. None on 2 cores, where the one other core
+ * is running the batch's first jobs: a checker there made jobs:batch
+ * slower (tests/bench/results/batch-2core-2026-11-29.md). */
+#define BATCH_CHECKERS_MAX 7
 
 /* e's field as "jobs[i]" or "jobs[i].<field>". */
 static void prefix_field(terr *e, int i) {
@@ -124,40 +139,77 @@ static void submit_async(jobs *J, jobs_pending *p, int i, jobs_batch_item *it,
   }
 }
 
-/* Items at..at+k-1: prepared; the async ones inserted [async] and
- * enqueued at once, the others inserted in one store_insert_jobs, then
- * enqueued. Returns only an error that is not an item's (out of memory). */
+/* One chunk's checks (jobs_submit_check), on the checkers and the
+ * caller at once: item at+c into p[c], its outcome in rcs[c], errs[c]. */
+typedef struct chunk_checks {
+  jobs *J;
+  const char *owner;
+  json_t *items;
+  size_t at;
+  jobs_pending *p;
+  int *rcs;
+  terr *errs;
+} chunk_checks;
+
+static void check_one(void *arg, int64_t c, int slot) {
+  (void)slot;
+  chunk_checks *cc = arg;
+  json_t *body = json_array_get(cc->items, cc->at + (size_t)c);
+  terr_clear(&cc->errs[c]);
+  if (!json_is_object(body))
+    cc->rcs[c] = terr_set(&cc->errs[c], T_EINVAL, "", -1,
+                          "expected a job object");
+  else
+    cc->rcs[c] = jobs_submit_check(cc->J, cc->owner, body, &cc->p[c],
+                                   &cc->errs[c]);
+}
+
+static void check_chunk(chunk_checks *cc, size_t k) {
+  if (cc->J->checkers && k > 1)
+    (void)pool_for(cc->J->checkers, pool_threads(cc->J->checkers) + 1,
+                   (int64_t)k, check_one, cc, NULL);
+  else
+    for (size_t c = 0; c < k; c++) check_one(cc, (int64_t)c, 0);
+}
+
+/* Items at..at+k-1: checked (on the checkers too), then in item order
+ * admitted (slot, id, key: jobs_submit_admit); the async ones inserted
+ * [async] and enqueued at once, the others inserted in one
+ * store_insert_jobs, then enqueued. Returns only an error that is not an
+ * item's (out of memory). */
 static int submit_chunk(jobs *J, const char *owner, json_t *items, size_t at,
                         size_t k, jobs_batch_item *out, batch_async *ba,
                         terr *e) {
-  jobs_pending *p = calloc(k, sizeof *p);
+  jobs_pending *p = calloc(k, sizeof *p), *chk = calloc(k, sizeof *chk);
   store_job *rows = calloc(k, sizeof *rows);
   int *idx = calloc(k, sizeof *idx), *existing = calloc(k, sizeof *existing),
       *rcs = calloc(k, sizeof *rcs);
   terr *errs = calloc(k, sizeof *errs);
   int rc = T_OK;
-  if (!p || !rows || !idx || !existing || !rcs || !errs) {
+  if (!p || !chk || !rows || !idx || !existing || !rcs || !errs) {
     rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
     goto done;
   }
+  chunk_checks cc = {J, owner, items, at, chk, rcs, errs};
+  check_chunk(&cc, k);
   size_t m = 0; /* the prepared ones for the [sync] insert */
-  for (size_t i = at; i < at + k; i++) {
+  for (size_t c = 0; c < k; c++) {
+    size_t i = at + c;
     jobs_batch_item *it = &out[i];
     memset(it, 0, sizeof *it);
-    terr_clear(&it->err);
-    json_t *body = json_array_get(items, i);
+    it->err = errs[c];
     int retry_after = 1;
-    if (!json_is_object(body))
-      it->rc = terr_set(&it->err, T_EINVAL, "", -1, "expected a job object");
-    else if (!(it->rc = jobs_submit_prepare(J, owner, body, &p[m],
-                                            &retry_after, &it->err))) {
-      if (ba->on && p[m].async_ok)
-        submit_async(J, &p[m], (int)i, it, ba);
-      else
+    if (!(it->rc = rcs[c]) &&
+        !(it->rc = jobs_submit_admit(J, &chk[c], &retry_after, &it->err))) {
+      if (ba->on && chk[c].async_ok) {
+        submit_async(J, &chk[c], (int)i, it, ba);
+      } else {
+        p[m] = chk[c];
         idx[m++] = (int)i;
+      }
       continue;
     }
-    if (it->rc) prefix_field(&it->err, (int)i);
+    prefix_field(&it->err, (int)i);
   }
   if (m == 0) goto done;
   for (size_t j = 0; j < m; j++) rows[j] = p[j].row;
@@ -183,6 +235,7 @@ static int submit_chunk(jobs *J, const char *owner, json_t *items, size_t at,
   }
 done:
   free(p);
+  free(chk);
   free(rows);
   free(idx);
   free(existing);
@@ -216,6 +269,20 @@ static void async_settle(jobs *J, size_t n, jobs_batch_item *out,
     prefix_field(&it->err, (int)i);
   }
 }
+
+struct pool *jobs_checkers_new(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN) / 4;
+  if (n > BATCH_CHECKERS_MAX) n = BATCH_CHECKERS_MAX;
+  const char *v = getenv("TESSEL_BATCH_CHECKERS");
+  if (v && *v) {
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end == 0 && x >= 0 && x <= 64) n = x;
+  }
+  return n > 0 ? pool_create((int)n, NULL, NULL) : NULL;
+}
+
+void jobs_checkers_free(struct pool *p) { pool_destroy(p); }
 
 void jobs_batch_item_clear(jobs_batch_item *it) {
   if (it) store_job_clear(&it->row);
