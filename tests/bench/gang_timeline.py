@@ -8,13 +8,17 @@ that a busy machine weighs on every side alike.
 
   python3 tests/bench/gang_timeline.py build/tesseld [--n 100] [--len 10000]
           [--reps 40] [--rounds 3] [--backend cpu|cuda]
-          [--env NAME:VAR=V,VAR=V ...] [--mode raw|masked|one] [--timeline]
+          [--env NAME[@BINARY]:VAR=V,VAR=V ...] [--mode raw|masked|one]
+          [--timeline]
 
 --mode: raw (bench_gang.py's: whole records in both answers), masked (as
 the client asks: "fields" ["status", "error"] on jobs:batch, ["status",
 "error", "result"] on jobs:get), one (one jobs:batch?wait=30 with
 "include" and "fields": the ids, the wait and the results in one answer;
 its ms are in the jobs:batch column).
+
+An environment NAME@PATH:VAR=V runs the daemon at PATH instead (two
+builds in turns: "--env base@/tmp/tesseld.base: new@build/tesseld:").
 
 Per environment (default: "kept" with the daemon's defaults and "off"
 with TESSEL_ARRAY_CACHE_MB=0, the arrays kept mapped or not) it prints the
@@ -175,9 +179,11 @@ def main():
     ap.add_argument("--timeline", action="store_true")
     ap.add_argument("--mode", choices=("raw", "masked", "one"), default="raw")
     a = ap.parse_args()
-    envs = []
+    envs, bins = [], {}
     for spec in a.env:
         name, _, kv = spec.partition(":")
+        name, _, path = name.partition("@")  # NAME@BINARY: its own daemon
+        bins[name] = path or a.binary
         envs.append((name, dict(x.split("=", 1) for x in kv.split(",") if x)))
     rng = np.random.default_rng(7)
     xs = [rng.standard_normal(a.len) for _ in range(a.n)]
@@ -186,7 +192,7 @@ def main():
     values = {}
     for _ in range(a.rounds):
         for name, env in envs:
-            tb, tg, cpu, vals = run_env(a.binary, env, xs, a)
+            tb, tg, cpu, vals = run_env(bins[name], env, xs, a)
             res[name][0].extend(tb)
             res[name][1].extend(tg)
             res[name][2].append(cpu)
