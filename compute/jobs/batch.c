@@ -13,13 +13,15 @@
  * The items go in chunks of 8, 16, ... up to STORE_INSERT_CHUNK (the first
  * jobs start while the rest are checked: issue 26's submit->start): each
  * item of a chunk is prepared as jobs_submit would (submit.h), in two
- * steps. First the chunk's checks (jobs_submit_check: the envelope, the
+ * steps. The chunk's checks (jobs_submit_check: the envelope, the
  * kind's check with its array reads and estimate, the row without its id)
  * run at once on J->checkers and this thread (pool_for; they take
- * nothing shared and only read the body). Then, on this thread in item
- * order, each checked item is admitted (jobs_submit_admit: the full
- * disk, the queue slot, the id, the regions, the request_id's key), so
- * ids, slots and keys go as a serial batch's did. An item jobs_submit would insert [async]
+ * nothing shared and only read the body). Each checked item is admitted
+ * (jobs_submit_admit: the full disk, the queue slot, the id, the regions,
+ * the request_id's key) in item order, under the chunk's lock, by
+ * whichever of those threads finds the next item ready, so the first
+ * items are admitted and queued while the later ones are still checked,
+ * and ids, slots and keys go as a serial batch's did. An item jobs_submit would insert [async]
  * (async_ok: no request_id, no job result as input, no region, not a cluster
  * store; and a store that counts its failed async inserts) is inserted
  * so (store_job_insert_async) and enqueued at once: when the writer is
@@ -44,10 +46,13 @@
  * 507 on a full disk: what a lone ?wait submit answers); its job, queued
  * already, ends with its finish failing (no row), as a lone submit's does.
  *
- * Threads: the caller's HTTP thread, and J->checkers for the checks (a
- * pool of its own: util/pool.h, no idle work; made at start,
- * jobs_checkers_new); no lock is held here.
+ * Threads: the caller's HTTP thread, and J->checkers (a pool of its own:
+ * util/pool.h, no idle work; made at start, jobs_checkers_new) for the
+ * checks and the admits, inserts and enqueues they find ready; a chunk's
+ * lock (chunk_run.mu) is held through each admit, no other lock here.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,40 +144,92 @@ static void submit_async(jobs *J, jobs_pending *p, int i, jobs_batch_item *it,
   }
 }
 
-/* One chunk's checks (jobs_submit_check), on the checkers and the
- * caller at once: item at+c into p[c], its outcome in rcs[c], errs[c]. */
-typedef struct chunk_checks {
+/* One chunk on the checkers and the caller at once: item at+c checked
+ * (jobs_submit_check) into chk[c], rcs[c], errs[c] by whichever thread
+ * takes it, then marked ready; the items are admitted in item order by
+ * whichever thread holds mu when the next one is ready (the admits of
+ * the first items overlap the checks of the later ones). */
+typedef struct chunk_run {
   jobs *J;
   const char *owner;
   json_t *items;
-  size_t at;
-  jobs_pending *p;
-  int *rcs;
+  size_t at, k;
+  jobs_batch_item *out;
+  batch_async *ba;
+  jobs_pending *chk, *p; /* checked; admitted for the [sync] insert */
+  int *rcs, *idx;
   terr *errs;
-} chunk_checks;
+  atomic_int *ready;     /* chk[c] checked */
+  pthread_mutex_t mu;
+  size_t next, m;        /* [mu] the next item to admit; p's count */
+} chunk_run;
+
+/* Item c admitted: its slot, id, key (jobs_submit_admit); then inserted
+ * [async] and enqueued, or kept for the chunk's [sync] insert. [mu] */
+static void admit_one(chunk_run *cr, size_t c) {
+  size_t i = cr->at + c;
+  jobs_batch_item *it = &cr->out[i];
+  memset(it, 0, sizeof *it);
+  it->err = cr->errs[c];
+  int retry_after = 1;
+  if (!(it->rc = cr->rcs[c]) &&
+      !(it->rc = jobs_submit_admit(cr->J, &cr->chk[c], &retry_after,
+                                   &it->err))) {
+    if (cr->ba->on && cr->chk[c].async_ok) {
+      submit_async(cr->J, &cr->chk[c], (int)i, it, cr->ba);
+    } else {
+      cr->p[cr->m] = cr->chk[c];
+      cr->idx[cr->m++] = (int)i;
+    }
+    return;
+  }
+  prefix_field(&it->err, (int)i);
+}
+
+/* Admit the ready items from next on. wait 0: only when mu is free (its
+ * holder admits them; one marked ready just as the holder let go is
+ * admitted by the caller's last call, wait 1). */
+static void admit_ready(chunk_run *cr, int wait) {
+  for (;;) {
+    if (wait)
+      pthread_mutex_lock(&cr->mu);
+    else if (pthread_mutex_trylock(&cr->mu) != 0)
+      return;
+    while (cr->next < cr->k && atomic_load(&cr->ready[cr->next]))
+      admit_one(cr, cr->next++);
+    int more = cr->next < cr->k && atomic_load(&cr->ready[cr->next]);
+    pthread_mutex_unlock(&cr->mu);
+    if (!more) return;
+  }
+}
 
 static void check_one(void *arg, int64_t c, int slot) {
   (void)slot;
-  chunk_checks *cc = arg;
-  json_t *body = json_array_get(cc->items, cc->at + (size_t)c);
-  terr_clear(&cc->errs[c]);
+  chunk_run *cr = arg;
+  json_t *body = json_array_get(cr->items, cr->at + (size_t)c);
+  terr_clear(&cr->errs[c]);
   if (!json_is_object(body))
-    cc->rcs[c] = terr_set(&cc->errs[c], T_EINVAL, "", -1,
+    cr->rcs[c] = terr_set(&cr->errs[c], T_EINVAL, "", -1,
                           "expected a job object");
   else
-    cc->rcs[c] = jobs_submit_check(cc->J, cc->owner, body, &cc->p[c],
-                                   &cc->errs[c]);
+    cr->rcs[c] = jobs_submit_check(cr->J, cr->owner, body, &cr->chk[c],
+                                   &cr->errs[c]);
+  atomic_store(&cr->ready[c], 1);
+  admit_ready(cr, 0);
 }
 
-static void check_chunk(chunk_checks *cc, size_t k) {
-  if (cc->J->checkers && k > 1)
-    (void)pool_for(cc->J->checkers, pool_threads(cc->J->checkers) + 1,
-                   (int64_t)k, check_one, cc, NULL);
+/* Every item of the chunk checked and admitted, in item order. */
+static void check_and_admit(chunk_run *cr) {
+  pool *pl = cr->J->checkers;
+  if (pl && cr->k > 1)
+    (void)pool_for(pl, pool_threads(pl) + 1, (int64_t)cr->k, check_one, cr,
+                   NULL);
   else
-    for (size_t c = 0; c < k; c++) check_one(cc, (int64_t)c, 0);
+    for (size_t c = 0; c < cr->k; c++) check_one(cr, (int64_t)c, 0);
+  admit_ready(cr, 1);
 }
 
-/* Items at..at+k-1: checked (on the checkers too), then in item order
+/* Items at..at+k-1: checked (on the checkers too) and in item order
  * admitted (slot, id, key: jobs_submit_admit); the async ones inserted
  * [async] and enqueued at once, the others inserted in one
  * store_insert_jobs, then enqueued. Returns only an error that is not an
@@ -185,32 +242,19 @@ static int submit_chunk(jobs *J, const char *owner, json_t *items, size_t at,
   int *idx = calloc(k, sizeof *idx), *existing = calloc(k, sizeof *existing),
       *rcs = calloc(k, sizeof *rcs);
   terr *errs = calloc(k, sizeof *errs);
+  atomic_int *ready = calloc(k, sizeof *ready);
   int rc = T_OK;
-  if (!p || !chk || !rows || !idx || !existing || !rcs || !errs) {
+  if (!p || !chk || !rows || !idx || !existing || !rcs || !errs || !ready) {
     rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
     goto done;
   }
-  chunk_checks cc = {J, owner, items, at, chk, rcs, errs};
-  check_chunk(&cc, k);
-  size_t m = 0; /* the prepared ones for the [sync] insert */
-  for (size_t c = 0; c < k; c++) {
-    size_t i = at + c;
-    jobs_batch_item *it = &out[i];
-    memset(it, 0, sizeof *it);
-    it->err = errs[c];
-    int retry_after = 1;
-    if (!(it->rc = rcs[c]) &&
-        !(it->rc = jobs_submit_admit(J, &chk[c], &retry_after, &it->err))) {
-      if (ba->on && chk[c].async_ok) {
-        submit_async(J, &chk[c], (int)i, it, ba);
-      } else {
-        p[m] = chk[c];
-        idx[m++] = (int)i;
-      }
-      continue;
-    }
-    prefix_field(&it->err, (int)i);
-  }
+  chunk_run cr = {.J = J, .owner = owner, .items = items, .at = at, .k = k,
+                  .out = out, .ba = ba, .chk = chk, .p = p, .rcs = rcs,
+                  .idx = idx, .errs = errs, .ready = ready};
+  pthread_mutex_init(&cr.mu, NULL);
+  check_and_admit(&cr);
+  pthread_mutex_destroy(&cr.mu);
+  size_t m = cr.m; /* the admitted ones for the [sync] insert */
   if (m == 0) goto done;
   for (size_t j = 0; j < m; j++) rows[j] = p[j].row;
   /* its own error is in rcs/errs of every row it did not commit */
@@ -236,6 +280,7 @@ static int submit_chunk(jobs *J, const char *owner, json_t *items, size_t at,
 done:
   free(p);
   free(chk);
+  free(ready);
   free(rows);
   free(idx);
   free(existing);

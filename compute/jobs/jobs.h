@@ -131,7 +131,8 @@ int jobs_holds(jobs *J, const char *id, const char *owner);
  * so, each job queued at once; the others through store_insert_jobs, one
  * transaction per STORE_INSERT_CHUNK items, each job queued once its row
  * is committed (batch.c). The items' checks run on J->checkers too; the
- * slots, ids and keys are taken in item order. On return every item with
+ * slots, ids and keys are taken in item order (on whichever of those
+ * threads finds the next item checked). On return every item with
  * rc 0 has its row committed, also when an error (out of memory) is
  * returned. */
 int jobs_submit_batch(jobs *J, const char *owner, json_t *items,

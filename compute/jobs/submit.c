@@ -31,8 +31,9 @@
  * commit covers the insert. A submit that finds its key busy takes the
  * [sync] insert, which then finds that row (committed first: key_hold).
  *
- * Threads: an HTTP thread (the caller's), jobs_submit_check also a batch's
- * checker thread; no lock is held here (a submit
+ * Threads: an HTTP thread (the caller's), or a batch's checker thread
+ * (batch.c: the check, the admit, the insert and the enqueue of its
+ * items); no lock is held here (a submit
  * whose key a ?wait submit has claimed waits in rids_hold until that one
  * has queued its job, one store read, then commits that insert with one
  * jobs_sync when it is not known committed).

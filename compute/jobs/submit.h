@@ -17,8 +17,8 @@
  * and jobs_submit_admit, which takes the slot, the id and the key in the
  * caller's order.
  *
- * Threads: an HTTP thread (the caller's); jobs_submit_check on any
- * thread; no lock is held here.
+ * Threads: an HTTP thread (the caller's), or a batch's checker thread
+ * (batch.c); no lock is held here.
  */
 #ifndef TESSEL_JOBS_SUBMIT_H
 #define TESSEL_JOBS_SUBMIT_H
@@ -60,7 +60,8 @@ int jobs_submit_check(jobs *J, const char *owner, json_t *body,
 /* The second half, in the order jobs are admitted (a batch's: item
  * order, on the caller's thread): the full disk (507), the queue slot
  * (429), the id and created_at, the regions it names, the request_id's
- * key. On an error nothing is held (p given up). */
+ * key (any thread, one item at a time). On an error nothing is held (p
+ * given up). */
 int jobs_submit_admit(jobs *J, jobs_pending *p, int *retry_after_s,
                       terr *e);
 /* Frees what a checked, not admitted p holds. */
