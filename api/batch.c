@@ -31,8 +31,13 @@
  * "fields" in either body is a read mask (fields.c): each job answered
  * with only the members named.
  *
+ * The answer's items are written apart on the batch checkers
+ * (jobs.checkers, compute/jobs/batch.c) and the answering thread, each
+ * into its own buffer, then joined in order.
+ *
  * Threads: handlers on MHD threads; end callbacks on the store's writer
- * (they only count down and claim); the timeout on the timer thread.
+ * (they only count down and claim); the timeout on the timer thread; the
+ * items' texts also on the checkers.
  */
 #include <math.h>
 #include <pthread.h>
@@ -41,6 +46,7 @@
 
 #include "api/api_int.h"
 #include "util/buf.h"
+#include "util/pool.h"
 #include "util/util.h"
 
 #define API_GET_MAX JOBS_BATCH_MAX
@@ -160,14 +166,48 @@ static void put_item(tbuf *b, const mwait *m, const jobs_batch_item *it) {
   if (jr == &j) store_job_clear(&j);
 }
 
+/* The items written apart (each into its own buffer) on several threads:
+ * put_item only reads m and the store. */
+typedef struct item_texts {
+  const mwait *m;
+  tbuf *t;
+} item_texts;
+
+static void put_item_apart(void *arg, int64_t i, int slot) {
+  (void)slot;
+  item_texts *x = arg;
+  tbuf_init(&x->t[i], 0);
+  put_item(&x->t[i], x->m, &x->m->items[i]);
+}
+
+/* The items in order into b: on the batch checkers too (compute/jobs:
+ * jobs.checkers) when there are any, each item apart, then joined. */
+static void put_items(tbuf *b, const mwait *m) {
+  struct pool *pl = m->ctx->jobs->checkers;
+  item_texts x = {m, pl && m->n > 1 ? calloc((size_t)m->n, sizeof *x.t)
+                                    : NULL};
+  if (x.t) {
+    (void)pool_for(pl, pool_threads(pl) + 1, m->n, put_item_apart, &x, NULL);
+    for (int i = 0; i < m->n; i++) {
+      if (i) tbuf_adds(b, ",");
+      if (x.t[i].err && !b->err) b->err = x.t[i].err;
+      tbuf_add(b, x.t[i].p, x.t[i].len);
+      tbuf_free(&x.t[i]);
+    }
+    free(x.t);
+    return;
+  }
+  for (int i = 0; i < m->n; i++) {
+    if (i) tbuf_adds(b, ",");
+    put_item(b, m, &m->items[i]);
+  }
+}
+
 static void reply_items(http_req *r, const mwait *m) {
   tbuf b;
   tbuf_init(&b, 0);
   tbuf_adds(&b, "{\"jobs\":[");
-  for (int i = 0; i < m->n; i++) {
-    if (i) tbuf_adds(&b, ",");
-    put_item(&b, m, &m->items[i]);
-  }
+  put_items(&b, m);
   tbuf_adds(&b, "]}");
   size_t len = 0;
   char *text = tbuf_take(&b, &len);

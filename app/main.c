@@ -253,6 +253,8 @@ static int register_api(daemon_parts *d, terr *e) {
       .local = d->local,
       /* keyed ?wait submits inserted [async]: one node only */
       .rids = d->cluster ? NULL : jobs_rids_new(),
+      /* threads that check a batch's items beside its HTTP thread */
+      .checkers = jobs_checkers_new(),
   };
   d->arr = (arrays){.st = d->st, .data_dir = o->data_dir};
   /* Uploads a dead process left unfinished; not on a cluster store, whose
@@ -429,6 +431,7 @@ out:
   gpu_shutdown();
   store_close(d.st);
   jobs_rids_free(d.jctx.rids); /* after the last job's end */
+  jobs_checkers_free(d.jctx.checkers); /* after the last batch */
   jobs_local_free(d.local);
   reserve_close();
   dirlock_release();

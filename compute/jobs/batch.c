@@ -12,8 +12,16 @@
  *
  * The items go in chunks of 8, 16, ... up to STORE_INSERT_CHUNK (the first
  * jobs start while the rest are checked: issue 26's submit->start): each
- * item of a chunk is prepared as jobs_submit would (submit.h: the check,
- * the queue slot, the row). An item jobs_submit would insert [async]
+ * item of a chunk is prepared as jobs_submit would (submit.h), in two
+ * steps. The chunk's checks (jobs_submit_check: the envelope, the
+ * kind's check with its array reads and estimate, the row without its id)
+ * run at once on J->checkers and this thread (pool_for; they take
+ * nothing shared and only read the body). Each checked item is admitted
+ * (jobs_submit_admit: the full disk, the queue slot, the id, the regions,
+ * the request_id's key) in item order, under the chunk's lock, by
+ * whichever of those threads finds the next item ready, so the first
+ * items are admitted and queued while the later ones are still checked,
+ * and ids, slots and keys go as a serial batch's did. An item jobs_submit would insert [async]
  * (async_ok: no request_id, no job result as input, no region, not a cluster
  * store; and a store that counts its failed async inserts) is inserted
  * so (store_job_insert_async) and enqueued at once: when the writer is
@@ -38,20 +46,32 @@
  * 507 on a full disk: what a lone ?wait submit answers); its job, queued
  * already, ends with its finish failing (no row), as a lone submit's does.
  *
- * Threads: the caller's HTTP thread; no lock is held here.
+ * Threads: the caller's HTTP thread, and J->checkers (a pool of its own:
+ * util/pool.h, no idle work; made at start, jobs_checkers_new) for the
+ * checks and the admits, inserts and enqueues they find ready; a chunk's
+ * lock (chunk_run.mu) is held through each admit, no other lock here.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "compute/jobs/jobs.h"
 #include "compute/jobs/submit.h"
 #include "util/datadir.h"
+#include "util/pool.h"
 #include "util/util.h"
 
 #define BATCH_FIRST_CHUNK 8
 /* Async inserts a batch queues before it waits for their commit. */
 #define BATCH_ASYNC_AHEAD 128
+/* The checkers by default: a quarter of the online CPUs, at most this
+ * many, beside the HTTP thread. None on 2 cores, where the one other core
+ * is running the batch's first jobs: a checker there made jobs:batch
+ * slower (tests/bench/results/batch-2core-2026-11-29.md). */
+#define BATCH_CHECKERS_MAX 7
 
 /* e's field as "jobs[i]" or "jobs[i].<field>". */
 static void prefix_field(terr *e, int i) {
@@ -124,41 +144,117 @@ static void submit_async(jobs *J, jobs_pending *p, int i, jobs_batch_item *it,
   }
 }
 
-/* Items at..at+k-1: prepared; the async ones inserted [async] and
- * enqueued at once, the others inserted in one store_insert_jobs, then
- * enqueued. Returns only an error that is not an item's (out of memory). */
+/* One chunk on the checkers and the caller at once: item at+c checked
+ * (jobs_submit_check) into chk[c], rcs[c], errs[c] by whichever thread
+ * takes it, then marked ready; the items are admitted in item order by
+ * whichever thread holds mu when the next one is ready (the admits of
+ * the first items overlap the checks of the later ones). */
+typedef struct chunk_run {
+  jobs *J;
+  const char *owner;
+  json_t *items;
+  size_t at, k;
+  jobs_batch_item *out;
+  batch_async *ba;
+  jobs_pending *chk, *p; /* checked; admitted for the [sync] insert */
+  int *rcs, *idx;
+  terr *errs;
+  atomic_int *ready;     /* chk[c] checked */
+  pthread_mutex_t mu;
+  size_t next, m;        /* [mu] the next item to admit; p's count */
+} chunk_run;
+
+/* Item c admitted: its slot, id, key (jobs_submit_admit); then inserted
+ * [async] and enqueued, or kept for the chunk's [sync] insert. [mu] */
+static void admit_one(chunk_run *cr, size_t c) {
+  size_t i = cr->at + c;
+  jobs_batch_item *it = &cr->out[i];
+  memset(it, 0, sizeof *it);
+  it->err = cr->errs[c];
+  int retry_after = 1;
+  if (!(it->rc = cr->rcs[c]) &&
+      !(it->rc = jobs_submit_admit(cr->J, &cr->chk[c], &retry_after,
+                                   &it->err))) {
+    if (cr->ba->on && cr->chk[c].async_ok) {
+      submit_async(cr->J, &cr->chk[c], (int)i, it, cr->ba);
+    } else {
+      cr->p[cr->m] = cr->chk[c];
+      cr->idx[cr->m++] = (int)i;
+    }
+    return;
+  }
+  prefix_field(&it->err, (int)i);
+}
+
+/* Admit the ready items from next on. wait 0: only when mu is free (its
+ * holder admits them; one marked ready just as the holder let go is
+ * admitted by the caller's last call, wait 1). */
+static void admit_ready(chunk_run *cr, int wait) {
+  for (;;) {
+    if (wait)
+      pthread_mutex_lock(&cr->mu);
+    else if (pthread_mutex_trylock(&cr->mu) != 0)
+      return;
+    while (cr->next < cr->k && atomic_load(&cr->ready[cr->next]))
+      admit_one(cr, cr->next++);
+    int more = cr->next < cr->k && atomic_load(&cr->ready[cr->next]);
+    pthread_mutex_unlock(&cr->mu);
+    if (!more) return;
+  }
+}
+
+static void check_one(void *arg, int64_t c, int slot) {
+  (void)slot;
+  chunk_run *cr = arg;
+  json_t *body = json_array_get(cr->items, cr->at + (size_t)c);
+  terr_clear(&cr->errs[c]);
+  if (!json_is_object(body))
+    cr->rcs[c] = terr_set(&cr->errs[c], T_EINVAL, "", -1,
+                          "expected a job object");
+  else
+    cr->rcs[c] = jobs_submit_check(cr->J, cr->owner, body, &cr->chk[c],
+                                   &cr->errs[c]);
+  atomic_store(&cr->ready[c], 1);
+  admit_ready(cr, 0);
+}
+
+/* Every item of the chunk checked and admitted, in item order. */
+static void check_and_admit(chunk_run *cr) {
+  pool *pl = cr->J->checkers;
+  if (pl && cr->k > 1)
+    (void)pool_for(pl, pool_threads(pl) + 1, (int64_t)cr->k, check_one, cr,
+                   NULL);
+  else
+    for (size_t c = 0; c < cr->k; c++) check_one(cr, (int64_t)c, 0);
+  admit_ready(cr, 1);
+}
+
+/* Items at..at+k-1: checked (on the checkers too) and in item order
+ * admitted (slot, id, key: jobs_submit_admit); the async ones inserted
+ * [async] and enqueued at once, the others inserted in one
+ * store_insert_jobs, then enqueued. Returns only an error that is not an
+ * item's (out of memory). */
 static int submit_chunk(jobs *J, const char *owner, json_t *items, size_t at,
                         size_t k, jobs_batch_item *out, batch_async *ba,
                         terr *e) {
-  jobs_pending *p = calloc(k, sizeof *p);
+  jobs_pending *p = calloc(k, sizeof *p), *chk = calloc(k, sizeof *chk);
   store_job *rows = calloc(k, sizeof *rows);
   int *idx = calloc(k, sizeof *idx), *existing = calloc(k, sizeof *existing),
       *rcs = calloc(k, sizeof *rcs);
   terr *errs = calloc(k, sizeof *errs);
+  atomic_int *ready = calloc(k, sizeof *ready);
   int rc = T_OK;
-  if (!p || !rows || !idx || !existing || !rcs || !errs) {
+  if (!p || !chk || !rows || !idx || !existing || !rcs || !errs || !ready) {
     rc = terr_set(e, T_ENOMEM, "", -1, "out of memory");
     goto done;
   }
-  size_t m = 0; /* the prepared ones for the [sync] insert */
-  for (size_t i = at; i < at + k; i++) {
-    jobs_batch_item *it = &out[i];
-    memset(it, 0, sizeof *it);
-    terr_clear(&it->err);
-    json_t *body = json_array_get(items, i);
-    int retry_after = 1;
-    if (!json_is_object(body))
-      it->rc = terr_set(&it->err, T_EINVAL, "", -1, "expected a job object");
-    else if (!(it->rc = jobs_submit_prepare(J, owner, body, &p[m],
-                                            &retry_after, &it->err))) {
-      if (ba->on && p[m].async_ok)
-        submit_async(J, &p[m], (int)i, it, ba);
-      else
-        idx[m++] = (int)i;
-      continue;
-    }
-    if (it->rc) prefix_field(&it->err, (int)i);
-  }
+  chunk_run cr = {.J = J, .owner = owner, .items = items, .at = at, .k = k,
+                  .out = out, .ba = ba, .chk = chk, .p = p, .rcs = rcs,
+                  .idx = idx, .errs = errs, .ready = ready};
+  pthread_mutex_init(&cr.mu, NULL);
+  check_and_admit(&cr);
+  pthread_mutex_destroy(&cr.mu);
+  size_t m = cr.m; /* the admitted ones for the [sync] insert */
   if (m == 0) goto done;
   for (size_t j = 0; j < m; j++) rows[j] = p[j].row;
   /* its own error is in rcs/errs of every row it did not commit */
@@ -183,6 +279,8 @@ static int submit_chunk(jobs *J, const char *owner, json_t *items, size_t at,
   }
 done:
   free(p);
+  free(chk);
+  free(ready);
   free(rows);
   free(idx);
   free(existing);
@@ -216,6 +314,20 @@ static void async_settle(jobs *J, size_t n, jobs_batch_item *out,
     prefix_field(&it->err, (int)i);
   }
 }
+
+struct pool *jobs_checkers_new(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN) / 4;
+  if (n > BATCH_CHECKERS_MAX) n = BATCH_CHECKERS_MAX;
+  const char *v = getenv("TESSEL_BATCH_CHECKERS");
+  if (v && *v) {
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*end == 0 && x >= 0 && x <= 64) n = x;
+  }
+  return n > 0 ? pool_create((int)n, NULL, NULL) : NULL;
+}
+
+void jobs_checkers_free(struct pool *p) { pool_destroy(p); }
 
 void jobs_batch_item_clear(jobs_batch_item *it) {
   if (it) store_job_clear(&it->row);

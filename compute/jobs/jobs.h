@@ -44,12 +44,22 @@ typedef struct jobs {
    * store; NULL: every submit with a request_id takes the [sync] insert.
    * Owned by whoever made it (jobs_rids_new), freed after the scheduler. */
   struct jobs_rids *rids;
+  /* The threads that check a batch's items beside its HTTP thread
+   * (batch.c, jobs_checkers_new); NULL: the HTTP thread checks them
+   * alone. Owned by whoever made it. */
+  struct pool *checkers;
 } jobs;
 
 /* The table of jobs.rids, made at start, freed after the scheduler (no
  * submit or job end may still run); NULL when out of memory. */
 struct jobs_rids *jobs_rids_new(void);
 void jobs_rids_free(struct jobs_rids *t);
+/* jobs.checkers, made at start: a quarter of the online CPUs, at most 7
+ * (TESSEL_BATCH_CHECKERS=N: N threads, 0..64, 0 none); NULL when none or
+ * out of memory (the batches' checks then run on their HTTP threads).
+ * Freed after the HTTP server (no batch may still run); NULL ok. */
+struct pool *jobs_checkers_new(void);
+void jobs_checkers_free(struct pool *p);
 
 /* A job as the API shows it (the store's row, typed). */
 typedef store_job job_record;
@@ -120,8 +130,11 @@ int jobs_holds(jobs *J, const char *id, const char *owner);
  * "jobs[i].request_id"). The rows jobs_submit would insert [async] go in
  * so, each job queued at once; the others through store_insert_jobs, one
  * transaction per STORE_INSERT_CHUNK items, each job queued once its row
- * is committed (batch.c). On return every item with rc 0 has its row
- * committed, also when an error (out of memory) is returned. */
+ * is committed (batch.c). The items' checks run on J->checkers too; the
+ * slots, ids and keys are taken in item order (on whichever of those
+ * threads finds the next item checked). On return every item with
+ * rc 0 has its row committed, also when an error (out of memory) is
+ * returned. */
 int jobs_submit_batch(jobs *J, const char *owner, json_t *items,
                       jobs_batch_item *out, terr *e);
 

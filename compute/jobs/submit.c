@@ -16,6 +16,12 @@
  * jobs_submit is jobs_submit_prepare (everything before the insert), the
  * insert, and jobs_submit_inserted (the enqueue or the unreserve): a batch
  * (batch.c) runs the same two halves around store_insert_jobs (submit.h).
+ * The prepare is jobs_submit_check (the envelope, the kind's check, the
+ * output's size, the row without its id: nothing shared is taken, so a
+ * batch checks its items on several threads) then jobs_submit_admit (the
+ * full disk, the slot, the id, the regions, the key: in order). So a bad
+ * output offset is answered 400 before a full disk's 507 or a full
+ * queue's 429.
  *
  * A request_id goes through J->rids (rids.h), the keys with an insert in
  * flight: the prepare holds the key for the [sync] insert, released in
@@ -25,7 +31,9 @@
  * commit covers the insert. A submit that finds its key busy takes the
  * [sync] insert, which then finds that row (committed first: key_hold).
  *
- * Threads: an HTTP thread (the caller's); no lock is held here (a submit
+ * Threads: an HTTP thread (the caller's), or a batch's checker thread
+ * (batch.c: the check, the admit, the insert and the enqueue of its
+ * items); no lock is held here (a submit
  * whose key a ?wait submit has claimed waits in rids_hold until that one
  * has queued its job, one store read, then commits that insert with one
  * jobs_sync when it is not known committed).
@@ -219,7 +227,7 @@ static int check_output_size(const char *owner, const submission *s,
 
 /* The store row of a checked submission (strings are heap copies: the
  * store frees them, and replaces the row when the request_id names an
- * earlier job). */
+ * earlier job); its id and created_at are the admit's (submit_admit). */
 static int build_row(jobs *J, const char *owner, const submission *s,
                      json_t *body, const job_estimate *est,
                      const tlocal_pins *pins, job_record *j, terr *e) {
@@ -235,7 +243,6 @@ static int build_row(jobs *J, const char *owner, const submission *s,
     free(canon);
     j->body_hash = strdup(hash);
   }
-  t_id_new('j', j->id);
   j->owner = strdup(owner);
   j->kind = strdup(s->kind->name);
   { /* stored and shown as the user wrote them: 1e-06, not 17 digits */
@@ -256,7 +263,6 @@ static int build_row(jobs *J, const char *owner, const submission *s,
                       ? region_out_text(s->out_region, s->out_offset)
                       : NULL;
   j->timeout_s = s->timeout_s > 0 ? s->timeout_s : J->default_timeout_s;
-  j->created_at = t_wall_ms();
   j->max_abs_diff = NAN;
   /* A job split into tiles is marked so at insert (compute/sched/split.c). */
   j->tiles = sched_split_tiles(J->sc, s->kind, s->params, est,
@@ -337,16 +343,14 @@ static int refs_stored(const json_t *v, int keys, int depth) {
 
 static int submit_checked(jobs *J, const char *owner, const submission *sp,
                           json_t *body, const tenv *envp, jobs_pending *p,
-                          int *retry_after_s, terr *e);
+                          terr *e);
 
 static int key_take(jobs *J, jobs_pending *p, int want_async, terr *e);
 
-/* jobs_submit_prepare; want_async: the caller inserts [async] when
- * p->async_ok (jobs_submit with ?wait), so a request_id's key is claimed
- * for that insert rather than held for a [sync] one (rids.h). */
-static int submit_prepare(jobs *J, const char *owner, json_t *body,
-                          jobs_pending *p, int *retry_after_s, int want_async,
-                          terr *e) {
+/* jobs_submit_check: the envelope, the output's place, the kind's check,
+ * the row without its id (submit.h says why it may run on any thread). */
+int jobs_submit_check(jobs *J, const char *owner, json_t *body,
+                      jobs_pending *p, terr *e) {
   submission s;
   memset(&s, 0, sizeof s);
   memset(p, 0, sizeof *p);
@@ -378,10 +382,65 @@ static int submit_prepare(jobs *J, const char *owner, json_t *body,
    * the row, compared by the run (compute/array/localfile.h, "Pins"). */
   if (J->local && !(env.local_pins = tlocal_pins_new()))
     return terr_set(e, T_ENOMEM, "", -1, "out of memory");
-  rc = submit_checked(J, owner, &s, body, &env, p, retry_after_s, e);
+  rc = submit_checked(J, owner, &s, body, &env, p, e);
   tlocal_pins_free(env.local_pins);
-  if (!rc && s.request_id && J->rids) rc = key_take(J, p, want_async, e);
   return rc;
+}
+
+void jobs_submit_uncheck(jobs_pending *p) {
+  kind_checked_free(p->kind, p->checked);
+  p->checked = NULL;
+  store_job_clear(&p->row);
+}
+
+/* jobs_submit_admit; want_async: the caller inserts [async] when
+ * p->async_ok (jobs_submit with ?wait), so a request_id's key is claimed
+ * for that insert rather than held for a [sync] one (rids.h). */
+static int submit_admit(jobs *J, jobs_pending *p, int *retry_after_s,
+                        int want_async, terr *e) {
+  /* A full data disk (its reserve given to the store): 507 before a row
+   * or a result takes what the deletes need; room again since, the reserve
+   * is taken back here and the job goes on. */
+  reserve_watch(1);
+  if (reserve_full()) {
+    jobs_submit_uncheck(p);
+    return terr_set(e, T_ENOSPACE, "", -1,
+                    "the data directory's disk is full: delete arrays or "
+                    "jobs to free room");
+  }
+  *retry_after_s = 1;
+  int rc = sched_reserve(J->sc, retry_after_s, e);
+  if (rc) {
+    jobs_submit_uncheck(p);
+    return rc;
+  }
+  /* The id (time-ordered: util.h) and the creation time in the order the
+   * jobs are admitted, a batch's in item order. */
+  t_id_new('j', p->row.id);
+  p->row.created_at = t_wall_ms();
+  /* The regions it names know it before the row exists: a delete from
+   * now on answers 409 while it is queued or running. */
+  if ((rc = jobs_regions_use(J, p->row.owner, p->params, p->out_region,
+                             p->row.id, e))) {
+    jobs_submit_uncheck(p);
+    sched_unreserve(J->sc);
+    return rc;
+  }
+  if (p->row.request_id && J->rids) rc = key_take(J, p, want_async, e);
+  return rc;
+}
+
+int jobs_submit_admit(jobs *J, jobs_pending *p, int *retry_after_s,
+                      terr *e) {
+  return submit_admit(J, p, retry_after_s, 0, e);
+}
+
+/* jobs_submit_prepare, want_async as submit_admit's. */
+static int submit_prepare(jobs *J, const char *owner, json_t *body,
+                          jobs_pending *p, int *retry_after_s, int want_async,
+                          terr *e) {
+  int rc = jobs_submit_check(J, owner, body, p, e);
+  return rc ? rc : submit_admit(J, p, retry_after_s, want_async, e);
 }
 
 int jobs_submit_prepare(jobs *J, const char *owner, json_t *body,
@@ -535,11 +594,12 @@ int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
   return jobs_submit_inserted(J, &p, rc, existing, id, e);
 }
 
-/* jobs_submit_prepare once its envelope is checked and env is made: the
- * check, the queue slot, the row. On an error nothing is held. */
+/* jobs_submit_check once its envelope is checked and env is made: the
+ * kind's check, the output's size, the row (no id yet). On an error
+ * nothing is held. */
 static int submit_checked(jobs *J, const char *owner, const submission *sp,
                           json_t *body, const tenv *envp, jobs_pending *p,
-                          int *retry_after_s, terr *e) {
+                          terr *e) {
   submission s = *sp;
   tenv env = *envp;
   job_estimate est;
@@ -549,41 +609,16 @@ static int submit_checked(jobs *J, const char *owner, const submission *sp,
   if ((rc = sched_check_keep(J->sc, s.kind, s.params, &env, s.backend, &est,
                              &checked, e)))
     return rc;
-
-  /* A full data disk (its reserve given to the store): 507 before a row
-   * or a result takes what the deletes need; room again since, the reserve
-   * is taken back here and the job goes on. */
-  reserve_watch(1);
-  if (reserve_full()) {
-    kind_checked_free(s.kind, checked);
-    return terr_set(e, T_ENOSPACE, "", -1,
-                    "the data directory's disk is full: delete arrays or "
-                    "jobs to free room");
-  }
-  *retry_after_s = 1;
-  if ((rc = sched_reserve(J->sc, retry_after_s, e))) {
-    kind_checked_free(s.kind, checked);
-    return rc;
-  }
-
   job_record row;
   if ((rc = check_output_size(owner, &s, &est, e)) ||
       (rc = build_row(J, owner, &s, body, &est, env.local_pins, &row, e))) {
     kind_checked_free(s.kind, checked);
-    sched_unreserve(J->sc);
-    return rc;
-  }
-  /* The regions it names know it before the row exists: a delete from
-   * now on answers 409 while it is queued or running. */
-  if ((rc = jobs_regions_use(J, owner, s.params, s.out_region, row.id, e))) {
-    kind_checked_free(s.kind, checked);
-    store_job_clear(&row);
-    sched_unreserve(J->sc);
     return rc;
   }
   p->row = row;
   p->kind = s.kind;
   p->params = s.params;
+  p->out_region = s.out_region;
   p->est = est;
   p->checked = checked;
   return T_OK;

@@ -12,7 +12,13 @@
  * between them must be the store's [sync] one (store_job_insert or
  * store_insert_jobs). Private to compute/jobs/.
  *
- * Threads: an HTTP thread (the caller's); no lock is held here.
+ * The prepare is itself two halves: jobs_submit_check, which holds
+ * nothing shared and so may run for many items at once on other threads,
+ * and jobs_submit_admit, which takes the slot, the id and the key in the
+ * caller's order.
+ *
+ * Threads: an HTTP thread (the caller's), or a batch's checker thread
+ * (batch.c); no lock is held here.
  */
 #ifndef TESSEL_JOBS_SUBMIT_H
 #define TESSEL_JOBS_SUBMIT_H
@@ -24,6 +30,7 @@ typedef struct jobs_pending {
   job_record row;         /* the row to insert (owned) */
   const kind_ops *kind;
   json_t *params;         /* borrowed from the request body */
+  const char *out_region; /* "output": {"region"} (borrowed), or NULL */
   job_estimate est;
   void *checked;          /* the kind's checked params (owned) */
   int async_ok;           /* the row may be inserted [async] */
@@ -35,10 +42,30 @@ typedef struct jobs_pending {
   uint64_t rid_mark;      /* rids_mark before the [sync] insert */
 } jobs_pending;
 
-/* Everything of jobs_submit before the insert. On an error nothing is
- * held (no slot, no row); T_EBUSY sets *retry_after_s. */
+/* Everything of jobs_submit before the insert: jobs_submit_check, then
+ * jobs_submit_admit. On an error nothing is held (no slot, no row);
+ * T_EBUSY sets *retry_after_s. */
 int jobs_submit_prepare(jobs *J, const char *owner, json_t *body,
                         jobs_pending *p, int *retry_after_s, terr *e);
+
+/* The prepare's first half: the envelope, the output's place, the kind's
+ * check and estimate (the same-host pins, the uploaded arrays' reads),
+ * the output's size, the row without its id. It takes no queue slot,
+ * no key, no region and writes nothing: any thread may run it, several
+ * items at once (batch.c's checkers); the body is only read. On 0 p
+ * holds the checked params and the row: jobs_submit_admit takes them, or
+ * jobs_submit_uncheck frees them. On an error nothing is held. */
+int jobs_submit_check(jobs *J, const char *owner, json_t *body,
+                      jobs_pending *p, terr *e);
+/* The second half, in the order jobs are admitted (a batch's: item
+ * order, on the caller's thread): the full disk (507), the queue slot
+ * (429), the id and created_at, the regions it names, the request_id's
+ * key (any thread, one item at a time). On an error nothing is held (p
+ * given up). */
+int jobs_submit_admit(jobs *J, jobs_pending *p, int *retry_after_s,
+                      terr *e);
+/* Frees what a checked, not admitted p holds. */
+void jobs_submit_uncheck(jobs_pending *p);
 
 /* The insert's outcome: insert_rc 0 (existing: a request_id's earlier row,
  * now in p->row) or its error (returned as is). On 0 id holds the job's id

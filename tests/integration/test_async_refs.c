@@ -13,6 +13,8 @@
  *     goes with a job that was recorded (it saw the job);
  *   - every job answered 200 is in the store afterwards, and the daemon
  *     lives.
+ * The daemon checks a batch's items on three checker threads
+ * (TESSEL_BATCH_CHECKERS=3).
  * Which of the orders a round takes is the machine's; the pairs above are
  * what every order must give. (The order "delete between the check and
  * the row" is forced deterministically in tests/unit/test_store_fold.c.)
@@ -187,6 +189,9 @@ TEST(batch_items_race_their_arrays_delete) {
 
 int main(int argc, char **argv) {
   if (argc < 2) SKIP_ALL("usage: test_async_refs <tesseld>");
+  /* a batch's items checked on several threads (compute/jobs/batch.c)
+   * while their array goes */
+  setenv("TESSEL_BATCH_CHECKERS", "3", 1);
   curl_global_init(CURL_GLOBAL_ALL);
   if (srv_start(&S, argv[1], "--threads", "2", NULL) != 0) return 1;
   RUN(wait_submits_race_their_arrays_delete);

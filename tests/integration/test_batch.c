@@ -28,8 +28,13 @@
  * A read mask ("fields") answers each job of jobs:batch and jobs:get with
  * only the members named (its id first, refused items as their error, the
  * inline data kept); a bad mask is 400 naming fields[i] and submits nothing.
+ * The daemon runs with three batch checker threads (the items' checks on
+ * several threads at once): a batch whose items fail their checks at
+ * seeded positions is answered in order, each with its own field, the good
+ * items with their own values and ids rising with their index.
  */
 #include <pthread.h>
+#include <stdint.h>
 
 #include "harness.h"
 
@@ -188,6 +193,84 @@ TEST(chunks) {
   json_decref(o1);
   json_decref(o2);
   free(body);
+}
+
+/* The checks of a batch's items run on several threads (TESSEL_BATCH_CHECKERS,
+ * set in main; compute/jobs/batch.c), the slots and ids in item order:
+ * 160 items, each bad in one of four ways at positions drawn from a fixed
+ * seed, sent four times, answered in order, each its own field; the good ones with their
+ * own values, their ids rising with the item's index (ids are
+ * time-ordered: made in item order, not in the order the checks ended)
+ * and created_at never falling; exactly the good ones added. */
+#define NPAR 160
+TEST(checked_apart_admitted_in_order) {
+  size_t cap = NPAR * 200 + 64, at = 0;
+  char *b = malloc(cap);
+  int how[NPAR], good = 0;
+  uint32_t seed = 12345;
+  at += (size_t)snprintf(b + at, cap - at, "{\"include\":[\"result\"],\"jobs\":[");
+  for (int i = 0; i < NPAR; i++) {
+    seed = seed * 1103515245u + 12345u;
+    int r = (int)((seed >> 16) % 8); /* 0..3: bad in its own way */
+    how[i] = r < 4 ? r : 4;
+    const char *sep = i ? "," : "";
+    if (how[i] == 0)
+      at += (size_t)snprintf(b + at, cap - at, "%s" TINY("x+", "[1]"), sep);
+    else if (how[i] == 1)
+      at += (size_t)snprintf(b + at, cap - at, "%s[%d]", sep, i);
+    else if (how[i] == 2)
+      at += (size_t)snprintf(b + at, cap - at,
+                             "%s{\"kind\":\"nope%d\",\"params\":{}}", sep, i);
+    else if (how[i] == 3)
+      at += (size_t)snprintf(b + at, cap - at,
+                             "%s{\"kind\":\"map\",\"params\":{\"expr\":\"x\","
+                             "\"inputs\":{\"x\":{\"array\":\"a_0000000000000000000000%04d\"}}}}",
+                             sep, i);
+    else
+      at += (size_t)snprintf(b + at, cap - at, "%s" TINY("x+%d", "[1]"), sep, i);
+    good += how[i] == 4;
+  }
+  snprintf(b + at, cap - at, "]}");
+  CHECK(good > 20 && good < NPAR - 20); /* the seed mixes them */
+  for (int round = 0; round < 4; round++) { /* the threads' order varies */
+    json_int_t n0 = job_count();
+    long st;
+    json_t *o = post("/v1/jobs:batch?wait=30", b, &st);
+    CHECK(st == 200);
+    json_t *jobs = json_object_get(o, "jobs");
+    CHECK(json_array_size(jobs) == NPAR);
+    static const char *const tail[] = {".params.expr", "", ".kind",
+                                       ".params.inputs.x"};
+    const char *prev_id = "", *prev_at = "";
+    for (int i = 0; i < NPAR && json_array_size(jobs) == NPAR; i++) {
+      json_t *j = json_array_get(jobs, (size_t)i);
+      if (how[i] < 4) {
+        char want[64];
+        snprintf(want, sizeof want, "jobs[%d]%s", i, tail[how[i]]);
+        CHECK_MSG(item_field(jobs, (size_t)i) &&
+                      strcmp(item_field(jobs, (size_t)i), want) == 0,
+                  "item %d: field %s, want %s", i,
+                  item_field(jobs, (size_t)i) ? item_field(jobs, (size_t)i)
+                                              : "(none)", want);
+        CHECK(!json_object_get(j, "id"));
+        continue;
+      }
+      CHECK_STR(jstr(j, "status"), "succeeded");
+      json_t *d = json_object_get(json_object_get(j, "result"), "data");
+      CHECK_MSG(json_array_size(d) == 1 &&
+                    json_number_value(json_array_get(d, 0)) == 1.0 + i,
+                "item %d: its own value", i);
+      const char *id = jstr(j, "id"), *cat = jstr(j, "created_at");
+      CHECK_MSG(id && strcmp(prev_id, id) < 0, "item %d: id %s after %s", i,
+                id ? id : "(none)", prev_id);
+      CHECK_MSG(cat && strcmp(prev_at, cat) <= 0, "item %d: created_at", i);
+      if (id) prev_id = id;
+      if (cat) prev_at = cat;
+    }
+    CHECK(job_count() == n0 + good);
+    json_decref(o);
+  }
+  free(b);
 }
 
 TEST(refused_batches_change_nothing) {
@@ -535,6 +618,9 @@ TEST(records_after_end_and_delete) {
 
 int main(int argc, char **argv) {
   if (argc < 2) SKIP_ALL("usage: test_batch <tesseld>");
+  /* three checker threads whatever the machine's cores: every batch here
+   * is checked on several threads at once (compute/jobs/batch.c) */
+  setenv("TESSEL_BATCH_CHECKERS", "3", 1);
   curl_global_init(CURL_GLOBAL_ALL);
   if (srv_start(&S, argv[1], "--threads", "2", "--max-body", "65536",
                 NULL) != 0) {
@@ -545,6 +631,7 @@ int main(int argc, char **argv) {
   RUN(odd_items);
   RUN(request_id_repeat);
   RUN(chunks);
+  RUN(checked_apart_admitted_in_order);
   RUN(refused_batches_change_nothing);
   RUN(over_body_limit);
   RUN(get_many);
