@@ -2,7 +2,7 @@
  *
  * A kind whose result is made of independent rows (a geodesic matrix, a
  * query's rows, a product's rows, a map's elements: map/lanes.h, a
- * whole-array reduce's elements: reduce/lanes.h) cuts them
+ * reduce's elements or rows: reduce/lanes.h) cuts them
  * into blocks of a fixed size —
  * the cut depends on the job alone, never on how many devices run it — and
  * hands them to mgpu_run with one call, `block`, that computes rows

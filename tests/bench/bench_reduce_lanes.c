@@ -88,8 +88,8 @@ static int run_one(int mode, const bjob *B, const double *ref, row *out) {
     int64_t block = red_lanes_block(B->n, red_lanes_per_elem(B->x, B->ins, B->n));
     int64_t nb = (B->n + block - 1) / block;
     red_state *st = calloc((size_t)nb, sizeof *st);
-    red_lanes_job J = {B->op, T_F64, B->x, B->ins, B->ids, B->n, block, 0,
-                       st,    NULL,  NULL};
+    red_lanes_job J = {B->op, T_F64, B->x, B->ins, B->ids, -1,   B->n, 1,
+                       B->n,  block, 0,    st,     NULL,   NULL, NULL};
     mgpu_lend lend = {NULL, mode == 2 ? gpu_count() : 1,
                       mode == 2 ? lend_borrow : NULL, lend_give_back,
                       NULL, NULL, NULL};

@@ -1,4 +1,4 @@
-/* test_reduce_mgpu.c — a big whole-array reduce by blocks over every GPU
+/* test_reduce_mgpu.c — a big reduce by blocks over every GPU
  * (compute/kinds/reduce/lanes.h: blocks cut from the job alone, a lane
  * session a device, reduce_lane.cu, the blocks' states merged on the host
  * in block order) gives the same bits on every GPU as on one, agrees with
@@ -28,6 +28,10 @@
  * free. With one GPU: device 0 alone, and beside a lent "device 1" that
  * does not exist (its lane fails to open and is reported failed, device 0
  * folds everything, same bits); the two-GPU half says it was skipped.
+ * Along the last axis ([16384, 16384], axis 1: blocks of whole rows; sum,
+ * mean, max, argmin, var, norm): every row the same bits on every GPU as
+ * on device 0 alone, within the tolerance of gpu_reduce's (max and argmin
+ * exact), the record as above.
  * Prints PASS/FAIL lines (check.h) and each run's wall time (information
  * only, never asserted).
  */
@@ -126,7 +130,8 @@ TEST(big_reduce_same_bits) {
   const char *ids[4] = {"a_test_rmgpu_a", "a_test_rmgpu_b", NULL, NULL};
   int two = gpu_count() >= 2;
   setenv("TESSEL_GPU_LANES", "1", 1);
-  CHECK(red_lanes_wants(R_SUM, x, ins, -1, n) == 1);
+  red_lanes_cut cut;
+  CHECK(red_lanes_wants(R_SUM, x, ins, -1, 2, shape, &cut) == 1);
   for (size_t k = 0; k < sizeof all_ops / sizeof all_ops[0]; k++) {
     reduce_op op = all_ops[k];
     int arg = op == R_ARGMIN || op == R_ARGMAX;
@@ -143,7 +148,7 @@ TEST(big_reduce_same_bits) {
     tu_job_init(&j1, 0);
     j1.ctx.ngpu = gpu_count();
     t0 = t_now_ms();
-    CHECK_MSG(red_lanes_gpu(op, x, ins, NULL, -1, n, r1, &j1.ctx, &e) == 0,
+    CHECK_MSG(red_lanes_gpu(op, x, ins, NULL, -1, 2, shape, r1, &j1.ctx, &e) == 0,
               "blocks on one GPU %s: %s", reduce_op_name(op), e.message);
     double t_one = t_now_ms() - t0;
     check_record(&j1.ctx, 0, "one GPU");
@@ -161,7 +166,7 @@ TEST(big_reduce_same_bits) {
     j2.ctx.gpu_return = lend_return;
     tarray_set(r2, 0, -1);
     t0 = t_now_ms();
-    int rc = red_lanes_gpu(op, x, ins, NULL, -1, n, r2, &j2.ctx, &e);
+    int rc = red_lanes_gpu(op, x, ins, NULL, -1, 2, shape, r2, &j2.ctx, &e);
     printf("  %s: gpu_reduce %.0f ms, blocks on one GPU %.0f ms, on every "
            "GPU %.0f ms (h2d %.0f compute %.0f)\n",
            reduce_op_name(op), t_old, t_one, t_now_ms() - t0, j2.ctx.t_h2d,
@@ -190,13 +195,13 @@ TEST(big_reduce_same_bits) {
     j2.ctx.gpu_borrow = lend_borrow;
     j2.ctx.gpu_return = lend_return;
     double t0 = t_now_ms();
-    CHECK_MSG(red_lanes_gpu(R_SUM, x, ins, ids, -1, n, o2, &j2.ctx, &e) == 0,
+    CHECK_MSG(red_lanes_gpu(R_SUM, x, ins, ids, -1, 2, shape, o2, &j2.ctx, &e) == 0,
               "resident: %s", e.message);
     printf("  sum, uploaded, resident mask 0x%x: %.1f ms\n", m,
            t_now_ms() - t0);
     tu_job j1;
     tu_job_init(&j1, 0);
-    CHECK(red_lanes_gpu(R_SUM, x, ins, NULL, -1, n, o1, &j1.ctx, &e) == 0);
+    CHECK(red_lanes_gpu(R_SUM, x, ins, NULL, -1, 2, shape, o1, &j1.ctx, &e) == 0);
     CHECK_MSG(same_bits(o1, o2), "resident (pass %d): %.17g against %.17g",
               pass, tarray_get(o2, 0), tarray_get(o1, 0));
     /* resident on 0 alone: the own device reads its memory, no lane lent */
@@ -209,6 +214,82 @@ done:
   tarray_free(a), tarray_free(b), tarray_free(c), tarray_free(d);
   tarray_free(o0), tarray_free(o1), tarray_free(o2);
   tarray_free(oi), tarray_free(oi1), tarray_free(oi2);
+  expr_free(x);
+}
+
+/* Along the last axis: 16384 rows of 16384, blocks of whole rows; each
+ * row the same bits on every GPU as on device 0 alone, and within the
+ * tolerance of gpu_reduce's. */
+TEST(rows_same_bits) {
+  terr e;
+  expr *x = NULL;
+  int64_t shape[2] = {16384, 16384}, one = 1, row[1] = {16384};
+  CHECK(expr_compile("a*b + c + d", &x, &e) == 0);
+  tarray *a = tu_random(T_F64, 2, shape, 11, -3, 3);
+  tarray *b = tu_random(T_F64, 2, shape, 12, -3, 3);
+  tarray *c = tu_random(T_F64, 0, &one, 13, -1, 1);
+  tarray *d = tu_random(T_F64, 1, row, 14, -1, 1);
+  CHECK(x && a && b && c && d);
+  if (!x || !a || !b || !c || !d) goto done;
+  const tarray *ins[4] = {a, b, c, d};
+  red_lanes_cut cut;
+  setenv("TESSEL_GPU_LANES", "1", 1);
+  CHECK(red_lanes_wants(R_SUM, x, ins, 1, 2, shape, &cut) == 1 &&
+        cut.outer == 16384 && cut.block > 1 && cut.block < 16384);
+  static const reduce_op ops[] = {R_SUM, R_MEAN, R_MAX, R_ARGMIN, R_VAR,
+                                  R_NORM};
+  for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+    reduce_op op = ops[k];
+    tdtype dt = op == R_ARGMIN ? T_I64 : T_F64;
+    tarray *r0 = tarray_new(dt, 1, row), *r1 = tu_poisoned(dt, 1, row);
+    tarray *r2 = tu_poisoned(dt, 1, row);
+    CHECK(r0 && r1 && r2);
+    if (r0 && r1 && r2) {
+      tu_job j0, j1, j2;
+      tu_job_init(&j0, 0);
+      CHECK_MSG(gpu_reduce(0, op, x, ins, NULL, 1, r0, &j0.ctx, &e) == 0,
+                "rows gpu_reduce %s: %s", reduce_op_name(op), e.message);
+      tu_job_init(&j1, 0);
+      j1.ctx.ngpu = gpu_count();
+      double t0 = t_now_ms();
+      CHECK_MSG(red_lanes_gpu(op, x, ins, NULL, 1, 2, shape, r1, &j1.ctx,
+                              &e) == 0,
+                "rows on one GPU %s: %s", reduce_op_name(op), e.message);
+      double t_one = t_now_ms() - t0;
+      check_record(&j1.ctx, 0, "rows, one GPU");
+      int far = 0;
+      for (int64_t i = 0; i < r0->size; i++) {
+        double g = tarray_get(r1, i), o = tarray_get(r0, i);
+        int exact = op == R_MAX || op == R_ARGMIN;
+        if (exact ? g != o
+                  : !(fabs(g - o) <= 1e-12 * 25 * 16384 + 1e-9 * fabs(o)))
+          far++;
+      }
+      CHECK_MSG(far == 0, "rows %s: %d rows off gpu_reduce's",
+                reduce_op_name(op), far);
+      if (gpu_count() >= 2) {
+        tu_job_init(&j2, 0);
+        j2.ctx.ngpu = gpu_count();
+        j2.ctx.gpu_borrow = lend_borrow;
+        j2.ctx.gpu_return = lend_return;
+        t0 = t_now_ms();
+        int rc = red_lanes_gpu(op, x, ins, NULL, 1, 2, shape, r2, &j2.ctx, &e);
+        printf("  rows %s: blocks on one GPU %.0f ms, on every GPU %.0f ms\n",
+               reduce_op_name(op), t_one, t_now_ms() - t0);
+        CHECK_MSG(rc == 0, "rows on every GPU %s: %s", reduce_op_name(op),
+                  e.message);
+        CHECK_MSG(same_bits(r1, r2), "rows %s: every GPU differs from one",
+                  reduce_op_name(op));
+        check_record(&j2.ctx, 1, "rows, every GPU");
+        all_free("rows");
+      }
+    }
+    tarray_free(r0), tarray_free(r1), tarray_free(r2);
+  }
+  if (gpu_count() < 2) printf("  rows: the two-GPU runs are skipped\n");
+done:
+  unsetenv("TESSEL_GPU_LANES");
+  tarray_free(a), tarray_free(b), tarray_free(c), tarray_free(d);
   expr_free(x);
 }
 
@@ -287,7 +368,8 @@ TEST(odd_blocks_float32) {
   CHECK(x && xs && ys && s && o1 && o2 && s1 && s2);
   if (!x || !xs || !ys || !s || !o1 || !o2 || !s1 || !s2) goto done;
   const tarray *ins[3] = {xs, ys, s};
-  red_lanes_job J1 = {R_SUM, T_F32, x, ins, NULL, n, block, 0, s1, NULL, NULL};
+  red_lanes_job J1 = {R_SUM, T_F32, x,  ins,  NULL, -1,   n,   1,
+                      n,     block, 0,  s1,   NULL, NULL, NULL};
   red_lanes_job J2 = J1;
   J2.states = s2;
   mgpu_report rep;
@@ -357,6 +439,7 @@ int main(void) {
   printf("%d GPU(s)%s\n", gpu_count(),
          gpu_count() < 2 ? ": the two-GPU halves are skipped" : "");
   RUN(big_reduce_same_bits);
+  RUN(rows_same_bits);
   RUN(odd_blocks_float32);
   gpu_shutdown();
   int rc = check_summary();

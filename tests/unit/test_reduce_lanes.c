@@ -14,6 +14,11 @@
  * index) and NaN (the first NaN), mean, var/std by Chan's merge, norm,
  * prod, and the empty states.
  *
+ * A rows job (along the last axis, blocks of whole rows): each row's
+ * value the same bits on 1, 2, 4 and 8 devices, and with a lent device
+ * failing after half its block's rows were written (torn), as that row
+ * folded alone.
+ *
  * The glue (red_lanes_run over mgpu_run) with fakes: a device is a mutex
  * the lane thread must hold in every call; the session folds a*b + c
  * (c a broadcast scalar) over [r0, r1) into a state at launch, element by
@@ -102,6 +107,7 @@ struct red_lane {
   pthread_t thread;
   const red_lanes_job *J;
   red_state st[2];
+  double *vals[2]; /* a rows job's values, a block's rows */
   int64_t r0[2], r1[2], nl, nf, done;
 };
 
@@ -124,6 +130,10 @@ static int fk_open(const red_lanes_job *J, int dev, red_lane **out, terr *e) {
   fk_check_thread(L);
   if (dev == atomic_load(&enomem_dev))
     return terr_set(e, T_ENOMEM, "", -1, "fake device %d: no room", dev);
+  if (J->outer > 1)
+    for (int k = 0; k < 2; k++)
+      if (!(L->vals[k] = malloc((size_t)J->block * sizeof(double))))
+        return terr_set(e, T_ENOMEM, "", -1, "no memory");
   return 0;
 }
 
@@ -133,7 +143,14 @@ static int fk_launch(red_lane *L, int64_t r0, int64_t r1, terr *e) {
   if (L->nl - L->nf >= 2 || r1 - r0 > L->J->block || r0 % L->J->block)
     atomic_fetch_add(&bad, 1);
   int k = (int)(L->nl % 2);
-  L->st[k] = fold(L->J->op, L->J, r0, r1);
+  const red_lanes_job *J = L->J;
+  if (J->outer > 1) /* rows: each row folded whole, its value kept */
+    for (int64_t r = r0; r < r1; r++) {
+      red_state s = fold(J->op, J, r * J->L, (r + 1) * J->L);
+      L->vals[k][r - r0] = red_state_final(J->op, s, J->L);
+    }
+  else
+    L->st[k] = fold(J->op, J, r0, r1);
   L->r0[k] = r0;
   L->r1[k] = r1;
   L->nl++;
@@ -147,10 +164,17 @@ static int fk_finish(red_lane *L, int64_t r0, int64_t r1, terr *e) {
   if (L->nf >= L->nl || L->r0[k] != r0 || L->r1[k] != r1)
     atomic_fetch_add(&bad, 1);
   if (L->dev == atomic_load(&fail_dev) && L->done >= atomic_load(&fail_after)) {
-    L->J->states[b].a = -12345; /* torn: redone whole by another lane */
+    if (L->J->outer > 1) /* torn: half its rows, redone whole by another */
+      for (int64_t r = r0; r < r0 + (r1 - r0 + 1) / 2; r++)
+        tarray_set(L->J->out, r, -12345);
+    else
+      L->J->states[b].a = -12345;
     return terr_set(e, T_EDEVICE, "", -1, "fake device %d failed", L->dev);
   }
-  L->J->states[b] = L->st[k];
+  if (L->J->outer > 1)
+    for (int64_t r = r0; r < r1; r++) tarray_set(L->J->out, r, L->vals[k][r - r0]);
+  else
+    L->J->states[b] = L->st[k];
   atomic_fetch_add(&writes[b], 1);
   L->nf++;
   L->done++;
@@ -165,6 +189,8 @@ static void fk_close(red_lane *L, int rc, red_lane_times *t) {
   t->h2d = 1.0 + L->dev; /* the slowest lane: the highest device */
   t->compute = 2.0 + L->dev;
   t->d2h = 3.0 + L->dev;
+  free(L->vals[0]);
+  free(L->vals[1]);
   free(L);
 }
 
@@ -191,9 +217,22 @@ static tarray *in3[3];
 static red_state states[NB_MAX];
 
 static red_lanes_job job_of(reduce_op op, int64_t block) {
-  red_lanes_job J = {op,    T_F64, NULL,   (const tarray *const *)in3,
-                     NULL,  N,     block,  0,
-                     states, NULL, NULL};
+  red_lanes_job J = {op, T_F64, NULL,  (const tarray *const *)in3,
+                     NULL, -1, N, 1, N, block, 0, states, NULL, NULL, NULL};
+  return J;
+}
+
+/* A rows job: N elements as [ROWS_OUTER, ROWS_L] along the last axis. */
+#define ROWS_L 1009
+#define ROWS_OUTER (N / ROWS_L) /* 297: the last 328 elements not read */
+static red_lanes_job rows_job_of(reduce_op op, int64_t block, tarray *out) {
+  red_lanes_job J = job_of(op, block);
+  J.axis = 1;
+  J.outer = ROWS_OUTER;
+  J.L = ROWS_L;
+  J.n = ROWS_OUTER * ROWS_L;
+  J.states = NULL;
+  J.out = out;
   return J;
 }
 
@@ -251,6 +290,12 @@ TEST(test_block_cut) {
     CHECK(x >= 1 && x <= m && (x == m || x % RED_LANES_ALIGN == 0));
     CHECK(x * 24 <= RED_LANES_BLOCK_MAX || x == RED_LANES_ALIGN);
   }
+  /* rows: whole rows, within the block's bytes, at least one */
+  CHECK(red_lanes_rows(16384, 16384, 16) * 16384 <= b * 2);
+  CHECK(red_lanes_rows(16384, 16384, 16) ==
+        red_lanes_block((int64_t)1 << 28, 16) / 16384);
+  CHECK(red_lanes_rows(10, (int64_t)1 << 30, 8) == 1);
+  CHECK(red_lanes_rows(3, 100, 8) == 3);
   /* parts: from the block's length alone, within [1, RED_LANES_PARTS] */
   CHECK(red_lanes_parts(b) == RED_LANES_PARTS);
   CHECK(red_lanes_parts(2047) == 1 && red_lanes_parts(4096 * 3) == 6);
@@ -268,25 +313,43 @@ TEST(test_wants) {
   a.dtype = T_F64, a.ndim = 1, a.shape[0] = a.size = n, a.data = dummy;
   sc.dtype = T_F64, sc.ndim = 0, sc.size = 1, sc.data = dummy;
   const tarray *ins[3] = {&a, &a, &sc};
+  int64_t sh1[1] = {n}, sh2[2] = {16384, 16384}, shc[2] = {4, n / 4};
+  int64_t shf[2] = {n / 4, 4}, shw[2] = {2, n / 2};
+  red_lanes_cut cut;
   CHECK(red_lanes_per_elem(x, ins, n) == 16); /* a, b; c once */
   setenv("TESSEL_GPU_LANES", "1", 1);
-  CHECK(red_lanes_wants(R_SUM, x, ins, -1, n) == 1);
-  CHECK(red_lanes_wants(R_ARGMAX, x, ins, -1, n) == 1);
-  CHECK(red_lanes_wants(R_SUM, x, ins, 0, n) == 0); /* an axis */
+  CHECK(red_lanes_wants(R_SUM, x, ins, -1, 1, sh1, &cut) == 1);
+  CHECK(cut.n == n && cut.outer == 1 && cut.L == n &&
+        cut.block == red_lanes_block(n, 16));
+  CHECK(red_lanes_wants(R_ARGMAX, x, ins, -1, 1, sh1, &cut) == 1);
+  CHECK(red_lanes_wants(R_SUM, x, ins, 0, 1, sh1, &cut) == 1); /* the one */
+  CHECK(cut.outer == 1);
+  /* along the last axis: rows of 16384, blocks of whole rows */
+  CHECK(red_lanes_wants(R_MEAN, x, ins, 1, 2, sh2, &cut) == 1);
+  CHECK(cut.outer == 16384 && cut.L == 16384 &&
+        cut.block == red_lanes_rows(16384, 16384, 16) && cut.block > 1 &&
+        cut.block < 16384);
+  CHECK(red_lanes_wants(R_SUM, x, ins, -1, 2, sh2, &cut) == 1 &&
+        cut.outer == 1);
+  CHECK(red_lanes_wants(R_SUM, x, ins, 0, 2, sh2, &cut) == 0); /* columns */
+  CHECK(red_lanes_wants(R_SUM, x, ins, 0, 2, shf, &cut) == 0);
+  /* rows longer than a block: one GPU; and too few rows for two blocks */
+  CHECK(red_lanes_wants(R_SUM, x, ins, 1, 2, shc, &cut) == 0);
+  CHECK(red_lanes_wants(R_SUM, x, ins, 1, 2, shw, &cut) == 0);
   a.data = NULL; /* a sink */
-  CHECK(red_lanes_wants(R_SUM, x, ins, -1, n) == 0);
+  CHECK(red_lanes_wants(R_SUM, x, ins, -1, 1, sh1, &cut) == 0);
   a.data = dummy;
   /* under RED_LANES_MIN bytes read, and just over */
   tarray small = a;
   int64_t m = RED_LANES_MIN / 16 - 1;
   small.shape[0] = small.size = m;
   const tarray *sins[3] = {&small, &small, &sc};
-  CHECK(red_lanes_wants(R_SUM, x, sins, -1, m) == 0);
+  CHECK(red_lanes_wants(R_SUM, x, sins, -1, 1, &m, &cut) == 0);
   m = RED_LANES_MIN / 16 + 1;
   small.shape[0] = small.size = m;
-  CHECK(red_lanes_wants(R_SUM, x, sins, -1, m) == 1);
+  CHECK(red_lanes_wants(R_SUM, x, sins, -1, 1, &m, &cut) == 1);
   setenv("TESSEL_GPU_LANES", "0", 1);
-  CHECK(red_lanes_wants(R_SUM, x, ins, -1, n) == 0);
+  CHECK(red_lanes_wants(R_SUM, x, ins, -1, 1, sh1, &cut) == 0);
   CHECK(red_lanes_switch() == 0);
   setenv("TESSEL_GPU_LANES", "junk", 1);
   CHECK(red_lanes_switch() == RED_LANES_DEFAULT);
@@ -398,6 +461,56 @@ TEST(test_same_bits_any_devices) {
   tarray_free(out);
 }
 
+/* The rows of a rows job: each row's value the same bits on 1 to 8
+ * devices and equal to that row folded alone; a lent lane failing with
+ * half its rows torn has them redone whole. */
+TEST(test_rows_any_devices) {
+  int64_t sh[1] = {ROWS_OUTER};
+  tarray *out = tarray_new(T_F64, 1, sh), *want = tarray_new(T_F64, 1, sh);
+  if (!out || !want) return;
+  reduce_op ops[] = {R_SUM, R_MEAN, R_ARGMAX, R_VAR, R_NORM};
+  for (size_t oi = 0; oi < sizeof ops / sizeof ops[0]; oi++) {
+    red_lanes_job W = rows_job_of(ops[oi], 7, want);
+    for (int64_t r = 0; r < ROWS_OUTER; r++)
+      tarray_set(want, r,
+                 red_state_final(ops[oi],
+                                 fold(ops[oi], &W, r * ROWS_L, (r + 1) * ROWS_L),
+                                 ROWS_L));
+    for (int ndev = 1; ndev <= NDEV; ndev *= 2) {
+      for (int failing = 0; failing < 2; failing++) {
+        if (failing && ndev < 2) continue;
+        terr e;
+        mgpu_report rep;
+        reset();
+        if (failing) atomic_store(&fail_dev, 1);
+        for (int64_t r = 0; r < ROWS_OUTER; r++) tarray_set(out, r, -777);
+        red_lanes_job J = rows_job_of(ops[oi], 7, out);
+        mgpu_lend lend = {NULL, ndev, fk_borrow, fk_give_back, NULL,
+                          fk_stopped, NULL};
+        int rc = red_lanes_run(0, &J, 0, &lend, &fakes, out, &rep, NULL, &e);
+        CHECK_MSG(rc == 0, "rows, op %d, %d devices: %s", (int)ops[oi], ndev,
+                  e.message);
+        CHECK_MSG(memcmp(out->data, want->data, ROWS_OUTER * 8) == 0,
+                  "rows, op %d, %d devices%s: the values differ", (int)ops[oi],
+                  ndev, failing ? ", one failing" : "");
+        int64_t rows = 0;
+        for (int k = 0; k < rep.lanes; k++) rows += rep.rows[k];
+        CHECK(rows == ROWS_OUTER && rep.block_rows == 7);
+        CHECK(atomic_load(&bad) == 0);
+        all_free("rows");
+      }
+    }
+  }
+  /* a rows job whose result is not the job's: refused */
+  terr e;
+  red_lanes_job J = rows_job_of(R_SUM, 7, out);
+  mgpu_lend lend = {NULL, 1, NULL, NULL, NULL, NULL, NULL};
+  CHECK(red_lanes_run(0, &J, 0, &lend, &fakes, want, NULL, NULL, &e) ==
+        T_EINVAL);
+  tarray_free(out);
+  tarray_free(want);
+}
+
 TEST(test_failing_lane) {
   int64_t one1 = 1;
   tarray *out = tarray_new(T_F64, 0, &one1);
@@ -484,6 +597,7 @@ int main(void) {
   RUN(test_wants);
   RUN(test_host_fold);
   RUN(test_same_bits_any_devices);
+  RUN(test_rows_any_devices);
   RUN(test_failing_lane);
   RUN(test_stop);
   for (int i = 0; i < 3; i++) tarray_free(in3[i]);

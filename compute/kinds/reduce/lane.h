@@ -24,18 +24,28 @@ typedef struct red_state {
   long long i;
 } red_state;
 
-/* What every lane reads (read-only during the run), and where it writes:
- * block k's partial into states[k], nothing else. */
+/* What every lane reads (read-only during the run), and where it writes.
+ * Two shapes of job, [outer, L] around the reduced axis:
+ *   whole  outer 1 (axis null, or the one axis): the unit of a block is an
+ *          element; block k's partial state into states[k], nothing else
+ *          (the host merges them, lanes.c);
+ *   rows   outer > 1, the reduced axis the last: the unit of a block is
+ *          an output row; each of its rows folded whole on the device and
+ *          its final value written into its place in out (states unused).
+ */
 typedef struct red_lanes_job {
   reduce_op op;
   tdtype out_dt; /* the job's result dtype (part of the kernels' key) */
   const expr *x;
   const tarray *const *inputs;
   const char *const *ids; /* NULL entries: inline inputs */
+  int axis;               /* the job's (-1: null), as reduce.cu takes it */
   int64_t n;              /* elements reduced (the broadcast size) */
-  int64_t block;          /* elements a block (the last may be fewer) */
+  int64_t outer, L;       /* outputs, and the elements each folds */
+  int64_t block;          /* units a block (the last may be fewer) */
   int own;                /* the run's own device (its lane caches uploads) */
-  red_state *states;      /* one a block, ceil(n / block) */
+  red_state *states;      /* whole: one a block, ceil(n / block) */
+  tarray *out;            /* rows: the result (outer elements) */
   int (*stopped)(void *ctx); /* NULL ok */
   void *ctx;
 } red_lanes_job;
@@ -47,9 +57,10 @@ typedef struct red_lane red_lane;
  * at least 2048 elements a part (reduce.cu's floor). */
 #define RED_LANES_PARTS 1024
 
-/* Parts a block of nl elements is folded in: min(RED_LANES_PARTS,
- * nl / 2048), at least 1; from the block alone, never from the device
- * that folds it (reduce.cu's one-GPU path takes its device's wave). */
+/* Parts a block of nl elements (whole), or a row of nl (rows), is folded
+ * in: min(RED_LANES_PARTS, nl / 2048), at least 1; from the job alone,
+ * never from the device that folds it (reduce.cu's one-GPU path takes its
+ * device's wave). */
 static inline int64_t red_lanes_parts(int64_t nl) {
   int64_t p = nl / 2048;
   if (p > RED_LANES_PARTS) p = RED_LANES_PARTS;
@@ -65,10 +76,11 @@ typedef struct red_lane_times {
 /* A lane session, on the lane's thread (which holds dev).
  *   open    *L set whenever it returns with a session to close (also on an
  *           error); T_ENOMEM: the device cannot hold two blocks.
- *   launch  block [r0, r1) taken (at most two launched and not
+ *   launch  block [r0, r1) of units taken (at most two launched and not
  *           finished): its inputs up and its kernels queued.
- *   finish  the oldest launched block, [r0, r1): its partial into
- *           J->states[r0 / J->block].
+ *   finish  the oldest launched block, [r0, r1): whole, its partial into
+ *           J->states[r0 / J->block]; rows, its rows' values into
+ *           J->out's elements [r0, r1).
  *   close   every path; rc the lane's last result. */
 typedef struct red_lane_fns {
   int (*open)(const red_lanes_job *J, int dev, red_lane **L, terr *e);

@@ -1,7 +1,8 @@
-/* compute/kinds/reduce/lanes.c — a big whole-array reduce by blocks over
- * every lent GPU (lanes.h): the switch, the block cut, the decision, the
- * host's merge of the blocks' states, and the glue of a lane session
- * (red_lane_fns) onto mgpu_run's ops.
+/* compute/kinds/reduce/lanes.c — a big reduce (whole-array, or along the
+ * last axis) by blocks over every lent GPU (lanes.h): the switch, the
+ * block cut, the decision, the host's merge of a whole job's blocks'
+ * states, and the glue of a lane session (red_lane_fns) onto mgpu_run's
+ * ops.
  *
  * The glue: lane_begin opens the lane's session (a lent device that cannot
  * hold two blocks is a device error there, so the others go on; the run's
@@ -9,8 +10,9 @@
  * / block are the session's launch / finish (finish writes the block's
  * state into its own entry of J->states, so a block redone by another
  * lane after a failure overwrites the same entry with the same bits);
- * lane_end closes it and keeps its times. When every block is in, the
- * worker merges the states in block order. The job's times are the
+ * lane_end closes it and keeps its times. When every block of a whole job
+ * is in, the worker merges the states in block order (a rows job's lanes
+ * wrote each row's value into its place). The job's times are the
  * slowest lane's. Threads: red_lanes_run on the worker; the callbacks on
  * the lanes' threads, each touching only its own lane's entries and its
  * own blocks' states.
@@ -51,17 +53,47 @@ int64_t red_lanes_block(int64_t n, int64_t per_elem) {
   return b < n ? b : (n > 0 ? n : 1);
 }
 
+int64_t red_lanes_rows(int64_t outer, int64_t L, int64_t per_elem) {
+  if (L < 1) return outer > 0 ? outer : 1;
+  int64_t r = red_lanes_block(outer * L, per_elem) / L;
+  if (r < 1) r = 1;
+  return r < outer ? r : (outer > 0 ? outer : 1);
+}
+
 int red_lanes_wants(reduce_op op, const expr *x, const tarray *const *inputs,
-                    int axis, int64_t n) {
-  if (!red_lanes_switch() || axis >= 0 || n <= 1) return 0;
-  if ((unsigned)op >= R__COUNT) return 0;
+                    int axis, int ndim, const int64_t *shape,
+                    red_lanes_cut *cut) {
+  if (!red_lanes_switch() || (unsigned)op >= R__COUNT) return 0;
+  if (ndim < 0 || ndim > T_MAXDIM || axis >= ndim) return 0;
+  int64_t n = 1, outer = 1, L = 1, inner = 1;
+  for (int d = 0; d < ndim; d++) {
+    if (shape[d] < 0 || (shape[d] > 0 && n > INT64_MAX / shape[d])) return 0;
+    n *= shape[d];
+    if (axis < 0 || d == axis) L *= shape[d];
+    else if (d < axis) outer *= shape[d];
+    else inner *= shape[d];
+  }
+  if (inner != 1 || n <= 1 || L < 1) return 0;
   int nin = expr_ninputs(x);
   if (nin < 1) return 0;
   for (int i = 0; i < nin; i++)
     if (!inputs[i] || !inputs[i]->data) return 0;
   int64_t per = red_lanes_per_elem(x, inputs, n);
   if (per < 1 || n > INT64_MAX / per || n * per < RED_LANES_MIN) return 0;
-  return red_lanes_block(n, per) < n;
+  int64_t block;
+  if (outer == 1) {
+    block = red_lanes_block(n, per);
+    if (block >= n) return 0;
+  } else {
+    if (L > RED_LANES_BLOCK_MAX / per) return 0; /* a row over a block */
+    block = red_lanes_rows(outer, L, per);
+    if (block >= outer) return 0;
+  }
+  cut->n = n;
+  cut->outer = outer;
+  cut->L = L;
+  cut->block = block;
+  return 1;
 }
 
 /* ---- the host's side of the fold (fusegen.cu's red_state, in C) --------- */
@@ -201,15 +233,19 @@ static void rl_end(void *u, int lane, int dev, int rc) {
 int red_lanes_run(int own, const red_lanes_job *J, int max_lanes,
                   const mgpu_lend *lend, const red_lane_fns *fns,
                   tarray *out, mgpu_report *rep, red_lane_times *T, terr *e) {
-  if (!J || J->n < 1 || J->block < 1 || !J->states || out->size != 1)
+  int rows = J && J->outer > 1;
+  if (!J || J->n < 1 || J->block < 1 || J->outer < 1 ||
+      J->outer * J->L != J->n || (!rows && (!J->states || out->size != 1)) ||
+      (rows && (out != J->out || !out || out->size != J->outer)))
     return terr_set(e, T_EINVAL, "", -1, "reduce lanes: bad arguments");
   rl_run *R = calloc(1, sizeof *R);
   if (!R) return terr_set(e, T_ENOMEM, "", -1, "no memory for the lanes");
   R->J = J;
   R->f = fns;
   mgpu_ops ops = {R, rl_block, rl_end, rl_begin, NULL, rl_launch, 1};
-  int rc = mgpu_run(own, J->n, J->block, max_lanes, lend, &ops, rep, e);
-  if (!rc) {
+  int rc = mgpu_run(own, rows ? J->outer : J->n, J->block, max_lanes, lend,
+                    &ops, rep, e);
+  if (!rc && !rows) {
     /* every block's state is in: merged in block order */
     int64_t nb = (J->n + J->block - 1) / J->block;
     red_state s;
@@ -262,23 +298,28 @@ static int rl_max_lanes(const expr *x, const tarray *const *inputs,
 }
 
 int red_lanes_gpu(reduce_op op, const expr *x, const tarray *const *inputs,
-                  const char *const *ids, int axis, int64_t n, tarray *out,
-                  job_ctx *ctx, terr *e) {
-  if (!red_lanes_wants(op, x, inputs, axis, n) || out->size != 1)
+                  const char *const *ids, int axis, int ndim,
+                  const int64_t *shape, tarray *out, job_ctx *ctx, terr *e) {
+  red_lanes_cut cut;
+  if (!red_lanes_wants(op, x, inputs, axis, ndim, shape, &cut) ||
+      out->size != cut.outer || !out->data)
     return gpu_reduce(ctx->device, op, x, inputs, ids, axis, out, ctx, e);
-  int64_t block = red_lanes_block(n, red_lanes_per_elem(x, inputs, n));
-  int64_t nb = (n + block - 1) / block;
-  red_state *states = calloc((size_t)nb, sizeof *states);
-  if (!states) return terr_set(e, T_ENOMEM, "", -1, "no memory for the lanes");
-  red_lanes_job J = {op,     out->dtype,  x,      inputs, ids, n,
-                     block,  ctx->device, states, rl_stopped, ctx};
+  int rows = cut.outer > 1;
+  int64_t nb = rows ? 0 : (cut.n + cut.block - 1) / cut.block;
+  red_state *states = rows ? NULL : calloc((size_t)nb, sizeof *states);
+  if (!rows && !states)
+    return terr_set(e, T_ENOMEM, "", -1, "no memory for the lanes");
+  red_lanes_job J = {op,          out->dtype, x,      inputs,
+                     ids,         axis,       cut.n,  cut.outer,
+                     cut.L,       cut.block,  ctx->device, states,
+                     rows ? out : NULL, rl_stopped, ctx};
   mgpu_lend lend;
   mgpu_report rep;
   red_lane_times T;
   mgpu_lend_of(ctx, &lend);
   atomic_store(&ctx->progress_done, 0);
-  atomic_store(&ctx->progress_total, n);
-  int maxl = rl_max_lanes(x, inputs, ids, n, ctx->device);
+  atomic_store(&ctx->progress_total, rows ? cut.outer : cut.n);
+  int maxl = rl_max_lanes(x, inputs, ids, cut.n, ctx->device);
   int rc = red_lanes_run(ctx->device, &J, maxl, &lend, &rl_cuda, out, &rep, &T,
                          e);
   ctx->t_h2d += T.h2d;
@@ -290,9 +331,9 @@ int red_lanes_gpu(reduce_op op, const expr *x, const tarray *const *inputs,
 }
 #else
 int red_lanes_gpu(reduce_op op, const expr *x, const tarray *const *inputs,
-                  const char *const *ids, int axis, int64_t n, tarray *out,
-                  job_ctx *ctx, terr *e) {
-  (void)n;
+                  const char *const *ids, int axis, int ndim,
+                  const int64_t *shape, tarray *out, job_ctx *ctx, terr *e) {
+  (void)ndim, (void)shape;
   return gpu_reduce(ctx->device, op, x, inputs, ids, axis, out, ctx, e);
 }
 #endif

@@ -1,4 +1,5 @@
-/* lanes.h — one big whole-array reduce over every GPU the scheduler lends
+/* lanes.h — one big reduce (whole-array, or along the last axis) over
+ * every GPU the scheduler lends
  * (issue 27), through the engine of compute/kinds/mgpu.h.
  *
  * The reduced elements are cut into blocks whose size depends on the job
@@ -34,9 +35,18 @@
  * nowhere else — there the own device reads them from its memory at
  * ~4 TB/s while a lent one would stream them over PCIe at ~50 GB/s, and
  * the blocks cost ~16 launches and 32-byte copies, tens of microseconds).
- * The job then gives the same bits on one GPU as on eight. A job under
- * the threshold, with an axis, or with the switch off, runs as it always
- * did (gpu_reduce).
+ * The job then gives the same bits on one GPU as on eight.
+ *
+ * A reduce along the last axis (outer rows of L elements each) goes by
+ * blocks of whole rows the same way: each row is folded on one device, in
+ * red_lanes_parts(L) parts (from the row's length alone) merged by the
+ * combine kernel, which writes the row's value into the block's outputs,
+ * copied into their place in the result; nothing is merged on the host,
+ * and a row's bits do not depend on which device folded it, nor on the
+ * rows beside it (the one-GPU path's parts per row depend on its wave and
+ * on how many rows share a chunk). A job under the threshold, along
+ * another axis, with rows bigger than a block, or with the switch off,
+ * runs as it always did (gpu_reduce).
  *
  * red_lanes_run is the glue of a session onto mgpu_run and takes the
  * session as a function table, so that tests drive it with CPU fakes
@@ -85,12 +95,26 @@ int64_t red_lanes_per_elem(const expr *x, const tarray *const *inputs,
  * fewer), from n and per_elem only. */
 int64_t red_lanes_block(int64_t n, int64_t per_elem);
 
-/* 1 when the job goes by blocks: the switch on, a whole-array reduce
- * (axis < 0) of a CUDA-side op, inputs in memory, at least RED_LANES_MIN
- * bytes read and two blocks. Nothing about devices: the same job gives
- * the same answer on every node (see above). */
+/* Rows a block of a rows job (outer rows of L elements): as many whole
+ * rows as red_lanes_block's elements hold, at least 1. */
+int64_t red_lanes_rows(int64_t outer, int64_t L, int64_t per_elem);
+
+/* A job's cut: n elements as [outer, L] around the reduced axis, blocks
+ * of `block` units (elements when outer is 1, rows else). */
+typedef struct red_lanes_cut {
+  int64_t n, outer, L, block;
+} red_lanes_cut;
+
+/* 1 when the job goes by blocks (*cut then set): the switch on, inputs in
+ * memory, at least RED_LANES_MIN bytes read, two blocks or more, and
+ * either a whole-array reduce (axis null, or every other axis of length
+ * 1) or one along the last axis of rows no bigger than a block's bytes
+ * (RED_LANES_BLOCK_MAX); ndim / shape: the inputs' broadcast shape.
+ * Nothing about devices: the same job gives the same answer on every
+ * node (see above). */
 int red_lanes_wants(reduce_op op, const expr *x, const tarray *const *inputs,
-                    int axis, int64_t n);
+                    int axis, int ndim, const int64_t *shape,
+                    red_lanes_cut *cut);
 
 /* The host's side of the fold: the kernels' st_init / st_merge /
  * st_final (fusegen.cu) for op, bit for bit the same arithmetic. */
@@ -98,20 +122,20 @@ void red_state_init(reduce_op op, red_state *s);
 void red_state_merge(reduce_op op, red_state *s, const red_state *o);
 double red_state_final(reduce_op op, red_state s, int64_t n);
 
-/* The job's elements in blocks of J->block over the own device and every
- * device lend lends, at most max_lanes (0: all); then the blocks' states
- * merged in block order into out[0] (a 0-d result). T (NULL ok) gets the
- * slowest lane's times; rep: as mgpu_run's. */
+/* The job's units in blocks of J->block over the own device and every
+ * device lend lends, at most max_lanes (0: all); a whole job's blocks'
+ * states then merged in block order into out[0] (a 0-d result; for a rows
+ * job out is J->out, written by the lanes). T (NULL ok) gets the slowest
+ * lane's times; rep: as mgpu_run's. */
 int red_lanes_run(int own, const red_lanes_job *J, int max_lanes,
                   const mgpu_lend *lend, const red_lane_fns *fns,
                   tarray *out, mgpu_report *rep, red_lane_times *T, terr *e);
 
-/* The CUDA build's reduce on the GPU (n: the elements reduced, the
- * inputs' broadcast size): by blocks when
- * red_lanes_wants (ctx->lanes / ctx->spread then name the devices,
- * mgpu_note), else gpu_reduce on ctx->device. */
+/* The CUDA build's reduce on the GPU (ndim / shape: the inputs' broadcast
+ * shape): by blocks when red_lanes_wants (ctx->lanes / ctx->spread then
+ * name the devices, mgpu_note), else gpu_reduce on ctx->device. */
 int red_lanes_gpu(reduce_op op, const expr *x, const tarray *const *inputs,
-                  const char *const *ids, int axis, int64_t n, tarray *out,
-                  job_ctx *ctx, terr *e);
+                  const char *const *ids, int axis, int ndim,
+                  const int64_t *shape, tarray *out, job_ctx *ctx, terr *e);
 
 #endif

@@ -11,8 +11,9 @@
  * int64 indices, flat for axis null, along the axis otherwise). Without
  * "dtype" the job's dtype is NumPy's promotion of the inputs
  * (kexpr_infer_dtype: np.sum of a float32 array is float32). B_CUDA
- * hands the job to red_lanes_gpu (lanes.h: a big whole-array reduce by
- * blocks over every lent GPU, behind TESSEL_GPU_LANES; else gpu_reduce); ddof other than 0 is applied to its var/std
+ * hands the job to red_lanes_gpu (lanes.h: a big reduce, whole-array or
+ * along the last axis, by blocks over every lent GPU, behind
+ * TESSEL_GPU_LANES; else gpu_reduce); ddof other than 0 is applied to its var/std
  * afterwards (var * n / (n - ddof)), since the GPU entry point computes the
  * population form. Zero-size work (no output, or outputs over an empty
  * axis) is answered by the CPU code on every backend: sum 0, prod 1, norm
@@ -205,7 +206,7 @@ static int reduce_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
    * path writes the ops' empty values without evaluating anything */
   if (b == B_CUDA && out->size > 0 && len > 0) {
     rc = red_lanes_gpu(p->op, p->k.x, r.inputs, (const char *const *)p->ids,
-                       p->axis, p->k.size, out, ctx, e);
+                       p->axis, p->k.ndim, p->k.shape, out, ctx, e);
     if (!rc) ddof_fix(p, out);
   } else {
     double t0 = t_now_ms();

@@ -1,6 +1,6 @@
-/* reduce_lane.cu — one device's share of a whole-array reduce by blocks
- * over every lent GPU (cuda_reduce_lane_*, lane.h; the run, its glue and
- * why blocks: lanes.h, lanes.c).
+/* reduce_lane.cu — one device's share of a reduce by blocks (whole-array,
+ * or along the last axis) over every lent GPU (cuda_reduce_lane_*, lane.h;
+ * the run, its glue and why blocks: lanes.h, lanes.c).
  *
  * A lane (a thread of compute/kinds/mgpu.h holding its device) opens a
  * session once: the device taken (dev_begin on the lane's thread: the lock
@@ -26,7 +26,11 @@
  * state (the combine's l0 = 0 and last = 0: from st_init, into acc, never
  * a final value). So block k + 1's inputs go up while block k is folded.
  * finish (the oldest launched): the copy-out stream waits for its kernels
- * and brings its 32-byte state into J->states[r0 / block]. close ends
+ * and brings its 32-byte state into J->states[r0 / block]. A rows job
+ * (lane.h) the same way by whole rows: tx_rows folds each row of the
+ * block in red_lanes_parts(L) parts, the combine merges each row's parts
+ * and writes its value (last = 1) into the block's outputs, which finish
+ * copies into their place in the result. close ends
  * the session on every path (streams synchronised before any buffer is
  * freed).
  *
@@ -59,12 +63,16 @@ struct red_lane {
   fuse_input m[FUSE_MAX_IN];
   size_t dreg[FUSE_MAX_IN]; /* streamed input i in a device buffer */
   size_t hreg[FUSE_MAX_IN]; /* non-pinned streamed input i in a slot */
-  size_t parts_reg, state_reg; /* the parts' states, the block's state */
+  size_t parts_reg, state_reg; /* the parts' states; the block's state
+                                  (whole) or its rows' values (rows) */
   int64_t C;                   /* elements a slot carries up (0: none) */
   devbuf buf[RL_NBUF];
   cudaEvent_t up[RL_NBUF], kbeg[RL_NBUF], done[RL_NBUF];
   cudaEvent_t slot_ev[DEV_STAGE_SLOTS]; /* the slot's last copy done */
-  int64_t r0[RL_NBUF], r1[RL_NBUF];
+  int64_t r0[RL_NBUF], r1[RL_NBUF]; /* units: elements, or rows */
+  int64_t e0[RL_NBUF], e1[RL_NBUF]; /* the elements they read */
+  int rows;                         /* a rows job (J->outer > 1) */
+  size_t oes;                       /* a rows job's result element */
   int64_t nl, nf, up_no;
   red_lane_times t;
 };
@@ -119,7 +127,8 @@ static int rl_setup(red_lane *L, terr *e) {
   int nd = 0;
   size_t per_dev = 0, per_slot = 0;
   /* regions of whole 256-element groups: every one 16-byte aligned */
-  size_t capr = ((size_t)J->block + 255) & ~(size_t)255;
+  int64_t cap = L->rows ? J->block * J->L : J->block;
+  size_t capr = ((size_t)cap + 255) & ~(size_t)255;
   gpu_job job;
   memset(&job, 0, sizeof job);
   job.t_h2d = &L->t.h2d;
@@ -127,9 +136,10 @@ static int rl_setup(red_lane *L, terr *e) {
   T_TRY(rl_events(L, e));
   /* the job's result dtype, as the one-GPU path's key has it (only the
    * final value, which a lane never writes, depends on it) */
-  T_TRY(reduce_sig_init(J->op, J->x, L->nin, J->inputs, -1, J->out_dt, &L->sig,
-                        &L->args, L->m, oli, &nd, bshape, e));
-  T_ASSERT(oli[0] == 1 && oli[2] == 1 && oli[1] == J->n);
+  T_TRY(reduce_sig_init(J->op, J->x, L->nin, J->inputs, J->axis, J->out_dt,
+                        &L->sig, &L->args, L->m, oli, &nd, bshape, e));
+  T_ASSERT(oli[0] == J->outer && oli[1] == J->L && oli[2] == 1 &&
+           J->outer * J->L == J->n);
   T_TRY(rl_kernels(L, e));
   for (int i = 0; i < L->nin; i++) {
     const tarray *in = J->inputs[i];
@@ -152,9 +162,15 @@ static int rl_setup(red_lane *L, terr *e) {
       }
     }
   L->parts_reg = per_dev;
-  per_dev += (size_t)red_lanes_parts(J->block) * sizeof(fuse_state);
-  L->state_reg = per_dev;
-  per_dev += sizeof(fuse_state);
+  if (L->rows) {
+    per_dev += (size_t)(J->block * red_lanes_parts(J->L)) * sizeof(fuse_state);
+    L->state_reg = per_dev;
+    per_dev += ((size_t)J->block * L->oes + 15) & ~(size_t)15;
+  } else {
+    per_dev += (size_t)red_lanes_parts(J->block) * sizeof(fuse_state);
+    L->state_reg = per_dev;
+    per_dev += sizeof(fuse_state);
+  }
   if (per_slot > 0) {
     L->C = (int64_t)(d->slot[0].bytes / per_slot) & ~(int64_t)255;
     if (L->C < 256) {
@@ -180,12 +196,15 @@ extern "C" int cuda_reduce_lane_open(const red_lanes_job *J, int dev,
     return terr_set(e, T_EDEVICE, "", -1, "CUDA: no device %d (%d usable)",
                     dev, n);
   int nin = expr_ninputs(J->x);
-  if (nin < 1 || nin > FUSE_MAX_IN || J->block < 1 || J->n < 1)
+  if (nin < 1 || nin > FUSE_MAX_IN || J->block < 1 || J->n < 1 ||
+      J->outer < 1 || J->outer * J->L != J->n || (J->outer > 1 && !J->out))
     return terr_set(e, T_EINVAL, "params.inputs", -1, "%d inputs", nin);
   red_lane *L = (red_lane *)calloc(1, sizeof *L);
   if (!L) return terr_set(e, T_ENOMEM, "", -1, "no memory for a lane");
   L->J = J;
   L->nin = nin;
+  L->rows = J->outer > 1;
+  L->oes = tdtype_size(J->out_dt);
   int rc = dev_begin(dev, &L->d, e);
   if (rc) {
     free(L);
@@ -200,7 +219,7 @@ static int rl_up_pinned(red_lane *L, int kb, terr *e) {
   int rc = 0;
   devctx *d = L->d;
   char *b = (char *)L->buf[kb].ptr;
-  int64_t r0 = L->r0[kb], n = L->r1[kb] - r0;
+  int64_t r0 = L->e0[kb], n = L->e1[kb] - r0;
   for (int i = 0; i < L->nin; i++)
     if (L->m[i].streamed && L->m[i].pinned) {
       size_t es = L->m[i].es;
@@ -221,7 +240,7 @@ static int rl_up_chunk(red_lane *L, int kb, int64_t *o, terr *e) {
   devctx *d = L->d;
   const tarray *const *in = L->J->inputs;
   char *b = (char *)L->buf[kb].ptr;
-  int64_t r0 = L->r0[kb], r1 = L->r1[kb];
+  int64_t r0 = L->e0[kb], r1 = L->e1[kb];
   int64_t cnt = r1 - *o < L->C ? r1 - *o : L->C;
   int s = (int)(L->up_no++ % DEV_STAGE_SLOTS), ni = 0;
   gang_item items[FUSE_MAX_IN];
@@ -254,44 +273,60 @@ static unsigned rl_grid(int64_t work, int64_t cap) {
   return (unsigned)(work < 1 ? 1 : work);
 }
 
-/* Block kb's fold on the compute stream after its inputs are up: its
- * parts (tx_rows over [r0, r1) of the one output), then their merge into
- * the block's state (from st_init: l0 = 0; into acc: last = 0). */
+/* Block kb's fold on the compute stream after its inputs are up. Whole:
+ * its parts (tx_rows over [r0, r1) of the one output), then their merge
+ * into the block's state (from st_init: l0 = 0; into acc: last = 0).
+ * Rows: rows [r0, r1), each in red_lanes_parts(L) parts, then each row's
+ * parts merged and its value written (last = 1) into the block's
+ * outputs (o0 = 0 for the combine: the outputs are the block's own). */
 static int rl_kernels_of(red_lane *L, int kb, terr *e) {
   int rc = 0;
   devctx *d = L->d;
+  const red_lanes_job *J = L->J;
   char *b = (char *)L->buf[kb].ptr;
   fuse_args a = L->args, c;
-  int64_t r0 = L->r0[kb], r1 = L->r1[kb], P = red_lanes_parts(r1 - r0);
+  int64_t r0 = L->r0[kb], r1 = L->r1[kb];
+  int64_t P = red_lanes_parts(L->rows ? J->L : r1 - r0);
+  int64_t nout = L->rows ? r1 - r0 : 1;
   CU_TRY(cudaEventRecord(L->up[kb], d->s_h2d));
   CU_TRY(cudaStreamWaitEvent(d->s_comp, L->up[kb], 0));
   for (int i = 0; i < L->nin; i++)
     if (L->m[i].streamed) {
       a.in[i] = b + L->dreg[i];
-      a.off[i] = r0;
+      a.off[i] = L->e0[kb];
     }
   a.part = b + L->parts_reg;
   a.acc = b + L->state_reg;
-  a.out = NULL; /* last = 0: never written */
-  a.o0 = 0;
-  a.no = 1;
-  a.l0 = r0;
-  a.nl = r1 - r0;
+  a.out = NULL;
+  a.o0 = L->rows ? r0 : 0;
+  a.no = nout;
+  a.l0 = L->rows ? 0 : r0;
+  a.nl = L->rows ? J->L : r1 - r0;
   a.parts = P;
   a.last = 0;
   c = a;
   c.l0 = 0; /* the combine starts from st_init, not from acc */
+  if (L->rows) {
+    c.o0 = 0;
+    c.out = b + L->state_reg;
+    c.acc = NULL;
+    c.last = 1;
+  }
   CU_TRY(cudaEventRecord(L->kbeg[kb], d->s_comp));
   {
     void *pa[] = {&a}, *pc[] = {&c};
-    CU_TRY_DRV(dev_drv.LaunchKernel(L->part_fn, rl_grid(P, L->wave), 1, 1,
-                                    RED_THREADS, 1, 1, 0, d->s_comp, pa, NULL));
+    CU_TRY_DRV(dev_drv.LaunchKernel(L->part_fn, rl_grid(nout * P, L->wave), 1,
+                                    1, RED_THREADS, 1, 1, 0, d->s_comp, pa,
+                                    NULL));
     if (P >= RED_TREE_PARTS)
-      CU_TRY_DRV(dev_drv.LaunchKernel(L->tree_fn, 1, 1, 1, RED_THREADS, 1, 1, 0,
-                                      d->s_comp, pc, NULL));
+      CU_TRY_DRV(dev_drv.LaunchKernel(
+          L->tree_fn, rl_grid(nout, (int64_t)d->sms * 16), 1, 1, RED_THREADS,
+          1, 1, 0, d->s_comp, pc, NULL));
     else
-      CU_TRY_DRV(dev_drv.LaunchKernel(L->comb_fn, 1, 1, 1, RED_THREADS, 1, 1, 0,
-                                      d->s_comp, pc, NULL));
+      CU_TRY_DRV(dev_drv.LaunchKernel(
+          L->comb_fn,
+          rl_grid((nout + RED_THREADS - 1) / RED_THREADS, (int64_t)d->sms * 8),
+          1, 1, RED_THREADS, 1, 1, 0, d->s_comp, pc, NULL));
   }
   CU_TRY(cudaEventRecord(L->done[kb], d->s_comp));
 fail:
@@ -307,7 +342,8 @@ extern "C" int cuda_reduce_lane_launch(red_lane *L, int64_t r0, int64_t r1,
   double t0 = t_now_ms();
   /* a free buffer, and the block fits it */
   T_ASSERT(L->nl - L->nf < RL_NBUF && r0 >= 0 && r0 < r1 &&
-           r1 - r0 <= L->J->block && r1 <= L->J->n);
+           r1 - r0 <= L->J->block &&
+           r1 <= (L->rows ? L->J->outer : L->J->n));
   if (L->J->stopped && (st = L->J->stopped(L->J->ctx)) != 0) {
     rc = terr_set(e, (terr_code)st, "", -1, "stopped at element %lld",
                   (long long)r0);
@@ -316,9 +352,12 @@ extern "C" int cuda_reduce_lane_launch(red_lane *L, int64_t r0, int64_t r1,
   CU_TRY(cudaSetDevice(d->ordinal));
   L->r0[k] = r0;
   L->r1[k] = r1;
+  L->e0[k] = L->rows ? r0 * L->J->L : r0;
+  L->e1[k] = L->rows ? r1 * L->J->L : r1;
+  o = L->e0[k];
   L->nl++;
   T_TRY(rl_up_pinned(L, k, e));
-  while (L->C > 0 && o < r1) T_TRY(rl_up_chunk(L, k, &o, e));
+  while (L->C > 0 && o < L->e1[k]) T_TRY(rl_up_chunk(L, k, &o, e));
   T_TRY(rl_kernels_of(L, k, e));
 fail:
   L->t.h2d += t_now_ms() - t0;
@@ -336,10 +375,16 @@ extern "C" int cuda_reduce_lane_finish(red_lane *L, int64_t r0, int64_t r1,
            r0 % L->J->block == 0);
   CU_TRY(cudaSetDevice(d->ordinal));
   CU_TRY(cudaStreamWaitEvent(d->s_d2h, L->done[k], 0));
-  CU_TRY(cudaMemcpyAsync(&L->J->states[r0 / L->J->block],
-                         (const char *)L->buf[k].ptr + L->state_reg,
-                         sizeof(fuse_state), cudaMemcpyDeviceToHost,
-                         d->s_d2h));
+  if (L->rows) /* the rows' values into their place */
+    CU_TRY(cudaMemcpyAsync((char *)L->J->out->data + (size_t)r0 * L->oes,
+                           (const char *)L->buf[k].ptr + L->state_reg,
+                           (size_t)(r1 - r0) * L->oes, cudaMemcpyDeviceToHost,
+                           d->s_d2h));
+  else
+    CU_TRY(cudaMemcpyAsync(&L->J->states[r0 / L->J->block],
+                           (const char *)L->buf[k].ptr + L->state_reg,
+                           sizeof(fuse_state), cudaMemcpyDeviceToHost,
+                           d->s_d2h));
   CU_TRY(cudaStreamSynchronize(d->s_d2h));
   L->t.compute += dev_event_ms(L->kbeg[k], L->done[k]);
   L->nf++;
