@@ -134,8 +134,8 @@ static int rl_setup(red_lane *L, terr *e) {
   job.t_h2d = &L->t.h2d;
   T_TRY(stage_ensure(d, e));
   T_TRY(rl_events(L, e));
-  /* the job's result dtype, as the one-GPU path's key has it (only the
-   * final value, which a lane never writes, depends on it) */
+  /* the job's result dtype, as the one-GPU path's key has it (the type of
+   * the final values a rows lane writes; a whole job's lanes write none) */
   T_TRY(reduce_sig_init(J->op, J->x, L->nin, J->inputs, J->axis, J->out_dt,
                         &L->sig, &L->args, L->m, oli, &nd, bshape, e));
   T_ASSERT(oli[0] == J->outer && oli[1] == J->L && oli[2] == 1 &&
