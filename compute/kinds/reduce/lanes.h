@@ -64,7 +64,7 @@
 #include "compute/kinds/reduce/lane.h"
 #include "util/err.h"
 
-/* Bytes read (every full-size input) below which a whole-array reduce
+/* Bytes read (every full-size input) below which a reduce
  * stays on gpu_reduce. A reduce moves no result: its time is its inputs'
  * h2d, ~10 ms a 512 MiB over one H200's pinned PCIe (40-55 GB/s), against
  * a lent lane's borrow, thread, buffers and kernel fetch (a few ms warm):
