@@ -1,7 +1,8 @@
 /* mgpu.h — one job's rows over every GPU the scheduler lends (issue 27).
  *
  * A kind whose result is made of independent rows (a geodesic matrix, a
- * query's rows, a product's rows, a map's elements: map/lanes.h) cuts them
+ * query's rows, a product's rows, a map's elements: map/lanes.h, a
+ * reduce's elements or rows: reduce/lanes.h) cuts them
  * into blocks of a fixed size —
  * the cut depends on the job alone, never on how many devices run it — and
  * hands them to mgpu_run with one call, `block`, that computes rows

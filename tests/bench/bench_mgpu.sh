@@ -10,7 +10,12 @@
 # pile issue 27 asks to stay under 1 s), and a map "a*b + c" of 2^28 float64
 # (a, b uploaded arrays of 2 GiB each, c a scalar; the 2 GiB result stored: the
 # lanes of compute/kinds/map/lanes.h, where the run's own device reads a and b
-# from its cache once they are there and a lent one streams them). Prints one
+# from its cache once they are there and a lent one streams them), and a reduce
+# sum of "a*b" over the same 2^28 float64 a and b (compute/kinds/reduce/lanes.h:
+# 4 GiB read, a 0-d result; fresh uploads: the first run's own lane caches them
+# whole while a lent lane streams its blocks; from the second run only the own
+# device holds them, reads them from its memory and lends no lane, "-"; the
+# streamed case run after run is bench_reduce_lanes's). Prints one
 # table: submit -> stored
 # (timings_ms.total, the better of two), its compute and d2h, and the spread the
 # daemon logged (job_end's "spread": the devices and the rows each wrote; "-"
@@ -30,7 +35,7 @@ res=$(mktemp -d /tmp/bmgpu.XXXXXX)
 # BENCH_MGPU_CFGS picks the daemons (default all three; "0" on a one-GPU host). A
 # config is VISIBLE[+lanes][+even][:VAR=VALUE...]: e.g. "0:TESSEL_MM_LANES=0" runs a daemon
 # on GPU 0 with that variable set (the A/B switches of compute/kinds/matmul/lanes.h).
-# BENCH_MGPU_JOBS picks the jobs (default "square knn pile matmul map"); BENCH_MGPU_REPS
+# BENCH_MGPU_JOBS picks the jobs (default "square knn pile matmul map reduce"); BENCH_MGPU_REPS
 # the runs of each (default 2; the table shows the best, and a result file spare is
 # ready from the third on: compute/array/codec/spare.h).
 for cfg in ${BENCH_MGPU_CFGS:-0 0,1 0,1+lanes}; do
@@ -48,7 +53,7 @@ for cfg in ${BENCH_MGPU_CFGS:-0 0,1 0,1+lanes}; do
   pid=$!
   for i in $(seq 1 150); do grep -q "listening on" "$d/out" && break; sleep 0.2; done
   url=$(grep -o 'http://[^/]*' "$d/out" | head -1)
-  PYTHONPATH=$ROOT/clients/python BENCH_MGPU_JOBS="${BENCH_MGPU_JOBS:-square knn pile matmul map}" \
+  PYTHONPATH=$ROOT/clients/python BENCH_MGPU_JOBS="${BENCH_MGPU_JOBS:-square knn pile matmul map reduce}" \
     BENCH_MGPU_REPS=${BENCH_MGPU_REPS:-2} python3 - "$url" "$cfg" >> "$res/rows" <<'PY'
 import os, sys, time, numpy as np, tessel
 c = tessel.Client(sys.argv[1], same_host=False, timeout=1200)
@@ -98,6 +103,12 @@ if "map" in jobs:
     best("map 2^28 f64 a*b+c",
          lambda: c.submit_map("a*b + c", backend="cuda", a=ma, b=mb, c=1.5, output=False))
     ma.delete(); mb.delete()
+if "reduce" in jobs:
+    ua = c.upload(rng.standard_normal(1 << 28))
+    ub = c.upload(rng.standard_normal(1 << 28))
+    best("reduce sum 2^28 f64 a*b",
+         lambda: c.submit_reduce("sum", "a*b", backend="cuda", a=ua, b=ub))
+    ua.delete(); ub.delete()
 PY
   kill $pid; wait $pid 2>/dev/null || true
   # job id -> the spread its job_end logged

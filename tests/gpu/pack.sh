@@ -16,6 +16,7 @@ cp "$build"/tesseld "$build"/gpu_test_* "$build"/integ_test_* "$build"/bench_gpu
 [ -x "$build"/bench_pipeline ] && cp "$build"/bench_pipeline "$dir"/
 [ -x "$build"/bench_lanes ] && cp "$build"/bench_lanes "$dir"/
 [ -x "$build"/bench_map_lanes ] && cp "$build"/bench_map_lanes "$dir"/
+[ -x "$build"/bench_reduce_lanes ] && cp "$build"/bench_reduce_lanes "$dir"/
 cp -r web "$dir"/
 # Not there: libmicrohttpd, libxxhash, OpenBLAS (+ gfortran), PROJ (+ its image libs).
 # Not carried on purpose: libnettle/libhogweed (that machine's GnuTLS needs

@@ -11,7 +11,9 @@
  * int64 indices, flat for axis null, along the axis otherwise). Without
  * "dtype" the job's dtype is NumPy's promotion of the inputs
  * (kexpr_infer_dtype: np.sum of a float32 array is float32). B_CUDA
- * hands the job to gpu_reduce; ddof other than 0 is applied to its var/std
+ * hands the job to red_lanes_gpu (lanes.h: a big reduce, whole-array or
+ * along the last axis, by blocks over every lent GPU, behind
+ * TESSEL_GPU_LANES; else gpu_reduce); ddof other than 0 is applied to its var/std
  * afterwards (var * n / (n - ddof)), since the GPU entry point computes the
  * population form. Zero-size work (no output, or outputs over an empty
  * axis) is answered by the CPU code on every backend: sum 0, prod 1, norm
@@ -31,6 +33,7 @@
 
 #include "compute/kinds/gpu_kernels.h"
 #include "compute/kinds/exprkind.h"
+#include "compute/kinds/reduce/lanes.h"
 #include "util/util.h"
 
 typedef struct reduce_plan {
@@ -202,8 +205,8 @@ static int reduce_run(void *plan, tbackend b, job_ctx *ctx, tarray **result,
   /* zero-size work never goes to a GPU (no launch has 0 blocks): the CPU
    * path writes the ops' empty values without evaluating anything */
   if (b == B_CUDA && out->size > 0 && len > 0) {
-    rc = gpu_reduce(ctx->device, p->op, p->k.x, r.inputs,
-                    (const char *const *)p->ids, p->axis, out, ctx, e);
+    rc = red_lanes_gpu(p->op, p->k.x, r.inputs, (const char *const *)p->ids,
+                       p->axis, p->k.ndim, p->k.shape, out, ctx, e);
     if (!rc) ddof_fix(p, out);
   } else {
     double t0 = t_now_ms();

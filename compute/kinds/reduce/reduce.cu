@@ -30,18 +30,19 @@
  * The call runs in steps (red_shape, red_kernels, red_staging,
  * red_launch_all, red_gather; red_release on every path) over one red_run.
  *
+ * A big whole-array reduce may go by blocks over every lent GPU instead
+ * (lanes.h, reduce_lane.cu), with this file's kernels and signature
+ * (reduce_sig_init, reduce_int.h).
+ *
  * Threads: runs under the device's lock on the caller's thread.
  */
 #include <math.h>
 #include <string.h>
 
-#include "compute/kinds/fuse.h"
+#include "compute/kinds/reduce/reduce_int.h"
 
-#define RED_THREADS 256
-#define RED_KEY_MAX (8192 + EXPR_MAX_SRC * 8)
 #define RED_MAX_OUT ((int64_t)1 << 25) /* outputs per chunk */
 #define RED_RESIDENT_CHUNK ((int64_t)1 << 28)
-#define RED_TREE_PARTS 32 /* parts per output from which the fold is a tree */
 
 typedef struct red_chunk {
   int64_t o0, no, l0, nl;
@@ -224,42 +225,63 @@ typedef struct red_run {
   size_t per_elem, oes;
 } red_run;
 
-/* The shape around the axis ([outer, L, inner]), the fused kernel's
- * signature and arguments, and the result's size checked against both. */
+/* The shape around the axis ([outer, L, inner] into oli), the fused
+ * kernel's signature and the arguments every launch shares; m[i].es set.
+ * Shared with reduce_lane.cu (reduce_int.h), so that a lane's kernels are
+ * this path's: same key, same code. */
+int reduce_sig_init(reduce_op op, const expr *x, int nin,
+                    const tarray *const *inputs, int axis, tdtype out_dt,
+                    fuse_sig *sig, fuse_args *args, fuse_input *m,
+                    int64_t oli[3], int *ndim, int64_t *bshape, terr *e) {
+  int nd = 0;
+  if (nin < 0 || nin > FUSE_MAX_IN || (unsigned)op >= R__COUNT)
+    return terr_set(e, T_EINVAL, "params", -1, "reduce of %d inputs, op %d",
+                    nin, (int)op);
+  broadcast_shape(nin, inputs, &nd, bshape);
+  if (axis >= nd)
+    return terr_set(e, T_EINVAL, "params.axis", -1, "axis %d of %d dimensions",
+                    axis, nd);
+  oli[0] = oli[1] = oli[2] = 1;
+  for (int dd = 0; dd < nd; dd++) {
+    if (axis < 0 || dd == axis) oli[1] *= bshape[dd];
+    else if (dd < axis) oli[0] *= bshape[dd];
+    else oli[2] *= bshape[dd];
+  }
+  sig->x = x;
+  sig->nin = nin;
+  sig->reduce = 1;
+  sig->op = op;
+  sig->ct = T_F64; /* values are computed and folded in float64 */
+  sig->out_dt = out_dt;
+  sig->columns = oli[2] > 1;
+  args->ndim = nd;
+  args->L = oli[1];
+  args->inner = oli[2];
+  for (int dd = 0; dd < nd; dd++) args->shape[dd] = bshape[dd];
+  for (int i = 0; i < nin; i++) {
+    int64_t st[T_MAXDIM];
+    sig->mode[i] = (char)fuse_classify(inputs[i], nd, bshape, st);
+    for (int dd = 0; dd < nd; dd++) args->stride[i][dd] = st[dd];
+    sig->in_dt[i] = inputs[i]->dtype;
+    m[i].es = tdtype_size(inputs[i]->dtype);
+    if (sig->mode[i] == FM_BCAST) sig->ndim = nd;
+  }
+  *ndim = nd;
+  return 0;
+}
+
+/* The shape around the axis, the signature (reduce_sig_init), and the
+ * result's size checked against both. */
 static int red_shape(red_run *r, terr *e) {
   red_plan *p = &r->plan;
-  if (r->nin < 0 || r->nin > FUSE_MAX_IN || (unsigned)r->op >= R__COUNT)
-    return terr_set(e, T_EINVAL, "params", -1, "reduce of %d inputs, op %d",
-                    r->nin, (int)r->op);
-  broadcast_shape(r->nin, r->inputs, &r->nd, r->bshape);
-  if (r->axis >= r->nd)
-    return terr_set(e, T_EINVAL, "params.axis", -1, "axis %d of %d dimensions",
-                    r->axis, r->nd);
-  p->outer = p->L = p->inner = 1;
-  for (int dd = 0; dd < r->nd; dd++) {
-    if (r->axis < 0 || dd == r->axis) p->L *= r->bshape[dd];
-    else if (dd < r->axis) p->outer *= r->bshape[dd];
-    else p->inner *= r->bshape[dd];
-  }
-  r->sig.x = r->x;
-  r->sig.nin = r->nin;
-  r->sig.reduce = 1;
-  r->sig.op = r->op;
-  r->sig.ct = T_F64; /* values are computed and folded in float64 */
-  r->sig.out_dt = r->out->dtype;
-  r->sig.columns = p->inner > 1;
-  r->args.ndim = r->nd;
-  r->args.L = p->L;
-  r->args.inner = p->inner;
-  for (int dd = 0; dd < r->nd; dd++) r->args.shape[dd] = r->bshape[dd];
-  for (int i = 0; i < r->nin; i++) {
-    int64_t st[T_MAXDIM];
-    r->sig.mode[i] = (char)fuse_classify(r->inputs[i], r->nd, r->bshape, st);
-    for (int dd = 0; dd < r->nd; dd++) r->args.stride[i][dd] = st[dd];
-    r->sig.in_dt[i] = r->inputs[i]->dtype;
-    r->m[i].es = tdtype_size(r->inputs[i]->dtype);
-    if (r->sig.mode[i] == FM_BCAST) r->sig.ndim = r->nd;
-  }
+  int64_t oli[3];
+  int rc = reduce_sig_init(r->op, r->x, r->nin, r->inputs, r->axis,
+                           r->out->dtype, &r->sig, &r->args, r->m, oli, &r->nd,
+                           r->bshape, e);
+  if (rc) return rc;
+  p->outer = oli[0];
+  p->L = oli[1];
+  p->inner = oli[2];
   if (r->out->size != p->outer * p->inner)
     return terr_set(e, T_EINVAL, "params.axis", -1,
                     "result has %lld elements, expected %lld",
