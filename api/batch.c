@@ -183,11 +183,12 @@ static void put_item_apart(void *arg, int64_t i, int slot) {
 /* The items in order into b: on the batch checkers too (compute/jobs:
  * jobs.checkers) when there are any, each item apart, then joined. */
 static void put_items(tbuf *b, const mwait *m) {
-  struct pool *pl = m->ctx->jobs->checkers;
-  item_texts x = {m, pl && m->n > 1 ? calloc((size_t)m->n, sizeof *x.t)
-                                    : NULL};
+  struct pool *pl = m->n > 1 ? jobs_checkers_take(m->ctx->jobs) : NULL;
+  item_texts x = {m, pl ? calloc((size_t)m->n, sizeof *x.t) : NULL};
+  if (!x.t) jobs_checkers_give(m->ctx->jobs, pl);
   if (x.t) {
     (void)pool_for(pl, pool_threads(pl) + 1, m->n, put_item_apart, &x, NULL);
+    jobs_checkers_give(m->ctx->jobs, pl);
     for (int i = 0; i < m->n; i++) {
       if (i) tbuf_adds(b, ",");
       if (x.t[i].err && !b->err) b->err = x.t[i].err;

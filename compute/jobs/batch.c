@@ -47,7 +47,9 @@
  * already, ends with its finish failing (no row), as a lone submit's does.
  *
  * Threads: the caller's HTTP thread, and J->checkers (a pool of its own:
- * util/pool.h, no idle work; made at start, jobs_checkers_new) for the
+ * util/pool.h, no idle work; made at start, jobs_checkers_new; one
+ * request at a time has it, jobs_checkers_take, the others check on their
+ * own thread) for the
  * checks and the admits, inserts and enqueues they find ready; a chunk's
  * lock (chunk_run.mu) is held through each admit, no other lock here.
  */
@@ -220,12 +222,13 @@ static void check_one(void *arg, int64_t c, int slot) {
 
 /* Every item of the chunk checked and admitted, in item order. */
 static void check_and_admit(chunk_run *cr) {
-  pool *pl = cr->J->checkers;
-  if (pl && cr->k > 1)
+  pool *pl = cr->k > 1 ? jobs_checkers_take(cr->J) : NULL;
+  if (pl)
     (void)pool_for(pl, pool_threads(pl) + 1, (int64_t)cr->k, check_one, cr,
                    NULL);
   else
     for (size_t c = 0; c < cr->k; c++) check_one(cr, (int64_t)c, 0);
+  jobs_checkers_give(cr->J, pl);
   admit_ready(cr, 1);
 }
 
@@ -328,6 +331,18 @@ struct pool *jobs_checkers_new(void) {
 }
 
 void jobs_checkers_free(struct pool *p) { pool_destroy(p); }
+
+struct pool *jobs_checkers_take(jobs *J) {
+  int free_ = 0;
+  if (!J || !J->checkers ||
+      !atomic_compare_exchange_strong(&J->checkers_taken, &free_, 1))
+    return NULL;
+  return J->checkers;
+}
+
+void jobs_checkers_give(jobs *J, struct pool *p) {
+  if (p) atomic_store(&J->checkers_taken, 0);
+}
 
 void jobs_batch_item_clear(jobs_batch_item *it) {
   if (it) store_job_clear(&it->row);
