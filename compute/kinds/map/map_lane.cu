@@ -141,18 +141,8 @@ extern "C" int cuda_map_lane_open(const map_lanes_job *J, int dev,
 }
 
 extern "C" void cuda_map_lane_prefault(map_lane *L, int rank, int nlive) {
-  tarray *out = L->J->out;
-  if (!out->map_base || !out->map_prefault || out->map_warm || nlive < 1)
-    return;
-  double t0 = t_now_ms();
-  size_t per = (out->map_len / (size_t)nlive + 4095) & ~(size_t)4095;
-  size_t lo = per * (size_t)rank, hi = lo + per;
-  if (hi > out->map_len) hi = out->map_len;
-  if (lo < hi) {
-    gang_item it = {(char *)out->map_base + lo, NULL, hi - lo};
-    gang_copy(L->d->gang, &it, 1);
-  }
-  L->t.d2h += t_now_ms() - t0;
+  if (L->J->out->map_warm) return; /* its pages are in already */
+  stage_prefault_share(L->d, L->J->out, rank, nlive, &L->t.d2h);
 }
 
 /* ---- a block's inputs up and its kernel ---------------------------------
