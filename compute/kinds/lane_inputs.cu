@@ -14,6 +14,9 @@
  * An up chunk: the slot's last copy awaited, the gang copies every staged
  * input's piece into the slot, the copy-in stream moves each into its
  * place in the block's buffer, the slot's event recorded after them.
+ * The frame: a lane's device checked at open, the job's stop asked at
+ * every launch, and at close its streams synchronised before anything is
+ * freed, then its device ended.
  * Threads: the lane's only (its device held).
  */
 #include <string.h>
@@ -139,4 +142,37 @@ fail:
 
 extern "C" void lane_inputs_free(devctx *d, int nin, lane_inputs *in) {
   for (int i = 0; i < nin && i < FUSE_MAX_IN; i++) devmem_free(d, &in->m[i].tmp);
+}
+
+extern "C" int lane_device_ok(int dev, terr *e) {
+  int n = gpu_count();
+  if (dev < 0 || dev >= n)
+    return terr_set(e, T_EDEVICE, "", -1, "CUDA: no device %d (%d usable)",
+                    dev, n);
+  return 0;
+}
+
+extern "C" int lane_stopped(int (*stopped)(void *ctx), void *ctx, int64_t r0,
+                            terr *e) {
+  int st;
+  if (stopped && (st = stopped(ctx)) != 0)
+    return terr_set(e, (terr_code)st, "", -1, "stopped at element %lld",
+                    (long long)r0);
+  return 0;
+}
+
+extern "C" void lane_quiesce(devctx *d) {
+  (void)cudaSetDevice(d->ordinal);
+  (void)cudaStreamSynchronize(d->s_h2d);
+  (void)cudaStreamSynchronize(d->s_comp);
+  (void)cudaStreamSynchronize(d->s_d2h);
+}
+
+extern "C" void lane_release(devctx *d, devbuf *buf, lane_events *ev,
+                             int nin, lane_inputs *in, int rc) {
+  for (int k = 0; k < LANE_NBUF; k++) devmem_free(d, &buf[k]);
+  lane_events_destroy(ev);
+  lane_inputs_free(d, nin, in);
+  (void)cudaGetLastError();
+  dev_end(d, rc);
 }

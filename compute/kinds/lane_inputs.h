@@ -17,6 +17,7 @@
  * caller picks, once its last copy is done, the copy-in stream moves it
  * into the block's buffer; the slot's event recorded after). Which slots
  * carry inputs up is the caller's: map keeps two for its results down.
+ * Also the session's frame (the device check, the stop, the close).
  * Threads: the lane's only (its device held).
  */
 #ifndef TESSEL_KINDS_LANE_INPUTS_H
@@ -78,6 +79,20 @@ int lane_up_chunk(devctx *d, const lane_in_job *J, const lane_inputs *in,
 
 /* The inputs' owned uploads freed (close). */
 void lane_inputs_free(devctx *d, int nin, lane_inputs *in);
+
+/* A session's frame, alike in both lanes:
+ *   lane_device_ok  T_EDEVICE unless dev is a usable device (open);
+ *   lane_stopped    the job's stop (stopped NULL ok) as launch's error,
+ *                   "stopped at element r0"; 0 to go on;
+ *   lane_quiesce    the device's three streams synchronised (close, before
+ *                   anything is freed);
+ *   lane_release    the buffers, events and inputs freed, the device's
+ *                   error cleared and the device ended with rc (close). */
+int lane_device_ok(int dev, terr *e);
+int lane_stopped(int (*stopped)(void *ctx), void *ctx, int64_t r0, terr *e);
+void lane_quiesce(devctx *d);
+void lane_release(devctx *d, devbuf *buf, lane_events *ev, int nin,
+                  lane_inputs *in, int rc);
 
 #ifdef __cplusplus
 }

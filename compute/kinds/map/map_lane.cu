@@ -119,10 +119,8 @@ fail:
 extern "C" int cuda_map_lane_open(const map_lanes_job *J, int dev,
                                   map_lane **lane, terr *e) {
   *lane = NULL;
-  int n = gpu_count();
-  if (dev < 0 || dev >= n)
-    return terr_set(e, T_EDEVICE, "", -1, "CUDA: no device %d (%d usable)",
-                    dev, n);
+  int rc = lane_device_ok(dev, e);
+  if (rc) return rc;
   int nin = expr_ninputs(J->x);
   if (nin < 0 || nin > FUSE_MAX_IN || J->out->ndim > 8 || J->cap < 1)
     return terr_set(e, T_EINVAL, "params.inputs", -1, "%d inputs", nin);
@@ -131,7 +129,7 @@ extern "C" int cuda_map_lane_open(const map_lanes_job *J, int dev,
   L->J = J;
   L->nin = nin;
   L->ij = (lane_in_job){nin, J->inputs, J->ids, J->own};
-  int rc = dev_begin(dev, &L->d, e);
+  rc = dev_begin(dev, &L->d, e);
   if (rc) {
     free(L);
     return rc;
@@ -201,16 +199,12 @@ extern "C" int cuda_map_lane_launch(map_lane *L, int64_t r0, int64_t r1,
                                     terr *e) {
   int rc = 0;
   devctx *d = L->d;
-  int k = (int)(L->nl % ML_NBUF), st;
+  int k = (int)(L->nl % ML_NBUF);
   double t0 = t_now_ms();
   /* a free buffer, and the block fits it */
   T_ASSERT(L->nl - L->nf < ML_NBUF && r0 >= 0 && r0 < r1 &&
            r1 - r0 <= L->J->cap && r1 <= L->J->out->size);
-  if (L->J->stopped && (st = L->J->stopped(L->J->ctx)) != 0) {
-    rc = terr_set(e, (terr_code)st, "", -1, "stopped at element %lld",
-                  (long long)r0);
-    goto fail;
-  }
+  T_TRY(lane_stopped(L->J->stopped, L->J->ctx, r0, e));
   CU_TRY(cudaSetDevice(d->ordinal));
   L->r0[k] = r0;
   L->r1[k] = r1;
@@ -319,16 +313,8 @@ fail:
 
 extern "C" void cuda_map_lane_close(map_lane *L, int rc, map_lane_times *t) {
   if (!L) return;
-  devctx *d = L->d;
-  (void)cudaSetDevice(d->ordinal);
-  (void)cudaStreamSynchronize(d->s_h2d);
-  (void)cudaStreamSynchronize(d->s_comp);
-  (void)cudaStreamSynchronize(d->s_d2h);
+  lane_quiesce(L->d);
   if (t) *t = L->t;
-  for (int k = 0; k < ML_NBUF; k++) devmem_free(d, &L->buf[k]);
-  lane_events_destroy(&L->ev);
-  lane_inputs_free(d, L->nin, &L->in);
-  (void)cudaGetLastError();
-  dev_end(d, rc);
+  lane_release(L->d, L->buf, &L->ev, L->nin, &L->in, rc);
   free(L);
 }

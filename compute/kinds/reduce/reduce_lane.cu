@@ -147,10 +147,8 @@ fail:
 extern "C" int cuda_reduce_lane_open(const red_lanes_job *J, int dev,
                                      red_lane **lane, terr *e) {
   *lane = NULL;
-  int n = gpu_count();
-  if (dev < 0 || dev >= n)
-    return terr_set(e, T_EDEVICE, "", -1, "CUDA: no device %d (%d usable)",
-                    dev, n);
+  int rc = lane_device_ok(dev, e);
+  if (rc) return rc;
   int nin = expr_ninputs(J->x);
   if (nin < 1 || nin > FUSE_MAX_IN || J->block < 1 || J->n < 1 ||
       J->outer < 1 || J->outer * J->L != J->n || (J->outer > 1 && !J->out))
@@ -162,7 +160,7 @@ extern "C" int cuda_reduce_lane_open(const red_lanes_job *J, int dev,
   L->ij = (lane_in_job){nin, J->inputs, J->ids, J->own};
   L->rows = J->outer > 1;
   L->oes = tdtype_size(J->out_dt);
-  int rc = dev_begin(dev, &L->d, e);
+  rc = dev_begin(dev, &L->d, e);
   if (rc) {
     free(L);
     return rc;
@@ -252,7 +250,7 @@ fail:
 
 extern "C" int cuda_reduce_lane_launch(red_lane *L, int64_t r0, int64_t r1,
                                        terr *e) {
-  int rc = 0, st;
+  int rc = 0;
   devctx *d = L->d;
   int k = (int)(L->nl % RL_NBUF);
   int64_t o = r0;
@@ -261,11 +259,7 @@ extern "C" int cuda_reduce_lane_launch(red_lane *L, int64_t r0, int64_t r1,
   T_ASSERT(L->nl - L->nf < RL_NBUF && r0 >= 0 && r0 < r1 &&
            r1 - r0 <= L->J->block &&
            r1 <= (L->rows ? L->J->outer : L->J->n));
-  if (L->J->stopped && (st = L->J->stopped(L->J->ctx)) != 0) {
-    rc = terr_set(e, (terr_code)st, "", -1, "stopped at element %lld",
-                  (long long)r0);
-    goto fail;
-  }
+  T_TRY(lane_stopped(L->J->stopped, L->J->ctx, r0, e));
   CU_TRY(cudaSetDevice(d->ordinal));
   L->r0[k] = r0;
   L->r1[k] = r1;
@@ -313,16 +307,8 @@ fail:
 extern "C" void cuda_reduce_lane_close(red_lane *L, int rc,
                                        red_lane_times *t) {
   if (!L) return;
-  devctx *d = L->d;
-  (void)cudaSetDevice(d->ordinal);
-  (void)cudaStreamSynchronize(d->s_h2d);
-  (void)cudaStreamSynchronize(d->s_comp);
-  (void)cudaStreamSynchronize(d->s_d2h);
+  lane_quiesce(L->d);
   if (t) *t = L->t;
-  for (int k = 0; k < RL_NBUF; k++) devmem_free(d, &L->buf[k]);
-  lane_events_destroy(&L->ev);
-  lane_inputs_free(d, L->nin, &L->in);
-  (void)cudaGetLastError();
-  dev_end(d, rc);
+  lane_release(L->d, L->buf, &L->ev, L->nin, &L->in, rc);
   free(L);
 }
