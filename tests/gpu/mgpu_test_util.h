@@ -19,14 +19,13 @@
 #include "compute/array/tarray.h"
 #include "compute/gpu/gpu.h"
 #include "compute/kinds/kinds.h"
+#include "gpu_test_util.h"
 #include "util/err.h"
 
-/* Uniform in [0, 1) from the SplitMix64 stream *rng. */
+/* Uniform in [0, 1) from the SplitMix64 stream *rng (gpu_test_util.h's
+ * tu_next: the same draws as the tests' own copies gave). */
 static inline double tu_urand(uint64_t *rng) {
-  uint64_t z = (*rng += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return (double)((z ^ (z >> 31)) >> 11) * 0x1p-53;
+  return (double)(tu_next(rng) >> 11) * 0x1p-53;
 }
 
 static inline int tu_lend_borrow(void *c, int dev) {

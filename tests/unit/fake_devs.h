@@ -8,7 +8,8 @@
  * (its atomic_int of wrong-thread events) and FAKE_DEV_DONE (its atomic_int
  * of blocks done, for fk_stopped), and declares those counters and
  * stop_after (fk_stopped: T_ECANCELED once FAKE_DEV_DONE reaches a
- * positive stop_after). Static functions: each test uses a subset.
+ * positive stop_after). Also the report's lane of a device (slot_of).
+ * Static functions: each test uses a subset.
  */
 #ifndef TESSEL_TESTS_FAKE_DEVS_H
 #define TESSEL_TESTS_FAKE_DEVS_H
@@ -18,6 +19,7 @@
 #include <stdatomic.h>
 
 #include "check.h"
+#include "compute/kinds/mgpu.h"
 #include "util/err.h"
 
 static pthread_mutex_t dev_mu[NDEV];
@@ -69,6 +71,13 @@ static void all_free(const char *what) {
               what, d);
     pthread_mutex_unlock(&dev_mu[d]);
   }
+}
+
+/* The report's lane of device dev (MGPU_MAX - 1 when none ran on it). */
+static int slot_of(const mgpu_report *rep, int dev) {
+  for (int k = 0; k < rep->lanes; k++)
+    if (rep->dev[k] == dev) return k;
+  return MGPU_MAX - 1;
 }
 
 #endif

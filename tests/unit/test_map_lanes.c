@@ -167,13 +167,6 @@ static int run(int ndev, int64_t block, tarray *out, mgpu_report *rep,
   return map_lanes_run(0, &J, block, &lend, &fakes, rep, T, e);
 }
 
-/* the report's lane of device dev */
-static int slot_of(const mgpu_report *rep, int dev) {
-  for (int k = 0; k < rep->lanes; k++)
-    if (rep->dev[k] == dev) return k;
-  return MGPU_MAX - 1;
-}
-
 TEST(test_block_cut) {
   /* within the bounds, aligned, from the job only */
   int64_t b = map_lanes_block((int64_t)1 << 28, 32);

@@ -238,12 +238,6 @@ static double expected(reduce_op op, int64_t block) {
   return red_state_final(op, s, N);
 }
 
-static int slot_of(const mgpu_report *rep, int dev) {
-  for (int k = 0; k < rep->lanes; k++)
-    if (rep->dev[k] == dev) return k;
-  return MGPU_MAX - 1;
-}
-
 static int same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
 
 TEST(test_block_cut) {
