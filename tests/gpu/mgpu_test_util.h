@@ -5,13 +5,15 @@
  * lends a device that may not exist (its lane's open fails), a stop after
  * so many rows written (tu_stop_rows, counted by tu_count_rows), every
  * device free, byte equality, a result in an anonymous mapping marked for
- * prefault as a fresh result file's is, and the tests' SplitMix64 uniform
- * draw. Each test program includes it once (static functions). */
+ * prefault as a fresh result file's is, the tests' SplitMix64 uniform
+ * draw, and a main's start (tu_mgpu_start). Each test program includes it once (static functions). */
 #ifndef TESSEL_TESTS_MGPU_TEST_UTIL_H
 #define TESSEL_TESTS_MGPU_TEST_UTIL_H
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -100,6 +102,20 @@ static inline tarray tu_mapped(tdtype dt, int ndim, int64_t s0, int64_t s1,
   t.map_len = len;
   t.map_prefault = 1;
   return t;
+}
+
+/* A main's start: the kernel cache in a fresh temp dir, the devices
+ * probed (none: a skip, or a failure where nvidia-smi lists a GPU), their
+ * count printed, with note where there are fewer than two. */
+static inline void tu_mgpu_start(const char *note) {
+  static char dir[] = "/tmp/tessel-gpu-test-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  gpu_config cfg = {dir, 0.5, 0};
+  gpu_configure(&cfg);
+  CHECK(gpu_init() == 0);
+  if (gpu_count() == 0)
+    SKIP_ALL_NO_GPU("no CUDA device (%s)", gpu_unavailable_reason());
+  printf("%d GPU(s)%s\n", gpu_count(), gpu_count() < 2 ? note : "");
 }
 
 #endif

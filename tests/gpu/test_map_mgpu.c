@@ -231,15 +231,7 @@ done:
 }
 
 int main(void) {
-  char dir[] = "/tmp/tessel-gpu-test-XXXXXX";
-  CHECK(mkdtemp(dir) != NULL);
-  gpu_config cfg = {dir, 0.5, 0};
-  gpu_configure(&cfg);
-  CHECK(gpu_init() == 0);
-  if (gpu_count() == 0)
-    SKIP_ALL_NO_GPU("no CUDA device (%s)", gpu_unavailable_reason());
-  printf("%d GPU(s)%s\n", gpu_count(),
-         gpu_count() < 2 ? ": the two-GPU halves are skipped" : "");
+  tu_mgpu_start(": the two-GPU halves are skipped");
   RUN(big_map_same_bytes);
   RUN(odd_blocks_pinned_result);
   gpu_shutdown();

@@ -384,15 +384,7 @@ done:
 }
 
 int main(void) {
-  char dir[] = "/tmp/tessel-gpu-test-XXXXXX";
-  CHECK(mkdtemp(dir) != NULL);
-  gpu_config cfg = {dir, 0.5, 0};
-  gpu_configure(&cfg);
-  CHECK(gpu_init() == 0);
-  if (gpu_count() == 0)
-    SKIP_ALL_NO_GPU("no CUDA device (%s)", gpu_unavailable_reason());
-  printf("%d GPU(s)%s\n", gpu_count(),
-         gpu_count() < 2 ? ": the two-GPU halves are skipped" : "");
+  tu_mgpu_start(": the two-GPU halves are skipped");
   RUN(big_reduce_same_bits);
   RUN(rows_same_bits);
   RUN(odd_blocks_float32);
