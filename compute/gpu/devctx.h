@@ -270,6 +270,15 @@ void gang_run(gang *g, void (*fn)(void *arg, int k, int n), void *arg);
  * the first byte of the result comes down. Nothing to do for heap or sink
  * results. */
 void stage_prefault(devctx *d, tarray *out, double *ms);
+/* A lane's share of the same (a run over several devices, compute/kinds/
+ * mgpu.h: each lane prefaults its part on its own device's gang before any
+ * lane writes): share rank of nlive, whole pages, the last one to the
+ * mapping's end; nothing when the mapping does not ask for it
+ * (!map_prefault) or nlive < 1. The flag is left for the run to clear once
+ * every lane did its share; a warm mapping (map_warm) is the caller's to
+ * skip or not. The time is added to *ms (NULL ok). */
+void stage_prefault_share(devctx *d, tarray *out, int rank, int nlive,
+                          double *ms);
 /* The chunk of the staged paths (map, reduce, queries, stage_upload /
  * download): a slot, at most DEV_CHUNK_MAX bytes. */
 size_t stage_chunk(const devctx *d);

@@ -36,7 +36,8 @@
  * the whole mapping first (MADV_POPULATE_WRITE, each gang thread over its
  * share, nobody copying yet) is the fastest way into an ext4 page cache, so
  * stage_prefault does that for a mapping marked map_prefault, before the
- * first chunk comes down. On tmpfs (/dev/shm) the order flips — the old way
+ * first chunk comes down (stage_prefault_share: one lane's share of it, in
+ * a run over several devices, each lane on its own device's gang). On tmpfs (/dev/shm) the order flips — the old way
  * 50 ms (16 GB/s), prefaulted 158 ms — so npyfile.c marks only mappings on
  * other file systems. Registering a mapping with the GPU instead
  * (cudaHostRegister, so that DMA reaches the file's pages directly) is
@@ -303,6 +304,20 @@ void stage_prefault(devctx *d, tarray *out, double *ms) {
             d->index, out->map_len / 1e6, gang_size(d->gang), t,
             t > 0 ? out->map_len / t / 1e6 : 0.0);
   if (ms) *ms += t;
+}
+
+void stage_prefault_share(devctx *d, tarray *out, int rank, int nlive,
+                          double *ms) {
+  if (!out || !out->map_base || !out->map_prefault || nlive < 1) return;
+  double t0 = t_now_ms();
+  size_t per = (out->map_len / (size_t)nlive + 4095) & ~(size_t)4095;
+  size_t lo = per * (size_t)rank, hi = lo + per;
+  if (hi > out->map_len) hi = out->map_len;
+  if (lo < hi) {
+    gang_item it = {(char *)out->map_base + lo, NULL, hi - lo};
+    gang_copy(d->gang, &it, 1);
+  }
+  if (ms) *ms += t_now_ms() - t0;
 }
 
 /* ---- page-locked host memory ------------------------------------------- */

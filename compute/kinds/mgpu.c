@@ -408,7 +408,7 @@ static int ml_wanted(void *c, int dev) {
   job_ctx *ctx = c;
   return ctx->gpu_wanted(ctx, dev);
 }
-static int ml_stopped(void *c) {
+int mgpu_stopped(void *c) {
   job_ctx *ctx = c;
   return job_ctx_stopped(ctx) ? job_ctx_stop_code(ctx) : 0;
 }
@@ -421,7 +421,7 @@ void mgpu_lend_of(job_ctx *ctx, mgpu_lend *out) {
   out->borrow = ctx->gpu_borrow ? ml_borrow : NULL;
   out->give_back = ml_give_back;
   out->wanted = ctx->gpu_wanted ? ml_wanted : NULL;
-  out->stopped = ml_stopped;
+  out->stopped = mgpu_stopped;
   out->progress = ml_progress;
 }
 
@@ -462,4 +462,24 @@ void mgpu_note(const mgpu_report *rep, job_ctx *ctx) {
     ctx->lanes.lane[k].taken_back = rep->taken_back[k];
   }
   if (rep->lanes > 1) mgpu_describe(rep, ctx->spread, sizeof ctx->spread);
+}
+
+int mgpu_open_rc(int rc, int lane, terr *e) {
+  if (rc == T_ENOMEM && lane > 0) rc = e->code = T_EDEVICE;
+  return rc;
+}
+
+void mgpu_slowest(const lane_times *t, int n, lane_times *T) {
+  memset(T, 0, sizeof *T);
+  for (int k = 0; k < n; k++) {
+    if (t[k].h2d > T->h2d) T->h2d = t[k].h2d;
+    if (t[k].compute > T->compute) T->compute = t[k].compute;
+    if (t[k].d2h > T->d2h) T->d2h = t[k].d2h;
+  }
+}
+
+void mgpu_note_times(const lane_times *T, job_ctx *ctx) {
+  ctx->t_h2d += T->h2d;
+  ctx->t_compute += T->compute;
+  ctx->t_d2h += T->d2h;
 }

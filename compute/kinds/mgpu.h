@@ -37,6 +37,7 @@
 #include <stdint.h>
 
 #include "compute/kinds/kinds.h"
+#include "compute/kinds/lane_times.h"
 #include "util/err.h"
 
 #define MGPU_MAX 32 /* devices one job may use (the scheduler's bit mask) */
@@ -128,5 +129,22 @@ void mgpu_describe(const mgpu_report *rep, char *buf, size_t len);
 /* The run's record of rep: ctx->lanes (every lane that ran, one or more)
  * and, over more than one lane, ctx->spread (mgpu_describe). */
 void mgpu_note(const mgpu_report *rep, job_ctx *ctx);
+
+/* The glue of a kind whose lanes are sessions (map/lanes.c, reduce/lanes.c;
+ * geodesic/gpu.c takes mgpu_open_rc):
+ *   mgpu_open_rc   a session's open result as lane_begin's: a lent device
+ *                  (lane > 0) that cannot hold the lane's buffers
+ *                  (T_ENOMEM) is a device error, so the other lanes go on;
+ *                  the run's own device failing so fails the job.
+ *   mgpu_slowest   the job's times from n lanes' (each phase the slowest
+ *                  lane's).
+ *   mgpu_stopped   a job's stop code from its job_ctx (0: go on), for a
+ *                  lanes job's stopped callback.
+ *   mgpu_note_times  the job's times added to ctx's t_h2d, t_compute,
+ *                  t_d2h. */
+int mgpu_open_rc(int rc, int lane, terr *e);
+void mgpu_slowest(const lane_times *t, int n, lane_times *T);
+int mgpu_stopped(void *ctx);
+void mgpu_note_times(const lane_times *T, job_ctx *ctx);
 
 #endif

@@ -36,65 +36,7 @@
 #include "compute/gpu/gpu.h"
 #include "compute/kinds/geodesic/geodesic_cuda.h"
 #include "util/util.h"
-
-#define TMPFS_MAGIC_ 0x01021994
-
-typedef struct res {
-  tarray t;
-  int fd;
-} res;
-
-/* A fresh fallocated file mapped shared, as npyfile.c maps a result. */
-static int res_open(res *r, const geod_plan *pl, const char *dir, int k) {
-  char path[512];
-  memset(r, 0, sizeof *r);
-  r->t.dtype = pl->dtype;
-  r->t.ndim = 2;
-  r->t.shape[0] = pl->shape[0];
-  r->t.shape[1] = pl->shape[1];
-  r->t.size = pl->shape[0] * pl->shape[1];
-  size_t len = (size_t)r->t.size * tdtype_size(pl->dtype);
-  snprintf(path, sizeof path, "%s/bench_lanes_%d_%d.bin", dir, (int)getpid(),
-           k);
-  r->fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-  if (r->fd < 0) return -1;
-  unlink(path);
-  if (posix_fallocate(r->fd, 0, (off_t)len) != 0) return -1;
-  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
-  if (p == MAP_FAILED) return -1;
-  struct statfs sf;
-  r->t.data = r->t.map_base = p;
-  r->t.map_len = len;
-  r->t.map_prefault = !(fstatfs(r->fd, &sf) == 0 &&
-                        (unsigned long)sf.f_type == TMPFS_MAGIC_);
-  return 0;
-}
-
-static void res_close(res *r) {
-  if (r->t.map_base) munmap(r->t.map_base, r->t.map_len);
-  if (r->fd >= 0) close(r->fd);
-  r->t.map_base = NULL;
-  r->fd = -1;
-}
-
-static int lend_borrow(void *c, int dev) {
-  (void)c;
-  return gpu_trylock(dev);
-}
-static void lend_give_back(void *c, int dev) {
-  (void)c;
-  gpu_unlock(dev);
-}
-
-typedef struct row {
-  double ms, h2d, comp, d2h;
-  char split[200];
-} row;
-
-static int cmp_ms(const void *a, const void *b) {
-  double x = ((const row *)a)->ms, y = ((const row *)b)->ms;
-  return x < y ? -1 : x > y;
-}
+#include "lanes_bench.h"
 
 /* mode 0: one GPU; 1: lanes on device 0 alone; 2: lanes on every GPU. */
 static int run_one(int mode, const geod_plan *pl, const char *dir, int k,
@@ -104,7 +46,7 @@ static int run_one(int mode, const geod_plan *pl, const char *dir, int k,
   int64_t nc = 0;
   int rc = 0;
   memset(out, 0, sizeof *out);
-  if (res_open(&r, pl, dir, k) != 0) {
+  if (res_open(&r, pl->dtype, 2, pl->shape, dir, "bench_lanes", k) != 0) {
     fprintf(stderr, "cannot make a result file in %s\n", dir);
     res_close(&r);
     return -1;

@@ -36,68 +36,11 @@
 #if TESSEL_HAVE_CUDA
 #include "compute/gpu/gpu.h"
 #include "util/util.h"
-
-#define TMPFS_MAGIC_ 0x01021994
-
-typedef struct res {
-  tarray t;
-  int fd;
-} res;
-
-/* A fresh fallocated file mapped shared, as npyfile.c maps a result. */
-static int res_open(res *r, int64_t n, const char *dir, int k) {
-  char path[512];
-  memset(r, 0, sizeof *r);
-  r->fd = -1;
-  r->t.dtype = T_F64;
-  r->t.ndim = 1;
-  r->t.shape[0] = r->t.size = n;
-  size_t len = (size_t)n * 8;
-  snprintf(path, sizeof path, "%s/bench_map_lanes_%d_%d.bin", dir,
-           (int)getpid(), k);
-  r->fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-  if (r->fd < 0) return -1;
-  unlink(path);
-  if (posix_fallocate(r->fd, 0, (off_t)len) != 0) return -1;
-  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
-  if (p == MAP_FAILED) return -1;
-  struct statfs sf;
-  r->t.data = r->t.map_base = p;
-  r->t.map_len = len;
-  r->t.map_prefault = !(fstatfs(r->fd, &sf) == 0 &&
-                        (unsigned long)sf.f_type == TMPFS_MAGIC_);
-  return 0;
-}
-
-static void res_close(res *r) {
-  if (r->t.map_base) munmap(r->t.map_base, r->t.map_len);
-  if (r->fd >= 0) close(r->fd);
-  r->t.map_base = NULL;
-  r->fd = -1;
-}
-
-static int lend_borrow(void *c, int dev) {
-  (void)c;
-  return gpu_trylock(dev);
-}
-static void lend_give_back(void *c, int dev) {
-  (void)c;
-  gpu_unlock(dev);
-}
+#include "lanes_bench.h"
 
 static const map_lane_fns cuda_fns = {cuda_map_lane_open, cuda_map_lane_prefault,
                                       cuda_map_lane_launch, cuda_map_lane_finish,
                                       cuda_map_lane_close};
-
-typedef struct row {
-  double ms, h2d, comp, d2h;
-  char split[200];
-} row;
-
-static int cmp_ms(const void *a, const void *b) {
-  double x = ((const row *)a)->ms, y = ((const row *)b)->ms;
-  return x < y ? -1 : x > y;
-}
 
 typedef struct bjob {
   const expr *x;
@@ -113,7 +56,7 @@ static int run_one(int mode, const bjob *B, int k, const void *ref, row *out) {
   terr e;
   int rc = 0;
   memset(out, 0, sizeof *out);
-  if (res_open(&r, B->n, B->dir, k) != 0) {
+  if (res_open(&r, T_F64, 1, &B->n, B->dir, "bench_map_lanes", k) != 0) {
     fprintf(stderr, "cannot make a result file in %s\n", B->dir);
     res_close(&r);
     return -1;
@@ -122,11 +65,7 @@ static int run_one(int mode, const bjob *B, int k, const void *ref, row *out) {
   if (mode == 0) {
     job_ctx ctx;
     atomic_int stop;
-    memset(&ctx, 0, sizeof ctx);
-    atomic_init(&stop, 0);
-    ctx.job_id = "j_bench";
-    ctx.threads = 1;
-    ctx.stop = &stop;
+    bench_ctx(&ctx, &stop, "j_bench", 1);
     rc = gpu_map(0, B->x, B->ins, B->ids, &r.t, &ctx, &e);
     out->h2d = ctx.t_h2d, out->comp = ctx.t_compute, out->d2h = ctx.t_d2h;
   } else {
@@ -209,10 +148,7 @@ int main(int argc, char **argv) {
     bjob B = {x, ins, up ? ids : NULL, n, dir};
     job_ctx ctx;
     atomic_int stop;
-    memset(&ctx, 0, sizeof ctx);
-    atomic_init(&stop, 0);
-    ctx.stop = &stop;
-    ctx.job_id = "j_bench_ref";
+    bench_ctx(&ctx, &stop, "j_bench_ref", 0);
     /* the reference bytes (and, uploaded, device 0's cache filled) */
     if (gpu_map(0, x, ins, B.ids, ref, &ctx, &e) != 0) {
       printf("reference: %s\n", e.message);

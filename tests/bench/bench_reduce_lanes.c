@@ -33,29 +33,11 @@
 #if TESSEL_HAVE_CUDA
 #include "compute/gpu/gpu.h"
 #include "util/util.h"
-
-static int lend_borrow(void *c, int dev) {
-  (void)c;
-  return gpu_trylock(dev);
-}
-static void lend_give_back(void *c, int dev) {
-  (void)c;
-  gpu_unlock(dev);
-}
+#include "lanes_bench.h"
 
 static const red_lane_fns cuda_fns = {
     cuda_reduce_lane_open, cuda_reduce_lane_launch, cuda_reduce_lane_finish,
     cuda_reduce_lane_close};
-
-typedef struct row {
-  double ms, h2d, comp, d2h, value;
-  char split[200];
-} row;
-
-static int cmp_ms(const void *a, const void *b) {
-  double x = ((const row *)a)->ms, y = ((const row *)b)->ms;
-  return x < y ? -1 : x > y;
-}
 
 typedef struct bjob {
   reduce_op op;
@@ -77,11 +59,7 @@ static int run_one(int mode, const bjob *B, const double *ref, row *out) {
   if (mode == 0) {
     job_ctx ctx;
     atomic_int stop;
-    memset(&ctx, 0, sizeof ctx);
-    atomic_init(&stop, 0);
-    ctx.job_id = "j_bench";
-    ctx.threads = 1;
-    ctx.stop = &stop;
+    bench_ctx(&ctx, &stop, "j_bench", 1);
     rc = gpu_reduce(0, B->op, B->x, B->ins, B->ids, -1, o, &ctx, &e);
     out->h2d = ctx.t_h2d, out->comp = ctx.t_compute, out->d2h = ctx.t_d2h;
   } else {
@@ -175,10 +153,7 @@ int main(int argc, char **argv) {
       atomic_int stop;
       int64_t one = 1;
       tarray *o = tarray_new(T_F64, 0, &one);
-      memset(&ctx, 0, sizeof ctx);
-      atomic_init(&stop, 0);
-      ctx.stop = &stop;
-      ctx.job_id = "j_bench_fill";
+      bench_ctx(&ctx, &stop, "j_bench_fill", 0);
       if (!o || gpu_reduce(0, B.op, x, ins, ids, -1, o, &ctx, &e) != 0) {
         printf("cache fill: %s\n", o ? e.message : "no memory");
         return 1;

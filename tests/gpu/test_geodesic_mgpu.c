@@ -32,47 +32,13 @@
 #if TESSEL_HAVE_CUDA
 #include "compute/gpu/gpu.h"
 #include "compute/kinds/geodesic/geodesic_cuda.h"
+#include "mgpu_test_util.h"
 
 static uint64_t rng = 0x9E3779B97F4A7C15ULL;
-static double urand(void) {
-  uint64_t z = (rng += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return (double)((z ^ (z >> 31)) >> 11) * 0x1p-53;
-}
 
 static tarray *poisoned(const geod_plan *pl) {
   tarray *t = tarray_new(pl->dtype, pl->ndim, pl->shape);
   if (t) memset(t->data, 0xA5, (size_t)t->size * tdtype_size(t->dtype));
-  return t;
-}
-
-static int lend_borrow(void *c, int dev) {
-  (void)c;
-  return gpu_trylock(dev);
-}
-static void lend_give_back(void *c, int dev) {
-  (void)c;
-  gpu_unlock(dev);
-}
-
-/* A poisoned result in an anonymous mapping marked for prefault, as a
- * fresh result file's is (the lanes populate their shares first). */
-static tarray mapped(const geod_plan *pl) {
-  tarray t;
-  memset(&t, 0, sizeof t);
-  t.dtype = pl->dtype;
-  t.ndim = pl->ndim;
-  t.shape[0] = pl->shape[0];
-  t.shape[1] = pl->ndim == 2 ? pl->shape[1] : 0;
-  t.size = pl->shape[0] * (pl->ndim == 2 ? pl->shape[1] : 1);
-  size_t len = ((size_t)t.size * tdtype_size(t.dtype) + 4095) & ~(size_t)4095;
-  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return t;
-  t.data = t.map_base = p;
-  t.map_len = len;
-  t.map_prefault = 1;
   return t;
 }
 
@@ -116,17 +82,6 @@ static void check_session(const geod_plan *pl, const tarray *one,
   tarray_free(t);
 }
 
-static atomic_int stop_after, rows_done;
-static void count_rows(void *c, int64_t rows) {
-  (void)c;
-  atomic_fetch_add(&rows_done, (int)rows);
-}
-static int stop_at(void *c) {
-  (void)c;
-  int s = atomic_load(&stop_after);
-  return s > 0 && atomic_load(&rows_done) >= s ? T_ECANCELED : 0;
-}
-
 /* A stop after a few blocks: the stop's code, both devices free after. */
 static void check_stop(const geod_plan *pl, const char *what) {
   terr e;
@@ -135,14 +90,14 @@ static void check_stop(const geod_plan *pl, const char *what) {
   CHECK(t != NULL);
   if (!t) return;
   int64_t br = pl->n / 23 + 1;
-  atomic_store(&rows_done, 0);
-  atomic_store(&stop_after, (int)(3 * br));
-  mgpu_lend lend = {NULL, gpu_count(), lend_borrow, lend_give_back, NULL,
-                    stop_at, count_rows};
+  atomic_store(&tu_rows_done, 0);
+  atomic_store(&tu_stop_rows, (int)(3 * br));
+  mgpu_lend lend = {NULL, gpu_count(), tu_lend_borrow, tu_lend_give_back, NULL,
+                    tu_stop_at, tu_count_rows};
   CHECK_MSG(geod_mgpu_run(0, pl, t, &lend, br, NULL, NULL, NULL, NULL, &nc,
                           &e) == T_ECANCELED,
             "%s: stop: %s", what, e.message);
-  atomic_store(&stop_after, 0);
+  atomic_store(&tu_stop_rows, 0);
   for (int d = 0; d < gpu_count() && d < 2; d++) {
     CHECK_MSG(gpu_trylock(d) == 0, "%s: device %d held after a stop", what,
               d);
@@ -151,17 +106,14 @@ static void check_stop(const geod_plan *pl, const char *what) {
   tarray_free(t);
 }
 
-static int ghost_borrow(void *c, int dev) {
-  (void)c, (void)dev;
-  return 0;
-}
-static void ghost_give_back(void *c, int dev) { (void)c, (void)dev; }
-
 static void check_case(const geod_plan *pl, const char *what) {
   terr e;
   int64_t nc1 = 0, nc2 = 0, nc3 = 0;
   int two_gpus = gpu_count() >= 2;
-  tarray *one = poisoned(pl), *blocks = poisoned(pl), tm = mapped(pl),
+  /* two: in an anonymous mapping marked for prefault (tu_mapped) */
+  tarray *one = poisoned(pl), *blocks = poisoned(pl),
+         tm = tu_mapped(pl->dtype, pl->ndim, pl->shape[0],
+                        pl->ndim == 2 ? pl->shape[1] : 0, 0),
          *two = &tm;
   CHECK(one && tm.data && blocks);
   if (!one || !tm.data || !blocks) goto done;
@@ -180,7 +132,7 @@ static void check_case(const geod_plan *pl, const char *what) {
   if (!two_gpus) {
     /* a lent "device 1" that does not exist: its lane cannot open (a
      * device error), device 0 writes every block */
-    mgpu_lend ghost = {NULL, 2, ghost_borrow, ghost_give_back, NULL, NULL,
+    mgpu_lend ghost = {NULL, 2, tu_ghost_borrow, tu_ghost_give_back, NULL, NULL,
                        NULL};
     mgpu_report rep;
     memset(blocks->data, 0xA5, bytes);
@@ -201,7 +153,7 @@ static void check_case(const geod_plan *pl, const char *what) {
             "%s: device 1 differs from device 0", what);
   memset(two->data, 0xA5, bytes);
   two->map_prefault = 1;
-  mgpu_lend lend = {NULL, gpu_count(), lend_borrow, lend_give_back, NULL,
+  mgpu_lend lend = {NULL, gpu_count(), tu_lend_borrow, tu_lend_give_back, NULL,
                     NULL, NULL};
   mgpu_report rep;
   int64_t br = pl->n / 23 + 1; /* ~23 blocks, the last short */
@@ -227,12 +179,12 @@ TEST(test_two_gpus_same_bytes) {
   enum { N = 2500, M = 1700 };
   static double pts[2 * N], tgt[2 * M];
   for (int i = 0; i < N; i++) {
-    pts[2 * i] = urand() * 180 - 90;
-    pts[2 * i + 1] = urand() * 360 - 180;
+    pts[2 * i] = tu_urand(&rng) * 180 - 90;
+    pts[2 * i + 1] = tu_urand(&rng) * 360 - 180;
   }
   for (int i = 0; i < M; i++) {
-    tgt[2 * i] = urand() * 180 - 90;
-    tgt[2 * i + 1] = urand() * 360 - 180;
+    tgt[2 * i] = tu_urand(&rng) * 180 - 90;
+    tgt[2 * i + 1] = tu_urand(&rng) * 360 - 180;
   }
   struct {
     geod_method m;

@@ -41,32 +41,12 @@
 #include "compute/kinds/gpu_kernels.h"
 #include "compute/kinds/map/lanes.h"
 #include "gpu_test_util.h"
+#include "mgpu_test_util.h"
 #include "util/util.h"
-
-static int lend_borrow(job_ctx *c, int dev) {
-  (void)c;
-  return gpu_trylock(dev);
-}
-static void lend_return(job_ctx *c, int dev) {
-  (void)c;
-  gpu_unlock(dev);
-}
 
 static const map_lane_fns cuda_fns = {cuda_map_lane_open, cuda_map_lane_prefault,
                                       cuda_map_lane_launch, cuda_map_lane_finish,
                                       cuda_map_lane_close};
-
-static void all_free(const char *what) {
-  for (int d = 0; d < gpu_count(); d++) {
-    CHECK_MSG(gpu_trylock(d) == 0, "%s: device %d held", what, d);
-    gpu_unlock(d);
-  }
-}
-
-static int same(const tarray *a, const tarray *b) {
-  return a->size == b->size && a->dtype == b->dtype &&
-         memcmp(a->data, b->data, (size_t)a->size * tdtype_size(a->dtype)) == 0;
-}
 
 /* The record of a lanes run over devices 0 and 1. */
 static void check_record(const job_ctx *ctx, const char *what) {
@@ -110,7 +90,7 @@ TEST(big_map_same_bytes) {
     j2.ctx.ngpu = 1;
     memset(o2->data, 0xA5, (size_t)o2->size * 8);
     CHECK(map_lanes_gpu(x, ins, NULL, o2, &j2.ctx, &e) == 0);
-    CHECK_MSG(same(o1, o2), "one GPU through map_lanes_gpu differs");
+    CHECK_MSG(tu_same_bytes(o1, o2), "one GPU through map_lanes_gpu differs");
     printf("  one GPU: the two-GPU runs are skipped\n");
     goto done;
   }
@@ -125,7 +105,7 @@ TEST(big_map_same_bytes) {
       tu_job_init(&jr, pass - 1);
       memset(o2->data, 0xA5, (size_t)o2->size * 8);
       CHECK(gpu_map(pass - 1, x, ins, use, o2, &jr.ctx, &e) == 0);
-      CHECK_MSG(same(o1, o2), "device %d, resident inputs, differs", pass - 1);
+      CHECK_MSG(tu_same_bytes(o1, o2), "device %d, resident inputs, differs", pass - 1);
       uint32_t m = gpu_resident_mask(ids[0], T_F64, (size_t)a->size * 8);
       printf("  a resident on devices mask 0x%x\n", m);
       CHECK(m & (1u << (pass - 1)));
@@ -133,8 +113,8 @@ TEST(big_map_same_bytes) {
     tu_job j2;
     tu_job_init(&j2, 0);
     j2.ctx.ngpu = gpu_count();
-    j2.ctx.gpu_borrow = lend_borrow;
-    j2.ctx.gpu_return = lend_return;
+    j2.ctx.gpu_borrow = tu_ctx_borrow;
+    j2.ctx.gpu_return = tu_ctx_return;
     memset(o2->data, 0xA5, (size_t)o2->size * 8);
     t0 = t_now_ms();
     int rc = map_lanes_gpu(x, ins, use, o2, &j2.ctx, &e);
@@ -142,41 +122,16 @@ TEST(big_map_same_bytes) {
            passes[pass], t_now_ms() - t0, j2.ctx.t_h2d,
            j2.ctx.t_compute, j2.ctx.t_d2h);
     CHECK_MSG(rc == 0, "every GPU: %s", e.message);
-    CHECK_MSG(same(o1, o2), "every GPU (%s) differs from one GPU",
+    CHECK_MSG(tu_same_bytes(o1, o2), "every GPU (%s) differs from one GPU",
               passes[pass]);
     check_record(&j2.ctx, passes[pass]);
-    all_free("big map");
+    tu_all_free("big map");
   }
 done:
   unsetenv("TESSEL_GPU_LANES");
   tarray_free(a), tarray_free(b), tarray_free(c), tarray_free(d);
   tarray_free(o1), tarray_free(o2);
   expr_free(x);
-}
-
-static atomic_int stop_at_progress;
-static int ghost_borrow(void *c, int dev) {
-  (void)c, (void)dev;
-  return 0;
-}
-static void ghost_give_back(void *c, int dev) { (void)c, (void)dev; }
-static int raw_borrow(void *c, int dev) {
-  (void)c;
-  return gpu_trylock(dev);
-}
-static void raw_give_back(void *c, int dev) {
-  (void)c;
-  gpu_unlock(dev);
-}
-static atomic_long rows_done;
-static void count_rows(void *c, int64_t r) {
-  (void)c;
-  atomic_fetch_add(&rows_done, r);
-}
-static int stop_at(void *c) {
-  (void)c;
-  int s = atomic_load(&stop_at_progress);
-  return s > 0 && atomic_load(&rows_done) >= s ? T_ECANCELED : 0;
 }
 
 /* The session by hand on device 0, blocks of unequal sizes in the orders
@@ -216,7 +171,7 @@ static void check_session(const expr *x, const tarray *const *ins,
   CHECK_MSG(rc == 0 && nl == 5 && nf == 5, "session: %s", e.message);
   map_lane_times T;
   if (L) cuda_map_lane_close(L, rc, &T);
-  CHECK_MSG(same(whole, t), "the session by hand differs from the whole");
+  CHECK_MSG(tu_same_bytes(whole, t), "the session by hand differs from the whole");
   tarray_free(t);
 }
 
@@ -242,7 +197,7 @@ TEST(odd_blocks_pinned_result) {
   map_lanes_job J = {x, ins, NULL, o2, 0, block, NULL, NULL};
   mgpu_report rep;
   if (gpu_count() >= 2) {
-    mgpu_lend lend = {NULL, gpu_count(), raw_borrow, raw_give_back, NULL, NULL,
+    mgpu_lend lend = {NULL, gpu_count(), tu_lend_borrow, tu_lend_give_back, NULL, NULL,
                       NULL};
     CHECK_MSG(map_lanes_run(0, &J, block, &lend, &cuda_fns, &rep, NULL, &e) == 0,
               "%s", e.message);
@@ -251,23 +206,23 @@ TEST(odd_blocks_pinned_result) {
     printf("  float32 odd blocks: %s\n", desc);
     CHECK(rep.lanes >= 2 && rep.rows[0] > 0 && rep.rows[1] > 0);
   } else {
-    mgpu_lend ghost = {NULL, 2, ghost_borrow, ghost_give_back, NULL, NULL, NULL};
+    mgpu_lend ghost = {NULL, 2, tu_ghost_borrow, tu_ghost_give_back, NULL, NULL, NULL};
     CHECK_MSG(map_lanes_run(0, &J, block, &ghost, &cuda_fns, &rep, NULL, &e) == 0,
               "%s", e.message);
     CHECK(rep.lanes == 2 && rep.failed[1] && rep.rows[0] == n);
   }
-  CHECK_MSG(same(o1, o2), "float32 odd blocks differ from one GPU");
-  all_free("odd blocks");
+  CHECK_MSG(tu_same_bytes(o1, o2), "float32 odd blocks differ from one GPU");
+  tu_all_free("odd blocks");
   /* a stop after a few blocks: its code, every device free */
-  atomic_store(&rows_done, 0);
-  atomic_store(&stop_at_progress, (int)(3 * block));
-  mgpu_lend lend = {NULL, gpu_count(), raw_borrow, raw_give_back, NULL,
-                    stop_at, count_rows};
-  J.stopped = stop_at;
+  atomic_store(&tu_rows_done, 0);
+  atomic_store(&tu_stop_rows, (int)(3 * block));
+  mgpu_lend lend = {NULL, gpu_count(), tu_lend_borrow, tu_lend_give_back, NULL,
+                    tu_stop_at, tu_count_rows};
+  J.stopped = tu_stop_at;
   CHECK(map_lanes_run(0, &J, block, &lend, &cuda_fns, NULL, NULL, &e) ==
         T_ECANCELED);
-  atomic_store(&stop_at_progress, 0);
-  all_free("stop");
+  atomic_store(&tu_stop_rows, 0);
+  tu_all_free("stop");
   if (pinned) gpu_host_unregister(o2->data);
 done:
   tarray_free(xs), tarray_free(ys), tarray_free(s);
@@ -276,15 +231,7 @@ done:
 }
 
 int main(void) {
-  char dir[] = "/tmp/tessel-gpu-test-XXXXXX";
-  CHECK(mkdtemp(dir) != NULL);
-  gpu_config cfg = {dir, 0.5, 0};
-  gpu_configure(&cfg);
-  CHECK(gpu_init() == 0);
-  if (gpu_count() == 0)
-    SKIP_ALL_NO_GPU("no CUDA device (%s)", gpu_unavailable_reason());
-  printf("%d GPU(s)%s\n", gpu_count(),
-         gpu_count() < 2 ? ": the two-GPU halves are skipped" : "");
+  tu_mgpu_start(": the two-GPU halves are skipped");
   RUN(big_map_same_bytes);
   RUN(odd_blocks_pinned_result);
   gpu_shutdown();

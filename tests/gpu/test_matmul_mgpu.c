@@ -32,20 +32,15 @@
 #include "compute/gpu/gpu.h"
 #include "compute/kinds/gpujob.h"
 #include "compute/kinds/matmul/lanes.h"
+#include "mgpu_test_util.h"
 
 static uint64_t rng = 0x243F6A8885A308D3ULL;
-static double urand(void) {
-  uint64_t z = (rng += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return (double)((z ^ (z >> 31)) >> 11) * 0x1p-53;
-}
 
 static tarray *random_array(tdtype dt, int64_t r, int64_t c) {
   int64_t shape[2] = {r, c};
   tarray *t = tarray_new(dt, 2, shape);
   for (int64_t i = 0; t && i < t->size; i++)
-    tarray_set(t, i, urand() * 2 - 1);
+    tarray_set(t, i, tu_urand(&rng) * 2 - 1);
   return t;
 }
 
@@ -55,21 +50,6 @@ static int job_stopped(void *c) {
 }
 static void job_total(void *c, int64_t t) { (void)c, (void)t; }
 static void job_progress(void *c, int64_t a) { (void)c, (void)a; }
-
-static int lend_borrow(void *c, int dev) {
-  (void)c;
-  return gpu_trylock(dev);
-}
-static void lend_give_back(void *c, int dev) {
-  (void)c;
-  gpu_unlock(dev);
-}
-/* "device 1" lent, though it may not exist: its lane's open fails */
-static int ghost_borrow(void *c, int dev) {
-  (void)c, (void)dev;
-  return 0;
-}
-static void ghost_give_back(void *c, int dev) { (void)c, (void)dev; }
 
 typedef struct mm_case {
   tdtype dt;
@@ -113,25 +93,6 @@ static int near_host(const mm_case *c, const tarray *a, const tarray *b,
   return bad == 0;
 }
 
-static tarray mapped(tdtype dt, int64_t m, int64_t n) {
-  tarray t;
-  memset(&t, 0, sizeof t);
-  t.dtype = dt;
-  t.ndim = 2;
-  t.shape[0] = m;
-  t.shape[1] = n;
-  t.size = m * n;
-  size_t len = ((size_t)t.size * tdtype_size(dt) + 4095) & ~(size_t)4095;
-  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return t;
-  memset(p, 0xA5, len); /* poisoned (and populated: the flag still asks) */
-  t.data = t.map_base = p;
-  t.map_len = len;
-  t.map_prefault = 1;
-  return t;
-}
-
 static void run_case(const mm_case *c) {
   const char *what = c->what;
   size_t es = tdtype_size(c->dt);
@@ -143,7 +104,7 @@ static void run_case(const mm_case *c) {
                                 : NULL;
   int64_t shape[2] = {c->m, c->n};
   tarray *one = tarray_new(c->dt, 2, shape), *alone = tarray_new(c->dt, 2, shape);
-  tarray two = mapped(c->dt, c->m, c->n);
+  tarray two = tu_mapped(c->dt, 2, c->m, c->n, 1);
   size_t bytes = (size_t)c->m * c->n * es;
   CHECK(a && b && (c->bias == 0 || bias) && one && alone && two.data);
   if (!(a && b && one && alone && two.data)) goto done;
@@ -186,7 +147,7 @@ static void run_case(const mm_case *c) {
   }
 
   if (gpu_count() < 2) {
-    mgpu_lend ghost = {NULL, 2, ghost_borrow, ghost_give_back, NULL, NULL, NULL};
+    mgpu_lend ghost = {NULL, 2, tu_ghost_borrow, tu_ghost_give_back, NULL, NULL, NULL};
     tarray *g = tarray_new(c->dt, 2, shape);
     CHECK(g != NULL);
     if (!g) goto done;
@@ -203,7 +164,7 @@ static void run_case(const mm_case *c) {
     goto done;
   }
   x.out = &two;
-  mgpu_lend lend = {NULL, gpu_count(), lend_borrow, lend_give_back, NULL,
+  mgpu_lend lend = {NULL, gpu_count(), tu_lend_borrow, tu_lend_give_back, NULL,
                     NULL, NULL};
   CHECK_MSG(mm_lanes_exec(0, &x, &lend, c->block_rows, &rep, NULL, NULL, NULL,
                           &e) == 0,

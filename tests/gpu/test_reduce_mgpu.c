@@ -49,32 +49,12 @@
 #include "compute/kinds/gpu_kernels.h"
 #include "compute/kinds/reduce/lanes.h"
 #include "gpu_test_util.h"
+#include "mgpu_test_util.h"
 #include "util/util.h"
-
-static int lend_borrow(job_ctx *c, int dev) {
-  (void)c;
-  return gpu_trylock(dev);
-}
-static void lend_return(job_ctx *c, int dev) {
-  (void)c;
-  gpu_unlock(dev);
-}
 
 static const red_lane_fns cuda_fns = {
     cuda_reduce_lane_open, cuda_reduce_lane_launch, cuda_reduce_lane_finish,
     cuda_reduce_lane_close};
-
-static void all_free(const char *what) {
-  for (int d = 0; d < gpu_count(); d++) {
-    CHECK_MSG(gpu_trylock(d) == 0, "%s: device %d held", what, d);
-    gpu_unlock(d);
-  }
-}
-
-static int same_bits(const tarray *a, const tarray *b) {
-  return a->size == b->size && a->dtype == b->dtype &&
-         memcmp(a->data, b->data, (size_t)a->size * tdtype_size(a->dtype)) == 0;
-}
 
 /* The record of a run: devices 0 and 1 with rows (two), or 0 alone. */
 static void check_record(const job_ctx *ctx, int two, const char *what) {
@@ -162,8 +142,8 @@ TEST(big_reduce_same_bits) {
     tu_job j2;
     tu_job_init(&j2, 0);
     j2.ctx.ngpu = gpu_count();
-    j2.ctx.gpu_borrow = lend_borrow;
-    j2.ctx.gpu_return = lend_return;
+    j2.ctx.gpu_borrow = tu_ctx_borrow;
+    j2.ctx.gpu_return = tu_ctx_return;
     tarray_set(r2, 0, -1);
     t0 = t_now_ms();
     int rc = red_lanes_gpu(op, x, ins, NULL, -1, 2, shape, r2, &j2.ctx, &e);
@@ -172,10 +152,10 @@ TEST(big_reduce_same_bits) {
            reduce_op_name(op), t_old, t_one, t_now_ms() - t0, j2.ctx.t_h2d,
            j2.ctx.t_compute);
     CHECK_MSG(rc == 0, "every GPU %s: %s", reduce_op_name(op), e.message);
-    CHECK_MSG(same_bits(r1, r2), "%s: every GPU %.17g, one GPU %.17g",
+    CHECK_MSG(tu_same_bytes(r1, r2), "%s: every GPU %.17g, one GPU %.17g",
               reduce_op_name(op), tarray_get(r2, 0), tarray_get(r1, 0));
     check_record(&j2.ctx, 1, reduce_op_name(op));
-    all_free("big reduce");
+    tu_all_free("big reduce");
   }
   if (!two) {
     printf("  one GPU: the two-GPU runs are skipped\n");
@@ -192,8 +172,8 @@ TEST(big_reduce_same_bits) {
     tu_job j2;
     tu_job_init(&j2, 0);
     j2.ctx.ngpu = gpu_count();
-    j2.ctx.gpu_borrow = lend_borrow;
-    j2.ctx.gpu_return = lend_return;
+    j2.ctx.gpu_borrow = tu_ctx_borrow;
+    j2.ctx.gpu_return = tu_ctx_return;
     double t0 = t_now_ms();
     CHECK_MSG(red_lanes_gpu(R_SUM, x, ins, ids, -1, 2, shape, o2, &j2.ctx, &e) == 0,
               "resident: %s", e.message);
@@ -202,12 +182,12 @@ TEST(big_reduce_same_bits) {
     tu_job j1;
     tu_job_init(&j1, 0);
     CHECK(red_lanes_gpu(R_SUM, x, ins, NULL, -1, 2, shape, o1, &j1.ctx, &e) == 0);
-    CHECK_MSG(same_bits(o1, o2), "resident (pass %d): %.17g against %.17g",
+    CHECK_MSG(tu_same_bytes(o1, o2), "resident (pass %d): %.17g against %.17g",
               pass, tarray_get(o2, 0), tarray_get(o1, 0));
     /* resident on 0 alone: the own device reads its memory, no lane lent */
     check_record(&j2.ctx, (m & 3u) == 3u, pass ? "resident on 0 and 1"
                                                : "resident on 0");
-    all_free("resident");
+    tu_all_free("resident");
   }
 done:
   unsetenv("TESSEL_GPU_LANES");
@@ -270,18 +250,18 @@ TEST(rows_same_bits) {
       if (gpu_count() >= 2) {
         tu_job_init(&j2, 0);
         j2.ctx.ngpu = gpu_count();
-        j2.ctx.gpu_borrow = lend_borrow;
-        j2.ctx.gpu_return = lend_return;
+        j2.ctx.gpu_borrow = tu_ctx_borrow;
+        j2.ctx.gpu_return = tu_ctx_return;
         t0 = t_now_ms();
         int rc = red_lanes_gpu(op, x, ins, NULL, 1, 2, shape, r2, &j2.ctx, &e);
         printf("  rows %s: blocks on one GPU %.0f ms, on every GPU %.0f ms\n",
                reduce_op_name(op), t_one, t_now_ms() - t0);
         CHECK_MSG(rc == 0, "rows on every GPU %s: %s", reduce_op_name(op),
                   e.message);
-        CHECK_MSG(same_bits(r1, r2), "rows %s: every GPU differs from one",
+        CHECK_MSG(tu_same_bytes(r1, r2), "rows %s: every GPU differs from one",
                   reduce_op_name(op));
         check_record(&j2.ctx, 1, "rows, every GPU");
-        all_free("rows");
+        tu_all_free("rows");
       }
     }
     tarray_free(r0), tarray_free(r1), tarray_free(r2);
@@ -291,31 +271,6 @@ done:
   unsetenv("TESSEL_GPU_LANES");
   tarray_free(a), tarray_free(b), tarray_free(c), tarray_free(d);
   expr_free(x);
-}
-
-static atomic_int stop_at_blocks;
-static atomic_long rows_done;
-static int ghost_borrow(void *c, int dev) {
-  (void)c, (void)dev;
-  return 0;
-}
-static void ghost_give_back(void *c, int dev) { (void)c, (void)dev; }
-static int raw_borrow(void *c, int dev) {
-  (void)c;
-  return gpu_trylock(dev);
-}
-static void raw_give_back(void *c, int dev) {
-  (void)c;
-  gpu_unlock(dev);
-}
-static void count_rows(void *c, int64_t r) {
-  (void)c;
-  atomic_fetch_add(&rows_done, r);
-}
-static int stop_at(void *c) {
-  (void)c;
-  int s = atomic_load(&stop_at_blocks);
-  return s > 0 && atomic_load(&rows_done) >= s ? T_ECANCELED : 0;
 }
 
 /* The session by hand on device 0: block k's state equals the run's. */
@@ -378,7 +333,7 @@ TEST(odd_blocks_float32) {
             "device 0 alone: %s", e.message);
   CHECK(rep.lanes == 1);
   if (gpu_count() >= 2) {
-    mgpu_lend lend = {NULL, gpu_count(), raw_borrow, raw_give_back, NULL, NULL,
+    mgpu_lend lend = {NULL, gpu_count(), tu_lend_borrow, tu_lend_give_back, NULL, NULL,
                       NULL};
     CHECK_MSG(red_lanes_run(0, &J2, 0, &lend, &cuda_fns, o2, &rep, NULL, &e) ==
                   0,
@@ -388,13 +343,13 @@ TEST(odd_blocks_float32) {
     printf("  float32 odd blocks: %s\n", desc);
     CHECK(rep.lanes >= 2 && rep.rows[0] > 0 && rep.rows[1] > 0);
   } else {
-    mgpu_lend ghost = {NULL, 2, ghost_borrow, ghost_give_back, NULL, NULL, NULL};
+    mgpu_lend ghost = {NULL, 2, tu_ghost_borrow, tu_ghost_give_back, NULL, NULL, NULL};
     CHECK_MSG(red_lanes_run(0, &J2, 0, &ghost, &cuda_fns, o2, &rep, NULL, &e) ==
                   0,
               "%s", e.message);
     CHECK(rep.lanes == 2 && rep.failed[1] && rep.rows[0] == n);
   }
-  CHECK_MSG(same_bits(o1, o2), "float32 odd blocks: %.9g against %.9g",
+  CHECK_MSG(tu_same_bytes(o1, o2), "float32 odd blocks: %.9g against %.9g",
             tarray_get(o2, 0), tarray_get(o1, 0));
   CHECK(memcmp(s1, s2, (size_t)nb * sizeof *s1) == 0);
   {
@@ -409,18 +364,18 @@ TEST(odd_blocks_float32) {
                 tarray_get(o0, 0));
     tarray_free(o0);
   }
-  all_free("odd blocks");
+  tu_all_free("odd blocks");
   check_session(&J1);
   /* a stop after a few blocks: its code, every device free */
-  atomic_store(&rows_done, 0);
-  atomic_store(&stop_at_blocks, (int)(3 * block));
-  mgpu_lend lend = {NULL, gpu_count(), raw_borrow, raw_give_back, NULL,
-                    stop_at, count_rows};
-  J2.stopped = stop_at;
+  atomic_store(&tu_rows_done, 0);
+  atomic_store(&tu_stop_rows, (int)(3 * block));
+  mgpu_lend lend = {NULL, gpu_count(), tu_lend_borrow, tu_lend_give_back, NULL,
+                    tu_stop_at, tu_count_rows};
+  J2.stopped = tu_stop_at;
   CHECK(red_lanes_run(0, &J2, 0, &lend, &cuda_fns, o2, NULL, NULL, &e) ==
         T_ECANCELED);
-  atomic_store(&stop_at_blocks, 0);
-  all_free("stop");
+  atomic_store(&tu_stop_rows, 0);
+  tu_all_free("stop");
 done:
   free(s1), free(s2);
   tarray_free(xs), tarray_free(ys), tarray_free(s);
@@ -429,15 +384,7 @@ done:
 }
 
 int main(void) {
-  char dir[] = "/tmp/tessel-gpu-test-XXXXXX";
-  CHECK(mkdtemp(dir) != NULL);
-  gpu_config cfg = {dir, 0.5, 0};
-  gpu_configure(&cfg);
-  CHECK(gpu_init() == 0);
-  if (gpu_count() == 0)
-    SKIP_ALL_NO_GPU("no CUDA device (%s)", gpu_unavailable_reason());
-  printf("%d GPU(s)%s\n", gpu_count(),
-         gpu_count() < 2 ? ": the two-GPU halves are skipped" : "");
+  tu_mgpu_start(": the two-GPU halves are skipped");
   RUN(big_reduce_same_bits);
   RUN(rows_same_bits);
   RUN(odd_blocks_float32);

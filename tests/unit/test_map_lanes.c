@@ -36,31 +36,14 @@
 #define NDEV 8
 #define N 300000 /* elements: ~73 blocks of 4096 */
 
-static pthread_mutex_t dev_mu[NDEV];
-static pthread_t dev_owner[NDEV];
-static atomic_int dev_held[NDEV], bad, nopen, nclose, nprefault, rank_mask;
+static atomic_int bad, nopen, nclose, nprefault, rank_mask;
 static atomic_int nfinished, fail_dev, fail_after, enomem_dev, stop_after;
 static atomic_int writes[N];
 static atomic_int nlive_seen;
 
-static int fk_borrow(void *c, int dev) {
-  (void)c;
-  if (pthread_mutex_trylock(&dev_mu[dev]) != 0) return -1;
-  dev_owner[dev] = pthread_self();
-  atomic_store(&dev_held[dev], 1);
-  return 0;
-}
-static void fk_give_back(void *c, int dev) {
-  (void)c;
-  if (!pthread_equal(dev_owner[dev], pthread_self())) atomic_fetch_add(&bad, 1);
-  atomic_store(&dev_held[dev], 0);
-  pthread_mutex_unlock(&dev_mu[dev]);
-}
-static int fk_stopped(void *c) {
-  (void)c;
-  int s = atomic_load(&stop_after);
-  return s > 0 && atomic_load(&nfinished) >= s ? T_ECANCELED : 0;
-}
+#define FAKE_DEV_BAD bad
+#define FAKE_DEV_DONE nfinished
+#include "fake_devs.h"
 
 struct map_lane {
   int dev;
@@ -71,11 +54,7 @@ struct map_lane {
 };
 
 static void fk_check_thread(const map_lane *L) {
-  if (!pthread_equal(L->thread, pthread_self())) atomic_fetch_add(&bad, 1);
-  /* the own device (0) is the caller's: not a fake mutex */
-  if (L->dev > 0 && (!atomic_load(&dev_held[L->dev]) ||
-                     !pthread_equal(dev_owner[L->dev], pthread_self())))
-    atomic_fetch_add(&bad, 1);
+  fk_check_lane(L->thread, L->dev);
 }
 
 static int fk_open(const map_lanes_job *J, int dev, map_lane **out, terr *e) {
@@ -186,21 +165,6 @@ static int run(int ndev, int64_t block, tarray *out, mgpu_report *rep,
   mgpu_lend lend = {NULL, ndev, fk_borrow, fk_give_back, NULL, fk_stopped,
                     NULL};
   return map_lanes_run(0, &J, block, &lend, &fakes, rep, T, e);
-}
-
-static void all_free(const char *what) {
-  for (int d = 1; d < NDEV; d++) {
-    CHECK_MSG(pthread_mutex_trylock(&dev_mu[d]) == 0, "%s: device %d held",
-              what, d);
-    pthread_mutex_unlock(&dev_mu[d]);
-  }
-}
-
-/* the report's lane of device dev */
-static int slot_of(const mgpu_report *rep, int dev) {
-  for (int k = 0; k < rep->lanes; k++)
-    if (rep->dev[k] == dev) return k;
-  return MGPU_MAX - 1;
 }
 
 TEST(test_block_cut) {
@@ -358,7 +322,7 @@ TEST(test_stop) {
 }
 
 int main(void) {
-  for (int d = 0; d < NDEV; d++) pthread_mutex_init(&dev_mu[d], NULL);
+  fake_devs_init();
   int64_t one = 1;
   in3[0] = vec(N);
   in3[1] = vec(N);

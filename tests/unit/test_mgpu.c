@@ -35,9 +35,6 @@
 
 #define NDEV 8
 #define ROWS 1000
-static pthread_mutex_t dev_mu[NDEV];
-static pthread_t dev_owner[NDEV];
-static atomic_int dev_held[NDEV];
 static atomic_int bad_thread, fail_dev, fail_after, fail_code, stop_after;
 static atomic_int blocks_done, want_dev, want_after, waiter_got;
 static atomic_int dev_blocks[NDEV], entered[NDEV], nentered, sync_start;
@@ -51,40 +48,23 @@ static int nlaunched[NDEV], nlaunches[NDEV]; /* its lane's thread only */
 static atomic_int writes[ROWS];
 static int ndev_now;
 
+#define FAKE_DEV_BAD bad_thread
+#define FAKE_DEV_DONE blocks_done
+#include "fake_devs.h"
+
 static double f(int64_t r) { return (double)r * 3.25 + 1.0; }
 
-static int fk_borrow(void *c, int dev) {
-  (void)c;
-  if (pthread_mutex_trylock(&dev_mu[dev]) != 0) return -1;
-  dev_owner[dev] = pthread_self();
-  atomic_store(&dev_held[dev], 1);
-  return 0;
-}
-static void fk_give_back(void *c, int dev) {
-  (void)c;
-  if (!pthread_equal(dev_owner[dev], pthread_self()))
-    atomic_fetch_add(&bad_thread, 1);
-  atomic_store(&dev_held[dev], 0);
-  pthread_mutex_unlock(&dev_mu[dev]);
-}
 static int fk_wanted(void *c, int dev) {
   (void)c;
   return dev >= 0 && dev == atomic_load(&want_dev) &&
          atomic_load(&blocks_done) >= atomic_load(&want_after);
-}
-static int fk_stopped(void *c) {
-  (void)c;
-  int s = atomic_load(&stop_after);
-  return s > 0 && atomic_load(&blocks_done) >= s ? T_ECANCELED : 0;
 }
 
 static int fk_block(void *u, int lane, int dev, int64_t r0, int64_t r1,
                     terr *e) {
   (void)u;
   (void)lane;
-  if (!atomic_load(&dev_held[dev]) ||
-      !pthread_equal(dev_owner[dev], pthread_self()))
-    atomic_fetch_add(&bad_thread, 1);
+  if (!fk_held_here(dev)) atomic_fetch_add(&bad_thread, 1);
   /* sync_start: no block goes on before every device has entered one. */
   if (!atomic_exchange(&entered[dev], 1)) atomic_fetch_add(&nentered, 1);
   if (atomic_load(&sync_start))
@@ -151,9 +131,7 @@ static void fk_prepare(void *u, int lane, int dev, int rank, int nlive) {
 static int fk_launch(void *u, int lane, int dev, int64_t r0, int64_t r1,
                      terr *e) {
   (void)u, (void)lane, (void)r1;
-  if (!atomic_load(&dev_held[dev]) ||
-      !pthread_equal(dev_owner[dev], pthread_self()) ||
-      nlaunched[dev] >= fk_cap(dev))
+  if (!fk_held_here(dev) || nlaunched[dev] >= fk_cap(dev))
     atomic_fetch_add(&bad_thread, 1);
   /* its second launch: the one behind its first block (sync_start holds
    * every lane's first block until all entered one: blocks are left) */
@@ -453,7 +431,7 @@ TEST(test_lanes_switch) {
 }
 
 int main(void) {
-  for (int d = 0; d < NDEV; d++) pthread_mutex_init(&dev_mu[d], NULL);
+  fake_devs_init();
   for (deep = 0; deep < 2; deep++) {
     printf("-- %s\n", deep ? "lane session, two deep" : "block alone");
     RUN(test_devices_1_2_4_8);

@@ -47,30 +47,13 @@
 #define N 300001 /* elements: ~74 blocks of 4096, the last short */
 #define NB_MAX (N / 4096 + 2)
 
-static pthread_mutex_t dev_mu[NDEV];
-static pthread_t dev_owner[NDEV];
-static atomic_int dev_held[NDEV], bad, nopen, nclose;
+static atomic_int bad, nopen, nclose;
 static atomic_int nfinished, fail_dev, fail_after, enomem_dev, stop_after;
 static atomic_int writes[NB_MAX];
 
-static int fk_borrow(void *c, int dev) {
-  (void)c;
-  if (pthread_mutex_trylock(&dev_mu[dev]) != 0) return -1;
-  dev_owner[dev] = pthread_self();
-  atomic_store(&dev_held[dev], 1);
-  return 0;
-}
-static void fk_give_back(void *c, int dev) {
-  (void)c;
-  if (!pthread_equal(dev_owner[dev], pthread_self())) atomic_fetch_add(&bad, 1);
-  atomic_store(&dev_held[dev], 0);
-  pthread_mutex_unlock(&dev_mu[dev]);
-}
-static int fk_stopped(void *c) {
-  (void)c;
-  int s = atomic_load(&stop_after);
-  return s > 0 && atomic_load(&nfinished) >= s ? T_ECANCELED : 0;
-}
+#define FAKE_DEV_BAD bad
+#define FAKE_DEV_DONE nfinished
+#include "fake_devs.h"
 
 /* One value's state, merged as a one-element part (the fake's fold). */
 static red_state one(reduce_op op, double x, int64_t l) {
@@ -112,11 +95,7 @@ struct red_lane {
 };
 
 static void fk_check_thread(const red_lane *L) {
-  if (!pthread_equal(L->thread, pthread_self())) atomic_fetch_add(&bad, 1);
-  /* the own device (0) is the caller's: not a fake mutex */
-  if (L->dev > 0 && (!atomic_load(&dev_held[L->dev]) ||
-                     !pthread_equal(dev_owner[L->dev], pthread_self())))
-    atomic_fetch_add(&bad, 1);
+  fk_check_lane(L->thread, L->dev);
 }
 
 static int fk_open(const red_lanes_job *J, int dev, red_lane **out, terr *e) {
@@ -257,20 +236,6 @@ static double expected(reduce_op op, int64_t block) {
     red_state_merge(op, &s, &b);
   }
   return red_state_final(op, s, N);
-}
-
-static void all_free(const char *what) {
-  for (int d = 1; d < NDEV; d++) {
-    CHECK_MSG(pthread_mutex_trylock(&dev_mu[d]) == 0, "%s: device %d held",
-              what, d);
-    pthread_mutex_unlock(&dev_mu[d]);
-  }
-}
-
-static int slot_of(const mgpu_report *rep, int dev) {
-  for (int k = 0; k < rep->lanes; k++)
-    if (rep->dev[k] == dev) return k;
-  return MGPU_MAX - 1;
 }
 
 static int same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
@@ -581,7 +546,7 @@ TEST(test_stop) {
 }
 
 int main(void) {
-  for (int d = 0; d < NDEV; d++) pthread_mutex_init(&dev_mu[d], NULL);
+  fake_devs_init();
   int64_t one1 = 1;
   in3[0] = vec(N);
   in3[1] = vec(N);

@@ -493,17 +493,8 @@ extern "C" int cuda_geod_lane_open(int dev, const geod_plan *pl, tarray *out,
 
 extern "C" void cuda_geod_lane_prefault(geod_lane *L, int rank, int nlive,
                                         double *ms) {
-  tarray *out = L->out;
-  if (!out->map_base || !out->map_prefault || out->map_warm || nlive < 1) return;
-  double t0 = t_now_ms();
-  size_t per = (out->map_len / (size_t)nlive + 4095) & ~(size_t)4095;
-  size_t lo = per * (size_t)rank, hi = lo + per;
-  if (hi > out->map_len) hi = out->map_len;
-  if (lo < hi) {
-    gang_item it = {(char *)out->map_base + lo, NULL, hi - lo};
-    gang_copy(L->d->gang, &it, 1);
-  }
-  if (ms) *ms += t_now_ms() - t0;
+  if (L->out->map_warm) return; /* its pages are in already */
+  stage_prefault_share(L->d, L->out, rank, nlive, ms);
 }
 
 extern "C" int cuda_geod_lane_launch(geod_lane *L, int64_t r0, int64_t r1,

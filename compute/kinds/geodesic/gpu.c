@@ -153,8 +153,7 @@ static int gm_lane_begin(void *u, int lane, int dev, int *prime, terr *e) {
   gm_run *G = u;
   int rc = cuda_geod_lane_open(dev, G->pl, G->out, G->cap, prime, gm_stopped,
                                (void *)G->lend, &G->lane[lane], e);
-  if (rc == T_ENOMEM && lane > 0) rc = e->code = T_EDEVICE;
-  return rc;
+  return mgpu_open_rc(rc, lane, e);
 }
 
 /* The lane's share of a fresh result mapping, before anybody writes. */

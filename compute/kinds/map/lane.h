@@ -13,6 +13,7 @@ extern "C" {
 
 #include "compute/array/tarray.h"
 #include "compute/expr/expr.h"
+#include "compute/kinds/lane_times.h"
 #include "util/err.h"
 
 /* What every lane reads: the job (read-only during the run). */
@@ -32,9 +33,7 @@ typedef struct map_lane map_lane;
 /* Phase times of one lane (ms): what its thread spent staging and
  * queueing inputs up, its kernels' device time, what it spent copying
  * results off and into place. */
-typedef struct map_lane_times {
-  double h2d, compute, d2h;
-} map_lane_times;
+typedef lane_times map_lane_times;
 
 /* A lane session, on the lane's thread (which holds dev).
  *   open      *L set whenever it returns with a session to close (also

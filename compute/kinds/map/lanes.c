@@ -72,7 +72,7 @@ typedef struct ml_run {
 static int ml_begin(void *u, int lane, int dev, int *prime, terr *e) {
   ml_run *R = u;
   int rc = R->f->open(R->J, dev, &R->lane[lane], e);
-  if (rc == T_ENOMEM && lane > 0) rc = e->code = T_EDEVICE;
+  rc = mgpu_open_rc(rc, lane, e);
   *prime = 1; /* two buffers: one primed, then one launched ahead */
   return rc;
 }
@@ -116,14 +116,7 @@ int map_lanes_run(int own, const map_lanes_job *J, int64_t block,
   mgpu_ops ops = {R, ml_block, ml_end, ml_begin, ml_prepare, ml_launch, 1};
   int rc = mgpu_run(own, J->out->size, block, 0, lend, &ops, rep, e);
   J->out->map_prefault = 0; /* every lane did its share */
-  if (T) {
-    memset(T, 0, sizeof *T);
-    for (int k = 0; k < MGPU_MAX; k++) {
-      if (R->t[k].h2d > T->h2d) T->h2d = R->t[k].h2d;
-      if (R->t[k].compute > T->compute) T->compute = R->t[k].compute;
-      if (R->t[k].d2h > T->d2h) T->d2h = R->t[k].d2h;
-    }
-  }
+  if (T) mgpu_slowest(R->t, MGPU_MAX, T);
   free(R);
   return rc;
 }
@@ -134,11 +127,6 @@ int map_lanes_run(int own, const map_lanes_job *J, int64_t block,
 static const map_lane_fns ml_cuda = {cuda_map_lane_open, cuda_map_lane_prefault,
                                      cuda_map_lane_launch, cuda_map_lane_finish,
                                      cuda_map_lane_close};
-
-static int ml_stopped(void *c) {
-  job_ctx *ctx = c;
-  return job_ctx_stopped(ctx) ? job_ctx_stop_code(ctx) : 0;
-}
 
 /* Another device free now (tried and given back at once). */
 static int ml_any_free(job_ctx *ctx) {
@@ -156,7 +144,7 @@ int map_lanes_gpu(const expr *x, const tarray *const *inputs,
   if (!map_lanes_wants(x, inputs, out, ctx) || !ml_any_free(ctx))
     return gpu_map(ctx->device, x, inputs, ids, out, ctx, e);
   int64_t block = map_lanes_block(out->size, map_lanes_per_elem(x, inputs, out));
-  map_lanes_job J = {x, inputs, ids, out, ctx->device, block, ml_stopped, ctx};
+  map_lanes_job J = {x, inputs, ids, out, ctx->device, block, mgpu_stopped, ctx};
   mgpu_lend lend;
   mgpu_report rep;
   map_lane_times T;
@@ -164,9 +152,7 @@ int map_lanes_gpu(const expr *x, const tarray *const *inputs,
   atomic_store(&ctx->progress_done, 0);
   atomic_store(&ctx->progress_total, out->size);
   int rc = map_lanes_run(ctx->device, &J, block, &lend, &ml_cuda, &rep, &T, e);
-  ctx->t_h2d += T.h2d;
-  ctx->t_compute += T.compute;
-  ctx->t_d2h += T.d2h;
+  mgpu_note_times(&T, ctx);
   mgpu_note(&rep, ctx);
   return rc;
 }

@@ -12,7 +12,8 @@
  * a one-GPU run reads them (cached whole there when they fit), on a lent
  * one only when its cache holds them already (gpu_resident_mask; else they
  * are streamed like inline inputs, never uploaded whole into a borrowed
- * device). Then two device buffers, each a block's streamed inputs and
+ * device; the plan and the inputs' way up are lane_inputs.h's, shared
+ * with the reduce's lanes). Then two device buffers, each a block's streamed inputs and
  * its result.
  *
  * launch (block [r0, r1) into buffer nl % 2): with no older block in
@@ -45,9 +46,10 @@
 #include <string.h>
 
 #include "compute/kinds/map/map_int.h" /* first: C headers in extern "C" */
+#include "compute/kinds/lane_inputs.h"
 #include "compute/kinds/map/lane.h"
 
-#define ML_NBUF 2
+#define ML_NBUF LANE_NBUF
 
 static pthread_mutex_t ml_kernel_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -58,32 +60,16 @@ struct map_lane {
   CUfunction fn;
   fuse_sig sig;
   fuse_args args; /* placed inputs; a launch sets the streamed ones */
-  fuse_input m[FUSE_MAX_IN];
-  size_t dreg[FUSE_MAX_IN]; /* streamed input i in a device buffer */
-  size_t hreg[FUSE_MAX_IN]; /* non-pinned streamed input i in a slot */
-  size_t out_reg;           /* the block's result in a device buffer */
-  int64_t C;                /* elements a slot carries up (0: none staged) */
+  lane_in_job ij;   /* the job's inputs, as lane_inputs.h takes them */
+  lane_inputs in;   /* placed; their regions, C */
+  size_t out_reg;   /* the block's result in a device buffer */
   devbuf buf[ML_NBUF];
-  cudaEvent_t up[ML_NBUF], kbeg[ML_NBUF], done[ML_NBUF];
-  cudaEvent_t slot_ev[DEV_STAGE_SLOTS]; /* the slot's last copy done */
+  lane_events ev;
   int64_t r0[ML_NBUF], r1[ML_NBUF];
   int queued[ML_NBUF]; /* buffer k's inputs and kernel are queued */
   int64_t nl, nf, up_no, down_no;
   map_lane_times t;
 };
-
-static int ml_events(map_lane *L, terr *e) {
-  int rc = 0;
-  for (int k = 0; k < ML_NBUF; k++) {
-    CU_TRY(cudaEventCreateWithFlags(&L->up[k], cudaEventDisableTiming));
-    CU_TRY(cudaEventCreateWithFlags(&L->kbeg[k], cudaEventDefault));
-    CU_TRY(cudaEventCreateWithFlags(&L->done[k], cudaEventDefault));
-  }
-  for (int s = 0; s < DEV_STAGE_SLOTS; s++)
-    CU_TRY(cudaEventCreateWithFlags(&L->slot_ev[s], cudaEventDisableTiming));
-fail:
-  return rc;
-}
 
 /* The kernel, the inputs placed, the regions, the two buffers. */
 static int ml_setup(map_lane *L, terr *e) {
@@ -91,9 +77,8 @@ static int ml_setup(map_lane *L, terr *e) {
   devctx *d = L->d;
   const map_lanes_job *J = L->J;
   const tarray *out = J->out;
-  const char *ids[FUSE_MAX_IN];
   char *key = NULL;
-  size_t key_len = MAP_KEY_MAX + EXPR_MAX_SRC * 8, per_dev = 0, per_slot = 0;
+  size_t key_len = MAP_KEY_MAX + EXPR_MAX_SRC * 8, per_dev = 0;
   /* regions of whole 256-element groups: every one 16-byte aligned, as
    * the kernel's vector accesses want (sig.vec4) */
   size_t capr = ((size_t)J->cap + 255) & ~(size_t)255;
@@ -102,8 +87,8 @@ static int ml_setup(map_lane *L, terr *e) {
   memset(&job, 0, sizeof job);
   job.t_h2d = &L->t.h2d;
   T_TRY(stage_ensure(d, e));
-  T_TRY(ml_events(L, e));
-  map_sig_init(J->x, L->nin, J->inputs, out, &L->sig, &L->args, L->m);
+  T_TRY(lane_events_create(&L->ev, e));
+  map_sig_init(J->x, L->nin, J->inputs, out, &L->sig, &L->args, L->in.m);
   key = (char *)malloc(key_len);
   if (!key || fuse_key(&L->sig, key, key_len) < 0) {
     rc = terr_set(e, T_ENOMEM, "", -1, "kernel key");
@@ -117,44 +102,12 @@ static int ml_setup(map_lane *L, terr *e) {
                   e);
   pthread_mutex_unlock(&ml_kernel_mu);
   if (rc) goto fail;
-  /* uploaded arrays: the run's own device caches them as a one-GPU run
-   * does (read from its cache, uploaded whole into it if they fit); a lent
-   * device reads one only where its cache holds it already, else streams
-   * it (a borrowed device's cache is not filled with gigabytes for one
-   * job, evicting what its own jobs keep there) */
-  for (int i = 0; i < L->nin; i++) {
-    const tarray *in = J->inputs[i];
-    size_t bytes = (size_t)in->size * L->m[i].es;
-    int here = J->ids && J->ids[i] &&
-               (d->index == J->own ||
-                (gpu_resident_mask(J->ids[i], (int)in->dtype, bytes) >>
-                 d->index) & 1u);
-    ids[i] = here ? J->ids[i] : NULL;
-  }
-  T_TRY(fuse_place_inputs(d, L->nin, J->inputs, ids, &L->sig, L->m,
-                          &L->args, &job, e));
-  for (int i = 0; i < L->nin; i++)
-    if (L->m[i].streamed) {
-      L->dreg[i] = per_dev;
-      per_dev += capr * L->m[i].es;
-      if (!L->m[i].pinned) {
-        L->hreg[i] = per_slot; /* times C, once C is known */
-        per_slot += L->m[i].es;
-      }
-    }
+  /* uploaded arrays read where a one-GPU run reads them, or streamed
+   * (lane_inputs.h); the block's result after the inputs */
+  T_TRY(lane_inputs_plan(d, &L->ij, &L->sig, &L->args, &job, J->cap, &L->in,
+                         &per_dev, e));
   L->out_reg = per_dev;
   per_dev += capr * tdtype_size(out->dtype);
-  if (per_slot > 0) {
-    L->C = (int64_t)(d->slot[0].bytes / per_slot) & ~(int64_t)255;
-    if (L->C < 256) {
-      rc = terr_set(e, T_ETOOLARGE, "params.inputs", -1,
-                    "too many inputs for the GPU staging buffers");
-      goto fail;
-    }
-    for (int i = 0; i < L->nin; i++)
-      if (L->m[i].streamed && !L->m[i].pinned)
-        L->hreg[i] *= (size_t)L->C; /* bytes an element before it, times C */
-  }
   for (int k = 0; k < ML_NBUF; k++) T_TRY(devmem_alloc(d, per_dev, &L->buf[k], e));
   L->out_pinned =
       stage_pinned(out->data, (size_t)out->size * tdtype_size(out->dtype));
@@ -166,10 +119,8 @@ fail:
 extern "C" int cuda_map_lane_open(const map_lanes_job *J, int dev,
                                   map_lane **lane, terr *e) {
   *lane = NULL;
-  int n = gpu_count();
-  if (dev < 0 || dev >= n)
-    return terr_set(e, T_EDEVICE, "", -1, "CUDA: no device %d (%d usable)",
-                    dev, n);
+  int rc = lane_device_ok(dev, e);
+  if (rc) return rc;
   int nin = expr_ninputs(J->x);
   if (nin < 0 || nin > FUSE_MAX_IN || J->out->ndim > 8 || J->cap < 1)
     return terr_set(e, T_EINVAL, "params.inputs", -1, "%d inputs", nin);
@@ -177,7 +128,8 @@ extern "C" int cuda_map_lane_open(const map_lanes_job *J, int dev,
   if (!L) return terr_set(e, T_ENOMEM, "", -1, "no memory for a lane");
   L->J = J;
   L->nin = nin;
-  int rc = dev_begin(dev, &L->d, e);
+  L->ij = (lane_in_job){nin, J->inputs, J->ids, J->own};
+  rc = dev_begin(dev, &L->d, e);
   if (rc) {
     free(L);
     return rc;
@@ -187,18 +139,8 @@ extern "C" int cuda_map_lane_open(const map_lanes_job *J, int dev,
 }
 
 extern "C" void cuda_map_lane_prefault(map_lane *L, int rank, int nlive) {
-  tarray *out = L->J->out;
-  if (!out->map_base || !out->map_prefault || out->map_warm || nlive < 1)
-    return;
-  double t0 = t_now_ms();
-  size_t per = (out->map_len / (size_t)nlive + 4095) & ~(size_t)4095;
-  size_t lo = per * (size_t)rank, hi = lo + per;
-  if (hi > out->map_len) hi = out->map_len;
-  if (lo < hi) {
-    gang_item it = {(char *)out->map_base + lo, NULL, hi - lo};
-    gang_copy(L->d->gang, &it, 1);
-  }
-  L->t.d2h += t_now_ms() - t0;
+  if (L->J->out->map_warm) return; /* its pages are in already */
+  stage_prefault_share(L->d, L->J->out, rank, nlive, &L->t.d2h);
 }
 
 /* ---- a block's inputs up and its kernel ---------------------------------
@@ -212,57 +154,16 @@ static_assert(DEV_STAGE_SLOTS >= 4, "two slots up and two down");
 
 /* Block kb's page-locked inputs queued up (DMA from where they lie). */
 static int ml_up_pinned(map_lane *L, int kb, terr *e) {
-  int rc = 0;
-  devctx *d = L->d;
-  char *b = (char *)L->buf[kb].ptr;
-  int64_t r0 = L->r0[kb], n = L->r1[kb] - r0;
-  for (int i = 0; i < L->nin; i++)
-    if (L->m[i].streamed && L->m[i].pinned) {
-      size_t es = L->m[i].es;
-      CU_TRY(cudaMemcpyAsync(b + L->dreg[i],
-                             (const char *)L->J->inputs[i]->data +
-                                 (size_t)r0 * es,
-                             (size_t)n * es, cudaMemcpyHostToDevice,
-                             d->s_h2d));
-    }
-fail:
-  return rc;
+  return lane_up_pinned(L->d, &L->ij, &L->in, (char *)L->buf[kb].ptr,
+                        L->r0[kb], L->r1[kb], e);
 }
 
-/* One slot of block kb's other streamed inputs, from element *o: the gang
- * fills an up slot (once its last copy is done), the copy-in stream moves
- * it into buffer kb; *o advanced. */
+/* One slot of block kb's other streamed inputs, from element *o, through
+ * the next of the two up slots (lane_up_chunk); *o advanced. */
 static int ml_up_chunk(map_lane *L, int kb, int64_t *o, terr *e) {
-  int rc = 0;
-  devctx *d = L->d;
-  const tarray *const *in = L->J->inputs;
-  char *b = (char *)L->buf[kb].ptr;
-  int64_t r0 = L->r0[kb], r1 = L->r1[kb];
-  int64_t cnt = r1 - *o < L->C ? r1 - *o : L->C;
-  int s = ML_UP + (int)(L->up_no++ % 2), ni = 0;
-  gang_item items[FUSE_MAX_IN];
-  T_ASSERT(L->C > 0 && *o >= r0 && *o < r1);
-  CU_TRY(cudaEventSynchronize(L->slot_ev[s]));
-  for (int i = 0; i < L->nin; i++)
-    if (L->m[i].streamed && !L->m[i].pinned) {
-      size_t es = L->m[i].es;
-      T_ASSERT(L->hreg[i] + (size_t)cnt * es <= d->slot[s].bytes);
-      items[ni++] = (gang_item){d->slot[s].host + L->hreg[i],
-                                (const char *)in[i]->data + (size_t)*o * es,
-                                (size_t)cnt * es};
-    }
-  gang_copy(d->gang, items, ni);
-  for (int i = 0; i < L->nin; i++)
-    if (L->m[i].streamed && !L->m[i].pinned) {
-      size_t es = L->m[i].es;
-      CU_TRY(cudaMemcpyAsync(b + L->dreg[i] + (size_t)(*o - r0) * es,
-                             d->slot[s].host + L->hreg[i], (size_t)cnt * es,
-                             cudaMemcpyHostToDevice, d->s_h2d));
-    }
-  CU_TRY(cudaEventRecord(L->slot_ev[s], d->s_h2d));
-  *o += cnt;
-fail:
-  return rc;
+  int s = ML_UP + (int)(L->up_no++ % 2);
+  return lane_up_chunk(L->d, &L->ij, &L->in, (char *)L->buf[kb].ptr,
+                       L->r0[kb], L->r1[kb], s, L->ev.slot_ev[s], o, e);
 }
 
 /* Block kb's kernel, on the compute stream after its inputs are up. */
@@ -272,19 +173,19 @@ static int ml_kernel(map_lane *L, int kb, terr *e) {
   char *b = (char *)L->buf[kb].ptr;
   fuse_args a = L->args;
   int64_t r0 = L->r0[kb], r1 = L->r1[kb];
-  CU_TRY(cudaEventRecord(L->up[kb], d->s_h2d));
-  CU_TRY(cudaStreamWaitEvent(d->s_comp, L->up[kb], 0));
+  CU_TRY(cudaEventRecord(L->ev.up[kb], d->s_h2d));
+  CU_TRY(cudaStreamWaitEvent(d->s_comp, L->ev.up[kb], 0));
   for (int i = 0; i < L->nin; i++)
-    if (L->m[i].streamed) {
-      a.in[i] = b + L->dreg[i];
+    if (L->in.m[i].streamed) {
+      a.in[i] = b + L->in.dreg[i];
       a.off[i] = r0;
     }
   a.out = b + L->out_reg;
   a.start = r0;
   a.count = r1 - r0;
-  CU_TRY(cudaEventRecord(L->kbeg[kb], d->s_comp));
+  CU_TRY(cudaEventRecord(L->ev.kbeg[kb], d->s_comp));
   T_TRY(map_launch(d, L->fn, &a, r1 - r0, L->sig.groups, e));
-  CU_TRY(cudaEventRecord(L->done[kb], d->s_comp));
+  CU_TRY(cudaEventRecord(L->ev.done[kb], d->s_comp));
   L->queued[kb] = 1;
 fail:
   return rc;
@@ -298,16 +199,12 @@ extern "C" int cuda_map_lane_launch(map_lane *L, int64_t r0, int64_t r1,
                                     terr *e) {
   int rc = 0;
   devctx *d = L->d;
-  int k = (int)(L->nl % ML_NBUF), st;
+  int k = (int)(L->nl % ML_NBUF);
   double t0 = t_now_ms();
   /* a free buffer, and the block fits it */
   T_ASSERT(L->nl - L->nf < ML_NBUF && r0 >= 0 && r0 < r1 &&
            r1 - r0 <= L->J->cap && r1 <= L->J->out->size);
-  if (L->J->stopped && (st = L->J->stopped(L->J->ctx)) != 0) {
-    rc = terr_set(e, (terr_code)st, "", -1, "stopped at element %lld",
-                  (long long)r0);
-    goto fail;
-  }
+  T_TRY(lane_stopped(L->J->stopped, L->J->ctx, r0, e));
   CU_TRY(cudaSetDevice(d->ordinal));
   L->r0[k] = r0;
   L->r1[k] = r1;
@@ -316,7 +213,7 @@ extern "C" int cuda_map_lane_launch(map_lane *L, int64_t r0, int64_t r1,
   if (L->nl - 1 == L->nf) {
     int64_t o = r0;
     T_TRY(ml_up_pinned(L, k, e));
-    while (L->C > 0 && o < r1) T_TRY(ml_up_chunk(L, k, &o, e));
+    while (L->in.C > 0 && o < r1) T_TRY(ml_up_chunk(L, k, &o, e));
     T_TRY(ml_kernel(L, k, e));
   }
 fail:
@@ -327,7 +224,7 @@ fail:
 /* Chunk c drained: its copy awaited, then the gang moves it into place. */
 static int ml_drain(map_lane *L, int s, char *dst, size_t len, terr *e) {
   int rc = 0;
-  CU_TRY(cudaEventSynchronize(L->slot_ev[s]));
+  CU_TRY(cudaEventSynchronize(L->ev.slot_ev[s]));
   {
     gang_item it = {dst, L->d->slot[s].host, len};
     gang_copy(L->d->gang, &it, 1);
@@ -348,21 +245,21 @@ static int ml_down(map_lane *L, int k, int kn, int64_t *o, double *up_ms,
   size_t bytes = (size_t)(L->r1[k] - L->r0[k]) * es, chunk = d->slot[0].bytes;
   char *dst = (char *)L->J->out->data + (size_t)L->r0[k] * es, *pend = NULL;
   const char *src = (const char *)L->buf[k].ptr + L->out_reg;
-  CU_TRY(cudaStreamWaitEvent(d->s_d2h, L->done[k], 0));
+  CU_TRY(cudaStreamWaitEvent(d->s_d2h, L->ev.done[k], 0));
   if (L->out_pinned) { /* the DMA writes the result itself */
     CU_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
                            d->s_d2h));
-    CU_TRY(cudaEventRecord(L->slot_ev[ML_DOWN], d->s_d2h));
+    CU_TRY(cudaEventRecord(L->ev.slot_ev[ML_DOWN], d->s_d2h));
     goto fail; /* the caller stages the rest and waits */
   }
   for (size_t off = 0; off < bytes; off += len) {
     int s = ML_DOWN + (int)(L->down_no++ % 2);
     len = bytes - off < chunk ? bytes - off : chunk;
-    CU_TRY(cudaEventSynchronize(L->slot_ev[s])); /* drained: see below */
+    CU_TRY(cudaEventSynchronize(L->ev.slot_ev[s])); /* drained: see below */
     CU_TRY(cudaMemcpyAsync(d->slot[s].host, src + off, len,
                            cudaMemcpyDeviceToHost, d->s_d2h));
-    CU_TRY(cudaEventRecord(L->slot_ev[s], d->s_d2h));
-    if (kn >= 0 && L->C > 0 && *o < L->r1[kn]) {
+    CU_TRY(cudaEventRecord(L->ev.slot_ev[s], d->s_d2h));
+    if (kn >= 0 && L->in.C > 0 && *o < L->r1[kn]) {
       double t0 = t_now_ms();
       T_TRY(ml_up_chunk(L, kn, o, e));
       *up_ms += t_now_ms() - t0;
@@ -393,7 +290,7 @@ extern "C" int cuda_map_lane_finish(map_lane *L, int64_t r0, int64_t r1,
     kn = (int)((L->nf + 1) % ML_NBUF); /* launched behind it: goes up now */
     o = L->r0[kn];
     T_TRY(ml_up_pinned(L, kn, e));
-    if (L->C == 0) { /* nothing through the slots: its kernel now */
+    if (L->in.C == 0) { /* nothing through the slots: its kernel now */
       T_TRY(ml_kernel(L, kn, e));
       kn = -1;
     }
@@ -401,12 +298,12 @@ extern "C" int cuda_map_lane_finish(map_lane *L, int64_t r0, int64_t r1,
   T_TRY(ml_down(L, k, kn, &o, &up_ms, e));
   if (kn >= 0) {
     double t1 = t_now_ms();
-    while (L->C > 0 && o < L->r1[kn]) T_TRY(ml_up_chunk(L, kn, &o, e));
+    while (L->in.C > 0 && o < L->r1[kn]) T_TRY(ml_up_chunk(L, kn, &o, e));
     T_TRY(ml_kernel(L, kn, e));
     up_ms += t_now_ms() - t1;
   }
-  if (L->out_pinned) CU_TRY(cudaEventSynchronize(L->slot_ev[ML_DOWN]));
-  L->t.compute += dev_event_ms(L->kbeg[k], L->done[k]);
+  if (L->out_pinned) CU_TRY(cudaEventSynchronize(L->ev.slot_ev[ML_DOWN]));
+  L->t.compute += dev_event_ms(L->ev.kbeg[k], L->ev.done[k]);
   L->nf++;
 fail:
   L->t.h2d += up_ms;
@@ -416,22 +313,8 @@ fail:
 
 extern "C" void cuda_map_lane_close(map_lane *L, int rc, map_lane_times *t) {
   if (!L) return;
-  devctx *d = L->d;
-  (void)cudaSetDevice(d->ordinal);
-  (void)cudaStreamSynchronize(d->s_h2d);
-  (void)cudaStreamSynchronize(d->s_comp);
-  (void)cudaStreamSynchronize(d->s_d2h);
+  lane_quiesce(L->d);
   if (t) *t = L->t;
-  for (int k = 0; k < ML_NBUF; k++) {
-    devmem_free(d, &L->buf[k]);
-    if (L->up[k]) (void)cudaEventDestroy(L->up[k]);
-    if (L->kbeg[k]) (void)cudaEventDestroy(L->kbeg[k]);
-    if (L->done[k]) (void)cudaEventDestroy(L->done[k]);
-  }
-  for (int s = 0; s < DEV_STAGE_SLOTS; s++)
-    if (L->slot_ev[s]) (void)cudaEventDestroy(L->slot_ev[s]);
-  for (int i = 0; i < L->nin && i < FUSE_MAX_IN; i++) devmem_free(d, &L->m[i].tmp);
-  (void)cudaGetLastError();
-  dev_end(d, rc);
+  lane_release(L->d, L->buf, &L->ev, L->nin, &L->in, rc);
   free(L);
 }

@@ -440,17 +440,8 @@ fail:
 }
 
 extern "C" void cuda_mm_lane_prefault(mm_lane *L, int rank, int nlive) {
-  tarray *out = L->x.out;
-  if (!out->map_base || !out->map_prefault || nlive < 1) return;
-  double t0 = t_now_ms();
-  size_t per = (out->map_len / (size_t)nlive + 4095) & ~(size_t)4095;
-  size_t lo = per * (size_t)rank, hi = lo + per;
-  if (hi > out->map_len) hi = out->map_len;
-  if (lo < hi) {
-    gang_item it = {(char *)out->map_base + lo, NULL, hi - lo};
-    gang_copy(L->d->gang, &it, 1);
-  }
-  L->d2h += t_now_ms() - t0;
+  /* a warm mapping too (its view has map_warm 0: matmul.c, view2_out) */
+  stage_prefault_share(L->d, L->x.out, rank, nlive, &L->d2h);
 }
 
 extern "C" int cuda_mm_lane_launch(mm_lane *L, int64_t r0, int64_t r1,

@@ -13,6 +13,7 @@ extern "C" {
 
 #include "compute/array/tarray.h"
 #include "compute/expr/expr.h"
+#include "compute/kinds/lane_times.h"
 #include "compute/kinds/ops.h"
 #include "util/err.h"
 
@@ -69,9 +70,7 @@ static inline int64_t red_lanes_parts(int64_t nl) {
 
 /* Phase times of one lane (ms): its thread staging and queueing inputs
  * up, its kernels' device time, waiting for a block's partial. */
-typedef struct red_lane_times {
-  double h2d, compute, d2h;
-} red_lane_times;
+typedef lane_times red_lane_times;
 
 /* A lane session, on the lane's thread (which holds dev).
  *   open    *L set whenever it returns with a session to close (also on an

@@ -204,7 +204,7 @@ typedef struct rl_run {
 static int rl_begin(void *u, int lane, int dev, int *prime, terr *e) {
   rl_run *R = u;
   int rc = R->f->open(R->J, dev, &R->lane[lane], e);
-  if (rc == T_ENOMEM && lane > 0) rc = e->code = T_EDEVICE;
+  rc = mgpu_open_rc(rc, lane, e);
   *prime = 1; /* two buffers: one primed, then one launched ahead */
   return rc;
 }
@@ -253,14 +253,7 @@ int red_lanes_run(int own, const red_lanes_job *J, int max_lanes,
     for (int64_t k = 0; k < nb; k++) red_state_merge(J->op, &s, &J->states[k]);
     tarray_set(out, 0, red_state_final(J->op, s, J->n));
   }
-  if (T) {
-    memset(T, 0, sizeof *T);
-    for (int k = 0; k < MGPU_MAX; k++) {
-      if (R->t[k].h2d > T->h2d) T->h2d = R->t[k].h2d;
-      if (R->t[k].compute > T->compute) T->compute = R->t[k].compute;
-      if (R->t[k].d2h > T->d2h) T->d2h = R->t[k].d2h;
-    }
-  }
+  if (T) mgpu_slowest(R->t, MGPU_MAX, T);
   free(R);
   return rc;
 }
@@ -274,11 +267,6 @@ static const red_lane_fns rl_cuda = {cuda_reduce_lane_open,
                                      cuda_reduce_lane_launch,
                                      cuda_reduce_lane_finish,
                                      cuda_reduce_lane_close};
-
-static int rl_stopped(void *c) {
-  job_ctx *ctx = c;
-  return job_ctx_stopped(ctx) ? job_ctx_stop_code(ctx) : 0;
-}
 
 /* Lanes worth lending: 1 when every full-size input is an upload the own
  * device holds and no other device does (the own device reads it from its
@@ -312,7 +300,7 @@ int red_lanes_gpu(reduce_op op, const expr *x, const tarray *const *inputs,
   red_lanes_job J = {op,          out->dtype, x,      inputs,
                      ids,         axis,       cut.n,  cut.outer,
                      cut.L,       cut.block,  ctx->device, states,
-                     rows ? out : NULL, rl_stopped, ctx};
+                     rows ? out : NULL, mgpu_stopped, ctx};
   mgpu_lend lend;
   mgpu_report rep;
   red_lane_times T;
@@ -322,9 +310,7 @@ int red_lanes_gpu(reduce_op op, const expr *x, const tarray *const *inputs,
   int maxl = rl_max_lanes(x, inputs, ids, cut.n, ctx->device);
   int rc = red_lanes_run(ctx->device, &J, maxl, &lend, &rl_cuda, out, &rep, &T,
                          e);
-  ctx->t_h2d += T.h2d;
-  ctx->t_compute += T.compute;
-  ctx->t_d2h += T.d2h;
+  mgpu_note_times(&T, ctx);
   mgpu_note(&rep, ctx);
   free(states);
   return rc;
