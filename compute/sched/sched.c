@@ -532,10 +532,14 @@ void sched_shutdown(sched *s, double deadline_s) {
   pthread_cond_broadcast(&s->mon_cv);
   tmutex_unlock(&s->mu);
 
-  pool_destroy(s->pool);
-  s->pool = NULL;
+  /* The GPU workers first: a gang's worker may still be inside pool_for
+   * on s->pool (its members' prepares and ends, run.c) after the last of
+   * its jobs ended; the pool goes once nobody can call it (TSan caught
+   * pool_destroy racing that pool_for in test_sched_gang). */
   for (int d = 0; d < s->gpu_started; d++) pthread_join(s->gpu_threads[d], NULL);
   s->gpu_started = 0;
+  pool_destroy(s->pool);
+  s->pool = NULL;
   if (s->monitor_started) pthread_join(s->monitor, NULL);
   s->monitor_started = 0;
 
