@@ -538,10 +538,10 @@ void sched_shutdown(sched *s, double deadline_s) {
    * pool_destroy racing that pool_for in test_sched_gang). */
   for (int d = 0; d < s->gpu_started; d++) pthread_join(s->gpu_threads[d], NULL);
   s->gpu_started = 0;
+  if (s->monitor_started) pthread_join(s->monitor, NULL); /* it may wake the pool */
+  s->monitor_started = 0;
   pool_destroy(s->pool);
   s->pool = NULL;
-  if (s->monitor_started) pthread_join(s->monitor, NULL);
-  s->monitor_started = 0;
 
   /* Queued jobs stay queued in the store; release them here (those sent
    * back for memory too: nothing runs now, so none is held back). */
