@@ -507,8 +507,6 @@ fail:
   return rc;
 }
 
-extern "C" int64_t cuda_mm_lane_rows(const mm_lane *L) { return L ? L->rows : 0; }
-
 extern "C" void cuda_mm_lane_close(mm_lane *L, int rc, double *t_h2d,
                                    double *t_compute, double *t_d2h) {
   if (!L) return;

@@ -57,8 +57,6 @@ int cuda_mm_lane_launch(mm_lane *L, int64_t r0, int64_t r1, terr *e);
 /* Wait for the oldest launched block (which must be [r0, r1)) and copy its
  * rows into the result. */
 int cuda_mm_lane_finish(mm_lane *L, int64_t r0, int64_t r1, terr *e);
-/* Rows this lane wrote. */
-int64_t cuda_mm_lane_rows(const mm_lane *L);
 /* End the lane (NULL ok): streams synchronised, buffers freed (C kept for
  * keep_as when rc is 0 and the lane wrote every row), dev_end. Adds its
  * times (ms) to the three counters. */

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "compute/kinds/gpu_kernels.h"
+#include "compute/kinds/reduce/fold.h"
 
 int red_lanes_switch(void) {
   const char *v = getenv("TESSEL_GPU_LANES");
@@ -98,33 +99,6 @@ int red_lanes_wants(reduce_op op, const expr *x, const tarray *const *inputs,
 
 /* ---- the host's side of the fold (fusegen.cu's red_state, in C) --------- */
 
-static void rs_neu(double *s, double *c, double v) {
-  double t = *s + v;
-  if (!isfinite(t)) {
-    *s = t;
-    return;
-  }
-  if (fabs(*s) >= fabs(v)) *c += (*s - t) + v;
-  else *c += (v - t) + *s;
-  *s = t;
-}
-
-static void rs_norm_merge(double *scale, double *ssq, double s2, double q2) {
-  if (isnan(*scale) || isnan(s2)) {
-    *scale = NAN;
-  } else if (isinf(*scale) || isinf(s2)) {
-    *scale = INFINITY;
-  } else if (s2 == 0) {
-  } else if (*scale < s2) {
-    double r = *scale / s2;
-    *ssq = *ssq * r * r + q2;
-    *scale = s2;
-  } else {
-    double r = s2 / *scale;
-    *ssq += q2 * r * r;
-  }
-}
-
 void red_state_init(reduce_op op, red_state *s) {
   s->a = op == R_PROD ? 1.0 : 0.0;
   s->b = s->c = 0;
@@ -136,8 +110,8 @@ void red_state_merge(reduce_op op, red_state *s, const red_state *o) {
   switch (op) {
     case R_SUM:
     case R_MEAN:
-      rs_neu(&s->a, &s->b, o->a);
-      rs_neu(&s->a, &s->b, o->b);
+      fold_neumaier_add(&s->a, &s->b, o->a);
+      fold_neumaier_add(&s->a, &s->b, o->b);
       return;
     case R_PROD: s->a *= o->a; return;
     case R_VAR:
@@ -151,7 +125,7 @@ void red_state_merge(reduce_op op, red_state *s, const red_state *o) {
     }
     case R_NORM:
       s->c += o->c;
-      rs_norm_merge(&s->a, &s->b, o->a, o->b);
+      fold_norm_merge(&s->a, &s->b, o->a, o->b);
       return;
     default: break;
   }
@@ -188,7 +162,7 @@ double red_state_final(reduce_op op, red_state s, int64_t n) {
     }
     default: break;
   }
-  if (s.c > 0) rs_norm_merge(&s.a, &s.b, 1.0, s.c);
+  if (s.c > 0) fold_norm_merge(&s.a, &s.b, 1.0, s.c);
   return (s.a == 0 || !isfinite(s.a)) ? s.a : s.a * sqrt(s.b);
 }
 

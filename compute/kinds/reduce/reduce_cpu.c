@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "compute/kinds/exprkind.h"
+#include "compute/kinds/reduce/fold.h"
 #include "util/pool.h"
 
 #define RED_CHUNK 65536 /* reduced elements per chunk (rows layout) */
@@ -76,36 +77,6 @@ static double pairwise(const double *v, int64_t n) {
   return pairwise(v, h) + pairwise(v + h, n - h);
 }
 
-static void neumaier_add(double *s, double *c, double v) {
-  double t = *s + v;
-  if (!isfinite(t)) { /* Inf/NaN: keep the compensation finite */
-    *s = t;
-    return;
-  }
-  if (fabs(*s) >= fabs(v))
-    *c += (*s - t) + v;
-  else
-    *c += (v - t) + *s;
-  *s = t;
-}
-
-static void norm_merge(double *scale, double *ssq, double s2, double q2) {
-  if (isnan(*scale) || isnan(s2)) {
-    *scale = NAN;
-  } else if (isinf(*scale) || isinf(s2)) {
-    *scale = INFINITY;
-  } else if (s2 == 0) {
-    /* nothing to add */
-  } else if (*scale < s2) {
-    double r = *scale / s2;
-    *ssq = *ssq * r * r + q2;
-    *scale = s2;
-  } else {
-    double r = s2 / *scale;
-    *ssq += q2 * r * r;
-  }
-}
-
 static void var_merge(rpart *p, double nb, double mb, double m2b) {
   if (nb == 0) return;
   double na = p->n, n = na + nb, d = mb - p->mean;
@@ -139,7 +110,7 @@ static void part_block(rpart *p, reduce_op op, const double *v, int64_t m,
   switch (op) {
     case R_SUM:
     case R_MEAN:
-      neumaier_add(&p->s, &p->c, pairwise(v, m));
+      fold_neumaier_add(&p->s, &p->c, pairwise(v, m));
       break;
     case R_PROD: {
       double r = 1;
@@ -167,13 +138,13 @@ static void part_block(rpart *p, reduce_op op, const double *v, int64_t m,
         amax = a > amax ? a : amax;
       }
       if (bad) {
-        norm_merge(&p->scale, &p->ssq, NAN, 0);
+        fold_norm_merge(&p->scale, &p->ssq, NAN, 0);
       } else if (isinf(amax)) {
-        norm_merge(&p->scale, &p->ssq, INFINITY, 0);
+        fold_norm_merge(&p->scale, &p->ssq, INFINITY, 0);
       } else if (amax > 0) {
         double inv = 1.0 / amax;
         for (int64_t i = 0; i < m; i++) tmp[i] = (v[i] * inv) * (v[i] * inv);
-        norm_merge(&p->scale, &p->ssq, amax, pairwise(tmp, m));
+        fold_norm_merge(&p->scale, &p->ssq, amax, pairwise(tmp, m));
       }
       break;
     }
@@ -186,8 +157,8 @@ static void part_merge(rpart *a, const rpart *b, reduce_op op) {
   switch (op) {
     case R_SUM:
     case R_MEAN:
-      neumaier_add(&a->s, &a->c, b->s);
-      neumaier_add(&a->s, &a->c, b->c);
+      fold_neumaier_add(&a->s, &a->c, b->s);
+      fold_neumaier_add(&a->s, &a->c, b->c);
       break;
     case R_PROD: a->prod *= b->prod; break;
     case R_MIN:
@@ -205,7 +176,7 @@ static void part_merge(rpart *a, const rpart *b, reduce_op op) {
     }
     case R_VAR:
     case R_STD: var_merge(a, b->n, b->mean, b->m2); break;
-    case R_NORM: norm_merge(&a->scale, &a->ssq, b->scale, b->ssq); break;
+    case R_NORM: fold_norm_merge(&a->scale, &a->ssq, b->scale, b->ssq); break;
     default: break;
   }
 }
