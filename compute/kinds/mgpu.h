@@ -131,7 +131,8 @@ void mgpu_describe(const mgpu_report *rep, char *buf, size_t len);
 void mgpu_note(const mgpu_report *rep, job_ctx *ctx);
 
 /* The glue of a kind whose lanes are sessions (map/lanes.c, reduce/lanes.c;
- * geodesic/gpu.c takes mgpu_open_rc):
+ * geodesic/gpu.c takes mgpu_open_rc and mgpu_slowest, matmul/lanes.c
+ * mgpu_slowest):
  *   mgpu_open_rc   a session's open result as lane_begin's: a lent device
  *                  (lane > 0) that cannot hold the lane's buffers
  *                  (T_ENOMEM) is a device error, so the other lanes go on;

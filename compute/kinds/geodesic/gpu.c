@@ -135,7 +135,7 @@ typedef struct gm_run {
   size_t cap; /* bytes of the largest block */
   geod_lane *lane[MGPU_MAX];
   _Atomic int64_t nonconv;
-  double h2d[MGPU_MAX], comp[MGPU_MAX], d2h[MGPU_MAX];
+  lane_times t[MGPU_MAX]; /* each lane's */
 } gm_run;
 
 static int gm_stopped(void *c) {
@@ -160,7 +160,7 @@ static int gm_lane_begin(void *u, int lane, int dev, int *prime, terr *e) {
 static void gm_prepare(void *u, int lane, int dev, int rank, int nlive) {
   gm_run *G = u;
   (void)dev;
-  cuda_geod_lane_prefault(G->lane[lane], rank, nlive, &G->d2h[lane]);
+  cuda_geod_lane_prefault(G->lane[lane], rank, nlive, &G->t[lane].d2h);
 }
 
 static int gm_launch(void *u, int lane, int dev, int64_t r0, int64_t r1,
@@ -183,16 +183,9 @@ static int gm_block(void *u, int lane, int dev, int64_t r0, int64_t r1,
 static void gm_lane_end(void *u, int lane, int dev, int rc) {
   gm_run *G = u;
   (void)dev;
-  cuda_geod_lane_close(G->lane[lane], rc, &G->h2d[lane], &G->comp[lane],
-                       &G->d2h[lane]);
+  cuda_geod_lane_close(G->lane[lane], rc, &G->t[lane].h2d, &G->t[lane].compute,
+                       &G->t[lane].d2h);
   G->lane[lane] = NULL;
-}
-
-static double gm_max(const double *v) {
-  double m = 0;
-  for (int k = 0; k < MGPU_MAX; k++)
-    if (v[k] > m) m = v[k];
-  return m;
 }
 
 int geod_mgpu_run(int own, const geod_plan *pl, tarray *out,
@@ -213,9 +206,11 @@ int geod_mgpu_run(int own, const geod_plan *pl, tarray *out,
   int rc = mgpu_run(own, pl->n, block_rows, 0, lend, &ops, rep, e);
   out->map_prefault = 0; /* every lane did its share */
   *nonconv = atomic_load(&G->nonconv);
-  if (t_h2d) *t_h2d += gm_max(G->h2d);
-  if (t_compute) *t_compute += gm_max(G->comp);
-  if (t_d2h) *t_d2h += gm_max(G->d2h);
+  lane_times T; /* the slowest lane's, phase by phase */
+  mgpu_slowest(G->t, MGPU_MAX, &T);
+  if (t_h2d) *t_h2d += T.h2d;
+  if (t_compute) *t_compute += T.compute;
+  if (t_d2h) *t_d2h += T.d2h;
   free(G);
   return rc;
 }

@@ -42,7 +42,7 @@ typedef struct ml_run {
   const mm_lane_args *x;
   int prefault;
   mm_lane *lane[MGPU_MAX];
-  double h2d[MGPU_MAX], comp[MGPU_MAX], d2h[MGPU_MAX];
+  lane_times t[MGPU_MAX]; /* each lane's */
 } ml_run;
 
 /* A lent device that cannot open its lane (no memory for the product, or
@@ -79,16 +79,9 @@ static int ml_block(void *u, int lane, int dev, int64_t r0, int64_t r1,
 static void ml_end(void *u, int lane, int dev, int rc) {
   ml_run *R = u;
   (void)dev;
-  cuda_mm_lane_close(R->lane[lane], rc, &R->h2d[lane], &R->comp[lane],
-                     &R->d2h[lane]);
+  cuda_mm_lane_close(R->lane[lane], rc, &R->t[lane].h2d, &R->t[lane].compute,
+                     &R->t[lane].d2h);
   R->lane[lane] = NULL;
-}
-
-static double ml_max(const double *v) {
-  double m = 0;
-  for (int k = 0; k < MGPU_MAX; k++)
-    if (v[k] > m) m = v[k];
-  return m;
 }
 
 int mm_lanes_exec(int own, const mm_lane_args *x, const mgpu_lend *lend,
@@ -103,9 +96,11 @@ int mm_lanes_exec(int own, const mm_lane_args *x, const mgpu_lend *lend,
                   ml_prepare, ml_launch, MGPU_PRIME_MAX};
   int rc = mgpu_run(own, x->out->shape[0], block_rows, 0, lend, &ops, rep, e);
   x->out->map_prefault = 0; /* the lanes did their shares, or the copies did */
-  if (t_h2d) *t_h2d += ml_max(R->h2d);
-  if (t_compute) *t_compute += ml_max(R->comp);
-  if (t_d2h) *t_d2h += ml_max(R->d2h);
+  lane_times T; /* the slowest lane's, phase by phase */
+  mgpu_slowest(R->t, MGPU_MAX, &T);
+  if (t_h2d) *t_h2d += T.h2d;
+  if (t_compute) *t_compute += T.compute;
+  if (t_d2h) *t_d2h += T.d2h;
   free(R);
   return rc;
 }
