@@ -388,10 +388,11 @@ int main(void) {
   RUN(big_reduce_same_bits);
   RUN(rows_same_bits);
   RUN(odd_blocks_float32);
+  int ngpu = gpu_count(); /* 0 once shut down */
   gpu_shutdown();
   int rc = check_summary();
   printf("%s: reduce over %d GPU(s), bits and record\n", rc ? "FAIL" : "PASS",
-         gpu_count() < 2 ? 1 : 2);
+         ngpu < 2 ? 1 : 2);
   return rc;
 }
 
