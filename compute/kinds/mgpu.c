@@ -67,6 +67,10 @@ static void mg_barrier(mg_state *S) {
   pthread_mutex_unlock(&S->mu);
 }
 
+int64_t mgpu_fold(int64_t t, int64_t nblocks) {
+  return t % 2 == 0 ? t / 2 : nblocks - 1 - t / 2;
+}
+
 /* The next block for a lane, or -1 when none is left (or the job ended).
  * wait: a lane with nothing in hand waits while other lanes are inside a
  * block that may come back; a lane holding one never waits (it may be
@@ -83,6 +87,7 @@ static int64_t mg_take(mg_state *S, int wait) {
     }
     if (S->next < S->nblocks) {
       b = S->next++;
+      if (S->ops->fold) b = mgpu_fold(b, S->nblocks);
       break;
     }
     if (S->busy == 0 || !wait) break;

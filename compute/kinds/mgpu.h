@@ -84,7 +84,13 @@ typedef struct mgpu_lend {
  *               A device error gives every block it holds back to the
  *               others.
  *   prime       blocks a two-deep lane launches before prepare (0 or 1:
- *               one; at most MGPU_PRIME_MAX). */
+ *               one; at most MGPU_PRIME_MAX).
+ *   fold        1: blocks are taken from both ends in turn (0, last, 1,
+ *               last - 1, ...; mgpu_fold), for a kind whose blocks cost
+ *               less along the rows (the geodesic matrix's SYMB blocks:
+ *               each pair once), so that lanes priming several blocks
+ *               each get as much work, and the last blocks taken are
+ *               middling, not the largest. 0: in order. */
 typedef struct mgpu_ops {
   void *u;
   int (*block)(void *u, int lane, int dev, int64_t r0, int64_t r1, terr *e);
@@ -93,7 +99,12 @@ typedef struct mgpu_ops {
   void (*prepare)(void *u, int lane, int dev, int rank, int nlive);
   int (*launch)(void *u, int lane, int dev, int64_t r0, int64_t r1, terr *e);
   int prime;
+  int fold;
 } mgpu_ops;
+
+/* The block taken t-th of nblocks under ops.fold: 0, nblocks - 1, 1,
+ * nblocks - 2, ... (a permutation of 0..nblocks-1). */
+int64_t mgpu_fold(int64_t t, int64_t nblocks);
 
 /* What ran where: for the job's record and the log (mgpu_describe). */
 typedef struct mgpu_report {

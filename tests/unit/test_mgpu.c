@@ -21,7 +21,9 @@
  * devices, block sizes, primes 0-8, a failure in a block, a launch or an
  * open, or a stop) end whole or with the error they must. And the
  * geodesic matrix's switch, TESSEL_GPU_LANES: "0" off, "1" on, anything
- * else (or unset) the built-in default.
+ * else (or unset) the built-in default. The random runs take their blocks
+ * in order or folded (ops.fold: both ends in turn), and mgpu_fold is a
+ * permutation whose order one lane sees launched.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -47,6 +49,7 @@ static int64_t launched[NDEV][MGPU_PRIME_MAX]; /* launched blocks' r0 */
 static int nlaunched[NDEV], nlaunches[NDEV]; /* its lane's thread only */
 static atomic_int writes[ROWS];
 static int ndev_now;
+static int fold; /* ops.fold of the next runs */
 
 #define FAKE_DEV_BAD bad_thread
 #define FAKE_DEV_DONE blocks_done
@@ -189,6 +192,7 @@ static int run(int64_t block, mgpu_report *rep, terr *e) {
     ops.lane_end = fk_lane_end;
     ops.prime = prime_ask;
   }
+  ops.fold = fold;
   CHECK(fk_borrow(NULL, 0) == 0);
   int rc = mgpu_run(0, ROWS, block, 0, &l, &ops, rep, e);
   fk_give_back(NULL, 0);
@@ -391,6 +395,7 @@ TEST(test_random_sessions) {
     atomic_store(&sync_start, 0);
     prime_ask = (int)(RND() % 9);
     fail_launch_at = 1 + (int)(RND() % 3);
+    fold = (int)(RND() % 2);
     if (what == 1) {
       atomic_store(&fail_dev, dev);
       atomic_store(&fail_after, (int)(RND() % 4));
@@ -415,6 +420,49 @@ TEST(test_random_sessions) {
 #undef RND
   prime_ask = 3;
   fail_launch_at = 2;
+  fold = 0;
+}
+
+/* mgpu_fold: a permutation of every block count up to 200, both ends in
+ * turn; and one lane (one device, one block at a time) takes its blocks
+ * in that order. */
+static int64_t order[ROWS];
+static int norder;
+static int fk_block_order(void *u, int lane, int dev, int64_t r0, int64_t r1,
+                          terr *e) {
+  order[norder++] = r0;
+  return fk_block(u, lane, dev, r0, r1, e);
+}
+
+TEST(test_fold) {
+  for (int64_t nb = 1; nb <= 200; nb++) {
+    static char seen[200];
+    memset(seen, 0, sizeof seen);
+    for (int64_t t = 0; t < nb; t++) {
+      int64_t b = mgpu_fold(t, nb);
+      CHECK_MSG(b >= 0 && b < nb && !seen[b], "nb %lld t %lld -> %lld",
+                (long long)nb, (long long)t, (long long)b);
+      if (b >= 0 && b < nb) seen[b] = 1;
+    }
+    CHECK(mgpu_fold(0, nb) == 0 && (nb < 2 || mgpu_fold(1, nb) == nb - 1));
+  }
+  reset(1);
+  norder = 0;
+  deep = 0; /* block alone: no launches to check against */
+  mgpu_lend l = {NULL, 1, fk_borrow, fk_give_back, NULL, fk_stopped, NULL};
+  mgpu_ops ops = {.u = NULL, .block = fk_block_order, .fold = 1};
+  terr e;
+  CHECK(fk_borrow(NULL, 0) == 0);
+  CHECK(mgpu_run(0, ROWS, 100, 0, &l, &ops, NULL, &e) == 0);
+  fk_give_back(NULL, 0);
+  int64_t want[10] = {0, 900, 100, 800, 200, 700, 300, 600, 400, 500};
+  CHECK(norder == 10);
+  for (int k = 0; k < norder && k < 10; k++)
+    CHECK_MSG(order[k] == want[k], "block %d at row %lld", k,
+              (long long)order[k]);
+  check_rows();
+  CHECK(atomic_load(&bad_thread) == 0);
+  deep = 1;
 }
 
 TEST(test_lanes_switch) {
@@ -447,5 +495,6 @@ int main(void) {
   RUN(test_session_failures);
   RUN(test_random_sessions);
   RUN(test_lanes_switch);
+  RUN(test_fold);
   return check_summary();
 }

@@ -93,7 +93,7 @@ int mm_lanes_exec(int own, const mm_lane_args *x, const mgpu_lend *lend,
   R->prefault = pf && strcmp(pf, "1") == 0;
   R->x = x;
   mgpu_ops ops = {R,          ml_block,  ml_end, ml_begin,
-                  ml_prepare, ml_launch, MGPU_PRIME_MAX};
+                  ml_prepare, ml_launch, MGPU_PRIME_MAX, 0};
   int rc = mgpu_run(own, x->out->shape[0], block_rows, 0, lend, &ops, rep, e);
   x->out->map_prefault = 0; /* the lanes did their shares, or the copies did */
   lane_times T; /* the slowest lane's, phase by phase */
