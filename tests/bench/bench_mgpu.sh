@@ -6,7 +6,9 @@
 # geodesic matrix's and the map's lanes off; the matmul's have their own switch,
 # TESSEL_MM_LANES); each runs, twice, on cuda: a geodesic square matrix of 40,000
 # points float32 (6.4 GB), a geodesic kNN of 10^7 points k = 10, and a matmul
-# 16384 x 16384 float64 (2 GB result), a kNN of 40,000 copies of one point (the
+# 16384 x 16384 float64 (2 GB result), with "square64" in BENCH_MGPU_JOBS a
+# geodesic square matrix of 30,000 points float64 (7.2 GB; issue 27's
+# <= 350 ms on one H200, <= 250 on two), a kNN of 40,000 copies of one point (the
 # pile issue 27 asks to stay under 1 s), and a map "a*b + c" of 2^28 float64
 # (a, b uploaded arrays of 2 GiB each, c a scalar; the 2 GiB result stored: the
 # lanes of compute/kinds/map/lanes.h, where the run's own device reads a and b
@@ -81,6 +83,11 @@ if "square" in jobs:
     sq = c.upload(pts(40000))
     best("geodesic square n=40000 f32",
          lambda: c.submit_geodesic(sq, dtype="float32", backend="cuda", output=False))
+    sq.delete()
+if "square64" in jobs:
+    sq = c.upload(pts(30000))
+    best("geodesic square n=30000 f64",
+         lambda: c.submit_geodesic(sq, backend="cuda", output=False))
     sq.delete()
 if "knn" in jobs:
     kp = c.upload(pts(10_000_000))

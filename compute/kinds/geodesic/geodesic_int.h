@@ -29,7 +29,14 @@
 #define GG_BAL 4         /* bands per lane at least, for balance */
 #define GG_LANE_MAX (GPU_MAX_DEVICES * DEV_STAGE_SLOTS)
 
-enum { GG_SYM = 0, GG_ROWS = 1, GG_COND = 2, GG_SQR = 3 };
+/* GG_SYMB: a block of rows [r0, r1) of a square matrix, each pair once
+ * (a lane session's square blocks over several devices, geodesic_spread.cu):
+ * pairs (i, j), i in the block and j > i, written to the block's band
+ * (rows [r0, r1), columns [r0, m), pitch bw) and mirrored, (j, i), into the
+ * band when j < r1, else into the strip (rows [r1, n), columns [r0, r1),
+ * pitch sw) at out2. The rows' columns left of r0 are earlier blocks'
+ * strips: every element of the matrix is written by exactly one block. */
+enum { GG_SYM = 0, GG_ROWS = 1, GG_COND = 2, GG_SQR = 3, GG_SYMB = 4 };
 
 /* ---- the kernel (geodesic_kernel.cu) -------------------------------------- */
 
@@ -44,6 +51,8 @@ typedef struct gg_args {
   void *out;      /* SYM: the whole matrix; ROWS/COND: the band */
   unsigned long long *nonconv;
   int upper;      /* ROWS: pairs j > i only, j <= i written zero (plan.h) */
+  void *out2;     /* SYMB: the strip */
+  int64_t bw, sw; /* SYMB: the band's and the strip's pitch (elements) */
 } gg_args;
 
 /* Launch the kernel over `grid` tiles of GG_TILE x GG_TILE pairs in `mode`

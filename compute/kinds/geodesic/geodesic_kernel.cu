@@ -1,6 +1,7 @@
 /* compute/kinds/geodesic/geodesic_kernel.cu — the geodesic matrix kernel
  * (geodesic.cu's opening comment: a block of 32 x 8 threads owns a 32 x 32
- * tile of pairs; modes SYM, ROWS, SQR, COND) and its launchers.
+ * tile of pairs; modes SYM, ROWS, SQR, COND, and SYMB: a square matrix's
+ * block of rows, each pair once, geodesic_int.h) and its launchers.
  *
  * The method, the mode, the output type and the block shape are template
  * parameters, so no branch on them runs per pair; gg_launch picks the
@@ -40,7 +41,9 @@ __global__ void __launch_bounds__(GG_TILE *BY, MINB)
   const int64_t i0 = a.r0 + (int64_t)blockIdx.y * GG_TILE;
   const int64_t j0 = a.c0 + (int64_t)blockIdx.x * GG_TILE;
   /* Every pair of the tile on or below the diagonal: nothing to do. */
-  if ((MODE == GG_SYM || MODE == GG_COND) && j0 + GG_TILE - 1 < i0) return;
+  if ((MODE == GG_SYM || MODE == GG_COND || MODE == GG_SYMB) &&
+      j0 + GG_TILE - 1 < i0)
+    return;
   T *out = (T *)a.out;
   const int64_t j = j0 + tx;
   const bool jok = j < a.m;
@@ -69,6 +72,12 @@ __global__ void __launch_bounds__(GG_TILE *BY, MINB)
       if (ok) out[(i - a.r0) * a.m + j] = (T)d;
     } else if (MODE == GG_COND) {
       if (need) out[geod_condensed_index(a.n, i, j) - a.base0] = (T)d;
+    } else if (MODE == GG_SYMB) {
+      if (need)
+        out[(i - a.r0) * a.bw + (j - a.c0)] = (T)d;
+      else if (ok && i == j)
+        out[(i - a.r0) * a.bw + (i - a.c0)] = (T)0;
+      tile[ir][tx] = d;
     } else {
       if (need)
         out[i * a.m + j] = (T)d;
@@ -85,6 +94,22 @@ __global__ void __launch_bounds__(GG_TILE *BY, MINB)
       const int64_t jj = j0 + ty + BY * k;
       if (jj < a.m && ii < a.r1 && jj > ii)
         out[jj * a.m + ii] = (T)tile[tx][ty + BY * k];
+    }
+  }
+  if (MODE == GG_SYMB) { /* (jj, ii): the band's row jj, or the strip's */
+    __syncthreads();
+    const int64_t ii = i0 + tx;
+    T *strip = (T *)a.out2;
+#pragma unroll
+    for (int k = 0; k < GG_TILE / BY; k++) {
+      const int64_t jj = j0 + ty + BY * k;
+      if (jj < a.m && ii < a.r1 && jj > ii) {
+        const T v = (T)tile[tx][ty + BY * k];
+        if (jj < a.r1)
+          out[(jj - a.r0) * a.bw + (ii - a.c0)] = v;
+        else
+          strip[(jj - a.r1) * a.sw + (ii - a.r0)] = v;
+      }
     }
   }
   if (METHOD == GEOD_VINCENTY && nc)
@@ -111,6 +136,7 @@ static cudaError_t gg_launch_m(int mode, dim3 grid, cudaStream_t s,
     case GG_SYM: return gg_launch_t<METHOD, GG_SYM>(grid, s, a, f32);
     case GG_ROWS: return gg_launch_t<METHOD, GG_ROWS>(grid, s, a, f32);
     case GG_SQR: return gg_launch_t<METHOD, GG_SQR>(grid, s, a, f32);
+    case GG_SYMB: return gg_launch_t<METHOD, GG_SYMB>(grid, s, a, f32);
     default: return gg_launch_t<METHOD, GG_COND>(grid, s, a, f32);
   }
 }

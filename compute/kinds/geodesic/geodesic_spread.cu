@@ -385,11 +385,18 @@ fail:
  * pages in. close ends the session on every path (streams synchronised
  * before the buffers are freed) and gives the lane's counters.
  *
- * The kernel is geodesic_kernel.cu's, in the mode of the whole plan's
- * bands over several devices: SQR (square: element (i, j) from the pair
- * (min, max), both halves computed), ROWS (targets) or COND (condensed);
- * a block is launched in pieces of at most GL_PIECE rows (the grid's y
- * limit). The same kernel on the same rows: the same bits as one GPU.
+ * The kernel is geodesic_kernel.cu's: ROWS (targets) or COND (condensed),
+ * as the plan's bands over several devices, and for a square matrix SYMB
+ * (geodesic_int.h): a block computes each of its pairs once, j > i, and
+ * writes its band (its rows from column r0 on) and, mirrored, its strip
+ * (the later rows' columns [r0, r1)), so the devices together compute the
+ * matrix's pairs once, as one GPU's SYM does, instead of both halves each
+ * (SQR: element (i, j) from the pair (min, max); TESSEL_GEOD_LANES_SQR=1
+ * keeps it, the A/B's before). A block's buffer holds its band then its
+ * strip, and its chunks drain row by row into their places (gl_items).
+ * Element (i, j), i < j, is the pair (p[i], p[j]) in every mode: the same
+ * bits as one GPU. ROWS and COND blocks are launched in pieces of at most
+ * GL_PIECE rows (the grid's y limit); a SYMB block in one.
  */
 #define GL_PIECE ((int64_t)1 << 20) /* rows a launch: 32768 tiles high */
 
@@ -410,7 +417,17 @@ struct geod_lane {
   int64_t nl, nf;       /* blocks launched; blocks finished */
   int64_t chunk_no;
   double h2d, d2h;
+  gang_item *items; /* SYMB: a chunk's rows (n + 2 at most) */
 };
+
+/* The lane mode of a plan: SYMB for a square matrix unless
+ * TESSEL_GEOD_LANES_SQR=1 (both halves on every device, as before). */
+static int gl_mode(const geod_plan *pl) {
+  if (pl->condensed) return GG_COND;
+  if (pl->has_targets) return GG_ROWS;
+  const char *v = getenv("TESSEL_GEOD_LANES_SQR");
+  return v && strcmp(v, "1") == 0 ? GG_SQR : GG_SYMB;
+}
 
 /* The first element of row r (COND: its condensed index; the end of the
  * matrix past its last row). */
@@ -422,8 +439,44 @@ static int64_t gl_first(const geod_plan *pl, int64_t r) {
 
 extern "C" size_t cuda_geod_lane_bytes(const geod_plan *pl, int64_t r0,
                                        int64_t r1) {
-  return (size_t)(gl_first(pl, r1) - gl_first(pl, r0)) *
-         tdtype_size(pl->dtype);
+  size_t es = tdtype_size(pl->dtype);
+  if (gl_mode(pl) == GG_SYMB) /* band, then strip */
+    return (size_t)(r1 - r0) * (size_t)((pl->m - r0) + (pl->n - r1)) * es;
+  return (size_t)(gl_first(pl, r1) - gl_first(pl, r0)) * es;
+}
+
+extern "C" int cuda_geod_lane_folds(const geod_plan *pl) {
+  return gl_mode(pl) == GG_SYMB;
+}
+
+/* SYMB: the rows of bytes [o, o + len) of block [r0, r1)'s buffer (its
+ * band's rows, then its strip's), each an item from the slot at src to its
+ * place in the result. Returns the item count (at most the rows touched:
+ * n + 2 for any chunk). */
+static int gl_items(const geod_lane *L, int64_t r0, int64_t r1, size_t o,
+                    size_t len, const char *src, gang_item *it) {
+  const geod_plan *pl = L->pl;
+  size_t es = tdtype_size(pl->dtype), m = (size_t)pl->m;
+  size_t rb = (size_t)(pl->m - r0) * es, rs = (size_t)(r1 - r0) * es;
+  size_t band = (size_t)(r1 - r0) * rb, end = o + len;
+  char *res = (char *)L->out->data;
+  int k = 0;
+  for (size_t pos = o; pos < end; k++) {
+    size_t row, in, rowlen, host;
+    if (pos < band) {
+      row = pos / rb, in = pos % rb, rowlen = rb;
+      host = ((size_t)r0 + row) * m * es + (size_t)r0 * es + in;
+    } else {
+      row = (pos - band) / rs, in = (pos - band) % rs, rowlen = rs;
+      host = ((size_t)r1 + row) * m * es + (size_t)r0 * es + in;
+    }
+    size_t take = rowlen - in < end - pos ? rowlen - in : end - pos;
+    it[k].dst = res + host;
+    it[k].src = src + (pos - o);
+    it[k].bytes = take;
+    pos += take;
+  }
+  return k;
 }
 
 /* Device side of an open: points, counters, events, the ring of *nbuf
@@ -481,9 +534,15 @@ extern "C" int cuda_geod_lane_open(int dev, const geod_plan *pl, tarray *out,
   L->job.ctx = ctx;
   L->job.stopped = stopped;
   L->f32 = pl->dtype == T_F32;
-  L->mode = pl->condensed ? GG_COND : pl->has_targets ? GG_ROWS : GG_SQR;
+  L->mode = gl_mode(pl);
+  if (L->mode == GG_SYMB &&
+      !(L->items = (gang_item *)calloc((size_t)pl->n + 2, sizeof *L->items))) {
+    free(L);
+    return terr_set(e, T_ENOMEM, "", -1, "no memory for a lane");
+  }
   int rc = gg_begin(dev, &L->d, e);
   if (rc) {
+    free(L->items);
     free(L);
     return rc;
   }
@@ -511,7 +570,22 @@ extern "C" int cuda_geod_lane_launch(geod_lane *L, int64_t r0, int64_t r1,
     CU_TRY(cudaStreamWaitEvent(d->s_comp, L->freed[k], 0));
   if (L->nl == 0) CU_TRY(cudaEventRecord(L->t0, d->s_comp));
   a->nonconv = (unsigned long long *)L->bnc2.ptr + k; /* zeroed by finish */
-  for (int64_t p0 = r0; p0 < r1 && bytes > 0; p0 += GL_PIECE) {
+  if (L->mode == GG_SYMB && r1 > r0) { /* one piece: its band and strip */
+    T_ASSERT(r1 - r0 <= GL_PIECE);
+    a->r0 = r0;
+    a->r1 = r1;
+    a->c0 = r0;
+    a->bw = L->pl->m - r0;
+    a->sw = r1 - r0;
+    a->out = (char *)L->bout.ptr + (size_t)k * L->cap;
+    a->out2 = (char *)a->out +
+              (size_t)(r1 - r0) * (size_t)a->bw * tdtype_size(L->pl->dtype);
+    dim3 grid((unsigned)((a->bw + GG_TILE - 1) / GG_TILE),
+              (unsigned)((r1 - r0 + GG_TILE - 1) / GG_TILE));
+    CU_TRY(gg_launch(L->pl->method, GG_SYMB, grid, d->s_comp, *a, L->f32));
+  }
+  for (int64_t p0 = r0; p0 < r1 && bytes > 0 && L->mode != GG_SYMB;
+       p0 += GL_PIECE) {
     int64_t p1 = p0 + GL_PIECE < r1 ? p0 + GL_PIECE : r1;
     a->r0 = p0;
     a->r1 = p1;
@@ -534,13 +608,21 @@ fail:
   return rc;
 }
 
-/* Chunk c of the finishing block drained: its copy awaited, then the
- * gang moves it from its slot into the result. */
-static int gl_drain(geod_lane *L, int s, size_t off, size_t len, terr *e) {
+/* Chunk c of the finishing block [r0, r1) drained: its copy awaited, then
+ * the gang moves it from its slot into the result: bytes [o, o + len) of
+ * the block's buffer, which starts at byte `base` of the result (SYMB:
+ * row by row, each to its place). */
+static int gl_drain(geod_lane *L, int64_t r0, int64_t r1, int s, size_t base,
+                    size_t o, size_t len, terr *e) {
   int rc = 0;
   devctx *d = L->d;
   CU_TRY(cudaEventSynchronize(d->slot[s].d2h_done));
-  gg_drain(d, (char *)L->out->data + off, d->slot[s].host, len);
+  if (L->mode == GG_SYMB)
+    gang_copy(d->gang, L->items,
+              gl_items(L, r0, r1, o, len, (const char *)d->slot[s].host,
+                       L->items));
+  else
+    gg_drain(d, (char *)L->out->data + base + o, d->slot[s].host, len);
 fail:
   return rc;
 }
@@ -566,9 +648,9 @@ extern "C" int cuda_geod_lane_finish(geod_lane *L, int64_t r0, int64_t r1,
     CU_TRY(cudaMemcpyAsync(d->slot[s].host, src + o, len,
                            cudaMemcpyDeviceToHost, d->s_d2h));
     CU_TRY(cudaEventRecord(d->slot[s].d2h_done, d->s_d2h));
-    if (ps >= 0) T_TRY(gl_drain(L, ps, pend_off, pend_len, e));
+    if (ps >= 0) T_TRY(gl_drain(L, r0, r1, ps, base, pend_off, pend_len, e));
     ps = s;
-    pend_off = base + o;
+    pend_off = o;
     pend_len = len;
     T_TRY(gg_stopped(&L->job, e));
   }
@@ -579,7 +661,7 @@ extern "C" int cuda_geod_lane_finish(geod_lane *L, int64_t r0, int64_t r1,
   CU_TRY(cudaMemsetAsync((unsigned long long *)L->bnc2.ptr + k, 0,
                          sizeof L->hnc, d->s_d2h));
   CU_TRY(cudaEventRecord(L->freed[k], d->s_d2h));
-  if (ps >= 0) T_TRY(gl_drain(L, ps, pend_off, pend_len, e));
+  if (ps >= 0) T_TRY(gl_drain(L, r0, r1, ps, base, pend_off, pend_len, e));
   CU_TRY(cudaEventSynchronize(L->freed[k]));
   if (nonconv) *nonconv += (int64_t)L->hnc;
   L->nf++;
@@ -612,5 +694,6 @@ extern "C" void cuda_geod_lane_close(geod_lane *L, int rc, double *t_h2d,
   if (L->t1) (void)cudaEventDestroy(L->t1);
   (void)cudaGetLastError();
   dev_end(d, rc);
+  free(L->items);
   free(L);
 }

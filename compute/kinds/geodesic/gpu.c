@@ -198,7 +198,8 @@ int geod_mgpu_run(int own, const geod_plan *pl, tarray *out,
   G->out = out;
   G->lend = lend;
   mgpu_ops ops = {G,          gm_block,  gm_lane_end,    gm_lane_begin,
-                  gm_prepare, gm_launch, GEOD_MGPU_PRIME};
+                  gm_prepare, gm_launch, GEOD_MGPU_PRIME,
+                  cuda_geod_lane_folds(pl)};
   if (block_rows <= 0) block_rows = geod_mgpu_block_rows(pl);
   /* blocks shrink along a condensed matrix: the first is the largest */
   G->cap = cuda_geod_lane_bytes(pl, 0, block_rows < pl->n ? block_rows
