@@ -18,11 +18,15 @@
  * few blocks ends the run with the stop's code and leaves both devices
  * free (a run after it is whole). The lanes borrow their device the way a
  * run's lanes do: a non-blocking gpu_trylock on the lane's own thread,
- * gpu_unlock on it at the end.
+ * gpu_unlock on it at the end. The blocks also go into a pinned result
+ * (registered, as a region is: copied straight in), and every case runs
+ * in the three lane modes of a square matrix (TESSEL_GEOD_LANES_MODE
+ * unset: SYMB into the pinned result, SQR into the others; "symb"; "sqr").
  */
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -59,7 +63,7 @@ static void check_session(const geod_plan *pl, const tarray *one,
   cut[nb] = pl->n;
   size_t cap = 0;
   for (int b = 0; b < nb; b++) {
-    size_t x = cuda_geod_lane_bytes(pl, cut[b], cut[b + 1]);
+    size_t x = cuda_geod_lane_bytes(pl, t, cut[b], cut[b + 1]);
     if (x > cap) cap = x;
   }
   geod_lane *L = NULL;
@@ -129,6 +133,19 @@ static void check_case(const geod_plan *pl, const char *what) {
   CHECK_MSG(memcmp(one->data, blocks->data, bytes) == 0,
             "%s: blocks on one GPU differ from the whole", what);
   CHECK(nc1 == nc3);
+  /* the same blocks on one GPU into a pinned result (straight in) */
+  terr_clear(&e);
+  if (gpu_host_register(two->data, bytes, &e) == 0) {
+    memset(two->data, 0xA5, bytes);
+    CHECK(geod_mgpu_run(0, pl, two, &alone, pl->n / 23 + 1, NULL, NULL, NULL,
+                        NULL, &nc3, &e) == 0);
+    CHECK_MSG(memcmp(one->data, two->data, bytes) == 0,
+              "%s: blocks on one GPU into a pinned result differ", what);
+    CHECK(nc1 == nc3);
+    gpu_host_unregister(two->data);
+  } else {
+    CHECK_MSG(0, "%s: the result could not be pinned: %s", what, e.message);
+  }
   if (!two_gpus) {
     /* a lent "device 1" that does not exist: its lane cannot open (a
      * device error), device 0 writes every block */
@@ -169,6 +186,22 @@ static void check_case(const geod_plan *pl, const char *what) {
   CHECK_MSG(memcmp(one->data, two->data, bytes) == 0,
             "%s: two GPUs differ from one", what);
   CHECK(nc1 == nc2);
+  /* a pinned result (a registered region's case): blocks copied straight
+   * in, SYMB unless the mode is forced */
+  terr_clear(&e);
+  if (gpu_host_register(two->data, bytes, &e) == 0) {
+    memset(two->data, 0xA5, bytes);
+    two->map_prefault = 0;
+    CHECK_MSG(geod_mgpu_run(0, pl, two, &lend, br, &rep, NULL, NULL, NULL,
+                            &nc2, &e) == 0,
+              "%s: pinned: %s", what, e.message);
+    CHECK_MSG(memcmp(one->data, two->data, bytes) == 0,
+              "%s: two GPUs into a pinned result differ from one", what);
+    CHECK(nc1 == nc2);
+    gpu_host_unregister(two->data);
+  } else {
+    CHECK_MSG(0, "%s: the result could not be pinned: %s", what, e.message);
+  }
 done:
   tarray_free(one);
   if (tm.map_base) munmap(tm.map_base, tm.map_len);
@@ -226,7 +259,16 @@ int main(void) {
   } else {
     printf("devices 0 and 1: %s\n", name);
   }
-  RUN(test_two_gpus_same_bytes);
+  static const char *const modes[3] = {NULL, "symb", "sqr"};
+  for (int m = 0; m < 3; m++) {
+    if (modes[m])
+      setenv("TESSEL_GEOD_LANES_MODE", modes[m], 1);
+    else
+      unsetenv("TESSEL_GEOD_LANES_MODE");
+    printf("-- lane mode %s\n", modes[m] ? modes[m] : "(default)");
+    RUN(test_two_gpus_same_bytes);
+  }
+  unsetenv("TESSEL_GEOD_LANES_MODE");
   return check_summary();
 }
 

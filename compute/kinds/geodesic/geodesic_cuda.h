@@ -88,10 +88,13 @@ int cuda_geodesic(int dev, const geod_plan *pl, tarray *out,
  *             finish) to the pointers (NULL ok). */
 #define GEOD_LANE_BUF_MAX 8
 typedef struct geod_lane geod_lane;
-size_t cuda_geod_lane_bytes(const geod_plan *pl, int64_t r0, int64_t r1);
-/* 1 when the plan's lane blocks cost less along the rows (a square
- * matrix's SYMB blocks: mgpu_ops.fold), else 0. */
-int cuda_geod_lane_folds(const geod_plan *pl);
+/* The bytes of block [r0, r1)'s device buffer for result out (its mode
+ * depends on whether out is pinned: geodesic_spread.cu). */
+size_t cuda_geod_lane_bytes(const geod_plan *pl, const tarray *out,
+                            int64_t r0, int64_t r1);
+/* 1 when the plan's lane blocks into out cost less along the rows (a
+ * square matrix's SYMB blocks: mgpu_ops.fold), else 0. */
+int cuda_geod_lane_folds(const geod_plan *pl, const tarray *out);
 int cuda_geod_lane_open(int dev, const geod_plan *pl, tarray *out, size_t cap,
                         int *nbuf, int (*stopped)(void *ctx), void *ctx,
                         geod_lane **lane, terr *e);

@@ -391,9 +391,22 @@ fail:
  * writes its band (its rows from column r0 on) and, mirrored, its strip
  * (the later rows' columns [r0, r1)), so the devices together compute the
  * matrix's pairs once, as one GPU's SYM does, instead of both halves each
- * (SQR: element (i, j) from the pair (min, max); TESSEL_GEOD_LANES_SQR=1
- * keeps it, the A/B's before). A block's buffer holds its band then its
- * strip, and its chunks drain row by row into their places (gl_items).
+ * (SQR: element (i, j) from the pair (min, max)). A block's buffer holds
+ * its band then its strip.
+ *
+ * Where a block goes. Into a result the devices can reach (pinned: a
+ * registered region, stage_pinned) each block is copied straight into its
+ * place by DMA (gl_copy_direct: SYMB's band and strip as two 2-D copies),
+ * no slot, no gang: the devices' compute bounds the lanes, so SYMB, each
+ * pair once, is the mode there. Into anything else (a result file's page
+ * cache) the block goes through the device's pinned slots and its gang,
+ * and the host's drain bounds the lanes whatever the devices do: there
+ * SQR's whole rows drain faster than SYMB's strips (2xH200, 2026-11-29,
+ * tests/bench/bench_big_matrix.py, n = 30,000 float64 over both GPUs:
+ * stored 304-337 ms SQR against 370-395 SYMB; into a pinned region through
+ * the slots 213 against 200), so SQR is the mode there.
+ * TESSEL_GEOD_LANES_MODE=sqr|symb forces one (A/B runs, tests).
+ * Through the slots, SYMB's chunks drain row by row (gl_items).
  * Element (i, j), i < j, is the pair (p[i], p[j]) in every mode: the same
  * bits as one GPU. ROWS and COND blocks are launched in pieces of at most
  * GL_PIECE rows (the grid's y limit); a SYMB block in one.
@@ -417,16 +430,25 @@ struct geod_lane {
   int64_t nl, nf;       /* blocks launched; blocks finished */
   int64_t chunk_no;
   double h2d, d2h;
-  gang_item *items; /* SYMB: a chunk's rows (n + 2 at most) */
+  gang_item *items; /* SYMB through the slots: a chunk's rows (n + 2) */
+  int direct;       /* the result is pinned: blocks go straight in */
 };
 
-/* The lane mode of a plan: SYMB for a square matrix unless
- * TESSEL_GEOD_LANES_SQR=1 (both halves on every device, as before). */
-static int gl_mode(const geod_plan *pl) {
+/* The result is pinned (every device's DMA reaches it). */
+static int gl_direct(const tarray *out) {
+  return out && out->data &&
+         stage_pinned(out->data, (size_t)out->size * tdtype_size(out->dtype));
+}
+
+/* The lane mode (the opening comment: SYMB where blocks go straight into
+ * the result, SQR through the slots; TESSEL_GEOD_LANES_MODE forces). */
+static int gl_mode(const geod_plan *pl, const tarray *out) {
   if (pl->condensed) return GG_COND;
   if (pl->has_targets) return GG_ROWS;
-  const char *v = getenv("TESSEL_GEOD_LANES_SQR");
-  return v && strcmp(v, "1") == 0 ? GG_SQR : GG_SYMB;
+  const char *v = getenv("TESSEL_GEOD_LANES_MODE");
+  if (v && strcmp(v, "sqr") == 0) return GG_SQR;
+  if (v && strcmp(v, "symb") == 0) return GG_SYMB;
+  return gl_direct(out) ? GG_SYMB : GG_SQR;
 }
 
 /* The first element of row r (COND: its condensed index; the end of the
@@ -437,16 +459,17 @@ static int64_t gl_first(const geod_plan *pl, int64_t r) {
                        : pl->n * (pl->n - 1) / 2;
 }
 
-extern "C" size_t cuda_geod_lane_bytes(const geod_plan *pl, int64_t r0,
+extern "C" size_t cuda_geod_lane_bytes(const geod_plan *pl,
+                                       const tarray *out, int64_t r0,
                                        int64_t r1) {
   size_t es = tdtype_size(pl->dtype);
-  if (gl_mode(pl) == GG_SYMB) /* band, then strip */
+  if (gl_mode(pl, out) == GG_SYMB) /* band, then strip */
     return (size_t)(r1 - r0) * (size_t)((pl->m - r0) + (pl->n - r1)) * es;
   return (size_t)(gl_first(pl, r1) - gl_first(pl, r0)) * es;
 }
 
-extern "C" int cuda_geod_lane_folds(const geod_plan *pl) {
-  return gl_mode(pl) == GG_SYMB;
+extern "C" int cuda_geod_lane_folds(const geod_plan *pl, const tarray *out) {
+  return gl_mode(pl, out) == GG_SYMB;
 }
 
 /* SYMB: the rows of bytes [o, o + len) of block [r0, r1)'s buffer (its
@@ -534,8 +557,9 @@ extern "C" int cuda_geod_lane_open(int dev, const geod_plan *pl, tarray *out,
   L->job.ctx = ctx;
   L->job.stopped = stopped;
   L->f32 = pl->dtype == T_F32;
-  L->mode = gl_mode(pl);
-  if (L->mode == GG_SYMB &&
+  L->mode = gl_mode(pl, out);
+  L->direct = gl_direct(out);
+  if (L->mode == GG_SYMB && !L->direct &&
       !(L->items = (gang_item *)calloc((size_t)pl->n + 2, sizeof *L->items))) {
     free(L);
     return terr_set(e, T_ENOMEM, "", -1, "no memory for a lane");
@@ -562,7 +586,7 @@ extern "C" int cuda_geod_lane_launch(geod_lane *L, int64_t r0, int64_t r1,
   devctx *d = L->d;
   gg_args *a = &L->a;
   int k = (int)(L->nl % L->nbuf);
-  size_t bytes = cuda_geod_lane_bytes(L->pl, r0, r1);
+  size_t bytes = cuda_geod_lane_bytes(L->pl, L->out, r0, r1);
   /* a free buffer, and the block fits it */
   T_ASSERT(L->nl - L->nf < L->nbuf && bytes <= L->cap);
   CU_TRY(cudaSetDevice(d->ordinal));
@@ -592,7 +616,7 @@ extern "C" int cuda_geod_lane_launch(geod_lane *L, int64_t r0, int64_t r1,
     a->c0 = L->mode == GG_COND ? p0 : 0;
     a->base0 = L->mode == GG_COND ? gl_first(L->pl, p0) : 0;
     a->out = (char *)L->bout.ptr + (size_t)k * L->cap +
-             cuda_geod_lane_bytes(L->pl, r0, p0);
+             cuda_geod_lane_bytes(L->pl, L->out, r0, p0);
     int64_t cols = L->pl->m - a->c0;
     if (cols <= 0) continue; /* the condensed matrix's last row */
     dim3 grid((unsigned)((cols + GG_TILE - 1) / GG_TILE),
@@ -627,6 +651,36 @@ fail:
   return rc;
 }
 
+/* A pinned result: block [r0, r1)'s buffer src copied straight into its
+ * place on the copy-out stream (SYMB: the band's rows and the strip's,
+ * each a 2-D copy with the result's pitch). */
+static int gl_copy_direct(geod_lane *L, int64_t r0, int64_t r1,
+                          const char *src, size_t base, size_t bytes,
+                          terr *e) {
+  int rc = 0;
+  devctx *d = L->d;
+  char *res = (char *)L->out->data;
+  if (L->mode != GG_SYMB) {
+    CU_TRY(cudaMemcpyAsync(res + base, src, bytes, cudaMemcpyDeviceToHost,
+                           d->s_d2h));
+    return 0;
+  }
+  {
+    size_t es = tdtype_size(L->pl->dtype), pitch = (size_t)L->pl->m * es;
+    size_t bw = (size_t)(L->pl->m - r0) * es, sw = (size_t)(r1 - r0) * es;
+    CU_TRY(cudaMemcpy2DAsync(res + (size_t)r0 * pitch + (size_t)r0 * es,
+                             pitch, src, bw, bw, (size_t)(r1 - r0),
+                             cudaMemcpyDeviceToHost, d->s_d2h));
+    if (L->pl->n > r1)
+      CU_TRY(cudaMemcpy2DAsync(res + (size_t)r1 * pitch + (size_t)r0 * es,
+                               pitch, src + (size_t)(r1 - r0) * bw, sw, sw,
+                               (size_t)(L->pl->n - r1),
+                               cudaMemcpyDeviceToHost, d->s_d2h));
+  }
+fail:
+  return rc;
+}
+
 extern "C" int cuda_geod_lane_finish(geod_lane *L, int64_t r0, int64_t r1,
                                      int64_t *nonconv, terr *e) {
   int rc = 0;
@@ -634,14 +688,18 @@ extern "C" int cuda_geod_lane_finish(geod_lane *L, int64_t r0, int64_t r1,
   int k = (int)(L->nf % L->nbuf), ps = -1;
   size_t es = tdtype_size(L->pl->dtype), pend_off = 0, pend_len = 0;
   size_t base = (size_t)gl_first(L->pl, r0) * es;
-  size_t bytes = cuda_geod_lane_bytes(L->pl, r0, r1);
+  size_t bytes = cuda_geod_lane_bytes(L->pl, L->out, r0, r1);
   const char *src = (const char *)L->bout.ptr + (size_t)k * L->cap;
   double t0 = t_now_ms();
   /* the oldest launched block, and only it */
   T_ASSERT(L->nf < L->nl && L->r0[k] == r0 && L->r1[k] == r1);
   CU_TRY(cudaSetDevice(d->ordinal));
   CU_TRY(cudaStreamWaitEvent(d->s_d2h, L->done[k], 0));
-  for (size_t o = 0; o < bytes; o += L->chunk) {
+  if (L->direct) {
+    T_TRY(gl_copy_direct(L, r0, r1, src, base, bytes, e));
+    T_TRY(gg_stopped(&L->job, e));
+  }
+  for (size_t o = 0; o < bytes && !L->direct; o += L->chunk) {
     size_t len = bytes - o < L->chunk ? bytes - o : L->chunk;
     int s = (int)(L->chunk_no++ % GG_NSTAGE);
     T_ASSERT(len <= d->slot[s].bytes);

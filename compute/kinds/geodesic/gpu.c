@@ -199,11 +199,11 @@ int geod_mgpu_run(int own, const geod_plan *pl, tarray *out,
   G->lend = lend;
   mgpu_ops ops = {G,          gm_block,  gm_lane_end,    gm_lane_begin,
                   gm_prepare, gm_launch, GEOD_MGPU_PRIME,
-                  cuda_geod_lane_folds(pl)};
+                  cuda_geod_lane_folds(pl, out)};
   if (block_rows <= 0) block_rows = geod_mgpu_block_rows(pl);
   /* blocks shrink along a condensed matrix: the first is the largest */
-  G->cap = cuda_geod_lane_bytes(pl, 0, block_rows < pl->n ? block_rows
-                                                          : pl->n);
+  G->cap = cuda_geod_lane_bytes(pl, out, 0,
+                                block_rows < pl->n ? block_rows : pl->n);
   int rc = mgpu_run(own, pl->n, block_rows, 0, lend, &ops, rep, e);
   out->map_prefault = 0; /* every lane did its share */
   *nonconv = atomic_load(&G->nonconv);
