@@ -246,7 +246,7 @@ TEST(test_devindex_vs_host_index) {
       {"uniform n=50001 over clusters m=30011", P_UNIFORM, P_CLUSTER, 50001, 30011, 0, 200e3, 400e3, 0},
       {"clusters n=30011 over uniform m=50001", P_CLUSTER, P_UNIFORM, 30011, 50001, 0, 30e3, 60e3, 0},
       {"clusters n=20011, 8 MB (many chunks)", P_CLUSTER, -1, 20011, 0, 8 << 20, 30, 60, 0},
-      {"uniform over clusters, 6 MB (many chunks)", P_UNIFORM, P_CLUSTER, 20011, 9973, 6 << 20, 200e3, 400e3, 0},
+      {"uniform over clusters, 10 MB (many chunks)", P_UNIFORM, P_CLUSTER, 20011, 9973, 10 << 20, 200e3, 400e3, 0},
       {"clusters n=20011, 2.5 MB (host fallback)", P_CLUSTER, -1, 20011, 0, 5 << 19, 30, 60, 0},
   };
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) run_case(&cs[i]);
