@@ -731,8 +731,10 @@ TEST(test_query_errors) {
   geod_plan_free(pl);
 }
 
-/* The host index on the job's pool (query_index.cu through
- * geoq_pool_par): every part the same bytes whatever the pool's width.
+/* The host index (TESSEL_GEOQ_HOST_INDEX; the devices build theirs
+ * otherwise: test_geoquery_devindex.c) on the job's pool (query_index.cu
+ * through geoq_pool_par): every part the same bytes whatever the pool's
+ * width.
  * n = 270,000 cuts the queries' loops into 3 shares on a pool 3 wide and
  * 4 on one 4 wide (GQ_PAR_MIN items a share at least), against 1. */
 static pool *g_pool;
@@ -746,7 +748,9 @@ static int pooled(const geod_plan *pl, const geoq *q, int width,
   jb.j.ctx.pool = width > 1 ? g_pool : NULL;
   jb.j.ctx.threads = width;
   memset(o, 0, sizeof *o);
+  setenv("TESSEL_GEOQ_HOST_INDEX", "1", 1); /* the pool builds the host's */
   int rc = gpu_geoq(0, pl, q, &jb.j.ctx, o, &nc, &e);
+  unsetenv("TESSEL_GEOQ_HOST_INDEX");
   if (rc) fprintf(stderr, "gpu_geoq (width %d): %s\n", width, e.message);
   return rc;
 }
@@ -835,7 +839,7 @@ static void time_one(const char *what, const geod_plan *pl, const geoq *q,
   int rc = cuda_geoq(0, pl, q, &job, &o, &nc, &e);
   double t = t_now_ms() - t0;
   int64_t P = rc == 0 && q->type == GEOQ_RADIUS ? o.part[0]->size : -1;
-  printf("%-34s GPUs %d: call %6.1f ms = index (host) %5.1f + h2d %5.1f + "
+  printf("%-34s GPUs %d: call %6.1f ms = index %5.1f + h2d %5.1f + "
          "rest of compute %5.1f + d2h/scatter %5.1f; kernels %6.1f ms%s%s",
          what, 1 + jb.borrowed, t, idx, h2d, comp - idx, d2h, kern,
          rc ? " FAILED: " : "", rc ? e.message : "");
@@ -894,8 +898,8 @@ static void timing(void) {
 }
 
 /* --time-1e7: issue 27's kNN, 10^7 uniform points k = 10, one GPU and
- * every GPU, the even cut (TESSEL_GEOQ_EVEN: the chunks and the uploads
- * as before the guided tail) and the guided one, twice each, in turns;
+ * every GPU, the index on the host (TESSEL_GEOQ_HOST_INDEX=1, before) and
+ * on the devices (the default), twice each, in turns;
  * with TESSEL_GPU_TRACE set each call also logs its "geoq trace:" line
  * (query.cu's gq_trace: where the time went). Printed, never asserted. */
 static void timing_big(void) {
@@ -916,13 +920,13 @@ static void timing_big(void) {
   geoq k10 = {.type = GEOQ_KNN, .k = 10};
   for (int rep = 0; rep < 2; rep++)
     for (int all = 0; all < 1 + (g_ngpu > 1); all++)
-      for (int even = 1; even >= 0; even--) {
+      for (int host = 1; host >= 0; host--) {
         char what[64];
-        snprintf(what, sizeof what, "knn 1e7 %s cut, %s", even ? "even" : "guided",
-                 all ? "all GPUs" : "one GPU");
-        if (even) setenv("TESSEL_GEOQ_EVEN", "1", 1);
+        snprintf(what, sizeof what, "knn 1e7 %s index, %s",
+                 host ? "host" : "device", all ? "all GPUs" : "one GPU");
+        if (host) setenv("TESSEL_GEOQ_HOST_INDEX", "1", 1);
         time_one(what, pl, &k10, all);
-        unsetenv("TESSEL_GEOQ_EVEN");
+        unsetenv("TESSEL_GEOQ_HOST_INDEX");
       }
   geod_plan_free(pl);
   free(p);

@@ -3,7 +3,9 @@
  * the run's device and every device the scheduler lends (job gpu_borrow).
  *
  * Design.
- *  - The index (host, once per call): every point and target gets its
+ *  - The index (once per call, on every device, query_devindex.cu; on the
+ *    host with TESSEL_GEOQ_HOST_INDEX=1 or when a device cannot hold the
+ *    build, query_index.cu; the same bits either way): every point and target gets its
  *    Earth-centred coordinates X on the solver's surface (the ellipsoid:
  *    X = (a cos(beta) cos(lon), a cos(beta) sin(lon), b sin(beta)) from the
  *    prepared point's reduced latitude; haversine: radius_m times the unit
@@ -89,7 +91,8 @@
  *
  * Where the time goes: gq_trace logs one line a call ("geoq trace:", at
  * info with TESSEL_GPU_TRACE, else debug): the host index's steps, each
- * device's setup and upload, the pass's prefault, the time after the
+ * device's setup and upload (with the device index: its points up, build
+ * and download), the pass's prefault, the time after the
  * last kernel, how far apart the devices ended, and per device its
  * kernels, last kernel end and copies down. TESSEL_GEOQ_EVEN=1 (for
  * benchmarks) restores the even cut and the uploads in turn, so that one
@@ -99,7 +102,8 @@
  * Files (query_int.h declares what they share): this one drives a call,
  * in steps (gq_begin, gq_index, gq_devices, a pass over the chunks,
  * gq_radius_fill for radius, gq_collect; gq_release on every path);
- * query_index.cu builds the index; query_chunks.cu sizes the devices'
+ * query_devindex.cu builds the index on the devices, query_index.cu on the
+ * host; query_chunks.cu sizes the devices'
  * buffers and runs the passes; query_kernel.cu is the kernel.
  */
 #include <cuda_runtime.h>
@@ -132,6 +136,8 @@ static int gq_begin(gq_run *r, int dev, const geod_plan *pl, const geoq *q,
   {
     const char *ev = getenv("TESSEL_GEOQ_EVEN"); /* benchmarks: the old cut */
     r->even = ev && *ev && strcmp(ev, "0") != 0;
+    ev = getenv("TESSEL_GEOQ_HOST_INDEX"); /* A/B: the index on the host */
+    r->devix = !(ev && *ev && strcmp(ev, "0") != 0);
   }
   switch (q->type) {
     case GEOQ_KNN: r->mode = GQ_KNN; break;
@@ -142,6 +148,7 @@ static int gq_begin(gq_run *r, int dev, const geod_plan *pl, const geoq *q,
     default:
       return terr_set(e, T_EINVAL, "params.query", -1, "no query to run");
   }
+  r->slotted = r->mode != GQ_RCOUNT; /* output slots and ord (gq_run) */
   *ng = gpu_count();
   if (*ng == 0)
     return terr_set(e, T_EUNAVAIL, "backend", -1, "no CUDA device: %s",
@@ -153,14 +160,13 @@ static int gq_begin(gq_run *r, int dev, const geod_plan *pl, const geoq *q,
 }
 
 /* The parts whose shape is known now (knn, rowwise; radius's wait for
- * the count pass), then the index: both sides sorted, the tiles' boxes,
- * the homes. */
+ * the count pass), then, with the host index, the index: both sides
+ * sorted, the tiles' boxes, the homes (the devices build theirs in
+ * gq_devices). */
 static int gq_index(gq_run *r, terr *e) {
   int rc = 0;
   const geod_plan *pl = r->pl;
-  const geoq_gpu_job *job = r->job;
   int64_t n = pl->n;
-  double t_ix;
   if (r->mode == GQ_KNN) {
     r->K = (int)geoq_knn_k(pl, r->q);
     int64_t sh[2] = {n, r->K};
@@ -170,25 +176,10 @@ static int gq_index(gq_run *r, terr *e) {
     int64_t sh[1] = {n};
     T_TRY(gq_new_part(r, geoq_rowwise_dtype(pl, r->q->op), 1, sh, e));
   }
-  t_ix = t_now_ms();
-  T_TRY(gq_side_build(job, pl, pl->q, pl->m, &r->T, e));
-  if (pl->has_targets) {
-    T_TRY(gq_side_build(job, pl, pl->p, n, &r->Q, e));
-  } else {
-    r->Q = r->T;
-  }
-  r->tr_sides = t_now_ms() - t_ix;
-  r->tr_sort3[0] = r->T.t_codes + (pl->has_targets ? r->Q.t_codes : 0);
-  r->tr_sort3[1] = r->T.t_sort + (pl->has_targets ? r->Q.t_sort : 0);
-  r->tr_sort3[2] = r->T.t_gather + (pl->has_targets ? r->Q.t_gather : 0);
-  r->home = (long long *)malloc((size_t)(n > 0 ? n : 1) * 8);
-  r->box = gq_boxes(job, r->T.x, r->T.n, &r->nt);
-  if (!r->home || !r->box)
-    return terr_set(e, T_ENOMEM, "", -1, "no memory for the query index");
-  r->tr_boxes = t_now_ms() - t_ix - r->tr_sides;
-  gq_homes(r);
-  r->tr_homes = t_now_ms() - t_ix - r->tr_sides - r->tr_boxes;
-  if (job && job->t_index) *job->t_index += t_now_ms() - t_ix;
+  r->T.n = pl->m; /* the sides' sizes; their arrays are the index's */
+  r->Q.n = n;
+  r->nt = (pl->m + GQ_TILE - 1) / GQ_TILE;
+  if (!r->devix) T_TRY(gq_host_index(r, e));
 fail:
   return rc;
 }
@@ -216,14 +207,21 @@ static int gq_devices(gq_run *r, int dev, int ng, terr *e) {
   r->nreal = r->ndev;
   for (int k = 0; k < r->ndev; k++) {
     double t = t_now_ms();
-    T_TRY(gq_dev_setup(r, &r->dv[k], e));
+    T_TRY(gq_dev_setup(r, &r->dv[k], e)); /* may fall back to the host index */
     r->tr_setup[k] = t_now_ms() - t;
   }
-  T_TRY(gq_uploads(r, e));
-  if (r->mode == GQ_KNN || r->mode == GQ_MIN || r->mode == GQ_ROW) {
-    double t = t_now_ms();
-    T_TRY(gq_slots(r, e));
-    r->tr_slots = t_now_ms() - t;
+  if (!r->devix && !r->box) T_TRY(gq_host_index(r, e));
+  if (r->devix) { /* the cut, the host's arrays, every device's buffers */
+    T_TRY(gq_dev_index_prep(r, e));
+    for (int k = 0; k < r->ndev; k++) T_TRY(gq_dev_index_alloc(r, &r->dv[k], e));
+  }
+  T_TRY(gq_uploads(r, e)); /* with r->devix: the index built there */
+  if (r->slotted) {
+    if (!r->devix) {
+      double t = t_now_ms();
+      T_TRY(gq_slots(r, e));
+      r->tr_slots = t_now_ms() - t;
+    }
     T_TRY(gq_twins(r, e)); /* radius sizes its fill pass by free memory */
   }
   for (int k = 0; k < r->ndev; k++) T_TRY(gq_dev_buffers(r, &r->dv[k], e));
@@ -249,7 +247,7 @@ static int gq_run_pass(gq_run *r, int fill, gq_chunk **ch, terr *e) {
   *ch = NULL;
   T_TRY(gq_cut(r, fill, ch, &nch, e));
   /* the cut the slots were laid out for (gq_slots) */
-  T_ASSERT(fill || !r->slot ||
+  T_ASSERT(fill || !r->slotted ||
            (nch == r->slot_nch && (nch == 0 || (*ch)[nch - 1].s0 == r->slot_last)));
   if (job && job->progress_total) job->progress_total(job->ctx, nch);
   T_TRY(gq_pass(r, *ch, nch, e));
@@ -297,8 +295,7 @@ static int gq_fill_budget(gq_run *r, int64_t P, terr *e) {
     CU_TRY(cudaSetDevice(x->d->ordinal));
     CU_TRY(cudaMemGetInfo(&free_b, &total_b));
     size_t budget = (size_t)((double)free_b * 0.8);
-    size_t fixed = (size_t)r->T.n * (3 * sizeof(double) + sizeof(geod_point) + 8) +
-                   (size_t)r->nt * 48;
+    size_t fixed = gq_fixed_bytes(r);
     if (pl->gpu_mem_limit > 0) {
       size_t lim = (size_t)pl->gpu_mem_limit > fixed
                        ? (size_t)pl->gpu_mem_limit - fixed : 0;
@@ -410,6 +407,7 @@ static void gq_release(gq_run *r, int rc, gq_chunk *ch) {
   free(r->cnt);
   free(r->off);
   free(r->coff);
+  free(r->cut0);
   free(ch);
 }
 
@@ -433,7 +431,8 @@ static void gq_report_lanes(const gq_run *r) {
 
 #define GQ_TRACE_FMT \
   "geoq trace: %lld queries, %d device(s), %d lanes, %lld chunks (%s " \
-  "cut, %lld a chunk at most): call %.1f ms = host index %.1f (sides " \
+  "cut, %lld a chunk at most; index on the %s%s): call %.1f ms = host " \
+  "index %.1f (sides " \
   "%.1f: codes %.1f, sort %.1f, gather %.1f; boxes %.1f, homes %.1f) + devices %.1f (setup and targets up " \
   "%.1f + %.1f, slots %.1f) + passes %.1f (last pass %.1f: prefault " \
   "%.1f, after the last kernel %.1f, ends apart %.1f) + collect %.1f + " \
@@ -450,8 +449,14 @@ static void gq_report_lanes(const gq_run *r) {
  * scatters not overlapped, and the polling); "ends apart": the latest
  * device's last kernel end minus the earliest's. */
 static void gq_trace(const gq_run *r, const double tm[6]) {
-  char lanes[512];
-  size_t o = 0;
+  char lanes[512], dix[256];
+  size_t o = 0, od = 0;
+  dix[0] = 0;
+  for (int d = 0; d < r->nreal && r->devix; d++) /* within "devices" */
+    if (od < sizeof dix)
+      od += (size_t)snprintf(dix + od, sizeof dix - od, "%s gpu%d %.1f/%.1f/%.1f",
+                             d ? "" : ", points up/build/down ms:", r->dv[d].dev,
+                             r->tr_dix[d][0], r->tr_dix[d][1], r->tr_dix[d][2]);
   double kend[GQ_MAX_DEV] = {0}, hi = 0, lo = 0;
   int64_t nch = 0;
   for (int d = 0; d < r->nreal; d++) {
@@ -478,7 +483,8 @@ static void gq_trace(const gq_run *r, const double tm[6]) {
   for (int d = 1; d < r->nreal; d++) su += r->tr_setup[d];
   if (getenv("TESSEL_GPU_TRACE"))
     log_info(GQ_TRACE_FMT, (long long)r->pl->n, r->nreal, r->ndev, (long long)nch,
-             r->even ? "even" : "guided", (long long)r->cq, tm[5] - tm[0],
+             r->even ? "even" : "guided", (long long)r->cq,
+             r->devix ? "devices" : "host", dix, tm[5] - tm[0],
              tm[1] - tm[0], r->tr_sides, r->tr_sort3[0], r->tr_sort3[1],
              r->tr_sort3[2], r->tr_boxes, r->tr_homes,
              tm[2] - tm[1], r->tr_setup[0], su, r->tr_slots, tm[3] - tm[2],
@@ -486,7 +492,8 @@ static void gq_trace(const gq_run *r, const double tm[6]) {
              tm[4] - tm[3], tm[5] - tm[4], lanes);
   else
     log_debug(GQ_TRACE_FMT, (long long)r->pl->n, r->nreal, r->ndev, (long long)nch,
-              r->even ? "even" : "guided", (long long)r->cq, tm[5] - tm[0],
+              r->even ? "even" : "guided", (long long)r->cq,
+             r->devix ? "devices" : "host", dix, tm[5] - tm[0],
               tm[1] - tm[0], r->tr_sides, r->tr_sort3[0], r->tr_sort3[1],
               r->tr_sort3[2], r->tr_boxes, r->tr_homes,
               tm[2] - tm[1], r->tr_setup[0], su, r->tr_slots, tm[3] - tm[2],

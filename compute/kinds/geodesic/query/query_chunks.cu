@@ -1,7 +1,10 @@
 /* compute/kinds/geodesic/query/query_chunks.cu — the devices' side of the
  * CUDA query engine (query.cu's design paragraph, "Chunks"): each device
  * taken (gq_dev_setup) and given the targets' index, every device at once
- * (gq_uploads), the chunk size cut to what every device's memory budget
+ * (gq_uploads: the host's index sent up, or with r->devix the prepared
+ * points sent up and the index built there, query_devindex.cu; a device
+ * whose budget cannot hold that build sends the call back to the host
+ * index), the chunk size cut to what every device's memory budget
  * holds, the chunk buffers (gq_dev_buffers) and the host staging
  * (gq_host_stage); the sorted queries cut into chunks (gq_cut: the full
  * size, then shrinking at the end so that the devices end together and
@@ -49,11 +52,13 @@ static int gq_alloc(devctx *d, size_t bytes, devbuf *b, terr *e) {
 }
 
 void gq_dev_free(gq_dev *x) {
-  devbuf *all[] = {&x->tx, &x->tp, &x->tj, &x->box, &x->nc,  &x->qx,
-                   &x->qp, &x->qi, &x->qh,  &x->qs,  &x->hd,  &x->hj,
-                   &x->od, &x->oj, &x->coff, &x->sk, &x->sv, &x->tmp};
-  /* a twin's first five are its device lane's */
-  for (size_t i = x->twin ? 5 : 0; i < sizeof all / sizeof all[0]; i++)
+  devbuf *all[] = {&x->tx,  &x->tp,  &x->tj,    &x->box, &x->nc, &x->ax,
+                   &x->ap,  &x->ai,  &x->ah,    &x->as,  &x->ix, &x->codes,
+                   &x->qx,  &x->qp,  &x->qi,    &x->qh,  &x->qs, &x->hd,
+                   &x->hj,  &x->od,  &x->oj,    &x->coff, &x->sk, &x->sv,
+                   &x->tmp};
+  /* a twin's first ten are its device lane's (ix, codes: none) */
+  for (size_t i = x->twin ? 10 : 0; i < sizeof all / sizeof all[0]; i++)
     devmem_free(x->d, all[i]);
 }
 
@@ -72,6 +77,11 @@ int gq_twins(gq_run *r, terr *e) {
     x->tj = a->tj;
     x->box = a->box;
     x->nc = a->nc;
+    x->ax = a->ax; /* the index on the device (r->devix) */
+    x->ap = a->ap;
+    x->ai = a->ai;
+    x->ah = a->ah;
+    x->as = a->as;
     x->chunk = -1;
     r->ndev++; /* counted now: gq_release frees what it has */
     CU_TRY(cudaSetDevice(x->d->ordinal));
@@ -81,6 +91,13 @@ int gq_twins(gq_run *r, terr *e) {
   }
 fail:
   return rc;
+}
+
+size_t gq_fixed_bytes(const gq_run *r) {
+  size_t keep = 0, build = 0;
+  if (r->devix) gq_dev_index_bytes(r, &keep, &build);
+  return (size_t)r->T.n * (3 * sizeof(double) + sizeof(geod_point) + 8) +
+         (size_t)r->nt * 6 * sizeof(double) + keep;
 }
 
 /* Device bytes a chunk of cq queries takes (radius fill: plus pcap pairs). */
@@ -112,12 +129,21 @@ int gq_dev_setup(gq_run *r, gq_dev *x, terr *e) {
   CU_TRY(cudaEventCreateWithFlags(&x->up, cudaEventDisableTiming));
   CU_TRY(cudaEventCreate(&x->pass0));
   x->chunk = -1;
-  fixed = (size_t)m * (3 * sizeof(double) + sizeof(geod_point) + 8) +
-          (size_t)r->nt * 6 * sizeof(double);
+  fixed = gq_fixed_bytes(r);
   CU_TRY(cudaMemGetInfo(&free_b, &total_b));
   budget = (size_t)((double)free_b * 0.8);
   if (pl->gpu_mem_limit > 0 && (size_t)pl->gpu_mem_limit < budget)
     budget = (size_t)pl->gpu_mem_limit;
+  if (r->devix) { /* the build's scratch must fit beside it, or the host's */
+    size_t keep = 0, build = 0;
+    gq_dev_index_bytes(r, &keep, &build);
+    if (fixed + build + 2 * gq_chunk_bytes(r, 32) > budget) {
+      log_debug("geoq: device %d cannot hold the index's build (%zu bytes "
+                "beside %zu): the index on the host", x->dev, build, fixed);
+      r->devix = 0;
+      fixed = gq_fixed_bytes(r);
+    }
+  }
   if (fixed + gq_chunk_bytes(r, 32) > budget)
     return terr_set(e, T_ENOMEM, "", -1,
                     "CUDA: %zu bytes of device memory cannot hold the "
@@ -147,10 +173,16 @@ fail:
 
 /* The targets' index up to device x (gq_dev_setup allocated it); *ms:
  * the time it took. Reads r only: gq_uploads runs one a device at once. */
-static int gq_dev_upload(const gq_run *r, gq_dev *x, double *ms, terr *e) {
+static int gq_dev_upload(const gq_run *r, gq_dev *x, double *ms, double dix[3],
+                         terr *e) {
   int rc = 0;
   int64_t m = r->T.n;
   double t0 = t_now_ms();
+  if (r->devix) { /* the points up and the index built there */
+    rc = gq_dev_index(r, x, x == &r->dv[0], dix, e);
+    *ms = t_now_ms() - t0;
+    return rc;
+  }
   CU_TRY(cudaSetDevice(x->d->ordinal));
   if (m) { /* through the pinned slots and the gang (stage.cu), not pageable */
     T_TRY(stage_upload(x->d, x->tx.ptr, r->T.x, (size_t)m * 3 * sizeof(double), e));
@@ -173,13 +205,13 @@ typedef struct gq_up_job {
   gq_dev *x;
   pthread_t th;
   int started, rc;
-  double ms;
+  double ms, dix[3];
   terr e;
 } gq_up_job;
 
 static void *gq_up_main(void *p) {
   gq_up_job *j = (gq_up_job *)p;
-  j->rc = gq_dev_upload(j->r, j->x, &j->ms, &j->e);
+  j->rc = gq_dev_upload(j->r, j->x, &j->ms, j->dix, &j->e);
   return NULL;
 }
 
@@ -206,15 +238,26 @@ int gq_uploads(gq_run *r, terr *e) {
   }
   for (int k = 0; k < r->nreal; k++)
     if (!j[k].started) gq_up_main(&j[k]);
+  double up = 0; /* the device index: the points' uploads (h2d) */
   for (int k = 0; k < r->nreal; k++) {
     if (j[k].started) (void)pthread_join(j[k].th, NULL);
     r->tr_setup[k] += j[k].ms;
+    memcpy(r->tr_dix[k], j[k].dix, sizeof j[k].dix);
+    if (j[k].dix[0] > up) up = j[k].dix[0];
     if (j[k].rc && !rc) {
       rc = j[k].rc;
       *e = j[k].e;
     }
   }
-  r->t_up += t_now_ms() - t0; /* h2d: the span, this thread waited */
+  for (int k = 0; k < r->nreal && r->devix; k++) gq_dev_index_free(&r->dv[k]);
+  /* h2d: the span, this thread waited; with the index on the devices the
+   * points' uploads, and the rest is the index's (job->t_index) */
+  {
+    double span = t_now_ms() - t0;
+    if (!r->devix) up = span;
+    r->t_up += up;
+    if (r->job && r->job->t_index) *r->job->t_index += span - up;
+  }
   (void)cudaSetDevice(r->dv[0].d->ordinal);
   return rc;
 }
@@ -224,11 +267,13 @@ int gq_dev_buffers(gq_run *r, gq_dev *x, terr *e) {
   int rc = 0;
   size_t cq = (size_t)r->cq, K = (size_t)r->K;
   CU_TRY(cudaSetDevice(x->d->ordinal));
-  T_TRY(gq_alloc(x->d, cq * 3 * sizeof(double), &x->qx, e));
-  T_TRY(gq_alloc(x->d, cq * sizeof(geod_point), &x->qp, e));
-  T_TRY(gq_alloc(x->d, cq * 8, &x->qi, e));
-  T_TRY(gq_alloc(x->d, cq * 8, &x->qh, e));
-  if (r->slot) T_TRY(gq_alloc(x->d, cq * 8, &x->qs, e));
+  if (!r->devix) { /* else the whole sides are on the device (ax, ah, as) */
+    T_TRY(gq_alloc(x->d, cq * 3 * sizeof(double), &x->qx, e));
+    T_TRY(gq_alloc(x->d, cq * sizeof(geod_point), &x->qp, e));
+    T_TRY(gq_alloc(x->d, cq * 8, &x->qi, e));
+    T_TRY(gq_alloc(x->d, cq * 8, &x->qh, e));
+    if (r->slotted) T_TRY(gq_alloc(x->d, cq * 8, &x->qs, e));
+  }
   switch (r->mode) {
     case GQ_KNN:
       T_TRY(gq_alloc(x->d, cq * K * 8, &x->hd, e));
@@ -289,7 +334,11 @@ static void gq_args_fill(const gq_run *r, const gq_dev *x, int64_t s0,
   a->tj = (const long long *)x->tj.ptr;
   a->box = (const double *)x->box.ptr;
   a->nq = nq;
-  if (pl->has_targets) {
+  if (pl->has_targets && r->devix) { /* the sorted queries on the device */
+    a->qx = (const double *)x->ax.ptr + 3 * s0;
+    a->qp = (const geod_point *)x->ap.ptr + s0;
+    a->qi = (const long long *)x->ai.ptr + s0;
+  } else if (pl->has_targets) { /* the chunk's, sent up (gq_chunk_up) */
     a->qx = (const double *)x->qx.ptr;
     a->qp = (const geod_point *)x->qp.ptr;
     a->qi = (const long long *)x->qi.ptr;
@@ -298,9 +347,11 @@ static void gq_args_fill(const gq_run *r, const gq_dev *x, int64_t s0,
     a->qp = (const geod_point *)x->tp.ptr + s0;
     a->qi = (const long long *)x->tj.ptr + s0;
   }
-  a->qhome = (const long long *)x->qh.ptr;
-  a->qslot = r->slot && r->mode != GQ_RFILL ? (const long long *)x->qs.ptr
-                                             : NULL;
+  a->qhome = r->devix ? (const long long *)x->ah.ptr + s0
+                      : (const long long *)x->qh.ptr;
+  a->qslot = !r->slotted || r->mode == GQ_RFILL ? NULL
+             : r->devix ? (const long long *)x->as.ptr + s0
+                        : (const long long *)x->qs.ptr;
   a->hd = (double *)x->hd.ptr;
   a->hj = (long long *)x->hj.ptr;
   a->od = x->od.ptr;
@@ -319,7 +370,9 @@ static int gq_chunk_up(gq_run *r, gq_dev *x, const gq_chunk *c, terr *e) {
    * queued behind it would hold this thread too. */
   cudaStream_t st = x->d->s_h2d;
   double t0 = t_now_ms();
-  if (r->pl->has_targets) { /* else the kernel reads them in the targets' */
+  /* the queries themselves: the kernel reads them in the targets' without
+   * targets, in the device index's sides with it (r->devix) */
+  if (r->pl->has_targets && !r->devix) {
     CU_TRY(cudaMemcpyAsync(x->qx.ptr, r->Q.x + 3 * s0, (size_t)nq * 24,
                            cudaMemcpyHostToDevice, st));
     CU_TRY(cudaMemcpyAsync(x->qp.ptr, r->Q.p + s0,
@@ -328,9 +381,10 @@ static int gq_chunk_up(gq_run *r, gq_dev *x, const gq_chunk *c, terr *e) {
     CU_TRY(cudaMemcpyAsync(x->qi.ptr, r->Q.idx + s0, (size_t)nq * 8,
                            cudaMemcpyHostToDevice, st));
   }
-  CU_TRY(cudaMemcpyAsync(x->qh.ptr, r->home + s0, (size_t)nq * 8,
-                         cudaMemcpyHostToDevice, st));
-  if (r->slot && r->mode != GQ_RFILL)
+  if (!r->devix)
+    CU_TRY(cudaMemcpyAsync(x->qh.ptr, r->home + s0, (size_t)nq * 8,
+                           cudaMemcpyHostToDevice, st));
+  if (!r->devix && r->slotted && r->mode != GQ_RFILL)
     CU_TRY(cudaMemcpyAsync(x->qs.ptr, r->slot + s0, (size_t)nq * 8,
                            cudaMemcpyHostToDevice, st));
   if (r->mode == GQ_RFILL) {

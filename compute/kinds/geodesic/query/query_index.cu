@@ -1,5 +1,8 @@
 /* compute/kinds/geodesic/query/query_index.cu — the host index of the CUDA
- * query engine (query.cu's design paragraph, "The index"): every point
+ * query engine (query.cu's design paragraph, "The index"; the devices
+ * build the same one by default, query_devindex.cu, and this one serves
+ * TESSEL_GEOQ_HOST_INDEX=1 and the calls whose device cannot hold the
+ * build): every point
  * and target gets its Earth-centred X on the solver's surface and the 3-D
  * Morton code of X (21 bits an axis); each side is sorted by code (an LSD
  * radix sort, stable), the targets cut into tiles of GQ_TILE with their
@@ -119,30 +122,17 @@ static void gq_par(const geoq_gpu_job *job, int T, int64_t n, gq_par_fn fn,
   for (int t = 0; t < T; t++) gq_loop_share(&L, t);
 }
 
-/* Spread the low 21 bits of v to every third bit. */
-static uint64_t gq_spread3(uint64_t v) {
-  v &= 0x1fffff;
-  v = (v | v << 32) & 0x1f00000000ffffULL;
-  v = (v | v << 16) & 0x1f0000ff0000ffULL;
-  v = (v | v << 8) & 0x100f00f00f00f00fULL;
-  v = (v | v << 4) & 0x10c30c30c30c30c3ULL;
-  v = (v | v << 2) & 0x1249249249249249ULL;
-  return v;
-}
-
-/* Earth-centred X of a prepared point on the plan's surface (query.h). */
-static void gq_xyz(const geod_plan *pl, const geod_point *p, double *x) {
-  if (pl->method == GEOD_HAVERSINE) {
-    x[0] = pl->radius_m * p->sbet;
-    x[1] = pl->radius_m * p->cbet;
-    x[2] = pl->radius_m * p->dn;
-  } else {
-    double sl, cl;
-    geod__sincosd(p->lon, &sl, &cl);
-    x[0] = pl->ell.a * p->cbet * cl;
-    x[1] = pl->ell.a * p->cbet * sl;
-    x[2] = pl->ell.b * p->sbet;
-  }
+gq_surf gq_surface(const geod_plan *pl) {
+  gq_surf S;
+  memset(&S, 0, sizeof S);
+  S.sphere = pl->method == GEOD_HAVERSINE;
+  S.a = pl->ell.a;
+  S.b = pl->ell.b;
+  S.radius = pl->radius_m;
+  S.R = S.sphere ? pl->radius_m : (pl->ell.a > pl->ell.b ? pl->ell.a : pl->ell.b);
+  S.R *= 1.001;
+  S.scale = (double)(1 << 21) / (2 * S.R);
+  return S;
 }
 
 typedef struct gq_key {
@@ -221,10 +211,9 @@ void gq_side_free(gq_side *s) {
 /* A side being built: the codes of points [lo, hi), then their gather
  * into sorted order. */
 typedef struct gq_build {
-  const geod_plan *pl;
+  gq_surf S;
   const geod_point *pts;
   int64_t n;
-  double R, scale;
   double *xs;
   gq_key *k;
   gq_side *s;
@@ -235,14 +224,8 @@ static void gq_codes_share(void *p, int t, int64_t lo, int64_t hi) {
   (void)t;
   for (int64_t i = lo; i < hi; i++) {
     double *x = B->xs + 3 * i;
-    gq_xyz(B->pl, &B->pts[i], x);
-    uint64_t c = 0;
-    for (int a = 0; a < 3; a++) {
-      double u = (x[a] + B->R) * B->scale;
-      uint64_t v = u <= 0 ? 0 : u >= (1 << 21) - 1 ? (1 << 21) - 1 : (uint64_t)u;
-      c |= gq_spread3(v) << a;
-    }
-    B->k[i].code = c;
+    gq_xyz(&B->S, &B->pts[i], x);
+    B->k[i].code = gq_code(&B->S, x);
     B->k[i].idx = i;
   }
 }
@@ -265,10 +248,6 @@ static void gq_gather_share(void *p, int t, int64_t lo, int64_t hi) {
 
 int gq_side_build(const geoq_gpu_job *job, const geod_plan *pl,
                   const geod_point *pts, int64_t n, gq_side *s, terr *e) {
-  double R = pl->method == GEOD_HAVERSINE
-                 ? pl->radius_m
-                 : (pl->ell.a > pl->ell.b ? pl->ell.a : pl->ell.b);
-  R *= 1.001;
   size_t nn = n > 0 ? (size_t)n : 1;
   gq_key *k = (gq_key *)malloc(nn * sizeof *k);
   double *xs = (double *)malloc(nn * 3 * sizeof(double));
@@ -284,7 +263,7 @@ int gq_side_build(const geoq_gpu_job *job, const geod_plan *pl,
     return terr_set(e, T_ENOMEM, "", -1, "no memory for the query index");
   }
   int T = gq_par_threads(job, n);
-  gq_build B = {pl, pts, n, R, (double)(1 << 21) / (2 * R), xs, k, s};
+  gq_build B = {gq_surface(pl), pts, n, xs, k, s};
   double t0 = t_now_ms();
   gq_par(job, T, n, gq_codes_share, &B);
   s->t_codes = t_now_ms() - t0;
@@ -355,6 +334,34 @@ void gq_homes(gq_run *r) {
   gq_par(r->job, gq_par_threads(r->job, pl->n), pl->n, gq_home_share, r);
   /* A home is a place in the targets' order (m itself: after the last). */
   T_ASSERT(pl->n == 0 || (r->home[0] >= 0 && r->home[pl->n - 1] <= r->T.n));
+}
+
+int gq_host_index(gq_run *r, terr *e) {
+  int rc = 0;
+  const geod_plan *pl = r->pl;
+  const geoq_gpu_job *job = r->job;
+  int64_t n = pl->n;
+  double t_ix = t_now_ms();
+  T_TRY(gq_side_build(job, pl, pl->q, pl->m, &r->T, e));
+  if (pl->has_targets) {
+    T_TRY(gq_side_build(job, pl, pl->p, n, &r->Q, e));
+  } else {
+    r->Q = r->T;
+  }
+  r->tr_sides = t_now_ms() - t_ix;
+  r->tr_sort3[0] = r->T.t_codes + (pl->has_targets ? r->Q.t_codes : 0);
+  r->tr_sort3[1] = r->T.t_sort + (pl->has_targets ? r->Q.t_sort : 0);
+  r->tr_sort3[2] = r->T.t_gather + (pl->has_targets ? r->Q.t_gather : 0);
+  r->home = (long long *)malloc((size_t)(n > 0 ? n : 1) * 8);
+  r->box = gq_boxes(job, r->T.x, r->T.n, &r->nt);
+  if (!r->home || !r->box)
+    return terr_set(e, T_ENOMEM, "", -1, "no memory for the query index");
+  r->tr_boxes = t_now_ms() - t_ix - r->tr_sides;
+  gq_homes(r);
+  r->tr_homes = t_now_ms() - t_ix - r->tr_sides - r->tr_boxes;
+  if (job && job->t_index) *job->t_index += t_now_ms() - t_ix;
+fail:
+  return rc;
 }
 
 /* gq_slots' passes over original rows [lo, hi) (share t): inv, then

@@ -29,6 +29,89 @@
 #define GQ_TAIL_MIN 65536 /* but not below (512 blocks: every SM busy) */
 #define GQ_FULL 0xffffffffu
 
+/* ---- X and the Morton codes, the same bits on host and device ----------- */
+
+/* sin and cos of x degrees: remquo's exact reduction to [-45, 45] as
+ * geod__sincosd, then fdlibm's __kernel_sin / __kernel_cos (FreeBSD
+ * msun k_sin.c, k_cos.c: Copyright (C) 1993 by Sun Microsystems, Inc.
+ * Developed at SunPro, a Sun Microsystems, Inc. business. Permission to
+ * use, copy, modify, and distribute this software is freely granted,
+ * provided that this notice is preserved.) on |t| <= pi/4, < 1 ulp
+ * (0.72 / 0.75 ulp over 5e6 arguments against long double). */
+TESSEL_HD static inline void gq_sincosd(double x, double *sx, double *cx) {
+  const double S1 = -1.66666666666666324348e-01, S2 = 8.33333333332248946124e-03,
+               S3 = -1.98412698298579493134e-04, S4 = 2.75573137070700676789e-06,
+               S5 = -2.50507602534068634195e-08, S6 = 1.58969099521155010221e-10;
+  const double C1 = 4.16666666666666019037e-02, C2 = -1.38888888888741095749e-03,
+               C3 = 2.48015872894767294178e-05, C4 = -2.75573143513906633035e-07,
+               C5 = 2.08757232129817482790e-09, C6 = -1.13596475577881948265e-11;
+  int q = 0;
+  double t = geod__mulx(remquo(x, 90.0, &q), GEOD_DEG);
+  double z = geod__mulx(t, t), w = geod__mulx(z, z);
+  double rs = S2 + geod__mulx(z, S3 + geod__mulx(z, S4)) +
+              geod__mulx(geod__mulx(z, w), S5 + geod__mulx(z, S6));
+  double s = t + geod__mulx(geod__mulx(z, t), S1 + geod__mulx(z, rs));
+  double rc = geod__mulx(z, C1 + geod__mulx(z, C2 + geod__mulx(z, C3))) +
+              geod__mulx(geod__mulx(w, w),
+                         C4 + geod__mulx(z, C5 + geod__mulx(z, C6)));
+  double hz = geod__mulx(0.5, z), w1 = 1.0 - hz;
+  double c = w1 + (((1.0 - w1) - hz) + geod__mulx(z, rc));
+  switch ((unsigned)q & 3u) {
+    case 0u: *sx = s; *cx = c; break;
+    case 1u: *sx = c; *cx = -s; break;
+    case 2u: *sx = -s; *cx = -c; break;
+    default: *sx = -c; *cx = s; break;
+  }
+  *cx += 0.0; /* -0 -> +0 */
+  if (x == 0) *sx = x;
+}
+
+/* What X needs of the plan (a device cannot read the geod_plan). */
+typedef struct gq_surf {
+  int sphere;          /* haversine: radius times the unit vector */
+  double a, b, radius; /* ellipsoid axes; the sphere's radius */
+  double R, scale;     /* the Morton grid: [-R, R] in 2^21 steps an axis */
+} gq_surf;
+
+/* Earth-centred X of a prepared point on the plan's surface (query.h). */
+TESSEL_HD static inline void gq_xyz(const gq_surf *S, const geod_point *p,
+                                    double *x) {
+  if (S->sphere) {
+    x[0] = geod__mulx(S->radius, p->sbet);
+    x[1] = geod__mulx(S->radius, p->cbet);
+    x[2] = geod__mulx(S->radius, p->dn);
+  } else {
+    double sl, cl;
+    gq_sincosd(p->lon, &sl, &cl);
+    x[0] = geod__mulx(geod__mulx(S->a, p->cbet), cl);
+    x[1] = geod__mulx(geod__mulx(S->a, p->cbet), sl);
+    x[2] = geod__mulx(S->b, p->sbet);
+  }
+}
+
+/* Spread the low 21 bits of v to every third bit. */
+TESSEL_HD static inline uint64_t gq_spread3(uint64_t v) {
+  v &= 0x1fffff;
+  v = (v | v << 32) & 0x1f00000000ffffULL;
+  v = (v | v << 16) & 0x1f0000ff0000ffULL;
+  v = (v | v << 8) & 0x100f00f00f00f00fULL;
+  v = (v | v << 4) & 0x10c30c30c30c30c3ULL;
+  v = (v | v << 2) & 0x1249249249249249ULL;
+  return v;
+}
+
+/* The 3-D Morton code of X (21 bits an axis, 63 in all). */
+TESSEL_HD static inline uint64_t gq_code(const gq_surf *S, const double *x) {
+  uint64_t c = 0;
+  for (int a = 0; a < 3; a++) {
+    double u = geod__mulx(x[a] + S->R, S->scale);
+    uint64_t v = u <= 0 ? 0 : u >= (1 << 21) - 1 ? (1 << 21) - 1 : (uint64_t)u;
+    c |= gq_spread3(v) << a;
+  }
+  return c;
+}
+#define GQ_CODE_BITS 63
+
 /* The kernel's modes: knn, rowwise min/argmin (a best so far, pruned like
  * knn), other rowwise ops, radius count and radius fill. */
 enum { GQ_KNN = 0, GQ_MIN, GQ_ROW, GQ_RCOUNT, GQ_RFILL };
@@ -111,6 +194,12 @@ typedef struct gq_dev {
   int twin;
   devctx *d;
   devbuf tx, tp, tj, box, nc;
+  /* the index on the device (r->devix): the sorted queries with targets
+   * (X, points, original index), every sorted query's home and output
+   * slot; shared with the twin like tx. ix: the build's scratch, codes
+   * the sorted codes it keeps for the homes (freed once built). */
+  devbuf ax, ap, ai, ah, as;
+  devbuf ix, codes;
   devbuf qx, qp, qi, qh, qs, hd, hj, od, oj, coff, sk, sv, tmp;
   size_t tmp_bytes;
   cudaEvent_t start, done; /* around a chunk's kernels */
@@ -160,6 +249,13 @@ typedef struct gq_run {
   /* TESSEL_GEOQ_EVEN (benchmarks): every plain chunk r->cq, as before the
    * guided tail (gq_cut) */
   int even;
+  /* The index on the devices (query_devindex.cu), unless
+   * TESSEL_GEOQ_HOST_INDEX is set or a device's memory cannot hold its
+   * build (gq_dev_setup falls back to the host's). slotted: knn and
+   * rowwise (output slots and ord). cut0: with devix, the plain cut's
+   * chunk starts, slot_nch + 1 of them (the last n). */
+  int devix, slotted;
+  long long *cut0;
   /* the plain cut gq_slots laid the slots out for: chunks, the last one's
    * start (gq_run_pass asserts the pass cuts the same) */
   int64_t slot_nch, slot_last;
@@ -171,10 +267,42 @@ typedef struct gq_run {
    * scattering them. */
   double tr_sides, tr_boxes, tr_homes, tr_slots, tr_setup[GQ_MAX_DEV];
   double tr_sort3[3]; /* the sides' codes, radix sort, gather */
+  double tr_dix[GQ_MAX_DEV][3]; /* device index: points up, build, down */
   double tr_pass, tr_prefault;
   double tr_kern[2 * GQ_MAX_DEV], tr_kend[2 * GQ_MAX_DEV],
       tr_fin[2 * GQ_MAX_DEV];
 } gq_run;
+
+/* (query_index.cu) The surface and Morton grid of plan pl. */
+gq_surf gq_surface(const geod_plan *pl);
+/* (query_index.cu) The whole host index of r: both sides sorted
+ * (r->T, r->Q), the tiles' boxes, the homes (traced). */
+int gq_host_index(gq_run *r, terr *e);
+
+/* ---- the index on the devices (query_devindex.cu) ------------------------ */
+
+/* Device bytes of device x's index beyond the targets' (tx, tp, tj, box):
+ * *keep what stays for the pass (ax, ap, ai, ah, as), *build what the
+ * build takes besides and gives back (ix, codes). */
+void gq_dev_index_bytes(const gq_run *r, size_t *keep, size_t *build);
+/* Before the builds, on cuda_geoq's thread: the plain cut (r->cut0,
+ * slot_nch, slot_last) and r->ord for knn and rowwise, r->Q.idx for
+ * radius (filled by the first device's gq_dev_index). */
+int gq_dev_index_prep(gq_run *r, terr *e);
+/* Allocate device x's index buffers, after gq_dev_index_prep (this thread
+ * holding the device); gq_dev_index_free gives the build's scratch back
+ * (ix, codes) once it is built. */
+int gq_dev_index_alloc(const gq_run *r, gq_dev *x, terr *e);
+void gq_dev_index_free(gq_dev *x);
+/* Build the index on device x from the plan's prepared points, the same
+ * on every device: the targets (and the queries) up, X, codes, CUB's
+ * radix sort (stable: by code, then original index), gather, boxes,
+ * homes, slots. lead: also bring down what the host needs (r->ord for
+ * knn and rowwise, r->Q.idx for radius: allocated by the caller). ms:
+ * points up, build, down. Runs on a helper thread for devices beyond the
+ * first (gq_uploads); frees the build's scratch before it returns. */
+int gq_dev_index(const gq_run *r, gq_dev *x, int lead, double ms[3],
+                 terr *e);
 
 /* (query_index.cu) The home of every sorted query: its position in the
  * targets' order (without targets, itself); r->home allocated by the
@@ -184,6 +312,9 @@ int gq_slots(gq_run *r, terr *e);
 
 /* 0, or the job's stop code with e set (canceled, timed out). */
 int gq_stop(gq_run *r, terr *e);
+/* Device bytes a device holds for the whole call: the targets' index
+ * (and with r->devix what its index keeps: gq_dev_index_bytes). */
+size_t gq_fixed_bytes(const gq_run *r);
 /* Device bytes a chunk of cq queries takes (radius fill: plus pcap pairs). */
 size_t gq_chunk_bytes(const gq_run *r, int64_t cq);
 /* Take device x, allocate the targets' index, cut r->cq to its budget. */
