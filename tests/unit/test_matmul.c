@@ -432,6 +432,9 @@ TEST(lanes_cut) {
   CHECK(mm_block_rows(1, (int64_t)1 << 30, 8) == 0); /* one row: no cut */
   CHECK(mm_block_rows(INT32_MAX, INT32_MAX, 8) > 0);
   CHECK(mm_block_rows(3, INT64_MAX / 2, 8) == 0); /* no overflow */
+  CHECK(mm_block_rows_of(16384, 16384, 8, (int64_t)64 << 20, 32) == 512);
+  CHECK(mm_block_rows_of(16384, 16384, 8, 0, 32) == 0);
+  CHECK(mm_block_rows_of(16384, 16384, 8, (int64_t)64 << 20, 8) == 2048);
   struct { int64_t m, n; size_t es; } c[] = {
       {16384, 16384, 8}, {100000, 1000, 8}, {40000, 40000, 4},
       {1 << 24, 16, 8},  {5000, 8192, 8},   {70000, 1024, 4},

@@ -14,11 +14,18 @@
 #include "compute/kinds/mgpu.h"
 
 int64_t mm_block_rows(int64_t m, int64_t n, size_t es) {
-  if (m <= 0 || n <= 0 || es == 0 || n > INT64_MAX / (int64_t)es) return 0;
+  return mm_block_rows_of(m, n, es, MM_BLOCK_BYTES, MM_BLOCKS_MAX);
+}
+
+int64_t mm_block_rows_of(int64_t m, int64_t n, size_t es, int64_t block,
+                         int64_t most) {
+  if (m <= 0 || n <= 0 || es == 0 || n > INT64_MAX / (int64_t)es ||
+      block <= 0 || most <= 0)
+    return 0;
   int64_t row = n * (int64_t)es; /* bytes of a row of C */
   if (row < MM_LANES_MIN && m < (MM_LANES_MIN + row - 1) / row) return 0;
-  int64_t rows = (MM_BLOCK_BYTES + row - 1) / row;
-  int64_t fewest = (m + MM_BLOCKS_MAX - 1) / MM_BLOCKS_MAX;
+  int64_t rows = (block + row - 1) / row;
+  int64_t fewest = (m + most - 1) / most;
   if (rows < fewest) rows = fewest;
   if (rows >= MM_ROW_ALIGN)
     rows = (rows + MM_ROW_ALIGN - 1) / MM_ROW_ALIGN * MM_ROW_ALIGN;
@@ -110,6 +117,13 @@ int mm_lanes_run(job_ctx *ctx, const tarray *a, const tarray *b,
                  tarray *out, terr *e) {
   int64_t m = out->shape[0], n = out->ndim == 2 ? out->shape[1] : 1;
   int64_t br = mm_block_rows(m, n, tdtype_size(out->dtype));
+  /* TESSEL_MM_BLOCK_MIB: another block size (and at most 2 GiB of
+   * blocks' worth of count), for the benchmarks' A/B */
+  const char *bm = getenv("TESSEL_MM_BLOCK_MIB");
+  long mib = bm ? strtol(bm, NULL, 10) : 0;
+  if (br > 0 && mib >= 8 && mib <= 1024)
+    br = mm_block_rows_of(m, n, tdtype_size(out->dtype), (int64_t)mib << 20,
+                          2048 / mib);
   if (br <= 0 || out->ndim != 2)
     return terr_set(e, T_EINTERNAL, "", -1, "matmul lanes: no cut");
   mm_lane_args x;

@@ -43,6 +43,11 @@
 
 /* Rows a block of an m x n product of es-byte elements; 0: one GEMM. */
 int64_t mm_block_rows(int64_t m, int64_t n, size_t es);
+/* The same for blocks of about `block` bytes, at most `most` of them
+ * (mm_block_rows: MM_BLOCK_BYTES, MM_BLOCKS_MAX; TESSEL_MM_BLOCK_MIB sets
+ * another size for A/B runs). */
+int64_t mm_block_rows_of(int64_t m, int64_t n, size_t es, int64_t block,
+                         int64_t most);
 
 /* 1 when the run should go by blocks (mm_block_rows > 0 and not turned
  * off by TESSEL_MM_LANES=0). */
