@@ -68,6 +68,7 @@ char *tshape_str(int ndim, const int64_t *shape, char *buf, size_t len) {
 /* The invariants every tarray keeps (checked by T_ASSERT): size is the
  * product of the shape, and data held in a file mapping lies wholly inside
  * it. No side effect: it is read only inside asserts. */
+#ifndef NDEBUG /* else T_ASSERT compiles to nothing and it is unused */
 static int tarray_consistent(const tarray *a) {
   if (a->ndim < 0 || a->ndim > T_MAXDIM) return 0;
   int64_t n = 1;
@@ -79,6 +80,7 @@ static int tarray_consistent(const tarray *a) {
   return d >= b && (size_t)(d - b) <= a->map_len &&
          bytes <= a->map_len - (size_t)(d - b);
 }
+#endif
 
 tarray *tarray_new(tdtype dt, int ndim, const int64_t *shape) {
   int64_t n = tshape_size(ndim, shape, INT64_MAX / 8);
