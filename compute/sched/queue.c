@@ -303,3 +303,36 @@ void sched_mem_release(sched *s, sjob *j) {
   }
   tmutex_unlock(&s->mu);
 }
+
+/* ---- holds: a batch's jobs queued as one unit (sched.h) ------------------ */
+
+uint64_t sched_hold_open(sched *s) {
+  tmutex_lock(&s->mu);
+  uint64_t id = 0;
+  if (s->nholds < SCHED_HOLDS_MAX) {
+    id = ++s->hold_seq;
+    s->holds[s->nholds++] = id;
+  }
+  tmutex_unlock(&s->mu);
+  return id;
+}
+
+void sched_hold_close(sched *s, uint64_t hold) {
+  if (!hold) return;
+  tmutex_lock(&s->mu);
+  for (int i = 0; i < s->nholds; i++)
+    if (s->holds[i] == hold) {
+      s->holds[i] = s->holds[--s->nholds];
+      break;
+    }
+  /* the GPU workers leave the hold's jobs queued while it is open */
+  pthread_cond_broadcast(&s->gpu_cv);
+  tmutex_unlock(&s->mu);
+}
+
+int sched_hold_is_open(const sched *s, uint64_t hold) {
+  SCHED_ASSERT_LOCKED((sched *)s);
+  for (int i = 0; hold && i < s->nholds; i++)
+    if (s->holds[i] == hold) return 1;
+  return 0;
+}

@@ -157,6 +157,11 @@ struct sched {
   uint64_t seq, next_token;
   int started, accepting, taking, quit, shut;
   int mon_idle;
+  /* the open holds (sched_hold_open: batches queueing their items), and
+   * the last id given */
+  uint64_t holds[SCHED_HOLDS_MAX];
+  int nholds;
+  uint64_t hold_seq;
   swaiter *waiters;
   swaiter *rhash[SCHED_RHASH]; /* pending remote waiters by rid (wait.c) */
   int64_t finished_total[5]; /* jobs as the API counts them: no tile */
@@ -300,6 +305,8 @@ void sched_run_job(sched *s, sjob *j, int device);
 #define SCHED_GANG_KEY 8192 /* a kind's gang key, at most */
 #define SCHED_GANG_MAX 256  /* jobs a GPU worker takes together */
 void sched_run_gang(sched *s, sjob **jobs, int n, int device);
+/* compute/sched/queue.c: 1 while hold (sched_hold_open) is open. [mu] */
+int sched_hold_is_open(const sched *s, uint64_t hold);
 /* End a job that never started (queued cancel, shutdown): store write when
  * status >= 0, then release. No lock held. */
 void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
