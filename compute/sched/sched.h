@@ -184,6 +184,17 @@ typedef void (*sched_end_fn)(void *arg, const char *id,
                              const store_job *ended);
 int sched_wait_end(sched *s, const char *id, sched_end_fn cb, void *arg,
                    uint64_t *token);
+/* sched_wait_end's, with the job's result: cb(arg, id, ended, npy,
+ * npy_len), npy the .npy of a succeeded job's result kept in its row,
+ * the bytes its end committed (borrowed for the call), or NULL (no result
+ * in the row, the end not this node's run, or not known here: read the
+ * store). A waiter that answers with the result inline (jobs:batch and
+ * jobs:get with "include") copies it instead of reading it back. */
+typedef void (*sched_result_fn)(void *arg, const char *id,
+                                const store_job *ended, const void *npy,
+                                size_t npy_len);
+int sched_wait_result(sched *s, const char *id, sched_result_fn cb,
+                      void *arg, uint64_t *token);
 /* Remove a registration: 1 when removed before it fired, 0 when it has
  * fired (or is firing: sched_unwait then returns after cb has returned). */
 int sched_unwait(sched *s, uint64_t token);

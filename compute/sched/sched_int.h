@@ -54,8 +54,9 @@
 typedef struct swaiter {
   uint64_t token;
   sjob *job;
-  sched_wait_fn cb;  /* one of cb, cbe */
+  sched_wait_fn cb;  /* one of cb, cbe, cbr */
   sched_end_fn cbe;
+  sched_result_fn cbr;
   void *arg;
   int firing;       /* [mu] its job ended: in a worker's chain to call */
   int calling;      /* [mu] cb is being called (or has been) */
@@ -339,8 +340,9 @@ char *stext_devices(const job_ctx *ctx, int own, char *used, size_t cap);
 swaiter *sched_release_locked(sched *s, sjob *j, int status, int counted,
                               const char *backend, double run_ms);
 /* Without mu: call the chain's callbacks (ended: the job's committed row,
- * or NULL), then unlist and free them. */
+ * or NULL; npy: the result kept in that row, or NULL), then unlist and
+ * free them. */
 void sched_fire(sched *s, swaiter *chain, const char *id,
-                const store_job *ended);
+                const store_job *ended, const void *npy, size_t npy_len);
 
 #endif
