@@ -16,7 +16,8 @@
  * during a launch loses no acknowledged job (after the restart each ends
  * succeeded with its own value); a batch's items queued with its hold
  * (sched_hold_open) while the worker is free form one gang of 100, and
- * 300 of them two (256 and 44).
+ * 300 of them two (256 and 44); during a gang's launch each of its 100
+ * members holds a slot of the in-flight journal.
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -339,6 +340,63 @@ TEST(test_gang_hold_takes_a_batch_whole) {
   fx_close(&f);
 }
 
+/* Slots of <dir>/inflight (the in-flight journal, compute/sched/journal.c:
+ * 64-byte slots, in use while they begin with the magic "TJNL") naming one
+ * of ids[0..n-1]. */
+static int journal_count(const fx *f, char (*ids)[T_ID_MAX], int n) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/inflight", f->dir);
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return -1;
+  unsigned char slot[64];
+  int found = 0;
+  while (fread(slot, 1, sizeof slot, fp) == sizeof slot) {
+    uint32_t magic;
+    memcpy(&magic, slot, 4);
+    if (magic != 0x544a4e4cu) continue;
+    for (int i = 0; i < n; i++)
+      if (strncmp((const char *)slot + 8, ids[i], T_ID_MAX) == 0) found++;
+  }
+  fclose(fp);
+  return found;
+}
+
+/* While a gang of 100 is in its launch, every member is counted in the
+ * in-flight journal (its start in a slot, the store's start lazy), as a
+ * job run alone is: one slot per GPU worker left most members to commit
+ * their starts [sync], one after the other, before the launch. */
+TEST(test_gang_members_each_in_the_journal) {
+  enum { N = 100 };
+  fx f;
+  if (fx_prepare(&f, 2)) return;
+  f.cfg.gpu_ops = &one_gpu;
+  f.cfg.kind_lookup = gang_kinds;
+  f.cfg.row_result_max = 4096;
+  f.cfg.queue_limit = 4 * N;
+  if (fx_start(&f)) return;
+  atomic_store(&gang_in, 0);
+  atomic_store(&gang_hold, 1);
+  static char ids[N][T_ID_MAX];
+  uint64_t hold = sched_hold_open(f.s);
+  for (int i = 0; i < N; i++) {
+    char p[128];
+    snprintf(p, sizeof p, "{\"n\":10,\"value\":%d,\"key\":\"a\"}", i);
+    CHECK(submit_held(&f, "gangy", p, "cuda", hold, ids[i]) == 0);
+  }
+  sched_hold_close(f.s, hold);
+  for (int i = 0; i < 5000 && !atomic_load(&gang_in); i++) sleep_ms(1);
+  CHECK(atomic_load(&gang_in));
+  int in = journal_count(&f, ids, N);
+  CHECK_MSG(in == N, "%d of %d members in the journal during the launch", in,
+            N);
+  atomic_store(&gang_hold, 0);
+  for (int i = 0; i < N; i++)
+    check_job(&f, ids[i], JOB_SUCCEEDED, 2.0 * i, N, ids[0]);
+  CHECK(journal_count(&f, ids, N) == 0); /* every slot given back */
+  wait_idle(&f);
+  fx_close(&f);
+}
+
 /* The scheduler on an existing data dir (a restart). */
 static int fx_reopen_gang(fx *f, const char *dir) {
   memset(f, 0, sizeof *f);
@@ -434,6 +492,7 @@ int main(void) {
   RUN(test_gang_keeps_apart_what_may_not_share);
   RUN(test_gang_cancel_of_one_member);
   RUN(test_gang_hold_takes_a_batch_whole);
+  RUN(test_gang_members_each_in_the_journal);
   RUN(test_gang_killed_mid_launch);
   rm_tree(root);
   return check_summary();
