@@ -31,6 +31,12 @@
  * transaction; a row that fails, a request_id's earlier job, undoes or
  * finds only itself), then each is enqueued or its slot given back.
  *
+ * The whole batch is queued as one unit for the GPU's gangs: a scheduler
+ * hold (sched_hold_open) opened before the first item and closed after
+ * the last, before the async commit is waited for; a GPU worker takes no
+ * gang-able item of it before the close (or a full gang), so the seeds'
+ * 100 tiny cuda sums run in one launch, not in the chunks' steps.
+ *
  * Still "acknowledged => durable": every row is committed before the
  * caller answers. The async ones by one store_sync at the end (and one
  * after each chunk once BATCH_ASYNC_AHEAD of them wait, so that the
