@@ -425,13 +425,17 @@ static int sched_add(sched *s, const store_job *sj, int reserved,
     rc = sched_queue_push(s, j, queue);
     if (rc) sched_table_remove(s, j);
   }
+  /* A batch's item the GPU worker would leave queued (its hold is open):
+   * no wake for it; the hold's close, or a full gang's last item, wakes
+   * the worker (100 wakes a batch of the seeds' sums, each taking mu) */
+  int quiet = rc == T_OK && queue == Q_GPU && sched_gang_gathering(s, 1);
   tmutex_unlock(&s->mu);
   if (rc) {
     sjob_free(j);
     return terr_set(e, rc, "", -1, "scheduler: out of memory queueing %s",
                     sj->id);
   }
-  sched_wake(s, queue);
+  if (!quiet) sched_wake(s, queue);
   return T_OK;
 }
 
