@@ -205,9 +205,9 @@ TEST(test_batch_of_tiny_cuda_jobs_is_one_gang) {
     jobs_batch_item_clear(&out[i]);
   }
   free(out);
-  json_decref(items);
   wait_idle(&f);
-  fx_close(&f);
+  fx_close(&f); /* the jobs' references to their params are gone */
+  json_decref(items);
 }
 
 typedef struct taker {
