@@ -142,8 +142,9 @@ int sched_enqueue_checked(sched *s, const store_job *j, json_t *params,
  * launch for 100), where taking the first item at once started gangs of
  * what was queued so far (8, 16, 32, 44). Any other job is taken as
  * before. sched_hold_open returns the hold's id (> 0), or 0 when none
- * can be opened (more than SCHED_HOLDS_MAX open: the jobs are queued as
- * any; closing 0 does nothing). */
+ * can be opened (SCHED_HOLDS_MAX open already, or the daemon started
+ * with TESSEL_GPU_GANG_HOLD=0, for measuring: the jobs are queued as any;
+ * closing 0 does nothing). */
 #define SCHED_HOLDS_MAX 64 /* holds open at once */
 uint64_t sched_hold_open(sched *s);
 void sched_hold_close(sched *s, uint64_t hold);
