@@ -60,6 +60,12 @@ void api_reply_job_data(http_req *r, api_ctx *ctx, const job_record *j,
  * otherwise. */
 void api_job_text_data(tbuf *b, api_ctx *ctx, const char *text, size_t len,
                        const job_record *j);
+/* The same with the result's .npy in hand (npy_len bytes, as the row
+ * keeps it: the end's, jobs_wait_result), instead of reading it; npy
+ * NULL: read it as api_job_text_data does. */
+void api_job_text_data_npy(tbuf *b, api_ctx *ctx, const char *text,
+                           size_t len, const job_record *j, const void *npy,
+                           size_t npy_len);
 /* The array's metadata as the API shows it. New ref. */
 json_t *api_array_json(const store_array *a);
 

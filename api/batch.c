@@ -27,7 +27,11 @@
  * is kept in its row (util: small results, compute/sched) in at most
  * API_INLINE_RESULT bytes: its values as nested lists (non-finite values
  * as null, as the JSON format of GET .../result writes them; common.c's
- * api_job_text_data); any other result stays a link (its "href").
+ * api_job_text_data); any other result stays a link (its "href"). A job
+ * waited for here hands its end's own bytes of that result to its
+ * callback (jobs_wait_result), which keeps a copy for the answer: the
+ * answer reads none back (one SELECT a job was ~45 % of the answer's
+ * CPU for the seeds' 100 tiny sums).
  * "fields" in either body is a read mask (fields.c): each job answered
  * with only the members named.
  *
@@ -51,6 +55,13 @@
 
 #define API_GET_MAX JOBS_BATCH_MAX
 
+struct mwait;
+/* One waited item: the arg of its end callback. */
+typedef struct mwait_one {
+  struct mwait *m;
+  int i;
+} mwait_one;
+
 typedef struct mwait {
   pthread_mutex_t mu;
   http_req *r;
@@ -63,15 +74,24 @@ typedef struct mwait {
   uint64_t *tokens;
   int *waiting; /* tokens[i] is registered */
   int ended;    /* every waited job's end fired (on_one_end) [mu] */
+  mwait_one *ones; /* per item: its callback's arg */
+  /* per item: the result its end kept in the row (on_one_end's copy, with
+   * include only), so that the answer does not read it back; NULL: none */
+  void **npy;
+  size_t *npy_len;
 } mwait;
 
 static void mwait_free(mwait *m) {
   if (!m) return;
   pthread_mutex_destroy(&m->mu);
   for (int i = 0; i < m->n; i++) jobs_batch_item_clear(&m->items[i]);
+  for (int i = 0; m->npy && i < m->n; i++) free(m->npy[i]);
   free(m->items);
   free(m->tokens);
   free(m->waiting);
+  free(m->ones);
+  free(m->npy);
+  free(m->npy_len);
   free(m);
 }
 
@@ -87,7 +107,11 @@ static mwait *mwait_new(http_req *r, api_ctx *ctx, int n) {
   m->items = calloc((size_t)(n ? n : 1), sizeof *m->items);
   m->tokens = calloc((size_t)(n ? n : 1), sizeof *m->tokens);
   m->waiting = calloc((size_t)(n ? n : 1), sizeof *m->waiting);
-  if (!m->items || !m->tokens || !m->waiting) {
+  m->ones = calloc((size_t)(n ? n : 1), sizeof *m->ones);
+  m->npy = calloc((size_t)(n ? n : 1), sizeof *m->npy);
+  m->npy_len = calloc((size_t)(n ? n : 1), sizeof *m->npy_len);
+  if (!m->items || !m->tokens || !m->waiting || !m->ones || !m->npy ||
+      !m->npy_len) {
     mwait_free(m);
     return NULL;
   }
@@ -154,7 +178,8 @@ static void put_item(tbuf *b, const mwait *m, const jobs_batch_item *it) {
       (!m->fields.on || (m->fields.want & API_FIELD_RESULT))) {
     tbuf t;
     tbuf_init(&t, 0);
-    api_job_text_data(&t, m->ctx, text, len, jr);
+    size_t i = (size_t)(it - m->items);
+    api_job_text_data_npy(&t, m->ctx, text, len, jr, m->npy[i], m->npy_len[i]);
     free(text);
     text = tbuf_take(&t, &len);
   }
@@ -227,13 +252,21 @@ static void answer_mwait(http_req *r, void *ud) {
   mwait_free(m);
 }
 
-/* The store's writer: one of the jobs ended. */
-static void on_one_end(void *arg, const char *id, const job_record *ended) {
+/* The store's writer: one of the jobs ended; with include, the result its
+ * row keeps copied for the answer (a few bytes for a tiny job's: the
+ * answer then reads nothing back; without memory for it, it reads). */
+static void on_one_end(void *arg, const char *id, const job_record *ended,
+                       const void *npy, size_t npy_len) {
   (void)id;
   (void)ended;
-  mwait *m = arg;
+  mwait_one *one = arg;
+  mwait *m = one->m;
   http_req *r = m->r;
+  void *copy = m->include_result && npy ? malloc(npy_len ? npy_len : 1) : NULL;
+  if (copy) memcpy(copy, npy, npy_len);
   pthread_mutex_lock(&m->mu);
+  m->npy[one->i] = copy;
+  m->npy_len[one->i] = copy ? npy_len : 0;
   int last = --m->pending == 0;
   if (last) m->ended = 1;
   pthread_mutex_unlock(&m->mu);
@@ -266,8 +299,9 @@ static void reply_after_mwait(http_req *r, mwait *m, double wait_s) {
     if (m->items[i].rc) continue;
     http_req_ref(r);
     m->pending++;
-    if (jobs_wait_end(m->ctx->jobs, m->items[i].id, on_one_end, m,
-                      &m->tokens[i]) == 0) {
+    m->ones[i] = (mwait_one){m, i};
+    if (jobs_wait_result(m->ctx->jobs, m->items[i].id, on_one_end,
+                         &m->ones[i], &m->tokens[i]) == 0) {
       m->waiting[i] = 1;
     } else { /* ended already (or not here): read it now */
       m->pending--;

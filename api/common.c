@@ -166,6 +166,12 @@ static void put_values(tbuf *b, const tarray *a, int d, int64_t *at) {
  * its owner: only the result's bytes are read (jobs_result_row_npy). */
 void api_job_text_data(tbuf *b, api_ctx *ctx, const char *text, size_t len,
                        const job_record *j) {
+  api_job_text_data_npy(b, ctx, text, len, j, NULL, 0);
+}
+
+void api_job_text_data_npy(tbuf *b, api_ctx *ctx, const char *text,
+                           size_t len, const job_record *j, const void *given,
+                           size_t given_len) {
   char needle[T_ID_MAX + 40];
   snprintf(needle, sizeof needle, "\"href\":\"/v1/jobs/%s/result\"}", j->id);
   const char *at = strstr(text, needle);
@@ -173,9 +179,19 @@ void api_job_text_data(tbuf *b, api_ctx *ctx, const char *text, size_t len,
   size_t npy_len = 0;
   terr e;
   tarray *a = NULL;
-  if (at && jobs_result_row_npy(ctx->jobs, j, &npy, &npy_len, &e) == 0 &&
-      npy_len <= API_INLINE_RESULT &&
-      npy_parse_result(npy, npy_len, API_INLINE_RESULT, &a, &e) == 0) {
+  /* the end's own bytes only for the row they were kept in: a succeeded
+   * job without a result file or an output of its own */
+  int in_row = j->status == JOB_SUCCEEDED && !j->result_path &&
+               j->result.dtype[0] && !j->output_file;
+  const void *bytes = given && in_row ? given : NULL;
+  size_t nbytes = bytes ? given_len : 0;
+  if (at && !bytes &&
+      jobs_result_row_npy(ctx->jobs, j, &npy, &npy_len, &e) == 0) {
+    bytes = npy;
+    nbytes = npy_len;
+  }
+  if (at && bytes && nbytes <= API_INLINE_RESULT &&
+      npy_parse_result(bytes, nbytes, API_INLINE_RESULT, &a, &e) == 0) {
     size_t cut = (size_t)(at - text) + strlen(needle) - 1; /* before '}' */
     tbuf_add(b, text, cut);
     tbuf_adds(b, ",\"data\":");

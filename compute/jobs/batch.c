@@ -31,6 +31,12 @@
  * transaction; a row that fails, a request_id's earlier job, undoes or
  * finds only itself), then each is enqueued or its slot given back.
  *
+ * The whole batch is queued as one unit for the GPU's gangs: a scheduler
+ * hold (sched_hold_open) opened before the first item and closed after
+ * the last, before the async commit is waited for; a GPU worker takes no
+ * gang-able item of it before the close (or a full gang), so the seeds'
+ * 100 tiny cuda sums run in one launch, not in the chunks' steps.
+ *
  * Still "acknowledged => durable": every row is committed before the
  * caller answers. The async ones by one store_sync at the end (and one
  * after each chunk once BATCH_ASYNC_AHEAD of them wait, so that the
@@ -118,8 +124,9 @@ static int check_request_ids(json_t *items, terr *e) {
                   "request_id '%s' is used twice in this batch", dup);
 }
 
-/* The batch's async inserts (see the opening comment). */
+/* The batch's async inserts (see the opening comment), and its hold. */
 typedef struct batch_async {
+  uint64_t hold;    /* the scheduler's (sched_hold_open), or 0 */
   int on;           /* the store counts failed async inserts */
   int64_t failures; /* store_insert_failures before the first */
   int ahead;        /* queued since the last [sync] write */
@@ -174,6 +181,7 @@ static void admit_one(chunk_run *cr, size_t c) {
   memset(it, 0, sizeof *it);
   it->err = cr->errs[c];
   int retry_after = 1;
+  cr->chk[c].hold = cr->ba->hold;
   if (!(it->rc = cr->rcs[c]) &&
       !(it->rc = jobs_submit_admit(cr->J, &cr->chk[c], &retry_after,
                                    &it->err))) {
@@ -365,6 +373,9 @@ int jobs_submit_batch(jobs *J, const char *owner, json_t *items,
   if (rc) return rc;
   batch_async ba = {.failures = store_insert_failures(J->st)};
   ba.on = ba.failures >= 0 && n > 0 && (ba.is_async = calloc(n, 1)) != NULL;
+  /* The items queued as one unit: a GPU worker gangs them together (one
+   * launch for the seeds' 100 tiny sums) instead of in the chunks' steps. */
+  ba.hold = n > 1 ? sched_hold_open(J->sc) : 0;
   /* The first chunks are small and grow (8, 16, ... STORE_INSERT_CHUNK):
    * the first jobs are queued, and a worker starts them, while the rest of
    * the batch is still being checked, instead of after 128 items. */
@@ -379,6 +390,7 @@ int jobs_submit_batch(jobs *J, const char *owner, json_t *items,
       ba.ahead = 0;
     }
   }
+  sched_hold_close(J->sc, ba.hold); /* queued, all of them: take them */
   /* Also on an error: the items queued so far are answered by nobody,
    * but their jobs run; their rows must not be left behind a lost sync. */
   async_settle(J, n, out, &ba);

@@ -388,6 +388,11 @@ int jobs_wait_end(jobs *J, const char *id, jobs_end_fn cb, void *arg,
   return sched_wait_end(J->sc, id, cb, arg, token);
 }
 
+int jobs_wait_result(jobs *J, const char *id, jobs_result_fn cb, void *arg,
+                     uint64_t *token) {
+  return sched_wait_result(J->sc, id, cb, arg, token);
+}
+
 int jobs_unwait(jobs *J, uint64_t token) { return sched_unwait(J->sc, token); }
 
 int jobs_stats_get(jobs *J, const char *owner, jobs_stats *out, terr *e) {

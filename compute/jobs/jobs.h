@@ -237,6 +237,13 @@ int jobs_unrecorded(jobs *J, const char *id, terr *out);
 typedef void (*jobs_end_fn)(void *arg, const char *id, const job_record *j);
 int jobs_wait_end(jobs *J, const char *id, jobs_end_fn cb, void *arg,
                   uint64_t *token);
+/* jobs_wait_end's, the result with it: npy the .npy of a succeeded job's
+ * result kept in its row as its end committed it (borrowed for the call),
+ * or NULL (none there, or not known: read it; sched_wait_result). */
+typedef void (*jobs_result_fn)(void *arg, const char *id, const job_record *j,
+                               const void *npy, size_t npy_len);
+int jobs_wait_result(jobs *J, const char *id, jobs_result_fn cb, void *arg,
+                     uint64_t *token);
 int jobs_unwait(jobs *J, uint64_t token);
 
 /* ---- the service's figures ------------------------------------------------ */

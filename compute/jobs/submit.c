@@ -503,8 +503,8 @@ int jobs_submit_inserted(jobs *J, jobs_pending *p, int insert_rc,
     sched_unreserve(J->sc);
   } else {
     /* enqueue takes the slot and `checked`, whatever it answers */
-    rc = sched_enqueue_checked(J->sc, &p->row, p->params, &p->est, p->kind,
-                               p->checked, e);
+    rc = sched_enqueue_held(J->sc, &p->row, p->params, &p->est, p->kind,
+                            p->checked, p->hold, e);
   }
   store_job_clear(&p->row);
   return rc;

@@ -40,6 +40,9 @@ typedef struct jobs_pending {
   struct rids_entry *rid;
   int rid_claimed;
   uint64_t rid_mark;      /* rids_mark before the [sync] insert */
+  /* the scheduler's hold it is queued with (a batch's: sched_hold_open);
+   * 0: none */
+  uint64_t hold;
 } jobs_pending;
 
 /* Everything of jobs_submit before the insert: jobs_submit_check, then

@@ -19,6 +19,7 @@
  * hands jobs back to it. It calls nothing above it (no file circle).
  */
 #include <malloc.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -302,4 +303,48 @@ void sched_mem_release(sched *s, sjob *j) {
     if (blocked & ~(1 << Q_CPU)) pthread_cond_broadcast(&s->gpu_cv);
   }
   tmutex_unlock(&s->mu);
+}
+
+/* ---- holds: a batch's jobs queued as one unit (sched.h) ------------------ */
+
+/* TESSEL_GPU_GANG_HOLD=0: no holds (a batch's items queued as any; for
+ * measuring, tests/bench/bench_gang.py), read once. */
+static pthread_once_t hold_once = PTHREAD_ONCE_INIT;
+static int hold_off;
+static void hold_env_read(void) {
+  const char *v = getenv("TESSEL_GPU_GANG_HOLD");
+  hold_off = v && strcmp(v, "0") == 0;
+}
+
+uint64_t sched_hold_open(sched *s) {
+  pthread_once(&hold_once, hold_env_read);
+  if (hold_off) return 0;
+  tmutex_lock(&s->mu);
+  uint64_t id = 0;
+  if (s->nholds < SCHED_HOLDS_MAX) {
+    id = ++s->hold_seq;
+    s->holds[s->nholds++] = id;
+  }
+  tmutex_unlock(&s->mu);
+  return id;
+}
+
+void sched_hold_close(sched *s, uint64_t hold) {
+  if (!hold) return;
+  tmutex_lock(&s->mu);
+  for (int i = 0; i < s->nholds; i++)
+    if (s->holds[i] == hold) {
+      s->holds[i] = s->holds[--s->nholds];
+      break;
+    }
+  /* the GPU workers leave the hold's jobs queued while it is open */
+  pthread_cond_broadcast(&s->gpu_cv);
+  tmutex_unlock(&s->mu);
+}
+
+int sched_hold_is_open(const sched *s, uint64_t hold) {
+  SCHED_ASSERT_LOCKED((sched *)s);
+  for (int i = 0; hold && i < s->nholds; i++)
+    if (s->holds[i] == hold) return 1;
+  return 0;
 }

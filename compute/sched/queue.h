@@ -84,6 +84,10 @@ typedef struct sjob {
    * alone. Set when taken, read by its run (stored with its start). */
   int gang_n;
   char gang_first[T_ID_MAX];
+  /* The batch's hold it was queued with (sched_hold_open; 0: none): a GPU
+   * worker waits for the rest of the batch before it takes it into a
+   * gang. [mu] */
+  uint64_t hold;
   struct sjob *hnext;        /* [mu] id table chain */
   struct sjob *rprev, *rnext;/* [mu] running list */
 } sjob;

@@ -228,18 +228,27 @@ static void srun_log_end(const char *event, const sched *s, const sjob *j,
 }
 
 /* Release a job whose store row is already final (or left unfinished);
- * ended: its committed row for the waiters, or NULL. */
-static void srun_release(sched *s, sjob *j, int status, int counted,
-                         const char *backend, double run_ms,
-                         const store_job *ended) {
+ * ended: its committed row for the waiters, or NULL; npy: the result
+ * that row keeps, or NULL. */
+static void srun_release_result(sched *s, sjob *j, int status, int counted,
+                                const char *backend, double run_ms,
+                                const store_job *ended, const void *npy,
+                                size_t npy_len) {
   tmutex_lock(&s->mu);
   swaiter *chain = sched_release_locked(s, j, status, counted, backend, run_ms);
   tmutex_unlock(&s->mu);
   /* A slot is free: claim. Before sched_fire, whose end may let
    * sched_destroy free s. */
   if (s->cluster) sched_cluster_kick(s);
-  sched_fire(s, chain, j->id, ended);
+  sched_fire(s, chain, j->id, ended, npy, npy_len);
   sjob_free(j);
+}
+
+static void srun_release(sched *s, sjob *j, int status, int counted,
+                         const char *backend, double run_ms,
+                         const store_job *ended) {
+  srun_release_result(s, j, status, counted, backend, run_ms, ended, NULL,
+                      0);
 }
 
 /* What the end of a job needs once its finish is committed. */
@@ -256,6 +265,10 @@ typedef struct srun_end {
   int device;               /* the run's own GPU (a cuda job) */
   char final[SRUN_PATH_MAX]; /* the result file; "" when none */
   tparts parts; /* a result of several arrays: their files (p[1..].path) */
+  /* the result kept in the row, as the end commits it (owned): for the
+   * waiters that answer with it (sched_wait_result); NULL when none */
+  char *npy;
+  size_t npy_len;
 } srun_end;
 
 /* The finish is committed (rc 0) or failed. Runs on the store's writer
@@ -282,6 +295,8 @@ static void srun_finished(void *arg, int rc, const terr *fe, store_job *row) {
                          .error_message = msg, .held = 1};
     x->retried = 1;
     x->final[0] = 0;
+    free(x->npy); /* the plain failure keeps no result */
+    x->npy = NULL;
     x->status = JOB_FAILED;
     x->code = end.error_code;
     snprintf(x->msg, sizeof x->msg, "%s", msg);
@@ -313,11 +328,13 @@ static void srun_finished(void *arg, int rc, const terr *fe, store_job *row) {
     srun_log_end(rc == T_OK ? "job_end" : "job_dropped", s, j, x->status,
                  x->started ? x->used : NULL, x->total_ms, x->code, x->msg,
                  x->started_at);
-    srun_release(s, j, x->status, 1, x->started ? x->used : NULL, x->run_ms,
-                 rc == T_OK ? row : NULL);
+    srun_release_result(s, j, x->status, 1, x->started ? x->used : NULL,
+                        x->run_ms, rc == T_OK ? row : NULL, x->npy,
+                        x->npy_len);
   }
   if (row) store_job_clear(row);
   tparts_clear(&x->parts);
+  free(x->npy);
   free(x);
 }
 
@@ -393,6 +410,7 @@ static void srun_send_end(srun_end *t, store_job_end *end) {
     srun_unlink_parts(&t->parts);
     srun_release(s, j, t->status, 1, t->started ? t->used : NULL, t->run_ms,
                  NULL);
+    free(t->npy);
     free(devices);
     return;
   }
@@ -818,8 +836,11 @@ static void srun_close(sone *o) {
   srun_end t = {.s = s, .j = j, .status = status, .started = o->started,
                 .run_ms = run_ms, .total_ms = ms[JOB_T_TOTAL],
                 .started_at = o->started ? o->started_at : 0, .code = code,
-                .device = o->r.device, .parts = o->parts}; /* its paths go with it */
+                .device = o->r.device, .parts = o->parts, /* its paths go with it */
+                .npy = status == JOB_SUCCEEDED ? o->npy : NULL,
+                .npy_len = o->npy_len}; /* and the row's result, for the waiters */
   memset(&o->parts, 0, sizeof o->parts);
+  if (t.npy) o->npy = NULL;
   t_scopy(t.msg, sizeof t.msg, code ? msg : "");
   t_scopy(t.used, sizeof t.used, o->used);
   t_scopy(t.final, sizeof t.final, o->final);

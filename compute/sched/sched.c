@@ -152,6 +152,20 @@ static void sched_take_gang(sched *s, sjob *j, sjob **gang, int *n) {
   }
 }
 
+/* 1 when the GPU worker leaves the queue as it is for now (sched.h,
+ * sched_hold_open): the job it would take is a Q_GPU job that may share
+ * a launch, queued by a batch that is still queueing its items, and fewer
+ * than a full gang wait in Q_GPU. The hold's close, or the next job
+ * queued, wakes the worker. auto_ok: it may take Q_AUTO's top. [mu] */
+static int sched_gang_gathering(sched *s, int auto_ok) {
+  sjob_heap *g = &s->q[Q_GPU], *a = &s->q[Q_AUTO];
+  if (!heap_ready(s, g) || g->n >= SCHED_GANG_MAX) return 0;
+  sjob *j = sjob_heap_top(g);
+  if (!j->hold || !sched_hold_is_open(s, j->hold) || !sched_gang_kind(s, j))
+    return 0;
+  return !(auto_ok && heap_ready(s, a) && sjob_before(sjob_heap_top(a), j));
+}
+
 static void *sched_gpu_worker(void *arg) {
   gpu_arg a = *(gpu_arg *)arg;
   free(arg);
@@ -160,8 +174,9 @@ static void *sched_gpu_worker(void *arg) {
   tmutex_lock(&s->mu);
   while (!s->quit) {
     sjob *j = NULL;
-    if (s->taking)
-      j = sched_pop(s, Q_GPU, s->gpu.healthy(a.dev) ? Q_AUTO : -1);
+    int auto_ok = s->gpu.healthy(a.dev);
+    if (s->taking && !sched_gang_gathering(s, auto_ok))
+      j = sched_pop(s, Q_GPU, auto_ok ? Q_AUTO : -1);
     if (!j) {
       tmutex_wait(&s->gpu_cv, &s->mu);
       continue;
@@ -359,7 +374,8 @@ static void sched_clean_unfinished(sched *s, const store_job *jobs, int n) {
 /* Queue one job from the store. reserved: it holds a reserve slot. */
 static int sched_add(sched *s, const store_job *sj, int reserved,
                      json_t *params, const job_estimate *est,
-                     const kind_ops *k, void *checked, terr *e) {
+                     const kind_ops *k, void *checked, uint64_t hold,
+                     terr *e) {
   if (sj->tiles > 0 && !sj->parent && !(reserved && s->cluster)) {
     /* A split parent: its coordinator runs it, in no queue (compute/sched/split.c);
      * on a cluster store once claimed (a submit only inserts the row). */
@@ -402,24 +418,29 @@ static int sched_add(sched *s, const store_job *sj, int reserved,
     return T_OK;
   }
   j->seq = ++s->seq;
+  j->hold = hold;
   int queue = sched_queue_for(s, j);
   int rc = sched_table_insert(s, j);
   if (rc == T_OK) {
     rc = sched_queue_push(s, j, queue);
     if (rc) sched_table_remove(s, j);
   }
+  /* A batch's item the GPU worker would leave queued (its hold is open):
+   * no wake for it; the hold's close, or a full gang's last item, wakes
+   * the worker (100 wakes a batch of the seeds' sums, each taking mu) */
+  int quiet = rc == T_OK && queue == Q_GPU && sched_gang_gathering(s, 1);
   tmutex_unlock(&s->mu);
   if (rc) {
     sjob_free(j);
     return terr_set(e, rc, "", -1, "scheduler: out of memory queueing %s",
                     sj->id);
   }
-  sched_wake(s, queue);
+  if (!quiet) sched_wake(s, queue);
   return T_OK;
 }
 
 int sched_add_claimed(sched *s, const store_job *row, terr *e) {
-  return sched_add(s, row, 0, NULL, NULL, NULL, NULL, e);
+  return sched_add(s, row, 0, NULL, NULL, NULL, NULL, 0, e);
 }
 
 int sched_start(sched *s, terr *e) {
@@ -448,7 +469,7 @@ int sched_start(sched *s, terr *e) {
       log_error("scheduler: cannot requeue %s: %s", jobs[i].id, e2.message);
       continue;
     }
-    if (sched_add(s, &jobs[i], 0, NULL, NULL, NULL, NULL, &e2) == T_OK) requeued++;
+    if (sched_add(s, &jobs[i], 0, NULL, NULL, NULL, NULL, 0, &e2) == T_OK) requeued++;
   }
   for (int i = 0; i < n; i++) store_job_clear(&jobs[i]);
   free(jobs);
@@ -646,13 +667,19 @@ void sched_unreserve(sched *s) {
 }
 
 int sched_enqueue(sched *s, const store_job *j, terr *e) {
-  return sched_add(s, j, 1, NULL, NULL, NULL, NULL, e);
+  return sched_add(s, j, 1, NULL, NULL, NULL, NULL, 0, e);
 }
 
 int sched_enqueue_checked(sched *s, const store_job *j, json_t *params,
                           const job_estimate *est, const kind_ops *k,
                           void *checked, terr *e) {
-  return sched_add(s, j, 1, params, est, k, checked, e);
+  return sched_add(s, j, 1, params, est, k, checked, 0, e);
+}
+
+int sched_enqueue_held(sched *s, const store_job *j, json_t *params,
+                       const job_estimate *est, const kind_ops *k,
+                       void *checked, uint64_t hold, terr *e) {
+  return sched_add(s, j, 1, params, est, k, checked, hold, e);
 }
 
 /* ---- cancel --------------------------------------------------------------- */

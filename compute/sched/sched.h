@@ -131,6 +131,28 @@ int sched_enqueue_checked(sched *s, const store_job *j, json_t *params,
                           const job_estimate *est, const kind_ops *k,
                           void *checked, terr *e);
 
+/* A batch's jobs queued as one unit for the GPU's gangs (issue 26 item 6;
+ * compute/sched/README.md, "Gangs"). A batch opens a hold before it
+ * queues its first item and closes it after its last (every opened hold
+ * is closed once, by the same caller); each item is queued with it
+ * (sched_enqueue_held). While a hold is open, a GPU worker leaves a job of
+ * it that may share a launch at the top of its queue (and so every job
+ * behind it) until the hold closes or a full gang (256) waits there:
+ * the gang it then takes holds the batch's alike items together (one
+ * launch for 100), where taking the first item at once started gangs of
+ * what was queued so far (8, 16, 32, 44). Any other job is taken as
+ * before. sched_hold_open returns the hold's id (> 0), or 0 when none
+ * can be opened (SCHED_HOLDS_MAX open already, or the daemon started
+ * with TESSEL_GPU_GANG_HOLD=0, for measuring: the jobs are queued as any;
+ * closing 0 does nothing). */
+#define SCHED_HOLDS_MAX 64 /* holds open at once */
+uint64_t sched_hold_open(sched *s);
+void sched_hold_close(sched *s, uint64_t hold);
+/* sched_enqueue_checked's, for a job of an open hold (0: none). */
+int sched_enqueue_held(sched *s, const store_job *j, json_t *params,
+                       const job_estimate *est, const kind_ops *k,
+                       void *checked, uint64_t hold, terr *e);
+
 /* Cancel: a queued job ends canceled at once; a running job gets its stop
  * flag set and ends canceled at its next chunk. T_ECONFLICT when finished,
  * T_ENOTFOUND when unknown (or another owner's). */
@@ -163,6 +185,17 @@ typedef void (*sched_end_fn)(void *arg, const char *id,
                              const store_job *ended);
 int sched_wait_end(sched *s, const char *id, sched_end_fn cb, void *arg,
                    uint64_t *token);
+/* sched_wait_end's, with the job's result: cb(arg, id, ended, npy,
+ * npy_len), npy the .npy of a succeeded job's result kept in its row,
+ * the bytes its end committed (borrowed for the call), or NULL (no result
+ * in the row, the end not this node's run, or not known here: read the
+ * store). A waiter that answers with the result inline (jobs:batch and
+ * jobs:get with "include") copies it instead of reading it back. */
+typedef void (*sched_result_fn)(void *arg, const char *id,
+                                const store_job *ended, const void *npy,
+                                size_t npy_len);
+int sched_wait_result(sched *s, const char *id, sched_result_fn cb,
+                      void *arg, uint64_t *token);
 /* Remove a registration: 1 when removed before it fired, 0 when it has
  * fired (or is firing: sched_unwait then returns after cb has returned). */
 int sched_unwait(sched *s, uint64_t token);

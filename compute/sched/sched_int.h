@@ -54,8 +54,9 @@
 typedef struct swaiter {
   uint64_t token;
   sjob *job;
-  sched_wait_fn cb;  /* one of cb, cbe */
+  sched_wait_fn cb;  /* one of cb, cbe, cbr */
   sched_end_fn cbe;
+  sched_result_fn cbr;
   void *arg;
   int firing;       /* [mu] its job ended: in a worker's chain to call */
   int calling;      /* [mu] cb is being called (or has been) */
@@ -157,6 +158,11 @@ struct sched {
   uint64_t seq, next_token;
   int started, accepting, taking, quit, shut;
   int mon_idle;
+  /* the open holds (sched_hold_open: batches queueing their items), and
+   * the last id given */
+  uint64_t holds[SCHED_HOLDS_MAX];
+  int nholds;
+  uint64_t hold_seq;
   swaiter *waiters;
   swaiter *rhash[SCHED_RHASH]; /* pending remote waiters by rid (wait.c) */
   int64_t finished_total[5]; /* jobs as the API counts them: no tile */
@@ -300,6 +306,8 @@ void sched_run_job(sched *s, sjob *j, int device);
 #define SCHED_GANG_KEY 8192 /* a kind's gang key, at most */
 #define SCHED_GANG_MAX 256  /* jobs a GPU worker takes together */
 void sched_run_gang(sched *s, sjob **jobs, int n, int device);
+/* compute/sched/queue.c: 1 while hold (sched_hold_open) is open. [mu] */
+int sched_hold_is_open(const sched *s, uint64_t hold);
 /* End a job that never started (queued cancel, shutdown): store write when
  * status >= 0, then release. No lock held. */
 void sched_end_unstarted(sched *s, sjob *j, int status, const char *code,
@@ -332,8 +340,9 @@ char *stext_devices(const job_ctx *ctx, int own, char *used, size_t cap);
 swaiter *sched_release_locked(sched *s, sjob *j, int status, int counted,
                               const char *backend, double run_ms);
 /* Without mu: call the chain's callbacks (ended: the job's committed row,
- * or NULL), then unlist and free them. */
+ * or NULL; npy: the result kept in that row, or NULL), then unlist and
+ * free them. */
 void sched_fire(sched *s, swaiter *chain, const char *id,
-                const store_job *ended);
+                const store_job *ended, const void *npy, size_t npy_len);
 
 #endif

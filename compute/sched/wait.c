@@ -195,7 +195,7 @@ void sched_fire_remote(sched *s, const char *id, const store_job *ended) {
   if (s->nremote) rh_take(s, id, &chain);
   if (chain) s->nfiring++; /* sched_fire's end takes it back */
   tmutex_unlock(&s->mu);
-  if (chain) sched_fire(s, chain, id, ended);
+  if (chain) sched_fire(s, chain, id, ended, NULL, 0);
 }
 
 static void waiter_unlist(sched *s, swaiter *w) { /* [mu] */
@@ -208,7 +208,7 @@ static void waiter_unlist(sched *s, swaiter *w) { /* [mu] */
 }
 
 void sched_fire(sched *s, swaiter *chain, const char *id,
-                const store_job *ended) {
+                const store_job *ended, const void *npy, size_t npy_len) {
   SCHED_ASSERT_UNLOCKED(s); /* waiter callbacks run with no scheduler lock */
   for (swaiter *w = chain, *next; w; w = next) {
     next = w->fnext;
@@ -220,7 +220,9 @@ void sched_fire(sched *s, swaiter *chain, const char *id,
     }
     tmutex_unlock(&s->mu);
     if (!skip) {
-      if (w->cbe)
+      if (w->cbr)
+        w->cbr(w->arg, id, ended, ended ? npy : NULL, ended ? npy_len : 0);
+      else if (w->cbe)
         w->cbe(w->arg, id, ended);
       else
         w->cb(w->arg, id);
@@ -241,7 +243,8 @@ void sched_fire(sched *s, swaiter *chain, const char *id,
 
 /* ---- wait / unwait ------------------------------------------------------------ */
 static int wait_add(sched *s, const char *id, sched_wait_fn cb,
-                    sched_end_fn cbe, void *arg, uint64_t *token) {
+                    sched_end_fn cbe, sched_result_fn cbr, void *arg,
+                    uint64_t *token) {
   *token = 0;
   swaiter *w = calloc(1, sizeof *w);
   if (!w) return 1; /* the caller answers from the store instead */
@@ -262,6 +265,7 @@ static int wait_add(sched *s, const char *id, sched_wait_fn cb,
   }
   w->cb = cb;
   w->cbe = cbe;
+  w->cbr = cbr;
   w->arg = arg;
   w->next = s->waiters;
   if (s->waiters) s->waiters->prev = w;
@@ -275,12 +279,17 @@ static int wait_add(sched *s, const char *id, sched_wait_fn cb,
 
 int sched_wait(sched *s, const char *id, sched_wait_fn cb, void *arg,
                uint64_t *token) {
-  return wait_add(s, id, cb, NULL, arg, token);
+  return wait_add(s, id, cb, NULL, NULL, arg, token);
 }
 
 int sched_wait_end(sched *s, const char *id, sched_end_fn cb, void *arg,
                    uint64_t *token) {
-  return wait_add(s, id, NULL, cb, arg, token);
+  return wait_add(s, id, NULL, cb, NULL, arg, token);
+}
+
+int sched_wait_result(sched *s, const char *id, sched_result_fn cb,
+                      void *arg, uint64_t *token) {
+  return wait_add(s, id, NULL, NULL, cb, arg, token);
 }
 
 static swaiter *waiter_find(sched *s, uint64_t token) { /* [mu] */

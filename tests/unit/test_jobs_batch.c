@@ -17,8 +17,12 @@
  * take while one holds them finds none, a give frees them, none without a
  * pool; 4 threads taking and giving 20,000 times each never hold them two
  * at once (under TSan too).
+ *
+ * A batch of 100 tiny cuda reduce items, with one fake GPU, runs as one
+ * gang: every record's "launch" says 100 shared it, the first item first.
  */
 #include "sched_fixture.h"
+#include "util/buf.h"
 
 #define N 240
 #define ROUNDS 3
@@ -131,6 +135,81 @@ static void test_checked_apart_admitted_in_order(void) {
   free(text);
 }
 
+/* One fake GPU (sched_fixture.h's locks) for the gang test. */
+static int one_count(void) { return 1; }
+static int one_healthy(int dev) { return dev == 0; }
+static void one_note(int dev, int rc) { (void)dev, (void)rc; }
+static const char *one_reason(void) { return ""; }
+static const sched_gpu_ops one_gpu = {one_count, one_healthy, one_note,
+                                      fake_lock, fake_unlock, one_reason,
+                                      fake_trylock};
+
+/* The seeds' shape, small: a batch of 100 tiny cuda reduce items
+ * (sum(x**2) over 16 values each) is queued as one unit, so the GPU
+ * worker, free from the first item on, takes them as one gang: every
+ * record says "launch": {"shared": 100, "first": the first item's id}.
+ * Without CUDA built the launch fails each member (unavailable); with it,
+ * each succeeds with its own sum. */
+TEST(test_batch_of_tiny_cuda_jobs_is_one_gang) {
+  enum { G = 100, LEN = 16 };
+  fx f;
+  if (fx_prepare(&f, 2)) return;
+  f.cfg.gpu_ops = &one_gpu;
+  f.cfg.queue_limit = 4 * G;
+  if (fx_start(&f)) return;
+  tbuf b;
+  tbuf_init(&b, 0);
+  tbuf_adds(&b, "[");
+  for (int i = 0; i < G; i++) {
+    tbuf_addf(&b, "%s{\"kind\":\"reduce\",\"backend\":\"cuda\",\"params\":"
+                  "{\"op\":\"sum\",\"expr\":\"x**2\",\"inputs\":{\"x\":[",
+              i ? "," : "");
+    for (int v = 0; v < LEN; v++) tbuf_addf(&b, "%s%d", v ? "," : "", i + v);
+    tbuf_adds(&b, "]}}}");
+  }
+  tbuf_adds(&b, "]");
+  json_t *items = json_loadb(b.p, b.len, 0, NULL);
+  tbuf_free(&b);
+  CHECK(json_array_size(items) == G);
+  jobs J = {.st = f.st, .sc = f.s, .max_elems = 1 << 20,
+            .default_timeout_s = 60};
+  jobs_batch_item *out = calloc(G, sizeof *out);
+  terr e;
+  CHECK(out && jobs_submit_batch(&J, "", items, out, &e) == 0);
+  char launch[160];
+  snprintf(launch, sizeof launch, "\"launch\":{\"shared\":%d,\"first\":\"%s\"}",
+           G, out ? out[0].id : "");
+  for (int i = 0; out && i < G; i++) {
+    store_job j;
+    CHECK_MSG(out[i].rc == 0, "item %d: %s", i, out[i].err.message);
+    if (out[i].rc || !wait_final(&f, out[i].id, &j)) continue;
+    CHECK_MSG(j.estimate && strstr(j.estimate, launch),
+              "item %d: estimate %s", i, j.estimate ? j.estimate : "(none)");
+    CHECK_MSG(j.status == JOB_SUCCEEDED ||
+                  (j.status == JOB_FAILED && j.error_code &&
+                   strcmp(j.error_code, "unavailable") == 0),
+              "item %d: status %d %s", i, (int)j.status,
+              j.error_message ? j.error_message : "");
+    if (j.status == JOB_SUCCEEDED) {
+      double want = 0;
+      for (int v = 0; v < LEN; v++) want += (double)(i + v) * (i + v);
+      void *npy = NULL;
+      size_t len = 0;
+      CHECK(store_job_result_npy(f.st, out[i].id, "", &npy, &len, &e) == 0);
+      double got = NAN; /* a 0-d float64 .npy: the value is its last 8 bytes */
+      if (npy && len >= 8) memcpy(&got, (char *)npy + len - 8, 8);
+      CHECK_MSG(got == want, "item %d: %g, want %g", i, got, want);
+      free(npy);
+    }
+    store_job_clear(&j);
+    jobs_batch_item_clear(&out[i]);
+  }
+  free(out);
+  wait_idle(&f);
+  fx_close(&f); /* the jobs' references to their params are gone */
+  json_decref(items);
+}
+
 typedef struct taker {
   jobs *J;
   _Atomic int *holding, *overlap, *took;
@@ -181,6 +260,7 @@ int main(void) {
   if (!mkdtemp(root)) SKIP_ALL("cannot create a temp dir");
   RUN(test_checked_apart_admitted_in_order);
   RUN(test_checkers_one_request_at_a_time);
+  RUN(test_batch_of_tiny_cuda_jobs_is_one_gang);
   rm_tree(root);
   return check_summary();
 }

@@ -14,7 +14,10 @@
  * fails alone; a member canceled during the launch ends canceled and the
  * others succeed; a member canceled in the queue is not taken; a kill -9
  * during a launch loses no acknowledged job (after the restart each ends
- * succeeded with its own value).
+ * succeeded with its own value); a batch's items queued with its hold
+ * (sched_hold_open) while the worker is free form one gang of 100, and
+ * 300 of them two (256 and 44); during a gang's launch each of its 100
+ * members holds a slot of the in-flight journal.
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -87,9 +90,11 @@ static const sched_gpu_ops one_gpu = {one_count, one_healthy, one_note,
                                       fake_trylock};
 
 /* What the API does for a job it checked: reserve, insert, enqueue with
- * the estimate (sched_enqueue_checked), which is what a gang is taken by. */
-static int submit_checked(fx *f, const char *kind, const char *params,
-                          const char *backend, char id[T_ID_MAX]) {
+ * the estimate (sched_enqueue_held; a batch's items with its hold, else
+ * 0), which is what a gang is taken by. */
+static int submit_held(fx *f, const char *kind, const char *params,
+                       const char *backend, uint64_t hold,
+                       char id[T_ID_MAX]) {
   int retry = 0;
   terr e;
   json_t *pj = json_loads(params, 0, NULL);
@@ -110,11 +115,16 @@ static int submit_checked(fx *f, const char *kind, const char *params,
   store_job j;
   rc = store_job_get(f->st, id, NULL, &j, &e);
   CHECK(rc == 0);
-  rc = sched_enqueue_checked(f->s, &j, pj, &est, k, NULL, &e);
+  rc = sched_enqueue_held(f->s, &j, pj, &est, k, NULL, hold, &e);
   CHECK_MSG(rc == 0, "enqueue: %s", e.message);
   store_job_clear(&j);
   json_decref(pj);
   return rc;
+}
+
+static int submit_checked(fx *f, const char *kind, const char *params,
+                          const char *backend, char id[T_ID_MAX]) {
+  return submit_held(f, kind, params, backend, 0, id);
 }
 
 static int fx_open_gang(fx *f) {
@@ -265,6 +275,128 @@ TEST(test_gang_cancel_of_one_member) {
   fx_close(&f);
 }
 
+/* A batch's items queued with its hold while the GPU worker is free
+ * (sched_hold_open): none is taken while the hold is open and fewer than
+ * a full gang wait, so 100 alike items run as one launch of 100 (not the
+ * first alone and the rest in the steps they came in), and 300 as two:
+ * the first full gang (256) as soon as it waits, the other 44 at the
+ * close. At most SCHED_HOLDS_MAX holds are open at once (then 0: none). */
+TEST(test_gang_hold_takes_a_batch_whole) {
+  enum { N = 300 };
+  fx f;
+  if (fx_prepare(&f, 2)) return;
+  f.cfg.gpu_ops = &one_gpu;
+  f.cfg.kind_lookup = gang_kinds;
+  f.cfg.row_result_max = 4096;
+  f.cfg.queue_limit = 4 * N;
+  if (fx_start(&f)) return;
+  atomic_store(&gang_calls, 0);
+  atomic_store(&gang_members, 0);
+  static char ids[N][T_ID_MAX];
+  char p[128];
+  uint64_t hold = sched_hold_open(f.s);
+  CHECK(hold > 0);
+  CHECK(submit_held(&f, "gangy", "{\"n\":10,\"value\":0,\"key\":\"a\"}",
+                    "cuda", hold, ids[0]) == 0);
+  sleep_ms(50); /* the worker is free: only the hold keeps it queued */
+  sched_stats ss;
+  sched_get_stats(f.s, &ss);
+  CHECK_MSG(ss.queued == 1 && ss.running == 0 && ss.finished_total[0] +
+            ss.finished_total[1] + ss.finished_total[2] +
+            ss.finished_total[3] + ss.finished_total[4] == 0,
+            "held: %d queued, %d running", ss.queued, ss.running);
+  for (int i = 1; i < 100; i++) {
+    snprintf(p, sizeof p, "{\"n\":10,\"value\":%d,\"key\":\"a\"}", i);
+    CHECK(submit_held(&f, "gangy", p, "cuda", hold, ids[i]) == 0);
+  }
+  sched_hold_close(f.s, hold);
+  for (int i = 0; i < 100; i++)
+    check_job(&f, ids[i], JOB_SUCCEEDED, 2.0 * i, 100, ids[0]);
+  CHECK_MSG(atomic_load(&gang_calls) == 1, "%d launches for 100",
+            atomic_load(&gang_calls));
+  CHECK(atomic_load(&gang_members) == 100);
+
+  hold = sched_hold_open(f.s);
+  for (int i = 0; i < N; i++) {
+    snprintf(p, sizeof p, "{\"n\":10,\"value\":%d,\"key\":\"a\"}", i);
+    CHECK(submit_held(&f, "gangy", p, "cuda", hold, ids[i]) == 0);
+  }
+  sched_hold_close(f.s, hold);
+  for (int i = 0; i < N; i++)
+    check_job(&f, ids[i], JOB_SUCCEEDED, 2.0 * i, i < 256 ? 256 : N - 256,
+              i < 256 ? ids[0] : ids[256]);
+  CHECK_MSG(atomic_load(&gang_calls) == 3, "%d launches for 100 + 300",
+            atomic_load(&gang_calls));
+  CHECK(atomic_load(&gang_members) == 100 + N);
+
+  uint64_t h[SCHED_HOLDS_MAX];
+  for (int i = 0; i < SCHED_HOLDS_MAX; i++) CHECK((h[i] = sched_hold_open(f.s)) > 0);
+  CHECK(sched_hold_open(f.s) == 0); /* full: the items queued as any */
+  for (int i = 0; i < SCHED_HOLDS_MAX; i++) sched_hold_close(f.s, h[i]);
+  sched_hold_close(f.s, 0);
+  CHECK((hold = sched_hold_open(f.s)) > 0);
+  sched_hold_close(f.s, hold);
+  wait_idle(&f);
+  fx_close(&f);
+}
+
+/* Slots of <dir>/inflight (the in-flight journal, compute/sched/journal.c:
+ * 64-byte slots, in use while they begin with the magic "TJNL") naming one
+ * of ids[0..n-1]. */
+static int journal_count(const fx *f, char (*ids)[T_ID_MAX], int n) {
+  char path[400];
+  snprintf(path, sizeof path, "%s/inflight", f->dir);
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return -1;
+  unsigned char slot[64];
+  int found = 0;
+  while (fread(slot, 1, sizeof slot, fp) == sizeof slot) {
+    uint32_t magic;
+    memcpy(&magic, slot, 4);
+    if (magic != 0x544a4e4cu) continue;
+    for (int i = 0; i < n; i++)
+      if (strncmp((const char *)slot + 8, ids[i], T_ID_MAX) == 0) found++;
+  }
+  fclose(fp);
+  return found;
+}
+
+/* While a gang of 100 is in its launch, every member is counted in the
+ * in-flight journal (its start in a slot, the store's start lazy), as a
+ * job run alone is: one slot per GPU worker left most members to commit
+ * their starts [sync], one after the other, before the launch. */
+TEST(test_gang_members_each_in_the_journal) {
+  enum { N = 100 };
+  fx f;
+  if (fx_prepare(&f, 2)) return;
+  f.cfg.gpu_ops = &one_gpu;
+  f.cfg.kind_lookup = gang_kinds;
+  f.cfg.row_result_max = 4096;
+  f.cfg.queue_limit = 4 * N;
+  if (fx_start(&f)) return;
+  atomic_store(&gang_in, 0);
+  atomic_store(&gang_hold, 1);
+  static char ids[N][T_ID_MAX];
+  uint64_t hold = sched_hold_open(f.s);
+  for (int i = 0; i < N; i++) {
+    char p[128];
+    snprintf(p, sizeof p, "{\"n\":10,\"value\":%d,\"key\":\"a\"}", i);
+    CHECK(submit_held(&f, "gangy", p, "cuda", hold, ids[i]) == 0);
+  }
+  sched_hold_close(f.s, hold);
+  for (int i = 0; i < 5000 && !atomic_load(&gang_in); i++) sleep_ms(1);
+  CHECK(atomic_load(&gang_in));
+  int in = journal_count(&f, ids, N);
+  CHECK_MSG(in == N, "%d of %d members in the journal during the launch", in,
+            N);
+  atomic_store(&gang_hold, 0);
+  for (int i = 0; i < N; i++)
+    check_job(&f, ids[i], JOB_SUCCEEDED, 2.0 * i, N, ids[0]);
+  CHECK(journal_count(&f, ids, N) == 0); /* every slot given back */
+  wait_idle(&f);
+  fx_close(&f);
+}
+
 /* The scheduler on an existing data dir (a restart). */
 static int fx_reopen_gang(fx *f, const char *dir) {
   memset(f, 0, sizeof *f);
@@ -359,6 +491,8 @@ int main(void) {
   RUN(test_gang_alike_jobs_share_a_launch);
   RUN(test_gang_keeps_apart_what_may_not_share);
   RUN(test_gang_cancel_of_one_member);
+  RUN(test_gang_hold_takes_a_batch_whole);
+  RUN(test_gang_members_each_in_the_journal);
   RUN(test_gang_killed_mid_launch);
   rm_tree(root);
   return check_summary();

@@ -4,8 +4,10 @@ A ``pool.map`` of small items becomes ``POST /v1/jobs:batch?wait=S``
 requests (each item the body ``submit_*`` would send) with
 ``"include": ["result"]``: the server answers once every job has ended (or
 S has passed), so a batch of tiny jobs is one request, its small results
-inline (``result.data``). Items beyond SPLIT_MIN are split into up to one
-request per transfer thread, sent at once (at most 10,000 items each): a
+inline (``result.data``). Items beyond SPLIT_MIN (not for backend
+"cuda", whose batch must stay whole for its jobs to share one launch) are
+split into up to one request per transfer thread, sent at once (at most
+10,000 items each): a
 server checks a request's items one after another on one thread, and the
 jobs of one part start while the other parts are still being checked; the jobs not ended by then are waited for with
 ``POST /v1/jobs:get`` (``wait``, ``include``) until every one has ended, and
@@ -137,7 +139,11 @@ class Batches:
             ids: List[Optional[str]] = []
             done: Dict[str, Dict[str, Any]] = {}
             first_error = None
-            parts = _splits(len(bodies), self._t._nworkers())
+            # cuda items in one request (per 10,000): the server queues a
+            # batch's items as one unit and its tiny jobs share one launch;
+            # parts would gang apart (compute/sched/README.md, "Gangs")
+            gang = opts.get("backend") == "cuda"
+            parts = _splits(len(bodies), 1 if gang else self._t._nworkers())
             if len(parts) == 1:
                 outs = [self._batch_call(bodies)]
             else:  # at once, each on a transfer thread's own connection

@@ -3,7 +3,8 @@
 Checked: the results equal the single calls' in the order given; 50 jobs
 cost two requests (jobs:batch that waits and brings the results, split in
 two parts sent at once; a counter wrapped round the transport's request),
-not 100; a call split over several requests keeps its order and names a
+not 100; cuda items stay in one request (one gang); a call split over
+several requests keeps its order and names a
 bad item by its index in the whole call; when the batch's wait
 runs out first the rest are waited for and right; a bad item raises InvalidArgument naming ``jobs[i]...``;
 a result over the inline bound comes back whole through its link; the
@@ -58,6 +59,25 @@ def test_splits():
     big = sp(25000, 1)                             # never over the server's item limit
     assert len(big) == 3 and all(len(r) <= tbatch.BATCH_MAX for r in big)
     assert sum(len(r) for r in sp(1234, 7)) == 1234
+
+
+def test_cuda_items_stay_in_one_request(client, monkeypatch):
+    """backend "cuda": 100 items in one jobs:batch (the server gangs one
+    batch's tiny jobs into one launch; parts would gang apart), where 100
+    cpu items go in 4. Without a GPU the cuda items are refused, after
+    their one request."""
+    monkeypatch.setattr(client._t, "_nworkers", lambda: 4)
+    calls = _counting(client, monkeypatch)
+    items = [np.full(4, float(i)) for i in range(100)]
+    client.reduce_many("sum", items, backend="cpu")
+    assert len(calls) == 4, calls
+    del calls[:]
+    try:
+        client.reduce_many("sum", items, backend="cuda")
+    except tessel.TesselError:
+        pass  # no GPU here
+    batches = [c for c in calls if c[1].startswith("/v1/jobs:batch")]
+    assert len(batches) == 1, calls
 
 
 def test_split_call_keeps_order_and_names_the_index(client, monkeypatch):
