@@ -18,7 +18,13 @@ include=result. Rows, alternating call by call against one fresh daemon
                  cannot avoid doing in Python.
   no request_id  (--rid) the client without its request_id (the body
                  decoded and encoded again by a shim, which "client" then
-                 pays too): what the idempotency key costs the daemon.
+                 pays too): what the idempotency key costs the daemon;
+  daemon NAME    each --daemon NAME[@BINARY]=SPEC: this client against a
+                 second daemon (BINARY, else the first's) started with
+                 SPEC's words, VAR=VALUE ones in its environment and the
+                 rest as arguments (e.g. "kb64=TESSEL_CONN_MEMORY_KB=64",
+                 "warn=--log-level warn", "before@/tmp/old/tesseld="): two
+                 daemon builds or settings compared call by call.
 
 After WARM calls per row, N calls per row and round; per row the median
 and p90 of the calls' wall times (time.perf_counter around the call), the
@@ -26,7 +32,7 @@ client thread's CPU per call (time.thread_time: the Python work and the
 kernel's share of send and recv) and calls/s.
 
   python3 tests/bench/bench_sync_call.py path/to/tesseld [N=2000] [ROUNDS=1]
-      [--also NAME=DIR ...] [--rid]
+      [--also NAME=DIR ...] [--rid] [--daemon NAME[@BINARY]=SPEC ...]
   ($BENCH_THREADS: the daemon's --threads; default one per core)
 """
 import importlib.util
@@ -56,14 +62,21 @@ def free_port():
         return s.getsockname()[1]
 
 
-def start(tesseld):
+def start(tesseld, spec=""):
     data = tempfile.mkdtemp(prefix="bench-sync-")
     port = free_port()
     log = open(os.path.join(data, "daemon.log"), "w")
     args = [tesseld, "--port", str(port), "--data-dir", data, "--access-log", "0"]
     if os.environ.get("BENCH_THREADS"):
         args += ["--threads", os.environ["BENCH_THREADS"]]
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True)
+    env = dict(os.environ)
+    for w in spec.split():
+        k, eq, v = w.partition("=")
+        if eq and k.isupper() and not w.startswith("-"):
+            env[k] = v
+        else:
+            args.append(w)
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
     for line in p.stdout:
         if "listening on" in line:
             break
@@ -134,10 +147,13 @@ def pct(v, q):
     return v[min(len(v) - 1, int(q * len(v)))]
 
 
-def rows_for(port, also, rid):
-    """[(row name, call(x) -> array)]."""
+def rows_for(port, also, rid, others):
+    """[(row name, call(x) -> array)]; others: [(name, port)] of more daemons."""
     url = f"http://127.0.0.1:{port}"
     rows = []
+    for name, oport in others:
+        oc = tessel.Client(f"http://127.0.0.1:{oport}")
+        rows.append((f"daemon {name}", lambda x, c=oc: c.map("x*x", x=x)))
     c = tessel.Client(url)
     if rid:
         shim = Shim(c._t)
@@ -160,10 +176,15 @@ def rows_for(port, also, rid):
     return rows
 
 
-def run(tesseld, n, rounds, also, rid):
+def run(tesseld, n, rounds, also, rid, daemons):
     p, data, port = start(tesseld)
+    more = []  # (name, process, data dir, port)
     try:
-        rows = rows_for(port, also, rid)
+        for name, spec in daemons:
+            nm, _, binary = name.partition("@")
+            q, qdata, qport = start(binary or tesseld, spec)
+            more.append((nm, q, qdata, qport))
+        rows = rows_for(port, also, rid, [(m[0], m[3]) for m in more])
         x = np.arange(10.0)
         want = x * x
         for _, call in rows:
@@ -184,19 +205,23 @@ def run(tesseld, n, rounds, also, rid):
                         raise SystemExit(f"{r}: wrong result")
             per.append(got)
     finally:
-        p.terminate()
-        p.wait()
-        shutil.rmtree(data, ignore_errors=True)
+        for q, d in [(p, data)] + [(m[1], m[2]) for m in more]:
+            q.terminate()
+            q.wait()
+            shutil.rmtree(d, ignore_errors=True)
     return [r for r, _ in rows], per
 
 
 def main():
-    args, also, rid = [], [], False
+    args, also, rid, daemons = [], [], False, []
     it = iter(sys.argv[1:])
     for a in it:
         if a == "--also":
             name, _, d = next(it).partition("=")
             also.append((name, d))
+        elif a == "--daemon":
+            name, _, spec = next(it).partition("=")
+            daemons.append((name, spec))
         elif a == "--rid":
             rid = True
         else:
@@ -206,7 +231,7 @@ def main():
     tesseld = args[0]
     n = int(float(args[1])) if len(args) > 1 else 2000
     rounds = int(args[2]) if len(args) > 2 else 1
-    names, per = run(tesseld, n, rounds, also, rid)
+    names, per = run(tesseld, n, rounds, also, rid, daemons)
     load = os.getloadavg()[0]
     print(f"# bench_sync_call: {tesseld}, {n} calls per row and round, "
           f"c.map(\"x*x\", x=np.arange(10.0)), {os.cpu_count()} CPUs, "
