@@ -26,7 +26,8 @@ include=result. Rows, alternating call by call against one fresh daemon
                  "warn=--log-level warn", "before@/tmp/old/tesseld="): two
                  daemon builds or settings compared call by call.
 
-After WARM calls per row, N calls per row and round; per row the median
+The rows' order turns by one every call (each row takes every place
+equally often). After WARM calls per row, N calls per row and round; per row the median
 and p90 of the calls' wall times (time.perf_counter around the call), the
 client thread's CPU per call (time.thread_time: the Python work and the
 kernel's share of send and recv) and calls/s.
@@ -193,8 +194,11 @@ def run(tesseld, n, rounds, also, rid, daemons):
         per = []  # per round: {row: ([us], cpu s)}
         for _ in range(rounds):
             got = {r: [[], 0.0] for r, _ in rows}
-            for _ in range(n):
-                for r, call in rows:
+            for i in range(n):
+                # each row takes each place in turn: the row after another
+                # daemon's (or the raw socket's) call pays for caches and
+                # sleeping threads, 50-70 us here, more than most A/Bs
+                for r, call in rows[i % len(rows):] + rows[:i % len(rows)]:
                     c0 = time.thread_time()
                     t0 = time.perf_counter()
                     y = call(x)
