@@ -242,6 +242,8 @@ class Transport:
         host = f"[{self.host}]" if ":" in self.host else self.host
         if self.port != (443 if self.https else 80):
             host += f":{self.port}"
+        if token and any(ch in token for ch in "\r\n\x00"):
+            raise ValueError("token: a line break or NUL in it")
         fixed = f"Host: {host}\r\n" + (f"Authorization: Bearer {token}\r\n" if token else "")
         self._fixed = fixed.encode("latin-1")
         self._fixed_accept = (fixed + "Accept: application/json\r\n").encode("latin-1")

@@ -21,10 +21,13 @@ http.client.RemoteDisconnected when the peer closed before answering),
 so the transport's retry and error handling see what http.client raises.
 """
 import http.client
+import re
 
 MAX_HEAD = 64 << 10  # bytes of an answer's status line and headers
 _RECV = 1 << 16      # bytes asked for per recv
 _PREALLOC = 16 << 20  # a body up to this long is read into one buffer made at once
+_BAD_TARGET = re.compile(r"[\x00-\x20\x7f]")  # as http.client refuses in a URL
+_BAD_VALUE = re.compile(r"[\r\n\x00]")       # would end or split a header line
 
 
 class Reply:
@@ -47,9 +50,15 @@ class Reply:
 def request_head(method: str, target: str, fixed: bytes, headers, length) -> bytes:
     """The bytes of a request's head: the request line, `fixed` (the
     transport's own lines, made once: Host, Accept, Authorization), the
-    caller's headers and Content-Length (None: no body and no header)."""
+    caller's headers and Content-Length (None: no body and no header).
+    A target with a space or control character, or a header value with a
+    line break, is a ValueError (nothing sent): an id never adds a line."""
+    if _BAD_TARGET.search(target):
+        raise ValueError(f"a request target with a space or control character: {target!r}")
     lines = [f"{method} {target} HTTP/1.1\r\n".encode("latin-1"), fixed]
     for k, v in headers.items():
+        if _BAD_VALUE.search(f"{k}{v}"):
+            raise ValueError(f"a header with a line break: {k!r}")
         lines.append(f"{k}: {v}\r\n".encode("latin-1"))
     if length is not None:
         lines.append(b"Content-Length: %d\r\n" % length)

@@ -158,3 +158,16 @@ def _drain(s, n):
     while len(out) < n:
         out += s.recv(1 << 16)
     return out
+
+
+def test_request_head_refuses_what_would_add_a_line():
+    """An id with a line break (c.job("j\r\nX: y")) or a space never reaches
+    the wire: ValueError, as http.client's InvalidURL was."""
+    for target in ("/v1/jobs/j\r\nX: y", "/v1/jobs/a b", "/v1/jobs/\x00"):
+        with pytest.raises(ValueError):
+            wire.request_head("GET", target, b"", {}, None)
+    with pytest.raises(ValueError):
+        wire.request_head("GET", "/x", b"", {"Range": "bytes=0-1\r\nX: y"}, None)
+    from tessel.transport import Transport
+    with pytest.raises(ValueError):
+        Transport("http://127.0.0.1:1", token="t\r\nX: y")
