@@ -8,7 +8,7 @@
  * t_log), THREAD_POOL_SIZE (cfg.threads epoll workers, each owning its
  * connections; left out for one thread), CONNECTION_TIMEOUT,
  * CONNECTION_LIMIT and NOTIFY_CONNECTION (conns.c: deadlines and per-address
- * shares), CONNECTION_MEMORY_LIMIT (CONN_MEMORY, 256 KiB: request line,
+ * shares), CONNECTION_MEMORY_LIMIT (conn_memory, 256 KiB: request line,
  * headers and the read buffer a body is read through; see below),
  * SOCK_ADDR (cfg.listen through inet_pton or getaddrinfo;
  * port 0 picks a free port, read back with MHD_DAEMON_INFO_BIND_PORT;
@@ -39,10 +39,17 @@
  * C sink on the 2-core VM (loaded by other builds); with 256 KiB and the
  * pieces written straight into the file (compute/array/wbehind.h:
  * wbehind_worth) 1.1-1.5x in the same runs (tests/bench/bench_upload.py,
- * results in tests/bench/results/upload-2core-2026-11-28.md). Memory: the
- * pool is MHD's mmap, touched only as far as a request fills it, so an
- * idle or small-request connection still costs a page or two; a
- * connection in the middle of a large body holds up to the whole 256 KiB.
+ * results in tests/bench/results/upload-2core-2026-11-28.md). What it
+ * costs every request (measured 2026-11-29, results/sync-2core-2026-11-29b.md):
+ * MHD 0.9.75 claims half the pool as the read buffer, zeroes what it gives
+ * back when the answer is built (MHD_pool_reallocate) and zeroes the whole
+ * pool again before the next request of a kept-alive connection
+ * (MHD_pool_reset) — ~390 KiB of memset per request at 256 KiB, 60 % of
+ * the daemon's instructions for a tiny `?wait` job under callgrind (~13 us
+ * on the 2-core VM), and every kept-alive connection's whole pool is
+ * resident after its first request. TESSEL_CONN_MEMORY_KB (16 to 4096, in
+ * the daemon's environment) sets the pool for an A/B of uploads against
+ * small requests; 256 unless set.
  *
  * poll, not epoll: MHD 0.9.75's MHD_quiesce_daemon races an epoll worker
  * that removes the listening socket from its set at the same moment, and
@@ -274,6 +281,15 @@ int http_route_query(http_server *s, const char *method, const char *pattern,
   return rc;
 }
 
+/* The connection memory (the header comment: why 256 KiB, what it costs
+ * a small request); TESSEL_CONN_MEMORY_KB overrides it within 16..4096. */
+static size_t conn_memory(void) {
+  const char *v = getenv("TESSEL_CONN_MEMORY_KB");
+  int64_t kb;
+  if (v && t_parse_i64(v, &kb) == 0 && kb >= 16 && kb <= 4096) return (size_t)kb * 1024;
+  return 256 * 1024;
+}
+
 /* Fill ss from s->listen and the port; sets *v6 (1: IPv6, 2: "::"). */
 static int listen_addr(http_server *s, struct sockaddr_storage *ss,
                        socklen_t *len, int *v6, terr *e) {
@@ -344,7 +360,6 @@ int http_server_start(http_server *s, terr *e) {
    * one is no pool (MHD warns), the polling thread then serves alone. */
   struct MHD_OptionItem opts[20];
   int no = 0;
-#define CONN_MEMORY (256 * 1024)
 #define OPT(o, v, p) opts[no++] = (struct MHD_OptionItem){(o), (intptr_t)(v), (p)}
   OPT(MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_logger, s);
   if (s->cfg.threads > 1)
@@ -354,7 +369,7 @@ int http_server_start(http_server *s, terr *e) {
    * 503 instead, and keeps the deadlines MHD's idle timeout cannot. */
   OPT(MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->conns.max_conns, NULL);
   OPT(MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)conns_notify, s);
-  OPT(MHD_OPTION_CONNECTION_MEMORY_LIMIT, CONN_MEMORY, NULL);
+  OPT(MHD_OPTION_CONNECTION_MEMORY_LIMIT, conn_memory(), NULL);
   OPT(MHD_OPTION_SOCK_ADDR, 0, &ss);
   /* No LISTENING_ADDRESS_REUSE: 1 there is SO_REUSEPORT, with which a
    * second tesseld bound the same port and took half the connections; 0

@@ -287,40 +287,41 @@ void t_log(int level, const char *fmt, ...) {
   fprintf(stderr, "%s\n", out);
 }
 
-void t_log_kv(int level, const char *event, const t_kv *kv, int n) {
-  if (level < t_log_level) return;
-  char when[32], out[4096];
+size_t t_log_kv_line(int level, const char *event, const t_kv *kv, int n,
+                     char *out, size_t cap) {
+  if (level < t_log_level || cap < 64) return 0;
+  char when[32];
   size_t o = 0;
   t_rfc3339(t_wall_ms(), when, sizeof when);
   if (t_log_json) {
-    addf(out, sizeof out, &o, "{\"time\":\"%s\",\"level\":\"%s\",\"event\":\"",
+    addf(out, cap, &o, "{\"time\":\"%s\",\"level\":\"%s\",\"event\":\"",
          when, level_names[level & 3]);
-    json_esc(out, sizeof out - 3, &o, event);
-    addf(out, sizeof out, &o, "\"");
+    json_esc(out, cap - 3, &o, event);
+    addf(out, cap, &o, "\"");
     for (int i = 0; i < n; i++) {
       if (!kv[i].is_num && !kv[i].s) continue;
-      addf(out, sizeof out, &o, ",\"");
-      json_esc(out, sizeof out - 3, &o, kv[i].k);
-      addf(out, sizeof out, &o, "\":");
+      addf(out, cap, &o, ",\"");
+      json_esc(out, cap - 3, &o, kv[i].k);
+      addf(out, cap, &o, "\":");
       if (kv[i].is_num) {
         if (isfinite(kv[i].num)) {
           char num[32];
           t_fmt_shortest(num, sizeof num, kv[i].num, 0);
-          addf(out, sizeof out, &o, "%s", num);
+          addf(out, cap, &o, "%s", num);
         }
-        else addf(out, sizeof out, &o, "null");
+        else addf(out, cap, &o, "null");
       } else {
-        addf(out, sizeof out, &o, "\"");
-        json_esc(out, sizeof out - 3, &o, kv[i].s);
-        addf(out, sizeof out, &o, "\"");
+        addf(out, cap, &o, "\"");
+        json_esc(out, cap - 3, &o, kv[i].s);
+        addf(out, cap, &o, "\"");
       }
     }
-    addf(out, sizeof out, &o, "}");
+    addf(out, cap, &o, "}");
   } else {
-    addf(out, sizeof out, &o, "%s %-5s %s", when, level_names[level & 3], event);
+    addf(out, cap, &o, "%s %-5s %s", when, level_names[level & 3], event);
     for (int i = 0; i < n; i++) {
       if (kv[i].is_num) {
-        addf(out, sizeof out, &o, " %s=%.10g", kv[i].k, kv[i].num);
+        addf(out, cap, &o, " %s=%.10g", kv[i].k, kv[i].num);
         continue;
       }
       if (!kv[i].s) continue;
@@ -333,10 +334,20 @@ void t_log_kv(int level, const char *event, const t_kv *kv, int n) {
         v[j++] = (c < 0x20 || c == 0x7f) ? '?' : c == '"' ? '\'' : (char)c;
       }
       v[j] = 0;
-      addf(out, sizeof out, &o, quote ? " %s=\"%s\"" : " %s=%s", kv[i].k, v);
+      addf(out, cap, &o, quote ? " %s=\"%s\"" : " %s=%s", kv[i].k, v);
     }
   }
-  fprintf(stderr, "%s\n", out);
+  return o;
+}
+
+void t_log_put(const char *line, size_t len) {
+  /* One write per line so that lines from threads do not interleave. */
+  if (len) fprintf(stderr, "%.*s\n", (int)len, line);
+}
+
+void t_log_kv(int level, const char *event, const t_kv *kv, int n) {
+  char out[T_LOG_LINE_MAX];
+  t_log_put(out, t_log_kv_line(level, event, kv, n, out, sizeof out));
 }
 
 /* A finite v with the fewest significant digits that read back to the

@@ -55,6 +55,15 @@ typedef struct t_kv {
 #define T_KV_S(key, val) ((t_kv){(key), (val), 0, 0})
 #define T_KV_N(key, val) ((t_kv){(key), NULL, (double)(val), 1})
 void t_log_kv(int level, const char *event, const t_kv *kv, int n);
+/* t_log_kv in two steps, for a line whose write should not delay what
+ * follows it (a job's end line after its waiters are woken): the line
+ * formatted into out (cap bytes, 64 at least; T_LOG_LINE_MAX is enough), its length,
+ * 0 when level is below the log level; then t_log_put writes it (one
+ * write, with its newline; len 0 writes nothing). */
+#define T_LOG_LINE_MAX 4096
+size_t t_log_kv_line(int level, const char *event, const t_kv *kv, int n,
+                     char *out, size_t cap);
+void t_log_put(const char *line, size_t len);
 #define log_debug(...) t_log(T_LOG_DEBUG, __VA_ARGS__)
 #define log_info(...) t_log(T_LOG_INFO, __VA_ARGS__)
 #define log_warn(...) t_log(T_LOG_WARN, __VA_ARGS__)

@@ -203,15 +203,14 @@ static int srun_attempt(const sched *s, const sjob *j) {
  * used, final status, total ms (queue + run), the error's code and message,
  * and the run's number and span (wall ms; started 0: it never started), so
  * that the runs of a job on several nodes can be laid side by side. */
-static void srun_log_end(const char *event, const sched *s, const sjob *j,
-                         int status, const char *used, double total_ms,
-                         const char *code, const char *msg,
-                         int64_t started_at) {
-  char node[104];
+static size_t srun_log_line(const char *event, const char *node, const sjob *j,
+                            int status, const char *used, double total_ms,
+                            const char *code, const char *msg,
+                            int64_t started_at, char *out, size_t cap) {
   t_kv kv[] = {
       T_KV_S("id", j->id),
-      T_KV_S("node", srun_node(s, node, sizeof node)),
-      T_KV_N("attempt", srun_attempt(s, j)),
+      T_KV_S("node", node),
+      T_KV_N("attempt", srun_attempt(NULL, j)),
       T_KV_N("started", started_at),
       T_KV_N("finished", t_wall_ms()),
       T_KV_S("kind", j->kind),
@@ -222,18 +221,30 @@ static void srun_log_end(const char *event, const sched *s, const sjob *j,
       T_KV_S("error", code),
       T_KV_S("message", code ? msg : NULL),
   };
-  t_log_kv(status == JOB_FAILED || strcmp(event, "job_end") != 0 ? T_LOG_WARN
-                                                                : T_LOG_INFO,
-           event, kv, (int)(sizeof kv / sizeof kv[0]));
+  return t_log_kv_line(status == JOB_FAILED || strcmp(event, "job_end") != 0
+                           ? T_LOG_WARN
+                           : T_LOG_INFO,
+                       event, kv, (int)(sizeof kv / sizeof kv[0]), out, cap);
+}
+
+static void srun_log_end(const char *event, const sched *s, const sjob *j,
+                         int status, const char *used, double total_ms,
+                         const char *code, const char *msg,
+                         int64_t started_at) {
+  char line[T_LOG_LINE_MAX], node[104];
+  t_log_put(line, srun_log_line(event, srun_node(s, node, sizeof node), j,
+                                status, used, total_ms, code, msg, started_at,
+                                line, sizeof line));
 }
 
 /* Release a job whose store row is already final (or left unfinished);
  * ended: its committed row for the waiters, or NULL; npy: the result
- * that row keeps, or NULL. */
-static void srun_release_result(sched *s, sjob *j, int status, int counted,
-                                const char *backend, double run_ms,
-                                const store_job *ended, const void *npy,
-                                size_t npy_len) {
+ * that row keeps, or NULL. j stays the caller's (srun_release frees it);
+ * s may be gone on return. */
+static void srun_release_keep(sched *s, sjob *j, int status, int counted,
+                              const char *backend, double run_ms,
+                              const store_job *ended, const void *npy,
+                              size_t npy_len) {
   tmutex_lock(&s->mu);
   swaiter *chain = sched_release_locked(s, j, status, counted, backend, run_ms);
   tmutex_unlock(&s->mu);
@@ -241,14 +252,13 @@ static void srun_release_result(sched *s, sjob *j, int status, int counted,
    * sched_destroy free s. */
   if (s->cluster) sched_cluster_kick(s);
   sched_fire(s, chain, j->id, ended, npy, npy_len);
-  sjob_free(j);
 }
 
 static void srun_release(sched *s, sjob *j, int status, int counted,
                          const char *backend, double run_ms,
                          const store_job *ended) {
-  srun_release_result(s, j, status, counted, backend, run_ms, ended, NULL,
-                      0);
+  srun_release_keep(s, j, status, counted, backend, run_ms, ended, NULL, 0);
+  sjob_free(j);
 }
 
 /* What the end of a job needs once its finish is committed. */
@@ -278,6 +288,8 @@ static void srun_finished(void *arg, int rc, const terr *fe, store_job *row) {
   srun_end *x = arg;
   sched *s = x->s;
   sjob *j = x->j;
+  char line[T_LOG_LINE_MAX], node[104]; /* the end's log line, written last */
+  const char *event, *nd;
   if (rc != T_OK && x->final[0]) unlink(x->final);
   if (rc != T_OK) srun_unlink_parts(&x->parts);
   if ((rc == T_ENOSPACE || rc == T_EIO) && !x->retried) {
@@ -307,6 +319,7 @@ static void srun_finished(void *arg, int rc, const terr *fe, store_job *row) {
       return;
     }
   }
+  nd = srun_node(s, node, sizeof node);
   if (rc == T_ECONFLICT || rc == T_ENOTFOUND) {
     /* Ended in the store before a worker took it (canceled: see
      * sched_cancel), or never recorded; the store's word stands. On a
@@ -318,20 +331,23 @@ static void srun_finished(void *arg, int rc, const terr *fe, store_job *row) {
                j->id, fe ? fe->message : "");
     else
       log_info("scheduler: job %s: %s", j->id, fe ? fe->message : "");
-    srun_log_end("job_dropped", s, j, x->status, x->started ? x->used : NULL,
-                 x->total_ms, x->code, x->msg, x->started_at);
-    srun_release(s, j, -1, 0, NULL, 0, NULL);
+    event = "job_dropped";
+    srun_release_keep(s, j, -1, 0, NULL, 0, NULL, NULL, 0);
   } else {
     if (rc != T_OK) /* stays running in the store: the next start reruns it */
       log_error("scheduler: cannot record the end of job %s: %s", j->id,
                 fe ? fe->message : "");
-    srun_log_end(rc == T_OK ? "job_end" : "job_dropped", s, j, x->status,
-                 x->started ? x->used : NULL, x->total_ms, x->code, x->msg,
-                 x->started_at);
-    srun_release_result(s, j, x->status, 1, x->started ? x->used : NULL,
-                        x->run_ms, rc == T_OK ? row : NULL, x->npy,
-                        x->npy_len);
+    event = rc == T_OK ? "job_end" : "job_dropped";
+    srun_release_keep(s, j, x->status, 1, x->started ? x->used : NULL,
+                      x->run_ms, rc == T_OK ? row : NULL, x->npy, x->npy_len);
   }
+  /* The waiters are woken: now the end's line, from j (still ours; s may
+   * be gone) and the node's name read before. */
+  t_log_put(line, srun_log_line(event, nd, j, x->status,
+                                x->started ? x->used : NULL, x->total_ms,
+                                x->code, x->msg, x->started_at, line,
+                                sizeof line));
+  sjob_free(j);
   if (row) store_job_clear(row);
   tparts_clear(&x->parts);
   free(x->npy);

@@ -17,19 +17,30 @@
 #   sh tests/bench/tiny_instr.sh build/tesseld batch 8 100 4
 #   sh tests/bench/tiny_instr.sh build/tesseld single 400 1 4
 # KEEP=FILE keeps callgrind's output there (for callgrind_annotate).
+# CONN=keep: each client thread keeps one connection (http.client), as the
+# Python client and bench_service do; default a new connection per request
+# (urllib), as the figures before 2026-11-29b were taken.
 set -eu
 EXE=$1 MODE=$2 N=$3 B=$4 T=$5
 PORT=${PORT:-18777}
 PY=${PYTHON:-python3}
 W=$(mktemp -d /tmp/tiny_instr_XXXXXX)
 drive() { # drive N B T
-  "$PY" - "http://127.0.0.1:$PORT" "$MODE" "$1" "$2" "$3" <<'PYEOF'
-import json, sys, threading, urllib.request
+  "$PY" - "http://127.0.0.1:$PORT" "$MODE" "$1" "$2" "$3" "${CONN:-new}" <<'PYEOF'
+import http.client, json, sys, threading, urllib.request
 base, mode, n, b, t = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+keep = sys.argv[6] == "keep"
 job = {"kind": "map", "params": {"expr": "x+1", "inputs": {"x": [1, 2, 3]}}}
+local = threading.local()
 def post(path, body):
-    req = urllib.request.Request(base + path, data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+    data, hdr = json.dumps(body).encode(), {"Content-Type": "application/json"}
+    if keep:
+        c = getattr(local, "c", None)
+        if c is None:
+            c = local.c = http.client.HTTPConnection(base[7:], timeout=600)
+        c.request("POST", path, data, hdr)
+        return json.loads(c.getresponse().read())
+    req = urllib.request.Request(base + path, data=data, headers=hdr)
     with urllib.request.urlopen(req, timeout=600) as r:
         return json.loads(r.read())
 bad = [0]

@@ -384,12 +384,12 @@ class Coalescer:
     def submit(self, body: Dict[str, Any], query: str,
                single: Callable[[], Dict[str, Any]]) -> Dict[str, Any]:
         """The job JSON of `body`: by `single()`, or from a batch."""
-        slot: List[Any] = [body, query, threading.Event(), None, None]
         with self._lock:
             lead = not self._busy or self._no_batch
             if lead:
                 self._busy = True
-            else:
+            else:  # a slot (and its Event) only for a submit that waits
+                slot: List[Any] = [body, query, threading.Event(), None, None]
                 self._queue.append(slot)
         if not lead:
             slot[2].wait()

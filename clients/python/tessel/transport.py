@@ -1,6 +1,12 @@
 """HTTP to the server on the standard library: one persistent connection per
 thread, JSON requests, and .npy bodies streamed straight between NumPy
-buffers and the socket.
+buffers and the socket. A request whose answer is JSON (every request but
+the .npy downloads) is spoken by wire.py on the connection's socket: its
+head made from bytes built once, head and a small body in one send, the
+answer read whole without http.client's per-answer objects (a tiny `c.map`
+spent most of the client's own CPU there); downloads go through
+http.client, whose answer is read straight into an array. Every
+connection has TCP_NODELAY.
 
 Threads: a Transport is shared by every thread of a Client; each thread gets
 its own http.client.HTTPConnection (threading.local), so no lock is held
@@ -48,7 +54,7 @@ from typing import Optional
 
 import numpy as np
 
-from . import errors
+from . import errors, wire
 
 _NPY_MAGIC = b"\x93NUMPY"
 
@@ -181,35 +187,37 @@ def empty_array(shape, dtype, order="C") -> np.ndarray:
     return np.ndarray(shape, dtype=dt, buffer=m, order=order)
 
 
-class _OneSend:
-    """http.client sends a request's head and its body in two send() calls:
-    for a small JSON body that is two trips through the kernel on both ends
-    (and the server reads the head, then waits for the body). With
-    _hold_head set, the head is held back and goes out with the body's
-    first piece (both through the public send())."""
+class _Conn:
+    """What Transport adds to http.client's connections: TCP_NODELAY (a
+    request or an answer never waits for the ACK of the one before), and
+    the last answer http.client gave, remembered so that the whole-answer
+    path (Transport._exchange, wire.py) never speaks on a socket whose
+    answer is still being read. Small requests send their head and body in
+    one send (wire.send); http.client is left the answers read into arrays."""
 
-    _hold_head = False
-    _held = None
+    _open = None  # the last http.client answer on this connection
 
-    def send(self, data):
-        if self._hold_head:
-            self._hold_head = False
-            self._held = bytes(data)
-            return
-        if self._held is not None:
-            data, self._held = self._held + bytes(data), None
-        super().send(data)  # type: ignore[misc]
+    def connect(self):
+        super().connect()  # type: ignore[misc]
+        try:
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass  # not TCP (a test's socket pair, say)
 
-    def close(self):
-        self._hold_head, self._held = False, None
-        super().close()  # type: ignore[misc]
+    def getresponse(self):
+        self._open = super().getresponse()  # type: ignore[misc]
+        return self._open
+
+    def busy(self) -> bool:
+        """An http.client answer on this connection is not read to its end."""
+        return self._open is not None and not self._open.isclosed()
 
 
-class _HTTPConn(_OneSend, http.client.HTTPConnection):
+class _HTTPConn(_Conn, http.client.HTTPConnection):
     pass
 
 
-class _HTTPSConn(_OneSend, http.client.HTTPSConnection):
+class _HTTPSConn(_Conn, http.client.HTTPSConnection):
     pass
 
 
@@ -230,6 +238,15 @@ class Transport:
         self.port = u.port or (443 if self.https else 80)
         self.prefix = u.path.rstrip("/")
         self.token = token
+        # the head lines every request carries, as bytes once (wire.py)
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        if self.port != (443 if self.https else 80):
+            host += f":{self.port}"
+        if token and any(ch in token for ch in "\r\n\x00"):
+            raise ValueError("token: a line break or NUL in it")
+        fixed = f"Host: {host}\r\n" + (f"Authorization: Bearer {token}\r\n" if token else "")
+        self._fixed = fixed.encode("latin-1")
+        self._fixed_accept = (fixed + "Accept: application/json\r\n").encode("latin-1")
         self.retries = retries
         self.timeout = timeout
         self._ssl = ssl_context(verify) if self.https else None
@@ -312,9 +329,11 @@ class Transport:
         return h
 
     # -- one exchange --------------------------------------------------------
-    def _send(self, method, path, body, headers, timeout):
-        """Send and return the response (status, headers read; body not).
-        body: None, bytes, or a list of buffers sent one after the other."""
+    def _send(self, method, path, body, headers, timeout, extra=None):
+        """Send and return the answer. body: None, bytes, or a list of
+        buffers sent one after the other. extra None: http.client's
+        HTTPResponse, status and headers read, the body not; else (the
+        caller's own headers) the whole answer, read by _exchange."""
         for attempt in (0, 1):
             conn, reused = self._conn(fresh=attempt > 0)
             conn.timeout = timeout
@@ -326,19 +345,17 @@ class Transport:
                     self.requests_sent += 1
                 if self.on_request is not None:
                     self.on_request(method, path, headers)
+                if extra is not None:
+                    return self._exchange(conn, method, path, parts, extra)
                 conn.putrequest(method, self.prefix + path, skip_accept_encoding=True)
                 h = dict(headers)
                 if body is not None or method in ("POST", "PUT"):
                     h["Content-Length"] = str(sum(memoryview(p).nbytes for p in parts))
                 for k, v in h.items():
                     conn.putheader(k, v)
-                if len(parts) == 1 and isinstance(parts[0], bytes) and len(parts[0]) <= (64 << 10):
-                    conn._hold_head = True  # head and a small body in one send (_OneSend)
-                    conn.endheaders(parts[0])
-                else:
-                    conn.endheaders()
-                    for p in parts:
-                        conn.sock.sendall(p)
+                conn.endheaders()
+                for p in parts:
+                    conn.sock.sendall(p)
                 return conn.getresponse()
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError,
                     http.client.CannotSendRequest, http.client.BadStatusLine) as e:
@@ -347,11 +364,34 @@ class Transport:
                 if reused and attempt == 0:
                     continue  # the server closed an idle connection: once more
                 raise errors.Unavailable(f"{self.url}: {e!r}", code="unavailable") from e
-            except (ConnectionRefusedError, socket.gaierror, socket.timeout, OSError) as e:
+            except (ConnectionRefusedError, socket.gaierror, socket.timeout, OSError,
+                    http.client.HTTPException) as e:
                 conn.close()
                 self._local.conn = None
                 raise errors.Unavailable(f"{self.url}: {e}", code="unavailable") from e
         raise AssertionError("unreachable")
+
+    def _exchange(self, conn, method, path, parts, extra):
+        """One request and its whole answer (a wire.Reply) spoken on the
+        connection's socket by wire.py: one sendall for a small body, the
+        answer parsed from as few recv calls as it came in, none of
+        http.client's per-answer objects. The Accept, Host and
+        Authorization lines are the transport's bytes made once."""
+        if conn.busy():  # an earlier download was left half read
+            raise http.client.CannotSendRequest("a download on this connection is unread")
+        if conn.sock is None:
+            conn.connect()
+        length = (sum(memoryview(p).nbytes for p in parts)
+                  if parts or method in ("POST", "PUT") else None)
+        head = wire.request_head(method, self.prefix + path,
+                                 self._fixed if "Accept" in extra else self._fixed_accept,
+                                 extra, length)
+        wire.send(conn.sock, head, parts)
+        rep = wire.read_reply(conn.sock, method)
+        if rep.will_close:
+            conn.close()
+            self._local.conn = None
+        return rep
 
     def newer(self, field, new, old):
         """new(): a request that uses a field or parameter `field` older
@@ -370,11 +410,13 @@ class Transport:
     def request(self, method, path, body=None, headers=None, timeout=None, raw=False):
         """One request with the retry policy. Returns (status, parsed JSON)
         for a 2xx; with raw=True returns the open response instead (the
-        caller reads it to the end). An error answer raises TesselError."""
+        caller reads it to the end). An error answer raises TesselError.
+        Without raw the answer is read whole by _exchange (wire.py)."""
+        extra = None if raw else (headers or {})
         headers = self._headers(headers)
         tries = 0
         while True:
-            resp = self._send(method, path, body, headers, timeout or self.timeout)
+            resp = self._send(method, path, body, headers, timeout or self.timeout, extra)
             if resp.status < 300:
                 if raw:
                     return resp

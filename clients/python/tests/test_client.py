@@ -615,3 +615,26 @@ def test_jobs_are_job_objects(client):
     assert got and all(isinstance(k, tessel.Job) for k in got)
     assert got[0].id == j.id and got[0].status == "succeeded" and got[0].kind == "map"
     np.testing.assert_array_equal(got[0].result(), A * 2)
+
+
+def test_request_ids_unique_and_fresh_after_fork():
+    """The submits' request_ids (client._ids): "py-" and 32 hex digits, no
+    repeat in a process, and a forked child's differ from its parent's
+    (a repeat would make the server answer the parent's job)."""
+    from tessel import client as tc
+    ids = [tc._ids.next() for _ in range(10000)]
+    assert len(set(ids)) == len(ids)
+    assert all(len(i) == 35 and i.startswith("py-") and int(i[3:], 16) >= 0 for i in ids)
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork here")
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next id, then out
+        os.write(w, tc._ids.next().encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    child = os.read(r, 100).decode()
+    os.close(r)
+    os.close(w)
+    mine = tc._ids.next()
+    assert child[:19] != mine[:19] and child not in ids

@@ -18,11 +18,11 @@ class Counter:
         self.seen = []
         send = c._t._send
 
-        def counted(method, path, body, headers, timeout):
+        def counted(method, path, body, headers, timeout, *rest):
             n = 0 if body is None else sum(memoryview(p).nbytes for p in
                                            ([body] if isinstance(body, (bytes, bytearray)) else body))
             self.seen.append((method, path, n))
-            return send(method, path, body, headers, timeout)
+            return send(method, path, body, headers, timeout, *rest)
         c._t._send = counted
 
     def data_requests(self):
