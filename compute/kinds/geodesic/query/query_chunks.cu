@@ -6,10 +6,11 @@
  * whose budget cannot hold that build sends the call back to the host
  * index), the chunk size cut to what every device's memory budget
  * holds, the chunk buffers (gq_dev_buffers) and the host staging
- * (gq_host_stage); the sorted queries cut into chunks (gq_cut: the full
- * size, then shrinking at the end so that the devices end together and
- * little runs after their last kernels; radius fill chunks by their pair
- * counts too); and one pass over the chunks (gq_pass): a device takes the
+ * (gq_host_stage); the sorted queries cut into chunks (gq_cut, in
+ * query_index.cu beside the slots it lays out: the full size, then
+ * shrinking at the end so that the devices end together and little runs
+ * after their last kernels; radius fill chunks by their pair counts too);
+ * and one pass over the chunks (gq_pass): a device takes the
  * next chunk when its last is done — its queries up, the kernel, for
  * radius fill the segmented sort of each row by j (gq_submit) — and a
  * finished chunk's results come down and are scattered to their original
@@ -661,79 +662,6 @@ int gq_pass(gq_run *r, const gq_chunk *ch, int64_t nch, terr *e) {
   r->tr_pass = t_now_ms() - t0;
 fail:
   return rc;
-}
-
-/* The queries of the next plain chunk when R sorted queries are left.
- * The full cut (r->cq) while each lane of every device still has one
- * ahead; then half a device's share of what is left (guided): the last
- * chunks shrink, down to cq / GQ_TAIL_DIV or GQ_TAIL_MIN, so that what
- * runs after a device's last kernel (that chunk's rows down and scattered, on the one
- * host thread, device after device) is short, and the devices end
- * together to within one small chunk's kernels. r->even (the benchmarks'
- * TESSEL_GEOQ_EVEN): every chunk cq, as before. A multiple of 32. */
-static int64_t gq_plain_size(const gq_run *r, int64_t R) {
-  if (r->even) return r->cq;
-  int64_t lanes = 2 * (int64_t)(r->nreal > 0 ? r->nreal : 1);
-  int64_t lo = (r->cq / GQ_TAIL_DIV + 31) / 32 * 32;
-  int64_t g = ((R + lanes - 1) / lanes + 31) / 32 * 32;
-  if (lo < GQ_TAIL_MIN) lo = GQ_TAIL_MIN; /* (cq below it: no shrinking) */
-  if (g < lo) g = lo;
-  return g < r->cq ? g : r->cq;
-}
-
-/* Cut sorted queries [0, n) into chunks of at most cq (plain: shrinking
- * at the end, gq_plain_size; radius fill: cq, and at most pcap pairs).
- * Every plain chunk starts at a multiple of 32 (gq_slots relies on it). The
- * same r gives the same cut (gq_slots cuts first, the pass again). *out
- * freed by the caller. */
-int gq_cut(gq_run *r, int fill, gq_chunk **out, int64_t *nch,
-                  terr *e) {
-  int64_t n = r->Q.n, cap = n / r->cq + 2, cnt = 0;
-  gq_chunk *c = (gq_chunk *)malloc((size_t)cap * sizeof *c);
-  size_t alloc = (size_t)cap;
-  if (!c) return terr_set(e, T_ENOMEM, "", -1, "no memory for the chunks");
-  for (int64_t s = 0; s < n;) {
-    int64_t g = fill ? r->cq : gq_plain_size(r, n - s);
-    int64_t s1 = s + g < n ? s + g : n;
-    if (fill) {
-      int64_t lim = r->coff[s] + r->pcap;
-      if (r->coff[s + 1] > lim) {
-        free(c);
-        return terr_set(e, T_ENOMEM, "", -1,
-                        "CUDA: one point has %lld pairs within r, more than "
-                        "the device memory budget holds (%lld)",
-                        (long long)(r->coff[s + 1] - r->coff[s]),
-                        (long long)r->pcap);
-      }
-      int64_t lo = s + 1, hi = s1; /* the largest s1 with coff[s1] <= lim */
-      while (lo < hi) {
-        int64_t mid = lo + (hi - lo + 1) / 2;
-        if (r->coff[mid] <= lim) lo = mid; else hi = mid - 1;
-      }
-      s1 = lo;
-    }
-    if ((size_t)cnt == alloc) {
-      gq_chunk *g = (gq_chunk *)realloc(c, alloc * 2 * sizeof *c);
-      if (!g) {
-        free(c);
-        return terr_set(e, T_ENOMEM, "", -1, "no memory for the chunks");
-      }
-      c = g;
-      alloc *= 2;
-    }
-    /* Each chunk moves on and fits the buffers (cq queries, pcap pairs). */
-    T_ASSERT(s1 > s && s1 - s <= r->cq && (fill || s % 32 == 0));
-    T_ASSERT(!fill || r->coff[s1] - r->coff[s] <= r->pcap);
-    c[cnt].s0 = s;
-    c[cnt].s1 = s1;
-    c[cnt].p0 = fill ? r->coff[s] : 0;
-    c[cnt].p1 = fill ? r->coff[s1] : 0;
-    cnt++;
-    s = s1;
-  }
-  *out = c;
-  *nch = cnt;
-  return 0;
 }
 
 /* Host staging for a chunk's results. */
