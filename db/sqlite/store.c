@@ -331,11 +331,42 @@ static int wexec(sqstore *s, const char *sql) {
 }
 
 /* Fail every op from `from` up to (not including) `to` with the last error
- * of the write connection: their transaction is gone. */
+ * of the write connection: their transaction is gone. So are the rows of
+ * the ops after `to` that went in with a run (run_rows) before it. */
 static void fail_range(sqstore *s, store_wop *from, store_wop *to,
                        const char *what) {
   for (store_wop *o = from; o != to; o = o->next)
     if (o->rc == 0) o->rc = store__dberr(&o->err, s->w.db, what);
+  for (store_wop *o = to; o; o = o->next)
+    if (o->grouped && o->rc == 0)
+      o->rc = store__dberr(&o->err, s->w.db, what);
+}
+
+static int nothing_fn(sqstore *s, store_wop *o, terr *e);
+
+/* From o on, the ops whose rows may share a multi-row INSERT (row_of
+ * gives one), stepping over empty ops and passable ones (store_wop:
+ * writes to the rows of jobs inserted before them, which a new row of
+ * another job does not change) and stopping at any other op, so that no
+ * row goes in before an op its presence could change: inserted together
+ * (store_rows.c). A run of one row is left to its op. 0; -1 when an error
+ * ended the transaction (store__insert_rows). */
+static int run_rows(sqstore *s, store_wop *o) {
+  if (!s->rows && !(s->rows = malloc(STORE_ROWS_RUN * sizeof *s->rows)))
+    return 0; /* without memory for it: each op alone */
+  store_wop *ops[STORE_ROWS_RUN];
+  if (o->row_of(o, &s->rows[0])) return 0; /* o runs alone: no scan */
+  ops[0] = o;
+  int n = 1;
+  for (store_wop *x = o->next; x && n < STORE_ROWS_RUN; x = x->next) {
+    if (x->fn == nothing_fn || x->grouped) continue;
+    if (x->row_of && x->row_of(x, &s->rows[n]) == 0) {
+      ops[n++] = x;
+      continue;
+    }
+    if (!x->passable) break;
+  }
+  return n < 2 ? 0 : store__insert_rows(s, ops, s->rows, n);
 }
 
 /* Run one batch (a list taken from the queue) in one transaction. */
@@ -347,7 +378,14 @@ static void run_batch(sqstore *s, store_wop *head) {
     return;
   }
   for (store_wop *o = head; o; o = o->next) {
+    if (o->grouped) continue; /* its row went in with an earlier op's run */
     terr_clear(&o->err);
+    if (in_txn && o->row_of && run_rows(s, o) < 0) {
+      /* The run's error ended the transaction: the ops before lost. */
+      fail_range(s, txn_first, o, "transaction rolled back");
+      in_txn = 0;
+    }
+    if (o->grouped) continue;
     if (!in_txn) {
       /* A previous op's error ended the transaction: start another one. */
       if (wexec(s, "BEGIN IMMEDIATE") != SQLITE_OK) {
@@ -465,6 +503,7 @@ static void enqueue_locked(sqstore *s, store_wop *o) {
   o->next = NULL;
   o->absorbed = NULL;
   o->absorbed_insert = NULL;
+  o->grouped = 0;
   if (o->absorb_id) { /* a finish: its job's start and insert may wait */
     store_wop *st = fold_take(s->fold, o->absorb_id, FOLD_START);
     if (st) {
@@ -475,6 +514,7 @@ static void enqueue_locked(sqstore *s, store_wop *o) {
     if (in) {
       o->absorbed_insert = in;
       in->fn = nothing_fn;
+      in->row_of = NULL;
       atomic_fetch_add_explicit(&s->n_folds, 1, memory_order_relaxed);
     }
   } else if (o->start_id) {
@@ -586,6 +626,7 @@ void sq_job_progress(sqstore *s, const char *id, int64_t done,
   if (!o) goto out; /* loss-tolerant by contract */
   o->fn = progress_fn;
   o->one_stmt = 1;
+  o->passable = 1;
   o->lazy = 1;
   snprintf(o->job_id, sizeof o->job_id, "%s", id);
   o->pdone = done;
@@ -710,6 +751,7 @@ void sq_close(sqstore *s) {
   pthread_mutex_destroy(&s->rmu);
   pthread_mutex_destroy(&s->mu);
   store__recent_free(s);
+  store__rows_free(s);
   fold_free(s->fold);
   free(s);
 }

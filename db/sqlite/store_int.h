@@ -49,6 +49,14 @@ typedef struct store_conn {
 typedef struct store_wop store_wop;
 typedef int (*store_wfn)(sqstore *s, store_wop *op, terr *e);
 
+/* A job row as one INSERT writes it (store_rows.c): the job (status and
+ * devices included; its strings the op's) and the result's .npy bytes. */
+typedef struct store_row {
+  store_job j;
+  const void *npy; /* NULL: none */
+  size_t npy_len;
+} store_row;
+
 struct store_wop {
   store_wfn fn;
   void *arg;             /* operation arguments (caller owned) */
@@ -82,6 +90,20 @@ struct store_wop {
   const char *insert_id;
   const char *touch_id;
   store_wop *absorbed_insert;
+  /* An op whose whole write is one INSERT of a job row (an async insert;
+   * a finish that took its insert over) may share a multi-row INSERT with
+   * the like ops next to it in its batch (store_rows.c): row_of fills *out
+   * and returns 0, or returns nonzero when the op must run alone (fn);
+   * once the shared INSERT went in, row_done does what fn does after its
+   * own INSERT (0 or a terr code). NULL: the op always runs alone. Writer
+   * thread; the row's strings stay valid until the op is done. */
+  int (*row_of)(store_wop *op, store_row *out);
+  int (*row_done)(sqstore *s, store_wop *op, terr *e);
+  int grouped;           /* writer: done by a shared INSERT, rc set */
+  /* The op changes only the row of one job whose insert was queued
+   * before it (a start, progress, finish, requeue): a multi-row INSERT of
+   * later ops' rows (other jobs') may go in before it (store.c, run_rows). */
+  int passable;
   store_wop *next;       /* queue link (s->mu) */
   /* async progress payload (heap ops, owned by the queue then the writer) */
   char job_id[T_ID_MAX];
@@ -135,6 +157,8 @@ struct sqstore {
   /* inserts a finish took over (at enqueue), and async inserts that
    * failed (their own or the finish's that took them over) */
   atomic_llong n_folds, n_insert_failed;
+  /* rows that went in through a multi-row INSERT (store_rows.c) */
+  atomic_llong n_rows_grouped;
   /* The last STORE_INSERT_ERRS failed async inserts' errors by job id (a
    * ring; under mu): so an answer names why (sq_insert_error). */
   struct {
@@ -144,6 +168,10 @@ struct sqstore {
   unsigned ins_err_next;
 
   struct store_recent *recent; /* store_recent.c; NULL: none (no memory) */
+  /* store_rows.c: the multi-row INSERTs' texts, built on first use by
+   * the writer thread (writer only; freed by sq_close). */
+  char *rows_sql[4];
+  store_row *rows; /* run_batch's rows of a run, STORE_ROWS_RUN of them */
 };
 
 /* schema.c: migrate the writer connection to the newest version. */
@@ -296,6 +324,34 @@ typedef struct store_start_args {
  * taken nothing over (its row is missing: the same outcome as before). */
 int store__insert_ended(sqstore *s, store_wop *ins, const store_start_args *sa,
                         const store_job_end *x, terr *e);
+
+/* store_rows.c, writer thread, in run_batch: insert rows[i], ops[i]'s
+ * row (row_of gave it), for i in [0, n), with as few statements as it can
+ * (of STORE_ROWS_MAX rows, then fewer; a last lone row is left). Every op
+ * whose statement went in is done: grouped = 1, rc = its row_done. An op
+ * whose statement failed is left as it was (the statement undid itself):
+ * the caller runs it alone, as it would have without the group, so each
+ * op's outcome is its own. Returns 0; or -1 when an error ended the whole
+ * transaction: the ops that went in are failed (grouped, rc set), the
+ * rest left as they were. */
+#define STORE_ROWS_MAX 64
+#define STORE_ROWS_RUN (4 * STORE_ROWS_MAX) /* rows per call, at most */
+int store__insert_rows(sqstore *s, store_wop **ops, const store_row *rows,
+                       int n);
+/* Free what store__insert_rows keeps (sq_close). */
+void store__rows_free(sqstore *s);
+/* store_jobs.c: bind r's job at the job INSERT's parameters ?base+1 ..
+ * ?base+43 in the column order of STORE_ROWS_COLS (status, devices and the
+ * .npy bytes included; r's strings bound SQLITE_STATIC). */
+#define STORE_ROWS_COLS STORE_JOB_COLS ", result_npy"
+#define STORE_ROW_PARAMS 43
+void store__bind_row(sqlite3_stmt *st, int base, const store_row *r);
+/* store_jobs.c: the row the async insert `ins` (and the start sa, and the
+ * end x) leave, in *out (shallow: its strings are ins's, sa's and x's).
+ * Nonzero when the insert must run as its own op (its params reference an
+ * array or a job: refs_exist). */
+int store__ended_row(store_wop *ins, const store_start_args *sa,
+                     const store_job_end *x, store_row *out);
 
 /* store_jobs.c: a row selected with the job column list (STORE_JOB_COLS,
  * db/store_common.h) is read into *j by store__job_row. The typed timings
