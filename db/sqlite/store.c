@@ -49,6 +49,10 @@
  * the queue put it (a [sync] start, requeue, unstart, note: touch_id)
  * takes the job's entries out of the table, so nothing moves past it.
  *
+ * Runs of rows: ops whose whole write is one job row (row_of) go in
+ * several to an INSERT (store_wop.rows_fn, store_rows.c), moving only past empty
+ * ops and ops that change rows of jobs inserted before them (passable).
+ *
  * Savepoints: an op that writes with one statement (store_wop.one_stmt: the
  * job lifecycle ops) needs none, since SQLite undoes a failing statement
  * itself; the others get one when they share a batch.
@@ -332,7 +336,7 @@ static int wexec(sqstore *s, const char *sql) {
 
 /* Fail every op from `from` up to (not including) `to` with the last error
  * of the write connection: their transaction is gone. So are the rows of
- * the ops after `to` that went in with a run (run_rows) before it. */
+ * the ops after `to` that went in with a run (rows_fn) before it. */
 static void fail_range(sqstore *s, store_wop *from, store_wop *to,
                        const char *what) {
   for (store_wop *o = from; o != to; o = o->next)
@@ -340,33 +344,6 @@ static void fail_range(sqstore *s, store_wop *from, store_wop *to,
   for (store_wop *o = to; o; o = o->next)
     if (o->grouped && o->rc == 0)
       o->rc = store__dberr(&o->err, s->w.db, what);
-}
-
-static int nothing_fn(sqstore *s, store_wop *o, terr *e);
-
-/* From o on, the ops whose rows may share a multi-row INSERT (row_of
- * gives one), stepping over empty ops and passable ones (store_wop:
- * writes to the rows of jobs inserted before them, which a new row of
- * another job does not change) and stopping at any other op, so that no
- * row goes in before an op its presence could change: inserted together
- * (store_rows.c). A run of one row is left to its op. 0; -1 when an error
- * ended the transaction (store__insert_rows). */
-static int run_rows(sqstore *s, store_wop *o) {
-  if (!s->rows && !(s->rows = malloc(STORE_ROWS_RUN * sizeof *s->rows)))
-    return 0; /* without memory for it: each op alone */
-  store_wop *ops[STORE_ROWS_RUN];
-  if (o->row_of(o, &s->rows[0])) return 0; /* o runs alone: no scan */
-  ops[0] = o;
-  int n = 1;
-  for (store_wop *x = o->next; x && n < STORE_ROWS_RUN; x = x->next) {
-    if (x->fn == nothing_fn || x->grouped) continue;
-    if (x->row_of && x->row_of(x, &s->rows[n]) == 0) {
-      ops[n++] = x;
-      continue;
-    }
-    if (!x->passable) break;
-  }
-  return n < 2 ? 0 : store__insert_rows(s, ops, s->rows, n);
 }
 
 /* Run one batch (a list taken from the queue) in one transaction. */
@@ -380,7 +357,7 @@ static void run_batch(sqstore *s, store_wop *head) {
   for (store_wop *o = head; o; o = o->next) {
     if (o->grouped) continue; /* its row went in with an earlier op's run */
     terr_clear(&o->err);
-    if (in_txn && o->row_of && run_rows(s, o) < 0) {
+    if (in_txn && o->rows_fn && o->rows_fn(s, o) < 0) {
       /* The run's error ended the transaction: the ops before lost. */
       fail_range(s, txn_first, o, "transaction rolled back");
       in_txn = 0;
@@ -498,6 +475,9 @@ static void *writer_main(void *arg) {
  * queue), or for a lazy op when it sleeps with no deadline (it then sleeps
  * until the op is due). [s->mu] */
 static int nothing_fn(sqstore *s, store_wop *o, terr *e) { return 0; }
+
+/* See store_int.h. */
+int store__op_empty(const store_wop *o) { return o->fn == nothing_fn; }
 
 static void enqueue_locked(sqstore *s, store_wop *o) {
   o->next = NULL;
@@ -751,7 +731,8 @@ void sq_close(sqstore *s) {
   pthread_mutex_destroy(&s->rmu);
   pthread_mutex_destroy(&s->mu);
   store__recent_free(s);
-  store__rows_free(s);
+  for (int i = 0; i < 4; i++) free(s->rows_sql[i]); /* store_rows.c's */
+  free(s->rows);
   fold_free(s->fold);
   free(s);
 }

@@ -2,7 +2,8 @@
  *
  * The store is split by concern: schema.c (migrations), store.c (open/close,
  * the writer thread, connections and their statement caches), store_jobs.c
- * and store_lifecycle.c (job rows and their transitions), store_arrays.c and
+ * and store_lifecycle.c (job rows and their transitions), store_rows.c (job
+ * rows several to an INSERT), store_arrays.c and
  * store_stats.c (the operations), store_ops.c (steps those share),
  * store_ckpt.c (checkpoints). They meet here.
  *
@@ -99,10 +100,11 @@ struct store_wop {
    * thread; the row's strings stay valid until the op is done. */
   int (*row_of)(store_wop *op, store_row *out);
   int (*row_done)(sqstore *s, store_wop *op, terr *e);
+  int (*rows_fn)(sqstore *s, store_wop *op); /* store__run_rows, or NULL */
   int grouped;           /* writer: done by a shared INSERT, rc set */
   /* The op changes only the row of one job whose insert was queued
    * before it (a start, progress, finish, requeue): a multi-row INSERT of
-   * later ops' rows (other jobs') may go in before it (store.c, run_rows). */
+   * later ops' rows (other jobs') may go in before it (store_rows.c). */
   int passable;
   store_wop *next;       /* queue link (s->mu) */
   /* async progress payload (heap ops, owned by the queue then the writer) */
@@ -171,7 +173,7 @@ struct sqstore {
   /* store_rows.c: the multi-row INSERTs' texts, built on first use by
    * the writer thread (writer only; freed by sq_close). */
   char *rows_sql[4];
-  store_row *rows; /* run_batch's rows of a run, STORE_ROWS_RUN of them */
+  store_row *rows; /* a run's rows, STORE_ROWS_RUN of them */
 };
 
 /* schema.c: migrate the writer connection to the newest version. */
@@ -325,22 +327,21 @@ typedef struct store_start_args {
 int store__insert_ended(sqstore *s, store_wop *ins, const store_start_args *sa,
                         const store_job_end *x, terr *e);
 
-/* store_rows.c, writer thread, in run_batch: insert rows[i], ops[i]'s
- * row (row_of gave it), for i in [0, n), with as few statements as it can
- * (of STORE_ROWS_MAX rows, then fewer; a last lone row is left). Every op
- * whose statement went in is done: grouped = 1, rc = its row_done. An op
- * whose statement failed is left as it was (the statement undid itself):
- * the caller runs it alone, as it would have without the group, so each
- * op's outcome is its own. Returns 0; or -1 when an error ended the whole
- * transaction: the ops that went in are failed (grouped, rc set), the
- * rest left as they were. */
+/* store_rows.c, writer thread, run_batch's store_wop.rows_fn of the ops
+ * that may lead a run: from o on, the ops whose rows may share a multi-row
+ * INSERT, inserted together (see store_rows.c). 0 (each op it did is
+ * grouped, its rc set; the others untouched); -1 when an error ended the
+ * whole transaction (the ops that went in failed, grouped). */
 #define STORE_ROWS_MAX 64
-#define STORE_ROWS_RUN (4 * STORE_ROWS_MAX) /* rows per call, at most */
-int store__insert_rows(sqstore *s, store_wop **ops, const store_row *rows,
-                       int n);
-/* Free what store__insert_rows keeps (sq_close). */
-void store__rows_free(sqstore *s);
-/* store_jobs.c: bind r's job at the job INSERT's parameters ?base+1 ..
+#define STORE_ROWS_RUN (4 * STORE_ROWS_MAX) /* rows per run, at most */
+int store__run_rows(sqstore *s, store_wop *o);
+/* store.c: 1 for an op that writes nothing (emptied by a take-over, a
+ * sync). */
+int store__op_empty(const store_wop *o);
+/* store_rows.c, writer thread: insert one row with the one-row statement;
+ * 0, or store__exec_insert's error. */
+int store__insert_row(sqstore *s, const store_row *r, terr *e);
+/* store_rows.c: bind r's job at the job INSERT's parameters ?base+1 ..
  * ?base+43 in the column order of STORE_ROWS_COLS (status, devices and the
  * .npy bytes included; r's strings bound SQLITE_STATIC). */
 #define STORE_ROWS_COLS STORE_JOB_COLS ", result_npy"
@@ -354,8 +355,8 @@ int store__ended_row(store_wop *ins, const store_start_args *sa,
                      const store_job_end *x, store_row *out);
 
 /* store_jobs.c: a row selected with the job column list (STORE_JOB_COLS,
- * db/store_common.h) is read into *j by store__job_row. The typed timings
- * and result of a job: bind them at the
+ * db/store_common.h) is read into *j by store__job_row. store_rows.c: the
+ * typed timings and result of a job: bind them at the
  * statement's parameters t[i] (the JOB_T_* order) and r[4] (dtype, shape,
  * bytes, nonconverged); read them from the STORE_JOB_COLS columns. */
 void store__bind_timings(sqlite3_stmt *st, const job_timings *t,

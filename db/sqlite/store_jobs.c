@@ -32,29 +32,6 @@
 #include "db/sqlite/store_int.h"
 #include "util/vec.h"
 
-void store__bind_timings(sqlite3_stmt *st, const job_timings *t,
-                         const int idx[JOB_T__COUNT]) {
-  for (int i = 0; i < JOB_T__COUNT; i++) {
-    if (t->set & (1u << i)) sqlite3_bind_double(st, idx[i], t->ms[i]);
-    else sqlite3_bind_null(st, idx[i]);
-  }
-}
-
-void store__bind_result(sqlite3_stmt *st, const job_result_info *r,
-                        const int idx[4]) {
-  if (!r->dtype[0]) {
-    for (int i = 0; i < 4; i++) sqlite3_bind_null(st, idx[i]);
-    return;
-  }
-  char shape[STORE_MAXDIM * 22 + 4];
-  store__shape_text(r, shape, sizeof shape);
-  sqlite3_bind_text(st, idx[0], r->dtype, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, idx[1], shape, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_int64(st, idx[2], r->bytes);
-  if (r->nonconverged > 0) sqlite3_bind_int64(st, idx[3], r->nonconverged);
-  else sqlite3_bind_null(st, idx[3]);
-}
-
 /* Columns of STORE_JOB_COLS holding the timings (JOB_T_* order). */
 static const int timing_cols[JOB_T__COUNT] = {17, 27, 28, 29, 30, 31, 32};
 
@@ -231,7 +208,6 @@ static int refs_exist(sqstore *s, const store_job *j, terr *e) {
   return rc;
 }
 
-static int insert_row(sqstore *s, const store_row *r, terr *e);
 
 static int insert_fn(sqstore *s, store_wop *op, terr *e) {
   insert_args *a = op->arg;
@@ -267,68 +243,7 @@ static int insert_fn(sqstore *s, store_wop *op, terr *e) {
   store_row r = {.j = *j};
   r.j.status = JOB_QUEUED;
   r.j.devices = NULL;
-  return insert_row(s, &r, e);
-}
-
-/* Writer thread: insert one row (the one-row statement of store_rows.c's
- * shape). 0, or store__exec_insert's error. */
-static int insert_row(sqstore *s, const store_row *r, terr *e) {
-  sqlite3_stmt *st;
-  int rc = store__stmt(&s->w,
-                       "INSERT INTO jobs (" STORE_ROWS_COLS ") VALUES"
-                       " (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
-                       " ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,"
-                       " ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32,"
-                       " ?33, ?34, ?35, ?36, ?37, ?38, NULL, NULL, 0, ?39,"
-                       " ?40, ?41, ?42, ?43)",
-                       &st, e);
-  if (rc) return rc;
-  store__bind_row(st, 0, r);
-  return store__exec_insert(s, st, "job", r->j.id, e);
-}
-
-/* See store_int.h. Unbound parameters are NULL (store__stmt clears the
- * bindings), so NULL columns are left unbound. */
-void store__bind_row(sqlite3_stmt *st, int b, const store_row *r) {
-  const store_job *j = &r->j;
-  sqlite3_bind_text(st, b + 1, j->id, -1, SQLITE_STATIC);
-  store__bind_text(st, b + 2, j->owner);
-  store__bind_text(st, b + 3, j->kind);
-  store__bind_text(st, b + 4, j->params);
-  sqlite3_bind_text(st, b + 5, job_status_name(j->status), -1, SQLITE_STATIC);
-  store__bind_text(st, b + 6, j->backend_requested);
-  if (j->backend_used) store__bind_text(st, b + 7, j->backend_used);
-  if (j->backend_reason) store__bind_text(st, b + 8, j->backend_reason);
-  if (j->estimate) store__bind_text(st, b + 9, j->estimate);
-  sqlite3_bind_int(st, b + 10, j->priority);
-  if (j->label) store__bind_text(st, b + 11, j->label);
-  if (j->request_id) store__bind_text(st, b + 12, j->request_id);
-  if (j->body_hash) store__bind_text(st, b + 13, j->body_hash);
-  sqlite3_bind_double(st, b + 14, j->timeout_s);
-  sqlite3_bind_int64(st, b + 15, j->created_at);
-  sqlite3_bind_int64(st, b + 16, j->started_at);
-  sqlite3_bind_int64(st, b + 17, j->finished_at);
-  const int tcols[JOB_T__COUNT] = {b + 18, b + 28, b + 29, b + 30,
-                                   b + 31, b + 32, b + 33};
-  const int rcols[4] = {b + 23, b + 34, b + 35, b + 36};
-  store__bind_timings(st, &j->timings, tcols);
-  sqlite3_bind_int64(st, b + 19, j->progress_done);
-  sqlite3_bind_int64(st, b + 20, j->progress_total);
-  if (j->error_code) store__bind_text(st, b + 21, j->error_code);
-  if (j->error_message) store__bind_text(st, b + 22, j->error_message);
-  store__bind_result(st, &j->result, rcols);
-  if (j->result_path) store__bind_text(st, b + 24, j->result_path);
-  if (j->compare) store__bind_text(st, b + 25, j->compare);
-  if (!isnan(j->max_abs_diff)) sqlite3_bind_double(st, b + 26, j->max_abs_diff);
-  sqlite3_bind_int(st, b + 27, j->attempts);
-  if (j->output_file) store__bind_text(st, b + 37, j->output_file);
-  if (j->result_parts) store__bind_text(st, b + 38, j->result_parts);
-  if (j->parent) store__bind_text(st, b + 39, j->parent);
-  sqlite3_bind_int(st, b + 40, j->tile);
-  sqlite3_bind_int(st, b + 41, j->tiles);
-  if (j->devices) store__bind_text(st, b + 42, j->devices);
-  if (r->npy)
-    sqlite3_bind_blob64(st, b + 43, r->npy, r->npy_len, SQLITE_STATIC);
+  return store__insert_row(s, &r, e);
 }
 
 /* See store_int.h. The row: the insert's, then the start's columns as
@@ -359,7 +274,7 @@ int store__insert_ended(sqstore *s, store_wop *ins, const store_start_args *sa,
   store_row r;
   (void)store__ended_row(ins, sa, x, &r);
   int rc = refs_exist(s, &r.j, e);
-  if (!rc) rc = insert_row(s, &r, e);
+  if (!rc) rc = store__insert_row(s, &r, e);
   if (rc) { /* the insert's own failure, for its after-callback */
     ins->rc = rc;
     ins->err = *e;
@@ -616,6 +531,7 @@ int sq_job_insert_async(sqstore *s, store_job *j, terr *e) {
   o->op.fn = insert_fn;
   o->op.row_of = insert_row_of;
   o->op.row_done = insert_row_done;
+  o->op.rows_fn = store__run_rows;
   o->op.arg = &o->a;
   o->op.one_stmt = 1;
   o->op.lazy = 1;

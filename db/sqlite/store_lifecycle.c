@@ -264,7 +264,8 @@ int sq_job_finish(sqstore *s, const char *id, const store_job_end *end,
   finish_args a = {id, end, NULL, 0, 0};
   store_wop op = {.fn = finish_fn, .arg = &a, .one_stmt = 1,
                   .absorb_id = id, .row_of = finish_row_of,
-                  .row_done = finish_row_done, .passable = 1};
+                  .row_done = finish_row_done, .rows_fn = store__run_rows,
+                  .passable = 1};
   return store__write_op(s, &op, e);
 }
 
@@ -340,6 +341,7 @@ int sq_job_finish_async(sqstore *s, const char *id, const store_job_end *end,
   o->op.one_stmt = 1;
   o->op.row_of = finish_row_of;
   o->op.row_done = finish_row_done;
+  o->op.rows_fn = store__run_rows;
   o->op.passable = 1;
   o->op.after = finish_after;
   o->op.absorb_id = o->a.id;

@@ -9,19 +9,27 @@
  * 40 % of a tiny job's INSERT; tests/bench/README.md, 2026-11-29, s37). A
  * multi-row INSERT (`VALUES (...), (...), ...`) pays it once per statement.
  *
- * store.c's run_batch picks the runs (ops whose row_of gives a row, with
- * only empty ops between them, so no other write moves past them) and
- * calls store__insert_rows, which inserts them in statements of 64, 16, 4
- * and 2 rows. A statement is atomic: when one fails (a constraint, say),
- * SQLite undoes it and its ops are left to run alone, each with its own
- * outcome, exactly as without the group. Rows of one run may so go in in
- * another order than queued; none of them depends on another (a row that
- * must check references, or a request_id, is not in a run: row_of), and
- * they commit together.
+ * An op that may lead a run (an async insert, a finish) carries
+ * store__run_rows as its rows_fn; store.c's run_batch calls it when it
+ * reaches the op (a pointer, so that store.c, which this file calls, does
+ * not call it back). It gathers the run: the ops whose row_of gives a row,
+ * passing only empty ops and passable ones (they change rows of jobs
+ * inserted before them, which a new row of another job does not change),
+ * and inserts them in statements of 64, 16, 4 and 2 rows. A statement is
+ * atomic: when one fails (a constraint, say), SQLite undoes it and its ops
+ * are left to run alone, each with its own outcome, exactly as without
+ * the run. Rows of one run may so go in in another order than queued;
+ * none of them depends on another (a row that must check references, or
+ * a request_id, is not in a run: row_of), and they commit together.
  *
- * Thread: the writer only (s->rows_sql, s->rows are its own). The texts of
- * the statements are built on first use and freed by store__rows_free.
+ * Also here: the binding of a job row (store__bind_row, and the typed
+ * timings and result that the finish's UPDATE binds too) and the one-row
+ * INSERT (store__insert_row).
+ *
+ * Thread: the writer only (s->rows_sql, s->rows are its own; sq_close
+ * frees them). The texts of the statements are built on first use.
  */
+#include <math.h>
 #include <stdlib.h>
 
 #include "db/sqlite/store_int.h"
@@ -69,8 +77,15 @@ static int insert_k(sqstore *s, int si, store_wop **ops,
   return 0;
 }
 
-/* See store_int.h. */
-int store__insert_rows(sqstore *s, store_wop **ops, const store_row *rows,
+/* Insert rows[i], ops[i]'s row (row_of gave it), for i in [0, n), with as
+ * few statements as it can (of STORE_ROWS_MAX rows, then fewer; a last
+ * lone row is left). Every op whose statement went in is done: grouped =
+ * 1, rc = its row_done. An op whose statement failed is left as it was
+ * (the statement undid itself): run_batch runs it alone, as it would have
+ * without the run, so each op's outcome is its own. 0; or -1 when an error
+ * ended the whole transaction: the ops that went in are failed (grouped,
+ * rc set), the rest left as they were. */
+static int insert_rows(sqstore *s, store_wop **ops, const store_row *rows,
                        int n) {
   int at = 0;
   for (int si = 0; si < 4 && at < n; si++) {
@@ -100,12 +115,111 @@ int store__insert_rows(sqstore *s, store_wop **ops, const store_row *rows,
   return 0;
 }
 
-/* See store_int.h. */
-void store__rows_free(sqstore *s) {
-  for (int i = 0; i < 4; i++) {
-    free(s->rows_sql[i]);
-    s->rows_sql[i] = NULL;
+/* From o on, the ops whose rows may share a multi-row INSERT (row_of
+ * gives one), stepping over empty ops and passable ones (store_wop:
+ * writes to the rows of jobs inserted before them, which a new row of
+ * another job does not change) and stopping at any other op, so that no
+ * row goes in before an op its presence could change: inserted together
+ * (store_rows.c). A run of one row is left to its op. 0; -1 when an error
+ * ended the transaction (insert_rows). See store_int.h. */
+int store__run_rows(sqstore *s, store_wop *o) {
+  if (!s->rows && !(s->rows = malloc(STORE_ROWS_RUN * sizeof *s->rows)))
+    return 0; /* without memory for it: each op alone */
+  store_wop *ops[STORE_ROWS_RUN];
+  if (!o->row_of || o->row_of(o, &s->rows[0])) /* alone: no scan */
+    return 0;
+  ops[0] = o;
+  int n = 1;
+  for (store_wop *x = o->next; x && n < STORE_ROWS_RUN; x = x->next) {
+    if (store__op_empty(x) || x->grouped) continue;
+    if (x->row_of && x->row_of(x, &s->rows[n]) == 0) {
+      ops[n++] = x;
+      continue;
+    }
+    if (!x->passable) break;
   }
-  free(s->rows);
-  s->rows = NULL;
+  return n < 2 ? 0 : insert_rows(s, ops, s->rows, n);
+}
+
+/* See store_int.h (the one-row statement of rows_text's shape). */
+int store__insert_row(sqstore *s, const store_row *r, terr *e) {
+  sqlite3_stmt *st;
+  int rc = store__stmt(&s->w,
+                       "INSERT INTO jobs (" STORE_ROWS_COLS ") VALUES"
+                       " (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,"
+                       " ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,"
+                       " ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32,"
+                       " ?33, ?34, ?35, ?36, ?37, ?38, NULL, NULL, 0, ?39,"
+                       " ?40, ?41, ?42, ?43)",
+                       &st, e);
+  if (rc) return rc;
+  store__bind_row(st, 0, r);
+  return store__exec_insert(s, st, "job", r->j.id, e);
+}
+
+/* See store_int.h. Unbound parameters are NULL (store__stmt clears the
+ * bindings), so NULL columns are left unbound. */
+void store__bind_row(sqlite3_stmt *st, int b, const store_row *r) {
+  const store_job *j = &r->j;
+  sqlite3_bind_text(st, b + 1, j->id, -1, SQLITE_STATIC);
+  store__bind_text(st, b + 2, j->owner);
+  store__bind_text(st, b + 3, j->kind);
+  store__bind_text(st, b + 4, j->params);
+  sqlite3_bind_text(st, b + 5, job_status_name(j->status), -1, SQLITE_STATIC);
+  store__bind_text(st, b + 6, j->backend_requested);
+  if (j->backend_used) store__bind_text(st, b + 7, j->backend_used);
+  if (j->backend_reason) store__bind_text(st, b + 8, j->backend_reason);
+  if (j->estimate) store__bind_text(st, b + 9, j->estimate);
+  sqlite3_bind_int(st, b + 10, j->priority);
+  if (j->label) store__bind_text(st, b + 11, j->label);
+  if (j->request_id) store__bind_text(st, b + 12, j->request_id);
+  if (j->body_hash) store__bind_text(st, b + 13, j->body_hash);
+  sqlite3_bind_double(st, b + 14, j->timeout_s);
+  sqlite3_bind_int64(st, b + 15, j->created_at);
+  sqlite3_bind_int64(st, b + 16, j->started_at);
+  sqlite3_bind_int64(st, b + 17, j->finished_at);
+  const int tcols[JOB_T__COUNT] = {b + 18, b + 28, b + 29, b + 30,
+                                   b + 31, b + 32, b + 33};
+  const int rcols[4] = {b + 23, b + 34, b + 35, b + 36};
+  store__bind_timings(st, &j->timings, tcols);
+  sqlite3_bind_int64(st, b + 19, j->progress_done);
+  sqlite3_bind_int64(st, b + 20, j->progress_total);
+  if (j->error_code) store__bind_text(st, b + 21, j->error_code);
+  if (j->error_message) store__bind_text(st, b + 22, j->error_message);
+  store__bind_result(st, &j->result, rcols);
+  if (j->result_path) store__bind_text(st, b + 24, j->result_path);
+  if (j->compare) store__bind_text(st, b + 25, j->compare);
+  if (!isnan(j->max_abs_diff)) sqlite3_bind_double(st, b + 26, j->max_abs_diff);
+  sqlite3_bind_int(st, b + 27, j->attempts);
+  if (j->output_file) store__bind_text(st, b + 37, j->output_file);
+  if (j->result_parts) store__bind_text(st, b + 38, j->result_parts);
+  if (j->parent) store__bind_text(st, b + 39, j->parent);
+  sqlite3_bind_int(st, b + 40, j->tile);
+  sqlite3_bind_int(st, b + 41, j->tiles);
+  if (j->devices) store__bind_text(st, b + 42, j->devices);
+  if (r->npy)
+    sqlite3_bind_blob64(st, b + 43, r->npy, r->npy_len, SQLITE_STATIC);
+}
+
+void store__bind_timings(sqlite3_stmt *st, const job_timings *t,
+                         const int idx[JOB_T__COUNT]) {
+  for (int i = 0; i < JOB_T__COUNT; i++) {
+    if (t->set & (1u << i)) sqlite3_bind_double(st, idx[i], t->ms[i]);
+    else sqlite3_bind_null(st, idx[i]);
+  }
+}
+
+void store__bind_result(sqlite3_stmt *st, const job_result_info *r,
+                        const int idx[4]) {
+  if (!r->dtype[0]) {
+    for (int i = 0; i < 4; i++) sqlite3_bind_null(st, idx[i]);
+    return;
+  }
+  char shape[STORE_MAXDIM * 22 + 4];
+  store__shape_text(r, shape, sizeof shape);
+  sqlite3_bind_text(st, idx[0], r->dtype, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(st, idx[1], shape, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(st, idx[2], r->bytes);
+  if (r->nonconverged > 0) sqlite3_bind_int64(st, idx[3], r->nonconverged);
+  else sqlite3_bind_null(st, idx[3]);
 }
