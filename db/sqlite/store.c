@@ -49,6 +49,10 @@
  * the queue put it (a [sync] start, requeue, unstart, note: touch_id)
  * takes the job's entries out of the table, so nothing moves past it.
  *
+ * Runs of rows: ops whose whole write is one job row (row_of) go in
+ * several to an INSERT (store_wop.rows_fn, store_rows.c), moving only past empty
+ * ops and ops that change rows of jobs inserted before them (passable).
+ *
  * Savepoints: an op that writes with one statement (store_wop.one_stmt: the
  * job lifecycle ops) needs none, since SQLite undoes a failing statement
  * itself; the others get one when they share a batch.
@@ -331,11 +335,15 @@ static int wexec(sqstore *s, const char *sql) {
 }
 
 /* Fail every op from `from` up to (not including) `to` with the last error
- * of the write connection: their transaction is gone. */
+ * of the write connection: their transaction is gone. So are the rows of
+ * the ops after `to` that went in with a run (rows_fn) before it. */
 static void fail_range(sqstore *s, store_wop *from, store_wop *to,
                        const char *what) {
   for (store_wop *o = from; o != to; o = o->next)
     if (o->rc == 0) o->rc = store__dberr(&o->err, s->w.db, what);
+  for (store_wop *o = to; o; o = o->next)
+    if (o->grouped && o->rc == 0)
+      o->rc = store__dberr(&o->err, s->w.db, what);
 }
 
 /* Run one batch (a list taken from the queue) in one transaction. */
@@ -347,7 +355,14 @@ static void run_batch(sqstore *s, store_wop *head) {
     return;
   }
   for (store_wop *o = head; o; o = o->next) {
+    if (o->grouped) continue; /* its row went in with an earlier op's run */
     terr_clear(&o->err);
+    if (in_txn && o->rows_fn && o->rows_fn(s, o) < 0) {
+      /* The run's error ended the transaction: the ops before lost. */
+      fail_range(s, txn_first, o, "transaction rolled back");
+      in_txn = 0;
+    }
+    if (o->grouped) continue;
     if (!in_txn) {
       /* A previous op's error ended the transaction: start another one. */
       if (wexec(s, "BEGIN IMMEDIATE") != SQLITE_OK) {
@@ -461,10 +476,14 @@ static void *writer_main(void *arg) {
  * until the op is due). [s->mu] */
 static int nothing_fn(sqstore *s, store_wop *o, terr *e) { return 0; }
 
+/* See store_int.h. */
+int store__op_empty(const store_wop *o) { return o->fn == nothing_fn; }
+
 static void enqueue_locked(sqstore *s, store_wop *o) {
   o->next = NULL;
   o->absorbed = NULL;
   o->absorbed_insert = NULL;
+  o->grouped = 0;
   if (o->absorb_id) { /* a finish: its job's start and insert may wait */
     store_wop *st = fold_take(s->fold, o->absorb_id, FOLD_START);
     if (st) {
@@ -475,6 +494,7 @@ static void enqueue_locked(sqstore *s, store_wop *o) {
     if (in) {
       o->absorbed_insert = in;
       in->fn = nothing_fn;
+      in->row_of = NULL;
       atomic_fetch_add_explicit(&s->n_folds, 1, memory_order_relaxed);
     }
   } else if (o->start_id) {
@@ -586,6 +606,7 @@ void sq_job_progress(sqstore *s, const char *id, int64_t done,
   if (!o) goto out; /* loss-tolerant by contract */
   o->fn = progress_fn;
   o->one_stmt = 1;
+  o->passable = 1;
   o->lazy = 1;
   snprintf(o->job_id, sizeof o->job_id, "%s", id);
   o->pdone = done;
@@ -710,6 +731,8 @@ void sq_close(sqstore *s) {
   pthread_mutex_destroy(&s->rmu);
   pthread_mutex_destroy(&s->mu);
   store__recent_free(s);
+  for (int i = 0; i < 4; i++) free(s->rows_sql[i]); /* store_rows.c's */
+  free(s->rows);
   fold_free(s->fold);
   free(s);
 }

@@ -2,7 +2,8 @@
  *
  * The store is split by concern: schema.c (migrations), store.c (open/close,
  * the writer thread, connections and their statement caches), store_jobs.c
- * and store_lifecycle.c (job rows and their transitions), store_arrays.c and
+ * and store_lifecycle.c (job rows and their transitions), store_rows.c (job
+ * rows several to an INSERT), store_arrays.c and
  * store_stats.c (the operations), store_ops.c (steps those share),
  * store_ckpt.c (checkpoints). They meet here.
  *
@@ -49,6 +50,14 @@ typedef struct store_conn {
 typedef struct store_wop store_wop;
 typedef int (*store_wfn)(sqstore *s, store_wop *op, terr *e);
 
+/* A job row as one INSERT writes it (store_rows.c): the job (status and
+ * devices included; its strings the op's) and the result's .npy bytes. */
+typedef struct store_row {
+  store_job j;
+  const void *npy; /* NULL: none */
+  size_t npy_len;
+} store_row;
+
 struct store_wop {
   store_wfn fn;
   void *arg;             /* operation arguments (caller owned) */
@@ -82,6 +91,21 @@ struct store_wop {
   const char *insert_id;
   const char *touch_id;
   store_wop *absorbed_insert;
+  /* An op whose whole write is one INSERT of a job row (an async insert;
+   * a finish that took its insert over) may share a multi-row INSERT with
+   * the like ops next to it in its batch (store_rows.c): row_of fills *out
+   * and returns 0, or returns nonzero when the op must run alone (fn);
+   * once the shared INSERT went in, row_done does what fn does after its
+   * own INSERT (0 or a terr code). NULL: the op always runs alone. Writer
+   * thread; the row's strings stay valid until the op is done. */
+  int (*row_of)(store_wop *op, store_row *out);
+  int (*row_done)(sqstore *s, store_wop *op, terr *e);
+  int (*rows_fn)(sqstore *s, store_wop *op); /* store__run_rows, or NULL */
+  int grouped;           /* writer: done by a shared INSERT, rc set */
+  /* The op changes only the row of one job whose insert was queued
+   * before it (a start, progress, finish, requeue): a multi-row INSERT of
+   * later ops' rows (other jobs') may go in before it (store_rows.c). */
+  int passable;
   store_wop *next;       /* queue link (s->mu) */
   /* async progress payload (heap ops, owned by the queue then the writer) */
   char job_id[T_ID_MAX];
@@ -135,6 +159,8 @@ struct sqstore {
   /* inserts a finish took over (at enqueue), and async inserts that
    * failed (their own or the finish's that took them over) */
   atomic_llong n_folds, n_insert_failed;
+  /* rows that went in through a multi-row INSERT (store_rows.c) */
+  atomic_llong n_rows_grouped;
   /* The last STORE_INSERT_ERRS failed async inserts' errors by job id (a
    * ring; under mu): so an answer names why (sq_insert_error). */
   struct {
@@ -144,6 +170,10 @@ struct sqstore {
   unsigned ins_err_next;
 
   struct store_recent *recent; /* store_recent.c; NULL: none (no memory) */
+  /* store_rows.c: the multi-row INSERTs' texts, built on first use by
+   * the writer thread (writer only; freed by sq_close). */
+  char *rows_sql[4];
+  store_row *rows; /* a run's rows, STORE_ROWS_RUN of them */
 };
 
 /* schema.c: migrate the writer connection to the newest version. */
@@ -297,9 +327,36 @@ typedef struct store_start_args {
 int store__insert_ended(sqstore *s, store_wop *ins, const store_start_args *sa,
                         const store_job_end *x, terr *e);
 
+/* store_rows.c, writer thread, run_batch's store_wop.rows_fn of the ops
+ * that may lead a run: from o on, the ops whose rows may share a multi-row
+ * INSERT, inserted together (see store_rows.c). 0 (each op it did is
+ * grouped, its rc set; the others untouched); -1 when an error ended the
+ * whole transaction (the ops that went in failed, grouped). */
+#define STORE_ROWS_MAX 64
+#define STORE_ROWS_RUN (4 * STORE_ROWS_MAX) /* rows per run, at most */
+int store__run_rows(sqstore *s, store_wop *o);
+/* store.c: 1 for an op that writes nothing (emptied by a take-over, a
+ * sync). */
+int store__op_empty(const store_wop *o);
+/* store_rows.c, writer thread: insert one row with the one-row statement;
+ * 0, or store__exec_insert's error. */
+int store__insert_row(sqstore *s, const store_row *r, terr *e);
+/* store_rows.c: bind r's job at the job INSERT's parameters ?base+1 ..
+ * ?base+43 in the column order of STORE_ROWS_COLS (status, devices and the
+ * .npy bytes included; r's strings bound SQLITE_STATIC). */
+#define STORE_ROWS_COLS STORE_JOB_COLS ", result_npy"
+#define STORE_ROW_PARAMS 43
+void store__bind_row(sqlite3_stmt *st, int base, const store_row *r);
+/* store_jobs.c: the row the async insert `ins` (and the start sa, and the
+ * end x) leave, in *out (shallow: its strings are ins's, sa's and x's).
+ * Nonzero when the insert must run as its own op (its params reference an
+ * array or a job: refs_exist). */
+int store__ended_row(store_wop *ins, const store_start_args *sa,
+                     const store_job_end *x, store_row *out);
+
 /* store_jobs.c: a row selected with the job column list (STORE_JOB_COLS,
- * db/store_common.h) is read into *j by store__job_row. The typed timings
- * and result of a job: bind them at the
+ * db/store_common.h) is read into *j by store__job_row. store_rows.c: the
+ * typed timings and result of a job: bind them at the
  * statement's parameters t[i] (the JOB_T_* order) and r[4] (dtype, shape,
  * bytes, nonconverged); read them from the STORE_JOB_COLS columns. */
 void store__bind_timings(sqlite3_stmt *st, const job_timings *t,

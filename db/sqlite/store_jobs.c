@@ -32,29 +32,6 @@
 #include "db/sqlite/store_int.h"
 #include "util/vec.h"
 
-void store__bind_timings(sqlite3_stmt *st, const job_timings *t,
-                         const int idx[JOB_T__COUNT]) {
-  for (int i = 0; i < JOB_T__COUNT; i++) {
-    if (t->set & (1u << i)) sqlite3_bind_double(st, idx[i], t->ms[i]);
-    else sqlite3_bind_null(st, idx[i]);
-  }
-}
-
-void store__bind_result(sqlite3_stmt *st, const job_result_info *r,
-                        const int idx[4]) {
-  if (!r->dtype[0]) {
-    for (int i = 0; i < 4; i++) sqlite3_bind_null(st, idx[i]);
-    return;
-  }
-  char shape[STORE_MAXDIM * 22 + 4];
-  store__shape_text(r, shape, sizeof shape);
-  sqlite3_bind_text(st, idx[0], r->dtype, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_text(st, idx[1], shape, -1, SQLITE_TRANSIENT);
-  sqlite3_bind_int64(st, idx[2], r->bytes);
-  if (r->nonconverged > 0) sqlite3_bind_int64(st, idx[3], r->nonconverged);
-  else sqlite3_bind_null(st, idx[3]);
-}
-
 /* Columns of STORE_JOB_COLS holding the timings (JOB_T_* order). */
 static const int timing_cols[JOB_T__COUNT] = {17, 27, 28, 29, 30, 31, 32};
 
@@ -175,6 +152,13 @@ typedef struct insert_args {
   int existing;
 } insert_args;
 
+/* Params that reference an array or a job's result: the insert checks
+ * that they exist (refs_exist) in its own op. */
+static int has_refs(const store_job *j) {
+  return j->params &&
+         (strstr(j->params, "\"array\"") || strstr(j->params, "\"result\""));
+}
+
 /* An array or a job the new job references ({"array": "<id>"} or
  * {"result": "<job id>"} anywhere in its params) that is not in the
  * store: T_ENOTFOUND naming its field ("params.inputs.x", as the API
@@ -187,9 +171,7 @@ typedef struct insert_args {
  * compute/array/store_source.c). Only params
  * that mention "array" or "result" are walked (json_tree). */
 static int refs_exist(sqstore *s, const store_job *j, terr *e) {
-  if (!j->params ||
-      (!strstr(j->params, "\"array\"") && !strstr(j->params, "\"result\"")))
-    return 0;
+  if (!has_refs(j)) return 0;
   sqlite3_stmt *st;
   int rc =
       store__stmt(&s->w,
@@ -226,7 +208,6 @@ static int refs_exist(sqstore *s, const store_job *j, terr *e) {
   return rc;
 }
 
-static void bind_row(sqlite3_stmt *st, const store_job *j);
 
 static int insert_fn(sqstore *s, store_wop *op, terr *e) {
   insert_args *a = op->arg;
@@ -259,92 +240,41 @@ static int insert_fn(sqstore *s, store_wop *op, terr *e) {
     if (step != SQLITE_DONE) return store__dberr(e, s->w.db, "insert job");
   }
   if ((rc = refs_exist(s, j, e))) return rc;
-  rc = store__stmt(&s->w,
-                   "INSERT INTO jobs (" STORE_JOB_COLS ") VALUES"
-                   " (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
-                   " ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24,"
-                   " ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35,"
-                   " ?36, ?37, ?38, NULL, NULL, 0, ?39, ?40, ?41, NULL)",
-                   &st, e);
-  if (rc) return rc;
-  bind_row(st, j);
-  sqlite3_bind_text(st, 5, "queued", -1, SQLITE_STATIC);
-  return store__exec_insert(s, st, "job", j->id, e);
-}
-
-/* Bind j at the INSERT's parameters ?1..?41 but ?5 (the status). */
-static void bind_row(sqlite3_stmt *st, const store_job *j) {
-  sqlite3_bind_text(st, 1, j->id, -1, SQLITE_STATIC);
-  store__bind_text(st, 2, j->owner);
-  store__bind_text(st, 3, j->kind);
-  store__bind_text(st, 4, j->params);
-  store__bind_text(st, 6, j->backend_requested);
-  store__bind_text(st, 7, j->backend_used);
-  store__bind_text(st, 8, j->backend_reason);
-  store__bind_text(st, 9, j->estimate);
-  sqlite3_bind_int(st, 10, j->priority);
-  store__bind_text(st, 11, j->label);
-  store__bind_text(st, 12, j->request_id);
-  store__bind_text(st, 13, j->body_hash);
-  sqlite3_bind_double(st, 14, j->timeout_s);
-  sqlite3_bind_int64(st, 15, j->created_at);
-  sqlite3_bind_int64(st, 16, j->started_at);
-  sqlite3_bind_int64(st, 17, j->finished_at);
-  static const int tcols[JOB_T__COUNT] = {18, 28, 29, 30, 31, 32, 33};
-  static const int rcols[4] = {23, 34, 35, 36};
-  store__bind_timings(st, &j->timings, tcols);
-  sqlite3_bind_int64(st, 19, j->progress_done);
-  sqlite3_bind_int64(st, 20, j->progress_total);
-  store__bind_text(st, 21, j->error_code);
-  store__bind_text(st, 22, j->error_message);
-  store__bind_result(st, &j->result, rcols);
-  store__bind_text(st, 24, j->result_path);
-  store__bind_text(st, 25, j->compare);
-  if (isnan(j->max_abs_diff)) sqlite3_bind_null(st, 26);
-  else sqlite3_bind_double(st, 26, j->max_abs_diff);
-  sqlite3_bind_int(st, 27, j->attempts);
-  store__bind_text(st, 37, j->output_file);
-  store__bind_text(st, 38, j->result_parts);
-  store__bind_text(st, 39, j->parent);
-  sqlite3_bind_int(st, 40, j->tile);
-  sqlite3_bind_int(st, 41, j->tiles);
+  store_row r = {.j = *j};
+  r.j.status = JOB_QUEUED;
+  r.j.devices = NULL;
+  return store__insert_row(s, &r, e);
 }
 
 /* See store_int.h. The row: the insert's, then the start's columns as
  * start_fn (and FINISH_START) sets them, then the end's as FINISH_SET
  * does (backend_used: the end's when it has one). Shallow: nothing is
  * allocated, so nothing here can run out of memory. */
+int store__ended_row(store_wop *ins, const store_start_args *sa,
+                     const store_job_end *x, store_row *out) {
+  insert_args *a = ins->arg;
+  out->j = *a->j;
+  store_job *t = &out->j;
+  if (sa) {
+    t->started_at = sa->started_at;
+    t->backend_used = (char *)sa->backend_used;
+    t->backend_reason = (char *)sa->reason;
+    t->estimate = (char *)sa->estimate;
+    t->attempts++;
+  }
+  store_job_apply_end(t, x); /* the columns as the finish writes them */
+  out->npy = x->result_npy;
+  out->npy_len = x->result_npy ? x->result_npy_len : 0;
+  return has_refs(t);
+}
+
+/* See store_int.h. */
 int store__insert_ended(sqstore *s, store_wop *ins, const store_start_args *sa,
                         const store_job_end *x, terr *e) {
-  insert_args *a = ins->arg;
-  store_job t = *a->j;
-  if (sa) {
-    t.started_at = sa->started_at;
-    t.backend_used = (char *)sa->backend_used;
-    t.backend_reason = (char *)sa->reason;
-    t.estimate = (char *)sa->estimate;
-    t.attempts++;
-  }
-  store_job_apply_end(&t, x); /* the columns as the finish writes them */
-  sqlite3_stmt *st;
-  int rc = refs_exist(s, &t, e);
-  if (!rc)
-    rc = store__stmt(&s->w,
-                     "INSERT INTO jobs (" STORE_JOB_COLS ", result_npy) VALUES"
-                     " (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
-                     " ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24,"
-                     " ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35,"
-                     " ?36, ?37, ?38, NULL, NULL, 0, ?39, ?40, ?41, ?42, ?43)",
-                     &st, e);
-  if (!rc) {
-    bind_row(st, &t);
-    sqlite3_bind_text(st, 5, job_status_name(t.status), -1, SQLITE_STATIC);
-    store__bind_text(st, 42, t.devices);
-    if (x->result_npy)
-      sqlite3_bind_blob64(st, 43, x->result_npy, x->result_npy_len,
-                          SQLITE_STATIC);
-    rc = store__exec_insert(s, st, "job", t.id, e);
-  }
+  store_row r;
+  (void)store__ended_row(ins, sa, x, &r);
+  int rc = refs_exist(s, &r.j, e);
+  if (!rc) rc = store__insert_row(s, &r, e);
   if (rc) { /* the insert's own failure, for its after-callback */
     ins->rc = rc;
     ins->err = *e;
@@ -538,6 +468,24 @@ int sq_insert_error(sqstore *s, const char *id, terr *out) {
   return found;
 }
 
+/* An async insert's row for a shared INSERT (store_wop.row_of): one
+ * without request_id (its lookup comes first) nor references. */
+static int insert_row_of(store_wop *op, store_row *out) {
+  const store_job *j = ((insert_args *)op->arg)->j;
+  if (j->request_id || has_refs(j)) return 1;
+  out->j = *j;
+  out->j.status = JOB_QUEUED;
+  out->j.devices = NULL;
+  out->npy = NULL;
+  out->npy_len = 0;
+  return 0;
+}
+
+static int insert_row_done(sqstore *s, store_wop *op, terr *e) {
+  (void)s, (void)op, (void)e;
+  return 0;
+}
+
 /* [async] See store.h. */
 int sq_job_insert_async(sqstore *s, store_job *j, terr *e) {
   if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
@@ -581,6 +529,9 @@ int sq_job_insert_async(sqstore *s, store_job *j, terr *e) {
   r->result_parts = NULL; /* set by a finish only */
   o->a.j = r;
   o->op.fn = insert_fn;
+  o->op.row_of = insert_row_of;
+  o->op.row_done = insert_row_done;
+  o->op.rows_fn = store__run_rows;
   o->op.arg = &o->a;
   o->op.one_stmt = 1;
   o->op.lazy = 1;

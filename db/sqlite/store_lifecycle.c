@@ -83,7 +83,8 @@ int sq_job_start(sqstore *s, const char *id, int64_t started_at,
                     const char *estimate, terr *e) {
   if (!s || !id) return terr_set(e, T_EINVAL, "id", -1, "missing");
   start_args a = {id, backend_used, reason, estimate, started_at};
-  store_wop op = {.fn = start_fn, .arg = &a, .one_stmt = 1, .touch_id = id};
+  store_wop op = {.fn = start_fn, .arg = &a, .one_stmt = 1, .touch_id = id,
+                  .passable = 1};
   return store__write_op(s, &op, e);
 }
 
@@ -129,6 +130,7 @@ void sq_job_start_async(sqstore *s, const char *id, int64_t started_at,
   o->op.fn = start_async_fn;
   o->op.arg = &o->a;
   o->op.one_stmt = 1;
+  o->op.passable = 1;
   o->op.lazy = 1;
   o->op.start_id = o->a.id; /* a finish queued meanwhile takes it over */
   if (store__write_async(s, &o->op) != 0)
@@ -239,6 +241,18 @@ static int finish_row(sqstore *s, finish_args *a, terr *e) {
   return rc;
 }
 
+/* A finish that took its job's insert over: its ended row may share a
+ * multi-row INSERT (store_wop.row_of); then its row for the callback. */
+static int finish_row_of(store_wop *op, store_row *out) {
+  if (!op->absorbed_insert) return 1; /* an UPDATE */
+  const finish_args *a = op->arg;
+  return store__ended_row(op->absorbed_insert, op->absorbed, a->end, out);
+}
+
+static int finish_row_done(sqstore *s, store_wop *op, terr *e) {
+  return finish_row(s, op->arg, e);
+}
+
 /* [sync] See store.h. end->status must be final (T_EINVAL otherwise);
  * T_ECONFLICT when the job already ended. */
 int sq_job_finish(sqstore *s, const char *id, const store_job_end *end,
@@ -249,7 +263,9 @@ int sq_job_finish(sqstore *s, const char *id, const store_job_end *end,
                     (int)end->status);
   finish_args a = {id, end, NULL, 0, 0};
   store_wop op = {.fn = finish_fn, .arg = &a, .one_stmt = 1,
-                  .absorb_id = id};
+                  .absorb_id = id, .row_of = finish_row_of,
+                  .row_done = finish_row_done, .rows_fn = store__run_rows,
+                  .passable = 1};
   return store__write_op(s, &op, e);
 }
 
@@ -323,6 +339,10 @@ int sq_job_finish_async(sqstore *s, const char *id, const store_job_end *end,
   o->op.fn = finish_fn;
   o->op.arg = &o->a;
   o->op.one_stmt = 1;
+  o->op.row_of = finish_row_of;
+  o->op.row_done = finish_row_done;
+  o->op.rows_fn = store__run_rows;
+  o->op.passable = 1;
   o->op.after = finish_after;
   o->op.absorb_id = o->a.id;
   if (store__write_async(s, &o->op) != 0)
@@ -339,7 +359,8 @@ int sq_job_finish_async(sqstore *s, const char *id, const store_job_end *end,
  * insert of that job stays where it is (store_wop.touch_id). */
 static int touch_write(sqstore *s, store_wfn fn, void *arg, const char *id,
                        terr *e) {
-  store_wop op = {.fn = fn, .arg = arg, .one_stmt = 1, .touch_id = id};
+  store_wop op = {.fn = fn, .arg = arg, .one_stmt = 1, .touch_id = id,
+                  .passable = 1};
   return store__write_op(s, &op, e);
 }
 

@@ -21,7 +21,8 @@
  * worker's later finish gets T_ECONFLICT; a [sync] start queued between
  * keeps the insert in its place (no fold; without that pin the start
  * would find no row); 5,000 inserts and their finishes in one queue all
- * fold (the table keyed by id).
+ * fold (the table keyed by id). The rows of a batch's inserts and folded
+ * ends go in several to an INSERT (store_rows.c), a failing row alone.
  */
 #include <math.h>
 #include <pthread.h>
@@ -492,6 +493,82 @@ TEST(test_array_deleted_before_the_async_insert) {
   store_close(s);
 }
 
+static long long grouped(store *s) {
+  return atomic_load(&SQ(s)->n_rows_grouped);
+}
+
+/* Rows several to an INSERT (db/sqlite/store_rows.c): one batch holds 40
+ * async inserts, the ends of 20 of them (folded: ended rows), the end of a
+ * job committed before (an UPDATE between them, which the run passes),
+ * and an insert of a taken id. The run's rows go in with multi-row
+ * INSERTs; the statement that holds the taken id fails and its rows go
+ * in one by one: only that insert fails (counted, its error kept), every
+ * other job is there with its status, every callback's row is the stored
+ * one, the earlier job ended and the one that has the taken id is as it
+ * was (queued). */
+TEST(test_rows_share_inserts) {
+  store *s = open_fresh_store();
+  if (!s) return;
+  terr e;
+  enum { N = 40, ENDED = 20 };
+  char taken[T_ID_MAX], early[T_ID_MAX], ids[N][T_ID_MAX];
+  CHECK(insert_job(s, "o", "map", 0, taken) == 0);
+  CHECK(insert_job(s, "o", "map", 0, early) == 0);
+  long long g0 = grouped(s), x0 = failed(s);
+  hold h;
+  hold_writer(s, &h);
+  static seen f[ENDED + 1];
+  memset(f, 0, sizeof f);
+  store_job_end x = {.status = JOB_SUCCEEDED, .max_abs_diff = NAN,
+                     .finished_at = 1795000002000, .progress_done = 1,
+                     .progress_total = 1};
+  for (int i = 0; i < N; i++) {
+    store_job j;
+    insert_async(s, &j, i % 3 == 0);
+    snprintf(ids[i], T_ID_MAX, "%s", j.id);
+    if (i == N / 2) { /* a taken id in the middle of the run */
+      store_job d;
+      job_init(&d, "o", "map");
+      snprintf(d.id, sizeof d.id, "%s", taken);
+      CHECK(store_job_insert_async(s, &d, &e) == 0);
+      store_job_clear(&d);
+      CHECK(store_job_finish_async(s, early, &x, on_finished, &f[ENDED],
+                                   &e) == 0);
+    }
+    if (i % 2 == 0)
+      CHECK(store_job_finish_async(s, j.id, &x, on_finished, &f[i / 2],
+                                   &e) == 0);
+    store_job_clear(&j);
+  }
+  hold_release(s, &h);
+  for (int i = 0; i <= ENDED; i++) {
+    wait_seen(&f[i]);
+    CHECK_MSG(f[i].rc == 0 && f[i].have_row, "end %d: rc %d", i, f[i].rc);
+  }
+  /* 41 rows: statements of 16, 16 (the taken id's: fails, its rows go
+   * alone), 4, 4, and a lone row */
+  CHECK_MSG(grouped(s) - g0 >= 16 && grouped(s) - g0 <= N - 1,
+            "rows that shared an INSERT: %lld", grouped(s) - g0);
+  CHECK(failed(s) - x0 == 1);
+  terr why;
+  CHECK(store_insert_error(s, taken, &why) == 1 && why.code == T_ECONFLICT);
+  for (int i = 0; i < N; i++) {
+    store_job g;
+    CHECK_MSG(store_job_get(s, ids[i], NULL, &g, &e) == 0, "job %d", i);
+    CHECK(g.status == (i % 2 == 0 ? JOB_SUCCEEDED : JOB_QUEUED));
+    if (i % 2 == 0)
+      CHECK_MSG(same_job(&f[i / 2].row, &g, "grouped"), "row %d", i);
+    store_job_clear(&g);
+  }
+  for (int i = 0; i <= ENDED; i++) store_job_clear(&f[i].row);
+  int64_t c[5];
+  CHECK(store_job_counts(s, NULL, c, &e) == 0);
+  CHECK_MSG(c[JOB_SUCCEEDED] == ENDED + 1 && c[JOB_QUEUED] == N - ENDED + 1,
+            "succeeded %lld queued %lld", (long long)c[JOB_SUCCEEDED],
+            (long long)c[JOB_QUEUED]);
+  store_close(s);
+}
+
 int main(void) {
   if (fixture_root("/tmp/tessel_fold_XXXXXX")) return 1;
   if (test_pg()) {
@@ -504,6 +581,7 @@ int main(void) {
   RUN(test_fold_cancel_and_sync_start);
   RUN(test_fold_many);
   RUN(test_array_deleted_before_the_async_insert);
+  RUN(test_rows_share_inserts);
   rm_tree(root);
   return check_summary();
 }
