@@ -51,6 +51,19 @@ typedef struct tu_job {
   atomic_int stop;
 } tu_job;
 
+/* A job_ctx.result_alloc for tests: the parts poisoned (NaN, -7 in an
+ * int64 part) so that an element nobody wrote shows. */
+static inline int tu_alloc_poison(job_ctx *ctx, tdtype dt, int ndim,
+                                  const int64_t *shape, tarray **out,
+                                  terr *e) {
+  (void)ctx;
+  *out = tarray_new(dt, ndim, shape);
+  if (!*out) return terr_set(e, T_ENOMEM, "", -1, "no memory");
+  for (int64_t i = 0; i < (*out)->size; i++)
+    tarray_set(*out, i, dt == T_I64 ? -7 : NAN);
+  return 0;
+}
+
 static inline void tu_job_init(tu_job *j, int dev) {
   memset(j, 0, sizeof *j);
   atomic_init(&j->stop, 0);

@@ -104,17 +104,6 @@ static int lend(job_ctx *ctx, int dev) {
 }
 static void give_back(job_ctx *ctx, int dev) { (void)ctx, (void)dev; }
 
-/* The parts, poisoned (NaN, -7) so that an element nobody wrote shows. */
-static int alloc_poison(job_ctx *ctx, tdtype dt, int ndim, const int64_t *shape,
-                        tarray **out, terr *e) {
-  (void)ctx;
-  *out = tarray_new(dt, ndim, shape);
-  if (!*out) return terr_set(e, T_ENOMEM, "", -1, "no memory");
-  for (int64_t i = 0; i < (*out)->size; i++)
-    tarray_set(*out, i, dt == T_I64 ? -7 : NAN);
-  return 0;
-}
-
 /* One query with the host or the device index, on one device or every
  * one; 0 and the parts in *o, or the engine's status. */
 static int run(const geod_plan *pl, const geoq *q, int host, int all,
@@ -126,7 +115,7 @@ static int run(const geod_plan *pl, const geoq *q, int host, int all,
   j.ctx.ngpu = all ? g_ngpu : 1;
   j.ctx.gpu_borrow = all ? lend : NULL;
   j.ctx.gpu_return = give_back;
-  j.ctx.result_alloc = alloc_poison;
+  j.ctx.result_alloc = tu_alloc_poison;
   terr_clear(&e);
   memset(o, 0, sizeof *o);
   if (host) setenv("TESSEL_GEOQ_HOST_INDEX", "1", 1);

@@ -155,16 +155,6 @@ typedef struct qjob {
   int done, total;              /* progress seen by the callbacks below */
 } qjob;
 
-static int alloc_poison(job_ctx *ctx, tdtype dt, int ndim, const int64_t *shape,
-                        tarray **out, terr *e) {
-  (void)ctx;
-  *out = tarray_new(dt, ndim, shape);
-  if (!*out) return terr_set(e, T_ENOMEM, "", -1, "no memory");
-  for (int64_t i = 0; i < (*out)->size; i++)
-    tarray_set(*out, i, dt == T_I64 ? -7 : NAN);
-  return 0;
-}
-
 static int lend(job_ctx *ctx, int dev) {
   qjob *q = (qjob *)ctx;
   if (!q->lend || dev != 1) return -1;
@@ -195,7 +185,7 @@ static void tj_give_back(void *c, int dev) { give_back(c, dev); }
 static void qjob_init(qjob *q, int lend2) {
   memset(q, 0, sizeof *q);
   tu_job_init(&q->j, 0);
-  q->j.ctx.result_alloc = alloc_poison;
+  q->j.ctx.result_alloc = tu_alloc_poison;
   q->j.ctx.ngpu = g_ngpu;
   q->lend = lend2 && g_ngpu > 1;
   q->j.ctx.gpu_borrow = lend;
@@ -558,7 +548,7 @@ static void vs_cpu(const char *what, const qcase *c) {
   }
   tu_job cj;
   tu_job_init(&cj, 0);
-  cj.ctx.result_alloc = alloc_poison;
+  cj.ctx.result_alloc = tu_alloc_poison;
   terr e;
   terr_clear(&e);
   int rc = geoq_cpu_run(pl, &q, 1, &cj.ctx, &h, &nc, &e);
