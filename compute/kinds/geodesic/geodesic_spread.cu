@@ -459,13 +459,18 @@ static int64_t gl_first(const geod_plan *pl, int64_t r) {
                        : pl->n * (pl->n - 1) / 2;
 }
 
+/* The bytes of block [r0, r1)'s buffer in lane mode `mode`. */
+static size_t gl_bytes(const geod_plan *pl, int mode, int64_t r0, int64_t r1) {
+  size_t es = tdtype_size(pl->dtype);
+  if (mode == GG_SYMB) /* band, then strip */
+    return (size_t)(r1 - r0) * (size_t)((pl->m - r0) + (pl->n - r1)) * es;
+  return (size_t)(gl_first(pl, r1) - gl_first(pl, r0)) * es;
+}
+
 extern "C" size_t cuda_geod_lane_bytes(const geod_plan *pl,
                                        const tarray *out, int64_t r0,
                                        int64_t r1) {
-  size_t es = tdtype_size(pl->dtype);
-  if (gl_mode(pl, out) == GG_SYMB) /* band, then strip */
-    return (size_t)(r1 - r0) * (size_t)((pl->m - r0) + (pl->n - r1)) * es;
-  return (size_t)(gl_first(pl, r1) - gl_first(pl, r0)) * es;
+  return gl_bytes(pl, gl_mode(pl, out), r0, r1);
 }
 
 extern "C" int cuda_geod_lane_folds(const geod_plan *pl, const tarray *out) {
@@ -586,7 +591,7 @@ extern "C" int cuda_geod_lane_launch(geod_lane *L, int64_t r0, int64_t r1,
   devctx *d = L->d;
   gg_args *a = &L->a;
   int k = (int)(L->nl % L->nbuf);
-  size_t bytes = cuda_geod_lane_bytes(L->pl, L->out, r0, r1);
+  size_t bytes = gl_bytes(L->pl, L->mode, r0, r1);
   /* a free buffer, and the block fits it */
   T_ASSERT(L->nl - L->nf < L->nbuf && bytes <= L->cap);
   CU_TRY(cudaSetDevice(d->ordinal));
@@ -616,7 +621,7 @@ extern "C" int cuda_geod_lane_launch(geod_lane *L, int64_t r0, int64_t r1,
     a->c0 = L->mode == GG_COND ? p0 : 0;
     a->base0 = L->mode == GG_COND ? gl_first(L->pl, p0) : 0;
     a->out = (char *)L->bout.ptr + (size_t)k * L->cap +
-             cuda_geod_lane_bytes(L->pl, L->out, r0, p0);
+             gl_bytes(L->pl, L->mode, r0, p0);
     int64_t cols = L->pl->m - a->c0;
     if (cols <= 0) continue; /* the condensed matrix's last row */
     dim3 grid((unsigned)((cols + GG_TILE - 1) / GG_TILE),
@@ -688,7 +693,7 @@ extern "C" int cuda_geod_lane_finish(geod_lane *L, int64_t r0, int64_t r1,
   int k = (int)(L->nf % L->nbuf), ps = -1;
   size_t es = tdtype_size(L->pl->dtype), pend_off = 0, pend_len = 0;
   size_t base = (size_t)gl_first(L->pl, r0) * es;
-  size_t bytes = cuda_geod_lane_bytes(L->pl, L->out, r0, r1);
+  size_t bytes = gl_bytes(L->pl, L->mode, r0, r1);
   const char *src = (const char *)L->bout.ptr + (size_t)k * L->cap;
   double t0 = t_now_ms();
   /* the oldest launched block, and only it */
