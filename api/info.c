@@ -75,9 +75,11 @@ static json_t *limits_json(const api_ctx *ctx) {
 static json_t *spare_json(void) {
   spare_stats st;
   spare_get_stats(&st);
-  return json_pack("{s:I, s:I, s:i, s:I, s:I}", "budget", (json_int_t)st.budget,
-                   "held", (json_int_t)st.held, "ready", st.count, "taken",
-                   (json_int_t)st.taken, "missed", (json_int_t)st.missed);
+  return json_pack("{s:I, s:I, s:i, s:I, s:I, s:s}", "budget",
+                   (json_int_t)st.budget, "held", (json_int_t)st.held, "ready",
+                   st.count, "taken", (json_int_t)st.taken, "missed",
+                   (json_int_t)st.missed, "fill",
+                   st.fill == SPARE_FILL_READ ? "read" : "written");
 }
 
 static void handle_info(http_req *r, void *ud) {

@@ -1,10 +1,12 @@
 #!/bin/sh
 # bench_mgpu.sh BIN — one job over one GPU against the same job over two (issue 27).
-# Three daemons in turn, the first seeing GPU 0 only (CUDA_VISIBLE_DEVICES=0), the
-# second both (0,1), the third both with the lanes of compute/kinds/mgpu.h
-# (TESSEL_GPU_LANES=1; a config without "+lanes" sets it to 0, which turns the
-# geodesic matrix's and the map's lanes off; the matmul's have their own switch,
-# TESSEL_MM_LANES); each runs, twice, on cuda: a geodesic square matrix of 40,000
+# Daemons in turn (default three), the first seeing GPU 0 only (CUDA_VISIBLE_DEVICES=0),
+# the second both (0,1) with the daemon's defaults (geodesic matrix lanes on, map
+# and reduce lanes off: compute/kinds/mgpu.h), the third both with every lane on
+# (TESSEL_GPU_LANES=1; "+nolanes" sets it to 0, which turns the geodesic matrix's,
+# the map's and the reduce's lanes off; until stop 38 a config without "+lanes"
+# set 0, so stop 37's "0,1" square rows ran on one GPU; the matmul's lanes have
+# their own switch, TESSEL_MM_LANES); each runs, twice, on cuda: a geodesic square matrix of 40,000
 # points float32 (6.4 GB), a geodesic kNN of 10^7 points k = 10, and a matmul
 # 16384 x 16384 float64 (2 GB result), with "square64" in BENCH_MGPU_JOBS a
 # geodesic square matrix of 30,000 points float64 (7.2 GB; issue 27's
@@ -35,7 +37,7 @@ cd "$BIN"
 export LD_LIBRARY_PATH=$PWD/lib
 res=$(mktemp -d /tmp/bmgpu.XXXXXX)
 # BENCH_MGPU_CFGS picks the daemons (default all three; "0" on a one-GPU host). A
-# config is VISIBLE[+lanes][+even][:VAR=VALUE...]: e.g. "0:TESSEL_MM_LANES=0" runs a daemon
+# config is VISIBLE[+lanes|+nolanes][+even][:VAR=VALUE...]: e.g. "0:TESSEL_MM_LANES=0" runs a daemon
 # on GPU 0 with that variable set (the A/B switches of compute/kinds/matmul/lanes.h).
 # BENCH_MGPU_JOBS picks the jobs (default "square knn pile matmul map reduce"); BENCH_MGPU_REPS
 # the runs of each (default 2; the table shows the best, and a result file spare is
@@ -45,12 +47,13 @@ for cfg in ${BENCH_MGPU_CFGS:-0 0,1 0,1+lanes}; do
   envs=""
   [ "$base" = "$cfg" ] || envs=$(echo "${cfg#*:}" | tr ':' ' ')
   vis=${base%%+*}
-  lanes=0
+  lanes=""
   even=0
   case "$base" in *+lanes*) lanes=1 ;; esac
+  case "$base" in *+nolanes*) lanes=0 ;; esac
   case "$base" in *+even*) even=1 ;; esac
   d=$(mktemp -d /tmp/bmgpu_d.XXXXXX)
-  env TESSEL_GPU_TRACE=1 TESSEL_GEOQ_EVEN=$even TESSEL_GPU_LANES=$lanes CUDA_VISIBLE_DEVICES=$vis $envs \
+  env TESSEL_GPU_TRACE=1 TESSEL_GEOQ_EVEN=$even ${lanes:+TESSEL_GPU_LANES=$lanes} CUDA_VISIBLE_DEVICES=$vis $envs \
     ./tesseld --port 0 --data-dir "$d" --access-log 0 > "$d/out" 2> "$d/log" &
   pid=$!
   for i in $(seq 1 150); do grep -q "listening on" "$d/out" && break; sleep 0.2; done
@@ -69,7 +72,7 @@ def pts(n):
 def best(name, submit):
     runs = []
     for rep in range(reps):
-        if rep: time.sleep(0.5)  # the spare keeper's turn
+        if rep: time.sleep(float(os.environ.get("BENCH_MGPU_GAP", "0.5")))  # the spare keeper's turn
         j = submit(); j.wait()
         t = j.info["timings_ms"]
         runs.append((t.get("total", 0), t.get("compute", 0), t.get("d2h", 0), j.status, j.id,

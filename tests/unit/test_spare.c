@@ -17,13 +17,20 @@
  *    marked map_warm (the pages are there: stage_prefault skips it); a
  *    small one is a fresh file as before, not warm;
  *  - start removes an earlier run's files; stop removes the spares;
- *  - budget 0: nothing made, nothing taken.
+ *  - budget 0: nothing made, nothing taken;
+ *  - TESSEL_SPARE_FILL: "written" spares hold zeros over written blocks
+ *    (FIEMAP shows no unwritten extent, where the file system answers
+ *    FIEMAP), "read" spares zeros over unwritten ones; the stats say which;
+ *    anything else is the default, "written".
  */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -75,6 +82,68 @@ static int all_zero(const char *path, off_t from) {
   }
   close(fd);
   return ok;
+}
+
+/* Of path's extents (FIEMAP): 1 when any is unwritten, 0 when none, -1
+ * when the file system does not answer (tmpfs). */
+static int any_unwritten(const char *path) {
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return -1;
+  enum { N = 64 };
+  struct fiemap *fm = calloc(1, sizeof *fm + N * sizeof(struct fiemap_extent));
+  int got = -1;
+  uint64_t at = 0;
+  for (;;) {
+    memset(fm, 0, sizeof *fm);
+    fm->fm_start = at;
+    fm->fm_length = FIEMAP_MAX_OFFSET - at;
+    fm->fm_flags = FIEMAP_FLAG_SYNC;
+    fm->fm_extent_count = N;
+    if (ioctl(fd, FS_IOC_FIEMAP, fm) != 0) break;
+    if (got < 0) got = 0;
+    int last = fm->fm_mapped_extents == 0;
+    for (unsigned i = 0; i < fm->fm_mapped_extents; i++) {
+      struct fiemap_extent *x = &fm->fm_extents[i];
+      if (x->fe_flags & FIEMAP_EXTENT_UNWRITTEN) got = 1;
+      if (x->fe_flags & FIEMAP_EXTENT_LAST) last = 1;
+      at = x->fe_logical + x->fe_length;
+    }
+    if (last) break;
+  }
+  free(fm);
+  close(fd);
+  return got;
+}
+
+/* One spare made with TESSEL_SPARE_FILL=mode, taken, checked. */
+static void fill_case(const char *mode, int want_fill) {
+  setenv("TESSEL_SPARE_FILL", mode, 1);
+  terr e;
+  CHECK(spare_start(dir, (int64_t)128 << 20, &e) == 0);
+  spare_stats st;
+  spare_get_stats(&st);
+  CHECK(st.fill == want_fill);
+  char path[300];
+  snprintf(path, sizeof path, "%s/f_%s", dir, mode);
+  CHECK(spare_take(path, (int64_t)100 << 20) == 0);
+  CHECK(wait_ready(1));
+  CHECK(spare_take(path, (int64_t)100 << 20) == 1);
+  CHECK(all_zero(path, 0));
+  int u = any_unwritten(path);
+  if (u < 0)
+    printf("  (%s: no FIEMAP on this file system; extents not checked)\n", mode);
+  else
+    CHECK(u == (want_fill == SPARE_FILL_READ));
+  unlink(path);
+  spare_stop();
+  unsetenv("TESSEL_SPARE_FILL");
+}
+
+TEST(fill_written_or_read) {
+  fill_case("written", SPARE_FILL_WRITTEN);
+  fill_case("read", SPARE_FILL_READ);
+  fill_case("bogus", SPARE_FILL_DEFAULT);
+  CHECK(SPARE_FILL_DEFAULT == SPARE_FILL_WRITTEN);
 }
 
 TEST(take_and_refill) {
@@ -256,6 +325,7 @@ int main(void) {
   RUN(spares_follow_the_size);
   RUN(short_disk_drops_spares);
   RUN(budget_zero_is_off);
+  RUN(fill_written_or_read);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   if (system(cmd) != 0) printf("could not remove %s\n", dir);

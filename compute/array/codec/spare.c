@@ -6,8 +6,10 @@
  * than SPARE_MAX spares, their bytes plus this one within the budget, and
  * the disk's free space beyond it at least SPARE_DISK_FREE % of the file
  * system), then makes one outside the mutex: open under a name starting
- * with '.', fallocate, map read-only and MADV_POPULATE_READ it 64 MiB at a
- * time (stop is looked at between pieces), unmap, rename to s<seq>, add it.
+ * with '.', fallocate, then ("written") write zeros over it 64 MiB at a
+ * time, each piece's writeback started, and fdatasync; or ("read") map it
+ * read-only and MADV_POPULATE_READ it 64 MiB at a time, unmap (stop is
+ * looked at between pieces); rename to s<seq>, add it.
  * A spare it cannot make (no room, an error) clears `want` until the next
  * result asks again, so a full disk does not spin it.
  *
@@ -46,7 +48,7 @@ static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static struct {
   char dir[4200];
   int64_t budget, want, held, taken, missed;
-  int on, stop, n;
+  int on, stop, n, fill;
   unsigned long seq;
   pthread_t th;
   spare s[SPARE_MAX];
@@ -78,17 +80,21 @@ static int disk_room(int64_t size) {
   return avail - size >= total / 100 * SPARE_DISK_FREE;
 }
 
-/* Read [0, size) of fd into the page cache, a piece at a time; 0, or -1
- * when stopped. */
+static int stopped(void) {
+  pthread_mutex_lock(&mu);
+  int stop = S.stop;
+  pthread_mutex_unlock(&mu);
+  return stop;
+}
+
+/* Read [0, size) of fd into the page cache, a piece at a time (clean zero
+ * pages over fallocate's unwritten extents); 0, or -1 when stopped. */
 static int populate(int fd, int64_t size) {
   void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
   if (m == MAP_FAILED) return -1;
   int rc = 0;
   for (size_t at = 0; at < (size_t)size; at += PIECE) {
-    pthread_mutex_lock(&mu);
-    int stop = S.stop;
-    pthread_mutex_unlock(&mu);
-    if (stop) {
+    if (stopped()) {
       rc = -1;
       break;
     }
@@ -102,6 +108,25 @@ static int populate(int fd, int64_t size) {
   return rc;
 }
 
+/* Write zeros over [0, size) of fd, a piece at a time, each piece's
+ * writeback started as it is written, then wait for all of it (SPARE_FILL_
+ * WRITTEN): the spare's pages are then clean, their blocks written, so a
+ * copy into them takes no unwritten-extent work. 0, or -1 (stopped, an
+ * error). */
+static int write_zeros(int fd, int64_t size) {
+  static const char zero[1 << 20];
+  for (int64_t at = 0; at < size; at += (int64_t)PIECE) {
+    if (stopped()) return -1;
+    int64_t end = at + (int64_t)PIECE < size ? at + (int64_t)PIECE : size;
+    for (int64_t o = at; o < end; o += (int64_t)sizeof zero) {
+      size_t n = end - o < (int64_t)sizeof zero ? (size_t)(end - o) : sizeof zero;
+      if (t_pwrite_all(fd, zero, n, (off_t)o) != 0) return -1;
+    }
+    (void)sync_file_range(fd, at, end - at, SYNC_FILE_RANGE_WRITE);
+  }
+  return fdatasync(fd) == 0 ? 0 : -1;
+}
+
 /* Make one spare of size; 0 and its path, or -1. */
 static int make(int64_t size, unsigned long seq, char *path, size_t cap) {
   if (!disk_room(size)) return -1;
@@ -110,7 +135,9 @@ static int make(int64_t size, unsigned long seq, char *path, size_t cap) {
   snprintf(path, cap, "%s/s%lu", S.dir, seq);
   int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return -1;
-  int ok = fallocate(fd, 0, 0, (off_t)size) == 0 && populate(fd, size) == 0;
+  int ok = fallocate(fd, 0, 0, (off_t)size) == 0 &&
+           (S.fill == SPARE_FILL_WRITTEN ? write_zeros(fd, size)
+                                         : populate(fd, size)) == 0;
   close(fd);
   if (!ok || rename(tmp, path) != 0) {
     unlink(tmp);
@@ -168,6 +195,7 @@ int spare_start(const char *data_dir, int64_t budget, terr *e) {
   S.budget = budget > 0 ? budget : 0;
   S.want = S.held = S.taken = S.missed = 0;
   S.n = S.stop = S.on = 0;
+  S.fill = spare_fill_of(getenv("TESSEL_SPARE_FILL"));
   pthread_mutex_unlock(&mu);
   if (t_mkdirs(S.dir) != 0)
     return terr_set(e, T_EIO, "spare-results", -1, "cannot create %s: %s",
@@ -263,8 +291,15 @@ int spare_take(const char *path, int64_t len) {
   return ok;
 }
 
+int spare_fill_of(const char *v) {
+  if (v && strcmp(v, "read") == 0) return SPARE_FILL_READ;
+  if (v && strcmp(v, "written") == 0) return SPARE_FILL_WRITTEN;
+  return SPARE_FILL_DEFAULT;
+}
+
 void spare_get_stats(spare_stats *out) {
   pthread_mutex_lock(&mu);
+  out->fill = S.fill;
   out->budget = S.budget;
   out->held = S.held;
   out->count = S.n;

@@ -6,13 +6,17 @@
  * copy lands. On the H200 host that caps a result's store at 12-16 GB/s
  * with 16 threads (tests/bench/bench_fill.c: 3,200 MiB in 257 ms), however
  * fast the GPU hands it over. A spare is such a file made in the
- * background beforehand: fallocated (zeros, its blocks reserved) and its
- * pages read into the page cache (clean zero pages: nothing written to the
- * disk, and the kernel may drop them under memory pressure). The next big
- * result of about its size takes it by rename and is copied into pages
- * that are already there: 33.8 GB/s for 3,200 MiB, 26.2 GB/s for 800 MiB
- * (bench_fill `spare:`), 2.6-2.9x a fresh file. The same as PostgreSQL
- * keeping WAL segments ready: the cost is paid while nothing waits.
+ * background beforehand: fallocated (zeros, its blocks reserved), then
+ * either zeros written over it and synced (clean pages over written
+ * blocks: "written", the default) or its pages read in (clean zero pages
+ * over unwritten blocks, nothing written to the disk: "read"; see
+ * spare_fill_of). Either way the kernel may drop the pages under memory
+ * pressure. The next big result of about its size takes it by rename and
+ * is copied into pages that are already there: "read" 33.8 GB/s for
+ * 3,200 MiB, 26.2 GB/s for 800 MiB (bench_fill `spare:`), 2.6-2.9x a
+ * fresh file; "written" 55.7 GB/s for 3,200 MiB (`sparew:`). The same as
+ * PostgreSQL keeping WAL segments ready: the cost is paid while nothing
+ * waits.
  *
  * A spare holds zeros only (never bytes of an earlier result); it is the
  * daemon's own file in <data dir>/spare, removed at start and at stop.
@@ -60,9 +64,25 @@ void spare_stop(void);
 int spare_take(const char *path, int64_t len);
 
 /* What the spares did (GET /v1/info's storage.spare_results). */
+/* How a spare's pages are made (TESSEL_SPARE_FILL, for A/B runs):
+ *  read     fallocate, then its pages read in: clean zero pages over
+ *           unwritten extents, nothing written to the disk. A copy into
+ *           them still pays ext4's unwritten-extent work on each page's
+ *           first write fault (bench_fill `spare:` 33.8 GB/s, 16 threads,
+ *           3,200 MiB, on the H200 host).
+ *  written  fallocate, then zeros written over it and synced: clean pages
+ *           over written blocks (bench_fill `sparew:` 55.7 GB/s, same
+ *           host and run). The cost: the spare's size written to the disk
+ *           once, in the background, per spare made.
+ * Unset or anything else: SPARE_FILL_DEFAULT. */
+enum { SPARE_FILL_READ = 0, SPARE_FILL_WRITTEN = 1 };
+#define SPARE_FILL_DEFAULT SPARE_FILL_WRITTEN
+int spare_fill_of(const char *v);
+
 typedef struct spare_stats {
   int64_t budget, held; /* bytes allowed, bytes held in spares now */
   int count;            /* spares ready */
+  int fill;             /* SPARE_FILL_READ or SPARE_FILL_WRITTEN */
   int64_t taken, missed; /* results that took one, results that found none */
 } spare_stats;
 void spare_get_stats(spare_stats *out);
