@@ -30,6 +30,18 @@ static inline double tu_urand(uint64_t *rng) {
   return (double)(tu_next(rng) >> 11) * 0x1p-53;
 }
 
+/* A run over every visible GPU (N of them, any N >= 2): N lanes ran, each
+ * wrote some rows, none failed, and their rows add up to total. */
+static inline int tu_every_lane_wrote(const mgpu_report *rep, int64_t total) {
+  int64_t sum = 0;
+  if (rep->lanes != gpu_count()) return 0;
+  for (int k = 0; k < rep->lanes; k++) {
+    if (rep->rows[k] <= 0 || rep->failed[k]) return 0;
+    sum += rep->rows[k];
+  }
+  return sum == total;
+}
+
 static inline int tu_lend_borrow(void *c, int dev) {
   (void)c;
   return gpu_trylock(dev);

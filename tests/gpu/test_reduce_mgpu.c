@@ -341,7 +341,7 @@ TEST(odd_blocks_float32) {
     char desc[200];
     mgpu_describe(&rep, desc, sizeof desc);
     printf("  float32 odd blocks: %s\n", desc);
-    CHECK(rep.lanes >= 2 && rep.rows[0] > 0 && rep.rows[1] > 0);
+    CHECK_MSG(tu_every_lane_wrote(&rep, n), "float32 odd blocks: %s", desc);
   } else {
     mgpu_lend ghost = {NULL, 2, tu_ghost_borrow, tu_ghost_give_back, NULL, NULL, NULL};
     CHECK_MSG(red_lanes_run(0, &J2, 0, &ghost, &cuda_fns, o2, &rep, NULL, &e) ==

@@ -21,7 +21,7 @@
  *  - TESSEL_SPARE_FILL: "written" spares hold zeros over written blocks
  *    (FIEMAP shows no unwritten extent, where the file system answers
  *    FIEMAP), "read" spares zeros over unwritten ones; the stats say which;
- *    anything else is the default, "written".
+ *    anything else is the default, "read".
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -143,7 +143,7 @@ TEST(fill_written_or_read) {
   fill_case("written", SPARE_FILL_WRITTEN);
   fill_case("read", SPARE_FILL_READ);
   fill_case("bogus", SPARE_FILL_DEFAULT);
-  CHECK(SPARE_FILL_DEFAULT == SPARE_FILL_WRITTEN);
+  CHECK(SPARE_FILL_DEFAULT == SPARE_FILL_READ);
 }
 
 TEST(take_and_refill) {

@@ -8,8 +8,8 @@
  * fast the GPU hands it over. A spare is such a file made in the
  * background beforehand: fallocated (zeros, its blocks reserved), then
  * either zeros written over it and synced (clean pages over written
- * blocks: "written", the default) or its pages read in (clean zero pages
- * over unwritten blocks, nothing written to the disk: "read"; see
+ * blocks: "written") or its pages read in (clean zero pages over
+ * unwritten blocks, nothing written to the disk: "read", the default; see
  * spare_fill_of). Either way the kernel may drop the pages under memory
  * pressure. The next big result of about its size takes it by rename and
  * is copied into pages that are already there: "read" 33.8 GB/s for
@@ -74,9 +74,17 @@ int spare_take(const char *path, int64_t len);
  *           over written blocks (bench_fill `sparew:` 55.7 GB/s, same
  *           host and run). The cost: the spare's size written to the disk
  *           once, in the background, per spare made.
- * Unset or anything else: SPARE_FILL_DEFAULT. */
+ * Unset or anything else: SPARE_FILL_DEFAULT, "read". Measured on a
+ * 4xH200 host (64 cores, ext4, 2026-11-29, bench_mgpu.sh, 3 runs 4 s
+ * apart): "written" made the stored 6.4 GB square matrix on two GPUs 279
+ * ms against 301 and the 7.2 GB one 270 against 292, but a job that runs
+ * while a spare is being written stalls behind its writeback (the 7.2 GB
+ * matrix's second run 6,010 and 5,732 ms against 582 and 711; a kNN 10^7's
+ * host side +270-380 ms): ext4's journal orders the job's page faults
+ * after the spare's data. A few percent in the best case is not worth
+ * seconds in the worst, so "read" stays the default. */
 enum { SPARE_FILL_READ = 0, SPARE_FILL_WRITTEN = 1 };
-#define SPARE_FILL_DEFAULT SPARE_FILL_WRITTEN
+#define SPARE_FILL_DEFAULT SPARE_FILL_READ
 int spare_fill_of(const char *v);
 
 typedef struct spare_stats {
