@@ -308,17 +308,14 @@ void sched_mem_release(sched *s, sjob *j) {
 /* ---- holds: a batch's jobs queued as one unit (sched.h) ------------------ */
 
 /* TESSEL_GPU_GANG_HOLD=0: no holds (a batch's items queued as any; for
- * measuring, tests/bench/bench_gang.py), read once. */
-static pthread_once_t hold_once = PTHREAD_ONCE_INIT;
-static int hold_off;
-static void hold_env_read(void) {
+ * measuring, tests/bench/bench_gang.py), read by each sched_create. */
+int sched_holds_off_env(void) {
   const char *v = getenv("TESSEL_GPU_GANG_HOLD");
-  hold_off = v && strcmp(v, "0") == 0;
+  return v && strcmp(v, "0") == 0;
 }
 
 uint64_t sched_hold_open(sched *s) {
-  pthread_once(&hold_once, hold_env_read);
-  if (hold_off) return 0;
+  if (s->holds_off) return 0;
   tmutex_lock(&s->mu);
   uint64_t id = 0;
   if (s->nholds < SCHED_HOLDS_MAX) {

@@ -243,6 +243,7 @@ int sched_create(const sched_config *cfg, sched **out, terr *e) {
   if (!s) return terr_set(e, T_ENOMEM, "", -1, "scheduler: out of memory");
   for (int q = 0; q < Q__COUNT; q++) sjob_heap_init(&s->q[q]);
   s->cfg = *cfg;
+  s->holds_off = sched_holds_off_env();
   s->up = (sched_up){.add_claimed = sched_add_claimed,
                      .cancel_held = sched_cancel_held,
                      .cancel = sched_cancel,

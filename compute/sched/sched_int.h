@@ -162,6 +162,7 @@ struct sched {
    * the last id given */
   uint64_t holds[SCHED_HOLDS_MAX];
   int nholds;
+  int holds_off; /* TESSEL_GPU_GANG_HOLD=0 at sched_create: no holds */
   uint64_t hold_seq;
   swaiter *waiters;
   swaiter *rhash[SCHED_RHASH]; /* pending remote waiters by rid (wait.c) */
@@ -306,6 +307,8 @@ void sched_run_job(sched *s, sjob *j, int device);
 #define SCHED_GANG_KEY 8192 /* a kind's gang key, at most */
 #define SCHED_GANG_MAX 256  /* jobs a GPU worker takes together */
 void sched_run_gang(sched *s, sjob **jobs, int n, int device);
+/* compute/sched/queue.c: 1 when TESSEL_GPU_GANG_HOLD is "0" (holds off). */
+int sched_holds_off_env(void);
 /* compute/sched/queue.c: 1 while hold (sched_hold_open) is open. [mu] */
 int sched_hold_is_open(const sched *s, uint64_t hold);
 /* End a job that never started (queued cancel, shutdown): store write when

@@ -340,6 +340,47 @@ TEST(test_gang_hold_takes_a_batch_whole) {
   fx_close(&f);
 }
 
+/* TESSEL_GPU_GANG_HOLD=0 (read by sched_create): no hold opens, so a
+ * batch's first item, queued while the GPU worker is free, runs at once
+ * on its own, as before holds; the rest still run and succeed. */
+TEST(test_gang_hold_off) {
+  setenv("TESSEL_GPU_GANG_HOLD", "0", 1);
+  fx f;
+  int bad = fx_prepare(&f, 2);
+  if (!bad) {
+    f.cfg.gpu_ops = &one_gpu;
+    f.cfg.kind_lookup = gang_kinds;
+    f.cfg.row_result_max = 4096;
+    bad = fx_start(&f);
+  }
+  unsetenv("TESSEL_GPU_GANG_HOLD");
+  if (bad) return;
+  atomic_store(&gang_calls, 0);
+  atomic_store(&gang_members, 0);
+  static char ids[20][T_ID_MAX];
+  uint64_t hold = sched_hold_open(f.s);
+  CHECK(hold == 0);
+  CHECK(submit_held(&f, "gangy", "{\"n\":10,\"value\":0,\"key\":\"a\"}",
+                    "cuda", hold, ids[0]) == 0);
+  /* ended while the "batch" is still open: with a hold it would stay
+   * queued until the close below (test_gang_hold_takes_a_batch_whole) */
+  check_job(&f, ids[0], JOB_SUCCEEDED, 0.0, 0, NULL);
+  char p[128];
+  for (int i = 1; i < 20; i++) {
+    snprintf(p, sizeof p, "{\"n\":10,\"value\":%d,\"key\":\"a\"}", i);
+    CHECK(submit_held(&f, "gangy", p, "cuda", hold, ids[i]) == 0);
+  }
+  sched_hold_close(f.s, hold);
+  for (int i = 1; i < 20; i++) {
+    store_job j;
+    if (!wait_final(&f, ids[i], &j)) continue;
+    CHECK_MSG(j.status == JOB_SUCCEEDED, "job %d: status %d", i, (int)j.status);
+    store_job_clear(&j);
+  }
+  wait_idle(&f);
+  fx_close(&f);
+}
+
 /* Slots of <dir>/inflight (the in-flight journal, compute/sched/journal.c:
  * 64-byte slots, in use while they begin with the magic "TJNL") naming one
  * of ids[0..n-1]. */
@@ -492,6 +533,7 @@ int main(void) {
   RUN(test_gang_keeps_apart_what_may_not_share);
   RUN(test_gang_cancel_of_one_member);
   RUN(test_gang_hold_takes_a_batch_whole);
+  RUN(test_gang_hold_off);
   RUN(test_gang_members_each_in_the_journal);
   RUN(test_gang_killed_mid_launch);
   rm_tree(root);
