@@ -86,7 +86,7 @@
  * uses with dev_begin (recursive: the run's own is already held) for the
  * whole call; the callbacks (alloc, progress, borrow) run on that thread.
  * The targets' uploads to devices beyond the first run on short-lived
- * threads (query_chunks.cu's gq_uploads) while it waits for them, holding
+ * threads (query_devs.cu's gq_uploads) while it waits for them, holding
  * their locks.
  *
  * Where the time goes: gq_trace logs one line a call ("geoq trace:", at
@@ -103,7 +103,7 @@
  * in steps (gq_begin, gq_index, gq_devices, a pass over the chunks,
  * gq_radius_fill for radius, gq_collect; gq_release on every path);
  * query_devindex.cu builds the index on the devices, query_index.cu on the
- * host; query_chunks.cu sizes the devices'
+ * host; query_devs.cu sizes the devices'
  * buffers and runs the passes; query_kernel.cu is the kernel.
  */
 #include <cuda_runtime.h>

@@ -6,7 +6,7 @@
  * took ~270-330 ms that no number of GPUs shrank (about 40 % of it page
  * faults on its fresh GB; tests/bench/results/knn-2gpu-2026-11-29.md);
  * here each device receives the plan's prepared points (400 MB for 10^7,
- * every device at once: query_chunks.cu's gq_uploads) and builds the
+ * every device at once: query_devs.cu's gq_uploads) and builds the
  * index itself, and only what the host needs comes back: ord, each
  * chunk's rows in order, for the scatter (knn, rowwise), or the sorted
  * queries' original index (radius: the host counts and places pairs by

@@ -1,8 +1,9 @@
 /* compute/kinds/geodesic/query/query_int.h — private to the CUDA query
- * engine: what its four files share. query.cu drives a call (cuda_geoq, its
+ * engine: what its files share. query.cu drives a call (cuda_geoq, its
  * design paragraph says how the engine works); query_index.cu builds the
  * index on the host (Morton order, tiles and their boxes, homes, output
- * slots); query_chunks.cu runs chunks of queries on the devices (buffers,
+ * slots); query_devs.cu sets the devices up and query_chunks.cu runs
+ * chunks of queries on them (buffers,
  * uploads, the pass over the chunks, results scattered to their rows);
  * query_kernel.cu holds the kernel and its one launcher, gq_launch.
  *
@@ -181,7 +182,7 @@ void gq_free_later(void *const *p, int n, int64_t items);
 double *gq_boxes(const geoq_gpu_job *job, const double *x, int64_t n,
                  int64_t *nt);
 
-/* ---- the devices and the chunks (query_chunks.cu) ------------------------ */
+/* ---- the devices (query_devs.cu) and the chunks (query_chunks.cu) ------- */
 
 /* One device's share: its context, the targets' index, the chunk buffers
  * and the chunk in flight. */
