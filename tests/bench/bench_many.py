@@ -17,6 +17,19 @@ hand; the ratio is many / single. Medians of REPS runs, the methods taking
 turns in each.
 
   /usr/bin/python3 tests/bench/bench_many.py path/to/tesseld [N=2000] [REPS=3]
+
+A/B of two clients against one daemon (issue 26 item 5: where a map_many
+job's time goes, client side and daemon side apart):
+
+  /usr/bin/python3 tests/bench/bench_many.py --ab OLD_CLIENT_DIR path/to/tesseld [N] [REPS]
+
+runs map_many of N tiny jobs from OLD_CLIENT_DIR's client (e.g. a
+`git worktree` of main's clients/python) and from this tree's, each in a
+child process of its own, taking turns, REPS times, and prints per client
+the median jobs/s, the client's CPU µs per job (its process time over
+the call) and the daemon's (utime + stime from /proc/PID/stat over the
+call): on a machine of C cores, the client alone caps jobs/s at about
+1e6 / client µs (one GIL), the daemon at about C * 1e6 / daemon µs.
 """
 import os
 import shutil
@@ -83,7 +96,56 @@ def run_sync(c, n):
     return statistics.median(lat)
 
 
+def _cpu_s(pid):
+    """utime + stime of process pid, in seconds (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        rest = f.read().rsplit(")", 1)[1].split()
+    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def child(url, n):
+    """One map_many of n tiny jobs from this process's client: prints
+    "wall_s client_cpu_s" (a warm-up call first, not counted)."""
+    c = tessel.Client(url)
+    items = [np.arange(10.0) + i for i in range(n)]
+    c.map_many("x*x", items[:200])
+    t, cpu = time.perf_counter(), time.process_time()
+    c.map_many("x*x", items)
+    print(time.perf_counter() - t, time.process_time() - cpu)
+
+
+def ab(old_dir, binary, n, reps):
+    p, d, url = start(binary)
+    new_dir = os.path.join(HERE, "..", "..", "clients", "python")
+    rows = {"old": [], "new": []}
+    try:
+        for _ in range(reps):
+            for name, cdir in (("old", old_dir), ("new", new_dir)):
+                before = _cpu_s(p.pid)
+                out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", url,
+                                      str(n)], env=dict(os.environ, TESSEL_CLIENT_DIR=cdir),
+                                     check=True, capture_output=True, text=True).stdout
+                wall, ccpu = map(float, out.split())
+                # the daemon's CPU over the whole child (its warm-up of 200 too)
+                rows[name].append((wall, ccpu, (_cpu_s(p.pid) - before) / (n + 200) * n))
+        print(f"map_many of {n} tiny jobs (x*x over 10 float64), {os.cpu_count()} cores, "
+              f"medians of {reps}, clients taking turns against one daemon")
+        print(f"{'client':<8}{'jobs/s':>10}{'client us/job':>16}{'daemon us/job':>16}")
+        for name, r in rows.items():
+            w, c, dc = (statistics.median(x[k] for x in r) for k in range(3))
+            print(f"{name:<8}{n / w:>10.0f}{c / n * 1e6:>16.1f}{dc / n * 1e6:>16.1f}")
+    finally:
+        p.terminate()
+        p.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main():
+    if sys.argv[1] == "--child":
+        return child(sys.argv[2], int(sys.argv[3]))
+    if sys.argv[1] == "--ab":
+        return ab(sys.argv[2], sys.argv[3], int(float(sys.argv[4])) if len(sys.argv) > 4 else 4000,
+                  int(sys.argv[5]) if len(sys.argv) > 5 else 5)
     binary = sys.argv[1]
     n = int(float(sys.argv[2])) if len(sys.argv) > 2 else 2000
     reps = int(sys.argv[3]) if len(sys.argv) > 3 else 3

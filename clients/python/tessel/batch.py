@@ -2,23 +2,37 @@
 
 A ``pool.map`` of small items becomes ``POST /v1/jobs:batch?wait=S``
 requests (each item the body ``submit_*`` would send) with
-``"include": ["result"]``: the server answers once every job has ended (or
-S has passed), so a batch of tiny jobs is one request, its small results
-inline (``result.data``). Items beyond SPLIT_MIN (not for backend
-"cuda", whose batch must stay whole for its jobs to share one launch) are
-split into up to one request per transfer thread, sent at once (at most
-10,000 items each): a
-server checks a request's items one after another on one thread, and the
-jobs of one part start while the other parts are still being checked; the jobs not ended by then are waited for with
-``POST /v1/jobs:get`` (``wait``, ``include``) until every one has ended, and
-a larger result is downloaded from its link. (Two requests, the batch then
-jobs:get, cost the seeds' 100 sums 18.3 ms against 13.5 for one on 2 cores:
-tests/bench/results/gang-2core-2026-11-29.md.) A server without "include"
-on jobs:batch is asked the older way: the batch, then jobs:get. The items carry no request_id (one each
-would make the server insert and commit them one by one): a batch lost in
-transit raises, it is never resent by the client. A bad item raises the error the single
-call would raise (its field as ``jobs[i]...``), after every job of the call
-was submitted; a failed job raises `JobFailed` as ``.result()`` would.
+``"include": ["result"]`` and the read mask ``"fields"``: the server
+answers once every job has ended (or S has passed), so a batch of tiny
+jobs is one request, its small results inline (``result.data``).
+
+A call is cut into chunks (_chunks): up to one per transfer thread (at
+least SPLIT_MIN items each), and beyond CHUNK items a thread, chunks of
+CHUNK. They go out as they are made, each on a transfer thread's own
+connection, at most one per thread in flight: the server checks and runs
+chunk k while this thread makes chunk k+1 and turns the answers in hand,
+in order, into arrays (a server checks a request's items one after another
+on one thread, so chunks at once also spread its checks). Inputs are made
+JSON lists and results arrays by one NumPy call per shape (inline.py).
+Backend "cuda" stays one request (per 10,000 items): its batch must stay
+whole for its jobs to share one launch. The jobs not ended by the answer
+are waited for with ``POST /v1/jobs:get`` (``wait``, ``include``) until
+every one has ended, and a larger result (or one with inf or nan, which
+JSON cannot carry) is downloaded from its link. A server without
+"include" on jobs:batch is asked the older way: the batch, then jobs:get.
+
+request_ids: with ``Client(retries=N)`` (N > 0) each item carries one,
+and a chunk whose answer was lost (a broken connection, a 503) is sent
+once more: the server answers with the jobs the ids already made, none
+new. Without retries the items carry none and a lost chunk raises,
+never resent: an item with a request_id is inserted by the server's
+[sync] path (a transaction per chunk before its jobs queue), which cost
++30 µs of daemon CPU a tiny job and 12,994 -> 7,945 jobs/s on 2 cores
+(tests/bench/bench_many.py --ab).
+
+A bad item raises the error the single call would raise (its field as
+``jobs[i]...``), after every job of the call was submitted; a failed job
+raises `JobFailed` as ``.result()`` would.
 
 `Coalescer`: the submits of several threads (``executor().map``, or any
 threads sharing a client) made while one submit is in flight go out
@@ -148,6 +162,7 @@ class Batches:
         request_id. The chunk's array inputs are made lists together
         (smalls); one that is not small is uploaded (Client._input)."""
         bodies, slots = [], []
+        keyed = self._t.retries > 0  # a chunk may be resent (_batch_call)
         extra = {k: v for k, v in opts.items() if v is not None}
         for p in params:
             q: Dict[str, Any] = {}
@@ -164,7 +179,9 @@ class Batches:
                     slots.append((q, k, v, f"params.{k}"))
                 else:
                     q[k] = v
-            b = {"kind": kind, "params": q, **extra, "request_id": _ids.next()}
+            b = {"kind": kind, "params": q, **extra}
+            if keyed:
+                b["request_id"] = _ids.next()
             bodies.append(b)
         for (d, k, v, field), s in zip(slots, smalls([s[2] for s in slots])):
             d[k] = s if s is not None else self._input(v, field, cleanup)
@@ -193,12 +210,12 @@ class Batches:
                 pool = self._t._workers()
                 flight: Deque[Any] = collections.deque()
                 try:
-                    for r in chunks:
+                    for r in chunks:  # made while `workers` chunks are in flight
                         body = self._jobs_json(kind, params[r.start:r.stop], opts, cleanup)
-                        flight.append((r.start, pool.submit(self._batch_call, body)))
-                        while len(flight) > workers or (flight and flight[0][1].done()):
+                        while len(flight) >= workers or (flight and flight[0][1].done()):
                             lo, fut = flight.popleft()
                             call.take(lo, fut.result())
+                        flight.append((r.start, pool.submit(self._batch_call, body)))
                     while flight:
                         lo, fut = flight.popleft()
                         call.take(lo, fut.result())
@@ -239,7 +256,7 @@ class Batches:
             try:
                 return self._t.request("POST", path, body, hdr, timeout=timeout)[1]
             except errors.Unavailable as e:
-                if isinstance(e, errors.TooManyRequests):
+                if isinstance(e, errors.TooManyRequests) or not self._t.retries:
                     raise
                 return self._t.request("POST", path, body, hdr, timeout=timeout)[1]
 
@@ -334,7 +351,7 @@ class Batches:
         params = []
         for it in items:
             ins = dict(common)
-            if isinstance(it, Mapping):
+            if type(it) is not np.ndarray and isinstance(it, Mapping):
                 ins.update(it)
             else:
                 ins["x"] = it
@@ -376,7 +393,7 @@ class Batches:
         params = []
         for it in items:
             ins = dict(common)
-            if isinstance(it, Mapping):
+            if type(it) is not np.ndarray and isinstance(it, Mapping):
                 ins.update(it)
             else:
                 ins["x"] = it
@@ -412,7 +429,7 @@ class Batches:
         params = []
         for it in items:
             p = dict(common, method=method, units=units)
-            if isinstance(it, Mapping):
+            if type(it) is not np.ndarray and isinstance(it, Mapping):
                 p.update(it)
             else:
                 p["points"] = np.asarray(it, dtype=np.float64)
