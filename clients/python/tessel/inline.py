@@ -13,9 +13,10 @@ apart).
 calls (batch.py) need for thousands of tiny jobs: the arrays of one shape
 and dtype are stacked and checked and converted by one NumPy call each
 (~0.4 µs an item against ~3.5 for `small` or `inline` one at a time,
-tests/bench/bench_many.py). A result from `inlines` is a view into one
-array made for its group (``a[i, ...]``), never shared with another
-result.
+tests/bench/bench_many.py). A result from `inlines` is a view into the
+one array made for its group (``a[i, ...]``; no two results share an
+element) when that array is at most VIEW_MAX bytes, else a copy of its
+row: one result kept never keeps more than VIEW_MAX of the others alive.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 INLINE_MAX = 8192  # elements of an input sent as a JSON list instead of an upload
+VIEW_MAX = 64 << 10  # bytes of a group's array whose results may be views of it
 
 _INLINE_KINDS = "biuf"
 
@@ -120,7 +122,8 @@ def inlines(results: Sequence[Dict[str, Any]]) -> List[Optional[np.ndarray]]:
             continue
         bad = np.isnan(a.reshape(k, a[0].size)).any(axis=1).tolist()
         a = a.astype(dt, copy=False)
+        own = a.nbytes > VIEW_MAX  # a kept result must not keep the others
         for j, i in enumerate(idx):
             if not bad[j]:
-                out[i] = a[j, ...]
+                out[i] = a[j, ...].copy() if own else a[j, ...]
     return out

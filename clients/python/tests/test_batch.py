@@ -238,6 +238,12 @@ def test_smalls_and_inlines_equal_one_at_a_time():
            {"dtype": "float64", "shape": [2, 0], "data": [[], []]},
            {"dtype": "float64", "shape": [2], "data": [[1.0], [2.0]]},  # not its shape
            {"dtype": "float64", "shape": [2]}]                          # no data
+    # a group over VIEW_MAX: each result its own array, none keeping the rest
+    big = [{"dtype": "float64", "shape": [1000], "data": [float(i)] * 1000} for i in range(9)]
+    got = tinline.inlines(big)
+    assert all(g.base is None and g[0] == i for i, g in enumerate(got))
+    small_group = tinline.inlines(res[1:2] * 3)
+    assert small_group[0].base is small_group[1].base is not None  # views: tiny ones
     for g, o in zip(tinline.inlines(res), [tinline.inline(r) for r in res]):
         assert (g is None) == (o is None), (g, o)
         if g is not None:
