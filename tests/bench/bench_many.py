@@ -30,6 +30,15 @@ the median jobs/s, the client's CPU µs per job (its process time over
 the call) and the daemon's (utime + stime from /proc/PID/stat over the
 call): on a machine of C cores, the client alone caps jobs/s at about
 1e6 / client µs (one GIL), the daemon at about C * 1e6 / daemon µs.
+
+  /usr/bin/python3 tests/bench/bench_many.py --parts
+
+times the client's own steps of a map_many job without a daemon (best of
+7, µs per job over a chunk of 500): the params, the chunk's body
+(_jobs_json: inputs made lists, json.dumps), json.loads of a canned
+answer, its conversion to arrays (_Call.take: inlines) and the final
+list (_results); what the client's CPU per job has beyond their sum is
+the transport (sockets, the transfer threads) and the garbage collector.
 """
 import os
 import shutil
@@ -140,7 +149,41 @@ def ab(old_dir, binary, n, reps):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def parts(n=500):
+    import json
+    import timeit
+    from tessel import batch as tb
+    c = tessel.Client("http://127.0.0.1:1")  # never asked: no request is made
+    items = [np.arange(10.0) + i for i in range(n)]
+    params = [{"expr": "x*x", "dtype": None, "inputs": {"x": a}} for a in items]
+    opts = dict(backend="auto", priority=None, timeout_s=None, label=None)
+    ans = {"jobs": [{"id": f"j_01m8mee98z000005f7dq5{k:05d}", "status": "succeeded",
+                     "result": {"dtype": "float64", "shape": [10], "bytes": 80,
+                                "href": f"/v1/jobs/j_01m8mee98z000005f7dq5{k:05d}/result",
+                                "data": (np.arange(10.0) + k).tolist()}, "error": None}
+                    for k in range(n)]}
+    raw = json.dumps(ans, separators=(",", ":")).encode()
+    answer = json.loads(raw)
+
+    def done():
+        call = tb._Call(n)
+        call.take(0, answer)
+        return c._results(call.ids, call.done, call.arrays)
+    steps = [("params (map_many's loop)",
+              lambda: [{"expr": "x*x", "dtype": None, "inputs": dict(x=a)} for a in items]),
+             ("body (_jobs_json)", lambda: c._jobs_json("map", params, opts, [])),
+             ("answer json.loads", lambda: json.loads(raw)),
+             ("arrays (_Call.take + _results)", done)]
+    print(f"the client's steps of a map_many job, no daemon, {len(raw) / n:.0f} answer "
+          f"bytes a job, best of 7")
+    for name, f in steps:
+        best = min(timeit.repeat(f, number=10, repeat=7)) / 10 / n
+        print(f"{name:<34}{best * 1e6:>8.2f} us/job")
+
+
 def main():
+    if sys.argv[1] == "--parts":
+        return parts()
     if sys.argv[1] == "--child":
         return child(sys.argv[2], int(sys.argv[3]))
     if sys.argv[1] == "--ab":

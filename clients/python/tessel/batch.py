@@ -158,10 +158,11 @@ class Batches:
 
     def _jobs_json(self, kind: str, params: Sequence[Dict[str, Any]], opts: Dict[str, Any],
                    cleanup: List[Any]) -> bytes:
-        """The JSON array of a chunk's job bodies, each with its own
-        request_id. The chunk's array inputs are made lists together
-        (smalls); one that is not small is uploaded (Client._input)."""
-        bodies, slots = [], []
+        """The JSON array of a chunk's job bodies (each with a request_id
+        when the client retries). The chunk's array inputs are made lists
+        together (smalls); one that is not small is uploaded
+        (Client._input)."""
+        bodies, slots, values = [], [], []
         keyed = self._t.retries > 0  # a chunk may be resent (_batch_call)
         extra = {k: v for k, v in opts.items() if v is not None}
         for p in params:
@@ -173,18 +174,21 @@ class Batches:
                     q[k] = ins = {}
                     for n, x in v.items():
                         ins[n] = None
-                        slots.append((ins, n, x, f"params.inputs.{n}"))
+                        slots.append((ins, n, "params.inputs."))
+                        values.append(x)
                 elif k in _ARRAY_KEYS:
                     q[k] = None
-                    slots.append((q, k, v, f"params.{k}"))
+                    slots.append((q, k, "params."))
+                    values.append(v)
                 else:
                     q[k] = v
-            b = {"kind": kind, "params": q, **extra}
+            b = {"kind": kind, "params": q}
+            b.update(extra)
             if keyed:
                 b["request_id"] = _ids.next()
             bodies.append(b)
-        for (d, k, v, field), s in zip(slots, smalls([s[2] for s in slots])):
-            d[k] = s if s is not None else self._input(v, field, cleanup)
+        for (d, k, where), v, s in zip(slots, values, smalls(values)):
+            d[k] = s if s is not None else self._input(v, where + k, cleanup)
         return json.dumps(bodies, separators=(",", ":")).encode()
 
     def _run_many(self, kind: str, params: List[Dict[str, Any]],

@@ -85,7 +85,9 @@ class Client(Kinds, Batches):
         Bearer token; default ``$TESSEL_TOKEN``.
     retries : int, optional
         How many times a 429, or a 503 with Retry-After, is retried after
-        sleeping what the server says; 0 (default) raises at once.
+        sleeping what the server says; 0 (default) raises at once. Above
+        0 the ``*_many`` calls also give each item a request_id and send a
+        request whose answer was lost once more (batch.py).
     timeout : float, optional
         Seconds a socket operation may take.
     same_host : bool, optional
