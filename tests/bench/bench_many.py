@@ -24,8 +24,9 @@ job's time goes, client side and daemon side apart):
   /usr/bin/python3 tests/bench/bench_many.py --ab OLD_CLIENT_DIR path/to/tesseld [N] [REPS]
 
 runs map_many of N tiny jobs from OLD_CLIENT_DIR's client (e.g. a
-`git worktree` of main's clients/python) and from this tree's, each in a
-child process of its own, taking turns, REPS times, and prints per client
+`git worktree` of main's clients/python), from this tree's, and from this
+tree's with Client(retries=1) ("new+rids": a request_id per item), each
+in a child process of its own, taking turns, REPS times, and prints per client
 the median jobs/s, the client's CPU µs per job (its process time over
 the call) and the daemon's (utime + stime from /proc/PID/stat over the
 call): on a machine of C cores, the client alone caps jobs/s at about
@@ -115,7 +116,7 @@ def _cpu_s(pid):
 def child(url, n):
     """One map_many of n tiny jobs from this process's client: prints
     "wall_s client_cpu_s" (a warm-up call first, not counted)."""
-    c = tessel.Client(url)
+    c = tessel.Client(url, retries=int(os.environ.get("BENCH_RETRIES", "0")))
     items = [np.arange(10.0) + i for i in range(n)]
     c.map_many("x*x", items[:200])
     t, cpu = time.perf_counter(), time.process_time()
@@ -126,13 +127,15 @@ def child(url, n):
 def ab(old_dir, binary, n, reps):
     p, d, url = start(binary)
     new_dir = os.path.join(HERE, "..", "..", "clients", "python")
-    rows = {"old": [], "new": []}
+    rows = {"old": [], "new": [], "new+rids": []}
     try:
         for _ in range(reps):
-            for name, cdir in (("old", old_dir), ("new", new_dir)):
+            for name, cdir in (("old", old_dir), ("new", new_dir), ("new+rids", new_dir)):
                 before = _cpu_s(p.pid)
+                env = dict(os.environ, TESSEL_CLIENT_DIR=cdir,
+                           BENCH_RETRIES="1" if name == "new+rids" else "0")
                 out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", url,
-                                      str(n)], env=dict(os.environ, TESSEL_CLIENT_DIR=cdir),
+                                      str(n)], env=env,
                                      check=True, capture_output=True, text=True).stdout
                 wall, ccpu = map(float, out.split())
                 # the daemon's CPU over the whole child (its warm-up of 200 too)
