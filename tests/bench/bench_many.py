@@ -32,6 +32,14 @@ the call) and the daemon's (utime + stime from /proc/PID/stat over the
 call): on a machine of C cores, the client alone caps jobs/s at about
 1e6 / client µs (one GIL), the daemon at about C * 1e6 / daemon µs.
 
+  /usr/bin/python3 tests/bench/bench_many.py --sweep path/to/tesseld [N=20000] [REPS=3]
+
+map_many of N tiny jobs from this tree's client with other chunk sizes
+(batch.CHUNK: 100 ... 2,500) and connections (Client(streams=): 2 ... 16),
+taking turns against one daemon: jobs/s and the client's and the
+daemon's CPU µs per job, medians of REPS (how CHUNK = 500 with 8 was
+chosen; results/many-2core-2026-11-29.md).
+
   /usr/bin/python3 tests/bench/bench_many.py --parts
 
 times the client's own steps of a map_many job without a daemon (best of
@@ -152,6 +160,35 @@ def ab(old_dir, binary, n, reps):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def sweep(binary, n, reps):
+    from tessel import batch as tb
+    p, d, url = start(binary)
+    try:
+        items = [np.arange(10.0) + i for i in range(n)]
+        confs = [(ch, 8) for ch in (100, 250, 500, 1000, 2500)] + [(500, s) for s in (2, 4, 16)]
+        clients = {s: tessel.Client(url, streams=s) for s in (2, 4, 8, 16)}
+        for c in clients.values():
+            c.map_many("x*x", items[:200])
+        rows = {k: [] for k in confs}
+        for _ in range(reps):
+            for ch, s in confs:
+                tb.CHUNK = ch
+                before, t0, w = _cpu_s(p.pid), os.times(), time.perf_counter()
+                clients[s].map_many("x*x", items)
+                t1, w = os.times(), time.perf_counter() - w
+                rows[(ch, s)].append((n / w, t1.user + t1.system - t0.user - t0.system,
+                                      _cpu_s(p.pid) - before))
+        print(f"map_many of {n} tiny jobs, {os.cpu_count()} cores, medians of {reps}")
+        print(f"{'CHUNK':>6}{'conns':>6}{'jobs/s':>10}{'client us/job':>15}{'daemon us/job':>15}")
+        for (ch, s), r in rows.items():
+            j, c, dc = (statistics.median(x[k] for x in r) for k in range(3))
+            print(f"{ch:>6}{s:>6}{j:>10.0f}{c / n * 1e6:>15.1f}{dc / n * 1e6:>15.1f}")
+    finally:
+        p.terminate()
+        p.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def parts(n=500):
     import json
     import timeit
@@ -187,6 +224,9 @@ def parts(n=500):
 def main():
     if sys.argv[1] == "--parts":
         return parts()
+    if sys.argv[1] == "--sweep":
+        return sweep(sys.argv[2], int(float(sys.argv[3])) if len(sys.argv) > 3 else 20000,
+                     int(sys.argv[4]) if len(sys.argv) > 4 else 3)
     if sys.argv[1] == "--child":
         return child(sys.argv[2], int(sys.argv[3]))
     if sys.argv[1] == "--ab":

@@ -32,7 +32,10 @@ never resent: an item with a request_id is inserted by the server's
 
 A bad item raises the error the single call would raise (its field as
 ``jobs[i]...``), after every job of the call was submitted; a failed job
-raises `JobFailed` as ``.result()`` would.
+raises `JobFailed` as ``.result()`` would. An input the client itself
+cannot send (an upload refused, a failed Job as input) raises while its
+chunk is made: the chunks sent before it run on, and are waited for
+before the call's uploads are deleted.
 
 `Coalescer`: the submits of several threads (``executor().map``, or any
 threads sharing a client) made while one submit is in flight go out
