@@ -16,7 +16,8 @@ thread in flight and its order; non-finite results in a group of one shape
 come whole through their links (inf and nan apart), the others inline;
 smalls / inlines equal small / inline one at a time; with retries a
 chunk carries request_ids and a lost answer is sent again without new
-jobs (without retries: no request_id, the loss raises).
+jobs (without retries: no request_id, the loss raises); an input the
+client cannot send mid-call raises after the chunks sent were answered.
 """
 import threading
 import time
@@ -336,3 +337,31 @@ def test_lost_chunk_resent_with_request_ids(daemon, monkeypatch):
         c.map_many("x + 1", items)
     assert len(bodies) == 1 and b"request_id" not in bodies[0]
     c.close()
+
+
+def test_input_refused_mid_call(client, monkeypatch):
+    """An input the client cannot send, in the fourth chunk: its error is
+    raised, the three chunks sent before it were answered (waited for,
+    not abandoned) and nothing after it was sent."""
+    monkeypatch.setattr(client._t, "_nworkers", lambda: 2)
+    monkeypatch.setattr(tbatch, "CHUNK", 10)
+    calls = _counting(client, monkeypatch)
+    answered = []
+    counted = client._t.request
+
+    def note(method, path, *a, **kw):
+        out = counted(method, path, *a, **kw)
+        answered.append(path)
+        return out
+
+    monkeypatch.setattr(client._t, "request", note)
+
+    def refuse(v, field, cleanup):
+        raise RuntimeError(f"cannot send {field}")
+
+    monkeypatch.setattr(client, "_input", refuse)
+    items = [np.full(2, float(i)) for i in range(60)]
+    items[35] = np.float32([1, 2])  # not inline: goes to _input
+    with pytest.raises(RuntimeError, match="params.inputs.x"):
+        client.map_many("x + 1", items)
+    assert len(calls) == 3 and len(answered) == 3, (calls, answered)
