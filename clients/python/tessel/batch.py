@@ -2,23 +2,40 @@
 
 A ``pool.map`` of small items becomes ``POST /v1/jobs:batch?wait=S``
 requests (each item the body ``submit_*`` would send) with
-``"include": ["result"]``: the server answers once every job has ended (or
-S has passed), so a batch of tiny jobs is one request, its small results
-inline (``result.data``). Items beyond SPLIT_MIN (not for backend
-"cuda", whose batch must stay whole for its jobs to share one launch) are
-split into up to one request per transfer thread, sent at once (at most
-10,000 items each): a
-server checks a request's items one after another on one thread, and the
-jobs of one part start while the other parts are still being checked; the jobs not ended by then are waited for with
-``POST /v1/jobs:get`` (``wait``, ``include``) until every one has ended, and
-a larger result is downloaded from its link. (Two requests, the batch then
-jobs:get, cost the seeds' 100 sums 18.3 ms against 13.5 for one on 2 cores:
-tests/bench/results/gang-2core-2026-11-29.md.) A server without "include"
-on jobs:batch is asked the older way: the batch, then jobs:get. The items carry no request_id (one each
-would make the server insert and commit them one by one): a batch lost in
-transit raises, it is never resent by the client. A bad item raises the error the single
-call would raise (its field as ``jobs[i]...``), after every job of the call
-was submitted; a failed job raises `JobFailed` as ``.result()`` would.
+``"include": ["result"]`` and the read mask ``"fields"``: the server
+answers once every job has ended (or S has passed), so a batch of tiny
+jobs is one request, its small results inline (``result.data``).
+
+A call is cut into chunks (_chunks): up to one per transfer thread (at
+least SPLIT_MIN items each), and beyond CHUNK items a thread, chunks of
+CHUNK. They go out as they are made, each on a transfer thread's own
+connection, at most one per thread in flight: the server checks and runs
+chunk k while this thread makes chunk k+1 and turns the answers in hand,
+in order, into arrays (a server checks a request's items one after another
+on one thread, so chunks at once also spread its checks). Inputs are made
+JSON lists and results arrays by one NumPy call per shape (inline.py).
+Backend "cuda" stays one request (per 10,000 items): its batch must stay
+whole for its jobs to share one launch. The jobs not ended by the answer
+are waited for with ``POST /v1/jobs:get`` (``wait``, ``include``) until
+every one has ended, and a larger result (or one with inf or nan, which
+JSON cannot carry) is downloaded from its link. A server without
+"include" on jobs:batch is asked the older way: the batch, then jobs:get.
+
+request_ids: with ``Client(retries=N)`` (N > 0) each item carries one,
+and a chunk whose answer was lost (a broken connection, a 503) is sent
+once more: the server answers with the jobs the ids already made, none
+new. Without retries the items carry none and a lost chunk raises,
+never resent: an item with a request_id is inserted by the server's
+[sync] path (a transaction per chunk before its jobs queue), which cost
++30 µs of daemon CPU a tiny job and 12,994 -> 7,945 jobs/s on 2 cores
+(tests/bench/bench_many.py --ab).
+
+A bad item raises the error the single call would raise (its field as
+``jobs[i]...``), after every job of the call was submitted; a failed job
+raises `JobFailed` as ``.result()`` would. An input the client itself
+cannot send (an upload refused, a failed Job as input) raises while its
+chunk is made: the chunks sent before it run on, and are waited for
+before the call's uploads are deleted.
 
 `Coalescer`: the submits of several threads (``executor().map``, or any
 threads sharing a client) made while one submit is in flight go out
@@ -27,16 +44,22 @@ together as ``jobs:batch`` requests; each caller still gets its own Job
 """
 from __future__ import annotations
 
+import collections
+import concurrent.futures
+import itertools
 import json
+import os
 import threading
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
 from . import errors
+from .inline import inline, inlines, smalls
 
 BATCH_MAX = 10000  # the server's item limit (API.md "POST /v1/jobs:batch")
 SPLIT_MIN = 25  # items a request gets at least before a call is split
+CHUNK = 500  # items a request gets at most once a call has more than one per transfer thread
 
 
 def _splits(n: int, workers: int) -> List[range]:
@@ -46,6 +69,38 @@ def _splits(n: int, workers: int) -> List[range]:
     k = max(1, min(workers, n // SPLIT_MIN), -(-n // BATCH_MAX))
     size = max(1, -(-n // k))
     return [range(lo, min(n, lo + size)) for lo in range(0, n, size)]
+
+
+def _chunks(n: int, workers: int) -> List[range]:
+    """The requests of a call of n items: `_splits` up to `workers` parts
+    of CHUNK items, beyond that chunks of CHUNK sent as they are made
+    (_run_many)."""
+    if workers == 1 or n <= workers * CHUNK:
+        return _splits(n, workers)
+    return [range(lo, min(n, lo + CHUNK)) for lo in range(0, n, CHUNK)]
+
+
+class _Ids:
+    """request_ids for submits: "py-" and 32 hex digits, a random 64-bit
+    prefix of this process and a counter. Unique as uuid4 ones are for
+    one server (a fresh prefix after fork: a child never repeats its
+    parent's ids), at a tenth of uuid4's cost (no os.urandom per call)."""
+
+    def __init__(self) -> None:
+        self.reset()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self.reset)
+
+    def reset(self) -> None:
+        self.prefix = "py-" + os.urandom(8).hex()
+        self.count = itertools.count(int.from_bytes(os.urandom(4), "little"))
+
+    def next(self) -> str:
+        return f"{self.prefix}{next(self.count) & 0xFFFFFFFFFFFFFFFF:016x}"
+
+
+_ids = _Ids()
+
 
 _BY_CODE = {
     "invalid_argument": errors.InvalidArgument,
@@ -64,107 +119,118 @@ def _item_error(err: Dict[str, Any]) -> errors.TesselError:
 
 
 _FINAL = ("succeeded", "failed", "canceled")
-
-INLINE_MAX = 8192  # elements of an input sent as a JSON list instead of an upload
-
-
-def _small(v: Any) -> Optional[Any]:
-    """A small float64 (or integer) input as nested lists, else None.
-
-    Lists go in the batch's body: 10,000 tiny inputs cost no upload each.
-    float32 and non-finite values keep the upload (a JSON number is a
-    float64; JSON has no NaN)."""
-    if isinstance(v, (dict, str, bytes)) or not isinstance(v, (list, tuple, np.ndarray)):
-        return None
-    try:
-        a = np.asarray(v)
-    except (ValueError, TypeError):
-        return None
-    if a.size > INLINE_MAX or a.dtype.kind not in "biuf" or a.dtype == np.float32:
-        return None
-    if a.dtype.kind == "f" and not np.isfinite(a).all():
-        return None
-    return a.astype(np.float64).tolist()
+_ARRAY_KEYS = ("points", "targets", "a", "b", "bias")
+_FIELDS = ["status", "error", "result"]
 
 
-def _inline(result: Dict[str, Any]) -> Optional[np.ndarray]:
-    """The array of an inline result (``result.data``), or None: also when
-    it holds a null (JSON has no NaN or infinity, so the server writes every
-    non-finite value as null; the caller then downloads the ``.npy``, which
-    keeps them apart)."""
-    if "data" not in result:
-        return None
-    d = result["data"]
-    if type(d) is float and not result.get("shape") and result.get("dtype") == "float64":
-        # a scalar (a reduce's result): its 0-d array at once, ~20x cheaper
-        # than the general path below (a JSON float is never NaN)
-        return np.array(d)
-    try:
-        a = np.array(result["data"], dtype=float if result.get("dtype") != "int64" else np.int64)
-    except (TypeError, ValueError):  # a null in an int64 result
-        return None
-    if a.dtype.kind == "f" and np.isnan(a).any():
-        return None
-    a = a.astype(result.get("dtype", "float64"), copy=False)
-    return a.reshape(result.get("shape", a.shape))
+class _Call:
+    """One *_many call's state: the jobs' ids and ended records, their
+    inline results converted so far, the first refused item's error."""
+
+    def __init__(self, n: int) -> None:
+        self.ids: List[Optional[str]] = [None] * n
+        self.done: Dict[str, Dict[str, Any]] = {}
+        self.arrays: List[Optional[np.ndarray]] = [None] * n
+        self.first_error: Optional[errors.TesselError] = None
+
+    def take(self, lo: int, out: Dict[str, Any]) -> None:
+        """The answer of the chunk whose first item is `lo`: ids and ended
+        records in order, the succeeded ones' inline results converted at
+        once (inlines: one NumPy call per shape)."""
+        ok = []
+        for k, item in enumerate(out["jobs"]):
+            if "status" not in item:  # refused: {"error": ...}
+                e = dict(item["error"])
+                f = e.get("field") or ""
+                e["field"] = f"jobs[{lo + k}]" + f[f.index("]") + 1:] if f else f
+                self.first_error = self.first_error or _item_error(e)
+                continue
+            self.ids[lo + k] = item["id"]
+            if item["status"] in _FINAL:
+                self.done[item["id"]] = item
+                if item["status"] == "succeeded" and "data" in (item.get("result") or {}):
+                    ok.append(lo + k)
+        if ok:
+            got = inlines([self.done[self.ids[i]]["result"] for i in ok])  # type: ignore[index]
+            for i, a in zip(ok, got):
+                self.arrays[i] = a
 
 
 class Batches:
     """The batch calls of `Client` (a mixin: needs ``_t``, ``_input``, ``max_wait``)."""
 
-    def _in(self, v: Any, field: str, cleanup: List[Any]) -> Any:
-        small = _small(v)
-        return small if small is not None else self._input(v, field, cleanup)
+    def _jobs_json(self, kind: str, params: Sequence[Dict[str, Any]], opts: Dict[str, Any],
+                   cleanup: List[Any]) -> bytes:
+        """The JSON array of a chunk's job bodies (each with a request_id
+        when the client retries). The chunk's array inputs are made lists
+        together (smalls); one that is not small is uploaded
+        (Client._input)."""
+        bodies, slots, values = [], [], []
+        keyed = self._t.retries > 0  # a chunk may be resent (_batch_call)
+        extra = {k: v for k, v in opts.items() if v is not None}
+        for p in params:
+            q: Dict[str, Any] = {}
+            for k, v in p.items():
+                if v is None:
+                    continue
+                if k == "inputs":
+                    q[k] = ins = {}
+                    for n, x in v.items():
+                        ins[n] = None
+                        slots.append((ins, n, "params.inputs."))
+                        values.append(x)
+                elif k in _ARRAY_KEYS:
+                    q[k] = None
+                    slots.append((q, k, "params."))
+                    values.append(v)
+                else:
+                    q[k] = v
+            b = {"kind": kind, "params": q}
+            b.update(extra)
+            if keyed:
+                b["request_id"] = _ids.next()
+            bodies.append(b)
+        for (d, k, where), v, s in zip(slots, values, smalls(values)):
+            d[k] = s if s is not None else self._input(v, where + k, cleanup)
+        return json.dumps(bodies, separators=(",", ":")).encode()
 
     def _run_many(self, kind: str, params: List[Dict[str, Any]],
                   opts: Dict[str, Any]) -> List[np.ndarray]:
+        """The chunks (_chunks) go out as they are made, up to one per
+        transfer thread in flight (each on its own connection) and one more
+        made ahead: the server runs chunk k while this thread makes chunk
+        k+1 and converts the answers in hand, in order."""
         cleanup: List[Any] = []
+        call = _Call(len(params))
         try:
-            bodies = []
-            for p in params:
-                q: Dict[str, Any] = {}
-                for k, v in p.items():
-                    if v is None:
-                        continue
-                    if k == "inputs":
-                        q[k] = {n: self._in(x, f"params.inputs.{n}", cleanup)
-                                for n, x in v.items()}
-                    elif k in ("points", "targets", "a", "b", "bias"):
-                        q[k] = self._in(v, f"params.{k}", cleanup)
-                    else:
-                        q[k] = v
-                b = {"kind": kind, "params": q}
-                b.update({k: v for k, v in opts.items() if v is not None})
-                bodies.append(b)
-            ids: List[Optional[str]] = []
-            done: Dict[str, Dict[str, Any]] = {}
-            first_error = None
             # cuda items in one request (per 10,000): the server queues a
             # batch's items as one unit and its tiny jobs share one launch;
             # parts would gang apart (compute/sched/README.md, "Gangs")
             gang = opts.get("backend") == "cuda"
-            parts = _splits(len(bodies), 1 if gang else self._t._nworkers())
-            if len(parts) == 1:
-                outs = [self._batch_call(bodies)]
-            else:  # at once, each on a transfer thread's own connection
-                outs = list(self._t._workers().map(
-                    lambda r: self._batch_call(bodies[r.start:r.stop]), parts))
-            for r, out in zip(parts, outs):
-                lo = r.start
-                for k, item in enumerate(out["jobs"]):
-                    if "status" not in item:  # refused: {"error": ...}
-                        e = dict(item["error"])
-                        f = e.get("field") or ""
-                        e["field"] = f"jobs[{lo + k}]" + f[f.index("]") + 1:] if f else f
-                        first_error = first_error or _item_error(e)
-                        ids.append(None)
-                    else:
-                        ids.append(item["id"])
-                        if item["status"] in _FINAL:
-                            done[item["id"]] = item
-            if first_error is not None:
-                raise first_error
-            return self._results(ids, done)  # type: ignore[arg-type]
+            workers = 1 if gang else self._t._nworkers()
+            chunks = _chunks(len(params), workers)
+            if len(chunks) == 1:
+                r = chunks[0]
+                call.take(r.start, self._batch_call(
+                    self._jobs_json(kind, params[r.start:r.stop], opts, cleanup)))
+            else:
+                pool = self._t._workers()
+                flight: Deque[Any] = collections.deque()
+                try:
+                    for r in chunks:  # made while `workers` chunks are in flight
+                        body = self._jobs_json(kind, params[r.start:r.stop], opts, cleanup)
+                        while len(flight) >= workers or (flight and flight[0][1].done()):
+                            lo, fut = flight.popleft()
+                            call.take(lo, fut.result())
+                        flight.append((r.start, pool.submit(self._batch_call, body)))
+                    while flight:
+                        lo, fut = flight.popleft()
+                        call.take(lo, fut.result())
+                finally:  # an error: the chunks sent still end before cleanup
+                    concurrent.futures.wait([f for _, f in flight])
+            if call.first_error is not None:
+                raise call.first_error
+            return self._results(call.ids, call.done, call.arrays)  # type: ignore[arg-type]
         finally:
             for fn in cleanup:
                 try:
@@ -182,25 +248,43 @@ class Batches:
                                    {"Content-Type": "application/json"}, timeout=timeout)[1]
         return self._t.newer("fields", lambda: post(dict(body, fields=fields)), lambda: post(body))
 
-    def _batch_call(self, jobs: List[Dict[str, Any]]) -> Dict[str, Any]:
-        """One jobs:batch of `jobs` that waits for them to end and brings
-        their small results (one request for a batch of tiny jobs); a
-        server without "include" on jobs:batch: the batch alone."""
+    def _batch_call(self, jobs: bytes) -> Dict[str, Any]:
+        """One jobs:batch of `jobs` (a JSON array, _jobs_json) that waits for
+        them to end and brings their small results (one request for a batch
+        of tiny jobs); a server without "include" on jobs:batch: the batch
+        alone. A chunk whose answer was lost (a connection that broke, a
+        503) is sent once more: its request_ids make the server answer
+        with the jobs it already made, not new ones."""
         wait = min(self.max_wait, 60.0)
+        hdr = {"Content-Type": "application/json"}
 
-        def waited():
-            return self._fields_call(f"/v1/jobs:batch?wait={wait:.3f}",
-                                     {"jobs": jobs, "include": ["result"]},
-                                     ["status", "error", "result"], wait + 60)
+        def post(path: str, rest: bytes, timeout: Optional[float]) -> Dict[str, Any]:
+            body = b'{"jobs":' + jobs + rest + b"}"
+            try:
+                return self._t.request("POST", path, body, hdr, timeout=timeout)[1]
+            except errors.Unavailable as e:
+                if isinstance(e, errors.TooManyRequests) or not self._t.retries:
+                    raise
+                return self._t.request("POST", path, body, hdr, timeout=timeout)[1]
 
-        def alone():
-            return self._fields_call("/v1/jobs:batch", {"jobs": jobs}, ["status", "error"], None)
-        return self._t.newer("include", waited, alone)
+        def waited(fields: bytes) -> Dict[str, Any]:
+            return post(f"/v1/jobs:batch?wait={wait:.3f}", b',"include":["result"]' + fields,
+                        wait + 60)
 
-    def _results(self, ids: List[str],
-                 done: Optional[Dict[str, Dict[str, Any]]] = None) -> List[np.ndarray]:
-        """The results of ids, in order: the ended records in `done` as
-        they are, the others waited for with jobs:get."""
+        def alone(fields: bytes) -> Dict[str, Any]:
+            return post("/v1/jobs:batch", fields, None)
+
+        def ask(call: Callable[[bytes], Dict[str, Any]], fields: List[str]):
+            mask = b',"fields":' + json.dumps(fields).encode()
+            return self._t.newer("fields", lambda: call(mask), lambda: call(b""))
+        return self._t.newer("include", lambda: ask(waited, _FIELDS),
+                             lambda: ask(alone, ["status", "error"]))
+
+    def _results(self, ids: List[str], done: Optional[Dict[str, Dict[str, Any]]] = None,
+                 arrays: Optional[List[Optional[np.ndarray]]] = None) -> List[np.ndarray]:
+        """The results of ids, in order: `arrays[i]` where the caller has it,
+        else from the ended records in `done`, the others waited for with
+        jobs:get; a result not inline is downloaded."""
         done = dict(done or {})
         pending = [i for i in dict.fromkeys(ids) if i not in done]
         while pending:
@@ -210,8 +294,7 @@ class Batches:
                 out = self._fields_call("/v1/jobs:get",
                                         {"ids": chunk, "wait": min(self.max_wait, 60.0),
                                          "include": ["result"]},
-                                        ["status", "error", "result"],
-                                        min(self.max_wait, 60.0) + 60)
+                                        _FIELDS, min(self.max_wait, 60.0) + 60)
                 for j in out["jobs"]:
                     if "status" not in j:  # {"id", "error"}
                         raise _item_error(j["error"])
@@ -221,15 +304,17 @@ class Batches:
                         nxt.append(j["id"])
             pending = nxt
         res = []
-        for i in ids:
-            j = done[i]
-            if j["status"] != "succeeded":
-                if "kind" not in j:  # a partial record ("fields"): the whole job for the error
-                    _, j = self._t.json("GET", f"/v1/jobs/{i}")
-                raise errors.from_job(j)
-            a = _inline(j.get("result") or {})
+        for k, i in enumerate(ids):
+            a = arrays[k] if arrays is not None else None
             if a is None:
-                a = self._t.download_npy(f"/v1/jobs/{i}/result", None)
+                j = done[i]
+                if j["status"] != "succeeded":
+                    if "kind" not in j:  # a partial record ("fields"): the whole job for the error
+                        _, j = self._t.json("GET", f"/v1/jobs/{i}")
+                    raise errors.from_job(j)
+                a = inline(j.get("result") or {})
+                if a is None:
+                    a = self._t.download_npy(f"/v1/jobs/{i}/result", None)
             res.append(a)
         return res
 
@@ -273,7 +358,7 @@ class Batches:
         params = []
         for it in items:
             ins = dict(common)
-            if isinstance(it, Mapping):
+            if type(it) is not np.ndarray and isinstance(it, Mapping):
                 ins.update(it)
             else:
                 ins["x"] = it
@@ -315,7 +400,7 @@ class Batches:
         params = []
         for it in items:
             ins = dict(common)
-            if isinstance(it, Mapping):
+            if type(it) is not np.ndarray and isinstance(it, Mapping):
                 ins.update(it)
             else:
                 ins["x"] = it
@@ -351,7 +436,7 @@ class Batches:
         params = []
         for it in items:
             p = dict(common, method=method, units=units)
-            if isinstance(it, Mapping):
+            if type(it) is not np.ndarray and isinstance(it, Mapping):
                 p.update(it)
             else:
                 p["points"] = np.asarray(it, dtype=np.float64)

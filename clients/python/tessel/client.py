@@ -41,7 +41,6 @@ annotated and has a NumPy-style docstring whose example runs as a doctest
 from __future__ import annotations
 
 import concurrent.futures
-import itertools
 import json
 import os
 import threading
@@ -52,7 +51,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import errors
-from .batch import Batches, Coalescer, _inline, _small
+from .batch import Batches, Coalescer, _ids
+from .inline import inline as _inline, small as _small
 from .array import Array, _wire_array  # noqa: F401 (tessel.client.Array, as before)
 from .job import Job, WaitGroup, Waiter, _unlink_quiet, reaper
 from .region import Region, _Pool, _out_bytes, copy_in
@@ -64,28 +64,6 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 _ARRAY_PARAMS = ("a", "b", "bias", "points", "targets")
 # An input this big (bytes) is made beside the job's other big ones (_inputs).
 BIG_INPUT = 1 << 20
-
-
-class _Ids:
-    """request_ids for submits: "py-" and 32 hex digits, a random 64-bit
-    prefix of this process and a counter. Unique as uuid4 ones are for
-    one server (a fresh prefix after fork: a child never repeats its
-    parent's ids), at a tenth of uuid4's cost (no os.urandom per call)."""
-
-    def __init__(self) -> None:
-        self.reset()
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self.reset)
-
-    def reset(self) -> None:
-        self.prefix = "py-" + os.urandom(8).hex()
-        self.count = itertools.count(int.from_bytes(os.urandom(4), "little"))
-
-    def next(self) -> str:
-        return f"{self.prefix}{next(self.count) & 0xFFFFFFFFFFFFFFFF:016x}"
-
-
-_ids = _Ids()
 
 
 def _nbytes(v) -> int:
@@ -107,7 +85,9 @@ class Client(Kinds, Batches):
         Bearer token; default ``$TESSEL_TOKEN``.
     retries : int, optional
         How many times a 429, or a 503 with Retry-After, is retried after
-        sleeping what the server says; 0 (default) raises at once.
+        sleeping what the server says; 0 (default) raises at once. Above
+        0 the ``*_many`` calls also give each item a request_id and send a
+        request whose answer was lost once more (batch.py).
     timeout : float, optional
         Seconds a socket operation may take.
     same_host : bool, optional

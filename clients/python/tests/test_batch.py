@@ -11,6 +11,13 @@ a result over the inline bound comes back whole through its link; the
 client's waiter polls its pending jobs with one jobs:get, not one GET each;
 submits of several threads made while one is in flight go out as batches
 (fewer requests than jobs), each caller getting its own job or error.
+A call of more chunks than transfer threads keeps at most one chunk per
+thread in flight and its order; non-finite results in a group of one shape
+come whole through their links (inf and nan apart), the others inline;
+smalls / inlines equal small / inline one at a time; with retries a
+chunk carries request_ids and a lost answer is sent again without new
+jobs (without retries: no request_id, the loss raises); an input the
+client cannot send mid-call raises after the chunks sent were answered.
 """
 import threading
 import time
@@ -20,6 +27,7 @@ import pytest
 
 import tessel
 from tessel import batch as tbatch
+from tessel import inline as tinline
 
 
 def _counting(client, monkeypatch):
@@ -206,3 +214,154 @@ def test_coalesced_submit_error_is_the_callers(client):
                 assert ei.value.field == "params.expr"
             else:
                 assert float(f.result().result()[0]) == 2.0
+
+
+def test_smalls_and_inlines_equal_one_at_a_time():
+    """The grouped conversions give what the one-at-a-time ones give, for
+    every kind of value: groups of one shape with a non-finite row, -0.0,
+    ints, bools, 0-d, empty, float32 (not inline), lists, dicts."""
+    rng = np.random.default_rng(7)
+    vals = [rng.standard_normal(5) for _ in range(6)]
+    vals[2][3] = np.inf
+    vals += [np.array([0.0, -0.0, 1.0, 2.0, 3.0]), np.arange(6).reshape(2, 3), np.array(2.5),
+             np.array([True, False]), np.zeros(0), np.float32([1, 2]), [1, 2], {"range": 3},
+             np.full(tinline.INLINE_MAX + 1, 1.0), np.zeros((2, 0))]
+    got = tinline.smalls(vals)
+    assert got == [tinline.small(v) for v in vals]
+    assert got[2] is None and got[0] == vals[0].tolist()
+    res = [{"dtype": "float64", "shape": [3], "data": [1.0, None, 2.0]},
+           {"dtype": "float64", "shape": [3], "data": [1.0, 2.0, 3.0]},
+           {"dtype": "float64", "shape": [], "data": 3.0},
+           {"dtype": "float64", "shape": [], "data": None},
+           {"dtype": "int64", "shape": [2], "data": [1, 2]},
+           {"dtype": "int64", "shape": [2], "data": [1, None]},
+           {"dtype": "float32", "shape": [1, 2], "data": [[1.5, 2.5]]},
+           {"dtype": "float64", "shape": [2, 0], "data": [[], []]},
+           {"dtype": "float64", "shape": [2], "data": [[1.0], [2.0]]},  # not its shape
+           {"dtype": "float64", "shape": [2]}]                          # no data
+    # a group over VIEW_MAX: each result its own array, none keeping the rest
+    big = [{"dtype": "float64", "shape": [1000], "data": [float(i)] * 1000} for i in range(9)]
+    got = tinline.inlines(big)
+    assert all(g.base is None and g[0] == i for i, g in enumerate(got))
+    small_group = tinline.inlines(res[1:2] * 3)
+    assert small_group[0].base is small_group[1].base is not None  # views: tiny ones
+    for g, o in zip(tinline.inlines(res), [tinline.inline(r) for r in res]):
+        assert (g is None) == (o is None), (g, o)
+        if g is not None:
+            assert g.dtype == o.dtype and g.shape == o.shape
+            np.testing.assert_array_equal(g, o)
+
+
+def test_chunks_pipelined_in_order(client, monkeypatch):
+    """A call of more than CHUNK items a transfer thread: chunks of CHUNK,
+    never more than one a thread in flight at once, results in the order
+    given; every chunk's items inline and no jobs:get."""
+    monkeypatch.setattr(client._t, "_nworkers", lambda: 2)
+    monkeypatch.setattr(tbatch, "CHUNK", 30)
+    assert tbatch._chunks(200, 2) == [range(lo, min(200, lo + 30)) for lo in range(0, 200, 30)]
+    assert tbatch._chunks(60, 2) == tbatch._splits(60, 2)
+    calls = _counting(client, monkeypatch)
+    counted = client._t.request
+    lock = threading.Lock()
+    now = [0, 0]  # in flight, most at once
+
+    def flight(method, path, *a, **kw):
+        with lock:
+            now[0] += 1
+            now[1] = max(now[1], now[0])
+        try:
+            time.sleep(0.01)  # each request in flight a while: overlaps show
+            return counted(method, path, *a, **kw)
+        finally:
+            with lock:
+                now[0] -= 1
+
+    monkeypatch.setattr(client._t, "request", flight)
+    items = [np.full(4, float(i)) for i in range(200)]
+    got = client.map_many("x * 3", items)
+    for i, g in enumerate(got):
+        np.testing.assert_array_equal(g, np.full(4, 3.0 * i))
+    assert len(calls) == 7 and all(p.startswith("/v1/jobs:batch?wait=") for _, p in calls), calls
+    assert now[1] == 2, now
+
+
+def test_many_non_finite_results_by_link(client):
+    """Results of one shape, some with inf or nan (null in JSON): those come
+    as their .npy (inf and nan apart), the others inline; an inf input is
+    uploaded. The same values the single calls give."""
+    items = [np.array([1.0, 2.0, 4.0]), np.array([0.0, 1.0, -1.0]), np.array([8.0, 16.0, 32.0]),
+             np.array([np.inf, 1.0, 2.0])]
+    got = client.map_many("log2(x)", items)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = [np.log2(x) for x in items]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)  # equal_nan: nan where nan
+    assert np.isneginf(got[1][0]) and np.isnan(got[1][2]) and np.isposinf(got[3][0])
+
+
+def test_lost_chunk_resent_with_request_ids(daemon, monkeypatch):
+    """Client(retries=1): each item carries a request_id; a chunk whose
+    answer is lost (the request reached the server, the connection broke)
+    is sent again, the server answers with the jobs it made: no job twice.
+    Without retries: no request_id, and the loss raises Unavailable."""
+    c = tessel.Client(daemon.url, same_host=False, retries=1)
+    real = c._t.request
+    bodies = []
+
+    def lose_first(method, path, body=None, *a, **kw):
+        out = real(method, path, body, *a, **kw)
+        if path.startswith("/v1/jobs:batch"):
+            bodies.append(body)
+            if len(bodies) == 1:
+                raise tessel.Unavailable("connection reset", code="unavailable")
+        return out
+
+    monkeypatch.setattr(c._t, "request", lose_first)
+    label = f"lost-{time.monotonic_ns()}"
+    items = [np.full(2, float(i)) for i in range(10)]
+    got = c.map_many("x + 1", items, label=label)
+    for i, g in enumerate(got):
+        np.testing.assert_array_equal(g, np.full(2, i + 1.0))
+    assert len(bodies) == 2 and bodies[0] == bodies[1]
+    import json
+    rids = [j["request_id"] for j in json.loads(bodies[0])["jobs"]]
+    assert len(set(rids)) == 10
+    assert len(c.jobs(label=label, limit=100)) == 10  # none made twice
+    c.close()
+
+    c = tessel.Client(daemon.url, same_host=False)
+    bodies.clear()
+    real = c._t.request
+    monkeypatch.setattr(c._t, "request", lose_first)
+    with pytest.raises(tessel.Unavailable):
+        c.map_many("x + 1", items)
+    assert len(bodies) == 1 and b"request_id" not in bodies[0]
+    c.close()
+
+
+def test_input_refused_mid_call(client, monkeypatch):
+    """An input the client cannot send, in the fourth chunk: its error is
+    raised, the three chunks sent before it were answered (waited for,
+    not abandoned) and nothing after it was sent."""
+    monkeypatch.setattr(client._t, "_nworkers", lambda: 2)
+    monkeypatch.setattr(tbatch, "CHUNK", 10)
+    calls = _counting(client, monkeypatch)
+    answered = []
+    counted = client._t.request
+
+    def note(method, path, *a, **kw):
+        out = counted(method, path, *a, **kw)
+        answered.append(path)
+        return out
+
+    monkeypatch.setattr(client._t, "request", note)
+
+    def refuse(v, field, cleanup):
+        raise RuntimeError(f"cannot send {field}")
+
+    monkeypatch.setattr(client, "_input", refuse)
+    items = [np.full(2, float(i)) for i in range(60)]
+    items[35] = np.float32([1, 2])  # not inline: goes to _input
+    with pytest.raises(RuntimeError, match="params.inputs.x"):
+        client.map_many("x + 1", items)
+    assert len(calls) == 3 and len(answered) == 3, (calls, answered)
