@@ -33,7 +33,6 @@ typedef struct mg_state {
   const mgpu_lend *lend;
   const mgpu_ops *ops;
   int64_t rows, block_rows, nblocks, next;
-  int64_t *starts; /* mgpu_cut's, with ops->taper; else NULL: equal blocks */
   int64_t retry[MGPU_MAX * MGPU_PRIME_MAX]; /* blocks given back */
   int nretry, busy, fatal, dev_failed;
   int64_t retried;
@@ -120,39 +119,7 @@ typedef struct mg_held {
   int n;
 } mg_held;
 
-int64_t mgpu_cut(int64_t rows, int64_t block_rows, int taper, int64_t align,
-                 int64_t *starts) {
-  if (rows <= 0 || block_rows <= 0) return 0;
-  if (align < 1) align = 1;
-  int64_t tail = taper > 0 ? (rows < block_rows ? rows : block_rows) : 0;
-  int64_t head = rows - tail, n = 0, at = 0;
-  for (; at < head; n++) { /* equal blocks, the last of the head short */
-    if (starts) starts[n] = at;
-    at = at + block_rows < head ? at + block_rows : head;
-  }
-  for (int lvl = 0; tail > 0 && lvl < taper; lvl++) {
-    int64_t half = tail / 2 / align * align;
-    if (half < align || tail - half < align) break;
-    if (starts) starts[n] = at;
-    n++;
-    at += half;
-    tail -= half;
-  }
-  if (tail > 0) {
-    if (starts) starts[n] = at;
-    n++;
-    at += tail;
-  }
-  if (starts) starts[n] = at;
-  return n;
-}
-
 static void mg_rows(const mg_state *S, int64_t b, int64_t *r0, int64_t *r1) {
-  if (S->starts) {
-    *r0 = S->starts[b];
-    *r1 = S->starts[b + 1];
-    return;
-  }
   *r0 = b * S->block_rows;
   *r1 = *r0 + S->block_rows < S->rows ? *r0 + S->block_rows : S->rows;
 }
@@ -357,7 +324,6 @@ static void mg_report(mg_state *S, mgpu_report *rep) {
   }
   rep->block_rows = S->block_rows;
   rep->nblocks = S->nblocks;
-  rep->tapered = S->starts != NULL;
   rep->retried = S->retried;
   rep->depth = S->ops->launch ? 2 : 1;
   rep->prime = S->ops->launch && S->ops->prime > 1 ? S->ops->prime : 1;
@@ -384,18 +350,6 @@ int mgpu_run(int own, int64_t rows, int64_t block_rows, int max_lanes,
   S->rows = rows;
   S->block_rows = block_rows;
   S->nblocks = (rows + block_rows - 1) / block_rows;
-  if (ops->taper > 0) {
-    int64_t nb = mgpu_cut(rows, block_rows, ops->taper, ops->align, NULL);
-    S->starts = malloc((size_t)(nb + 1) * sizeof *S->starts);
-    if (!S->starts) {
-      pthread_mutex_destroy(&S->mu);
-      pthread_cond_destroy(&S->cv);
-      free(S);
-      free(lane);
-      return terr_set(e, T_ENOMEM, "", -1, "no memory for the lanes");
-    }
-    S->nblocks = mgpu_cut(rows, block_rows, ops->taper, ops->align, S->starts);
-  }
   S->rep.dev[0] = own;
   S->ran[0] = 1;
   int slots = 1;
@@ -441,7 +395,6 @@ int mgpu_run(int own, int64_t rows, int64_t block_rows, int max_lanes,
   if (rep) mg_report(S, rep);
   pthread_cond_destroy(&S->cv);
   pthread_mutex_destroy(&S->mu);
-  free(S->starts);
   free(S);
   free(lane);
   return rc;
@@ -496,7 +449,6 @@ void mgpu_describe(const mgpu_report *rep, char *buf, size_t len) {
            (long long)rep->rows[k], rep->failed[k] ? " failed" : "",
            rep->taken_back[k] ? " taken back" : "");
   MG_PUT(" blocks of %lld", (long long)rep->block_rows);
-  if (rep->tapered) MG_PUT(" tapered (%lld)", (long long)rep->nblocks);
   if (rep->depth > 1) MG_PUT(", %d deep", rep->depth);
   if (rep->prime > 1) MG_PUT(", %d primed", rep->prime);
   if (rep->retried) MG_PUT(", %lld again", (long long)rep->retried);

@@ -90,17 +90,7 @@ typedef struct mgpu_lend {
  *               less along the rows (the geodesic matrix's SYMB blocks:
  *               each pair once), so that lanes priming several blocks
  *               each get as much work, and the last blocks taken are
- *               middling, not the largest. 0: in order.
- *   taper, align  taper > 0: the last block_rows rows (or all of them, if
- *               fewer) are cut in halves `taper` times (halves rounded down
- *               to a multiple of align, >= 1; halving stops before a piece
- *               under align): 16 blocks of 1024 rows with taper 3, align 64
- *               are 15 of 1024, then 512, 256, 128, 128. The lanes then end
- *               within a small block of each other, and what runs after
- *               the last kernel is that small block's copy, not a whole
- *               one's (the matmul's 2 GB result: its last 128 MiB block
- *               drained ~10 ms after every kernel ended). The cut still
- *               depends on the job alone (mgpu_cut). 0: equal blocks. */
+ *               middling, not the largest. 0: in order. */
 typedef struct mgpu_ops {
   void *u;
   int (*block)(void *u, int lane, int dev, int64_t r0, int64_t r1, terr *e);
@@ -110,15 +100,7 @@ typedef struct mgpu_ops {
   int (*launch)(void *u, int lane, int dev, int64_t r0, int64_t r1, terr *e);
   int prime;
   int fold;
-  int taper;
-  int64_t align;
 } mgpu_ops;
-
-/* The blocks of rows [0, rows) in block_rows with taper/align as in
- * mgpu_ops: returns how many; with starts (room for the count + 1), block
- * b is rows [starts[b], starts[b + 1]). A pure function of its arguments. */
-int64_t mgpu_cut(int64_t rows, int64_t block_rows, int taper, int64_t align,
-                 int64_t *starts);
 
 /* The block taken t-th of nblocks under ops.fold: 0, nblocks - 1, 1,
  * nblocks - 2, ... (a permutation of 0..nblocks-1). */
@@ -133,7 +115,6 @@ typedef struct mgpu_report {
   int failed[MGPU_MAX];     /* 1: lane k stopped on a device error */
   int taken_back[MGPU_MAX]; /* 1: lane k gave its device to a waiting job */
   int64_t block_rows, nblocks, retried;
-  int tapered; /* 1: the blocks were mgpu_cut's with a taper */
   int depth; /* blocks a lane holds at once: 2 with ops.launch, else 1 */
   int prime; /* blocks a lane launched before anybody wrote (ops.prime) */
 } mgpu_report;

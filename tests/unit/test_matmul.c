@@ -435,11 +435,6 @@ TEST(lanes_cut) {
   CHECK(mm_block_rows_of(16384, 16384, 8, (int64_t)64 << 20, 32) == 512);
   CHECK(mm_block_rows_of(16384, 16384, 8, 0, 32) == 0);
   CHECK(mm_block_rows_of(16384, 16384, 8, (int64_t)64 << 20, 8) == 2048);
-  /* the taper: default 3, TESSEL_MM_TAPER 0..6, anything else default */
-  CHECK(mm_taper_of(NULL) == MM_TAPER && mm_taper_of("0") == 0 &&
-        mm_taper_of("6") == 6 && mm_taper_of("7") == MM_TAPER &&
-        mm_taper_of("") == MM_TAPER && mm_taper_of("12") == MM_TAPER &&
-        mm_taper_of("-1") == MM_TAPER);
   struct { int64_t m, n; size_t es; } c[] = {
       {16384, 16384, 8}, {100000, 1000, 8}, {40000, 40000, 4},
       {1 << 24, 16, 8},  {5000, 8192, 8},   {70000, 1024, 4},

@@ -22,10 +22,8 @@
  * open, or a stop) end whole or with the error they must. And the
  * geodesic matrix's switch, TESSEL_GPU_LANES: "0" off, "1" on, anything
  * else (or unset) the built-in default. The random runs take their blocks
- * in order or folded (ops.fold: both ends in turn), equal or tapered
- * (ops.taper 0-3: the last block halved), mgpu_fold is a permutation
- * whose order one lane sees launched, and mgpu_cut's blocks cover the
- * rows in order, the tail halved as documented (test_cut).
+ * in order or folded (ops.fold: both ends in turn), and mgpu_fold is a
+ * permutation whose order one lane sees launched.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -52,7 +50,6 @@ static int nlaunched[NDEV], nlaunches[NDEV]; /* its lane's thread only */
 static atomic_int writes[ROWS];
 static int ndev_now;
 static int fold; /* ops.fold of the next runs */
-static int taper; /* ops.taper of the next runs (align 4) */
 
 #define FAKE_DEV_BAD bad_thread
 #define FAKE_DEV_DONE blocks_done
@@ -196,8 +193,6 @@ static int run(int64_t block, mgpu_report *rep, terr *e) {
     ops.prime = prime_ask;
   }
   ops.fold = fold;
-  ops.taper = taper;
-  ops.align = 4;
   CHECK(fk_borrow(NULL, 0) == 0);
   int rc = mgpu_run(0, ROWS, block, 0, &l, &ops, rep, e);
   fk_give_back(NULL, 0);
@@ -401,7 +396,6 @@ TEST(test_random_sessions) {
     prime_ask = (int)(RND() % 9);
     fail_launch_at = 1 + (int)(RND() % 3);
     fold = (int)(RND() % 2);
-    taper = (int)(RND() % 4);
     if (what == 1) {
       atomic_store(&fail_dev, dev);
       atomic_store(&fail_after, (int)(RND() % 4));
@@ -427,39 +421,6 @@ TEST(test_random_sessions) {
   prime_ask = 3;
   fail_launch_at = 2;
   fold = 0;
-  taper = 0;
-}
-
-/* mgpu_cut: the blocks cover [0, rows) in order, each non-empty; without a
- * taper they are ceil(rows / block) equal blocks (the last short); with
- * one, the head is equal blocks and the last block_rows rows are halves
- * of halves, multiples of align but the last, none under align unless
- * the tail itself is, never more than taper + 1 of them. */
-TEST(test_cut) {
-  int64_t st[4096];
-  CHECK(mgpu_cut(16384, 1024, 3, 64, st) == 19);
-  CHECK(st[14] == 14336 && st[15] == 15360 && st[16] == 15872 &&
-        st[17] == 16128 && st[18] == 16256 && st[19] == 16384);
-  CHECK(mgpu_cut(0, 10, 2, 1, st) == 0);
-  for (int64_t rows = 1; rows <= 300; rows += 7)
-    for (int64_t block = 1; block <= 70; block += 3)
-      for (int tp = 0; tp <= 4; tp++)
-        for (int64_t al = 1; al <= 16; al *= 4) {
-          int64_t n = mgpu_cut(rows, block, tp, al, NULL);
-          CHECK(n > 0 && n < 4000 && mgpu_cut(rows, block, tp, al, st) == n);
-          CHECK(st[0] == 0 && st[n] == rows);
-          int64_t tail0 = rows - (rows < block ? rows : block), ntail = 0;
-          for (int64_t b = 0; b < n; b++) {
-            int64_t len = st[b + 1] - st[b];
-            CHECK_MSG(len > 0 && len <= block, "rows %lld block %lld taper %d",
-                      (long long)rows, (long long)block, tp);
-            if (tp == 0 || st[b] < tail0) continue;
-            ntail++;
-            if (b + 1 < n) CHECK(len % al == 0 && len >= al);
-          }
-          if (tp == 0) CHECK(n == (rows + block - 1) / block);
-          else CHECK(ntail >= 1 && ntail <= tp + 1);
-        }
 }
 
 /* mgpu_fold: a permutation of every block count up to 200, both ends in
@@ -535,6 +496,5 @@ int main(void) {
   RUN(test_random_sessions);
   RUN(test_lanes_switch);
   RUN(test_fold);
-  RUN(test_cut);
   return check_summary();
 }

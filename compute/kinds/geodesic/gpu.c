@@ -197,14 +197,9 @@ int geod_mgpu_run(int own, const geod_plan *pl, tarray *out,
   G->pl = pl;
   G->out = out;
   G->lend = lend;
-  mgpu_ops ops = {.u = G,
-                  .block = gm_block,
-                  .lane_end = gm_lane_end,
-                  .lane_begin = gm_lane_begin,
-                  .prepare = gm_prepare,
-                  .launch = gm_launch,
-                  .prime = GEOD_MGPU_PRIME,
-                  .fold = cuda_geod_lane_folds(pl, out)};
+  mgpu_ops ops = {G,          gm_block,  gm_lane_end,    gm_lane_begin,
+                  gm_prepare, gm_launch, GEOD_MGPU_PRIME,
+                  cuda_geod_lane_folds(pl, out)};
   if (block_rows <= 0) block_rows = geod_mgpu_block_rows(pl);
   /* blocks shrink along a condensed matrix: the first is the largest */
   G->cap = cuda_geod_lane_bytes(pl, out, 0,

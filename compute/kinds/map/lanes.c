@@ -113,9 +113,7 @@ int map_lanes_run(int own, const map_lanes_job *J, int64_t block,
   R->J = J;
   R->f = fns;
   R->prefault = !(pf && strcmp(pf, "0") == 0);
-  mgpu_ops ops = {.u = R, .block = ml_block, .lane_end = ml_end,
-                  .lane_begin = ml_begin, .prepare = ml_prepare,
-                  .launch = ml_launch, .prime = 1};
+  mgpu_ops ops = {R, ml_block, ml_end, ml_begin, ml_prepare, ml_launch, 1, 0};
   int rc = mgpu_run(own, J->out->size, block, 0, lend, &ops, rep, e);
   J->out->map_prefault = 0; /* every lane did its share */
   if (T) mgpu_slowest(R->t, MGPU_MAX, T);

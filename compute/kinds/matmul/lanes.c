@@ -32,12 +32,6 @@ int64_t mm_block_rows_of(int64_t m, int64_t n, size_t es, int64_t block,
   return rows < m ? rows : 0;
 }
 
-int mm_taper_of(const char *v) {
-  if (!v || v[0] < '0' || v[0] > '0' + MM_TAPER_MAX || v[1] != 0)
-    return MM_TAPER;
-  return v[0] - '0';
-}
-
 int mm_lanes_wanted(int64_t m, int64_t n, size_t es) {
   const char *v = getenv("TESSEL_MM_LANES");
   if (v && strcmp(v, "0") == 0) return 0;
@@ -105,15 +99,8 @@ int mm_lanes_exec(int own, const mm_lane_args *x, const mgpu_lend *lend,
   const char *pf = getenv("TESSEL_MM_PREFAULT");
   R->prefault = pf && strcmp(pf, "1") == 0;
   R->x = x;
-  mgpu_ops ops = {.u = R,
-                  .block = ml_block,
-                  .lane_end = ml_end,
-                  .lane_begin = ml_begin,
-                  .prepare = ml_prepare,
-                  .launch = ml_launch,
-                  .prime = MGPU_PRIME_MAX,
-                  .taper = mm_taper_of(getenv("TESSEL_MM_TAPER")),
-                  .align = MM_ROW_ALIGN};
+  mgpu_ops ops = {R,          ml_block,  ml_end, ml_begin,
+                  ml_prepare, ml_launch, MGPU_PRIME_MAX, 0};
   int rc = mgpu_run(own, x->out->shape[0], block_rows, 0, lend, &ops, rep, e);
   x->out->map_prefault = 0; /* the lanes did their shares, or the copies did */
   lane_times T; /* the slowest lane's, phase by phase */

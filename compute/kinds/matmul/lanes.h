@@ -40,13 +40,6 @@
 #define MM_BLOCK_BYTES ((int64_t)128 << 20)
 #define MM_BLOCKS_MAX 16
 #define MM_ROW_ALIGN 64
-/* The last block's rows halved MM_TAPER times (mgpu_ops.taper, in
- * multiples of MM_ROW_ALIGN): 16384^2 float64 is 15 blocks of 1024 rows,
- * then 512, 256, 128, 128. Without it the lanes' last 128 MiB blocks
- * drained ~10 ms after every GEMM had ended. TESSEL_MM_TAPER=0..6 sets
- * another for A/B runs (mm_taper_of). */
-#define MM_TAPER 3
-#define MM_TAPER_MAX 6
 
 /* Rows a block of an m x n product of es-byte elements; 0: one GEMM. */
 int64_t mm_block_rows(int64_t m, int64_t n, size_t es);
@@ -55,10 +48,6 @@ int64_t mm_block_rows(int64_t m, int64_t n, size_t es);
  * another size for A/B runs). */
 int64_t mm_block_rows_of(int64_t m, int64_t n, size_t es, int64_t block,
                          int64_t most);
-
-/* The taper for TESSEL_MM_TAPER's value v (NULL, empty or not a whole
- * number 0..MM_TAPER_MAX: MM_TAPER). */
-int mm_taper_of(const char *v);
 
 /* 1 when the run should go by blocks (mm_block_rows > 0 and not turned
  * off by TESSEL_MM_LANES=0). */

@@ -216,8 +216,7 @@ int red_lanes_run(int own, const red_lanes_job *J, int max_lanes,
   if (!R) return terr_set(e, T_ENOMEM, "", -1, "no memory for the lanes");
   R->J = J;
   R->f = fns;
-  mgpu_ops ops = {.u = R, .block = rl_block, .lane_end = rl_end,
-                  .lane_begin = rl_begin, .launch = rl_launch, .prime = 1};
+  mgpu_ops ops = {R, rl_block, rl_end, rl_begin, NULL, rl_launch, 1, 0};
   int rc = mgpu_run(own, rows ? J->outer : J->n, J->block, max_lanes, lend,
                     &ops, rep, e);
   if (!rc && !rows) {
