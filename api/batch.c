@@ -16,7 +16,11 @@
  * row comes from the store's memory of ended rows (db/sqlite), a batch's
  * item not ended yet is its row as committed at submit (jobs_batch_item.row,
  * shown while the scheduler holds the job, so never older than the
- * store's), and a final row jobs:get read once is not read again. A multi-wait (mwait) is freed by whoever claims the
+ * store's), and a final row jobs:get read once is not read again. On a
+ * cluster store (PostgreSQL), where every read is a round trip and the
+ * rows of jobs other nodes ended are not in memory, the items the answer
+ * must read are read together (jobs_get_many: one SELECT per 256; it was
+ * one SELECT an item, a job's commonest statement). A multi-wait (mwait) is freed by whoever claims the
  * request, once no callback can touch it: the handler holds mu while it
  * registers, a callback takes mu to count itself down, and the timer
  * removes every registration (jobs_unwait returns only after a firing
