@@ -20,11 +20,11 @@
  * cluster store (PostgreSQL), where every read is a round trip and the
  * rows of jobs other nodes ended are not in memory, the items the answer
  * must read are read together (jobs_get_many: one SELECT per 256; it was
- * one SELECT an item, a job's commonest statement). A multi-wait (mwait) is freed by whoever claims the
- * request, once no callback can touch it: the handler holds mu while it
- * registers, a callback takes mu to count itself down, and the timer
- * removes every registration (jobs_unwait returns only after a firing
- * callback has returned) before it frees.
+ * one SELECT an item, a job's commonest statement). A multi-wait (mwait)
+ * is freed by whoever claims the request, once no callback can touch it:
+ * the handler holds mu while it registers, a callback takes mu to count
+ * itself down, and the timer removes every registration (jobs_unwait
+ * returns only after a firing callback has returned) before it frees.
  *
  * "include": ["result"] in either body adds "data" to the "result" object
  * ({"dtype", "shape", "bytes", "href"}) of each succeeded job whose result
