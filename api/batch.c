@@ -16,11 +16,15 @@
  * row comes from the store's memory of ended rows (db/sqlite), a batch's
  * item not ended yet is its row as committed at submit (jobs_batch_item.row,
  * shown while the scheduler holds the job, so never older than the
- * store's), and a final row jobs:get read once is not read again. A multi-wait (mwait) is freed by whoever claims the
- * request, once no callback can touch it: the handler holds mu while it
- * registers, a callback takes mu to count itself down, and the timer
- * removes every registration (jobs_unwait returns only after a firing
- * callback has returned) before it frees.
+ * store's), and a final row jobs:get read once is not read again. On a
+ * cluster store (PostgreSQL), where every read is a round trip and the
+ * rows of jobs other nodes ended are not in memory, the items the answer
+ * must read are read together (jobs_get_many: one SELECT per 256; it was
+ * one SELECT an item, a job's commonest statement). A multi-wait (mwait)
+ * is freed by whoever claims the request, once no callback can touch it:
+ * the handler holds mu while it registers, a callback takes mu to count
+ * itself down, and the timer removes every registration (jobs_unwait
+ * returns only after a firing callback has returned) before it frees.
  *
  * "include": ["result"] in either body adds "data" to the "result" object
  * ({"dtype", "shape", "bytes", "href"}) of each succeeded job whose result
@@ -142,21 +146,31 @@ static void put_error(tbuf *b, const char *id, const terr *e) {
  * for the store's while it cannot be older than it: final, or its job
  * still not ended here (jobs_holds: its end not committed). Else a read
  * (an ended job's row comes from the store's memory, db/sqlite). */
-static void put_item(tbuf *b, const mwait *m, const jobs_batch_item *it) {
+/* The item's row must be read from the store: it has none, or it is not
+ * final and may be older than the store's. After every end fired
+ * (m->ended) a row that is not final is read: on a cluster a job waited
+ * for as another node's may have been claimed here meanwhile, and its
+ * "end" event (its end committed) can come before this node lets go of it
+ * (jobs_holds still true). */
+static int item_stale(const mwait *m, const jobs_batch_item *it) {
+  const char *owner = m->owner[0] ? m->owner : NULL;
+  return !it->rc && (!it->row.id[0] ||
+                     (!job_status_final(it->row.status) &&
+                      (m->ended || !jobs_holds(m->ctx->jobs, it->id, owner))));
+}
+
+/* pre: the item's row read for it with the others (put_items), or NULL:
+ * read it here when item_stale. */
+static void put_item(tbuf *b, const mwait *m, const jobs_batch_item *it,
+                     const job_record *pre) {
   if (it->rc) {
     put_error(b, m->submitted ? NULL : it->id, &it->err);
     return;
   }
   const char *owner = m->owner[0] ? m->owner : NULL;
   job_record j;
-  const job_record *jr = &it->row;
-  /* After every end fired (m->ended) a row that is not final is read:
-   * on a cluster a job waited for as another node's may have been claimed
-   * here meanwhile, and its "end" event (its end committed) can come
-   * before this node lets go of it (jobs_holds still true). */
-  if (!it->row.id[0] ||
-      (!job_status_final(it->row.status) &&
-       (m->ended || !jobs_holds(m->ctx->jobs, it->id, owner)))) {
+  const job_record *jr = pre ? pre : &it->row;
+  if (!pre && item_stale(m, it)) {
     terr e;
     if (jobs_get(m->ctx->jobs, it->id, owner, &j, &e)) {
       if (m->submitted && e.code == T_ENOTFOUND) { /* its insert failed */
@@ -196,20 +210,76 @@ static void put_item(tbuf *b, const mwait *m, const jobs_batch_item *it) {
 typedef struct item_texts {
   const mwait *m;
   tbuf *t;
+  const job_record **pre; /* per item: its row read ahead, or NULL */
 } item_texts;
 
 static void put_item_apart(void *arg, int64_t i, int slot) {
   (void)slot;
   item_texts *x = arg;
   tbuf_init(&x->t[i], 0);
-  put_item(&x->t[i], x->m, &x->m->items[i]);
+  put_item(&x->t[i], x->m, &x->m->items[i], x->pre ? x->pre[i] : NULL);
+}
+
+/* The rows read ahead: every stale item's (item_stale) in one store read
+ * per PRE_READ items (one SELECT on PostgreSQL), not one read an item —
+ * on a cluster store every item of a waited batch is stale once all
+ * ended, and 100 single-row SELECTs per batch of 100 were the backends'
+ * most common state (idle in ClientRead after a job read,
+ * tests/bench/results/h200-2026-11-29-s35.md). pre[i] points into rows;
+ * an item not found there (deleted, another owner's, a failed read) keeps
+ * NULL and put_item reads it alone, as before. */
+#define PRE_READ 256
+typedef struct pre_read {
+  const job_record **pre; /* per item */
+  job_record *rows;
+  int nrows;
+} pre_read;
+
+static void pre_read_free(pre_read *p) {
+  for (int i = 0; p->rows && i < p->nrows; i++) store_job_clear(&p->rows[i]);
+  free(p->rows);
+  free(p->pre);
+}
+
+static void pre_read_items(const mwait *m, pre_read *p) {
+  memset(p, 0, sizeof *p);
+  int k = 0;
+  for (int i = 0; i < m->n && k < 2; i++) k += item_stale(m, &m->items[i]);
+  if (k < 2 || !jobs_is_cluster(m->ctx->jobs)) return; /* one read either way */
+  int *at = calloc((size_t)m->n, sizeof *at);
+  const char **ids = calloc((size_t)m->n, sizeof *ids);
+  int *found = calloc((size_t)m->n, sizeof *found);
+  p->pre = calloc((size_t)m->n, sizeof *p->pre);
+  p->rows = calloc((size_t)m->n, sizeof *p->rows);
+  if (!at || !ids || !found || !p->pre || !p->rows) goto done;
+  for (int i = 0; i < m->n; i++)
+    if (item_stale(m, &m->items[i])) {
+      at[p->nrows] = i;
+      ids[p->nrows++] = m->items[i].id;
+    }
+  const char *owner = m->owner[0] ? m->owner : NULL;
+  for (int s = 0; s < p->nrows; s += PRE_READ) {
+    int c = p->nrows - s < PRE_READ ? p->nrows - s : PRE_READ;
+    terr e;
+    if (jobs_get_many(m->ctx->jobs, ids + s, c, owner, p->rows + s,
+                      found + s, &e))
+      break; /* those left are read one by one */
+    for (int r = s; r < s + c; r++)
+      if (found[r]) p->pre[at[r]] = &p->rows[r];
+  }
+done:
+  free(at);
+  free(ids);
+  free(found);
 }
 
 /* The items in order into b: on the batch checkers too (compute/jobs:
  * jobs.checkers) when there are any, each item apart, then joined. */
 static void put_items(tbuf *b, const mwait *m) {
+  pre_read p;
+  pre_read_items(m, &p);
   struct pool *pl = m->n > 1 ? jobs_checkers_take(m->ctx->jobs) : NULL;
-  item_texts x = {m, pl ? calloc((size_t)m->n, sizeof *x.t) : NULL};
+  item_texts x = {m, pl ? calloc((size_t)m->n, sizeof *x.t) : NULL, p.pre};
   if (!x.t) jobs_checkers_give(m->ctx->jobs, pl);
   if (x.t) {
     (void)pool_for(pl, pool_threads(pl) + 1, m->n, put_item_apart, &x, NULL);
@@ -221,12 +291,14 @@ static void put_items(tbuf *b, const mwait *m) {
       tbuf_free(&x.t[i]);
     }
     free(x.t);
+    pre_read_free(&p);
     return;
   }
   for (int i = 0; i < m->n; i++) {
     if (i) tbuf_adds(b, ",");
-    put_item(b, m, &m->items[i]);
+    put_item(b, m, &m->items[i], p.pre ? p.pre[i] : NULL);
   }
+  pre_read_free(&p);
 }
 
 static void reply_items(http_req *r, const mwait *m) {

@@ -32,6 +32,24 @@ int jobs_get(jobs *J, const char *id, const char *owner, job_record *out,
   return store_job_get(J->st, id, owner, out, e);
 }
 
+int jobs_get_many(jobs *J, const char *const *ids, int n, const char *owner,
+                  job_record *out, int *found, terr *e) {
+  if (!store_is_cluster(J->st))
+    return terr_set(e, T_ENOTIMPL, "", -1,
+                    "a batch read: only on a cluster store");
+  int rc = store_job_get_many(J->st, ids, n, out, found, e);
+  if (rc) return rc;
+  for (int i = 0; i < n; i++) {
+    if (!found[i]) continue;
+    if (!t_id_valid('j', ids[i]) ||
+        (owner && strcmp(out[i].owner ? out[i].owner : "", owner) != 0)) {
+      store_job_clear(&out[i]);
+      found[i] = 0;
+    }
+  }
+  return T_OK;
+}
+
 /* ---- the list's cursor ------------------------------------------------------
  * Opaque to clients: "c" then the hex of "1|<order>|<d or a>|<key>|<id>"
  * (key: status's rank, kind's name, duration's ms as %.17g, empty for
@@ -429,6 +447,8 @@ int jobs_finished_by_step(jobs *J, const char *owner, int64_t since_ms,
 int jobs_store_ready(jobs *J) { return store_ready(J->st); }
 
 const char *jobs_store_kind(jobs *J) { return store_kind(J->st); }
+
+int jobs_is_cluster(jobs *J) { return store_is_cluster(J->st); }
 
 int jobs_nodes(jobs *J, store_node **nodes, int *n, terr *e) {
   return sched_nodes(J->sc, nodes, n, e);

@@ -167,6 +167,16 @@ int jobs_submit(jobs *J, const char *owner, json_t *body, int *async_insert,
 int jobs_get(jobs *J, const char *id, const char *owner, job_record *out,
              terr *e);
 
+/* The jobs ids[0..n) of `owner` (NULL: any owner) in one store read (one
+ * SELECT on PostgreSQL): found[i] 1 and out[i] the job (the caller clears
+ * it, store_job_clear), or found[i] 0 (out[i] cleared) for an unknown id,
+ * a malformed one or another owner's job. An error (the store's) leaves
+ * every out[i] cleared and found[i] 0. Only on a cluster store, whose
+ * reads are round trips: elsewhere T_ENOTIMPL (SQLite's reads of ended
+ * jobs come from its memory; read them with jobs_get). */
+int jobs_get_many(jobs *J, const char *const *ids, int n, const char *owner,
+                  job_record *out, int *found, terr *e);
+
 /* The list query, as the request gave it (each NULL when absent): the
  * filters, q (a substring of the id or the label), order_by (created,
  * status, kind, duration), desc (true, false; the default is the order's:
@@ -269,6 +279,8 @@ int jobs_finished_by_step(jobs *J, const char *owner, int64_t since_ms,
                           int64_t step_ms, int nsteps, int64_t *counts, terr *e);
 /* 1 when the store answers reads. */
 int jobs_store_ready(jobs *J);
+/* 1 on a cluster store (store_is_cluster: PostgreSQL). */
+int jobs_is_cluster(jobs *J);
 /* "sqlite" or "postgresql" (store_kind). */
 const char *jobs_store_kind(jobs *J);
 /* The nodes (GET /v1/nodes; sched_nodes) and this one's id and name. */

@@ -6,7 +6,7 @@ submit to answer).
 
   python3 tests/bench/bench_cluster.py build/tesseld [--seconds 8] [--clients 16]
           [--batch K] [--nodes 0,1,2,3] [--threads T] [--queue-limit N]
-          [--waits]
+          [--waits] [--hops]
 
 For each set-up it starts the nodes fresh (PostgreSQL: tests/cluster/
 pgserver.sh, one database per set-up, one shared data directory), warms up,
@@ -26,10 +26,15 @@ measured run: pg_stat_activity sampled every 20 ms (wait event, state,
 statement), as backends on average per row — a store that is not
 CPU-bound shows here what it waits on (tests/bench/results/
 pg-2core-2026-11-29b.md: a "Lock:object" on COMMIT was every notifying
-commit of every node queued behind one lock). Then
+commit of every node queued behind one lock). With --hops (and --batch),
+the wait chain of a batch from its answered records: submit -> the first
+row created, created -> started (the claim), started -> finished, the last
+end -> the answer, and the share of its jobs the submitting node ran
+(each as p50/p90 over the batches). Then
 bench_claim (next to tesseld in the build directory) gives the claim rate
 of the store alone. Results as markdown: --out FILE.
 """
+import calendar
 import json
 import os
 import shutil
@@ -107,6 +112,51 @@ def submit(port):
 
 
 FAILED = []  # the first failed batch's jobs (submit_batch)
+HOPS = []  # --hops: per batch, its hops in ms (batch_hops)
+PORT_NODE = {}  # port -> its node's name (--hops: which node ran a job)
+
+
+def iso_s(t):
+    """An API timestamp ("2026-11-21T07:20:00.123Z") as epoch seconds."""
+    return (calendar.timegm(time.strptime(t[:19], "%Y-%m-%dT%H:%M:%S")) +
+            float("0" + t[19:].rstrip("Z")))
+
+
+def batch_hops(sent, got, port, jobs):
+    """One answered batch's wait chain in ms, from its records (the store's
+    clock and this client's are one machine's): submit -> the first row
+    created, each job's created -> started (its claim: queued, the notify,
+    the claimer), started -> finished (its run and end), the last end -> the
+    answer, and the share of its jobs the node that took the batch ran."""
+    try:
+        c = [iso_s(j["created_at"]) for j in jobs]
+        st = [iso_s(j["started_at"]) for j in jobs]
+        fi = [iso_s(j["finished_at"]) for j in jobs]
+    except (KeyError, TypeError, ValueError):
+        return
+    me = PORT_NODE.get(port)
+    HOPS.append(((min(c) - sent) * 1e3,
+                 pct([b - a for a, b in zip(c, st)], 0.5) * 1e3,
+                 (max(st) - min(c)) * 1e3,
+                 pct([b - a for a, b in zip(st, fi)], 0.5) * 1e3,
+                 (got - max(fi)) * 1e3,
+                 sum(1 for j in jobs if j.get("node") == me) / len(jobs)))
+
+
+HOP_NAMES = ["submit -> first row created", "created -> started (p50 of its jobs)",
+             "first created -> last started", "started -> finished (p50)",
+             "last finished -> answer", "share run by the submitting node"]
+
+
+def hops_table(rows):
+    """Each hop's p50 and p90 over the batches (ms; the last a share)."""
+    out = ["| hop (per batch, %d batches) | p50 | p90 |" % len(rows), "|---|---|---|"]
+    for i, name in enumerate(HOP_NAMES):
+        v = [r[i] for r in rows]
+        fmt = "%.2f" if i == 5 else "%.1f"
+        out.append(("| %s | " + fmt + " | " + fmt + " |") %
+                   (name, pct(v, 0.5), pct(v, 0.9)))
+    return out
 
 
 def submit_batch(port, k):
@@ -118,10 +168,14 @@ def submit_batch(port, k):
     req = urllib.request.Request("http://127.0.0.1:%d/v1/jobs:batch?wait=30" % port,
                                  data=body, method="POST",
                                  headers={"Content-Type": "application/json"})
+    sent = time.time()
     with urllib.request.urlopen(req, timeout=90) as r:
         d = json.loads(r.read())
+        got = time.time()
         ok = (r.status == 200 and len(d["jobs"]) == k and
               all(j.get("status") == "succeeded" for j in d["jobs"]))
+        if ok and PORT_NODE:
+            batch_hops(sent, got, port, d["jobs"])
         if not ok and not FAILED:  # the first one, to say why
             bad = [j for j in d.get("jobs", []) if j.get("status") != "succeeded"]
             FAILED.append(json.dumps(bad[:2])[:600])
@@ -230,6 +284,7 @@ def main():
     os.makedirs(pgdir)
     rows = []
     waits = []
+    hops = []
     try:
         url = subprocess.check_output(["sh", PGS, "start", pgdir], text=True).strip().splitlines()[-1]
         setups = [("SQLite, 1 node", 0), ("PostgreSQL, 1 node", 1),
@@ -252,6 +307,10 @@ def main():
                      for i in range(max(1, n))]
             ports = [p[1] for p in procs]
             run(ports, 1.0, clients)  # warm-up
+            if "--hops" in args and batch:
+                PORT_NODE.clear()
+                PORT_NODE.update({p: "b%d" % i for i, p in enumerate(ports)})
+                del HOPS[:]
             npids = [p[0].pid for p in procs]
             ppids = pg_pids(pgdir) if n else []
             c0n, c0p = cpu_ticks(npids), cpu_ticks(ppids)
@@ -259,6 +318,10 @@ def main():
             wp = (waits_start(pgdir, db, seconds * 0.8)
                   if n and "--waits" in args else None)
             lat, wall, bad = run(ports, seconds, clients)
+            if PORT_NODE:
+                hops += ["%s, the wait chain of a batch (--hops):" % label,
+                         ""] + hops_table(HOPS) + [""]
+                PORT_NODE.clear()
             if wp:
                 waits.append("%s:" % label)
                 waits += [""] + waits_table(wp) + [""]
@@ -299,6 +362,8 @@ def main():
                      (label, rate, p50, p99, rate / base if base else 0, cn, cp,
                       1e3 * cn / rate if rate else 0,
                       1e3 * cp / rate if rate else 0, bad, cc))
+    if hops:
+        lines += [""] + hops
     if waits:
         lines += ["", "What the server's backends did (--waits; backends on "
                   "average):", ""] + waits
