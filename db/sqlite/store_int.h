@@ -169,6 +169,16 @@ struct sqstore {
   } ins_err[STORE_INSERT_ERRS];
   unsigned ins_err_next;
 
+  /* store_done.c: committed batches waiting for their wake-ups and
+   * after-callbacks (one chain, in commit order; under dmu), and the
+   * thread that does them. */
+  pthread_mutex_t dmu;
+  pthread_cond_t dcv;
+  store_wop *dhead, *dtail;
+  int dstop;             /* under dmu: drain, then exit */
+  int dinit, dlive;      /* lock made; thread running (open/close only) */
+  pthread_t dthread;
+
   struct store_recent *recent; /* store_recent.c; NULL: none (no memory) */
   /* store_rows.c: the multi-row INSERTs' texts, built on first use by
    * the writer thread (writer only; freed by sq_close). */
@@ -198,6 +208,16 @@ void store__ckpt_stop(sqstore *s);
 /* Writer thread, between batches: when the WAL is long, finish a checkpoint
  * so that the next transaction restarts the WAL. */
 void store__ckpt_writer(sqstore *s);
+
+/* store_done.c: the thread that finishes committed batches (wakes each
+ * [sync] caller, runs each [async] op's after-callback, frees it), in
+ * commit order. start before the writer thread (without a thread the
+ * writer finishes its batches itself); hand, on the writer, a committed
+ * batch (its ops from batch to tail, linked by next; tail->next NULL);
+ * stop after the writer thread exited (drains first). */
+void store__done_start(sqstore *s);
+void store__done_hand(sqstore *s, store_wop *batch, store_wop *tail);
+void store__done_stop(sqstore *s);
 
 /* store_recent.c: the committed rows of recently ended jobs (see there).
  * init at open (T_ENOMEM leaves it off), free at close; gen on the writer
