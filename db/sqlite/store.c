@@ -4,8 +4,10 @@
  * write ops (store__write for [sync] ones, store_job_progress for the async
  * progress); the writer takes EVERY op queued while it committed the previous
  * batch, runs them in one transaction with a SAVEPOINT around each (so one
- * failing op rolls back only itself), commits once, and then wakes each
- * [sync] caller with its own result code. Under load, N concurrent writers
+ * failing op rolls back only itself), commits once, and then hands the
+ * batch to store_done.c's thread, which wakes each [sync] caller with its
+ * own result code and runs the async ops' after-callbacks, in order,
+ * while the writer goes on with the next batch. Under load, N concurrent writers
  * thus share one commit (group commit); a lone writer pays one commit per op.
  *
  * Async ops (store__write_async: a job's start; progress) are heap ops
@@ -60,8 +62,9 @@
  * Locks: s->mu guards the queue (qhead/qtail/nurgent/lazy_since/progress/
  * fold/stopping/writer_gone);
  * s->rmu guards the reader registry. Neither is held while SQL runs, and they
- * are never held together. A [sync] caller sleeps on a semaphore of its own
- * that the writer posts after the commit (no lock, one wake-up per caller).
+ * are never held together (nor with s->dmu, store_done.c's). A [sync]
+ * caller sleeps on a semaphore of its own that store_done.c's thread posts
+ * after the commit (no lock, one wake-up per caller).
  */
 #include <errno.h>
 #include <semaphore.h>

@@ -68,9 +68,11 @@ struct store_wop {
   int one_stmt;          /* writes with at most one statement, which undoes
                             itself when it fails: no savepoint needed */
   int lazy;              /* async: need not wake the writer (STORE_LAZY_MS) */
-  /* async: called on the writer thread once the batch holding the op has
-   * committed (rc 0) or failed, just before the op is freed; NULL: a
-   * failure is logged. Must not block nor make a [sync] store call. */
+  /* async: called once the batch holding the op has committed (rc 0) or
+   * failed, just before the op is freed, on store_done.c's thread (in
+   * commit and queue order; the writer meanwhile runs the next batch);
+   * NULL: a failure is logged. Must not block nor make a [sync] store
+   * call. */
   void (*after)(sqstore *s, store_wop *op);
   /* A job's lazy start and its finish meet in the queue: a start op names
    * its job in start_id (listed in s->starts while queued); a finish op
