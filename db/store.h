@@ -361,11 +361,13 @@ int store_job_ended(store_job *dst, const store_job *before,
 int store_job_finish(store *s, const char *id, const store_job_end *end,
                      terr *e);
 /* [async] The same as store_job_finish without waiting: the end record is
- * copied, and cb(arg, rc, e, row) is called once on the store's writer
- * thread after the batch holding it has committed (rc 0; row: the job as
- * committed, which cb owns: store_job_clear it) or failed (rc and e as
- * store_job_finish would give them; row NULL). cb must not block and must
- * not make a [sync] store call (the writer would wait for itself). Returns
+ * copied, and cb(arg, rc, e, row) is called once, after the batch holding
+ * it has committed (rc 0; row: the job as committed, which cb owns:
+ * store_job_clear it) or failed (rc and e as store_job_finish would give
+ * them; row NULL), on one store thread that calls the callbacks in commit
+ * order (SQLite: the thread that finishes committed batches,
+ * db/sqlite/store_done.c; PostgreSQL: the writer). cb must not block and
+ * must not make a [sync] store call (the store would wait for itself). Returns
  * 0, or an error (T_EINVAL, T_ENOMEM, T_EUNAVAIL when closing) and then cb
  * is never called. */
 typedef void (*store_finish_fn)(void *arg, int rc, const terr *e,

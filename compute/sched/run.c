@@ -12,7 +12,7 @@
  * that came in wins over a late success), keep the result, and queue the end
  * with store_job_finish_async: the worker goes on with its next job while the
  * store's writer commits the end together with other jobs' writes, then
- * (srun_finished, on the writer thread) releases the job: stats, waiters
+ * (srun_finished, on the store's thread for callbacks) releases the job: stats, waiters
  * (given the committed row, which the end's `before` — the job's row as
  * queued with this run's start applied, sjob.row — lets a single-node
  * store make without reading it back), free. So a waiter never hears of
@@ -87,8 +87,8 @@
  * run (its result is not stored alone).
  *
  * Threads: everything here runs on the worker that owns the job, except
- * srun_finished (the store's writer thread: it must not block nor make a
- * [sync] store call); sched.mu is taken only briefly (see sched_int.h) and
+ * srun_finished (the store's callback thread, store_job_finish_async: it
+ * must not block nor make a [sync] store call); sched.mu is taken only briefly (see sched_int.h) and
  * never across a store write, a kind callback or a file write. result_alloc
  * must be called from the thread that called run (not from inside pool_for
  * chunks).

@@ -4,8 +4,10 @@
  * write ops (store__write for [sync] ones, store_job_progress for the async
  * progress); the writer takes EVERY op queued while it committed the previous
  * batch, runs them in one transaction with a SAVEPOINT around each (so one
- * failing op rolls back only itself), commits once, and then wakes each
- * [sync] caller with its own result code. Under load, N concurrent writers
+ * failing op rolls back only itself), commits once, and then hands the
+ * batch to store_done.c's thread, which wakes each [sync] caller with its
+ * own result code and runs the async ops' after-callbacks, in order,
+ * while the writer goes on with the next batch. Under load, N concurrent writers
  * thus share one commit (group commit); a lone writer pays one commit per op.
  *
  * Async ops (store__write_async: a job's start; progress) are heap ops
@@ -60,8 +62,9 @@
  * Locks: s->mu guards the queue (qhead/qtail/nurgent/lazy_since/progress/
  * fold/stopping/writer_gone);
  * s->rmu guards the reader registry. Neither is held while SQL runs, and they
- * are never held together. A [sync] caller sleeps on a semaphore of its own
- * that the writer posts after the commit (no lock, one wake-up per caller).
+ * are never held together (nor with s->dmu, store_done.c's). A [sync]
+ * caller sleeps on a semaphore of its own that store_done.c's thread posts
+ * after the commit (no lock, one wake-up per caller).
  */
 #include <errno.h>
 #include <semaphore.h>
@@ -443,26 +446,18 @@ static void *writer_main(void *arg) {
         break;
       }
 
-    /* Wake each caller without holding s->mu, so that woken callers do not
-     * queue up on it. After sem_post the op may be gone (it lives on the
-     * caller's stack): read its link first. */
     long long n = 0;
-    for (store_wop *o = batch; o; o = o->next) n++;
+    store_wop *tail = batch;
+    for (store_wop *o = batch; o; o = o->next) {
+      n++;
+      tail = o;
+    }
     /* Counted before the wake-ups, so a caller sees its batch counted. */
     atomic_fetch_add_explicit(&s->n_batches, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->n_ops, n, memory_order_relaxed);
-    for (store_wop *o = batch, *next; o; o = next) {
-      next = o->next;
-      if (o->is_sync) {
-        sem_post(o->done);
-      } else {
-        if (o->after)
-          o->after(s, o);
-        else if (o->rc)
-          log_warn("store: async write failed: %s", o->err.message);
-        free(o);
-      }
-    }
+    /* The wake-ups and after-callbacks, in order, on store_done.c's
+     * thread, while this one goes on with the next batch. */
+    store__done_hand(s, batch, tail);
     pthread_mutex_lock(&s->mu);
   }
   s->writer_gone = 1;
@@ -676,6 +671,7 @@ int sq_open(const char *data_dir, sqstore **out, terr *e) {
   (void)store__recent_init(s); /* without memory for it: every read a SELECT */
   s->fold = fold_new(); /* without memory for it: no take-over */
   if ((rc = store__ckpt_start(s, e))) goto fail;
+  store__done_start(s); /* without its thread: the writer does it */
   atomic_store(&s->alive, 1);
   if (pthread_create(&s->writer, NULL, writer_main, s) != 0) {
     atomic_store(&s->alive, 0);
@@ -685,6 +681,7 @@ int sq_open(const char *data_dir, sqstore **out, terr *e) {
   *out = s;
   return 0;
 fail:
+  store__done_stop(s);
   store__ckpt_stop(s);
   if (have_locks) {
     pthread_cond_destroy(&s->work);
@@ -710,6 +707,7 @@ void sq_close(sqstore *s) {
   pthread_cond_signal(&s->work);
   pthread_mutex_unlock(&s->mu);
   pthread_join(s->writer, NULL); /* drains the queue first */
+  store__done_stop(s);           /* and the committed batches' callbacks */
   store__ckpt_stop(s);
   /* No destructor runs for this key after this; close what is left. */
   pthread_key_delete(s->rkey);

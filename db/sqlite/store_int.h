@@ -68,9 +68,11 @@ struct store_wop {
   int one_stmt;          /* writes with at most one statement, which undoes
                             itself when it fails: no savepoint needed */
   int lazy;              /* async: need not wake the writer (STORE_LAZY_MS) */
-  /* async: called on the writer thread once the batch holding the op has
-   * committed (rc 0) or failed, just before the op is freed; NULL: a
-   * failure is logged. Must not block nor make a [sync] store call. */
+  /* async: called once the batch holding the op has committed (rc 0) or
+   * failed, just before the op is freed, on store_done.c's thread (in
+   * commit and queue order; the writer meanwhile runs the next batch);
+   * NULL: a failure is logged. Must not block nor make a [sync] store
+   * call. */
   void (*after)(sqstore *s, store_wop *op);
   /* A job's lazy start and its finish meet in the queue: a start op names
    * its job in start_id (listed in s->starts while queued); a finish op
@@ -169,6 +171,16 @@ struct sqstore {
   } ins_err[STORE_INSERT_ERRS];
   unsigned ins_err_next;
 
+  /* store_done.c: committed batches waiting for their wake-ups and
+   * after-callbacks (one chain, in commit order; under dmu), and the
+   * thread that does them. */
+  pthread_mutex_t dmu;
+  pthread_cond_t dcv;
+  store_wop *dhead, *dtail;
+  int dstop;             /* under dmu: drain, then exit */
+  int dinit, dlive;      /* lock made; thread running (open/close only) */
+  pthread_t dthread;
+
   struct store_recent *recent; /* store_recent.c; NULL: none (no memory) */
   /* store_rows.c: the multi-row INSERTs' texts, built on first use by
    * the writer thread (writer only; freed by sq_close). */
@@ -198,6 +210,16 @@ void store__ckpt_stop(sqstore *s);
 /* Writer thread, between batches: when the WAL is long, finish a checkpoint
  * so that the next transaction restarts the WAL. */
 void store__ckpt_writer(sqstore *s);
+
+/* store_done.c: the thread that finishes committed batches (wakes each
+ * [sync] caller, runs each [async] op's after-callback, frees it), in
+ * commit order. start before the writer thread (without a thread the
+ * writer finishes its batches itself); hand, on the writer, a committed
+ * batch (its ops from batch to tail, linked by next; tail->next NULL);
+ * stop after the writer thread exited (drains first). */
+void store__done_start(sqstore *s);
+void store__done_hand(sqstore *s, store_wop *batch, store_wop *tail);
+void store__done_stop(sqstore *s);
 
 /* store_recent.c: the committed rows of recently ended jobs (see there).
  * init at open (T_ENOMEM leaves it off), free at close; gen on the writer

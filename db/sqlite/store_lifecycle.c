@@ -281,7 +281,8 @@ typedef struct finish_op {
   char text[];
 } finish_op;
 
-/* Writer thread, after the batch: hand the row (or the error) over. */
+/* After the batch (store_done.c's thread): hand the row (or the error)
+ * over. */
 static void finish_after(sqstore *s, store_wop *op) {
   finish_op *o = (finish_op *)op;
   if (op->rc) {

@@ -26,7 +26,10 @@
  * parent, by a statement that does not name them) are not kept. Owner
  * checks are the store's: another owner's row is "no job".
  *
- * Threads: put and forget on the writer thread, get on any reader thread;
+ * Threads: forget on the writer thread, put on the thread that finishes
+ * committed batches (store_done.c: it may run while the writer runs the
+ * next batch, whose delete's forget then drops the put by its
+ * generation), get on any reader thread;
  * one mutex (held for a hash lookup and a copy of the strings, never
  * across a store call).
  */

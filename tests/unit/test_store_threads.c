@@ -13,6 +13,9 @@
  * committed row, to its owner only, gone with its delete (also one that
  * shares the finish's transaction) and with expiry. A long run of writes
  * still restarts the WAL before its hard size (db/sqlite/store_ckpt.c).
+ * A committed batch's callbacks run off the writer thread, in order: the
+ * writer commits on while one is held, and a later [sync] write returns
+ * after all of them (db/sqlite/store_done.c).
  */
 #include <math.h>
 #include <pthread.h>
@@ -414,6 +417,71 @@ TEST(test_recent_rows) {
   store_close(s);
 }
 
+/* ---- a committed batch's aftermath (db/sqlite/store_done.c) ------------- */
+
+typedef struct slow_fin {
+  atomic_int entered, release, done;
+} slow_fin;
+
+/* An after-callback that takes its time (the first one waits until the
+ * test releases it): what the callbacks did must be done when a later
+ * [sync] write returns. */
+static void on_slow_fin(void *arg, int rc, const terr *e, store_job *row) {
+  (void)e;
+  if (row) store_job_clear(row);
+  slow_fin *f = arg;
+  if (atomic_fetch_add(&f->entered, 1) == 0)
+    while (!atomic_load(&f->release)) usleep(200);
+  usleep(300);
+  if (rc == 0) atomic_fetch_add(&f->done, 1);
+}
+
+/* The wake-ups and after-callbacks of a committed batch run on a thread
+ * of their own, in order: while a callback is held, the writer still
+ * commits the next batch (an async insert goes in: readable on another
+ * connection), and a [sync] write queued after the async finishes
+ * returns only once all their callbacks have run. */
+TEST(test_after_callbacks_in_order) {
+  SKIP_ON_PG("the SQLite writer's threads");
+  char dir[300];
+  store *s = open_fresh(dir, sizeof dir);
+  if (!s) return;
+  enum { K = 6 };
+  char ids[K][T_ID_MAX];
+  terr e;
+  for (int i = 0; i < K; i++) {
+    store_job j;
+    job_init(&j, "o", "map");
+    CHECK(store_job_insert(s, &j, NULL, &e) == 0);
+    snprintf(ids[i], T_ID_MAX, "%s", j.id);
+    store_job_clear(&j);
+  }
+  slow_fin f;
+  memset(&f, 0, sizeof f);
+  store_job_end x = {.status = JOB_SUCCEEDED, .finished_at = 9000,
+                     .max_abs_diff = NAN};
+  for (int i = 0; i < K; i++)
+    CHECK(store_job_finish_async(s, ids[i], &x, on_slow_fin, &f, &e) == 0);
+  while (!atomic_load(&f.entered)) usleep(200); /* a callback is held */
+  /* The writer goes on meanwhile: an async insert commits. */
+  long long b0 = atomic_load(&SQ(s)->n_batches);
+  store_job j;
+  job_init(&j, "o", "map");
+  CHECK(store_job_insert_async(s, &j, &e) == 0);
+  for (int w = 0; w < 50000 && atomic_load(&SQ(s)->n_batches) == b0; w++)
+    usleep(200);
+  CHECK(atomic_load(&SQ(s)->n_batches) > b0);
+  store_job g;
+  CHECK(store_job_get(s, j.id, "o", &g, &e) == 0); /* committed */
+  store_job_clear(&g);
+  store_job_clear(&j);
+  CHECK(atomic_load(&f.done) == 0); /* none past the held one yet */
+  atomic_store(&f.release, 1);
+  CHECK(store_sync(s, &e) == 0);
+  CHECK(atomic_load(&f.done) == K); /* every callback before the sync */
+  store_close(s);
+}
+
 /* A long run of writes still restarts the WAL, and before its hard size;
  * the checkpointer's own passes copy frames (they once copied none):
  * the writer finishes a checkpoint once the background ones have copied
@@ -453,6 +521,7 @@ int main(void) {
   RUN(test_batch_isolation);
   RUN(test_batch_one_transaction);
   RUN(test_recent_rows);
+  RUN(test_after_callbacks_in_order);
   RUN(test_wal_restarts);
   rm_tree(root);
   return check_summary();
