@@ -20,7 +20,22 @@
  *
  * Threads: ckpt_main runs on s->ckpt_thread; wal_hook (inside COMMIT) and
  * store__ckpt_writer (between batches) run on the writer thread and alone
- * touch wal_frames and ck_next. s->ckmu guards ck_want and ck_stop.
+ * touch wal_frames and ck_next. s->ckmu guards ck_want, ck_stop, ck_busy
+ * and ck_hold.
+ *
+ * The writer's own checkpoint waits for a pass of the checkpointer thread
+ * that is under way, and holds the next off until it is done (ck_busy,
+ * ck_hold): two checkpoints cannot run at once, and a PASSIVE one that
+ * meets another answers SQLITE_BUSY having copied nothing. Once the
+ * writer stopped doing its batches' wake-ups and callbacks itself
+ * (store_done.c), the thread, asked again after every batch while the WAL
+ * was long, was nearly always inside a pass when the writer tried: the
+ * writer's checkpoints copied nothing, the WAL never restarted and grew
+ * past 100,000 frames with three test programs on 2 cores
+ * (test_store_threads' test_wal_restarts). At the tail, a pass under way
+ * has little left to copy (the WAL is within STORE_WAL_TAIL_FRAMES of
+ * what the last pass copied), so the wait is short; at
+ * STORE_WAL_HARD_FRAMES it is the bound's price.
  */
 #include "db/sqlite/store_int.h"
 #include "util/datadir.h"
@@ -41,7 +56,7 @@ static void ckpt_ask(sqstore *s) {
   pthread_mutex_lock(&s->ckmu);
   if (!s->ck_want) {
     s->ck_want = 1;
-    pthread_cond_signal(&s->ckcv);
+    pthread_cond_broadcast(&s->ckcv);
   }
   pthread_mutex_unlock(&s->ckmu);
 }
@@ -84,8 +99,16 @@ void store__ckpt_writer(sqstore *s) {
   /* Most frames are already copied by the background checkpoints, so this
    * copies the tail and syncs; the next write transaction then restarts the
    * WAL (readers permitting), which wal_hook sees at that commit. */
+  pthread_mutex_lock(&s->ckmu);
+  s->ck_hold = 1;
+  while (s->ck_busy) pthread_cond_wait(&s->ckcv, &s->ckmu);
+  pthread_mutex_unlock(&s->ckmu);
   (void)sqlite3_wal_checkpoint_v2(s->w.db, NULL, SQLITE_CHECKPOINT_PASSIVE,
                                   NULL, NULL);
+  pthread_mutex_lock(&s->ckmu);
+  s->ck_hold = 0;
+  pthread_cond_broadcast(&s->ckcv);
+  pthread_mutex_unlock(&s->ckmu);
   atomic_fetch_add_explicit(&s->n_checkpoints, 1, memory_order_relaxed);
 }
 
@@ -93,9 +116,11 @@ static void *ckpt_main(void *arg) {
   sqstore *s = arg;
   pthread_mutex_lock(&s->ckmu);
   for (;;) {
-    while (!s->ck_want && !s->ck_stop) pthread_cond_wait(&s->ckcv, &s->ckmu);
+    while (!(s->ck_want && !s->ck_hold) && !s->ck_stop)
+      pthread_cond_wait(&s->ckcv, &s->ckmu);
     if (s->ck_stop) break;
     s->ck_want = 0;
+    s->ck_busy = 1;
     pthread_mutex_unlock(&s->ckmu);
     int log = 0, done = 0, gen = atomic_load(&s->wal_gen);
     int rc = sqlite3_wal_checkpoint_v2(s->ckdb, NULL, SQLITE_CHECKPOINT_PASSIVE,
@@ -106,6 +131,8 @@ static void *ckpt_main(void *arg) {
       atomic_store(&s->ck_done, (long long)gen << 32 | done);
     atomic_fetch_add_explicit(&s->n_checkpoints, 1, memory_order_relaxed);
     pthread_mutex_lock(&s->ckmu);
+    s->ck_busy = 0;
+    pthread_cond_broadcast(&s->ckcv);
   }
   pthread_mutex_unlock(&s->ckmu);
   return NULL;
@@ -147,7 +174,7 @@ void store__ckpt_stop(sqstore *s) {
   sqlite3_wal_hook(s->w.db, NULL, NULL); /* the writer has exited */
   pthread_mutex_lock(&s->ckmu);
   s->ck_stop = 1;
-  pthread_cond_signal(&s->ckcv);
+  pthread_cond_broadcast(&s->ckcv);
   pthread_mutex_unlock(&s->ckmu);
   pthread_join(s->ckpt_thread, NULL);
   pthread_cond_destroy(&s->ckcv);

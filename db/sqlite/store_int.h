@@ -145,9 +145,11 @@ struct sqstore {
   /* the checkpointer (store_ckpt.c) */
   sqlite3 *ckdb;               /* its own connection: checkpointer thread */
   pthread_t ckpt_thread;
-  pthread_mutex_t ckmu;        /* guards ck_want, ck_stop */
+  pthread_mutex_t ckmu;        /* guards ck_want, ck_stop, ck_busy, ck_hold */
   pthread_cond_t ckcv;
   int ck_want, ck_stop;
+  int ck_busy; /* the checkpointer thread is inside a pass */
+  int ck_hold; /* the writer finishes one: no pass may start */
   atomic_int wal_frames;       /* written by the writer thread only (read
                                   by tests) */
   int ck_next;                 /* writer thread only */
