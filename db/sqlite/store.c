@@ -310,13 +310,27 @@ static void run_batch(sqstore *s, store_wop *head) {
 
 static void *writer_main(void *arg) {
   sqstore *s = arg;
+  /* After a batch an empty queue is watched for `linger` ms (wsleep 3)
+   * before the writer sleeps with no deadline (wsleep 1): a lazy op queued
+   * meanwhile (a tiny job's insert) is due no sooner than that, so it
+   * needs no wake-up of its own; the job's end wakes the writer once. */
+  double linger =
+      s->hold_run_ms > 0 ? fmin(s->hold_run_ms, STORE_LAZY_MS) : STORE_LAZY_MS;
+  int lingered = 1; /* nothing committed yet */
   pthread_mutex_lock(&s->mu);
   for (;;) {
     /* Sleep until an urgent op comes, or the oldest lazy one is due. */
     while (!s->stopping && !s->nurgent) {
       if (!s->qhead) {
-        s->wsleep = 1;
-        pthread_cond_wait(&s->work, &s->mu);
+        s->wsleep = lingered ? 1 : 3;
+        if (lingered) {
+          pthread_cond_wait(&s->work, &s->mu);
+        } else {
+          struct timespec ts;
+          tmutex_deadline(&ts, linger);
+          pthread_cond_timedwait(&s->work, &s->mu, &ts);
+          lingered = 1;
+        }
         s->wsleep = 0;
         continue;
       }
@@ -337,6 +351,7 @@ static void *writer_main(void *arg) {
      * finish no longer finds the others */
     store_wop *batch = store__hold_take(s, q, t_now_ms());
     pthread_mutex_unlock(&s->mu);
+    lingered = 0;
     if (!batch) { /* every op held: sleep until the holds are looked at */
       pthread_mutex_lock(&s->mu);
       continue;

@@ -139,7 +139,9 @@ struct sqstore {
   store_wop *qhead, *qtail;    /* FIFO of ops not yet taken by the writer */
   int nurgent;                 /* ops in the queue that are not lazy */
   int wsleep;                  /* the writer waits: 1 for any op, 2 for an
-                                  urgent one or the lazy deadline; 0 not */
+                                  urgent one or the lazy deadline, 3 for an
+                                  urgent one or its linger's end (store.c's
+                                  writer_main); 0 not */
   double due;                  /* t_now_ms by which the writer takes the
                                   queue without an urgent op (INFINITY:
                                   nothing lazy queued) */
