@@ -92,9 +92,9 @@ test-tsan:
 	mkdir -p $(TEST_RESULTS)
 	$(CMAKE) -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug \
 	  -DTESSEL_WERROR=ON -DTESSEL_TSAN=ON -DTESSEL_CUDA=OFF
-	$(CMAKE) --build $(TSAN_BUILD) -j $(JOBS) --target unit_test_pool unit_test_arrayval unit_test_sched unit_test_sched_gpu unit_test_sched_mem unit_test_sched_parts unit_test_sched_cluster unit_test_sched_nodes unit_test_sched_gang unit_test_sched_ended unit_test_wbehind unit_test_pdigest unit_test_spare unit_test_split_join unit_test_mgpu unit_test_sched_mgpu unit_test_reduce_lanes unit_test_map_lanes unit_test_store_fold unit_test_store_threads unit_test_jobs_rids unit_test_jobs_batch unit_test_lifecycle
+	$(CMAKE) --build $(TSAN_BUILD) -j $(JOBS) --target unit_test_pool unit_test_arrayval unit_test_sched unit_test_sched_gpu unit_test_sched_mem unit_test_sched_parts unit_test_sched_cluster unit_test_sched_nodes unit_test_sched_gang unit_test_sched_ended unit_test_wbehind unit_test_pdigest unit_test_spare unit_test_split_join unit_test_mgpu unit_test_sched_mgpu unit_test_reduce_lanes unit_test_map_lanes unit_test_store_fold unit_test_store_hold unit_test_store_threads unit_test_jobs_rids unit_test_jobs_batch unit_test_lifecycle
 	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-	  ctest --output-on-failure -R 'pool|arrayval|sched|wbehind|pdigest|unit/test_spare|split_join|unit/test_mgpu|unit/test_reduce_lanes|unit/test_map_lanes|unit/test_store_fold|unit/test_store_threads|jobs_rids|unit/test_jobs_batch|unit/test_lifecycle' --timeout 600 \
+	  ctest --output-on-failure -R 'pool|arrayval|sched|wbehind|pdigest|unit/test_spare|split_join|unit/test_mgpu|unit/test_reduce_lanes|unit/test_map_lanes|unit/test_store_fold|unit/test_store_hold|unit/test_store_threads|jobs_rids|unit/test_jobs_batch|unit/test_lifecycle' --timeout 600 \
 	  --output-junit $(TEST_RESULTS)/tsan.xml
 
 test-fuzz:

@@ -203,11 +203,16 @@ static void reply_after_wait(http_req *r, api_ctx *ctx, const char *id,
   http_req_ref(r);
   int rc = jobs_wait_end(ctx->jobs, id, on_job_end, w, &w->token);
   pthread_mutex_unlock(&w->mu);
-  if (rc == 1) {
-    /* Already finished: answer now, unless the timer got there first. */
+  if (rc != 0) {
+    /* Already finished: answer now, unless the timer got there first. The
+     * job left the scheduler after its end's store write, which covered
+     * its insert (sched.h): no store_sync, as answer_wait; out of memory
+     * for the wait (-1) nothing is known: sync first. A tiny job ends
+     * before its wait is set up often (~1 in 5 sync calls here): that
+     * sync was a writer round trip on the answer's path. */
     http_req_unref(r);
     if (http_claim(r)) {
-      reply_job_stored(r, ctx, id, async_insert, 1, get);
+      reply_job_stored(r, ctx, id, async_insert, rc < 0, get);
       pthread_mutex_destroy(&w->mu);
       free(w);
     }

@@ -184,11 +184,15 @@ int store_job_insert(store *s, store_job *j, int *existing, terr *e);
  * (compute/jobs/rids.h: a read by store_job_by_request, and no other insert
  * of the key in flight): one that is would make this insert a silent
  * no-op (the unique index is the last guard), its job then T_ENOTFOUND as
- * below. The row is committed by the time any [sync] write
- * queued after this call returns (store_sync, or the job's own
- * store_job_finish*), so a job may be answered as accepted only after
- * such a write — and a job whose insert failed (an I/O error) is then
- * T_ENOTFOUND to store_job_get and to its finish. T_EUNAVAIL when closing,
+ * below. The row is committed by the time store_sync, a [sync] insert
+ * (store_job_insert, store_insert_jobs) or a write of the job's own (its
+ * finish, a [sync] start, requeue) queued after this call returns, so a
+ * job may be answered as accepted only after such a write — and a job
+ * whose insert failed (an I/O error) is then T_ENOTFOUND to store_job_get
+ * and to its finish. Other writes may commit before it (SQLite holds it
+ * back so that its job's end folds into it, at most until the job has run
+ * 2 ms or 20 ms after this call: db/sqlite/store_fold.c); until it commits
+ * a read does not find the job. T_EUNAVAIL when closing,
  * T_ENOMEM. For many jobs at once use store_insert_jobs: N async inserts
  * queued together are all ahead of every later write (one transaction of
  * N rows that a lone submit waits behind). */

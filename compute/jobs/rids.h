@@ -25,7 +25,11 @@
  * write is queued, and once that write returns every insert stamped at or
  * below the mark is committed or has failed (store.h: writes commit in the
  * order they were queued): rids_committed drops those entries, oldest
- * first (a list in stamp order).
+ * first (a list in stamp order). The SQLite store may hold an [async]
+ * insert back past later commits (db/sqlite/store_fold.c) until its job
+ * ends: such an entry is still watched, so it stays (busy) however it is
+ * swept, and the [sync] insert of a hold is a barrier that commits every
+ * [async] insert queued before it, so it finds that row.
  *
  * Bounded: at most `max` keys claimed or queued (rids_claim answers NULL
  * beyond: that submit takes the [sync] path); holds are bounded by the

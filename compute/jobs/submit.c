@@ -565,13 +565,16 @@ static int submit_keyed(jobs *J, jobs_pending *p, int *async_insert,
   rc = jobs_submit_inserted(J, p, 0, 0, id, e);
   rids_enqueued(en);
   uint64_t token;
+  int w;
   if (rc) {
     /* not queued, its row is: known committed after a sync (which sweeps) */
     terr se;
     (void)jobs_sync(J, &se);
     rids_ended(en, 0);
-  } else if (sched_wait_end(J->sc, id, keyed_job_ended, en, &token) != 0) {
-    rids_ended(en, 0); /* ended already: the answer's own sync covers it */
+  } else if ((w = sched_wait_end(J->sc, id, keyed_job_ended, en, &token))) {
+    /* ended already: its end's write has returned, the insert with it
+     * (sched.h), so the key is settled; not known (-1): a later sweep */
+    rids_ended(en, w > 0);
   }
   return rc;
 }

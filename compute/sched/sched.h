@@ -171,8 +171,11 @@ int sched_holds(sched *s, const char *id, const char *owner);
 
 /* Call cb(arg, id) once when job `id` ends. Returns 0 when registered, 1
  * when the job is not running or queued here (already finished: the caller
- * reads the store). *token identifies the registration for
- * sched_unwait. */
+ * reads the store; a job of this node leaves the scheduler only after its
+ * end's store write has returned, so that commit covers its insert), -1
+ * when out of memory (nothing known: the caller reads the store, after a
+ * store_sync where the job's insert may still be queued). *token
+ * identifies the registration for sched_unwait. */
 typedef void (*sched_wait_fn)(void *arg, const char *id);
 int sched_wait(sched *s, const char *id, sched_wait_fn cb, void *arg,
                uint64_t *token);

@@ -247,7 +247,7 @@ static int wait_add(sched *s, const char *id, sched_wait_fn cb,
                     uint64_t *token) {
   *token = 0;
   swaiter *w = calloc(1, sizeof *w);
-  if (!w) return 1; /* the caller answers from the store instead */
+  if (!w) return -1; /* not known: the caller answers from the store */
   tmutex_lock(&s->mu);
   sjob *j = sched_find(s, id);
   if (!j && (!s->cluster || s->shut) && !s->up.split_held_locked(s, id)) {

@@ -40,9 +40,9 @@
  * STORE_LAZY_MS, so that a tiny job's writes share one commit without a
  * wake-up each.
  *
- * Take-overs (the fold table): a lazy start op and an async insert op wait
- * in the queue listed by their job's id (a hash table, emptied in O(1)
- * when the writer takes the queue). A finish queued meanwhile takes them
+ * Take-overs (the fold table, store_fold.c): a lazy start op and an async
+ * insert op wait in the queue listed by their job's id (a hash table,
+ * emptied in O(1) when the writer takes the queue). A finish queued meanwhile takes them
  * over: the start's arguments go with the finish (one UPDATE sets both),
  * and the insert op is emptied and the finish inserts the ended row
  * instead (one INSERT, no UPDATE: under load, when the writer is behind,
@@ -50,6 +50,11 @@
  * batch, so the arguments stay valid. An op that must find the row where
  * the queue put it (a [sync] start, requeue, unstart, note: touch_id)
  * takes the job's entries out of the table, so nothing moves past it.
+ * Holds (store_fold.c): when the writer takes the queue it leaves there the
+ * [async] inserts whose job may still end soon (and their starts), listed
+ * again, so that the end folds in even when other jobs' writes commit
+ * first; a barrier op (store_sync, a [sync] insert) ends the holds of the
+ * inserts queued before it.
  *
  * Runs of rows: ops whose whole write is one job row (row_of) go in
  * several to an INSERT (store_wop.rows_fn, store_rows.c), moving only past empty
@@ -59,7 +64,7 @@
  * job lifecycle ops) needs none, since SQLite undoes a failing statement
  * itself; the others get one when they share a batch.
  *
- * Locks: s->mu guards the queue (qhead/qtail/nurgent/lazy_since/progress/
+ * Locks: s->mu guards the queue (qhead/qtail/nurgent/due/hold_gen/progress/
  * fold/stopping/writer_gone);
  * s->rmu guards the reader registry. Neither is held while SQL runs, and they
  * are never held together (nor with s->dmu, store_done.c's). A [sync]
@@ -67,6 +72,7 @@
  * after the commit (no lock, one wake-up per caller).
  */
 #include <errno.h>
+#include <math.h>
 #include <semaphore.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -224,109 +230,6 @@ fail:
   return rc;
 }
 
-/* ---- the fold table ------------------------------------------------------
- * The lazy starts and async inserts in the queue, by job id and kind, for
- * a finish to take over (enqueue_locked). Open addressing with linear
- * probes; a slot is live when its gen is the table's, so that the writer
- * empties the table in O(1) when it takes the queue (gen++); a taken entry
- * stays as a tombstone (op NULL) until then. A long queue (a batch of
- * 10,000 async inserts) costs a finish one probe, not a scan. [s->mu] */
-enum { FOLD_START = 1, FOLD_INSERT = 2 };
-typedef struct fold_slot {
-  uint32_t gen, h;
-  store_wop *op; /* NULL: taken (a tombstone) */
-} fold_slot;
-struct store_fold {
-  fold_slot *v;
-  uint32_t cap, used, gen; /* used: live and tombstones */
-};
-
-static const char *fold_id(const store_wop *o, int kind) {
-  return kind == FOLD_START ? o->start_id : o->insert_id;
-}
-
-static uint32_t fold_hash(const char *id, int kind) {
-  uint32_t h = 2166136261u ^ (uint32_t)kind;
-  for (; *id; id++) h = (h ^ (unsigned char)*id) * 16777619u;
-  return h;
-}
-
-/* The slot of (id, kind): live, or the first empty one after its chain. */
-static fold_slot *fold_find(struct store_fold *f, const char *id, int kind,
-                            uint32_t h) {
-  for (uint32_t i = h & (f->cap - 1);; i = (i + 1) & (f->cap - 1)) {
-    fold_slot *x = &f->v[i];
-    if (x->gen != f->gen) return x;
-    if (x->op && x->h == h && fold_id(x->op, kind) &&
-        strcmp(fold_id(x->op, kind), id) == 0)
-      return x;
-  }
-}
-
-/* The queued op of (id, kind), taken out of the table; NULL if none. */
-static store_wop *fold_take(struct store_fold *f, const char *id, int kind) {
-  if (!f || !f->used) return NULL;
-  fold_slot *x = fold_find(f, id, kind, fold_hash(id, kind));
-  if (x->gen != f->gen) return NULL;
-  store_wop *o = x->op;
-  x->op = NULL;
-  return o;
-}
-
-/* List o under (its id, kind); a newer op of the same job replaces the
- * older, which stays an ordinary op. Without memory to grow: not listed
- * (it runs where it is). */
-static void fold_put(struct store_fold *f, store_wop *o, int kind) {
-  if (!f) return;
-  if ((f->used + 1) * 2 > f->cap) { /* grow, keeping the live ones */
-    uint32_t cap = f->cap * 2;
-    fold_slot *v = calloc(cap, sizeof *v);
-    if (!v) return;
-    struct store_fold g = {v, cap, 0, 1};
-    for (uint32_t i = 0; i < f->cap; i++) {
-      fold_slot *x = &f->v[i];
-      if (x->gen != f->gen || !x->op) continue;
-      int k = x->op->start_id ? FOLD_START : FOLD_INSERT;
-      fold_slot *y = fold_find(&g, fold_id(x->op, k), k, x->h);
-      *y = (fold_slot){g.gen, x->h, x->op};
-      g.used++;
-    }
-    free(f->v);
-    *f = g;
-  }
-  uint32_t h = fold_hash(fold_id(o, kind), kind);
-  fold_slot *x = fold_find(f, fold_id(o, kind), kind, h);
-  if (x->gen != f->gen) f->used++;
-  *x = (fold_slot){f->gen, h, o};
-}
-
-/* The writer took the queue: every entry goes. */
-static void fold_clear(struct store_fold *f) {
-  if (!f || !f->used) return;
-  f->used = 0;
-  if (++f->gen == 0) { /* wrapped: old slots could look live */
-    memset(f->v, 0, (size_t)f->cap * sizeof *f->v);
-    f->gen = 1;
-  }
-}
-
-static struct store_fold *fold_new(void) {
-  struct store_fold *f = malloc(sizeof *f);
-  fold_slot *v = calloc(256, sizeof *v);
-  if (!f || !v) {
-    free(f);
-    free(v);
-    return NULL;
-  }
-  *f = (struct store_fold){v, 256, 0, 1};
-  return f;
-}
-
-static void fold_free(struct store_fold *f) {
-  if (f) free(f->v);
-  free(f);
-}
-
 /* ---- the writer ------------------------------------------------------------ */
 
 static int wexec(sqstore *s, const char *sql) {
@@ -410,17 +313,31 @@ static void run_batch(sqstore *s, store_wop *head) {
 
 static void *writer_main(void *arg) {
   sqstore *s = arg;
+  /* After a batch an empty queue is watched for `linger` ms (wsleep 3)
+   * before the writer sleeps with no deadline (wsleep 1): a lazy op queued
+   * meanwhile (a tiny job's insert) is due no sooner than that, so it
+   * needs no wake-up of its own; the job's end wakes the writer once. */
+  double linger =
+      s->hold_run_ms > 0 ? fmin(s->hold_run_ms, STORE_LAZY_MS) : STORE_LAZY_MS;
+  int lingered = 1; /* nothing committed yet */
   pthread_mutex_lock(&s->mu);
   for (;;) {
     /* Sleep until an urgent op comes, or the oldest lazy one is due. */
     while (!s->stopping && !s->nurgent) {
       if (!s->qhead) {
-        s->wsleep = 1;
-        pthread_cond_wait(&s->work, &s->mu);
+        s->wsleep = lingered ? 1 : 3;
+        if (lingered) {
+          pthread_cond_wait(&s->work, &s->mu);
+        } else {
+          struct timespec ts;
+          tmutex_deadline(&ts, linger);
+          pthread_cond_timedwait(&s->work, &s->mu, &ts);
+          lingered = 1;
+        }
         s->wsleep = 0;
         continue;
       }
-      double due = s->lazy_since + STORE_LAZY_MS;
+      double due = s->due;
       if (t_now_ms() >= due) break;
       struct timespec ts;
       tmutex_deadline(&ts, due - t_now_ms()); /* t_now_ms is monotonic */
@@ -429,13 +346,19 @@ static void *writer_main(void *arg) {
       s->wsleep = 0;
     }
     if (!s->qhead) break; /* stopping and drained */
-    store_wop *batch = s->qhead;
+    store_wop *q = s->qhead;
     s->qhead = s->qtail = NULL;
     s->nurgent = 0;
     s->progress = NULL; /* ops taken: later progress starts a new entry */
-    fold_clear(s->fold); /* a later finish no longer finds its start or
-                            insert */
+    /* held inserts (and their starts) stay queued, listed again; a later
+     * finish no longer finds the others */
+    store_wop *batch = store__hold_take(s, q, t_now_ms());
     pthread_mutex_unlock(&s->mu);
+    lingered = 0;
+    if (!batch) { /* every op held: sleep until the holds are looked at */
+      pthread_mutex_lock(&s->mu);
+      continue;
+    }
 
     store__ckpt_writer(s);
     reserve_watch(0); /* a full disk: the reserve's room before the commit */
@@ -479,33 +402,48 @@ static void enqueue_locked(sqstore *s, store_wop *o) {
   o->absorbed = NULL;
   o->absorbed_insert = NULL;
   o->grouped = 0;
+  o->queued_ms = t_now_ms();
+  double due = o->queued_ms + STORE_LAZY_MS;
   if (o->absorb_id) { /* a finish: its job's start and insert may wait */
-    store_wop *st = fold_take(s->fold, o->absorb_id, FOLD_START);
+    store_wop *st = store__fold_take(s->fold, o->absorb_id, STORE_FOLD_START);
     if (st) {
       o->absorbed = st->arg;
       st->fn = nothing_fn;
     }
-    store_wop *in = fold_take(s->fold, o->absorb_id, FOLD_INSERT);
+    store_wop *in = store__fold_take(s->fold, o->absorb_id, STORE_FOLD_INSERT);
     if (in) {
       o->absorbed_insert = in;
       in->fn = nothing_fn;
       in->row_of = NULL;
+      in->hold = 0;
       atomic_fetch_add_explicit(&s->n_folds, 1, memory_order_relaxed);
     }
   } else if (o->start_id) {
-    fold_put(s->fold, o, FOLD_START);
+    store_wop *in = store__fold_peek(s->fold, o->start_id, STORE_FOLD_INSERT);
+    if (store__fold_put(s->fold, o, STORE_FOLD_START) != 0) {
+      if (in) in->hold = 0; /* its finish could not take both */
+    } else if (in && in->hold) { /* looked at with its insert */
+      due = o->queued_ms + s->hold_run_ms;
+    }
   } else if (o->insert_id) {
-    fold_put(s->fold, o, FOLD_INSERT);
+    int listed = store__fold_put(s->fold, o, STORE_FOLD_INSERT) == 0;
+    o->hold = o->hold && listed && s->hold_run_ms > 0;
+    o->hold_gen = s->hold_gen;
+    if (o->hold) due = o->queued_ms + s->hold_run_ms;
   } else if (o->touch_id) { /* the row must be where the queue has it */
-    (void)fold_take(s->fold, o->touch_id, FOLD_START);
-    (void)fold_take(s->fold, o->touch_id, FOLD_INSERT);
+    (void)store__fold_take(s->fold, o->touch_id, STORE_FOLD_START);
+    store_wop *in = store__fold_take(s->fold, o->touch_id, STORE_FOLD_INSERT);
+    if (in) in->hold = 0;
   }
-  if (!s->qhead) s->lazy_since = t_now_ms();
+  if (o->barrier) s->hold_gen++; /* the inserts before it go with it */
   if (s->qtail) s->qtail->next = o;
   else s->qhead = o;
   s->qtail = o;
   if (o->lazy) {
-    if (s->wsleep == 1) pthread_cond_signal(&s->work);
+    int sooner = due < s->due;
+    if (sooner) s->due = due;
+    if (s->wsleep == 1 || (sooner && s->wsleep == 2))
+      pthread_cond_signal(&s->work);
   } else if (s->nurgent++ == 0) {
     pthread_cond_signal(&s->work);
   }
@@ -547,7 +485,7 @@ int store__write_one(sqstore *s, store_wfn fn, void *arg, terr *e) {
  * returns. */
 int sq_sync(sqstore *s, terr *e) {
   if (!s) return terr_set(e, T_EINVAL, "", -1, "store: not open");
-  store_wop op = {.fn = nothing_fn, .one_stmt = 1};
+  store_wop op = {.fn = nothing_fn, .one_stmt = 1, .barrier = 1};
   return store__write_op(s, &op, e);
 }
 
@@ -669,7 +607,9 @@ int sq_open(const char *data_dir, sqstore **out, terr *e) {
   pthread_condattr_destroy(&mono);
   have_locks = 1;
   (void)store__recent_init(s); /* without memory for it: every read a SELECT */
-  s->fold = fold_new(); /* without memory for it: no take-over */
+  s->fold = store__fold_new(); /* without memory for it: no take-over */
+  s->due = INFINITY;
+  store__hold_config(s);
   if ((rc = store__ckpt_start(s, e))) goto fail;
   store__done_start(s); /* without its thread: the writer does it */
   atomic_store(&s->alive, 1);
@@ -678,6 +618,9 @@ int sq_open(const char *data_dir, sqstore **out, terr *e) {
     rc = terr_set(e, T_EINTERNAL, "", -1, "store: cannot start the writer");
     goto fail;
   }
+  /* named, so that top -H, perf and /proc/<pid>/task show its share
+   * (tests/bench/README.md: the writer's CPU per job) */
+  (void)pthread_setname_np(s->writer, "store-writer");
   *out = s;
   return 0;
 fail:
@@ -690,7 +633,7 @@ fail:
   }
   if (have_key) pthread_key_delete(s->rkey);
   store__recent_free(s);
-  fold_free(s->fold);
+  store__fold_free(s->fold);
   conn_close(&s->w);
   free(s);
   return rc;
@@ -707,6 +650,12 @@ void sq_close(sqstore *s) {
   pthread_cond_signal(&s->work);
   pthread_mutex_unlock(&s->mu);
   pthread_join(s->writer, NULL); /* drains the queue first */
+  /* the writer's figures (tests/bench/README.md: commits and folds per
+   * job) */
+  log_info("store: %lld commits of %lld writes, %lld ends folded into "
+           "their insert", (long long)atomic_load(&s->n_batches),
+           (long long)atomic_load(&s->n_ops),
+           (long long)atomic_load(&s->n_folds));
   store__done_stop(s);           /* and the committed batches' callbacks */
   store__ckpt_stop(s);
   /* No destructor runs for this key after this; close what is left. */
@@ -731,7 +680,7 @@ void sq_close(sqstore *s) {
   store__recent_free(s);
   for (int i = 0; i < 4; i++) free(s->rows_sql[i]); /* store_rows.c's */
   free(s->rows);
-  fold_free(s->fold);
+  store__fold_free(s->fold);
   free(s);
 }
 

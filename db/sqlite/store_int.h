@@ -37,6 +37,7 @@
 
 /* A connection and its prepared statements (one thread uses it at a time). */
 typedef struct sqstore sqstore;
+typedef struct store_fold store_fold; /* store_fold.c */
 
 typedef struct store_conn {
   sqlite3 *db;
@@ -68,6 +69,17 @@ struct store_wop {
   int one_stmt;          /* writes with at most one statement, which undoes
                             itself when it fails: no savepoint needed */
   int lazy;              /* async: need not wake the writer (STORE_LAZY_MS) */
+  /* An [async] insert the writer may hold back in the queue while later
+   * ops commit (store_fold.c: until its job ends, a barrier, an op that
+   * names its job, or the hold's deadlines), so that its job's end folds
+   * into it. Cleared when it may no longer be held. */
+  int hold;
+  unsigned hold_gen;     /* s->hold_gen when queued (a barrier bumps it) */
+  /* A barrier: every insert queued before it commits no later than it
+   * (store_sync, the [sync] inserts: rids.h's marks count on it). */
+  int barrier;
+  int keep;              /* writer, under s->mu: stays in the queue */
+  double queued_ms;      /* t_now_ms when queued */
   /* async: called once the batch holding the op has committed (rc 0) or
    * failed, just before the op is freed, on store_done.c's thread (in
    * commit and queue order; the writer meanwhile runs the next batch);
@@ -129,10 +141,17 @@ struct sqstore {
   store_wop *qhead, *qtail;    /* FIFO of ops not yet taken by the writer */
   int nurgent;                 /* ops in the queue that are not lazy */
   int wsleep;                  /* the writer waits: 1 for any op, 2 for an
-                                  urgent one or the lazy deadline; 0 not */
-  double lazy_since;           /* t_now_ms when the oldest lazy op came */
+                                  urgent one or the lazy deadline, 3 for an
+                                  urgent one or its linger's end (store.c's
+                                  writer_main); 0 not */
+  double due;                  /* t_now_ms by which the writer takes the
+                                  queue without an urgent op (INFINITY:
+                                  nothing lazy queued) */
+  unsigned hold_gen;           /* bumped by every barrier op queued */
+  double hold_run_ms;          /* the holds (store_fold.c): set at open */
+  double hold_queued_ms;
   store_wop *progress;         /* async progress ops in the queue, by job */
-  struct store_fold *fold;     /* lazy start and insert ops in the queue,
+  store_fold *fold;            /* lazy start and insert ops in the queue,
                                   by job (store.c); NULL: no memory, no
                                   take-over */
   int stopping;                /* store_close asked; drain then exit */
@@ -258,6 +277,35 @@ int store__write_one(sqstore *s, store_wfn fn, void *arg, terr *e);
  * and T_EUNAVAIL returned. */
 #define STORE_LAZY_MS 5.0
 int store__write_async(sqstore *s, store_wop *o);
+/* How long the writer holds back an [async] insert (store_wop.hold) whose
+ * job has not ended: until the job has run STORE_HOLD_RUN_MS (its start
+ * op queued that long ago), and never past STORE_HOLD_QUEUED_MS after the
+ * insert was queued; $TESSEL_STORE_HOLD_MS="RUN[,QUEUED]" sets them at
+ * open ("0": no hold). store_fold.c says why these. */
+#define STORE_HOLD_RUN_MS 2.0
+#define STORE_HOLD_QUEUED_MS 20.0
+
+/* store_fold.c: the fold table (the lazy starts and async inserts in the
+ * queue by job id, for a finish to take over) and the held inserts.
+ * [s->mu] for all. */
+enum { STORE_FOLD_START = 1, STORE_FOLD_INSERT = 2 };
+store_fold *store__fold_new(void); /* NULL: no memory (no take-over) */
+void store__fold_free(store_fold *f);
+/* List o under (its id, kind): 0; -1 when out of memory (not listed). */
+int store__fold_put(store_fold *f, store_wop *o, int kind);
+/* The op of (id, kind) taken out of the table (take) or left there
+ * (peek); NULL if none. */
+store_wop *store__fold_take(store_fold *f, const char *id, int kind);
+store_wop *store__fold_peek(store_fold *f, const char *id, int kind);
+/* The writer took the queue: every entry goes. */
+void store__fold_clear(store_fold *f);
+/* The writer takes the queue (s->qhead..., already unlinked from s):
+ * the ops that stay queued (held inserts and their jobs' starts) go back
+ * to the queue, listed again, and s->due is set; returns the rest, the
+ * batch to run. Clears the fold table. */
+store_wop *store__hold_take(sqstore *s, store_wop *q, double now);
+/* Read $TESSEL_STORE_HOLD_MS into s (at open). */
+void store__hold_config(sqstore *s);
 /* SQLite's error as the store's: SQLITE_FULL (the disk or the data dir's
  * file system is full) is T_ENOSPACE, 507 at submit, "resource_exhausted"
  * for a job; anything else T_EIO. Inline here, not in store.c, so that

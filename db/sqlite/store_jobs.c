@@ -295,7 +295,10 @@ int sq_job_insert(sqstore *s, store_job *j, int *existing, terr *e) {
   if (!tmp.backend_requested) tmp.backend_requested = "auto";
   insert_args a = {.j = &tmp};
   store_job_clear(&a.found);
-  int rc = store__write_one(s, insert_fn, &a, e);
+  /* a barrier: the [async] inserts queued before it commit no later
+   * (compute/jobs/rids.h's marks; store_fold.c's holds) */
+  store_wop op = {.fn = insert_fn, .arg = &a, .one_stmt = 1, .barrier = 1};
+  int rc = store__write_op(s, &op, e);
   if (rc) {
     store_job_clear(&a.found); /* the commit may fail after a match */
     return rc;
@@ -407,7 +410,8 @@ int sq_job_insert_many(sqstore *s, store_job *jobs, int n, int *existing,
     store_job_clear(&a[i].found);
   }
   insert_many_args m = {rows, a, n, rcs, errs};
-  int rc = store__write(s, insert_many_fn, &m, e);
+  store_wop op = {.fn = insert_many_fn, .arg = &m, .barrier = 1};
+  int rc = store__write_op(s, &op, e); /* a barrier, as sq_job_insert's */
   for (int i = 0; i < n; i++) {
     if (rc) {
       store_job_clear(&a[i].found);
@@ -537,6 +541,9 @@ int sq_job_insert_async(sqstore *s, store_job *j, terr *e) {
   o->op.lazy = 1;
   o->op.after = insert_after;
   o->op.insert_id = r->id; /* a finish queued meanwhile takes it over */
+  /* held back until its job ends (store_fold.c), unless a delete of what
+   * it names must find it where the queue put it */
+  o->op.hold = !has_refs(r);
   if (store__write_async(s, &o->op) != 0)
     return terr_set(e, T_EUNAVAIL, "", -1, "store: closing");
   return 0;
