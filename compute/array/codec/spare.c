@@ -294,6 +294,9 @@ int spare_take(const char *path, int64_t len) {
 int spare_fill_of(const char *v) {
   if (v && strcmp(v, "read") == 0) return SPARE_FILL_READ;
   if (v && strcmp(v, "written") == 0) return SPARE_FILL_WRITTEN;
+  if (v && *v)
+    log_warn("spare: TESSEL_SPARE_FILL='%s' is neither read nor written: "
+             "the default, read", v);
   return SPARE_FILL_DEFAULT;
 }
 

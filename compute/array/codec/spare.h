@@ -74,7 +74,8 @@ int spare_take(const char *path, int64_t len);
  *           over written blocks (bench_fill `sparew:` 55.7 GB/s, same
  *           host and run). The cost: the spare's size written to the disk
  *           once, in the background, per spare made.
- * Unset or anything else: SPARE_FILL_DEFAULT, "read". Measured on a
+ * Unset or anything else: SPARE_FILL_DEFAULT, "read" (anything else is
+ * logged as a warning). Measured on a
  * 4xH200 host (64 cores, ext4, 2026-11-29, bench_mgpu.sh, 3 runs 4 s
  * apart): "written" made the stored 6.4 GB square matrix on two GPUs 279
  * ms against 301 and the 7.2 GB one 270 against 292, but a job that runs
